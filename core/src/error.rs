@@ -1,0 +1,294 @@
+//! Typed errors. Each names what is wrong and carries the value that was seen.
+
+use core::fmt;
+
+use crate::region::RegionError;
+
+/// A ring cannot be attached: spec §1.3 checks, in order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum AttachError {
+    /// The region is shorter than the 128-byte header.
+    TooShort {
+        /// Region length.
+        len: u64,
+    },
+    /// `magic` is not the ring magic (0 also means "creation not finished").
+    BadMagic {
+        /// The value found.
+        found: u64,
+    },
+    /// `version` is not 2.
+    BadVersion {
+        /// The value found.
+        found: u32,
+    },
+    /// `element_size` differs from the caller's slot stride.
+    ElementSizeMismatch {
+        /// The caller's stride.
+        expected: u32,
+        /// The header's stride.
+        found: u32,
+    },
+    /// `element_size < 8`.
+    ElementSizeTooSmall {
+        /// The value found.
+        found: u32,
+    },
+    /// `capacity` is not a power of two.
+    CapacityNotPowerOfTwo {
+        /// The value found.
+        found: u64,
+    },
+    /// `mask != capacity - 1`.
+    BadMask {
+        /// Header capacity.
+        capacity: u64,
+        /// Header mask.
+        mask: u64,
+    },
+    /// `slots_offset` is below 128 or not aligned.
+    BadSlotsOffset {
+        /// The offset found.
+        offset: u64,
+        /// The required alignment.
+        align: u64,
+    },
+    /// The slots end past the region (`end` is `None` on overflow).
+    SlotsPastEnd {
+        /// End of the slot array.
+        end: Option<u64>,
+        /// Region length.
+        len: u64,
+    },
+    /// `reader_registry_offset` is not a multiple of 64.
+    RegistryMisaligned {
+        /// The offset found.
+        offset: u32,
+    },
+    /// The registry ends past the region.
+    RegistryPastEnd {
+        /// End of the registry.
+        end: u64,
+        /// Region length.
+        len: u64,
+    },
+    /// `arena_offset` is not a multiple of 64.
+    ArenaMisaligned {
+        /// The offset found.
+        offset: u64,
+    },
+    /// The arena ends past the region (`end` is `None` on overflow).
+    ArenaPastEnd {
+        /// End of the arena.
+        end: Option<u64>,
+        /// Region length.
+        len: u64,
+    },
+    /// The arena size is not a power of two ≥ 64, or the records cannot hold a BlobRef.
+    BadArena {
+        /// Header arena size.
+        arena_size: u64,
+        /// Header element size.
+        element_size: u32,
+    },
+    /// The arena header's capacity differs from the ring header's `arena_size`.
+    ArenaHeaderMismatch {
+        /// Ring header `arena_size`.
+        arena_size: u64,
+        /// Arena header `capacity`.
+        arena_capacity: u64,
+    },
+    /// Two parts of the layout overlap.
+    Overlap {
+        /// Which part overlaps.
+        what: &'static str,
+    },
+    /// The header's schema signature differs from the caller's type.
+    SchemaMismatch {
+        /// The caller's signature.
+        expected: u64,
+        /// The header's signature.
+        found: u64,
+    },
+    /// The ring is of another kind than the caller asked for.
+    WrongKind {
+        /// The header flags.
+        flags: u32,
+        /// What the caller needs.
+        need: &'static str,
+    },
+}
+
+impl fmt::Display for AttachError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use AttachError::*;
+        match *self {
+            TooShort { len } => write!(
+                f,
+                "file is {len} bytes, shorter than the 128-byte ring header"
+            ),
+            BadMagic { found: 0 } => write!(
+                f,
+                "magic is 0: not a ring, or its creation has not finished"
+            ),
+            BadMagic { found } => write!(
+                f,
+                "bad magic {found:#018x} (expected {:#018x})",
+                crate::layout::RING_MAGIC
+            ),
+            BadVersion { found } => write!(f, "ring version {found} is not supported (expected 2)"),
+            ElementSizeMismatch { expected, found } => {
+                write!(
+                    f,
+                    "element_size {found} does not match the record type's slot stride {expected}"
+                )
+            }
+            ElementSizeTooSmall { found } => write!(f, "element_size {found} is smaller than 8"),
+            CapacityNotPowerOfTwo { found } => write!(f, "capacity {found} is not a power of two"),
+            BadMask { capacity, mask } => {
+                write!(f, "mask {mask:#x} is not capacity {capacity} - 1")
+            }
+            BadSlotsOffset { offset, align } => {
+                write!(
+                    f,
+                    "slots_offset {offset} is below 128 or not a multiple of {align}"
+                )
+            }
+            SlotsPastEnd {
+                end: Some(end),
+                len,
+            } => write!(
+                f,
+                "slots end at byte {end}, past the end of the file ({len} bytes)"
+            ),
+            SlotsPastEnd { end: None, len } => write!(
+                f,
+                "slots_offset + capacity * element_size overflows (file is {len} bytes)"
+            ),
+            RegistryMisaligned { offset } => {
+                write!(f, "reader_registry_offset {offset} is not a multiple of 64")
+            }
+            RegistryPastEnd { end, len } => write!(
+                f,
+                "reader registry ends at byte {end}, past the end of the file ({len} bytes)"
+            ),
+            ArenaMisaligned { offset } => {
+                write!(f, "arena_offset {offset} is not a multiple of 64")
+            }
+            ArenaPastEnd {
+                end: Some(end),
+                len,
+            } => write!(
+                f,
+                "arena ends at byte {end}, past the end of the file ({len} bytes)"
+            ),
+            ArenaPastEnd { end: None, len } => write!(
+                f,
+                "arena_offset + 64 + arena_size overflows (file is {len} bytes)"
+            ),
+            BadArena {
+                arena_size,
+                element_size,
+            } => write!(
+                f,
+                "arena_size {arena_size} is not a power of two >= 64, or element_size {element_size} cannot hold a blob descriptor"
+            ),
+            ArenaHeaderMismatch {
+                arena_size,
+                arena_capacity,
+            } => {
+                write!(
+                    f,
+                    "arena header capacity {arena_capacity} differs from the ring header's arena_size {arena_size}"
+                )
+            }
+            Overlap { what } => write!(f, "the {what} overlaps another part of the ring"),
+            SchemaMismatch { expected, found } => {
+                write!(
+                    f,
+                    "schema signature {found:#018x} does not match the record type's {expected:#018x}"
+                )
+            }
+            WrongKind { flags, need } => {
+                write!(f, "ring flags {flags:#06x} do not describe {need}")
+            }
+        }
+    }
+}
+
+/// A geometry cannot be built from the requested parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum GeometryError {
+    /// The capacity is not a power of two.
+    CapacityNotPowerOfTwo {
+        /// The capacity asked for.
+        capacity: u64,
+    },
+    /// The slot stride is below 8 (24 for blob rings), not a multiple of 8, or too large.
+    BadStride {
+        /// The stride asked for.
+        stride: u64,
+    },
+    /// The arena size is not a power of two ≥ 64.
+    ArenaSize {
+        /// The size asked for.
+        arena_size: u64,
+    },
+    /// The ring would not fit in the address space.
+    TooLarge,
+}
+
+impl fmt::Display for GeometryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            GeometryError::CapacityNotPowerOfTwo { capacity } => {
+                write!(f, "capacity {capacity} is not a power of two")
+            }
+            GeometryError::BadStride { stride } => write!(
+                f,
+                "slot stride {stride} is invalid (must be a multiple of 8, at least 8, 24 for blob rings)"
+            ),
+            GeometryError::ArenaSize { arena_size } => {
+                write!(f, "arena size {arena_size} is not a power of two >= 64")
+            }
+            GeometryError::TooLarge => f.write_str("the ring size overflows"),
+        }
+    }
+}
+
+/// A ring cannot be initialised in a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum InitError {
+    /// The region is smaller than the geometry needs.
+    RegionTooSmall {
+        /// Bytes needed.
+        need: u64,
+        /// Bytes available.
+        len: u64,
+    },
+    /// The geometry is inconsistent.
+    Geometry(AttachError),
+    /// The memory is unusable.
+    Region(RegionError),
+}
+
+impl fmt::Display for InitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            InitError::RegionTooSmall { need, len } => write!(
+                f,
+                "region of {len} bytes is smaller than the {need} bytes the ring needs"
+            ),
+            InitError::Geometry(e) => write!(f, "inconsistent geometry: {e}"),
+            InitError::Region(e) => e.fmt(f),
+        }
+    }
+}
+
+impl core::error::Error for AttachError {}
+impl core::error::Error for GeometryError {}
+impl core::error::Error for InitError {}
+impl core::error::Error for RegionError {}

@@ -1,0 +1,369 @@
+//! Where the parts of a ring lie in its region (spec §3, §4.1) and the attach-time checks
+//! that prove those parts fit (spec §1.3).
+
+use super::{Flags, RingHeader, arena_off, hdr, reg, round_up};
+use crate::error::{AttachError, GeometryError};
+
+/// `w - cap + 1` when `w >= cap`, else 1: the oldest sequence a ring whose newest published
+/// message is `w` can still hold.
+#[inline(always)]
+pub const fn oldest_retained(w: u64, cap: u64) -> u64 {
+    if w >= cap { w - cap + 1 } else { 1 }
+}
+
+/// Slot stride for a payload of `size` bytes aligned to `align` (spec §4.1).
+pub const fn slot_stride(size: usize, align: usize) -> usize {
+    if align <= 8 {
+        (8 + size).div_ceil(8) * 8
+    } else {
+        (align + size).div_ceil(align) * align
+    }
+}
+
+/// Offset of the payload inside a slot: 8, or `align` for over-aligned types.
+pub const fn slot_payload_offset(align: usize) -> usize {
+    if align <= 8 { 8 } else { align }
+}
+
+/// The shape of a ring: every number needed to find its parts. This is what a mirror copies
+/// from GEOMETRY and what attach validates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Geometry {
+    /// Number of slots (a power of two).
+    pub capacity: u64,
+    /// Slot stride in bytes, including the sequence word.
+    pub element_size: u32,
+    /// Header flags.
+    pub flags: Flags,
+    /// Schema signature, 0 = unverified.
+    pub schema_sig: u64,
+    /// Offset of the registry (0 = none).
+    pub registry_offset: u32,
+    /// Number of registry slots.
+    pub registry_count: u32,
+    /// Offset of slot 0.
+    pub slots_offset: u64,
+    /// Offset of the arena header (0 = none).
+    pub arena_offset: u64,
+    /// Arena data capacity (0 = none).
+    pub arena_size: u64,
+}
+
+/// Registry slots a lossless ring gets when none were asked for (spec §3).
+pub const DEFAULT_MAX_READERS: u32 = 32;
+
+fn check_cap_stride(capacity: u64, stride: usize) -> Result<u32, GeometryError> {
+    if !capacity.is_power_of_two() {
+        return Err(GeometryError::CapacityNotPowerOfTwo { capacity });
+    }
+    if stride < 8 || stride % 8 != 0 || stride > u32::MAX as usize {
+        return Err(GeometryError::BadStride {
+            stride: stride as u64,
+        });
+    }
+    Ok(stride as u32)
+}
+
+impl Geometry {
+    /// A single-writer broadcast ring of fixed records (ringfire `RingProducer`).
+    ///
+    /// `readers` registry slots are reserved; a lossless ring with 0 gets 32.
+    pub fn spmc(
+        capacity: u64,
+        stride: usize,
+        slot_align: usize,
+        readers: u32,
+        lossless: bool,
+    ) -> Result<Geometry, GeometryError> {
+        let element_size = check_cap_stride(capacity, stride)?;
+        let n = if lossless && readers == 0 {
+            DEFAULT_MAX_READERS
+        } else {
+            readers
+        };
+        let mut flags = Flags::MODE_SPMC
+            | if lossless {
+                Flags::POLICY_LOSSLESS_BACKPRESSURE
+            } else {
+                Flags::POLICY_LATEST_WINS
+            };
+        if n > 0 {
+            flags |= Flags::WITH_REGISTRY;
+        }
+        let align = slot_align.max(64) as u64;
+        let slots_offset =
+            round_up(hdr::SIZE as u64 + 64 * u64::from(n), align).ok_or(GeometryError::TooLarge)?;
+        let g = Geometry {
+            capacity,
+            element_size,
+            flags: Flags(flags),
+            schema_sig: 0,
+            registry_offset: if n > 0 { hdr::SIZE as u32 } else { 0 },
+            registry_count: n,
+            slots_offset,
+            arena_offset: 0,
+            arena_size: 0,
+        };
+        g.total_len().ok_or(GeometryError::TooLarge)?;
+        Ok(g)
+    }
+
+    /// A broadcast ring of blob descriptors with a byte arena (ringfire `BlobProducer`).
+    pub fn blob(
+        capacity: u64,
+        stride: usize,
+        readers: u32,
+        arena_size: u64,
+    ) -> Result<Geometry, GeometryError> {
+        let element_size = check_cap_stride(capacity, stride)?;
+        if stride < 8 + 16 {
+            return Err(GeometryError::BadStride {
+                stride: stride as u64,
+            });
+        }
+        if !arena_size.is_power_of_two() || arena_size < 64 {
+            return Err(GeometryError::ArenaSize { arena_size });
+        }
+        let slots_offset = round_up(hdr::SIZE as u64 + 64 * u64::from(readers), 128)
+            .ok_or(GeometryError::TooLarge)?;
+        let slots_end = capacity
+            .checked_mul(u64::from(element_size))
+            .and_then(|b| b.checked_add(slots_offset))
+            .ok_or(GeometryError::TooLarge)?;
+        let arena_offset = round_up(slots_end, 128).ok_or(GeometryError::TooLarge)?;
+        let flags =
+            Flags::MODE_SPMC | Flags::POLICY_LATEST_WINS | Flags::WITH_ARENA | Flags::WITH_REGISTRY;
+        let g = Geometry {
+            capacity,
+            element_size,
+            flags: Flags(flags),
+            schema_sig: 0,
+            registry_offset: hdr::SIZE as u32,
+            registry_count: readers,
+            slots_offset,
+            arena_offset,
+            arena_size,
+        };
+        g.total_len().ok_or(GeometryError::TooLarge)?;
+        Ok(g)
+    }
+
+    /// A multi-producer ring (ringfire `MpmcProducer`, spec §8).
+    pub fn mpmc(
+        capacity: u64,
+        stride: usize,
+        slot_align: usize,
+    ) -> Result<Geometry, GeometryError> {
+        let element_size = check_cap_stride(capacity, stride)?;
+        let slots_offset =
+            round_up(hdr::SIZE as u64, slot_align.max(8) as u64).ok_or(GeometryError::TooLarge)?;
+        let g = Geometry {
+            capacity,
+            element_size,
+            flags: Flags(Flags::MODE_MPMC | Flags::POLICY_LATEST_WINS),
+            schema_sig: 0,
+            registry_offset: 0,
+            registry_count: 0,
+            slots_offset,
+            arena_offset: 0,
+            arena_size: 0,
+        };
+        g.total_len().ok_or(GeometryError::TooLarge)?;
+        Ok(g)
+    }
+
+    /// The same geometry with a schema signature.
+    pub const fn with_schema(mut self, sig: u64) -> Geometry {
+        self.schema_sig = sig;
+        self
+    }
+
+    /// `capacity - 1`.
+    #[inline(always)]
+    pub const fn mask(&self) -> u64 {
+        self.capacity - 1
+    }
+
+    /// Payload bytes per record on the wire: `element_size - 8`.
+    #[inline(always)]
+    pub const fn record_len(&self) -> usize {
+        self.element_size as usize - 8
+    }
+
+    /// True when the records are blob descriptors.
+    #[inline(always)]
+    pub const fn has_arena(&self) -> bool {
+        self.arena_offset != 0
+    }
+
+    /// End of the slot array.
+    pub fn slots_end(&self) -> Option<u64> {
+        self.capacity
+            .checked_mul(u64::from(self.element_size))?
+            .checked_add(self.slots_offset)
+    }
+
+    /// Bytes the whole ring needs: `arena_offset + 64 + arena_size` for blob rings, else the
+    /// end of the slots. `None` on overflow.
+    pub fn total_len(&self) -> Option<u64> {
+        if self.has_arena() {
+            self.arena_offset
+                .checked_add(arena_off::SIZE as u64)?
+                .checked_add(self.arena_size)
+        } else {
+            self.slots_end()
+        }
+    }
+
+    /// Reads the geometry out of a header snapshot and runs spec §1.3 checks 3 and 5–10
+    /// against a region of `len` bytes (`slot_align` is the reader's slot alignment, 8 for
+    /// raw readers).
+    pub fn from_header(h: &RingHeader, len: u64, slot_align: u64) -> Result<Geometry, AttachError> {
+        if h.version != super::RING_VERSION {
+            return Err(AttachError::BadVersion { found: h.version });
+        }
+        if h.element_size < 8 {
+            return Err(AttachError::ElementSizeTooSmall {
+                found: h.element_size,
+            });
+        }
+        if !h.capacity.is_power_of_two() {
+            return Err(AttachError::CapacityNotPowerOfTwo { found: h.capacity });
+        }
+        if h.mask != h.capacity - 1 {
+            return Err(AttachError::BadMask {
+                capacity: h.capacity,
+                mask: h.mask,
+            });
+        }
+        let align = slot_align.max(8);
+        if h.slots_offset < hdr::SIZE as u64 || h.slots_offset % align != 0 {
+            return Err(AttachError::BadSlotsOffset {
+                offset: h.slots_offset,
+                align,
+            });
+        }
+        let g = Geometry {
+            capacity: h.capacity,
+            element_size: h.element_size,
+            flags: Flags(h.flags),
+            schema_sig: h.schema_sig,
+            registry_offset: h.reader_registry_offset,
+            registry_count: h.reader_registry_count,
+            slots_offset: h.slots_offset,
+            arena_offset: h.arena_offset,
+            arena_size: h.arena_size,
+        };
+        match g.slots_end() {
+            Some(end) if end <= len => {}
+            end => return Err(AttachError::SlotsPastEnd { end, len }),
+        }
+        if g.registry_offset != 0 {
+            if g.registry_offset % 64 != 0 {
+                return Err(AttachError::RegistryMisaligned {
+                    offset: g.registry_offset,
+                });
+            }
+            let end = u64::from(g.registry_offset) + u64::from(g.registry_count) * reg::SIZE as u64;
+            if end > len {
+                return Err(AttachError::RegistryPastEnd { end, len });
+            }
+        }
+        if g.arena_offset != 0 {
+            if g.arena_offset % 64 != 0 {
+                return Err(AttachError::ArenaMisaligned {
+                    offset: g.arena_offset,
+                });
+            }
+            match g.total_len() {
+                Some(end) if end <= len => {}
+                end => return Err(AttachError::ArenaPastEnd { end, len }),
+            }
+            // The reader also needs a sane arena to compute data indices (spec §10.1).
+            if !g.arena_size.is_power_of_two() || g.arena_size < 64 || g.element_size < 24 {
+                return Err(AttachError::BadArena {
+                    arena_size: g.arena_size,
+                    element_size: g.element_size,
+                });
+            }
+        }
+        // The registry and the arena must not overlap the header or the slots; a hostile
+        // header could otherwise make two protocols share words.
+        if g.registry_offset != 0 && g.registry_count > 0 {
+            let reg_end =
+                u64::from(g.registry_offset) + u64::from(g.registry_count) * reg::SIZE as u64;
+            if u64::from(g.registry_offset) < hdr::SIZE as u64 || reg_end > g.slots_offset {
+                return Err(AttachError::Overlap { what: "registry" });
+            }
+        }
+        if g.arena_offset != 0 && g.arena_offset < g.slots_end().unwrap_or(u64::MAX) {
+            return Err(AttachError::Overlap { what: "arena" });
+        }
+        Ok(g)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strides() {
+        assert_eq!(slot_stride(8, 8), 16);
+        assert_eq!(slot_stride(4, 4), 16);
+        assert_eq!(slot_stride(64, 1), 72);
+        assert_eq!(slot_stride(24, 8), 32); // BlobPacket<u32>
+        assert_eq!(slot_stride(32, 32), 64);
+        assert_eq!(slot_payload_offset(32), 32);
+    }
+
+    #[test]
+    fn spec_section3_examples() {
+        let g = Geometry::spmc(8, 16, 8, 0, true).unwrap();
+        assert_eq!(
+            (g.slots_offset, g.registry_count, g.flags.0),
+            (0x880, 32, 0x0212)
+        );
+        let g = Geometry::spmc(8, 16, 8, 0, false).unwrap();
+        assert_eq!(
+            (g.slots_offset, g.registry_offset, g.flags.0),
+            (128, 0, 0x0011)
+        );
+        let g = Geometry::spmc(8, 16, 8, 3, false).unwrap();
+        assert_eq!(g.flags.0, 0x0211);
+        let g = Geometry::blob(4, 32, 32, 256).unwrap();
+        assert_eq!(
+            (g.slots_offset, g.arena_offset, g.total_len()),
+            (0x880, 0x900, Some(2624))
+        );
+        assert_eq!(g.flags.0, 0x0311);
+        let g = Geometry::blob(4, 32, 2, 256).unwrap();
+        assert_eq!(
+            (g.slots_offset, g.arena_offset, g.total_len()),
+            (0x100, 0x180, Some(704))
+        );
+        let g = Geometry::mpmc(8, 16, 8).unwrap();
+        assert_eq!((g.slots_offset, g.flags.0), (128, 0x0021));
+    }
+
+    #[test]
+    fn creation_errors() {
+        assert_eq!(
+            Geometry::spmc(1000, 16, 8, 0, false),
+            Err(GeometryError::CapacityNotPowerOfTwo { capacity: 1000 })
+        );
+        assert_eq!(
+            Geometry::spmc(8, 12, 8, 0, false),
+            Err(GeometryError::BadStride { stride: 12 })
+        );
+        assert_eq!(
+            Geometry::blob(8, 32, 0, 100),
+            Err(GeometryError::ArenaSize { arena_size: 100 })
+        );
+        assert_eq!(
+            Geometry::spmc(1 << 62, 64, 8, 0, false),
+            Err(GeometryError::TooLarge)
+        );
+    }
+}

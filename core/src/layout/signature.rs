@@ -1,0 +1,91 @@
+//! Schema signature (spec §12): FNV-1a-64 over the path-stripped type name, then the size and
+//! alignment as 8-byte little-endian values.
+
+const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
+
+fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(FNV_PRIME);
+    }
+    h
+}
+
+fn is_ident(c: char) -> bool {
+    c.is_alphanumeric() || c == '_'
+}
+
+/// Removes every module path from a type name, calling `emit` with each piece kept:
+/// `a::b::Foo<c::Bar>` comes out as `Foo<Bar>`; spaces and punctuation are kept.
+pub fn strip_type_paths(name: &str, mut emit: impl FnMut(&str)) {
+    let mut token_start: Option<usize> = None;
+    let mut chars = name.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if is_ident(c) {
+            token_start.get_or_insert(i);
+            continue;
+        }
+        if c == ':' && matches!(chars.peek(), Some((_, ':'))) {
+            chars.next();
+            token_start = None; // the pending token was a path segment
+            continue;
+        }
+        if let Some(s) = token_start.take() {
+            emit(&name[s..i]);
+        }
+        emit(&name[i..i + c.len_utf8()]);
+    }
+    if let Some(s) = token_start {
+        emit(&name[s..]);
+    }
+}
+
+/// The signature of a type given its `type_name`, size and alignment.
+pub fn schema_signature(type_name: &str, size: u64, align: u64) -> u64 {
+    let mut h = FNV_OFFSET;
+    strip_type_paths(type_name, |piece| h = fnv(h, piece.as_bytes()));
+    h = fnv(h, &size.to_le_bytes());
+    fnv(h, &align.to_le_bytes())
+}
+
+/// The signature of `T` as ringfire computes it.
+pub fn schema_signature_of<T>() -> u64 {
+    schema_signature(
+        core::any::type_name::<T>(),
+        core::mem::size_of::<T>() as u64,
+        core::mem::align_of::<T>() as u64,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[allow(dead_code)]
+    #[repr(C)]
+    struct Tick {
+        px: f64,
+        qty: u32,
+        side: u8,
+    }
+
+    #[test]
+    fn spec_test_vectors() {
+        assert_eq!(schema_signature_of::<u64>(), 0xaf4c_548b_cc96_4472);
+        assert_eq!(schema_signature_of::<u32>(), 0x9764_b957_2e2e_ab91);
+        assert_eq!(schema_signature_of::<[u8; 64]>(), 0x5d85_c2aa_ca19_8040);
+        assert_eq!(schema_signature_of::<()>(), 0x19c7_e47c_9629_b6fb);
+        assert_eq!(schema_signature_of::<Tick>(), 0xedc8_87dc_c82a_457c);
+    }
+
+    #[test]
+    fn strips_paths_keeps_punctuation() {
+        let mut out = std::string::String::new();
+        strip_type_paths("a::b::Foo<c::Bar, [u8; 64]>", |p| out.push_str(p));
+        assert_eq!(out, "Foo<Bar, [u8; 64]>");
+        out.clear();
+        strip_type_paths("&'static str", |p| out.push_str(p));
+        assert_eq!(out, "&'static str");
+    }
+}

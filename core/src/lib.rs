@@ -1,0 +1,23 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(not(any(test, loom)), no_std)]
+#![deny(missing_docs)]
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(clippy::undocumented_unsafe_blocks)]
+
+#[cfg(loom)]
+extern crate std;
+
+pub mod broadcast;
+pub mod error;
+pub mod layout;
+pub mod queue;
+pub mod region;
+pub mod replicate;
+pub mod ring;
+pub mod sync;
+pub mod wire;
+
+pub use error::{AttachError, GeometryError, InitError};
+pub use layout::{Flags, Geometry, oldest_retained};
+pub use region::{Region, RegionError};
+pub use ring::{Expect, RingView, SlotRead};

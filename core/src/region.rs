@@ -1,0 +1,295 @@
+//! [`Region`]: a span of caller memory that a ring lives in.
+//!
+//! A region is a mapped file, a static buffer or a DMA buffer. Its bounds are checked once,
+//! when a ring is initialised in it or attached to it; from then on the ring's typed views
+//! address it with offsets that validation has already proved in range. Every access is
+//! atomic (payloads move as relaxed 64-bit words), so two processes sharing the memory never
+//! race in the language's sense.
+
+use crate::sync::{A32, A64, AtomicU64, Ordering};
+
+/// Why caller memory cannot be used as a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum RegionError {
+    /// The base address is not 8-byte aligned (atomic words need natural alignment).
+    Misaligned {
+        /// The address that was passed.
+        addr: usize,
+    },
+    /// The length is larger than `isize::MAX`.
+    TooLarge {
+        /// The length that was passed.
+        len: usize,
+    },
+}
+
+impl core::fmt::Display for RegionError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            RegionError::Misaligned { addr } => {
+                write!(f, "region base {addr:#x} is not 8-byte aligned")
+            }
+            RegionError::TooLarge { len } => write!(f, "region length {len} exceeds isize::MAX"),
+        }
+    }
+}
+
+/// A span of caller-supplied memory: pointer and length, 8-byte aligned.
+///
+/// `Region` is `Copy`: it does not own the memory. Whoever creates one promises (see
+/// [`Region::from_raw_parts`]) that the memory stays valid while any copy is in use.
+#[derive(Clone)]
+#[cfg_attr(not(loom), derive(Copy))]
+pub struct Region {
+    #[cfg(not(loom))]
+    base: core::ptr::NonNull<u8>,
+    #[cfg(loom)]
+    words: std::sync::Arc<[AtomicU64]>,
+    len: usize,
+}
+
+impl core::fmt::Debug for Region {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Region")
+            .field("len", &self.len)
+            .finish_non_exhaustive()
+    }
+}
+
+// SAFETY: a Region is a pointer into memory that is only ever accessed through atomic
+// operations, so sharing it between threads cannot create a data race.
+unsafe impl Send for Region {}
+// SAFETY: as for Send: every access through a Region is atomic.
+unsafe impl Sync for Region {}
+
+impl Region {
+    /// Wraps caller memory.
+    ///
+    /// # Safety
+    /// `ptr..ptr+len` must be valid for reads and writes for as long as this region or any
+    /// copy of it (or any ring view built on it) is used, and every other party touching the
+    /// memory meanwhile (other threads, other processes, a device) must do so only through
+    /// atomic accesses or ringwire's protocols.
+    #[cfg(not(loom))]
+    pub unsafe fn from_raw_parts(ptr: *mut u8, len: usize) -> Result<Region, RegionError> {
+        if ptr.is_null() || (ptr as usize) % 8 != 0 {
+            return Err(RegionError::Misaligned { addr: ptr as usize });
+        }
+        if len > isize::MAX as usize {
+            return Err(RegionError::TooLarge { len });
+        }
+        // SAFETY: checked non-null just above.
+        let base = unsafe { core::ptr::NonNull::new_unchecked(ptr) };
+        Ok(Region { base, len })
+    }
+
+    /// Wraps a static buffer of 64-bit words (for firmware rings in `static` memory).
+    #[cfg(not(loom))]
+    pub fn from_static(buf: &'static mut [u64]) -> Region {
+        let len = core::mem::size_of_val(buf);
+        // SAFETY: a `&'static mut [u64]` is aligned, valid forever, and exclusively ours.
+        unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), len) }
+            .unwrap_or_else(|_| unreachable_region())
+    }
+
+    /// A zeroed region of `len` bytes backed by loom atomics (one per 8-byte word).
+    #[cfg(loom)]
+    pub fn loom_new(len: usize) -> Region {
+        let words: std::vec::Vec<AtomicU64> =
+            (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
+        Region {
+            words: words.into(),
+            len,
+        }
+    }
+
+    /// Length in bytes.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the region is empty.
+    #[inline(always)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The base address (for system calls such as futex or msync on the std side).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    pub fn as_ptr(&self) -> *mut u8 {
+        self.base.as_ptr()
+    }
+
+    /// True when `[off, off + n)` lies inside the region.
+    #[inline(always)]
+    pub fn contains(&self, off: usize, n: usize) -> bool {
+        off.checked_add(n).is_some_and(|end| end <= self.len)
+    }
+
+    /// The 64-bit atomic word at `off`.
+    ///
+    /// # Safety
+    /// `off` must be a multiple of 8 and `off + 8 <= len`.
+    #[inline(always)]
+    pub unsafe fn a64(&self, off: usize) -> A64<'_> {
+        debug_assert!(
+            off % 8 == 0 && self.contains(off, 8),
+            "a64 at {off} in {}",
+            self.len
+        );
+        #[cfg(not(loom))]
+        {
+            // SAFETY: the caller guarantees alignment and bounds; the memory is valid for
+            // the region's life and only accessed atomically (from_raw_parts contract).
+            A64(unsafe { AtomicU64::from_ptr(self.base.as_ptr().add(off).cast()) })
+        }
+        #[cfg(loom)]
+        {
+            A64(&self.words[off / 8])
+        }
+    }
+
+    /// The 32-bit atomic field at `off`.
+    ///
+    /// # Safety
+    /// `off` must be a multiple of 4 and `off + 4 <= len`.
+    #[inline(always)]
+    pub unsafe fn a32(&self, off: usize) -> A32<'_> {
+        debug_assert!(
+            off % 4 == 0 && self.contains(off, 4),
+            "a32 at {off} in {}",
+            self.len
+        );
+        #[cfg(not(loom))]
+        {
+            A32 {
+                // SAFETY: as in `a64`, for a 4-byte aligned field.
+                cell: unsafe {
+                    crate::sync::AtomicU32::from_ptr(self.base.as_ptr().add(off).cast())
+                },
+            }
+        }
+        #[cfg(loom)]
+        {
+            A32 {
+                word: &self.words[off / 8],
+                shift: ((off % 8) * 8) as u32,
+            }
+        }
+    }
+
+    /// Copies `dst.len()` bytes starting at `off` out of the region as relaxed 64-bit loads.
+    ///
+    /// # Safety
+    /// `off` must be a multiple of 8 and `off + roundup(dst.len(), 8) <= len`.
+    #[inline]
+    pub unsafe fn read_words(&self, off: usize, dst: &mut [u8]) {
+        let mut chunks = dst.chunks_exact_mut(8);
+        let mut o = off;
+        for c in &mut chunks {
+            // SAFETY: o stays 8-aligned and inside [off, off + roundup(len, 8)).
+            let w = unsafe { self.a64(o) }.load(Ordering::Relaxed);
+            c.copy_from_slice(&w.to_ne_bytes());
+            o += 8;
+        }
+        let rest = chunks.into_remainder();
+        if !rest.is_empty() {
+            // SAFETY: the partial last word is inside the rounded-up span.
+            let w = unsafe { self.a64(o) }.load(Ordering::Relaxed);
+            rest.copy_from_slice(&w.to_ne_bytes()[..rest.len()]);
+        }
+    }
+
+    /// Copies `src` into the region at `off` as relaxed 64-bit stores. A partial last word
+    /// is completed with zero bytes.
+    ///
+    /// # Safety
+    /// `off` must be a multiple of 8, `off + roundup(src.len(), 8) <= len`, and the caller
+    /// must own that span under the ring protocol (a claimed slot or a reserved arena span).
+    #[inline]
+    pub unsafe fn write_words(&self, off: usize, src: &[u8]) {
+        let mut chunks = src.chunks_exact(8);
+        let mut o = off;
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            // SAFETY: o stays 8-aligned and inside [off, off + roundup(len, 8)).
+            unsafe { self.a64(o) }.store(u64::from_ne_bytes(w), Ordering::Relaxed);
+            o += 8;
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            // SAFETY: the partial last word is inside the rounded-up span.
+            unsafe { self.a64(o) }.store(u64::from_ne_bytes(w), Ordering::Relaxed);
+        }
+    }
+
+    /// Stores zero into every word of `[off, off + n)` (relaxed).
+    ///
+    /// # Safety
+    /// As for [`Region::write_words`] with a span of `n` bytes.
+    pub unsafe fn zero_words(&self, off: usize, n: usize) {
+        let mut o = off;
+        while o < off + n {
+            // SAFETY: o is 8-aligned and inside the span the caller owns.
+            unsafe { self.a64(o) }.store(0, Ordering::Relaxed);
+            o += 8;
+        }
+    }
+}
+
+#[cfg(not(loom))]
+#[cold]
+fn unreachable_region() -> Region {
+    // A `&'static mut [u64]` is always aligned and no longer than isize::MAX, so
+    // `from_raw_parts` cannot fail for it; keep the code panic-free anyway.
+    Region {
+        base: core::ptr::NonNull::dangling(),
+        len: 0,
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rejects_misaligned_base() {
+        let mut buf = [0u64; 4];
+        let p = buf.as_mut_ptr().cast::<u8>();
+        // SAFETY: the buffer outlives the region; this only tests the alignment check.
+        let r = unsafe { Region::from_raw_parts(p.wrapping_add(4), 16) };
+        assert_eq!(
+            r.unwrap_err(),
+            RegionError::Misaligned {
+                addr: p as usize + 4
+            }
+        );
+    }
+
+    #[test]
+    fn words_round_trip_with_partial_tail() {
+        let mut buf = [0u64; 4];
+        // SAFETY: the buffer outlives the region and nothing else touches it.
+        let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), 32) }.unwrap();
+        let src: [u8; 13] = core::array::from_fn(|i| i as u8 + 1);
+        // SAFETY: 16 bytes at offset 8 are in bounds and ours.
+        unsafe { r.write_words(8, &src) };
+        let mut dst = [0u8; 13];
+        // SAFETY: same span.
+        unsafe { r.read_words(8, &mut dst) };
+        assert_eq!(dst, src);
+        // The partial word was completed with zeros.
+        // SAFETY: offset 16 is in bounds.
+        assert_eq!(
+            unsafe { r.a64(16) }.load(Ordering::Relaxed).to_ne_bytes()[5..],
+            [0, 0, 0]
+        );
+        assert!(r.contains(24, 8) && !r.contains(25, 8) && !r.contains(usize::MAX, 2));
+    }
+}

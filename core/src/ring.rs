@@ -1,0 +1,405 @@
+//! [`RingView`]: a validated ring in a [`Region`]. Initialisation (spec §1.2 step 5),
+//! attachment (spec §1.3), and typed access to the header's atomic fields, the slots, the
+//! registry and the arena at offsets that validation has proved in range.
+
+use zerocopy::{FromBytes, FromZeros};
+
+use crate::error::{AttachError, InitError};
+use crate::layout::{
+    Flags, Geometry, RING_MAGIC, RING_VERSION, RingHeader, SLOT_WRITING, arena_off, hdr, reg,
+};
+use crate::region::Region;
+use crate::sync::{A32, A64, Ordering, fence};
+
+/// What an attacher knows about the records it expects.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expect {
+    /// The caller's slot stride, if it knows its record type (§1.3 check 4).
+    pub element_size: Option<u32>,
+    /// The caller's schema signature; a header value of 0 accepts any type (§1.3 check 11).
+    pub schema_sig: Option<u64>,
+    /// The caller's slot alignment (8 for raw readers).
+    pub slot_align: u64,
+}
+
+impl Expect {
+    /// A raw reader: any record type, slot alignment 8.
+    pub const RAW: Expect = Expect {
+        element_size: None,
+        schema_sig: None,
+        slot_align: 8,
+    };
+}
+
+/// Outcome of a tear-free slot read (spec §4.3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotRead {
+    /// The copy is the message that was asked for.
+    Ok,
+    /// Not published yet, or a write is in progress.
+    Pending,
+    /// The slot holds a newer message; `seen` is its sequence (0 if a write was in flight).
+    Overwritten {
+        /// The sequence seen in the slot.
+        seen: u64,
+    },
+}
+
+/// A ring in a region whose geometry has been validated.
+#[derive(Clone, Debug)]
+#[cfg_attr(not(loom), derive(Copy))]
+pub struct RingView {
+    region: Region,
+    geo: Geometry,
+}
+
+impl RingView {
+    /// Initialises a ring in `region` (spec §1.2 step 5): the header with `magic = 0`, the
+    /// registry, every slot's sequence word and the arena header, then a release fence, then
+    /// the magic. MPMC rings start with `claim_seq = read_seq = 1` (§8.1).
+    ///
+    /// The caller must hold the region exclusively while this runs (a fresh file under the
+    /// creator's lock, or a buffer nobody else uses yet).
+    pub fn init(region: Region, geo: &Geometry) -> Result<RingView, InitError> {
+        let need = geo
+            .total_len()
+            .ok_or(InitError::Geometry(AttachError::SlotsPastEnd {
+                end: None,
+                len: region.len() as u64,
+            }))?;
+        if need > region.len() as u64 {
+            return Err(InitError::RegionTooSmall {
+                need,
+                len: region.len() as u64,
+            });
+        }
+        let mut h = RingHeader::new_zeroed();
+        h.version = RING_VERSION;
+        h.element_size = geo.element_size;
+        h.capacity = geo.capacity;
+        h.mask = geo.mask();
+        h.flags = geo.flags.0;
+        h.schema_sig = geo.schema_sig;
+        h.arena_offset = geo.arena_offset;
+        h.arena_size = geo.arena_size;
+        h.reader_registry_offset = geo.registry_offset;
+        h.reader_registry_count = geo.registry_count;
+        h.slots_offset = geo.slots_offset;
+        if geo.flags.has(Flags::MODE_MPMC) {
+            h.claim_seq = 1;
+            h.read_seq = 1;
+        }
+        // Validate what we are about to write with the same rules an attacher applies, so a
+        // ring we create is always one we (and ringfire) can attach to.
+        let geo = Geometry::from_header(&h, region.len() as u64, 8).map_err(InitError::Geometry)?;
+        // SAFETY: the region holds at least `need >= 128` bytes (checked above).
+        unsafe { region.a64(hdr::MAGIC) }.store(0, Ordering::Relaxed);
+        // SAFETY: header bytes [8, 128) are in bounds and we own the region during init.
+        unsafe { region.write_words(8, &zerocopy::IntoBytes::as_bytes(&h)[8..]) };
+        let view = RingView { region, geo };
+        if geo.registry_count > 0 {
+            // SAFETY: from_header proved the registry inside the region.
+            unsafe {
+                view.region.zero_words(
+                    geo.registry_offset as usize,
+                    geo.registry_count as usize * reg::SIZE,
+                )
+            };
+        }
+        for i in 0..geo.capacity {
+            view.slot_seq_at(i as usize).store(0, Ordering::Relaxed);
+        }
+        if geo.has_arena() {
+            let a = geo.arena_offset as usize;
+            // SAFETY: from_header proved arena_offset + 64 + arena_size inside the region.
+            unsafe {
+                view.region.zero_words(a, arena_off::SIZE);
+                view.region
+                    .a64(a + arena_off::CAPACITY)
+                    .store(geo.arena_size, Ordering::Relaxed);
+                view.region
+                    .a64(a + arena_off::MASK)
+                    .store(geo.arena_size - 1, Ordering::Relaxed);
+            }
+        }
+        // Everything above happens-before any attacher's acquire of the magic.
+        fence(Ordering::Release);
+        view.a64(hdr::MAGIC).store(RING_MAGIC, Ordering::Release);
+        Ok(view)
+    }
+
+    /// Attaches to an initialised ring with every check of spec §1.3, in order.
+    pub fn attach(region: Region, expect: Expect) -> Result<RingView, AttachError> {
+        let len = region.len() as u64;
+        if len < hdr::SIZE as u64 {
+            return Err(AttachError::TooShort { len });
+        }
+        // SAFETY: the region holds at least the 128-byte header (checked above).
+        let magic = unsafe { region.a64(hdr::MAGIC) }.load(Ordering::Acquire);
+        if magic != RING_MAGIC {
+            return Err(AttachError::BadMagic { found: magic });
+        }
+        let h = Self::snapshot(&region);
+        if h.version != RING_VERSION {
+            return Err(AttachError::BadVersion { found: h.version });
+        }
+        if let Some(want) = expect.element_size {
+            if want != h.element_size {
+                return Err(AttachError::ElementSizeMismatch {
+                    expected: want,
+                    found: h.element_size,
+                });
+            }
+        }
+        let geo = Geometry::from_header(&h, len, expect.slot_align)?;
+        if geo.has_arena() {
+            // SAFETY: from_header proved the arena header inside the region.
+            let cap = unsafe { region.a64(geo.arena_offset as usize + arena_off::CAPACITY) }
+                .load(Ordering::Relaxed);
+            if cap != geo.arena_size {
+                return Err(AttachError::ArenaHeaderMismatch {
+                    arena_size: geo.arena_size,
+                    arena_capacity: cap,
+                });
+            }
+        }
+        if let Some(sig) = expect.schema_sig {
+            if h.schema_sig != 0 && h.schema_sig != sig {
+                return Err(AttachError::SchemaMismatch {
+                    expected: sig,
+                    found: h.schema_sig,
+                });
+            }
+        }
+        Ok(RingView { region, geo })
+    }
+
+    fn snapshot(region: &Region) -> RingHeader {
+        let mut bytes = [0u8; hdr::SIZE];
+        // SAFETY: callers checked that the region holds the 128-byte header.
+        unsafe { region.read_words(0, &mut bytes) };
+        RingHeader::read_from_bytes(&bytes).unwrap_or_else(|_| RingHeader::new_zeroed())
+    }
+
+    /// A relaxed snapshot of the whole header (for `stat`, tests and diagnostics).
+    pub fn header(&self) -> RingHeader {
+        Self::snapshot(&self.region)
+    }
+
+    /// The validated geometry.
+    #[inline(always)]
+    pub fn geometry(&self) -> &Geometry {
+        &self.geo
+    }
+
+    /// The region the ring lives in.
+    #[inline(always)]
+    pub fn region(&self) -> &Region {
+        &self.region
+    }
+
+    /// Number of slots.
+    #[inline(always)]
+    pub fn capacity(&self) -> u64 {
+        self.geo.capacity
+    }
+
+    #[inline(always)]
+    fn a64(&self, off: usize) -> A64<'_> {
+        // SAFETY: only called with header offsets (< 128, 8-aligned); the region holds the
+        // header (checked at init/attach).
+        unsafe { self.region.a64(off) }
+    }
+
+    #[inline(always)]
+    fn a32(&self, off: usize) -> A32<'_> {
+        // SAFETY: only called with header offsets (< 128, 4-aligned), as for `a64`.
+        unsafe { self.region.a32(off) }
+    }
+
+    /// `write_seq`: highest published sequence.
+    #[inline(always)]
+    pub fn write_seq(&self) -> A64<'_> {
+        self.a64(hdr::WRITE_SEQ)
+    }
+    /// `claim_seq` (MPMC).
+    #[inline(always)]
+    pub fn claim_seq(&self) -> A64<'_> {
+        self.a64(hdr::CLAIM_SEQ)
+    }
+    /// `read_seq` (MPMC queue).
+    #[inline(always)]
+    pub fn read_seq(&self) -> A64<'_> {
+        self.a64(hdr::READ_SEQ)
+    }
+    /// `futex_word`.
+    #[inline(always)]
+    pub fn futex_word(&self) -> A32<'_> {
+        self.a32(hdr::FUTEX_WORD)
+    }
+    /// `waiting_consumers`.
+    #[inline(always)]
+    pub fn waiting_consumers(&self) -> A32<'_> {
+        self.a32(hdr::WAITING_CONSUMERS)
+    }
+
+    /// Byte offset of the slot that holds sequence `seq`.
+    #[inline(always)]
+    pub fn slot_offset(&self, seq: u64) -> usize {
+        self.geo.slots_offset as usize
+            + (seq & self.geo.mask()) as usize * self.geo.element_size as usize
+    }
+
+    #[inline(always)]
+    fn slot_seq_at(&self, index: usize) -> A64<'_> {
+        let off = self.geo.slots_offset as usize + index * self.geo.element_size as usize;
+        // SAFETY: index < capacity (callers mask it) and validation proved every slot inside
+        // the region; slots_offset and element_size are multiples of 8.
+        unsafe { self.region.a64(off) }
+    }
+
+    /// The sequence word of the slot holding `seq`.
+    #[inline(always)]
+    pub fn slot_seq(&self, seq: u64) -> A64<'_> {
+        self.slot_seq_at((seq & self.geo.mask()) as usize)
+    }
+
+    /// Writes a record into the slot of `seq` (spec §4.2 steps 1–4): marker, release fence,
+    /// payload as relaxed words, release store of `seq`. `payload` is the raw slot bytes
+    /// `[8, 8 + payload.len())`; it is truncated to `element_size - 8`.
+    ///
+    /// Only the ring's single writer (or an MPMC producer that owns the slot) may call this.
+    #[inline]
+    pub fn write_slot(&self, seq: u64, payload: &[u8]) {
+        let off = self.slot_offset(seq);
+        let seq_word = self.slot_seq(seq);
+        // Relaxed: the fence below orders it before the payload stores.
+        seq_word.store(SLOT_WRITING, Ordering::Relaxed);
+        // Readers that see any payload word of this write also see the marker.
+        fence(Ordering::Release);
+        let n = payload.len().min(self.geo.record_len());
+        // SAFETY: [off + 8, off + element_size) is this slot's payload; element_size is a
+        // multiple of 8 so the rounded-up span stays inside the slot.
+        unsafe { self.region.write_words(off + 8, &payload[..n]) };
+        // Release: a reader that acquires `seq` sees the whole payload.
+        seq_word.store(seq, Ordering::Release);
+    }
+
+    /// Reads the record `want` into `dst` (at most `element_size - 8` bytes of the raw slot
+    /// bytes `[8, S)`) with the tear-free protocol of spec §4.3.
+    #[inline]
+    pub fn read_slot(&self, want: u64, dst: &mut [u8]) -> SlotRead {
+        let seq_word = self.slot_seq(want);
+        // Acquire: pairs with the writer's release store of `want`.
+        let s1 = seq_word.load(Ordering::Acquire);
+        if s1 == want {
+            let n = dst.len().min(self.geo.record_len());
+            // SAFETY: the span is inside this slot's payload (see write_slot).
+            unsafe {
+                self.region
+                    .read_words(self.slot_offset(want) + 8, &mut dst[..n])
+            };
+            // Acquire fence: if any payload word came from a later write, the re-check below
+            // sees that write's marker or sequence.
+            fence(Ordering::Acquire);
+            let s2 = seq_word.load(Ordering::Relaxed);
+            if s2 == want {
+                SlotRead::Ok
+            } else {
+                SlotRead::Overwritten {
+                    seen: if s2 == SLOT_WRITING { 0 } else { s2 },
+                }
+            }
+        } else if s1 == SLOT_WRITING || s1 < want {
+            SlotRead::Pending
+        } else {
+            SlotRead::Overwritten { seen: s1 }
+        }
+    }
+
+    /// Publishes `seq` as the newest message (spec §4.2 step 5) and reports whether sleepers
+    /// must be woken (step 6): when it returns `true`, `futex_word` has been bumped and the
+    /// caller issues the wake (FUTEX_WAKE on the std side).
+    #[inline]
+    pub fn publish(&self, seq: u64) -> bool {
+        // Release: readers that acquire write_seq see every slot written before it.
+        self.write_seq().store(seq, Ordering::Release);
+        self.bump_futex_if_waiting()
+    }
+
+    /// Spec §11 producer side: if anyone sleeps, bump `futex_word` and return `true`.
+    #[inline]
+    pub fn bump_futex_if_waiting(&self) -> bool {
+        // SeqCst fence: orders our write_seq store before the waiter-count load, pairing with
+        // the sleeper's SeqCst increment-then-recheck (Dekker), so no wake-up is lost even
+        // without membarrier. On x86 this is one mfence-free locked op only when needed.
+        fence(Ordering::SeqCst);
+        if self.waiting_consumers().load(Ordering::Relaxed) > 0 {
+            // Release: a woken sleeper that reads the new futex value sees the publish.
+            self.futex_word().fetch_add(1, Ordering::Release);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Offset of registry slot `i`, if the ring has one at that index.
+    #[inline]
+    pub fn registry_slot_offset(&self, i: u32) -> Option<usize> {
+        (self.geo.registry_offset != 0 && i < self.geo.registry_count)
+            .then(|| self.geo.registry_offset as usize + i as usize * reg::SIZE)
+    }
+
+    /// A 32-bit field of registry slot `i` (`field` is [`reg::PID`] or [`reg::ACTIVE`]).
+    #[inline]
+    pub fn registry_a32(&self, i: u32, field: usize) -> Option<A32<'_>> {
+        let off = self.registry_slot_offset(i)?;
+        debug_assert!(field == reg::PID || field == reg::ACTIVE);
+        // SAFETY: validation proved every registry slot inside the region; the field
+        // offsets are 4-aligned and inside the 64-byte slot.
+        Some(unsafe { self.region.a32(off + (field & 4)) })
+    }
+
+    /// A 64-bit field of registry slot `i` (`field` is [`reg::CURSOR_SEQ`] or
+    /// [`reg::HEARTBEAT_TSC`]).
+    #[inline]
+    pub fn registry_a64(&self, i: u32, field: usize) -> Option<A64<'_>> {
+        let off = self.registry_slot_offset(i)?;
+        debug_assert!(field == reg::CURSOR_SEQ || field == reg::HEARTBEAT_TSC);
+        // SAFETY: as for registry_a32, for the two 8-aligned fields at +8 and +16.
+        Some(unsafe { self.region.a64(off + (field & 24).clamp(8, 16)) })
+    }
+
+    /// Reads the 32-byte name of registry slot `i`.
+    pub fn registry_name(&self, i: u32) -> Option<[u8; 32]> {
+        let off = self.registry_slot_offset(i)?;
+        let mut name = [0u8; 32];
+        // SAFETY: the name field [24, 56) lies inside the validated registry slot.
+        unsafe { self.region.read_words(off + reg::NAME, &mut name) };
+        Some(name)
+    }
+
+    /// Writes the 32-byte name of registry slot `i` (the slot's owner only).
+    pub fn set_registry_name(&self, i: u32, name: &[u8; 32]) {
+        if let Some(off) = self.registry_slot_offset(i) {
+            // SAFETY: as for registry_name; the caller owns the slot (its pid CAS won).
+            unsafe { self.region.write_words(off + reg::NAME, name) };
+        }
+    }
+
+    /// The arena's `reserved` counter, if the ring has an arena.
+    #[inline]
+    pub fn arena_reserved(&self) -> Option<A64<'_>> {
+        // SAFETY: validation proved the arena header inside the region.
+        self.geo.has_arena().then(|| unsafe {
+            self.region
+                .a64(self.geo.arena_offset as usize + arena_off::RESERVED)
+        })
+    }
+
+    /// Byte offset of arena data index 0.
+    #[inline]
+    pub fn arena_data_offset(&self) -> usize {
+        self.geo.arena_offset as usize + arena_off::SIZE
+    }
+}

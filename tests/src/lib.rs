@@ -1,0 +1,1 @@
+//! Shared helpers for ringwire's cross-crate tests.
