@@ -6,3 +6,4 @@
 pub use ringwire_core as core;
 
 pub mod bench;
+pub mod net;
