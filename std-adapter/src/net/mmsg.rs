@@ -210,7 +210,7 @@ mod tests {
             for i in 0..n {
                 let (bytes, from) = batch.get(i).unwrap();
                 assert_eq!(
-                    from.map(SocketAddrV4::from),
+                    from,
                     Some(match tx.local_addr().unwrap() {
                         std::net::SocketAddr::V4(a) => a,
                         a => panic!("not v4: {a}"),
