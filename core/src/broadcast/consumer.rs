@@ -268,12 +268,11 @@ impl Consumer {
     /// each receive or batch, skip, seek or jump).
     #[inline]
     pub(super) fn publish_cursor(&self) {
-        if let Some(slot) = self.registry_slot {
-            if let Some(a) = self.view.registry_a64(slot, crate::layout::reg::CURSOR_SEQ) {
+        if let Some(slot) = self.registry_slot
+            && let Some(a) = self.view.registry_a64(slot, crate::layout::reg::CURSOR_SEQ) {
                 // Release: the producer's gate that acquires this cursor knows we are done
                 // with every slot below it.
                 a.store(self.cursor, Ordering::Release);
             }
-        }
     }
 }

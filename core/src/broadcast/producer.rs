@@ -258,7 +258,6 @@ mod tests {
         let (_m, view) = spmc_ring(4, 16);
         let mut p = Producer::new(view, NoWake).unwrap();
         p.push_batch([&[1u8][..], &[2], &[3]]);
-        drop(p);
         let mut p = Producer::new(view, NoWake).unwrap();
         assert_eq!((p.write_seq(), p.next_seq()), (3, 4));
         assert_eq!(p.push(&[4]), 4);
