@@ -269,10 +269,308 @@ impl Consumer {
     #[inline]
     pub(super) fn publish_cursor(&self) {
         if let Some(slot) = self.registry_slot
-            && let Some(a) = self.view.registry_a64(slot, crate::layout::reg::CURSOR_SEQ) {
-                // Release: the producer's gate that acquires this cursor knows we are done
-                // with every slot below it.
-                a.store(self.cursor, Ordering::Release);
-            }
+            && let Some(a) = self.view.registry_a64(slot, crate::layout::reg::CURSOR_SEQ)
+        {
+            // Release: the producer's gate that acquires this cursor knows we are done
+            // with every slot below it.
+            a.store(self.cursor, Ordering::Release);
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::broadcast::{NoWake, Producer};
+    use crate::layout::Geometry;
+    use crate::testutil::{HeapRegion, check_payload, heap_ring, payload_for, spmc_ring};
+
+    /// A lossy ring of `cap` 16-byte slots with `n` records pushed (payload = seq).
+    fn ring_with(cap: u64, n: u64) -> (HeapRegion, RingView, Producer) {
+        let (m, view) = spmc_ring(cap, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        for s in 1..=n {
+            p.push(&s.to_le_bytes());
+        }
+        (m, view, p)
+    }
+
+    fn recv(c: &mut Consumer) -> Option<(u64, u64)> {
+        let mut b = [0u8; 8];
+        c.try_recv(&mut b).map(|s| (s, u64::from_le_bytes(b)))
+    }
+
+    fn drain(c: &mut Consumer) -> std::vec::Vec<u64> {
+        let mut v = std::vec::Vec::new();
+        while let Some((s, x)) = recv(c) {
+            assert_eq!(s, x, "payload belongs to its sequence");
+            v.push(s);
+        }
+        v
+    }
+
+    #[test]
+    fn start_modes_on_an_empty_ring() {
+        let (_m, view, _p) = ring_with(4, 0);
+        for (mode, cursor) in [
+            (StartMode::Latest, 1),
+            (StartMode::Head, 1),
+            (StartMode::Oldest, 1),
+            (StartMode::Sequence(0), 1),
+            (StartMode::Sequence(9), 9),
+        ] {
+            let c = Consumer::new(view, mode);
+            assert_eq!((c.cursor(), c.lapped()), (cursor, 0), "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn start_modes_after_a_wrap() {
+        // Capacity 4, write_seq 6: the ring holds 3..=6.
+        let (_m, view, _p) = ring_with(4, 6);
+        for (mode, cursor, lapped, got) in [
+            (StartMode::Latest, 6, 0, &[6][..]),
+            (StartMode::Head, 7, 0, &[][..]),
+            (StartMode::Oldest, 3, 0, &[3, 4, 5, 6][..]),
+            (StartMode::Sequence(0), 3, 2, &[3, 4, 5, 6][..]),
+            (StartMode::Sequence(1), 3, 2, &[3, 4, 5, 6][..]),
+            (StartMode::Sequence(2), 3, 1, &[3, 4, 5, 6][..]),
+            (StartMode::Sequence(5), 5, 0, &[5, 6][..]),
+            (StartMode::Sequence(8), 8, 0, &[][..]),
+        ] {
+            let mut c = Consumer::new(view, mode);
+            assert_eq!((c.cursor(), c.lapped()), (cursor, lapped), "{mode:?}");
+            assert_eq!(drain(&mut c), got, "{mode:?}");
+            assert_eq!(c.lapped(), lapped, "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn latest_redelivers_the_newest_then_follows() {
+        let (_m, view, mut p) = ring_with(8, 3);
+        let mut c = Consumer::new(view, StartMode::Latest);
+        assert_eq!(recv(&mut c), Some((3, 3)));
+        assert_eq!(recv(&mut c), None);
+        p.push(&4u64.to_le_bytes());
+        assert_eq!(recv(&mut c), Some((4, 4)));
+    }
+
+    #[test]
+    fn lapped_at_the_wrap_by_one() {
+        let (_m, view, mut p) = ring_with(4, 0);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        for s in 1..=5u64 {
+            p.push(&s.to_le_bytes());
+        }
+        // Slot 1 now holds 5: message 1 is gone, 2..=5 remain.
+        assert_eq!(drain(&mut c), [2, 3, 4, 5]);
+        assert_eq!((c.lapped(), c.cursor()), (1, 6));
+    }
+
+    #[test]
+    fn lapped_by_many_laps_counts_exactly() {
+        let (_m, view, mut p) = ring_with(4, 2);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(recv(&mut c), Some((1, 1)));
+        for s in 3..=13u64 {
+            p.push(&s.to_le_bytes());
+        }
+        // write_seq 13, oldest 10: messages 2..=9 (8 of them) were lost.
+        assert_eq!(drain(&mut c), [10, 11, 12, 13]);
+        assert_eq!(c.lapped(), 8);
+        assert_eq!(c.lag(), 0);
+        p.push(&14u64.to_le_bytes());
+        assert_eq!(c.lag(), 1);
+    }
+
+    #[test]
+    fn lag_counts_unread_messages() {
+        let (_m, view, _p) = ring_with(8, 5);
+        let mut c = Consumer::new(view, StartMode::Sequence(2));
+        assert_eq!(c.lag(), 4);
+        let mut c = Consumer::new(view, StartMode::Head);
+        assert_eq!(c.lag(), 0);
+    }
+
+    #[test]
+    fn seek_clamps_to_oldest_and_counts_lapped() {
+        let (_m, view, _p) = ring_with(4, 10);
+        let mut c = Consumer::new(view, StartMode::Head);
+        c.seek(9);
+        assert_eq!((c.cursor(), c.lapped()), (9, 0));
+        assert_eq!(drain(&mut c), [9, 10]);
+        c.seek(2);
+        // Oldest retained is 7: 2..=6 count as lapped.
+        assert_eq!((c.cursor(), c.lapped()), (7, 5));
+        assert_eq!(drain(&mut c), [7, 8, 9, 10]);
+        c.seek(0);
+        assert_eq!(c.cursor(), 7);
+    }
+
+    #[test]
+    fn recv_batch_delivers_in_order_up_to_max() {
+        let (_m, view, _p) = ring_with(8, 5);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        let mut got = std::vec::Vec::new();
+        let mut scratch = [0u8; 8];
+        let n = c.recv_batch(&mut scratch, 3, |s, b| {
+            got.push((s, u64::from_le_bytes(b.try_into().unwrap())))
+        });
+        assert_eq!((n, &got[..]), (3, &[(1, 1), (2, 2), (3, 3)][..]));
+        got.clear();
+        let n = c.recv_batch(&mut scratch, 10, |s, b| {
+            got.push((s, u64::from_le_bytes(b.try_into().unwrap())))
+        });
+        assert_eq!((n, &got[..]), (2, &[(4, 4), (5, 5)][..]));
+        assert_eq!(c.recv_batch(&mut scratch, 10, |_, _| panic!("empty")), 0);
+    }
+
+    #[test]
+    fn copies_at_most_the_record_length() {
+        // Stride 24: 16-byte records.
+        let (_m, view) = spmc_ring(4, 24);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        let mut rec = [0u8; 16];
+        payload_for(1, &mut rec);
+        p.push(&rec);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        let mut big = [0xAAu8; 40];
+        assert_eq!(c.try_recv(&mut big), Some(1));
+        assert!(check_payload(1, &big[..16]));
+        assert!(
+            big[16..].iter().all(|&b| b == 0xAA),
+            "bytes past the record untouched"
+        );
+    }
+
+    fn sparse_ring(cap: u64) -> (HeapRegion, RingView) {
+        let mut g = Geometry::spmc(cap, 16, 8, 0, false).unwrap();
+        g.flags.0 |= Flags::SPARSE;
+        heap_ring(&g)
+    }
+
+    #[test]
+    fn sparse_ring_skips_a_hole_on_the_64th_empty_poll() {
+        let (_m, view) = sparse_ring(8);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        for s in [1u64, 2] {
+            p.write_raw(s, &s.to_le_bytes());
+        }
+        p.skip_to(5);
+        for s in [5u64, 6] {
+            p.write_raw(s, &s.to_le_bytes());
+        }
+        p.commit();
+        assert_eq!(recv(&mut c), Some((1, 1)));
+        assert_eq!(recv(&mut c), Some((2, 2)));
+        for i in 1..64 {
+            assert_eq!(recv(&mut c), None, "empty poll {i}");
+            assert_eq!(c.cursor(), 3);
+        }
+        // The 64th consecutive empty poll runs hole detection and jumps to 5.
+        assert_eq!(recv(&mut c), Some((5, 5)));
+        assert_eq!(c.lapped(), 2);
+        assert_eq!(recv(&mut c), Some((6, 6)));
+        assert_eq!(recv(&mut c), None);
+    }
+
+    #[test]
+    fn sparse_hole_over_an_older_lap_and_trailing_hole() {
+        let (_m, view) = sparse_ring(4);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        for s in 1..=4u64 {
+            p.write_raw(s, &s.to_le_bytes());
+        }
+        p.skip_to(6);
+        p.write_raw(6, &6u64.to_le_bytes());
+        p.write_raw(7, &7u64.to_le_bytes());
+        p.commit();
+        let mut c = Consumer::new(view, StartMode::Sequence(5));
+        // Slot of 5 still holds 1 (< 5): a hole. The 64th empty poll skips to 6.
+        for _ in 1..64 {
+            assert_eq!(recv(&mut c), None);
+        }
+        assert_eq!(recv(&mut c), Some((6, 6)));
+        assert_eq!(recv(&mut c), Some((7, 7)));
+        assert_eq!(c.lapped(), 1);
+        assert_eq!(recv(&mut c), None, "empty poll 1 of the next run");
+        // A hole at the end (write_seq published past unwritten sequences): jump past it.
+        p.skip_to(10);
+        p.write_raw(10, &10u64.to_le_bytes());
+        // Publish write_seq = 9 only: 8 and 9 are holes, 10 is written but not published.
+        view.write_seq().store(9, Ordering::Release);
+        for _ in 2..64 {
+            assert_eq!(recv(&mut c), None);
+        }
+        assert_eq!(recv(&mut c), Some((10, 10)));
+        assert_eq!(c.lapped(), 3);
+    }
+
+    #[test]
+    fn non_sparse_ring_never_skips_holes() {
+        let (_m, view) = spmc_ring(8, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        p.write_raw(1, &1u64.to_le_bytes());
+        p.skip_to(3);
+        p.write_raw(3, &3u64.to_le_bytes());
+        p.commit();
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(recv(&mut c), Some((1, 1)));
+        for _ in 0..200 {
+            assert_eq!(recv(&mut c), None);
+        }
+        assert_eq!((c.cursor(), c.lapped()), (2, 0));
+    }
+
+    #[test]
+    fn in_flight_write_is_pending_not_a_hole() {
+        let (_m, view) = sparse_ring(8);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        p.push(&1u64.to_le_bytes());
+        p.push(&2u64.to_le_bytes());
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(drain(&mut c), [1, 2]);
+        // A writer is mid-way through message 3 and write_seq was bumped past it.
+        view.slot_seq(3).store(SLOT_WRITING, Ordering::Relaxed);
+        view.write_seq().store(3, Ordering::Release);
+        for _ in 0..128 {
+            assert_eq!(recv(&mut c), None);
+        }
+        assert_eq!((c.cursor(), c.lapped()), (3, 0));
+    }
+
+    /// Message 1 is read; then the producer of ticket 2 gets stuck mid-write while others
+    /// go on to 7 (ticket 6 shares slot 2 and is dropped).
+    fn stuck_ticket(view: &RingView, c: &mut Consumer) {
+        view.write_slot(1, &1u64.to_le_bytes());
+        view.write_seq().fetch_max(1, Ordering::Release);
+        assert_eq!(recv(c), Some((1, 1)));
+        view.slot_seq(2).store(SLOT_WRITING, Ordering::Relaxed);
+        for s in [3u64, 4, 5, 7] {
+            view.write_slot(s, &s.to_le_bytes());
+        }
+        view.write_seq().fetch_max(7, Ordering::Release);
+    }
+
+    #[test]
+    fn mpmc_flagged_ring_treats_a_full_lap_as_lost() {
+        let (_m, view) = heap_ring(&Geometry::mpmc(4, 16, 8).unwrap());
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        stuck_ticket(&view, &mut c);
+        // Ticket 2 is pending with write_seq 7 >= 2 + 4: lost; oldest_retained(7) = 4.
+        assert_eq!(drain(&mut c), [4, 5]);
+        assert_eq!(c.lapped(), 2);
+        // Ticket 6 is pending too, but 7 < 6 + 4: still just "empty".
+        assert_eq!((c.cursor(), recv(&mut c)), (6, None));
+    }
+
+    #[test]
+    fn plain_ring_waits_on_a_stuck_slot() {
+        let (_m, view) = spmc_ring(4, 16);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        stuck_ticket(&view, &mut c);
+        assert_eq!(recv(&mut c), None);
+        assert_eq!((c.cursor(), c.lapped()), (2, 0));
     }
 }

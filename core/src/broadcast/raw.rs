@@ -45,3 +45,56 @@ pub fn read_record(view: &RingView, seq: u64, dst: &mut [u8]) -> RawRead {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::broadcast::{NoWake, Producer};
+    use crate::layout::SLOT_WRITING;
+    use crate::testutil::{check_payload, payload_for, spmc_ring};
+
+    #[test]
+    fn record_pending_and_lapped() {
+        // Stride 32: 24-byte records, read without knowing their type.
+        let (_m, view) = spmc_ring(4, 32);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        let mut rec = [0u8; 24];
+        let mut dst = [0u8; 24];
+        assert_eq!(read_record(&view, 1, &mut dst), RawRead::Pending);
+        for s in 1..=6 {
+            payload_for(s, &mut rec);
+            p.push(&rec);
+        }
+        for s in 3..=6 {
+            assert_eq!(read_record(&view, s, &mut dst), RawRead::Record);
+            assert!(check_payload(s, &dst), "record {s}");
+        }
+        assert_eq!(read_record(&view, 7, &mut dst), RawRead::Pending);
+        // 1 and 2 were overwritten by 5 and 6: resume at oldest_retained(6, 4) = 3.
+        assert_eq!(
+            read_record(&view, 1, &mut dst),
+            RawRead::Lapped { resume_at: 3 }
+        );
+        assert_eq!(
+            read_record(&view, 2, &mut dst),
+            RawRead::Lapped { resume_at: 3 }
+        );
+    }
+
+    #[test]
+    fn overwrite_in_flight_is_pending() {
+        let (_m, view) = spmc_ring(4, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        p.push(&[1]);
+        // The writer has started message 5 in slot 1 but write_seq is still 1.
+        view.slot_seq(5).store(SLOT_WRITING, Ordering::Relaxed);
+        let mut dst = [0u8; 8];
+        assert_eq!(read_record(&view, 1, &mut dst), RawRead::Pending);
+        // Once the slot holds 5, the record is lapped even before write_seq moves.
+        view.slot_seq(5).store(5, Ordering::Release);
+        assert_eq!(
+            read_record(&view, 1, &mut dst),
+            RawRead::Lapped { resume_at: 2 }
+        );
+    }
+}

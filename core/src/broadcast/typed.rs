@@ -104,3 +104,71 @@ impl<T: FromBytes> TypedConsumer<T> {
         got
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use zerocopy::{Immutable, IntoBytes};
+
+    use super::*;
+    use crate::broadcast::{NoWake, Producer, StartMode};
+    use crate::testutil::spmc_ring;
+
+    /// A record with padding: FromBytes accepts it, IntoBytes would not.
+    #[repr(C)]
+    #[derive(FromBytes, Clone, Copy, Debug, PartialEq)]
+    struct Tick {
+        px: f64,
+        qty: u32,
+        side: u8,
+    }
+
+    #[repr(C)]
+    #[derive(IntoBytes, Immutable)]
+    struct TickBytes {
+        px: f64,
+        qty: u32,
+        side: u8,
+        pad: [u8; 3],
+    }
+
+    #[test]
+    fn typed_records_round_trip() {
+        let (_m, view) = spmc_ring(4, slot_stride(16, 8));
+        let mut p = Producer::new(view, NoWake).unwrap();
+        for i in 1..=3u32 {
+            let t = TickBytes {
+                px: f64::from(i) * 1.5,
+                qty: i * 10,
+                side: i as u8,
+                pad: [0xEE; 3],
+            };
+            p.push(t.as_bytes());
+        }
+        let c = Consumer::new(view, StartMode::Oldest);
+        let mut c = TypedConsumer::<Tick>::new(c).unwrap();
+        let want = |i: u32| Tick {
+            px: f64::from(i) * 1.5,
+            qty: i * 10,
+            side: i as u8,
+        };
+        assert_eq!(c.try_recv_seq(), Some((1, want(1))));
+        let mut out = [want(0); 4];
+        assert_eq!(c.recv_batch(&mut out), 2);
+        assert_eq!(out[..2], [want(2), want(3)]);
+        assert_eq!(c.try_recv(), None);
+        assert_eq!(c.inner().cursor(), 4);
+    }
+
+    #[test]
+    fn wrong_stride_is_refused() {
+        let (_m, view) = spmc_ring(4, 16);
+        let c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(
+            TypedConsumer::<[u64; 2]>::new(c).unwrap_err(),
+            AttachError::ElementSizeMismatch {
+                expected: 24,
+                found: 16
+            }
+        );
+    }
+}
