@@ -1,6 +1,7 @@
 //! [`Consumer`]: one reader of a broadcast ring with its own cursor (spec §4.3, §5, §7, §9
 //! reader side).
 
+use super::registry::{self, RegistryError};
 use crate::layout::{Flags, SLOT_WRITING, oldest_retained};
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
@@ -43,6 +44,8 @@ pub struct Consumer {
     mpmc: bool,
     /// The registry slot this reader publishes its cursor to, if registered.
     registry_slot: Option<u32>,
+    /// The pid that owns `registry_slot`.
+    registry_pid: u32,
 }
 
 impl Consumer {
@@ -58,6 +61,7 @@ impl Consumer {
             sparse: flags.has(Flags::SPARSE),
             mpmc: flags.has(Flags::MODE_MPMC),
             registry_slot: None,
+            registry_pid: 0,
         };
         let w = c.load_write_seq();
         let cap = c.view.capacity();
@@ -123,6 +127,53 @@ impl Consumer {
     #[inline(always)]
     pub fn registry_slot(&self) -> Option<u32> {
         self.registry_slot
+    }
+
+    /// Registers this reader in the ring's registry under `pid` and `name` (spec §5, §9), so
+    /// a lossless producer waits for it and monitors see it. Slots of processes for which
+    /// `is_alive` is false are reused.
+    ///
+    /// Returns the slot index, or `Ok(None)` when the reader continues unregistered: the ring
+    /// has no registry, or the registry is full and the ring is lossy. A full registry on a
+    /// lossless ring is an error (attaching fails). After registering, the lap check runs
+    /// once, since the producer may have lapped the cursor before it became visible.
+    pub fn register(
+        &mut self,
+        pid: u32,
+        name: &str,
+        is_alive: impl Fn(u32) -> bool,
+    ) -> Result<Option<u32>, RegistryError> {
+        if let Some(slot) = self.registry_slot {
+            return Ok(Some(slot));
+        }
+        let lossless = self
+            .view
+            .geometry()
+            .flags
+            .has(Flags::POLICY_LOSSLESS_BACKPRESSURE);
+        match registry::register(&self.view, pid, name, self.cursor, is_alive) {
+            Ok(slot) => {
+                self.registry_slot = Some(slot);
+                self.registry_pid = pid;
+                let w = self.load_write_seq();
+                if self.lap_to(w) {
+                    self.publish_cursor();
+                }
+                Ok(Some(slot))
+            }
+            Err(RegistryError::NoRegistry) => Ok(None),
+            Err(RegistryError::Full { .. }) if !lossless => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Gives up this reader's registry slot (also done on drop). A slot that was pruned and
+    /// reused by another reader meanwhile is left alone (the error says so).
+    pub fn unregister(&mut self) -> Result<(), RegistryError> {
+        match self.registry_slot.take() {
+            Some(slot) => registry::unregister(&self.view, slot, self.registry_pid),
+            None => Ok(()),
+        }
     }
 
     /// Moves the cursor to `seq` (at least 1); below the oldest retained message it moves to
@@ -268,13 +319,17 @@ impl Consumer {
     /// each receive or batch, skip, seek or jump).
     #[inline]
     pub(super) fn publish_cursor(&self) {
-        if let Some(slot) = self.registry_slot
-            && let Some(a) = self.view.registry_a64(slot, crate::layout::reg::CURSOR_SEQ)
-        {
-            // Release: the producer's gate that acquires this cursor knows we are done
-            // with every slot below it.
-            a.store(self.cursor, Ordering::Release);
+        if let Some(slot) = self.registry_slot {
+            // The slot index came from a successful register, so this cannot fail.
+            let _ = registry::publish_cursor(&self.view, slot, self.cursor);
         }
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        // Nothing to report from a destructor; a reused slot is left to its new owner.
+        let _ = self.unregister();
     }
 }
 
@@ -572,5 +627,90 @@ mod tests {
         stuck_ticket(&view, &mut c);
         assert_eq!(recv(&mut c), None);
         assert_eq!((c.cursor(), c.lapped()), (2, 0));
+    }
+
+    #[test]
+    fn registered_reader_publishes_its_cursor() {
+        let (_m, view) = heap_ring(&Geometry::spmc(4, 16, 8, 2, false).unwrap());
+        let mut p = Producer::new(view, NoWake).unwrap();
+        p.push(&1u64.to_le_bytes());
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        let slot = c.register(11, "algo", |_| true).unwrap().unwrap();
+        assert_eq!(c.registry_slot(), Some(slot));
+        let cur = || {
+            view.registry_a64(slot, crate::layout::reg::CURSOR_SEQ)
+                .unwrap()
+        };
+        assert_eq!(cur().load(Ordering::Relaxed), 1);
+        assert_eq!(recv(&mut c), Some((1, 1)));
+        assert_eq!(cur().load(Ordering::Relaxed), 2, "after a receive");
+        for s in 2..=9u64 {
+            p.push(&s.to_le_bytes());
+        }
+        let mut scratch = [0u8; 8];
+        assert_eq!(c.recv_batch(&mut scratch, 2, |_, _| {}), 2);
+        // Lapped to 6, then read 6 and 7.
+        assert_eq!(
+            (c.lapped(), cur().load(Ordering::Relaxed)),
+            (4, 8),
+            "after a batch"
+        );
+        c.seek(9);
+        assert_eq!(cur().load(Ordering::Relaxed), 9, "after a seek");
+        assert_eq!(registry::min_live_cursor(&view), Some(9));
+        drop(c);
+        assert_eq!(
+            registry::min_live_cursor(&view),
+            None,
+            "unregistered on drop"
+        );
+    }
+
+    #[test]
+    fn registration_reruns_the_lap_check() {
+        let (_m, view) = heap_ring(&Geometry::spmc(4, 16, 8, 1, false).unwrap());
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        for s in 1..=6u64 {
+            p.push(&s.to_le_bytes());
+        }
+        c.register(11, "late", |_| true).unwrap();
+        assert_eq!((c.cursor(), c.lapped()), (3, 2));
+        assert_eq!(registry::min_live_cursor(&view), Some(3));
+    }
+
+    #[test]
+    fn registration_outcomes() {
+        // No registry: continue unregistered.
+        let (_m, view) = spmc_ring(4, 16);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(c.register(11, "x", |_| true), Ok(None));
+        // Full lossy registry: continue unregistered.
+        let (_m2, view) = heap_ring(&Geometry::spmc(4, 16, 8, 1, false).unwrap());
+        let mut a = Consumer::new(view, StartMode::Oldest);
+        let mut b = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(a.register(11, "a", |_| true), Ok(Some(0)));
+        assert_eq!(b.register(12, "b", |_| true), Ok(None));
+        // Full lossless registry: an error.
+        let (_m3, view) = heap_ring(&Geometry::spmc(4, 16, 8, 1, true).unwrap());
+        let mut a = Consumer::new(view, StartMode::Oldest);
+        let mut b = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(a.register(11, "a", |_| true), Ok(Some(0)));
+        assert_eq!(
+            b.register(12, "b", |_| true),
+            Err(RegistryError::Full { count: 1 })
+        );
+        // A dead owner's slot is reused.
+        assert_eq!(b.register(12, "b", |pid| pid != 11), Ok(Some(0)));
+        // The pruned reader's unregister leaves the new owner alone.
+        assert_eq!(
+            a.unregister(),
+            Err(RegistryError::NotOwner {
+                slot: 0,
+                pid: 11,
+                found: 12
+            })
+        );
+        assert_eq!(registry::min_live_cursor(&view), Some(1));
     }
 }

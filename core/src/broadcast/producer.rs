@@ -94,12 +94,103 @@ impl<W: Wake> Producer<W> {
         }
         // Relaxed: we are the only writer, so the value we read is the last one stored.
         let published = view.write_seq().load(Ordering::Relaxed);
+        let gate = flags
+            .has(Flags::POLICY_LOSSLESS_BACKPRESSURE)
+            .then_some(Gate {
+                limit: 0,
+                blocked: 0,
+                is_alive: None,
+            });
         Ok(Producer {
             view,
             wake,
             next: published.saturating_add(1),
             published,
-            gate: None,
+            gate,
+        })
+    }
+
+    /// True when the ring is lossless (flag `POLICY_LOSSLESS_BACKPRESSURE`):
+    /// [`Producer::try_push`] then refuses to lap the slowest registered reader.
+    #[inline(always)]
+    pub fn is_lossless(&self) -> bool {
+        self.gate.is_some()
+    }
+
+    /// Gives a lossless producer a liveness test (the std side passes a `kill(pid, 0)`
+    /// check): every 1024th refused [`Producer::try_push`] then frees the registry slots of
+    /// dead readers (spec §6, §9) and retries. Without one, dead readers are never pruned
+    /// here (the caller can run [`registry::prune_dead`](super::registry::prune_dead)).
+    pub fn set_is_alive(&mut self, is_alive: fn(u32) -> bool) {
+        if let Some(g) = &mut self.gate {
+            g.is_alive = Some(is_alive);
+        }
+    }
+
+    /// The cached gate limit: sequences below it may be written without looking at the
+    /// registry. `u64::MAX` on a lossy ring.
+    #[inline(always)]
+    pub fn gate_limit(&self) -> u64 {
+        self.gate.map_or(u64::MAX, |g| g.limit)
+    }
+
+    /// Recomputes the gate limit from the registry (spec §6) and caches it.
+    pub fn refresh_gate(&mut self) -> u64 {
+        let limit = super::registry::gate_limit(&self.view, self.next);
+        match &mut self.gate {
+            Some(g) => {
+                g.limit = limit;
+                limit
+            }
+            None => u64::MAX,
+        }
+    }
+
+    /// Publishes one record unless that would lap the slowest registered reader of a
+    /// lossless ring (spec §6). On a lossy ring this is [`Producer::push`] and never fails.
+    ///
+    /// The cached gate limit is refreshed from the registry only when the next sequence
+    /// reaches it. Every 1024th consecutive refusal prunes dead readers first (if
+    /// [`Producer::set_is_alive`] was given a test). A blocking push (spin, yield, sleep,
+    /// retry) is the std adapter's job.
+    #[inline]
+    pub fn try_push(&mut self, payload: &[u8]) -> Result<u64, Full> {
+        if let Some(g) = self.gate
+            && self.next >= g.limit
+        {
+            self.gate_blocked()?;
+        }
+        Ok(self.push(payload))
+    }
+
+    /// Slow path of `try_push`: refresh the gate, prune on every 1024th refusal.
+    #[cold]
+    fn gate_blocked(&mut self) -> Result<(), Full> {
+        let seq = self.next;
+        let mut limit = self.refresh_gate();
+        let Some(g) = &mut self.gate else {
+            return Ok(());
+        };
+        if seq < limit {
+            g.blocked = 0;
+            return Ok(());
+        }
+        g.blocked += 1;
+        if g.blocked % 1024 == 0
+            && let Some(is_alive) = g.is_alive
+            && super::registry::prune_dead(&self.view, is_alive) > 0
+        {
+            limit = self.refresh_gate();
+        }
+        if seq < limit {
+            if let Some(g) = &mut self.gate {
+                g.blocked = 0;
+            }
+            return Ok(());
+        }
+        Err(Full {
+            seq,
+            gate_limit: limit,
         })
     }
 
@@ -215,6 +306,7 @@ mod tests {
     use core::cell::Cell;
 
     use super::*;
+    use crate::broadcast::registry;
     use crate::layout::Geometry;
     use crate::testutil::{heap_ring, spmc_ring};
 
@@ -329,5 +421,92 @@ mod tests {
         assert!(!p.write_raw(u64::MAX - 1, &[0]));
         p.skip_to(u64::MAX);
         assert_eq!(p.next_seq(), 13);
+    }
+
+    fn lossless_ring(cap: u64, readers: u32) -> (crate::testutil::HeapRegion, RingView) {
+        heap_ring(&Geometry::spmc(cap, 16, 8, readers, true).unwrap())
+    }
+
+    #[test]
+    fn lossy_try_push_never_fails() {
+        let (_m, view) = spmc_ring(2, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        assert!(!p.is_lossless());
+        for s in 1..=10 {
+            assert_eq!(p.try_push(&[s as u8]), Ok(s));
+        }
+        assert_eq!(p.gate_limit(), u64::MAX);
+    }
+
+    #[test]
+    fn lossless_gate_stops_one_lap_ahead_of_a_registered_reader() {
+        let (_m, view) = lossless_ring(4, 2);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        assert!(p.is_lossless());
+        let slot = registry::register(&view, 77, "r", 1, |_| true).unwrap();
+        for s in 1..=4 {
+            assert_eq!(p.try_push(&[s as u8]), Ok(s));
+        }
+        // The reader's cursor is 1: sequence 5 would overwrite message 1 in slot 1.
+        assert_eq!(
+            p.try_push(&[5]),
+            Err(Full {
+                seq: 5,
+                gate_limit: 5
+            })
+        );
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), 4);
+        assert_eq!(
+            view.slot_seq(1).load(Ordering::Relaxed),
+            1,
+            "not overwritten"
+        );
+        // The reader moves on to 3: sequences 5 and 6 may be written, 7 may not.
+        registry::publish_cursor(&view, slot, 3).unwrap();
+        assert_eq!(p.try_push(&[5]), Ok(5));
+        assert_eq!(p.try_push(&[6]), Ok(6));
+        assert_eq!(p.try_push(&[7]).unwrap_err().gate_limit, 7);
+        // Without readers the window is C/2 ahead of the producer, refreshed as it goes.
+        registry::unregister(&view, slot, 77).unwrap();
+        for s in 7..=20 {
+            assert_eq!(p.try_push(&[s as u8]), Ok(s));
+        }
+    }
+
+    #[test]
+    fn every_1024th_refusal_prunes_dead_readers() {
+        let (_m, view) = lossless_ring(4, 1);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        p.set_is_alive(|pid| pid != 4242);
+        registry::register(&view, 4242, "dead", 1, |_| true).unwrap();
+        for s in 1..=4 {
+            assert_eq!(p.try_push(&[s as u8]), Ok(s));
+        }
+        for i in 1..1024 {
+            assert!(p.try_push(&[5]).is_err(), "refusal {i}");
+        }
+        assert_eq!(
+            p.try_push(&[5]),
+            Ok(5),
+            "the 1024th attempt prunes pid 4242"
+        );
+        assert_eq!(registry::min_live_cursor(&view), None);
+    }
+
+    #[test]
+    fn without_a_liveness_test_dead_readers_block_forever() {
+        let (_m, view) = lossless_ring(2, 1);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        registry::register(&view, 4242, "dead", 1, |_| true).unwrap();
+        p.push_batch([&[1u8][..], &[2]]);
+        for _ in 0..2048 {
+            assert_eq!(
+                p.try_push(&[3]),
+                Err(Full {
+                    seq: 3,
+                    gate_limit: 3
+                })
+            );
+        }
     }
 }
