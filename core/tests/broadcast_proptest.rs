@@ -133,7 +133,11 @@ fn run(cap: u64, pre: u64, mode: StartMode, ops: Vec<Op>) {
         accepted: 0,
         last: None,
     };
-    assert_eq!(c.lapped(), c.cursor() - start, "start clamp counted as lapped");
+    assert_eq!(
+        c.lapped(),
+        c.cursor() - start,
+        "start clamp counted as lapped"
+    );
     let mut dst = [0u8; REC];
     for op in ops {
         let w = p.write_seq();
@@ -177,10 +181,7 @@ fn run(cap: u64, pre: u64, mode: StartMode, ops: Vec<Op>) {
                 if (n as u64) < m {
                     assert!(cur.max(oldest_retained(w, cap)) > w, "batch stopped early");
                 }
-                assert_eq!(
-                    chk.accepted + c.lapped(),
-                    c.cursor().max(start) - start
-                );
+                assert_eq!(chk.accepted + c.lapped(), c.cursor().max(start) - start);
             }
             Op::Raw(back) => {
                 let seq = (w + 1).saturating_sub(back).max(1);
