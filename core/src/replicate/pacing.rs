@@ -68,6 +68,11 @@ impl Pacer {
         })
     }
 
+    /// Nothing is waiting any more (the records were lapped or lost): drop the linger.
+    pub fn idle(&mut self) {
+        self.first_seen = None;
+    }
+
     /// A frame was sent at `now`.
     pub fn on_send(&mut self, now: Instant) {
         self.last_send = Some(now);

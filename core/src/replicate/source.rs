@@ -432,6 +432,7 @@ impl SourceSession {
             self.last_beat = now;
             return self.emit_data(c.count, c.bytes, buf);
         }
+        self.pacer.idle();
         match c.stop {
             Stop::Lapped { seen } => {
                 let r = oldest_retained(ring.write_seq().max(seen), ring.geometry().capacity);

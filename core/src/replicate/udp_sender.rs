@@ -219,6 +219,7 @@ impl<const N: usize> UdpSender<N> {
                 self.counters.data_frames += 1;
                 return Some(len);
             }
+            self.pacer.idle();
             match c.stop {
                 Stop::Lapped { seen } => {
                     let r = oldest_retained(ring.write_seq().max(seen), ring.geometry().capacity);
