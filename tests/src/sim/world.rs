@@ -339,10 +339,10 @@ pub fn run(sc: &Scenario) -> Report {
                             }
                         };
                         let before = n.mirror.next();
-                        if f[0] == Kind::Gap as u8 {
-                            if let Ok(g) = GapRepr::parse(&Frame::new_checked(f).unwrap()) {
-                                n.gaps.push((before, g.seq));
-                            }
+                        if f[0] == Kind::Gap as u8
+                            && let Ok(g) = GapRepr::parse(&Frame::new_checked(f).unwrap())
+                        {
+                            n.gaps.push((before, g.seq));
                         }
                         n.sink.now = now;
                         if let Err(e) = n.mirror.handle_tcp_frame(t(now), f, &mut n.sink) {
