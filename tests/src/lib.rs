@@ -1,1 +1,2 @@
 //! Shared helpers for ringwire's cross-crate tests.
+pub mod sim;
