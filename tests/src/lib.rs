@@ -1,1 +1,4 @@
 //! Shared helpers for ringwire's cross-crate tests.
+#![deny(missing_docs)]
+
+pub mod shm;
