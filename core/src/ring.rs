@@ -143,13 +143,13 @@ impl RingView {
         if h.version != RING_VERSION {
             return Err(AttachError::BadVersion { found: h.version });
         }
-        if let Some(want) = expect.element_size {
-            if want != h.element_size {
-                return Err(AttachError::ElementSizeMismatch {
-                    expected: want,
-                    found: h.element_size,
-                });
-            }
+        if let Some(want) = expect.element_size
+            && want != h.element_size
+        {
+            return Err(AttachError::ElementSizeMismatch {
+                expected: want,
+                found: h.element_size,
+            });
         }
         let geo = Geometry::from_header(&h, len, expect.slot_align)?;
         if geo.has_arena() {
@@ -163,13 +163,14 @@ impl RingView {
                 });
             }
         }
-        if let Some(sig) = expect.schema_sig {
-            if h.schema_sig != 0 && h.schema_sig != sig {
-                return Err(AttachError::SchemaMismatch {
-                    expected: sig,
-                    found: h.schema_sig,
-                });
-            }
+        if let Some(sig) = expect.schema_sig
+            && h.schema_sig != 0
+            && h.schema_sig != sig
+        {
+            return Err(AttachError::SchemaMismatch {
+                expected: sig,
+                found: h.schema_sig,
+            });
         }
         Ok(RingView { region, geo })
     }
@@ -328,12 +329,44 @@ impl RingView {
     }
 
     /// Spec §11 producer side: if anyone sleeps, bump `futex_word` and return `true`.
+    ///
+    /// The producer pays nothing when nobody sleeps: a compiler fence and one relaxed load.
+    /// A lost wake-up is prevented by the sleeper, not here: it increments
+    /// `waiting_consumers` (SeqCst), then calls `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`,
+    /// which runs a full memory barrier on every running thread of every process registered
+    /// for it (producers register at creation, spec §1.2), and only then re-checks
+    /// `write_seq`. So either the sleeper's re-check sees this publish, or this load sees the
+    /// sleeper's increment. Where membarrier is unavailable (firmware, a failed registration)
+    /// a sleeper's finite timeout bounds the delay; [`RingView::publish_fenced`] closes the
+    /// window at the price of a full fence per publish.
     #[inline]
     pub fn bump_futex_if_waiting(&self) -> bool {
-        // SeqCst fence: orders our write_seq store before the waiter-count load, pairing with
-        // the sleeper's SeqCst increment-then-recheck (Dekker), so no wake-up is lost even
-        // without membarrier. On x86 this is one mfence-free locked op only when needed.
+        // Under loom a SeqCst fence models the barrier membarrier forces onto this thread.
+        #[cfg(loom)]
         fence(Ordering::SeqCst);
+        // Compiler-only: keeps the write_seq store before the load in program order; the
+        // hardware ordering comes from the sleeper's membarrier (see above).
+        #[cfg(not(loom))]
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+        self.wake_if_waiting()
+    }
+
+    /// [`RingView::publish`] for platforms without membarrier: a SeqCst fence between the
+    /// `write_seq` store and the waiter-count load pairs with the sleeper's SeqCst
+    /// increment (Dekker), so no wake-up is lost whatever the sleeper does.
+    #[inline]
+    pub fn publish_fenced(&self, seq: u64) -> bool {
+        // Release: as in `publish`.
+        self.write_seq().store(seq, Ordering::Release);
+        // SeqCst fence: the store above is globally visible before the load below.
+        fence(Ordering::SeqCst);
+        self.wake_if_waiting()
+    }
+
+    #[inline(always)]
+    fn wake_if_waiting(&self) -> bool {
+        // Relaxed: a stale zero is covered by the protocol above; a stale non-zero only
+        // costs one needless wake.
         if self.waiting_consumers().load(Ordering::Relaxed) > 0 {
             // Release: a woken sleeper that reads the new futex value sees the publish.
             self.futex_word().fetch_add(1, Ordering::Release);

@@ -9,8 +9,10 @@
 
 pub use ringwire_core as core;
 
+pub mod bench;
 pub mod error;
 pub mod file;
+pub mod net;
 pub mod sys;
 pub mod wait;
 
