@@ -13,6 +13,7 @@ use core::fmt;
 
 use zerocopy::{FromBytes, IntoBytes};
 
+use super::registry::{self, RegistryError};
 use crate::layout::{BlobRef, oldest_retained};
 use crate::ring::{RingView, SlotRead};
 use crate::sync::{A64, Ordering, fence};
@@ -364,12 +365,16 @@ pub struct Received {
 }
 
 /// A reader of a blob ring: starts at the oldest retained message, handles laps as spec
-/// §4.3 says and skips lost blobs (§10.4), counting both as lapped.
+/// §4.3 says and skips lost blobs (§10.4), counting both as lapped. Optionally registered
+/// (spec §5, §9): it then publishes its cursor after every receive or skip and unregisters
+/// when dropped.
 #[derive(Debug)]
 pub struct BlobReader {
     view: RingView,
     cursor: u64,
     lapped: u64,
+    /// (registry slot, pid) while registered.
+    registration: Option<(u32, u32)>,
 }
 
 impl BlobReader {
@@ -385,7 +390,38 @@ impl BlobReader {
             view,
             cursor,
             lapped: 0,
+            registration: None,
         })
+    }
+
+    /// Registers this reader under `pid` with its current cursor (ringfire's
+    /// `BlobConsumer` uses the name `"anonymous"`). Returns the slot; a second call returns
+    /// the slot it already holds. The next [`recv`](Self::recv) re-runs the lap check.
+    pub fn register(
+        &mut self,
+        pid: u32,
+        name: &str,
+        is_alive: impl Fn(u32) -> bool,
+    ) -> Result<u32, RegistryError> {
+        if let Some((slot, _)) = self.registration {
+            return Ok(slot);
+        }
+        let slot = registry::register(&self.view, pid, name, self.cursor, is_alive)?;
+        self.registration = Some((slot, pid));
+        Ok(slot)
+    }
+
+    /// The registry slot this reader holds, if registered.
+    pub fn registry_slot(&self) -> Option<u32> {
+        self.registration.map(|(slot, _)| slot)
+    }
+
+    /// Gives the registry slot back (also done on drop). A no-op when not registered.
+    pub fn unregister(&mut self) -> Result<(), RegistryError> {
+        match self.registration.take() {
+            Some((slot, pid)) => registry::unregister(&self.view, slot, pid),
+            None => Ok(()),
+        }
     }
 
     /// The ring.
@@ -408,6 +444,22 @@ impl BlobReader {
     /// when caught up. A `blob` buffer that is too small is an error and the message stays
     /// unread.
     pub fn recv(
+        &mut self,
+        descriptor: &mut [u8],
+        blob: &mut [u8],
+    ) -> Result<Option<Received>, BlobError> {
+        let before = self.cursor;
+        let got = self.recv_inner(descriptor, blob);
+        if self.cursor != before
+            && let Some((slot, _)) = self.registration
+        {
+            // The slot index came from register, so this cannot fail.
+            let _ = registry::publish_cursor(&self.view, slot, self.cursor);
+        }
+        got
+    }
+
+    fn recv_inner(
         &mut self,
         descriptor: &mut [u8],
         blob: &mut [u8],
@@ -459,6 +511,13 @@ impl BlobReader {
     }
 }
 
+impl Drop for BlobReader {
+    fn drop(&mut self) {
+        // Nothing to do if the slot was already pruned and reused by another reader.
+        let _ = self.unregister();
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -473,7 +532,9 @@ mod tests {
         // SAFETY: the buffer outlives the view in each test and is only used through it.
         let region =
             unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
-        RingView::init(region, geo).unwrap()
+        let view = RingView::init(region, geo).unwrap();
+        crate::broadcast::registry::tests::forget_init_stores(&view);
+        view
     }
 
     /// The verified ring of spec §3: C = 4, M = u32 (S = 32), arena 256.
@@ -747,6 +808,53 @@ mod tests {
         let got = rd.recv(&mut desc, &mut out).unwrap().unwrap();
         assert_eq!((got.seq, rd.lapped_count()), (7, 2 + 3));
         assert_eq!(&out[..8], &pattern(8, 6)[..]);
+    }
+
+    #[test]
+    fn a_registered_reader_publishes_its_cursor_and_leaves_on_drop() {
+        use crate::broadcast::registry::{gate_limit, live_reader, min_live_cursor};
+        let mut buf = vec![];
+        let v = small(&mut buf, 2);
+        let mut w = BlobWriter::new(v).unwrap();
+        let mut rd = BlobReader::new(v).unwrap();
+        assert_eq!(rd.registry_slot(), None);
+        assert_eq!(rd.register(4242, "anonymous", |_| true), Ok(0));
+        assert_eq!(rd.register(4242, "anonymous", |_| true), Ok(0));
+        assert_eq!(rd.registry_slot(), Some(0));
+        assert_eq!(
+            live_reader(&v, 0).map(|r| (r.pid, r.cursor)),
+            Some((4242, 1))
+        );
+        assert_eq!(gate_limit(&v, 1), 3); // min(1 + 4, 1 + 2)
+        for i in 0..3u8 {
+            w.push(&mut [i; 24], &pattern(100, i), 0).unwrap();
+        }
+        let (mut desc, mut out) = ([0u8; 24], [0u8; 128]);
+        // Blob 1 was overwritten by blob 3: skipped, then 2 delivered; cursor 3 published.
+        assert_eq!(rd.recv(&mut desc, &mut out).unwrap().unwrap().seq, 2);
+        assert_eq!(rd.lapped_count(), 1);
+        assert_eq!(min_live_cursor(&v), Some(3));
+        assert_eq!(rd.recv(&mut desc, &mut out).unwrap().unwrap().seq, 3);
+        assert_eq!(min_live_cursor(&v), Some(4));
+        // Caught up: nothing changes, nothing is published.
+        assert_eq!(rd.recv(&mut desc, &mut out), Ok(None));
+        assert_eq!(min_live_cursor(&v), Some(4));
+        drop(rd);
+        assert_eq!(min_live_cursor(&v), None);
+        // Explicit unregister, then drop: the second release is a no-op.
+        let mut rd = BlobReader::new(v).unwrap();
+        assert_eq!(rd.register(7, "b", |_| true), Ok(0));
+        assert_eq!(rd.unregister(), Ok(()));
+        assert_eq!(rd.unregister(), Ok(()));
+        assert_eq!(min_live_cursor(&v), None);
+        // A ring with zero registry slots cannot take a registration.
+        let mut buf0 = vec![];
+        let v0 = small(&mut buf0, 0);
+        let mut rd0 = BlobReader::new(v0).unwrap();
+        assert_eq!(
+            rd0.register(7, "c", |_| true),
+            Err(crate::broadcast::registry::RegistryError::Full { count: 0 })
+        );
     }
 
     #[test]

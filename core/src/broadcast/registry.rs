@@ -304,7 +304,7 @@ pub fn gate_limit(view: &RingView, seq: u64) -> u64 {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::layout::Geometry;
     use crate::region::Region;
@@ -326,7 +326,7 @@ mod tests {
     /// before), but Miri's weak-memory emulation (nightly 2026-05) panics on such a
     /// mixed-size store. A plain write, legal here because no other thread exists, clears
     /// Miri's store buffers for the registry.
-    fn forget_init_stores(view: &RingView) {
+    pub(crate) fn forget_init_stores(view: &RingView) {
         let g = view.geometry();
         let start = g.registry_offset as usize;
         let words = g.registry_count as usize * reg::SIZE / 8;
