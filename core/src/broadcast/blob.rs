@@ -106,6 +106,7 @@ impl fmt::Display for BlobError {
 impl core::error::Error for BlobError {}
 
 /// Outcome of [`read_blob`].
+#[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum BlobRead {
@@ -335,7 +336,8 @@ impl BlobWriter {
     }
 
     /// Publishes one message: `descriptor` is the whole slot payload (`element_size - 8`
-    /// bytes, meta first); its last 16 bytes are overwritten with the new [`BlobRef`].
+    /// bytes, meta first); its last 16 bytes are overwritten with the new [`BlobRef`]
+    /// (spec §10.2; meta types aligned to 32 or more break that rule, as in the reference).
     pub fn push(
         &mut self,
         descriptor: &mut [u8],

@@ -203,6 +203,7 @@ pub fn publish_cursor(view: &RingView, slot: u32, cursor: u64) -> Result<(), Reg
 }
 
 /// Reads registry slot `i` if it holds a live reader (`active == 1 && pid != 0`).
+#[must_use]
 pub fn live_reader(view: &RingView, i: u32) -> Option<LiveReader> {
     let active = view.registry_a32(i, reg::ACTIVE)?;
     // Acquire: pairs with register's release store of active = 1, so the cursor we load
@@ -251,6 +252,7 @@ impl Iterator for LiveReaders<'_> {
 }
 
 /// The live readers of `view` (empty when the ring has no registry).
+#[must_use]
 pub fn live_readers(view: &RingView) -> LiveReaders<'_> {
     let count = check_registry(view).unwrap_or(0);
     LiveReaders {
@@ -261,6 +263,7 @@ pub fn live_readers(view: &RingView) -> LiveReaders<'_> {
 }
 
 /// The smallest cursor of any live reader, or `None` when no reader is registered.
+#[must_use]
 pub fn min_live_cursor(view: &RingView) -> Option<u64> {
     live_readers(view).map(|r| r.cursor).min()
 }
@@ -294,6 +297,7 @@ pub fn prune_dead(view: &RingView, is_alive: impl Fn(u32) -> bool) -> u32 {
 /// How far a lossless producer at `seq` may go (spec §6): it may write sequence `s` while
 /// `s < gate_limit`. With `window = max(C/2, 1)` the limit is `min(min_cursor + C, seq +
 /// window)` over the live readers, or `seq + window` when none is registered.
+#[must_use]
 pub fn gate_limit(view: &RingView, seq: u64) -> u64 {
     let cap = view.capacity();
     let ahead = seq.saturating_add((cap / 2).max(1));
