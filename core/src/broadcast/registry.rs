@@ -104,6 +104,9 @@ fn check_registry(view: &RingView) -> Result<u32, RegistryError> {
 /// (`pid == 0`) or owned by a dead process (`!is_alive(pid)`), claims it by CAS on `pid`,
 /// stores `active = 0`, the cursor, `heartbeat_tsc = 0` and the name (cut to 31 bytes), then
 /// release-stores `active = 1`. Returns the slot index.
+///
+/// `is_alive` is the caller's liveness test; the reference treats `kill(pid, 0) == 0` or
+/// `EPERM` as alive and any pid above `i32::MAX` as dead.
 pub fn register(
     view: &RingView,
     pid: u32,
