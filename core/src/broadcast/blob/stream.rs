@@ -120,12 +120,13 @@ impl BlobReader {
         // Acquire: pairs with the writer's release of write_seq.
         let w = view.write_seq().load(Ordering::Acquire);
         let cursor = oldest_retained(w, view.capacity());
+        let sparse = view.geometry().flags.has(Flags::SPARSE);
         Ok(BlobReader {
             view,
             cursor,
             lapped: 0,
             registration: None,
-            sparse: view.geometry().flags.has(Flags::SPARSE),
+            sparse,
             pending_polls: 0,
         })
     }
