@@ -126,15 +126,20 @@ pub fn register(
             break;
         };
         // Acquire: if the slot was freed, we see its previous owner's last stores.
-        let seen = pid_w.load(Ordering::Acquire);
-        if seen != 0 && is_alive(seen) {
-            continue;
-        }
-        // AcqRel (spec §9): acquire the previous owner's state, release our claim.
-        if pid_w
-            .compare_exchange(seen, pid, Ordering::AcqRel, Ordering::Relaxed)
-            .is_err()
-        {
+        let mut seen = pid_w.load(Ordering::Acquire);
+        let claimed = loop {
+            if seen != 0 && is_alive(seen) {
+                break false;
+            }
+            // AcqRel (spec §9): acquire the previous owner's state, release our claim.
+            match pid_w.compare_exchange(seen, pid, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break true,
+                // Someone else changed the pid (a pruner freed it, or a reader took it):
+                // judge the slot again by its new owner rather than giving it up.
+                Err(now) => seen = now,
+            }
+        };
+        if !claimed {
             continue;
         }
         // Relaxed: the release store of active = 1 below publishes all of these fields.
@@ -198,6 +203,7 @@ pub fn publish_cursor(view: &RingView, slot: u32, cursor: u64) -> Result<(), Reg
 }
 
 /// Reads registry slot `i` if it holds a live reader (`active == 1 && pid != 0`).
+#[must_use]
 pub fn live_reader(view: &RingView, i: u32) -> Option<LiveReader> {
     let active = view.registry_a32(i, reg::ACTIVE)?;
     // Acquire: pairs with register's release store of active = 1, so the cursor we load
@@ -205,8 +211,9 @@ pub fn live_reader(view: &RingView, i: u32) -> Option<LiveReader> {
     if active.load(Ordering::Acquire) != 1 {
         return None;
     }
-    // Relaxed: ordered after the acquire above; a pid of 0 means the slot is being freed.
-    let pid = view.registry_a32(i, reg::PID)?.load(Ordering::Relaxed);
+    // Acquire: if unregister's release CAS already zeroed the pid, everything that reader
+    // did before leaving is visible too, so the scan agrees with its program order.
+    let pid = view.registry_a32(i, reg::PID)?.load(Ordering::Acquire);
     if pid == 0 {
         return None;
     }
@@ -245,6 +252,7 @@ impl Iterator for LiveReaders<'_> {
 }
 
 /// The live readers of `view` (empty when the ring has no registry).
+#[must_use]
 pub fn live_readers(view: &RingView) -> LiveReaders<'_> {
     let count = check_registry(view).unwrap_or(0);
     LiveReaders {
@@ -255,6 +263,7 @@ pub fn live_readers(view: &RingView) -> LiveReaders<'_> {
 }
 
 /// The smallest cursor of any live reader, or `None` when no reader is registered.
+#[must_use]
 pub fn min_live_cursor(view: &RingView) -> Option<u64> {
     live_readers(view).map(|r| r.cursor).min()
 }
@@ -288,6 +297,7 @@ pub fn prune_dead(view: &RingView, is_alive: impl Fn(u32) -> bool) -> u32 {
 /// How far a lossless producer at `seq` may go (spec §6): it may write sequence `s` while
 /// `s < gate_limit`. With `window = max(C/2, 1)` the limit is `min(min_cursor + C, seq +
 /// window)` over the live readers, or `seq + window` when none is registered.
+#[must_use]
 pub fn gate_limit(view: &RingView, seq: u64) -> u64 {
     let cap = view.capacity();
     let ahead = seq.saturating_add((cap / 2).max(1));
@@ -298,7 +308,7 @@ pub fn gate_limit(view: &RingView, seq: u64) -> u64 {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::layout::Geometry;
     use crate::region::Region;
@@ -310,7 +320,31 @@ mod tests {
         // SAFETY: the buffer outlives the view in each test and is only used through it.
         let region =
             unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
-        RingView::init(region, geo).unwrap()
+        let view = RingView::init(region, geo).unwrap();
+        forget_init_stores(&view);
+        view
+    }
+
+    /// `RingView::init` zeroes the registry with 64-bit atomic stores, and the tests then
+    /// store to the 32-bit `pid`/`active` fields. Those accesses never race (init happens
+    /// before), but Miri's weak-memory emulation (nightly 2026-05) panics on such a
+    /// mixed-size store. A plain write, legal here because no other thread exists, clears
+    /// Miri's store buffers for the registry.
+    pub(crate) fn forget_init_stores(view: &RingView) {
+        let g = view.geometry();
+        let start = g.registry_offset as usize;
+        let words = g.registry_count as usize * reg::SIZE / 8;
+        for i in 0..words {
+            // SAFETY: the registry lies inside the region (validated by init); this test
+            // thread is the only one with access; the words are 8-aligned.
+            unsafe {
+                view.region()
+                    .as_ptr()
+                    .add(start + 8 * i)
+                    .cast::<u64>()
+                    .write(0)
+            };
+        }
     }
 
     fn lossless(readers: u32) -> Geometry {
