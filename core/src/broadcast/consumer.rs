@@ -114,8 +114,9 @@ impl Consumer {
     }
 
     /// Messages published but not read yet: `write_seq - cursor + 1`, or 0 (spec §5).
-    pub fn lag(&mut self) -> u64 {
-        let w = self.load_write_seq();
+    pub fn lag(&self) -> u64 {
+        // Acquire: pairs with the producer's release publish (the value is all we use).
+        let w = self.view.write_seq().load(Ordering::Acquire);
         if w >= self.cursor {
             w - self.cursor + 1
         } else {
