@@ -442,9 +442,9 @@ mod tests {
     #[test]
     fn lag_counts_unread_messages() {
         let (_m, view, _p) = ring_with(8, 5);
-        let mut c = Consumer::new(view, StartMode::Sequence(2));
+        let c = Consumer::new(view, StartMode::Sequence(2));
         assert_eq!(c.lag(), 4);
-        let mut c = Consumer::new(view, StartMode::Head);
+        let c = Consumer::new(view, StartMode::Head);
         assert_eq!(c.lag(), 0);
     }
 
