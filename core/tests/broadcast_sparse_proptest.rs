@@ -61,7 +61,11 @@ fn run(cap: u64, ops: Vec<Op>) {
             last = s;
             accepted += 1;
         }
-        assert_eq!(accepted + c.lapped(), c.cursor() - 1, "every sequence accounted for");
+        assert_eq!(
+            accepted + c.lapped(),
+            c.cursor() - 1,
+            "every sequence accounted for"
+        );
     };
     for op in ops {
         match op {
