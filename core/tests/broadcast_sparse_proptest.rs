@@ -6,9 +6,13 @@
 use std::collections::BTreeSet;
 
 use proptest::prelude::*;
+use ringwire_core::Geometry;
 use ringwire_core::broadcast::{Consumer, NoWake, Producer, StartMode};
 use ringwire_core::layout::Flags;
-use ringwire_core::{Geometry, Region, RingView};
+
+mod broadcast_common;
+
+use broadcast_common::ring;
 
 fn record(seq: u64) -> [u8; 16] {
     let mut r = [0u8; 16];
@@ -42,12 +46,7 @@ fn case() -> impl Strategy<Value = (u64, Vec<Op>)> {
 fn run(cap: u64, ops: Vec<Op>) {
     let mut geo = Geometry::spmc(cap, 24, 8, 0, false).unwrap();
     geo.flags.0 |= Flags::SPARSE;
-    let len = geo.total_len().unwrap() as usize;
-    let mut buf = vec![0u64; len / 8];
-    // SAFETY: the buffer is 8-aligned and `len` bytes, outlives the region (dropped at the
-    // end, after every use), and is only accessed through the region.
-    let region = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), len) }.unwrap();
-    let view = RingView::init(region, &geo).unwrap();
+    let (mem, view) = ring(&geo);
     let mut p = Producer::new(view, NoWake).unwrap();
     let mut c = Consumer::new(view, StartMode::Oldest);
     let mut written = BTreeSet::new();
@@ -98,7 +97,7 @@ fn run(cap: u64, ops: Vec<Op>) {
     assert_eq!(c.cursor(), w + 1, "caught up with write_seq {w}");
     assert_eq!(last, w, "the newest record is delivered");
     drop(c);
-    drop(buf);
+    drop(mem);
 }
 
 proptest! {

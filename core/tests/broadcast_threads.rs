@@ -4,7 +4,11 @@
 use std::time::{Duration, Instant};
 
 use ringwire_core::broadcast::{Consumer, NoWake, Producer, StartMode};
-use ringwire_core::{Geometry, Region, RingView};
+use ringwire_core::{Geometry, RingView};
+
+mod broadcast_common;
+
+use broadcast_common::ring;
 
 const N: u64 = if cfg!(miri) { 60 } else { 50_000 };
 const DEADLINE: Duration = Duration::from_secs(if cfg!(miri) { 600 } else { 20 });
@@ -17,15 +21,12 @@ fn record(seq: u64) -> [u8; 24] {
     r
 }
 
-/// Runs `f` on a ring of `geo` in heap memory that outlives every thread `f` starts.
+/// Runs `f` on a ring of `geo` in heap memory that outlives every thread `f` starts
+/// (`f` uses scoped threads, joined before it returns).
 fn with_ring(geo: Geometry, f: impl FnOnce(RingView)) {
-    let len = geo.total_len().unwrap() as usize;
-    let mut buf = vec![0u64; len / 8];
-    // SAFETY: the buffer is 8-aligned and `len` bytes; `f` joins every thread it starts
-    // (scoped threads) before the buffer is dropped, and nothing else touches it.
-    let region = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), len) }.unwrap();
-    f(RingView::init(region, &geo).unwrap());
-    drop(buf);
+    let (mem, view) = ring(&geo);
+    f(view);
+    drop(mem);
 }
 
 /// Reads until sequence `last` was passed; returns (accepted, lapped).
