@@ -285,9 +285,9 @@ mod tests {
         unsafe { r.read_words(8, &mut dst) };
         assert_eq!(dst, src);
         // The partial word was completed with zeros.
-        // SAFETY: offset 16 is in bounds.
-        let w = unsafe { r.a64(16) }.load(Ordering::Relaxed);
-        assert_eq!(w.to_ne_bytes()[5..], [0, 0, 0]);
+        // SAFETY: offset 16 is 8-aligned and in bounds.
+        let tail = unsafe { r.a64(16) }.load(Ordering::Relaxed);
+        assert_eq!(tail.to_ne_bytes()[5..], [0, 0, 0]);
         assert!(r.contains(24, 8) && !r.contains(25, 8) && !r.contains(usize::MAX, 2));
     }
 }
