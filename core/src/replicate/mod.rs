@@ -23,6 +23,9 @@ pub mod stream;
 pub mod time;
 pub mod udp_sender;
 
+#[cfg(test)]
+mod tests;
+
 pub use holdback::{HeldEntry, HoldBack};
 pub use mirror::{Mirror, MirrorConfig, MirrorCounters, MirrorError, Start};
 pub use pacing::{Pacer, Pacing};
