@@ -67,9 +67,9 @@ fn frames(bytes: &[u8]) -> Vec<FrameRepr<'_>> {
     v
 }
 
-fn session_after_hello(
+fn session_after_hello<R: RecordSource>(
     cfg: SourceConfig,
-    src: &FixedSource,
+    src: &R,
     seq: u64,
     flags: u8,
 ) -> (SourceSession, GeometryRepr) {
@@ -450,7 +450,7 @@ fn data(seq: u64, count: u16, flags: u8) -> Vec<u8> {
     b
 }
 
-fn feed(m: &mut Mirror<'_>, bytes: &[u8], sink: &mut Sink) -> Result<(), MirrorError> {
+fn feed<S: RecordSink>(m: &mut Mirror<'_>, bytes: &[u8], sink: &mut S) -> Result<(), MirrorError> {
     let mut off = 0;
     while off < bytes.len() {
         let n = crate::wire::frame_len(&bytes[off..]).unwrap();
@@ -736,4 +736,164 @@ fn mirror_udp_filters_source_session_and_bounds_steps() {
     let t = m.poll_transmit(ms(200), &mut b).unwrap();
     assert_eq!(t.channel, Channel::Udp(UDP_SRC));
     assert_eq!(m.poll_timeout(), Some(ms(5200)));
+}
+
+/// A blob ring stand-in: record n is a 24-byte descriptor whose BlobRef.len is `n * 10`,
+/// followed by that many bytes of `n`. Records 1..=w exist; `lost` cannot be sent.
+struct FakeBlobs {
+    w: u64,
+    lost: u64,
+}
+
+impl RecordSource for FakeBlobs {
+    fn geometry(&self) -> Geometry {
+        Geometry::blob(64, 32, 2, 4096).unwrap()
+    }
+    fn write_seq(&self) -> u64 {
+        self.w
+    }
+    fn read_record(&self, seq: u64, dst: &mut [u8]) -> ReadRecord {
+        if seq > self.w {
+            return ReadRecord::Pending;
+        }
+        if seq == self.lost {
+            return ReadRecord::Lost;
+        }
+        let blob = (seq * 10) as usize;
+        let need = 24 + blob;
+        let Some(d) = dst.get_mut(..need) else {
+            return ReadRecord::TooLarge { need };
+        };
+        d.fill(seq as u8);
+        d[8..24].fill(0);
+        d[16..20].copy_from_slice(&(blob as u32).to_le_bytes());
+        ReadRecord::Ok(need)
+    }
+}
+
+#[test]
+fn collect_byte_budget_holds_back_and_sends_oversized_alone() {
+    use collect::{Stop, collect};
+    let src = FakeBlobs { w: 10, lost: 0 };
+    let mut buf = [0u8; 1024];
+    // Budget 100: record 1 (34 B) + record 2 (44 B) = 16 + 78 = 94; record 3 (54 B) would
+    // take the frame past 100, so it is held back.
+    let c = collect(&src, 1, 100, 100, &mut buf);
+    assert_eq!((c.count, c.bytes, c.stop), (2, 78, Stop::Full));
+    // A single record larger than the budget still goes alone.
+    let c = collect(&src, 9, 100, 50, &mut buf);
+    assert_eq!((c.count, c.bytes), (1, 24 + 90));
+    // ... unless the buffer cannot hold it: then it is lost.
+    let c = collect(&src, 9, 100, 50, &mut buf[..100]);
+    assert_eq!((c.count, c.stop), (0, Stop::Lost));
+    // Record count limit and pending.
+    assert_eq!(collect(&src, 1, 3, 1 << 20, &mut buf).count, 3);
+    let c = collect(&src, 8, 100, 1 << 20, &mut buf);
+    assert_eq!((c.count, c.stop), (3, Stop::Pending));
+    // The frame parses as blob DATA.
+    let c = collect(&src, 4, 3, 1 << 20, &mut buf);
+    let n = 16 + c.bytes;
+    crate::wire::HeaderRepr {
+        kind: crate::wire::Kind::Data,
+        flags: 0,
+        count: c.count,
+        len: c.bytes as u32,
+        seq: 4,
+    }
+    .emit(&mut buf)
+    .unwrap();
+    let fmt = RecordFormat::of(&src.geometry());
+    let FrameRepr::Data(d) = FrameRepr::parse(&buf[..n], fmt).unwrap() else {
+        panic!()
+    };
+    let lens: Vec<usize> = d.iter(fmt).map(|r| r.blob.len()).collect();
+    assert_eq!(lens, [40, 50, 60]);
+}
+
+#[test]
+fn tcp_source_sends_gap_after_a_lost_blob() {
+    let src = FakeBlobs { w: 5, lost: 3 };
+    let cfg = SourceConfig {
+        pacing: Pacing::Fixed {
+            linger: Duration::ZERO,
+        },
+        ..SourceConfig::default()
+    };
+    let (mut s, g) = session_after_hello(cfg, &src, u64::MAX, 1);
+    assert_eq!(g.arena_size, 4096);
+    let mut buf = [0u8; 1024];
+    let fmt = RecordFormat::of(&src.geometry());
+    let mut out = Vec::new();
+    while let Some(n) = s.poll_transmit(ms(1), &src, &mut buf) {
+        out.push(match FrameRepr::parse(&buf[..n], fmt).unwrap() {
+            FrameRepr::Data(d) => (3, d.seq, d.count),
+            FrameRepr::Gap(g) => (4, g.seq, 0),
+            f => panic!("{f:?}"),
+        });
+    }
+    // 1..2, then record 3 is lost: GAP(4) names the sequence after it, then 4..5.
+    assert_eq!(out, [(3, 1, 2), (4, 4, 0), (3, 4, 2)]);
+}
+
+/// Records blob writes.
+#[derive(Default)]
+struct BlobSink {
+    geo: Option<Geometry>,
+    got: Vec<(u64, Vec<u8>, Vec<u8>)>,
+    published: u64,
+}
+
+impl RecordSink for BlobSink {
+    fn existing(&self) -> Option<(Geometry, u64)> {
+        self.geo.map(|g| (g, self.published))
+    }
+    fn recreate(&mut self, geo: &Geometry) -> Result<(), SinkError> {
+        self.geo = Some(*geo);
+        Ok(())
+    }
+    fn write(&mut self, seq: u64, fixed: &[u8], blob: &[u8]) {
+        self.got.push((seq, fixed.to_vec(), blob.to_vec()));
+    }
+    fn publish(&mut self, seq: u64) {
+        self.published = seq;
+    }
+}
+
+#[test]
+fn mirror_applies_blob_data() {
+    let src = FakeBlobs { w: 3, lost: 0 };
+    let cfg = SourceConfig {
+        pacing: Pacing::Fixed {
+            linger: Duration::ZERO,
+        },
+        ..SourceConfig::default()
+    };
+    let mut sink = BlobSink::default();
+    let mut m = Mirror::new(
+        MirrorConfig {
+            start: Start::Oldest,
+            ..MirrorConfig::default()
+        },
+        SOURCE,
+        &sink,
+        HoldBack::new(&mut [], &mut []),
+    );
+    let mut b = [0u8; 64];
+    let t = m.poll_transmit(ms(0), &mut b).unwrap();
+    let mut s = SourceSession::new(cfg, MIRROR_IP, ms(0));
+    s.handle_stream(ms(0), &b[..t.len], &src, None).unwrap();
+    let mut buf = [0u8; 1024];
+    while let Some(n) = s.poll_transmit(ms(0), &src, &mut buf) {
+        feed(&mut m, &buf[..n], &mut sink).unwrap();
+    }
+    let g = sink.geo.unwrap();
+    assert!(g.has_arena());
+    assert_eq!(g.flags.0, 0x0711, "mirror of a blob ring");
+    assert_eq!(sink.published, 3);
+    let lens: Vec<(u64, usize, u8)> = sink
+        .got
+        .iter()
+        .map(|(s, f, b)| (*s, b.len(), f[0]))
+        .collect();
+    assert_eq!(lens, [(1, 10, 1), (2, 20, 2), (3, 30, 3)]);
 }
