@@ -3,6 +3,10 @@
 //! After HELLO the session answers with GEOMETRY (and MULTICAST), then either streams
 //! DATA/GAP/HEARTBEAT over TCP, or — when live data goes over UDP — answers NAKs from the
 //! ring. Live UDP data is the [`super::UdpSender`]'s job.
+//!
+//! NAKs are read only from this session's own TCP stream, so a NAK is always answered to the
+//! address the session belongs to; PUNCHes are checked against the TCP peer's IP by the
+//! UDP sender.
 
 use core::fmt;
 
