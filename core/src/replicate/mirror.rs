@@ -237,6 +237,27 @@ impl<'a> Mirror<'a> {
         self.hello
     }
 
+    /// Starts a new connection to the same source (after EOF, an error or a restart): the
+    /// next `poll_transmit` sends a fresh HELLO for `start` (usually [`Start::Resume`]).
+    /// Counters are kept; held data and the outstanding NAK are dropped.
+    pub fn reconnect<S: RecordSink + ?Sized>(&mut self, start: Start, sink: &S) {
+        let fresh = Mirror::new(
+            MirrorConfig { start, ..self.cfg },
+            self.source,
+            sink,
+            HoldBack::new(&mut [], &mut []),
+        );
+        self.cfg.start = start;
+        self.state = State::Hello;
+        self.hello = fresh.hello;
+        self.geometry = None;
+        self.udp_from = None;
+        self.punch = None;
+        self.nak = None;
+        self.source_seq = None;
+        self.holdback.clear();
+    }
+
     fn fail(&mut self, e: MirrorError) -> MirrorError {
         self.state = State::Closed;
         e

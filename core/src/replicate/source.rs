@@ -347,6 +347,11 @@ impl SourceSession {
         };
         if self.multicast.is_some() {
             flags |= GEOMETRY_UDP_FOLLOWS;
+        } else if h.seq != 0 && h.seq != HELLO_OLDEST && h.seq < cursor {
+            // Beyond the reference: a TCP mirror resuming below the retention window is told
+            // with a GAP that what it asked for is gone (a ringfire mirror skips to it too).
+            // UDP mirrors learn it from the GAP that answers their NAK.
+            self.gap = Some(cursor);
         }
         self.geometry =
             Some(GeometryRepr::from_source(&geo, flags, cursor).map_err(SourceError::Protocol)?);

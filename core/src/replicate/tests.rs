@@ -98,7 +98,7 @@ fn hello_to_cursor_section_19_1() {
         (15, 15, 0),
         (3, 13, 0),
     ] {
-        let (s, g) = session_after_hello(cfg, &src, seq, 1);
+        let (mut s, g) = session_after_hello(cfg, &src, seq, 1);
         assert_eq!(
             (s.cursor(), g.seq, g.flags),
             (cursor, cursor, flags),
@@ -106,6 +106,24 @@ fn hello_to_cursor_section_19_1() {
         );
         assert_eq!(s.transport(), Transport::Tcp);
         assert_eq!((g.capacity, g.element_size, g.slots_offset), (8, 16, 128));
+        // Beyond the reference: resuming below the window (3 < 13) first gets GAP(13).
+        let mut buf = [0u8; 256];
+        let Some(n) = s.poll_transmit(ms(0), &src, &mut buf) else {
+            assert_eq!(
+                cursor, 21,
+                "HELLO seq {seq}: nothing to send only past write_seq"
+            );
+            continue;
+        };
+        let first = frames(&buf[..n])[0];
+        if seq == 3 {
+            assert_eq!(first, FrameRepr::Gap(GapRepr { seq: 13 }));
+        } else {
+            assert!(
+                matches!(first, FrameRepr::Data(_)),
+                "HELLO seq {seq}: {first:?}"
+            );
+        }
     }
 }
 
@@ -896,4 +914,34 @@ fn mirror_applies_blob_data() {
         .map(|(s, f, b)| (*s, b.len(), f[0]))
         .collect();
     assert_eq!(lens, [(1, 10, 1), (2, 20, 2), (3, 30, 3)]);
+}
+
+#[test]
+fn mirror_reconnect_resumes() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink {
+        inner: RegionSink::new(mem.region()),
+        writes: vec![],
+        creations: 0,
+    };
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(1, 3, 0x22), &mut sink));
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(6, 1, 0x22), &mut sink));
+    assert!(m.outstanding_nak().is_some());
+    m.reconnect(Start::Resume, &sink);
+    assert!(!m.is_live() && m.outstanding_nak().is_none());
+    let mut b = [0u8; 64];
+    let t = m.poll_transmit(ms(2), &mut b).unwrap();
+    assert_eq!(
+        frames(&b[..t.len])[0],
+        FrameRepr::Hello(HelloRepr { seq: 4, flags: 1 })
+    );
+    // Same layout, no RESET: the ring is adopted and the mirror continues at 4.
+    feed(&mut m, &geometry_frames(0, 4, None), &mut sink).unwrap();
+    feed(&mut m, &data(4, 2, 0), &mut sink).unwrap();
+    assert_eq!(
+        (sink.creations, sink.writes.as_slice()),
+        (1, &[1u64, 2, 3, 4, 5][..])
+    );
 }
