@@ -4,7 +4,7 @@
 use ringwire_core::replicate::Start;
 use ringwire_tests::sim::{Impair, MirrorSpec, Mode, Scenario, run};
 
-fn check_seed(seed: u64) -> (u64, u64) {
+fn check_seed(seed: u64) -> (u64, u64, u64) {
     let sc = Scenario::random(seed);
     let r = run(&sc);
     let v = r.violations();
@@ -13,29 +13,29 @@ fn check_seed(seed: u64) -> (u64, u64) {
     assert_eq!(r.source_written, sc.records, "seed {seed}");
     let gaps = r.mirrors.iter().map(|m| m.gaps.len() as u64).sum();
     let written = r.mirrors.iter().map(|m| m.written as u64).sum();
-    (gaps, written)
+    let reconnects = r.mirrors.iter().map(|m| u64::from(m.reconnects)).sum();
+    (gaps, written, reconnects)
 }
 
 #[test]
 fn sim_1000_seeds() {
-    let (mut gaps, mut written, mut partitioned) = (0, 0, 0);
+    let (mut gaps, mut written, mut partitioned, mut reconnects) = (0, 0, 0, 0);
     for seed in 0..1000 {
-        let (g, w) = check_seed(seed);
+        let (g, w, c) = check_seed(seed);
         gaps += g;
         written += w;
-        if Scenario::random(seed)
-            .mirrors
-            .iter()
-            .any(|m| m.imp.partition.is_some())
-        {
+        reconnects += c;
+        let sc = Scenario::random(seed);
+        if sc.mirrors.iter().any(|m| m.imp.partition.is_some()) {
             partitioned += 1;
         }
     }
     println!(
-        "1000 seeds: {written} records written, {gaps} GAPs, {partitioned} runs with a partition"
+        "1000 seeds: {written} records written, {gaps} GAPs, {partitioned} runs with a \
+         partition, {reconnects} reconnects with resume"
     );
-    // Partitions longer than the ring must have produced GAPs somewhere.
-    assert!(gaps > 0 && partitioned > 100);
+    // Partitions longer than the ring must have produced GAPs; reconnects must have happened.
+    assert!(gaps > 0 && partitioned > 100 && reconnects > 100);
 }
 
 #[test]
@@ -59,6 +59,7 @@ fn partition_longer_than_ring_gives_gap_on_every_transport() {
                     dup: 0.0,
                     partition: Some((2_000_000, 6_000_000)),
                 },
+                disconnect: None,
             }],
             seed: 1,
             tcp_window: 256,
@@ -136,6 +137,7 @@ fn sim_recovery_latency_at_1pct_loss() {
                         dup: 0.0,
                         partition: None,
                     },
+                    disconnect: None,
                 }],
                 seed,
                 tcp_window: 4096,

@@ -237,6 +237,27 @@ impl<'a> Mirror<'a> {
         self.hello
     }
 
+    /// Starts a new connection to the same source (after EOF, an error or a restart): the
+    /// next `poll_transmit` sends a fresh HELLO for `start` (usually [`Start::Resume`]).
+    /// Counters are kept; held data and the outstanding NAK are dropped.
+    pub fn reconnect<S: RecordSink + ?Sized>(&mut self, start: Start, sink: &S) {
+        let fresh = Mirror::new(
+            MirrorConfig { start, ..self.cfg },
+            self.source,
+            sink,
+            HoldBack::new(&mut [], &mut []),
+        );
+        self.cfg.start = start;
+        self.state = State::Hello;
+        self.hello = fresh.hello;
+        self.geometry = None;
+        self.udp_from = None;
+        self.punch = None;
+        self.nak = None;
+        self.source_seq = None;
+        self.holdback.clear();
+    }
+
     fn fail(&mut self, e: MirrorError) -> MirrorError {
         self.state = State::Closed;
         e
@@ -292,9 +313,7 @@ impl<'a> Mirror<'a> {
                 if self.state == State::LiveTcp {
                     self.apply_tcp(d, sink)
                 } else {
-                    let before = self.counters.records_written;
-                    self.apply(now, d, sink);
-                    self.counters.records_retransmitted += self.counters.records_written - before;
+                    self.counters.records_retransmitted += self.apply(now, d, sink);
                     Ok(())
                 }
             }
@@ -411,11 +430,16 @@ impl<'a> Mirror<'a> {
         Ok(())
     }
 
-    /// Spec §21.4 `apply`.
-    fn apply<S: RecordSink + ?Sized>(&mut self, now: Instant, d: DataRepr<'_>, sink: &mut S) {
+    /// Spec §21.4 `apply`; returns how many of `d`'s own records were written.
+    fn apply<S: RecordSink + ?Sized>(
+        &mut self,
+        now: Instant,
+        d: DataRepr<'_>,
+        sink: &mut S,
+    ) -> u64 {
         if d.end() <= self.next {
             self.counters.duplicates_dropped += 1;
-            return;
+            return 0;
         }
         if d.seq > self.next {
             match self.holdback.insert(d.seq, d.count, d.records) {
@@ -424,10 +448,13 @@ impl<'a> Mirror<'a> {
                 Err(HoldError::Full) => self.counters.holdback_dropped += 1,
             }
             self.request(now, self.next, d.seq - 1);
-            return;
+            return 0;
         }
+        let before = self.counters.records_written;
         write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
+        let own = self.counters.records_written - before;
         self.after_progress(now, sink);
+        own
     }
 
     /// Drains the hold-back store in order, then asks for the next hole.
@@ -474,7 +501,8 @@ impl<'a> Mirror<'a> {
     }
 
     /// Spec §21.4 `request`, asking only for what is missing: the range stops before the
-    /// first held frame.
+    /// first held frame, and a range inside the outstanding NAK is not asked again before
+    /// that NAK is due for a repeat (the reference only suppresses an identical `from`).
     fn request(&mut self, now: Instant, from: u64, to: u64) {
         let mut to = to.min(from.saturating_add(MAX_NAK_RECORDS - 1));
         if let Some(e) = self.holdback.first_from(from)
@@ -487,7 +515,8 @@ impl<'a> Mirror<'a> {
         }
         if let Some(n) = self.nak {
             let fresh = n.sent.is_none_or(|t| now < t + self.cfg.nak_timeout);
-            if n.from == from && n.to >= to && fresh {
+            // Already asked for (and not yet due for a repeat): the answer may be in flight.
+            if n.from <= from && n.to >= to && fresh {
                 return;
             }
         }
@@ -526,7 +555,7 @@ impl<'a> Mirror<'a> {
         match frame.kind() {
             Some(Kind::Data) => match DataRepr::parse(&frame, self.fmt) {
                 Ok(d) => {
-                    self.apply(now, d, sink);
+                    let _ = self.apply(now, d, sink);
                     true
                 }
                 Err(_) => {

@@ -3,6 +3,10 @@
 //! After HELLO the session answers with GEOMETRY (and MULTICAST), then either streams
 //! DATA/GAP/HEARTBEAT over TCP, or — when live data goes over UDP — answers NAKs from the
 //! ring. Live UDP data is the [`super::UdpSender`]'s job.
+//!
+//! NAKs are read only from this session's own TCP stream, so a NAK is always answered to the
+//! address the session belongs to; PUNCHes are checked against the TCP peer's IP by the
+//! UDP sender.
 
 use core::fmt;
 
@@ -343,6 +347,11 @@ impl SourceSession {
         };
         if self.multicast.is_some() {
             flags |= GEOMETRY_UDP_FOLLOWS;
+        } else if h.seq != 0 && h.seq != HELLO_OLDEST && h.seq < cursor {
+            // Beyond the reference: a TCP mirror resuming below the retention window is told
+            // with a GAP that what it asked for is gone (a ringfire mirror skips to it too).
+            // UDP mirrors learn it from the GAP that answers their NAK.
+            self.gap = Some(cursor);
         }
         self.geometry =
             Some(GeometryRepr::from_source(&geo, flags, cursor).map_err(SourceError::Protocol)?);

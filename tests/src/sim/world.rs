@@ -36,6 +36,8 @@ pub struct MirrorSpec {
     pub start: Start,
     /// Its path's impairments.
     pub imp: Impair,
+    /// When its TCP connection breaks (ns); it reconnects at once with `Start::Resume`.
+    pub disconnect: Option<u64>,
 }
 
 /// Everything a run needs.
@@ -84,6 +86,12 @@ impl Scenario {
         } else {
             None
         };
+        let cut_on = if r.chance(0.4) {
+            Some(r.range(0, 3) as usize)
+        } else {
+            None
+        };
+        let cut_at = r.range(500_000, records * mean);
         let mirrors = modes
             .iter()
             .enumerate()
@@ -109,6 +117,7 @@ impl Scenario {
                         dup: r.range(0, 11) as f64 / 100.0,
                         partition,
                     },
+                    disconnect: (cut_on == Some(i)).then_some(cut_at),
                 }
             })
             .collect();
@@ -133,6 +142,8 @@ impl Scenario {
 pub struct MirrorReport {
     /// Its spec.
     pub spec: MirrorSpec,
+    /// Reconnections with `Start::Resume`.
+    pub reconnects: u32,
     /// Its counters.
     pub counters: MirrorCounters,
     /// First sequence it was due (its `next` when the handshake finished).
@@ -197,6 +208,7 @@ struct Node<'a> {
     sink: CheckedSink,
     sbuf: StreamBuf<'a>,
     session: SourceSession,
+    scfg: SourceConfig,
     s2m: Stream,
     m2s: Stream,
     udp_in: Datagrams,
@@ -206,6 +218,7 @@ struct Node<'a> {
     closed: Option<String>,
     naks: Vec<(u64, u64, u64)>,
     lost: Vec<(u64, u64, u64)>,
+    reconnects: u32,
 }
 
 fn t(now: u64) -> Instant {
@@ -259,27 +272,24 @@ pub fn run(sc: &Scenario) -> Report {
                 HoldBack::new(idx, data),
             );
             let udp_offers = spec.mode != Mode::Tcp;
-            let session = SourceSession::new(
-                SourceConfig {
-                    batch: sc.batch,
-                    unicast: udp_offers.then_some(UdpOffer {
-                        group: [0; 4],
-                        port: UNICAST_PORT,
-                        mtu: sc.mtu as u16,
-                        ttl: 0,
-                    }),
-                    multicast: udp_offers.then_some(UdpOffer {
-                        group: GROUP.ip,
-                        port: GROUP.port,
-                        mtu: sc.mtu as u16,
-                        ttl: 1,
-                    }),
-                    session: session_byte,
-                    ..SourceConfig::default()
-                },
-                PeerAddr::new(ip, 40000),
-                t(0),
-            );
+            let scfg = SourceConfig {
+                batch: sc.batch,
+                unicast: udp_offers.then_some(UdpOffer {
+                    group: [0; 4],
+                    port: UNICAST_PORT,
+                    mtu: sc.mtu as u16,
+                    ttl: 0,
+                }),
+                multicast: udp_offers.then_some(UdpOffer {
+                    group: GROUP.ip,
+                    port: GROUP.port,
+                    mtu: sc.mtu as u16,
+                    ttl: 1,
+                }),
+                session: session_byte,
+                ..SourceConfig::default()
+            };
+            let session = SourceSession::new(scfg, PeerAddr::new(ip, 40000), t(0));
             Node {
                 spec: *spec,
                 udp_addr: PeerAddr::new(ip, 50000 + i as u16),
@@ -287,6 +297,7 @@ pub fn run(sc: &Scenario) -> Report {
                 sink,
                 sbuf: StreamBuf::new(sbuf),
                 session,
+                scfg,
                 s2m: Stream::default(),
                 m2s: Stream::default(),
                 udp_in: Datagrams::default(),
@@ -296,6 +307,7 @@ pub fn run(sc: &Scenario) -> Report {
                 closed: None,
                 naks: Vec::new(),
                 lost: Vec::new(),
+                reconnects: 0,
             }
         })
         .collect();
@@ -317,6 +329,19 @@ pub fn run(sc: &Scenario) -> Report {
         for n in nodes.iter_mut() {
             if n.closed.is_some() {
                 continue;
+            }
+            if n.spec.disconnect.is_some_and(|d| d <= now) {
+                // The connection breaks: bytes in flight are gone, both ends start over.
+                n.spec.disconnect = None;
+                n.reconnects += 1;
+                n.s2m.clear();
+                n.m2s.clear();
+                n.sbuf.clear();
+                if let Some(tok) = n.session.token() {
+                    udp.unregister(tok);
+                }
+                n.session = SourceSession::new(n.scfg, n.session.peer(), t(now));
+                n.mirror.reconnect(Start::Resume, &n.sink);
             }
             while let Some(bytes) = n.m2s.take(now) {
                 if let Err(e) = n
@@ -471,6 +496,7 @@ pub fn run(sc: &Scenario) -> Report {
                 at(n.session.poll_timeout());
             }
             at(n.mirror.poll_timeout());
+            at(n.spec.disconnect.map(Instant::from_nanos));
             for x in [
                 n.s2m.next_at(),
                 n.m2s.next_at(),
@@ -562,6 +588,7 @@ fn check(n: Node<'_>, source_written: u64, end: u64) -> MirrorReport {
         .collect();
     MirrorReport {
         spec: n.spec,
+        reconnects: n.reconnects,
         counters: n.mirror.counters(),
         start,
         written: n.sink.writes.len(),
