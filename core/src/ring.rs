@@ -143,13 +143,13 @@ impl RingView {
         if h.version != RING_VERSION {
             return Err(AttachError::BadVersion { found: h.version });
         }
-        if let Some(want) = expect.element_size {
-            if want != h.element_size {
-                return Err(AttachError::ElementSizeMismatch {
-                    expected: want,
-                    found: h.element_size,
-                });
-            }
+        if let Some(want) = expect.element_size
+            && want != h.element_size
+        {
+            return Err(AttachError::ElementSizeMismatch {
+                expected: want,
+                found: h.element_size,
+            });
         }
         let geo = Geometry::from_header(&h, len, expect.slot_align)?;
         if geo.has_arena() {
@@ -163,13 +163,14 @@ impl RingView {
                 });
             }
         }
-        if let Some(sig) = expect.schema_sig {
-            if h.schema_sig != 0 && h.schema_sig != sig {
-                return Err(AttachError::SchemaMismatch {
-                    expected: sig,
-                    found: h.schema_sig,
-                });
-            }
+        if let Some(sig) = expect.schema_sig
+            && h.schema_sig != 0
+            && h.schema_sig != sig
+        {
+            return Err(AttachError::SchemaMismatch {
+                expected: sig,
+                found: h.schema_sig,
+            });
         }
         Ok(RingView { region, geo })
     }

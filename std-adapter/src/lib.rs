@@ -4,3 +4,6 @@
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub use ringwire_core as core;
+
+pub mod bench;
+pub mod net;

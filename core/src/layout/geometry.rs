@@ -57,7 +57,7 @@ fn check_cap_stride(capacity: u64, stride: usize) -> Result<u32, GeometryError> 
     if !capacity.is_power_of_two() {
         return Err(GeometryError::CapacityNotPowerOfTwo { capacity });
     }
-    if stride < 8 || stride % 8 != 0 || stride > u32::MAX as usize {
+    if stride < 8 || !stride.is_multiple_of(8) || stride > u32::MAX as usize {
         return Err(GeometryError::BadStride {
             stride: stride as u64,
         });
@@ -238,7 +238,7 @@ impl Geometry {
             });
         }
         let align = slot_align.max(8);
-        if h.slots_offset < hdr::SIZE as u64 || h.slots_offset % align != 0 {
+        if h.slots_offset < hdr::SIZE as u64 || !h.slots_offset.is_multiple_of(align) {
             return Err(AttachError::BadSlotsOffset {
                 offset: h.slots_offset,
                 align,
@@ -260,7 +260,7 @@ impl Geometry {
             end => return Err(AttachError::SlotsPastEnd { end, len }),
         }
         if g.registry_offset != 0 {
-            if g.registry_offset % 64 != 0 {
+            if !g.registry_offset.is_multiple_of(64) {
                 return Err(AttachError::RegistryMisaligned {
                     offset: g.registry_offset,
                 });
@@ -271,7 +271,7 @@ impl Geometry {
             }
         }
         if g.arena_offset != 0 {
-            if g.arena_offset % 64 != 0 {
+            if !g.arena_offset.is_multiple_of(64) {
                 return Err(AttachError::ArenaMisaligned {
                     offset: g.arena_offset,
                 });

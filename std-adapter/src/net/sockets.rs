@@ -1,0 +1,154 @@
+//! Socket setup for replication (spec §25), over socket2 and hidden behind plain std types.
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
+use std::time::Duration;
+
+use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+
+/// Receive buffer a mirror asks for (the kernel may cap it; spec §22).
+pub const MIRROR_RCVBUF: usize = 8 << 20;
+/// Source TCP write timeout (spec §24).
+pub const TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+
+fn udp_socket() -> io::Result<Socket> {
+    let s = Socket::new(Domain::IPV4, Type::DGRAM.cloexec(), Some(Protocol::UDP))?;
+    s.set_reuse_address(true)?;
+    Ok(s)
+}
+
+/// The mirror's multicast socket: bound to `0.0.0.0:port` (not the group), joined to `group`
+/// on `iface` (unspecified = the kernel's choice), a large receive buffer, non-blocking.
+/// One port per stream: on Linux this socket receives every group joined on the port.
+pub fn multicast_receiver(group: Ipv4Addr, port: u16, iface: Ipv4Addr) -> io::Result<UdpSocket> {
+    if !group.is_multicast() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{group} is not an IPv4 multicast address"),
+        ));
+    }
+    let s = udp_socket()?;
+    let _ = s.set_recv_buffer_size(MIRROR_RCVBUF);
+    s.bind(&SockAddr::from(SocketAddrV4::new(
+        Ipv4Addr::UNSPECIFIED,
+        port,
+    )))?;
+    s.join_multicast_v4(&group, &iface)?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+/// The mirror's unicast socket: bound to `0.0.0.0:0`, large receive buffer, non-blocking.
+pub fn unicast_receiver() -> io::Result<UdpSocket> {
+    let s = udp_socket()?;
+    let _ = s.set_recv_buffer_size(MIRROR_RCVBUF);
+    s.bind(&SockAddr::from(SocketAddrV4::new(Ipv4Addr::UNSPECIFIED, 0)))?;
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+/// Multicast sending options of the source.
+#[derive(Clone, Copy, Debug)]
+pub struct MulticastOut {
+    /// Hop limit.
+    pub ttl: u8,
+    /// Sending interface (`None` = the kernel's choice).
+    pub iface: Option<Ipv4Addr>,
+}
+
+/// The source's UDP socket: bound to `0.0.0.0:udp_port` (0 = ephemeral), non-blocking; with
+/// multicast it sets TTL, loop-back on (mirrors on the same host) and the interface.
+pub fn source_udp(udp_port: u16, mcast: Option<MulticastOut>) -> io::Result<UdpSocket> {
+    let s = udp_socket()?;
+    s.bind(&SockAddr::from(SocketAddrV4::new(
+        Ipv4Addr::UNSPECIFIED,
+        udp_port,
+    )))?;
+    if let Some(m) = mcast {
+        s.set_multicast_ttl_v4(u32::from(m.ttl))?;
+        s.set_multicast_loop_v4(true)?;
+        if let Some(i) = m.iface {
+            s.set_multicast_if_v4(&i)?;
+        }
+    }
+    let _ = s.set_send_buffer_size(4 << 20);
+    s.set_nonblocking(true)?;
+    Ok(s.into())
+}
+
+/// A connected TCP stream with TCP_NODELAY and the source's write timeout.
+pub fn tune_tcp(stream: &TcpStream) -> io::Result<()> {
+    stream.set_nodelay(true)?;
+    stream.set_write_timeout(Some(TCP_WRITE_TIMEOUT))
+}
+
+/// Connects to `addr` within `timeout`, with TCP_NODELAY.
+pub fn connect_tcp(addr: SocketAddr, timeout: Duration) -> io::Result<TcpStream> {
+    let s = TcpStream::connect_timeout(&addr, timeout)?;
+    s.set_nodelay(true)?;
+    Ok(s)
+}
+
+/// True when `err` is EMSGSIZE (the datagram is larger than the path allows; spec §20.3).
+pub fn is_emsgsize(err: &io::Error) -> bool {
+    err.raw_os_error() == Some(libc::EMSGSIZE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multicast_rejects_unicast_group() {
+        let e =
+            multicast_receiver(Ipv4Addr::new(10, 0, 0, 1), 0, Ipv4Addr::UNSPECIFIED).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidInput);
+        assert!(e.to_string().contains("10.0.0.1"), "{e}");
+    }
+
+    #[test]
+    fn unicast_source_to_mirror_on_loopback() {
+        let src = source_udp(0, None).unwrap();
+        let mir = unicast_receiver().unwrap();
+        let port = mir.local_addr().unwrap().port();
+        src.send_to(b"punch", (Ipv4Addr::LOCALHOST, port)).unwrap();
+        mir.set_nonblocking(false).unwrap();
+        mir.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut buf = [0u8; 16];
+        let (n, _) = mir.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"punch");
+    }
+
+    #[test]
+    fn emsgsize_is_recognised() {
+        assert!(is_emsgsize(&io::Error::from_raw_os_error(libc::EMSGSIZE)));
+        assert!(!is_emsgsize(&io::Error::from_raw_os_error(libc::EAGAIN)));
+    }
+}
+
+#[cfg(test)]
+mod multicast_loopback {
+    use super::*;
+
+    #[test]
+    fn multicast_on_loopback_reaches_a_joined_receiver() {
+        // A group and port private to this test run.
+        let port = 20_000 + (std::process::id() % 20_000) as u16;
+        let group = Ipv4Addr::new(239, 255, 77, 1);
+        let rx = multicast_receiver(group, port, Ipv4Addr::LOCALHOST).unwrap();
+        let tx = source_udp(
+            0,
+            Some(MulticastOut {
+                ttl: 0,
+                iface: Some(Ipv4Addr::LOCALHOST),
+            }),
+        )
+        .unwrap();
+        tx.send_to(b"tick", (group, port)).unwrap();
+        rx.set_nonblocking(false).unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let mut buf = [0u8; 16];
+        let (n, _) = rx.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"tick");
+    }
+}
