@@ -150,7 +150,7 @@ pub enum PushError {
         /// The stamp found.
         word: u64,
     },
-    /// The position was not claimed by this producer, or is from another lap.
+    /// The position has not been claimed yet (it is ahead of the slot's lap).
     NotClaimed {
         /// The position passed.
         pos: u64,

@@ -139,7 +139,8 @@ impl MpmcQueue {
 
     /// Copies `item` (exactly [`MpmcQueue::item_size`] bytes) into the claimed position `pos`
     /// and publishes it. Fails with [`PushError::Healed`], having written nothing after the
-    /// heal, if the position was healed meanwhile.
+    /// heal, if the position was healed meanwhile (see the module docs for a heal during the
+    /// copy). `pos` must come from [`MpmcQueue::claim`], once.
     #[inline]
     pub fn write_claimed(&self, pos: u64, item: &[u8]) -> Result<(), PushError> {
         if item.len() != self.item_size() {
@@ -157,7 +158,9 @@ impl MpmcQueue {
         if let Err(stamp) =
             slot.compare_exchange(pos, pos | WRITING, Ordering::AcqRel, Ordering::Relaxed)
         {
-            return Err(if stamp == (pos.wrapping_add(1)) | HEALED {
+            // Only a healer moves a claimed slot on before its producer begins: if the
+            // stamp is past `pos` (healed, or healed and already consumed), we were healed.
+            return Err(if stamp & !FLAGS > pos {
                 PushError::Healed { pos }
             } else {
                 PushError::NotClaimed { pos, stamp }

@@ -147,15 +147,26 @@ fn mid_write_heal_makes_the_publish_fail() {
 }
 
 #[test]
-fn write_claimed_rejects_a_stale_position() {
+fn write_claimed_rejects_an_unclaimed_position() {
+    let (_b, q) = mpmc(2, 8);
+    // Position 5 lives in slot 1, which still waits for position 1.
+    assert_eq!(
+        q.write_claimed(5, &[0u8; 8]),
+        Err(PushError::NotClaimed { pos: 5, stamp: 1 })
+    );
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+}
+
+#[test]
+fn healed_and_consumed_claim_is_still_reported_as_healed() {
     let (_b, q) = mpmc(2, 8);
     let pos = q.claim().unwrap();
-    q.write_claimed(pos, &[1u8; 8]).unwrap();
-    assert_eq!(pop_u64(&q).map(|(p, _)| p), Ok(0));
-    // Position 0 again (a stale claim): its slot now waits for position 2.
+    assert_eq!(q.heal_stuck_slot(pos), Ok(HealedFrom::Claimed));
+    assert_eq!(pop_u64(&q), Ok((0, u64::MAX)));
+    // The slot has moved on to position 2; the late producer learns it was healed.
     assert_eq!(
         q.write_claimed(pos, &[0u8; 8]),
-        Err(PushError::NotClaimed { pos: 0, stamp: 2 })
+        Err(PushError::Healed { pos: 0 })
     );
     assert_eq!(pop_u64(&q), Err(PopError::Empty));
 }
