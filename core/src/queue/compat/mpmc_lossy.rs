@@ -210,3 +210,171 @@ impl LossyMpmcConsumer {
         }
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::vec;
+    use std::vec::Vec;
+
+    use super::*;
+    use crate::layout::Geometry;
+    use crate::region::Region;
+
+    fn ring(cap: u64) -> (Vec<u64>, RingView) {
+        let g = Geometry::mpmc(cap, 16, 8).unwrap();
+        let mut buf = vec![0u64; g.total_len().unwrap() as usize / 8];
+        // SAFETY: the buffer is returned with the view and outlives its use in each test.
+        let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
+        (buf, RingView::init(r, &g).unwrap())
+    }
+
+    fn no_clock() -> u64 {
+        panic!("the clock is only read on the slow path")
+    }
+
+    fn recv(c: &mut LossyMpmcConsumer) -> Option<(u64, u64)> {
+        let mut b = [0u8; 8];
+        c.try_recv(&mut b).map(|s| (s, u64::from_le_bytes(b)))
+    }
+
+    #[test]
+    fn push_then_compete_in_ticket_order() {
+        let (_b, r) = ring(4);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        let mut c1 = LossyMpmcConsumer::new(r).unwrap();
+        let mut c2 = LossyMpmcConsumer::new(r).unwrap();
+        assert_eq!(recv(&mut c1), None);
+        for v in [10u64, 20, 30] {
+            assert!(matches!(
+                p.push(&v.to_le_bytes(), no_clock),
+                LossyPush::Published { wake: false, .. }
+            ));
+        }
+        assert_eq!(r.write_seq().load(Ordering::Relaxed), 3);
+        assert_eq!(recv(&mut c1), Some((1, 10)));
+        assert_eq!(recv(&mut c2), Some((2, 20)));
+        assert_eq!(recv(&mut c1), Some((3, 30)));
+        assert_eq!(recv(&mut c2), None);
+        assert_eq!(c1.dropped() + c2.dropped(), 0);
+    }
+
+    #[test]
+    fn overrun_consumer_counts_what_it_lost() {
+        let (_b, r) = ring(4);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        let mut c = LossyMpmcConsumer::new(r).unwrap();
+        for v in 1..=7u64 {
+            let _ = p.push(&v.to_le_bytes(), no_clock);
+        }
+        // claim_seq = 8, floor = 4: tickets 1..=3 are skipped and counted.
+        assert_eq!(recv(&mut c), Some((4, 4)));
+        assert_eq!(c.dropped(), 3);
+        // Another consumer takes ticket 5; then four more pushes put claim_seq at 12, so a
+        // third consumer skips tickets 6 and 7 (below the floor 8) and counts them.
+        let mut other = LossyMpmcConsumer::new(r).unwrap();
+        assert_eq!(recv(&mut other), Some((5, 5)));
+        let mut late = LossyMpmcConsumer::new(r).unwrap();
+        for v in 8..=11u64 {
+            let _ = p.push(&v.to_le_bytes(), no_clock);
+        }
+        assert_eq!(recv(&mut late), Some((8, 8)));
+        assert_eq!(late.dropped(), 2);
+    }
+
+    #[test]
+    fn pending_ticket_is_lost_once_a_lap_passes() {
+        let (_b, r) = ring(2);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        let mut c = LossyMpmcConsumer::new(r).unwrap();
+        // Ticket 1 is claimed but never written (its producer died).
+        r.claim_seq().fetch_add(1, Ordering::Relaxed);
+        assert_eq!(recv(&mut c), None);
+        assert_eq!(c.pending(), Some(1));
+        let _ = p.push(&2u64.to_le_bytes(), no_clock);
+        assert_eq!(recv(&mut c), None, "claim_seq 3 is not past 1 + 2");
+        // Ticket 3 shares ticket 1's slot, which was never written: it stalls, and takes the
+        // slot over once the (fast) clock passes the deadline.
+        let mut t = 0u64;
+        let fast = || {
+            t += 5_000_000;
+            t
+        };
+        assert!(matches!(
+            p.push(&3u64.to_le_bytes(), fast),
+            LossyPush::Published { seq: 3, .. }
+        ));
+        // claim_seq 4 > 1 + 2: ticket 1 is lost, then ticket 2 is delivered.
+        assert_eq!(recv(&mut c), Some((2, 2)));
+        assert_eq!(c.dropped(), 1);
+        assert_eq!(recv(&mut c), Some((3, 3)));
+    }
+
+    #[test]
+    fn newer_lap_in_the_slot_discards_the_message() {
+        let (_b, r) = ring(2);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        r.slot_seq(1).store(3, Ordering::Relaxed);
+        assert_eq!(
+            p.push(&1u64.to_le_bytes(), no_clock),
+            LossyPush::Discarded { seq: 1 }
+        );
+        assert_eq!(r.write_seq().load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn stalled_slot_is_taken_over_after_the_deadline() {
+        let (_b, r) = ring(2);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        // Ticket 3 expects slot 1 to hold ticket 1, but it holds 0 (ticket 1 was dropped).
+        r.claim_seq().store(3, Ordering::Relaxed);
+        let mut t = 0u64;
+        let mut calls = 0u32;
+        let out = p.push(&9u64.to_le_bytes(), || {
+            calls += 1;
+            t += 1_000_000; // 1 ms per check
+            t
+        });
+        assert_eq!(
+            out,
+            LossyPush::Published {
+                seq: 3,
+                wake: false
+            }
+        );
+        // Deadline set at the first check (t = 1 ms), passed at t = 11 ms.
+        assert_eq!(calls, 11);
+        let mut b = [0u8; 8];
+        assert_eq!(r.read_slot(3, &mut b), SlotRead::Ok);
+        assert_eq!(u64::from_le_bytes(b), 9);
+    }
+
+    #[test]
+    fn slot_stuck_mid_write_drops_the_message() {
+        let (_b, r) = ring(2);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        r.slot_seq(1).store(SLOT_WRITING, Ordering::Relaxed);
+        let mut t = 0u64;
+        let out = p.push(&9u64.to_le_bytes(), || {
+            t += 2_000_000;
+            t
+        });
+        assert_eq!(out, LossyPush::Dropped { seq: 1 });
+        assert_eq!(r.slot_seq(1).load(Ordering::Relaxed), SLOT_WRITING);
+    }
+
+    #[test]
+    fn broadcast_ring_is_refused() {
+        let g = Geometry::spmc(4, 16, 8, 0, false).unwrap();
+        let mut buf = vec![0u64; g.total_len().unwrap() as usize / 8];
+        // SAFETY: the buffer outlives the region.
+        let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
+        let v = RingView::init(r, &g).unwrap();
+        assert_eq!(
+            LossyMpmcProducer::new(v).unwrap_err(),
+            AttachError::WrongKind {
+                flags: 0x0011,
+                need: "an MPMC ring"
+            }
+        );
+    }
+}
