@@ -7,3 +7,4 @@ pub use ringwire_core as core;
 
 pub mod bench;
 pub mod net;
+pub mod queue;
