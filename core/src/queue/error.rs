@@ -13,6 +13,11 @@ pub enum QueueGeometryError {
         /// The capacity asked for.
         capacity: u64,
     },
+    /// An MPMC queue needs at least 2 slots.
+    MpmcCapacityTooSmall {
+        /// The capacity asked for.
+        capacity: u64,
+    },
     /// The item size is 0 or too large.
     BadItemSize {
         /// The size asked for.
@@ -60,7 +65,7 @@ pub enum QueueAttachError {
         /// The `kind` field.
         kind: u32,
     },
-    /// `capacity` is not a power of two or `mask != capacity - 1`.
+    /// `capacity` is not a power of two, `mask != capacity - 1`, or an MPMC capacity is 1.
     BadCapacity {
         /// Header capacity.
         capacity: u64,
@@ -223,6 +228,9 @@ impl fmt::Display for QueueGeometryError {
             QueueGeometryError::CapacityNotPowerOfTwo { capacity } => {
                 write!(f, "queue capacity {capacity} is not a power of two")
             }
+            QueueGeometryError::MpmcCapacityTooSmall { capacity } => {
+                write!(f, "MPMC queue capacity {capacity} is below 2")
+            }
             QueueGeometryError::BadItemSize { item_size } => {
                 write!(f, "queue item size {item_size} is 0 or too large")
             }
@@ -266,7 +274,7 @@ impl fmt::Display for QueueAttachError {
             KindMismatch { kind } => write!(f, "kind field {kind} contradicts the magic"),
             BadCapacity { capacity, mask } => write!(
                 f,
-                "capacity {capacity} is not a power of two or mask {mask:#x} is not capacity - 1"
+                "capacity {capacity} is not a power of two (at least 2 for MPMC) or mask {mask:#x} is not capacity - 1"
             ),
             BadStride { stride, item_size } => write!(
                 f,

@@ -166,7 +166,8 @@ const _: () = {
 pub struct QueueGeometry {
     /// SPSC or MPMC.
     pub kind: QueueKind,
-    /// Number of slots (a power of two).
+    /// Number of slots (a power of two; at least 2 for MPMC, whose stamps could not tell
+    /// a published item from a free slot with one).
     pub capacity: u64,
     /// Slot stride in bytes (a multiple of 8, at least `8 + item_size`).
     pub slot_stride: u32,
@@ -189,6 +190,9 @@ impl QueueGeometry {
     ) -> Result<QueueGeometry, QueueGeometryError> {
         if !capacity.is_power_of_two() {
             return Err(QueueGeometryError::CapacityNotPowerOfTwo { capacity });
+        }
+        if kind == QueueKind::Mpmc && capacity < 2 {
+            return Err(QueueGeometryError::MpmcCapacityTooSmall { capacity });
         }
         if item_size == 0 || item_size > u32::MAX as usize - 8 {
             return Err(QueueGeometryError::BadItemSize {

@@ -54,6 +54,11 @@ fn geometry_rules_and_errors() {
         })
     );
     assert_eq!(
+        QueueGeometry::new(QueueKind::Mpmc, 1, 8, 16),
+        Err(QueueGeometryError::MpmcCapacityTooSmall { capacity: 1 })
+    );
+    assert!(QueueGeometry::new(QueueKind::Spsc, 1, 8, 16).is_ok());
+    assert_eq!(
         QueueGeometry::new(QueueKind::Spsc, 8, 0, 16),
         Err(QueueGeometryError::BadItemSize { item_size: 0 })
     );

@@ -61,6 +61,22 @@ fn fifo_full_empty_and_length_checks() {
 }
 
 #[test]
+fn attach_refuses_an_mpmc_header_with_one_slot() {
+    let (mut b, _q) = mpmc(2, 8);
+    b[2] = 1; // capacity
+    b[3] = 0; // mask
+    // SAFETY: the buffer outlives the region.
+    let r = unsafe { Region::from_raw_parts(b.as_mut_ptr().cast(), b.len() * 8) }.unwrap();
+    assert_eq!(
+        QueueView::attach(r, QueueExpect::raw(QueueKind::Mpmc)).unwrap_err(),
+        QueueAttachError::BadCapacity {
+            capacity: 1,
+            mask: 0
+        }
+    );
+}
+
+#[test]
 fn wrong_kind_is_refused() {
     let g = QueueGeometry::new(QueueKind::Spsc, 4, 8, 16).unwrap();
     let mut buf = vec![0u64; 56];

@@ -264,7 +264,10 @@ fn validate(h: &QueueHeader, len: u64) -> Result<QueueGeometry, QueueAttachError
     if h.kind != kind.code() {
         return Err(QueueAttachError::KindMismatch { kind: h.kind });
     }
-    if !h.capacity.is_power_of_two() || h.mask != h.capacity - 1 {
+    if !h.capacity.is_power_of_two()
+        || h.mask != h.capacity - 1
+        || (kind == QueueKind::Mpmc && h.capacity < 2)
+    {
         return Err(QueueAttachError::BadCapacity {
             capacity: h.capacity,
             mask: h.mask,
