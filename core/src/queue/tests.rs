@@ -81,6 +81,7 @@ fn init_then_attach_round_trip() {
     let g = *q.geometry();
     let a = QueueView::attach(b.region(), QueueExpect::raw(QueueKind::Mpmc)).unwrap();
     assert_eq!(*a.geometry(), g);
+    assert_eq!(a.header(), g.header());
     // MPMC stamps start at the slot index; the cursors at 0.
     for i in 0..4 {
         assert_eq!(a.slot_word(i).load(Ordering::Relaxed), i);

@@ -59,7 +59,7 @@ impl QueueView {
         unsafe {
             // Relaxed: nobody may attach until the release store of the magic below.
             region.a64(qhdr::MAGIC).store(0, Ordering::Relaxed);
-            region.write_words(8, &h.as_bytes()[8..]);
+            store_header(&region, &h);
             region.zero_words(qhdr::SIZE, qhdr::MIN_SLOTS_OFFSET - qhdr::SIZE);
         }
         let view = QueueView { region, geo };
@@ -97,10 +97,8 @@ impl QueueView {
             }
             Some(_) => {}
         }
-        let mut bytes = [0u8; qhdr::SIZE];
         // SAFETY: the region holds the 128-byte header.
-        unsafe { region.read_words(0, &mut bytes) };
-        let h = QueueHeader::read_from_bytes(&bytes).unwrap_or_else(|_| QueueHeader::new_zeroed());
+        let h = unsafe { load_header(&region) };
         let geo = validate(&h, len)?;
         if let Some(want) = expect.item_size
             && want != geo.item_size
@@ -126,6 +124,12 @@ impl QueueView {
     #[inline(always)]
     pub fn geometry(&self) -> &QueueGeometry {
         &self.geo
+    }
+
+    /// A relaxed snapshot of the header (for `stat`, tests and diagnostics).
+    pub fn header(&self) -> QueueHeader {
+        // SAFETY: validation proved the region holds the header.
+        unsafe { load_header(&self.region) }
     }
 
     /// The region the queue lives in.
@@ -252,6 +256,53 @@ fn bump_if_waiting(waiters: A32<'_>, futex: A32<'_>) -> bool {
     } else {
         false
     }
+}
+
+/// The four 32-bit waiting words: always accessed as 32-bit atomics, so no byte of the
+/// header is ever accessed at two sizes. Every other header byte is accessed as part of a
+/// 64-bit word.
+const WAIT_WORDS: [usize; 4] = [
+    qhdr::DATA_FUTEX,
+    qhdr::DATA_WAITERS,
+    qhdr::SPACE_FUTEX,
+    qhdr::SPACE_WAITERS,
+];
+
+/// Writes header bytes `[8, 128)`: 64-bit words, and the waiting words at their own size.
+///
+/// # Safety
+/// The region must hold at least 128 bytes, and the caller owns it (init).
+unsafe fn store_header(region: &Region, h: &QueueHeader) {
+    let b = h.as_bytes();
+    // SAFETY: [8, 64) and [80, 128) are in bounds and 8-aligned (caller's contract).
+    unsafe {
+        region.write_words(8, &b[8..qhdr::DATA_FUTEX]);
+        region.write_words(qhdr::SPACE_WAITERS + 4, &b[qhdr::SPACE_WAITERS + 4..]);
+    }
+    for off in WAIT_WORDS {
+        let v = u32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]);
+        // SAFETY: 4-aligned and below 128. Relaxed: published by the magic's release store.
+        unsafe { region.a32(off) }.store(v, Ordering::Relaxed);
+    }
+}
+
+/// A relaxed snapshot of the header, each byte read at the size it is always accessed at.
+///
+/// # Safety
+/// The region must hold at least 128 bytes.
+unsafe fn load_header(region: &Region) -> QueueHeader {
+    let mut b = [0u8; qhdr::SIZE];
+    // SAFETY: as for store_header.
+    unsafe {
+        region.read_words(0, &mut b[..qhdr::DATA_FUTEX]);
+        region.read_words(qhdr::SPACE_WAITERS + 4, &mut b[qhdr::SPACE_WAITERS + 4..]);
+    }
+    for off in WAIT_WORDS {
+        // SAFETY: as in store_header. Relaxed: a diagnostic snapshot of a counter.
+        let v = unsafe { region.a32(off) }.load(Ordering::Relaxed);
+        b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+    QueueHeader::read_from_bytes(&b).unwrap_or_else(|_| QueueHeader::new_zeroed())
 }
 
 /// Checks a header snapshot against a region of `len` bytes.
