@@ -15,6 +15,8 @@ pub mod region;
 pub mod replicate;
 pub mod ring;
 pub mod sync;
+#[cfg(all(test, not(loom)))]
+mod testutil;
 pub mod wire;
 
 pub use error::{AttachError, GeometryError, InitError};

@@ -1,1 +1,5 @@
 //! Shared helpers for ringwire's cross-crate tests.
+#![deny(missing_docs)]
+
+pub mod shm;
+pub mod sim;

@@ -1,0 +1,470 @@
+//! [`BlobWriter`] and [`BlobReader`]: a blob ring's single writer (reserve, copy, publish
+//! the descriptor, spec §10.3 step 4 and §4.2) and a reader (tear-free descriptor read,
+//! §4.3 lap handling, §10.4 blob validation), built on the arena functions of the parent
+//! module and the slot protocol of [`RingView`].
+
+use super::{
+    Arena, BLOB_REF_LEN, BlobError, BlobRead, read_blob, reserve, set_descriptor_ref,
+    split_descriptor, write_blob,
+};
+use crate::broadcast::registry::{self, RegistryError};
+use crate::layout::{BlobRef, oldest_retained};
+use crate::ring::{RingView, SlotRead};
+use crate::sync::Ordering;
+
+fn check_descriptor(view: &RingView, len: usize) -> Result<usize, BlobError> {
+    let need = view.geometry().record_len();
+    if len != need {
+        return Err(BlobError::DescriptorLen { len, need });
+    }
+    Ok(need)
+}
+
+/// What [`BlobWriter::push`] published.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Pushed {
+    /// The message's sequence number.
+    pub seq: u64,
+    /// The descriptor it was published with.
+    pub blob: BlobRef,
+    /// Readers sleep on the futex: the caller must issue FUTEX_WAKE (spec §11).
+    pub wake: bool,
+}
+
+/// The single writer of a blob ring: reserve, copy, publish a descriptor (spec §10.3
+/// step 4 and §4.2).
+#[derive(Debug)]
+pub struct BlobWriter {
+    view: RingView,
+    next: u64,
+}
+
+impl BlobWriter {
+    /// A writer for `view`, continuing after its current `write_seq` (1 on a fresh ring).
+    /// The caller must be the ring's only writer.
+    pub fn new(view: RingView) -> Result<BlobWriter, BlobError> {
+        if Arena::of(&view).is_none() {
+            return Err(BlobError::NoArena);
+        }
+        // Acquire: we continue after whatever an earlier writer of this ring published.
+        let next = view.write_seq().load(Ordering::Acquire).saturating_add(1);
+        Ok(BlobWriter { view, next })
+    }
+
+    /// The ring.
+    pub fn view(&self) -> &RingView {
+        &self.view
+    }
+
+    /// The sequence the next push will get.
+    pub fn next_seq(&self) -> u64 {
+        self.next
+    }
+
+    /// Publishes one message: `descriptor` is the whole slot payload (`element_size - 8`
+    /// bytes, meta first); its last 16 bytes are overwritten with the new [`BlobRef`]
+    /// (spec §10.2; meta types aligned to 32 or more break that rule, as in the reference).
+    pub fn push(
+        &mut self,
+        descriptor: &mut [u8],
+        blob: &[u8],
+        flags: u32,
+    ) -> Result<Pushed, BlobError> {
+        check_descriptor(&self.view, descriptor.len())?;
+        let r = reserve(&self.view, blob.len(), flags)?;
+        write_blob(&self.view, &r, blob)?;
+        set_descriptor_ref(descriptor, &r);
+        let seq = self.next;
+        self.view.write_slot(seq, descriptor);
+        let wake = self.view.publish(seq);
+        self.next += 1;
+        Ok(Pushed { seq, blob: r, wake })
+    }
+}
+
+/// One message received by [`BlobReader::recv`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Received {
+    /// The message's sequence number.
+    pub seq: u64,
+    /// Blob bytes written to the caller's buffer.
+    pub len: usize,
+}
+
+/// A reader of a blob ring: starts at the oldest retained message, handles laps as spec
+/// §4.3 says and skips lost blobs (§10.4), counting both as lapped. Optionally registered
+/// (spec §5, §9): it then publishes its cursor after every receive or skip and unregisters
+/// when dropped.
+#[derive(Debug)]
+pub struct BlobReader {
+    view: RingView,
+    cursor: u64,
+    lapped: u64,
+    /// (registry slot, pid) while registered.
+    registration: Option<(u32, u32)>,
+}
+
+impl BlobReader {
+    /// A reader starting at `oldest_retained(write_seq, C)` (spec §10.4 step 3).
+    pub fn new(view: RingView) -> Result<BlobReader, BlobError> {
+        if Arena::of(&view).is_none() {
+            return Err(BlobError::NoArena);
+        }
+        // Acquire: pairs with the writer's release of write_seq.
+        let w = view.write_seq().load(Ordering::Acquire);
+        let cursor = oldest_retained(w, view.capacity());
+        Ok(BlobReader {
+            view,
+            cursor,
+            lapped: 0,
+            registration: None,
+        })
+    }
+
+    /// Registers this reader under `pid` with its current cursor (ringfire's
+    /// `BlobConsumer` uses the name `"anonymous"`). Returns the slot; a second call returns
+    /// the slot it already holds. The next [`recv`](Self::recv) re-runs the lap check.
+    pub fn register(
+        &mut self,
+        pid: u32,
+        name: &str,
+        is_alive: impl Fn(u32) -> bool,
+    ) -> Result<u32, RegistryError> {
+        if let Some((slot, _)) = self.registration {
+            return Ok(slot);
+        }
+        let slot = registry::register(&self.view, pid, name, self.cursor, is_alive)?;
+        self.registration = Some((slot, pid));
+        Ok(slot)
+    }
+
+    /// The registry slot this reader holds, if registered.
+    pub fn registry_slot(&self) -> Option<u32> {
+        self.registration.map(|(slot, _)| slot)
+    }
+
+    /// Gives the registry slot back (also done on drop). A no-op when not registered.
+    pub fn unregister(&mut self) -> Result<(), RegistryError> {
+        match self.registration.take() {
+            Some((slot, pid)) => registry::unregister(&self.view, slot, pid),
+            None => Ok(()),
+        }
+    }
+
+    /// The ring.
+    pub fn view(&self) -> &RingView {
+        &self.view
+    }
+
+    /// The next sequence to read.
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// Messages skipped: overwritten before they were read, or whose blob was lost.
+    pub fn lapped_count(&self) -> u64 {
+        self.lapped
+    }
+
+    /// Receives the next message: its slot payload into `descriptor` (`element_size - 8`
+    /// bytes; the meta is everything but the last 16) and its blob into `blob`. `Ok(None)`
+    /// when caught up. A `blob` buffer that is too small is an error and the message stays
+    /// unread.
+    pub fn recv(
+        &mut self,
+        descriptor: &mut [u8],
+        blob: &mut [u8],
+    ) -> Result<Option<Received>, BlobError> {
+        let before = self.cursor;
+        let got = self.recv_inner(descriptor, blob);
+        if self.cursor != before
+            && let Some((slot, _)) = self.registration
+        {
+            // The slot index came from register, so this cannot fail.
+            let _ = registry::publish_cursor(&self.view, slot, self.cursor);
+        }
+        got
+    }
+
+    fn recv_inner(
+        &mut self,
+        descriptor: &mut [u8],
+        blob: &mut [u8],
+    ) -> Result<Option<Received>, BlobError> {
+        check_descriptor(&self.view, descriptor.len())?;
+        let cap = self.view.capacity();
+        loop {
+            match self.view.read_slot(self.cursor, descriptor) {
+                SlotRead::Ok => {
+                    // The length was checked above, so the split cannot fail.
+                    let Some((_, r)) = split_descriptor(descriptor) else {
+                        return Err(BlobError::DescriptorLen {
+                            len: descriptor.len(),
+                            need: BLOB_REF_LEN,
+                        });
+                    };
+                    match read_blob(&self.view, &r, blob) {
+                        BlobRead::Ok(len) => {
+                            let seq = self.cursor;
+                            self.cursor += 1;
+                            return Ok(Some(Received { seq, len }));
+                        }
+                        BlobRead::Lost => {
+                            self.lapped += 1;
+                            self.cursor += 1;
+                        }
+                        BlobRead::BufferTooSmall { need } => {
+                            return Err(BlobError::BufferTooSmall {
+                                len: blob.len(),
+                                need,
+                            });
+                        }
+                    }
+                }
+                SlotRead::Pending => return Ok(None),
+                SlotRead::Overwritten { seen } => {
+                    // Acquire: pairs with the writer's release of write_seq.
+                    let w = self.view.write_seq().load(Ordering::Acquire);
+                    let oldest = oldest_retained(w.max(seen), cap);
+                    if oldest > self.cursor {
+                        self.lapped += oldest - self.cursor;
+                        self.cursor = oldest;
+                    } else {
+                        return Ok(None);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Drop for BlobReader {
+    fn drop(&mut self) {
+        // Nothing to do if the slot was already pruned and reused by another reader.
+        let _ = self.unregister();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::super::tests::{pattern, reserved, ring, small};
+    use super::*;
+    use crate::layout::{Geometry, arena_off};
+    use std::vec;
+
+    #[test]
+    fn no_arena_is_an_error() {
+        let mut buf = vec![];
+        let v = ring(&mut buf, &Geometry::spmc(4, 32, 8, 0, false).unwrap());
+        assert_eq!(BlobWriter::new(v).unwrap_err(), BlobError::NoArena);
+        assert_eq!(BlobReader::new(v).unwrap_err(), BlobError::NoArena);
+    }
+
+    #[test]
+    fn writer_and_reader_deliver_meta_and_blobs() {
+        let mut buf = vec![];
+        let v = small(&mut buf, 2);
+        let mut w = BlobWriter::new(v).unwrap();
+        let mut rd = BlobReader::new(v).unwrap();
+        let mut desc = [0u8; 24];
+        let mut out = [0u8; 256];
+        assert_eq!(rd.recv(&mut desc, &mut out), Ok(None));
+        for (i, n) in [5usize, 70, 0].into_iter().enumerate() {
+            let mut d = [0u8; 24];
+            d[..4].copy_from_slice(&(100 + i as u32).to_ne_bytes());
+            let p = w.push(&mut d, &pattern(n, i as u8), 0).unwrap();
+            assert_eq!((p.seq, p.blob.len, p.wake), (i as u64 + 1, n as u32, false));
+        }
+        for (i, n) in [5usize, 70, 0].into_iter().enumerate() {
+            let got = rd.recv(&mut desc, &mut out).unwrap().unwrap();
+            assert_eq!((got.seq, got.len), (i as u64 + 1, n));
+            assert_eq!(&desc[..4], &(100 + i as u32).to_ne_bytes());
+            assert_eq!(&out[..n], &pattern(n, i as u8)[..]);
+        }
+        assert_eq!(rd.recv(&mut desc, &mut out), Ok(None));
+        assert_eq!((rd.cursor(), rd.lapped_count()), (4, 0));
+        assert_eq!(
+            rd.recv(&mut [0u8; 16], &mut out),
+            Err(BlobError::DescriptorLen { len: 16, need: 24 })
+        );
+        // A buffer too small leaves the message unread.
+        w.push(&mut [0u8; 24], &pattern(40, 9), 0).unwrap();
+        assert_eq!(
+            rd.recv(&mut desc, &mut out[..39]),
+            Err(BlobError::BufferTooSmall { len: 39, need: 40 })
+        );
+        assert_eq!(rd.recv(&mut desc, &mut out).unwrap().unwrap().seq, 4);
+    }
+
+    #[test]
+    fn lost_blobs_and_lapped_slots_are_counted_never_torn() {
+        let mut buf = vec![];
+        let v = small(&mut buf, 2);
+        let mut w = BlobWriter::new(v).unwrap();
+        let mut rd = BlobReader::new(v).unwrap();
+        // Four 100-byte blobs (128 rounded) into a 256-byte arena: only the last two survive,
+        // while all four descriptors are still in the 4-slot ring.
+        for i in 0..4u8 {
+            w.push(&mut [i; 24], &pattern(100, i), 0).unwrap();
+        }
+        let (mut desc, mut out) = ([0u8; 24], [0u8; 128]);
+        let got = rd.recv(&mut desc, &mut out).unwrap().unwrap();
+        assert_eq!((got.seq, rd.lapped_count()), (3, 2));
+        assert_eq!(&out[..100], &pattern(100, 2)[..]);
+        assert_eq!(desc[0], 2);
+        // Lapped slots: six more small pushes put seq 5..10 in the ring; the reader at 4
+        // is lapped to oldest_retained(10, 4) = 7.
+        for i in 4..10u8 {
+            w.push(&mut [i; 24], &pattern(8, i), 0).unwrap();
+        }
+        let got = rd.recv(&mut desc, &mut out).unwrap().unwrap();
+        assert_eq!((got.seq, rd.lapped_count()), (7, 2 + 3));
+        assert_eq!(&out[..8], &pattern(8, 6)[..]);
+    }
+
+    #[test]
+    fn a_registered_reader_publishes_its_cursor_and_leaves_on_drop() {
+        use crate::broadcast::registry::{gate_limit, live_reader, min_live_cursor};
+        let mut buf = vec![];
+        let v = small(&mut buf, 2);
+        let mut w = BlobWriter::new(v).unwrap();
+        let mut rd = BlobReader::new(v).unwrap();
+        assert_eq!(rd.registry_slot(), None);
+        assert_eq!(rd.register(4242, "anonymous", |_| true), Ok(0));
+        assert_eq!(rd.register(4242, "anonymous", |_| true), Ok(0));
+        assert_eq!(rd.registry_slot(), Some(0));
+        assert_eq!(
+            live_reader(&v, 0).map(|r| (r.pid, r.cursor)),
+            Some((4242, 1))
+        );
+        assert_eq!(gate_limit(&v, 1), 3); // min(1 + 4, 1 + 2)
+        for i in 0..3u8 {
+            w.push(&mut [i; 24], &pattern(100, i), 0).unwrap();
+        }
+        let (mut desc, mut out) = ([0u8; 24], [0u8; 128]);
+        // Blob 1 was overwritten by blob 3: skipped, then 2 delivered; cursor 3 published.
+        assert_eq!(rd.recv(&mut desc, &mut out).unwrap().unwrap().seq, 2);
+        assert_eq!(rd.lapped_count(), 1);
+        assert_eq!(min_live_cursor(&v), Some(3));
+        assert_eq!(rd.recv(&mut desc, &mut out).unwrap().unwrap().seq, 3);
+        assert_eq!(min_live_cursor(&v), Some(4));
+        // Caught up: nothing changes, nothing is published.
+        assert_eq!(rd.recv(&mut desc, &mut out), Ok(None));
+        assert_eq!(min_live_cursor(&v), Some(4));
+        drop(rd);
+        assert_eq!(min_live_cursor(&v), None);
+        // Explicit unregister, then drop: the second release is a no-op.
+        let mut rd = BlobReader::new(v).unwrap();
+        assert_eq!(rd.register(7, "b", |_| true), Ok(0));
+        assert_eq!(rd.unregister(), Ok(()));
+        assert_eq!(rd.unregister(), Ok(()));
+        assert_eq!(min_live_cursor(&v), None);
+        // A ring with zero registry slots cannot take a registration.
+        let mut buf0 = vec![];
+        let v0 = small(&mut buf0, 0);
+        let mut rd0 = BlobReader::new(v0).unwrap();
+        assert_eq!(
+            rd0.register(7, "c", |_| true),
+            Err(crate::broadcast::registry::RegistryError::Full { count: 0 })
+        );
+    }
+
+    #[test]
+    fn bogus_descriptor_in_a_slot_is_skipped_and_counted() {
+        let mut buf = vec![];
+        let v = small(&mut buf, 2);
+        let mut w = BlobWriter::new(v).unwrap();
+        w.push(&mut [1; 24], &pattern(8, 1), 0).unwrap();
+        // A descriptor whose span runs past the end of the arena, written by someone else.
+        let mut d = [2u8; 24];
+        set_descriptor_ref(
+            &mut d,
+            &BlobRef {
+                offset: 250,
+                len: 8,
+                flags: 0,
+            },
+        );
+        v.write_slot(2, &d);
+        v.publish(2);
+        let mut w = BlobWriter::new(v).unwrap();
+        w.push(&mut [3; 24], &pattern(8, 3), 0).unwrap();
+        let mut rd = BlobReader::new(v).unwrap();
+        let (mut desc, mut out) = ([0u8; 24], [0u8; 16]);
+        assert_eq!(rd.recv(&mut desc, &mut out).unwrap().unwrap().seq, 1);
+        assert_eq!(rd.recv(&mut desc, &mut out).unwrap().unwrap().seq, 3);
+        assert_eq!(rd.lapped_count(), 1);
+    }
+
+    fn le32(b: &[u8], at: usize) -> u32 {
+        u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+    }
+
+    fn le64(b: &[u8], at: usize) -> u64 {
+        u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+    }
+
+    /// The bytes of a blob ring built by RingView::init, against spec §2, §3 and §10.1.
+    #[test]
+    fn blob_ring_bytes_match_the_spec() {
+        // (readers, slots_offset, arena_offset, file size): the verified examples of §3.
+        for (readers, slots, arena, size) in [
+            (32u32, 0x880u64, 0x900u64, 2624usize),
+            (2, 0x100, 0x180, 704),
+        ] {
+            let mut buf = vec![];
+            let geo = Geometry::blob(4, 32, readers, 256).unwrap();
+            assert_eq!(geo.total_len(), Some(size as u64));
+            let v = ring(&mut buf, &geo);
+            // Publish one message so the slot and arena bytes can be checked too.
+            let mut w = BlobWriter::new(v).unwrap();
+            let mut d = [0u8; 24];
+            d[..4].copy_from_slice(&0xDEAD_BEEFu32.to_le_bytes());
+            w.push(&mut d, b"hello", 0).unwrap();
+            let b: &[u8] = zerocopy::IntoBytes::as_bytes(&buf[..]);
+            assert_eq!(b.len(), size);
+            assert_eq!(&b[0..8], b"ERIFGNIR");
+            assert_eq!(le32(b, 8), 2, "version");
+            assert_eq!(le32(b, 12), 32, "element_size");
+            assert_eq!(le64(b, 16), 4, "capacity");
+            assert_eq!(le64(b, 24), 3, "mask");
+            assert_eq!(le64(b, 32), 1, "write_seq");
+            assert_eq!(le64(b, 40), 0, "claim_seq");
+            assert_eq!(le32(b, 48), 0x0311, "flags");
+            assert_eq!(le64(b, 64), 0, "read_seq");
+            assert_eq!(le64(b, 72), 0, "schema_sig");
+            assert_eq!(le64(b, 80), arena, "arena_offset");
+            assert_eq!(le64(b, 88), 256, "arena_size");
+            assert_eq!(le32(b, 96), 128, "reader_registry_offset");
+            assert_eq!(le32(b, 100), readers, "reader_registry_count");
+            assert_eq!(le64(b, 104), slots, "slots_offset");
+            assert!(b[112..128].iter().all(|&x| x == 0), "header padding");
+            let reg_end = 128 + 64 * readers as usize;
+            assert!(b[128..reg_end].iter().all(|&x| x == 0), "registry zeroed");
+            // Slot of seq 1: sequence word, meta u32 + 4 padding, BlobRef {0, 5, 0}.
+            let s1 = slots as usize + 32;
+            assert_eq!(le64(b, s1), 1);
+            assert_eq!(le32(b, s1 + 8), 0xDEAD_BEEF);
+            assert_eq!(
+                (le64(b, s1 + 16), le32(b, s1 + 24), le32(b, s1 + 28)),
+                (0, 5, 0)
+            );
+            for i in [0usize, 2, 3] {
+                assert_eq!(le64(b, slots as usize + 32 * i), 0, "slot {i} seq");
+            }
+            // Arena header: capacity, mask, reserved (one 64-byte span), zero padding.
+            let a = arena as usize;
+            assert_eq!(le64(b, a + arena_off::CAPACITY), 256);
+            assert_eq!(le64(b, a + arena_off::MASK), 255);
+            assert_eq!(le64(b, a + arena_off::RESERVED), 64);
+            assert!(b[a + 24..a + 64].iter().all(|&x| x == 0));
+            assert_eq!(&b[a + 64..a + 69], b"hello");
+        }
+        // A fresh ring's arena starts with reserved 0.
+        let mut buf = vec![];
+        let v = small(&mut buf, 2);
+        assert_eq!(reserved(&v), 0);
+    }
+}

@@ -1,0 +1,716 @@
+//! [`Consumer`]: one reader of a broadcast ring with its own cursor (spec §4.3, §5, §7, §9
+//! reader side).
+
+use super::registry::{self, RegistryError};
+use crate::layout::{Flags, SLOT_WRITING, oldest_retained};
+use crate::ring::{RingView, SlotRead};
+use crate::sync::Ordering;
+
+/// Where a new consumer starts reading (spec §5).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum StartMode {
+    /// `max(write_seq, 1)`: the newest message already published is delivered again.
+    Latest,
+    /// `write_seq + 1`: only messages published from now on.
+    Head,
+    /// `oldest_retained(write_seq, C)`: everything the ring still holds.
+    Oldest,
+    /// `max(n, 1)`; below the oldest retained message it starts at the oldest and counts the
+    /// difference as lapped.
+    Sequence(u64),
+}
+
+/// One reader of a broadcast ring.
+///
+/// The hot path ([`Consumer::try_recv`] on a record that is there) loads only the slot's
+/// sequence word; `write_seq` is read only when the reader was lapped, on MPMC-flagged rings
+/// when its cached copy cannot prove the slot is still in reach, and on sparse rings every
+/// 64th empty poll.
+#[derive(Debug)]
+pub struct Consumer {
+    view: RingView,
+    /// Next sequence to read.
+    cursor: u64,
+    /// Messages skipped because they were overwritten (or were holes) before we read them.
+    lapped: u64,
+    /// The last `write_seq` we loaded; `write_seq` only grows, so it is a lower bound.
+    write_seq_seen: u64,
+    /// Consecutive empty polls (sparse hole detection runs every 64th).
+    empty_polls: u32,
+    /// The ring is a mirror with holes (§7).
+    sparse: bool,
+    /// The ring is MPMC-flagged: a full lap behind a pending slot means the ticket is lost.
+    mpmc: bool,
+    /// The registry slot this reader publishes its cursor to, if registered.
+    registry_slot: Option<u32>,
+    /// The pid that owns `registry_slot`.
+    registry_pid: u32,
+}
+
+impl Consumer {
+    /// A reader of `view` starting where `mode` says (spec §5).
+    pub fn new(view: RingView, mode: StartMode) -> Consumer {
+        let flags = view.geometry().flags;
+        let mut c = Consumer {
+            view,
+            cursor: 1,
+            lapped: 0,
+            write_seq_seen: 0,
+            empty_polls: 0,
+            sparse: flags.has(Flags::SPARSE),
+            mpmc: flags.has(Flags::MODE_MPMC),
+            registry_slot: None,
+            registry_pid: 0,
+        };
+        let w = c.load_write_seq();
+        let cap = c.view.capacity();
+        match mode {
+            StartMode::Latest => c.cursor = w.max(1),
+            StartMode::Head => c.cursor = w.saturating_add(1),
+            StartMode::Oldest => c.cursor = oldest_retained(w, cap),
+            StartMode::Sequence(n) => c.start_at(n.max(1), w),
+        }
+        c
+    }
+
+    /// Sets the cursor to `seq`, clamped up to the oldest retained message of a ring whose
+    /// `write_seq` is `w`; the clamped distance counts as lapped.
+    fn start_at(&mut self, seq: u64, w: u64) {
+        let oldest = oldest_retained(w, self.view.capacity());
+        if seq < oldest {
+            self.lapped += oldest - seq;
+            self.cursor = oldest;
+        } else {
+            self.cursor = seq;
+        }
+    }
+
+    #[inline]
+    fn load_write_seq(&mut self) -> u64 {
+        // Acquire: pairs with the producer's release publish, so slots up to it are visible.
+        let w = self.view.write_seq().load(Ordering::Acquire);
+        self.write_seq_seen = self.write_seq_seen.max(w);
+        w
+    }
+
+    /// The ring this consumer reads.
+    #[inline(always)]
+    pub fn view(&self) -> &RingView {
+        &self.view
+    }
+
+    /// The next sequence this reader will read.
+    #[inline(always)]
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+
+    /// How many messages this reader lost: overwritten before it read them, below the
+    /// oldest retained message at start or seek, or holes skipped on a sparse ring.
+    #[inline(always)]
+    pub fn lapped(&self) -> u64 {
+        self.lapped
+    }
+
+    /// Messages published but not read yet: `write_seq - cursor + 1`, or 0 (spec §5).
+    pub fn lag(&mut self) -> u64 {
+        let w = self.load_write_seq();
+        if w >= self.cursor {
+            w - self.cursor + 1
+        } else {
+            0
+        }
+    }
+
+    /// The registry slot this reader publishes its cursor to.
+    #[inline(always)]
+    pub fn registry_slot(&self) -> Option<u32> {
+        self.registry_slot
+    }
+
+    /// Registers this reader in the ring's registry under `pid` and `name` (spec §5, §9), so
+    /// a lossless producer waits for it and monitors see it. Slots of processes for which
+    /// `is_alive` is false are reused.
+    ///
+    /// Returns the slot index, or `Ok(None)` when the reader continues unregistered: the ring
+    /// has no registry, or the registry is full and the ring is lossy. A full registry on a
+    /// lossless ring is an error (attaching fails). After registering, the lap check runs
+    /// once, since the producer may have lapped the cursor before it became visible.
+    pub fn register(
+        &mut self,
+        pid: u32,
+        name: &str,
+        is_alive: impl Fn(u32) -> bool,
+    ) -> Result<Option<u32>, RegistryError> {
+        if let Some(slot) = self.registry_slot {
+            return Ok(Some(slot));
+        }
+        let lossless = self
+            .view
+            .geometry()
+            .flags
+            .has(Flags::POLICY_LOSSLESS_BACKPRESSURE);
+        match registry::register(&self.view, pid, name, self.cursor, is_alive) {
+            Ok(slot) => {
+                self.registry_slot = Some(slot);
+                self.registry_pid = pid;
+                let w = self.load_write_seq();
+                if self.lap_to(w) {
+                    self.publish_cursor();
+                }
+                Ok(Some(slot))
+            }
+            Err(RegistryError::NoRegistry) => Ok(None),
+            Err(RegistryError::Full { .. }) if !lossless => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Gives up this reader's registry slot (also done on drop). A slot that was pruned and
+    /// reused by another reader meanwhile is left alone (the error says so).
+    pub fn unregister(&mut self) -> Result<(), RegistryError> {
+        match self.registry_slot.take() {
+            Some(slot) => registry::unregister(&self.view, slot, self.registry_pid),
+            None => Ok(()),
+        }
+    }
+
+    /// Moves the cursor to `seq` (at least 1); below the oldest retained message it moves to
+    /// the oldest and counts the difference as lapped, as [`StartMode::Sequence`] does.
+    pub fn seek(&mut self, seq: u64) {
+        let w = self.load_write_seq();
+        self.start_at(seq.max(1), w);
+        self.empty_polls = 0;
+        self.publish_cursor();
+    }
+
+    /// Reads the next record into `dst` and returns its sequence, or `None` when there is
+    /// nothing new. Copies `min(dst.len(), element_size - 8)` raw bytes of the slot after its
+    /// sequence word. Messages overwritten before we got to them are skipped and counted in
+    /// [`Consumer::lapped`] (spec §4.3).
+    #[inline]
+    pub fn try_recv(&mut self, dst: &mut [u8]) -> Option<u64> {
+        let before = self.cursor;
+        let r = self.recv_one(dst);
+        if self.cursor != before {
+            self.publish_cursor();
+        }
+        r
+    }
+
+    /// Receives up to `max` records, copying each into `scratch` and handing it to `f` with
+    /// its sequence. Publishes the cursor once at the end. Returns the number received.
+    pub fn recv_batch<F: FnMut(u64, &[u8])>(
+        &mut self,
+        scratch: &mut [u8],
+        max: usize,
+        mut f: F,
+    ) -> usize {
+        let before = self.cursor;
+        let n = scratch.len().min(self.view.geometry().record_len());
+        let mut got = 0;
+        while got < max {
+            match self.recv_one(scratch) {
+                Some(seq) => {
+                    f(seq, &scratch[..n]);
+                    got += 1;
+                }
+                None => break,
+            }
+        }
+        if self.cursor != before {
+            self.publish_cursor();
+        }
+        got
+    }
+
+    /// One receive without cursor publication (spec §4.3 with the §7 and MPMC additions).
+    #[inline]
+    pub(super) fn recv_one(&mut self, dst: &mut [u8]) -> Option<u64> {
+        loop {
+            let want = self.cursor;
+            match self.view.read_slot(want, dst) {
+                SlotRead::Ok => {
+                    self.cursor = want + 1;
+                    self.empty_polls = 0;
+                    return Some(want);
+                }
+                SlotRead::Overwritten { seen } => {
+                    let w = self.load_write_seq();
+                    if !self.lap_to(w.max(seen)) {
+                        // The second load saw a write in flight and write_seq has not moved
+                        // past us yet: report empty, the next poll retries.
+                        return None;
+                    }
+                }
+                SlotRead::Pending => {
+                    if self.mpmc && self.mpmc_ticket_lost(want) {
+                        continue;
+                    }
+                    if self.sparse {
+                        self.empty_polls = self.empty_polls.wrapping_add(1);
+                        if self.empty_polls & 63 == 0 && self.skip_hole() {
+                            continue;
+                        }
+                    }
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// The lap rule of §4.3: if `oldest_retained(newest, C)` is past the cursor, jump there
+    /// and count the skipped messages. Returns whether the cursor moved.
+    #[inline]
+    fn lap_to(&mut self, newest: u64) -> bool {
+        let oldest = oldest_retained(newest, self.view.capacity());
+        if oldest > self.cursor {
+            self.lapped += oldest - self.cursor;
+            self.cursor = oldest;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// MPMC-flagged rings (§4.3 "Pending"): a ticket still pending when `write_seq` is a
+    /// whole lap ahead was dropped by its producer; apply the lap rule with seen = 0.
+    #[cold]
+    fn mpmc_ticket_lost(&mut self, want: u64) -> bool {
+        let reach = want.saturating_add(self.view.capacity());
+        // The cached write_seq is a lower bound: when it already proves the lap, skip the load.
+        let w = if self.write_seq_seen >= reach {
+            self.write_seq_seen
+        } else {
+            self.load_write_seq()
+        };
+        w >= reach && self.lap_to(w)
+    }
+
+    /// Hole detection on sparse rings (§7). Returns whether the cursor moved.
+    #[cold]
+    fn skip_hole(&mut self) -> bool {
+        let w = self.load_write_seq();
+        let cursor = self.cursor;
+        if w < cursor {
+            return false;
+        }
+        // Acquire: pairs with the writer's release store of the sequence word.
+        let seen = self.view.slot_seq(cursor).load(Ordering::Acquire);
+        if seen == SLOT_WRITING || seen >= cursor {
+            return false;
+        }
+        let start = oldest_retained(w, self.view.capacity()).max(cursor + 1);
+        let mut next = w + 1;
+        for s in start..=w {
+            // Acquire: a slot found holding `s` must be readable by the retry that follows.
+            if self.view.slot_seq(s).load(Ordering::Acquire) == s {
+                next = s;
+                break;
+            }
+        }
+        self.lapped += next - cursor;
+        self.cursor = next;
+        true
+    }
+
+    /// Publishes the cursor to this reader's registry slot, if it has one (spec §5: after
+    /// each receive or batch, skip, seek or jump).
+    #[inline]
+    pub(super) fn publish_cursor(&self) {
+        if let Some(slot) = self.registry_slot {
+            // The slot index came from a successful register, so this cannot fail.
+            let _ = registry::publish_cursor(&self.view, slot, self.cursor);
+        }
+    }
+}
+
+impl Drop for Consumer {
+    fn drop(&mut self) {
+        // Nothing to report from a destructor; a reused slot is left to its new owner.
+        let _ = self.unregister();
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::broadcast::{NoWake, Producer};
+    use crate::layout::Geometry;
+    use crate::testutil::{HeapRegion, check_payload, heap_ring, payload_for, spmc_ring};
+
+    /// A lossy ring of `cap` 16-byte slots with `n` records pushed (payload = seq).
+    fn ring_with(cap: u64, n: u64) -> (HeapRegion, RingView, Producer) {
+        let (m, view) = spmc_ring(cap, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        for s in 1..=n {
+            p.push(&s.to_le_bytes());
+        }
+        (m, view, p)
+    }
+
+    fn recv(c: &mut Consumer) -> Option<(u64, u64)> {
+        let mut b = [0u8; 8];
+        c.try_recv(&mut b).map(|s| (s, u64::from_le_bytes(b)))
+    }
+
+    fn drain(c: &mut Consumer) -> std::vec::Vec<u64> {
+        let mut v = std::vec::Vec::new();
+        while let Some((s, x)) = recv(c) {
+            assert_eq!(s, x, "payload belongs to its sequence");
+            v.push(s);
+        }
+        v
+    }
+
+    #[test]
+    fn start_modes_on_an_empty_ring() {
+        let (_m, view, _p) = ring_with(4, 0);
+        for (mode, cursor) in [
+            (StartMode::Latest, 1),
+            (StartMode::Head, 1),
+            (StartMode::Oldest, 1),
+            (StartMode::Sequence(0), 1),
+            (StartMode::Sequence(9), 9),
+        ] {
+            let c = Consumer::new(view, mode);
+            assert_eq!((c.cursor(), c.lapped()), (cursor, 0), "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn start_modes_after_a_wrap() {
+        // Capacity 4, write_seq 6: the ring holds 3..=6.
+        let (_m, view, _p) = ring_with(4, 6);
+        for (mode, cursor, lapped, got) in [
+            (StartMode::Latest, 6, 0, &[6][..]),
+            (StartMode::Head, 7, 0, &[][..]),
+            (StartMode::Oldest, 3, 0, &[3, 4, 5, 6][..]),
+            (StartMode::Sequence(0), 3, 2, &[3, 4, 5, 6][..]),
+            (StartMode::Sequence(1), 3, 2, &[3, 4, 5, 6][..]),
+            (StartMode::Sequence(2), 3, 1, &[3, 4, 5, 6][..]),
+            (StartMode::Sequence(5), 5, 0, &[5, 6][..]),
+            (StartMode::Sequence(8), 8, 0, &[][..]),
+        ] {
+            let mut c = Consumer::new(view, mode);
+            assert_eq!((c.cursor(), c.lapped()), (cursor, lapped), "{mode:?}");
+            assert_eq!(drain(&mut c), got, "{mode:?}");
+            assert_eq!(c.lapped(), lapped, "{mode:?}");
+        }
+    }
+
+    #[test]
+    fn latest_redelivers_the_newest_then_follows() {
+        let (_m, view, mut p) = ring_with(8, 3);
+        let mut c = Consumer::new(view, StartMode::Latest);
+        assert_eq!(recv(&mut c), Some((3, 3)));
+        assert_eq!(recv(&mut c), None);
+        p.push(&4u64.to_le_bytes());
+        assert_eq!(recv(&mut c), Some((4, 4)));
+    }
+
+    #[test]
+    fn lapped_at_the_wrap_by_one() {
+        let (_m, view, mut p) = ring_with(4, 0);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        for s in 1..=5u64 {
+            p.push(&s.to_le_bytes());
+        }
+        // Slot 1 now holds 5: message 1 is gone, 2..=5 remain.
+        assert_eq!(drain(&mut c), [2, 3, 4, 5]);
+        assert_eq!((c.lapped(), c.cursor()), (1, 6));
+    }
+
+    #[test]
+    fn lapped_by_many_laps_counts_exactly() {
+        let (_m, view, mut p) = ring_with(4, 2);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(recv(&mut c), Some((1, 1)));
+        for s in 3..=13u64 {
+            p.push(&s.to_le_bytes());
+        }
+        // write_seq 13, oldest 10: messages 2..=9 (8 of them) were lost.
+        assert_eq!(drain(&mut c), [10, 11, 12, 13]);
+        assert_eq!(c.lapped(), 8);
+        assert_eq!(c.lag(), 0);
+        p.push(&14u64.to_le_bytes());
+        assert_eq!(c.lag(), 1);
+    }
+
+    #[test]
+    fn lag_counts_unread_messages() {
+        let (_m, view, _p) = ring_with(8, 5);
+        let mut c = Consumer::new(view, StartMode::Sequence(2));
+        assert_eq!(c.lag(), 4);
+        let mut c = Consumer::new(view, StartMode::Head);
+        assert_eq!(c.lag(), 0);
+    }
+
+    #[test]
+    fn seek_clamps_to_oldest_and_counts_lapped() {
+        let (_m, view, _p) = ring_with(4, 10);
+        let mut c = Consumer::new(view, StartMode::Head);
+        c.seek(9);
+        assert_eq!((c.cursor(), c.lapped()), (9, 0));
+        assert_eq!(drain(&mut c), [9, 10]);
+        c.seek(2);
+        // Oldest retained is 7: 2..=6 count as lapped.
+        assert_eq!((c.cursor(), c.lapped()), (7, 5));
+        assert_eq!(drain(&mut c), [7, 8, 9, 10]);
+        c.seek(0);
+        assert_eq!(c.cursor(), 7);
+    }
+
+    #[test]
+    fn recv_batch_delivers_in_order_up_to_max() {
+        let (_m, view, _p) = ring_with(8, 5);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        let mut got = std::vec::Vec::new();
+        let mut scratch = [0u8; 8];
+        let n = c.recv_batch(&mut scratch, 3, |s, b| {
+            got.push((s, u64::from_le_bytes(b.try_into().unwrap())))
+        });
+        assert_eq!((n, &got[..]), (3, &[(1, 1), (2, 2), (3, 3)][..]));
+        got.clear();
+        let n = c.recv_batch(&mut scratch, 10, |s, b| {
+            got.push((s, u64::from_le_bytes(b.try_into().unwrap())))
+        });
+        assert_eq!((n, &got[..]), (2, &[(4, 4), (5, 5)][..]));
+        assert_eq!(c.recv_batch(&mut scratch, 10, |_, _| panic!("empty")), 0);
+    }
+
+    #[test]
+    fn copies_at_most_the_record_length() {
+        // Stride 24: 16-byte records.
+        let (_m, view) = spmc_ring(4, 24);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        let mut rec = [0u8; 16];
+        payload_for(1, &mut rec);
+        p.push(&rec);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        let mut big = [0xAAu8; 40];
+        assert_eq!(c.try_recv(&mut big), Some(1));
+        assert!(check_payload(1, &big[..16]));
+        assert!(
+            big[16..].iter().all(|&b| b == 0xAA),
+            "bytes past the record untouched"
+        );
+    }
+
+    fn sparse_ring(cap: u64) -> (HeapRegion, RingView) {
+        let mut g = Geometry::spmc(cap, 16, 8, 0, false).unwrap();
+        g.flags.0 |= Flags::SPARSE;
+        heap_ring(&g)
+    }
+
+    #[test]
+    fn sparse_ring_skips_a_hole_on_the_64th_empty_poll() {
+        let (_m, view) = sparse_ring(8);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        for s in [1u64, 2] {
+            p.write_raw(s, &s.to_le_bytes());
+        }
+        p.skip_to(5);
+        for s in [5u64, 6] {
+            p.write_raw(s, &s.to_le_bytes());
+        }
+        p.commit();
+        assert_eq!(recv(&mut c), Some((1, 1)));
+        assert_eq!(recv(&mut c), Some((2, 2)));
+        for i in 1..64 {
+            assert_eq!(recv(&mut c), None, "empty poll {i}");
+            assert_eq!(c.cursor(), 3);
+        }
+        // The 64th consecutive empty poll runs hole detection and jumps to 5.
+        assert_eq!(recv(&mut c), Some((5, 5)));
+        assert_eq!(c.lapped(), 2);
+        assert_eq!(recv(&mut c), Some((6, 6)));
+        assert_eq!(recv(&mut c), None);
+    }
+
+    #[test]
+    fn sparse_hole_over_an_older_lap_and_trailing_hole() {
+        let (_m, view) = sparse_ring(4);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        for s in 1..=4u64 {
+            p.write_raw(s, &s.to_le_bytes());
+        }
+        p.skip_to(6);
+        p.write_raw(6, &6u64.to_le_bytes());
+        p.write_raw(7, &7u64.to_le_bytes());
+        p.commit();
+        let mut c = Consumer::new(view, StartMode::Sequence(5));
+        // Slot of 5 still holds 1 (< 5): a hole. The 64th empty poll skips to 6.
+        for _ in 1..64 {
+            assert_eq!(recv(&mut c), None);
+        }
+        assert_eq!(recv(&mut c), Some((6, 6)));
+        assert_eq!(recv(&mut c), Some((7, 7)));
+        assert_eq!(c.lapped(), 1);
+        assert_eq!(recv(&mut c), None, "empty poll 1 of the next run");
+        // A hole at the end (write_seq published past unwritten sequences): jump past it.
+        p.skip_to(10);
+        p.write_raw(10, &10u64.to_le_bytes());
+        // Publish write_seq = 9 only: 8 and 9 are holes, 10 is written but not published.
+        view.write_seq().store(9, Ordering::Release);
+        for _ in 2..64 {
+            assert_eq!(recv(&mut c), None);
+        }
+        assert_eq!(recv(&mut c), Some((10, 10)));
+        assert_eq!(c.lapped(), 3);
+    }
+
+    #[test]
+    fn non_sparse_ring_never_skips_holes() {
+        let (_m, view) = spmc_ring(8, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        p.write_raw(1, &1u64.to_le_bytes());
+        p.skip_to(3);
+        p.write_raw(3, &3u64.to_le_bytes());
+        p.commit();
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(recv(&mut c), Some((1, 1)));
+        for _ in 0..200 {
+            assert_eq!(recv(&mut c), None);
+        }
+        assert_eq!((c.cursor(), c.lapped()), (2, 0));
+    }
+
+    #[test]
+    fn in_flight_write_is_pending_not_a_hole() {
+        let (_m, view) = sparse_ring(8);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        p.push(&1u64.to_le_bytes());
+        p.push(&2u64.to_le_bytes());
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(drain(&mut c), [1, 2]);
+        // A writer is mid-way through message 3 and write_seq was bumped past it.
+        view.slot_seq(3).store(SLOT_WRITING, Ordering::Relaxed);
+        view.write_seq().store(3, Ordering::Release);
+        for _ in 0..128 {
+            assert_eq!(recv(&mut c), None);
+        }
+        assert_eq!((c.cursor(), c.lapped()), (3, 0));
+    }
+
+    /// Message 1 is read; then the producer of ticket 2 gets stuck mid-write while others
+    /// go on to 7 (ticket 6 shares slot 2 and is dropped).
+    fn stuck_ticket(view: &RingView, c: &mut Consumer) {
+        view.write_slot(1, &1u64.to_le_bytes());
+        view.write_seq().fetch_max(1, Ordering::Release);
+        assert_eq!(recv(c), Some((1, 1)));
+        view.slot_seq(2).store(SLOT_WRITING, Ordering::Relaxed);
+        for s in [3u64, 4, 5, 7] {
+            view.write_slot(s, &s.to_le_bytes());
+        }
+        view.write_seq().fetch_max(7, Ordering::Release);
+    }
+
+    #[test]
+    fn mpmc_flagged_ring_treats_a_full_lap_as_lost() {
+        let (_m, view) = heap_ring(&Geometry::mpmc(4, 16, 8).unwrap());
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        stuck_ticket(&view, &mut c);
+        // Ticket 2 is pending with write_seq 7 >= 2 + 4: lost; oldest_retained(7) = 4.
+        assert_eq!(drain(&mut c), [4, 5]);
+        assert_eq!(c.lapped(), 2);
+        // Ticket 6 is pending too, but 7 < 6 + 4: still just "empty".
+        assert_eq!((c.cursor(), recv(&mut c)), (6, None));
+    }
+
+    #[test]
+    fn plain_ring_waits_on_a_stuck_slot() {
+        let (_m, view) = spmc_ring(4, 16);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        stuck_ticket(&view, &mut c);
+        assert_eq!(recv(&mut c), None);
+        assert_eq!((c.cursor(), c.lapped()), (2, 0));
+    }
+
+    #[test]
+    fn registered_reader_publishes_its_cursor() {
+        let (_m, view) = heap_ring(&Geometry::spmc(4, 16, 8, 2, false).unwrap());
+        let mut p = Producer::new(view, NoWake).unwrap();
+        p.push(&1u64.to_le_bytes());
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        let slot = c.register(11, "algo", |_| true).unwrap().unwrap();
+        assert_eq!(c.registry_slot(), Some(slot));
+        let cur = || {
+            view.registry_a64(slot, crate::layout::reg::CURSOR_SEQ)
+                .unwrap()
+        };
+        assert_eq!(cur().load(Ordering::Relaxed), 1);
+        assert_eq!(recv(&mut c), Some((1, 1)));
+        assert_eq!(cur().load(Ordering::Relaxed), 2, "after a receive");
+        for s in 2..=9u64 {
+            p.push(&s.to_le_bytes());
+        }
+        let mut scratch = [0u8; 8];
+        assert_eq!(c.recv_batch(&mut scratch, 2, |_, _| {}), 2);
+        // Lapped to 6, then read 6 and 7.
+        assert_eq!(
+            (c.lapped(), cur().load(Ordering::Relaxed)),
+            (4, 8),
+            "after a batch"
+        );
+        c.seek(9);
+        assert_eq!(cur().load(Ordering::Relaxed), 9, "after a seek");
+        assert_eq!(registry::min_live_cursor(&view), Some(9));
+        drop(c);
+        assert_eq!(
+            registry::min_live_cursor(&view),
+            None,
+            "unregistered on drop"
+        );
+    }
+
+    #[test]
+    fn registration_reruns_the_lap_check() {
+        let (_m, view) = heap_ring(&Geometry::spmc(4, 16, 8, 1, false).unwrap());
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        for s in 1..=6u64 {
+            p.push(&s.to_le_bytes());
+        }
+        c.register(11, "late", |_| true).unwrap();
+        assert_eq!((c.cursor(), c.lapped()), (3, 2));
+        assert_eq!(registry::min_live_cursor(&view), Some(3));
+    }
+
+    #[test]
+    fn registration_outcomes() {
+        // No registry: continue unregistered.
+        let (_m, view) = spmc_ring(4, 16);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(c.register(11, "x", |_| true), Ok(None));
+        // Full lossy registry: continue unregistered.
+        let (_m2, view) = heap_ring(&Geometry::spmc(4, 16, 8, 1, false).unwrap());
+        let mut a = Consumer::new(view, StartMode::Oldest);
+        let mut b = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(a.register(11, "a", |_| true), Ok(Some(0)));
+        assert_eq!(b.register(12, "b", |_| true), Ok(None));
+        // Full lossless registry: an error.
+        let (_m3, view) = heap_ring(&Geometry::spmc(4, 16, 8, 1, true).unwrap());
+        let mut a = Consumer::new(view, StartMode::Oldest);
+        let mut b = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(a.register(11, "a", |_| true), Ok(Some(0)));
+        assert_eq!(
+            b.register(12, "b", |_| true),
+            Err(RegistryError::Full { count: 1 })
+        );
+        // A dead owner's slot is reused.
+        assert_eq!(b.register(12, "b", |pid| pid != 11), Ok(Some(0)));
+        // The pruned reader's unregister leaves the new owner alone.
+        assert_eq!(
+            a.unregister(),
+            Err(RegistryError::NotOwner {
+                slot: 0,
+                pid: 11,
+                found: 12
+            })
+        );
+        assert_eq!(registry::min_live_cursor(&view), Some(1));
+    }
+}

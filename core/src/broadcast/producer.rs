@@ -1,0 +1,512 @@
+//! [`Producer`]: the single writer of a broadcast ring (spec §4.2, §6, §11 producer side,
+//! §21.2 for the raw mirror API).
+
+use core::ops::Range;
+
+use crate::error::AttachError;
+use crate::layout::Flags;
+use crate::ring::RingView;
+use crate::sync::Ordering;
+
+/// Wakes readers asleep on the ring's futex word (spec §11).
+///
+/// The core only decides *whether* to wake: after a publish, if `waiting_consumers > 0`, it
+/// bumps `futex_word` and calls [`Wake::wake`]. The std adapter implements this with a
+/// shared (not private) `FUTEX_WAKE` of all waiters on `view.futex_word().as_ptr()`.
+pub trait Wake {
+    /// Wakes every sleeper of `view`. Called only when someone was waiting, after
+    /// `futex_word` was incremented.
+    fn wake(&self, view: &RingView);
+}
+
+/// A [`Wake`] that does nothing: for rings nobody sleeps on (firmware, tests, spinning
+/// readers). Sleepers still bound their wait with a timeout (spec §11), so nothing hangs.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoWake;
+
+impl Wake for NoWake {
+    #[inline(always)]
+    fn wake(&self, _view: &RingView) {}
+}
+
+/// A lossless [`Producer::try_push`] was refused: the slowest registered reader is a whole
+/// gate window behind (spec §6, ringfire's *BackpressureBufferFull*).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Full {
+    /// The sequence that could not be written.
+    pub seq: u64,
+    /// The gate limit in force: only sequences below it may be written.
+    pub gate_limit: u64,
+}
+
+impl core::fmt::Display for Full {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "ring full: sequence {} is not below the gate limit {} set by the slowest reader",
+            self.seq, self.gate_limit
+        )
+    }
+}
+
+impl core::error::Error for Full {}
+
+/// The lossless gate's cached state (spec §6).
+#[derive(Clone, Copy, Debug)]
+struct Gate {
+    /// Sequences below this may be written without looking at the registry.
+    limit: u64,
+    /// Consecutive refused `try_push` calls; every 1024th prunes dead readers.
+    blocked: u64,
+    /// Liveness test for pruning dead readers, if the platform has one.
+    is_alive: Option<fn(u32) -> bool>,
+}
+
+/// The single writer of a broadcast ring.
+///
+/// It keeps `next` (the next sequence to write) and the last value it stored into
+/// `write_seq` to itself, so the hot path loads nothing from the header.
+#[derive(Debug)]
+pub struct Producer<W: Wake = NoWake> {
+    view: RingView,
+    wake: W,
+    /// Next sequence to write.
+    next: u64,
+    /// Last value stored into `write_seq` (the producer is its only writer).
+    published: u64,
+    gate: Option<Gate>,
+}
+
+impl<W: Wake> Producer<W> {
+    /// Becomes the writer of `view`, continuing at `write_seq + 1` (1 for a fresh ring).
+    ///
+    /// The caller must be the ring's only writer (it holds the creator's lock, or it is the
+    /// mirror that owns the ring). MPMC rings have many writers and their own protocol
+    /// (spec §8), so they are refused with [`AttachError::WrongKind`].
+    pub fn new(view: RingView, wake: W) -> Result<Self, AttachError> {
+        let flags = view.geometry().flags;
+        if flags.has(Flags::MODE_MPMC) {
+            return Err(AttachError::WrongKind {
+                flags: flags.0,
+                need: "a single-writer ring",
+            });
+        }
+        // Relaxed: we are the only writer, so the value we read is the last one stored.
+        let published = view.write_seq().load(Ordering::Relaxed);
+        let gate = flags
+            .has(Flags::POLICY_LOSSLESS_BACKPRESSURE)
+            .then_some(Gate {
+                limit: 0,
+                blocked: 0,
+                is_alive: None,
+            });
+        Ok(Producer {
+            view,
+            wake,
+            next: published.saturating_add(1),
+            published,
+            gate,
+        })
+    }
+
+    /// True when the ring is lossless (flag `POLICY_LOSSLESS_BACKPRESSURE`):
+    /// [`Producer::try_push`] then refuses to lap the slowest registered reader.
+    #[inline(always)]
+    pub fn is_lossless(&self) -> bool {
+        self.gate.is_some()
+    }
+
+    /// Gives a lossless producer a liveness test (the std side passes a `kill(pid, 0)`
+    /// check): every 1024th refused [`Producer::try_push`] then frees the registry slots of
+    /// dead readers (spec §6, §9) and retries. Without one, dead readers are never pruned
+    /// here (the caller can run [`registry::prune_dead`](super::registry::prune_dead)).
+    pub fn set_is_alive(&mut self, is_alive: fn(u32) -> bool) {
+        if let Some(g) = &mut self.gate {
+            g.is_alive = Some(is_alive);
+        }
+    }
+
+    /// The cached gate limit: sequences below it may be written without looking at the
+    /// registry. `u64::MAX` on a lossy ring.
+    #[inline(always)]
+    pub fn gate_limit(&self) -> u64 {
+        self.gate.map_or(u64::MAX, |g| g.limit)
+    }
+
+    /// Recomputes the gate limit from the registry (spec §6) and caches it.
+    pub fn refresh_gate(&mut self) -> u64 {
+        let limit = super::registry::gate_limit(&self.view, self.next);
+        match &mut self.gate {
+            Some(g) => {
+                g.limit = limit;
+                limit
+            }
+            None => u64::MAX,
+        }
+    }
+
+    /// Publishes one record unless that would lap the slowest registered reader of a
+    /// lossless ring (spec §6). On a lossy ring this is [`Producer::push`] and never fails.
+    ///
+    /// The cached gate limit is refreshed from the registry only when the next sequence
+    /// reaches it. Every 1024th consecutive refusal prunes dead readers first (if
+    /// [`Producer::set_is_alive`] was given a test). A blocking push (spin, yield, sleep,
+    /// retry) is the std adapter's job.
+    #[inline]
+    pub fn try_push(&mut self, payload: &[u8]) -> Result<u64, Full> {
+        if let Some(g) = self.gate
+            && self.next >= g.limit
+        {
+            self.gate_blocked()?;
+        }
+        Ok(self.push(payload))
+    }
+
+    /// Slow path of `try_push`: refresh the gate, prune on every 1024th refusal.
+    #[cold]
+    fn gate_blocked(&mut self) -> Result<(), Full> {
+        let seq = self.next;
+        let mut limit = self.refresh_gate();
+        let Some(g) = &mut self.gate else {
+            return Ok(());
+        };
+        if seq < limit {
+            g.blocked = 0;
+            return Ok(());
+        }
+        g.blocked += 1;
+        if g.blocked % 1024 == 0
+            && let Some(is_alive) = g.is_alive
+            && super::registry::prune_dead(&self.view, is_alive) > 0
+        {
+            limit = self.refresh_gate();
+        }
+        if seq < limit {
+            if let Some(g) = &mut self.gate {
+                g.blocked = 0;
+            }
+            return Ok(());
+        }
+        Err(Full {
+            seq,
+            gate_limit: limit,
+        })
+    }
+
+    /// The ring this producer writes.
+    #[inline(always)]
+    pub fn view(&self) -> &RingView {
+        &self.view
+    }
+
+    /// The waker.
+    #[inline(always)]
+    pub fn waker(&self) -> &W {
+        &self.wake
+    }
+
+    /// The highest published sequence (the value of `write_seq`), 0 if none.
+    #[inline(always)]
+    pub fn write_seq(&self) -> u64 {
+        self.published
+    }
+
+    /// The sequence the next record will get.
+    #[inline(always)]
+    pub fn next_seq(&self) -> u64 {
+        self.next
+    }
+
+    /// Publishes one record (spec §4.2 steps 1–6) and returns its sequence.
+    ///
+    /// `payload` is the raw slot bytes after the sequence word; it is truncated to
+    /// `element_size - 8`, and a shorter payload leaves the rest of the slot's previous
+    /// bytes beyond its last (zero-completed) word. This never waits, even on a lossless
+    /// ring: use [`Producer::try_push`] to respect the gate.
+    #[inline]
+    pub fn push(&mut self, payload: &[u8]) -> u64 {
+        let seq = self.next;
+        self.view.write_slot(seq, payload);
+        self.next = seq + 1;
+        self.publish(seq);
+        seq
+    }
+
+    /// Writes every record of `records` into its slot, then publishes once (one `write_seq`
+    /// store and at most one wake for the whole batch). Returns the sequences written.
+    pub fn push_batch<'a, I>(&mut self, records: I) -> Range<u64>
+    where
+        I: IntoIterator<Item = &'a [u8]>,
+    {
+        let first = self.next;
+        for r in records {
+            self.view.write_slot(self.next, r);
+            self.next += 1;
+        }
+        if self.next > first {
+            self.publish(self.next - 1);
+        }
+        first..self.next
+    }
+
+    /// Step 5 and 6 of spec §4.2: release-store `write_seq` (inside `view.publish`), then
+    /// wake sleepers if there are any.
+    #[inline(always)]
+    fn publish(&mut self, seq: u64) {
+        self.published = seq;
+        if self.view.publish(seq) {
+            self.wake.wake(&self.view);
+        }
+    }
+
+    // ---- raw mirror API (spec §21.2) ----
+
+    /// Writes a record under sequence `seq` (spec §4.2 steps 1–4) without publishing it.
+    ///
+    /// A record with `seq < next_seq()` was already written (a duplicate or a repair of
+    /// something we have) and is skipped: returns `false` (as for the two reserved values
+    /// `u64::MAX - 1` and `u64::MAX`, which a sane source never sends). Otherwise it is written, `next`
+    /// becomes `seq + 1`, and `true` is returned. A `seq` above `next` leaves a hole, which
+    /// readers of a SPARSE ring skip (§7). Call [`Producer::commit`] once per frame.
+    #[inline]
+    pub fn write_raw(&mut self, seq: u64, payload: &[u8]) -> bool {
+        // u64::MAX is the write marker; refusing MAX - 1 too keeps `next` a valid sequence.
+        if seq < self.next || seq >= crate::layout::SLOT_WRITING - 1 {
+            return false;
+        }
+        self.view.write_slot(seq, payload);
+        self.next = seq + 1;
+        true
+    }
+
+    /// Publishes everything written with [`Producer::write_raw`]: release-stores
+    /// `write_seq = next - 1` and wakes sleepers (one publish per frame). Does nothing when
+    /// `next - 1` is already published. Returns the published `write_seq`.
+    pub fn commit(&mut self) -> u64 {
+        let last = self.next - 1;
+        if last > self.published {
+            self.publish(last);
+        }
+        self.published
+    }
+
+    /// Raises the next write position to `seq` (after a GAP or a jump). Never lowers it and
+    /// does not touch `write_seq`: readers see the hole once later records are published.
+    #[inline]
+    pub fn skip_to(&mut self, seq: u64) {
+        if seq > self.next && seq < crate::layout::SLOT_WRITING {
+            self.next = seq;
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use core::cell::Cell;
+
+    use super::*;
+    use crate::broadcast::registry;
+    use crate::layout::Geometry;
+    use crate::testutil::{heap_ring, spmc_ring};
+
+    /// Counts wake calls.
+    #[derive(Default)]
+    struct CountWake(Cell<u32>);
+    impl Wake for CountWake {
+        fn wake(&self, _view: &RingView) {
+            self.0.set(self.0.get() + 1);
+        }
+    }
+
+    fn slot_bytes(view: &RingView, seq: u64) -> (u64, [u8; 8]) {
+        let mut b = [0u8; 8];
+        let s = view.slot_seq(seq).load(Ordering::Relaxed);
+        // SAFETY: the 8 payload bytes after the slot's sequence word are inside the slot.
+        unsafe { view.region().read_words(view.slot_offset(seq) + 8, &mut b) };
+        (s, b)
+    }
+
+    #[test]
+    fn push_numbers_from_one_and_publishes() {
+        let (_m, view) = spmc_ring(4, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        assert_eq!((p.write_seq(), p.next_seq()), (0, 1));
+        assert_eq!(p.push(&7u64.to_le_bytes()), 1);
+        assert_eq!(p.push(&8u64.to_le_bytes()), 2);
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), 2);
+        assert_eq!(slot_bytes(&view, 1), (1, 7u64.to_le_bytes()));
+        assert_eq!(slot_bytes(&view, 2), (2, 8u64.to_le_bytes()));
+        // The fifth record goes into slot 1 and overwrites record 1.
+        for v in 3..=5u64 {
+            p.push(&v.to_le_bytes());
+        }
+        assert_eq!(slot_bytes(&view, 5), (5, 5u64.to_le_bytes()));
+        assert_eq!(slot_bytes(&view, 1), (5, 5u64.to_le_bytes()));
+    }
+
+    #[test]
+    fn new_continues_after_write_seq() {
+        let (_m, view) = spmc_ring(4, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        p.push_batch([&[1u8][..], &[2], &[3]]);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        assert_eq!((p.write_seq(), p.next_seq()), (3, 4));
+        assert_eq!(p.push(&[4]), 4);
+    }
+
+    #[test]
+    fn refuses_mpmc_rings() {
+        let (_m, view) = heap_ring(&Geometry::mpmc(4, 16, 8).unwrap());
+        assert_eq!(
+            Producer::new(view, NoWake).unwrap_err(),
+            AttachError::WrongKind {
+                flags: 0x0021,
+                need: "a single-writer ring"
+            }
+        );
+    }
+
+    #[test]
+    fn wakes_only_when_someone_waits_and_once_per_batch() {
+        let (_m, view) = spmc_ring(8, 16);
+        let mut p = Producer::new(view, CountWake::default()).unwrap();
+        p.push(&[1]);
+        assert_eq!(p.waker().0.get(), 0);
+        assert_eq!(view.futex_word().load(Ordering::Relaxed), 0);
+        view.waiting_consumers().store(1, Ordering::Relaxed);
+        p.push(&[2]);
+        assert_eq!(p.waker().0.get(), 1);
+        assert_eq!(view.futex_word().load(Ordering::Relaxed), 1);
+        let r = p.push_batch([&[3u8][..], &[4], &[5]]);
+        assert_eq!(r, 3..6);
+        assert_eq!(p.waker().0.get(), 2);
+        assert_eq!(view.futex_word().load(Ordering::Relaxed), 2);
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), 5);
+        // An empty batch publishes nothing and wakes nobody.
+        assert_eq!(p.push_batch(core::iter::empty()), 6..6);
+        assert_eq!(p.waker().0.get(), 2);
+    }
+
+    #[test]
+    fn raw_write_commit_and_skip_to() {
+        let (_m, view) = spmc_ring(8, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        assert!(p.write_raw(5, &[5]));
+        assert!(!p.write_raw(3, &[3]), "below next: skipped");
+        assert!(!p.write_raw(5, &[0xEE]), "duplicate: skipped");
+        assert_eq!(slot_bytes(&view, 5).1[0], 5);
+        assert_eq!(slot_bytes(&view, 3).0, 0, "skipped record not written");
+        // Nothing is visible before commit.
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), 0);
+        assert_eq!(p.commit(), 5);
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), 5);
+        p.skip_to(10);
+        assert_eq!(p.next_seq(), 10);
+        assert_eq!(
+            view.write_seq().load(Ordering::Relaxed),
+            5,
+            "skip_to leaves write_seq"
+        );
+        p.skip_to(7);
+        assert_eq!(p.next_seq(), 10, "skip_to never lowers next");
+        assert!(!p.write_raw(9, &[9]));
+        assert!(p.write_raw(10, &[10]));
+        assert!(p.write_raw(11, &[11]));
+        assert_eq!(p.commit(), 11);
+        assert_eq!(p.commit(), 11, "a second commit publishes nothing new");
+        assert_eq!(p.push(&[12]), 12);
+        // Reserved sequences never enter the ring.
+        assert!(!p.write_raw(u64::MAX, &[0]));
+        assert!(!p.write_raw(u64::MAX - 1, &[0]));
+        p.skip_to(u64::MAX);
+        assert_eq!(p.next_seq(), 13);
+    }
+
+    fn lossless_ring(cap: u64, readers: u32) -> (crate::testutil::HeapRegion, RingView) {
+        heap_ring(&Geometry::spmc(cap, 16, 8, readers, true).unwrap())
+    }
+
+    #[test]
+    fn lossy_try_push_never_fails() {
+        let (_m, view) = spmc_ring(2, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        assert!(!p.is_lossless());
+        for s in 1..=10 {
+            assert_eq!(p.try_push(&[s as u8]), Ok(s));
+        }
+        assert_eq!(p.gate_limit(), u64::MAX);
+    }
+
+    #[test]
+    fn lossless_gate_stops_one_lap_ahead_of_a_registered_reader() {
+        let (_m, view) = lossless_ring(4, 2);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        assert!(p.is_lossless());
+        let slot = registry::register(&view, 77, "r", 1, |_| true).unwrap();
+        for s in 1..=4 {
+            assert_eq!(p.try_push(&[s as u8]), Ok(s));
+        }
+        // The reader's cursor is 1: sequence 5 would overwrite message 1 in slot 1.
+        assert_eq!(
+            p.try_push(&[5]),
+            Err(Full {
+                seq: 5,
+                gate_limit: 5
+            })
+        );
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), 4);
+        assert_eq!(
+            view.slot_seq(1).load(Ordering::Relaxed),
+            1,
+            "not overwritten"
+        );
+        // The reader moves on to 3: sequences 5 and 6 may be written, 7 may not.
+        registry::publish_cursor(&view, slot, 3).unwrap();
+        assert_eq!(p.try_push(&[5]), Ok(5));
+        assert_eq!(p.try_push(&[6]), Ok(6));
+        assert_eq!(p.try_push(&[7]).unwrap_err().gate_limit, 7);
+        // Without readers the window is C/2 ahead of the producer, refreshed as it goes.
+        registry::unregister(&view, slot, 77).unwrap();
+        for s in 7..=20 {
+            assert_eq!(p.try_push(&[s as u8]), Ok(s));
+        }
+    }
+
+    #[test]
+    fn every_1024th_refusal_prunes_dead_readers() {
+        let (_m, view) = lossless_ring(4, 1);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        p.set_is_alive(|pid| pid != 4242);
+        registry::register(&view, 4242, "dead", 1, |_| true).unwrap();
+        for s in 1..=4 {
+            assert_eq!(p.try_push(&[s as u8]), Ok(s));
+        }
+        for i in 1..1024 {
+            assert!(p.try_push(&[5]).is_err(), "refusal {i}");
+        }
+        assert_eq!(
+            p.try_push(&[5]),
+            Ok(5),
+            "the 1024th attempt prunes pid 4242"
+        );
+        assert_eq!(registry::min_live_cursor(&view), None);
+    }
+
+    #[test]
+    fn without_a_liveness_test_dead_readers_block_forever() {
+        let (_m, view) = lossless_ring(2, 1);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        registry::register(&view, 4242, "dead", 1, |_| true).unwrap();
+        p.push_batch([&[1u8][..], &[2]]);
+        for _ in 0..2048 {
+            assert_eq!(
+                p.try_push(&[3]),
+                Err(Full {
+                    seq: 3,
+                    gate_limit: 3
+                })
+            );
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! Raw record access for a replication source (spec §20.1 on fixed-record rings): the §4.3
+//! read on raw bytes, with the lap rule of §20.2, without knowing the record type.
+
+use crate::layout::oldest_retained;
+use crate::ring::{RingView, SlotRead};
+use crate::sync::Ordering;
+
+/// Outcome of [`read_record`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum RawRead {
+    /// `dst` holds the record: `min(dst.len(), element_size - 8)` raw bytes from slot + 8.
+    Record,
+    /// Not published yet, or being overwritten while `write_seq` has not yet moved past the
+    /// asked sequence: stop collecting and try again later.
+    Pending,
+    /// The record is gone: the oldest sequence the ring can still hold is `resume_at`
+    /// (always greater than the sequence asked for). A TCP source sends `GAP(resume_at)`.
+    Lapped {
+        /// Where to continue reading.
+        resume_at: u64,
+    },
+}
+
+/// Reads record `seq` into `dst` with the tear-free protocol (spec §4.3).
+///
+/// When the slot holds a newer record, `r = oldest_retained(max(write_seq, seen), C)`
+/// (§20.2): if `r > seq` the record is reported [`RawRead::Lapped`] with `resume_at = r`,
+/// otherwise (the re-check saw a write in flight) it is [`RawRead::Pending`], which a
+/// source treats as "retry".
+#[inline]
+pub fn read_record(view: &RingView, seq: u64, dst: &mut [u8]) -> RawRead {
+    match view.read_slot(seq, dst) {
+        SlotRead::Ok => RawRead::Record,
+        SlotRead::Pending => RawRead::Pending,
+        SlotRead::Overwritten { seen } => {
+            // Acquire: pairs with the producer's publish; only its value is used here.
+            let w = view.write_seq().load(Ordering::Acquire);
+            let r = oldest_retained(w.max(seen), view.capacity());
+            if r > seq {
+                RawRead::Lapped { resume_at: r }
+            } else {
+                RawRead::Pending
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::broadcast::{NoWake, Producer};
+    use crate::layout::SLOT_WRITING;
+    use crate::testutil::{check_payload, payload_for, spmc_ring};
+
+    #[test]
+    fn record_pending_and_lapped() {
+        // Stride 32: 24-byte records, read without knowing their type.
+        let (_m, view) = spmc_ring(4, 32);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        let mut rec = [0u8; 24];
+        let mut dst = [0u8; 24];
+        assert_eq!(read_record(&view, 1, &mut dst), RawRead::Pending);
+        for s in 1..=6 {
+            payload_for(s, &mut rec);
+            p.push(&rec);
+        }
+        for s in 3..=6 {
+            assert_eq!(read_record(&view, s, &mut dst), RawRead::Record);
+            assert!(check_payload(s, &dst), "record {s}");
+        }
+        assert_eq!(read_record(&view, 7, &mut dst), RawRead::Pending);
+        // 1 and 2 were overwritten by 5 and 6: resume at oldest_retained(6, 4) = 3.
+        assert_eq!(
+            read_record(&view, 1, &mut dst),
+            RawRead::Lapped { resume_at: 3 }
+        );
+        assert_eq!(
+            read_record(&view, 2, &mut dst),
+            RawRead::Lapped { resume_at: 3 }
+        );
+    }
+
+    #[test]
+    fn overwrite_in_flight_is_pending() {
+        let (_m, view) = spmc_ring(4, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        p.push(&[1]);
+        // The writer has started message 5 in slot 1 but write_seq is still 1.
+        view.slot_seq(5).store(SLOT_WRITING, Ordering::Relaxed);
+        let mut dst = [0u8; 8];
+        assert_eq!(read_record(&view, 1, &mut dst), RawRead::Pending);
+        // Once the slot holds 5, the record is lapped even before write_seq moves.
+        view.slot_seq(5).store(5, Ordering::Release);
+        assert_eq!(
+            read_record(&view, 1, &mut dst),
+            RawRead::Lapped { resume_at: 2 }
+        );
+    }
+}

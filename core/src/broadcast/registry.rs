@@ -1,0 +1,539 @@
+//! The reader registry (spec §9) and the lossless gate built on it (spec §6).
+//!
+//! Readers claim a 64-byte registry slot by CAS on its `pid`, fill it in and then
+//! release-store `active = 1`; the producer scans the live slots (`active == 1 && pid != 0`)
+//! for the smallest cursor and never writes more than one lap past it. Everything here works
+//! on a [`RingView`] and the caller's idea of process liveness (`is_alive`), so the core stays
+//! free of system calls: the std side passes a `kill(pid, 0)` check.
+
+use core::fmt;
+
+use crate::layout::{REGISTRY_NAME_LEN, reg};
+use crate::ring::RingView;
+use crate::sync::Ordering;
+
+/// Why a registry operation failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum RegistryError {
+    /// The ring has no reader registry (`reader_registry_offset == 0`).
+    NoRegistry,
+    /// Every slot belongs to a live reader (ringfire's *NoAvailableReaderSlots*).
+    Full {
+        /// Number of registry slots.
+        count: u32,
+    },
+    /// Pid 0 means "free slot" and cannot own one.
+    ZeroPid,
+    /// The slot index is outside the registry.
+    BadSlot {
+        /// The index passed.
+        slot: u32,
+        /// Number of registry slots.
+        count: u32,
+    },
+    /// The slot is owned by another pid (it was pruned as dead and reused, or never ours).
+    NotOwner {
+        /// The index passed.
+        slot: u32,
+        /// The pid that was expected.
+        pid: u32,
+        /// The pid found in the slot.
+        found: u32,
+    },
+}
+
+impl fmt::Display for RegistryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            RegistryError::NoRegistry => f.write_str("the ring has no reader registry"),
+            RegistryError::Full { count } => {
+                write!(f, "all {count} reader registry slots hold live readers")
+            }
+            RegistryError::ZeroPid => f.write_str("pid 0 cannot own a reader registry slot"),
+            RegistryError::BadSlot { slot, count } => write!(
+                f,
+                "reader registry slot {slot} does not exist (the registry has {count})"
+            ),
+            RegistryError::NotOwner { slot, pid, found } => write!(
+                f,
+                "reader registry slot {slot} belongs to pid {found}, not {pid}"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for RegistryError {}
+
+/// One live reader as seen by a registry scan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct LiveReader {
+    /// Registry slot index.
+    pub slot: u32,
+    /// Owning process id.
+    pub pid: u32,
+    /// Next sequence the reader will read.
+    pub cursor: u64,
+}
+
+/// A registry name as stored: at most 31 bytes of `name` (cut by bytes, so a multi-byte
+/// UTF-8 character may be split, as in the reference), NUL-padded to 32.
+pub fn encode_name(name: &str) -> [u8; REGISTRY_NAME_LEN] {
+    let mut out = [0u8; REGISTRY_NAME_LEN];
+    let n = name.len().min(REGISTRY_NAME_LEN - 1);
+    out[..n].copy_from_slice(&name.as_bytes()[..n]);
+    out
+}
+
+/// The bytes of a stored name up to its first NUL.
+pub fn name_bytes(raw: &[u8; REGISTRY_NAME_LEN]) -> &[u8] {
+    let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+    &raw[..end]
+}
+
+fn check_registry(view: &RingView) -> Result<u32, RegistryError> {
+    let g = view.geometry();
+    if g.registry_offset == 0 {
+        return Err(RegistryError::NoRegistry);
+    }
+    Ok(g.registry_count)
+}
+
+/// Registers a reader (spec §9): scans the slots from index 0 for one that is free
+/// (`pid == 0`) or owned by a dead process (`!is_alive(pid)`), claims it by CAS on `pid`,
+/// stores `active = 0`, the cursor, `heartbeat_tsc = 0` and the name (cut to 31 bytes), then
+/// release-stores `active = 1`. Returns the slot index.
+pub fn register(
+    view: &RingView,
+    pid: u32,
+    name: &str,
+    start_cursor: u64,
+    is_alive: impl Fn(u32) -> bool,
+) -> Result<u32, RegistryError> {
+    let count = check_registry(view)?;
+    if pid == 0 {
+        return Err(RegistryError::ZeroPid);
+    }
+    let encoded = encode_name(name);
+    for i in 0..count {
+        let (Some(pid_w), Some(active), Some(cursor), Some(heartbeat)) = (
+            view.registry_a32(i, reg::PID),
+            view.registry_a32(i, reg::ACTIVE),
+            view.registry_a64(i, reg::CURSOR_SEQ),
+            view.registry_a64(i, reg::HEARTBEAT_TSC),
+        ) else {
+            break;
+        };
+        // Acquire: if the slot was freed, we see its previous owner's last stores.
+        let mut seen = pid_w.load(Ordering::Acquire);
+        let claimed = loop {
+            if seen != 0 && is_alive(seen) {
+                break false;
+            }
+            // AcqRel (spec §9): acquire the previous owner's state, release our claim.
+            match pid_w.compare_exchange(seen, pid, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => break true,
+                // Someone else changed the pid (a pruner freed it, or a reader took it):
+                // judge the slot again by its new owner rather than giving it up.
+                Err(now) => seen = now,
+            }
+        };
+        if !claimed {
+            continue;
+        }
+        // Relaxed: the release store of active = 1 below publishes all of these fields.
+        active.store(0, Ordering::Relaxed);
+        // Relaxed: published by the release store of active = 1.
+        cursor.store(start_cursor, Ordering::Relaxed);
+        // Relaxed: published by the release store of active = 1.
+        heartbeat.store(0, Ordering::Relaxed);
+        view.set_registry_name(i, &encoded);
+        // Release: a scanner that acquires active == 1 sees the cursor and name above.
+        active.store(1, Ordering::Release);
+        return Ok(i);
+    }
+    Err(RegistryError::Full { count })
+}
+
+fn owned_slot(view: &RingView, slot: u32, pid: u32) -> Result<(), RegistryError> {
+    let count = check_registry(view)?;
+    let pid_w = view
+        .registry_a32(slot, reg::PID)
+        .ok_or(RegistryError::BadSlot { slot, count })?;
+    // Relaxed: only our own earlier CAS can have put `pid` here; this is an ownership check.
+    let found = pid_w.load(Ordering::Relaxed);
+    if found != pid || pid == 0 {
+        return Err(RegistryError::NotOwner { slot, pid, found });
+    }
+    Ok(())
+}
+
+/// Unregisters (spec §9): release-stores `active = 0`, then CAS `pid: own → 0`. Fails
+/// without touching the slot when it is no longer owned by `pid` (it was pruned and reused
+/// by another reader).
+pub fn unregister(view: &RingView, slot: u32, pid: u32) -> Result<(), RegistryError> {
+    owned_slot(view, slot, pid)?;
+    let (Some(active), Some(pid_w)) = (
+        view.registry_a32(slot, reg::ACTIVE),
+        view.registry_a32(slot, reg::PID),
+    ) else {
+        return Err(RegistryError::NoRegistry);
+    };
+    // Release: the producer stops counting us only after our last cursor store.
+    active.store(0, Ordering::Release);
+    // Release: whoever claims the slot next (acquire CAS) sees active == 0 first.
+    match pid_w.compare_exchange(pid, 0, Ordering::Release, Ordering::Relaxed) {
+        Ok(_) => Ok(()),
+        Err(found) => Err(RegistryError::NotOwner { slot, pid, found }),
+    }
+}
+
+/// Publishes a reader's cursor (the next sequence it will read) with a release store, so a
+/// producer that acquires it knows every read before it has finished.
+#[inline]
+pub fn publish_cursor(view: &RingView, slot: u32, cursor: u64) -> Result<(), RegistryError> {
+    let count = check_registry(view)?;
+    let w = view
+        .registry_a64(slot, reg::CURSOR_SEQ)
+        .ok_or(RegistryError::BadSlot { slot, count })?;
+    // Release: the producer may overwrite the slots below `cursor` once it sees this value.
+    w.store(cursor, Ordering::Release);
+    Ok(())
+}
+
+/// Reads registry slot `i` if it holds a live reader (`active == 1 && pid != 0`).
+#[must_use]
+pub fn live_reader(view: &RingView, i: u32) -> Option<LiveReader> {
+    let active = view.registry_a32(i, reg::ACTIVE)?;
+    // Acquire: pairs with register's release store of active = 1, so the cursor we load
+    // is at least the start cursor.
+    if active.load(Ordering::Acquire) != 1 {
+        return None;
+    }
+    // Acquire: if unregister's release CAS already zeroed the pid, everything that reader
+    // did before leaving is visible too, so the scan agrees with its program order.
+    let pid = view.registry_a32(i, reg::PID)?.load(Ordering::Acquire);
+    if pid == 0 {
+        return None;
+    }
+    // Acquire: pairs with publish_cursor, so the reader's reads below `cursor` are done.
+    let cursor = view
+        .registry_a64(i, reg::CURSOR_SEQ)?
+        .load(Ordering::Acquire);
+    Some(LiveReader {
+        slot: i,
+        pid,
+        cursor,
+    })
+}
+
+/// Iterator over the live readers of a ring's registry, in slot order (no allocation).
+#[derive(Debug)]
+pub struct LiveReaders<'a> {
+    view: &'a RingView,
+    next: u32,
+    count: u32,
+}
+
+impl Iterator for LiveReaders<'_> {
+    type Item = LiveReader;
+
+    fn next(&mut self) -> Option<LiveReader> {
+        while self.next < self.count {
+            let i = self.next;
+            self.next += 1;
+            if let Some(r) = live_reader(self.view, i) {
+                return Some(r);
+            }
+        }
+        None
+    }
+}
+
+/// The live readers of `view` (empty when the ring has no registry).
+#[must_use]
+pub fn live_readers(view: &RingView) -> LiveReaders<'_> {
+    let count = check_registry(view).unwrap_or(0);
+    LiveReaders {
+        view,
+        next: 0,
+        count,
+    }
+}
+
+/// The smallest cursor of any live reader, or `None` when no reader is registered.
+#[must_use]
+pub fn min_live_cursor(view: &RingView) -> Option<u64> {
+    live_readers(view).map(|r| r.cursor).min()
+}
+
+/// Frees every slot whose pid belongs to a dead process (CAS `pid: dead → 0`, spec §9) and
+/// returns how many were freed. Like the reference, it leaves `active` alone: a slot with
+/// `pid == 0` is not live whatever `active` says.
+pub fn prune_dead(view: &RingView, is_alive: impl Fn(u32) -> bool) -> u32 {
+    let mut freed = 0;
+    let count = check_registry(view).unwrap_or(0);
+    for i in 0..count {
+        let Some(pid_w) = view.registry_a32(i, reg::PID) else {
+            break;
+        };
+        // Relaxed: the CAS below decides; this load only picks a candidate.
+        let pid = pid_w.load(Ordering::Relaxed);
+        if pid == 0 || is_alive(pid) {
+            continue;
+        }
+        // AcqRel: as in register; fails harmlessly if another pruner or a new reader won.
+        if pid_w
+            .compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            freed += 1;
+        }
+    }
+    freed
+}
+
+/// How far a lossless producer at `seq` may go (spec §6): it may write sequence `s` while
+/// `s < gate_limit`. With `window = max(C/2, 1)` the limit is `min(min_cursor + C, seq +
+/// window)` over the live readers, or `seq + window` when none is registered.
+#[must_use]
+pub fn gate_limit(view: &RingView, seq: u64) -> u64 {
+    let cap = view.capacity();
+    let ahead = seq.saturating_add((cap / 2).max(1));
+    match min_live_cursor(view) {
+        Some(min) => min.saturating_add(cap).min(ahead),
+        None => ahead,
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+pub(crate) mod tests {
+    use super::*;
+    use crate::layout::Geometry;
+    use crate::region::Region;
+    use std::vec;
+    use std::vec::Vec;
+
+    fn ring(buf: &mut Vec<u64>, geo: &Geometry) -> RingView {
+        buf.resize(geo.total_len().unwrap().div_ceil(8) as usize, 0);
+        // SAFETY: the buffer outlives the view in each test and is only used through it.
+        let region =
+            unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
+        let view = RingView::init(region, geo).unwrap();
+        forget_init_stores(&view);
+        view
+    }
+
+    /// `RingView::init` zeroes the registry with 64-bit atomic stores, and the tests then
+    /// store to the 32-bit `pid`/`active` fields. Those accesses never race (init happens
+    /// before), but Miri's weak-memory emulation (nightly 2026-05) panics on such a
+    /// mixed-size store. A plain write, legal here because no other thread exists, clears
+    /// Miri's store buffers for the registry.
+    pub(crate) fn forget_init_stores(view: &RingView) {
+        let g = view.geometry();
+        let start = g.registry_offset as usize;
+        let words = g.registry_count as usize * reg::SIZE / 8;
+        for i in 0..words {
+            // SAFETY: the registry lies inside the region (validated by init); this test
+            // thread is the only one with access; the words are 8-aligned.
+            unsafe {
+                view.region()
+                    .as_ptr()
+                    .add(start + 8 * i)
+                    .cast::<u64>()
+                    .write(0)
+            };
+        }
+    }
+
+    fn lossless(readers: u32) -> Geometry {
+        Geometry::spmc(8, 16, 8, readers, true).unwrap()
+    }
+
+    #[test]
+    fn register_fills_the_slot_and_publishes_active_last() {
+        let mut buf = vec![];
+        let v = ring(&mut buf, &lossless(2));
+        let slot = register(&v, 42, "reader-a", 7, |_| true).unwrap();
+        assert_eq!(slot, 0);
+        let r = live_reader(&v, 0).unwrap();
+        assert_eq!((r.slot, r.pid, r.cursor), (0, 42, 7));
+        assert_eq!(name_bytes(&v.registry_name(0).unwrap()), b"reader-a");
+        // Raw bytes of the slot at registry offset 128: pid, active, cursor, heartbeat.
+        let bytes: &[u8] = zerocopy::IntoBytes::as_bytes(&buf[16..24]);
+        assert_eq!(&bytes[0..4], &42u32.to_le_bytes());
+        assert_eq!(&bytes[4..8], &1u32.to_le_bytes());
+        assert_eq!(&bytes[8..16], &7u64.to_le_bytes());
+        assert_eq!(&bytes[16..24], &[0; 8]);
+        assert_eq!(&bytes[24..32], b"reader-a");
+        assert!(bytes[32..64].iter().all(|&b| b == 0));
+        assert_eq!(register(&v, 43, "b", 9, |_| true), Ok(1));
+    }
+
+    #[test]
+    fn full_registry_is_an_error_naming_the_count() {
+        let mut buf = vec![];
+        let v = ring(&mut buf, &lossless(2));
+        register(&v, 1, "a", 1, |_| true).unwrap();
+        register(&v, 2, "b", 1, |_| true).unwrap();
+        let e = register(&v, 3, "c", 1, |_| true).unwrap_err();
+        assert_eq!(e, RegistryError::Full { count: 2 });
+        assert_eq!(
+            std::format!("{e}"),
+            "all 2 reader registry slots hold live readers"
+        );
+    }
+
+    #[test]
+    fn no_registry_and_zero_pid_are_errors() {
+        let mut buf = vec![];
+        let v = ring(&mut buf, &Geometry::spmc(8, 16, 8, 0, false).unwrap());
+        assert_eq!(
+            register(&v, 1, "a", 1, |_| true),
+            Err(RegistryError::NoRegistry)
+        );
+        assert_eq!(publish_cursor(&v, 0, 3), Err(RegistryError::NoRegistry));
+        assert_eq!(min_live_cursor(&v), None);
+        assert_eq!(live_readers(&v).count(), 0);
+        assert_eq!(prune_dead(&v, |_| false), 0);
+        let mut buf2 = vec![];
+        let v2 = ring(&mut buf2, &lossless(1));
+        assert_eq!(
+            register(&v2, 0, "a", 1, |_| true),
+            Err(RegistryError::ZeroPid)
+        );
+        assert_eq!(
+            publish_cursor(&v2, 1, 3),
+            Err(RegistryError::BadSlot { slot: 1, count: 1 })
+        );
+    }
+
+    #[test]
+    fn a_dead_readers_slot_is_reused() {
+        let mut buf = vec![];
+        let v = ring(&mut buf, &lossless(2));
+        register(&v, 10, "old", 3, |_| true).unwrap();
+        register(&v, 11, "live", 4, |_| true).unwrap();
+        // pid 10 died: the next reader takes slot 0 over, with its own cursor and name.
+        let slot = register(&v, 12, "new", 20, |p| p != 10).unwrap();
+        assert_eq!(slot, 0);
+        let r = live_reader(&v, 0).unwrap();
+        assert_eq!((r.pid, r.cursor), (12, 20));
+        assert_eq!(name_bytes(&v.registry_name(0).unwrap()), b"new");
+        // The dead owner can no longer unregister (and clobber) the slot.
+        assert_eq!(
+            unregister(&v, 0, 10),
+            Err(RegistryError::NotOwner {
+                slot: 0,
+                pid: 10,
+                found: 12
+            })
+        );
+        assert_eq!(live_reader(&v, 0).map(|r| r.pid), Some(12));
+    }
+
+    #[test]
+    fn unregister_clears_active_then_pid() {
+        let mut buf = vec![];
+        let v = ring(&mut buf, &lossless(2));
+        let s = register(&v, 5, "a", 1, |_| true).unwrap();
+        publish_cursor(&v, s, 6).unwrap();
+        assert_eq!(min_live_cursor(&v), Some(6));
+        unregister(&v, s, 5).unwrap();
+        assert_eq!(
+            v.registry_a32(s, reg::ACTIVE)
+                .unwrap()
+                .load(Ordering::Relaxed),
+            0
+        );
+        assert_eq!(
+            v.registry_a32(s, reg::PID).unwrap().load(Ordering::Relaxed),
+            0
+        );
+        assert_eq!(min_live_cursor(&v), None);
+        assert!(matches!(
+            unregister(&v, s, 5),
+            Err(RegistryError::NotOwner { found: 0, .. })
+        ));
+        // The freed slot is taken again from index 0.
+        assert_eq!(register(&v, 6, "b", 1, |_| true), Ok(0));
+    }
+
+    #[test]
+    fn prune_frees_only_dead_pids_and_leaves_active() {
+        let mut buf = vec![];
+        let v = ring(&mut buf, &lossless(3));
+        register(&v, 100, "a", 5, |_| true).unwrap();
+        register(&v, 200, "b", 2, |_| true).unwrap();
+        register(&v, 300, "c", 9, |_| true).unwrap();
+        assert_eq!(min_live_cursor(&v), Some(2));
+        assert_eq!(prune_dead(&v, |p| p != 200 && p != 300), 2);
+        assert_eq!(prune_dead(&v, |p| p != 200 && p != 300), 0);
+        let pids: Vec<u32> = (0..3)
+            .map(|i| v.registry_a32(i, reg::PID).unwrap().load(Ordering::Relaxed))
+            .collect();
+        assert_eq!(pids, [100, 0, 0]);
+        // active stays 1 (as in the reference), yet the slots no longer count as live.
+        assert_eq!(
+            v.registry_a32(1, reg::ACTIVE)
+                .unwrap()
+                .load(Ordering::Relaxed),
+            1
+        );
+        let live: Vec<LiveReader> = live_readers(&v).collect();
+        assert_eq!(
+            live,
+            [LiveReader {
+                slot: 0,
+                pid: 100,
+                cursor: 5
+            }]
+        );
+    }
+
+    #[test]
+    fn names_are_cut_at_31_bytes_and_nul_padded() {
+        let long = "abcdefghijklmnopqrstuvwxyz0123456789";
+        let e = encode_name(long);
+        assert_eq!(&e[..31], &long.as_bytes()[..31]);
+        assert_eq!(e[31], 0);
+        // Cut by bytes: a two-byte character straddling byte 31 is split, as in the reference.
+        let s = "é".repeat(16); // 32 bytes
+        let e = encode_name(&s);
+        assert_eq!(&e[..31], &s.as_bytes()[..31]);
+        assert_eq!((e[30], e[31]), (0xC3, 0));
+        assert_eq!(name_bytes(&encode_name("")), b"");
+        let mut buf = vec![];
+        let v = ring(&mut buf, &lossless(1));
+        register(&v, 9, long, 1, |_| true).unwrap();
+        assert_eq!(
+            name_bytes(&v.registry_name(0).unwrap()),
+            &long.as_bytes()[..31]
+        );
+    }
+
+    #[test]
+    fn gate_values_follow_section_6() {
+        let mut buf = vec![];
+        let v = ring(&mut buf, &lossless(2)); // C = 8, window 4
+        assert_eq!(gate_limit(&v, 10), 14);
+        let a = register(&v, 1, "a", 5, |_| true).unwrap();
+        assert_eq!(gate_limit(&v, 10), 13); // min(5 + 8, 14)
+        assert_eq!(gate_limit(&v, 1), 5); // min(13, 1 + 4)
+        let b = register(&v, 2, "b", 3, |_| true).unwrap();
+        assert_eq!(gate_limit(&v, 10), 11); // min(3 + 8, 14)
+        publish_cursor(&v, b, 9).unwrap();
+        assert_eq!(gate_limit(&v, 10), 13); // a at 5 is now the slowest
+        unregister(&v, a, 1).unwrap();
+        assert_eq!(gate_limit(&v, 10), 14); // b at 9: min(17, 14)
+        assert_eq!(gate_limit(&v, 16), 17); // b at 9: min(17, 20)
+        publish_cursor(&v, b, u64::MAX - 3).unwrap();
+        assert_eq!(gate_limit(&v, u64::MAX - 1), u64::MAX); // saturates, never wraps
+        unregister(&v, b, 2).unwrap();
+        assert_eq!(gate_limit(&v, 16), 20);
+        let mut buf1 = vec![];
+        let v1 = ring(&mut buf1, &Geometry::spmc(1, 16, 8, 1, true).unwrap());
+        assert_eq!(gate_limit(&v1, 7), 8); // window is at least 1
+    }
+}

@@ -1,0 +1,174 @@
+//! [`TypedConsumer`]: a [`Consumer`] that hands out records as a zerocopy type.
+
+use core::marker::PhantomData;
+use core::mem::{MaybeUninit, align_of, size_of};
+
+use zerocopy::FromBytes;
+
+use super::Consumer;
+use crate::error::AttachError;
+use crate::layout::slot_stride;
+
+/// A consumer of records of type `T`, whose bytes are the slot payload at offset 8.
+///
+/// `T` must accept any bytes ([`FromBytes`]), because a ring is written by another process
+/// (or another host, through a mirror). Over-aligned types (`align_of::<T>() > 8`, payload
+/// at offset `align`) are rejected at compile time.
+#[derive(Debug)]
+pub struct TypedConsumer<T> {
+    inner: Consumer,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T: FromBytes> TypedConsumer<T> {
+    /// Wraps `inner`, checking that the ring's slot stride is `T`'s (spec §1.3 check 4).
+    pub fn new(inner: Consumer) -> Result<Self, AttachError> {
+        const {
+            assert!(
+                align_of::<T>() <= 8,
+                "over-aligned record types are not supported"
+            )
+        };
+        let want = slot_stride(size_of::<T>(), align_of::<T>());
+        let found = inner.view().geometry().element_size;
+        if want as u64 != u64::from(found) {
+            return Err(AttachError::ElementSizeMismatch {
+                expected: u32::try_from(want).unwrap_or(u32::MAX),
+                found,
+            });
+        }
+        Ok(TypedConsumer {
+            inner,
+            _t: PhantomData,
+        })
+    }
+
+    /// The untyped consumer (cursor, lapped count, lag, seek).
+    #[inline(always)]
+    pub fn inner(&self) -> &Consumer {
+        &self.inner
+    }
+
+    /// The untyped consumer, mutably.
+    #[inline(always)]
+    pub fn inner_mut(&mut self) -> &mut Consumer {
+        &mut self.inner
+    }
+
+    /// One record without cursor publication.
+    #[inline]
+    fn recv_value(&mut self) -> Option<(u64, T)> {
+        let mut v = MaybeUninit::<T>::zeroed();
+        // SAFETY: `v` is `size_of::<T>()` initialised (zeroed) bytes that only this slice
+        // refers to while it lives.
+        let bytes =
+            unsafe { core::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), size_of::<T>()) };
+        let seq = self.inner.recv_one(bytes)?;
+        // SAFETY: every byte of `v` is initialised (zeroed, then overwritten with slot bytes)
+        // and `T: FromBytes` makes any byte pattern a valid `T`.
+        Some((seq, unsafe { v.assume_init() }))
+    }
+
+    /// The next record and its sequence, or `None` when there is nothing new.
+    #[inline]
+    pub fn try_recv_seq(&mut self) -> Option<(u64, T)> {
+        let before = self.inner.cursor();
+        let r = self.recv_value();
+        if self.inner.cursor() != before {
+            self.inner.publish_cursor();
+        }
+        r
+    }
+
+    /// The next record, or `None` when there is nothing new.
+    #[inline]
+    pub fn try_recv(&mut self) -> Option<T> {
+        self.try_recv_seq().map(|(_, v)| v)
+    }
+
+    /// Fills `out` from the front with the next records; returns how many were received.
+    /// The cursor is published to the registry once, at the end.
+    pub fn recv_batch(&mut self, out: &mut [T]) -> usize {
+        let before = self.inner.cursor();
+        let mut got = 0;
+        for slot in out.iter_mut() {
+            match self.recv_value() {
+                Some((_, v)) => *slot = v,
+                None => break,
+            }
+            got += 1;
+        }
+        if self.inner.cursor() != before {
+            self.inner.publish_cursor();
+        }
+        got
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use zerocopy::{Immutable, IntoBytes};
+
+    use super::*;
+    use crate::broadcast::{NoWake, Producer, StartMode};
+    use crate::testutil::spmc_ring;
+
+    /// A record with padding: FromBytes accepts it, IntoBytes would not.
+    #[repr(C)]
+    #[derive(FromBytes, Clone, Copy, Debug, PartialEq)]
+    struct Tick {
+        px: f64,
+        qty: u32,
+        side: u8,
+    }
+
+    #[repr(C)]
+    #[derive(IntoBytes, Immutable)]
+    struct TickBytes {
+        px: f64,
+        qty: u32,
+        side: u8,
+        pad: [u8; 3],
+    }
+
+    #[test]
+    fn typed_records_round_trip() {
+        let (_m, view) = spmc_ring(4, slot_stride(16, 8));
+        let mut p = Producer::new(view, NoWake).unwrap();
+        for i in 1..=3u32 {
+            let t = TickBytes {
+                px: f64::from(i) * 1.5,
+                qty: i * 10,
+                side: i as u8,
+                pad: [0xEE; 3],
+            };
+            p.push(t.as_bytes());
+        }
+        let c = Consumer::new(view, StartMode::Oldest);
+        let mut c = TypedConsumer::<Tick>::new(c).unwrap();
+        let want = |i: u32| Tick {
+            px: f64::from(i) * 1.5,
+            qty: i * 10,
+            side: i as u8,
+        };
+        assert_eq!(c.try_recv_seq(), Some((1, want(1))));
+        let mut out = [want(0); 4];
+        assert_eq!(c.recv_batch(&mut out), 2);
+        assert_eq!(out[..2], [want(2), want(3)]);
+        assert_eq!(c.try_recv(), None);
+        assert_eq!(c.inner().cursor(), 4);
+    }
+
+    #[test]
+    fn wrong_stride_is_refused() {
+        let (_m, view) = spmc_ring(4, 16);
+        let c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(
+            TypedConsumer::<[u64; 2]>::new(c).unwrap_err(),
+            AttachError::ElementSizeMismatch {
+                expected: 24,
+                found: 16
+            }
+        );
+    }
+}

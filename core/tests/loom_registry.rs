@@ -1,0 +1,114 @@
+//! loom models of the reader registry (spec §9) and the lossless gate (spec §6): a reader
+//! registers, advances its cursor and unregisters while the producer computes its gate.
+//! Whenever the reader is registered the gate never lets the producer write more than one
+//! lap (C) past the reader's cursor.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringwire-core
+//! --release --test loom_registry` (LOOM_MAX_PREEMPTIONS defaults to 3 here).
+#![cfg(loom)]
+
+use loom::sync::Arc;
+use loom::sync::atomic::{AtomicBool, Ordering};
+use loom::thread;
+use ringwire_core::broadcast::registry::{
+    self, LiveReader, gate_limit, live_reader, min_live_cursor, prune_dead, publish_cursor,
+};
+use ringwire_core::layout::reg;
+use ringwire_core::{Geometry, Region, RingView};
+
+/// C = 4 (window 2), one registry slot.
+const C: u64 = 4;
+/// The producer's position: far ahead, so `seq + window` never hides a reader's limit.
+const SEQ: u64 = 100;
+const NO_READER: u64 = SEQ + C / 2;
+
+fn ring() -> RingView {
+    let geo = Geometry::spmc(C, 16, 8, 1, true).unwrap();
+    let region = Region::loom_new(geo.total_len().unwrap() as usize);
+    RingView::init(region, &geo).unwrap()
+}
+
+fn builder() -> loom::model::Builder {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(3);
+    }
+    b
+}
+
+#[test]
+fn gate_holds_a_registered_reader() {
+    builder().check(|| {
+        let view = ring();
+        // Side channel of the model only: "registration finished" and "about to leave".
+        let registered = Arc::new(AtomicBool::new(false));
+        let leaving = Arc::new(AtomicBool::new(false));
+        let reader = {
+            let (view, registered, leaving) = (view.clone(), registered.clone(), leaving.clone());
+            thread::spawn(move || {
+                let slot = registry::register(&view, 7, "reader", 5, |_| true).unwrap();
+                registered.store(true, Ordering::Release);
+                publish_cursor(&view, slot, 6).unwrap();
+                leaving.store(true, Ordering::Release);
+                registry::unregister(&view, slot, 7).unwrap();
+            })
+        };
+        for _ in 0..2 {
+            let was_registered = registered.load(Ordering::Acquire);
+            let gate = gate_limit(&view, SEQ);
+            let left = leaving.load(Ordering::Acquire);
+            // The gate is either the reader's cursor (5 or 6) plus C, or the plain window.
+            assert!([5 + C, 6 + C, NO_READER].contains(&gate), "gate {gate}");
+            if was_registered && !left {
+                // Registered for the whole computation: the reader must hold the gate.
+                assert!(gate <= 6 + C, "gate {gate} passes the registered reader");
+            }
+            if gate != NO_READER {
+                // Only a reader whose registration was published (active == 1) counts.
+                assert!(min_live_cursor(&view).is_none_or(|c| c == 5 || c == 6));
+            }
+        }
+        reader.join().unwrap();
+        assert_eq!(gate_limit(&view, SEQ), NO_READER);
+        assert_eq!(min_live_cursor(&view), None);
+    });
+}
+
+/// A reader takes over the slot of a dead one (pid 99) while the producer prunes it: the
+/// reader always gets the slot, and the final state is exactly its registration.
+#[test]
+fn register_over_a_dead_slot_races_prune() {
+    builder().check(|| {
+        let view = ring();
+        // A dead reader left its slot live-looking: pid 99, active 1, cursor 1.
+        view.registry_a32(0, reg::PID)
+            .unwrap()
+            .store(99, Ordering::Relaxed);
+        view.registry_a64(0, reg::CURSOR_SEQ)
+            .unwrap()
+            .store(1, Ordering::Relaxed);
+        view.registry_a32(0, reg::ACTIVE)
+            .unwrap()
+            .store(1, Ordering::Release);
+        let alive = |pid: u32| pid != 99;
+        let reader = {
+            let view = view.clone();
+            thread::spawn(move || registry::register(&view, 7, "new", 5, alive))
+        };
+        let freed = prune_dead(&view, alive);
+        assert!(freed <= 1);
+        let gate = gate_limit(&view, SEQ);
+        // Stale dead cursor 1 (before prune/takeover), the new reader's 5, or nobody.
+        assert!([1 + C, 5 + C, NO_READER].contains(&gate), "gate {gate}");
+        assert_eq!(reader.join().unwrap(), Ok(0));
+        assert_eq!(
+            live_reader(&view, 0),
+            Some(LiveReader {
+                slot: 0,
+                pid: 7,
+                cursor: 5
+            })
+        );
+        assert_eq!(gate_limit(&view, SEQ), 5 + C);
+    });
+}

@@ -1,0 +1,2 @@
+//! The `ringwire` command-line tool.
+fn main() {}

@@ -1,0 +1,182 @@
+//! The adapter's error type. Every variant names the file and carries the value that was
+//! wrong, e.g. `ring /dev/shm/ticks: capacity 1000 is not a power of two`.
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use ringwire_core::{AttachError, GeometryError, InitError, RegionError};
+
+/// Result alias for the adapter.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong with a ring file, a checkpoint file or a blackboard file.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A system call on the file failed.
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The operation that failed (`open`, `mmap`, `ftruncate`, …).
+        op: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// The file is not a valid ring (spec §1.3).
+    Attach {
+        /// The file.
+        path: PathBuf,
+        /// Which check failed, with the value seen.
+        source: AttachError,
+    },
+    /// The requested ring shape is invalid.
+    Geometry {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with the shape.
+        source: GeometryError,
+    },
+    /// The ring could not be initialised in the new file.
+    Init {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: InitError,
+    },
+    /// The mapping cannot be used as ring memory.
+    Region {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: RegionError,
+    },
+    /// Another live producer holds the ring's lock (or 8 creation attempts raced).
+    ProducerAlreadyExists {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The path is not a regular file (a ring is always one, spec §1.1).
+    NotRegularFile {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The file is larger than this process can map.
+    FileTooLarge {
+        /// The file.
+        path: PathBuf,
+        /// Its length.
+        len: u64,
+    },
+    /// A checkpoint or blackboard file has the wrong magic.
+    BadFileMagic {
+        /// The file.
+        path: PathBuf,
+        /// What kind of file was expected.
+        kind: &'static str,
+        /// The magic found.
+        found: u64,
+    },
+    /// A checkpoint or blackboard file has an unsupported version.
+    BadFileVersion {
+        /// The file.
+        path: PathBuf,
+        /// What kind of file was expected.
+        kind: &'static str,
+        /// The version found.
+        found: u32,
+    },
+    /// An argument is out of range.
+    InvalidArgument {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with the value.
+        what: String,
+    },
+}
+
+impl Error {
+    /// The file the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            Error::Io { path, .. }
+            | Error::Attach { path, .. }
+            | Error::Geometry { path, .. }
+            | Error::Init { path, .. }
+            | Error::Region { path, .. }
+            | Error::ProducerAlreadyExists { path }
+            | Error::NotRegularFile { path }
+            | Error::FileTooLarge { path, .. }
+            | Error::BadFileMagic { path, .. }
+            | Error::BadFileVersion { path, .. }
+            | Error::InvalidArgument { path, .. } => path,
+        }
+    }
+
+    /// The attach check that failed, if this is an attach error.
+    pub fn attach_error(&self) -> Option<AttachError> {
+        match self {
+            Error::Attach { source, .. } => Some(*source),
+            Error::Init {
+                source: InitError::Geometry(e),
+                ..
+            } => Some(*e),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn io(path: &Path, op: &'static str, source: io::Error) -> Error {
+        Error::Io {
+            path: path.to_path_buf(),
+            op,
+            source,
+        }
+    }
+
+    pub(crate) fn attach(path: &Path, source: AttachError) -> Error {
+        Error::Attach {
+            path: path.to_path_buf(),
+            source,
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let p = self.path().display();
+        match self {
+            Error::Io { op, source, .. } => write!(f, "ring {p}: {op} failed: {source}"),
+            Error::Attach { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::Geometry { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::Init { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::Region { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::ProducerAlreadyExists { .. } => {
+                write!(f, "ring {p}: another producer holds the ring's lock")
+            }
+            Error::NotRegularFile { .. } => write!(f, "ring {p}: not a regular file"),
+            Error::FileTooLarge { len, .. } => {
+                write!(f, "ring {p}: file of {len} bytes is too large to map")
+            }
+            Error::BadFileMagic { kind, found, .. } => {
+                write!(f, "{kind} {p}: bad magic {found:#018x}")
+            }
+            Error::BadFileVersion { kind, found, .. } => {
+                write!(f, "{kind} {p}: version {found} is not supported")
+            }
+            Error::InvalidArgument { what, .. } => write!(f, "ring {p}: {what}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            Error::Attach { source, .. } => Some(source),
+            Error::Geometry { source, .. } => Some(source),
+            Error::Init { source, .. } => Some(source),
+            Error::Region { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}

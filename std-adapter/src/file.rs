@@ -1,0 +1,432 @@
+//! Ring files: creating one exactly as spec §1.2 (flock for the producer's life, a fresh inode
+//! for a stale ring, magic written last, unlink on drop) and attaching as §1.3.
+//!
+//! The whole file is mapped `MAP_SHARED` with memmap2's raw mapping and handed to the core as
+//! a [`Region`]; from then on every access goes through the core's atomic word accessors.
+//! The creator never shrinks a ring file (a stale ring is unlinked and replaced, never
+//! truncated), so a mapping stays valid for as long as it is held.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use memmap2::{MmapOptions, MmapRaw};
+use ringwire_core::layout::hdr;
+use ringwire_core::{AttachError, Expect, Geometry, Region, RingView};
+
+use crate::error::{Error, Result};
+use crate::sys;
+
+/// Attempts of the create loop before giving up (spec §1.2 step 3).
+const CREATE_ATTEMPTS: usize = 8;
+
+/// What a producer does with its file when it is dropped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum CleanupMode {
+    /// Unlink the path while still holding the lock (the default, spec §1.2 step 6).
+    #[default]
+    UnlinkOnDrop,
+    /// Leave the file in place.
+    Persistent,
+}
+
+/// How a ring file is created.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CreateOptions {
+    /// File mode passed to `open` (the umask applies; nothing calls `fchmod`). Default 0o660.
+    pub mode: u32,
+    /// What happens to the file on drop.
+    pub cleanup: CleanupMode,
+    /// Exclusive-producer protocol with `flock` (default). `false` is ringfire's legacy
+    /// mode: truncate and reuse the path, no lock.
+    pub exclusive_lock: bool,
+}
+
+impl Default for CreateOptions {
+    fn default() -> Self {
+        CreateOptions {
+            mode: 0o660,
+            cleanup: CleanupMode::UnlinkOnDrop,
+            exclusive_lock: true,
+        }
+    }
+}
+
+struct Owner {
+    cleanup: CleanupMode,
+    locked: bool,
+}
+
+/// A ring file mapped read-write: a producer's (created, locked) or a consumer's (attached).
+pub struct RingFile {
+    view: RingView,
+    map: MmapRaw,
+    file: File,
+    id: (u64, u64),
+    path: PathBuf,
+    owner: Option<Owner>,
+}
+
+// The core's atomics must be real hardware atomics when two processes share them: a
+// lock-based fallback would lock only within one process.
+const _: () = assert!(portable_atomic::AtomicU64::is_always_lock_free());
+const _: () = assert!(portable_atomic::AtomicU32::is_always_lock_free());
+
+fn map_file(path: &Path, file: &File, read_only: bool) -> Result<(MmapRaw, Region)> {
+    let meta = file.metadata().map_err(|e| Error::io(path, "fstat", e))?;
+    if !meta.is_file() {
+        return Err(Error::NotRegularFile {
+            path: path.to_path_buf(),
+        });
+    }
+    let len = meta.len();
+    if len < hdr::SIZE as u64 {
+        return Err(Error::attach(path, AttachError::TooShort { len }));
+    }
+    let ulen = usize::try_from(len).map_err(|_| Error::FileTooLarge {
+        path: path.to_path_buf(),
+        len,
+    })?;
+    let mut opts = MmapOptions::new();
+    opts.len(ulen);
+    let map = if read_only {
+        opts.map_raw_read_only(file)
+    } else {
+        opts.map_raw(file)
+    }
+    .map_err(|e| Error::io(path, "mmap", e))?;
+    // SAFETY: the mapping is `ulen` bytes, page-aligned, and lives in the returned MmapRaw,
+    // which every owner of the Region keeps alive alongside it; all accesses are atomic. A
+    // read-only mapping is only wrapped by ReadOnlyRing, which issues loads and no stores.
+    let region = unsafe { Region::from_raw_parts(map.as_mut_ptr(), map.len()) }.map_err(|e| {
+        Error::Region {
+            path: path.to_path_buf(),
+            source: e,
+        }
+    })?;
+    Ok((map, region))
+}
+
+fn open_exclusive(path: &Path, mode: u32, total: u64) -> Result<File> {
+    for _ in 0..CREATE_ATTEMPTS {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .mode(mode)
+            .open(path)
+            .map_err(|e| Error::io(path, "open", e))?;
+        if sys::try_lock_exclusive(&file).is_err() {
+            return Err(Error::ProducerAlreadyExists {
+                path: path.to_path_buf(),
+            });
+        }
+        let mine = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
+        match sys::path_id(path).map_err(|e| Error::io(path, "stat", e))? {
+            Some(id) if id == mine => {}
+            _ => continue, // the path was replaced meanwhile: retry on the new one
+        }
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(path, "fstat", e))?
+            .len();
+        if len != 0 {
+            // A stale ring of a dead producer (we hold its lock): replace it with a fresh
+            // inode so readers still mapping the old one see a frozen, consistent ring.
+            std::fs::remove_file(path).map_err(|e| Error::io(path, "unlink", e))?;
+            continue;
+        }
+        file.set_len(total)
+            .map_err(|e| Error::io(path, "ftruncate", e))?;
+        return Ok(file);
+    }
+    Err(Error::ProducerAlreadyExists {
+        path: path.to_path_buf(),
+    })
+}
+
+impl RingFile {
+    /// Creates a ring file at `path` with geometry `geo` (spec §1.2) and initialises it (magic
+    /// last). The lock, if any, is held until the returned value is dropped.
+    pub fn create(path: impl AsRef<Path>, geo: &Geometry, opts: &CreateOptions) -> Result<Self> {
+        let path = path.as_ref();
+        sys::membarrier_register();
+        let total = geo.total_len().ok_or_else(|| Error::InvalidArgument {
+            path: path.to_path_buf(),
+            what: "the ring size overflows".into(),
+        })?;
+        let file = if opts.exclusive_lock {
+            open_exclusive(path, opts.mode, total)?
+        } else {
+            let f = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(opts.mode)
+                .open(path)
+                .map_err(|e| Error::io(path, "open", e))?;
+            f.set_len(total)
+                .map_err(|e| Error::io(path, "ftruncate", e))?;
+            f
+        };
+        let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
+        let owner = Owner {
+            cleanup: opts.cleanup,
+            locked: opts.exclusive_lock,
+        };
+        let cleanup_on_error = |e: Error| {
+            if opts.exclusive_lock {
+                let _ = std::fs::remove_file(path);
+            }
+            e
+        };
+        let (map, region) = map_file(path, &file, false).map_err(cleanup_on_error)?;
+        let view = RingView::init(region, geo)
+            .map_err(|source| Error::Init {
+                path: path.to_path_buf(),
+                source,
+            })
+            .map_err(cleanup_on_error)?;
+        Ok(RingFile {
+            view,
+            map,
+            file,
+            id,
+            path: path.to_path_buf(),
+            owner: Some(owner),
+        })
+    }
+
+    /// Attaches read-write (no lock) to an existing ring with the §1.3 checks, in order.
+    pub fn open(path: impl AsRef<Path>, expect: Expect) -> Result<Self> {
+        let path = path.as_ref();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io(path, "open", e))?;
+        let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
+        let (map, region) = map_file(path, &file, false)?;
+        let view = RingView::attach(region, expect).map_err(|e| Error::attach(path, e))?;
+        Ok(RingFile {
+            view,
+            map,
+            file,
+            id,
+            path: path.to_path_buf(),
+            owner: None,
+        })
+    }
+
+    /// The validated ring.
+    #[inline(always)]
+    pub fn view(&self) -> &RingView {
+        &self.view
+    }
+
+    /// The path the ring was created at or attached through.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// (device, inode) of the mapped file.
+    pub fn inode(&self) -> (u64, u64) {
+        self.id
+    }
+
+    /// True when the path no longer names the mapped file: the producer restarted and
+    /// replaced the ring with a fresh inode (or removed it). Such a ring never advances
+    /// again; re-attach to follow the new one.
+    pub fn is_replaced(&self) -> bool {
+        !matches!(sys::path_id(&self.path), Ok(Some(id)) if id == self.id)
+    }
+
+    /// `msync` of the whole mapping: an explicit durability point for rings on a real
+    /// file system (a tmpfs ring needs none).
+    pub fn flush(&self) -> Result<()> {
+        self.map
+            .flush()
+            .map_err(|e| Error::io(&self.path, "msync", e))
+    }
+
+    /// `FUTEX_WAKE` every sleeper on the ring's futex word (after [`RingView::publish`]
+    /// returned `true`). Shared futex: sleepers may be in other processes.
+    pub fn wake_all(&self) {
+        sys::futex_wake_all(self.view.futex_word().as_ptr());
+    }
+
+    /// The file's length in bytes.
+    pub fn file_len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// The mapping's base address (for diagnostics).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.map.as_ptr()
+    }
+}
+
+impl Drop for RingFile {
+    fn drop(&mut self) {
+        let Some(owner) = &self.owner else { return };
+        // Unlink while still holding the lock (spec §1.2 step 6), and only if the path still
+        // names our inode: never delete a ring someone else created at the same path.
+        if owner.cleanup == CleanupMode::UnlinkOnDrop
+            && matches!(sys::path_id(&self.path), Ok(Some(id)) if id == self.id)
+        {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        if owner.locked {
+            sys::unlock(&self.file);
+        }
+    }
+}
+
+impl std::fmt::Debug for RingFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingFile")
+            .field("path", &self.path)
+            .field("geometry", self.view.geometry())
+            .field("owner", &self.owner.is_some())
+            .finish()
+    }
+}
+
+/// A ring mapped read-only (for `stat`, `top`, `dump` and a network source). It exposes only
+/// loads: the mapping is `PROT_READ`, so no store path exists.
+pub struct ReadOnlyRing {
+    view: RingView,
+    map: MmapRaw,
+    _file: File,
+    path: PathBuf,
+}
+
+impl ReadOnlyRing {
+    /// Opens and validates a ring read-only (§1.3, slot alignment 8, any record type).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+        let (map, region) = map_file(path, &file, true)?;
+        let view = RingView::attach(region, Expect::RAW).map_err(|e| Error::attach(path, e))?;
+        Ok(ReadOnlyRing {
+            view,
+            map,
+            _file: file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's length in bytes.
+    pub fn file_len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// A relaxed snapshot of the header.
+    pub fn header(&self) -> ringwire_core::layout::RingHeader {
+        self.view.header()
+    }
+
+    /// The validated geometry.
+    pub fn geometry(&self) -> &Geometry {
+        self.view.geometry()
+    }
+
+    /// `write_seq`, acquire-loaded.
+    pub fn write_seq(&self) -> u64 {
+        // Acquire: slots read after this see at least the records published up to it.
+        self.view
+            .write_seq()
+            .load(ringwire_core::sync::Ordering::Acquire)
+    }
+
+    /// The raw sequence word of the slot that holds `seq`.
+    pub fn slot_seq_word(&self, seq: u64) -> u64 {
+        // Acquire: pairs with the writer's release store of the sequence.
+        self.view
+            .slot_seq(seq)
+            .load(ringwire_core::sync::Ordering::Acquire)
+    }
+
+    /// Tear-free read of record `seq` (raw slot bytes `[8, S)`), spec §4.3.
+    pub fn read_slot(&self, seq: u64, dst: &mut [u8]) -> ringwire_core::SlotRead {
+        self.view.read_slot(seq, dst)
+    }
+
+    /// Registry slot `i`, if the ring has one.
+    pub fn registry_entry(&self, i: u32) -> Option<RegistryEntry> {
+        use ringwire_core::layout::reg;
+        use ringwire_core::sync::Ordering::{Acquire, Relaxed};
+        // Acquire on `active`: a reader's name and cursor stores precede its release of 1.
+        let active = self.view.registry_a32(i, reg::ACTIVE)?.load(Acquire);
+        // Relaxed: monitoring only, no data depends on these values.
+        let pid = self.view.registry_a32(i, reg::PID)?.load(Relaxed);
+        // Relaxed: as above.
+        let cursor = self.view.registry_a64(i, reg::CURSOR_SEQ)?.load(Relaxed);
+        let name = self.view.registry_name(i)?;
+        Some(RegistryEntry {
+            pid,
+            active,
+            cursor,
+            name,
+        })
+    }
+
+    /// The arena's `reserved` counter, if the ring has an arena.
+    pub fn arena_reserved(&self) -> Option<u64> {
+        // Relaxed: a monitoring snapshot.
+        self.view
+            .arena_reserved()
+            .map(|a| a.load(ringwire_core::sync::Ordering::Relaxed))
+    }
+
+    /// `waiting_consumers` and `futex_word`.
+    pub fn futex_state(&self) -> (u32, u32) {
+        use ringwire_core::sync::Ordering::Relaxed;
+        // Relaxed: a monitoring snapshot.
+        (
+            self.view.waiting_consumers().load(Relaxed),
+            self.view.futex_word().load(Relaxed),
+        )
+    }
+}
+
+/// A snapshot of one registry slot (spec §9).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RegistryEntry {
+    /// Owning pid, 0 = free.
+    pub pid: u32,
+    /// 1 = live reader.
+    pub active: u32,
+    /// Next sequence the reader will read.
+    pub cursor: u64,
+    /// NUL-padded name bytes.
+    pub name: [u8; 32],
+}
+
+impl RegistryEntry {
+    /// A live reader: `active == 1 && pid != 0`.
+    pub fn is_live(&self) -> bool {
+        self.active == 1 && self.pid != 0
+    }
+
+    /// The name up to the first NUL, lossily decoded.
+    pub fn name_str(&self) -> String {
+        let end = self.name.iter().position(|&b| b == 0).unwrap_or(32);
+        String::from_utf8_lossy(&self.name[..end]).into_owned()
+    }
+}
+
+impl std::fmt::Debug for ReadOnlyRing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadOnlyRing")
+            .field("path", &self.path)
+            .field("geometry", self.view.geometry())
+            .finish()
+    }
+}

@@ -1,0 +1,140 @@
+//! Thin, safe wrappers over the Linux system calls the adapter needs: `flock`, inode
+//! comparison, `futex`, `membarrier` and process liveness. Each wrapper keeps its `unsafe`
+//! to one line with the reason it holds.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::sync::Once;
+use std::time::Duration;
+
+/// `flock(fd, LOCK_EX | LOCK_NB)`.
+pub(crate) fn try_lock_exclusive(file: &File) -> io::Result<()> {
+    // SAFETY: flock only reads the descriptor number, which `file` keeps open.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `flock(fd, LOCK_UN)`; errors are ignored (closing the descriptor releases it anyway).
+pub(crate) fn unlock(file: &File) {
+    // SAFETY: as in try_lock_exclusive.
+    let _ = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
+}
+
+/// (device, inode) of an open file.
+pub(crate) fn file_id(file: &File) -> io::Result<(u64, u64)> {
+    let m = file.metadata()?;
+    Ok((m.dev(), m.ino()))
+}
+
+/// (device, inode) of a path, or `None` when the path does not exist.
+pub(crate) fn path_id(path: &Path) -> io::Result<Option<(u64, u64)>> {
+    match std::fs::metadata(path) {
+        Ok(m) => Ok(Some((m.dev(), m.ino()))),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+const MEMBARRIER_CMD_GLOBAL_EXPEDITED: libc::c_long = 2;
+const MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED: libc::c_long = 4;
+
+/// Registers this process for expedited global membarriers (spec §1.2 step 1), once per
+/// process. Errors are ignored: ringwire producers fence anyway (see `wait`).
+pub(crate) fn membarrier_register() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: membarrier takes two integers and touches no memory of ours.
+        let _ = unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED,
+                0,
+            )
+        };
+    });
+}
+
+/// `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`: makes a ringfire producer, which only has
+/// a compiler fence between its publish and its waiter check, see our waiter count (§11).
+pub(crate) fn membarrier_global() {
+    // SAFETY: as in membarrier_register.
+    let _ = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) };
+}
+
+/// How a `FUTEX_WAIT` ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FutexOutcome {
+    /// Woken by `FUTEX_WAKE` (or spuriously).
+    Woken,
+    /// The word no longer held the expected value (EAGAIN).
+    Changed,
+    /// The timeout passed (ETIMEDOUT).
+    TimedOut,
+    /// A signal interrupted the wait, or another error.
+    Interrupted,
+}
+
+/// `FUTEX_WAIT` (shared, not private: the word lives in a file mapping shared between
+/// processes) on `word` while it still holds `expected`, for at most `timeout`.
+pub(crate) fn futex_wait(word: *mut u32, expected: u32, timeout: Duration) -> FutexOutcome {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_nsec: timeout.subsec_nanos() as libc::c_long,
+    };
+    // SAFETY: `word` points at a live, 4-aligned u32 inside a mapping the caller keeps open;
+    // the kernel only reads it, and `ts` outlives the call.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_futex,
+            word,
+            libc::FUTEX_WAIT,
+            expected,
+            &ts as *const libc::timespec,
+        )
+    };
+    if r == 0 {
+        return FutexOutcome::Woken;
+    }
+    match io::Error::last_os_error().raw_os_error() {
+        Some(libc::EAGAIN) => FutexOutcome::Changed,
+        Some(libc::ETIMEDOUT) => FutexOutcome::TimedOut,
+        _ => FutexOutcome::Interrupted,
+    }
+}
+
+/// `FUTEX_WAKE` every waiter on `word` (shared futex). Returns the number woken.
+pub(crate) fn futex_wake_all(word: *mut u32) -> i64 {
+    // SAFETY: `word` points at a live u32 inside a mapping the caller keeps open; FUTEX_WAKE
+    // does not access the memory, it only names the futex.
+    unsafe { libc::syscall(libc::SYS_futex, word, libc::FUTEX_WAKE, i32::MAX) }
+}
+
+/// Spec §9 liveness: `kill(pid, 0)` succeeds or fails with EPERM. `pid > i32::MAX` and 0
+/// are dead.
+pub fn pid_alive(pid: u32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    // SAFETY: signal 0 performs only the permission and existence check.
+    let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// CPU time (user + system) the calling thread has used so far (`RUSAGE_THREAD`).
+pub fn thread_cpu_time() -> Duration {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid, writable rusage for the kernel to fill.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(ru.ru_utime) + tv(ru.ru_stime)
+}

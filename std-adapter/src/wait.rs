@@ -1,0 +1,210 @@
+//! How a consumer waits when it has caught up: [`BusySpin`], [`YieldBackoff`] and
+//! [`FutexWait`] (spec §11).
+//!
+//! # How `FutexWait` never loses a wake-up
+//!
+//! The producer (the core's `RingView::publish`) stores `write_seq` (release), issues a
+//! SeqCst fence and only then loads `waiting_consumers`; if it is non-zero it bumps
+//! `futex_word` and the adapter issues `FUTEX_WAKE` (shared). The sleeper reads
+//! `futex_word` into `v`, increments `waiting_consumers` (SeqCst), issues a SeqCst fence and
+//! then re-checks `write_seq`. The two fences order the two store→load pairs (Dekker):
+//! either the sleeper's re-check sees the new `write_seq` and it does not sleep, or the
+//! producer sees the increment and bumps `futex_word` after the sleeper read `v`, so the
+//! sleeper's `FUTEX_WAIT(v)` either fails at once (the word changed) or is already queued
+//! when `FUTEX_WAKE` runs (the kernel checks the value and queues under one lock).
+//!
+//! A ringfire producer has no fence between its publish and its waiter check (only a
+//! compiler fence); it relies on the sleeper's `membarrier(GLOBAL_EXPEDITED)`, which
+//! `FutexWait` issues between the increment and the re-check, as ringfire's reader does.
+//! Finally, every sleep has a finite timeout, so even a producer that never wakes anyone
+//! (ringfire's Python producer) delays a reader by at most that long.
+
+use std::time::Duration;
+
+use ringwire_core::RingView;
+use ringwire_core::sync::{Ordering, fence};
+
+use crate::sys::{self, FutexOutcome};
+
+/// What a consumer does while the ring has nothing new at its cursor.
+pub trait WaitStrategy: Send {
+    /// Waits a bounded time for `write_seq >= cursor`. It may return early (spuriously);
+    /// callers re-check the ring and call it again.
+    fn wait(&mut self, ring: &RingView, cursor: u64);
+    /// Called after a message was received: resets any backoff state.
+    fn reset(&mut self);
+}
+
+#[inline(always)]
+fn published(ring: &RingView, cursor: u64) -> bool {
+    // Acquire: a reader that sees the new write_seq also sees the slots published before it.
+    ring.write_seq().load(Ordering::Acquire) >= cursor
+}
+
+/// Polls with a spin-loop hint: lowest latency, one core busy while waiting.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BusySpin;
+
+impl BusySpin {
+    /// A busy spinner.
+    pub fn new() -> Self {
+        BusySpin
+    }
+}
+
+impl WaitStrategy for BusySpin {
+    #[inline]
+    fn wait(&mut self, _ring: &RingView, _cursor: u64) {
+        std::hint::spin_loop();
+    }
+    fn reset(&mut self) {}
+}
+
+/// Spins up to `max_spins` times, then yields the CPU on every further wait.
+#[derive(Clone, Copy, Debug)]
+pub struct YieldBackoff {
+    max_spins: u32,
+    spins: u32,
+}
+
+impl Default for YieldBackoff {
+    fn default() -> Self {
+        YieldBackoff::new(100)
+    }
+}
+
+impl YieldBackoff {
+    /// Spin `max_spins` times before yielding.
+    pub fn new(max_spins: u32) -> Self {
+        YieldBackoff {
+            max_spins,
+            spins: 0,
+        }
+    }
+}
+
+impl WaitStrategy for YieldBackoff {
+    fn wait(&mut self, _ring: &RingView, _cursor: u64) {
+        if self.spins < self.max_spins {
+            self.spins += 1;
+            std::hint::spin_loop();
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    fn reset(&mut self) {
+        self.spins = 0;
+    }
+}
+
+/// Default futex sleep timeout (spec §11).
+pub const DEFAULT_FUTEX_TIMEOUT: Duration = Duration::from_millis(50);
+/// Timeout used when `None` is configured: sleeps are always finite.
+pub const NONE_FUTEX_TIMEOUT: Duration = Duration::from_millis(10);
+
+/// Counters of how a [`FutexWait`]'s sleeps ended.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FutexStats {
+    /// Sleeps entered (`FUTEX_WAIT` calls).
+    pub sleeps: u64,
+    /// Returned because of `FUTEX_WAKE`.
+    pub woken: u64,
+    /// Returned at once because `futex_word` had already changed.
+    pub changed: u64,
+    /// Returned because the timeout passed.
+    pub timed_out: u64,
+    /// Waits skipped because the re-check after announcing the sleeper found a message.
+    pub rechecked: u64,
+}
+
+/// Spins a little, then sleeps on the ring's shared futex word until the producer publishes
+/// (spec §11). The producer pays nothing while nobody sleeps.
+#[derive(Clone, Debug)]
+pub struct FutexWait {
+    spin_limit: u32,
+    timeout: Duration,
+    membarrier: bool,
+    stats: FutexStats,
+}
+
+impl Default for FutexWait {
+    fn default() -> Self {
+        FutexWait::new(32, Some(DEFAULT_FUTEX_TIMEOUT))
+    }
+}
+
+impl FutexWait {
+    /// Spins `spin_limit` times before sleeping; each sleep lasts at most `timeout`
+    /// (`None` means 10 ms: a sleep is never unbounded).
+    pub fn new(spin_limit: u32, timeout: Option<Duration>) -> Self {
+        FutexWait {
+            spin_limit,
+            timeout: timeout.unwrap_or(NONE_FUTEX_TIMEOUT),
+            membarrier: true,
+            stats: FutexStats::default(),
+        }
+    }
+
+    /// Whether to issue `membarrier(GLOBAL_EXPEDITED)` before the re-check (default on).
+    /// It is needed only for producers without a fence (ringfire's); ringwire producers
+    /// fence, so a reader that only follows ringwire rings may turn it off.
+    pub fn with_membarrier(mut self, on: bool) -> Self {
+        self.membarrier = on;
+        self
+    }
+
+    /// The configured sleep timeout.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// How the sleeps so far ended.
+    pub fn stats(&self) -> FutexStats {
+        self.stats
+    }
+}
+
+impl WaitStrategy for FutexWait {
+    fn wait(&mut self, ring: &RingView, cursor: u64) {
+        for _ in 0..self.spin_limit {
+            if published(ring, cursor) {
+                return;
+            }
+            std::hint::spin_loop();
+        }
+        if published(ring, cursor) {
+            return;
+        }
+        let word = ring.futex_word();
+        // Acquire: if the producer's bump is seen here, so is the publish before it.
+        let v = word.load(Ordering::Acquire);
+        // SeqCst: announces the sleeper; one half of the Dekker pair with the producer's
+        // publish-fence-load (see the module docs).
+        ring.waiting_consumers().fetch_add(1, Ordering::SeqCst);
+        // SeqCst fence: the re-check below cannot be ordered before the announcement.
+        fence(Ordering::SeqCst);
+        if self.membarrier {
+            sys::membarrier_global();
+        }
+        if published(ring, cursor) {
+            self.stats.rechecked += 1;
+        } else {
+            self.stats.sleeps += 1;
+            match sys::futex_wait(word.as_ptr(), v, self.timeout) {
+                FutexOutcome::Woken | FutexOutcome::Interrupted => self.stats.woken += 1,
+                FutexOutcome::Changed => self.stats.changed += 1,
+                FutexOutcome::TimedOut => self.stats.timed_out += 1,
+            }
+        }
+        // Relaxed: a stale non-zero count only costs the producer one spare wake.
+        ring.waiting_consumers().fetch_sub(1, Ordering::Relaxed);
+    }
+
+    fn reset(&mut self) {}
+}
+
+/// Wakes every futex sleeper of `ring` after [`RingView::publish`] (or
+/// `bump_futex_if_waiting`) returned `true`.
+pub fn wake_all(ring: &RingView) {
+    sys::futex_wake_all(ring.futex_word().as_ptr());
+}

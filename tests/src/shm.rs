@@ -1,0 +1,61 @@
+//! Unique `/dev/shm` paths that are removed even when a test fails.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A unique path under `/dev/shm` (test name, pid and a counter). Dropping it removes the
+/// file, so a failed assertion does not leave rings behind.
+#[derive(Debug)]
+pub struct ShmPath(PathBuf);
+
+impl ShmPath {
+    /// A fresh path whose file name starts with `ringwire-test-{tag}`.
+    pub fn new(tag: &str) -> ShmPath {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let p = PathBuf::from(format!(
+            "/dev/shm/ringwire-test-{tag}-{}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&p);
+        ShmPath(p)
+    }
+
+    /// The path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// A sibling path with a suffix (e.g. a checkpoint file), also removed on drop of the
+    /// returned guard.
+    pub fn sibling(&self, suffix: &str) -> ShmPath {
+        let mut s = self.0.clone().into_os_string();
+        s.push(suffix);
+        let p = PathBuf::from(s);
+        let _ = std::fs::remove_file(&p);
+        ShmPath(p)
+    }
+}
+
+impl AsRef<Path> for ShmPath {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ShmPath {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Overwrites `bytes` at `offset` of the file at `path`.
+pub fn patch(path: &Path, offset: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .expect("open for patch");
+    f.write_all_at(bytes, offset).expect("patch");
+}

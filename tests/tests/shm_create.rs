@@ -1,0 +1,150 @@
+//! Ring file creation (spec §1.2): lock, fresh inode for a stale ring, mode, magic last,
+//! unlink on drop or persistence, legacy mode, flush.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+
+use ringwire::core::layout::RING_MAGIC;
+use ringwire::core::{Expect, Geometry, GeometryError};
+use ringwire::{CleanupMode, CreateOptions, Error, RingFile};
+use ringwire_tests::shm::ShmPath;
+
+fn geo() -> Geometry {
+    Geometry::spmc(16, 16, 8, 0, false).unwrap()
+}
+
+fn umask() -> u32 {
+    // SAFETY: umask only swaps the process mask; it is restored at once.
+    let m = unsafe { libc::umask(0o022) };
+    // SAFETY: as above.
+    unsafe { libc::umask(m) };
+    m
+}
+
+#[test]
+fn create_sets_size_mode_and_magic() {
+    let p = ShmPath::new("mode");
+    let r = RingFile::create(&p, &geo(), &CreateOptions::default()).unwrap();
+    let m = std::fs::metadata(&p).unwrap();
+    assert_eq!(m.len(), 128 + 16 * 16);
+    assert_eq!(m.permissions().mode() & 0o777, 0o660 & !umask());
+    let bytes = std::fs::read(&p).unwrap();
+    assert_eq!(&bytes[0..8], b"ERIFGNIR");
+    assert_eq!(
+        u64::from_le_bytes(bytes[0..8].try_into().unwrap()),
+        RING_MAGIC
+    );
+    drop(r);
+}
+
+#[test]
+fn custom_mode_is_filtered_by_umask() {
+    let p = ShmPath::new("mode2");
+    let opts = CreateOptions {
+        mode: 0o600,
+        ..CreateOptions::default()
+    };
+    let _r = RingFile::create(&p, &geo(), &opts).unwrap();
+    let mode = std::fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600 & !umask());
+}
+
+#[test]
+fn unlink_on_drop_and_persistent() {
+    let p = ShmPath::new("cleanup");
+    drop(RingFile::create(&p, &geo(), &CreateOptions::default()).unwrap());
+    assert!(!p.path().exists(), "default cleanup must unlink");
+    let opts = CreateOptions {
+        cleanup: CleanupMode::Persistent,
+        ..CreateOptions::default()
+    };
+    drop(RingFile::create(&p, &geo(), &opts).unwrap());
+    assert!(p.path().exists(), "persistent ring must stay");
+    assert!(RingFile::open(&p, Expect::RAW).is_ok());
+}
+
+#[test]
+fn second_producer_is_refused_while_the_first_lives() {
+    let p = ShmPath::new("excl");
+    let first = RingFile::create(&p, &geo(), &CreateOptions::default()).unwrap();
+    let e = RingFile::create(&p, &geo(), &CreateOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::ProducerAlreadyExists { .. }), "{e:?}");
+    // The live ring was not touched.
+    assert_eq!(first.inode(), {
+        let m = std::fs::metadata(&p).unwrap();
+        (m.dev(), m.ino())
+    });
+    assert!(!first.is_replaced());
+}
+
+#[test]
+fn stale_ring_is_replaced_by_a_fresh_inode() {
+    let p = ShmPath::new("stale");
+    let opts = CreateOptions {
+        cleanup: CleanupMode::Persistent,
+        ..CreateOptions::default()
+    };
+    drop(RingFile::create(&p, &geo(), &opts).unwrap());
+    let reader = RingFile::open(&p, Expect::RAW).unwrap();
+    let old = reader.inode();
+    assert!(!reader.is_replaced());
+    let second = RingFile::create(&p, &geo(), &opts).unwrap();
+    assert_ne!(second.inode(), old, "a stale ring must get a fresh inode");
+    assert!(reader.is_replaced(), "the reader must see the replacement");
+    // The orphaned mapping stays consistent.
+    assert_eq!(reader.view().capacity(), 16);
+}
+
+#[test]
+fn drop_does_not_unlink_a_foreign_ring() {
+    let p = ShmPath::new("foreign");
+    let r = RingFile::create(&p, &geo(), &CreateOptions::default()).unwrap();
+    // Someone removes our path and puts another file there.
+    std::fs::remove_file(&p).unwrap();
+    std::fs::write(&p, b"not ours").unwrap();
+    drop(r);
+    assert_eq!(std::fs::read(&p).unwrap(), b"not ours");
+}
+
+#[test]
+fn legacy_mode_truncates_without_lock() {
+    let p = ShmPath::new("legacy");
+    let opts = CreateOptions {
+        exclusive_lock: false,
+        cleanup: CleanupMode::Persistent,
+        ..CreateOptions::default()
+    };
+    std::fs::write(&p, vec![0xAAu8; 5000]).unwrap();
+    let a = RingFile::create(&p, &geo(), &opts).unwrap();
+    assert_eq!(std::fs::metadata(&p).unwrap().len(), 384);
+    // No lock: a second legacy creator succeeds on the same inode.
+    let b = RingFile::create(&p, &geo(), &opts).unwrap();
+    assert_eq!(a.inode(), b.inode());
+}
+
+#[test]
+fn flush_succeeds() {
+    let p = ShmPath::new("flush");
+    let r = RingFile::create(&p, &geo(), &CreateOptions::default()).unwrap();
+    r.view().write_slot(1, &[1, 2, 3]);
+    r.view().publish(1);
+    r.flush().unwrap();
+}
+
+#[test]
+fn creating_in_a_missing_directory_names_the_path() {
+    let p = std::path::Path::new("/dev/shm/ringwire-no-such-dir/x");
+    let e = RingFile::create(p, &geo(), &CreateOptions::default()).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("ring /dev/shm/ringwire-no-such-dir/x: open failed"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn bad_capacity_is_a_geometry_error() {
+    assert_eq!(
+        Geometry::spmc(1000, 16, 8, 0, false).unwrap_err(),
+        GeometryError::CapacityNotPowerOfTwo { capacity: 1000 }
+    );
+}

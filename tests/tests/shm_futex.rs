@@ -1,0 +1,179 @@
+//! FutexWait (spec §11): an idle sleeper costs ~no CPU, a publish wakes it at once, and a
+//! long run of publish/park/wake cycles loses no wake-up (acceptance line 4).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ringwire::core::Geometry;
+use ringwire::core::sync::Ordering;
+use ringwire::sys::thread_cpu_time;
+use ringwire::wait::{FutexWait, WaitStrategy, YieldBackoff};
+use ringwire::{CreateOptions, RingFile};
+use ringwire_tests::shm::ShmPath;
+
+fn ring(tag: &str) -> (ShmPath, Arc<RingFile>) {
+    let p = ShmPath::new(tag);
+    let geo = Geometry::spmc(64, 16, 8, 0, false).unwrap();
+    let r = RingFile::create(&p, &geo, &CreateOptions::default()).unwrap();
+    (p, Arc::new(r))
+}
+
+fn publish(r: &RingFile, seq: u64) {
+    r.view().write_slot(seq, &seq.to_ne_bytes());
+    if r.view().publish(seq) {
+        r.wake_all();
+    }
+}
+
+#[test]
+fn idle_futex_consumer_uses_almost_no_cpu() {
+    let (_p, r) = ring("idle");
+    let r2 = r.clone();
+    let (cpu, stats) = std::thread::spawn(move || {
+        let mut w = FutexWait::default();
+        let cpu0 = thread_cpu_time();
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(1) {
+            w.wait(r2.view(), 1);
+        }
+        (thread_cpu_time() - cpu0, w.stats())
+    })
+    .join()
+    .unwrap();
+    assert!(
+        cpu < Duration::from_millis(50),
+        "idle waiter used {cpu:?} CPU in 1 s"
+    );
+    // It really slept: ~20 sleeps of 50 ms each ended by the timeout.
+    assert!(stats.sleeps >= 10 && stats.timed_out >= 10, "{stats:?}");
+    assert_eq!(r.view().waiting_consumers().load(Ordering::Relaxed), 0);
+}
+
+#[test]
+fn idle_yield_backoff_is_bounded_but_busy() {
+    // Contrast: YieldBackoff never sleeps, so it returns at once every time.
+    let (_p, r) = ring("yield");
+    let mut w = YieldBackoff::new(4);
+    let t0 = Instant::now();
+    for _ in 0..100 {
+        w.wait(r.view(), 1);
+    }
+    assert!(t0.elapsed() < Duration::from_secs(1));
+}
+
+#[test]
+fn publish_wakes_a_sleeper_long_before_its_timeout() {
+    let (_p, r) = ring("wake");
+    let r2 = r.clone();
+    let h = std::thread::spawn(move || {
+        let mut w = FutexWait::new(0, Some(Duration::from_secs(10)));
+        let t0 = Instant::now();
+        while r2.view().write_seq().load(Ordering::Acquire) < 1 {
+            w.wait(r2.view(), 1);
+        }
+        (t0.elapsed(), w.stats())
+    });
+    // Wait until the consumer has announced itself, then publish.
+    let t0 = Instant::now();
+    while r.view().waiting_consumers().load(Ordering::Acquire) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "sleeper never parked"
+        );
+        std::thread::yield_now();
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    publish(&r, 1);
+    let (took, stats) = h.join().unwrap();
+    assert!(took < Duration::from_secs(5), "woke only after {took:?}");
+    assert_eq!(stats.timed_out, 0, "{stats:?}");
+    assert!(
+        stats.woken + stats.changed + stats.rechecked >= 1,
+        "{stats:?}"
+    );
+}
+
+#[test]
+fn producer_pays_nothing_when_nobody_sleeps() {
+    let (_p, r) = ring("nosleep");
+    let before = r.view().futex_word().load(Ordering::Relaxed);
+    for s in 1..=1000 {
+        assert!(!r.view().publish(s));
+    }
+    assert_eq!(r.view().futex_word().load(Ordering::Relaxed), before);
+}
+
+/// Producer waits until the consumer has taken the previous record and announced a sleep
+/// for the next one, then publishes: every cycle goes through the racy window between the
+/// announcement, the re-check and FUTEX_WAIT. A lost wake-up would leave the consumer asleep
+/// until its 2 s timeout, which the stats count.
+fn park_wake_cycles(cycles: u64, membarrier: bool) {
+    use std::sync::atomic::AtomicU64;
+    let (_p, r) = ring("stress");
+    let taken = Arc::new(AtomicU64::new(0));
+    let (r2, taken2) = (r.clone(), taken.clone());
+    let consumer = std::thread::spawn(move || {
+        let mut w = FutexWait::new(0, Some(Duration::from_secs(2))).with_membarrier(membarrier);
+        let mut buf = [0u8; 8];
+        for cursor in 1..=cycles {
+            while r2.view().write_seq().load(Ordering::Acquire) < cursor {
+                w.wait(r2.view(), cursor);
+            }
+            assert_eq!(
+                r2.view().read_slot(cursor, &mut buf),
+                ringwire::core::SlotRead::Ok
+            );
+            assert_eq!(u64::from_ne_bytes(buf), cursor);
+            // Release: the producer's next publish happens after this read.
+            taken2.store(cursor, std::sync::atomic::Ordering::Release);
+        }
+        w.stats()
+    });
+    let t0 = Instant::now();
+    let deadline = t0 + Duration::from_secs(300);
+    for seq in 1..=cycles {
+        // Acquire: pairs with the consumer's release of `taken`.
+        while taken.load(std::sync::atomic::Ordering::Acquire) + 1 < seq
+            || r.view().waiting_consumers().load(Ordering::Acquire) == 0
+        {
+            assert!(
+                Instant::now() < deadline && !consumer.is_finished(),
+                "consumer stopped parking at {seq}"
+            );
+            std::thread::yield_now();
+        }
+        // A pseudo-random delay of 0 to 504 spins moves the publish across every phase of the
+        // sleeper: before its re-check, between the re-check and FUTEX_WAIT, and after.
+        // Odd cycles publish at once, which lands mostly before the re-check.
+        let delay = if seq % 2 == 1 {
+            0
+        } else {
+            (seq.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58) * 8
+        };
+        for _ in 0..delay {
+            std::hint::spin_loop();
+        }
+        publish(&r, seq);
+    }
+    let stats = consumer.join().unwrap();
+    eprintln!("{cycles} cycles in {:?}: {stats:?}", t0.elapsed());
+    assert_eq!(stats.timed_out, 0, "lost wake-ups: {stats:?}");
+    assert_eq!(stats.sleeps, stats.woken + stats.changed);
+    assert!(stats.sleeps + stats.rechecked >= cycles, "{stats:?}");
+}
+
+#[test]
+fn park_wake_100k_cycles_lose_no_wakeup() {
+    park_wake_cycles(100_000, false);
+}
+
+#[test]
+fn park_wake_with_membarrier_20k_cycles() {
+    park_wake_cycles(20_000, true);
+}
+
+#[test]
+#[ignore = "slow: 1,000,000 publish/park/wake cycles take ~35 s (debug build, shared 2-core machine)"]
+fn park_wake_1m_cycles_lose_no_wakeup() {
+    park_wake_cycles(1_000_000, false);
+}
