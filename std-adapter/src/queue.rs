@@ -8,6 +8,11 @@
 //! fresh inode, up to 8 attempts. Unlike a ringfire ring, a queue file is never unlinked on
 //! drop: the items in it are the point. Use `open` to reach an existing queue.
 //!
+//! Blocking pushes and pops spin briefly, then sleep on the queue's shared futex words
+//! (`data_futex` for consumers, `space_futex` for producers) with the same no-lost-wake-up
+//! handshake as the broadcast ring's `FutexWait` (see `wait`): every push and pop of these
+//! handles pays one SeqCst fence to check for sleepers, and wakes them only if there are any.
+//!
 //! The one-producer / one-consumer rule of an SPSC queue file is enforced with open-file-
 //! description locks (`F_OFD_SETLK`) on one byte per role, released by the kernel when the
 //! handle is dropped or its process dies.
@@ -19,6 +24,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use memmap2::MmapMut;
 use ringwire_core::Region;
@@ -27,7 +33,10 @@ use ringwire_core::queue::{
     self as q, HealError, HealedFrom, PopError, Popped, PushError, QueueAttachError, QueueExpect,
     QueueGeometry, QueueGeometryError, QueueInitError, QueueKind, QueueView,
 };
+use ringwire_core::sync::{A32, Ordering, fence};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+use crate::sys;
 
 /// Why a queue file or mapping cannot be set up.
 #[derive(Debug)]
@@ -244,6 +253,64 @@ fn region_of(map: &mut MmapMut) -> Result<Region, QueueFileError> {
         .map_err(|e| QueueFileError::Io(io::Error::other(e)))
 }
 
+/// Spins this many times before sleeping.
+const SPINS: u32 = 64;
+/// Longest single sleep, so a lost wake-up (a peer that does not notify) costs little.
+const MAX_SLEEP: Duration = Duration::from_millis(10);
+
+/// Which waiting words a side sleeps on.
+#[derive(Clone, Copy)]
+enum Side {
+    /// Consumers waiting for items.
+    Data,
+    /// Producers waiting for space.
+    Space,
+}
+
+fn words(view: &QueueView, side: Side) -> (A32<'_>, A32<'_>) {
+    match side {
+        Side::Data => (view.data_futex(), view.data_waiters()),
+        Side::Space => (view.space_futex(), view.space_waiters()),
+    }
+}
+
+/// After a push (`Side::Data`) or a pop (`Side::Space`): wakes the other side's sleepers.
+fn notify(view: &QueueView, side: Side) {
+    let bumped = match side {
+        Side::Data => view.notify_data(),
+        Side::Space => view.notify_space(),
+    };
+    if bumped {
+        sys::futex_wake_all(words(view, side).0.as_ptr());
+    }
+}
+
+/// Waits until `ready()` or the deadline, spinning first, then sleeping on the side's
+/// futex. Returns when `ready()` may have become true (callers retry their operation).
+fn wait_for(view: &QueueView, side: Side, deadline: Instant, mut ready: impl FnMut() -> bool) {
+    for _ in 0..SPINS {
+        if ready() {
+            return;
+        }
+        std::hint::spin_loop();
+    }
+    let (word, waiters) = words(view, side);
+    // Acquire: if the peer's bump is seen here, so is the change before it.
+    let v = word.load(Ordering::Acquire);
+    // SeqCst: announces the sleeper; pairs with the peer's fence-then-load in notify_*.
+    waiters.fetch_add(1, Ordering::SeqCst);
+    // SeqCst fence: the re-check below cannot move before the announcement.
+    fence(Ordering::SeqCst);
+    if !ready() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !left.is_zero() {
+            let _ = sys::futex_wait(word.as_ptr(), v, left.min(MAX_SLEEP));
+        }
+    }
+    // Relaxed: a stale non-zero count only costs the peer one spare wake.
+    waiters.fetch_sub(1, Ordering::Relaxed);
+}
+
 /// The record types a typed queue can carry: plain bytes both ways, no padding surprises.
 pub trait Item: IntoBytes + FromBytes + Immutable + KnownLayout + Sized {}
 impl<T: IntoBytes + FromBytes + Immutable + KnownLayout> Item for T {}
@@ -338,13 +405,34 @@ impl<T: Item> SpscProducer<T> {
 
     /// Pushes one item, or fails with [`PushError::Full`].
     pub fn try_push(&mut self, item: &T) -> Result<(), PushError> {
-        self.inner.try_push(item.as_bytes())
+        self.inner.try_push(item.as_bytes())?;
+        notify(self.mem.view(), Side::Data);
+        Ok(())
     }
 
     /// Pushes as many of `items` as fit, with one index update, and returns how many.
     pub fn push_slice(&mut self, items: &[T]) -> Result<usize, PushError> {
-        self.inner
-            .push_fixed(items.as_bytes(), std::mem::size_of::<T>())
+        let n = self
+            .inner
+            .push_fixed(items.as_bytes(), std::mem::size_of::<T>())?;
+        if n > 0 {
+            notify(self.mem.view(), Side::Data);
+        }
+        Ok(n)
+    }
+
+    /// Pushes one item, waiting up to `timeout` for space; [`PushError::Full`] after that.
+    pub fn push_blocking(&mut self, item: &T, timeout: Duration) -> Result<(), PushError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.try_push(item) {
+                Err(PushError::Full) if Instant::now() < deadline => {
+                    let view = *self.mem.view();
+                    wait_for(&view, Side::Space, deadline, || self.inner.free() > 0);
+                }
+                r => return r,
+            }
+        }
     }
 
     /// Free slots.
@@ -383,18 +471,41 @@ impl<T: Item> SpscConsumer<T> {
         let mut t = T::new_zeroed();
         match self
             .inner
-            .pop_fixed(t.as_mut_bytes(), std::mem::size_of::<T>())
+            .pop_fixed(t.as_mut_bytes(), std::mem::size_of::<T>())?
         {
-            Ok(1) => Ok(Some(t)),
-            Ok(_) => Ok(None),
-            Err(e) => Err(e),
+            1 => {
+                notify(self.mem.view(), Side::Space);
+                Ok(Some(t))
+            }
+            _ => Ok(None),
         }
     }
 
     /// Pops up to `out.len()` items with one index update and returns how many.
     pub fn pop_slice(&mut self, out: &mut [T]) -> Result<usize, PopError> {
-        self.inner
-            .pop_fixed(out.as_mut_bytes(), std::mem::size_of::<T>())
+        let n = self
+            .inner
+            .pop_fixed(out.as_mut_bytes(), std::mem::size_of::<T>())?;
+        if n > 0 {
+            notify(self.mem.view(), Side::Space);
+        }
+        Ok(n)
+    }
+
+    /// Pops one item, waiting up to `timeout` for one; `Ok(None)` after that.
+    pub fn pop_blocking(&mut self, timeout: Duration) -> Result<Option<T>, PopError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.try_pop()? {
+                None if Instant::now() < deadline => {
+                    let view = *self.mem.view();
+                    wait_for(&view, Side::Data, deadline, || {
+                        self.inner.ready().map_or(true, |n| n > 0)
+                    });
+                }
+                r => return Ok(r),
+            }
+        }
     }
 
     /// Items ready to pop.
@@ -448,7 +559,41 @@ impl<T: Item> MpmcQueue<T> {
 
     /// Pushes one item and returns its position, or fails with [`PushError::Full`].
     pub fn try_push(&self, item: &T) -> Result<u64, PushError> {
-        self.inner.try_push(item.as_bytes())
+        let pos = self.inner.try_push(item.as_bytes())?;
+        notify(self.mem.view(), Side::Data);
+        Ok(pos)
+    }
+
+    /// Pushes one item, waiting up to `timeout` for space; [`PushError::Full`] after that.
+    pub fn push_blocking(&self, item: &T, timeout: Duration) -> Result<u64, PushError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.try_push(item) {
+                Err(PushError::Full) if Instant::now() < deadline => {
+                    wait_for(self.mem.view(), Side::Space, deadline, || {
+                        self.inner.has_space()
+                    });
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Pops one item, waiting up to `timeout`; `Ok((None, healed))` after that.
+    pub fn pop_blocking(&self, timeout: Duration) -> Result<(Option<T>, u64), PopError> {
+        let deadline = Instant::now() + timeout;
+        let mut healed = 0;
+        loop {
+            match self.try_pop()? {
+                (None, h) if Instant::now() < deadline => {
+                    healed += h;
+                    wait_for(self.mem.view(), Side::Data, deadline, || {
+                        self.inner.has_item()
+                    });
+                }
+                (t, h) => return Ok((t, healed + h)),
+            }
+        }
     }
 
     /// Pops the next item in global FIFO order; `Ok(None)` when nothing is ready. Healed
@@ -460,8 +605,14 @@ impl<T: Item> MpmcQueue<T> {
         // At most one lap of healed positions can precede an item.
         for _ in 0..=self.inner.view().capacity() {
             match self.inner.try_pop(t.as_mut_bytes()) {
-                Ok(Popped::Item { .. }) => return Ok((Some(t), healed)),
-                Ok(Popped::Healed { .. }) => healed += 1,
+                Ok(Popped::Item { .. }) => {
+                    notify(self.mem.view(), Side::Space);
+                    return Ok((Some(t), healed));
+                }
+                Ok(Popped::Healed { .. }) => {
+                    notify(self.mem.view(), Side::Space);
+                    healed += 1;
+                }
                 Err(PopError::Empty | PopError::Pending { .. }) => return Ok((None, healed)),
                 Err(e) => return Err(e),
             }
@@ -633,6 +784,40 @@ mod tests {
                 }
             }
         });
+    }
+
+    #[test]
+    fn blocking_pop_and_push_wake_up_and_time_out() {
+        let (mut p, mut c) = spsc_channel::<u64>(2).unwrap();
+        // Times out on an empty queue, after the timeout.
+        let t0 = Instant::now();
+        assert_eq!(c.pop_blocking(Duration::from_millis(30)), Ok(None));
+        let waited = t0.elapsed();
+        assert!(waited >= Duration::from_millis(30), "{waited:?}");
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                p.try_push(&7).unwrap();
+                p.try_push(&8).unwrap();
+                // Full now: blocks until the consumer pops.
+                p.push_blocking(&9, Duration::from_secs(10)).unwrap();
+            });
+            let t0 = Instant::now();
+            assert_eq!(c.pop_blocking(Duration::from_secs(10)), Ok(Some(7)));
+            assert!(t0.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(30));
+            assert_eq!(c.pop_blocking(Duration::from_secs(10)), Ok(Some(8)));
+            assert_eq!(c.pop_blocking(Duration::from_secs(10)), Ok(Some(9)));
+        });
+        let q = MpmcQueue::<u64>::anonymous(2).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                q.push_blocking(&1, Duration::from_secs(10)).unwrap();
+            });
+            assert_eq!(q.pop_blocking(Duration::from_secs(10)), Ok((Some(1), 0)));
+        });
+        assert_eq!(q.pop_blocking(Duration::from_millis(5)), Ok((None, 0)));
     }
 
     #[test]

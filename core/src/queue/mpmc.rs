@@ -260,6 +260,25 @@ impl MpmcQueue {
         }
     }
 
+    /// True when the next position to pop is published (or healed): a pop would not report
+    /// empty or pending. For waiting loops; a snapshot.
+    pub fn has_item(&self) -> bool {
+        // Relaxed: a snapshot; the acquire below orders what a following pop reads.
+        let pos = self.q.deq().load(Ordering::Relaxed);
+        // Acquire: as in try_pop.
+        let stamp = self.q.slot_word(pos).load(Ordering::Acquire);
+        stamp & !HEALED == pos.wrapping_add(1)
+    }
+
+    /// True when the next position to push is free: a push would not report full. For
+    /// waiting loops; a snapshot.
+    pub fn has_space(&self) -> bool {
+        // Relaxed: a snapshot, as in has_item.
+        let pos = self.q.enq().load(Ordering::Relaxed);
+        // Acquire: as in claim.
+        self.q.slot_word(pos).load(Ordering::Acquire) == pos
+    }
+
     /// Items claimed and not yet popped (a snapshot; includes unpublished positions).
     pub fn len(&self) -> u64 {
         // Relaxed: a diagnostic snapshot. Dequeue first, so the difference cannot go below 0
