@@ -620,6 +620,12 @@ impl<T: Item> MpmcQueue<T> {
         Ok((None, healed))
     }
 
+    /// The core queue, for the split [`q::MpmcQueue::claim`] /
+    /// [`q::MpmcQueue::write_claimed`] push and other raw access.
+    pub fn core(&self) -> &q::MpmcQueue {
+        &self.inner
+    }
+
     /// See [`q::MpmcQueue::next_stuck_slot`].
     pub fn next_stuck_slot(&self, from: u64) -> Option<u64> {
         self.inner.next_stuck_slot(from)
@@ -818,6 +824,57 @@ mod tests {
             assert_eq!(q.pop_blocking(Duration::from_secs(10)), Ok((Some(1), 0)));
         });
         assert_eq!(q.pop_blocking(Duration::from_millis(5)), Ok((None, 0)));
+    }
+
+    /// The child half of `producer_killed_mid_push_is_healed_from_another_process`: run only
+    /// by that test, in a child process (hence ignored).
+    #[test]
+    #[ignore = "child process of producer_killed_mid_push_is_healed_from_another_process"]
+    fn child_claims_and_hangs() {
+        let path = std::env::var("RINGWIRE_QUEUE_CHILD").expect("run by the parent test");
+        let q = MpmcQueue::<u64>::open(&path).unwrap();
+        q.try_push(&1).unwrap();
+        // Claim position 1 and never publish it: the parent kills us here.
+        let _pos = q.core().claim().unwrap();
+        loop {
+            std::thread::sleep(Duration::from_secs(1));
+        }
+    }
+
+    #[test]
+    fn producer_killed_mid_push_is_healed_from_another_process() {
+        let path = tmp("killed");
+        let q = MpmcQueue::<u64>::create(&path, 8).unwrap();
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "queue::tests::child_claims_and_hangs",
+                "--ignored",
+                "--test-threads=1",
+            ])
+            .env("RINGWIRE_QUEUE_CHILD", &path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while q.next_stuck_slot(0) != Some(1) {
+            assert!(Instant::now() < deadline, "the child never claimed");
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        // kill -9, and reap: the producer is now known to be dead.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        q.try_push(&3).unwrap();
+        assert_eq!(q.try_pop(), Ok((Some(1), 0)));
+        // Consumers wait on the dead producer's position...
+        assert_eq!(q.try_pop(), Ok((None, 0)));
+        assert_eq!(q.next_stuck_slot(0), Some(1));
+        // ...until it is healed; then they pass it, and the count says one item was lost.
+        assert_eq!(q.heal_stuck_slot(1), Ok(HealedFrom::Claimed));
+        assert_eq!(q.try_pop(), Ok((Some(3), 1)));
+        assert_eq!(q.next_stuck_slot(0), None);
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]

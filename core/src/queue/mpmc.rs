@@ -31,6 +31,10 @@
 //!   [`PushError::Healed`], so the item is never delivered twice or half-written; but its
 //!   remaining payload stores may land in the slot after the next lap's producer took it
 //!   and corrupt that item. This is why death must be confirmed.
+//!
+//! The price of detecting a late producer: a push does a CAS on the slot before its copy
+//! and a CAS to publish (classic Vyukov does one plain release store), both on the slot's
+//! line, which the producer owns at that moment anyway.
 
 use super::error::{HealError, PopError, PushError, QueueAttachError};
 use super::layout::QueueKind;
