@@ -160,7 +160,8 @@ impl QueueMem {
             path: path.to_owned(),
             err,
         };
-        if len < q::qhdr::MIN_SLOTS_OFFSET as u64 {
+        // An empty file cannot be mapped; anything longer goes to the core's checks.
+        if len < 8 {
             return Err(attach_err(QueueAttachError::TooShort { len }));
         }
         let mut map = map_file(&f, len as usize)?;

@@ -130,6 +130,12 @@ fn attach_errors_carry_the_bad_value() {
         QueueView::attach(short, expect).unwrap_err(),
         QueueAttachError::TooShort { len: 200 }
     );
+    // SAFETY: as above.
+    let tiny = unsafe { Region::from_raw_parts(b.0.as_mut_ptr().cast(), 4) }.unwrap();
+    assert_eq!(
+        QueueView::attach(tiny, expect).unwrap_err(),
+        QueueAttachError::TooShort { len: 4 }
+    );
     // Slots past the end.
     // SAFETY: as above.
     let cut = unsafe { Region::from_raw_parts(b.0.as_mut_ptr().cast(), 384 + 3 * 16) }.unwrap();
@@ -187,6 +193,13 @@ fn attach_errors_carry_the_bad_value() {
     let e = QueueView::attach(b.region(), expect).unwrap_err();
     assert_eq!(e, QueueAttachError::BadMagic { found: RING_MAGIC });
     assert!(std::format!("{e}").contains("ringfire"));
+    // A small ringfire ring (shorter than a queue's fixed part) is named by its magic.
+    // SAFETY: a prefix of the same live buffer.
+    let small = unsafe { Region::from_raw_parts(b.0.as_mut_ptr().cast(), 256) }.unwrap();
+    assert_eq!(
+        QueueView::attach(small, expect).unwrap_err(),
+        QueueAttachError::BadMagic { found: RING_MAGIC }
+    );
 }
 
 #[test]

@@ -78,14 +78,15 @@ impl QueueView {
         Ok(view)
     }
 
-    /// Attaches to an initialised queue, checking magic, kind, version, geometry and (if
-    /// given) item size and schema signature, in that order.
+    /// Attaches to an initialised queue, checking magic, kind, length, version, geometry and
+    /// (if given) item size and schema signature, in that order. The magic comes first so
+    /// that a short file of another format (a small ringfire ring) is named as such.
     pub fn attach(region: Region, expect: QueueExpect) -> Result<QueueView, QueueAttachError> {
         let len = region.len() as u64;
-        if len < qhdr::MIN_SLOTS_OFFSET as u64 {
+        if len < 8 {
             return Err(QueueAttachError::TooShort { len });
         }
-        // SAFETY: the region holds the header (checked above).
+        // SAFETY: the region holds the 8-byte magic (checked above).
         let magic = unsafe { region.a64(qhdr::MAGIC) }.load(Ordering::Acquire);
         match QueueKind::from_magic(magic) {
             None => return Err(QueueAttachError::BadMagic { found: magic }),
@@ -96,6 +97,9 @@ impl QueueView {
                 });
             }
             Some(_) => {}
+        }
+        if len < qhdr::MIN_SLOTS_OFFSET as u64 {
+            return Err(QueueAttachError::TooShort { len });
         }
         // SAFETY: the region holds the 128-byte header.
         let h = unsafe { load_header(&region) };
