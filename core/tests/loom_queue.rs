@@ -94,6 +94,38 @@ fn spsc_push_pop_and_slices() {
 }
 
 #[test]
+fn spsc_fixed_record_batches() {
+    // The typed std handles move records with push_fixed / pop_fixed.
+    model(|| {
+        let q = view(QueueKind::Spsc, 2, 16, 24);
+        let qp = q.clone();
+        let producer = thread::spawn(move || {
+            let mut p = SpscProducer::new(qp).unwrap();
+            let recs: Vec<u8> = (1..=3).flat_map(item).collect();
+            let n = p.push_fixed(&recs, 16).unwrap() as u64;
+            assert_eq!(n, 2, "an empty two-slot queue takes two");
+            // One more if the consumer freed a slot meanwhile.
+            n + p.push_fixed(&recs[32..], 16).unwrap() as u64
+        });
+        let qc = q.clone();
+        let consumer = thread::spawn(move || {
+            let mut c = SpscConsumer::new(qc).unwrap();
+            let mut out = [0u8; 32];
+            let n = c.pop_fixed(&mut out, 16).unwrap();
+            out.chunks(16).take(n).map(value).collect::<Vec<_>>()
+        });
+        let pushed = producer.join().unwrap();
+        let mut got = consumer.join().unwrap();
+        let mut c = SpscConsumer::new(q).unwrap();
+        let mut b = [0u8; 16];
+        while c.pop_fixed(&mut b, 16).unwrap() == 1 {
+            got.push(value(&b));
+        }
+        assert_eq!(got, (1..=pushed).collect::<Vec<_>>());
+    });
+}
+
+#[test]
 fn mpmc_two_producers_two_consumers() {
     // Four threads with retry loops: bound 2 keeps it to about 20 s (bound 3: 160 s, passes).
     model_bounded(2, || {
