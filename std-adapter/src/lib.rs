@@ -13,6 +13,7 @@ pub mod bench;
 pub mod error;
 pub mod file;
 pub mod net;
+pub mod queue;
 pub mod sys;
 pub mod wait;
 
