@@ -5,6 +5,8 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use ringwire_core::broadcast::blob::BlobError;
+use ringwire_core::broadcast::registry::RegistryError;
 use ringwire_core::{AttachError, GeometryError, InitError, RegionError};
 
 /// Result alias for the adapter.
@@ -22,6 +24,20 @@ pub enum Error {
         op: &'static str,
         /// The OS error.
         source: io::Error,
+    },
+    /// The reader registry refused (a full registry on a lossless ring, …).
+    Registry {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: RegistryError,
+    },
+    /// A blob could not be written or read.
+    Blob {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: BlobError,
     },
     /// The file is not a valid ring (spec §1.3).
     Attach {
@@ -101,6 +117,8 @@ impl Error {
         match self {
             Error::Io { path, .. }
             | Error::Attach { path, .. }
+            | Error::Registry { path, .. }
+            | Error::Blob { path, .. }
             | Error::Geometry { path, .. }
             | Error::Init { path, .. }
             | Error::Region { path, .. }
@@ -148,6 +166,8 @@ impl fmt::Display for Error {
             Error::Io { op, source, .. } => write!(f, "ring {p}: {op} failed: {source}"),
             Error::Attach { source, .. } => write!(f, "ring {p}: {source}"),
             Error::Geometry { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::Registry { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::Blob { source, .. } => write!(f, "ring {p}: {source}"),
             Error::Init { source, .. } => write!(f, "ring {p}: {source}"),
             Error::Region { source, .. } => write!(f, "ring {p}: {source}"),
             Error::ProducerAlreadyExists { .. } => {
@@ -174,6 +194,8 @@ impl std::error::Error for Error {
             Error::Io { source, .. } => Some(source),
             Error::Attach { source, .. } => Some(source),
             Error::Geometry { source, .. } => Some(source),
+            Error::Registry { source, .. } => Some(source),
+            Error::Blob { source, .. } => Some(source),
             Error::Init { source, .. } => Some(source),
             Error::Region { source, .. } => Some(source),
             _ => None,

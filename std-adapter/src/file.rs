@@ -113,6 +113,7 @@ fn open_exclusive(path: &Path, mode: u32, total: u64) -> Result<File> {
             .read(true)
             .write(true)
             .create(true)
+            .truncate(false)
             .mode(mode)
             .open(path)
             .map_err(|e| Error::io(path, "open", e))?;

@@ -10,11 +10,21 @@
 pub use ringwire_core as core;
 
 pub mod bench;
+pub mod blob;
+pub mod checkpoint;
+pub mod consumer;
 pub mod error;
 pub mod file;
 pub mod net;
+pub mod producer;
 pub mod sys;
 pub mod wait;
 
+pub use blob::{BlobConsumer, BlobProducer, BlobProducerBuilder};
+pub use checkpoint::OffsetCheckpoint;
+pub use consumer::{RingConsumer, RingConsumerBuilder};
 pub use error::{Error, Result};
 pub use file::{CleanupMode, CreateOptions, ReadOnlyRing, RegistryEntry, RingFile};
+pub use producer::{FlowControl, RingProducer, RingProducerBuilder};
+pub use ringwire_core::broadcast::StartMode;
+pub use wait::{BusySpin, FutexWait, FutexWake, WaitStrategy, YieldBackoff};

@@ -1,4 +1,5 @@
 //! Shared helpers for ringwire's cross-crate tests.
 #![deny(missing_docs)]
 
+pub mod records;
 pub mod shm;
