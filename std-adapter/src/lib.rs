@@ -12,6 +12,7 @@ pub use ringwire_core as core;
 pub mod bench;
 pub mod blob;
 pub mod checkpoint;
+pub mod cli;
 pub mod consumer;
 pub mod error;
 pub mod file;
