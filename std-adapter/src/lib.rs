@@ -10,6 +10,7 @@
 pub use ringwire_core as core;
 
 pub mod bench;
+pub mod blackboard;
 pub mod blob;
 pub mod checkpoint;
 pub mod cli;
@@ -21,6 +22,7 @@ pub mod producer;
 pub mod sys;
 pub mod wait;
 
+pub use blackboard::{BlackboardConsumer, BlackboardProducer};
 pub use blob::{BlobConsumer, BlobProducer, BlobProducerBuilder};
 pub use checkpoint::OffsetCheckpoint;
 pub use consumer::{RingConsumer, RingConsumerBuilder};
