@@ -23,9 +23,9 @@ const SPINS_BEFORE_YIELD: u32 = 10_000;
 pub const STALL_TIMEOUT: Duration = Duration::from_millis(100);
 
 fn bb_err(path: &Path) -> impl Fn(BlackboardError) -> Error + '_ {
-    move |e| Error::InvalidArgument {
+    move |source| Error::Blackboard {
         path: path.to_path_buf(),
-        what: e.to_string(),
+        source,
     }
 }
 
@@ -184,9 +184,9 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
                 continue;
             }
             if start.elapsed() > STALL_TIMEOUT {
-                return Err(Error::InvalidArgument {
+                return Err(Error::WriterStalled {
                     path: self.path.clone(),
-                    what: format!("writer of key {key} stalled for more than 100 ms"),
+                    key,
                 });
             }
             std::thread::yield_now();

@@ -5,6 +5,7 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use ringwire_core::blackboard::BlackboardError;
 use ringwire_core::broadcast::blob::BlobError;
 use ringwire_core::broadcast::registry::RegistryError;
 use ringwire_core::{AttachError, GeometryError, InitError, RegionError};
@@ -38,6 +39,20 @@ pub enum Error {
         path: PathBuf,
         /// Why.
         source: BlobError,
+    },
+    /// A blackboard file is invalid, or an access was refused (spec §14).
+    Blackboard {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: BlackboardError,
+    },
+    /// A blackboard key's writer stopped mid-write (the same odd seqlock for 100 ms).
+    WriterStalled {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: usize,
     },
     /// The file is not a valid ring (spec §1.3).
     Attach {
@@ -119,6 +134,8 @@ impl Error {
             | Error::Attach { path, .. }
             | Error::Registry { path, .. }
             | Error::Blob { path, .. }
+            | Error::Blackboard { path, .. }
+            | Error::WriterStalled { path, .. }
             | Error::Geometry { path, .. }
             | Error::Init { path, .. }
             | Error::Region { path, .. }
@@ -168,6 +185,11 @@ impl fmt::Display for Error {
             Error::Geometry { source, .. } => write!(f, "ring {p}: {source}"),
             Error::Registry { source, .. } => write!(f, "ring {p}: {source}"),
             Error::Blob { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::Blackboard { source, .. } => write!(f, "blackboard {p}: {source}"),
+            Error::WriterStalled { key, .. } => write!(
+                f,
+                "blackboard {p}: writer of key {key} stalled for more than 100 ms"
+            ),
             Error::Init { source, .. } => write!(f, "ring {p}: {source}"),
             Error::Region { source, .. } => write!(f, "ring {p}: {source}"),
             Error::ProducerAlreadyExists { .. } => {
@@ -196,6 +218,7 @@ impl std::error::Error for Error {
             Error::Geometry { source, .. } => Some(source),
             Error::Registry { source, .. } => Some(source),
             Error::Blob { source, .. } => Some(source),
+            Error::Blackboard { source, .. } => Some(source),
             Error::Init { source, .. } => Some(source),
             Error::Region { source, .. } => Some(source),
             _ => None,
