@@ -10,6 +10,8 @@ use clap::Parser;
 #[test]
 fn stat_json_matches_ringfire_spmc_ring() {
     let p = ShmPath::new("stat-rf");
+    // ringfire's named consumer keeps a default checkpoint next to the ring.
+    let _checkpoint = p.sibling("_algo_1.offset");
     let mut prod = ringfire::RingProducerBuilder::new(256)
         .max_readers(4)
         .build::<Rec, _>(p.path())
