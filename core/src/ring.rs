@@ -94,17 +94,11 @@ impl RingView {
         let geo = Geometry::from_header(&h, region.len() as u64, 8).map_err(InitError::Geometry)?;
         // SAFETY: the region holds at least `need >= 128` bytes (checked above).
         unsafe { region.a64(hdr::MAGIC) }.store(0, Ordering::Relaxed);
-        // SAFETY: header bytes [8, 128) are in bounds and we own the region during init.
-        unsafe { region.write_words(8, &zerocopy::IntoBytes::as_bytes(&h)[8..]) };
+        // SAFETY: as above; we own the region during init.
+        unsafe { store_header_fields(&region, &h) };
         let view = RingView { region, geo };
-        if geo.registry_count > 0 {
-            // SAFETY: from_header proved the registry inside the region.
-            unsafe {
-                view.region.zero_words(
-                    geo.registry_offset as usize,
-                    geo.registry_count as usize * reg::SIZE,
-                )
-            };
+        for i in 0..geo.registry_count {
+            view.zero_registry_slot(i);
         }
         for i in 0..geo.capacity {
             view.slot_seq_at(i as usize).store(0, Ordering::Relaxed);
@@ -176,10 +170,8 @@ impl RingView {
     }
 
     fn snapshot(region: &Region) -> RingHeader {
-        let mut bytes = [0u8; hdr::SIZE];
         // SAFETY: callers checked that the region holds the 128-byte header.
-        unsafe { region.read_words(0, &mut bytes) };
-        RingHeader::read_from_bytes(&bytes).unwrap_or_else(|_| RingHeader::new_zeroed())
+        unsafe { load_header_fields(region) }
     }
 
     /// A relaxed snapshot of the whole header (for `stat`, tests and diagnostics).
@@ -376,6 +368,27 @@ impl RingView {
         }
     }
 
+    /// Zeroes registry slot `i` field by field (each field keeps one access size, as every
+    /// other access to it does).
+    fn zero_registry_slot(&self, i: u32) {
+        if let (Some(pid), Some(active)) = (
+            self.registry_a32(i, reg::PID),
+            self.registry_a32(i, reg::ACTIVE),
+        ) {
+            // Relaxed: init runs before the magic's release store publishes the ring.
+            pid.store(0, Ordering::Relaxed);
+            active.store(0, Ordering::Relaxed);
+        }
+        if let Some(off) = self.registry_slot_offset(i) {
+            // SAFETY: words [8, 64) of a validated registry slot are in bounds, 8-aligned,
+            // and always accessed as 64-bit words (cursor, heartbeat, name, padding).
+            unsafe {
+                self.region
+                    .zero_words(off + reg::CURSOR_SEQ, reg::SIZE - reg::CURSOR_SEQ)
+            };
+        }
+    }
+
     /// Offset of registry slot `i`, if the ring has one at that index.
     #[inline]
     pub fn registry_slot_offset(&self, i: u32) -> Option<usize> {
@@ -435,4 +448,68 @@ impl RingView {
     pub fn arena_data_offset(&self) -> usize {
         self.geo.arena_offset as usize + arena_off::SIZE
     }
+}
+
+/// Header fields by access size: 64-bit words and 32-bit fields (the magic at 0 excluded).
+const HDR_U64: [usize; 10] = [
+    hdr::CAPACITY,
+    hdr::MASK,
+    hdr::WRITE_SEQ,
+    hdr::CLAIM_SEQ,
+    hdr::READ_SEQ,
+    hdr::SCHEMA_SIG,
+    hdr::ARENA_OFFSET,
+    hdr::ARENA_SIZE,
+    hdr::SLOTS_OFFSET,
+    112,
+];
+const HDR_U32: [usize; 8] = [
+    hdr::VERSION,
+    hdr::ELEMENT_SIZE,
+    hdr::FLAGS,
+    hdr::FUTEX_WORD,
+    hdr::WAITING_CONSUMERS,
+    60,
+    hdr::REGISTRY_OFFSET,
+    hdr::REGISTRY_COUNT,
+];
+const _: () = assert!(8 + HDR_U64.len() * 8 + 8 + HDR_U32.len() * 4 == hdr::SIZE);
+
+/// Writes every header field but the magic, each with an atomic store of its own size, so
+/// that no byte is ever accessed at two sizes (32-bit fields such as `futex_word` are later
+/// used as 32-bit atomics).
+///
+/// # Safety
+/// The region must hold at least 128 bytes.
+unsafe fn store_header_fields(region: &Region, h: &RingHeader) {
+    let bytes = zerocopy::IntoBytes::as_bytes(h);
+    for off in HDR_U64.into_iter().chain([120]) {
+        let v = u64::from_ne_bytes(bytes[off..off + 8].try_into().unwrap_or([0; 8]));
+        // SAFETY: off + 8 <= 128 <= len, 8-aligned. Relaxed: published by the magic's release.
+        unsafe { region.a64(off) }.store(v, Ordering::Relaxed);
+    }
+    for off in HDR_U32 {
+        let v = u32::from_ne_bytes(bytes[off..off + 4].try_into().unwrap_or([0; 4]));
+        // SAFETY: off + 4 <= 128 <= len, 4-aligned. Relaxed: as above.
+        unsafe { region.a32(off) }.store(v, Ordering::Relaxed);
+    }
+}
+
+/// Reads the header field by field (relaxed), the mirror image of [`store_header_fields`].
+///
+/// # Safety
+/// The region must hold at least 128 bytes.
+unsafe fn load_header_fields(region: &Region) -> RingHeader {
+    let mut bytes = [0u8; hdr::SIZE];
+    for off in [hdr::MAGIC].into_iter().chain(HDR_U64).chain([120]) {
+        // SAFETY: off + 8 <= 128 <= len, 8-aligned.
+        let v = unsafe { region.a64(off) }.load(Ordering::Relaxed);
+        bytes[off..off + 8].copy_from_slice(&v.to_ne_bytes());
+    }
+    for off in HDR_U32 {
+        // SAFETY: off + 4 <= 128 <= len, 4-aligned.
+        let v = unsafe { region.a32(off) }.load(Ordering::Relaxed);
+        bytes[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+    RingHeader::read_from_bytes(&bytes).unwrap_or_else(|_| RingHeader::new_zeroed())
 }

@@ -19,6 +19,7 @@ pub mod error;
 pub mod file;
 pub mod net;
 pub mod producer;
+pub mod queue;
 pub mod sys;
 pub mod wait;
 

@@ -3,3 +3,4 @@
 
 pub mod records;
 pub mod shm;
+pub mod sim;

@@ -1,0 +1,708 @@
+//! The mirror (spec §19, §21): HELLO, GEOMETRY checks, the adopt-or-recreate decision,
+//! applying DATA in order with a hold-back store, NAK and its repeat, GAP, tail-loss
+//! detection from heartbeats and restart detection.
+//!
+//! Beyond the reference: a datagram is accepted only from the source's address, a repeated
+//! NAK asks only for what is still missing, and a step handles a bounded number of datagrams.
+
+use core::fmt;
+
+use super::holdback::{HoldBack, HoldError};
+use super::ring_io::{RecordSink, SinkError};
+use super::time::{Duration, Instant, earliest};
+use super::{Channel, PeerAddr, Transmit};
+use crate::wire::{
+    DataRepr, Frame, GEOMETRY_RESET, GEOMETRY_UDP_FOLLOWS, GapRepr, GeometryRepr, HEADER_LEN,
+    HELLO_CAN_UNICAST, HELLO_OLDEST, HELLO_PREFER_UNICAST, HeartbeatRepr, HelloRepr, Kind,
+    MulticastRepr, NakRepr, PunchRepr, RecordFormat, WireError,
+};
+
+/// Datagrams handled per [`Mirror::handle_datagrams`] call.
+pub const DATAGRAMS_PER_STEP: usize = 32;
+/// Most records one NAK asks for.
+pub const MAX_NAK_RECORDS: u64 = 65_535;
+
+/// Where the mirror wants to start (spec §18.1 HELLO `seq`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Start {
+    /// Only new data.
+    Latest,
+    /// The oldest the source retains.
+    Oldest,
+    /// From this sequence (0 means 1).
+    Sequence(u64),
+    /// Continue the existing local ring, or oldest if there is none.
+    Resume,
+}
+
+/// Mirror settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MirrorConfig {
+    /// Start position.
+    pub start: Start,
+    /// Ask for UDP unicast even if the source has multicast.
+    pub prefer_unicast: bool,
+    /// NAK repeat interval (default 20 ms).
+    pub nak_timeout: Duration,
+    /// PUNCH interval until something was heard (default 200 ms).
+    pub punch_interval: Duration,
+    /// PUNCH keep-alive afterwards (default 5 s).
+    pub punch_keepalive: Duration,
+    /// Accept datagrams only from the source's IP (unicast: and port). Default true.
+    pub check_udp_source: bool,
+}
+
+impl Default for MirrorConfig {
+    fn default() -> MirrorConfig {
+        MirrorConfig {
+            start: Start::Resume,
+            prefer_unicast: false,
+            nak_timeout: Duration::from_millis(20),
+            punch_interval: Duration::from_millis(200),
+            punch_keepalive: Duration::from_secs(5),
+            check_udp_source: true,
+        }
+    }
+}
+
+/// What the mirror has seen and done.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MirrorCounters {
+    /// TCP frames handled.
+    pub frames: u64,
+    /// Datagrams received.
+    pub datagrams: u64,
+    /// NAK frames sent (first sends and repeats).
+    pub naks_sent: u64,
+    /// Records written from TCP DATA in UDP modes (answers to NAKs).
+    pub records_retransmitted: u64,
+    /// Holes skipped (GAP, a jump ahead, a restart).
+    pub gaps: u64,
+    /// DATA frames dropped as duplicates or stale.
+    pub duplicates_dropped: u64,
+    /// Datagrams dropped as malformed, foreign or for another session.
+    pub garbage_dropped: u64,
+    /// Records written into the ring.
+    pub records_written: u64,
+    /// DATA frames dropped because the hold-back store was full.
+    pub holdback_dropped: u64,
+    /// Source restarts detected.
+    pub restarts: u64,
+}
+
+/// Why the mirror stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum MirrorError {
+    /// A TCP frame could not be decoded (fatal on TCP).
+    Protocol(WireError),
+    /// A valid TCP frame that is not allowed in the current state.
+    UnexpectedFrame {
+        /// Its kind.
+        kind: Kind,
+    },
+    /// The local ring could not be created.
+    Sink(SinkError),
+    /// Input after an error.
+    Closed,
+}
+
+impl fmt::Display for MirrorError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            MirrorError::Protocol(e) => write!(f, "protocol error: {e}"),
+            MirrorError::UnexpectedFrame { kind } => write!(f, "unexpected {kind:?} frame"),
+            MirrorError::Sink(e) => e.fmt(f),
+            MirrorError::Closed => f.write_str("mirror closed"),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Punch {
+    to: PeerAddr,
+    token: u32,
+    heard: bool,
+    due: Instant,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Nak {
+    from: u64,
+    to: u64,
+    sent: Option<Instant>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum State {
+    Hello,
+    AwaitGeometry,
+    AwaitMulticast,
+    LiveTcp,
+    LiveUdp,
+    Closed,
+}
+
+/// The mirror state machine. `'a` is the caller memory of its hold-back store.
+#[derive(Debug)]
+pub struct Mirror<'a> {
+    cfg: MirrorConfig,
+    source: PeerAddr,
+    state: State,
+    hello: HelloRepr,
+    geometry: Option<GeometryRepr>,
+    fmt: RecordFormat,
+    next: u64,
+    session: u8,
+    udp_from: Option<PeerAddr>,
+    punch: Option<Punch>,
+    nak: Option<Nak>,
+    source_seq: Option<u64>,
+    holdback: HoldBack<'a>,
+    counters: MirrorCounters,
+}
+
+impl<'a> Mirror<'a> {
+    /// A mirror that will connect to the source whose TCP address is `source`. `sink` is the
+    /// local ring (consulted for [`Start::Resume`]); `holdback` is the hold-back store.
+    pub fn new<S: RecordSink + ?Sized>(
+        cfg: MirrorConfig,
+        source: PeerAddr,
+        sink: &S,
+        holdback: HoldBack<'a>,
+    ) -> Mirror<'a> {
+        let seq = match cfg.start {
+            Start::Latest => 0,
+            Start::Oldest => HELLO_OLDEST,
+            Start::Sequence(n) => n.max(1),
+            Start::Resume => sink.existing().map_or(HELLO_OLDEST, |(_, w)| {
+                w.saturating_add(1).min(HELLO_OLDEST - 1)
+            }),
+        };
+        let flags = HELLO_CAN_UNICAST
+            | if cfg.prefer_unicast {
+                HELLO_PREFER_UNICAST
+            } else {
+                0
+            };
+        Mirror {
+            cfg,
+            source,
+            state: State::Hello,
+            hello: HelloRepr { seq, flags },
+            geometry: None,
+            fmt: RecordFormat::Fixed { record_len: 8 },
+            next: 1,
+            session: 0,
+            udp_from: None,
+            punch: None,
+            nak: None,
+            source_seq: None,
+            holdback,
+            counters: MirrorCounters::default(),
+        }
+    }
+
+    /// The next sequence the mirror will write.
+    pub fn next(&self) -> u64 {
+        self.next
+    }
+    /// Counters.
+    pub fn counters(&self) -> MirrorCounters {
+        self.counters
+    }
+    /// The GEOMETRY received, once the handshake is done.
+    pub fn geometry(&self) -> Option<&GeometryRepr> {
+        self.geometry.as_ref()
+    }
+    /// True once live data flows (over TCP or UDP).
+    pub fn is_live(&self) -> bool {
+        matches!(self.state, State::LiveTcp | State::LiveUdp)
+    }
+    /// True when live data comes over UDP.
+    pub fn is_udp(&self) -> bool {
+        self.state == State::LiveUdp
+    }
+    /// The highest sequence the source has announced.
+    pub fn source_seq(&self) -> Option<u64> {
+        self.source_seq
+    }
+    /// The outstanding NAK range, if any.
+    pub fn outstanding_nak(&self) -> Option<(u64, u64)> {
+        self.nak.map(|n| (n.from, n.to))
+    }
+    /// The HELLO this mirror sends.
+    pub fn hello(&self) -> HelloRepr {
+        self.hello
+    }
+
+    /// Starts a new connection to the same source (after EOF, an error or a restart): the
+    /// next `poll_transmit` sends a fresh HELLO for `start` (usually [`Start::Resume`]).
+    /// Counters are kept; held data and the outstanding NAK are dropped.
+    pub fn reconnect<S: RecordSink + ?Sized>(&mut self, start: Start, sink: &S) {
+        let fresh = Mirror::new(
+            MirrorConfig { start, ..self.cfg },
+            self.source,
+            sink,
+            HoldBack::new(&mut [], &mut []),
+        );
+        self.cfg.start = start;
+        self.state = State::Hello;
+        self.hello = fresh.hello;
+        self.geometry = None;
+        self.udp_from = None;
+        self.punch = None;
+        self.nak = None;
+        self.source_seq = None;
+        self.holdback.clear();
+    }
+
+    fn fail(&mut self, e: MirrorError) -> MirrorError {
+        self.state = State::Closed;
+        e
+    }
+
+    /// Handles one complete TCP frame (cut from the stream with [`super::StreamBuf`]).
+    /// An error is fatal: the caller closes the connection (and may reconnect with
+    /// [`Start::Resume`]).
+    pub fn handle_tcp_frame<S: RecordSink + ?Sized>(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+        sink: &mut S,
+    ) -> Result<(), MirrorError> {
+        let r = self.tcp_frame(now, bytes, sink);
+        r.map_err(|e| self.fail(e))
+    }
+
+    fn tcp_frame<S: RecordSink + ?Sized>(
+        &mut self,
+        now: Instant,
+        bytes: &[u8],
+        sink: &mut S,
+    ) -> Result<(), MirrorError> {
+        if self.state == State::Closed {
+            return Err(MirrorError::Closed);
+        }
+        let frame = Frame::new_checked(bytes).map_err(MirrorError::Protocol)?;
+        let kind = frame
+            .kind()
+            .ok_or(MirrorError::Protocol(WireError::UnknownKind {
+                kind: frame.kind_byte(),
+            }))?;
+        self.counters.frames += 1;
+        let p = MirrorError::Protocol;
+        match (self.state, kind) {
+            (State::AwaitGeometry, Kind::Geometry) => {
+                let g = GeometryRepr::parse(&frame).map_err(p)?;
+                self.geometry = Some(g);
+                if g.flags & GEOMETRY_UDP_FOLLOWS != 0 {
+                    self.state = State::AwaitMulticast;
+                    Ok(())
+                } else {
+                    self.finish_handshake(now, None, sink)
+                }
+            }
+            (State::AwaitMulticast, Kind::Multicast) => {
+                let m = MulticastRepr::parse(&frame).map_err(p)?;
+                self.finish_handshake(now, Some(m), sink)
+            }
+            (State::LiveTcp | State::LiveUdp, Kind::Data) => {
+                let d = DataRepr::parse(&frame, self.fmt).map_err(p)?;
+                if self.state == State::LiveTcp {
+                    self.apply_tcp(d, sink)
+                } else {
+                    self.counters.records_retransmitted += self.apply(now, d, sink);
+                    Ok(())
+                }
+            }
+            (State::LiveTcp | State::LiveUdp, Kind::Gap) => {
+                let g = GapRepr::parse(&frame).map_err(p)?;
+                if g.seq > self.next {
+                    self.counters.gaps += 1;
+                    self.next = g.seq;
+                }
+                if self.state == State::LiveUdp {
+                    self.after_progress(now, sink);
+                }
+                Ok(())
+            }
+            (State::LiveTcp, Kind::Heartbeat) => {
+                let h = HeartbeatRepr::parse(&frame).map_err(p)?;
+                if h.seq.saturating_add(1) < self.next {
+                    // The source's write_seq is below what it already sent us: a new ring.
+                    self.restart(h.seq.saturating_add(1), sink)?;
+                }
+                self.note_source_seq(h.seq);
+                Ok(())
+            }
+            (State::LiveUdp, Kind::Heartbeat) => {
+                let h = HeartbeatRepr::parse(&frame).map_err(p)?;
+                self.on_source_seq(now, h.seq);
+                Ok(())
+            }
+            (State::LiveUdp, Kind::Multicast) => Ok(()),
+            (_, kind) => Err(MirrorError::UnexpectedFrame { kind }),
+        }
+    }
+
+    /// The adopt-or-recreate decision of spec §21.1.
+    fn finish_handshake<S: RecordSink + ?Sized>(
+        &mut self,
+        now: Instant,
+        m: Option<MulticastRepr>,
+        sink: &mut S,
+    ) -> Result<(), MirrorError> {
+        let g = self.geometry.ok_or(MirrorError::Closed)?;
+        let adopt = match sink.existing() {
+            Some((have, w))
+                if self.cfg.start == Start::Resume
+                    && g.flags & GEOMETRY_RESET == 0
+                    && g.matches(&have) =>
+            {
+                Some(w + 1)
+            }
+            _ => None,
+        };
+        let mg = g.mirror_geometry();
+        self.next = match adopt {
+            Some(n) => n,
+            None => {
+                sink.recreate(&mg).map_err(MirrorError::Sink)?;
+                g.seq.max(1)
+            }
+        };
+        self.fmt = RecordFormat::of(&mg);
+        self.holdback.clear();
+        match m {
+            None => self.state = State::LiveTcp,
+            Some(m) => {
+                self.state = State::LiveUdp;
+                self.session = m.session;
+                if m.is_unicast() {
+                    let to = PeerAddr::new(self.source.ip, m.port);
+                    self.udp_from = Some(to);
+                    self.punch = Some(Punch {
+                        to,
+                        token: m.token,
+                        heard: false,
+                        due: now,
+                    });
+                } else {
+                    self.udp_from = Some(PeerAddr::new(self.source.ip, 0));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn restart<S: RecordSink + ?Sized>(
+        &mut self,
+        next: u64,
+        sink: &mut S,
+    ) -> Result<(), MirrorError> {
+        let g = self.geometry.ok_or(MirrorError::Closed)?;
+        sink.recreate(&g.mirror_geometry())
+            .map_err(MirrorError::Sink)?;
+        self.holdback.clear();
+        self.nak = None;
+        self.source_seq = None;
+        self.next = next.max(1);
+        self.counters.gaps += 1;
+        self.counters.restarts += 1;
+        Ok(())
+    }
+
+    /// TCP mode (spec §21.3): backwards means a restarted source, forwards a hole.
+    fn apply_tcp<S: RecordSink + ?Sized>(
+        &mut self,
+        d: DataRepr<'_>,
+        sink: &mut S,
+    ) -> Result<(), MirrorError> {
+        if d.seq < self.next {
+            self.restart(d.seq, sink)?;
+        } else if d.seq > self.next {
+            self.counters.gaps += 1;
+            self.next = d.seq;
+        }
+        write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
+        Ok(())
+    }
+
+    /// Spec §21.4 `apply`; returns how many of `d`'s own records were written.
+    fn apply<S: RecordSink + ?Sized>(
+        &mut self,
+        now: Instant,
+        d: DataRepr<'_>,
+        sink: &mut S,
+    ) -> u64 {
+        if d.end() <= self.next {
+            self.counters.duplicates_dropped += 1;
+            return 0;
+        }
+        if d.seq > self.next {
+            match self.holdback.insert(d.seq, d.count, d.records) {
+                Ok(()) => {}
+                Err(HoldError::Duplicate) => self.counters.duplicates_dropped += 1,
+                Err(HoldError::Full) => self.counters.holdback_dropped += 1,
+            }
+            self.request(now, self.next, d.seq - 1);
+            return 0;
+        }
+        let before = self.counters.records_written;
+        write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
+        let own = self.counters.records_written - before;
+        self.after_progress(now, sink);
+        own
+    }
+
+    /// Drains the hold-back store in order, then asks for the next hole.
+    fn after_progress<S: RecordSink + ?Sized>(&mut self, now: Instant, sink: &mut S) {
+        while let Some(e) = self.holdback.first() {
+            if e.end() <= self.next {
+                self.holdback.pop_first();
+                self.counters.duplicates_dropped += 1;
+                continue;
+            }
+            if e.seq > self.next {
+                self.request(now, self.next, e.seq - 1);
+                break;
+            }
+            let d = DataRepr {
+                flags: 0,
+                seq: e.seq,
+                count: e.count,
+                records: self.holdback.records(&e),
+            };
+            write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
+            self.holdback.pop_first();
+        }
+        if self.nak.is_some_and(|n| self.next > n.to) {
+            self.nak = None;
+        }
+        if self.holdback.is_empty()
+            && let Some(s) = self.source_seq.filter(|&s| s >= self.next)
+        {
+            self.request(now, self.next, s);
+        }
+    }
+
+    fn note_source_seq(&mut self, s: u64) {
+        self.source_seq = Some(self.source_seq.map_or(s, |o| o.max(s)));
+    }
+
+    /// Spec §21.4 `on_source_seq`: a heartbeat shows how far the source has sent.
+    fn on_source_seq(&mut self, now: Instant, s: u64) {
+        self.note_source_seq(s);
+        if s >= self.next {
+            self.request(now, self.next, s);
+        }
+    }
+
+    /// Spec §21.4 `request`, asking only for what is missing: the range stops before the
+    /// first held frame, and a range inside the outstanding NAK is not asked again before
+    /// that NAK is due for a repeat (the reference only suppresses an identical `from`).
+    fn request(&mut self, now: Instant, from: u64, to: u64) {
+        let mut to = to.min(from.saturating_add(MAX_NAK_RECORDS - 1));
+        if let Some(e) = self.holdback.first_from(from)
+            && e.seq <= to
+        {
+            to = e.seq - 1;
+        }
+        if from > to {
+            return;
+        }
+        if let Some(n) = self.nak {
+            let fresh = n.sent.is_none_or(|t| now < t + self.cfg.nak_timeout);
+            // Already asked for (and not yet due for a repeat): the answer may be in flight.
+            if n.from <= from && n.to >= to && fresh {
+                return;
+            }
+        }
+        self.nak = Some(Nak {
+            from,
+            to,
+            sent: None,
+        });
+    }
+
+    /// Handles one datagram from `from`. Returns false if it was dropped as garbage. Prefer
+    /// [`Mirror::handle_datagrams`], which bounds the work of one step.
+    pub fn handle_datagram<S: RecordSink + ?Sized>(
+        &mut self,
+        now: Instant,
+        from: PeerAddr,
+        bytes: &[u8],
+        sink: &mut S,
+    ) -> bool {
+        self.counters.datagrams += 1;
+        let ok = self.state == State::LiveUdp
+            && bytes.len() >= HEADER_LEN
+            && bytes[1] == self.session
+            && self.is_from_source(from);
+        if !ok {
+            self.counters.garbage_dropped += 1;
+            return false;
+        }
+        if let Some(p) = &mut self.punch {
+            p.heard = true;
+        }
+        let Ok(frame) = Frame::new_checked(bytes) else {
+            self.counters.garbage_dropped += 1;
+            return false;
+        };
+        match frame.kind() {
+            Some(Kind::Data) => match DataRepr::parse(&frame, self.fmt) {
+                Ok(d) => {
+                    let _ = self.apply(now, d, sink);
+                    true
+                }
+                Err(_) => {
+                    self.counters.garbage_dropped += 1;
+                    false
+                }
+            },
+            Some(Kind::Heartbeat) => match HeartbeatRepr::parse(&frame) {
+                Ok(h) => {
+                    self.on_source_seq(now, h.seq);
+                    true
+                }
+                Err(_) => {
+                    self.counters.garbage_dropped += 1;
+                    false
+                }
+            },
+            _ => {
+                self.counters.garbage_dropped += 1;
+                false
+            }
+        }
+    }
+
+    /// Handles at most [`DATAGRAMS_PER_STEP`] datagrams from `datagrams`; returns how many
+    /// were taken (the rest stay in the iterator for the next step).
+    pub fn handle_datagrams<'d, S, I>(
+        &mut self,
+        now: Instant,
+        datagrams: &mut I,
+        sink: &mut S,
+    ) -> usize
+    where
+        S: RecordSink + ?Sized,
+        I: Iterator<Item = (PeerAddr, &'d [u8])>,
+    {
+        let mut n = 0;
+        while n < DATAGRAMS_PER_STEP {
+            let Some((from, bytes)) = datagrams.next() else {
+                break;
+            };
+            self.handle_datagram(now, from, bytes, sink);
+            n += 1;
+        }
+        n
+    }
+
+    fn is_from_source(&self, from: PeerAddr) -> bool {
+        match self.udp_from {
+            _ if !self.cfg.check_udp_source => true,
+            Some(a) if a.port == 0 => a.ip == from.ip,
+            Some(a) => a == from,
+            None => false,
+        }
+    }
+
+    /// When `poll_transmit` must be called next: a NAK repeat or a PUNCH.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let nak = self
+            .nak
+            .map(|n| n.sent.map_or(Instant::ZERO, |t| t + self.cfg.nak_timeout));
+        earliest(nak, self.punch.map(|p| p.due))
+    }
+
+    /// Writes the next outgoing frame into `buf` (at least 32 bytes): HELLO first, then
+    /// NAKs (on TCP) and PUNCHes (on UDP). Call until `None` after every `handle_*` call and
+    /// at [`Mirror::poll_timeout`].
+    #[must_use]
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let tcp = |len| {
+            Some(Transmit {
+                channel: Channel::Tcp,
+                len,
+            })
+        };
+        match self.state {
+            State::Hello => {
+                let len = self.hello.emit(buf).ok()?;
+                self.state = State::AwaitGeometry;
+                return tcp(len);
+            }
+            State::LiveUdp => {}
+            _ => return None,
+        }
+        if let Some(n) = self.nak
+            && n.sent.is_some_and(|t| now >= t + self.cfg.nak_timeout)
+        {
+            // Repeat, but only what is still missing.
+            self.nak = None;
+            self.request(now, n.from.max(self.next), n.to);
+        }
+        if let Some(n) = &mut self.nak
+            && n.sent.is_none()
+        {
+            let len = NakRepr {
+                from: n.from,
+                to: n.to,
+            }
+            .emit(buf)
+            .ok()?;
+            n.sent = Some(now);
+            self.counters.naks_sent += 1;
+            return tcp(len);
+        }
+        if let Some(p) = &mut self.punch
+            && now >= p.due
+        {
+            let len = PunchRepr {
+                session: self.session,
+                token: p.token,
+            }
+            .emit(buf)
+            .ok()?;
+            p.due = now
+                + if p.heard {
+                    self.cfg.punch_keepalive
+                } else {
+                    self.cfg.punch_interval
+                };
+            return Some(Transmit {
+                channel: Channel::Udp(p.to),
+                len,
+            });
+        }
+        None
+    }
+}
+
+/// Writes the records of `d` at or after `*next` (spec §21.2), then publishes once.
+fn write_frame<S: RecordSink + ?Sized>(
+    d: DataRepr<'_>,
+    fmt: RecordFormat,
+    next: &mut u64,
+    sink: &mut S,
+    counters: &mut MirrorCounters,
+) {
+    let end = d.end();
+    if end <= *next {
+        return;
+    }
+    for r in d.iter(fmt) {
+        if r.seq >= *next {
+            sink.write(r.seq, r.fixed, r.blob);
+            counters.records_written += 1;
+        }
+    }
+    *next = end;
+    sink.publish(end - 1);
+}

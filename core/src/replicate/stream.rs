@@ -1,0 +1,105 @@
+//! Cutting frames out of a TCP byte stream into caller memory.
+
+use crate::wire::{HEADER_LEN, WireError, frame_len};
+
+/// A reassembly buffer over caller memory. Push stream bytes in, take whole frames out.
+#[derive(Debug)]
+pub struct StreamBuf<'a> {
+    buf: &'a mut [u8],
+    start: usize,
+    end: usize,
+}
+
+impl<'a> StreamBuf<'a> {
+    /// A buffer able to hold frames of up to `buf.len()` bytes.
+    pub fn new(buf: &'a mut [u8]) -> StreamBuf<'a> {
+        StreamBuf {
+            buf,
+            start: 0,
+            end: 0,
+        }
+    }
+
+    /// Forgets buffered bytes (the connection was closed).
+    pub fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
+    /// Copies as many of `bytes` as fit; returns how many were taken. Call
+    /// [`StreamBuf::next_frame`] until it returns `None`, then push the rest.
+    pub fn push(&mut self, bytes: &[u8]) -> usize {
+        if self.start > 0 && self.end == self.buf.len() {
+            self.buf.copy_within(self.start..self.end, 0);
+            self.end -= self.start;
+            self.start = 0;
+        }
+        let n = bytes.len().min(self.buf.len() - self.end);
+        self.buf[self.end..self.end + n].copy_from_slice(&bytes[..n]);
+        self.end += n;
+        n
+    }
+
+    /// The next complete frame, `None` if more bytes are needed, or an error if the frame
+    /// announced is larger than the buffer (the stream cannot continue).
+    pub fn next_frame(&mut self) -> Option<Result<&[u8], WireError>> {
+        if self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+            return None;
+        }
+        let avail = &self.buf[self.start..self.end];
+        let total = frame_len(avail)?;
+        if total > self.buf.len() {
+            return Some(Err(WireError::FrameTooLarge {
+                len: (total - HEADER_LEN) as u32,
+                max: self.buf.len().saturating_sub(HEADER_LEN),
+            }));
+        }
+        if avail.len() < total {
+            if self.start > 0 && self.start + total > self.buf.len() {
+                self.buf.copy_within(self.start..self.end, 0);
+                self.end -= self.start;
+                self.start = 0;
+            }
+            return None;
+        }
+        let s = self.start;
+        self.start += total;
+        Some(Ok(&self.buf[s..s + total]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::{GapRepr, NakRepr};
+
+    #[test]
+    fn splits_and_joins() {
+        let mut stream = [0u8; 40];
+        GapRepr { seq: 5 }.emit(&mut stream).unwrap();
+        NakRepr { from: 1, to: 2 }.emit(&mut stream[16..]).unwrap();
+        let mut mem = [0u8; 30];
+        let mut sb = StreamBuf::new(&mut mem);
+        let mut got = 0;
+        let mut fed = 0;
+        while fed < 40 {
+            let n = sb.push(&stream[fed..(fed + 7).min(40)]);
+            fed += n;
+            while let Some(f) = sb.next_frame() {
+                let f = f.unwrap();
+                assert_eq!(f.len(), [16, 24][got]);
+                got += 1;
+            }
+        }
+        assert_eq!(got, 2);
+        let mut small = [0u8; 20];
+        let mut sb = StreamBuf::new(&mut small);
+        sb.push(&stream[16..36]);
+        assert!(matches!(
+            sb.next_frame(),
+            Some(Err(WireError::FrameTooLarge { len: 8, max: 4 }))
+        ));
+    }
+}

@@ -1,0 +1,267 @@
+//! The source's UDP sender (spec §20.3): one per server, sending live DATA and HEARTBEAT
+//! datagrams to the multicast group and to every punched unicast mirror, and validating
+//! PUNCHes (§19.4).
+
+use heapless::Vec;
+
+use super::PeerAddr;
+use super::collect::{Stop, collect};
+use super::pacing::{Pacer, Pacing};
+use super::ring_io::RecordSource;
+use super::source::TokenRegistry;
+use super::time::{Duration, Instant, earliest};
+use crate::layout::oldest_retained;
+use crate::wire::{Frame, HEADER_LEN, HeaderRepr, HeartbeatRepr, Kind, MAX_UDP_FRAME, PunchRepr};
+
+/// UDP sender settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UdpConfig {
+    /// Multicast group address and port, if multicast is configured.
+    pub multicast: Option<PeerAddr>,
+    /// Datagram budget before clamping to [24, 65536] (default 1472).
+    pub mtu: usize,
+    /// Copies of every datagram (1..=255).
+    pub duplicate: u8,
+    /// Idle time before a HEARTBEAT (default 1 ms).
+    pub heartbeat: Duration,
+    /// Records per frame.
+    pub batch: u16,
+    /// Frame linger.
+    pub pacing: Pacing,
+}
+
+impl Default for UdpConfig {
+    fn default() -> UdpConfig {
+        UdpConfig {
+            multicast: None,
+            mtu: 1472,
+            duplicate: 1,
+            heartbeat: Duration::from_millis(1),
+            batch: 256,
+            pacing: Pacing::default(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Unicast {
+    token: u32,
+    tcp_ip: [u8; 4],
+    addr: Option<PeerAddr>,
+}
+
+/// Counters of the UDP sender.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct UdpCounters {
+    /// DATA frames built.
+    pub data_frames: u64,
+    /// HEARTBEAT frames built.
+    pub heartbeats: u64,
+    /// Records skipped because their frame exceeded 65,507 bytes or EMSGSIZE.
+    pub oversized_skipped: u64,
+    /// Records skipped on a lap or a loss.
+    pub skipped: u64,
+    /// PUNCHes accepted.
+    pub punches: u64,
+    /// Datagrams rejected (bad frame, unknown token, wrong session or address).
+    pub rejected: u64,
+}
+
+/// The UDP sender of one server, with room for `N` unicast mirrors.
+#[derive(Debug)]
+pub struct UdpSender<const N: usize> {
+    cfg: UdpConfig,
+    session: u8,
+    budget: usize,
+    cursor: u64,
+    pacer: Pacer,
+    last_beat: Instant,
+    peers: Vec<Unicast, N>,
+    next_token: u32,
+    last_len: usize,
+    counters: UdpCounters,
+}
+
+impl<const N: usize> UdpSender<N> {
+    /// A sender for session byte `session` starting after the ring's current `write_seq`.
+    pub fn new(cfg: UdpConfig, session: u8, write_seq: u64, now: Instant) -> UdpSender<N> {
+        let mtu = cfg.mtu.clamp(24, 65_536);
+        UdpSender {
+            cfg: UdpConfig {
+                duplicate: cfg.duplicate.max(1),
+                batch: cfg.batch.max(1),
+                ..cfg
+            },
+            session,
+            budget: mtu.max(17),
+            cursor: write_seq + 1,
+            pacer: Pacer::new(cfg.pacing),
+            last_beat: now,
+            peers: Vec::new(),
+            next_token: 1,
+            last_len: 0,
+            counters: UdpCounters::default(),
+        }
+    }
+
+    /// The session byte.
+    pub fn session(&self) -> u8 {
+        self.session
+    }
+    /// The current datagram budget.
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+    /// Next sequence to send.
+    pub fn cursor(&self) -> u64 {
+        self.cursor
+    }
+    /// Copies of each datagram to send to each destination.
+    pub fn duplicate(&self) -> u8 {
+        self.cfg.duplicate
+    }
+    /// Counters.
+    pub fn counters(&self) -> UdpCounters {
+        self.counters
+    }
+
+    /// Every destination of a datagram: the multicast group first, then each punched peer.
+    pub fn destinations(&self) -> impl Iterator<Item = PeerAddr> + '_ {
+        self.cfg
+            .multicast
+            .into_iter()
+            .chain(self.peers.iter().filter_map(|p| p.addr))
+    }
+
+    /// Forgets a unicast token (its TCP connection ended, for any reason).
+    pub fn unregister(&mut self, token: u32) {
+        self.peers.retain(|p| p.token != token);
+    }
+
+    /// A datagram arrived on the unicast socket from `from`. Accepts a PUNCH only if it is
+    /// exactly 16 bytes, kind 8, carries the session byte and a registered token, **and**
+    /// comes from the IP address of that token's TCP connection. Returns true if accepted.
+    pub fn handle_datagram(&mut self, _now: Instant, from: PeerAddr, bytes: &[u8]) -> bool {
+        let ok = Frame::new_checked(bytes)
+            .and_then(|f| PunchRepr::parse(&f))
+            .ok()
+            .filter(|p| p.session == self.session)
+            .and_then(|p| self.peers.iter_mut().find(|u| u.token == p.token))
+            .filter(|u| u.tcp_ip == from.ip)
+            .map(|u| u.addr = Some(from))
+            .is_some();
+        if ok {
+            self.counters.punches += 1;
+        } else {
+            self.counters.rejected += 1;
+        }
+        ok
+    }
+
+    /// `sendto` of the last datagram (of `frame_len` bytes) failed with EMSGSIZE: lower the
+    /// budget permanently. The records are recovered by NAK.
+    pub fn handle_emsgsize(&mut self, frame_len: usize) {
+        self.budget = self.budget.min(frame_len.saturating_sub(1)).max(17);
+    }
+
+    /// Length of the last datagram returned by `poll_transmit`.
+    pub fn last_len(&self) -> usize {
+        self.last_len
+    }
+
+    /// When `poll_transmit` must be called even if the ring does not move.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        earliest(
+            self.pacer.deadline(),
+            Some(self.last_beat + self.cfg.heartbeat),
+        )
+    }
+
+    /// Builds the next datagram in `buf` and returns its length; the caller sends it
+    /// [`UdpSender::duplicate`] times to each of [`UdpSender::destinations`]. `None` when
+    /// there is nothing to send now. Call until `None` whenever the ring moves and at
+    /// [`UdpSender::poll_timeout`].
+    #[must_use]
+    pub fn poll_transmit<R: RecordSource + ?Sized>(
+        &mut self,
+        now: Instant,
+        ring: &R,
+        buf: &mut [u8],
+    ) -> Option<usize> {
+        // Bounded work: a few laps or skips, then give the caller control back.
+        for _ in 0..64 {
+            let c = collect(ring, self.cursor, self.cfg.batch, self.budget, buf);
+            if c.count > 0 {
+                if !c.is_full() && now < self.pacer.send_at(now) {
+                    return None;
+                }
+                self.pacer.on_send(now);
+                let len = HEADER_LEN + c.bytes;
+                let seq = self.cursor;
+                self.cursor += u64::from(c.count);
+                if len > MAX_UDP_FRAME {
+                    // Larger than any IPv4 datagram: mirrors fetch these over TCP by NAK.
+                    self.counters.oversized_skipped += u64::from(c.count);
+                    continue;
+                }
+                HeaderRepr {
+                    kind: Kind::Data,
+                    flags: self.session,
+                    count: c.count,
+                    len: c.bytes as u32,
+                    seq,
+                }
+                .emit(buf)
+                .ok()?;
+                self.last_beat = now;
+                self.last_len = len;
+                self.counters.data_frames += 1;
+                return Some(len);
+            }
+            self.pacer.idle();
+            match c.stop {
+                Stop::Lapped { seen } => {
+                    let r = oldest_retained(ring.write_seq().max(seen), ring.geometry().capacity);
+                    if r <= self.cursor {
+                        break;
+                    }
+                    self.counters.skipped += r - self.cursor;
+                    self.cursor = r;
+                }
+                Stop::Lost => {
+                    self.counters.skipped += 1;
+                    self.cursor += 1;
+                }
+                Stop::Pending | Stop::Full => break,
+            }
+        }
+        if now >= self.last_beat + self.cfg.heartbeat {
+            self.last_beat = now;
+            self.counters.heartbeats += 1;
+            self.last_len = HEADER_LEN;
+            return HeartbeatRepr {
+                flags: self.session,
+                seq: self.cursor - 1,
+            }
+            .emit(buf)
+            .ok();
+        }
+        None
+    }
+}
+
+impl<const N: usize> TokenRegistry for UdpSender<N> {
+    fn register(&mut self, tcp_peer: PeerAddr) -> Option<u32> {
+        let token = self.next_token;
+        self.peers
+            .push(Unicast {
+                token,
+                tcp_ip: tcp_peer.ip,
+                addr: None,
+            })
+            .ok()?;
+        self.next_token = self.next_token.wrapping_add(1).max(1);
+        Some(token)
+    }
+}

@@ -1,0 +1,184 @@
+//! Feeds a mirror arbitrary sequences of TCP stream bytes and datagrams (from the source's
+//! address and from elsewhere) with time advancing. The mirror must never panic and never
+//! write a sequence twice or out of order within one ring incarnation.
+//!
+//! Input: byte 0 picks a prelude (0: none; 1: a valid TCP-mode handshake; 2: multicast;
+//! 3: unicast), then records of `[op, len_lo, len_hi, bytes...]` with op % 4 = 0 stream
+//! bytes, 1 datagram from the source, 2 datagram from a stranger, 3 advance time by
+//! `len` microseconds and poll.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use ringwire_core::layout::Geometry;
+use ringwire_core::region::Region;
+use ringwire_core::replicate::holdback::HeldEntry;
+use ringwire_core::replicate::{
+    HoldBack, Instant, Mirror, MirrorConfig, PeerAddr, RecordSink, RegionSink, SinkError, Start,
+    StreamBuf,
+};
+use ringwire_core::wire::{GEOMETRY_UDP_FOLLOWS, GeometryRepr, MulticastRepr};
+
+struct Checked {
+    inner: RegionSink,
+    last: u64,
+}
+
+impl RecordSink for Checked {
+    fn existing(&self) -> Option<(Geometry, u64)> {
+        self.inner.existing()
+    }
+    fn recreate(&mut self, geo: &Geometry) -> Result<(), SinkError> {
+        self.last = 0;
+        self.inner.recreate(geo)
+    }
+    fn write(&mut self, seq: u64, fixed: &[u8], blob: &[u8]) {
+        assert!(seq > self.last, "write {seq} after {}", self.last);
+        assert!(seq != 0 && seq != u64::MAX);
+        self.last = seq;
+        self.inner.write(seq, fixed, blob);
+    }
+    fn publish(&mut self, seq: u64) {
+        assert_eq!(seq, self.last, "publish of an unwritten sequence");
+        self.inner.publish(seq);
+    }
+}
+
+const SOURCE: PeerAddr = PeerAddr::new([10, 0, 0, 1], 9000);
+const UDP_SRC: PeerAddr = PeerAddr::new([10, 0, 0, 1], 17403);
+
+fuzz_target!(|data: &[u8]| {
+    let Some((&prelude, mut rest)) = data.split_first() else {
+        return;
+    };
+    let mut mem = vec![0u64; 8192];
+    // SAFETY: `mem` outlives every use of the region in this function and nothing else
+    // touches it.
+    let region = unsafe { Region::from_raw_parts(mem.as_mut_ptr().cast(), mem.len() * 8) }.unwrap();
+    let mut sink = Checked {
+        inner: RegionSink::new(region),
+        last: 0,
+    };
+    let mut idx = [HeldEntry::default(); 64];
+    let mut held = [0u8; 4096];
+    let mut sbuf_mem = [0u8; 4096];
+    let mut sbuf = StreamBuf::new(&mut sbuf_mem);
+    let mut m = Mirror::new(
+        MirrorConfig {
+            start: Start::Oldest,
+            ..MirrorConfig::default()
+        },
+        SOURCE,
+        &sink,
+        HoldBack::new(&mut idx, &mut held),
+    );
+    let mut now = 0u64;
+    let mut out = [0u8; 64];
+    while m
+        .poll_transmit(Instant::from_nanos(now), &mut out)
+        .is_some()
+    {}
+    if prelude % 4 != 0 {
+        let udp = prelude % 4 != 1;
+        let g = GeometryRepr {
+            flags: if udp { GEOMETRY_UDP_FOLLOWS } else { 0 },
+            seq: 1,
+            capacity: 16,
+            element_size: 16,
+            ring_flags: 0x11,
+            schema_sig: 0,
+            registry_count: 0,
+            slots_offset: 128,
+            arena_offset: 0,
+            arena_size: 0,
+        };
+        let mut b = [0u8; 96];
+        let mut n = g.emit(&mut b).unwrap();
+        if udp {
+            let group = if prelude % 4 == 2 {
+                [239, 1, 1, 1]
+            } else {
+                [0; 4]
+            };
+            n += MulticastRepr {
+                group,
+                port: 17403,
+                mtu: 1472,
+                ttl: 0,
+                session: 0x22,
+                token: 1,
+            }
+            .emit(&mut b[n..])
+            .unwrap();
+        }
+        sbuf.push(&b[..n]);
+    }
+    let t = |n: u64| Instant::from_nanos(n);
+    loop {
+        while let Some(f) = sbuf.next_frame() {
+            match f {
+                Ok(f) => {
+                    if m.handle_tcp_frame(t(now), f, &mut sink).is_err() {
+                        return;
+                    }
+                }
+                Err(_) => return,
+            }
+        }
+        let [op, lo, hi, tail @ ..] = rest else {
+            break;
+        };
+        let len = usize::from(u16::from_le_bytes([*lo, *hi]));
+        let (body, tail) = tail.split_at(len.min(tail.len()));
+        rest = tail;
+        match op % 4 {
+            0 => {
+                let mut off = 0;
+                while off < body.len() {
+                    let k = sbuf.push(&body[off..]);
+                    off += k;
+                    if k == 0 {
+                        break;
+                    }
+                    while let Some(f) = sbuf.next_frame() {
+                        match f {
+                            Ok(f) => {
+                                if m.handle_tcp_frame(t(now), f, &mut sink).is_err() {
+                                    return;
+                                }
+                            }
+                            Err(_) => return,
+                        }
+                    }
+                }
+            }
+            1 => {
+                let mut it = core::iter::once((UDP_SRC, body));
+                let _ = m.handle_datagrams(t(now), &mut it, &mut sink);
+            }
+            2 => {
+                let before = m.counters().records_written;
+                m.handle_datagram(t(now), PeerAddr::new([6, 6, 6, 6], 1), body, &mut sink);
+                assert_eq!(
+                    before,
+                    m.counters().records_written,
+                    "stranger's datagram applied"
+                );
+            }
+            _ => {
+                now += len as u64 * 1000;
+                let mut k = 0;
+                while m.poll_transmit(t(now), &mut out).is_some() {
+                    k += 1;
+                    assert!(k < 8, "poll_transmit does not settle");
+                }
+                // Once polled dry, the next timer lies in the future (no busy loop).
+                if let Some(d) = m.poll_timeout() {
+                    assert!(
+                        d > t(now),
+                        "timeout {d:?} not after now {now} once polled dry"
+                    );
+                }
+            }
+        }
+    }
+});

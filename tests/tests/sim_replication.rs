@@ -1,0 +1,191 @@
+//! Deterministic network simulation of one source and several mirrors (TCP, multicast,
+//! unicast) with loss, duplication, reordering, delay and partitions.
+
+use ringwire_core::replicate::Start;
+use ringwire_tests::sim::{Impair, MirrorSpec, Mode, Scenario, run};
+
+fn check_seed(seed: u64) -> (u64, u64, u64) {
+    let sc = Scenario::random(seed);
+    let r = run(&sc);
+    let v = r.violations();
+    assert!(v.is_empty(), "seed {seed}: {v:#?}\nscenario: {sc:#?}");
+    // The run must have produced and replicated something.
+    assert_eq!(r.source_written, sc.records, "seed {seed}");
+    let gaps = r.mirrors.iter().map(|m| m.gaps.len() as u64).sum();
+    let written = r.mirrors.iter().map(|m| m.written as u64).sum();
+    let reconnects = r.mirrors.iter().map(|m| u64::from(m.reconnects)).sum();
+    (gaps, written, reconnects)
+}
+
+#[test]
+fn sim_1000_seeds() {
+    let (mut gaps, mut written, mut partitioned, mut reconnects) = (0, 0, 0, 0);
+    for seed in 0..1000 {
+        let (g, w, c) = check_seed(seed);
+        gaps += g;
+        written += w;
+        reconnects += c;
+        let sc = Scenario::random(seed);
+        if sc.mirrors.iter().any(|m| m.imp.partition.is_some()) {
+            partitioned += 1;
+        }
+    }
+    println!(
+        "1000 seeds: {written} records written, {gaps} GAPs, {partitioned} runs with a \
+         partition, {reconnects} reconnects with resume"
+    );
+    // Partitions longer than the ring must have produced GAPs; reconnects must have happened.
+    assert!(gaps > 0 && partitioned > 100 && reconnects > 100);
+}
+
+#[test]
+fn partition_longer_than_ring_gives_gap_on_every_transport() {
+    for mode in [Mode::Tcp, Mode::Multicast, Mode::Unicast] {
+        let sc = Scenario {
+            capacity: 16,
+            record_len: 16,
+            records: 200,
+            interval: (50_000, 50_001),
+            batch: 8,
+            mtu: 1472,
+            duplicate: 1,
+            mirrors: vec![MirrorSpec {
+                mode,
+                start: Start::Oldest,
+                imp: Impair {
+                    delay: 100_000,
+                    jitter: 0,
+                    loss: 0.0,
+                    dup: 0.0,
+                    partition: Some((2_000_000, 6_000_000)),
+                },
+                disconnect: None,
+            }],
+            seed: 1,
+            tcp_window: 256,
+            deadline: 10_000_000_000,
+        };
+        let r = run(&sc);
+        assert!(r.violations().is_empty(), "{mode:?}: {:#?}", r.violations());
+        let m = &r.mirrors[0];
+        assert!(
+            !m.gaps.is_empty(),
+            "{mode:?}: no GAP after a 4 ms partition over a 0.8 ms ring"
+        );
+        assert!(m.counters.gaps > 0);
+        // Everything outside the GAPs arrived.
+        let covered: u64 = m.gaps.iter().map(|&(b, g)| g - b).sum();
+        assert_eq!(m.written as u64 + covered, 200, "{mode:?}: {m:#?}");
+    }
+}
+
+#[test]
+fn no_gap_without_need() {
+    // Lossy, reordered, duplicated, but no partition and a ring large enough: never a GAP.
+    for seed in 0..50 {
+        let mut sc = Scenario::random(seed);
+        sc.capacity = 1024;
+        for m in &mut sc.mirrors {
+            m.imp.partition = None;
+        }
+        let r = run(&sc);
+        assert!(
+            r.violations().is_empty(),
+            "seed {seed}: {:#?}",
+            r.violations()
+        );
+        for m in &r.mirrors {
+            assert!(m.gaps.is_empty(), "seed {seed}: unneeded GAP {:?}", m.gaps);
+            assert_eq!(
+                m.written as u64,
+                r.source_written - m.start + 1,
+                "seed {seed}"
+            );
+        }
+    }
+}
+
+fn percentile(v: &mut [u64], p: f64) -> u64 {
+    v.sort_unstable();
+    v[((v.len() - 1) as f64 * p).round() as usize]
+}
+
+#[test]
+fn sim_recovery_latency_at_1pct_loss() {
+    let delay = 100_000;
+    let rtt = 2 * delay;
+    let mut recovery = Vec::new();
+    let mut after_nak = Vec::new();
+    let mut decision = Vec::new();
+    for seed in 0..4 {
+        for mode in [Mode::Multicast, Mode::Unicast] {
+            let sc = Scenario {
+                capacity: 4096,
+                record_len: 16,
+                records: 5000,
+                interval: (20_000, 40_000),
+                batch: 64,
+                mtu: 1472,
+                duplicate: 1,
+                mirrors: vec![MirrorSpec {
+                    mode,
+                    start: Start::Latest,
+                    imp: Impair {
+                        delay,
+                        jitter: 0,
+                        loss: 0.01,
+                        dup: 0.0,
+                        partition: None,
+                    },
+                    disconnect: None,
+                }],
+                seed,
+                tcp_window: 4096,
+                deadline: 10_000_000_000,
+            };
+            let r = run(&sc);
+            assert!(r.violations().is_empty(), "{:#?}", r.violations());
+            for &(s, expect, nak, written) in &r.mirrors[0].recoveries {
+                if s < r.mirrors[0].start {
+                    continue;
+                }
+                let w = written.unwrap_or_else(|| panic!("lost record {s} never written"));
+                let nak = nak.unwrap_or_else(|| panic!("lost record {s} never NAKed"));
+                // The extra latency is at most one round trip after the NAK decision.
+                assert!(
+                    w - nak <= rtt,
+                    "record {s}: written {} ns after its NAK",
+                    w - nak
+                );
+                recovery.push(w.saturating_sub(expect));
+                after_nak.push(w - nak);
+                decision.push(nak.saturating_sub(expect));
+            }
+        }
+    }
+    assert!(
+        recovery.len() > 50,
+        "too few losses to measure: {}",
+        recovery.len()
+    );
+    println!(
+        "lost records: {}; recovery (written − expected arrival) p50 {} µs p99 {} µs; \
+         NAK decision delay p50 {} µs p99 {} µs; NAK→written p50 {} µs p99 {} µs (RTT {} µs)",
+        recovery.len(),
+        percentile(&mut recovery, 0.5) / 1000,
+        percentile(&mut recovery, 0.99) / 1000,
+        percentile(&mut decision, 0.5) / 1000,
+        percentile(&mut decision, 0.99) / 1000,
+        percentile(&mut after_nak, 0.5) / 1000,
+        percentile(&mut after_nak, 0.99) / 1000,
+        rtt / 1000
+    );
+}
+
+#[test]
+#[ignore = "heavy: 20,000 seeds take several minutes; run on demand"]
+fn sim_20000_seeds() {
+    for seed in 1000..21_000 {
+        check_seed(seed);
+    }
+}
