@@ -117,6 +117,8 @@ pub struct FutexStats {
     pub changed: u64,
     /// Returned because the timeout passed.
     pub timed_out: u64,
+    /// Interrupted by a signal (or another futex error); the caller re-checks anyway.
+    pub interrupted: u64,
     /// Waits skipped because the re-check after announcing the sleeper found a message.
     pub rechecked: u64,
 }
@@ -184,7 +186,8 @@ impl WaitStrategy for FutexWait {
         } else {
             self.stats.sleeps += 1;
             match sys::futex_wait(word.as_ptr(), v, self.timeout) {
-                FutexOutcome::Woken | FutexOutcome::Interrupted => self.stats.woken += 1,
+                FutexOutcome::Woken => self.stats.woken += 1,
+                FutexOutcome::Interrupted => self.stats.interrupted += 1,
                 FutexOutcome::Changed => self.stats.changed += 1,
                 FutexOutcome::TimedOut => self.stats.timed_out += 1,
             }
