@@ -7,14 +7,19 @@
 
 use core::fmt;
 
-use super::holdback::{HoldBack, HoldError};
+mod apply;
+mod nak;
+
+use nak::Nak;
+
+use super::holdback::HoldBack;
 use super::ring_io::{RecordSink, SinkError};
 use super::time::{Duration, Instant, earliest};
 use super::{Channel, PeerAddr, Transmit};
 use crate::wire::{
     DataRepr, Frame, GEOMETRY_RESET, GEOMETRY_UDP_FOLLOWS, GapRepr, GeometryRepr, HEADER_LEN,
     HELLO_CAN_UNICAST, HELLO_OLDEST, HELLO_PREFER_UNICAST, HeartbeatRepr, HelloRepr, Kind,
-    MulticastRepr, NakRepr, PunchRepr, RecordFormat, WireError,
+    MulticastRepr, PunchRepr, RecordFormat, WireError,
 };
 
 /// Datagrams handled per [`Mirror::handle_datagrams`] call.
@@ -125,13 +130,6 @@ struct Punch {
     token: u32,
     heard: bool,
     due: Instant,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Nak {
-    from: u64,
-    to: u64,
-    sent: Option<Instant>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -397,136 +395,6 @@ impl<'a> Mirror<'a> {
         Ok(())
     }
 
-    fn restart<S: RecordSink + ?Sized>(
-        &mut self,
-        next: u64,
-        sink: &mut S,
-    ) -> Result<(), MirrorError> {
-        let g = self.geometry.ok_or(MirrorError::Closed)?;
-        sink.recreate(&g.mirror_geometry())
-            .map_err(MirrorError::Sink)?;
-        self.holdback.clear();
-        self.nak = None;
-        self.source_seq = None;
-        self.next = next.max(1);
-        self.counters.gaps += 1;
-        self.counters.restarts += 1;
-        Ok(())
-    }
-
-    /// TCP mode (spec §21.3): backwards means a restarted source, forwards a hole.
-    fn apply_tcp<S: RecordSink + ?Sized>(
-        &mut self,
-        d: DataRepr<'_>,
-        sink: &mut S,
-    ) -> Result<(), MirrorError> {
-        if d.seq < self.next {
-            self.restart(d.seq, sink)?;
-        } else if d.seq > self.next {
-            self.counters.gaps += 1;
-            self.next = d.seq;
-        }
-        write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
-        Ok(())
-    }
-
-    /// Spec §21.4 `apply`; returns how many of `d`'s own records were written.
-    fn apply<S: RecordSink + ?Sized>(
-        &mut self,
-        now: Instant,
-        d: DataRepr<'_>,
-        sink: &mut S,
-    ) -> u64 {
-        if d.end() <= self.next {
-            self.counters.duplicates_dropped += 1;
-            return 0;
-        }
-        if d.seq > self.next {
-            match self.holdback.insert(d.seq, d.count, d.records) {
-                Ok(()) => {}
-                Err(HoldError::Duplicate) => self.counters.duplicates_dropped += 1,
-                Err(HoldError::Full) => self.counters.holdback_dropped += 1,
-            }
-            self.request(now, self.next, d.seq - 1);
-            return 0;
-        }
-        let before = self.counters.records_written;
-        write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
-        let own = self.counters.records_written - before;
-        self.after_progress(now, sink);
-        own
-    }
-
-    /// Drains the hold-back store in order, then asks for the next hole.
-    fn after_progress<S: RecordSink + ?Sized>(&mut self, now: Instant, sink: &mut S) {
-        while let Some(e) = self.holdback.first() {
-            if e.end() <= self.next {
-                self.holdback.pop_first();
-                self.counters.duplicates_dropped += 1;
-                continue;
-            }
-            if e.seq > self.next {
-                self.request(now, self.next, e.seq - 1);
-                break;
-            }
-            let d = DataRepr {
-                flags: 0,
-                seq: e.seq,
-                count: e.count,
-                records: self.holdback.records(&e),
-            };
-            write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
-            self.holdback.pop_first();
-        }
-        if self.nak.is_some_and(|n| self.next > n.to) {
-            self.nak = None;
-        }
-        if self.holdback.is_empty()
-            && let Some(s) = self.source_seq.filter(|&s| s >= self.next)
-        {
-            self.request(now, self.next, s);
-        }
-    }
-
-    fn note_source_seq(&mut self, s: u64) {
-        self.source_seq = Some(self.source_seq.map_or(s, |o| o.max(s)));
-    }
-
-    /// Spec §21.4 `on_source_seq`: a heartbeat shows how far the source has sent.
-    fn on_source_seq(&mut self, now: Instant, s: u64) {
-        self.note_source_seq(s);
-        if s >= self.next {
-            self.request(now, self.next, s);
-        }
-    }
-
-    /// Spec §21.4 `request`, asking only for what is missing: the range stops before the
-    /// first held frame, and a range inside the outstanding NAK is not asked again before
-    /// that NAK is due for a repeat (the reference only suppresses an identical `from`).
-    fn request(&mut self, now: Instant, from: u64, to: u64) {
-        let mut to = to.min(from.saturating_add(MAX_NAK_RECORDS - 1));
-        if let Some(e) = self.holdback.first_from(from)
-            && e.seq <= to
-        {
-            to = e.seq - 1;
-        }
-        if from > to {
-            return;
-        }
-        if let Some(n) = self.nak {
-            let fresh = n.sent.is_none_or(|t| now < t + self.cfg.nak_timeout);
-            // Already asked for (and not yet due for a repeat): the answer may be in flight.
-            if n.from <= from && n.to >= to && fresh {
-                return;
-            }
-        }
-        self.nak = Some(Nak {
-            from,
-            to,
-            sent: None,
-        });
-    }
-
     /// Handles one datagram from `from`. Returns false if it was dropped as garbage. Prefer
     /// [`Mirror::handle_datagrams`], which bounds the work of one step.
     pub fn handle_datagram<S: RecordSink + ?Sized>(
@@ -641,23 +509,8 @@ impl<'a> Mirror<'a> {
             State::LiveUdp => {}
             _ => return None,
         }
-        if let Some(n) = self.nak
-            && n.sent.is_some_and(|t| now >= t + self.cfg.nak_timeout)
-        {
-            // Repeat, but only what is still missing.
-            self.nak = None;
-            self.request(now, n.from.max(self.next), n.to);
-        }
-        if let Some(n) = &mut self.nak
-            && n.sent.is_none()
-        {
-            let len = NakRepr {
-                from: n.from,
-                to: n.to,
-            }
-            .emit(buf)
-            .ok()?;
-            n.sent = Some(now);
+        if let Some(k) = self.due_nak(now) {
+            let len = k.emit(buf).ok()?;
             self.counters.naks_sent += 1;
             return tcp(len);
         }
@@ -683,26 +536,4 @@ impl<'a> Mirror<'a> {
         }
         None
     }
-}
-
-/// Writes the records of `d` at or after `*next` (spec §21.2), then publishes once.
-fn write_frame<S: RecordSink + ?Sized>(
-    d: DataRepr<'_>,
-    fmt: RecordFormat,
-    next: &mut u64,
-    sink: &mut S,
-    counters: &mut MirrorCounters,
-) {
-    let end = d.end();
-    if end <= *next {
-        return;
-    }
-    for r in d.iter(fmt) {
-        if r.seq >= *next {
-            sink.write(r.seq, r.fixed, r.blob);
-            counters.records_written += 1;
-        }
-    }
-    *next = end;
-    sink.publish(end - 1);
 }
