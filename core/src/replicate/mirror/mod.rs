@@ -359,7 +359,7 @@ impl<'a> Mirror<'a> {
                     && g.flags & GEOMETRY_RESET == 0
                     && g.matches(&have) =>
             {
-                Some(w + 1)
+                Some(w.saturating_add(1))
             }
             _ => None,
         };
@@ -483,10 +483,16 @@ impl<'a> Mirror<'a> {
     /// When `poll_transmit` must be called next: a NAK repeat or a PUNCH.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let nak = self
-            .nak
-            .map(|n| n.sent.map_or(Instant::ZERO, |t| t + self.cfg.nak_timeout));
-        earliest(nak, self.punch.map(|p| p.due))
+        match self.state {
+            State::Hello => Some(Instant::ZERO),
+            State::LiveUdp => {
+                let nak = self
+                    .nak
+                    .map(|n| n.sent.map_or(Instant::ZERO, |t| t + self.cfg.nak_timeout));
+                earliest(nak, self.punch.map(|p| p.due))
+            }
+            _ => None,
+        }
     }
 
     /// Writes the next outgoing frame into `buf` (at least 32 bytes): HELLO first, then

@@ -143,6 +143,7 @@ fn mirror_tcp_gap_jump_and_restart() {
         })
     );
     assert_eq!(feed(&mut m, &hb, &mut sink), Err(MirrorError::Closed));
+    assert_eq!(m.poll_timeout(), None, "a closed mirror has no timers");
 }
 
 #[test]
