@@ -367,6 +367,10 @@ impl<'a> Mirror<'a> {
         self.next = match adopt {
             Some(n) => n,
             None => {
+                if g.flags & GEOMETRY_RESET != 0 {
+                    // The source's ring restarted below what we asked for.
+                    self.counters.restarts += 1;
+                }
                 sink.recreate(&mg).map_err(MirrorError::Sink)?;
                 g.seq.max(1)
             }
