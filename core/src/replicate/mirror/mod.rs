@@ -129,6 +129,7 @@ struct Punch {
     to: PeerAddr,
     token: u32,
     heard: bool,
+    last_heard: Instant,
     due: Instant,
 }
 
@@ -389,6 +390,7 @@ impl<'a> Mirror<'a> {
                         to,
                         token: m.token,
                         heard: false,
+                        last_heard: now,
                         due: now,
                     });
                 } else {
@@ -419,6 +421,7 @@ impl<'a> Mirror<'a> {
         }
         if let Some(p) = &mut self.punch {
             p.heard = true;
+            p.last_heard = now;
         }
         let Ok(frame) = Frame::new_checked(bytes) else {
             self.counters.garbage_dropped += 1;
@@ -493,7 +496,14 @@ impl<'a> Mirror<'a> {
                 let nak = self
                     .nak
                     .map(|n| n.sent.map_or(Instant::ZERO, |t| t + self.cfg.nak_timeout));
-                earliest(nak, self.punch.map(|p| p.due))
+                let punch = self.punch.map(|p| {
+                    if p.heard {
+                        p.due.min(p.last_heard + self.cfg.punch_interval)
+                    } else {
+                        p.due
+                    }
+                });
+                earliest(nak, punch)
             }
             _ => None,
         }
@@ -523,6 +533,17 @@ impl<'a> Mirror<'a> {
             let len = k.emit(buf).ok()?;
             self.counters.naks_sent += 1;
             return tcp(len);
+        }
+        // Beyond the reference: when the source falls silent for a punch interval (its
+        // datagrams carry a heartbeat every millisecond), the path or the registration was
+        // lost — e.g. "heard" came from datagrams still in flight for an earlier connection —
+        // so punch at the fast rate again instead of waiting for the 5 s keep-alive.
+        if let Some(p) = &mut self.punch
+            && p.heard
+            && now >= p.last_heard + self.cfg.punch_interval
+        {
+            p.heard = false;
+            p.due = p.due.min(now);
         }
         if let Some(p) = &mut self.punch
             && now >= p.due

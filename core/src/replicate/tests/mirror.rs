@@ -239,7 +239,24 @@ fn mirror_udp_filters_source_session_and_bounds_steps() {
     assert_eq!(m.handle_datagrams(ms(2), &mut it, &mut sink), 8);
     let t = m.poll_transmit(ms(200), &mut b).unwrap();
     assert_eq!(t.channel, Channel::Udp(UDP_SRC));
-    assert_eq!(m.poll_timeout(), Some(ms(5200)));
+    // Heartbeats keep the path "heard": the keep-alive is 5 s after the last punch.
+    let mut hb = [0u8; 16];
+    HeartbeatRepr {
+        flags: 0x22,
+        seq: 40,
+    }
+    .emit(&mut hb)
+    .unwrap();
+    assert!(m.handle_datagram(ms(201), UDP_SRC, &hb, &mut sink));
+    assert!(m.poll_transmit(ms(300), &mut b).is_none());
+    assert_eq!(m.poll_timeout(), Some(ms(401)));
+    assert!(m.handle_datagram(ms(400), UDP_SRC, &hb, &mut sink));
+    assert_eq!(m.poll_timeout(), Some(ms(600)));
+    // Silence for a punch interval: punch again at the fast rate.
+    assert!(m.poll_transmit(ms(599), &mut b).is_none());
+    let t = m.poll_transmit(ms(600), &mut b).unwrap();
+    assert_eq!(t.channel, Channel::Udp(UDP_SRC));
+    assert_eq!(m.poll_timeout(), Some(ms(800)));
 }
 
 #[test]
