@@ -4,7 +4,6 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use memmap2::MmapMut;
@@ -90,40 +89,21 @@ impl QueueMem {
         let len = geo
             .total_len()
             .ok_or(QueueFileError::Geometry(QueueGeometryError::TooLarge))?;
-        for _ in 0..8 {
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o660)
-                .open(path)?;
-            // SAFETY: flock on a descriptor we own; no memory is passed.
-            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                return Err(QueueFileError::Locked(path.to_owned()));
-            }
-            let mine = f.metadata()?;
-            match std::fs::metadata(path) {
-                Ok(m) if m.dev() == mine.dev() && m.ino() == mine.ino() => {}
-                _ => continue, // the path was replaced meanwhile
-            }
-            if mine.len() != 0 {
-                // A stale queue whose creator is gone (we hold its lock): fresh inode.
-                std::fs::remove_file(path)?;
-                continue;
-            }
-            f.set_len(len)?;
-            let mut map = map_file(&f, len as usize)?;
-            let region = region_of(&mut map)?;
-            let view = QueueView::init(region, geo).map_err(QueueFileError::Init)?;
-            return Ok(QueueMem {
-                map,
-                view,
-                path: Some(path.to_owned()),
-                _lock: Some(f),
-            });
-        }
-        Err(QueueFileError::Locked(path.to_owned()))
+        // The same exclusive-creation protocol as ring files (spec §1.2): flock, inode
+        // check, a stale file replaced by a fresh inode, 8 attempts.
+        let f = crate::file::open_exclusive(path, 0o660, len).map_err(|e| match e {
+            crate::Error::ProducerAlreadyExists { .. } => QueueFileError::Locked(path.to_owned()),
+            other => QueueFileError::Io(io::Error::other(other.to_string())),
+        })?;
+        let mut map = map_file(&f, len as usize)?;
+        let region = region_of(&mut map)?;
+        let view = QueueView::init(region, geo).map_err(QueueFileError::Init)?;
+        Ok(QueueMem {
+            map,
+            view,
+            path: Some(path.to_owned()),
+            _lock: Some(f),
+        })
     }
 
     /// Opens an existing queue file, with every attach check.
