@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod bench;
 mod dump;
 mod prune;
 mod stat;
@@ -63,6 +64,12 @@ pub enum Command {
         /// The ring file.
         path: PathBuf,
     },
+    /// Measure: the machine's floor, or a hand-off across processes.
+    Bench {
+        /// Which measurement.
+        #[command(subcommand)]
+        mode: bench::BenchMode,
+    },
 }
 
 /// Runs one command, writing its output to `out`.
@@ -76,6 +83,7 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> crate::Result<()> {
         } => top::run(&path, interval_ms, iterations, out),
         Command::Dump { path, tail, hex } => dump::run(&path, tail, hex, out),
         Command::Prune { path } => prune::run(&path, out),
+        Command::Bench { mode } => bench::run(mode, out),
     }
 }
 
