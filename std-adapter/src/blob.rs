@@ -129,7 +129,8 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
             })?
             .with_schema(schema_signature_of::<M>());
         let file = RingFile::create(path, &geo, &b.create)?;
-        let writer = BlobWriter::new(*file.view()).map_err(|source| Error::Blob {
+        // The copy lives in the handle, which owns `file` and drops it last.
+        let writer = BlobWriter::new(*file.ring()).map_err(|source| Error::Blob {
             path: path.to_path_buf(),
             source,
         })?;
@@ -155,7 +156,7 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
                 source,
             })?;
         if pushed.wake {
-            wait::wake_all(self.file.view());
+            wait::wake_all(self.file.ring());
         }
         Ok(pushed.seq)
     }
@@ -205,12 +206,13 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
             path: path.to_path_buf(),
             source,
         };
-        let mut reader = BlobReader::new(*file.view()).map_err(blob_err)?;
+        // The copy lives in the handle, which owns `file` and drops it last.
+        let mut reader = BlobReader::new(*file.ring()).map_err(blob_err)?;
         // A full registry leaves the reader unregistered, as in the reference.
-        if file.view().geometry().registry_count > 0 {
+        if file.ring().geometry().registry_count > 0 {
             let _ = reader.register(std::process::id(), name, sys::pid_alive);
         }
-        let n = file.view().geometry().record_len();
+        let n = file.ring().geometry().record_len();
         Ok(BlobConsumer {
             reader,
             scratch: vec![0u8; n],
@@ -264,7 +266,7 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
             if std::time::Instant::now() >= deadline {
                 return Ok(None);
             }
-            wait.wait(self.file.view(), self.reader.cursor());
+            wait.wait(self.file.ring(), self.reader.cursor());
         }
     }
 
@@ -280,12 +282,7 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
 
     /// Published messages not read yet.
     pub fn lag(&self) -> u64 {
-        // Acquire: pairs with the writer's release of write_seq.
-        let w = self
-            .file
-            .view()
-            .write_seq()
-            .load(ringwire_core::sync::Ordering::Acquire);
+        let w = self.file.write_seq();
         let c = self.reader.cursor();
         if w >= c { w - c + 1 } else { 0 }
     }

@@ -143,7 +143,8 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
             Some(v) => StartMode::Sequence(v.saturating_add(1)),
             None => b.mode,
         };
-        let mut consumer = Consumer::new(*file.view(), mode);
+        // The copy lives in the handle, which owns `file` and drops it last.
+        let mut consumer = Consumer::new(*file.ring(), mode);
         consumer
             .register(std::process::id(), name, sys::pid_alive)
             .map_err(|source| Error::Registry {
@@ -185,7 +186,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
                 wait.reset();
                 return v;
             }
-            wait.wait(self.file.view(), self.inner.inner().cursor());
+            wait.wait(self.file.ring(), self.inner.inner().cursor());
         }
     }
 
@@ -204,7 +205,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
             if std::time::Instant::now() >= deadline {
                 return None;
             }
-            wait.wait(self.file.view(), self.inner.inner().cursor());
+            wait.wait(self.file.ring(), self.inner.inner().cursor());
         }
     }
 
@@ -225,7 +226,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
 
     /// Number of slots.
     pub fn capacity(&self) -> u64 {
-        self.file.view().capacity()
+        self.file.ring().capacity()
     }
 
     /// Moves the cursor to `seq` (clamped to the oldest retained).

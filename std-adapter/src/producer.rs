@@ -128,7 +128,8 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
         .with_schema(schema_signature_of::<T>());
         let file = RingFile::create(path, &geo, &b.create)?;
         let mut inner =
-            Producer::new(*file.view(), FutexWake).map_err(|e| Error::attach(path, e))?;
+            // The copy lives in the handle, which owns `file` and drops it last.
+            Producer::new(*file.ring(), FutexWake).map_err(|e| Error::attach(path, e))?;
         inner.set_is_alive(sys::pid_alive);
         Ok(RingProducer {
             inner,
@@ -203,7 +204,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
 
     /// Number of slots.
     pub fn capacity(&self) -> u64 {
-        self.file.view().capacity()
+        self.file.ring().capacity()
     }
 
     /// The ring file's path.

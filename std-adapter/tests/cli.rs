@@ -53,8 +53,8 @@ fn stat_json_of_a_ringwire_ring() {
     let t = TmpRing::new("stat");
     let r = make_ring(&t, 0);
     for s in 1..=20 {
-        r.view().write_slot(s, &s.to_le_bytes());
-        r.view().publish(s);
+        view(&r).write_slot(s, &s.to_le_bytes());
+        view(&r).publish(s);
     }
     let (code, out, err) = ringwire(&["stat", t.0.to_str().unwrap(), "--json"]);
     assert_eq!(code, 0, "{err}");
@@ -112,8 +112,8 @@ fn bad_flag_values_fail_with_a_message() {
 fn top_runs_the_requested_iterations() {
     let t = TmpRing::new("top");
     let r = make_ring(&t, 0);
-    r.view().write_slot(1, &[1]);
-    r.view().publish(1);
+    view(&r).write_slot(1, &[1]);
+    view(&r).publish(1);
     let (code, out, err) = ringwire(&[
         "top",
         t.0.to_str().unwrap(),
@@ -141,8 +141,8 @@ fn prune_frees_a_dead_readers_slot() {
     let r = make_ring(&t, 4);
     // A reader that is alive (us) and one whose pid cannot exist.
     let dead = i32::MAX as u32 - 1;
-    registry::register(r.view(), std::process::id(), "me", 1, |_| true).unwrap();
-    registry::register(r.view(), dead, "ghost", 1, |_| true).unwrap();
+    registry::register(view(&r), std::process::id(), "me", 1, |_| true).unwrap();
+    registry::register(view(&r), dead, "ghost", 1, |_| true).unwrap();
     let (code, out, err) = ringwire(&["prune", t.0.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -150,6 +150,12 @@ fn prune_frees_a_dead_readers_slot() {
         "{out}"
     );
     assert!(out.contains("pruned 1 dead reader(s)"), "{out}");
-    let live: Vec<u32> = registry::live_readers(r.view()).map(|x| x.pid).collect();
+    let live: Vec<u32> = registry::live_readers(view(&r)).map(|x| x.pid).collect();
     assert_eq!(live, vec![std::process::id()]);
+}
+
+/// The ring's view, borrowed for the test's direct writes while `r` is alive.
+fn view(r: &ringwire::RingFile) -> &ringwire::core::RingView {
+    // SAFETY: the returned borrow cannot outlive `r`, and the tests never copy it.
+    unsafe { r.view() }
 }

@@ -9,7 +9,7 @@ use ringwire::{
     OffsetCheckpoint, RingConsumer, RingProducer, StartMode, YieldBackoff,
 };
 use ringwire_tests::records::Rec;
-use ringwire_tests::shm::ShmPath;
+use ringwire_tests::shm::{ShmPath, view};
 
 fn filled(tag: &str, cap: u64, n: u64) -> (ShmPath, RingProducer<Rec>) {
     let p = ShmPath::new(tag);
@@ -103,15 +103,15 @@ fn consumers_register_under_their_names() {
     assert_eq!(c.registry_slot(), None);
     prod.push(&Rec::new(1));
     a.try_recv().unwrap();
-    let live: Vec<_> = registry::live_readers(prod.file().view()).collect();
+    let live: Vec<_> = registry::live_readers(view(prod.file())).collect();
     assert_eq!(live.len(), 2);
     assert_eq!(live[0].cursor, 2);
     assert_eq!(
-        prod.file().view().registry_name(0).map(|n| n[..6].to_vec()),
+        view(prod.file()).registry_name(0).map(|n| n[..6].to_vec()),
         Some(b"alpha\0".to_vec())
     );
     drop(a);
-    assert_eq!(registry::live_readers(prod.file().view()).count(), 1);
+    assert_eq!(registry::live_readers(view(prod.file())).count(), 1);
 }
 
 #[test]

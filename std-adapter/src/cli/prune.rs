@@ -15,7 +15,7 @@ use crate::sys::pid_alive;
 pub(super) fn run(path: &Path, out: &mut dyn Write) -> Result<()> {
     let ring = RingFile::open(path, Expect::RAW)?;
     let oe = out_err(path);
-    if ring.view().geometry().registry_offset == 0 {
+    if ring.ring().geometry().registry_offset == 0 {
         return writeln!(
             out,
             "ring {} has no reader registry; nothing to prune",
@@ -24,7 +24,7 @@ pub(super) fn run(path: &Path, out: &mut dyn Write) -> Result<()> {
         .map_err(oe);
     }
     let dead = RefCell::new(Vec::new());
-    let freed = registry::prune_dead(ring.view(), |pid| {
+    let freed = registry::prune_dead(ring.ring(), |pid| {
         let alive = pid_alive(pid);
         if !alive {
             dead.borrow_mut().push(pid);

@@ -146,9 +146,26 @@ impl QueueMem {
         })
     }
 
-    /// The queue.
-    pub fn view(&self) -> &QueueView {
+    /// The queue, for building the core's queue handles.
+    ///
+    /// # Safety
+    /// [`QueueView`] is `Copy` and does not borrow the mapping: neither the returned view nor
+    /// any copy of it may be used after this `QueueMem` is dropped, which unmaps the memory.
+    /// The typed handles keep the `QueueMem` alive (an `Arc`) as long as their core handle.
+    pub unsafe fn view(&self) -> &QueueView {
         &self.view
+    }
+
+    /// The view, for this crate's typed handles, which keep the mapping alive in an `Arc`
+    /// as long as their core handle (see [`QueueMem::view`]).
+    #[inline(always)]
+    pub(crate) fn queue(&self) -> &QueueView {
+        &self.view
+    }
+
+    /// The queue's validated geometry.
+    pub fn geometry(&self) -> &ringwire_core::queue::QueueGeometry {
+        self.view.geometry()
     }
 
     /// The file, if the queue lives in one.

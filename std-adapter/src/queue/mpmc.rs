@@ -44,7 +44,8 @@ impl<T: Item> MpmcQueue<T> {
     }
 
     fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
-        let inner = q::MpmcQueue::new(*mem.view()).map_err(|e| wrong_kind(&mem, e))?;
+        // The copy lives in the handle, which holds the mapping (`Arc<QueueMem>`).
+        let inner = q::MpmcQueue::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
         Ok(MpmcQueue {
             inner,
             mem,
@@ -55,7 +56,7 @@ impl<T: Item> MpmcQueue<T> {
     /// Pushes one item and returns its position, or fails with [`PushError::Full`].
     pub fn try_push(&self, item: &T) -> Result<u64, PushError> {
         let pos = self.inner.try_push(item.as_bytes())?;
-        notify(self.mem.view(), Side::Data);
+        notify(self.mem.queue(), Side::Data);
         Ok(pos)
     }
 
@@ -65,7 +66,7 @@ impl<T: Item> MpmcQueue<T> {
         loop {
             match self.try_push(item) {
                 Err(PushError::Full) if Instant::now() < deadline => {
-                    wait_for(self.mem.view(), Side::Space, deadline, || {
+                    wait_for(self.mem.queue(), Side::Space, deadline, || {
                         self.inner.has_space()
                     });
                 }
@@ -82,7 +83,7 @@ impl<T: Item> MpmcQueue<T> {
             match self.try_pop()? {
                 (None, h) if Instant::now() < deadline => {
                     healed += h;
-                    wait_for(self.mem.view(), Side::Data, deadline, || {
+                    wait_for(self.mem.queue(), Side::Data, deadline, || {
                         self.inner.has_item()
                     });
                 }
@@ -101,11 +102,11 @@ impl<T: Item> MpmcQueue<T> {
         for _ in 0..=self.inner.view().capacity() {
             match self.inner.try_pop(t.as_mut_bytes()) {
                 Ok(Popped::Item { .. }) => {
-                    notify(self.mem.view(), Side::Space);
+                    notify(self.mem.queue(), Side::Space);
                     return Ok((Some(t), healed));
                 }
                 Ok(Popped::Healed { .. }) => {
-                    notify(self.mem.view(), Side::Space);
+                    notify(self.mem.queue(), Side::Space);
                     healed += 1;
                 }
                 Err(PopError::Empty | PopError::Pending { .. }) => return Ok((None, healed)),

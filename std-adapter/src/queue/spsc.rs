@@ -67,7 +67,8 @@ impl<T: Item> SpscProducer<T> {
 
     fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
         let role = mem.lock_role(PRODUCER_LOCK_BYTE, "producer")?;
-        let inner = q::SpscProducer::new(*mem.view()).map_err(|e| wrong_kind(&mem, e))?;
+        // The copy lives in the handle, which holds the mapping (`Arc<QueueMem>`).
+        let inner = q::SpscProducer::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
         Ok(SpscProducer {
             inner,
             mem,
@@ -79,7 +80,7 @@ impl<T: Item> SpscProducer<T> {
     /// Pushes one item, or fails with [`PushError::Full`].
     pub fn try_push(&mut self, item: &T) -> Result<(), PushError> {
         self.inner.try_push(item.as_bytes())?;
-        notify(self.mem.view(), Side::Data);
+        notify(self.mem.queue(), Side::Data);
         Ok(())
     }
 
@@ -89,7 +90,7 @@ impl<T: Item> SpscProducer<T> {
             .inner
             .push_fixed(items.as_bytes(), std::mem::size_of::<T>())?;
         if n > 0 {
-            notify(self.mem.view(), Side::Data);
+            notify(self.mem.queue(), Side::Data);
         }
         Ok(n)
     }
@@ -100,7 +101,7 @@ impl<T: Item> SpscProducer<T> {
         loop {
             match self.try_push(item) {
                 Err(PushError::Full) if Instant::now() < deadline => {
-                    let view = *self.mem.view();
+                    let view = *self.mem.queue();
                     wait_for(&view, Side::Space, deadline, || self.inner.free() > 0);
                 }
                 r => return r,
@@ -130,7 +131,8 @@ impl<T: Item> SpscConsumer<T> {
 
     fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
         let role = mem.lock_role(CONSUMER_LOCK_BYTE, "consumer")?;
-        let inner = q::SpscConsumer::new(*mem.view()).map_err(|e| wrong_kind(&mem, e))?;
+        // The copy lives in the handle, which holds the mapping (`Arc<QueueMem>`).
+        let inner = q::SpscConsumer::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
         Ok(SpscConsumer {
             inner,
             mem,
@@ -147,7 +149,7 @@ impl<T: Item> SpscConsumer<T> {
             .pop_fixed(t.as_mut_bytes(), std::mem::size_of::<T>())?
         {
             1 => {
-                notify(self.mem.view(), Side::Space);
+                notify(self.mem.queue(), Side::Space);
                 Ok(Some(t))
             }
             _ => Ok(None),
@@ -160,7 +162,7 @@ impl<T: Item> SpscConsumer<T> {
             .inner
             .pop_fixed(out.as_mut_bytes(), std::mem::size_of::<T>())?;
         if n > 0 {
-            notify(self.mem.view(), Side::Space);
+            notify(self.mem.queue(), Side::Space);
         }
         Ok(n)
     }
@@ -171,7 +173,7 @@ impl<T: Item> SpscConsumer<T> {
         loop {
             match self.try_pop()? {
                 None if Instant::now() < deadline => {
-                    let view = *self.mem.view();
+                    let view = *self.mem.queue();
                     wait_for(&view, Side::Data, deadline, || {
                         self.inner.ready().map_or(true, |n| n > 0)
                     });

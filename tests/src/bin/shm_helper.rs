@@ -49,7 +49,8 @@ fn write(args: &[String]) {
     let _ = std::io::stdout().flush();
     let want_readers: usize = opt(rest, "readers").map_or(0, |v| v.parse().unwrap_or(0));
     let deadline = Instant::now() + Duration::from_secs(60);
-    while registry::live_readers(prod.file().view()).count() < want_readers {
+    // SAFETY: the view is borrowed for one registry scan while `prod` owns the file.
+    while registry::live_readers(unsafe { prod.file().view() }).count() < want_readers {
         if Instant::now() > deadline {
             fail("readers never registered");
         }
