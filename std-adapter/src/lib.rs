@@ -13,6 +13,7 @@ pub mod bench;
 pub mod error;
 pub mod file;
 pub mod net;
+pub mod replica;
 pub mod sys;
 pub mod wait;
 
