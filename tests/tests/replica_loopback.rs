@@ -8,7 +8,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use ringwire::core::broadcast::{Producer, Wake};
@@ -198,4 +198,211 @@ fn ringwire_multicast() {
 #[test]
 fn ringwire_unicast() {
     ringwire_to_ringwire(Mode::Unicast, 2, FULL, 200_000);
+}
+
+/// A UDP port free right now on loopback (ringfire's unicast needs a fixed port).
+fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// ringfire 0.5.2 `ReplicaServer` → ringwire mirror. ringfire's server cannot be stopped in
+/// UDP modes (its `run` and UDP thread loop forever), so that thread is left to the end of
+/// the test process; its ring file is still removed.
+fn ringfire_to_ringwire(mode: Mode, idx: u16, dup: u8, n: u64, rate: u64) {
+    use ringfire::replication::{MulticastConfig, ReplicaServer};
+    let src = ShmPath::new(&format!("rf-src-{idx}"));
+    let dst = ShmPath::new(&format!("rf-dst-{idx}"));
+    let mut producer = ringfire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
+    let mut server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .duplicate(dup);
+    match mode {
+        Mode::Tcp => {}
+        Mode::Multicast => {
+            let g = mcast(idx);
+            server = server.multicast(
+                MulticastConfig::new(*g.ip(), g.port())
+                    .interface(Ipv4Addr::LOCALHOST)
+                    .ttl(0),
+            );
+        }
+        Mode::Unicast => server = server.unicast(free_udp_port(), 1472),
+    }
+    let addr = server.local_addr().unwrap();
+    let stop = AtomicBool::new(false);
+    let mo = mirror_options(addr, dst.path(), mode);
+    let served = &std::sync::Mutex::new(None::<String>);
+    let sum = std::thread::scope(|sc| {
+        if mode == Mode::Tcp {
+            sc.spawn(move || {
+                let r = server.serve_one();
+                *served.lock().unwrap() = Some(match r {
+                    Ok(()) => "ok".into(),
+                    Err(e) => e.to_string(),
+                });
+            });
+        } else {
+            drop(server.spawn().unwrap());
+        }
+        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        wait_until("the mirror ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok()
+        });
+        publish(&mut |seq| producer.push(&payload(seq)), n, rate);
+        wait_until("the mirror to catch up", Duration::from_secs(60), || {
+            mirror_write_seq(dst.path()) >= n
+        });
+        stop.store(true, Ordering::Relaxed);
+        m.join().unwrap().unwrap()
+    });
+    assert_same(src.path(), dst.path(), n);
+    assert_eq!(sum.last_seq, n);
+    assert_eq!(sum.connections, 1, "{sum:?}");
+    assert_eq!(sum.counters.gaps, 0, "{sum:?}");
+    if mode == Mode::Tcp {
+        // serve_one returned once our mirror hung up: cleanly, or with the disconnect-type
+        // error its CLI swallows (its heartbeat write met our closed socket).
+        let r = served.lock().unwrap().clone().expect("serve_one returned");
+        assert!(
+            r == "ok" || r.contains("reset") || r.contains("Broken pipe"),
+            "serve_one: {r}"
+        );
+    } else {
+        assert!(sum.counters.datagrams > 0, "{sum:?}");
+    }
+    drop(producer);
+}
+
+/// ringwire serve → ringfire 0.5.2 `Mirror`.
+fn ringwire_to_ringfire(mode: Mode, idx: u16, dup: u8, n: u64, rate: u64) {
+    use ringfire::replication::{Mirror, MirrorStart};
+    let src = ShmPath::new(&format!("wf-src-{idx}"));
+    let dst = ShmPath::new(&format!("wf-dst-{idx}"));
+    let geo = Geometry::spmc(CAP, LEN + 8, 8, 0, false).unwrap();
+    let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
+    let mut producer = Producer::new(*ring.view(), FutexWake).unwrap();
+    let server = Server::bind(serve_options(src.path(), mode, idx, dup)).unwrap();
+    let addr = server.local_addr();
+    let stop = AtomicBool::new(false);
+    let (got, srv) = std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&stop));
+        let m = sc.spawn(|| {
+            let mut mir = Mirror::builder()
+                .start(MirrorStart::Oldest)
+                .interface(Ipv4Addr::LOCALHOST)
+                .unicast(mode == Mode::Unicast)
+                .connect(addr, dst.path())
+                .unwrap();
+            let kind = (mir.is_multicast(), mir.is_unicast());
+            let t0 = Instant::now();
+            while mir.sequence() < n && t0.elapsed() < Duration::from_secs(60) {
+                if !mir.step().unwrap() {
+                    break;
+                }
+            }
+            (mir.sequence(), mir.gaps(), mir.datagrams(), kind)
+        });
+        wait_until("the ringfire mirror ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok()
+        });
+        publish(
+            &mut |seq| {
+                producer.push(&payload(seq));
+            },
+            n,
+            rate,
+        );
+        let got = m.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        (got, s.join().unwrap().unwrap())
+    });
+    let (seq, gaps, datagrams, kind) = got;
+    assert_eq!(seq, n, "ringfire mirror sequence");
+    assert_eq!(gaps, 0);
+    match mode {
+        Mode::Tcp => assert_eq!(kind, (false, false)),
+        Mode::Multicast => {
+            assert_eq!(kind, (true, false));
+            assert!(datagrams > 0);
+        }
+        Mode::Unicast => {
+            // ringfire's is_multicast() means "live data over UDP".
+            assert!(kind.1, "{kind:?}");
+            assert!(datagrams > 0);
+            assert!(srv.udp.punches >= 1, "{srv:?}");
+        }
+    }
+    assert_same(src.path(), dst.path(), n);
+}
+
+#[test]
+fn ringfire_serve_to_ringwire_mirror_tcp() {
+    ringfire_to_ringwire(Mode::Tcp, 3, 1, QUICK, 100_000);
+}
+
+#[test]
+fn ringfire_serve_to_ringwire_mirror_multicast() {
+    ringfire_to_ringwire(Mode::Multicast, 4, 1, QUICK, 100_000);
+}
+
+#[test]
+fn ringfire_serve_to_ringwire_mirror_unicast_dup2() {
+    ringfire_to_ringwire(Mode::Unicast, 5, 2, QUICK, 100_000);
+}
+
+#[test]
+fn ringwire_serve_to_ringfire_mirror_tcp() {
+    ringwire_to_ringfire(Mode::Tcp, 6, 1, QUICK, 100_000);
+}
+
+#[test]
+fn ringwire_serve_to_ringfire_mirror_multicast() {
+    ringwire_to_ringfire(Mode::Multicast, 7, 1, QUICK, 100_000);
+}
+
+#[test]
+fn ringwire_serve_to_ringfire_mirror_unicast_dup2() {
+    ringwire_to_ringfire(Mode::Unicast, 8, 2, QUICK, 100_000);
+}
+
+const MILLION: u64 = 1_000_000;
+
+#[test]
+#[ignore = "slow: 1,000,000 records at 100,000 msg/s (10 s)"]
+fn million_ringfire_to_ringwire_tcp() {
+    ringfire_to_ringwire(Mode::Tcp, 9, 1, MILLION, 100_000);
+}
+
+#[test]
+#[ignore = "slow: 1,000,000 records at 100,000 msg/s (10 s)"]
+fn million_ringfire_to_ringwire_multicast() {
+    ringfire_to_ringwire(Mode::Multicast, 10, 1, MILLION, 100_000);
+}
+
+#[test]
+#[ignore = "slow: 1,000,000 records at 100,000 msg/s (10 s)"]
+fn million_ringfire_to_ringwire_unicast_dup2() {
+    ringfire_to_ringwire(Mode::Unicast, 11, 2, MILLION, 100_000);
+}
+
+#[test]
+#[ignore = "slow: 1,000,000 records at 100,000 msg/s (10 s)"]
+fn million_ringwire_to_ringfire_tcp() {
+    ringwire_to_ringfire(Mode::Tcp, 12, 1, MILLION, 100_000);
+}
+
+#[test]
+#[ignore = "slow: 1,000,000 records at 100,000 msg/s (10 s)"]
+fn million_ringwire_to_ringfire_multicast() {
+    ringwire_to_ringfire(Mode::Multicast, 13, 1, MILLION, 100_000);
+}
+
+#[test]
+#[ignore = "slow: 1,000,000 records at 100,000 msg/s (10 s)"]
+fn million_ringwire_to_ringfire_unicast_dup2() {
+    ringwire_to_ringfire(Mode::Unicast, 14, 2, MILLION, 100_000);
 }
