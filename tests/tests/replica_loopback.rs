@@ -406,3 +406,63 @@ fn million_ringwire_to_ringfire_multicast() {
 fn million_ringwire_to_ringfire_unicast_dup2() {
     ringwire_to_ringfire(Mode::Unicast, 14, 2, MILLION, 100_000);
 }
+
+/// A stopped mirror resumes its own ring (same inode, no gap) and a second mirror on the
+/// same file is refused while the first holds its lock.
+#[test]
+fn mirror_resumes_its_ring_and_holds_its_lock() {
+    use std::os::unix::fs::MetadataExt;
+    let src = ShmPath::new("resume-src");
+    let dst = ShmPath::new("resume-dst");
+    let geo = Geometry::spmc(1 << 12, LEN + 8, 8, 0, false).unwrap();
+    let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
+    let mut producer = Producer::new(*ring.view(), FutexWake).unwrap();
+    let server = Server::bind(serve_options(src.path(), Mode::Tcp, 15, 1)).unwrap();
+    let stop_server = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&stop_server));
+        let mut mo = mirror_options(server.local_addr(), dst.path(), Mode::Tcp);
+        // First run: from the oldest, 1,000 records.
+        let stop = AtomicBool::new(false);
+        let first = std::thread::scope(|sc2| {
+            let m = sc2.spawn(|| mirror::run(&mo, &stop));
+            wait_until("the mirror ring", Duration::from_secs(10), || {
+                ReadOnlyRing::open(dst.path()).is_ok()
+            });
+            // A second mirror on the same file is refused.
+            let second = mirror::run(&mo, &AtomicBool::new(false));
+            assert!(second.is_err(), "a second mirror was allowed");
+            for seq in 1..=1000 {
+                producer.push(&payload(seq));
+            }
+            wait_until("1,000 records", Duration::from_secs(10), || {
+                mirror_write_seq(dst.path()) >= 1000
+            });
+            stop.store(true, Ordering::Relaxed);
+            m.join().unwrap().unwrap()
+        });
+        assert_eq!(first.last_seq, 1000);
+        let inode = std::fs::metadata(dst.path()).unwrap().ino();
+        for seq in 1001..=2000 {
+            producer.push(&payload(seq));
+        }
+        // Second run: resume.
+        mo.start = Start::Resume;
+        let stop = AtomicBool::new(false);
+        let second = std::thread::scope(|sc2| {
+            let m = sc2.spawn(|| mirror::run(&mo, &stop));
+            wait_until("2,000 records", Duration::from_secs(10), || {
+                mirror_write_seq(dst.path()) >= 2000
+            });
+            stop.store(true, Ordering::Relaxed);
+            m.join().unwrap().unwrap()
+        });
+        assert_eq!(second.last_seq, 2000);
+        assert_eq!(second.counters.records_written, 1000, "{second:?}");
+        assert_eq!(second.counters.gaps, 0);
+        assert_eq!(std::fs::metadata(dst.path()).unwrap().ino(), inode);
+        stop_server.store(true, Ordering::Relaxed);
+        s.join().unwrap().unwrap();
+    });
+    assert_same(src.path(), dst.path(), 2000);
+}

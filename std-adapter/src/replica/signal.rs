@@ -30,3 +30,18 @@ pub fn install() -> &'static AtomicBool {
 pub fn flag() -> &'static AtomicBool {
     &STOP
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sigterm_sets_the_flag_instead_of_killing() {
+        let f = install();
+        // SAFETY: raise only delivers a signal to this thread; the handler is installed.
+        let r = unsafe { libc::raise(libc::SIGTERM) };
+        assert_eq!(r, 0);
+        assert!(f.load(Ordering::Relaxed));
+        assert!(flag().load(Ordering::Relaxed));
+    }
+}
