@@ -133,8 +133,9 @@ const SPIN_MAX: StdDuration = StdDuration::from_micros(200);
 const SPIN_START: StdDuration = StdDuration::from_micros(50);
 /// Parks before a waiter whose spinning stopped winning tries spinning again.
 const RETRY_SPIN_AFTER: u32 = 256;
-/// Longest single futex sleep.
-const MAX_SLEEP: StdDuration = StdDuration::from_millis(5);
+/// Longest single futex sleep: bounds the delay should a wake-up be missed (a producer
+/// that never registered for membarrier), at a few hundred wake-ups a second when idle.
+const MAX_SLEEP: StdDuration = StdDuration::from_millis(2);
 
 /// Idle waiting for a ring to publish `cursor`: a futex sleep with a short timeout (the
 /// producer wakes sleepers, spec §11), or with `spin` a bounded spin first. The spin budget
@@ -164,7 +165,7 @@ impl RingWaiter {
         }
     }
 
-    /// Returns once `write_seq >= cursor`, or after about `max` (at most 5 ms).
+    /// Returns once `write_seq >= cursor`, or after about `max` (at most 2 ms).
     pub fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
         // Acquire: pairs with the producer's release store of write_seq.
         let ready = || view.write_seq().load(Ordering::Acquire) >= cursor;
