@@ -236,3 +236,56 @@ fn serve_survives_garbage_hello_flood_and_forged_punches() {
     assert!(srv.udp.punches >= 1, "{srv:?}");
     assert_eq!(sum.counters.gaps, 0, "{sum:?}");
 }
+
+/// A mirror that sends HELLO and then never reads: its session ends at the 5 s write
+/// timeout (counted), and a well-behaved mirror alongside it gets every record meanwhile.
+#[test]
+fn a_mirror_that_stops_reading_times_out_without_hurting_others() {
+    let src = ShmPath::new("hostile-slow-src");
+    let dst = ShmPath::new("hostile-slow-dst");
+    // 4,096 records of 4 KiB: 16 MiB, more than loopback socket buffers hold.
+    let geo = Geometry::spmc(1 << 12, 4096 + 8, 8, 0, false).unwrap();
+    let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
+    let mut prod = Producer::new(*ring.view(), FutexWake).unwrap();
+    let mut so = ServeOptions::new(src.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    so.log = false;
+    let server = Server::bind(so).unwrap();
+    let addr = server.local_addr();
+    let stop = AtomicBool::new(false);
+    let n = 4096;
+    let (srv, sum) = std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&stop));
+        let mut hello = [0u8; 64];
+        let k = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
+        let mut silent = TcpStream::connect(addr).unwrap();
+        silent.write_all(&hello[..k]).unwrap();
+        let mut mo = MirrorOptions::new(addr, dst.path());
+        mo.start = Start::Oldest;
+        mo.log = false;
+        let stop = &stop;
+        let m = sc.spawn(move || mirror::run(&mo, stop));
+        wait_until("the mirror ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok()
+        });
+        for seq in 1..=n {
+            prod.push(&payload(seq));
+            if seq % 64 == 0 {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        wait_until("the good mirror", Duration::from_secs(30), || {
+            ReadOnlyRing::open(dst.path()).map_or(0, |r| r.write_seq()) >= n
+        });
+        wait_until("the write timeout", Duration::from_secs(15), || {
+            server.summary().write_timeouts >= 1
+        });
+        drop(silent);
+        stop.store(true, Ordering::Relaxed);
+        let sum = m.join().unwrap().unwrap();
+        (s.join().unwrap().unwrap(), sum)
+    });
+    assert_mirror_exact(dst.path(), n);
+    assert_eq!(srv.write_timeouts, 1, "{srv:?}");
+    assert_eq!(srv.sessions, 2, "{srv:?}");
+    assert_eq!(sum.counters.gaps, 0, "{sum:?}");
+}

@@ -16,8 +16,8 @@ use std::time::Duration as StdDuration;
 use ringwire_core::Expect;
 use ringwire_core::replicate::udp_sender::UdpCounters;
 use ringwire_core::replicate::{
-    Duration, FixedSource, Pacing, PeerAddr, RecordSource, SourceConfig, SourceSession,
-    TokenRegistry, Transport, UdpConfig, UdpOffer, UdpSender,
+    Duration, FixedSource, Pacing, PeerAddr, RecordSource, SourceConfig, SourceCounters,
+    SourceSession, TokenRegistry, Transport, UdpConfig, UdpOffer, UdpSender,
 };
 
 use super::ReplicaError;
@@ -99,6 +99,8 @@ pub struct ServeSummary {
     pub gaps: u64,
     /// Sessions that ended with a protocol error.
     pub protocol_errors: u64,
+    /// Sessions ended because the mirror did not read within the write timeout.
+    pub write_timeouts: u64,
     /// The UDP sender's counters.
     pub udp: UdpCounters,
 }
@@ -111,6 +113,7 @@ struct Totals {
     naks: AtomicU64,
     gaps: AtomicU64,
     protocol_errors: AtomicU64,
+    write_timeouts: AtomicU64,
 }
 
 /// A bound server, ready to [`Server::run`].
@@ -301,6 +304,7 @@ impl Server {
             naks: l(&t.naks),
             gaps: l(&t.gaps),
             protocol_errors: l(&t.protocol_errors),
+            write_timeouts: l(&t.write_timeouts),
             udp: self.sender().counters(),
         }
     }
@@ -388,13 +392,13 @@ impl Server {
         }
         let src = FixedSource(*self.ring.view());
         let mut s = SourceSession::new(self.cfg, p, now());
-        let end = self.session_loop(&mut s, &mut stream, &src, stop);
+        let mut seen = SourceCounters::default();
+        let end = self.session_loop(&mut s, &mut stream, &src, stop, &mut seen);
+        self.account(s.counters(), &mut seen);
         if let Some(t) = s.token() {
             self.sender().unregister(t);
         }
         let c = s.counters();
-        self.totals.naks.fetch_add(c.naks, Ordering::Relaxed);
-        self.totals.gaps.fetch_add(c.gaps, Ordering::Relaxed);
         if self.opts.log {
             eprintln!(
                 "serve: mirror {addr} ({:?}) ended: {end}; sent {} records, {} gaps, {} naks answered",
@@ -412,13 +416,13 @@ impl Server {
         stream: &mut TcpStream,
         src: &FixedSource,
         stop: &AtomicBool,
+        seen: &mut SourceCounters,
     ) -> String {
         let unicast = self.cfg.unicast.is_some();
         let mut rbuf = [0u8; 4096];
         let mut buf = vec![0u8; self.cfg.tcp_budget];
         let mut waiter = RingWaiter::new(self.opts.spin);
         let mut live = false;
-        let mut sent = 0u64;
         // Relaxed: a plain flag.
         while !stop.load(Ordering::Relaxed) {
             loop {
@@ -445,14 +449,13 @@ impl Server {
             while let Some(n) = s.poll_transmit(now(), src, &mut buf) {
                 live = true;
                 if let Err(e) = write_all_within(stream, &buf[..n], TCP_WRITE_TIMEOUT) {
+                    if e.kind() == io::ErrorKind::TimedOut {
+                        self.totals.write_timeouts.fetch_add(1, Ordering::Relaxed);
+                    }
                     return format!("write: {e}");
                 }
             }
-            let c = s.counters().records;
-            self.totals
-                .tcp_records
-                .fetch_add(c - sent, Ordering::Relaxed);
-            sent = c;
+            self.account(s.counters(), seen);
             let t = now();
             if live && s.transport() == Transport::Tcp {
                 // Sleep on the ring; check the socket (EOF) at least every few ms.
@@ -468,6 +471,17 @@ impl Server {
             }
         }
         "server stopping".into()
+    }
+
+    /// Adds what a session did since `seen` to the totals (for the live status line).
+    fn account(&self, c: SourceCounters, seen: &mut SourceCounters) {
+        let t = &self.totals;
+        // Relaxed: statistics only.
+        t.tcp_records
+            .fetch_add(c.records - seen.records, Ordering::Relaxed);
+        t.naks.fetch_add(c.naks - seen.naks, Ordering::Relaxed);
+        t.gaps.fetch_add(c.gaps - seen.gaps, Ordering::Relaxed);
+        *seen = c;
     }
 
     fn udp_loop(&self, sock: &UdpSocket, halt: &AtomicBool) {
