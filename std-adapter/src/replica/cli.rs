@@ -265,3 +265,44 @@ impl DemoArgs {
         exit(super::demo::run(&opts, stop).map(|_| ()))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_values() {
+        assert_eq!(parse_from("latest"), Ok(Start::Latest));
+        assert_eq!(parse_from("oldest"), Ok(Start::Oldest));
+        assert_eq!(parse_from("resume"), Ok(Start::Resume));
+        assert_eq!(parse_from("42"), Ok(Start::Sequence(42)));
+        assert_eq!(parse_from("0"), Ok(Start::Sequence(1)));
+        let e = parse_from("-3").unwrap_err();
+        assert!(e.contains("-3"), "{e}");
+    }
+
+    #[test]
+    fn groups_must_be_multicast_with_a_port() {
+        assert_eq!(
+            parse_group("239.1.1.1:7401"),
+            Ok(SocketAddrV4::new(Ipv4Addr::new(239, 1, 1, 1), 7401))
+        );
+        assert!(
+            parse_group("10.0.0.1:7401")
+                .unwrap_err()
+                .contains("10.0.0.1")
+        );
+        assert!(parse_group("239.1.1.1:0").is_err());
+        assert!(parse_group("239.1.1.1").is_err());
+    }
+
+    #[test]
+    fn sources_resolve_to_ipv4() {
+        assert_eq!(
+            parse_source("127.0.0.1:7400"),
+            Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, 7400)))
+        );
+        assert!(parse_source("nowhere").is_err());
+        assert!(parse_source("[::1]:7400").is_err());
+    }
+}

@@ -165,6 +165,11 @@ impl RingWaiter {
         }
     }
 
+    /// The current spin budget (zero: parks at once).
+    pub fn spin_budget(&self) -> StdDuration {
+        self.budget
+    }
+
     /// Returns once `write_seq >= cursor`, or after about `max` (at most 2 ms).
     pub fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
         // Acquire: pairs with the producer's release store of write_seq.
@@ -201,5 +206,65 @@ impl RingWaiter {
         } else if !max.is_zero() {
             std::thread::sleep(max);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringwire_core::{Geometry, Region};
+
+    fn ring() -> RingView {
+        let geo = Geometry::spmc(16, 16, 8, 0, false).unwrap();
+        let words = geo.total_len().unwrap() as usize / 8;
+        let mem: &'static mut [u64] = Box::leak(vec![0u64; words].into_boxed_slice());
+        RingView::init(Region::from_static(mem), &geo).unwrap()
+    }
+
+    #[test]
+    fn spin_that_never_wins_falls_back_to_parking() {
+        let r = ring();
+        let mut w = RingWaiter::new(true);
+        assert!(!w.spin_budget().is_zero());
+        for _ in 0..12 {
+            w.wait(&r, 1, StdDuration::from_micros(100));
+        }
+        assert!(w.spin_losses >= 5, "{w:?}");
+        assert!(w.spin_budget().is_zero(), "{w:?}");
+        // Published: returns at once, whatever the budget.
+        r.write_slot(1, &[7; 8]);
+        r.publish(1);
+        let t0 = std::time::Instant::now();
+        w.wait(&r, 1, StdDuration::from_secs(5));
+        assert!(t0.elapsed() < StdDuration::from_secs(1));
+    }
+
+    #[test]
+    fn without_spin_the_wait_is_bounded_by_max() {
+        let r = ring();
+        let mut w = RingWaiter::new(false);
+        let t0 = std::time::Instant::now();
+        w.wait(&r, 1, StdDuration::from_millis(1));
+        let dt = t0.elapsed();
+        assert!(dt >= StdDuration::from_micros(500), "{dt:?}");
+        assert!(dt < StdDuration::from_millis(500), "{dt:?}");
+        assert_eq!(w.spin_wins + w.spin_losses, 0);
+    }
+
+    #[test]
+    fn addresses_round_trip() {
+        let a: SocketAddr = "10.1.2.3:4000".parse().unwrap();
+        let p = peer(a).unwrap();
+        assert_eq!(p, PeerAddr::new([10, 1, 2, 3], 4000));
+        assert_eq!(SocketAddr::V4(sock_v4(p)), a);
+        assert!(peer("[2001:db8::1]:1".parse().unwrap()).is_none());
+        assert_eq!(
+            until(
+                Instant::from_nanos(10),
+                Some(Instant::from_nanos(5)),
+                StdDuration::from_secs(1)
+            ),
+            StdDuration::ZERO
+        );
     }
 }
