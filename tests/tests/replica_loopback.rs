@@ -466,3 +466,109 @@ fn mirror_resumes_its_ring_and_holds_its_lock() {
     });
     assert_same(src.path(), dst.path(), 2000);
 }
+
+/// The source's server goes away and comes back on the same port: the mirror reconnects on
+/// its own, resumes (no gap, same ring file) and ends with every record.
+#[test]
+fn mirror_reconnects_and_resumes_after_the_server_restarts() {
+    use std::os::unix::fs::MetadataExt;
+    let src = ShmPath::new("reconnect-src");
+    let dst = ShmPath::new("reconnect-dst");
+    let geo = Geometry::spmc(1 << 12, LEN + 8, 8, 0, false).unwrap();
+    let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
+    let mut producer = Producer::new(*ring.view(), FutexWake).unwrap();
+    let first = Server::bind(serve_options(src.path(), Mode::Multicast, 16, 1)).unwrap();
+    let addr = first.local_addr();
+    let mo = mirror_options(addr, dst.path(), Mode::Multicast);
+    let stop_mirror = AtomicBool::new(false);
+    let sum = std::thread::scope(|sc| {
+        let m = sc.spawn(|| mirror::run(&mo, &stop_mirror));
+        let stop1 = AtomicBool::new(false);
+        std::thread::scope(|sc1| {
+            let s = sc1.spawn(|| first.run(&stop1));
+            wait_until("the mirror ring", Duration::from_secs(10), || {
+                ReadOnlyRing::open(dst.path()).is_ok()
+            });
+            for seq in 1..=1000 {
+                producer.push(&payload(seq));
+            }
+            wait_until("1,000 records", Duration::from_secs(10), || {
+                mirror_write_seq(dst.path()) >= 1000
+            });
+            stop1.store(true, Ordering::Relaxed);
+            s.join().unwrap().unwrap();
+        });
+        drop(first);
+        let inode = std::fs::metadata(dst.path()).unwrap().ino();
+        // Records published while no server runs.
+        for seq in 1001..=1500 {
+            producer.push(&payload(seq));
+        }
+        let mut so = serve_options(src.path(), Mode::Multicast, 16, 1);
+        so.bind = addr;
+        let second = Server::bind(so).unwrap();
+        let stop2 = AtomicBool::new(false);
+        std::thread::scope(|sc2| {
+            let s = sc2.spawn(|| second.run(&stop2));
+            for seq in 1501..=2000 {
+                producer.push(&payload(seq));
+            }
+            wait_until("2,000 records", Duration::from_secs(20), || {
+                mirror_write_seq(dst.path()) >= 2000
+            });
+            stop2.store(true, Ordering::Relaxed);
+            s.join().unwrap().unwrap();
+        });
+        assert_eq!(std::fs::metadata(dst.path()).unwrap().ino(), inode);
+        stop_mirror.store(true, Ordering::Relaxed);
+        m.join().unwrap().unwrap()
+    });
+    assert!(sum.connections >= 2, "{sum:?}");
+    assert_eq!(sum.counters.gaps, 0, "{sum:?}");
+    assert_eq!(sum.counters.records_written, 2000, "{sum:?}");
+    assert_same(src.path(), dst.path(), 2000);
+}
+
+/// `--once`: the server serves one TCP mirror and returns when it hangs up, without a stop.
+#[test]
+fn serve_once_returns_when_its_mirror_leaves() {
+    let src = ShmPath::new("once-src");
+    let dst = ShmPath::new("once-dst");
+    let geo = Geometry::spmc(1 << 12, LEN + 8, 8, 0, false).unwrap();
+    let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
+    let mut producer = Producer::new(*ring.view(), FutexWake).unwrap();
+    let mut so = serve_options(src.path(), Mode::Tcp, 17, 1);
+    so.once = true;
+    let server = Server::bind(so).unwrap();
+    let never = AtomicBool::new(false);
+    let stop = AtomicBool::new(false);
+    let mut mo = mirror_options(server.local_addr(), dst.path(), Mode::Tcp);
+    mo.once = true;
+    let sum = std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&never));
+        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        wait_until("the mirror ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok()
+        });
+        for seq in 1..=500 {
+            producer.push(&payload(seq));
+        }
+        wait_until("500 records", Duration::from_secs(10), || {
+            mirror_write_seq(dst.path()) >= 500
+        });
+        stop.store(true, Ordering::Relaxed);
+        let sum = m.join().unwrap().unwrap();
+        wait_until("serve --once to return", Duration::from_secs(10), || {
+            s.is_finished()
+        });
+        let srv = s.join().unwrap().unwrap();
+        assert_eq!(srv.sessions, 1);
+        sum
+    });
+    assert_eq!(sum.last_seq, 500);
+    assert_same(src.path(), dst.path(), 500);
+    // --once refuses UDP delivery.
+    let mut bad = serve_options(src.path(), Mode::Unicast, 17, 1);
+    bad.once = true;
+    assert!(Server::bind(bad).is_err());
+}
