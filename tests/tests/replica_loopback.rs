@@ -572,3 +572,52 @@ fn serve_once_returns_when_its_mirror_leaves() {
     bad.once = true;
     assert!(Server::bind(bad).is_err());
 }
+
+/// A hub: a mirror ring served again. source → (multicast) → hub ring → (TCP) → leaf ring;
+/// the leaf holds every record with the source's bytes.
+#[test]
+fn a_mirror_ring_can_be_served_again() {
+    let src = ShmPath::new("hub-src");
+    let hub = ShmPath::new("hub-mid");
+    let leaf = ShmPath::new("hub-leaf");
+    let geo = Geometry::spmc(1 << 14, LEN + 8, 8, 0, false).unwrap();
+    let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
+    let mut producer = Producer::new(*ring.view(), FutexWake).unwrap();
+    let first = Server::bind(serve_options(src.path(), Mode::Multicast, 18, 1)).unwrap();
+    let stop = AtomicBool::new(false);
+    let n = 10_000;
+    let to_hub = mirror_options(first.local_addr(), hub.path(), Mode::Multicast);
+    std::thread::scope(|sc| {
+        let s1 = sc.spawn(|| first.run(&stop));
+        let m1 = sc.spawn(|| mirror::run(&to_hub, &stop));
+        wait_until("the hub ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(hub.path()).is_ok()
+        });
+        let second = Server::bind(serve_options(hub.path(), Mode::Tcp, 19, 1)).unwrap();
+        let to_leaf = mirror_options(second.local_addr(), leaf.path(), Mode::Tcp);
+        std::thread::scope(|sc2| {
+            let s2 = sc2.spawn(|| second.run(&stop));
+            let m2 = sc2.spawn(|| mirror::run(&to_leaf, &stop));
+            wait_until("the leaf ring", Duration::from_secs(10), || {
+                ReadOnlyRing::open(leaf.path()).is_ok()
+            });
+            publish(
+                &mut |seq| {
+                    producer.push(&payload(seq));
+                },
+                n,
+                100_000,
+            );
+            wait_until("the leaf to catch up", Duration::from_secs(30), || {
+                mirror_write_seq(leaf.path()) >= n
+            });
+            stop.store(true, Ordering::Relaxed);
+            let leaf_sum = m2.join().unwrap().unwrap();
+            assert_eq!(leaf_sum.counters.gaps, 0, "{leaf_sum:?}");
+            s2.join().unwrap().unwrap();
+        });
+        m1.join().unwrap().unwrap();
+        s1.join().unwrap().unwrap();
+    });
+    assert_same(src.path(), leaf.path(), n);
+}
