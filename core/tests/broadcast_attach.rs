@@ -1,27 +1,17 @@
 //! Every `AttachError` variant, each produced by a deliberately corrupted ring (spec §1.3).
+// Heap-memory rings need `Region::from_raw_parts`, which loom builds do not have.
+#![cfg(not(loom))]
 
 use ringwire_core::broadcast::{NoWake, Producer};
 use ringwire_core::layout::{arena_off, hdr};
-use ringwire_core::{AttachError, Expect, Geometry, Region, RingView};
+use ringwire_core::{AttachError, Expect, Geometry, RingView};
 
-/// A heap ring: keep the buffer alive as long as the region.
-struct Heap {
-    _buf: Vec<u64>,
-    region: Region,
-}
+mod broadcast_common;
 
-fn heap(len: usize) -> Heap {
-    let mut buf = vec![0u64; len.div_ceil(8)];
-    // SAFETY: the buffer is 8-aligned, at least `len` bytes, outlives every use of the region
-    // in these tests, and is only accessed through the region.
-    let region = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), len) }.unwrap();
-    Heap { _buf: buf, region }
-}
+use broadcast_common::{Heap, heap};
 
 fn ring(geo: &Geometry) -> Heap {
-    let h = heap(geo.total_len().unwrap() as usize);
-    RingView::init(h.region, geo).unwrap();
-    h
+    broadcast_common::ring(geo).0
 }
 
 /// Lossless ring: capacity 4, stride 16, 2 registry slots at 128, slots at 256, 320 bytes.

@@ -1,31 +1,14 @@
 //! Byte-level checks of fixed-record rings built in heap memory against spec §2–§4.
+// Heap-memory rings need `Region::from_raw_parts`, which loom builds do not have.
+#![cfg(not(loom))]
 
 use ringwire_core::broadcast::{Consumer, NoWake, Producer, StartMode};
 use ringwire_core::layout::{schema_signature_of, slot_stride};
-use ringwire_core::{Expect, Geometry, Region, RingView};
+use ringwire_core::{Expect, Geometry, RingView};
 
-struct Heap {
-    _buf: Vec<u64>,
-    region: Region,
-}
+mod broadcast_common;
 
-fn ring(geo: &Geometry) -> (Heap, RingView) {
-    let len = geo.total_len().unwrap() as usize;
-    let mut buf = vec![0u64; len.div_ceil(8)];
-    // SAFETY: the buffer is 8-aligned, `len` bytes long, outlives the region (both live in
-    // the returned Heap), and is only accessed through the region.
-    let region = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), len) }.unwrap();
-    let view = RingView::init(region, geo).unwrap();
-    (Heap { _buf: buf, region }, view)
-}
-
-/// The whole ring as bytes (read as relaxed words, never racing a plain read).
-fn bytes(h: &Heap) -> Vec<u8> {
-    let mut b = vec![0u8; h.region.len()];
-    // SAFETY: the whole region, from offset 0; its length is a multiple of 8 here.
-    unsafe { h.region.read_words(0, &mut b) };
-    b
-}
+use broadcast_common::{bytes, ring};
 
 fn u32_at(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes(b[off..off + 4].try_into().unwrap())

@@ -118,3 +118,45 @@ fn lap_detection_at_the_wrap() {
         );
     });
 }
+
+/// Lossless ring, capacity 2, one registered reader: the producer's `try_push` refuses to
+/// lap it, so the reader is never lapped and every record it accepts is intact, whatever the
+/// interleaving of its cursor publication and the producer's gate refresh.
+#[test]
+fn lossless_gate_never_laps_a_registered_reader() {
+    model(|| {
+        let geo = Geometry::spmc(2, 24, 8, 1, true).unwrap();
+        let region = Region::loom_new(geo.total_len().unwrap() as usize);
+        let view = RingView::init(region, &geo).unwrap();
+        let mut c = Consumer::new(view.clone(), StartMode::Oldest);
+        assert_eq!(c.register(7, "r", |_| true).unwrap(), Some(0));
+        let mut p = Producer::new(view, NoWake).unwrap();
+        let w = thread::spawn(move || {
+            // Bounded: give up on a record after two refusals (the reader may stop early).
+            let mut seq = 1;
+            'outer: while seq <= 4 {
+                for _ in 0..2 {
+                    if p.try_push(&record(seq)).is_ok() {
+                        seq += 1;
+                        continue 'outer;
+                    }
+                    thread::yield_now();
+                }
+                break;
+            }
+        });
+        let mut dst = [0u8; 16];
+        let mut last = 0;
+        for _ in 0..4 {
+            if let Some(s) = c.try_recv(&mut dst) {
+                assert_eq!(dst, record(s), "accepted record {s} is intact");
+                assert_eq!(s, last + 1, "lossless: no sequence is skipped");
+                last = s;
+            } else {
+                thread::yield_now();
+            }
+            assert_eq!(c.lapped(), 0, "a registered reader is never lapped");
+        }
+        w.join().unwrap();
+    });
+}

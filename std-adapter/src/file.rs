@@ -107,12 +107,13 @@ fn map_file(path: &Path, file: &File, read_only: bool) -> Result<(MmapRaw, Regio
     Ok((map, region))
 }
 
-fn open_exclusive(path: &Path, mode: u32, total: u64) -> Result<File> {
+pub(crate) fn open_exclusive(path: &Path, mode: u32, total: u64) -> Result<File> {
     for _ in 0..CREATE_ATTEMPTS {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
+            .truncate(false)
             .mode(mode)
             .open(path)
             .map_err(|e| Error::io(path, "open", e))?;

@@ -302,9 +302,7 @@ pub(crate) mod tests {
         // SAFETY: the buffer outlives the view in each test and is only used through it.
         let region =
             unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
-        let view = RingView::init(region, geo).unwrap();
-        crate::broadcast::registry::tests::forget_init_stores(&view);
-        view
+        RingView::init(region, geo).unwrap()
     }
 
     /// The verified ring of spec §3: C = 4, M = u32 (S = 32), arena 256.

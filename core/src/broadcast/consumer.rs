@@ -114,8 +114,9 @@ impl Consumer {
     }
 
     /// Messages published but not read yet: `write_seq - cursor + 1`, or 0 (spec §5).
-    pub fn lag(&mut self) -> u64 {
-        let w = self.load_write_seq();
+    pub fn lag(&self) -> u64 {
+        // Acquire: pairs with the producer's release publish (the value is all we use).
+        let w = self.view.write_seq().load(Ordering::Acquire);
         if w >= self.cursor {
             w - self.cursor + 1
         } else {
@@ -441,9 +442,9 @@ mod tests {
     #[test]
     fn lag_counts_unread_messages() {
         let (_m, view, _p) = ring_with(8, 5);
-        let mut c = Consumer::new(view, StartMode::Sequence(2));
+        let c = Consumer::new(view, StartMode::Sequence(2));
         assert_eq!(c.lag(), 4);
-        let mut c = Consumer::new(view, StartMode::Head);
+        let c = Consumer::new(view, StartMode::Head);
         assert_eq!(c.lag(), 0);
     }
 

@@ -104,6 +104,9 @@ fn check_registry(view: &RingView) -> Result<u32, RegistryError> {
 /// (`pid == 0`) or owned by a dead process (`!is_alive(pid)`), claims it by CAS on `pid`,
 /// stores `active = 0`, the cursor, `heartbeat_tsc = 0` and the name (cut to 31 bytes), then
 /// release-stores `active = 1`. Returns the slot index.
+///
+/// `is_alive` is the caller's liveness test; the reference treats `kill(pid, 0) == 0` or
+/// `EPERM` as alive and any pid above `i32::MAX` as dead.
 pub fn register(
     view: &RingView,
     pid: u32,
@@ -308,7 +311,7 @@ pub fn gate_limit(view: &RingView, seq: u64) -> u64 {
 }
 
 #[cfg(all(test, not(loom)))]
-pub(crate) mod tests {
+mod tests {
     use super::*;
     use crate::layout::Geometry;
     use crate::region::Region;
@@ -320,31 +323,7 @@ pub(crate) mod tests {
         // SAFETY: the buffer outlives the view in each test and is only used through it.
         let region =
             unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
-        let view = RingView::init(region, geo).unwrap();
-        forget_init_stores(&view);
-        view
-    }
-
-    /// `RingView::init` zeroes the registry with 64-bit atomic stores, and the tests then
-    /// store to the 32-bit `pid`/`active` fields. Those accesses never race (init happens
-    /// before), but Miri's weak-memory emulation (nightly 2026-05) panics on such a
-    /// mixed-size store. A plain write, legal here because no other thread exists, clears
-    /// Miri's store buffers for the registry.
-    pub(crate) fn forget_init_stores(view: &RingView) {
-        let g = view.geometry();
-        let start = g.registry_offset as usize;
-        let words = g.registry_count as usize * reg::SIZE / 8;
-        for i in 0..words {
-            // SAFETY: the registry lies inside the region (validated by init); this test
-            // thread is the only one with access; the words are 8-aligned.
-            unsafe {
-                view.region()
-                    .as_ptr()
-                    .add(start + 8 * i)
-                    .cast::<u64>()
-                    .write(0)
-            };
-        }
+        RingView::init(region, geo).unwrap()
     }
 
     fn lossless(readers: u32) -> Geometry {

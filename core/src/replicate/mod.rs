@@ -8,10 +8,24 @@
 //! |---|---|
 //! | `source.rs` | one source TCP session: HELLO → cursor, transport choice, TCP streaming, NAK answers |
 //! | `udp_sender.rs` | the source's UDP sender: pacing, heartbeats, duplicates, EMSGSIZE, PUNCH |
-//! | `mirror.rs` | the mirror: handshake, ring adopt/recreate, apply, NAK, GAP, restart |
+//! | `mirror/` | the mirror: `mod.rs` handshake, adopt/recreate, datagram filter, output; `apply.rs` DATA/GAP in order, hold-back, restart; `nak.rs` NAK request and repeat |
 //! | `holdback.rs` | the mirror's hold-back store over caller memory |
 //! | `collect.rs`, `pacing.rs` | collecting records into frames, frame linger |
 //! | `ring_io.rs` | the traits the machines read and write rings through |
+//!
+//! A driver (the std adapter, firmware, or the test simulator) does, for a source: accept a
+//! connection → [`SourceSession::new`]; bytes read → [`SourceSession::handle_stream`] (with
+//! the server's [`UdpSender`] as token registry); then `poll_transmit` until `None`, again
+//! whenever the ring's `write_seq` moves and at `poll_timeout()`; on error or EOF close and
+//! [`UdpSender::unregister`] the session's token. The server's [`UdpSender`] is polled the same
+//! way and each datagram goes `duplicate()` times to each of `destinations()`. For a mirror:
+//! [`Mirror::new`], send what `poll_transmit` returns (HELLO first), cut TCP bytes into frames
+//! with [`StreamBuf`] and pass each to [`Mirror::handle_tcp_frame`], pass datagrams (with their
+//! source address) to [`Mirror::handle_datagrams`], and poll again at `poll_timeout()`.
+//!
+//! Blob rings plug in through [`RecordSource`] (a reader that copies descriptor + blob and
+//! reports lost blobs) and [`RecordSink`] (a writer that reserves arena space); the codec,
+//! collect and apply logic already handle variable-length records.
 
 pub mod collect;
 pub mod holdback;
@@ -22,6 +36,9 @@ pub mod source;
 pub mod stream;
 pub mod time;
 pub mod udp_sender;
+
+#[cfg(test)]
+mod tests;
 
 pub use holdback::{HeldEntry, HoldBack};
 pub use mirror::{Mirror, MirrorConfig, MirrorCounters, MirrorError, Start};

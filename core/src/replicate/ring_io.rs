@@ -52,7 +52,8 @@ pub trait RecordSource {
 }
 
 /// A fixed-record ring read through the §4.3 tear-free protocol.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
+#[cfg_attr(not(loom), derive(Copy))]
 pub struct FixedSource(pub RingView);
 
 impl RecordSource for FixedSource {

@@ -3,6 +3,10 @@
 //! After HELLO the session answers with GEOMETRY (and MULTICAST), then either streams
 //! DATA/GAP/HEARTBEAT over TCP, or — when live data goes over UDP — answers NAKs from the
 //! ring. Live UDP data is the [`super::UdpSender`]'s job.
+//!
+//! NAKs are read only from this session's own TCP stream, so a NAK is always answered to the
+//! address the session belongs to; PUNCHes are checked against the TCP peer's IP by the
+//! UDP sender.
 
 use core::fmt;
 
@@ -303,9 +307,9 @@ impl SourceSession {
         let w = ring.write_seq();
         let oldest = oldest_retained(w, geo.capacity);
         let (cursor, mut flags) = match h.seq {
-            0 => (w + 1, 0),
+            0 => (w.saturating_add(1), 0),
             HELLO_OLDEST => (oldest, 0),
-            s if s > w + 1 => (w + 1, GEOMETRY_RESET),
+            s if s > w.saturating_add(1) => (w.saturating_add(1), GEOMETRY_RESET),
             s => (s.max(oldest), 0),
         };
         self.cursor = cursor;
@@ -343,6 +347,11 @@ impl SourceSession {
         };
         if self.multicast.is_some() {
             flags |= GEOMETRY_UDP_FOLLOWS;
+        } else if h.seq != 0 && h.seq != HELLO_OLDEST && h.seq < cursor {
+            // Beyond the reference: a TCP mirror resuming below the retention window is told
+            // with a GAP that what it asked for is gone (a ringfire mirror skips to it too).
+            // UDP mirrors learn it from the GAP that answers their NAK.
+            self.gap = Some(cursor);
         }
         self.geometry =
             Some(GeometryRepr::from_source(&geo, flags, cursor).map_err(SourceError::Protocol)?);

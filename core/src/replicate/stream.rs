@@ -20,6 +20,12 @@ impl<'a> StreamBuf<'a> {
         }
     }
 
+    /// Forgets buffered bytes (the connection was closed).
+    pub fn clear(&mut self) {
+        self.start = 0;
+        self.end = 0;
+    }
+
     /// Copies as many of `bytes` as fit; returns how many were taken. Call
     /// [`StreamBuf::next_frame`] until it returns `None`, then push the rest.
     pub fn push(&mut self, bytes: &[u8]) -> usize {

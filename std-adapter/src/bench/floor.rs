@@ -76,6 +76,56 @@ pub fn cacheline_round_trip(rounds: u64, pin: Option<(usize, usize)>) -> Latency
     lat
 }
 
+/// The same ping-pong as [`cacheline_round_trip`] without per-round timing: the total time of
+/// `rounds` back-to-back round trips (for criterion's `iter_custom`, where the timer must not
+/// be part of what is measured).
+pub fn cacheline_round_trips(rounds: u64, pin: Option<(usize, usize)>) -> Duration {
+    let ping = Arc::new(Line(AtomicU64::new(0)));
+    let pong = Arc::new(Line(AtomicU64::new(0)));
+    let echo = {
+        let (ping, pong) = (ping.clone(), pong.clone());
+        std::thread::spawn(move || {
+            if let Some((_, b)) = pin {
+                pin_to(b);
+            }
+            // u64::MAX ends the echo; every other value is answered.
+            let mut last = 0;
+            loop {
+                // Acquire/Release: as in `cacheline_round_trip`.
+                let v = ping.0.load(Ordering::Acquire);
+                if v != last {
+                    last = v;
+                    pong.0.store(v, Ordering::Release);
+                    if v == u64::MAX {
+                        break;
+                    }
+                } else {
+                    spin_loop();
+                }
+            }
+        })
+    };
+    if let Some((a, _)) = pin {
+        pin_to(a);
+    }
+    // One warm-up round so the measured rounds do not include thread start-up.
+    let round = |v: u64| {
+        ping.0.store(v, Ordering::Release);
+        while pong.0.load(Ordering::Acquire) != v {
+            spin_loop();
+        }
+    };
+    round(u64::MAX - 1);
+    let t0 = Instant::now();
+    for i in 1..=rounds {
+        round(i);
+    }
+    let dt = t0.elapsed();
+    round(u64::MAX);
+    let _ = echo.join();
+    dt
+}
+
 /// The cost of one `Instant::now()` pair, in ns (median of `n`).
 pub fn timer_overhead(n: u32) -> u64 {
     let mut lat = Latency::new();
@@ -159,6 +209,12 @@ mod tests {
         // it must be positive and below a generous bound (scheduling on a shared VM).
         let s = lat.summary();
         assert!(s.p50 > 0 && s.p50 < 50_000_000, "{s}");
+    }
+
+    #[test]
+    fn tight_ping_pong_terminates_and_takes_time() {
+        let d = cacheline_round_trips(10_000, None);
+        assert!(d > Duration::ZERO && d < Duration::from_secs(30), "{d:?}");
     }
 
     #[test]

@@ -39,6 +39,11 @@ impl Stream {
     pub fn in_flight(&self) -> usize {
         self.in_flight
     }
+    /// Drops everything in flight (the connection broke).
+    pub fn clear(&mut self) {
+        self.q.clear();
+        self.in_flight = 0;
+    }
     /// Sends `bytes` at `now`.
     pub fn send(&mut self, now: u64, bytes: &[u8], imp: &Impair) {
         let mut at = now + imp.delay;

@@ -8,7 +8,7 @@ use super::{
     split_descriptor, write_blob,
 };
 use crate::broadcast::registry::{self, RegistryError};
-use crate::layout::{BlobRef, oldest_retained};
+use crate::layout::{BlobRef, Flags, SLOT_WRITING, oldest_retained};
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
 
@@ -94,7 +94,8 @@ pub struct Received {
 }
 
 /// A reader of a blob ring: starts at the oldest retained message, handles laps as spec
-/// §4.3 says and skips lost blobs (§10.4), counting both as lapped. Optionally registered
+/// §4.3 says and skips lost blobs (§10.4), counting both as lapped. On a SPARSE (mirror)
+/// ring it skips holes as §7 says, counting them as lapped too. Optionally registered
 /// (spec §5, §9): it then publishes its cursor after every receive or skip and unregisters
 /// when dropped.
 #[derive(Debug)]
@@ -104,6 +105,10 @@ pub struct BlobReader {
     lapped: u64,
     /// (registry slot, pid) while registered.
     registration: Option<(u32, u32)>,
+    /// The ring may have holes (mirror ring, spec §7).
+    sparse: bool,
+    /// Consecutive "pending" polls; hole detection runs on every 64th.
+    pending_polls: u32,
 }
 
 impl BlobReader {
@@ -115,11 +120,14 @@ impl BlobReader {
         // Acquire: pairs with the writer's release of write_seq.
         let w = view.write_seq().load(Ordering::Acquire);
         let cursor = oldest_retained(w, view.capacity());
+        let sparse = view.geometry().flags.has(Flags::SPARSE);
         Ok(BlobReader {
             view,
             cursor,
             lapped: 0,
             registration: None,
+            sparse,
+            pending_polls: 0,
         })
     }
 
@@ -179,13 +187,40 @@ impl BlobReader {
     ) -> Result<Option<Received>, BlobError> {
         let before = self.cursor;
         let got = self.recv_inner(descriptor, blob);
-        if self.cursor != before
-            && let Some((slot, _)) = self.registration
-        {
-            // The slot index came from register, so this cannot fail.
-            let _ = registry::publish_cursor(&self.view, slot, self.cursor);
+        if self.cursor != before {
+            self.pending_polls = 0;
+            if let Some((slot, _)) = self.registration {
+                // The slot index came from register, so this cannot fail.
+                let _ = registry::publish_cursor(&self.view, slot, self.cursor);
+            }
         }
         got
+    }
+
+    /// Spec §7 hole detection on a sparse ring: when `write_seq` has reached the cursor but
+    /// the cursor's slot holds an older message (a hole the mirror skipped), jump to the
+    /// first retained sequence after it that is present, or past `write_seq`. Returns true
+    /// if the cursor moved.
+    fn skip_hole(&mut self) -> bool {
+        // Acquire: pairs with the writer's release of write_seq.
+        let w = self.view.write_seq().load(Ordering::Acquire);
+        if w < self.cursor {
+            return false;
+        }
+        // Acquire: pairs with the writer's release store of the sequence word.
+        let seen = self.view.slot_seq(self.cursor).load(Ordering::Acquire);
+        if seen == SLOT_WRITING || seen >= self.cursor {
+            return false;
+        }
+        let mut next = oldest_retained(w, self.view.capacity()).max(self.cursor + 1);
+        // At most C slots lie between oldest_retained(w) and w.
+        // Acquire: as above; a present message is then read with the normal protocol.
+        while next <= w && self.view.slot_seq(next).load(Ordering::Acquire) != next {
+            next += 1;
+        }
+        self.lapped += next - self.cursor;
+        self.cursor = next;
+        true
     }
 
     fn recv_inner(
@@ -223,7 +258,15 @@ impl BlobReader {
                         }
                     }
                 }
-                SlotRead::Pending => return Ok(None),
+                SlotRead::Pending => {
+                    if self.sparse {
+                        self.pending_polls = self.pending_polls.wrapping_add(1);
+                        if self.pending_polls.is_multiple_of(64) && self.skip_hole() {
+                            continue;
+                        }
+                    }
+                    return Ok(None);
+                }
                 SlotRead::Overwritten { seen } => {
                     // Acquire: pairs with the writer's release of write_seq.
                     let w = self.view.write_seq().load(Ordering::Acquire);
@@ -369,6 +412,65 @@ mod tests {
             rd0.register(7, "c", |_| true),
             Err(crate::broadcast::registry::RegistryError::Full { count: 0 })
         );
+    }
+
+    /// Publishes `seq` by hand (as a mirror does after a GAP), with a fresh blob.
+    fn publish_at(v: &RingView, seq: u64, blob: &[u8]) {
+        let r = reserve(v, blob.len(), 0).unwrap();
+        write_blob(v, &r, blob).unwrap();
+        let mut d = [seq as u8; 24];
+        set_descriptor_ref(&mut d, &r);
+        v.write_slot(seq, &d);
+        v.publish(seq);
+    }
+
+    #[test]
+    fn sparse_rings_skip_holes_on_the_64th_pending_poll() {
+        for (flags, skips) in [(0x0711u32, true), (0x0311, false)] {
+            let mut geo = Geometry::blob(4, 32, 2, 256).unwrap();
+            geo.flags = Flags(flags);
+            let mut buf = vec![];
+            let v = ring(&mut buf, &geo);
+            publish_at(&v, 1, &pattern(8, 1));
+            // The mirror skipped 2 (a GAP) and wrote 3.
+            publish_at(&v, 3, &pattern(8, 3));
+            let mut rd = BlobReader::new(v).unwrap();
+            let (mut desc, mut out) = ([0u8; 24], [0u8; 16]);
+            assert_eq!(rd.recv(&mut desc, &mut out).unwrap().unwrap().seq, 1);
+            for poll in 1..64 {
+                assert_eq!(rd.recv(&mut desc, &mut out), Ok(None), "poll {poll}");
+            }
+            let got = rd.recv(&mut desc, &mut out).unwrap();
+            if skips {
+                assert_eq!(got.map(|m| m.seq), Some(3));
+                assert_eq!(&out[..8], &pattern(8, 3)[..]);
+                assert_eq!((rd.cursor(), rd.lapped_count()), (4, 1));
+                // Caught up: write_seq < cursor is not a hole.
+                for _ in 0..64 {
+                    assert_eq!(rd.recv(&mut desc, &mut out), Ok(None));
+                }
+                assert_eq!((rd.cursor(), rd.lapped_count()), (4, 1));
+            } else {
+                // A ring without the SPARSE bit never skips.
+                assert_eq!(got, None);
+                assert_eq!((rd.cursor(), rd.lapped_count()), (2, 0));
+            }
+        }
+        // A hole at the end: write_seq moved past a sequence that never arrives in the
+        // retained window; the reader jumps past write_seq.
+        let mut geo = Geometry::blob(4, 32, 2, 256).unwrap();
+        geo.flags = Flags(0x0711);
+        let mut buf = vec![];
+        let v = ring(&mut buf, &geo);
+        publish_at(&v, 1, &pattern(8, 1));
+        v.publish(2); // 2 itself is missing
+        let mut rd = BlobReader::new(v).unwrap();
+        let (mut desc, mut out) = ([0u8; 24], [0u8; 16]);
+        assert_eq!(rd.recv(&mut desc, &mut out).unwrap().unwrap().seq, 1);
+        for _ in 0..64 {
+            assert_eq!(rd.recv(&mut desc, &mut out), Ok(None));
+        }
+        assert_eq!((rd.cursor(), rd.lapped_count()), (3, 1));
     }
 
     #[test]

@@ -1,0 +1,5 @@
+//! ringfire-compatible queue protocols over a [`RingView`](crate::RingView).
+
+mod mpmc_lossy;
+
+pub use mpmc_lossy::{LossyMpmcConsumer, LossyMpmcProducer, LossyPush, TAKEOVER_NS};

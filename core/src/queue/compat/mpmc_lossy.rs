@@ -1,0 +1,380 @@
+//! ringfire's lossy MPMC ring (spec §8): producers claim tickets with `claim_seq`, and
+//! competing consumers take tickets with `read_seq`. Tickets can be lost (a slot overtaken
+//! by a newer lap, a stalled slot taken over), and consumers count what they lose.
+//!
+//! Clock choice: the reference takes over a slot stalled for 10 ms. The core has no clock,
+//! so [`LossyMpmcProducer::push`] takes a caller-supplied `now_ns` closure, called only on
+//! the slow path (after 4096 spins, every 64th spin), exactly where the reference reads its
+//! clock. The std side passes a monotonic clock; firmware can pass a cycle counter, or a
+//! closure that counts its calls to get a pure spin budget.
+
+use crate::error::AttachError;
+use crate::layout::{Flags, SLOT_WRITING};
+use crate::ring::{RingView, SlotRead};
+use crate::sync::{Ordering, spin_hint};
+
+/// The reference's stall takeover deadline, in nanoseconds.
+pub const TAKEOVER_NS: u64 = 10_000_000;
+const SPINS_BEFORE_CLOCK: u32 = 4096;
+const CLOCK_EVERY: u32 = 64;
+
+/// Outcome of a lossy push. Every outcome consumed a ticket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[must_use]
+pub enum LossyPush {
+    /// Published as `seq`. When `wake` is true `futex_word` was bumped and the caller must
+    /// wake sleepers (FUTEX_WAKE on the std side).
+    Published {
+        /// The ticket.
+        seq: u64,
+        /// Sleepers must be woken.
+        wake: bool,
+    },
+    /// The slot already held a newer lap: the message was discarded.
+    Discarded {
+        /// The ticket.
+        seq: u64,
+    },
+    /// The slot stayed mid-write past the deadline: the message was dropped (a slot being
+    /// written is never taken over).
+    Dropped {
+        /// The ticket.
+        seq: u64,
+    },
+}
+
+fn check_mpmc(ring: &RingView) -> Result<(), AttachError> {
+    let flags = ring.geometry().flags;
+    if flags.has(Flags::MODE_MPMC) {
+        Ok(())
+    } else {
+        Err(AttachError::WrongKind {
+            flags: flags.0,
+            need: "an MPMC ring",
+        })
+    }
+}
+
+/// A producer of a ringfire MPMC ring (any number may exist).
+#[derive(Clone, Debug)]
+pub struct LossyMpmcProducer {
+    ring: RingView,
+}
+
+impl LossyMpmcProducer {
+    /// A producer on `ring`, which must be MPMC-flagged.
+    pub fn new(ring: RingView) -> Result<LossyMpmcProducer, AttachError> {
+        check_mpmc(&ring)?;
+        Ok(LossyMpmcProducer { ring })
+    }
+
+    /// The ring.
+    pub fn ring(&self) -> &RingView {
+        &self.ring
+    }
+
+    /// Pushes `payload` (the raw slot bytes `[8, S)`, truncated to `S - 8`) with the claim
+    /// protocol of spec §8.1. `now_ns` is a monotonic clock in nanoseconds (module docs).
+    pub fn push(&self, payload: &[u8], mut now_ns: impl FnMut() -> u64) -> LossyPush {
+        let ring = &self.ring;
+        // Relaxed: the ticket only needs to be unique; the slot word orders the data.
+        let seq = ring.claim_seq().fetch_add(1, Ordering::Relaxed);
+        let prev = seq.saturating_sub(ring.capacity());
+        let slot = ring.slot_seq(seq);
+        let mut spins: u32 = 0;
+        let mut deadline: Option<u64> = None;
+        let mut stalled = false;
+        loop {
+            // Acquire: pairs with the previous lap's release store, so its readers' view of
+            // the old payload is settled before we overwrite it.
+            let cur = slot.load(Ordering::Acquire);
+            if cur != SLOT_WRITING && cur > seq {
+                return LossyPush::Discarded { seq };
+            }
+            if cur == prev || (stalled && cur != SLOT_WRITING) {
+                // Acquire: our payload stores stay after we own the slot.
+                if slot
+                    .compare_exchange(cur, SLOT_WRITING, Ordering::Acquire, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    break;
+                }
+                continue;
+            }
+            spins = spins.saturating_add(1);
+            if spins > SPINS_BEFORE_CLOCK && spins.is_multiple_of(CLOCK_EVERY) {
+                let t = now_ns();
+                let d = *deadline.get_or_insert(t.saturating_add(TAKEOVER_NS));
+                if t >= d {
+                    if cur == SLOT_WRITING {
+                        return LossyPush::Dropped { seq };
+                    }
+                    stalled = true;
+                }
+            }
+            spin_hint();
+        }
+        // We own the slot (its word is SLOT_WRITING): fence, payload, release store of seq.
+        ring.write_slot(seq, payload);
+        // Release: a reader that acquires write_seq sees this slot published.
+        ring.write_seq().fetch_max(seq, Ordering::Release);
+        LossyPush::Published {
+            seq,
+            wake: ring.bump_futex_if_waiting(),
+        }
+    }
+}
+
+/// A competing consumer of a ringfire MPMC ring (spec §8.2): each ticket goes to one
+/// consumer; lost tickets are counted in [`LossyMpmcConsumer::dropped`].
+#[derive(Debug)]
+pub struct LossyMpmcConsumer {
+    ring: RingView,
+    pending: Option<u64>,
+    dropped: u64,
+}
+
+impl LossyMpmcConsumer {
+    /// A consumer on `ring`, which must be MPMC-flagged.
+    pub fn new(ring: RingView) -> Result<LossyMpmcConsumer, AttachError> {
+        check_mpmc(&ring)?;
+        Ok(LossyMpmcConsumer {
+            ring,
+            pending: None,
+            dropped: 0,
+        })
+    }
+
+    /// Tickets this consumer lost (overwritten, overtaken, or skipped past).
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+
+    /// The ticket this consumer holds and waits on, if any (the cursor to sleep on).
+    pub fn pending(&self) -> Option<u64> {
+        self.pending
+    }
+
+    /// Takes the next message into `dst` (at most `S - 8` bytes of the raw slot bytes) and
+    /// returns its sequence, or `None` when nothing is ready.
+    pub fn try_recv(&mut self, dst: &mut [u8]) -> Option<u64> {
+        let ring = &self.ring;
+        let cap = ring.capacity();
+        loop {
+            if let Some(t) = self.pending {
+                let lost = match ring.read_slot(t, dst) {
+                    SlotRead::Ok => {
+                        self.pending = None;
+                        return Some(t);
+                    }
+                    SlotRead::Overwritten { .. } => true,
+                    // Relaxed: a heuristic bound; a stale value only delays the verdict.
+                    SlotRead::Pending => {
+                        ring.claim_seq().load(Ordering::Relaxed) > t.saturating_add(cap)
+                    }
+                };
+                if !lost {
+                    return None;
+                }
+                self.dropped += 1;
+                self.pending = None;
+            }
+            // Relaxed: ticket counters; the slot word carries the data ordering.
+            let r = ring.read_seq().load(Ordering::Relaxed);
+            // Relaxed: as above.
+            let c = ring.claim_seq().load(Ordering::Relaxed);
+            if r >= c {
+                return None;
+            }
+            let floor = c.saturating_sub(cap);
+            if r < floor {
+                // Relaxed: as above.
+                if ring
+                    .read_seq()
+                    .compare_exchange(r, floor, Ordering::Relaxed, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    self.dropped += floor - r;
+                }
+                continue;
+            }
+            // Relaxed: as above.
+            if ring
+                .read_seq()
+                .compare_exchange(r, r + 1, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                self.pending = Some(r);
+            }
+        }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::vec;
+    use std::vec::Vec;
+
+    use super::*;
+    use crate::layout::Geometry;
+    use crate::region::Region;
+
+    fn ring(cap: u64) -> (Vec<u64>, RingView) {
+        let g = Geometry::mpmc(cap, 16, 8).unwrap();
+        let mut buf = vec![0u64; g.total_len().unwrap() as usize / 8];
+        // SAFETY: the buffer is returned with the view and outlives its use in each test.
+        let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
+        (buf, RingView::init(r, &g).unwrap())
+    }
+
+    fn no_clock() -> u64 {
+        panic!("the clock is only read on the slow path")
+    }
+
+    fn recv(c: &mut LossyMpmcConsumer) -> Option<(u64, u64)> {
+        let mut b = [0u8; 8];
+        c.try_recv(&mut b).map(|s| (s, u64::from_le_bytes(b)))
+    }
+
+    #[test]
+    fn push_then_compete_in_ticket_order() {
+        let (_b, r) = ring(4);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        let mut c1 = LossyMpmcConsumer::new(r).unwrap();
+        let mut c2 = LossyMpmcConsumer::new(r).unwrap();
+        assert_eq!(recv(&mut c1), None);
+        for v in [10u64, 20, 30] {
+            assert!(matches!(
+                p.push(&v.to_le_bytes(), no_clock),
+                LossyPush::Published { wake: false, .. }
+            ));
+        }
+        assert_eq!(r.write_seq().load(Ordering::Relaxed), 3);
+        assert_eq!(recv(&mut c1), Some((1, 10)));
+        assert_eq!(recv(&mut c2), Some((2, 20)));
+        assert_eq!(recv(&mut c1), Some((3, 30)));
+        assert_eq!(recv(&mut c2), None);
+        assert_eq!(c1.dropped() + c2.dropped(), 0);
+    }
+
+    #[test]
+    fn overrun_consumer_counts_what_it_lost() {
+        let (_b, r) = ring(4);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        let mut c = LossyMpmcConsumer::new(r).unwrap();
+        for v in 1..=7u64 {
+            let _ = p.push(&v.to_le_bytes(), no_clock);
+        }
+        // claim_seq = 8, floor = 4: tickets 1..=3 are skipped and counted.
+        assert_eq!(recv(&mut c), Some((4, 4)));
+        assert_eq!(c.dropped(), 3);
+        // Another consumer takes ticket 5; then four more pushes put claim_seq at 12, so a
+        // third consumer skips tickets 6 and 7 (below the floor 8) and counts them.
+        let mut other = LossyMpmcConsumer::new(r).unwrap();
+        assert_eq!(recv(&mut other), Some((5, 5)));
+        let mut late = LossyMpmcConsumer::new(r).unwrap();
+        for v in 8..=11u64 {
+            let _ = p.push(&v.to_le_bytes(), no_clock);
+        }
+        assert_eq!(recv(&mut late), Some((8, 8)));
+        assert_eq!(late.dropped(), 2);
+    }
+
+    #[test]
+    fn pending_ticket_is_lost_once_a_lap_passes() {
+        let (_b, r) = ring(2);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        let mut c = LossyMpmcConsumer::new(r).unwrap();
+        // Ticket 1 is claimed but never written (its producer died).
+        r.claim_seq().fetch_add(1, Ordering::Relaxed);
+        assert_eq!(recv(&mut c), None);
+        assert_eq!(c.pending(), Some(1));
+        let _ = p.push(&2u64.to_le_bytes(), no_clock);
+        assert_eq!(recv(&mut c), None, "claim_seq 3 is not past 1 + 2");
+        // Ticket 3 shares ticket 1's slot, which was never written: it stalls, and takes the
+        // slot over once the (fast) clock passes the deadline.
+        let mut t = 0u64;
+        let fast = || {
+            t += 5_000_000;
+            t
+        };
+        assert!(matches!(
+            p.push(&3u64.to_le_bytes(), fast),
+            LossyPush::Published { seq: 3, .. }
+        ));
+        // claim_seq 4 > 1 + 2: ticket 1 is lost, then ticket 2 is delivered.
+        assert_eq!(recv(&mut c), Some((2, 2)));
+        assert_eq!(c.dropped(), 1);
+        assert_eq!(recv(&mut c), Some((3, 3)));
+    }
+
+    #[test]
+    fn newer_lap_in_the_slot_discards_the_message() {
+        let (_b, r) = ring(2);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        r.slot_seq(1).store(3, Ordering::Relaxed);
+        assert_eq!(
+            p.push(&1u64.to_le_bytes(), no_clock),
+            LossyPush::Discarded { seq: 1 }
+        );
+        assert_eq!(r.write_seq().load(Ordering::Relaxed), 0);
+    }
+
+    #[test]
+    fn stalled_slot_is_taken_over_after_the_deadline() {
+        let (_b, r) = ring(2);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        // Ticket 3 expects slot 1 to hold ticket 1, but it holds 0 (ticket 1 was dropped).
+        r.claim_seq().store(3, Ordering::Relaxed);
+        let mut t = 0u64;
+        let mut calls = 0u32;
+        let out = p.push(&9u64.to_le_bytes(), || {
+            calls += 1;
+            t += 1_000_000; // 1 ms per check
+            t
+        });
+        assert_eq!(
+            out,
+            LossyPush::Published {
+                seq: 3,
+                wake: false
+            }
+        );
+        // Deadline set at the first check (t = 1 ms), passed at t = 11 ms.
+        assert_eq!(calls, 11);
+        let mut b = [0u8; 8];
+        assert_eq!(r.read_slot(3, &mut b), SlotRead::Ok);
+        assert_eq!(u64::from_le_bytes(b), 9);
+    }
+
+    #[test]
+    fn slot_stuck_mid_write_drops_the_message() {
+        let (_b, r) = ring(2);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        r.slot_seq(1).store(SLOT_WRITING, Ordering::Relaxed);
+        let mut t = 0u64;
+        let out = p.push(&9u64.to_le_bytes(), || {
+            t += 2_000_000;
+            t
+        });
+        assert_eq!(out, LossyPush::Dropped { seq: 1 });
+        assert_eq!(r.slot_seq(1).load(Ordering::Relaxed), SLOT_WRITING);
+    }
+
+    #[test]
+    fn broadcast_ring_is_refused() {
+        let g = Geometry::spmc(4, 16, 8, 0, false).unwrap();
+        let mut buf = vec![0u64; g.total_len().unwrap() as usize / 8];
+        // SAFETY: the buffer outlives the region.
+        let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
+        let v = RingView::init(r, &g).unwrap();
+        assert_eq!(
+            LossyMpmcProducer::new(v).unwrap_err(),
+            AttachError::WrongKind {
+                flags: 0x0011,
+                need: "an MPMC ring"
+            }
+        );
+    }
+}

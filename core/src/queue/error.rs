@@ -1,0 +1,400 @@
+//! Typed queue errors. Each names what is wrong and carries the value that was seen.
+
+use core::fmt;
+
+use super::layout::QueueKind;
+
+/// A queue geometry cannot be built from the requested parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum QueueGeometryError {
+    /// The capacity is not a power of two.
+    CapacityNotPowerOfTwo {
+        /// The capacity asked for.
+        capacity: u64,
+    },
+    /// An MPMC queue needs at least 2 slots.
+    MpmcCapacityTooSmall {
+        /// The capacity asked for.
+        capacity: u64,
+    },
+    /// The item size is 0 or too large.
+    BadItemSize {
+        /// The size asked for.
+        item_size: u64,
+    },
+    /// The stride is not a multiple of 8 or cannot hold the control word and the item.
+    BadStride {
+        /// The stride asked for.
+        stride: u64,
+        /// The item size it must hold.
+        item_size: u32,
+    },
+    /// The queue would not fit in the address space.
+    TooLarge,
+}
+
+/// A queue cannot be attached.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum QueueAttachError {
+    /// The region is shorter than the 384-byte header and cursor lines.
+    TooShort {
+        /// Region length.
+        len: u64,
+    },
+    /// The magic is no queue magic (0: not a queue, or its creation has not finished).
+    BadMagic {
+        /// The value found.
+        found: u64,
+    },
+    /// The region holds the other kind of queue.
+    WrongKind {
+        /// The kind asked for.
+        expected: QueueKind,
+        /// The kind found.
+        found: QueueKind,
+    },
+    /// The version is not supported.
+    BadVersion {
+        /// The value found.
+        found: u32,
+    },
+    /// The `kind` field contradicts the magic.
+    KindMismatch {
+        /// The `kind` field.
+        kind: u32,
+    },
+    /// `capacity` is not a power of two, `mask != capacity - 1`, or an MPMC capacity is 1.
+    BadCapacity {
+        /// Header capacity.
+        capacity: u64,
+        /// Header mask.
+        mask: u64,
+    },
+    /// The stride is not a multiple of 8 or cannot hold the item size.
+    BadStride {
+        /// Header slot stride.
+        stride: u32,
+        /// Header item size.
+        item_size: u32,
+    },
+    /// `slots_offset` is below 384 or not a multiple of 64.
+    BadSlotsOffset {
+        /// The offset found.
+        offset: u64,
+    },
+    /// The slots end past the region (`end` is `None` on overflow).
+    SlotsPastEnd {
+        /// End of the slot array.
+        end: Option<u64>,
+        /// Region length.
+        len: u64,
+    },
+    /// The item size differs from the caller's.
+    ItemSizeMismatch {
+        /// The caller's item size.
+        expected: u32,
+        /// The header's item size.
+        found: u32,
+    },
+    /// The schema signature differs from the caller's type (0 in the header accepts any).
+    SchemaMismatch {
+        /// The caller's signature.
+        expected: u64,
+        /// The header's signature.
+        found: u64,
+    },
+}
+
+/// A queue cannot be initialised in a region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum QueueInitError {
+    /// The region is smaller than the geometry needs (`need` is `None` on overflow).
+    RegionTooSmall {
+        /// Bytes needed.
+        need: Option<u64>,
+        /// Bytes available.
+        len: u64,
+    },
+}
+
+/// An item cannot be pushed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PushError {
+    /// Every slot holds an item nobody has popped yet.
+    Full,
+    /// The item is longer than the queue's item size.
+    TooLong {
+        /// Index of the item in the batch (0 for a single push).
+        index: usize,
+        /// Its length.
+        len: usize,
+        /// The queue's item size.
+        max: u32,
+    },
+    /// MPMC items must be exactly the queue's item size.
+    WrongLength {
+        /// The length passed.
+        len: usize,
+        /// The queue's item size.
+        expected: u32,
+    },
+    /// The claimed slot was healed (its producer was declared dead) before this push could
+    /// publish: the item was not delivered and nothing was written after the heal.
+    Healed {
+        /// The position that was healed.
+        pos: u64,
+    },
+    /// The slot's stamp holds a value no protocol step writes (a corrupt file).
+    Corrupt {
+        /// The position.
+        pos: u64,
+        /// The stamp found.
+        word: u64,
+    },
+    /// The position has not been claimed yet (it is ahead of the slot's lap).
+    NotClaimed {
+        /// The position passed.
+        pos: u64,
+        /// The slot's stamp.
+        stamp: u64,
+    },
+}
+
+/// An item cannot be popped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum PopError {
+    /// Nothing has been pushed that was not popped.
+    Empty,
+    /// The next position is claimed by a producer that has not published it yet (possibly
+    /// a dead producer: see `MpmcQueue::next_stuck_slot`).
+    Pending {
+        /// The position waited on.
+        pos: u64,
+    },
+    /// The destination buffer is shorter than the item.
+    BufferTooSmall {
+        /// Buffer length.
+        len: usize,
+        /// Bytes needed.
+        need: usize,
+    },
+    /// A fixed-size pop found an item of another length (it was left in the queue).
+    LengthMismatch {
+        /// The stored length.
+        len: usize,
+        /// The length asked for.
+        expected: usize,
+    },
+    /// The slot's control word holds a value no protocol step writes (a corrupt file);
+    /// the item was left in the queue.
+    Corrupt {
+        /// The position.
+        pos: u64,
+        /// The value found.
+        word: u64,
+    },
+}
+
+/// A slot cannot be healed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum HealError {
+    /// The position has not been claimed by any producer (it is at or past the enqueue
+    /// cursor).
+    NotClaimed {
+        /// The position passed.
+        pos: u64,
+        /// The enqueue cursor.
+        enqueue: u64,
+    },
+    /// The slot's producer published (or it was healed already, or consumed): nothing to
+    /// heal.
+    NotStuck {
+        /// The position passed.
+        pos: u64,
+        /// The stamp found.
+        stamp: u64,
+    },
+}
+
+impl fmt::Display for QueueGeometryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            QueueGeometryError::CapacityNotPowerOfTwo { capacity } => {
+                write!(f, "queue capacity {capacity} is not a power of two")
+            }
+            QueueGeometryError::MpmcCapacityTooSmall { capacity } => {
+                write!(f, "MPMC queue capacity {capacity} is below 2")
+            }
+            QueueGeometryError::BadItemSize { item_size } => {
+                write!(f, "queue item size {item_size} is 0 or too large")
+            }
+            QueueGeometryError::BadStride { stride, item_size } => write!(
+                f,
+                "slot stride {stride} is not a multiple of 8 of at least 8 + item size {item_size}"
+            ),
+            QueueGeometryError::TooLarge => f.write_str("the queue size overflows"),
+        }
+    }
+}
+
+impl fmt::Display for QueueAttachError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use QueueAttachError::*;
+        match *self {
+            TooShort { len } => write!(
+                f,
+                "file is {len} bytes, shorter than the 384-byte queue header"
+            ),
+            BadMagic { found: 0 } => write!(
+                f,
+                "magic is 0: not a queue, or its creation has not finished"
+            ),
+            BadMagic { found } if found == crate::layout::RING_MAGIC => write!(
+                f,
+                "this is a ringfire-format ring (magic {found:#018x}), not a ringwire queue"
+            ),
+            BadMagic { found } => write!(f, "bad queue magic {found:#018x}"),
+            WrongKind { expected, found } => {
+                write!(
+                    f,
+                    "the file holds a {found:?} queue, not a {expected:?} queue"
+                )
+            }
+            BadVersion { found } => write!(
+                f,
+                "queue version {found} is not supported (expected {})",
+                super::layout::QUEUE_VERSION
+            ),
+            KindMismatch { kind } => write!(f, "kind field {kind} contradicts the magic"),
+            BadCapacity { capacity, mask } => write!(
+                f,
+                "capacity {capacity} is not a power of two (at least 2 for MPMC) or mask {mask:#x} is not capacity - 1"
+            ),
+            BadStride { stride, item_size } => write!(
+                f,
+                "slot stride {stride} is not a multiple of 8 of at least 8 + item size {item_size}"
+            ),
+            BadSlotsOffset { offset } => write!(
+                f,
+                "slots_offset {offset} is below 384 or not a multiple of 64"
+            ),
+            SlotsPastEnd {
+                end: Some(end),
+                len,
+            } => write!(
+                f,
+                "slots end at byte {end}, past the end of the file ({len} bytes)"
+            ),
+            SlotsPastEnd { end: None, len } => write!(
+                f,
+                "slots_offset + capacity * slot_stride overflows (file is {len} bytes)"
+            ),
+            ItemSizeMismatch { expected, found } => write!(
+                f,
+                "item size {found} does not match the item type's size {expected}"
+            ),
+            SchemaMismatch { expected, found } => write!(
+                f,
+                "schema signature {found:#018x} does not match the item type's {expected:#018x}"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for QueueInitError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            QueueInitError::RegionTooSmall {
+                need: Some(need),
+                len,
+            } => write!(
+                f,
+                "region of {len} bytes is smaller than the {need} bytes the queue needs"
+            ),
+            QueueInitError::RegionTooSmall { need: None, len } => {
+                write!(f, "queue size overflows (region is {len} bytes)")
+            }
+        }
+    }
+}
+
+impl fmt::Display for PushError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            PushError::Full => f.write_str("queue is full"),
+            PushError::TooLong { index, len, max } => write!(
+                f,
+                "item {index} is {len} bytes, longer than the queue's item size {max}"
+            ),
+            PushError::WrongLength { len, expected } => write!(
+                f,
+                "item is {len} bytes; this queue's items are exactly {expected}"
+            ),
+            PushError::Healed { pos } => write!(
+                f,
+                "position {pos} was healed before it was published: the item was not delivered"
+            ),
+            PushError::Corrupt { pos, word } => {
+                write!(
+                    f,
+                    "slot of position {pos} holds an impossible stamp {word:#x}"
+                )
+            }
+            PushError::NotClaimed { pos, stamp } => write!(
+                f,
+                "position {pos} is not claimed by this producer (stamp {stamp:#x})"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for PopError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            PopError::Empty => f.write_str("queue is empty"),
+            PopError::Pending { pos } => write!(f, "position {pos} is claimed but not published"),
+            PopError::BufferTooSmall { len, need } => {
+                write!(
+                    f,
+                    "buffer of {len} bytes is shorter than the {need}-byte item"
+                )
+            }
+            PopError::LengthMismatch { len, expected } => {
+                write!(f, "item is {len} bytes, expected {expected}")
+            }
+            PopError::Corrupt { pos, word } => {
+                write!(
+                    f,
+                    "slot of position {pos} holds an impossible control word {word:#x}"
+                )
+            }
+        }
+    }
+}
+
+impl fmt::Display for HealError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            HealError::NotClaimed { pos, enqueue } => write!(
+                f,
+                "position {pos} is not claimed (enqueue cursor is {enqueue})"
+            ),
+            HealError::NotStuck { pos, stamp } => {
+                write!(f, "position {pos} is not stuck (stamp {stamp:#x})")
+            }
+        }
+    }
+}
+
+impl core::error::Error for QueueGeometryError {}
+impl core::error::Error for QueueAttachError {}
+impl core::error::Error for QueueInitError {}
+impl core::error::Error for PushError {}
+impl core::error::Error for PopError {}
+impl core::error::Error for HealError {}

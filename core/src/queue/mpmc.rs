@@ -1,0 +1,349 @@
+//! Bounded MPMC queue with global FIFO (Vyukov): every slot carries a sequence stamp, and
+//! producers and consumers are elected by a CAS on their cursor. A push fails when the queue
+//! is full; nothing is ever overwritten.
+//!
+//! Stamp of the slot holding position `pos` (positions count from 0 and must stay below
+//! 2^62, which at a billion items a second takes 146 years):
+//!
+//! | stamp | meaning |
+//! |---|---|
+//! | `pos` | free for the producer of `pos` (or claimed by it, copy not begun) |
+//! | `pos \| WRITING` | its producer is copying the item |
+//! | `pos + 1` | published, ready for the consumer of `pos` |
+//! | `(pos + 1) \| HEALED` | healed: the consumer of `pos` skips it |
+//! | `pos + capacity` | consumed; free for the producer of the next lap |
+//!
+//! # Stuck slots and healing: the caller contract
+//!
+//! A producer that dies between claiming a position and publishing it leaves a *stuck*
+//! slot: consumers wait on it forever (global FIFO). [`MpmcQueue::next_stuck_slot`] finds a
+//! claimed, unpublished position; [`MpmcQueue::heal_stuck_slot`] marks it as a skipped item so
+//! consumers pass it. A live producer is also "stuck" for the few nanoseconds of its copy,
+//! so before healing the caller MUST establish that the slot's producer is dead: typically
+//! it knows a producer process died (its pid is gone, its lock was released) and sees the
+//! same position reported stuck, with the same stamp, before and after a grace period far
+//! longer than one push.
+//!
+//! What happens when the caller is wrong and the producer was alive:
+//! * healed before it began copying (stamp `pos`): always safe. Its begin CAS fails, it
+//!   writes nothing and gets [`PushError::Healed`].
+//! * healed while it was copying (stamp `pos | WRITING`): its publish CAS fails and it gets
+//!   [`PushError::Healed`], so the item is never delivered twice or half-written; but its
+//!   remaining payload stores may land in the slot after the next lap's producer took it
+//!   and corrupt that item. This is why death must be confirmed.
+//!
+//! The price of detecting a late producer: a push does a CAS on the slot before its copy
+//! and a CAS to publish (classic Vyukov does one plain release store), both on the slot's
+//! line, which the producer owns at that moment anyway.
+
+use super::error::{HealError, PopError, PushError, QueueAttachError};
+use super::layout::QueueKind;
+use super::view::QueueView;
+use crate::sync::{Ordering, spin_hint};
+
+/// Stamp flag: the producer of this position is copying its item.
+pub const WRITING: u64 = 1 << 62;
+/// Stamp flag: this position was healed; consumers skip it.
+pub const HEALED: u64 = 1 << 63;
+const FLAGS: u64 = WRITING | HEALED;
+
+/// What a successful pop delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Popped {
+    /// An item, copied into the buffer.
+    Item {
+        /// Its position.
+        pos: u64,
+    },
+    /// A healed position was passed; its item was lost with its producer. The buffer is
+    /// untouched.
+    Healed {
+        /// The position.
+        pos: u64,
+    },
+}
+
+/// Which state a healed slot was in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum HealedFrom {
+    /// Claimed, copy not begun.
+    Claimed,
+    /// Its producer was copying the item.
+    MidWrite,
+}
+
+/// A Vyukov MPMC queue. Any number of handles (in any processes) may push and pop.
+#[derive(Clone, Debug)]
+#[cfg_attr(not(loom), derive(Copy))]
+pub struct MpmcQueue {
+    q: QueueView,
+}
+
+impl MpmcQueue {
+    /// A handle on `q`, which must be an MPMC queue.
+    pub fn new(q: QueueView) -> Result<MpmcQueue, QueueAttachError> {
+        match q.geometry().kind {
+            QueueKind::Mpmc => Ok(MpmcQueue { q }),
+            found => Err(QueueAttachError::WrongKind {
+                expected: QueueKind::Mpmc,
+                found,
+            }),
+        }
+    }
+
+    /// The queue.
+    pub fn view(&self) -> &QueueView {
+        &self.q
+    }
+
+    /// Items are exactly this many bytes.
+    pub fn item_size(&self) -> usize {
+        self.q.geometry().item_size as usize
+    }
+
+    /// Claims the next position for an item, or fails with [`PushError::Full`]. The caller
+    /// must then call [`MpmcQueue::write_claimed`] for it; until then consumers wait on it.
+    #[inline]
+    pub fn claim(&self) -> Result<u64, PushError> {
+        // Relaxed: the CAS below elects us; the slot's stamp carries the synchronisation.
+        let mut pos = self.q.enq().load(Ordering::Relaxed);
+        loop {
+            // Acquire: pairs with the release store of the consumer that freed the slot, so
+            // its reads happen before our writes.
+            let stamp = self.q.slot_word(pos).load(Ordering::Acquire);
+            if stamp == pos {
+                // Relaxed: only atomicity of the election matters (see above).
+                match self.q.enq().compare_exchange_weak(
+                    pos,
+                    pos.wrapping_add(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Ok(pos),
+                    Err(now) => pos = now,
+                }
+            } else if stamp & !FLAGS < pos {
+                // The slot still holds the previous lap: full.
+                return Err(PushError::Full);
+            } else {
+                // Another producer took `pos`; follow the cursor.
+                spin_hint();
+                // Relaxed: as for the first load.
+                let now = self.q.enq().load(Ordering::Relaxed);
+                if now == pos {
+                    // A stamp ahead of an unmoved cursor: no protocol step writes that.
+                    return Err(PushError::Corrupt { pos, word: stamp });
+                }
+                pos = now;
+            }
+        }
+    }
+
+    /// Copies `item` (exactly [`MpmcQueue::item_size`] bytes) into the claimed position `pos`
+    /// and publishes it. Fails with [`PushError::Healed`], having written nothing after the
+    /// heal, if the position was healed meanwhile (see the module docs for a heal during the
+    /// copy). `pos` must come from [`MpmcQueue::claim`], once.
+    #[inline]
+    pub fn write_claimed(&self, pos: u64, item: &[u8]) -> Result<(), PushError> {
+        if item.len() != self.item_size() {
+            // Leave the claim in place; the caller may retry with a correct item.
+            return Err(PushError::WrongLength {
+                len: item.len(),
+                expected: self.q.geometry().item_size,
+            });
+        }
+        let slot = self.q.slot_word(pos);
+        // AcqRel. Acquire: our payload stores stay after the CAS that shows the slot is
+        // still ours (a healed producer must write nothing). Release: whoever sees this stamp
+        // also sees our claim of the enqueue cursor (claim's "stamp ahead of an unmoved
+        // cursor" test relies on it).
+        if let Err(stamp) =
+            slot.compare_exchange(pos, pos | WRITING, Ordering::AcqRel, Ordering::Relaxed)
+        {
+            // Only a healer moves a claimed slot on before its producer begins: if the
+            // stamp is past `pos` (healed, or healed and already consumed), we were healed.
+            return Err(if stamp & !FLAGS > pos {
+                PushError::Healed { pos }
+            } else {
+                PushError::NotClaimed { pos, stamp }
+            });
+        }
+        self.q.write_payload(pos, item);
+        // Release: a consumer that acquires `pos + 1` sees the whole item.
+        match slot.compare_exchange(
+            pos | WRITING,
+            pos.wrapping_add(1),
+            Ordering::Release,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(PushError::Healed { pos }),
+        }
+    }
+
+    /// Pushes one item (exactly [`MpmcQueue::item_size`] bytes) and returns its position.
+    #[inline]
+    pub fn try_push(&self, item: &[u8]) -> Result<u64, PushError> {
+        if item.len() != self.item_size() {
+            return Err(PushError::WrongLength {
+                len: item.len(),
+                expected: self.q.geometry().item_size,
+            });
+        }
+        let pos = self.claim()?;
+        self.write_claimed(pos, item).map(|()| pos)
+    }
+
+    /// Pops the next item in global FIFO order into `dst` (at least
+    /// [`MpmcQueue::item_size`] bytes), or passes one healed position.
+    #[inline]
+    pub fn try_pop(&self, dst: &mut [u8]) -> Result<Popped, PopError> {
+        let need = self.item_size();
+        if dst.len() < need {
+            return Err(PopError::BufferTooSmall {
+                len: dst.len(),
+                need,
+            });
+        }
+        let cap = self.q.capacity();
+        // Relaxed: the CAS below elects us; the slot's stamp carries the synchronisation.
+        let mut pos = self.q.deq().load(Ordering::Relaxed);
+        loop {
+            let slot = self.q.slot_word(pos);
+            // Acquire: pairs with the producer's (or healer's) release CAS, so the item's
+            // bytes are visible once we own the position.
+            let stamp = slot.load(Ordering::Acquire);
+            let next = pos.wrapping_add(1);
+            if stamp == next || stamp == next | HEALED {
+                // Relaxed: election only (see above).
+                match self.q.deq().compare_exchange_weak(
+                    pos,
+                    next,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => {
+                        let out = if stamp == next {
+                            self.q.read_payload(pos, &mut dst[..need]);
+                            Popped::Item { pos }
+                        } else {
+                            Popped::Healed { pos }
+                        };
+                        // Release: our reads of the slot happen before the next lap's
+                        // producer (which acquires this stamp) writes it.
+                        slot.store(pos.wrapping_add(cap), Ordering::Release);
+                        return Ok(out);
+                    }
+                    Err(now) => pos = now,
+                }
+            } else if stamp & !FLAGS <= pos {
+                // Not published yet (or a previous lap's consumer is still finishing).
+                if stamp & !FLAGS < pos {
+                    return Err(PopError::Empty);
+                }
+                // Relaxed: informational; a stale value only changes Pending into Empty.
+                let enq = self.q.enq().load(Ordering::Relaxed);
+                return Err(if stamp != pos || enq > pos {
+                    PopError::Pending { pos }
+                } else {
+                    PopError::Empty
+                });
+            } else {
+                // Another consumer took `pos`; follow the cursor.
+                spin_hint();
+                // Relaxed: as for the first load.
+                let now = self.q.deq().load(Ordering::Relaxed);
+                if now == pos {
+                    // A stamp ahead of an unmoved cursor: no protocol step writes that.
+                    return Err(PopError::Corrupt { pos, word: stamp });
+                }
+                pos = now;
+            }
+        }
+    }
+
+    /// True when the next position to pop is published (or healed): a pop would not report
+    /// empty or pending. For waiting loops; a snapshot.
+    pub fn has_item(&self) -> bool {
+        // Relaxed: a snapshot; the acquire below orders what a following pop reads.
+        let pos = self.q.deq().load(Ordering::Relaxed);
+        // Acquire: as in try_pop.
+        let stamp = self.q.slot_word(pos).load(Ordering::Acquire);
+        stamp & !HEALED == pos.wrapping_add(1)
+    }
+
+    /// True when the next position to push is free: a push would not report full. For
+    /// waiting loops; a snapshot.
+    pub fn has_space(&self) -> bool {
+        // Relaxed: a snapshot, as in has_item.
+        let pos = self.q.enq().load(Ordering::Relaxed);
+        // Acquire: as in claim.
+        self.q.slot_word(pos).load(Ordering::Acquire) == pos
+    }
+
+    /// Items claimed and not yet popped (a snapshot; includes unpublished positions).
+    pub fn len(&self) -> u64 {
+        // Relaxed: a diagnostic snapshot. Dequeue first, so the difference cannot go below 0
+        // except by wrapping on a corrupt file, which saturates to 0.
+        let deq = self.q.deq().load(Ordering::Relaxed);
+        // Relaxed: as above.
+        let enq = self.q.enq().load(Ordering::Relaxed);
+        enq.saturating_sub(deq)
+    }
+
+    /// True when [`MpmcQueue::len`] is 0.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The first position at or after `from` (and at or after the dequeue cursor) that is
+    /// claimed by a producer but not published: stamp `pos` or `pos | WRITING` below the
+    /// enqueue cursor. Scans at most one lap. See the module docs for what the caller must
+    /// establish before healing it.
+    pub fn next_stuck_slot(&self, from: u64) -> Option<u64> {
+        // Acquire: every stamp we then read is at least as new as this cursor's lap.
+        let deq = self.q.deq().load(Ordering::Acquire);
+        // Acquire: positions below it are claimed.
+        let enq = self.q.enq().load(Ordering::Acquire);
+        let start = from.max(deq);
+        let end = enq.min(deq.saturating_add(self.q.capacity()));
+        (start..end).find(|&pos| {
+            // Acquire: a published stamp comes with nothing we rely on, but keeps the scan
+            // ordered after the cursor loads.
+            let stamp = self.q.slot_word(pos).load(Ordering::Acquire);
+            stamp == pos || stamp == pos | WRITING
+        })
+    }
+
+    /// Marks the claimed, unpublished position `pos` as healed so consumers skip it. The
+    /// caller MUST have established that its producer is dead (module docs); a producer that
+    /// turns out to be alive gets [`PushError::Healed`] from its push.
+    pub fn heal_stuck_slot(&self, pos: u64) -> Result<HealedFrom, HealError> {
+        // Acquire: as in next_stuck_slot.
+        let enq = self.q.enq().load(Ordering::Acquire);
+        if pos >= enq {
+            return Err(HealError::NotClaimed { pos, enqueue: enq });
+        }
+        let slot = self.q.slot_word(pos);
+        let healed = pos.wrapping_add(1) | HEALED;
+        // Relaxed: the CAS below revalidates it.
+        let mut stamp = slot.load(Ordering::Relaxed);
+        loop {
+            let from = if stamp == pos {
+                HealedFrom::Claimed
+            } else if stamp == pos | WRITING {
+                HealedFrom::MidWrite
+            } else {
+                return Err(HealError::NotStuck { pos, stamp });
+            };
+            // Release: pairs with the consumer's acquire of the stamp (it reads no payload
+            // of a healed slot, but its reuse of the slot must follow our decision).
+            match slot.compare_exchange(stamp, healed, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => return Ok(from),
+                Err(now) => stamp = now,
+            }
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! Single-producer single-consumer queue (Lamport): the producer owns the tail (enqueue
+//! cursor), the consumer owns the head (dequeue cursor), and each keeps a cached copy of the
+//! other's index, refreshed only when the cached value says full or empty. A batch moves
+//! with one index store.
+//!
+//! Slot `i` holds the item's length in its control word and the item's bytes after it, so
+//! items of any length up to the queue's item size (datagrams, say) can be mixed.
+//!
+//! Contract: at most one [`SpscProducer`] and one [`SpscConsumer`] exist per queue at a
+//! time, across all processes. Breaking it loses or duplicates items but is not undefined
+//! behaviour (every access is atomic). The std layer enforces it with file locks.
+
+use super::error::{PopError, PushError, QueueAttachError};
+use super::layout::QueueKind;
+use super::view::QueueView;
+use crate::sync::Ordering;
+
+fn check_kind(q: &QueueView) -> Result<(), QueueAttachError> {
+    match q.geometry().kind {
+        QueueKind::Spsc => Ok(()),
+        found => Err(QueueAttachError::WrongKind {
+            expected: QueueKind::Spsc,
+            found,
+        }),
+    }
+}
+
+/// The producing side of an SPSC queue.
+#[derive(Debug)]
+pub struct SpscProducer {
+    q: QueueView,
+    tail: u64,
+    cached_head: u64,
+}
+
+impl SpscProducer {
+    /// The producer of `q`, resuming at the tail stored in the queue (a queue in a file
+    /// survives both sides exiting). See the module docs for the one-producer contract.
+    pub fn new(q: QueueView) -> Result<SpscProducer, QueueAttachError> {
+        check_kind(&q)?;
+        // Acquire: a previous producer's slot writes before its tail store are ours now.
+        let tail = q.enq().load(Ordering::Acquire);
+        // Acquire: the consumer's reads of slots before `head` are done.
+        let cached_head = q.deq().load(Ordering::Acquire);
+        Ok(SpscProducer {
+            q,
+            tail,
+            cached_head,
+        })
+    }
+
+    /// The queue.
+    pub fn view(&self) -> &QueueView {
+        &self.q
+    }
+
+    /// Position the next item will take.
+    pub fn tail(&self) -> u64 {
+        self.tail
+    }
+
+    /// Free slots, up to `want`, refreshing the cached head only if the cache shows fewer.
+    #[inline]
+    fn free_up_to(&mut self, want: u64) -> u64 {
+        let cap = self.q.capacity();
+        // A corrupt head ahead of the tail saturates to "full", never to a huge count.
+        let free = cap.saturating_sub(self.tail.wrapping_sub(self.cached_head));
+        if free >= want {
+            return want;
+        }
+        // Acquire: pairs with the consumer's release store of head, so its reads of the
+        // slots we are about to reuse happen before our writes.
+        self.cached_head = self.q.deq().load(Ordering::Acquire);
+        cap.saturating_sub(self.tail.wrapping_sub(self.cached_head))
+            .min(want)
+    }
+
+    /// Free slots right now.
+    pub fn free(&mut self) -> u64 {
+        self.free_up_to(self.q.capacity())
+    }
+
+    #[inline(always)]
+    fn write(&self, pos: u64, item: &[u8]) {
+        // Relaxed: published by the release store of the tail.
+        self.q
+            .slot_word(pos)
+            .store(item.len() as u64, Ordering::Relaxed);
+        self.q.write_payload(pos, item);
+    }
+
+    #[inline(always)]
+    fn commit(&mut self, n: u64) {
+        self.tail = self.tail.wrapping_add(n);
+        // Release: the consumer that acquires the tail sees the slots' lengths and bytes.
+        self.q.enq().store(self.tail, Ordering::Release);
+    }
+
+    fn check_len(&self, index: usize, len: usize) -> Result<(), PushError> {
+        let max = self.q.geometry().item_size;
+        if len > max as usize {
+            return Err(PushError::TooLong { index, len, max });
+        }
+        Ok(())
+    }
+
+    /// Pushes one item, or fails with [`PushError::Full`].
+    #[inline]
+    pub fn try_push(&mut self, item: &[u8]) -> Result<(), PushError> {
+        self.check_len(0, item.len())?;
+        if self.free_up_to(1) == 0 {
+            return Err(PushError::Full);
+        }
+        self.write(self.tail, item);
+        self.commit(1);
+        Ok(())
+    }
+
+    /// Pushes as many of `items` as fit, in order, with one tail store, and returns how many.
+    /// Fails without pushing anything if one of them is longer than the item size.
+    pub fn push_slice<I: AsRef<[u8]>>(&mut self, items: &[I]) -> Result<usize, PushError> {
+        for (i, it) in items.iter().enumerate() {
+            self.check_len(i, it.as_ref().len())?;
+        }
+        let n = self.free_up_to(items.len() as u64);
+        for (k, it) in items[..n as usize].iter().enumerate() {
+            self.write(self.tail.wrapping_add(k as u64), it.as_ref());
+        }
+        if n > 0 {
+            self.commit(n);
+        }
+        Ok(n as usize)
+    }
+
+    /// Pushes records of `item_len` bytes laid back to back in `records` (a typed slice
+    /// seen as bytes) as far as they fit, with one tail store, and returns how many.
+    /// A trailing partial record is ignored.
+    pub fn push_fixed(&mut self, records: &[u8], item_len: usize) -> Result<usize, PushError> {
+        if item_len == 0 {
+            return Ok(0);
+        }
+        self.check_len(0, item_len)?;
+        let n = self.free_up_to((records.len() / item_len) as u64);
+        for (k, rec) in records.chunks_exact(item_len).take(n as usize).enumerate() {
+            self.write(self.tail.wrapping_add(k as u64), rec);
+        }
+        if n > 0 {
+            self.commit(n);
+        }
+        Ok(n as usize)
+    }
+}
+
+/// The consuming side of an SPSC queue.
+#[derive(Debug)]
+pub struct SpscConsumer {
+    q: QueueView,
+    head: u64,
+    cached_tail: u64,
+}
+
+impl SpscConsumer {
+    /// The consumer of `q`, resuming at the head stored in the queue. See the module docs
+    /// for the one-consumer contract.
+    pub fn new(q: QueueView) -> Result<SpscConsumer, QueueAttachError> {
+        check_kind(&q)?;
+        // Acquire: a previous consumer's reads are done before we reuse its position.
+        let head = q.deq().load(Ordering::Acquire);
+        // Acquire: slot writes before the tail are visible to us.
+        let cached_tail = q.enq().load(Ordering::Acquire);
+        Ok(SpscConsumer {
+            q,
+            head,
+            cached_tail,
+        })
+    }
+
+    /// The queue.
+    pub fn view(&self) -> &QueueView {
+        &self.q
+    }
+
+    /// Position of the next item to pop.
+    pub fn head(&self) -> u64 {
+        self.head
+    }
+
+    /// Items ready, up to `want`, refreshing the cached tail only if the cache shows fewer.
+    #[inline]
+    fn ready_up_to(&mut self, want: u64) -> Result<u64, PopError> {
+        let ready = self.cached_tail.wrapping_sub(self.head);
+        if ready >= want && ready <= self.q.capacity() {
+            return Ok(want);
+        }
+        // Acquire: pairs with the producer's release store of the tail, so the slots
+        // before it are fully written when we read them.
+        self.cached_tail = self.q.enq().load(Ordering::Acquire);
+        let ready = self.cached_tail.wrapping_sub(self.head);
+        if ready > self.q.capacity() {
+            return Err(PopError::Corrupt {
+                pos: self.head,
+                word: self.cached_tail,
+            });
+        }
+        Ok(ready.min(want))
+    }
+
+    /// Items ready right now.
+    pub fn ready(&mut self) -> Result<u64, PopError> {
+        self.ready_up_to(self.q.capacity())
+    }
+
+    /// Length of the item at `pos`, checked against the item size.
+    #[inline(always)]
+    fn item_len(&self, pos: u64) -> Result<usize, PopError> {
+        // Relaxed: ordered by the acquire load of the tail.
+        let word = self.q.slot_word(pos).load(Ordering::Relaxed);
+        if word > u64::from(self.q.geometry().item_size) {
+            return Err(PopError::Corrupt { pos, word });
+        }
+        Ok(word as usize)
+    }
+
+    #[inline(always)]
+    fn commit(&mut self, n: u64) {
+        self.head = self.head.wrapping_add(n);
+        // Release: our reads of the slots happen before the producer reuses them.
+        self.q.deq().store(self.head, Ordering::Release);
+    }
+
+    /// Pops one item into `dst` and returns its length.
+    #[inline]
+    pub fn try_pop(&mut self, dst: &mut [u8]) -> Result<usize, PopError> {
+        if self.ready_up_to(1)? == 0 {
+            return Err(PopError::Empty);
+        }
+        let len = self.item_len(self.head)?;
+        if dst.len() < len {
+            return Err(PopError::BufferTooSmall {
+                len: dst.len(),
+                need: len,
+            });
+        }
+        self.q.read_payload(self.head, &mut dst[..len]);
+        self.commit(1);
+        Ok(len)
+    }
+
+    /// Pops up to `min(bufs.len(), lens.len())` items, item `k` into `bufs[k]` with its length
+    /// in `lens[k]`, with one head store, and returns how many. An item that cannot be
+    /// delivered (buffer too small, corrupt) stops the batch; its error is returned only if
+    /// it is the first item, so nothing popped is ever lost.
+    pub fn pop_slice<B: AsMut<[u8]>>(
+        &mut self,
+        bufs: &mut [B],
+        lens: &mut [usize],
+    ) -> Result<usize, PopError> {
+        let want = bufs.len().min(lens.len()) as u64;
+        let n = self.ready_up_to(want)? as usize;
+        let mut done = 0;
+        let mut err = None;
+        for (buf, out) in bufs.iter_mut().zip(lens.iter_mut()).take(n) {
+            let pos = self.head.wrapping_add(done as u64);
+            let buf = buf.as_mut();
+            match self.item_len(pos) {
+                Ok(len) if len <= buf.len() => {
+                    self.q.read_payload(pos, &mut buf[..len]);
+                    *out = len;
+                    done += 1;
+                }
+                Ok(len) => {
+                    err = Some(PopError::BufferTooSmall {
+                        len: buf.len(),
+                        need: len,
+                    });
+                    break;
+                }
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        if done > 0 {
+            self.commit(done as u64);
+            return Ok(done);
+        }
+        match err {
+            Some(e) => Err(e),
+            None => Ok(0),
+        }
+    }
+
+    /// Pops records of exactly `item_len` bytes back to back into `dst` (a typed slice seen
+    /// as bytes) with one head store, and returns how many. An item of another length stops
+    /// the batch and stays in the queue ([`PopError::LengthMismatch`] if it is the first).
+    pub fn pop_fixed(&mut self, dst: &mut [u8], item_len: usize) -> Result<usize, PopError> {
+        if item_len == 0 {
+            return Ok(0);
+        }
+        let n = self.ready_up_to((dst.len() / item_len) as u64)? as usize;
+        let mut done = 0;
+        let mut err = None;
+        for rec in dst.chunks_exact_mut(item_len).take(n) {
+            let pos = self.head.wrapping_add(done as u64);
+            match self.item_len(pos) {
+                Ok(len) if len == item_len => {
+                    self.q.read_payload(pos, rec);
+                    done += 1;
+                }
+                Ok(len) => {
+                    err = Some(PopError::LengthMismatch {
+                        len,
+                        expected: item_len,
+                    });
+                    break;
+                }
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+            }
+        }
+        if done > 0 {
+            self.commit(done as u64);
+            return Ok(done);
+        }
+        match err {
+            Some(e) => Err(e),
+            None => Ok(0),
+        }
+    }
+}

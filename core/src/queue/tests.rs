@@ -1,0 +1,414 @@
+//! Unit tests of the queues in heap buffers (small sizes under Miri).
+
+use std::vec;
+use std::vec::Vec;
+
+use super::*;
+use crate::AttachError;
+use crate::layout::RING_MAGIC;
+use crate::region::Region;
+use crate::ring::{Expect, RingView};
+use crate::sync::Ordering;
+
+/// Thread iterations: small under Miri so it finishes in seconds.
+const N: u64 = if cfg!(miri) { 60 } else { 20_000 };
+
+/// A heap buffer of `len` bytes (rounded up to words) and a region over it.
+struct Buf(Vec<u64>);
+
+impl Buf {
+    fn new(len: u64) -> Buf {
+        Buf(vec![0u64; (len as usize).div_ceil(8)])
+    }
+    fn region(&mut self) -> Region {
+        let len = self.0.len() * 8;
+        // SAFETY: the buffer outlives every region made from it in these tests, and is
+        // only touched through the region while one exists.
+        unsafe { Region::from_raw_parts(self.0.as_mut_ptr().cast(), len) }.unwrap()
+    }
+}
+
+fn queue(kind: QueueKind, cap: u64, item: usize, stride: usize) -> (Buf, QueueView) {
+    let g = QueueGeometry::new(kind, cap, item, stride).unwrap();
+    let mut b = Buf::new(g.total_len().unwrap());
+    let q = QueueView::init(b.region(), &g).unwrap();
+    (b, q)
+}
+
+#[test]
+fn geometry_rules_and_errors() {
+    let g = QueueGeometry::cache_lines(QueueKind::Mpmc, 8, 56).unwrap();
+    assert_eq!((g.slot_stride, g.slots_offset), (64, 384));
+    assert_eq!(g.total_len(), Some(384 + 8 * 64));
+    let g = QueueGeometry::cache_lines(QueueKind::Spsc, 8, 57).unwrap();
+    assert_eq!(g.slot_stride, 128);
+    assert_eq!(
+        QueueGeometry::new(QueueKind::Spsc, 12, 8, 16),
+        Err(QueueGeometryError::CapacityNotPowerOfTwo { capacity: 12 })
+    );
+    assert_eq!(
+        QueueGeometry::new(QueueKind::Spsc, 8, 9, 16),
+        Err(QueueGeometryError::BadStride {
+            stride: 16,
+            item_size: 9
+        })
+    );
+    assert_eq!(
+        QueueGeometry::new(QueueKind::Mpmc, 1, 8, 16),
+        Err(QueueGeometryError::MpmcCapacityTooSmall { capacity: 1 })
+    );
+    assert!(QueueGeometry::new(QueueKind::Spsc, 1, 8, 16).is_ok());
+    assert_eq!(
+        QueueGeometry::new(QueueKind::Spsc, 8, 0, 16),
+        Err(QueueGeometryError::BadItemSize { item_size: 0 })
+    );
+    assert_eq!(
+        QueueGeometry::new(QueueKind::Spsc, 1 << 62, 56, 64),
+        Err(QueueGeometryError::TooLarge)
+    );
+}
+
+#[test]
+fn magics_read_as_ascii_and_differ_from_ringfire() {
+    assert_eq!(&SPSC_MAGIC.to_le_bytes(), b"RWSPSCQ1");
+    assert_eq!(&MPMC_MAGIC.to_le_bytes(), b"RWMPMCQ1");
+    assert_ne!(SPSC_MAGIC, RING_MAGIC);
+}
+
+#[test]
+fn init_then_attach_round_trip() {
+    let (mut b, q) = queue(QueueKind::Mpmc, 4, 20, 32);
+    let g = *q.geometry();
+    let a = QueueView::attach(b.region(), QueueExpect::raw(QueueKind::Mpmc)).unwrap();
+    assert_eq!(*a.geometry(), g);
+    assert_eq!(a.header(), g.header());
+    // MPMC stamps start at the slot index; the cursors at 0.
+    for i in 0..4 {
+        assert_eq!(a.slot_word(i).load(Ordering::Relaxed), i);
+    }
+    assert_eq!(a.enq().load(Ordering::Relaxed), 0);
+    assert_eq!(b.0[0], MPMC_MAGIC);
+}
+
+#[test]
+fn attach_errors_carry_the_bad_value() {
+    let (mut b, _q) = queue(QueueKind::Spsc, 4, 8, 16);
+    let r = b.region();
+    let expect = QueueExpect::raw(QueueKind::Spsc);
+    // Wrong kind.
+    assert_eq!(
+        QueueView::attach(r, QueueExpect::raw(QueueKind::Mpmc)).unwrap_err(),
+        QueueAttachError::WrongKind {
+            expected: QueueKind::Mpmc,
+            found: QueueKind::Spsc
+        }
+    );
+    // Item size and schema.
+    let e = QueueExpect {
+        item_size: Some(4),
+        ..expect
+    };
+    assert_eq!(
+        QueueView::attach(r, e).unwrap_err(),
+        QueueAttachError::ItemSizeMismatch {
+            expected: 4,
+            found: 8
+        }
+    );
+    let e = QueueExpect {
+        schema_sig: Some(7),
+        ..expect
+    };
+    assert!(
+        QueueView::attach(r, e).is_ok(),
+        "header sig 0 accepts any type"
+    );
+    // Too short.
+    // SAFETY: a prefix of the same live buffer.
+    let short = unsafe { Region::from_raw_parts(b.0.as_mut_ptr().cast(), 200) }.unwrap();
+    assert_eq!(
+        QueueView::attach(short, expect).unwrap_err(),
+        QueueAttachError::TooShort { len: 200 }
+    );
+    // SAFETY: as above.
+    let tiny = unsafe { Region::from_raw_parts(b.0.as_mut_ptr().cast(), 4) }.unwrap();
+    assert_eq!(
+        QueueView::attach(tiny, expect).unwrap_err(),
+        QueueAttachError::TooShort { len: 4 }
+    );
+    // Slots past the end.
+    // SAFETY: as above.
+    let cut = unsafe { Region::from_raw_parts(b.0.as_mut_ptr().cast(), 384 + 3 * 16) }.unwrap();
+    assert_eq!(
+        QueueView::attach(cut, expect).unwrap_err(),
+        QueueAttachError::SlotsPastEnd {
+            end: Some(384 + 64),
+            len: 384 + 48
+        }
+    );
+    // Corrupt fields, one at a time (word index = byte offset / 8).
+    let cases: [(usize, u64, QueueAttachError); 5] = [
+        (
+            1,
+            1 | (1u64 << 32) | 9,
+            QueueAttachError::BadVersion { found: 9 },
+        ),
+        (
+            1,
+            1 | (2u64 << 32),
+            QueueAttachError::KindMismatch { kind: 2 },
+        ),
+        (
+            2,
+            6,
+            QueueAttachError::BadCapacity {
+                capacity: 6,
+                mask: 3,
+            },
+        ),
+        (
+            4,
+            12 | (8u64 << 32),
+            QueueAttachError::BadStride {
+                stride: 12,
+                item_size: 8,
+            },
+        ),
+        (5, 400, QueueAttachError::BadSlotsOffset { offset: 400 }),
+    ];
+    for (word, val, err) in cases {
+        let saved = b.0[word];
+        b.0[word] = val;
+        assert_eq!(QueueView::attach(b.region(), expect).unwrap_err(), err);
+        b.0[word] = saved;
+    }
+    assert!(QueueView::attach(b.region(), expect).is_ok());
+    // Magic 0 (creation unfinished) and ringfire's magic.
+    b.0[0] = 0;
+    assert_eq!(
+        QueueView::attach(b.region(), expect).unwrap_err(),
+        QueueAttachError::BadMagic { found: 0 }
+    );
+    b.0[0] = RING_MAGIC;
+    let e = QueueView::attach(b.region(), expect).unwrap_err();
+    assert_eq!(e, QueueAttachError::BadMagic { found: RING_MAGIC });
+    assert!(std::format!("{e}").contains("ringfire"));
+    // A small ringfire ring (shorter than a queue's fixed part) is named by its magic.
+    // SAFETY: a prefix of the same live buffer.
+    let small = unsafe { Region::from_raw_parts(b.0.as_mut_ptr().cast(), 256) }.unwrap();
+    assert_eq!(
+        QueueView::attach(small, expect).unwrap_err(),
+        QueueAttachError::BadMagic { found: RING_MAGIC }
+    );
+}
+
+#[test]
+fn ringfire_reader_refuses_a_queue() {
+    let (mut b, _q) = queue(QueueKind::Spsc, 4, 8, 16);
+    assert_eq!(
+        RingView::attach(b.region(), Expect::RAW).unwrap_err(),
+        AttachError::BadMagic { found: SPSC_MAGIC }
+    );
+}
+
+#[test]
+fn init_refuses_a_small_region() {
+    let g = QueueGeometry::new(QueueKind::Spsc, 4, 8, 16).unwrap();
+    let mut b = Buf::new(400);
+    assert_eq!(
+        QueueView::init(b.region(), &g).unwrap_err(),
+        QueueInitError::RegionTooSmall {
+            need: Some(448),
+            len: 400
+        }
+    );
+}
+
+#[test]
+fn spsc_push_pop_variable_lengths() {
+    let (_b, q) = queue(QueueKind::Spsc, 4, 20, 32);
+    let mut p = SpscProducer::new(q).unwrap();
+    let mut c = SpscConsumer::new(q).unwrap();
+    let mut buf = [0u8; 32];
+    assert_eq!(c.try_pop(&mut buf), Err(PopError::Empty));
+    p.try_push(b"hello").unwrap();
+    p.try_push(b"").unwrap();
+    p.try_push(&[7u8; 20]).unwrap();
+    assert_eq!(
+        p.try_push(&[0u8; 21]),
+        Err(PushError::TooLong {
+            index: 0,
+            len: 21,
+            max: 20
+        })
+    );
+    p.try_push(b"x").unwrap();
+    assert_eq!(p.try_push(b"full"), Err(PushError::Full));
+    assert_eq!(c.try_pop(&mut buf), Ok(5));
+    assert_eq!(&buf[..5], b"hello");
+    assert_eq!(c.try_pop(&mut buf), Ok(0));
+    // A buffer too small leaves the item in place.
+    assert_eq!(
+        c.try_pop(&mut buf[..3]),
+        Err(PopError::BufferTooSmall { len: 3, need: 20 })
+    );
+    assert_eq!(c.try_pop(&mut buf), Ok(20));
+    assert_eq!(&buf[..20], &[7u8; 20]);
+    assert_eq!(c.try_pop(&mut buf), Ok(1));
+    assert_eq!(c.try_pop(&mut buf), Err(PopError::Empty));
+    assert_eq!(p.free(), 4);
+}
+
+#[test]
+fn spsc_slices_move_with_one_index_store() {
+    let (_b, q) = queue(QueueKind::Spsc, 8, 16, 24);
+    let mut p = SpscProducer::new(q).unwrap();
+    let mut c = SpscConsumer::new(q).unwrap();
+    let items: Vec<Vec<u8>> = (0..6u8).map(|i| vec![i; i as usize + 1]).collect();
+    assert_eq!(p.push_slice(&items), Ok(6));
+    assert_eq!(q.enq().load(Ordering::Relaxed), 6);
+    // Only 2 of the next 6 fit.
+    assert_eq!(p.push_slice(&items), Ok(2));
+    assert_eq!(q.enq().load(Ordering::Relaxed), 8);
+    assert_eq!(p.push_slice(&items), Ok(0));
+    // An overlong item anywhere rejects the whole batch.
+    let bad = [vec![0u8; 3], vec![0u8; 17]];
+    assert_eq!(
+        p.push_slice(&bad),
+        Err(PushError::TooLong {
+            index: 1,
+            len: 17,
+            max: 16
+        })
+    );
+    let mut bufs = [[0u8; 16]; 5];
+    let mut lens = [0usize; 5];
+    assert_eq!(c.pop_slice(&mut bufs, &mut lens), Ok(5));
+    assert_eq!(q.deq().load(Ordering::Relaxed), 5);
+    for k in 0..5 {
+        assert_eq!(lens[k], k + 1);
+        assert_eq!(&bufs[k][..k + 1], &items[k][..]);
+    }
+    // Stops before an item whose buffer is too small; returns what it popped, and the
+    // error only when it is the first item.
+    let mut small = [vec![0u8; 16], vec![]];
+    let mut lens = [0usize; 2];
+    assert_eq!(c.pop_slice(&mut small, &mut lens), Ok(1));
+    assert_eq!(lens[0], 6);
+    assert_eq!(
+        c.pop_slice(&mut small[1..], &mut lens[1..]),
+        Err(PopError::BufferTooSmall { len: 0, need: 1 })
+    );
+    assert_eq!(c.pop_slice(&mut bufs, &mut lens[..1]), Ok(1));
+    assert_eq!(bufs[0][0], 0);
+}
+
+#[test]
+fn spsc_fixed_records_round_trip_and_length_mismatch() {
+    let (_b, q) = queue(QueueKind::Spsc, 4, 8, 16);
+    let mut p = SpscProducer::new(q).unwrap();
+    let mut c = SpscConsumer::new(q).unwrap();
+    let recs: Vec<u8> = (1..=5u64).flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!(p.push_fixed(&recs, 8), Ok(4));
+    let mut out = [0u8; 16];
+    assert_eq!(c.pop_fixed(&mut out, 8), Ok(2));
+    assert_eq!(out[..8], 1u64.to_le_bytes());
+    assert_eq!(out[8..], 2u64.to_le_bytes());
+    p.try_push(b"abc").unwrap();
+    let mut out = [0u8; 32];
+    assert_eq!(c.pop_fixed(&mut out, 8), Ok(2));
+    assert_eq!(
+        c.pop_fixed(&mut out, 8),
+        Err(PopError::LengthMismatch {
+            len: 3,
+            expected: 8
+        })
+    );
+    let mut buf = [0u8; 8];
+    assert_eq!(c.try_pop(&mut buf), Ok(3));
+}
+
+#[test]
+fn spsc_wraps_many_laps_and_resumes_after_both_sides_drop() {
+    let (mut b, q) = queue(QueueKind::Spsc, 4, 8, 16);
+    let mut next_in = 0u64;
+    let mut next_out = 0u64;
+    for round in 0..10u64 {
+        // Fresh handles from a fresh attach every round: the cursors live in the region.
+        let q = QueueView::attach(b.region(), QueueExpect::raw(QueueKind::Spsc)).unwrap();
+        let mut p = SpscProducer::new(q).unwrap();
+        let mut c = SpscConsumer::new(q).unwrap();
+        while p.try_push(&next_in.to_le_bytes()).is_ok() {
+            next_in += 1;
+        }
+        for _ in 0..(round % 4 + 1) {
+            let mut buf = [0u8; 8];
+            assert_eq!(c.try_pop(&mut buf), Ok(8));
+            assert_eq!(u64::from_le_bytes(buf), next_out);
+            next_out += 1;
+        }
+    }
+    assert!(next_in > 20);
+    assert_eq!(q.enq().load(Ordering::Relaxed), next_in);
+    assert_eq!(q.deq().load(Ordering::Relaxed), next_out);
+}
+
+#[test]
+fn spsc_corrupt_cursor_is_an_error_not_a_hang() {
+    let (_b, q) = queue(QueueKind::Spsc, 4, 8, 16);
+    q.enq().store(100, Ordering::Relaxed);
+    let mut c = SpscConsumer::new(q).unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(
+        c.try_pop(&mut buf),
+        Err(PopError::Corrupt { pos: 0, word: 100 })
+    );
+    q.enq().store(1, Ordering::Relaxed);
+    q.slot_word(0).store(9, Ordering::Relaxed);
+    assert_eq!(
+        c.try_pop(&mut buf),
+        Err(PopError::Corrupt { pos: 0, word: 9 })
+    );
+    // A head ahead of the tail reads as full, never as a huge free count.
+    q.deq().store(5, Ordering::Relaxed);
+    let mut p = SpscProducer::new(q).unwrap();
+    assert_eq!(p.try_push(b"x"), Err(PushError::Full));
+    assert_eq!(p.free(), 0);
+}
+
+#[test]
+fn spsc_threads_deliver_everything_in_order() {
+    let (_b, q) = queue(QueueKind::Spsc, 8, 16, 24);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut p = SpscProducer::new(q).unwrap();
+            let mut i = 0u64;
+            while i < N {
+                // Alternate single pushes and batches of 3.
+                if i.is_multiple_of(2) {
+                    if p.try_push(&i.to_le_bytes()).is_ok() {
+                        i += 1;
+                    }
+                } else {
+                    let batch: Vec<[u8; 8]> =
+                        (i..(i + 3).min(N)).map(|v| v.to_le_bytes()).collect();
+                    i += p.push_slice(&batch).unwrap() as u64;
+                }
+                std::thread::yield_now();
+            }
+        });
+        let mut c = SpscConsumer::new(q).unwrap();
+        let mut want = 0u64;
+        while want < N {
+            let mut bufs = [[0u8; 8]; 4];
+            let mut lens = [0usize; 4];
+            let n = c.pop_slice(&mut bufs, &mut lens).unwrap();
+            for k in 0..n {
+                assert_eq!(lens[k], 8);
+                assert_eq!(u64::from_le_bytes(bufs[k]), want);
+                want += 1;
+            }
+            std::thread::yield_now();
+        }
+    });
+}

@@ -1,0 +1,250 @@
+//! Unit tests of the Vyukov MPMC queue and its stuck-slot heal, in heap buffers.
+
+use std::vec;
+use std::vec::Vec;
+
+use super::mpmc::{HEALED, WRITING};
+use super::*;
+use crate::region::Region;
+use crate::sync::Ordering;
+
+const N: u64 = if cfg!(miri) { 40 } else { 5_000 };
+
+fn mpmc(cap: u64, item: usize) -> (Vec<u64>, MpmcQueue) {
+    let g = QueueGeometry::cache_lines(QueueKind::Mpmc, cap, item).unwrap();
+    let mut buf = vec![0u64; g.total_len().unwrap() as usize / 8];
+    // SAFETY: the buffer is returned with the queue and outlives its use in each test.
+    let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
+    let q = MpmcQueue::new(QueueView::init(r, &g).unwrap()).unwrap();
+    (buf, q)
+}
+
+fn pop_u64(q: &MpmcQueue) -> Result<(u64, u64), PopError> {
+    let mut b = [0u8; 8];
+    match q.try_pop(&mut b)? {
+        Popped::Item { pos } => Ok((pos, u64::from_le_bytes(b))),
+        Popped::Healed { pos } => Ok((pos, u64::MAX)),
+    }
+}
+
+#[test]
+fn fifo_full_empty_and_length_checks() {
+    let (_b, q) = mpmc(4, 8);
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+    for i in 0..4u64 {
+        assert_eq!(q.try_push(&(i * 10).to_le_bytes()), Ok(i));
+    }
+    assert_eq!(q.try_push(&[0u8; 8]), Err(PushError::Full));
+    assert_eq!(
+        q.try_push(&[0u8; 7]),
+        Err(PushError::WrongLength {
+            len: 7,
+            expected: 8
+        })
+    );
+    let mut small = [0u8; 7];
+    assert_eq!(
+        q.try_pop(&mut small),
+        Err(PopError::BufferTooSmall { len: 7, need: 8 })
+    );
+    assert_eq!(q.len(), 4);
+    for i in 0..4u64 {
+        assert_eq!(pop_u64(&q), Ok((i, i * 10)));
+    }
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+    // Next lap reuses the slots.
+    for i in 4..8u64 {
+        assert_eq!(q.try_push(&i.to_le_bytes()), Ok(i));
+    }
+    assert_eq!(pop_u64(&q), Ok((4, 4)));
+    assert_eq!(q.view().slot_word(0).load(Ordering::Relaxed), 4 + 4);
+}
+
+#[test]
+fn attach_refuses_an_mpmc_header_with_one_slot() {
+    let (mut b, _q) = mpmc(2, 8);
+    b[2] = 1; // capacity
+    b[3] = 0; // mask
+    // SAFETY: the buffer outlives the region.
+    let r = unsafe { Region::from_raw_parts(b.as_mut_ptr().cast(), b.len() * 8) }.unwrap();
+    assert_eq!(
+        QueueView::attach(r, QueueExpect::raw(QueueKind::Mpmc)).unwrap_err(),
+        QueueAttachError::BadCapacity {
+            capacity: 1,
+            mask: 0
+        }
+    );
+}
+
+#[test]
+fn wrong_kind_is_refused() {
+    let g = QueueGeometry::new(QueueKind::Spsc, 4, 8, 16).unwrap();
+    let mut buf = vec![0u64; 56];
+    // SAFETY: the buffer outlives the region.
+    let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), 448) }.unwrap();
+    let v = QueueView::init(r, &g).unwrap();
+    assert_eq!(
+        MpmcQueue::new(v).unwrap_err(),
+        QueueAttachError::WrongKind {
+            expected: QueueKind::Mpmc,
+            found: QueueKind::Spsc
+        }
+    );
+}
+
+#[test]
+fn stuck_slot_found_healed_and_late_producer_detected() {
+    let (_b, q) = mpmc(4, 8);
+    q.try_push(&1u64.to_le_bytes()).unwrap();
+    // A producer claims position 1 and "dies" before writing.
+    let dead = q.claim().unwrap();
+    assert_eq!(dead, 1);
+    q.try_push(&3u64.to_le_bytes()).unwrap();
+    assert_eq!(pop_u64(&q), Ok((0, 1)));
+    // Consumers now wait on the stuck position.
+    assert_eq!(pop_u64(&q), Err(PopError::Pending { pos: 1 }));
+    assert_eq!(q.next_stuck_slot(0), Some(1));
+    assert_eq!(q.next_stuck_slot(2), None);
+    assert_eq!(
+        q.heal_stuck_slot(2),
+        Err(HealError::NotStuck { pos: 2, stamp: 3 })
+    );
+    assert_eq!(
+        q.heal_stuck_slot(3),
+        Err(HealError::NotClaimed { pos: 3, enqueue: 3 })
+    );
+    assert_eq!(q.heal_stuck_slot(1), Ok(HealedFrom::Claimed));
+    assert_eq!(q.next_stuck_slot(0), None);
+    // Healing twice is refused.
+    assert_eq!(
+        q.heal_stuck_slot(1),
+        Err(HealError::NotStuck {
+            pos: 1,
+            stamp: 2 | HEALED
+        })
+    );
+    // The "dead" producer was alive after all: it is told, and writes nothing.
+    assert_eq!(
+        q.write_claimed(dead, &9u64.to_le_bytes()),
+        Err(PushError::Healed { pos: 1 })
+    );
+    let mut b = [0xAAu8; 8];
+    assert_eq!(q.try_pop(&mut b), Ok(Popped::Healed { pos: 1 }));
+    assert_eq!(b, [0xAA; 8], "a healed pop leaves the buffer alone");
+    assert_eq!(pop_u64(&q), Ok((2, 3)));
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+    // The healed slot is reusable on the next lap.
+    for i in 3..7u64 {
+        q.try_push(&i.to_le_bytes()).unwrap();
+    }
+    for i in 3..7u64 {
+        assert_eq!(pop_u64(&q), Ok((i, i)));
+    }
+}
+
+#[test]
+fn mid_write_heal_makes_the_publish_fail() {
+    let (_b, q) = mpmc(2, 8);
+    let pos = q.claim().unwrap();
+    // Simulate a producer that began its copy (what write_claimed's first CAS does).
+    let slot = q.view().slot_word(pos);
+    slot.store(pos | WRITING, Ordering::Relaxed);
+    assert_eq!(pop_u64(&q), Err(PopError::Pending { pos }));
+    assert_eq!(q.next_stuck_slot(0), Some(pos));
+    assert_eq!(q.heal_stuck_slot(pos), Ok(HealedFrom::MidWrite));
+    // Its publish CAS (WRITING -> pos + 1) now fails.
+    assert!(
+        slot.compare_exchange(pos | WRITING, pos + 1, Ordering::Release, Ordering::Relaxed)
+            .is_err()
+    );
+    assert_eq!(pop_u64(&q), Ok((pos, u64::MAX)));
+    q.try_push(&5u64.to_le_bytes()).unwrap();
+    assert_eq!(pop_u64(&q), Ok((1, 5)));
+}
+
+#[test]
+fn write_claimed_rejects_an_unclaimed_position() {
+    let (_b, q) = mpmc(2, 8);
+    // Position 5 lives in slot 1, which still waits for position 1.
+    assert_eq!(
+        q.write_claimed(5, &[0u8; 8]),
+        Err(PushError::NotClaimed { pos: 5, stamp: 1 })
+    );
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+}
+
+#[test]
+fn healed_and_consumed_claim_is_still_reported_as_healed() {
+    let (_b, q) = mpmc(2, 8);
+    let pos = q.claim().unwrap();
+    assert_eq!(q.heal_stuck_slot(pos), Ok(HealedFrom::Claimed));
+    assert_eq!(pop_u64(&q), Ok((0, u64::MAX)));
+    // The slot has moved on to position 2; the late producer learns it was healed.
+    assert_eq!(
+        q.write_claimed(pos, &[0u8; 8]),
+        Err(PushError::Healed { pos: 0 })
+    );
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+}
+
+#[test]
+fn corrupt_stamps_give_errors_not_hangs() {
+    let (_b, q) = mpmc(4, 8);
+    q.view().slot_word(0).store(77, Ordering::Relaxed);
+    assert_eq!(q.claim(), Err(PushError::Corrupt { pos: 0, word: 77 }));
+    assert_eq!(pop_u64(&q), Err(PopError::Corrupt { pos: 0, word: 77 }));
+}
+
+#[test]
+fn two_producers_two_consumers_exactly_once() {
+    let (_b, q) = mpmc(4, 8);
+    let got: Vec<Vec<u64>> = std::thread::scope(|s| {
+        for p in 0..2u64 {
+            s.spawn(move || {
+                let mut i = 0;
+                while i < N {
+                    let v = (p << 32) | i;
+                    match q.try_push(&v.to_le_bytes()) {
+                        Ok(_) => i += 1,
+                        Err(PushError::Full) => std::thread::yield_now(),
+                        Err(e) => panic!("push: {e}"),
+                    }
+                }
+            });
+        }
+        let consumers: Vec<_> = (0..2)
+            .map(|_| {
+                s.spawn(move || {
+                    let mut out = Vec::new();
+                    let mut b = [0u8; 8];
+                    // Stop once both producers' items are all accounted for globally.
+                    while q.view().deq().load(Ordering::Relaxed) < 2 * N {
+                        match q.try_pop(&mut b) {
+                            Ok(Popped::Item { .. }) => out.push(u64::from_le_bytes(b)),
+                            Ok(Popped::Healed { pos }) => panic!("healed {pos}"),
+                            Err(PopError::Empty | PopError::Pending { .. }) => {
+                                std::thread::yield_now()
+                            }
+                            Err(e) => panic!("pop: {e}"),
+                        }
+                    }
+                    out
+                })
+            })
+            .collect();
+        consumers.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut seen = vec![vec![false; N as usize]; 2];
+    for c in &got {
+        // Global FIFO: each consumer sees each producer's items in increasing order.
+        let mut last = [None::<u64>; 2];
+        for &v in c {
+            let (p, i) = ((v >> 32) as usize, v & 0xFFFF_FFFF);
+            assert!(last[p].is_none_or(|l| l < i), "order broken at {v:#x}");
+            last[p] = Some(i);
+            assert!(!seen[p][i as usize], "duplicate {v:#x}");
+            seen[p][i as usize] = true;
+        }
+    }
+    assert!(seen.iter().flatten().all(|&b| b), "an item was lost");
+}

@@ -1,0 +1,357 @@
+//! [`QueueView`]: a validated native queue in a [`Region`]: init (magic last), attach (every
+//! check, typed errors), and access to the cursors, slots and waiting words at offsets that
+//! validation has proved in range.
+
+use zerocopy::{FromBytes, FromZeros, IntoBytes};
+
+use super::error::{QueueAttachError, QueueInitError};
+use super::layout::{QUEUE_VERSION, QueueGeometry, QueueHeader, QueueKind, qhdr};
+use crate::region::Region;
+use crate::sync::{A32, A64, Ordering, fence};
+
+/// What an attacher knows about the queue it expects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueExpect {
+    /// The protocol the caller speaks.
+    pub kind: QueueKind,
+    /// The caller's item size, if it has a fixed item type.
+    pub item_size: Option<u32>,
+    /// The caller's schema signature; a header value of 0 accepts any type.
+    pub schema_sig: Option<u64>,
+}
+
+impl QueueExpect {
+    /// Any item type, for a queue of `kind`.
+    pub const fn raw(kind: QueueKind) -> QueueExpect {
+        QueueExpect {
+            kind,
+            item_size: None,
+            schema_sig: None,
+        }
+    }
+}
+
+/// A queue in a region whose layout has been validated.
+#[derive(Clone, Debug)]
+#[cfg_attr(not(loom), derive(Copy))]
+pub struct QueueView {
+    region: Region,
+    geo: QueueGeometry,
+}
+
+impl QueueView {
+    /// Initialises a queue in `region`: the header with `magic = 0`, both cursors, every
+    /// slot's control word (SPSC: length 0; MPMC: stamp = slot index), then a release fence,
+    /// then the magic.
+    ///
+    /// The caller must hold the region exclusively while this runs (a fresh file under the
+    /// creator's lock, or a buffer nobody else uses yet).
+    pub fn init(region: Region, geo: &QueueGeometry) -> Result<QueueView, QueueInitError> {
+        let len = region.len() as u64;
+        let need = geo.total_len();
+        if need.is_none_or(|n| n > len) {
+            return Err(QueueInitError::RegionTooSmall { need, len });
+        }
+        let h = geo.header();
+        // Re-validate with the attacher's rules, so a queue we create is one we can attach.
+        let geo = validate(&h, len).map_err(|_| QueueInitError::RegionTooSmall { need, len })?;
+        // SAFETY: the region holds at least the 384-byte prefix (validate checked it).
+        unsafe {
+            // Relaxed: nobody may attach until the release store of the magic below.
+            region.a64(qhdr::MAGIC).store(0, Ordering::Relaxed);
+            store_header(&region, &h);
+            region.zero_words(qhdr::SIZE, qhdr::MIN_SLOTS_OFFSET - qhdr::SIZE);
+        }
+        let view = QueueView { region, geo };
+        for i in 0..geo.capacity {
+            let stamp = match geo.kind {
+                QueueKind::Spsc => 0,
+                QueueKind::Mpmc => i,
+            };
+            // Relaxed: published by the release fence before the magic.
+            view.slot_word(i).store(stamp, Ordering::Relaxed);
+        }
+        // Everything above happens-before any attacher's acquire of the magic.
+        fence(Ordering::Release);
+        view.hdr64(qhdr::MAGIC)
+            .store(geo.kind.magic(), Ordering::Release);
+        Ok(view)
+    }
+
+    /// Attaches to an initialised queue, checking magic, kind, length, version, geometry and
+    /// (if given) item size and schema signature, in that order. The magic comes first so
+    /// that a short file of another format (a small ringfire ring) is named as such.
+    pub fn attach(region: Region, expect: QueueExpect) -> Result<QueueView, QueueAttachError> {
+        let len = region.len() as u64;
+        if len < 8 {
+            return Err(QueueAttachError::TooShort { len });
+        }
+        // SAFETY: the region holds the 8-byte magic (checked above).
+        let magic = unsafe { region.a64(qhdr::MAGIC) }.load(Ordering::Acquire);
+        match QueueKind::from_magic(magic) {
+            None => return Err(QueueAttachError::BadMagic { found: magic }),
+            Some(found) if found != expect.kind => {
+                return Err(QueueAttachError::WrongKind {
+                    expected: expect.kind,
+                    found,
+                });
+            }
+            Some(_) => {}
+        }
+        if len < qhdr::MIN_SLOTS_OFFSET as u64 {
+            return Err(QueueAttachError::TooShort { len });
+        }
+        // SAFETY: the region holds the 128-byte header.
+        let h = unsafe { load_header(&region) };
+        let geo = validate(&h, len)?;
+        if let Some(want) = expect.item_size
+            && want != geo.item_size
+        {
+            return Err(QueueAttachError::ItemSizeMismatch {
+                expected: want,
+                found: geo.item_size,
+            });
+        }
+        if let Some(sig) = expect.schema_sig
+            && geo.schema_sig != 0
+            && geo.schema_sig != sig
+        {
+            return Err(QueueAttachError::SchemaMismatch {
+                expected: sig,
+                found: geo.schema_sig,
+            });
+        }
+        Ok(QueueView { region, geo })
+    }
+
+    /// The validated geometry.
+    #[inline(always)]
+    pub fn geometry(&self) -> &QueueGeometry {
+        &self.geo
+    }
+
+    /// A relaxed snapshot of the header (for `stat`, tests and diagnostics).
+    pub fn header(&self) -> QueueHeader {
+        // SAFETY: validation proved the region holds the header.
+        unsafe { load_header(&self.region) }
+    }
+
+    /// The region the queue lives in.
+    #[inline(always)]
+    pub fn region(&self) -> &Region {
+        &self.region
+    }
+
+    /// Number of slots.
+    #[inline(always)]
+    pub fn capacity(&self) -> u64 {
+        self.geo.capacity
+    }
+
+    #[inline(always)]
+    fn hdr64(&self, off: usize) -> A64<'_> {
+        // SAFETY: only called with offsets below 384, 8-aligned; validation proved the
+        // region holds them.
+        unsafe { self.region.a64(off) }
+    }
+
+    #[inline(always)]
+    fn hdr32(&self, off: usize) -> A32<'_> {
+        // SAFETY: only called with header offsets below 128, 4-aligned, as for `hdr64`.
+        unsafe { self.region.a32(off) }
+    }
+
+    /// The enqueue cursor (SPSC tail, MPMC enqueue position).
+    #[inline(always)]
+    pub fn enq(&self) -> A64<'_> {
+        self.hdr64(qhdr::ENQ)
+    }
+
+    /// The dequeue cursor (SPSC head, MPMC dequeue position).
+    #[inline(always)]
+    pub fn deq(&self) -> A64<'_> {
+        self.hdr64(qhdr::DEQ)
+    }
+
+    /// Byte offset of the slot holding position `pos`.
+    #[inline(always)]
+    pub fn slot_offset(&self, pos: u64) -> usize {
+        self.geo.slots_offset as usize
+            + (pos & self.geo.mask()) as usize * self.geo.slot_stride as usize
+    }
+
+    /// The control word of the slot holding `pos` (SPSC: item length; MPMC: stamp).
+    #[inline(always)]
+    pub fn slot_word(&self, pos: u64) -> A64<'_> {
+        // SAFETY: slot_offset masks pos, and validation proved every slot inside the region;
+        // slots_offset and the stride are multiples of 8.
+        unsafe { self.region.a64(self.slot_offset(pos)) }
+    }
+
+    /// Copies `item` into the payload of the slot holding `pos` as relaxed words.
+    /// `item.len()` must not exceed the item size (callers check it).
+    #[inline(always)]
+    pub(crate) fn write_payload(&self, pos: u64, item: &[u8]) {
+        debug_assert!(item.len() <= self.geo.item_size as usize);
+        let n = item.len().min(self.geo.item_size as usize);
+        // SAFETY: [off + 8, off + 8 + roundup(n, 8)) lies inside the slot, since
+        // stride >= 8 + item_size and the stride is a multiple of 8; the caller owns the
+        // slot under the queue protocol.
+        unsafe {
+            self.region
+                .write_words(self.slot_offset(pos) + 8, &item[..n])
+        };
+    }
+
+    /// Copies `dst.len()` payload bytes of the slot holding `pos` as relaxed words.
+    #[inline(always)]
+    pub(crate) fn read_payload(&self, pos: u64, dst: &mut [u8]) {
+        let n = dst.len().min(self.geo.item_size as usize);
+        // SAFETY: as for write_payload.
+        unsafe {
+            self.region
+                .read_words(self.slot_offset(pos) + 8, &mut dst[..n])
+        };
+    }
+
+    /// `data_futex`: bumped after a push when consumers sleep.
+    pub fn data_futex(&self) -> A32<'_> {
+        self.hdr32(qhdr::DATA_FUTEX)
+    }
+    /// `data_waiters`: consumers asleep or about to sleep.
+    pub fn data_waiters(&self) -> A32<'_> {
+        self.hdr32(qhdr::DATA_WAITERS)
+    }
+    /// `space_futex`: bumped after a pop when producers sleep.
+    pub fn space_futex(&self) -> A32<'_> {
+        self.hdr32(qhdr::SPACE_FUTEX)
+    }
+    /// `space_waiters`: producers asleep or about to sleep.
+    pub fn space_waiters(&self) -> A32<'_> {
+        self.hdr32(qhdr::SPACE_WAITERS)
+    }
+
+    /// Call after a push if consumers may sleep: when it returns `true`, `data_futex` has
+    /// been bumped and the caller wakes the sleepers (FUTEX_WAKE on the std side). A sleeper
+    /// increments `data_waiters` (SeqCst), re-checks the queue, then waits on the value of
+    /// `data_futex` it read before incrementing.
+    #[inline]
+    pub fn notify_data(&self) -> bool {
+        bump_if_waiting(self.data_waiters(), self.data_futex())
+    }
+
+    /// Call after a pop if producers may sleep on a full queue; as [`QueueView::notify_data`].
+    #[inline]
+    pub fn notify_space(&self) -> bool {
+        bump_if_waiting(self.space_waiters(), self.space_futex())
+    }
+}
+
+#[inline]
+fn bump_if_waiting(waiters: A32<'_>, futex: A32<'_>) -> bool {
+    // SeqCst fence: orders our cursor/stamp store before the waiter-count load, pairing
+    // with the sleeper's SeqCst increment-then-recheck, so no wake-up is lost.
+    fence(Ordering::SeqCst);
+    // Relaxed: the fence above provides the ordering.
+    if waiters.load(Ordering::Relaxed) > 0 {
+        // Release: a woken sleeper that reads the new value sees the queue change.
+        futex.fetch_add(1, Ordering::Release);
+        true
+    } else {
+        false
+    }
+}
+
+/// The four 32-bit waiting words: always accessed as 32-bit atomics, so no byte of the
+/// header is ever accessed at two sizes. Every other header byte is accessed as part of a
+/// 64-bit word.
+const WAIT_WORDS: [usize; 4] = [
+    qhdr::DATA_FUTEX,
+    qhdr::DATA_WAITERS,
+    qhdr::SPACE_FUTEX,
+    qhdr::SPACE_WAITERS,
+];
+
+/// Writes header bytes `[8, 128)`: 64-bit words, and the waiting words at their own size.
+///
+/// # Safety
+/// The region must hold at least 128 bytes, and the caller owns it (init).
+unsafe fn store_header(region: &Region, h: &QueueHeader) {
+    let b = h.as_bytes();
+    // SAFETY: [8, 64) and [80, 128) are in bounds and 8-aligned (caller's contract).
+    unsafe {
+        region.write_words(8, &b[8..qhdr::DATA_FUTEX]);
+        region.write_words(qhdr::SPACE_WAITERS + 4, &b[qhdr::SPACE_WAITERS + 4..]);
+    }
+    for off in WAIT_WORDS {
+        let v = u32::from_ne_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]]);
+        // SAFETY: 4-aligned and below 128. Relaxed: published by the magic's release store.
+        unsafe { region.a32(off) }.store(v, Ordering::Relaxed);
+    }
+}
+
+/// A relaxed snapshot of the header, each byte read at the size it is always accessed at.
+///
+/// # Safety
+/// The region must hold at least 128 bytes.
+unsafe fn load_header(region: &Region) -> QueueHeader {
+    let mut b = [0u8; qhdr::SIZE];
+    // SAFETY: as for store_header.
+    unsafe {
+        region.read_words(0, &mut b[..qhdr::DATA_FUTEX]);
+        region.read_words(qhdr::SPACE_WAITERS + 4, &mut b[qhdr::SPACE_WAITERS + 4..]);
+    }
+    for off in WAIT_WORDS {
+        // SAFETY: as in store_header. Relaxed: a diagnostic snapshot of a counter.
+        let v = unsafe { region.a32(off) }.load(Ordering::Relaxed);
+        b[off..off + 4].copy_from_slice(&v.to_ne_bytes());
+    }
+    QueueHeader::read_from_bytes(&b).unwrap_or_else(|_| QueueHeader::new_zeroed())
+}
+
+/// Checks a header snapshot against a region of `len` bytes.
+fn validate(h: &QueueHeader, len: u64) -> Result<QueueGeometry, QueueAttachError> {
+    let kind =
+        QueueKind::from_magic(h.magic).ok_or(QueueAttachError::BadMagic { found: h.magic })?;
+    if h.version != QUEUE_VERSION {
+        return Err(QueueAttachError::BadVersion { found: h.version });
+    }
+    if h.kind != kind.code() {
+        return Err(QueueAttachError::KindMismatch { kind: h.kind });
+    }
+    if !h.capacity.is_power_of_two()
+        || h.mask != h.capacity - 1
+        || (kind == QueueKind::Mpmc && h.capacity < 2)
+    {
+        return Err(QueueAttachError::BadCapacity {
+            capacity: h.capacity,
+            mask: h.mask,
+        });
+    }
+    if h.item_size == 0
+        || !h.slot_stride.is_multiple_of(8)
+        || u64::from(h.slot_stride) < 8 + u64::from(h.item_size)
+    {
+        return Err(QueueAttachError::BadStride {
+            stride: h.slot_stride,
+            item_size: h.item_size,
+        });
+    }
+    if h.slots_offset < qhdr::MIN_SLOTS_OFFSET as u64 || !h.slots_offset.is_multiple_of(64) {
+        return Err(QueueAttachError::BadSlotsOffset {
+            offset: h.slots_offset,
+        });
+    }
+    let geo = QueueGeometry {
+        kind,
+        capacity: h.capacity,
+        slot_stride: h.slot_stride,
+        item_size: h.item_size,
+        slots_offset: h.slots_offset,
+        schema_sig: h.schema_sig,
+    };
+    match geo.total_len() {
+        Some(end) if end <= len => Ok(geo),
+        end => Err(QueueAttachError::SlotsPastEnd { end, len }),
+    }
+}

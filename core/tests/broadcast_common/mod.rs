@@ -1,0 +1,36 @@
+//! Shared helpers of the broadcast integration tests: rings in heap memory.
+
+#![allow(dead_code)]
+
+use ringwire_core::{Geometry, Region, RingView};
+
+/// A zeroed, 8-aligned heap buffer and a region over it. The region (and every view on it)
+/// must not be used after this is dropped.
+pub struct Heap {
+    _buf: Vec<u64>,
+    pub region: Region,
+}
+
+/// `len` zero bytes (the region is exactly `len` bytes long).
+pub fn heap(len: usize) -> Heap {
+    let mut buf = vec![0u64; len.div_ceil(8)];
+    // SAFETY: the buffer is 8-aligned and at least `len` bytes; its heap block never moves
+    // and lives as long as the returned Heap; it is only accessed through the region.
+    let region = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), len) }.unwrap();
+    Heap { _buf: buf, region }
+}
+
+/// A freshly initialised ring of `geo`, sized exactly.
+pub fn ring(geo: &Geometry) -> (Heap, RingView) {
+    let h = heap(geo.total_len().unwrap() as usize);
+    let view = RingView::init(h.region, geo).unwrap();
+    (h, view)
+}
+
+/// The whole region as bytes, read as relaxed words (never a racing plain read).
+pub fn bytes(h: &Heap) -> Vec<u8> {
+    let mut b = vec![0u8; h.region.len()];
+    // SAFETY: the whole region from offset 0; test rings are a multiple of 8 bytes long.
+    unsafe { h.region.read_words(0, &mut b) };
+    b
+}

@@ -1,0 +1,298 @@
+//! loom models of the lossless queues: SPSC push/pop including slice operations, MPMC with
+//! two producers and two consumers, and a heal racing a late publish.
+//!
+//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringwire-core
+//! --release --test loom_queue` (preemption bound 3, 2 for the four-thread MPMC model,
+//! unless LOOM_MAX_PREEMPTIONS is set).
+#![cfg(loom)]
+
+use loom::thread;
+use ringwire_core::queue::compat::{LossyMpmcConsumer, LossyMpmcProducer, LossyPush};
+use ringwire_core::queue::{
+    HealError, HealedFrom, MpmcQueue, PopError, Popped, PushError, QueueGeometry, QueueKind,
+    QueueView, SpscConsumer, SpscProducer,
+};
+use ringwire_core::{Geometry, Region, RingView};
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_bounded(3, f)
+}
+
+/// Runs `f` under loom with `bound` preemptions unless LOOM_MAX_PREEMPTIONS says otherwise.
+fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(bound);
+    }
+    b.check(f);
+}
+
+fn view(kind: QueueKind, cap: u64, item: usize, stride: usize) -> QueueView {
+    let g = QueueGeometry::new(kind, cap, item, stride).unwrap();
+    QueueView::init(Region::loom_new(g.total_len().unwrap() as usize), &g).unwrap()
+}
+
+/// A 16-byte item whose two words must agree: a torn copy shows.
+fn item(v: u64) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&v.to_le_bytes());
+    b[8..].copy_from_slice(&(!v).to_le_bytes());
+    b
+}
+
+fn value(b: &[u8]) -> u64 {
+    let v = u64::from_le_bytes(b[..8].try_into().unwrap());
+    let w = u64::from_le_bytes(b[8..16].try_into().unwrap());
+    assert_eq!(w, !v, "torn item");
+    v
+}
+
+#[test]
+fn spsc_push_pop_and_slices() {
+    model(|| {
+        let q = view(QueueKind::Spsc, 2, 16, 24);
+        let qp = q.clone();
+        let producer = thread::spawn(move || {
+            let mut p = SpscProducer::new(qp).unwrap();
+            p.try_push(&item(1)).unwrap();
+            // Room for one or two more, depending on the consumer.
+            let n = p.push_slice(&[item(2), item(3), item(4)]).unwrap();
+            assert!((1..=2).contains(&n), "pushed {n}");
+            1 + n as u64
+        });
+        let qc = q.clone();
+        let consumer = thread::spawn(move || {
+            let mut c = SpscConsumer::new(qc).unwrap();
+            let mut got = Vec::new();
+            let mut b = [0u8; 16];
+            match c.try_pop(&mut b) {
+                Ok(16) => got.push(value(&b)),
+                Ok(n) => panic!("length {n}"),
+                Err(PopError::Empty) => {}
+                Err(e) => panic!("{e}"),
+            }
+            let mut bufs = [[0u8; 16]; 2];
+            let mut lens = [0usize; 2];
+            let n = c.pop_slice(&mut bufs, &mut lens).unwrap();
+            for k in 0..n {
+                assert_eq!(lens[k], 16);
+                got.push(value(&bufs[k]));
+            }
+            got
+        });
+        let pushed = producer.join().unwrap();
+        let mut got = consumer.join().unwrap();
+        // Drain what is left: everything pushed comes out once, in order, untorn.
+        let mut c = SpscConsumer::new(q).unwrap();
+        let mut b = [0u8; 16];
+        while let Ok(n) = c.try_pop(&mut b) {
+            assert_eq!(n, 16);
+            got.push(value(&b));
+        }
+        assert_eq!(got, (1..=pushed).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn spsc_fixed_record_batches() {
+    // The typed std handles move records with push_fixed / pop_fixed.
+    model(|| {
+        let q = view(QueueKind::Spsc, 2, 16, 24);
+        let qp = q.clone();
+        let producer = thread::spawn(move || {
+            let mut p = SpscProducer::new(qp).unwrap();
+            let recs: Vec<u8> = (1..=3).flat_map(item).collect();
+            let n = p.push_fixed(&recs, 16).unwrap() as u64;
+            assert_eq!(n, 2, "an empty two-slot queue takes two");
+            // One more if the consumer freed a slot meanwhile.
+            n + p.push_fixed(&recs[32..], 16).unwrap() as u64
+        });
+        let qc = q.clone();
+        let consumer = thread::spawn(move || {
+            let mut c = SpscConsumer::new(qc).unwrap();
+            let mut out = [0u8; 32];
+            let n = c.pop_fixed(&mut out, 16).unwrap();
+            out.chunks(16).take(n).map(value).collect::<Vec<_>>()
+        });
+        let pushed = producer.join().unwrap();
+        let mut got = consumer.join().unwrap();
+        let mut c = SpscConsumer::new(q).unwrap();
+        let mut b = [0u8; 16];
+        while c.pop_fixed(&mut b, 16).unwrap() == 1 {
+            got.push(value(&b));
+        }
+        assert_eq!(got, (1..=pushed).collect::<Vec<_>>());
+    });
+}
+
+#[test]
+fn mpmc_two_producers_two_consumers() {
+    // Four threads with retry loops: bound 2 keeps it to about 20 s (bound 3: 160 s, passes).
+    model_bounded(2, || {
+        let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
+        let producers: Vec<_> = [10u64, 20]
+            .into_iter()
+            .map(|v| {
+                let q = q.clone();
+                thread::spawn(move || {
+                    // Two items in two slots: never full.
+                    q.try_push(&item(v)).unwrap();
+                })
+            })
+            .collect();
+        let consumers: Vec<_> = (0..2)
+            .map(|_| {
+                let q = q.clone();
+                thread::spawn(move || {
+                    let mut b = [0u8; 16];
+                    match q.try_pop(&mut b) {
+                        Ok(Popped::Item { pos }) => Some((pos, value(&b))),
+                        Ok(Popped::Healed { pos }) => panic!("healed {pos}"),
+                        Err(PopError::Empty | PopError::Pending { .. }) => None,
+                        Err(e) => panic!("{e}"),
+                    }
+                })
+            })
+            .collect();
+        for p in producers {
+            p.join().unwrap();
+        }
+        let mut got: Vec<(u64, u64)> = consumers
+            .into_iter()
+            .filter_map(|c| c.join().unwrap())
+            .collect();
+        let mut b = [0u8; 16];
+        while let Ok(Popped::Item { pos }) = q.try_pop(&mut b) {
+            got.push((pos, value(&b)));
+        }
+        got.sort();
+        // Positions 0 and 1, each delivered once; the two values, each once.
+        assert_eq!(got.iter().map(|g| g.0).collect::<Vec<_>>(), [0, 1]);
+        let mut vals: Vec<u64> = got.iter().map(|g| g.1).collect();
+        vals.sort();
+        assert_eq!(vals, [10, 20]);
+    });
+}
+
+#[test]
+fn heal_racing_a_late_publish() {
+    model(|| {
+        let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
+        // The producer claimed position 0 and was (wrongly) declared dead.
+        let pos = q.claim().unwrap();
+        let qp = q.clone();
+        let late = thread::spawn(move || qp.write_claimed(pos, &item(7)));
+        let qh = q.clone();
+        let healer = thread::spawn(move || match qh.next_stuck_slot(0) {
+            Some(p) => qh.heal_stuck_slot(p),
+            None => Err(HealError::NotStuck { pos, stamp: 0 }),
+        });
+        let qc = q.clone();
+        let consumer = thread::spawn(move || {
+            let mut b = [0u8; 16];
+            match qc.try_pop(&mut b) {
+                Ok(Popped::Item { pos }) => Some((pos, Some(value(&b)))),
+                Ok(Popped::Healed { pos }) => Some((pos, None)),
+                Err(PopError::Empty | PopError::Pending { .. }) => None,
+                Err(e) => panic!("{e}"),
+            }
+        });
+        let published = late.join().unwrap();
+        let healed = healer.join().unwrap();
+        let mut seen: Vec<(u64, Option<u64>)> = consumer.join().unwrap().into_iter().collect();
+        let mut b = [0u8; 16];
+        while let Ok(p) = q.try_pop(&mut b) {
+            seen.push(match p {
+                Popped::Item { pos } => (pos, Some(value(&b))),
+                Popped::Healed { pos } => (pos, None),
+            });
+        }
+        // Exactly one side wins, the loser knows, and consumers see exactly the winner.
+        match (published, healed) {
+            (Ok(()), Err(_)) => assert_eq!(seen, [(0, Some(7))]),
+            (Err(PushError::Healed { pos: 0 }), Ok(HealedFrom::Claimed | HealedFrom::MidWrite)) => {
+                assert_eq!(seen, [(0, None)])
+            }
+            other => panic!("both or neither won: {other:?}"),
+        }
+        // The queue works on afterwards, through the same slot's next lap.
+        for v in [8, 9] {
+            q.try_push(&item(v)).unwrap();
+        }
+        for (p, v) in [(1, 8), (2, 9)] {
+            assert_eq!(q.try_pop(&mut b), Ok(Popped::Item { pos: p }));
+            assert_eq!(value(&b), v);
+        }
+    });
+}
+
+#[test]
+fn healed_claim_never_writes_into_the_next_lap() {
+    model(|| {
+        // Position 0 is claimed, healed and passed; position 1 comes and goes; then the
+        // zombie producer of position 0 races the producer of position 2 (the same slot).
+        let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
+        let zombie_pos = q.claim().unwrap();
+        assert_eq!(q.heal_stuck_slot(zombie_pos), Ok(HealedFrom::Claimed));
+        let mut b = [0u8; 16];
+        assert_eq!(q.try_pop(&mut b), Ok(Popped::Healed { pos: 0 }));
+        q.try_push(&item(1)).unwrap();
+        assert_eq!(q.try_pop(&mut b), Ok(Popped::Item { pos: 1 }));
+        let qz = q.clone();
+        let zombie = thread::spawn(move || qz.write_claimed(zombie_pos, &item(66)));
+        let qb = q.clone();
+        let next = thread::spawn(move || qb.try_push(&item(5)));
+        let qc = q.clone();
+        let consumer = thread::spawn(move || {
+            let mut b = [0u8; 16];
+            qc.try_pop(&mut b).ok().map(|p| (p, value(&b)))
+        });
+        assert!(matches!(
+            zombie.join().unwrap(),
+            Err(PushError::NotClaimed { pos: 0, .. } | PushError::Healed { pos: 0 })
+        ));
+        assert_eq!(next.join().unwrap(), Ok(2));
+        let got = consumer
+            .join()
+            .unwrap()
+            .or_else(|| q.try_pop(&mut b).ok().map(|p| (p, value(&b))));
+        assert_eq!(got, Some((Popped::Item { pos: 2 }, 5)));
+    });
+}
+
+#[test]
+fn lossy_mpmc_two_producers_one_competing_consumer() {
+    model(|| {
+        let g = Geometry::mpmc(2, 24, 8).unwrap();
+        let ring = RingView::init(Region::loom_new(g.total_len().unwrap() as usize), &g).unwrap();
+        let producers: Vec<_> = [10u64, 20]
+            .into_iter()
+            .map(|v| {
+                let p = LossyMpmcProducer::new(ring.clone()).unwrap();
+                thread::spawn(move || {
+                    // Two tickets in two fresh slots: never waits, so the clock is unused.
+                    match p.push(&item(v), || unreachable!("slow path")) {
+                        LossyPush::Published { seq, .. } => seq,
+                        other => panic!("{other:?}"),
+                    }
+                })
+            })
+            .collect();
+        let mut c = LossyMpmcConsumer::new(ring.clone()).unwrap();
+        let mut got = Vec::new();
+        let mut b = [0u8; 16];
+        if let Some(seq) = c.try_recv(&mut b) {
+            got.push((seq, value(&b)));
+        }
+        let seqs: Vec<u64> = producers.into_iter().map(|p| p.join().unwrap()).collect();
+        while let Some(seq) = c.try_recv(&mut b) {
+            got.push((seq, value(&b)));
+        }
+        // Every ticket delivered once, untorn, with its producer's value; nothing dropped.
+        assert_eq!(c.dropped(), 0);
+        got.sort();
+        let mut want: Vec<(u64, u64)> = seqs.into_iter().zip([10, 20]).collect();
+        want.sort();
+        assert_eq!(got, want);
+    });
+}

@@ -1,0 +1,68 @@
+//! Lossless queues in files (durable: they survive both sides exiting) or in anonymous
+//! in-process memory, with typed handles: [`SpscProducer`], [`SpscConsumer`],
+//! [`MpmcQueue`].
+//!
+//! Files follow the creation rules of spec §1.2 where they apply: `O_CREAT` without
+//! `O_TRUNC`, mode 0o660, a non-blocking exclusive `flock` held by the creating handle for its
+//! life, an inode check against the path, and replacement of a stale file (size ≠ 0) by a
+//! fresh inode, up to 8 attempts. Unlike a ringfire ring, a queue file is never unlinked on
+//! drop: the items in it are the point. Use `open` to reach an existing queue.
+//!
+//! Blocking pushes and pops spin briefly, then sleep on the queue's shared futex words
+//! (`data_futex` for consumers, `space_futex` for producers) with the same no-lost-wake-up
+//! handshake as the broadcast ring's `FutexWait` (see `wait`): every push and pop of these
+//! handles pays one SeqCst fence to check for sleepers, and wakes them only if there are any.
+//!
+//! The one-producer / one-consumer rule of an SPSC queue file is enforced with open-file-
+//! description locks (`F_OFD_SETLK`) on one byte per role, released by the kernel when the
+//! handle is dropped or its process dies.
+
+mod mem;
+mod mpmc;
+mod spsc;
+mod wait;
+
+use std::path::Path;
+
+use ringwire_core::layout::schema_signature_of;
+use ringwire_core::queue::{QueueAttachError, QueueExpect, QueueGeometry, QueueKind};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+pub use mem::{QueueFileError, QueueMem};
+pub use mpmc::MpmcQueue;
+pub use spsc::{SpscConsumer, SpscProducer, spsc_channel};
+
+/// The record types a typed queue can carry: plain bytes both ways, no padding surprises.
+pub trait Item: IntoBytes + FromBytes + Immutable + KnownLayout + Sized {}
+impl<T: IntoBytes + FromBytes + Immutable + KnownLayout> Item for T {}
+
+fn expect_for<T: Item>(kind: QueueKind) -> QueueExpect {
+    QueueExpect {
+        kind,
+        item_size: Some(std::mem::size_of::<T>() as u32),
+        schema_sig: Some(schema_signature_of::<T>()),
+    }
+}
+
+fn geometry_for<T: Item>(kind: QueueKind, capacity: u64) -> Result<QueueGeometry, QueueFileError> {
+    let size = std::mem::size_of::<T>();
+    let g = match kind {
+        // SPSC: compact slots, so a batch of small items fills few lines; the two sides
+        // share a line only when the queue is nearly empty or nearly full.
+        QueueKind::Spsc => QueueGeometry::new(kind, capacity, size, (8 + size).div_ceil(8) * 8),
+        // MPMC: whole cache lines, so concurrent producers never share one.
+        QueueKind::Mpmc => QueueGeometry::cache_lines(kind, capacity, size),
+    };
+    Ok(g.map_err(QueueFileError::Geometry)?
+        .with_schema(schema_signature_of::<T>()))
+}
+
+fn wrong_kind(mem: &QueueMem, err: QueueAttachError) -> QueueFileError {
+    QueueFileError::Attach {
+        path: mem.path().unwrap_or(Path::new("anonymous")).to_owned(),
+        err,
+    }
+}
+
+#[cfg(test)]
+mod tests;

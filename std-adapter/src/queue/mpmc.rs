@@ -1,0 +1,148 @@
+//! Typed MPMC handle: [`MpmcQueue`].
+
+use std::io;
+use std::marker::PhantomData;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use ringwire_core::queue::{
+    self as q, HealError, HealedFrom, PopError, Popped, PushError, QueueKind,
+};
+
+use super::mem::{QueueFileError, QueueMem};
+use super::wait::{Side, notify, wait_for};
+use super::{Item, expect_for, geometry_for, wrong_kind};
+
+/// A handle on an MPMC queue of `T`; clone it for more producers and consumers.
+#[derive(Debug, Clone)]
+pub struct MpmcQueue<T: Item> {
+    inner: q::MpmcQueue,
+    mem: Arc<QueueMem>,
+    _t: PhantomData<fn(T) -> T>,
+}
+
+impl<T: Item> MpmcQueue<T> {
+    /// Creates a fresh queue file of `capacity` items.
+    pub fn create(path: impl AsRef<Path>, capacity: u64) -> Result<Self, QueueFileError> {
+        let g = geometry_for::<T>(QueueKind::Mpmc, capacity)?;
+        Self::from_mem(Arc::new(QueueMem::create(path, &g)?))
+    }
+
+    /// Opens an existing queue file.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
+        Self::from_mem(Arc::new(QueueMem::open(
+            path,
+            expect_for::<T>(QueueKind::Mpmc),
+        )?))
+    }
+
+    /// A queue of `capacity` items in anonymous memory, for threads of one process.
+    pub fn anonymous(capacity: u64) -> Result<Self, QueueFileError> {
+        let g = geometry_for::<T>(QueueKind::Mpmc, capacity)?;
+        Self::from_mem(Arc::new(QueueMem::anonymous(&g)?))
+    }
+
+    fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
+        let inner = q::MpmcQueue::new(*mem.view()).map_err(|e| wrong_kind(&mem, e))?;
+        Ok(MpmcQueue {
+            inner,
+            mem,
+            _t: PhantomData,
+        })
+    }
+
+    /// Pushes one item and returns its position, or fails with [`PushError::Full`].
+    pub fn try_push(&self, item: &T) -> Result<u64, PushError> {
+        let pos = self.inner.try_push(item.as_bytes())?;
+        notify(self.mem.view(), Side::Data);
+        Ok(pos)
+    }
+
+    /// Pushes one item, waiting up to `timeout` for space; [`PushError::Full`] after that.
+    pub fn push_blocking(&self, item: &T, timeout: Duration) -> Result<u64, PushError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            match self.try_push(item) {
+                Err(PushError::Full) if Instant::now() < deadline => {
+                    wait_for(self.mem.view(), Side::Space, deadline, || {
+                        self.inner.has_space()
+                    });
+                }
+                r => return r,
+            }
+        }
+    }
+
+    /// Pops one item, waiting up to `timeout`; `Ok((None, healed))` after that.
+    pub fn pop_blocking(&self, timeout: Duration) -> Result<(Option<T>, u64), PopError> {
+        let deadline = Instant::now() + timeout;
+        let mut healed = 0;
+        loop {
+            match self.try_pop()? {
+                (None, h) if Instant::now() < deadline => {
+                    healed += h;
+                    wait_for(self.mem.view(), Side::Data, deadline, || {
+                        self.inner.has_item()
+                    });
+                }
+                (t, h) => return Ok((t, healed + h)),
+            }
+        }
+    }
+
+    /// Pops the next item in global FIFO order; `Ok(None)` when nothing is ready. Healed
+    /// positions (items lost with a dead producer) are passed and counted in the returned
+    /// pair's second field.
+    pub fn try_pop(&self) -> Result<(Option<T>, u64), PopError> {
+        let mut t = T::new_zeroed();
+        let mut healed = 0;
+        // At most one lap of healed positions can precede an item.
+        for _ in 0..=self.inner.view().capacity() {
+            match self.inner.try_pop(t.as_mut_bytes()) {
+                Ok(Popped::Item { .. }) => {
+                    notify(self.mem.view(), Side::Space);
+                    return Ok((Some(t), healed));
+                }
+                Ok(Popped::Healed { .. }) => {
+                    notify(self.mem.view(), Side::Space);
+                    healed += 1;
+                }
+                Err(PopError::Empty | PopError::Pending { .. }) => return Ok((None, healed)),
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((None, healed))
+    }
+
+    /// The core queue, for the split [`q::MpmcQueue::claim`] /
+    /// [`q::MpmcQueue::write_claimed`] push and other raw access.
+    pub fn core(&self) -> &q::MpmcQueue {
+        &self.inner
+    }
+
+    /// See [`q::MpmcQueue::next_stuck_slot`].
+    pub fn next_stuck_slot(&self, from: u64) -> Option<u64> {
+        self.inner.next_stuck_slot(from)
+    }
+
+    /// See [`q::MpmcQueue::heal_stuck_slot`] and its caller contract.
+    pub fn heal_stuck_slot(&self, pos: u64) -> Result<HealedFrom, HealError> {
+        self.inner.heal_stuck_slot(pos)
+    }
+
+    /// Items claimed and not yet popped.
+    pub fn len(&self) -> u64 {
+        self.inner.len()
+    }
+
+    /// True when nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.inner.is_empty()
+    }
+
+    /// See [`QueueMem::flush`].
+    pub fn flush(&self) -> io::Result<()> {
+        self.mem.flush()
+    }
+}

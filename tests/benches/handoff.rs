@@ -1,0 +1,293 @@
+//! Hand-off benchmarks, ringwire against the published ringfire 0.5.2 in the same run, with
+//! the machine's floor (a bare cache-line ping-pong) beside them:
+//!
+//! * `push_drain/*`: one producer pushes 64-byte records while a reader drains them on the
+//!   other core; time per push.
+//! * `round_trip_2proc/*`: a 64-byte record goes to an echo process through one ring and
+//!   comes back through another; time per round trip.
+//! * `floor/cacheline_round_trip`: the same round trip through two bare cache lines.
+//!
+//! `cargo bench -p ringwire-tests --bench handoff`
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use criterion::Criterion;
+use ringwire::bench::floor::{cacheline_round_trips, pin_to};
+use ringwire::core::broadcast::{Consumer, Producer, StartMode, Wake};
+use ringwire::core::layout::{Geometry, schema_signature_of, slot_stride};
+use ringwire::core::{Expect, RingView};
+use ringwire::{CreateOptions, RingFile};
+
+type Rec = [u8; 64];
+const CAP: u64 = 1 << 16;
+const STRIDE: usize = slot_stride(64, 1);
+const STOP: u64 = u64::MAX;
+
+struct FutexWake;
+impl Wake for FutexWake {
+    fn wake(&self, view: &RingView) {
+        ringwire::wait::wake_all(view);
+    }
+}
+
+fn shm_path(tag: &str) -> PathBuf {
+    PathBuf::from(format!("/dev/shm/rw-bench-{}-{tag}", std::process::id()))
+}
+
+fn rec(seq: u64) -> Rec {
+    let mut r = [0u8; 64];
+    r[..8].copy_from_slice(&seq.to_ne_bytes());
+    r
+}
+
+fn seq_of(r: &[u8]) -> u64 {
+    u64::from_ne_bytes(r[..8].try_into().unwrap_or([0; 8]))
+}
+
+fn geometry() -> Geometry {
+    Geometry::spmc(CAP, STRIDE, 1, 0, false)
+        .expect("valid geometry")
+        .with_schema(schema_signature_of::<Rec>())
+}
+
+fn expect() -> Expect {
+    Expect {
+        element_size: Some(STRIDE as u32),
+        schema_sig: Some(schema_signature_of::<Rec>()),
+        slot_align: 8,
+    }
+}
+
+/// Opens a ring another process is creating: retries until it exists and validates.
+fn open_when_ready(path: &Path) -> RingFile {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match RingFile::open(path, expect()) {
+            Ok(f) => return f,
+            Err(e) if Instant::now() > deadline => panic!("{}: {e}", path.display()),
+            Err(_) => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}
+
+fn ringfire_attach(path: &Path) -> ringfire::RingConsumer<Rec> {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match ringfire::RingConsumer::<Rec>::attach(path) {
+            Ok(c) => return c,
+            Err(e) if Instant::now() > deadline => panic!("{}: {e}", path.display()),
+            Err(_) => std::thread::sleep(Duration::from_millis(2)),
+        }
+    }
+}
+
+// ---------- push with a draining reader ----------
+
+fn push_drain_ringwire(iters: u64) -> Duration {
+    let path = shm_path("push-rw");
+    let file = RingFile::create(&path, &geometry(), &CreateOptions::default()).expect("create");
+    let mut prod = Producer::new(*file.view(), FutexWake).expect("producer");
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (view, stop) = (*file.view(), stop.clone());
+        std::thread::spawn(move || {
+            pin_to(1);
+            let mut c = Consumer::new(view, StartMode::Head);
+            let mut buf = [0u8; 64];
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if c.try_recv(&mut buf).is_some() {
+                    n += 1;
+                }
+            }
+            n
+        })
+    };
+    pin_to(0);
+    let t0 = Instant::now();
+    for i in 1..=iters {
+        prod.push(&rec(i));
+    }
+    let dt = t0.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let _ = reader.join();
+    // The ring file (and its unlink) outlives every view into it.
+    drop(file);
+    dt
+}
+
+fn push_drain_ringfire(iters: u64) -> Duration {
+    let path = shm_path("push-rf");
+    let mut prod = ringfire::RingProducer::<Rec>::create(&path, CAP).expect("create");
+    let stop = Arc::new(AtomicBool::new(false));
+    let reader = {
+        let (path, stop) = (path.clone(), stop.clone());
+        std::thread::spawn(move || {
+            pin_to(1);
+            let mut c = ringfire::RingConsumer::<Rec>::attach(&path).expect("attach");
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                if c.try_recv().is_some() {
+                    n += 1;
+                }
+            }
+            n
+        })
+    };
+    pin_to(0);
+    let t0 = Instant::now();
+    for i in 1..=iters {
+        prod.push(&rec(i));
+    }
+    let dt = t0.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let _ = reader.join();
+    dt
+}
+
+// ---------- two-process round trip ----------
+
+/// The echo side, run in a child process: read `ping`, write the same record to `pong`.
+fn echo(kind: &str, ping: &Path, pong: &Path) {
+    pin_to(1);
+    let deadline = Instant::now() + Duration::from_secs(600);
+    if kind == "ringwire" {
+        let out =
+            RingFile::create(pong, &geometry(), &CreateOptions::default()).expect("create pong");
+        let mut prod = Producer::new(*out.view(), FutexWake).expect("producer");
+        let inp = open_when_ready(ping);
+        let mut c = Consumer::new(*inp.view(), StartMode::Head);
+        let mut buf = [0u8; 64];
+        while Instant::now() < deadline {
+            if c.try_recv(&mut buf).is_some() {
+                prod.push(&buf);
+                if seq_of(&buf) == STOP {
+                    break;
+                }
+            }
+        }
+    } else {
+        let mut prod = ringfire::RingProducer::<Rec>::create(pong, CAP).expect("create pong");
+        let mut c = ringfire_attach(ping);
+        c.jump_to_latest();
+        while Instant::now() < deadline {
+            if let Some(r) = c.try_recv() {
+                prod.push(&r);
+                if seq_of(&r) == STOP {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// The echo process; reaped (killed if it does not exit) on drop.
+struct EchoChild(Child);
+
+impl EchoChild {
+    fn spawn(kind: &str, ping: &Path, pong: &Path) -> EchoChild {
+        let exe = std::env::current_exe().expect("current exe");
+        let child = Command::new(exe)
+            .env("RW_BENCH_ECHO", kind)
+            .env("RW_BENCH_PING", ping)
+            .env("RW_BENCH_PONG", pong)
+            .spawn()
+            .expect("spawn echo process");
+        EchoChild(child)
+    }
+}
+
+impl Drop for EchoChild {
+    fn drop(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Runs the round-trip benchmark `name` with `one(seq)` doing one round trip; `one(STOP)`
+/// ends the echo.
+fn bench_round_trip(c: &mut Criterion, name: &str, mut one: impl FnMut(u64)) {
+    pin_to(0);
+    // The echo attaches to our ring asynchronously: the first round trip completes only once
+    // it has, so it doubles as the start-up barrier (records before it are skipped by Head).
+    let mut seq = 1u64;
+    std::thread::sleep(Duration::from_millis(20));
+    one(seq);
+    c.bench_function(name, |b| {
+        b.iter_custom(|iters| {
+            let t0 = Instant::now();
+            for _ in 0..iters {
+                seq += 1;
+                one(seq);
+            }
+            t0.elapsed()
+        })
+    });
+}
+
+fn round_trip_ringwire(c: &mut Criterion) {
+    let (ping, pong) = (shm_path("rt-rw-ping"), shm_path("rt-rw-pong"));
+    let out = RingFile::create(&ping, &geometry(), &CreateOptions::default()).expect("create ping");
+    let mut prod = Producer::new(*out.view(), FutexWake).expect("producer");
+    let child = EchoChild::spawn("ringwire", &ping, &pong);
+    let inp = open_when_ready(&pong);
+    let mut cons = Consumer::new(*inp.view(), StartMode::Head);
+    let mut buf = [0u8; 64];
+    bench_round_trip(c, "round_trip_2proc/ringwire", |seq| {
+        prod.push(&rec(seq));
+        while !(cons.try_recv(&mut buf).is_some() && seq_of(&buf) == seq) {
+            std::hint::spin_loop();
+        }
+    });
+    prod.push(&rec(STOP));
+    drop(child);
+}
+
+fn round_trip_ringfire(c: &mut Criterion) {
+    let (ping, pong) = (shm_path("rt-rf-ping"), shm_path("rt-rf-pong"));
+    let mut prod = ringfire::RingProducer::<Rec>::create(&ping, CAP).expect("create ping");
+    let child = EchoChild::spawn("ringfire", &ping, &pong);
+    let mut cons = ringfire_attach(&pong);
+    cons.jump_to_latest();
+    bench_round_trip(c, "round_trip_2proc/ringfire", |seq| {
+        prod.push(&rec(seq));
+        while cons.try_recv().is_none_or(|r| seq_of(&r) != seq) {
+            std::hint::spin_loop();
+        }
+    });
+    prod.push(&rec(STOP));
+    drop(child);
+}
+
+fn main() {
+    if let Ok(kind) = std::env::var("RW_BENCH_ECHO") {
+        let ping = PathBuf::from(std::env::var_os("RW_BENCH_PING").unwrap_or_default());
+        let pong = PathBuf::from(std::env::var_os("RW_BENCH_PONG").unwrap_or_default());
+        echo(&kind, &ping, &pong);
+        return;
+    }
+    let mut c = Criterion::default().configure_from_args();
+    c.bench_function("push_drain/ringwire", |b| {
+        b.iter_custom(push_drain_ringwire)
+    });
+    c.bench_function("push_drain/ringfire", |b| {
+        b.iter_custom(push_drain_ringfire)
+    });
+    round_trip_ringwire(&mut c);
+    round_trip_ringfire(&mut c);
+    c.bench_function("floor/cacheline_round_trip", |b| {
+        b.iter_custom(|iters| cacheline_round_trips(iters, Some((0, 1))))
+    });
+    c.final_summary();
+}
