@@ -39,6 +39,7 @@ pub mod file;
 pub mod net;
 pub mod producer;
 pub mod queue;
+pub mod replica;
 pub mod sys;
 pub mod wait;
 

@@ -70,6 +70,12 @@ pub enum Command {
         #[command(subcommand)]
         mode: bench::BenchMode,
     },
+    /// Stream a ring to mirrors over TCP, UDP multicast or UDP unicast.
+    Serve(crate::replica::cli::ServeArgs),
+    /// Keep a local copy of a remote ring.
+    Mirror(crate::replica::cli::MirrorArgs),
+    /// Source, serve, mirror and a latency reader on this machine, over loopback.
+    Demo(crate::replica::cli::DemoArgs),
 }
 
 /// Runs one command, writing its output to `out`.
@@ -84,6 +90,13 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> crate::Result<()> {
         Command::Dump { path, tail, hex } => dump::run(&path, tail, hex, out),
         Command::Prune { path } => prune::run(&path, out),
         Command::Bench { mode } => bench::run(mode, out),
+        // Long-running drivers with their own stop signal and exit code: `main` runs them.
+        Command::Serve(_) | Command::Mirror(_) | Command::Demo(_) => {
+            Err(crate::Error::InvalidArgument {
+                path: PathBuf::new(),
+                what: "serve, mirror and demo run through cli::main, not cli::run".into(),
+            })
+        }
     }
 }
 
@@ -91,6 +104,12 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> crate::Result<()> {
 /// on failure.
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
+    match &cli.command {
+        Command::Serve(a) => return a.run(),
+        Command::Mirror(a) => return a.run(),
+        Command::Demo(a) => return a.run(),
+        _ => {}
+    }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
     match run(cli, &mut out) {
