@@ -177,7 +177,7 @@ impl Net {
         );
         self.nft(
             host,
-            &format!("add rule inet imp in {matcher} numgen random mod 100 < {pct} drop"),
+            &format!("add rule inet imp in {matcher} numgen random mod 100 < {pct} counter drop"),
         );
     }
 
@@ -195,14 +195,40 @@ impl Net {
         self.nft(
             "br",
             &format!(
-                "add rule netdev {table} out {matcher} numgen random mod 100 < {pct} dup to {dev}"
+                "add rule netdev {table} out {matcher} numgen random mod 100 < {pct} counter dup to {dev}"
             ),
         );
     }
 
-    /// Deletes `host`'s impairments (its loss table).
-    pub fn clear_loss(&self, host: &str) {
-        self.nft(host, "delete table inet imp");
+    /// Packets the loss rule of `host` dropped so far.
+    pub fn lost(&self, host: &str) -> u64 {
+        self.counter(host, "inet imp")
+    }
+
+    /// Packets the duplication rule towards `host` copied so far.
+    pub fn duplicated(&self, host: &str) -> u64 {
+        self.counter("br", &format!("netdev dup_{host}"))
+    }
+
+    /// The sum of the `counter packets N` of an nft table in `host`'s namespace.
+    fn counter(&self, host: &str, table: &str) -> u64 {
+        let out = Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.ns(host),
+                "nft",
+                &format!("list table {table}"),
+            ])
+            .output()
+            .expect("nft list");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let words: Vec<&str> = text.split_whitespace().collect();
+        words
+            .windows(2)
+            .filter(|w| w[0] == "packets")
+            .filter_map(|w| w[1].parse::<u64>().ok())
+            .sum()
     }
 
     /// Blocks all traffic into `host` (nftables input drop), simulating a cut cable.
