@@ -302,9 +302,11 @@ impl Proc {
         let Some(mut c) = self.child.take() else {
             return (None, self.log());
         };
-        let pid = c.id() as i32;
-        // SAFETY: kill(2) with a pid we spawned and have not reaped yet (no reuse possible).
-        unsafe { libc_kill(pid, 15) };
+        // kill(1) rather than FFI: the pid is our unreaped child, so it cannot be reused.
+        let _ = Command::new("kill")
+            .args(["-TERM", &c.id().to_string()])
+            .stderr(Stdio::null())
+            .status();
         let t0 = Instant::now();
         let status = loop {
             match c.try_wait() {
@@ -333,18 +335,11 @@ impl Proc {
     }
 }
 
-unsafe extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, sig: i32) -> i32;
-}
-
 impl Drop for Proc {
     fn drop(&mut self) {
-        if self.child.is_some() {
-            let (_, log) = self.stop(Duration::from_secs(2));
-            if std::thread::panicking() {
-                eprintln!("--- {} log ---\n{log}", self.label);
-            }
+        let (_, log) = self.stop(Duration::from_secs(2));
+        if std::thread::panicking() {
+            eprintln!("--- {} log ---\n{log}", self.label);
         }
         let _ = std::fs::remove_file(&self.log);
     }

@@ -212,26 +212,27 @@ fn base_net(tag: &str, mirrors: u8) -> Net {
     net
 }
 
-/// 2,000,000 records at 200,000 msg/s to two multicast mirrors and one unicast mirror behind
-/// the impairment proxy (delay + reordering); every mirror's UDP input loses 5 % and
-/// duplicates 2 % (nftables). All three end complete and identical to the source, each record
-/// written once, no gaps.
+/// 2,000,000 records at 200,000 msg/s to three multicast mirrors and a fourth, unicast mirror
+/// behind the impairment proxy (delay, jitter and reordering); every mirror's UDP input loses
+/// 5 % and duplicates 2 % (nftables). All four end complete and identical to the source byte
+/// for byte per sequence (so in order), each record written exactly once, no gaps.
 #[test]
 #[ignore = "needs root: network namespaces"]
-fn full_load_three_mirrors_loss_dup_reorder() {
-    let mut net = base_net("full", 3);
+fn full_load_four_mirrors_loss_dup_reorder() {
+    let mut net = base_net("full", 4);
     let proxy_ip = Ipv4Addr::new(10, 77, 0, 20);
     net.add_host("px", proxy_ip);
     for (h, m) in [
         ("m1", format!("udp dport {MCAST_PORT}")),
         ("m2", format!("udp dport {MCAST_PORT}")),
-        ("m3", format!("udp sport {UDP_PORT}")),
+        ("m3", format!("udp dport {MCAST_PORT}")),
+        ("m4", format!("ip saddr {proxy_ip} udp sport {UDP_PORT}")),
     ] {
         net.loss(h, &m, 5);
         net.duplicate(h, &m, 2);
     }
     let mut src = Source::create(ShmPath::new("netns-src"), CAP, 1);
-    let dst: Vec<ShmPath> = (1..=3)
+    let dst: Vec<ShmPath> = (1..=4)
         .map(|i| ShmPath::new(&format!("netns-m{i}")))
         .collect();
     let _serve = serve(&net, src.path.path());
@@ -252,7 +253,8 @@ fn full_load_three_mirrors_loss_dup_reorder() {
     let ms = [
         mirror(&net, "m1", SRC_IP, dst[0].path(), "oldest", false),
         mirror(&net, "m2", SRC_IP, dst[1].path(), "oldest", false),
-        mirror(&net, "m3", proxy_ip, dst[2].path(), "oldest", true),
+        mirror(&net, "m3", SRC_IP, dst[2].path(), "oldest", false),
+        mirror(&net, "m4", proxy_ip, dst[3].path(), "oldest", true),
     ];
     for d in &dst {
         wait_until("the mirror rings", Duration::from_secs(20), || {
@@ -276,7 +278,7 @@ fn full_load_three_mirrors_loss_dup_reorder() {
         assert_eq!(s.written, FULL, "each record written once: {}", s.log);
         assert_same(src.path.path(), d.path(), 1, FULL);
     }
-    for h in ["m1", "m2", "m3"] {
+    for h in ["m1", "m2", "m3", "m4"] {
         let (lost, dup) = (net.lost(h), net.duplicated(h));
         eprintln!("{h}: nft dropped {lost}, duplicated {dup}");
         assert!(lost > 0 && dup > 0, "{h}: the impairments did not act");
