@@ -5,10 +5,11 @@
 //! `rwt-<pid>-`, so parallel runs never collide, and everything is removed on drop (also after a
 //! failed assertion): the namespaces by `ip netns del`, the processes by their [`Proc`] guards.
 //!
-//! Processes run the *built binary* `ringwire` (and `impair_proxy`) under `ip netns exec`:
-//! `env!("CARGO_BIN_EXE_ringwire")` does not exist for another package's binary, so
-//! [`ringwire_bin`] finds it next to the test executable's directory (`target/<profile>/`),
-//! or takes `RINGWIRE_BIN` from the environment. `.ci/root-tests` builds it first.
+//! Processes run *built binaries* under `ip netns exec`. `env!("CARGO_BIN_EXE_ringwire")` does
+//! not exist for another package's binary, so [`ringwire_bin`] finds `ringwire` in the test
+//! executable's profile directory (`target/<profile>/`), or takes `RINGWIRE_BIN` from the
+//! environment; `.ci/root-tests` builds it first. This package's `impair_proxy` comes from
+//! `env!("CARGO_BIN_EXE_impair_proxy")` in the tests.
 //!
 //! Impairments are nftables rules: loss in the receiving host's `input` hook, duplication in
 //! the bridge namespace's `netdev` egress hook of the port leading to the host (`dup to` the
@@ -45,11 +46,6 @@ pub fn ringwire_bin() -> PathBuf {
     sibling_bin("RINGWIRE_BIN", "ringwire")
 }
 
-/// The `impair_proxy` binary of this package, located like [`ringwire_bin`].
-pub fn impair_proxy_bin() -> PathBuf {
-    sibling_bin("IMPAIR_PROXY_BIN", "impair_proxy")
-}
-
 fn sibling_bin(var: &str, name: &str) -> PathBuf {
     if let Some(p) = std::env::var_os(var) {
         return PathBuf::from(p);
@@ -65,7 +61,7 @@ fn sibling_bin(var: &str, name: &str) -> PathBuf {
     assert!(
         p.is_file(),
         "{} not found: build it first (cargo build --release -p ringwire --bin ringwire; \
-         cargo build --release -p ringwire-tests --bin impair_proxy) or set {var}",
+         or set {var}",
         p.display()
     );
     p

@@ -16,7 +16,7 @@ use ringwire::core::broadcast::{Producer, Wake};
 use ringwire::core::layout::schema_signature_of;
 use ringwire::core::{Geometry, RingView, SlotRead};
 use ringwire::{CreateOptions, ReadOnlyRing, RingConsumer, RingFile};
-use ringwire_tests::netns::{Net, Proc, count_in, impair_proxy_bin, ringwire_bin};
+use ringwire_tests::netns::{Net, Proc, count_in, ringwire_bin};
 use ringwire_tests::shm::ShmPath;
 
 /// Payload bytes per record.
@@ -239,7 +239,7 @@ fn full_load_four_mirrors_loss_dup_reorder() {
     let mut px = net.spawn(
         "px",
         "proxy",
-        &impair_proxy_bin(),
+        Path::new(env!("CARGO_BIN_EXE_impair_proxy")),
         &[
             format!("--tcp={proxy_ip}:{TCP_PORT}={SRC_IP}:{TCP_PORT}"),
             format!("--udp={proxy_ip}:{UDP_PORT}={SRC_IP}:{UDP_PORT}"),

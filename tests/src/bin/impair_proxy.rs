@@ -9,6 +9,8 @@
 //! impair_proxy --tcp=LISTEN=UPSTREAM --udp=LISTEN=UPSTREAM [--delay-us=N] [--jitter-us=N]
 //!              [--reorder-pct=N] [--loss-pct=N] [--dup-pct=N] [--seed=N] [--max-queue=N]
 //! ```
+//! A listen port 0 picks a free port; the bound addresses are printed first
+//! (`impair_proxy: tcp ADDR -> UPSTREAM`, `impair_proxy: udp ADDR -> UPSTREAM`).
 //! Runs until SIGINT/SIGTERM, then prints
 //! `impair_proxy: done: N received, N forwarded, N delayed, N reordered, N duplicated, N lost, N overflowed`.
 
@@ -131,6 +133,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream) {
 
 fn tcp_relay(listen: SocketAddr, upstream: SocketAddr) -> std::io::Result<()> {
     let l = TcpListener::bind(listen)?;
+    eprintln!("impair_proxy: tcp {} -> {upstream}", l.local_addr()?);
     std::thread::spawn(move || {
         for c in l.incoming().flatten() {
             let Ok(u) = TcpStream::connect_timeout(&upstream, Duration::from_secs(2)) else {
@@ -165,6 +168,7 @@ fn udp_relay(o: &Opts) -> std::io::Result<Counts> {
     let stop = ringwire::replica::signal::install();
     let down = UdpSocket::bind(o.udp.0)?;
     let up = UdpSocket::bind(SocketAddr::from(([0, 0, 0, 0], 0)))?;
+    eprintln!("impair_proxy: udp {} -> {}", down.local_addr()?, o.udp.1);
     down.set_nonblocking(true)?;
     up.set_nonblocking(true)?;
     let mut rng = Rng(o.seed);
@@ -258,7 +262,6 @@ fn main() -> ExitCode {
         eprintln!("impair_proxy: tcp {l}: {e}");
         return ExitCode::FAILURE;
     }
-    eprintln!("impair_proxy: relaying {:?}", o);
     match udp_relay(&o) {
         Ok(c) => {
             eprintln!(
