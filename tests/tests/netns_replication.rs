@@ -338,17 +338,33 @@ fn killed_mirror_resumes_without_duplicates() {
     wait_until("the mirror ring", Duration::from_secs(20), || {
         ReadOnlyRing::open(dst.path()).is_ok()
     });
-    let a = src.publish(60_000, 50_000);
-    wait_until("the mirror to reach 30000", Duration::from_secs(20), || {
-        write_seq(dst.path()) >= 30_000
+    // SIGKILL while records flow: a helper thread kills the mirror once it has 30,000 and
+    // starts it again with --from resume 300 ms later, while this thread keeps publishing.
+    const TOTAL: u64 = 150_000;
+    let (mut m, at_kill, last) = std::thread::scope(|sc| {
+        let killer = sc.spawn(|| {
+            wait_until("the mirror to reach 30000", Duration::from_secs(20), || {
+                write_seq(dst.path()) >= 30_000
+            });
+            assert!(m.running(), "the first mirror is alive until killed");
+            m.kill();
+            let at_kill = write_seq(dst.path());
+            std::thread::sleep(Duration::from_millis(300));
+            (
+                mirror(&net, "m1", SRC_IP, dst.path(), "resume", false),
+                at_kill,
+            )
+        });
+        let last = src.publish(TOTAL, 50_000);
+        let (m, at_kill) = killer.join().unwrap();
+        (m, at_kill, last)
     });
-    m.kill();
-    let at_kill = write_seq(dst.path());
-    assert!(at_kill >= 30_000);
-    let b = src.publish(40_000, 50_000);
-    let mut m = mirror(&net, "m1", SRC_IP, dst.path(), "resume", false);
-    let c = src.publish(20_000, 50_000);
-    assert_eq!((a, b), (60_000, 100_000));
+    assert_eq!(last, TOTAL);
+    assert!(
+        (30_000..TOTAL - 10_000).contains(&at_kill),
+        "killed mid-stream at {at_kill}"
+    );
+    let c = last;
     wait_until(
         "the restarted mirror to catch up",
         Duration::from_secs(30),
