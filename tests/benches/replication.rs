@@ -148,6 +148,7 @@ fn row_from_json(v: &serde_json::Value) -> Option<RunRow> {
         config: v["config"].as_str()?.into(),
         rate: u("rate")?,
         seconds: u("seconds")?,
+        achieved_rate: v["achieved_rate"].as_f64()?,
         stream: Some(ringwire::bench::StressReport {
             sent: u("sent")?,
             delivered: u("delivered")?,
@@ -222,14 +223,15 @@ fn print_tables(rows: &[RunRow], mc_rows: &[RunRow], rate: u64, seconds: u64) {
         println!();
     }
     println!(
-        "| implementation | sent | delivered | reorders | duplicates | gaps | p50 | p99 | status |"
+        "| implementation | achieved msg/s | sent | delivered | reorders | duplicates | gaps | p50 | p99 | status |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in mc_rows {
         let s = r.stream.unwrap_or_default();
         println!(
-            "| {} | {} | {:.3}% | {} | {} | {} | {} | {} | {} |",
+            "| {} | {:.0} | {} | {:.3}% | {} | {} | {} | {} | {} | {} |",
             r.implementation,
+            r.achieved_rate,
             s.sent,
             r.delivered_pct(),
             s.reorders,
@@ -391,6 +393,7 @@ fn ringfire_pipeline(
     let mut pacer = Pacer::new(rate as f64);
     let end = Instant::now() + Duration::from_secs(seconds);
     let mut sent = 0u64;
+    let t_first = Instant::now();
     loop {
         let (_, due) = pacer.next_due();
         if due >= end {
@@ -407,6 +410,7 @@ fn ringfire_pipeline(
             fill: fill(sent),
         });
     }
+    let publish_time = t_first.elapsed();
     // Let the last records arrive (same 2 s drain as the ringwire side).
     let t0 = Instant::now();
     // Relaxed: a progress count.
@@ -420,6 +424,7 @@ fn ringfire_pipeline(
         config: if spin { "spin" } else { "default" }.into(),
         rate,
         seconds,
+        achieved_rate: sent as f64 / publish_time.as_secs_f64().max(1e-9),
         stream: Some(s.tracker.finish(sent)),
         corrupt: s.corrupt,
         latency: s.lat.summary(),

@@ -47,6 +47,7 @@ pub fn measure(
         config: if spin { "spin" } else { "default" }.into(),
         rate,
         seconds,
+        achieved_rate: r.published as f64 / r.publish_time.as_secs_f64().max(1e-9),
         stream: r.stream,
         corrupt: r.corrupt,
         latency: r.latency,

@@ -15,8 +15,11 @@ pub struct RunRow {
     pub config: String,
     /// Offered rate in records per second.
     pub rate: u64,
-    /// Seconds of publishing.
+    /// Seconds of publishing scheduled.
     pub seconds: u64,
+    /// The rate the producer achieved: records sent over the wall time from the first to
+    /// the last publish (below `rate` when the producer fell behind its schedule).
+    pub achieved_rate: f64,
     /// Sequence tracking of what arrived; `None` when the run could not track sequences.
     pub stream: Option<StressReport>,
     /// Records whose bytes differed from what was published.
@@ -54,13 +57,14 @@ impl RunRow {
         };
         format!(
             "{{\"implementation\":\"{}\",\"transport\":\"{}\",\"config\":\"{}\",\"rate\":{},\"seconds\":{},\
-             \"sent\":{},\"delivered\":{},\"delivered_pct\":{:.4},\"missing\":{},\"reorders\":{},\
+             \"achieved_rate\":{:.0},\"sent\":{},\"delivered\":{},\"delivered_pct\":{:.4},\"missing\":{},\"reorders\":{},\
              \"duplicates\":{},\"gaps\":{},\"bogus\":{},\"corrupt\":{},\"latency\":{},\"error\":{err}}}",
             self.implementation,
             self.transport,
             self.config,
             self.rate,
             self.seconds,
+            self.achieved_rate,
             s.sent,
             s.delivered,
             self.delivered_pct(),
@@ -78,8 +82,8 @@ impl RunRow {
 /// The markdown table of `bench stress`: one row per run, errors flagged `ERROR: …`.
 pub fn stress_table(rows: &[RunRow]) -> String {
     let mut t = String::from(
-        "| transport | config | rate (msg/s) | sent | delivered | reorders | duplicates | gaps | p50 | p99 | status |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| transport | config | rate (msg/s) | achieved | sent | delivered | reorders | duplicates | gaps | p50 | p99 | status |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in rows {
         let s = r.stream.unwrap_or_default();
@@ -88,10 +92,11 @@ pub fn stress_table(rows: &[RunRow]) -> String {
             None => "ok".into(),
         };
         t.push_str(&format!(
-            "| {} | {} | {} | {} | {:.2}% | {} | {} | {} | {} | {} | {status} |\n",
+            "| {} | {} | {} | {:.0} | {} | {:.2}% | {} | {} | {} | {} | {} | {status} |\n",
             r.transport,
             r.config,
             r.rate,
+            r.achieved_rate,
             s.sent,
             r.delivered_pct(),
             s.reorders,
@@ -125,6 +130,7 @@ mod tests {
             config: "default".into(),
             rate: 1000,
             seconds: 1,
+            achieved_rate: 1000.0,
             stream: Some(t.finish(sent)),
             corrupt,
             latency: Summary {

@@ -71,6 +71,9 @@ pub struct DemoReport {
     /// `None` when the run could publish more than [`MAX_TRACKED`] records (the tracker
     /// keeps one bit per sequence).
     pub stream: Option<StressReport>,
+    /// Wall time from the first to the last publish: `published` over this is the rate the
+    /// producer achieved (an open-loop producer that falls behind publishes late, not less).
+    pub publish_time: StdDuration,
 }
 
 /// Removes the demo's files when dropped.
@@ -189,6 +192,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     // Every record the pacer can schedule within the run; anything above is bogus.
     let max_seq = opts.rate.saturating_mul(opts.seconds).saturating_add(1);
     let (server, mo, mir_path) = (&server, &mo, &mir_path);
+    let publish_time = &std::sync::Mutex::new(StdDuration::ZERO);
     let result = std::thread::scope(|sc| {
         let srv = sc.spawn(move || server.run(halt));
         let mir = sc.spawn(move || run_mirror(mo, halt));
@@ -212,7 +216,9 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
             std::thread::sleep(StdDuration::from_millis(5));
         }
         if ready.load(Ordering::Relaxed) {
+            let t0 = std::time::Instant::now();
             produce(&src, opts, stop, published);
+            *publish_time.lock().unwrap_or_else(|p| p.into_inner()) = t0.elapsed();
             // Let the last records arrive.
             let t0 = std::time::Instant::now();
             while !reader.is_finished()
@@ -248,6 +254,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
         corrupt,
         latency: lat.summary(),
         stream: tracker.map(|t| t.finish(sent)),
+        publish_time: *publish_time.lock().unwrap_or_else(|p| p.into_inner()),
     };
     if opts.live {
         let l = report.latency;
