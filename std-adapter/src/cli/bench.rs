@@ -506,3 +506,46 @@ fn handoff_reader(path: &Path, count: u64, out: &mut dyn Write) -> Result<()> {
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::{SeqTracker, Summary};
+
+    fn row(seqs: &[u64], sent: u64) -> RunRow {
+        let mut t = SeqTracker::new(sent);
+        for &s in seqs {
+            t.record(s);
+        }
+        RunRow {
+            implementation: "ringwire".into(),
+            transport: "multicast".into(),
+            config: "default".into(),
+            rate: 1_000,
+            seconds: 1,
+            achieved_rate: 1_000.0,
+            stream: Some(t.finish(sent)),
+            corrupt: 0,
+            latency: Summary::default(),
+        }
+    }
+
+    #[test]
+    fn any_error_row_fails_the_run() {
+        assert!(verdict(&[row(&[1, 2, 3], 3), row(&[1, 2], 2)]).is_ok());
+        let e = verdict(&[row(&[1, 2, 3], 3), row(&[2, 1], 2)]).unwrap_err();
+        assert!(e.to_string().contains("1 of 2 runs"), "{e}");
+        assert!(verdict(&[row(&[1, 1], 1)]).is_err());
+        assert!(verdict(&[row(&[1], 2)]).is_err());
+    }
+
+    #[test]
+    fn json_report_counts_failures() {
+        let mut out = Vec::new();
+        report_rows("stress", &[row(&[1], 1), row(&[2], 2)], true, &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["failures"], 1);
+        assert_eq!(v["rows"].as_array().map(Vec::len), Some(2));
+        assert_eq!(v["rows"][1]["gaps"], 1);
+    }
+}
