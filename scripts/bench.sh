@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates BENCHMARKS.md (and docs/bench/*.svg) from one run on this machine:
 # criterion benches of ringwire against its peers in the same run, the machine's floor, and
-# the demo's replication path per transport. Run it on a quiet machine:
+# the demo's replication path per transport, the open-loop replication stress per rate, and
+# ringwire serve+mirror against ringfire's ReplicaServer+Mirror. Run it on a quiet machine:
 #   scripts/bench.sh            # QUICK=1 for shorter criterion runs
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -38,6 +39,16 @@ for t in tcp multicast unicast; do
     demo_rows+="| $t ${spin:-(default)} | ${line#*: } |"$'\n'
   done
 done
+
+stress_rates=1000,20000,100000,500000,1000000
+stress_rc=0
+stress=$(target/release/ringwire bench stress --rates "$stress_rates" --seconds 3 \
+  --plot "$svg/stress_rates.svg" 2>/dev/null) || stress_rc=$?
+stress_json=$(target/release/ringwire bench stress --transport multicast --rates 1000000 --seconds 3 --json 2>/dev/null) || true
+
+repl_rc=0
+repl=$(cargo bench -p ringwire-tests --bench replication 2>/dev/null) || repl_rc=$?
+printf '%s\n' "$repl" | sed -n 's/^JSON: //p' > "$svg/replication.json"
 
 {
   echo "# Benchmarks"
@@ -81,6 +92,32 @@ done
   echo "| transport | result |"
   echo "|---|---|"
   printf '%s' "$demo_rows"
+  echo
+  echo "## Replication stress on loopback, open loop (\`ringwire bench stress\`, 3 s per rate)"
+  echo
+  echo "Reproduce: \`target/release/ringwire bench stress --rates $stress_rates --seconds 3\`"
+  echo
+  echo "Source → serve → mirror → reader in one process; latency is one-way push-to-read on"
+  echo "CLOCK_MONOTONIC. Any loss, reorder, duplicate or gap is an ERROR row and exit status 1"
+  echo "(this run: exit status $stress_rc)."
+  echo
+  printf '%s\n' "$stress"
+  echo
+  echo "![stress p50/p99 against rate]($svg/stress_rates.svg)"
+  echo
+  echo "1,000,000 msg/s over loopback multicast, JSON (\`target/release/ringwire bench stress --transport multicast --rates 1000000 --seconds 3 --json\`):"
+  echo
+  echo '```json'
+  printf '%s\n' "$stress_json"
+  echo '```'
+  echo
+  echo "## Replication: ringwire serve+mirror against ringfire ReplicaServer+Mirror"
+  echo
+  echo "Reproduce: \`cargo bench -p ringwire-tests --bench replication\` (each configuration in its"
+  echo "own process, same settings on both sides; see the file's header). All rows as JSON:"
+  echo "[$svg/replication.json]($svg/replication.json). Exit status of this run: $repl_rc."
+  echo
+  printf '%s\n' "$repl" | grep -v '^JSON: '
 } > "$out"
 rm -f "$tables"
 echo "wrote $out"

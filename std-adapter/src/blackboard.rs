@@ -7,13 +7,12 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use memmap2::{MmapOptions, MmapRaw};
-use ringwire_core::Region;
+use memmap2::MmapRaw;
 use ringwire_core::blackboard::{Blackboard, BlackboardError, TryRead, total_len};
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 use crate::error::{Error, Result};
-use crate::file::{CleanupMode, open_exclusive};
+use crate::file::{CleanupMode, map_file, open_exclusive};
 use crate::sys;
 
 /// Spins before a reader starts yielding to a writer that holds a key.
@@ -27,22 +26,6 @@ fn bb_err(path: &Path) -> impl Fn(BlackboardError) -> Error + '_ {
         path: path.to_path_buf(),
         source,
     }
-}
-
-fn map(path: &Path, file: &File, len: usize) -> Result<(MmapRaw, Region)> {
-    let map = MmapOptions::new()
-        .len(len)
-        .map_raw(file)
-        .map_err(|e| Error::io(path, "mmap", e))?;
-    // SAFETY: the mapping is `len` page-aligned bytes kept alive next to the region by its
-    // owner; every access goes through the core's atomic word accessors.
-    let region = unsafe { Region::from_raw_parts(map.as_mut_ptr(), map.len()) }.map_err(|e| {
-        Error::Region {
-            path: path.to_path_buf(),
-            source: e,
-        }
-    })?;
-    Ok((map, region))
 }
 
 /// The writer of a blackboard file (one writer per key; this type writes all keys).
@@ -75,7 +58,7 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
         })?;
         let file = open_exclusive(path, 0o660, total as u64)?;
         let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
-        let (map, region) = map(path, &file, total)?;
+        let (map, region) = map_file(path, &file, false)?;
         let bb =
             Blackboard::init(region, size_of::<V>() as u32, slot_count).map_err(bb_err(path))?;
         Ok(BlackboardProducer {
@@ -142,11 +125,7 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
         if len < 128 {
             return Err(bb_err(path)(BlackboardError::TooShort { need: 128, len }));
         }
-        let ulen = usize::try_from(len).map_err(|_| Error::FileTooLarge {
-            path: path.to_path_buf(),
-            len,
-        })?;
-        let (map, region) = map(path, &file, ulen)?;
+        let (map, region) = map_file(path, &file, false)?;
         let bb = Blackboard::attach(region, Some(size_of::<V>() as u32)).map_err(bb_err(path))?;
         Ok(BlackboardConsumer {
             bb,

@@ -72,7 +72,7 @@ pub struct RingFile {
 const _: () = assert!(portable_atomic::AtomicU64::is_always_lock_free());
 const _: () = assert!(portable_atomic::AtomicU32::is_always_lock_free());
 
-fn map_file(path: &Path, file: &File, read_only: bool) -> Result<(MmapRaw, Region)> {
+pub(crate) fn map_file(path: &Path, file: &File, read_only: bool) -> Result<(MmapRaw, Region)> {
     let meta = file.metadata().map_err(|e| Error::io(path, "fstat", e))?;
     if !meta.is_file() {
         return Err(Error::NotRegularFile {

@@ -3,11 +3,14 @@
 
 pub mod floor;
 pub mod hist;
+pub mod loopback;
 pub mod plot;
 pub mod stress;
+pub mod table;
 
 pub use hist::{Latency, Summary, fmt_ns, median_min_max};
 pub use stress::{Arrival, Pacer, SeqTracker, StressReport};
+pub use table::RunRow;
 
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the host, so a stamp
 /// written by one process can be compared by another.

@@ -17,11 +17,13 @@ use super::io::{RingWaiter, now};
 use super::mirror::{MirrorOptions, run as run_mirror};
 use super::serve::{ServeOptions, Server};
 use crate::bench::hist::{Latency, Summary, fmt_ns};
-use crate::bench::stress::Pacer;
+use crate::bench::stress::{Pacer, SeqTracker, StressReport};
 use crate::{CreateOptions, RingFile};
 
 /// Bytes of one demo record.
 pub const RECORD_LEN: usize = 64;
+/// The most records a run tracks by sequence (a 32 MiB bitmap).
+pub const MAX_TRACKED: u64 = 1 << 28;
 /// Source and mirror ring capacity.
 const CAPACITY: u64 = 1 << 16;
 
@@ -64,6 +66,14 @@ pub struct DemoReport {
     pub corrupt: u64,
     /// Push-to-read latency over the whole run.
     pub latency: Summary,
+    /// The sequence numbers carried inside the records the reader got, matched against
+    /// what was published: loss, reorders, duplicates and gaps as the reader saw them.
+    /// `None` when the run could publish more than [`MAX_TRACKED`] records (the tracker
+    /// keeps one bit per sequence).
+    pub stream: Option<StressReport>,
+    /// Wall time from the first to the last publish: `published` over this is the rate the
+    /// producer achieved (an open-loop producer that falls behind publishes late, not less).
+    pub publish_time: StdDuration,
 }
 
 /// Removes the demo's files when dropped.
@@ -132,17 +142,23 @@ fn wait_for_file(p: &Path, stop: &AtomicBool, within: StdDuration) -> Option<Rin
     None
 }
 
+/// Runs started by this process (for unique multicast groups and ports).
+static RUNS: AtomicU64 = AtomicU64::new(0);
+
 /// Runs the demo; `stop` ends it early (Ctrl-C).
 pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaError> {
-    READ_UPTO.store(0, Ordering::Relaxed);
     let files = Files(unique_paths());
     let [src_path, mir_path] = files.0.clone();
     let geo = Geometry::spmc(CAPACITY, RECORD_LEN + 8, 8, 0, false)
         .map_err(|e| ReplicaError::arg("--rate", e, "geometry"))?;
     let src = RingFile::create(&src_path, &geo, &CreateOptions::default())?;
     let pid = std::process::id();
-    let group = Ipv4Addr::new(239, 255, (pid >> 8) as u8, pid as u8);
-    let port = 30_000 + (pid % 20_000) as u16;
+    // Runs in one process (stress rates, parallel tests) each get their own group and port.
+    // Relaxed: a counter that only has to be unique.
+    let run_no = RUNS.fetch_add(1, Ordering::Relaxed) as u32;
+    let tag = pid.wrapping_mul(31).wrapping_add(run_no);
+    let group = Ipv4Addr::new(239, 255, (tag >> 8) as u8, tag as u8);
+    let port = 30_000 + (tag % 20_000) as u16;
     let mut so = ServeOptions::new(&src_path, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
     so.log = false;
     so.spin = opts.spin;
@@ -172,11 +188,24 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     let halt = &AtomicBool::new(false);
     let ready = &AtomicBool::new(false);
     let published = &AtomicU64::new(0);
+    let read_upto = &AtomicU64::new(0);
+    // Every record the pacer can schedule within the run; anything above is bogus.
+    let max_seq = opts.rate.saturating_mul(opts.seconds).saturating_add(1);
     let (server, mo, mir_path) = (&server, &mo, &mir_path);
+    let publish_time = &std::sync::Mutex::new(StdDuration::ZERO);
     let result = std::thread::scope(|sc| {
         let srv = sc.spawn(move || server.run(halt));
         let mir = sc.spawn(move || run_mirror(mo, halt));
-        let reader = sc.spawn(move || reader(mir_path, published, halt, ready, opts.live));
+        let rd = ReaderCtx {
+            published,
+            read_upto,
+            halt,
+            ready,
+            live: opts.live,
+            spin: opts.spin,
+            max_seq,
+        };
+        let reader = sc.spawn(move || reader(mir_path, &rd));
         let t0 = std::time::Instant::now();
         // Relaxed: plain flags; the reader owns its ring mapping.
         while !ready.load(Ordering::Relaxed)
@@ -187,11 +216,13 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
             std::thread::sleep(StdDuration::from_millis(5));
         }
         if ready.load(Ordering::Relaxed) {
+            let t0 = std::time::Instant::now();
             produce(&src, opts, stop, published);
+            *publish_time.lock().unwrap_or_else(|p| p.into_inner()) = t0.elapsed();
             // Let the last records arrive.
             let t0 = std::time::Instant::now();
             while !reader.is_finished()
-                && READ_UPTO.load(Ordering::Relaxed) < published.load(Ordering::Relaxed)
+                && read_upto.load(Ordering::Relaxed) < published.load(Ordering::Relaxed)
                 && t0.elapsed() < StdDuration::from_secs(2)
             {
                 std::thread::sleep(StdDuration::from_millis(5));
@@ -214,13 +245,16 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
             )
         })
     })?;
-    let (delivered, missed, corrupt, lat) = result;
+    let (delivered, missed, corrupt, lat, tracker) = result;
+    let sent = published.load(Ordering::Relaxed);
     let report = DemoReport {
-        published: published.load(Ordering::Relaxed),
+        published: sent,
         delivered,
         missed,
         corrupt,
         latency: lat.summary(),
+        stream: tracker.map(|t| t.finish(sent)),
+        publish_time: *publish_time.lock().unwrap_or_else(|p| p.into_inner()),
     };
     if opts.live {
         let l = report.latency;
@@ -268,26 +302,34 @@ fn produce(src: &RingFile, opts: &DemoOptions, stop: &AtomicBool, published: &At
     }
 }
 
-/// The last sequence the reader got (for the end-of-run drain).
-static READ_UPTO: AtomicU64 = AtomicU64::new(0);
+type ReaderOut = (u64, u64, u64, Latency, Option<SeqTracker>);
 
-type ReaderOut = (u64, u64, u64, Latency);
-
-/// Reads the mirror ring from sequence 1, recording push-to-read latency.
-fn reader(
-    path: &Path,
-    published: &AtomicU64,
-    halt: &AtomicBool,
-    ready: &AtomicBool,
+/// What the reader shares with the run.
+struct ReaderCtx<'a> {
+    /// The last sequence published (for the live line).
+    published: &'a AtomicU64,
+    /// The last sequence the reader got (for the end-of-run drain).
+    read_upto: &'a AtomicU64,
+    halt: &'a AtomicBool,
+    ready: &'a AtomicBool,
     live: bool,
-) -> Option<ReaderOut> {
+    spin: bool,
+    /// The highest sequence the run can publish.
+    max_seq: u64,
+}
+
+/// Reads the mirror ring from sequence 1, recording push-to-read latency and feeding the
+/// sequence carried in each record to a [`SeqTracker`].
+fn reader(path: &Path, cx: &ReaderCtx<'_>) -> Option<ReaderOut> {
+    let (published, halt, ready, live) = (cx.published, cx.halt, cx.ready, cx.live);
     let ring = wait_for_file(path, halt, StdDuration::from_secs(10))?;
     // Relaxed: a plain flag.
     ready.store(true, Ordering::Relaxed);
     let view = ring.ring();
     let mut total = Latency::new();
     let mut window = Latency::new();
-    let mut waiter = RingWaiter::new(false);
+    let mut waiter = RingWaiter::new(cx.spin);
+    let mut tracker = (cx.max_seq <= MAX_TRACKED).then(|| SeqTracker::new(cx.max_seq));
     let mut buf = [0u8; RECORD_LEN];
     let (mut cursor, mut delivered, mut missed, mut corrupt) = (1u64, 0u64, 0u64, 0u64);
     let mut last = std::time::Instant::now();
@@ -303,9 +345,14 @@ fn reader(
                 if !check_record(cursor, &buf) {
                     corrupt += 1;
                 }
+                if let Some(t) = tracker.as_mut() {
+                    t.record(u64::from_le_bytes(
+                        buf[8..16].try_into().unwrap_or_default(),
+                    ));
+                }
                 delivered += 1;
                 // Relaxed: a progress count.
-                READ_UPTO.store(cursor, Ordering::Relaxed);
+                cx.read_upto.store(cursor, Ordering::Relaxed);
                 cursor += 1;
             }
             SlotRead::Overwritten { seen } => {
@@ -334,5 +381,5 @@ fn reader(
             last_delivered = delivered;
         }
     }
-    Some((delivered, missed, corrupt, total))
+    Some((delivered, missed, corrupt, total, tracker))
 }
