@@ -31,6 +31,9 @@ target/release/bench_report target/criterion "$tables" "$svg" "${fam_cmds[@]}"
 
 floor=$(target/release/ringwire bench floor --plot "$svg/floor_curve.svg")
 handoff=$(target/release/ringwire bench handoff --rate 100000 --seconds 5 --plot "$svg/handoff_curve.svg")
+# At 1,000 msg/s a sleeping reader is asleep for nearly every record: this is the futex
+# wake-up latency (producer publish → FutexWait returns → record read).
+wake=$(target/release/ringwire bench handoff --rate 1000 --seconds 5 --wait futex --plot "$svg/wake_curve.svg")
 
 demo_rows=""
 for t in tcp multicast unicast; do
@@ -80,6 +83,16 @@ printf '%s\n' "$repl" | sed -n 's/^JSON: //p' > "$svg/replication.json"
   echo '```'
   echo
   echo "![handoff curve]($svg/handoff_curve.svg)"
+  echo
+  echo "### Futex wake-up (a sleeping reader, 1,000 msg/s)"
+  echo
+  echo "Reproduce: \`target/release/ringwire bench handoff --rate 1000 --seconds 5 --wait futex\`"
+  echo
+  echo '\`\`\`'
+  echo "$wake"
+  echo '\`\`\`'
+  echo
+  echo "![wake curve]($svg/wake_curve.svg)"
   echo
   echo "## Criterion: ringwire against its peers"
   echo

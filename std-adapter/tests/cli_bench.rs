@@ -54,11 +54,31 @@ fn handoff_delivers_every_record_across_processes() {
 }
 
 #[test]
+fn handoff_with_a_sleeping_reader_is_woken_for_every_record() {
+    let o = ringwire(&[
+        "bench",
+        "handoff",
+        "--rate",
+        "500",
+        "--seconds",
+        "1",
+        "--wait",
+        "futex",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["reader"]["received"], 500, "{v}");
+    assert_eq!(v["reader"]["lapped"], 0);
+}
+
+#[test]
 fn bad_values_are_errors_not_defaults() {
     for args in [
         &["bench", "handoff", "--rate", "0"][..],
         &["bench", "handoff", "--seconds", "x"][..],
         &["bench", "floor", "--rounds", "1e3"][..],
+        &["bench", "handoff", "--wait", "nap"][..],
     ] {
         let o = ringwire(args);
         assert!(!o.status.success(), "{args:?} was accepted");

@@ -59,6 +59,10 @@ pub enum BenchMode {
         /// Draw the latency percentile curve into this SVG file.
         #[arg(long)]
         plot: Option<PathBuf>,
+        /// How the reader waits: `spin` (busy-poll) or `futex` (sleep on the ring's futex,
+        /// woken by the producer; at low rates this measures the wake-up latency).
+        #[arg(long, value_enum, default_value_t = ReaderWait::Spin)]
+        wait: ReaderWait,
         /// Internal: run as the reader process of the ring at this path.
         #[arg(long, hide = true)]
         reader: Option<PathBuf>,
@@ -110,6 +114,15 @@ pub enum BenchMode {
     },
 }
 
+/// How the hand-off reader waits for records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReaderWait {
+    /// Busy-poll the ring.
+    Spin,
+    /// Sleep on the ring's futex between records (`FutexWait`).
+    Futex,
+}
+
 /// One 64-byte record: sequence, monotonic-clock stamp, filler.
 type Stamp = [u64; 8];
 
@@ -125,15 +138,17 @@ pub fn run(mode: BenchMode, out: &mut dyn Write) -> Result<()> {
         BenchMode::Handoff {
             reader: Some(path),
             count,
+            wait,
             ..
-        } => handoff_reader(&path, count, out),
+        } => handoff_reader(&path, count, wait, out),
         BenchMode::Handoff {
             rate,
             seconds,
             json,
             plot,
+            wait,
             ..
-        } => handoff(rate, seconds, json, plot, out),
+        } => handoff(rate, seconds, json, plot, wait, out),
         BenchMode::Stress {
             transport,
             rates,
@@ -360,6 +375,7 @@ fn handoff(
     seconds: u64,
     json: bool,
     plot: Option<PathBuf>,
+    wait: ReaderWait,
     out: &mut dyn Write,
 ) -> Result<()> {
     let path = PathBuf::from(format!(
@@ -375,6 +391,14 @@ fn handoff(
         .args(["bench", "handoff", "--reader"])
         .arg(&path)
         .args(["--count", &total.to_string()])
+        .args([
+            "--wait",
+            if wait == ReaderWait::Futex {
+                "futex"
+            } else {
+                "spin"
+            },
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| Error::io(&path, "spawn reader", e))?;
@@ -469,7 +493,7 @@ fn handoff(
     Ok(())
 }
 
-fn handoff_reader(path: &Path, count: u64, out: &mut dyn Write) -> Result<()> {
+fn handoff_reader(path: &Path, count: u64, wait: ReaderWait, out: &mut dyn Write) -> Result<()> {
     pin_to(1);
     let mut cons = RingConsumer::<Stamp>::builder()
         .start_from_oldest()
@@ -482,12 +506,17 @@ fn handoff_reader(path: &Path, count: u64, out: &mut dyn Write) -> Result<()> {
     // Bounded: the producer publishes `count` records within its run; give up 30 s after the
     // last record arrived.
     let mut last = Instant::now();
+    let mut futex = crate::wait::FutexWait::default();
     while received < count && last.elapsed() < Duration::from_secs(30) {
-        if let Some(r) = cons.try_recv() {
+        let r = match wait {
+            ReaderWait::Spin => cons.try_recv(),
+            ReaderWait::Futex => cons.recv_timeout(&mut futex, Duration::from_millis(100)),
+        };
+        if let Some(r) = r {
             lat.record(mono_ns().saturating_sub(r[1]));
             received += 1;
             last = Instant::now();
-        } else {
+        } else if wait == ReaderWait::Spin {
             std::hint::spin_loop();
         }
     }
