@@ -88,9 +88,9 @@ printf '%s\n' "$repl" | sed -n 's/^JSON: //p' > "$svg/replication.json"
   echo
   echo "Reproduce: \`target/release/ringwire bench handoff --rate 1000 --seconds 5 --wait futex\`"
   echo
-  echo '\`\`\`'
+  echo '```'
   echo "$wake"
-  echo '\`\`\`'
+  echo '```'
   echo
   echo "![wake curve]($svg/wake_curve.svg)"
   echo
