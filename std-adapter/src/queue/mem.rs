@@ -79,6 +79,8 @@ pub struct QueueMem {
     map: MmapMut,
     view: QueueView,
     path: Option<PathBuf>,
+    // This process registered for membarrier: its notifiers may skip the fence.
+    unfenced_notify: bool,
     // The creator's flock, held for the handle's life (spec §1.2 step 6).
     _lock: Option<File>,
 }
@@ -120,6 +122,7 @@ impl QueueMem {
                 map,
                 view,
                 path: Some(path.to_owned()),
+                unfenced_notify: crate::sys::membarrier_registered(),
                 _lock: Some(f),
             });
         }
@@ -146,6 +149,7 @@ impl QueueMem {
             map,
             view,
             path: Some(path.to_owned()),
+            unfenced_notify: crate::sys::membarrier_registered(),
             _lock: None,
         })
     }
@@ -162,6 +166,7 @@ impl QueueMem {
             map,
             view,
             path: None,
+            unfenced_notify: crate::sys::membarrier_registered(),
             _lock: None,
         })
     }
@@ -169,6 +174,11 @@ impl QueueMem {
     /// The queue.
     pub fn view(&self) -> &QueueView {
         &self.view
+    }
+
+    /// Whether this process's notifiers may skip the fence (membarrier registered).
+    pub(super) fn unfenced_notify(&self) -> bool {
+        self.unfenced_notify
     }
 
     /// The file, if the queue lives in one.
