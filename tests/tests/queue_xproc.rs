@@ -19,6 +19,12 @@
 //! Items carry (producer id, per-producer counter, checksum); consumers verify the checksum
 //! of each item they pop (a torn or misplaced copy fails it) and exit non-zero otherwise.
 //!
+//! The kill half: a third producer process pushes some items, claims a position and is
+//! killed with SIGKILL before publishing it; the parent finds that position with
+//! `next_stuck_slot`, heals it with `heal_stuck_slot`, and the consumer processes must
+//! drain past it, passing it as the only healed position, with every other item
+//! delivered as above.
+//!
 //! Children are this test binary re-executed with `RINGWIRE_XPROC_ROLE` set, running the
 //! ignored `xproc_child` entry point; guards kill them and remove the files even when an
 //! assertion fails.
@@ -33,7 +39,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ringwire::queue::MpmcQueue;
-use ringwire_core::queue::{PopError, Popped, PushError};
+use ringwire_core::queue::{HealedFrom, PopError, Popped, PushError};
 use ringwire_core::sync::Ordering;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -45,6 +51,10 @@ const COUNT: &str = "RINGWIRE_XPROC_COUNT";
 const CAPACITY: u64 = 4096;
 const PRODUCERS: u64 = 2;
 const CONSUMERS: u64 = 2;
+/// Producer id of the victim of the kill test.
+const VICTIM: u64 = PRODUCERS;
+/// A consumer's record for a healed position, in place of an item.
+const HEALED: u64 = u64::MAX - 1;
 
 /// One queued item: 24 bytes.
 #[derive(IntoBytes, FromBytes, Immutable, KnownLayout, Clone, Copy, Debug, PartialEq, Eq)]
@@ -121,6 +131,35 @@ fn run_producer() {
     write_words(&env(OUT), &tickets);
 }
 
+/// Victim child: pushes `count` items, claims one more position and never publishes it;
+/// records its tickets, the claimed one last, then waits to be killed.
+fn run_victim() {
+    let q = MpmcQueue::<Item>::open(env(QUEUE)).expect("victim opens the queue");
+    let count: u64 = env(COUNT).parse().expect("count");
+    let mut tickets = Vec::with_capacity(count as usize + 1);
+    for c in 0..count {
+        loop {
+            match q.try_push(&item(VICTIM, c)) {
+                Ok(t) => break tickets.push(t),
+                Err(PushError::Full) => std::thread::yield_now(),
+                Err(e) => panic!("victim: push {c}: {e:?}"),
+            }
+        }
+    }
+    let claimed = loop {
+        match q.core().claim() {
+            Ok(pos) => break pos,
+            Err(PushError::Full) => std::thread::yield_now(),
+            Err(e) => panic!("victim: claim: {e:?}"),
+        }
+    };
+    tickets.push(claimed);
+    write_words(&env(OUT), &tickets);
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
 /// Consumer child: pops until every one of `total` positions was taken, checking each
 /// item's checksum, and records (ticket, packed item) pairs in pop order.
 fn run_consumer() {
@@ -141,7 +180,10 @@ fn run_consumer() {
                 records.push(pos);
                 records.push(pack(&buf));
             }
-            Ok(Popped::Healed { pos }) => panic!("ticket {pos} healed: no producer died"),
+            Ok(Popped::Healed { pos }) => {
+                records.push(pos);
+                records.push(HEALED);
+            }
             Err(PopError::Empty | PopError::Pending { .. }) => {
                 // Relaxed: a snapshot; once every position is claimed by a consumer, the
                 // ones still being copied belong to the other consumer.
@@ -164,6 +206,7 @@ fn xproc_child() {
     match std::env::var(ROLE).as_deref() {
         Ok("producer") => run_producer(),
         Ok("consumer") => run_consumer(),
+        Ok("victim") => run_victim(),
         Ok(other) => panic!("unknown role {other}"),
         Err(_) => {}
     }
@@ -207,9 +250,13 @@ fn spawn(role: &str, id: u64, count: u64, queue: &Path, out: &Path) -> Child {
 }
 
 /// Runs the 2P/2C transfer of `n` items (an even number) and checks the three properties
-/// of the module docs.
-fn two_producers_two_consumers(n: u64, limit: Duration) {
+/// of the module docs. With `victim: Some(k)`, a third producer pushes `k` items, claims a
+/// position and is killed with SIGKILL there; the parent finds the stuck position with
+/// `next_stuck_slot`, heals it, and the consumers must drain past it.
+fn two_producers_two_consumers(n: u64, limit: Duration, victim: Option<u64>) {
     assert_eq!(n % PRODUCERS, 0);
+    // Positions the consumers pass: the items, the victim's items and its healed claim.
+    let total = n + victim.map_or(0, |k| k + 1);
     let tag = format!("{}-{n}", std::process::id());
     let shm = if Path::new("/dev/shm").is_dir() {
         PathBuf::from("/dev/shm")
@@ -220,7 +267,8 @@ fn two_producers_two_consumers(n: u64, limit: Duration) {
     let out = |role: &str, i: u64| std::env::temp_dir().join(format!("rw-xproc-{tag}-{role}{i}"));
     let prod_out: Vec<_> = (0..PRODUCERS).map(|i| out("p", i)).collect();
     let cons_out: Vec<_> = (0..CONSUMERS).map(|i| out("c", i)).collect();
-    let mut files = vec![queue.clone()];
+    let victim_out = out("v", 0);
+    let mut files = vec![queue.clone(), victim_out.clone()];
     files.extend(prod_out.iter().cloned());
     files.extend(cons_out.iter().cloned());
     let _files = Files(files);
@@ -229,12 +277,33 @@ fn two_producers_two_consumers(n: u64, limit: Duration) {
     let t0 = Instant::now();
     let mut children = Children(Vec::new());
     for (i, p) in cons_out.iter().enumerate() {
-        let c = spawn("consumer", i as u64, n, &queue, p);
+        let c = spawn("consumer", i as u64, total, &queue, p);
         children.0.push((format!("consumer {i}"), c));
     }
     for (i, p) in prod_out.iter().enumerate() {
         let c = spawn("producer", i as u64, n / PRODUCERS, &queue, p);
         children.0.push((format!("producer {i}"), c));
+    }
+    let mut claimed = None;
+    if let Some(k) = victim {
+        let mut c = spawn("victim", VICTIM, k, &queue, &victim_out);
+        // Its record file, complete, says it has claimed; then kill -9 and reap it.
+        let want = (k + 1) * 8;
+        while std::fs::metadata(&victim_out).map_or(0, |m| m.len()) < want {
+            assert!(t0.elapsed() < limit, "the victim never claimed");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        c.kill().expect("SIGKILL the victim");
+        c.wait().expect("reap the victim");
+        let pos = *read_words(&victim_out).last().expect("claimed ticket");
+        // Live producers' positions are stuck only for the length of a copy: scan until
+        // the dead one's is the first stuck position, then heal it.
+        while q.next_stuck_slot(0) != Some(pos) {
+            assert!(t0.elapsed() < limit, "position {pos} never found stuck");
+            std::thread::yield_now();
+        }
+        assert_eq!(q.heal_stuck_slot(pos), Ok(HealedFrom::Claimed));
+        claimed = Some(pos);
     }
     // Wait for all, failing (and killing the rest) on a child's failure or the time limit.
     let mut left = children.0.len();
@@ -257,13 +326,13 @@ fn two_producers_two_consumers(n: u64, limit: Duration) {
 
     // 1. Tickets popped form 0..n exactly once; remember which item each carried.
     const NONE: u64 = u64::MAX;
-    let mut by_ticket = vec![NONE; n as usize];
+    let mut by_ticket = vec![NONE; total as usize];
     for (i, p) in cons_out.iter().enumerate() {
         let recs = read_words(p);
         let mut last = None;
         for pair in recs.chunks_exact(2) {
             let (t, packed) = (pair[0], pair[1]);
-            assert!(t < n, "consumer {i} popped ticket {t} >= {n}");
+            assert!(t < total, "consumer {i} popped ticket {t} >= {total}");
             // 3. Each consumer's tickets strictly increase.
             assert!(last < Some(t), "consumer {i}: ticket {t} after {last:?}");
             last = Some(t);
@@ -277,21 +346,40 @@ fn two_producers_two_consumers(n: u64, limit: Duration) {
     }
     // 2. In ticket order, each producer's counters run 0, 1, 2, ... (its push order), so
     // every item is there exactly once (n tickets, n / 2 distinct counters per producer).
-    let mut next = [0u64; PRODUCERS as usize];
+    // Exactly the dead producer's claim was passed as healed.
+    let healed: Vec<u64> = (0..total)
+        .filter(|&t| by_ticket[t as usize] == HEALED)
+        .collect();
+    assert_eq!(healed, Vec::from_iter(claimed), "healed positions");
+    let mut next = [0u64; PRODUCERS as usize + 1];
     for (t, &packed) in by_ticket.iter().enumerate() {
+        if packed == HEALED {
+            continue;
+        }
         let (p, c) = (packed >> 56, packed & ((1 << 56) - 1));
-        assert!(p < PRODUCERS, "ticket {t}: producer {p}");
+        assert!(p <= VICTIM, "ticket {t}: producer {p}");
         assert_eq!(
             c, next[p as usize],
             "ticket {t}: producer {p} out of push order"
         );
         next[p as usize] += 1;
     }
-    assert_eq!(next, [n / PRODUCERS; PRODUCERS as usize]);
+    assert_eq!(
+        next,
+        [n / PRODUCERS, n / PRODUCERS, victim.unwrap_or(0)],
+        "items per producer"
+    );
     // 1 (cont.). The item popped at ticket t is the one whose push returned t.
-    for (p, path) in prod_out.iter().enumerate() {
-        let tickets = read_words(path);
-        assert_eq!(tickets.len() as u64, n / PRODUCERS);
+    let mut all = prod_out.clone();
+    if victim.is_some() {
+        all.push(victim_out.clone());
+    }
+    for (p, path) in all.iter().enumerate() {
+        let mut tickets = read_words(path);
+        if p as u64 == VICTIM {
+            tickets.pop(); // its claim, checked above
+        }
+        assert_eq!(tickets.len() as u64, next[p]);
         for (c, &t) in tickets.iter().enumerate() {
             assert_eq!(
                 by_ticket[t as usize],
@@ -308,11 +396,16 @@ fn two_producers_two_consumers(n: u64, limit: Duration) {
 
 #[test]
 fn two_producers_two_consumers_1m() {
-    two_producers_two_consumers(1_000_000, Duration::from_secs(120));
+    two_producers_two_consumers(1_000_000, Duration::from_secs(120), None);
+}
+
+#[test]
+fn producer_killed_after_claiming_is_healed_and_consumers_drain_past_it() {
+    two_producers_two_consumers(200_000, Duration::from_secs(120), Some(5_000));
 }
 
 #[test]
 #[ignore = "slow: 10,000,000 items through 4 processes; run it explicitly"]
 fn two_producers_two_consumers_10m() {
-    two_producers_two_consumers(10_000_000, Duration::from_secs(900));
+    two_producers_two_consumers(10_000_000, Duration::from_secs(900), None);
 }
