@@ -7,6 +7,7 @@
 #[cfg(loom)]
 extern crate std;
 
+pub mod blackboard;
 pub mod broadcast;
 pub mod error;
 pub mod layout;

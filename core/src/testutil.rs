@@ -37,27 +37,7 @@ pub(crate) fn heap_ring(geo: &Geometry) -> (HeapRegion, RingView) {
     let len = geo.total_len().expect("geometry fits") as usize;
     let mem = HeapRegion::new(len);
     let view = RingView::init(mem.region(), geo).expect("init");
-    settle(&mem);
     (mem, view)
-}
-
-/// Rewrites every word of the region with its own value through a plain (non-atomic) write.
-///
-/// `RingView::init` writes the header and registry as 64-bit atomic words; the protocols
-/// then use 32-bit atomics on some of those bytes (futex word, waiting count, registry pid
-/// and active). That never races (init happens before), but Miri's weak-memory emulation
-/// (nightly 2026-05) panics on such a mixed-size sequence. A plain write, legal because no
-/// other thread can see the ring yet, clears Miri's store buffers; outside Miri it is a no-op
-/// in effect.
-pub(crate) fn settle(mem: &HeapRegion) {
-    let r = mem.region();
-    for off in (0..r.len() / 8 * 8).step_by(8) {
-        // SAFETY: `off` is 8-aligned and inside the region.
-        let v = unsafe { r.a64(off) }.load(crate::sync::Ordering::Relaxed);
-        // SAFETY: same word; this thread is the only one with access to the fresh ring, so
-        // a plain write cannot race.
-        unsafe { r.as_ptr().add(off).cast::<u64>().write(v) };
-    }
 }
 
 /// A lossy SPMC ring (flags 0x0011) of `capacity` slots with `stride`-byte slots.

@@ -1,4 +1,6 @@
 //! Every `AttachError` variant, each produced by a deliberately corrupted ring (spec §1.3).
+// Heap-memory rings need `Region::from_raw_parts`, which loom builds do not have.
+#![cfg(not(loom))]
 
 use ringwire_core::broadcast::{NoWake, Producer};
 use ringwire_core::layout::{arena_off, hdr};

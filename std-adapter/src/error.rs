@@ -5,6 +5,9 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
+use ringwire_core::blackboard::BlackboardError;
+use ringwire_core::broadcast::blob::BlobError;
+use ringwire_core::broadcast::registry::RegistryError;
 use ringwire_core::{AttachError, GeometryError, InitError, RegionError};
 
 /// Result alias for the adapter.
@@ -22,6 +25,34 @@ pub enum Error {
         op: &'static str,
         /// The OS error.
         source: io::Error,
+    },
+    /// The reader registry refused (a full registry on a lossless ring, …).
+    Registry {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: RegistryError,
+    },
+    /// A blob could not be written or read.
+    Blob {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: BlobError,
+    },
+    /// A blackboard file is invalid, or an access was refused (spec §14).
+    Blackboard {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: BlackboardError,
+    },
+    /// A blackboard key's writer stopped mid-write (the same odd seqlock for 100 ms).
+    WriterStalled {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: usize,
     },
     /// The file is not a valid ring (spec §1.3).
     Attach {
@@ -101,6 +132,10 @@ impl Error {
         match self {
             Error::Io { path, .. }
             | Error::Attach { path, .. }
+            | Error::Registry { path, .. }
+            | Error::Blob { path, .. }
+            | Error::Blackboard { path, .. }
+            | Error::WriterStalled { path, .. }
             | Error::Geometry { path, .. }
             | Error::Init { path, .. }
             | Error::Region { path, .. }
@@ -148,6 +183,13 @@ impl fmt::Display for Error {
             Error::Io { op, source, .. } => write!(f, "ring {p}: {op} failed: {source}"),
             Error::Attach { source, .. } => write!(f, "ring {p}: {source}"),
             Error::Geometry { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::Registry { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::Blob { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::Blackboard { source, .. } => write!(f, "blackboard {p}: {source}"),
+            Error::WriterStalled { key, .. } => write!(
+                f,
+                "blackboard {p}: writer of key {key} stalled for more than 100 ms"
+            ),
             Error::Init { source, .. } => write!(f, "ring {p}: {source}"),
             Error::Region { source, .. } => write!(f, "ring {p}: {source}"),
             Error::ProducerAlreadyExists { .. } => {
@@ -174,6 +216,9 @@ impl std::error::Error for Error {
             Error::Io { source, .. } => Some(source),
             Error::Attach { source, .. } => Some(source),
             Error::Geometry { source, .. } => Some(source),
+            Error::Registry { source, .. } => Some(source),
+            Error::Blob { source, .. } => Some(source),
+            Error::Blackboard { source, .. } => Some(source),
             Error::Init { source, .. } => Some(source),
             Error::Region { source, .. } => Some(source),
             _ => None,

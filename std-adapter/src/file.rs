@@ -72,7 +72,7 @@ pub struct RingFile {
 const _: () = assert!(portable_atomic::AtomicU64::is_always_lock_free());
 const _: () = assert!(portable_atomic::AtomicU32::is_always_lock_free());
 
-fn map_file(path: &Path, file: &File, read_only: bool) -> Result<(MmapRaw, Region)> {
+pub(crate) fn map_file(path: &Path, file: &File, read_only: bool) -> Result<(MmapRaw, Region)> {
     let meta = file.metadata().map_err(|e| Error::io(path, "fstat", e))?;
     if !meta.is_file() {
         return Err(Error::NotRegularFile {
@@ -107,12 +107,13 @@ fn map_file(path: &Path, file: &File, read_only: bool) -> Result<(MmapRaw, Regio
     Ok((map, region))
 }
 
-fn open_exclusive(path: &Path, mode: u32, total: u64) -> Result<File> {
+pub(crate) fn open_exclusive(path: &Path, mode: u32, total: u64) -> Result<File> {
     for _ in 0..CREATE_ATTEMPTS {
         let file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
+            .truncate(false)
             .mode(mode)
             .open(path)
             .map_err(|e| Error::io(path, "open", e))?;
@@ -219,10 +220,41 @@ impl RingFile {
         })
     }
 
-    /// The validated ring.
+    /// The validated ring, for building the core's producers and consumers.
+    ///
+    /// # Safety
+    /// [`RingView`] is `Copy` and does not borrow the mapping: neither the returned view nor
+    /// any copy of it (nor anything built on one) may be used after this `RingFile` is
+    /// dropped, which unmaps the memory. The typed handles uphold this by owning the file and
+    /// declaring it after the core handle, so the core handle is dropped first.
     #[inline(always)]
-    pub fn view(&self) -> &RingView {
+    pub unsafe fn view(&self) -> &RingView {
         &self.view
+    }
+
+    /// The view, for this crate's typed handles, which own the file and drop their core
+    /// handle first (see [`RingFile::view`]).
+    #[inline(always)]
+    pub(crate) fn ring(&self) -> &RingView {
+        &self.view
+    }
+
+    /// The ring's validated geometry.
+    pub fn geometry(&self) -> &Geometry {
+        self.view.geometry()
+    }
+
+    /// A relaxed snapshot of the header.
+    pub fn header(&self) -> ringwire_core::layout::RingHeader {
+        self.view.header()
+    }
+
+    /// The current `write_seq` (acquire).
+    pub fn write_seq(&self) -> u64 {
+        // Acquire: records up to the value read are visible to the caller's reads after it.
+        self.view
+            .write_seq()
+            .load(ringwire_core::sync::Ordering::Acquire)
     }
 
     /// The path the ring was created at or attached through.

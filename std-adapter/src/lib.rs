@@ -3,6 +3,25 @@
 //!
 //! Ring files are created and attached exactly as ringfire 0.5.2 does (spec §1.2, §1.3), so
 //! rings made by either project are interchangeable.
+//!
+//! ```no_run
+//! use ringwire::{FutexWait, RingConsumer, RingProducer};
+//!
+//! # fn main() -> ringwire::Result<()> {
+//! let mut tx = RingProducer::<[u8; 64]>::create("/dev/shm/ticks", 1024)?;
+//! tx.push(&[7; 64]);
+//! // In another process (or thread): oldest retained first, then wait on the futex.
+//! let mut rx = RingConsumer::<[u8; 64]>::attach("/dev/shm/ticks")?;
+//! let rec = rx.recv_blocking(&mut FutexWait::default());
+//! assert_eq!(rec, [7; 64]);
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Modules: [`file`](mod@file) (create §1.2 / attach §1.3), [`producer`] and [`consumer`] (typed
+//! broadcast rings), [`blob`] (blob rings, §10), [`wait`] (busy spin, yield, futex, §11),
+//! [`checkpoint`] (offset files, §13), [`blackboard`] (§14), [`cli`] (the `ringwire`
+//! tool, §26).
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
@@ -10,12 +29,26 @@
 pub use ringwire_core as core;
 
 pub mod bench;
+pub mod blackboard;
+pub mod blob;
+pub mod checkpoint;
+pub mod cli;
+pub mod consumer;
 pub mod error;
 pub mod file;
 pub mod net;
+pub mod producer;
 pub mod queue;
+pub mod replica;
 pub mod sys;
 pub mod wait;
 
+pub use blackboard::{BlackboardConsumer, BlackboardProducer};
+pub use blob::{BlobConsumer, BlobProducer, BlobProducerBuilder};
+pub use checkpoint::OffsetCheckpoint;
+pub use consumer::{RingConsumer, RingConsumerBuilder};
 pub use error::{Error, Result};
 pub use file::{CleanupMode, CreateOptions, ReadOnlyRing, RegistryEntry, RingFile};
+pub use producer::{FlowControl, RingProducer, RingProducerBuilder};
+pub use ringwire_core::broadcast::StartMode;
+pub use wait::{BusySpin, FutexWait, FutexWake, WaitStrategy, YieldBackoff};

@@ -3,25 +3,29 @@
 //!
 //! # How `FutexWait` never loses a wake-up
 //!
-//! The producer (the core's `RingView::publish`) stores `write_seq` (release), issues a
-//! SeqCst fence and only then loads `waiting_consumers`; if it is non-zero it bumps
-//! `futex_word` and the adapter issues `FUTEX_WAKE` (shared). The sleeper reads
-//! `futex_word` into `v`, increments `waiting_consumers` (SeqCst), issues a SeqCst fence and
-//! then re-checks `write_seq`. The two fences order the two store→load pairs (Dekker):
-//! either the sleeper's re-check sees the new `write_seq` and it does not sleep, or the
-//! producer sees the increment and bumps `futex_word` after the sleeper read `v`, so the
-//! sleeper's `FUTEX_WAIT(v)` either fails at once (the word changed) or is already queued
-//! when `FUTEX_WAKE` runs (the kernel checks the value and queues under one lock).
+//! The producer (the core's `RingView::publish`, used by every ringwire producer) stores
+//! `write_seq` (release), then with only a compiler fence loads `waiting_consumers`; if it
+//! is non-zero it bumps `futex_word` and the adapter issues `FUTEX_WAKE` (shared, not
+//! private, since sleepers may be in other processes). A ringfire producer does the same.
 //!
-//! A ringfire producer has no fence between its publish and its waiter check (only a
-//! compiler fence); it relies on the sleeper's `membarrier(GLOBAL_EXPEDITED)`, which
-//! `FutexWait` issues between the increment and the re-check, as ringfire's reader does.
-//! Finally, every sleep has a finite timeout, so even a producer that never wakes anyone
-//! (ringfire's Python producer) delays a reader by at most that long.
+//! The sleeper reads `futex_word` into `v`, increments `waiting_consumers` (SeqCst), calls
+//! `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` and only then re-checks `write_seq`. The
+//! membarrier runs a full memory barrier on every running thread of every process
+//! registered for it (ring creators register, spec §1.2 step 1), so the producer's
+//! store→load pair is ordered against the sleeper's: either the re-check sees the new
+//! `write_seq` and the sleeper does not sleep, or the producer's load sees the increment
+//! and bumps `futex_word` after the sleeper read `v`, so `FUTEX_WAIT(v)` either fails at
+//! once (the word changed) or is already queued when `FUTEX_WAKE` runs (the kernel checks
+//! the value and queues under one lock).
+//!
+//! Every sleep has a finite timeout: a producer that never wakes anyone (ringfire's Python
+//! producer), or a process where membarrier is unavailable, delays a reader by at most that
+//! long (`RingView::publish_fenced` closes the window without membarrier).
 
 use std::time::Duration;
 
 use ringwire_core::RingView;
+use ringwire_core::broadcast::Wake;
 use ringwire_core::sync::{Ordering, fence};
 
 use crate::sys::{self, FutexOutcome};
@@ -113,6 +117,8 @@ pub struct FutexStats {
     pub changed: u64,
     /// Returned because the timeout passed.
     pub timed_out: u64,
+    /// Interrupted by a signal (or another futex error); the caller re-checks anyway.
+    pub interrupted: u64,
     /// Waits skipped because the re-check after announcing the sleeper found a message.
     pub rechecked: u64,
 }
@@ -123,7 +129,6 @@ pub struct FutexStats {
 pub struct FutexWait {
     spin_limit: u32,
     timeout: Duration,
-    membarrier: bool,
     stats: FutexStats,
 }
 
@@ -140,17 +145,8 @@ impl FutexWait {
         FutexWait {
             spin_limit,
             timeout: timeout.unwrap_or(NONE_FUTEX_TIMEOUT),
-            membarrier: true,
             stats: FutexStats::default(),
         }
-    }
-
-    /// Whether to issue `membarrier(GLOBAL_EXPEDITED)` before the re-check (default on).
-    /// It is needed only for producers without a fence (ringfire's); ringwire producers
-    /// fence, so a reader that only follows ringwire rings may turn it off.
-    pub fn with_membarrier(mut self, on: bool) -> Self {
-        self.membarrier = on;
-        self
     }
 
     /// The configured sleep timeout.
@@ -181,17 +177,17 @@ impl WaitStrategy for FutexWait {
         // SeqCst: announces the sleeper; one half of the Dekker pair with the producer's
         // publish-fence-load (see the module docs).
         ring.waiting_consumers().fetch_add(1, Ordering::SeqCst);
-        // SeqCst fence: the re-check below cannot be ordered before the announcement.
+        // SeqCst fence: the re-check below cannot be ordered before the announcement; the
+        // membarrier then orders the producer's publish against it (module docs).
         fence(Ordering::SeqCst);
-        if self.membarrier {
-            sys::membarrier_global();
-        }
+        sys::membarrier_global();
         if published(ring, cursor) {
             self.stats.rechecked += 1;
         } else {
             self.stats.sleeps += 1;
             match sys::futex_wait(word.as_ptr(), v, self.timeout) {
-                FutexOutcome::Woken | FutexOutcome::Interrupted => self.stats.woken += 1,
+                FutexOutcome::Woken => self.stats.woken += 1,
+                FutexOutcome::Interrupted => self.stats.interrupted += 1,
                 FutexOutcome::Changed => self.stats.changed += 1,
                 FutexOutcome::TimedOut => self.stats.timed_out += 1,
             }
@@ -207,4 +203,16 @@ impl WaitStrategy for FutexWait {
 /// `bump_futex_if_waiting`) returned `true`.
 pub fn wake_all(ring: &RingView) {
     sys::futex_wake_all(ring.futex_word().as_ptr());
+}
+
+/// The std side of the core's [`Wake`]: a shared `FUTEX_WAKE` of every sleeper on the
+/// ring's futex word (the core has already bumped it).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FutexWake;
+
+impl Wake for FutexWake {
+    #[inline]
+    fn wake(&self, view: &RingView) {
+        wake_all(view);
+    }
 }

@@ -17,22 +17,11 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use ringwire::bench::floor::{cacheline_round_trips, pin_to};
-use ringwire::core::broadcast::{Consumer, Producer, StartMode, Wake};
-use ringwire::core::layout::{Geometry, schema_signature_of, slot_stride};
-use ringwire::core::{Expect, RingView};
-use ringwire::{CreateOptions, RingFile};
+use ringwire::{RingConsumer, RingProducer};
 
 type Rec = [u8; 64];
 const CAP: u64 = 1 << 16;
-const STRIDE: usize = slot_stride(64, 1);
 const STOP: u64 = u64::MAX;
-
-struct FutexWake;
-impl Wake for FutexWake {
-    fn wake(&self, view: &RingView) {
-        ringwire::wait::wake_all(view);
-    }
-}
 
 fn shm_path(tag: &str) -> PathBuf {
     PathBuf::from(format!("/dev/shm/rw-bench-{}-{tag}", std::process::id()))
@@ -48,26 +37,15 @@ fn seq_of(r: &[u8]) -> u64 {
     u64::from_ne_bytes(r[..8].try_into().unwrap_or([0; 8]))
 }
 
-fn geometry() -> Geometry {
-    Geometry::spmc(CAP, STRIDE, 1, 0, false)
-        .expect("valid geometry")
-        .with_schema(schema_signature_of::<Rec>())
-}
-
-fn expect() -> Expect {
-    Expect {
-        element_size: Some(STRIDE as u32),
-        schema_sig: Some(schema_signature_of::<Rec>()),
-        slot_align: 8,
-    }
-}
-
-/// Opens a ring another process is creating: retries until it exists and validates.
-fn open_when_ready(path: &Path) -> RingFile {
+/// Attaches to a ring another process is creating: retries until it exists and validates.
+fn ringwire_attach(path: &Path) -> RingConsumer<Rec> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        match RingFile::open(path, expect()) {
-            Ok(f) => return f,
+        match RingConsumer::<Rec>::builder()
+            .start_from_head()
+            .attach(path)
+        {
+            Ok(c) => return c,
             Err(e) if Instant::now() > deadline => panic!("{}: {e}", path.display()),
             Err(_) => std::thread::sleep(Duration::from_millis(2)),
         }
@@ -89,18 +67,16 @@ fn ringfire_attach(path: &Path) -> ringfire::RingConsumer<Rec> {
 
 fn push_drain_ringwire(iters: u64) -> Duration {
     let path = shm_path("push-rw");
-    let file = RingFile::create(&path, &geometry(), &CreateOptions::default()).expect("create");
-    let mut prod = Producer::new(*file.view(), FutexWake).expect("producer");
+    let mut prod = RingProducer::<Rec>::create(&path, CAP).expect("create");
     let stop = Arc::new(AtomicBool::new(false));
     let reader = {
-        let (view, stop) = (*file.view(), stop.clone());
+        let (path, stop) = (path.clone(), stop.clone());
         std::thread::spawn(move || {
             pin_to(1);
-            let mut c = Consumer::new(view, StartMode::Head);
-            let mut buf = [0u8; 64];
+            let mut c = ringwire_attach(&path);
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
-                if c.try_recv(&mut buf).is_some() {
+                if c.try_recv().is_some() {
                     n += 1;
                 }
             }
@@ -115,8 +91,6 @@ fn push_drain_ringwire(iters: u64) -> Duration {
     let dt = t0.elapsed();
     stop.store(true, Ordering::Relaxed);
     let _ = reader.join();
-    // The ring file (and its unlink) outlives every view into it.
-    drop(file);
     dt
 }
 
@@ -156,16 +130,12 @@ fn echo(kind: &str, ping: &Path, pong: &Path) {
     pin_to(1);
     let deadline = Instant::now() + Duration::from_secs(600);
     if kind == "ringwire" {
-        let out =
-            RingFile::create(pong, &geometry(), &CreateOptions::default()).expect("create pong");
-        let mut prod = Producer::new(*out.view(), FutexWake).expect("producer");
-        let inp = open_when_ready(ping);
-        let mut c = Consumer::new(*inp.view(), StartMode::Head);
-        let mut buf = [0u8; 64];
+        let mut prod = RingProducer::<Rec>::create(pong, CAP).expect("create pong");
+        let mut c = ringwire_attach(ping);
         while Instant::now() < deadline {
-            if c.try_recv(&mut buf).is_some() {
-                prod.push(&buf);
-                if seq_of(&buf) == STOP {
+            if let Some(r) = c.try_recv() {
+                prod.push(&r);
+                if seq_of(&r) == STOP {
                     break;
                 }
             }
@@ -238,15 +208,12 @@ fn bench_round_trip(c: &mut Criterion, name: &str, mut one: impl FnMut(u64)) {
 
 fn round_trip_ringwire(c: &mut Criterion) {
     let (ping, pong) = (shm_path("rt-rw-ping"), shm_path("rt-rw-pong"));
-    let out = RingFile::create(&ping, &geometry(), &CreateOptions::default()).expect("create ping");
-    let mut prod = Producer::new(*out.view(), FutexWake).expect("producer");
+    let mut prod = RingProducer::<Rec>::create(&ping, CAP).expect("create ping");
     let child = EchoChild::spawn("ringwire", &ping, &pong);
-    let inp = open_when_ready(&pong);
-    let mut cons = Consumer::new(*inp.view(), StartMode::Head);
-    let mut buf = [0u8; 64];
+    let mut cons = ringwire_attach(&pong);
     bench_round_trip(c, "round_trip_2proc/ringwire", |seq| {
         prod.push(&rec(seq));
-        while !(cons.try_recv(&mut buf).is_some() && seq_of(&buf) == seq) {
+        while cons.try_recv().is_none_or(|r| seq_of(&r) != seq) {
             std::hint::spin_loop();
         }
     });

@@ -1,5 +1,6 @@
 //! Shared helpers for ringwire's cross-crate tests.
 #![deny(missing_docs)]
 
+pub mod records;
 pub mod shm;
 pub mod sim;

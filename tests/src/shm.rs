@@ -59,3 +59,9 @@ pub fn patch(path: &Path, offset: u64, bytes: &[u8]) {
         .expect("open for patch");
     f.write_all_at(bytes, offset).expect("patch");
 }
+
+/// A ring file's view, borrowed for a test's direct protocol calls while the file is alive.
+pub fn view(r: &ringwire::RingFile) -> &ringwire::core::RingView {
+    // SAFETY: the returned borrow cannot outlive `r`; tests never copy it out.
+    unsafe { r.view() }
+}

@@ -6,7 +6,7 @@ use ringfire::{BlobProducer, FlowControl, RingConsumer, RingProducer, RingProduc
 use ringwire::core::layout::{Flags, schema_signature_of, slot_stride};
 use ringwire::core::{AttachError, Expect, Geometry, SlotRead};
 use ringwire::{CreateOptions, Error, ReadOnlyRing, RingFile};
-use ringwire_tests::shm::ShmPath;
+use ringwire_tests::shm::{ShmPath, view};
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[repr(C)]
@@ -48,7 +48,7 @@ fn ringfire_spmc_ring_attached_and_read_by_ringwire() {
         prod.push(&tick(i));
     }
     let ring = RingFile::open(&p, expect_of::<Tick>()).unwrap();
-    let h = ring.view().header();
+    let h = view(&ring).header();
     assert_eq!(h.version, 2);
     assert_eq!(h.capacity, 64);
     assert_eq!(h.mask, 63);
@@ -63,14 +63,14 @@ fn ringfire_spmc_ring_attached_and_read_by_ringwire() {
     // Every retained record reads back tear-free with ringfire's bytes.
     let mut buf = [0u8; 16];
     for seq in 37..=100 {
-        assert_eq!(ring.view().read_slot(seq, &mut buf), SlotRead::Ok);
+        assert_eq!(view(&ring).read_slot(seq, &mut buf), SlotRead::Ok);
         assert_eq!(parse_tick(&buf), tick(seq));
     }
     assert_eq!(
-        ring.view().read_slot(36, &mut buf),
+        view(&ring).read_slot(36, &mut buf),
         SlotRead::Overwritten { seen: 100 }
     );
-    assert_eq!(ring.view().read_slot(101, &mut buf), SlotRead::Pending);
+    assert_eq!(view(&ring).read_slot(101, &mut buf), SlotRead::Pending);
 }
 
 #[test]
@@ -110,9 +110,9 @@ fn ringfire_blob_ring_layout_and_arena() {
     let ours = Geometry::blob(4, 32, 32, 256)
         .unwrap()
         .with_schema(schema_signature_of::<u32>());
-    assert_eq!(*ring.view().geometry(), ours);
+    assert_eq!(*view(&ring).geometry(), ours);
     assert_eq!(ring.file_len(), 2624);
-    assert_eq!(ring.view().header().flags, 0x0311);
+    assert_eq!(view(&ring).header().flags, 0x0311);
     let ro = ReadOnlyRing::open(&p).unwrap();
     assert_eq!(ro.arena_reserved(), Some(0xC0));
     // The second descriptor points at arena offset 0x40 with length 70 (spec §10.3).
@@ -157,8 +157,8 @@ fn ringwire_ring_read_by_ringfire_consumer() {
         bytes[0..8].copy_from_slice(&t.px.to_ne_bytes());
         bytes[8..12].copy_from_slice(&t.qty.to_ne_bytes());
         bytes[12] = t.side;
-        ring.view().write_slot(i, &bytes);
-        if ring.view().publish(i) {
+        view(&ring).write_slot(i, &bytes);
+        if view(&ring).publish(i) {
             ring.wake_all();
         }
     }

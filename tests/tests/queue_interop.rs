@@ -75,7 +75,8 @@ fn lossy_mpmc_ring_shared_with_ringfire() {
     let path = tmp("lossy-rf");
     let rf_prod = ringfire::MpmcProducer::<u64>::create(&path, 8).unwrap();
     let file = RingFile::open(&path, expect).unwrap();
-    let rw_prod = LossyMpmcProducer::new(*file.view()).unwrap();
+    // SAFETY: `file` is declared first, so it outlives this handle and its view copy.
+    let rw_prod = LossyMpmcProducer::new(*unsafe { file.view() }).unwrap();
     assert_eq!(rf_prod.push(&1), 1);
     assert!(matches!(
         rw_prod.push(&2u64.to_le_bytes(), no_clock),
@@ -83,7 +84,8 @@ fn lossy_mpmc_ring_shared_with_ringfire() {
     ));
     assert_eq!(rf_prod.push(&3), 3);
     let mut rf_cons = ringfire::MpmcQueueConsumer::<u64>::attach(&path).unwrap();
-    let mut rw_cons = LossyMpmcConsumer::new(*file.view()).unwrap();
+    // SAFETY: `file` is declared first, so it outlives this handle and its view copy.
+    let mut rw_cons = LossyMpmcConsumer::new(*unsafe { file.view() }).unwrap();
     let mut b = [0u8; 8];
     assert_eq!(rw_cons.try_recv(&mut b), Some(1));
     assert_eq!(u64::from_le_bytes(b), 1);
@@ -99,7 +101,8 @@ fn lossy_mpmc_ring_shared_with_ringfire() {
     let path = tmp("lossy-rw");
     let g = Geometry::mpmc(8, 16, 8).unwrap();
     let file = RingFile::create(&path, &g, &CreateOptions::default()).unwrap();
-    let rw_prod = LossyMpmcProducer::new(*file.view()).unwrap();
+    // SAFETY: `file` is declared first, so it outlives this handle and its view copy.
+    let rw_prod = LossyMpmcProducer::new(*unsafe { file.view() }).unwrap();
     let rf_prod = ringfire::MpmcProducer::<u64>::attach(&path).unwrap();
     for v in [10u64, 11] {
         assert!(matches!(
@@ -111,7 +114,8 @@ fn lossy_mpmc_ring_shared_with_ringfire() {
     let mut rf_cons = ringfire::MpmcQueueConsumer::<u64>::attach(&path).unwrap();
     assert_eq!(rf_cons.try_recv(), Some(10));
     assert_eq!(rf_cons.try_recv(), Some(11));
-    let mut rw_cons = LossyMpmcConsumer::new(*file.view()).unwrap();
+    // SAFETY: `file` is declared first, so it outlives this handle and its view copy.
+    let mut rw_cons = LossyMpmcConsumer::new(*unsafe { file.view() }).unwrap();
     assert_eq!(rw_cons.try_recv(&mut b), Some(3));
     assert_eq!(u64::from_le_bytes(b), 12);
     assert_eq!(rf_cons.try_recv(), None);

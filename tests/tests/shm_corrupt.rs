@@ -5,7 +5,7 @@ use proptest::prelude::*;
 use ringwire::core::layout::{RING_MAGIC, hdr};
 use ringwire::core::{AttachError, Expect, Geometry};
 use ringwire::{CleanupMode, CreateOptions, Error, ReadOnlyRing, RingFile};
-use ringwire_tests::shm::{ShmPath, patch};
+use ringwire_tests::shm::{ShmPath, patch, view};
 
 fn persistent() -> CreateOptions {
     CreateOptions {
@@ -50,7 +50,7 @@ fn attach_err(p: &ShmPath) -> (AttachError, String) {
 fn valid_rings_attach() {
     let p = plain_ring("valid");
     let r = RingFile::open(&p, Expect::RAW).unwrap();
-    assert_eq!(r.view().capacity(), 8);
+    assert_eq!(view(&r).capacity(), 8);
     let b = blob_ring("valid-blob");
     let r = ReadOnlyRing::open(&b).unwrap();
     assert_eq!(r.geometry().arena_size, 256);
@@ -378,7 +378,7 @@ proptest! {
             }
         }
         match RingFile::open(&p, Expect::RAW) {
-            Ok(r) => prop_assert!(r.view().geometry().total_len().is_some()),
+            Ok(r) => prop_assert!(view(&r).geometry().total_len().is_some()),
             Err(e) => prop_assert!(e.attach_error().is_some()),
         }
     }

@@ -6,7 +6,7 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use ringwire::core::layout::RING_MAGIC;
 use ringwire::core::{Expect, Geometry, GeometryError};
 use ringwire::{CleanupMode, CreateOptions, Error, RingFile};
-use ringwire_tests::shm::ShmPath;
+use ringwire_tests::shm::{ShmPath, view};
 
 fn geo() -> Geometry {
     Geometry::spmc(16, 16, 8, 0, false).unwrap()
@@ -91,7 +91,7 @@ fn stale_ring_is_replaced_by_a_fresh_inode() {
     assert_ne!(second.inode(), old, "a stale ring must get a fresh inode");
     assert!(reader.is_replaced(), "the reader must see the replacement");
     // The orphaned mapping stays consistent.
-    assert_eq!(reader.view().capacity(), 16);
+    assert_eq!(view(&reader).capacity(), 16);
 }
 
 #[test]
@@ -125,8 +125,8 @@ fn legacy_mode_truncates_without_lock() {
 fn flush_succeeds() {
     let p = ShmPath::new("flush");
     let r = RingFile::create(&p, &geo(), &CreateOptions::default()).unwrap();
-    r.view().write_slot(1, &[1, 2, 3]);
-    r.view().publish(1);
+    view(&r).write_slot(1, &[1, 2, 3]);
+    view(&r).publish(1);
     r.flush().unwrap();
 }
 

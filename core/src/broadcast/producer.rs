@@ -76,6 +76,8 @@ pub struct Producer<W: Wake = NoWake> {
     /// Last value stored into `write_seq` (the producer is its only writer).
     published: u64,
     gate: Option<Gate>,
+    /// Publish with a full fence (no membarrier on this platform), see `set_fenced_publish`.
+    fenced: bool,
 }
 
 impl<W: Wake> Producer<W> {
@@ -107,7 +109,16 @@ impl<W: Wake> Producer<W> {
             next: published.saturating_add(1),
             published,
             gate,
+            fenced: false,
         })
+    }
+
+    /// Publishes with [`RingView::publish_fenced`] (a SeqCst fence per publish) instead of
+    /// [`RingView::publish`]. Use it where sleepers cannot rely on `membarrier` (firmware,
+    /// or when the producer's membarrier registration failed, spec §11): then no wake-up is
+    /// lost even before a sleeper's timeout.
+    pub fn set_fenced_publish(&mut self, fenced: bool) {
+        self.fenced = fenced;
     }
 
     /// True when the ring is lossless (flag `POLICY_LOSSLESS_BACKPRESSURE`):
@@ -255,7 +266,12 @@ impl<W: Wake> Producer<W> {
     #[inline(always)]
     fn publish(&mut self, seq: u64) {
         self.published = seq;
-        if self.view.publish(seq) {
+        let woke = if self.fenced {
+            self.view.publish_fenced(seq)
+        } else {
+            self.view.publish(seq)
+        };
+        if woke {
             self.wake.wake(&self.view);
         }
     }
@@ -386,6 +402,21 @@ mod tests {
         // An empty batch publishes nothing and wakes nobody.
         assert_eq!(p.push_batch(core::iter::empty()), 6..6);
         assert_eq!(p.waker().0.get(), 2);
+    }
+
+    #[test]
+    fn fenced_publish_wakes_the_same_way() {
+        let (_m, view) = spmc_ring(4, 16);
+        let mut p = Producer::new(view, CountWake::default()).unwrap();
+        p.set_fenced_publish(true);
+        p.push(&[1]);
+        assert_eq!(p.waker().0.get(), 0);
+        view.waiting_consumers().store(2, Ordering::Relaxed);
+        assert!(p.write_raw(2, &[2]));
+        assert_eq!(p.commit(), 2);
+        assert_eq!(p.waker().0.get(), 1);
+        assert_eq!(view.futex_word().load(Ordering::Relaxed), 1);
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), 2);
     }
 
     #[test]

@@ -307,9 +307,9 @@ impl SourceSession {
         let w = ring.write_seq();
         let oldest = oldest_retained(w, geo.capacity);
         let (cursor, mut flags) = match h.seq {
-            0 => (w + 1, 0),
+            0 => (w.saturating_add(1), 0),
             HELLO_OLDEST => (oldest, 0),
-            s if s > w + 1 => (w + 1, GEOMETRY_RESET),
+            s if s > w.saturating_add(1) => (w.saturating_add(1), GEOMETRY_RESET),
             s => (s.max(oldest), 0),
         };
         self.cursor = cursor;

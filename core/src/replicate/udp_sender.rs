@@ -94,7 +94,7 @@ impl<const N: usize> UdpSender<N> {
             },
             session,
             budget: mtu.max(17),
-            cursor: write_seq + 1,
+            cursor: write_seq.saturating_add(1),
             pacer: Pacer::new(cfg.pacing),
             last_beat: now,
             peers: Vec::new(),

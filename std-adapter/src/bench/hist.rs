@@ -133,8 +133,8 @@ impl std::fmt::Display for Summary {
 pub fn fmt_ns(ns: u64) -> String {
     match ns {
         0..=9_999 => format!("{ns} ns"),
-        10_000..=9_999_999 => format!("{:.1} µs", ns as f64 / 1e3),
-        10_000_000..=9_999_999_999 => format!("{:.2} ms", ns as f64 / 1e6),
+        10_000..=999_999 => format!("{:.1} µs", ns as f64 / 1e3),
+        1_000_000..=9_999_999_999 => format!("{:.2} ms", ns as f64 / 1e6),
         _ => format!("{:.2} s", ns as f64 / 1e9),
     }
 }
@@ -220,6 +220,8 @@ mod tests {
     fn units() {
         assert_eq!(fmt_ns(950), "950 ns");
         assert_eq!(fmt_ns(12_345), "12.3 µs");
+        assert_eq!(fmt_ns(999_999), "1000.0 µs");
+        assert_eq!(fmt_ns(6_066_200), "6.07 ms");
         assert_eq!(fmt_ns(25_000_000), "25.00 ms");
     }
 }

@@ -1,2 +1,5 @@
-//! The `ringwire` command-line tool.
-fn main() {}
+//! The `ringwire` command-line tool: `stat`, `top`, `dump`, `prune` (spec §26).
+
+fn main() -> std::process::ExitCode {
+    ringwire::cli::main()
+}

@@ -4,7 +4,6 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use memmap2::MmapMut;
@@ -92,41 +91,22 @@ impl QueueMem {
         let len = geo
             .total_len()
             .ok_or(QueueFileError::Geometry(QueueGeometryError::TooLarge))?;
-        for _ in 0..8 {
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(false)
-                .mode(0o660)
-                .open(path)?;
-            // SAFETY: flock on a descriptor we own; no memory is passed.
-            if unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-                return Err(QueueFileError::Locked(path.to_owned()));
-            }
-            let mine = f.metadata()?;
-            match std::fs::metadata(path) {
-                Ok(m) if m.dev() == mine.dev() && m.ino() == mine.ino() => {}
-                _ => continue, // the path was replaced meanwhile
-            }
-            if mine.len() != 0 {
-                // A stale queue whose creator is gone (we hold its lock): fresh inode.
-                std::fs::remove_file(path)?;
-                continue;
-            }
-            f.set_len(len)?;
-            let mut map = map_file(&f, len as usize)?;
-            let region = region_of(&mut map)?;
-            let view = QueueView::init(region, geo).map_err(QueueFileError::Init)?;
-            return Ok(QueueMem {
-                map,
-                view,
-                path: Some(path.to_owned()),
-                unfenced_notify: crate::sys::membarrier_registered(),
-                _lock: Some(f),
-            });
-        }
-        Err(QueueFileError::Locked(path.to_owned()))
+        // The same exclusive-creation protocol as ring files (spec §1.2): flock, inode
+        // check, a stale file replaced by a fresh inode, 8 attempts.
+        let f = crate::file::open_exclusive(path, 0o660, len).map_err(|e| match e {
+            crate::Error::ProducerAlreadyExists { .. } => QueueFileError::Locked(path.to_owned()),
+            other => QueueFileError::Io(io::Error::other(other.to_string())),
+        })?;
+        let mut map = map_file(&f, len as usize)?;
+        let region = region_of(&mut map)?;
+        let view = QueueView::init(region, geo).map_err(QueueFileError::Init)?;
+        Ok(QueueMem {
+            map,
+            view,
+            path: Some(path.to_owned()),
+            unfenced_notify: crate::sys::membarrier_registered(),
+            _lock: Some(f),
+        })
     }
 
     /// Opens an existing queue file, with every attach check.
@@ -171,14 +151,31 @@ impl QueueMem {
         })
     }
 
-    /// The queue.
-    pub fn view(&self) -> &QueueView {
+    /// The queue, for building the core's queue handles.
+    ///
+    /// # Safety
+    /// [`QueueView`] is `Copy` and does not borrow the mapping: neither the returned view nor
+    /// any copy of it may be used after this `QueueMem` is dropped, which unmaps the memory.
+    /// The typed handles keep the `QueueMem` alive (an `Arc`) as long as their core handle.
+    pub unsafe fn view(&self) -> &QueueView {
         &self.view
     }
 
     /// Whether this process's notifiers may skip the fence (membarrier registered).
     pub(super) fn unfenced_notify(&self) -> bool {
         self.unfenced_notify
+    }
+
+    /// The view, for this crate's typed handles, which keep the mapping alive in an `Arc`
+    /// as long as their core handle (see [`QueueMem::view`]).
+    #[inline(always)]
+    pub(crate) fn queue(&self) -> &QueueView {
+        &self.view
+    }
+
+    /// The queue's validated geometry.
+    pub fn geometry(&self) -> &ringwire_core::queue::QueueGeometry {
+        self.view.geometry()
     }
 
     /// The file, if the queue lives in one.

@@ -44,7 +44,8 @@ impl<T: Item> MpmcQueue<T> {
     }
 
     fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
-        let inner = q::MpmcQueue::new(*mem.view()).map_err(|e| wrong_kind(&mem, e))?;
+        // The copy lives in the handle, which holds the mapping (`Arc<QueueMem>`).
+        let inner = q::MpmcQueue::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
         Ok(MpmcQueue {
             inner,
             mem,
@@ -65,7 +66,7 @@ impl<T: Item> MpmcQueue<T> {
         loop {
             match self.try_push(item) {
                 Err(PushError::Full) if Instant::now() < deadline => {
-                    wait_for(self.mem.view(), Side::Space, deadline, || {
+                    wait_for(self.mem.queue(), Side::Space, deadline, || {
                         self.inner.has_space()
                     });
                 }
@@ -82,7 +83,7 @@ impl<T: Item> MpmcQueue<T> {
             match self.try_pop()? {
                 (None, h) if Instant::now() < deadline => {
                     healed += h;
-                    wait_for(self.mem.view(), Side::Data, deadline, || {
+                    wait_for(self.mem.queue(), Side::Data, deadline, || {
                         self.inner.has_item()
                     });
                 }

@@ -67,7 +67,8 @@ impl<T: Item> SpscProducer<T> {
 
     fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
         let role = mem.lock_role(PRODUCER_LOCK_BYTE, "producer")?;
-        let inner = q::SpscProducer::new(*mem.view()).map_err(|e| wrong_kind(&mem, e))?;
+        // The copy lives in the handle, which holds the mapping (`Arc<QueueMem>`).
+        let inner = q::SpscProducer::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
         Ok(SpscProducer {
             inner,
             mem,
@@ -100,7 +101,7 @@ impl<T: Item> SpscProducer<T> {
         loop {
             match self.try_push(item) {
                 Err(PushError::Full) if Instant::now() < deadline => {
-                    let view = *self.mem.view();
+                    let view = *self.mem.queue();
                     wait_for(&view, Side::Space, deadline, || self.inner.free() > 0);
                 }
                 r => return r,
@@ -130,7 +131,8 @@ impl<T: Item> SpscConsumer<T> {
 
     fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
         let role = mem.lock_role(CONSUMER_LOCK_BYTE, "consumer")?;
-        let inner = q::SpscConsumer::new(*mem.view()).map_err(|e| wrong_kind(&mem, e))?;
+        // The copy lives in the handle, which holds the mapping (`Arc<QueueMem>`).
+        let inner = q::SpscConsumer::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
         Ok(SpscConsumer {
             inner,
             mem,
@@ -171,7 +173,7 @@ impl<T: Item> SpscConsumer<T> {
         loop {
             match self.try_pop()? {
                 None if Instant::now() < deadline => {
-                    let view = *self.mem.view();
+                    let view = *self.mem.queue();
                     wait_for(&view, Side::Data, deadline, || {
                         self.inner.ready().map_or(true, |n| n > 0)
                     });

@@ -43,7 +43,7 @@ fn words(view: &QueueView, side: Side) -> (A32<'_>, A32<'_>) {
 /// failed, this process keeps the fenced check, which pairs with the sleeper's SeqCst fence.
 #[inline]
 pub(super) fn notify(mem: &QueueMem, side: Side) {
-    let view = mem.view();
+    let view = mem.queue();
     let bumped = match (side, mem.unfenced_notify()) {
         (Side::Data, true) => view.notify_data_unfenced(),
         (Side::Data, false) => view.notify_data(),

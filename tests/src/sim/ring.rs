@@ -83,6 +83,8 @@ pub struct CheckedSink {
     pub violations: Vec<String>,
     /// Ring (re)creations.
     pub creations: u32,
+    /// Index in `writes` where the current ring's writes begin.
+    pub since_creation: usize,
     last: u64,
 }
 
@@ -98,6 +100,7 @@ impl CheckedSink {
             now: 0,
             violations: Vec::new(),
             creations: 0,
+            since_creation: 0,
             last: 0,
         }
     }
@@ -113,6 +116,7 @@ impl RecordSink for CheckedSink {
     }
     fn recreate(&mut self, geo: &Geometry) -> Result<(), SinkError> {
         self.creations += 1;
+        self.since_creation = self.writes.len();
         self.last = 0;
         self.inner.recreate(geo)
     }

@@ -61,6 +61,9 @@ pub struct Scenario {
     pub mirrors: Vec<MirrorSpec>,
     /// RNG seed for everything random during the run.
     pub seed: u64,
+    /// When the source restarts (ns): a fresh ring from sequence 1, a new session byte, every
+    /// connection broken; mirrors reconnect with `Start::Resume`.
+    pub source_restart: Option<u64>,
     /// TCP bytes in flight before the source stops writing (the socket buffers).
     pub tcp_window: usize,
     /// Give up (and report non-convergence) at this simulated time (ns).
@@ -131,6 +134,7 @@ impl Scenario {
             duplicate: 1 + r.range(0, 2) as u8,
             mirrors,
             seed,
+            source_restart: None,
             tcp_window: r.range(256, 4096) as usize,
             deadline: 10_000_000_000,
         }
@@ -144,6 +148,8 @@ pub struct MirrorReport {
     pub spec: MirrorSpec,
     /// Reconnections with `Start::Resume`.
     pub reconnects: u32,
+    /// If the source restarted: whether this mirror held records at that moment.
+    pub held_at_restart: Option<bool>,
     /// Its counters.
     pub counters: MirrorCounters,
     /// First sequence it was due (its `next` when the handshake finished).
@@ -219,6 +225,8 @@ struct Node<'a> {
     naks: Vec<(u64, u64, u64)>,
     lost: Vec<(u64, u64, u64)>,
     reconnects: u32,
+    /// Ring creations when the source restarted, and whether the ring held records.
+    restarted: Option<(u32, bool)>,
 }
 
 fn t(now: u64) -> Instant {
@@ -230,19 +238,16 @@ pub fn run(sc: &Scenario) -> Report {
     let mut rng = Rng::new(sc.seed.wrapping_mul(31).wrapping_add(7));
     let mut ring = SourceRing::new(sc.capacity, sc.record_len);
     let ring_bytes = ring.view.geometry().total_len().unwrap() as usize;
-    let session_byte = (sc.seed & 0xFF) as u8;
-    let mut udp: UdpSender<16> = UdpSender::new(
-        UdpConfig {
-            multicast: Some(GROUP),
-            mtu: sc.mtu,
-            duplicate: sc.duplicate,
-            batch: sc.batch,
-            ..UdpConfig::default()
-        },
-        session_byte,
-        0,
-        t(0),
-    );
+    let mut session_byte = (sc.seed & 0xFF) as u8;
+    let udp_cfg = UdpConfig {
+        multicast: Some(GROUP),
+        mtu: sc.mtu,
+        duplicate: sc.duplicate,
+        batch: sc.batch,
+        ..UdpConfig::default()
+    };
+    let mut restart_at = sc.source_restart;
+    let mut udp: UdpSender<16> = UdpSender::new(udp_cfg, session_byte, 0, t(0));
     let mut mem: Vec<(Vec<HeldEntry>, Vec<u8>, Vec<u8>)> = sc
         .mirrors
         .iter()
@@ -308,6 +313,7 @@ pub fn run(sc: &Scenario) -> Report {
                 naks: Vec::new(),
                 lost: Vec::new(),
                 reconnects: 0,
+                restarted: None,
             }
         })
         .collect();
@@ -323,6 +329,27 @@ pub fn run(sc: &Scenario) -> Report {
             ring.push();
             produced += 1;
             next_write += rng.range(sc.interval.0, sc.interval.1);
+        }
+        if restart_at.is_some_and(|r| r <= now) {
+            restart_at = None;
+            ring = SourceRing::new(sc.capacity, sc.record_len);
+            session_byte ^= 0x5A;
+            udp = UdpSender::new(udp_cfg, session_byte, 0, t(now));
+            for n in nodes.iter_mut() {
+                n.s2m.clear();
+                n.m2s.clear();
+                n.sbuf.clear();
+                n.scfg.session = session_byte;
+                n.session = SourceSession::new(n.scfg, n.session.peer(), t(now));
+                n.mirror.reconnect(Start::Resume, &n.sink);
+                n.start = None;
+                n.gaps.clear();
+                n.lost.clear();
+                // A mirror that holds records must see RESET and make a fresh ring; one that
+                // holds none may adopt its empty ring.
+                let holds = n.sink.writes.len() > n.sink.since_creation;
+                n.restarted = Some((n.sink.creations, holds));
+            }
         }
         let src = FixedSource(ring.view);
         // Deliveries.
@@ -497,6 +524,7 @@ pub fn run(sc: &Scenario) -> Report {
             }
             at(n.mirror.poll_timeout());
             at(n.spec.disconnect.map(Instant::from_nanos));
+            at(restart_at.map(Instant::from_nanos));
             for x in [
                 n.s2m.next_at(),
                 n.m2s.next_at(),
@@ -535,10 +563,23 @@ fn check(n: Node<'_>, source_written: u64, end: u64) -> MirrorReport {
     if n.start.is_none() {
         v.push("handshake never finished".into());
     }
-    if n.sink.creations != 1 {
-        v.push(format!("ring created {} times", n.sink.creations));
+    // One ring, plus one more if the mirror held records when the source restarted (RESET).
+    let creations = match n.restarted {
+        None => 1..=1,
+        Some((c, true)) => c + 1..=c + 1,
+        Some((c, false)) => c.max(1)..=c + 1,
+    };
+    if !creations.contains(&n.sink.creations) {
+        v.push(format!(
+            "ring created {} times, expected {creations:?}",
+            n.sink.creations
+        ));
     }
-    let written: HashSet<u64> = n.sink.writes.iter().map(|w| w.0).collect();
+    // Only the current ring (the source's current incarnation) is checked for completeness.
+    let written: HashSet<u64> = n.sink.writes[n.sink.since_creation..]
+        .iter()
+        .map(|w| w.0)
+        .collect();
     let mut missing = Vec::new();
     if n.start.is_some() {
         for s in start..=source_written {
@@ -589,6 +630,7 @@ fn check(n: Node<'_>, source_written: u64, end: u64) -> MirrorReport {
     MirrorReport {
         spec: n.spec,
         reconnects: n.reconnects,
+        held_at_restart: n.restarted.map(|r| r.1),
         counters: n.mirror.counters(),
         start,
         written: n.sink.writes.len(),

@@ -7,14 +7,19 @@
 
 use core::fmt;
 
-use super::holdback::{HoldBack, HoldError};
+mod apply;
+mod nak;
+
+use nak::Nak;
+
+use super::holdback::HoldBack;
 use super::ring_io::{RecordSink, SinkError};
 use super::time::{Duration, Instant, earliest};
 use super::{Channel, PeerAddr, Transmit};
 use crate::wire::{
     DataRepr, Frame, GEOMETRY_RESET, GEOMETRY_UDP_FOLLOWS, GapRepr, GeometryRepr, HEADER_LEN,
     HELLO_CAN_UNICAST, HELLO_OLDEST, HELLO_PREFER_UNICAST, HeartbeatRepr, HelloRepr, Kind,
-    MulticastRepr, NakRepr, PunchRepr, RecordFormat, WireError,
+    MulticastRepr, PunchRepr, RecordFormat, WireError,
 };
 
 /// Datagrams handled per [`Mirror::handle_datagrams`] call.
@@ -124,14 +129,8 @@ struct Punch {
     to: PeerAddr,
     token: u32,
     heard: bool,
+    last_heard: Instant,
     due: Instant,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Nak {
-    from: u64,
-    to: u64,
-    sent: Option<Instant>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -361,7 +360,7 @@ impl<'a> Mirror<'a> {
                     && g.flags & GEOMETRY_RESET == 0
                     && g.matches(&have) =>
             {
-                Some(w + 1)
+                Some(w.saturating_add(1))
             }
             _ => None,
         };
@@ -369,6 +368,10 @@ impl<'a> Mirror<'a> {
         self.next = match adopt {
             Some(n) => n,
             None => {
+                if g.flags & GEOMETRY_RESET != 0 {
+                    // The source's ring restarted below what we asked for.
+                    self.counters.restarts += 1;
+                }
                 sink.recreate(&mg).map_err(MirrorError::Sink)?;
                 g.seq.max(1)
             }
@@ -387,6 +390,7 @@ impl<'a> Mirror<'a> {
                         to,
                         token: m.token,
                         heard: false,
+                        last_heard: now,
                         due: now,
                     });
                 } else {
@@ -395,136 +399,6 @@ impl<'a> Mirror<'a> {
             }
         }
         Ok(())
-    }
-
-    fn restart<S: RecordSink + ?Sized>(
-        &mut self,
-        next: u64,
-        sink: &mut S,
-    ) -> Result<(), MirrorError> {
-        let g = self.geometry.ok_or(MirrorError::Closed)?;
-        sink.recreate(&g.mirror_geometry())
-            .map_err(MirrorError::Sink)?;
-        self.holdback.clear();
-        self.nak = None;
-        self.source_seq = None;
-        self.next = next.max(1);
-        self.counters.gaps += 1;
-        self.counters.restarts += 1;
-        Ok(())
-    }
-
-    /// TCP mode (spec §21.3): backwards means a restarted source, forwards a hole.
-    fn apply_tcp<S: RecordSink + ?Sized>(
-        &mut self,
-        d: DataRepr<'_>,
-        sink: &mut S,
-    ) -> Result<(), MirrorError> {
-        if d.seq < self.next {
-            self.restart(d.seq, sink)?;
-        } else if d.seq > self.next {
-            self.counters.gaps += 1;
-            self.next = d.seq;
-        }
-        write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
-        Ok(())
-    }
-
-    /// Spec §21.4 `apply`; returns how many of `d`'s own records were written.
-    fn apply<S: RecordSink + ?Sized>(
-        &mut self,
-        now: Instant,
-        d: DataRepr<'_>,
-        sink: &mut S,
-    ) -> u64 {
-        if d.end() <= self.next {
-            self.counters.duplicates_dropped += 1;
-            return 0;
-        }
-        if d.seq > self.next {
-            match self.holdback.insert(d.seq, d.count, d.records) {
-                Ok(()) => {}
-                Err(HoldError::Duplicate) => self.counters.duplicates_dropped += 1,
-                Err(HoldError::Full) => self.counters.holdback_dropped += 1,
-            }
-            self.request(now, self.next, d.seq - 1);
-            return 0;
-        }
-        let before = self.counters.records_written;
-        write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
-        let own = self.counters.records_written - before;
-        self.after_progress(now, sink);
-        own
-    }
-
-    /// Drains the hold-back store in order, then asks for the next hole.
-    fn after_progress<S: RecordSink + ?Sized>(&mut self, now: Instant, sink: &mut S) {
-        while let Some(e) = self.holdback.first() {
-            if e.end() <= self.next {
-                self.holdback.pop_first();
-                self.counters.duplicates_dropped += 1;
-                continue;
-            }
-            if e.seq > self.next {
-                self.request(now, self.next, e.seq - 1);
-                break;
-            }
-            let d = DataRepr {
-                flags: 0,
-                seq: e.seq,
-                count: e.count,
-                records: self.holdback.records(&e),
-            };
-            write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
-            self.holdback.pop_first();
-        }
-        if self.nak.is_some_and(|n| self.next > n.to) {
-            self.nak = None;
-        }
-        if self.holdback.is_empty()
-            && let Some(s) = self.source_seq.filter(|&s| s >= self.next)
-        {
-            self.request(now, self.next, s);
-        }
-    }
-
-    fn note_source_seq(&mut self, s: u64) {
-        self.source_seq = Some(self.source_seq.map_or(s, |o| o.max(s)));
-    }
-
-    /// Spec §21.4 `on_source_seq`: a heartbeat shows how far the source has sent.
-    fn on_source_seq(&mut self, now: Instant, s: u64) {
-        self.note_source_seq(s);
-        if s >= self.next {
-            self.request(now, self.next, s);
-        }
-    }
-
-    /// Spec §21.4 `request`, asking only for what is missing: the range stops before the
-    /// first held frame, and a range inside the outstanding NAK is not asked again before
-    /// that NAK is due for a repeat (the reference only suppresses an identical `from`).
-    fn request(&mut self, now: Instant, from: u64, to: u64) {
-        let mut to = to.min(from.saturating_add(MAX_NAK_RECORDS - 1));
-        if let Some(e) = self.holdback.first_from(from)
-            && e.seq <= to
-        {
-            to = e.seq - 1;
-        }
-        if from > to {
-            return;
-        }
-        if let Some(n) = self.nak {
-            let fresh = n.sent.is_none_or(|t| now < t + self.cfg.nak_timeout);
-            // Already asked for (and not yet due for a repeat): the answer may be in flight.
-            if n.from <= from && n.to >= to && fresh {
-                return;
-            }
-        }
-        self.nak = Some(Nak {
-            from,
-            to,
-            sent: None,
-        });
     }
 
     /// Handles one datagram from `from`. Returns false if it was dropped as garbage. Prefer
@@ -547,6 +421,7 @@ impl<'a> Mirror<'a> {
         }
         if let Some(p) = &mut self.punch {
             p.heard = true;
+            p.last_heard = now;
         }
         let Ok(frame) = Frame::new_checked(bytes) else {
             self.counters.garbage_dropped += 1;
@@ -615,10 +490,23 @@ impl<'a> Mirror<'a> {
     /// When `poll_transmit` must be called next: a NAK repeat or a PUNCH.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let nak = self
-            .nak
-            .map(|n| n.sent.map_or(Instant::ZERO, |t| t + self.cfg.nak_timeout));
-        earliest(nak, self.punch.map(|p| p.due))
+        match self.state {
+            State::Hello => Some(Instant::ZERO),
+            State::LiveUdp => {
+                let nak = self
+                    .nak
+                    .map(|n| n.sent.map_or(Instant::ZERO, |t| t + self.cfg.nak_timeout));
+                let punch = self.punch.map(|p| {
+                    if p.heard {
+                        p.due.min(p.last_heard + self.cfg.punch_interval)
+                    } else {
+                        p.due
+                    }
+                });
+                earliest(nak, punch)
+            }
+            _ => None,
+        }
     }
 
     /// Writes the next outgoing frame into `buf` (at least 32 bytes): HELLO first, then
@@ -641,25 +529,21 @@ impl<'a> Mirror<'a> {
             State::LiveUdp => {}
             _ => return None,
         }
-        if let Some(n) = self.nak
-            && n.sent.is_some_and(|t| now >= t + self.cfg.nak_timeout)
-        {
-            // Repeat, but only what is still missing.
-            self.nak = None;
-            self.request(now, n.from.max(self.next), n.to);
-        }
-        if let Some(n) = &mut self.nak
-            && n.sent.is_none()
-        {
-            let len = NakRepr {
-                from: n.from,
-                to: n.to,
-            }
-            .emit(buf)
-            .ok()?;
-            n.sent = Some(now);
+        if let Some(k) = self.due_nak(now) {
+            let len = k.emit(buf).ok()?;
             self.counters.naks_sent += 1;
             return tcp(len);
+        }
+        // Beyond the reference: when the source falls silent for a punch interval (its
+        // datagrams carry a heartbeat every millisecond), the path or the registration was
+        // lost — e.g. "heard" came from datagrams still in flight for an earlier connection —
+        // so punch at the fast rate again instead of waiting for the 5 s keep-alive.
+        if let Some(p) = &mut self.punch
+            && p.heard
+            && now >= p.last_heard + self.cfg.punch_interval
+        {
+            p.heard = false;
+            p.due = p.due.min(now);
         }
         if let Some(p) = &mut self.punch
             && now >= p.due
@@ -683,26 +567,4 @@ impl<'a> Mirror<'a> {
         }
         None
     }
-}
-
-/// Writes the records of `d` at or after `*next` (spec §21.2), then publishes once.
-fn write_frame<S: RecordSink + ?Sized>(
-    d: DataRepr<'_>,
-    fmt: RecordFormat,
-    next: &mut u64,
-    sink: &mut S,
-    counters: &mut MirrorCounters,
-) {
-    let end = d.end();
-    if end <= *next {
-        return;
-    }
-    for r in d.iter(fmt) {
-        if r.seq >= *next {
-            sink.write(r.seq, r.fixed, r.blob);
-            counters.records_written += 1;
-        }
-    }
-    *next = end;
-    sink.publish(end - 1);
 }

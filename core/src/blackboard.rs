@@ -1,0 +1,419 @@
+//! The blackboard (spec §14): a table of `slot_count` values, one writer per key, any
+//! readers, each slot guarded by a seqlock. A separate file type with its own magic.
+//!
+//! Layout: a 128-byte header (`magic` "ROBBGNIR", `version` 1, `value_size`, `slot_size`,
+//! `slot_count`), then the slots at 128 with stride `slot_size` (64-byte multiples); each
+//! slot is a seqlock word at +0 and the value at +8. The value moves as relaxed 64-bit
+//! words, so a racing reader copies garbage at worst, never races in the language's sense;
+//! the seqlock re-check throws such a copy away.
+
+use core::fmt;
+
+use crate::region::Region;
+use crate::sync::{A64, Ordering, fence};
+
+/// Blackboard magic; reads "ROBBGNIR" on disk.
+pub const BLACKBOARD_MAGIC: u64 = 0x5249_4E47_4242_4F52;
+/// Blackboard version.
+pub const BLACKBOARD_VERSION: u32 = 1;
+/// Header size; slot 0 starts here.
+pub const HEADER_SIZE: usize = 128;
+
+/// Byte offsets of the header fields.
+pub mod bb_hdr {
+    /// `magic` (u64).
+    pub const MAGIC: usize = 0;
+    /// `version` (u32).
+    pub const VERSION: usize = 8;
+    /// `value_size` (u32).
+    pub const VALUE_SIZE: usize = 12;
+    /// `slot_size` (u32).
+    pub const SLOT_SIZE: usize = 16;
+    /// `slot_count` (u32).
+    pub const SLOT_COUNT: usize = 20;
+}
+
+/// Slot stride for values of `value_size` bytes: `roundup(8 + value_size, 64)`, as the FFI,
+/// Python and Rust (`#[repr(C, align(64))]` slot) producers all lay it out for values
+/// aligned to at most 8.
+pub const fn slot_size(value_size: usize) -> usize {
+    (8 + value_size).div_ceil(64) * 64
+}
+
+/// Bytes a blackboard of `slot_count` values of `value_size` bytes needs, `None` on
+/// overflow.
+pub const fn total_len(value_size: usize, slot_count: usize) -> Option<usize> {
+    match slot_size(value_size).checked_mul(slot_count) {
+        Some(s) => s.checked_add(HEADER_SIZE),
+        None => None,
+    }
+}
+
+/// Why a blackboard cannot be used, or an access was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum BlackboardError {
+    /// The region is shorter than the header or than the layout needs.
+    TooShort {
+        /// Bytes needed.
+        need: u64,
+        /// Region length.
+        len: u64,
+    },
+    /// `magic` is not the blackboard magic (0: creation not finished).
+    BadMagic {
+        /// The value found.
+        found: u64,
+    },
+    /// `version` is not 1.
+    BadVersion {
+        /// The value found.
+        found: u32,
+    },
+    /// `value_size` differs from the caller's value type.
+    ValueSizeMismatch {
+        /// The caller's size.
+        expected: u32,
+        /// The header's size.
+        found: u32,
+    },
+    /// `slot_size` cannot hold the seqlock and the value, or is not a multiple of 8.
+    BadSlotSize {
+        /// Header slot size.
+        slot_size: u32,
+        /// Header value size.
+        value_size: u32,
+    },
+    /// A key at or beyond `slot_count`.
+    KeyOutOfRange {
+        /// The key.
+        key: usize,
+        /// The slot count.
+        slot_count: u32,
+    },
+    /// A value buffer whose length is not `value_size`.
+    ValueLen {
+        /// Bytes given.
+        len: usize,
+        /// `value_size`.
+        value_size: u32,
+    },
+}
+
+impl fmt::Display for BlackboardError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use BlackboardError::*;
+        match *self {
+            TooShort { need, len } => {
+                write!(f, "file is {len} bytes, the blackboard needs {need}")
+            }
+            BadMagic { found } => write!(
+                f,
+                "bad blackboard magic {found:#018x} (expected {BLACKBOARD_MAGIC:#018x})"
+            ),
+            BadVersion { found } => {
+                write!(
+                    f,
+                    "blackboard version {found} is not supported (expected 1)"
+                )
+            }
+            ValueSizeMismatch { expected, found } => write!(
+                f,
+                "value_size {found} does not match the value type's size {expected}"
+            ),
+            BadSlotSize {
+                slot_size,
+                value_size,
+            } => write!(
+                f,
+                "slot_size {slot_size} cannot hold a seqlock and a {value_size}-byte value"
+            ),
+            KeyOutOfRange { key, slot_count } => {
+                write!(f, "key {key} is out of range (slot_count {slot_count})")
+            }
+            ValueLen { len, value_size } => {
+                write!(f, "value of {len} bytes, the blackboard holds {value_size}")
+            }
+        }
+    }
+}
+
+impl core::error::Error for BlackboardError {}
+
+/// Outcome of one read attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum TryRead {
+    /// The copy is a consistent value.
+    Value,
+    /// The key was never written.
+    Never,
+    /// A write is in progress or raced the copy: retry. `seqlock` is the value seen; while
+    /// it keeps changing the writer is making progress, and only an odd value that stays
+    /// the same means a stalled writer.
+    Busy {
+        /// The seqlock value seen.
+        seqlock: u64,
+    },
+}
+
+/// A validated blackboard in a region.
+#[derive(Clone, Debug)]
+#[cfg_attr(not(loom), derive(Copy))]
+pub struct Blackboard {
+    region: Region,
+    value_size: u32,
+    slot_size: u32,
+    slot_count: u32,
+}
+
+fn le32(region: &Region, off: usize) -> u32 {
+    let mut w = [0u8; 8];
+    // SAFETY: callers checked that the region holds the 128-byte header; `off` is a header
+    // offset, and its containing 8-aligned word is inside the header too.
+    unsafe { region.read_words(off & !7, &mut w) };
+    let i = off % 8;
+    u32::from_le_bytes([w[i], w[i + 1], w[i + 2], w[i + 3]])
+}
+
+impl Blackboard {
+    /// Initialises a blackboard of `slot_count` values of `value_size` bytes in `region`
+    /// (which the caller holds exclusively): header with magic 0, zeroed slots, release
+    /// fence, magic last.
+    pub fn init(
+        region: Region,
+        value_size: u32,
+        slot_count: u32,
+    ) -> Result<Blackboard, BlackboardError> {
+        let ss = slot_size(value_size as usize);
+        let need = total_len(value_size as usize, slot_count as usize).unwrap_or(usize::MAX);
+        if need > region.len() || ss > u32::MAX as usize {
+            return Err(BlackboardError::TooShort {
+                need: need as u64,
+                len: region.len() as u64,
+            });
+        }
+        let mut h = [0u8; HEADER_SIZE];
+        h[bb_hdr::VERSION..][..4].copy_from_slice(&BLACKBOARD_VERSION.to_le_bytes());
+        h[bb_hdr::VALUE_SIZE..][..4].copy_from_slice(&value_size.to_le_bytes());
+        h[bb_hdr::SLOT_SIZE..][..4].copy_from_slice(&(ss as u32).to_le_bytes());
+        h[bb_hdr::SLOT_COUNT..][..4].copy_from_slice(&slot_count.to_le_bytes());
+        // SAFETY: the region holds `need >= 128` bytes and is ours during init.
+        unsafe {
+            region.write_words(0, &h);
+            region.zero_words(HEADER_SIZE, need - HEADER_SIZE);
+        }
+        // Everything above happens-before an attacher's acquire of the magic.
+        fence(Ordering::Release);
+        // SAFETY: offset 0 is 8-aligned and inside the header.
+        unsafe { region.a64(bb_hdr::MAGIC) }.store(BLACKBOARD_MAGIC, Ordering::Release);
+        Ok(Blackboard {
+            region,
+            value_size,
+            slot_size: ss as u32,
+            slot_count,
+        })
+    }
+
+    /// Attaches to an initialised blackboard, checking magic, version, the value size (if
+    /// the caller knows it), the slot size and that every slot lies inside the region.
+    pub fn attach(region: Region, value_size: Option<u32>) -> Result<Blackboard, BlackboardError> {
+        let len = region.len() as u64;
+        if len < HEADER_SIZE as u64 {
+            return Err(BlackboardError::TooShort {
+                need: HEADER_SIZE as u64,
+                len,
+            });
+        }
+        // SAFETY: the region holds the header (checked above).
+        let magic = unsafe { region.a64(bb_hdr::MAGIC) }.load(Ordering::Acquire);
+        if magic != BLACKBOARD_MAGIC {
+            return Err(BlackboardError::BadMagic { found: magic });
+        }
+        let version = le32(&region, bb_hdr::VERSION);
+        if version != BLACKBOARD_VERSION {
+            return Err(BlackboardError::BadVersion { found: version });
+        }
+        let vs = le32(&region, bb_hdr::VALUE_SIZE);
+        if let Some(want) = value_size
+            && want != vs
+        {
+            return Err(BlackboardError::ValueSizeMismatch {
+                expected: want,
+                found: vs,
+            });
+        }
+        let ss = le32(&region, bb_hdr::SLOT_SIZE);
+        if u64::from(ss) < 8 + u64::from(vs) || !ss.is_multiple_of(8) {
+            return Err(BlackboardError::BadSlotSize {
+                slot_size: ss,
+                value_size: vs,
+            });
+        }
+        let count = le32(&region, bb_hdr::SLOT_COUNT);
+        let need = HEADER_SIZE as u64 + u64::from(ss) * u64::from(count);
+        if need > len {
+            return Err(BlackboardError::TooShort { need, len });
+        }
+        Ok(Blackboard {
+            region,
+            value_size: vs,
+            slot_size: ss,
+            slot_count: count,
+        })
+    }
+
+    /// Bytes per value.
+    pub fn value_size(&self) -> u32 {
+        self.value_size
+    }
+
+    /// Slot stride.
+    pub fn slot_size(&self) -> u32 {
+        self.slot_size
+    }
+
+    /// Number of keys.
+    pub fn slot_count(&self) -> u32 {
+        self.slot_count
+    }
+
+    fn slot(&self, key: usize, len: usize) -> Result<(usize, A64<'_>), BlackboardError> {
+        if key >= self.slot_count as usize {
+            return Err(BlackboardError::KeyOutOfRange {
+                key,
+                slot_count: self.slot_count,
+            });
+        }
+        if len != self.value_size as usize {
+            return Err(BlackboardError::ValueLen {
+                len,
+                value_size: self.value_size,
+            });
+        }
+        let off = HEADER_SIZE + key * self.slot_size as usize;
+        // SAFETY: attach/init proved every slot inside the region; slot offsets are
+        // multiples of 8 (128 + key * a multiple of 8).
+        Ok((off, unsafe { self.region.a64(off) }))
+    }
+
+    /// Writes `value` (exactly `value_size` bytes) under `key`: odd seqlock, release fence,
+    /// value words, release store of the next even value. One writer per key.
+    pub fn write(&self, key: usize, value: &[u8]) -> Result<(), BlackboardError> {
+        let (off, lock) = self.slot(key, value.len())?;
+        // Relaxed: this key's single writer is the only one that stores the seqlock.
+        let s = lock.load(Ordering::Relaxed);
+        let w = if s.is_multiple_of(2) { s + 1 } else { s + 2 };
+        // Relaxed: the release fence below orders it before the value stores.
+        lock.store(w, Ordering::Relaxed);
+        // A reader that sees any new value word also sees the odd seqlock.
+        fence(Ordering::Release);
+        // SAFETY: [off + 8, off + 8 + value_size) and its rounded-up last word lie inside
+        // the slot (slot_size >= 8 + value_size, a multiple of 8); the writer owns the key.
+        unsafe { self.region.write_words(off + 8, value) };
+        // Release: a reader that acquires the even value sees the whole value.
+        lock.store(w + 1, Ordering::Release);
+        Ok(())
+    }
+
+    /// One read attempt of `key` into `dst` (exactly `value_size` bytes).
+    pub fn try_read(&self, key: usize, dst: &mut [u8]) -> Result<TryRead, BlackboardError> {
+        let (off, lock) = self.slot(key, dst.len())?;
+        // Acquire: pairs with the writer's release of the even value.
+        let s1 = lock.load(Ordering::Acquire);
+        if s1 == 0 {
+            return Ok(TryRead::Never);
+        }
+        if !s1.is_multiple_of(2) {
+            return Ok(TryRead::Busy { seqlock: s1 });
+        }
+        // SAFETY: as in write.
+        unsafe { self.region.read_words(off + 8, dst) };
+        // Acquire fence: a value word from a later write makes the re-check see its seqlock.
+        fence(Ordering::Acquire);
+        let s2 = lock.load(Ordering::Relaxed);
+        Ok(if s2 == s1 {
+            TryRead::Value
+        } else {
+            TryRead::Busy { seqlock: s2 }
+        })
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::vec;
+
+    fn region(buf: &mut [u64]) -> Region {
+        // SAFETY: the buffer outlives the region in each test and nothing else touches it.
+        unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap()
+    }
+
+    #[test]
+    fn layout_write_read_and_errors() {
+        assert_eq!(slot_size(8), 64);
+        assert_eq!(slot_size(57), 128);
+        let mut buf = vec![0u64; total_len(16, 4).unwrap() / 8];
+        let r = region(&mut buf);
+        let bb = Blackboard::init(r, 16, 4).unwrap();
+        let a = Blackboard::attach(r, Some(16)).unwrap();
+        let mut out = [0u8; 16];
+        assert_eq!(a.try_read(2, &mut out), Ok(TryRead::Never));
+        bb.write(2, &[7u8; 16]).unwrap();
+        assert_eq!(a.try_read(2, &mut out), Ok(TryRead::Value));
+        assert_eq!(out, [7u8; 16]);
+        bb.write(2, &[9u8; 16]).unwrap();
+        assert_eq!(a.try_read(2, &mut out), Ok(TryRead::Value));
+        assert_eq!(out, [9u8; 16]);
+        assert_eq!(
+            a.try_read(4, &mut out),
+            Err(BlackboardError::KeyOutOfRange {
+                key: 4,
+                slot_count: 4
+            })
+        );
+        assert_eq!(
+            Blackboard::attach(r, Some(8)).unwrap_err(),
+            BlackboardError::ValueSizeMismatch {
+                expected: 8,
+                found: 16
+            }
+        );
+        // An odd seqlock (writer mid-update) reads as busy.
+        // SAFETY: slot 1's seqlock is inside the buffer.
+        unsafe { r.a64(HEADER_SIZE + 64) }.store(3, Ordering::Relaxed);
+        assert_eq!(a.try_read(1, &mut out), Ok(TryRead::Busy { seqlock: 3 }));
+        // Header bytes as the spec gives them.
+        let bytes: &[u8] = zerocopy::IntoBytes::as_bytes(&buf[..3]);
+        assert_eq!(&bytes[0..8], b"ROBBGNIR");
+        assert_eq!(
+            &bytes[8..24],
+            &[1, 0, 0, 0, 16, 0, 0, 0, 64, 0, 0, 0, 4, 0, 0, 0]
+        );
+    }
+
+    #[test]
+    fn hostile_headers_are_refused() {
+        let mut buf = vec![0u64; 64];
+        let r = region(&mut buf);
+        Blackboard::init(r, 8, 2).unwrap();
+        // slot_count far past the end.
+        // SAFETY: word 2 (bytes 16..24: slot_size, slot_count) is in the header.
+        unsafe { r.a64(16) }.store(64 | (1000u64 << 32), Ordering::Relaxed);
+        assert!(matches!(
+            Blackboard::attach(r, None),
+            Err(BlackboardError::TooShort { .. })
+        ));
+        // slot_size too small for the value.
+        // SAFETY: as above.
+        unsafe { r.a64(16) }.store(8 | (2u64 << 32), Ordering::Relaxed);
+        assert_eq!(
+            Blackboard::attach(r, None).unwrap_err(),
+            BlackboardError::BadSlotSize {
+                slot_size: 8,
+                value_size: 8
+            }
+        );
+    }
+}

@@ -1,0 +1,123 @@
+//! Applying DATA and GAP to the mirror ring in order (spec §21.2–§21.4): the TCP rules, the
+//! UDP `apply` with its hold-back store, and restart handling.
+
+use super::{Mirror, MirrorCounters, MirrorError};
+use crate::replicate::holdback::HoldError;
+use crate::replicate::ring_io::RecordSink;
+use crate::replicate::time::Instant;
+use crate::wire::{DataRepr, RecordFormat};
+
+impl Mirror<'_> {
+    pub(super) fn restart<S: RecordSink + ?Sized>(
+        &mut self,
+        next: u64,
+        sink: &mut S,
+    ) -> Result<(), MirrorError> {
+        let g = self.geometry.ok_or(MirrorError::Closed)?;
+        sink.recreate(&g.mirror_geometry())
+            .map_err(MirrorError::Sink)?;
+        self.holdback.clear();
+        self.nak = None;
+        self.source_seq = None;
+        self.next = next.max(1);
+        self.counters.gaps += 1;
+        self.counters.restarts += 1;
+        Ok(())
+    }
+
+    /// TCP mode (spec §21.3): backwards means a restarted source, forwards a hole.
+    pub(super) fn apply_tcp<S: RecordSink + ?Sized>(
+        &mut self,
+        d: DataRepr<'_>,
+        sink: &mut S,
+    ) -> Result<(), MirrorError> {
+        if d.seq < self.next {
+            self.restart(d.seq, sink)?;
+        } else if d.seq > self.next {
+            self.counters.gaps += 1;
+            self.next = d.seq;
+        }
+        write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
+        Ok(())
+    }
+
+    /// Spec §21.4 `apply`; returns how many of `d`'s own records were written.
+    pub(super) fn apply<S: RecordSink + ?Sized>(
+        &mut self,
+        now: Instant,
+        d: DataRepr<'_>,
+        sink: &mut S,
+    ) -> u64 {
+        if d.end() <= self.next {
+            self.counters.duplicates_dropped += 1;
+            return 0;
+        }
+        if d.seq > self.next {
+            match self.holdback.insert(d.seq, d.count, d.records) {
+                Ok(()) => {}
+                Err(HoldError::Duplicate) => self.counters.duplicates_dropped += 1,
+                Err(HoldError::Full) => self.counters.holdback_dropped += 1,
+            }
+            self.request(now, self.next, d.seq - 1);
+            return 0;
+        }
+        let before = self.counters.records_written;
+        write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
+        let own = self.counters.records_written - before;
+        self.after_progress(now, sink);
+        own
+    }
+
+    /// Drains the hold-back store in order, then asks for the next hole.
+    pub(super) fn after_progress<S: RecordSink + ?Sized>(&mut self, now: Instant, sink: &mut S) {
+        while let Some(e) = self.holdback.first() {
+            if e.end() <= self.next {
+                self.holdback.pop_first();
+                self.counters.duplicates_dropped += 1;
+                continue;
+            }
+            if e.seq > self.next {
+                self.request(now, self.next, e.seq - 1);
+                break;
+            }
+            let d = DataRepr {
+                flags: 0,
+                seq: e.seq,
+                count: e.count,
+                records: self.holdback.records(&e),
+            };
+            write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
+            self.holdback.pop_first();
+        }
+        if self.nak.is_some_and(|n| self.next > n.to) {
+            self.nak = None;
+        }
+        if self.holdback.is_empty()
+            && let Some(s) = self.source_seq.filter(|&s| s >= self.next)
+        {
+            self.request(now, self.next, s);
+        }
+    }
+}
+
+/// Writes the records of `d` at or after `*next` (spec §21.2), then publishes once.
+pub(super) fn write_frame<S: RecordSink + ?Sized>(
+    d: DataRepr<'_>,
+    fmt: RecordFormat,
+    next: &mut u64,
+    sink: &mut S,
+    counters: &mut MirrorCounters,
+) {
+    let end = d.end();
+    if end <= *next {
+        return;
+    }
+    for r in d.iter(fmt) {
+        if r.seq >= *next {
+            sink.write(r.seq, r.fixed, r.blob);
+            counters.records_written += 1;
+        }
+    }
+    *next = end;
+    sink.publish(end - 1);
+}

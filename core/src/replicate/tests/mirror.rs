@@ -1,0 +1,329 @@
+//! Mirror tests.
+
+use super::*;
+
+#[test]
+fn mirror_hello_per_start_and_adopt_or_recreate() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink {
+        inner: RegionSink::new(mem.region()),
+        writes: vec![],
+        creations: 0,
+    };
+    let (mut idx, mut data_mem) = ([HeldEntry::default(); 4], [0u8; 256]);
+    for (start, seq) in [
+        (Start::Latest, 0),
+        (Start::Oldest, u64::MAX),
+        (Start::Sequence(0), 1),
+        (Start::Sequence(7), 7),
+        (Start::Resume, u64::MAX),
+    ] {
+        let m = Mirror::new(
+            MirrorConfig {
+                start,
+                ..MirrorConfig::default()
+            },
+            SOURCE,
+            &sink,
+            HoldBack::new(&mut [], &mut []),
+        );
+        assert_eq!(m.hello(), HelloRepr { seq, flags: 1 });
+    }
+    let pu = MirrorConfig {
+        prefer_unicast: true,
+        ..MirrorConfig::default()
+    };
+    assert_eq!(
+        Mirror::new(pu, SOURCE, &sink, HoldBack::new(&mut [], &mut []))
+            .hello()
+            .flags,
+        3
+    );
+    // First session: creates the ring, writes 1..=3.
+    {
+        let mut m = Mirror::new(
+            MirrorConfig::default(),
+            SOURCE,
+            &sink,
+            HoldBack::new(&mut idx, &mut data_mem),
+        );
+        let mut b = [0u8; 64];
+        assert_eq!(
+            m.poll_transmit(ms(0), &mut b).map(|t| t.channel),
+            Some(Channel::Tcp)
+        );
+        feed(&mut m, &geometry_frames(0, 1, None), &mut sink).unwrap();
+        feed(&mut m, &data(1, 3, 0), &mut sink).unwrap();
+        assert_eq!((sink.creations, m.next()), (1, 4));
+    }
+    // Resume: HELLO 4, same layout, no RESET: adopted, next stays 4.
+    {
+        let mut m = Mirror::new(
+            MirrorConfig::default(),
+            SOURCE,
+            &sink,
+            HoldBack::new(&mut idx, &mut data_mem),
+        );
+        assert_eq!(m.hello().seq, 4);
+        let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+        feed(&mut m, &geometry_frames(0, 4, None), &mut sink).unwrap();
+        assert_eq!((sink.creations, m.next()), (1, 4));
+    }
+    // Resume after a source restart: RESET forces a fresh ring at GEOMETRY seq.
+    {
+        let mut m = Mirror::new(
+            MirrorConfig::default(),
+            SOURCE,
+            &sink,
+            HoldBack::new(&mut idx, &mut data_mem),
+        );
+        let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+        feed(&mut m, &geometry_frames(GEOMETRY_RESET, 2, None), &mut sink).unwrap();
+        assert_eq!((sink.creations, m.next()), (2, 2));
+    }
+}
+
+#[test]
+fn mirror_tcp_gap_jump_and_restart() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink {
+        inner: RegionSink::new(mem.region()),
+        writes: vec![],
+        creations: 0,
+    };
+    let mut m = Mirror::new(
+        MirrorConfig {
+            start: Start::Oldest,
+            ..MirrorConfig::default()
+        },
+        SOURCE,
+        &sink,
+        HoldBack::new(&mut [], &mut []),
+    );
+    let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+    feed(&mut m, &geometry_frames(0, 1, None), &mut sink).unwrap();
+    feed(&mut m, &data(1, 2, 0), &mut sink).unwrap();
+    let mut gap = [0u8; 16];
+    GapRepr { seq: 6 }.emit(&mut gap).unwrap();
+    feed(&mut m, &gap, &mut sink).unwrap();
+    feed(&mut m, &data(8, 1, 0), &mut sink).unwrap();
+    assert_eq!(sink.writes, [1, 2, 8]);
+    assert_eq!(m.counters().gaps, 2);
+    assert_eq!(
+        sink.inner
+            .view()
+            .unwrap()
+            .write_seq()
+            .load(crate::sync::Ordering::Relaxed),
+        8
+    );
+    // Backwards: the source restarted. Fresh ring, next = 1.
+    feed(&mut m, &data(1, 1, 0), &mut sink).unwrap();
+    assert_eq!(
+        (
+            sink.creations,
+            sink.writes.as_slice(),
+            m.counters().restarts
+        ),
+        (2, &[1u64][..], 1)
+    );
+    // A heartbeat far below next also means a new source ring.
+    feed(&mut m, &data(2, 5, 0), &mut sink).unwrap();
+    let mut hb = [0u8; 16];
+    HeartbeatRepr { flags: 0, seq: 3 }.emit(&mut hb).unwrap();
+    feed(&mut m, &hb, &mut sink).unwrap();
+    assert_eq!((m.counters().restarts, m.next()), (2, 4));
+    // Only DATA, GAP and HEARTBEAT are allowed in TCP mode.
+    let mut nak = [0u8; 24];
+    NakRepr { from: 1, to: 2 }.emit(&mut nak).unwrap();
+    assert_eq!(
+        feed(&mut m, &nak, &mut sink),
+        Err(MirrorError::UnexpectedFrame {
+            kind: crate::wire::Kind::Nak
+        })
+    );
+    assert_eq!(feed(&mut m, &hb, &mut sink), Err(MirrorError::Closed));
+    assert_eq!(m.poll_timeout(), None, "a closed mirror has no timers");
+}
+
+#[test]
+fn mirror_udp_holdback_nak_repeat_only_missing() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink {
+        inner: RegionSink::new(mem.region()),
+        writes: vec![],
+        creations: 0,
+    };
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
+    let d = |s, c| data(s, c, 0x22);
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &d(1, 2), &mut sink));
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &d(7, 2), &mut sink));
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &d(7, 2), &mut sink)); // duplicate copy
+    assert_eq!(nak_out(&mut m, ms(1)), Some((3, 6)));
+    assert_eq!(nak_out(&mut m, ms(2)), None, "no repeat before nak_timeout");
+    // 3..4 arrive; the repeat 20 ms later asks only for 5..6.
+    assert!(m.handle_datagram(ms(5), UDP_SRC, &d(3, 2), &mut sink));
+    assert_eq!(m.poll_timeout(), Some(ms(21)));
+    assert_eq!(nak_out(&mut m, ms(21)), Some((5, 6)));
+    // A retransmission over TCP fills the hole; the held 7..8 follow in order.
+    feed(&mut m, &data(5, 2, 0), &mut sink).unwrap();
+    assert_eq!(sink.writes, [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert_eq!(m.outstanding_nak(), None);
+    let c = m.counters();
+    assert_eq!(
+        (c.records_retransmitted, c.duplicates_dropped, c.naks_sent),
+        (2, 1, 2)
+    );
+    // Tail loss: a heartbeat shows 12 was sent; ask for 9..12.
+    let mut hb = [0u8; 16];
+    HeartbeatRepr {
+        flags: 0x22,
+        seq: 12,
+    }
+    .emit(&mut hb)
+    .unwrap();
+    assert!(m.handle_datagram(ms(30), UDP_SRC, &hb, &mut sink));
+    assert_eq!(nak_out(&mut m, ms(30)), Some((9, 12)));
+    // GAP over TCP: 9..10 are gone.
+    let mut gap = [0u8; 16];
+    GapRepr { seq: 11 }.emit(&mut gap).unwrap();
+    feed(&mut m, &gap, &mut sink).unwrap();
+    assert_eq!(m.next(), 11);
+    assert_eq!(nak_out(&mut m, ms(51)), Some((11, 12)));
+}
+
+#[test]
+fn mirror_udp_filters_source_session_and_bounds_steps() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink {
+        inner: RegionSink::new(mem.region()),
+        writes: vec![],
+        creations: 0,
+    };
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), true);
+    // The first punch goes out at once to (source IP, port), every 200 ms until heard.
+    let mut b = [0u8; 64];
+    let t = m.poll_transmit(ms(0), &mut b).unwrap();
+    assert_eq!(t.channel, Channel::Udp(UDP_SRC));
+    assert_eq!(
+        frames(&b[..t.len])[0],
+        FrameRepr::Punch(PunchRepr {
+            session: 0x22,
+            token: 5
+        })
+    );
+    assert_eq!(m.poll_timeout(), Some(ms(200)));
+    // Wrong port, wrong IP, wrong session, short: garbage.
+    assert!(!m.handle_datagram(
+        ms(1),
+        PeerAddr::new(UDP_SRC.ip, 1),
+        &data(1, 1, 0x22),
+        &mut sink
+    ));
+    assert!(!m.handle_datagram(
+        ms(1),
+        PeerAddr::new([1, 2, 3, 4], 17403),
+        &data(1, 1, 0x22),
+        &mut sink
+    ));
+    assert!(!m.handle_datagram(ms(1), UDP_SRC, &data(1, 1, 0x23), &mut sink));
+    assert!(!m.handle_datagram(ms(1), UDP_SRC, &[3, 0x22, 1], &mut sink));
+    assert_eq!((m.counters().garbage_dropped, sink.writes.len()), (4, 0));
+    // Heard: the next punch is a keep-alive 5 s later.
+    let pkts: Vec<Vec<u8>> = (1..=40).map(|s| data(s, 1, 0x22)).collect();
+    let mut it = pkts.iter().map(|p| (UDP_SRC, p.as_slice()));
+    assert_eq!(m.handle_datagrams(ms(2), &mut it, &mut sink), 32);
+    assert_eq!(sink.writes.len(), 32);
+    assert_eq!(m.handle_datagrams(ms(2), &mut it, &mut sink), 8);
+    let t = m.poll_transmit(ms(200), &mut b).unwrap();
+    assert_eq!(t.channel, Channel::Udp(UDP_SRC));
+    // Heartbeats keep the path "heard": the keep-alive is 5 s after the last punch.
+    let mut hb = [0u8; 16];
+    HeartbeatRepr {
+        flags: 0x22,
+        seq: 40,
+    }
+    .emit(&mut hb)
+    .unwrap();
+    assert!(m.handle_datagram(ms(201), UDP_SRC, &hb, &mut sink));
+    assert!(m.poll_transmit(ms(300), &mut b).is_none());
+    assert_eq!(m.poll_timeout(), Some(ms(401)));
+    assert!(m.handle_datagram(ms(400), UDP_SRC, &hb, &mut sink));
+    assert_eq!(m.poll_timeout(), Some(ms(600)));
+    // Silence for a punch interval: punch again at the fast rate.
+    assert!(m.poll_transmit(ms(599), &mut b).is_none());
+    let t = m.poll_transmit(ms(600), &mut b).unwrap();
+    assert_eq!(t.channel, Channel::Udp(UDP_SRC));
+    assert_eq!(m.poll_timeout(), Some(ms(800)));
+}
+
+#[test]
+fn mirror_applies_blob_data() {
+    let src = FakeBlobs { w: 3, lost: 0 };
+    let cfg = SourceConfig {
+        pacing: Pacing::Fixed {
+            linger: Duration::ZERO,
+        },
+        ..SourceConfig::default()
+    };
+    let mut sink = BlobSink::default();
+    let mut m = Mirror::new(
+        MirrorConfig {
+            start: Start::Oldest,
+            ..MirrorConfig::default()
+        },
+        SOURCE,
+        &sink,
+        HoldBack::new(&mut [], &mut []),
+    );
+    let mut b = [0u8; 64];
+    let t = m.poll_transmit(ms(0), &mut b).unwrap();
+    let mut s = SourceSession::new(cfg, MIRROR_IP, ms(0));
+    s.handle_stream(ms(0), &b[..t.len], &src, None).unwrap();
+    let mut buf = [0u8; 1024];
+    while let Some(n) = s.poll_transmit(ms(0), &src, &mut buf) {
+        feed(&mut m, &buf[..n], &mut sink).unwrap();
+    }
+    let g = sink.geo.unwrap();
+    assert!(g.has_arena());
+    assert_eq!(g.flags.0, 0x0711, "mirror of a blob ring");
+    assert_eq!(sink.published, 3);
+    let lens: Vec<(u64, usize, u8)> = sink
+        .got
+        .iter()
+        .map(|(s, f, b)| (*s, b.len(), f[0]))
+        .collect();
+    assert_eq!(lens, [(1, 10, 1), (2, 20, 2), (3, 30, 3)]);
+}
+
+#[test]
+fn mirror_reconnect_resumes() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink {
+        inner: RegionSink::new(mem.region()),
+        writes: vec![],
+        creations: 0,
+    };
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(1, 3, 0x22), &mut sink));
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(6, 1, 0x22), &mut sink));
+    assert!(m.outstanding_nak().is_some());
+    m.reconnect(Start::Resume, &sink);
+    assert!(!m.is_live() && m.outstanding_nak().is_none());
+    let mut b = [0u8; 64];
+    let t = m.poll_transmit(ms(2), &mut b).unwrap();
+    assert_eq!(
+        frames(&b[..t.len])[0],
+        FrameRepr::Hello(HelloRepr { seq: 4, flags: 1 })
+    );
+    // Same layout, no RESET: the ring is adopted and the mirror continues at 4.
+    feed(&mut m, &geometry_frames(0, 4, None), &mut sink).unwrap();
+    feed(&mut m, &data(4, 2, 0), &mut sink).unwrap();
+    assert_eq!(
+        (sink.creations, sink.writes.as_slice()),
+        (1, &[1u64, 2, 3, 4, 5][..])
+    );
+}

@@ -1,0 +1,251 @@
+//! Unit tests of the source, UDP sender and mirror state machines against rings in memory.
+//! Shared helpers live here; the tests are in `source.rs` and `mirror.rs`.
+
+mod mirror;
+mod source;
+
+pub(super) use super::*;
+use crate::layout::Geometry;
+use crate::region::Region;
+use crate::ring::RingView;
+use crate::wire::{
+    DataRepr, FrameRepr, GEOMETRY_RESET, GEOMETRY_UDP_FOLLOWS, GapRepr, GeometryRepr,
+    HeartbeatRepr, HelloRepr, MulticastRepr, NakRepr, PunchRepr, RecordFormat,
+};
+pub(super) use holdback::HeldEntry;
+
+pub(super) const FMT: RecordFormat = RecordFormat::Fixed { record_len: 8 };
+pub(super) const MIRROR_IP: PeerAddr = PeerAddr::new([10, 0, 0, 2], 40000);
+pub(super) const SOURCE: PeerAddr = PeerAddr::new([10, 0, 0, 1], 9000);
+pub(super) const UDP_SRC: PeerAddr = PeerAddr::new([10, 0, 0, 1], 17403);
+
+pub(super) fn ms(n: u64) -> Instant {
+    Instant::from_nanos(n * 1_000_000)
+}
+
+pub(super) struct Mem(pub(super) Vec<u64>);
+impl Mem {
+    fn new(bytes: usize) -> Mem {
+        Mem(vec![0; bytes / 8])
+    }
+    fn region(&mut self) -> Region {
+        // SAFETY: the vector is 8-aligned, outlives the test's use of the region and is only
+        // accessed through it.
+        unsafe { Region::from_raw_parts(self.0.as_mut_ptr().cast(), self.0.len() * 8) }.unwrap()
+    }
+}
+
+/// A u64 ring of capacity 8 holding records 1..=w (record n = n).
+pub(super) fn source(mem: &mut Mem, w: u64) -> FixedSource {
+    let geo = Geometry::spmc(8, 16, 8, 0, false).unwrap();
+    let v = RingView::init(mem.region(), &geo).unwrap();
+    for s in 1..=w {
+        v.write_slot(s, &s.to_le_bytes());
+    }
+    v.publish(w);
+    FixedSource(v)
+}
+
+pub(super) fn push(src: &FixedSource, upto: u64) {
+    let w = src.write_seq();
+    for s in w + 1..=upto {
+        src.0.write_slot(s, &s.to_le_bytes());
+    }
+    src.0.publish(upto);
+}
+
+pub(super) fn hello(seq: u64, flags: u8) -> [u8; 32] {
+    let mut b = [0u8; 32];
+    HelloRepr { seq, flags }.emit(&mut b).unwrap();
+    b
+}
+
+pub(super) fn frames(bytes: &[u8]) -> Vec<FrameRepr<'_>> {
+    let mut v = Vec::new();
+    let mut off = 0;
+    while off < bytes.len() {
+        let n = crate::wire::frame_len(&bytes[off..]).unwrap();
+        v.push(FrameRepr::parse(&bytes[off..off + n], FMT).unwrap());
+        off += n;
+    }
+    v
+}
+
+pub(super) fn session_after_hello<R: RecordSource>(
+    cfg: SourceConfig,
+    src: &R,
+    seq: u64,
+    flags: u8,
+) -> (SourceSession, GeometryRepr) {
+    let mut s = SourceSession::new(cfg, MIRROR_IP, ms(0));
+    s.handle_stream(ms(0), &hello(seq, flags), src, None)
+        .unwrap();
+    let mut buf = [0u8; 256];
+    let n = s.poll_transmit(ms(0), src, &mut buf).unwrap();
+    let FrameRepr::Geometry(g) = frames(&buf[..n])[0] else {
+        panic!("no GEOMETRY")
+    };
+    (s, g)
+}
+
+/// A sink that records writes into a ring in memory.
+pub(super) struct Sink {
+    pub(super) inner: RegionSink,
+    pub(super) writes: Vec<u64>,
+    pub(super) creations: u32,
+}
+impl RecordSink for Sink {
+    fn existing(&self) -> Option<(Geometry, u64)> {
+        self.inner.existing()
+    }
+    fn recreate(&mut self, geo: &Geometry) -> Result<(), SinkError> {
+        self.creations += 1;
+        self.writes.clear();
+        self.inner.recreate(geo)
+    }
+    fn write(&mut self, seq: u64, fixed: &[u8], blob: &[u8]) {
+        self.writes.push(seq);
+        self.inner.write(seq, fixed, blob)
+    }
+    fn publish(&mut self, seq: u64) {
+        self.inner.publish(seq)
+    }
+}
+
+pub(super) fn geometry_frames(flags: u8, seq: u64, mc: Option<MulticastRepr>) -> Vec<u8> {
+    let g = GeometryRepr::from_source(&Geometry::spmc(8, 16, 8, 0, false).unwrap(), flags, seq)
+        .unwrap();
+    let mut b = vec![0u8; 96];
+    let mut n = g.emit(&mut b).unwrap();
+    if let Some(m) = mc {
+        n += m.emit(&mut b[n..]).unwrap();
+    }
+    b.truncate(n);
+    b
+}
+
+pub(super) fn data(seq: u64, count: u16, flags: u8) -> Vec<u8> {
+    let recs: Vec<u8> = (seq..seq + u64::from(count))
+        .flat_map(|s| s.to_le_bytes())
+        .collect();
+    let mut b = vec![0u8; 16 + recs.len()];
+    DataRepr {
+        flags,
+        seq,
+        count,
+        records: &recs,
+    }
+    .emit(&mut b)
+    .unwrap();
+    b
+}
+
+pub(super) fn feed<S: RecordSink>(
+    m: &mut Mirror<'_>,
+    bytes: &[u8],
+    sink: &mut S,
+) -> Result<(), MirrorError> {
+    let mut off = 0;
+    while off < bytes.len() {
+        let n = crate::wire::frame_len(&bytes[off..]).unwrap();
+        m.handle_tcp_frame(ms(0), &bytes[off..off + n], sink)?;
+        off += n;
+    }
+    Ok(())
+}
+
+pub(super) fn udp_mirror<'a>(sink: &mut Sink, hb: HoldBack<'a>, unicast: bool) -> Mirror<'a> {
+    let mut m = Mirror::new(
+        MirrorConfig {
+            start: Start::Oldest,
+            ..MirrorConfig::default()
+        },
+        SOURCE,
+        sink,
+        hb,
+    );
+    let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+    let mc = MulticastRepr {
+        group: if unicast { [0; 4] } else { [239, 1, 1, 1] },
+        port: 17403,
+        mtu: 1472,
+        ttl: 0,
+        session: 0x22,
+        token: 5,
+    };
+    feed(
+        &mut m,
+        &geometry_frames(GEOMETRY_UDP_FOLLOWS, 1, Some(mc)),
+        sink,
+    )
+    .unwrap();
+    assert!(m.is_udp());
+    m
+}
+
+pub(super) fn nak_out(m: &mut Mirror<'_>, now: Instant) -> Option<(u64, u64)> {
+    let mut b = [0u8; 64];
+    let t = m.poll_transmit(now, &mut b)?;
+    assert_eq!(t.channel, Channel::Tcp);
+    match frames(&b[..t.len])[0] {
+        FrameRepr::Nak(n) => Some((n.from, n.to)),
+        f => panic!("{f:?}"),
+    }
+}
+
+/// A blob ring stand-in: record n is a 24-byte descriptor whose BlobRef.len is `n * 10`,
+/// followed by that many bytes of `n`. Records 1..=w exist; `lost` cannot be sent.
+pub(super) struct FakeBlobs {
+    pub(super) w: u64,
+    pub(super) lost: u64,
+}
+
+impl RecordSource for FakeBlobs {
+    fn geometry(&self) -> Geometry {
+        Geometry::blob(64, 32, 2, 4096).unwrap()
+    }
+    fn write_seq(&self) -> u64 {
+        self.w
+    }
+    fn read_record(&self, seq: u64, dst: &mut [u8]) -> ReadRecord {
+        if seq > self.w {
+            return ReadRecord::Pending;
+        }
+        if seq == self.lost {
+            return ReadRecord::Lost;
+        }
+        let blob = (seq * 10) as usize;
+        let need = 24 + blob;
+        let Some(d) = dst.get_mut(..need) else {
+            return ReadRecord::TooLarge { need };
+        };
+        d.fill(seq as u8);
+        d[8..24].fill(0);
+        d[16..20].copy_from_slice(&(blob as u32).to_le_bytes());
+        ReadRecord::Ok(need)
+    }
+}
+
+/// Records blob writes.
+#[derive(Default)]
+pub(super) struct BlobSink {
+    pub(super) geo: Option<Geometry>,
+    pub(super) got: Vec<(u64, Vec<u8>, Vec<u8>)>,
+    pub(super) published: u64,
+}
+
+impl RecordSink for BlobSink {
+    fn existing(&self) -> Option<(Geometry, u64)> {
+        self.geo.map(|g| (g, self.published))
+    }
+    fn recreate(&mut self, geo: &Geometry) -> Result<(), SinkError> {
+        self.geo = Some(*geo);
+        Ok(())
+    }
+    fn write(&mut self, seq: u64, fixed: &[u8], blob: &[u8]) {
+        self.got.push((seq, fixed.to_vec(), blob.to_vec()));
+    }
+    fn publish(&mut self, seq: u64) {
+        self.published = seq;
+    }
+}

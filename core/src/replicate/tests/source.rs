@@ -1,0 +1,399 @@
+//! Source session, UDP sender and collect tests.
+
+use super::*;
+
+#[test]
+fn hello_to_cursor_section_19_1() {
+    let mut mem = Mem::new(4096);
+    let src = source(&mut mem, 20); // oldest retained = 13
+    let cfg = SourceConfig::default();
+    for (seq, cursor, flags) in [
+        (0, 21, 0),
+        (u64::MAX, 13, 0),
+        (25, 21, GEOMETRY_RESET),
+        (22, 21, GEOMETRY_RESET),
+        (21, 21, 0),
+        (15, 15, 0),
+        (3, 13, 0),
+    ] {
+        let (mut s, g) = session_after_hello(cfg, &src, seq, 1);
+        assert_eq!(
+            (s.cursor(), g.seq, g.flags),
+            (cursor, cursor, flags),
+            "HELLO seq {seq}"
+        );
+        assert_eq!(s.transport(), Transport::Tcp);
+        assert_eq!((g.capacity, g.element_size, g.slots_offset), (8, 16, 128));
+        // Beyond the reference: resuming below the window (3 < 13) first gets GAP(13).
+        let mut buf = [0u8; 256];
+        let Some(n) = s.poll_transmit(ms(0), &src, &mut buf) else {
+            assert_eq!(
+                cursor, 21,
+                "HELLO seq {seq}: nothing to send only past write_seq"
+            );
+            continue;
+        };
+        let first = frames(&buf[..n])[0];
+        if seq == 3 {
+            assert_eq!(first, FrameRepr::Gap(GapRepr { seq: 13 }));
+        } else {
+            assert!(
+                matches!(first, FrameRepr::Data(_)),
+                "HELLO seq {seq}: {first:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn transport_selection_section_19_2() {
+    let mut mem = Mem::new(4096);
+    let src = source(&mut mem, 0);
+    let offer = UdpOffer {
+        group: [239, 1, 1, 1],
+        port: 5000,
+        mtu: 1472,
+        ttl: 1,
+    };
+    let uni = UdpOffer {
+        group: [0; 4],
+        port: 17403,
+        mtu: 1472,
+        ttl: 0,
+    };
+    let both = SourceConfig {
+        unicast: Some(uni),
+        multicast: Some(offer),
+        session: 0x22,
+        ..SourceConfig::default()
+    };
+    let only_uni = SourceConfig {
+        multicast: None,
+        ..both
+    };
+    let mut udp: UdpSender<4> = UdpSender::new(UdpConfig::default(), 0x22, 0, ms(0));
+    let mut pick = |cfg: SourceConfig, flags: u8| {
+        let mut s = SourceSession::new(cfg, MIRROR_IP, ms(0));
+        s.handle_stream(ms(0), &hello(0, flags), &src, Some(&mut udp))
+            .unwrap();
+        let mut buf = [0u8; 256];
+        let n = s.poll_transmit(ms(0), &src, &mut buf).unwrap();
+        let f = frames(&buf[..n]);
+        let mc = f.iter().find_map(|f| match f {
+            FrameRepr::Multicast(m) => Some(*m),
+            _ => None,
+        });
+        (s.transport(), mc, f.len())
+    };
+    let (t, mc, n) = pick(both, 0x01);
+    assert_eq!((t, n), (Transport::Multicast, 2));
+    assert_eq!(mc.unwrap().group, [239, 1, 1, 1]);
+    let (t, mc, _) = pick(both, 0x03);
+    assert_eq!(t, Transport::Unicast { token: 1 });
+    assert_eq!(
+        mc.unwrap(),
+        MulticastRepr {
+            group: [0; 4],
+            port: 17403,
+            mtu: 1472,
+            ttl: 0,
+            session: 0x22,
+            token: 1
+        }
+    );
+    assert_eq!(pick(only_uni, 0x01).0, Transport::Unicast { token: 2 });
+    assert_eq!(pick(only_uni, 0x00), (Transport::Tcp, None, 1));
+    assert_eq!(
+        pick(SourceConfig::default(), 0x03),
+        (Transport::Tcp, None, 1)
+    );
+}
+
+#[test]
+fn tcp_stream_data_heartbeat_gap() {
+    let mut mem = Mem::new(4096);
+    let src = source(&mut mem, 5);
+    let cfg = SourceConfig {
+        batch: 3,
+        pacing: Pacing::Fixed {
+            linger: Duration::ZERO,
+        },
+        ..SourceConfig::default()
+    };
+    let (mut s, _) = session_after_hello(cfg, &src, u64::MAX, 1);
+    let mut buf = [0u8; 256];
+    let mut got = Vec::new();
+    while let Some(n) = s.poll_transmit(ms(1), &src, &mut buf) {
+        let FrameRepr::Data(d) = frames(&buf[..n])[0] else {
+            panic!()
+        };
+        got.push((d.seq, d.count, d.records[0]));
+    }
+    assert_eq!(got, [(1, 3, 1), (4, 2, 4)]);
+    // Idle: a heartbeat 200 ms after the last DATA, with write_seq.
+    assert_eq!(s.poll_timeout(), Some(ms(201)));
+    assert!(s.poll_transmit(ms(200), &src, &mut buf).is_none());
+    let n = s.poll_transmit(ms(201), &src, &mut buf).unwrap();
+    assert_eq!(
+        frames(&buf[..n])[0],
+        FrameRepr::Heartbeat(HeartbeatRepr { flags: 0, seq: 5 })
+    );
+    // Lapped: the ring moved 20 past the cursor (6): GAP(oldest = 18), then DATA from 18.
+    push(&src, 25);
+    let n = s.poll_transmit(ms(202), &src, &mut buf).unwrap();
+    assert_eq!(frames(&buf[..n])[0], FrameRepr::Gap(GapRepr { seq: 18 }));
+    let n = s.poll_transmit(ms(202), &src, &mut buf).unwrap();
+    assert!(matches!(
+        frames(&buf[..n])[0],
+        FrameRepr::Data(DataRepr {
+            seq: 18,
+            count: 3,
+            ..
+        })
+    ));
+    assert_eq!(s.counters().gaps, 1);
+    // After HELLO a TCP-mode source ignores what the mirror sends.
+    assert_eq!(s.handle_stream(ms(3), &[0xFF; 40], &src, None), Ok(()));
+}
+
+#[test]
+fn adaptive_pacing_lingers_then_sends() {
+    let mut mem = Mem::new(4096);
+    let src = source(&mut mem, 0);
+    let cfg = SourceConfig {
+        batch: 4,
+        ..SourceConfig::default()
+    };
+    let (mut s, _) = session_after_hello(cfg, &src, 0, 1);
+    let us = |n: u64| Instant::from_nanos(n * 1000);
+    let mut buf = [0u8; 256];
+    push(&src, 1);
+    assert!(
+        s.poll_transmit(us(100), &src, &mut buf).is_some(),
+        "first frame never waits"
+    );
+    push(&src, 2);
+    assert!(
+        s.poll_transmit(us(110), &src, &mut buf).is_none(),
+        "lingers up to 50 µs after the last send"
+    );
+    assert_eq!(s.poll_timeout(), Some(us(150)));
+    push(&src, 5);
+    // Full (batch 4 reached): goes out at once.
+    let n = s.poll_transmit(us(120), &src, &mut buf).unwrap();
+    assert!(matches!(
+        frames(&buf[..n])[0],
+        FrameRepr::Data(DataRepr {
+            seq: 2,
+            count: 4,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn nak_answers_section_20_4() {
+    let mut mem = Mem::new(4096);
+    let src = source(&mut mem, 20);
+    let cfg = SourceConfig {
+        multicast: Some(UdpOffer {
+            group: [239, 1, 1, 1],
+            port: 5000,
+            mtu: 1472,
+            ttl: 1,
+        }),
+        ..SourceConfig::default()
+    };
+    let (mut s, g) = session_after_hello(cfg, &src, 0, 1);
+    assert_eq!(g.flags, GEOMETRY_UDP_FOLLOWS);
+    let mut buf = [0u8; 256];
+    let _ = s.poll_transmit(ms(0), &src, &mut buf);
+    let mut nak = [0u8; 24];
+    NakRepr { from: 10, to: 22 }.emit(&mut nak).unwrap();
+    // Split across two reads.
+    s.handle_stream(ms(1), &nak[..5], &src, None).unwrap();
+    s.handle_stream(ms(1), &nak[5..], &src, None).unwrap();
+    let mut out = Vec::new();
+    while let Some(n) = s.poll_transmit(ms(1), &src, &mut buf) {
+        out.push(match frames(&buf[..n])[0] {
+            FrameRepr::Gap(g) => (4, g.seq, 0),
+            FrameRepr::Data(d) => (3, d.seq, d.count),
+            f => panic!("{f:?}"),
+        });
+    }
+    // 10..12 are gone (oldest 13): GAP(13); 13..20 as DATA; 21..22 not published: silence.
+    assert_eq!(out, [(4, 13, 0), (3, 13, 8)]);
+    assert_eq!(s.counters().records_retransmitted, 8);
+    // Anything but a NAK closes a UDP-mode session.
+    let mut gap = [0u8; 16];
+    GapRepr { seq: 1 }.emit(&mut gap).unwrap();
+    assert!(matches!(
+        s.handle_stream(ms(2), &gap, &src, None),
+        Err(SourceError::UnexpectedFrame { .. })
+    ));
+}
+
+#[test]
+fn source_rejects_bad_hello() {
+    let mut mem = Mem::new(4096);
+    let src = source(&mut mem, 0);
+    let mut s = SourceSession::new(SourceConfig::default(), MIRROR_IP, ms(0));
+    let mut h = hello(0, 1);
+    h[24] = 9;
+    assert!(matches!(
+        s.handle_stream(ms(0), &h, &src, None),
+        Err(SourceError::Protocol(_))
+    ));
+    let mut s = SourceSession::new(SourceConfig::default(), MIRROR_IP, ms(0));
+    let mut big = [0u8; 16];
+    big[0] = 1;
+    big[4..8].copy_from_slice(&1000u32.to_le_bytes());
+    assert!(s.handle_stream(ms(0), &big, &src, None).is_err());
+}
+
+#[test]
+fn udp_sender_punch_emsgsize_heartbeat_duplicates() {
+    let mut mem = Mem::new(4096);
+    let src = source(&mut mem, 0);
+    let cfg = UdpConfig {
+        mtu: 64,
+        duplicate: 3,
+        ..UdpConfig::default()
+    };
+    let mut u: UdpSender<2> = UdpSender::new(cfg, 0x22, 0, ms(0));
+    let token = u.register(MIRROR_IP).unwrap();
+    let mut p = [0u8; 17];
+    PunchRepr {
+        session: 0x22,
+        token,
+    }
+    .emit(&mut p)
+    .unwrap();
+    let nat = PeerAddr::new(MIRROR_IP.ip, 61000);
+    assert!(!u.handle_datagram(ms(0), nat, &p), "17 bytes");
+    assert!(
+        !u.handle_datagram(ms(0), PeerAddr::new([10, 9, 9, 9], 61000), &p[..16]),
+        "foreign address"
+    );
+    let mut bad = p;
+    bad[1] = 0x23;
+    assert!(!u.handle_datagram(ms(0), nat, &bad[..16]), "wrong session");
+    bad = p;
+    bad[8] = 9;
+    assert!(!u.handle_datagram(ms(0), nat, &bad[..16]), "unknown token");
+    assert_eq!(u.destinations().count(), 0);
+    assert!(u.handle_datagram(ms(0), nat, &p[..16]));
+    assert_eq!(u.destinations().collect::<Vec<_>>(), [nat]);
+    assert_eq!(u.duplicate(), 3);
+    // Budget 64: 16 + 6 x 8 = 64 bytes per frame.
+    push(&src, 8);
+    let mut buf = [0u8; 256];
+    let n = u.poll_transmit(ms(1), &src, &mut buf).unwrap();
+    assert_eq!(n, 64);
+    assert_eq!(
+        frames(&buf[..n])[0],
+        FrameRepr::Data(DataRepr {
+            flags: 0x22,
+            seq: 1,
+            count: 6,
+            records: &buf[16..64]
+        })
+    );
+    u.handle_emsgsize(n);
+    assert_eq!(u.budget(), 63);
+    u.handle_emsgsize(10);
+    assert_eq!(u.budget(), 17);
+    let n = u.poll_transmit(ms(1), &src, &mut buf).unwrap();
+    assert!(matches!(
+        frames(&buf[..n])[0],
+        FrameRepr::Data(DataRepr {
+            seq: 7,
+            count: 1,
+            ..
+        })
+    ));
+    while u.poll_transmit(ms(1), &src, &mut buf).is_some() {}
+    assert_eq!(u.poll_timeout(), Some(ms(2)));
+    let n = u.poll_transmit(ms(2), &src, &mut buf).unwrap();
+    assert_eq!(
+        frames(&buf[..n])[0],
+        FrameRepr::Heartbeat(HeartbeatRepr {
+            flags: 0x22,
+            seq: 8
+        })
+    );
+    // Lapped on UDP: skip to the oldest retained, no GAP.
+    push(&src, 30);
+    let n = u.poll_transmit(ms(3), &src, &mut buf).unwrap();
+    assert!(matches!(
+        frames(&buf[..n])[0],
+        FrameRepr::Data(DataRepr { seq: 23, .. })
+    ));
+    assert_eq!(u.counters().skipped, 14);
+    u.unregister(token);
+    assert_eq!(u.destinations().count(), 0);
+}
+
+#[test]
+fn collect_byte_budget_holds_back_and_sends_oversized_alone() {
+    use collect::{Stop, collect};
+    let src = FakeBlobs { w: 10, lost: 0 };
+    let mut buf = [0u8; 1024];
+    // Budget 100: record 1 (34 B) + record 2 (44 B) = 16 + 78 = 94; record 3 (54 B) would
+    // take the frame past 100, so it is held back.
+    let c = collect(&src, 1, 100, 100, &mut buf);
+    assert_eq!((c.count, c.bytes, c.stop), (2, 78, Stop::Full));
+    // A single record larger than the budget still goes alone.
+    let c = collect(&src, 9, 100, 50, &mut buf);
+    assert_eq!((c.count, c.bytes), (1, 24 + 90));
+    // ... unless the buffer cannot hold it: then it is lost.
+    let c = collect(&src, 9, 100, 50, &mut buf[..100]);
+    assert_eq!((c.count, c.stop), (0, Stop::Lost));
+    // Record count limit and pending.
+    assert_eq!(collect(&src, 1, 3, 1 << 20, &mut buf).count, 3);
+    let c = collect(&src, 8, 100, 1 << 20, &mut buf);
+    assert_eq!((c.count, c.stop), (3, Stop::Pending));
+    // The frame parses as blob DATA.
+    let c = collect(&src, 4, 3, 1 << 20, &mut buf);
+    let n = 16 + c.bytes;
+    crate::wire::HeaderRepr {
+        kind: crate::wire::Kind::Data,
+        flags: 0,
+        count: c.count,
+        len: c.bytes as u32,
+        seq: 4,
+    }
+    .emit(&mut buf)
+    .unwrap();
+    let fmt = RecordFormat::of(&src.geometry());
+    let FrameRepr::Data(d) = FrameRepr::parse(&buf[..n], fmt).unwrap() else {
+        panic!()
+    };
+    let lens: Vec<usize> = d.iter(fmt).map(|r| r.blob.len()).collect();
+    assert_eq!(lens, [40, 50, 60]);
+}
+
+#[test]
+fn tcp_source_sends_gap_after_a_lost_blob() {
+    let src = FakeBlobs { w: 5, lost: 3 };
+    let cfg = SourceConfig {
+        pacing: Pacing::Fixed {
+            linger: Duration::ZERO,
+        },
+        ..SourceConfig::default()
+    };
+    let (mut s, g) = session_after_hello(cfg, &src, u64::MAX, 1);
+    assert_eq!(g.arena_size, 4096);
+    let mut buf = [0u8; 1024];
+    let fmt = RecordFormat::of(&src.geometry());
+    let mut out = Vec::new();
+    while let Some(n) = s.poll_transmit(ms(1), &src, &mut buf) {
+        out.push(match FrameRepr::parse(&buf[..n], fmt).unwrap() {
+            FrameRepr::Data(d) => (3, d.seq, d.count),
+            FrameRepr::Gap(g) => (4, g.seq, 0),
+            f => panic!("{f:?}"),
+        });
+    }
+    // 1..2, then record 3 is lost: GAP(4) names the sequence after it, then 4..5.
+    assert_eq!(out, [(3, 1, 2), (4, 4, 0), (3, 4, 2)]);
+}

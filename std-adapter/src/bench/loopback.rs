@@ -1,0 +1,55 @@
+//! One measured replication run on this host: the demo's source → serve → mirror → reader
+//! pipeline over loopback (shared with `ringwire demo`, see [`crate::replica::demo`]), open
+//! loop at a fixed rate, as a [`RunRow`].
+//!
+//! Latency is one-way push-to-read: the producer stamps each record with the process's
+//! monotonic clock (`CLOCK_MONOTONIC`) just before pushing it into the source ring, and the
+//! reader on the mirror ring reads the same clock when the record is readable there.
+
+use std::sync::atomic::AtomicBool;
+
+use super::table::RunRow;
+use crate::replica::ReplicaError;
+use crate::replica::demo::{self, DemoOptions, Transport};
+
+/// The transports, in table order.
+pub const TRANSPORTS: [Transport; 3] = [Transport::Tcp, Transport::Multicast, Transport::Unicast];
+
+/// The lower-case name of a transport.
+pub fn transport_name(t: Transport) -> &'static str {
+    match t {
+        Transport::Tcp => "tcp",
+        Transport::Multicast => "multicast",
+        Transport::Unicast => "unicast",
+    }
+}
+
+/// Runs the pipeline for `seconds` at `rate` records per second; `spin` makes the server,
+/// mirror and reader spin (bounded) before sleeping. `stop` ends the run early.
+pub fn measure(
+    transport: Transport,
+    rate: u64,
+    seconds: u64,
+    spin: bool,
+    stop: &AtomicBool,
+) -> Result<RunRow, ReplicaError> {
+    let opts = DemoOptions {
+        transport,
+        seconds,
+        rate,
+        spin,
+        live: false,
+    };
+    let r = demo::run(&opts, stop)?;
+    Ok(RunRow {
+        implementation: "ringwire".into(),
+        transport: transport_name(transport).into(),
+        config: if spin { "spin" } else { "default" }.into(),
+        rate,
+        seconds,
+        achieved_rate: r.published as f64 / r.publish_time.as_secs_f64().max(1e-9),
+        stream: r.stream,
+        corrupt: r.corrupt,
+        latency: r.latency,
+    })
+}

@@ -1,0 +1,192 @@
+//! Rows of `ringwire bench stress` and `ringwire bench mirror`: one per (transport, rate,
+//! configuration), rendered as a markdown table or JSON, with every error flagged.
+
+use super::hist::{Summary, fmt_ns};
+use super::stress::StressReport;
+
+/// One measured run: what was sent, what the reader got, and push-to-read latency.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRow {
+    /// Implementation measured (`ringwire`, `ringfire`).
+    pub implementation: String,
+    /// Transport name (`tcp`, `multicast`, `unicast`).
+    pub transport: String,
+    /// Waiting configuration (`default`, `spin`).
+    pub config: String,
+    /// Offered rate in records per second.
+    pub rate: u64,
+    /// Seconds of publishing scheduled.
+    pub seconds: u64,
+    /// The rate the producer achieved: records sent over the wall time from the first to
+    /// the last publish (below `rate` when the producer fell behind its schedule).
+    pub achieved_rate: f64,
+    /// Sequence tracking of what arrived; `None` when the run could not track sequences.
+    pub stream: Option<StressReport>,
+    /// Records whose bytes differed from what was published.
+    pub corrupt: u64,
+    /// Push-to-read latency of the records that arrived.
+    pub latency: Summary,
+}
+
+impl RunRow {
+    /// Every error of the run in one line (missing records, reorders, duplicates, gaps,
+    /// bogus sequences, corrupt payloads, no sequence tracking), or `None` when clean.
+    pub fn errors(&self) -> Option<String> {
+        let mut parts = Vec::new();
+        match &self.stream {
+            Some(s) => parts.extend(s.errors()),
+            None => parts.push("sequences not tracked".to_string()),
+        }
+        if self.corrupt > 0 {
+            parts.push(format!("{} corrupt", self.corrupt));
+        }
+        (!parts.is_empty()).then(|| parts.join("; "))
+    }
+
+    /// Delivered as a percentage of sent (0 when untracked).
+    pub fn delivered_pct(&self) -> f64 {
+        self.stream.map_or(0.0, |s| s.delivered_pct())
+    }
+
+    /// The row as one JSON object.
+    pub fn to_json(&self) -> String {
+        let s = self.stream.unwrap_or_default();
+        let err = match self.errors() {
+            Some(e) => format!("\"{}\"", e.replace('"', "'")),
+            None => "null".into(),
+        };
+        format!(
+            "{{\"implementation\":\"{}\",\"transport\":\"{}\",\"config\":\"{}\",\"rate\":{},\"seconds\":{},\
+             \"achieved_rate\":{:.0},\"sent\":{},\"delivered\":{},\"delivered_pct\":{:.4},\"missing\":{},\"reorders\":{},\
+             \"duplicates\":{},\"gaps\":{},\"bogus\":{},\"corrupt\":{},\"latency\":{},\"error\":{err}}}",
+            self.implementation,
+            self.transport,
+            self.config,
+            self.rate,
+            self.seconds,
+            self.achieved_rate,
+            s.sent,
+            s.delivered,
+            self.delivered_pct(),
+            s.missing,
+            s.reorders,
+            s.duplicates,
+            s.gap_events,
+            s.bogus,
+            self.corrupt,
+            self.latency.to_json()
+        )
+    }
+}
+
+/// The markdown table of `bench stress`: one row per run, errors flagged `ERROR: …`.
+pub fn stress_table(rows: &[RunRow]) -> String {
+    let mut t = String::from(
+        "| transport | config | rate (msg/s) | achieved | sent | delivered | reorders | duplicates | gaps | p50 | p99 | status |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+    );
+    for r in rows {
+        let s = r.stream.unwrap_or_default();
+        let status = match r.errors() {
+            Some(e) => format!("ERROR: {e}"),
+            None => "ok".into(),
+        };
+        t.push_str(&format!(
+            "| {} | {} | {} | {:.0} | {} | {:.2}% | {} | {} | {} | {} | {} | {status} |\n",
+            r.transport,
+            r.config,
+            r.rate,
+            r.achieved_rate,
+            s.sent,
+            r.delivered_pct(),
+            s.reorders,
+            s.duplicates,
+            s.gap_events,
+            fmt_ns(r.latency.p50),
+            fmt_ns(r.latency.p99),
+        ));
+    }
+    t
+}
+
+/// How many rows have errors.
+pub fn failures(rows: &[RunRow]) -> usize {
+    rows.iter().filter(|r| r.errors().is_some()).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::stress::SeqTracker;
+
+    fn row(seqs: &[u64], sent: u64, corrupt: u64) -> RunRow {
+        let mut t = SeqTracker::new(sent);
+        for &s in seqs {
+            t.record(s);
+        }
+        RunRow {
+            implementation: "ringwire".into(),
+            transport: "tcp".into(),
+            config: "default".into(),
+            rate: 1000,
+            seconds: 1,
+            achieved_rate: 1000.0,
+            stream: Some(t.finish(sent)),
+            corrupt,
+            latency: Summary {
+                count: seqs.len() as u64,
+                p50: 1_500,
+                p90: 2_000,
+                p99: 30_000,
+                p999: 40_000,
+                max: 50_000,
+                mean: 1_700.0,
+            },
+        }
+    }
+
+    #[test]
+    fn clean_row_is_ok_everywhere() {
+        let r = row(&[1, 2, 3, 4], 4, 0);
+        assert_eq!(r.errors(), None);
+        assert_eq!(failures(std::slice::from_ref(&r)), 0);
+        let t = stress_table(std::slice::from_ref(&r));
+        let line = t.lines().nth(2).unwrap();
+        assert!(line.ends_with("| ok |"), "{line}");
+        assert!(line.contains("| 100.00% |"), "{line}");
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(v["error"], serde_json::Value::Null);
+        assert_eq!(v["sent"], 4);
+        assert_eq!(v["delivered_pct"], 100.0);
+        assert_eq!(v["latency"]["p99_ns"], 30_000);
+    }
+
+    #[test]
+    fn reorder_duplicate_gap_and_corruption_are_errors() {
+        let r = row(&[1, 3, 2, 2], 4, 1);
+        let e = r.errors().unwrap();
+        assert!(
+            e.contains("1 reorders") && e.contains("1 duplicates"),
+            "{e}"
+        );
+        assert!(e.contains("1 gaps") && e.contains("1 missing"), "{e}");
+        assert!(e.contains("1 corrupt"), "{e}");
+        let t = stress_table(std::slice::from_ref(&r));
+        assert!(t.lines().nth(2).unwrap().contains("| ERROR: "), "{t}");
+        let v: serde_json::Value = serde_json::from_str(&r.to_json()).unwrap();
+        assert_eq!(
+            (v["reorders"].as_u64(), v["duplicates"].as_u64()),
+            (Some(1), Some(1))
+        );
+        assert!(v["error"].as_str().unwrap().contains("corrupt"));
+        assert_eq!(failures(&[r.clone(), row(&[1], 1, 0), r]), 2);
+    }
+
+    #[test]
+    fn untracked_run_is_an_error_not_a_pass() {
+        let mut r = row(&[1], 1, 0);
+        r.stream = None;
+        assert_eq!(r.errors().as_deref(), Some("sequences not tracked"));
+        assert_eq!(r.delivered_pct(), 0.0);
+    }
+}

@@ -1,0 +1,195 @@
+//! Blackboard files (spec §14): [`BlackboardProducer<V>`] creates one with the same flock
+//! protocol as a ring (mode 0o660, magic last, unlink on drop), [`BlackboardConsumer<V>`]
+//! attaches and reads values. The seqlock protocol is the core's [`Blackboard`].
+
+use std::fs::{File, OpenOptions};
+use std::marker::PhantomData;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use memmap2::MmapRaw;
+use ringwire_core::blackboard::{Blackboard, BlackboardError, TryRead, total_len};
+use zerocopy::{FromBytes, Immutable, IntoBytes};
+
+use crate::error::{Error, Result};
+use crate::file::{CleanupMode, map_file, open_exclusive};
+use crate::sys;
+
+/// Spins before a reader starts yielding to a writer that holds a key.
+const SPINS_BEFORE_YIELD: u32 = 10_000;
+/// How long a key's seqlock may stay at the same odd value (a writer stuck mid-write)
+/// before a reader reports the writer stalled.
+pub const STALL_TIMEOUT: Duration = Duration::from_millis(100);
+
+fn bb_err(path: &Path) -> impl Fn(BlackboardError) -> Error + '_ {
+    move |source| Error::Blackboard {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The writer of a blackboard file (one writer per key; this type writes all keys).
+pub struct BlackboardProducer<V> {
+    bb: Blackboard,
+    _map: MmapRaw,
+    file: File,
+    id: (u64, u64),
+    path: PathBuf,
+    cleanup: CleanupMode,
+    _v: PhantomData<fn(&V)>,
+}
+
+impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
+    /// Creates a blackboard of `slot_count` values at `path` (flock held for the
+    /// producer's life, a stale file replaced by a fresh inode).
+    pub fn create(path: impl AsRef<Path>, slot_count: u32) -> Result<Self> {
+        const {
+            assert!(
+                align_of::<V>() <= 8,
+                "over-aligned values are not supported"
+            )
+        };
+        let path = path.as_ref();
+        let total = total_len(size_of::<V>(), slot_count as usize).ok_or_else(|| {
+            Error::InvalidArgument {
+                path: path.to_path_buf(),
+                what: format!("slot_count {slot_count} makes the blackboard too large"),
+            }
+        })?;
+        let file = open_exclusive(path, 0o660, total as u64)?;
+        let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
+        let (map, region) = map_file(path, &file, false)?;
+        let bb =
+            Blackboard::init(region, size_of::<V>() as u32, slot_count).map_err(bb_err(path))?;
+        Ok(BlackboardProducer {
+            bb,
+            _map: map,
+            file,
+            id,
+            path: path.to_path_buf(),
+            cleanup: CleanupMode::UnlinkOnDrop,
+            _v: PhantomData,
+        })
+    }
+
+    /// Keep the file (or not) when dropped.
+    pub fn set_cleanup_mode(&mut self, mode: CleanupMode) {
+        self.cleanup = mode;
+    }
+
+    /// Writes `value` under `key`.
+    pub fn write(&mut self, key: usize, value: &V) -> Result<()> {
+        self.bb
+            .write(key, value.as_bytes())
+            .map_err(bb_err(&self.path))
+    }
+
+    /// Number of keys.
+    pub fn slot_count(&self) -> u32 {
+        self.bb.slot_count()
+    }
+}
+
+impl<V> Drop for BlackboardProducer<V> {
+    fn drop(&mut self) {
+        if self.cleanup == CleanupMode::UnlinkOnDrop
+            && matches!(sys::path_id(&self.path), Ok(Some(id)) if id == self.id)
+        {
+            let _ = std::fs::remove_file(&self.path);
+        }
+        sys::unlock(&self.file);
+    }
+}
+
+/// A reader of a blackboard file.
+pub struct BlackboardConsumer<V> {
+    bb: Blackboard,
+    _map: MmapRaw,
+    path: PathBuf,
+    _v: PhantomData<fn() -> V>,
+}
+
+impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
+    /// Attaches to the blackboard at `path`; its `value_size` must be `size_of::<V>()`.
+    pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(|e| Error::io(path, "open", e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(path, "fstat", e))?
+            .len();
+        if len < 128 {
+            return Err(bb_err(path)(BlackboardError::TooShort { need: 128, len }));
+        }
+        let (map, region) = map_file(path, &file, false)?;
+        let bb = Blackboard::attach(region, Some(size_of::<V>() as u32)).map_err(bb_err(path))?;
+        Ok(BlackboardConsumer {
+            bb,
+            _map: map,
+            path: path.to_path_buf(),
+            _v: PhantomData,
+        })
+    }
+
+    /// Reads `key`: `Ok(None)` if it was never written. Retries while the writer holds the
+    /// key (spinning, then yielding). A writer stuck mid-write (the same odd seqlock value)
+    /// for 100 ms is an error; a writer that keeps writing is progress, not a stall.
+    pub fn read(&self, key: usize) -> Result<Option<V>> {
+        let mut v = V::new_zeroed();
+        let mut start = Instant::now();
+        let mut last = 0u64;
+        let mut spins = 0u32;
+        loop {
+            match self
+                .bb
+                .try_read(key, v.as_mut_bytes())
+                .map_err(bb_err(&self.path))?
+            {
+                TryRead::Value => return Ok(Some(v)),
+                TryRead::Never => return Ok(None),
+                TryRead::Busy { seqlock } if seqlock != last => {
+                    last = seqlock;
+                    start = Instant::now();
+                }
+                TryRead::Busy { .. } => {}
+            }
+            spins = spins.saturating_add(1);
+            if spins < SPINS_BEFORE_YIELD {
+                std::hint::spin_loop();
+                continue;
+            }
+            if start.elapsed() > STALL_TIMEOUT {
+                return Err(Error::WriterStalled {
+                    path: self.path.clone(),
+                    key,
+                });
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Number of keys.
+    pub fn slot_count(&self) -> u32 {
+        self.bb.slot_count()
+    }
+}
+
+impl<V> std::fmt::Debug for BlackboardProducer<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlackboardProducer")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl<V> std::fmt::Debug for BlackboardConsumer<V> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlackboardConsumer")
+            .field("path", &self.path)
+            .finish()
+    }
+}

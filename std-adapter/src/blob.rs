@@ -1,0 +1,311 @@
+//! [`BlobProducer<M>`] and [`BlobConsumer<M>`]: blob rings in `/dev/shm` files, whose
+//! records are a meta value `M` plus a byte blob in the ring's arena (spec §10),
+//! ringfire-compatible.
+//!
+//! The arena and descriptor protocol is the core's [`BlobWriter`] / [`BlobReader`]; this
+//! file creates or maps the file, converts `M` and wakes futex sleepers.
+
+use std::marker::PhantomData;
+use std::path::Path;
+
+use ringwire_core::broadcast::blob::{BLOB_REF_LEN, BlobReader, BlobWriter};
+use ringwire_core::layout::{schema_signature_of, slot_stride};
+use ringwire_core::{Expect, Geometry};
+use zerocopy::{FromBytes, Immutable, IntoBytes};
+
+use crate::error::{Error, Result};
+use crate::file::{CleanupMode, CreateOptions, RingFile};
+use crate::sys;
+use crate::wait::{self, WaitStrategy};
+
+/// Registry slots a blob ring gets by default (spec §3).
+pub const DEFAULT_BLOB_READERS: u32 = 32;
+/// Registry name of a [`BlobConsumer`] (spec §5).
+pub const BLOB_CONSUMER_NAME: &str = "anonymous";
+
+/// Bytes of `BlobPacket<M> = { meta: M, blob_ref: BlobRef }` in C layout, and its slot
+/// stride. Meta types aligned above 8 are refused at compile time by the callers.
+const fn packet_stride<M>() -> usize {
+    let meta = size_of::<M>().div_ceil(8) * 8;
+    slot_stride(
+        meta + BLOB_REF_LEN,
+        if align_of::<M>() > 8 {
+            align_of::<M>()
+        } else {
+            8
+        },
+    )
+}
+
+fn blob_expect<M>() -> Expect {
+    Expect {
+        element_size: u32::try_from(packet_stride::<M>()).ok(),
+        schema_sig: Some(schema_signature_of::<M>()),
+        slot_align: 8,
+    }
+}
+
+/// Options for a [`BlobProducer`].
+#[derive(Clone, Copy, Debug)]
+pub struct BlobProducerBuilder {
+    capacity: u64,
+    arena_bytes: u64,
+    readers: u32,
+    create: CreateOptions,
+}
+
+impl BlobProducerBuilder {
+    /// `capacity` descriptor slots and an arena of `arena_bytes` (a power of two ≥ 64), 32
+    /// registry slots, mode 0o660, unlinked on drop.
+    pub fn new(capacity: u64, arena_bytes: u64) -> Self {
+        BlobProducerBuilder {
+            capacity,
+            arena_bytes,
+            readers: DEFAULT_BLOB_READERS,
+            create: CreateOptions::default(),
+        }
+    }
+
+    /// Registry slots (0 is allowed; the registry offset is still 128, as in the reference).
+    pub fn max_readers(mut self, n: u32) -> Self {
+        self.readers = n;
+        self
+    }
+
+    /// What happens to the file on drop.
+    pub fn cleanup_mode(mut self, mode: CleanupMode) -> Self {
+        self.create.cleanup = mode;
+        self
+    }
+
+    /// File mode for `open` (the umask applies).
+    pub fn file_mode(mut self, mode: u32) -> Self {
+        self.create.mode = mode;
+        self
+    }
+
+    /// Creates the ring at `path`.
+    pub fn build<M: IntoBytes + Immutable + 'static>(
+        self,
+        path: impl AsRef<Path>,
+    ) -> Result<BlobProducer<M>> {
+        BlobProducer::create_with(path.as_ref(), self)
+    }
+}
+
+/// The single writer of a blob ring.
+pub struct BlobProducer<M> {
+    writer: BlobWriter,
+    scratch: Vec<u8>,
+    file: RingFile,
+    _m: PhantomData<fn(&M)>,
+}
+
+impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
+    /// Creates a blob ring with `capacity` slots and an `arena_bytes` arena at `path`.
+    pub fn create(path: impl AsRef<Path>, capacity: u64, arena_bytes: u64) -> Result<Self> {
+        Self::create_with(
+            path.as_ref(),
+            BlobProducerBuilder::new(capacity, arena_bytes),
+        )
+    }
+
+    /// A builder for the other options.
+    pub fn builder(capacity: u64, arena_bytes: u64) -> BlobProducerBuilder {
+        BlobProducerBuilder::new(capacity, arena_bytes)
+    }
+
+    fn create_with(path: &Path, b: BlobProducerBuilder) -> Result<Self> {
+        const {
+            assert!(
+                align_of::<M>() <= 8,
+                "over-aligned meta types are not supported"
+            )
+        };
+        let geo = Geometry::blob(b.capacity, packet_stride::<M>(), b.readers, b.arena_bytes)
+            .map_err(|source| Error::Geometry {
+                path: path.to_path_buf(),
+                source,
+            })?
+            .with_schema(schema_signature_of::<M>());
+        let file = RingFile::create(path, &geo, &b.create)?;
+        // The copy lives in the handle, which owns `file` and drops it last.
+        let writer = BlobWriter::new(*file.ring()).map_err(|source| Error::Blob {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Ok(BlobProducer {
+            writer,
+            scratch: vec![0u8; geo.record_len()],
+            file,
+            _m: PhantomData,
+        })
+    }
+
+    /// Publishes `meta` with `payload` and returns the sequence. A payload longer than the
+    /// arena is an error naming its length.
+    pub fn push(&mut self, meta: &M, payload: &[u8]) -> Result<u64> {
+        let m = meta.as_bytes();
+        self.scratch.fill(0);
+        self.scratch[..m.len()].copy_from_slice(m);
+        let pushed = self
+            .writer
+            .push(&mut self.scratch, payload, 0)
+            .map_err(|source| Error::Blob {
+                path: self.file.path().to_path_buf(),
+                source,
+            })?;
+        if pushed.wake {
+            wait::wake_all(self.file.ring());
+        }
+        Ok(pushed.seq)
+    }
+
+    /// The highest published sequence.
+    pub fn sequence(&self) -> u64 {
+        self.writer.next_seq() - 1
+    }
+
+    /// The ring file.
+    pub fn file(&self) -> &RingFile {
+        &self.file
+    }
+
+    /// `msync` of the mapping.
+    pub fn flush(&self) -> Result<()> {
+        self.file.flush()
+    }
+}
+
+/// A reader of a blob ring: starts at the oldest retained message and registers as
+/// `"anonymous"` when there is a free registry slot.
+pub struct BlobConsumer<M> {
+    reader: BlobReader,
+    scratch: Vec<u8>,
+    file: RingFile,
+    _m: PhantomData<fn() -> M>,
+}
+
+impl<M: FromBytes + 'static> BlobConsumer<M> {
+    /// Attaches to the blob ring at `path`.
+    pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
+        Self::attach_with_name(path, BLOB_CONSUMER_NAME)
+    }
+
+    /// Attaches and registers under `name`.
+    pub fn attach_with_name(path: impl AsRef<Path>, name: &str) -> Result<Self> {
+        let path = path.as_ref();
+        const {
+            assert!(
+                align_of::<M>() <= 8,
+                "over-aligned meta types are not supported"
+            )
+        };
+        let file = RingFile::open(path, blob_expect::<M>())?;
+        let blob_err = |source| Error::Blob {
+            path: path.to_path_buf(),
+            source,
+        };
+        // The copy lives in the handle, which owns `file` and drops it last.
+        let mut reader = BlobReader::new(*file.ring()).map_err(blob_err)?;
+        // A full registry leaves the reader unregistered, as in the reference.
+        if file.ring().geometry().registry_count > 0 {
+            let _ = reader.register(std::process::id(), name, sys::pid_alive);
+        }
+        let n = file.ring().geometry().record_len();
+        Ok(BlobConsumer {
+            reader,
+            scratch: vec![0u8; n],
+            file,
+            _m: PhantomData,
+        })
+    }
+
+    /// Receives the next message: the meta into `meta`, the blob into `out`. Returns the
+    /// blob length, `Ok(None)` when caught up, or an error when `out` is too small (the
+    /// message then stays unread).
+    pub fn recv(&mut self, meta: &mut M, out: &mut [u8]) -> Result<Option<usize>> {
+        let got = self
+            .reader
+            .recv(&mut self.scratch, out)
+            .map_err(|source| Error::Blob {
+                path: self.file.path().to_path_buf(),
+                source,
+            })?;
+        Ok(got.map(|r| {
+            // The scratch is at least size_of::<M>() + 16 bytes (the stride check at attach).
+            if let Ok((m, _)) = M::read_from_prefix(&self.scratch) {
+                *meta = m;
+            }
+            r.len
+        }))
+    }
+
+    /// Like [`BlobConsumer::recv`], also returning the sequence.
+    pub fn recv_seq(&mut self, meta: &mut M, out: &mut [u8]) -> Result<Option<(u64, usize)>> {
+        let len = self.recv(meta, out)?;
+        // The received message is the one just below the new cursor.
+        Ok(len.map(|l| (self.reader.cursor() - 1, l)))
+    }
+
+    /// Waits with `wait` (bounded waits, re-checked) until a message arrives or `timeout`
+    /// passes.
+    pub fn recv_timeout<W: WaitStrategy>(
+        &mut self,
+        wait: &mut W,
+        meta: &mut M,
+        out: &mut [u8],
+        timeout: std::time::Duration,
+    ) -> Result<Option<usize>> {
+        let deadline = std::time::Instant::now() + timeout;
+        loop {
+            if let Some(n) = self.recv(meta, out)? {
+                wait.reset();
+                return Ok(Some(n));
+            }
+            if std::time::Instant::now() >= deadline {
+                return Ok(None);
+            }
+            wait.wait(self.file.ring(), self.reader.cursor());
+        }
+    }
+
+    /// The next sequence to read.
+    pub fn cursor(&self) -> u64 {
+        self.reader.cursor()
+    }
+
+    /// Messages skipped (overwritten, or blob lost).
+    pub fn lapped_count(&self) -> u64 {
+        self.reader.lapped_count()
+    }
+
+    /// Published messages not read yet.
+    pub fn lag(&self) -> u64 {
+        let w = self.file.write_seq();
+        let c = self.reader.cursor();
+        if w >= c { w - c + 1 } else { 0 }
+    }
+
+    /// The ring file.
+    pub fn file(&self) -> &RingFile {
+        &self.file
+    }
+}
+
+impl<M> std::fmt::Debug for BlobProducer<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlobProducer")
+            .field("file", &self.file)
+            .finish()
+    }
+}
+
+impl<M> std::fmt::Debug for BlobConsumer<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlobConsumer")
+            .field("file", &self.file)
+            .field("cursor", &self.reader.cursor())
+            .finish()
+    }
+}

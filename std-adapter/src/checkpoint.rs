@@ -1,0 +1,226 @@
+//! The consumer offset checkpoint file (spec §13): 64 bytes that remember the last sequence
+//! a named consumer processed, so a restarted consumer resumes after it.
+//!
+//! | Off | Field |
+//! |---:|---|
+//! | 0 | magic `0x53484D5F4F464653` ("SFFO_MHS" on disk) |
+//! | 8 | version 1 (u32) |
+//! | 12 | pid of the last process that attached or saved (atomic u32) |
+//! | 16 | `offset_seq`: last processed sequence, 0 = never committed (atomic u64) |
+//! | 24 | `updated_ns`: wall-clock ns since the Unix epoch (atomic u64) |
+//! | 32 | consumer name, at most 31 bytes, NUL-padded |
+
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use memmap2::{MmapOptions, MmapRaw};
+use ringwire_core::Region;
+use ringwire_core::sync::Ordering;
+
+use crate::error::{Error, Result};
+
+/// Checkpoint file magic.
+pub const CHECKPOINT_MAGIC: u64 = 0x5348_4D5F_4F46_4653;
+/// Checkpoint file version.
+pub const CHECKPOINT_VERSION: u32 = 1;
+/// Checkpoint file size.
+pub const CHECKPOINT_SIZE: usize = 64;
+
+const OFF_MAGIC: usize = 0;
+const OFF_VERSION_PID: usize = 8;
+const OFF_PID: usize = 12;
+const OFF_SEQ: usize = 16;
+const OFF_UPDATED: usize = 24;
+const OFF_NAME: usize = 32;
+const KIND: &str = "offset file";
+
+/// An open checkpoint file.
+pub struct OffsetCheckpoint {
+    region: Region,
+    _map: MmapRaw,
+    path: PathBuf,
+    name: String,
+}
+
+/// The default checkpoint path for a consumer `name` of the ring at `ring` (spec §13):
+/// `<dir of ring>/<file stem of ring>_<name, with every char not alphanumeric, '_' or '-'
+/// replaced by '_'>.offset`. A bare relative ring path gives a file in the current
+/// directory.
+pub fn default_path(ring: &Path, name: &str) -> PathBuf {
+    let stem = ring
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let file = format!("{stem}_{clean}.offset");
+    match ring.parent() {
+        Some(dir) => dir.join(file),
+        None => PathBuf::from(file),
+    }
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos().min(u128::from(u64::MAX)) as u64)
+        .unwrap_or(0)
+}
+
+impl OffsetCheckpoint {
+    /// Opens the checkpoint at `path`, creating it (mode `0o666` less the umask) when it is
+    /// shorter than 64 bytes. An existing file must have the right magic and version; this
+    /// process's pid is stored into it.
+    pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
+        let path = path.as_ref();
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o666)
+            .open(path)
+            .map_err(|e| Error::io(path, "open", e))?;
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(path, "fstat", e))?
+            .len();
+        let fresh = len < CHECKPOINT_SIZE as u64;
+        if fresh {
+            file.set_len(CHECKPOINT_SIZE as u64)
+                .map_err(|e| Error::io(path, "ftruncate", e))?;
+        }
+        let map = MmapOptions::new()
+            .len(CHECKPOINT_SIZE)
+            .map_raw(&file)
+            .map_err(|e| Error::io(path, "mmap", e))?;
+        // SAFETY: the mapping is 64 page-aligned bytes kept alive in `_map` as long as the
+        // region is used; every access below is atomic.
+        let region =
+            unsafe { Region::from_raw_parts(map.as_mut_ptr(), CHECKPOINT_SIZE) }.map_err(|e| {
+                Error::Region {
+                    path: path.to_path_buf(),
+                    source: e,
+                }
+            })?;
+        let cp = OffsetCheckpoint {
+            region,
+            _map: map,
+            path: path.to_path_buf(),
+            name: name.to_string(),
+        };
+        let pid = std::process::id();
+        if fresh {
+            let mut name_buf = [0u8; 32];
+            let trimmed = name.trim();
+            let n = trimmed.len().min(31);
+            name_buf[..n].copy_from_slice(&trimmed.as_bytes()[..n]);
+            // SAFETY: [32, 64) is inside the 64-byte region; we just created the file.
+            unsafe { cp.region.write_words(OFF_NAME, &name_buf) };
+            let vp = u64::from(CHECKPOINT_VERSION) | (u64::from(pid) << 32);
+            // Relaxed: the magic's release store below publishes these.
+            cp.a64(OFF_VERSION_PID).store(vp, Ordering::Relaxed);
+            cp.a64(OFF_SEQ).store(0, Ordering::Relaxed);
+            cp.a64(OFF_UPDATED).store(0, Ordering::Relaxed);
+            // Release: a reader that sees the magic sees the whole record.
+            cp.a64(OFF_MAGIC).store(CHECKPOINT_MAGIC, Ordering::Release);
+            return Ok(cp);
+        }
+        // Acquire: pairs with the creator's release store of the magic.
+        let magic = cp.a64(OFF_MAGIC).load(Ordering::Acquire);
+        if magic != CHECKPOINT_MAGIC {
+            return Err(Error::BadFileMagic {
+                path: path.to_path_buf(),
+                kind: KIND,
+                found: magic,
+            });
+        }
+        // Relaxed: the version is immutable after creation.
+        let version = cp.a64(OFF_VERSION_PID).load(Ordering::Relaxed) as u32;
+        if version != CHECKPOINT_VERSION {
+            return Err(Error::BadFileVersion {
+                path: path.to_path_buf(),
+                kind: KIND,
+                found: version,
+            });
+        }
+        // Relaxed: the pid is informational.
+        cp.a32(OFF_PID).store(pid, Ordering::Relaxed);
+        Ok(cp)
+    }
+
+    /// Opens the default checkpoint of consumer `name` of the ring at `ring`.
+    pub fn for_consumer(ring: impl AsRef<Path>, name: &str) -> Result<Self> {
+        Self::open_or_create(default_path(ring.as_ref(), name), name)
+    }
+
+    fn a64(&self, off: usize) -> ringwire_core::sync::A64<'_> {
+        // SAFETY: only called with the 8-aligned field offsets 0..=24 of the 64-byte region.
+        unsafe { self.region.a64(off) }
+    }
+
+    fn a32(&self, off: usize) -> ringwire_core::sync::A32<'_> {
+        // SAFETY: only called with the 4-aligned pid offset 12 of the 64-byte region.
+        unsafe { self.region.a32(off) }
+    }
+
+    /// The last committed sequence, or `None` if nothing was ever committed.
+    pub fn load(&self) -> Option<u64> {
+        // Acquire: pairs with save's release store.
+        let v = self.a64(OFF_SEQ).load(Ordering::Acquire);
+        (v != 0).then_some(v)
+    }
+
+    /// Commits `seq` as the last processed sequence (release store), then the wall-clock
+    /// time (relaxed) and this process's pid.
+    pub fn save(&self, seq: u64) {
+        // Release: whoever loads this value sees the processing that preceded it.
+        self.a64(OFF_SEQ).store(seq, Ordering::Release);
+        // Relaxed: informational.
+        self.a64(OFF_UPDATED).store(now_ns(), Ordering::Relaxed);
+        // Relaxed: informational.
+        self.a32(OFF_PID)
+            .store(std::process::id(), Ordering::Relaxed);
+    }
+
+    /// Wall-clock nanoseconds of the last save (0 = never).
+    pub fn updated_ns(&self) -> u64 {
+        // Relaxed: informational.
+        self.a64(OFF_UPDATED).load(Ordering::Relaxed)
+    }
+
+    /// The pid of the last process that attached or saved.
+    pub fn pid(&self) -> u32 {
+        // Relaxed: informational.
+        self.a32(OFF_PID).load(Ordering::Relaxed)
+    }
+
+    /// The checkpoint's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The consumer name given at open.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl std::fmt::Debug for OffsetCheckpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OffsetCheckpoint")
+            .field("path", &self.path)
+            .field("offset", &self.load())
+            .finish()
+    }
+}

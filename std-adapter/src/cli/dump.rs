@@ -1,0 +1,65 @@
+//! `ringwire dump <PATH> [--tail N] [--hex]` (spec §26).
+
+use std::io::Write;
+use std::path::Path;
+
+use ringwire_core::SlotRead;
+use ringwire_core::layout::{SLOT_WRITING, oldest_retained};
+
+use super::out_err;
+use crate::error::Result;
+use crate::file::ReadOnlyRing;
+
+fn preview(bytes: &[u8], hex: bool) -> String {
+    if hex {
+        let n = bytes.len().min(16);
+        let h: Vec<String> = bytes[..n].iter().map(|b| format!("{b:02X}")).collect();
+        format!("{} ({} bytes)", h.join(" "), bytes.len())
+    } else {
+        let n = bytes.len().min(32);
+        let s: String = bytes[..n]
+            .iter()
+            .map(|&b| {
+                if (0x20..0x7f).contains(&b) {
+                    b as char
+                } else {
+                    '.'
+                }
+            })
+            .collect();
+        format!("\"{s}\" ({} bytes)", bytes.len())
+    }
+}
+
+pub(super) fn run(path: &Path, tail: u64, hex: bool, out: &mut dyn Write) -> Result<()> {
+    let ring = ReadOnlyRing::open(path)?;
+    let oe = out_err(path);
+    let g = *ring.geometry();
+    let newest = ring.write_seq();
+    if newest == 0 {
+        return writeln!(out, "ring {} is empty (write_seq 0)", path.display()).map_err(oe);
+    }
+    let oldest = oldest_retained(newest, g.capacity);
+    let first = newest.saturating_sub(tail - 1).max(oldest).max(1);
+    let mut buf = vec![0u8; g.record_len()];
+    for seq in first..=newest {
+        let word = ring.slot_seq_word(seq);
+        let word_s = if word == SLOT_WRITING {
+            "WRITING".to_string()
+        } else {
+            word.to_string()
+        };
+        let body = match ring.read_slot(seq, &mut buf) {
+            SlotRead::Ok => preview(&buf, hex),
+            SlotRead::Pending => "(not published yet)".to_string(),
+            SlotRead::Overwritten { seen } => format!("(overwritten by {seen})"),
+        };
+        writeln!(
+            out,
+            "seq {seq} slot {} seq_word {word_s} {body}",
+            seq & g.mask()
+        )
+        .map_err(&oe)?;
+    }
+    Ok(())
+}

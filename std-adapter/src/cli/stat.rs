@@ -1,0 +1,203 @@
+//! `ringwire stat <PATH> [--json]` (spec §26).
+
+use std::io::{Read, Write};
+use std::path::Path;
+
+use ringwire_core::layout::{Flags, RING_MAGIC, oldest_retained};
+use serde_json::{Value, json};
+
+use super::out_err;
+use crate::error::{Error, Result};
+use crate::file::ReadOnlyRing;
+use crate::sys::pid_alive;
+
+/// Blackboard file magic (spec §14), "ROBBGNIR" on disk.
+pub const BLACKBOARD_MAGIC: u64 = 0x5249_4E47_4242_4F52;
+
+fn first_128(path: &Path) -> Result<(u64, [u8; 128])> {
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    let len = f.metadata().map_err(|e| Error::io(path, "fstat", e))?.len();
+    let mut h = [0u8; 128];
+    if len < 128 {
+        return Err(Error::attach(
+            path,
+            ringwire_core::AttachError::TooShort { len },
+        ));
+    }
+    f.read_exact(&mut h)
+        .map_err(|e| Error::io(path, "read", e))?;
+    Ok((len, h))
+}
+
+fn le32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn blackboard_json(path: &Path, len: u64, h: &[u8; 128]) -> Value {
+    json!({
+        "type": "blackboard",
+        "path": path.display().to_string(),
+        "file_size": len,
+        "version": le32(h, 8),
+        "value_size": le32(h, 12),
+        "slot_size": le32(h, 16),
+        "slot_count": le32(h, 20),
+    })
+}
+
+/// The `stat --json` object of the ring (or blackboard) at `path`.
+pub fn stat_json(path: &Path) -> Result<Value> {
+    let (len, h) = first_128(path)?;
+    let magic = u64::from_le_bytes(h[0..8].try_into().unwrap_or([0; 8]));
+    if magic == BLACKBOARD_MAGIC {
+        return Ok(blackboard_json(path, len, &h));
+    }
+    if magic != RING_MAGIC {
+        return Err(Error::attach(
+            path,
+            ringwire_core::AttachError::BadMagic { found: magic },
+        ));
+    }
+    let ring = ReadOnlyRing::open(path)?;
+    let hd = ring.header();
+    let g = *ring.geometry();
+    let w = ring.write_seq();
+    let (oldest, active) = if w == 0 {
+        (0, 0)
+    } else {
+        let o = oldest_retained(w, g.capacity);
+        (o, w - o + 1)
+    };
+    let flags = Flags(hd.flags);
+    let mode = if flags.has(Flags::MODE_MPMC) {
+        "MPMC"
+    } else if flags.has(Flags::MODE_SPMC) {
+        "SPMC"
+    } else {
+        "UNKNOWN"
+    };
+    let flow = if flags.has(Flags::POLICY_LOSSLESS_BACKPRESSURE) {
+        "LosslessBackpressure"
+    } else {
+        "LossyLatestWins"
+    };
+    let (waiting, futex) = ring.futex_state();
+    let util = (active as f64 / g.capacity as f64) * 100.0;
+    let mut o = json!({
+        "path": path.display().to_string(),
+        "file_size": len,
+        "magic": format!("0x{:016X}", hd.magic),
+        "version": hd.version,
+        "mode": mode,
+        "flow_control": flow,
+        "capacity": g.capacity,
+        "element_size": g.element_size,
+        "write_seq": w,
+        "claim_seq": hd.claim_seq,
+        "read_seq": hd.read_seq,
+        "oldest_seq": oldest,
+        "utilization_pct": (util * 100.0).round() / 100.0,
+        "waiting_consumers": waiting,
+        "futex_word": futex,
+        "has_arena": flags.has(Flags::WITH_ARENA),
+        "has_registry": flags.has(Flags::WITH_REGISTRY),
+    });
+    if let (Some(reserved), Some(map)) = (ring.arena_reserved(), o.as_object_mut()) {
+        map.insert("arena_capacity".into(), json!(g.arena_size));
+        map.insert("arena_reserved".into(), json!(reserved));
+    }
+    let mut readers = Vec::new();
+    for i in 0..g.registry_count {
+        let Some(e) = ring.registry_entry(i) else {
+            break;
+        };
+        if e.pid != 0 && e.active != 0 {
+            let lag = if w >= e.cursor { w - e.cursor + 1 } else { 0 };
+            readers.push(json!({
+                "slot": i, "pid": e.pid, "name": e.name_str(), "cursor": e.cursor,
+                "lag": lag, "alive": pid_alive(e.pid),
+            }));
+        }
+    }
+    if let Some(map) = o.as_object_mut() {
+        map.insert("readers".into(), Value::Array(readers));
+    }
+    Ok(o)
+}
+
+pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
+    let v = stat_json(path)?;
+    let oe = out_err(path);
+    if json {
+        let s = serde_json::to_string_pretty(&v).map_err(|e| Error::io(path, "json", e.into()))?;
+        return writeln!(out, "{s}").map_err(oe);
+    }
+    if v["type"] == "blackboard" {
+        writeln!(out, "Blackboard {}", path.display()).map_err(&oe)?;
+        for k in [
+            "file_size",
+            "version",
+            "slot_count",
+            "value_size",
+            "slot_size",
+        ] {
+            writeln!(out, "  {k:<18} {}", v[k]).map_err(&oe)?;
+        }
+        return Ok(());
+    }
+    writeln!(out, "Ring {}", path.display()).map_err(&oe)?;
+    for k in [
+        "file_size",
+        "magic",
+        "version",
+        "mode",
+        "flow_control",
+        "capacity",
+        "element_size",
+    ] {
+        writeln!(out, "  {k:<18} {}", v[k]).map_err(&oe)?;
+    }
+    writeln!(out, "Sequences").map_err(&oe)?;
+    for k in [
+        "write_seq",
+        "claim_seq",
+        "read_seq",
+        "oldest_seq",
+        "utilization_pct",
+    ] {
+        writeln!(out, "  {k:<18} {}", v[k]).map_err(&oe)?;
+    }
+    writeln!(out, "Futex").map_err(&oe)?;
+    for k in ["waiting_consumers", "futex_word"] {
+        writeln!(out, "  {k:<18} {}", v[k]).map_err(&oe)?;
+    }
+    if v["has_arena"] == true {
+        writeln!(
+            out,
+            "Arena\n  capacity           {}\n  reserved           {}",
+            v["arena_capacity"], v["arena_reserved"]
+        )
+        .map_err(&oe)?;
+    }
+    match v["readers"].as_array() {
+        Some(rs) if !rs.is_empty() => {
+            writeln!(out, "Readers").map_err(&oe)?;
+            for r in rs {
+                writeln!(
+                    out,
+                    "  slot {} pid {} {} name {} cursor {} lag {}",
+                    r["slot"],
+                    r["pid"],
+                    if r["alive"] == true { "alive" } else { "dead" },
+                    r["name"],
+                    r["cursor"],
+                    r["lag"]
+                )
+                .map_err(&oe)?;
+            }
+        }
+        _ if v["has_registry"] == true => writeln!(out, "Readers: none").map_err(&oe)?,
+        _ => writeln!(out, "Readers: no registry").map_err(&oe)?,
+    }
+    Ok(())
+}

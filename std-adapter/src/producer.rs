@@ -1,0 +1,233 @@
+//! [`RingProducer<T>`]: the typed single writer of a broadcast ring in a `/dev/shm` file,
+//! ringfire-compatible (same layout, same schema signature, same lock).
+//!
+//! The ring protocol is the core's [`Producer`]; this file only creates the file, turns `T`
+//! into bytes, wakes futex sleepers and implements the blocking lossless push of spec §6.
+
+use std::marker::PhantomData;
+use std::ops::Range;
+use std::path::Path;
+use std::time::Duration;
+
+use ringwire_core::Geometry;
+use ringwire_core::broadcast::{Full, Producer, registry};
+use ringwire_core::layout::{schema_signature_of, slot_stride};
+use zerocopy::{Immutable, IntoBytes};
+
+use crate::error::{Error, Result};
+use crate::file::{CleanupMode, CreateOptions, RingFile};
+use crate::sys;
+use crate::wait::FutexWake;
+
+/// Flow control of a [`RingProducer`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum FlowControl {
+    /// The writer always writes; lagging readers are lapped (flag `POLICY_LATEST_WINS`).
+    #[default]
+    LossyLatestWins,
+    /// The writer waits for the slowest registered reader (spec §6).
+    LosslessBackpressure,
+}
+
+/// Options for [`RingProducer`] (and the blob producer's common ones).
+#[derive(Clone, Copy, Debug)]
+pub struct RingProducerBuilder {
+    capacity: u64,
+    create: CreateOptions,
+    flow: FlowControl,
+    max_readers: u32,
+}
+
+impl RingProducerBuilder {
+    /// A lossy ring of `capacity` slots, no registry, mode 0o660, unlinked on drop.
+    pub fn new(capacity: u64) -> Self {
+        RingProducerBuilder {
+            capacity,
+            create: CreateOptions::default(),
+            flow: FlowControl::LossyLatestWins,
+            max_readers: 0,
+        }
+    }
+
+    /// What happens to the file on drop.
+    pub fn cleanup_mode(mut self, mode: CleanupMode) -> Self {
+        self.create.cleanup = mode;
+        self
+    }
+
+    /// Lossy or lossless.
+    pub fn flow_control(mut self, flow: FlowControl) -> Self {
+        self.flow = flow;
+        self
+    }
+
+    /// Registry slots (a lossless ring with 0 gets 32).
+    pub fn max_readers(mut self, n: u32) -> Self {
+        self.max_readers = n;
+        self
+    }
+
+    /// File mode for `open` (the umask applies).
+    pub fn file_mode(mut self, mode: u32) -> Self {
+        self.create.mode = mode;
+        self
+    }
+
+    /// Exclusive-producer lock (default `true`); `false` is ringfire's legacy mode.
+    pub fn exclusive_lock(mut self, on: bool) -> Self {
+        self.create.exclusive_lock = on;
+        self
+    }
+
+    /// Creates the ring file at `path`.
+    pub fn build<T: IntoBytes + Immutable + 'static>(
+        self,
+        path: impl AsRef<Path>,
+    ) -> Result<RingProducer<T>> {
+        RingProducer::create_with(path.as_ref(), self)
+    }
+}
+
+/// The single writer of a typed broadcast ring.
+pub struct RingProducer<T> {
+    inner: Producer<FutexWake>,
+    file: RingFile,
+    _t: PhantomData<fn(&T)>,
+}
+
+impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
+    /// Creates a lossy ring of `capacity` slots at `path` (spec §1.2).
+    pub fn create(path: impl AsRef<Path>, capacity: u64) -> Result<Self> {
+        Self::create_with(path.as_ref(), RingProducerBuilder::new(capacity))
+    }
+
+    /// A builder for the other options.
+    pub fn builder(capacity: u64) -> RingProducerBuilder {
+        RingProducerBuilder::new(capacity)
+    }
+
+    fn create_with(path: &Path, b: RingProducerBuilder) -> Result<Self> {
+        const {
+            assert!(
+                align_of::<T>() <= 8,
+                "over-aligned record types are not supported"
+            )
+        };
+        let stride = slot_stride(size_of::<T>(), align_of::<T>());
+        let geo = Geometry::spmc(
+            b.capacity,
+            stride,
+            align_of::<T>().max(8),
+            b.max_readers,
+            b.flow == FlowControl::LosslessBackpressure,
+        )
+        .map_err(|source| Error::Geometry {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .with_schema(schema_signature_of::<T>());
+        let file = RingFile::create(path, &geo, &b.create)?;
+        let mut inner =
+            // The copy lives in the handle, which owns `file` and drops it last.
+            Producer::new(*file.ring(), FutexWake).map_err(|e| Error::attach(path, e))?;
+        inner.set_is_alive(sys::pid_alive);
+        Ok(RingProducer {
+            inner,
+            file,
+            _t: PhantomData,
+        })
+    }
+
+    /// Publishes one record and returns its sequence. On a lossless ring this waits for
+    /// the slowest registered reader (spec §6: spin, yield, then sleep 10 µs between
+    /// prunes of dead readers).
+    #[inline]
+    pub fn push(&mut self, item: &T) -> u64 {
+        if !self.inner.is_lossless() {
+            return self.inner.push(item.as_bytes());
+        }
+        match self.inner.try_push(item.as_bytes()) {
+            Ok(seq) => seq,
+            Err(_) => self.push_blocked(item),
+        }
+    }
+
+    #[cold]
+    fn push_blocked(&mut self, item: &T) -> u64 {
+        let mut i = 0u32;
+        loop {
+            if let Ok(seq) = self.inner.try_push(item.as_bytes()) {
+                return seq;
+            }
+            if i < 100 {
+                std::hint::spin_loop();
+            } else if i < 1100 {
+                std::thread::yield_now();
+            } else {
+                registry::prune_dead(self.inner.view(), sys::pid_alive);
+                std::thread::sleep(Duration::from_micros(10));
+            }
+            i = i.saturating_add(1);
+        }
+    }
+
+    /// Publishes one record unless that would lap the slowest registered reader of a
+    /// lossless ring; never waits.
+    #[inline]
+    pub fn try_push(&mut self, item: &T) -> std::result::Result<u64, Full> {
+        self.inner.try_push(item.as_bytes())
+    }
+
+    /// Writes all `items`, publishing once (one `write_seq` store, at most one wake). On a
+    /// lossless ring each record respects the gate, and the batch is published in pieces
+    /// when it must wait. Returns the sequences written.
+    pub fn push_batch(&mut self, items: &[T]) -> Range<u64> {
+        let first = self.inner.next_seq();
+        if !self.inner.is_lossless() {
+            return self.inner.push_batch(items.iter().map(|t| t.as_bytes()));
+        }
+        for t in items {
+            self.push(t);
+        }
+        first..self.inner.next_seq()
+    }
+
+    /// The highest published sequence (0 if none).
+    pub fn sequence(&self) -> u64 {
+        self.inner.write_seq()
+    }
+
+    /// The sequence the next record gets.
+    pub fn next_sequence(&self) -> u64 {
+        self.inner.next_seq()
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> u64 {
+        self.file.ring().capacity()
+    }
+
+    /// The ring file's path.
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// The ring file (geometry, inode, raw view).
+    pub fn file(&self) -> &RingFile {
+        &self.file
+    }
+
+    /// `msync` of the mapping: an explicit durability point (a tmpfs ring needs none).
+    pub fn flush(&self) -> Result<()> {
+        self.file.flush()
+    }
+}
+
+impl<T> std::fmt::Debug for RingProducer<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RingProducer")
+            .field("file", &self.file)
+            .field("write_seq", &self.inner.write_seq())
+            .finish()
+    }
+}

@@ -1,0 +1,308 @@
+//! Command-line arguments of `ringwire serve`, `ringwire mirror` and `ringwire demo` (spec
+//! §26 meanings). Unlike ringfire, which silently replaces an unparsable value by its
+//! default, every invalid value is rejected with a message.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use ringwire_core::replicate::Start;
+
+use super::demo::{DemoOptions, Transport};
+use super::mirror::MirrorOptions;
+use super::serve::{ServeOptions, Server};
+use super::{ReplicaError, signal};
+
+/// `ringwire serve`: stream a ring to mirrors.
+#[derive(Args, Debug, Clone)]
+pub struct ServeArgs {
+    /// The source ring file (must exist; fixed-record rings).
+    pub path: PathBuf,
+    /// TCP listen address, e.g. 0.0.0.0:7400.
+    #[arg(long, value_name = "ADDR")]
+    pub bind: SocketAddr,
+    /// Send live data to this IPv4 multicast group, e.g. 239.1.1.1:7401 (one port per stream).
+    #[arg(long, value_name = "GROUP:PORT", value_parser = parse_group)]
+    pub multicast: Option<SocketAddrV4>,
+    /// Multicast sending interface address (only with --multicast).
+    #[arg(long, value_name = "ADDR", requires = "multicast")]
+    pub iface: Option<Ipv4Addr>,
+    /// UDP datagram budget in bytes, frame header included (24..=65536).
+    #[arg(long, value_name = "N", default_value_t = 1472,
+          value_parser = clap::value_parser!(u32).range(24..=65536))]
+    pub mtu: u32,
+    /// Multicast TTL (hops; only with --multicast).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "multicast")]
+    pub ttl: u8,
+    /// Fixed frame linger in microseconds (default: adaptive, 50 µs pace).
+    #[arg(long, value_name = "N")]
+    pub linger_us: Option<u64>,
+    /// Enable UDP unicast delivery from this UDP port (0 = any free port).
+    #[arg(long, value_name = "PORT")]
+    pub udp: Option<u16>,
+    /// Send every datagram N times (1..=255).
+    #[arg(long, value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u8).range(1..=255))]
+    pub dup: u8,
+    /// Records per DATA frame (1..=65535).
+    #[arg(long, value_name = "N", default_value_t = 256,
+          value_parser = clap::value_parser!(u16).range(1..=65535))]
+    pub batch: u16,
+    /// When idle, spin for a bounded, adaptive time before sleeping on the ring's futex.
+    #[arg(long)]
+    pub spin: bool,
+    /// Serve one TCP mirror and exit when it disconnects (not with --multicast or --udp).
+    #[arg(long, conflicts_with_all = ["multicast", "udp"])]
+    pub once: bool,
+    /// Most concurrent mirrors; further connections are refused.
+    #[arg(long, value_name = "N", default_value_t = 64,
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub max_mirrors: u32,
+}
+
+/// Where a mirror starts.
+fn parse_from(s: &str) -> Result<Start, String> {
+    match s {
+        "latest" => Ok(Start::Latest),
+        "oldest" => Ok(Start::Oldest),
+        "resume" => Ok(Start::Resume),
+        n => n
+            .parse::<u64>()
+            .map(|n| Start::Sequence(n.max(1)))
+            .map_err(|_| format!("'{n}' is not latest, oldest, resume or a sequence number")),
+    }
+}
+
+fn parse_group(s: &str) -> Result<SocketAddrV4, String> {
+    let a: SocketAddrV4 = s
+        .parse()
+        .map_err(|_| format!("'{s}' is not GROUP:PORT (e.g. 239.1.1.1:7401)"))?;
+    if !a.ip().is_multicast() {
+        return Err(format!(
+            "{} is not an IPv4 multicast group (224.0.0.0/4)",
+            a.ip()
+        ));
+    }
+    if a.port() == 0 {
+        return Err("the multicast port must not be 0".into());
+    }
+    Ok(a)
+}
+
+fn parse_source(s: &str) -> Result<SocketAddr, String> {
+    let addrs = s
+        .to_socket_addrs()
+        .map_err(|e| format!("'{s}' is not HOST:PORT: {e}"))?;
+    addrs
+        .into_iter()
+        .find(SocketAddr::is_ipv4)
+        .ok_or_else(|| format!("'{s}' has no IPv4 address"))
+}
+
+/// `ringwire mirror`: keep a local copy of a remote ring.
+#[derive(Args, Debug, Clone)]
+pub struct MirrorArgs {
+    /// The source's TCP address (HOST:PORT).
+    #[arg(value_parser = parse_source)]
+    pub source: SocketAddr,
+    /// The local mirror ring file (created, or adopted with --from resume).
+    pub path: PathBuf,
+    /// Start at: latest, oldest, resume (continue the local ring) or a sequence number.
+    /// Reconnections always resume.
+    #[arg(long, value_name = "WHERE", default_value = "latest", value_parser = parse_from)]
+    pub from: Start,
+    /// Ask for UDP unicast delivery even if the source has multicast.
+    #[arg(long)]
+    pub unicast: bool,
+    /// Multicast join interface address.
+    #[arg(long, value_name = "ADDR", default_value_t = Ipv4Addr::UNSPECIFIED)]
+    pub iface: Ipv4Addr,
+    /// When idle, poll the sockets without blocking for a bounded, adaptive time first.
+    #[arg(long)]
+    pub spin: bool,
+    /// Exit when the source disconnects (a connect error exits 1).
+    #[arg(long)]
+    pub once: bool,
+    /// Milliseconds between connection attempts.
+    #[arg(long, value_name = "N", default_value_t = 500)]
+    pub reconnect_ms: u64,
+}
+
+/// Which transport the demo's mirror uses.
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TransportArg {
+    /// DATA over the TCP connection.
+    Tcp,
+    /// UDP multicast on loopback, repairs over TCP.
+    Multicast,
+    /// UDP unicast, repairs over TCP.
+    Unicast,
+}
+
+/// `ringwire demo`: source, serve, mirror and a latency reader on this machine.
+#[derive(Args, Debug, Clone)]
+pub struct DemoArgs {
+    /// How the mirror receives live data.
+    #[arg(long, value_enum, default_value_t = TransportArg::Multicast)]
+    pub transport: TransportArg,
+    /// How long to run (1..=86400 s).
+    #[arg(long, value_name = "N", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    pub seconds: u64,
+    /// Records per second the synthetic feed publishes (1..=5000000).
+    #[arg(long, value_name = "N", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..=5_000_000))]
+    pub rate: u64,
+    /// Spin (bounded) instead of sleeping when idle.
+    #[arg(long)]
+    pub spin: bool,
+}
+
+fn exit(r: Result<(), ReplicaError>) -> ExitCode {
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("Error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+impl ServeArgs {
+    /// The driver's options.
+    pub fn options(&self) -> ServeOptions {
+        ServeOptions {
+            multicast: self.multicast,
+            iface: self.iface,
+            mtu: self.mtu as usize,
+            ttl: self.ttl,
+            linger_us: self.linger_us,
+            udp: self.udp,
+            dup: self.dup,
+            batch: self.batch,
+            spin: self.spin,
+            once: self.once,
+            max_sessions: self.max_mirrors as usize,
+            ..ServeOptions::new(&self.path, self.bind)
+        }
+    }
+
+    /// Runs `ringwire serve` until SIGINT/SIGTERM.
+    pub fn run(&self) -> ExitCode {
+        let stop = signal::install();
+        exit(Server::bind(self.options()).and_then(|s| {
+            let sum = s.run(stop)?;
+            eprintln!(
+                "serve: done: {} sessions ({} refused), {} records over tcp, {} naks, {} gaps; udp {} data frames, {} heartbeats, {} punches, {} rejected datagrams",
+                sum.sessions,
+                sum.refused,
+                sum.tcp_records,
+                sum.naks,
+                sum.gaps,
+                sum.udp.data_frames,
+                sum.udp.heartbeats,
+                sum.udp.punches,
+                sum.udp.rejected
+            );
+            Ok(())
+        }))
+    }
+}
+
+impl MirrorArgs {
+    /// The driver's options.
+    pub fn options(&self) -> MirrorOptions {
+        MirrorOptions {
+            start: self.from,
+            unicast: self.unicast,
+            iface: self.iface,
+            spin: self.spin,
+            once: self.once,
+            reconnect: Duration::from_millis(self.reconnect_ms),
+            ..MirrorOptions::new(self.source, &self.path)
+        }
+    }
+
+    /// Runs `ringwire mirror` until SIGINT/SIGTERM (or the end of the connection with --once).
+    pub fn run(&self) -> ExitCode {
+        let stop = signal::install();
+        exit(super::mirror::run(&self.options(), stop).map(|s| {
+            let c = s.counters;
+            eprintln!(
+                "mirror: done: {} connections, last seq {}, {} records written, {} frames, {} datagrams, {} naks, {} retransmitted, {} gaps, {} restarts, {} dropped",
+                s.connections,
+                s.last_seq,
+                c.records_written,
+                c.frames,
+                c.datagrams,
+                c.naks_sent,
+                c.records_retransmitted,
+                c.gaps,
+                c.restarts,
+                c.garbage_dropped + c.holdback_dropped + s.foreign_datagrams
+            );
+        }))
+    }
+}
+
+impl DemoArgs {
+    /// Runs `ringwire demo`.
+    pub fn run(&self) -> ExitCode {
+        let stop = signal::install();
+        let opts = DemoOptions {
+            transport: match self.transport {
+                TransportArg::Tcp => Transport::Tcp,
+                TransportArg::Multicast => Transport::Multicast,
+                TransportArg::Unicast => Transport::Unicast,
+            },
+            seconds: self.seconds,
+            rate: self.rate,
+            spin: self.spin,
+            live: true,
+        };
+        exit(super::demo::run(&opts, stop).map(|_| ()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn from_values() {
+        assert_eq!(parse_from("latest"), Ok(Start::Latest));
+        assert_eq!(parse_from("oldest"), Ok(Start::Oldest));
+        assert_eq!(parse_from("resume"), Ok(Start::Resume));
+        assert_eq!(parse_from("42"), Ok(Start::Sequence(42)));
+        assert_eq!(parse_from("0"), Ok(Start::Sequence(1)));
+        let e = parse_from("-3").unwrap_err();
+        assert!(e.contains("-3"), "{e}");
+    }
+
+    #[test]
+    fn groups_must_be_multicast_with_a_port() {
+        assert_eq!(
+            parse_group("239.1.1.1:7401"),
+            Ok(SocketAddrV4::new(Ipv4Addr::new(239, 1, 1, 1), 7401))
+        );
+        assert!(
+            parse_group("10.0.0.1:7401")
+                .unwrap_err()
+                .contains("10.0.0.1")
+        );
+        assert!(parse_group("239.1.1.1:0").is_err());
+        assert!(parse_group("239.1.1.1").is_err());
+    }
+
+    #[test]
+    fn sources_resolve_to_ipv4() {
+        assert_eq!(
+            parse_source("127.0.0.1:7400"),
+            Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, 7400)))
+        );
+        assert!(parse_source("nowhere").is_err());
+        assert!(parse_source("[::1]:7400").is_err());
+    }
+}

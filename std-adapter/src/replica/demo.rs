@@ -1,0 +1,385 @@
+//! `ringwire demo`: everything on one machine. A source ring in `/dev/shm` is fed with
+//! synthetic market data at a fixed rate (open loop), served, mirrored over loopback, and a
+//! reader on the mirror ring prints live push-to-read latency percentiles. Both ring files are
+//! removed at the end, also on error or Ctrl-C.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration as StdDuration;
+
+use ringwire_core::broadcast::{Producer, Wake};
+use ringwire_core::replicate::Start;
+use ringwire_core::{Expect, Geometry, RingView, SlotRead};
+
+use super::ReplicaError;
+use super::io::{RingWaiter, now};
+use super::mirror::{MirrorOptions, run as run_mirror};
+use super::serve::{ServeOptions, Server};
+use crate::bench::hist::{Latency, Summary, fmt_ns};
+use crate::bench::stress::{Pacer, SeqTracker, StressReport};
+use crate::{CreateOptions, RingFile};
+
+/// Bytes of one demo record.
+pub const RECORD_LEN: usize = 64;
+/// The most records a run tracks by sequence (a 32 MiB bitmap).
+pub const MAX_TRACKED: u64 = 1 << 28;
+/// Source and mirror ring capacity.
+const CAPACITY: u64 = 1 << 16;
+
+/// The demo's transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Transport {
+    /// TCP.
+    Tcp,
+    /// Multicast on loopback (iface 127.0.0.1).
+    Multicast,
+    /// UDP unicast on loopback.
+    Unicast,
+}
+
+/// Demo settings.
+#[derive(Clone, Copy, Debug)]
+pub struct DemoOptions {
+    /// Transport.
+    pub transport: Transport,
+    /// Run time in seconds.
+    pub seconds: u64,
+    /// Records per second.
+    pub rate: u64,
+    /// Spin (bounded) when idle.
+    pub spin: bool,
+    /// Print the live line every second and the final summary.
+    pub live: bool,
+}
+
+/// The demo's outcome.
+#[derive(Clone, Copy, Debug)]
+pub struct DemoReport {
+    /// Records published on the source.
+    pub published: u64,
+    /// Records the reader got from the mirror ring.
+    pub delivered: u64,
+    /// Records the reader found overwritten or skipped.
+    pub missed: u64,
+    /// Records whose payload did not match what was published.
+    pub corrupt: u64,
+    /// Push-to-read latency over the whole run.
+    pub latency: Summary,
+    /// The sequence numbers carried inside the records the reader got, matched against
+    /// what was published: loss, reorders, duplicates and gaps as the reader saw them.
+    /// `None` when the run could publish more than [`MAX_TRACKED`] records (the tracker
+    /// keeps one bit per sequence).
+    pub stream: Option<StressReport>,
+    /// Wall time from the first to the last publish: `published` over this is the rate the
+    /// producer achieved (an open-loop producer that falls behind publishes late, not less).
+    pub publish_time: StdDuration,
+}
+
+/// Removes the demo's files when dropped.
+struct Files([PathBuf; 2]);
+
+impl Drop for Files {
+    fn drop(&mut self) {
+        for p in &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+struct FutexWake;
+
+impl Wake for FutexWake {
+    fn wake(&self, view: &RingView) {
+        crate::wait::wake_all(view);
+    }
+}
+
+/// The synthetic record for sequence `seq` stamped at `ns`: stamp, sequence, a symbol, a
+/// price and a quantity that depend on the sequence (so the reader can check the bytes).
+pub fn record(seq: u64, ns: u64) -> [u8; RECORD_LEN] {
+    let mut r = [0u8; RECORD_LEN];
+    r[0..8].copy_from_slice(&ns.to_le_bytes());
+    r[8..16].copy_from_slice(&seq.to_le_bytes());
+    let sym = [b"ESZ6", b"NQZ6", b"CLF7", b"GCG7"][(seq % 4) as usize];
+    r[16..20].copy_from_slice(sym);
+    let price = 5_000_000_000u64 + (seq.wrapping_mul(2_654_435_761) % 100_000);
+    r[24..32].copy_from_slice(&price.to_le_bytes());
+    r[32..40].copy_from_slice(&(1 + seq % 97).to_le_bytes());
+    r
+}
+
+/// True when `r` is what [`record`] made for `seq` (whatever its stamp).
+pub fn check_record(seq: u64, r: &[u8]) -> bool {
+    let Some(stamp) = r.get(0..8) else {
+        return false;
+    };
+    let ns = u64::from_le_bytes(stamp.try_into().unwrap_or_default());
+    r == record(seq, ns)
+}
+
+fn unique_paths() -> [PathBuf; 2] {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
+    let base = format!("/dev/shm/ringwire-demo-{}-{t:08x}", std::process::id());
+    [
+        PathBuf::from(format!("{base}-source")),
+        PathBuf::from(format!("{base}-mirror")),
+    ]
+}
+
+fn wait_for_file(p: &Path, stop: &AtomicBool, within: StdDuration) -> Option<RingFile> {
+    let t0 = std::time::Instant::now();
+    // Relaxed: a plain flag.
+    while t0.elapsed() < within && !stop.load(Ordering::Relaxed) {
+        if let Ok(r) = RingFile::open(p, Expect::RAW) {
+            return Some(r);
+        }
+        std::thread::sleep(StdDuration::from_millis(5));
+    }
+    None
+}
+
+/// Runs started by this process (for unique multicast groups and ports).
+static RUNS: AtomicU64 = AtomicU64::new(0);
+
+/// Runs the demo; `stop` ends it early (Ctrl-C).
+pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaError> {
+    let files = Files(unique_paths());
+    let [src_path, mir_path] = files.0.clone();
+    let geo = Geometry::spmc(CAPACITY, RECORD_LEN + 8, 8, 0, false)
+        .map_err(|e| ReplicaError::arg("--rate", e, "geometry"))?;
+    let src = RingFile::create(&src_path, &geo, &CreateOptions::default())?;
+    let pid = std::process::id();
+    // Runs in one process (stress rates, parallel tests) each get their own group and port.
+    // Relaxed: a counter that only has to be unique.
+    let run_no = RUNS.fetch_add(1, Ordering::Relaxed) as u32;
+    let tag = pid.wrapping_mul(31).wrapping_add(run_no);
+    let group = Ipv4Addr::new(239, 255, (tag >> 8) as u8, tag as u8);
+    let port = 30_000 + (tag % 20_000) as u16;
+    let mut so = ServeOptions::new(&src_path, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    so.log = false;
+    so.spin = opts.spin;
+    match opts.transport {
+        Transport::Tcp => {}
+        Transport::Multicast => {
+            so.multicast = Some(SocketAddrV4::new(group, port));
+            so.iface = Some(Ipv4Addr::LOCALHOST);
+            so.ttl = 0;
+        }
+        Transport::Unicast => so.udp = Some(0),
+    }
+    let server = Server::bind(so)?;
+    let mut mo = MirrorOptions::new(server.local_addr(), &mir_path);
+    mo.start = Start::Oldest;
+    mo.unicast = opts.transport == Transport::Unicast;
+    mo.iface = Ipv4Addr::LOCALHOST;
+    mo.spin = opts.spin;
+    mo.log = false;
+    mo.reconnect = StdDuration::from_millis(100);
+    if opts.live {
+        eprintln!(
+            "demo: {:?} over loopback, {} msg/s of {RECORD_LEN}-byte records for {} s",
+            opts.transport, opts.rate, opts.seconds
+        );
+    }
+    let halt = &AtomicBool::new(false);
+    let ready = &AtomicBool::new(false);
+    let published = &AtomicU64::new(0);
+    let read_upto = &AtomicU64::new(0);
+    // Every record the pacer can schedule within the run; anything above is bogus.
+    let max_seq = opts.rate.saturating_mul(opts.seconds).saturating_add(1);
+    let (server, mo, mir_path) = (&server, &mo, &mir_path);
+    let publish_time = &std::sync::Mutex::new(StdDuration::ZERO);
+    let result = std::thread::scope(|sc| {
+        let srv = sc.spawn(move || server.run(halt));
+        let mir = sc.spawn(move || run_mirror(mo, halt));
+        let rd = ReaderCtx {
+            published,
+            read_upto,
+            halt,
+            ready,
+            live: opts.live,
+            spin: opts.spin,
+            max_seq,
+        };
+        let reader = sc.spawn(move || reader(mir_path, &rd));
+        let t0 = std::time::Instant::now();
+        // Relaxed: plain flags; the reader owns its ring mapping.
+        while !ready.load(Ordering::Relaxed)
+            && !stop.load(Ordering::Relaxed)
+            && !reader.is_finished()
+            && t0.elapsed() < StdDuration::from_secs(10)
+        {
+            std::thread::sleep(StdDuration::from_millis(5));
+        }
+        if ready.load(Ordering::Relaxed) {
+            let t0 = std::time::Instant::now();
+            produce(&src, opts, stop, published);
+            *publish_time.lock().unwrap_or_else(|p| p.into_inner()) = t0.elapsed();
+            // Let the last records arrive.
+            let t0 = std::time::Instant::now();
+            while !reader.is_finished()
+                && read_upto.load(Ordering::Relaxed) < published.load(Ordering::Relaxed)
+                && t0.elapsed() < StdDuration::from_secs(2)
+            {
+                std::thread::sleep(StdDuration::from_millis(5));
+            }
+        }
+        halt.store(true, Ordering::Relaxed);
+        let rep = reader.join().ok().flatten();
+        let m = mir.join();
+        let s = srv.join();
+        if let Ok(Err(e)) = s {
+            return Err(e);
+        }
+        if let Ok(Err(e)) = m {
+            return Err(e);
+        }
+        rep.ok_or_else(|| {
+            ReplicaError::io(
+                "demo",
+                std::io::Error::new(std::io::ErrorKind::TimedOut, "the mirror never started"),
+            )
+        })
+    })?;
+    let (delivered, missed, corrupt, lat, tracker) = result;
+    let sent = published.load(Ordering::Relaxed);
+    let report = DemoReport {
+        published: sent,
+        delivered,
+        missed,
+        corrupt,
+        latency: lat.summary(),
+        stream: tracker.map(|t| t.finish(sent)),
+        publish_time: *publish_time.lock().unwrap_or_else(|p| p.into_inner()),
+    };
+    if opts.live {
+        let l = report.latency;
+        println!(
+            "demo: {:?}: published {}, delivered {}, missed {}, corrupt {}; push→read p50 {} p90 {} p99 {} p99.9 {} max {}",
+            opts.transport,
+            report.published,
+            report.delivered,
+            report.missed,
+            report.corrupt,
+            fmt_ns(l.p50),
+            fmt_ns(l.p90),
+            fmt_ns(l.p99),
+            fmt_ns(l.p999),
+            fmt_ns(l.max)
+        );
+    }
+    drop(src);
+    drop(files);
+    Ok(report)
+}
+
+/// Publishes stamped records on the pacer's schedule until the time is up or `stop`.
+fn produce(src: &RingFile, opts: &DemoOptions, stop: &AtomicBool, published: &AtomicU64) {
+    // The copy lives in `p`, which this function drops before returning; `src` outlives it.
+    let Ok(mut p) = Producer::new(*src.ring(), FutexWake) else {
+        return;
+    };
+    let mut pacer = Pacer::new(opts.rate as f64);
+    let end = std::time::Instant::now() + StdDuration::from_secs(opts.seconds);
+    // Relaxed: a plain flag.
+    while !stop.load(Ordering::Relaxed) {
+        let (_, due) = pacer.next_due();
+        if due >= end {
+            break;
+        }
+        let wait = due.saturating_duration_since(std::time::Instant::now());
+        if !wait.is_zero() {
+            std::thread::sleep(wait);
+        }
+        let seq = p.next_seq();
+        p.push(&record(seq, now().as_nanos()));
+        // Relaxed: a progress count read after the producer stops.
+        published.store(seq, Ordering::Relaxed);
+    }
+}
+
+type ReaderOut = (u64, u64, u64, Latency, Option<SeqTracker>);
+
+/// What the reader shares with the run.
+struct ReaderCtx<'a> {
+    /// The last sequence published (for the live line).
+    published: &'a AtomicU64,
+    /// The last sequence the reader got (for the end-of-run drain).
+    read_upto: &'a AtomicU64,
+    halt: &'a AtomicBool,
+    ready: &'a AtomicBool,
+    live: bool,
+    spin: bool,
+    /// The highest sequence the run can publish.
+    max_seq: u64,
+}
+
+/// Reads the mirror ring from sequence 1, recording push-to-read latency and feeding the
+/// sequence carried in each record to a [`SeqTracker`].
+fn reader(path: &Path, cx: &ReaderCtx<'_>) -> Option<ReaderOut> {
+    let (published, halt, ready, live) = (cx.published, cx.halt, cx.ready, cx.live);
+    let ring = wait_for_file(path, halt, StdDuration::from_secs(10))?;
+    // Relaxed: a plain flag.
+    ready.store(true, Ordering::Relaxed);
+    let view = ring.ring();
+    let mut total = Latency::new();
+    let mut window = Latency::new();
+    let mut waiter = RingWaiter::new(cx.spin);
+    let mut tracker = (cx.max_seq <= MAX_TRACKED).then(|| SeqTracker::new(cx.max_seq));
+    let mut buf = [0u8; RECORD_LEN];
+    let (mut cursor, mut delivered, mut missed, mut corrupt) = (1u64, 0u64, 0u64, 0u64);
+    let mut last = std::time::Instant::now();
+    let mut last_delivered = 0;
+    // Relaxed: a plain flag.
+    while !halt.load(Ordering::Relaxed) {
+        match view.read_slot(cursor, &mut buf) {
+            SlotRead::Ok => {
+                let stamp = u64::from_le_bytes(buf[0..8].try_into().unwrap_or_default());
+                let lat = now().as_nanos().saturating_sub(stamp);
+                total.record(lat);
+                window.record(lat);
+                if !check_record(cursor, &buf) {
+                    corrupt += 1;
+                }
+                if let Some(t) = tracker.as_mut() {
+                    t.record(u64::from_le_bytes(
+                        buf[8..16].try_into().unwrap_or_default(),
+                    ));
+                }
+                delivered += 1;
+                // Relaxed: a progress count.
+                cx.read_upto.store(cursor, Ordering::Relaxed);
+                cursor += 1;
+            }
+            SlotRead::Overwritten { seen } => {
+                let w = view
+                    .write_seq()
+                    .load(ringwire_core::sync::Ordering::Acquire);
+                let oldest = ringwire_core::oldest_retained(w.max(seen), view.capacity());
+                missed += oldest.saturating_sub(cursor);
+                cursor = oldest.max(cursor + 1);
+            }
+            SlotRead::Pending => waiter.wait(view, cursor, StdDuration::from_millis(5)),
+        }
+        if live && last.elapsed() >= StdDuration::from_secs(1) {
+            let s = window.summary();
+            eprintln!(
+                "demo: {:>7.0} msg/s  p50 {:>8}  p99 {:>8}  max {:>8}  delivered {delivered} of {}",
+                (delivered - last_delivered) as f64 / last.elapsed().as_secs_f64(),
+                fmt_ns(s.p50),
+                fmt_ns(s.p99),
+                fmt_ns(s.max),
+                // Relaxed: a progress count for display.
+                published.load(Ordering::Relaxed)
+            );
+            window = Latency::new();
+            last = std::time::Instant::now();
+            last_delivered = delivered;
+        }
+    }
+    Some((delivered, missed, corrupt, total, tracker))
+}

@@ -1,0 +1,270 @@
+//! What the drivers share: the clock handed to the state machines, address conversions,
+//! `ppoll`, writes with a deadline on non-blocking sockets and idle waiting on a ring.
+
+use std::io::{self, Write};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::os::fd::AsRawFd;
+use std::sync::OnceLock;
+use std::time::Duration as StdDuration;
+
+use ringwire_core::RingView;
+use ringwire_core::replicate::{Duration, Instant, PeerAddr};
+use ringwire_core::sync::Ordering;
+
+use crate::wait::{FutexWait, WaitStrategy};
+
+static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
+
+/// The state machines' clock: nanoseconds since the first call in this process, plus one
+/// second so that no real time is ever `Instant::ZERO`.
+pub fn now() -> Instant {
+    let e = *EPOCH.get_or_init(std::time::Instant::now);
+    Instant::from_nanos(e.elapsed().as_nanos() as u64 + 1_000_000_000)
+}
+
+/// Converts a core duration to std.
+pub fn std_dur(d: Duration) -> StdDuration {
+    StdDuration::from_nanos(d.as_nanos())
+}
+
+/// How long from `now` until `at` (zero if past), capped at `cap`.
+pub fn until(now: Instant, at: Option<Instant>, cap: StdDuration) -> StdDuration {
+    match at {
+        Some(t) => std_dur(t.saturating_since(now)).min(cap),
+        None => cap,
+    }
+}
+
+/// A std IPv4 socket address as the core's [`PeerAddr`]; `None` for IPv6.
+pub fn peer(a: SocketAddr) -> Option<PeerAddr> {
+    match a {
+        SocketAddr::V4(v4) => Some(peer_v4(v4)),
+        SocketAddr::V6(v6) => v6
+            .ip()
+            .to_ipv4_mapped()
+            .map(|ip| PeerAddr::new(ip.octets(), v6.port())),
+    }
+}
+
+/// A std IPv4 socket address as a [`PeerAddr`].
+pub fn peer_v4(a: SocketAddrV4) -> PeerAddr {
+    PeerAddr::new(a.ip().octets(), a.port())
+}
+
+/// A [`PeerAddr`] as a std socket address.
+pub fn sock_v4(p: PeerAddr) -> SocketAddrV4 {
+    SocketAddrV4::new(Ipv4Addr::from(p.ip), p.port)
+}
+
+/// `ppoll` on `fds` for at most `timeout`; returns how many are ready (0 on timeout or
+/// EINTR, so a signal makes the caller re-check its stop flag).
+pub fn poll(fds: &mut [libc::pollfd], timeout: StdDuration) -> io::Result<usize> {
+    let ts = libc::timespec {
+        tv_sec: timeout.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
+    // SAFETY: `fds` is a valid, exclusively borrowed array of `fds.len()` pollfd entries and
+    // `ts` a valid timespec; both outlive the call; a null sigmask leaves the mask alone.
+    let r = unsafe {
+        libc::ppoll(
+            fds.as_mut_ptr(),
+            fds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(0)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(r as usize)
+}
+
+/// A pollfd for reading `fd`.
+pub fn pollin(fd: &impl AsRawFd) -> libc::pollfd {
+    libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }
+}
+
+/// Writes all of `bytes` to a non-blocking stream, waiting for room at most `timeout` in
+/// total (the source's TCP write timeout, spec §24): a mirror that stops reading cannot
+/// hold a session thread forever.
+pub fn write_all_within<S: Write + AsRawFd>(
+    s: &mut S,
+    mut bytes: &[u8],
+    timeout: StdDuration,
+) -> io::Result<()> {
+    let deadline = std::time::Instant::now() + timeout;
+    while !bytes.is_empty() {
+        match s.write(bytes) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => bytes = &bytes[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() {
+                    return Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "peer did not read within the write timeout",
+                    ));
+                }
+                let mut fd = [libc::pollfd {
+                    fd: s.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                }];
+                poll(&mut fd, left.min(StdDuration::from_millis(100)))?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// Spin budget bounds of [`RingWaiter`] in `--spin` mode.
+const SPIN_MAX: StdDuration = StdDuration::from_micros(200);
+const SPIN_START: StdDuration = StdDuration::from_micros(50);
+/// Parks before a waiter whose spinning stopped winning tries spinning again.
+const RETRY_SPIN_AFTER: u32 = 256;
+/// Longest single futex sleep: bounds the delay should a wake-up be missed (a producer
+/// that never registered for membarrier), at a few hundred wake-ups a second when idle.
+const MAX_SLEEP: StdDuration = StdDuration::from_millis(2);
+
+/// Idle waiting for a ring to publish `cursor`: a futex sleep with a short timeout (the
+/// producer wakes sleepers, spec §11), or with `spin` a bounded spin first. The spin budget
+/// adapts: it doubles when spinning found data and halves (down to nothing, i.e. parking at
+/// once) when it did not, so on a machine with fewer cores than busy threads the spin stops
+/// stealing the producer's core instead of collapsing latency.
+#[derive(Debug)]
+pub struct RingWaiter {
+    spin: bool,
+    budget: StdDuration,
+    parks: u32,
+    /// Spins that found data.
+    pub spin_wins: u64,
+    /// Spins that gave up.
+    pub spin_losses: u64,
+}
+
+impl RingWaiter {
+    /// A waiter; `spin` enables the bounded, adaptive spin.
+    pub fn new(spin: bool) -> RingWaiter {
+        RingWaiter {
+            spin,
+            budget: if spin { SPIN_START } else { StdDuration::ZERO },
+            parks: 0,
+            spin_wins: 0,
+            spin_losses: 0,
+        }
+    }
+
+    /// The current spin budget (zero: parks at once).
+    pub fn spin_budget(&self) -> StdDuration {
+        self.budget
+    }
+
+    /// Returns once `write_seq >= cursor`, or after about `max` (at most 2 ms).
+    pub fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
+        // Acquire: pairs with the producer's release store of write_seq.
+        let ready = || view.write_seq().load(Ordering::Acquire) >= cursor;
+        if ready() {
+            return;
+        }
+        if !self.budget.is_zero() {
+            let t0 = std::time::Instant::now();
+            let lim = self.budget.min(max);
+            while t0.elapsed() < lim {
+                if ready() {
+                    self.spin_wins += 1;
+                    self.budget = (self.budget * 2).min(SPIN_MAX);
+                    return;
+                }
+                std::hint::spin_loop();
+            }
+            self.spin_losses += 1;
+            self.budget /= 2;
+            if self.budget < StdDuration::from_micros(2) {
+                self.budget = StdDuration::ZERO;
+            }
+        } else if self.spin {
+            self.parks += 1;
+            if self.parks >= RETRY_SPIN_AFTER {
+                self.parks = 0;
+                self.budget = SPIN_START;
+            }
+        }
+        let max = max.min(MAX_SLEEP);
+        if max >= StdDuration::from_micros(20) {
+            FutexWait::new(0, Some(max)).wait(view, cursor);
+        } else if !max.is_zero() {
+            std::thread::sleep(max);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ringwire_core::{Geometry, Region};
+
+    fn ring() -> RingView {
+        let geo = Geometry::spmc(16, 16, 8, 0, false).unwrap();
+        let words = geo.total_len().unwrap() as usize / 8;
+        let mem: &'static mut [u64] = Box::leak(vec![0u64; words].into_boxed_slice());
+        RingView::init(Region::from_static(mem), &geo).unwrap()
+    }
+
+    #[test]
+    fn spin_that_never_wins_falls_back_to_parking() {
+        let r = ring();
+        let mut w = RingWaiter::new(true);
+        assert!(!w.spin_budget().is_zero());
+        for _ in 0..12 {
+            w.wait(&r, 1, StdDuration::from_micros(100));
+        }
+        assert!(w.spin_losses >= 5, "{w:?}");
+        assert!(w.spin_budget().is_zero(), "{w:?}");
+        // Published: returns at once, whatever the budget.
+        r.write_slot(1, &[7; 8]);
+        r.publish(1);
+        let t0 = std::time::Instant::now();
+        w.wait(&r, 1, StdDuration::from_secs(5));
+        assert!(t0.elapsed() < StdDuration::from_secs(1));
+    }
+
+    #[test]
+    fn without_spin_the_wait_is_bounded_by_max() {
+        let r = ring();
+        let mut w = RingWaiter::new(false);
+        let t0 = std::time::Instant::now();
+        w.wait(&r, 1, StdDuration::from_millis(1));
+        let dt = t0.elapsed();
+        assert!(dt >= StdDuration::from_micros(500), "{dt:?}");
+        assert!(dt < StdDuration::from_millis(500), "{dt:?}");
+        assert_eq!(w.spin_wins + w.spin_losses, 0);
+    }
+
+    #[test]
+    fn addresses_round_trip() {
+        let a: SocketAddr = "10.1.2.3:4000".parse().unwrap();
+        let p = peer(a).unwrap();
+        assert_eq!(p, PeerAddr::new([10, 1, 2, 3], 4000));
+        assert_eq!(SocketAddr::V4(sock_v4(p)), a);
+        assert!(peer("[2001:db8::1]:1".parse().unwrap()).is_none());
+        assert_eq!(
+            until(
+                Instant::from_nanos(10),
+                Some(Instant::from_nanos(5)),
+                StdDuration::from_secs(1)
+            ),
+            StdDuration::ZERO
+        );
+    }
+}

@@ -1,0 +1,474 @@
+//! `ringwire mirror`: keeps a local copy of a remote ring (spec §19, §21). Connects, sends
+//! HELLO, creates or adopts the mirror ring at GEOMETRY, then applies DATA from TCP or from
+//! UDP (`recvmmsg` batches), NAKs holes and PUNCHes unicast sources. When idle it blocks in
+//! `ppoll` on both sockets until the state machine's next timer; with `--spin` it first
+//! polls without blocking for a bounded, adaptive time. Every later connection resumes.
+
+use std::io::{self, Read};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration as StdDuration;
+
+use ringwire_core::replicate::holdback::HeldEntry;
+use ringwire_core::replicate::{
+    Channel, HoldBack, Mirror, MirrorConfig, MirrorCounters, MirrorError, Start, StreamBuf,
+};
+use ringwire_core::wire::{Frame, Kind, MulticastRepr};
+
+use super::ReplicaError;
+use super::io::{now, peer, peer_v4, poll, pollin, sock_v4, until, write_all_within};
+use super::sink::FileSink;
+use crate::net::mmsg::{MAX_DATAGRAM, RecvBatch};
+use crate::net::sockets::{TCP_WRITE_TIMEOUT, connect_tcp, multicast_receiver, unicast_receiver};
+
+/// Hold-back entries (spec §22).
+const HOLDBACK_ENTRIES: usize = 8192;
+/// Hold-back record bytes.
+const HOLDBACK_BYTES: usize = 16 << 20;
+/// The TCP frame buffer: the 1 MiB frame budget of spec §22 with room to spare.
+const STREAM_BUF: usize = (2 << 20) + 64;
+/// Datagrams per `recvmmsg`.
+const RECV_BATCH: usize = 64;
+/// Longest blocking wait (the stop flag is checked at least this often).
+const MAX_BLOCK: StdDuration = StdDuration::from_millis(100);
+
+/// Settings of `ringwire mirror` (spec §26.2).
+#[derive(Clone, Debug)]
+pub struct MirrorOptions {
+    /// The source's TCP address.
+    pub source: SocketAddr,
+    /// The local mirror ring.
+    pub path: PathBuf,
+    /// Where the first connection starts; later ones resume.
+    pub start: Start,
+    /// Ask for UDP unicast even if the source has multicast.
+    pub unicast: bool,
+    /// Multicast join interface.
+    pub iface: Ipv4Addr,
+    /// Poll without blocking for a bounded time before blocking.
+    pub spin: bool,
+    /// Exit when the source disconnects.
+    pub once: bool,
+    /// Delay between connection attempts.
+    pub reconnect: StdDuration,
+    /// Status line every second and connection summaries on stderr.
+    pub log: bool,
+}
+
+impl MirrorOptions {
+    /// Defaults (spec §26.2) for `source` and `path`.
+    pub fn new(source: SocketAddr, path: impl Into<PathBuf>) -> MirrorOptions {
+        MirrorOptions {
+            source,
+            path: path.into(),
+            start: Start::Latest,
+            unicast: false,
+            iface: Ipv4Addr::UNSPECIFIED,
+            spin: false,
+            once: false,
+            reconnect: StdDuration::from_millis(500),
+            log: true,
+        }
+    }
+}
+
+/// What a mirror did over all its connections.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MirrorSummary {
+    /// Connections that completed a TCP connect.
+    pub connections: u64,
+    /// The last sequence written (0 if none).
+    pub last_seq: u64,
+    /// Counters summed over connections.
+    pub counters: MirrorCounters,
+    /// Datagrams whose sender was not the source or that were truncated.
+    pub foreign_datagrams: u64,
+}
+
+fn add(a: &mut MirrorCounters, b: &MirrorCounters) {
+    a.frames += b.frames;
+    a.datagrams += b.datagrams;
+    a.naks_sent += b.naks_sent;
+    a.records_retransmitted += b.records_retransmitted;
+    a.gaps += b.gaps;
+    a.duplicates_dropped += b.duplicates_dropped;
+    a.garbage_dropped += b.garbage_dropped;
+    a.records_written += b.records_written;
+    a.holdback_dropped += b.holdback_dropped;
+    a.restarts += b.restarts;
+}
+
+enum End {
+    Stopped,
+    Closed(String),
+    Fatal(ReplicaError),
+}
+
+/// Sleeps `d` in slices, returning early when `stop` is set.
+fn nap(d: StdDuration, stop: &AtomicBool) {
+    let until = std::time::Instant::now() + d;
+    // Relaxed: a plain flag.
+    while !stop.load(Ordering::Relaxed) {
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            break;
+        }
+        std::thread::sleep(left.min(StdDuration::from_millis(20)));
+    }
+}
+
+/// Runs the mirror until `stop` is set (or, with `once`, until the source disconnects).
+pub fn run(opts: &MirrorOptions, stop: &AtomicBool) -> Result<MirrorSummary, ReplicaError> {
+    let Some(src) = peer(opts.source) else {
+        return Err(ReplicaError::arg(
+            "SOURCE",
+            opts.source,
+            "only IPv4 sources are supported",
+        ));
+    };
+    let mut sink = FileSink::open(&opts.path)?;
+    let mut sum = MirrorSummary::default();
+    let mut bufs = Buffers::new();
+    let mut start = opts.start;
+    // Relaxed: a plain flag.
+    while !stop.load(Ordering::Relaxed) {
+        match connect_tcp(opts.source, StdDuration::from_secs(2)) {
+            Err(e) => {
+                if opts.once {
+                    return Err(ReplicaError::io(format!("connect {}", opts.source), e));
+                }
+                if opts.log {
+                    eprintln!("mirror: connect {}: {e}; retrying", opts.source);
+                }
+            }
+            Ok(stream) => {
+                sum.connections += 1;
+                let mut c = Conn::new(opts, src, stream, start, &sink, &mut bufs);
+                let end = c.run(&mut sink, stop);
+                let k = c.m.counters();
+                add(&mut sum.counters, &k);
+                sum.foreign_datagrams += c.foreign;
+                sum.last_seq = c.m.next().saturating_sub(1);
+                if opts.log {
+                    let why = match &end {
+                        End::Stopped => "stopped".to_string(),
+                        End::Closed(s) => s.clone(),
+                        End::Fatal(e) => e.to_string(),
+                    };
+                    eprintln!(
+                        "mirror: connection ended ({why}): last seq {}, frames {}, datagrams {}, naks {}, retransmitted {}, gaps {}",
+                        sum.last_seq,
+                        k.frames,
+                        k.datagrams,
+                        k.naks_sent,
+                        k.records_retransmitted,
+                        k.gaps
+                    );
+                }
+                match end {
+                    End::Stopped => break,
+                    End::Fatal(e) => return Err(e),
+                    End::Closed(_) if opts.once => break,
+                    End::Closed(_) => {}
+                }
+            }
+        }
+        start = Start::Resume;
+        nap(opts.reconnect, stop);
+    }
+    if let Some(v) = sink.view() {
+        // Relaxed: this process is the ring's only writer.
+        sum.last_seq = v.write_seq().load(ringwire_core::sync::Ordering::Relaxed);
+    }
+    Ok(sum)
+}
+
+struct Buffers {
+    idx: Vec<HeldEntry>,
+    data: Vec<u8>,
+    stream: Vec<u8>,
+    out: Vec<u8>,
+    tmp: Vec<u8>,
+}
+
+impl Buffers {
+    fn new() -> Buffers {
+        Buffers {
+            idx: vec![HeldEntry::default(); HOLDBACK_ENTRIES],
+            data: vec![0u8; HOLDBACK_BYTES],
+            stream: vec![0u8; STREAM_BUF],
+            out: vec![0u8; 128],
+            tmp: vec![0u8; 64 * 1024],
+        }
+    }
+}
+
+struct Conn<'a> {
+    opts: &'a MirrorOptions,
+    stream: TcpStream,
+    m: Mirror<'a>,
+    sbuf: StreamBuf<'a>,
+    out: &'a mut [u8],
+    tmp: &'a mut [u8],
+    udp: Option<UdpSocket>,
+    batch: Option<RecvBatch>,
+    foreign: u64,
+    spin_budget: StdDuration,
+    parks: u32,
+}
+
+impl<'a> Conn<'a> {
+    fn new(
+        opts: &'a MirrorOptions,
+        src: ringwire_core::replicate::PeerAddr,
+        stream: TcpStream,
+        start: Start,
+        sink: &FileSink,
+        b: &'a mut Buffers,
+    ) -> Conn<'a> {
+        let cfg = MirrorConfig {
+            start,
+            prefer_unicast: opts.unicast,
+            ..MirrorConfig::default()
+        };
+        let m = Mirror::new(cfg, src, sink, HoldBack::new(&mut b.idx, &mut b.data));
+        Conn {
+            opts,
+            stream,
+            m,
+            sbuf: StreamBuf::new(&mut b.stream),
+            out: &mut b.out,
+            tmp: &mut b.tmp,
+            udp: None,
+            batch: None,
+            foreign: 0,
+            spin_budget: StdDuration::from_micros(50),
+            parks: 0,
+        }
+    }
+
+    /// Reads what TCP has; returns whether anything came.
+    fn read_tcp(&mut self, sink: &mut FileSink) -> Result<bool, End> {
+        let mut any = false;
+        loop {
+            let n = match self.stream.read(self.tmp) {
+                Ok(0) => return Err(End::Closed("source disconnected".into())),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(End::Closed(format!("read: {e}"))),
+            };
+            any = true;
+            let mut off = 0;
+            while off < n {
+                off += self.sbuf.push(&self.tmp[off..n]);
+                loop {
+                    let f = match self.sbuf.next_frame() {
+                        None => break,
+                        Some(Ok(f)) => f,
+                        Some(Err(e)) => return Err(End::Closed(format!("stream: {e}"))),
+                    };
+                    if f[0] == Kind::Multicast as u8 && self.udp.is_none() {
+                        open_udp(self.opts, f, &mut self.udp, &mut self.batch)
+                            .map_err(End::Fatal)?;
+                    }
+                    if let Err(e) = self.m.handle_tcp_frame(now(), f, sink) {
+                        return Err(match e {
+                            MirrorError::Sink(_) => End::Fatal(match sink.last_error.take() {
+                                Some(x) => ReplicaError::Ring(x),
+                                None => ReplicaError::Mirror(e),
+                            }),
+                            _ => End::Closed(e.to_string()),
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    /// Receives up to a few `recvmmsg` batches; returns whether anything came.
+    fn read_udp(&mut self, sink: &mut FileSink) -> Result<bool, End> {
+        let (Some(sock), Some(batch)) = (&self.udp, &mut self.batch) else {
+            return Ok(false);
+        };
+        let mut any = false;
+        for _ in 0..8 {
+            let n = match batch.recv(sock) {
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                // ICMP errors from our PUNCHes (ECONNREFUSED) are not fatal.
+                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
+                Err(e) => return Err(End::Closed(format!("recvmmsg: {e}"))),
+            };
+            any |= n > 0;
+            let t = now();
+            for i in 0..n {
+                match batch.get(i) {
+                    Some((Some(bytes), Some(from))) => {
+                        self.m.handle_datagram(t, peer_v4(from), bytes, sink);
+                    }
+                    _ => self.foreign += 1,
+                }
+            }
+            if n < RECV_BATCH {
+                break;
+            }
+        }
+        Ok(any)
+    }
+
+    fn transmit(&mut self) -> Result<(), End> {
+        while let Some(tx) = self.m.poll_transmit(now(), self.out) {
+            let bytes = &self.out[..tx.len];
+            match tx.channel {
+                Channel::Tcp => write_all_within(&mut self.stream, bytes, TCP_WRITE_TIMEOUT)
+                    .map_err(|e| End::Closed(format!("write: {e}")))?,
+                Channel::Udp(to) => {
+                    if let Some(u) = &self.udp {
+                        // A lost PUNCH is repeated by the state machine.
+                        let _ = u.send_to(bytes, sock_v4(to));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits for input or the next timer: a bounded non-blocking spin with `--spin`, then
+    /// `ppoll` on both sockets.
+    fn wait(&mut self) -> Result<(), End> {
+        let max = until(now(), self.m.poll_timeout(), MAX_BLOCK);
+        let mut fds = [pollin(&self.stream), pollin(&self.stream)];
+        let n = match &self.udp {
+            Some(u) => {
+                fds[1] = pollin(u);
+                2
+            }
+            None => 1,
+        };
+        if self.opts.spin && !self.spin_budget.is_zero() {
+            let t0 = std::time::Instant::now();
+            let lim = self.spin_budget.min(max);
+            while t0.elapsed() < lim {
+                if poll(&mut fds[..n], StdDuration::ZERO).map_err(|e| End::Closed(e.to_string()))?
+                    > 0
+                {
+                    self.spin_budget = (self.spin_budget * 2).min(StdDuration::from_micros(200));
+                    return Ok(());
+                }
+                std::hint::spin_loop();
+            }
+            // Spinning did not win: halve the budget, down to parking at once.
+            self.spin_budget /= 2;
+            if self.spin_budget < StdDuration::from_micros(2) {
+                self.spin_budget = StdDuration::ZERO;
+            }
+        } else if self.opts.spin {
+            self.parks += 1;
+            if self.parks >= 256 {
+                self.parks = 0;
+                self.spin_budget = StdDuration::from_micros(50);
+            }
+        }
+        poll(&mut fds[..n], max).map_err(|e| End::Closed(e.to_string()))?;
+        Ok(())
+    }
+
+    fn run(&mut self, sink: &mut FileSink, stop: &AtomicBool) -> End {
+        if let Err(e) = self.stream.set_nonblocking(true) {
+            return End::Closed(e.to_string());
+        }
+        let mut status = Status::new();
+        // Relaxed: a plain flag.
+        while !stop.load(Ordering::Relaxed) {
+            let r = (|| {
+                let a = self.read_tcp(sink)?;
+                let b = self.read_udp(sink)?;
+                self.transmit()?;
+                if !a && !b {
+                    self.wait()?;
+                }
+                Ok(())
+            })();
+            if let Err(e) = r {
+                return e;
+            }
+            if self.opts.log {
+                status.tick(&self.m, self.foreign);
+            }
+        }
+        End::Stopped
+    }
+}
+
+/// The once-a-second status line.
+struct Status {
+    at: std::time::Instant,
+    written: u64,
+}
+
+impl Status {
+    fn new() -> Status {
+        Status {
+            at: std::time::Instant::now(),
+            written: 0,
+        }
+    }
+
+    fn tick(&mut self, m: &Mirror<'_>, foreign: u64) {
+        let dt = self.at.elapsed();
+        if dt < StdDuration::from_secs(1) {
+            return;
+        }
+        let c = m.counters();
+        let rate = (c.records_written - self.written) as f64 / dt.as_secs_f64();
+        let last = m.next().saturating_sub(1);
+        let lag = m.source_seq().map_or(0, |s| s.saturating_sub(last));
+        eprintln!(
+            "mirror: {} rec/s, last seq {last}, lag {lag}, naks {}, gaps {}, retransmitted {}, dropped {}",
+            rate.round(),
+            c.naks_sent,
+            c.gaps,
+            c.records_retransmitted,
+            c.garbage_dropped + c.holdback_dropped + foreign
+        );
+        self.at = std::time::Instant::now();
+        self.written = c.records_written;
+    }
+}
+
+/// Opens the UDP socket a MULTICAST frame announces, before the machine sees the frame (its
+/// first PUNCH goes out right after).
+fn open_udp(
+    opts: &MirrorOptions,
+    f: &[u8],
+    udp: &mut Option<UdpSocket>,
+    batch: &mut Option<RecvBatch>,
+) -> Result<(), ReplicaError> {
+    let Ok(m) = Frame::new_checked(f).and_then(|fr| MulticastRepr::parse(&fr)) else {
+        return Ok(()); // the state machine reports the error
+    };
+    let s = if m.is_unicast() {
+        unicast_receiver()
+    } else {
+        multicast_receiver(Ipv4Addr::from(m.group), m.port, opts.iface)
+    }
+    .map_err(|e| ReplicaError::io("mirror UDP socket", e))?;
+    if opts.log {
+        if m.is_unicast() {
+            eprintln!("mirror: unicast from source port {}", m.port);
+        } else {
+            eprintln!(
+                "mirror: multicast {}:{} on {}",
+                Ipv4Addr::from(m.group),
+                m.port,
+                opts.iface
+            );
+        }
+    }
+    *udp = Some(s);
+    *batch = Some(RecvBatch::new(RECV_BATCH, MAX_DATAGRAM));
+    Ok(())
+}

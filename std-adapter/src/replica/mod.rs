@@ -1,0 +1,97 @@
+//! Replication drivers over real sockets: `serve` on the source host, `mirror` everywhere
+//! else, and the one-machine `demo` (spec §16–§26). The protocol lives in the core's sans-IO
+//! state machines ([`ringwire_core::replicate`]); this module only moves bytes between them,
+//! the sockets, the clock and the ring files.
+//!
+//! | file | what |
+//! |---|---|
+//! | `serve.rs` | TCP accept loop, one thread per session, the UDP sender thread |
+//! | `mirror.rs` | connect, handshake, TCP or UDP live mode, reconnect with resume |
+//! | `sink.rs` | the mirror's ring file as a `RecordSink` (adopt or recreate, flock held) |
+//! | `io.rs` | clock, address conversions, `poll`, non-blocking writes, idle waiting |
+//! | `signal.rs` | SIGINT/SIGTERM to an `AtomicBool` |
+//! | `demo.rs` | `ringwire demo`: source, serve, mirror and a latency reader in one process |
+//! | `cli.rs` | clap arguments of `serve`, `mirror` and `demo` |
+
+pub mod cli;
+pub mod demo;
+pub mod io;
+pub mod mirror;
+pub mod serve;
+pub mod signal;
+pub mod sink;
+
+use std::fmt;
+use std::path::PathBuf;
+
+/// Why a driver could not run.
+#[derive(Debug)]
+pub enum ReplicaError {
+    /// A ring file could not be created, opened or validated.
+    Ring(crate::Error),
+    /// A socket operation failed.
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// An option value is invalid.
+    InvalidArgument {
+        /// The option.
+        option: &'static str,
+        /// The value given.
+        value: String,
+        /// Why it is rejected.
+        why: String,
+    },
+    /// The source ring holds blob records, which this driver does not serve yet.
+    BlobRing {
+        /// The ring's path.
+        path: PathBuf,
+    },
+    /// The mirror's state machine gave up (protocol error, bad ring).
+    Mirror(ringwire_core::replicate::MirrorError),
+}
+
+impl ReplicaError {
+    pub(crate) fn io(what: impl Into<String>, source: std::io::Error) -> ReplicaError {
+        ReplicaError::Io {
+            what: what.into(),
+            source,
+        }
+    }
+    pub(crate) fn arg(option: &'static str, value: impl fmt::Display, why: &str) -> ReplicaError {
+        ReplicaError::InvalidArgument {
+            option,
+            value: value.to_string(),
+            why: why.to_string(),
+        }
+    }
+}
+
+impl fmt::Display for ReplicaError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReplicaError::Ring(e) => e.fmt(f),
+            ReplicaError::Io { what, source } => write!(f, "{what}: {source}"),
+            ReplicaError::InvalidArgument { option, value, why } => {
+                write!(f, "invalid value '{value}' for {option}: {why}")
+            }
+            ReplicaError::BlobRing { path } => write!(
+                f,
+                "{}: blob rings cannot be served yet (fixed-record rings only)",
+                path.display()
+            ),
+            ReplicaError::Mirror(e) => write!(f, "mirror: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ReplicaError {}
+
+impl From<crate::Error> for ReplicaError {
+    fn from(e: crate::Error) -> ReplicaError {
+        ReplicaError::Ring(e)
+    }
+}

@@ -1,0 +1,541 @@
+//! `ringwire serve`: streams a ring to mirrors (spec §19, §20). One thread accepts TCP
+//! mirrors and runs one thread per session (at most [`ServeOptions::max_sessions`]); one
+//! thread runs the UDP sender (multicast and/or unicast) when UDP is configured.
+//!
+//! Beyond the reference: a PUNCH is accepted only from the IP of its token's TCP peer, the
+//! number of sessions is bounded, and idle threads sleep on the ring's futex (or spin for a
+//! bounded, adaptive time with `--spin`) instead of sleep-polling.
+
+use std::io::{self, Read};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration as StdDuration;
+
+use ringwire_core::Expect;
+use ringwire_core::replicate::udp_sender::UdpCounters;
+use ringwire_core::replicate::{
+    Duration, FixedSource, Pacing, PeerAddr, RecordSource, SourceConfig, SourceCounters,
+    SourceSession, TokenRegistry, Transport, UdpConfig, UdpOffer, UdpSender,
+};
+
+use super::ReplicaError;
+use super::io::{RingWaiter, now, peer, peer_v4, poll, pollin, until, write_all_within};
+use crate::RingFile;
+use crate::net::mmsg::send_to_many;
+use crate::net::sockets::{MulticastOut, TCP_WRITE_TIMEOUT, is_emsgsize, source_udp, tune_tcp};
+
+/// Unicast mirrors one server can register.
+pub const MAX_UNICAST: usize = 64;
+
+/// Settings of `ringwire serve` (spec §26.1).
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// The source ring (must exist).
+    pub path: PathBuf,
+    /// TCP listen address.
+    pub bind: SocketAddr,
+    /// Multicast group and port.
+    pub multicast: Option<SocketAddrV4>,
+    /// Multicast sending interface.
+    pub iface: Option<Ipv4Addr>,
+    /// Datagram budget (clamped to 24..=65536).
+    pub mtu: usize,
+    /// Multicast TTL.
+    pub ttl: u8,
+    /// Fixed frame linger in µs; `None` = adaptive.
+    pub linger_us: Option<u64>,
+    /// Enable unicast from this UDP port (0 = an ephemeral port).
+    pub udp: Option<u16>,
+    /// Copies of every datagram (1..=255).
+    pub dup: u8,
+    /// Records per frame (1..=65535).
+    pub batch: u16,
+    /// Bounded spin before parking when idle.
+    pub spin: bool,
+    /// Serve one mirror on the calling thread and return when it disconnects.
+    pub once: bool,
+    /// Most concurrent TCP sessions; more are refused with a log line.
+    pub max_sessions: usize,
+    /// Print startup, status and session lines on stderr.
+    pub log: bool,
+}
+
+impl ServeOptions {
+    /// Defaults for `path` and `bind`.
+    pub fn new(path: impl Into<PathBuf>, bind: SocketAddr) -> ServeOptions {
+        ServeOptions {
+            path: path.into(),
+            bind,
+            multicast: None,
+            iface: None,
+            mtu: 1472,
+            ttl: 1,
+            linger_us: None,
+            udp: None,
+            dup: 1,
+            batch: 256,
+            spin: false,
+            once: false,
+            max_sessions: 64,
+            log: true,
+        }
+    }
+}
+
+/// What a server did, summed over its sessions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ServeSummary {
+    /// Sessions served.
+    pub sessions: u64,
+    /// Connections refused because `max_sessions` were active.
+    pub refused: u64,
+    /// Records sent over TCP (live TCP mode and NAK answers).
+    pub tcp_records: u64,
+    /// NAKs received.
+    pub naks: u64,
+    /// GAP frames sent.
+    pub gaps: u64,
+    /// Sessions that ended with a protocol error.
+    pub protocol_errors: u64,
+    /// Sessions ended because the mirror did not read within the write timeout.
+    pub write_timeouts: u64,
+    /// The UDP sender's counters.
+    pub udp: UdpCounters,
+}
+
+#[derive(Default)]
+struct Totals {
+    sessions: AtomicU64,
+    refused: AtomicU64,
+    tcp_records: AtomicU64,
+    naks: AtomicU64,
+    gaps: AtomicU64,
+    protocol_errors: AtomicU64,
+    write_timeouts: AtomicU64,
+}
+
+/// A bound server, ready to [`Server::run`].
+pub struct Server {
+    opts: ServeOptions,
+    ring: RingFile,
+    listener: TcpListener,
+    udp: Option<UdpSocket>,
+    cfg: SourceConfig,
+    sender: Mutex<UdpSender<MAX_UNICAST>>,
+    totals: Totals,
+}
+
+fn session_byte() -> u8 {
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    ((t.subsec_nanos() ^ t.as_secs() as u32) & 0xFF) as u8
+}
+
+impl Server {
+    /// Opens the ring, binds the listener and the UDP socket.
+    pub fn bind(opts: ServeOptions) -> Result<Server, ReplicaError> {
+        if opts.once && (opts.multicast.is_some() || opts.udp.is_some()) {
+            return Err(ReplicaError::arg(
+                "--once",
+                "with --multicast/--udp",
+                "--once serves one TCP mirror only",
+            ));
+        }
+        if let Some(m) = opts.multicast
+            && !m.ip().is_multicast()
+        {
+            return Err(ReplicaError::arg(
+                "--multicast",
+                m,
+                "not an IPv4 multicast group",
+            ));
+        }
+        let ring = RingFile::open(&opts.path, Expect::RAW)?;
+        if ring.ring().geometry().has_arena() {
+            return Err(ReplicaError::BlobRing {
+                path: opts.path.clone(),
+            });
+        }
+        let listener = TcpListener::bind(opts.bind)
+            .map_err(|e| ReplicaError::io(format!("bind {}", opts.bind), e))?;
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| ReplicaError::io("listener", e))?;
+        let udp = if opts.multicast.is_some() || opts.udp.is_some() {
+            let mc = opts.multicast.map(|_| MulticastOut {
+                ttl: opts.ttl,
+                iface: opts.iface,
+            });
+            let s = source_udp(opts.udp.unwrap_or(0), mc)
+                .map_err(|e| ReplicaError::io("UDP socket", e))?;
+            Some(s)
+        } else {
+            None
+        };
+        let mtu = opts.mtu.clamp(24, 65_536);
+        let udp_port = match &udp {
+            Some(s) => s
+                .local_addr()
+                .map_err(|e| ReplicaError::io("UDP socket", e))?
+                .port(),
+            None => 0,
+        };
+        let session = session_byte();
+        let pacing = match opts.linger_us {
+            Some(us) => Pacing::Fixed {
+                linger: Duration::from_micros(us),
+            },
+            None => Pacing::default(),
+        };
+        let batch = opts.batch.max(1);
+        let announced_mtu = mtu.min(65_535) as u16;
+        let cfg = SourceConfig {
+            batch,
+            pacing,
+            unicast: opts.udp.map(|_| UdpOffer {
+                group: [0; 4],
+                port: udp_port,
+                mtu: announced_mtu,
+                ttl: 0,
+            }),
+            multicast: opts.multicast.map(|m| UdpOffer {
+                group: m.ip().octets(),
+                port: m.port(),
+                mtu: announced_mtu,
+                ttl: opts.ttl,
+            }),
+            session,
+            ..SourceConfig::default()
+        };
+        let w = FixedSource(*ring.ring()) /* a temporary: `ring` outlives it */
+            .write_seq();
+        let sender = UdpSender::new(
+            UdpConfig {
+                multicast: opts.multicast.map(peer_v4),
+                mtu,
+                duplicate: opts.dup.max(1),
+                batch,
+                pacing,
+                ..UdpConfig::default()
+            },
+            session,
+            w,
+            now(),
+        );
+        Ok(Server {
+            opts,
+            ring,
+            listener,
+            udp,
+            cfg,
+            sender: Mutex::new(sender),
+            totals: Totals::default(),
+        })
+    }
+
+    /// The TCP address mirrors connect to.
+    pub fn local_addr(&self) -> SocketAddr {
+        self.listener.local_addr().unwrap_or(self.opts.bind)
+    }
+
+    /// The UDP socket's address (unicast mirrors PUNCH it), if UDP is configured.
+    pub fn udp_addr(&self) -> Option<SocketAddr> {
+        self.udp.as_ref().and_then(|s| s.local_addr().ok())
+    }
+
+    /// The session byte.
+    pub fn session_byte(&self) -> u8 {
+        self.cfg.session
+    }
+
+    fn sender(&self) -> MutexGuard<'_, UdpSender<MAX_UNICAST>> {
+        // A panicking session thread must not take the server down with it.
+        self.sender.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Serves until `stop` is set (or, with `once`, until the one mirror disconnects).
+    pub fn run(&self, stop: &AtomicBool) -> Result<ServeSummary, ReplicaError> {
+        if self.opts.log {
+            let g = self.ring.ring().geometry();
+            eprintln!(
+                "serve: {} (capacity {}, {} B records) on tcp {}{}{} session {}",
+                self.opts.path.display(),
+                g.capacity,
+                g.record_len(),
+                self.local_addr(),
+                self.opts
+                    .multicast
+                    .map(|m| format!(", multicast {m}"))
+                    .unwrap_or_default(),
+                self.udp_addr()
+                    .filter(|_| self.opts.udp.is_some())
+                    .map(|a| format!(", unicast udp {}", a.port()))
+                    .unwrap_or_default(),
+                self.cfg.session
+            );
+        }
+        let halt = AtomicBool::new(false);
+        let active = AtomicUsize::new(0);
+        std::thread::scope(|sc| -> Result<(), ReplicaError> {
+            let udp = self
+                .udp
+                .as_ref()
+                .map(|s| sc.spawn(|| self.udp_loop(s, &halt)));
+            let r = self.accept_loop(sc, stop, &halt, &active);
+            halt.store(true, Ordering::Relaxed);
+            if let Some(h) = udp {
+                let _ = h.join();
+            }
+            r
+        })?;
+        Ok(self.summary())
+    }
+
+    /// Counters so far.
+    pub fn summary(&self) -> ServeSummary {
+        let t = &self.totals;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        ServeSummary {
+            sessions: l(&t.sessions),
+            refused: l(&t.refused),
+            tcp_records: l(&t.tcp_records),
+            naks: l(&t.naks),
+            gaps: l(&t.gaps),
+            protocol_errors: l(&t.protocol_errors),
+            write_timeouts: l(&t.write_timeouts),
+            udp: self.sender().counters(),
+        }
+    }
+
+    fn accept_loop<'s>(
+        &'s self,
+        sc: &'s std::thread::Scope<'s, '_>,
+        stop: &'s AtomicBool,
+        halt: &'s AtomicBool,
+        active: &'s AtomicUsize,
+    ) -> Result<(), ReplicaError> {
+        let mut threads = Vec::new();
+        let mut last_status = std::time::Instant::now();
+        let mut last = self.summary();
+        // Relaxed: a plain flag; whatever it guards is joined afterwards.
+        while !stop.load(Ordering::Relaxed) {
+            let mut fd = [pollin(&self.listener)];
+            poll(&mut fd, StdDuration::from_millis(100))
+                .map_err(|e| ReplicaError::io("poll", e))?;
+            threads.retain(|h: &std::thread::ScopedJoinHandle<'_, ()>| !h.is_finished());
+            if self.opts.log && last_status.elapsed() >= StdDuration::from_secs(1) {
+                let s = self.summary();
+                eprintln!(
+                    "serve: {} mirrors, tcp {} rec/s, udp {} frames/s, naks {}, punches {}, rejected {}",
+                    active.load(Ordering::Relaxed),
+                    s.tcp_records - last.tcp_records,
+                    s.udp.data_frames - last.udp.data_frames,
+                    s.naks,
+                    s.udp.punches,
+                    s.udp.rejected,
+                );
+                last = s;
+                last_status = std::time::Instant::now();
+            }
+            let (stream, addr) = match self.listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // ECONNABORTED, EMFILE…: log and keep serving.
+                    if self.opts.log {
+                        eprintln!("serve: accept: {e}");
+                    }
+                    std::thread::sleep(StdDuration::from_millis(10));
+                    continue;
+                }
+            };
+            if self.opts.once {
+                self.serve_one(stream, addr, stop);
+                return Ok(());
+            }
+            // Relaxed: a count read only by this thread's admission check and status line.
+            if active.load(Ordering::Relaxed) >= self.opts.max_sessions {
+                self.totals.refused.fetch_add(1, Ordering::Relaxed);
+                if self.opts.log {
+                    eprintln!(
+                        "serve: refusing {addr}: {} sessions already active",
+                        self.opts.max_sessions
+                    );
+                }
+                continue;
+            }
+            active.fetch_add(1, Ordering::Relaxed);
+            threads.push(sc.spawn(move || {
+                self.serve_one(stream, addr, halt);
+                active.fetch_sub(1, Ordering::Relaxed);
+            }));
+        }
+        Ok(())
+    }
+
+    fn serve_one(&self, mut stream: TcpStream, addr: SocketAddr, stop: &AtomicBool) {
+        self.totals.sessions.fetch_add(1, Ordering::Relaxed);
+        let Some(p) = peer(addr) else {
+            return;
+        };
+        if let Err(e) = tune_tcp(&stream).and_then(|_| stream.set_nonblocking(true)) {
+            if self.opts.log {
+                eprintln!("serve: {addr}: {e}");
+            }
+            return;
+        }
+        if self.opts.log {
+            eprintln!("serve: mirror {addr} connected");
+        }
+        let src = FixedSource(*self.ring.ring());
+        let mut s = SourceSession::new(self.cfg, p, now());
+        let mut seen = SourceCounters::default();
+        let end = self.session_loop(&mut s, &mut stream, &src, stop, &mut seen);
+        self.account(s.counters(), &mut seen);
+        if let Some(t) = s.token() {
+            self.sender().unregister(t);
+        }
+        let c = s.counters();
+        if self.opts.log {
+            eprintln!(
+                "serve: mirror {addr} ({:?}) ended: {end}; sent {} records, {} gaps, {} naks answered",
+                s.transport(),
+                c.records,
+                c.gaps,
+                c.naks
+            );
+        }
+    }
+
+    fn session_loop(
+        &self,
+        s: &mut SourceSession,
+        stream: &mut TcpStream,
+        src: &FixedSource,
+        stop: &AtomicBool,
+        seen: &mut SourceCounters,
+    ) -> String {
+        let unicast = self.cfg.unicast.is_some();
+        let mut rbuf = [0u8; 4096];
+        let mut buf = vec![0u8; self.cfg.tcp_budget];
+        let mut waiter = RingWaiter::new(self.opts.spin);
+        let mut live = false;
+        // Relaxed: a plain flag.
+        while !stop.load(Ordering::Relaxed) {
+            loop {
+                match stream.read(&mut rbuf) {
+                    Ok(0) => return "disconnected".into(),
+                    Ok(n) => {
+                        let r = if unicast {
+                            let mut g = self.sender();
+                            let reg: &mut dyn TokenRegistry = &mut *g;
+                            s.handle_stream(now(), &rbuf[..n], src, Some(reg))
+                        } else {
+                            s.handle_stream(now(), &rbuf[..n], src, None)
+                        };
+                        if let Err(e) = r {
+                            self.totals.protocol_errors.fetch_add(1, Ordering::Relaxed);
+                            return e.to_string();
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) => return e.to_string(),
+                }
+            }
+            while let Some(n) = s.poll_transmit(now(), src, &mut buf) {
+                live = true;
+                if let Err(e) = write_all_within(stream, &buf[..n], TCP_WRITE_TIMEOUT) {
+                    if e.kind() == io::ErrorKind::TimedOut {
+                        self.totals.write_timeouts.fetch_add(1, Ordering::Relaxed);
+                    }
+                    return format!("write: {e}");
+                }
+            }
+            self.account(s.counters(), seen);
+            let t = now();
+            if live && s.transport() == Transport::Tcp {
+                // Sleep on the ring; check the socket (EOF) at least every few ms.
+                let max = until(t, s.poll_timeout(), StdDuration::from_millis(5));
+                waiter.wait(self.ring.ring(), s.cursor(), max);
+            } else {
+                // Awaiting HELLO, or a UDP-mode session that only answers NAKs.
+                let max = until(t, s.poll_timeout(), StdDuration::from_millis(50));
+                let mut fd = [pollin(stream)];
+                if let Err(e) = poll(&mut fd, max) {
+                    return e.to_string();
+                }
+            }
+        }
+        "server stopping".into()
+    }
+
+    /// Adds what a session did since `seen` to the totals (for the live status line).
+    fn account(&self, c: SourceCounters, seen: &mut SourceCounters) {
+        let t = &self.totals;
+        // Relaxed: statistics only.
+        t.tcp_records
+            .fetch_add(c.records - seen.records, Ordering::Relaxed);
+        t.naks.fetch_add(c.naks - seen.naks, Ordering::Relaxed);
+        t.gaps.fetch_add(c.gaps - seen.gaps, Ordering::Relaxed);
+        *seen = c;
+    }
+
+    fn udp_loop(&self, sock: &UdpSocket, halt: &AtomicBool) {
+        let src = FixedSource(*self.ring.ring());
+        let mut buf = vec![0u8; 65_536];
+        let mut rbuf = [0u8; 64];
+        let mut dests: Vec<SocketAddrV4> = Vec::new();
+        let mut waiter = RingWaiter::new(self.opts.spin);
+        let dup = self.opts.dup.max(1);
+        // Relaxed: a plain flag.
+        while !halt.load(Ordering::Relaxed) {
+            // PUNCH intake, bounded per iteration.
+            for _ in 0..64 {
+                match sock.recv_from(&mut rbuf) {
+                    Ok((n, from)) => {
+                        let from = peer(from).unwrap_or(PeerAddr::new([0; 4], 0));
+                        let _ = self.sender().handle_datagram(now(), from, &rbuf[..n]);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    // ICMP errors from earlier sends (ECONNREFUSED) and the like.
+                    Err(_) => {}
+                }
+            }
+            let mut sent_any = false;
+            for _ in 0..256 {
+                let len = {
+                    let mut g = self.sender();
+                    let Some(len) = g.poll_transmit(now(), &src, &mut buf) else {
+                        break;
+                    };
+                    dests.clear();
+                    dests.extend(g.destinations().map(super::io::sock_v4));
+                    len
+                };
+                sent_any = true;
+                for _ in 0..dup {
+                    let (_, err) = send_to_many(sock, &buf[..len], &dests);
+                    if let Some(e) = err {
+                        if is_emsgsize(&e) {
+                            self.sender().handle_emsgsize(len);
+                        }
+                        break;
+                    }
+                }
+            }
+            if !sent_any {
+                let (cursor, at) = {
+                    let g = self.sender();
+                    (g.cursor(), g.poll_timeout())
+                };
+                let max = until(now(), at, StdDuration::from_millis(1));
+                waiter.wait(self.ring.ring(), cursor, max);
+            }
+        }
+    }
+}

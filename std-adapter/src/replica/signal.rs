@@ -1,0 +1,47 @@
+//! SIGINT and SIGTERM set a process-wide flag instead of killing the process, so a driver
+//! can finish its step, publish what it wrote and leave its ring valid.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_sig: libc::c_int) {
+    // Relaxed: only the flag itself is communicated; an atomic store is async-signal-safe.
+    STOP.store(true, Ordering::Relaxed);
+}
+
+/// Installs the handler for SIGINT and SIGTERM (idempotent) and returns the flag it sets.
+pub fn install() -> &'static AtomicBool {
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: a zeroed sigaction is a valid value; we set a handler that only performs an
+        // atomic store (async-signal-safe) and pass valid pointers to sigaction.
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+            sa.sa_flags = libc::SA_RESTART;
+            libc::sigemptyset(&mut sa.sa_mask);
+            libc::sigaction(sig, &sa, std::ptr::null_mut());
+        }
+    }
+    &STOP
+}
+
+/// The flag the handler sets (false until a signal arrived).
+pub fn flag() -> &'static AtomicBool {
+    &STOP
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sigterm_sets_the_flag_instead_of_killing() {
+        let f = install();
+        // SAFETY: raise only delivers a signal to this thread; the handler is installed.
+        let r = unsafe { libc::raise(libc::SIGTERM) };
+        assert_eq!(r, 0);
+        assert!(f.load(Ordering::Relaxed));
+        assert!(flag().load(Ordering::Relaxed));
+    }
+}

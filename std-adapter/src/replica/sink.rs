@@ -1,0 +1,126 @@
+//! The mirror's local ring file as the state machine's [`RecordSink`] (spec §21.1, §21.2):
+//! an existing valid ring is adopted (and `flock`ed, so two mirrors never write one file);
+//! otherwise the ring is created with the mirror geometry — persistent, never unlinked, the
+//! lock held for the mirror's life.
+
+use std::fs::{File, OpenOptions};
+use std::path::{Path, PathBuf};
+
+use ringwire_core::layout::Geometry;
+use ringwire_core::replicate::{RecordSink, SinkError};
+use ringwire_core::sync::Ordering;
+use ringwire_core::{Expect, InitError, RingView};
+
+use crate::{CleanupMode, CreateOptions, Error, RingFile, sys};
+
+/// The mirror ring file.
+pub struct FileSink {
+    path: PathBuf,
+    ring: Option<RingFile>,
+    /// The lock on an adopted file (a created one holds its own).
+    lock: Option<File>,
+    /// The last error of a failed creation, for the message (the sink error only says
+    /// "cannot create").
+    pub last_error: Option<Error>,
+}
+
+impl FileSink {
+    /// Opens `path`: adopts a valid ring found there (taking its lock), or remembers to
+    /// create one at the handshake. Fails if another process holds the file's lock.
+    pub fn open(path: impl AsRef<Path>) -> Result<FileSink, Error> {
+        let path = path.as_ref().to_path_buf();
+        let mut sink = FileSink {
+            path: path.clone(),
+            ring: None,
+            lock: None,
+            last_error: None,
+        };
+        let file = match OpenOptions::new().read(true).write(true).open(&path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(sink),
+            Err(e) => return Err(Error::io(&path, "open", e)),
+        };
+        if sys::try_lock_exclusive(&file).is_err() {
+            return Err(Error::ProducerAlreadyExists { path });
+        }
+        // A ring that does not validate is simply recreated at the handshake.
+        if let Ok(r) = RingFile::open(&path, Expect::RAW)
+            && !r.ring().geometry().has_arena()
+        {
+            sink.ring = Some(r);
+        }
+        sink.lock = Some(file);
+        Ok(sink)
+    }
+
+    /// The ring, once adopted or created.
+    pub fn ring(&self) -> Option<&RingFile> {
+        self.ring.as_ref()
+    }
+
+    /// The ring's view.
+    pub fn view(&self) -> Option<&RingView> {
+        self.ring.as_ref().map(|r| r.ring())
+    }
+
+    /// The path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl RecordSink for FileSink {
+    fn existing(&self) -> Option<(Geometry, u64)> {
+        let v = self.view()?;
+        // Relaxed: this process is the ring's only writer.
+        Some((*v.geometry(), v.write_seq().load(Ordering::Relaxed)))
+    }
+
+    fn recreate(&mut self, geo: &Geometry) -> Result<(), SinkError> {
+        if geo.has_arena() {
+            return Err(SinkError::BlobUnsupported {
+                arena_offset: geo.arena_offset,
+            });
+        }
+        // Release the old mapping and lock first: create takes the lock on the path itself
+        // and replaces a non-empty file by a fresh inode (readers of the old one see it
+        // frozen).
+        self.ring = None;
+        self.lock = None;
+        let opts = CreateOptions {
+            cleanup: CleanupMode::Persistent,
+            ..CreateOptions::default()
+        };
+        match RingFile::create(&self.path, geo, &opts) {
+            Ok(r) => {
+                self.ring = Some(r);
+                Ok(())
+            }
+            Err(e) => {
+                let ie = match &e {
+                    Error::Init { source, .. } => *source,
+                    _ => InitError::RegionTooSmall {
+                        need: geo.total_len().unwrap_or(u64::MAX),
+                        len: 0,
+                    },
+                };
+                self.last_error = Some(e);
+                Err(SinkError::Init(ie))
+            }
+        }
+    }
+
+    fn write(&mut self, seq: u64, fixed: &[u8], _blob: &[u8]) {
+        if let Some(r) = &self.ring {
+            r.ring().write_slot(seq, fixed);
+        }
+    }
+
+    fn publish(&mut self, seq: u64) {
+        if let Some(r) = &self.ring
+            && r.ring().publish(seq)
+        {
+            r.wake_all();
+        }
+    }
+}

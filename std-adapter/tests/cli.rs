@@ -1,0 +1,161 @@
+//! The `ringwire` binary as a process: exit codes and messages.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use ringwire::core::Geometry;
+use ringwire::core::broadcast::registry;
+use ringwire::{CleanupMode, CreateOptions, RingFile};
+
+/// A unique /dev/shm path removed on drop.
+struct TmpRing(PathBuf);
+
+impl TmpRing {
+    fn new(tag: &str) -> TmpRing {
+        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        TmpRing(PathBuf::from(format!(
+            "/dev/shm/ringwire-cli-{tag}-{}-{n}",
+            std::process::id()
+        )))
+    }
+}
+
+impl Drop for TmpRing {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+fn ringwire(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_ringwire"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn make_ring(t: &TmpRing, readers: u32) -> RingFile {
+    let geo = Geometry::spmc(16, 16, 8, readers, false).unwrap();
+    let opts = CreateOptions {
+        cleanup: CleanupMode::Persistent,
+        ..CreateOptions::default()
+    };
+    RingFile::create(&t.0, &geo, &opts).unwrap()
+}
+
+#[test]
+fn stat_json_of_a_ringwire_ring() {
+    let t = TmpRing::new("stat");
+    let r = make_ring(&t, 0);
+    for s in 1..=20 {
+        view(&r).write_slot(s, &s.to_le_bytes());
+        view(&r).publish(s);
+    }
+    let (code, out, err) = ringwire(&["stat", t.0.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["write_seq"], 20);
+    assert_eq!(v["capacity"], 16);
+    assert_eq!(v["element_size"], 16);
+    assert_eq!(v["oldest_seq"], 5);
+}
+
+#[test]
+fn corrupt_ring_is_an_error_naming_file_and_value() {
+    let t = TmpRing::new("corrupt");
+    drop(make_ring(&t, 0));
+    let mut bytes = std::fs::read(&t.0).unwrap();
+    bytes[16..24].copy_from_slice(&1000u64.to_le_bytes());
+    std::fs::write(&t.0, &bytes).unwrap();
+    for cmd in ["stat", "dump", "top", "prune"] {
+        let mut args = vec![cmd, t.0.to_str().unwrap()];
+        if cmd == "top" {
+            args.extend(["--iterations", "1"]);
+        }
+        let (code, _, err) = ringwire(&args);
+        assert_eq!(code, 1, "{cmd}: {err}");
+        assert_eq!(
+            err.trim(),
+            format!(
+                "Error: ring {}: capacity 1000 is not a power of two",
+                t.0.display()
+            ),
+            "{cmd}"
+        );
+    }
+}
+
+#[test]
+fn bad_flag_values_fail_with_a_message() {
+    let t = TmpRing::new("flags");
+    let _r = make_ring(&t, 0);
+    let p = t.0.to_str().unwrap();
+    for args in [
+        vec!["dump", p, "--tail", "0"],
+        vec!["dump", p, "--tail", "x"],
+        vec!["top", p, "--interval-ms", "soon"],
+        vec!["top", p, "--iterations", "0"],
+    ] {
+        let (code, out, err) = ringwire(&args);
+        assert_ne!(code, 0, "{args:?}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert!(err.contains("invalid value"), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn top_runs_the_requested_iterations() {
+    let t = TmpRing::new("top");
+    let r = make_ring(&t, 0);
+    view(&r).write_slot(1, &[1]);
+    view(&r).publish(1);
+    let (code, out, err) = ringwire(&[
+        "top",
+        t.0.to_str().unwrap(),
+        "--interval-ms",
+        "5",
+        "--iterations",
+        "3",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("write_seq 1 ").count(), 3, "{out}");
+}
+
+#[test]
+fn dump_of_an_empty_ring_prints_a_notice() {
+    let t = TmpRing::new("empty");
+    let _r = make_ring(&t, 0);
+    let (code, out, _) = ringwire(&["dump", t.0.to_str().unwrap()]);
+    assert_eq!(code, 0);
+    assert!(out.contains("is empty"), "{out}");
+}
+
+#[test]
+fn prune_frees_a_dead_readers_slot() {
+    let t = TmpRing::new("prune");
+    let r = make_ring(&t, 4);
+    // A reader that is alive (us) and one whose pid cannot exist.
+    let dead = i32::MAX as u32 - 1;
+    registry::register(view(&r), std::process::id(), "me", 1, |_| true).unwrap();
+    registry::register(view(&r), dead, "ghost", 1, |_| true).unwrap();
+    let (code, out, err) = ringwire(&["prune", t.0.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("pruned dead reader pid {dead}")),
+        "{out}"
+    );
+    assert!(out.contains("pruned 1 dead reader(s)"), "{out}");
+    let live: Vec<u32> = registry::live_readers(view(&r)).map(|x| x.pid).collect();
+    assert_eq!(live, vec![std::process::id()]);
+}
+
+/// The ring's view, borrowed for the test's direct writes while `r` is alive.
+fn view(r: &ringwire::RingFile) -> &ringwire::core::RingView {
+    // SAFETY: the returned borrow cannot outlive `r`, and the tests never copy it.
+    unsafe { r.view() }
+}

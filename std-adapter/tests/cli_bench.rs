@@ -1,0 +1,76 @@
+//! `ringwire bench`: the subcommands run end to end and report what they measured.
+
+use std::process::Command;
+
+fn ringwire(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_ringwire"))
+        .args(args)
+        .output()
+        .expect("run ringwire")
+}
+
+#[test]
+fn floor_reports_round_trips_and_datagrams_as_json() {
+    let o = ringwire(&[
+        "bench",
+        "floor",
+        "--rounds",
+        "20000",
+        "--datagrams",
+        "2000",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["cacheline_round_trip"]["count"], 20000);
+    assert!(v["cacheline_round_trip"]["p50_ns"].as_u64().unwrap() > 0);
+    assert_eq!(v["loopback_64b"]["sent"], 2000);
+}
+
+#[test]
+fn handoff_delivers_every_record_across_processes() {
+    let dir = tempdir_plot();
+    let plot = dir.join("handoff.svg");
+    let o = ringwire(&[
+        "bench",
+        "handoff",
+        "--rate",
+        "2000",
+        "--seconds",
+        "1",
+        "--json",
+        "--plot",
+        plot.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    assert_eq!(v["sent"], 2000);
+    assert_eq!(v["reader"]["received"], 2000, "{v}");
+    assert_eq!(v["reader"]["lapped"], 0);
+    assert_eq!(v["reader"]["summary"]["count"], 2000);
+    let svg = std::fs::read_to_string(&plot).expect("plot written");
+    assert!(svg.contains("<polyline"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn bad_values_are_errors_not_defaults() {
+    for args in [
+        &["bench", "handoff", "--rate", "0"][..],
+        &["bench", "handoff", "--seconds", "x"][..],
+        &["bench", "floor", "--rounds", "1e3"][..],
+    ] {
+        let o = ringwire(args);
+        assert!(!o.status.success(), "{args:?} was accepted");
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("invalid value"),
+            "{args:?}"
+        );
+    }
+}
+
+fn tempdir_plot() -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("ringwire-cli-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

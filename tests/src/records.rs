@@ -1,0 +1,77 @@
+//! Test records whose contents are a function of their sequence number, so a reader can
+//! check every field (and a checksum) without knowing what the writer sent.
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// A mixing function (splitmix64 finaliser).
+pub fn mix(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// A `#[repr(C)]` record without padding.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct Rec {
+    /// The sequence it was published under.
+    pub seq: u64,
+    /// A price.
+    pub px: f64,
+    /// A quantity.
+    pub qty: u32,
+    /// A side.
+    pub side: u32,
+    /// Checksum over the fields above.
+    pub check: u64,
+}
+
+impl Rec {
+    /// The record for sequence `seq`.
+    pub fn new(seq: u64) -> Rec {
+        let mut r = Rec {
+            seq,
+            px: seq as f64 * 0.25,
+            qty: mix(seq) as u32,
+            side: (seq % 2) as u32,
+            check: 0,
+        };
+        r.check = r.checksum();
+        r
+    }
+
+    fn checksum(&self) -> u64 {
+        mix(self.seq
+            ^ self.px.to_bits().rotate_left(17)
+            ^ (u64::from(self.qty) << 32)
+            ^ u64::from(self.side))
+    }
+
+    /// True when the checksum matches and the record is the one for `seq`.
+    pub fn is_valid_for(&self, seq: u64) -> bool {
+        self.check == self.checksum() && *self == Rec::new(seq)
+    }
+}
+
+/// The 64-byte array record for `seq`: the sequence, then bytes derived from it, then a
+/// checksum in the last 8 bytes.
+pub fn bytes64(seq: u64) -> [u8; 64] {
+    let mut b = [0u8; 64];
+    b[..8].copy_from_slice(&seq.to_le_bytes());
+    for (i, chunk) in b[8..56].chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(&mix(seq.wrapping_add(i as u64 + 1)).to_le_bytes());
+    }
+    let sum = b[..56].iter().fold(0u64, |h, &x| mix(h ^ u64::from(x)));
+    b[56..].copy_from_slice(&sum.to_le_bytes());
+    b
+}
+
+/// The blob payload of `seq` written into `buf` (length `min_len..=200`, varying with
+/// `seq`); returns its length.
+pub fn blob_payload(seq: u64, min_len: usize, buf: &mut [u8]) -> usize {
+    let len = min_len + (mix(seq) % (201 - min_len as u64)) as usize;
+    for (i, b) in buf[..len].iter_mut().enumerate() {
+        *b = (mix(seq ^ ((i as u64) << 20)) & 0xff) as u8;
+    }
+    len
+}

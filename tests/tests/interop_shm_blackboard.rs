@@ -1,0 +1,108 @@
+//! Blackboard files (spec §14) shared with ringfire 0.5.2, both ways, and `stat` on one.
+
+use ringwire::core::blackboard::slot_size;
+use ringwire::{BlackboardConsumer, BlackboardProducer, Error};
+use ringwire_tests::shm::ShmPath;
+
+type V = [u64; 5];
+
+fn val(k: u64, round: u64) -> V {
+    [k, round, k * 1000 + round, !k, round.rotate_left(7)]
+}
+
+#[test]
+fn ringfire_blackboard_read_by_ringwire() {
+    let p = ShmPath::new("bb-rf2rw");
+    let mut prod = ringfire::BlackboardProducer::<V>::create(p.path(), 16).unwrap();
+    let cons = BlackboardConsumer::<V>::attach(&p).unwrap();
+    assert_eq!(cons.slot_count(), 16);
+    assert_eq!(cons.read(3).unwrap(), None);
+    for round in 1..=100 {
+        for k in 0..16 {
+            prod.write(k as usize, &val(k, round)).unwrap();
+        }
+        for k in 0..16 {
+            assert_eq!(cons.read(k as usize).unwrap(), Some(val(k, round)));
+        }
+    }
+    let len = std::fs::metadata(p.path()).unwrap().len();
+    assert_eq!(len, 128 + 16 * slot_size(40) as u64);
+    let e = cons.read(16).unwrap_err();
+    assert!(e.to_string().contains("key 16 is out of range"), "{e}");
+}
+
+#[test]
+fn ringwire_blackboard_read_by_ringfire() {
+    let p = ShmPath::new("bb-rw2rf");
+    let mut prod = BlackboardProducer::<V>::create(&p, 8).unwrap();
+    let cons = ringfire::BlackboardConsumer::<V>::attach(p.path()).unwrap();
+    assert_eq!(cons.slot_count(), 8);
+    assert_eq!(cons.read(0).unwrap(), None);
+    for round in 1..=100 {
+        for k in 0..8 {
+            prod.write(k as usize, &val(k, round)).unwrap();
+        }
+        for k in 0..8 {
+            assert_eq!(cons.read(k as usize).unwrap(), Some(val(k, round)));
+        }
+    }
+    // Both projects' creators exclude each other through the flock.
+    assert!(ringfire::BlackboardProducer::<V>::create(p.path(), 8).is_err());
+    let e = BlackboardProducer::<V>::create(&p, 8).unwrap_err();
+    assert!(matches!(e, Error::ProducerAlreadyExists { .. }), "{e}");
+    let v = ringwire::cli::stat_json(p.path()).unwrap();
+    assert_eq!(v["type"], "blackboard");
+    assert_eq!(v["slot_count"], 8);
+    assert_eq!(v["value_size"], 40);
+    assert_eq!(v["slot_size"], 64);
+    drop(prod);
+    assert!(!p.path().exists(), "unlinked on drop");
+}
+
+#[test]
+fn concurrent_reader_never_sees_a_torn_value() {
+    let p = ShmPath::new("bb-race");
+    let mut prod = BlackboardProducer::<V>::create(&p, 1).unwrap();
+    let cons = BlackboardConsumer::<V>::attach(&p).unwrap();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    let reader = std::thread::spawn(move || {
+        let mut seen = 0u64;
+        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            if let Some(v) = cons.read(0).unwrap() {
+                assert_eq!(v, val(0, v[1]), "torn value");
+                assert!(v[1] >= seen, "went backwards");
+                seen = v[1];
+            }
+        }
+        seen
+    });
+    for round in 1..=200_000 {
+        prod.write(0, &val(0, round)).unwrap();
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(reader.join().unwrap() <= 200_000);
+}
+
+#[test]
+fn a_ring_is_not_a_blackboard() {
+    let p = ShmPath::new("bb-ring");
+    let _r = ringwire::RingProducer::<u64>::create(&p, 8).unwrap();
+    let e = BlackboardConsumer::<V>::attach(&p).unwrap_err();
+    assert!(e.to_string().contains("bad blackboard magic"), "{e}");
+}
+
+#[test]
+fn a_writer_stuck_mid_write_is_reported_after_100ms() {
+    let p = ShmPath::new("bb-stall");
+    let mut prod = BlackboardProducer::<V>::create(&p, 2).unwrap();
+    prod.write(1, &val(1, 1)).unwrap();
+    let cons = BlackboardConsumer::<V>::attach(&p).unwrap();
+    // Key 1's seqlock (at 128 + 64) left odd, as by a writer killed mid-write.
+    ringwire_tests::shm::patch(p.path(), 128 + 64, &5u64.to_le_bytes());
+    let t0 = std::time::Instant::now();
+    let e = cons.read(1).unwrap_err();
+    assert!(t0.elapsed() >= std::time::Duration::from_millis(100));
+    assert!(e.to_string().contains("writer of key 1 stalled"), "{e}");
+    assert_eq!(cons.read(0).unwrap(), None);
+}
