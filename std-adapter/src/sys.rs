@@ -7,7 +7,7 @@ use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
-use std::sync::Once;
+use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
 /// `flock(fd, LOCK_EX | LOCK_NB)`.
@@ -59,6 +59,24 @@ pub(crate) fn membarrier_register() {
             )
         };
     });
+}
+
+/// Registers this process for expedited global membarriers, once per process, and tells
+/// whether the kernel accepted: only then may this process's queue handles skip the fence
+/// before their sleeper check (see `queue::wait`).
+pub(crate) fn membarrier_registered() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        // SAFETY: membarrier takes two integers and touches no memory of ours.
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_membarrier,
+                MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED,
+                0,
+            )
+        };
+        r == 0
+    })
 }
 
 /// `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`: makes a ringfire producer, which only has

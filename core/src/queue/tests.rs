@@ -412,3 +412,43 @@ fn spsc_threads_deliver_everything_in_order() {
         }
     });
 }
+
+#[test]
+fn notify_fenced_and_unfenced_bump_only_when_someone_sleeps() {
+    let (_buf, v) = queue(QueueKind::Spsc, 4, 8, 16);
+    type Notify = fn(&QueueView) -> bool;
+    type Word = fn(&QueueView) -> crate::sync::A32<'_>;
+    let cases: [(Notify, Word, Word); 4] = [
+        (
+            QueueView::notify_data,
+            QueueView::data_waiters,
+            QueueView::data_futex,
+        ),
+        (
+            QueueView::notify_data_unfenced,
+            QueueView::data_waiters,
+            QueueView::data_futex,
+        ),
+        (
+            QueueView::notify_space,
+            QueueView::space_waiters,
+            QueueView::space_futex,
+        ),
+        (
+            QueueView::notify_space_unfenced,
+            QueueView::space_waiters,
+            QueueView::space_futex,
+        ),
+    ];
+    for (notify, waiters, futex) in cases {
+        let before = futex(&v).load(Ordering::Relaxed);
+        // Nobody sleeps: no bump, no wake.
+        assert!(!notify(&v));
+        assert_eq!(futex(&v).load(Ordering::Relaxed), before);
+        // A sleeper announced itself: the word moves and the caller must wake.
+        waiters(&v).fetch_add(1, Ordering::SeqCst);
+        assert!(notify(&v));
+        assert_eq!(futex(&v).load(Ordering::Relaxed), before.wrapping_add(1));
+        waiters(&v).fetch_sub(1, Ordering::SeqCst);
+    }
+}

@@ -245,6 +245,47 @@ impl QueueView {
     pub fn notify_space(&self) -> bool {
         bump_if_waiting(self.space_waiters(), self.space_futex())
     }
+
+    /// [`QueueView::notify_data`] without the hardware fence: a compiler fence and one
+    /// relaxed load of `data_waiters`, which stays in this core's cache while nobody sleeps.
+    ///
+    /// Only correct when the calling process is registered for
+    /// `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` and every sleeper issues that
+    /// membarrier between its SeqCst increment of `data_waiters` and its re-check of the
+    /// queue (the broadcast ring's scheme, `RingView::bump_futex_if_waiting`): the barrier
+    /// runs a full fence on this thread, so either the sleeper's re-check sees our push or
+    /// our load sees its increment. Otherwise use the fenced [`QueueView::notify_data`].
+    #[inline]
+    pub fn notify_data_unfenced(&self) -> bool {
+        bump_if_waiting_unfenced(self.data_waiters(), self.data_futex())
+    }
+
+    /// [`QueueView::notify_space`] without the hardware fence; the same contract as
+    /// [`QueueView::notify_data_unfenced`].
+    #[inline]
+    pub fn notify_space_unfenced(&self) -> bool {
+        bump_if_waiting_unfenced(self.space_waiters(), self.space_futex())
+    }
+}
+
+#[inline]
+fn bump_if_waiting_unfenced(waiters: A32<'_>, futex: A32<'_>) -> bool {
+    // Under loom a SeqCst fence models the barrier the sleeper's membarrier forces onto
+    // this thread.
+    #[cfg(loom)]
+    fence(Ordering::SeqCst);
+    // Compiler-only: keeps our cursor/stamp store before the load below in program order;
+    // the hardware ordering comes from the sleeper's membarrier.
+    #[cfg(not(loom))]
+    core::sync::atomic::compiler_fence(Ordering::SeqCst);
+    // Relaxed: ordered by the sleeper's membarrier (see notify_data_unfenced).
+    if waiters.load(Ordering::Relaxed) > 0 {
+        // Release: a woken sleeper that reads the new value sees the queue change.
+        futex.fetch_add(1, Ordering::Release);
+        true
+    } else {
+        false
+    }
 }
 
 #[inline]

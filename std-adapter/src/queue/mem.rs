@@ -78,6 +78,8 @@ pub struct QueueMem {
     map: MmapMut,
     view: QueueView,
     path: Option<PathBuf>,
+    // This process registered for membarrier: its notifiers may skip the fence.
+    unfenced_notify: bool,
     // The creator's flock, held for the handle's life (spec §1.2 step 6).
     _lock: Option<File>,
 }
@@ -102,6 +104,7 @@ impl QueueMem {
             map,
             view,
             path: Some(path.to_owned()),
+            unfenced_notify: crate::sys::membarrier_registered(),
             _lock: Some(f),
         })
     }
@@ -126,6 +129,7 @@ impl QueueMem {
             map,
             view,
             path: Some(path.to_owned()),
+            unfenced_notify: crate::sys::membarrier_registered(),
             _lock: None,
         })
     }
@@ -142,6 +146,7 @@ impl QueueMem {
             map,
             view,
             path: None,
+            unfenced_notify: crate::sys::membarrier_registered(),
             _lock: None,
         })
     }
@@ -154,6 +159,11 @@ impl QueueMem {
     /// The typed handles keep the `QueueMem` alive (an `Arc`) as long as their core handle.
     pub unsafe fn view(&self) -> &QueueView {
         &self.view
+    }
+
+    /// Whether this process's notifiers may skip the fence (membarrier registered).
+    pub(super) fn unfenced_notify(&self) -> bool {
+        self.unfenced_notify
     }
 
     /// The view, for this crate's typed handles, which keep the mapping alive in an `Arc`

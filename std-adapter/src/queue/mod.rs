@@ -11,7 +11,9 @@
 //! Blocking pushes and pops spin briefly, then sleep on the queue's shared futex words
 //! (`data_futex` for consumers, `space_futex` for producers) with the same no-lost-wake-up
 //! handshake as the broadcast ring's `FutexWait` (see `wait`): every push and pop of these
-//! handles pays one SeqCst fence to check for sleepers, and wakes them only if there are any.
+//! handles checks for sleepers with a compiler fence and one relaxed load (the sleeper
+//! issues `membarrier(GLOBAL_EXPEDITED)` instead; a process whose membarrier registration
+//! failed keeps a SeqCst fence there), and wakes them only if there are any.
 //!
 //! The one-producer / one-consumer rule of an SPSC queue file is enforced with open-file-
 //! description locks (`F_OFD_SETLK`) on one byte per role, released by the kernel when the

@@ -56,7 +56,7 @@ impl<T: Item> MpmcQueue<T> {
     /// Pushes one item and returns its position, or fails with [`PushError::Full`].
     pub fn try_push(&self, item: &T) -> Result<u64, PushError> {
         let pos = self.inner.try_push(item.as_bytes())?;
-        notify(self.mem.queue(), Side::Data);
+        notify(&self.mem, Side::Data);
         Ok(pos)
     }
 
@@ -102,11 +102,11 @@ impl<T: Item> MpmcQueue<T> {
         for _ in 0..=self.inner.view().capacity() {
             match self.inner.try_pop(t.as_mut_bytes()) {
                 Ok(Popped::Item { .. }) => {
-                    notify(self.mem.queue(), Side::Space);
+                    notify(&self.mem, Side::Space);
                     return Ok((Some(t), healed));
                 }
                 Ok(Popped::Healed { .. }) => {
-                    notify(self.mem.queue(), Side::Space);
+                    notify(&self.mem, Side::Space);
                     healed += 1;
                 }
                 Err(PopError::Empty | PopError::Pending { .. }) => return Ok((None, healed)),

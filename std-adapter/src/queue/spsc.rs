@@ -80,7 +80,7 @@ impl<T: Item> SpscProducer<T> {
     /// Pushes one item, or fails with [`PushError::Full`].
     pub fn try_push(&mut self, item: &T) -> Result<(), PushError> {
         self.inner.try_push(item.as_bytes())?;
-        notify(self.mem.queue(), Side::Data);
+        notify(&self.mem, Side::Data);
         Ok(())
     }
 
@@ -90,7 +90,7 @@ impl<T: Item> SpscProducer<T> {
             .inner
             .push_fixed(items.as_bytes(), std::mem::size_of::<T>())?;
         if n > 0 {
-            notify(self.mem.queue(), Side::Data);
+            notify(&self.mem, Side::Data);
         }
         Ok(n)
     }
@@ -149,7 +149,7 @@ impl<T: Item> SpscConsumer<T> {
             .pop_fixed(t.as_mut_bytes(), std::mem::size_of::<T>())?
         {
             1 => {
-                notify(self.mem.queue(), Side::Space);
+                notify(&self.mem, Side::Space);
                 Ok(Some(t))
             }
             _ => Ok(None),
@@ -162,7 +162,7 @@ impl<T: Item> SpscConsumer<T> {
             .inner
             .pop_fixed(out.as_mut_bytes(), std::mem::size_of::<T>())?;
         if n > 0 {
-            notify(self.mem.queue(), Side::Space);
+            notify(&self.mem, Side::Space);
         }
         Ok(n)
     }

@@ -1,11 +1,13 @@
 //! Blocking waits on a queue's futex words: spin, then sleep with the Dekker handshake
-//! against the peer's `notify_*` (see the module docs of `crate::wait`).
+//! against the peer's `notify_*` (see the module docs of `crate::wait`), made asymmetric
+//! with `membarrier` so the notifier's side costs no fence (see `notify`).
 
 use std::time::{Duration, Instant};
 
 use ringwire_core::queue::QueueView;
 use ringwire_core::sync::{A32, Ordering, fence};
 
+use super::mem::QueueMem;
 use crate::sys;
 
 /// Spins this many times before sleeping.
@@ -30,10 +32,23 @@ fn words(view: &QueueView, side: Side) -> (A32<'_>, A32<'_>) {
 }
 
 /// After a push (`Side::Data`) or a pop (`Side::Space`): wakes the other side's sleepers.
-pub(super) fn notify(view: &QueueView, side: Side) {
-    let bumped = match side {
-        Side::Data => view.notify_data(),
-        Side::Space => view.notify_space(),
+///
+/// Why not a fence per operation: a SeqCst fence (`mfence` or a locked instruction on
+/// x86, `dmb ish` on Arm) costs tens of cycles on every push and pop even though sleepers
+/// are rare, and checking only on batch boundaries would still pay it per `try_push`. So
+/// the fast side pays nothing and the slow side pays instead, as the broadcast ring does:
+/// when this process registered for `membarrier(GLOBAL_EXPEDITED)` (`mem.unfenced_notify()`)
+/// the check is a compiler fence and a relaxed load, and every sleeper (`wait_for`) issues
+/// the membarrier between announcing itself and re-checking the queue. If registration
+/// failed, this process keeps the fenced check, which pairs with the sleeper's SeqCst fence.
+#[inline]
+pub(super) fn notify(mem: &QueueMem, side: Side) {
+    let view = mem.queue();
+    let bumped = match (side, mem.unfenced_notify()) {
+        (Side::Data, true) => view.notify_data_unfenced(),
+        (Side::Data, false) => view.notify_data(),
+        (Side::Space, true) => view.notify_space_unfenced(),
+        (Side::Space, false) => view.notify_space(),
     };
     if bumped {
         sys::futex_wake_all(words(view, side).0.as_ptr());
@@ -59,8 +74,14 @@ pub(super) fn wait_for(
     let v = word.load(Ordering::Acquire);
     // SeqCst: announces the sleeper; pairs with the peer's fence-then-load in notify_*.
     waiters.fetch_add(1, Ordering::SeqCst);
-    // SeqCst fence: the re-check below cannot move before the announcement.
+    // SeqCst fence: the re-check below cannot move before the announcement (pairs with a
+    // fenced notifier).
     fence(Ordering::SeqCst);
+    // A full barrier on every running thread of every registered process, so an unfenced
+    // notifier (see `notify`) that has not seen our announcement has its push or pop
+    // visible to the re-check below. Fails harmlessly where unsupported, and then no
+    // notifier is unfenced.
+    sys::membarrier_global();
     if !ready() {
         let left = deadline.saturating_duration_since(Instant::now());
         if !left.is_zero() {

@@ -1,0 +1,639 @@
+//! Queue benchmarks, ringwire's lossless queues against rtrb, crossbeam `ArrayQueue`,
+//! crossbeam-channel (bounded), heapless spsc/mpmc, std `sync_channel` and ringfire's lossy
+//! MPMC ring, all in one run, every queue holding 4096 items (heapless mpmc: 64, see
+//! `HeaplessMpmc`):
+//!
+//! * `spsc_throughput/{u64,64B}/{impl}`: one producer thread (core 0) pushes items one at a
+//!   time, one consumer thread (core 1) pops them one at a time; time per item.
+//! * `spsc_batch/{u64,64B}/{impl}`: the same with batches of 64 (push_slice/pop_slice), for
+//!   the queues that have a batch API (ringwire, rtrb).
+//! * `spsc_round_trip/{impl}`: a u64 goes to an echo thread through one queue and comes back
+//!   through another; time per round trip.
+//! * `mpmc_2p2c/{impl}`: 2 producers and 2 consumers (one of each pinned to each core)
+//!   move u64 items; time per item. ringfire's ring is lossy (a producer never waits, it
+//!   overwrites): items it dropped count as moved, so its number is not a lossless one.
+//!
+//! Every consumer checks the values it receives (order for SPSC, the sum for MPMC), so a
+//! broken queue fails the run instead of producing a number.
+//!
+//! ringwire goes through its public typed handles on anonymous memory (`spsc_channel`,
+//! `MpmcQueue::anonymous`), the same code paths as a file-backed queue.
+//!
+//! `cargo bench -p ringwire-tests --bench queues -- --warm-up-time 1 --measurement-time 3`
+
+use std::hint::black_box;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkGroup, Criterion, Throughput, measurement::WallTime};
+use ringwire::bench::floor::pin_to;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+const CAP: usize = 4096;
+const BATCH: usize = 64;
+
+/// A benchmark item: `key` is its first word, which consumers check.
+trait Val:
+    Copy + Default + Send + Sync + 'static + IntoBytes + FromBytes + Immutable + KnownLayout
+{
+    fn make(i: u64) -> Self;
+    fn key(&self) -> u64;
+}
+
+impl Val for u64 {
+    #[inline(always)]
+    fn make(i: u64) -> Self {
+        i
+    }
+    #[inline(always)]
+    fn key(&self) -> u64 {
+        *self
+    }
+}
+
+/// A 64-byte item.
+#[derive(Clone, Copy, Default, IntoBytes, FromBytes, Immutable, KnownLayout)]
+#[repr(C)]
+struct B64([u64; 8]);
+
+impl Val for B64 {
+    #[inline(always)]
+    fn make(i: u64) -> Self {
+        B64([i, i ^ 1, i ^ 2, i ^ 3, i ^ 4, i ^ 5, i ^ 6, i ^ 7])
+    }
+    #[inline(always)]
+    fn key(&self) -> u64 {
+        self.0[0]
+    }
+}
+
+/// Waiting after a failed try: spin a little, then give the core away (the MPMC runs put
+/// two threads on each core).
+#[derive(Default)]
+struct Backoff(u32);
+
+impl Backoff {
+    #[inline(always)]
+    fn snooze(&mut self) {
+        self.0 += 1;
+        if self.0 < 64 {
+            std::hint::spin_loop();
+        } else {
+            self.0 = 0;
+            std::thread::yield_now();
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// SPSC adapters
+
+/// A single-producer single-consumer queue under test.
+trait Spsc<T: Val> {
+    type P: Send;
+    type C: Send;
+    fn make() -> (Self::P, Self::C);
+    fn push(p: &mut Self::P, v: T) -> bool;
+    fn pop(c: &mut Self::C) -> Option<T>;
+    /// Pushes a prefix of `items`, returns its length; `None`: no batch API.
+    fn push_batch(_p: &mut Self::P, _items: &[T]) -> Option<usize> {
+        None
+    }
+    /// Pops into a prefix of `out`, returns its length.
+    fn pop_batch(_c: &mut Self::C, _out: &mut [T]) -> Option<usize> {
+        None
+    }
+}
+
+struct Ringwire;
+impl<T: Val> Spsc<T> for Ringwire {
+    type P = ringwire::queue::SpscProducer<T>;
+    type C = ringwire::queue::SpscConsumer<T>;
+    fn make() -> (Self::P, Self::C) {
+        ringwire::queue::spsc_channel::<T>(CAP as u64).expect("anonymous queue")
+    }
+    #[inline]
+    fn push(p: &mut Self::P, v: T) -> bool {
+        p.try_push(&v).is_ok()
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<T> {
+        c.try_pop().expect("no corruption")
+    }
+    #[inline]
+    fn push_batch(p: &mut Self::P, items: &[T]) -> Option<usize> {
+        Some(p.push_slice(items).expect("items fit"))
+    }
+    #[inline]
+    fn pop_batch(c: &mut Self::C, out: &mut [T]) -> Option<usize> {
+        Some(c.pop_slice(out).expect("no corruption"))
+    }
+}
+
+struct Rtrb;
+impl<T: Val> Spsc<T> for Rtrb {
+    type P = rtrb::Producer<T>;
+    type C = rtrb::Consumer<T>;
+    fn make() -> (Self::P, Self::C) {
+        rtrb::RingBuffer::new(CAP)
+    }
+    #[inline]
+    fn push(p: &mut Self::P, v: T) -> bool {
+        p.push(v).is_ok()
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<T> {
+        c.pop().ok()
+    }
+    #[inline]
+    fn push_batch(p: &mut Self::P, items: &[T]) -> Option<usize> {
+        Some(p.push_partial_slice(items).0.len())
+    }
+    #[inline]
+    fn pop_batch(c: &mut Self::C, out: &mut [T]) -> Option<usize> {
+        Some(c.pop_partial_slice(out).0.len())
+    }
+}
+
+struct ArrayQ;
+impl<T: Val> Spsc<T> for ArrayQ {
+    type P = Arc<crossbeam_queue::ArrayQueue<T>>;
+    type C = Arc<crossbeam_queue::ArrayQueue<T>>;
+    fn make() -> (Self::P, Self::C) {
+        let q = Arc::new(crossbeam_queue::ArrayQueue::new(CAP));
+        (q.clone(), q)
+    }
+    #[inline]
+    fn push(p: &mut Self::P, v: T) -> bool {
+        p.push(v).is_ok()
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<T> {
+        c.pop()
+    }
+}
+
+struct Channel;
+impl<T: Val> Spsc<T> for Channel {
+    type P = crossbeam_channel::Sender<T>;
+    type C = crossbeam_channel::Receiver<T>;
+    fn make() -> (Self::P, Self::C) {
+        crossbeam_channel::bounded(CAP)
+    }
+    #[inline]
+    fn push(p: &mut Self::P, v: T) -> bool {
+        p.try_send(v).is_ok()
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<T> {
+        c.try_recv().ok()
+    }
+}
+
+struct StdSync;
+impl<T: Val> Spsc<T> for StdSync {
+    type P = std::sync::mpsc::SyncSender<T>;
+    type C = std::sync::mpsc::Receiver<T>;
+    fn make() -> (Self::P, Self::C) {
+        std::sync::mpsc::sync_channel(CAP)
+    }
+    #[inline]
+    fn push(p: &mut Self::P, v: T) -> bool {
+        p.try_send(v).is_ok()
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<T> {
+        c.try_recv().ok()
+    }
+}
+
+/// heapless's queue holds N - 1 items: N = CAP (a power of two, its fast case) gives it
+/// one slot fewer than the others, which does not matter at these speeds.
+struct HeaplessSpsc;
+impl<T: Val> Spsc<T> for HeaplessSpsc {
+    type P = heapless::spsc::Producer<'static, T, CAP>;
+    type C = heapless::spsc::Consumer<'static, T, CAP>;
+    fn make() -> (Self::P, Self::C) {
+        // Leaked: heapless's split halves borrow the queue; one per criterion sample.
+        let q: &'static mut heapless::spsc::Queue<T, CAP> =
+            Box::leak(Box::new(heapless::spsc::Queue::new()));
+        q.split()
+    }
+    #[inline]
+    fn push(p: &mut Self::P, v: T) -> bool {
+        p.enqueue(v).is_ok()
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<T> {
+        c.dequeue()
+    }
+}
+
+/// Time for the consumer to receive `iters` items pushed one by one (or in batches).
+fn spsc_throughput<T: Val, Q: Spsc<T>>(iters: u64, batch: bool) -> Duration {
+    let (mut p, mut c) = Q::make();
+    let start = &Barrier::new(2);
+    // Each handle moves into its thread: left on this stack, the two sides' private
+    // cursors would share a cache line.
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            pin_to(0);
+            start.wait();
+            let mut i = 0;
+            let mut buf = [T::default(); BATCH];
+            while i < iters {
+                let n = if batch {
+                    let k = (iters - i).min(BATCH as u64) as usize;
+                    for (j, b) in buf[..k].iter_mut().enumerate() {
+                        *b = T::make(i + j as u64);
+                    }
+                    Q::push_batch(&mut p, &buf[..k]).expect("batch API") as u64
+                } else {
+                    u64::from(Q::push(&mut p, T::make(i)))
+                };
+                if n == 0 {
+                    std::hint::spin_loop();
+                }
+                i += n;
+            }
+        });
+        let consumer = s.spawn(move || {
+            pin_to(1);
+            start.wait();
+            let t0 = Instant::now();
+            let mut i = 0;
+            let mut buf = [T::default(); BATCH];
+            while i < iters {
+                if batch {
+                    let n = Q::pop_batch(&mut c, &mut buf).expect("batch API");
+                    for v in &buf[..n] {
+                        assert_eq!(v.key(), i, "out of order");
+                        i += 1;
+                    }
+                    if n == 0 {
+                        std::hint::spin_loop();
+                    }
+                } else if let Some(v) = Q::pop(&mut c) {
+                    assert_eq!(v.key(), i, "out of order");
+                    i += 1;
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            t0.elapsed()
+        });
+        consumer.join().expect("consumer")
+    })
+}
+
+/// Time for `iters` round trips of a u64 through two queues and an echo thread.
+fn spsc_round_trip<Q: Spsc<u64>>(iters: u64) -> Duration {
+    let (mut to_p, mut to_c) = Q::make();
+    let (mut back_p, mut back_c) = Q::make();
+    let start = &Barrier::new(2);
+    // Handles move into their threads (see spsc_throughput).
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            pin_to(1);
+            start.wait();
+            for _ in 0..iters {
+                let v = loop {
+                    if let Some(v) = Q::pop(&mut to_c) {
+                        break v;
+                    }
+                    std::hint::spin_loop();
+                };
+                while !Q::push(&mut back_p, v + 1) {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        let pinger = s.spawn(move || {
+            pin_to(0);
+            start.wait();
+            let t0 = Instant::now();
+            for i in 0..iters {
+                while !Q::push(&mut to_p, i) {
+                    std::hint::spin_loop();
+                }
+                let v = loop {
+                    if let Some(v) = Q::pop(&mut back_c) {
+                        break v;
+                    }
+                    std::hint::spin_loop();
+                };
+                assert_eq!(v, i + 1, "echo");
+            }
+            t0.elapsed()
+        });
+        pinger.join().expect("pinger")
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// MPMC adapters
+
+/// A multi-producer multi-consumer queue under test: `make` gives 2 producer and 2
+/// consumer handles.
+trait Mpmc {
+    type P: Send;
+    type C: Send;
+    /// True when pushes never fail and may drop items (ringfire's ring).
+    const LOSSY: bool = false;
+    fn make() -> ([Self::P; 2], [Self::C; 2]);
+    fn push(p: &Self::P, v: u64) -> bool;
+    fn pop(c: &mut Self::C) -> Option<u64>;
+    /// Items this consumer found dropped so far (lossy queues only).
+    fn dropped(_c: &Self::C) -> u64 {
+        0
+    }
+}
+
+impl Mpmc for Ringwire {
+    type P = ringwire::queue::MpmcQueue<u64>;
+    type C = ringwire::queue::MpmcQueue<u64>;
+    fn make() -> ([Self::P; 2], [Self::C; 2]) {
+        let q = ringwire::queue::MpmcQueue::<u64>::anonymous(CAP as u64).expect("queue");
+        ([q.clone(), q.clone()], [q.clone(), q])
+    }
+    #[inline]
+    fn push(p: &Self::P, v: u64) -> bool {
+        p.try_push(&v).is_ok()
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<u64> {
+        match c.try_pop().expect("no corruption") {
+            (v, 0) => v,
+            (_, healed) => panic!("{healed} healed positions without a dead producer"),
+        }
+    }
+}
+
+/// ringwire's core `MpmcQueue` on the same anonymous memory, without the typed handle's
+/// sleeper check: shows what the std layer costs.
+struct RingwireCore;
+impl Mpmc for RingwireCore {
+    // The typed handle keeps the mapping alive.
+    type P = (
+        ringwire::core::queue::MpmcQueue,
+        ringwire::queue::MpmcQueue<u64>,
+    );
+    type C = Self::P;
+    fn make() -> ([Self::P; 2], [Self::C; 2]) {
+        let q = ringwire::queue::MpmcQueue::<u64>::anonymous(CAP as u64).expect("queue");
+        let h = || (*q.core(), q.clone());
+        ([h(), h()], [h(), h()])
+    }
+    #[inline]
+    fn push(p: &Self::P, v: u64) -> bool {
+        p.0.try_push(&v.to_ne_bytes()).is_ok()
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<u64> {
+        let mut b = [0u8; 8];
+        match c.0.try_pop(&mut b) {
+            Ok(ringwire::core::queue::Popped::Item { .. }) => Some(u64::from_ne_bytes(b)),
+            Ok(healed) => panic!("{healed:?} without a dead producer"),
+            Err(_) => None,
+        }
+    }
+}
+
+impl Mpmc for ArrayQ {
+    type P = Arc<crossbeam_queue::ArrayQueue<u64>>;
+    type C = Arc<crossbeam_queue::ArrayQueue<u64>>;
+    fn make() -> ([Self::P; 2], [Self::C; 2]) {
+        let q = Arc::new(crossbeam_queue::ArrayQueue::new(CAP));
+        ([q.clone(), q.clone()], [q.clone(), q])
+    }
+    #[inline]
+    fn push(p: &Self::P, v: u64) -> bool {
+        p.push(v).is_ok()
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<u64> {
+        c.pop()
+    }
+}
+
+impl Mpmc for Channel {
+    type P = crossbeam_channel::Sender<u64>;
+    type C = crossbeam_channel::Receiver<u64>;
+    fn make() -> ([Self::P; 2], [Self::C; 2]) {
+        let (s, r) = crossbeam_channel::bounded(CAP);
+        ([s.clone(), s], [r.clone(), r])
+    }
+    #[inline]
+    fn push(p: &Self::P, v: u64) -> bool {
+        p.try_send(v).is_ok()
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<u64> {
+        c.try_recv().ok()
+    }
+}
+
+/// heapless 0.8.0's `mpmc_large` feature (capacities above 128) loses items (fixed after
+/// 0.8.0, heapless PR #462), and without it the stamps are compared as `i8`, which stalls
+/// at 128 slots; so this one holds 64 items, not 4096.
+struct HeaplessMpmc;
+impl Mpmc for HeaplessMpmc {
+    type P = &'static heapless::mpmc::MpMcQueue<u64, 64>;
+    type C = &'static heapless::mpmc::MpMcQueue<u64, 64>;
+    fn make() -> ([Self::P; 2], [Self::C; 2]) {
+        // Leaked: one per criterion sample (1 KiB).
+        let q: &'static _ = Box::leak(Box::new(heapless::mpmc::MpMcQueue::new()));
+        ([q, q], [q, q])
+    }
+    #[inline]
+    fn push(p: &Self::P, v: u64) -> bool {
+        p.enqueue(v).is_ok()
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<u64> {
+        c.dequeue()
+    }
+}
+
+/// ringfire's §8 MPMC ring (lossy) in a /dev/shm file, with competing consumers.
+struct Ringfire;
+impl Mpmc for Ringfire {
+    type P = Arc<ringfire::MpmcProducer<u64>>;
+    type C = ringfire::MpmcQueueConsumer<u64>;
+    const LOSSY: bool = true;
+    fn make() -> ([Self::P; 2], [Self::C; 2]) {
+        static N: AtomicU64 = AtomicU64::new(0);
+        let path = PathBuf::from(format!(
+            "/dev/shm/rw-qbench-{}-{}",
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_file(&path);
+        let p = Arc::new(ringfire::MpmcProducer::<u64>::create(&path, CAP as u64).expect("ring"));
+        let c0 = ringfire::MpmcQueueConsumer::<u64>::attach(&path).expect("consumer");
+        let c1 = ringfire::MpmcQueueConsumer::<u64>::attach(&path).expect("consumer");
+        // The mappings stay valid after the name is gone.
+        let _ = std::fs::remove_file(&path);
+        ([p.clone(), p], [c0, c1])
+    }
+    #[inline]
+    fn push(p: &Self::P, v: u64) -> bool {
+        p.push(&v);
+        true
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<u64> {
+        c.try_recv()
+    }
+    fn dropped(c: &Self::C) -> u64 {
+        c.dropped_count()
+    }
+}
+
+/// Time for 2 producers and 2 consumers to move `iters` u64 items (rounded up to even).
+fn mpmc_2p2c<Q: Mpmc>(iters: u64) -> Duration {
+    let half = iters.div_ceil(2);
+    let total = 2 * half;
+    let (ps, cs) = Q::make();
+    let moved = AtomicU64::new(0);
+    let sum = AtomicU64::new(0);
+    let start = Barrier::new(5);
+    let t0 = std::thread::scope(|s| {
+        for (k, p) in ps.into_iter().enumerate() {
+            let start = &start;
+            s.spawn(move || {
+                pin_to(k);
+                start.wait();
+                let mut b = Backoff::default();
+                for i in 0..half {
+                    while !Q::push(&p, k as u64 * half + i) {
+                        b.snooze();
+                    }
+                }
+            });
+        }
+        for (k, mut c) in cs.into_iter().enumerate() {
+            let (start, moved, sum) = (&start, &moved, &sum);
+            s.spawn(move || {
+                pin_to(k);
+                start.wait();
+                let (mut mine, mut dropped, mut acc) = (0u64, 0u64, 0u64);
+                let mut b = Backoff::default();
+                let deadline = Instant::now() + Duration::from_secs(30);
+                // Relaxed: a progress counter; the scope's join orders the final sums.
+                while moved.load(Ordering::Relaxed) < total {
+                    if let Some(v) = Q::pop(&mut c) {
+                        acc = acc.wrapping_add(v);
+                        mine += 1;
+                        // Relaxed: as above.
+                        moved.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        let d = Q::dropped(&c);
+                        if d > dropped {
+                            // Relaxed: as above.
+                            moved.fetch_add(d - dropped, Ordering::Relaxed);
+                            dropped = d;
+                        }
+                        assert!(Instant::now() < deadline, "MPMC run stalled");
+                        b.snooze();
+                    }
+                }
+                black_box(mine);
+                // Relaxed: read after the scope joins this thread.
+                sum.fetch_add(acc, Ordering::Relaxed);
+            });
+        }
+        start.wait();
+        Instant::now()
+    });
+    // The scope has joined every thread: the last item was moved.
+    let elapsed = t0.elapsed();
+    if !Q::LOSSY {
+        // Relaxed: every writer has been joined.
+        assert_eq!(
+            sum.load(Ordering::Relaxed),
+            total * (total - 1) / 2,
+            "lost items"
+        );
+    }
+    elapsed
+}
+
+// ---------------------------------------------------------------------------------------
+
+fn spsc_group<T: Val>(c: &mut Criterion, ty: &str) {
+    let mut g = c.benchmark_group(format!("spsc_throughput/{ty}"));
+    g.throughput(Throughput::Elements(1));
+    one::<T, Ringwire>(&mut g, "ringwire", false);
+    one::<T, Rtrb>(&mut g, "rtrb", false);
+    one::<T, ArrayQ>(&mut g, "crossbeam_arrayqueue", false);
+    one::<T, Channel>(&mut g, "crossbeam_channel", false);
+    one::<T, HeaplessSpsc>(&mut g, "heapless_spsc", false);
+    one::<T, StdSync>(&mut g, "std_sync_channel", false);
+    g.finish();
+    let mut g = c.benchmark_group(format!("spsc_batch{BATCH}/{ty}"));
+    g.throughput(Throughput::Elements(1));
+    one::<T, Ringwire>(&mut g, "ringwire", true);
+    one::<T, Rtrb>(&mut g, "rtrb", true);
+    g.finish();
+}
+
+fn one<T: Val, Q: Spsc<T>>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, batch: bool) {
+    g.bench_function(name, |b| {
+        b.iter_custom(|iters| spsc_throughput::<T, Q>(iters, batch))
+    });
+}
+
+fn benches(c: &mut Criterion) {
+    spsc_group::<u64>(c, "u64");
+    spsc_group::<B64>(c, "64B");
+
+    let mut g = c.benchmark_group("spsc_round_trip");
+    g.bench_function("ringwire", |b| b.iter_custom(spsc_round_trip::<Ringwire>));
+    g.bench_function("rtrb", |b| b.iter_custom(spsc_round_trip::<Rtrb>));
+    g.bench_function("crossbeam_arrayqueue", |b| {
+        b.iter_custom(spsc_round_trip::<ArrayQ>)
+    });
+    g.bench_function("crossbeam_channel", |b| {
+        b.iter_custom(spsc_round_trip::<Channel>)
+    });
+    g.bench_function("heapless_spsc", |b| {
+        b.iter_custom(spsc_round_trip::<HeaplessSpsc>)
+    });
+    g.bench_function("std_sync_channel", |b| {
+        b.iter_custom(spsc_round_trip::<StdSync>)
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("mpmc_2p2c");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("ringwire", |b| b.iter_custom(mpmc_2p2c::<Ringwire>));
+    g.bench_function("ringwire_core", |b| {
+        b.iter_custom(mpmc_2p2c::<RingwireCore>)
+    });
+    g.bench_function("crossbeam_arrayqueue", |b| {
+        b.iter_custom(mpmc_2p2c::<ArrayQ>)
+    });
+    g.bench_function("crossbeam_channel", |b| b.iter_custom(mpmc_2p2c::<Channel>));
+    // heapless's u8 cursors wrap every 256 positions: a consumer preempted between its
+    // cursor load and its CAS can succeed on a stale position (ABA) and wedge the queue,
+    // which happens when the 4 threads share fewer than 4 cores. Run it only where each
+    // thread can have its own core.
+    if std::thread::available_parallelism().map_or(0, |n| n.get()) >= 4 {
+        g.bench_function("heapless_mpmc", |b| {
+            b.iter_custom(mpmc_2p2c::<HeaplessMpmc>)
+        });
+    } else {
+        eprintln!("mpmc_2p2c/heapless_mpmc skipped: fewer than 4 CPUs (see the comment)");
+    }
+    g.bench_function("ringfire_lossy", |b| b.iter_custom(mpmc_2p2c::<Ringfire>));
+    g.finish();
+}
+
+fn main() {
+    let mut c = Criterion::default().configure_from_args();
+    benches(&mut c);
+    c.final_summary();
+}
