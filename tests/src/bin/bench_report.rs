@@ -57,6 +57,29 @@ fn load(dir: &Path) -> Option<(String, Result)> {
     ))
 }
 
+/// Every benchmark directory below `root` (criterion nests `a/b/c` ids as directories).
+fn bench_dirs(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        if d.join("new/benchmark.json").is_file() {
+            out.push(d.clone());
+        }
+        if let Ok(rd) = std::fs::read_dir(&d) {
+            for e in rd.flatten() {
+                let p = e.path();
+                if p.is_dir()
+                    && p.file_name()
+                        .is_some_and(|n| n != "new" && n != "base" && n != "report")
+                {
+                    stack.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
 fn ns(x: f64) -> String {
     if x < 100.0 {
         format!("{x:.1} ns")
@@ -84,13 +107,15 @@ fn main() {
         })
         .collect();
     let mut families: BTreeMap<String, BTreeMap<String, Result>> = BTreeMap::new();
-    let Ok(entries) = std::fs::read_dir(&crit) else {
+    let dirs = bench_dirs(&crit);
+    if dirs.is_empty() {
         eprintln!("{}: no criterion results", crit.display());
         std::process::exit(1);
-    };
-    for e in entries.flatten() {
-        if let Some((id, r)) = load(&e.path()) {
-            let (fam, imp) = id.split_once('/').unwrap_or((id.as_str(), "ringwire"));
+    }
+    for d in dirs {
+        if let Some((id, r)) = load(&d) {
+            // `family/implementation`, where the family may itself hold a `/` (spsc/u64).
+            let (fam, imp) = id.rsplit_once('/').unwrap_or((id.as_str(), "ringwire"));
             families
                 .entry(fam.to_string())
                 .or_default()
@@ -105,14 +130,15 @@ fn main() {
     let mut md = String::new();
     for (fam, imps) in &families {
         let _ = writeln!(md, "### `{fam}`\n");
-        if let Some(cmd) = commands.get(fam) {
+        let head = fam.split('/').next().unwrap_or(fam);
+        if let Some(cmd) = commands.get(fam).or_else(|| commands.get(head)) {
             let _ = writeln!(md, "Reproduce: `{cmd}`\n");
         }
         let rw = imps.get("ringwire").map(|r| r.median);
         let round_trip = fam.contains("round_trip");
         let _ = write!(
             md,
-            "| implementation | median | min – max | ringwire ÷ this |"
+            "| implementation | median | min – max | ringwire time ÷ this (below 1: ringwire faster) |"
         );
         if round_trip && floor.is_some() {
             let _ = write!(md, " this ÷ floor |");
