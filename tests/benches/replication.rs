@@ -13,6 +13,9 @@
 //! reader spins before sleeping (ringwire's bounded adaptive spin; ringfire's `FutexWait`
 //! with a 1,000-spin limit); "default" means the reader sleeps on the ring's futex.
 //!
+//! Each row also gives the CPU each side used: user + system time of the configuration's
+//! process over its wall time, in cores (the pipeline, producer and reader included).
+//!
 //! Every configuration runs in a fresh child process (ringfire's server threads never stop,
 //! so they must not outlive their measurement). Run:
 //!
@@ -76,11 +79,15 @@ fn main() -> ExitCode {
     let mc_seconds: u64 = arg(&args, "--mc-seconds", 3);
     let mut rows: Vec<RunRow> = Vec::new();
     let mut failed_runs = Vec::new();
+    let mut cpu: Vec<Cpu> = Vec::new();
     for t in TRANSPORTS {
         for config in ["default", "spin"] {
             for imp in ["ringwire", "ringfire"] {
                 match child(imp, transport_name(t), config, rate, seconds) {
-                    Ok(r) => rows.push(r),
+                    Ok((r, c)) => {
+                        cpu.push((imp, transport_name(t), config, c));
+                        rows.push(r)
+                    }
                     Err(e) => {
                         failed_runs.push(format!("{imp} {} {config}: {e}", transport_name(t)))
                     }
@@ -91,11 +98,11 @@ fn main() -> ExitCode {
     let mut mc_rows = Vec::new();
     for imp in ["ringwire", "ringfire"] {
         match child(imp, "multicast", "default", mc_rate, mc_seconds) {
-            Ok(r) => mc_rows.push(r),
+            Ok((r, _)) => mc_rows.push(r),
             Err(e) => failed_runs.push(format!("{imp} multicast {mc_rate} msg/s: {e}")),
         }
     }
-    print_tables(&rows, &mc_rows, rate, seconds);
+    print_tables(&rows, &mc_rows, &cpu, rate, seconds);
     for f in &failed_runs {
         println!("RUN FAILED: {f}");
     }
@@ -112,7 +119,13 @@ fn main() -> ExitCode {
 }
 
 /// Runs one configuration in a child process and parses its row.
-fn child(imp: &str, t: &str, config: &str, rate: u64, seconds: u64) -> Result<RunRow, String> {
+fn child(
+    imp: &str,
+    t: &str,
+    config: &str,
+    rate: u64,
+    seconds: u64,
+) -> Result<(RunRow, Option<f64>), String> {
     let exe = std::env::current_exe().map_err(|e| e.to_string())?;
     let out = Command::new(exe)
         .args([
@@ -135,7 +148,12 @@ fn child(imp: &str, t: &str, config: &str, rate: u64, seconds: u64) -> Result<Ru
         ));
     };
     let v: serde_json::Value = serde_json::from_str(&line[4..]).map_err(|e| e.to_string())?;
-    row_from_json(&v).ok_or_else(|| format!("bad row {line}"))
+    let cores = text
+        .lines()
+        .rfind(|l| l.starts_with("CPU "))
+        .and_then(|l| l[4..].trim().parse::<f64>().ok());
+    let row = row_from_json(&v).ok_or_else(|| format!("bad row {line}"))?;
+    Ok((row, cores))
 }
 
 fn row_from_json(v: &serde_json::Value) -> Option<RunRow> {
@@ -175,13 +193,16 @@ fn status(r: &RunRow) -> String {
     r.errors().map_or("ok".into(), |e| format!("ERROR: {e}"))
 }
 
-fn print_tables(rows: &[RunRow], mc_rows: &[RunRow], rate: u64, seconds: u64) {
+/// CPU use of one configuration's process: (implementation, transport, config, cores).
+type Cpu = (&'static str, &'static str, &'static str, Option<f64>);
+
+fn print_tables(rows: &[RunRow], mc_rows: &[RunRow], cpu: &[Cpu], rate: u64, seconds: u64) {
     println!("### Mirror on this host, {rate} msg/s, {seconds} s per configuration");
     println!();
     println!(
-        "| transport | config | ringwire p50 | ringfire p50 | p50 ratio (target ≤ 0.8) | ringwire p99 | ringfire p99 | ringwire | ringfire |"
+        "| transport | config | ringwire p50 | ringfire p50 | p50 ratio (target ≤ 0.8) | ringwire p99 | ringfire p99 | ringwire CPU | ringfire CPU | ringwire | ringfire |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---|---|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|");
     for t in TRANSPORTS {
         for config in ["default", "spin"] {
             let find = |imp: &str| {
@@ -202,13 +223,21 @@ fn print_tables(rows: &[RunRow], mc_rows: &[RunRow], rate: u64, seconds: u64) {
                 }
                 _ => "—".into(),
             };
+            let cores = |imp: &str| {
+                cpu.iter()
+                    .find(|c| c.0 == imp && c.1 == transport_name(t) && c.2 == config)
+                    .and_then(|c| c.3)
+                    .map_or("—".into(), |x| format!("{x:.2} cores"))
+            };
             println!(
-                "| {} | {config} | {} | {} | {ratio} | {} | {} | {} | {} |",
+                "| {} | {config} | {} | {} | {ratio} | {} | {} | {} | {} | {} | {} |",
                 transport_name(t),
                 p(w, |r| r.latency.p50),
                 p(f, |r| r.latency.p50),
                 p(w, |r| r.latency.p99),
                 p(f, |r| r.latency.p99),
+                cores("ringwire"),
+                cores("ringfire"),
                 w.map_or("no run".into(), status),
                 f.map_or("no run".into(), status),
             );
@@ -263,6 +292,7 @@ fn one(a: &[String]) -> ExitCode {
         return ExitCode::FAILURE;
     };
     let spin = config == "spin";
+    let t0 = Instant::now();
     let row = match imp.as_str() {
         "ringwire" => {
             measure(t, rate, seconds, spin, &AtomicBool::new(false)).map_err(|e| e.to_string())
@@ -273,6 +303,9 @@ fn one(a: &[String]) -> ExitCode {
     match row {
         Ok(r) => {
             println!("ROW {}", r.to_json());
+            if let Some(cpu) = cpu_seconds() {
+                println!("CPU {:.3}", cpu / t0.elapsed().as_secs_f64());
+            }
             // ringfire's server threads never return: end the process here.
             std::process::exit(0)
         }
@@ -429,6 +462,18 @@ fn ringfire_pipeline(
         corrupt: s.corrupt,
         latency: s.lat.summary(),
     })
+}
+
+/// User + system CPU time of this process so far, in seconds.
+fn cpu_seconds() -> Option<f64> {
+    // SAFETY: an all-zero rusage is a valid value; getrusage only writes into it.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a live, writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
+        return None;
+    }
+    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(s(ru.ru_utime) + s(ru.ru_stime))
 }
 
 fn pid_tag() -> u32 {

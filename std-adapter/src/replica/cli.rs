@@ -50,7 +50,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 256,
           value_parser = clap::value_parser!(u16).range(1..=65535))]
     pub batch: u16,
-    /// When idle, spin for a bounded, adaptive time before sleeping on the ring's futex.
+    /// When idle, poll the ring (yielding the core between checks) for up to 2 ms before
+    /// sleeping on its futex; after 3 fruitless polls in a row it sleeps at once until
+    /// records come closer together again. Costs CPU while records flow.
     #[arg(long)]
     pub spin: bool,
     /// Serve one TCP mirror and exit when it disconnects (not with --multicast or --udp).
@@ -119,7 +121,9 @@ pub struct MirrorArgs {
     /// Multicast join interface address.
     #[arg(long, value_name = "ADDR", default_value_t = Ipv4Addr::UNSPECIFIED)]
     pub iface: Ipv4Addr,
-    /// When idle, poll the sockets without blocking for a bounded, adaptive time first.
+    /// When idle, poll the sockets (yielding the core between checks) for up to 2 ms
+    /// before blocking; after 3 fruitless polls in a row it blocks at once until datagrams
+    /// come closer together again. Costs CPU while records flow.
     #[arg(long)]
     pub spin: bool,
     /// Exit when the source disconnects (a connect error exits 1).
@@ -155,7 +159,7 @@ pub struct DemoArgs {
     #[arg(long, value_name = "N", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(1..=5_000_000))]
     pub rate: u64,
-    /// Spin (bounded) instead of sleeping when idle.
+    /// serve, mirror and reader poll (bounded, yielding, adaptive) before sleeping.
     #[arg(long)]
     pub spin: bool,
 }

@@ -11,6 +11,7 @@ use ringwire_core::RingView;
 use ringwire_core::replicate::{Duration, Instant, PeerAddr};
 use ringwire_core::sync::Ordering;
 
+use super::spin::SpinPolicy;
 use crate::wait::{FutexWait, WaitStrategy};
 
 static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
@@ -128,84 +129,47 @@ pub fn write_all_within<S: Write + AsRawFd>(
     Ok(())
 }
 
-/// Spin budget bounds of [`RingWaiter`] in `--spin` mode.
-const SPIN_MAX: StdDuration = StdDuration::from_micros(200);
-const SPIN_START: StdDuration = StdDuration::from_micros(50);
-/// Parks before a waiter whose spinning stopped winning tries spinning again.
-const RETRY_SPIN_AFTER: u32 = 256;
 /// Longest single futex sleep: bounds the delay should a wake-up be missed (a producer
 /// that never registered for membarrier), at a few hundred wake-ups a second when idle.
 const MAX_SLEEP: StdDuration = StdDuration::from_millis(2);
 
 /// Idle waiting for a ring to publish `cursor`: a futex sleep with a short timeout (the
-/// producer wakes sleepers, spec §11), or with `spin` a bounded spin first. The spin budget
-/// adapts: it doubles when spinning found data and halves (down to nothing, i.e. parking at
-/// once) when it did not, so on a machine with fewer cores than busy threads the spin stops
-/// stealing the producer's core instead of collapsing latency.
+/// producer wakes sleepers, spec §11), or with `spin` a bounded, yielding poll first (see
+/// [`SpinPolicy`]), so that on a machine with fewer cores than busy threads polling never
+/// keeps the producer off its core, and a sparse stream parks instead of polling.
 #[derive(Debug)]
 pub struct RingWaiter {
-    spin: bool,
-    budget: StdDuration,
-    parks: u32,
-    /// Spins that found data.
-    pub spin_wins: u64,
-    /// Spins that gave up.
-    pub spin_losses: u64,
+    policy: SpinPolicy,
 }
 
 impl RingWaiter {
-    /// A waiter; `spin` enables the bounded, adaptive spin.
+    /// A waiter; `spin` enables the bounded, adaptive poll.
     pub fn new(spin: bool) -> RingWaiter {
         RingWaiter {
-            spin,
-            budget: if spin { SPIN_START } else { StdDuration::ZERO },
-            parks: 0,
-            spin_wins: 0,
-            spin_losses: 0,
+            policy: SpinPolicy::new(spin),
         }
     }
 
-    /// The current spin budget (zero: parks at once).
-    pub fn spin_budget(&self) -> StdDuration {
-        self.budget
+    /// The polling state (wins, losses, whether the next wait polls).
+    pub fn policy(&self) -> &SpinPolicy {
+        &self.policy
     }
 
     /// Returns once `write_seq >= cursor`, or after about `max` (at most 2 ms).
     pub fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
         // Acquire: pairs with the producer's release store of write_seq.
         let ready = || view.write_seq().load(Ordering::Acquire) >= cursor;
-        if ready() {
+        if ready() || self.policy.poll(max, ready) {
             return;
         }
-        if !self.budget.is_zero() {
-            let t0 = std::time::Instant::now();
-            let lim = self.budget.min(max);
-            while t0.elapsed() < lim {
-                if ready() {
-                    self.spin_wins += 1;
-                    self.budget = (self.budget * 2).min(SPIN_MAX);
-                    return;
-                }
-                std::hint::spin_loop();
-            }
-            self.spin_losses += 1;
-            self.budget /= 2;
-            if self.budget < StdDuration::from_micros(2) {
-                self.budget = StdDuration::ZERO;
-            }
-        } else if self.spin {
-            self.parks += 1;
-            if self.parks >= RETRY_SPIN_AFTER {
-                self.parks = 0;
-                self.budget = SPIN_START;
-            }
-        }
         let max = max.min(MAX_SLEEP);
+        let t0 = std::time::Instant::now();
         if max >= StdDuration::from_micros(20) {
             FutexWait::new(0, Some(max)).wait(view, cursor);
         } else if !max.is_zero() {
             std::thread::sleep(max);
         }
+        self.policy.parked(t0.elapsed(), ready());
     }
 }
 
@@ -225,13 +189,13 @@ mod tests {
     fn spin_that_never_wins_falls_back_to_parking() {
         let r = ring();
         let mut w = RingWaiter::new(true);
-        assert!(!w.spin_budget().is_zero());
-        for _ in 0..12 {
-            w.wait(&r, 1, StdDuration::from_micros(100));
+        assert!(w.policy().is_polling());
+        for _ in 0..super::super::spin::MISSES_TO_PARK {
+            w.wait(&r, 1, StdDuration::from_secs(1));
         }
-        assert!(w.spin_losses >= 5, "{w:?}");
-        assert!(w.spin_budget().is_zero(), "{w:?}");
-        // Published: returns at once, whatever the budget.
+        assert!(w.policy().losses >= 3, "{w:?}");
+        assert!(!w.policy().is_polling(), "{w:?}");
+        // Published: returns at once, whatever the policy.
         r.write_slot(1, &[7; 8]);
         r.publish(1);
         let t0 = std::time::Instant::now();
@@ -248,7 +212,7 @@ mod tests {
         let dt = t0.elapsed();
         assert!(dt >= StdDuration::from_micros(500), "{dt:?}");
         assert!(dt < StdDuration::from_millis(500), "{dt:?}");
-        assert_eq!(w.spin_wins + w.spin_losses, 0);
+        assert_eq!(w.policy().wins + w.policy().losses, 0);
     }
 
     #[test]

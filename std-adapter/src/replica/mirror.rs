@@ -19,6 +19,7 @@ use ringwire_core::wire::{Frame, Kind, MulticastRepr};
 use super::ReplicaError;
 use super::io::{now, peer, peer_v4, poll, pollin, sock_v4, until, write_all_within};
 use super::sink::FileSink;
+use super::spin::SpinPolicy;
 use crate::net::mmsg::{MAX_DATAGRAM, RecvBatch};
 use crate::net::sockets::{TCP_WRITE_TIMEOUT, connect_tcp, multicast_receiver, unicast_receiver};
 
@@ -214,8 +215,7 @@ struct Conn<'a> {
     udp: Option<UdpSocket>,
     batch: Option<RecvBatch>,
     foreign: u64,
-    spin_budget: StdDuration,
-    parks: u32,
+    spin: SpinPolicy,
 }
 
 impl<'a> Conn<'a> {
@@ -243,8 +243,7 @@ impl<'a> Conn<'a> {
             udp: None,
             batch: None,
             foreign: 0,
-            spin_budget: StdDuration::from_micros(50),
-            parks: 0,
+            spin: SpinPolicy::new(opts.spin),
         }
     }
 
@@ -336,8 +335,8 @@ impl<'a> Conn<'a> {
         Ok(())
     }
 
-    /// Waits for input or the next timer: a bounded non-blocking spin with `--spin`, then
-    /// `ppoll` on both sockets.
+    /// Waits for input or the next timer: with `--spin` a bounded, yielding poll of both
+    /// sockets first ([`SpinPolicy`]), then `ppoll` on both.
     fn wait(&mut self) -> Result<(), End> {
         let max = until(now(), self.m.poll_timeout(), MAX_BLOCK);
         let mut fds = [pollin(&self.stream), pollin(&self.stream)];
@@ -348,31 +347,25 @@ impl<'a> Conn<'a> {
             }
             None => 1,
         };
-        if self.opts.spin && !self.spin_budget.is_zero() {
-            let t0 = std::time::Instant::now();
-            let lim = self.spin_budget.min(max);
-            while t0.elapsed() < lim {
-                if poll(&mut fds[..n], StdDuration::ZERO).map_err(|e| End::Closed(e.to_string()))?
-                    > 0
-                {
-                    self.spin_budget = (self.spin_budget * 2).min(StdDuration::from_micros(200));
-                    return Ok(());
+        let mut err = None;
+        let polled = self
+            .spin
+            .poll(max, || match poll(&mut fds[..n], StdDuration::ZERO) {
+                Ok(k) => k > 0,
+                Err(e) => {
+                    err = Some(e);
+                    true
                 }
-                std::hint::spin_loop();
-            }
-            // Spinning did not win: halve the budget, down to parking at once.
-            self.spin_budget /= 2;
-            if self.spin_budget < StdDuration::from_micros(2) {
-                self.spin_budget = StdDuration::ZERO;
-            }
-        } else if self.opts.spin {
-            self.parks += 1;
-            if self.parks >= 256 {
-                self.parks = 0;
-                self.spin_budget = StdDuration::from_micros(50);
-            }
+            });
+        if let Some(e) = err {
+            return Err(End::Closed(e.to_string()));
         }
-        poll(&mut fds[..n], max).map_err(|e| End::Closed(e.to_string()))?;
+        if polled {
+            return Ok(());
+        }
+        let t0 = std::time::Instant::now();
+        let k = poll(&mut fds[..n], max).map_err(|e| End::Closed(e.to_string()))?;
+        self.spin.parked(t0.elapsed(), k > 0);
         Ok(())
     }
 

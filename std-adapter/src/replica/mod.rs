@@ -10,6 +10,7 @@
 //! | `sink.rs` | the mirror's ring file as a `RecordSink` (adopt or recreate, flock held) |
 //! | `io.rs` | clock, address conversions, `poll`, non-blocking writes, idle waiting |
 //! | `signal.rs` | SIGINT/SIGTERM to an `AtomicBool` |
+//! | `spin.rs` | `--spin`: bounded, yielding, adaptive polling before parking |
 //! | `demo.rs` | `ringwire demo`: source, serve, mirror and a latency reader in one process |
 //! | `cli.rs` | clap arguments of `serve`, `mirror` and `demo` |
 
@@ -20,6 +21,7 @@ pub mod mirror;
 pub mod serve;
 pub mod signal;
 pub mod sink;
+pub mod spin;
 
 use std::fmt;
 use std::path::PathBuf;
