@@ -88,6 +88,9 @@ pub enum SinkError {
     },
     /// Initialising the ring failed (too small a region, inconsistent layout).
     Init(InitError),
+    /// The sink's storage failed (a file that could not be created, locked or mapped);
+    /// the sink keeps the detail.
+    Storage,
 }
 
 impl fmt::Display for SinkError {
@@ -98,6 +101,7 @@ impl fmt::Display for SinkError {
                 "this mirror ring cannot hold blob records (arena_offset {arena_offset})"
             ),
             SinkError::Init(e) => write!(f, "cannot create the mirror ring: {e}"),
+            SinkError::Storage => f.write_str("cannot create the mirror ring's storage"),
         }
     }
 }

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use ringwire_core::layout::Geometry;
 use ringwire_core::replicate::{RecordSink, SinkError};
 use ringwire_core::sync::Ordering;
-use ringwire_core::{Expect, InitError, RingView};
+use ringwire_core::{Expect, RingView};
 
 use crate::{CleanupMode, CreateOptions, Error, RingFile, sys};
 
@@ -97,15 +97,13 @@ impl RecordSink for FileSink {
                 Ok(())
             }
             Err(e) => {
-                let ie = match &e {
-                    Error::Init { source, .. } => *source,
-                    _ => InitError::RegionTooSmall {
-                        need: geo.total_len().unwrap_or(u64::MAX),
-                        len: 0,
-                    },
+                let se = match &e {
+                    Error::Init { source, .. } => SinkError::Init(*source),
+                    // Creating, locking or mapping the file: the detail stays in last_error.
+                    _ => SinkError::Storage,
                 };
                 self.last_error = Some(e);
-                Err(SinkError::Init(ie))
+                Err(se)
             }
         }
     }
@@ -122,5 +120,48 @@ impl RecordSink for FileSink {
         {
             r.wake_all();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_that_cannot_be_created_is_a_storage_error_with_the_detail_kept() {
+        let path = std::env::temp_dir().join(format!(
+            "ringwire-no-such-dir-{}/mirror",
+            std::process::id()
+        ));
+        let mut sink = FileSink::open(&path).expect("a missing file is created later");
+        let geo = Geometry::spmc(64, 16, 8, 0, false).unwrap();
+        let err = sink.recreate(&geo).unwrap_err();
+        assert!(matches!(err, SinkError::Storage), "{err}");
+        let detail = sink.last_error.take().expect("detail kept").to_string();
+        assert!(detail.contains("ringwire-no-such-dir"), "{detail}");
+    }
+
+    #[test]
+    fn a_ring_is_created_adopted_and_blob_geometry_refused() {
+        let path = std::env::temp_dir().join(format!("ringwire-sink-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let geo = Geometry::spmc(64, 16, 8, 0, false).unwrap();
+        {
+            let mut sink = FileSink::open(&path).unwrap();
+            assert!(sink.existing().is_none());
+            sink.recreate(&geo).unwrap();
+            assert_eq!(sink.existing(), Some((geo, 0)));
+        }
+        let sink = FileSink::open(&path).unwrap();
+        assert_eq!(sink.existing().map(|(g, _)| g), Some(geo));
+        drop(sink);
+        let mut sink = FileSink::open(&path).unwrap();
+        let blob = Geometry::blob(64, 32, 0, 1 << 12).unwrap();
+        assert!(matches!(
+            sink.recreate(&blob),
+            Err(SinkError::BlobUnsupported { .. })
+        ));
+        drop(sink);
+        let _ = std::fs::remove_file(&path);
     }
 }
