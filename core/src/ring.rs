@@ -270,10 +270,17 @@ impl RingView {
         seq_word.store(SLOT_WRITING, Ordering::Relaxed);
         // Readers that see any payload word of this write also see the marker.
         fence(Ordering::Release);
-        let n = payload.len().min(self.geo.record_len());
-        // SAFETY: [off + 8, off + element_size) is this slot's payload; element_size is a
-        // multiple of 8 so the rounded-up span stays inside the slot.
-        unsafe { self.region.write_words(off + 8, &payload[..n]) };
+        // A record that fits (always, for a typed producer) is copied with its own length,
+        // which is a constant after inlining: the copy unrolls into plain word stores.
+        let rl = self.geo.record_len();
+        if payload.len() <= rl {
+            // SAFETY: [off + 8, off + element_size) is this slot's payload; element_size is
+            // a multiple of 8 so the rounded-up span stays inside the slot.
+            unsafe { self.region.write_words(off + 8, payload) };
+        } else {
+            // SAFETY: as above, for exactly the slot's payload.
+            unsafe { self.region.write_words(off + 8, &payload[..rl]) };
+        }
         // Release: a reader that acquires `seq` sees the whole payload.
         seq_word.store(seq, Ordering::Release);
     }
@@ -286,12 +293,7 @@ impl RingView {
         // Acquire: pairs with the writer's release store of `want`.
         let s1 = seq_word.load(Ordering::Acquire);
         if s1 == want {
-            let n = dst.len().min(self.geo.record_len());
-            // SAFETY: the span is inside this slot's payload (see write_slot).
-            unsafe {
-                self.region
-                    .read_words(self.slot_offset(want) + 8, &mut dst[..n])
-            };
+            self.copy_payload(self.slot_offset(want) + 8, dst);
             // Acquire fence: if any payload word came from a later write, the re-check below
             // sees that write's marker or sequence.
             fence(Ordering::Acquire);
@@ -303,7 +305,74 @@ impl RingView {
                     seen: if s2 == SLOT_WRITING { 0 } else { s2 },
                 }
             }
-        } else if s1 == SLOT_WRITING || s1 < want {
+        } else {
+            Self::classify_unexpected(s1, want)
+        }
+    }
+
+    /// [`RingView::read_slot`] for a reader that polls the slot in a loop: the payload is
+    /// copied on every call, whatever the first load of the sequence word returns, and the
+    /// verdict is taken only after the copy and the re-check.
+    ///
+    /// The protocol is the one of spec §4.3 (acquire load of the sequence, copy, acquire
+    /// fence, re-check) and the result is the same: `Ok` only when both loads saw `want`, so
+    /// a torn or stale copy is never accepted. What changes is the timing: there is no branch
+    /// between the sequence load and the copy, so while the record is not there yet the
+    /// payload loads are issued in the same poll as the sequence load. When the writer
+    /// publishes, a record whose slot spans two cache lines (a 64-byte record has a 72-byte
+    /// slot) arrives as two line transfers in parallel instead of one after the other.
+    ///
+    /// `dst` is overwritten even when the result is not `Ok` (its bytes are then
+    /// meaningless). Polling this way also keeps the payload lines shared in the reader's
+    /// cache while it waits, which the writer must invalidate: use it when spinning on the
+    /// next record, not for draining a backlog ([`RingView::read_slot`] does that).
+    #[inline]
+    pub fn read_slot_eager(&self, want: u64, dst: &mut [u8]) -> SlotRead {
+        let seq_word = self.slot_seq(want);
+        let off = self.slot_offset(want) + 8;
+        // Acquire: pairs with the writer's release store of `want`; the copy below is
+        // ordered after it.
+        let s1 = seq_word.load(Ordering::Acquire);
+        self.copy_payload(off, dst);
+        // Acquire fence: if any payload word came from a later write, the re-check below
+        // sees that write's marker or sequence (as in read_slot).
+        fence(Ordering::Acquire);
+        let s2 = seq_word.load(Ordering::Relaxed);
+        if s1 == want {
+            if s2 == want {
+                SlotRead::Ok
+            } else {
+                SlotRead::Overwritten {
+                    seen: if s2 == SLOT_WRITING { 0 } else { s2 },
+                }
+            }
+        } else {
+            Self::classify_unexpected(s1, want)
+        }
+    }
+
+    /// Copies `min(dst.len(), element_size - 8)` payload bytes of the slot whose payload
+    /// starts at `off` into `dst` as relaxed words. A `dst` that fits (always, for a typed
+    /// reader) is copied with its own length, a constant after inlining, so the copy
+    /// unrolls into plain word loads.
+    #[inline(always)]
+    fn copy_payload(&self, off: usize, dst: &mut [u8]) {
+        let rl = self.geo.record_len();
+        if dst.len() <= rl {
+            // SAFETY: `off` is a slot's payload start and the span is at most the slot's
+            // payload, rounded up to whole words inside the slot (element_size is a
+            // multiple of 8).
+            unsafe { self.region.read_words(off, dst) };
+        } else {
+            // SAFETY: as above, for exactly the slot's payload.
+            unsafe { self.region.read_words(off, &mut dst[..rl]) };
+        }
+    }
+
+    /// The verdict on a slot whose sequence word held `s1 != want` (spec §4.3).
+    #[inline(always)]
+    fn classify_unexpected(s1: u64, want: u64) -> SlotRead {
+        if s1 == SLOT_WRITING || s1 < want {
             SlotRead::Pending
         } else {
             SlotRead::Overwritten { seen: s1 }

@@ -76,6 +76,45 @@ fn torn_read_is_never_accepted() {
     });
 }
 
+/// The eager read (payload copied on every poll, before the verdict) under the same
+/// overwrite race as `torn_read_is_never_accepted`: whatever the reader accepts carries
+/// exactly the payload published under the sequence it claims, also when the copy was taken
+/// while the slot still held the previous record or the write marker.
+#[test]
+fn eager_read_never_accepts_a_torn_record() {
+    model(|| {
+        let view = ring(1);
+        let mut p = Producer::new(view.clone(), NoWake).unwrap();
+        let w = thread::spawn(move || {
+            p.push(&record(1));
+            p.push(&record(2));
+        });
+        let mut c = Consumer::new(view.clone(), StartMode::Oldest);
+        let start = c.cursor();
+        let mut dst = [0u8; 16];
+        let mut last = 0;
+        let mut accepted = 0u64;
+        for _ in 0..2 {
+            if let Some(s) = c.try_recv_eager(&mut dst) {
+                assert_eq!(dst, record(s), "accepted record {s} is intact");
+                assert!(s > last, "never backwards");
+                last = s;
+                accepted += 1;
+            }
+            assert_eq!(accepted + c.lapped(), c.cursor() - start);
+        }
+        w.join().unwrap();
+        while let Some(s) = c.try_recv_eager(&mut dst) {
+            assert_eq!(dst, record(s));
+            assert!(s > last);
+            last = s;
+            accepted += 1;
+        }
+        assert_eq!((c.cursor(), last), (3, 2));
+        assert_eq!(accepted + c.lapped(), 3 - start);
+    });
+}
+
 /// Capacity 2: the writer publishes 1..=3 and laps a reader that started at 1. The reader
 /// never accepts a wrong record, never goes backwards, and at the end accepted + lapped
 /// accounts for all three sequences.

@@ -172,6 +172,26 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         self.inner.try_recv_seq()
     }
 
+    /// [`RingConsumer::try_recv`] for a loop that polls until the next record arrives: the
+    /// payload is copied together with every load of the slot's sequence word, so a record
+    /// whose slot spans two cache lines arrives in one round of line transfers instead of
+    /// two. Same results as `try_recv` (never a torn record, laps counted the same way).
+    /// [`RingConsumer::recv_blocking`] with [`BusySpin`](crate::BusySpin) polls this way.
+    #[inline]
+    pub fn try_recv_eager(&mut self) -> Option<T> {
+        self.inner.try_recv_eager()
+    }
+
+    /// One poll of a receive loop: the eager read when `W` only spins.
+    #[inline(always)]
+    fn poll<W: WaitStrategy>(&mut self) -> Option<T> {
+        if W::SPINS {
+            self.inner.try_recv_eager()
+        } else {
+            self.inner.try_recv()
+        }
+    }
+
     /// Fills `buf` from the front; returns how many records were received.
     pub fn recv_batch(&mut self, buf: &mut [T]) -> usize {
         self.inner.recv_batch(buf)
@@ -179,10 +199,12 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
 
     /// Waits with `wait` until a record arrives. Each wait is bounded, so a frozen ring
     /// (its producer died) keeps this looping without a record: use
-    /// [`RingConsumer::recv_timeout`] when that matters.
+    /// [`RingConsumer::recv_timeout`] when that matters. With a strategy that only spins
+    /// ([`WaitStrategy::SPINS`]) each poll is [`RingConsumer::try_recv_eager`].
+    #[inline]
     pub fn recv_blocking<W: WaitStrategy>(&mut self, wait: &mut W) -> T {
         loop {
-            if let Some(v) = self.inner.try_recv() {
+            if let Some(v) = self.poll::<W>() {
                 wait.reset();
                 return v;
             }
@@ -198,7 +220,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     ) -> Option<T> {
         let deadline = std::time::Instant::now() + timeout;
         loop {
-            if let Some(v) = self.inner.try_recv() {
+            if let Some(v) = self.poll::<W>() {
                 wait.reset();
                 return Some(v);
             }

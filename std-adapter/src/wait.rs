@@ -32,6 +32,12 @@ use crate::sys::{self, FutexOutcome};
 
 /// What a consumer does while the ring has nothing new at its cursor.
 pub trait WaitStrategy: Send {
+    /// True for a strategy that only spins (never yields or sleeps). A consumer waiting
+    /// with it polls with the eager read (the payload is copied with every load of the
+    /// sequence word, see `RingView::read_slot_eager`): the record arrives sooner, and
+    /// keeping the payload lines shared while polling costs nothing a spinning reader
+    /// would not pay anyway.
+    const SPINS: bool = false;
     /// Waits a bounded time for `write_seq >= cursor`. It may return early (spuriously);
     /// callers re-check the ring and call it again.
     fn wait(&mut self, ring: &RingView, cursor: u64);
@@ -57,6 +63,8 @@ impl BusySpin {
 }
 
 impl WaitStrategy for BusySpin {
+    const SPINS: bool = true;
+
     #[inline]
     fn wait(&mut self, _ring: &RingView, _cursor: u64) {
         std::hint::spin_loop();

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use criterion::Criterion;
 use ringwire::bench::floor::{cacheline_round_trips, pin_to};
-use ringwire::{RingConsumer, RingProducer};
+use ringwire::{BusySpin, RingConsumer, RingProducer};
 
 type Rec = [u8; 64];
 const CAP: u64 = 1 << 16;
@@ -125,31 +125,41 @@ fn push_drain_ringfire(iters: u64) -> Duration {
 
 // ---------- two-process round trip ----------
 
+/// Makes this (echo) process die with its parent, so a benchmark that is killed or panics
+/// never leaves a spinning echo behind. `parent` is the pid that spawned us.
+fn die_with_parent(parent: u32) {
+    // SAFETY: prctl(PR_SET_PDEATHSIG) takes a signal number and touches no memory of ours.
+    unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) };
+    // The parent may have exited before the prctl: then we were re-parented already.
+    if std::os::unix::process::parent_id() != parent {
+        std::process::exit(1);
+    }
+}
+
 /// The echo side, run in a child process: read `ping`, write the same record to `pong`.
+/// Both rings wait with their own `recv_blocking(&mut BusySpin)`, the normal API of a
+/// spinning reader.
 fn echo(kind: &str, ping: &Path, pong: &Path) {
     pin_to(1);
-    let deadline = Instant::now() + Duration::from_secs(600);
     if kind == "ringwire" {
         let mut prod = RingProducer::<Rec>::create(pong, CAP).expect("create pong");
         let mut c = ringwire_attach(ping);
-        while Instant::now() < deadline {
-            if let Some(r) = c.try_recv() {
-                prod.push(&r);
-                if seq_of(&r) == STOP {
-                    break;
-                }
+        loop {
+            let r = c.recv_blocking(&mut BusySpin);
+            prod.push(&r);
+            if seq_of(&r) == STOP {
+                break;
             }
         }
     } else {
         let mut prod = ringfire::RingProducer::<Rec>::create(pong, CAP).expect("create pong");
         let mut c = ringfire_attach(ping);
         c.jump_to_latest();
-        while Instant::now() < deadline {
-            if let Some(r) = c.try_recv() {
-                prod.push(&r);
-                if seq_of(&r) == STOP {
-                    break;
-                }
+        loop {
+            let r = c.recv_blocking(&mut ringfire::BusySpin);
+            prod.push(&r);
+            if seq_of(&r) == STOP {
+                break;
             }
         }
     }
@@ -163,6 +173,7 @@ impl EchoChild {
         let exe = std::env::current_exe().expect("current exe");
         let child = Command::new(exe)
             .env("RW_BENCH_ECHO", kind)
+            .env("RW_BENCH_PARENT", std::process::id().to_string())
             .env("RW_BENCH_PING", ping)
             .env("RW_BENCH_PONG", pong)
             .spawn()
@@ -185,9 +196,9 @@ impl Drop for EchoChild {
     }
 }
 
-/// Runs the round-trip benchmark `name` (the waiting side polls with a PAUSE hint, as a
-/// consumer normally does: tight polling without it measured slower for both rings) with `one(seq)` doing one round trip; `one(STOP)`
-/// ends the echo.
+/// Runs the round-trip benchmark `name` with `one(seq)` doing one round trip; `one(STOP)`
+/// ends the echo. Both sides wait with the ring's `recv_blocking(&mut BusySpin)` (a PAUSE
+/// hint between polls, as each crate's BusySpin does).
 fn bench_round_trip(c: &mut Criterion, name: &str, mut one: impl FnMut(u64)) {
     pin_to(0);
     // The echo attaches to our ring asynchronously: the first round trip completes only once
@@ -214,9 +225,7 @@ fn round_trip_ringwire(c: &mut Criterion) {
     let mut cons = ringwire_attach(&pong);
     bench_round_trip(c, "round_trip_2proc/ringwire", |seq| {
         prod.push(&rec(seq));
-        while cons.try_recv().is_none_or(|r| seq_of(&r) != seq) {
-            std::hint::spin_loop();
-        }
+        while seq_of(&cons.recv_blocking(&mut BusySpin)) != seq {}
     });
     prod.push(&rec(STOP));
     drop(child);
@@ -230,9 +239,7 @@ fn round_trip_ringfire(c: &mut Criterion) {
     cons.jump_to_latest();
     bench_round_trip(c, "round_trip_2proc/ringfire", |seq| {
         prod.push(&rec(seq));
-        while cons.try_recv().is_none_or(|r| seq_of(&r) != seq) {
-            std::hint::spin_loop();
-        }
+        while seq_of(&cons.recv_blocking(&mut ringfire::BusySpin)) != seq {}
     });
     prod.push(&rec(STOP));
     drop(child);
@@ -240,6 +247,8 @@ fn round_trip_ringfire(c: &mut Criterion) {
 
 fn main() {
     if let Ok(kind) = std::env::var("RW_BENCH_ECHO") {
+        let parent = std::env::var("RW_BENCH_PARENT").ok();
+        die_with_parent(parent.and_then(|p| p.parse().ok()).unwrap_or(0));
         let ping = PathBuf::from(std::env::var_os("RW_BENCH_PING").unwrap_or_default());
         let pong = PathBuf::from(std::env::var_os("RW_BENCH_PONG").unwrap_or_default());
         echo(&kind, &ping, &pong);

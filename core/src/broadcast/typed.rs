@@ -58,12 +58,19 @@ impl<T: FromBytes> TypedConsumer<T> {
     /// One record without cursor publication.
     #[inline]
     fn recv_value(&mut self) -> Option<(u64, T)> {
+        self.recv_value_with::<false>()
+    }
+
+    /// One record without cursor publication; `EAGER` selects the polling read
+    /// ([`Consumer::try_recv_eager`]).
+    #[inline]
+    fn recv_value_with<const EAGER: bool>(&mut self) -> Option<(u64, T)> {
         let mut v = MaybeUninit::<T>::zeroed();
         // SAFETY: `v` is `size_of::<T>()` initialised (zeroed) bytes that only this slice
         // refers to while it lives.
         let bytes =
             unsafe { core::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), size_of::<T>()) };
-        let seq = self.inner.recv_one(bytes)?;
+        let seq = self.inner.recv_one_with::<EAGER>(bytes)?;
         // SAFETY: every byte of `v` is initialised (zeroed, then overwritten with slot bytes)
         // and `T: FromBytes` makes any byte pattern a valid `T`.
         Some((seq, unsafe { v.assume_init() }))
@@ -84,6 +91,26 @@ impl<T: FromBytes> TypedConsumer<T> {
     #[inline]
     pub fn try_recv(&mut self) -> Option<T> {
         self.try_recv_seq().map(|(_, v)| v)
+    }
+
+    /// [`TypedConsumer::try_recv_seq`] for a reader that polls in a loop until the next
+    /// record arrives: the payload is copied together with the sequence load on every poll
+    /// (see [`Consumer::try_recv_eager`]). Same results as `try_recv_seq`.
+    #[inline]
+    pub fn try_recv_seq_eager(&mut self) -> Option<(u64, T)> {
+        let before = self.inner.cursor();
+        let r = self.recv_value_with::<true>();
+        if self.inner.cursor() != before {
+            self.inner.publish_cursor();
+        }
+        r
+    }
+
+    /// [`TypedConsumer::try_recv`] with the polling read of
+    /// [`TypedConsumer::try_recv_seq_eager`].
+    #[inline]
+    pub fn try_recv_eager(&mut self) -> Option<T> {
+        self.try_recv_seq_eager().map(|(_, v)| v)
     }
 
     /// Fills `out` from the front with the next records; returns how many were received.
