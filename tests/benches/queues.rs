@@ -13,6 +13,10 @@
 //!   move u64 items; time per item. ringfire's ring is lossy (a producer never waits, it
 //!   overwrites): items it dropped count as moved, so its number is not a lossless one.
 //!
+//! Waiting after a failed try is the same for every queue (`Backoff`; `QBENCH_BACKOFF=exp`
+//! selects the second policy for the whole run), and the MPMC consumers add to their shared
+//! progress count in steps of 64, not with one extra contended RMW per item.
+//!
 //! Every consumer checks the values it receives (order for SPSC, the sum for MPMC), so a
 //! broken queue fails the run instead of producing a number.
 //!
@@ -69,23 +73,51 @@ impl Val for B64 {
     }
 }
 
-/// Waiting after a failed try, the same for every queue: spin 1, 2, 4, ... 32 hints between
-/// tries, then give the core away on every further failure until a try succeeds
-/// ([`Backoff::reset`]). The MPMC runs put two threads on each core, so what a waiter waits
-/// for is often a thread descheduled on its own core (a producer between its claim and its
-/// publish, or the consumer that would free a slot): spinning on for long only burns the
-/// time slice that thread needs.
-#[derive(Default)]
-struct Backoff(u32);
+/// Waiting after a failed try, the same for every queue. Two policies, chosen with the
+/// environment variable `QBENCH_BACKOFF` (the same for every peer in a run):
+///
+/// * `spin64` (default): one spin hint per failed try, and every 64th failure gives the
+///   core away (`yield_now`).
+/// * `exp`: 1, 2, 4, ... 32 hints between tries, then a yield on every further failure
+///   until a try succeeds ([`Backoff::reset`]).
+///
+/// The MPMC runs put two threads on each core, so what a waiter waits for is often a
+/// thread descheduled on its own core (a producer between its claim and its publish, or
+/// the consumer that would free a slot); how soon a waiter yields decides how soon that
+/// thread runs again.
+struct Backoff {
+    n: u32,
+    exp: bool,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        static EXP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let exp = *EXP.get_or_init(|| match std::env::var("QBENCH_BACKOFF").as_deref() {
+            Ok("exp") => true,
+            Ok("spin64") | Err(_) => false,
+            Ok(other) => panic!("QBENCH_BACKOFF={other}: use spin64 or exp"),
+        });
+        Backoff { n: 0, exp }
+    }
+}
 
 impl Backoff {
     #[inline(always)]
     fn snooze(&mut self) {
-        if self.0 <= 5 {
-            for _ in 0..1u32 << self.0 {
+        if !self.exp {
+            self.n += 1;
+            if self.n < 64 {
+                std::hint::spin_loop();
+            } else {
+                self.n = 0;
+                std::thread::yield_now();
+            }
+        } else if self.n <= 5 {
+            for _ in 0..1u32 << self.n {
                 std::hint::spin_loop();
             }
-            self.0 += 1;
+            self.n += 1;
         } else {
             std::thread::yield_now();
         }
@@ -93,7 +125,9 @@ impl Backoff {
 
     #[inline(always)]
     fn reset(&mut self) {
-        self.0 = 0;
+        if self.exp {
+            self.n = 0;
+        }
     }
 }
 

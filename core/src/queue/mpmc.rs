@@ -20,7 +20,9 @@
 //! step is needed, and a push costs two RMWs on the slot's own line (claim, publish) and
 //! none on a line shared by all producers. The enqueue cursor is only a hint of where to
 //! start: the winner raises it with a plain store, and a producer that finds a slot taken
-//! moves on to the next position. Claims stay dense (a position is claimed only after every
+//! moves on to the next position (the winner raises it after its publish, so the hint's
+//! cache miss is not inside the window in which consumers wait for the item). Claims stay
+//! dense (a position is claimed only after every
 //! earlier one, since a producer never passes a free slot and the hint never runs ahead of
 //! the claims), so "the queue is full" is still exact: the first unclaimed position's slot
 //! still holds the previous lap. A hint left behind by a producer that stalled for a lap is
@@ -138,7 +140,8 @@ impl MpmcQueue {
                     .compare_exchange_weak(pos, pos | flag, Ordering::Acquire, Ordering::Relaxed)
                     .is_ok()
                 {
-                    self.raise_enq_hint(pos.wrapping_add(1));
+                    // The hint is raised by the caller once the item is published: the
+                    // window in which consumers wait on this slot stays the copy alone.
                     return Ok(pos);
                 }
                 continue;
@@ -189,7 +192,9 @@ impl MpmcQueue {
     /// [`MpmcQueue::try_push`] does both in one step and one RMW fewer.
     #[inline]
     pub fn claim(&self) -> Result<u64, PushError> {
-        self.claim_slot(CLAIMED)
+        let pos = self.claim_slot(CLAIMED)?;
+        self.raise_enq_hint(pos.wrapping_add(1));
+        Ok(pos)
     }
 
     /// Copies `item` into the position `pos`, which this producer owns in state
@@ -253,7 +258,9 @@ impl MpmcQueue {
             });
         }
         let pos = self.claim_slot(WRITING)?;
-        self.write_and_publish(pos, item).map(|()| pos)
+        let r = self.write_and_publish(pos, item);
+        self.raise_enq_hint(pos.wrapping_add(1));
+        r.map(|()| pos)
     }
 
     /// Pops the next item in global FIFO order into `dst` (at least
