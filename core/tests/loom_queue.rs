@@ -1,5 +1,6 @@
-//! loom models of the lossless queues: SPSC push/pop including slice operations, MPMC with
-//! two producers and two consumers, and a heal racing a late publish.
+//! loom models of the lossless queues: SPSC push/pop including slice operations (with and
+//! without per-slot length words), MPMC with two producers and two consumers, producers
+//! racing for slots across a wrap, and a heal racing a late publish or a push mid-copy.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringwire-core
 //! --release --test loom_queue` (preemption bound 3, 2 for the four-thread MPMC model,
@@ -47,10 +48,30 @@ fn value(b: &[u8]) -> u64 {
     v
 }
 
+/// A two-slot SPSC queue of 16-byte items: with a length word (`fixed == false`) or in the
+/// fixed-size layout without one.
+fn spsc_view(fixed: bool) -> QueueView {
+    if fixed {
+        let g = QueueGeometry::spsc_fixed(2, 16).unwrap();
+        QueueView::init(Region::loom_new(g.total_len().unwrap() as usize), &g).unwrap()
+    } else {
+        view(QueueKind::Spsc, 2, 16, 24)
+    }
+}
+
 #[test]
 fn spsc_push_pop_and_slices() {
-    model(|| {
-        let q = view(QueueKind::Spsc, 2, 16, 24);
+    spsc_push_pop_and_slices_in(false);
+}
+
+#[test]
+fn spsc_fixed_push_pop_and_slices() {
+    spsc_push_pop_and_slices_in(true);
+}
+
+fn spsc_push_pop_and_slices_in(fixed: bool) {
+    model(move || {
+        let q = spsc_view(fixed);
         let qp = q.clone();
         let producer = thread::spawn(move || {
             let mut p = SpscProducer::new(qp).unwrap();
@@ -95,9 +116,18 @@ fn spsc_push_pop_and_slices() {
 
 #[test]
 fn spsc_fixed_record_batches() {
+    spsc_fixed_record_batches_in(false);
+}
+
+#[test]
+fn spsc_fixed_layout_record_batches() {
+    spsc_fixed_record_batches_in(true);
+}
+
+fn spsc_fixed_record_batches_in(fixed: bool) {
     // The typed std handles move records with push_fixed / pop_fixed.
-    model(|| {
-        let q = view(QueueKind::Spsc, 2, 16, 24);
+    model(move || {
+        let q = spsc_view(fixed);
         let qp = q.clone();
         let producer = thread::spawn(move || {
             let mut p = SpscProducer::new(qp).unwrap();
@@ -171,6 +201,82 @@ fn mpmc_two_producers_two_consumers() {
         let mut vals: Vec<u64> = got.iter().map(|g| g.1).collect();
         vals.sort();
         assert_eq!(vals, [10, 20]);
+    });
+}
+
+#[test]
+fn mpmc_wrap_with_competing_producers() {
+    // Two slots; position 0 was pushed and popped, and the enqueue hint was left at 0 (a
+    // producer that stalled between its load and store of the hint). Two producers then
+    // race for positions 1 and 2 (slot 0's next lap) while a consumer pops: they collide on
+    // slot CASes, follow or outrun each other's hint, and catch a lap-stale hint up from the
+    // dequeue cursor.
+    model_bounded(2, || {
+        let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
+        let mut b = [0u8; 16];
+        assert_eq!(q.try_push(&item(1)), Ok(0));
+        assert_eq!(q.try_pop(&mut b), Ok(Popped::Item { pos: 0 }));
+        q.view()
+            .enq()
+            .store(0, ringwire_core::sync::Ordering::Relaxed);
+        let producers: Vec<_> = [10u64, 20]
+            .into_iter()
+            .map(|v| {
+                let q = q.clone();
+                thread::spawn(move || (q.try_push(&item(v)).unwrap(), v))
+            })
+            .collect();
+        let qc = q.clone();
+        let consumer = thread::spawn(move || {
+            let mut b = [0u8; 16];
+            match qc.try_pop(&mut b) {
+                Ok(Popped::Item { pos }) => Some((pos, value(&b))),
+                Ok(Popped::Healed { pos }) => panic!("healed {pos}"),
+                Err(PopError::Empty | PopError::Pending { .. }) => None,
+                Err(e) => panic!("{e}"),
+            }
+        });
+        let mut pushed: Vec<(u64, u64)> =
+            producers.into_iter().map(|p| p.join().unwrap()).collect();
+        let mut got: Vec<(u64, u64)> = consumer.join().unwrap().into_iter().collect();
+        while let Ok(Popped::Item { pos }) = q.try_pop(&mut b) {
+            got.push((pos, value(&b)));
+        }
+        // Positions 1 and 2 each claimed once, popped in order, with the value pushed there.
+        pushed.sort();
+        assert_eq!(pushed.iter().map(|p| p.0).collect::<Vec<_>>(), [1, 2]);
+        assert_eq!(got, pushed);
+        assert_eq!(q.try_pop(&mut b), Err(PopError::Empty));
+    });
+}
+
+#[test]
+fn heal_racing_a_try_push() {
+    // A producer inside try_push (claimed and copying in one step) wrongly declared dead:
+    // exactly one of its publish and the heal wins, and consumers see exactly the winner.
+    model(|| {
+        let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
+        let qp = q.clone();
+        let late = thread::spawn(move || qp.try_push(&item(7)));
+        let qh = q.clone();
+        let healer = thread::spawn(move || qh.next_stuck_slot(0).map(|p| qh.heal_stuck_slot(p)));
+        let published = late.join().unwrap();
+        let healed = healer.join().unwrap();
+        let mut seen = Vec::new();
+        let mut b = [0u8; 16];
+        while let Ok(p) = q.try_pop(&mut b) {
+            seen.push(match p {
+                Popped::Item { pos } => (pos, Some(value(&b))),
+                Popped::Healed { pos } => (pos, None),
+            });
+        }
+        match (published, healed) {
+            (Ok(0), None | Some(Err(_))) => assert_eq!(seen, [(0, Some(7))]),
+            (Err(PushError::Healed { pos: 0 }), Some(Ok(HealedFrom::MidWrite))) => {
+                assert_eq!(seen, [(0, None)])
+            }
+            other => panic!("both or neither won: {other:?}"),
+        }
     });
 }
 

@@ -13,6 +13,10 @@
 //!   move u64 items; time per item. ringfire's ring is lossy (a producer never waits, it
 //!   overwrites): items it dropped count as moved, so its number is not a lossless one.
 //!
+//! Waiting after a failed try is the same for every queue (`Backoff`; `QBENCH_BACKOFF=exp`
+//! selects the second policy for the whole run), and the MPMC consumers add to their shared
+//! progress count in steps of 64, not with one extra contended RMW per item.
+//!
 //! Every consumer checks the values it receives (order for SPSC, the sum for MPMC), so a
 //! broken queue fails the run instead of producing a number.
 //!
@@ -69,23 +73,68 @@ impl Val for B64 {
     }
 }
 
-/// Waiting after a failed try: spin a little, then give the core away (the MPMC runs put
-/// two threads on each core).
-#[derive(Default)]
-struct Backoff(u32);
+/// Waiting after a failed try, the same for every queue. Two policies, chosen with the
+/// environment variable `QBENCH_BACKOFF` (the same for every peer in a run):
+///
+/// * `spin64` (default): one spin hint per failed try, and every 64th failure gives the
+///   core away (`yield_now`).
+/// * `exp`: 1, 2, 4, ... 32 hints between tries, then a yield on every further failure
+///   until a try succeeds ([`Backoff::reset`]).
+///
+/// The MPMC runs put two threads on each core, so what a waiter waits for is often a
+/// thread descheduled on its own core (a producer between its claim and its publish, or
+/// the consumer that would free a slot); how soon a waiter yields decides how soon that
+/// thread runs again.
+struct Backoff {
+    n: u32,
+    exp: bool,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        static EXP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let exp = *EXP.get_or_init(|| match std::env::var("QBENCH_BACKOFF").as_deref() {
+            Ok("exp") => true,
+            Ok("spin64") | Err(_) => false,
+            Ok(other) => panic!("QBENCH_BACKOFF={other}: use spin64 or exp"),
+        });
+        Backoff { n: 0, exp }
+    }
+}
 
 impl Backoff {
     #[inline(always)]
     fn snooze(&mut self) {
-        self.0 += 1;
-        if self.0 < 64 {
-            std::hint::spin_loop();
+        if !self.exp {
+            self.n += 1;
+            if self.n < 64 {
+                std::hint::spin_loop();
+            } else {
+                self.n = 0;
+                std::thread::yield_now();
+            }
+        } else if self.n <= 5 {
+            for _ in 0..1u32 << self.n {
+                std::hint::spin_loop();
+            }
+            self.n += 1;
         } else {
-            self.0 = 0;
             std::thread::yield_now();
         }
     }
+
+    #[inline(always)]
+    fn reset(&mut self) {
+        if self.exp {
+            self.n = 0;
+        }
+    }
 }
+
+/// Consumers count what they moved in a shared total that tells them when to stop; they add
+/// to it in steps of this many (and whenever a pop fails), so the count is not one more
+/// contended RMW per item on top of the queue's own work.
+const COUNT_STEP: u64 = 64;
 
 // ---------------------------------------------------------------------------------------
 // SPSC adapters
@@ -511,6 +560,7 @@ fn mpmc_2p2c<Q: Mpmc>(iters: u64) -> Duration {
                     while !Q::push(&p, k as u64 * half + i) {
                         b.snooze();
                     }
+                    b.reset();
                 }
             });
         }
@@ -519,26 +569,39 @@ fn mpmc_2p2c<Q: Mpmc>(iters: u64) -> Duration {
             s.spawn(move || {
                 pin_to(k);
                 start.wait();
-                let (mut mine, mut dropped, mut acc) = (0u64, 0u64, 0u64);
+                let (mut mine, mut dropped, mut acc, mut unsaid) = (0u64, 0u64, 0u64, 0u64);
                 let mut b = Backoff::default();
                 let deadline = Instant::now() + Duration::from_secs(30);
-                // Relaxed: a progress counter; the scope's join orders the final sums.
-                while moved.load(Ordering::Relaxed) < total {
+                loop {
                     if let Some(v) = Q::pop(&mut c) {
                         acc = acc.wrapping_add(v);
                         mine += 1;
-                        // Relaxed: as above.
-                        moved.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        let d = Q::dropped(&c);
-                        if d > dropped {
-                            // Relaxed: as above.
-                            moved.fetch_add(d - dropped, Ordering::Relaxed);
-                            dropped = d;
+                        unsaid += 1;
+                        b.reset();
+                        if unsaid == COUNT_STEP {
+                            // Relaxed: a progress counter; the scope's join orders the sums.
+                            moved.fetch_add(unsaid, Ordering::Relaxed);
+                            unsaid = 0;
                         }
-                        assert!(Instant::now() < deadline, "MPMC run stalled");
-                        b.snooze();
+                        continue;
                     }
+                    let d = Q::dropped(&c);
+                    unsaid += d - dropped;
+                    dropped = d;
+                    // Relaxed: as above. Every item popped so far is counted before the
+                    // check, so the last one popped ends both consumers' loops.
+                    let now = if unsaid > 0 {
+                        moved.fetch_add(unsaid, Ordering::Relaxed) + unsaid
+                    } else {
+                        // Relaxed: as above.
+                        moved.load(Ordering::Relaxed)
+                    };
+                    unsaid = 0;
+                    if now >= total {
+                        break;
+                    }
+                    assert!(Instant::now() < deadline, "MPMC run stalled");
+                    b.snooze();
                 }
                 black_box(mine);
                 // Relaxed: read after the scope joins this thread.

@@ -79,6 +79,11 @@ pub enum QueueAttachError {
         /// Header item size.
         item_size: u32,
     },
+    /// Unknown `flags` bits, or `FLAG_FIXED` on an MPMC queue.
+    BadFlags {
+        /// The flags found.
+        flags: u32,
+    },
     /// `slots_offset` is below 384 or not a multiple of 64.
     BadSlotsOffset {
         /// The offset found.
@@ -279,6 +284,10 @@ impl fmt::Display for QueueAttachError {
             BadStride { stride, item_size } => write!(
                 f,
                 "slot stride {stride} is not a multiple of 8 of at least 8 + item size {item_size}"
+            ),
+            BadFlags { flags } => write!(
+                f,
+                "flags {flags:#x}: unknown bits, or FIXED on an MPMC queue"
             ),
             BadSlotsOffset { offset } => write!(
                 f,

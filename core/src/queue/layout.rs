@@ -4,8 +4,12 @@
 //! [0, 128)    QueueHeader (read-only after init, except the four waiting words)
 //! [128, 256)  producer line: the enqueue cursor (SPSC tail / MPMC enqueue position)
 //! [256, 384)  consumer line: the dequeue cursor (SPSC head / MPMC dequeue position)
-//! [384, ...)  capacity slots of `slot_stride` bytes: an 8-byte control word, then the item
+//! [384, ...)  capacity slots of `slot_stride` bytes: an 8-byte control word, then the item;
+//!             an SPSC queue with [`FLAG_FIXED`] has no control word: the slot is the item
 //! ```
+//!
+//! Version 2 (this one) added [`FLAG_FIXED`] and the MPMC `CLAIMED` stamp flag
+//! (`mpmc` module docs); version 1 files are refused with a version error.
 //!
 //! Each cursor gets 128 bytes, not 64, so the adjacent-line prefetcher of x86 cores does not
 //! pull the producer's line whenever the consumer touches its own. The magics are distinct
@@ -20,7 +24,11 @@ pub const SPSC_MAGIC: u64 = u64::from_le_bytes(*b"RWSPSCQ1");
 /// Magic of a Vyukov MPMC queue: the bytes on disk read "RWMPMCQ1".
 pub const MPMC_MAGIC: u64 = u64::from_le_bytes(*b"RWMPMCQ1");
 /// Queue layout version.
-pub const QUEUE_VERSION: u32 = 1;
+pub const QUEUE_VERSION: u32 = 2;
+/// Header flag (SPSC only): every item is exactly `item_size` bytes and slots carry no
+/// length word, so a slot is `item_size` rounded up to 8 bytes (8 `u64`s per cache line,
+/// a 64-byte item on exactly one line).
+pub const FLAG_FIXED: u32 = 1;
 
 /// Which queue protocol a region holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +91,7 @@ pub struct QueueHeader {
     pub slots_offset: u64,
     /// Schema signature of the item type (spec §12 rules), 0 = unverified.
     pub schema_sig: u64,
-    /// Zero (reserved for flags).
+    /// [`FLAG_FIXED`] or 0; other bits are reserved and must be zero.
     pub flags: u32,
     /// Zero.
     pub pad0: u32,
@@ -119,6 +127,8 @@ pub mod qhdr {
     pub const SLOTS_OFFSET: usize = 40;
     /// `schema_sig`.
     pub const SCHEMA_SIG: usize = 48;
+    /// `flags`.
+    pub const FLAGS: usize = 56;
     /// `data_futex`.
     pub const DATA_FUTEX: usize = 64;
     /// `data_waiters`.
@@ -149,6 +159,7 @@ const _: () = {
     assert!(offset_of!(QueueHeader, item_size) == qhdr::ITEM_SIZE);
     assert!(offset_of!(QueueHeader, slots_offset) == qhdr::SLOTS_OFFSET);
     assert!(offset_of!(QueueHeader, schema_sig) == qhdr::SCHEMA_SIG);
+    assert!(offset_of!(QueueHeader, flags) == qhdr::FLAGS);
     assert!(offset_of!(QueueHeader, data_futex) == qhdr::DATA_FUTEX);
     assert!(offset_of!(QueueHeader, data_waiters) == qhdr::DATA_WAITERS);
     assert!(offset_of!(QueueHeader, space_futex) == qhdr::SPACE_FUTEX);
@@ -169,7 +180,8 @@ pub struct QueueGeometry {
     /// Number of slots (a power of two; at least 2 for MPMC, whose stamps could not tell
     /// a published item from a free slot with one).
     pub capacity: u64,
-    /// Slot stride in bytes (a multiple of 8, at least `8 + item_size`).
+    /// Slot stride in bytes (a multiple of 8, at least `8 + item_size`, or `item_size` when
+    /// `fixed`).
     pub slot_stride: u32,
     /// Largest item in bytes (MPMC items are exactly this long).
     pub item_size: u32,
@@ -177,6 +189,9 @@ pub struct QueueGeometry {
     pub slots_offset: u64,
     /// Schema signature of the item type, 0 = unverified.
     pub schema_sig: u64,
+    /// SPSC only: items are exactly `item_size` bytes, slots have no length word
+    /// ([`FLAG_FIXED`]).
+    pub fixed: bool,
 }
 
 impl QueueGeometry {
@@ -215,6 +230,7 @@ impl QueueGeometry {
             item_size: item_size as u32,
             slots_offset: qhdr::MIN_SLOTS_OFFSET as u64,
             schema_sig: 0,
+            fixed: false,
         };
         match g.total_len() {
             Some(n) if n <= isize::MAX as u64 => Ok(g),
@@ -235,6 +251,41 @@ impl QueueGeometry {
             },
         )?;
         QueueGeometry::new(kind, capacity, item_size, stride)
+    }
+
+    /// An SPSC queue of `capacity` slots holding items of exactly `item_size` bytes with no
+    /// per-slot length word ([`FLAG_FIXED`]): the stride is `item_size` rounded up to 8.
+    pub fn spsc_fixed(
+        capacity: u64,
+        item_size: usize,
+    ) -> Result<QueueGeometry, QueueGeometryError> {
+        let stride =
+            item_size
+                .checked_add(7)
+                .map(|n| n & !7)
+                .ok_or(QueueGeometryError::BadItemSize {
+                    item_size: item_size as u64,
+                })?;
+        // Validate with room for a length word, then drop it: the same item-size rules.
+        let mut g = QueueGeometry::new(
+            QueueKind::Spsc,
+            capacity,
+            item_size,
+            stride.saturating_add(8),
+        )?;
+        g.slot_stride = stride as u32;
+        g.fixed = true;
+        match g.total_len() {
+            Some(n) if n <= isize::MAX as u64 => Ok(g),
+            _ => Err(QueueGeometryError::TooLarge),
+        }
+    }
+
+    /// Bytes before the item in each slot: 0 for a fixed-size SPSC queue, else the 8-byte
+    /// control word.
+    #[inline(always)]
+    pub const fn payload_offset(&self) -> usize {
+        if self.fixed { 0 } else { 8 }
     }
 
     /// The same geometry with a schema signature.
@@ -268,7 +319,7 @@ impl QueueGeometry {
             item_size: self.item_size,
             slots_offset: self.slots_offset,
             schema_sig: self.schema_sig,
-            flags: 0,
+            flags: if self.fixed { FLAG_FIXED } else { 0 },
             pad0: 0,
             data_futex: 0,
             data_waiters: 0,

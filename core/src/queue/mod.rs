@@ -15,7 +15,7 @@ pub use error::{
     HealError, PopError, PushError, QueueAttachError, QueueGeometryError, QueueInitError,
 };
 pub use layout::{
-    MPMC_MAGIC, QUEUE_VERSION, QueueGeometry, QueueHeader, QueueKind, SPSC_MAGIC, qhdr,
+    FLAG_FIXED, MPMC_MAGIC, QUEUE_VERSION, QueueGeometry, QueueHeader, QueueKind, SPSC_MAGIC, qhdr,
 };
 pub use mpmc::{HealedFrom, MpmcQueue, Popped};
 pub use spsc::{SpscConsumer, SpscProducer};

@@ -4,7 +4,11 @@
 //! with one index store.
 //!
 //! Slot `i` holds the item's length in its control word and the item's bytes after it, so
-//! items of any length up to the queue's item size (datagrams, say) can be mixed.
+//! items of any length up to the queue's item size (datagrams, say) can be mixed. A queue
+//! made with [`QueueGeometry::spsc_fixed`](super::QueueGeometry::spsc_fixed) (header flag
+//! [`FLAG_FIXED`](super::FLAG_FIXED)) carries items of exactly the item size and no length
+//! word: a slot is just the item, so `u64`s pack 8 to a cache line and a 64-byte item fills
+//! exactly one line instead of straddling two.
 //!
 //! Contract: at most one [`SpscProducer`] and one [`SpscConsumer`] exist per queue at a
 //! time, across all processes. Breaking it loses or duplicates items but is not undefined
@@ -82,10 +86,12 @@ impl SpscProducer {
 
     #[inline(always)]
     fn write(&self, pos: u64, item: &[u8]) {
-        // Relaxed: published by the release store of the tail.
-        self.q
-            .slot_word(pos)
-            .store(item.len() as u64, Ordering::Relaxed);
+        if !self.q.geometry().fixed {
+            // Relaxed: published by the release store of the tail.
+            self.q
+                .slot_word(pos)
+                .store(item.len() as u64, Ordering::Relaxed);
+        }
         self.q.write_payload(pos, item);
     }
 
@@ -96,16 +102,22 @@ impl SpscProducer {
         self.q.enq().store(self.tail, Ordering::Release);
     }
 
+    #[inline(always)]
     fn check_len(&self, index: usize, len: usize) -> Result<(), PushError> {
-        let max = self.q.geometry().item_size;
+        let g = self.q.geometry();
+        let max = g.item_size;
+        if g.fixed && len != max as usize {
+            return Err(PushError::WrongLength { len, expected: max });
+        }
         if len > max as usize {
             return Err(PushError::TooLong { index, len, max });
         }
         Ok(())
     }
 
-    /// Pushes one item, or fails with [`PushError::Full`].
-    #[inline]
+    /// Pushes one item, or fails with [`PushError::Full`]. On a fixed-size queue the item
+    /// must be exactly the item size ([`PushError::WrongLength`]).
+    #[inline(always)]
     pub fn try_push(&mut self, item: &[u8]) -> Result<(), PushError> {
         self.check_len(0, item.len())?;
         if self.free_up_to(1) == 0 {
@@ -213,6 +225,9 @@ impl SpscConsumer {
     /// Length of the item at `pos`, checked against the item size.
     #[inline(always)]
     fn item_len(&self, pos: u64) -> Result<usize, PopError> {
+        if self.q.geometry().fixed {
+            return Ok(self.q.geometry().item_size as usize);
+        }
         // Relaxed: ordered by the acquire load of the tail.
         let word = self.q.slot_word(pos).load(Ordering::Relaxed);
         if word > u64::from(self.q.geometry().item_size) {
@@ -229,7 +244,7 @@ impl SpscConsumer {
     }
 
     /// Pops one item into `dst` and returns its length.
-    #[inline]
+    #[inline(always)]
     pub fn try_pop(&mut self, dst: &mut [u8]) -> Result<usize, PopError> {
         if self.ready_up_to(1)? == 0 {
             return Err(PopError::Empty);

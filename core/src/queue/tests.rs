@@ -147,17 +147,25 @@ fn attach_errors_carry_the_bad_value() {
         }
     );
     // Corrupt fields, one at a time (word index = byte offset / 8).
-    let cases: [(usize, u64, QueueAttachError); 5] = [
+    let cases: [(usize, u64, QueueAttachError); 8] = [
         (
             1,
             1 | (1u64 << 32) | 9,
             QueueAttachError::BadVersion { found: 9 },
         ),
+        // A version-1 queue (per-slot length words always, the old MPMC stamps).
         (
             1,
-            1 | (2u64 << 32),
+            1 | (1u64 << 32),
+            QueueAttachError::BadVersion { found: 1 },
+        ),
+        (
+            1,
+            2 | (2u64 << 32),
             QueueAttachError::KindMismatch { kind: 2 },
         ),
+        (7, 2, QueueAttachError::BadFlags { flags: 2 }),
+        (7, 1 << 31, QueueAttachError::BadFlags { flags: 1 << 31 }),
         (
             2,
             6,
@@ -326,6 +334,69 @@ fn spsc_fixed_records_round_trip_and_length_mismatch() {
     );
     let mut buf = [0u8; 8];
     assert_eq!(c.try_pop(&mut buf), Ok(3));
+}
+
+#[test]
+fn spsc_fixed_layout_has_no_length_words() {
+    let g = QueueGeometry::spsc_fixed(4, 8).unwrap();
+    assert_eq!((g.slot_stride, g.fixed, g.payload_offset()), (8, true, 0));
+    assert_eq!(g.total_len(), Some(384 + 4 * 8));
+    assert_eq!(g.header().flags, FLAG_FIXED);
+    let g64 = QueueGeometry::spsc_fixed(4, 64).unwrap();
+    assert_eq!(g64.slot_stride, 64, "a 64-byte item fills exactly one line");
+    assert_eq!(QueueGeometry::spsc_fixed(4, 13).unwrap().slot_stride, 16);
+    assert_eq!(
+        QueueGeometry::spsc_fixed(4, 0),
+        Err(QueueGeometryError::BadItemSize { item_size: 0 })
+    );
+    assert_eq!(
+        QueueGeometry::spsc_fixed(3, 8),
+        Err(QueueGeometryError::CapacityNotPowerOfTwo { capacity: 3 })
+    );
+    let mut b = Buf::new(g.total_len().unwrap());
+    let q = QueueView::init(b.region(), &g).unwrap();
+    let a = QueueView::attach(b.region(), QueueExpect::raw(QueueKind::Spsc)).unwrap();
+    assert_eq!(*a.geometry(), g);
+    let mut p = SpscProducer::new(q).unwrap();
+    let mut c = SpscConsumer::new(q).unwrap();
+    assert_eq!(
+        p.try_push(b"abc"),
+        Err(PushError::WrongLength {
+            len: 3,
+            expected: 8
+        })
+    );
+    for lap in 0..3u64 {
+        let recs: Vec<u8> = (0..4u64)
+            .flat_map(|v| (lap * 10 + v).to_le_bytes())
+            .collect();
+        assert_eq!(p.push_fixed(&recs, 8), Ok(4));
+        assert_eq!(p.try_push(&[0u8; 8]), Err(PushError::Full));
+        // The slots hold the items and nothing else: word i of the slot area is item i.
+        for i in 0..4 {
+            assert_eq!(b.0[48 + i], lap * 10 + i as u64);
+        }
+        let mut one = [0u8; 8];
+        assert_eq!(c.try_pop(&mut one), Ok(8));
+        assert_eq!(u64::from_le_bytes(one), lap * 10);
+        let mut out = [0u8; 32];
+        assert_eq!(
+            c.pop_fixed(&mut out, 4),
+            Err(PopError::LengthMismatch {
+                len: 8,
+                expected: 4
+            })
+        );
+        assert_eq!(c.pop_fixed(&mut out, 8), Ok(3));
+        assert_eq!(out[16..24], (lap * 10 + 3).to_le_bytes());
+    }
+    // An MPMC header with FLAG_FIXED is refused.
+    let (mut bm, _qm) = queue(QueueKind::Mpmc, 4, 8, 16);
+    bm.0[7] = u64::from(FLAG_FIXED);
+    assert_eq!(
+        QueueView::attach(bm.region(), QueueExpect::raw(QueueKind::Mpmc)).unwrap_err(),
+        QueueAttachError::BadFlags { flags: FLAG_FIXED }
+    );
 }
 
 #[test]

@@ -3,7 +3,7 @@
 use std::vec;
 use std::vec::Vec;
 
-use super::mpmc::{HEALED, WRITING};
+use super::mpmc::{CLAIMED, HEALED, WRITING};
 use super::*;
 use crate::region::Region;
 use crate::sync::Ordering;
@@ -185,6 +185,42 @@ fn healed_and_consumed_claim_is_still_reported_as_healed() {
         Err(PushError::Healed { pos: 0 })
     );
     assert_eq!(pop_u64(&q), Err(PopError::Empty));
+}
+
+#[test]
+fn claim_marks_the_slot_and_a_stale_hint_is_caught_up() {
+    let (_b, q) = mpmc(4, 8);
+    let pos = q.claim().unwrap();
+    assert_eq!(
+        q.view().slot_word(pos).load(Ordering::Relaxed),
+        pos | CLAIMED
+    );
+    assert_eq!(pop_u64(&q), Err(PopError::Pending { pos }));
+    q.write_claimed(pos, &7u64.to_le_bytes()).unwrap();
+    assert_eq!(pop_u64(&q), Ok((0, 7)));
+    // Two laps later, a hint moved back to 0 (a producer that stalled between its load and
+    // store of the hint) costs steps, not correctness: pushes still take 9, 10, ...
+    for i in 1..9u64 {
+        assert_eq!(q.try_push(&i.to_le_bytes()), Ok(i));
+        assert_eq!(pop_u64(&q), Ok((i, i)));
+    }
+    q.view().enq().store(0, Ordering::Relaxed);
+    assert_eq!(q.try_push(&9u64.to_le_bytes()), Ok(9));
+    assert_eq!(q.view().enq().load(Ordering::Relaxed), 10);
+    // A hint inside the current lap (behind by claims in flight) is followed slot by slot.
+    q.try_push(&10u64.to_le_bytes()).unwrap();
+    q.view().enq().store(9, Ordering::Relaxed);
+    assert_eq!(q.try_push(&11u64.to_le_bytes()), Ok(11));
+    for i in 9..12u64 {
+        assert_eq!(pop_u64(&q), Ok((i, i)));
+    }
+    // Full is still exact with a stale hint: fill, then rewind the hint.
+    for i in 12..16u64 {
+        q.try_push(&i.to_le_bytes()).unwrap();
+    }
+    q.view().enq().store(12, Ordering::Relaxed);
+    assert_eq!(q.try_push(&[0u8; 8]), Err(PushError::Full));
+    assert!(!q.has_space());
 }
 
 #[test]

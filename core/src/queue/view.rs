@@ -5,7 +5,7 @@
 use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 use super::error::{QueueAttachError, QueueInitError};
-use super::layout::{QUEUE_VERSION, QueueGeometry, QueueHeader, QueueKind, qhdr};
+use super::layout::{FLAG_FIXED, QUEUE_VERSION, QueueGeometry, QueueHeader, QueueKind, qhdr};
 use crate::region::Region;
 use crate::sync::{A32, A64, Ordering, fence};
 
@@ -63,13 +63,16 @@ impl QueueView {
             region.zero_words(qhdr::SIZE, qhdr::MIN_SLOTS_OFFSET - qhdr::SIZE);
         }
         let view = QueueView { region, geo };
-        for i in 0..geo.capacity {
-            let stamp = match geo.kind {
-                QueueKind::Spsc => 0,
-                QueueKind::Mpmc => i,
-            };
-            // Relaxed: published by the release fence before the magic.
-            view.slot_word(i).store(stamp, Ordering::Relaxed);
+        // A fixed-size SPSC queue has no control words (and no slot needs a value).
+        if !geo.fixed {
+            for i in 0..geo.capacity {
+                let stamp = match geo.kind {
+                    QueueKind::Spsc => 0,
+                    QueueKind::Mpmc => i,
+                };
+                // Relaxed: published by the release fence before the magic.
+                view.slot_word(i).store(stamp, Ordering::Relaxed);
+            }
         }
         // Everything above happens-before any attacher's acquire of the magic.
         fence(Ordering::Release);
@@ -180,7 +183,8 @@ impl QueueView {
             + (pos & self.geo.mask()) as usize * self.geo.slot_stride as usize
     }
 
-    /// The control word of the slot holding `pos` (SPSC: item length; MPMC: stamp).
+    /// The control word of the slot holding `pos` (SPSC: item length; MPMC: stamp). A
+    /// fixed-size SPSC queue has none: there this is the item's first word.
     #[inline(always)]
     pub fn slot_word(&self, pos: u64) -> A64<'_> {
         // SAFETY: slot_offset masks pos, and validation proved every slot inside the region;
@@ -194,12 +198,14 @@ impl QueueView {
     pub(crate) fn write_payload(&self, pos: u64, item: &[u8]) {
         debug_assert!(item.len() <= self.geo.item_size as usize);
         let n = item.len().min(self.geo.item_size as usize);
-        // SAFETY: [off + 8, off + 8 + roundup(n, 8)) lies inside the slot, since
-        // stride >= 8 + item_size and the stride is a multiple of 8; the caller owns the
-        // slot under the queue protocol.
+        // SAFETY: [off + p, off + p + roundup(n, 8)) lies inside the slot, where p is the
+        // payload offset (0 or 8): stride >= p + item_size and the stride is a multiple of
+        // 8 (validated); the caller owns the slot under the queue protocol.
         unsafe {
-            self.region
-                .write_words(self.slot_offset(pos) + 8, &item[..n])
+            self.region.write_words(
+                self.slot_offset(pos) + self.geo.payload_offset(),
+                &item[..n],
+            )
         };
     }
 
@@ -209,8 +215,10 @@ impl QueueView {
         let n = dst.len().min(self.geo.item_size as usize);
         // SAFETY: as for write_payload.
         unsafe {
-            self.region
-                .read_words(self.slot_offset(pos) + 8, &mut dst[..n])
+            self.region.read_words(
+                self.slot_offset(pos) + self.geo.payload_offset(),
+                &mut dst[..n],
+            )
         };
     }
 
@@ -360,6 +368,10 @@ fn validate(h: &QueueHeader, len: u64) -> Result<QueueGeometry, QueueAttachError
     if h.kind != kind.code() {
         return Err(QueueAttachError::KindMismatch { kind: h.kind });
     }
+    let fixed = h.flags == FLAG_FIXED;
+    if h.flags & !FLAG_FIXED != 0 || (fixed && kind != QueueKind::Spsc) {
+        return Err(QueueAttachError::BadFlags { flags: h.flags });
+    }
     if !h.capacity.is_power_of_two()
         || h.mask != h.capacity - 1
         || (kind == QueueKind::Mpmc && h.capacity < 2)
@@ -369,9 +381,10 @@ fn validate(h: &QueueHeader, len: u64) -> Result<QueueGeometry, QueueAttachError
             mask: h.mask,
         });
     }
+    let word = if fixed { 0 } else { 8 };
     if h.item_size == 0
         || !h.slot_stride.is_multiple_of(8)
-        || u64::from(h.slot_stride) < 8 + u64::from(h.item_size)
+        || u64::from(h.slot_stride) < word + u64::from(h.item_size)
     {
         return Err(QueueAttachError::BadStride {
             stride: h.slot_stride,
@@ -390,6 +403,7 @@ fn validate(h: &QueueHeader, len: u64) -> Result<QueueGeometry, QueueAttachError
         item_size: h.item_size,
         slots_offset: h.slots_offset,
         schema_sig: h.schema_sig,
+        fixed,
     };
     match geo.total_len() {
         Some(end) if end <= len => Ok(geo),

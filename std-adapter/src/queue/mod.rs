@@ -49,11 +49,14 @@ fn expect_for<T: Item>(kind: QueueKind) -> QueueExpect {
 fn geometry_for<T: Item>(kind: QueueKind, capacity: u64) -> Result<QueueGeometry, QueueFileError> {
     let size = std::mem::size_of::<T>();
     let g = match kind {
-        // SPSC: compact slots, so a batch of small items fills few lines; the two sides
-        // share a line only when the queue is nearly empty or nearly full.
-        QueueKind::Spsc => QueueGeometry::new(kind, capacity, size, (8 + size).div_ceil(8) * 8),
-        // MPMC: whole cache lines, so concurrent producers never share one.
-        QueueKind::Mpmc => QueueGeometry::cache_lines(kind, capacity, size),
+        // SPSC: fixed-size slots without a length word, as compact as the type allows (8
+        // `u64`s per line; a 64-byte type on exactly one line, since slot 0 is line-aligned).
+        QueueKind::Spsc => QueueGeometry::spsc_fixed(capacity, size),
+        // MPMC: compact slots (stamp + item), like crossbeam's ArrayQueue. Whole-line slots
+        // keep concurrent producers off each other's lines, but every item then moves a
+        // line between cores twice (claim, pop); with 16-byte slots four items share those
+        // transfers, which measured faster on the 2P/2C bench (tests/benches/queues.rs).
+        QueueKind::Mpmc => QueueGeometry::new(kind, capacity, size, (8 + size).div_ceil(8) * 8),
     };
     Ok(g.map_err(QueueFileError::Geometry)?
         .with_schema(schema_signature_of::<T>()))

@@ -78,6 +78,7 @@ impl<T: Item> SpscProducer<T> {
     }
 
     /// Pushes one item, or fails with [`PushError::Full`].
+    #[inline]
     pub fn try_push(&mut self, item: &T) -> Result<(), PushError> {
         self.inner.try_push(item.as_bytes())?;
         notify(&self.mem, Side::Data);
@@ -142,17 +143,16 @@ impl<T: Item> SpscConsumer<T> {
     }
 
     /// Pops one item; `Ok(None)` when the queue is empty.
+    #[inline]
     pub fn try_pop(&mut self) -> Result<Option<T>, PopError> {
         let mut t = T::new_zeroed();
-        match self
-            .inner
-            .pop_fixed(t.as_mut_bytes(), std::mem::size_of::<T>())?
-        {
-            1 => {
+        match self.inner.try_pop(t.as_mut_bytes()) {
+            Ok(_) => {
                 notify(&self.mem, Side::Space);
                 Ok(Some(t))
             }
-            _ => Ok(None),
+            Err(PopError::Empty) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 
