@@ -11,7 +11,9 @@
 #   QUICK=1 scripts/bench.sh            # shorter criterion and replication runs, same shape
 #   RUNS=7 scripts/bench.sh             # more runs (at least 5 for BENCHMARKS.md)
 #   BENCH_LOCK=/work/bench.lock scripts/bench.sh
-#                                       # builds under `flock -s`, each measurement under `flock -x`
+#                                       # builds under a shared flock, each measurement phase
+#                                       # (one criterion run of every bench, one replication
+#                                       # run, …; each under 3 minutes) under an exclusive one
 #
 # iceoryx2 is built from bench-peers/ (outside the workspace: it needs libclang); if it
 # cannot be built or run, BENCHMARKS.md says "iceoryx2: not built (reason)".
@@ -32,24 +34,30 @@ else
 fi
 crit_str="${crit_args[*]}"
 
-# Shared lock for builds, exclusive lock for measurements (only with BENCH_LOCK set).
-lock_s() { if [ -n "${BENCH_LOCK:-}" ]; then flock -s "$BENCH_LOCK" "$@"; else "$@"; fi; }
-lock_x() { if [ -n "${BENCH_LOCK:-}" ]; then flock -x "$BENCH_LOCK" "$@"; else "$@"; fi; }
+# With BENCH_LOCK set: builds hold the lock shared, measurement phases exclusive (fd 9).
+if [ -n "${BENCH_LOCK:-}" ]; then exec 9>>"$BENCH_LOCK"; fi
+lock_s() { if [ -n "${BENCH_LOCK:-}" ]; then flock -s 9; fi; }
+lock_x() { if [ -n "${BENCH_LOCK:-}" ]; then flock -x 9; fi; }
+unlock() { if [ -n "${BENCH_LOCK:-}" ]; then flock -u 9; fi; }
+# Children inherit fd 9: release explicitly on any exit so a straggler cannot keep the lock.
+trap unlock EXIT
 
 rm -rf "$runs_dir"
 mkdir -p "$runs_dir" "$svg"
 
-lock_s cargo build --release -p ringwire -p ringwire-tests --bins
+lock_s
+cargo build --release -p ringwire -p ringwire-tests --bins
 benches=(handoff)
 [ -f tests/benches/queues.rs ] && benches+=(queues)
 for b in "${benches[@]}" replication; do
-  lock_s cargo bench -p ringwire-tests --bench "$b" --no-run
+  cargo bench -p ringwire-tests --bench "$b" --no-run
 done
 
 # ---- iceoryx2 (bench-peers/, outside the workspace) ----
 ice_bin=bench-peers/target/release/ringwire-bench-peers
 ice_status=""
-if ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/libclang*.so* >/dev/null 2>&1; then
+# bindgen (through clang-sys) loads libclang.so or libclang-<version>.so; libclang-cpp does not do.
+if ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang.so* /usr/lib/*/libclang-[0-9]*.so* >/dev/null 2>&1; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     { apt-get update -qq && apt-get install -y -qq libclang-dev; } >"$runs_dir/apt.log" 2>&1 ||
       ice_status="not built (apt-get install libclang-dev failed, see target/bench-runs/apt.log)"
@@ -58,24 +66,27 @@ if ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/x86_64-linux-gnu/libclang*.so*
   fi
 fi
 if [ -z "$ice_status" ]; then
-  if ! (cd bench-peers && lock_s cargo build --release) >"$runs_dir/iceoryx2-build.log" 2>&1; then
+  if ! (cd bench-peers && cargo build --release) >"$runs_dir/iceoryx2-build.log" 2>&1; then
     ice_status="not built (cargo build in bench-peers/ failed: $(grep -m1 -E '^error' "$runs_dir/iceoryx2-build.log" || tail -1 "$runs_dir/iceoryx2-build.log"))"
   fi
 fi
 ice_failed=0
+unlock
 
 # ---- criterion benches, RUNS separate runs, interleaved so slow drift hits every bench ----
 for k in $(seq 1 "$RUNS"); do
   crit_home=$runs_dir/criterion/run$k
+  lock_x
   for b in "${benches[@]}"; do
     echo "== run $k/$RUNS: $b"
-    CRITERION_HOME=$crit_home lock_x cargo bench -p ringwire-tests --bench "$b" -- "${crit_args[@]}"
+    CRITERION_HOME=$crit_home cargo bench -p ringwire-tests --bench "$b" -- "${crit_args[@]}"
   done
   if [ -z "$ice_status" ]; then
     echo "== run $k/$RUNS: iceoryx2"
-    CRITERION_HOME=$crit_home lock_x "$ice_bin" --bench "${crit_args[@]}" ||
+    CRITERION_HOME=$crit_home "$ice_bin" --bench "${crit_args[@]}" ||
       ice_failed=$((ice_failed + 1))
   fi
+  unlock
 done
 if [ -z "$ice_status" ]; then
   if [ "$ice_failed" = "$RUNS" ]; then
@@ -100,15 +111,17 @@ handoff_cmd="target/release/ringwire bench handoff --rate 100000 --seconds $hand
 # At 1,000 msg/s a sleeping reader is asleep for nearly every record: this is the futex
 # wake-up latency (producer publish → FutexWait returns → record read).
 wake_cmd="target/release/ringwire bench handoff --rate 1000 --seconds $handoff_secs --wait futex"
-floor=$(lock_x $floor_cmd --plot "$svg/floor_curve.svg")
-handoff=$(lock_x $handoff_cmd --plot "$svg/handoff_curve.svg")
-wake=$(lock_x $wake_cmd --plot "$svg/wake_curve.svg")
+lock_x
+floor=$($floor_cmd --plot "$svg/floor_curve.svg")
+handoff=$($handoff_cmd --plot "$svg/handoff_curve.svg")
+wake=$($wake_cmd --plot "$svg/wake_curve.svg")
 mkdir -p "$runs_dir/floor" "$runs_dir/handoff" "$runs_dir/wake"
 for k in $(seq 1 "$RUNS"); do
-  lock_x $floor_cmd --json >"$runs_dir/floor/run$k.json" || true
-  lock_x $handoff_cmd --json >"$runs_dir/handoff/run$k.json" || true
-  lock_x $wake_cmd --json >"$runs_dir/wake/run$k.json" || true
+  $floor_cmd --json >"$runs_dir/floor/run$k.json" || true
+  $handoff_cmd --json >"$runs_dir/handoff/run$k.json" || true
+  $wake_cmd --json >"$runs_dir/wake/run$k.json" || true
 done
+unlock
 files() { ls "$runs_dir/$1"/run*.json | paste -sd, -; }
 latency=$(mktemp)
 target/release/bench_report latency "$latency" \
@@ -117,19 +130,21 @@ target/release/bench_report latency "$latency" \
   "futex wake-up push-to-read, 1,000 msg/s::/reader/summary::$wake_cmd --json::$(files wake)"
 
 # ---- the demo and the stress table: one run each (no peer in them) ----
+lock_x
 demo_rows=""
 for t in tcp multicast unicast; do
   for spin in "" "--spin"; do
-    line=$(lock_x target/release/ringwire demo --transport "$t" --seconds "$demo_secs" --rate 10000 $spin 2>&1 | grep -E 'published .* delivered' | tail -1)
+    line=$(target/release/ringwire demo --transport "$t" --seconds "$demo_secs" --rate 10000 $spin 2>&1 | grep -E 'published .* delivered' | tail -1)
     demo_rows+="| $t ${spin:-(default)} | ${line#*: } |"$'\n'
   done
 done
 
 stress_rates=1000,20000,100000,500000,1000000
 stress_rc=0
-stress=$(lock_x target/release/ringwire bench stress --rates "$stress_rates" --seconds "$stress_secs" \
+stress=$(target/release/ringwire bench stress --rates "$stress_rates" --seconds "$stress_secs" \
   --plot "$svg/stress_rates.svg" 2>/dev/null) || stress_rc=$?
-stress_json=$(lock_x target/release/ringwire bench stress --transport multicast --rates 1000000 --seconds "$stress_secs" --json 2>/dev/null) || true
+stress_json=$(target/release/ringwire bench stress --transport multicast --rates 1000000 --seconds "$stress_secs" --json 2>/dev/null) || true
+unlock
 
 # ---- replication against ringfire, RUNS runs ----
 repl_args=(--rate 1000 --seconds "$repl_secs" --mc-rate 1000000 --mc-seconds "$mc_secs")
@@ -139,7 +154,9 @@ mkdir -p "$runs_dir/replication"
 for k in $(seq 1 "$RUNS"); do
   echo "== run $k/$RUNS: replication"
   rc=0
-  text=$(lock_x cargo bench -p ringwire-tests --bench replication -- "${repl_args[@]}" 2>/dev/null) || rc=$?
+  lock_x
+  text=$(cargo bench -p ringwire-tests --bench replication -- "${repl_args[@]}" 2>/dev/null) || rc=$?
+  unlock
   printf '%s\n' "$text" | sed -n 's/^JSON: //p' >"$runs_dir/replication/run$k.json"
   [ "$rc" = 0 ] || repl_failed+="run $k: exit status $rc"$'\n'
   repl_failed+=$(printf '%s\n' "$text" | grep '^RUN FAILED' | sed "s/^/run $k: /" || true)
