@@ -57,7 +57,13 @@ done
 ice_bin=bench-peers/target/release/ringwire-bench-peers
 ice_status=""
 # bindgen (through clang-sys) loads libclang.so or libclang-<version>.so; libclang-cpp does not do.
-if ! ls /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang.so* /usr/lib/*/libclang-[0-9]*.so* >/dev/null 2>&1; then
+have_libclang() {
+  for f in /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang.so* /usr/lib/*/libclang-[0-9]*.so*; do
+    [ -e "$f" ] && return 0
+  done
+  return 1
+}
+if ! have_libclang; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     { apt-get update -qq && apt-get install -y -qq libclang-dev; } >"$runs_dir/apt.log" 2>&1 ||
       ice_status="not built (apt-get install libclang-dev failed, see target/bench-runs/apt.log)"
@@ -182,7 +188,7 @@ target/release/bench_report replication "$repl" "$runs_dir"/replication/run*.jso
   echo
   echo "- machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
   echo "- date: $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD), runs per measurement: $RUNS"
-  lockver() { grep -A1 "name = \"$1\"" "$2" | grep -oE '[0-9][0-9.]*' | head -1; }
+  lockver() { grep -A1 "name = \"$1\"" "$2" | grep '^version' | grep -oE '[0-9][0-9.]*' | head -1; }
   echo "- peers (published crates, same run): ringfire $(lockver ringfire Cargo.lock), rtrb $(lockver rtrb Cargo.lock), crossbeam-queue $(lockver crossbeam-queue Cargo.lock), crossbeam-channel $(lockver crossbeam-channel Cargo.lock), disruptor $(lockver disruptor Cargo.lock), heapless $(lockver heapless Cargo.lock), iceoryx2 $(lockver iceoryx2 bench-peers/Cargo.lock 2>/dev/null || echo '?')"
   if [ -n "$ice_status" ]; then
     echo "- iceoryx2: $ice_status"
@@ -261,6 +267,7 @@ target/release/bench_report replication "$repl" "$runs_dir"/replication/run*.jso
   echo "sides; see the file's header). Push-to-read one way on this host: rows at 1000 msg/s are"
   echo "the mirror latency per transport, the row at 1000000 msg/s is the loopback multicast"
   echo "delivery check (a run with loss, reorders, duplicates or gaps counts as a run with errors)."
+  echo "Issue 7's target is a p50 ratio ≤ 0.8 at 1000 msg/s on every transport."
   echo "Every run's rows as JSON: [$svg/replication.json]($svg/replication.json)."
   echo
   cat "$repl"
