@@ -1,72 +1,206 @@
 #!/usr/bin/env bash
-# Regenerates BENCHMARKS.md (and docs/bench/*.svg) from one run on this machine:
-# criterion benches of ringwire against its peers in the same run, the machine's floor, and
-# the demo's replication path per transport, the open-loop replication stress per rate, and
-# ringwire serve+mirror against ringfire's ReplicaServer+Mirror. Run it on a quiet machine:
-#   scripts/bench.sh            # QUICK=1 for shorter criterion runs
+# Regenerates BENCHMARKS.md (and docs/bench/*.svg) from one run of this script on this
+# machine: criterion benches of ringwire against its peers (ringfire, iceoryx2, rtrb,
+# crossbeam, disruptor, heapless, std) in the same run, the machine's floor, the demo's
+# replication path per transport, the open-loop replication stress per rate, and ringwire
+# serve+mirror against ringfire's ReplicaServer+Mirror. Every comparison is measured RUNS
+# times (5 by default), each run in its own process; the report gives the median of the
+# runs' figures with their min–max. Run it on a quiet machine:
+#
+#   scripts/bench.sh                    # ~25 min on 2 cores
+#   QUICK=1 scripts/bench.sh            # shorter criterion and replication runs, same shape
+#   RUNS=7 scripts/bench.sh             # more runs (at least 5 for BENCHMARKS.md)
+#   BENCH_LOCK=/work/bench.lock scripts/bench.sh
+#                                       # builds under a shared flock, each measurement phase
+#                                       # (one criterion run of every bench, one replication
+#                                       # run, …; each under 3 minutes) under an exclusive one
+#
+# iceoryx2 is built from bench-peers/ (outside the workspace: it needs libclang); if it
+# cannot be built or run, BENCHMARKS.md says "iceoryx2: not built (reason)".
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
 out=BENCHMARKS.md
 svg=docs/bench
-crit_args=()
-[ "${QUICK:-0}" = 1 ] && crit_args=(-- --warm-up-time 1 --measurement-time 3)
+runs_dir=$root/target/bench-runs
+RUNS=${RUNS:-5}
 
-rm -rf target/criterion
+if [ "${QUICK:-0}" = 1 ]; then
+  crit_args=(--warm-up-time 0.5 --measurement-time 1)
+  repl_secs=2 mc_secs=2 handoff_secs=2 demo_secs=3 stress_secs=2
+else
+  crit_args=(--warm-up-time 1 --measurement-time 2)
+  repl_secs=3 mc_secs=3 handoff_secs=5 demo_secs=5 stress_secs=3
+fi
+crit_str="${crit_args[*]}"
+
+# With BENCH_LOCK set: builds hold the lock shared, measurement phases exclusive (fd 9).
+if [ -n "${BENCH_LOCK:-}" ]; then exec 9>>"$BENCH_LOCK"; fi
+lock_s() { if [ -n "${BENCH_LOCK:-}" ]; then flock -s 9; fi; }
+lock_x() { if [ -n "${BENCH_LOCK:-}" ]; then flock -x 9; fi; }
+unlock() { if [ -n "${BENCH_LOCK:-}" ]; then flock -u 9; fi; }
+# Children inherit fd 9: release explicitly on any exit so a straggler cannot keep the lock.
+trap unlock EXIT
+
+rm -rf "$runs_dir"
+mkdir -p "$runs_dir" "$svg"
+
+lock_s
 cargo build --release -p ringwire -p ringwire-tests --bins
 benches=(handoff)
 [ -f tests/benches/queues.rs ] && benches+=(queues)
-for b in "${benches[@]}"; do
-  cargo bench -p ringwire-tests --bench "$b" "${crit_args[@]}"
+for b in "${benches[@]}" replication; do
+  cargo bench -p ringwire-tests --bench "$b" --no-run
 done
 
-mkdir -p "$svg"
+# ---- iceoryx2 (bench-peers/, outside the workspace) ----
+ice_bin=bench-peers/target/release/ringwire-bench-peers
+ice_status=""
+# bindgen (through clang-sys) loads libclang.so or libclang-<version>.so; libclang-cpp does not do.
+have_libclang() {
+  for f in /usr/lib/llvm-*/lib/libclang.so* /usr/lib/*/libclang.so* /usr/lib/*/libclang-[0-9]*.so*; do
+    [ -e "$f" ] && return 0
+  done
+  return 1
+}
+if ! have_libclang; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    { apt-get update -qq && apt-get install -y -qq libclang-dev; } >"$runs_dir/apt.log" 2>&1 ||
+      ice_status="not built (apt-get install libclang-dev failed, see target/bench-runs/apt.log)"
+  else
+    ice_status="not built (libclang missing and apt-get not usable as $(id -un))"
+  fi
+fi
+if [ -z "$ice_status" ]; then
+  if ! (cd bench-peers && cargo build --release) >"$runs_dir/iceoryx2-build.log" 2>&1; then
+    ice_status="not built (cargo build in bench-peers/ failed: $(grep -m1 -E '^error' "$runs_dir/iceoryx2-build.log" || tail -1 "$runs_dir/iceoryx2-build.log"))"
+  fi
+fi
+ice_failed=0
+unlock
+
+# ---- criterion benches, RUNS separate runs, interleaved so slow drift hits every bench ----
+for k in $(seq 1 "$RUNS"); do
+  crit_home=$runs_dir/criterion/run$k
+  lock_x
+  for b in "${benches[@]}"; do
+    echo "== run $k/$RUNS: $b"
+    CRITERION_HOME=$crit_home cargo bench -p ringwire-tests --bench "$b" -- "${crit_args[@]}"
+  done
+  if [ -z "$ice_status" ]; then
+    echo "== run $k/$RUNS: iceoryx2"
+    CRITERION_HOME=$crit_home "$ice_bin" --bench "${crit_args[@]}" ||
+      ice_failed=$((ice_failed + 1))
+  fi
+  unlock
+done
+if [ -z "$ice_status" ]; then
+  if [ "$ice_failed" = "$RUNS" ]; then
+    ice_status="not measured (every run failed; rerun \`$ice_bin --bench\` to see why)"
+  elif [ "$ice_failed" != 0 ]; then
+    ice_status="measured in $((RUNS - ice_failed)) of $RUNS runs (the others failed)"
+  fi
+fi
+
 tables=$(mktemp)
-fam_cmds=()
+cmd_args=()
 for b in "${benches[@]}"; do
   for f in $(grep -ohE '"[a-z0-9_]+/' "tests/benches/$b.rs" | tr -d '"/' | sort -u); do
-    fam_cmds+=("$f=cargo bench -p ringwire-tests --bench $b")
+    cmd_args+=(--cmd "$f=cargo bench -p ringwire-tests --bench $b -- $crit_str")
   done
 done
-target/release/bench_report target/criterion "$tables" "$svg" "${fam_cmds[@]}"
+target/release/bench_report criterion "$tables" "$svg" "$runs_dir"/criterion/run* "${cmd_args[@]}"
 
-floor=$(target/release/ringwire bench floor --plot "$svg/floor_curve.svg")
-handoff=$(target/release/ringwire bench handoff --rate 100000 --seconds 5 --plot "$svg/handoff_curve.svg")
+# ---- ringwire bench: the floor and the cross-process hand-off, RUNS runs each ----
+floor_cmd="target/release/ringwire bench floor"
+handoff_cmd="target/release/ringwire bench handoff --rate 100000 --seconds $handoff_secs"
 # At 1,000 msg/s a sleeping reader is asleep for nearly every record: this is the futex
 # wake-up latency (producer publish → FutexWait returns → record read).
-wake=$(target/release/ringwire bench handoff --rate 1000 --seconds 5 --wait futex --plot "$svg/wake_curve.svg")
+wake_cmd="target/release/ringwire bench handoff --rate 1000 --seconds $handoff_secs --wait futex"
+lock_x
+floor=$($floor_cmd --plot "$svg/floor_curve.svg")
+handoff=$($handoff_cmd --plot "$svg/handoff_curve.svg")
+wake=$($wake_cmd --plot "$svg/wake_curve.svg")
+mkdir -p "$runs_dir/floor" "$runs_dir/handoff" "$runs_dir/wake"
+for k in $(seq 1 "$RUNS"); do
+  $floor_cmd --json >"$runs_dir/floor/run$k.json" || true
+  $handoff_cmd --json >"$runs_dir/handoff/run$k.json" || true
+  $wake_cmd --json >"$runs_dir/wake/run$k.json" || true
+done
+unlock
+files() { ls "$runs_dir/$1"/run*.json | paste -sd, -; }
+latency=$(mktemp)
+target/release/bench_report latency "$latency" \
+  "cache-line round trip (floor)::/cacheline_round_trip::$floor_cmd --json::$(files floor)" \
+  "hand-off push-to-read, 100,000 msg/s::/reader/summary::$handoff_cmd --json::$(files handoff)" \
+  "futex wake-up push-to-read, 1,000 msg/s::/reader/summary::$wake_cmd --json::$(files wake)"
 
+# ---- the demo and the stress table: one run each (no peer in them) ----
+lock_x
 demo_rows=""
 for t in tcp multicast unicast; do
   for spin in "" "--spin"; do
-    line=$(target/release/ringwire demo --transport "$t" --seconds 5 --rate 10000 $spin 2>&1 | grep -E 'published .* delivered' | tail -1)
+    line=$(target/release/ringwire demo --transport "$t" --seconds "$demo_secs" --rate 10000 $spin 2>&1 | grep -E 'published .* delivered' | tail -1)
     demo_rows+="| $t ${spin:-(default)} | ${line#*: } |"$'\n'
   done
 done
 
 stress_rates=1000,20000,100000,500000,1000000
 stress_rc=0
-stress=$(target/release/ringwire bench stress --rates "$stress_rates" --seconds 3 \
+stress=$(target/release/ringwire bench stress --rates "$stress_rates" --seconds "$stress_secs" \
   --plot "$svg/stress_rates.svg" 2>/dev/null) || stress_rc=$?
-stress_json=$(target/release/ringwire bench stress --transport multicast --rates 1000000 --seconds 3 --json 2>/dev/null) || true
+stress_json=$(target/release/ringwire bench stress --transport multicast --rates 1000000 --seconds "$stress_secs" --json 2>/dev/null) || true
+unlock
 
-repl_rc=0
-repl=$(cargo bench -p ringwire-tests --bench replication 2>/dev/null) || repl_rc=$?
-printf '%s\n' "$repl" | sed -n 's/^JSON: //p' > "$svg/replication.json"
+# ---- replication against ringfire, RUNS runs ----
+repl_args=(--rate 1000 --seconds "$repl_secs" --mc-rate 1000000 --mc-seconds "$mc_secs")
+repl_cmd="cargo bench -p ringwire-tests --bench replication -- ${repl_args[*]}"
+repl_failed=""
+mkdir -p "$runs_dir/replication"
+for k in $(seq 1 "$RUNS"); do
+  echo "== run $k/$RUNS: replication"
+  rc=0
+  lock_x
+  text=$(cargo bench -p ringwire-tests --bench replication -- "${repl_args[@]}" 2>/dev/null) || rc=$?
+  unlock
+  printf '%s\n' "$text" | sed -n 's/^JSON: //p' >"$runs_dir/replication/run$k.json"
+  [ "$rc" = 0 ] || repl_failed+="run $k: exit status $rc"$'\n'
+  repl_failed+=$(printf '%s\n' "$text" | grep '^RUN FAILED' | sed "s/^/run $k: /" || true)
+done
+cat "$runs_dir"/replication/run*.json | paste -sd, - | sed 's/^/[/; s/$/]/' >"$svg/replication.json"
+repl=$(mktemp)
+target/release/bench_report replication "$repl" "$runs_dir"/replication/run*.json
 
 {
   echo "# Benchmarks"
   echo
-  echo "Every table below comes from one run of \`scripts/bench.sh\` on the machine described here."
-  echo "Criterion figures are the median over criterion's samples (each sample is one timed run of"
-  echo "many iterations; at least 10 samples, 100 by default) with the min–max over those samples."
+  echo "Every table below comes from one run of \`scripts/bench.sh\` on the machine described here,"
+  echo "with every peer measured in the same run."
+  echo
+  echo "**What \"median\" and \"min – max\" mean.** Each measurement is repeated in $RUNS separate"
+  echo "runs (each run a fresh process; the criterion benches' runs are interleaved, run 1 of every"
+  echo "bench, then run 2, …). A run yields one figure: for a criterion bench, the median over that"
+  echo "run's criterion samples of the time per iteration (criterion settings \`$crit_str\`;"
+  echo "a sample is one timed batch of many iterations); for \`ringwire bench\` and the replication"
+  echo "bench, the p50 (or p99) of that run's HDR histogram of per-record latencies. \"median\" is the"
+  echo "median of the $RUNS run figures and \"min – max\" the smallest and largest run figure. Ratios"
+  echo "divide medians. \"runs\" counts the runs that produced a figure."
   echo
   echo "- machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-  echo "- date: $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD)"
-  echo "- peers: ringfire $(grep -A1 'name = "ringfire"' Cargo.lock | grep -oE '[0-9.]+' | head -1) (the published crate, same run)"
+  echo "- date: $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD), runs per measurement: $RUNS"
+  lockver() { grep -A1 "name = \"$1\"" "$2" | grep '^version' | grep -oE '[0-9][0-9.]*' | head -1; }
+  echo "- peers (published crates, same run): ringfire $(lockver ringfire Cargo.lock), rtrb $(lockver rtrb Cargo.lock), crossbeam-queue $(lockver crossbeam-queue Cargo.lock), crossbeam-channel $(lockver crossbeam-channel Cargo.lock), disruptor $(lockver disruptor Cargo.lock), heapless $(lockver heapless Cargo.lock), iceoryx2 $(lockver iceoryx2 bench-peers/Cargo.lock 2>/dev/null || echo '?')"
+  if [ -n "$ice_status" ]; then
+    echo "- iceoryx2: $ice_status"
+  fi
   echo
-  echo "## Floor of this machine"
+  echo "## Floor of this machine and the hand-off across processes ($RUNS runs each)"
   echo
-  echo "Reproduce: \`target/release/ringwire bench floor\`"
+  cat "$latency"
+  echo
+  echo "One run of each, with every percentile:"
+  echo
+  echo "Reproduce: \`$floor_cmd\`"
   echo
   echo '```'
   echo "$floor"
@@ -74,9 +208,7 @@ printf '%s\n' "$repl" | sed -n 's/^JSON: //p' > "$svg/replication.json"
   echo
   echo "![floor curve]($svg/floor_curve.svg)"
   echo
-  echo "## Hand-off across processes, open loop"
-  echo
-  echo "Reproduce: \`target/release/ringwire bench handoff --rate 100000 --seconds 5\`"
+  echo "Reproduce: \`$handoff_cmd\`"
   echo
   echo '```'
   echo "$handoff"
@@ -84,9 +216,7 @@ printf '%s\n' "$repl" | sed -n 's/^JSON: //p' > "$svg/replication.json"
   echo
   echo "![handoff curve]($svg/handoff_curve.svg)"
   echo
-  echo "### Futex wake-up (a sleeping reader, 1,000 msg/s)"
-  echo
-  echo "Reproduce: \`target/release/ringwire bench handoff --rate 1000 --seconds 5 --wait futex\`"
+  echo "Futex wake-up (a sleeping reader, 1,000 msg/s). Reproduce: \`$wake_cmd\`"
   echo
   echo '```'
   echo "$wake"
@@ -94,21 +224,28 @@ printf '%s\n' "$repl" | sed -n 's/^JSON: //p' > "$svg/replication.json"
   echo
   echo "![wake curve]($svg/wake_curve.svg)"
   echo
-  echo "## Criterion: ringwire against its peers"
+  echo "## Criterion: ringwire against its peers ($RUNS runs)"
+  echo
+  echo "\`round_trip_2proc/iceoryx2\` is measured by bench-peers/ (outside the workspace), same"
+  echo "shape as the other round trips. Reproduce: \`(cd bench-peers && cargo build --release) &&"
+  echo "CRITERION_HOME=\$PWD/target/criterion $ice_bin --bench $crit_str\`."
+  [ -n "$ice_status" ] && echo "iceoryx2: $ice_status."
+  echo "\`mpmc_2p2c/disruptor_sharded\`: the disruptor broadcasts every event to every consumer; its"
+  echo "two pollers split the items by sequence parity, so each reads every slot (see queues.rs)."
   echo
   cat "$tables"
   echo
-  echo "## Replication on loopback (\`ringwire demo\`, 10,000 msg/s, 5 s)"
+  echo "## Replication on loopback (\`ringwire demo\`, 10,000 msg/s, $demo_secs s, one run)"
   echo
-  echo "Reproduce: \`target/release/ringwire demo --transport T --seconds 5 --rate 10000 [--spin]\`"
+  echo "Reproduce: \`target/release/ringwire demo --transport T --seconds $demo_secs --rate 10000 [--spin]\`"
   echo
   echo "| transport | result |"
   echo "|---|---|"
   printf '%s' "$demo_rows"
   echo
-  echo "## Replication stress on loopback, open loop (\`ringwire bench stress\`, 3 s per rate)"
+  echo "## Replication stress on loopback, open loop (\`ringwire bench stress\`, $stress_secs s per rate, one run)"
   echo
-  echo "Reproduce: \`target/release/ringwire bench stress --rates $stress_rates --seconds 3\`"
+  echo "Reproduce: \`target/release/ringwire bench stress --rates $stress_rates --seconds $stress_secs\`"
   echo
   echo "Source → serve → mirror → reader in one process; latency is one-way push-to-read on"
   echo "CLOCK_MONOTONIC. Any loss, reorder, duplicate or gap is an ERROR row and exit status 1"
@@ -118,19 +255,28 @@ printf '%s\n' "$repl" | sed -n 's/^JSON: //p' > "$svg/replication.json"
   echo
   echo "![stress p50/p99 against rate]($svg/stress_rates.svg)"
   echo
-  echo "1,000,000 msg/s over loopback multicast, JSON (\`target/release/ringwire bench stress --transport multicast --rates 1000000 --seconds 3 --json\`):"
+  echo "1,000,000 msg/s over loopback multicast, JSON (\`target/release/ringwire bench stress --transport multicast --rates 1000000 --seconds $stress_secs --json\`):"
   echo
   echo '```json'
   printf '%s\n' "$stress_json"
   echo '```'
   echo
-  echo "## Replication: ringwire serve+mirror against ringfire ReplicaServer+Mirror"
+  echo "## Replication: ringwire serve+mirror against ringfire ReplicaServer+Mirror ($RUNS runs)"
   echo
-  echo "Reproduce: \`cargo bench -p ringwire-tests --bench replication\` (each configuration in its"
-  echo "own process, same settings on both sides; see the file's header). All rows as JSON:"
-  echo "[$svg/replication.json]($svg/replication.json). Exit status of this run: $repl_rc."
+  echo "Reproduce: \`$repl_cmd\` (each configuration in its own process, same settings on both"
+  echo "sides; see the file's header). Push-to-read one way on this host: rows at 1000 msg/s are"
+  echo "the mirror latency per transport, the row at 1000000 msg/s is the loopback multicast"
+  echo "delivery check (a run with loss, reorders, duplicates or gaps counts as a run with errors)."
+  echo "Issue 7's target is a p50 ratio ≤ 0.8 at 1000 msg/s on every transport."
+  echo "Every run's rows as JSON: [$svg/replication.json]($svg/replication.json)."
   echo
-  printf '%s\n' "$repl" | grep -v '^JSON: '
-} > "$out"
-rm -f "$tables"
+  cat "$repl"
+  if [ -n "$repl_failed" ]; then
+    echo
+    echo "Failed runs:"
+    echo
+    printf '%s\n' "$repl_failed" | sed '/^$/d; s/^/- /'
+  fi
+} >"$out"
+rm -f "$tables" "$latency" "$repl"
 echo "wrote $out"

@@ -1,7 +1,7 @@
 //! Queue benchmarks, ringwire's lossless queues against rtrb, crossbeam `ArrayQueue`,
 //! crossbeam-channel (bounded), heapless spsc/mpmc, std `sync_channel` and ringfire's lossy
-//! MPMC ring, all in one run, every queue holding 4096 items (heapless mpmc: 64, see
-//! `HeaplessMpmc`):
+//! MPMC ring and the `disruptor` crate, all in one run, every queue holding 4096 items
+//! (heapless mpmc: 64, see `HeaplessMpmc`):
 //!
 //! * `spsc_throughput/{u64,64B}/{impl}`: one producer thread (core 0) pushes items one at a
 //!   time, one consumer thread (core 1) pops them one at a time; time per item.
@@ -12,6 +12,9 @@
 //! * `mpmc_2p2c/{impl}`: 2 producers and 2 consumers (one of each pinned to each core)
 //!   move u64 items; time per item. ringfire's ring is lossy (a producer never waits, it
 //!   overwrites): items it dropped count as moved, so its number is not a lossless one.
+//!   The disruptor broadcasts every event to every consumer; `disruptor_sharded` has its two
+//!   pollers split the items by sequence parity (see `DisruptorMpmc`), so each consumer
+//!   reads every slot and a slot frees only when both have passed it.
 //!
 //! Waiting after a failed try is the same for every queue (`Backoff`; `QBENCH_BACKOFF=exp`
 //! selects the second policy for the whole run), and the MPMC consumers add to their shared
@@ -280,6 +283,57 @@ impl<T: Val> Spsc<T> for HeaplessSpsc {
     }
 }
 
+/// The `disruptor` crate (an LMAX Disruptor in Rust) used as a queue: one producer, one
+/// event poller (the API where the caller owns the consumer thread). Its ring is sized
+/// like the others (4096 events, built from `T::default`), `try_publish` fails when full;
+/// a pop takes one event (`take(1)`) and releases it when the guard drops.
+struct Disruptor;
+impl<T: Val> Spsc<T> for Disruptor {
+    type P = disruptor::SingleProducer<T, disruptor::SingleConsumerBarrier>;
+    type C = disruptor::EventPoller<T, disruptor::SingleProducerBarrier>;
+    fn make() -> (Self::P, Self::C) {
+        let (poller, builder) =
+            disruptor::build_single_producer(CAP, T::default, disruptor::BusySpin)
+                .new_event_poller();
+        (builder.build(), poller)
+    }
+    #[inline]
+    fn push(p: &mut Self::P, v: T) -> bool {
+        use disruptor::Producer as _;
+        p.try_publish(|e| *e = v).is_ok()
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<T> {
+        let mut g = c.take(1).ok()?;
+        (&mut g).next().copied()
+    }
+    #[inline]
+    fn push_batch(p: &mut Self::P, items: &[T]) -> Option<usize> {
+        use disruptor::Producer as _;
+        // All or nothing: the crate publishes a batch only when every slot of it is free.
+        let ok = p
+            .try_batch_publish(items.len(), |it| {
+                for (e, v) in it.zip(items) {
+                    *e = *v;
+                }
+            })
+            .is_ok();
+        Some(if ok { items.len() } else { 0 })
+    }
+    #[inline]
+    fn pop_batch(c: &mut Self::C, out: &mut [T]) -> Option<usize> {
+        let Ok(mut g) = c.take(out.len() as u64) else {
+            return Some(0);
+        };
+        let mut n = 0;
+        for (o, e) in out.iter_mut().zip(&mut g) {
+            *o = *e;
+            n += 1;
+        }
+        Some(n)
+    }
+}
+
 /// Time for the consumer to receive `iters` items pushed one by one (or in batches).
 fn spsc_throughput<T: Val, Q: Spsc<T>>(iters: u64, batch: bool) -> Duration {
     let (mut p, mut c) = Q::make();
@@ -541,6 +595,64 @@ impl Mpmc for Ringfire {
     }
 }
 
+/// The `disruptor` crate with 2 producers (`build_multi_producer`, one cloned handle per
+/// producer thread) and 2 event pollers. A disruptor broadcasts: every poller sees every
+/// event, and a slot is free again only once both have passed it. The usual way to share
+/// work among disruptor consumers is to shard by sequence, which this does: poller k keeps
+/// the events whose sequence is k modulo 2 and skips the others, so each item is consumed
+/// exactly once but every poller reads every slot. A pop takes up to 64 events and buffers
+/// the ones it keeps (the disruptor's own batch mode).
+struct DisruptorMpmc;
+
+/// One poller of [`DisruptorMpmc`]: its shard, the next sequence it will see, and the items
+/// of its shard taken from the ring but not yet popped.
+struct DisruptorShard {
+    poller: disruptor::EventPoller<u64, disruptor::MultiProducerBarrier>,
+    shard: u64,
+    next_seq: u64,
+    kept: std::collections::VecDeque<u64>,
+}
+
+impl Mpmc for DisruptorMpmc {
+    // `try_publish` takes `&mut self`; each producer thread owns its own handle.
+    type P = std::cell::RefCell<disruptor::MultiProducer<u64, disruptor::MultiConsumerBarrier>>;
+    type C = DisruptorShard;
+    fn make() -> ([Self::P; 2], [Self::C; 2]) {
+        let b = disruptor::build_multi_producer(CAP, || 0u64, disruptor::BusySpin);
+        let (p0, b) = b.new_event_poller();
+        let (p1, b) = b.new_event_poller();
+        let prod = b.build();
+        let shard = |poller, shard| DisruptorShard {
+            poller,
+            shard,
+            next_seq: 0,
+            kept: std::collections::VecDeque::with_capacity(BATCH),
+        };
+        (
+            [prod.clone().into(), prod.into()],
+            [shard(p0, 0), shard(p1, 1)],
+        )
+    }
+    #[inline]
+    fn push(p: &Self::P, v: u64) -> bool {
+        use disruptor::Producer as _;
+        p.borrow_mut().try_publish(|e| *e = v).is_ok()
+    }
+    #[inline]
+    fn pop(c: &mut Self::C) -> Option<u64> {
+        if c.kept.is_empty() {
+            let mut g = c.poller.take(BATCH as u64).ok()?;
+            for &v in &mut g {
+                if c.next_seq % 2 == c.shard {
+                    c.kept.push_back(v);
+                }
+                c.next_seq += 1;
+            }
+        }
+        c.kept.pop_front()
+    }
+}
+
 /// Time for 2 producers and 2 consumers to move `iters` u64 items (rounded up to even).
 fn mpmc_2p2c<Q: Mpmc>(iters: u64) -> Duration {
     let half = iters.div_ceil(2);
@@ -635,11 +747,13 @@ fn spsc_group<T: Val>(c: &mut Criterion, ty: &str) {
     one::<T, Channel>(&mut g, "crossbeam_channel", false);
     one::<T, HeaplessSpsc>(&mut g, "heapless_spsc", false);
     one::<T, StdSync>(&mut g, "std_sync_channel", false);
+    one::<T, Disruptor>(&mut g, "disruptor", false);
     g.finish();
     let mut g = c.benchmark_group(format!("spsc_batch{BATCH}/{ty}"));
     g.throughput(Throughput::Elements(1));
     one::<T, Ringwire>(&mut g, "ringwire", true);
     one::<T, Rtrb>(&mut g, "rtrb", true);
+    one::<T, Disruptor>(&mut g, "disruptor", true);
     g.finish();
 }
 
@@ -668,6 +782,7 @@ fn benches(c: &mut Criterion) {
     g.bench_function("std_sync_channel", |b| {
         b.iter_custom(spsc_round_trip::<StdSync>)
     });
+    g.bench_function("disruptor", |b| b.iter_custom(spsc_round_trip::<Disruptor>));
     g.finish();
 
     let mut g = c.benchmark_group("mpmc_2p2c");
@@ -691,6 +806,9 @@ fn benches(c: &mut Criterion) {
     } else {
         eprintln!("mpmc_2p2c/heapless_mpmc skipped: fewer than 4 CPUs (see the comment)");
     }
+    g.bench_function("disruptor_sharded", |b| {
+        b.iter_custom(mpmc_2p2c::<DisruptorMpmc>)
+    });
     g.bench_function("ringfire_lossy", |b| b.iter_custom(mpmc_2p2c::<Ringfire>));
     g.finish();
 }
