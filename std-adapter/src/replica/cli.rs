@@ -3,7 +3,7 @@
 //! default, every invalid value is rejected with a message.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, ToSocketAddrs};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use ringwire_core::replicate::Start;
 
 use super::demo::{DemoOptions, Transport};
 use super::mirror::MirrorOptions;
-use super::serve::{ServeOptions, Server};
+use super::serve::{ServeOptions, run_following};
 use super::{ReplicaError, signal};
 
 /// `ringwire serve`: stream a ring to mirrors.
@@ -196,8 +196,14 @@ impl ServeArgs {
     /// Runs `ringwire serve` until SIGINT/SIGTERM.
     pub fn run(&self) -> ExitCode {
         let stop = signal::install();
-        exit(Server::bind(self.options()).and_then(|s| {
-            let sum = s.run(stop)?;
+        let opts = self.options();
+        let replaced = |path: &Path| {
+            eprintln!(
+                "serve: {} was replaced by a new ring; sessions restarted on it",
+                path.display()
+            )
+        };
+        exit(run_following(&opts, stop, replaced).map(|sum| {
             eprintln!(
                 "serve: done: {} sessions ({} refused), {} records over tcp, {} naks, {} gaps; udp {} data frames, {} heartbeats, {} punches, {} rejected datagrams",
                 sum.sessions,
@@ -210,7 +216,6 @@ impl ServeArgs {
                 sum.udp.punches,
                 sum.udp.rejected
             );
-            Ok(())
         }))
     }
 }

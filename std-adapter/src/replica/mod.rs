@@ -54,6 +54,13 @@ pub enum ReplicaError {
     },
     /// The mirror's state machine gave up (protocol error, bad ring).
     Mirror(ringwire_core::replicate::MirrorError),
+    /// The served ring's path now names a different ring (its producer restarted, or the
+    /// mirror of a hub recreated it): the mapped one will never advance again.
+    /// [`serve::run_following`] serves the new one.
+    SourceReplaced {
+        /// The ring's path.
+        path: PathBuf,
+    },
 }
 
 impl ReplicaError {
@@ -80,6 +87,11 @@ impl fmt::Display for ReplicaError {
             ReplicaError::InvalidArgument { option, value, why } => {
                 write!(f, "invalid value '{value}' for {option}: {why}")
             }
+            ReplicaError::SourceReplaced { path } => write!(
+                f,
+                "{}: replaced by a new ring (restarted producer or recreated mirror ring)",
+                path.display()
+            ),
             ReplicaError::BlobRing { path } => write!(
                 f,
                 "{}: blob rings cannot be served yet (fixed-record rings only)",

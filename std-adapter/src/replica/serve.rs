@@ -8,7 +8,7 @@
 
 use std::io::{self, Read};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
@@ -125,6 +125,39 @@ pub struct Server {
     cfg: SourceConfig,
     sender: Mutex<UdpSender<MAX_UNICAST>>,
     totals: Totals,
+}
+
+/// How often the accept loop checks whether the ring's path names a new ring.
+const REPLACED_CHECK: StdDuration = StdDuration::from_millis(500);
+
+/// Serves `opts.path` until `stop`, following the path: when the ring there is replaced by a
+/// new one (a restarted producer, or a hub whose mirror recreated its ring for a restarted
+/// source), every session ends, the new ring is opened and served on the same addresses,
+/// and mirrors reconnect and see the new ring (spec §21.1 restart detection). `on_replaced`
+/// is told each time. Returns the counters of the last ring served.
+pub fn run_following(
+    opts: &ServeOptions,
+    stop: &AtomicBool,
+    mut on_replaced: impl FnMut(&Path),
+) -> Result<ServeSummary, ReplicaError> {
+    loop {
+        // The new ring may still be being created (magic last): retry briefly.
+        let mut tries = 0;
+        let server = loop {
+            match Server::bind(opts.clone()) {
+                Ok(s) => break s,
+                Err(ReplicaError::Ring(_)) if tries < 50 && !stop.load(Ordering::Relaxed) => {
+                    tries += 1;
+                    std::thread::sleep(StdDuration::from_millis(20));
+                }
+                Err(e) => return Err(e),
+            }
+        };
+        match server.run(stop) {
+            Err(ReplicaError::SourceReplaced { path }) => on_replaced(&path),
+            r => return r,
+        }
+    }
 }
 
 fn session_byte() -> u8 {
@@ -319,6 +352,7 @@ impl Server {
     ) -> Result<(), ReplicaError> {
         let mut threads = Vec::new();
         let mut last_status = std::time::Instant::now();
+        let mut last_check = std::time::Instant::now();
         let mut last = self.summary();
         // Relaxed: a plain flag; whatever it guards is joined afterwards.
         while !stop.load(Ordering::Relaxed) {
@@ -326,6 +360,14 @@ impl Server {
             poll(&mut fd, StdDuration::from_millis(100))
                 .map_err(|e| ReplicaError::io("poll", e))?;
             threads.retain(|h: &std::thread::ScopedJoinHandle<'_, ()>| !h.is_finished());
+            if last_check.elapsed() >= REPLACED_CHECK {
+                last_check = std::time::Instant::now();
+                if self.replaced() {
+                    return Err(ReplicaError::SourceReplaced {
+                        path: self.opts.path.clone(),
+                    });
+                }
+            }
             if self.opts.log && last_status.elapsed() >= StdDuration::from_secs(1) {
                 let s = self.summary();
                 eprintln!(
@@ -375,6 +417,12 @@ impl Server {
             }));
         }
         Ok(())
+    }
+
+    /// Whether the path now names another ring file (a removed file is not a replacement:
+    /// the frozen ring is still served until a new one appears).
+    fn replaced(&self) -> bool {
+        matches!(crate::sys::path_id(&self.opts.path), Ok(Some(id)) if id != self.ring.inode())
     }
 
     fn serve_one(&self, mut stream: TcpStream, addr: SocketAddr, stop: &AtomicBool) {
