@@ -297,14 +297,7 @@ impl RingView {
             // Acquire fence: if any payload word came from a later write, the re-check below
             // sees that write's marker or sequence.
             fence(Ordering::Acquire);
-            let s2 = seq_word.load(Ordering::Relaxed);
-            if s2 == want {
-                SlotRead::Ok
-            } else {
-                SlotRead::Overwritten {
-                    seen: if s2 == SLOT_WRITING { 0 } else { s2 },
-                }
-            }
+            Self::recheck(seq_word.load(Ordering::Relaxed), want)
         } else {
             Self::classify_unexpected(s1, want)
         }
@@ -339,15 +332,22 @@ impl RingView {
         fence(Ordering::Acquire);
         let s2 = seq_word.load(Ordering::Relaxed);
         if s1 == want {
-            if s2 == want {
-                SlotRead::Ok
-            } else {
-                SlotRead::Overwritten {
-                    seen: if s2 == SLOT_WRITING { 0 } else { s2 },
-                }
-            }
+            Self::recheck(s2, want)
         } else {
             Self::classify_unexpected(s1, want)
+        }
+    }
+
+    /// The verdict on a copy whose first sequence load saw `want`: `Ok` when the re-check
+    /// `s2` still does, otherwise the slot was overwritten during the copy (spec §4.3).
+    #[inline(always)]
+    fn recheck(s2: u64, want: u64) -> SlotRead {
+        if s2 == want {
+            SlotRead::Ok
+        } else {
+            SlotRead::Overwritten {
+                seen: if s2 == SLOT_WRITING { 0 } else { s2 },
+            }
         }
     }
 
