@@ -147,10 +147,19 @@ pub fn pid_alive(pid: u32) -> bool {
 
 /// CPU time (user + system) the calling thread has used so far (`RUSAGE_THREAD`).
 pub fn thread_cpu_time() -> Duration {
+    cpu_time(libc::RUSAGE_THREAD)
+}
+
+/// CPU time (user + system) this process has used so far (`RUSAGE_SELF`).
+pub fn process_cpu_time() -> Duration {
+    cpu_time(libc::RUSAGE_SELF)
+}
+
+fn cpu_time(who: libc::c_int) -> Duration {
     // SAFETY: an all-zero rusage is a valid value of this plain C struct.
     let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: `ru` is a valid, writable rusage for the kernel to fill.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    unsafe { libc::getrusage(who, &mut ru) };
     let tv = |t: libc::timeval| {
         Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
     };

@@ -303,9 +303,8 @@ fn one(a: &[String]) -> ExitCode {
     match row {
         Ok(r) => {
             println!("ROW {}", r.to_json());
-            if let Some(cpu) = cpu_seconds() {
-                println!("CPU {:.3}", cpu / t0.elapsed().as_secs_f64());
-            }
+            let cpu = ringwire::sys::process_cpu_time().as_secs_f64();
+            println!("CPU {:.3}", cpu / t0.elapsed().as_secs_f64());
             // ringfire's server threads never return: end the process here.
             std::process::exit(0)
         }
@@ -462,18 +461,6 @@ fn ringfire_pipeline(
         corrupt: s.corrupt,
         latency: s.lat.summary(),
     })
-}
-
-/// User + system CPU time of this process so far, in seconds.
-fn cpu_seconds() -> Option<f64> {
-    // SAFETY: an all-zero rusage is a valid value; getrusage only writes into it.
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: `ru` is a live, writable rusage.
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut ru) } != 0 {
-        return None;
-    }
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    Some(s(ru.ru_utime) + s(ru.ru_stime))
 }
 
 fn pid_tag() -> u32 {
