@@ -21,13 +21,16 @@
 //! Modules: [`file`](mod@file) (create §1.2 / attach §1.3), [`producer`] and [`consumer`] (typed
 //! broadcast rings), [`blob`] (blob rings, §10), [`wait`] (busy spin, yield, futex, §11),
 //! [`checkpoint`] (offset files, §13), [`blackboard`] (§14), [`cli`] (the `ringwire`
-//! tool, §26).
+//! tool, §26). With the `tokio` feature, `async_consumer` has `AsyncRingConsumer`: `async fn
+//! recv` and a `Stream` of records, waiting on the ring's futex from a helper thread.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]
 
 pub use ringwire_core as core;
 
+#[cfg(feature = "tokio")]
+pub mod async_consumer;
 pub mod bench;
 pub mod blackboard;
 pub mod blob;
@@ -43,6 +46,8 @@ pub mod replica;
 pub mod sys;
 pub mod wait;
 
+#[cfg(feature = "tokio")]
+pub use async_consumer::AsyncRingConsumer;
 pub use blackboard::{BlackboardConsumer, BlackboardProducer};
 pub use blob::{BlobConsumer, BlobProducer, BlobProducerBuilder};
 pub use checkpoint::OffsetCheckpoint;

@@ -1,0 +1,352 @@
+//! [`AsyncRingConsumer<T>`]: a [`RingConsumer<T>`] for async code, with
+//! `async fn recv` and a [`Stream`] of records (feature `tokio`).
+//!
+//! It works under any executor (the tests and the example use tokio's); the only things it
+//! hands to the executor are [`Waker`]s.
+//!
+//! # How it waits
+//!
+//! Each `AsyncRingConsumer` owns one waiter thread (named `ringwire-async`). A poll first
+//! tries the ring; when it is empty, the poll stores the task's [`Waker`] and the cursor
+//! it waits for in a mutex shared with the waiter, marks the waiter *armed*, and then tries
+//! the ring once more before returning `Pending`. The armed waiter sleeps on the ring's
+//! futex word with [`FutexWait`] (spec §11, the protocol documented in
+//! [`wait`]), one bounded sleep after another, and as soon as
+//! `write_seq >= cursor` it disarms itself and wakes the stored waker. A waiter that is
+//! not armed blocks on a condition variable, not on the ring, so the producer never pays
+//! for it. An idle awaiting consumer therefore costs one sleeping thread, woken once per
+//! futex timeout (default [`DEFAULT_FUTEX_TIMEOUT`], 50 ms) to re-check the ring; a busy
+//! one costs nothing beyond the `try_recv` calls while records keep coming.
+//!
+//! # Why no wake-up is lost
+//!
+//! The waker is stored (under the mutex) before the poll returns `Pending`, and an armed
+//! waiter disarms itself only when it has seen `write_seq >= cursor`, waking the stored
+//! waker right after; so a task left `Pending` is always woken once its record is
+//! published. What §11 adds is promptness: the waiter's every sleep is one
+//! `FutexWait::wait` with the cursor read under the mutex after the poll armed it, which
+//! checks `write_seq` first and, when it does sleep, reads the futex word, announces itself
+//! in `waiting_consumers`, issues the membarrier and checks again, so a publish it does not
+//! see bumps the word and issues `FUTEX_WAKE` after the word was read and the sleep ends at
+//! once (see [`wait`]). A publish between the poll's first try and the arming is caught by
+//! the poll's second try, or else by the waiter's first check. Only a producer that never
+//! wakes anyone (ringfire's Python producer) leaves the record to the end of the sleep,
+//! one futex timeout at most. A poll that arms the waiter and then finds a record in its
+//! second try leaves the waiter armed; its later wake is spurious, which wakers allow.
+//!
+//! A woken task whose poll finds nothing (a write still in flight on a sparse mirror ring,
+//! say) just arms the waiter again; this is the same re-check loop as
+//! [`RingConsumer::recv_blocking`] with [`FutexWait`].
+//!
+//! # Cancellation and drop
+//!
+//! A record is taken from the ring only inside a poll that returns it, so dropping a
+//! `recv()` future (a `select!` branch that lost, a timeout) loses no record.
+//!
+//! Dropping the consumer sets the waiter's stop flag under the mutex and notifies the
+//! condition variable; while the waiter is inside a futex sleep it also issues `FUTEX_WAKE`
+//! on the ring's word (other sleepers of the ring wake spuriously, re-check and sleep
+//! again), repeating it after pauses of 20 µs growing to 2 ms in case one came just before
+//! the waiter entered its sleep. It then joins the waiter thread, before the ring is
+//! unmapped. The waiter checks the flag under the mutex before every sleep, so the drop
+//! returns within microseconds to a few milliseconds, not a futex timeout (and should every
+//! wake miss, still within one timeout, since every sleep is finite). No thread outlives
+//! the consumer.
+//! [`AsyncRingConsumer::into_inner`] ends the waiter the same way.
+
+use std::fmt;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use futures_core::{FusedStream, Stream};
+use ringwire_core::RingView;
+use ringwire_core::sync::Ordering;
+use zerocopy::FromBytes;
+
+use crate::consumer::RingConsumer;
+use crate::error::{Error, Result};
+use crate::wait::{self, DEFAULT_FUTEX_TIMEOUT, FutexStats, FutexWait, WaitStrategy};
+
+/// Name of every waiter thread (visible in `/proc/<pid>/task/*/comm`).
+pub const WAITER_THREAD_NAME: &str = "ringwire-async";
+
+/// An async reader of a typed broadcast ring: [`AsyncRingConsumer::recv`] and a
+/// [`Stream`] of records. See the [module docs](self) for how it waits.
+pub struct AsyncRingConsumer<T> {
+    // Field order matters: `waiter` drops first and joins the waiter thread, which uses a
+    // copy of the ring view, before `consumer` drops and unmaps the ring.
+    waiter: Waiter,
+    consumer: RingConsumer<T>,
+}
+
+/// The waiter thread's handle; dropping it stops and joins the thread.
+struct Waiter {
+    shared: Arc<Shared>,
+    ring: RingView,
+    thread: Option<JoinHandle<()>>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when the waiter is armed or told to stop.
+    wake_waiter: Condvar,
+}
+
+#[derive(Default)]
+struct State {
+    /// The waker of the last poll that found the ring empty.
+    waker: Option<Waker>,
+    /// The sequence the task waits for (its consumer's cursor at that poll).
+    cursor: u64,
+    /// The task waits: sleep on the ring until `write_seq >= cursor`.
+    armed: bool,
+    /// The waiter is inside `FutexWait::wait` (maybe asleep on the ring's futex).
+    in_futex: bool,
+    /// The consumer is being dropped: end the thread.
+    stop: bool,
+    /// How the waiter's futex sleeps ended so far.
+    stats: FutexStats,
+}
+
+fn lock(shared: &Shared) -> MutexGuard<'_, State> {
+    // Nothing panics while holding the lock (wakers run outside it), so a poisoned lock's
+    // state is still consistent.
+    shared.state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+#[inline]
+fn published(ring: &RingView, cursor: u64) -> bool {
+    // Acquire: a reader that sees the new write_seq also sees the slots published before it.
+    ring.write_seq().load(Ordering::Acquire) >= cursor
+}
+
+impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
+    /// Wraps `consumer`, starting its waiter thread; futex sleeps last at most
+    /// [`DEFAULT_FUTEX_TIMEOUT`]. Errors when the thread cannot be spawned.
+    pub fn new(consumer: RingConsumer<T>) -> Result<Self> {
+        Self::with_timeout(consumer, DEFAULT_FUTEX_TIMEOUT)
+    }
+
+    /// Like [`AsyncRingConsumer::new`], with each futex sleep bounded by `timeout` (which
+    /// also bounds how long a drop can wait for the waiter, and how late a record from a
+    /// producer that never wakes sleepers arrives). A zero timeout is raised to 1 ms.
+    pub fn with_timeout(consumer: RingConsumer<T>, timeout: Duration) -> Result<Self> {
+        let timeout = timeout.max(Duration::from_millis(1));
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            wake_waiter: Condvar::new(),
+        });
+        let ring = *consumer.file().ring();
+        let thread = {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name(WAITER_THREAD_NAME.to_string())
+                // The ring view is a copy of the consumer's; the thread is joined (Waiter's
+                // drop) before the consumer unmaps the ring, as the Region contract asks.
+                .spawn(move || run_waiter(ring, &shared, timeout))
+                .map_err(|source| Error::Io {
+                    path: consumer.file().path().to_path_buf(),
+                    op: "spawn the async consumer's waiter thread",
+                    source,
+                })?
+        };
+        Ok(AsyncRingConsumer {
+            waiter: Waiter {
+                shared,
+                ring,
+                thread: Some(thread),
+            },
+            consumer,
+        })
+    }
+
+    /// The next record; waits (without blocking the executor) until one is published.
+    /// Overwritten records are skipped and counted in [`AsyncRingConsumer::lapped_count`],
+    /// as with [`RingConsumer::try_recv`]. Cancel-safe: dropping the future loses nothing.
+    ///
+    /// A ring whose producer stopped, or was replaced by a restarted one
+    /// ([`RingConsumer::is_replaced`] through [`AsyncRingConsumer::get_ref`]), never
+    /// advances: bound the wait (`tokio::time::timeout`) where that matters.
+    pub async fn recv(&mut self) -> T {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// [`AsyncRingConsumer::recv`] with the record's sequence number.
+    pub async fn recv_seq(&mut self) -> (u64, T) {
+        poll_fn(|cx| self.poll_recv_seq(cx)).await
+    }
+
+    /// Polls for the next record: `Ready` with it, or `Pending` with `cx`'s waker
+    /// registered with the waiter thread.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<T> {
+        self.poll_with(cx, RingConsumer::try_recv)
+    }
+
+    /// [`AsyncRingConsumer::poll_recv`] with the record's sequence number.
+    pub fn poll_recv_seq(&mut self, cx: &mut Context<'_>) -> Poll<(u64, T)> {
+        self.poll_with(cx, RingConsumer::try_recv_seq)
+    }
+
+    fn poll_with<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        mut take: impl FnMut(&mut RingConsumer<T>) -> Option<R>,
+    ) -> Poll<R> {
+        if let Some(r) = take(&mut self.consumer) {
+            return Poll::Ready(r);
+        }
+        self.waiter.arm(cx.waker(), self.consumer.cursor());
+        // Re-check after arming: a publish the first try missed but this one also misses
+        // is one the armed waiter sees (module docs).
+        match take(&mut self.consumer) {
+            Some(r) => Poll::Ready(r),
+            None => Poll::Pending,
+        }
+    }
+
+    /// The next record if one is there now, without waiting.
+    pub fn try_recv(&mut self) -> Option<T> {
+        self.consumer.try_recv()
+    }
+
+    /// Messages this reader lost (overwritten before read, or skipped at start).
+    pub fn lapped_count(&self) -> u64 {
+        self.consumer.lapped_count()
+    }
+
+    /// The next sequence to read.
+    pub fn cursor(&self) -> u64 {
+        self.consumer.cursor()
+    }
+
+    /// How the waiter thread's futex sleeps ended so far.
+    pub fn waiter_stats(&self) -> FutexStats {
+        lock(&self.waiter.shared).stats
+    }
+
+    /// The wrapped consumer (for `lag`, `seek`, `commit_offset`, `is_replaced`, …).
+    pub fn get_ref(&self) -> &RingConsumer<T> {
+        &self.consumer
+    }
+
+    /// The wrapped consumer, mutably.
+    pub fn get_mut(&mut self) -> &mut RingConsumer<T> {
+        &mut self.consumer
+    }
+
+    /// Ends the waiter thread (see the module docs on drop) and returns the consumer.
+    pub fn into_inner(self) -> RingConsumer<T> {
+        let AsyncRingConsumer { waiter, consumer } = self;
+        drop(waiter);
+        consumer
+    }
+}
+
+impl Waiter {
+    /// Stores `waker` and `cursor` and arms the waiter thread.
+    fn arm(&self, waker: &Waker, cursor: u64) {
+        let mut st = lock(&self.shared);
+        match &mut st.waker {
+            Some(w) if w.will_wake(waker) => {}
+            slot => *slot = Some(waker.clone()),
+        }
+        st.cursor = cursor;
+        let was_armed = std::mem::replace(&mut st.armed, true);
+        drop(st);
+        if !was_armed {
+            self.shared.wake_waiter.notify_one();
+        }
+    }
+}
+
+impl Drop for Waiter {
+    fn drop(&mut self) {
+        let mut st = lock(&self.shared);
+        st.stop = true;
+        st.waker = None;
+        drop(st);
+        self.shared.wake_waiter.notify_one();
+        let Some(thread) = self.thread.take() else {
+            return;
+        };
+        let mut pause = Duration::from_micros(20);
+        while !thread.is_finished() {
+            if lock(&self.shared).in_futex {
+                // Ends the waiter's futex sleep now rather than at its timeout; repeated
+                // while it lasts, in case a wake came before the waiter entered the sleep.
+                // Every other sleeper on this ring wakes once, re-checks and sleeps again.
+                wait::wake_all(&self.ring);
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(2));
+        }
+        // The thread's body does not panic (wakers run outside it and return nothing); a
+        // panic in an executor's waker is not re-raised from a drop.
+        let _ = thread.join();
+    }
+}
+
+/// The waiter thread: wait to be armed, sleep on the ring until `write_seq >= cursor`,
+/// wake the task, repeat; return when told to stop.
+fn run_waiter(ring: RingView, shared: &Shared, timeout: Duration) {
+    let mut futex = FutexWait::new(0, Some(timeout));
+    let mut st = lock(shared);
+    loop {
+        if st.stop {
+            return;
+        }
+        if !st.armed {
+            st = shared
+                .wake_waiter
+                .wait(st)
+                .unwrap_or_else(PoisonError::into_inner);
+            continue;
+        }
+        if published(&ring, st.cursor) {
+            st.armed = false;
+            let waker = st.waker.take();
+            drop(st);
+            if let Some(w) = waker {
+                w.wake();
+            }
+            st = lock(shared);
+            continue;
+        }
+        let cursor = st.cursor;
+        st.in_futex = true;
+        drop(st);
+        // One bounded §11 sleep; it returns early when the cursor is published.
+        futex.wait(&ring, cursor);
+        st = lock(shared);
+        st.in_futex = false;
+        st.stats = futex.stats();
+    }
+}
+
+impl<T: FromBytes + 'static> Stream for AsyncRingConsumer<T> {
+    type Item = T;
+
+    /// Never ends: `Ready(Some(record))` or `Pending`, like [`AsyncRingConsumer::recv`].
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        self.get_mut().poll_recv(cx).map(Some)
+    }
+}
+
+impl<T: FromBytes + 'static> FusedStream for AsyncRingConsumer<T> {
+    /// Always `false`: the stream never ends.
+    fn is_terminated(&self) -> bool {
+        false
+    }
+}
+
+impl<T: FromBytes + 'static> fmt::Debug for AsyncRingConsumer<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AsyncRingConsumer")
+            .field("consumer", &self.consumer)
+            .finish_non_exhaustive()
+    }
+}
