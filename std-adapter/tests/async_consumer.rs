@@ -124,11 +124,10 @@ async fn an_idle_awaiting_consumer_is_woken_by_a_publish_from_another_thread() {
     );
 }
 
-#[tokio::test(flavor = "current_thread")]
-async fn stress_200k_publishes_lose_nothing_and_no_wake_up() {
-    let t = TmpRing::new("stress");
-    // Lossless and small: the producer waits for the reader, so the reader drains, finds
-    // the ring empty and waits over and over.
+/// 200,000 records through a small lossless ring: the producer waits for the reader, so
+/// the reader drains, finds the ring empty and waits over and over.
+async fn stress_200k(tag: &str) {
+    let t = TmpRing::new(tag);
     let mut tx = RingProducer::<u64>::builder(64)
         .flow_control(FlowControl::LosslessBackpressure)
         .build::<u64>(&t.0)
@@ -152,19 +151,97 @@ async fn stress_200k_publishes_lose_nothing_and_no_wake_up() {
         }
         tx
     });
-    tokio::time::timeout(Duration::from_secs(120), async {
+    let reader = tokio::spawn(async move {
         for i in 0..N {
             let v = rx.recv().await;
             assert_eq!(v, i);
         }
-    })
-    .await
-    .expect("200,000 records within the bound");
+        rx
+    });
+    let rx = tokio::time::timeout(Duration::from_secs(120), reader)
+        .await
+        .expect("200,000 records within the bound")
+        .unwrap();
     let _tx = producer.join().unwrap();
+    let mut rx = rx;
     assert_eq!(rx.lapped_count(), 0);
     assert_eq!(rx.try_recv(), None);
     let s = rx.waiter_stats();
-    eprintln!("waiter after {N} records: {s:?}");
+    eprintln!("{tag}: waiter after {N} records: {s:?}");
     assert!(s.sleeps >= 20, "the reader slept in the idle gaps: {s:?}");
     assert_eq!(s.timed_out, 0, "every sleep ended by a publish: {s:?}");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn stress_200k_publishes_lose_nothing_and_no_wake_up() {
+    stress_200k("stress-ct").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stress_200k_on_a_multi_thread_runtime() {
+    stress_200k("stress-mt").await;
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn a_lapped_consumer_skips_to_the_oldest_retained_and_counts_the_loss() {
+    let t = TmpRing::new("lapped");
+    let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
+    let rx = RingConsumer::<u64>::builder()
+        .start_from_head()
+        .attach(&t.0)
+        .unwrap();
+    let mut rx = AsyncRingConsumer::new(rx).unwrap();
+    // Value i has sequence i + 1; 20 records overwrite the first 12 slots' contents.
+    for i in 0..20u64 {
+        tx.push(&i);
+    }
+    let (first, v) = tokio::time::timeout(BOUND, rx.recv_seq()).await.unwrap();
+    assert!(first > 1, "the reader was lapped");
+    assert_eq!(v, first - 1);
+    assert_eq!(
+        rx.lapped_count(),
+        first - 1,
+        "every skipped record is counted"
+    );
+    for seq in first + 1..=20 {
+        assert_eq!(rx.recv_seq().await, (seq, seq - 1));
+    }
+    assert_eq!(rx.try_recv(), None);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_async_consumers_of_one_ring_are_both_woken() {
+    let t = TmpRing::new("two");
+    let mut tx = RingProducer::<u64>::create(&t.0, 64).unwrap();
+    let mut readers = Vec::new();
+    for name in ["a", "b"] {
+        let rx = RingConsumer::<u64>::builder()
+            .start_from_head()
+            .consumer_name(name)
+            .attach(&t.0)
+            .unwrap();
+        let mut rx = AsyncRingConsumer::with_timeout(rx, Duration::from_secs(30)).unwrap();
+        readers.push(tokio::spawn(async move {
+            let mut got = Vec::new();
+            for _ in 0..3 {
+                got.push(rx.recv().await);
+            }
+            got
+        }));
+    }
+    let producer = std::thread::spawn(move || {
+        for i in 0..3u64 {
+            std::thread::sleep(Duration::from_millis(100));
+            tx.push(&i);
+        }
+        tx
+    });
+    for r in readers {
+        let got = tokio::time::timeout(Duration::from_secs(10), r)
+            .await
+            .expect("woken well before the 30 s futex timeout")
+            .unwrap();
+        assert_eq!(got, [0, 1, 2]);
+    }
+    let _tx = producer.join().unwrap();
 }
