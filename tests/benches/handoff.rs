@@ -73,6 +73,7 @@ fn ringfire_attach(path: &Path) -> ringfire::RingConsumer<Rec> {
 //   pushes with no reader in some samples and with one in others);
 // * one lap of the ring is pushed and drained untimed first, so the first touch of every
 //   page of the fresh /dev/shm file (both sides' page faults) is not counted as push time.
+// RW_PUSH_DRAIN_DIAG=1 prints, per sample, the share of the timed records the reader got.
 
 /// Progress of the reader thread, seen by the producer between the untimed and timed parts.
 #[derive(Default)]
@@ -115,8 +116,14 @@ fn drain(gate: &DrainGate, mut recv: impl FnMut() -> Option<u64>) -> u64 {
 }
 
 /// One sample of `iters` pushes: `reader` attaches to the ring at `path` and runs [`drain`]
-/// on core 1; `push` is the producer's push of the crate under test, on core 0.
-fn push_drain<R>(iters: u64, path: &Path, mut push: impl FnMut(u64), reader: R) -> Duration
+/// on core 1; `push(range)` pushes the records of `range` with the producer of the crate
+/// under test, on core 0 (the loop is inside it, so each crate's loop compiles the same way).
+fn push_drain<R>(
+    iters: u64,
+    path: &Path,
+    mut push: impl FnMut(std::ops::RangeInclusive<u64>),
+    reader: R,
+) -> Duration
 where
     R: FnOnce(&Path, &DrainGate) -> u64 + Send + 'static,
 {
@@ -130,18 +137,23 @@ where
         })
     };
     wait_for(&gate.attached);
-    for i in 1..=CAP {
-        push(i);
-    }
+    push(1..=CAP);
     wait_for(&gate.caught_up);
     let t0 = Instant::now();
-    for i in CAP + 1..=CAP + iters {
-        push(i);
-    }
+    push(CAP + 1..=CAP + iters);
     let dt = t0.elapsed();
     // Relaxed: see `drain`.
     gate.stop.store(true, Ordering::Relaxed);
-    let _ = handle.join();
+    let received = handle.join().unwrap_or(0);
+    if std::env::var_os("RW_PUSH_DRAIN_DIAG").is_some() {
+        // Per sample: how much of the timed stream the reader saw (below 1: it was lapped).
+        eprintln!(
+            "push_drain {} iters {iters} received {received} ({:.3}) {:.2} ns/push",
+            path.display(),
+            received as f64 / iters as f64,
+            dt.as_nanos() as f64 / iters as f64
+        );
+    }
     dt
 }
 
@@ -151,8 +163,10 @@ fn push_drain_ringwire(iters: u64) -> Duration {
     push_drain(
         iters,
         &path,
-        |i| {
-            prod.push(&rec(i));
+        |seqs| {
+            for i in seqs {
+                prod.push(&rec(i));
+            }
         },
         |path, gate| {
             let mut c = RingConsumer::<Rec>::attach(path).expect("attach");
@@ -167,7 +181,11 @@ fn push_drain_ringfire(iters: u64) -> Duration {
     push_drain(
         iters,
         &path,
-        |i| prod.push(&rec(i)),
+        |seqs| {
+            for i in seqs {
+                prod.push(&rec(i));
+            }
+        },
         |path, gate| {
             let mut c = ringfire::RingConsumer::<Rec>::attach(path).expect("attach");
             drain(gate, || c.try_recv().map(|r| seq_of(&r)))
