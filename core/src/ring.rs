@@ -271,18 +271,29 @@ impl RingView {
         // Readers that see any payload word of this write also see the marker.
         fence(Ordering::Release);
         // A record that fits (always, for a typed producer) is copied with its own length,
-        // which is a constant after inlining: the copy unrolls into plain word stores.
-        let rl = self.geo.record_len();
-        if payload.len() <= rl {
+        // which is a constant after inlining: the copy unrolls into plain word stores. The
+        // truncating copy stays out of line: inlined, the compiler merged the two into one
+        // copy of `min(len, record_len)` words, a run-time loop on every push.
+        if payload.len() <= self.geo.record_len() {
             // SAFETY: [off + 8, off + element_size) is this slot's payload; element_size is
             // a multiple of 8 so the rounded-up span stays inside the slot.
             unsafe { self.region.write_words(off + 8, payload) };
         } else {
-            // SAFETY: as above, for exactly the slot's payload.
-            unsafe { self.region.write_words(off + 8, &payload[..rl]) };
+            self.write_truncated(off + 8, payload);
         }
         // Release: a reader that acquires `seq` sees the whole payload.
         seq_word.store(seq, Ordering::Release);
+    }
+
+    /// The payload copy of [`RingView::write_slot`] for a payload longer than the slot's:
+    /// its first `element_size - 8` bytes are written at `off`, a slot's payload start.
+    #[cold]
+    #[inline(never)]
+    fn write_truncated(&self, off: usize, payload: &[u8]) {
+        let rl = self.geo.record_len().min(payload.len());
+        // SAFETY: `off` is a slot's payload start and `rl` bytes are at most the slot's
+        // payload (element_size is a multiple of 8, so the span stays inside the slot).
+        unsafe { self.region.write_words(off, &payload[..rl]) };
     }
 
     /// Reads the record `want` into `dst` (at most `element_size - 8` bytes of the raw slot

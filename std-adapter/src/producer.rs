@@ -141,11 +141,19 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// Publishes one record and returns its sequence. On a lossless ring this waits for
     /// the slowest registered reader (spec §6: spin, yield, then sleep 10 µs between
     /// prunes of dead readers).
-    #[inline]
+    #[inline(always)]
     pub fn push(&mut self, item: &T) -> u64 {
         if !self.inner.is_lossless() {
+            // Inlined into the caller, the copy has the constant length `size_of::<T>()`.
             return self.inner.push(item.as_bytes());
         }
+        self.push_lossless(item)
+    }
+
+    /// [`RingProducer::push`] on a lossless ring, kept out of line so that the lossy push
+    /// inlines small.
+    #[inline(never)]
+    fn push_lossless(&mut self, item: &T) -> u64 {
         match self.inner.try_push(item.as_bytes()) {
             Ok(seq) => seq,
             Err(_) => self.push_blocked(item),

@@ -64,63 +64,133 @@ fn ringfire_attach(path: &Path) -> ringfire::RingConsumer<Rec> {
 }
 
 // ---------- push with a draining reader ----------
+//
+// Both crates run through the same harness: only the ring calls differ. The clock runs only
+// while the reader is actually draining on the other core:
+// * the reader thread is spawned from a thread pinned to core 0, so it starts there and
+//   moves to core 1 in its first call; the producer yields (does not spin) until it has
+//   attached, otherwise the reader may not run at all before the pushes end (it measured as
+//   pushes with no reader in some samples and with one in others);
+// * one lap of the ring is pushed and drained untimed first, so the first touch of every
+//   page of the fresh /dev/shm file (both sides' page faults) is not counted as push time.
+// RW_PUSH_DRAIN_DIAG=1 prints, per sample, the share of the timed records the reader got.
+
+/// Progress of the reader thread, seen by the producer between the untimed and timed parts.
+#[derive(Default)]
+struct DrainGate {
+    /// The reader has attached (and pinned itself).
+    attached: AtomicBool,
+    /// The reader has received the last record of the untimed lap.
+    caught_up: AtomicBool,
+    /// The timed pushes are over.
+    stop: AtomicBool,
+}
+
+/// Waits (yielding the core, which the reader may still need) until `flag` is set.
+fn wait_for(flag: &AtomicBool) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    // Acquire: pairs with the reader's release store.
+    while !flag.load(Ordering::Acquire) {
+        assert!(Instant::now() < deadline, "push_drain reader did not start");
+        std::thread::yield_now();
+    }
+}
+
+/// The reader's side: `recv` is one `try_recv` of the crate under test, returning the
+/// record's sequence. Drains the untimed lap (up to record `CAP`), then counts records until
+/// `stop`. The draining loop is the same for both crates.
+fn drain(gate: &DrainGate, mut recv: impl FnMut() -> Option<u64>) -> u64 {
+    // Release: the producer starts pushing only after this.
+    gate.attached.store(true, Ordering::Release);
+    while recv().is_none_or(|s| s < CAP) {}
+    // Release: the producer starts the clock only after this.
+    gate.caught_up.store(true, Ordering::Release);
+    let mut n = 0u64;
+    // Relaxed: only ends the loop; nothing is read after it.
+    while !gate.stop.load(Ordering::Relaxed) {
+        if recv().is_some() {
+            n += 1;
+        }
+    }
+    n
+}
+
+/// One sample of `iters` pushes: `reader` attaches to the ring at `path` and runs [`drain`]
+/// on core 1; `push(range)` pushes the records of `range` with the producer of the crate
+/// under test, on core 0 (the loop is inside it, so each crate's loop compiles the same way).
+fn push_drain<R>(
+    iters: u64,
+    path: &Path,
+    mut push: impl FnMut(std::ops::RangeInclusive<u64>),
+    reader: R,
+) -> Duration
+where
+    R: FnOnce(&Path, &DrainGate) -> u64 + Send + 'static,
+{
+    pin_to(0);
+    let gate = Arc::new(DrainGate::default());
+    let handle = {
+        let (path, gate) = (path.to_path_buf(), gate.clone());
+        std::thread::spawn(move || {
+            pin_to(1);
+            reader(&path, &gate)
+        })
+    };
+    wait_for(&gate.attached);
+    push(1..=CAP);
+    wait_for(&gate.caught_up);
+    let t0 = Instant::now();
+    push(CAP + 1..=CAP + iters);
+    let dt = t0.elapsed();
+    // Relaxed: see `drain`.
+    gate.stop.store(true, Ordering::Relaxed);
+    let received = handle.join().unwrap_or(0);
+    if std::env::var_os("RW_PUSH_DRAIN_DIAG").is_some() {
+        // Per sample: how much of the timed stream the reader saw (below 1: it was lapped).
+        eprintln!(
+            "push_drain {} iters {iters} received {received} ({:.3}) {:.2} ns/push",
+            path.display(),
+            received as f64 / iters as f64,
+            dt.as_nanos() as f64 / iters as f64
+        );
+    }
+    dt
+}
 
 fn push_drain_ringwire(iters: u64) -> Duration {
     let path = shm_path("push-rw");
     let mut prod = RingProducer::<Rec>::create(&path, CAP).expect("create");
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let (path, stop) = (path.clone(), stop.clone());
-        std::thread::spawn(move || {
-            pin_to(1);
-            let mut c = ringwire_attach(&path);
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                if c.try_recv().is_some() {
-                    n += 1;
-                }
+    push_drain(
+        iters,
+        &path,
+        |seqs| {
+            for i in seqs {
+                prod.push(&rec(i));
             }
-            n
-        })
-    };
-    pin_to(0);
-    let t0 = Instant::now();
-    for i in 1..=iters {
-        prod.push(&rec(i));
-    }
-    let dt = t0.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    let _ = reader.join();
-    dt
+        },
+        |path, gate| {
+            let mut c = RingConsumer::<Rec>::attach(path).expect("attach");
+            drain(gate, || c.try_recv().map(|r| seq_of(&r)))
+        },
+    )
 }
 
 fn push_drain_ringfire(iters: u64) -> Duration {
     let path = shm_path("push-rf");
     let mut prod = ringfire::RingProducer::<Rec>::create(&path, CAP).expect("create");
-    let stop = Arc::new(AtomicBool::new(false));
-    let reader = {
-        let (path, stop) = (path.clone(), stop.clone());
-        std::thread::spawn(move || {
-            pin_to(1);
-            let mut c = ringfire::RingConsumer::<Rec>::attach(&path).expect("attach");
-            let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                if c.try_recv().is_some() {
-                    n += 1;
-                }
+    push_drain(
+        iters,
+        &path,
+        |seqs| {
+            for i in seqs {
+                prod.push(&rec(i));
             }
-            n
-        })
-    };
-    pin_to(0);
-    let t0 = Instant::now();
-    for i in 1..=iters {
-        prod.push(&rec(i));
-    }
-    let dt = t0.elapsed();
-    stop.store(true, Ordering::Relaxed);
-    let _ = reader.join();
-    dt
+        },
+        |path, gate| {
+            let mut c = ringfire::RingConsumer::<Rec>::attach(path).expect("attach");
+            drain(gate, || c.try_recv().map(|r| seq_of(&r)))
+        },
+    )
 }
 
 // ---------- two-process round trip ----------
