@@ -27,8 +27,22 @@ fn shm_path(tag: &str) -> PathBuf {
     PathBuf::from(format!("/dev/shm/rw-bench-{}-{tag}", std::process::id()))
 }
 
+/// The bytes after the sequence: a pattern, not zeros.
+const TEMPLATE: Rec = {
+    let mut t = [0u8; 64];
+    let mut i = 0;
+    while i < 64 {
+        t[i] = (i as u8).wrapping_mul(37).wrapping_add(11);
+        i += 1;
+    }
+    t
+};
+
+/// Record `seq`: the sequence in the first 8 bytes, the rest from [`TEMPLATE`] read through
+/// `black_box`, so that neither crate's push can be compiled into stores of immediate
+/// constants (a real producer copies bytes it has just loaded).
 fn rec(seq: u64) -> Rec {
-    let mut r = [0u8; 64];
+    let mut r = std::hint::black_box(TEMPLATE);
     r[..8].copy_from_slice(&seq.to_ne_bytes());
     r
 }
