@@ -293,7 +293,12 @@ impl MpmcQueue {
                 ) {
                     Ok(_) => {
                         let out = if stamp == next {
-                            self.q.read_payload(pos, &mut dst[..need]);
+                            if dst.len() == need {
+                                // A typed handle's buffer: a constant-length copy.
+                                self.q.read_payload(pos, dst);
+                            } else {
+                                self.q.read_payload(pos, &mut dst[..need]);
+                            }
                             Popped::Item { pos }
                         } else {
                             Popped::Healed { pos }
