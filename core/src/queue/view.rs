@@ -200,7 +200,6 @@ impl QueueView {
     /// run of word stores with the slot address computed once.
     #[inline(always)]
     pub(crate) fn write_payload(&self, pos: u64, item: &[u8]) {
-        debug_assert!(item.len() <= self.geo.item_size as usize);
         if item.len() > self.geo.item_size as usize {
             return;
         }
@@ -219,7 +218,6 @@ impl QueueView {
     /// `dst.len()` bytes otherwise (see [`QueueView::write_payload`] on why).
     #[inline(always)]
     pub(crate) fn read_payload(&self, pos: u64, dst: &mut [u8]) {
-        debug_assert!(dst.len() <= self.geo.item_size as usize);
         if dst.len() > self.geo.item_size as usize {
             return;
         }
