@@ -41,12 +41,15 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 const CAP: usize = 4096;
 const BATCH: usize = 64;
 
-/// A benchmark item: `key` is its first word, which consumers check.
+/// A benchmark item: `make(i)` builds item `i`, and consumers check every word of what
+/// they receive with `is(i)`. Checking only the first word would let the compiler drop the
+/// other loads for the queues whose pop is a plain `ptr::read` (rtrb, heapless: their
+/// consumers then never read 56 of the 64 bytes), while an atomic copy must do them all.
 trait Val:
     Copy + Default + Send + Sync + 'static + IntoBytes + FromBytes + Immutable + KnownLayout
 {
     fn make(i: u64) -> Self;
-    fn key(&self) -> u64;
+    fn is(&self, i: u64) -> bool;
 }
 
 impl Val for u64 {
@@ -55,8 +58,8 @@ impl Val for u64 {
         i
     }
     #[inline(always)]
-    fn key(&self) -> u64 {
-        *self
+    fn is(&self, i: u64) -> bool {
+        *self == i
     }
 }
 
@@ -71,8 +74,13 @@ impl Val for B64 {
         B64([i, i ^ 1, i ^ 2, i ^ 3, i ^ 4, i ^ 5, i ^ 6, i ^ 7])
     }
     #[inline(always)]
-    fn key(&self) -> u64 {
-        self.0[0]
+    fn is(&self, i: u64) -> bool {
+        // Every word, folded without branches: one compare per item, all 8 loads kept.
+        self.0
+            .iter()
+            .enumerate()
+            .fold(0, |d, (j, w)| d | (w ^ i ^ j as u64))
+            == 0
     }
 }
 
@@ -372,14 +380,14 @@ fn spsc_throughput<T: Val, Q: Spsc<T>>(iters: u64, batch: bool) -> Duration {
                 if batch {
                     let n = Q::pop_batch(&mut c, &mut buf).expect("batch API");
                     for v in &buf[..n] {
-                        assert_eq!(v.key(), i, "out of order");
+                        assert!(v.is(i), "item {i}: out of order or torn");
                         i += 1;
                     }
                     if n == 0 {
                         std::hint::spin_loop();
                     }
                 } else if let Some(v) = Q::pop(&mut c) {
-                    assert_eq!(v.key(), i, "out of order");
+                    assert!(v.is(i), "item {i}: out of order or torn");
                     i += 1;
                 } else {
                     std::hint::spin_loop();

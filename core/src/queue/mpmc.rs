@@ -51,6 +51,16 @@
 //!
 //! Detecting a late producer costs a CAS to publish where classic Vyukov does a plain
 //! release store; it is on the slot's line, which the producer owns at that moment anyway.
+//!
+//! # Transient states are reported at once
+//!
+//! A push that finds the previous lap's consumer still copying out reports
+//! [`PushError::Full`], and a pop that finds the producer still copying in reports
+//! [`PopError::Pending`], without re-checking; waiting is the caller's choice. Re-checking
+//! inside the queue (up to 64 spin hints before answering) was measured slower on the
+//! 2-producer/2-consumer bench with two threads per core (`tests/benches/queues.rs`,
+//! `mpmc_2p2c/ringwire`: median 77 ns against 39 ns): the thread being waited for is
+//! usually descheduled on the waiter's own core, and spinning only delays the waiter's yield.
 
 use super::error::{HealError, PopError, PushError, QueueAttachError};
 use super::layout::QueueKind;
@@ -293,7 +303,12 @@ impl MpmcQueue {
                 ) {
                     Ok(_) => {
                         let out = if stamp == next {
-                            self.q.read_payload(pos, &mut dst[..need]);
+                            if dst.len() == need {
+                                // A typed handle's buffer: a constant-length copy.
+                                self.q.read_payload(pos, dst);
+                            } else {
+                                self.q.read_payload(pos, &mut dst[..need]);
+                            }
                             Popped::Item { pos }
                         } else {
                             Popped::Healed { pos }

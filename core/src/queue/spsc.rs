@@ -147,6 +147,7 @@ impl SpscProducer {
     /// Pushes records of `item_len` bytes laid back to back in `records` (a typed slice
     /// seen as bytes) as far as they fit, with one tail store, and returns how many.
     /// A trailing partial record is ignored.
+    #[inline]
     pub fn push_fixed(&mut self, records: &[u8], item_len: usize) -> Result<usize, PushError> {
         if item_len == 0 {
             return Ok(0);
@@ -256,7 +257,13 @@ impl SpscConsumer {
                 need: len,
             });
         }
-        self.q.read_payload(self.head, &mut dst[..len]);
+        if len == dst.len() {
+            // The common case (a typed consumer of a fixed-size queue): the copy's length
+            // is the caller's, a compile-time constant once inlined.
+            self.q.read_payload(self.head, dst);
+        } else {
+            self.q.read_payload(self.head, &mut dst[..len]);
+        }
         self.commit(1);
         Ok(len)
     }
@@ -309,6 +316,7 @@ impl SpscConsumer {
     /// Pops records of exactly `item_len` bytes back to back into `dst` (a typed slice seen
     /// as bytes) with one head store, and returns how many. An item of another length stops
     /// the batch and stays in the queue ([`PopError::LengthMismatch`] if it is the first).
+    #[inline]
     pub fn pop_fixed(&mut self, dst: &mut [u8], item_len: usize) -> Result<usize, PopError> {
         if item_len == 0 {
             return Ok(0);

@@ -268,6 +268,43 @@ fn spsc_push_pop_variable_lengths() {
 }
 
 #[test]
+fn payload_copies_take_the_callers_length_and_refuse_more_than_the_item() {
+    let (_b, q) = queue(QueueKind::Spsc, 4, 20, 32);
+    // Longer than the item size: nothing is written (callers check first; this is the
+    // backstop that keeps the copy inside the slot).
+    q.write_payload(1, &[0xAA; 24]);
+    let mut word = [0u8; 32];
+    q.read_payload(1, &mut word[..20]);
+    assert_eq!(word, [0u8; 32]);
+    q.write_payload(1, &[0x5A; 13]);
+    // Reading more than the item size reads nothing.
+    let mut big = [0xEEu8; 24];
+    q.read_payload(1, &mut big);
+    assert_eq!(big, [0xEE; 24]);
+    // Exactly the caller's length: 13 bytes, then the zero fill of the partial last word.
+    let mut out = [0xEEu8; 20];
+    q.read_payload(1, &mut out);
+    assert_eq!(out[..13], [0x5A; 13]);
+    assert_eq!(out[13..16], [0; 3]);
+    assert_eq!(out[16..], [0; 4]);
+
+    // A pop into a buffer of exactly the item's length and into a longer one: the bytes
+    // past the item stay as they were.
+    let mut p = SpscProducer::new(q).unwrap();
+    let mut c = SpscConsumer::new(q).unwrap();
+    p.try_push(&[3u8; 7]).unwrap();
+    p.try_push(&[4u8; 20]).unwrap();
+    let mut buf = [0xEEu8; 32];
+    assert_eq!(c.try_pop(&mut buf[..7]), Ok(7));
+    assert_eq!(buf[..7], [3u8; 7]);
+    assert_eq!(buf[7..], [0xEE; 25]);
+    let mut buf = [0xEEu8; 32];
+    assert_eq!(c.try_pop(&mut buf), Ok(20));
+    assert_eq!(buf[..20], [4u8; 20]);
+    assert_eq!(buf[20..], [0xEE; 12]);
+}
+
+#[test]
 fn spsc_slices_move_with_one_index_store() {
     let (_b, q) = queue(QueueKind::Spsc, 8, 16, 24);
     let mut p = SpscProducer::new(q).unwrap();

@@ -58,6 +58,11 @@ fn fifo_full_empty_and_length_checks() {
     }
     assert_eq!(pop_u64(&q), Ok((4, 4)));
     assert_eq!(q.view().slot_word(0).load(Ordering::Relaxed), 4 + 4);
+    // A buffer longer than the item gets the item's bytes; the rest stays as it was.
+    let mut big = [0xEEu8; 12];
+    assert_eq!(q.try_pop(&mut big), Ok(Popped::Item { pos: 5 }));
+    assert_eq!(big[..8], 5u64.to_le_bytes());
+    assert_eq!(big[8..], [0xEE; 4]);
 }
 
 #[test]

@@ -192,33 +192,39 @@ impl QueueView {
         unsafe { self.region.a64(self.slot_offset(pos)) }
     }
 
-    /// Copies `item` into the payload of the slot holding `pos` as relaxed words.
-    /// `item.len()` must not exceed the item size (callers check it).
+    /// Copies `item` into the payload of the slot holding `pos` as relaxed words. Writes
+    /// nothing if `item` is longer than the item size (callers check it first).
+    ///
+    /// The copy is exactly `item.len()` bytes, never a length read from the header: a caller
+    /// whose item length is a compile-time constant (a typed handle) gets a fully unrolled
+    /// run of word stores with the slot address computed once.
     #[inline(always)]
     pub(crate) fn write_payload(&self, pos: u64, item: &[u8]) {
-        debug_assert!(item.len() <= self.geo.item_size as usize);
-        let n = item.len().min(self.geo.item_size as usize);
-        // SAFETY: [off + p, off + p + roundup(n, 8)) lies inside the slot, where p is the
-        // payload offset (0 or 8): stride >= p + item_size and the stride is a multiple of
-        // 8 (validated); the caller owns the slot under the queue protocol.
+        if item.len() > self.geo.item_size as usize {
+            return;
+        }
+        // SAFETY: [off + p, off + p + roundup(len, 8)) lies inside the slot, where p is the
+        // payload offset (0 or 8): len <= item_size (checked above), stride >= p + item_size
+        // and the stride is a multiple of 8 (validated); the caller owns the slot under the
+        // queue protocol.
         unsafe {
-            self.region.write_words(
-                self.slot_offset(pos) + self.geo.payload_offset(),
-                &item[..n],
-            )
+            self.region
+                .write_words(self.slot_offset(pos) + self.geo.payload_offset(), item)
         };
     }
 
-    /// Copies `dst.len()` payload bytes of the slot holding `pos` as relaxed words.
+    /// Copies `dst.len()` payload bytes of the slot holding `pos` as relaxed words. Reads
+    /// nothing if `dst` is longer than the item size (callers check it first); exactly
+    /// `dst.len()` bytes otherwise (see [`QueueView::write_payload`] on why).
     #[inline(always)]
     pub(crate) fn read_payload(&self, pos: u64, dst: &mut [u8]) {
-        let n = dst.len().min(self.geo.item_size as usize);
+        if dst.len() > self.geo.item_size as usize {
+            return;
+        }
         // SAFETY: as for write_payload.
         unsafe {
-            self.region.read_words(
-                self.slot_offset(pos) + self.geo.payload_offset(),
-                &mut dst[..n],
-            )
+            self.region
+                .read_words(self.slot_offset(pos) + self.geo.payload_offset(), dst)
         };
     }
 
