@@ -232,6 +232,18 @@ target/release/bench_report replication "$repl" "$runs_dir"/replication/run*.jso
   [ -n "$ice_status" ] && echo "iceoryx2: $ice_status."
   echo "\`mpmc_2p2c/disruptor_sharded\`: the disruptor broadcasts every event to every consumer; its"
   echo "two pollers split the items by sequence parity, so each reads every slot (see queues.rs)."
+  echo "\`push_drain\`: the figure has two stable states. A reader that keeps pace polls the slot the"
+  echo "writer is about to write, and every push then waits for a cache-line transfer (lock-step:"
+  echo "the reader gets every record, 35–120 ns per push); a reader that falls a few slots behind"
+  echo "leaves the writer's lines alone (5–18 ns per push, the reader lapped now and then). Which"
+  echo "state a run settles in depends on small speed differences, the code placement of the bench"
+  echo "binary included, and it persists for seconds; which state each crate's pair was in shows in"
+  echo "the reader's received share that \`RW_PUSH_DRAIN_DIAG=1\` prints per sample."
+  echo "\`cargo run --release -p ringwire-tests --example push_drain_cross\` crosses the two crates'"
+  echo "writers and readers in one binary."
+  echo "\`spsc_*/64B\`: the consumers check all eight words of every item, so every queue's pop loads"
+  echo "the whole item. \`mpmc_2p2c\`: 4 threads on 2 cores; after a failed try every queue waits the"
+  echo "same way (\`Backoff\` in queues.rs; \`QBENCH_BACKOFF=exp\` selects exponential spinning)."
   echo
   cat "$tables"
   echo
