@@ -3,32 +3,14 @@
 //! wake-up.
 
 use std::future::poll_fn;
-use std::path::PathBuf;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
 use futures_core::Stream;
 use ringwire::{AsyncRingConsumer, FlowControl, RingConsumer, RingProducer};
 
-/// A unique /dev/shm path removed on drop.
-struct TmpRing(PathBuf);
-
-impl TmpRing {
-    fn new(tag: &str) -> TmpRing {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        TmpRing(PathBuf::from(format!(
-            "/dev/shm/ringwire-async-{tag}-{}-{n}",
-            std::process::id()
-        )))
-    }
-}
-
-impl Drop for TmpRing {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
+mod common;
+use common::TmpRing;
 
 const BOUND: Duration = Duration::from_secs(60);
 

@@ -2,7 +2,6 @@
 //! dropping it (or `into_inner`) ends its waiter thread at once. These tests count this
 //! process's threads and CPU time, so they run one at a time in their own test binary.
 
-use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -10,25 +9,11 @@ use ringwire::async_consumer::WAITER_THREAD_NAME;
 use ringwire::sys::process_cpu_time;
 use ringwire::{AsyncRingConsumer, RingConsumer, RingProducer};
 
+mod common;
+use common::TmpRing;
+
 /// Serialises the tests of this binary.
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-
-struct TmpRing(PathBuf);
-
-impl TmpRing {
-    fn new(tag: &str) -> TmpRing {
-        TmpRing(PathBuf::from(format!(
-            "/dev/shm/ringwire-async-idle-{tag}-{}",
-            std::process::id()
-        )))
-    }
-}
-
-impl Drop for TmpRing {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 /// Threads of this process named like the async consumer's waiter.
 fn waiter_threads() -> usize {

@@ -1,31 +1,13 @@
 //! The `ringwire` binary as a process: exit codes and messages.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use ringwire::core::Geometry;
 use ringwire::core::broadcast::registry;
 use ringwire::{CleanupMode, CreateOptions, RingFile};
 
-/// A unique /dev/shm path removed on drop.
-struct TmpRing(PathBuf);
-
-impl TmpRing {
-    fn new(tag: &str) -> TmpRing {
-        static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-        let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        TmpRing(PathBuf::from(format!(
-            "/dev/shm/ringwire-cli-{tag}-{}-{n}",
-            std::process::id()
-        )))
-    }
-}
-
-impl Drop for TmpRing {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
+mod common;
+use common::TmpRing;
 
 fn ringwire(args: &[&str]) -> (i32, String, String) {
     let o = Command::new(env!("CARGO_BIN_EXE_ringwire"))
