@@ -12,6 +12,14 @@ use ringwire::{AsyncRingConsumer, FlowControl, RingConsumer, RingProducer};
 mod common;
 use common::TmpRing;
 
+/// A consumer of the ring at `t` that starts at its head (the next record published).
+fn head_consumer(t: &TmpRing) -> RingConsumer<u64> {
+    RingConsumer::<u64>::builder()
+        .start_from_head()
+        .attach(&t.0)
+        .unwrap()
+}
+
 const BOUND: Duration = Duration::from_secs(60);
 
 #[tokio::test(flavor = "current_thread")]
@@ -39,10 +47,7 @@ async fn recv_await_delivers_in_order() {
 async fn stream_delivers_in_order_while_the_producer_runs() {
     let t = TmpRing::new("stream");
     let mut tx = RingProducer::<u64>::create(&t.0, 4096).unwrap();
-    let rx = RingConsumer::<u64>::builder()
-        .start_from_head()
-        .attach(&t.0)
-        .unwrap();
+    let rx = head_consumer(&t);
     let mut rx = AsyncRingConsumer::new(rx).unwrap();
     const N: u64 = 3000;
     let producer = std::thread::spawn(move || {
@@ -72,10 +77,7 @@ async fn stream_delivers_in_order_while_the_producer_runs() {
 async fn an_idle_awaiting_consumer_is_woken_by_a_publish_from_another_thread() {
     let t = TmpRing::new("wake");
     let mut tx = RingProducer::<u64>::create(&t.0, 64).unwrap();
-    let rx = RingConsumer::<u64>::builder()
-        .start_from_head()
-        .attach(&t.0)
-        .unwrap();
+    let rx = head_consumer(&t);
     // A 30 s futex timeout: only the producer's FUTEX_WAKE can end the sleep in time.
     let mut rx = AsyncRingConsumer::with_timeout(rx, Duration::from_secs(30)).unwrap();
     let reader = tokio::spawn(async move {
@@ -168,10 +170,7 @@ async fn stress_200k_on_a_multi_thread_runtime() {
 async fn a_lapped_consumer_skips_to_the_oldest_retained_and_counts_the_loss() {
     let t = TmpRing::new("lapped");
     let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
-    let rx = RingConsumer::<u64>::builder()
-        .start_from_head()
-        .attach(&t.0)
-        .unwrap();
+    let rx = head_consumer(&t);
     let mut rx = AsyncRingConsumer::new(rx).unwrap();
     // Value i has sequence i + 1; 20 records overwrite the first 12 slots' contents.
     for i in 0..20u64 {

@@ -45,6 +45,19 @@ enum Side {
     Rf(ringfire::RingProducer<Rec>, ringfire::RingConsumer<Rec>),
 }
 
+/// The next record of a ringwire ring: the eager spinning receive, or a try_recv loop.
+fn rw_recv(cons: &mut RingConsumer<Rec>, eager: bool) -> Rec {
+    if eager {
+        return cons.recv_blocking(&mut BusySpin);
+    }
+    loop {
+        if let Some(r) = cons.try_recv() {
+            return r;
+        }
+        std::hint::spin_loop();
+    }
+}
+
 fn p(tag: &str) -> std::path::PathBuf {
     format!("/dev/shm/rtexp-{}-{tag}", std::process::id()).into()
 }
@@ -153,16 +166,7 @@ fn main() {
                             }
                         }
                         Side::Rw(prod, cons, eager) => {
-                            let r = if *eager {
-                                cons.recv_blocking(&mut BusySpin)
-                            } else {
-                                loop {
-                                    if let Some(r) = cons.try_recv() {
-                                        break r;
-                                    }
-                                    std::hint::spin_loop();
-                                }
-                            };
+                            let r = rw_recv(cons, *eager);
                             prod.push(&r);
                         }
                         Side::Rf(prod, cons) => {
@@ -221,18 +225,8 @@ fn main() {
                         }
                     }
                     Side::Rw(prod, cons, eager) => {
-                        let s = prod.push(&rec(i));
-                        let _ = s;
-                        let r = if *eager {
-                            cons.recv_blocking(&mut BusySpin)
-                        } else {
-                            loop {
-                                if let Some(r) = cons.try_recv() {
-                                    break r;
-                                }
-                                std::hint::spin_loop();
-                            }
-                        };
+                        prod.push(&rec(i));
+                        let r = rw_recv(cons, *eager);
                         assert_eq!(seq_of(&r), i);
                     }
                     Side::Rf(prod, cons) => {
