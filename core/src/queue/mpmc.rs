@@ -303,12 +303,7 @@ impl MpmcQueue {
                 ) {
                     Ok(_) => {
                         let out = if stamp == next {
-                            if dst.len() == need {
-                                // A typed handle's buffer: a constant-length copy.
-                                self.q.read_payload(pos, dst);
-                            } else {
-                                self.q.read_payload(pos, &mut dst[..need]);
-                            }
+                            self.q.read_payload_prefix(pos, dst, need);
                             Popped::Item { pos }
                         } else {
                             Popped::Healed { pos }

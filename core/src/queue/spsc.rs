@@ -257,13 +257,7 @@ impl SpscConsumer {
                 need: len,
             });
         }
-        if len == dst.len() {
-            // The common case (a typed consumer of a fixed-size queue): the copy's length
-            // is the caller's, a compile-time constant once inlined.
-            self.q.read_payload(self.head, dst);
-        } else {
-            self.q.read_payload(self.head, &mut dst[..len]);
-        }
+        self.q.read_payload_prefix(self.head, dst, len);
         self.commit(1);
         Ok(len)
     }

@@ -213,6 +213,19 @@ impl QueueView {
         };
     }
 
+    /// Copies the first `len` payload bytes of the slot holding `pos` into `dst[..len]`
+    /// (`len <= dst.len()`; callers check it). When `len` is the whole buffer (a typed
+    /// handle's fixed-size buffer), the buffer itself is passed, so the copy's length is a
+    /// compile-time constant once inlined.
+    #[inline(always)]
+    pub(crate) fn read_payload_prefix(&self, pos: u64, dst: &mut [u8], len: usize) {
+        if len == dst.len() {
+            self.read_payload(pos, dst);
+        } else if let Some(prefix) = dst.get_mut(..len) {
+            self.read_payload(pos, prefix);
+        }
+    }
+
     /// Copies `dst.len()` payload bytes of the slot holding `pos` as relaxed words. Reads
     /// nothing if `dst` is longer than the item size (callers check it first); exactly
     /// `dst.len()` bytes otherwise (see [`QueueView::write_payload`] on why).
