@@ -37,7 +37,7 @@ pub mod stream;
 pub mod time;
 pub mod udp_sender;
 
-#[cfg(test)]
+#[cfg(all(test, not(loom)))]
 mod tests;
 
 pub use holdback::{HeldEntry, HoldBack};
