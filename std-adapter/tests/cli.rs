@@ -82,6 +82,12 @@ fn bad_flag_values_fail_with_a_message() {
         vec!["dump", p, "--tail", "x"],
         vec!["top", p, "--interval-ms", "soon"],
         vec!["top", p, "--iterations", "0"],
+        vec!["mirror", "127.0.0.1:1", p, "--nak-delay-us", "1000001"],
+        vec!["mirror", "127.0.0.1:1", p, "--reconnect-ms", "0"],
+        vec!["mirror", "127.0.0.1:1", p, "--from", "soon"],
+        vec!["serve", p, "--bind", "127.0.0.1:0", "--mtu", "10"],
+        vec!["serve", p, "--bind", "127.0.0.1:0", "--dup", "0"],
+        vec!["serve", p, "--bind", "127.0.0.1:0", "--ttl", "256"],
     ] {
         let (code, out, err) = ringwire(&args);
         assert_ne!(code, 0, "{args:?}");

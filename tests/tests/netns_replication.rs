@@ -159,6 +159,19 @@ fn serve_as(net: &Net, src: &Path, label: &str) -> Proc {
 
 /// `ringwire mirror` in `host`, connecting to `via` (the source or a proxy).
 fn mirror(net: &Net, host: &str, via: Ipv4Addr, path: &Path, from: &str, unicast: bool) -> Proc {
+    mirror_with(net, host, via, path, from, unicast, &[])
+}
+
+/// [`mirror`] with `extra` arguments.
+fn mirror_with(
+    net: &Net,
+    host: &str,
+    via: Ipv4Addr,
+    path: &Path,
+    from: &str,
+    unicast: bool,
+    extra: &[&str],
+) -> Proc {
     let mut args = vec![
         "mirror".to_string(),
         format!("{via}:{TCP_PORT}"),
@@ -174,6 +187,7 @@ fn mirror(net: &Net, host: &str, via: Ipv4Addr, path: &Path, from: &str, unicast
         let i: u8 = host[1..].parse().unwrap();
         args.extend(["--iface".into(), mirror_ip(i).to_string()]);
     }
+    args.extend(extra.iter().map(|a| a.to_string()));
     net.spawn(host, host, &ringwire_bin(), &args)
 }
 
@@ -284,7 +298,8 @@ fn full_load_four_mirrors_loss_dup_reorder() {
         assert!(s.naks > 0, "losses were repaired: {}", s.log);
         // Live data came over UDP; on the multicast paths TCP only repaired the losses. (Behind
         // the proxy most records come by TCP: a reordered datagram opens a hole that the
-        // mirror NAKs at once, §21.4, so its records are retransmitted before it arrives.)
+        // mirror NAKs at once by default, §21.4, so its records are retransmitted before it
+        // arrives; `--nak-delay-us` avoids that, see the test below.)
         assert!(s.datagrams > FULL / 100, "{}", s.log);
         if m.label() != "m4" {
             assert!(s.retransmitted < FULL / 4, "{}", s.log);
@@ -315,6 +330,92 @@ fn full_load_four_mirrors_loss_dup_reorder() {
         "{plog}"
     );
     eprintln!("published {FULL} in {took:?}; proxy: {plog}");
+}
+
+/// Two unicast mirrors, each behind its own impairment proxy with the same path (1 ms delay,
+/// up to 1 ms jitter, 5 % of datagrams held 2 ms longer: a 3 ms spread; 1 % lost), one with
+/// the default immediate NAK and one with `--nak-delay-us 4000`. Both end complete and
+/// identical; the delayed one still repairs the losses but lets late datagrams fill their
+/// holes, so it has far fewer records retransmitted over TCP.
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn nak_delay_spares_reordered_records_a_retransmission() {
+    const N: u64 = 200_000;
+    let mut net = base_net("nakd", 2);
+    let proxies = [Ipv4Addr::new(10, 77, 0, 20), Ipv4Addr::new(10, 77, 0, 21)];
+    let mut src = Source::create(ShmPath::new("netns-src"), 1 << 18, 1);
+    let dst = [ShmPath::new("netns-m1"), ShmPath::new("netns-m2")];
+    let _serve = serve(&net, src.path.path());
+    let mut px = Vec::new();
+    for (i, ip) in proxies.iter().enumerate() {
+        let host = format!("px{}", i + 1);
+        net.add_host(&host, *ip);
+        px.push(net.spawn(
+            &host,
+            &host,
+            Path::new(env!("CARGO_BIN_EXE_impair_proxy")),
+            &[
+                format!("--tcp={ip}:{TCP_PORT}={SRC_IP}:{TCP_PORT}"),
+                format!("--udp={ip}:{UDP_PORT}={SRC_IP}:{UDP_PORT}"),
+                "--delay-us=1000".into(),
+                "--jitter-us=1000".into(),
+                "--reorder-pct=5".into(),
+                "--loss-pct=1".into(),
+                "--seed=11".into(),
+                "--max-queue=65536".into(),
+            ],
+        ));
+    }
+    let ms = [
+        mirror_with(&net, "m1", proxies[0], dst[0].path(), "oldest", true, &[]),
+        mirror_with(
+            &net,
+            "m2",
+            proxies[1],
+            dst[1].path(),
+            "oldest",
+            true,
+            &["--nak-delay-us", "4000"],
+        ),
+    ];
+    for d in &dst {
+        wait_until("the mirror rings", Duration::from_secs(20), || {
+            ReadOnlyRing::open(d.path()).is_ok()
+        });
+    }
+    assert_eq!(src.publish(N, 50_000), N);
+    for d in &dst {
+        wait_until("the mirrors to catch up", Duration::from_secs(60), || {
+            write_seq(d.path()) >= N
+        });
+    }
+    let mut retransmitted = Vec::new();
+    for (mut m, d) in ms.into_iter().zip(&dst) {
+        let s = stop_mirror(&mut m);
+        assert!(s.naks > 0, "the losses were repaired: {}", s.log);
+        eprintln!(
+            "{}: {} datagrams, {} naks, {} retransmitted",
+            m.label(),
+            s.datagrams,
+            s.naks,
+            s.retransmitted
+        );
+        assert_eq!((s.gaps, s.restarts), (0, 0), "{}", s.log);
+        assert_eq!(s.written, N, "each record written once: {}", s.log);
+        assert_same(src.path.path(), d.path(), 1, N);
+        retransmitted.push(s.retransmitted);
+    }
+    for mut p in px {
+        let (_, plog) = p.stop(Duration::from_secs(5));
+        let reordered = count_in(&plog, "impair_proxy: done:", "reordered").expect(&plog);
+        let lost = count_in(&plog, "impair_proxy: done:", "lost").expect(&plog);
+        eprintln!("{}: {plog}", p.label());
+        assert!(reordered > 50 && lost > 0, "the path did not act: {plog}");
+    }
+    assert!(
+        retransmitted[1] * 3 <= retransmitted[0],
+        "a NAK delay above the reordering spread should spare most retransmissions: {retransmitted:?}"
+    );
 }
 
 /// A small topology for the restart and gap scenarios: the source and one multicast mirror

@@ -129,9 +129,17 @@ pub struct MirrorArgs {
     /// Exit when the source disconnects (a connect error exits 1).
     #[arg(long)]
     pub once: bool,
-    /// Milliseconds between connection attempts.
-    #[arg(long, value_name = "N", default_value_t = 500)]
+    /// Milliseconds between connection attempts (1..=3600000).
+    #[arg(long, value_name = "N", default_value_t = 500,
+          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
     pub reconnect_ms: u64,
+    /// Microseconds a hole in the UDP stream waits for late (reordered) datagrams before the
+    /// first NAK (0..=1000000; 0 asks at once). On a path that reorders, set it a little
+    /// above the path's reordering spread: the records then come once, by UDP, instead of
+    /// also being retransmitted over TCP; a real loss is repaired this much later.
+    #[arg(long, value_name = "N", default_value_t = 0,
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+    pub nak_delay_us: u64,
 }
 
 /// Which transport the demo's mirror uses.
@@ -230,6 +238,7 @@ impl MirrorArgs {
             spin: self.spin,
             once: self.once,
             reconnect: Duration::from_millis(self.reconnect_ms),
+            nak_delay: Duration::from_micros(self.nak_delay_us),
             ..MirrorOptions::new(self.source, &self.path)
         }
     }

@@ -12,7 +12,8 @@ use std::time::Duration as StdDuration;
 
 use ringwire_core::replicate::holdback::HeldEntry;
 use ringwire_core::replicate::{
-    Channel, HoldBack, Mirror, MirrorConfig, MirrorCounters, MirrorError, Start, StreamBuf,
+    Channel, Duration, HoldBack, Mirror, MirrorConfig, MirrorCounters, MirrorError, Start,
+    StreamBuf,
 };
 use ringwire_core::wire::{Frame, Kind, MulticastRepr};
 
@@ -53,6 +54,9 @@ pub struct MirrorOptions {
     pub once: bool,
     /// Delay between connection attempts.
     pub reconnect: StdDuration,
+    /// How long a hole in the UDP stream waits for reordered datagrams before its first
+    /// NAK ([`MirrorConfig::nak_delay`]); zero asks at once.
+    pub nak_delay: StdDuration,
     /// Status line every second and connection summaries on stderr.
     pub log: bool,
 }
@@ -69,6 +73,7 @@ impl MirrorOptions {
             spin: false,
             once: false,
             reconnect: StdDuration::from_millis(500),
+            nak_delay: StdDuration::ZERO,
             log: true,
         }
     }
@@ -230,6 +235,9 @@ impl<'a> Conn<'a> {
         let cfg = MirrorConfig {
             start,
             prefer_unicast: opts.unicast,
+            nak_delay: Duration::from_nanos(
+                u64::try_from(opts.nak_delay.as_nanos()).unwrap_or(u64::MAX),
+            ),
             ..MirrorConfig::default()
         };
         let m = Mirror::new(cfg, src, sink, HoldBack::new(&mut b.idx, &mut b.data));

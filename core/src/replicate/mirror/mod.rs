@@ -3,7 +3,8 @@
 //! detection from heartbeats and restart detection.
 //!
 //! Beyond the reference: a datagram is accepted only from the source's address, a repeated
-//! NAK asks only for what is still missing, and a step handles a bounded number of datagrams.
+//! NAK asks only for what is still missing, a step handles a bounded number of datagrams,
+//! and the first NAK of a hole may wait [`MirrorConfig::nak_delay`] for reordered datagrams.
 
 use core::fmt;
 
@@ -50,6 +51,12 @@ pub struct MirrorConfig {
     pub prefer_unicast: bool,
     /// NAK repeat interval (default 20 ms).
     pub nak_timeout: Duration,
+    /// How long a hole in the UDP stream waits for its datagrams before the first NAK
+    /// (default zero: at once, as spec §21.4). On a path that reorders (WAN unicast, bonded
+    /// links) a hole is usually filled by a late datagram within the path's reordering
+    /// spread; a delay a little above that spread keeps those records from being
+    /// retransmitted over TCP as well, at the cost of this much more latency for a real loss.
+    pub nak_delay: Duration,
     /// PUNCH interval until something was heard (default 200 ms).
     pub punch_interval: Duration,
     /// PUNCH keep-alive afterwards (default 5 s).
@@ -64,6 +71,7 @@ impl Default for MirrorConfig {
             start: Start::Resume,
             prefer_unicast: false,
             nak_timeout: Duration::from_millis(20),
+            nak_delay: Duration::ZERO,
             punch_interval: Duration::from_millis(200),
             punch_keepalive: Duration::from_secs(5),
             check_udp_source: true,
@@ -493,9 +501,7 @@ impl<'a> Mirror<'a> {
         match self.state {
             State::Hello => Some(Instant::ZERO),
             State::LiveUdp => {
-                let nak = self
-                    .nak
-                    .map(|n| n.sent.map_or(Instant::ZERO, |t| t + self.cfg.nak_timeout));
+                let nak = self.nak_deadline();
                 let punch = self.punch.map(|p| {
                     if p.heard {
                         p.due.min(p.last_heard + self.cfg.punch_interval)

@@ -10,6 +10,9 @@ use crate::wire::NakRepr;
 pub(super) struct Nak {
     pub(super) from: u64,
     pub(super) to: u64,
+    /// Not sent before this ([`MirrorConfig::nak_delay`](super::MirrorConfig::nak_delay)
+    /// after the hole was first seen).
+    pub(super) due: Instant,
     pub(super) sent: Option<Instant>,
 }
 
@@ -26,47 +29,71 @@ impl Mirror<'_> {
         }
     }
 
-    /// Spec §21.4 `request`, asking only for what is missing: the range stops before the
-    /// first held frame, and a range inside the outstanding NAK is not asked again before
-    /// that NAK is due for a repeat (the reference only suppresses an identical `from`).
-    pub(super) fn request(&mut self, now: Instant, from: u64, to: u64) {
+    /// What of `from..=to` is still missing: at most [`MAX_NAK_RECORDS`] records, stopping
+    /// before the first held frame; `None` if nothing is.
+    fn missing(&self, from: u64, to: u64) -> Option<(u64, u64)> {
         let mut to = to.min(from.saturating_add(MAX_NAK_RECORDS - 1));
         if let Some(e) = self.holdback.first_from(from)
             && e.seq <= to
         {
             to = e.seq - 1;
         }
-        if from > to {
+        (from <= to).then_some((from, to))
+    }
+
+    /// Spec §21.4 `request`, asking only for what is missing: the range stops before the
+    /// first held frame, and a range inside the outstanding NAK is not asked again before
+    /// that NAK is due for a repeat (the reference only suppresses an identical `from`).
+    /// A newly seen hole is asked for [`MirrorConfig::nak_delay`](super::MirrorConfig::nak_delay)
+    /// later (at once by default); a hole that overlaps the outstanding NAK keeps its time.
+    pub(super) fn request(&mut self, now: Instant, from: u64, to: u64) {
+        let Some((from, to)) = self.missing(from, to) else {
             return;
-        }
+        };
+        let mut due = now + self.cfg.nak_delay;
         if let Some(n) = self.nak {
             let fresh = n.sent.is_none_or(|t| now < t + self.cfg.nak_timeout);
             // Already asked for (and not yet due for a repeat): the answer may be in flight.
             if n.from <= from && n.to >= to && fresh {
                 return;
             }
+            if from <= n.to {
+                due = due.min(n.due);
+            }
         }
         self.nak = Some(Nak {
             from,
             to,
+            due,
             sent: None,
         });
     }
 
-    /// The NAK to send now, if any: a new one, or the outstanding one once `nak_timeout`
-    /// has passed, shrunk to what is still missing (spec §21.4 step 3, improved).
+    /// When the outstanding NAK is to be sent: its first send once due, then a repeat every
+    /// `nak_timeout`.
+    pub(super) fn nak_deadline(&self) -> Option<Instant> {
+        self.nak
+            .map(|n| n.sent.map_or(n.due, |t| t + self.cfg.nak_timeout))
+    }
+
+    /// The NAK to send now, if any: a new one once due (a hole that the delay let reordered
+    /// datagrams fill is not asked for), or the outstanding one once `nak_timeout` has
+    /// passed; either shrunk to what is still missing (spec §21.4 step 3, improved).
     pub(super) fn due_nak(&mut self, now: Instant) -> Option<NakRepr> {
-        if let Some(n) = self.nak
-            && n.sent.is_some_and(|t| now >= t + self.cfg.nak_timeout)
-        {
-            self.nak = None;
-            self.request(now, n.from.max(self.next), n.to);
+        let n = self.nak?;
+        if self.nak_deadline().is_some_and(|t| now < t) {
+            return None;
         }
-        let n = self.nak.as_mut().filter(|n| n.sent.is_none())?;
-        n.sent = Some(now);
-        Some(NakRepr {
-            from: n.from,
-            to: n.to,
-        })
+        let Some((from, to)) = self.missing(n.from.max(self.next), n.to) else {
+            self.nak = None;
+            return None;
+        };
+        self.nak = Some(Nak {
+            from,
+            to,
+            due: n.due,
+            sent: Some(now),
+        });
+        Some(NakRepr { from, to })
     }
 }

@@ -155,10 +155,20 @@ pub(super) fn feed<S: RecordSink>(
 }
 
 pub(super) fn udp_mirror<'a>(sink: &mut Sink, hb: HoldBack<'a>, unicast: bool) -> Mirror<'a> {
+    udp_mirror_with(sink, hb, unicast, MirrorConfig::default())
+}
+
+/// [`udp_mirror`] with `cfg` (its start is set to oldest).
+pub(super) fn udp_mirror_with<'a>(
+    sink: &mut Sink,
+    hb: HoldBack<'a>,
+    unicast: bool,
+    cfg: MirrorConfig,
+) -> Mirror<'a> {
     let mut m = Mirror::new(
         MirrorConfig {
             start: Start::Oldest,
-            ..MirrorConfig::default()
+            ..cfg
         },
         SOURCE,
         sink,
