@@ -38,6 +38,8 @@ pub struct MirrorSpec {
     pub imp: Impair,
     /// When its TCP connection breaks (ns); it reconnects at once with `Start::Resume`.
     pub disconnect: Option<u64>,
+    /// The mirror's [`MirrorConfig::nak_delay`] (ns).
+    pub nak_delay: u64,
 }
 
 /// Everything a run needs.
@@ -95,6 +97,8 @@ impl Scenario {
             None
         };
         let cut_at = r.range(500_000, records * mean);
+        // Drawn from a stream of its own so the rest of each seed's scenario is unchanged.
+        let mut rd = Rng::new(seed ^ 0x6e61_6b5f_6465_6c61);
         let mirrors = modes
             .iter()
             .enumerate()
@@ -121,6 +125,12 @@ impl Scenario {
                         partition,
                     },
                     disconnect: (cut_on == Some(i)).then_some(cut_at),
+                    // Half the mirrors NAK at once, half wait up to 0.4 ms.
+                    nak_delay: if rd.chance(0.5) {
+                        0
+                    } else {
+                        rd.range(0, 400_000)
+                    },
                 }
             })
             .collect();
@@ -270,6 +280,7 @@ pub fn run(sc: &Scenario) -> Report {
                 MirrorConfig {
                     start: spec.start,
                     prefer_unicast: spec.mode == Mode::Unicast,
+                    nak_delay: Duration::from_nanos(spec.nak_delay),
                     ..MirrorConfig::default()
                 },
                 PeerAddr::new(SOURCE_IP, 9000),
