@@ -210,6 +210,13 @@ fn stop_mirror(p: &mut Proc) -> Summary {
         p.label()
     );
     let get = |w| count_in(&log, "mirror: done:", w).unwrap_or_else(|| panic!("{w} in\n{log}"));
+    eprintln!(
+        "{}: {} datagrams, {} naks, {} retransmitted",
+        p.label(),
+        get("datagrams"),
+        get("naks"),
+        get("retransmitted")
+    );
     Summary {
         written: get("records written"),
         gaps: get("gaps"),
@@ -304,13 +311,6 @@ fn full_load_four_mirrors_loss_dup_reorder() {
         if m.label() != "m4" {
             assert!(s.retransmitted < FULL / 4, "{}", s.log);
         }
-        eprintln!(
-            "{}: {} datagrams, {} naks, {} retransmitted",
-            m.label(),
-            s.datagrams,
-            s.naks,
-            s.retransmitted
-        );
         assert_eq!(s.gaps, 0, "{}", s.log);
         assert_eq!(s.restarts, 0, "{}", s.log);
         assert_eq!(s.written, FULL, "each record written once: {}", s.log);
@@ -393,13 +393,6 @@ fn nak_delay_spares_reordered_records_a_retransmission() {
     for (mut m, d) in ms.into_iter().zip(&dst) {
         let s = stop_mirror(&mut m);
         assert!(s.naks > 0, "the losses were repaired: {}", s.log);
-        eprintln!(
-            "{}: {} datagrams, {} naks, {} retransmitted",
-            m.label(),
-            s.datagrams,
-            s.naks,
-            s.retransmitted
-        );
         assert_eq!((s.gaps, s.restarts), (0, 0), "{}", s.log);
         assert_eq!(s.written, N, "each record written once: {}", s.log);
         assert_same(src.path.path(), d.path(), 1, N);

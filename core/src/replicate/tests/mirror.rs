@@ -5,11 +5,7 @@ use super::*;
 #[test]
 fn mirror_hello_per_start_and_adopt_or_recreate() {
     let mut mem = Mem::new(4096);
-    let mut sink = Sink {
-        inner: RegionSink::new(mem.region()),
-        writes: vec![],
-        creations: 0,
-    };
+    let mut sink = Sink::on(&mut mem);
     let (mut idx, mut data_mem) = ([HeldEntry::default(); 4], [0u8; 256]);
     for (start, seq) in [
         (Start::Latest, 0),
@@ -86,11 +82,7 @@ fn mirror_hello_per_start_and_adopt_or_recreate() {
 #[test]
 fn mirror_tcp_gap_jump_and_restart() {
     let mut mem = Mem::new(4096);
-    let mut sink = Sink {
-        inner: RegionSink::new(mem.region()),
-        writes: vec![],
-        creations: 0,
-    };
+    let mut sink = Sink::on(&mut mem);
     let mut m = Mirror::new(
         MirrorConfig {
             start: Start::Oldest,
@@ -149,11 +141,7 @@ fn mirror_tcp_gap_jump_and_restart() {
 #[test]
 fn mirror_udp_holdback_nak_repeat_only_missing() {
     let mut mem = Mem::new(4096);
-    let mut sink = Sink {
-        inner: RegionSink::new(mem.region()),
-        writes: vec![],
-        creations: 0,
-    };
+    let mut sink = Sink::on(&mut mem);
     let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
     let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
     let d = |s, c| data(s, c, 0x22);
@@ -199,11 +187,7 @@ fn mirror_udp_holdback_nak_repeat_only_missing() {
 #[test]
 fn mirror_udp_nak_delay_lets_reordered_datagrams_fill_holes() {
     let mut mem = Mem::new(4096);
-    let mut sink = Sink {
-        inner: RegionSink::new(mem.region()),
-        writes: vec![],
-        creations: 0,
-    };
+    let mut sink = Sink::on(&mut mem);
     let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
     let cfg = MirrorConfig {
         nak_delay: Duration::from_millis(5),
@@ -237,11 +221,7 @@ fn mirror_udp_nak_delay_lets_reordered_datagrams_fill_holes() {
 #[test]
 fn mirror_udp_filters_source_session_and_bounds_steps() {
     let mut mem = Mem::new(4096);
-    let mut sink = Sink {
-        inner: RegionSink::new(mem.region()),
-        writes: vec![],
-        creations: 0,
-    };
+    let mut sink = Sink::on(&mut mem);
     let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
     let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), true);
     // The first punch goes out at once to (source IP, port), every 200 ms until heard.
@@ -342,11 +322,7 @@ fn mirror_applies_blob_data() {
 #[test]
 fn mirror_reconnect_resumes() {
     let mut mem = Mem::new(4096);
-    let mut sink = Sink {
-        inner: RegionSink::new(mem.region()),
-        writes: vec![],
-        creations: 0,
-    };
+    let mut sink = Sink::on(&mut mem);
     let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
     let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
     assert!(m.handle_datagram(ms(1), UDP_SRC, &data(1, 3, 0x22), &mut sink));

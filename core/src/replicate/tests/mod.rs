@@ -94,6 +94,16 @@ pub(super) struct Sink {
     pub(super) writes: Vec<u64>,
     pub(super) creations: u32,
 }
+impl Sink {
+    /// A recording sink on `mem`, nothing written yet.
+    pub(super) fn on(mem: &mut Mem) -> Sink {
+        Sink {
+            inner: RegionSink::new(mem.region()),
+            writes: vec![],
+            creations: 0,
+        }
+    }
+}
 impl RecordSink for Sink {
     fn existing(&self) -> Option<(Geometry, u64)> {
         self.inner.existing()
