@@ -171,6 +171,15 @@ cat "$runs_dir"/replication/run*.json | paste -sd, - | sed 's/^/[/; s/$/]/' >"$s
 repl=$(mktemp)
 target/release/bench_report replication "$repl" "$runs_dir"/replication/run*.json
 
+# ---- where the default (sleeping) pipeline's time goes: perf sched, one run per crate ----
+wake_trace=""
+if command -v perf >/dev/null && [ "$(id -u)" = 0 ]; then
+  echo "== wake-trace"
+  lock_x
+  wake_trace=$(scripts/wake-trace.sh multicast 2 2>/dev/null) || wake_trace=""
+  unlock
+fi
+
 {
   echo "# Benchmarks"
   echo
@@ -283,6 +292,17 @@ target/release/bench_report replication "$repl" "$runs_dir"/replication/run*.jso
   echo "Every run's rows as JSON: [$svg/replication.json]($svg/replication.json)."
   echo
   cat "$repl"
+  if [ -n "$wake_trace" ]; then
+    echo
+    echo "Why the default rows differ (\`scripts/wake-trace.sh multicast 2\`, root, one run per crate"
+    echo "under \`perf sched record\`, so its latencies include the tracing): in the default"
+    echo "configuration ringwire's serve, mirror and reader all sleep until woken, so a record"
+    echo "takes one more wake-up than with ringfire, whose default server polls (about a core),"
+    echo "and about one of its wake-ups per record lands on an idle vCPU, which waits for that vCPU"
+    echo "to come out of halt; the polling server keeps ringfire's vCPUs busy:"
+    echo
+    printf '%s\n' "$wake_trace" | sed 's/^/- /'
+  fi
   if [ -n "$repl_failed" ]; then
     echo
     echo "Failed runs:"

@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Where the time of the default (sleeping) replication pipeline goes on this machine, next to
+# ringfire's polling one: runs one configuration of the replication bench per crate under
+# `perf sched record` and reports, for the threads of that process, every switch-in that
+# followed a wake-up (the thread had slept): how many landed on a CPU that was idle (the
+# scheduler had to wake that CPU) and how long they waited from wake-up to running.
+#
+#   scripts/wake-trace.sh [tcp|multicast|unicast] [SECONDS]     (defaults: multicast 2)
+#
+# Needs perf with the sched tracepoints (root). Prints one line per crate; the numbers are
+# from this run only.
+set -euo pipefail
+transport=${1:-multicast}
+secs=${2:-2}
+cd "$(dirname "$0")/.."
+command -v perf >/dev/null || { echo "wake-trace: perf is not installed" >&2; exit 1; }
+if [ ! -d /sys/kernel/tracing/events ]; then
+  mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null || true
+fi
+cargo bench -p ringwire-tests --bench replication --no-run >/dev/null 2>&1
+bin=$(ls -t target/release/deps/replication-* | grep -v '\.d$' | head -1)
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+for imp in ringwire ringfire; do
+  perf sched record -q -o "$tmp/$imp.data" -- "$bin" --one "$imp" "$transport" default 1000 "$secs" \
+    >"$tmp/$imp.out" 2>/dev/null
+  p50=$(grep -o '"p50_ns":[0-9]*' "$tmp/$imp.out" | cut -d: -f2)
+  records=$(grep -o '"count":[0-9]*' "$tmp/$imp.out" | cut -d: -f2)
+  cpu=$(awk '/^CPU /{print $2}' "$tmp/$imp.out")
+  perf sched timehist -i "$tmp/$imp.data" --state 2>/dev/null | awk '
+    # columns: time [cpu] task[tid/pid] wait sch_delay run state
+    NR <= 3 { next }
+    {
+      c = $2; task = $3; state = $7
+      if (pid == "" && task ~ /^replication-/) {
+        pid = task; sub(/.*[\[\/]/, "", pid); sub(/\]$/, "", pid)
+      }
+      mine = pid != "" && (index(task, "/" pid "]") || index(task, "[" pid "]"))
+      if (mine && slept[task]) print (prev[c] == "<idle>" ? "idle" : "busy"), $5 * 1000
+      if (mine) slept[task] = (state == "S" || state == "D" || state == "I")
+      prev[c] = task
+    }' >"$tmp/$imp.waits"
+  stats() { # count p50 p90 of the waits of one kind, in us
+    awk -v k="$1" '$1 == k { print $2 }' "$tmp/$imp.waits" | sort -n | awk '
+      { a[NR] = $1 } END { if (NR) printf "%d %.0f %.0f", NR, a[int((NR - 1) * .5) + 1], a[int((NR - 1) * .9) + 1]; else printf "0 0 0" }'
+  }
+  read -r ni ip50 ip90 <<<"$(stats idle)"
+  read -r nb bp50 bp90 <<<"$(stats busy)"
+  awk -v imp="$imp" -v t="$transport" -v p50="$p50" -v rec="$records" -v cpu="$cpu" \
+    -v ni="$ni" -v ip50="$ip50" -v ip90="$ip90" -v nb="$nb" -v bp50="$bp50" -v bp90="$bp90" 'BEGIN {
+    printf "%s %s default, 1000 msg/s: push-to-read p50 %.1f us, %s cores; wake-ups onto an idle CPU: %d (%.2f per record), waited p50 %d us p90 %d us; onto a busy CPU: %d, waited p50 %d us p90 %d us\n",
+      imp, t, p50 / 1000, cpu, ni, rec ? ni / rec : 0, ip50, ip90, nb, bp50, bp90 }'
+done
