@@ -88,6 +88,14 @@ fn bad_flag_values_fail_with_a_message() {
         vec!["serve", p, "--bind", "127.0.0.1:0", "--mtu", "10"],
         vec!["serve", p, "--bind", "127.0.0.1:0", "--dup", "0"],
         vec!["serve", p, "--bind", "127.0.0.1:0", "--ttl", "256"],
+        vec![
+            "serve",
+            p,
+            "--bind",
+            "127.0.0.1:0",
+            "--linger-us",
+            "1000001",
+        ],
     ] {
         let (code, out, err) = ringwire(&args);
         assert_ne!(code, 0, "{args:?}");

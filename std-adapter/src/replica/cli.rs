@@ -36,8 +36,9 @@ pub struct ServeArgs {
     /// Multicast TTL (hops; only with --multicast).
     #[arg(long, value_name = "N", default_value_t = 1, requires = "multicast")]
     pub ttl: u8,
-    /// Fixed frame linger in microseconds (default: adaptive, 50 µs pace).
-    #[arg(long, value_name = "N")]
+    /// Fixed frame linger in microseconds, 0..=1000000 (default: adaptive, 50 µs pace).
+    #[arg(long, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub linger_us: Option<u64>,
     /// Enable UDP unicast delivery from this UDP port (0 = any free port).
     #[arg(long, value_name = "PORT")]
