@@ -1,5 +1,39 @@
 //! [`Consumer`]: one reader of a broadcast ring with its own cursor (spec §4.3, §5, §7, §9
 //! reader side).
+//!
+//! # A reader that keeps pace with the writer (issue 3 line 5): tried, not kept
+//!
+//! With 64-byte records a slot is 72 bytes, so the line holding record `n`'s tail also holds
+//! record `n + 1`'s sequence word and head. A reader that reads `n` as soon as it is
+//! published therefore takes, in shared state, the line the writer needs next, and the
+//! writer's stores then wait for that line on every push ("lock-step": the reader receives
+//! every record, the writer pays 35–45 ns a push instead of 5–12). Which state a pair
+//! settles in seems to follow the reader's speed relative to the writer's (ringfire's slower
+//! reader rarely locks step, nor does ringwire's reader behind ringfire's writer), not any
+//! single poll. Tried against the unchanged `push_drain` bench and the `push_drain_cross`
+//! example, interleaved with the unchanged build (5 rounds; figures are medians, min–max;
+//! this 2-vCPU nested VM also shows whole-round outliers of 70–190 ns for every pair):
+//!
+//! | variant | push_drain ringwire | ringfire | cross rw→rw |
+//! |---|---:|---:|---:|
+//! | unchanged | 19.9 (9.4–43.2) | 17.2 | 15.8 (7.3–117) |
+//! | A: caught up, poll `write_seq`; slot only once published | 27.2 (9.4–104) | 13.0 | 22.3 |
+//! | B: 4 × `spin_loop` after seeing the write in flight | 30.1 (14.6–194) | 14.0 | 11.6 |
+//! | C: writer PREFETCHW of slot `n + 4` (both lines) | 32.2 (23.3–71.6) | 13.2 | 8.4 |
+//! | W: writer payload as four 16-byte stores | 44.7 (33.7–111) | 13.1 | 44.4 |
+//! | E8: 8 × `spin_loop` (200 ns) on the first empty poll | 27.0 (11.0–170) | 13.1 | 21.1 |
+//! | E32: 32 × `spin_loop` (800 ns) on the first empty poll | 24.2 (17.8–30.5) | 13.2 | 7.9 |
+//!
+//! ("first empty poll": the first `Pending` after a received record; ringfire: its own pair
+//! in the same runs; cross: `push_drain_cross` ringwire writer and reader.)
+//!
+//! None is below the unchanged build in both benches. E32 has the narrowest spread but not
+//! a lower median, and it gets it by delaying every record that arrives within 800 ns of
+//! the previous one: a polling reader's latency traded for the writer's throughput, which
+//! `try_recv` does not do. The eager read path (`BusySpin`) was unchanged in every reader
+//! variant; the 64-byte two-process round trip (3 runs per build) was 205–218 ns for every
+//! build in its fast state (ringfire 219–237 ns), and every build, ringfire included, also
+//! had runs at 636–799 ns.
 
 use super::registry::{self, RegistryError};
 use crate::layout::{Flags, SLOT_WRITING, oldest_retained};
