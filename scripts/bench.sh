@@ -296,10 +296,11 @@ fi
     echo
     echo "Why the default rows differ (\`scripts/wake-trace.sh multicast 2\`, root, one run per crate"
     echo "under \`perf sched record\`, so its latencies include the tracing): in the default"
-    echo "configuration ringwire's serve, mirror and reader all sleep until woken, so a record"
-    echo "takes one more wake-up than with ringfire, whose default server polls (about a core),"
-    echo "and about one of its wake-ups per record lands on an idle vCPU, which waits for that vCPU"
-    echo "to come out of halt; the polling server keeps ringfire's vCPUs busy:"
+    echo "configuration ringwire's serve, mirror and reader all sleep until woken, one sleeping"
+    echo "thread per record more than ringfire, whose default server polls (about a core). Each"
+    echo "line counts the wake-ups per record that one vCPU had to send to another, idle one (an"
+    echo "IPI that brings a halted vCPU back, slow on this nested VM) and how long the woken"
+    echo "thread then waited:"
     echo
     printf '%s\n' "$wake_trace" | sed 's/^/- /'
   fi

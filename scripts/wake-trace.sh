@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Where the time of the default (sleeping) replication pipeline goes on this machine, next to
 # ringfire's polling one: runs one configuration of the replication bench per crate under
-# `perf sched record` and reports, for the threads of that process, every switch-in that
-# followed a wake-up (the thread had slept): how many landed on a CPU that was idle (the
-# scheduler had to wake that CPU) and how long they waited from wake-up to running.
+# `perf sched record` and reports, for the threads of that process, every wake-up: how many
+# were sent from one vCPU to another that was idle (an IPI that has to bring a halted vCPU
+# back), and how long the woken thread waited from wake-up to running.
 #
 #   scripts/wake-trace.sh [tcp|multicast|unicast] [SECONDS]     (defaults: multicast 2)
 #
@@ -27,17 +27,23 @@ for imp in ringwire ringfire; do
   p50=$(grep -o '"p50_ns":[0-9]*' "$tmp/$imp.out" | cut -d: -f2)
   records=$(grep -o '"count":[0-9]*' "$tmp/$imp.out" | cut -d: -f2)
   cpu=$(awk '/^CPU /{print $2}' "$tmp/$imp.out")
-  perf sched timehist -i "$tmp/$imp.data" --state 2>/dev/null | awk '
-    # columns: time [cpu] task[tid/pid] wait sch_delay run state
+  perf sched timehist -i "$tmp/$imp.data" -w --state 2>/dev/null | awk '
+    # switch lines: time [cpu] task[tid/pid] wait sch_delay run state
+    # wake-up lines: time [cpu] waker awakened: wakee
     NR <= 3 { next }
+    $4 == "awakened:" { from[$5] = $2; next }
     {
-      c = $2; task = $3; state = $7
+      c = $2; task = $3
       if (pid == "" && task ~ /^replication-/) {
         pid = task; sub(/.*[\[\/]/, "", pid); sub(/\]$/, "", pid)
       }
       mine = pid != "" && (index(task, "/" pid "]") || index(task, "[" pid "]"))
-      if (mine && slept[task]) print (prev[c] == "<idle>" ? "idle" : "busy"), $5 * 1000
-      if (mine) slept[task] = (state == "S" || state == "D" || state == "I")
+      if (mine && (task in from)) {
+        # A wake-up sent from another vCPU to one that was idle needs an IPI to a halted vCPU.
+        kind = (from[task] != c && prev[c] == "<idle>") ? "idle" : "busy"
+        print kind, $5 * 1000
+      }
+      delete from[task]
       prev[c] = task
     }' >"$tmp/$imp.waits"
   stats() { # count p50 p90 of the waits of one kind, in us
@@ -48,6 +54,6 @@ for imp in ringwire ringfire; do
   read -r nb bp50 bp90 <<<"$(stats busy)"
   awk -v imp="$imp" -v t="$transport" -v p50="$p50" -v rec="$records" -v cpu="$cpu" \
     -v ni="$ni" -v ip50="$ip50" -v ip90="$ip90" -v nb="$nb" -v bp50="$bp50" -v bp90="$bp90" 'BEGIN {
-    printf "%s %s default, 1000 msg/s: push-to-read p50 %.1f us, %s cores; wake-ups onto an idle CPU: %d (%.2f per record), waited p50 %d us p90 %d us; onto a busy CPU: %d, waited p50 %d us p90 %d us\n",
+    printf "%s %s default, 1000 msg/s: push-to-read p50 %.1f us, %s cores; wake-ups sent to an idle vCPU: %d (%.2f per record), woken thread waited p50 %d us p90 %d us; other wake-ups: %d, waited p50 %d us p90 %d us\n",
       imp, t, p50 / 1000, cpu, ni, rec ? ni / rec : 0, ip50, ip90, nb, bp50, bp90 }'
 done
