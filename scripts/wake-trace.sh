@@ -12,6 +12,12 @@
 set -euo pipefail
 transport=${1:-multicast}
 secs=${2:-2}
+case "$transport" in tcp | multicast | unicast) ;; *)
+  echo "wake-trace: transport must be tcp, multicast or unicast, not '$transport'" >&2; exit 2 ;;
+esac
+case "$secs" in '' | *[!0-9]* | 0)
+  echo "wake-trace: SECONDS must be a whole number above 0, not '$secs'" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 command -v perf >/dev/null || { echo "wake-trace: perf is not installed" >&2; exit 1; }
 if [ ! -d /sys/kernel/tracing/events ]; then
@@ -21,6 +27,11 @@ cargo bench -p ringwire-tests --bench replication --no-run >/dev/null 2>&1
 bin=$(ls -t target/release/deps/replication-* | grep -v '\.d$' | head -1)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# Count, p50 and p90 (us) of the waits of kind $1 in file $2.
+stats() {
+  awk -v k="$1" '$1 == k { print $2 }' "$2" | sort -n | awk '
+    { a[NR] = $1 } END { if (NR) printf "%d %.0f %.0f", NR, a[int((NR - 1) * .5) + 1], a[int((NR - 1) * .9) + 1]; else printf "0 0 0" }'
+}
 for imp in ringwire ringfire; do
   perf sched record -q -o "$tmp/$imp.data" -- "$bin" --one "$imp" "$transport" default 1000 "$secs" \
     >"$tmp/$imp.out" 2>/dev/null
@@ -46,12 +57,8 @@ for imp in ringwire ringfire; do
       delete from[task]
       prev[c] = task
     }' >"$tmp/$imp.waits"
-  stats() { # count p50 p90 of the waits of one kind, in us
-    awk -v k="$1" '$1 == k { print $2 }' "$tmp/$imp.waits" | sort -n | awk '
-      { a[NR] = $1 } END { if (NR) printf "%d %.0f %.0f", NR, a[int((NR - 1) * .5) + 1], a[int((NR - 1) * .9) + 1]; else printf "0 0 0" }'
-  }
-  read -r ni ip50 ip90 <<<"$(stats idle)"
-  read -r nb bp50 bp90 <<<"$(stats busy)"
+  read -r ni ip50 ip90 <<<"$(stats idle "$tmp/$imp.waits")"
+  read -r nb bp50 bp90 <<<"$(stats busy "$tmp/$imp.waits")"
   awk -v imp="$imp" -v t="$transport" -v p50="$p50" -v rec="$records" -v cpu="$cpu" \
     -v ni="$ni" -v ip50="$ip50" -v ip90="$ip90" -v nb="$nb" -v bp50="$bp50" -v bp90="$bp90" 'BEGIN {
     printf "%s %s default, 1000 msg/s: push-to-read p50 %.1f us, %s cores; wake-ups sent to an idle vCPU: %d (%.2f per record), woken thread waited p50 %d us p90 %d us; other wake-ups: %d, waited p50 %d us p90 %d us\n",
