@@ -264,6 +264,19 @@ impl RingView {
     /// Only the ring's single writer (or an MPMC producer that owns the slot) may call this.
     #[inline]
     pub fn write_slot(&self, seq: u64, payload: &[u8]) {
+        self.write_slot_at(seq, 8, payload);
+    }
+
+    /// [`RingView::write_slot`] for a payload that starts `poff` bytes into the slot: an
+    /// over-aligned record type (spec §4.1: `align(T) > 8` puts the payload at `align`) is
+    /// written at `poff = align`, and the slot bytes `[8, poff)` are left alone. `payload`
+    /// is truncated to `element_size - poff`.
+    ///
+    /// `poff` must be a multiple of 8 between 8 and `element_size` (a typed producer's
+    /// stride check guarantees it); any other value is taken as 8.
+    #[inline]
+    pub fn write_slot_at(&self, seq: u64, poff: usize, payload: &[u8]) {
+        let (poff, room) = self.payload_span(poff);
         let off = self.slot_offset(seq);
         let seq_word = self.slot_seq(seq);
         // Relaxed: the fence below orders it before the payload stores.
@@ -274,25 +287,41 @@ impl RingView {
         // which is a constant after inlining: the copy unrolls into plain word stores. The
         // truncating copy stays out of line: inlined, the compiler merged the two into one
         // copy of `min(len, record_len)` words, a run-time loop on every push.
-        if payload.len() <= self.geo.record_len() {
-            // SAFETY: [off + 8, off + element_size) is this slot's payload; element_size is
-            // a multiple of 8 so the rounded-up span stays inside the slot.
-            unsafe { self.region.write_words(off + 8, payload) };
+        if payload.len() <= room {
+            // SAFETY: [off + poff, off + element_size) is this slot's payload; poff and
+            // element_size are multiples of 8 so the rounded-up span stays inside the slot.
+            unsafe { self.region.write_words(off + poff, payload) };
         } else {
-            self.write_truncated(off + 8, payload);
+            self.write_truncated(off + poff, room, payload);
         }
         // Release: a reader that acquires `seq` sees the whole payload.
         seq_word.store(seq, Ordering::Release);
     }
 
-    /// The payload copy of [`RingView::write_slot`] for a payload longer than the slot's:
-    /// its first `element_size - 8` bytes are written at `off`, a slot's payload start.
+    /// `(poff, element_size - poff)` for a payload offset that is valid for this ring (a
+    /// multiple of 8 in `8..=element_size`), else `(8, element_size - 8)`. For the constant
+    /// 8 of the plain paths this folds away: validation proved `element_size >= 8`.
+    #[inline(always)]
+    fn payload_span(&self, poff: usize) -> (usize, usize) {
+        let es = self.geo.element_size as usize;
+        if poff == 8 || (poff >= 8 && poff.is_multiple_of(8) && poff <= es) {
+            (poff, es - poff)
+        } else {
+            debug_assert!(false, "payload offset {poff} outside a {es}-byte slot");
+            (8, self.geo.record_len())
+        }
+    }
+
+    /// The payload copy of [`RingView::write_slot_at`] for a payload longer than the slot's:
+    /// its first `room` bytes (the slot's payload room) are written at `off`, a slot's
+    /// payload start.
     #[cold]
     #[inline(never)]
-    fn write_truncated(&self, off: usize, payload: &[u8]) {
-        let rl = self.geo.record_len().min(payload.len());
+    fn write_truncated(&self, off: usize, room: usize, payload: &[u8]) {
+        let rl = room.min(payload.len());
         // SAFETY: `off` is a slot's payload start and `rl` bytes are at most the slot's
-        // payload (element_size is a multiple of 8, so the span stays inside the slot).
+        // payload (element_size and the offset are multiples of 8, so the span stays inside
+        // the slot).
         unsafe { self.region.write_words(off, &payload[..rl]) };
     }
 
@@ -300,11 +329,20 @@ impl RingView {
     /// bytes `[8, S)`) with the tear-free protocol of spec §4.3.
     #[inline]
     pub fn read_slot(&self, want: u64, dst: &mut [u8]) -> SlotRead {
+        self.read_slot_at(want, 8, dst)
+    }
+
+    /// [`RingView::read_slot`] for a payload that starts `poff` bytes into the slot (an
+    /// over-aligned record type, see [`RingView::write_slot_at`]): at most
+    /// `element_size - poff` bytes from `[poff, S)`. `poff` as for `write_slot_at`.
+    #[inline]
+    pub fn read_slot_at(&self, want: u64, poff: usize, dst: &mut [u8]) -> SlotRead {
+        let (poff, room) = self.payload_span(poff);
         let seq_word = self.slot_seq(want);
         // Acquire: pairs with the writer's release store of `want`.
         let s1 = seq_word.load(Ordering::Acquire);
         if s1 == want {
-            self.copy_payload(self.slot_offset(want) + 8, dst);
+            self.copy_payload(self.slot_offset(want) + poff, room, dst);
             // Acquire fence: if any payload word came from a later write, the re-check below
             // sees that write's marker or sequence.
             fence(Ordering::Acquire);
@@ -332,12 +370,20 @@ impl RingView {
     /// next record, not for draining a backlog ([`RingView::read_slot`] does that).
     #[inline]
     pub fn read_slot_eager(&self, want: u64, dst: &mut [u8]) -> SlotRead {
+        self.read_slot_eager_at(want, 8, dst)
+    }
+
+    /// [`RingView::read_slot_eager`] for a payload that starts `poff` bytes into the slot,
+    /// as [`RingView::read_slot_at`].
+    #[inline]
+    pub fn read_slot_eager_at(&self, want: u64, poff: usize, dst: &mut [u8]) -> SlotRead {
+        let (poff, room) = self.payload_span(poff);
         let seq_word = self.slot_seq(want);
-        let off = self.slot_offset(want) + 8;
+        let off = self.slot_offset(want) + poff;
         // Acquire: pairs with the writer's release store of `want`; the copy below is
         // ordered after it.
         let s1 = seq_word.load(Ordering::Acquire);
-        self.copy_payload(off, dst);
+        self.copy_payload(off, room, dst);
         // Acquire fence: if any payload word came from a later write, the re-check below
         // sees that write's marker or sequence (as in read_slot).
         fence(Ordering::Acquire);
@@ -362,13 +408,13 @@ impl RingView {
         }
     }
 
-    /// Copies `min(dst.len(), element_size - 8)` payload bytes of the slot whose payload
-    /// starts at `off` into `dst` as relaxed words. A `dst` that fits (always, for a typed
-    /// reader) is copied with its own length, a constant after inlining, so the copy
-    /// unrolls into plain word loads.
+    /// Copies `min(dst.len(), room)` payload bytes of the slot whose payload starts at `off`
+    /// (and runs for `room` bytes to the slot's end) into `dst` as relaxed words. A `dst`
+    /// that fits (always, for a typed reader) is copied with its own length, a constant
+    /// after inlining, so the copy unrolls into plain word loads.
     #[inline(always)]
-    fn copy_payload(&self, off: usize, dst: &mut [u8]) {
-        let rl = self.geo.record_len();
+    fn copy_payload(&self, off: usize, room: usize, dst: &mut [u8]) {
+        let rl = room;
         if dst.len() <= rl {
             // SAFETY: `off` is a slot's payload start and the span is at most the slot's
             // payload, rounded up to whole words inside the slot (element_size is a

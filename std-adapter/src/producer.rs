@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use ringwire_core::Geometry;
 use ringwire_core::broadcast::{Full, Producer, registry};
-use ringwire_core::layout::{schema_signature_of, slot_stride};
+use ringwire_core::layout::{schema_signature_of, slot_payload_offset, slot_stride};
 use zerocopy::{Immutable, IntoBytes};
 
 use crate::error::{Error, Result};
@@ -96,6 +96,10 @@ pub struct RingProducer<T> {
 }
 
 impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
+    /// Where `T`'s bytes start in a slot: 8, or `align_of::<T>()` for an over-aligned type
+    /// (spec §4.1), whose slot then has the stride `roundup(align + size, align)`.
+    const POFF: usize = slot_payload_offset(align_of::<T>());
+
     /// Creates a lossy ring of `capacity` slots at `path` (spec §1.2).
     pub fn create(path: impl AsRef<Path>, capacity: u64) -> Result<Self> {
         Self::create_with(path.as_ref(), RingProducerBuilder::new(capacity))
@@ -107,12 +111,6 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     }
 
     fn create_with(path: &Path, b: RingProducerBuilder) -> Result<Self> {
-        const {
-            assert!(
-                align_of::<T>() <= 8,
-                "over-aligned record types are not supported"
-            )
-        };
         let stride = slot_stride(size_of::<T>(), align_of::<T>());
         let geo = Geometry::spmc(
             b.capacity,
@@ -145,7 +143,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     pub fn push(&mut self, item: &T) -> u64 {
         if !self.inner.is_lossless() {
             // Inlined into the caller, the copy has the constant length `size_of::<T>()`.
-            return self.inner.push(item.as_bytes());
+            return self.inner.push_at(Self::POFF, item.as_bytes());
         }
         self.push_lossless(item)
     }
@@ -154,7 +152,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// inlines small.
     #[inline(never)]
     fn push_lossless(&mut self, item: &T) -> u64 {
-        match self.inner.try_push(item.as_bytes()) {
+        match self.inner.try_push_at(Self::POFF, item.as_bytes()) {
             Ok(seq) => seq,
             Err(_) => self.push_blocked(item),
         }
@@ -164,7 +162,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     fn push_blocked(&mut self, item: &T) -> u64 {
         let mut i = 0u32;
         loop {
-            if let Ok(seq) = self.inner.try_push(item.as_bytes()) {
+            if let Ok(seq) = self.inner.try_push_at(Self::POFF, item.as_bytes()) {
                 return seq;
             }
             if i < 100 {
@@ -183,7 +181,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// lossless ring; never waits.
     #[inline]
     pub fn try_push(&mut self, item: &T) -> std::result::Result<u64, Full> {
-        self.inner.try_push(item.as_bytes())
+        self.inner.try_push_at(Self::POFF, item.as_bytes())
     }
 
     /// Writes all `items`, publishing once (one `write_seq` store, at most one wake). On a
@@ -192,7 +190,9 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     pub fn push_batch(&mut self, items: &[T]) -> Range<u64> {
         let first = self.inner.next_seq();
         if !self.inner.is_lossless() {
-            return self.inner.push_batch(items.iter().map(|t| t.as_bytes()));
+            return self
+                .inner
+                .push_batch_at(Self::POFF, items.iter().map(|t| t.as_bytes()));
         }
         for t in items {
             self.push(t);

@@ -4,7 +4,10 @@
 //! * `push_drain/*`: one producer pushes 64-byte records while a reader drains them on the
 //!   other core; time per push.
 //! * `round_trip_2proc/*`: a 64-byte record goes to an echo process through one ring and
-//!   comes back through another; time per round trip.
+//!   comes back through another; time per round trip. `ringwire`/`ringfire`: `[u8; 64]`
+//!   (72-byte slots: a slot's second line also holds the next slot's sequence word);
+//!   `*_a64`: the same bytes in a 64-byte-aligned type (spec §4.1: 128-byte slots, the
+//!   sequence word and the payload each on a line no other slot touches).
 //! * `floor/cacheline_round_trip`: the same round trip through two bare cache lines.
 //!
 //! `cargo bench -p ringwire-tests --bench handoff`
@@ -18,6 +21,7 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use ringwire::bench::floor::{cacheline_round_trips, pin_to};
 use ringwire::{BusySpin, RingConsumer, RingProducer};
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 type Rec = [u8; 64];
 const CAP: u64 = 1 << 16;
@@ -51,14 +55,39 @@ fn seq_of(r: &[u8]) -> u64 {
     u64::from_ne_bytes(r[..8].try_into().unwrap_or([0; 8]))
 }
 
+/// A 64-byte record type of the round trip: `[u8; 64]` (a 72-byte slot, whose lines it
+/// shares with its neighbours) or [`Aligned64`] (spec §4.1: a 128-byte slot, the sequence
+/// word and the payload each on a line of their own).
+trait RtRecord: Copy + FromBytes + IntoBytes + Immutable + KnownLayout + Send + Sync + 'static {
+    fn make(seq: u64) -> Self;
+}
+
+impl RtRecord for Rec {
+    fn make(seq: u64) -> Self {
+        rec(seq)
+    }
+}
+
+/// A 64-byte record aligned to 64 bytes.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
+struct Aligned64(Rec);
+
+impl RtRecord for Aligned64 {
+    fn make(seq: u64) -> Self {
+        Aligned64(rec(seq))
+    }
+}
+
+fn rt_seq<T: RtRecord>(r: &T) -> u64 {
+    seq_of(r.as_bytes())
+}
+
 /// Attaches to a ring another process is creating: retries until it exists and validates.
-fn ringwire_attach(path: &Path) -> RingConsumer<Rec> {
+fn ringwire_attach<T: RtRecord>(path: &Path) -> RingConsumer<T> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        match RingConsumer::<Rec>::builder()
-            .start_from_head()
-            .attach(path)
-        {
+        match RingConsumer::<T>::builder().start_from_head().attach(path) {
             Ok(c) => return c,
             Err(e) if Instant::now() > deadline => panic!("{}: {e}", path.display()),
             Err(_) => std::thread::sleep(Duration::from_millis(2)),
@@ -66,10 +95,10 @@ fn ringwire_attach(path: &Path) -> RingConsumer<Rec> {
     }
 }
 
-fn ringfire_attach(path: &Path) -> ringfire::RingConsumer<Rec> {
+fn ringfire_attach<T: RtRecord>(path: &Path) -> ringfire::RingConsumer<T> {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        match ringfire::RingConsumer::<Rec>::attach(path) {
+        match ringfire::RingConsumer::<T>::attach(path) {
             Ok(c) => return c,
             Err(e) if Instant::now() > deadline => panic!("{}: {e}", path.display()),
             Err(_) => std::thread::sleep(Duration::from_millis(2)),
@@ -222,29 +251,38 @@ fn die_with_parent(parent: u32) {
 
 /// The echo side, run in a child process: read `ping`, write the same record to `pong`.
 /// Both rings wait with their own `recv_blocking(&mut BusySpin)`, the normal API of a
-/// spinning reader.
+/// spinning reader. `kind` is the crate, with `_a64` for the [`Aligned64`] record.
 fn echo(kind: &str, ping: &Path, pong: &Path) {
     pin_to(1);
-    if kind == "ringwire" {
-        let mut prod = RingProducer::<Rec>::create(pong, CAP).expect("create pong");
-        let mut c = ringwire_attach(ping);
-        loop {
-            let r = c.recv_blocking(&mut BusySpin);
-            prod.push(&r);
-            if seq_of(&r) == STOP {
-                break;
-            }
+    match kind {
+        "ringwire" => echo_ringwire::<Rec>(ping, pong),
+        "ringwire_a64" => echo_ringwire::<Aligned64>(ping, pong),
+        "ringfire" => echo_ringfire::<Rec>(ping, pong),
+        _ => echo_ringfire::<Aligned64>(ping, pong),
+    }
+}
+
+fn echo_ringwire<T: RtRecord>(ping: &Path, pong: &Path) {
+    let mut prod = RingProducer::<T>::create(pong, CAP).expect("create pong");
+    let mut c = ringwire_attach::<T>(ping);
+    loop {
+        let r = c.recv_blocking(&mut BusySpin);
+        prod.push(&r);
+        if rt_seq(&r) == STOP {
+            break;
         }
-    } else {
-        let mut prod = ringfire::RingProducer::<Rec>::create(pong, CAP).expect("create pong");
-        let mut c = ringfire_attach(ping);
-        c.jump_to_latest();
-        loop {
-            let r = c.recv_blocking(&mut ringfire::BusySpin);
-            prod.push(&r);
-            if seq_of(&r) == STOP {
-                break;
-            }
+    }
+}
+
+fn echo_ringfire<T: RtRecord>(ping: &Path, pong: &Path) {
+    let mut prod = ringfire::RingProducer::<T>::create(pong, CAP).expect("create pong");
+    let mut c = ringfire_attach::<T>(ping);
+    c.jump_to_latest();
+    loop {
+        let r = c.recv_blocking(&mut ringfire::BusySpin);
+        prod.push(&r);
+        if rt_seq(&r) == STOP {
+            break;
         }
     }
 }
@@ -302,30 +340,38 @@ fn bench_round_trip(c: &mut Criterion, name: &str, mut one: impl FnMut(u64)) {
     });
 }
 
-fn round_trip_ringwire(c: &mut Criterion) {
-    let (ping, pong) = (shm_path("rt-rw-ping"), shm_path("rt-rw-pong"));
-    let mut prod = RingProducer::<Rec>::create(&ping, CAP).expect("create ping");
-    let child = EchoChild::spawn("ringwire", &ping, &pong);
-    let mut cons = ringwire_attach(&pong);
-    bench_round_trip(c, "round_trip_2proc/ringwire", |seq| {
-        prod.push(&rec(seq));
-        while seq_of(&cons.recv_blocking(&mut BusySpin)) != seq {}
+/// `round_trip_2proc/{kind}`: ringwire's rings of `T`, the echo in a child process.
+fn round_trip_ringwire<T: RtRecord>(c: &mut Criterion, kind: &str) {
+    let (ping, pong) = (
+        shm_path(&format!("rt-{kind}-ping")),
+        shm_path(&format!("rt-{kind}-pong")),
+    );
+    let mut prod = RingProducer::<T>::create(&ping, CAP).expect("create ping");
+    let child = EchoChild::spawn(kind, &ping, &pong);
+    let mut cons = ringwire_attach::<T>(&pong);
+    bench_round_trip(c, &format!("round_trip_2proc/{kind}"), |seq| {
+        prod.push(&T::make(seq));
+        while rt_seq(&cons.recv_blocking(&mut BusySpin)) != seq {}
     });
-    prod.push(&rec(STOP));
+    prod.push(&T::make(STOP));
     drop(child);
 }
 
-fn round_trip_ringfire(c: &mut Criterion) {
-    let (ping, pong) = (shm_path("rt-rf-ping"), shm_path("rt-rf-pong"));
-    let mut prod = ringfire::RingProducer::<Rec>::create(&ping, CAP).expect("create ping");
-    let child = EchoChild::spawn("ringfire", &ping, &pong);
-    let mut cons = ringfire_attach(&pong);
+/// `round_trip_2proc/{kind}`: ringfire's rings of `T`, the same way.
+fn round_trip_ringfire<T: RtRecord>(c: &mut Criterion, kind: &str) {
+    let (ping, pong) = (
+        shm_path(&format!("rt-{kind}-ping")),
+        shm_path(&format!("rt-{kind}-pong")),
+    );
+    let mut prod = ringfire::RingProducer::<T>::create(&ping, CAP).expect("create ping");
+    let child = EchoChild::spawn(kind, &ping, &pong);
+    let mut cons = ringfire_attach::<T>(&pong);
     cons.jump_to_latest();
-    bench_round_trip(c, "round_trip_2proc/ringfire", |seq| {
-        prod.push(&rec(seq));
-        while seq_of(&cons.recv_blocking(&mut ringfire::BusySpin)) != seq {}
+    bench_round_trip(c, &format!("round_trip_2proc/{kind}"), |seq| {
+        prod.push(&T::make(seq));
+        while rt_seq(&cons.recv_blocking(&mut ringfire::BusySpin)) != seq {}
     });
-    prod.push(&rec(STOP));
+    prod.push(&T::make(STOP));
     drop(child);
 }
 
@@ -345,8 +391,10 @@ fn main() {
     c.bench_function("push_drain/ringfire", |b| {
         b.iter_custom(push_drain_ringfire)
     });
-    round_trip_ringwire(&mut c);
-    round_trip_ringfire(&mut c);
+    round_trip_ringwire::<Rec>(&mut c, "ringwire");
+    round_trip_ringfire::<Rec>(&mut c, "ringfire");
+    round_trip_ringwire::<Aligned64>(&mut c, "ringwire_a64");
+    round_trip_ringfire::<Aligned64>(&mut c, "ringfire_a64");
     c.bench_function("floor/cacheline_round_trip", |b| {
         b.iter_custom(|iters| cacheline_round_trips(iters, Some((0, 1))))
     });

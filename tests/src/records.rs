@@ -75,3 +75,16 @@ pub fn blob_payload(seq: u64, min_len: usize, buf: &mut [u8]) -> usize {
     }
     len
 }
+
+/// A 64-byte record aligned to 64 bytes (spec §4.1, `align(T) > 8`): its slot is 128 bytes,
+/// the sequence word alone on the first line and the payload on the second.
+#[repr(C, align(64))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+pub struct Aligned64(pub [u8; 64]);
+
+impl Aligned64 {
+    /// The record for `seq`: [`bytes64`] of it.
+    pub fn new(seq: u64) -> Aligned64 {
+        Aligned64(bytes64(seq))
+    }
+}

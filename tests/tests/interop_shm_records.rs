@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use ringwire::{BlobConsumer, BlobProducer, FlowControl, RingConsumer, RingProducer, YieldBackoff};
-use ringwire_tests::records::{Rec, blob_payload, bytes64};
+use ringwire_tests::records::{Aligned64, Rec, blob_payload, bytes64};
 use ringwire_tests::shm::ShmPath;
 
 const N: u64 = 1_000_000;
@@ -147,6 +147,86 @@ fn byte_array_rings_both_ways() {
 /// Paces a blob producer so it stays less than half a ring (and half an arena) ahead of
 /// the reader: nothing is lapped, so every message must arrive.
 const BLOB_CAP: u64 = 1024;
+
+/// An over-aligned record (spec §4.1): both projects lay it out at stride 128 with the
+/// payload at +64, attach to each other's rings by type, and the bytes `[8, 64)` between
+/// the sequence word and the payload are never written by either.
+#[test]
+fn over_aligned_rings_both_ways() {
+    const M: u64 = 200_000;
+    // ringfire -> ringwire
+    let p = ShmPath::new("rf2rw-a64");
+    let mut prod = ringfire::RingProducerBuilder::new(256)
+        .flow_control(ringfire::FlowControl::LosslessBackpressure)
+        .build::<Aligned64, _>(p.path())
+        .unwrap();
+    let mut cons = RingConsumer::<Aligned64>::attach(&p).unwrap();
+    let reader = std::thread::spawn(move || {
+        let deadline = Instant::now() + DEADLINE;
+        let mut w = YieldBackoff::new(64);
+        for seq in 1..=M {
+            let r = loop {
+                match cons.recv_timeout(&mut w, Duration::from_secs(1)) {
+                    Some(r) => break r,
+                    None => assert!(Instant::now() < deadline, "stalled at {seq}"),
+                }
+            };
+            assert_eq!(r, Aligned64::new(seq), "record {seq}");
+        }
+        assert_eq!(cons.lapped_count(), 0);
+    });
+    for seq in 1..=M {
+        prod.push(&Aligned64::new(seq));
+    }
+    reader.join().unwrap();
+    let rf_file = std::fs::read(p.path()).unwrap();
+    drop(prod);
+
+    // ringwire -> ringfire
+    let p = ShmPath::new("rw2rf-a64");
+    let mut prod = RingProducer::<Aligned64>::builder(256)
+        .flow_control(FlowControl::LosslessBackpressure)
+        .build::<Aligned64>(&p)
+        .unwrap();
+    let mut cons = ringfire::RingConsumer::<Aligned64>::attach(p.path()).unwrap();
+    let reader = std::thread::spawn(move || {
+        let deadline = Instant::now() + DEADLINE;
+        for seq in 1..=M {
+            let mut r = None;
+            spin_until(deadline, "a record", || {
+                r = cons.try_recv();
+                r.is_some()
+            });
+            assert_eq!(r.unwrap(), Aligned64::new(seq), "record {seq}");
+        }
+        assert_eq!(cons.lapped_count(), 0);
+    });
+    let batch: Vec<Aligned64> = (1..=M).map(Aligned64::new).collect();
+    for chunk in batch.chunks(100) {
+        prod.push_batch(chunk);
+    }
+    reader.join().unwrap();
+    let rw_file = std::fs::read(p.path()).unwrap();
+
+    // Same geometry (element_size at 12, slots_offset at 104 of the header, spec §2), and
+    // in both files every slot holds its record at +64 with zeros in [8, 64).
+    let u32_at = |f: &[u8], o: usize| u32::from_le_bytes(f[o..o + 4].try_into().unwrap());
+    let u64_at = |f: &[u8], o: usize| u64::from_le_bytes(f[o..o + 8].try_into().unwrap());
+    for f in [&rf_file, &rw_file] {
+        assert_eq!(u32_at(f, 12), 128, "element_size");
+        let slots = u64_at(f, 104) as usize;
+        for i in 0..256 {
+            let s = &f[slots + 128 * i..slots + 128 * (i + 1)];
+            let seq = u64_at(s, 0);
+            assert_eq!(seq % 256, i as u64, "slot {i} holds {seq}");
+            assert!(
+                s[8..64].iter().all(|&b| b == 0),
+                "slot {i}: bytes [8, 64) written"
+            );
+            assert_eq!(s[64..], bytes64(seq), "slot {i}");
+        }
+    }
+}
 
 #[test]
 fn blob_rings_both_ways() {

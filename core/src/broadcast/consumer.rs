@@ -286,12 +286,23 @@ impl Consumer {
     /// payload on every poll ([`RingView::read_slot_eager`]).
     #[inline]
     pub(super) fn recv_one_with<const EAGER: bool>(&mut self, dst: &mut [u8]) -> Option<u64> {
+        self.recv_one_at::<EAGER>(8, dst)
+    }
+
+    /// [`Consumer::recv_one_with`] for a payload `poff` bytes into the slot (an over-aligned
+    /// record type, [`RingView::read_slot_at`]).
+    #[inline]
+    pub(super) fn recv_one_at<const EAGER: bool>(
+        &mut self,
+        poff: usize,
+        dst: &mut [u8],
+    ) -> Option<u64> {
         loop {
             let want = self.cursor;
             let read = if EAGER {
-                self.view.read_slot_eager(want, dst)
+                self.view.read_slot_eager_at(want, poff, dst)
             } else {
-                self.view.read_slot(want, dst)
+                self.view.read_slot_at(want, poff, dst)
             };
             match read {
                 SlotRead::Ok => {

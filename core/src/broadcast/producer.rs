@@ -166,12 +166,19 @@ impl<W: Wake> Producer<W> {
     /// retry) is the std adapter's job.
     #[inline]
     pub fn try_push(&mut self, payload: &[u8]) -> Result<u64, Full> {
+        self.try_push_at(8, payload)
+    }
+
+    /// [`Producer::try_push`] with the payload `poff` bytes into the slot (see
+    /// [`Producer::push_at`]).
+    #[inline]
+    pub fn try_push_at(&mut self, poff: usize, payload: &[u8]) -> Result<u64, Full> {
         if let Some(g) = self.gate
             && self.next >= g.limit
         {
             self.gate_blocked()?;
         }
-        Ok(self.push(payload))
+        Ok(self.push_at(poff, payload))
     }
 
     /// Slow path of `try_push`: refresh the gate, prune on every 1024th refusal.
@@ -237,8 +244,17 @@ impl<W: Wake> Producer<W> {
     /// ring: use [`Producer::try_push`] to respect the gate.
     #[inline]
     pub fn push(&mut self, payload: &[u8]) -> u64 {
+        self.push_at(8, payload)
+    }
+
+    /// [`Producer::push`] for a record type whose payload starts `poff` bytes into the slot:
+    /// an over-aligned type (spec §4.1) is written at its alignment and the slot bytes
+    /// `[8, poff)` are left alone ([`RingView::write_slot_at`]; `poff` must be a multiple of
+    /// 8 in `8..=element_size`, any other value is taken as 8).
+    #[inline]
+    pub fn push_at(&mut self, poff: usize, payload: &[u8]) -> u64 {
         let seq = self.next;
-        self.view.write_slot(seq, payload);
+        self.view.write_slot_at(seq, poff, payload);
         self.next = seq + 1;
         self.publish(seq);
         seq
@@ -250,9 +266,18 @@ impl<W: Wake> Producer<W> {
     where
         I: IntoIterator<Item = &'a [u8]>,
     {
+        self.push_batch_at(8, records)
+    }
+
+    /// [`Producer::push_batch`] with every payload `poff` bytes into its slot (see
+    /// [`Producer::push_at`]).
+    pub fn push_batch_at<'a, I>(&mut self, poff: usize, records: I) -> Range<u64>
+    where
+        I: IntoIterator<Item = &'a [u8]>,
+    {
         let first = self.next;
         for r in records {
-            self.view.write_slot(self.next, r);
+            self.view.write_slot_at(self.next, poff, r);
             self.next += 1;
         }
         if self.next > first {

@@ -7,13 +7,16 @@ use zerocopy::FromBytes;
 
 use super::Consumer;
 use crate::error::AttachError;
-use crate::layout::slot_stride;
+use crate::layout::{slot_payload_offset, slot_stride};
 
-/// A consumer of records of type `T`, whose bytes are the slot payload at offset 8.
+/// A consumer of records of type `T`, whose bytes are the slot payload at offset 8, or at
+/// offset `align_of::<T>()` for an over-aligned type (spec §4.1: `align(T) > 8` gives the
+/// stride `roundup(align + size, align)`; a 64-byte-aligned 64-byte record then has its
+/// sequence word and its payload on two lines of their own, which no neighbouring slot
+/// shares).
 ///
 /// `T` must accept any bytes ([`FromBytes`]), because a ring is written by another process
-/// (or another host, through a mirror). Over-aligned types (`align_of::<T>() > 8`, payload
-/// at offset `align`) are rejected at compile time.
+/// (or another host, through a mirror).
 #[derive(Debug)]
 pub struct TypedConsumer<T> {
     inner: Consumer,
@@ -23,12 +26,6 @@ pub struct TypedConsumer<T> {
 impl<T: FromBytes> TypedConsumer<T> {
     /// Wraps `inner`, checking that the ring's slot stride is `T`'s (spec §1.3 check 4).
     pub fn new(inner: Consumer) -> Result<Self, AttachError> {
-        const {
-            assert!(
-                align_of::<T>() <= 8,
-                "over-aligned record types are not supported"
-            )
-        };
         let want = slot_stride(size_of::<T>(), align_of::<T>());
         let found = inner.view().geometry().element_size;
         if want as u64 != u64::from(found) {
@@ -70,7 +67,9 @@ impl<T: FromBytes> TypedConsumer<T> {
         // refers to while it lives.
         let bytes =
             unsafe { core::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), size_of::<T>()) };
-        let seq = self.inner.recv_one_with::<EAGER>(bytes)?;
+        let seq = self
+            .inner
+            .recv_one_at::<EAGER>(slot_payload_offset(align_of::<T>()), bytes)?;
         // SAFETY: every byte of `v` is initialised (zeroed, then overwritten with slot bytes)
         // and `T: FromBytes` makes any byte pattern a valid `T`.
         Some((seq, unsafe { v.assume_init() }))
@@ -184,6 +183,57 @@ mod tests {
         assert_eq!(out[..2], [want(2), want(3)]);
         assert_eq!(c.try_recv(), None);
         assert_eq!(c.inner().cursor(), 4);
+    }
+
+    /// Over-aligned (spec §4.1): a 32-byte type aligned to 32 has the stride 64 and its
+    /// bytes at +32; the slot bytes [8, 32) are neither written nor read.
+    #[repr(C, align(32))]
+    #[derive(FromBytes, IntoBytes, Immutable, Clone, Copy, Debug, PartialEq)]
+    struct Wide([u64; 4]);
+
+    #[test]
+    fn over_aligned_records_sit_at_their_alignment() {
+        let stride = slot_stride(32, 32);
+        assert_eq!((stride, slot_payload_offset(32)), (64, 32));
+        let (_m, view) = spmc_ring(2, stride);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        // Records 1 and 2 fill both slots' raw bytes [8, 64) with 0xEE.
+        p.push(&[0xEE; 56]);
+        p.push(&[0xEE; 56]);
+        let w = |i: u64| Wide([i, i * 3, !i, i << 7]);
+        assert_eq!(p.push_at(32, w(3).as_bytes()), 3);
+        assert_eq!(p.push_batch_at(32, [w(4).as_bytes()]), 4..5);
+        for seq in [3u64, 4] {
+            let mut raw = [0u8; 56];
+            // SAFETY: the slot's raw payload [8, 64) lies inside the heap ring.
+            unsafe {
+                view.region()
+                    .read_words(view.slot_offset(seq) + 8, &mut raw)
+            };
+            assert_eq!(
+                raw[..24],
+                [0xEE; 24],
+                "slot of {seq}: bytes [8, 32) were written"
+            );
+            assert_eq!(raw[24..], *w(seq).as_bytes(), "slot of {seq}");
+        }
+        let c = Consumer::new(view, StartMode::Sequence(3));
+        let mut c = TypedConsumer::<Wide>::new(c).unwrap();
+        assert_eq!(c.try_recv_seq(), Some((3, w(3))));
+        assert_eq!(c.try_recv_seq_eager(), Some((4, w(4))));
+        assert_eq!(c.try_recv_eager(), None);
+        // The stride is this layer's only type check (std's attach adds the schema
+        // signature): [u8; 56] has the same stride 64, [u64; 4] (align 8) has 40.
+        let c = Consumer::new(view, StartMode::Sequence(3));
+        assert!(TypedConsumer::<[u8; 56]>::new(c).is_ok());
+        let c = Consumer::new(view, StartMode::Sequence(3));
+        assert_eq!(
+            TypedConsumer::<[u64; 4]>::new(c).unwrap_err(),
+            AttachError::ElementSizeMismatch {
+                expected: 40,
+                found: 64
+            }
+        );
     }
 
     #[test]
