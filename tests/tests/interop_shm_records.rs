@@ -21,6 +21,29 @@ fn spin_until(deadline: Instant, what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Record `seq`, the next one of a ringwire consumer, waited for until `deadline`.
+fn next_rw<T>(cons: &mut RingConsumer<T>, w: &mut YieldBackoff, deadline: Instant, seq: u64) -> T
+where
+    T: zerocopy::FromBytes + 'static,
+{
+    loop {
+        match cons.recv_timeout(w, Duration::from_secs(1)) {
+            Some(r) => return r,
+            None => assert!(Instant::now() < deadline, "stalled at {seq}"),
+        }
+    }
+}
+
+/// The next record of a ringfire consumer, waited for until `deadline`.
+fn next_rf<T: Copy + 'static>(cons: &mut ringfire::RingConsumer<T>, deadline: Instant) -> T {
+    let mut r = None;
+    spin_until(deadline, "a record", || {
+        r = cons.try_recv();
+        r.is_some()
+    });
+    r.expect("spin_until returned")
+}
+
 #[test]
 fn ringfire_struct_ring_to_ringwire_consumer() {
     let p = ShmPath::new("rf2rw-rec");
@@ -34,12 +57,7 @@ fn ringfire_struct_ring_to_ringwire_consumer() {
         let deadline = Instant::now() + DEADLINE;
         let mut w = YieldBackoff::new(64);
         for seq in 1..=N {
-            let r = loop {
-                match cons.recv_timeout(&mut w, Duration::from_secs(1)) {
-                    Some(r) => break r,
-                    None => assert!(Instant::now() < deadline, "stalled at {seq}"),
-                }
-            };
+            let r = next_rw(&mut cons, &mut w, deadline, seq);
             assert!(r.is_valid_for(seq), "record {seq}: {r:?}");
         }
         assert_eq!(cons.lapped_count(), 0);
@@ -64,12 +82,7 @@ fn ringwire_struct_ring_to_ringfire_consumer() {
     let reader = std::thread::spawn(move || {
         let deadline = Instant::now() + DEADLINE;
         for seq in 1..=N {
-            let mut r = None;
-            spin_until(deadline, "a record", || {
-                r = cons.try_recv();
-                r.is_some()
-            });
-            let r = r.unwrap();
+            let r = next_rf(&mut cons, deadline);
             assert!(r.is_valid_for(seq), "record {seq}: {r:?}");
         }
         assert_eq!(cons.lapped_count(), 0);
@@ -165,12 +178,7 @@ fn over_aligned_rings_both_ways() {
         let deadline = Instant::now() + DEADLINE;
         let mut w = YieldBackoff::new(64);
         for seq in 1..=M {
-            let r = loop {
-                match cons.recv_timeout(&mut w, Duration::from_secs(1)) {
-                    Some(r) => break r,
-                    None => assert!(Instant::now() < deadline, "stalled at {seq}"),
-                }
-            };
+            let r = next_rw(&mut cons, &mut w, deadline, seq);
             assert_eq!(r, Aligned64::new(seq), "record {seq}");
         }
         assert_eq!(cons.lapped_count(), 0);
@@ -192,12 +200,11 @@ fn over_aligned_rings_both_ways() {
     let reader = std::thread::spawn(move || {
         let deadline = Instant::now() + DEADLINE;
         for seq in 1..=M {
-            let mut r = None;
-            spin_until(deadline, "a record", || {
-                r = cons.try_recv();
-                r.is_some()
-            });
-            assert_eq!(r.unwrap(), Aligned64::new(seq), "record {seq}");
+            assert_eq!(
+                next_rf(&mut cons, deadline),
+                Aligned64::new(seq),
+                "record {seq}"
+            );
         }
         assert_eq!(cons.lapped_count(), 0);
     });
