@@ -2,7 +2,7 @@
 //! the machine's floor (a bare cache-line ping-pong) beside them:
 //!
 //! * `push_drain/*`: one producer pushes 64-byte records while a reader drains them on the
-//!   other core; time per push.
+//!   other core; time per push (`*_a64`: the 64-byte-aligned record, as below).
 //! * `round_trip_2proc/*`: a 64-byte record goes to an echo process through one ring and
 //!   comes back through another; time per round trip. `ringwire`/`ringfire`: `[u8; 64]`
 //!   (72-byte slots: a slot's second line also holds the next slot's sequence word);
@@ -200,38 +200,38 @@ where
     dt
 }
 
-fn push_drain_ringwire(iters: u64) -> Duration {
-    let path = shm_path("push-rw");
-    let mut prod = RingProducer::<Rec>::create(&path, CAP).expect("create");
+fn push_drain_ringwire<T: RtRecord>(iters: u64, tag: &str) -> Duration {
+    let path = shm_path(tag);
+    let mut prod = RingProducer::<T>::create(&path, CAP).expect("create");
     push_drain(
         iters,
         &path,
         |seqs| {
             for i in seqs {
-                prod.push(&rec(i));
+                prod.push(&T::make(i));
             }
         },
         |path, gate| {
-            let mut c = RingConsumer::<Rec>::attach(path).expect("attach");
-            drain(gate, || c.try_recv().map(|r| seq_of(&r)))
+            let mut c = RingConsumer::<T>::attach(path).expect("attach");
+            drain(gate, || c.try_recv().map(|r| rt_seq(&r)))
         },
     )
 }
 
-fn push_drain_ringfire(iters: u64) -> Duration {
-    let path = shm_path("push-rf");
-    let mut prod = ringfire::RingProducer::<Rec>::create(&path, CAP).expect("create");
+fn push_drain_ringfire<T: RtRecord>(iters: u64, tag: &str) -> Duration {
+    let path = shm_path(tag);
+    let mut prod = ringfire::RingProducer::<T>::create(&path, CAP).expect("create");
     push_drain(
         iters,
         &path,
         |seqs| {
             for i in seqs {
-                prod.push(&rec(i));
+                prod.push(&T::make(i));
             }
         },
         |path, gate| {
-            let mut c = ringfire::RingConsumer::<Rec>::attach(path).expect("attach");
-            drain(gate, || c.try_recv().map(|r| seq_of(&r)))
+            let mut c = ringfire::RingConsumer::<T>::attach(path).expect("attach");
+            drain(gate, || c.try_recv().map(|r| rt_seq(&r)))
         },
     )
 }
@@ -386,10 +386,16 @@ fn main() {
     }
     let mut c = Criterion::default().configure_from_args();
     c.bench_function("push_drain/ringwire", |b| {
-        b.iter_custom(push_drain_ringwire)
+        b.iter_custom(|n| push_drain_ringwire::<Rec>(n, "push-rw"))
     });
     c.bench_function("push_drain/ringfire", |b| {
-        b.iter_custom(push_drain_ringfire)
+        b.iter_custom(|n| push_drain_ringfire::<Rec>(n, "push-rf"))
+    });
+    c.bench_function("push_drain/ringwire_a64", |b| {
+        b.iter_custom(|n| push_drain_ringwire::<Aligned64>(n, "push-rw-a64"))
+    });
+    c.bench_function("push_drain/ringfire_a64", |b| {
+        b.iter_custom(|n| push_drain_ringfire::<Aligned64>(n, "push-rf-a64"))
     });
     round_trip_ringwire::<Rec>(&mut c, "ringwire");
     round_trip_ringfire::<Rec>(&mut c, "ringfire");
