@@ -16,7 +16,8 @@ use ringwire::core::replicate::Start;
 use ringwire::core::{Geometry, RingView, SlotRead, oldest_retained};
 use ringwire::replica::mirror::{self, MirrorOptions};
 use ringwire::replica::serve::{ServeOptions, Server};
-use ringwire::{CreateOptions, ReadOnlyRing, RingFile};
+use ringwire::{CreateOptions, ReadOnlyRing, RingConsumer, RingFile, RingProducer};
+use ringwire_tests::records::Aligned64;
 use ringwire_tests::shm::ShmPath;
 
 /// Payload bytes per record (ringfire `[u8; 24]` records have the same slots).
@@ -184,6 +185,48 @@ fn ringwire_to_ringwire(mode: Mode, idx: u16, n: u64, rate: u64) {
     if mode == Mode::Unicast {
         assert!(srv_sum.udp.punches >= 1, "{srv_sum:?}");
     }
+}
+
+/// An over-aligned record type (spec §4.1: 128-byte slots, the record at +64) crosses
+/// serve → mirror by multicast as raw slot bytes: the mirror ring has the source's geometry
+/// and schema, and a typed reader of the mirror gets every record.
+#[test]
+fn over_aligned_ring_replicates_to_a_typed_reader() {
+    const N: u64 = 20_000;
+    let src = ShmPath::new("rw-src-a64");
+    let dst = ShmPath::new("rw-dst-a64");
+    let mut producer = RingProducer::<Aligned64>::create(src.path(), 1 << 15).unwrap();
+    let server = Server::bind(serve_options(src.path(), Mode::Multicast, 7, 1)).unwrap();
+    let stop = AtomicBool::new(false);
+    let mo = mirror_options(server.local_addr(), dst.path(), Mode::Multicast);
+    std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&stop));
+        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        wait_until("the mirror ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok()
+        });
+        publish(
+            &mut |seq| assert_eq!(producer.push(&Aligned64::new(seq)), seq),
+            N,
+            100_000,
+        );
+        wait_until("the mirror to catch up", Duration::from_secs(60), || {
+            mirror_write_seq(dst.path()) >= N
+        });
+        stop.store(true, Ordering::Relaxed);
+        s.join().unwrap().unwrap();
+        m.join().unwrap().unwrap();
+    });
+    let m = ReadOnlyRing::open(dst.path()).unwrap();
+    assert_eq!(m.geometry().element_size, 128);
+    let mut reader = RingConsumer::<Aligned64>::builder()
+        .start_from_oldest()
+        .attach(dst.path())
+        .unwrap();
+    for seq in 1..=N {
+        assert_eq!(reader.try_recv_seq(), Some((seq, Aligned64::new(seq))));
+    }
+    assert_eq!(reader.try_recv(), None);
 }
 
 #[test]
