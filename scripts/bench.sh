@@ -132,6 +132,7 @@ files() { ls "$runs_dir/$1"/run*.json | paste -sd, -; }
 latency=$(mktemp)
 target/release/bench_report latency "$latency" \
   "cache-line round trip (floor)::/cacheline_round_trip::$floor_cmd --json::$(files floor)" \
+  "moving-line round trip (a ring of one-line slots)::/moving_line_round_trip::$floor_cmd --json::$(files floor)" \
   "hand-off push-to-read, 100,000 msg/s::/reader/summary::$handoff_cmd --json::$(files handoff)" \
   "futex wake-up push-to-read, 1,000 msg/s::/reader/summary::$wake_cmd --json::$(files wake)"
 

@@ -24,6 +24,8 @@ fn floor_reports_round_trips_and_datagrams_as_json() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
     assert_eq!(v["cacheline_round_trip"]["count"], 20000);
     assert!(v["cacheline_round_trip"]["p50_ns"].as_u64().unwrap() > 0);
+    assert_eq!(v["moving_line_round_trip"]["count"], 20000);
+    assert!(v["moving_line_round_trip"]["p50_ns"].as_u64().unwrap() > 0);
     assert_eq!(v["loopback_64b"]["sent"], 2000);
 }
 

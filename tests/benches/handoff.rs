@@ -8,7 +8,9 @@
 //!   (72-byte slots: a slot's second line also holds the next slot's sequence word);
 //!   `*_a64`: the same bytes in a 64-byte-aligned type (spec §4.1: 128-byte slots, the
 //!   sequence word and the payload each on a line no other slot touches).
-//! * `floor/cacheline_round_trip`: the same round trip through two bare cache lines.
+//! * `floor/cacheline_round_trip`: the same round trip through two bare cache lines;
+//!   `floor/moving_line_round_trip`: through two rings of one-line slots, a new line each
+//!   round trip (the floor of a ring whose records move through memory).
 //!
 //! `cargo bench -p ringwire-tests --bench handoff`
 
@@ -19,7 +21,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use criterion::Criterion;
-use ringwire::bench::floor::{cacheline_round_trips, pin_to};
+use ringwire::bench::floor::{cacheline_round_trips, moving_line_round_trips, pin_to};
 use ringwire::{BusySpin, RingConsumer, RingProducer};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -403,6 +405,9 @@ fn main() {
     round_trip_ringfire::<Aligned64>(&mut c, "ringfire_a64");
     c.bench_function("floor/cacheline_round_trip", |b| {
         b.iter_custom(|iters| cacheline_round_trips(iters, Some((0, 1))))
+    });
+    c.bench_function("floor/moving_line_round_trip", |b| {
+        b.iter_custom(|iters| moving_line_round_trips(iters, Some((0, 1))))
     });
     c.final_summary();
 }

@@ -10,9 +10,6 @@ use std::time::{Duration, Instant};
 
 use super::hist::Latency;
 
-#[repr(align(128))]
-struct Line(AtomicU64);
-
 /// Pins the calling thread to `cpu`. Returns false if the kernel refused (for example the
 /// CPU does not exist).
 pub fn pin_to(cpu: usize) -> bool {
@@ -28,95 +25,152 @@ pub fn pin_to(cpu: usize) -> bool {
     }
 }
 
-/// Cache-line ping-pong: `rounds` round trips of a value through two cache lines owned by
-/// two threads. Each round trip is timed (the timer's own cost, ~20 ns, is included, and
-/// is reported separately by [`timer_overhead`]). `pin` places the two threads on CPUs.
-pub fn cacheline_round_trip(rounds: u64, pin: Option<(usize, usize)>) -> Latency {
-    let ping = Arc::new(Line(AtomicU64::new(0)));
-    let pong = Arc::new(Line(AtomicU64::new(0)));
-    let stop = Arc::new(AtomicBool::new(false));
-    let echo = {
-        let (ping, pong, stop) = (ping.clone(), pong.clone(), stop.clone());
-        std::thread::spawn(move || {
-            if let Some((_, b)) = pin {
-                pin_to(b);
-            }
-            let mut last = 0;
-            // Bounded by `stop`, which the measuring thread always sets.
-            while !stop.load(Ordering::Relaxed) {
-                // Acquire/Release: the value itself is the message; ordering keeps the
-                // measurement honest on weakly ordered CPUs too.
-                let v = ping.0.load(Ordering::Acquire);
-                if v != last {
-                    last = v;
-                    pong.0.store(v, Ordering::Release);
+/// Lines of the moving-line ping-pong ([`moving_line_round_trip`]): a ring of 4,096 one-line
+/// slots per direction, 256 KiB each.
+pub const MOVING_LINES: usize = 4096;
+
+/// One cache line (64-byte aligned: consecutive lines are neighbours, as a ring's slots are).
+#[repr(align(64))]
+struct Line(AtomicU64);
+
+/// Ends the echo thread.
+const STOP: u64 = u64::MAX;
+
+/// Two rings of `lines` one-line slots (a power of two), one per direction, and an echo
+/// thread that answers value `v` found in `ping[v % lines]` by storing it into
+/// `pong[v % lines]`. Values are 1, 2, 3, ... in order; [`STOP`], sent on drop, ends the
+/// echo.
+struct PingPong {
+    ping: Arc<Vec<Line>>,
+    pong: Arc<Vec<Line>>,
+    mask: u64,
+    /// The value of the next round trip.
+    next: u64,
+    echo: Option<std::thread::JoinHandle<()>>,
+}
+
+impl PingPong {
+    fn start(lines: usize, pin: Option<(usize, usize)>) -> PingPong {
+        let lines = lines.max(1).next_power_of_two();
+        let ring = || {
+            Arc::new(
+                (0..lines)
+                    .map(|_| Line(AtomicU64::new(0)))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let (ping, pong) = (ring(), ring());
+        let mask = lines as u64 - 1;
+        let echo = {
+            let (ping, pong) = (ping.clone(), pong.clone());
+            std::thread::spawn(move || {
+                if let Some((_, b)) = pin {
+                    pin_to(b);
                 }
-            }
-        })
-    };
-    if let Some((a, _)) = pin {
-        pin_to(a);
+                let mut want = 1u64;
+                // Bounded by STOP, which the measuring side sends when it drops.
+                loop {
+                    // Acquire/Release: the value itself is the message; ordering keeps the
+                    // measurement honest on weakly ordered CPUs too.
+                    let v = ping[(want & mask) as usize].0.load(Ordering::Acquire);
+                    if v == want {
+                        pong[(want & mask) as usize].0.store(v, Ordering::Release);
+                        want += 1;
+                    } else if v == STOP {
+                        break;
+                    }
+                }
+            })
+        };
+        if let Some((a, _)) = pin {
+            pin_to(a);
+        }
+        let mut pp = PingPong {
+            ping,
+            pong,
+            mask,
+            next: 1,
+            echo: Some(echo),
+        };
+        // One untimed round: the echo is running when this returns.
+        pp.round();
+        pp
     }
+
+    /// One round trip: a tight poll, no PAUSE.
+    #[inline(always)]
+    fn round(&mut self) {
+        let (i, k) = (self.next, (self.next & self.mask) as usize);
+        self.ping[k].0.store(i, Ordering::Release);
+        while self.pong[k].0.load(Ordering::Acquire) != i {}
+        self.next = i + 1;
+    }
+}
+
+impl Drop for PingPong {
+    fn drop(&mut self) {
+        // The echo looks for the next value where it will be: STOP goes there.
+        let k = (self.next & self.mask) as usize;
+        self.ping[k].0.store(STOP, Ordering::Release);
+        if let Some(e) = self.echo.take() {
+            let _ = e.join();
+        }
+    }
+}
+
+/// `rounds` timed round trips through rings of `lines` one-line slots.
+fn timed_rounds(rounds: u64, pin: Option<(usize, usize)>, lines: usize) -> Latency {
+    let mut pp = PingPong::start(lines, pin);
     let mut lat = Latency::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     for i in 1..=rounds {
         let t0 = Instant::now();
-        ping.0.store(i, Ordering::Release);
-        while pong.0.load(Ordering::Acquire) != i {}
+        pp.round();
         lat.record(t0.elapsed().as_nanos() as u64);
         if i % 4096 == 0 && Instant::now() > deadline {
             break;
         }
     }
-    stop.store(true, Ordering::Relaxed);
-    let _ = echo.join();
     lat
+}
+
+/// `rounds` back-to-back round trips, timed as a whole.
+fn bulk_rounds(rounds: u64, pin: Option<(usize, usize)>, lines: usize) -> Duration {
+    let mut pp = PingPong::start(lines, pin);
+    let t0 = Instant::now();
+    for _ in 0..rounds {
+        pp.round();
+    }
+    t0.elapsed()
+}
+
+/// Cache-line ping-pong: `rounds` round trips of a value through two cache lines owned by
+/// two threads, the same two lines every time. Each round trip is timed (the timer's own
+/// cost, ~20 ns, is included, and is reported separately by [`timer_overhead`]). `pin`
+/// places the two threads on CPUs.
+pub fn cacheline_round_trip(rounds: u64, pin: Option<(usize, usize)>) -> Latency {
+    timed_rounds(rounds, pin, 1)
 }
 
 /// The same ping-pong as [`cacheline_round_trip`] without per-round timing: the total time of
 /// `rounds` back-to-back round trips (for criterion's `iter_custom`, where the timer must not
 /// be part of what is measured).
 pub fn cacheline_round_trips(rounds: u64, pin: Option<(usize, usize)>) -> Duration {
-    let ping = Arc::new(Line(AtomicU64::new(0)));
-    let pong = Arc::new(Line(AtomicU64::new(0)));
-    let echo = {
-        let (ping, pong) = (ping.clone(), pong.clone());
-        std::thread::spawn(move || {
-            if let Some((_, b)) = pin {
-                pin_to(b);
-            }
-            // u64::MAX ends the echo; every other value is answered.
-            let mut last = 0;
-            loop {
-                // Acquire/Release: as in `cacheline_round_trip`.
-                let v = ping.0.load(Ordering::Acquire);
-                if v != last {
-                    last = v;
-                    pong.0.store(v, Ordering::Release);
-                    if v == u64::MAX {
-                        break;
-                    }
-                }
-            }
-        })
-    };
-    if let Some((a, _)) = pin {
-        pin_to(a);
-    }
-    // One warm-up round so the measured rounds do not include thread start-up.
-    let round = |v: u64| {
-        ping.0.store(v, Ordering::Release);
-        while pong.0.load(Ordering::Acquire) != v {}
-    };
-    round(u64::MAX - 1);
-    let t0 = Instant::now();
-    for i in 1..=rounds {
-        round(i);
-    }
-    let dt = t0.elapsed();
-    round(u64::MAX);
-    let _ = echo.join();
-    dt
+    bulk_rounds(rounds, pin, 1)
+}
+
+/// [`cacheline_round_trip`] through rings of [`MOVING_LINES`] one-line slots: round trip `i`
+/// uses line `i % MOVING_LINES` of each ring, so every hand-off is on a line the other core
+/// last touched a lap ago, as in a ring. This is the floor of any ring whose records move
+/// through memory (a one-word record, no sequence check, no PAUSE); the fixed-line
+/// ping-pong above is below it.
+pub fn moving_line_round_trip(rounds: u64, pin: Option<(usize, usize)>) -> Latency {
+    timed_rounds(rounds, pin, MOVING_LINES)
+}
+
+/// [`moving_line_round_trip`] timed as a whole, as [`cacheline_round_trips`].
+pub fn moving_line_round_trips(rounds: u64, pin: Option<(usize, usize)>) -> Duration {
+    bulk_rounds(rounds, pin, MOVING_LINES)
 }
 
 /// The cost of one `Instant::now()` pair, in ns (median of `n`).
@@ -207,6 +261,15 @@ mod tests {
     #[test]
     fn tight_ping_pong_terminates_and_takes_time() {
         let d = cacheline_round_trips(10_000, None);
+        assert!(d > Duration::ZERO && d < Duration::from_secs(30), "{d:?}");
+    }
+
+    #[test]
+    fn moving_line_ping_pong_laps_its_rings() {
+        // More rounds than lines: each ring is lapped twice and the echo keeps answering.
+        let lat = moving_line_round_trip(2 * MOVING_LINES as u64 + 5, None);
+        assert_eq!(lat.len(), 2 * MOVING_LINES as u64 + 5);
+        let d = moving_line_round_trips(3 * MOVING_LINES as u64, None);
         assert!(d > Duration::ZERO && d < Duration::from_secs(30), "{d:?}");
     }
 

@@ -16,7 +16,10 @@ use std::time::{Duration, Instant};
 
 use clap::Subcommand;
 
-use crate::bench::floor::{cacheline_round_trip, loopback_datagram_rate, pin_to, timer_overhead};
+use crate::bench::floor::{
+    MOVING_LINES, cacheline_round_trip, loopback_datagram_rate, moving_line_round_trip, pin_to,
+    timer_overhead,
+};
 use crate::bench::loopback::{TRANSPORTS, measure};
 use crate::bench::plot::{Chart, Scale, Series};
 use crate::bench::table::{RunRow, failures, stress_table};
@@ -28,8 +31,9 @@ use crate::{Error, Result, RingConsumer, RingProducer};
 /// The benchmark modes.
 #[derive(Debug, Subcommand)]
 pub enum BenchMode {
-    /// The machine's floor: a bare cache-line ping-pong between two cores and the loopback
-    /// datagram rate.
+    /// The machine's floor: a bare cache-line ping-pong between two cores (the same two
+    /// lines every time, and through rings of one-line slots, a new line each time, as a
+    /// ring's records move) and the loopback datagram rate.
     Floor {
         /// Round trips to time (at least 1).
         #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
@@ -323,6 +327,7 @@ fn floor(
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     let pin = (cpus >= 2).then_some((0, 1));
     let lat = cacheline_round_trip(rounds, pin);
+    let moving = moving_line_round_trip(rounds, pin).summary();
     let timer = timer_overhead(10_000);
     let rate = loopback_datagram_rate(datagrams, 64, Duration::from_secs(30))
         .map_err(|e| Error::io(Path::new("127.0.0.1"), "loopback datagrams", e))?;
@@ -331,8 +336,9 @@ fn floor(
         write_out(
             out,
             &format!(
-                "{{\"cacheline_round_trip\":{},\"timer_overhead_ns\":{timer},\"pinned\":{},\"loopback_64b\":{{\"sent\":{},\"received\":{},\"per_sec\":{:.0}}}}}",
+                "{{\"cacheline_round_trip\":{},\"moving_line_round_trip\":{},\"timer_overhead_ns\":{timer},\"pinned\":{},\"loopback_64b\":{{\"sent\":{},\"received\":{},\"per_sec\":{:.0}}}}}",
                 s.to_json(),
+                moving.to_json(),
                 pin.is_some(),
                 rate.sent,
                 rate.received,
@@ -341,6 +347,12 @@ fn floor(
         )?;
     } else {
         write_out(out, &format!("cache-line round trip (cores {pin:?}): {s}"))?;
+        write_out(
+            out,
+            &format!(
+                "moving-line round trip (a ring of {MOVING_LINES} one-line slots per direction): {moving}"
+            ),
+        )?;
         write_out(
             out,
             &format!(
