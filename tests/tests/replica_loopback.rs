@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 use ringwire::core::broadcast::{Producer, Wake};
 use ringwire::core::replicate::Start;
 use ringwire::core::{Geometry, RingView, SlotRead, oldest_retained};
-use ringwire::replica::mirror::{self, MirrorOptions};
-use ringwire::replica::serve::{ServeOptions, Server};
+use ringwire::replica::mirror::{self, MirrorOptions, MirrorSummary};
+use ringwire::replica::serve::{ServeOptions, ServeSummary, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingConsumer, RingFile, RingProducer};
 use ringwire_tests::records::Aligned64;
 use ringwire_tests::shm::ShmPath;
@@ -141,6 +141,32 @@ fn mirror_options(source: SocketAddr, path: &Path, mode: Mode) -> MirrorOptions 
     o
 }
 
+/// Runs `server` and a mirror with `mo` until the mirror ring holds record `n`, while
+/// `push(seq)` publishes records 1..=n at about `rate` per second into the source ring;
+/// returns both summaries.
+fn serve_and_mirror(
+    server: &Server,
+    mo: &MirrorOptions,
+    n: u64,
+    rate: u64,
+    push: &mut impl FnMut(u64),
+) -> (ServeSummary, MirrorSummary) {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&stop));
+        let m = sc.spawn(|| mirror::run(mo, &stop));
+        wait_until("the mirror ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(&mo.path).is_ok()
+        });
+        publish(push, n, rate);
+        wait_until("the mirror to catch up", Duration::from_secs(60), || {
+            mirror_write_seq(&mo.path) >= n
+        });
+        stop.store(true, Ordering::Relaxed);
+        (s.join().unwrap().unwrap(), m.join().unwrap().unwrap())
+    })
+}
+
 /// ringwire serve → ringwire mirror.
 fn ringwire_to_ringwire(mode: Mode, idx: u16, n: u64, rate: u64) {
     let src = ShmPath::new(&format!("rw-src-{idx}"));
@@ -150,26 +176,9 @@ fn ringwire_to_ringwire(mode: Mode, idx: u16, n: u64, rate: u64) {
     // SAFETY: `ring` outlives the producer built on its view (used only while it lives).
     let mut producer = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
     let server = Server::bind(serve_options(src.path(), mode, idx, 1)).unwrap();
-    let stop = AtomicBool::new(false);
     let mo = mirror_options(server.local_addr(), dst.path(), mode);
-    let (srv_sum, mir_sum) = std::thread::scope(|sc| {
-        let s = sc.spawn(|| server.run(&stop));
-        let m = sc.spawn(|| mirror::run(&mo, &stop));
-        wait_until("the mirror ring", Duration::from_secs(10), || {
-            ReadOnlyRing::open(dst.path()).is_ok()
-        });
-        publish(
-            &mut |seq| {
-                assert_eq!(producer.push(&payload(seq)), seq);
-            },
-            n,
-            rate,
-        );
-        wait_until("the mirror to catch up", Duration::from_secs(60), || {
-            mirror_write_seq(dst.path()) >= n
-        });
-        stop.store(true, Ordering::Relaxed);
-        (s.join().unwrap().unwrap(), m.join().unwrap().unwrap())
+    let (srv_sum, mir_sum) = serve_and_mirror(&server, &mo, n, rate, &mut |seq| {
+        assert_eq!(producer.push(&payload(seq)), seq);
     });
     assert_same(src.path(), dst.path(), n);
     assert_eq!(mir_sum.last_seq, n);
@@ -197,25 +206,9 @@ fn over_aligned_ring_replicates_to_a_typed_reader() {
     let dst = ShmPath::new("rw-dst-a64");
     let mut producer = RingProducer::<Aligned64>::create(src.path(), 1 << 15).unwrap();
     let server = Server::bind(serve_options(src.path(), Mode::Multicast, 7, 1)).unwrap();
-    let stop = AtomicBool::new(false);
     let mo = mirror_options(server.local_addr(), dst.path(), Mode::Multicast);
-    std::thread::scope(|sc| {
-        let s = sc.spawn(|| server.run(&stop));
-        let m = sc.spawn(|| mirror::run(&mo, &stop));
-        wait_until("the mirror ring", Duration::from_secs(10), || {
-            ReadOnlyRing::open(dst.path()).is_ok()
-        });
-        publish(
-            &mut |seq| assert_eq!(producer.push(&Aligned64::new(seq)), seq),
-            N,
-            100_000,
-        );
-        wait_until("the mirror to catch up", Duration::from_secs(60), || {
-            mirror_write_seq(dst.path()) >= N
-        });
-        stop.store(true, Ordering::Relaxed);
-        s.join().unwrap().unwrap();
-        m.join().unwrap().unwrap();
+    serve_and_mirror(&server, &mo, N, 100_000, &mut |seq| {
+        assert_eq!(producer.push(&Aligned64::new(seq)), seq);
     });
     let m = ReadOnlyRing::open(dst.path()).unwrap();
     assert_eq!(m.geometry().element_size, 128);
