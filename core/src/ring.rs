@@ -414,15 +414,14 @@ impl RingView {
     /// after inlining, so the copy unrolls into plain word loads.
     #[inline(always)]
     fn copy_payload(&self, off: usize, room: usize, dst: &mut [u8]) {
-        let rl = room;
-        if dst.len() <= rl {
+        if dst.len() <= room {
             // SAFETY: `off` is a slot's payload start and the span is at most the slot's
-            // payload, rounded up to whole words inside the slot (element_size is a
-            // multiple of 8).
+            // payload, rounded up to whole words inside the slot (element_size and the
+            // payload offset are multiples of 8).
             unsafe { self.region.read_words(off, dst) };
         } else {
             // SAFETY: as above, for exactly the slot's payload.
-            unsafe { self.region.read_words(off, &mut dst[..rl]) };
+            unsafe { self.region.read_words(off, &mut dst[..room]) };
         }
     }
 
