@@ -23,6 +23,7 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use ringwire::bench::floor::{cacheline_round_trips, moving_line_round_trips, pin_to};
 use ringwire::{BusySpin, RingConsumer, RingProducer};
+use ringwire_tests::records::Aligned64;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 type Rec = [u8; 64];
@@ -70,11 +71,8 @@ impl RtRecord for Rec {
     }
 }
 
-/// A 64-byte record aligned to 64 bytes.
-#[repr(C, align(64))]
-#[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
-struct Aligned64(Rec);
-
+/// The test crate's 64-byte record aligned to 64 bytes, filled like [`rec`] (its own
+/// `Aligned64::new` computes a checksum, too slow for a push benchmark).
 impl RtRecord for Aligned64 {
     fn make(seq: u64) -> Self {
         Aligned64(rec(seq))
@@ -260,7 +258,8 @@ fn echo(kind: &str, ping: &Path, pong: &Path) {
         "ringwire" => echo_ringwire::<Rec>(ping, pong),
         "ringwire_a64" => echo_ringwire::<Aligned64>(ping, pong),
         "ringfire" => echo_ringfire::<Rec>(ping, pong),
-        _ => echo_ringfire::<Aligned64>(ping, pong),
+        "ringfire_a64" => echo_ringfire::<Aligned64>(ping, pong),
+        other => panic!("unknown echo kind {other:?}"),
     }
 }
 

@@ -29,52 +29,64 @@ pub fn pin_to(cpu: usize) -> bool {
 /// slots per direction, 256 KiB each.
 pub const MOVING_LINES: usize = 4096;
 
-/// One cache line (64-byte aligned: consecutive lines are neighbours, as a ring's slots are).
-#[repr(align(64))]
-struct Line(AtomicU64);
+/// Two cache lines, 128-byte aligned (the pair an adjacent-line prefetcher fetches together).
+#[repr(C, align(128))]
+struct Block([AtomicU64; 16]);
+
+/// A ring of `lines` one-line slots (a power of two), each slot's value in the first word
+/// of its line; consecutive slots are neighbouring lines, as a ring's are. Whole 128-byte
+/// blocks are allocated, so a one-slot ring has its line's block to itself and shares no
+/// prefetch pair with another allocation.
+fn ring(lines: usize) -> Arc<Vec<Block>> {
+    Arc::new(
+        (0..lines.div_ceil(2))
+            .map(|_| Block(core::array::from_fn(|_| AtomicU64::new(0))))
+            .collect(),
+    )
+}
+
+/// The slot of value `v` in a ring of `LINES` slots. With `LINES` a constant the index is
+/// one too for the fixed-line floor (`LINES == 1`), so its loop is a bare store and poll.
+#[inline(always)]
+fn slot<const LINES: usize>(ring: &[Block], v: u64) -> &AtomicU64 {
+    let k = (v % LINES as u64) as usize;
+    &ring[k >> 1].0[(k & 1) * 8]
+}
 
 /// Ends the echo thread.
 const STOP: u64 = u64::MAX;
 
-/// Two rings of `lines` one-line slots (a power of two), one per direction, and an echo
-/// thread that answers value `v` found in `ping[v % lines]` by storing it into
-/// `pong[v % lines]`. Values are 1, 2, 3, ... in order; [`STOP`], sent on drop, ends the
-/// echo.
-struct PingPong {
-    ping: Arc<Vec<Line>>,
-    pong: Arc<Vec<Line>>,
-    mask: u64,
+/// Two rings of `LINES` one-line slots, one per direction, and an echo thread that answers
+/// value `v` found in `ping`'s slot of `v` by storing it into `pong`'s. Values are 1, 2, 3,
+/// ... in order; [`STOP`], sent on drop, ends the echo.
+struct PingPong<const LINES: usize> {
+    ping: Arc<Vec<Block>>,
+    pong: Arc<Vec<Block>>,
     /// The value of the next round trip.
     next: u64,
     echo: Option<std::thread::JoinHandle<()>>,
 }
 
-impl PingPong {
-    fn start(lines: usize, pin: Option<(usize, usize)>) -> PingPong {
-        let lines = lines.max(1).next_power_of_two();
-        let ring = || {
-            Arc::new(
-                (0..lines)
-                    .map(|_| Line(AtomicU64::new(0)))
-                    .collect::<Vec<_>>(),
-            )
-        };
-        let (ping, pong) = (ring(), ring());
-        let mask = lines as u64 - 1;
+impl<const LINES: usize> PingPong<LINES> {
+    fn start(pin: Option<(usize, usize)>) -> Self {
+        const { assert!(LINES.is_power_of_two()) };
+        let (ping, pong) = (ring(LINES), ring(LINES));
         let echo = {
             let (ping, pong) = (ping.clone(), pong.clone());
             std::thread::spawn(move || {
                 if let Some((_, b)) = pin {
                     pin_to(b);
                 }
+                // Plain slices in locals: the loop reloads nothing but the polled word.
+                let (ping, pong): (&[Block], &[Block]) = (&ping, &pong);
                 let mut want = 1u64;
                 // Bounded by STOP, which the measuring side sends when it drops.
                 loop {
                     // Acquire/Release: the value itself is the message; ordering keeps the
                     // measurement honest on weakly ordered CPUs too.
-                    let v = ping[(want & mask) as usize].0.load(Ordering::Acquire);
+                    let v = slot::<LINES>(ping, want).load(Ordering::Acquire);
                     if v == want {
-                        pong[(want & mask) as usize].0.store(v, Ordering::Release);
+                        slot::<LINES>(pong, want).store(v, Ordering::Release);
                         want += 1;
                     } else if v == STOP {
                         break;
@@ -85,63 +97,67 @@ impl PingPong {
         if let Some((a, _)) = pin {
             pin_to(a);
         }
-        let mut pp = PingPong {
+        // One untimed round (value 1): the echo is running when this returns.
+        round::<LINES>(&ping, &pong, 1);
+        PingPong {
             ping,
             pong,
-            mask,
-            next: 1,
+            next: 2,
             echo: Some(echo),
-        };
-        // One untimed round: the echo is running when this returns.
-        pp.round();
-        pp
-    }
-
-    /// One round trip: a tight poll, no PAUSE.
-    #[inline(always)]
-    fn round(&mut self) {
-        let (i, k) = (self.next, (self.next & self.mask) as usize);
-        self.ping[k].0.store(i, Ordering::Release);
-        while self.pong[k].0.load(Ordering::Acquire) != i {}
-        self.next = i + 1;
+        }
     }
 }
 
-impl Drop for PingPong {
+/// Round trip `i` through `ping` and `pong`: a tight poll, no PAUSE. The rings are plain
+/// slices so that a caller's loop keeps them in registers and reloads only the polled word.
+#[inline(always)]
+fn round<const LINES: usize>(ping: &[Block], pong: &[Block], i: u64) {
+    slot::<LINES>(ping, i).store(i, Ordering::Release);
+    while slot::<LINES>(pong, i).load(Ordering::Acquire) != i {}
+}
+
+impl<const LINES: usize> Drop for PingPong<LINES> {
     fn drop(&mut self) {
         // The echo looks for the next value where it will be: STOP goes there.
-        let k = (self.next & self.mask) as usize;
-        self.ping[k].0.store(STOP, Ordering::Release);
+        slot::<LINES>(&self.ping, self.next).store(STOP, Ordering::Release);
         if let Some(e) = self.echo.take() {
             let _ = e.join();
         }
     }
 }
 
-/// `rounds` timed round trips through rings of `lines` one-line slots.
-fn timed_rounds(rounds: u64, pin: Option<(usize, usize)>, lines: usize) -> Latency {
-    let mut pp = PingPong::start(lines, pin);
+/// `rounds` timed round trips through rings of `LINES` one-line slots.
+fn timed_rounds<const LINES: usize>(rounds: u64, pin: Option<(usize, usize)>) -> Latency {
+    let mut pp = PingPong::<LINES>::start(pin);
     let mut lat = Latency::new();
     let deadline = Instant::now() + Duration::from_secs(30);
-    for i in 1..=rounds {
+    let (ping, pong): (&[Block], &[Block]) = (&pp.ping, &pp.pong);
+    let mut next = pp.next;
+    for n in 1..=rounds {
         let t0 = Instant::now();
-        pp.round();
+        round::<LINES>(ping, pong, next);
         lat.record(t0.elapsed().as_nanos() as u64);
-        if i % 4096 == 0 && Instant::now() > deadline {
+        next += 1;
+        if n % 4096 == 0 && Instant::now() > deadline {
             break;
         }
     }
+    pp.next = next;
     lat
 }
 
 /// `rounds` back-to-back round trips, timed as a whole.
-fn bulk_rounds(rounds: u64, pin: Option<(usize, usize)>, lines: usize) -> Duration {
-    let mut pp = PingPong::start(lines, pin);
+fn bulk_rounds<const LINES: usize>(rounds: u64, pin: Option<(usize, usize)>) -> Duration {
+    let mut pp = PingPong::<LINES>::start(pin);
+    let (ping, pong): (&[Block], &[Block]) = (&pp.ping, &pp.pong);
+    let first = pp.next;
     let t0 = Instant::now();
-    for _ in 0..rounds {
-        pp.round();
+    for i in first..first + rounds {
+        round::<LINES>(ping, pong, i);
     }
-    t0.elapsed()
+    let dt = t0.elapsed();
+    pp.next = first + rounds;
+    dt
 }
 
 /// Cache-line ping-pong: `rounds` round trips of a value through two cache lines owned by
@@ -149,14 +165,14 @@ fn bulk_rounds(rounds: u64, pin: Option<(usize, usize)>, lines: usize) -> Durati
 /// cost, ~20 ns, is included, and is reported separately by [`timer_overhead`]). `pin`
 /// places the two threads on CPUs.
 pub fn cacheline_round_trip(rounds: u64, pin: Option<(usize, usize)>) -> Latency {
-    timed_rounds(rounds, pin, 1)
+    timed_rounds::<1>(rounds, pin)
 }
 
 /// The same ping-pong as [`cacheline_round_trip`] without per-round timing: the total time of
 /// `rounds` back-to-back round trips (for criterion's `iter_custom`, where the timer must not
 /// be part of what is measured).
 pub fn cacheline_round_trips(rounds: u64, pin: Option<(usize, usize)>) -> Duration {
-    bulk_rounds(rounds, pin, 1)
+    bulk_rounds::<1>(rounds, pin)
 }
 
 /// [`cacheline_round_trip`] through rings of [`MOVING_LINES`] one-line slots: round trip `i`
@@ -165,12 +181,12 @@ pub fn cacheline_round_trips(rounds: u64, pin: Option<(usize, usize)>) -> Durati
 /// through memory (a one-word record, no sequence check, no PAUSE); the fixed-line
 /// ping-pong above is below it.
 pub fn moving_line_round_trip(rounds: u64, pin: Option<(usize, usize)>) -> Latency {
-    timed_rounds(rounds, pin, MOVING_LINES)
+    timed_rounds::<MOVING_LINES>(rounds, pin)
 }
 
 /// [`moving_line_round_trip`] timed as a whole, as [`cacheline_round_trips`].
 pub fn moving_line_round_trips(rounds: u64, pin: Option<(usize, usize)>) -> Duration {
-    bulk_rounds(rounds, pin, MOVING_LINES)
+    bulk_rounds::<MOVING_LINES>(rounds, pin)
 }
 
 /// The cost of one `Instant::now()` pair, in ns (median of `n`).
