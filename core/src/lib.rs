@@ -10,6 +10,7 @@ extern crate std;
 pub mod blackboard;
 pub mod broadcast;
 pub mod error;
+pub mod futex;
 pub mod layout;
 pub mod queue;
 pub mod region;

@@ -5,6 +5,7 @@
 use zerocopy::{FromBytes, FromZeros};
 
 use crate::error::{AttachError, InitError};
+use crate::futex::FutexPair;
 use crate::layout::{
     Flags, Geometry, RING_MAGIC, RING_VERSION, RingHeader, SLOT_WRITING, arena_off, hdr, reg,
 };
@@ -447,25 +448,19 @@ impl RingView {
 
     /// Spec §11 producer side: if anyone sleeps, bump `futex_word` and return `true`.
     ///
-    /// The producer pays nothing when nobody sleeps: a compiler fence and one relaxed load.
-    /// A lost wake-up is prevented by the sleeper, not here: it increments
-    /// `waiting_consumers` (SeqCst), then calls `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`,
-    /// which runs a full memory barrier on every running thread of every process registered
-    /// for it (producers register at creation, spec §1.2), and only then re-checks
-    /// `write_seq`. So either the sleeper's re-check sees this publish, or this load sees the
-    /// sleeper's increment. Where membarrier is unavailable (firmware, a failed registration)
-    /// a sleeper's finite timeout bounds the delay; [`RingView::publish_fenced`] closes the
+    /// The producer pays nothing when nobody sleeps: a compiler fence and one relaxed load
+    /// ([`FutexPair::notify_unfenced`]). A lost wake-up is prevented by the sleeper, not
+    /// here: it increments `waiting_consumers` (SeqCst), then calls
+    /// `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`, which runs a full memory barrier on
+    /// every running thread of every process registered for it (producers register at
+    /// creation, spec §1.2), and only then re-checks `write_seq` ([`FutexPair::announce`]).
+    /// So either the sleeper's re-check sees this publish, or this load sees the sleeper's
+    /// increment. Where membarrier is unavailable (firmware, a failed registration) a
+    /// sleeper's finite timeout bounds the delay; [`RingView::publish_fenced`] closes the
     /// window at the price of a full fence per publish.
     #[inline]
     pub fn bump_futex_if_waiting(&self) -> bool {
-        // Under loom a SeqCst fence models the barrier membarrier forces onto this thread.
-        #[cfg(loom)]
-        fence(Ordering::SeqCst);
-        // Compiler-only: keeps the write_seq store before the load in program order; the
-        // hardware ordering comes from the sleeper's membarrier (see above).
-        #[cfg(not(loom))]
-        core::sync::atomic::compiler_fence(Ordering::SeqCst);
-        self.wake_if_waiting()
+        self.futex().notify_unfenced()
     }
 
     /// [`RingView::publish`] for platforms without membarrier: a SeqCst fence between the
@@ -475,21 +470,15 @@ impl RingView {
     pub fn publish_fenced(&self, seq: u64) -> bool {
         // Release: as in `publish`.
         self.write_seq().store(seq, Ordering::Release);
-        // SeqCst fence: the store above is globally visible before the load below.
-        fence(Ordering::SeqCst);
-        self.wake_if_waiting()
+        self.futex().notify()
     }
 
+    /// `futex_word` and `waiting_consumers`, the ring's side of the §11 handshake.
     #[inline(always)]
-    fn wake_if_waiting(&self) -> bool {
-        // Relaxed: a stale zero is covered by the protocol above; a stale non-zero only
-        // costs one needless wake.
-        if self.waiting_consumers().load(Ordering::Relaxed) > 0 {
-            // Release: a woken sleeper that reads the new futex value sees the publish.
-            self.futex_word().fetch_add(1, Ordering::Release);
-            true
-        } else {
-            false
+    pub fn futex(&self) -> FutexPair<'_> {
+        FutexPair {
+            word: self.futex_word(),
+            waiters: self.waiting_consumers(),
         }
     }
 

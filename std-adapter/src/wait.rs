@@ -8,15 +8,16 @@
 //! is non-zero it bumps `futex_word` and the adapter issues `FUTEX_WAKE` (shared, not
 //! private, since sleepers may be in other processes). A ringfire producer does the same.
 //!
-//! The sleeper reads `futex_word` into `v`, increments `waiting_consumers` (SeqCst), calls
-//! `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)` and only then re-checks `write_seq`. The
-//! membarrier runs a full memory barrier on every running thread of every process
-//! registered for it (ring creators register, spec §1.2 step 1), so the producer's
-//! store→load pair is ordered against the sleeper's: either the re-check sees the new
-//! `write_seq` and the sleeper does not sleep, or the producer's load sees the increment
-//! and bumps `futex_word` after the sleeper read `v`, so `FUTEX_WAIT(v)` either fails at
-//! once (the word changed) or is already queued when `FUTEX_WAKE` runs (the kernel checks
-//! the value and queues under one lock).
+//! The sleeper (`ringwire_core::futex::FutexPair::announce`) reads `futex_word` into `v`,
+//! increments `waiting_consumers` (SeqCst), calls `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`
+//! and only then re-checks `write_seq`. The membarrier runs a full memory barrier on every
+//! running thread of every process registered for it (ring creators register, spec §1.2
+//! step 1), so the producer's store→load pair is ordered against the sleeper's: either the
+//! re-check sees the new `write_seq` and the sleeper does not sleep, or the producer's load
+//! sees the increment and bumps `futex_word` after the sleeper read `v`, so `FUTEX_WAIT(v)`
+//! either fails at once (the word changed) or is already queued when `FUTEX_WAKE` runs (the
+//! kernel checks the value and queues under one lock). The loom model
+//! `core/tests/loom_futex.rs` checks this handshake, the queues' use of it too.
 //!
 //! Every sleep has a finite timeout: a producer that never wakes anyone (ringfire's Python
 //! producer), or a process where membarrier is unavailable, delays a reader by at most that
@@ -26,7 +27,7 @@ use std::time::Duration;
 
 use ringwire_core::RingView;
 use ringwire_core::broadcast::Wake;
-use ringwire_core::sync::{Ordering, fence};
+use ringwire_core::sync::Ordering;
 
 use crate::sys::{self, FutexOutcome};
 
@@ -179,29 +180,24 @@ impl WaitStrategy for FutexWait {
         if published(ring, cursor) {
             return;
         }
-        let word = ring.futex_word();
-        // Acquire: if the producer's bump is seen here, so is the publish before it.
-        let v = word.load(Ordering::Acquire);
-        // SeqCst: announces the sleeper; one half of the Dekker pair with the producer's
-        // publish-fence-load (see the module docs).
-        ring.waiting_consumers().fetch_add(1, Ordering::SeqCst);
-        // SeqCst fence: the re-check below cannot be ordered before the announcement; the
-        // membarrier then orders the producer's publish against it (module docs).
-        fence(Ordering::SeqCst);
-        sys::membarrier_global();
-        if published(ring, cursor) {
-            self.stats.rechecked += 1;
-        } else {
-            self.stats.sleeps += 1;
-            match sys::futex_wait(word.as_ptr(), v, self.timeout) {
-                FutexOutcome::Woken => self.stats.woken += 1,
-                FutexOutcome::Interrupted => self.stats.interrupted += 1,
-                FutexOutcome::Changed => self.stats.changed += 1,
-                FutexOutcome::TimedOut => self.stats.timed_out += 1,
+        // The §11 handshake (module docs): read the word, announce, membarrier, re-check.
+        let announced = ring
+            .futex()
+            .announce(sys::membarrier_global, || published(ring, cursor));
+        match announced.sleep_on() {
+            None => self.stats.rechecked += 1,
+            Some(v) => {
+                self.stats.sleeps += 1;
+                match sys::futex_wait(ring.futex_word().as_ptr(), v, self.timeout) {
+                    FutexOutcome::Woken => self.stats.woken += 1,
+                    FutexOutcome::Interrupted => self.stats.interrupted += 1,
+                    FutexOutcome::Changed => self.stats.changed += 1,
+                    FutexOutcome::TimedOut => self.stats.timed_out += 1,
+                }
             }
         }
-        // Relaxed: a stale non-zero count only costs the producer one spare wake.
-        ring.waiting_consumers().fetch_sub(1, Ordering::Relaxed);
+        // Retires the announcement.
+        drop(announced);
     }
 
     fn reset(&mut self) {}

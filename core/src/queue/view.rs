@@ -6,6 +6,7 @@ use zerocopy::{FromBytes, FromZeros, IntoBytes};
 
 use super::error::{QueueAttachError, QueueInitError};
 use super::layout::{FLAG_FIXED, QUEUE_VERSION, QueueGeometry, QueueHeader, QueueKind, qhdr};
+use crate::futex::FutexPair;
 use crate::region::Region;
 use crate::sync::{A32, A64, Ordering, fence};
 
@@ -258,19 +259,37 @@ impl QueueView {
         self.hdr32(qhdr::SPACE_WAITERS)
     }
 
+    /// `data_futex` and `data_waiters`: consumers sleep on these (spec §11 handshake).
+    #[inline(always)]
+    pub fn data_pair(&self) -> FutexPair<'_> {
+        FutexPair {
+            word: self.data_futex(),
+            waiters: self.data_waiters(),
+        }
+    }
+
+    /// `space_futex` and `space_waiters`: producers of a full queue sleep on these.
+    #[inline(always)]
+    pub fn space_pair(&self) -> FutexPair<'_> {
+        FutexPair {
+            word: self.space_futex(),
+            waiters: self.space_waiters(),
+        }
+    }
+
     /// Call after a push if consumers may sleep: when it returns `true`, `data_futex` has
     /// been bumped and the caller wakes the sleepers (FUTEX_WAKE on the std side). A sleeper
     /// increments `data_waiters` (SeqCst), re-checks the queue, then waits on the value of
     /// `data_futex` it read before incrementing.
     #[inline]
     pub fn notify_data(&self) -> bool {
-        bump_if_waiting(self.data_waiters(), self.data_futex())
+        self.data_pair().notify()
     }
 
     /// Call after a pop if producers may sleep on a full queue; as [`QueueView::notify_data`].
     #[inline]
     pub fn notify_space(&self) -> bool {
-        bump_if_waiting(self.space_waiters(), self.space_futex())
+        self.space_pair().notify()
     }
 
     /// [`QueueView::notify_data`] without the hardware fence: a compiler fence and one
@@ -284,49 +303,14 @@ impl QueueView {
     /// our load sees its increment. Otherwise use the fenced [`QueueView::notify_data`].
     #[inline]
     pub fn notify_data_unfenced(&self) -> bool {
-        bump_if_waiting_unfenced(self.data_waiters(), self.data_futex())
+        self.data_pair().notify_unfenced()
     }
 
     /// [`QueueView::notify_space`] without the hardware fence; the same contract as
     /// [`QueueView::notify_data_unfenced`].
     #[inline]
     pub fn notify_space_unfenced(&self) -> bool {
-        bump_if_waiting_unfenced(self.space_waiters(), self.space_futex())
-    }
-}
-
-#[inline]
-fn bump_if_waiting_unfenced(waiters: A32<'_>, futex: A32<'_>) -> bool {
-    // Under loom a SeqCst fence models the barrier the sleeper's membarrier forces onto
-    // this thread.
-    #[cfg(loom)]
-    fence(Ordering::SeqCst);
-    // Compiler-only: keeps our cursor/stamp store before the load below in program order;
-    // the hardware ordering comes from the sleeper's membarrier.
-    #[cfg(not(loom))]
-    core::sync::atomic::compiler_fence(Ordering::SeqCst);
-    // Relaxed: ordered by the sleeper's membarrier (see notify_data_unfenced).
-    if waiters.load(Ordering::Relaxed) > 0 {
-        // Release: a woken sleeper that reads the new value sees the queue change.
-        futex.fetch_add(1, Ordering::Release);
-        true
-    } else {
-        false
-    }
-}
-
-#[inline]
-fn bump_if_waiting(waiters: A32<'_>, futex: A32<'_>) -> bool {
-    // SeqCst fence: orders our cursor/stamp store before the waiter-count load, pairing
-    // with the sleeper's SeqCst increment-then-recheck, so no wake-up is lost.
-    fence(Ordering::SeqCst);
-    // Relaxed: the fence above provides the ordering.
-    if waiters.load(Ordering::Relaxed) > 0 {
-        // Release: a woken sleeper that reads the new value sees the queue change.
-        futex.fetch_add(1, Ordering::Release);
-        true
-    } else {
-        false
+        self.space_pair().notify_unfenced()
     }
 }
 

@@ -4,8 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use ringwire_core::futex::FutexPair;
 use ringwire_core::queue::QueueView;
-use ringwire_core::sync::{A32, Ordering, fence};
 
 use super::mem::QueueMem;
 use crate::sys;
@@ -24,10 +24,10 @@ pub(super) enum Side {
     Space,
 }
 
-fn words(view: &QueueView, side: Side) -> (A32<'_>, A32<'_>) {
+fn pair(view: &QueueView, side: Side) -> FutexPair<'_> {
     match side {
-        Side::Data => (view.data_futex(), view.data_waiters()),
-        Side::Space => (view.space_futex(), view.space_waiters()),
+        Side::Data => view.data_pair(),
+        Side::Space => view.space_pair(),
     }
 }
 
@@ -51,7 +51,7 @@ pub(super) fn notify(mem: &QueueMem, side: Side) {
         (Side::Space, false) => view.notify_space(),
     };
     if bumped {
-        sys::futex_wake_all(words(view, side).0.as_ptr());
+        sys::futex_wake_all(pair(view, side).word.as_ptr());
     }
 }
 
@@ -69,25 +69,19 @@ pub(super) fn wait_for(
         }
         std::hint::spin_loop();
     }
-    let (word, waiters) = words(view, side);
-    // Acquire: if the peer's bump is seen here, so is the change before it.
-    let v = word.load(Ordering::Acquire);
-    // SeqCst: announces the sleeper; pairs with the peer's fence-then-load in notify_*.
-    waiters.fetch_add(1, Ordering::SeqCst);
-    // SeqCst fence: the re-check below cannot move before the announcement (pairs with a
-    // fenced notifier).
-    fence(Ordering::SeqCst);
-    // A full barrier on every running thread of every registered process, so an unfenced
+    // The §11 handshake (`ringwire_core::futex`): read the word, announce, fence, then a
+    // full barrier on every running thread of every registered process, so an unfenced
     // notifier (see `notify`) that has not seen our announcement has its push or pop
-    // visible to the re-check below. Fails harmlessly where unsupported, and then no
-    // notifier is unfenced.
-    sys::membarrier_global();
-    if !ready() {
+    // visible to the re-check. The membarrier fails harmlessly where unsupported, and then
+    // no notifier is unfenced.
+    let pair = pair(view, side);
+    let announced = pair.announce(sys::membarrier_global, ready);
+    if let Some(v) = announced.sleep_on() {
         let left = deadline.saturating_duration_since(Instant::now());
         if !left.is_zero() {
-            let _ = sys::futex_wait(word.as_ptr(), v, left.min(MAX_SLEEP));
+            let _ = sys::futex_wait(pair.word.as_ptr(), v, left.min(MAX_SLEEP));
         }
     }
-    // Relaxed: a stale non-zero count only costs the peer one spare wake.
-    waiters.fetch_sub(1, Ordering::Relaxed);
+    // Retires the announcement.
+    drop(announced);
 }

@@ -1,0 +1,202 @@
+//! loom models of the §11 sleep/wake handshake (`ringwire_core::futex`): a sleeper that
+//! found nothing announces itself and sleeps on the futex word while a producer publishes;
+//! no interleaving may leave the sleeper asleep after the publish. The futex itself is
+//! modelled here as the kernel implements it (the word compared and the sleeper queued under
+//! one lock; a wake takes the same lock), with no timeout, so a lost wake-up is a sleeper
+//! that never returns, which loom reports as a deadlock.
+//!
+//! The real code paths run: `RingView::publish` and `publish_fenced` through a broadcast
+//! `Producer`, the queues' `notify_data_unfenced` / `notify_data` after an MPMC push, and
+//! the sleeper's `FutexPair::announce`. The membarrier a std sleeper issues is modelled by
+//! the SeqCst fence that `notify_unfenced` has under loom (see the `futex` module docs).
+//! A sleeper that re-checks before announcing itself must be caught (the last model).
+//!
+//! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringwire-core
+//! --release --test loom_futex`.
+#![cfg(loom)]
+
+use loom::sync::{Arc, Condvar, Mutex};
+use loom::thread;
+use ringwire_core::broadcast::{Producer, Wake};
+use ringwire_core::futex::FutexPair;
+use ringwire_core::queue::{MpmcQueue, QueueGeometry, QueueKind, QueueView};
+use ringwire_core::sync::{A32, Ordering};
+use ringwire_core::{Geometry, Region, RingView};
+
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(3);
+    }
+    b.check(f);
+}
+
+/// The kernel's futex for one word: `wait` compares the word and queues the caller under
+/// the lock that `wake` takes, so a wake after the comparison always finds the sleeper.
+struct Futex {
+    /// Wake generation: a sleeper returns once it changed.
+    woken: Mutex<u64>,
+    cv: Condvar,
+}
+
+impl Futex {
+    fn new() -> Futex {
+        Futex {
+            woken: Mutex::new(0),
+            cv: Condvar::new(),
+        }
+    }
+
+    /// `FUTEX_WAIT(word, v)` without a timeout.
+    fn wait(&self, word: A32<'_>, v: u32) {
+        let mut g = self.woken.lock().unwrap();
+        // Relaxed: the lock orders it against every wake (the kernel reads the word under
+        // the hash bucket's lock).
+        if word.load(Ordering::Relaxed) != v {
+            return;
+        }
+        let seen = *g;
+        while *g == seen {
+            g = self.cv.wait(g).unwrap();
+        }
+    }
+
+    /// `FUTEX_WAKE` of every sleeper.
+    fn wake(&self) {
+        let mut g = self.woken.lock().unwrap();
+        *g += 1;
+        self.cv.notify_all();
+    }
+}
+
+/// A sleeper's loop: return once `ready()`, else announce, re-check and sleep.
+fn sleep_until(pair: FutexPair<'_>, futex: &Futex, ready: impl Fn() -> bool) {
+    while !ready() {
+        let announced = pair.announce(|| {}, &ready);
+        if let Some(v) = announced.sleep_on() {
+            futex.wait(pair.word, v);
+        }
+        drop(announced);
+    }
+}
+
+/// A one-record ring of 8-byte records.
+fn ring() -> RingView {
+    let geo = Geometry::spmc(2, 16, 8, 0, false).unwrap();
+    RingView::init(Region::loom_new(geo.total_len().unwrap() as usize), &geo).unwrap()
+}
+
+struct ModelWake(Arc<Futex>);
+
+impl Wake for ModelWake {
+    fn wake(&self, _view: &RingView) {
+        self.0.wake();
+    }
+}
+
+fn published(view: &RingView, seq: u64) -> bool {
+    // Acquire: as a consumer's check of write_seq.
+    view.write_seq().load(Ordering::Acquire) >= seq
+}
+
+/// A producer pushes two records through `Producer::push` (publish with the unfenced
+/// check, the membarrier scheme); a reader sleeps until it sees both.
+#[test]
+fn ring_sleeper_never_misses_a_publish() {
+    model(|| {
+        let view = ring();
+        let futex = Arc::new(Futex::new());
+        let mut p = Producer::new(view.clone(), ModelWake(futex.clone())).unwrap();
+        let w = thread::spawn(move || {
+            p.push(&1u64.to_le_bytes());
+            p.push(&2u64.to_le_bytes());
+        });
+        sleep_until(view.futex(), &futex, || published(&view, 2));
+        w.join().unwrap();
+        // Relaxed: every thread has joined.
+        assert_eq!(view.waiting_consumers().load(Ordering::Relaxed), 0);
+    });
+}
+
+/// The same with `publish_fenced` (no membarrier needed) and two sleepers.
+#[test]
+fn ring_fenced_publish_wakes_every_sleeper() {
+    model(|| {
+        let view = ring();
+        let futex = Arc::new(Futex::new());
+        let (v2, f2) = (view.clone(), futex.clone());
+        let w = thread::spawn(move || {
+            v2.write_slot(1, &1u64.to_le_bytes());
+            if v2.publish_fenced(1) {
+                f2.wake();
+            }
+        });
+        let (v3, f3) = (view.clone(), futex.clone());
+        let r = thread::spawn(move || sleep_until(v3.futex(), &f3, || published(&v3, 1)));
+        sleep_until(view.futex(), &futex, || published(&view, 1));
+        w.join().unwrap();
+        r.join().unwrap();
+    });
+}
+
+fn mpmc() -> MpmcQueue {
+    let g = QueueGeometry::new(QueueKind::Mpmc, 2, 8, 16).unwrap();
+    let q = QueueView::init(Region::loom_new(g.total_len().unwrap() as usize), &g).unwrap();
+    MpmcQueue::new(q).unwrap()
+}
+
+/// A queue consumer sleeps on `data_futex` while a producer pushes and notifies, with the
+/// unfenced (membarrier) and the fenced notify.
+#[test]
+fn queue_sleeper_never_misses_a_push() {
+    for fenced in [false, true] {
+        model(move || {
+            let q = mpmc();
+            let futex = Arc::new(Futex::new());
+            let (q2, f2) = (q.clone(), futex.clone());
+            let w = thread::spawn(move || {
+                q2.try_push(&7u64.to_le_bytes()).unwrap();
+                let v = q2.view();
+                if if fenced {
+                    v.notify_data()
+                } else {
+                    v.notify_data_unfenced()
+                } {
+                    f2.wake();
+                }
+            });
+            sleep_until(q.view().data_pair(), &futex, || q.has_item());
+            let mut out = [0u8; 8];
+            q.try_pop(&mut out).unwrap();
+            assert_eq!(out, 7u64.to_le_bytes());
+            w.join().unwrap();
+        });
+    }
+}
+
+/// The model is not vacuous: a sleeper that re-checks *before* announcing itself can miss
+/// the publish (the producer sees no waiter and does not bump) and sleep forever.
+#[test]
+#[should_panic(expected = "deadlock")]
+fn a_recheck_before_the_announcement_loses_the_wake_up() {
+    model(|| {
+        let view = ring();
+        let futex = Arc::new(Futex::new());
+        let mut p = Producer::new(view.clone(), ModelWake(futex.clone())).unwrap();
+        let w = thread::spawn(move || p.push(&1u64.to_le_bytes()));
+        let pair = view.futex();
+        while !published(&view, 1) {
+            // Acquire: as in FutexPair::announce.
+            let v = pair.word.load(Ordering::Acquire);
+            if published(&view, 1) {
+                break;
+            }
+            // SeqCst: the announcement, too late.
+            pair.waiters.fetch_add(1, Ordering::SeqCst);
+            futex.wait(pair.word, v);
+            // Relaxed: as in Announced's drop.
+            pair.waiters.fetch_sub(1, Ordering::Relaxed);
+        }
+        w.join().unwrap();
+    });
+}
