@@ -6,7 +6,9 @@
 //! atomic (payloads move as relaxed 64-bit words), so two processes sharing the memory never
 //! race in the language's sense.
 
-use crate::sync::{A32, A64, AtomicU64, Ordering};
+#[cfg(not(loom))]
+use crate::sync::AtomicU64;
+use crate::sync::{A32, A64, Ordering};
 
 /// Why caller memory cannot be used as a region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,7 +47,7 @@ pub struct Region {
     #[cfg(not(loom))]
     base: core::ptr::NonNull<u8>,
     #[cfg(loom)]
-    words: std::sync::Arc<[AtomicU64]>,
+    words: std::sync::Arc<[crate::sync::Word]>,
     len: usize,
 }
 
@@ -96,8 +98,9 @@ impl Region {
     /// A zeroed region of `len` bytes backed by loom atomics (one per 8-byte word).
     #[cfg(loom)]
     pub fn loom_new(len: usize) -> Region {
-        let words: std::vec::Vec<AtomicU64> =
-            (0..len.div_ceil(8)).map(|_| AtomicU64::new(0)).collect();
+        let words: std::vec::Vec<crate::sync::Word> = (0..len.div_ceil(8))
+            .map(|_| crate::sync::Word::new())
+            .collect();
         Region {
             words: words.into(),
             len,

@@ -7,6 +7,20 @@
 //! word) and a 32-bit field is emulated on its containing word with a CAS loop, which loom
 //! explores like any other RMW.
 //!
+//! # Every access to a word is a dependency under loom
+//!
+//! loom 0.7.3's partial-order reduction remembers only the *last* access to each atomic: when
+//! thread A loads a word, then thread B loads it and stores it, B's store is compared with
+//! B's own load, not with A's, and the schedule in which B's store comes before A's load is
+//! never run (tokio-rs/loom#392; a writer that loads a word before storing it, as a seqlock
+//! writer or a claim loop does, is exactly this shape). So under loom each region word has a
+//! second, dependency-only atomic, and every access to the word first does a relaxed RMW on
+//! it: any two accesses to the word from different threads are then dependent and both
+//! orders are explored. The RMW is relaxed and on an atomic the protocols never read, so
+//! it adds no synchronisation; the word itself keeps loom's full weak-memory semantics
+//! (a load may still read an older store). `core/tests/loom_blackboard.rs` has a model
+//! that explores one schedule without it.
+//!
 //! [`Region`]: crate::Region
 
 #[cfg(not(loom))]
@@ -16,33 +30,73 @@ pub use portable_atomic::{Ordering, fence};
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::AtomicU64;
+
+/// A region word under loom: its value and its dependency-only companion (module docs).
+#[cfg(loom)]
+pub(crate) struct Word {
+    value: AtomicU64,
+    dep: AtomicU64,
+}
+
+#[cfg(loom)]
+impl Word {
+    pub(crate) fn new() -> Word {
+        Word {
+            value: AtomicU64::new(0),
+            dep: AtomicU64::new(0),
+        }
+    }
+
+    /// The value, after marking this access as dependent on every other (module docs).
+    fn touch(&self) -> &AtomicU64 {
+        // Relaxed: only the access itself matters to loom's scheduler; nothing reads it.
+        self.dep.fetch_add(1, Ordering::Relaxed);
+        &self.value
+    }
+}
+
+/// A region word: an `AtomicU64` (under loom, with its dependency companion).
+#[cfg(not(loom))]
+pub(crate) type Word = AtomicU64;
 #[cfg(loom)]
 pub use loom::sync::atomic::{Ordering, fence};
 
 /// A 64-bit atomic word inside a region.
 #[derive(Clone, Copy)]
-pub struct A64<'a>(pub(crate) &'a AtomicU64);
+pub struct A64<'a>(pub(crate) &'a Word);
 
-impl A64<'_> {
+impl<'a> A64<'a> {
+    #[inline(always)]
+    fn cell(self) -> &'a AtomicU64 {
+        #[cfg(not(loom))]
+        {
+            self.0
+        }
+        #[cfg(loom)]
+        {
+            self.0.touch()
+        }
+    }
+
     /// Atomic load.
     #[inline(always)]
     pub fn load(self, o: Ordering) -> u64 {
-        self.0.load(o)
+        self.cell().load(o)
     }
     /// Atomic store.
     #[inline(always)]
     pub fn store(self, v: u64, o: Ordering) {
-        self.0.store(v, o)
+        self.cell().store(v, o)
     }
     /// Atomic fetch-add (wrapping).
     #[inline(always)]
     pub fn fetch_add(self, v: u64, o: Ordering) -> u64 {
-        self.0.fetch_add(v, o)
+        self.cell().fetch_add(v, o)
     }
     /// Atomic fetch-max.
     #[inline(always)]
     pub fn fetch_max(self, v: u64, o: Ordering) -> u64 {
-        self.0.fetch_max(v, o)
+        self.cell().fetch_max(v, o)
     }
     /// Strong compare-exchange.
     #[inline(always)]
@@ -53,7 +107,7 @@ impl A64<'_> {
         ok: Ordering,
         fail: Ordering,
     ) -> Result<u64, u64> {
-        self.0.compare_exchange(cur, new, ok, fail)
+        self.cell().compare_exchange(cur, new, ok, fail)
     }
     /// Weak compare-exchange (may fail spuriously).
     #[inline(always)]
@@ -64,7 +118,7 @@ impl A64<'_> {
         ok: Ordering,
         fail: Ordering,
     ) -> Result<u64, u64> {
-        self.0.compare_exchange_weak(cur, new, ok, fail)
+        self.cell().compare_exchange_weak(cur, new, ok, fail)
     }
 }
 
@@ -74,7 +128,7 @@ pub struct A32<'a> {
     #[cfg(not(loom))]
     pub(crate) cell: &'a AtomicU32,
     #[cfg(loom)]
-    pub(crate) word: &'a AtomicU64,
+    pub(crate) word: &'a Word,
     #[cfg(loom)]
     pub(crate) shift: u32,
 }
@@ -133,6 +187,7 @@ impl A32<'_> {
             x => x,
         };
         self.word
+            .touch()
             .fetch_update(o, fail, |w| {
                 f(self.get(w)).map(|v| (w & !mask) | (u64::from(v) << self.shift))
             })
@@ -141,7 +196,7 @@ impl A32<'_> {
     }
     /// Atomic load.
     pub fn load(self, o: Ordering) -> u32 {
-        self.get(self.word.load(o))
+        self.get(self.word.touch().load(o))
     }
     /// Atomic store (emulated with an RMW on the containing word).
     pub fn store(self, v: u32, o: Ordering) {
