@@ -44,6 +44,28 @@ fn next_rf<T: Copy + 'static>(cons: &mut ringfire::RingConsumer<T>, deadline: In
     r.expect("spin_until returned")
 }
 
+/// Receives records 1..=`n` with `recv_batch` (256 at most per call) until `DEADLINE`,
+/// each equal to `expect(seq)`.
+fn drain_batches<T>(n: u64, mut recv_batch: impl FnMut(&mut [T]) -> usize, expect: fn(u64) -> T)
+where
+    T: Copy + PartialEq + std::fmt::Debug,
+{
+    let deadline = Instant::now() + DEADLINE;
+    let mut buf = vec![expect(0); 256];
+    let mut next = 1u64;
+    while next <= n {
+        let got = recv_batch(&mut buf);
+        if got == 0 {
+            assert!(Instant::now() < deadline, "stalled at {next}");
+            std::thread::yield_now();
+        }
+        for r in &buf[..got] {
+            assert_eq!(*r, expect(next), "record {next}");
+            next += 1;
+        }
+    }
+}
+
 #[test]
 fn ringfire_struct_ring_to_ringwire_consumer() {
     let p = ShmPath::new("rf2rw-rec");
@@ -104,20 +126,7 @@ fn byte_array_rings_both_ways() {
         .unwrap();
     let mut cons = RingConsumer::<[u8; 64]>::attach(&p).unwrap();
     let reader = std::thread::spawn(move || {
-        let deadline = Instant::now() + DEADLINE;
-        let mut buf = vec![[0u8; 64]; 256];
-        let mut next = 1u64;
-        while next <= N {
-            let n = cons.recv_batch(&mut buf);
-            if n == 0 {
-                assert!(Instant::now() < deadline, "stalled at {next}");
-                std::thread::yield_now();
-            }
-            for b in &buf[..n] {
-                assert_eq!(*b, bytes64(next), "record {next}");
-                next += 1;
-            }
-        }
+        drain_batches(N, |buf| cons.recv_batch(buf), bytes64);
         assert_eq!(cons.lapped_count(), 0);
     });
     for seq in 1..=N {
@@ -133,20 +142,7 @@ fn byte_array_rings_both_ways() {
         .unwrap();
     let mut cons = ringfire::RingConsumer::<[u8; 64]>::attach(p.path()).unwrap();
     let reader = std::thread::spawn(move || {
-        let deadline = Instant::now() + DEADLINE;
-        let mut buf = vec![[0u8; 64]; 256];
-        let mut next = 1u64;
-        while next <= N {
-            let n = cons.recv_batch(&mut buf);
-            if n == 0 {
-                assert!(Instant::now() < deadline, "stalled at {next}");
-                std::thread::yield_now();
-            }
-            for b in &buf[..n] {
-                assert_eq!(*b, bytes64(next), "record {next}");
-                next += 1;
-            }
-        }
+        drain_batches(N, |buf| cons.recv_batch(buf), bytes64);
         assert_eq!(cons.lapped_count(), 0);
     });
     let batch: Vec<[u8; 64]> = (1..=N).map(bytes64).collect();
