@@ -132,11 +132,21 @@ impl fmt::Display for AttachError {
                 f,
                 "magic is 0: not a ring, or its creation has not finished"
             ),
-            BadMagic { found } => write!(
-                f,
-                "bad magic {found:#018x} (expected {:#018x})",
-                crate::layout::RING_MAGIC
-            ),
+            BadMagic { found } => match crate::queue::QueueKind::from_magic(found) {
+                Some(kind) => write!(
+                    f,
+                    "this is a ringwire {} queue (magic {found:#018x}), not a ring",
+                    kind.name()
+                ),
+                None if found == crate::blackboard::BLACKBOARD_MAGIC => {
+                    write!(f, "this is a blackboard (magic {found:#018x}), not a ring")
+                }
+                None => write!(
+                    f,
+                    "bad magic {found:#018x} (expected {:#018x})",
+                    crate::layout::RING_MAGIC
+                ),
+            },
             BadVersion { found } => write!(f, "ring version {found} is not supported (expected 2)"),
             ElementSizeMismatch { expected, found } => {
                 write!(

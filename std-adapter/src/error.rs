@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use ringwire_core::blackboard::BlackboardError;
 use ringwire_core::broadcast::blob::BlobError;
 use ringwire_core::broadcast::registry::RegistryError;
+use ringwire_core::queue::QueueAttachError;
 use ringwire_core::{AttachError, GeometryError, InitError, RegionError};
 
 /// Result alias for the adapter.
@@ -60,6 +61,13 @@ pub enum Error {
         path: PathBuf,
         /// Which check failed, with the value seen.
         source: AttachError,
+    },
+    /// The file is not a valid ringwire queue.
+    QueueAttach {
+        /// The file.
+        path: PathBuf,
+        /// Which check failed, with the value seen.
+        source: QueueAttachError,
     },
     /// The requested ring shape is invalid.
     Geometry {
@@ -132,6 +140,7 @@ impl Error {
         match self {
             Error::Io { path, .. }
             | Error::Attach { path, .. }
+            | Error::QueueAttach { path, .. }
             | Error::Registry { path, .. }
             | Error::Blob { path, .. }
             | Error::Blackboard { path, .. }
@@ -182,6 +191,7 @@ impl fmt::Display for Error {
         match self {
             Error::Io { op, source, .. } => write!(f, "ring {p}: {op} failed: {source}"),
             Error::Attach { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::QueueAttach { source, .. } => write!(f, "queue {p}: {source}"),
             Error::Geometry { source, .. } => write!(f, "ring {p}: {source}"),
             Error::Registry { source, .. } => write!(f, "ring {p}: {source}"),
             Error::Blob { source, .. } => write!(f, "ring {p}: {source}"),
@@ -215,6 +225,7 @@ impl std::error::Error for Error {
         match self {
             Error::Io { source, .. } => Some(source),
             Error::Attach { source, .. } => Some(source),
+            Error::QueueAttach { source, .. } => Some(source),
             Error::Geometry { source, .. } => Some(source),
             Error::Registry { source, .. } => Some(source),
             Error::Blob { source, .. } => Some(source),

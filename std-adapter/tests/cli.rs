@@ -155,3 +155,81 @@ fn view(r: &ringwire::RingFile) -> &ringwire::core::RingView {
     // SAFETY: the returned borrow cannot outlive `r`, and the tests never copy it.
     unsafe { r.view() }
 }
+
+#[test]
+fn stat_describes_queue_files_and_other_commands_name_them() {
+    // SPSC: 5 pushed, 2 popped.
+    let t = TmpRing::new("spsc-q");
+    let _ = std::fs::remove_file(&t.0);
+    let mut p = ringwire::queue::SpscProducer::<u64>::create(&t.0, 8).unwrap();
+    let mut c = ringwire::queue::SpscConsumer::<u64>::open(&t.0).unwrap();
+    for i in 0..5u64 {
+        p.try_push(&i).unwrap();
+    }
+    for _ in 0..2 {
+        c.try_pop().unwrap().unwrap();
+    }
+    let path = t.0.to_str().unwrap();
+    let (code, out, err) = ringwire(&["stat", path, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["type"], "queue");
+    assert_eq!(v["kind"], "SPSC");
+    assert_eq!(v["capacity"], 8);
+    assert_eq!(v["item_size"], 8);
+    assert_eq!(
+        (v["enqueue"].clone(), v["dequeue"].clone()),
+        (5.into(), 2.into())
+    );
+    assert_eq!(v["queued"], 3);
+    assert!(v["claimed_unpublished"].is_null());
+    for cmd in ["dump", "top", "prune"] {
+        let mut args = vec![cmd, path];
+        if cmd == "top" {
+            args.extend(["--iterations", "1"]);
+        }
+        let (code, out, err) = ringwire(&args);
+        assert_eq!(code, 1, "{cmd}: {out}");
+        assert!(
+            err.contains("this is a ringwire SPSC queue") && err.contains(path),
+            "{cmd}: {err}"
+        );
+    }
+    drop((p, c));
+
+    // MPMC: 3 pushed, 1 popped, then a claim left unpublished (a producer dead mid-push).
+    let t = TmpRing::new("mpmc-q");
+    let _ = std::fs::remove_file(&t.0);
+    let q = ringwire::queue::MpmcQueue::<u64>::create(&t.0, 16).unwrap();
+    for i in 0..3u64 {
+        q.try_push(&i).unwrap();
+    }
+    q.try_pop().unwrap();
+    let stuck = q.core().claim().unwrap();
+    let path = t.0.to_str().unwrap();
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with(&format!("Queue {path}\n")), "{out}");
+    assert!(out.contains("kind                \"MPMC\""), "{out}");
+    assert!(out.contains("dequeue             1\n"), "{out}");
+    assert!(
+        out.contains(&format!("claimed_unpublished {stuck} (")),
+        "{out}"
+    );
+    let (_, out, _) = ringwire(&["stat", path, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["claimed_unpublished"], stuck);
+    assert_eq!(v["queued"], 3);
+    drop(q);
+
+    // A corrupt queue file: the error names the file, and the value.
+    let mut bytes = std::fs::read(&t.0).unwrap();
+    bytes[16..24].copy_from_slice(&1000u64.to_le_bytes());
+    std::fs::write(&t.0, &bytes).unwrap();
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.starts_with(&format!("Error: queue {path}: ")) && err.contains("1000"),
+        "{err}"
+    );
+}

@@ -57,6 +57,14 @@ impl QueueKind {
         }
     }
 
+    /// "SPSC" or "MPMC".
+    pub const fn name(self) -> &'static str {
+        match self {
+            QueueKind::Spsc => "SPSC",
+            QueueKind::Mpmc => "MPMC",
+        }
+    }
+
     /// The kind a magic stands for, if it is a queue magic.
     pub const fn from_magic(magic: u64) -> Option<QueueKind> {
         match magic {

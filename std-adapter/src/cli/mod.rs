@@ -28,9 +28,11 @@ pub struct Cli {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Print a ring's header, counters, retained window, futex state, arena and readers.
+    /// Print a ring's header, counters, retained window, futex state, arena and readers
+    /// (also describes a blackboard file, and a ringwire SPSC or MPMC queue file: geometry,
+    /// cursors, items queued, a claimed but unpublished position, futex state).
     Stat {
-        /// The ring file.
+        /// The ring, blackboard or queue file.
         path: PathBuf,
         /// Print JSON instead of text.
         #[arg(long)]

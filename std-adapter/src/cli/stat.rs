@@ -3,16 +3,16 @@
 use std::io::{Read, Write};
 use std::path::Path;
 
+use ringwire_core::blackboard::BLACKBOARD_MAGIC;
 use ringwire_core::layout::{Flags, RING_MAGIC, oldest_retained};
+use ringwire_core::queue::QueueKind;
 use serde_json::{Value, json};
 
 use super::out_err;
 use crate::error::{Error, Result};
 use crate::file::ReadOnlyRing;
+use crate::queue::ReadOnlyQueue;
 use crate::sys::pid_alive;
-
-/// Blackboard file magic (spec §14), "ROBBGNIR" on disk.
-pub const BLACKBOARD_MAGIC: u64 = 0x5249_4E47_4242_4F52;
 
 fn first_128(path: &Path) -> Result<(u64, [u8; 128])> {
     let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, "open", e))?;
@@ -45,12 +45,41 @@ fn blackboard_json(path: &Path, len: u64, h: &[u8; 128]) -> Value {
     })
 }
 
-/// The `stat --json` object of the ring (or blackboard) at `path`.
+fn queue_json(path: &Path, len: u64, kind: QueueKind) -> Result<Value> {
+    let q = ReadOnlyQueue::open(path, kind)?.snapshot();
+    let g = q.geometry;
+    let queued = q.enqueue.saturating_sub(q.dequeue);
+    Ok(json!({
+        "type": "queue",
+        "path": path.display().to_string(),
+        "file_size": len,
+        "kind": kind.name(),
+        "fixed_items": g.fixed,
+        "capacity": g.capacity,
+        "item_size": g.item_size,
+        "slot_stride": g.slot_stride,
+        "schema_sig": format!("0x{:016X}", q.schema_sig),
+        "enqueue": q.enqueue,
+        "dequeue": q.dequeue,
+        "queued": queued,
+        "utilization_pct": ((queued as f64 / g.capacity as f64) * 10_000.0).round() / 100.0,
+        "claimed_unpublished": q.claimed_unpublished,
+        "data_waiters": q.data_waiters,
+        "data_futex": q.data_futex,
+        "space_waiters": q.space_waiters,
+        "space_futex": q.space_futex,
+    }))
+}
+
+/// The `stat --json` object of the ring (or blackboard, or ringwire queue) at `path`.
 pub fn stat_json(path: &Path) -> Result<Value> {
     let (len, h) = first_128(path)?;
     let magic = u64::from_le_bytes(h[0..8].try_into().unwrap_or([0; 8]));
     if magic == BLACKBOARD_MAGIC {
         return Ok(blackboard_json(path, len, &h));
+    }
+    if let Some(kind) = QueueKind::from_magic(magic) {
+        return queue_json(path, len, kind);
     }
     if magic != RING_MAGIC {
         return Err(Error::attach(
@@ -142,6 +171,37 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
             "slot_size",
         ] {
             writeln!(out, "  {k:<18} {}", v[k]).map_err(&oe)?;
+        }
+        return Ok(());
+    }
+    if v["type"] == "queue" {
+        writeln!(out, "Queue {}", path.display()).map_err(&oe)?;
+        for k in [
+            "file_size",
+            "kind",
+            "fixed_items",
+            "capacity",
+            "item_size",
+            "slot_stride",
+            "schema_sig",
+        ] {
+            writeln!(out, "  {k:<19} {}", v[k]).map_err(&oe)?;
+        }
+        writeln!(out, "Cursors").map_err(&oe)?;
+        for k in ["enqueue", "dequeue", "queued", "utilization_pct"] {
+            writeln!(out, "  {k:<19} {}", v[k]).map_err(&oe)?;
+        }
+        if !v["claimed_unpublished"].is_null() {
+            writeln!(
+                out,
+                "  claimed_unpublished {} (a push in flight, or a producer that died mid-push)",
+                v["claimed_unpublished"]
+            )
+            .map_err(&oe)?;
+        }
+        writeln!(out, "Futex").map_err(&oe)?;
+        for k in ["data_waiters", "data_futex", "space_waiters", "space_futex"] {
+            writeln!(out, "  {k:<19} {}", v[k]).map_err(&oe)?;
         }
         return Ok(());
     }

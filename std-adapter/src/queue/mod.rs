@@ -21,6 +21,7 @@
 
 mod mem;
 mod mpmc;
+mod read_only;
 mod spsc;
 mod wait;
 
@@ -32,6 +33,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 pub use mem::{QueueFileError, QueueMem};
 pub use mpmc::MpmcQueue;
+pub use read_only::{QueueSnapshot, ReadOnlyQueue};
 pub use spsc::{SpscConsumer, SpscProducer, spsc_channel};
 
 /// The record types a typed queue can carry: plain bytes both ways, no padding surprises.

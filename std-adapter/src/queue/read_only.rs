@@ -1,0 +1,98 @@
+//! A queue file mapped read-only, for `ringwire stat`: loads only, so inspecting a queue
+//! needs no write permission and cannot disturb it.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+use memmap2::MmapRaw;
+use ringwire_core::queue::{
+    MpmcQueue as CoreMpmc, QueueExpect, QueueGeometry, QueueKind, QueueView,
+};
+use ringwire_core::sync::Ordering;
+
+use crate::error::{Error, Result};
+
+/// A validated queue file behind a `PROT_READ` mapping.
+pub struct ReadOnlyQueue {
+    view: QueueView,
+    _map: MmapRaw,
+    _file: File,
+    path: PathBuf,
+}
+
+/// A relaxed snapshot of a queue's header and cursors.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueSnapshot {
+    /// The validated geometry.
+    pub geometry: QueueGeometry,
+    /// The header's schema signature (0: any item type).
+    pub schema_sig: u64,
+    /// The enqueue cursor (SPSC tail; MPMC: the hint of the next position to claim).
+    pub enqueue: u64,
+    /// The dequeue cursor (SPSC head, MPMC next position to pop).
+    pub dequeue: u64,
+    /// Consumers asleep or about to sleep, and their futex word.
+    pub data_waiters: u32,
+    /// `data_futex`.
+    pub data_futex: u32,
+    /// Producers of a full queue asleep or about to sleep.
+    pub space_waiters: u32,
+    /// `space_futex`.
+    pub space_futex: u32,
+    /// MPMC: the first position claimed by a producer and not published (a push in
+    /// flight, or a producer that died mid-push: see `next_stuck_slot`).
+    pub claimed_unpublished: Option<u64>,
+}
+
+impl ReadOnlyQueue {
+    /// Opens a queue file of either kind and validates it (every attach check).
+    pub fn open(path: impl AsRef<Path>, kind: QueueKind) -> Result<Self> {
+        let path = path.as_ref();
+        let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+        let (map, region) = crate::file::map_file(path, &file, true)?;
+        let view = QueueView::attach(region, QueueExpect::raw(kind)).map_err(|source| {
+            Error::QueueAttach {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
+        Ok(ReadOnlyQueue {
+            view,
+            _map: map,
+            _file: file,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// The path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A relaxed snapshot (loads only).
+    pub fn snapshot(&self) -> QueueSnapshot {
+        let v = &self.view;
+        let geometry = *v.geometry();
+        // Relaxed (all): a monitoring snapshot. The dequeue cursor first, so a queue that
+        // moves meanwhile shows enqueue >= dequeue.
+        let dequeue = v.deq().load(Ordering::Relaxed);
+        let enqueue = v.enq().load(Ordering::Relaxed);
+        let claimed_unpublished = match geometry.kind {
+            QueueKind::Mpmc => CoreMpmc::new(*v)
+                .ok()
+                .and_then(|q| q.next_stuck_slot(dequeue)),
+            QueueKind::Spsc => None,
+        };
+        QueueSnapshot {
+            geometry,
+            schema_sig: v.header().schema_sig,
+            enqueue,
+            dequeue,
+            data_waiters: v.data_waiters().load(Ordering::Relaxed),
+            data_futex: v.data_futex().load(Ordering::Relaxed),
+            space_waiters: v.space_waiters().load(Ordering::Relaxed),
+            space_futex: v.space_futex().load(Ordering::Relaxed),
+            claimed_unpublished,
+        }
+    }
+}
