@@ -154,6 +154,21 @@ pub fn stat_json(path: &Path) -> Result<Value> {
     Ok(o)
 }
 
+/// A title line, then `  key value` for each key, keys padded to `w` columns.
+fn fields(
+    out: &mut dyn Write,
+    v: &Value,
+    title: &str,
+    keys: &[&str],
+    w: usize,
+) -> std::io::Result<()> {
+    writeln!(out, "{title}")?;
+    for k in keys {
+        writeln!(out, "  {k:<w$} {}", v[*k])?;
+    }
+    Ok(())
+}
+
 pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
     let v = stat_json(path)?;
     let oe = out_err(path);
@@ -161,22 +176,19 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         let s = serde_json::to_string_pretty(&v).map_err(|e| Error::io(path, "json", e.into()))?;
         return writeln!(out, "{s}").map_err(oe);
     }
+    let p = path.display();
     if v["type"] == "blackboard" {
-        writeln!(out, "Blackboard {}", path.display()).map_err(&oe)?;
-        for k in [
+        let keys = [
             "file_size",
             "version",
             "slot_count",
             "value_size",
             "slot_size",
-        ] {
-            writeln!(out, "  {k:<18} {}", v[k]).map_err(&oe)?;
-        }
-        return Ok(());
+        ];
+        return fields(out, &v, &format!("Blackboard {p}"), &keys, 18).map_err(&oe);
     }
     if v["type"] == "queue" {
-        writeln!(out, "Queue {}", path.display()).map_err(&oe)?;
-        for k in [
+        let keys = [
             "file_size",
             "kind",
             "fixed_items",
@@ -184,13 +196,10 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
             "item_size",
             "slot_stride",
             "schema_sig",
-        ] {
-            writeln!(out, "  {k:<19} {}", v[k]).map_err(&oe)?;
-        }
-        writeln!(out, "Cursors").map_err(&oe)?;
-        for k in ["enqueue", "dequeue", "queued", "utilization_pct"] {
-            writeln!(out, "  {k:<19} {}", v[k]).map_err(&oe)?;
-        }
+        ];
+        fields(out, &v, &format!("Queue {p}"), &keys, 19).map_err(&oe)?;
+        let keys = ["enqueue", "dequeue", "queued", "utilization_pct"];
+        fields(out, &v, "Cursors", &keys, 19).map_err(&oe)?;
         if !v["claimed_unpublished"].is_null() {
             writeln!(
                 out,
@@ -199,14 +208,10 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
             )
             .map_err(&oe)?;
         }
-        writeln!(out, "Futex").map_err(&oe)?;
-        for k in ["data_waiters", "data_futex", "space_waiters", "space_futex"] {
-            writeln!(out, "  {k:<19} {}", v[k]).map_err(&oe)?;
-        }
-        return Ok(());
+        let keys = ["data_waiters", "data_futex", "space_waiters", "space_futex"];
+        return fields(out, &v, "Futex", &keys, 19).map_err(&oe);
     }
-    writeln!(out, "Ring {}", path.display()).map_err(&oe)?;
-    for k in [
+    let keys = [
         "file_size",
         "magic",
         "version",
@@ -214,23 +219,17 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         "flow_control",
         "capacity",
         "element_size",
-    ] {
-        writeln!(out, "  {k:<18} {}", v[k]).map_err(&oe)?;
-    }
-    writeln!(out, "Sequences").map_err(&oe)?;
-    for k in [
+    ];
+    fields(out, &v, &format!("Ring {p}"), &keys, 18).map_err(&oe)?;
+    let keys = [
         "write_seq",
         "claim_seq",
         "read_seq",
         "oldest_seq",
         "utilization_pct",
-    ] {
-        writeln!(out, "  {k:<18} {}", v[k]).map_err(&oe)?;
-    }
-    writeln!(out, "Futex").map_err(&oe)?;
-    for k in ["waiting_consumers", "futex_word"] {
-        writeln!(out, "  {k:<18} {}", v[k]).map_err(&oe)?;
-    }
+    ];
+    fields(out, &v, "Sequences", &keys, 18).map_err(&oe)?;
+    fields(out, &v, "Futex", &["waiting_consumers", "futex_word"], 18).map_err(&oe)?;
     if v["has_arena"] == true {
         writeln!(
             out,
