@@ -183,12 +183,15 @@ fn stat_describes_queue_files_and_other_commands_name_them() {
     );
     assert_eq!(v["queued"], 3);
     assert!(v["claimed_unpublished"].is_null());
-    for cmd in ["dump", "top", "prune"] {
-        let mut args = vec![cmd, path];
-        if cmd == "top" {
-            args.extend(["--iterations", "1"]);
-        }
-        let (code, out, err) = ringwire(&args);
+    let (code, out, err) = ringwire(&["top", path, "--interval-ms", "5", "--iterations", "2"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("SPSC queue  in/s ").count(), 2, "{out}");
+    assert!(
+        out.contains("  queued 3/8  sleeping consumers 0 producers 0"),
+        "{out}"
+    );
+    for cmd in ["dump", "prune"] {
+        let (code, out, err) = ringwire(&[cmd, path]);
         assert_eq!(code, 1, "{cmd}: {out}");
         assert!(
             err.contains("this is a ringwire SPSC queue") && err.contains(path),
@@ -220,6 +223,12 @@ fn stat_describes_queue_files_and_other_commands_name_them() {
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["claimed_unpublished"], stuck);
     assert_eq!(v["queued"], 3);
+    let (code, out, err) = ringwire(&["top", path, "--iterations", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("  position {stuck} claimed, not published")),
+        "{out}"
+    );
     drop(q);
 
     // A corrupt queue file: the error names the file, and the value.

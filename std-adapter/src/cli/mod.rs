@@ -38,9 +38,10 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Refresh write_seq, msg/s, MB/s, the retained window, sleepers and readers.
+    /// Refresh write_seq, msg/s, MB/s, the retained window, sleepers and readers (for a
+    /// ringwire queue file: items in and out per second, items queued, sleepers).
     Top {
-        /// The ring file.
+        /// The ring or queue file.
         path: PathBuf,
         /// Refresh interval in milliseconds (at least 1).
         #[arg(long = "interval-ms", default_value_t = 500,

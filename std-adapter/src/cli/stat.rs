@@ -29,6 +29,17 @@ fn first_128(path: &Path) -> Result<(u64, [u8; 128])> {
     Ok((len, h))
 }
 
+/// The queue kind of the file at `path` if its magic is a ringwire queue's; `None` for
+/// anything else (a ring, or a file too short to say), which the caller's own open reports.
+pub(super) fn queue_kind(path: &Path) -> Result<Option<QueueKind>> {
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    let mut m = [0u8; 8];
+    Ok(match f.read_exact(&mut m) {
+        Ok(()) => QueueKind::from_magic(u64::from_le_bytes(m)),
+        Err(_) => None,
+    })
+}
+
 fn le32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
