@@ -125,6 +125,12 @@ fn published(ring: &RingView, cursor: u64) -> bool {
 }
 
 impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
+    /// Attaches to the ring at `path` as [`RingConsumer::attach`] does (ringfire's
+    /// `AsyncRingConsumer::attach`) and wraps the consumer as [`AsyncRingConsumer::new`].
+    pub fn attach(path: impl AsRef<std::path::Path>) -> Result<Self> {
+        Self::new(RingConsumer::attach(path)?)
+    }
+
     /// Wraps `consumer`, starting its waiter thread; futex sleeps last at most
     /// [`DEFAULT_FUTEX_TIMEOUT`]. Errors when the thread cannot be spawned.
     pub fn new(consumer: RingConsumer<T>) -> Result<Self> {

@@ -8,7 +8,7 @@
 use std::marker::PhantomData;
 use std::path::Path;
 
-use ringwire_core::broadcast::blob::{BLOB_REF_LEN, BlobReader, BlobWriter};
+use ringwire_core::broadcast::blob::{BLOB_REF_LEN, BlobError, BlobReader, BlobWriter};
 use ringwire_core::layout::{schema_signature_of, slot_stride};
 use ringwire_core::{Expect, Geometry};
 use zerocopy::{FromBytes, Immutable, IntoBytes};
@@ -49,25 +49,26 @@ fn blob_expect<M>() -> Expect {
 #[derive(Clone, Copy, Debug)]
 pub struct BlobProducerBuilder {
     capacity: u64,
-    arena_bytes: u64,
-    readers: u32,
+    arena_bytes: usize,
+    readers: usize,
     create: CreateOptions,
 }
 
 impl BlobProducerBuilder {
     /// `capacity` descriptor slots and an arena of `arena_bytes` (a power of two ≥ 64), 32
     /// registry slots, mode 0o660, unlinked on drop.
-    pub fn new(capacity: u64, arena_bytes: u64) -> Self {
+    pub fn new(capacity: u64, arena_bytes: usize) -> Self {
         BlobProducerBuilder {
             capacity,
             arena_bytes,
-            readers: DEFAULT_BLOB_READERS,
+            readers: DEFAULT_BLOB_READERS as usize,
             create: CreateOptions::default(),
         }
     }
 
-    /// Registry slots (0 is allowed; the registry offset is still 128, as in the reference).
-    pub fn max_readers(mut self, n: u32) -> Self {
+    /// Registry slots (0 is allowed; the registry offset is still 128, as in the reference;
+    /// more than `u32::MAX` is refused by `build`).
+    pub fn max_readers(mut self, n: usize) -> Self {
         self.readers = n;
         self
     }
@@ -84,10 +85,11 @@ impl BlobProducerBuilder {
         self
     }
 
-    /// Creates the ring at `path`.
-    pub fn build<M: IntoBytes + Immutable + 'static>(
+    /// Creates the ring at `path`. (Two type parameters, as ringfire's, so that
+    /// `build::<M, _>(path)` compiles against both crates.)
+    pub fn build<M: IntoBytes + Immutable + 'static, P: AsRef<Path>>(
         self,
-        path: impl AsRef<Path>,
+        path: P,
     ) -> Result<BlobProducer<M>> {
         BlobProducer::create_with(path.as_ref(), self)
     }
@@ -103,7 +105,7 @@ pub struct BlobProducer<M> {
 
 impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
     /// Creates a blob ring with `capacity` slots and an `arena_bytes` arena at `path`.
-    pub fn create(path: impl AsRef<Path>, capacity: u64, arena_bytes: u64) -> Result<Self> {
+    pub fn create(path: impl AsRef<Path>, capacity: u64, arena_bytes: usize) -> Result<Self> {
         Self::create_with(
             path.as_ref(),
             BlobProducerBuilder::new(capacity, arena_bytes),
@@ -111,7 +113,7 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
     }
 
     /// A builder for the other options.
-    pub fn builder(capacity: u64, arena_bytes: u64) -> BlobProducerBuilder {
+    pub fn builder(capacity: u64, arena_bytes: usize) -> BlobProducerBuilder {
         BlobProducerBuilder::new(capacity, arena_bytes)
     }
 
@@ -122,12 +124,19 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
                 "over-aligned meta types are not supported"
             )
         };
-        let geo = Geometry::blob(b.capacity, packet_stride::<M>(), b.readers, b.arena_bytes)
-            .map_err(|source| Error::Geometry {
-                path: path.to_path_buf(),
-                source,
-            })?
-            .with_schema(schema_signature_of::<M>());
+        let readers = crate::error::readers_u32(path, b.readers)?;
+        // usize is at most 64 bits on every target std runs on.
+        let geo = Geometry::blob(
+            b.capacity,
+            packet_stride::<M>(),
+            readers,
+            b.arena_bytes as u64,
+        )
+        .map_err(|source| Error::Geometry {
+            path: path.to_path_buf(),
+            source,
+        })?
+        .with_schema(schema_signature_of::<M>());
         let file = RingFile::create(path, &geo, &b.create)?;
         // The copy lives in the handle, which owns `file` and drops it last.
         let writer = BlobWriter::new(*file.ring()).map_err(|source| Error::Blob {
@@ -182,6 +191,8 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
 pub struct BlobConsumer<M> {
     reader: BlobReader,
     scratch: Vec<u8>,
+    /// `view`'s payload copy, grown to the largest payload seen.
+    view_buf: Vec<u8>,
     file: RingFile,
     _m: PhantomData<fn() -> M>,
 }
@@ -216,6 +227,7 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
         Ok(BlobConsumer {
             reader,
             scratch: vec![0u8; n],
+            view_buf: Vec::new(),
             file,
             _m: PhantomData,
         })
@@ -239,6 +251,44 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
             }
             r.len
         }))
+    }
+
+    /// Hands the next message to `f` as `(meta, payload)` and returns what it returns, or
+    /// `Ok(None)` when caught up: ringfire's `view`, with one difference that only makes it
+    /// safer. `f` never sees shared memory: the payload is first copied out and validated
+    /// like [`BlobConsumer::recv`]'s (into a buffer this consumer keeps, grown to the
+    /// largest payload seen), so `f` runs exactly once per message, on bytes no writer can
+    /// change under it, and a message lapped during the copy is skipped before `f` runs.
+    pub fn view<R>(&mut self, mut f: impl FnMut(&M, &[u8]) -> R) -> Result<Option<R>> {
+        loop {
+            let mut buf = std::mem::take(&mut self.view_buf);
+            let got = self.reader.recv(&mut self.scratch, &mut buf);
+            let out = match got {
+                Ok(Some(r)) => {
+                    // The scratch is at least size_of::<M>() + 16 bytes (the stride check at
+                    // attach), so the meta always reads.
+                    let meta = M::read_from_prefix(&self.scratch)
+                        .map(|(m, _)| m)
+                        .unwrap_or_else(|_| M::new_zeroed());
+                    Ok(Some(f(&meta, &buf[..r.len])))
+                }
+                Ok(None) => Ok(None),
+                Err(BlobError::BufferTooSmall { need, .. }) => {
+                    // The message stays unread: grow and read it again. `need` is at most
+                    // the arena's capacity (the core checks the span lies inside the arena
+                    // before it reports a short buffer), so this stays bounded by the file.
+                    buf.resize(need as usize, 0);
+                    self.view_buf = buf;
+                    continue;
+                }
+                Err(source) => Err(Error::Blob {
+                    path: self.file.path().to_path_buf(),
+                    source,
+                }),
+            };
+            self.view_buf = buf;
+            return out;
+        }
     }
 
     /// Like [`BlobConsumer::recv`], also returning the sequence.

@@ -266,15 +266,15 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         self.cursor().saturating_sub(1)
     }
 
-    /// Saves [`RingConsumer::last_processed_sequence`] to the checkpoint file, if one was
-    /// configured. Returns whether a checkpoint was written.
-    pub fn commit_offset(&self) -> bool {
+    /// Saves [`RingConsumer::last_processed_sequence`] to the checkpoint file, or fails
+    /// with [`Error::NoOffsetFile`] when the consumer was built without one (as ringfire's).
+    pub fn commit_offset(&self) -> Result<()> {
         match &self.checkpoint {
             Some(cp) => {
                 cp.save(self.last_processed_sequence());
-                true
+                Ok(())
             }
-            None => false,
+            None => Err(Error::no_offset_file(self.file.path())),
         }
     }
 

@@ -125,6 +125,11 @@ pub enum Error {
         /// The version found.
         found: u32,
     },
+    /// `commit_offset` on a consumer built without an offset file.
+    NoOffsetFile {
+        /// The ring file.
+        path: PathBuf,
+    },
     /// An argument is out of range.
     InvalidArgument {
         /// The file.
@@ -153,6 +158,7 @@ impl Error {
             | Error::FileTooLarge { path, .. }
             | Error::BadFileMagic { path, .. }
             | Error::BadFileVersion { path, .. }
+            | Error::NoOffsetFile { path }
             | Error::InvalidArgument { path, .. } => path,
         }
     }
@@ -174,6 +180,12 @@ impl Error {
             path: path.to_path_buf(),
             op,
             source,
+        }
+    }
+
+    pub(crate) fn no_offset_file(path: &Path) -> Error {
+        Error::NoOffsetFile {
+            path: path.to_path_buf(),
         }
     }
 
@@ -215,6 +227,10 @@ impl fmt::Display for Error {
             Error::BadFileVersion { kind, found, .. } => {
                 write!(f, "{kind} {p}: version {found} is not supported")
             }
+            Error::NoOffsetFile { .. } => write!(
+                f,
+                "ring {p}: no offset file configured for this consumer (RingConsumerBuilder::offset_file)"
+            ),
             Error::InvalidArgument { what, .. } => write!(f, "ring {p}: {what}"),
         }
     }
@@ -235,4 +251,12 @@ impl std::error::Error for Error {
             _ => None,
         }
     }
+}
+
+/// A registry size as the header's u32, or an error naming the file.
+pub(crate) fn readers_u32(path: &Path, n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| Error::InvalidArgument {
+        path: path.to_path_buf(),
+        what: format!("max_readers {n} does not fit the header's 32-bit registry count"),
+    })
 }

@@ -56,4 +56,6 @@ pub use error::{Error, Result};
 pub use file::{CleanupMode, CreateOptions, ReadOnlyRing, RegistryEntry, RingFile};
 pub use producer::{FlowControl, RingProducer, RingProducerBuilder};
 pub use ringwire_core::broadcast::StartMode;
+/// ringfire's name for [`StartMode`] (the same four modes).
+pub use ringwire_core::broadcast::StartMode as ConsumerStartMode;
 pub use wait::{BusySpin, FutexWait, FutexWake, WaitStrategy, YieldBackoff};

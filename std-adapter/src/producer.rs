@@ -35,7 +35,7 @@ pub struct RingProducerBuilder {
     capacity: u64,
     create: CreateOptions,
     flow: FlowControl,
-    max_readers: u32,
+    max_readers: usize,
 }
 
 impl RingProducerBuilder {
@@ -61,8 +61,9 @@ impl RingProducerBuilder {
         self
     }
 
-    /// Registry slots (a lossless ring with 0 gets 32).
-    pub fn max_readers(mut self, n: u32) -> Self {
+    /// Registry slots (a lossless ring with 0 gets 32; more than `u32::MAX` is refused
+    /// by `build`).
+    pub fn max_readers(mut self, n: usize) -> Self {
         self.max_readers = n;
         self
     }
@@ -79,10 +80,11 @@ impl RingProducerBuilder {
         self
     }
 
-    /// Creates the ring file at `path`.
-    pub fn build<T: IntoBytes + Immutable + 'static>(
+    /// Creates the ring file at `path`. (Two type parameters, as ringfire's, so that
+    /// `build::<T, _>(path)` compiles against both crates.)
+    pub fn build<T: IntoBytes + Immutable + 'static, P: AsRef<Path>>(
         self,
-        path: impl AsRef<Path>,
+        path: P,
     ) -> Result<RingProducer<T>> {
         RingProducer::create_with(path.as_ref(), self)
     }
@@ -112,11 +114,12 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
 
     fn create_with(path: &Path, b: RingProducerBuilder) -> Result<Self> {
         let stride = slot_stride(size_of::<T>(), align_of::<T>());
+        let readers = crate::error::readers_u32(path, b.max_readers)?;
         let geo = Geometry::spmc(
             b.capacity,
             stride,
             align_of::<T>().max(8),
-            b.max_readers,
+            readers,
             b.flow == FlowControl::LosslessBackpressure,
         )
         .map_err(|source| Error::Geometry {

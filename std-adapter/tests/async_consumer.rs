@@ -114,7 +114,7 @@ async fn stress_200k(tag: &str) {
     let t = TmpRing::new(tag);
     let mut tx = RingProducer::<u64>::builder(64)
         .flow_control(FlowControl::LosslessBackpressure)
-        .build::<u64>(&t.0)
+        .build::<u64, _>(&t.0)
         .unwrap();
     let rx = RingConsumer::<u64>::builder()
         .start_from_head()

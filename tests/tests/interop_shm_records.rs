@@ -97,7 +97,7 @@ fn ringwire_struct_ring_to_ringfire_consumer() {
     let p = ShmPath::new("rw2rf-rec");
     let mut prod = RingProducer::<Rec>::builder(1024)
         .flow_control(FlowControl::LosslessBackpressure)
-        .build::<Rec>(&p)
+        .build::<Rec, _>(&p)
         .unwrap();
     let mut cons = ringfire::RingConsumer::<Rec>::attach(p.path()).unwrap();
     assert!(cons.registration().is_some());
@@ -138,7 +138,7 @@ fn byte_array_rings_both_ways() {
     let p = ShmPath::new("rw2rf-u8");
     let mut prod = RingProducer::<[u8; 64]>::builder(512)
         .flow_control(FlowControl::LosslessBackpressure)
-        .build::<[u8; 64]>(&p)
+        .build::<[u8; 64], _>(&p)
         .unwrap();
     let mut cons = ringfire::RingConsumer::<[u8; 64]>::attach(p.path()).unwrap();
     let reader = std::thread::spawn(move || {
@@ -190,7 +190,7 @@ fn over_aligned_rings_both_ways() {
     let p = ShmPath::new("rw2rf-a64");
     let mut prod = RingProducer::<Aligned64>::builder(256)
         .flow_control(FlowControl::LosslessBackpressure)
-        .build::<Aligned64>(&p)
+        .build::<Aligned64, _>(&p)
         .unwrap();
     let mut cons = ringfire::RingConsumer::<Aligned64>::attach(p.path()).unwrap();
     let reader = std::thread::spawn(move || {

@@ -43,7 +43,7 @@ fn write(args: &[String]) {
         b = b.cleanup_mode(CleanupMode::Persistent);
     }
     let mut prod = b
-        .build::<Rec>(path)
+        .build::<Rec, _>(path)
         .unwrap_or_else(|e| fail(&e.to_string()));
     println!("created {}", prod.file().inode().1);
     let _ = std::io::stdout().flush();

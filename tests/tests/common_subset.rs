@@ -1,0 +1,85 @@
+//! DESIGN.md, "The std API": a program written against ringfire's common subset compiles
+//! against ringwire after changing the crate name. `common_subset/program.rs` is such a
+//! program (creation, records, batches, the three wait strategies, builders with start modes
+//! and flow control, an offset checkpoint, blobs, a blackboard, the async consumer); it is
+//! compiled twice, with `rf` naming each crate, and both builds run and check the same
+//! results. What differs on purpose: record types also derive zerocopy's traits (ringfire
+//! asks only `Copy`), and ringwire returns more where ringfire returns `()` (`push` gives the
+//! sequence), which a program written for ringfire ignores.
+
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+/// The record: `Copy` for ringfire, zerocopy traits for ringwire, no padding.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+#[repr(C)]
+pub struct Tick {
+    seq: u64,
+    bid: u64,
+    ask: u64,
+    asset: u32,
+    flags: u32,
+}
+
+mod on_ringfire {
+    use ringfire as rf;
+    include!("common_subset/program.rs");
+}
+
+mod on_ringwire {
+    use ringwire as rf;
+    include!("common_subset/program.rs");
+}
+
+/// A fresh directory under /dev/shm, removed with its files on drop.
+struct Dir(std::path::PathBuf);
+
+impl Dir {
+    fn new(tag: &str) -> Dir {
+        let d = std::path::PathBuf::from(format!(
+            "/dev/shm/ringwire-subset-{tag}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir(&d).unwrap();
+        Dir(d)
+    }
+}
+
+impl Drop for Dir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn the_program_runs_on_ringfire() {
+    let d = Dir::new("rf");
+    on_ringfire::run(&d.0).unwrap();
+}
+
+#[test]
+fn the_same_program_runs_on_ringwire() {
+    let d = Dir::new("rw");
+    on_ringwire::run(&d.0).unwrap();
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .unwrap()
+        .block_on(async { tokio::time::timeout(std::time::Duration::from_secs(30), f).await })
+        .expect("the async program finished within 30 s")
+}
+
+#[test]
+fn the_async_part_runs_on_ringfire() {
+    let d = Dir::new("rf-async");
+    block_on(on_ringfire::run_async(&d.0)).unwrap();
+}
+
+#[test]
+fn the_async_part_runs_on_ringwire() {
+    let d = Dir::new("rw-async");
+    block_on(on_ringwire::run_async(&d.0)).unwrap();
+}
