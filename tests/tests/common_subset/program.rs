@@ -49,7 +49,7 @@ pub fn run(dir: &Path) -> Result<(), Box<dyn Error>> {
     let path = dir.join("reliable");
     let mut producer = rf::RingProducerBuilder::new(64)
         .flow_control(rf::FlowControl::LosslessBackpressure)
-        .max_readers(4)
+        .max_readers(8)
         .build::<Tick, _>(&path)?;
     let mut latest = rf::RingConsumerBuilder::<Tick>::new()
         .start_mode(rf::ConsumerStartMode::Latest)
@@ -68,6 +68,17 @@ pub fn run(dir: &Path) -> Result<(), Box<dyn Error>> {
     assert_eq!(from_two.try_recv(), Some(tick(2)));
     // `Latest` attached before anything was published starts at the first record.
     assert_eq!(latest.try_recv(), Some(tick(1)));
+    let mut head = rf::RingConsumer::<Tick>::builder()
+        .start_from_head()
+        .attach(&path)?;
+    let mut newest = rf::RingConsumer::<Tick>::builder()
+        .start_from_latest()
+        .attach(&path)?;
+    assert_eq!(head.try_recv(), None);
+    assert_eq!(newest.try_recv(), Some(tick(3)));
+    producer.push(&tick(4));
+    assert_eq!(head.try_recv(), Some(tick(4)));
+    assert_eq!(newest.try_recv(), Some(tick(4)));
 
     // A consumer offset checkpoint, committed and resumed.
     let offsets = dir.join("worker1.offset");
@@ -85,7 +96,7 @@ pub fn run(dir: &Path) -> Result<(), Box<dyn Error>> {
         .consumer_name("worker1")
         .attach(&path)?;
     assert_eq!(resumed.try_recv(), Some(tick(3)));
-    drop((latest, oldest, from_two, resumed, producer));
+    drop((latest, oldest, from_two, head, newest, resumed, producer));
 
     // Variable-length payloads.
     let path = dir.join("book");
