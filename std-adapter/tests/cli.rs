@@ -83,7 +83,8 @@ fn bad_flag_values_fail_with_a_message() {
         vec!["top", p, "--interval-ms", "soon"],
         vec!["top", p, "--iterations", "0"],
         vec!["mirror", "127.0.0.1:1", p, "--nak-delay-us", "1000001"],
-        vec!["mirror", "127.0.0.1:1", p, "--reconnect-ms", "0"],
+        vec!["mirror", "127.0.0.1:1", p, "--reconnect-ms", "3600001"],
+        vec!["mirror", "127.0.0.1:1", p, "--reconnect-ms", "soon"],
         vec!["mirror", "127.0.0.1:1", p, "--from", "soon"],
         vec!["serve", p, "--bind", "127.0.0.1:0", "--mtu", "10"],
         vec!["serve", p, "--bind", "127.0.0.1:0", "--dup", "0"],
@@ -241,4 +242,25 @@ fn stat_describes_queue_files_and_other_commands_name_them() {
         err.starts_with(&format!("Error: queue {path}: ")) && err.contains("1000"),
         "{err}"
     );
+}
+
+#[test]
+fn reconnect_ms_0_retries_at_once_and_logs_once_a_second() {
+    let t = TmpRing::new("reconnect0");
+    // Port 1 on loopback: nothing listens, every connect is refused at once.
+    let child = Command::new(env!("CARGO_BIN_EXE_ringwire"))
+        .args(["mirror", "127.0.0.1:1", t.0.to_str().unwrap(), "--reconnect-ms", "0"])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines = err.lines().filter(|l| l.contains("; retrying")).count();
+    // One line at once and one a second after: 2 (3 on a slow start), not thousands.
+    assert!((1..=3).contains(&lines), "{err}");
+    assert!(err.contains("more failed attempts since the last report"), "{err}");
 }

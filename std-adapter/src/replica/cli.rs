@@ -130,9 +130,11 @@ pub struct MirrorArgs {
     /// Exit when the source disconnects (a connect error exits 1).
     #[arg(long)]
     pub once: bool,
-    /// Milliseconds between connection attempts (1..=3600000).
+    /// Milliseconds between connection attempts (0..=3600000; 0 reconnects at once, as
+    /// ringfire's, and then retries a refused connection without pause, logging at most one
+    /// line a second).
     #[arg(long, value_name = "N", default_value_t = 500,
-          value_parser = clap::value_parser!(u64).range(1..=3_600_000))]
+          value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub reconnect_ms: u64,
     /// Microseconds a hole in the UDP stream waits for late (reordered) datagrams before the
     /// first NAK (0..=1000000; 0 asks at once). On a path that reorders, set it a little

@@ -137,6 +137,10 @@ pub fn run(opts: &MirrorOptions, stop: &AtomicBool) -> Result<MirrorSummary, Rep
     let mut sum = MirrorSummary::default();
     let mut bufs = Buffers::new();
     let mut start = opts.start;
+    // Connect failures are logged at most once a second (with `--reconnect-ms 0` a refused
+    // connection is retried at once, many times a second), with the count of those not shown.
+    let mut failed_log: Option<std::time::Instant> = None;
+    let mut failed_quiet = 0u64;
     // Relaxed: a plain flag.
     while !stop.load(Ordering::Relaxed) {
         match connect_tcp(opts.source, StdDuration::from_secs(2)) {
@@ -145,7 +149,19 @@ pub fn run(opts: &MirrorOptions, stop: &AtomicBool) -> Result<MirrorSummary, Rep
                     return Err(ReplicaError::io(format!("connect {}", opts.source), e));
                 }
                 if opts.log {
-                    eprintln!("mirror: connect {}: {e}; retrying", opts.source);
+                    let now = std::time::Instant::now();
+                    if failed_log.is_none_or(|t| now.duration_since(t) >= StdDuration::from_secs(1))
+                    {
+                        let more = match failed_quiet {
+                            0 => String::new(),
+                            n => format!(" ({n} more failed attempts since the last report)"),
+                        };
+                        eprintln!("mirror: connect {}: {e}; retrying{more}", opts.source);
+                        failed_log = Some(now);
+                        failed_quiet = 0;
+                    } else {
+                        failed_quiet += 1;
+                    }
                 }
             }
             Ok(stream) => {
