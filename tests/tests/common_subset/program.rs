@@ -28,6 +28,7 @@ pub fn run(dir: &Path) -> Result<(), Box<dyn Error>> {
     producer.push(&tick(1));
     let batch: Vec<Tick> = (2..=10).map(tick).collect();
     producer.push_batch(&batch);
+    producer.try_push(&tick(11))?;
     assert_eq!(consumer.try_recv(), Some(tick(1)));
     let mut buf = [tick(0); 4];
     assert_eq!(consumer.recv_batch(&mut buf), 4);
@@ -39,10 +40,10 @@ pub fn run(dir: &Path) -> Result<(), Box<dyn Error>> {
     let mut futex = rf::FutexWait::new(100, Some(Duration::from_millis(5)));
     assert_eq!(consumer.recv_blocking(&mut futex), tick(8));
     assert_eq!(consumer.cursor(), 9);
-    assert_eq!(consumer.lag(), 2);
+    assert_eq!(consumer.lag(), 3);
     assert_eq!(consumer.lapped_count(), 0);
     assert!(consumer.commit_offset().is_err(), "no offset file was configured");
-    assert_eq!(producer.sequence(), 10);
+    assert_eq!(producer.sequence(), 11);
     assert_eq!(producer.capacity(), 1024);
 
     // A lossless ring from the builder; consumers from both builder forms.
