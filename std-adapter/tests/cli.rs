@@ -249,7 +249,13 @@ fn reconnect_ms_0_retries_at_once_and_logs_once_a_second() {
     let t = TmpRing::new("reconnect0");
     // Port 1 on loopback: nothing listens, every connect is refused at once.
     let child = Command::new(env!("CARGO_BIN_EXE_ringwire"))
-        .args(["mirror", "127.0.0.1:1", t.0.to_str().unwrap(), "--reconnect-ms", "0"])
+        .args([
+            "mirror",
+            "127.0.0.1:1",
+            t.0.to_str().unwrap(),
+            "--reconnect-ms",
+            "0",
+        ])
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
@@ -262,5 +268,8 @@ fn reconnect_ms_0_retries_at_once_and_logs_once_a_second() {
     let lines = err.lines().filter(|l| l.contains("; retrying")).count();
     // One line at once and one a second after: 2 (3 on a slow start), not thousands.
     assert!((1..=3).contains(&lines), "{err}");
-    assert!(err.contains("more failed attempts since the last report"), "{err}");
+    assert!(
+        err.contains("more failed attempts since the last report"),
+        "{err}"
+    );
 }
