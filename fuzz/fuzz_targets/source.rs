@@ -480,7 +480,7 @@ fuzz_target!(|data: &[u8]| {
         let geo = Geometry::blob(CAP, 40, 1, 512).unwrap();
         let v = RingView::init(region, &geo).unwrap();
         Ring::Blob {
-            src: BlobSource(v.clone()),
+            src: BlobSource(v),
             writer: BlobWriter::new(v).unwrap(),
             recs: HashMap::new(),
         }
