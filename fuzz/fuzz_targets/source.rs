@@ -43,6 +43,10 @@ const DRAIN_LIMIT: usize = 1_000;
 /// `pending_naks()` cap: the NAK queue (16) plus the range being answered.
 const NAK_CAP: usize = 17;
 const SESSION: u8 = 0x5a;
+/// TCP heartbeat interval of the sessions.
+const TCP_BEAT: Duration = Duration::from_millis(200);
+/// UDP heartbeat interval of the sender.
+const UDP_BEAT: Duration = Duration::from_millis(1);
 const PEERS: [PeerAddr; 2] = [
     PeerAddr::new([10, 0, 0, 2], 40000),
     PeerAddr::new([10, 0, 0, 3], 40001),
@@ -198,6 +202,8 @@ struct Peer {
     next: u64,
     /// Largest `to` of the NAKs this session accepted (repairs must stay at or below it).
     max_to: u64,
+    /// When the last TCP DATA or HEARTBEAT went out.
+    last_tx: Option<Instant>,
     /// The stream bytes fed, not yet a whole frame.
     shadow: Vec<u8>,
 }
@@ -213,6 +219,7 @@ impl Peer {
             mc_pending: false,
             next: 0,
             max_to: 0,
+            last_tx: None,
             shadow: Vec::new(),
         }
     }
@@ -400,6 +407,7 @@ fn drain_session(p: &mut Peer, now: Instant, ring: &Ring, buf: &mut [u8]) {
                     if tcp {
                         assert_eq!(seq, p.next, "TCP stream not contiguous");
                         p.next = end;
+                        p.last_tx = Some(now);
                     } else {
                         assert!(end - 1 <= p.max_to, "repair past every NAK's range");
                     }
@@ -413,6 +421,10 @@ fn drain_session(p: &mut Peer, now: Instant, ring: &Ring, buf: &mut [u8]) {
                 }
                 FrameRepr::Heartbeat(h) => {
                     assert!(tcp, "TCP HEARTBEAT in a UDP mode");
+                    if let Some(t) = p.last_tx {
+                        assert!(now >= t + TCP_BEAT, "TCP HEARTBEAT too early");
+                    }
+                    p.last_tx = Some(now);
                     assert!(h.seq <= src.write_seq());
                 }
                 other => panic!("source emitted {other:?} on TCP"),
@@ -429,7 +441,22 @@ fn drain_session(p: &mut Peer, now: Instant, ring: &Ring, buf: &mut [u8]) {
     }
 }
 
-fn drain_udp(udp: &mut UdpSender<2>, now: Instant, ring: &Ring, buf: &mut [u8], next: &mut u64) {
+/// What the checks remember about the UDP sender.
+struct UdpSeen {
+    /// The sequence the next DATA may start at, at the earliest.
+    next: u64,
+    /// When the last DATA or HEARTBEAT went out.
+    last_tx: Option<Instant>,
+    counters: UdpCounters,
+}
+
+fn drain_udp(
+    udp: &mut UdpSender<2>,
+    now: Instant,
+    ring: &Ring,
+    buf: &mut [u8],
+    seen: &mut UdpSeen,
+) {
     let fmt = ring.fmt();
     let mut calls = 0;
     while let Some(n) = udp.poll_transmit(now, ring.src(), buf) {
@@ -446,12 +473,17 @@ fn drain_udp(udp: &mut UdpSender<2>, now: Instant, ring: &Ring, buf: &mut [u8], 
             f @ FrameRepr::Data(d) => {
                 assert_eq!(d.flags, SESSION);
                 let (seq, end) = check_data(ring, f).unwrap();
-                assert!(seq >= *next, "UDP DATA goes back");
-                *next = end;
+                assert!(seq >= seen.next, "UDP DATA goes back");
+                seen.next = end;
+                seen.last_tx = Some(now);
             }
             FrameRepr::Heartbeat(h) => {
                 assert_eq!(h.flags, SESSION);
                 assert_eq!(h.seq + 1, udp.cursor());
+                if let Some(t) = seen.last_tx {
+                    assert!(now >= t + UDP_BEAT, "UDP HEARTBEAT too early");
+                }
+                seen.last_tx = Some(now);
             }
             other => panic!("UDP sender emitted {other:?}"),
         }
@@ -509,7 +541,7 @@ fuzz_target!(|data: &[u8]| {
         } else {
             Pacing::default()
         },
-        heartbeat: Duration::from_millis(200),
+        heartbeat: TCP_BEAT,
         unicast: (offers & 2 != 0).then_some(uc),
         multicast: (offers & 1 != 0).then_some(mc),
         session: SESSION,
@@ -520,7 +552,7 @@ fuzz_target!(|data: &[u8]| {
             multicast: (offers & 1 != 0).then_some(PeerAddr::new([239, 1, 2, 3], 5000)),
             mtu: if cfgb & 0x80 != 0 { 100 } else { 1472 },
             duplicate: 1,
-            heartbeat: Duration::from_millis(1),
+            heartbeat: UDP_BEAT,
             batch: cfg.batch,
             pacing: cfg.pacing,
         },
@@ -528,8 +560,11 @@ fuzz_target!(|data: &[u8]| {
         ring.src().write_seq(),
         now,
     );
-    let mut udp_counters = UdpCounters::default();
-    let mut udp_next = udp.cursor();
+    let mut seen = UdpSeen {
+        next: udp.cursor(),
+        last_tx: None,
+        counters: UdpCounters::default(),
+    };
     let mut peers = [Peer::new(cfg, PEERS[0], now), Peer::new(cfg, PEERS[1], now)];
     let mut big = vec![0u8; 70_000];
     let mut steps = 0;
@@ -630,7 +665,7 @@ fuzz_target!(|data: &[u8]| {
                     ok, valid,
                     "PUNCH {session:#x}/{token} from {ip:?}, live {live:?}"
                 );
-                check_udp_counters(&mut udp_counters, udp.counters());
+                check_udp_counters(&mut seen.counters, udp.counters());
                 assert!(udp.destinations().count() <= 3);
             }
             // A garbage datagram.
@@ -651,7 +686,7 @@ fuzz_target!(|data: &[u8]| {
                 } else {
                     assert_eq!(before, udp.destinations().count());
                 }
-                check_udp_counters(&mut udp_counters, udp.counters());
+                check_udp_counters(&mut seen.counters, udp.counters());
             }
             // Publish records (enough to lap the ring several times at most).
             6 => {
@@ -678,18 +713,12 @@ fuzz_target!(|data: &[u8]| {
             9 => {
                 let sel = inp.byte();
                 let size = BUF_SIZES[usize::from(sel) % BUF_SIZES.len()];
-                drain_udp(
-                    &mut udp,
-                    now,
-                    &ring,
-                    &mut big[..size.max(100)],
-                    &mut udp_next,
-                );
+                drain_udp(&mut udp, now, &ring, &mut big[..size.max(100)], &mut seen);
                 if sel & 0x80 != 0 && udp.last_len() > 0 {
                     udp.handle_emsgsize(udp.last_len());
                     assert!(udp.budget() >= 17);
                 }
-                check_udp_counters(&mut udp_counters, udp.counters());
+                check_udp_counters(&mut seen.counters, udp.counters());
             }
             // The connection ends: unregister its token and accept a new one.
             10 => {
@@ -703,8 +732,8 @@ fuzz_target!(|data: &[u8]| {
                 for p in &mut peers {
                     drain_session(p, now, &ring, &mut big[..4096]);
                 }
-                drain_udp(&mut udp, now, &ring, &mut big[..4096], &mut udp_next);
-                check_udp_counters(&mut udp_counters, udp.counters());
+                drain_udp(&mut udp, now, &ring, &mut big[..4096], &mut seen);
+                check_udp_counters(&mut seen.counters, udp.counters());
             }
             // A HELLO and NAKs back to back in one read (NAKs before GEOMETRY went out).
             12 => {
