@@ -155,6 +155,7 @@ pub struct SourceSession {
     state: State,
     inbuf: [u8; MAX_IN],
     inlen: usize,
+    /// GEOMETRY and MULTICAST still to send (taken as they go out).
     geometry: Option<GeometryRepr>,
     multicast: Option<MulticastRepr>,
     transport: Transport,
@@ -388,10 +389,22 @@ impl SourceSession {
         match self.state {
             State::AwaitHello | State::Closed => None,
             State::Handshake => {
-                let g = self.geometry?;
-                let mut n = g.emit(buf).ok()?;
+                // GEOMETRY and MULTICAST go out in one write when `buf` holds both (spec
+                // §19.2); a 64-byte buffer gets GEOMETRY now and MULTICAST on the next call.
+                let mut n = 0;
+                if let Some(g) = self.geometry {
+                    n = g.emit(buf).ok()?;
+                    self.geometry = None;
+                }
                 if let Some(m) = self.multicast {
-                    n += m.emit(&mut buf[n..]).ok()?;
+                    match m.emit(&mut buf[n..]) {
+                        Ok(k) => {
+                            n += k;
+                            self.multicast = None;
+                        }
+                        Err(_) if n > 0 => return Some(n),
+                        Err(_) => return None,
+                    }
                 }
                 self.state = State::Live;
                 Some(n)

@@ -253,7 +253,15 @@ impl<const N: usize> UdpSender<N> {
 
 impl<const N: usize> TokenRegistry for UdpSender<N> {
     fn register(&mut self, tcp_peer: PeerAddr) -> Option<u32> {
-        let token = self.next_token;
+        if self.peers.is_full() {
+            return None;
+        }
+        // Once the counter wraps, skip tokens still registered: a duplicate would let one
+        // connection's unregister drop another's. At most N are in use, so this ends.
+        let mut token = self.next_token;
+        while self.peers.iter().any(|p| p.token == token) {
+            token = token.wrapping_add(1).max(1);
+        }
         self.peers
             .push(Unicast {
                 token,
@@ -261,7 +269,40 @@ impl<const N: usize> TokenRegistry for UdpSender<N> {
                 addr: None,
             })
             .ok()?;
-        self.next_token = self.next_token.wrapping_add(1).max(1);
+        self.next_token = token.wrapping_add(1).max(1);
         Some(token)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::wire::PunchRepr;
+
+    fn punch(u: &mut UdpSender<4>, from: PeerAddr, token: u32) -> bool {
+        let mut b = [0u8; 16];
+        PunchRepr { session: 7, token }.emit(&mut b).unwrap();
+        u.handle_datagram(Instant::ZERO, from, &b)
+    }
+
+    /// After the u32 token counter wraps, a new connection must not get a token still held
+    /// by a live one: its unregister would also drop the live mirror's registration.
+    #[test]
+    fn wrapped_token_counter_skips_tokens_in_use() {
+        let mut u: UdpSender<4> = UdpSender::new(UdpConfig::default(), 7, 0, Instant::ZERO);
+        let live = PeerAddr::new([10, 0, 0, 2], 40000);
+        let other = PeerAddr::new([10, 0, 0, 9], 40000);
+        assert_eq!(u.register(live), Some(1));
+        u.next_token = u32::MAX;
+        assert_eq!(u.register(other), Some(u32::MAX));
+        let t = u.register(other).unwrap();
+        assert!(t != 1 && t != u32::MAX && t != 0, "token {t} reused");
+        u.unregister(t);
+        u.unregister(u32::MAX);
+        assert!(
+            punch(&mut u, live, 1),
+            "the live mirror lost its registration"
+        );
+        assert_eq!(u.destinations().count(), 1);
     }
 }

@@ -397,3 +397,43 @@ fn tcp_source_sends_gap_after_a_lost_blob() {
     // 1..2, then record 3 is lost: GAP(4) names the sequence after it, then 4..5.
     assert_eq!(out, [(3, 1, 2), (4, 4, 0), (3, 4, 2)]);
 }
+
+/// Fuzz finding (source target): with a UDP transport, GEOMETRY + MULTICAST take 96 bytes.
+/// A caller's 64-byte buffer (the documented minimum) got `None` forever while
+/// `poll_timeout` stayed in the past: a busy loop, and the mirror never got its handshake.
+#[test]
+fn udp_handshake_goes_out_through_a_64_byte_buffer() {
+    let mut mem = Mem::new(4096);
+    let src = source(&mut mem, 3);
+    let cfg = SourceConfig {
+        multicast: Some(UdpOffer {
+            group: [239, 1, 1, 1],
+            port: 5000,
+            mtu: 1472,
+            ttl: 1,
+        }),
+        session: 0x22,
+        ..SourceConfig::default()
+    };
+    let mut s = SourceSession::new(cfg, MIRROR_IP, ms(0));
+    s.handle_stream(ms(0), &hello(0, 0), &src, None).unwrap();
+    let mut buf = [0u8; 64];
+    let mut got = Vec::new();
+    while let Some(n) = s.poll_transmit(ms(0), &src, &mut buf) {
+        assert!(got.len() < 4, "poll_transmit does not settle");
+        got.extend(frames(&buf[..n]).iter().map(|f| match f {
+            FrameRepr::Geometry(g) => (1, g.flags),
+            FrameRepr::Multicast(m) => (7, m.session),
+            f => panic!("{f:?}"),
+        }));
+    }
+    assert_eq!(got, [(1, GEOMETRY_UDP_FOLLOWS), (7, 0x22)]);
+    assert_eq!(s.poll_timeout(), None);
+    // A buffer that holds both still sends them in one write (spec §19.2).
+    let mut s = SourceSession::new(cfg, MIRROR_IP, ms(0));
+    s.handle_stream(ms(0), &hello(0, 0), &src, None).unwrap();
+    let mut buf = [0u8; 96];
+    let n = s.poll_transmit(ms(0), &src, &mut buf).unwrap();
+    assert_eq!((n, frames(&buf[..n]).len()), (96, 2));
+    assert_eq!(s.poll_transmit(ms(0), &src, &mut buf), None);
+}
