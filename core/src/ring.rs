@@ -397,9 +397,13 @@ impl RingView {
 
     /// The verdict on a copy whose first sequence load saw `want`: `Ok` when the re-check
     /// `s2` still does, otherwise the slot was overwritten during the copy (spec §4.3).
+    /// [`SLOT_WRITING`] is the marker, never a record: asking for it is always `Pending`
+    /// (a reader whose cursor a corrupt `write_seq` pushed there sees nothing more).
     #[inline(always)]
     fn recheck(s2: u64, want: u64) -> SlotRead {
-        if s2 == want {
+        if want == SLOT_WRITING {
+            SlotRead::Pending
+        } else if s2 == want {
             SlotRead::Ok
         } else {
             SlotRead::Overwritten {
