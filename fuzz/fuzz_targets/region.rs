@@ -31,7 +31,7 @@ use ringwire_core::region::Region;
 use ringwire_core::replicate::collect::collect;
 use ringwire_core::replicate::{
     FixedSource, Instant, PeerAddr, ReadRecord, RecordSink, RecordSource, RegionSink, SourceConfig,
-    SourceSession,
+    SourceSession, UdpConfig, UdpSender,
 };
 use ringwire_core::ring::{Expect, RingView, SlotRead};
 use ringwire_core::wire::{HEADER_LEN, HelloRepr};
@@ -508,13 +508,38 @@ fn source_ops(view: &RingView, inp: &mut Input) {
     assert!(c.count <= max_records);
     assert!(HEADER_LEN + c.bytes <= out.len().max(HEADER_LEN));
 
+    // The multicast sender: it starts after write_seq and follows the ring.
+    let mut now = 0u64;
+    let mut udp = UdpSender::<4>::new(
+        UdpConfig {
+            multicast: Some(PeerAddr::new([239, 1, 1, 1], 17403)),
+            mtu: usize::from(inp.u16()),
+            batch: u16::from(inp.u8()),
+            ..UdpConfig::default()
+        },
+        7,
+        src.write_seq(),
+        Instant::from_nanos(now),
+    );
+    for _ in 0..(inp.u8() % 8) {
+        now += 1_000_000 * u64::from(inp.u8());
+        let mut k = 0;
+        while let Some(len) = udp.poll_transmit(Instant::from_nanos(now), &src, &mut out) {
+            assert!(len <= out.len());
+            k += 1;
+            if k == 8 {
+                break;
+            }
+        }
+        let _ = (udp.poll_timeout(), udp.cursor(), udp.counters());
+    }
+
     let cfg = SourceConfig {
         batch: u16::from(inp.u8()).max(1),
         tcp_budget: 64 + usize::from(inp.u16()),
         ..SourceConfig::default()
     };
     let peer = PeerAddr::new([10, 0, 0, 2], 40000);
-    let mut now = 0u64;
     let mut s = SourceSession::new(cfg, peer, Instant::from_nanos(now));
     let hello = HelloRepr {
         seq: inp.seq(),
