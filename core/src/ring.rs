@@ -326,7 +326,8 @@ impl RingView {
     }
 
     /// Reads the record `want` into `dst` (at most `element_size - 8` bytes of the raw slot
-    /// bytes `[8, S)`) with the tear-free protocol of spec §4.3.
+    /// bytes `[8, S)`) with the tear-free protocol of spec §4.3. `want ==`
+    /// [`SLOT_WRITING`] is never a record: it is always `Pending`.
     #[inline]
     pub fn read_slot(&self, want: u64, dst: &mut [u8]) -> SlotRead {
         self.read_slot_at(want, 8, dst)

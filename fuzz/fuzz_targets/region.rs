@@ -184,7 +184,10 @@ impl RingState {
             last_a: a.cursor(),
             a,
             b: None,
-            producer: Producer::new(view, NoWake).ok(),
+            producer: Producer::new(view, NoWake).ok().map(|mut p| {
+                p.set_is_alive(alive);
+                p
+            }),
             blob_reader: BlobReader::new(view).ok(),
             blob_writer: BlobWriter::new(view).ok(),
             lossy_p: LossyMpmcProducer::new(view).ok(),
