@@ -298,7 +298,7 @@ fn ring_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
             3 => {
                 let n = rec.min(buf.len());
                 if let Some(s) = st.a.try_recv(&mut buf[..n]) {
-                    assert!(s >= 1 && s < u64::MAX);
+                    assert!((1..u64::MAX).contains(&s));
                     assert!(s >= st.last_a, "delivered {s} below cursor {}", st.last_a);
                     assert_eq!(st.a.cursor(), s + 1);
                 }
@@ -329,7 +329,7 @@ fn ring_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
                 let _ = (st.a.lapped(), st.a.lag(), st.a.registry_slot());
             }
             7 => {
-                if inp.u8() % 2 == 0 {
+                if inp.u8().is_multiple_of(2) {
                     let _ = st.a.register(u32::from(inp.u8()) | 1, "fuzz", alive);
                 } else {
                     let _ = st.a.unregister();
@@ -345,7 +345,7 @@ fn ring_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
                         assert!(s >= before);
                     }
                 }
-                if inp.u8() % 2 == 0 {
+                if inp.u8().is_multiple_of(2) {
                     let _ = c.register(u32::from(inp.u8()) | 1, "fuzz-b", alive);
                 }
                 st.b = Some(c);
@@ -375,12 +375,9 @@ fn ring_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
                     let n = st.view.geometry().record_len().min(buf.len());
                     let bl = usize::from(inp.u16()) % (blob.len() + 1);
                     let before = r.cursor();
-                    match r.recv(&mut buf[..n], &mut blob[..bl]) {
-                        Ok(Some(got)) => {
-                            assert!(got.len <= bl);
-                            assert!(got.seq >= before);
-                        }
-                        Ok(None) | Err(_) => {}
+                    if let Ok(Some(got)) = r.recv(&mut buf[..n], &mut blob[..bl]) {
+                        assert!(got.len <= bl);
+                        assert!(got.seq >= before);
                     }
                     let _ = r.lapped_count();
                     match inp.u8() % 4 {
@@ -398,7 +395,7 @@ fn ring_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
                 if let Some(w) = &mut st.blob_writer {
                     let n = st.view.geometry().record_len().min(buf.len());
                     let bl = usize::from(inp.u16()) % (blob.len() + 1);
-                    let dl = if inp.u8() % 4 == 0 {
+                    let dl = if inp.u8().is_multiple_of(4) {
                         n.saturating_sub(1)
                     } else {
                         n
@@ -477,12 +474,12 @@ fn ring_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
                     sink.publish(s);
                     let _ = sink.take_wake();
                 }
-                if inp.u8() % 4 == 0 {
+                if inp.u8().is_multiple_of(4) {
                     let _ = sink.recreate(st.view.geometry());
                 }
             }
             18 => {
-                if inp.u8() % 2 == 0 {
+                if inp.u8().is_multiple_of(2) {
                     view_ops(&st.view, inp, &mut buf);
                 } else {
                     source_ops(&st.view, inp);
@@ -641,7 +638,7 @@ fn producer_ops(st: &mut RingState, inp: &mut Input, buf: &mut [u8; 256]) {
         7 => p.skip_to(inp.seq()),
         _ => {
             let _ = p.refresh_gate();
-            p.set_fenced_publish(inp.u8() % 2 == 0);
+            p.set_fenced_publish(inp.u8().is_multiple_of(2));
         }
     }
 }
@@ -730,7 +727,7 @@ fn queue_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
             0 => scr.patch(inp),
             1 => scr.word(inp),
             2 => {
-                let expect = if inp.u8() % 2 == 0 {
+                let expect = if inp.u8().is_multiple_of(2) {
                     QueueExpect::raw(qk)
                 } else {
                     QueueExpect {
@@ -822,11 +819,11 @@ fn queue_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
             }
             11 => {
                 if let Some(m) = &mpmc {
-                    if let Ok(pos) = m.claim() {
-                        if inp.u8() % 2 == 0 {
-                            let n = usize::from(inp.u8()) % (isz + 9);
-                            let _ = m.write_claimed(pos, &buf[..n.min(buf.len())]);
-                        }
+                    if let Ok(pos) = m.claim()
+                        && inp.u8().is_multiple_of(2)
+                    {
+                        let n = usize::from(inp.u8()) % (isz + 9);
+                        let _ = m.write_claimed(pos, &buf[..n.min(buf.len())]);
                     }
                     let _ = m.write_claimed(inp.seq(), &buf[..isz.min(buf.len())]);
                 }
@@ -886,7 +883,7 @@ fn blackboard_kind(g1: u8, g2: u8, inp: &mut Input) {
             0 => scr.patch(inp),
             1 => scr.word(inp),
             2 => {
-                let vs = if inp.u8() % 2 == 0 {
+                let vs = if inp.u8().is_multiple_of(2) {
                     None
                 } else {
                     Some(value_size)
