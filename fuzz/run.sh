@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs one fuzz target after copying its committed seeds into the (git-ignored) corpus.
-# Usage: fuzz/run.sh <target> [seconds] [libFuzzer flags...]   e.g. fuzz/run.sh frame_decode 20
+# Usage: fuzz/run.sh <target> [seconds] [libFuzzer args...]
+#   e.g. fuzz/run.sh frame_decode 20     fuzz/run.sh region 170 -timeout=5
 set -e
 cd "$(dirname "$0")"
 t="${1:?target}"

@@ -303,7 +303,15 @@ impl Blackboard {
         let (off, lock) = self.slot(key, value.len())?;
         // Relaxed: this key's single writer is the only one that stores the seqlock.
         let s = lock.load(Ordering::Relaxed);
-        let w = if s.is_multiple_of(2) { s + 1 } else { s + 2 };
+        // A counter about to overflow (only a corrupt file holds one) restarts at 1 (never 0,
+        // which means "never written").
+        let w = if s >= u64::MAX - 2 {
+            1
+        } else if s.is_multiple_of(2) {
+            s + 1
+        } else {
+            s + 2
+        };
         // Relaxed: the release fence below orders it before the value stores.
         lock.store(w, Ordering::Relaxed);
         // A reader that sees any new value word also sees the odd seqlock.
@@ -348,6 +356,24 @@ mod tests {
     fn region(buf: &mut [u64]) -> Region {
         // SAFETY: the buffer outlives the region in each test and nothing else touches it.
         unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap()
+    }
+
+    #[test]
+    fn corrupt_seqlock_near_the_top_restarts() {
+        // Found by fuzz/fuzz_targets/region.rs: a scribbled seqlock of u64::MAX overflowed
+        // the writer's `s + 2`.
+        let mut buf = vec![0u64; total_len(8, 1).unwrap() / 8];
+        let r = region(&mut buf);
+        let bb = Blackboard::init(r, 8, 1).unwrap();
+        let (_, lock) = bb.slot(0, 8).unwrap();
+        for s in [u64::MAX, u64::MAX - 1, u64::MAX - 2] {
+            lock.store(s, Ordering::Relaxed);
+            bb.write(0, &[7; 8]).unwrap();
+            assert_eq!(lock.load(Ordering::Relaxed), 2);
+            let mut d = [0u8; 8];
+            assert_eq!(bb.try_read(0, &mut d), Ok(TryRead::Value));
+            assert_eq!(d, [7; 8]);
+        }
     }
 
     #[test]

@@ -118,6 +118,18 @@ pub enum AttachError {
         /// What the caller needs.
         need: &'static str,
     },
+    /// `element_size` is not a multiple of 8: slot sequence words would be misaligned for
+    /// atomic access (every ringfire stride is a multiple of 8, spec §4.1).
+    ElementSizeMisaligned {
+        /// The header's element size.
+        found: u32,
+    },
+    /// `write_seq` is at or past [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT): a writer could
+    /// not continue the ring (only a corrupt header gets there).
+    WriteSeqExhausted {
+        /// The header's `write_seq`.
+        write_seq: u64,
+    },
 }
 
 impl fmt::Display for AttachError {
@@ -222,6 +234,15 @@ impl fmt::Display for AttachError {
             }
             WrongKind { flags, need } => {
                 write!(f, "ring flags {flags:#06x} do not describe {need}")
+            }
+            ElementSizeMisaligned { found } => {
+                write!(f, "element_size {found} is not a multiple of 8")
+            }
+            WriteSeqExhausted { write_seq } => {
+                write!(
+                    f,
+                    "write_seq {write_seq:#x} leaves no sequence for a writer"
+                )
             }
         }
     }

@@ -327,7 +327,8 @@ impl RingView {
     }
 
     /// Reads the record `want` into `dst` (at most `element_size - 8` bytes of the raw slot
-    /// bytes `[8, S)`) with the tear-free protocol of spec §4.3.
+    /// bytes `[8, S)`) with the tear-free protocol of spec §4.3. `want ==`
+    /// [`SLOT_WRITING`] is never a record: it is always `Pending`.
     #[inline]
     pub fn read_slot(&self, want: u64, dst: &mut [u8]) -> SlotRead {
         self.read_slot_at(want, 8, dst)
@@ -398,9 +399,13 @@ impl RingView {
 
     /// The verdict on a copy whose first sequence load saw `want`: `Ok` when the re-check
     /// `s2` still does, otherwise the slot was overwritten during the copy (spec §4.3).
+    /// [`SLOT_WRITING`] is the marker, never a record: asking for it is always `Pending`
+    /// (a reader whose cursor a corrupt `write_seq` pushed there sees nothing more).
     #[inline(always)]
     fn recheck(s2: u64, want: u64) -> SlotRead {
-        if s2 == want {
+        if want == SLOT_WRITING {
+            SlotRead::Pending
+        } else if s2 == want {
             SlotRead::Ok
         } else {
             SlotRead::Overwritten {

@@ -64,6 +64,12 @@ pub enum BlobError {
         /// Bytes needed.
         need: usize,
     },
+    /// The ring's `write_seq` is at or past [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT): a
+    /// writer could not continue it (only a corrupt header gets there).
+    WriteSeqExhausted {
+        /// The header's `write_seq`.
+        write_seq: u64,
+    },
     /// The caller's blob buffer is shorter than the blob.
     BufferTooSmall {
         /// Bytes given.
@@ -96,6 +102,12 @@ impl fmt::Display for BlobError {
                 f,
                 "descriptor buffer of {len} bytes, but the ring's records are {need} bytes"
             ),
+            BlobError::WriteSeqExhausted { write_seq } => {
+                write!(
+                    f,
+                    "write_seq {write_seq:#x} leaves no sequence for a writer"
+                )
+            }
             BlobError::BufferTooSmall { len, need } => {
                 write!(
                     f,

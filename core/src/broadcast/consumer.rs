@@ -113,7 +113,8 @@ impl Consumer {
     fn start_at(&mut self, seq: u64, w: u64) {
         let oldest = oldest_retained(w, self.view.capacity());
         if seq < oldest {
-            self.lapped += oldest - seq;
+            // Saturating: a corrupt write_seq may claim up to 2^64 skipped messages.
+            self.lapped = self.lapped.saturating_add(oldest - seq);
             self.cursor = oldest;
         } else {
             self.cursor = seq;
@@ -340,7 +341,8 @@ impl Consumer {
     fn lap_to(&mut self, newest: u64) -> bool {
         let oldest = oldest_retained(newest, self.view.capacity());
         if oldest > self.cursor {
-            self.lapped += oldest - self.cursor;
+            // Saturating: a corrupt write_seq may claim up to 2^64 skipped messages.
+            self.lapped = self.lapped.saturating_add(oldest - self.cursor);
             self.cursor = oldest;
             true
         } else {
@@ -375,8 +377,10 @@ impl Consumer {
         if seen == SLOT_WRITING || seen >= cursor {
             return false;
         }
-        let start = oldest_retained(w, self.view.capacity()).max(cursor + 1);
-        let mut next = w + 1;
+        // Saturating: a corrupt write_seq may be u64::MAX (a cursor of SLOT_WRITING then
+        // stays there and reads nothing, see RingView::read_slot).
+        let start = oldest_retained(w, self.view.capacity()).max(cursor.saturating_add(1));
+        let mut next = w.saturating_add(1);
         for s in start..=w {
             // Acquire: a slot found holding `s` must be readable by the retry that follows.
             if self.view.slot_seq(s).load(Ordering::Acquire) == s {
@@ -384,7 +388,7 @@ impl Consumer {
                 break;
             }
         }
-        self.lapped += next - cursor;
+        self.lapped = self.lapped.saturating_add(next - cursor);
         self.cursor = next;
         true
     }
@@ -621,6 +625,44 @@ mod tests {
         let mut g = Geometry::spmc(cap, 16, 8, 0, false).unwrap();
         g.flags.0 |= Flags::SPARSE;
         heap_ring(&g)
+    }
+
+    #[test]
+    fn corrupt_write_seq_and_slot_words_never_overflow() {
+        // Found by fuzz/fuzz_targets/region.rs: a write_seq of u64::MAX overflowed the lapped
+        // count (start, lap rule), a slot word equal to the cursor u64::MAX (the marker) was
+        // delivered as a record and `cursor + 1` overflowed, and hole detection overflowed
+        // `w + 1`.
+        let (_m, view) = sparse_ring(4);
+        let mut dst = [0u8; 8];
+        view.write_seq().store(u64::MAX, Ordering::Relaxed);
+        let mut c = Consumer::new(view, StartMode::Sequence(1));
+        assert_eq!(c.lapped(), u64::MAX - 4);
+        // Every slot says "overwritten by u64::MAX - 1": the lap rule jumps again.
+        for s in 0..4 {
+            view.slot_seq(s).store(u64::MAX - 1, Ordering::Relaxed);
+        }
+        c.seek(1);
+        assert_eq!(c.try_recv(&mut dst), None);
+        assert_eq!(c.lapped(), u64::MAX, "saturates");
+        // The cursor at the marker with the slot holding the marker: nothing is delivered.
+        let mut c = Consumer::new(view, StartMode::Head);
+        assert_eq!(c.cursor(), u64::MAX);
+        view.slot_seq(u64::MAX).store(u64::MAX, Ordering::Relaxed);
+        assert_eq!(view.read_slot(u64::MAX, &mut dst), SlotRead::Pending);
+        assert_eq!(view.read_slot_eager(u64::MAX, &mut dst), SlotRead::Pending);
+        for _ in 0..130 {
+            assert_eq!(c.try_recv(&mut dst), None);
+            assert_eq!(c.try_recv_eager(&mut dst), None);
+        }
+        // Hole detection with write_seq = u64::MAX and an older slot word under the cursor.
+        view.slot_seq(u64::MAX - 1).store(5, Ordering::Relaxed);
+        let mut c = Consumer::new(view, StartMode::Latest);
+        c.seek(u64::MAX - 1);
+        for _ in 0..130 {
+            assert_eq!(c.try_recv(&mut dst), None);
+        }
+        assert_eq!(c.cursor(), u64::MAX);
     }
 
     #[test]

@@ -4,7 +4,7 @@
 use core::ops::Range;
 
 use crate::error::AttachError;
-use crate::layout::Flags;
+use crate::layout::{Flags, SEQ_LIMIT};
 use crate::ring::RingView;
 use crate::sync::Ordering;
 
@@ -85,7 +85,9 @@ impl<W: Wake> Producer<W> {
     ///
     /// The caller must be the ring's only writer (it holds the creator's lock, or it is the
     /// mirror that owns the ring). MPMC rings have many writers and their own protocol
-    /// (spec §8), so they are refused with [`AttachError::WrongKind`].
+    /// (spec §8), so they are refused with [`AttachError::WrongKind`]. A `write_seq` at or
+    /// past [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT) (a corrupt header) is refused with
+    /// [`AttachError::WriteSeqExhausted`].
     pub fn new(view: RingView, wake: W) -> Result<Self, AttachError> {
         let flags = view.geometry().flags;
         if flags.has(Flags::MODE_MPMC) {
@@ -96,6 +98,11 @@ impl<W: Wake> Producer<W> {
         }
         // Relaxed: we are the only writer, so the value we read is the last one stored.
         let published = view.write_seq().load(Ordering::Relaxed);
+        if published >= SEQ_LIMIT {
+            return Err(AttachError::WriteSeqExhausted {
+                write_seq: published,
+            });
+        }
         let gate = flags
             .has(Flags::POLICY_LOSSLESS_BACKPRESSURE)
             .then_some(Gate {
@@ -106,7 +113,7 @@ impl<W: Wake> Producer<W> {
         Ok(Producer {
             view,
             wake,
-            next: published.saturating_add(1),
+            next: published + 1,
             published,
             gate,
             fenced: false,
@@ -314,14 +321,15 @@ impl<W: Wake> Producer<W> {
     /// Writes a record under sequence `seq` (spec §4.2 steps 1–4) without publishing it.
     ///
     /// A record with `seq < next_seq()` was already written (a duplicate or a repair of
-    /// something we have) and is skipped: returns `false` (as for the two reserved values
-    /// `u64::MAX - 1` and `u64::MAX`, which a sane source never sends). Otherwise it is written, `next`
+    /// something we have) and is skipped: returns `false` (as for every sequence from
+    /// [`SEQ_LIMIT`] up, which a sane source never sends). Otherwise it is written, `next`
     /// becomes `seq + 1`, and `true` is returned. A `seq` above `next` leaves a hole, which
     /// readers of a SPARSE ring skip (§7). Call [`Producer::commit`] once per frame.
     #[inline]
     pub fn write_raw(&mut self, seq: u64, payload: &[u8]) -> bool {
-        // u64::MAX is the write marker; refusing MAX - 1 too keeps `next` a valid sequence.
-        if seq < self.next || seq >= crate::layout::SLOT_WRITING - 1 {
+        // u64::MAX is the write marker; refusing everything from SEQ_LIMIT keeps `next` (and
+        // every later push) a valid sequence.
+        if seq < self.next || seq >= SEQ_LIMIT {
             return false;
         }
         self.view.write_slot(seq, payload);
@@ -340,11 +348,12 @@ impl<W: Wake> Producer<W> {
         self.published
     }
 
-    /// Raises the next write position to `seq` (after a GAP or a jump). Never lowers it and
-    /// does not touch `write_seq`: readers see the hole once later records are published.
+    /// Raises the next write position to `seq` (after a GAP or a jump). Never lowers it, never
+    /// raises it past [`SEQ_LIMIT`] and does not touch `write_seq`: readers see the hole once
+    /// later records are published.
     #[inline]
     pub fn skip_to(&mut self, seq: u64) {
-        if seq > self.next && seq < crate::layout::SLOT_WRITING {
+        if seq > self.next && seq <= SEQ_LIMIT {
             self.next = seq;
         }
     }
@@ -503,6 +512,34 @@ mod tests {
         assert!(!p.write_raw(u64::MAX - 1, &[0]));
         p.skip_to(u64::MAX);
         assert_eq!(p.next_seq(), 13);
+    }
+
+    #[test]
+    fn corrupt_write_seq_cannot_overflow_next() {
+        // Found by fuzz/fuzz_targets/region.rs: a scribbled write_seq of u64::MAX made
+        // `next` u64::MAX (the slot marker) and the next push overflowed.
+        let (_m, view) = heap_ring(&Geometry::spmc(4, 16, 8, 0, false).unwrap());
+        for w in [u64::MAX, u64::MAX - 1, SEQ_LIMIT] {
+            view.write_seq().store(w, Ordering::Relaxed);
+            assert_eq!(
+                Producer::new(view, NoWake).unwrap_err(),
+                AttachError::WriteSeqExhausted { write_seq: w }
+            );
+        }
+        view.write_seq().store(SEQ_LIMIT - 1, Ordering::Relaxed);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        assert_eq!(p.push(&[1]), SEQ_LIMIT);
+        assert_eq!(p.push(&[2]), SEQ_LIMIT + 1);
+        // A jump or a raw write never takes `next` past the limit.
+        let (_m2, view2) = heap_ring(&Geometry::spmc(4, 16, 8, 0, false).unwrap());
+        let mut p = Producer::new(view2, NoWake).unwrap();
+        p.skip_to(u64::MAX - 1);
+        assert_eq!(p.next_seq(), 1);
+        assert!(!p.write_raw(SEQ_LIMIT, &[0]));
+        p.skip_to(SEQ_LIMIT);
+        assert_eq!(p.next_seq(), SEQ_LIMIT);
+        assert_eq!(p.push(&[3]), SEQ_LIMIT);
+        assert_eq!(p.push(&[4]), SEQ_LIMIT + 1);
     }
 
     fn lossless_ring(cap: u64, readers: u32) -> (crate::testutil::HeapRegion, RingView) {

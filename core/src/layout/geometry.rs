@@ -228,6 +228,13 @@ impl Geometry {
                 found: h.element_size,
             });
         }
+        // Not in spec §1.3, but every stride of §4.1 is a multiple of 8 and slot sequence
+        // words are 8-byte atomics: another value would make their accesses misaligned.
+        if !h.element_size.is_multiple_of(8) {
+            return Err(AttachError::ElementSizeMisaligned {
+                found: h.element_size,
+            });
+        }
         if !h.capacity.is_power_of_two() {
             return Err(AttachError::CapacityNotPowerOfTwo { found: h.capacity });
         }
@@ -345,6 +352,40 @@ mod tests {
         );
         let g = Geometry::mpmc(8, 16, 8).unwrap();
         assert_eq!((g.slots_offset, g.flags.0), (128, 0x0021));
+    }
+
+    #[test]
+    fn element_size_not_a_multiple_of_8_is_refused() {
+        // Found by fuzz/fuzz_targets/region.rs: an element_size of 12 passed every check and
+        // put slot sequence words at offsets like 140 (a misaligned atomic, UB).
+        let g = Geometry::spmc(4, 16, 8, 0, false).unwrap();
+        let mut h = RingHeader {
+            magic: super::super::RING_MAGIC,
+            version: super::super::RING_VERSION,
+            element_size: 12,
+            capacity: g.capacity,
+            mask: g.capacity - 1,
+            write_seq: 0,
+            claim_seq: 0,
+            flags: g.flags.0,
+            futex_word: 0,
+            waiting_consumers: 0,
+            align_pad: 0,
+            read_seq: 0,
+            schema_sig: 0,
+            arena_offset: 0,
+            arena_size: 0,
+            reader_registry_offset: 0,
+            reader_registry_count: 0,
+            slots_offset: g.slots_offset,
+            pad: [0; 16],
+        };
+        assert_eq!(
+            Geometry::from_header(&h, 1024, 8),
+            Err(AttachError::ElementSizeMisaligned { found: 12 })
+        );
+        h.element_size = 16;
+        assert!(Geometry::from_header(&h, 1024, 8).is_ok());
     }
 
     #[test]

@@ -8,6 +8,11 @@ pub const RING_MAGIC: u64 = 0x5249_4E47_4649_5245;
 pub const RING_VERSION: u32 = 2;
 /// Sequence-word value meaning "a writer is overwriting this slot now".
 pub const SLOT_WRITING: u64 = u64::MAX;
+/// Sequences from here up are never written by a [`Producer`](crate::broadcast::Producer):
+/// it refuses a ring whose `write_seq` is there and the raw mirror API refuses them, so the
+/// next sequence can never reach [`SLOT_WRITING`] or overflow (only a corrupt header holds
+/// such a value: 2^63 records at 10^10 a second take 29 years).
+pub const SEQ_LIMIT: u64 = 1 << 63;
 
 /// The ring header at offset 0 of every ring (spec §2). Atomic fields are accessed through
 /// the region at the offsets in [`hdr`]; this struct is the layout contract and the type of

@@ -11,7 +11,7 @@ mod signature;
 pub use arena::{ArenaHeader, BlobRef, arena_off};
 pub use flags::Flags;
 pub use geometry::{Geometry, oldest_retained, slot_payload_offset, slot_stride};
-pub use header::{RING_MAGIC, RING_VERSION, RingHeader, SLOT_WRITING, hdr};
+pub use header::{RING_MAGIC, RING_VERSION, RingHeader, SEQ_LIMIT, SLOT_WRITING, hdr};
 pub use registry::{REGISTRY_NAME_LEN, RegistrySlot, reg};
 pub use signature::{schema_signature, schema_signature_of, strip_type_paths};
 

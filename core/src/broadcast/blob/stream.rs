@@ -8,7 +8,7 @@ use super::{
     split_descriptor, write_blob,
 };
 use crate::broadcast::registry::{self, RegistryError};
-use crate::layout::{BlobRef, Flags, SLOT_WRITING, oldest_retained};
+use crate::layout::{BlobRef, Flags, SEQ_LIMIT, SLOT_WRITING, oldest_retained};
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
 
@@ -42,14 +42,18 @@ pub struct BlobWriter {
 
 impl BlobWriter {
     /// A writer for `view`, continuing after its current `write_seq` (1 on a fresh ring).
-    /// The caller must be the ring's only writer.
+    /// The caller must be the ring's only writer. A `write_seq` at or past
+    /// [`SEQ_LIMIT`] (a corrupt header) is [`BlobError::WriteSeqExhausted`].
     pub fn new(view: RingView) -> Result<BlobWriter, BlobError> {
         if Arena::of(&view).is_none() {
             return Err(BlobError::NoArena);
         }
         // Acquire: we continue after whatever an earlier writer of this ring published.
-        let next = view.write_seq().load(Ordering::Acquire).saturating_add(1);
-        Ok(BlobWriter { view, next })
+        let w = view.write_seq().load(Ordering::Acquire);
+        if w >= SEQ_LIMIT {
+            return Err(BlobError::WriteSeqExhausted { write_seq: w });
+        }
+        Ok(BlobWriter { view, next: w + 1 })
     }
 
     /// The ring.
@@ -212,13 +216,18 @@ impl BlobReader {
         if seen == SLOT_WRITING || seen >= self.cursor {
             return false;
         }
-        let mut next = oldest_retained(w, self.view.capacity()).max(self.cursor + 1);
+        // Saturating: a corrupt write_seq may be u64::MAX.
+        let start = oldest_retained(w, self.view.capacity()).max(self.cursor.saturating_add(1));
+        let mut next = w.saturating_add(1);
         // At most C slots lie between oldest_retained(w) and w.
-        // Acquire: as above; a present message is then read with the normal protocol.
-        while next <= w && self.view.slot_seq(next).load(Ordering::Acquire) != next {
-            next += 1;
+        for s in start..=w {
+            // Acquire: as above; a present message is then read with the normal protocol.
+            if self.view.slot_seq(s).load(Ordering::Acquire) == s {
+                next = s;
+                break;
+            }
         }
-        self.lapped += next - self.cursor;
+        self.lapped = self.lapped.saturating_add(next - self.cursor);
         self.cursor = next;
         true
     }
@@ -247,7 +256,7 @@ impl BlobReader {
                             return Ok(Some(Received { seq, len }));
                         }
                         BlobRead::Lost => {
-                            self.lapped += 1;
+                            self.lapped = self.lapped.saturating_add(1);
                             self.cursor += 1;
                         }
                         BlobRead::BufferTooSmall { need } => {
@@ -272,7 +281,8 @@ impl BlobReader {
                     let w = self.view.write_seq().load(Ordering::Acquire);
                     let oldest = oldest_retained(w.max(seen), cap);
                     if oldest > self.cursor {
-                        self.lapped += oldest - self.cursor;
+                        // Saturating: a corrupt write_seq may claim 2^64 lost messages.
+                        self.lapped = self.lapped.saturating_add(oldest - self.cursor);
                         self.cursor = oldest;
                     } else {
                         return Ok(None);
@@ -422,6 +432,40 @@ mod tests {
         set_descriptor_ref(&mut d, &r);
         v.write_slot(seq, &d);
         v.publish(seq);
+    }
+
+    #[test]
+    fn corrupt_write_seq_never_overflows() {
+        // Found by fuzz/fuzz_targets/region.rs: BlobWriter::new on a write_seq of u64::MAX
+        // started at the marker and its second push overflowed; the reader's lapped count
+        // and hole detection overflowed on the same value.
+        let mut geo = Geometry::blob(4, 32, 2, 256).unwrap();
+        geo.flags = Flags(geo.flags.0 | Flags::SPARSE);
+        let mut buf = vec![];
+        let v = ring(&mut buf, &geo);
+        v.write_seq().store(u64::MAX, Ordering::Relaxed);
+        assert_eq!(
+            BlobWriter::new(v).unwrap_err(),
+            BlobError::WriteSeqExhausted {
+                write_seq: u64::MAX
+            }
+        );
+        let mut rd = BlobReader::new(v).unwrap();
+        assert_eq!(rd.cursor(), u64::MAX - 3);
+        let (mut desc, mut out) = ([0u8; 24], [0u8; 16]);
+        // Slot words older than the cursor under a write_seq of u64::MAX: every 64th poll
+        // runs hole detection, which must jump to the end without overflowing.
+        for _ in 0..200 {
+            assert_eq!(rd.recv(&mut desc, &mut out), Ok(None));
+        }
+        assert_eq!(rd.cursor(), u64::MAX);
+        // A slot that claims a newer lap than a cursor near the end: saturating lapped count.
+        v.slot_seq(0).store(u64::MAX - 1, Ordering::Relaxed);
+        let mut rd = BlobReader::new(v).unwrap();
+        rd.lapped = u64::MAX - 1;
+        rd.cursor = 4;
+        assert_eq!(rd.recv(&mut desc, &mut out), Ok(None));
+        assert_eq!(rd.lapped_count(), u64::MAX);
     }
 
     #[test]

@@ -177,7 +177,7 @@ impl LossyMpmcConsumer {
                 if !lost {
                     return None;
                 }
-                self.dropped += 1;
+                self.dropped = self.dropped.saturating_add(1);
                 self.pending = None;
             }
             // Relaxed: ticket counters; the slot word carries the data ordering.
@@ -195,7 +195,8 @@ impl LossyMpmcConsumer {
                     .compare_exchange(r, floor, Ordering::Relaxed, Ordering::Relaxed)
                     .is_ok()
                 {
-                    self.dropped += floor - r;
+                    // Saturating: corrupt ticket counters may claim 2^64 drops.
+                    self.dropped = self.dropped.saturating_add(floor - r);
                 }
                 continue;
             }
