@@ -2,6 +2,14 @@
 
 use super::*;
 
+/// The multicast offer the tests make: group 239.1.1.1:5000, MTU 1472, TTL 1.
+const MULTICAST: UdpOffer = UdpOffer {
+    group: [239, 1, 1, 1],
+    port: 5000,
+    mtu: 1472,
+    ttl: 1,
+};
+
 #[test]
 fn hello_to_cursor_section_19_1() {
     let mut mem = Mem::new(4096);
@@ -49,12 +57,7 @@ fn hello_to_cursor_section_19_1() {
 fn transport_selection_section_19_2() {
     let mut mem = Mem::new(4096);
     let src = source(&mut mem, 0);
-    let offer = UdpOffer {
-        group: [239, 1, 1, 1],
-        port: 5000,
-        mtu: 1472,
-        ttl: 1,
-    };
+    let offer = MULTICAST;
     let uni = UdpOffer {
         group: [0; 4],
         port: 17403,
@@ -196,12 +199,7 @@ fn nak_answers_section_20_4() {
     let mut mem = Mem::new(4096);
     let src = source(&mut mem, 20);
     let cfg = SourceConfig {
-        multicast: Some(UdpOffer {
-            group: [239, 1, 1, 1],
-            port: 5000,
-            mtu: 1472,
-            ttl: 1,
-        }),
+        multicast: Some(MULTICAST),
         ..SourceConfig::default()
     };
     let (mut s, g) = session_after_hello(cfg, &src, 0, 1);
@@ -406,12 +404,7 @@ fn udp_handshake_goes_out_through_a_64_byte_buffer() {
     let mut mem = Mem::new(4096);
     let src = source(&mut mem, 3);
     let cfg = SourceConfig {
-        multicast: Some(UdpOffer {
-            group: [239, 1, 1, 1],
-            port: 5000,
-            mtu: 1472,
-            ttl: 1,
-        }),
+        multicast: Some(MULTICAST),
         session: 0x22,
         ..SourceConfig::default()
     };
