@@ -278,23 +278,55 @@ impl RingView {
     #[inline]
     pub fn write_slot_at(&self, seq: u64, poff: usize, payload: &[u8]) {
         let (poff, room) = self.payload_span(poff);
+        self.write_marked(seq, |off| {
+            // A record that fits (always, for a typed producer) is copied with its own
+            // length, which is a constant after inlining: the copy unrolls into plain word
+            // stores. The truncating copy stays out of line: inlined, the compiler merged the
+            // two into one copy of `min(len, record_len)` words, a run-time loop on every push.
+            if payload.len() <= room {
+                // SAFETY: [off + poff, off + element_size) is this slot's payload; poff and
+                // element_size are multiples of 8 so the rounded-up span stays inside the slot.
+                unsafe { self.region.write_words(off + poff, payload) };
+            } else {
+                self.write_truncated(off + poff, room, payload);
+            }
+        });
+    }
+
+    /// [`RingView::write_slot`] for a payload given in two pieces, written as one record
+    /// under one marker: `head` at the payload start, `tail` at the next word boundary after
+    /// it. A blob ring's mirror writes the source's descriptor this way, its own
+    /// [`BlobRef`](crate::layout::BlobRef) as the tail (spec §21.2). Both pieces are cut to
+    /// the slot's payload room (`element_size - 8`).
+    ///
+    /// Only the ring's single writer may call this.
+    pub fn write_slot_pieces(&self, seq: u64, head: &[u8], tail: &[u8]) {
+        let room = self.geo.record_len();
+        let h = head.len().min(room);
+        let at = h.next_multiple_of(8);
+        let t = tail.len().min(room.saturating_sub(at));
+        self.write_marked(seq, |off| {
+            // SAFETY: [off + 8, off + 8 + room) is this slot's payload: `h <= room`, and the
+            // tail starts on a word at `at <= room` and ends by `room`; room is a multiple
+            // of 8, so neither rounded-up span leaves the slot.
+            unsafe {
+                self.region.write_words(off + 8, &head[..h]);
+                self.region.write_words(off + 8 + at, &tail[..t]);
+            }
+        });
+    }
+
+    /// Spec §4.2 steps 1–4 around `fill`, which stores the payload words of the slot at
+    /// the region offset it is given: marker, release fence, `fill`, release store of `seq`.
+    #[inline(always)]
+    fn write_marked(&self, seq: u64, fill: impl FnOnce(usize)) {
         let off = self.slot_offset(seq);
         let seq_word = self.slot_seq(seq);
         // Relaxed: the fence below orders it before the payload stores.
         seq_word.store(SLOT_WRITING, Ordering::Relaxed);
         // Readers that see any payload word of this write also see the marker.
         fence(Ordering::Release);
-        // A record that fits (always, for a typed producer) is copied with its own length,
-        // which is a constant after inlining: the copy unrolls into plain word stores. The
-        // truncating copy stays out of line: inlined, the compiler merged the two into one
-        // copy of `min(len, record_len)` words, a run-time loop on every push.
-        if payload.len() <= room {
-            // SAFETY: [off + poff, off + element_size) is this slot's payload; poff and
-            // element_size are multiples of 8 so the rounded-up span stays inside the slot.
-            unsafe { self.region.write_words(off + poff, payload) };
-        } else {
-            self.write_truncated(off + poff, room, payload);
-        }
+        fill(off);
         // Release: a reader that acquires `seq` sees the whole payload.
         seq_word.store(seq, Ordering::Release);
     }

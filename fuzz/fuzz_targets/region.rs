@@ -30,7 +30,7 @@ use ringwire_core::queue::{
 use ringwire_core::region::Region;
 use ringwire_core::replicate::collect::collect;
 use ringwire_core::replicate::{
-    FixedSource, Instant, PeerAddr, ReadRecord, RecordSink, RecordSource, RegionSink, SourceConfig,
+    RingSource, Instant, PeerAddr, ReadRecord, RecordSink, RecordSource, RegionSink, SourceConfig,
     SourceSession, UdpConfig, UdpSender,
 };
 use ringwire_core::ring::{Expect, RingView, SlotRead};
@@ -455,7 +455,7 @@ fn ring_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
                 }
             }
             17 => {
-                let src = FixedSource(st.view);
+                let src = RingSource(st.view);
                 let g = src.geometry();
                 let w = src.write_seq();
                 assert_eq!(src.oldest(), oldest_retained(w, g.capacity));
@@ -499,7 +499,7 @@ fn ring_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
 /// The replication source over the ring: a raw collect from any cursor, then a TCP session
 /// that says HELLO (from a start the input picks) and is polled a bounded number of times.
 fn source_ops(view: &RingView, inp: &mut Input) {
-    let src = FixedSource(*view);
+    let src = RingSource(*view);
     let mut out = [0u8; 512];
     let cursor = inp.seq();
     let max_records = u16::from(inp.u8());

@@ -26,7 +26,7 @@ use ringwire_core::layout::Geometry;
 use ringwire_core::region::Region;
 use ringwire_core::replicate::udp_sender::UdpCounters;
 use ringwire_core::replicate::{
-    Duration, FixedSource, Instant, Pacing, PeerAddr, ReadRecord, RecordSource, SourceConfig,
+    Duration, RingSource, Instant, Pacing, PeerAddr, ReadRecord, RecordSource, SourceConfig,
     SourceCounters, SourceError, SourceSession, Transport, UdpConfig, UdpOffer, UdpSender,
 };
 use ringwire_core::ring::{RingView, SlotRead};
@@ -96,7 +96,7 @@ impl RecordSource for BlobSource {
 
 /// The source ring and what was published into it.
 enum Ring {
-    Fixed(FixedSource),
+    Fixed(RingSource),
     Blob {
         src: BlobSource,
         writer: BlobWriter,
@@ -507,7 +507,7 @@ fuzz_target!(|data: &[u8]| {
     let region = unsafe { Region::from_raw_parts(mem.as_mut_ptr().cast(), mem.len() * 8) }.unwrap();
     let mut ring = if cfgb & 1 == 0 {
         let geo = Geometry::spmc(CAP, 24, 8, 0, false).unwrap();
-        Ring::Fixed(FixedSource(RingView::init(region, &geo).unwrap()))
+        Ring::Fixed(RingSource(RingView::init(region, &geo).unwrap()))
     } else {
         let geo = Geometry::blob(CAP, 40, 1, 512).unwrap();
         let v = RingView::init(region, &geo).unwrap();

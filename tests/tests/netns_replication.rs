@@ -18,6 +18,7 @@ use ringwire::core::{Geometry, RingView, SlotRead};
 use ringwire::{CreateOptions, ReadOnlyRing, RingConsumer, RingFile};
 use ringwire_tests::netns::{Net, Proc, count_in, ringwire_bin};
 use ringwire_tests::shm::ShmPath;
+use ringwire_tests::wait_until;
 
 /// Payload bytes per record.
 const LEN: usize = 24;
@@ -52,17 +53,6 @@ fn payload(epoch: u8, seq: u64) -> [u8; LEN] {
 
 fn mirror_ip(i: u8) -> Ipv4Addr {
     Ipv4Addr::new(10, 77, 0, 10 + i)
-}
-
-fn wait_until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(
-            t0.elapsed() < within,
-            "timed out after {within:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 fn write_seq(path: &Path) -> u64 {

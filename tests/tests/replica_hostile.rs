@@ -6,7 +6,7 @@ use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ringwire::core::broadcast::{Producer, Wake};
 use ringwire::core::replicate::Start;
@@ -16,6 +16,7 @@ use ringwire::replica::mirror::{self, MirrorOptions};
 use ringwire::replica::serve::{ServeOptions, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingFile};
 use ringwire_tests::shm::ShmPath;
+use ringwire_tests::wait_until;
 
 const LEN: usize = 24;
 const CAP: u64 = 1 << 16;
@@ -46,14 +47,6 @@ impl Rng {
     }
     fn bytes(&mut self, n: usize) -> Vec<u8> {
         (0..n).map(|_| self.next() as u8).collect()
-    }
-}
-
-fn wait_until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < within, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
     }
 }
 

@@ -19,6 +19,7 @@ use ringwire::replica::serve::{ServeOptions, ServeSummary, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingConsumer, RingFile, RingProducer};
 use ringwire_tests::records::Aligned64;
 use ringwire_tests::shm::ShmPath;
+use ringwire_tests::wait_until;
 
 /// Payload bytes per record (ringfire `[u8; 24]` records have the same slots).
 const LEN: usize = 24;
@@ -52,14 +53,6 @@ fn mcast(idx: u16) -> SocketAddrV4 {
         Ipv4Addr::new(239, 255, 101, idx as u8),
         40_000 + (pid % 4_000) as u16 * 4 + idx,
     )
-}
-
-fn wait_until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < within, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(5));
-    }
 }
 
 fn mirror_write_seq(path: &Path) -> u64 {

@@ -7,7 +7,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ringwire::core::broadcast::{Producer, Wake};
 use ringwire::core::replicate::Start;
@@ -16,6 +16,7 @@ use ringwire::replica::mirror::{self, MirrorOptions};
 use ringwire::replica::serve::{ServeOptions, run_following};
 use ringwire::{CleanupMode, CreateOptions, ReadOnlyRing, RingFile};
 use ringwire_tests::shm::ShmPath;
+use ringwire_tests::wait_until;
 
 struct FutexWake;
 impl Wake for FutexWake {
@@ -44,14 +45,6 @@ fn make_ring(path: &Path, capacity: u64, generation: u8, n: u64) -> RingFile {
         assert_eq!(p.push(&record(generation, seq)), seq);
     }
     ring
-}
-
-fn wait_until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < within, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// The mirror ring at `path` has capacity `cap`, `write_seq` `last` and records

@@ -43,7 +43,9 @@ mod tests;
 pub use holdback::{HeldEntry, HoldBack};
 pub use mirror::{Mirror, MirrorConfig, MirrorCounters, MirrorError, Start};
 pub use pacing::{Pacer, Pacing};
-pub use ring_io::{FixedSource, ReadRecord, RecordSink, RecordSource, RegionSink, SinkError};
+pub use ring_io::{
+    ReadRecord, RecordSink, RecordSource, RegionSink, RingSource, SinkError, write_received,
+};
 pub use source::{
     SourceConfig, SourceCounters, SourceError, SourceSession, TokenRegistry, Transport, UdpOffer,
 };

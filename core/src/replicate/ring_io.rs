@@ -1,10 +1,12 @@
 //! The narrow interfaces between the replication state machines and rings: a
 //! [`RecordSource`] the source reads raw records from, and a [`RecordSink`] the mirror
-//! writes them into. Fixed-record rings implement both here over [`RingView`]; blob rings
-//! plug in through the same traits.
+//! writes them into, both implemented here over [`RingView`] for fixed-record and blob rings.
 
 use core::fmt;
 
+use zerocopy::IntoBytes;
+
+use crate::broadcast::blob::{BlobRead, read_blob, reserve, split_descriptor, write_blob};
 use crate::error::InitError;
 use crate::layout::{Geometry, oldest_retained};
 use crate::region::Region;
@@ -51,12 +53,15 @@ pub trait RecordSource {
     }
 }
 
-/// A fixed-record ring read through the §4.3 tear-free protocol.
+/// A ring read as the source sends it (spec §20.1): the §4.3 tear-free protocol on the
+/// slot bytes `[8, S)`, and for a blob ring the descriptor followed by its blob, copied with
+/// the bounds and lap tests of §10.4 (a blob that is out of bounds or overwritten is
+/// [`ReadRecord::Lost`]).
 #[derive(Clone, Debug)]
 #[cfg_attr(not(loom), derive(Copy))]
-pub struct FixedSource(pub RingView);
+pub struct RingSource(pub RingView);
 
-impl RecordSource for FixedSource {
+impl RecordSource for RingSource {
     fn geometry(&self) -> Geometry {
         *self.0.geometry()
     }
@@ -66,26 +71,59 @@ impl RecordSource for FixedSource {
     }
     fn read_record(&self, seq: u64, dst: &mut [u8]) -> ReadRecord {
         let p = self.0.geometry().record_len();
-        let Some(d) = dst.get_mut(..p) else {
+        let Some((d, rest)) = dst.split_at_mut_checked(p) else {
             return ReadRecord::TooLarge { need: p };
         };
         match self.0.read_slot(seq, d) {
-            SlotRead::Ok => ReadRecord::Ok(p),
+            SlotRead::Ok if !self.0.geometry().has_arena() => ReadRecord::Ok(p),
+            SlotRead::Ok => read_blob_after(&self.0, d, rest),
             SlotRead::Pending => ReadRecord::Pending,
             SlotRead::Overwritten { seen } => ReadRecord::Overwritten { seen },
         }
     }
 }
 
+/// The blob of the descriptor `d` (a whole slot payload) copied into `rest`.
+fn read_blob_after(view: &RingView, d: &[u8], rest: &mut [u8]) -> ReadRecord {
+    let Some((_, r)) = split_descriptor(d) else {
+        return ReadRecord::Lost;
+    };
+    match read_blob(view, &r, rest) {
+        BlobRead::Ok(n) => ReadRecord::Ok(d.len() + n),
+        BlobRead::Lost => ReadRecord::Lost,
+        BlobRead::BufferTooSmall { need } => ReadRecord::TooLarge {
+            need: d.len() + need as usize,
+        },
+    }
+}
+
+/// Writes one received record into a mirror ring (spec §21.2 steps 1–4): a fixed record's
+/// bytes as they came; for a blob ring, the blob into this ring's own arena first, then the
+/// source's descriptor with its last 16 bytes replaced by the new [`BlobRef`] (same length
+/// and flags, this arena's offset; a zero-length blob is `{0, 0, 0}`). A blob this arena
+/// cannot hold (longer than the arena, from a corrupt or hostile source) is not written:
+/// the sequence stays a hole, which readers skip (§7).
+pub fn write_received(view: &RingView, seq: u64, fixed: &[u8], blob: &[u8]) {
+    if !view.geometry().has_arena() {
+        view.write_slot(seq, fixed);
+        return;
+    }
+    let Some((meta, src)) = split_descriptor(fixed) else {
+        return;
+    };
+    let Ok(r) = reserve(view, blob.len(), src.flags) else {
+        return;
+    };
+    if write_blob(view, &r, blob).is_err() {
+        return;
+    }
+    view.write_slot_pieces(seq, meta, r.as_bytes());
+}
+
 /// Why a mirror cannot (re)create its ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum SinkError {
-    /// This sink cannot hold blob rings.
-    BlobUnsupported {
-        /// The GEOMETRY arena offset.
-        arena_offset: u64,
-    },
     /// Initialising the ring failed (too small a region, inconsistent layout).
     Init(InitError),
     /// The sink's storage failed (a file that could not be created, locked or mapped);
@@ -96,10 +134,6 @@ pub enum SinkError {
 impl fmt::Display for SinkError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            SinkError::BlobUnsupported { arena_offset } => write!(
-                f,
-                "this mirror ring cannot hold blob records (arena_offset {arena_offset})"
-            ),
             SinkError::Init(e) => write!(f, "cannot create the mirror ring: {e}"),
             SinkError::Storage => f.write_str("cannot create the mirror ring's storage"),
         }
@@ -118,7 +152,7 @@ pub trait RecordSink {
     fn publish(&mut self, seq: u64);
 }
 
-/// A fixed-record mirror ring in caller memory (a mapped file, a static buffer).
+/// A mirror ring in caller memory (a mapped file, a static buffer).
 #[derive(Debug)]
 pub struct RegionSink {
     region: Region,
@@ -127,12 +161,10 @@ pub struct RegionSink {
 }
 
 impl RegionSink {
-    /// Wraps `region`, adopting a valid fixed-record ring already in it (resume).
+    /// Wraps `region`, adopting a valid ring already in it (resume).
     #[allow(clippy::clone_on_copy)] // Region is Clone-only under loom.
     pub fn new(region: Region) -> RegionSink {
-        let view = RingView::attach(region.clone(), Expect::RAW)
-            .ok()
-            .filter(|v| !v.geometry().has_arena());
+        let view = RingView::attach(region.clone(), Expect::RAW).ok();
         RegionSink {
             region,
             view,
@@ -157,18 +189,13 @@ impl RecordSink for RegionSink {
     }
     #[allow(clippy::clone_on_copy)] // Region is Clone-only under loom.
     fn recreate(&mut self, geo: &Geometry) -> Result<(), SinkError> {
-        if geo.has_arena() {
-            return Err(SinkError::BlobUnsupported {
-                arena_offset: geo.arena_offset,
-            });
-        }
         self.view = None;
         self.view = Some(RingView::init(self.region.clone(), geo).map_err(SinkError::Init)?);
         Ok(())
     }
-    fn write(&mut self, seq: u64, fixed: &[u8], _blob: &[u8]) {
+    fn write(&mut self, seq: u64, fixed: &[u8], blob: &[u8]) {
         if let Some(v) = &self.view {
-            v.write_slot(seq, fixed);
+            write_received(v, seq, fixed, blob);
         }
     }
     fn publish(&mut self, seq: u64) {

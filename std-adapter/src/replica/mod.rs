@@ -47,11 +47,6 @@ pub enum ReplicaError {
         /// Why it is rejected.
         why: String,
     },
-    /// The source ring holds blob records, which this driver does not serve yet.
-    BlobRing {
-        /// The ring's path.
-        path: PathBuf,
-    },
     /// The mirror's state machine gave up (protocol error, bad ring).
     Mirror(ringwire_core::replicate::MirrorError),
     /// The served ring's path now names a different ring (its producer restarted, or the
@@ -90,11 +85,6 @@ impl fmt::Display for ReplicaError {
             ReplicaError::SourceReplaced { path } => write!(
                 f,
                 "{}: replaced by a new ring (restarted producer or recreated mirror ring)",
-                path.display()
-            ),
-            ReplicaError::BlobRing { path } => write!(
-                f,
-                "{}: blob rings cannot be served yet (fixed-record rings only)",
                 path.display()
             ),
             ReplicaError::Mirror(e) => write!(f, "mirror: {e}"),

@@ -16,7 +16,7 @@ use std::time::Duration as StdDuration;
 use ringwire_core::Expect;
 use ringwire_core::replicate::udp_sender::UdpCounters;
 use ringwire_core::replicate::{
-    Duration, FixedSource, Pacing, PeerAddr, RecordSource, SourceConfig, SourceCounters,
+    Duration, Pacing, PeerAddr, RecordSource, RingSource, SourceConfig, SourceCounters,
     SourceSession, TokenRegistry, Transport, UdpConfig, UdpOffer, UdpSender,
 };
 
@@ -187,11 +187,6 @@ impl Server {
             ));
         }
         let ring = RingFile::open(&opts.path, Expect::RAW)?;
-        if ring.ring().geometry().has_arena() {
-            return Err(ReplicaError::BlobRing {
-                path: opts.path.clone(),
-            });
-        }
         let listener = TcpListener::bind(opts.bind)
             .map_err(|e| ReplicaError::io(format!("bind {}", opts.bind), e))?;
         listener
@@ -243,7 +238,7 @@ impl Server {
             session,
             ..SourceConfig::default()
         };
-        let w = FixedSource(*ring.ring()) /* a temporary: `ring` outlives it */
+        let w = RingSource(*ring.ring()) /* a temporary: `ring` outlives it */
             .write_seq();
         let sender = UdpSender::new(
             UdpConfig {
@@ -439,7 +434,7 @@ impl Server {
         if self.opts.log {
             eprintln!("serve: mirror {addr} connected");
         }
-        let src = FixedSource(*self.ring.ring());
+        let src = RingSource(*self.ring.ring());
         let mut s = SourceSession::new(self.cfg, p, now());
         let mut seen = SourceCounters::default();
         let end = self.session_loop(&mut s, &mut stream, &src, stop, &mut seen);
@@ -463,7 +458,7 @@ impl Server {
         &self,
         s: &mut SourceSession,
         stream: &mut TcpStream,
-        src: &FixedSource,
+        src: &RingSource,
         stop: &AtomicBool,
         seen: &mut SourceCounters,
     ) -> String {
@@ -534,7 +529,7 @@ impl Server {
     }
 
     fn udp_loop(&self, sock: &UdpSocket, halt: &AtomicBool) {
-        let src = FixedSource(*self.ring.ring());
+        let src = RingSource(*self.ring.ring());
         let mut buf = vec![0u8; 65_536];
         let mut rbuf = [0u8; 64];
         let mut dests: Vec<SocketAddrV4> = Vec::new();

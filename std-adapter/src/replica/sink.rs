@@ -7,7 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use ringwire_core::layout::Geometry;
-use ringwire_core::replicate::{RecordSink, SinkError};
+use ringwire_core::replicate::{RecordSink, SinkError, write_received};
 use ringwire_core::sync::Ordering;
 use ringwire_core::{Expect, RingView};
 
@@ -44,9 +44,7 @@ impl FileSink {
             return Err(Error::ProducerAlreadyExists { path });
         }
         // A ring that does not validate is simply recreated at the handshake.
-        if let Ok(r) = RingFile::open(&path, Expect::RAW)
-            && !r.ring().geometry().has_arena()
-        {
+        if let Ok(r) = RingFile::open(&path, Expect::RAW) {
             sink.ring = Some(r);
         }
         sink.lock = Some(file);
@@ -77,11 +75,6 @@ impl RecordSink for FileSink {
     }
 
     fn recreate(&mut self, geo: &Geometry) -> Result<(), SinkError> {
-        if geo.has_arena() {
-            return Err(SinkError::BlobUnsupported {
-                arena_offset: geo.arena_offset,
-            });
-        }
         // Release the old mapping and lock first: create takes the lock on the path itself
         // and replaces a non-empty file by a fresh inode (readers of the old one see it
         // frozen).
@@ -108,9 +101,9 @@ impl RecordSink for FileSink {
         }
     }
 
-    fn write(&mut self, seq: u64, fixed: &[u8], _blob: &[u8]) {
+    fn write(&mut self, seq: u64, fixed: &[u8], blob: &[u8]) {
         if let Some(r) = &self.ring {
-            r.ring().write_slot(seq, fixed);
+            write_received(r.ring(), seq, fixed, blob);
         }
     }
 
@@ -142,7 +135,10 @@ mod tests {
     }
 
     #[test]
-    fn a_ring_is_created_adopted_and_blob_geometry_refused() {
+    fn fixed_and_blob_rings_are_created_written_and_adopted() {
+        use ringwire_core::SlotRead;
+        use ringwire_core::broadcast::blob::{BlobRead, read_blob, split_descriptor};
+
         let path = std::env::temp_dir().join(format!("ringwire-sink-{}", std::process::id()));
         let _ = std::fs::remove_file(&path);
         let geo = Geometry::spmc(64, 16, 8, 0, false).unwrap();
@@ -155,12 +151,37 @@ mod tests {
         let sink = FileSink::open(&path).unwrap();
         assert_eq!(sink.existing().map(|(g, _)| g), Some(geo));
         drop(sink);
-        let mut sink = FileSink::open(&path).unwrap();
+        // A blob ring: 8 bytes of meta, then the BlobRef.
         let blob = Geometry::blob(64, 32, 0, 1 << 12).unwrap();
-        assert!(matches!(
-            sink.recreate(&blob),
-            Err(SinkError::BlobUnsupported { .. })
-        ));
+        {
+            let mut sink = FileSink::open(&path).unwrap();
+            sink.recreate(&blob).unwrap();
+            let mut d = [0u8; 24];
+            d[..8].copy_from_slice(&7u64.to_le_bytes());
+            // The source's BlobRef: offset 4032 (meaningless here), len 10, flags 9.
+            d[8..16].copy_from_slice(&4032u64.to_le_bytes());
+            d[16..20].copy_from_slice(&10u32.to_le_bytes());
+            d[20..24].copy_from_slice(&9u32.to_le_bytes());
+            sink.write(1, &d, b"0123456789");
+            sink.write(2, &d[..8], &[]); // too short to hold a BlobRef: not written
+            sink.publish(1);
+        }
+        let sink = FileSink::open(&path).unwrap();
+        assert_eq!(sink.existing(), Some((blob, 1)), "adopted for resume");
+        let v = sink.view().unwrap();
+        let mut d = [0u8; 24];
+        assert_eq!(v.read_slot(1, &mut d), SlotRead::Ok);
+        assert_eq!(d[..8], 7u64.to_le_bytes());
+        let (_, r) = split_descriptor(&d).unwrap();
+        assert_eq!(
+            (r.offset, r.len, r.flags),
+            (0, 10, 9),
+            "this arena's offset"
+        );
+        let mut got = [0u8; 10];
+        assert_eq!(read_blob(v, &r, &mut got), BlobRead::Ok(10));
+        assert_eq!(&got, b"0123456789");
+        assert_eq!(v.read_slot(2, &mut d), SlotRead::Pending);
         drop(sink);
         let _ = std::fs::remove_file(&path);
     }

@@ -5,8 +5,8 @@ use std::collections::HashSet;
 use ringwire_core::layout::oldest_retained;
 use ringwire_core::replicate::holdback::HeldEntry;
 use ringwire_core::replicate::{
-    Channel, Duration, FixedSource, HoldBack, Instant, Mirror, MirrorConfig, MirrorCounters,
-    PeerAddr, RecordSource, SourceConfig, SourceSession, Start, StreamBuf, UdpConfig, UdpOffer,
+    Channel, Duration, HoldBack, Instant, Mirror, MirrorConfig, MirrorCounters, PeerAddr,
+    RecordSource, RingSource, SourceConfig, SourceSession, Start, StreamBuf, UdpConfig, UdpOffer,
     UdpSender,
 };
 use ringwire_core::ring::SlotRead;
@@ -362,7 +362,7 @@ pub fn run(sc: &Scenario) -> Report {
                 n.restarted = Some((n.sink.creations, holds));
             }
         }
-        let src = FixedSource(ring.view);
+        let src = RingSource(ring.view);
         // Deliveries.
         for n in nodes.iter_mut() {
             if n.closed.is_some() {

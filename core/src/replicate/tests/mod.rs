@@ -36,17 +36,17 @@ impl Mem {
 }
 
 /// A u64 ring of capacity 8 holding records 1..=w (record n = n).
-pub(super) fn source(mem: &mut Mem, w: u64) -> FixedSource {
+pub(super) fn source(mem: &mut Mem, w: u64) -> RingSource {
     let geo = Geometry::spmc(8, 16, 8, 0, false).unwrap();
     let v = RingView::init(mem.region(), &geo).unwrap();
     for s in 1..=w {
         v.write_slot(s, &s.to_le_bytes());
     }
     v.publish(w);
-    FixedSource(v)
+    RingSource(v)
 }
 
-pub(super) fn push(src: &FixedSource, upto: u64) {
+pub(super) fn push(src: &RingSource, upto: u64) {
     let w = src.write_seq();
     for s in w + 1..=upto {
         src.0.write_slot(s, &s.to_le_bytes());

@@ -1,0 +1,285 @@
+//! Blob rings over serve → mirror (spec §18.4 arena records, §20.1, §21.2): every message
+//! reaches the mirror ring under the source's sequence number with its meta, blob bytes and
+//! flags, and the mirror ring is a blob ring that ringwire's and ringfire's blob consumers
+//! read. Both directions against the published ringfire 0.5.2 (`ReplicaServer`, `Mirror`)
+//! and ringwire to ringwire over TCP, multicast and unicast.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ringwire::core::replicate::Start;
+use ringwire::replica::mirror::{self, MirrorOptions};
+use ringwire::replica::serve::{ServeOptions, Server};
+use ringwire::{BlobConsumer, BlobProducer, ReadOnlyRing};
+use ringwire_tests::shm::ShmPath;
+use ringwire_tests::wait_until;
+
+/// The meta: sequence and a check word.
+type Meta = [u64; 2];
+/// Ring capacity (messages) and arena bytes: large enough that nothing is overwritten.
+const CAP: u64 = 1 << 15;
+const ARENA: usize = 32 << 20;
+/// Messages per run.
+const N: u64 = 20_000;
+
+fn meta(n: u64) -> Meta {
+    [n, n.wrapping_mul(0x9e37_79b9_7f4a_7c15)]
+}
+
+/// Message n's blob: 0 to 699 bytes (every 7th empty), and in ringwire-to-ringwire runs
+/// every 1,000th is 3,000 bytes, more than one 1,472-byte datagram budget.
+fn blob(n: u64, big: bool) -> Vec<u8> {
+    let len = if big && n.is_multiple_of(1000) {
+        3000
+    } else if n.is_multiple_of(7) {
+        0
+    } else {
+        (n * 131 % 700) as usize
+    };
+    (0..len).map(|i| (n as usize * 31 + i * 7) as u8).collect()
+}
+
+fn mcast(idx: u16) -> SocketAddrV4 {
+    let pid = std::process::id();
+    SocketAddrV4::new(
+        Ipv4Addr::new(239, 252, (pid >> 8) as u8, pid as u8),
+        21_000 + (pid % 1000) as u16 * 8 + idx,
+    )
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Tcp,
+    Multicast,
+    Unicast,
+}
+
+fn mirror_write_seq(path: &Path) -> u64 {
+    ReadOnlyRing::open(path).map_or(0, |r| r.write_seq())
+}
+
+/// Publishes messages 1..=N in bursts of 100 a millisecond apart (~100,000 msg/s).
+fn publish(push: &mut impl FnMut(u64)) {
+    for n in 1..=N {
+        push(n);
+        if n.is_multiple_of(100) {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Reads the mirror ring with ringwire's and ringfire's blob consumers: each gets every
+/// message 1..=N, in order, with its meta and blob bytes.
+fn check_mirror(path: &Path, big: bool) {
+    let mut out = vec![0u8; 4096];
+    let mut rw = BlobConsumer::<Meta>::attach(path).expect("ringwire consumer on the mirror");
+    let mut m = [0u64; 2];
+    for n in 1..=N {
+        let got = rw.recv_seq(&mut m, &mut out).unwrap();
+        let (seq, len) = got.unwrap_or_else(|| panic!("ringwire consumer: {n} missing"));
+        assert_eq!(seq, n);
+        assert_eq!(m, meta(n), "meta of {n}");
+        assert_eq!(out[..len], blob(n, big)[..], "blob of {n}");
+    }
+    assert_eq!(rw.recv(&mut m, &mut out).unwrap(), None);
+    assert_eq!(rw.lapped_count(), 0);
+    let mut rf = ringfire::BlobConsumer::<Meta>::attach(path).expect("ringfire consumer");
+    for n in 1..=N {
+        let len = rf.recv(&mut m, &mut out).unwrap();
+        let len = len.unwrap_or_else(|| panic!("ringfire consumer: {n} missing"));
+        assert_eq!(m, meta(n), "ringfire: meta of {n}");
+        assert_eq!(out[..len], blob(n, big)[..], "ringfire: blob of {n}");
+    }
+    assert_eq!(rf.lapped_count(), 0);
+}
+
+fn serve_options(path: &Path, mode: Mode, idx: u16) -> ServeOptions {
+    let mut o = ServeOptions::new(path, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    o.log = false;
+    match mode {
+        Mode::Tcp => {}
+        Mode::Multicast => {
+            o.multicast = Some(mcast(idx));
+            o.iface = Some(Ipv4Addr::LOCALHOST);
+            o.ttl = 0;
+        }
+        Mode::Unicast => o.udp = Some(0),
+    }
+    o
+}
+
+fn mirror_options(source: SocketAddr, path: &Path, mode: Mode) -> MirrorOptions {
+    let mut o = MirrorOptions::new(source, path);
+    o.start = Start::Oldest;
+    o.unicast = mode == Mode::Unicast;
+    o.iface = Ipv4Addr::LOCALHOST;
+    o.log = false;
+    o.reconnect = Duration::from_millis(50);
+    o
+}
+
+/// ringwire `BlobProducer` → ringwire serve → ringwire mirror.
+fn ringwire_to_ringwire(mode: Mode, idx: u16) {
+    let src = ShmPath::new(&format!("rwb-src-{idx}"));
+    let dst = ShmPath::new(&format!("rwb-dst-{idx}"));
+    let mut producer = BlobProducer::<Meta>::create(src.path(), CAP, ARENA).unwrap();
+    let server = Server::bind(serve_options(src.path(), mode, idx)).unwrap();
+    let mo = mirror_options(server.local_addr(), dst.path(), mode);
+    let stop = AtomicBool::new(false);
+    let (srv, mir) = std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&stop));
+        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        wait_until("the mirror ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok()
+        });
+        publish(&mut |n| {
+            assert_eq!(producer.push(&meta(n), &blob(n, true)).unwrap(), n);
+        });
+        wait_until("the mirror to catch up", Duration::from_secs(60), || {
+            mirror_write_seq(dst.path()) >= N
+        });
+        stop.store(true, Ordering::Relaxed);
+        (s.join().unwrap().unwrap(), m.join().unwrap().unwrap())
+    });
+    assert_eq!(mir.last_seq, N);
+    assert_eq!(mir.counters.gaps, 0, "{mir:?}");
+    if mode != Mode::Tcp {
+        assert!(mir.counters.datagrams > 0, "{mir:?}");
+        assert!(srv.udp.data_frames > 0, "{srv:?}");
+    }
+    // Nothing was lost, so the mirror filled its arena exactly as the source did: the two
+    // files' slots and arenas hold the same bytes (the mirror adds SPARSE to the flags).
+    let (a, b) = (
+        std::fs::read(src.path()).unwrap(),
+        std::fs::read(dst.path()).unwrap(),
+    );
+    assert_eq!(a.len(), b.len());
+    assert!(a[128..] == b[128..], "slots, registry and arena differ");
+    check_mirror(dst.path(), true);
+}
+
+#[test]
+fn ringwire_blob_ring_over_tcp() {
+    ringwire_to_ringwire(Mode::Tcp, 0);
+}
+
+#[test]
+fn ringwire_blob_ring_over_multicast() {
+    ringwire_to_ringwire(Mode::Multicast, 1);
+}
+
+#[test]
+fn ringwire_blob_ring_over_unicast() {
+    ringwire_to_ringwire(Mode::Unicast, 2);
+}
+
+/// ringfire 0.5.2 `BlobProducer` + `ReplicaServer` → ringwire mirror. ringfire's server
+/// threads cannot be stopped in UDP modes; they are left to the end of the test process.
+fn ringfire_to_ringwire(mode: Mode, idx: u16) {
+    use ringfire::replication::{MulticastConfig, ReplicaServer};
+    let src = ShmPath::new(&format!("rfb-src-{idx}"));
+    let dst = ShmPath::new(&format!("rfb-dst-{idx}"));
+    let mut producer = ringfire::BlobProducer::<Meta>::create(src.path(), CAP, ARENA).unwrap();
+    let mut server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+    if mode == Mode::Multicast {
+        let g = mcast(idx);
+        server = server.multicast(
+            MulticastConfig::new(*g.ip(), g.port())
+                .interface(Ipv4Addr::LOCALHOST)
+                .ttl(0),
+        );
+    }
+    let addr = server.local_addr().unwrap();
+    let mo = mirror_options(addr, dst.path(), mode);
+    let stop = AtomicBool::new(false);
+    let sum = std::thread::scope(|sc| {
+        if mode == Mode::Tcp {
+            sc.spawn(move || {
+                let _ = server.serve_one();
+            });
+        } else {
+            drop(server.spawn().unwrap());
+        }
+        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        wait_until("the mirror ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok()
+        });
+        publish(&mut |n| {
+            assert_eq!(producer.push(&meta(n), &blob(n, false)).unwrap(), n);
+        });
+        wait_until("the mirror to catch up", Duration::from_secs(60), || {
+            mirror_write_seq(dst.path()) >= N
+        });
+        stop.store(true, Ordering::Relaxed);
+        m.join().unwrap().unwrap()
+    });
+    assert_eq!(sum.last_seq, N);
+    assert_eq!(sum.counters.gaps, 0, "{sum:?}");
+    if mode == Mode::Multicast {
+        assert!(sum.counters.datagrams > 0, "{sum:?}");
+    }
+    check_mirror(dst.path(), false);
+    drop(producer);
+}
+
+#[test]
+fn ringfire_blob_serve_to_ringwire_mirror_tcp() {
+    ringfire_to_ringwire(Mode::Tcp, 3);
+}
+
+#[test]
+fn ringfire_blob_serve_to_ringwire_mirror_multicast() {
+    ringfire_to_ringwire(Mode::Multicast, 4);
+}
+
+/// ringwire `BlobProducer` + serve → ringfire 0.5.2 `Mirror`.
+fn ringwire_to_ringfire(mode: Mode, idx: u16) {
+    use ringfire::replication::{Mirror, MirrorStart};
+    let src = ShmPath::new(&format!("wfb-src-{idx}"));
+    let dst = ShmPath::new(&format!("wfb-dst-{idx}"));
+    let mut producer = BlobProducer::<Meta>::create(src.path(), CAP, ARENA).unwrap();
+    let server = Server::bind(serve_options(src.path(), mode, idx)).unwrap();
+    let addr = server.local_addr();
+    let stop = AtomicBool::new(false);
+    let (seq, gaps) = std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&stop));
+        let m = sc.spawn(|| {
+            let mut mir = Mirror::builder()
+                .start(MirrorStart::Oldest)
+                .interface(Ipv4Addr::LOCALHOST)
+                .connect(addr, dst.path())
+                .unwrap();
+            let t0 = Instant::now();
+            while mir.sequence() < N && t0.elapsed() < Duration::from_secs(60) {
+                if !mir.step().unwrap() {
+                    break;
+                }
+            }
+            (mir.sequence(), mir.gaps())
+        });
+        wait_until("the ringfire mirror ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok()
+        });
+        publish(&mut |n| {
+            assert_eq!(producer.push(&meta(n), &blob(n, false)).unwrap(), n);
+        });
+        let got = m.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        s.join().unwrap().unwrap();
+        got
+    });
+    assert_eq!((seq, gaps), (N, 0), "ringfire mirror sequence and gaps");
+    check_mirror(dst.path(), false);
+}
+
+#[test]
+fn ringwire_blob_serve_to_ringfire_mirror_tcp() {
+    ringwire_to_ringfire(Mode::Tcp, 5);
+}
+
+#[test]
+fn ringwire_blob_serve_to_ringfire_mirror_multicast() {
+    ringwire_to_ringfire(Mode::Multicast, 6);
+}
