@@ -325,6 +325,11 @@ impl std::fmt::Debug for RingFile {
     }
 }
 
+/// A blob ring record's blob is gone: overwritten in the arena since the record was
+/// written, or its descriptor is out of bounds (spec §10.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlobLost;
+
 /// A ring mapped read-only (for `stat`, `top`, `dump` and a network source). It exposes only
 /// loads: the mapping is `PROT_READ`, so no store path exists.
 pub struct ReadOnlyRing {
@@ -388,6 +393,29 @@ impl ReadOnlyRing {
     /// Tear-free read of record `seq` (raw slot bytes `[8, S)`), spec §4.3.
     pub fn read_slot(&self, seq: u64, dst: &mut [u8]) -> ringwire_core::SlotRead {
         self.view.read_slot(seq, dst)
+    }
+
+    /// The blob of a blob ring's record: `payload` is the record as
+    /// [`ReadOnlyRing::read_slot`] gave it; the bytes are read with the bounds and lap tests
+    /// of spec §10.4. `None` when the ring has no arena or the payload holds no BlobRef.
+    pub fn read_blob(&self, payload: &[u8]) -> Option<std::result::Result<Vec<u8>, BlobLost>> {
+        use ringwire_core::broadcast::blob::{BlobRead, read_blob, split_descriptor};
+        if !self.geometry().has_arena() {
+            return None;
+        }
+        let (_, r) = split_descriptor(payload)?;
+        // A BlobRef longer than the arena cannot be intact: no allocation for it.
+        if u64::from(r.len) > self.geometry().arena_size {
+            return Some(Err(BlobLost));
+        }
+        let mut blob = vec![0u8; r.len as usize];
+        Some(match read_blob(&self.view, &r, &mut blob) {
+            BlobRead::Ok(n) => {
+                blob.truncate(n);
+                Ok(blob)
+            }
+            BlobRead::Lost | BlobRead::BufferTooSmall { .. } => Err(BlobLost),
+        })
     }
 
     /// Registry slot `i`, if the ring has one.

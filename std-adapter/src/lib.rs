@@ -53,7 +53,7 @@ pub use blob::{BlobConsumer, BlobProducer, BlobProducerBuilder};
 pub use checkpoint::OffsetCheckpoint;
 pub use consumer::{RingConsumer, RingConsumerBuilder};
 pub use error::{Error, Result};
-pub use file::{CleanupMode, CreateOptions, ReadOnlyRing, RegistryEntry, RingFile};
+pub use file::{BlobLost, CleanupMode, CreateOptions, ReadOnlyRing, RegistryEntry, RingFile};
 pub use producer::{FlowControl, RingProducer, RingProducerBuilder};
 pub use ringwire_core::broadcast::StartMode;
 /// ringfire's name for [`StartMode`] (the same four modes).

@@ -133,6 +133,40 @@ fn dump_of_an_empty_ring_prints_a_notice() {
 }
 
 #[test]
+fn dump_of_a_blob_ring_previews_each_blob_or_says_it_was_overwritten() {
+    let t = TmpRing::new("blobdump");
+    let mut p = ringwire::BlobProducer::<u64>::create(&t.0, 16, 256).unwrap();
+    p.push(&1, b"first blob").unwrap();
+    p.push(&2, b"").unwrap();
+    // 4 blobs of 64-byte spans after the first: the 256-byte arena laps over blob 1.
+    for m in 3..=6u64 {
+        p.push(&m, format!("blob number {m}").repeat(4).as_bytes())
+            .unwrap();
+    }
+    let (code, out, err) = ringwire(&["dump", t.0.to_str().unwrap(), "--tail", "16"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 6, "{out}");
+    assert!(
+        lines[0].starts_with("seq 1 ") && lines[0].ends_with("blob (overwritten)"),
+        "{out}"
+    );
+    assert!(lines[1].ends_with("blob \"\" (0 bytes)"), "{out}");
+    assert!(
+        lines[5].ends_with("blob \"blob number 6blob number 6blob n\" (52 bytes)"),
+        "{out}"
+    );
+    let (code, out, _) = ringwire(&["dump", t.0.to_str().unwrap(), "--tail", "1", "--hex"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.trim_end()
+            .ends_with("blob 62 6C 6F 62 20 6E 75 6D 62 65 72 20 36 62 6C 6F (52 bytes)"),
+        "{out}"
+    );
+    drop(p);
+}
+
+#[test]
 fn prune_frees_a_dead_readers_slot() {
     let t = TmpRing::new("prune");
     let r = make_ring(&t, 4);

@@ -175,6 +175,49 @@ fn ringwire_blob_ring_over_unicast() {
     ringwire_to_ringwire(Mode::Unicast, 2);
 }
 
+/// A hub: source → (mirror + serve of the mirror ring) → leaf. The hub serves a SPARSE
+/// mirror blob ring; the leaf's ring holds every message under the source's sequence.
+#[test]
+fn blob_ring_through_a_hub() {
+    let src = ShmPath::new("rwb-hub-src");
+    let hub = ShmPath::new("rwb-hub-mid");
+    let leaf = ShmPath::new("rwb-hub-leaf");
+    let mut producer = BlobProducer::<Meta>::create(src.path(), CAP, ARENA).unwrap();
+    let first = Server::bind(serve_options(src.path(), Mode::Multicast, 7)).unwrap();
+    let mo_hub = mirror_options(first.local_addr(), hub.path(), Mode::Multicast);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let s1 = sc.spawn(|| first.run(&stop));
+        let m1 = sc.spawn(|| mirror::run(&mo_hub, &stop));
+        wait_until("the hub ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(hub.path()).is_ok()
+        });
+        let second = Server::bind(serve_options(hub.path(), Mode::Tcp, 0)).unwrap();
+        let mo_leaf = mirror_options(second.local_addr(), leaf.path(), Mode::Tcp);
+        let stop = &stop;
+        let s2 = sc.spawn(move || second.run(stop));
+        let m2 = sc.spawn(move || mirror::run(&mo_leaf, stop));
+        wait_until("the leaf ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(leaf.path()).is_ok()
+        });
+        publish(&mut |n| {
+            assert_eq!(producer.push(&meta(n), &blob(n, true)).unwrap(), n);
+        });
+        wait_until("the leaf to catch up", Duration::from_secs(60), || {
+            mirror_write_seq(leaf.path()) >= N
+        });
+        stop.store(true, Ordering::Relaxed);
+        for m in [m1, m2] {
+            let sum = m.join().unwrap().unwrap();
+            assert_eq!(sum.counters.gaps, 0, "{sum:?}");
+        }
+        for s in [s1, s2] {
+            s.join().unwrap().unwrap();
+        }
+    });
+    check_mirror(leaf.path(), true);
+}
+
 /// ringfire 0.5.2 `BlobProducer` + `ReplicaServer` → ringwire mirror. ringfire's server
 /// threads cannot be stopped in UDP modes; they are left to the end of the test process.
 fn ringfire_to_ringwire(mode: Mode, idx: u16) {

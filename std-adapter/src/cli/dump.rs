@@ -1,4 +1,5 @@
-//! `ringwire dump <PATH> [--tail N] [--hex]` (spec §26).
+//! `ringwire dump <PATH> [--tail N] [--hex]` (spec §26). On a blob ring each record's line
+//! also previews its blob, or says it was overwritten in the arena.
 
 use std::io::Write;
 use std::path::Path;
@@ -8,7 +9,7 @@ use ringwire_core::layout::{SLOT_WRITING, oldest_retained};
 
 use super::out_err;
 use crate::error::Result;
-use crate::file::ReadOnlyRing;
+use crate::file::{BlobLost, ReadOnlyRing};
 
 fn preview(bytes: &[u8], hex: bool) -> String {
     if hex {
@@ -50,7 +51,11 @@ pub(super) fn run(path: &Path, tail: u64, hex: bool, out: &mut dyn Write) -> Res
             word.to_string()
         };
         let body = match ring.read_slot(seq, &mut buf) {
-            SlotRead::Ok => preview(&buf, hex),
+            SlotRead::Ok => match ring.read_blob(&buf) {
+                None => preview(&buf, hex),
+                Some(Ok(blob)) => format!("{} blob {}", preview(&buf, hex), preview(&blob, hex)),
+                Some(Err(BlobLost)) => format!("{} blob (overwritten)", preview(&buf, hex)),
+            },
             SlotRead::Pending => "(not published yet)".to_string(),
             SlotRead::Overwritten { seen } => format!("(overwritten by {seen})"),
         };
