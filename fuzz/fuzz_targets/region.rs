@@ -30,7 +30,7 @@ use ringwire_core::queue::{
 use ringwire_core::region::Region;
 use ringwire_core::replicate::collect::collect;
 use ringwire_core::replicate::{
-    RingSource, Instant, PeerAddr, ReadRecord, RecordSink, RecordSource, RegionSink, SourceConfig,
+    Instant, PeerAddr, ReadRecord, RecordSink, RecordSource, RegionSink, RingSource, SourceConfig,
     SourceSession, UdpConfig, UdpSender,
 };
 use ringwire_core::ring::{Expect, RingView, SlotRead};

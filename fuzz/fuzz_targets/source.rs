@@ -21,15 +21,15 @@
 use std::collections::HashMap;
 
 use libfuzzer_sys::fuzz_target;
-use ringwire_core::broadcast::blob::{BlobWriter, read_blob, split_descriptor};
+use ringwire_core::broadcast::blob::BlobWriter;
 use ringwire_core::layout::Geometry;
 use ringwire_core::region::Region;
 use ringwire_core::replicate::udp_sender::UdpCounters;
 use ringwire_core::replicate::{
-    Duration, RingSource, Instant, Pacing, PeerAddr, ReadRecord, RecordSource, SourceConfig,
-    SourceCounters, SourceError, SourceSession, Transport, UdpConfig, UdpOffer, UdpSender,
+    Duration, Instant, Pacing, PeerAddr, RecordSource, RingSource, SourceConfig, SourceCounters,
+    SourceError, SourceSession, Transport, UdpConfig, UdpOffer, UdpSender,
 };
-use ringwire_core::ring::{RingView, SlotRead};
+use ringwire_core::ring::RingView;
 use ringwire_core::wire::{
     FrameRepr, GEOMETRY_UDP_FOLLOWS, HEADER_LEN, HELLO_OLDEST, HeaderRepr, HelloRepr, Kind,
     MAX_UDP_FRAME, NakRepr, PunchRepr, RecordFormat, frame_len,
@@ -55,50 +55,11 @@ const STRANGER: [u8; 4] = [6, 6, 6, 6];
 /// Buffer sizes a drain may use (the API asks for at least 64 bytes).
 const BUF_SIZES: [usize; 8] = [64, 80, 96, 100, 160, 512, 4096, 70_000];
 
-/// A blob ring read as spec §20.1 says: the descriptor through the tear-free slot read, then
-/// the blob with the §10.4 checks.
-struct BlobSource(RingView);
-
-impl RecordSource for BlobSource {
-    fn geometry(&self) -> Geometry {
-        *self.0.geometry()
-    }
-    fn write_seq(&self) -> u64 {
-        self.0
-            .write_seq()
-            .load(ringwire_core::sync::Ordering::Acquire)
-    }
-    fn read_record(&self, seq: u64, dst: &mut [u8]) -> ReadRecord {
-        let p = self.0.geometry().record_len();
-        if dst.len() < p {
-            return ReadRecord::TooLarge { need: p };
-        }
-        let (desc, rest) = dst.split_at_mut(p);
-        match self.0.read_slot(seq, desc) {
-            SlotRead::Ok => {}
-            SlotRead::Pending => return ReadRecord::Pending,
-            SlotRead::Overwritten { seen } => return ReadRecord::Overwritten { seen },
-        }
-        let Some((_, r)) = split_descriptor(desc) else {
-            return ReadRecord::Lost;
-        };
-        match read_blob(&self.0, &r, rest) {
-            ringwire_core::broadcast::blob::BlobRead::Ok(n) => ReadRecord::Ok(p + n),
-            ringwire_core::broadcast::blob::BlobRead::Lost => ReadRecord::Lost,
-            ringwire_core::broadcast::blob::BlobRead::BufferTooSmall { need } => {
-                ReadRecord::TooLarge {
-                    need: p + need as usize,
-                }
-            }
-        }
-    }
-}
-
 /// The source ring and what was published into it.
 enum Ring {
     Fixed(RingSource),
     Blob {
-        src: BlobSource,
+        src: RingSource,
         writer: BlobWriter,
         /// Expected wire bytes (descriptor + blob) of the recent records.
         recs: HashMap<u64, Vec<u8>>,
@@ -512,7 +473,7 @@ fuzz_target!(|data: &[u8]| {
         let geo = Geometry::blob(CAP, 40, 1, 512).unwrap();
         let v = RingView::init(region, &geo).unwrap();
         Ring::Blob {
-            src: BlobSource(v),
+            src: RingSource(v),
             writer: BlobWriter::new(v).unwrap(),
             recs: HashMap::new(),
         }
