@@ -43,7 +43,9 @@ pub struct UdpOffer {
 pub struct SourceConfig {
     /// Records per DATA frame (1..=65535, default 256).
     pub batch: u16,
-    /// TCP frame byte budget including the header (default 1 MiB).
+    /// TCP frame byte budget including the header (default 1 MiB). A frame takes records
+    /// while it is below the budget, and a record larger than the budget goes alone, so a
+    /// budget at or below the 16-byte header is taken as one record per frame.
     pub tcp_budget: usize,
     /// Frame linger on the TCP stream.
     pub pacing: Pacing,
@@ -172,8 +174,13 @@ impl SourceSession {
     /// A session for a connection from `peer`, accepted at `now`.
     pub fn new(cfg: SourceConfig, peer: PeerAddr, now: Instant) -> SourceSession {
         let batch = cfg.batch.max(1);
+        let tcp_budget = cfg.tcp_budget.max(HEADER_LEN + 1);
         SourceSession {
-            cfg: SourceConfig { batch, ..cfg },
+            cfg: SourceConfig {
+                batch,
+                tcp_budget,
+                ..cfg
+            },
             peer,
             state: State::AwaitHello,
             inbuf: [0; MAX_IN],

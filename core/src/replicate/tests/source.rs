@@ -371,6 +371,37 @@ fn collect_byte_budget_holds_back_and_sends_oversized_alone() {
     assert_eq!(lens, [40, 50, 60]);
 }
 
+/// A byte budget of 0 (or anything up to the header) used to stall the stream: no frame
+/// could take a record. It is one record per frame.
+#[test]
+fn tcp_budget_at_or_below_the_header_sends_one_record_per_frame() {
+    for budget in [0, 1, 16] {
+        let mut mem = Mem::new(1024);
+        let src = source(&mut mem, 3);
+        let cfg = SourceConfig {
+            tcp_budget: budget,
+            pacing: Pacing::Fixed {
+                linger: Duration::ZERO,
+            },
+            ..SourceConfig::default()
+        };
+        let (mut s, _) = session_after_hello(cfg, &src, u64::MAX, 1);
+        let mut buf = [0u8; 256];
+        let mut got = vec![];
+        for _ in 0..10 {
+            let Some(n) = s.poll_transmit(ms(1), &src, &mut buf) else {
+                break;
+            };
+            for f in frames(&buf[..n]) {
+                if let FrameRepr::Data(d) = f {
+                    got.push((d.seq, d.count));
+                }
+            }
+        }
+        assert_eq!(got, [(1, 1), (2, 1), (3, 1)], "budget {budget}");
+    }
+}
+
 #[test]
 fn tcp_source_sends_gap_after_a_lost_blob() {
     let src = FakeBlobs { w: 5, lost: 3 };
