@@ -463,6 +463,10 @@ fn ring_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
                 let seq = inp.seq();
                 let n = usize::from(inp.u8()).min(buf.len());
                 match src.read_record(seq, &mut buf[..n]) {
+                    // A blob ring's record is its descriptor and its blob.
+                    ReadRecord::Ok(k) if g.has_arena() => {
+                        assert!(k >= g.record_len() && k <= n, "{k} of {n}")
+                    }
                     ReadRecord::Ok(k) => assert_eq!(k, g.record_len()),
                     ReadRecord::TooLarge { need } => assert!(need > n),
                     _ => {}

@@ -3,6 +3,7 @@
 
 pub mod netns;
 pub mod records;
+pub mod replica;
 pub mod shm;
 pub mod sim;
 

@@ -4,15 +4,15 @@
 //! read. Both directions against the published ringfire 0.5.2 (`ReplicaServer`, `Mirror`)
 //! and ringwire to ringwire over TCP, multicast and unicast.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use ringwire::core::replicate::Start;
-use ringwire::replica::mirror::{self, MirrorOptions};
-use ringwire::replica::serve::{ServeOptions, Server};
+use ringwire::replica::mirror::{self};
+use ringwire::replica::serve::Server;
 use ringwire::{BlobConsumer, BlobProducer, ReadOnlyRing};
+use ringwire_tests::replica::{Mode, mirror_options, serve_options};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -47,13 +47,6 @@ fn mcast(idx: u16) -> SocketAddrV4 {
         Ipv4Addr::new(239, 252, (pid >> 8) as u8, pid as u8),
         21_000 + (pid % 1000) as u16 * 8 + idx,
     )
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    Tcp,
-    Multicast,
-    Unicast,
 }
 
 fn mirror_write_seq(path: &Path) -> u64 {
@@ -95,37 +88,12 @@ fn check_mirror(path: &Path, big: bool) {
     assert_eq!(rf.lapped_count(), 0);
 }
 
-fn serve_options(path: &Path, mode: Mode, idx: u16) -> ServeOptions {
-    let mut o = ServeOptions::new(path, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
-    o.log = false;
-    match mode {
-        Mode::Tcp => {}
-        Mode::Multicast => {
-            o.multicast = Some(mcast(idx));
-            o.iface = Some(Ipv4Addr::LOCALHOST);
-            o.ttl = 0;
-        }
-        Mode::Unicast => o.udp = Some(0),
-    }
-    o
-}
-
-fn mirror_options(source: SocketAddr, path: &Path, mode: Mode) -> MirrorOptions {
-    let mut o = MirrorOptions::new(source, path);
-    o.start = Start::Oldest;
-    o.unicast = mode == Mode::Unicast;
-    o.iface = Ipv4Addr::LOCALHOST;
-    o.log = false;
-    o.reconnect = Duration::from_millis(50);
-    o
-}
-
 /// ringwire `BlobProducer` → ringwire serve → ringwire mirror.
 fn ringwire_to_ringwire(mode: Mode, idx: u16) {
     let src = ShmPath::new(&format!("rwb-src-{idx}"));
     let dst = ShmPath::new(&format!("rwb-dst-{idx}"));
     let mut producer = BlobProducer::<Meta>::create(src.path(), CAP, ARENA).unwrap();
-    let server = Server::bind(serve_options(src.path(), mode, idx)).unwrap();
+    let server = Server::bind(serve_options(src.path(), mode, mcast(idx), 1)).unwrap();
     let mo = mirror_options(server.local_addr(), dst.path(), mode);
     let stop = AtomicBool::new(false);
     let (srv, mir) = std::thread::scope(|sc| {
@@ -183,7 +151,7 @@ fn blob_ring_through_a_hub() {
     let hub = ShmPath::new("rwb-hub-mid");
     let leaf = ShmPath::new("rwb-hub-leaf");
     let mut producer = BlobProducer::<Meta>::create(src.path(), CAP, ARENA).unwrap();
-    let first = Server::bind(serve_options(src.path(), Mode::Multicast, 7)).unwrap();
+    let first = Server::bind(serve_options(src.path(), Mode::Multicast, mcast(7), 1)).unwrap();
     let mo_hub = mirror_options(first.local_addr(), hub.path(), Mode::Multicast);
     let stop = AtomicBool::new(false);
     std::thread::scope(|sc| {
@@ -192,7 +160,7 @@ fn blob_ring_through_a_hub() {
         wait_until("the hub ring", Duration::from_secs(10), || {
             ReadOnlyRing::open(hub.path()).is_ok()
         });
-        let second = Server::bind(serve_options(hub.path(), Mode::Tcp, 0)).unwrap();
+        let second = Server::bind(serve_options(hub.path(), Mode::Tcp, mcast(0), 1)).unwrap();
         let mo_leaf = mirror_options(second.local_addr(), leaf.path(), Mode::Tcp);
         let stop = &stop;
         let s2 = sc.spawn(move || second.run(stop));
@@ -283,7 +251,7 @@ fn ringwire_to_ringfire(mode: Mode, idx: u16) {
     let src = ShmPath::new(&format!("wfb-src-{idx}"));
     let dst = ShmPath::new(&format!("wfb-dst-{idx}"));
     let mut producer = BlobProducer::<Meta>::create(src.path(), CAP, ARENA).unwrap();
-    let server = Server::bind(serve_options(src.path(), mode, idx)).unwrap();
+    let server = Server::bind(serve_options(src.path(), mode, mcast(idx), 1)).unwrap();
     let addr = server.local_addr();
     let stop = AtomicBool::new(false);
     let (seq, gaps) = std::thread::scope(|sc| {

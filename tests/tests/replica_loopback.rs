@@ -6,7 +6,7 @@
 //! The 1,000,000-record variants at 100,000 msg/s are `#[ignore]`d (slow); run them with
 //! `cargo test -p ringwire-tests --release --test replica_loopback -- --ignored`.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -15,9 +15,10 @@ use ringwire::core::broadcast::{Producer, Wake};
 use ringwire::core::replicate::Start;
 use ringwire::core::{Geometry, RingView, SlotRead, oldest_retained};
 use ringwire::replica::mirror::{self, MirrorOptions, MirrorSummary};
-use ringwire::replica::serve::{ServeOptions, ServeSummary, Server};
+use ringwire::replica::serve::{ServeSummary, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingConsumer, RingFile, RingProducer};
 use ringwire_tests::records::Aligned64;
+use ringwire_tests::replica::{Mode, mirror_options, serve_options};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -101,39 +102,6 @@ fn publish(p: &mut impl FnMut(u64), n: u64, rate: u64) {
     }
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    Tcp,
-    Multicast,
-    Unicast,
-}
-
-fn serve_options(path: &Path, mode: Mode, idx: u16, dup: u8) -> ServeOptions {
-    let mut o = ServeOptions::new(path, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
-    o.log = false;
-    o.dup = dup;
-    match mode {
-        Mode::Tcp => {}
-        Mode::Multicast => {
-            o.multicast = Some(mcast(idx));
-            o.iface = Some(Ipv4Addr::LOCALHOST);
-            o.ttl = 0;
-        }
-        Mode::Unicast => o.udp = Some(0),
-    }
-    o
-}
-
-fn mirror_options(source: SocketAddr, path: &Path, mode: Mode) -> MirrorOptions {
-    let mut o = MirrorOptions::new(source, path);
-    o.start = Start::Oldest;
-    o.unicast = mode == Mode::Unicast;
-    o.iface = Ipv4Addr::LOCALHOST;
-    o.log = false;
-    o.reconnect = Duration::from_millis(50);
-    o
-}
-
 /// Runs `server` and a mirror with `mo` until the mirror ring holds record `n`, while
 /// `push(seq)` publishes records 1..=n at about `rate` per second into the source ring;
 /// returns both summaries.
@@ -168,7 +136,7 @@ fn ringwire_to_ringwire(mode: Mode, idx: u16, n: u64, rate: u64) {
     let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
     // SAFETY: `ring` outlives the producer built on its view (used only while it lives).
     let mut producer = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
-    let server = Server::bind(serve_options(src.path(), mode, idx, 1)).unwrap();
+    let server = Server::bind(serve_options(src.path(), mode, mcast(idx), 1)).unwrap();
     let mo = mirror_options(server.local_addr(), dst.path(), mode);
     let (srv_sum, mir_sum) = serve_and_mirror(&server, &mo, n, rate, &mut |seq| {
         assert_eq!(producer.push(&payload(seq)), seq);
@@ -198,7 +166,7 @@ fn over_aligned_ring_replicates_to_a_typed_reader() {
     let src = ShmPath::new("rw-src-a64");
     let dst = ShmPath::new("rw-dst-a64");
     let mut producer = RingProducer::<Aligned64>::create(src.path(), 1 << 15).unwrap();
-    let server = Server::bind(serve_options(src.path(), Mode::Multicast, 7, 1)).unwrap();
+    let server = Server::bind(serve_options(src.path(), Mode::Multicast, mcast(7), 1)).unwrap();
     let mo = mirror_options(server.local_addr(), dst.path(), Mode::Multicast);
     serve_and_mirror(&server, &mo, N, 100_000, &mut |seq| {
         assert_eq!(producer.push(&Aligned64::new(seq)), seq);
@@ -316,7 +284,7 @@ fn ringwire_to_ringfire(mode: Mode, idx: u16, dup: u8, n: u64, rate: u64) {
     let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
     // SAFETY: `ring` outlives the producer built on its view (used only while it lives).
     let mut producer = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
-    let server = Server::bind(serve_options(src.path(), mode, idx, dup)).unwrap();
+    let server = Server::bind(serve_options(src.path(), mode, mcast(idx), dup)).unwrap();
     let addr = server.local_addr();
     let stop = AtomicBool::new(false);
     let (got, srv) = std::thread::scope(|sc| {
@@ -449,7 +417,7 @@ fn mirror_resumes_its_ring_and_holds_its_lock() {
     let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
     // SAFETY: `ring` outlives the producer built on its view (used only while it lives).
     let mut producer = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
-    let server = Server::bind(serve_options(src.path(), Mode::Tcp, 15, 1)).unwrap();
+    let server = Server::bind(serve_options(src.path(), Mode::Tcp, mcast(15), 1)).unwrap();
     let stop_server = AtomicBool::new(false);
     std::thread::scope(|sc| {
         let s = sc.spawn(|| server.run(&stop_server));
@@ -510,7 +478,7 @@ fn mirror_reconnects_and_resumes_after_the_server_restarts() {
     let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
     // SAFETY: `ring` outlives the producer built on its view (used only while it lives).
     let mut producer = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
-    let first = Server::bind(serve_options(src.path(), Mode::Multicast, 16, 1)).unwrap();
+    let first = Server::bind(serve_options(src.path(), Mode::Multicast, mcast(16), 1)).unwrap();
     let addr = first.local_addr();
     let mo = mirror_options(addr, dst.path(), Mode::Multicast);
     let stop_mirror = AtomicBool::new(false);
@@ -537,7 +505,7 @@ fn mirror_reconnects_and_resumes_after_the_server_restarts() {
         for seq in 1001..=1500 {
             producer.push(&payload(seq));
         }
-        let mut so = serve_options(src.path(), Mode::Multicast, 16, 1);
+        let mut so = serve_options(src.path(), Mode::Multicast, mcast(16), 1);
         so.bind = addr;
         let second = Server::bind(so).unwrap();
         let stop2 = AtomicBool::new(false);
@@ -571,7 +539,7 @@ fn serve_once_returns_when_its_mirror_leaves() {
     let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
     // SAFETY: `ring` outlives the producer built on its view (used only while it lives).
     let mut producer = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
-    let mut so = serve_options(src.path(), Mode::Tcp, 17, 1);
+    let mut so = serve_options(src.path(), Mode::Tcp, mcast(17), 1);
     so.once = true;
     let server = Server::bind(so).unwrap();
     let never = AtomicBool::new(false);
@@ -602,7 +570,7 @@ fn serve_once_returns_when_its_mirror_leaves() {
     assert_eq!(sum.last_seq, 500);
     assert_same(src.path(), dst.path(), 500);
     // --once refuses UDP delivery.
-    let mut bad = serve_options(src.path(), Mode::Unicast, 17, 1);
+    let mut bad = serve_options(src.path(), Mode::Unicast, mcast(17), 1);
     bad.once = true;
     assert!(Server::bind(bad).is_err());
 }
@@ -618,7 +586,7 @@ fn a_mirror_ring_can_be_served_again() {
     let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
     // SAFETY: `ring` outlives the producer built on its view (used only while it lives).
     let mut producer = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
-    let first = Server::bind(serve_options(src.path(), Mode::Multicast, 18, 1)).unwrap();
+    let first = Server::bind(serve_options(src.path(), Mode::Multicast, mcast(18), 1)).unwrap();
     let stop = AtomicBool::new(false);
     let n = 10_000;
     let to_hub = mirror_options(first.local_addr(), hub.path(), Mode::Multicast);
@@ -628,7 +596,7 @@ fn a_mirror_ring_can_be_served_again() {
         wait_until("the hub ring", Duration::from_secs(10), || {
             ReadOnlyRing::open(hub.path()).is_ok()
         });
-        let second = Server::bind(serve_options(hub.path(), Mode::Tcp, 19, 1)).unwrap();
+        let second = Server::bind(serve_options(hub.path(), Mode::Tcp, mcast(19), 1)).unwrap();
         let to_leaf = mirror_options(second.local_addr(), leaf.path(), Mode::Tcp);
         std::thread::scope(|sc2| {
             let s2 = sc2.spawn(|| second.run(&stop));

@@ -83,15 +83,7 @@ fn mirror_hello_per_start_and_adopt_or_recreate() {
 fn mirror_tcp_gap_jump_and_restart() {
     let mut mem = Mem::new(4096);
     let mut sink = Sink::on(&mut mem);
-    let mut m = Mirror::new(
-        MirrorConfig {
-            start: Start::Oldest,
-            ..MirrorConfig::default()
-        },
-        SOURCE,
-        &sink,
-        HoldBack::new(&mut [], &mut []),
-    );
+    let mut m = tcp_mirror_from_oldest(&sink);
     let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
     feed(&mut m, &geometry_frames(0, 1, None), &mut sink).unwrap();
     feed(&mut m, &data(1, 2, 0), &mut sink).unwrap();
@@ -290,15 +282,7 @@ fn mirror_applies_blob_data() {
         ..SourceConfig::default()
     };
     let mut sink = BlobSink::default();
-    let mut m = Mirror::new(
-        MirrorConfig {
-            start: Start::Oldest,
-            ..MirrorConfig::default()
-        },
-        SOURCE,
-        &sink,
-        HoldBack::new(&mut [], &mut []),
-    );
+    let mut m = tcp_mirror_from_oldest(&sink);
     let mut b = [0u8; 64];
     let t = m.poll_transmit(ms(0), &mut b).unwrap();
     let mut s = SourceSession::new(cfg, MIRROR_IP, ms(0));
@@ -361,15 +345,7 @@ fn blob_ring_replicates_between_real_rings() {
 
     let mut mmem = Mem::new(1 << 12);
     let mut sink = Sink::on(&mut mmem);
-    let mut m = Mirror::new(
-        MirrorConfig {
-            start: Start::Oldest,
-            ..MirrorConfig::default()
-        },
-        SOURCE,
-        &sink,
-        HoldBack::new(&mut [], &mut []),
-    );
+    let mut m = tcp_mirror_from_oldest(&sink);
     let cfg = SourceConfig {
         pacing: Pacing::Fixed {
             linger: Duration::ZERO,

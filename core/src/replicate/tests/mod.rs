@@ -164,6 +164,19 @@ pub(super) fn feed<S: RecordSink>(
     Ok(())
 }
 
+/// A TCP-mode mirror starting at the oldest record, without hold-back storage.
+pub(super) fn tcp_mirror_from_oldest(sink: &impl RecordSink) -> Mirror<'static> {
+    Mirror::new(
+        MirrorConfig {
+            start: Start::Oldest,
+            ..MirrorConfig::default()
+        },
+        SOURCE,
+        sink,
+        HoldBack::new(&mut [], &mut []),
+    )
+}
+
 pub(super) fn udp_mirror<'a>(sink: &mut Sink, hb: HoldBack<'a>, unicast: bool) -> Mirror<'a> {
     udp_mirror_with(sink, hb, unicast, MirrorConfig::default())
 }

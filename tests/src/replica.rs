@@ -1,0 +1,50 @@
+//! Settings shared by the loopback replication tests: one transport choice, the serve and
+//! mirror options every such test starts from.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::Path;
+use std::time::Duration;
+
+use ringwire::core::replicate::Start;
+use ringwire::replica::mirror::MirrorOptions;
+use ringwire::replica::serve::ServeOptions;
+
+/// How live data travels from serve to mirror.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Mode {
+    /// DATA over the TCP session.
+    Tcp,
+    /// UDP multicast on loopback (TTL 0).
+    Multicast,
+    /// UDP unicast to a punched port.
+    Unicast,
+}
+
+/// Serve `path` on an ephemeral loopback port, quietly, sending each datagram `dup` times;
+/// `group` is the multicast group and port used in [`Mode::Multicast`].
+pub fn serve_options(path: &Path, mode: Mode, group: SocketAddrV4, dup: u8) -> ServeOptions {
+    let mut o = ServeOptions::new(path, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    o.log = false;
+    o.dup = dup;
+    match mode {
+        Mode::Tcp => {}
+        Mode::Multicast => {
+            o.multicast = Some(group);
+            o.iface = Some(Ipv4Addr::LOCALHOST);
+            o.ttl = 0;
+        }
+        Mode::Unicast => o.udp = Some(0),
+    }
+    o
+}
+
+/// Mirror `source` into `path` from the oldest record, quietly, reconnecting after 50 ms.
+pub fn mirror_options(source: SocketAddr, path: &Path, mode: Mode) -> MirrorOptions {
+    let mut o = MirrorOptions::new(source, path);
+    o.start = Start::Oldest;
+    o.unicast = mode == Mode::Unicast;
+    o.iface = Ipv4Addr::LOCALHOST;
+    o.log = false;
+    o.reconnect = Duration::from_millis(50);
+    o
+}
