@@ -2,13 +2,16 @@
 //! address and from elsewhere) with time advancing. The mirror must never panic and never
 //! write a sequence twice or out of order within one ring incarnation.
 //!
-//! Input: byte 0 picks a prelude (0: none; 1: a valid TCP-mode handshake; 2: multicast;
-//! 3: unicast), then records of `[op, len_lo, len_hi, bytes...]` with op % 4 = 0 stream
+//! On a blob ring every record written must read back with its blob.
+//!
+//! Input: byte 0 picks a prelude (bits 0-1 — 0: none; 1: a valid TCP-mode handshake;
+//! 2: multicast; 3: unicast; bit 2: of a blob ring), then records of `[op, len_lo, len_hi, bytes...]` with op % 4 = 0 stream
 //! bytes, 1 datagram from the source, 2 datagram from a stranger, 3 advance time by
 //! `len` microseconds and poll.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
+use ringwire_core::broadcast::blob::{BlobRead, read_blob, split_descriptor};
 use ringwire_core::layout::Geometry;
 use ringwire_core::region::Region;
 use ringwire_core::replicate::holdback::HeldEntry;
@@ -16,6 +19,7 @@ use ringwire_core::replicate::{
     HoldBack, Instant, Mirror, MirrorConfig, PeerAddr, RecordSink, RegionSink, SinkError, Start,
     StreamBuf,
 };
+use ringwire_core::ring::{RingView, SlotRead};
 use ringwire_core::wire::{GEOMETRY_UDP_FOLLOWS, GeometryRepr, MulticastRepr};
 
 struct Checked {
@@ -36,6 +40,9 @@ impl RecordSink for Checked {
         assert!(seq != 0 && seq != u64::MAX);
         self.last = seq;
         self.inner.write(seq, fixed, blob);
+        if let Some(v) = self.inner.view() {
+            check_blob_record(v, seq, fixed, blob);
+        }
     }
     fn publish(&mut self, seq: u64) {
         assert_eq!(seq, self.last, "publish of an unwritten sequence");
@@ -45,6 +52,36 @@ impl RecordSink for Checked {
 
 const SOURCE: PeerAddr = PeerAddr::new([10, 0, 0, 1], 9000);
 const UDP_SRC: PeerAddr = PeerAddr::new([10, 0, 0, 1], 17403);
+
+/// On a blob ring, a record just written reads back as the source's meta with a BlobRef of
+/// this arena whose bytes are the blob (same length; the source's flags unless empty), or,
+/// for a blob the arena cannot hold, is not there at all.
+fn check_blob_record(v: &RingView, seq: u64, fixed: &[u8], blob: &[u8]) {
+    let g = v.geometry();
+    if !g.has_arena() {
+        return;
+    }
+    let mut d = vec![0u8; g.record_len()];
+    let Some((_, src)) = split_descriptor(fixed) else {
+        return;
+    };
+    if blob.len() as u64 > g.arena_size {
+        assert_ne!(
+            v.read_slot(seq, &mut d),
+            SlotRead::Ok,
+            "oversized blob written"
+        );
+        return;
+    }
+    assert_eq!(v.read_slot(seq, &mut d), SlotRead::Ok);
+    let (meta, r) = split_descriptor(&d).unwrap();
+    assert_eq!(meta, &fixed[..fixed.len() - 16]);
+    assert_eq!(r.len as usize, blob.len());
+    assert_eq!(r.flags, if blob.is_empty() { 0 } else { src.flags });
+    let mut got = vec![0u8; blob.len()];
+    assert_eq!(read_blob(v, &r, &mut got), BlobRead::Ok(blob.len()));
+    assert_eq!(got, blob);
+}
 
 fuzz_target!(|data: &[u8]| {
     let Some((&prelude, mut rest)) = data.split_first() else {
@@ -79,17 +116,19 @@ fuzz_target!(|data: &[u8]| {
     {}
     if prelude % 4 != 0 {
         let udp = prelude % 4 != 1;
+        // Bit 2: a blob ring (24-byte descriptors, a 1 KiB arena after the slots).
+        let blob = prelude & 4 != 0;
         let g = GeometryRepr {
             flags: if udp { GEOMETRY_UDP_FOLLOWS } else { 0 },
             seq: 1,
             capacity: 16,
-            element_size: 16,
-            ring_flags: 0x11,
+            element_size: if blob { 32 } else { 16 },
+            ring_flags: if blob { 0x0111 } else { 0x11 },
             schema_sig: 0,
             registry_count: 0,
             slots_offset: 128,
-            arena_offset: 0,
-            arena_size: 0,
+            arena_offset: if blob { 128 + 16 * 32 } else { 0 },
+            arena_size: if blob { 1024 } else { 0 },
         };
         let mut b = [0u8; 96];
         let mut n = g.emit(&mut b).unwrap();
