@@ -99,10 +99,11 @@ fn read_blob_after(view: &RingView, d: &[u8], rest: &mut [u8]) -> ReadRecord {
 
 /// Writes one received record into a mirror ring (spec §21.2 steps 1–4): a fixed record's
 /// bytes as they came; for a blob ring, the blob into this ring's own arena first, then the
-/// source's descriptor with its last 16 bytes replaced by the new [`BlobRef`] (same length
-/// and flags, this arena's offset; a zero-length blob is `{0, 0, 0}`). A blob this arena
-/// cannot hold (longer than the arena, from a corrupt or hostile source) is not written:
-/// the sequence stays a hole, which readers skip (§7).
+/// source's descriptor with its last 16 bytes replaced by the new
+/// [`BlobRef`](crate::layout::BlobRef) (same length and flags, this arena's offset; a
+/// zero-length blob is `{0, 0, 0}`). A blob this arena cannot hold (longer than the arena,
+/// from a corrupt or hostile source) is not written: the sequence stays a hole, which
+/// readers skip (§7).
 pub fn write_received(view: &RingView, seq: u64, fixed: &[u8], blob: &[u8]) {
     if !view.geometry().has_arena() {
         view.write_slot(seq, fixed);
