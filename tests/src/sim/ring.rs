@@ -1,5 +1,6 @@
 //! Rings in heap memory for the simulator, and a mirror sink that checks every write.
 
+use ringwire_core::broadcast::blob::{BlobRead, BlobWriter, read_blob, split_descriptor};
 use ringwire_core::layout::Geometry;
 use ringwire_core::region::Region;
 use ringwire_core::replicate::{RecordSink, RegionSink, SinkError};
@@ -16,6 +17,32 @@ pub fn payload(seq: u64, len: usize) -> Vec<u8> {
     v.truncate(len);
     v[..8.min(len)].copy_from_slice(&seq.to_le_bytes()[..8.min(len)]);
     v
+}
+
+/// The deterministic blob of record `seq` of a blob ring: 0 to 200 bytes.
+pub fn blob_payload(seq: u64) -> Vec<u8> {
+    payload(seq ^ 0xb10b, (seq * 53 % 201) as usize)
+}
+
+/// Whether record `seq` as it reads from a ring (`record` the slot payload) holds the
+/// deterministic content: the payload itself, or on a blob ring (`view` has an arena) the
+/// payload's first `len - 16` bytes as meta and a blob that reads back as
+/// [`blob_payload`] (a blob overwritten in the arena since counts as right: it is never
+/// delivered).
+pub fn holds_record(view: &RingView, seq: u64, record: &[u8]) -> bool {
+    if !view.geometry().has_arena() {
+        return record == payload(seq, record.len()).as_slice();
+    }
+    let Some((meta, r)) = split_descriptor(record) else {
+        return false;
+    };
+    let mut blob = vec![0u8; r.len as usize];
+    meta == &payload(seq, record.len())[..meta.len()]
+        && match read_blob(view, &r, &mut blob) {
+            BlobRead::Ok(n) => blob[..n] == blob_payload(seq)[..],
+            BlobRead::Lost => true,
+            BlobRead::BufferTooSmall { .. } => false,
+        }
 }
 
 /// Heap memory a ring lives in; the Region stays valid while this value lives.
@@ -47,26 +74,46 @@ pub struct SourceRing {
     pub view: RingView,
     /// Last published sequence.
     pub written: u64,
+    /// The producer of a blob ring.
+    blobs: Option<BlobWriter>,
 }
 
 impl SourceRing {
-    /// A fixed-record ring of `capacity` slots and `record_len` payload bytes.
-    pub fn new(capacity: u64, record_len: usize) -> SourceRing {
-        let geo = Geometry::spmc(capacity, 8 + record_len, 8, 0, false).expect("geometry");
+    /// A fixed-record ring of `capacity` slots and `record_len` payload bytes, or with
+    /// `arena > 0` a blob ring whose descriptors take `record_len` bytes (at least 16, a
+    /// multiple of 8) and whose arena holds `arena` bytes (a power of two).
+    pub fn new(capacity: u64, record_len: usize, arena: u64) -> SourceRing {
+        let geo = if arena == 0 {
+            Geometry::spmc(capacity, 8 + record_len, 8, 0, false)
+        } else {
+            Geometry::blob(capacity, 8 + record_len, 0, arena)
+        }
+        .expect("geometry");
         let mut mem = Mem::new(geo.total_len().unwrap() as usize);
         let view = RingView::init(mem.region(), &geo).expect("init");
         SourceRing {
             _mem: mem,
             view,
             written: 0,
+            blobs: (arena > 0).then(|| BlobWriter::new(view).expect("blob ring")),
         }
     }
     /// Publishes the next record.
     pub fn push(&mut self) -> u64 {
         self.written += 1;
-        let p = payload(self.written, self.view.geometry().record_len());
-        self.view.write_slot(self.written, &p);
-        self.view.publish(self.written);
+        let mut p = payload(self.written, self.view.geometry().record_len());
+        match &mut self.blobs {
+            None => {
+                self.view.write_slot(self.written, &p);
+                self.view.publish(self.written);
+            }
+            Some(w) => {
+                let pushed = w
+                    .push(&mut p, &blob_payload(self.written), 0)
+                    .expect("blob push");
+                assert_eq!(pushed.seq, self.written);
+            }
+        }
         self.written
     }
 }
@@ -127,7 +174,14 @@ impl RecordSink for CheckedSink {
                 self.last
             ));
         }
-        if fixed != payload(seq, fixed.len()).as_slice() {
+        let right = if self.inner.view().is_some_and(|v| v.geometry().has_arena()) {
+            split_descriptor(fixed).is_some_and(|(meta, _)| {
+                meta == &payload(seq, fixed.len())[..meta.len()] && blob == blob_payload(seq)
+            })
+        } else {
+            fixed == payload(seq, fixed.len()).as_slice()
+        };
+        if !right {
             self.violations
                 .push(format!("record {seq} has wrong content"));
         }

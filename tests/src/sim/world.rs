@@ -13,7 +13,7 @@ use ringwire_core::ring::SlotRead;
 use ringwire_core::wire::{Frame, GapRepr, Kind, NakRepr, frame_len};
 
 use super::link::{Datagrams, Impair, Stream};
-use super::ring::{CheckedSink, SourceRing, payload};
+use super::ring::{CheckedSink, SourceRing, holds_record};
 use super::rng::Rng;
 
 /// How a mirror receives live data.
@@ -47,8 +47,10 @@ pub struct MirrorSpec {
 pub struct Scenario {
     /// Source ring slots.
     pub capacity: u64,
-    /// Bytes per record.
+    /// Bytes per record (a blob ring's descriptor: at least 16).
     pub record_len: usize,
+    /// Arena bytes of a blob ring (a power of two), or 0 for a fixed-record ring.
+    pub arena: u64,
     /// Records the producer writes.
     pub records: u64,
     /// Gap between writes, uniform in this range (ns).
@@ -137,6 +139,7 @@ impl Scenario {
         Scenario {
             capacity,
             record_len: 8 * r.range(1, 6) as usize,
+            arena: 0,
             records,
             interval,
             batch: r.range(4, 64) as u16,
@@ -246,7 +249,7 @@ fn t(now: u64) -> Instant {
 /// Runs a scenario to convergence (or its deadline) and checks it.
 pub fn run(sc: &Scenario) -> Report {
     let mut rng = Rng::new(sc.seed.wrapping_mul(31).wrapping_add(7));
-    let mut ring = SourceRing::new(sc.capacity, sc.record_len);
+    let mut ring = SourceRing::new(sc.capacity, sc.record_len, sc.arena);
     let ring_bytes = ring.view.geometry().total_len().unwrap() as usize;
     let mut session_byte = (sc.seed & 0xFF) as u8;
     let udp_cfg = UdpConfig {
@@ -343,7 +346,7 @@ pub fn run(sc: &Scenario) -> Report {
         }
         if restart_at.is_some_and(|r| r <= now) {
             restart_at = None;
-            ring = SourceRing::new(sc.capacity, sc.record_len);
+            ring = SourceRing::new(sc.capacity, sc.record_len, sc.arena);
             session_byte ^= 0x5A;
             udp = UdpSender::new(udp_cfg, session_byte, 0, t(now));
             for n in nodes.iter_mut() {
@@ -620,7 +623,7 @@ fn check(n: Node<'_>, source_written: u64, end: u64) -> MirrorReport {
             .load(ringwire_core::sync::Ordering::Acquire);
         let mut dst = vec![0u8; view.geometry().record_len()];
         for s in oldest_retained(w, view.capacity())..=w {
-            if view.read_slot(s, &mut dst) == SlotRead::Ok && dst != payload(s, dst.len()) {
+            if view.read_slot(s, &mut dst) == SlotRead::Ok && !holds_record(view, s, &dst) {
                 v.push(format!("mirror ring holds wrong bytes for {s}"));
             }
         }
