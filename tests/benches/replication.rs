@@ -11,7 +11,11 @@
 //! its push and the reader reads the same clock when the record is readable on the mirror.
 //! "spin" means the server and mirror spin when idle (`--spin` / `.spin(true)`) and the
 //! reader spins before sleeping (ringwire's bounded adaptive spin; ringfire's `FutexWait`
-//! with a 1,000-spin limit); "default" means the reader sleeps on the ring's futex.
+//! with a 1,000-spin limit); "default" means each side's defaults with the reader sleeping
+//! on the ring's futex (ringwire's server, mirror and reader anticipate a steady stream's
+//! next record, see `ringwire::replica::anticipate`). "no-anticipate" (ringwire only) is
+//! ringwire's default without anticipation (`--no-anticipate`): everything parks until
+//! woken.
 //!
 //! Each row also gives the CPU each side used: user + system time of the configuration's
 //! process over its wall time, in cores (the pipeline, producer and reader included).
@@ -35,7 +39,7 @@ use std::time::{Duration, Instant};
 use ringfire::replication::{Mirror, MirrorStart, MulticastConfig, ReplicaServer};
 use ringfire::wait::FutexWait;
 use ringfire::{RingConsumer, RingProducer};
-use ringwire::bench::loopback::{TRANSPORTS, measure, transport_name};
+use ringwire::bench::loopback::{TRANSPORTS, Waiting, measure, transport_name};
 use ringwire::bench::table::{RunRow, failures};
 use ringwire::bench::{Latency, Pacer, SeqTracker, fmt_ns};
 use ringwire::replica::demo::Transport;
@@ -81,8 +85,12 @@ fn main() -> ExitCode {
     let mut failed_runs = Vec::new();
     let mut cpu: Vec<Cpu> = Vec::new();
     for t in TRANSPORTS {
-        for config in ["default", "spin"] {
+        for config in ["default", "spin", "no-anticipate"] {
             for imp in ["ringwire", "ringfire"] {
+                if config == "no-anticipate" && imp == "ringfire" {
+                    // ringfire has no such configuration.
+                    continue;
+                }
                 match child(imp, transport_name(t), config, rate, seconds) {
                     Ok((r, c)) => {
                         cpu.push((imp, transport_name(t), config, c));
@@ -204,7 +212,7 @@ fn print_tables(rows: &[RunRow], mc_rows: &[RunRow], cpu: &[Cpu], rate: u64, sec
     );
     println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|");
     for t in TRANSPORTS {
-        for config in ["default", "spin"] {
+        for config in ["default", "spin", "no-anticipate"] {
             let find = |imp: &str| {
                 rows.iter().find(|r| {
                     r.implementation == imp
@@ -288,14 +296,23 @@ fn one(a: &[String]) -> ExitCode {
         a.get(3).and_then(|s| s.parse::<u64>().ok()),
         a.get(4).and_then(|s| s.parse::<u64>().ok()),
     ) else {
-        eprintln!("usage: --one ringwire|ringfire tcp|multicast|unicast default|spin RATE SECONDS");
+        eprintln!(
+            "usage: --one ringwire|ringfire tcp|multicast|unicast default|spin|no-anticipate RATE SECONDS"
+        );
         return ExitCode::FAILURE;
     };
-    let spin = config == "spin";
+    let Some(waiting) = Waiting::from_name(config) else {
+        eprintln!("unknown configuration {config}");
+        return ExitCode::FAILURE;
+    };
+    let spin = waiting == Waiting::Spin;
     let t0 = Instant::now();
     let row = match imp.as_str() {
         "ringwire" => {
-            measure(t, rate, seconds, spin, &AtomicBool::new(false)).map_err(|e| e.to_string())
+            measure(t, rate, seconds, waiting, &AtomicBool::new(false)).map_err(|e| e.to_string())
+        }
+        "ringfire" if waiting == Waiting::Parked => {
+            Err("ringfire has no no-anticipate configuration".into())
         }
         "ringfire" => ringfire_run(t, rate, seconds, spin),
         other => Err(format!("unknown implementation {other}")),

@@ -24,27 +24,58 @@ pub fn transport_name(t: Transport) -> &'static str {
     }
 }
 
-/// Runs the pipeline for `seconds` at `rate` records per second; `spin` makes the server,
-/// mirror and reader spin (bounded) before sleeping. `stop` ends the run early.
+/// How the server, mirror and reader wait when idle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Waiting {
+    /// `default`: park, anticipating a steady stream's next record
+    /// ([`crate::replica::anticipate`]).
+    Default,
+    /// `spin`: poll (bounded) before parking (`--spin`).
+    Spin,
+    /// `no-anticipate`: park until woken (`--no-anticipate`).
+    Parked,
+}
+
+impl Waiting {
+    /// The configuration's name in tables and JSON.
+    pub fn name(self) -> &'static str {
+        match self {
+            Waiting::Default => "default",
+            Waiting::Spin => "spin",
+            Waiting::Parked => "no-anticipate",
+        }
+    }
+
+    /// The configuration called `name`.
+    pub fn from_name(name: &str) -> Option<Waiting> {
+        [Waiting::Default, Waiting::Spin, Waiting::Parked]
+            .into_iter()
+            .find(|w| w.name() == name)
+    }
+}
+
+/// Runs the pipeline for `seconds` at `rate` records per second, the server, mirror and
+/// reader waiting as `waiting` says. `stop` ends the run early.
 pub fn measure(
     transport: Transport,
     rate: u64,
     seconds: u64,
-    spin: bool,
+    waiting: Waiting,
     stop: &AtomicBool,
 ) -> Result<RunRow, ReplicaError> {
     let opts = DemoOptions {
         transport,
         seconds,
         rate,
-        spin,
+        spin: waiting == Waiting::Spin,
+        anticipate: waiting == Waiting::Default,
         live: false,
     };
     let r = demo::run(&opts, stop)?;
     Ok(RunRow {
         implementation: "ringwire".into(),
         transport: transport_name(transport).into(),
-        config: if spin { "spin" } else { "default" }.into(),
+        config: waiting.name().into(),
         rate,
         seconds,
         achieved_rate: r.published as f64 / r.publish_time.as_secs_f64().max(1e-9),

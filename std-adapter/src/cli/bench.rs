@@ -20,7 +20,7 @@ use crate::bench::floor::{
     MOVING_LINES, cacheline_round_trip, loopback_datagram_rate, moving_line_round_trip, pin_to,
     timer_overhead,
 };
-use crate::bench::loopback::{TRANSPORTS, measure};
+use crate::bench::loopback::{TRANSPORTS, Waiting, measure};
 use crate::bench::plot::{Chart, Scale, Series};
 use crate::bench::table::{RunRow, failures, stress_table};
 use crate::bench::{Latency, Pacer, fmt_ns, mono_ns};
@@ -206,7 +206,12 @@ fn measure_all(runs: &[(Transport, u64, bool)], seconds: u64) -> Result<Vec<RunR
         if stop.load(std::sync::atomic::Ordering::Relaxed) {
             break;
         }
-        let row = measure(t, rate, seconds, spin, stop).map_err(|e| {
+        let waiting = if spin {
+            Waiting::Spin
+        } else {
+            Waiting::Default
+        };
+        let row = measure(t, rate, seconds, waiting, stop).map_err(|e| {
             Error::io(
                 Path::new("loopback"),
                 "bench run",

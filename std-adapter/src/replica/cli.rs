@@ -56,6 +56,12 @@ pub struct ServeArgs {
     /// records come closer together again. Costs CPU while records flow.
     #[arg(long)]
     pub spin: bool,
+    /// Do not anticipate: by default, once records have come at a steady interval
+    /// (100 µs to 100 ms apart, varying by less than a quarter of it), each idle sleep ends
+    /// just before the next one is due and a short poll catches it, which hides the wake-up
+    /// latency at a bounded CPU cost (at most a quarter of the interval per record).
+    #[arg(long)]
+    pub no_anticipate: bool,
     /// Serve one TCP mirror and exit when it disconnects (not with --multicast or --udp).
     #[arg(long, conflicts_with_all = ["multicast", "udp"])]
     pub once: bool,
@@ -127,6 +133,12 @@ pub struct MirrorArgs {
     /// come closer together again. Costs CPU while records flow.
     #[arg(long)]
     pub spin: bool,
+    /// Do not anticipate: by default, once datagrams or frames have come at a steady interval
+    /// (100 µs to 100 ms apart, varying by less than a quarter of it), each idle sleep ends
+    /// just before the next is due and a short poll catches it, which hides the wake-up
+    /// latency at a bounded CPU cost (at most a quarter of the interval per record).
+    #[arg(long)]
+    pub no_anticipate: bool,
     /// Exit when the source disconnects (a connect error exits 1).
     #[arg(long)]
     pub once: bool,
@@ -173,6 +185,10 @@ pub struct DemoArgs {
     /// serve, mirror and reader poll (bounded, yielding, adaptive) before sleeping.
     #[arg(long)]
     pub spin: bool,
+    /// serve, mirror and reader do not anticipate the feed's next record (see `serve
+    /// --help`).
+    #[arg(long)]
+    pub no_anticipate: bool,
 }
 
 fn exit(r: Result<(), ReplicaError>) -> ExitCode {
@@ -198,6 +214,7 @@ impl ServeArgs {
             dup: self.dup,
             batch: self.batch,
             spin: self.spin,
+            anticipate: !self.no_anticipate,
             once: self.once,
             max_sessions: self.max_mirrors as usize,
             ..ServeOptions::new(&self.path, self.bind)
@@ -239,6 +256,7 @@ impl MirrorArgs {
             unicast: self.unicast,
             iface: self.iface,
             spin: self.spin,
+            anticipate: !self.no_anticipate,
             once: self.once,
             reconnect: Duration::from_millis(self.reconnect_ms),
             nak_delay: Duration::from_micros(self.nak_delay_us),
@@ -281,6 +299,7 @@ impl DemoArgs {
             seconds: self.seconds,
             rate: self.rate,
             spin: self.spin,
+            anticipate: !self.no_anticipate,
             live: true,
         };
         exit(super::demo::run(&opts, stop).map(|_| ()))
@@ -290,6 +309,51 @@ impl DemoArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::{CommandFactory, Parser};
+
+    #[test]
+    fn every_flag_of_serve_mirror_and_demo_is_documented() {
+        let cli = crate::cli::Cli::command();
+        for name in ["serve", "mirror", "demo"] {
+            let sub = cli.find_subcommand(name).expect(name);
+            let mut n = 0;
+            for a in sub.get_arguments() {
+                let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                assert!(
+                    !help.trim().is_empty(),
+                    "{name} {:?} has no help",
+                    a.get_id()
+                );
+                n += 1;
+            }
+            assert!(n >= 3, "{name}: {n} arguments");
+        }
+    }
+
+    #[test]
+    fn no_anticipate_turns_anticipation_off() {
+        let parse = |args: &[&str]| match crate::cli::Cli::try_parse_from(args) {
+            Ok(crate::cli::Cli {
+                command: crate::cli::Command::Serve(s),
+            }) => s.options().anticipate,
+            Ok(crate::cli::Cli {
+                command: crate::cli::Command::Mirror(m),
+            }) => m.options().anticipate,
+            other => panic!("{other:?}"),
+        };
+        let serve = [
+            "ringwire",
+            "serve",
+            "/dev/shm/x",
+            "--bind",
+            "127.0.0.1:7400",
+        ];
+        assert!(parse(&serve));
+        assert!(!parse(&[&serve[..], &["--no-anticipate"]].concat()));
+        let mirror = ["ringwire", "mirror", "127.0.0.1:7400", "/dev/shm/y"];
+        assert!(parse(&mirror));
+        assert!(!parse(&[&mirror[..], &["--no-anticipate"]].concat()));
+    }
 
     #[test]
     fn from_values() {

@@ -49,6 +49,9 @@ pub struct DemoOptions {
     pub rate: u64,
     /// Spin (bounded) when idle.
     pub spin: bool,
+    /// Anticipate a steady stream's next record (serve, mirror and reader; see
+    /// [`super::anticipate`]).
+    pub anticipate: bool,
     /// Print the live line every second and the final summary.
     pub live: bool,
 }
@@ -162,6 +165,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     let mut so = ServeOptions::new(&src_path, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
     so.log = false;
     so.spin = opts.spin;
+    so.anticipate = opts.anticipate;
     match opts.transport {
         Transport::Tcp => {}
         Transport::Multicast => {
@@ -177,6 +181,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     mo.unicast = opts.transport == Transport::Unicast;
     mo.iface = Ipv4Addr::LOCALHOST;
     mo.spin = opts.spin;
+    mo.anticipate = opts.anticipate;
     mo.log = false;
     mo.reconnect = StdDuration::from_millis(100);
     if opts.live {
@@ -203,6 +208,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
             ready,
             live: opts.live,
             spin: opts.spin,
+            anticipate: opts.anticipate,
             max_seq,
         };
         let reader = sc.spawn(move || reader(mir_path, &rd));
@@ -314,6 +320,7 @@ struct ReaderCtx<'a> {
     ready: &'a AtomicBool,
     live: bool,
     spin: bool,
+    anticipate: bool,
     /// The highest sequence the run can publish.
     max_seq: u64,
 }
@@ -328,7 +335,7 @@ fn reader(path: &Path, cx: &ReaderCtx<'_>) -> Option<ReaderOut> {
     let view = ring.ring();
     let mut total = Latency::new();
     let mut window = Latency::new();
-    let mut waiter = RingWaiter::new(cx.spin);
+    let mut waiter = RingWaiter::new(cx.spin, cx.anticipate);
     let mut tracker = (cx.max_seq <= MAX_TRACKED).then(|| SeqTracker::new(cx.max_seq));
     let mut buf = [0u8; RECORD_LEN];
     let (mut cursor, mut delivered, mut missed, mut corrupt) = (1u64, 0u64, 0u64, 0u64);

@@ -11,6 +11,7 @@ use ringwire_core::RingView;
 use ringwire_core::replicate::{Duration, Instant, PeerAddr};
 use ringwire_core::sync::Ordering;
 
+use super::anticipate::Anticipator;
 use super::spin::SpinPolicy;
 use crate::wait::{FutexWait, WaitStrategy};
 
@@ -136,17 +137,25 @@ const MAX_SLEEP: StdDuration = StdDuration::from_millis(2);
 /// Idle waiting for a ring to publish `cursor`: a futex sleep with a short timeout (the
 /// producer wakes sleepers, spec §11), or with `spin` a bounded, yielding poll first (see
 /// [`SpinPolicy`]), so that on a machine with fewer cores than busy threads polling never
-/// keeps the producer off its core, and a sparse stream parks instead of polling.
+/// keeps the producer off its core, and a sparse stream parks instead of polling. A steady
+/// stream's next record is anticipated ([`Anticipator`]): the sleep ends just before it
+/// is due and a short poll catches it.
 #[derive(Debug)]
 pub struct RingWaiter {
     policy: SpinPolicy,
+    anticipate: Anticipator,
+    /// The cursor of the last wait.
+    cursor: u64,
 }
 
 impl RingWaiter {
-    /// A waiter; `spin` enables the bounded, adaptive poll.
-    pub fn new(spin: bool) -> RingWaiter {
+    /// A waiter; `spin` enables the bounded, adaptive poll, `anticipate` the anticipated
+    /// wake-ups of a steady stream.
+    pub fn new(spin: bool, anticipate: bool) -> RingWaiter {
         RingWaiter {
             policy: SpinPolicy::new(spin),
+            anticipate: Anticipator::new(anticipate),
+            cursor: 0,
         }
     }
 
@@ -155,21 +164,38 @@ impl RingWaiter {
         &self.policy
     }
 
+    /// The arrival model (windows hit and lost).
+    pub fn anticipator(&self) -> &Anticipator {
+        &self.anticipate
+    }
+
     /// Returns once `write_seq >= cursor`, or after about `max` (at most 2 ms).
     pub fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
         // Acquire: pairs with the producer's release store of write_seq.
         let ready = || view.write_seq().load(Ordering::Acquire) >= cursor;
+        if cursor > self.cursor {
+            // The caller moved on: what it waited for last time came in between.
+            self.anticipate.found();
+        }
+        self.cursor = cursor;
         if ready() || self.policy.poll(max, ready) {
+            self.anticipate.arrived(std::time::Instant::now());
             return;
         }
-        let max = max.min(MAX_SLEEP);
         let t0 = std::time::Instant::now();
-        if max >= StdDuration::from_micros(20) {
-            FutexWait::new(0, Some(max)).wait(view, cursor);
-        } else if !max.is_zero() {
-            std::thread::sleep(max);
-        }
-        self.policy.parked(t0.elapsed(), ready());
+        let got = self
+            .anticipate
+            .wait(max.min(MAX_SLEEP), ready, |d| park_on(view, cursor, d));
+        self.policy.parked(t0.elapsed(), got);
+    }
+}
+
+/// Sleeps on the ring's futex for at most `d` (a short `d` with a plain sleep).
+fn park_on(view: &RingView, cursor: u64, d: StdDuration) {
+    if d >= StdDuration::from_micros(20) {
+        FutexWait::new(0, Some(d)).wait(view, cursor);
+    } else if !d.is_zero() {
+        std::thread::sleep(d);
     }
 }
 
@@ -188,7 +214,7 @@ mod tests {
     #[test]
     fn spin_that_never_wins_falls_back_to_parking() {
         let r = ring();
-        let mut w = RingWaiter::new(true);
+        let mut w = RingWaiter::new(true, false);
         assert!(w.policy().is_polling());
         for _ in 0..super::super::spin::MISSES_TO_PARK {
             w.wait(&r, 1, StdDuration::from_secs(1));
@@ -206,7 +232,7 @@ mod tests {
     #[test]
     fn without_spin_the_wait_is_bounded_by_max() {
         let r = ring();
-        let mut w = RingWaiter::new(false);
+        let mut w = RingWaiter::new(false, false);
         let t0 = std::time::Instant::now();
         w.wait(&r, 1, StdDuration::from_millis(1));
         let dt = t0.elapsed();

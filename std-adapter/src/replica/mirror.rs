@@ -18,6 +18,7 @@ use ringwire_core::replicate::{
 use ringwire_core::wire::{Frame, Kind, MulticastRepr};
 
 use super::ReplicaError;
+use super::anticipate::Anticipator;
 use super::io::{now, peer, peer_v4, poll, pollin, sock_v4, until, write_all_within};
 use super::sink::FileSink;
 use super::spin::SpinPolicy;
@@ -50,6 +51,8 @@ pub struct MirrorOptions {
     pub iface: Ipv4Addr,
     /// Poll without blocking for a bounded time before blocking.
     pub spin: bool,
+    /// Anticipate a steady stream's next datagram or frame (see [`super::anticipate`]).
+    pub anticipate: bool,
     /// Exit when the source disconnects.
     pub once: bool,
     /// Delay between connection attempts.
@@ -71,6 +74,7 @@ impl MirrorOptions {
             unicast: false,
             iface: Ipv4Addr::UNSPECIFIED,
             spin: false,
+            anticipate: true,
             once: false,
             reconnect: StdDuration::from_millis(500),
             nak_delay: StdDuration::ZERO,
@@ -237,6 +241,7 @@ struct Conn<'a> {
     batch: Option<RecvBatch>,
     foreign: u64,
     spin: SpinPolicy,
+    anticipate: Anticipator,
 }
 
 impl<'a> Conn<'a> {
@@ -268,6 +273,7 @@ impl<'a> Conn<'a> {
             batch: None,
             foreign: 0,
             spin: SpinPolicy::new(opts.spin),
+            anticipate: Anticipator::new(opts.anticipate),
         }
     }
 
@@ -360,7 +366,8 @@ impl<'a> Conn<'a> {
     }
 
     /// Waits for input or the next timer: with `--spin` a bounded, yielding poll of both
-    /// sockets first ([`SpinPolicy`]), then `ppoll` on both.
+    /// sockets first ([`SpinPolicy`]), then `ppoll` on both, ended early when a steady
+    /// stream's next frame is due ([`Anticipator`]) for a short poll across its arrival.
     fn wait(&mut self) -> Result<(), End> {
         let max = until(now(), self.m.poll_timeout(), MAX_BLOCK);
         let mut fds = [pollin(&self.stream), pollin(&self.stream)];
@@ -385,11 +392,30 @@ impl<'a> Conn<'a> {
             return Err(End::Closed(e.to_string()));
         }
         if polled {
+            self.anticipate.arrived(std::time::Instant::now());
             return Ok(());
         }
         let t0 = std::time::Instant::now();
-        let k = poll(&mut fds[..n], max).map_err(|e| End::Closed(e.to_string()))?;
-        self.spin.parked(t0.elapsed(), k > 0);
+        // Both closures poll their own copy of the descriptors; the first error ends the wait.
+        let err = std::cell::Cell::new(None);
+        let poll_for = |d: StdDuration| {
+            let mut f = fds;
+            poll(&mut f[..n], d).unwrap_or_else(|e| {
+                err.set(Some(e));
+                1
+            }) > 0
+        };
+        let got = self.anticipate.wait(
+            max,
+            || poll_for(StdDuration::ZERO),
+            |d| {
+                poll_for(d);
+            },
+        );
+        if let Some(e) = err.into_inner() {
+            return Err(End::Closed(e.to_string()));
+        }
+        self.spin.parked(t0.elapsed(), got);
         Ok(())
     }
 
@@ -404,7 +430,9 @@ impl<'a> Conn<'a> {
                 let a = self.read_tcp(sink)?;
                 let b = self.read_udp(sink)?;
                 self.transmit()?;
-                if !a && !b {
+                if a || b {
+                    self.anticipate.found();
+                } else {
                     self.wait()?;
                 }
                 Ok(())

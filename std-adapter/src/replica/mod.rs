@@ -14,6 +14,7 @@
 //! | `demo.rs` | `ringwire demo`: source, serve, mirror and a latency reader in one process |
 //! | `cli.rs` | clap arguments of `serve`, `mirror` and `demo` |
 
+pub mod anticipate;
 pub mod cli;
 pub mod demo;
 pub mod io;

@@ -54,6 +54,8 @@ pub struct ServeOptions {
     pub batch: u16,
     /// Bounded spin before parking when idle.
     pub spin: bool,
+    /// Anticipate a steady stream's next record (see [`super::anticipate`]).
+    pub anticipate: bool,
     /// Serve one mirror on the calling thread and return when it disconnects.
     pub once: bool,
     /// Most concurrent TCP sessions; more are refused with a log line.
@@ -77,6 +79,7 @@ impl ServeOptions {
             dup: 1,
             batch: 256,
             spin: false,
+            anticipate: true,
             once: false,
             max_sessions: 64,
             log: true,
@@ -465,7 +468,7 @@ impl Server {
         let unicast = self.cfg.unicast.is_some();
         let mut rbuf = [0u8; 4096];
         let mut buf = vec![0u8; self.cfg.tcp_budget];
-        let mut waiter = RingWaiter::new(self.opts.spin);
+        let mut waiter = RingWaiter::new(self.opts.spin, self.opts.anticipate);
         let mut live = false;
         // Relaxed: a plain flag.
         while !stop.load(Ordering::Relaxed) {
@@ -533,7 +536,7 @@ impl Server {
         let mut buf = vec![0u8; 65_536];
         let mut rbuf = [0u8; 64];
         let mut dests: Vec<SocketAddrV4> = Vec::new();
-        let mut waiter = RingWaiter::new(self.opts.spin);
+        let mut waiter = RingWaiter::new(self.opts.spin, self.opts.anticipate);
         let dup = self.opts.dup.max(1);
         // Relaxed: a plain flag.
         while !halt.load(Ordering::Relaxed) {
