@@ -321,15 +321,17 @@ mod tests {
     #[test]
     fn windows_without_data_make_it_rest() {
         let mut a = Anticipator::new(true);
-        // A stream that ticked every 200 µs until just now, then stops.
-        let every = Duration::from_micros(200);
-        let n = 40;
+        // A stream that ticked every 20 ms until just now, then stops. (The long interval
+        // keeps the window ahead of `now` even if this thread is descheduled for a while.)
+        let every = MS * 20;
+        let n = 16;
         ticked(&mut a, Instant::now() - every * n, n, |_| every);
         assert!(a.steady_interval().is_some());
         let mut parks = Vec::new();
         for _ in 0..MISSES_TO_REST {
-            // The caller's timer is longer than the window: each wait polls it out.
-            assert!(!a.wait(MS * 2, || false, |d| parks.push(d)));
+            // The caller's timer is longer than the window; `park` returns at once, so each
+            // wait polls until the window closes.
+            assert!(!a.wait(every * 2, || false, |d| parks.push(d)));
             // The next expected arrival is one interval after the last one seen.
             a.last = Some(Instant::now());
         }

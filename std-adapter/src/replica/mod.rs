@@ -11,6 +11,7 @@
 //! | `io.rs` | clock, address conversions, `poll`, non-blocking writes, idle waiting |
 //! | `signal.rs` | SIGINT/SIGTERM to an `AtomicBool` |
 //! | `spin.rs` | `--spin`: bounded, yielding, adaptive polling before parking |
+//! | `anticipate.rs` | default idle waiting: park until just before a steady stream's next record is due, then poll briefly |
 //! | `demo.rs` | `ringwire demo`: source, serve, mirror and a latency reader in one process |
 //! | `cli.rs` | clap arguments of `serve`, `mirror` and `demo` |
 
