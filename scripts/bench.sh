@@ -295,19 +295,21 @@ fi
   echo "sides; see the file's header). Push-to-read one way on this host: rows at 1000 msg/s are"
   echo "the mirror latency per transport, the row at 1000000 msg/s is the loopback multicast"
   echo "delivery check (a run with loss, reorders, duplicates or gaps counts as a run with errors)."
-  echo "Issue 7's target is a p50 ratio ≤ 0.8 at 1000 msg/s on every transport."
+  echo "Issue 7's target is a p50 ratio ≤ 0.8 at 1000 msg/s on every transport. \`no-anticipate\`"
+  echo "(ringwire only): ringwire's default with \`--no-anticipate\`, everything parked until woken."
   echo "Every run's rows as JSON: [$svg/replication.json]($svg/replication.json)."
   echo
   cat "$repl"
   if [ -n "$wake_trace" ]; then
     echo
     echo "Why the default rows differ (\`scripts/wake-trace.sh multicast 2\`, root, one run per crate"
-    echo "under \`perf sched record\`, so its latencies include the tracing): in the default"
-    echo "configuration ringwire's serve, mirror and reader all sleep until woken, one sleeping"
-    echo "thread per record more than ringfire, whose default server polls (about a core). Each"
-    echo "line counts the wake-ups per record that one vCPU had to send to another, idle one (an"
-    echo "IPI that brings a halted vCPU back, slow on this nested VM) and how long the woken"
-    echo "thread then waited:"
+    echo "under \`perf sched record\`, so its latencies include the tracing): ringfire's default"
+    echo "server polls (about a core); ringwire's serve, mirror and reader park, and once the stream"
+    echo "is steady each park ends just before the next record is due (anticipation, README \"Idle"
+    echo "waiting\"; the \`no-anticipate\` rows park until woken, one sleeping thread per record more"
+    echo "than ringfire). Each line counts the wake-ups per record that one vCPU had to send to"
+    echo "another, idle one (an IPI that brings a halted vCPU back, slow on this nested VM) and how"
+    echo "long the woken thread then waited:"
     echo
     printf '%s\n' "$wake_trace" | sed 's/^/- /'
   fi
