@@ -169,6 +169,13 @@ impl<const N: usize> UdpSender<N> {
         self.last_len
     }
 
+    /// When a frame whose records are waiting for more may leave (its linger ends), if
+    /// records are waiting.
+    #[must_use]
+    pub fn linger_deadline(&self) -> Option<Instant> {
+        self.pacer.deadline()
+    }
+
     /// When `poll_transmit` must be called even if the ring does not move.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {

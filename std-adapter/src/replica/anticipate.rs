@@ -62,6 +62,10 @@ fn ewma(avg: i64, sample: i64) -> i64 {
     avg + (sample - avg) / 8
 }
 
+/// What an arrival changes: `last`, the interval and its deviation, the count of
+/// intervals seen, the rest left.
+type Model = (Option<Instant>, i64, i64, u32, u32);
+
 /// The arrival model of one waiting thread (see the module docs).
 #[derive(Debug)]
 pub struct Anticipator {
@@ -79,6 +83,8 @@ pub struct Anticipator {
     pub hits: u64,
     /// Windows that ran out without data.
     pub losses: u64,
+    /// The model before the last arrival, for [`Anticipator::not_a_tick`].
+    before: Option<Model>,
 }
 
 impl Anticipator {
@@ -96,19 +102,49 @@ impl Anticipator {
             pending: false,
             hits: 0,
             losses: 0,
+            before: None,
         }
     }
 
+    /// The last arrival was not one of the stream's ticks (the caller found only a control
+    /// message, a heartbeat): forget it, keeping the window it came in (its hit or miss
+    /// counts stay).
+    pub fn not_a_tick(&mut self) {
+        if let Some(m) = self.before.take() {
+            (
+                self.last,
+                self.interval_ns,
+                self.dev_ns,
+                self.intervals,
+                self.rest,
+            ) = m;
+        }
+    }
+
+    /// The end of the current polling window, if one is open or ahead at `now`.
+    pub fn window_end(&self, now: Instant) -> Option<Instant> {
+        self.window(now).map(|(_, to)| to)
+    }
+
     /// The caller found data without waiting: an arrival if the last wait ended without
-    /// data (the record came between that wait and this check).
-    pub fn found(&mut self) {
-        if self.pending {
+    /// data (the record came between that wait and this check). Returns whether it was.
+    pub fn found(&mut self) -> bool {
+        let was = self.pending;
+        if was {
             self.arrived(Instant::now());
         }
+        was
     }
 
     /// Records that data was found at `at` after the waiter had nothing to do.
     pub fn arrived(&mut self, at: Instant) {
+        self.before = Some((
+            self.last,
+            self.interval_ns,
+            self.dev_ns,
+            self.intervals,
+            self.rest,
+        ));
         self.pending = false;
         if let Some(prev) = self.last {
             let s = ns(at.saturating_duration_since(prev));
@@ -316,6 +352,24 @@ mod tests {
         // One halfway between two ticks is an arrival (the stream may have moved).
         a.arrived(tick + MS / 2);
         assert_ne!(a.window(tick), Some(before));
+    }
+
+    #[test]
+    fn an_arrival_that_was_not_a_tick_is_forgotten() {
+        let mut a = Anticipator::new(true);
+        let t0 = Instant::now();
+        ticked(&mut a, t0, 16, |_| MS);
+        let tick = t0 + MS * 16;
+        let before = a.window(tick).expect("steady");
+        // A heartbeat just before the next tick: taken for a tick, then forgotten.
+        a.arrived(tick + MS * 9 / 10);
+        assert_ne!(a.window(tick), Some(before));
+        a.not_a_tick();
+        assert_eq!(a.window(tick), Some(before));
+        // Only the last arrival can be forgotten, once.
+        a.not_a_tick();
+        assert_eq!(a.window(tick), Some(before));
+        assert!(!a.found(), "nothing pending");
     }
 
     #[test]

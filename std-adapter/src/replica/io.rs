@@ -169,13 +169,21 @@ impl RingWaiter {
         &self.anticipate
     }
 
+    /// How long until the current polling window closes, if one is open or ahead.
+    pub fn window_left(&self) -> Option<StdDuration> {
+        let now = std::time::Instant::now();
+        self.anticipate
+            .window_end(now)
+            .map(|to| to.saturating_duration_since(now))
+    }
+
     /// Returns once `write_seq >= cursor`, or after about `max` (at most 2 ms).
     pub fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
         // Acquire: pairs with the producer's release store of write_seq.
         let ready = || view.write_seq().load(Ordering::Acquire) >= cursor;
         if cursor > self.cursor {
             // The caller moved on: what it waited for last time came in between.
-            self.anticipate.found();
+            let _ = self.anticipate.found();
         }
         self.cursor = cursor;
         if ready() || self.policy.poll(max, ready) {

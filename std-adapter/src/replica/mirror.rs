@@ -240,6 +240,8 @@ struct Conn<'a> {
     udp: Option<UdpSocket>,
     batch: Option<RecvBatch>,
     foreign: u64,
+    /// The last wait ended with input and recorded it as an arrival.
+    woken: bool,
     spin: SpinPolicy,
     anticipate: Anticipator,
 }
@@ -272,6 +274,7 @@ impl<'a> Conn<'a> {
             udp: None,
             batch: None,
             foreign: 0,
+            woken: false,
             spin: SpinPolicy::new(opts.spin),
             anticipate: Anticipator::new(opts.anticipate),
         }
@@ -393,6 +396,7 @@ impl<'a> Conn<'a> {
         }
         if polled {
             self.anticipate.arrived(std::time::Instant::now());
+            self.woken = true;
             return Ok(());
         }
         let t0 = std::time::Instant::now();
@@ -416,6 +420,7 @@ impl<'a> Conn<'a> {
             return Err(End::Closed(e.to_string()));
         }
         self.spin.parked(t0.elapsed(), got);
+        self.woken = got;
         Ok(())
     }
 
@@ -427,11 +432,20 @@ impl<'a> Conn<'a> {
         // Relaxed: a plain flag.
         while !stop.load(Ordering::Relaxed) {
             let r = (|| {
+                let before = self.m.counters().records_written;
                 let a = self.read_tcp(sink)?;
                 let b = self.read_udp(sink)?;
+                // Input that wrote no record (a heartbeat, a control frame) is not one of
+                // the stream's ticks.
+                let ticked = self.m.counters().records_written > before;
+                if std::mem::take(&mut self.woken) && !ticked {
+                    self.anticipate.not_a_tick();
+                }
                 self.transmit()?;
                 if a || b {
-                    self.anticipate.found();
+                    if self.anticipate.found() && !ticked {
+                        self.anticipate.not_a_tick();
+                    }
                 } else {
                     self.wait()?;
                 }

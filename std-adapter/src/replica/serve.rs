@@ -21,6 +21,7 @@ use ringwire_core::replicate::{
 };
 
 use super::ReplicaError;
+use super::anticipate::MAX_WINDOW;
 use super::io::{RingWaiter, now, peer, peer_v4, poll, pollin, until, write_all_within};
 use crate::RingFile;
 use crate::net::mmsg::send_to_many;
@@ -575,11 +576,17 @@ impl Server {
                 }
             }
             if !sent_any {
-                let (cursor, at) = {
+                let (cursor, at, lingering) = {
                     let g = self.sender();
-                    (g.cursor(), g.poll_timeout())
+                    (g.cursor(), g.poll_timeout(), g.linger_deadline().is_some())
                 };
-                let max = until(now(), at, StdDuration::from_millis(1));
+                let mut max = until(now(), at, StdDuration::from_millis(1));
+                if !lingering && let Some(left) = waiter.window_left() {
+                    // A heartbeat that falls due while the next record is anticipated waits
+                    // for the window's end (at most MAX_WINDOW later than the 1 ms): the
+                    // record, if it comes, makes it unnecessary and is not sent behind it.
+                    max = max.max(left.min(MAX_WINDOW));
+                }
                 waiter.wait(self.ring.ring(), cursor, max);
             }
         }
