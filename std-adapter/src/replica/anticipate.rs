@@ -223,8 +223,7 @@ impl Anticipator {
                     self.late_ns = ewma(self.late_ns, late);
                 }
                 if now >= deadline {
-                    self.pending = true;
-                    return false;
+                    return self.settle(false, now);
                 }
             }
             let end = to.min(deadline);
@@ -254,18 +253,19 @@ impl Anticipator {
             }
             if now >= deadline {
                 let got = ready();
-                if got {
-                    self.arrived(now);
-                } else {
-                    self.pending = true;
-                }
-                return got;
+                return self.settle(got, now);
             }
         }
         park(deadline.saturating_duration_since(now));
         let got = ready();
+        self.settle(got, Instant::now())
+    }
+
+    /// The end of a wait: data found at `at` is an arrival; none leaves the next data found
+    /// pending as one. Returns `got`.
+    fn settle(&mut self, got: bool, at: Instant) -> bool {
         if got {
-            self.arrived(Instant::now());
+            self.arrived(at);
         } else {
             self.pending = true;
         }
