@@ -206,19 +206,14 @@ fn mpmc_two_producers_two_consumers() {
 
 #[test]
 fn mpmc_wrap_with_competing_producers() {
-    // Two slots; position 0 was pushed and popped, and the enqueue hint was left at 0 (a
-    // producer that stalled between its load and store of the hint). Two producers then
-    // race for positions 1 and 2 (slot 0's next lap) while a consumer pops: they collide on
-    // slot CASes, follow or outrun each other's hint, and catch a lap-stale hint up from the
-    // dequeue cursor.
+    // Two slots; position 0 was pushed and popped, so position 2 is slot 0's next lap. Two
+    // producers race for positions 1 and 2 across the wrap (they collide on the enqueue
+    // cursor CAS) while a consumer pops.
     model_bounded(2, || {
         let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
         let mut b = [0u8; 16];
         assert_eq!(q.try_push(&item(1)), Ok(0));
         assert_eq!(q.try_pop(&mut b), Ok(Popped::Item { pos: 0 }));
-        q.view()
-            .enq()
-            .store(0, ringwire_core::sync::Ordering::Relaxed);
         let producers: Vec<_> = [10u64, 20]
             .into_iter()
             .map(|v| {
@@ -251,18 +246,44 @@ fn mpmc_wrap_with_competing_producers() {
 }
 
 #[test]
-fn heal_racing_a_try_push() {
-    // A producer inside try_push (claimed and copying in one step) wrongly declared dead:
-    // exactly one of its publish and the heal wins, and consumers see exactly the winner.
+fn heal_of_a_dead_try_push_racing_a_push_and_a_pop() {
+    // A producer died inside try_push, between its cursor CAS and its publish: the cursor is
+    // past position 0 and its stamp still says 0. A healer heals it while a producer pushes
+    // (position 1) and a consumer pops: the consumer never sees a payload at position 0, and
+    // the queue then delivers position 1 and works through slot 0's next lap.
     model(|| {
         let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
-        let qp = q.clone();
-        let late = thread::spawn(move || qp.try_push(&item(7)));
+        q.view()
+            .enq()
+            .store(1, ringwire_core::sync::Ordering::Relaxed);
         let qh = q.clone();
-        let healer = thread::spawn(move || qh.next_stuck_slot(0).map(|p| qh.heal_stuck_slot(p)));
-        let published = late.join().unwrap();
-        let healed = healer.join().unwrap();
-        let mut seen = Vec::new();
+        let healer = thread::spawn(move || {
+            let p = qh.next_stuck_slot(0);
+            (p, p.map(|p| qh.heal_stuck_slot(p)))
+        });
+        let qp = q.clone();
+        let producer = thread::spawn(move || qp.try_push(&item(5)));
+        let qc = q.clone();
+        let consumer = thread::spawn(move || {
+            let mut b = [0u8; 16];
+            match qc.try_pop(&mut b) {
+                Ok(Popped::Item { pos }) => panic!("an item at {pos} before position 0 was healed"),
+                Ok(Popped::Healed { pos }) => Some(pos),
+                Err(PopError::Empty | PopError::Pending { .. }) => None,
+                Err(e) => panic!("{e}"),
+            }
+        });
+        assert_eq!(
+            healer.join().unwrap(),
+            (Some(0), Some(Ok(HealedFrom::MidWrite)))
+        );
+        assert_eq!(producer.join().unwrap(), Ok(1));
+        let mut seen: Vec<(u64, Option<u64>)> = consumer
+            .join()
+            .unwrap()
+            .into_iter()
+            .map(|p| (p, None))
+            .collect();
         let mut b = [0u8; 16];
         while let Ok(p) = q.try_pop(&mut b) {
             seen.push(match p {
@@ -270,13 +291,10 @@ fn heal_racing_a_try_push() {
                 Popped::Healed { pos } => (pos, None),
             });
         }
-        match (published, healed) {
-            (Ok(0), None | Some(Err(_))) => assert_eq!(seen, [(0, Some(7))]),
-            (Err(PushError::Healed { pos: 0 }), Some(Ok(HealedFrom::MidWrite))) => {
-                assert_eq!(seen, [(0, None)])
-            }
-            other => panic!("both or neither won: {other:?}"),
-        }
+        assert_eq!(seen, [(0, None), (1, Some(5))]);
+        assert_eq!(q.try_push(&item(6)), Ok(2));
+        assert_eq!(q.try_pop(&mut b), Ok(Popped::Item { pos: 2 }));
+        assert_eq!(value(&b), 6);
     });
 }
 

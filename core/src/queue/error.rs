@@ -175,8 +175,9 @@ pub enum PushError {
 pub enum PopError {
     /// Nothing has been pushed that was not popped.
     Empty,
-    /// The next position is claimed by a producer that has not published it yet (possibly
-    /// a dead producer: see `MpmcQueue::next_stuck_slot`).
+    /// The next position was claimed with `MpmcQueue::claim` by a producer that has not
+    /// published it yet (possibly a dead producer: see `MpmcQueue::next_stuck_slot`). A
+    /// `try_push` in flight reads as [`PopError::Empty`].
     Pending {
         /// The position waited on.
         pos: u64,

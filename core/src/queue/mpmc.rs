@@ -6,51 +6,61 @@
 //!
 //! | stamp | meaning |
 //! |---|---|
-//! | `pos` | free for the producer of `pos` |
+//! | `pos` | free for the producer of `pos` while the enqueue cursor is at or below `pos`; claimed by it (and being copied) once the cursor is past `pos` |
 //! | `pos \| CLAIMED` | claimed with [`MpmcQueue::claim`], copy not begun |
-//! | `pos \| WRITING` | its producer is copying the item |
+//! | `pos \| WRITING` | its producer is copying the item ([`MpmcQueue::write_claimed`]) |
 //! | `pos + 1` | published, ready for the consumer of `pos` |
 //! | `(pos + 1) \| HEALED` | healed: the consumer of `pos` skips it |
 //! | `pos + capacity` | consumed; free for the producer of the next lap |
 //!
-//! # Producers claim on the slot
+//! # Election on the cursors
 //!
-//! A producer is elected by a CAS on the slot's stamp (`pos` → `pos | WRITING`), not on the
-//! enqueue cursor: the winner owns the slot from that instant, so no separate "begin copy"
-//! step is needed, and a push costs two RMWs on the slot's own line (claim, publish) and
-//! none on a line shared by all producers. The enqueue cursor is only a hint of where to
-//! start: the winner raises it with a plain store, and a producer that finds a slot taken
-//! moves on to the next position (the winner raises it after its publish, so the hint's
-//! cache miss is not inside the window in which consumers wait for the item). Claims stay
-//! dense (a position is claimed only after every
-//! earlier one, since a producer never passes a free slot and the hint never runs ahead of
-//! the claims), so "the queue is full" is still exact: the first unclaimed position's slot
-//! still holds the previous lap. A hint left behind by a producer that stalled for a lap is
-//! caught up from the dequeue cursor (exact: consumers are elected by a CAS on it).
+//! Producers are elected by a CAS on the enqueue cursor and consumers by a CAS on the
+//! dequeue cursor, each only after seeing its slot ready (classic Vyukov), so both cursors
+//! are exact: every position below the enqueue cursor was claimed, and "the queue is full"
+//! is "the slot at the enqueue cursor still holds the previous lap". [`MpmcQueue::try_push`]
+//! costs one RMW (the cursor CAS) and publishes with a release store, as does a pop. A CAS
+//! lost to another thread of the same side is followed by a short exponential spin (1 to 64
+//! hints) before the retry, so the cursor lines do not bounce between cores on every attempt.
+//!
+//! Two earlier designs were measured slower on the 2-producer/2-consumer bench
+//! (`tests/benches/queues.rs`, `mpmc_2p2c`, two threads per core) and replaced:
+//! * producers elected by a CAS on the slot's stamp, the cursor only a hint: producers
+//!   running at the same time tried the same slot and bounced its line;
+//! * a CAS, not a store, to publish (so that a producer healed by mistake would learn it):
+//!   a locked RMW on the line the consumers poll tipped the bench into its slow state (the
+//!   queue near empty, consumers polling the producers' lines), 2.5 to 5 times slower than
+//!   the store. [`MpmcQueue::write_claimed`] keeps the CAS: the split API is the heal-safe one.
 //!
 //! # Stuck slots and healing: the caller contract
 //!
 //! A producer that dies between claiming a position and publishing it leaves a *stuck*
 //! slot: consumers wait on it forever (global FIFO). [`MpmcQueue::next_stuck_slot`] finds a
-//! claimed, unpublished position; [`MpmcQueue::heal_stuck_slot`] marks it as a skipped item so
-//! consumers pass it. A live producer is also "stuck" for the few nanoseconds of its copy,
-//! so before healing the caller MUST establish that the slot's producer is dead: typically
-//! it knows a producer process died (its pid is gone, its lock was released) and sees the
-//! same position reported stuck, with the same stamp, before and after a grace period far
+//! claimed, unpublished position (below the enqueue cursor, stamp `pos`, `pos | CLAIMED` or
+//! `pos | WRITING`); [`MpmcQueue::heal_stuck_slot`] marks it as a skipped item so consumers
+//! pass it. A live producer is also "stuck" for the few nanoseconds of its copy, so before
+//! healing the caller MUST establish that the slot's producer is dead: typically it knows a
+//! producer process died (its pid is gone, its lock was released) and sees the same
+//! position reported stuck, with the same stamp, before and after a grace period far
 //! longer than one push.
 //!
 //! What happens when the caller is wrong and the producer was alive:
 //! * healed after [`MpmcQueue::claim`] and before [`MpmcQueue::write_claimed`] began
 //!   (stamp `pos | CLAIMED`): always safe. Its begin CAS fails, it writes nothing and gets
 //!   [`PushError::Healed`].
-//! * healed while it was copying (stamp `pos | WRITING`; [`MpmcQueue::try_push`] is in this
-//!   state from its claim on, since it claims and begins in one CAS): its publish CAS fails
-//!   and it gets [`PushError::Healed`], so the item is never delivered twice or
+//! * healed during [`MpmcQueue::write_claimed`] (stamp `pos | WRITING`): its publish CAS
+//!   fails and it gets [`PushError::Healed`], so the item is never delivered twice or
 //!   half-written; but its remaining payload stores may land in the slot after the next
-//!   lap's producer took it and corrupt that item. This is why death must be confirmed.
+//!   lap's producer took it and corrupt that item.
+//! * healed during [`MpmcQueue::try_push`] (stamp `pos` below the cursor: it copies from its
+//!   claim on and publishes with a plain store): it cannot learn it was healed. Its late
+//!   payload stores may corrupt the next lap's item as above, and its publishing store
+//!   overwrites the healed stamp: before a consumer passed the position, the item is simply
+//!   delivered; after, the slot's stamp goes back a lap and pushes find the queue full
+//!   at that slot until the queue is recreated.
 //!
-//! Detecting a late producer costs a CAS to publish where classic Vyukov does a plain
-//! release store; it is on the slot's line, which the producer owns at that moment anyway.
+//! So death must be confirmed; a producer whose death cannot be confirmed reliably should
+//! push with [`MpmcQueue::claim`] and [`MpmcQueue::write_claimed`].
 //!
 //! # Transient states are reported at once
 //!
@@ -98,7 +108,8 @@ pub enum Popped {
 pub enum HealedFrom {
     /// Claimed, copy not begun.
     Claimed,
-    /// Its producer was copying the item.
+    /// Its producer may have been copying the item: [`MpmcQueue::write_claimed`] had begun,
+    /// or the position was claimed by [`MpmcQueue::try_push`], which copies from its claim on.
     MidWrite,
 }
 
@@ -131,69 +142,52 @@ impl MpmcQueue {
         self.q.geometry().item_size as usize
     }
 
-    /// Elects this producer for the next free position by a CAS of its stamp from `pos` to
-    /// `pos | flag`, and returns the position.
+    /// Elects this producer for the next position by a CAS of the enqueue cursor, once the
+    /// position's slot is free (stamp `pos`), and returns the position. The stamp is left at
+    /// `pos`: the cursor past it is the claim.
     #[inline(always)]
-    fn claim_slot(&self, flag: u64) -> Result<u64, PushError> {
-        // Relaxed: a hint of where to start; the stamps decide (module docs).
-        let mut pos = self.q.enq().load(Ordering::Relaxed);
+    fn claim_pos(&self) -> Result<u64, PushError> {
+        let enq = self.q.enq();
+        // Relaxed: the slot's stamp decides whether the position is free; the CAS elects.
+        let mut pos = enq.load(Ordering::Relaxed);
+        let mut step = 0;
         loop {
-            let slot = self.q.slot_word(pos);
             // Acquire: pairs with the release store of the consumer that freed the slot (its
-            // reads happen before our writes), and makes that consumer's dequeue CAS visible
-            // to the lap-ahead check below.
-            let stamp = slot.load(Ordering::Acquire);
+            // reads happen before our writes), and with the releasing stamp CAS of whoever
+            // claimed `pos` before us, so the cursor load below sees that claim.
+            let stamp = self.q.slot_word(pos).load(Ordering::Acquire);
             if stamp == pos {
-                // Acquire on success: as for the load above, and our payload stores stay after
-                // the claim. Relaxed on failure: the loop loads the stamp again.
-                if slot
-                    .compare_exchange_weak(pos, pos | flag, Ordering::Acquire, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    // The hint is raised by the caller once the item is published: the
-                    // window in which consumers wait on this slot stays the copy alone.
-                    return Ok(pos);
+                // Relaxed (both): election only; the acquire above ordered the consumer's
+                // reads before our payload stores.
+                match enq.compare_exchange_weak(
+                    pos,
+                    pos.wrapping_add(1),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return Ok(pos),
+                    Err(now) => {
+                        backoff(&mut step);
+                        pos = now;
+                    }
                 }
                 continue;
             }
-            let base = stamp & !FLAGS;
-            if base < pos {
-                // The first unclaimed position still holds the previous lap: full.
+            if stamp & !FLAGS < pos {
+                // The slot still holds the previous lap: full (or its consumer is copying
+                // out, reported the same; module docs).
                 return Err(PushError::Full);
             }
-            // Relaxed: a hint, as above.
-            let hint = self.q.enq().load(Ordering::Relaxed);
-            if base > pos.wrapping_add(1) {
-                // The slot is a lap (or more) ahead: `pos` was consumed, so the dequeue
-                // cursor is past it (the acquire above saw the consumer's release store,
-                // which follows its dequeue CAS). Our hint was stale; restart from there.
-                // Relaxed: ordered by the acquire load of the stamp.
-                let deq = self.q.deq().load(Ordering::Relaxed);
-                if deq <= pos {
-                    // A stamp ahead of an unconsumed position: no protocol step writes that.
-                    return Err(PushError::Corrupt { pos, word: stamp });
-                }
-                pos = deq.max(hint);
-            } else {
-                // Claimed, being written, published or healed at this lap: another
-                // producer has `pos`. Follow the hint if it moved past it, else step.
-                pos = if hint > pos {
-                    hint
-                } else {
-                    pos.wrapping_add(1)
-                };
+            // Claimed, published, healed or consumed at this lap or later: another producer
+            // took `pos` and moved the cursor on (the acquire above shows its move).
+            backoff(&mut step);
+            // Relaxed: as for the first load.
+            let now = enq.load(Ordering::Relaxed);
+            if now <= pos {
+                // A stamp ahead of a cursor that did not pass it: no protocol step writes that.
+                return Err(PushError::Corrupt { pos, word: stamp });
             }
-        }
-    }
-
-    /// Raises the enqueue hint to `to` unless it is already there or past it.
-    #[inline(always)]
-    fn raise_enq_hint(&self, to: u64) {
-        let enq = self.q.enq();
-        // Relaxed (both): a hint for other producers' starting point; a store that loses a
-        // race and moves it back only costs them a few steps (see claim_slot).
-        if enq.load(Ordering::Relaxed) < to {
-            enq.store(to, Ordering::Relaxed);
+            pos = now;
         }
     }
 
@@ -202,25 +196,16 @@ impl MpmcQueue {
     /// [`MpmcQueue::try_push`] does both in one step and one RMW fewer.
     #[inline]
     pub fn claim(&self) -> Result<u64, PushError> {
-        let pos = self.claim_slot(CLAIMED)?;
-        self.raise_enq_hint(pos.wrapping_add(1));
-        Ok(pos)
-    }
-
-    /// Copies `item` into the position `pos`, which this producer owns in state
-    /// `pos | WRITING`, and publishes it.
-    #[inline(always)]
-    fn write_and_publish(&self, pos: u64, item: &[u8]) -> Result<(), PushError> {
-        self.q.write_payload(pos, item);
-        // Release: a consumer that acquires `pos + 1` sees the whole item. A CAS, not a
-        // store: a healer may have moved the stamp on (module docs).
+        let pos = self.claim_pos()?;
+        // AcqRel: release, so a producer that sees this stamp also sees our cursor CAS; the
+        // CAS (not a store) fails only if a healer took the slot in the meantime.
         match self.q.slot_word(pos).compare_exchange(
-            pos | WRITING,
-            pos.wrapping_add(1),
-            Ordering::Release,
+            pos,
+            pos | CLAIMED,
+            Ordering::AcqRel,
             Ordering::Relaxed,
         ) {
-            Ok(_) => Ok(()),
+            Ok(_) => Ok(pos),
             Err(_) => Err(PushError::Healed { pos }),
         }
     }
@@ -254,11 +239,23 @@ impl MpmcQueue {
                 PushError::NotClaimed { pos, stamp }
             });
         }
-        self.write_and_publish(pos, item)
+        self.q.write_payload(pos, item);
+        // Release: a consumer that acquires `pos + 1` sees the whole item. A CAS, not a
+        // store: a healer may have moved the stamp on (module docs).
+        match self.q.slot_word(pos).compare_exchange(
+            pos | WRITING,
+            pos.wrapping_add(1),
+            Ordering::Release,
+            Ordering::Relaxed,
+        ) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(PushError::Healed { pos }),
+        }
     }
 
     /// Pushes one item (exactly [`MpmcQueue::item_size`] bytes) and returns its position:
-    /// one CAS claims the slot and begins the copy, one CAS publishes it.
+    /// one CAS of the enqueue cursor claims the position, a release store of its stamp
+    /// publishes it. A producer healed by mistake cannot tell (module docs).
     #[inline]
     pub fn try_push(&self, item: &[u8]) -> Result<u64, PushError> {
         if item.len() != self.item_size() {
@@ -267,10 +264,13 @@ impl MpmcQueue {
                 expected: self.q.geometry().item_size,
             });
         }
-        let pos = self.claim_slot(WRITING)?;
-        let r = self.write_and_publish(pos, item);
-        self.raise_enq_hint(pos.wrapping_add(1));
-        r.map(|()| pos)
+        let pos = self.claim_pos()?;
+        self.q.write_payload(pos, item);
+        // Release: a consumer that acquires `pos + 1` sees the whole item.
+        self.q
+            .slot_word(pos)
+            .store(pos.wrapping_add(1), Ordering::Release);
+        Ok(pos)
     }
 
     /// Pops the next item in global FIFO order into `dst` (at least
@@ -287,6 +287,7 @@ impl MpmcQueue {
         let cap = self.q.capacity();
         // Relaxed: the CAS below elects us; the slot's stamp carries the synchronisation.
         let mut pos = self.q.deq().load(Ordering::Relaxed);
+        let mut step = 0;
         loop {
             let slot = self.q.slot_word(pos);
             // Acquire: pairs with the producer's (or healer's) release CAS, so the item's
@@ -313,11 +314,16 @@ impl MpmcQueue {
                         slot.store(pos.wrapping_add(cap), Ordering::Release);
                         return Ok(out);
                     }
-                    Err(now) => pos = now,
+                    Err(now) => {
+                        backoff(&mut step);
+                        pos = now;
+                    }
                 }
             } else if stamp & !FLAGS <= pos {
-                // Not published yet: claimed (pending), or free or still a previous lap
-                // whose consumer is finishing (empty).
+                // Not published yet: claimed with `claim` (pending), or free or still a
+                // previous lap whose consumer is finishing (empty). A try_push in flight
+                // leaves the stamp at `pos` and reads as empty: telling it apart would cost
+                // a load of the producers' cursor line on every empty poll.
                 return Err(if stamp & !FLAGS == pos && stamp != pos {
                     PopError::Pending { pos }
                 } else {
@@ -347,30 +353,20 @@ impl MpmcQueue {
         stamp & !HEALED == pos.wrapping_add(1)
     }
 
-    /// True when a push would probably not report full: the slot at the enqueue hint, or at
-    /// one of the few positions after it that other producers have taken, is free. For
-    /// waiting loops; a snapshot.
+    /// True when a push would probably not report full: the slot at the enqueue cursor is
+    /// free, or the cursor has moved on. For waiting loops; a snapshot.
     pub fn has_space(&self) -> bool {
-        // Relaxed: a snapshot of the hint, as in has_item.
-        let mut pos = self.q.enq().load(Ordering::Relaxed);
-        for _ in 0..8 {
-            // Acquire: as in claim.
-            let stamp = self.q.slot_word(pos).load(Ordering::Acquire);
-            let base = stamp & !FLAGS;
-            if stamp == pos || base > pos.wrapping_add(1) {
-                // Free, or a lap ahead (a stale hint): let the caller try.
-                return true;
-            }
-            if base < pos {
-                return false;
-            }
-            pos = pos.wrapping_add(1);
-        }
-        true
+        // Relaxed: a snapshot, as in has_item.
+        let pos = self.q.enq().load(Ordering::Relaxed);
+        // Acquire: as in claim.
+        let stamp = self.q.slot_word(pos).load(Ordering::Acquire);
+        // Below `pos`: the previous lap is still there (full); anything else lets the caller
+        // try (free, or taken by a producer that moved the cursor on).
+        stamp & !FLAGS >= pos
     }
 
-    /// Items claimed and not yet popped (a snapshot from the enqueue hint, which may lag the
-    /// claims by the pushes in flight; includes unpublished positions).
+    /// Items claimed and not yet popped (a snapshot of the two cursors; includes positions
+    /// whose producers are still copying).
     pub fn len(&self) -> u64 {
         // Relaxed: a diagnostic snapshot. Dequeue first, so the difference cannot go below 0
         // except by wrapping on a corrupt file, which saturates to 0.
@@ -386,26 +382,21 @@ impl MpmcQueue {
     }
 
     /// The first position at or after `from` (and at or after the dequeue cursor) that is
-    /// claimed by a producer but not published: stamp `pos | CLAIMED` or `pos | WRITING`.
-    /// Scans at most one lap, and stops at the first unclaimed position (claims are dense).
-    /// See the module docs for what the caller must establish before healing it.
+    /// claimed by a producer but not published: below the enqueue cursor, with stamp `pos`,
+    /// `pos | CLAIMED` or `pos | WRITING`. Scans at most one lap. See the module docs for
+    /// what the caller must establish before healing it.
     pub fn next_stuck_slot(&self, from: u64) -> Option<u64> {
         // Acquire: every stamp we then read is at least as new as this cursor's lap.
         let deq = self.q.deq().load(Ordering::Acquire);
+        // Acquire: as above; every position below it was claimed.
+        let enq = self.q.enq().load(Ordering::Acquire);
         let start = from.max(deq);
-        let end = deq.saturating_add(self.q.capacity());
-        for pos in start..end {
-            // Acquire: keeps the scan ordered after the cursor load.
+        let end = enq.min(deq.saturating_add(self.q.capacity()));
+        (start..end).find(|&pos| {
+            // Acquire: keeps the scan ordered after the cursor loads.
             let stamp = self.q.slot_word(pos).load(Ordering::Acquire);
-            if stamp == pos | CLAIMED || stamp == pos | WRITING {
-                return Some(pos);
-            }
-            if stamp & !FLAGS <= pos {
-                // Unclaimed (free, or the previous lap): nothing claimed lies beyond.
-                return None;
-            }
-        }
-        None
+            stamp == pos || stamp == pos | CLAIMED || stamp == pos | WRITING
+        })
     }
 
     /// Marks the claimed, unpublished position `pos` as healed so consumers skip it. The
@@ -422,9 +413,15 @@ impl MpmcQueue {
             } else if stamp == pos | WRITING {
                 HealedFrom::MidWrite
             } else if stamp & !FLAGS <= pos {
-                // Relaxed: informational (the hint of the next position to claim).
+                // Relaxed: the cursor only grows, so a value past `pos` proves the claim
+                // (the CAS below rechecks that the stamp is still unpublished).
                 let enqueue = self.q.enq().load(Ordering::Relaxed);
-                return Err(HealError::NotClaimed { pos, enqueue });
+                if stamp == pos && enqueue > pos {
+                    // Claimed by a try_push, which copies from its claim on.
+                    HealedFrom::MidWrite
+                } else {
+                    return Err(HealError::NotClaimed { pos, enqueue });
+                }
             } else {
                 return Err(HealError::NotStuck { pos, stamp });
             };
@@ -435,5 +432,21 @@ impl MpmcQueue {
                 Err(now) => stamp = now,
             }
         }
+    }
+}
+
+/// After a CAS lost to another thread of the same side: 1, 2, 4, ... 64 spin hints before the
+/// retry, so the contended cursor line is not pulled back on every attempt. One hint under
+/// loom (a yield), to keep the models small.
+#[inline(always)]
+fn backoff(step: &mut u32) {
+    #[cfg(not(loom))]
+    for _ in 0..1u32 << *step {
+        spin_hint();
+    }
+    #[cfg(loom)]
+    spin_hint();
+    if *step < 6 {
+        *step += 1;
     }
 }

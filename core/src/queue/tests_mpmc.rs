@@ -193,39 +193,68 @@ fn healed_and_consumed_claim_is_still_reported_as_healed() {
 }
 
 #[test]
-fn claim_marks_the_slot_and_a_stale_hint_is_caught_up() {
+fn claim_marks_the_slot_and_the_cursors_are_exact() {
     let (_b, q) = mpmc(4, 8);
     let pos = q.claim().unwrap();
     assert_eq!(
         q.view().slot_word(pos).load(Ordering::Relaxed),
         pos | CLAIMED
     );
+    assert_eq!(q.view().enq().load(Ordering::Relaxed), 1);
+    assert_eq!(q.len(), 1);
     assert_eq!(pop_u64(&q), Err(PopError::Pending { pos }));
     q.write_claimed(pos, &7u64.to_le_bytes()).unwrap();
     assert_eq!(pop_u64(&q), Ok((0, 7)));
-    // Two laps later, a hint moved back to 0 (a producer that stalled between its load and
-    // store of the hint) costs steps, not correctness: pushes still take 9, 10, ...
+    assert!(q.is_empty());
+    // Across laps the cursors name the positions exactly, and Full is exact.
     for i in 1..9u64 {
         assert_eq!(q.try_push(&i.to_le_bytes()), Ok(i));
         assert_eq!(pop_u64(&q), Ok((i, i)));
     }
-    q.view().enq().store(0, Ordering::Relaxed);
-    assert_eq!(q.try_push(&9u64.to_le_bytes()), Ok(9));
-    assert_eq!(q.view().enq().load(Ordering::Relaxed), 10);
-    // A hint inside the current lap (behind by claims in flight) is followed slot by slot.
-    q.try_push(&10u64.to_le_bytes()).unwrap();
-    q.view().enq().store(9, Ordering::Relaxed);
-    assert_eq!(q.try_push(&11u64.to_le_bytes()), Ok(11));
-    for i in 9..12u64 {
-        assert_eq!(pop_u64(&q), Ok((i, i)));
-    }
-    // Full is still exact with a stale hint: fill, then rewind the hint.
-    for i in 12..16u64 {
+    for i in 9..13u64 {
         q.try_push(&i.to_le_bytes()).unwrap();
     }
-    q.view().enq().store(12, Ordering::Relaxed);
-    assert_eq!(q.try_push(&[0u8; 8]), Err(PushError::Full));
+    assert_eq!(q.len(), 4);
     assert!(!q.has_space());
+    assert_eq!(q.try_push(&[0u8; 8]), Err(PushError::Full));
+    assert_eq!(pop_u64(&q), Ok((9, 9)));
+    assert!(q.has_space());
+}
+
+#[test]
+fn a_slot_claimed_by_a_try_push_is_found_stuck_and_healed() {
+    // The state a try_push is in between its cursor CAS and its publish (or that a producer
+    // killed there leaves): the cursor is past the position and the stamp still says `pos`.
+    // Consumers read it as empty; the stuck scan finds it.
+    let (_b, q) = mpmc(4, 8);
+    q.view().enq().store(1, Ordering::Relaxed);
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+    assert_eq!(q.next_stuck_slot(0), Some(0));
+    assert_eq!(
+        q.heal_stuck_slot(1),
+        Err(HealError::NotClaimed { pos: 1, enqueue: 1 })
+    );
+    assert_eq!(q.heal_stuck_slot(0), Ok(HealedFrom::MidWrite));
+    assert_eq!(q.next_stuck_slot(0), None);
+    assert_eq!(q.try_pop(&mut [0u8; 8]), Ok(Popped::Healed { pos: 0 }));
+    assert_eq!(q.try_push(&5u64.to_le_bytes()), Ok(1));
+    assert_eq!(pop_u64(&q), Ok((1, 5)));
+}
+
+#[test]
+fn a_cursor_behind_the_stamps_is_corrupt_not_a_hang() {
+    // A cursor moved back by a corrupt file: the producer finds a stamp ahead of a cursor
+    // that never passed it.
+    let (_b, q) = mpmc(4, 8);
+    for i in 0..6u64 {
+        q.try_push(&i.to_le_bytes()).unwrap();
+        assert_eq!(pop_u64(&q), Ok((i, i)));
+    }
+    q.view().enq().store(0, Ordering::Relaxed);
+    assert_eq!(
+        q.try_push(&[0u8; 8]),
+        Err(PushError::Corrupt { pos: 0, word: 8 })
+    );
 }
 
 #[test]

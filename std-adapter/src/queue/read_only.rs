@@ -27,7 +27,7 @@ pub struct QueueSnapshot {
     pub geometry: QueueGeometry,
     /// The header's schema signature (0: any item type).
     pub schema_sig: u64,
-    /// The enqueue cursor (SPSC tail; MPMC: the hint of the next position to claim).
+    /// The enqueue cursor (SPSC tail; MPMC: the next position to claim).
     pub enqueue: u64,
     /// The dequeue cursor (SPSC head, MPMC next position to pop).
     pub dequeue: u64,
