@@ -87,6 +87,12 @@ for k in $(seq 1 "$RUNS"); do
     echo "== run $k/$RUNS: $b"
     CRITERION_HOME=$crit_home cargo bench -p ringwire-tests --bench "$b" -- "${crit_args[@]}"
   done
+  if [ -f tests/benches/queues.rs ]; then
+    # The MPMC bench again under the exponential waiting policy (group mpmc_2p2c_exp).
+    echo "== run $k/$RUNS: queues mpmc_2p2c_exp"
+    QBENCH_BACKOFF=exp CRITERION_HOME=$crit_home \
+      cargo bench -p ringwire-tests --bench queues -- mpmc_2p2c_exp "${crit_args[@]}"
+  fi
   if [ -z "$ice_status" ]; then
     echo "== run $k/$RUNS: iceoryx2"
     CRITERION_HOME=$crit_home "$ice_bin" --bench "${crit_args[@]}" ||
@@ -109,6 +115,8 @@ for b in "${benches[@]}"; do
     cmd_args+=(--cmd "$f=cargo bench -p ringwire-tests --bench $b -- $crit_str")
   done
 done
+[ -f tests/benches/queues.rs ] &&
+  cmd_args+=(--cmd "mpmc_2p2c_exp=QBENCH_BACKOFF=exp cargo bench -p ringwire-tests --bench queues -- mpmc_2p2c_exp $crit_str")
 target/release/bench_report criterion "$tables" "$svg" "$runs_dir"/criterion/run* "${cmd_args[@]}"
 
 # ---- ringwire bench: the floor and the cross-process hand-off, RUNS runs each ----
@@ -259,7 +267,12 @@ fi
   echo "floor reuses the same two lines, which no ring does); \"this ÷ floor\" divides by the fixed one."
   echo "\`spsc_*/64B\`: the consumers check all eight words of every item, so every queue's pop loads"
   echo "the whole item. \`mpmc_2p2c\`: 4 threads on 2 cores; after a failed try every queue waits the"
-  echo "same way (\`Backoff\` in queues.rs; \`QBENCH_BACKOFF=exp\` selects exponential spinning)."
+  echo "same way (\`Backoff\` in queues.rs): one spin hint, and every 64th failure yields the core."
+  echo "\`mpmc_2p2c_exp\`: the same bench in the same run with \`QBENCH_BACKOFF=exp\` (1, 2, 4, … 32"
+  echo "hints between tries, then a yield per failure). With two threads per core, which thread a"
+  echo "waiter yields to, and how soon, decides much of the figure: the two policies rank the"
+  echo "queues differently. \`cargo run --release -p ringwire-tests --example mpmc_phases\` times"
+  echo "the three phases such a run mixes (two producers at once, two consumers at once, one of each)."
   echo
   cat "$tables"
   echo

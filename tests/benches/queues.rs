@@ -17,8 +17,10 @@
 //!   reads every slot and a slot frees only when both have passed it.
 //!
 //! Waiting after a failed try is the same for every queue (`Backoff`; `QBENCH_BACKOFF=exp`
-//! selects the second policy for the whole run), and the MPMC consumers add to their shared
-//! progress count in steps of 64, not with one extra contended RMW per item.
+//! selects the second policy for the whole run, and the MPMC group is then named
+//! `mpmc_2p2c_exp` so both policies' results can sit side by side), and the MPMC consumers
+//! add to their shared progress count in steps of 64, not with one extra contended RMW per
+//! item.
 //!
 //! Every consumer checks the values it receives (order for SPSC, the sum for MPMC), so a
 //! broken queue fails the run instead of producing a number.
@@ -103,14 +105,21 @@ struct Backoff {
 
 impl Default for Backoff {
     fn default() -> Self {
-        static EXP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let exp = *EXP.get_or_init(|| match std::env::var("QBENCH_BACKOFF").as_deref() {
-            Ok("exp") => true,
-            Ok("spin64") | Err(_) => false,
-            Ok(other) => panic!("QBENCH_BACKOFF={other}: use spin64 or exp"),
-        });
-        Backoff { n: 0, exp }
+        Backoff {
+            n: 0,
+            exp: backoff_exp(),
+        }
     }
+}
+
+/// Whether `QBENCH_BACKOFF=exp` selected the exponential policy (read once).
+fn backoff_exp() -> bool {
+    static EXP: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *EXP.get_or_init(|| match std::env::var("QBENCH_BACKOFF").as_deref() {
+        Ok("exp") => true,
+        Ok("spin64") | Err(_) => false,
+        Ok(other) => panic!("QBENCH_BACKOFF={other}: use spin64 or exp"),
+    })
 }
 
 impl Backoff {
@@ -793,7 +802,11 @@ fn benches(c: &mut Criterion) {
     g.bench_function("disruptor", |b| b.iter_custom(spsc_round_trip::<Disruptor>));
     g.finish();
 
-    let mut g = c.benchmark_group("mpmc_2p2c");
+    let mut g = c.benchmark_group(if backoff_exp() {
+        "mpmc_2p2c_exp"
+    } else {
+        "mpmc_2p2c"
+    });
     g.throughput(Throughput::Elements(1));
     g.bench_function("ringwire", |b| b.iter_custom(mpmc_2p2c::<Ringwire>));
     g.bench_function("ringwire_core", |b| {
