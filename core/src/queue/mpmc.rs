@@ -59,14 +59,16 @@
 //!   delivered; after, the slot's stamp goes back a lap and pushes find the queue full
 //!   at that slot until the queue is recreated.
 //!
-//! So death must be confirmed; a producer whose death cannot be confirmed reliably should
-//! push with [`MpmcQueue::claim`] and [`MpmcQueue::write_claimed`].
+//! So death must be confirmed. Where it cannot be confirmed reliably, pushing with
+//! [`MpmcQueue::claim`] and [`MpmcQueue::write_claimed`] (one RMW more) narrows what a
+//! mistaken heal can do to the first two cases.
 //!
 //! # Transient states are reported at once
 //!
 //! A push that finds the previous lap's consumer still copying out reports
 //! [`PushError::Full`], and a pop that finds the producer still copying in reports
-//! [`PopError::Pending`], without re-checking; waiting is the caller's choice. Re-checking
+//! [`PopError::Pending`] (a position taken with [`MpmcQueue::claim`]) or [`PopError::Empty`]
+//! (a [`MpmcQueue::try_push`] in flight), without re-checking; waiting is the caller's choice. Re-checking
 //! inside the queue (up to 64 spin hints before answering) was measured slower on the
 //! 2-producer/2-consumer bench with two threads per core (`tests/benches/queues.rs`,
 //! `mpmc_2p2c/ringwire`: median 77 ns against 39 ns): the thread being waited for is
