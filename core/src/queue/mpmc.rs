@@ -155,8 +155,9 @@ impl MpmcQueue {
         let mut step = 0;
         loop {
             // Acquire: pairs with the release store of the consumer that freed the slot (its
-            // reads happen before our writes), and with the releasing stamp CAS of whoever
-            // claimed `pos` before us, so the cursor load below sees that claim.
+            // reads happen before our writes), and with whichever release (a publish, a
+            // claim's or a heal's CAS) moved the stamp past `pos`, so the cursor load below
+            // sees the claim of `pos`.
             let stamp = self.q.slot_word(pos).load(Ordering::Acquire);
             if stamp == pos {
                 // Relaxed (both): election only; the acquire above ordered the consumer's
