@@ -154,8 +154,14 @@ impl SpscProducer {
         }
         self.check_len(0, item_len)?;
         let n = self.free_up_to((records.len() / item_len) as u64);
-        for (k, rec) in records.chunks_exact(item_len).take(n as usize).enumerate() {
-            self.write(self.tail.wrapping_add(k as u64), rec);
+        if self.q.packed(item_len) {
+            // Back-to-back items: one word loop per contiguous run of slots.
+            self.q
+                .write_run(self.tail, &records[..n as usize * item_len]);
+        } else {
+            for (k, rec) in records.chunks_exact(item_len).take(n as usize).enumerate() {
+                self.write(self.tail.wrapping_add(k as u64), rec);
+            }
         }
         if n > 0 {
             self.commit(n);
@@ -316,6 +322,12 @@ impl SpscConsumer {
             return Ok(0);
         }
         let n = self.ready_up_to((dst.len() / item_len) as u64)? as usize;
+        if n > 0 && self.q.packed(item_len) {
+            // Every item of a fixed queue has the item size: no per-item length to check.
+            self.q.read_run(self.head, &mut dst[..n * item_len]);
+            self.commit(n as u64);
+            return Ok(n);
+        }
         let mut done = 0;
         let mut err = None;
         for rec in dst.chunks_exact_mut(item_len).take(n) {

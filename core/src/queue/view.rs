@@ -242,6 +242,72 @@ impl QueueView {
         };
     }
 
+    /// Whether items of `item_len` bytes lie back to back in the slots: a fixed-size SPSC
+    /// queue whose item size is its stride (a multiple of 8), so a run of items is one
+    /// contiguous span up to the wrap.
+    #[inline(always)]
+    pub(crate) fn packed(&self, item_len: usize) -> bool {
+        self.geo.fixed
+            && item_len == self.geo.item_size as usize
+            && item_len == self.geo.slot_stride as usize
+    }
+
+    /// The spans `[pos, pos + len)` of a packed queue's slot bytes (see
+    /// [`QueueView::packed`]) as region offsets: the run up to the wrap, then the rest from
+    /// the first slot. `None` if `len` is more than the whole slot area.
+    #[inline(always)]
+    fn runs(&self, pos: u64, len: usize) -> Option<[(usize, usize); 2]> {
+        let stride = self.geo.slot_stride as usize;
+        let area = (self.geo.capacity as usize).checked_mul(stride)?;
+        if len > area {
+            return None;
+        }
+        let start = (pos & self.geo.mask()) as usize * stride;
+        let first = len.min(area - start);
+        let base = self.geo.slots_offset as usize;
+        Some([(base + start, first), (base, len - first)])
+    }
+
+    /// Copies `src` (whole items of a packed queue, [`QueueView::packed`]) into the slots
+    /// from `pos` on as relaxed words: one loop per contiguous run instead of one call per
+    /// item. Writes nothing if `src` is longer than the slot area (callers never pass more
+    /// than the free slots).
+    #[inline(always)]
+    pub(crate) fn write_run(&self, pos: u64, src: &[u8]) {
+        let Some([(a, na), (b, nb)]) = self.runs(pos, src.len()) else {
+            return;
+        };
+        let (x, y) = src.split_at(na);
+        // SAFETY: both runs lie inside the slot area (checked by `runs`), start 8-aligned
+        // (slots_offset and the stride are multiples of 8) and hold whole items, so no
+        // partial word is written past them; the producer owns these free slots under the
+        // queue protocol.
+        unsafe {
+            self.region.write_words(a, x);
+            if nb > 0 {
+                self.region.write_words(b, y);
+            }
+        }
+    }
+
+    /// Copies `dst.len()` bytes of whole items of a packed queue from the slots from `pos`
+    /// on, as relaxed words, run by run (see [`QueueView::write_run`]). Reads nothing if
+    /// `dst` is longer than the slot area.
+    #[inline(always)]
+    pub(crate) fn read_run(&self, pos: u64, dst: &mut [u8]) {
+        let Some([(a, na), (b, nb)]) = self.runs(pos, dst.len()) else {
+            return;
+        };
+        let (x, y) = dst.split_at_mut(na);
+        // SAFETY: as for write_run; the consumer owns these published slots.
+        unsafe {
+            self.region.read_words(a, x);
+            if nb > 0 {
+                self.region.read_words(b, y);
+            }
+        }
+    }
+
     /// `data_futex`: bumped after a push when consumers sleep.
     pub fn data_futex(&self) -> A32<'_> {
         self.hdr32(qhdr::DATA_FUTEX)
