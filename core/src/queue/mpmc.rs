@@ -333,8 +333,9 @@ impl MpmcQueue {
                     PopError::Empty
                 });
             } else {
-                // Another consumer took `pos`; follow the cursor.
-                spin_hint();
+                // Another consumer took `pos`; back off as after a lost CAS, then follow
+                // the cursor.
+                backoff(&mut step);
                 // Relaxed: as for the first load.
                 let now = self.q.deq().load(Ordering::Relaxed);
                 if now == pos {
