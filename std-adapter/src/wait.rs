@@ -19,11 +19,17 @@
 //! kernel checks the value and queues under one lock). The loom model
 //! `core/tests/loom_futex.rs` checks this handshake, the queues' use of it too.
 //!
+//! [`FutexWait::with_deferred_barrier`] moves the membarrier (and a second re-check) a set
+//! time into the sleep. Until then only the fences order the two sides, so a producer whose
+//! publish races the announcement within its store-buffer drain time can miss the sleeper;
+//! the deferred barrier bounds that delay to the set time. The replication threads use it
+//! (100 µs): the barrier's IPIs then fall between records instead of on the hand-off.
+//!
 //! Every sleep has a finite timeout: a producer that never wakes anyone (ringfire's Python
 //! producer), or a process where membarrier is unavailable, delays a reader by at most that
 //! long (`RingView::publish_fenced` closes the window without membarrier).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ringwire_core::RingView;
 use ringwire_core::broadcast::Wake;
@@ -130,6 +136,13 @@ pub struct FutexStats {
     pub interrupted: u64,
     /// Waits skipped because the re-check after announcing the sleeper found a message.
     pub rechecked: u64,
+    /// Deferred barriers run ([`FutexWait::with_deferred_barrier`]): sleeps that outlasted
+    /// their unbarriered part.
+    pub late_barriers: u64,
+    /// Sleeps ended by the re-check after a deferred barrier: the message came without a
+    /// wake-up reaching this sleeper (published unannounced, or a wake-up lost to the race
+    /// the barrier closes).
+    pub late_found: u64,
 }
 
 /// Spins a little, then sleeps on the ring's shared futex word until the producer publishes
@@ -138,6 +151,7 @@ pub struct FutexStats {
 pub struct FutexWait {
     spin_limit: u32,
     timeout: Duration,
+    barrier_after: Option<Duration>,
     stats: FutexStats,
 }
 
@@ -154,8 +168,29 @@ impl FutexWait {
         FutexWait {
             spin_limit,
             timeout: timeout.unwrap_or(NONE_FUTEX_TIMEOUT),
+            barrier_after: None,
             stats: FutexStats::default(),
         }
+    }
+
+    /// Runs the handshake's `membarrier` only once a sleep has lasted `after`, not before
+    /// it starts. On a VM the barrier's IPIs cost tens of microseconds of the sleeper's
+    /// CPU (and interrupt the other CPUs) at the moment the sleeper has just handed a record
+    /// on; deferred, they fall in the idle time between records.
+    ///
+    /// The price: until the barrier runs, only the fences of the handshake order the
+    /// producer's publish against this sleeper's announcement. A producer whose store of
+    /// `write_seq` is still in its store buffer while its load of `waiting_consumers` runs
+    /// ahead, both within the few hundred nanoseconds of the announcement, can leave the
+    /// sleeper asleep. Such a lost wake-up costs at most `after` (the sleep is cut there,
+    /// the barrier runs and the ring is re-checked); a sleep whose whole timeout is at most
+    /// `after` never runs the barrier and costs at most its timeout. Use it where a rare
+    /// delay of `after` is cheaper than the barrier on every sleep (the replication
+    /// threads, which sleep between the records of a steady stream); the default runs the
+    /// barrier first and loses no wake-up.
+    pub fn with_deferred_barrier(mut self, after: Duration) -> Self {
+        self.barrier_after = Some(after);
+        self
     }
 
     /// The configured sleep timeout.
@@ -180,19 +215,50 @@ impl WaitStrategy for FutexWait {
         if published(ring, cursor) {
             return;
         }
-        // The §11 handshake (module docs): read the word, announce, membarrier, re-check.
-        let announced = ring
-            .futex()
-            .announce(sys::membarrier_global, || published(ring, cursor));
+        // The §11 handshake (module docs): read the word, announce, membarrier, re-check;
+        // with a deferred barrier, the barrier and a second re-check come `after` into the
+        // sleep instead (`with_deferred_barrier`).
+        let deferred = self.barrier_after;
+        let announced = ring.futex().announce(
+            || {
+                if deferred.is_none() {
+                    sys::membarrier_global();
+                }
+            },
+            || published(ring, cursor),
+        );
         match announced.sleep_on() {
             None => self.stats.rechecked += 1,
             Some(v) => {
                 self.stats.sleeps += 1;
-                match sys::futex_wait(ring.futex_word().as_ptr(), v, self.timeout) {
-                    FutexOutcome::Woken => self.stats.woken += 1,
-                    FutexOutcome::Interrupted => self.stats.interrupted += 1,
-                    FutexOutcome::Changed => self.stats.changed += 1,
-                    FutexOutcome::TimedOut => self.stats.timed_out += 1,
+                let word = ring.futex_word().as_ptr();
+                let outcome = match deferred {
+                    Some(after) if after < self.timeout => {
+                        let deadline = Instant::now() + self.timeout;
+                        match sys::futex_wait(word, v, after) {
+                            FutexOutcome::TimedOut => {
+                                sys::membarrier_global();
+                                self.stats.late_barriers += 1;
+                                if published(ring, cursor) {
+                                    None
+                                } else {
+                                    // Still announced: a producer that publishes from now
+                                    // on bumps the word, so the wait fails or is woken.
+                                    let left = deadline.saturating_duration_since(Instant::now());
+                                    Some(sys::futex_wait(word, v, left))
+                                }
+                            }
+                            o => Some(o),
+                        }
+                    }
+                    _ => Some(sys::futex_wait(word, v, self.timeout)),
+                };
+                match outcome {
+                    None => self.stats.late_found += 1,
+                    Some(FutexOutcome::Woken) => self.stats.woken += 1,
+                    Some(FutexOutcome::Interrupted) => self.stats.interrupted += 1,
+                    Some(FutexOutcome::Changed) => self.stats.changed += 1,
+                    Some(FutexOutcome::TimedOut) => self.stats.timed_out += 1,
                 }
             }
         }

@@ -108,13 +108,16 @@ fn producer_pays_nothing_when_nobody_sleeps() {
 /// for the next one, then publishes: every cycle goes through the racy window between the
 /// announcement, the re-check and FUTEX_WAIT. A lost wake-up would leave the consumer asleep
 /// until its 2 s timeout, which the stats count.
-fn park_wake_cycles(cycles: u64) {
+fn park_wake_cycles(cycles: u64, deferred: Option<Duration>) {
     use std::sync::atomic::AtomicU64;
     let (_p, r) = ring("stress");
     let taken = Arc::new(AtomicU64::new(0));
     let (r2, taken2) = (r.clone(), taken.clone());
     let consumer = std::thread::spawn(move || {
         let mut w = FutexWait::new(0, Some(Duration::from_secs(2)));
+        if let Some(d) = deferred {
+            w = w.with_deferred_barrier(d);
+        }
         let mut buf = [0u8; 8];
         for cursor in 1..=cycles {
             while view(&r2).write_seq().load(Ordering::Acquire) < cursor {
@@ -159,20 +162,76 @@ fn park_wake_cycles(cycles: u64) {
     let stats = consumer.join().unwrap();
     eprintln!("{cycles} cycles in {:?}: {stats:?}", t0.elapsed());
     assert_eq!(stats.timed_out, 0, "lost wake-ups: {stats:?}");
+    // A sleep is ended by the producer's wake-up (or the word having changed), never by
+    // the timeout nor, with a deferred barrier, by the re-check after it: the producer
+    // publishes only once it has seen the announcement, so every wake-up must arrive.
     assert_eq!(
         stats.sleeps,
-        stats.woken + stats.changed + stats.interrupted
+        stats.woken + stats.changed + stats.interrupted,
+        "{stats:?}"
     );
+    assert_eq!(stats.late_found, 0, "{stats:?}");
     assert!(stats.sleeps + stats.rechecked >= cycles, "{stats:?}");
 }
 
 #[test]
 fn park_wake_100k_cycles_lose_no_wakeup() {
-    park_wake_cycles(100_000);
+    park_wake_cycles(100_000, None);
+}
+
+#[test]
+fn park_wake_100k_cycles_with_a_deferred_barrier_lose_no_wakeup() {
+    // The replication threads' setting (barrier 100 µs into a sleep).
+    park_wake_cycles(100_000, Some(Duration::from_micros(100)));
+}
+
+#[test]
+fn a_deferred_barrier_bounds_a_wake_up_that_never_comes() {
+    // The worst a deferred barrier allows: the sleeper misses the wake-up. Simulated by
+    // publishing without looking at the waiters (no bump, no FUTEX_WAKE): the sleep ends
+    // when the barrier's re-check finds the record, after ~100 ms, not at the 20 s timeout.
+    let (_p, r) = ring("deferred");
+    let r2 = r.clone();
+    let h = std::thread::spawn(move || {
+        let mut w = FutexWait::new(0, Some(Duration::from_secs(20)))
+            .with_deferred_barrier(Duration::from_millis(100));
+        let t0 = Instant::now();
+        while view(&r2).write_seq().load(Ordering::Acquire) < 1 {
+            w.wait(view(&r2), 1);
+        }
+        (t0.elapsed(), w.stats())
+    });
+    let t0 = Instant::now();
+    while view(&r).waiting_consumers().load(Ordering::Acquire) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "sleeper never parked"
+        );
+        std::thread::yield_now();
+    }
+    view(&r).write_slot(1, &1u64.to_ne_bytes());
+    // Release: the record before the sequence, as publish does, minus the waiter check.
+    view(&r).write_seq().store(1, Ordering::Release);
+    let (took, stats) = h.join().unwrap();
+    assert!(
+        took < Duration::from_secs(10),
+        "slept {took:?}: the timeout, not the barrier"
+    );
+    assert_eq!(
+        (
+            stats.sleeps,
+            stats.late_barriers,
+            stats.late_found,
+            stats.timed_out
+        ),
+        (1, 1, 1, 0),
+        "{stats:?}"
+    );
+    assert_eq!(view(&r).waiting_consumers().load(Ordering::Relaxed), 0);
 }
 
 #[test]
 #[ignore = "slow: 1,000,000 publish/park/wake cycles take ~35 s (debug build, shared 2-core machine)"]
 fn park_wake_1m_cycles_lose_no_wakeup() {
-    park_wake_cycles(1_000_000);
+    park_wake_cycles(1_000_000, None);
 }
