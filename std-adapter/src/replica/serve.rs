@@ -22,7 +22,9 @@ use ringwire_core::replicate::{
 
 use super::ReplicaError;
 use super::anticipate::MAX_WINDOW;
-use super::io::{RingWaiter, now, peer, peer_v4, poll, pollin, until, write_all_within};
+use super::io::{
+    RingWaiter, now, peer, peer_v4, poll, pollin, until, write_all_within, yield_to_receiver,
+};
 use crate::RingFile;
 use crate::net::mmsg::send_to_many;
 use crate::net::sockets::{MulticastOut, TCP_WRITE_TIMEOUT, is_emsgsize, source_udp, tune_tcp};
@@ -494,14 +496,19 @@ impl Server {
                     Err(e) => return e.to_string(),
                 }
             }
+            let mut sent = false;
             while let Some(n) = s.poll_transmit(now(), src, &mut buf) {
                 live = true;
+                sent = true;
                 if let Err(e) = write_all_within(stream, &buf[..n], TCP_WRITE_TIMEOUT) {
                     if e.kind() == io::ErrorKind::TimedOut {
                         self.totals.write_timeouts.fetch_add(1, Ordering::Relaxed);
                     }
                     return format!("write: {e}");
                 }
+            }
+            if sent {
+                yield_to_receiver();
             }
             self.account(s.counters(), seen);
             let t = now();
@@ -575,7 +582,9 @@ impl Server {
                     }
                 }
             }
-            if !sent_any {
+            if sent_any {
+                yield_to_receiver();
+            } else {
                 let (cursor, at, lingering) = {
                     let g = self.sender();
                     (g.cursor(), g.poll_timeout(), g.linger_deadline().is_some())
