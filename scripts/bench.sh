@@ -320,9 +320,11 @@ fi
     echo "server polls (about a core); ringwire's serve, mirror and reader park, and once the stream"
     echo "is steady each park ends just before the next record is due (anticipation, README \"Idle"
     echo "waiting\"; the \`no-anticipate\` rows park until woken, one sleeping thread per record more"
-    echo "than ringfire). Each line counts the wake-ups per record that one vCPU had to send to"
-    echo "another, idle one (an IPI that brings a halted vCPU back, slow on this nested VM) and how"
-    echo "long the woken thread then waited:"
+    echo "than ringfire). With four threads on two vCPUs the server and the mirror often share one;"
+    echo "the server yields it right after each send and runs the futex handshake's membarrier"
+    echo "100 µs into its park rather than before it, so the mirror is not kept waiting. Each line"
+    echo "counts the wake-ups per record that one vCPU had to send to another, idle one (an IPI that"
+    echo "brings a halted vCPU back, slow on this nested VM) and how long the woken thread then waited:"
     echo
     printf '%s\n' "$wake_trace" | sed 's/^/- /'
   fi
