@@ -2,12 +2,13 @@
 //! long run of publish/park/wake cycles loses no wake-up (acceptance line 4).
 
 use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use ringwire::core::Geometry;
 use ringwire::core::sync::Ordering;
 use ringwire::sys::thread_cpu_time;
-use ringwire::wait::{FutexWait, WaitStrategy, YieldBackoff};
+use ringwire::wait::{FutexStats, FutexWait, WaitStrategy, YieldBackoff};
 use ringwire::{CreateOptions, RingFile};
 use ringwire_tests::shm::{ShmPath, view};
 
@@ -22,6 +23,31 @@ fn publish(r: &RingFile, seq: u64) {
     view(r).write_slot(seq, &seq.to_ne_bytes());
     if view(r).publish(seq) {
         r.wake_all();
+    }
+}
+
+/// A thread that waits with `w` until record 1 is published; it returns how long that
+/// took and how its sleeps ended.
+fn sleeper(r: &Arc<RingFile>, mut w: FutexWait) -> JoinHandle<(Duration, FutexStats)> {
+    let r = r.clone();
+    std::thread::spawn(move || {
+        let t0 = Instant::now();
+        while view(&r).write_seq().load(Ordering::Acquire) < 1 {
+            w.wait(view(&r), 1);
+        }
+        (t0.elapsed(), w.stats())
+    })
+}
+
+/// Returns once a sleeper has announced itself on `r` (fails after 5 s).
+fn await_announcement(r: &RingFile) {
+    let t0 = Instant::now();
+    while view(r).waiting_consumers().load(Ordering::Acquire) == 0 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "sleeper never parked"
+        );
+        std::thread::yield_now();
     }
 }
 
@@ -65,24 +91,9 @@ fn idle_yield_backoff_is_bounded_but_busy() {
 #[test]
 fn publish_wakes_a_sleeper_long_before_its_timeout() {
     let (_p, r) = ring("wake");
-    let r2 = r.clone();
-    let h = std::thread::spawn(move || {
-        let mut w = FutexWait::new(0, Some(Duration::from_secs(10)));
-        let t0 = Instant::now();
-        while view(&r2).write_seq().load(Ordering::Acquire) < 1 {
-            w.wait(view(&r2), 1);
-        }
-        (t0.elapsed(), w.stats())
-    });
+    let h = sleeper(&r, FutexWait::new(0, Some(Duration::from_secs(10))));
     // Wait until the consumer has announced itself, then publish.
-    let t0 = Instant::now();
-    while view(&r).waiting_consumers().load(Ordering::Acquire) == 0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "sleeper never parked"
-        );
-        std::thread::yield_now();
-    }
+    await_announcement(&r);
     std::thread::sleep(Duration::from_millis(50));
     publish(&r, 1);
     let (took, stats) = h.join().unwrap();
@@ -191,24 +202,12 @@ fn a_deferred_barrier_bounds_a_wake_up_that_never_comes() {
     // publishing without looking at the waiters (no bump, no FUTEX_WAKE): the sleep ends
     // when the barrier's re-check finds the record, after ~100 ms, not at the 20 s timeout.
     let (_p, r) = ring("deferred");
-    let r2 = r.clone();
-    let h = std::thread::spawn(move || {
-        let mut w = FutexWait::new(0, Some(Duration::from_secs(20)))
-            .with_deferred_barrier(Duration::from_millis(100));
-        let t0 = Instant::now();
-        while view(&r2).write_seq().load(Ordering::Acquire) < 1 {
-            w.wait(view(&r2), 1);
-        }
-        (t0.elapsed(), w.stats())
-    });
-    let t0 = Instant::now();
-    while view(&r).waiting_consumers().load(Ordering::Acquire) == 0 {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "sleeper never parked"
-        );
-        std::thread::yield_now();
-    }
+    let h = sleeper(
+        &r,
+        FutexWait::new(0, Some(Duration::from_secs(20)))
+            .with_deferred_barrier(Duration::from_millis(100)),
+    );
+    await_announcement(&r);
     view(&r).write_slot(1, &1u64.to_ne_bytes());
     // Release: the record before the sequence, as publish does, minus the waiter check.
     view(&r).write_seq().store(1, Ordering::Release);
