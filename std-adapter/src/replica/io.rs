@@ -148,7 +148,7 @@ pub fn write_all_within<S: Write + AsRawFd>(
 /// sleeping thread's CPU on this project's 2-vCPU VM, right when the thread had just passed
 /// a record on to the next stage of the pipeline, which often waits for that CPU; the
 /// default multicast pipeline's push-to-read p50 at 1,000 records/s went from ~29 µs with
-/// it to ~17 µs deferred. A wake-up lost to the (nanosecond-wide) race it closes costs at
+/// it to ~17 µs deferred. A wake-up lost to the (sub-microsecond) race it closes costs at
 /// most this long.
 const BARRIER_AFTER: StdDuration = StdDuration::from_micros(100);
 
