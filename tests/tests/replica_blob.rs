@@ -294,3 +294,142 @@ fn ringwire_blob_serve_to_ringfire_mirror_tcp() {
 fn ringwire_blob_serve_to_ringfire_mirror_multicast() {
     ringwire_to_ringfire(Mode::Multicast, 6);
 }
+
+/// Blobs longer than the 1 MiB TCP frame budget (spec §22: such a record goes alone in its
+/// frame), one longer than the mirror's initial 2 MiB stream buffer, between small ones.
+const BIG: [usize; 7] = [10, 3 << 20, 0, (1 << 20) + 5000, 100, (5 << 20) + 3, 7];
+
+fn big_blob(n: u64) -> Vec<u8> {
+    (0..BIG[n as usize - 1])
+        .map(|i| (n as usize * 131 + i * 7 + i / 4096) as u8)
+        .collect()
+}
+
+/// Reads back the `BIG` messages from the mirror ring with ringwire's blob consumer.
+fn check_big(path: &Path) {
+    let mut out = vec![0u8; 6 << 20];
+    let mut rw = BlobConsumer::<Meta>::attach(path).expect("ringwire consumer on the mirror");
+    let mut m = [0u64; 2];
+    for n in 1..=BIG.len() as u64 {
+        let got = rw.recv_seq(&mut m, &mut out).unwrap();
+        let (seq, len) = got.unwrap_or_else(|| panic!("message {n} missing"));
+        assert_eq!((seq, m), (n, meta(n)));
+        assert!(out[..len] == big_blob(n)[..], "blob of {n} ({len} bytes)");
+    }
+    assert_eq!(rw.lapped_count(), 0);
+}
+
+/// ringwire serve → ringwire mirror with blobs of up to 5 MiB: none becomes a GAP, and the
+/// mirror grows its stream buffer (a reconnect that resumes) for the 3 and 5 MiB frames.
+fn big_blobs_ringwire_to_ringwire(mode: Mode, idx: u16) {
+    let src = ShmPath::new(&format!("rwbig-src-{idx}"));
+    let dst = ShmPath::new(&format!("rwbig-dst-{idx}"));
+    let mut producer = BlobProducer::<Meta>::create(src.path(), 64, ARENA).unwrap();
+    let server = Server::bind(serve_options(src.path(), mode, mcast(idx), 1)).unwrap();
+    let mo = mirror_options(server.local_addr(), dst.path(), mode);
+    let stop = AtomicBool::new(false);
+    let n = BIG.len() as u64;
+    let sum = std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&stop));
+        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        wait_until("the mirror ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok()
+        });
+        for k in 1..=n {
+            assert_eq!(producer.push(&meta(k), &big_blob(k)).unwrap(), k);
+        }
+        wait_until("the mirror to catch up", Duration::from_secs(60), || {
+            mirror_write_seq(dst.path()) >= n
+        });
+        stop.store(true, Ordering::Relaxed);
+        s.join().unwrap().unwrap();
+        m.join().unwrap().unwrap()
+    });
+    assert_eq!(sum.last_seq, n);
+    assert_eq!(sum.counters.gaps, 0, "{sum:?}");
+    assert!(
+        sum.connections >= 2,
+        "the stream buffer never grew: {sum:?}"
+    );
+    check_big(dst.path());
+}
+
+#[test]
+fn blobs_longer_than_the_frame_budget_go_alone_over_tcp() {
+    big_blobs_ringwire_to_ringwire(Mode::Tcp, 8);
+}
+
+#[test]
+fn blobs_longer_than_a_datagram_are_fetched_over_tcp_in_multicast_mode() {
+    big_blobs_ringwire_to_ringwire(Mode::Multicast, 9);
+}
+
+/// ringfire 0.5.2's server sends a record longer than its 1 MiB budget alone; ringwire's
+/// mirror takes it. ringwire's server does the same for ringfire's mirror.
+#[test]
+fn big_blobs_cross_both_ways_with_ringfire_over_tcp() {
+    use ringfire::replication::{Mirror, MirrorStart, ReplicaServer};
+    let n = BIG.len() as u64;
+    // ringfire serve → ringwire mirror.
+    let src = ShmPath::new("rfbig-src");
+    let dst = ShmPath::new("rfbig-dst");
+    let mut producer = ringfire::BlobProducer::<Meta>::create(src.path(), 64, ARENA).unwrap();
+    let server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let mo = mirror_options(server.local_addr().unwrap(), dst.path(), Mode::Tcp);
+    let stop = AtomicBool::new(false);
+    // Its threads serve every connection (the mirror reconnects as it grows its buffer)
+    // and cannot be stopped: they are left to the end of the test process.
+    drop(server.spawn().unwrap());
+    let sum = std::thread::scope(|sc| {
+        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        wait_until("the mirror ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok()
+        });
+        for k in 1..=n {
+            assert_eq!(producer.push(&meta(k), &big_blob(k)).unwrap(), k);
+        }
+        wait_until("the mirror to catch up", Duration::from_secs(60), || {
+            mirror_write_seq(dst.path()) >= n
+        });
+        stop.store(true, Ordering::Relaxed);
+        m.join().unwrap().unwrap()
+    });
+    assert_eq!((sum.last_seq, sum.counters.gaps), (n, 0), "{sum:?}");
+    check_big(dst.path());
+    drop(producer);
+    // ringwire serve → ringfire mirror.
+    let src = ShmPath::new("wfbig-src");
+    let dst = ShmPath::new("wfbig-dst");
+    let mut producer = BlobProducer::<Meta>::create(src.path(), 64, ARENA).unwrap();
+    let server = Server::bind(serve_options(src.path(), Mode::Tcp, mcast(10), 1)).unwrap();
+    let addr = server.local_addr();
+    let stop = AtomicBool::new(false);
+    let (seq, gaps) = std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&stop));
+        let m = sc.spawn(|| {
+            let mut mir = Mirror::builder()
+                .start(MirrorStart::Oldest)
+                .connect(addr, dst.path())
+                .unwrap();
+            let t0 = Instant::now();
+            while mir.sequence() < n && t0.elapsed() < Duration::from_secs(60) {
+                if !mir.step().unwrap() {
+                    break;
+                }
+            }
+            (mir.sequence(), mir.gaps())
+        });
+        wait_until("the ringfire mirror ring", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok()
+        });
+        for k in 1..=n {
+            assert_eq!(producer.push(&meta(k), &big_blob(k)).unwrap(), k);
+        }
+        let got = m.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        s.join().unwrap().unwrap();
+        got
+    });
+    assert_eq!((seq, gaps), (n, 0), "ringfire mirror sequence and gaps");
+    check_big(dst.path());
+}

@@ -38,6 +38,23 @@ impl Collected {
     }
 }
 
+/// The longest DATA frame (header included) a source can send for a ring of geometry `geo`
+/// under the TCP byte budget `budget` (spec §22): frames fill up to the budget, and one
+/// record larger than that goes alone. The longest record is a slot's payload plus, on a
+/// blob ring, a blob as long as the whole arena (and a blob length is a `u32`). A source's
+/// frame buffer of this size never turns a record into a GAP; a mirror's stream buffer of
+/// this size accepts every frame a source may send for the ring.
+pub fn max_frame_len(geo: &crate::Geometry, budget: usize) -> usize {
+    let payload = u64::from(geo.element_size.saturating_sub(8));
+    let blob = if geo.arena_offset != 0 {
+        geo.arena_size.min(u64::from(u32::MAX))
+    } else {
+        0
+    };
+    let record = usize::try_from(payload.saturating_add(blob)).unwrap_or(usize::MAX);
+    budget.max(HEADER_LEN.saturating_add(record))
+}
+
 /// Collects up to `max_records` records from `cursor` into `out[HEADER_LEN..]`, stopping once
 /// the frame (header included) reaches `max_bytes`. A record that would take a non-empty frame
 /// past `max_bytes` is held back; a single record larger than the budget is still taken alone
@@ -86,4 +103,24 @@ pub fn collect<R: RecordSource + ?Sized>(
         }
     }
     c
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Geometry;
+
+    #[test]
+    fn the_longest_frame_is_the_budget_or_one_whole_record() {
+        const MIB: usize = 1 << 20;
+        // Fixed records never exceed the budget: one 72-byte slot carries 64 bytes.
+        let fixed = Geometry::spmc(1024, 72, 8, 0, false).unwrap();
+        assert_eq!(max_frame_len(&fixed, MIB), MIB);
+        // A budget below one record: the record goes alone.
+        assert_eq!(max_frame_len(&fixed, 32), HEADER_LEN + 64);
+        // A blob ring: descriptor payload (32 - 8) plus a blob as long as the arena.
+        let blob = Geometry::blob(64, 32, 0, 8 << 20).unwrap();
+        assert_eq!(max_frame_len(&blob, MIB), HEADER_LEN + 24 + (8 << 20));
+        assert_eq!(max_frame_len(&blob, 64 << 20), 64 << 20);
+    }
 }

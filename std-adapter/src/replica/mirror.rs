@@ -10,12 +10,13 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration as StdDuration;
 
+use ringwire_core::replicate::collect::max_frame_len;
 use ringwire_core::replicate::holdback::HeldEntry;
 use ringwire_core::replicate::{
     Channel, Duration, HoldBack, Mirror, MirrorConfig, MirrorCounters, MirrorError, Start,
     StreamBuf,
 };
-use ringwire_core::wire::{Frame, Kind, MulticastRepr};
+use ringwire_core::wire::{Frame, HEADER_LEN, Kind, MulticastRepr, WireError};
 
 use super::ReplicaError;
 use super::anticipate::Anticipator;
@@ -29,7 +30,9 @@ use crate::net::sockets::{TCP_WRITE_TIMEOUT, connect_tcp, multicast_receiver, un
 const HOLDBACK_ENTRIES: usize = 8192;
 /// Hold-back record bytes.
 const HOLDBACK_BYTES: usize = 16 << 20;
-/// The TCP frame buffer: the 1 MiB frame budget of spec §22 with room to spare.
+/// The TCP frame buffer to start with: the 1 MiB frame budget of spec §22 with room to
+/// spare. A longer frame the ring's geometry allows (one record longer than the budget goes
+/// alone) grows it, up to [`max_frame_len`]; anything longer is a protocol error.
 const STREAM_BUF: usize = (2 << 20) + 64;
 /// Datagrams per `recvmmsg`.
 const RECV_BATCH: usize = 64;
@@ -113,6 +116,17 @@ enum End {
     Stopped,
     Closed(String),
     Fatal(ReplicaError),
+    /// A frame of this many bytes (header included) is longer than the stream buffer but
+    /// within what the ring's geometry allows: grow the buffer and reconnect at once.
+    Grow(usize),
+}
+
+/// Whether a DATA frame of `total` bytes may come for the mirror's ring: a record longer
+/// than the 1 MiB budget travels alone (spec §22), up to a blob as long as the arena. A
+/// frame beyond that, or any frame before the ring exists, is a protocol error.
+fn fits_ring(sink: &FileSink, total: usize) -> bool {
+    sink.view()
+        .is_some_and(|v| total <= max_frame_len(v.geometry(), STREAM_BUF))
 }
 
 /// Sleeps `d` in slices, returning early when `stop` is set.
@@ -181,6 +195,9 @@ pub fn run(opts: &MirrorOptions, stop: &AtomicBool) -> Result<MirrorSummary, Rep
                         End::Stopped => "stopped".to_string(),
                         End::Closed(s) => s.clone(),
                         End::Fatal(e) => e.to_string(),
+                        End::Grow(n) => {
+                            format!("a {n}-byte frame: stream buffer grown to it, resuming at once")
+                        }
                     };
                     eprintln!(
                         "mirror: connection ended ({why}): last seq {}, frames {}, datagrams {}, naks {}, retransmitted {}, gaps {}",
@@ -197,6 +214,13 @@ pub fn run(opts: &MirrorOptions, stop: &AtomicBool) -> Result<MirrorSummary, Rep
                     End::Fatal(e) => return Err(e),
                     End::Closed(_) if opts.once => break,
                     End::Closed(_) => {}
+                    End::Grow(n) => {
+                        // The buffered bytes go with the connection; the source resends
+                        // from the record after the last one written.
+                        bufs.stream.resize(n, 0);
+                        start = Start::Resume;
+                        continue;
+                    }
                 }
             }
         }
@@ -299,6 +323,11 @@ impl<'a> Conn<'a> {
                     let f = match self.sbuf.next_frame() {
                         None => break,
                         Some(Ok(f)) => f,
+                        Some(Err(WireError::FrameTooLarge { len, .. }))
+                            if fits_ring(sink, HEADER_LEN + len as usize) =>
+                        {
+                            return Err(End::Grow(HEADER_LEN + len as usize));
+                        }
                         Some(Err(e)) => return Err(End::Closed(format!("stream: {e}"))),
                     };
                     if f[0] == Kind::Multicast as u8 && self.udp.is_none() {

@@ -14,6 +14,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
 
 use ringwire_core::Expect;
+use ringwire_core::replicate::collect::max_frame_len;
 use ringwire_core::replicate::udp_sender::UdpCounters;
 use ringwire_core::replicate::{
     Duration, Pacing, PeerAddr, RecordSource, RingSource, SourceConfig, SourceCounters,
@@ -470,7 +471,10 @@ impl Server {
     ) -> String {
         let unicast = self.cfg.unicast.is_some();
         let mut rbuf = [0u8; 4096];
-        let mut buf = vec![0u8; self.cfg.tcp_budget];
+        // Room for the longest frame the ring can need: a record longer than the 1 MiB
+        // budget goes alone (spec §22) instead of becoming a GAP. Zeroed pages of a large
+        // buffer stay untouched until such a record comes.
+        let mut buf = vec![0u8; max_frame_len(&src.geometry(), self.cfg.tcp_budget)];
         let mut waiter = RingWaiter::new(self.opts.spin, self.opts.anticipate);
         let mut live = false;
         // Relaxed: a plain flag.
