@@ -284,3 +284,57 @@ fn a_mirror_that_stops_reading_times_out_without_hurting_others() {
     assert_eq!(srv.sessions, 2, "{srv:?}");
     assert_eq!(sum.counters.gaps, 0, "{sum:?}");
 }
+
+/// A source that announces a DATA frame longer than its ring's geometry allows (a fixed
+/// ring of 32-byte slots, a 64 MiB frame): the mirror ends the connection with a protocol
+/// error from the header alone, without growing its buffer or waiting for the payload.
+/// (A longer frame that the geometry allows, one big blob, grows the buffer: replica_blob.)
+#[test]
+fn a_frame_longer_than_the_geometry_allows_ends_the_connection() {
+    use ringwire::core::wire::GeometryRepr;
+    use std::io::Read;
+    let dst = ShmPath::new("hostile-long");
+    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let mut mo = MirrorOptions::new(listener.local_addr().unwrap(), dst.path());
+    mo.start = Start::Oldest;
+    mo.once = true;
+    mo.log = false;
+    let fake = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        let mut hello = [0u8; 32];
+        s.read_exact(&mut hello).unwrap();
+        let mut out = vec![0u8; 256];
+        let g = GeometryRepr {
+            flags: 0,
+            seq: 1,
+            capacity: 64,
+            element_size: 32,
+            ring_flags: 0x0011,
+            schema_sig: 0,
+            registry_count: 0,
+            slots_offset: 128,
+            arena_offset: 0,
+            arena_size: 0,
+        };
+        let n = g.emit(&mut out).unwrap();
+        s.write_all(&out[..n]).unwrap();
+        let n = HeaderRepr {
+            kind: Kind::Data,
+            flags: 0,
+            count: 1,
+            len: 64 << 20,
+            seq: 1,
+        }
+        .emit(&mut out)
+        .unwrap();
+        s.write_all(&out[..n]).unwrap();
+        // Hold the connection open: the mirror, not this side, must close it (a mirror
+        // waiting for the 64 MiB would leave this read to time out).
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        matches!(s.read(&mut out), Ok(0))
+    });
+    let stop = AtomicBool::new(false);
+    let sum = mirror::run(&mo, &stop).unwrap();
+    assert!(fake.join().unwrap(), "the mirror kept the connection open");
+    assert_eq!((sum.connections, sum.last_seq), (1, 0), "{sum:?}");
+}
