@@ -41,11 +41,55 @@ fn blob(n: u64, big: bool) -> Vec<u8> {
     (0..len).map(|i| (n as usize * 31 + i * 7) as u8).collect()
 }
 
+/// Blob lengths longer than the 1 MiB TCP frame budget (spec §22: such a record goes alone
+/// in its frame), one longer than the mirror's initial 2 MiB stream buffer, between small ones.
+const HUGE: [usize; 7] = [10, 3 << 20, 0, (1 << 20) + 5000, 100, (5 << 20) + 3, 7];
+
+/// Message n (1..=7) of the `HUGE` load.
+fn huge_blob(n: u64, _big: bool) -> Vec<u8> {
+    (0..HUGE[n as usize - 1])
+        .map(|i| (n as usize * 131 + i * 7 + i / 4096) as u8)
+        .collect()
+}
+
+/// The messages a test pushes and then finds on the mirror ring.
+#[derive(Clone, Copy)]
+struct Load {
+    /// Ring capacity.
+    cap: u64,
+    /// Messages 1..=n.
+    n: u64,
+    /// Message k's blob; `big` (ringwire to ringwire runs) may add longer ones.
+    blob: fn(u64, bool) -> Vec<u8>,
+    /// In bursts of 100 a millisecond apart (~100,000 msg/s), not all at once.
+    paced: bool,
+    /// A frame exceeds the mirror's initial stream buffer, which must grow.
+    grows: bool,
+}
+
+/// 20,000 messages of up to 3,000 bytes.
+const STREAM: Load = Load {
+    cap: CAP,
+    n: N,
+    blob,
+    paced: true,
+    grows: false,
+};
+
+/// Seven messages of up to 5 MiB.
+const LONG: Load = Load {
+    cap: 64,
+    n: HUGE.len() as u64,
+    blob: huge_blob,
+    paced: false,
+    grows: true,
+};
+
 fn mcast(idx: u16) -> SocketAddrV4 {
     let pid = std::process::id();
     SocketAddrV4::new(
         Ipv4Addr::new(239, 252, (pid >> 8) as u8, pid as u8),
-        21_000 + (pid % 1000) as u16 * 8 + idx,
+        21_000 + (pid % 1000) as u16 * 16 + idx,
     )
 }
 
@@ -53,46 +97,49 @@ fn mirror_write_seq(path: &Path) -> u64 {
     ReadOnlyRing::open(path).map_or(0, |r| r.write_seq())
 }
 
-/// Publishes messages 1..=N in bursts of 100 a millisecond apart (~100,000 msg/s).
-fn publish(push: &mut impl FnMut(u64)) {
-    for n in 1..=N {
+/// Publishes the load's messages.
+fn publish(load: &Load, push: &mut impl FnMut(u64)) {
+    for n in 1..=load.n {
         push(n);
-        if n.is_multiple_of(100) {
+        if load.paced && n.is_multiple_of(100) {
             std::thread::sleep(Duration::from_millis(1));
         }
     }
 }
 
 /// Reads the mirror ring with ringwire's and ringfire's blob consumers: each gets every
-/// message 1..=N, in order, with its meta and blob bytes.
-fn check_mirror(path: &Path, big: bool) {
-    let mut out = vec![0u8; 4096];
+/// message of the load, in order, with its meta and blob bytes.
+fn check_mirror(path: &Path, load: &Load, big: bool) {
+    let mut out = vec![0u8; 6 << 20];
     let mut rw = BlobConsumer::<Meta>::attach(path).expect("ringwire consumer on the mirror");
     let mut m = [0u64; 2];
-    for n in 1..=N {
+    for n in 1..=load.n {
         let got = rw.recv_seq(&mut m, &mut out).unwrap();
         let (seq, len) = got.unwrap_or_else(|| panic!("ringwire consumer: {n} missing"));
         assert_eq!(seq, n);
         assert_eq!(m, meta(n), "meta of {n}");
-        assert_eq!(out[..len], blob(n, big)[..], "blob of {n}");
+        assert!(out[..len] == (load.blob)(n, big)[..], "blob of {n}");
     }
     assert_eq!(rw.recv(&mut m, &mut out).unwrap(), None);
     assert_eq!(rw.lapped_count(), 0);
     let mut rf = ringfire::BlobConsumer::<Meta>::attach(path).expect("ringfire consumer");
-    for n in 1..=N {
+    for n in 1..=load.n {
         let len = rf.recv(&mut m, &mut out).unwrap();
         let len = len.unwrap_or_else(|| panic!("ringfire consumer: {n} missing"));
         assert_eq!(m, meta(n), "ringfire: meta of {n}");
-        assert_eq!(out[..len], blob(n, big)[..], "ringfire: blob of {n}");
+        assert!(
+            out[..len] == (load.blob)(n, big)[..],
+            "ringfire: blob of {n}"
+        );
     }
     assert_eq!(rf.lapped_count(), 0);
 }
 
 /// ringwire `BlobProducer` → ringwire serve → ringwire mirror.
-fn ringwire_to_ringwire(mode: Mode, idx: u16) {
+fn ringwire_to_ringwire(mode: Mode, idx: u16, load: &Load) {
     let src = ShmPath::new(&format!("rwb-src-{idx}"));
     let dst = ShmPath::new(&format!("rwb-dst-{idx}"));
-    let mut producer = BlobProducer::<Meta>::create(src.path(), CAP, ARENA).unwrap();
+    let mut producer = BlobProducer::<Meta>::create(src.path(), load.cap, ARENA).unwrap();
     let server = Server::bind(serve_options(src.path(), mode, mcast(idx), 1)).unwrap();
     let mo = mirror_options(server.local_addr(), dst.path(), mode);
     let stop = AtomicBool::new(false);
@@ -102,20 +149,26 @@ fn ringwire_to_ringwire(mode: Mode, idx: u16) {
         wait_until("the mirror ring", Duration::from_secs(10), || {
             ReadOnlyRing::open(dst.path()).is_ok()
         });
-        publish(&mut |n| {
-            assert_eq!(producer.push(&meta(n), &blob(n, true)).unwrap(), n);
+        publish(load, &mut |n| {
+            assert_eq!(producer.push(&meta(n), &(load.blob)(n, true)).unwrap(), n);
         });
         wait_until("the mirror to catch up", Duration::from_secs(60), || {
-            mirror_write_seq(dst.path()) >= N
+            mirror_write_seq(dst.path()) >= load.n
         });
         stop.store(true, Ordering::Relaxed);
         (s.join().unwrap().unwrap(), m.join().unwrap().unwrap())
     });
-    assert_eq!(mir.last_seq, N);
+    assert_eq!(mir.last_seq, load.n);
     assert_eq!(mir.counters.gaps, 0, "{mir:?}");
     if mode != Mode::Tcp {
         assert!(mir.counters.datagrams > 0, "{mir:?}");
         assert!(srv.udp.data_frames > 0, "{srv:?}");
+    }
+    if load.grows {
+        assert!(
+            mir.connections >= 2,
+            "the stream buffer never grew: {mir:?}"
+        );
     }
     // Nothing was lost, so the mirror filled its arena exactly as the source did: the two
     // files' slots and arenas hold the same bytes (the mirror adds SPARSE to the flags).
@@ -125,22 +178,35 @@ fn ringwire_to_ringwire(mode: Mode, idx: u16) {
     );
     assert_eq!(a.len(), b.len());
     assert!(a[128..] == b[128..], "slots, registry and arena differ");
-    check_mirror(dst.path(), true);
+    check_mirror(dst.path(), load, true);
 }
 
 #[test]
 fn ringwire_blob_ring_over_tcp() {
-    ringwire_to_ringwire(Mode::Tcp, 0);
+    ringwire_to_ringwire(Mode::Tcp, 0, &STREAM);
 }
 
 #[test]
 fn ringwire_blob_ring_over_multicast() {
-    ringwire_to_ringwire(Mode::Multicast, 1);
+    ringwire_to_ringwire(Mode::Multicast, 1, &STREAM);
 }
 
 #[test]
 fn ringwire_blob_ring_over_unicast() {
-    ringwire_to_ringwire(Mode::Unicast, 2);
+    ringwire_to_ringwire(Mode::Unicast, 2, &STREAM);
+}
+
+/// Blobs of up to 5 MiB: none becomes a GAP, each goes alone in its frame, and the mirror
+/// grows its stream buffer (a reconnect that resumes) for the 3 and 5 MiB frames.
+#[test]
+fn blobs_longer_than_the_frame_budget_go_alone_over_tcp() {
+    ringwire_to_ringwire(Mode::Tcp, 8, &LONG);
+}
+
+/// The same by multicast: the long ones do not fit a datagram and are fetched over TCP.
+#[test]
+fn blobs_longer_than_a_datagram_are_fetched_over_tcp_in_multicast_mode() {
+    ringwire_to_ringwire(Mode::Multicast, 9, &LONG);
 }
 
 /// A hub: source → (mirror + serve of the mirror ring) → leaf. The hub serves a SPARSE
@@ -168,7 +234,7 @@ fn blob_ring_through_a_hub() {
         wait_until("the leaf ring", Duration::from_secs(10), || {
             ReadOnlyRing::open(leaf.path()).is_ok()
         });
-        publish(&mut |n| {
+        publish(&STREAM, &mut |n| {
             assert_eq!(producer.push(&meta(n), &blob(n, true)).unwrap(), n);
         });
         wait_until("the leaf to catch up", Duration::from_secs(60), || {
@@ -183,16 +249,17 @@ fn blob_ring_through_a_hub() {
             s.join().unwrap().unwrap();
         }
     });
-    check_mirror(leaf.path(), true);
+    check_mirror(leaf.path(), &STREAM, true);
 }
 
 /// ringfire 0.5.2 `BlobProducer` + `ReplicaServer` → ringwire mirror. ringfire's server
-/// threads cannot be stopped in UDP modes; they are left to the end of the test process.
-fn ringfire_to_ringwire(mode: Mode, idx: u16) {
+/// threads serve every connection (the mirror reconnects when it grows its buffer) and
+/// cannot be stopped: they are left to the end of the test process.
+fn ringfire_to_ringwire(mode: Mode, idx: u16, load: &Load) {
     use ringfire::replication::{MulticastConfig, ReplicaServer};
     let src = ShmPath::new(&format!("rfb-src-{idx}"));
     let dst = ShmPath::new(&format!("rfb-dst-{idx}"));
-    let mut producer = ringfire::BlobProducer::<Meta>::create(src.path(), CAP, ARENA).unwrap();
+    let mut producer = ringfire::BlobProducer::<Meta>::create(src.path(), load.cap, ARENA).unwrap();
     let mut server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
     if mode == Mode::Multicast {
         let g = mcast(idx);
@@ -204,53 +271,60 @@ fn ringfire_to_ringwire(mode: Mode, idx: u16) {
     }
     let addr = server.local_addr().unwrap();
     let mo = mirror_options(addr, dst.path(), mode);
+    drop(server.spawn().unwrap());
     let stop = AtomicBool::new(false);
     let sum = std::thread::scope(|sc| {
-        if mode == Mode::Tcp {
-            sc.spawn(move || {
-                let _ = server.serve_one();
-            });
-        } else {
-            drop(server.spawn().unwrap());
-        }
         let m = sc.spawn(|| mirror::run(&mo, &stop));
         wait_until("the mirror ring", Duration::from_secs(10), || {
             ReadOnlyRing::open(dst.path()).is_ok()
         });
-        publish(&mut |n| {
-            assert_eq!(producer.push(&meta(n), &blob(n, false)).unwrap(), n);
+        publish(load, &mut |n| {
+            assert_eq!(producer.push(&meta(n), &(load.blob)(n, false)).unwrap(), n);
         });
         wait_until("the mirror to catch up", Duration::from_secs(60), || {
-            mirror_write_seq(dst.path()) >= N
+            mirror_write_seq(dst.path()) >= load.n
         });
         stop.store(true, Ordering::Relaxed);
         m.join().unwrap().unwrap()
     });
-    assert_eq!(sum.last_seq, N);
+    assert_eq!(sum.last_seq, load.n);
     assert_eq!(sum.counters.gaps, 0, "{sum:?}");
     if mode == Mode::Multicast {
         assert!(sum.counters.datagrams > 0, "{sum:?}");
     }
-    check_mirror(dst.path(), false);
+    if load.grows {
+        assert!(
+            sum.connections >= 2,
+            "the stream buffer never grew: {sum:?}"
+        );
+    }
+    check_mirror(dst.path(), load, false);
     drop(producer);
 }
 
 #[test]
 fn ringfire_blob_serve_to_ringwire_mirror_tcp() {
-    ringfire_to_ringwire(Mode::Tcp, 3);
+    ringfire_to_ringwire(Mode::Tcp, 3, &STREAM);
 }
 
 #[test]
 fn ringfire_blob_serve_to_ringwire_mirror_multicast() {
-    ringfire_to_ringwire(Mode::Multicast, 4);
+    ringfire_to_ringwire(Mode::Multicast, 4, &STREAM);
+}
+
+/// ringfire's server sends a record longer than its 1 MiB budget alone; ringwire's mirror
+/// takes it.
+#[test]
+fn long_blobs_from_a_ringfire_serve_to_a_ringwire_mirror_tcp() {
+    ringfire_to_ringwire(Mode::Tcp, 10, &LONG);
 }
 
 /// ringwire `BlobProducer` + serve → ringfire 0.5.2 `Mirror`.
-fn ringwire_to_ringfire(mode: Mode, idx: u16) {
+fn ringwire_to_ringfire(mode: Mode, idx: u16, load: &Load) {
     use ringfire::replication::{Mirror, MirrorStart};
     let src = ShmPath::new(&format!("wfb-src-{idx}"));
     let dst = ShmPath::new(&format!("wfb-dst-{idx}"));
-    let mut producer = BlobProducer::<Meta>::create(src.path(), CAP, ARENA).unwrap();
+    let mut producer = BlobProducer::<Meta>::create(src.path(), load.cap, ARENA).unwrap();
     let server = Server::bind(serve_options(src.path(), mode, mcast(idx), 1)).unwrap();
     let addr = server.local_addr();
     let stop = AtomicBool::new(false);
@@ -263,7 +337,7 @@ fn ringwire_to_ringfire(mode: Mode, idx: u16) {
                 .connect(addr, dst.path())
                 .unwrap();
             let t0 = Instant::now();
-            while mir.sequence() < N && t0.elapsed() < Duration::from_secs(60) {
+            while mir.sequence() < load.n && t0.elapsed() < Duration::from_secs(60) {
                 if !mir.step().unwrap() {
                     break;
                 }
@@ -273,163 +347,35 @@ fn ringwire_to_ringfire(mode: Mode, idx: u16) {
         wait_until("the ringfire mirror ring", Duration::from_secs(10), || {
             ReadOnlyRing::open(dst.path()).is_ok()
         });
-        publish(&mut |n| {
-            assert_eq!(producer.push(&meta(n), &blob(n, false)).unwrap(), n);
+        publish(load, &mut |n| {
+            assert_eq!(producer.push(&meta(n), &(load.blob)(n, false)).unwrap(), n);
         });
         let got = m.join().unwrap();
         stop.store(true, Ordering::Relaxed);
         s.join().unwrap().unwrap();
         got
     });
-    assert_eq!((seq, gaps), (N, 0), "ringfire mirror sequence and gaps");
-    check_mirror(dst.path(), false);
+    assert_eq!(
+        (seq, gaps),
+        (load.n, 0),
+        "ringfire mirror sequence and gaps"
+    );
+    check_mirror(dst.path(), load, false);
 }
 
 #[test]
 fn ringwire_blob_serve_to_ringfire_mirror_tcp() {
-    ringwire_to_ringfire(Mode::Tcp, 5);
+    ringwire_to_ringfire(Mode::Tcp, 5, &STREAM);
 }
 
 #[test]
 fn ringwire_blob_serve_to_ringfire_mirror_multicast() {
-    ringwire_to_ringfire(Mode::Multicast, 6);
+    ringwire_to_ringfire(Mode::Multicast, 6, &STREAM);
 }
 
-/// Blobs longer than the 1 MiB TCP frame budget (spec §22: such a record goes alone in its
-/// frame), one longer than the mirror's initial 2 MiB stream buffer, between small ones.
-const BIG: [usize; 7] = [10, 3 << 20, 0, (1 << 20) + 5000, 100, (5 << 20) + 3, 7];
-
-fn big_blob(n: u64) -> Vec<u8> {
-    (0..BIG[n as usize - 1])
-        .map(|i| (n as usize * 131 + i * 7 + i / 4096) as u8)
-        .collect()
-}
-
-/// Reads back the `BIG` messages from the mirror ring with ringwire's blob consumer.
-fn check_big(path: &Path) {
-    let mut out = vec![0u8; 6 << 20];
-    let mut rw = BlobConsumer::<Meta>::attach(path).expect("ringwire consumer on the mirror");
-    let mut m = [0u64; 2];
-    for n in 1..=BIG.len() as u64 {
-        let got = rw.recv_seq(&mut m, &mut out).unwrap();
-        let (seq, len) = got.unwrap_or_else(|| panic!("message {n} missing"));
-        assert_eq!((seq, m), (n, meta(n)));
-        assert!(out[..len] == big_blob(n)[..], "blob of {n} ({len} bytes)");
-    }
-    assert_eq!(rw.lapped_count(), 0);
-}
-
-/// ringwire serve → ringwire mirror with blobs of up to 5 MiB: none becomes a GAP, and the
-/// mirror grows its stream buffer (a reconnect that resumes) for the 3 and 5 MiB frames.
-fn big_blobs_ringwire_to_ringwire(mode: Mode, idx: u16) {
-    let src = ShmPath::new(&format!("rwbig-src-{idx}"));
-    let dst = ShmPath::new(&format!("rwbig-dst-{idx}"));
-    let mut producer = BlobProducer::<Meta>::create(src.path(), 64, ARENA).unwrap();
-    let server = Server::bind(serve_options(src.path(), mode, mcast(idx), 1)).unwrap();
-    let mo = mirror_options(server.local_addr(), dst.path(), mode);
-    let stop = AtomicBool::new(false);
-    let n = BIG.len() as u64;
-    let sum = std::thread::scope(|sc| {
-        let s = sc.spawn(|| server.run(&stop));
-        let m = sc.spawn(|| mirror::run(&mo, &stop));
-        wait_until("the mirror ring", Duration::from_secs(10), || {
-            ReadOnlyRing::open(dst.path()).is_ok()
-        });
-        for k in 1..=n {
-            assert_eq!(producer.push(&meta(k), &big_blob(k)).unwrap(), k);
-        }
-        wait_until("the mirror to catch up", Duration::from_secs(60), || {
-            mirror_write_seq(dst.path()) >= n
-        });
-        stop.store(true, Ordering::Relaxed);
-        s.join().unwrap().unwrap();
-        m.join().unwrap().unwrap()
-    });
-    assert_eq!(sum.last_seq, n);
-    assert_eq!(sum.counters.gaps, 0, "{sum:?}");
-    assert!(
-        sum.connections >= 2,
-        "the stream buffer never grew: {sum:?}"
-    );
-    check_big(dst.path());
-}
-
+/// ringwire's server sends a record longer than the 1 MiB budget alone; ringfire's mirror
+/// takes it.
 #[test]
-fn blobs_longer_than_the_frame_budget_go_alone_over_tcp() {
-    big_blobs_ringwire_to_ringwire(Mode::Tcp, 8);
-}
-
-#[test]
-fn blobs_longer_than_a_datagram_are_fetched_over_tcp_in_multicast_mode() {
-    big_blobs_ringwire_to_ringwire(Mode::Multicast, 9);
-}
-
-/// ringfire 0.5.2's server sends a record longer than its 1 MiB budget alone; ringwire's
-/// mirror takes it. ringwire's server does the same for ringfire's mirror.
-#[test]
-fn big_blobs_cross_both_ways_with_ringfire_over_tcp() {
-    use ringfire::replication::{Mirror, MirrorStart, ReplicaServer};
-    let n = BIG.len() as u64;
-    // ringfire serve → ringwire mirror.
-    let src = ShmPath::new("rfbig-src");
-    let dst = ShmPath::new("rfbig-dst");
-    let mut producer = ringfire::BlobProducer::<Meta>::create(src.path(), 64, ARENA).unwrap();
-    let server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let mo = mirror_options(server.local_addr().unwrap(), dst.path(), Mode::Tcp);
-    let stop = AtomicBool::new(false);
-    // Its threads serve every connection (the mirror reconnects as it grows its buffer)
-    // and cannot be stopped: they are left to the end of the test process.
-    drop(server.spawn().unwrap());
-    let sum = std::thread::scope(|sc| {
-        let m = sc.spawn(|| mirror::run(&mo, &stop));
-        wait_until("the mirror ring", Duration::from_secs(10), || {
-            ReadOnlyRing::open(dst.path()).is_ok()
-        });
-        for k in 1..=n {
-            assert_eq!(producer.push(&meta(k), &big_blob(k)).unwrap(), k);
-        }
-        wait_until("the mirror to catch up", Duration::from_secs(60), || {
-            mirror_write_seq(dst.path()) >= n
-        });
-        stop.store(true, Ordering::Relaxed);
-        m.join().unwrap().unwrap()
-    });
-    assert_eq!((sum.last_seq, sum.counters.gaps), (n, 0), "{sum:?}");
-    check_big(dst.path());
-    drop(producer);
-    // ringwire serve → ringfire mirror.
-    let src = ShmPath::new("wfbig-src");
-    let dst = ShmPath::new("wfbig-dst");
-    let mut producer = BlobProducer::<Meta>::create(src.path(), 64, ARENA).unwrap();
-    let server = Server::bind(serve_options(src.path(), Mode::Tcp, mcast(10), 1)).unwrap();
-    let addr = server.local_addr();
-    let stop = AtomicBool::new(false);
-    let (seq, gaps) = std::thread::scope(|sc| {
-        let s = sc.spawn(|| server.run(&stop));
-        let m = sc.spawn(|| {
-            let mut mir = Mirror::builder()
-                .start(MirrorStart::Oldest)
-                .connect(addr, dst.path())
-                .unwrap();
-            let t0 = Instant::now();
-            while mir.sequence() < n && t0.elapsed() < Duration::from_secs(60) {
-                if !mir.step().unwrap() {
-                    break;
-                }
-            }
-            (mir.sequence(), mir.gaps())
-        });
-        wait_until("the ringfire mirror ring", Duration::from_secs(10), || {
-            ReadOnlyRing::open(dst.path()).is_ok()
-        });
-        for k in 1..=n {
-            assert_eq!(producer.push(&meta(k), &big_blob(k)).unwrap(), k);
-        }
-        let got = m.join().unwrap();
-        stop.store(true, Ordering::Relaxed);
-        s.join().unwrap().unwrap();
-        got
-    });
-    assert_eq!((seq, gaps), (n, 0), "ringfire mirror sequence and gaps");
-    check_big(dst.path());
+fn long_blobs_from_a_ringwire_serve_to_a_ringfire_mirror_tcp() {
+    ringwire_to_ringfire(Mode::Tcp, 11, &LONG);
 }
