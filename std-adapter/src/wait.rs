@@ -140,8 +140,9 @@ pub struct FutexStats {
     /// their unbarriered part.
     pub late_barriers: u64,
     /// Sleeps ended by the re-check after a deferred barrier: the message came without a
-    /// wake-up reaching this sleeper (published unannounced, or a wake-up lost to the race
-    /// the barrier closes).
+    /// wake-up reaching this sleeper in time (published unannounced, a wake-up lost to the
+    /// race the barrier closes, or one still on its way from a producer held up between
+    /// its publish and its `FUTEX_WAKE` for longer than the deferral).
     pub late_found: u64,
 }
 

@@ -173,15 +173,18 @@ fn park_wake_cycles(cycles: u64, deferred: Option<Duration>) {
     let stats = consumer.join().unwrap();
     eprintln!("{cycles} cycles in {:?}: {stats:?}", t0.elapsed());
     assert_eq!(stats.timed_out, 0, "lost wake-ups: {stats:?}");
-    // A sleep is ended by the producer's wake-up (or the word having changed), never by
-    // the timeout nor, with a deferred barrier, by the re-check after it: the producer
-    // publishes only once it has seen the announcement, so every wake-up must arrive.
+    // Every sleep is ended by the producer's wake-up (or the word having changed), never
+    // by the timeout. With a deferred barrier the re-check after it may end one first: a
+    // producer held up (preempted) for longer than the deferral between its publish and
+    // its FUTEX_WAKE is overtaken by the re-check (its wake-up comes, late, to nobody).
     assert_eq!(
         stats.sleeps,
-        stats.woken + stats.changed + stats.interrupted,
+        stats.woken + stats.changed + stats.interrupted + stats.late_found,
         "{stats:?}"
     );
-    assert_eq!(stats.late_found, 0, "{stats:?}");
+    if deferred.is_none() {
+        assert_eq!(stats.late_found, 0, "{stats:?}");
+    }
     assert!(stats.sleeps + stats.rechecked >= cycles, "{stats:?}");
 }
 
@@ -191,7 +194,7 @@ fn park_wake_100k_cycles_lose_no_wakeup() {
 }
 
 #[test]
-fn park_wake_100k_cycles_with_a_deferred_barrier_lose_no_wakeup() {
+fn park_wake_100k_cycles_with_a_deferred_barrier_never_sleep_to_the_timeout() {
     // The replication threads' setting (barrier 100 µs into a sleep).
     park_wake_cycles(100_000, Some(Duration::from_micros(100)));
 }
@@ -200,14 +203,17 @@ fn park_wake_100k_cycles_with_a_deferred_barrier_lose_no_wakeup() {
 fn a_deferred_barrier_bounds_a_wake_up_that_never_comes() {
     // The worst a deferred barrier allows: the sleeper misses the wake-up. Simulated by
     // publishing without looking at the waiters (no bump, no FUTEX_WAKE): the sleep ends
-    // when the barrier's re-check finds the record, after ~100 ms, not at the 20 s timeout.
+    // when the barrier's re-check finds the record, after ~1 s, not at the 20 s timeout.
     let (_p, r) = ring("deferred");
     let h = sleeper(
         &r,
         FutexWait::new(0, Some(Duration::from_secs(20)))
-            .with_deferred_barrier(Duration::from_millis(100)),
+            .with_deferred_barrier(Duration::from_secs(1)),
     );
     await_announcement(&r);
+    // Past its re-check and into FUTEX_WAIT (a record seen by the re-check would skip the
+    // sleep), and well inside the deferral.
+    std::thread::sleep(Duration::from_millis(50));
     view(&r).write_slot(1, &1u64.to_ne_bytes());
     // Release: the record before the sequence, as publish does, minus the waiter check.
     view(&r).write_seq().store(1, Ordering::Release);
