@@ -273,6 +273,10 @@ fi
   echo "waiter yields to, and how soon, decides much of the figure: the two policies rank the"
   echo "queues differently. \`cargo run --release -p ringwire-tests --example mpmc_phases\` times"
   echo "the three phases such a run mixes (two producers at once, two consumers at once, one of each)."
+  echo "\`spsc_throughput/u64\` runs fall into one of two states, for ringwire and rtrb alike: the queue"
+  echo "stays part full, or the consumer keeps catching up with the producer and each item costs several"
+  echo "times more. \`cargo run --release -p ringwire-tests --example spsc_modes\` counts the failed"
+  echo "pushes and pops that tell the two apart."
   echo
   cat "$tables"
   echo
