@@ -1,5 +1,8 @@
 //! How a consumer waits when it has caught up: [`BusySpin`], [`YieldBackoff`] and
-//! [`FutexWait`] (spec §11).
+//! [`FutexWait`] (spec §11). The lossless queues' blocking calls (`push_timeout`,
+//! `pop_timeout` in [`crate::queue`]) take the same strategies: a queue consumer waits on
+//! the queue's data pair for items, a producer on its space pair for room
+//! ([`WaitStrategy::wait_on`]).
 //!
 //! # How `FutexWait` never loses a wake-up
 //!
@@ -33,6 +36,7 @@ use std::time::{Duration, Instant};
 
 use ringwire_core::RingView;
 use ringwire_core::broadcast::Wake;
+use ringwire_core::futex::FutexPair;
 use ringwire_core::sync::Ordering;
 
 use crate::sys::{self, FutexOutcome};
@@ -45,9 +49,23 @@ pub trait WaitStrategy: Send {
     /// keeping the payload lines shared while polling costs nothing a spinning reader
     /// would not pay anyway.
     const SPINS: bool = false;
-    /// Waits a bounded time for `write_seq >= cursor`. It may return early (spuriously);
-    /// callers re-check the ring and call it again.
-    fn wait(&mut self, ring: &RingView, cursor: u64);
+    /// Waits a bounded time, and never past `deadline` when one is given, until `ready()`
+    /// may hold. It may return early (spuriously); callers re-check and call it again. A
+    /// strategy that sleeps does so on `pair` with the §11 handshake, so `pair` must be
+    /// the one the other side notifies after each change `ready` looks for (a ring's
+    /// futex pair, a queue's data or space pair).
+    fn wait_on(
+        &mut self,
+        pair: FutexPair<'_>,
+        deadline: Option<Instant>,
+        ready: impl FnMut() -> bool,
+    );
+    /// Waits a bounded time for `write_seq >= cursor`: [`WaitStrategy::wait_on`] with
+    /// the ring's futex pair and no deadline.
+    #[inline]
+    fn wait(&mut self, ring: &RingView, cursor: u64) {
+        self.wait_on(ring.futex(), None, || published(ring, cursor));
+    }
     /// Called after a message was received: resets any backoff state.
     fn reset(&mut self);
 }
@@ -73,7 +91,7 @@ impl WaitStrategy for BusySpin {
     const SPINS: bool = true;
 
     #[inline]
-    fn wait(&mut self, _ring: &RingView, _cursor: u64) {
+    fn wait_on(&mut self, _: FutexPair<'_>, _: Option<Instant>, _: impl FnMut() -> bool) {
         std::hint::spin_loop();
     }
     fn reset(&mut self) {}
@@ -103,7 +121,7 @@ impl YieldBackoff {
 }
 
 impl WaitStrategy for YieldBackoff {
-    fn wait(&mut self, _ring: &RingView, _cursor: u64) {
+    fn wait_on(&mut self, _: FutexPair<'_>, _: Option<Instant>, _: impl FnMut() -> bool) {
         if self.spins < self.max_spins {
             self.spins += 1;
             std::hint::spin_loop();
@@ -206,53 +224,68 @@ impl FutexWait {
 }
 
 impl WaitStrategy for FutexWait {
-    fn wait(&mut self, ring: &RingView, cursor: u64) {
+    fn wait_on(
+        &mut self,
+        pair: FutexPair<'_>,
+        deadline: Option<Instant>,
+        mut ready: impl FnMut() -> bool,
+    ) {
         for _ in 0..self.spin_limit {
-            if published(ring, cursor) {
+            if ready() {
                 return;
             }
             std::hint::spin_loop();
         }
-        if published(ring, cursor) {
+        if ready() {
+            return;
+        }
+        // Each sleep is at most the timeout, and never runs past the caller's deadline.
+        let timeout = match deadline {
+            Some(d) => self
+                .timeout
+                .min(d.saturating_duration_since(Instant::now())),
+            None => self.timeout,
+        };
+        if timeout.is_zero() {
             return;
         }
         // The §11 handshake (module docs): read the word, announce, membarrier, re-check;
         // with a deferred barrier, the barrier and a second re-check come `after` into the
         // sleep instead (`with_deferred_barrier`).
+        let word = pair.word.as_ptr();
         let deferred = self.barrier_after;
-        let announced = ring.futex().announce(
+        let announced = pair.announce(
             || {
                 if deferred.is_none() {
                     sys::membarrier_global();
                 }
             },
-            || published(ring, cursor),
+            &mut ready,
         );
         match announced.sleep_on() {
             None => self.stats.rechecked += 1,
             Some(v) => {
                 self.stats.sleeps += 1;
-                let word = ring.futex_word().as_ptr();
                 let outcome = match deferred {
-                    Some(after) if after < self.timeout => {
-                        let deadline = Instant::now() + self.timeout;
+                    Some(after) if after < timeout => {
+                        let end = Instant::now() + timeout;
                         match sys::futex_wait(word, v, after) {
                             FutexOutcome::TimedOut => {
                                 sys::membarrier_global();
                                 self.stats.late_barriers += 1;
-                                if published(ring, cursor) {
+                                if ready() {
                                     None
                                 } else {
                                     // Still announced: a producer that publishes from now
                                     // on bumps the word, so the wait fails or is woken.
-                                    let left = deadline.saturating_duration_since(Instant::now());
+                                    let left = end.saturating_duration_since(Instant::now());
                                     Some(sys::futex_wait(word, v, left))
                                 }
                             }
                             o => Some(o),
                         }
                     }
-                    _ => Some(sys::futex_wait(word, v, self.timeout)),
+                    _ => Some(sys::futex_wait(word, v, timeout)),
                 };
                 match outcome {
                     None => self.stats.late_found += 1,

@@ -4,15 +4,16 @@ use std::io;
 use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ringwire_core::queue::{
     self as q, HealError, HealedFrom, PopError, Popped, PushError, QueueKind,
 };
 
 use super::mem::{QueueFileError, QueueMem};
-use super::wait::{Side, notify, wait_for};
+use super::wait::{Side, before, deadline_after, default_wait, notify, wait_side};
 use super::{Item, expect_for, geometry_for, wrong_kind};
+use crate::wait::WaitStrategy;
 
 /// A handle on an MPMC queue of `T`; clone it for more producers and consumers.
 #[derive(Debug, Clone)]
@@ -61,33 +62,67 @@ impl<T: Item> MpmcQueue<T> {
     }
 
     /// Pushes one item, waiting up to `timeout` for space; [`PushError::Full`] after that.
+    /// Waits by spinning briefly, then sleeping on the queue's futex (see
+    /// [`MpmcQueue::push_timeout`] to choose the strategy).
     pub fn push_blocking(&self, item: &T, timeout: Duration) -> Result<u64, PushError> {
-        let deadline = Instant::now() + timeout;
+        self.push_timeout(item, &mut default_wait(), timeout)
+    }
+
+    /// Pushes one item, waiting for space with `wait` (any of the broadcast consumers'
+    /// strategies: [`BusySpin`](crate::BusySpin), [`YieldBackoff`](crate::YieldBackoff),
+    /// [`FutexWait`](crate::FutexWait), which sleeps on the queue's space futex and never
+    /// past the timeout) for up to `timeout`; [`PushError::Full`] after that.
+    pub fn push_timeout<W: WaitStrategy>(
+        &self,
+        item: &T,
+        wait: &mut W,
+        timeout: Duration,
+    ) -> Result<u64, PushError> {
+        let deadline = deadline_after(timeout);
         loop {
             match self.try_push(item) {
-                Err(PushError::Full) if Instant::now() < deadline => {
-                    wait_for(self.mem.queue(), Side::Space, deadline, || {
+                Err(PushError::Full) if before(deadline) => {
+                    wait_side(wait, self.mem.queue(), Side::Space, deadline, || {
                         self.inner.has_space()
                     });
                 }
-                r => return r,
+                r => {
+                    wait.reset();
+                    return r;
+                }
             }
         }
     }
 
-    /// Pops one item, waiting up to `timeout`; `Ok((None, healed))` after that.
+    /// Pops one item, waiting up to `timeout`; `Ok((None, healed))` after that. Waits by
+    /// spinning briefly, then sleeping on the queue's futex (see
+    /// [`MpmcQueue::pop_timeout`] to choose the strategy).
     pub fn pop_blocking(&self, timeout: Duration) -> Result<(Option<T>, u64), PopError> {
-        let deadline = Instant::now() + timeout;
+        self.pop_timeout(&mut default_wait(), timeout)
+    }
+
+    /// Pops one item, waiting for one with `wait` (as in [`MpmcQueue::push_timeout`]; a
+    /// [`FutexWait`](crate::FutexWait) sleeps on the queue's data futex) for up to
+    /// `timeout`; `Ok((None, healed))` after that.
+    pub fn pop_timeout<W: WaitStrategy>(
+        &self,
+        wait: &mut W,
+        timeout: Duration,
+    ) -> Result<(Option<T>, u64), PopError> {
+        let deadline = deadline_after(timeout);
         let mut healed = 0;
         loop {
             match self.try_pop()? {
-                (None, h) if Instant::now() < deadline => {
+                (None, h) if before(deadline) => {
                     healed += h;
-                    wait_for(self.mem.queue(), Side::Data, deadline, || {
+                    wait_side(wait, self.mem.queue(), Side::Data, deadline, || {
                         self.inner.has_item()
                     });
                 }
-                (t, h) => return Ok((t, healed + h)),
+                (t, h) => {
+                    wait.reset();
+                    return Ok((t, healed + h));
+                }
             }
         }
     }

@@ -5,15 +5,16 @@ use std::io;
 use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ringwire_core::queue::{self as q, PopError, PushError, QueueKind};
 
 use zerocopy::IntoBytes;
 
 use super::mem::{QueueFileError, QueueMem};
-use super::wait::{Side, notify, wait_for};
+use super::wait::{Side, before, deadline_after, default_wait, notify, wait_side};
 use super::{Item, expect_for, geometry_for, wrong_kind};
+use crate::wait::WaitStrategy;
 
 const PRODUCER_LOCK_BYTE: i64 = q::qhdr::ENQ as i64;
 const CONSUMER_LOCK_BYTE: i64 = q::qhdr::DEQ as i64;
@@ -97,15 +98,33 @@ impl<T: Item> SpscProducer<T> {
     }
 
     /// Pushes one item, waiting up to `timeout` for space; [`PushError::Full`] after that.
+    /// Waits by spinning briefly, then sleeping on the queue's futex (see
+    /// [`SpscProducer::push_timeout`] to choose the strategy).
     pub fn push_blocking(&mut self, item: &T, timeout: Duration) -> Result<(), PushError> {
-        let deadline = Instant::now() + timeout;
+        self.push_timeout(item, &mut default_wait(), timeout)
+    }
+
+    /// Pushes one item, waiting for space with `wait` (any of the broadcast consumers'
+    /// strategies: [`BusySpin`](crate::BusySpin), [`YieldBackoff`](crate::YieldBackoff),
+    /// [`FutexWait`](crate::FutexWait), which sleeps on the queue's space futex and never
+    /// past the timeout) for up to `timeout`; [`PushError::Full`] after that.
+    pub fn push_timeout<W: WaitStrategy>(
+        &mut self,
+        item: &T,
+        wait: &mut W,
+        timeout: Duration,
+    ) -> Result<(), PushError> {
+        let deadline = deadline_after(timeout);
         loop {
             match self.try_push(item) {
-                Err(PushError::Full) if Instant::now() < deadline => {
+                Err(PushError::Full) if before(deadline) => {
                     let view = *self.mem.queue();
-                    wait_for(&view, Side::Space, deadline, || self.inner.free() > 0);
+                    wait_side(wait, &view, Side::Space, deadline, || self.inner.free() > 0);
                 }
-                r => return r,
+                r => {
+                    wait.reset();
+                    return r;
+                }
             }
         }
     }
@@ -167,18 +186,34 @@ impl<T: Item> SpscConsumer<T> {
         Ok(n)
     }
 
-    /// Pops one item, waiting up to `timeout` for one; `Ok(None)` after that.
+    /// Pops one item, waiting up to `timeout` for one; `Ok(None)` after that. Waits by
+    /// spinning briefly, then sleeping on the queue's futex (see
+    /// [`SpscConsumer::pop_timeout`] to choose the strategy).
     pub fn pop_blocking(&mut self, timeout: Duration) -> Result<Option<T>, PopError> {
-        let deadline = Instant::now() + timeout;
+        self.pop_timeout(&mut default_wait(), timeout)
+    }
+
+    /// Pops one item, waiting for one with `wait` (as in
+    /// [`SpscProducer::push_timeout`]; a [`FutexWait`](crate::FutexWait) sleeps on the
+    /// queue's data futex) for up to `timeout`; `Ok(None)` after that.
+    pub fn pop_timeout<W: WaitStrategy>(
+        &mut self,
+        wait: &mut W,
+        timeout: Duration,
+    ) -> Result<Option<T>, PopError> {
+        let deadline = deadline_after(timeout);
         loop {
             match self.try_pop()? {
-                None if Instant::now() < deadline => {
+                None if before(deadline) => {
                     let view = *self.mem.queue();
-                    wait_for(&view, Side::Data, deadline, || {
+                    wait_side(wait, &view, Side::Data, deadline, || {
                         self.inner.ready().map_or(true, |n| n > 0)
                     });
                 }
-                r => return Ok(r),
+                r => {
+                    wait.reset();
+                    return Ok(r);
+                }
             }
         }
     }

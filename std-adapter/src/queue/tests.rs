@@ -4,10 +4,11 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use ringwire_core::queue::{HealedFrom, QueueAttachError, QueueKind};
+use ringwire_core::queue::{HealedFrom, PushError, QueueAttachError, QueueKind};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::*;
+use crate::wait::WaitStrategy;
 
 fn tmp(name: &str) -> PathBuf {
     let dir = if Path::new("/dev/shm").is_dir() {
@@ -177,6 +178,120 @@ fn blocking_pop_and_push_wake_up_and_time_out() {
         assert_eq!(q.pop_blocking(Duration::from_secs(10)), Ok((Some(1), 0)));
     });
     assert_eq!(q.pop_blocking(Duration::from_millis(5)), Ok((None, 0)));
+}
+
+/// Runs the blocking SPSC and MPMC calls with waiters from `make`: an empty pop times out
+/// after its timeout; a pop waits for a push made later; a push into a full queue waits for
+/// a pop made later. Returns the consumer's waiter of the SPSC part for the caller to check.
+fn queues_wait_with<W: WaitStrategy>(mut make: impl FnMut() -> W) -> W {
+    let (mut p, mut c) = spsc_channel::<u64>(2).unwrap();
+    let mut pop_wait = make();
+    let t0 = Instant::now();
+    assert_eq!(
+        c.pop_timeout(&mut pop_wait, Duration::from_millis(20)),
+        Ok(None)
+    );
+    assert!(t0.elapsed() >= Duration::from_millis(20));
+    std::thread::scope(|s| {
+        let mut push_wait = make();
+        s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            p.try_push(&7).unwrap();
+            p.try_push(&8).unwrap();
+            // Full: waits until the consumer pops 7.
+            p.push_timeout(&9, &mut push_wait, Duration::from_secs(20))
+                .unwrap();
+        });
+        assert_eq!(
+            c.pop_timeout(&mut pop_wait, Duration::from_secs(20)),
+            Ok(Some(7))
+        );
+        std::thread::sleep(Duration::from_millis(30));
+        for want in [8, 9] {
+            assert_eq!(
+                c.pop_timeout(&mut pop_wait, Duration::from_secs(20)),
+                Ok(Some(want))
+            );
+        }
+    });
+    let q = MpmcQueue::<u64>::anonymous(2).unwrap();
+    let mut mpmc_wait = make();
+    assert_eq!(
+        q.pop_timeout(&mut mpmc_wait, Duration::from_millis(5)),
+        Ok((None, 0))
+    );
+    std::thread::scope(|s| {
+        let mut push_wait = make();
+        let q = &q;
+        s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(30));
+            for v in 1..=3 {
+                q.push_timeout(&v, &mut push_wait, Duration::from_secs(20))
+                    .unwrap();
+            }
+        });
+        for want in 1..=3 {
+            assert_eq!(
+                q.pop_timeout(&mut mpmc_wait, Duration::from_secs(20)),
+                Ok((Some(want), 0))
+            );
+            // Lets the producer fill the queue and wait for space.
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    });
+    pop_wait
+}
+
+#[test]
+fn queues_wait_with_every_broadcast_strategy() {
+    queues_wait_with(crate::BusySpin::new);
+    queues_wait_with(crate::YieldBackoff::default);
+    // Sleeps of up to 20 s: a pop that returns in time was woken by the push (or found
+    // the word already bumped), never by its timeout.
+    let w = queues_wait_with(|| crate::FutexWait::new(8, Some(Duration::from_secs(20))));
+    let st = w.stats();
+    assert!(st.sleeps >= 1, "{st:?}");
+    assert_eq!(
+        st.timed_out, 1,
+        "only the empty pop's sleep, cut at its 20 ms: {st:?}"
+    );
+    assert!(st.woken + st.changed + st.rechecked >= 1, "{st:?}");
+}
+
+#[test]
+fn a_futex_wait_never_sleeps_past_the_timeout_of_the_call() {
+    // Each sleep may last 30 s; the calls' 30 ms deadlines cut them.
+    let mut wait = crate::FutexWait::new(0, Some(Duration::from_secs(30)));
+    let (mut p, mut c) = spsc_channel::<u64>(1).unwrap();
+    let t0 = Instant::now();
+    assert_eq!(
+        c.pop_timeout(&mut wait, Duration::from_millis(30)),
+        Ok(None)
+    );
+    p.try_push(&1).unwrap();
+    assert_eq!(
+        p.push_timeout(&2, &mut wait, Duration::from_millis(30)),
+        Err(PushError::Full)
+    );
+    let q = MpmcQueue::<u64>::anonymous(2).unwrap();
+    assert_eq!(
+        q.pop_timeout(&mut wait, Duration::from_millis(30)),
+        Ok((None, 0))
+    );
+    q.try_push(&1).unwrap();
+    q.try_push(&1).unwrap();
+    assert_eq!(
+        q.push_timeout(&2, &mut wait, Duration::from_millis(30)),
+        Err(PushError::Full)
+    );
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(120), "{took:?}");
+    assert!(
+        took < Duration::from_secs(20),
+        "a sleep outlived its call: {took:?}"
+    );
+    // A timeout too long for an Instant means no deadline, not a panic.
+    assert_eq!(c.pop_timeout(&mut wait, Duration::MAX), Ok(Some(1)));
 }
 
 /// The child half of `producer_killed_mid_push_is_healed_from_another_process`: run only

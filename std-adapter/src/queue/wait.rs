@@ -1,6 +1,7 @@
-//! Blocking waits on a queue's futex words: spin, then sleep with the Dekker handshake
-//! against the peer's `notify_*` (see the module docs of `crate::wait`), made asymmetric
-//! with `membarrier` so the notifier's side costs no fence (see `notify`).
+//! Blocking waits on a queue's futex words through a [`WaitStrategy`] (a [`FutexWait`]
+//! sleeps with the Dekker handshake against the peer's `notify_*`, see the module docs of
+//! `crate::wait`), made asymmetric with `membarrier` so the notifier's side costs no fence
+//! (see `notify`).
 
 use std::time::{Duration, Instant};
 
@@ -9,6 +10,7 @@ use ringwire_core::queue::QueueView;
 
 use super::mem::QueueMem;
 use crate::sys;
+use crate::wait::{FutexWait, WaitStrategy};
 
 /// Spins this many times before sleeping.
 const SPINS: u32 = 64;
@@ -38,9 +40,10 @@ fn pair(view: &QueueView, side: Side) -> FutexPair<'_> {
 /// are rare, and checking only on batch boundaries would still pay it per `try_push`. So
 /// the fast side pays nothing and the slow side pays instead, as the broadcast ring does:
 /// when this process registered for `membarrier(GLOBAL_EXPEDITED)` (`mem.unfenced_notify()`)
-/// the check is a compiler fence and a relaxed load, and every sleeper (`wait_for`) issues
-/// the membarrier between announcing itself and re-checking the queue. If registration
-/// failed, this process keeps the fenced check, which pairs with the sleeper's SeqCst fence.
+/// the check is a compiler fence and a relaxed load, and every sleeper (a [`FutexWait`])
+/// issues the membarrier between announcing itself and re-checking the queue (or, with
+/// `FutexWait::with_deferred_barrier`, that long into its sleep). If registration failed,
+/// this process keeps the fenced check, which pairs with the sleeper's SeqCst fence.
 #[inline]
 pub(super) fn notify(mem: &QueueMem, side: Side) {
     let view = mem.queue();
@@ -55,33 +58,30 @@ pub(super) fn notify(mem: &QueueMem, side: Side) {
     }
 }
 
-/// Waits until `ready()` or the deadline, spinning first, then sleeping on the side's
-/// futex. Returns when `ready()` may have become true (callers retry their operation).
-pub(super) fn wait_for(
+/// The strategy of `push_blocking` / `pop_blocking`: 64 spins, then futex sleeps of at
+/// most 10 ms each (so a peer that never notifies costs little), cut at the deadline.
+pub(super) fn default_wait() -> FutexWait {
+    FutexWait::new(SPINS, Some(MAX_SLEEP))
+}
+
+/// Waits with `wait` for `ready()` on the side's futex pair, never past `deadline`
+/// (`None`: no deadline). Returns when `ready()` may have become true; callers retry.
+pub(super) fn wait_side<W: WaitStrategy>(
+    wait: &mut W,
     view: &QueueView,
     side: Side,
-    deadline: Instant,
-    mut ready: impl FnMut() -> bool,
+    deadline: Option<Instant>,
+    ready: impl FnMut() -> bool,
 ) {
-    for _ in 0..SPINS {
-        if ready() {
-            return;
-        }
-        std::hint::spin_loop();
-    }
-    // The §11 handshake (`ringwire_core::futex`): read the word, announce, fence, then a
-    // full barrier on every running thread of every registered process, so an unfenced
-    // notifier (see `notify`) that has not seen our announcement has its push or pop
-    // visible to the re-check. The membarrier fails harmlessly where unsupported, and then
-    // no notifier is unfenced.
-    let pair = pair(view, side);
-    let announced = pair.announce(sys::membarrier_global, ready);
-    if let Some(v) = announced.sleep_on() {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if !left.is_zero() {
-            let _ = sys::futex_wait(pair.word.as_ptr(), v, left.min(MAX_SLEEP));
-        }
-    }
-    // Retires the announcement.
-    drop(announced);
+    wait.wait_on(pair(view, side), deadline, ready);
+}
+
+/// `now + timeout`, or `None` (no deadline) when that is past what an `Instant` holds.
+pub(super) fn deadline_after(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
+}
+
+/// Whether `deadline` (from [`deadline_after`]) is still ahead.
+pub(super) fn before(deadline: Option<Instant>) -> bool {
+    deadline.is_none_or(|d| Instant::now() < d)
 }
