@@ -299,7 +299,7 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     }
 
     /// Waits with `wait` (bounded waits, re-checked) until a message arrives or `timeout`
-    /// passes.
+    /// passes; a sleeping strategy never sleeps past it.
     pub fn recv_timeout<W: WaitStrategy>(
         &mut self,
         wait: &mut W,
@@ -307,16 +307,17 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
         out: &mut [u8],
         timeout: std::time::Duration,
     ) -> Result<Option<usize>> {
-        let deadline = std::time::Instant::now() + timeout;
+        // As in `RingConsumer::recv_timeout`.
+        let deadline = std::time::Instant::now().checked_add(timeout);
         loop {
             if let Some(n) = self.recv(meta, out)? {
                 wait.reset();
                 return Ok(Some(n));
             }
-            if std::time::Instant::now() >= deadline {
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return Ok(None);
             }
-            wait.wait(self.file.ring(), self.reader.cursor());
+            wait.wait_until(self.file.ring(), self.reader.cursor(), deadline);
         }
     }
 

@@ -212,22 +212,25 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         }
     }
 
-    /// Like [`RingConsumer::recv_blocking`], giving up after `timeout`.
+    /// Like [`RingConsumer::recv_blocking`], giving up after `timeout`; a sleeping
+    /// strategy ([`FutexWait`](crate::FutexWait)) never sleeps past it.
     pub fn recv_timeout<W: WaitStrategy>(
         &mut self,
         wait: &mut W,
         timeout: std::time::Duration,
     ) -> Option<T> {
-        let deadline = std::time::Instant::now() + timeout;
+        // `None` (no deadline) when `timeout` is longer than an `Instant` can hold.
+        let deadline = std::time::Instant::now().checked_add(timeout);
         loop {
             if let Some(v) = self.poll::<W>() {
                 wait.reset();
                 return Some(v);
             }
-            if std::time::Instant::now() >= deadline {
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 return None;
             }
-            wait.wait(self.file.ring(), self.inner.inner().cursor());
+            // A sleeping strategy's sleep is cut at the deadline.
+            wait.wait_until(self.file.ring(), self.inner.inner().cursor(), deadline);
         }
     }
 

@@ -64,7 +64,13 @@ pub trait WaitStrategy: Send {
     /// the ring's futex pair and no deadline.
     #[inline]
     fn wait(&mut self, ring: &RingView, cursor: u64) {
-        self.wait_on(ring.futex(), None, || published(ring, cursor));
+        self.wait_until(ring, cursor, None);
+    }
+    /// [`WaitStrategy::wait`], never past `deadline` when one is given (the consumers'
+    /// `recv_timeout`).
+    #[inline]
+    fn wait_until(&mut self, ring: &RingView, cursor: u64, deadline: Option<Instant>) {
+        self.wait_on(ring.futex(), deadline, || published(ring, cursor));
     }
     /// Called after a message was received: resets any backoff state.
     fn reset(&mut self);

@@ -240,3 +240,24 @@ fn a_deferred_barrier_bounds_a_wake_up_that_never_comes() {
 fn park_wake_1m_cycles_lose_no_wakeup() {
     park_wake_cycles(1_000_000, None);
 }
+
+#[test]
+fn recv_timeout_cuts_a_long_futex_sleep_at_its_deadline() {
+    let p = ShmPath::new("deadline");
+    let mut prod = ringwire::RingProducer::<u64>::create(&p, 64).unwrap();
+    let mut cons = ringwire::RingConsumer::<u64>::attach(&p).unwrap();
+    // Sleeps of up to 30 s; the 30 ms timeout of the call must end the one it starts.
+    let mut w = FutexWait::new(0, Some(Duration::from_secs(30)));
+    let t0 = Instant::now();
+    assert_eq!(cons.recv_timeout(&mut w, Duration::from_millis(30)), None);
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(30), "{took:?}");
+    assert!(
+        took < Duration::from_secs(20),
+        "slept past the deadline: {took:?}"
+    );
+    assert_eq!(w.stats().timed_out, 1, "{:?}", w.stats());
+    prod.push(&5);
+    // A timeout too long for an Instant means no deadline, not a panic.
+    assert_eq!(cons.recv_timeout(&mut w, Duration::MAX), Some(5));
+}
