@@ -37,6 +37,9 @@ pub enum QueueFileError {
         /// What is wrong.
         err: QueueAttachError,
     },
+    /// A typed SPSC handle was asked to attach to a queue of byte strings (made by
+    /// [`super::SpscBytesProducer`]), whose items keep their own lengths.
+    NotFixedSize(PathBuf),
 }
 
 impl std::fmt::Display for QueueFileError {
@@ -60,6 +63,12 @@ impl std::fmt::Display for QueueFileError {
             QueueFileError::Geometry(e) => e.fmt(f),
             QueueFileError::Init(e) => e.fmt(f),
             QueueFileError::Attach { path, err } => write!(f, "queue {}: {err}", path.display()),
+            QueueFileError::NotFixedSize(p) => write!(
+                f,
+                "queue {}: holds byte strings of their own lengths, not fixed-size items \
+                 (open it with SpscBytesConsumer / SpscBytesProducer)",
+                p.display()
+            ),
         }
     }
 }

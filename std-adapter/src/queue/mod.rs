@@ -1,6 +1,7 @@
 //! Lossless queues in files (durable: they survive both sides exiting) or in anonymous
 //! in-process memory, with typed handles: [`SpscProducer`], [`SpscConsumer`],
-//! [`MpmcQueue`].
+//! [`MpmcQueue`]; and SPSC queues of byte strings that keep each item's length (datagrams):
+//! [`SpscBytesProducer`], [`SpscBytesConsumer`].
 //!
 //! Files follow the creation rules of spec §1.2 where they apply: `O_CREAT` without
 //! `O_TRUNC`, mode 0o660, a non-blocking exclusive `flock` held by the creating handle for its
@@ -23,6 +24,7 @@ mod mem;
 mod mpmc;
 mod read_only;
 mod spsc;
+mod spsc_bytes;
 mod wait;
 
 use std::path::Path;
@@ -35,6 +37,7 @@ pub use mem::{QueueFileError, QueueMem};
 pub use mpmc::MpmcQueue;
 pub use read_only::{QueueSnapshot, ReadOnlyQueue};
 pub use spsc::{SpscConsumer, SpscProducer, spsc_channel};
+pub use spsc_bytes::{SpscBytesConsumer, SpscBytesProducer, bytes_geometry, spsc_bytes_channel};
 
 /// The record types a typed queue can carry: plain bytes both ways, no padding surprises.
 pub trait Item: IntoBytes + FromBytes + Immutable + KnownLayout + Sized {}
@@ -73,3 +76,5 @@ fn wrong_kind(mem: &QueueMem, err: QueueAttachError) -> QueueFileError {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_bytes;

@@ -1,40 +1,48 @@
-//! Typed SPSC handles: [`SpscProducer`], [`SpscConsumer`], [`spsc_channel`].
+//! Typed SPSC handles: [`SpscProducer`], [`SpscConsumer`], [`spsc_channel`]: the untyped
+//! handles of [`super::spsc_bytes`] with a fixed-size item type on top. They attach only to
+//! fixed-size queues (every item is exactly one `T`), never to a queue of byte strings.
 
-use std::fs::File;
 use std::io;
 use std::marker::PhantomData;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ringwire_core::queue::{self as q, PopError, PushError, QueueKind};
+use ringwire_core::queue::{PopError, PushError, QueueKind};
 
 use zerocopy::IntoBytes;
 
 use super::mem::{QueueFileError, QueueMem};
-use super::wait::{Side, before, deadline_after, default_wait, notify, wait_side};
-use super::{Item, expect_for, geometry_for, wrong_kind};
+use super::spsc_bytes::{SpscBytesConsumer, SpscBytesProducer};
+use super::wait::default_wait;
+use super::{Item, expect_for, geometry_for};
 use crate::wait::WaitStrategy;
-
-const PRODUCER_LOCK_BYTE: i64 = q::qhdr::ENQ as i64;
-const CONSUMER_LOCK_BYTE: i64 = q::qhdr::DEQ as i64;
 
 /// The producer of an SPSC queue of `T`.
 #[derive(Debug)]
 pub struct SpscProducer<T: Item> {
-    inner: q::SpscProducer,
-    mem: Arc<QueueMem>,
-    _role: Option<File>,
+    raw: SpscBytesProducer,
     _t: PhantomData<fn(T)>,
 }
 
 /// The consumer of an SPSC queue of `T`.
 #[derive(Debug)]
 pub struct SpscConsumer<T: Item> {
-    inner: q::SpscConsumer,
-    mem: Arc<QueueMem>,
-    _role: Option<File>,
+    raw: SpscBytesConsumer,
     _t: PhantomData<fn() -> T>,
+}
+
+/// Refuses a queue of byte strings: its items keep their own lengths, so one could be
+/// shorter than a `T` (the typed handles' expectations have already checked the kind, the
+/// item size and the schema).
+fn fixed_size(mem: &QueueMem) -> Result<(), QueueFileError> {
+    if mem.geometry().fixed {
+        Ok(())
+    } else {
+        Err(QueueFileError::NotFixedSize(
+            mem.path().unwrap_or(Path::new("anonymous")).to_owned(),
+        ))
+    }
 }
 
 /// A producer and a consumer joined by an SPSC queue in anonymous memory.
@@ -46,8 +54,8 @@ pub fn spsc_channel<T: Item>(
         capacity,
     )?)?);
     Ok((
-        SpscProducer::from_mem(mem.clone())?,
-        SpscConsumer::from_mem(mem)?,
+        SpscProducer::from_raw(SpscBytesProducer::from_mem(mem.clone())?)?,
+        SpscConsumer::from_raw(SpscBytesConsumer::from_mem(mem)?)?,
     ))
 }
 
@@ -55,25 +63,20 @@ impl<T: Item> SpscProducer<T> {
     /// Creates a fresh queue file of `capacity` items and becomes its producer.
     pub fn create(path: impl AsRef<Path>, capacity: u64) -> Result<Self, QueueFileError> {
         let g = geometry_for::<T>(QueueKind::Spsc, capacity)?;
-        Self::from_mem(Arc::new(QueueMem::create(path, &g)?))
+        let mem = Arc::new(QueueMem::create(path, &g)?);
+        Self::from_raw(SpscBytesProducer::from_mem(mem)?)
     }
 
     /// Becomes the producer of an existing queue file, resuming after its last item.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
-        Self::from_mem(Arc::new(QueueMem::open(
-            path,
-            expect_for::<T>(QueueKind::Spsc),
-        )?))
+        let mem = Arc::new(QueueMem::open(path, expect_for::<T>(QueueKind::Spsc))?);
+        Self::from_raw(SpscBytesProducer::from_mem(mem)?)
     }
 
-    fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
-        let role = mem.lock_role(PRODUCER_LOCK_BYTE, "producer")?;
-        // The copy lives in the handle, which holds the mapping (`Arc<QueueMem>`).
-        let inner = q::SpscProducer::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
+    fn from_raw(raw: SpscBytesProducer) -> Result<Self, QueueFileError> {
+        fixed_size(raw.mem())?;
         Ok(SpscProducer {
-            inner,
-            mem,
-            _role: role,
+            raw,
             _t: PhantomData,
         })
     }
@@ -81,20 +84,13 @@ impl<T: Item> SpscProducer<T> {
     /// Pushes one item, or fails with [`PushError::Full`].
     #[inline]
     pub fn try_push(&mut self, item: &T) -> Result<(), PushError> {
-        self.inner.try_push(item.as_bytes())?;
-        notify(&self.mem, Side::Data);
-        Ok(())
+        self.raw.try_push(item.as_bytes())
     }
 
     /// Pushes as many of `items` as fit, with one index update, and returns how many.
     pub fn push_slice(&mut self, items: &[T]) -> Result<usize, PushError> {
-        let n = self
-            .inner
-            .push_fixed(items.as_bytes(), std::mem::size_of::<T>())?;
-        if n > 0 {
-            notify(&self.mem, Side::Data);
-        }
-        Ok(n)
+        self.raw
+            .push_records(items.as_bytes(), std::mem::size_of::<T>())
     }
 
     /// Pushes one item, waiting up to `timeout` for space; [`PushError::Full`] after that.
@@ -114,49 +110,31 @@ impl<T: Item> SpscProducer<T> {
         wait: &mut W,
         timeout: Duration,
     ) -> Result<(), PushError> {
-        let deadline = deadline_after(timeout);
-        loop {
-            match self.try_push(item) {
-                Err(PushError::Full) if before(deadline) => {
-                    let view = *self.mem.queue();
-                    wait_side(wait, &view, Side::Space, deadline, || self.inner.free() > 0);
-                }
-                r => {
-                    wait.reset();
-                    return r;
-                }
-            }
-        }
+        self.raw.push_timeout(item.as_bytes(), wait, timeout)
     }
 
     /// Free slots.
     pub fn free(&mut self) -> u64 {
-        self.inner.free()
+        self.raw.free()
     }
 
     /// See [`QueueMem::flush`].
     pub fn flush(&self) -> io::Result<()> {
-        self.mem.flush()
+        self.raw.flush()
     }
 }
 
 impl<T: Item> SpscConsumer<T> {
     /// Becomes the consumer of an existing queue file, resuming at its oldest unread item.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
-        Self::from_mem(Arc::new(QueueMem::open(
-            path,
-            expect_for::<T>(QueueKind::Spsc),
-        )?))
+        let mem = Arc::new(QueueMem::open(path, expect_for::<T>(QueueKind::Spsc))?);
+        Self::from_raw(SpscBytesConsumer::from_mem(mem)?)
     }
 
-    fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
-        let role = mem.lock_role(CONSUMER_LOCK_BYTE, "consumer")?;
-        // The copy lives in the handle, which holds the mapping (`Arc<QueueMem>`).
-        let inner = q::SpscConsumer::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
+    fn from_raw(raw: SpscBytesConsumer) -> Result<Self, QueueFileError> {
+        fixed_size(raw.mem())?;
         Ok(SpscConsumer {
-            inner,
-            mem,
-            _role: role,
+            raw,
             _t: PhantomData,
         })
     }
@@ -165,25 +143,14 @@ impl<T: Item> SpscConsumer<T> {
     #[inline]
     pub fn try_pop(&mut self) -> Result<Option<T>, PopError> {
         let mut t = T::new_zeroed();
-        match self.inner.try_pop(t.as_mut_bytes()) {
-            Ok(_) => {
-                notify(&self.mem, Side::Space);
-                Ok(Some(t))
-            }
-            Err(PopError::Empty) => Ok(None),
-            Err(e) => Err(e),
-        }
+        // Every item of a fixed-size queue is exactly one `T` (checked on attach).
+        Ok(self.raw.try_pop(t.as_mut_bytes())?.map(|_| t))
     }
 
     /// Pops up to `out.len()` items with one index update and returns how many.
     pub fn pop_slice(&mut self, out: &mut [T]) -> Result<usize, PopError> {
-        let n = self
-            .inner
-            .pop_fixed(out.as_mut_bytes(), std::mem::size_of::<T>())?;
-        if n > 0 {
-            notify(&self.mem, Side::Space);
-        }
-        Ok(n)
+        self.raw
+            .pop_records(out.as_mut_bytes(), std::mem::size_of::<T>())
     }
 
     /// Pops one item, waiting up to `timeout` for one; `Ok(None)` after that. Waits by
@@ -201,30 +168,19 @@ impl<T: Item> SpscConsumer<T> {
         wait: &mut W,
         timeout: Duration,
     ) -> Result<Option<T>, PopError> {
-        let deadline = deadline_after(timeout);
-        loop {
-            match self.try_pop()? {
-                None if before(deadline) => {
-                    let view = *self.mem.queue();
-                    wait_side(wait, &view, Side::Data, deadline, || {
-                        self.inner.ready().map_or(true, |n| n > 0)
-                    });
-                }
-                r => {
-                    wait.reset();
-                    return Ok(r);
-                }
-            }
-        }
+        self.raw.wait_for_item(wait, timeout, |raw| {
+            let mut t = T::new_zeroed();
+            Ok(raw.try_pop(t.as_mut_bytes())?.map(|_| t))
+        })
     }
 
     /// Items ready to pop.
     pub fn ready(&mut self) -> Result<u64, PopError> {
-        self.inner.ready()
+        self.raw.ready()
     }
 
     /// See [`QueueMem::flush`].
     pub fn flush(&self) -> io::Result<()> {
-        self.mem.flush()
+        self.raw.flush()
     }
 }

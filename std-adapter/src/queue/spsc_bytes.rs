@@ -1,0 +1,325 @@
+//! Untyped SPSC handles: [`SpscBytesProducer`], [`SpscBytesConsumer`],
+//! [`spsc_bytes_channel`]. Each item is a byte string of up to the queue's item size
+//! (`max_len`) and keeps its own length: datagrams received with `recvmmsg`, say, pushed as
+//! a batch with one index update. The typed handles ([`super::SpscProducer`],
+//! [`super::SpscConsumer`]) are these with a fixed-size item type on top.
+
+use std::fs::File;
+use std::io;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ringwire_core::queue::{
+    self as q, PopError, PushError, QueueExpect, QueueGeometry, QueueGeometryError, QueueKind,
+};
+
+use super::mem::{QueueFileError, QueueMem};
+use super::wait::{Side, before, deadline_after, default_wait, notify, wait_side};
+use super::wrong_kind;
+use crate::wait::WaitStrategy;
+
+const PRODUCER_LOCK_BYTE: i64 = q::qhdr::ENQ as i64;
+const CONSUMER_LOCK_BYTE: i64 = q::qhdr::DEQ as i64;
+
+/// The producer of an SPSC queue of byte strings.
+#[derive(Debug)]
+pub struct SpscBytesProducer {
+    inner: q::SpscProducer,
+    mem: Arc<QueueMem>,
+    _role: Option<File>,
+}
+
+/// The consumer of an SPSC queue of byte strings.
+#[derive(Debug)]
+pub struct SpscBytesConsumer {
+    inner: q::SpscConsumer,
+    mem: Arc<QueueMem>,
+    _role: Option<File>,
+}
+
+/// The geometry of a queue of `capacity` byte strings of up to `max_len` bytes: each slot
+/// holds a length word and the bytes, rounded up to whole words.
+pub fn bytes_geometry(capacity: u64, max_len: usize) -> Result<QueueGeometry, QueueFileError> {
+    let stride = max_len
+        .checked_add(8 + 7)
+        .map(|n| n / 8 * 8)
+        .ok_or(QueueFileError::Geometry(QueueGeometryError::TooLarge))?;
+    QueueGeometry::new(QueueKind::Spsc, capacity, max_len, stride).map_err(QueueFileError::Geometry)
+}
+
+/// A producer and a consumer joined by an SPSC queue of `capacity` byte strings of up to
+/// `max_len` bytes, in anonymous memory.
+pub fn spsc_bytes_channel(
+    capacity: u64,
+    max_len: usize,
+) -> Result<(SpscBytesProducer, SpscBytesConsumer), QueueFileError> {
+    let mem = Arc::new(QueueMem::anonymous(&bytes_geometry(capacity, max_len)?)?);
+    Ok((
+        SpscBytesProducer::from_mem(mem.clone())?,
+        SpscBytesConsumer::from_mem(mem)?,
+    ))
+}
+
+impl SpscBytesProducer {
+    /// Creates a fresh queue file of `capacity` byte strings of up to `max_len` bytes and
+    /// becomes its producer.
+    pub fn create(
+        path: impl AsRef<Path>,
+        capacity: u64,
+        max_len: usize,
+    ) -> Result<Self, QueueFileError> {
+        let g = bytes_geometry(capacity, max_len)?;
+        Self::from_mem(Arc::new(QueueMem::create(path, &g)?))
+    }
+
+    /// Becomes the producer of an existing SPSC queue file (of any item size), resuming
+    /// after its last item.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
+        Self::from_mem(Arc::new(QueueMem::open(
+            path,
+            QueueExpect::raw(QueueKind::Spsc),
+        )?))
+    }
+
+    /// The producer of the queue in `mem`, holding the producer role lock of a file.
+    pub(super) fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
+        let role = mem.lock_role(PRODUCER_LOCK_BYTE, "producer")?;
+        // The copy lives in the handle, which holds the mapping (`Arc<QueueMem>`).
+        let inner = q::SpscProducer::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
+        Ok(SpscBytesProducer {
+            inner,
+            mem,
+            _role: role,
+        })
+    }
+
+    /// The longest item this queue takes.
+    pub fn max_len(&self) -> usize {
+        self.mem.geometry().item_size as usize
+    }
+
+    /// The queue's memory (the typed handles check its geometry).
+    pub(super) fn mem(&self) -> &QueueMem {
+        &self.mem
+    }
+
+    /// Pushes one item, or fails with [`PushError::Full`]; an item longer than
+    /// [`SpscBytesProducer::max_len`] fails with [`PushError::TooLong`] (on a queue made
+    /// for a fixed-size type, one of another length with [`PushError::WrongLength`]).
+    ///
+    /// Always inlined: a typed handle's item length is a constant there, so the copy is a
+    /// few word stores.
+    #[inline(always)]
+    pub fn try_push(&mut self, item: &[u8]) -> Result<(), PushError> {
+        self.inner.try_push(item)?;
+        notify(&self.mem, Side::Data);
+        Ok(())
+    }
+
+    /// Pushes as many of `items` as fit, in order, with one index update, and returns how
+    /// many. Fails without pushing anything if one of them is too long.
+    pub fn push_slice<I: AsRef<[u8]>>(&mut self, items: &[I]) -> Result<usize, PushError> {
+        let n = self.inner.push_slice(items)?;
+        if n > 0 {
+            notify(&self.mem, Side::Data);
+        }
+        Ok(n)
+    }
+
+    /// Pushes records of `item_len` bytes laid back to back in `records` as far as they
+    /// fit, with one index update, and returns how many (the typed `push_slice`).
+    #[inline]
+    pub(super) fn push_records(
+        &mut self,
+        records: &[u8],
+        item_len: usize,
+    ) -> Result<usize, PushError> {
+        let n = self.inner.push_fixed(records, item_len)?;
+        if n > 0 {
+            notify(&self.mem, Side::Data);
+        }
+        Ok(n)
+    }
+
+    /// Pushes one item, waiting up to `timeout` for space; [`PushError::Full`] after that.
+    /// Waits by spinning briefly, then sleeping on the queue's futex (see
+    /// [`SpscBytesProducer::push_timeout`] to choose the strategy).
+    pub fn push_blocking(&mut self, item: &[u8], timeout: Duration) -> Result<(), PushError> {
+        self.push_timeout(item, &mut default_wait(), timeout)
+    }
+
+    /// Pushes one item, waiting for space with `wait` (any of the broadcast consumers'
+    /// strategies: [`BusySpin`](crate::BusySpin), [`YieldBackoff`](crate::YieldBackoff),
+    /// [`FutexWait`](crate::FutexWait), which sleeps on the queue's space futex and never
+    /// past the timeout) for up to `timeout`; [`PushError::Full`] after that.
+    pub fn push_timeout<W: WaitStrategy>(
+        &mut self,
+        item: &[u8],
+        wait: &mut W,
+        timeout: Duration,
+    ) -> Result<(), PushError> {
+        let deadline = deadline_after(timeout);
+        loop {
+            match self.try_push(item) {
+                Err(PushError::Full) if before(deadline) => {
+                    let view = *self.mem.queue();
+                    wait_side(wait, &view, Side::Space, deadline, || self.inner.free() > 0);
+                }
+                r => {
+                    wait.reset();
+                    return r;
+                }
+            }
+        }
+    }
+
+    /// Free slots.
+    pub fn free(&mut self) -> u64 {
+        self.inner.free()
+    }
+
+    /// See [`QueueMem::flush`].
+    pub fn flush(&self) -> io::Result<()> {
+        self.mem.flush()
+    }
+}
+
+impl SpscBytesConsumer {
+    /// Becomes the consumer of an existing SPSC queue file (of any item size), resuming at
+    /// its oldest unread item.
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
+        Self::from_mem(Arc::new(QueueMem::open(
+            path,
+            QueueExpect::raw(QueueKind::Spsc),
+        )?))
+    }
+
+    /// The consumer of the queue in `mem`, holding the consumer role lock of a file.
+    pub(super) fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
+        let role = mem.lock_role(CONSUMER_LOCK_BYTE, "consumer")?;
+        // The copy lives in the handle, which holds the mapping (`Arc<QueueMem>`).
+        let inner = q::SpscConsumer::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
+        Ok(SpscBytesConsumer {
+            inner,
+            mem,
+            _role: role,
+        })
+    }
+
+    /// The longest item this queue holds: a buffer this long takes any item.
+    pub fn max_len(&self) -> usize {
+        self.mem.geometry().item_size as usize
+    }
+
+    /// Pops one item into `buf` and returns its length; `Ok(None)` when the queue is empty.
+    /// A buffer shorter than the item fails with [`PopError::BufferTooSmall`] and leaves the
+    /// item in the queue.
+    ///
+    /// Always inlined, as [`SpscBytesProducer::try_push`].
+    #[inline(always)]
+    pub fn try_pop(&mut self, buf: &mut [u8]) -> Result<Option<usize>, PopError> {
+        match self.inner.try_pop(buf) {
+            Ok(len) => {
+                notify(&self.mem, Side::Space);
+                Ok(Some(len))
+            }
+            Err(PopError::Empty) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The queue's memory (the typed handles check its geometry).
+    pub(super) fn mem(&self) -> &QueueMem {
+        &self.mem
+    }
+
+    /// Pops up to `min(bufs.len(), lens.len())` items, item `k` into `bufs[k]` with its length
+    /// in `lens[k]`, with one index update, and returns how many. An item that does not fit
+    /// its buffer stops the batch and stays in the queue (its error is returned only when it
+    /// is the first).
+    pub fn pop_slice<B: AsMut<[u8]>>(
+        &mut self,
+        bufs: &mut [B],
+        lens: &mut [usize],
+    ) -> Result<usize, PopError> {
+        let n = self.inner.pop_slice(bufs, lens)?;
+        if n > 0 {
+            notify(&self.mem, Side::Space);
+        }
+        Ok(n)
+    }
+
+    /// Pops records of exactly `item_len` bytes back to back into `dst` with one index
+    /// update and returns how many (the typed `pop_slice`).
+    #[inline]
+    pub(super) fn pop_records(
+        &mut self,
+        dst: &mut [u8],
+        item_len: usize,
+    ) -> Result<usize, PopError> {
+        let n = self.inner.pop_fixed(dst, item_len)?;
+        if n > 0 {
+            notify(&self.mem, Side::Space);
+        }
+        Ok(n)
+    }
+
+    /// Pops one item into `buf`, waiting up to `timeout` for one; `Ok(None)` after that.
+    /// Waits by spinning briefly, then sleeping on the queue's futex (see
+    /// [`SpscBytesConsumer::pop_timeout`] to choose the strategy).
+    pub fn pop_blocking(
+        &mut self,
+        buf: &mut [u8],
+        timeout: Duration,
+    ) -> Result<Option<usize>, PopError> {
+        self.pop_timeout(buf, &mut default_wait(), timeout)
+    }
+
+    /// Pops one item into `buf`, waiting for one with `wait` (as in
+    /// [`SpscBytesProducer::push_timeout`]; a [`FutexWait`](crate::FutexWait) sleeps on the
+    /// queue's data futex) for up to `timeout`; `Ok(None)` after that.
+    pub fn pop_timeout<W: WaitStrategy>(
+        &mut self,
+        buf: &mut [u8],
+        wait: &mut W,
+        timeout: Duration,
+    ) -> Result<Option<usize>, PopError> {
+        self.wait_for_item(wait, timeout, |c| c.try_pop(buf))
+    }
+
+    /// Runs `pop` until it yields an item or `timeout` passes, waiting with `wait` on the
+    /// data futex between tries (the typed and untyped `pop_timeout`).
+    pub(super) fn wait_for_item<W: WaitStrategy, R>(
+        &mut self,
+        wait: &mut W,
+        timeout: Duration,
+        mut pop: impl FnMut(&mut Self) -> Result<Option<R>, PopError>,
+    ) -> Result<Option<R>, PopError> {
+        let deadline = deadline_after(timeout);
+        loop {
+            match pop(self)? {
+                None if before(deadline) => {
+                    let view = *self.mem.queue();
+                    wait_side(wait, &view, Side::Data, deadline, || {
+                        self.inner.ready().map_or(true, |n| n > 0)
+                    });
+                }
+                r => {
+                    wait.reset();
+                    return Ok(r);
+                }
+            }
+        }
+    }
+
+    /// Items ready to pop.
+    pub fn ready(&mut self) -> Result<u64, PopError> {
+        self.inner.ready()
+    }
+
+    /// See [`QueueMem::flush`].
+    pub fn flush(&self) -> io::Result<()> {
+        self.mem.flush()
+    }
+}

@@ -1,0 +1,214 @@
+//! Tests of the SPSC queues of byte strings: lengths kept, bounds checked, items left in
+//! place on errors, durability, typed handles on such a queue, and datagrams received with
+//! `recvmmsg` on loopback moved through one in batches.
+
+use std::net::UdpSocket;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use ringwire_core::queue::{PopError, PushError};
+
+use super::*;
+use crate::net::mmsg::RecvBatch;
+
+fn tmp(name: &str) -> PathBuf {
+    let p = std::env::temp_dir().join(format!(
+        "ringwire-bytes-queue-test-{}-{name}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&p);
+    p
+}
+
+/// Removes the file when dropped, so a failing test leaves nothing behind.
+struct Remove(PathBuf);
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+#[test]
+fn items_keep_their_lengths_and_bad_sizes_are_refused() {
+    let (mut p, mut c) = spsc_bytes_channel(4, 100).unwrap();
+    assert_eq!(p.max_len(), 100);
+    let long = [7u8; 100];
+    p.try_push(b"abc").unwrap();
+    p.try_push(b"").unwrap();
+    p.try_push(&long).unwrap();
+    assert_eq!(
+        p.try_push(&[0u8; 101]),
+        Err(PushError::TooLong {
+            index: 0,
+            len: 101,
+            max: 100
+        })
+    );
+    let mut buf = [0u8; 100];
+    assert_eq!(c.try_pop(&mut buf), Ok(Some(3)));
+    assert_eq!(&buf[..3], b"abc");
+    assert_eq!(c.try_pop(&mut buf), Ok(Some(0)));
+    // A buffer too small for the next item leaves it in the queue.
+    assert_eq!(
+        c.try_pop(&mut buf[..99]),
+        Err(PopError::BufferTooSmall { len: 99, need: 100 })
+    );
+    assert_eq!(c.try_pop(&mut buf), Ok(Some(100)));
+    assert_eq!(buf, long);
+    assert_eq!(c.try_pop(&mut buf), Ok(None));
+
+    // Batches: as many as fit, in order, with their lengths.
+    let items: [&[u8]; 5] = [b"1", b"22", b"333", b"4444", b"55555"];
+    assert_eq!(p.push_slice(&items), Ok(4));
+    assert_eq!(p.push_slice(&items[4..]), Ok(0));
+    let mut bufs = [[0u8; 8]; 8];
+    let mut lens = [0usize; 8];
+    assert_eq!(c.pop_slice(&mut bufs, &mut lens), Ok(4));
+    for (k, item) in items[..4].iter().enumerate() {
+        assert_eq!(&bufs[k][..lens[k]], *item);
+    }
+    // One item too long fails the whole batch before anything is pushed.
+    assert!(matches!(
+        p.push_slice(&[&b"ok"[..], &[0u8; 101][..]]),
+        Err(PushError::TooLong { index: 1, .. })
+    ));
+    assert_eq!(c.ready(), Ok(0));
+}
+
+#[test]
+fn a_bytes_queue_file_survives_both_sides_and_refuses_a_second_producer() {
+    let path = tmp("durable");
+    let _rm = Remove(path.clone());
+    {
+        let mut p = SpscBytesProducer::create(&path, 8, 1500).unwrap();
+        assert!(matches!(
+            SpscBytesProducer::open(&path),
+            Err(QueueFileError::RoleTaken { .. })
+        ));
+        for n in [1usize, 1500, 40] {
+            p.try_push(&vec![n as u8; n]).unwrap();
+        }
+        p.flush().unwrap();
+    }
+    let mut c = SpscBytesConsumer::open(&path).unwrap();
+    assert_eq!(c.max_len(), 1500);
+    let mut buf = vec![0u8; c.max_len()];
+    for n in [1usize, 1500, 40] {
+        assert_eq!(c.try_pop(&mut buf), Ok(Some(n)));
+        assert!(buf[..n].iter().all(|&b| b == n as u8));
+    }
+    assert_eq!(c.try_pop(&mut buf), Ok(None));
+}
+
+#[test]
+fn typed_handles_refuse_a_bytes_queue_and_bytes_handles_read_a_typed_one() {
+    let path = tmp("typed");
+    let _rm = Remove(path.clone());
+    let mut p = SpscBytesProducer::create(&path, 4, 8).unwrap();
+    p.try_push(b"abc").unwrap();
+    // Same kind, item size and (absent) schema, but items of their own lengths: a typed
+    // consumer would read "abc" as a u64.
+    match SpscConsumer::<u64>::open(&path) {
+        Err(e @ QueueFileError::NotFixedSize(_)) => {
+            assert!(e.to_string().contains("byte strings"), "{e}")
+        }
+        other => panic!("expected NotFixedSize, got {other:?}"),
+    }
+    drop(p);
+    assert!(matches!(
+        SpscProducer::<u64>::open(&path),
+        Err(QueueFileError::NotFixedSize(_))
+    ));
+    let mut c = SpscBytesConsumer::open(&path).unwrap();
+    let mut buf = [0u8; 8];
+    assert_eq!(c.try_pop(&mut buf), Ok(Some(3)));
+    assert_eq!(&buf[..3], b"abc");
+    drop(c);
+
+    // A typed queue read and written with byte strings: every item is the item size.
+    let typed = tmp("typed2");
+    let _rm2 = Remove(typed.clone());
+    let mut tp = SpscProducer::<u64>::create(&typed, 4).unwrap();
+    tp.try_push(&9).unwrap();
+    drop(tp);
+    let mut bp = SpscBytesProducer::open(&typed).unwrap();
+    assert_eq!(
+        bp.try_push(b"abc"),
+        Err(PushError::WrongLength {
+            len: 3,
+            expected: 8
+        })
+    );
+    bp.try_push(&10u64.to_ne_bytes()).unwrap();
+    let mut bc = SpscBytesConsumer::open(&typed).unwrap();
+    let mut buf = [0u8; 16];
+    for want in [9u64, 10] {
+        assert_eq!(bc.try_pop(&mut buf), Ok(Some(8)));
+        assert_eq!(buf[..8], want.to_ne_bytes());
+    }
+}
+
+/// Datagram `i`: its number, then `i % 200` bytes of `i as u8`.
+fn datagram(i: u32) -> Vec<u8> {
+    let mut d = i.to_le_bytes().to_vec();
+    d.resize(4 + (i % 200) as usize, i as u8);
+    d
+}
+
+#[test]
+fn datagrams_received_with_recvmmsg_move_through_in_batches() {
+    const N: u32 = 3000;
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    rx.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let to = rx.local_addr().unwrap();
+    let (mut p, mut c) = spsc_bytes_channel(64, 256).unwrap();
+    std::thread::scope(|s| {
+        // Sender: bursts of 32 datagrams, 1 ms apart, well within a socket buffer.
+        s.spawn(move || {
+            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            for i in 0..N {
+                tx.send_to(&datagram(i), to).unwrap();
+                if i % 32 == 31 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        });
+        // Ingest: one recvmmsg per batch, one push_slice (one index update) per batch, the
+        // rest of a batch that did not fit pushed once the consumer made room.
+        s.spawn(move || {
+            let mut batch = RecvBatch::new(32, 256);
+            let (mut got, mut batches) = (0u32, 0u32);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while got < N && Instant::now() < deadline {
+                let Ok(n) = batch.recv(&rx) else { continue };
+                let items: Vec<&[u8]> = (0..n)
+                    .filter_map(|i| batch.get(i).and_then(|(bytes, _)| bytes))
+                    .collect();
+                let mut k = 0;
+                while k < items.len() {
+                    k += p.push_slice(&items[k..]).unwrap();
+                    if k < items.len() {
+                        let wait = &mut crate::YieldBackoff::default();
+                        p.push_timeout(items[k], wait, Duration::from_secs(10))
+                            .unwrap();
+                        k += 1;
+                    }
+                }
+                got += items.len() as u32;
+                batches += 1;
+            }
+            assert_eq!(got, N, "datagrams received");
+            assert!(batches < N, "no batch held more than one datagram");
+        });
+        let mut buf = [0u8; 256];
+        let mut wait = crate::FutexWait::default();
+        for i in 0..N {
+            let len = c
+                .pop_timeout(&mut buf, &mut wait, Duration::from_secs(30))
+                .unwrap()
+                .unwrap_or_else(|| panic!("datagram {i} never came"));
+            assert_eq!(&buf[..len], &datagram(i)[..], "datagram {i}");
+        }
+    });
+}
