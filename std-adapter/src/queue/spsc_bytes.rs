@@ -11,7 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ringwire_core::queue::{
-    self as q, PopError, PushError, QueueExpect, QueueGeometry, QueueGeometryError, QueueKind,
+    self as q, PopError, PushError, QueueAttachError, QueueExpect, QueueGeometry,
+    QueueGeometryError, QueueKind, QueueView,
 };
 
 use super::mem::{QueueFileError, QueueMem};
@@ -36,6 +37,37 @@ pub struct SpscBytesConsumer {
     inner: q::SpscConsumer,
     mem: Arc<QueueMem>,
     _role: Option<File>,
+}
+
+/// After `n` items moved in one batch: wakes the other side's sleepers on `side` if any
+/// moved, and returns `n`.
+fn moved(mem: &QueueMem, side: Side, n: usize) -> usize {
+    if n > 0 {
+        notify(mem, side);
+    }
+    n
+}
+
+/// Maps the SPSC queue file at `path`, whatever its item size.
+fn open_any(path: impl AsRef<Path>) -> Result<Arc<QueueMem>, QueueFileError> {
+    Ok(Arc::new(QueueMem::open(
+        path,
+        QueueExpect::raw(QueueKind::Spsc),
+    )?))
+}
+
+/// Takes `mem`'s lock for `role` (the byte at `lock_byte`, for a file) and builds that
+/// side's core handle with `new`. The handle's copy of the view lives beside the
+/// `Arc<QueueMem>` that keeps the mapping alive.
+fn attach<H>(
+    mem: &Arc<QueueMem>,
+    lock_byte: i64,
+    role: &'static str,
+    new: impl FnOnce(QueueView) -> Result<H, QueueAttachError>,
+) -> Result<(H, Option<File>), QueueFileError> {
+    let lock = mem.lock_role(lock_byte, role)?;
+    let handle = new(*mem.queue()).map_err(|e| wrong_kind(mem, e))?;
+    Ok((handle, lock))
 }
 
 /// The geometry of a queue of `capacity` byte strings of up to `max_len` bytes: each slot
@@ -76,17 +108,12 @@ impl SpscBytesProducer {
     /// Becomes the producer of an existing SPSC queue file (of any item size), resuming
     /// after its last item.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
-        Self::from_mem(Arc::new(QueueMem::open(
-            path,
-            QueueExpect::raw(QueueKind::Spsc),
-        )?))
+        Self::from_mem(open_any(path)?)
     }
 
     /// The producer of the queue in `mem`, holding the producer role lock of a file.
     pub(super) fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
-        let role = mem.lock_role(PRODUCER_LOCK_BYTE, "producer")?;
-        // The copy lives in the handle, which holds the mapping (`Arc<QueueMem>`).
-        let inner = q::SpscProducer::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
+        let (inner, role) = attach(&mem, PRODUCER_LOCK_BYTE, "producer", q::SpscProducer::new)?;
         Ok(SpscBytesProducer {
             inner,
             mem,
@@ -121,10 +148,7 @@ impl SpscBytesProducer {
     /// many. Fails without pushing anything if one of them is too long.
     pub fn push_slice<I: AsRef<[u8]>>(&mut self, items: &[I]) -> Result<usize, PushError> {
         let n = self.inner.push_slice(items)?;
-        if n > 0 {
-            notify(&self.mem, Side::Data);
-        }
-        Ok(n)
+        Ok(moved(&self.mem, Side::Data, n))
     }
 
     /// Pushes records of `item_len` bytes laid back to back in `records` as far as they
@@ -136,10 +160,7 @@ impl SpscBytesProducer {
         item_len: usize,
     ) -> Result<usize, PushError> {
         let n = self.inner.push_fixed(records, item_len)?;
-        if n > 0 {
-            notify(&self.mem, Side::Data);
-        }
-        Ok(n)
+        Ok(moved(&self.mem, Side::Data, n))
     }
 
     /// Pushes one item, waiting up to `timeout` for space; [`PushError::Full`] after that.
@@ -189,17 +210,12 @@ impl SpscBytesConsumer {
     /// Becomes the consumer of an existing SPSC queue file (of any item size), resuming at
     /// its oldest unread item.
     pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
-        Self::from_mem(Arc::new(QueueMem::open(
-            path,
-            QueueExpect::raw(QueueKind::Spsc),
-        )?))
+        Self::from_mem(open_any(path)?)
     }
 
     /// The consumer of the queue in `mem`, holding the consumer role lock of a file.
     pub(super) fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
-        let role = mem.lock_role(CONSUMER_LOCK_BYTE, "consumer")?;
-        // The copy lives in the handle, which holds the mapping (`Arc<QueueMem>`).
-        let inner = q::SpscConsumer::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
+        let (inner, role) = attach(&mem, CONSUMER_LOCK_BYTE, "consumer", q::SpscConsumer::new)?;
         Ok(SpscBytesConsumer {
             inner,
             mem,
@@ -244,10 +260,7 @@ impl SpscBytesConsumer {
         lens: &mut [usize],
     ) -> Result<usize, PopError> {
         let n = self.inner.pop_slice(bufs, lens)?;
-        if n > 0 {
-            notify(&self.mem, Side::Space);
-        }
-        Ok(n)
+        Ok(moved(&self.mem, Side::Space, n))
     }
 
     /// Pops records of exactly `item_len` bytes back to back into `dst` with one index
@@ -259,10 +272,7 @@ impl SpscBytesConsumer {
         item_len: usize,
     ) -> Result<usize, PopError> {
         let n = self.inner.pop_fixed(dst, item_len)?;
-        if n > 0 {
-            notify(&self.mem, Side::Space);
-        }
-        Ok(n)
+        Ok(moved(&self.mem, Side::Space, n))
     }
 
     /// Pops one item into `buf`, waiting up to `timeout` for one; `Ok(None)` after that.
