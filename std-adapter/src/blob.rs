@@ -307,14 +307,13 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
         out: &mut [u8],
         timeout: std::time::Duration,
     ) -> Result<Option<usize>> {
-        // As in `RingConsumer::recv_timeout`.
-        let deadline = std::time::Instant::now().checked_add(timeout);
+        let deadline = wait::deadline_after(timeout);
         loop {
             if let Some(n) = self.recv(meta, out)? {
                 wait.reset();
                 return Ok(Some(n));
             }
-            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            if !wait::before(deadline) {
                 return Ok(None);
             }
             wait.wait_until(self.file.ring(), self.reader.cursor(), deadline);

@@ -219,14 +219,13 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         wait: &mut W,
         timeout: std::time::Duration,
     ) -> Option<T> {
-        // `None` (no deadline) when `timeout` is longer than an `Instant` can hold.
-        let deadline = std::time::Instant::now().checked_add(timeout);
+        let deadline = crate::wait::deadline_after(timeout);
         loop {
             if let Some(v) = self.poll::<W>() {
                 wait.reset();
                 return Some(v);
             }
-            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
+            if !crate::wait::before(deadline) {
                 return None;
             }
             // A sleeping strategy's sleep is cut at the deadline.

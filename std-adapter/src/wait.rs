@@ -76,6 +76,16 @@ pub trait WaitStrategy: Send {
     fn reset(&mut self);
 }
 
+/// `now + timeout`, or `None` (no deadline) when that is past what an `Instant` holds.
+pub(crate) fn deadline_after(timeout: Duration) -> Option<Instant> {
+    Instant::now().checked_add(timeout)
+}
+
+/// Whether `deadline` (from [`deadline_after`]) is still ahead.
+pub(crate) fn before(deadline: Option<Instant>) -> bool {
+    deadline.is_none_or(|d| Instant::now() < d)
+}
+
 #[inline(always)]
 fn published(ring: &RingView, cursor: u64) -> bool {
     // Acquire: a reader that sees the new write_seq also sees the slots published before it.

@@ -11,6 +11,7 @@ use ringwire_core::queue::QueueView;
 use super::mem::QueueMem;
 use crate::sys;
 use crate::wait::{FutexWait, WaitStrategy};
+pub(super) use crate::wait::{before, deadline_after};
 
 /// Spins this many times before sleeping.
 const SPINS: u32 = 64;
@@ -74,14 +75,4 @@ pub(super) fn wait_side<W: WaitStrategy>(
     ready: impl FnMut() -> bool,
 ) {
     wait.wait_on(pair(view, side), deadline, ready);
-}
-
-/// `now + timeout`, or `None` (no deadline) when that is past what an `Instant` holds.
-pub(super) fn deadline_after(timeout: Duration) -> Option<Instant> {
-    Instant::now().checked_add(timeout)
-}
-
-/// Whether `deadline` (from [`deadline_after`]) is still ahead.
-pub(super) fn before(deadline: Option<Instant>) -> bool {
-    deadline.is_none_or(|d| Instant::now() < d)
 }
