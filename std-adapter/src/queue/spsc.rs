@@ -142,9 +142,15 @@ impl<T: Item> SpscConsumer<T> {
     /// Pops one item; `Ok(None)` when the queue is empty.
     #[inline]
     pub fn try_pop(&mut self) -> Result<Option<T>, PopError> {
+        Self::pop_from(&mut self.raw)
+    }
+
+    /// One `T` from `raw`: every item of a fixed-size queue is exactly one `T` (checked on
+    /// attach).
+    #[inline(always)]
+    fn pop_from(raw: &mut SpscBytesConsumer) -> Result<Option<T>, PopError> {
         let mut t = T::new_zeroed();
-        // Every item of a fixed-size queue is exactly one `T` (checked on attach).
-        Ok(self.raw.try_pop(t.as_mut_bytes())?.map(|_| t))
+        Ok(raw.try_pop(t.as_mut_bytes())?.map(|_| t))
     }
 
     /// Pops up to `out.len()` items with one index update and returns how many.
@@ -168,10 +174,7 @@ impl<T: Item> SpscConsumer<T> {
         wait: &mut W,
         timeout: Duration,
     ) -> Result<Option<T>, PopError> {
-        self.raw.wait_for_item(wait, timeout, |raw| {
-            let mut t = T::new_zeroed();
-            Ok(raw.try_pop(t.as_mut_bytes())?.map(|_| t))
-        })
+        self.raw.wait_for_item(wait, timeout, Self::pop_from)
     }
 
     /// Items ready to pop.
