@@ -170,6 +170,68 @@ impl SpscProducer {
     }
 }
 
+/// Writing in place: a writer outside this crate's code fills free slots (the kernel's
+/// `recvmmsg`, a DMA engine), then one commit publishes them with one tail store.
+#[cfg(not(loom))]
+impl SpscProducer {
+    /// The payload area of the free slot `k` places after the tail: its address and the
+    /// item size. `None` unless at least `k + 1` slots are free. Nothing written there is
+    /// seen by the consumer before [`SpscProducer::commit_in_place`] publishes it.
+    ///
+    /// Writing through the pointer is the caller's `unsafe`. It races with nothing as long
+    /// as it stays within the item size and ends before the commit: the slot is free, so
+    /// this producer alone owns it under the queue protocol (the consumer reads only slots
+    /// before the tail). The address is 8-aligned.
+    pub fn free_payload(&mut self, k: u64) -> Option<(*mut u8, usize)> {
+        if self.free_up_to(k.checked_add(1)?) <= k {
+            return None;
+        }
+        let off =
+            self.q.slot_offset(self.tail.wrapping_add(k)) + self.q.geometry().payload_offset();
+        // SAFETY: slot_offset masks the position and validation proved every slot (with
+        // its payload of item_size bytes) inside the region, so `off` is in bounds.
+        let at = unsafe { self.q.region().as_ptr().add(off) };
+        Some((at, self.q.geometry().item_size as usize))
+    }
+
+    /// Publishes the free slots written in place (see [`SpscProducer::free_payload`]), slot
+    /// `k` holding `lens[k]` bytes, with one tail store, and returns how many it published.
+    /// `None` marks a slot whose bytes are to be dropped (a truncated datagram, say): the
+    /// slots after it move down, so the published items stay contiguous and in order.
+    ///
+    /// Fails without publishing anything if `lens` names more slots than are free
+    /// ([`PushError::Full`]), or if a length is over the item size ([`PushError::TooLong`])
+    /// or, on a fixed-size queue, not the item size ([`PushError::WrongLength`]).
+    pub fn commit_in_place(&mut self, lens: &[Option<usize>]) -> Result<usize, PushError> {
+        if self.free_up_to(lens.len() as u64) < lens.len() as u64 {
+            return Err(PushError::Full);
+        }
+        for (i, len) in lens.iter().enumerate() {
+            if let Some(len) = *len {
+                self.check_len(i, len)?;
+            }
+        }
+        let mut n = 0u64;
+        for (k, len) in lens.iter().enumerate() {
+            let Some(len) = *len else { continue };
+            let to = self.tail.wrapping_add(n);
+            let from = self.tail.wrapping_add(k as u64);
+            if from != to {
+                self.q.move_payload(from, to, len);
+            }
+            if !self.q.geometry().fixed {
+                // Relaxed: published by the release store of the tail.
+                self.q.slot_word(to).store(len as u64, Ordering::Relaxed);
+            }
+            n += 1;
+        }
+        if n > 0 {
+            self.commit(n);
+        }
+        Ok(n as usize)
+    }
+}
+
 /// The consuming side of an SPSC queue.
 #[derive(Debug)]
 pub struct SpscConsumer {

@@ -214,6 +214,25 @@ impl QueueView {
         };
     }
 
+    /// Copies the first `len` payload bytes (whole words) of the slot holding `from` into
+    /// the slot holding `to`, as relaxed words. Copies nothing if `len` is over the item
+    /// size. The caller owns both slots under the queue protocol.
+    #[cfg(not(loom))]
+    pub(crate) fn move_payload(&self, from: u64, to: u64, len: usize) {
+        if len > self.geo.item_size as usize {
+            return;
+        }
+        let p = self.geo.payload_offset();
+        let (a, b) = (self.slot_offset(from) + p, self.slot_offset(to) + p);
+        for o in (0..len.div_ceil(8) * 8).step_by(8) {
+            // SAFETY: both spans of roundup(len, 8) bytes lie inside their slots (as for
+            // write_payload) and start 8-aligned.
+            let w = unsafe { self.region.a64(a + o) }.load(Ordering::Relaxed);
+            // SAFETY: as above.
+            unsafe { self.region.a64(b + o) }.store(w, Ordering::Relaxed);
+        }
+    }
+
     /// Copies the first `len` payload bytes of the slot holding `pos` into `dst[..len]`
     /// (`len <= dst.len()`; callers check it). When `len` is the whole buffer (a typed
     /// handle's fixed-size buffer), the buffer itself is passed, so the copy's length is a

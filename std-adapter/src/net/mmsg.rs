@@ -2,12 +2,133 @@
 //! `sendmmsg` sends one frame to many unicast peers with one system call on the source.
 
 use std::io;
-use std::mem::{MaybeUninit, size_of};
+use std::mem::size_of;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
 
 /// Largest datagram a mirror accepts (spec §22).
 pub const MAX_DATAGRAM: usize = 65_536;
+
+/// The headers, iovecs and sender addresses of one `recvmmsg` call, kept between calls so
+/// that a call allocates nothing. The raw pointers in them point at buffers they do not own:
+/// [`MmsgScratch::recv`] re-points every one before the call, and they are dead values after.
+pub(crate) struct MmsgScratch {
+    iov: Vec<libc::iovec>,
+    names: Vec<libc::sockaddr_in>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers inside are rewritten by `recv` before every use and only point at
+// memory that call borrows; between calls nothing reads them, so another thread owning or
+// sharing the scratch reaches no memory through them.
+unsafe impl Send for MmsgScratch {}
+// SAFETY: as for Send; `&MmsgScratch` reads only the lengths, flags and addresses the kernel
+// wrote, never through the pointers.
+unsafe impl Sync for MmsgScratch {}
+
+impl std::fmt::Debug for MmsgScratch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MmsgScratch")
+            .field("capacity", &self.hdrs.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl MmsgScratch {
+    /// Room for `n` datagrams per call (1..=1024).
+    pub(crate) fn new(n: usize) -> MmsgScratch {
+        let n = n.clamp(1, 1024);
+        let empty = libc::iovec {
+            iov_base: std::ptr::null_mut(),
+            iov_len: 0,
+        };
+        MmsgScratch {
+            iov: vec![empty; n],
+            // SAFETY: sockaddr_in and mmsghdr are plain C data for which all-zero is valid.
+            names: vec![unsafe { std::mem::zeroed() }; n],
+            // SAFETY: as above.
+            hdrs: vec![unsafe { std::mem::zeroed() }; n],
+        }
+    }
+
+    /// How many datagrams one call can take.
+    pub(crate) fn capacity(&self) -> usize {
+        self.hdrs.len()
+    }
+
+    /// Receives up to `bufs.len()` (at most [`MmsgScratch::capacity`]) datagrams with one
+    /// `recvmmsg(MSG_WAITFORONE)`, datagram `i` into `bufs[i]` (an address and a length).
+    /// Returns how many came; see [`MmsgScratch::len`], [`MmsgScratch::truncated`] and
+    /// [`MmsgScratch::sender`] for each.
+    ///
+    /// # Safety
+    /// Every `(ptr, len)` must be valid for writes of `len` bytes for the duration of the
+    /// call, with no other access to those bytes meanwhile.
+    pub(crate) unsafe fn recv(
+        &mut self,
+        sock: &UdpSocket,
+        bufs: impl IntoIterator<Item = (*mut u8, usize)>,
+    ) -> io::Result<usize> {
+        let mut n = 0;
+        for (((b, iov), name), h) in bufs
+            .into_iter()
+            .zip(&mut self.iov)
+            .zip(&mut self.names)
+            .zip(&mut self.hdrs)
+        {
+            *iov = libc::iovec {
+                iov_base: b.0.cast(),
+                iov_len: b.1,
+            };
+            // SAFETY: all-zero is a valid mmsghdr; the fields that matter are set below.
+            *h = unsafe { std::mem::zeroed() };
+            h.msg_hdr.msg_name = (name as *mut libc::sockaddr_in).cast();
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+            n += 1;
+        }
+        // SAFETY: the first n headers point at live iovecs over buffers the caller vouches
+        // for and at live sockaddr_in values of the stated size; all outlive the call.
+        let r = unsafe {
+            libc::recvmmsg(
+                sock.as_raw_fd(),
+                self.hdrs.as_mut_ptr(),
+                n as libc::c_uint,
+                libc::MSG_WAITFORONE,
+                std::ptr::null_mut(),
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(r as usize)
+    }
+
+    /// The length of datagram `i` of the last call (the bytes written, if it was truncated).
+    pub(crate) fn len(&self, i: usize) -> usize {
+        self.hdrs[i].msg_len as usize
+    }
+
+    /// Whether datagram `i` of the last call was longer than its buffer.
+    pub(crate) fn truncated(&self, i: usize) -> bool {
+        self.hdrs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0
+    }
+
+    /// The IPv4 sender of datagram `i` of the last call.
+    pub(crate) fn sender(&self, i: usize) -> Option<SocketAddrV4> {
+        let h = &self.hdrs[i].msg_hdr;
+        let sa = &self.names[i];
+        (h.msg_namelen as usize >= size_of::<libc::sockaddr_in>()
+            && sa.sin_family == libc::AF_INET as libc::sa_family_t)
+            .then(|| {
+                SocketAddrV4::new(
+                    Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr)),
+                    u16::from_be(sa.sin_port),
+                )
+            })
+    }
+}
 
 /// Buffers for up to `n` datagrams received with one `recvmmsg`.
 pub struct RecvBatch {
@@ -15,82 +136,42 @@ pub struct RecvBatch {
     lens: Vec<usize>,
     addrs: Vec<Option<SocketAddrV4>>,
     filled: usize,
+    scratch: MmsgScratch,
 }
 
 impl RecvBatch {
     /// `n` buffers of `buf_len` bytes each.
     pub fn new(n: usize, buf_len: usize) -> RecvBatch {
-        let n = n.clamp(1, 1024);
+        let scratch = MmsgScratch::new(n);
+        let n = scratch.capacity();
         RecvBatch {
             bufs: (0..n).map(|_| vec![0u8; buf_len.max(1)]).collect(),
             lens: vec![0; n],
             addrs: vec![None; n],
             filled: 0,
+            scratch,
         }
     }
 
     /// Receives up to the batch size without blocking (the socket's own blocking mode and
     /// `MSG_WAITFORONE` decide: it returns as soon as at least one datagram is in). Returns
     /// the number received; `WouldBlock` when none was waiting on a non-blocking socket.
+    /// Allocates nothing.
     pub fn recv(&mut self, sock: &UdpSocket) -> io::Result<usize> {
-        let n = self.bufs.len();
-        let mut iov: Vec<libc::iovec> = self
-            .bufs
-            .iter_mut()
-            .map(|b| libc::iovec {
-                iov_base: b.as_mut_ptr().cast(),
-                iov_len: b.len(),
-            })
-            .collect();
-        let mut names: Vec<MaybeUninit<libc::sockaddr_in>> = vec![MaybeUninit::zeroed(); n];
-        let mut hdrs: Vec<libc::mmsghdr> = (0..n)
-            .map(|i| {
-                // SAFETY: mmsghdr is plain C data for which all-zero is a valid value.
-                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                h.msg_hdr.msg_name = names[i].as_mut_ptr().cast();
-                h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-                h.msg_hdr.msg_iov = &mut iov[i];
-                h.msg_hdr.msg_iovlen = 1;
-                h
-            })
-            .collect();
-        // SAFETY: every header points at a live iovec (into a live buffer of its stated
-        // length) and a live sockaddr_in of the stated size; all outlive the call.
-        let r = unsafe {
-            libc::recvmmsg(
-                sock.as_raw_fd(),
-                hdrs.as_mut_ptr(),
-                n as libc::c_uint,
-                libc::MSG_WAITFORONE,
-                std::ptr::null_mut(),
-            )
-        };
-        if r < 0 {
-            self.filled = 0;
-            return Err(io::Error::last_os_error());
-        }
-        let got = r as usize;
+        self.filled = 0;
+        let bufs = self.bufs.iter_mut().map(|b| (b.as_mut_ptr(), b.len()));
+        // SAFETY: each pointer and length is one of our buffers, borrowed mutably for the
+        // whole call.
+        let got = unsafe { self.scratch.recv(sock, bufs) }?;
         for i in 0..got {
-            self.lens[i] = hdrs[i].msg_len as usize;
-            let truncated = hdrs[i].msg_hdr.msg_flags & libc::MSG_TRUNC != 0;
-            if truncated {
-                // A datagram larger than the buffer is garbage to a mirror: report it with
-                // its real length so the caller rejects it instead of parsing a prefix.
-                self.lens[i] = self.bufs[i].len() + 1;
-            }
-            self.addrs[i] =
-                if hdrs[i].msg_hdr.msg_namelen as usize >= size_of::<libc::sockaddr_in>() {
-                    // SAFETY: the kernel wrote a sockaddr_in of at least that size.
-                    let sa = unsafe { names[i].assume_init() };
-                    (sa.sin_family == libc::AF_INET as libc::sa_family_t).then(|| {
-                        SocketAddrV4::new(
-                            Ipv4Addr::from(u32::from_be(sa.sin_addr.s_addr)),
-                            u16::from_be(sa.sin_port),
-                        )
-                    })
-                } else {
-                    None
-                };
+            self.lens[i] = if self.scratch.truncated(i) {
+                // A datagram larger than the buffer is garbage to a mirror: report it as
+                // longer than the buffer so the caller rejects it instead of parsing a prefix.
+                self.bufs[i].len() + 1
+            } else {
+                self.scratch.len(i)
+            };
+            self.addrs[i] = self.scratch.sender(i);
         }
         self.filled = got;
         Ok(got)

@@ -37,7 +37,9 @@ pub use mem::{QueueFileError, QueueMem};
 pub use mpmc::MpmcQueue;
 pub use read_only::{QueueSnapshot, ReadOnlyQueue};
 pub use spsc::{SpscConsumer, SpscProducer, spsc_channel};
-pub use spsc_bytes::{SpscBytesConsumer, SpscBytesProducer, bytes_geometry, spsc_bytes_channel};
+pub use spsc_bytes::{
+    Received, SpscBytesConsumer, SpscBytesProducer, bytes_geometry, spsc_bytes_channel,
+};
 
 /// The record types a typed queue can carry: plain bytes both ways, no padding surprises.
 pub trait Item: IntoBytes + FromBytes + Immutable + KnownLayout + Sized {}

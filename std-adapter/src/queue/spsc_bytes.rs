@@ -6,6 +6,7 @@
 
 use std::fs::File;
 use std::io;
+use std::net::UdpSocket;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -18,6 +19,7 @@ use ringwire_core::queue::{
 use super::mem::{QueueFileError, QueueMem};
 use super::wait::{Side, before, deadline_after, default_wait, notify, wait_side};
 use super::wrong_kind;
+use crate::net::mmsg::MmsgScratch;
 use crate::wait::WaitStrategy;
 
 const PRODUCER_LOCK_BYTE: i64 = q::qhdr::ENQ as i64;
@@ -29,6 +31,25 @@ pub struct SpscBytesProducer {
     inner: q::SpscProducer,
     mem: Arc<QueueMem>,
     _role: Option<File>,
+    ingest: Option<Box<Ingest>>,
+}
+
+/// What one [`SpscBytesProducer::recv_mmsg`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub struct Received {
+    /// Datagrams now in the queue, in arrival order (published with one index update).
+    pub pushed: usize,
+    /// Datagrams dropped: longer than the queue's item size (received truncated) or, on a
+    /// queue of fixed-size items, not of that size.
+    pub dropped: usize,
+}
+
+/// The `recvmmsg` headers and per-slot lengths one producer keeps between calls.
+#[derive(Debug)]
+struct Ingest {
+    mmsg: MmsgScratch,
+    lens: Vec<Option<usize>>,
 }
 
 /// The consumer of an SPSC queue of byte strings.
@@ -118,6 +139,7 @@ impl SpscBytesProducer {
             inner,
             mem,
             _role: role,
+            ingest: None,
         })
     }
 
@@ -193,6 +215,52 @@ impl SpscBytesProducer {
                 }
             }
         }
+    }
+
+    /// Receives datagrams from `sock` straight into the queue's free slots with one
+    /// `recvmmsg` (no copy through a buffer of ours), up to `max` of them (at most 1024)
+    /// and as many as there are free slots, and publishes them with one index update.
+    ///
+    /// Blocks as the socket does: on a blocking socket until at least one datagram is in
+    /// (`MSG_WAITFORONE`, then whatever else is waiting), with `WouldBlock` on a
+    /// non-blocking one when none is. Returns at once with nothing received when the queue
+    /// is full or `max` is 0 (then `pushed` and `dropped` are both 0). A datagram longer
+    /// than [`SpscBytesProducer::max_len`] (or, on a queue of fixed-size items, of another
+    /// length) is dropped and counted; the slot it took goes to the next one. Senders are not kept. Allocates only on the first call (and
+    /// on a later call with a larger `max`).
+    pub fn recv_mmsg(&mut self, sock: &UdpSocket, max: usize) -> io::Result<Received> {
+        let want = self.inner.free().min(max.min(1024) as u64) as usize;
+        if want == 0 {
+            return Ok(Received::default());
+        }
+        let ingest = match &mut self.ingest {
+            Some(i) if i.mmsg.capacity() >= want => i,
+            slot => slot.insert(Box::new(Ingest {
+                mmsg: MmsgScratch::new(want),
+                lens: Vec::with_capacity(want),
+            })),
+        };
+        let inner = &mut self.inner;
+        let slots = (0..want as u64).map_while(|k| inner.free_payload(k));
+        // SAFETY: each (address, length) is the payload of a free slot, which this producer
+        // alone owns until it commits below; `&mut self` keeps every other access out for
+        // the call's length.
+        let got = unsafe { ingest.mmsg.recv(sock, slots) }?;
+        ingest.lens.clear();
+        let g = self.mem.geometry();
+        ingest.lens.extend((0..got).map(|i| {
+            let len = ingest.mmsg.len(i);
+            let whole = !ingest.mmsg.truncated(i) && (!g.fixed || len == g.item_size as usize);
+            whole.then_some(len)
+        }));
+        let pushed = self
+            .inner
+            .commit_in_place(&ingest.lens)
+            .map_err(|e| io::Error::other(format!("publishing received datagrams: {e}")))?;
+        Ok(Received {
+            pushed: moved(&self.mem, Side::Data, pushed),
+            dropped: got - pushed,
+        })
     }
 
     /// Free slots.

@@ -2,6 +2,7 @@
 //! place on errors, durability, typed handles on such a queue, and datagrams received with
 //! `recvmmsg` on loopback moved through one in batches.
 
+use std::io;
 use std::net::UdpSocket;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -200,6 +201,141 @@ fn datagrams_received_with_recvmmsg_move_through_in_batches() {
             }
             assert_eq!(got, N, "datagrams received");
             assert!(batches < N, "no batch held more than one datagram");
+        });
+        let mut buf = [0u8; 256];
+        let mut wait = crate::FutexWait::default();
+        for i in 0..N {
+            let len = c
+                .pop_timeout(&mut buf, &mut wait, Duration::from_secs(30))
+                .unwrap()
+                .unwrap_or_else(|| panic!("datagram {i} never came"));
+            assert_eq!(&buf[..len], &datagram(i)[..], "datagram {i}");
+        }
+    });
+}
+
+/// A receiving socket on loopback that never blocks, and a sender.
+fn loopback_pair() -> (UdpSocket, UdpSocket) {
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    rx.set_nonblocking(true).unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.connect(rx.local_addr().unwrap()).unwrap();
+    (rx, tx)
+}
+
+#[test]
+fn recv_mmsg_fills_free_slots_drops_the_too_long_and_leaves_the_rest_in_the_socket() {
+    let (rx, tx) = loopback_pair();
+    let (mut p, mut c) = spsc_bytes_channel(8, 100).unwrap();
+    let mut buf = [0u8; 100];
+    assert_eq!(
+        p.recv_mmsg(&rx, 32).unwrap_err().kind(),
+        io::ErrorKind::WouldBlock,
+        "nothing waiting"
+    );
+
+    // Loopback delivers during send, so all three wait in the socket.
+    for d in [&[1u8; 10][..], &[2u8; 150], &[3u8; 100], &[]] {
+        tx.send(d).unwrap();
+    }
+    assert_eq!(
+        p.recv_mmsg(&rx, 32).unwrap(),
+        Received {
+            pushed: 3,
+            dropped: 1
+        }
+    );
+    for want in [&[1u8; 10][..], &[3u8; 100], &[]] {
+        let len = c.try_pop(&mut buf).unwrap().unwrap();
+        assert_eq!(&buf[..len], want);
+    }
+    assert_eq!(c.try_pop(&mut buf), Ok(None));
+
+    // Six free slots, ten datagrams: six come in, four stay in the socket.
+    p.push_slice(&[b"a", b"b"]).unwrap();
+    for i in 0..10u8 {
+        tx.send(&[i; 7]).unwrap();
+    }
+    assert_eq!(p.recv_mmsg(&rx, 32).unwrap().pushed, 6);
+    assert_eq!(
+        p.recv_mmsg(&rx, 32).unwrap(),
+        Received::default(),
+        "a full queue returns at once"
+    );
+    assert_eq!(c.pop_slice(&mut [[0u8; 100]; 2], &mut [0; 2]), Ok(2));
+    assert_eq!(p.recv_mmsg(&rx, 0).unwrap(), Received::default());
+    assert_eq!(p.recv_mmsg(&rx, 1).unwrap().pushed, 1, "max is a bound");
+    assert_eq!(c.pop_slice(&mut [[0u8; 100]; 8], &mut [0; 8]), Ok(7));
+    assert_eq!(p.recv_mmsg(&rx, 32).unwrap().pushed, 3);
+    for i in 7..10u8 {
+        assert_eq!(c.try_pop(&mut buf), Ok(Some(7)));
+        assert_eq!(buf[..7], [i; 7]);
+    }
+    assert_eq!(
+        p.recv_mmsg(&rx, 32).unwrap_err().kind(),
+        io::ErrorKind::WouldBlock
+    );
+
+    // A queue of u64s takes only 8-byte datagrams.
+    let path = tmp("recv-mmsg-typed");
+    let _rm = Remove(path.clone());
+    drop(SpscProducer::<u64>::create(&path, 4).unwrap());
+    let mut bp = SpscBytesProducer::open(&path).unwrap();
+    for d in [&5u64.to_ne_bytes()[..], b"short", &6u64.to_ne_bytes()] {
+        tx.send(d).unwrap();
+    }
+    assert_eq!(
+        bp.recv_mmsg(&rx, 32).unwrap(),
+        Received {
+            pushed: 2,
+            dropped: 1
+        }
+    );
+    let mut tc = SpscConsumer::<u64>::open(&path).unwrap();
+    assert_eq!(
+        (tc.try_pop(), tc.try_pop(), tc.try_pop()),
+        (Ok(Some(5)), Ok(Some(6)), Ok(None))
+    );
+}
+
+#[test]
+fn datagrams_received_into_the_slots_move_through_in_order() {
+    const N: u32 = 3000;
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    rx.set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let to = rx.local_addr().unwrap();
+    let (mut p, mut c) = spsc_bytes_channel(64, 256).unwrap();
+    std::thread::scope(|s| {
+        // Sender: bursts of 32 datagrams, 1 ms apart, well within a socket buffer.
+        s.spawn(move || {
+            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            for i in 0..N {
+                tx.send_to(&datagram(i), to).unwrap();
+                if i % 32 == 31 {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        });
+        // Ingest: recvmmsg straight into the free slots, one index update per call; a
+        // full queue waits for the consumer.
+        s.spawn(move || {
+            let (mut got, mut calls) = (0u32, 0u32);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while got < N && Instant::now() < deadline {
+                match p.recv_mmsg(&rx, 32) {
+                    Ok(r) if r.pushed == 0 => std::thread::yield_now(),
+                    Ok(r) => {
+                        assert_eq!(r.dropped, 0);
+                        got += r.pushed as u32;
+                        calls += 1;
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => panic!("recv_mmsg: {e}"),
+                }
+            }
+            assert_eq!(got, N, "datagrams received");
+            assert!(calls < N, "no call took more than one datagram");
         });
         let mut buf = [0u8; 256];
         let mut wait = crate::FutexWait::default();
