@@ -49,6 +49,7 @@ lock_s
 cargo build --release -p ringwire -p ringwire-tests --bins
 benches=(handoff)
 [ -f tests/benches/queues.rs ] && benches+=(queues)
+[ -f tests/benches/ingest.rs ] && benches+=(ingest)
 for b in "${benches[@]}" replication; do
   cargo bench -p ringwire-tests --bench "$b" --no-run
 done
@@ -277,6 +278,11 @@ fi
   echo "stays part full, or the consumer keeps catching up with the producer and each item costs several"
   echo "times more. \`cargo run --release -p ringwire-tests --example spsc_modes\` counts the failed"
   echo "pushes and pops that tell the two apart."
+  echo "\`ingest/*\`: one thread moves 128 datagrams waiting in a loopback socket into an empty SPSC"
+  echo "queue of byte strings; time per datagram, the sending not timed. \`ringwire\` is"
+  echo "\`SpscBytesProducer::recv_mmsg\` (one recvmmsg of up to 32 straight into the free slots),"
+  echo "\`recvmmsg_copy\` a \`RecvBatch\` of 32 then \`push_slice\`, \`recv_from\` one \`recv_from\` and"
+  echo "one \`try_push\` per datagram. Most of each figure is the kernel's work per datagram."
   echo
   cat "$tables"
   echo

@@ -2,12 +2,12 @@
 //! byte strings (the order gateway of issue 4: "UDP ingest with recvmmsg into an SPSC
 //! ring"), three ways, in one run:
 //!
+//! * `ingest/{len}/ringwire`: [`SpscBytesProducer::recv_mmsg`], one `recvmmsg` per 32
+//!   datagrams straight into the queue's free slots, then one index update.
+//! * `ingest/{len}/recvmmsg_copy`: one `recvmmsg` per 32 datagrams into [`RecvBatch`]'s
+//!   buffers, then one `push_slice` (one index update) per batch.
 //! * `ingest/{len}/recv_from`: one `recv_from` per datagram into a buffer, then `try_push`;
-//!   the plain way, and the peer.
-//! * `ingest/{len}/recv_batch_push_slice`: one `recvmmsg` per 32 datagrams into
-//!   [`RecvBatch`]'s buffers, then one `push_slice` (one index update) per batch.
-//! * `ingest/{len}/recv_mmsg_in_place`: [`SpscBytesProducer::recv_mmsg`], one `recvmmsg` per
-//!   32 datagrams straight into the queue's free slots, then one index update.
+//!   the plain way.
 //!
 //! Each round sends 128 datagrams of `len` bytes (not timed); they wait in the socket, whose
 //! receive buffer is raised to hold them (loopback delivers during the send). The timed part
@@ -151,9 +151,9 @@ impl Rig {
 
 fn ingest(c: &mut Criterion) {
     let ways: [(&str, Ingest); 3] = [
+        ("ringwire", recv_mmsg_in_place),
+        ("recvmmsg_copy", recv_batch_push_slice),
         ("recv_from", recv_from),
-        ("recv_batch_push_slice", recv_batch_push_slice),
-        ("recv_mmsg_in_place", recv_mmsg_in_place),
     ];
     for len in [64usize, 512] {
         let mut g = c.benchmark_group(format!("ingest/{len}B"));

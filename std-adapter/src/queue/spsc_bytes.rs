@@ -9,7 +9,7 @@ use std::io;
 use std::net::UdpSocket;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ringwire_core::queue::{
     self as q, PopError, PushError, QueueAttachError, QueueExpect, QueueGeometry,
@@ -205,16 +205,35 @@ impl SpscBytesProducer {
         let deadline = deadline_after(timeout);
         loop {
             match self.try_push(item) {
-                Err(PushError::Full) if before(deadline) => {
-                    let view = *self.mem.queue();
-                    wait_side(wait, &view, Side::Space, deadline, || self.inner.free() > 0);
-                }
+                Err(PushError::Full) if before(deadline) => self.sleep_for_space(wait, deadline),
                 r => {
                     wait.reset();
                     return r;
                 }
             }
         }
+    }
+
+    /// Waits with `wait` (as [`SpscBytesProducer::push_timeout`] does) until a slot is free
+    /// or `timeout` passes, and returns the free slots: 0 only after the timeout. For an
+    /// ingest loop around [`SpscBytesProducer::recv_mmsg`] when the queue is full.
+    pub fn wait_for_space<W: WaitStrategy>(&mut self, wait: &mut W, timeout: Duration) -> u64 {
+        let deadline = deadline_after(timeout);
+        loop {
+            let free = self.inner.free();
+            if free == 0 && before(deadline) {
+                self.sleep_for_space(wait, deadline);
+                continue;
+            }
+            wait.reset();
+            return free;
+        }
+    }
+
+    /// One wait of `wait` on the space futex, ended by a free slot or the deadline.
+    fn sleep_for_space<W: WaitStrategy>(&mut self, wait: &mut W, deadline: Option<Instant>) {
+        let view = *self.mem.queue();
+        wait_side(wait, &view, Side::Space, deadline, || self.inner.free() > 0);
     }
 
     /// Receives datagrams from `sock` straight into the queue's free slots with one

@@ -262,7 +262,10 @@ fn recv_mmsg_fills_free_slots_drops_the_too_long_and_leaves_the_rest_in_the_sock
         Received::default(),
         "a full queue returns at once"
     );
+    let mut wait = crate::YieldBackoff::default();
+    assert_eq!(p.wait_for_space(&mut wait, Duration::from_millis(20)), 0);
     assert_eq!(c.pop_slice(&mut [[0u8; 100]; 2], &mut [0; 2]), Ok(2));
+    assert_eq!(p.wait_for_space(&mut wait, Duration::from_secs(10)), 2);
     assert_eq!(p.recv_mmsg(&rx, 0).unwrap(), Received::default());
     assert_eq!(p.recv_mmsg(&rx, 1).unwrap().pushed, 1, "max is a bound");
     assert_eq!(c.pop_slice(&mut [[0u8; 100]; 8], &mut [0; 8]), Ok(7));
@@ -322,9 +325,12 @@ fn datagrams_received_into_the_slots_move_through_in_order() {
         s.spawn(move || {
             let (mut got, mut calls) = (0u32, 0u32);
             let deadline = Instant::now() + Duration::from_secs(30);
+            let mut wait = crate::FutexWait::default();
             while got < N && Instant::now() < deadline {
                 match p.recv_mmsg(&rx, 32) {
-                    Ok(r) if r.pushed == 0 => std::thread::yield_now(),
+                    Ok(r) if r.pushed == 0 => {
+                        assert!(p.wait_for_space(&mut wait, Duration::from_secs(10)) > 0);
+                    }
                     Ok(r) => {
                         assert_eq!(r.dropped, 0);
                         got += r.pushed as u32;
