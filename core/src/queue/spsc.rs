@@ -172,7 +172,6 @@ impl SpscProducer {
 
 /// Writing in place: a writer outside this crate's code fills free slots (the kernel's
 /// `recvmmsg`, a DMA engine), then one commit publishes them with one tail store.
-#[cfg(not(loom))]
 impl SpscProducer {
     /// The payload area of the free slot `k` places after the tail: its address and the
     /// item size. `None` unless at least `k + 1` slots are free. Nothing written there is
@@ -182,6 +181,7 @@ impl SpscProducer {
     /// as it stays within the item size and ends before the commit: the slot is free, so
     /// this producer alone owns it under the queue protocol (the consumer reads only slots
     /// before the tail). The address is 8-aligned.
+    #[cfg(not(loom))]
     pub fn free_payload(&mut self, k: u64) -> Option<(*mut u8, usize)> {
         if self.free_up_to(k.checked_add(1)?) <= k {
             return None;

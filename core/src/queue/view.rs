@@ -217,7 +217,6 @@ impl QueueView {
     /// Copies the first `len` payload bytes (whole words) of the slot holding `from` into
     /// the slot holding `to`, as relaxed words. Copies nothing if `len` is over the item
     /// size. The caller owns both slots under the queue protocol.
-    #[cfg(not(loom))]
     pub(crate) fn move_payload(&self, from: u64, to: u64, len: usize) {
         if len > self.geo.item_size as usize {
             return;
