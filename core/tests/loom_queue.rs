@@ -59,6 +59,40 @@ fn spsc_view(fixed: bool) -> QueueView {
     }
 }
 
+/// The consumer thread of the SPSC models: one `try_pop` (which may find the queue
+/// empty), then one `pop_slice` of up to two; returns the items' values.
+fn pop_one_then_a_batch(q: QueueView) -> Vec<u64> {
+    let mut c = SpscConsumer::new(q).unwrap();
+    let mut got = Vec::new();
+    let mut b = [0u8; 16];
+    match c.try_pop(&mut b) {
+        Ok(16) => got.push(value(&b)),
+        Ok(n) => panic!("length {n}"),
+        Err(PopError::Empty) => {}
+        Err(e) => panic!("{e}"),
+    }
+    let mut bufs = [[0u8; 16]; 2];
+    let mut lens = [0usize; 2];
+    let n = c.pop_slice(&mut bufs, &mut lens).unwrap();
+    for k in 0..n {
+        assert_eq!(lens[k], 16);
+        got.push(value(&bufs[k]));
+    }
+    got
+}
+
+/// Drains what the consumer thread left: everything pushed (items 1..=pushed) comes out
+/// once, in order, untorn.
+fn drain_and_check(q: QueueView, mut got: Vec<u64>, pushed: u64) {
+    let mut c = SpscConsumer::new(q).unwrap();
+    let mut b = [0u8; 16];
+    while let Ok(n) = c.try_pop(&mut b) {
+        assert_eq!(n, 16);
+        got.push(value(&b));
+    }
+    assert_eq!(got, (1..=pushed).collect::<Vec<_>>());
+}
+
 #[test]
 fn spsc_push_pop_and_slices() {
     spsc_push_pop_and_slices_in(false);
@@ -82,35 +116,10 @@ fn spsc_push_pop_and_slices_in(fixed: bool) {
             1 + n as u64
         });
         let qc = q.clone();
-        let consumer = thread::spawn(move || {
-            let mut c = SpscConsumer::new(qc).unwrap();
-            let mut got = Vec::new();
-            let mut b = [0u8; 16];
-            match c.try_pop(&mut b) {
-                Ok(16) => got.push(value(&b)),
-                Ok(n) => panic!("length {n}"),
-                Err(PopError::Empty) => {}
-                Err(e) => panic!("{e}"),
-            }
-            let mut bufs = [[0u8; 16]; 2];
-            let mut lens = [0usize; 2];
-            let n = c.pop_slice(&mut bufs, &mut lens).unwrap();
-            for k in 0..n {
-                assert_eq!(lens[k], 16);
-                got.push(value(&bufs[k]));
-            }
-            got
-        });
+        let consumer = thread::spawn(move || pop_one_then_a_batch(qc));
         let pushed = producer.join().unwrap();
-        let mut got = consumer.join().unwrap();
-        // Drain what is left: everything pushed comes out once, in order, untorn.
-        let mut c = SpscConsumer::new(q).unwrap();
-        let mut b = [0u8; 16];
-        while let Ok(n) = c.try_pop(&mut b) {
-            assert_eq!(n, 16);
-            got.push(value(&b));
-        }
-        assert_eq!(got, (1..=pushed).collect::<Vec<_>>());
+        let got = consumer.join().unwrap();
+        drain_and_check(q, got, pushed);
     });
 }
 
@@ -146,34 +155,10 @@ fn spsc_in_place_commit_drops_a_slot_and_publishes_the_rest() {
             1 + p.commit_in_place(&lens[..free as usize]).unwrap() as u64
         });
         let qc = q.clone();
-        let consumer = thread::spawn(move || {
-            let mut c = SpscConsumer::new(qc).unwrap();
-            let mut got = Vec::new();
-            let mut b = [0u8; 16];
-            match c.try_pop(&mut b) {
-                Ok(16) => got.push(value(&b)),
-                Ok(n) => panic!("length {n}"),
-                Err(PopError::Empty) => {}
-                Err(e) => panic!("{e}"),
-            }
-            let mut bufs = [[0u8; 16]; 2];
-            let mut lens = [0usize; 2];
-            let n = c.pop_slice(&mut bufs, &mut lens).unwrap();
-            for k in 0..n {
-                assert_eq!(lens[k], 16);
-                got.push(value(&bufs[k]));
-            }
-            got
-        });
+        let consumer = thread::spawn(move || pop_one_then_a_batch(qc));
         let pushed = producer.join().unwrap();
-        let mut got = consumer.join().unwrap();
-        let mut c = SpscConsumer::new(q).unwrap();
-        let mut b = [0u8; 16];
-        while let Ok(n) = c.try_pop(&mut b) {
-            assert_eq!(n, 16);
-            got.push(value(&b));
-        }
-        assert_eq!(got, (1..=pushed).collect::<Vec<_>>());
+        let got = consumer.join().unwrap();
+        drain_and_check(q, got, pushed);
     });
 }
 

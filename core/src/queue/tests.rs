@@ -533,41 +533,55 @@ fn spsc_corrupt_cursor_is_an_error_not_a_hang() {
     assert_eq!(p.free(), 0);
 }
 
-#[test]
-fn spsc_threads_deliver_everything_in_order() {
-    let (_b, q) = queue(QueueKind::Spsc, 8, 16, 24);
+/// Moves items 0..N from a producer thread running `produce(&mut p, i)` (returns how many
+/// it pushed from item `i` on) to a consumer popping batches of up to 4, which checks each
+/// item's number and its length, `len_of(i)` (at most 16).
+fn spsc_threads_move(
+    q: QueueView,
+    len_of: fn(u64) -> usize,
+    mut produce: impl FnMut(&mut SpscProducer, u64) -> u64 + Send,
+) {
     std::thread::scope(|s| {
-        s.spawn(|| {
+        s.spawn(move || {
             let mut p = SpscProducer::new(q).unwrap();
             let mut i = 0u64;
             while i < N {
-                // Alternate single pushes and batches of 3.
-                if i.is_multiple_of(2) {
-                    if p.try_push(&i.to_le_bytes()).is_ok() {
-                        i += 1;
-                    }
-                } else {
-                    let batch: Vec<[u8; 8]> =
-                        (i..(i + 3).min(N)).map(|v| v.to_le_bytes()).collect();
-                    i += p.push_slice(&batch).unwrap() as u64;
-                }
+                i += produce(&mut p, i);
                 std::thread::yield_now();
             }
         });
         let mut c = SpscConsumer::new(q).unwrap();
         let mut want = 0u64;
         while want < N {
-            let mut bufs = [[0u8; 8]; 4];
+            let mut bufs = [[0u8; 16]; 4];
             let mut lens = [0usize; 4];
             let n = c.pop_slice(&mut bufs, &mut lens).unwrap();
             for k in 0..n {
-                assert_eq!(lens[k], 8);
-                assert_eq!(u64::from_le_bytes(bufs[k]), want);
+                assert_eq!(lens[k], len_of(want));
+                assert_eq!(u64::from_le_bytes(bufs[k][..8].try_into().unwrap()), want);
                 want += 1;
             }
             std::thread::yield_now();
         }
     });
+}
+
+#[test]
+fn spsc_threads_deliver_everything_in_order() {
+    let (_b, q) = queue(QueueKind::Spsc, 8, 16, 24);
+    spsc_threads_move(
+        q,
+        |_| 8,
+        |p, i| {
+            // Alternate single pushes and batches of 3.
+            if i.is_multiple_of(2) {
+                u64::from(p.try_push(&i.to_le_bytes()).is_ok())
+            } else {
+                let batch: Vec<[u8; 8]> = (i..(i + 3).min(N)).map(|v| v.to_le_bytes()).collect();
+                p.push_slice(&batch).unwrap() as u64
+            }
+        },
+    );
 }
 
 #[test]
@@ -705,44 +719,22 @@ fn spsc_in_place_writes_publish_in_order_and_dropped_slots_close_up() {
 
 #[test]
 fn spsc_in_place_writes_from_another_thread_are_seen_whole() {
-    // The producer writes with plain copies (as the kernel does) and publishes with the
+    // The producer writes with plain stores (as the kernel does) and publishes with the
     // tail's release store; under Miri the race detector checks that nothing races.
     let (_b, q) = queue(QueueKind::Spsc, 8, 16, 24);
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let mut p = SpscProducer::new(q).unwrap();
-            let mut i = 0u64;
-            while i < N {
-                let mut lens = Vec::new();
-                while lens.len() < 3 && i + (lens.len() as u64) < N {
-                    let k = lens.len() as u64;
-                    if p.free_payload(k).is_none() {
-                        break;
-                    }
-                    let v = i + k;
-                    let len = (v % 9) as usize + 8;
-                    let mut item = [0u8; 16];
-                    item[..8].copy_from_slice(&v.to_le_bytes());
-                    write_in_place(&mut p, k, &item[..len]);
-                    lens.push(Some(len));
-                }
-                i += p.commit_in_place(&lens).unwrap() as u64;
-                std::thread::yield_now();
+    let len_of = |v: u64| (v % 9) as usize + 8;
+    spsc_threads_move(q, len_of, |p, i| {
+        let mut lens = Vec::new();
+        while lens.len() < 3 && i + (lens.len() as u64) < N {
+            let k = lens.len() as u64;
+            if p.free_payload(k).is_none() {
+                break;
             }
-        });
-        let mut c = SpscConsumer::new(q).unwrap();
-        let mut want = 0u64;
-        let mut buf = [0u8; 16];
-        while want < N {
-            match c.try_pop(&mut buf) {
-                Ok(len) => {
-                    assert_eq!(len, (want % 9) as usize + 8);
-                    assert_eq!(u64::from_le_bytes(buf[..8].try_into().unwrap()), want);
-                    want += 1;
-                }
-                Err(PopError::Empty) => std::thread::yield_now(),
-                Err(e) => panic!("pop: {e:?}"),
-            }
+            let mut item = [0u8; 16];
+            item[..8].copy_from_slice(&(i + k).to_le_bytes());
+            write_in_place(p, k, &item[..len_of(i + k)]);
+            lens.push(Some(len_of(i + k)));
         }
+        p.commit_in_place(&lens).unwrap() as u64
     });
 }

@@ -156,8 +156,14 @@ fn datagram(i: u32) -> Vec<u8> {
     d
 }
 
-#[test]
-fn datagrams_received_with_recvmmsg_move_through_in_batches() {
+/// Sends datagrams `0..3000` over loopback (bursts of 32, 1 ms apart, well within a socket
+/// buffer) to a socket with a 100 ms read timeout, has an ingest thread call `step(&rx, &mut
+/// p)` (which returns how many datagrams it moved into the 64-slot queue) until all are in,
+/// and checks that every datagram comes out whole and in order, and that some call moved
+/// more than one.
+fn datagrams_through_a_queue(
+    mut step: impl FnMut(&UdpSocket, &mut SpscBytesProducer) -> u32 + Send,
+) {
     const N: u32 = 3000;
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
     rx.set_read_timeout(Some(Duration::from_millis(100)))
@@ -165,7 +171,6 @@ fn datagrams_received_with_recvmmsg_move_through_in_batches() {
     let to = rx.local_addr().unwrap();
     let (mut p, mut c) = spsc_bytes_channel(64, 256).unwrap();
     std::thread::scope(|s| {
-        // Sender: bursts of 32 datagrams, 1 ms apart, well within a socket buffer.
         s.spawn(move || {
             let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
             for i in 0..N {
@@ -175,32 +180,16 @@ fn datagrams_received_with_recvmmsg_move_through_in_batches() {
                 }
             }
         });
-        // Ingest: one recvmmsg per batch, one push_slice (one index update) per batch, the
-        // rest of a batch that did not fit pushed once the consumer made room.
         s.spawn(move || {
-            let mut batch = RecvBatch::new(32, 256);
-            let (mut got, mut batches) = (0u32, 0u32);
+            let (mut got, mut calls) = (0u32, 0u32);
             let deadline = Instant::now() + Duration::from_secs(30);
             while got < N && Instant::now() < deadline {
-                let Ok(n) = batch.recv(&rx) else { continue };
-                let items: Vec<&[u8]> = (0..n)
-                    .filter_map(|i| batch.get(i).and_then(|(bytes, _)| bytes))
-                    .collect();
-                let mut k = 0;
-                while k < items.len() {
-                    k += p.push_slice(&items[k..]).unwrap();
-                    if k < items.len() {
-                        let wait = &mut crate::YieldBackoff::default();
-                        p.push_timeout(items[k], wait, Duration::from_secs(10))
-                            .unwrap();
-                        k += 1;
-                    }
-                }
-                got += items.len() as u32;
-                batches += 1;
+                let n = step(&rx, &mut p);
+                got += n;
+                calls += u32::from(n > 0);
             }
             assert_eq!(got, N, "datagrams received");
-            assert!(batches < N, "no batch held more than one datagram");
+            assert!(calls < N, "no call took more than one datagram");
         });
         let mut buf = [0u8; 256];
         let mut wait = crate::FutexWait::default();
@@ -214,6 +203,30 @@ fn datagrams_received_with_recvmmsg_move_through_in_batches() {
     });
 }
 
+#[test]
+fn datagrams_received_with_recvmmsg_move_through_in_batches() {
+    // One recvmmsg per batch, one push_slice (one index update) per batch, the rest of a
+    // batch that did not fit pushed once the consumer made room.
+    let mut batch = RecvBatch::new(32, 256);
+    datagrams_through_a_queue(|rx, p| {
+        let Ok(n) = batch.recv(rx) else { return 0 };
+        let items: Vec<&[u8]> = (0..n)
+            .filter_map(|i| batch.get(i).and_then(|(bytes, _)| bytes))
+            .collect();
+        let mut k = 0;
+        while k < items.len() {
+            k += p.push_slice(&items[k..]).unwrap();
+            if k < items.len() {
+                let wait = &mut crate::YieldBackoff::default();
+                p.push_timeout(items[k], wait, Duration::from_secs(10))
+                    .unwrap();
+                k += 1;
+            }
+        }
+        items.len() as u32
+    });
+}
+
 /// A receiving socket on loopback that never blocks, and a sender.
 fn loopback_pair() -> (UdpSocket, UdpSocket) {
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -221,6 +234,20 @@ fn loopback_pair() -> (UdpSocket, UdpSocket) {
     let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
     tx.connect(rx.local_addr().unwrap()).unwrap();
     (rx, tx)
+}
+
+/// Sends `datagrams`, then takes them with one `recv_mmsg`: (pushed, dropped).
+fn send_then_recv_mmsg(
+    tx: &UdpSocket,
+    rx: &UdpSocket,
+    p: &mut SpscBytesProducer,
+    datagrams: &[&[u8]],
+) -> (usize, usize) {
+    for d in datagrams {
+        tx.send(d).unwrap();
+    }
+    let Received { pushed, dropped } = p.recv_mmsg(rx, 32).unwrap();
+    (pushed, dropped)
 }
 
 #[test]
@@ -234,17 +261,9 @@ fn recv_mmsg_fills_free_slots_drops_the_too_long_and_leaves_the_rest_in_the_sock
         "nothing waiting"
     );
 
-    // Loopback delivers during send, so all three wait in the socket.
-    for d in [&[1u8; 10][..], &[2u8; 150], &[3u8; 100], &[]] {
-        tx.send(d).unwrap();
-    }
-    assert_eq!(
-        p.recv_mmsg(&rx, 32).unwrap(),
-        Received {
-            pushed: 3,
-            dropped: 1
-        }
-    );
+    // Loopback delivers during send, so all four wait in the socket.
+    let datagrams = [&[1u8; 10][..], &[2u8; 150], &[3u8; 100], &[]];
+    assert_eq!(send_then_recv_mmsg(&tx, &rx, &mut p, &datagrams), (3, 1));
     for want in [&[1u8; 10][..], &[3u8; 100], &[]] {
         let len = c.try_pop(&mut buf).unwrap().unwrap();
         assert_eq!(&buf[..len], want);
@@ -284,16 +303,8 @@ fn recv_mmsg_fills_free_slots_drops_the_too_long_and_leaves_the_rest_in_the_sock
     let _rm = Remove(path.clone());
     drop(SpscProducer::<u64>::create(&path, 4).unwrap());
     let mut bp = SpscBytesProducer::open(&path).unwrap();
-    for d in [&5u64.to_ne_bytes()[..], b"short", &6u64.to_ne_bytes()] {
-        tx.send(d).unwrap();
-    }
-    assert_eq!(
-        bp.recv_mmsg(&rx, 32).unwrap(),
-        Received {
-            pushed: 2,
-            dropped: 1
-        }
-    );
+    let datagrams = [&5u64.to_ne_bytes()[..], b"short", &6u64.to_ne_bytes()];
+    assert_eq!(send_then_recv_mmsg(&tx, &rx, &mut bp, &datagrams), (2, 1));
     let mut tc = SpscConsumer::<u64>::open(&path).unwrap();
     assert_eq!(
         (tc.try_pop(), tc.try_pop(), tc.try_pop()),
@@ -303,54 +314,19 @@ fn recv_mmsg_fills_free_slots_drops_the_too_long_and_leaves_the_rest_in_the_sock
 
 #[test]
 fn datagrams_received_into_the_slots_move_through_in_order() {
-    const N: u32 = 3000;
-    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
-    rx.set_read_timeout(Some(Duration::from_millis(100)))
-        .unwrap();
-    let to = rx.local_addr().unwrap();
-    let (mut p, mut c) = spsc_bytes_channel(64, 256).unwrap();
-    std::thread::scope(|s| {
-        // Sender: bursts of 32 datagrams, 1 ms apart, well within a socket buffer.
-        s.spawn(move || {
-            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
-            for i in 0..N {
-                tx.send_to(&datagram(i), to).unwrap();
-                if i % 32 == 31 {
-                    std::thread::sleep(Duration::from_millis(1));
-                }
-            }
-        });
-        // Ingest: recvmmsg straight into the free slots, one index update per call; a
-        // full queue waits for the consumer.
-        s.spawn(move || {
-            let (mut got, mut calls) = (0u32, 0u32);
-            let deadline = Instant::now() + Duration::from_secs(30);
-            let mut wait = crate::FutexWait::default();
-            while got < N && Instant::now() < deadline {
-                match p.recv_mmsg(&rx, 32) {
-                    Ok(r) if r.pushed == 0 => {
-                        assert!(p.wait_for_space(&mut wait, Duration::from_secs(10)) > 0);
-                    }
-                    Ok(r) => {
-                        assert_eq!(r.dropped, 0);
-                        got += r.pushed as u32;
-                        calls += 1;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                    Err(e) => panic!("recv_mmsg: {e}"),
-                }
-            }
-            assert_eq!(got, N, "datagrams received");
-            assert!(calls < N, "no call took more than one datagram");
-        });
-        let mut buf = [0u8; 256];
-        let mut wait = crate::FutexWait::default();
-        for i in 0..N {
-            let len = c
-                .pop_timeout(&mut buf, &mut wait, Duration::from_secs(30))
-                .unwrap()
-                .unwrap_or_else(|| panic!("datagram {i} never came"));
-            assert_eq!(&buf[..len], &datagram(i)[..], "datagram {i}");
+    // recvmmsg straight into the free slots, one index update per call; a full queue waits
+    // for the consumer.
+    let mut wait = crate::FutexWait::default();
+    datagrams_through_a_queue(|rx, p| match p.recv_mmsg(rx, 32) {
+        Ok(r) if r.pushed == 0 => {
+            assert!(p.wait_for_space(&mut wait, Duration::from_secs(10)) > 0);
+            0
         }
+        Ok(r) => {
+            assert_eq!(r.dropped, 0);
+            r.pushed as u32
+        }
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+        Err(e) => panic!("recv_mmsg: {e}"),
     });
 }
