@@ -245,18 +245,19 @@ impl SpscBytesProducer {
     /// non-blocking one when none is. Returns at once with nothing received when the queue
     /// is full or `max` is 0 (then `pushed` and `dropped` are both 0). A datagram longer
     /// than [`SpscBytesProducer::max_len`] (or, on a queue of fixed-size items, of another
-    /// length) is dropped and counted; the slot it took goes to the next one. Senders are not kept. Allocates only on the first call (and
-    /// on a later call with a larger `max`).
+    /// length) is dropped and counted, and the datagrams after it close up. Senders are not
+    /// kept. Allocates only on the first call, and on a later call with a larger `max`.
     pub fn recv_mmsg(&mut self, sock: &UdpSocket, max: usize) -> io::Result<Received> {
-        let want = self.inner.free().min(max.min(1024) as u64) as usize;
+        let max = max.min(1024);
+        let want = self.inner.free().min(max as u64) as usize;
         if want == 0 {
             return Ok(Received::default());
         }
         let ingest = match &mut self.ingest {
             Some(i) if i.mmsg.capacity() >= want => i,
             slot => slot.insert(Box::new(Ingest {
-                mmsg: MmsgScratch::new(want),
-                lens: Vec::with_capacity(want),
+                mmsg: MmsgScratch::new(max),
+                lens: Vec::with_capacity(max),
             })),
         };
         let inner = &mut self.inner;
