@@ -6,7 +6,8 @@
 //!
 //! # How it waits
 //!
-//! Each `AsyncRingConsumer` owns one waiter thread (named `ringwire-async`). A poll first
+//! Each `AsyncRingConsumer` owns one waiter thread (named `ringwire-async`; only
+//! [`AsyncRingConsumer::from_consumer`] goes on without one if it cannot start). A poll first
 //! tries the ring; when it is empty, the poll stores the task's [`Waker`] and the cursor
 //! it waits for in a mutex shared with the waiter, marks the waiter *armed*, and then tries
 //! the ring once more before returning `Pending`. The armed waiter sleeps on the ring's
@@ -141,33 +142,55 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
     /// also bounds how long a drop can wait for the waiter, and how late a record from a
     /// producer that never wakes sleepers arrives). A zero timeout is raised to 1 ms.
     pub fn with_timeout(consumer: RingConsumer<T>, timeout: Duration) -> Result<Self> {
+        let (consumer, spawned) = Self::build(consumer, timeout, spawn_waiter);
+        match spawned {
+            Ok(()) => Ok(consumer),
+            Err(source) => Err(Error::Io {
+                path: consumer.consumer.file().path().to_path_buf(),
+                op: "spawn the async consumer's waiter thread",
+                source,
+            }),
+        }
+    }
+
+    /// Wraps `consumer` as [`AsyncRingConsumer::new`] does, without failing (ringfire's
+    /// `AsyncRingConsumer::from_consumer`). Should the waiter thread not start (the process
+    /// is out of threads), the consumer still delivers every record, but a poll that finds
+    /// the ring empty asks the executor to poll it again at once: it waits by spinning
+    /// through the executor instead of sleeping. [`AsyncRingConsumer::has_waiter`] tells.
+    pub fn from_consumer(consumer: RingConsumer<T>) -> Self {
+        Self::build(consumer, DEFAULT_FUTEX_TIMEOUT, spawn_waiter).0
+    }
+
+    /// Whether the waiter thread runs (always, unless [`AsyncRingConsumer::from_consumer`]
+    /// could not start it).
+    pub fn has_waiter(&self) -> bool {
+        self.waiter.thread.is_some()
+    }
+
+    /// Wraps `consumer` and starts its waiter thread with `spawn`; on failure the consumer
+    /// has no waiter (see [`AsyncRingConsumer::from_consumer`]) and the error comes back.
+    fn build(
+        consumer: RingConsumer<T>,
+        timeout: Duration,
+        spawn: impl FnOnce(RingView, Arc<Shared>, Duration) -> std::io::Result<JoinHandle<()>>,
+    ) -> (Self, std::io::Result<()>) {
         let timeout = timeout.max(Duration::from_millis(1));
         let shared = Arc::new(Shared {
             state: Mutex::new(State::default()),
             wake_waiter: Condvar::new(),
         });
         let ring = *consumer.file().ring();
-        let thread = {
-            let shared = Arc::clone(&shared);
-            std::thread::Builder::new()
-                .name(WAITER_THREAD_NAME.to_string())
-                // The ring view is a copy of the consumer's; the thread is joined (Waiter's
-                // drop) before the consumer unmaps the ring, as the Region contract asks.
-                .spawn(move || run_waiter(ring, &shared, timeout))
-                .map_err(|source| Error::Io {
-                    path: consumer.file().path().to_path_buf(),
-                    op: "spawn the async consumer's waiter thread",
-                    source,
-                })?
+        let (thread, spawned) = match spawn(ring, Arc::clone(&shared), timeout) {
+            Ok(t) => (Some(t), Ok(())),
+            Err(e) => (None, Err(e)),
         };
-        Ok(AsyncRingConsumer {
-            waiter: Waiter {
-                shared,
-                ring,
-                thread: Some(thread),
-            },
-            consumer,
-        })
+        let waiter = Waiter {
+            shared,
+            ring,
+            thread,
+        };
+        (AsyncRingConsumer { waiter, consumer }, spawned)
     }
 
     /// The next record; waits (without blocking the executor) until one is published.
@@ -204,6 +227,11 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
     ) -> Poll<R> {
         if let Some(r) = take(&mut self.consumer) {
             return Poll::Ready(r);
+        }
+        if self.waiter.thread.is_none() {
+            // No waiter thread (see from_consumer): be polled again at once.
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
         }
         self.waiter.arm(cx.waker(), self.consumer.cursor());
         // Re-check after arming: a publish the first try missed but this one also misses
@@ -296,6 +324,18 @@ impl Drop for Waiter {
     }
 }
 
+/// Starts the waiter thread on `ring`. The ring view is a copy of the consumer's; the thread
+/// is joined (Waiter's drop) before the consumer unmaps the ring, as the Region contract asks.
+fn spawn_waiter(
+    ring: RingView,
+    shared: Arc<Shared>,
+    timeout: Duration,
+) -> std::io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(WAITER_THREAD_NAME.to_string())
+        .spawn(move || run_waiter(ring, &shared, timeout))
+}
+
 /// The waiter thread: wait to be armed, sleep on the ring until `write_seq >= cursor`,
 /// wake the task, repeat; return when told to stop.
 fn run_waiter(ring: RingView, shared: &Shared, timeout: Duration) {
@@ -354,5 +394,45 @@ impl<T: FromBytes + 'static> fmt::Debug for AsyncRingConsumer<T> {
         f.debug_struct("AsyncRingConsumer")
             .field("consumer", &self.consumer)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RingProducer;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn without_a_waiter_thread_every_record_still_arrives() {
+        let path =
+            std::env::temp_dir().join(format!("ringwire-async-no-waiter-{}", std::process::id()));
+        let mut tx = RingProducer::<u64>::create(&path, 64).unwrap();
+        tx.push(&1);
+        let consumer = RingConsumer::<u64>::attach(&path).unwrap();
+        let (mut rx, spawned) =
+            AsyncRingConsumer::build(consumer, DEFAULT_FUTEX_TIMEOUT, |_, _, _| {
+                Err(std::io::Error::from(std::io::ErrorKind::WouldBlock))
+            });
+        assert!(spawned.is_err() && !rx.has_waiter());
+        let late = std::thread::spawn(move || {
+            for v in 2..=100u64 {
+                std::thread::sleep(Duration::from_micros(200));
+                tx.push(&v);
+            }
+            tx
+        });
+        let got = tokio::time::timeout(Duration::from_secs(60), async {
+            let mut got = Vec::new();
+            for _ in 1..=100 {
+                got.push(rx.recv().await);
+            }
+            got
+        })
+        .await
+        .expect("records arrive without a waiter thread");
+        assert_eq!(got, (1..=100).collect::<Vec<u64>>());
+        drop(late.join());
+        // The usual constructor starts the thread.
+        assert!(AsyncRingConsumer::from_consumer(rx.into_inner()).has_waiter());
     }
 }

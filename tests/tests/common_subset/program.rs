@@ -130,12 +130,16 @@ pub fn run(dir: &Path) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
-/// The async consumer: attach, then `recv().await` for records pushed before and after.
+/// The async consumer: attach, then `recv().await` for records pushed before and after;
+/// `from_consumer` around a consumer attached beforehand.
 pub async fn run_async(dir: &Path) -> Result<(), Box<dyn Error>> {
     let path = dir.join("async");
     let mut producer = rf::RingProducer::<Tick>::create(&path, 64)?;
     producer.push(&tick(1));
     let mut consumer = rf::AsyncRingConsumer::<Tick>::attach(&path)?;
+    // The same, wrapping a consumer attached beforehand.
+    let mut wrapped =
+        rf::AsyncRingConsumer::from_consumer(rf::RingConsumer::<Tick>::attach(&path)?);
     assert_eq!(consumer.recv().await, tick(1));
     let late = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(20));
@@ -145,5 +149,7 @@ pub async fn run_async(dir: &Path) -> Result<(), Box<dyn Error>> {
     assert_eq!(consumer.recv().await, tick(2));
     assert_eq!(consumer.lapped_count(), 0);
     drop(late.join());
+    assert_eq!(wrapped.recv().await, tick(1));
+    assert_eq!(wrapped.recv().await, tick(2));
     Ok(())
 }
