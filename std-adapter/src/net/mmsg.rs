@@ -133,8 +133,6 @@ impl MmsgScratch {
 /// Buffers for up to `n` datagrams received with one `recvmmsg`.
 pub struct RecvBatch {
     bufs: Vec<Vec<u8>>,
-    lens: Vec<usize>,
-    addrs: Vec<Option<SocketAddrV4>>,
     filled: usize,
     scratch: MmsgScratch,
 }
@@ -143,11 +141,10 @@ impl RecvBatch {
     /// `n` buffers of `buf_len` bytes each.
     pub fn new(n: usize, buf_len: usize) -> RecvBatch {
         let scratch = MmsgScratch::new(n);
-        let n = scratch.capacity();
         RecvBatch {
-            bufs: (0..n).map(|_| vec![0u8; buf_len.max(1)]).collect(),
-            lens: vec![0; n],
-            addrs: vec![None; n],
+            bufs: (0..scratch.capacity())
+                .map(|_| vec![0u8; buf_len.max(1)])
+                .collect(),
             filled: 0,
             scratch,
         }
@@ -162,30 +159,22 @@ impl RecvBatch {
         let bufs = self.bufs.iter_mut().map(|b| (b.as_mut_ptr(), b.len()));
         // SAFETY: each pointer and length is one of our buffers, borrowed mutably for the
         // whole call.
-        let got = unsafe { self.scratch.recv(sock, bufs) }?;
-        for i in 0..got {
-            self.lens[i] = if self.scratch.truncated(i) {
-                // A datagram larger than the buffer is garbage to a mirror: report it as
-                // longer than the buffer so the caller rejects it instead of parsing a prefix.
-                self.bufs[i].len() + 1
-            } else {
-                self.scratch.len(i)
-            };
-            self.addrs[i] = self.scratch.sender(i);
-        }
-        self.filled = got;
-        Ok(got)
+        self.filled = unsafe { self.scratch.recv(sock, bufs) }?;
+        Ok(self.filled)
     }
 
     /// The `i`-th datagram received by the last `recv`: its bytes and sender. `None` for a
-    /// truncated datagram's bytes (longer than the buffer) or an index past the batch.
+    /// truncated datagram's bytes (longer than the buffer: garbage to a mirror, which must
+    /// not parse a prefix) or an index past the batch.
     pub fn get(&self, i: usize) -> Option<(Option<&[u8]>, Option<SocketAddrV4>)> {
         if i >= self.filled {
             return None;
         }
-        let len = self.lens[i];
-        let bytes = (len <= self.bufs[i].len()).then(|| &self.bufs[i][..len]);
-        Some((bytes, self.addrs[i]))
+        let bytes = match self.scratch.truncated(i) {
+            true => None,
+            false => self.bufs[i].get(..self.scratch.len(i)),
+        };
+        Some((bytes, self.scratch.sender(i)))
     }
 
     /// Datagrams in the last batch.
