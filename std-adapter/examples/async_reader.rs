@@ -60,5 +60,10 @@ async fn main() -> ringwire::Result<()> {
     );
     drop(rx); // ends the waiter thread before the producer removes the file
     drop(producer.join().expect("producer thread"));
+    // A named consumer keeps a checkpoint beside the ring (spec §13); this one is not needed.
+    let _ = std::fs::remove_file(ringwire::checkpoint::default_path(
+        path.as_ref(),
+        "async-example",
+    ));
     Ok(())
 }

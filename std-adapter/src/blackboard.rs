@@ -172,6 +172,14 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
         }
     }
 
+    /// [`BlackboardConsumer::read`] into `out`: `Ok(true)` and `out` holds the value, or
+    /// `Ok(false)` when `key` was never written. `out` is left as it was on `Ok(false)` and
+    /// on errors (a key out of range, a stalled writer).
+    pub fn read_copy(&self, key: usize, out: &mut V) -> Result<bool> {
+        // Through `read` so that a torn attempt never reaches `out`.
+        Ok(self.read(key)?.map(|v| *out = v).is_some())
+    }
+
     /// Number of keys.
     pub fn slot_count(&self) -> u32 {
         self.bb.slot_count()

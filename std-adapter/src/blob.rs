@@ -9,6 +9,7 @@ use std::marker::PhantomData;
 use std::path::Path;
 
 use ringwire_core::broadcast::blob::{BLOB_REF_LEN, BlobError, BlobReader, BlobWriter};
+use ringwire_core::broadcast::registry;
 use ringwire_core::layout::{schema_signature_of, slot_stride};
 use ringwire_core::{Expect, Geometry};
 use zerocopy::{FromBytes, Immutable, IntoBytes};
@@ -95,10 +96,33 @@ impl BlobProducerBuilder {
     }
 }
 
+/// What [`BlobConsumer::recv_status`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlobRecvStatus {
+    /// A message was received with nothing skipped before it in this call.
+    Ok {
+        /// Bytes of the blob now at the start of the caller's buffer.
+        payload_len: usize,
+    },
+    /// Nothing new to read. Messages may still have been skipped (they count in
+    /// [`BlobConsumer::lapped_count`]) if every one left was lost.
+    Empty,
+    /// A message was received, but this call first skipped older ones: slots the
+    /// producer had overwritten, blobs overwritten in the arena, or holes of a mirror ring.
+    Lapped {
+        /// Messages skipped in this call (also added to [`BlobConsumer::lapped_count`]).
+        skipped: u64,
+        /// Bytes of the blob that was received.
+        payload_len: usize,
+    },
+}
+
 /// The single writer of a blob ring.
 pub struct BlobProducer<M> {
     writer: BlobWriter,
     scratch: Vec<u8>,
+    /// `push_with`'s payload buffer, grown to the largest length asked for.
+    fill_buf: Vec<u8>,
     file: RingFile,
     _m: PhantomData<fn(&M)>,
 }
@@ -146,6 +170,7 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
         Ok(BlobProducer {
             writer,
             scratch: vec![0u8; geo.record_len()],
+            fill_buf: Vec::new(),
             file,
             _m: PhantomData,
         })
@@ -170,6 +195,82 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
         Ok(pushed.seq)
     }
 
+    /// Publishes `meta` with a `len`-byte payload that `f` fills, and returns the sequence
+    /// with what `f` returned: ringfire's zero-copy `push_with`, except that `f` fills a
+    /// buffer this producer keeps (zeroed, exactly `len` bytes, reused across calls) which
+    /// is then copied into the arena. Our arena is written with atomic word stores because
+    /// a lapped reader may still be copying the bytes being overwritten; handing `f` a
+    /// `&mut [u8]` into the arena would make that a data race.
+    ///
+    /// A `len` longer than the arena takes (its capacity, at most `u32::MAX`) is the same
+    /// error as [`BlobProducer::push`] gives, returned before `f` runs; nothing is
+    /// published. `len == 0` calls `f` with an empty slice. If `f` panics, nothing is
+    /// published and no arena space is used.
+    pub fn push_with<F, R>(&mut self, meta: &M, len: usize, f: F) -> Result<(u64, R)>
+    where
+        F: FnOnce(&mut [u8]) -> R,
+    {
+        // usize is at most 64 bits on every target std runs on.
+        let max = self.max_blob_len();
+        if len as u64 > max {
+            return Err(Error::Blob {
+                path: self.file.path().to_path_buf(),
+                source: BlobError::TooLarge { len, max },
+            });
+        }
+        let mut buf = std::mem::take(&mut self.fill_buf);
+        if buf.len() < len {
+            buf.resize(len, 0);
+        }
+        let payload = &mut buf[..len];
+        payload.fill(0);
+        let r = f(payload);
+        let seq = self.push(meta, &buf[..len]);
+        self.fill_buf = buf;
+        Ok((seq?, r))
+    }
+
+    /// The longest blob the arena takes: its capacity, capped at `u32::MAX`.
+    fn max_blob_len(&self) -> u64 {
+        self.file
+            .ring()
+            .geometry()
+            .arena_size
+            .min(u64::from(u32::MAX))
+    }
+
+    /// The smallest cursor (next sequence to read) of the live registered readers, after
+    /// freeing the registry slots of readers whose process has died; `None` when no reader
+    /// is registered (always so with `max_readers(0)`). Each call scans the whole registry
+    /// and signals every registered pid (`kill(pid, 0)`): a monitoring call, not a hot-path one.
+    pub fn min_reader_seq(&self) -> Option<u64> {
+        let ring = self.file.ring();
+        registry::prune_dead(ring, sys::pid_alive);
+        registry::min_live_cursor(ring)
+    }
+
+    /// Messages published that the slowest live reader has not read yet:
+    /// `sequence() - (min_reader_seq() - 1)`, 0 when no reader is registered or the slowest
+    /// one has read everything. A reader lapped while idle can show more than the capacity.
+    /// Prunes dead readers first, as [`BlobProducer::min_reader_seq`] does.
+    pub fn reader_lag(&self) -> u64 {
+        let ring = self.file.ring();
+        registry::prune_dead(ring, sys::pid_alive);
+        registry::slowest_unread(ring, self.sequence()).unwrap_or(0)
+    }
+
+    /// Messages the producer can still publish before it overwrites a slot the slowest live
+    /// reader has not read: `capacity - reader_lag()`, the capacity when no reader is
+    /// registered, 0 once that reader is lapped. It counts descriptor slots only: a large
+    /// blob can overwrite an unread blob in the arena sooner (the reader then counts it as
+    /// lapped).
+    pub fn headroom(&self) -> u64 {
+        self.file
+            .ring()
+            .capacity()
+            .saturating_sub(self.reader_lag())
+    }
+
     /// The highest published sequence.
     pub fn sequence(&self) -> u64 {
         self.writer.next_seq() - 1
@@ -183,6 +284,13 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
     /// `msync` of the mapping.
     pub fn flush(&self) -> Result<()> {
         self.file.flush()
+    }
+}
+
+impl BlobProducer<()> {
+    /// [`BlobProducer::push`] for a ring without meta.
+    pub fn push_payload(&mut self, payload: &[u8]) -> Result<u64> {
+        self.push(&(), payload)
     }
 }
 
@@ -251,6 +359,27 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
             }
             r.len
         }))
+    }
+
+    /// [`BlobConsumer::recv`] that also says whether messages were skipped to get there:
+    /// [`BlobRecvStatus::Lapped`] with the number skipped in this call (overwritten slots,
+    /// overwritten blobs, holes of a mirror ring), [`BlobRecvStatus::Ok`] when none was,
+    /// [`BlobRecvStatus::Empty`] when caught up. An `out` shorter than the next blob is an
+    /// error and that message stays unread (messages skipped before it stay skipped and
+    /// counted, though no status reports them).
+    pub fn recv_status(&mut self, meta: &mut M, out: &mut [u8]) -> Result<BlobRecvStatus> {
+        let before = self.reader.lapped_count();
+        let got = self.recv(meta, out)?;
+        // The reader's lapped count only grows (saturating), so this never underflows.
+        let skipped = self.reader.lapped_count() - before;
+        Ok(match got {
+            None => BlobRecvStatus::Empty,
+            Some(payload_len) if skipped == 0 => BlobRecvStatus::Ok { payload_len },
+            Some(payload_len) => BlobRecvStatus::Lapped {
+                skipped,
+                payload_len,
+            },
+        })
     }
 
     /// Hands the next message to `f` as `(meta, payload)` and returns what it returns, or
@@ -340,6 +469,14 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     /// The ring file.
     pub fn file(&self) -> &RingFile {
         &self.file
+    }
+}
+
+impl BlobConsumer<()> {
+    /// [`BlobConsumer::recv`] for a ring without meta: the blob into `out`, its length, or
+    /// `Ok(None)` when caught up.
+    pub fn recv_payload(&mut self, out: &mut [u8]) -> Result<Option<usize>> {
+        self.recv(&mut (), out)
     }
 }
 

@@ -78,11 +78,15 @@ fn now_ns() -> u64 {
 }
 
 impl OffsetCheckpoint {
-    /// Opens the checkpoint at `path`, creating it (mode `0o666` less the umask) when it is
-    /// shorter than 64 bytes. An existing file must have the right magic and version; this
+    /// Opens the checkpoint at `path`, creating it (mode `0o666` less the umask, and any
+    /// missing parent directories) when it is shorter than 64 bytes. An existing file must have the right magic and version; this
     /// process's pid is stored into it.
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            // As ringfire does; should it fail, the open below names the problem.
+            let _ = std::fs::create_dir_all(dir);
+        }
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -117,7 +121,8 @@ impl OffsetCheckpoint {
             region,
             _map: map,
             path: path.to_path_buf(),
-            name: name.to_string(),
+            // Trimmed, as stored in the file and as the reference reports it.
+            name: name.trim().to_string(),
         };
         let pid = std::process::id();
         if fresh {
@@ -131,7 +136,9 @@ impl OffsetCheckpoint {
             // Relaxed: the magic's release store below publishes these.
             cp.a64(OFF_VERSION_PID).store(vp, Ordering::Relaxed);
             cp.a64(OFF_SEQ).store(0, Ordering::Relaxed);
-            cp.a64(OFF_UPDATED).store(0, Ordering::Relaxed);
+            // Creation stamps the time too, as the reference does (spec §13: the whole
+            // struct is written).
+            cp.a64(OFF_UPDATED).store(now_ns(), Ordering::Relaxed);
             // Release: a reader that sees the magic sees the whole record.
             cp.a64(OFF_MAGIC).store(CHECKPOINT_MAGIC, Ordering::Release);
             return Ok(cp);
@@ -193,10 +200,17 @@ impl OffsetCheckpoint {
             .store(std::process::id(), Ordering::Relaxed);
     }
 
-    /// Wall-clock nanoseconds of the last save (0 = never).
+    /// Wall-clock nanoseconds since the Unix epoch of the last save, or of the file's
+    /// creation when nothing was saved yet. 0 only in a file whose creator stored 0 (an
+    /// older ringwire) or a clock before 1970; the clock is not monotonic.
     pub fn updated_ns(&self) -> u64 {
         // Relaxed: informational.
         self.a64(OFF_UPDATED).load(Ordering::Relaxed)
+    }
+
+    /// ringfire's name for [`OffsetCheckpoint::updated_ns`]: the same value.
+    pub fn updated_nanos(&self) -> u64 {
+        self.updated_ns()
     }
 
     /// The pid of the last process that attached or saved.
@@ -210,7 +224,8 @@ impl OffsetCheckpoint {
         &self.path
     }
 
-    /// The consumer name given at open.
+    /// The consumer name given at open, with surrounding whitespace trimmed (the file
+    /// keeps at most 31 bytes of it).
     pub fn name(&self) -> &str {
         &self.name
     }

@@ -22,6 +22,24 @@ use crate::wait::WaitStrategy;
 /// Default registry name of a [`RingConsumer`] (spec §5).
 pub const DEFAULT_CONSUMER_NAME: &str = "consumer";
 
+/// What one [`RingConsumer::recv_status`] call found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RecvStatus<T> {
+    /// The next record, with nothing lost since the previous receive.
+    Ok(T),
+    /// Nothing new has been published.
+    Empty,
+    /// The writer lapped this reader: `skipped` records were overwritten before they could
+    /// be read (or were holes of a sparse mirror ring), and `item` is the first record
+    /// after them. `skipped` is also added to [`RingConsumer::lapped_count`].
+    Lapped {
+        /// Records lost just before `item`.
+        skipped: u64,
+        /// The record received.
+        item: T,
+    },
+}
+
 /// Options for attaching a [`RingConsumer`].
 #[derive(Clone, Debug)]
 pub struct RingConsumerBuilder<T> {
@@ -74,7 +92,10 @@ impl<T: FromBytes + 'static> RingConsumerBuilder<T> {
         self.start_mode(StartMode::Sequence(seq))
     }
 
-    /// Registry name (default `"consumer"`); also names the default checkpoint file.
+    /// Registry name (default `"consumer"`). Without [`RingConsumerBuilder::offset_file`],
+    /// a name also gives the consumer a checkpoint at the default path (spec §13, as
+    /// ringfire does): `attach` creates that file if it is missing and resumes from the
+    /// offset saved in it, if any.
     pub fn consumer_name(mut self, name: &str) -> Self {
         self.name = Some(name.to_string());
         self
@@ -87,8 +108,15 @@ impl<T: FromBytes + 'static> RingConsumerBuilder<T> {
         self
     }
 
+    /// The same as [`RingConsumerBuilder::offset_file`] (ringfire's name for a checkpoint
+    /// kept in `/dev/shm`; any path works).
+    pub fn offset_shm(self, path: impl AsRef<Path>) -> Self {
+        self.offset_file(path)
+    }
+
     /// Use the default checkpoint path for the consumer name (see
-    /// [`checkpoint::default_path`](crate::checkpoint::default_path)).
+    /// [`checkpoint::default_path`](crate::checkpoint::default_path)); the name defaults to
+    /// `"consumer"`. Naming the consumer does the same.
     pub fn default_offset_file(mut self) -> Self {
         self.offset_file = Some(PathBuf::new());
         self
@@ -96,7 +124,7 @@ impl<T: FromBytes + 'static> RingConsumerBuilder<T> {
 
     /// Attaches to the ring at `path`.
     pub fn attach(self, path: impl AsRef<Path>) -> Result<RingConsumer<T>> {
-        RingConsumer::attach_with(path.as_ref(), self)
+        RingConsumer::attach_with_options(path, self)
     }
 }
 
@@ -114,6 +142,28 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         RingConsumerBuilder::new().start_from_oldest().attach(path)
     }
 
+    /// Attaches at the newest published message, which the first receive delivers (or at
+    /// the first message to come, on an empty ring); registered as `"consumer"` if the ring
+    /// has a registry.
+    pub fn attach_latest(path: impl AsRef<Path>) -> Result<Self> {
+        RingConsumerBuilder::new().start_from_latest().attach(path)
+    }
+
+    /// Attaches with the checkpoint file `offset_file` (created if missing): resumes after
+    /// the sequence saved there (clamped to the oldest retained, the rest counted as
+    /// lapped), or at the newest published message when nothing was saved yet. The
+    /// checkpoint and the registry entry are named `"consumer"`. A file that exists but is
+    /// not a checkpoint is refused ([`Error::BadFileMagic`], [`Error::BadFileVersion`]).
+    pub fn attach_from_offset<P: AsRef<Path>, O: AsRef<Path>>(
+        path: P,
+        offset_file: O,
+    ) -> Result<Self> {
+        RingConsumerBuilder::new()
+            .offset_file(offset_file)
+            .start_from_latest()
+            .attach(path)
+    }
+
     /// A builder with start modes, a name and a checkpoint file.
     pub fn builder() -> RingConsumerBuilder<T> {
         RingConsumerBuilder::new()
@@ -128,15 +178,25 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         }
     }
 
-    fn attach_with(path: &Path, b: RingConsumerBuilder<T>) -> Result<Self> {
+    /// Attaches to the ring at `path` with the options of `b`: the same as `b.attach(path)`
+    /// (ringfire's spelling).
+    pub fn attach_with_options<P: AsRef<Path>>(path: P, b: RingConsumerBuilder<T>) -> Result<Self> {
+        let path = path.as_ref();
         let file = RingFile::open(path, Self::expect())?;
         let name = b.name.as_deref().unwrap_or(DEFAULT_CONSUMER_NAME);
+        // A name without a file means the default file (spec §13), as does an empty path.
         let checkpoint = match &b.offset_file {
-            Some(p) if p.as_os_str().is_empty() => Some(OffsetCheckpoint::open_or_create(
+            Some(p) if !p.as_os_str().is_empty() => {
+                Some(OffsetCheckpoint::open_or_create(p, name)?)
+            }
+            Some(_) => Some(OffsetCheckpoint::open_or_create(
                 default_path(path, name),
                 name,
             )?),
-            Some(p) => Some(OffsetCheckpoint::open_or_create(p, name)?),
+            None if b.name.is_some() => Some(OffsetCheckpoint::open_or_create(
+                default_path(path, name),
+                name,
+            )?),
             None => None,
         };
         let mode = match checkpoint.as_ref().and_then(|c| c.load()) {
@@ -164,6 +224,24 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     #[inline]
     pub fn try_recv(&mut self) -> Option<T> {
         self.inner.try_recv()
+    }
+
+    /// The next record, telling whether records were lost just before it:
+    /// [`RecvStatus::Lapped`] carries how many (the increase of
+    /// [`RingConsumer::lapped_count`] during this call), [`RecvStatus::Ok`] means none,
+    /// [`RecvStatus::Empty`] that nothing new is there. A call that finds the reader lapped
+    /// but the next record not yet readable returns `Empty`; the skipped records are still
+    /// counted in `lapped_count`, and the next `Lapped` reports only later losses.
+    #[inline]
+    pub fn recv_status(&mut self) -> RecvStatus<T> {
+        let before = self.lapped_count();
+        match self.inner.try_recv() {
+            None => RecvStatus::Empty,
+            Some(item) => match self.lapped_count().saturating_sub(before) {
+                0 => RecvStatus::Ok(item),
+                skipped => RecvStatus::Lapped { skipped, item },
+            },
+        }
     }
 
     /// The next record with its sequence number.
@@ -243,9 +321,10 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         self.inner.inner().cursor()
     }
 
-    /// Published messages not read yet.
-    pub fn lag(&mut self) -> u64 {
-        self.inner.inner_mut().lag()
+    /// Published messages not read yet: `write_seq - cursor + 1`, or 0. Records already
+    /// overwritten count too: it can exceed the capacity until the next receive.
+    pub fn lag(&self) -> u64 {
+        self.inner.inner().lag()
     }
 
     /// Number of slots.
@@ -253,9 +332,27 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         self.file.ring().capacity()
     }
 
-    /// Moves the cursor to `seq` (clamped to the oldest retained).
-    pub fn seek(&mut self, seq: u64) {
-        self.inner.inner_mut().seek(seq);
+    /// Moves the cursor to `seq` (at least 1), backwards or forwards. Below the oldest
+    /// retained message it moves to the oldest instead and counts the difference as lapped;
+    /// returns that difference (0 when `seq` is retained or not published yet).
+    pub fn seek(&mut self, seq: u64) -> u64 {
+        self.inner.inner_mut().seek(seq)
+    }
+
+    /// Skips the backlog: moves the cursor to the newest published message, which the next
+    /// receive delivers. Returns how many messages were passed over; they count in
+    /// [`RingConsumer::lapped_count`]. A reader already at or past the newest message, or
+    /// on an empty ring, stays put and gets 0.
+    pub fn jump_to_latest(&mut self) -> u64 {
+        self.inner.inner_mut().jump_to_latest()
+    }
+
+    /// Skips what the ring no longer holds: moves the cursor up to the oldest retained
+    /// message when it is behind it. Returns how many messages were passed over; they
+    /// count in [`RingConsumer::lapped_count`]. A cursor inside the retained window is left
+    /// alone and gets 0 (this never rewinds; [`RingConsumer::seek`] does).
+    pub fn jump_to_oldest(&mut self) -> u64 {
+        self.inner.inner_mut().jump_to_oldest()
     }
 
     /// The registry slot this reader holds, if registered.
@@ -280,9 +377,26 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         }
     }
 
+    /// Saves [`RingConsumer::last_processed_sequence`] to the checkpoint file at `path` under
+    /// `consumer_name` (the name is stored only when the file is created), creating it if
+    /// missing. Works whether or not this consumer has a checkpoint of its own; that one is
+    /// not touched unless `path` is the same file. The file is opened and mapped on every
+    /// call. A file that exists but is not a checkpoint is refused
+    /// ([`Error::BadFileMagic`], [`Error::BadFileVersion`]) and left as it is.
+    pub fn commit_offset_to(&self, path: impl AsRef<Path>, consumer_name: &str) -> Result<()> {
+        let cp = OffsetCheckpoint::open_or_create(path, consumer_name)?;
+        cp.save(self.last_processed_sequence());
+        Ok(())
+    }
+
     /// The checkpoint file, if configured.
     pub fn checkpoint(&self) -> Option<&OffsetCheckpoint> {
         self.checkpoint.as_ref()
+    }
+
+    /// The checkpoint file's path, if one is configured.
+    pub fn offset_path(&self) -> Option<&Path> {
+        self.checkpoint.as_ref().map(OffsetCheckpoint::path)
     }
 
     /// True when the producer restarted and replaced the ring with a fresh inode: this

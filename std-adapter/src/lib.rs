@@ -49,9 +49,9 @@ pub mod wait;
 #[cfg(feature = "tokio")]
 pub use async_consumer::AsyncRingConsumer;
 pub use blackboard::{BlackboardConsumer, BlackboardProducer};
-pub use blob::{BlobConsumer, BlobProducer, BlobProducerBuilder};
+pub use blob::{BlobConsumer, BlobProducer, BlobProducerBuilder, BlobRecvStatus};
 pub use checkpoint::OffsetCheckpoint;
-pub use consumer::{RingConsumer, RingConsumerBuilder};
+pub use consumer::{RecvStatus, RingConsumer, RingConsumerBuilder};
 pub use error::{Error, Result};
 pub use file::{BlobLost, CleanupMode, CreateOptions, ReadOnlyRing, RegistryEntry, RingFile};
 pub use producer::{FlowControl, RingProducer, RingProducerBuilder};

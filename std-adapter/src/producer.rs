@@ -86,7 +86,7 @@ impl RingProducerBuilder {
         self,
         path: P,
     ) -> Result<RingProducer<T>> {
-        RingProducer::create_with(path.as_ref(), self)
+        RingProducer::create_with_options(path, self)
     }
 }
 
@@ -104,7 +104,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
 
     /// Creates a lossy ring of `capacity` slots at `path` (spec §1.2).
     pub fn create(path: impl AsRef<Path>, capacity: u64) -> Result<Self> {
-        Self::create_with(path.as_ref(), RingProducerBuilder::new(capacity))
+        Self::create_with_options(path, RingProducerBuilder::new(capacity))
     }
 
     /// A builder for the other options.
@@ -112,7 +112,10 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
         RingProducerBuilder::new(capacity)
     }
 
-    fn create_with(path: &Path, b: RingProducerBuilder) -> Result<Self> {
+    /// Creates the ring at `path` with the options of `b`: the same as `b.build(path)`
+    /// (ringfire's spelling).
+    pub fn create_with_options<P: AsRef<Path>>(path: P, b: RingProducerBuilder) -> Result<Self> {
+        let path = path.as_ref();
         let stride = slot_stride(size_of::<T>(), align_of::<T>());
         let readers = crate::error::readers_u32(path, b.max_readers)?;
         let geo = Geometry::spmc(
@@ -163,21 +166,73 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
 
     #[cold]
     fn push_blocked(&mut self, item: &T) -> u64 {
-        let mut i = 0u32;
         loop {
+            self.wait_for_headroom();
+            // The wait refreshed the gate past `next_seq`, so this succeeds.
             if let Ok(seq) = self.inner.try_push_at(Self::POFF, item.as_bytes()) {
                 return seq;
             }
-            if i < 100 {
+        }
+    }
+
+    /// Waits until the next record can be written without lapping the slowest live
+    /// registered reader, i.e. until [`RingProducer::headroom`] is at least 1 (spec §6: spin,
+    /// yield, then sleep 10 µs between prunes of dead readers). [`RingProducer::push`] on a
+    /// lossless ring does this by itself; call it to wait ahead of a push.
+    ///
+    /// Returns at once when the ring has no registry or no reader is registered, so it never
+    /// waits for readers that do not exist; a registered reader whose process died is pruned
+    /// and stops holding it back. It waits as long as a live registered reader does not
+    /// advance. As in ringfire, it looks at the registry whatever the flow control: on a lossy
+    /// ring with a registry it too waits for a registered reader a whole ring behind.
+    pub fn wait_for_headroom(&mut self) {
+        let mut round = 0u32;
+        while !self.gate_open() {
+            if round < 100 {
                 std::hint::spin_loop();
-            } else if i < 1100 {
+            } else if round < 1100 {
                 std::thread::yield_now();
             } else {
                 registry::prune_dead(self.inner.view(), sys::pid_alive);
                 std::thread::sleep(Duration::from_micros(10));
             }
-            i = i.saturating_add(1);
+            round = round.saturating_add(1);
         }
+    }
+
+    /// Whether `next_sequence` may be written now (spec §6 gate); on a lossless ring this
+    /// also refreshes the gate that `try_push` checks.
+    fn gate_open(&mut self) -> bool {
+        let next = self.inner.next_seq();
+        let limit = if self.inner.is_lossless() {
+            self.inner.refresh_gate()
+        } else {
+            registry::gate_limit(self.inner.view(), next)
+        };
+        next < limit
+    }
+
+    /// How many more records can be written before the slowest live registered reader is
+    /// lapped: `capacity - unread`, where `unread` is what that reader has not read up to
+    /// [`RingProducer::sequence`]; 0 when it is a whole ring (or, on a lossy ring, more)
+    /// behind. The capacity when the ring has no registry or no reader is registered.
+    ///
+    /// First frees the registry slots of dead processes (one `kill(pid, 0)` per registered
+    /// reader). A reader publishes its cursor when it receives, seeks or jumps, so one
+    /// that only polls an empty ring is counted where it last moved.
+    pub fn headroom(&self) -> u64 {
+        self.capacity().saturating_sub(self.reader_lag())
+    }
+
+    /// Records up to [`RingProducer::sequence`] that the slowest live registered reader has
+    /// not read (`sequence - cursor + 1`, 0 for a reader that has read everything); 0 when
+    /// the ring has no registry or no reader is registered. On a lossy ring a lapped reader
+    /// can be more than the capacity behind. Prunes dead readers first, as
+    /// [`RingProducer::headroom`] does.
+    pub fn reader_lag(&self) -> u64 {
+        let view = self.inner.view();
+        registry::prune_dead(view, sys::pid_alive);
+        registry::slowest_unread(view, self.inner.write_seq()).unwrap_or(0)
     }
 
     /// Publishes one record unless that would lap the slowest registered reader of a
@@ -206,6 +261,22 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// The highest published sequence (0 if none).
     pub fn sequence(&self) -> u64 {
         self.inner.write_seq()
+    }
+
+    /// The ring header's `write_seq`, read from shared memory: what readers see as published
+    /// (0 if none). Equal to [`RingProducer::sequence`] unless another writer shares the
+    /// ring (a producer created with `exclusive_lock(false)`).
+    pub fn published_sequence(&self) -> u64 {
+        self.file.write_seq()
+    }
+
+    /// The ring's flow control, as its header flags say.
+    pub fn flow_control(&self) -> FlowControl {
+        if self.inner.is_lossless() {
+            FlowControl::LosslessBackpressure
+        } else {
+            FlowControl::LossyLatestWins
+        }
     }
 
     /// The sequence the next record gets.

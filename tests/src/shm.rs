@@ -47,6 +47,23 @@ impl AsRef<Path> for ShmPath {
 impl Drop for ShmPath {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+        remove_default_checkpoints(&self.0);
+    }
+}
+
+/// Removes the checkpoints a named consumer of the ring at `ring` left at the default path
+/// (`<stem>_<name>.offset` beside it, spec §13).
+fn remove_default_checkpoints(ring: &Path) {
+    let (Some(dir), Some(stem)) = (ring.parent(), ring.file_stem()) else {
+        return;
+    };
+    let prefix = format!("{}_", stem.to_string_lossy());
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(&prefix) && name.ends_with(".offset") {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 

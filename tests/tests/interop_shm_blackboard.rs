@@ -1,6 +1,6 @@
 //! Blackboard files (spec §14) shared with ringfire 0.5.2, both ways, and `stat` on one.
 
-use ringwire::core::blackboard::slot_size;
+use ringwire::core::blackboard::{BlackboardError, slot_size};
 use ringwire::{BlackboardConsumer, BlackboardProducer, Error};
 use ringwire_tests::shm::ShmPath;
 
@@ -105,4 +105,47 @@ fn a_writer_stuck_mid_write_is_reported_after_100ms() {
     assert!(t0.elapsed() >= std::time::Duration::from_millis(100));
     assert!(e.to_string().contains("writer of key 1 stalled"), "{e}");
     assert_eq!(cons.read(0).unwrap(), None);
+}
+
+/// `read_copy` writes `out` only for a written key, like ringfire's on the same file; a key
+/// out of range is a typed error that leaves `out` alone.
+#[test]
+fn read_copy_fills_out_only_for_written_keys() {
+    let p = ShmPath::new("bb-copy");
+    let mut prod = BlackboardProducer::<V>::create(&p, 4).unwrap();
+    let cons = BlackboardConsumer::<V>::attach(&p).unwrap();
+    let rf = ringfire::BlackboardConsumer::<V>::attach(p.path()).unwrap();
+    let untouched: V = [0xABAB_ABAB_ABAB_ABAB; 5];
+    let (mut out, mut rf_out) = (untouched, untouched);
+    assert!(!cons.read_copy(2, &mut out).unwrap());
+    assert!(!rf.read_copy(2, &mut rf_out).unwrap());
+    assert_eq!((out, rf_out), (untouched, untouched));
+    prod.write(2, &val(2, 9)).unwrap();
+    assert!(cons.read_copy(2, &mut out).unwrap());
+    assert!(rf.read_copy(2, &mut rf_out).unwrap());
+    assert_eq!((out, rf_out), (val(2, 9), val(2, 9)));
+    // Another key stays unwritten, and a rewrite is seen.
+    let mut other = untouched;
+    assert!(!cons.read_copy(3, &mut other).unwrap());
+    assert_eq!(other, untouched);
+    prod.write(2, &val(2, 10)).unwrap();
+    assert!(cons.read_copy(2, &mut out).unwrap());
+    assert_eq!(out, val(2, 10));
+    let mut out = untouched;
+    let e = cons.read_copy(4, &mut out).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Blackboard {
+                source: BlackboardError::KeyOutOfRange {
+                    key: 4,
+                    slot_count: 4
+                },
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(cons.read_copy(usize::MAX, &mut out).is_err());
+    assert_eq!(out, untouched);
 }

@@ -1,12 +1,15 @@
 //! The typed std API in one process: start modes, laps, lag, registration, checkpoint
-//! resume, batches, lossless back-pressure, blob rings, waiting strategies.
+//! resume, batches, lossless back-pressure, blob rings, waiting strategies; receive status,
+//! jumps and seeks, the producer's view of its readers (headroom, reader lag, waiting for
+//! headroom), ringfire's other attach and commit forms.
 
 use std::time::Duration;
 
 use ringwire::core::broadcast::registry;
 use ringwire::{
     BlobConsumer, BlobProducer, BusySpin, CleanupMode, Error, FlowControl, FutexWait,
-    OffsetCheckpoint, RingConsumer, RingProducer, StartMode, YieldBackoff,
+    OffsetCheckpoint, RecvStatus, RingConsumer, RingConsumerBuilder, RingProducer,
+    RingProducerBuilder, StartMode, YieldBackoff,
 };
 use ringwire_tests::records::Rec;
 use ringwire_tests::shm::{ShmPath, view};
@@ -45,10 +48,10 @@ fn start_modes_follow_section_5() {
     assert_eq!(c.lapped_count(), 22);
     assert_eq!(c.try_recv_seq().unwrap().0, 25);
     // `attach` is Oldest; the builder default is Latest.
-    let mut c = RingConsumer::<Rec>::attach(&p).unwrap();
+    let c = RingConsumer::<Rec>::attach(&p).unwrap();
     assert_eq!(c.cursor(), 25);
     assert_eq!(c.lag(), 16);
-    let mut c = RingConsumer::<Rec>::builder().attach(&p).unwrap();
+    let c = RingConsumer::<Rec>::builder().attach(&p).unwrap();
     assert_eq!(c.cursor(), 40);
     assert_eq!(c.lag(), 1);
 }
@@ -310,4 +313,300 @@ fn eager_receive_is_tear_free_under_laps() {
     let _prod = w.join().unwrap();
     assert_eq!(last, N, "the newest record is delivered");
     assert_eq!(accepted + c.lapped_count(), N);
+}
+
+#[test]
+fn recv_status_reports_each_lap_with_its_exact_skip() {
+    let (p, mut prod) = filled("status", 8, 3);
+    let mut c = RingConsumer::<Rec>::attach(&p).unwrap();
+    assert_eq!(c.recv_status(), RecvStatus::Ok(Rec::new(1)));
+    assert_eq!(c.recv_status(), RecvStatus::Ok(Rec::new(2)));
+    assert_eq!(c.recv_status(), RecvStatus::Ok(Rec::new(3)));
+    assert_eq!(c.recv_status(), RecvStatus::Empty);
+    // write_seq 20 in 8 slots holds 13..=20: 4..=12 (9 records) are gone.
+    for s in 4..=20 {
+        prod.push(&Rec::new(s));
+    }
+    assert_eq!(
+        c.recv_status(),
+        RecvStatus::Lapped {
+            skipped: 9,
+            item: Rec::new(13)
+        }
+    );
+    assert_eq!(c.recv_status(), RecvStatus::Ok(Rec::new(14)));
+    assert_eq!(c.lapped_count(), 9);
+    // A second lap reports only its own loss: cursor 15, write_seq 40, oldest 33.
+    for s in 21..=40 {
+        prod.push(&Rec::new(s));
+    }
+    assert_eq!(
+        c.recv_status(),
+        RecvStatus::Lapped {
+            skipped: 18,
+            item: Rec::new(33)
+        }
+    );
+    assert_eq!(c.lapped_count(), 27);
+    let mut rest = 0;
+    while let RecvStatus::Ok(r) = c.recv_status() {
+        assert!(r.is_valid_for(34 + rest));
+        rest += 1;
+    }
+    assert_eq!(rest, 7);
+    assert_eq!(c.recv_status(), RecvStatus::Empty);
+}
+
+#[test]
+fn jumps_and_seeks_count_what_they_skip() {
+    let p = ShmPath::new("jump");
+    let mut prod = RingProducer::<Rec>::builder(8)
+        .max_readers(2)
+        .build::<Rec, _>(&p)
+        .unwrap();
+    for s in 1..=5 {
+        prod.push(&Rec::new(s));
+    }
+    let mut c = RingConsumer::<Rec>::attach(&p).unwrap();
+    let cursor_in_registry = |prod: &RingProducer<Rec>| {
+        registry::live_readers(view(prod.file()))
+            .next()
+            .unwrap()
+            .cursor
+    };
+    assert_eq!(c.try_recv_seq().unwrap().0, 1);
+    // Cursor 2, newest 5: 2..=4 skipped, 5 redelivered.
+    assert_eq!(c.jump_to_latest(), 3);
+    assert_eq!((c.cursor(), c.lapped_count()), (5, 3));
+    assert_eq!(cursor_in_registry(&prod), 5);
+    assert_eq!(c.try_recv_seq().unwrap().0, 5);
+    assert_eq!(c.jump_to_latest(), 0, "caught up");
+    assert_eq!(c.jump_to_oldest(), 0, "inside the window");
+    assert_eq!(c.cursor(), 6);
+    // write_seq 20 holds 13..=20; cursor 6: 6..=12 are gone.
+    for s in 6..=20 {
+        prod.push(&Rec::new(s));
+    }
+    assert_eq!(c.jump_to_oldest(), 7);
+    assert_eq!((c.cursor(), c.lapped_count()), (13, 10));
+    assert_eq!(cursor_in_registry(&prod), 13);
+    assert_eq!(c.recv_status(), RecvStatus::Ok(Rec::new(13)));
+    // seek goes back inside the window for free, and counts a clamp below it.
+    assert_eq!(c.seek(15), 0);
+    assert_eq!(c.try_recv_seq().unwrap().0, 15);
+    assert_eq!(c.seek(3), 10);
+    assert_eq!((c.cursor(), c.lapped_count()), (13, 20));
+    assert_eq!(cursor_in_registry(&prod), 13);
+    assert_eq!(c.seek(99), 0);
+    assert_eq!((c.cursor(), c.lag()), (99, 0));
+}
+
+/// A registry entry for a process that cannot exist (`pid_alive` treats pids above
+/// `i32::MAX` as dead), holding `cursor`.
+fn ghost_reader(prod: &RingProducer<Rec>, cursor: u64) {
+    registry::register(view(prod.file()), 0x8000_0001, "ghost", cursor, |_| true).unwrap();
+}
+
+#[test]
+fn headroom_and_reader_lag_follow_the_slowest_registered_reader() {
+    let p = ShmPath::new("headroom");
+    let mut prod = RingProducer::<Rec>::builder(8)
+        .flow_control(FlowControl::LosslessBackpressure)
+        .build::<Rec, _>(&p)
+        .unwrap();
+    assert_eq!(prod.flow_control(), FlowControl::LosslessBackpressure);
+    assert_eq!(
+        (prod.headroom(), prod.reader_lag()),
+        (8, 0),
+        "no reader yet"
+    );
+    let mut slow = RingConsumer::<Rec>::attach(&p).unwrap();
+    for s in 1..=5 {
+        prod.push(&Rec::new(s));
+    }
+    assert_eq!((prod.headroom(), prod.reader_lag()), (3, 5));
+    let mut fast = RingConsumer::<Rec>::attach(&p).unwrap();
+    while fast.try_recv().is_some() {}
+    assert_eq!(fast.lag(), 0);
+    assert_eq!(
+        (prod.headroom(), prod.reader_lag()),
+        (3, 5),
+        "the slowest counts"
+    );
+    slow.try_recv().unwrap();
+    slow.try_recv().unwrap();
+    assert_eq!((prod.headroom(), prod.reader_lag()), (5, 3));
+    while prod.try_push(&Rec::new(prod.next_sequence())).is_ok() {}
+    assert_eq!(prod.sequence(), 10);
+    assert_eq!((prod.headroom(), prod.reader_lag()), (0, 8));
+    assert_eq!(slow.lag(), 8);
+    drop(slow);
+    assert_eq!(
+        (prod.headroom(), prod.reader_lag()),
+        (3, 5),
+        "fast is at 6 of 10"
+    );
+    let _ = fast.recv_batch(&mut [Rec::new(0); 8]);
+    assert_eq!((prod.headroom(), prod.reader_lag()), (8, 0));
+    // A dead reader is pruned by the query, as ringfire's registry scan does.
+    ghost_reader(&prod, 1);
+    assert_eq!(registry::live_readers(view(prod.file())).count(), 2);
+    assert_eq!((prod.headroom(), prod.reader_lag()), (8, 0));
+    assert_eq!(registry::live_readers(view(prod.file())).count(), 1);
+}
+
+#[test]
+fn headroom_on_lossy_rings_with_and_without_a_registry() {
+    // No registry: the capacity, whatever the readers do.
+    let (p, mut prod) = filled("headroom-lossy", 8, 3);
+    let _c = RingConsumer::<Rec>::attach(&p).unwrap();
+    for s in 4..=30 {
+        prod.push(&Rec::new(s));
+    }
+    assert_eq!(prod.flow_control(), FlowControl::LossyLatestWins);
+    assert_eq!((prod.headroom(), prod.reader_lag()), (8, 0));
+    prod.wait_for_headroom();
+    // A lossy ring with a registry counts a lapped reader where it last published.
+    let p = ShmPath::new("headroom-lossy-reg");
+    let mut prod = RingProducer::<Rec>::builder(8)
+        .max_readers(1)
+        .build::<Rec, _>(&p)
+        .unwrap();
+    let mut c = RingConsumer::<Rec>::attach(&p).unwrap();
+    for s in 1..=30 {
+        prod.push(&Rec::new(s));
+    }
+    assert_eq!((prod.headroom(), prod.reader_lag()), (0, 30));
+    assert_eq!(c.try_recv_seq().unwrap().0, 23);
+    assert_eq!((prod.headroom(), prod.reader_lag()), (1, 7));
+}
+
+#[test]
+fn wait_for_headroom_waits_for_the_reader_and_only_for_a_live_one() {
+    let p = ShmPath::new("wait-headroom");
+    let mut prod = RingProducer::<Rec>::builder(4)
+        .flow_control(FlowControl::LosslessBackpressure)
+        .build::<Rec, _>(&p)
+        .unwrap();
+    // No reader: returns at once, even with more than a ring published.
+    for s in 1..=9 {
+        prod.push(&Rec::new(s));
+    }
+    prod.wait_for_headroom();
+    let mut c = RingConsumer::<Rec>::builder()
+        .start_from_head()
+        .attach(&p)
+        .unwrap();
+    for s in 10..=13 {
+        prod.push(&Rec::new(s));
+    }
+    assert_eq!(prod.headroom(), 0);
+    let waiter = std::thread::spawn(move || {
+        prod.wait_for_headroom();
+        let h = prod.headroom();
+        (prod, h)
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    assert!(
+        !waiter.is_finished(),
+        "waits while the reader is a ring behind"
+    );
+    assert_eq!(c.try_recv_seq().unwrap().0, 10);
+    let (mut prod, h) = waiter.join().unwrap();
+    assert_eq!(h, 1);
+    assert_eq!(prod.try_push(&Rec::new(14)), Ok(14));
+    // A dead reader a ring behind does not hold it: pruned while waiting.
+    drop(c);
+    ghost_reader(&prod, 11);
+    assert_eq!(prod.headroom(), 4, "pruned by the query");
+    ghost_reader(&prod, 11);
+    let waiter = std::thread::spawn(move || {
+        prod.wait_for_headroom();
+        prod
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !waiter.is_finished() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(
+        waiter.is_finished(),
+        "a dead reader must not hold the producer"
+    );
+    let prod = waiter.join().unwrap();
+    assert_eq!(registry::live_readers(view(prod.file())).count(), 0);
+}
+
+#[test]
+fn published_sequence_is_the_header_write_seq() {
+    let p = ShmPath::new("published");
+    let mut prod = RingProducer::<Rec>::create_with_options(
+        &p,
+        RingProducerBuilder::new(16).cleanup_mode(CleanupMode::UnlinkOnDrop),
+    )
+    .unwrap();
+    assert_eq!((prod.published_sequence(), prod.sequence()), (0, 0));
+    prod.push_batch(&[Rec::new(1), Rec::new(2), Rec::new(3)]);
+    assert_eq!(prod.published_sequence(), 3);
+    assert_eq!(prod.published_sequence(), prod.file().write_seq());
+    assert_eq!(prod.next_sequence(), 4);
+}
+
+#[test]
+fn attach_forms_and_offset_commits() {
+    let (p, mut prod) = filled("attach-forms", 16, 5);
+    let mut c = RingConsumer::<Rec>::attach_latest(&p).unwrap();
+    assert_eq!(c.try_recv_seq().unwrap().0, 5);
+    assert_eq!(c.offset_path(), None);
+    let mut c = RingConsumer::<Rec>::attach_with_options(
+        &p,
+        RingConsumerBuilder::new().start_from_sequence(2),
+    )
+    .unwrap();
+    assert_eq!(c.try_recv_seq().unwrap().0, 2);
+    // Nothing saved yet: starts at the newest, like attach_latest.
+    let cp = p.sibling(".offset");
+    let mut r = RingConsumer::<Rec>::attach_from_offset(&p, &cp).unwrap();
+    assert_eq!(r.offset_path(), Some(cp.path()));
+    assert_eq!(r.checkpoint().unwrap().name(), "consumer");
+    assert_eq!(r.try_recv_seq().unwrap().0, 5);
+    r.commit_offset().unwrap();
+    drop(r);
+    prod.push(&Rec::new(6));
+    let mut r = RingConsumer::<Rec>::attach_from_offset(&p, &cp).unwrap();
+    assert_eq!(r.try_recv_seq().unwrap().0, 6);
+    // commit_offset_to: another file, created on demand; the own checkpoint is untouched.
+    let other = p.sibling("_other.offset");
+    r.commit_offset_to(&other, "other").unwrap();
+    let saved = OffsetCheckpoint::open_or_create(&other, "x").unwrap();
+    assert_eq!((saved.load(), saved.name()), (Some(6), "x"));
+    assert_eq!(r.checkpoint().unwrap().load(), Some(5));
+    // A consumer without a checkpoint can commit elsewhere too; 0 reads as "never".
+    let fresh = RingConsumer::<Rec>::builder()
+        .start_from_oldest()
+        .offset_shm(p.sibling("_shm.offset"))
+        .attach(&p)
+        .unwrap();
+    assert_eq!(fresh.offset_path(), Some(p.sibling("_shm.offset").path()));
+    fresh.commit_offset_to(&other, "other").unwrap();
+    assert_eq!(saved.load(), None);
+}
+
+#[test]
+fn offset_files_that_are_not_checkpoints_are_refused() {
+    let (p, _prod) = filled("offset-bad", 16, 5);
+    let c = RingConsumer::<Rec>::attach(&p).unwrap();
+    // The ring itself is no checkpoint: refused, and the ring is left intact.
+    let e = c.commit_offset_to(&p, "x").unwrap_err();
+    assert!(matches!(e, Error::BadFileMagic { .. }), "{e}");
+    let e = RingConsumer::<Rec>::attach_from_offset(&p, &p).unwrap_err();
+    assert!(matches!(e, Error::BadFileMagic { .. }), "{e}");
+    let mut again = RingConsumer::<Rec>::attach(&p).unwrap();
+    assert!(again.try_recv().unwrap().is_valid_for(1));
+    // A checkpoint path under a file or naming a directory: an I/O error.
+    let e = c
+        .commit_offset_to(p.path().join("x.offset"), "x")
+        .unwrap_err();
+    assert!(matches!(e, Error::Io { .. }), "{e}");
+    let e = c.commit_offset_to("/dev/shm", "x").unwrap_err();
+    assert!(matches!(e, Error::Io { .. }), "{e}");
 }

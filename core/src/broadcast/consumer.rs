@@ -103,22 +103,41 @@ impl Consumer {
             StartMode::Latest => c.cursor = w.max(1),
             StartMode::Head => c.cursor = w.saturating_add(1),
             StartMode::Oldest => c.cursor = oldest_retained(w, cap),
-            StartMode::Sequence(n) => c.start_at(n.max(1), w),
+            StartMode::Sequence(n) => {
+                c.start_at(n.max(1), w);
+            }
         }
         c
     }
 
     /// Sets the cursor to `seq`, clamped up to the oldest retained message of a ring whose
-    /// `write_seq` is `w`; the clamped distance counts as lapped.
-    fn start_at(&mut self, seq: u64, w: u64) {
+    /// `write_seq` is `w`; the clamped distance counts as lapped and is returned.
+    fn start_at(&mut self, seq: u64, w: u64) -> u64 {
         let oldest = oldest_retained(w, self.view.capacity());
         if seq < oldest {
             // Saturating: a corrupt write_seq may claim up to 2^64 skipped messages.
             self.lapped = self.lapped.saturating_add(oldest - seq);
             self.cursor = oldest;
+            oldest - seq
         } else {
             self.cursor = seq;
+            0
         }
+    }
+
+    /// Moves the cursor forward to `target` when it is ahead, counting the passed messages
+    /// as lapped and publishing the new cursor. Returns how many were passed (0: no move).
+    fn skip_forward_to(&mut self, target: u64) -> u64 {
+        if target <= self.cursor {
+            return 0;
+        }
+        let skipped = target - self.cursor;
+        // Saturating: a corrupt write_seq may claim up to 2^64 skipped messages.
+        self.lapped = self.lapped.saturating_add(skipped);
+        self.cursor = target;
+        self.empty_polls = 0;
+        self.publish_cursor();
+        skipped
     }
 
     #[inline]
@@ -212,13 +231,34 @@ impl Consumer {
         }
     }
 
-    /// Moves the cursor to `seq` (at least 1); below the oldest retained message it moves to
-    /// the oldest and counts the difference as lapped, as [`StartMode::Sequence`] does.
-    pub fn seek(&mut self, seq: u64) {
+    /// Moves the cursor to `seq` (at least 1), backwards or forwards; below the oldest
+    /// retained message it moves to the oldest and counts the difference as lapped, as
+    /// [`StartMode::Sequence`] does. Returns that difference (0 when `seq` is retained or not
+    /// published yet).
+    pub fn seek(&mut self, seq: u64) -> u64 {
         let w = self.load_write_seq();
-        self.start_at(seq.max(1), w);
+        let skipped = self.start_at(seq.max(1), w);
         self.empty_polls = 0;
         self.publish_cursor();
+        skipped
+    }
+
+    /// Skips the backlog: the cursor moves to the newest published message (`write_seq`),
+    /// which the next receive delivers, as [`StartMode::Latest`] would. The messages passed
+    /// over count as lapped; returns how many. A reader already at or past the newest
+    /// message (or an empty ring) stays where it is and gets 0.
+    pub fn jump_to_latest(&mut self) -> u64 {
+        let w = self.load_write_seq();
+        self.skip_forward_to(w)
+    }
+
+    /// Skips only what the ring no longer holds: the cursor moves to the oldest retained
+    /// message, `oldest_retained(write_seq, C)`, when it is behind it; the messages passed
+    /// over count as lapped and their number is returned. A cursor inside the retained
+    /// window (or ahead of it) is left alone and gets 0: this never moves backwards.
+    pub fn jump_to_oldest(&mut self) -> u64 {
+        let w = self.load_write_seq();
+        self.skip_forward_to(oldest_retained(w, self.view.capacity()))
     }
 
     /// Reads the next record into `dst` and returns its sequence, or `None` when there is
@@ -583,6 +623,85 @@ mod tests {
         assert_eq!(drain(&mut c), [7, 8, 9, 10]);
         c.seek(0);
         assert_eq!(c.cursor(), 7);
+    }
+
+    #[test]
+    fn seek_returns_the_clamped_distance() {
+        let (_m, view, _p) = ring_with(4, 10); // holds 7..=10
+        let mut c = Consumer::new(view, StartMode::Head);
+        assert_eq!(c.seek(9), 0);
+        assert_eq!(c.seek(12), 0, "not published yet: no clamp");
+        assert_eq!(c.cursor(), 12);
+        assert_eq!(c.seek(2), 5);
+        assert_eq!(c.seek(0), 6, "0 is taken as 1");
+        assert_eq!((c.cursor(), c.lapped()), (7, 11));
+    }
+
+    #[test]
+    fn jump_to_latest_lands_on_the_newest_and_counts_the_rest() {
+        let (_m, view, mut p) = ring_with(8, 5);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(recv(&mut c), Some((1, 1)));
+        // Cursor 2, newest 5: 2, 3 and 4 are skipped, 5 is delivered.
+        assert_eq!(c.jump_to_latest(), 3);
+        assert_eq!((c.cursor(), c.lapped()), (5, 3));
+        assert_eq!(drain(&mut c), [5]);
+        assert_eq!(
+            c.jump_to_latest(),
+            0,
+            "caught up: cursor 6 is past the newest"
+        );
+        assert_eq!(c.cursor(), 6);
+        // Lapped by the writer: the jump counts from the cursor, not from the oldest.
+        for s in 6..=30u64 {
+            p.push(&s.to_le_bytes());
+        }
+        assert_eq!(c.jump_to_latest(), 24);
+        assert_eq!((c.cursor(), c.lapped()), (30, 27));
+        assert_eq!(drain(&mut c), [30]);
+        // An empty ring: nothing to jump to.
+        let (_m2, view2, _p2) = ring_with(8, 0);
+        let mut e = Consumer::new(view2, StartMode::Oldest);
+        assert_eq!((e.jump_to_latest(), e.cursor(), e.lapped()), (0, 1, 0));
+    }
+
+    #[test]
+    fn jump_to_oldest_only_moves_forward() {
+        let (_m, view, mut p) = ring_with(4, 2);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(c.jump_to_oldest(), 0, "1 is still retained");
+        assert_eq!(recv(&mut c), Some((1, 1)));
+        for s in 3..=12u64 {
+            p.push(&s.to_le_bytes());
+        }
+        // Holds 9..=12; cursor 2: 2..=8 (7 messages) are gone.
+        assert_eq!(c.jump_to_oldest(), 7);
+        assert_eq!((c.cursor(), c.lapped()), (9, 7));
+        assert_eq!(recv(&mut c), Some((9, 9)));
+        assert_eq!(
+            c.jump_to_oldest(),
+            0,
+            "cursor 10 is inside the window: no move back"
+        );
+        assert_eq!(c.cursor(), 10);
+        assert_eq!(drain(&mut c), [10, 11, 12]);
+        assert_eq!(c.lapped(), 7);
+    }
+
+    #[test]
+    fn jumps_publish_the_cursor_to_the_registry() {
+        let (_m, view) = heap_ring(&Geometry::spmc(4, 16, 8, 1, false).unwrap());
+        let mut p = Producer::new(view, NoWake).unwrap();
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        c.register(11, "j", |_| true).unwrap();
+        for s in 1..=10u64 {
+            p.push(&s.to_le_bytes());
+        }
+        assert_eq!(registry::min_live_cursor(&view), Some(1));
+        assert_eq!(c.jump_to_oldest(), 6);
+        assert_eq!(registry::min_live_cursor(&view), Some(7));
+        assert_eq!(c.jump_to_latest(), 3);
+        assert_eq!(registry::min_live_cursor(&view), Some(10));
     }
 
     #[test]

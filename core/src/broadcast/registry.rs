@@ -310,6 +310,15 @@ pub fn gate_limit(view: &RingView, seq: u64) -> u64 {
     }
 }
 
+/// Messages up to `write_seq` that the slowest live reader has not read yet:
+/// `write_seq - (min_cursor - 1)`, 0 for a reader at or past `write_seq + 1`, and `None`
+/// when no reader is registered (or the ring has no registry). On a lossy ring a lapped
+/// reader that has not polled since may show more than the capacity.
+#[must_use]
+pub fn slowest_unread(view: &RingView, write_seq: u64) -> Option<u64> {
+    min_live_cursor(view).map(|min| write_seq.saturating_sub(min.saturating_sub(1)))
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -514,5 +523,25 @@ mod tests {
         let mut buf1 = vec![];
         let v1 = ring(&mut buf1, &Geometry::spmc(1, 16, 8, 1, true).unwrap());
         assert_eq!(gate_limit(&v1, 7), 8); // window is at least 1
+    }
+
+    #[test]
+    fn slowest_unread_counts_from_the_smallest_live_cursor() {
+        let mut buf = vec![];
+        let v = ring(&mut buf, &lossless(2));
+        assert_eq!(slowest_unread(&v, 10), None);
+        let a = register(&v, 1, "a", 4, |_| true).unwrap();
+        assert_eq!(slowest_unread(&v, 10), Some(7)); // 4..=10 unread
+        let b = register(&v, 2, "b", 11, |_| true).unwrap();
+        assert_eq!(slowest_unread(&v, 10), Some(7)); // a is still the slowest
+        unregister(&v, a, 1).unwrap();
+        assert_eq!(slowest_unread(&v, 10), Some(0)); // b has read everything
+        publish_cursor(&v, b, 30).unwrap();
+        assert_eq!(slowest_unread(&v, 10), Some(0)); // ahead of write_seq: never wraps
+        publish_cursor(&v, b, 0).unwrap();
+        assert_eq!(slowest_unread(&v, 10), Some(10)); // a corrupt cursor 0 is taken as 1
+        let mut buf0 = vec![];
+        let v0 = ring(&mut buf0, &Geometry::spmc(8, 16, 8, 0, false).unwrap());
+        assert_eq!(slowest_unread(&v0, 10), None); // no registry
     }
 }

@@ -1,0 +1,328 @@
+//! Blob rings in one process, the parts of ringfire's API beyond push/recv/view: receive
+//! status with exact skip counts, `push_with`, rings without meta, and the producer's view
+//! of its readers (minimum cursor, lag, headroom).
+
+use ringwire::core::broadcast::blob::BlobError;
+use ringwire::core::broadcast::registry;
+use ringwire::{BlobConsumer, BlobProducer, BlobRecvStatus, Error, ReadOnlyRing};
+use ringwire_tests::shm::{ShmPath, view};
+
+#[test]
+fn recv_status_counts_the_messages_skipped_in_each_call() {
+    let p = ShmPath::new("blob-status");
+    let mut prod = BlobProducer::<u64>::create(&p, 4, 4096).unwrap();
+    let mut cons = BlobConsumer::<u64>::attach(&p).unwrap();
+    let (mut meta, mut out) = (0u64, [0u8; 256]);
+    assert_eq!(
+        cons.recv_status(&mut meta, &mut out).unwrap(),
+        BlobRecvStatus::Empty
+    );
+    prod.push(&1, &[1; 10]).unwrap();
+    assert_eq!(
+        cons.recv_status(&mut meta, &mut out).unwrap(),
+        BlobRecvStatus::Ok { payload_len: 10 }
+    );
+    assert_eq!(meta, 1);
+    // Ten more into four slots: the reader at 2 jumps to oldest_retained(11, 4) = 8.
+    for s in 2..=11u64 {
+        prod.push(&s, &vec![s as u8; s as usize]).unwrap();
+    }
+    assert_eq!(
+        cons.recv_status(&mut meta, &mut out).unwrap(),
+        BlobRecvStatus::Lapped {
+            skipped: 6,
+            payload_len: 8
+        }
+    );
+    assert_eq!(meta, 8);
+    assert_eq!(&out[..8], &[8; 8]);
+    for s in 9..=11u64 {
+        assert_eq!(
+            cons.recv_status(&mut meta, &mut out).unwrap(),
+            BlobRecvStatus::Ok {
+                payload_len: s as usize
+            }
+        );
+        assert_eq!(meta, s);
+    }
+    assert_eq!(
+        cons.recv_status(&mut meta, &mut out).unwrap(),
+        BlobRecvStatus::Empty
+    );
+    assert_eq!(cons.lapped_count(), 6);
+
+    // A short buffer after a lap: an error, the skip is counted but reported by no
+    // status, and the message stays unread for the next call, which is `Ok`.
+    for s in 12..=17u64 {
+        prod.push(&s, &vec![s as u8; s as usize]).unwrap();
+    }
+    let e = cons.recv_status(&mut meta, &mut [0u8; 13]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Blob {
+                source: BlobError::BufferTooSmall { len: 13, need: 14 },
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert_eq!((meta, cons.lapped_count()), (11, 6 + 2));
+    assert_eq!(
+        cons.recv_status(&mut meta, &mut out).unwrap(),
+        BlobRecvStatus::Ok { payload_len: 14 }
+    );
+    assert_eq!(meta, 14);
+
+    // Blobs overwritten in the arena while their slots are still in the ring: four
+    // 100-byte blobs (128 bytes each) in a 256-byte arena keep only the last two.
+    let p = ShmPath::new("blob-status-arena");
+    let mut prod = BlobProducer::<u64>::create(&p, 8, 256).unwrap();
+    let mut cons = BlobConsumer::<u64>::attach(&p).unwrap();
+    for s in 1..=4u64 {
+        prod.push(&s, &[s as u8; 100]).unwrap();
+    }
+    assert_eq!(
+        cons.recv_status(&mut meta, &mut out).unwrap(),
+        BlobRecvStatus::Lapped {
+            skipped: 2,
+            payload_len: 100
+        }
+    );
+    assert_eq!((meta, out[0], out[99]), (3, 3, 3));
+    assert_eq!(
+        cons.recv_status(&mut meta, &mut out).unwrap(),
+        BlobRecvStatus::Ok { payload_len: 100 }
+    );
+    assert_eq!(meta, 4);
+}
+
+/// Our consumer and ringfire's, attached to the same ring at the same time, report the same
+/// statuses through slot laps, arena laps and a short buffer.
+#[test]
+fn recv_status_matches_ringfire_on_the_same_ring() {
+    fn rf_status(s: ringfire::BlobRecvStatus) -> BlobRecvStatus {
+        match s {
+            ringfire::BlobRecvStatus::Ok { payload_len } => BlobRecvStatus::Ok { payload_len },
+            ringfire::BlobRecvStatus::Empty => BlobRecvStatus::Empty,
+            ringfire::BlobRecvStatus::Lapped {
+                skipped,
+                payload_len,
+            } => BlobRecvStatus::Lapped {
+                skipped,
+                payload_len,
+            },
+        }
+    }
+    let p = ShmPath::new("blob-status-rf");
+    let mut prod = BlobProducer::<u64>::create(&p, 8, 512).unwrap();
+    let mut rw = BlobConsumer::<u64>::attach(&p).unwrap();
+    let mut rf = ringfire::BlobConsumer::<u64>::attach(p.path()).unwrap();
+    let (mut m1, mut m2, mut o1, mut o2) = (0u64, 0u64, [0u8; 512], [0u8; 512]);
+    // Bursts of pushes (sizes vary, never empty: ringfire drops empty blobs once the arena
+    // has wrapped), then a few receives each, short buffers now and then.
+    let mut seq = 0u64;
+    for round in 0..200u64 {
+        for _ in 0..(round * 7) % 13 {
+            seq += 1;
+            let len = 1 + (seq * 37 % 300) as usize;
+            prod.push(&seq, &vec![seq as u8; len]).unwrap();
+        }
+        for k in 0..(round % 5) {
+            let short = (round + k) % 9 == 0;
+            let n = if short { 16 } else { 512 };
+            let a = rw.recv_status(&mut m1, &mut o1[..n]);
+            let b = rf.recv_status(&mut m2, &mut o2[..n]);
+            match (a, b) {
+                (Ok(a), Ok(b)) => {
+                    assert_eq!(a, rf_status(b), "round {round}");
+                    if a != BlobRecvStatus::Empty {
+                        assert_eq!(m1, m2);
+                        assert_eq!(o1, o2);
+                    }
+                }
+                (Err(_), Err(_)) => {}
+                (a, b) => panic!("round {round}: {a:?} vs {b:?}"),
+            }
+            assert_eq!(rw.lapped_count(), rf.lapped_count(), "round {round}");
+        }
+    }
+    assert!(rw.lapped_count() > 0, "the scenario laps the readers");
+}
+
+#[test]
+fn push_with_fills_the_payload_the_consumer_reads() {
+    let p = ShmPath::new("blob-push-with");
+    let mut prod = BlobProducer::<u64>::create(&p, 8, 256).unwrap();
+    let mut cons = BlobConsumer::<u64>::attach(&p).unwrap();
+    let (seq, r) = prod
+        .push_with(&5, 100, |buf| {
+            assert_eq!(buf.len(), 100);
+            assert!(buf.iter().all(|&b| b == 0));
+            buf.fill(0x5A);
+            "filled"
+        })
+        .unwrap();
+    assert_eq!((seq, r), (1, "filled"));
+    // The buffer is reused, but handed out zeroed and exactly `len` long.
+    let (seq, seen) = prod
+        .push_with(&6, 10, |buf| {
+            let zeroed = buf.iter().all(|&b| b == 0);
+            buf.copy_from_slice(b"0123456789");
+            (buf.len(), zeroed)
+        })
+        .unwrap();
+    assert_eq!((seq, seen), (2, (10, true)));
+    assert_eq!(prod.push_with(&7, 0, |buf| buf.len()).unwrap(), (3, 0));
+    // The whole arena is the largest payload.
+    let (seq, ()) = prod.push_with(&8, 256, |buf| buf.fill(0xEE)).unwrap();
+    assert_eq!(seq, 4);
+    // One byte more: a typed error before the closure runs; nothing is published and no
+    // arena space is taken.
+    let reserved = || ReadOnlyRing::open(&p).unwrap().arena_reserved().unwrap();
+    let before = reserved();
+    let mut called = false;
+    let e = prod.push_with(&9, 257, |_| called = true).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Blob {
+                source: BlobError::TooLarge { len: 257, max: 256 },
+                ..
+            }
+        ),
+        "{e}"
+    );
+    assert!(
+        e.to_string().contains(&p.path().display().to_string()),
+        "{e}"
+    );
+    assert!(!called);
+    assert_eq!((prod.sequence(), reserved()), (4, before));
+    assert!(prod.push_with(&9, usize::MAX, |_| called = true).is_err());
+    assert!(!called);
+    assert_eq!(prod.sequence(), 4);
+
+    // The full-arena blob overwrote 1 and 2: the consumer skips them, then gets 3 and 4.
+    let (mut meta, mut out) = (0u64, [0u8; 256]);
+    assert_eq!(
+        cons.recv_status(&mut meta, &mut out).unwrap(),
+        BlobRecvStatus::Lapped {
+            skipped: 2,
+            payload_len: 0
+        }
+    );
+    assert_eq!(meta, 7);
+    assert_eq!(cons.recv(&mut meta, &mut out).unwrap(), Some(256));
+    assert_eq!(meta, 8);
+    assert!(out.iter().all(|&b| b == 0xEE));
+    assert_eq!(cons.recv(&mut meta, &mut out).unwrap(), None);
+
+    // Without laps, every byte the closure wrote arrives.
+    let p = ShmPath::new("blob-push-with-2");
+    let mut prod = BlobProducer::<u64>::create(&p, 8, 4096).unwrap();
+    let mut cons = BlobConsumer::<u64>::attach(&p).unwrap();
+    prod.push_with(&5, 100, |buf| {
+        for (i, b) in buf.iter_mut().enumerate() {
+            *b = i as u8 ^ 0x5A;
+        }
+    })
+    .unwrap();
+    prod.push_with(&6, 10, |buf| buf.copy_from_slice(b"0123456789"))
+        .unwrap();
+    assert_eq!(cons.recv(&mut meta, &mut out).unwrap(), Some(100));
+    assert_eq!(meta, 5);
+    assert!(
+        out[..100]
+            .iter()
+            .enumerate()
+            .all(|(i, &b)| b == i as u8 ^ 0x5A)
+    );
+    assert_eq!(cons.recv(&mut meta, &mut out).unwrap(), Some(10));
+    assert_eq!((meta, &out[..10]), (6, &b"0123456789"[..]));
+}
+
+#[test]
+fn rings_without_meta_both_ways() {
+    let p = ShmPath::new("blob-unit");
+    let mut prod = BlobProducer::<()>::create(&p, 8, 1024).unwrap();
+    let mut cons = BlobConsumer::<()>::attach(&p).unwrap();
+    let mut rf = ringfire::BlobConsumer::<()>::attach(p.path()).unwrap();
+    let mut out = [0u8; 64];
+    assert_eq!(cons.recv_payload(&mut out).unwrap(), None);
+    assert_eq!(prod.push_payload(b"alpha").unwrap(), 1);
+    assert_eq!(prod.push_payload(b"").unwrap(), 2);
+    assert_eq!(prod.push_payload(&[3; 64]).unwrap(), 3);
+    assert_eq!(cons.recv_payload(&mut out).unwrap(), Some(5));
+    assert_eq!(&out[..5], b"alpha");
+    assert_eq!(cons.recv_payload(&mut out).unwrap(), Some(0));
+    assert!(cons.recv_payload(&mut out[..63]).is_err());
+    assert_eq!(cons.recv_payload(&mut out).unwrap(), Some(64));
+    assert_eq!(out, [3; 64]);
+    assert_eq!(cons.recv_payload(&mut out).unwrap(), None);
+    // ringfire reads the same ring (24-byte slots: the sequence word and the BlobRef).
+    assert_eq!(ReadOnlyRing::open(&p).unwrap().header().element_size, 24);
+    let mut rf_out = [0u8; 64];
+    assert_eq!(rf.recv_payload(&mut rf_out).unwrap(), Some(5));
+    assert_eq!(&rf_out[..5], b"alpha");
+    assert!(prod.push_payload(&[0; 1025]).is_err());
+    // And we read a ringfire ring without meta.
+    let p = ShmPath::new("blob-unit-rf");
+    let mut rf_prod = ringfire::BlobProducer::<()>::create(p.path(), 8, 1024).unwrap();
+    let mut cons = BlobConsumer::<()>::attach(&p).unwrap();
+    rf_prod.push_payload(b"from ringfire").unwrap();
+    assert_eq!(cons.recv_payload(&mut out).unwrap(), Some(13));
+    assert_eq!(&out[..13], b"from ringfire");
+}
+
+#[test]
+fn reader_lag_and_headroom_follow_the_slowest_live_reader() {
+    let p = ShmPath::new("blob-lag");
+    let mut prod = BlobProducer::<u64>::builder(8, 4096)
+        .max_readers(4)
+        .build::<u64, _>(&p)
+        .unwrap();
+    let stats =
+        |prod: &BlobProducer<u64>| (prod.min_reader_seq(), prod.reader_lag(), prod.headroom());
+    assert_eq!(stats(&prod), (None, 0, 8));
+    let mut a = BlobConsumer::<u64>::attach(&p).unwrap();
+    assert_eq!(stats(&prod), (Some(1), 0, 8));
+    for s in 1..=5u64 {
+        prod.push(&s, &[s as u8; 8]).unwrap();
+    }
+    assert_eq!(stats(&prod), (Some(1), 5, 3));
+    let (mut meta, mut out) = (0u64, [0u8; 8]);
+    for _ in 0..3 {
+        a.recv(&mut meta, &mut out).unwrap().unwrap();
+    }
+    assert_eq!(stats(&prod), (Some(4), 2, 6));
+    // A second reader starts at the oldest retained message and becomes the slowest.
+    let b = BlobConsumer::<u64>::attach(&p).unwrap();
+    assert_eq!(stats(&prod), (Some(1), 5, 3));
+    drop(b);
+    assert_eq!(stats(&prod), (Some(4), 2, 6));
+    // A registered reader whose process is gone is freed, not counted.
+    let ghost = u32::MAX - 1; // above i32::MAX: never a live pid
+    let slot = registry::register(view(prod.file()), ghost, "ghost", 1, |_| true).unwrap();
+    let ring = ReadOnlyRing::open(&p).unwrap();
+    assert_eq!(ring.registry_entry(slot).unwrap().pid, ghost);
+    assert_eq!(stats(&prod), (Some(4), 2, 6));
+    assert_eq!(ring.registry_entry(slot).unwrap().pid, 0);
+    // Lapped while idle: the lag passes the capacity and the headroom stays at 0.
+    for s in 6..=20u64 {
+        prod.push(&s, &[s as u8; 8]).unwrap();
+    }
+    assert_eq!(stats(&prod), (Some(4), 17, 0));
+    drop(a);
+    assert_eq!(stats(&prod), (None, 0, 8));
+
+    // Without a registry no reader is ever seen.
+    let p = ShmPath::new("blob-lag-0");
+    let mut prod = BlobProducer::<u64>::builder(16, 4096)
+        .max_readers(0)
+        .build::<u64, _>(&p)
+        .unwrap();
+    let _c = BlobConsumer::<u64>::attach(&p).unwrap();
+    prod.push(&1, b"x").unwrap();
+    assert_eq!(stats(&prod), (None, 0, 16));
+}
