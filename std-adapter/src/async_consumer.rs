@@ -19,6 +19,13 @@
 //! futex timeout (default [`DEFAULT_FUTEX_TIMEOUT`], 50 ms) to re-check the ring; a busy
 //! one costs nothing beyond the `try_recv` calls while records keep coming.
 //!
+//! ringfire's knobs shorten the path for records that come close together, at the price of
+//! executor time: [`AsyncRingConsumer::with_spins`] has a poll try the ring more times before
+//! it gives up, and [`AsyncRingConsumer::with_yields`] has that many empty polls in a row
+//! return `Pending` with the task woken at once (another turn of the executor) before one
+//! arms the waiter. Both default to 0. [`AsyncRingConsumer::with_idle_sleep`] sets the
+//! futex timeout.
+//!
 //! # Why no wake-up is lost
 //!
 //! The waker is stored (under the mutex) before the poll returns `Pending`, and an armed
@@ -68,7 +75,7 @@ use ringwire_core::RingView;
 use ringwire_core::sync::Ordering;
 use zerocopy::FromBytes;
 
-use crate::consumer::RingConsumer;
+use crate::consumer::{RecvStatus, RingConsumer};
 use crate::error::{Error, Result};
 use crate::wait::{self, DEFAULT_FUTEX_TIMEOUT, FutexStats, FutexWait, WaitStrategy};
 
@@ -82,7 +89,17 @@ pub struct AsyncRingConsumer<T> {
     // copy of the ring view, before `consumer` drops and unmaps the ring.
     waiter: Waiter,
     consumer: RingConsumer<T>,
+    /// Extra tries of the ring, with a spin-loop hint between them, before a poll gives up.
+    max_spins: u32,
+    /// Polls that find the ring empty and hand back to the executor before one arms the waiter.
+    max_yields: u32,
+    /// Such polls since the last record.
+    yielded: u32,
 }
+
+/// The shortest futex sleep [`AsyncRingConsumer::with_idle_sleep`] and
+/// [`AsyncRingConsumer::with_timeout`] accept; shorter ones are raised to it.
+pub const MIN_IDLE_SLEEP: Duration = Duration::from_micros(10);
 
 /// The waiter thread's handle; dropping it stops and joins the thread.
 struct Waiter {
@@ -97,7 +114,6 @@ struct Shared {
     wake_waiter: Condvar,
 }
 
-#[derive(Default)]
 struct State {
     /// The waker of the last poll that found the ring empty.
     waker: Option<Waker>,
@@ -109,6 +125,8 @@ struct State {
     in_futex: bool,
     /// The consumer is being dropped: end the thread.
     stop: bool,
+    /// The longest futex sleep, for the sleeps to come.
+    timeout: Duration,
     /// How the waiter's futex sleeps ended so far.
     stats: FutexStats,
 }
@@ -140,7 +158,8 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
 
     /// Like [`AsyncRingConsumer::new`], with each futex sleep bounded by `timeout` (which
     /// also bounds how long a drop can wait for the waiter, and how late a record from a
-    /// producer that never wakes sleepers arrives). A zero timeout is raised to 1 ms.
+    /// producer that never wakes sleepers arrives). A timeout under [`MIN_IDLE_SLEEP`] is
+    /// raised to it. [`AsyncRingConsumer::with_idle_sleep`] changes it later.
     pub fn with_timeout(consumer: RingConsumer<T>, timeout: Duration) -> Result<Self> {
         let (consumer, spawned) = Self::build(consumer, timeout, spawn_waiter);
         match spawned {
@@ -173,15 +192,23 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
     fn build(
         consumer: RingConsumer<T>,
         timeout: Duration,
-        spawn: impl FnOnce(RingView, Arc<Shared>, Duration) -> std::io::Result<JoinHandle<()>>,
+        spawn: impl FnOnce(RingView, Arc<Shared>) -> std::io::Result<JoinHandle<()>>,
     ) -> (Self, std::io::Result<()>) {
-        let timeout = timeout.max(Duration::from_millis(1));
+        let timeout = timeout.max(MIN_IDLE_SLEEP);
         let shared = Arc::new(Shared {
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                waker: None,
+                cursor: 0,
+                armed: false,
+                in_futex: false,
+                stop: false,
+                timeout,
+                stats: FutexStats::default(),
+            }),
             wake_waiter: Condvar::new(),
         });
         let ring = *consumer.file().ring();
-        let (thread, spawned) = match spawn(ring, Arc::clone(&shared), timeout) {
+        let (thread, spawned) = match spawn(ring, Arc::clone(&shared)) {
             Ok(t) => (Some(t), Ok(())),
             Err(e) => (None, Err(e)),
         };
@@ -190,7 +217,46 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
             ring,
             thread,
         };
-        (AsyncRingConsumer { waiter, consumer }, spawned)
+        let consumer = AsyncRingConsumer {
+            waiter,
+            consumer,
+            max_spins: 0,
+            max_yields: 0,
+            yielded: 0,
+        };
+        (consumer, spawned)
+    }
+
+    /// Has each poll that finds the ring empty try it `spins` more times, with a spin-loop
+    /// hint between tries, before it yields or arms the waiter (ringfire's `with_spins`).
+    /// Default 0: spinning inside a poll holds the executor's thread, so it pays only where
+    /// records come microseconds apart and the task has the thread to itself.
+    pub fn with_spins(mut self, spins: u32) -> Self {
+        self.max_spins = spins;
+        self
+    }
+
+    /// Lets up to `yields` polls in a row find the ring empty and hand the thread back to
+    /// the executor, asking to be polled again at once, before a poll arms the waiter
+    /// thread and the task sleeps (ringfire's `with_yields`). The count starts again after
+    /// each record. A record that comes within those polls skips the waiter's wake-up (a
+    /// thread hand-off of microseconds); other tasks still run between the polls. Default 0:
+    /// the first empty poll arms the waiter, so an idle task costs no executor time.
+    pub fn with_yields(mut self, yields: u32) -> Self {
+        self.max_yields = yields;
+        self
+    }
+
+    /// Bounds each of the waiter's futex sleeps by `sleep` from its next sleep on
+    /// (ringfire's `with_idle_sleep`; the same bound as [`AsyncRingConsumer::with_timeout`]).
+    /// A producer's publish ends a sleep at once, so this is the longest an idle consumer
+    /// goes without re-checking the ring: how late a record comes from a producer that
+    /// never wakes sleepers, and how often an idle waiter wakes. ringfire polls on a timer
+    /// of this period instead (its default is 50 µs); ours defaults to
+    /// [`DEFAULT_FUTEX_TIMEOUT`]. A sleep under [`MIN_IDLE_SLEEP`] is raised to it.
+    pub fn with_idle_sleep(self, sleep: Duration) -> Self {
+        lock(&self.waiter.shared).timeout = sleep.max(MIN_IDLE_SLEEP);
+        self
     }
 
     /// The next record; waits (without blocking the executor) until one is published.
@@ -209,6 +275,30 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
         poll_fn(|cx| self.poll_recv_seq(cx)).await
     }
 
+    /// [`AsyncRingConsumer::recv`] with how many records were lost just before this one
+    /// (ringfire's `recv_detailed`; see [`RingConsumer::recv_status`]): `(record, 0)` when
+    /// none were.
+    pub async fn recv_detailed(&mut self) -> (T, u64) {
+        poll_fn(|cx| {
+            self.poll_with(cx, |c| match c.recv_status() {
+                RecvStatus::Ok(item) => Some((item, 0)),
+                RecvStatus::Lapped { skipped, item } => Some((item, skipped)),
+                RecvStatus::Empty => None,
+            })
+        })
+        .await
+    }
+
+    /// Waits as [`AsyncRingConsumer::recv`] does until at least one record is there, then
+    /// copies up to `buf.len()` of them into `buf` and returns how many (ringfire's async
+    /// `recv_batch`). An empty `buf` returns 0 at once. Cancel-safe.
+    pub async fn recv_batch(&mut self, buf: &mut [T]) -> usize {
+        if buf.is_empty() {
+            return 0;
+        }
+        poll_fn(|cx| self.poll_with(cx, |c| Some(c.recv_batch(buf)).filter(|&n| n > 0))).await
+    }
+
     /// Polls for the next record: `Ready` with it, or `Pending` with `cx`'s waker
     /// registered with the waiter thread.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<T> {
@@ -225,11 +315,21 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
         cx: &mut Context<'_>,
         mut take: impl FnMut(&mut RingConsumer<T>) -> Option<R>,
     ) -> Poll<R> {
-        if let Some(r) = take(&mut self.consumer) {
-            return Poll::Ready(r);
+        let mut spins = 0;
+        loop {
+            if let Some(r) = take(&mut self.consumer) {
+                self.yielded = 0;
+                return Poll::Ready(r);
+            }
+            if spins == self.max_spins {
+                break;
+            }
+            spins += 1;
+            std::hint::spin_loop();
         }
-        if self.waiter.thread.is_none() {
-            // No waiter thread (see from_consumer): be polled again at once.
+        // Without a waiter thread (see from_consumer) every wait is a yield.
+        if self.yielded < self.max_yields || self.waiter.thread.is_none() {
+            self.yielded = self.yielded.saturating_add(1);
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
@@ -237,7 +337,10 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
         // Re-check after arming: a publish the first try missed but this one also misses
         // is one the armed waiter sees (module docs).
         match take(&mut self.consumer) {
-            Some(r) => Poll::Ready(r),
+            Some(r) => {
+                self.yielded = 0;
+                Poll::Ready(r)
+            }
             None => Poll::Pending,
         }
     }
@@ -245,6 +348,28 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
     /// The next record if one is there now, without waiting.
     pub fn try_recv(&mut self) -> Option<T> {
         self.consumer.try_recv()
+    }
+
+    /// [`RingConsumer::recv_status`]: the next record if one is there now, and whether
+    /// records were lost just before it, without waiting.
+    pub fn recv_status(&mut self) -> RecvStatus<T> {
+        self.consumer.recv_status()
+    }
+
+    /// [`RingConsumer::jump_to_latest`]: skips to the newest published record.
+    pub fn jump_to_latest(&mut self) -> u64 {
+        self.consumer.jump_to_latest()
+    }
+
+    /// [`RingConsumer::jump_to_oldest`]: skips to the oldest retained record if the
+    /// cursor is behind it.
+    pub fn jump_to_oldest(&mut self) -> u64 {
+        self.consumer.jump_to_oldest()
+    }
+
+    /// Published records not read yet ([`RingConsumer::lag`]).
+    pub fn lag(&self) -> u64 {
+        self.consumer.lag()
     }
 
     /// Messages this reader lost (overwritten before read, or skipped at start).
@@ -255,6 +380,11 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
     /// The next sequence to read.
     pub fn cursor(&self) -> u64 {
         self.consumer.cursor()
+    }
+
+    /// Number of slots of the ring.
+    pub fn capacity(&self) -> u64 {
+        self.consumer.capacity()
     }
 
     /// How the waiter thread's futex sleeps ended so far.
@@ -274,7 +404,9 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
 
     /// Ends the waiter thread (see the module docs on drop) and returns the consumer.
     pub fn into_inner(self) -> RingConsumer<T> {
-        let AsyncRingConsumer { waiter, consumer } = self;
+        let AsyncRingConsumer {
+            waiter, consumer, ..
+        } = self;
         drop(waiter);
         consumer
     }
@@ -326,21 +458,17 @@ impl Drop for Waiter {
 
 /// Starts the waiter thread on `ring`. The ring view is a copy of the consumer's; the thread
 /// is joined (Waiter's drop) before the consumer unmaps the ring, as the Region contract asks.
-fn spawn_waiter(
-    ring: RingView,
-    shared: Arc<Shared>,
-    timeout: Duration,
-) -> std::io::Result<JoinHandle<()>> {
+fn spawn_waiter(ring: RingView, shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(WAITER_THREAD_NAME.to_string())
-        .spawn(move || run_waiter(ring, &shared, timeout))
+        .spawn(move || run_waiter(ring, &shared))
 }
 
 /// The waiter thread: wait to be armed, sleep on the ring until `write_seq >= cursor`,
 /// wake the task, repeat; return when told to stop.
-fn run_waiter(ring: RingView, shared: &Shared, timeout: Duration) {
-    let mut futex = FutexWait::new(0, Some(timeout));
+fn run_waiter(ring: RingView, shared: &Shared) {
     let mut st = lock(shared);
+    let mut futex = FutexWait::new(0, Some(st.timeout));
     loop {
         if st.stop {
             return;
@@ -363,6 +491,7 @@ fn run_waiter(ring: RingView, shared: &Shared, timeout: Duration) {
             continue;
         }
         let cursor = st.cursor;
+        futex.set_timeout(st.timeout);
         st.in_futex = true;
         drop(st);
         // One bounded §11 sleep; it returns early when the cursor is published.
@@ -410,7 +539,7 @@ mod tests {
         tx.push(&1);
         let consumer = RingConsumer::<u64>::attach(&path).unwrap();
         let (mut rx, spawned) =
-            AsyncRingConsumer::build(consumer, DEFAULT_FUTEX_TIMEOUT, |_, _, _| {
+            AsyncRingConsumer::build(consumer, DEFAULT_FUTEX_TIMEOUT, |_, _| {
                 Err(std::io::Error::from(std::io::ErrorKind::WouldBlock))
             });
         assert!(spawned.is_err() && !rx.has_waiter());

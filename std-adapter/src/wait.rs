@@ -233,6 +233,11 @@ impl FutexWait {
         self.timeout
     }
 
+    /// Changes the sleep timeout for the sleeps to come (the stats carry on).
+    pub(crate) fn set_timeout(&mut self, timeout: Duration) {
+        self.timeout = timeout;
+    }
+
     /// How the sleeps so far ended.
     pub fn stats(&self) -> FutexStats {
         self.stats

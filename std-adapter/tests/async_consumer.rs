@@ -4,10 +4,13 @@
 
 use std::future::poll_fn;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use futures_core::Stream;
-use ringwire::{AsyncRingConsumer, FlowControl, RingConsumer, RingProducer};
+use ringwire::{AsyncRingConsumer, FlowControl, RecvStatus, RingConsumer, RingProducer};
 
 mod common;
 use common::TmpRing;
@@ -225,4 +228,194 @@ async fn two_async_consumers_of_one_ring_are_both_woken() {
         assert_eq!(got, [0, 1, 2]);
     }
     let _tx = producer.join().unwrap();
+}
+
+/// A waker that counts its wake-ups.
+#[derive(Default)]
+struct CountWakes(AtomicUsize);
+
+impl Wake for CountWakes {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+impl CountWakes {
+    fn count(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// Waits (at most 10 s) until the count reaches `n`.
+    fn wait_for(&self, n: usize) {
+        let t0 = Instant::now();
+        while self.count() < n {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "wake {n} never came"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+#[test]
+fn empty_polls_yield_to_the_executor_before_one_arms_the_waiter() {
+    let t = TmpRing::new("yields");
+    let mut tx = RingProducer::<u64>::create(&t.0, 64).unwrap();
+    let mut rx = AsyncRingConsumer::new(head_consumer(&t))
+        .unwrap()
+        .with_spins(100)
+        .with_yields(3);
+    let wakes = Arc::new(CountWakes::default());
+    let waker = Waker::from(Arc::clone(&wakes));
+    let mut cx = Context::from_waker(&waker);
+    for k in 1..=3 {
+        assert_eq!(rx.poll_recv(&mut cx), Poll::Pending);
+        assert_eq!(
+            wakes.count(),
+            k,
+            "empty poll {k} asks to be polled again at once"
+        );
+    }
+    // The fourth arms the waiter thread: no wake until a record comes.
+    assert_eq!(rx.poll_recv(&mut cx), Poll::Pending);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(wakes.count(), 3);
+    tx.push(&7);
+    wakes.wait_for(4);
+    assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(7));
+    // The record starts the count again.
+    assert_eq!(rx.poll_recv(&mut cx), Poll::Pending);
+    assert_eq!(wakes.count(), 5);
+
+    // By default the first empty poll arms the waiter.
+    let mut rx = AsyncRingConsumer::new(head_consumer(&t)).unwrap();
+    let wakes = Arc::new(CountWakes::default());
+    let waker = Waker::from(Arc::clone(&wakes));
+    let mut cx = Context::from_waker(&waker);
+    assert_eq!(rx.poll_recv(&mut cx), Poll::Pending);
+    std::thread::sleep(Duration::from_millis(20));
+    assert_eq!(wakes.count(), 0);
+    tx.push(&8);
+    wakes.wait_for(1);
+    assert_eq!(rx.poll_recv(&mut cx), Poll::Ready(8));
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn records_arrive_through_yields_alone_without_a_futex_sleep() {
+    let t = TmpRing::new("yield-only");
+    let mut tx = RingProducer::<u64>::create(&t.0, 64).unwrap();
+    let mut rx = AsyncRingConsumer::new(head_consumer(&t))
+        .unwrap()
+        .with_yields(u32::MAX);
+    let producer = std::thread::spawn(move || {
+        for i in 0..20u64 {
+            std::thread::sleep(Duration::from_millis(1));
+            tx.push(&i);
+        }
+        tx
+    });
+    tokio::time::timeout(BOUND, async {
+        for i in 0..20u64 {
+            assert_eq!(rx.recv().await, i);
+        }
+    })
+    .await
+    .expect("every record arrives");
+    let _tx = producer.join().unwrap();
+    assert_eq!(rx.waiter_stats().sleeps, 0, "the waiter was never armed");
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn an_idle_sleep_set_after_the_start_bounds_every_futex_sleep() {
+    let t = TmpRing::new("idle-sleep");
+    let _tx = RingProducer::<u64>::create(&t.0, 64).unwrap();
+    // A waiter already asleep with the 50 ms default...
+    let mut rx = AsyncRingConsumer::new(head_consumer(&t)).unwrap();
+    let r = tokio::time::timeout(Duration::from_millis(120), rx.recv()).await;
+    assert!(r.is_err(), "nothing was published");
+    let before = rx.waiter_stats();
+    assert!(before.timed_out <= 3, "{before:?}");
+    // ...then set to 1 ms.
+    let mut rx = rx.with_idle_sleep(Duration::from_millis(1));
+    let r = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await;
+    assert!(r.is_err(), "nothing was published");
+    let s = rx.waiter_stats();
+    // ~300 sleeps of 1 ms; the default would time out 6 times.
+    assert!(
+        s.timed_out - before.timed_out >= 20,
+        "{before:?} then {s:?}"
+    );
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn recv_batch_waits_for_the_first_record_and_takes_what_is_there() {
+    let t = TmpRing::new("batch");
+    let mut tx = RingProducer::<u64>::create(&t.0, 64).unwrap();
+    let mut rx = AsyncRingConsumer::new(head_consumer(&t)).unwrap();
+    assert_eq!(rx.capacity(), 64);
+    for i in 0..6u64 {
+        tx.push(&i);
+    }
+    let mut buf = [0u64; 4];
+    assert_eq!(rx.recv_batch(&mut []).await, 0);
+    assert_eq!(rx.recv_batch(&mut buf).await, 4);
+    assert_eq!(buf, [0, 1, 2, 3]);
+    assert_eq!(rx.recv_batch(&mut buf).await, 2);
+    assert_eq!(buf[..2], [4, 5]);
+    let producer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        tx.push_batch(&[6, 7, 8]);
+        tx
+    });
+    let mut got = Vec::new();
+    tokio::time::timeout(BOUND, async {
+        while got.len() < 3 {
+            let n = rx.recv_batch(&mut buf).await;
+            assert!(n > 0);
+            got.extend_from_slice(&buf[..n]);
+        }
+    })
+    .await
+    .expect("the late batch arrives");
+    assert_eq!(got, [6, 7, 8]);
+    let _tx = producer.join().unwrap();
+}
+
+#[tokio::test(flavor = "current_thread")]
+async fn recv_detailed_reports_each_loss_and_jumps_skip_the_backlog() {
+    let t = TmpRing::new("detailed");
+    let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
+    let mut rx = AsyncRingConsumer::new(head_consumer(&t)).unwrap();
+    assert_eq!(rx.recv_status(), RecvStatus::Empty);
+    // Value i has sequence i + 1. 20 records in 8 slots: sequences 1..=12 are gone.
+    for i in 0..20u64 {
+        tx.push(&i);
+    }
+    assert_eq!(rx.lag(), 20);
+    let (v, skipped) = tokio::time::timeout(BOUND, rx.recv_detailed())
+        .await
+        .unwrap();
+    assert_eq!((v, skipped), (12, 12), "the oldest retained, after 12 lost");
+    assert_eq!(rx.recv_detailed().await, (13, 0));
+    assert_eq!(rx.recv_status(), RecvStatus::Ok(14));
+    assert_eq!(rx.lag(), 5);
+    // Sequence 16 onwards is there; the newest is 20.
+    assert_eq!(rx.jump_to_oldest(), 0, "16 is still retained");
+    assert_eq!(rx.jump_to_latest(), 4);
+    assert_eq!(rx.recv_detailed().await, (19, 0));
+    assert_eq!(rx.lapped_count(), 16);
+    for i in 20..40u64 {
+        tx.push(&i);
+    }
+    assert_eq!(
+        rx.jump_to_oldest(),
+        12,
+        "sequences 21..=32 were overwritten"
+    );
+    assert_eq!(rx.recv_detailed().await, (32, 0));
+    assert_eq!(rx.lapped_count(), 28);
 }
