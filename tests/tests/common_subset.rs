@@ -1,11 +1,15 @@
 //! DESIGN.md, "The std API": a program written against ringfire's common subset compiles
 //! against ringwire after changing the crate name. `common_subset/program.rs` is such a
 //! program (creation, records, batches, the three wait strategies, builders with start modes
-//! and flow control, an offset checkpoint, blobs, a blackboard, the async consumer); it is
+//! and flow control, offset checkpoints, blobs, a blackboard, the async consumer), and its
+//! `run_more_*` parts use the rest of ringfire's calls on those types (receive status, jumps,
+//! the producer's view of its readers, `push_with`, the async consumer's tuning knobs); it is
 //! compiled twice, with `rf` naming each crate, and both builds run and check the same
 //! results. What differs on purpose: record types also derive zerocopy's traits (ringfire
 //! asks only `Copy`), and ringwire returns more where ringfire returns `()` (`push` gives the
-//! sequence), which a program written for ringfire ignores.
+//! sequence), which a program written for ringfire ignores. Left out: the calls that hand
+//! out ringfire's registry types (`registry()`, `registration()`, `active_readers()`) and
+//! `wake_futex(&RingHeader)`.
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -55,12 +59,16 @@ impl Drop for Dir {
 fn the_program_runs_on_ringfire() {
     let d = Dir::new("rf");
     on_ringfire::run(&d.0).unwrap();
+    on_ringfire::run_more_ring(&d.0).unwrap();
+    on_ringfire::run_more_blob(&d.0).unwrap();
 }
 
 #[test]
 fn the_same_program_runs_on_ringwire() {
     let d = Dir::new("rw");
     on_ringwire::run(&d.0).unwrap();
+    on_ringwire::run_more_ring(&d.0).unwrap();
+    on_ringwire::run_more_blob(&d.0).unwrap();
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -76,10 +84,12 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 fn the_async_part_runs_on_ringfire() {
     let d = Dir::new("rf-async");
     block_on(on_ringfire::run_async(&d.0)).unwrap();
+    block_on(on_ringfire::run_more_async(&d.0)).unwrap();
 }
 
 #[test]
 fn the_async_part_runs_on_ringwire() {
     let d = Dir::new("rw-async");
     block_on(on_ringwire::run_async(&d.0)).unwrap();
+    block_on(on_ringwire::run_more_async(&d.0)).unwrap();
 }
