@@ -1,8 +1,10 @@
 //! Shared by the integration tests of this package.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-/// A unique /dev/shm path (test binary, tag, pid, counter) removed on drop.
+/// A unique ring path `/dev/shm/ringwire-{test binary}-{tag}-{pid}-{counter}/ring`. Its
+/// directory, with whatever the test left in it (the ring, a named consumer's checkpoint),
+/// is removed on drop.
 pub struct TmpRing(pub PathBuf);
 
 impl TmpRing {
@@ -10,33 +12,21 @@ impl TmpRing {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         // Relaxed: only makes the name unique within this process.
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        TmpRing(PathBuf::from(format!(
+        let dir = PathBuf::from(format!(
             "/dev/shm/ringwire-{}-{tag}-{}-{n}",
             env!("CARGO_CRATE_NAME"),
             std::process::id()
-        )))
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).expect("create the test ring's directory");
+        TmpRing(dir.join("ring"))
     }
 }
 
 impl Drop for TmpRing {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-        remove_default_checkpoints(&self.0);
-    }
-}
-
-/// Removes the checkpoints a named consumer of the ring at `ring` left at the default path
-/// (`<stem>_<name>.offset` beside it, spec §13).
-fn remove_default_checkpoints(ring: &Path) {
-    let (Some(dir), Some(stem)) = (ring.parent(), ring.file_stem()) else {
-        return;
-    };
-    let prefix = format!("{}_", stem.to_string_lossy());
-    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with(&prefix) && name.ends_with(".offset") {
-            let _ = std::fs::remove_file(entry.path());
+        if let Some(dir) = self.0.parent() {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }
