@@ -39,6 +39,8 @@ pub mod cli;
 pub mod consumer;
 pub mod error;
 pub mod file;
+pub mod lossy_mpmc;
+pub mod multiplexer;
 pub mod net;
 pub mod producer;
 pub mod queue;
@@ -54,6 +56,10 @@ pub use checkpoint::OffsetCheckpoint;
 pub use consumer::{RecvStatus, RingConsumer, RingConsumerBuilder};
 pub use error::{Error, Result};
 pub use file::{BlobLost, CleanupMode, CreateOptions, ReadOnlyRing, RegistryEntry, RingFile};
+pub use lossy_mpmc::{MpmcProducer, MpmcQueueConsumer};
+#[cfg(feature = "tokio")]
+pub use multiplexer::AsyncRingMultiplexer;
+pub use multiplexer::RingMultiplexer;
 pub use producer::{FlowControl, RingProducer, RingProducerBuilder};
 pub use ringwire_core::broadcast::StartMode;
 /// ringfire's name for [`StartMode`] (the same four modes).

@@ -62,51 +62,37 @@ fn queue_attach_refuses_a_ringfire_ring() {
 /// ringfire and ringwire competing consumers on it, every ticket delivered once.
 #[test]
 fn lossy_mpmc_ring_shared_with_ringfire() {
-    use ringwire::{CreateOptions, RingFile};
-    use ringwire_core::queue::compat::{LossyMpmcConsumer, LossyMpmcProducer, LossyPush};
-    use ringwire_core::{Expect, Geometry};
+    use ringwire::lossy_mpmc::LossyPush;
+    use ringwire::{MpmcProducer, MpmcQueueConsumer};
+    use ringwire_tests::shm::ShmPath;
 
-    let no_clock = || -> u64 { panic!("no slot should stall") };
-    let expect = Expect {
-        element_size: Some(16),
-        ..Expect::RAW
-    };
     // Ring created by ringfire.
-    let path = tmp("lossy-rf");
+    let path = ShmPath::new("qinterop-lossy-rf");
     let rf_prod = ringfire::MpmcProducer::<u64>::create(&path, 8).unwrap();
-    let file = RingFile::open(&path, expect).unwrap();
-    // SAFETY: `file` is declared first, so it outlives this handle and its view copy.
-    let rw_prod = LossyMpmcProducer::new(*unsafe { file.view() }).unwrap();
+    let rw_prod = MpmcProducer::<u64>::attach(&path).unwrap();
     assert_eq!(rf_prod.push(&1), 1);
     assert!(matches!(
-        rw_prod.push(&2u64.to_le_bytes(), no_clock),
+        rw_prod.push_outcome(&2),
         LossyPush::Published { seq: 2, .. }
     ));
     assert_eq!(rf_prod.push(&3), 3);
     let mut rf_cons = ringfire::MpmcQueueConsumer::<u64>::attach(&path).unwrap();
-    // SAFETY: `file` is declared first, so it outlives this handle and its view copy.
-    let mut rw_cons = LossyMpmcConsumer::new(*unsafe { file.view() }).unwrap();
-    let mut b = [0u8; 8];
-    assert_eq!(rw_cons.try_recv(&mut b), Some(1));
-    assert_eq!(u64::from_le_bytes(b), 1);
+    let mut rw_cons = MpmcQueueConsumer::<u64>::attach(&path).unwrap();
+    assert_eq!(rw_cons.try_recv_seq(), Some((1, 1)));
     assert_eq!(rf_cons.try_recv(), Some(2));
-    assert_eq!(rw_cons.try_recv(&mut b), Some(3));
-    assert_eq!(u64::from_le_bytes(b), 3);
+    assert_eq!(rw_cons.try_recv_seq(), Some((3, 3)));
     assert_eq!(rf_cons.try_recv(), None);
-    assert_eq!((rw_cons.dropped(), rf_cons.dropped_count()), (0, 0));
-    drop(file);
+    assert_eq!((rw_cons.dropped_count(), rf_cons.dropped_count()), (0, 0));
+    drop((rw_prod, rw_cons));
     drop(rf_prod);
 
     // Ring created by ringwire.
-    let path = tmp("lossy-rw");
-    let g = Geometry::mpmc(8, 16, 8).unwrap();
-    let file = RingFile::create(&path, &g, &CreateOptions::default()).unwrap();
-    // SAFETY: `file` is declared first, so it outlives this handle and its view copy.
-    let rw_prod = LossyMpmcProducer::new(*unsafe { file.view() }).unwrap();
+    let path = ShmPath::new("qinterop-lossy-rw");
+    let rw_prod = MpmcProducer::<u64>::create(&path, 8).unwrap();
     let rf_prod = ringfire::MpmcProducer::<u64>::attach(&path).unwrap();
     for v in [10u64, 11] {
         assert!(matches!(
-            rw_prod.push(&v.to_le_bytes(), no_clock),
+            rw_prod.push_outcome(&v),
             LossyPush::Published { .. }
         ));
     }
@@ -114,9 +100,7 @@ fn lossy_mpmc_ring_shared_with_ringfire() {
     let mut rf_cons = ringfire::MpmcQueueConsumer::<u64>::attach(&path).unwrap();
     assert_eq!(rf_cons.try_recv(), Some(10));
     assert_eq!(rf_cons.try_recv(), Some(11));
-    // SAFETY: `file` is declared first, so it outlives this handle and its view copy.
-    let mut rw_cons = LossyMpmcConsumer::new(*unsafe { file.view() }).unwrap();
-    assert_eq!(rw_cons.try_recv(&mut b), Some(3));
-    assert_eq!(u64::from_le_bytes(b), 12);
+    let mut rw_cons = MpmcQueueConsumer::<u64>::attach(&path).unwrap();
+    assert_eq!(rw_cons.try_recv_seq(), Some((3, 12)));
     assert_eq!(rf_cons.try_recv(), None);
 }
