@@ -233,8 +233,8 @@ impl FutexWait {
         self.timeout
     }
 
-    /// Changes the sleep timeout for the sleeps to come (the stats carry on).
-    pub(crate) fn set_timeout(&mut self, timeout: Duration) {
+    /// Changes the sleep timeout for the sleeps to come; the stats carry on.
+    pub fn set_timeout(&mut self, timeout: Duration) {
         self.timeout = timeout;
     }
 

@@ -3,7 +3,8 @@
 //! program (creation, records, batches, the three wait strategies, builders with start modes
 //! and flow control, offset checkpoints, blobs, a blackboard, the async consumer), and its
 //! `run_more_*` parts use the rest of ringfire's calls on those types (receive status, jumps,
-//! the producer's view of its readers, `push_with`, the async consumer's tuning knobs); it is
+//! the producer's view of its readers, `push_with`, the async consumer's tuning knobs, the
+//! lossy MPMC ring's `MpmcProducer`/`MpmcQueueConsumer`, the multiplexers); it is
 //! compiled twice, with `rf` naming each crate, and both builds run and check the same
 //! results. What differs on purpose: record types also derive zerocopy's traits (ringfire
 //! asks only `Copy`), and ringwire returns more where ringfire returns `()` (`push` gives the
@@ -61,6 +62,8 @@ fn the_program_runs_on_ringfire() {
     on_ringfire::run(&d.0).unwrap();
     on_ringfire::run_more_ring(&d.0).unwrap();
     on_ringfire::run_more_blob(&d.0).unwrap();
+    on_ringfire::run_more_mpmc(&d.0).unwrap();
+    on_ringfire::run_more_mux(&d.0).unwrap();
 }
 
 #[test]
@@ -69,6 +72,8 @@ fn the_same_program_runs_on_ringwire() {
     on_ringwire::run(&d.0).unwrap();
     on_ringwire::run_more_ring(&d.0).unwrap();
     on_ringwire::run_more_blob(&d.0).unwrap();
+    on_ringwire::run_more_mpmc(&d.0).unwrap();
+    on_ringwire::run_more_mux(&d.0).unwrap();
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -85,6 +90,7 @@ fn the_async_part_runs_on_ringfire() {
     let d = Dir::new("rf-async");
     block_on(on_ringfire::run_async(&d.0)).unwrap();
     block_on(on_ringfire::run_more_async(&d.0)).unwrap();
+    block_on(on_ringfire::run_more_mux_async(&d.0)).unwrap();
 }
 
 #[test]
@@ -92,4 +98,5 @@ fn the_async_part_runs_on_ringwire() {
     let d = Dir::new("rw-async");
     block_on(on_ringwire::run_async(&d.0)).unwrap();
     block_on(on_ringwire::run_more_async(&d.0)).unwrap();
+    block_on(on_ringwire::run_more_mux_async(&d.0)).unwrap();
 }

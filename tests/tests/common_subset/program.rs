@@ -468,3 +468,313 @@ pub async fn run_more_async(dir: &Path) -> Result<(), Box<dyn Error>> {
     drop(late.join());
     Ok(())
 }
+
+/// The lossy MPMC ring: a creator and an attached producer, competing consumers, the three
+/// wait strategies, exact loss counts on a small ring, cleanup modes and the creator's lock,
+/// record types refused, threads sharing one producer, a sleeper woken by a push; each
+/// checked.
+pub fn run_more_mpmc(dir: &Path) -> Result<(), Box<dyn Error>> {
+    // A creator and an attached producer; two consumers compete for the tickets.
+    let path = dir.join("mpmc");
+    let producer = rf::MpmcProducer::<Tick>::create(&path, 8)?;
+    assert_eq!(producer.capacity(), 8);
+    assert!(
+        rf::MpmcProducer::<Tick>::create(&path, 8).is_err(),
+        "the creator holds the ring's lock"
+    );
+    let second = rf::MpmcProducer::<Tick>::attach(&path)?;
+    assert_eq!(second.capacity(), 8);
+    let mut a = rf::MpmcQueueConsumer::<Tick>::attach(&path)?;
+    let mut b = rf::MpmcQueueConsumer::<Tick>::attach(&path)?;
+    assert_eq!(a.try_recv(), None);
+    assert_eq!(producer.push(&tick(1)), 1);
+    assert_eq!(second.push(&tick(2)), 2);
+    assert_eq!(producer.push(&tick(3)), 3);
+    assert_eq!(b.try_recv(), Some(tick(1)));
+    assert_eq!(a.try_recv(), Some(tick(2)));
+    assert_eq!(b.try_recv(), Some(tick(3)));
+    assert_eq!((a.try_recv(), b.try_recv()), (None, None));
+
+    // The wait strategies, on records already published.
+    for s in 4..=6 {
+        assert_eq!(second.push(&tick(s)), s);
+    }
+    assert_eq!(a.recv_blocking(&mut rf::BusySpin::new()), tick(4));
+    assert_eq!(b.recv_blocking(&mut rf::YieldBackoff::new(64)), tick(5));
+    let mut futex = rf::FutexWait::new(100, Some(Duration::from_millis(5)));
+    assert_eq!(a.recv_blocking(&mut futex), tick(6));
+
+    // 20 more pushes into 8 slots: tickets 7..=26, of which only 19..=26 are still there.
+    // The first consumer to look skips the other 12 in one step and counts them.
+    for s in 7..=26 {
+        assert_eq!(producer.push(&tick(s)), s);
+    }
+    assert_eq!(a.try_recv(), Some(tick(19)));
+    assert_eq!(a.dropped_count(), 12);
+    assert_eq!(b.try_recv(), Some(tick(20)));
+    assert_eq!(b.dropped_count(), 0);
+    let mut rest = Vec::new();
+    while let Some(t) = a.try_recv() {
+        rest.push(t);
+        if let Some(t) = b.try_recv() {
+            rest.push(t);
+        }
+    }
+    assert_eq!(rest, (21..=26).map(tick).collect::<Vec<_>>());
+    assert_eq!((a.dropped_count(), b.dropped_count()), (12, 0));
+
+    // Cleanup: an attached producer leaves the file; the creator unlinks it on drop.
+    drop(second);
+    assert!(path.exists());
+    drop((a, b));
+    drop(producer);
+    assert!(!path.exists(), "the creator unlinks the ring");
+
+    // Persistent: the ring outlives its creator; a new creator replaces it with a fresh one.
+    let mut keep = rf::MpmcProducer::<Tick>::create(&path, 16)?;
+    keep.set_cleanup_mode(rf::CleanupMode::Persistent);
+    assert_eq!(keep.push(&tick(1)), 1);
+    drop(keep);
+    assert!(path.exists());
+    let mut late = rf::MpmcQueueConsumer::<Tick>::attach(&path)?;
+    assert_eq!(late.try_recv(), Some(tick(1)));
+    let fresh = rf::MpmcProducer::<Tick>::create(&path, 16)?;
+    assert_eq!(fresh.push(&tick(2)), 1, "a fresh ring starts at ticket 1");
+    assert_eq!(
+        late.try_recv(),
+        None,
+        "the old mapping is the replaced ring"
+    );
+    let mut on_fresh = rf::MpmcQueueConsumer::<Tick>::attach(&path)?;
+    assert_eq!(on_fresh.try_recv(), Some(tick(2)));
+    // An attached producer told to unlink does so.
+    let mut joiner = rf::MpmcProducer::<Tick>::attach(&path)?;
+    joiner.set_cleanup_mode(rf::CleanupMode::UnlinkOnDrop);
+    drop(joiner);
+    assert!(!path.exists());
+    drop((fresh, late, on_fresh));
+
+    // Refused: another record stride, another type of the same size, a capacity that is
+    // not a power of two.
+    let path = dir.join("mpmc-typed");
+    let _owner = rf::MpmcProducer::<Tick>::create(&path, 8)?;
+    assert!(rf::MpmcQueueConsumer::<u64>::attach(&path).is_err());
+    assert!(rf::MpmcQueueConsumer::<[u8; 32]>::attach(&path).is_err());
+    assert!(rf::MpmcProducer::<[u8; 32]>::attach(&path).is_err());
+    assert!(rf::MpmcProducer::<Tick>::create(dir.join("mpmc-odd"), 6).is_err());
+    assert!(!dir.join("mpmc-odd").exists());
+    // A broadcast ring has no tickets: ringwire refuses to attach a queue consumer, and the
+    // one ringfire attaches never receives anything.
+    let path = dir.join("mpmc-broadcast");
+    let mut broadcast = rf::RingProducer::<Tick>::create(&path, 8)?;
+    broadcast.push(&tick(1));
+    if let Ok(mut c) = rf::MpmcQueueConsumer::<Tick>::attach(&path) {
+        assert_eq!(c.try_recv(), None);
+    }
+
+    // Threads: two share one producer (push takes &self), two consumers compete. The ring
+    // holds every record, so nothing is lost and each record arrives exactly once.
+    let path = dir.join("mpmc-threads");
+    let producer = rf::MpmcProducer::<Tick>::create(&path, 1024)?;
+    let consumers = [
+        rf::MpmcQueueConsumer::<Tick>::attach(&path)?,
+        rf::MpmcQueueConsumer::<Tick>::attach(&path)?,
+    ];
+    let total = std::sync::atomic::AtomicUsize::new(0);
+    let t0 = std::time::Instant::now();
+    let mut got: Vec<Tick> = std::thread::scope(|s| {
+        let (producer, total) = (&producer, &total);
+        let readers: Vec<_> = consumers
+            .into_iter()
+            .map(|mut c| {
+                s.spawn(move || {
+                    let mut mine = Vec::new();
+                    while total.load(std::sync::atomic::Ordering::SeqCst) < 400 {
+                        assert!(t0.elapsed() < Duration::from_secs(30), "consumers stuck");
+                        match c.try_recv() {
+                            Some(t) => {
+                                mine.push(t);
+                                total.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            }
+                            None => std::thread::yield_now(),
+                        }
+                    }
+                    assert_eq!(c.dropped_count(), 0);
+                    mine
+                })
+            })
+            .collect();
+        for p in 0..2u64 {
+            s.spawn(move || {
+                for i in 0..200 {
+                    producer.push(&tick(p * 1_000 + i));
+                }
+            });
+        }
+        readers
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    got.sort_by_key(|t| t.seq);
+    let want: Vec<Tick> = (0..2u64)
+        .flat_map(|p| (0..200).map(move |i| tick(p * 1_000 + i)))
+        .collect();
+    assert_eq!(got, want);
+
+    // A sleeping consumer is woken by a push from another thread.
+    let path = dir.join("mpmc-wake");
+    let producer = rf::MpmcProducer::<Tick>::create(&path, 8)?;
+    let mut consumer = rf::MpmcQueueConsumer::<Tick>::attach(&path)?;
+    let woken = std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(Duration::from_millis(20));
+            producer.push(&tick(42));
+        });
+        consumer.recv_blocking(&mut rf::FutexWait::default())
+    });
+    assert_eq!(woken, tick(42));
+    assert_eq!(consumer.dropped_count(), 0);
+    Ok(())
+}
+
+/// The multiplexer over three rings: channel numbers and names, round-robin order across
+/// unequal backlogs (and after a channel is added), priority order, batches, a lapped
+/// channel, attach errors and access to each channel's consumer; each checked.
+pub fn run_more_mux(dir: &Path) -> Result<(), Box<dyn Error>> {
+    let paths: Vec<_> = ["mux-a", "mux-b", "mux-c", "mux-d"]
+        .iter()
+        .map(|n| dir.join(n))
+        .collect();
+    let mut producers = Vec::new();
+    for p in &paths[..3] {
+        producers.push(rf::RingProducer::<Tick>::create(p, 64)?);
+    }
+    // Channel 3's ring holds 8: it laps its reader.
+    producers.push(rf::RingProducer::<Tick>::create(&paths[3], 8)?);
+
+    let mut mux = rf::RingMultiplexer::<Tick>::default();
+    assert!(mux.is_empty());
+    assert_eq!(mux.try_recv_any(), None);
+    assert_eq!(mux.try_recv_priority(), None);
+    assert!(mux.recv_batch_any(4).is_empty());
+    assert_eq!(mux.add(rf::RingConsumer::<Tick>::attach(&paths[0])?), 0);
+    assert_eq!(
+        mux.add_named("b", rf::RingConsumer::<Tick>::attach(&paths[1])?),
+        1
+    );
+    assert_eq!(mux.attach_named("c", &paths[2])?, 2);
+    assert!(mux.attach(dir.join("missing")).is_err());
+    assert!(mux.attach_named("gone", dir.join("missing")).is_err());
+    assert_eq!(mux.len(), 3);
+    assert_eq!(mux.channel_name(0), Some("channel_0"));
+    assert_eq!(mux.channel_name(1), Some("b"));
+    assert_eq!(mux.channel_name(2), Some("c"));
+    assert_eq!(mux.channel_name(3), None);
+    assert!(mux.consumer(3).is_none());
+
+    // Backlogs of 3, 1 and 2: one record per channel per turn.
+    for (ch, seqs) in [(0, 1..=3), (1, 11..=11), (2, 21..=22)] {
+        for s in seqs {
+            producers[ch].push(&tick(s));
+        }
+    }
+    assert_eq!(mux.try_recv_any(), Some((0, tick(1))));
+    assert_eq!(mux.try_recv_any(), Some((1, tick(11))));
+    assert_eq!(
+        mux.recv_batch_any(10),
+        [(2, tick(21)), (0, tick(2)), (2, tick(22)), (0, tick(3))]
+    );
+    assert_eq!(mux.try_recv_any(), None);
+
+    // Priority: the lowest index first, whatever the turn; the turn stays at channel 1.
+    producers[2].push(&tick(23));
+    producers[1].push(&tick(12));
+    producers[0].push(&tick(4));
+    assert_eq!(mux.try_recv_priority(), Some((0, tick(4))));
+    assert_eq!(mux.try_recv_priority(), Some((1, tick(12))));
+    producers[0].push(&tick(5));
+    producers[1].push(&tick(13));
+    assert_eq!(mux.try_recv_any(), Some((1, tick(13))));
+    assert_eq!(mux.try_recv_any(), Some((2, tick(23))));
+    // Channel 2 was the last of three: the turn wraps to 0 and stays there once a fourth
+    // channel is added.
+    assert_eq!(mux.attach(&paths[3])?, 3);
+    for s in 31..=50 {
+        producers[3].push(&tick(s));
+    }
+    assert_eq!(mux.try_recv_any(), Some((0, tick(5))));
+    // 31..=42 were overwritten: skipped, counted by channel 3's consumer.
+    assert_eq!(mux.try_recv_any(), Some((3, tick(43))));
+    assert_eq!(mux.consumer(3).map(|c| c.lapped_count()), Some(12));
+    assert_eq!(mux.consumer(0).map(|c| c.lapped_count()), Some(0));
+    let c3 = mux.consumer_mut(3).ok_or("channel 3")?;
+    assert_eq!(c3.try_recv(), Some(tick(44)));
+    assert_eq!(c3.cursor(), 15);
+    let rest = mux.recv_batch_any(100);
+    assert_eq!(rest, (45..=50).map(|s| (3, tick(s))).collect::<Vec<_>>());
+    assert_eq!(mux.try_recv_any(), None);
+    Ok(())
+}
+
+/// The async multiplexer: channels added the four ways, `try_recv_any` and `recv_any`
+/// sharing the turn, a wait woken by a publish from another thread, and a pending
+/// `recv_any` dropped without losing the record published meanwhile; each checked.
+pub async fn run_more_mux_async(dir: &Path) -> Result<(), Box<dyn Error>> {
+    let paths: Vec<_> = ["amux-a", "amux-b", "amux-c", "amux-d"]
+        .iter()
+        .map(|n| dir.join(n))
+        .collect();
+    let mut producers = Vec::new();
+    for p in &paths {
+        producers.push(rf::RingProducer::<Tick>::create(p, 64)?);
+    }
+    let mut mux = rf::AsyncRingMultiplexer::<Tick>::new();
+    assert!(mux.is_empty());
+    assert_eq!(mux.try_recv_any(), None);
+    assert_eq!(mux.attach(&paths[0])?, 0);
+    assert_eq!(mux.attach_named("b", &paths[1])?, 1);
+    let c = rf::RingConsumer::<Tick>::attach(&paths[2])?;
+    assert_eq!(mux.add(rf::AsyncRingConsumer::from_consumer(c)), 2);
+    let d = rf::AsyncRingConsumer::<Tick>::attach(&paths[3])?
+        .with_idle_sleep(Duration::from_micros(200));
+    assert_eq!(mux.add_named("d", d), 3);
+    assert!(mux.attach(dir.join("missing")).is_err());
+    assert_eq!(mux.len(), 4);
+    assert_eq!(mux.channel_name(1), Some("b"));
+    assert_eq!(mux.channel_name(2), Some("channel_2"));
+    assert_eq!(mux.channel_name(3), Some("d"));
+    assert_eq!(mux.channel_name(4), None);
+
+    producers[0].push_batch(&[tick(1), tick(2)]);
+    producers[3].push(&tick(31));
+    assert_eq!(mux.recv_any().await, (0, tick(1)));
+    assert_eq!(mux.try_recv_any(), Some((3, tick(31))));
+    assert_eq!(mux.recv_any().await, (0, tick(2)));
+    assert_eq!(mux.try_recv_any(), None);
+
+    // A wait ended by a publish on channel 2 from another thread.
+    let mut p2 = producers.remove(2);
+    let late = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(20));
+        p2.push(&tick(21));
+        p2
+    });
+    assert_eq!(mux.recv_any().await, (2, tick(21)));
+    let mut p2 = late.join().map_err(|_| "publisher panicked")?;
+
+    // Polled once (pending), a record published, the future dropped unpolled: the next
+    // recv_any has it.
+    {
+        let mut pending = std::pin::pin!(mux.recv_any());
+        let first = std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(std::future::Future::poll(pending.as_mut(), cx).is_pending())
+        })
+        .await;
+        assert!(first, "nothing was published yet");
+        p2.push(&tick(22));
+    }
+    assert_eq!(mux.recv_any().await, (2, tick(22)));
+    assert_eq!(mux.try_recv_any(), None);
+    Ok(())
+}
