@@ -324,9 +324,21 @@ fn ring_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
                 st.last_a = st.a.cursor();
             }
             6 => {
-                st.a.seek(inp.seq());
+                let (cursor, lapped) = (st.a.cursor(), st.a.lapped());
+                let op = inp.u8() % 3;
+                let skipped = match op {
+                    0 => st.a.seek(inp.seq()),
+                    1 => st.a.jump_to_latest(),
+                    _ => st.a.jump_to_oldest(),
+                };
+                if op != 0 {
+                    // The jumps only move forward, by what they report as skipped.
+                    assert_eq!(st.a.cursor().checked_sub(cursor), Some(skipped));
+                }
+                assert_eq!(st.a.lapped(), lapped.saturating_add(skipped));
                 st.last_a = st.a.cursor();
-                let _ = (st.a.lapped(), st.a.lag(), st.a.registry_slot());
+                let _ = (st.a.lag(), st.a.registry_slot());
+                let _ = registry::slowest_unread(&st.view, inp.seq());
             }
             7 => {
                 if inp.u8().is_multiple_of(2) {
