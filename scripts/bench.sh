@@ -27,10 +27,10 @@ RUNS=${RUNS:-5}
 
 if [ "${QUICK:-0}" = 1 ]; then
   crit_args=(--warm-up-time 0.5 --measurement-time 1)
-  repl_secs=2 mc_secs=2 handoff_secs=2 demo_secs=3 stress_secs=2
+  repl_secs=2 mc_secs=2 handoff_secs=2 demo_secs=3 stress_secs=2 async_secs=1
 else
   crit_args=(--warm-up-time 1 --measurement-time 2)
-  repl_secs=3 mc_secs=3 handoff_secs=5 demo_secs=5 stress_secs=3
+  repl_secs=3 mc_secs=3 handoff_secs=5 demo_secs=5 stress_secs=3 async_secs=3
 fi
 crit_str="${crit_args[*]}"
 
@@ -50,7 +50,7 @@ cargo build --release -p ringwire -p ringwire-tests --bins
 benches=(handoff)
 [ -f tests/benches/queues.rs ] && benches+=(queues)
 [ -f tests/benches/ingest.rs ] && benches+=(ingest)
-for b in "${benches[@]}" replication; do
+for b in "${benches[@]}" replication async_wake; do
   cargo bench -p ringwire-tests --bench "$b" --no-run
 done
 
@@ -144,6 +144,24 @@ target/release/bench_report latency "$latency" \
   "moving-line round trip (a ring of one-line slots)::/moving_line_round_trip::$floor_cmd --json::$(files floor)" \
   "hand-off push-to-read, 100,000 msg/s::/reader/summary::$handoff_cmd --json::$(files handoff)" \
   "futex wake-up push-to-read, 1,000 msg/s::/reader/summary::$wake_cmd --json::$(files wake)"
+
+# ---- async consumers, push-to-read: one run with CPU shares, then RUNS runs ----
+async_cmd="cargo bench -p ringwire-tests --bench async_wake -- --seconds $async_secs"
+mkdir -p "$runs_dir/async"
+lock_x
+async_table=$($async_cmd 2>/dev/null | grep '^|') || async_table="(the run failed: rerun \`$async_cmd\` to see why)"
+for k in $(seq 1 "$RUNS"); do
+  $async_cmd --json 2>/dev/null | grep '^{' >"$runs_dir/async/run$k.json" || true
+done
+unlock
+async_latency=$(mktemp)
+async_specs=()
+for r in 1000:1,000 100000:100,000; do
+  for imp in ringwire ringwire_yields ringfire; do
+    async_specs+=("$imp, ${r#*:} msg/s::/r${r%%:*}/$imp/summary::$async_cmd --json::$(files async)")
+  done
+done
+target/release/bench_report latency "$async_latency" "${async_specs[@]}"
 
 # ---- the demo and the stress table: one run each (no peer in them) ----
 lock_x
@@ -242,6 +260,24 @@ fi
   echo '```'
   echo
   echo "![wake curve]($svg/wake_curve.svg)"
+  echo
+  echo "## Async consumers: push-to-read ($RUNS runs)"
+  echo
+  echo "A producer thread (core 0) publishes a record stamped with its push time at a fixed rate;"
+  echo "a task on a current-thread tokio runtime (core 1) awaits each one with \`recv().await\`."
+  echo "At 1,000 msg/s the task is idle between records (the wake-up path); at 100,000 msg/s"
+  echo "records come 10 µs apart. \`ringwire\`: \`AsyncRingConsumer\` as built (an empty poll arms"
+  echo "its waiter thread, asleep on the ring's futex); \`ringwire_yields\`: the same with ringfire's"
+  echo "defaults set through its knobs, \`with_spins(32).with_yields(8)\`; \`ringfire\`: ringfire's"
+  echo "\`AsyncRingConsumer\` (32 spins, 8 yields, then tokio sleeps of 50 µs, which tokio's"
+  echo "millisecond timer makes about 1 ms). Consumer CPU (one run below) is the process's CPU"
+  echo "time less the producer thread's."
+  echo
+  cat "$async_latency"
+  echo
+  echo "One run, with the consumer side's CPU. Reproduce: \`$async_cmd\`"
+  echo
+  echo "$async_table"
   echo
   echo "## Criterion: ringwire against its peers ($RUNS runs)"
   echo
