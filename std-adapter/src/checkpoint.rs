@@ -79,8 +79,8 @@ fn now_ns() -> u64 {
 
 impl OffsetCheckpoint {
     /// Opens the checkpoint at `path`, creating it (mode `0o666` less the umask, and any
-    /// missing parent directories) when it is shorter than 64 bytes. An existing file must have the right magic and version; this
-    /// process's pid is stored into it.
+    /// missing parent directories) when it is shorter than 64 bytes. An existing file must
+    /// have the right magic and version; this process's pid is stored into it.
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
