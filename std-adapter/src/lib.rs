@@ -61,6 +61,11 @@ pub use lossy_mpmc::{MpmcProducer, MpmcQueueConsumer};
 pub use multiplexer::AsyncRingMultiplexer;
 pub use multiplexer::RingMultiplexer;
 pub use producer::{FlowControl, RingProducer, RingProducerBuilder};
+pub use replica::ReplicaError;
+pub use replica::compat::{
+    Geometry, Mirror, MirrorBuilder, MirrorHandle, MirrorStart, MulticastConfig, ReplicaServer,
+    ReplicaServerHandle,
+};
 pub use ringwire_core::broadcast::StartMode;
 /// ringfire's name for [`StartMode`] (the same four modes).
 pub use ringwire_core::broadcast::StartMode as ConsumerStartMode;

@@ -4,7 +4,8 @@
 //! and flow control, offset checkpoints, blobs, a blackboard, the async consumer), and its
 //! `run_more_*` parts use the rest of ringfire's calls on those types (receive status, jumps,
 //! the producer's view of its readers, `push_with`, the async consumer's tuning knobs, the
-//! lossy MPMC ring's `MpmcProducer`/`MpmcQueueConsumer`, the multiplexers); it is
+//! lossy MPMC ring's `MpmcProducer`/`MpmcQueueConsumer`, the multiplexers, in-process
+//! `ReplicaServer`/`Mirror`); it is
 //! compiled twice, with `rf` naming each crate, and both builds run and check the same
 //! results. What differs on purpose: record types also derive zerocopy's traits (ringfire
 //! asks only `Copy`), and ringwire returns more where ringfire returns `()` (`push` gives the
@@ -64,6 +65,7 @@ fn the_program_runs_on_ringfire() {
     on_ringfire::run_more_blob(&d.0).unwrap();
     on_ringfire::run_more_mpmc(&d.0).unwrap();
     on_ringfire::run_more_mux(&d.0).unwrap();
+    on_ringfire::run_more_replica(&d.0).unwrap();
 }
 
 #[test]
@@ -74,6 +76,7 @@ fn the_same_program_runs_on_ringwire() {
     on_ringwire::run_more_blob(&d.0).unwrap();
     on_ringwire::run_more_mpmc(&d.0).unwrap();
     on_ringwire::run_more_mux(&d.0).unwrap();
+    on_ringwire::run_more_replica(&d.0).unwrap();
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {

@@ -8,6 +8,7 @@ use std::io::{self, Read};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
 
 use ringwire_core::replicate::collect::max_frame_len;
@@ -16,7 +17,7 @@ use ringwire_core::replicate::{
     Channel, Duration, HoldBack, Mirror, MirrorConfig, MirrorCounters, MirrorError, Start,
     StreamBuf,
 };
-use ringwire_core::wire::{Frame, HEADER_LEN, Kind, MulticastRepr, WireError};
+use ringwire_core::wire::{Frame, GeometryRepr, HEADER_LEN, Kind, MulticastRepr, WireError};
 
 use super::ReplicaError;
 use super::anticipate::Anticipator;
@@ -63,6 +64,12 @@ pub struct MirrorOptions {
     /// How long a hole in the UDP stream waits for reordered datagrams before its first
     /// NAK ([`MirrorConfig::nak_delay`]); zero asks at once.
     pub nak_delay: StdDuration,
+    /// How long an unanswered NAK waits before it is repeated ([`MirrorConfig::nak_timeout`]).
+    pub nak_timeout: StdDuration,
+    /// Permission bits of a created mirror ring (before the umask).
+    pub file_mode: u32,
+    /// Receive buffer of the UDP socket; `None` keeps the driver's 8 MiB.
+    pub rcvbuf: Option<usize>,
     /// Status line every second and connection summaries on stderr.
     pub log: bool,
 }
@@ -81,6 +88,9 @@ impl MirrorOptions {
             once: false,
             reconnect: StdDuration::from_millis(500),
             nak_delay: StdDuration::ZERO,
+            nak_timeout: StdDuration::from_millis(20),
+            file_mode: 0o660,
+            rcvbuf: None,
             log: true,
         }
     }
@@ -98,6 +108,58 @@ pub struct MirrorSummary {
     /// Datagrams whose sender was not the source or that were truncated.
     pub foreign_datagrams: u64,
 }
+
+/// What a running mirror has done so far, as [`MirrorProgress`] shows it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MirrorSnapshot {
+    /// Handshakes completed (the mirror ring exists after the first).
+    pub handshakes: u64,
+    /// The GEOMETRY of the latest handshake; its `seq` is the first sequence offered.
+    pub geometry: Option<GeometryRepr>,
+    /// The latest handshake kept the ring already at the path instead of creating one.
+    pub resumed: bool,
+    /// Live records come over UDP (multicast or unicast).
+    pub udp: bool,
+    /// ... over UDP unicast.
+    pub unicast: bool,
+    /// The session byte of the source's UDP announcement (0 over TCP).
+    pub session: u8,
+    /// The last sequence written (0 if none).
+    pub last_seq: u64,
+    /// The highest sequence the source has announced on this connection.
+    pub source_seq: Option<u64>,
+    /// Counters summed over connections.
+    pub counters: MirrorCounters,
+    /// The range of the most recent NAK seen outstanding.
+    pub last_nak: Option<(u64, u64)>,
+}
+
+/// A running mirror's state for other threads of the process ([`run_observed`]). The driver
+/// refreshes it at each handshake, whenever it is about to wait for input, when a new NAK
+/// is outstanding, after every 64 busy rounds and when a connection ends: under load it
+/// trails the ring by a few batches, and it costs the driver nothing per record.
+#[derive(Debug, Default)]
+pub struct MirrorProgress(Mutex<MirrorSnapshot>);
+
+impl MirrorProgress {
+    /// Nothing seen yet.
+    pub fn new() -> MirrorProgress {
+        MirrorProgress::default()
+    }
+
+    /// A copy of the latest state.
+    pub fn snapshot(&self) -> MirrorSnapshot {
+        *self.lock()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, MirrorSnapshot> {
+        // Plain data: a panic elsewhere leaves nothing half-updated that matters.
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Busy rounds between two refreshes of a [`MirrorProgress`].
+const PROGRESS_ROUNDS: u32 = 64;
 
 fn add(a: &mut MirrorCounters, b: &MirrorCounters) {
     a.frames += b.frames;
@@ -144,6 +206,15 @@ fn nap(d: StdDuration, stop: &AtomicBool) {
 
 /// Runs the mirror until `stop` is set (or, with `once`, until the source disconnects).
 pub fn run(opts: &MirrorOptions, stop: &AtomicBool) -> Result<MirrorSummary, ReplicaError> {
+    run_observed(opts, stop, None)
+}
+
+/// [`run`], keeping `progress` up to date for other threads.
+pub fn run_observed(
+    opts: &MirrorOptions,
+    stop: &AtomicBool,
+    progress: Option<&MirrorProgress>,
+) -> Result<MirrorSummary, ReplicaError> {
     let Some(src) = peer(opts.source) else {
         return Err(ReplicaError::arg(
             "SOURCE",
@@ -152,6 +223,7 @@ pub fn run(opts: &MirrorOptions, stop: &AtomicBool) -> Result<MirrorSummary, Rep
         ));
     };
     let mut sink = FileSink::open(&opts.path)?;
+    sink.set_mode(opts.file_mode);
     let mut sum = MirrorSummary::default();
     let mut bufs = Buffers::new();
     let mut start = opts.start;
@@ -185,11 +257,21 @@ pub fn run(opts: &MirrorOptions, stop: &AtomicBool) -> Result<MirrorSummary, Rep
             Ok(stream) => {
                 sum.connections += 1;
                 let mut c = Conn::new(opts, src, stream, start, &sink, &mut bufs);
+                if let Some(p) = progress {
+                    c.observer = Some(Observer::new(p, sum.counters, &sink));
+                }
                 let end = c.run(&mut sink, stop);
                 let k = c.m.counters();
                 add(&mut sum.counters, &k);
                 sum.foreign_datagrams += c.foreign;
                 sum.last_seq = c.m.next().saturating_sub(1);
+                if let Some(p) = progress {
+                    let mut s = p.lock();
+                    s.counters = sum.counters;
+                    if c.observer.as_ref().is_some_and(|o| o.shook) {
+                        s.last_seq = sum.last_seq;
+                    }
+                }
                 if opts.log {
                     let why = match &end {
                         End::Stopped => "stopped".to_string(),
@@ -268,6 +350,34 @@ struct Conn<'a> {
     woken: bool,
     spin: SpinPolicy,
     anticipate: Anticipator,
+    /// The UDP announcement of this connection: unicast, and the session byte.
+    announced: Option<(bool, u8)>,
+    observer: Option<Observer<'a>>,
+}
+
+/// Feeds a [`MirrorProgress`] from one connection.
+struct Observer<'a> {
+    progress: &'a MirrorProgress,
+    /// Counters of the earlier connections.
+    base: MirrorCounters,
+    /// Rings the sink had created when the connection began.
+    created: u64,
+    shook: bool,
+    rounds: u32,
+    nak: Option<(u64, u64)>,
+}
+
+impl<'a> Observer<'a> {
+    fn new(progress: &'a MirrorProgress, base: MirrorCounters, sink: &FileSink) -> Observer<'a> {
+        Observer {
+            progress,
+            base,
+            created: sink.created(),
+            shook: false,
+            rounds: 0,
+            nak: None,
+        }
+    }
 }
 
 impl<'a> Conn<'a> {
@@ -285,6 +395,9 @@ impl<'a> Conn<'a> {
             nak_delay: Duration::from_nanos(
                 u64::try_from(opts.nak_delay.as_nanos()).unwrap_or(u64::MAX),
             ),
+            nak_timeout: Duration::from_nanos(
+                u64::try_from(opts.nak_timeout.as_nanos()).unwrap_or(u64::MAX),
+            ),
             ..MirrorConfig::default()
         };
         let m = Mirror::new(cfg, src, sink, HoldBack::new(&mut b.idx, &mut b.data));
@@ -301,6 +414,47 @@ impl<'a> Conn<'a> {
             woken: false,
             spin: SpinPolicy::new(opts.spin),
             anticipate: Anticipator::new(opts.anticipate),
+            announced: None,
+            observer: None,
+        }
+    }
+
+    /// Refreshes the observer's [`MirrorProgress`] when there is news or `idle`, else
+    /// every [`PROGRESS_ROUNDS`] calls.
+    fn observe(&mut self, sink: &FileSink, idle: bool) {
+        let Some(o) = &mut self.observer else {
+            return;
+        };
+        let nak = self.m.outstanding_nak();
+        let shake = !o.shook && self.m.geometry().is_some();
+        let new_nak = nak.is_some() && nak != o.nak;
+        o.rounds = o.rounds.wrapping_add(1);
+        if !(shake || idle || new_nak || o.rounds.is_multiple_of(PROGRESS_ROUNDS)) {
+            return;
+        }
+        if nak.is_some() {
+            o.nak = nak;
+        }
+        let mut counters = o.base;
+        add(&mut counters, &self.m.counters());
+        let mut s = o.progress.lock();
+        if shake {
+            o.shook = true;
+            s.handshakes += 1;
+            s.geometry = self.m.geometry().copied();
+            s.resumed = sink.created() == o.created;
+        }
+        if o.shook {
+            s.last_seq = self.m.next().saturating_sub(1);
+        }
+        let (unicast, session) = self.announced.unwrap_or((false, 0));
+        s.udp = self.udp.is_some();
+        s.unicast = unicast;
+        s.session = session;
+        s.source_seq = self.m.source_seq();
+        s.counters = counters;
+        if new_nak {
+            s.last_nak = nak;
         }
     }
 
@@ -331,7 +485,7 @@ impl<'a> Conn<'a> {
                         Some(Err(e)) => return Err(End::Closed(format!("stream: {e}"))),
                     };
                     if f[0] == Kind::Multicast as u8 && self.udp.is_none() {
-                        open_udp(self.opts, f, &mut self.udp, &mut self.batch)
+                        self.announced = open_udp(self.opts, f, &mut self.udp, &mut self.batch)
                             .map_err(End::Fatal)?;
                     }
                     if let Err(e) = self.m.handle_tcp_frame(now(), f, sink) {
@@ -471,6 +625,7 @@ impl<'a> Conn<'a> {
                     self.anticipate.not_a_tick();
                 }
                 self.transmit()?;
+                self.observe(sink, !(a || b));
                 if a || b {
                     if self.anticipate.found() && !ticked {
                         self.anticipate.not_a_tick();
@@ -534,9 +689,9 @@ fn open_udp(
     f: &[u8],
     udp: &mut Option<UdpSocket>,
     batch: &mut Option<RecvBatch>,
-) -> Result<(), ReplicaError> {
+) -> Result<Option<(bool, u8)>, ReplicaError> {
     let Ok(m) = Frame::new_checked(f).and_then(|fr| MulticastRepr::parse(&fr)) else {
-        return Ok(()); // the state machine reports the error
+        return Ok(None); // the state machine reports the error
     };
     let s = if m.is_unicast() {
         unicast_receiver()
@@ -544,6 +699,11 @@ fn open_udp(
         multicast_receiver(Ipv4Addr::from(m.group), m.port, opts.iface)
     }
     .map_err(|e| ReplicaError::io("mirror UDP socket", e))?;
+    if let Some(n) = opts.rcvbuf {
+        socket2::SockRef::from(&s)
+            .set_recv_buffer_size(n)
+            .map_err(|e| ReplicaError::io(format!("mirror UDP receive buffer {n}"), e))?;
+    }
     if opts.log {
         if m.is_unicast() {
             eprintln!("mirror: unicast from source port {}", m.port);
@@ -558,5 +718,5 @@ fn open_udp(
     }
     *udp = Some(s);
     *batch = Some(RecvBatch::new(RECV_BATCH, MAX_DATAGRAM));
-    Ok(())
+    Ok(Some((m.is_unicast(), m.session)))
 }

@@ -14,9 +14,11 @@
 //! | `anticipate.rs` | default idle waiting: park until just before a steady stream's next record is due, then poll briefly |
 //! | `demo.rs` | `ringwire demo`: source, serve, mirror and a latency reader in one process |
 //! | `cli.rs` | clap arguments of `serve`, `mirror` and `demo` |
+//! | `compat.rs` | ringfire's in-process `ReplicaServer`/`Mirror` API over these drivers |
 
 pub mod anticipate;
 pub mod cli;
+pub mod compat;
 pub mod demo;
 pub mod io;
 pub mod mirror;

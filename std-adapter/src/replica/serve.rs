@@ -54,6 +54,8 @@ pub struct ServeOptions {
     pub udp: Option<u16>,
     /// Copies of every datagram (1..=255).
     pub dup: u8,
+    /// Idle time of the UDP sender before it sends a HEARTBEAT.
+    pub heartbeat: StdDuration,
     /// Records per frame (1..=65535).
     pub batch: u16,
     /// Bounded spin before parking when idle.
@@ -81,6 +83,7 @@ impl ServeOptions {
             linger_us: None,
             udp: None,
             dup: 1,
+            heartbeat: StdDuration::from_millis(1),
             batch: 256,
             spin: false,
             anticipate: true,
@@ -177,6 +180,19 @@ fn session_byte() -> u8 {
 impl Server {
     /// Opens the ring, binds the listener and the UDP socket.
     pub fn bind(opts: ServeOptions) -> Result<Server, ReplicaError> {
+        Server::build(opts, None)
+    }
+
+    /// Like [`Server::bind`] but accepts on `listener`, already bound (`opts.bind` is
+    /// ignored): a caller can learn the address before it settles the other options.
+    pub fn with_listener(
+        opts: ServeOptions,
+        listener: TcpListener,
+    ) -> Result<Server, ReplicaError> {
+        Server::build(opts, Some(listener))
+    }
+
+    fn build(opts: ServeOptions, listener: Option<TcpListener>) -> Result<Server, ReplicaError> {
         if opts.once && (opts.multicast.is_some() || opts.udp.is_some()) {
             return Err(ReplicaError::arg(
                 "--once",
@@ -194,8 +210,11 @@ impl Server {
             ));
         }
         let ring = RingFile::open(&opts.path, Expect::RAW)?;
-        let listener = TcpListener::bind(opts.bind)
-            .map_err(|e| ReplicaError::io(format!("bind {}", opts.bind), e))?;
+        let listener = match listener {
+            Some(l) => l,
+            None => TcpListener::bind(opts.bind)
+                .map_err(|e| ReplicaError::io(format!("bind {}", opts.bind), e))?,
+        };
         listener
             .set_nonblocking(true)
             .map_err(|e| ReplicaError::io("listener", e))?;
@@ -252,9 +271,11 @@ impl Server {
                 multicast: opts.multicast.map(peer_v4),
                 mtu,
                 duplicate: opts.dup.max(1),
+                heartbeat: Duration::from_nanos(
+                    u64::try_from(opts.heartbeat.as_nanos()).unwrap_or(u64::MAX),
+                ),
                 batch,
                 pacing,
-                ..UdpConfig::default()
             },
             session,
             w,

@@ -22,6 +22,10 @@ pub struct FileSink {
     /// The last error of a failed creation, for the message (the sink error only says
     /// "cannot create").
     pub last_error: Option<Error>,
+    /// Permission bits a created ring gets (before the umask).
+    mode: u32,
+    /// Rings created so far (a handshake that adopts the existing ring creates none).
+    created: u64,
 }
 
 impl FileSink {
@@ -34,6 +38,8 @@ impl FileSink {
             ring: None,
             lock: None,
             last_error: None,
+            mode: CreateOptions::default().mode,
+            created: 0,
         };
         let file = match OpenOptions::new().read(true).write(true).open(&path) {
             Ok(f) => f,
@@ -49,6 +55,17 @@ impl FileSink {
         }
         sink.lock = Some(file);
         Ok(sink)
+    }
+
+    /// Sets the permission bits of rings created from now on (default 0o660).
+    pub fn set_mode(&mut self, mode: u32) {
+        self.mode = mode;
+    }
+
+    /// How many rings this sink has created (it recreates one when the source's geometry
+    /// or numbering does not continue the ring it holds).
+    pub fn created(&self) -> u64 {
+        self.created
     }
 
     /// The ring, once adopted or created.
@@ -82,11 +99,13 @@ impl RecordSink for FileSink {
         self.lock = None;
         let opts = CreateOptions {
             cleanup: CleanupMode::Persistent,
+            mode: self.mode,
             ..CreateOptions::default()
         };
         match RingFile::create(&self.path, geo, &opts) {
             Ok(r) => {
                 self.ring = Some(r);
+                self.created += 1;
                 Ok(())
             }
             Err(e) => {

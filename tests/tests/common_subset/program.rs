@@ -778,3 +778,137 @@ pub async fn run_more_mux_async(dir: &Path) -> Result<(), Box<dyn Error>> {
     assert_eq!(mux.try_recv_any(), None);
     Ok(())
 }
+
+/// Serves a ring over loopback TCP with `ReplicaServer::serve_one` and mirrors it in-process
+/// with `Mirror`: first from the oldest record, then again resuming the same mirror ring;
+/// a consumer on the mirror ring sees every record in order.
+pub fn run_more_replica(dir: &Path) -> Result<(), Box<dyn Error>> {
+    // Stops a running mirror if an assertion fails, so its threads end with the test.
+    struct StopMirror(rf::MirrorHandle);
+    impl Drop for StopMirror {
+        fn drop(&mut self) {
+            let _ = self.0.shutdown();
+        }
+    }
+    let within = |what: &str, done: &dyn Fn() -> bool| {
+        let t0 = std::time::Instant::now();
+        while !done() {
+            assert!(t0.elapsed() < Duration::from_secs(10), "timed out: {what}");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    let source = dir.join("replica-source");
+    let copy = dir.join("replica-copy");
+    let mut producer = rf::RingProducer::<Tick>::create(&source, 4096)?;
+    for s in 1..=100 {
+        producer.push(&tick(s));
+    }
+
+    // First connection: everything the source holds, then live records.
+    let server = rf::ReplicaServer::bind(&source, (std::net::Ipv4Addr::LOCALHOST, 0))?
+        .batch(32)
+        .linger(Some(Duration::from_micros(100)))
+        .duplicate(1)
+        .spin(false);
+    assert_eq!(server.ring_path(), source.as_path());
+    let addr = server.local_addr()?;
+    assert!(addr.ip().is_loopback() && addr.port() != 0);
+    let served = std::thread::spawn(move || server.serve_one().map_err(|e| e.to_string()));
+    let mut mirror = rf::Mirror::builder()
+        .start(rf::MirrorStart::Oldest)
+        .nak_timeout(Duration::from_millis(20))
+        .file_mode(0o600)
+        .connect(addr, &copy)?;
+    assert_eq!(mirror.first_sequence(), 1);
+    assert!(!mirror.resumed());
+    assert!(!mirror.is_multicast() && !mirror.is_unicast());
+    assert_eq!(mirror.path(), copy.as_path());
+    assert_eq!(mirror.peer_addr()?, addr);
+    let geometry: rf::Geometry = mirror.geometry();
+    assert_eq!(geometry.capacity, 4096);
+    assert_eq!(geometry.payload_len(), std::mem::size_of::<Tick>());
+    assert!(!geometry.has_arena());
+    let stop = StopMirror(mirror.handle()?);
+    let runner = std::thread::spawn(move || {
+        let r = mirror.run().map_err(|e| e.to_string());
+        (r, mirror)
+    });
+    let mut reader = rf::RingConsumer::<Tick>::builder()
+        .start_from_oldest()
+        .attach(&copy)?;
+    let expect = |to: u64, reader: &mut rf::RingConsumer<Tick>, next: &mut u64| {
+        let t0 = std::time::Instant::now();
+        while *next <= to {
+            match reader.try_recv() {
+                Some(t) => {
+                    assert_eq!(t, tick(*next));
+                    *next += 1;
+                }
+                None => {
+                    assert!(t0.elapsed() < Duration::from_secs(10), "record {next} late");
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        }
+    };
+    let mut next = 1;
+    expect(100, &mut reader, &mut next);
+    for s in 101..=3000 {
+        producer.push(&tick(s));
+    }
+    expect(3000, &mut reader, &mut next);
+    stop.0.shutdown()?;
+    let (ran, mirror) = runner.join().expect("mirror thread");
+    assert_eq!(ran, Ok(()));
+    assert_eq!(mirror.sequence(), 3000);
+    assert!(mirror.source_sequence() >= 3000);
+    assert_eq!(mirror.gaps(), 0);
+    assert!(mirror.frames() > 0);
+    assert_eq!(
+        (mirror.datagrams(), mirror.naks(), mirror.retransmitted()),
+        (0, 0, 0)
+    );
+    drop(mirror);
+    // serve_one returns once its mirror hung up (ringfire may report the hang-up).
+    within("serve_one to return", &|| served.is_finished());
+    if let Err(e) = served.join().expect("server thread") {
+        assert!(
+            e.contains("reset") || e.contains("Broken pipe"),
+            "serve_one: {e}"
+        );
+    }
+
+    // Second connection: the same mirror ring continues where it stopped.
+    let server = rf::ReplicaServer::bind(&source, "127.0.0.1:0")?;
+    let addr = server.local_addr()?;
+    let served = std::thread::spawn(move || server.serve_one().map_err(|e| e.to_string()));
+    let mut mirror = rf::Mirror::builder()
+        .start(rf::MirrorStart::Resume)
+        .connect(addr, &copy)?;
+    assert!(mirror.resumed());
+    assert_eq!(mirror.first_sequence(), 3001);
+    assert_eq!(mirror.sequence(), 3000);
+    let stop = StopMirror(mirror.handle()?);
+    let runner = std::thread::spawn(move || {
+        let r = mirror.run().map_err(|e| e.to_string());
+        (r, mirror)
+    });
+    for s in 3001..=3500 {
+        producer.push(&tick(s));
+    }
+    expect(3500, &mut reader, &mut next);
+    stop.0.shutdown()?;
+    let (ran, mirror) = runner.join().expect("mirror thread");
+    assert_eq!(ran, Ok(()));
+    assert_eq!((mirror.sequence(), mirror.gaps()), (3500, 0));
+    drop(mirror);
+    within("serve_one to return", &|| served.is_finished());
+    if let Err(e) = served.join().expect("server thread") {
+        assert!(
+            e.contains("reset") || e.contains("Broken pipe"),
+            "serve_one: {e}"
+        );
+    }
+    assert_eq!(reader.try_recv(), None);
+    Ok(())
+}

@@ -1,0 +1,672 @@
+//! ringfire's in-process replication API (`ReplicaServer`, `Mirror` and their settings) as a
+//! thin layer over this crate's drivers, [`super::serve`] and [`super::mirror`], so that a
+//! program serving or mirroring a ring in-process builds against either crate.
+//!
+//! Differences a caller can observe, all from running on the drivers:
+//! - [`Mirror::connect`] starts the copy on a helper thread as soon as the handshake is done;
+//!   [`Mirror::run`] waits for that thread. Records therefore reach the mirror ring between
+//!   `connect` and `run` too. There is no `Mirror::step`: the driver owns its loop.
+//! - [`MirrorHandle::shutdown`] stops the mirror within about 100 ms instead of closing its
+//!   socket; `run` then returns `Ok(())` as it does when the source hangs up.
+//! - Counters read while the mirror runs may trail it by a few batches (see
+//!   [`MirrorProgress`]); after `run` they are exact.
+//! - A source that breaks the protocol ends `run` with `Ok(())` (the driver logs the reason
+//!   when logging is on) rather than with an error.
+//! - [`ReplicaServer::run`] can be stopped, through [`ReplicaServer::shutdown_handle`].
+//! - `MulticastConfig` has no fault-injection knobs (`drop_every`, `swap_every`): the
+//!   server's UDP sender has nothing like them.
+//!
+//! [`MirrorProgress`]: super::mirror::MirrorProgress
+
+use std::io;
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use ringwire_core::Expect;
+use ringwire_core::replicate::Start;
+use ringwire_core::wire::GeometryRepr;
+
+use super::ReplicaError;
+use super::mirror::{self, MirrorOptions, MirrorProgress, MirrorSnapshot, MirrorSummary};
+use super::serve::{ServeOptions, Server};
+use crate::RingFile;
+
+/// Datagram budgets ringfire accepts: a frame header plus one word, up to 64 KiB.
+const MTU_RANGE: (usize, usize) = (24, 65_536);
+/// ringfire's default datagram budget (a 1500-byte link).
+const DEFAULT_MTU: usize = 1472;
+/// The mirror's default UDP receive buffer (the driver's own).
+const DEFAULT_RCVBUF: usize = 8 << 20;
+
+/// The source ring's layout as the handshake announces it: what a mirror needs to build an
+/// identical ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    /// Slots in the ring (a power of two).
+    pub capacity: u64,
+    /// Slot size in bytes, the 8-byte sequence word included.
+    pub element_size: u32,
+    /// The source ring's header flags.
+    pub flags: u32,
+    /// Schema signature (0 = none).
+    pub schema_sig: u64,
+    /// Reader registry slots.
+    pub registry_count: u32,
+    /// Byte offset of the first slot.
+    pub slots_offset: u32,
+    /// Byte offset of the blob arena (0 = fixed-size records only).
+    pub arena_offset: u64,
+    /// Blob arena capacity in bytes (0 = none).
+    pub arena_size: u64,
+}
+
+impl Geometry {
+    /// Record bytes per slot, without the sequence word (for a blob ring: the descriptor).
+    pub fn payload_len(&self) -> usize {
+        (self.element_size as usize).saturating_sub(8)
+    }
+
+    /// Whether records carry variable-length bytes in an arena.
+    pub fn has_arena(&self) -> bool {
+        self.arena_offset != 0
+    }
+}
+
+impl From<&GeometryRepr> for Geometry {
+    fn from(g: &GeometryRepr) -> Geometry {
+        Geometry {
+            capacity: g.capacity,
+            element_size: g.element_size,
+            flags: g.ring_flags,
+            schema_sig: g.schema_sig,
+            registry_count: g.registry_count,
+            slots_offset: g.slots_offset,
+            arena_offset: g.arena_offset,
+            arena_size: g.arena_size,
+        }
+    }
+}
+
+/// Where a [`ReplicaServer`] sends live records by UDP multicast.
+#[derive(Debug, Clone, Copy)]
+pub struct MulticastConfig {
+    /// The IPv4 multicast group.
+    pub group: Ipv4Addr,
+    /// The group's UDP port.
+    pub port: u16,
+    /// Local address of the sending interface; unspecified lets the routing table choose.
+    pub interface: Ipv4Addr,
+    /// Datagram budget, frame header included.
+    pub mtu: usize,
+    /// Multicast TTL (0 keeps datagrams on this host).
+    pub ttl: u8,
+    /// How long the sender may stay silent before a HEARTBEAT, which lets mirrors notice a
+    /// lost last datagram.
+    pub heartbeat: Duration,
+}
+
+impl MulticastConfig {
+    /// `group:port` with a 1472-byte budget, TTL 1, the default interface and 1 ms
+    /// heartbeats.
+    pub fn new(group: Ipv4Addr, port: u16) -> Self {
+        MulticastConfig {
+            group,
+            port,
+            interface: Ipv4Addr::UNSPECIFIED,
+            mtu: DEFAULT_MTU,
+            ttl: 1,
+            heartbeat: Duration::from_millis(1),
+        }
+    }
+
+    /// Sends from the interface with this address.
+    pub fn interface(mut self, interface: Ipv4Addr) -> Self {
+        self.interface = interface;
+        self
+    }
+
+    /// Sets the datagram budget (kept within 24..=65536 bytes).
+    pub fn mtu(mut self, mtu: usize) -> Self {
+        self.mtu = mtu.clamp(MTU_RANGE.0, MTU_RANGE.1);
+        self
+    }
+
+    /// Sets the TTL.
+    pub fn ttl(mut self, ttl: u8) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// Sets the longest silence before a HEARTBEAT.
+    pub fn heartbeat(mut self, heartbeat: Duration) -> Self {
+        self.heartbeat = heartbeat;
+        self
+    }
+}
+
+/// Serves one ring to mirrors over TCP, and optionally UDP multicast and/or unicast: the
+/// settings of ringfire's server, run by [`Server`].
+#[derive(Debug)]
+pub struct ReplicaServer {
+    ring_path: PathBuf,
+    listener: TcpListener,
+    batch: u16,
+    spin: bool,
+    linger: Option<Duration>,
+    multicast: Option<MulticastConfig>,
+    unicast: Option<(u16, usize)>,
+    duplicate: u8,
+    stop: Arc<AtomicBool>,
+}
+
+/// Stops a [`ReplicaServer`] from another thread (ringwire only: ringfire's server runs
+/// until the process ends).
+#[derive(Debug, Clone)]
+pub struct ReplicaServerHandle {
+    stop: Arc<AtomicBool>,
+}
+
+impl ReplicaServerHandle {
+    /// Makes `run`, `serve_one` and the thread of `spawn` return `Ok(())` within about
+    /// 100 ms, ending every session; later calls return at once.
+    pub fn shutdown(&self) {
+        // Relaxed: a plain flag; the server's threads are joined before run returns.
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl ReplicaServer {
+    /// Checks that a ring exists at `ring_path` and listens on `addr`; nothing is served
+    /// before [`ReplicaServer::run`] (or `serve_one`, `spawn`).
+    pub fn bind<P: AsRef<Path>, A: ToSocketAddrs>(
+        ring_path: P,
+        addr: A,
+    ) -> Result<Self, ReplicaError> {
+        let ring_path = ring_path.as_ref().to_path_buf();
+        RingFile::open(&ring_path, Expect::RAW)?;
+        let listener = TcpListener::bind(addr).map_err(|e| ReplicaError::io("bind", e))?;
+        Ok(ReplicaServer {
+            ring_path,
+            listener,
+            batch: 256,
+            spin: false,
+            linger: None,
+            multicast: None,
+            unicast: None,
+            duplicate: 1,
+            stop: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    /// Also sends live records by UDP unicast from `port` (0 = any free port) to each mirror
+    /// that asks, in datagrams of at most `mtu` bytes. With multicast too, the smaller of
+    /// the two budgets applies to both.
+    pub fn unicast(mut self, port: u16, mtu: usize) -> Self {
+        self.unicast = Some((port, mtu.clamp(MTU_RANGE.0, MTU_RANGE.1)));
+        self
+    }
+
+    /// Sends every datagram `copies` times (at least once).
+    pub fn duplicate(mut self, copies: u8) -> Self {
+        self.duplicate = copies.max(1);
+        self
+    }
+
+    /// How long a frame may wait for more records: `Some(d)` fixed (whole microseconds),
+    /// `None` (the default) the driver's adaptive pacing.
+    pub fn linger(mut self, linger: Option<Duration>) -> Self {
+        self.linger = linger;
+        self
+    }
+
+    /// Most records per DATA frame (1..=65535, default 256).
+    pub fn batch(mut self, batch: usize) -> Self {
+        self.batch = batch.clamp(1, u16::MAX as usize) as u16;
+        self
+    }
+
+    /// Polls the ring for a bounded, adaptive time before sleeping when idle.
+    pub fn spin(mut self, spin: bool) -> Self {
+        self.spin = spin;
+        self
+    }
+
+    /// Sends live records to a multicast group; TCP then carries the handshake and
+    /// retransmissions.
+    pub fn multicast(mut self, config: MulticastConfig) -> Self {
+        self.multicast = Some(config);
+        self
+    }
+
+    /// The TCP address mirrors connect to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// The served ring.
+    pub fn ring_path(&self) -> &Path {
+        &self.ring_path
+    }
+
+    /// A handle that stops this server (ringwire only).
+    pub fn shutdown_handle(&self) -> ReplicaServerHandle {
+        ReplicaServerHandle {
+            stop: self.stop.clone(),
+        }
+    }
+
+    fn options(&self, once: bool) -> ServeOptions {
+        let bind = self
+            .listener
+            .local_addr()
+            .unwrap_or(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
+        let mut o = ServeOptions::new(&self.ring_path, bind);
+        o.log = false;
+        o.once = once;
+        o.batch = self.batch;
+        o.spin = self.spin;
+        o.dup = self.duplicate;
+        o.linger_us = self
+            .linger
+            .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+        if once {
+            // Like ringfire's serve_one: the one mirror is served over TCP.
+            return o;
+        }
+        if let Some(m) = self.multicast {
+            o.multicast = Some(SocketAddrV4::new(m.group, m.port));
+            o.iface = (!m.interface.is_unspecified()).then_some(m.interface);
+            o.ttl = m.ttl;
+            o.heartbeat = m.heartbeat;
+        }
+        o.udp = self.unicast.map(|(port, _)| port);
+        o.mtu = match (self.multicast, self.unicast) {
+            (Some(m), Some((_, u))) => m.mtu.min(u),
+            (Some(m), None) => m.mtu,
+            (None, Some((_, u))) => u,
+            (None, None) => DEFAULT_MTU,
+        };
+        o
+    }
+
+    fn serve(&self, once: bool) -> Result<(), ReplicaError> {
+        let listener = self
+            .listener
+            .try_clone()
+            .map_err(|e| ReplicaError::io("listener", e))?;
+        Server::with_listener(self.options(once), listener)?
+            .run(&self.stop)
+            .map(drop)
+    }
+
+    /// Serves every mirror that connects, each on its own thread, until
+    /// [`ReplicaServerHandle::shutdown`]. Fails if the ring can no longer be opened, or
+    /// with [`ReplicaError::SourceReplaced`] when its path comes to name a new ring.
+    pub fn run(&self) -> Result<(), ReplicaError> {
+        self.serve(false)
+    }
+
+    /// Serves the first mirror that connects on the calling thread, over TCP only, and
+    /// returns when it disconnects (or at shutdown).
+    pub fn serve_one(&self) -> Result<(), ReplicaError> {
+        self.serve(true)
+    }
+
+    /// [`ReplicaServer::run`] on a new thread.
+    pub fn spawn(self) -> io::Result<JoinHandle<Result<(), ReplicaError>>> {
+        std::thread::Builder::new()
+            .name("ringwire-serve".into())
+            .spawn(move || self.run())
+    }
+}
+
+/// Where a new mirror begins in the source's stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MirrorStart {
+    /// Records published after the handshake.
+    #[default]
+    Latest,
+    /// The oldest record the source still holds, then live.
+    Oldest,
+    /// After the last record of the mirror ring already at the path, or `Oldest` if none.
+    Resume,
+    /// This sequence, or the oldest the source still holds if that is later.
+    Sequence(u64),
+}
+
+impl From<MirrorStart> for Start {
+    fn from(s: MirrorStart) -> Start {
+        match s {
+            MirrorStart::Latest => Start::Latest,
+            MirrorStart::Oldest => Start::Oldest,
+            MirrorStart::Resume => Start::Resume,
+            MirrorStart::Sequence(n) => Start::Sequence(n),
+        }
+    }
+}
+
+/// Settings of a [`Mirror`], ended by [`MirrorBuilder::connect`].
+#[derive(Debug, Clone, Copy)]
+pub struct MirrorBuilder {
+    start: MirrorStart,
+    spin: bool,
+    file_mode: u32,
+    interface: Ipv4Addr,
+    rcvbuf: usize,
+    nak_timeout: Duration,
+    unicast: bool,
+}
+
+impl Default for MirrorBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MirrorBuilder {
+    /// Latest records, no spinning, mode 0o660, any interface, 8 MiB receive buffer,
+    /// NAKs repeated every 20 ms.
+    pub fn new() -> Self {
+        MirrorBuilder {
+            start: MirrorStart::Latest,
+            spin: false,
+            file_mode: 0o660,
+            interface: Ipv4Addr::UNSPECIFIED,
+            rcvbuf: DEFAULT_RCVBUF,
+            nak_timeout: Duration::from_millis(20),
+            unicast: false,
+        }
+    }
+
+    /// Asks for UDP unicast even from a source that offers multicast (no effect on a
+    /// source without unicast).
+    pub fn unicast(mut self, prefer: bool) -> Self {
+        self.unicast = prefer;
+        self
+    }
+
+    /// Where the first record comes from.
+    pub fn start(mut self, start: MirrorStart) -> Self {
+        self.start = start;
+        self
+    }
+
+    /// Polls the sockets for a bounded, adaptive time before blocking.
+    pub fn spin(mut self, spin: bool) -> Self {
+        self.spin = spin;
+        self
+    }
+
+    /// Permission bits of a created mirror ring (the umask applies).
+    pub fn file_mode(mut self, mode: u32) -> Self {
+        self.file_mode = mode;
+        self
+    }
+
+    /// Local address of the interface that joins the multicast group.
+    pub fn interface(mut self, interface: Ipv4Addr) -> Self {
+        self.interface = interface;
+        self
+    }
+
+    /// Receive buffer of the UDP socket, in bytes.
+    pub fn rcvbuf(mut self, bytes: usize) -> Self {
+        self.rcvbuf = bytes;
+        self
+    }
+
+    /// How long a NAK waits for its retransmission before it is sent again.
+    pub fn nak_timeout(mut self, timeout: Duration) -> Self {
+        self.nak_timeout = timeout;
+        self
+    }
+
+    /// Connects to the server at `source` (IPv4) and returns once the mirror ring at
+    /// `ring_path` exists, adopted or created; copying has begun on a helper thread.
+    pub fn connect<A: ToSocketAddrs, P: AsRef<Path>>(
+        self,
+        source: A,
+        ring_path: P,
+    ) -> Result<Mirror, ReplicaError> {
+        let addrs = source
+            .to_socket_addrs()
+            .map_err(|e| ReplicaError::io("resolve the source address", e))?;
+        let mut seen = None;
+        let source = addrs
+            .inspect(|a| seen = Some(*a))
+            .find(SocketAddr::is_ipv4)
+            .ok_or_else(|| {
+                ReplicaError::arg(
+                    "source",
+                    seen.map_or_else(|| "(no address)".into(), |a| a.to_string()),
+                    "an IPv4 address is needed",
+                )
+            })?;
+        let mut o = MirrorOptions::new(source, ring_path.as_ref());
+        o.start = self.start.into();
+        o.unicast = self.unicast;
+        o.iface = self.interface;
+        o.spin = self.spin;
+        o.once = true;
+        o.nak_timeout = self.nak_timeout;
+        o.file_mode = self.file_mode;
+        o.rcvbuf = (self.rcvbuf != DEFAULT_RCVBUF).then_some(self.rcvbuf);
+        o.log = false;
+        Mirror::start(o)
+    }
+}
+
+/// Keeps a local copy of a served ring: the records under the source's sequence numbers,
+/// written by [`mirror::run`] on a helper thread.
+pub struct Mirror {
+    opts: MirrorOptions,
+    stop: Arc<AtomicBool>,
+    progress: Arc<MirrorProgress>,
+    thread: Option<JoinHandle<Result<MirrorSummary, ReplicaError>>>,
+    /// The GEOMETRY of the first handshake.
+    first: GeometryRepr,
+}
+
+/// Stops a running [`Mirror`] from another thread.
+#[derive(Debug, Clone)]
+pub struct MirrorHandle {
+    stop: Arc<AtomicBool>,
+}
+
+impl MirrorHandle {
+    /// Ends the mirror: [`Mirror::run`] returns `Ok(())` within about 100 ms (the copy stops
+    /// then even if `run` was never called). Never fails; `io::Result` as in ringfire.
+    pub fn shutdown(&self) -> io::Result<()> {
+        // Relaxed: a plain flag; the thread is joined before anything it wrote is read.
+        self.stop.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+/// How often `connect` looks whether the handshake is done.
+const HANDSHAKE_POLL: Duration = Duration::from_millis(1);
+
+fn joined(
+    h: JoinHandle<Result<MirrorSummary, ReplicaError>>,
+) -> Result<MirrorSummary, ReplicaError> {
+    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
+
+impl Mirror {
+    /// [`MirrorBuilder::new`].
+    pub fn builder() -> MirrorBuilder {
+        MirrorBuilder::new()
+    }
+
+    /// Connects with the default settings (latest records only).
+    pub fn connect<A: ToSocketAddrs, P: AsRef<Path>>(
+        source: A,
+        ring_path: P,
+    ) -> Result<Self, ReplicaError> {
+        MirrorBuilder::new().connect(source, ring_path)
+    }
+
+    fn start(opts: MirrorOptions) -> Result<Mirror, ReplicaError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let progress = Arc::new(MirrorProgress::new());
+        let thread = {
+            let (opts, stop, progress) = (opts.clone(), stop.clone(), progress.clone());
+            std::thread::Builder::new()
+                .name("ringwire-mirror".into())
+                .spawn(move || mirror::run_observed(&opts, &stop, Some(&progress)))
+                .map_err(|e| ReplicaError::io("start the mirror thread", e))?
+        };
+        loop {
+            if let Some(first) = progress.snapshot().geometry {
+                return Ok(Mirror {
+                    opts,
+                    stop,
+                    progress,
+                    thread: Some(thread),
+                    first,
+                });
+            }
+            if thread.is_finished() {
+                joined(thread)?;
+                return Err(ReplicaError::io(
+                    format!("handshake with {}", opts.source),
+                    io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "the source closed the connection before GEOMETRY",
+                    ),
+                ));
+            }
+            std::thread::sleep(HANDSHAKE_POLL);
+        }
+    }
+
+    /// A handle that stops this mirror from another thread.
+    pub fn handle(&self) -> io::Result<MirrorHandle> {
+        Ok(MirrorHandle {
+            stop: self.stop.clone(),
+        })
+    }
+
+    fn snap(&self) -> MirrorSnapshot {
+        self.progress.snapshot()
+    }
+
+    /// The geometry the source announced.
+    pub fn geometry(&self) -> Geometry {
+        Geometry::from(&self.snap().geometry.unwrap_or(self.first))
+    }
+
+    /// The mirror ring's path.
+    pub fn path(&self) -> &Path {
+        &self.opts.path
+    }
+
+    /// The source's TCP address.
+    pub fn peer_addr(&self) -> io::Result<SocketAddr> {
+        Ok(self.opts.source)
+    }
+
+    /// Whether live records come by UDP, multicast or unicast (ringfire's meaning).
+    pub fn is_multicast(&self) -> bool {
+        self.snap().udp
+    }
+
+    /// Whether live records come by UDP unicast.
+    pub fn is_unicast(&self) -> bool {
+        self.snap().unicast
+    }
+
+    /// The session byte of the source's UDP datagrams (0 over TCP).
+    pub fn session(&self) -> u8 {
+        self.snap().session
+    }
+
+    /// The range of the last NAK seen outstanding, if any.
+    pub fn last_nak(&self) -> Option<(u64, u64)> {
+        self.snap().last_nak
+    }
+
+    /// The first sequence the source offered at the handshake.
+    pub fn first_sequence(&self) -> u64 {
+        self.first.seq
+    }
+
+    /// Whether the handshake kept the ring already at the path instead of creating one.
+    pub fn resumed(&self) -> bool {
+        self.snap().resumed
+    }
+
+    /// The last sequence written into the mirror ring.
+    pub fn sequence(&self) -> u64 {
+        self.snap().last_seq
+    }
+
+    /// The highest sequence the source has announced (data or heartbeats).
+    pub fn source_sequence(&self) -> u64 {
+        let s = self.snap();
+        s.source_seq
+            .unwrap_or(self.first.seq.saturating_sub(1))
+            .max(s.last_seq)
+    }
+
+    /// Times the stream jumped forward over records the source no longer had.
+    pub fn gaps(&self) -> u64 {
+        self.snap().counters.gaps
+    }
+
+    /// Frames received over TCP.
+    pub fn frames(&self) -> u64 {
+        self.snap().counters.frames
+    }
+
+    /// UDP datagrams received.
+    pub fn datagrams(&self) -> u64 {
+        self.snap().counters.datagrams
+    }
+
+    /// NAKs sent.
+    pub fn naks(&self) -> u64 {
+        self.snap().counters.naks_sent
+    }
+
+    /// Records that came as retransmissions.
+    pub fn retransmitted(&self) -> u64 {
+        self.snap().counters.records_retransmitted
+    }
+
+    /// Waits until the source closes the connection or [`MirrorHandle::shutdown`]; the
+    /// copy itself runs since `connect`. A second call returns `Ok(())` at once.
+    pub fn run(&mut self) -> Result<(), ReplicaError> {
+        match self.thread.take() {
+            Some(h) => joined(h).map(drop),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Mirror {
+    fn drop(&mut self) {
+        // Relaxed: a plain flag; joined right after.
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(h) = self.thread.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for Mirror {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s = self.snap();
+        f.debug_struct("Mirror")
+            .field("source", &self.opts.source)
+            .field("path", &self.opts.path)
+            .field("sequence", &s.last_seq)
+            .field("udp", &s.udp)
+            .field("unicast", &s.unicast)
+            .finish_non_exhaustive()
+    }
+}

@@ -1,0 +1,465 @@
+//! ringfire's in-process replication API on ringwire (`ringwire::ReplicaServer`,
+//! `ringwire::Mirror`, over the serve/mirror drivers), against itself and against the
+//! published ringfire 0.5.2 in both directions, over loopback TCP, UDP multicast (iface
+//! 127.0.0.1, TTL 0) and UDP unicast. Every run checks each record by sequence and bytes.
+//!
+//! ringfire's server cannot be stopped in UDP modes (its `run` loops forever), so those
+//! threads are left to the end of the test process, as in `replica_loopback.rs`; their ring
+//! files are still removed.
+
+use std::net::{Ipv4Addr, SocketAddrV4};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use ringwire::core::{SlotRead, oldest_retained};
+use ringwire::{
+    Mirror, MirrorStart, MulticastConfig, ReadOnlyRing, ReplicaError, ReplicaServer,
+    ReplicaServerHandle,
+};
+use ringwire_tests::shm::ShmPath;
+use ringwire_tests::wait_until;
+
+const LEN: usize = 24;
+const CAP: u64 = 1 << 16;
+/// Records per run: half published before the mirror connects, half after.
+const N: u64 = 6_000;
+const DEADLINE: Duration = Duration::from_secs(30);
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Mode {
+    Tcp,
+    Multicast,
+    Unicast,
+}
+
+fn payload(seq: u64) -> [u8; LEN] {
+    let mut p = [0u8; LEN];
+    p[..8].copy_from_slice(&seq.to_le_bytes());
+    for (i, b) in p[8..].iter_mut().enumerate() {
+        *b = (seq.wrapping_mul(0x2545_F491) >> (i % 8)) as u8 ^ (i as u8).wrapping_mul(3);
+    }
+    p
+}
+
+/// A multicast group and port private to this process and test.
+fn mcast(idx: u16) -> SocketAddrV4 {
+    let pid = std::process::id();
+    SocketAddrV4::new(
+        Ipv4Addr::new(239, 255, 102, idx as u8),
+        20_000 + (pid % 2_000) as u16 * 8 + idx,
+    )
+}
+
+/// A UDP port free right now on loopback (ringfire's unicast needs a fixed port).
+fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Records 1..=n of the mirror ring equal the source's, and nothing beyond n was written.
+fn assert_same(source: &Path, mirror: &Path, n: u64) {
+    let s = ReadOnlyRing::open(source).expect("source ring");
+    let m = ReadOnlyRing::open(mirror).expect("mirror ring");
+    assert_eq!(m.geometry().capacity, s.geometry().capacity);
+    assert_eq!(m.geometry().element_size, s.geometry().element_size);
+    assert_eq!(m.write_seq(), n, "mirror write_seq");
+    assert!(oldest_retained(n, m.geometry().capacity) <= 1);
+    let len = s.geometry().record_len();
+    let (mut a, mut b) = (vec![0u8; len], vec![0u8; len]);
+    for seq in 1..=n {
+        assert_eq!(s.read_slot(seq, &mut a), SlotRead::Ok, "source {seq}");
+        assert_eq!(m.read_slot(seq, &mut b), SlotRead::Ok, "mirror {seq}");
+        assert_eq!(a, b, "bytes of {seq}");
+        assert_eq!(&b[..LEN], &payload(seq), "payload of {seq}");
+    }
+}
+
+/// Publishes `from..=to` in bursts of 100 with a short pause between them.
+fn publish(push: &mut impl FnMut(u64), from: u64, to: u64) {
+    for seq in from..=to {
+        push(seq);
+        if seq % 100 == 0 {
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+}
+
+/// Stops a ringwire facade server when dropped, also on a failed assertion.
+struct StopOnDrop(ReplicaServerHandle);
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
+}
+
+/// ringwire's facade server for `mode`.
+fn our_server(src: &Path, mode: Mode, idx: u16) -> ReplicaServer {
+    let s = ReplicaServer::bind(src, (Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .batch(64)
+        .linger(None);
+    match mode {
+        Mode::Tcp => s,
+        Mode::Multicast => {
+            let g = mcast(idx);
+            s.multicast(
+                MulticastConfig::new(*g.ip(), g.port())
+                    .interface(Ipv4Addr::LOCALHOST)
+                    .ttl(0)
+                    .mtu(1472)
+                    .heartbeat(Duration::from_millis(1)),
+            )
+        }
+        Mode::Unicast => s.unicast(0, 1400).duplicate(2),
+    }
+}
+
+fn check_kind(mode: Mode, multicast: bool, unicast: bool, datagrams: u64) {
+    match mode {
+        Mode::Tcp => assert_eq!((multicast, unicast), (false, false)),
+        Mode::Multicast => assert_eq!((multicast, unicast), (true, false)),
+        // ringfire's is_multicast() means "live data over UDP".
+        Mode::Unicast => assert_eq!((multicast, unicast), (true, true)),
+    }
+    if mode != Mode::Tcp {
+        assert!(datagrams > 0, "no datagrams in {mode:?}");
+    }
+}
+
+/// ringwire facade server → ringwire facade mirror.
+fn ours_to_ours(mode: Mode, idx: u16) {
+    let src = ShmPath::new(&format!("cmp-oo-src-{idx}"));
+    let dst = ShmPath::new(&format!("cmp-oo-dst-{idx}"));
+    let mut producer = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
+    publish(&mut |s| assert_eq!(producer.push(&payload(s)), s), 1, N / 2);
+    let server = our_server(src.path(), mode, idx);
+    assert_eq!(server.ring_path(), src.path());
+    let addr = server.local_addr().unwrap();
+    let _stop = StopOnDrop(server.shutdown_handle());
+    let srv = server.spawn().unwrap();
+    let mut mirror = Mirror::builder()
+        .start(MirrorStart::Oldest)
+        .interface(Ipv4Addr::LOCALHOST)
+        .unicast(mode == Mode::Unicast)
+        .nak_timeout(Duration::from_millis(10))
+        .connect(addr, dst.path())
+        .unwrap();
+    assert_eq!(mirror.first_sequence(), 1);
+    assert!(!mirror.resumed());
+    assert_eq!(mirror.path(), dst.path());
+    assert_eq!(mirror.peer_addr().unwrap(), addr);
+    let g = mirror.geometry();
+    assert_eq!(
+        (g.capacity, g.payload_len(), g.has_arena()),
+        (CAP, LEN, false)
+    );
+    publish(
+        &mut |s| assert_eq!(producer.push(&payload(s)), s),
+        N / 2 + 1,
+        N,
+    );
+    wait_until("the facade mirror to catch up", DEADLINE, || {
+        mirror.sequence() >= N
+    });
+    check_kind(
+        mode,
+        mirror.is_multicast(),
+        mirror.is_unicast(),
+        mirror.datagrams(),
+    );
+    mirror.handle().unwrap().shutdown().unwrap();
+    mirror.run().unwrap();
+    assert_eq!(mirror.sequence(), N);
+    assert_eq!(mirror.gaps(), 0);
+    assert!(mirror.source_sequence() >= N);
+    assert!(mirror.frames() > 0);
+    if mode == Mode::Tcp {
+        assert_eq!(mirror.session(), 0);
+    }
+    drop(mirror);
+    _stop.0.shutdown();
+    srv.join().unwrap().unwrap();
+    assert_same(src.path(), dst.path(), N);
+}
+
+#[test]
+fn facade_server_to_facade_mirror_tcp() {
+    ours_to_ours(Mode::Tcp, 1);
+}
+
+#[test]
+fn facade_server_to_facade_mirror_multicast() {
+    ours_to_ours(Mode::Multicast, 2);
+}
+
+#[test]
+fn facade_server_to_facade_mirror_unicast() {
+    ours_to_ours(Mode::Unicast, 3);
+}
+
+/// ringwire facade server → ringfire 0.5.2 `Mirror`.
+fn ours_to_ringfire(mode: Mode, idx: u16) {
+    use ringfire::replication::{Mirror as RfMirror, MirrorStart as RfStart};
+    let src = ShmPath::new(&format!("cmp-or-src-{idx}"));
+    let dst = ShmPath::new(&format!("cmp-or-dst-{idx}"));
+    let mut producer = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
+    publish(&mut |s| assert_eq!(producer.push(&payload(s)), s), 1, N / 2);
+    let server = our_server(src.path(), mode, idx);
+    let addr = server.local_addr().unwrap();
+    let _stop = StopOnDrop(server.shutdown_handle());
+    let srv = server.spawn().unwrap();
+    let mut mirror = RfMirror::builder()
+        .start(RfStart::Oldest)
+        .interface(Ipv4Addr::LOCALHOST)
+        .unicast(mode == Mode::Unicast)
+        .connect(addr, dst.path())
+        .unwrap();
+    assert_eq!(mirror.first_sequence(), 1);
+    let got = std::thread::scope(|sc| {
+        let m = sc.spawn(|| {
+            let t0 = Instant::now();
+            while mirror.sequence() < N && t0.elapsed() < DEADLINE {
+                if !mirror.step().unwrap() {
+                    break;
+                }
+            }
+            (
+                mirror.sequence(),
+                mirror.gaps(),
+                mirror.is_multicast(),
+                mirror.is_unicast(),
+                mirror.datagrams(),
+            )
+        });
+        publish(
+            &mut |s| assert_eq!(producer.push(&payload(s)), s),
+            N / 2 + 1,
+            N,
+        );
+        m.join().unwrap()
+    });
+    drop(mirror);
+    _stop.0.shutdown();
+    srv.join().unwrap().unwrap();
+    let (seq, gaps, multicast, unicast, datagrams) = got;
+    assert_eq!((seq, gaps), (N, 0));
+    check_kind(mode, multicast, unicast, datagrams);
+    assert_same(src.path(), dst.path(), N);
+}
+
+#[test]
+fn facade_server_to_ringfire_mirror_tcp() {
+    ours_to_ringfire(Mode::Tcp, 4);
+}
+
+#[test]
+fn facade_server_to_ringfire_mirror_multicast() {
+    ours_to_ringfire(Mode::Multicast, 5);
+}
+
+#[test]
+fn facade_server_to_ringfire_mirror_unicast() {
+    ours_to_ringfire(Mode::Unicast, 6);
+}
+
+/// ringfire 0.5.2 `ReplicaServer` → ringwire facade mirror.
+fn ringfire_to_ours(mode: Mode, idx: u16) {
+    use ringfire::replication::{MulticastConfig as RfMc, ReplicaServer as RfServer};
+    let src = ShmPath::new(&format!("cmp-ro-src-{idx}"));
+    let dst = ShmPath::new(&format!("cmp-ro-dst-{idx}"));
+    let mut producer = ringfire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
+    publish(&mut |s| producer.push(&payload(s)), 1, N / 2);
+    let mut server = RfServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+    match mode {
+        Mode::Tcp => {}
+        Mode::Multicast => {
+            let g = mcast(idx);
+            server = server.multicast(
+                RfMc::new(*g.ip(), g.port())
+                    .interface(Ipv4Addr::LOCALHOST)
+                    .ttl(0),
+            );
+        }
+        Mode::Unicast => server = server.unicast(free_udp_port(), 1472),
+    }
+    let addr = server.local_addr().unwrap();
+    // TCP: serve_one ends when our mirror hangs up; UDP: the thread is left running.
+    let served = if mode == Mode::Tcp {
+        Some(std::thread::spawn(move || {
+            server.serve_one().map_err(|e| e.to_string())
+        }))
+    } else {
+        drop(server.spawn().unwrap());
+        None
+    };
+    let mut mirror = Mirror::builder()
+        .start(MirrorStart::Oldest)
+        .interface(Ipv4Addr::LOCALHOST)
+        .unicast(mode == Mode::Unicast)
+        .connect(addr, dst.path())
+        .unwrap();
+    assert_eq!(mirror.first_sequence(), 1);
+    publish(&mut |s| producer.push(&payload(s)), N / 2 + 1, N);
+    let caught_up = {
+        let t0 = Instant::now();
+        while mirror.sequence() < N && t0.elapsed() < DEADLINE {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        mirror.sequence() >= N
+    };
+    let kind = (
+        mirror.is_multicast(),
+        mirror.is_unicast(),
+        mirror.datagrams(),
+    );
+    mirror.handle().unwrap().shutdown().unwrap();
+    mirror.run().unwrap();
+    let (seq, gaps) = (mirror.sequence(), mirror.gaps());
+    drop(mirror);
+    if let Some(h) = served {
+        // Ended cleanly, or with the disconnect error its CLI swallows.
+        if let Err(m) = h.join().unwrap() {
+            assert!(
+                m.contains("reset") || m.contains("Broken pipe"),
+                "serve_one: {m}"
+            );
+        }
+    }
+    assert!(caught_up, "mirror at {seq} of {N}");
+    assert_eq!((seq, gaps), (N, 0));
+    check_kind(mode, kind.0, kind.1, kind.2);
+    assert_same(src.path(), dst.path(), N);
+}
+
+#[test]
+fn ringfire_server_to_facade_mirror_tcp() {
+    ringfire_to_ours(Mode::Tcp, 7);
+}
+
+#[test]
+fn ringfire_server_to_facade_mirror_multicast() {
+    ringfire_to_ours(Mode::Multicast, 8);
+}
+
+#[test]
+fn ringfire_server_to_facade_mirror_unicast() {
+    ringfire_to_ours(Mode::Unicast, 9);
+}
+
+/// `MirrorHandle::shutdown` ends `run` on another thread promptly, with nothing published
+/// (the mirror is idle, blocked in its wait), and `serve_one` returns once it hung up.
+#[test]
+fn shutdown_ends_run_promptly() {
+    let src = ShmPath::new("cmp-stop-src");
+    let dst = ShmPath::new("cmp-stop-dst");
+    let mut producer = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
+    producer.push(&payload(1));
+    let server = ReplicaServer::bind(src.path(), "127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap();
+    let stop = StopOnDrop(server.shutdown_handle());
+    let srv = std::thread::spawn(move || server.serve_one());
+    let mut mirror = Mirror::connect(addr, dst.path()).unwrap();
+    // Latest: the record already there is not copied.
+    assert_eq!(mirror.first_sequence(), 2);
+    assert_eq!(mirror.sequence(), 1);
+    let handle = mirror.handle().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let runner = std::thread::spawn(move || {
+        let r = mirror.run();
+        let _ = tx.send(());
+        (r, mirror.sequence())
+    });
+    std::thread::sleep(Duration::from_millis(200));
+    assert!(rx.try_recv().is_err(), "run returned before shutdown");
+    let t0 = Instant::now();
+    handle.shutdown().unwrap();
+    let ended = rx.recv_timeout(Duration::from_secs(2));
+    let took = t0.elapsed();
+    if ended.is_err() {
+        stop.0.shutdown();
+    }
+    let (r, seq) = runner.join().unwrap();
+    assert!(ended.is_ok(), "run still going 2 s after shutdown");
+    assert!(took < Duration::from_millis(500), "shutdown took {took:?}");
+    r.unwrap();
+    assert_eq!(seq, 1);
+    // The server's one session ended with the mirror's connection.
+    let t1 = Instant::now();
+    while !srv.is_finished() && t1.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    stop.0.shutdown();
+    srv.join().unwrap().unwrap();
+    assert!(
+        t1.elapsed() < Duration::from_secs(5),
+        "serve_one outlived its mirror"
+    );
+}
+
+/// A resumed mirror continues the ring already at its path.
+#[test]
+fn resume_continues_the_existing_ring() {
+    let src = ShmPath::new("cmp-res-src");
+    let dst = ShmPath::new("cmp-res-dst");
+    let mut producer = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
+    publish(&mut |s| assert_eq!(producer.push(&payload(s)), s), 1, 1000);
+    let server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = server.local_addr().unwrap();
+    let stop = StopOnDrop(server.shutdown_handle());
+    let srv = server.spawn().unwrap();
+    let copy = |start, until: u64| {
+        let mut m = Mirror::builder()
+            .start(start)
+            .file_mode(0o600)
+            .connect(addr, dst.path())
+            .unwrap();
+        wait_until("the mirror", DEADLINE, || m.sequence() >= until);
+        m.handle().unwrap().shutdown().unwrap();
+        m.run().unwrap();
+        (m.first_sequence(), m.resumed(), m.sequence())
+    };
+    assert_eq!(copy(MirrorStart::Sequence(1), 1000), (1, false, 1000));
+    publish(
+        &mut |s| assert_eq!(producer.push(&payload(s)), s),
+        1001,
+        3000,
+    );
+    assert_eq!(copy(MirrorStart::Resume, 3000), (1001, true, 3000));
+    stop.0.shutdown();
+    srv.join().unwrap().unwrap();
+    assert_same(src.path(), dst.path(), 3000);
+}
+
+#[test]
+fn bad_addresses_and_missing_rings_are_typed_errors() {
+    let missing = ShmPath::new("cmp-missing");
+    let e = ReplicaServer::bind(missing.path(), "127.0.0.1:0").unwrap_err();
+    assert!(matches!(e, ReplicaError::Ring(_)), "{e:?}");
+    let src = ShmPath::new("cmp-err-src");
+    let _p = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), 64).unwrap();
+    let e = ReplicaServer::bind(src.path(), "not-an-address").unwrap_err();
+    assert!(matches!(e, ReplicaError::Io { .. }), "{e:?}");
+    // A port nobody listens on: bind one, learn it, close it.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let dst = ShmPath::new("cmp-err-dst");
+    let e = Mirror::connect(closed, dst.path()).unwrap_err();
+    assert!(matches!(e, ReplicaError::Io { .. }), "{e:?}");
+    let e = Mirror::connect("no such host:1", dst.path()).unwrap_err();
+    assert!(matches!(e, ReplicaError::Io { .. }), "{e:?}");
+    assert!(!dst.path().exists());
+    // A mirror ring that cannot be created.
+    let server = ReplicaServer::bind(src.path(), "127.0.0.1:0").unwrap();
+    let addr = server.local_addr().unwrap();
+    let stop = StopOnDrop(server.shutdown_handle());
+    let srv = server.spawn().unwrap();
+    let e = Mirror::connect(addr, "/dev/shm/ringwire-no-such-dir/mirror").unwrap_err();
+    assert!(matches!(e, ReplicaError::Ring(_)), "{e:?}");
+    stop.0.shutdown();
+    srv.join().unwrap().unwrap();
+}
