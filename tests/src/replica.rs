@@ -48,3 +48,14 @@ pub fn mirror_options(source: SocketAddr, path: &Path, mode: Mode) -> MirrorOpti
     o.reconnect = Duration::from_millis(50);
     o
 }
+
+/// A replicated record of `N` bytes (at least 8) for `seq`: the sequence, then bytes derived
+/// from it, so a record that arrives torn or under another sequence fails the comparison.
+pub fn payload<const N: usize>(seq: u64) -> [u8; N] {
+    let mut p = [0u8; N];
+    p[..8].copy_from_slice(&seq.to_le_bytes());
+    for (i, b) in p[8..].iter_mut().enumerate() {
+        *b = (seq.wrapping_mul(0x9E37_79B9) >> (i % 8)) as u8 ^ i as u8;
+    }
+    p
+}

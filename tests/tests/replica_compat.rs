@@ -16,6 +16,7 @@ use ringwire::{
     Mirror, MirrorStart, MulticastConfig, ReadOnlyRing, ReplicaError, ReplicaServer,
     ReplicaServerHandle,
 };
+use ringwire_tests::replica::Mode;
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -25,20 +26,8 @@ const CAP: u64 = 1 << 16;
 const N: u64 = 6_000;
 const DEADLINE: Duration = Duration::from_secs(30);
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Mode {
-    Tcp,
-    Multicast,
-    Unicast,
-}
-
 fn payload(seq: u64) -> [u8; LEN] {
-    let mut p = [0u8; LEN];
-    p[..8].copy_from_slice(&seq.to_le_bytes());
-    for (i, b) in p[8..].iter_mut().enumerate() {
-        *b = (seq.wrapping_mul(0x2545_F491) >> (i % 8)) as u8 ^ (i as u8).wrapping_mul(3);
-    }
-    p
+    ringwire_tests::replica::payload(seq)
 }
 
 /// A multicast group and port private to this process and test.

@@ -39,12 +39,7 @@ impl Wake for FutexWake {
 }
 
 fn payload(seq: u64) -> [u8; LEN] {
-    let mut p = [0u8; LEN];
-    p[..8].copy_from_slice(&seq.to_le_bytes());
-    for (i, b) in p[8..].iter_mut().enumerate() {
-        *b = (seq.wrapping_mul(0x9E37_79B9) >> (i % 8)) as u8 ^ i as u8;
-    }
-    p
+    ringwire_tests::replica::payload(seq)
 }
 
 /// A multicast port private to this process and test.
