@@ -5,7 +5,9 @@ use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
 use std::time::Duration;
 
+use ringwire::ReadOnlyRing;
 use ringwire::core::replicate::Start;
+use ringwire::core::{SlotRead, oldest_retained};
 use ringwire::replica::mirror::MirrorOptions;
 use ringwire::replica::serve::ServeOptions;
 
@@ -58,4 +60,28 @@ pub fn payload<const N: usize>(seq: u64) -> [u8; N] {
         *b = (seq.wrapping_mul(0x9E37_79B9) >> (i % 8)) as u8 ^ i as u8;
     }
     p
+}
+
+/// The mirror ring at `mirror` holds records 1..=n with the bytes of the source ring at
+/// `source` (each starting with [`payload`] of its sequence), in the source's geometry, and
+/// nothing past n.
+pub fn assert_mirrored<const N: usize>(source: &Path, mirror: &Path, n: u64) {
+    let s = ReadOnlyRing::open(source).expect("source ring");
+    let m = ReadOnlyRing::open(mirror).expect("mirror ring");
+    assert_eq!(m.geometry().capacity, s.geometry().capacity, "capacity");
+    assert_eq!(
+        m.geometry().element_size,
+        s.geometry().element_size,
+        "element size"
+    );
+    assert_eq!(m.write_seq(), n, "mirror write_seq");
+    assert!(oldest_retained(n, m.geometry().capacity) <= 1);
+    let len = s.geometry().record_len();
+    let (mut a, mut b) = (vec![0u8; len], vec![0u8; len]);
+    for seq in 1..=n {
+        assert_eq!(s.read_slot(seq, &mut a), SlotRead::Ok, "source {seq}");
+        assert_eq!(m.read_slot(seq, &mut b), SlotRead::Ok, "mirror {seq}");
+        assert_eq!(a, b, "bytes of {seq}");
+        assert_eq!(&a[..N], &payload::<N>(seq), "payload of {seq}");
+    }
 }

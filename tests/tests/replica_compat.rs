@@ -11,10 +11,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ringwire::core::{SlotRead, oldest_retained};
 use ringwire::{
-    Mirror, MirrorStart, MulticastConfig, ReadOnlyRing, ReplicaError, ReplicaServer,
-    ReplicaServerHandle,
+    Mirror, MirrorStart, MulticastConfig, ReplicaError, ReplicaServer, ReplicaServerHandle,
 };
 use ringwire_tests::replica::Mode;
 use ringwire_tests::shm::ShmPath;
@@ -50,20 +48,7 @@ fn free_udp_port() -> u16 {
 
 /// Records 1..=n of the mirror ring equal the source's, and nothing beyond n was written.
 fn assert_same(source: &Path, mirror: &Path, n: u64) {
-    let s = ReadOnlyRing::open(source).expect("source ring");
-    let m = ReadOnlyRing::open(mirror).expect("mirror ring");
-    assert_eq!(m.geometry().capacity, s.geometry().capacity);
-    assert_eq!(m.geometry().element_size, s.geometry().element_size);
-    assert_eq!(m.write_seq(), n, "mirror write_seq");
-    assert!(oldest_retained(n, m.geometry().capacity) <= 1);
-    let len = s.geometry().record_len();
-    let (mut a, mut b) = (vec![0u8; len], vec![0u8; len]);
-    for seq in 1..=n {
-        assert_eq!(s.read_slot(seq, &mut a), SlotRead::Ok, "source {seq}");
-        assert_eq!(m.read_slot(seq, &mut b), SlotRead::Ok, "mirror {seq}");
-        assert_eq!(a, b, "bytes of {seq}");
-        assert_eq!(&b[..LEN], &payload(seq), "payload of {seq}");
-    }
+    ringwire_tests::replica::assert_mirrored::<LEN>(source, mirror, n);
 }
 
 /// Publishes `from..=to` in bursts of 100 with a short pause between them.

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use ringwire::core::broadcast::{Producer, Wake};
 use ringwire::core::replicate::Start;
-use ringwire::core::{Geometry, RingView, SlotRead, oldest_retained};
+use ringwire::core::{Geometry, RingView};
 use ringwire::replica::mirror::{self, MirrorOptions, MirrorSummary};
 use ringwire::replica::serve::{ServeSummary, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingConsumer, RingFile, RingProducer};
@@ -55,26 +55,9 @@ fn mirror_write_seq(path: &Path) -> u64 {
     ReadOnlyRing::open(path).map_or(0, |r| r.write_seq())
 }
 
-/// Every sequence 1..=n is in the mirror ring with the source ring's bytes.
+/// Records 1..=n of the mirror ring equal the source's, and nothing beyond n was written.
 fn assert_same(source: &Path, mirror: &Path, n: u64) {
-    let s = ReadOnlyRing::open(source).expect("source ring");
-    let m = ReadOnlyRing::open(mirror).expect("mirror ring");
-    assert_eq!(m.geometry().capacity, s.geometry().capacity, "capacity");
-    assert_eq!(
-        m.geometry().element_size,
-        s.geometry().element_size,
-        "element size"
-    );
-    assert_eq!(m.write_seq(), n, "mirror write_seq");
-    assert!(oldest_retained(n, m.geometry().capacity) <= 1);
-    let len = s.geometry().record_len();
-    let (mut a, mut b) = (vec![0u8; len], vec![0u8; len]);
-    for seq in 1..=n {
-        assert_eq!(s.read_slot(seq, &mut a), SlotRead::Ok, "source {seq}");
-        assert_eq!(m.read_slot(seq, &mut b), SlotRead::Ok, "mirror {seq}");
-        assert_eq!(a, b, "bytes of {seq}");
-        assert_eq!(&a[..LEN], &payload(seq), "payload of {seq}");
-    }
+    ringwire_tests::replica::assert_mirrored::<LEN>(source, mirror, n);
 }
 
 /// Publishes `n` records at about `rate` per second, in small bursts.
