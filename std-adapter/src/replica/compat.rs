@@ -20,7 +20,7 @@
 
 use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, ToSocketAddrs};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -152,14 +152,13 @@ impl MulticastConfig {
 /// settings of ringfire's server, run by [`Server`].
 #[derive(Debug)]
 pub struct ReplicaServer {
-    ring_path: PathBuf,
     listener: TcpListener,
-    batch: u16,
-    spin: bool,
-    linger: Option<Duration>,
-    multicast: Option<MulticastConfig>,
-    unicast: Option<(u16, usize)>,
-    duplicate: u8,
+    /// The driver's settings, kept up to date by the setters (`once` and `mtu` are settled
+    /// per call, see [`ReplicaServer::options`]).
+    opts: ServeOptions,
+    /// The datagram budgets given with `multicast` and `unicast`: the smaller one applies.
+    multicast_mtu: Option<usize>,
+    unicast_mtu: Option<usize>,
     stop: Arc<AtomicBool>,
 }
 
@@ -186,18 +185,19 @@ impl ReplicaServer {
         ring_path: P,
         addr: A,
     ) -> Result<Self, ReplicaError> {
-        let ring_path = ring_path.as_ref().to_path_buf();
-        RingFile::open(&ring_path, Expect::RAW)?;
+        let ring_path = ring_path.as_ref();
+        RingFile::open(ring_path, Expect::RAW)?;
         let listener = TcpListener::bind(addr).map_err(|e| ReplicaError::io("bind", e))?;
+        let bind = listener
+            .local_addr()
+            .map_err(|e| ReplicaError::io("bind", e))?;
+        let mut opts = ServeOptions::new(ring_path, bind);
+        opts.log = false;
         Ok(ReplicaServer {
-            ring_path,
             listener,
-            batch: 256,
-            spin: false,
-            linger: None,
-            multicast: None,
-            unicast: None,
-            duplicate: 1,
+            opts,
+            multicast_mtu: None,
+            unicast_mtu: None,
             stop: Arc::new(AtomicBool::new(false)),
         })
     }
@@ -206,39 +206,44 @@ impl ReplicaServer {
     /// that asks, in datagrams of at most `mtu` bytes. With multicast too, the smaller of
     /// the two budgets applies to both.
     pub fn unicast(mut self, port: u16, mtu: usize) -> Self {
-        self.unicast = Some((port, mtu.clamp(MTU_RANGE.0, MTU_RANGE.1)));
+        self.opts.udp = Some(port);
+        self.unicast_mtu = Some(mtu.clamp(MTU_RANGE.0, MTU_RANGE.1));
         self
     }
 
     /// Sends every datagram `copies` times (at least once).
     pub fn duplicate(mut self, copies: u8) -> Self {
-        self.duplicate = copies.max(1);
+        self.opts.dup = copies.max(1);
         self
     }
 
     /// How long a frame may wait for more records: `Some(d)` fixed (whole microseconds),
     /// `None` (the default) the driver's adaptive pacing.
     pub fn linger(mut self, linger: Option<Duration>) -> Self {
-        self.linger = linger;
+        self.opts.linger_us = linger.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
         self
     }
 
     /// Most records per DATA frame (1..=65535, default 256).
     pub fn batch(mut self, batch: usize) -> Self {
-        self.batch = batch.clamp(1, u16::MAX as usize) as u16;
+        self.opts.batch = batch.clamp(1, u16::MAX as usize) as u16;
         self
     }
 
     /// Polls the ring for a bounded, adaptive time before sleeping when idle.
     pub fn spin(mut self, spin: bool) -> Self {
-        self.spin = spin;
+        self.opts.spin = spin;
         self
     }
 
     /// Sends live records to a multicast group; TCP then carries the handshake and
     /// retransmissions.
     pub fn multicast(mut self, config: MulticastConfig) -> Self {
-        self.multicast = Some(config);
+        self.opts.multicast = Some(SocketAddrV4::new(config.group, config.port));
+        self.opts.iface = (!config.interface.is_unspecified()).then_some(config.interface);
+        self.opts.ttl = config.ttl;
+        self.opts.heartbeat = config.heartbeat;
+        self.multicast_mtu = Some(config.mtu);
         self
     }
 
@@ -249,7 +254,7 @@ impl ReplicaServer {
 
     /// The served ring.
     pub fn ring_path(&self) -> &Path {
-        &self.ring_path
+        &self.opts.path
     }
 
     /// A handle that stops this server (ringwire only).
@@ -259,35 +264,21 @@ impl ReplicaServer {
         }
     }
 
+    /// The driver's settings for one `run` (`once` false) or `serve_one` (`once` true,
+    /// TCP only, like ringfire's).
     fn options(&self, once: bool) -> ServeOptions {
-        let bind = self
-            .listener
-            .local_addr()
-            .unwrap_or(SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)));
-        let mut o = ServeOptions::new(&self.ring_path, bind);
-        o.log = false;
+        let mut o = self.opts.clone();
         o.once = once;
-        o.batch = self.batch;
-        o.spin = self.spin;
-        o.dup = self.duplicate;
-        o.linger_us = self
-            .linger
-            .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
         if once {
-            // Like ringfire's serve_one: the one mirror is served over TCP.
-            return o;
+            o.multicast = None;
+            o.udp = None;
         }
-        if let Some(m) = self.multicast {
-            o.multicast = Some(SocketAddrV4::new(m.group, m.port));
-            o.iface = (!m.interface.is_unspecified()).then_some(m.interface);
-            o.ttl = m.ttl;
-            o.heartbeat = m.heartbeat;
-        }
-        o.udp = self.unicast.map(|(port, _)| port);
-        o.mtu = match (self.multicast, self.unicast) {
-            (Some(m), Some((_, u))) => m.mtu.min(u),
-            (Some(m), None) => m.mtu,
-            (None, Some((_, u))) => u,
+        o.mtu = match (
+            o.multicast.and(self.multicast_mtu),
+            o.udp.and(self.unicast_mtu),
+        ) {
+            (Some(m), Some(u)) => m.min(u),
+            (Some(m), None) | (None, Some(m)) => m,
             (None, None) => DEFAULT_MTU,
         };
         o
