@@ -299,6 +299,24 @@ impl RingFile {
     }
 }
 
+impl RingFile {
+    /// Whether dropping this handle unlinks the file ([`CleanupMode`]; a created ring's
+    /// comes from its [`CreateOptions`], an attached one never unlinks unless told to here).
+    /// A creator unlinks while it still holds its lock; an attached handle, which holds
+    /// none, unlinks without one. Either way only while the path still names this file.
+    pub fn set_cleanup(&mut self, cleanup: CleanupMode) {
+        match &mut self.owner {
+            Some(owner) => owner.cleanup = cleanup,
+            None => {
+                self.owner = Some(Owner {
+                    cleanup,
+                    locked: false,
+                })
+            }
+        }
+    }
+}
+
 impl Drop for RingFile {
     fn drop(&mut self) {
         let Some(owner) = &self.owner else { return };

@@ -95,7 +95,6 @@ pub struct MpmcProducer<T> {
     // Declared before `file`: the core handle's copy of the view must go first.
     inner: LossyMpmcProducer,
     file: RingFile,
-    cleanup: CleanupMode,
     _t: PhantomData<fn(&T)>,
 }
 
@@ -106,13 +105,8 @@ impl<T: IntoBytes + Immutable + 'static> MpmcProducer<T> {
     pub fn create(path: impl AsRef<Path>, capacity: u64) -> Result<Self> {
         let path = path.as_ref();
         let geo = Shape::<T>::geometry(path, capacity)?;
-        // The file never unlinks itself: `Drop` below does, so that the mode can change.
-        let opts = CreateOptions {
-            cleanup: CleanupMode::Persistent,
-            ..CreateOptions::default()
-        };
-        let file = RingFile::create(path, &geo, &opts)?;
-        Self::with_file(file, CleanupMode::UnlinkOnDrop)
+        let file = RingFile::create(path, &geo, &CreateOptions::default())?;
+        Self::with_file(file)
     }
 
     /// Attaches another producer to the MPMC ring at `path`, created by ringwire or
@@ -123,17 +117,16 @@ impl<T: IntoBytes + Immutable + 'static> MpmcProducer<T> {
         // Sleepers' membarrier must reach this process too (spec §1.2 step 1, §11).
         sys::membarrier_register();
         let file = RingFile::open(path, Shape::<T>::expect())?;
-        Self::with_file(file, CleanupMode::Persistent)
+        Self::with_file(file)
     }
 
-    fn with_file(file: RingFile, cleanup: CleanupMode) -> Result<Self> {
+    fn with_file(file: RingFile) -> Result<Self> {
         // The copy lives in the handle, which owns `file` and drops it last.
         let inner =
             LossyMpmcProducer::new(*file.ring()).map_err(|e| Error::attach(file.path(), e))?;
         Ok(MpmcProducer {
             inner,
             file,
-            cleanup,
             _t: PhantomData,
         })
     }
@@ -190,7 +183,7 @@ impl<T: IntoBytes + Immutable + 'static> MpmcProducer<T> {
     /// attached producer told to unlink does so, without a lock; a creator unlinks while it
     /// still holds its lock. Either way only while the path still names this ring's file.
     pub fn set_cleanup_mode(&mut self, mode: CleanupMode) {
-        self.cleanup = mode;
+        self.file.set_cleanup(mode);
     }
 
     /// The ring header's `write_seq`: the highest ticket published so far, by any producer
@@ -231,23 +224,10 @@ fn image_bytes<T>(image: &mut MaybeUninit<SlotImage<T>>) -> &mut [u8] {
     }
 }
 
-impl<T> Drop for MpmcProducer<T> {
-    fn drop(&mut self) {
-        // Runs before `file` is dropped, so a creator still holds its lock (spec §1.2 step 6).
-        // A path that names another file now (a newer ring) is left alone.
-        if self.cleanup == CleanupMode::UnlinkOnDrop
-            && matches!(sys::path_id(self.file.path()), Ok(Some(id)) if id == self.file.inode())
-        {
-            let _ = std::fs::remove_file(self.file.path());
-        }
-    }
-}
-
 impl<T> std::fmt::Debug for MpmcProducer<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MpmcProducer")
             .field("file", &self.file)
-            .field("cleanup", &self.cleanup)
             .finish()
     }
 }
