@@ -185,20 +185,14 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         let file = RingFile::open(path, Self::expect())?;
         let name = b.name.as_deref().unwrap_or(DEFAULT_CONSUMER_NAME);
         // A name without a file means the default file (spec §13), as does an empty path.
-        let checkpoint = match &b.offset_file {
-            Some(p) if !p.as_os_str().is_empty() => {
-                Some(OffsetCheckpoint::open_or_create(p, name)?)
-            }
-            Some(_) => Some(OffsetCheckpoint::open_or_create(
-                default_path(path, name),
-                name,
-            )?),
-            None if b.name.is_some() => Some(OffsetCheckpoint::open_or_create(
-                default_path(path, name),
-                name,
-            )?),
-            None => None,
+        let checkpoint_path = match &b.offset_file {
+            Some(p) if !p.as_os_str().is_empty() => Some(p.clone()),
+            Some(_) => Some(default_path(path, name)),
+            None => b.name.is_some().then(|| default_path(path, name)),
         };
+        let checkpoint = checkpoint_path
+            .map(|p| OffsetCheckpoint::open_or_create(p, name))
+            .transpose()?;
         let mode = match checkpoint.as_ref().and_then(|c| c.load()) {
             Some(v) => StartMode::Sequence(v.saturating_add(1)),
             None => b.mode,
