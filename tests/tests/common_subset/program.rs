@@ -797,6 +797,16 @@ pub fn run_more_replica(dir: &Path) -> Result<(), Box<dyn Error>> {
             std::thread::sleep(Duration::from_millis(1));
         }
     };
+    // serve_one returns once its mirror hung up (ringfire may report the hang-up).
+    let served_out = |served: std::thread::JoinHandle<Result<(), String>>| {
+        within("serve_one to return", &|| served.is_finished());
+        if let Err(e) = served.join().expect("server thread") {
+            assert!(
+                e.contains("reset") || e.contains("Broken pipe"),
+                "serve_one: {e}"
+            );
+        }
+    };
     let source = dir.join("replica-source");
     let copy = dir.join("replica-copy");
     let mut producer = rf::RingProducer::<Tick>::create(&source, 4096)?;
@@ -869,14 +879,7 @@ pub fn run_more_replica(dir: &Path) -> Result<(), Box<dyn Error>> {
         (0, 0, 0)
     );
     drop(mirror);
-    // serve_one returns once its mirror hung up (ringfire may report the hang-up).
-    within("serve_one to return", &|| served.is_finished());
-    if let Err(e) = served.join().expect("server thread") {
-        assert!(
-            e.contains("reset") || e.contains("Broken pipe"),
-            "serve_one: {e}"
-        );
-    }
+    served_out(served);
 
     // Second connection: the same mirror ring continues where it stopped.
     let server = rf::ReplicaServer::bind(&source, "127.0.0.1:0")?;
@@ -902,13 +905,7 @@ pub fn run_more_replica(dir: &Path) -> Result<(), Box<dyn Error>> {
     assert_eq!(ran, Ok(()));
     assert_eq!((mirror.sequence(), mirror.gaps()), (3500, 0));
     drop(mirror);
-    within("serve_one to return", &|| served.is_finished());
-    if let Err(e) = served.join().expect("server thread") {
-        assert!(
-            e.contains("reset") || e.contains("Broken pipe"),
-            "serve_one: {e}"
-        );
-    }
+    served_out(served);
     assert_eq!(reader.try_recv(), None);
     Ok(())
 }
