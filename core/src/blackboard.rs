@@ -52,6 +52,7 @@ pub const fn total_len(value_size: usize, slot_count: usize) -> Option<usize> {
 /// Why a blackboard cannot be used, or an access was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum BlackboardError {
     /// The region is shorter than the header or than the layout needs.
     TooShort {

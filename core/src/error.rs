@@ -7,6 +7,7 @@ use crate::region::RegionError;
 /// A ring cannot be attached: spec §1.3 checks, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum AttachError {
     /// The region is shorter than the 128-byte header.
     TooShort {
@@ -251,6 +252,7 @@ impl fmt::Display for AttachError {
 /// A geometry cannot be built from the requested parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum GeometryError {
     /// The capacity is not a power of two.
     CapacityNotPowerOfTwo {
@@ -292,6 +294,7 @@ impl fmt::Display for GeometryError {
 /// A ring cannot be initialised in a region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum InitError {
     /// The region is smaller than the geometry needs.
     RegionTooSmall {

@@ -13,6 +13,7 @@ use crate::sync::{A32, A64, Ordering};
 /// Why caller memory cannot be used as a region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum RegionError {
     /// The base address is not 8-byte aligned (atomic words need natural alignment).
     Misaligned {

@@ -27,6 +27,7 @@ pub const BLOB_REF_LEN: usize = 16;
 /// Why a blob operation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum BlobError {
     /// The ring has no arena.
     NoArena,

@@ -15,6 +15,7 @@ use crate::sync::Ordering;
 /// Why a registry operation failed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum RegistryError {
     /// The ring has no reader registry (`reader_registry_offset == 0`).
     NoRegistry,

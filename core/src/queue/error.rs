@@ -7,6 +7,7 @@ use super::layout::QueueKind;
 /// A queue geometry cannot be built from the requested parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum QueueGeometryError {
     /// The capacity is not a power of two.
     CapacityNotPowerOfTwo {
@@ -37,6 +38,7 @@ pub enum QueueGeometryError {
 /// A queue cannot be attached.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum QueueAttachError {
     /// The region is shorter than the 384-byte header and cursor lines.
     TooShort {
@@ -115,6 +117,7 @@ pub enum QueueAttachError {
 /// A queue cannot be initialised in a region.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum QueueInitError {
     /// The region is smaller than the geometry needs (`need` is `None` on overflow).
     RegionTooSmall {
@@ -128,6 +131,7 @@ pub enum QueueInitError {
 /// An item cannot be pushed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum PushError {
     /// Every slot holds an item nobody has popped yet.
     Full,
@@ -172,6 +176,7 @@ pub enum PushError {
 /// An item cannot be popped.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum PopError {
     /// Nothing has been pushed that was not popped.
     Empty,
@@ -209,6 +214,7 @@ pub enum PopError {
 /// A slot cannot be healed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum HealError {
     /// The position has not been claimed by any producer (it is at or past the enqueue
     /// cursor).

@@ -28,6 +28,7 @@ impl HeldEntry {
 
 /// Why a frame was not held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum HoldError {
     /// An entry with the same first sequence is already held (the first copy wins).
     Duplicate,

@@ -124,6 +124,7 @@ pub fn write_received(view: &RingView, seq: u64, fixed: &[u8], blob: &[u8]) {
 /// Why a mirror cannot (re)create its ring.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum SinkError {
     /// Initialising the ring failed (too small a region, inconsistent layout).
     Init(InitError),

@@ -91,6 +91,7 @@ pub enum Transport {
 /// Why the session must be closed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum SourceError {
     /// A frame could not be decoded.
     Protocol(WireError),

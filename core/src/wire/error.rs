@@ -7,6 +7,7 @@ use super::Kind;
 /// A frame that is short, oversized, or inconsistent (spec §17–§18).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum WireError {
     /// Fewer bytes than the header or the header's `len` needs.
     Truncated {

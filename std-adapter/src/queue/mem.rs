@@ -14,6 +14,7 @@ use ringwire_core::queue::{
 
 /// Why a queue file or mapping cannot be set up.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum QueueFileError {
     /// A system call failed.
     Io(io::Error),

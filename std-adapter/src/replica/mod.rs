@@ -32,6 +32,7 @@ use std::path::PathBuf;
 
 /// Why a driver could not run.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ReplicaError {
     /// A ring file could not be created, opened or validated.
     Ring(crate::Error),

@@ -107,6 +107,7 @@ pub struct MirrorCounters {
 /// Why the mirror stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum MirrorError {
     /// A TCP frame could not be decoded (fatal on TCP).
     Protocol(WireError),
