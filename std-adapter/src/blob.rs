@@ -16,6 +16,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 use crate::error::{Error, Result};
 use crate::file::{CleanupMode, CreateOptions, RingFile};
+use crate::registry::{ReaderInfo, ReaderRegistry};
 use crate::sys;
 use crate::wait::{self, WaitStrategy};
 
@@ -271,6 +272,15 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
             .saturating_sub(self.reader_lag())
     }
 
+    /// The live registered readers in slot order, with their lag behind
+    /// [`BlobProducer::sequence`], after pruning dead ones (a monitoring call, as
+    /// [`BlobProducer::min_reader_seq`]).
+    pub fn active_readers(&self) -> Vec<ReaderInfo> {
+        ReaderRegistry::of(self.file.ring())
+            .map(|r| r.active_readers(self.sequence()))
+            .unwrap_or_default()
+    }
+
     /// The highest published sequence.
     pub fn sequence(&self) -> u64 {
         self.writer.next_seq() - 1
@@ -301,6 +311,8 @@ pub struct BlobConsumer<M> {
     scratch: Vec<u8>,
     /// `view`'s payload copy, grown to the largest payload seen.
     view_buf: Vec<u8>,
+    /// ringfire's view of the registry, built at attach.
+    registry: Option<Box<ReaderRegistry>>,
     file: RingFile,
     _m: PhantomData<fn() -> M>,
 }
@@ -332,10 +344,13 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
             let _ = reader.register(std::process::id(), name, sys::pid_alive);
         }
         let n = file.ring().geometry().record_len();
+        // Lives in the handle beside `file`, which keeps the mapping it views.
+        let registry = ReaderRegistry::of(file.ring()).map(Box::new);
         Ok(BlobConsumer {
             reader,
             scratch: vec![0u8; n],
             view_buf: Vec::new(),
+            registry,
             file,
             _m: PhantomData,
         })
@@ -457,6 +472,11 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     /// Messages skipped (overwritten, or blob lost).
     pub fn lapped_count(&self) -> u64 {
         self.reader.lapped_count()
+    }
+
+    /// The ring's reader registry (a blob ring always has one, possibly of 0 slots).
+    pub fn registry(&self) -> Option<&ReaderRegistry> {
+        self.registry.as_deref()
     }
 
     /// Published messages not read yet.

@@ -16,6 +16,7 @@ use zerocopy::FromBytes;
 use crate::checkpoint::{OffsetCheckpoint, default_path};
 use crate::error::{Error, Result};
 use crate::file::RingFile;
+use crate::registry::{ReaderRegistration, ReaderRegistry};
 use crate::sys;
 use crate::wait::WaitStrategy;
 
@@ -132,6 +133,9 @@ impl<T: FromBytes + 'static> RingConsumerBuilder<T> {
 pub struct RingConsumer<T> {
     inner: TypedConsumer<T>,
     checkpoint: Option<OffsetCheckpoint>,
+    /// ringfire's views of the registry and of this reader's slot, built at attach.
+    registry: Option<Box<ReaderRegistry>>,
+    registration: Option<Box<ReaderRegistration>>,
     file: RingFile,
 }
 
@@ -205,10 +209,16 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
                 path: path.to_path_buf(),
                 source,
             })?;
+        // Both live in the handle beside `file`, which keeps the mapping they view.
+        let registry = ReaderRegistry::of(file.ring()).map(Box::new);
+        let registration =
+            ReaderRegistration::of(file.ring(), consumer.registry_slot()).map(Box::new);
         let inner = TypedConsumer::new(consumer).map_err(|e| Error::attach(path, e))?;
         Ok(RingConsumer {
             inner,
             checkpoint,
+            registry,
+            registration,
             file,
         })
     }
@@ -352,6 +362,17 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// The registry slot this reader holds, if registered.
     pub fn registry_slot(&self) -> Option<u32> {
         self.inner.inner().registry_slot()
+    }
+
+    /// The ring's reader registry, or `None` when the ring has none.
+    pub fn registry(&self) -> Option<&ReaderRegistry> {
+        self.registry.as_deref()
+    }
+
+    /// This reader's registry slot, or `None` when it is not registered (no registry, or a
+    /// full one on a lossy ring).
+    pub fn registration(&self) -> Option<&ReaderRegistration> {
+        self.registration.as_deref()
     }
 
     /// The last sequence processed: `cursor - 1`.

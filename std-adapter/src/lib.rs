@@ -19,7 +19,8 @@
 //! ```
 //!
 //! Modules: [`file`](mod@file) (create §1.2 / attach §1.3), [`producer`] and [`consumer`] (typed
-//! broadcast rings), [`blob`] (blob rings, §10), [`wait`] (busy spin, yield, futex, §11),
+//! broadcast rings), [`blob`] (blob rings, §10), [`registry`] (ringfire's reader-registry
+//! types, §9), [`wait`] (busy spin, yield, futex, §11),
 //! [`checkpoint`] (offset files, §13), [`blackboard`] (§14), [`cli`] (the `ringwire`
 //! tool, §26). With the `tokio` feature, `async_consumer` has `AsyncRingConsumer`: `async fn
 //! recv` and a `Stream` of records, waiting on the ring's futex from a helper thread.
@@ -44,6 +45,7 @@ pub mod multiplexer;
 pub mod net;
 pub mod producer;
 pub mod queue;
+pub mod registry;
 pub mod replica;
 pub mod sys;
 pub mod wait;
@@ -61,6 +63,7 @@ pub use lossy_mpmc::{MpmcProducer, MpmcQueueConsumer};
 pub use multiplexer::AsyncRingMultiplexer;
 pub use multiplexer::RingMultiplexer;
 pub use producer::{FlowControl, RingProducer, RingProducerBuilder};
+pub use registry::{DEFAULT_MAX_READERS, ReaderInfo, ReaderRegistration, ReaderRegistry};
 pub use replica::ReplicaError;
 pub use replica::compat::{
     Geometry, Mirror, MirrorBuilder, MirrorHandle, MirrorStart, MulticastConfig, ReplicaServer,

@@ -16,6 +16,7 @@ use zerocopy::{Immutable, IntoBytes};
 
 use crate::error::{Error, Result};
 use crate::file::{CleanupMode, CreateOptions, RingFile};
+use crate::registry::ReaderRegistry;
 use crate::sys;
 use crate::wait::FutexWake;
 
@@ -93,6 +94,8 @@ impl RingProducerBuilder {
 /// The single writer of a typed broadcast ring.
 pub struct RingProducer<T> {
     inner: Producer<FutexWake>,
+    /// ringfire's view of the registry, built once; `None` without one.
+    registry: Option<Box<ReaderRegistry>>,
     file: RingFile,
     _t: PhantomData<fn(&T)>,
 }
@@ -135,8 +138,11 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
             // The copy lives in the handle, which owns `file` and drops it last.
             Producer::new(*file.ring(), FutexWake).map_err(|e| Error::attach(path, e))?;
         inner.set_is_alive(sys::pid_alive);
+        // Lives in the handle beside `file`, which keeps the mapping it views.
+        let registry = ReaderRegistry::of(file.ring()).map(Box::new);
         Ok(RingProducer {
             inner,
+            registry,
             file,
             _t: PhantomData,
         })
@@ -233,6 +239,12 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
         let view = self.inner.view();
         registry::prune_dead(view, sys::pid_alive);
         registry::slowest_unread(view, self.inner.write_seq()).unwrap_or(0)
+    }
+
+    /// The ring's reader registry (live readers, their cursors and lag), or `None` when the
+    /// ring has none (a lossy ring built without `max_readers`).
+    pub fn registry(&self) -> Option<&ReaderRegistry> {
+        self.registry.as_deref()
     }
 
     /// Publishes one record unless that would lap the slowest registered reader of a

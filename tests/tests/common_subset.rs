@@ -3,15 +3,15 @@
 //! program (creation, records, batches, the three wait strategies, builders with start modes
 //! and flow control, offset checkpoints, blobs, a blackboard, the async consumer), and its
 //! `run_more_*` parts use the rest of ringfire's calls on those types (receive status, jumps,
-//! the producer's view of its readers, `push_with`, the async consumer's tuning knobs, the
+//! the producer's view of its readers, the reader registry (`registry()`, `registration()`,
+//! `active_readers()`), `push_with`, the async consumer's tuning knobs, the
 //! lossy MPMC ring's `MpmcProducer`/`MpmcQueueConsumer`, the multiplexers, in-process
 //! `ReplicaServer`/`Mirror`); it is
 //! compiled twice, with `rf` naming each crate, and both builds run and check the same
 //! results. What differs on purpose: record types also derive zerocopy's traits (ringfire
 //! asks only `Copy`), and ringwire returns more where ringfire returns `()` (`push` gives the
-//! sequence), which a program written for ringfire ignores. Left out: the calls that hand
-//! out ringfire's registry types (`registry()`, `registration()`, `active_readers()`) and
-//! `wake_futex(&RingHeader)`.
+//! sequence), which a program written for ringfire ignores. Left out: `wake_futex(&RingHeader)`
+//! and `ReaderRegistry::register` (see `ringwire::registry`).
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -66,6 +66,7 @@ fn the_program_runs_on_ringfire() {
     on_ringfire::run_more_mpmc(&d.0).unwrap();
     on_ringfire::run_more_mux(&d.0).unwrap();
     on_ringfire::run_more_replica(&d.0).unwrap();
+    on_ringfire::run_more_registry(&d.0).unwrap();
 }
 
 #[test]
@@ -77,6 +78,7 @@ fn the_same_program_runs_on_ringwire() {
     on_ringwire::run_more_mpmc(&d.0).unwrap();
     on_ringwire::run_more_mux(&d.0).unwrap();
     on_ringwire::run_more_replica(&d.0).unwrap();
+    on_ringwire::run_more_registry(&d.0).unwrap();
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {

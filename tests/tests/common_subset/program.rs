@@ -430,6 +430,86 @@ pub fn run_more_blob(dir: &Path) -> Result<(), Box<dyn Error>> {
     Ok(())
 }
 
+/// The reader registry: a producer's and a consumer's view of it, a consumer's own
+/// registration, a blob producer's list of readers; each checked.
+pub fn run_more_registry(dir: &Path) -> Result<(), Box<dyn Error>> {
+    let me = std::process::id();
+    let info = |slot_index, name: &str, cursor_seq, lag| rf::ReaderInfo {
+        slot_index,
+        pid: me,
+        name: name.to_string(),
+        cursor_seq,
+        lag,
+    };
+    // A lossy ring without readers has no registry.
+    let path = dir.join("registry-none");
+    let producer = rf::RingProducer::<Tick>::create(&path, 8)?;
+    let consumer = rf::RingConsumer::<Tick>::attach(&path)?;
+    assert!(producer.registry().is_none());
+    assert!(consumer.registry().is_none() && consumer.registration().is_none());
+    drop((consumer, producer));
+
+    // A ring with four registry slots, a reader that has caught up and one that has not.
+    let path = dir.join("registry");
+    let mut producer = rf::RingProducerBuilder::new(16)
+        .max_readers(4)
+        .build::<Tick, _>(&path)?;
+    for s in 1..=6 {
+        producer.push(&tick(s));
+    }
+    let mut fast = rf::RingConsumer::<Tick>::builder()
+        .start_from_oldest()
+        .consumer_name("fast")
+        .attach(&path)?;
+    let slow = rf::RingConsumer::<Tick>::attach(&path)?;
+    while fast.try_recv().is_some() {}
+    let registry = producer.registry().ok_or("the ring has a registry")?;
+    assert_eq!(registry.capacity(), 4);
+    let readers = registry.active_readers(producer.sequence());
+    assert_eq!(readers, [info(0, "fast", 7, 0), info(1, "consumer", 1, 6)]);
+    assert_eq!(
+        slow.registry().map(|r| r.active_readers(6)),
+        Some(readers),
+        "a consumer sees the same"
+    );
+    assert_eq!(
+        (registry.min_cursor(), registry.min_reader_seq()),
+        (Some(1), Some(1))
+    );
+    assert_eq!((registry.reader_lag(6), registry.headroom(6, 16)), (6, 10));
+    assert_eq!(registry.prune_dead_readers(), 0);
+    // A registration is the slot listed; update_cursor publishes a cursor for it.
+    let registration = fast.registration().ok_or("fast is registered")?;
+    assert_eq!(registration.slot_index(), 0);
+    assert_eq!(slow.registration().map(|r| r.slot_index()), Some(1));
+    registration.update_cursor(4);
+    assert_eq!(registry.active_readers(6)[0], info(0, "fast", 4, 3));
+    drop(slow);
+    assert_eq!(registry.active_readers(6), [info(0, "fast", 4, 3)]);
+    assert_eq!((registry.reader_lag(6), registry.headroom(6, 16)), (3, 13));
+    drop(fast);
+    assert!(registry.active_readers(6).is_empty());
+    assert_eq!(registry.min_reader_seq(), None);
+
+    // A blob producer lists its readers.
+    let path = dir.join("registry-blob");
+    let mut producer = rf::BlobProducer::<u32>::create(&path, 8, 1024)?;
+    let mut consumer = rf::BlobConsumer::<u32>::attach(&path)?;
+    producer.push(&1, b"one")?;
+    producer.push(&2, b"two")?;
+    let mut meta = 0u32;
+    let mut buf = [0u8; 16];
+    assert_eq!(consumer.recv(&mut meta, &mut buf)?, Some(3));
+    assert_eq!(producer.active_readers(), [info(0, "anonymous", 2, 1)]);
+    assert_eq!(
+        consumer.registry().map(|r| r.active_readers(2)),
+        Some(producer.active_readers())
+    );
+    drop(consumer);
+    assert!(producer.active_readers().is_empty());
+    Ok(())
+}
+
 /// The async consumer's other calls: ringfire's tuning knobs, receive with the loss count,
 /// status, jumps, lag and batches.
 pub async fn run_more_async(dir: &Path) -> Result<(), Box<dyn Error>> {

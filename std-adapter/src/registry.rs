@@ -1,0 +1,202 @@
+//! ringfire's reader-registry types: [`ReaderRegistry`] (what a producer or consumer sees of
+//! a ring's registry, spec §9), [`ReaderRegistration`] (a consumer's own slot) and
+//! [`ReaderInfo`] (one live reader in a listing), with ringfire 0.5.2's methods and results.
+//!
+//! They are views of the ring's mapping kept inside the handle that owns it, so they are only
+//! handed out by reference ([`RingProducer::registry`](crate::RingProducer::registry),
+//! [`RingConsumer::registry`](crate::RingConsumer::registry) /
+//! [`registration`](crate::RingConsumer::registration),
+//! [`BlobConsumer::registry`](crate::BlobConsumer::registry)) or as a listing
+//! ([`BlobProducer::active_readers`](crate::BlobProducer::active_readers)). The protocol is
+//! the core's [`ringwire_core::broadcast::registry`]; liveness is `kill(pid, 0)`
+//! ([`is_process_alive`]), so a reader in another PID namespace looks dead and is pruned, as
+//! in ringfire.
+//!
+//! Not here: ringfire's `ReaderRegistry::register` and its `unsafe` `init` / `from_ptr`
+//! constructors. Its registration holds a raw pointer into the mapping with no lifetime, and
+//! one that outlived the handle would write into unmapped memory; a reader registers by
+//! attaching a consumer, whose registration lives and dies with it.
+
+use ringwire_core::RingView;
+use ringwire_core::broadcast::registry;
+
+use crate::sys;
+
+/// Registry slots a lossless ring gets when its builder asks for none (ringfire's
+/// `DEFAULT_MAX_READERS`, spec §3).
+pub const DEFAULT_MAX_READERS: usize = 32;
+
+/// One live registered reader, as [`ReaderRegistry::active_readers`] lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReaderInfo {
+    /// Registry slot index.
+    pub slot_index: usize,
+    /// Owning process id.
+    pub pid: u32,
+    /// Registry name (at most 31 bytes, lossily decoded).
+    pub name: String,
+    /// The next sequence the reader will read.
+    pub cursor_seq: u64,
+    /// Messages up to the `write_seq` passed that it has not read:
+    /// `write_seq - (cursor_seq - 1)`, saturating at 0.
+    pub lag: u64,
+}
+
+/// Unread messages up to `write_seq` for a reader whose next sequence is `cursor` (ringfire's
+/// formula: a cursor of 0 counts as 1, a cursor past `write_seq + 1` as caught up).
+fn unread(write_seq: u64, cursor: u64) -> u64 {
+    write_seq.saturating_sub(cursor.saturating_sub(1))
+}
+
+/// A ring's reader registry: its live readers, their cursors and the producer's headroom.
+///
+/// Obtained by reference from the handle that maps the ring, and valid as long as it.
+pub struct ReaderRegistry {
+    /// A copy of the owning handle's view; that handle keeps the mapping alive.
+    view: RingView,
+}
+
+impl ReaderRegistry {
+    /// The registry of `view`, or `None` when the ring has none (`reader_registry_offset ==
+    /// 0`). The caller keeps the mapping alive as long as the result (a handle field).
+    pub(crate) fn of(view: &RingView) -> Option<ReaderRegistry> {
+        (view.geometry().registry_offset != 0).then_some(ReaderRegistry { view: *view })
+    }
+
+    /// Total number of reader slots.
+    pub fn capacity(&self) -> usize {
+        self.view.geometry().registry_count as usize
+    }
+
+    /// The smallest cursor of the live readers (`active == 1 && pid != 0`), without checking
+    /// whether their processes still exist: one atomic load per slot, no system call.
+    pub fn min_cursor(&self) -> Option<u64> {
+        registry::min_live_cursor(&self.view)
+    }
+
+    /// The smallest cursor of the live readers after freeing the slots of dead processes
+    /// ([`ReaderRegistry::prune_dead_readers`]); `None` when no reader is registered.
+    pub fn min_reader_seq(&self) -> Option<u64> {
+        self.prune_dead_readers();
+        self.min_cursor()
+    }
+
+    /// Messages up to `write_seq` the slowest live reader has not read (0 when none is
+    /// registered). Prunes dead readers first.
+    pub fn reader_lag(&self, write_seq: u64) -> u64 {
+        self.min_reader_seq()
+            .map_or(0, |min| unread(write_seq, min))
+    }
+
+    /// How many messages a writer at `write_seq` can still write before the slowest live
+    /// reader is lapped on a ring of `ring_capacity` slots (`ring_capacity` when none is
+    /// registered). Prunes dead readers first.
+    pub fn headroom(&self, write_seq: u64, ring_capacity: u64) -> u64 {
+        match self.min_reader_seq() {
+            Some(min) => ring_capacity.saturating_sub(unread(write_seq, min)),
+            None => ring_capacity,
+        }
+    }
+
+    /// The live readers in slot order, with their lag behind `write_seq`, after pruning dead
+    /// ones.
+    pub fn active_readers(&self, write_seq: u64) -> Vec<ReaderInfo> {
+        self.prune_dead_readers();
+        registry::live_readers(&self.view)
+            .map(|r| {
+                // The name was stored before the reader's release of `active = 1`, which
+                // the scan acquired.
+                let raw = self.view.registry_name(r.slot).unwrap_or([0; 32]);
+                ReaderInfo {
+                    slot_index: r.slot as usize,
+                    pid: r.pid,
+                    name: String::from_utf8_lossy(registry::name_bytes(&raw)).into_owned(),
+                    cursor_seq: r.cursor,
+                    lag: unread(write_seq, r.cursor),
+                }
+            })
+            .collect()
+    }
+
+    /// Frees every slot owned by a process that no longer exists; returns how many.
+    pub fn prune_dead_readers(&self) -> usize {
+        registry::prune_dead(&self.view, sys::pid_alive) as usize
+    }
+}
+
+impl std::fmt::Debug for ReaderRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReaderRegistry")
+            .field("capacity", &self.capacity())
+            .finish()
+    }
+}
+
+/// A consumer's slot in the ring's reader registry. The consumer publishes its cursor here
+/// after each receive, seek or jump, and gives the slot back when it is dropped.
+pub struct ReaderRegistration {
+    /// A copy of the owning consumer's view; the consumer keeps the mapping alive.
+    view: RingView,
+    slot: u32,
+}
+
+impl ReaderRegistration {
+    /// The registration of slot `slot` of `view`, if the consumer holds one. The caller
+    /// keeps the mapping alive as long as the result (a handle field).
+    pub(crate) fn of(view: &RingView, slot: Option<u32>) -> Option<ReaderRegistration> {
+        slot.map(|slot| ReaderRegistration { view: *view, slot })
+    }
+
+    /// Publishes `seq` as this reader's cursor, the next sequence it will read: the producer
+    /// may overwrite everything below it. The consumer's own next receive, seek or jump
+    /// publishes its real cursor again.
+    pub fn update_cursor(&self, seq: u64) {
+        // The slot index came from a successful register, so this cannot fail.
+        let _ = registry::publish_cursor(&self.view, self.slot, seq);
+    }
+
+    /// Index of this reader's registry slot.
+    pub fn slot_index(&self) -> usize {
+        self.slot as usize
+    }
+}
+
+impl std::fmt::Debug for ReaderRegistration {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReaderRegistration")
+            .field("slot_index", &self.slot)
+            .finish()
+    }
+}
+
+/// Whether process `pid` exists in this PID namespace (`kill(pid, 0)` succeeds or fails
+/// with `EPERM`); pid 0 and pids above `i32::MAX` are not.
+pub fn is_process_alive(pid: u32) -> bool {
+    sys::pid_alive(pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{ReaderRegistration, ReaderRegistry, unread};
+
+    /// As ringfire's, both may be shared with and sent to other threads (and so may the
+    /// handles that hold them).
+    #[test]
+    fn registry_types_are_send_and_sync() {
+        fn check<T: Send + Sync>() {}
+        check::<ReaderRegistry>();
+        check::<ReaderRegistration>();
+        check::<crate::RingConsumer<u64>>();
+        check::<crate::BlobConsumer<u64>>();
+        check::<crate::RingProducer<u64>>();
+    }
+
+    #[test]
+    fn unread_counts_from_the_cursor_and_saturates() {
+        assert_eq!(unread(10, 4), 7); // 4..=10
+        assert_eq!(unread(10, 11), 0); // caught up
+        assert_eq!(unread(10, 30), 0); // ahead: never wraps
+        assert_eq!(unread(10, 0), 10); // cursor 0 taken as 1
+        assert_eq!(unread(0, 1), 0);
+    }
+}
