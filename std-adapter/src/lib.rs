@@ -20,7 +20,9 @@
 //!
 //! Modules: [`file`](mod@file) (create §1.2 / attach §1.3), [`producer`] and [`consumer`] (typed
 //! broadcast rings), [`blob`] (blob rings, §10), [`registry`] (ringfire's reader-registry
-//! types, §9), [`wait`] (busy spin, yield, futex, §11),
+//! types, §9), [`wait`] (busy spin, yield, futex, §11), [`header`] and [`signature`]
+//! (ringfire's names for the header constants and the layout signature, §2, §12), [`tsc`]
+//! (`CycleStamp`),
 //! [`checkpoint`] (offset files, §13), [`blackboard`] (§14), [`cli`] (the `ringwire`
 //! tool, §26). With the `tokio` feature, `async_consumer` has `AsyncRingConsumer`: `async fn
 //! recv` and a `Stream` of records, waiting on the ring's futex from a helper thread.
@@ -40,6 +42,7 @@ pub mod cli;
 pub mod consumer;
 pub mod error;
 pub mod file;
+pub mod header;
 pub mod lossy_mpmc;
 pub mod multiplexer;
 pub mod net;
@@ -47,7 +50,9 @@ pub mod producer;
 pub mod queue;
 pub mod registry;
 pub mod replica;
+pub mod signature;
 pub mod sys;
+pub mod tsc;
 pub mod wait;
 
 #[cfg(feature = "tokio")]
@@ -58,6 +63,11 @@ pub use checkpoint::OffsetCheckpoint;
 pub use consumer::{RecvStatus, RingConsumer, RingConsumerBuilder};
 pub use error::{Error, Result};
 pub use file::{BlobLost, CleanupMode, CreateOptions, ReadOnlyRing, RegistryEntry, RingFile};
+pub use header::{
+    BLACKBOARD_MAGIC, BLACKBOARD_VERSION, FLAG_MODE_MPMC, FLAG_MODE_SPMC, FLAG_POLICY_LATEST_WINS,
+    FLAG_POLICY_LOSSLESS_BACKPRESSURE, FLAG_SPARSE, FLAG_WITH_ARENA, FLAG_WITH_REGISTRY,
+    RINGFIRE_MAGIC, RINGFIRE_VERSION, SLOT_WRITING,
+};
 pub use lossy_mpmc::{MpmcProducer, MpmcQueueConsumer};
 #[cfg(feature = "tokio")]
 pub use multiplexer::AsyncRingMultiplexer;
@@ -72,4 +82,6 @@ pub use replica::compat::{
 pub use ringwire_core::broadcast::StartMode;
 /// ringfire's name for [`StartMode`] (the same four modes).
 pub use ringwire_core::broadcast::StartMode as ConsumerStartMode;
+pub use signature::{LayoutSignature, compute_layout_signature, fnv1a64};
+pub use tsc::CycleStamp;
 pub use wait::{BusySpin, FutexWait, FutexWake, WaitStrategy, YieldBackoff};

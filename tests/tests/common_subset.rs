@@ -6,7 +6,8 @@
 //! the producer's view of its readers, the reader registry (`registry()`, `registration()`,
 //! `active_readers()`), `push_with`, the async consumer's tuning knobs, the
 //! lossy MPMC ring's `MpmcProducer`/`MpmcQueueConsumer`, the multiplexers, in-process
-//! `ReplicaServer`/`Mirror`); it is
+//! `ReplicaServer`/`Mirror`, the header constants, `compute_layout_signature` and
+//! `CycleStamp`); it is
 //! compiled twice, with `rf` naming each crate, and both builds run and check the same
 //! results. What differs on purpose: record types also derive zerocopy's traits (ringfire
 //! asks only `Copy`), and ringwire returns more where ringfire returns `()` (`push` gives the
@@ -67,6 +68,7 @@ fn the_program_runs_on_ringfire() {
     on_ringfire::run_more_mux(&d.0).unwrap();
     on_ringfire::run_more_replica(&d.0).unwrap();
     on_ringfire::run_more_registry(&d.0).unwrap();
+    on_ringfire::run_more_names(&d.0).unwrap();
 }
 
 #[test]
@@ -79,6 +81,7 @@ fn the_same_program_runs_on_ringwire() {
     on_ringwire::run_more_mux(&d.0).unwrap();
     on_ringwire::run_more_replica(&d.0).unwrap();
     on_ringwire::run_more_registry(&d.0).unwrap();
+    on_ringwire::run_more_names(&d.0).unwrap();
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {

@@ -13,7 +13,7 @@ pub use flags::Flags;
 pub use geometry::{Geometry, oldest_retained, slot_payload_offset, slot_stride};
 pub use header::{RING_MAGIC, RING_VERSION, RingHeader, SEQ_LIMIT, SLOT_WRITING, hdr};
 pub use registry::{REGISTRY_NAME_LEN, RegistrySlot, reg};
-pub use signature::{schema_signature, schema_signature_of, strip_type_paths};
+pub use signature::{fnv1a64, schema_signature, schema_signature_of, strip_type_paths};
 
 /// `x` rounded up to a multiple of `to` (a power of two), or `None` on overflow.
 #[inline]

@@ -4,12 +4,19 @@
 const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
-fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
-    for &b in bytes {
-        h ^= u64::from(b);
+const fn fnv(mut h: u64, bytes: &[u8]) -> u64 {
+    let mut i = 0;
+    while i < bytes.len() {
+        h ^= bytes[i] as u64;
         h = h.wrapping_mul(FNV_PRIME);
+        i += 1;
     }
     h
+}
+
+/// FNV-1a-64 of `bytes` (the hash behind the schema signature; ringfire's `fnv1a64`).
+pub const fn fnv1a64(bytes: &[u8]) -> u64 {
+    fnv(FNV_OFFSET, bytes)
 }
 
 fn is_ident(c: char) -> bool {
@@ -77,6 +84,16 @@ mod tests {
         assert_eq!(schema_signature_of::<[u8; 64]>(), 0x5d85_c2aa_ca19_8040);
         assert_eq!(schema_signature_of::<()>(), 0x19c7_e47c_9629_b6fb);
         assert_eq!(schema_signature_of::<Tick>(), 0xedc8_87dc_c82a_457c);
+    }
+
+    #[test]
+    fn fnv1a64_known_answers() {
+        // The published FNV-1a-64 test vectors.
+        assert_eq!(fnv1a64(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a64(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+        const AT_COMPILE_TIME: u64 = fnv1a64(b"a");
+        assert_eq!(AT_COMPILE_TIME, 0xaf63_dc4c_8601_ec8c);
     }
 
     #[test]

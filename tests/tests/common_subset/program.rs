@@ -989,3 +989,57 @@ pub fn run_more_replica(dir: &Path) -> Result<(), Box<dyn Error>> {
     assert_eq!(reader.try_recv(), None);
     Ok(())
 }
+
+/// ringfire's free-standing names: the header constants, the layout signature and
+/// `CycleStamp`, checked against the bytes of a ring this program creates.
+pub fn run_more_names(dir: &Path) -> Result<(), Box<dyn Error>> {
+    let path = dir.join("names");
+    let mut producer = rf::RingProducer::<Tick>::create(&path, 64)?;
+    producer.push(&tick(1));
+    let bytes = std::fs::read(&path)?;
+    let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+    assert_eq!(u64_at(0), rf::RINGFIRE_MAGIC);
+    assert_eq!(rf::header::RINGFIRE_MAGIC, rf::RINGFIRE_MAGIC);
+    assert_eq!(u32_at(8), rf::RINGFIRE_VERSION);
+    let flags = u32_at(48);
+    assert_eq!(
+        flags & (rf::FLAG_MODE_SPMC | rf::FLAG_POLICY_LATEST_WINS),
+        rf::FLAG_MODE_SPMC | rf::FLAG_POLICY_LATEST_WINS
+    );
+    for other in [
+        rf::FLAG_MODE_MPMC,
+        rf::FLAG_POLICY_LOSSLESS_BACKPRESSURE,
+        rf::FLAG_WITH_ARENA,
+        rf::FLAG_SPARSE,
+    ] {
+        assert_eq!(flags & other, 0, "flags {flags:#06x}");
+    }
+    assert_eq!(rf::SLOT_WRITING, u64::MAX);
+    assert_ne!(rf::BLACKBOARD_MAGIC, rf::RINGFIRE_MAGIC);
+    assert_eq!(rf::BLACKBOARD_VERSION, 1);
+    // The schema signature in the header is the record type's layout signature.
+    assert_eq!(u64_at(72), rf::compute_layout_signature::<Tick>());
+    assert_eq!(
+        <Tick as rf::LayoutSignature>::layout_signature(),
+        rf::signature::compute_layout_signature::<Tick>()
+    );
+    assert_ne!(
+        rf::compute_layout_signature::<Tick>(),
+        rf::compute_layout_signature::<[u8; 32]>()
+    );
+    assert_eq!(rf::fnv1a64(b"foobar"), 0x8594_4171_f739_67e8);
+    // A stamp, then another: one counter, the same CPU numbering.
+    let a = rf::tsc::CycleStamp::now();
+    std::thread::sleep(Duration::from_millis(1));
+    let b = rf::CycleStamp::now();
+    assert!(
+        b.diff_cycles(&a) > 0 && a.diff_cycles(&b) == 0,
+        "{a:?} {b:?}"
+    );
+    assert!(a.elapsed_cycles() >= b.diff_cycles(&a));
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    assert!(usize::from(b.core_id) < cpus.max(64), "{b:?}");
+    assert_eq!(rf::CycleStamp::cycles_to_ns(4_500, 4.5), 1_000.0);
+    Ok(())
+}

@@ -1,0 +1,180 @@
+//! [`CycleStamp`]: a cycle-counter timestamp with the CPU it was taken on, under ringfire's
+//! name and fields, for stamping records at the producer and measuring push-to-read at the
+//! reader without a system call.
+//!
+//! On x86-64 it is the TSC, read with `rdtscp`, which also returns the `TSC_AUX` value Linux
+//! sets to `node << 12 | cpu`; a CPU without `rdtscp` (checked once with `cpuid`) gets
+//! `rdtsc` and `getcpu(2)`. Elsewhere it counts nanoseconds of a monotonic clock since the
+//! first stamp, with the CPU from `getcpu(2)`, so [`CycleStamp::counter_frequency_hz`] says
+//! 1 GHz. (ringfire reads `cntvct_el0` on AArch64; the two crates' stamps are comparable only
+//! on x86-64, where both read the TSC.)
+
+#[cfg(target_arch = "x86_64")]
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// A counter reading and the CPU and NUMA node that took it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(C)]
+pub struct CycleStamp {
+    /// The counter: TSC cycles on x86-64, nanoseconds elsewhere.
+    pub tsc: u64,
+    /// The CPU the stamp was taken on.
+    pub core_id: u16,
+    /// That CPU's NUMA node.
+    pub numa_node: u16,
+}
+
+/// `rdtscp` support: 0 not checked yet, 1 present, 2 absent.
+#[cfg(target_arch = "x86_64")]
+static RDTSCP: AtomicU8 = AtomicU8::new(0);
+
+#[cfg(target_arch = "x86_64")]
+fn has_rdtscp() -> bool {
+    // Relaxed: the value is a pure function of the CPU; a race only repeats the check.
+    match RDTSCP.load(Ordering::Relaxed) {
+        1 => true,
+        2 => false,
+        _ => {
+            use std::arch::x86_64::__cpuid;
+            // RDTSCP is CPUID.80000001H:EDX bit 27; leaf 80000000H gives the highest
+            // extended leaf.
+            let max = __cpuid(0x8000_0000).eax;
+            let yes = max >= 0x8000_0001 && __cpuid(0x8000_0001).edx & (1 << 27) != 0;
+            RDTSCP.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
+            yes
+        }
+    }
+}
+
+/// The CPU and NUMA node of the calling thread, from `getcpu(2)`; (0, 0) if it fails.
+fn getcpu() -> (u16, u16) {
+    let (mut cpu, mut node) = (0u32, 0u32);
+    // SAFETY: getcpu writes one unsigned int through each of the two valid pointers and
+    // ignores the third argument (the unused cache), which may be null.
+    let r = unsafe {
+        libc::syscall(
+            libc::SYS_getcpu,
+            &mut cpu as *mut u32,
+            &mut node as *mut u32,
+            std::ptr::null_mut::<libc::c_void>(),
+        )
+    };
+    if r != 0 {
+        return (0, 0);
+    }
+    (cpu as u16, node as u16)
+}
+
+/// Nanoseconds since the first call in this process (the counter where there is no TSC).
+#[cfg(not(target_arch = "x86_64"))]
+fn clock_ns() -> u64 {
+    use std::sync::OnceLock;
+    use std::time::Instant;
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    let ns = EPOCH.get_or_init(Instant::now).elapsed().as_nanos();
+    u64::try_from(ns).unwrap_or(u64::MAX)
+}
+
+impl CycleStamp {
+    /// The counter now, and where this thread runs.
+    #[inline(always)]
+    pub fn now() -> CycleStamp {
+        #[cfg(target_arch = "x86_64")]
+        if has_rdtscp() {
+            let mut aux = 0u32;
+            // SAFETY: the CPU has rdtscp (checked above); it writes one u32 through `aux`.
+            let tsc = unsafe { std::arch::x86_64::__rdtscp(&mut aux) };
+            // Linux keeps TSC_AUX = node << 12 | cpu (12 bits of CPU).
+            return CycleStamp {
+                tsc,
+                core_id: (aux & 0xfff) as u16,
+                numa_node: ((aux >> 12) & 0xff) as u16,
+            };
+        }
+        CycleStamp::without_rdtscp()
+    }
+
+    /// [`CycleStamp::now`] for a CPU without `rdtscp`: the counter, then `getcpu(2)`.
+    fn without_rdtscp() -> CycleStamp {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: rdtsc exists on every x86-64 CPU and has no operands.
+        let tsc = unsafe { std::arch::x86_64::_rdtsc() };
+        #[cfg(not(target_arch = "x86_64"))]
+        let tsc = clock_ns();
+        let (core_id, numa_node) = getcpu();
+        CycleStamp {
+            tsc,
+            core_id,
+            numa_node,
+        }
+    }
+
+    /// The counter's frequency in Hz when it is known: `None` on x86-64 (the TSC rate is not
+    /// architecturally reported), 1 GHz elsewhere (the counter is nanoseconds).
+    pub fn counter_frequency_hz() -> Option<u64> {
+        if cfg!(target_arch = "x86_64") {
+            None
+        } else {
+            Some(1_000_000_000)
+        }
+    }
+
+    /// Counter ticks since this stamp (0 if the counter reads earlier, as it can across
+    /// CPUs whose TSCs are not synchronised).
+    #[inline(always)]
+    pub fn elapsed_cycles(&self) -> u64 {
+        CycleStamp::now().diff_cycles(self)
+    }
+
+    /// Counter ticks from `earlier` to this stamp, 0 if `earlier` is later.
+    #[inline(always)]
+    pub fn diff_cycles(&self, earlier: &CycleStamp) -> u64 {
+        self.tsc.saturating_sub(earlier.tsc)
+    }
+
+    /// `cycles` in nanoseconds for a counter of `freq_ghz` GHz.
+    #[inline]
+    pub fn cycles_to_ns(cycles: u64, freq_ghz: f64) -> f64 {
+        cycles as f64 / freq_ghz
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bench::floor::pin_to;
+
+    #[test]
+    fn stamps_name_the_cpu_they_ran_on_and_do_not_go_back() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        for cpu in 0..cpus.min(4) {
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    if !pin_to(cpu) {
+                        return; // a CPU outside this process's cpuset
+                    }
+                    // Both ways of taking a stamp, in turn: they read one counter.
+                    let a = CycleStamp::now();
+                    let b = CycleStamp::without_rdtscp();
+                    let c = CycleStamp::now();
+                    for s in [a, b, c] {
+                        assert_eq!(usize::from(s.core_id), cpu, "{s:?}");
+                        assert_eq!(s.numa_node, getcpu().1, "{s:?}");
+                    }
+                    assert!(a.tsc <= b.tsc && b.tsc <= c.tsc, "{a:?} {b:?} {c:?}");
+                    assert_eq!(c.diff_cycles(&a), c.tsc - a.tsc);
+                    assert_eq!(a.diff_cycles(&c), 0);
+                });
+            });
+        }
+    }
+
+    #[test]
+    fn the_counter_advances_with_time() {
+        let a = CycleStamp::now();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        // Any counter of at least 1 MHz has ticked 2,000 times in 2 ms.
+        assert!(a.elapsed_cycles() > 2_000, "{a:?}");
+        assert_eq!(CycleStamp::cycles_to_ns(3_000, 3.0), 1_000.0);
+    }
+}

@@ -1,0 +1,134 @@
+//! ringfire's free-standing names in ringwire (`ringwire::{header, signature, tsc}`) give
+//! ringfire's values: the header constants, the layout signature of any type, FNV-1a-64 of
+//! any bytes, and `CycleStamp`'s counter and CPU.
+
+#[cfg(target_arch = "x86_64")]
+use ringwire::bench::floor::pin_to;
+
+#[test]
+fn the_header_constants_are_ringfires() {
+    let pairs: [(u64, u64); 3] = [
+        (ringwire::RINGFIRE_MAGIC, ringfire::RINGFIRE_MAGIC),
+        (ringwire::BLACKBOARD_MAGIC, ringfire::BLACKBOARD_MAGIC),
+        (ringwire::SLOT_WRITING, ringfire::SLOT_WRITING),
+    ];
+    for (ours, theirs) in pairs {
+        assert_eq!(ours, theirs);
+    }
+    let pairs: [(u32, u32); 9] = [
+        (ringwire::RINGFIRE_VERSION, ringfire::RINGFIRE_VERSION),
+        (ringwire::BLACKBOARD_VERSION, ringfire::BLACKBOARD_VERSION),
+        (
+            ringwire::FLAG_POLICY_LATEST_WINS,
+            ringfire::FLAG_POLICY_LATEST_WINS,
+        ),
+        (
+            ringwire::FLAG_POLICY_LOSSLESS_BACKPRESSURE,
+            ringfire::FLAG_POLICY_LOSSLESS_BACKPRESSURE,
+        ),
+        (ringwire::FLAG_MODE_SPMC, ringfire::FLAG_MODE_SPMC),
+        (ringwire::FLAG_MODE_MPMC, ringfire::FLAG_MODE_MPMC),
+        (ringwire::FLAG_WITH_ARENA, ringfire::FLAG_WITH_ARENA),
+        (ringwire::FLAG_WITH_REGISTRY, ringfire::FLAG_WITH_REGISTRY),
+        (ringwire::FLAG_SPARSE, ringfire::FLAG_SPARSE),
+    ];
+    for (i, (ours, theirs)) in pairs.into_iter().enumerate() {
+        assert_eq!(ours, theirs, "pair {i}");
+    }
+}
+
+#[allow(dead_code)]
+#[repr(C)]
+struct Quote<T> {
+    px: f64,
+    side: T,
+}
+
+macro_rules! same_signature {
+    ($($t:ty),* $(,)?) => {$(
+        assert_eq!(
+            ringwire::compute_layout_signature::<$t>(),
+            ringfire::compute_layout_signature::<$t>(),
+            "{}",
+            stringify!($t)
+        );
+        assert_eq!(
+            <$t as ringwire::LayoutSignature>::layout_signature(),
+            <$t as ringfire::LayoutSignature>::layout_signature(),
+        );
+    )*};
+}
+
+#[test]
+fn layout_signatures_are_ringfires() {
+    same_signature!(
+        u8,
+        u64,
+        [u8; 64],
+        (u8, u64),
+        Quote<u8>,
+        Quote<std::num::Wrapping<u16>>,
+        Option<std::string::String>,
+        [Quote<u32>; 3],
+        &'static str,
+        std::collections::HashMap<u64, Vec<u8>>,
+    );
+}
+
+#[test]
+fn fnv1a64_is_ringfires_on_any_bytes() {
+    let mut x = 0x9e37_79b9_7f4a_7c15u64;
+    for len in 0..600usize {
+        let bytes: Vec<u8> = (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                x as u8
+            })
+            .collect();
+        assert_eq!(
+            ringwire::fnv1a64(&bytes),
+            ringfire::fnv1a64(&bytes),
+            "{bytes:?}"
+        );
+    }
+}
+
+/// Both crates read the TSC on x86-64; elsewhere ours counts nanoseconds (see
+/// `ringwire::tsc`).
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn cycle_stamps_read_ringfires_counter_and_cpu() {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut checked = 0;
+    for cpu in 0..cpus.min(8) {
+        checked += std::thread::scope(|s| {
+            s.spawn(|| {
+                if !pin_to(cpu) {
+                    return 0;
+                }
+                let before = ringfire::CycleStamp::now();
+                let ours = ringwire::CycleStamp::now();
+                let after = ringfire::CycleStamp::now();
+                assert!(
+                    before.tsc <= ours.tsc && ours.tsc <= after.tsc,
+                    "{before:?} {ours:?} {after:?}"
+                );
+                assert_eq!(
+                    (ours.core_id, ours.numa_node),
+                    (before.core_id, before.numa_node)
+                );
+                assert_eq!(usize::from(ours.core_id), cpu);
+                1
+            })
+            .join()
+            .unwrap()
+        });
+    }
+    assert!(checked > 0, "no CPU could be pinned");
+    assert_eq!(
+        ringwire::CycleStamp::counter_frequency_hz(),
+        ringfire::CycleStamp::counter_frequency_hz()
+    );
+}
