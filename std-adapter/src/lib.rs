@@ -61,6 +61,9 @@ pub use blackboard::{BlackboardConsumer, BlackboardProducer};
 pub use blob::{BlobConsumer, BlobProducer, BlobProducerBuilder, BlobRecvStatus};
 pub use checkpoint::OffsetCheckpoint;
 pub use consumer::{RecvStatus, RingConsumer, RingConsumerBuilder};
+/// ringfire's name for [`Error`], so `Result<T, RingfireError>` signatures carry over (the
+/// variants are ringwire's own).
+pub use error::Error as RingfireError;
 pub use error::{Error, Result};
 pub use file::{BlobLost, CleanupMode, CreateOptions, ReadOnlyRing, RegistryEntry, RingFile};
 pub use header::{

@@ -994,7 +994,10 @@ pub fn run_more_replica(dir: &Path) -> Result<(), Box<dyn Error>> {
 /// `CycleStamp`, checked against the bytes of a ring this program creates.
 pub fn run_more_names(dir: &Path) -> Result<(), Box<dyn Error>> {
     let path = dir.join("names");
-    let mut producer = rf::RingProducer::<Tick>::create(&path, 64)?;
+    let create = |capacity| -> Result<rf::RingProducer<Tick>, rf::RingfireError> {
+        rf::RingProducer::<Tick>::create(&path, capacity)
+    };
+    let mut producer = create(64)?;
     producer.push(&tick(1));
     let bytes = std::fs::read(&path)?;
     let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
