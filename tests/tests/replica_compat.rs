@@ -437,3 +437,123 @@ fn bad_addresses_and_missing_rings_are_typed_errors() {
     stop.0.shutdown();
     srv.join().unwrap().unwrap();
 }
+
+/// `while mirror.step()? {}` against a server that is shut down once the mirror has every
+/// record: the loop ends by itself (`Ok(false)`), with the ring complete, and later calls
+/// (and `run`) return at once.
+fn step_until_the_server_stops(mode: Mode, idx: u16) {
+    let src = ShmPath::new(&format!("cmp-step-src-{idx}"));
+    let dst = ShmPath::new(&format!("cmp-step-dst-{idx}"));
+    let mut producer = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
+    publish(&mut |s| assert_eq!(producer.push(&payload(s)), s), 1, N / 2);
+    let server = our_server(src.path(), mode, idx);
+    let addr = server.local_addr().unwrap();
+    let stop = StopOnDrop(server.shutdown_handle());
+    let srv = server.spawn().unwrap();
+    let mut mirror = Mirror::builder()
+        .start(MirrorStart::Oldest)
+        .interface(Ipv4Addr::LOCALHOST)
+        .unicast(mode == Mode::Unicast)
+        .connect(addr, dst.path())
+        .unwrap();
+    let (steps, stopped_at) = std::thread::scope(|sc| {
+        let publisher = sc.spawn(|| {
+            publish(
+                &mut |s| assert_eq!(producer.push(&payload(s)), s),
+                N / 2 + 1,
+                N,
+            )
+        });
+        let t0 = Instant::now();
+        let mut steps = 0u64;
+        let mut stopped_at = None;
+        while mirror.step().unwrap() {
+            steps += 1;
+            assert!(
+                t0.elapsed() < DEADLINE,
+                "step loop at {} of {N}",
+                mirror.sequence()
+            );
+            if stopped_at.is_none() && mirror.sequence() >= N {
+                stop.0.shutdown();
+                stopped_at = Some(Instant::now());
+            }
+        }
+        publisher.join().unwrap();
+        (steps, stopped_at.map(|t| t.elapsed()))
+    });
+    let stopped_at = stopped_at.expect("the loop ended before the mirror had every record");
+    // The server stops within ~100 ms, the driver sees EOF, step sees the driver's end.
+    assert!(stopped_at < Duration::from_secs(2), "{stopped_at:?}");
+    assert!(steps > 1, "{steps} steps");
+    let t1 = Instant::now();
+    assert!(!mirror.step().unwrap());
+    mirror.run().unwrap();
+    assert!(t1.elapsed() < Mirror::STEP_WAIT, "{:?}", t1.elapsed());
+    assert_eq!((mirror.sequence(), mirror.gaps()), (N, 0));
+    drop(mirror);
+    srv.join().unwrap().unwrap();
+    assert_same(src.path(), dst.path(), N);
+}
+
+#[test]
+fn step_loop_ends_when_the_server_stops_tcp() {
+    step_until_the_server_stops(Mode::Tcp, 10);
+}
+
+#[test]
+fn step_loop_ends_when_the_server_stops_multicast() {
+    step_until_the_server_stops(Mode::Multicast, 11);
+}
+
+/// On an idle source each `step` returns `Ok(true)` within `Mirror::STEP_WAIT` (plus
+/// scheduling slack); after a record is published a few steps see it; after `shutdown`,
+/// `Ok(false)`.
+#[test]
+fn step_on_an_idle_source_returns_within_the_bound() {
+    let src = ShmPath::new("cmp-idle-src");
+    let dst = ShmPath::new("cmp-idle-dst");
+    let mut producer = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
+    let server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = server.local_addr().unwrap();
+    let stop = StopOnDrop(server.shutdown_handle());
+    let srv = server.spawn().unwrap();
+    let mut mirror = Mirror::connect(addr, dst.path()).unwrap();
+    let slack = Duration::from_millis(150);
+    let mut longest = Duration::ZERO;
+    for _ in 0..20 {
+        let t = Instant::now();
+        assert!(mirror.step().unwrap());
+        longest = longest.max(t.elapsed());
+    }
+    assert!(
+        longest < Mirror::STEP_WAIT + slack,
+        "an idle step took {longest:?}"
+    );
+    assert_eq!(mirror.sequence(), 0);
+    assert_eq!(producer.push(&payload(1)), 1);
+    let mut steps = 0;
+    while mirror.sequence() < 1 {
+        steps += 1;
+        assert!(steps < 200, "200 steps without the record");
+        assert!(mirror.step().unwrap());
+    }
+    let handle = mirror.handle().unwrap();
+    handle.shutdown().unwrap();
+    let t = Instant::now();
+    let mut steps = 0;
+    while mirror.step().unwrap() {
+        steps += 1;
+        assert!(steps < 200, "200 steps after shutdown");
+    }
+    // The driver stops within ~100 ms of shutdown.
+    assert!(
+        t.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        t.elapsed()
+    );
+    drop(mirror);
+    stop.0.shutdown();
+    srv.join().unwrap().unwrap();
+    assert_same(src.path(), dst.path(), 1);
+}

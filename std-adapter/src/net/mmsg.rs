@@ -199,42 +199,93 @@ fn sockaddr(a: &SocketAddrV4) -> libc::sockaddr_in {
     }
 }
 
-/// Sends `frame` to every address in `to` with as few `sendmmsg` calls as the kernel allows.
-/// Returns how many were sent, and the first error if one stopped the batch (the caller
-/// decides about EMSGSIZE; spec §20.3).
-pub fn send_to_many(
-    sock: &UdpSocket,
-    frame: &[u8],
-    to: &[SocketAddrV4],
-) -> (usize, Option<io::Error>) {
-    let mut sent = 0;
-    for chunk in to.chunks(256) {
-        let mut names: Vec<libc::sockaddr_in> = chunk.iter().map(sockaddr).collect();
+/// Most headers one `sendmmsg` call takes (well under the kernel's `UIO_MAXIOV`).
+const SEND_CHUNK: usize = 256;
+
+/// Sends one frame to many unicast peers with `sendmmsg`, keeping its headers and socket
+/// addresses between calls: a steady-state [`SendMany::send`] allocates nothing, and the
+/// addresses are rebuilt only when the destination list differs from the previous call's
+/// (the buffers grow only when a list is longer than any before, or than
+/// [`SendMany::with_capacity`]). The raw pointers in the headers point at memory they do not
+/// own: `send` re-points every one before the call, and they are dead values after.
+pub struct SendMany {
+    /// The destinations `names` was built from.
+    to: Vec<SocketAddrV4>,
+    names: Vec<libc::sockaddr_in>,
+    hdrs: Vec<libc::mmsghdr>,
+}
+
+// SAFETY: the raw pointers inside are rewritten by `send` before every use and only point at
+// memory that call borrows; between calls nothing reads them, so another thread owning or
+// sharing the sender reaches no memory through them.
+unsafe impl Send for SendMany {}
+// SAFETY: as for Send; `&SendMany` gives access to nothing at all.
+unsafe impl Sync for SendMany {}
+
+impl std::fmt::Debug for SendMany {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SendMany")
+            .field("to", &self.to)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for SendMany {
+    fn default() -> SendMany {
+        SendMany::with_capacity(0)
+    }
+}
+
+impl SendMany {
+    /// A sender with room for `n` destinations before its first allocation on a send.
+    pub fn with_capacity(n: usize) -> SendMany {
+        SendMany {
+            to: Vec::with_capacity(n),
+            names: Vec::with_capacity(n),
+            hdrs: Vec::with_capacity(n),
+        }
+    }
+
+    /// Sends `frame` to every address in `to` with as few `sendmmsg` calls as the kernel
+    /// allows. Returns how many were sent, and the first error if one stopped the batch (the
+    /// caller decides about EMSGSIZE; spec §20.3): the addresses after it are not tried.
+    pub fn send(
+        &mut self,
+        sock: &UdpSocket,
+        frame: &[u8],
+        to: &[SocketAddrV4],
+    ) -> (usize, Option<io::Error>) {
+        if self.to != to {
+            self.to.clear();
+            self.to.extend_from_slice(to);
+            self.names.clear();
+            self.names.extend(to.iter().map(sockaddr));
+            // SAFETY: mmsghdr is plain C data for which all-zero is a valid value.
+            self.hdrs.resize(to.len(), unsafe { std::mem::zeroed() });
+        }
         let mut iov = libc::iovec {
             iov_base: frame.as_ptr() as *mut libc::c_void,
             iov_len: frame.len(),
         };
-        let mut hdrs: Vec<libc::mmsghdr> = names
-            .iter_mut()
-            .map(|n| {
-                // SAFETY: mmsghdr is plain C data for which all-zero is a valid value.
-                let mut h: libc::mmsghdr = unsafe { std::mem::zeroed() };
-                h.msg_hdr.msg_name = (n as *mut libc::sockaddr_in).cast();
-                h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
-                h.msg_hdr.msg_iov = &mut iov;
-                h.msg_hdr.msg_iovlen = 1;
-                h
-            })
-            .collect();
-        let mut off = 0;
-        while off < hdrs.len() {
-            // SAFETY: headers point at live sockaddr_in values and one live iovec over
-            // `frame`, which the kernel only reads; all outlive the call.
+        // One pointer shared by every header (the kernel only reads through it).
+        let iov: *mut libc::iovec = &mut iov;
+        for (h, n) in self.hdrs.iter_mut().zip(&mut self.names) {
+            h.msg_hdr.msg_name = (n as *mut libc::sockaddr_in).cast();
+            h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+            h.msg_hdr.msg_iov = iov;
+            h.msg_hdr.msg_iovlen = 1;
+        }
+        let mut sent = 0;
+        while sent < self.hdrs.len() {
+            let n = (self.hdrs.len() - sent).min(SEND_CHUNK);
+            // SAFETY: the headers from `sent` on point at live sockaddr_in values of the
+            // stated size and at the one live iovec over `frame`, which the kernel only
+            // reads; all outlive the call.
             let r = unsafe {
                 libc::sendmmsg(
                     sock.as_raw_fd(),
-                    hdrs[off..].as_mut_ptr(),
-                    (hdrs.len() - off) as libc::c_uint,
+                    self.hdrs[sent..].as_mut_ptr(),
+                    n as libc::c_uint,
                     0,
                 )
             };
@@ -244,11 +295,20 @@ pub fn send_to_many(
             if r == 0 {
                 return (sent, Some(io::Error::from(io::ErrorKind::WriteZero)));
             }
-            off += r as usize;
             sent += r as usize;
         }
+        (sent, None)
     }
-    (sent, None)
+}
+
+/// [`SendMany::send`] with a sender of its own: allocates its headers on every call, so a
+/// loop keeps a [`SendMany`] instead.
+pub fn send_to_many(
+    sock: &UdpSocket,
+    frame: &[u8],
+    to: &[SocketAddrV4],
+) -> (usize, Option<io::Error>) {
+    SendMany::with_capacity(to.len()).send(sock, frame, to)
 }
 
 #[cfg(test)]
@@ -291,6 +351,73 @@ mod tests {
         }
         assert_eq!(got, vec![vec![0u8; 100], vec![1u8; 100], vec![2u8; 100]]);
         assert!(batch.get(3).is_none());
+    }
+
+    fn v4(s: &UdpSocket) -> SocketAddrV4 {
+        match s.local_addr().unwrap() {
+            std::net::SocketAddr::V4(a) => a,
+            a => panic!("not v4: {a}"),
+        }
+    }
+
+    /// One sender through lists that grow, shrink, reorder and empty: each frame reaches
+    /// exactly the list it was sent with, and within its capacity the sender never moves
+    /// its buffers (no allocation).
+    #[test]
+    fn send_many_follows_a_changing_destination_list() {
+        let rx: Vec<UdpSocket> = (0..3)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        for r in &rx {
+            r.set_nonblocking(true).unwrap();
+        }
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let a: Vec<SocketAddrV4> = rx.iter().map(v4).collect();
+        let lists: [&[usize]; 7] = [&[0, 1], &[0, 1], &[1, 2], &[2], &[], &[2, 1, 0], &[0]];
+        let mut out = SendMany::with_capacity(3);
+        let bufs = (out.to.as_ptr(), out.names.as_ptr(), out.hdrs.as_ptr());
+        let mut want: Vec<Vec<u8>> = vec![Vec::new(); 3];
+        let mut to = Vec::with_capacity(3);
+        for (i, list) in lists.iter().enumerate() {
+            to.clear();
+            to.extend(list.iter().map(|&k| a[k]));
+            let (n, err) = out.send(&tx, &[i as u8; 40], &to);
+            assert_eq!((n, err.map(|e| e.kind())), (list.len(), None), "list {i}");
+            for &k in *list {
+                want[k].push(i as u8);
+            }
+        }
+        assert_eq!(
+            (out.to.as_ptr(), out.names.as_ptr(), out.hdrs.as_ptr()),
+            bufs,
+            "a send within capacity reallocated"
+        );
+        let mut buf = [0u8; 64];
+        for (k, r) in rx.iter().enumerate() {
+            let mut got = Vec::new();
+            let t0 = std::time::Instant::now();
+            while got.len() < want[k].len() && t0.elapsed() < Duration::from_secs(2) {
+                match r.recv_from(&mut buf) {
+                    Ok((n, from)) => {
+                        assert_eq!((n, from), (40, tx.local_addr().unwrap()));
+                        assert!(buf[..n].iter().all(|&b| b == buf[0]));
+                        got.push(buf[0]);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(1))
+                    }
+                    Err(e) => panic!("receiver {k}: {e}"),
+                }
+            }
+            assert_eq!(got, want[k], "frames at receiver {k}");
+            // Nothing more than its own list sent it.
+            std::thread::sleep(Duration::from_millis(5));
+            assert_eq!(
+                r.recv_from(&mut buf).unwrap_err().kind(),
+                io::ErrorKind::WouldBlock,
+                "receiver {k} got a frame of a list it was not in"
+            );
+        }
     }
 
     #[test]

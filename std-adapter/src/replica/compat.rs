@@ -5,7 +5,8 @@
 //! Differences a caller can observe, all from running on the drivers:
 //! - [`Mirror::connect`] starts the copy on a helper thread as soon as the handshake is done;
 //!   [`Mirror::run`] waits for that thread. Records therefore reach the mirror ring between
-//!   `connect` and `run` too. There is no `Mirror::step`: the driver owns its loop.
+//!   `connect` and `run` too, and [`Mirror::step`] copies nothing itself: it waits, at most
+//!   [`Mirror::STEP_WAIT`], for the thread's progress, and reports its end.
 //! - [`MirrorHandle::shutdown`] stops the mirror within about 100 ms instead of closing its
 //!   socket; `run` then returns `Ok(())` as it does when the source hangs up.
 //! - Counters read while the mirror runs may trail it by a few batches (see
@@ -13,8 +14,9 @@
 //! - A source that breaks the protocol ends `run` with `Ok(())` (the driver logs the reason
 //!   when logging is on) rather than with an error.
 //! - [`ReplicaServer::run`] can be stopped, through [`ReplicaServer::shutdown_handle`].
-//! - `MulticastConfig` has no fault-injection knobs (`drop_every`, `swap_every`): the
-//!   server's UDP sender has nothing like them.
+//! - `MulticastConfig`'s fault-injection knobs (`drop_every`, `swap_every`) are counted as
+//!   ringfire counts them ([`ServeOptions::drop_every`]) and, as there, apply to unicast
+//!   mirrors too, but only when multicast is configured.
 //!
 //! [`MirrorProgress`]: super::mirror::MirrorProgress
 
@@ -107,6 +109,15 @@ pub struct MulticastConfig {
     /// How long the sender may stay silent before a HEARTBEAT, which lets mirrors notice a
     /// lost last datagram.
     pub heartbeat: Duration,
+    /// Fault injection for tests: skip every n-th DATA datagram (0 = never). Applies to
+    /// every UDP destination, unicast mirrors too; see [`ServeOptions::drop_every`].
+    #[doc(hidden)]
+    pub drop_every: u64,
+    /// Fault injection for tests: send every n-th DATA datagram after the one that follows
+    /// it (0 = never), so mirrors see datagrams out of order; see
+    /// [`ServeOptions::swap_every`].
+    #[doc(hidden)]
+    pub swap_every: u64,
 }
 
 impl MulticastConfig {
@@ -120,6 +131,8 @@ impl MulticastConfig {
             mtu: DEFAULT_MTU,
             ttl: 1,
             heartbeat: Duration::from_millis(1),
+            drop_every: 0,
+            swap_every: 0,
         }
     }
 
@@ -144,6 +157,22 @@ impl MulticastConfig {
     /// Sets the longest silence before a HEARTBEAT.
     pub fn heartbeat(mut self, heartbeat: Duration) -> Self {
         self.heartbeat = heartbeat;
+        self
+    }
+
+    /// Fault injection for tests: skips every `n`-th DATA datagram, counted from 1 over the
+    /// DATA datagrams the server builds (0 = never), as ringfire does.
+    #[doc(hidden)]
+    pub fn drop_every(mut self, n: u64) -> Self {
+        self.drop_every = n;
+        self
+    }
+
+    /// Fault injection for tests: sends every `n`-th DATA datagram right after the next one
+    /// (0 = never), as ringfire does.
+    #[doc(hidden)]
+    pub fn swap_every(mut self, n: u64) -> Self {
+        self.swap_every = n;
         self
     }
 }
@@ -243,6 +272,8 @@ impl ReplicaServer {
         self.opts.iface = (!config.interface.is_unspecified()).then_some(config.interface);
         self.opts.ttl = config.ttl;
         self.opts.heartbeat = config.heartbeat;
+        self.opts.drop_every = config.drop_every;
+        self.opts.swap_every = config.swap_every;
         self.multicast_mtu = Some(config.mtu);
         self
     }
@@ -460,6 +491,8 @@ pub struct Mirror {
     thread: Option<JoinHandle<Result<MirrorSummary, ReplicaError>>>,
     /// The GEOMETRY of the first handshake.
     first: GeometryRepr,
+    /// The progress the last [`Mirror::step`] saw.
+    seen: MirrorSnapshot,
 }
 
 /// Stops a running [`Mirror`] from another thread.
@@ -512,13 +545,15 @@ impl Mirror {
                 .map_err(|e| ReplicaError::io("start the mirror thread", e))?
         };
         loop {
-            if let Some(first) = progress.snapshot().geometry {
+            let seen = progress.snapshot();
+            if let Some(first) = seen.geometry {
                 return Ok(Mirror {
                     opts,
                     stop,
                     progress,
                     thread: Some(thread),
                     first,
+                    seen,
                 });
             }
             if thread.is_finished() {
@@ -629,13 +664,44 @@ impl Mirror {
         self.snap().counters.records_retransmitted
     }
 
+    /// The longest [`Mirror::step`] waits for progress: ringfire's UDP `step` also waits at
+    /// most 10 ms for input.
+    pub const STEP_WAIT: Duration = Duration::from_millis(10);
+
     /// Waits until the source closes the connection or [`MirrorHandle::shutdown`]; the
-    /// copy itself runs since `connect`. A second call returns `Ok(())` at once.
+    /// copy itself runs since `connect`. The same as `while self.step()? {}`, but asleep
+    /// until the end instead of waking at each step. Once `run` or `step` has seen the end,
+    /// returns `Ok(())` at once.
     pub fn run(&mut self) -> Result<(), ReplicaError> {
         match self.thread.take() {
             Some(h) => joined(h).map(drop),
             None => Ok(()),
         }
+    }
+
+    /// `Ok(true)` once the mirror has made progress since the last call (records written,
+    /// frames or datagrams received, a NAK sent), or after [`Mirror::STEP_WAIT`] without
+    /// any while the copy goes on; `Ok(false)` once the copy has ended, because the source
+    /// closed the connection or [`MirrorHandle::shutdown`] was called, or the error that
+    /// ended it. After the end, `Ok(false)` at once.
+    ///
+    /// Unlike ringfire's, this `step` copies nothing: the helper thread started by
+    /// `connect` does, whether or not `step` is called, so one `step` can return after many
+    /// frames, or after none. ringfire's handles one TCP frame (blocking until it comes)
+    /// or the datagrams queued (waiting at most 10 ms for them). A loop of `step` calls
+    /// ends, as there, when the source hangs up, with every record it sent in the ring.
+    pub fn step(&mut self) -> Result<bool, ReplicaError> {
+        let Some(h) = &self.thread else {
+            return Ok(false);
+        };
+        if !h.is_finished() {
+            self.seen = self.progress.wait_changed(&self.seen, Self::STEP_WAIT);
+            if !self.progress.ended() {
+                return Ok(true);
+            }
+        }
+        // The driver has returned: its thread ends right after.
+        self.run().map(|()| false)
     }
 }
 

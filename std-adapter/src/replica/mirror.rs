@@ -7,8 +7,8 @@
 use std::io::{self, Read};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
 
 use ringwire_core::replicate::collect::max_frame_len;
@@ -137,9 +137,18 @@ pub struct MirrorSnapshot {
 /// A running mirror's state for other threads of the process ([`run_observed`]). The driver
 /// refreshes it at each handshake, whenever it is about to wait for input, when a new NAK
 /// is outstanding, after every 64 busy rounds and when a connection ends: under load it
-/// trails the ring by a few batches, and it costs the driver nothing per record.
+/// trails the ring by a few batches, and it costs the driver nothing per record (nor a
+/// wake-up call per refresh unless a thread is in [`MirrorProgress::wait_changed`]).
 #[derive(Debug, Default)]
-pub struct MirrorProgress(Mutex<MirrorSnapshot>);
+pub struct MirrorProgress {
+    state: Mutex<MirrorSnapshot>,
+    /// Signalled after a refresh while `waiters` > 0, and when the driver returns.
+    changed: Condvar,
+    /// Threads in `wait_changed`; changed and read only under the `state` lock.
+    waiters: AtomicUsize,
+    /// The driver has returned; set under the `state` lock.
+    ended: AtomicBool,
+}
 
 impl MirrorProgress {
     /// Nothing seen yet.
@@ -152,9 +161,54 @@ impl MirrorProgress {
         *self.lock()
     }
 
+    /// Waits until the state differs from `seen` or the driver has returned, for at most
+    /// `max`, and returns the state then.
+    pub fn wait_changed(&self, seen: &MirrorSnapshot, max: StdDuration) -> MirrorSnapshot {
+        let g = self.lock();
+        // Relaxed here and below: the `state` lock orders these.
+        self.waiters.fetch_add(1, Ordering::Relaxed);
+        let (g, _) = self
+            .changed
+            .wait_timeout_while(g, max, |s| s == seen && !self.ended.load(Ordering::Relaxed))
+            .unwrap_or_else(|p| p.into_inner());
+        self.waiters.fetch_sub(1, Ordering::Relaxed);
+        *g
+    }
+
+    /// Whether the [`run_observed`] fed by this has returned (false again once another
+    /// starts with it).
+    pub fn ended(&self) -> bool {
+        let _g = self.lock();
+        self.ended.load(Ordering::Relaxed)
+    }
+
     fn lock(&self) -> MutexGuard<'_, MirrorSnapshot> {
         // Plain data: a panic elsewhere leaves nothing half-updated that matters.
-        self.0.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Releases `g`, held across a refresh, and wakes the threads in `wait_changed`.
+    fn publish(&self, g: MutexGuard<'_, MirrorSnapshot>) {
+        let wake = self.waiters.load(Ordering::Relaxed) > 0;
+        drop(g);
+        if wake {
+            self.changed.notify_all();
+        }
+    }
+
+    fn set_ended(&self, ended: bool) {
+        let g = self.lock();
+        self.ended.store(ended, Ordering::Relaxed);
+        self.publish(g);
+    }
+}
+
+/// Marks a [`MirrorProgress`] ended when [`run_observed`] returns, or unwinds.
+struct EndOnDrop<'a>(&'a MirrorProgress);
+
+impl Drop for EndOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.set_ended(true);
     }
 }
 
@@ -215,6 +269,10 @@ pub fn run_observed(
     stop: &AtomicBool,
     progress: Option<&MirrorProgress>,
 ) -> Result<MirrorSummary, ReplicaError> {
+    let _end = progress.map(|p| {
+        p.set_ended(false);
+        EndOnDrop(p)
+    });
     let Some(src) = peer(opts.source) else {
         return Err(ReplicaError::arg(
             "SOURCE",
@@ -271,6 +329,7 @@ pub fn run_observed(
                     if c.observer.as_ref().is_some_and(|o| o.shook) {
                         s.last_seq = sum.last_seq;
                     }
+                    p.publish(s);
                 }
                 if opts.log {
                     let why = match &end {
@@ -456,6 +515,7 @@ impl<'a> Conn<'a> {
         if new_nak {
             s.last_nak = nak;
         }
+        o.progress.publish(s);
     }
 
     /// Reads what TCP has; returns whether anything came.

@@ -20,6 +20,7 @@ use ringwire_core::replicate::{
     Duration, Pacing, PeerAddr, RecordSource, RingSource, SourceConfig, SourceCounters,
     SourceSession, TokenRegistry, Transport, UdpConfig, UdpOffer, UdpSender,
 };
+use ringwire_core::wire::Kind;
 
 use super::ReplicaError;
 use super::anticipate::MAX_WINDOW;
@@ -27,7 +28,7 @@ use super::io::{
     RingWaiter, now, peer, peer_v4, poll, pollin, until, write_all_within, yield_to_receiver,
 };
 use crate::RingFile;
-use crate::net::mmsg::send_to_many;
+use crate::net::mmsg::SendMany;
 use crate::net::sockets::{MulticastOut, TCP_WRITE_TIMEOUT, is_emsgsize, source_udp, tune_tcp};
 
 /// Unicast mirrors one server can register.
@@ -68,6 +69,14 @@ pub struct ServeOptions {
     pub max_sessions: usize,
     /// Print startup, status and session lines on stderr.
     pub log: bool,
+    /// Fault injection for tests (ringfire's `MulticastConfig::drop_every`): the UDP sender
+    /// skips every n-th DATA datagram, all its copies to every destination; mirrors recover
+    /// the records by NAK. 0 (the default) never.
+    pub drop_every: u64,
+    /// Fault injection for tests (ringfire's `MulticastConfig::swap_every`): the UDP sender
+    /// sends every n-th DATA datagram right after the one that follows it, so mirrors see
+    /// them out of order. 0 (the default) never.
+    pub swap_every: u64,
 }
 
 impl ServeOptions {
@@ -90,6 +99,8 @@ impl ServeOptions {
             once: false,
             max_sessions: 64,
             log: true,
+            drop_every: 0,
+            swap_every: 0,
         }
     }
 }
@@ -568,9 +579,10 @@ impl Server {
         let src = RingSource(*self.ring.ring());
         let mut buf = vec![0u8; 65_536];
         let mut rbuf = [0u8; 64];
-        let mut dests: Vec<SocketAddrV4> = Vec::new();
+        let mut dests: Vec<SocketAddrV4> = Vec::with_capacity(MAX_UNICAST + 1);
+        let mut out = SendMany::with_capacity(MAX_UNICAST + 1);
+        let mut faults = Faults::new(self.opts.drop_every, self.opts.swap_every);
         let mut waiter = RingWaiter::new(self.opts.spin, self.opts.anticipate);
-        let dup = self.opts.dup.max(1);
         // Relaxed: a plain flag.
         while !halt.load(Ordering::Relaxed) {
             // PUNCH intake, bounded per iteration.
@@ -597,14 +609,17 @@ impl Server {
                     len
                 };
                 sent_any = true;
-                for _ in 0..dup {
-                    let (_, err) = send_to_many(sock, &buf[..len], &dests);
-                    if let Some(e) = err {
-                        if is_emsgsize(&e) {
-                            self.sender().handle_emsgsize(len);
-                        }
-                        break;
-                    }
+                let frame = &buf[..len];
+                // Off, this is the only cost of fault injection: one predictable branch.
+                let data = faults.on && frame.first() == Some(&(Kind::Data as u8));
+                if data && !faults.admit(frame) {
+                    continue;
+                }
+                if self.deliver(sock, &mut out, frame, &dests)
+                    && data
+                    && let Some(late) = faults.take_held()
+                {
+                    self.deliver(sock, &mut out, late, &dests);
                 }
             }
             if sent_any {
@@ -624,5 +639,137 @@ impl Server {
                 waiter.wait(self.ring.ring(), cursor, max);
             }
         }
+    }
+
+    /// Sends `frame` [`ServeOptions::dup`] times to every destination. False if an error
+    /// stopped it; EMSGSIZE also lowers the sender's datagram budget (spec §20.3).
+    fn deliver(
+        &self,
+        sock: &UdpSocket,
+        out: &mut SendMany,
+        frame: &[u8],
+        dests: &[SocketAddrV4],
+    ) -> bool {
+        for _ in 0..self.opts.dup.max(1) {
+            if let (_, Some(e)) = out.send(sock, frame, dests) {
+                if is_emsgsize(&e) {
+                    self.sender().handle_emsgsize(frame.len());
+                }
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// ringfire's fault injection (its `MulticastConfig::drop_every` and `swap_every`), counted
+/// as ringfire counts. The n-th DATA datagram the UDP sender builds (n from 1; heartbeats and
+/// records too long for any datagram do not count, a datagram then refused with EMSGSIZE
+/// does) is held when n is a multiple of `swap_every` and none is held yet, else dropped
+/// when n is a multiple of `drop_every`. A held datagram goes out right after the next DATA
+/// datagram whose copies all went out without error; heartbeats do not release it, so on an
+/// idle ring it waits (mirrors NAK its records once a heartbeat announces them), and it is
+/// never sent if the server stops first.
+#[derive(Debug)]
+struct Faults {
+    /// Either knob is set.
+    on: bool,
+    drop_every: u64,
+    swap_every: u64,
+    /// DATA datagrams built so far.
+    built: u64,
+    /// The held datagram, when `holding`; its room is reserved once, up front.
+    held: Vec<u8>,
+    holding: bool,
+}
+
+impl Faults {
+    fn new(drop_every: u64, swap_every: u64) -> Faults {
+        Faults {
+            on: drop_every != 0 || swap_every != 0,
+            drop_every,
+            swap_every,
+            built: 0,
+            held: Vec::with_capacity(if swap_every != 0 { 65_536 } else { 0 }),
+            holding: false,
+        }
+    }
+
+    /// Counts a DATA datagram just built; true if it goes out now, false if it is dropped
+    /// or held (a copy is kept for [`Faults::take_held`]).
+    fn admit(&mut self, frame: &[u8]) -> bool {
+        self.built += 1;
+        if self.swap_every != 0 && self.built.is_multiple_of(self.swap_every) && !self.holding {
+            self.held.clear();
+            self.held.extend_from_slice(frame);
+            self.holding = true;
+            return false;
+        }
+        self.drop_every == 0 || !self.built.is_multiple_of(self.drop_every)
+    }
+
+    /// The held datagram, to send now: call after a DATA datagram went out without error.
+    fn take_held(&mut self) -> Option<&[u8]> {
+        std::mem::take(&mut self.holding).then_some(&self.held[..])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Faults;
+
+    /// Builds datagrams 1..=n (each one byte, its number) through `f` as `udp_loop` does;
+    /// `fails(k)` says whether delivering datagram k errs. Returns what went out, in order.
+    fn run(mut f: Faults, n: u8, fails: impl Fn(u8) -> bool) -> Vec<u8> {
+        let mut wire = Vec::new();
+        for k in 1..=n {
+            if f.on && !f.admit(&[k]) {
+                continue;
+            }
+            if fails(k) {
+                continue;
+            }
+            wire.push(k);
+            if let Some(late) = f.take_held() {
+                wire.extend_from_slice(late);
+            }
+        }
+        wire
+    }
+
+    #[test]
+    fn off_sends_everything_in_order() {
+        let f = Faults::new(0, 0);
+        assert!(!f.on);
+        assert_eq!(run(f, 9, |_| false), (1..=9).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn drop_every_skips_each_nth_counting_from_one() {
+        let want: Vec<u8> = (1..=22).filter(|k| k % 7 != 0).collect();
+        assert_eq!(run(Faults::new(7, 0), 22, |_| false), want);
+    }
+
+    #[test]
+    fn swap_every_sends_each_nth_after_its_successor() {
+        assert_eq!(
+            run(Faults::new(0, 5), 12, |_| false),
+            [1, 2, 3, 4, 6, 5, 7, 8, 9, 11, 10, 12]
+        );
+        // Every one: each odd datagram waits for the even one after it.
+        assert_eq!(run(Faults::new(0, 1), 6, |_| false), [2, 1, 4, 3, 6, 5]);
+        // The last one held stays held.
+        assert_eq!(run(Faults::new(0, 3), 6, |_| false), [1, 2, 4, 3, 5]);
+    }
+
+    /// Holding wins over dropping; a held datagram waits through dropped and failed ones
+    /// for the next one sent, and meanwhile another multiple of `swap_every` is not held.
+    #[test]
+    fn held_waits_for_the_next_datagram_sent() {
+        assert_eq!(
+            run(Faults::new(3, 5), 16, |_| false),
+            [1, 2, 4, 7, 5, 8, 11, 10, 13, 14, 16, 15]
+        );
+        assert_eq!(run(Faults::new(0, 2), 7, |k| k == 3), [1, 4, 2, 5, 7, 6]);
     }
 }
