@@ -1,6 +1,6 @@
 //! ringfire's names for the ring and blackboard header constants (spec §2, §14), the same
 //! values as the core's [`RING_MAGIC`](ringwire_core::layout::RING_MAGIC) and
-//! [`Flags`](ringwire_core::layout::Flags).
+//! [`Flags`].
 
 use ringwire_core::layout::{self, Flags};
 
