@@ -20,6 +20,7 @@ pub mod anticipate;
 pub mod cli;
 pub mod compat;
 pub mod demo;
+mod faults;
 pub mod io;
 pub mod mirror;
 pub mod serve;
