@@ -18,7 +18,7 @@
 //! attaching a consumer, whose registration lives and dies with it.
 
 use ringwire_core::RingView;
-use ringwire_core::broadcast::registry;
+use ringwire_core::broadcast::registry::{self, unread};
 
 use crate::sys;
 
@@ -40,12 +40,6 @@ pub struct ReaderInfo {
     /// Messages up to the `write_seq` passed that it has not read:
     /// `write_seq - (cursor_seq - 1)`, saturating at 0.
     pub lag: u64,
-}
-
-/// Unread messages up to `write_seq` for a reader whose next sequence is `cursor` (ringfire's
-/// formula: a cursor of 0 counts as 1, a cursor past `write_seq + 1` as caught up).
-fn unread(write_seq: u64, cursor: u64) -> u64 {
-    write_seq.saturating_sub(cursor.saturating_sub(1))
 }
 
 /// A ring's reader registry: its live readers, their cursors and the producer's headroom.
@@ -177,7 +171,7 @@ pub fn is_process_alive(pid: u32) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::{ReaderRegistration, ReaderRegistry, unread};
+    use super::{ReaderRegistration, ReaderRegistry};
 
     /// As ringfire's, both may be shared with and sent to other threads (and so may the
     /// handles that hold them).
@@ -189,14 +183,5 @@ mod tests {
         check::<crate::RingConsumer<u64>>();
         check::<crate::BlobConsumer<u64>>();
         check::<crate::RingProducer<u64>>();
-    }
-
-    #[test]
-    fn unread_counts_from_the_cursor_and_saturates() {
-        assert_eq!(unread(10, 4), 7); // 4..=10
-        assert_eq!(unread(10, 11), 0); // caught up
-        assert_eq!(unread(10, 30), 0); // ahead: never wraps
-        assert_eq!(unread(10, 0), 10); // cursor 0 taken as 1
-        assert_eq!(unread(0, 1), 0);
     }
 }

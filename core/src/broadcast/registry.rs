@@ -317,7 +317,15 @@ pub fn gate_limit(view: &RingView, seq: u64) -> u64 {
 /// reader that has not polled since may show more than the capacity.
 #[must_use]
 pub fn slowest_unread(view: &RingView, write_seq: u64) -> Option<u64> {
-    min_live_cursor(view).map(|min| write_seq.saturating_sub(min.saturating_sub(1)))
+    min_live_cursor(view).map(|min| unread(write_seq, min))
+}
+
+/// Messages up to `write_seq` that a reader whose next sequence is `cursor` has not read:
+/// `write_seq - (cursor - 1)`, saturating (a cursor of 0 counts as 1; one past `write_seq`
+/// or further is caught up).
+#[must_use]
+pub const fn unread(write_seq: u64, cursor: u64) -> u64 {
+    write_seq.saturating_sub(cursor.saturating_sub(1))
 }
 
 #[cfg(all(test, not(loom)))]
@@ -338,6 +346,15 @@ mod tests {
 
     fn lossless(readers: u32) -> Geometry {
         Geometry::spmc(8, 16, 8, readers, true).unwrap()
+    }
+
+    #[test]
+    fn unread_counts_from_the_cursor_and_saturates() {
+        assert_eq!(unread(10, 4), 7); // 4..=10
+        assert_eq!(unread(10, 11), 0); // caught up
+        assert_eq!(unread(10, 30), 0); // ahead: never wraps
+        assert_eq!(unread(10, 0), 10); // cursor 0 taken as 1
+        assert_eq!(unread(0, 1), 0);
     }
 
     #[test]
