@@ -3,6 +3,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use ringwire::ReadOnlyRing;
@@ -10,6 +11,7 @@ use ringwire::core::replicate::Start;
 use ringwire::core::{SlotRead, oldest_retained};
 use ringwire::replica::mirror::MirrorOptions;
 use ringwire::replica::serve::ServeOptions;
+use ringwire::{ReplicaError, ReplicaServer, ReplicaServerHandle};
 
 /// How live data travels from serve to mirror.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -84,4 +86,22 @@ pub fn assert_mirrored<const N: usize>(source: &Path, mirror: &Path, n: u64) {
         assert_eq!(a, b, "bytes of {seq}");
         assert_eq!(&a[..N], &payload::<N>(seq), "payload of {seq}");
     }
+}
+
+/// Shuts a facade [`ReplicaServer`] down when dropped, also on a failed assertion.
+pub struct StopOnDrop(pub ReplicaServerHandle);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.shutdown();
+    }
+}
+
+/// Starts `server` on its own thread: its address, a guard that shuts it down, the thread.
+pub fn spawn_server(
+    server: ReplicaServer,
+) -> (SocketAddr, StopOnDrop, JoinHandle<Result<(), ReplicaError>>) {
+    let addr = server.local_addr().unwrap();
+    let stop = StopOnDrop(server.shutdown_handle());
+    (addr, stop, server.spawn().unwrap())
 }

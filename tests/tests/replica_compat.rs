@@ -11,10 +11,8 @@ use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ringwire::{
-    Mirror, MirrorStart, MulticastConfig, ReplicaError, ReplicaServer, ReplicaServerHandle,
-};
-use ringwire_tests::replica::Mode;
+use ringwire::{Mirror, MirrorStart, MulticastConfig, ReplicaError, ReplicaServer};
+use ringwire_tests::replica::{Mode, StopOnDrop, spawn_server};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -61,14 +59,6 @@ fn publish(push: &mut impl FnMut(u64), from: u64, to: u64) {
     }
 }
 
-/// Stops a ringwire facade server when dropped, also on a failed assertion.
-struct StopOnDrop(ReplicaServerHandle);
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.shutdown();
-    }
-}
-
 /// ringwire's facade server for `mode`.
 fn our_server(src: &Path, mode: Mode, idx: u16) -> ReplicaServer {
     let s = ReplicaServer::bind(src, (Ipv4Addr::LOCALHOST, 0))
@@ -111,9 +101,7 @@ fn ours_to_ours(mode: Mode, idx: u16) {
     publish(&mut |s| assert_eq!(producer.push(&payload(s)), s), 1, N / 2);
     let server = our_server(src.path(), mode, idx);
     assert_eq!(server.ring_path(), src.path());
-    let addr = server.local_addr().unwrap();
-    let _stop = StopOnDrop(server.shutdown_handle());
-    let srv = server.spawn().unwrap();
+    let (addr, _stop, srv) = spawn_server(server);
     let mut mirror = Mirror::builder()
         .start(MirrorStart::Oldest)
         .interface(Ipv4Addr::LOCALHOST)
@@ -182,9 +170,7 @@ fn ours_to_ringfire(mode: Mode, idx: u16) {
     let mut producer = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
     publish(&mut |s| assert_eq!(producer.push(&payload(s)), s), 1, N / 2);
     let server = our_server(src.path(), mode, idx);
-    let addr = server.local_addr().unwrap();
-    let _stop = StopOnDrop(server.shutdown_handle());
-    let srv = server.spawn().unwrap();
+    let (addr, _stop, srv) = spawn_server(server);
     let mut mirror = RfMirror::builder()
         .start(RfStart::Oldest)
         .interface(Ipv4Addr::LOCALHOST)
@@ -381,9 +367,7 @@ fn resume_continues_the_existing_ring() {
     let mut producer = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
     publish(&mut |s| assert_eq!(producer.push(&payload(s)), s), 1, 1000);
     let server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let addr = server.local_addr().unwrap();
-    let stop = StopOnDrop(server.shutdown_handle());
-    let srv = server.spawn().unwrap();
+    let (addr, stop, srv) = spawn_server(server);
     let copy = |start, until: u64| {
         let mut m = Mirror::builder()
             .start(start)
@@ -429,9 +413,7 @@ fn bad_addresses_and_missing_rings_are_typed_errors() {
     assert!(!dst.path().exists());
     // A mirror ring that cannot be created.
     let server = ReplicaServer::bind(src.path(), "127.0.0.1:0").unwrap();
-    let addr = server.local_addr().unwrap();
-    let stop = StopOnDrop(server.shutdown_handle());
-    let srv = server.spawn().unwrap();
+    let (addr, stop, srv) = spawn_server(server);
     let e = Mirror::connect(addr, "/dev/shm/ringwire-no-such-dir/mirror").unwrap_err();
     assert!(matches!(e, ReplicaError::Ring(_)), "{e:?}");
     stop.0.shutdown();
@@ -447,9 +429,7 @@ fn step_until_the_server_stops(mode: Mode, idx: u16) {
     let mut producer = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
     publish(&mut |s| assert_eq!(producer.push(&payload(s)), s), 1, N / 2);
     let server = our_server(src.path(), mode, idx);
-    let addr = server.local_addr().unwrap();
-    let stop = StopOnDrop(server.shutdown_handle());
-    let srv = server.spawn().unwrap();
+    let (addr, stop, srv) = spawn_server(server);
     let mut mirror = Mirror::builder()
         .start(MirrorStart::Oldest)
         .interface(Ipv4Addr::LOCALHOST)
@@ -515,9 +495,7 @@ fn step_on_an_idle_source_returns_within_the_bound() {
     let dst = ShmPath::new("cmp-idle-dst");
     let mut producer = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
     let server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let addr = server.local_addr().unwrap();
-    let stop = StopOnDrop(server.shutdown_handle());
-    let srv = server.spawn().unwrap();
+    let (addr, stop, srv) = spawn_server(server);
     let mut mirror = Mirror::connect(addr, dst.path()).unwrap();
     let slack = Duration::from_millis(150);
     let mut longest = Duration::ZERO;

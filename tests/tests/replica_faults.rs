@@ -21,8 +21,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use ringwire::{Mirror, MirrorStart, MulticastConfig, ReplicaServer, ReplicaServerHandle};
-use ringwire_tests::replica::Mode;
+use ringwire::{Mirror, MirrorStart, MulticastConfig, ReplicaServer};
+use ringwire_tests::replica::{Mode, spawn_server};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -57,14 +57,6 @@ fn mcast(idx: u16) -> SocketAddrV4 {
         Ipv4Addr::new(239, 255, 103, idx as u8),
         40_000 + (pid % 1_500) as u16 * 12 + idx,
     )
-}
-
-/// Stops a ringwire facade server when dropped, also on a failed assertion.
-struct StopOnDrop(ReplicaServerHandle);
-impl Drop for StopOnDrop {
-    fn drop(&mut self) {
-        self.0.shutdown();
-    }
 }
 
 /// One datagram header as the sniffer saw it.
@@ -296,9 +288,7 @@ fn faulty_server(mode: Mode, fault: Fault, peer: Peer, idx: u16) {
     }
     let sniffer = Sniffer::join(g);
     let server = our_server(src.path(), mode, g, fault);
-    let addr = server.local_addr().unwrap();
-    let stop = StopOnDrop(server.shutdown_handle());
-    let srv = server.spawn().unwrap();
+    let (addr, stop, srv) = spawn_server(server);
     let unicast = mode == Mode::Unicast;
     let (got, session) = match peer {
         Peer::Ringwire => {
