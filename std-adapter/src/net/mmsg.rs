@@ -301,23 +301,13 @@ impl SendMany {
     }
 }
 
-/// [`SendMany::send`] with a sender of its own: allocates its headers on every call, so a
-/// loop keeps a [`SendMany`] instead.
-pub fn send_to_many(
-    sock: &UdpSocket,
-    frame: &[u8],
-    to: &[SocketAddrV4],
-) -> (usize, Option<io::Error>) {
-    SendMany::with_capacity(to.len()).send(sock, frame, to)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::time::Duration;
 
     #[test]
-    fn send_to_many_then_recv_batch() {
+    fn send_many_then_recv_batch() {
         let rx1 = UdpSocket::bind("127.0.0.1:0").unwrap();
         let rx2 = UdpSocket::bind("127.0.0.1:0").unwrap();
         let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -328,8 +318,9 @@ mod tests {
                 a => panic!("not v4: {a}"),
             })
             .collect();
+        let mut out = SendMany::default();
         for i in 0..3u8 {
-            let (n, err) = send_to_many(&tx, &[i; 100], &to);
+            let (n, err) = out.send(&tx, &[i; 100], &to);
             assert_eq!((n, err.map(|e| e.kind())), (2, None));
         }
         rx1.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
