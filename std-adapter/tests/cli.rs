@@ -307,3 +307,52 @@ fn reconnect_ms_0_retries_at_once_and_logs_once_a_second() {
         "{err}"
     );
 }
+
+/// The number after `key` in `line` ("published 2001," gives 2001).
+fn figure(line: &str, key: &str) -> f64 {
+    let rest = line
+        .split(key)
+        .nth(1)
+        .unwrap_or_else(|| panic!("no {key:?} in {line}"));
+    let word = rest.split_whitespace().next().unwrap_or_default();
+    word.trim_end_matches([',', ';'])
+        .parse()
+        .unwrap_or_else(|e| panic!("{key:?} in {line}: {e}"))
+}
+
+#[test]
+fn demo_runs_the_whole_path_reports_cpu_and_removes_its_files() {
+    // The README's first command, shortened: multicast (the default) for one second.
+    let child = Command::new(env!("CARGO_BIN_EXE_ringwire"))
+        .args(["demo", "--seconds", "1", "--rate", "2000"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let last = stdout.lines().last().unwrap_or_default();
+    let published = figure(last, "published ");
+    assert!((2_000.0..=2_001.0).contains(&published), "{last}");
+    assert_eq!(figure(last, "delivered "), published, "{last}");
+    assert_eq!(figure(last, "missed "), 0.0, "{last}");
+    assert_eq!(figure(last, "corrupt "), 0.0, "{last}");
+    // Four threads that mostly sleep at 2,000 msg/s: some CPU, and never more than the
+    // machine has.
+    let cores = figure(last, "cpu ");
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+    assert!(cores > 0.0 && cores <= ncpu, "{last}");
+    assert!(stderr.contains("msg/s"), "no live line: {stderr}");
+    let prefix = format!("ringwire-demo-{pid}-");
+    let left: Vec<_> = std::fs::read_dir("/dev/shm")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+        .collect();
+    assert!(left.is_empty(), "demo left {left:?}");
+}

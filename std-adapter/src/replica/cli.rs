@@ -302,7 +302,12 @@ impl DemoArgs {
             anticipate: !self.no_anticipate,
             live: true,
         };
-        exit(super::demo::run(&opts, stop).map(|_| ()))
+        exit(
+            super::demo::run(&opts, stop).and_then(|r| match r.problem() {
+                None => Ok(()),
+                Some(what) => Err(ReplicaError::DemoFailed { what }),
+            }),
+        )
     }
 }
 

@@ -77,6 +77,61 @@ pub struct DemoReport {
     /// Wall time from the first to the last publish: `published` over this is the rate the
     /// producer achieved (an open-loop producer that falls behind publishes late, not less).
     pub publish_time: StdDuration,
+    /// CPU time (user + system) the whole process used over `publish_time`: producer,
+    /// server, mirror and reader together. Over `publish_time` it is the cores the run
+    /// cost, which is what `--spin` and anticipation trade against latency.
+    pub cpu_time: StdDuration,
+}
+
+impl DemoReport {
+    /// What went wrong for the reader, if anything: records that arrived corrupt, twice,
+    /// out of order or never sent, or records published but neither delivered nor counted
+    /// as missed (overwritten before the reader got to them, which a broadcast ring allows
+    /// a reader that falls a whole ring behind).
+    pub fn problem(&self) -> Option<String> {
+        let mut found = Vec::new();
+        if self.corrupt > 0 {
+            found.push(format!("{} arrived corrupt", records(self.corrupt)));
+        }
+        if let Some(s) = &self.stream {
+            for (n, what) in [
+                (s.duplicates, "arrived twice"),
+                (s.reorders, "arrived out of order"),
+                (s.bogus, "carried a sequence never published"),
+            ] {
+                if n > 0 {
+                    found.push(format!("{} {what}", records(n)));
+                }
+            }
+        }
+        let lost = self
+            .published
+            .saturating_sub(self.delivered.saturating_add(self.missed));
+        if lost > 0 {
+            found.push(format!(
+                "{} of {} published never reached the reader",
+                records(lost),
+                self.published
+            ));
+        }
+        (!found.is_empty()).then(|| found.join(", "))
+    }
+
+    /// Cores the process used while publishing: [`DemoReport::cpu_time`] over
+    /// [`DemoReport::publish_time`] (0 if nothing was published).
+    pub fn cores(&self) -> f64 {
+        let wall = self.publish_time.as_secs_f64();
+        if wall > 0.0 {
+            self.cpu_time.as_secs_f64() / wall
+        } else {
+            0.0
+        }
+    }
+}
+
+/// "1 record", "2 records".
+fn records(n: u64) -> String {
+    format!("{n} record{}", if n == 1 { "" } else { "s" })
 }
 
 /// Removes the demo's files when dropped.
@@ -197,7 +252,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     // Every record the pacer can schedule within the run; anything above is bogus.
     let max_seq = opts.rate.saturating_mul(opts.seconds).saturating_add(1);
     let (server, mo, mir_path) = (&server, &mo, &mir_path);
-    let publish_time = &std::sync::Mutex::new(StdDuration::ZERO);
+    let publish_time = &std::sync::Mutex::new((StdDuration::ZERO, StdDuration::ZERO));
     let result = std::thread::scope(|sc| {
         let srv = sc.spawn(move || server.run(halt));
         let mir = sc.spawn(move || run_mirror(mo, halt));
@@ -222,9 +277,10 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
             std::thread::sleep(StdDuration::from_millis(5));
         }
         if ready.load(Ordering::Relaxed) {
-            let t0 = std::time::Instant::now();
+            let (t0, cpu0) = (std::time::Instant::now(), crate::sys::process_cpu_time());
             produce(&src, opts, stop, published);
-            *publish_time.lock().unwrap_or_else(|p| p.into_inner()) = t0.elapsed();
+            let cpu = crate::sys::process_cpu_time().saturating_sub(cpu0);
+            *publish_time.lock().unwrap_or_else(|p| p.into_inner()) = (t0.elapsed(), cpu);
             // Let the last records arrive.
             let t0 = std::time::Instant::now();
             while !reader.is_finished()
@@ -253,6 +309,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     })?;
     let (delivered, missed, corrupt, lat, tracker) = result;
     let sent = published.load(Ordering::Relaxed);
+    let (publish_time, cpu_time) = *publish_time.lock().unwrap_or_else(|p| p.into_inner());
     let report = DemoReport {
         published: sent,
         delivered,
@@ -260,12 +317,13 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
         corrupt,
         latency: lat.summary(),
         stream: tracker.map(|t| t.finish(sent)),
-        publish_time: *publish_time.lock().unwrap_or_else(|p| p.into_inner()),
+        publish_time,
+        cpu_time,
     };
     if opts.live {
         let l = report.latency;
         println!(
-            "demo: {:?}: published {}, delivered {}, missed {}, corrupt {}; push→read p50 {} p90 {} p99 {} p99.9 {} max {}",
+            "demo: {:?}: published {}, delivered {}, missed {}, corrupt {}; push→read p50 {} p90 {} p99 {} p99.9 {} max {}; cpu {:.2} cores",
             opts.transport,
             report.published,
             report.delivered,
@@ -275,7 +333,8 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
             fmt_ns(l.p90),
             fmt_ns(l.p99),
             fmt_ns(l.p999),
-            fmt_ns(l.max)
+            fmt_ns(l.max),
+            report.cores()
         );
     }
     drop(src);
@@ -389,4 +448,59 @@ fn reader(path: &Path, cx: &ReaderCtx<'_>) -> Option<ReaderOut> {
         }
     }
     Some((delivered, missed, corrupt, total, tracker))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(published: u64, delivered: u64, missed: u64, corrupt: u64) -> DemoReport {
+        DemoReport {
+            published,
+            delivered,
+            missed,
+            corrupt,
+            latency: Summary::default(),
+            stream: Some(StressReport {
+                sent: published,
+                delivered,
+                duplicates: 0,
+                reorders: 0,
+                gap_events: 0,
+                missing: published - delivered,
+                bogus: 0,
+            }),
+            publish_time: StdDuration::from_secs(2),
+            cpu_time: StdDuration::from_millis(500),
+        }
+    }
+
+    #[test]
+    fn a_report_names_what_went_wrong() {
+        assert_eq!(report(100, 100, 0, 0).problem(), None);
+        // Lapped records are the broadcast ring's policy, not a failure.
+        assert_eq!(report(100, 90, 10, 0).problem(), None);
+        let p = report(100, 97, 0, 2).problem().expect("a problem");
+        assert!(p.contains("2 records arrived corrupt"), "{p}");
+        assert!(
+            p.contains("3 records of 100 published never reached"),
+            "{p}"
+        );
+        let mut r = report(100, 100, 0, 0);
+        if let Some(s) = r.stream.as_mut() {
+            s.reorders = 4;
+            s.duplicates = 1;
+        }
+        let p = r.problem().expect("a problem");
+        assert!(p.contains("1 record arrived twice"), "{p}");
+        assert!(p.contains("4 records arrived out of order"), "{p}");
+    }
+
+    #[test]
+    fn cores_are_cpu_time_over_publish_time() {
+        assert_eq!(report(1, 1, 0, 0).cores(), 0.25);
+        let mut r = report(0, 0, 0, 0);
+        r.publish_time = StdDuration::ZERO;
+        assert_eq!(r.cores(), 0.0);
+    }
 }

@@ -62,6 +62,12 @@ pub enum ReplicaError {
         /// The ring's path.
         path: PathBuf,
     },
+    /// `ringwire demo` ran, but its reader did not get every record intact, once and in
+    /// order (see [`demo::DemoReport::problem`]).
+    DemoFailed {
+        /// What the reader found.
+        what: String,
+    },
 }
 
 impl ReplicaError {
@@ -94,6 +100,7 @@ impl fmt::Display for ReplicaError {
                 path.display()
             ),
             ReplicaError::Mirror(e) => write!(f, "mirror: {e}"),
+            ReplicaError::DemoFailed { what } => write!(f, "demo: {what}"),
         }
     }
 }
