@@ -243,7 +243,7 @@ fn stat_describes_queue_files_and_other_commands_name_them() {
         q.try_push(&i).unwrap();
     }
     q.try_pop().unwrap();
-    let stuck = q.core().claim().unwrap();
+    let stuck = q.claim().unwrap();
     let path = t.0.to_str().unwrap();
     let (code, out, err) = ringwire(&["stat", path]);
     assert_eq!(code, 0, "{err}");

@@ -147,7 +147,7 @@ fn run_victim() {
         }
     }
     let claimed = loop {
-        match q.core().claim() {
+        match q.claim() {
             Ok(pos) => break pos,
             Err(PushError::Full) => std::thread::yield_now(),
             Err(e) => panic!("victim: claim: {e:?}"),
@@ -165,7 +165,8 @@ fn run_victim() {
 fn run_consumer() {
     let q = MpmcQueue::<Item>::open(env(QUEUE)).expect("consumer opens the queue");
     let total: u64 = env(COUNT).parse().expect("count");
-    let core = q.core();
+    // SAFETY: `q` lives to the end of this function, past every use of `core`.
+    let core = unsafe { q.core() };
     let mut records = Vec::new();
     let mut buf = Item {
         producer: 0,

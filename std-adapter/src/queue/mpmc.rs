@@ -151,9 +151,40 @@ impl<T: Item> MpmcQueue<T> {
         Ok((None, healed))
     }
 
-    /// The core queue, for the split [`q::MpmcQueue::claim`] /
-    /// [`q::MpmcQueue::write_claimed`] push and other raw access.
-    pub fn core(&self) -> &q::MpmcQueue {
+    /// Claims the next position for an item without writing it, or fails with
+    /// [`PushError::Full`]; [`MpmcQueue::write_claimed`] then writes and publishes it.
+    /// Until then consumers wait at that position, and a claim whose producer died is what
+    /// [`MpmcQueue::next_stuck_slot`] finds. [`MpmcQueue::try_push`] does both in one step.
+    pub fn claim(&self) -> Result<u64, PushError> {
+        self.inner.claim()
+    }
+
+    /// Writes `item` into the position `pos` returned by [`MpmcQueue::claim`] (once) and
+    /// publishes it; [`PushError::Healed`] if the position was healed meanwhile (see
+    /// [`q::MpmcQueue::write_claimed`]).
+    pub fn write_claimed(&self, pos: u64, item: &T) -> Result<(), PushError> {
+        self.inner.write_claimed(pos, item.as_bytes())?;
+        notify(&self.mem, Side::Data);
+        Ok(())
+    }
+
+    /// The core queue, for raw access (its view, cursors and stamps).
+    ///
+    /// # Safety
+    /// The core queue is `Copy` and does not borrow the mapping: neither the returned
+    /// reference nor any copy of it may be used after this handle and all its clones are
+    /// dropped, which unmaps the memory (as for [`QueueMem::view`]). Pushes through it do
+    /// not wake consumers sleeping on the queue's futex.
+    ///
+    /// Safe code cannot take a copy that outlives the mapping:
+    ///
+    /// ```compile_fail,E0133
+    /// let q = ringwire::queue::MpmcQueue::<u64>::anonymous(16).unwrap();
+    /// let core = *q.core();
+    /// drop(q);
+    /// let _ = core.try_push(&7u64.to_ne_bytes());
+    /// ```
+    pub unsafe fn core(&self) -> &q::MpmcQueue {
         &self.inner
     }
 

@@ -180,6 +180,24 @@ fn blocking_pop_and_push_wake_up_and_time_out() {
     assert_eq!(q.pop_blocking(Duration::from_millis(5)), Ok((None, 0)));
 }
 
+#[test]
+fn a_split_push_publishes_at_write_claimed_to_a_waiting_pop() {
+    let q = MpmcQueue::<u64>::anonymous(4).unwrap();
+    let pos = q.claim().unwrap();
+    // Claimed, not written: consumers wait at that position.
+    assert_eq!(q.try_pop(), Ok((None, 0)));
+    assert_eq!(q.len(), 1);
+    std::thread::scope(|s| {
+        let popper = s.spawn(|| q.pop_blocking(Duration::from_secs(10)));
+        std::thread::sleep(Duration::from_millis(30));
+        q.write_claimed(pos, &42).unwrap();
+        assert_eq!(popper.join().unwrap(), Ok((Some(42), 0)));
+    });
+    // A position is written once.
+    assert!(q.write_claimed(pos, &43).is_err());
+    assert!(q.is_empty());
+}
+
 /// Runs the blocking SPSC and MPMC calls with waiters from `make`: an empty pop times out
 /// after its timeout; a pop waits for a push made later; a push into a full queue waits for
 /// a pop made later. Returns the consumer's waiter of the SPSC part for the caller to check.
@@ -303,7 +321,7 @@ fn child_claims_and_hangs() {
     let q = MpmcQueue::<u64>::open(&path).unwrap();
     q.try_push(&1).unwrap();
     // Claim position 1 and never publish it: the parent kills us here.
-    let _pos = q.core().claim().unwrap();
+    let _pos = q.claim().unwrap();
     loop {
         std::thread::sleep(Duration::from_secs(1));
     }
@@ -371,13 +389,9 @@ fn mpmc_file_shared_by_threads_and_reopened() {
                 s.spawn(move || {
                     let mut sum = 0;
                     let mut n = 0;
-                    while q
-                        .core()
-                        .view()
-                        .deq()
-                        .load(ringwire_core::sync::Ordering::Relaxed)
-                        < 2 * N - 4
-                    {
+                    // SAFETY: `q` (a clone of the handle) outlives this use of its core.
+                    let deq = || unsafe { q.core() }.view().deq();
+                    while deq().load(ringwire_core::sync::Ordering::Relaxed) < 2 * N - 4 {
                         match q.try_pop().unwrap() {
                             (Some(o), 0) => {
                                 assert_eq!(o, order(o.id));

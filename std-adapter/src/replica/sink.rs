@@ -73,8 +73,9 @@ impl FileSink {
         self.ring.as_ref()
     }
 
-    /// The ring's view.
-    pub fn view(&self) -> Option<&RingView> {
+    /// The ring's view. Crate-only: the view is `Copy` and does not keep the mapping alive
+    /// (see [`RingFile::view`]).
+    pub(crate) fn view(&self) -> Option<&RingView> {
         self.ring.as_ref().map(|r| r.ring())
     }
 
