@@ -510,6 +510,17 @@ impl RingView {
         self.futex().notify()
     }
 
+    /// [`RingView::publish_fenced`] when `fenced`, else [`RingView::publish`]: a writer
+    /// whose process could not register for membarrier passes `true`.
+    #[inline(always)]
+    pub fn publish_with(&self, seq: u64, fenced: bool) -> bool {
+        if fenced {
+            self.publish_fenced(seq)
+        } else {
+            self.publish(seq)
+        }
+    }
+
     /// `futex_word` and `waiting_consumers`, the ring's side of the §11 handshake.
     #[inline(always)]
     pub fn futex(&self) -> FutexPair<'_> {

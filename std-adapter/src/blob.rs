@@ -164,10 +164,11 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
         .with_schema(schema_signature_of::<M>());
         let file = RingFile::create(path, &geo, &b.create)?;
         // The copy lives in the handle, which owns `file` and drops it last.
-        let writer = BlobWriter::new(*file.ring()).map_err(|source| Error::Blob {
+        let mut writer = BlobWriter::new(*file.ring()).map_err(|source| Error::Blob {
             path: path.to_path_buf(),
             source,
         })?;
+        writer.set_fenced_publish(crate::sys::fenced_publish());
         Ok(BlobProducer {
             writer,
             scratch: vec![0u8; geo.record_len()],

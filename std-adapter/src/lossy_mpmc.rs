@@ -122,8 +122,9 @@ impl<T: IntoBytes + Immutable + 'static> MpmcProducer<T> {
 
     fn with_file(file: RingFile) -> Result<Self> {
         // The copy lives in the handle, which owns `file` and drops it last.
-        let inner =
+        let mut inner =
             LossyMpmcProducer::new(*file.ring()).map_err(|e| Error::attach(file.path(), e))?;
+        inner.set_fenced_publish(sys::fenced_publish());
         Ok(MpmcProducer {
             inner,
             file,

@@ -138,6 +138,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
             // The copy lives in the handle, which owns `file` and drops it last.
             Producer::new(*file.ring(), FutexWake).map_err(|e| Error::attach(path, e))?;
         inner.set_is_alive(sys::pid_alive);
+        inner.set_fenced_publish(sys::fenced_publish());
         // Lives in the handle beside `file`, which keeps the mapping it views.
         let registry = ReaderRegistry::of(file.ring()).map(Box::new);
         Ok(RingProducer {

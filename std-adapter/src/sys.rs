@@ -46,7 +46,8 @@ const MEMBARRIER_CMD_GLOBAL_EXPEDITED: libc::c_long = 2;
 const MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED: libc::c_long = 4;
 
 /// Registers this process for expedited global membarriers (spec §1.2 step 1), once per
-/// process. Errors are ignored: ringwire producers fence anyway (see `wait`).
+/// process. Errors are ignored here: a writer asks [`fenced_publish`] whether its own
+/// publishes must fence instead.
 pub(crate) fn membarrier_register() {
     static ONCE: Once = Once::new();
     ONCE.call_once(|| {
@@ -77,6 +78,14 @@ pub(crate) fn membarrier_registered() -> bool {
         };
         r == 0
     })
+}
+
+/// Whether this process's ring writers must publish with a full fence of their own
+/// (`publish_fenced`): a sleeper's membarrier only reaches processes registered for it,
+/// and without it a writer with only a compiler fence could miss the sleeper (spec §11,
+/// `RingView::bump_futex_if_waiting`). False wherever the registration succeeded.
+pub(crate) fn fenced_publish() -> bool {
+    !membarrier_registered()
 }
 
 /// `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`: makes a ringfire producer, which only has

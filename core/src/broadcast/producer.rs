@@ -298,12 +298,7 @@ impl<W: Wake> Producer<W> {
     #[inline(always)]
     fn publish(&mut self, seq: u64) {
         self.published = seq;
-        let woke = if self.fenced {
-            self.view.publish_fenced(seq)
-        } else {
-            self.view.publish(seq)
-        };
-        if woke {
+        if self.view.publish_with(seq, self.fenced) {
             self.wake_sleepers();
         }
     }

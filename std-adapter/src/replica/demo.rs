@@ -348,6 +348,7 @@ fn produce(src: &RingFile, opts: &DemoOptions, stop: &AtomicBool, published: &At
     let Ok(mut p) = Producer::new(*src.ring(), FutexWake) else {
         return;
     };
+    p.set_fenced_publish(crate::sys::fenced_publish());
     let mut pacer = Pacer::new(opts.rate as f64);
     let end = std::time::Instant::now() + StdDuration::from_secs(opts.seconds);
     // Relaxed: a plain flag.

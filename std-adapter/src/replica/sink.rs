@@ -129,7 +129,7 @@ impl RecordSink for FileSink {
 
     fn publish(&mut self, seq: u64) {
         if let Some(r) = &self.ring
-            && r.ring().publish(seq)
+            && r.ring().publish_with(seq, crate::sys::fenced_publish())
         {
             r.wake_all();
         }

@@ -38,6 +38,8 @@ pub struct Pushed {
 pub struct BlobWriter {
     view: RingView,
     next: u64,
+    /// Publish with a full fence (see [`BlobWriter::set_fenced_publish`]).
+    fenced: bool,
 }
 
 impl BlobWriter {
@@ -53,7 +55,18 @@ impl BlobWriter {
         if w >= SEQ_LIMIT {
             return Err(BlobError::WriteSeqExhausted { write_seq: w });
         }
-        Ok(BlobWriter { view, next: w + 1 })
+        Ok(BlobWriter {
+            view,
+            next: w + 1,
+            fenced: false,
+        })
+    }
+
+    /// Publishes with [`RingView::publish_fenced`] instead of [`RingView::publish`]: for a
+    /// process that could not register for membarrier, whose sleepers' barrier would not
+    /// reach it (see [`RingView::bump_futex_if_waiting`]).
+    pub fn set_fenced_publish(&mut self, fenced: bool) {
+        self.fenced = fenced;
     }
 
     /// The ring.
@@ -81,7 +94,7 @@ impl BlobWriter {
         set_descriptor_ref(descriptor, &r);
         let seq = self.next;
         self.view.write_slot(seq, descriptor);
-        let wake = self.view.publish(seq);
+        let wake = self.view.publish_with(seq, self.fenced);
         self.next += 1;
         Ok(Pushed { seq, blob: r, wake })
     }
@@ -313,6 +326,22 @@ mod tests {
         let v = ring(&mut buf, &Geometry::spmc(4, 32, 8, 0, false).unwrap());
         assert_eq!(BlobWriter::new(v).unwrap_err(), BlobError::NoArena);
         assert_eq!(BlobReader::new(v).unwrap_err(), BlobError::NoArena);
+    }
+
+    #[test]
+    fn fenced_and_unfenced_pushes_report_sleepers_alike() {
+        for fenced in [false, true] {
+            let mut buf = vec![];
+            let v = small(&mut buf, 0);
+            let mut w = BlobWriter::new(v).unwrap();
+            w.set_fenced_publish(fenced);
+            let mut d = [0u8; 24];
+            assert!(!w.push(&mut d, b"a", 0).unwrap().wake, "nobody sleeps");
+            v.waiting_consumers().store(1, Ordering::Relaxed);
+            assert!(w.push(&mut d, b"b", 0).unwrap().wake, "fenced {fenced}");
+            assert_eq!(v.futex_word().load(Ordering::Relaxed), 1);
+            assert_eq!(v.write_seq().load(Ordering::Relaxed), 2);
+        }
     }
 
     #[test]

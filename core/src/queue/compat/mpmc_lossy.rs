@@ -60,13 +60,25 @@ fn check_mpmc(ring: &RingView) -> Result<(), AttachError> {
 #[derive(Clone, Debug)]
 pub struct LossyMpmcProducer {
     ring: RingView,
+    /// Notify sleepers with a full fence (see [`LossyMpmcProducer::set_fenced_publish`]).
+    fenced: bool,
 }
 
 impl LossyMpmcProducer {
     /// A producer on `ring`, which must be MPMC-flagged.
     pub fn new(ring: RingView) -> Result<LossyMpmcProducer, AttachError> {
         check_mpmc(&ring)?;
-        Ok(LossyMpmcProducer { ring })
+        Ok(LossyMpmcProducer {
+            ring,
+            fenced: false,
+        })
+    }
+
+    /// Checks for sleepers after a fence of its own ([`crate::futex::FutexPair::notify`]) instead of
+    /// relying on their membarrier: for a process that could not register for it (see
+    /// [`RingView::bump_futex_if_waiting`]).
+    pub fn set_fenced_publish(&mut self, fenced: bool) {
+        self.fenced = fenced;
     }
 
     /// The ring.
@@ -121,7 +133,11 @@ impl LossyMpmcProducer {
         ring.write_seq().fetch_max(seq, Ordering::Release);
         LossyPush::Published {
             seq,
-            wake: ring.bump_futex_if_waiting(),
+            wake: if self.fenced {
+                ring.futex().notify()
+            } else {
+                ring.bump_futex_if_waiting()
+            },
         }
     }
 }
@@ -236,6 +252,23 @@ mod tests {
     fn recv(c: &mut LossyMpmcConsumer) -> Option<(u64, u64)> {
         let mut b = [0u8; 8];
         c.try_recv(&mut b).map(|s| (s, u64::from_le_bytes(b)))
+    }
+
+    #[test]
+    fn fenced_and_unfenced_pushes_report_sleepers_alike() {
+        for fenced in [false, true] {
+            let (_b, r) = ring(4);
+            let mut p = LossyMpmcProducer::new(r).unwrap();
+            p.set_fenced_publish(fenced);
+            let wake = |p: &LossyMpmcProducer, v: u64| match p.push(&v.to_le_bytes(), no_clock) {
+                LossyPush::Published { wake, .. } => wake,
+                other => panic!("{other:?}"),
+            };
+            assert!(!wake(&p, 1), "nobody sleeps");
+            r.waiting_consumers().store(1, Ordering::Relaxed);
+            assert!(wake(&p, 2), "fenced {fenced}");
+            assert_eq!(r.futex_word().load(Ordering::Relaxed), 1);
+        }
     }
 
     #[test]
