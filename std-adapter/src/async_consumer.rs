@@ -72,7 +72,6 @@ use std::time::Duration;
 
 use futures_core::{FusedStream, Stream};
 use ringwire_core::RingView;
-use ringwire_core::sync::Ordering;
 use zerocopy::FromBytes;
 
 use crate::consumer::{RecvStatus, RingConsumer};
@@ -135,12 +134,6 @@ fn lock(shared: &Shared) -> MutexGuard<'_, State> {
     // Nothing panics while holding the lock (wakers run outside it), so a poisoned lock's
     // state is still consistent.
     shared.state.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
-#[inline]
-fn published(ring: &RingView, cursor: u64) -> bool {
-    // Acquire: a reader that sees the new write_seq also sees the slots published before it.
-    ring.write_seq().load(Ordering::Acquire) >= cursor
 }
 
 impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
@@ -480,7 +473,7 @@ fn run_waiter(ring: RingView, shared: &Shared) {
                 .unwrap_or_else(PoisonError::into_inner);
             continue;
         }
-        if published(&ring, st.cursor) {
+        if wait::published(&ring, st.cursor) {
             st.armed = false;
             let waker = st.waker.take();
             drop(st);

@@ -37,6 +37,7 @@ use std::time::{Duration, Instant};
 use ringwire_core::RingView;
 use ringwire_core::broadcast::Wake;
 use ringwire_core::futex::FutexPair;
+use ringwire_core::layout::{Flags, SLOT_WRITING};
 use ringwire_core::sync::Ordering;
 
 use crate::sys::{self, FutexOutcome};
@@ -60,8 +61,9 @@ pub trait WaitStrategy: Send {
         deadline: Option<Instant>,
         ready: impl FnMut() -> bool,
     );
-    /// Waits a bounded time for `write_seq >= cursor`: [`WaitStrategy::wait_on`] with
-    /// the ring's futex pair and no deadline.
+    /// Waits a bounded time for the record at `cursor` to be published (`write_seq >=
+    /// cursor`; on an MPMC-flagged ring, that ticket's slot, or a lap past it):
+    /// [`WaitStrategy::wait_on`] with the ring's futex pair and no deadline.
     #[inline]
     fn wait(&mut self, ring: &RingView, cursor: u64) {
         self.wait_until(ring, cursor, None);
@@ -86,10 +88,24 @@ pub(crate) fn before(deadline: Option<Instant>) -> bool {
     deadline.is_none_or(|d| Instant::now() < d)
 }
 
+/// Whether a broadcast consumer at `cursor` may find something to do: the record is
+/// published, or (MPMC-flagged rings) it is a whole lap behind and counts as lost.
 #[inline(always)]
-fn published(ring: &RingView, cursor: u64) -> bool {
+pub(crate) fn published(ring: &RingView, cursor: u64) -> bool {
     // Acquire: a reader that sees the new write_seq also sees the slots published before it.
-    ring.write_seq().load(Ordering::Acquire) >= cursor
+    let w = ring.write_seq().load(Ordering::Acquire);
+    w >= cursor && (!ring.geometry().flags.has(Flags::MODE_MPMC) || mpmc_ready(ring, cursor, w))
+}
+
+/// On an MPMC-flagged ring `write_seq` is the highest ticket published, not the last of a
+/// contiguous run: the ticket at `cursor` may still be claimed, or its producer dead. The
+/// consumer can act once that slot is published or `write_seq` is a lap past it (its lap
+/// rule then counts the ticket lost); before that, a waiter must sleep, not spin.
+#[cold]
+fn mpmc_ready(ring: &RingView, cursor: u64, write_seq: u64) -> bool {
+    // Acquire: pairs with the producer's release store of the slot's sequence word.
+    let s = ring.slot_seq(cursor).load(Ordering::Acquire);
+    (s != SLOT_WRITING && s >= cursor) || write_seq >= cursor.saturating_add(ring.capacity())
 }
 
 /// Polls with a spin-loop hint: lowest latency, one core busy while waiting.
@@ -289,7 +305,9 @@ impl WaitStrategy for FutexWait {
                 self.stats.sleeps += 1;
                 let outcome = match deferred {
                     Some(after) if after < timeout => {
-                        let end = Instant::now() + timeout;
+                        // Elapsed time, not an end instant: `timeout` may be as long as
+                        // `Duration::MAX`, which no `Instant` can be moved by.
+                        let slept = Instant::now();
                         match sys::futex_wait(word, v, after) {
                             FutexOutcome::TimedOut => {
                                 sys::membarrier_global();
@@ -299,7 +317,7 @@ impl WaitStrategy for FutexWait {
                                 } else {
                                     // Still announced: a producer that publishes from now
                                     // on bumps the word, so the wait fails or is woken.
-                                    let left = end.saturating_duration_since(Instant::now());
+                                    let left = timeout.saturating_sub(slept.elapsed());
                                     Some(sys::futex_wait(word, v, left))
                                 }
                             }

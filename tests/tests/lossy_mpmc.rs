@@ -582,3 +582,33 @@ fn the_creator_locks_and_unlinks_attached_producers_do_not() {
     assert!(e.to_string().contains('6'), "{e}");
     assert!(!p.path().exists());
 }
+
+#[test]
+fn a_broadcast_reader_behind_a_dead_claim_sleeps_instead_of_spinning() {
+    // Spec §8.2 lets a broadcast consumer read an MPMC ring. There `write_seq` is the highest
+    // ticket published: with ticket 1 claimed by a producer that died and ticket 2
+    // published, `write_seq >= cursor` holds while the record at the cursor stays pending
+    // until a lap proves it lost. A FutexWait must sleep through that, not spin.
+    let p = ShmPath::new("lmpmc-deadclaim");
+    let prod = MpmcProducer::<Item>::create(&p, 8).unwrap();
+    // SAFETY: the view is used only while `prod`, which maps the file, is alive.
+    let view = unsafe { prod.file().view() };
+    // Ticket 1: claimed, never written (its producer "died").
+    view.claim_seq()
+        .fetch_add(1, ringwire::core::sync::Ordering::SeqCst);
+    assert_eq!(published(&prod, &Item::new(2)), 2);
+    let mut cons = ringwire::RingConsumer::<Item>::attach(&p).unwrap();
+    let mut wait = FutexWait::new(0, Some(Duration::from_millis(50)));
+    let t0 = Instant::now();
+    assert_eq!(cons.recv_timeout(&mut wait, Duration::from_millis(300)), None);
+    assert!(t0.elapsed() >= Duration::from_millis(300));
+    let st = wait.stats();
+    assert!(st.sleeps >= 2 && st.timed_out >= 2, "spun instead of sleeping: {st:?}");
+    // A lap past the dead ticket: the reader counts it lost and goes on from there.
+    for id in 3..=10 {
+        published(&prod, &Item::new(id));
+    }
+    let got = cons.recv_timeout(&mut wait, Duration::from_secs(5));
+    assert!(got.is_some_and(|it| it.id >= 2 && it.is_valid()), "{got:?}");
+    assert!(cons.lapped_count() >= 1, "the dead ticket was not counted lost");
+}

@@ -106,6 +106,23 @@ fn publish_wakes_a_sleeper_long_before_its_timeout() {
 }
 
 #[test]
+fn an_unbounded_timeout_with_a_deferred_barrier_sleeps_until_woken() {
+    // `Duration::MAX` is "no timeout" to a caller; the deferred barrier's split of the
+    // sleep must not compute an end instant from it (that overflowed and panicked).
+    let (_p, r) = ring("maxwait");
+    let w = FutexWait::new(0, Some(Duration::MAX)).with_deferred_barrier(Duration::from_millis(1));
+    let h = sleeper(&r, w);
+    await_announcement(&r);
+    // Past the 1 ms deferral: the barrier has run and the second sleep has begun.
+    std::thread::sleep(Duration::from_millis(50));
+    publish(&r, 1);
+    let (took, stats) = h.join().expect("the sleeper panicked");
+    assert!(took < Duration::from_secs(5), "woke only after {took:?}");
+    assert_eq!(stats.timed_out, 0, "{stats:?}");
+    assert_eq!(stats.late_barriers, 1, "{stats:?}");
+}
+
+#[test]
 fn producer_pays_nothing_when_nobody_sleeps() {
     let (_p, r) = ring("nosleep");
     let before = view(&r).futex_word().load(Ordering::Relaxed);
