@@ -53,7 +53,7 @@ pub struct Geometry {
 /// Registry slots a lossless ring gets when none were asked for (spec §3).
 pub const DEFAULT_MAX_READERS: u32 = 32;
 
-fn check_cap_stride(capacity: u64, stride: usize) -> Result<u32, GeometryError> {
+const fn check_cap_stride(capacity: u64, stride: usize) -> Result<u32, GeometryError> {
     if !capacity.is_power_of_two() {
         return Err(GeometryError::CapacityNotPowerOfTwo { capacity });
     }
@@ -69,14 +69,33 @@ impl Geometry {
     /// A single-writer broadcast ring of fixed records (ringfire `RingProducer`).
     ///
     /// `readers` registry slots are reserved; a lossless ring with 0 gets 32.
-    pub fn spmc(
+    ///
+    /// A `const fn`, so firmware can size a ring's static buffer at compile time:
+    ///
+    /// ```
+    /// use ringwire_core::Geometry;
+    /// const BYTES: usize = match Geometry::spmc(64, 32, 8, 0, false) {
+    ///     Ok(g) => match g.total_len() {
+    ///         Some(n) => n as usize,
+    ///         None => panic!("too large"),
+    ///     },
+    ///     Err(_) => panic!("bad geometry"),
+    /// };
+    /// static RING: [u64; BYTES / 8] = [0; BYTES / 8];
+    /// assert_eq!(BYTES, 128 + 64 * 32);
+    /// # let _ = &RING;
+    /// ```
+    pub const fn spmc(
         capacity: u64,
         stride: usize,
         slot_align: usize,
         readers: u32,
         lossless: bool,
     ) -> Result<Geometry, GeometryError> {
-        let element_size = check_cap_stride(capacity, stride)?;
+        let element_size = match check_cap_stride(capacity, stride) {
+            Ok(e) => e,
+            Err(e) => return Err(e),
+        };
         let n = if lossless && readers == 0 {
             DEFAULT_MAX_READERS
         } else {
@@ -91,9 +110,10 @@ impl Geometry {
         if n > 0 {
             flags |= Flags::WITH_REGISTRY;
         }
-        let align = slot_align.max(64) as u64;
-        let slots_offset =
-            round_up(hdr::SIZE as u64 + 64 * u64::from(n), align).ok_or(GeometryError::TooLarge)?;
+        let align = if slot_align > 64 { slot_align } else { 64 } as u64;
+        let Some(slots_offset) = round_up(hdr::SIZE as u64 + 64 * n as u64, align) else {
+            return Err(GeometryError::TooLarge);
+        };
         let g = Geometry {
             capacity,
             element_size,
@@ -105,8 +125,10 @@ impl Geometry {
             arena_offset: 0,
             arena_size: 0,
         };
-        g.total_len().ok_or(GeometryError::TooLarge)?;
-        Ok(g)
+        match g.total_len() {
+            Some(_) => Ok(g),
+            None => Err(GeometryError::TooLarge),
+        }
     }
 
     /// A broadcast ring of blob descriptors with a byte arena (ringfire `BlobProducer`).
@@ -198,19 +220,21 @@ impl Geometry {
     }
 
     /// End of the slot array.
-    pub fn slots_end(&self) -> Option<u64> {
-        self.capacity
-            .checked_mul(u64::from(self.element_size))?
-            .checked_add(self.slots_offset)
+    pub const fn slots_end(&self) -> Option<u64> {
+        match self.capacity.checked_mul(self.element_size as u64) {
+            Some(b) => b.checked_add(self.slots_offset),
+            None => None,
+        }
     }
 
     /// Bytes the whole ring needs: `arena_offset + 64 + arena_size` for blob rings, else the
     /// end of the slots. `None` on overflow.
-    pub fn total_len(&self) -> Option<u64> {
+    pub const fn total_len(&self) -> Option<u64> {
         if self.has_arena() {
-            self.arena_offset
-                .checked_add(arena_off::SIZE as u64)?
-                .checked_add(self.arena_size)
+            match self.arena_offset.checked_add(arena_off::SIZE as u64) {
+                Some(a) => a.checked_add(self.arena_size),
+                None => None,
+            }
         } else {
             self.slots_end()
         }

@@ -24,7 +24,7 @@ use cortex_m_rt::entry;
 use cortex_m_semihosting::{debug, hprintln};
 use panic_semihosting as _;
 use ringwire_core::broadcast::{Consumer, NoWake, Producer, StartMode};
-use ringwire_core::error::{AttachError, GeometryError, InitError};
+use ringwire_core::error::{AttachError, InitError};
 use ringwire_core::replicate::RingSource;
 use ringwire_core::sync::Ordering;
 use ringwire_core::{Geometry, Region, RingView};
@@ -38,9 +38,16 @@ use verify::Mismatch;
 const CAPACITY: u64 = 64;
 /// Slot stride: the sequence word plus one sample.
 const STRIDE: usize = 8 + sample::LEN;
-/// Bytes of a ring without a reader registry: the 128-byte header, then the slots
-/// (`Geometry::total_len`, which is not `const`, so it is restated here and checked by init).
-const RING_BYTES: usize = 128 + CAPACITY as usize * STRIDE;
+/// The ring's shape, checked at compile time: a bad capacity or stride fails the build.
+const GEOMETRY: Geometry = match Geometry::spmc(CAPACITY, STRIDE, 8, 0, false) {
+    Ok(g) => g,
+    Err(_) => panic!("capacity must be a power of two and the stride a multiple of 8"),
+};
+/// Bytes of each ring's static buffer (header, then the slots).
+const RING_BYTES: usize = match GEOMETRY.total_len() {
+    Some(n) => n as usize,
+    None => panic!("ring too large"),
+};
 
 /// Records the SysTick handler writes, one per tick.
 const SAMPLES: u32 = 1_000;
@@ -60,7 +67,6 @@ static RX_MEM: ConstStaticCell<[u8; FRAME_BUDGET]> = ConstStaticCell::new([0; FR
 #[derive(Debug)]
 #[allow(dead_code)] // the fields are read through Debug when the failure is printed
 enum Failure {
-    Geometry(GeometryError),
     Init(InitError),
     Attach(AttachError),
     NoPeripherals,
@@ -144,7 +150,7 @@ fn main() -> ! {
 
 fn run() -> Result<Summary, Failure> {
     let mut cp = cortex_m::Peripherals::take().ok_or(Failure::NoPeripherals)?;
-    let geo = Geometry::spmc(CAPACITY, STRIDE, 8, 0, false).map_err(Failure::Geometry)?;
+    let geo = GEOMETRY;
     let source_mem: &'static mut [u64] = SOURCE_MEM.take();
     let view = RingView::init(Region::from_static(source_mem), &geo).map_err(Failure::Init)?;
     let producer = Producer::new(view, NoWake).map_err(Failure::Attach)?;
