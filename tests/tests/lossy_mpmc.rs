@@ -600,15 +600,24 @@ fn a_broadcast_reader_behind_a_dead_claim_sleeps_instead_of_spinning() {
     let mut cons = ringwire::RingConsumer::<Item>::attach(&p).unwrap();
     let mut wait = FutexWait::new(0, Some(Duration::from_millis(50)));
     let t0 = Instant::now();
-    assert_eq!(cons.recv_timeout(&mut wait, Duration::from_millis(300)), None);
+    assert_eq!(
+        cons.recv_timeout(&mut wait, Duration::from_millis(300)),
+        None
+    );
     assert!(t0.elapsed() >= Duration::from_millis(300));
     let st = wait.stats();
-    assert!(st.sleeps >= 2 && st.timed_out >= 2, "spun instead of sleeping: {st:?}");
+    assert!(
+        st.sleeps >= 2 && st.timed_out >= 2,
+        "spun instead of sleeping: {st:?}"
+    );
     // A lap past the dead ticket: the reader counts it lost and goes on from there.
     for id in 3..=10 {
         published(&prod, &Item::new(id));
     }
     let got = cons.recv_timeout(&mut wait, Duration::from_secs(5));
     assert!(got.is_some_and(|it| it.id >= 2 && it.is_valid()), "{got:?}");
-    assert!(cons.lapped_count() >= 1, "the dead ticket was not counted lost");
+    assert!(
+        cons.lapped_count() >= 1,
+        "the dead ticket was not counted lost"
+    );
 }
