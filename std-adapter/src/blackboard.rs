@@ -12,7 +12,7 @@ use ringwire_core::blackboard::{Blackboard, BlackboardError, TryRead, total_len}
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 use crate::error::{Error, Result};
-use crate::file::{CleanupMode, map_file, open_exclusive};
+use crate::file::{CleanupMode, map_file, open_exclusive, open_regular, remove_if_ours};
 use crate::sys;
 
 /// Spins before a reader starts yielding to a writer that holds a key.
@@ -58,9 +58,15 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
         })?;
         let file = open_exclusive(path, 0o660, total as u64)?;
         let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
-        let (map, region) = map_file(path, &file, false)?;
-        let bb =
-            Blackboard::init(region, size_of::<V>() as u32, slot_count).map_err(bb_err(path))?;
+        // A half-made file is removed while we still hold its lock, as a ring's is.
+        let cleanup_on_error = |e: Error| {
+            remove_if_ours(path, id);
+            e
+        };
+        let (map, region) = map_file(path, &file, false).map_err(cleanup_on_error)?;
+        let bb = Blackboard::init(region, size_of::<V>() as u32, slot_count)
+            .map_err(bb_err(path))
+            .map_err(cleanup_on_error)?;
         Ok(BlackboardProducer {
             bb,
             _map: map,
@@ -113,11 +119,7 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
     /// Attaches to the blackboard at `path`; its `value_size` must be `size_of::<V>()`.
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io(path, "open", e))?;
+        let file = open_regular(path, OpenOptions::new().read(true).write(true))?;
         let len = file
             .metadata()
             .map_err(|e| Error::io(path, "fstat", e))?

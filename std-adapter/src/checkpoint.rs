@@ -10,8 +10,9 @@
 //! | 24 | `updated_ns`: wall-clock ns since the Unix epoch (atomic u64) |
 //! | 32 | consumer name, at most 31 bytes, NUL-padded |
 
-use std::fs::OpenOptions;
-use std::os::unix::fs::OpenOptionsExt;
+use std::fs::{File, OpenOptions};
+use std::io::ErrorKind;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -77,32 +78,88 @@ fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// Opens the checkpoint file at `path`, creating it if missing; `true` when this call
+/// created it. Never blocks (a FIFO is refused, not waited on) and accepts only a regular
+/// file.
+fn open_file(path: &Path) -> Result<(File, bool)> {
+    let mut opts = OpenOptions::new();
+    opts.read(true).write(true).mode(0o666);
+    // Twice (then plain O_CREAT): the file may be removed between the failed exclusive
+    // create and the open.
+    for _ in 0..2 {
+        match crate::file::open_regular(path, opts.clone().create_new(true)) {
+            Ok(f) => return Ok((f, true)),
+            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(e),
+        }
+        match crate::file::open_regular(path, &mut opts) {
+            Ok(f) => return Ok((f, false)),
+            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+    }
+    crate::file::open_regular(path, opts.create(true)).map(|f| (f, false))
+}
+
+/// The error for a file shorter than a checkpoint: [`Error::BadFileMagic`] with the bytes
+/// it starts with, or [`Error::TooShort`] for a truncated checkpoint.
+fn short_file(path: &Path, file: &File, len: u64) -> Error {
+    let mut m = [0u8; 8];
+    let n = (len as usize).min(8);
+    if let Err(e) = file.read_exact_at(&mut m[..n], 0) {
+        return Error::io(path, "read", e);
+    }
+    let found = u64::from_le_bytes(m);
+    if found == CHECKPOINT_MAGIC {
+        Error::TooShort {
+            path: path.to_path_buf(),
+            kind: KIND,
+            len,
+            need: CHECKPOINT_SIZE as u64,
+        }
+    } else {
+        Error::BadFileMagic {
+            path: path.to_path_buf(),
+            kind: KIND,
+            found,
+        }
+    }
+}
+
 impl OffsetCheckpoint {
     /// Opens the checkpoint at `path`, creating it (mode `0o666` less the umask, and any
-    /// missing parent directories) when it is shorter than 64 bytes. An existing file must
-    /// have the right magic and version; this process's pid is stored into it.
+    /// missing parent directories) when it does not exist or is empty. An existing file must
+    /// be a checkpoint: the right magic ([`Error::BadFileMagic`], also for a short file that
+    /// is something else), 64 bytes ([`Error::TooShort`]) and the right version
+    /// ([`Error::BadFileVersion`]); a file refused is left as it was. This process's pid is
+    /// stored into it.
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             // As ringfire does; should it fail, the open below names the problem.
             let _ = std::fs::create_dir_all(dir);
         }
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o666)
-            .open(path)
-            .map_err(|e| Error::io(path, "open", e))?;
+        let (file, created) = open_file(path)?;
         let len = file
             .metadata()
             .map_err(|e| Error::io(path, "fstat", e))?
             .len();
-        let fresh = len < CHECKPOINT_SIZE as u64;
+        // Only a file this call created, or an empty one, is new: anything else with bytes
+        // in it is someone's data, checked below and never overwritten.
+        let fresh = created || len == 0;
         if fresh {
-            file.set_len(CHECKPOINT_SIZE as u64)
-                .map_err(|e| Error::io(path, "ftruncate", e))?;
+            if let Err((op, e)) = crate::file::size_and_reserve(&file, CHECKPOINT_SIZE as u64) {
+                if created {
+                    let id = crate::sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
+                    crate::file::remove_if_ours(path, id);
+                } else {
+                    // The empty file we found goes back to empty.
+                    let _ = file.set_len(0);
+                }
+                return Err(Error::io(path, op, e));
+            }
+        } else if len < CHECKPOINT_SIZE as u64 {
+            return Err(short_file(path, &file, len));
         }
         let map = MmapOptions::new()
             .len(CHECKPOINT_SIZE)

@@ -116,6 +116,17 @@ pub enum Error {
         /// The magic found.
         found: u64,
     },
+    /// A file with the right magic is shorter than its layout (a truncated checkpoint).
+    TooShort {
+        /// The file.
+        path: PathBuf,
+        /// What kind of file it is.
+        kind: &'static str,
+        /// Its length.
+        len: u64,
+        /// The bytes its layout needs.
+        need: u64,
+    },
     /// A checkpoint or blackboard file has an unsupported version.
     BadFileVersion {
         /// The file.
@@ -157,6 +168,7 @@ impl Error {
             | Error::NotRegularFile { path }
             | Error::FileTooLarge { path, .. }
             | Error::BadFileMagic { path, .. }
+            | Error::TooShort { path, .. }
             | Error::BadFileVersion { path, .. }
             | Error::NoOffsetFile { path }
             | Error::InvalidArgument { path, .. } => path,
@@ -224,6 +236,12 @@ impl fmt::Display for Error {
             Error::BadFileMagic { kind, found, .. } => {
                 write!(f, "{kind} {p}: bad magic {found:#018x}")
             }
+            Error::TooShort {
+                kind, len, need, ..
+            } => write!(
+                f,
+                "{kind} {p}: {len} bytes, shorter than the {need} it needs"
+            ),
             Error::BadFileVersion { kind, found, .. } => {
                 write!(f, "{kind} {p}: version {found} is not supported")
             }

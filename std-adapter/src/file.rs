@@ -1,5 +1,8 @@
 //! Ring files: creating one exactly as spec §1.2 (flock for the producer's life, a fresh inode
-//! for a stale ring, magic written last, unlink on drop) and attaching as §1.3.
+//! for a stale ring, magic written last, unlink on drop) and attaching as §1.3. A new file's
+//! bytes are reserved with `posix_fallocate`, so a full tmpfs is an error at creation rather
+//! than a SIGBUS at the first store; no open waits on a FIFO (`O_NONBLOCK`, then only a
+//! regular file is accepted).
 //!
 //! The whole file is mapped `MAP_SHARED` with memmap2's raw mapping and handed to the core as
 //! a [`Region`]; from then on every access goes through the core's atomic word accessors.
@@ -7,6 +10,8 @@
 //! truncated), so a mapping stays valid for as long as it is held.
 
 use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
@@ -107,7 +112,109 @@ pub(crate) fn map_file(path: &Path, file: &File, read_only: bool) -> Result<(Mma
     Ok((map, region))
 }
 
-pub(crate) fn open_exclusive(path: &Path, mode: u32, total: u64) -> Result<File> {
+/// Opens `path` with `opts` and `O_NONBLOCK`, and refuses anything but a regular file.
+/// Without `O_NONBLOCK` a read-only open of a FIFO waits for a writer, forever; for a regular
+/// file the flag changes nothing (reads, writes, locks and mappings behave the same).
+pub(crate) fn open_regular(path: &Path, opts: &mut OpenOptions) -> Result<File> {
+    let file = opts
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| Error::io(path, "open", e))?;
+    let meta = file.metadata().map_err(|e| Error::io(path, "fstat", e))?;
+    if !meta.is_file() {
+        return Err(Error::NotRegularFile {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(file)
+}
+
+/// `posix_fallocate` could not reserve a new file's bytes.
+#[derive(Debug)]
+struct ReserveFailed {
+    len: u64,
+    os: io::Error,
+}
+
+impl std::fmt::Display for ReserveFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "cannot reserve {} bytes: {}", self.len, self.os)
+    }
+}
+
+// No `source`: the Display above already includes the OS error.
+impl std::error::Error for ReserveFailed {}
+
+/// Sizes a new, empty file to `len` bytes and reserves them. `ftruncate` alone reserves
+/// nothing on tmpfs: the first store to a page the file system has no room for is a
+/// SIGBUS, so the space is claimed here, where running out is an error (`ENOSPC`). A file
+/// system that cannot reserve (`EOPNOTSUPP`, `EINVAL`) keeps the sparse file, as before.
+/// On failure, the operation that failed and its error.
+pub(crate) fn size_and_reserve(file: &File, len: u64) -> Result<(), (&'static str, io::Error)> {
+    file.set_len(len).map_err(|e| ("ftruncate", e))?;
+    // set_len already refused a length beyond off_t.
+    let Ok(off_len) = libc::off_t::try_from(len) else {
+        return Ok(());
+    };
+    if off_len == 0 {
+        return Ok(());
+    }
+    loop {
+        // SAFETY: posix_fallocate only reads the descriptor number, which `file` keeps open.
+        let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, off_len) };
+        match r {
+            0 => return Ok(()),
+            libc::EINTR => continue,
+            libc::EOPNOTSUPP | libc::EINVAL => return Ok(()),
+            errno => {
+                let os = io::Error::from_raw_os_error(errno);
+                let err = io::Error::new(os.kind(), ReserveFailed { len, os });
+                return Err(("fallocate", err));
+            }
+        }
+    }
+}
+
+/// Unlinks `path` if it still names the file `id`: a half-made file of ours is removed, a
+/// file someone else has put at the path since is never touched.
+pub(crate) fn remove_if_ours(path: &Path, id: (u64, u64)) {
+    if matches!(sys::path_id(path), Ok(Some(now)) if now == id) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Why [`create_exclusive`] failed; the ring and the queue side name the file in their own
+/// error types.
+#[derive(Debug)]
+pub(crate) enum CreateError {
+    /// A system call failed.
+    Io {
+        /// The operation (`open`, `fstat`, `ftruncate`, `fallocate`, …).
+        op: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
+    /// Another live creator holds the flock (or every attempt raced).
+    Locked,
+    /// The path names something other than a regular file.
+    NotRegular,
+    /// The stale file is still open by a live handle (`in_use` said who).
+    InUse(&'static str),
+}
+
+/// The spec §1.2 creation protocol: `O_CREAT` without `O_TRUNC`, a non-blocking exclusive
+/// flock, the inode checked against the path, a stale file (size ≠ 0, its lock free)
+/// replaced by a fresh inode, up to 8 attempts; the new file sized to `total` and reserved.
+/// Before a stale file is unlinked, `in_use` may report who still uses it (`Some`), which
+/// refuses the replacement; whatever lock it takes on the file is held until the unlink.
+/// On error no file of this call is left at the path.
+pub(crate) fn create_exclusive(
+    path: &Path,
+    mode: u32,
+    total: u64,
+    in_use: impl Fn(&File) -> io::Result<Option<&'static str>>,
+) -> Result<File, CreateError> {
+    let io = |op| move |source| CreateError::Io { op, source };
     for _ in 0..CREATE_ATTEMPTS {
         let file = OpenOptions::new()
             .read(true)
@@ -115,34 +222,52 @@ pub(crate) fn open_exclusive(path: &Path, mode: u32, total: u64) -> Result<File>
             .create(true)
             .truncate(false)
             .mode(mode)
+            // Never wait in open: whatever is not a regular file is refused below.
+            .custom_flags(libc::O_NONBLOCK)
             .open(path)
-            .map_err(|e| Error::io(path, "open", e))?;
-        if sys::try_lock_exclusive(&file).is_err() {
-            return Err(Error::ProducerAlreadyExists {
-                path: path.to_path_buf(),
-            });
+            .map_err(io("open"))?;
+        if !file.metadata().map_err(io("fstat"))?.is_file() {
+            return Err(CreateError::NotRegular);
         }
-        let mine = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
-        match sys::path_id(path).map_err(|e| Error::io(path, "stat", e))? {
+        if sys::try_lock_exclusive(&file).is_err() {
+            return Err(CreateError::Locked);
+        }
+        let mine = sys::file_id(&file).map_err(io("fstat"))?;
+        match sys::path_id(path).map_err(io("stat"))? {
             Some(id) if id == mine => {}
             _ => continue, // the path was replaced meanwhile: retry on the new one
         }
-        let len = file
-            .metadata()
-            .map_err(|e| Error::io(path, "fstat", e))?
-            .len();
+        // Read under the lock: a creator that held it may have sized the file meanwhile.
+        let len = file.metadata().map_err(io("fstat"))?.len();
         if len != 0 {
-            // A stale ring of a dead producer (we hold its lock): replace it with a fresh
-            // inode so readers still mapping the old one see a frozen, consistent ring.
-            std::fs::remove_file(path).map_err(|e| Error::io(path, "unlink", e))?;
+            // A stale file of a dead creator (we hold its lock): replace it with a fresh
+            // inode so readers still mapping the old one see a frozen, consistent file.
+            if let Some(holder) = in_use(&file).map_err(io("fcntl"))? {
+                return Err(CreateError::InUse(holder));
+            }
+            std::fs::remove_file(path).map_err(io("unlink"))?;
             continue;
         }
-        file.set_len(total)
-            .map_err(|e| Error::io(path, "ftruncate", e))?;
+        if let Err((op, source)) = size_and_reserve(&file, total) {
+            // Unlinked while we still hold the lock, so no other creator owns it yet.
+            remove_if_ours(path, mine);
+            return Err(CreateError::Io { op, source });
+        }
         return Ok(file);
     }
-    Err(Error::ProducerAlreadyExists {
-        path: path.to_path_buf(),
+    Err(CreateError::Locked)
+}
+
+/// [`create_exclusive`] for a ring or a blackboard: a stale file is always replaced.
+pub(crate) fn open_exclusive(path: &Path, mode: u32, total: u64) -> Result<File> {
+    create_exclusive(path, mode, total, |_| Ok(None)).map_err(|e| match e {
+        CreateError::Io { op, source } => Error::io(path, op, source),
+        CreateError::NotRegular => Error::NotRegularFile {
+            path: path.to_path_buf(),
+        },
+        CreateError::Locked | CreateError::InUse(_) => Error::ProducerAlreadyExists {
+            path: path.to_path_buf(),
+        },
     })
 }
 
@@ -159,16 +284,16 @@ impl RingFile {
         let file = if opts.exclusive_lock {
             open_exclusive(path, opts.mode, total)?
         } else {
-            let f = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(opts.mode)
-                .open(path)
-                .map_err(|e| Error::io(path, "open", e))?;
-            f.set_len(total)
-                .map_err(|e| Error::io(path, "ftruncate", e))?;
+            let f = open_regular(
+                path,
+                OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(opts.mode),
+            )?;
+            size_and_reserve(&f, total).map_err(|(op, e)| Error::io(path, op, e))?;
             f
         };
         let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
@@ -176,9 +301,10 @@ impl RingFile {
             cleanup: opts.cleanup,
             locked: opts.exclusive_lock,
         };
+        // Without the lock the file may be another legacy creator's too: left in place.
         let cleanup_on_error = |e: Error| {
             if opts.exclusive_lock {
-                let _ = std::fs::remove_file(path);
+                remove_if_ours(path, id);
             }
             e
         };
@@ -202,11 +328,7 @@ impl RingFile {
     /// Attaches read-write (no lock) to an existing ring with the §1.3 checks, in order.
     pub fn open(path: impl AsRef<Path>, expect: Expect) -> Result<Self> {
         let path = path.as_ref();
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(path)
-            .map_err(|e| Error::io(path, "open", e))?;
+        let file = open_regular(path, OpenOptions::new().read(true).write(true))?;
         let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         let (map, region) = map_file(path, &file, false)?;
         let view = RingView::attach(region, expect).map_err(|e| Error::attach(path, e))?;
@@ -361,7 +483,7 @@ impl ReadOnlyRing {
     /// Opens and validates a ring read-only (§1.3, slot alignment 8, any record type).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+        let file = open_regular(path, OpenOptions::new().read(true))?;
         let (map, region) = map_file(path, &file, true)?;
         let view = RingView::attach(region, Expect::RAW).map_err(|e| Error::attach(path, e))?;
         Ok(ReadOnlyRing {

@@ -356,3 +356,50 @@ fn demo_runs_the_whole_path_reports_cpu_and_removes_its_files() {
         .collect();
     assert!(left.is_empty(), "demo left {left:?}");
 }
+
+/// `ringwire` with `args`, killed (and the test failed) if it runs longer than 10 s.
+fn ringwire_bounded(args: &[&str]) -> (i32, String, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ringwire"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > std::time::Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ringwire {args:?} still running after 10 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let o = child.wait_with_output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn stat_dump_and_top_of_a_fifo_fail_at_once_naming_it() {
+    let t = TmpRing::new("fifo");
+    let c = std::ffi::CString::new(t.0.to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let p = t.0.to_str().unwrap();
+    for args in [
+        vec!["stat", p],
+        vec!["dump", p],
+        vec!["top", p, "--iterations", "1"],
+    ] {
+        let (code, out, err) = ringwire_bounded(&args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert_eq!(
+            err.trim(),
+            format!("Error: ring {p}: not a regular file"),
+            "{args:?}"
+        );
+    }
+}

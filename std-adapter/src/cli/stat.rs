@@ -1,5 +1,6 @@
 //! `ringwire stat <PATH> [--json]` (spec §26).
 
+use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::path::Path;
 
@@ -10,12 +11,12 @@ use serde_json::{Value, json};
 
 use super::out_err;
 use crate::error::{Error, Result};
-use crate::file::ReadOnlyRing;
+use crate::file::{ReadOnlyRing, open_regular};
 use crate::queue::ReadOnlyQueue;
 use crate::sys::pid_alive;
 
 fn first_128(path: &Path) -> Result<(u64, [u8; 128])> {
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    let mut f = open_regular(path, OpenOptions::new().read(true))?;
     let len = f.metadata().map_err(|e| Error::io(path, "fstat", e))?.len();
     let mut h = [0u8; 128];
     if len < 128 {
@@ -32,7 +33,7 @@ fn first_128(path: &Path) -> Result<(u64, [u8; 128])> {
 /// The queue kind of the file at `path` if its magic is a ringwire queue's; `None` for
 /// anything else (a ring, or a file too short to say), which the caller's own open reports.
 pub(super) fn queue_kind(path: &Path) -> Result<Option<QueueKind>> {
-    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, "open", e))?;
+    let mut f = open_regular(path, OpenOptions::new().read(true))?;
     let mut m = [0u8; 8];
     Ok(match f.read_exact(&mut m) {
         Ok(()) => QueueKind::from_magic(u64::from_le_bytes(m)),

@@ -9,17 +9,37 @@ use std::path::{Path, PathBuf};
 use memmap2::MmapMut;
 use ringwire_core::Region;
 use ringwire_core::queue::{
-    QueueAttachError, QueueExpect, QueueGeometry, QueueGeometryError, QueueInitError, QueueView,
+    self as q, QueueAttachError, QueueExpect, QueueGeometry, QueueGeometryError, QueueInitError,
+    QueueView,
 };
 
-/// Why a queue file or mapping cannot be set up.
+/// Why a queue file or mapping cannot be set up. Each variant names the file
+/// ("anonymous" for in-process memory).
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum QueueFileError {
-    /// A system call failed.
-    Io(io::Error),
+    /// A system call on the queue's file or memory failed.
+    Io {
+        /// The file ("anonymous" for in-process memory).
+        path: PathBuf,
+        /// The operation that failed (`open`, `fstat`, `mmap`, `fallocate`, …).
+        op: &'static str,
+        /// The OS error.
+        source: io::Error,
+    },
     /// Another live handle holds the creation lock of this path.
     Locked(PathBuf),
+    /// `create` found the queue file still open by a live handle (of this process or
+    /// another): replacing it would leave that handle on a file nobody else uses, so it is
+    /// refused. Open the queue instead, or close every handle first.
+    InUse {
+        /// The file.
+        path: PathBuf,
+        /// Who holds it: "producer" or "consumer" (an SPSC role), or "handle".
+        holder: &'static str,
+    },
+    /// The path names something other than a regular file (a FIFO, a directory, …).
+    NotRegularFile(PathBuf),
     /// The role (producer or consumer of an SPSC queue) is held by another live handle.
     RoleTaken {
         /// The file.
@@ -46,13 +66,24 @@ pub enum QueueFileError {
 impl std::fmt::Display for QueueFileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            QueueFileError::Io(e) => e.fmt(f),
+            QueueFileError::Io { path, op, source } => {
+                write!(f, "queue {}: {op} failed: {source}", path.display())
+            }
             QueueFileError::Locked(p) => {
                 write!(
                     f,
                     "queue {}: another live handle is creating it",
                     p.display()
                 )
+            }
+            QueueFileError::InUse { path, holder } => write!(
+                f,
+                "queue {}: a live {holder} still has it open; not replacing it (open it \
+                 instead, or close every handle first)",
+                path.display()
+            ),
+            QueueFileError::NotRegularFile(p) => {
+                write!(f, "queue {}: not a regular file", p.display())
             }
             QueueFileError::RoleTaken { path, role } => {
                 write!(
@@ -74,13 +105,29 @@ impl std::fmt::Display for QueueFileError {
     }
 }
 
-impl std::error::Error for QueueFileError {}
-
-impl From<io::Error> for QueueFileError {
-    fn from(e: io::Error) -> Self {
-        QueueFileError::Io(e)
+impl std::error::Error for QueueFileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            QueueFileError::Io { source, .. } => Some(source),
+            QueueFileError::Geometry(e) => Some(e),
+            QueueFileError::Init(e) => Some(e),
+            QueueFileError::Attach { err, .. } => Some(err),
+            _ => None,
+        }
     }
 }
+
+/// The byte every handle that opens a queue file holds a shared open-file-description lock
+/// on for its life (byte 0; the SPSC role locks are on other bytes): `create` finds it held
+/// and refuses to replace a file still in use.
+const LIVE_BYTE: i64 = q::qhdr::MAGIC as i64;
+/// The SPSC role lock bytes (see `spsc_bytes`), to name the holder of a file in use.
+const ROLE_BYTES: [(i64, &str); 2] = [
+    (q::qhdr::ENQ as i64, "producer"),
+    (q::qhdr::DEQ as i64, "consumer"),
+];
+/// Attempts of `open` while the path is being replaced under it.
+const OPEN_ATTEMPTS: usize = 8;
 
 /// The memory a queue lives in: a shared mapping of a file, or anonymous memory.
 #[derive(Debug)]
@@ -88,42 +135,160 @@ pub struct QueueMem {
     map: MmapMut,
     view: QueueView,
     path: Option<PathBuf>,
+    // (device, inode) of the mapped file.
+    id: Option<(u64, u64)>,
     // This process registered for membarrier: its notifiers may skip the fence.
     unfenced_notify: bool,
-    // The creator's flock, held for the handle's life (spec §1.2 step 6).
+    // The creator's flock (spec §1.2 step 6), or an opener's shared lock on LIVE_BYTE, held
+    // for the handle's life.
     _lock: Option<File>,
 }
 
+/// A `QueueFileError::Io` for `op` on `path`.
+fn io_err<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(io::Error) -> QueueFileError + 'a {
+    move |source| QueueFileError::Io {
+        path: path.to_owned(),
+        op,
+        source,
+    }
+}
+
+/// Opens `path` read-write without blocking and refuses anything but a regular file.
+fn open_regular_rw(path: &Path) -> Result<File, QueueFileError> {
+    crate::file::open_regular(path, OpenOptions::new().read(true).write(true)).map_err(
+        |e| match e {
+            crate::Error::Io { op, source, .. } => QueueFileError::Io {
+                path: path.to_owned(),
+                op,
+                source,
+            },
+            // open_regular fails only with Io or NotRegularFile.
+            _ => QueueFileError::NotRegularFile(path.to_owned()),
+        },
+    )
+}
+
+/// `F_OFD_SETLK` of `len` bytes at `start` (`len` 0: to the end of the file and beyond) on
+/// `f`'s open file description; `Ok(false)` when another description holds a conflicting
+/// lock. The kernel releases it when the description is closed or its process dies.
+fn ofd_lock(f: &File, kind: libc::c_int, start: i64, len: i64) -> io::Result<bool> {
+    let fl = flock_of(kind, start, len);
+    // SAFETY: fcntl with a valid descriptor and a pointer to a live flock struct.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &fl) } == 0 {
+        return Ok(true);
+    }
+    let e = io::Error::last_os_error();
+    match e.raw_os_error() {
+        Some(libc::EAGAIN) | Some(libc::EACCES) => Ok(false),
+        _ => Err(e),
+    }
+}
+
+/// Whether another open file description holds a lock on any of `len` bytes at `start`
+/// (`F_OFD_GETLK` of a write lock).
+fn ofd_held(f: &File, start: i64, len: i64) -> io::Result<bool> {
+    let mut fl = flock_of(libc::F_WRLCK, start, len);
+    // SAFETY: fcntl with a valid descriptor and a pointer to a live flock struct, which
+    // F_OFD_GETLK overwrites with the conflicting lock, if any.
+    if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+}
+
+/// The file system (or kernel) offers no open-file-description locks.
+fn locks_unsupported(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENOLCK | libc::EINVAL | libc::EOPNOTSUPP)
+    )
+}
+
+fn flock_of(kind: libc::c_int, start: i64, len: i64) -> libc::flock {
+    // SAFETY: an all-zero flock struct is a valid value of this plain C struct.
+    let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+    fl.l_type = kind as libc::c_short;
+    fl.l_whence = libc::SEEK_SET as libc::c_short;
+    fl.l_start = start;
+    fl.l_len = len;
+    fl
+}
+
+/// Who still uses the stale queue file `f` (`None`: nobody, it may be replaced). Takes a
+/// write lock on the whole file, which conflicts with every handle's shared lock and role
+/// lock, and which the creator holds until it has unlinked the file: a handle that opens
+/// the file meanwhile cannot take its shared lock, and retries on the new file.
+fn live_holder(f: &File) -> io::Result<Option<&'static str>> {
+    match ofd_lock(f, libc::F_WRLCK, 0, 0) {
+        Ok(true) => return Ok(None),
+        Ok(false) => {}
+        // No record locks on this file system: nothing to tell, replaced as before.
+        Err(e) if locks_unsupported(&e) => return Ok(None),
+        Err(e) => return Err(e),
+    }
+    for (byte, role) in ROLE_BYTES {
+        if ofd_held(f, byte, 1)? {
+            return Ok(Some(role));
+        }
+    }
+    Ok(Some("handle"))
+}
+
 impl QueueMem {
-    /// Creates a fresh queue file at `path` (spec §1.2 rules; a stale file is replaced).
+    /// Creates a fresh queue file at `path` (spec §1.2 rules). A stale file (no live
+    /// handle) is replaced; one still open by a live handle is refused
+    /// ([`QueueFileError::InUse`]). The file's bytes are reserved (`fallocate`), so a full
+    /// file system is an error here, never a SIGBUS later. On error no new file is left.
     pub fn create(path: impl AsRef<Path>, geo: &QueueGeometry) -> Result<QueueMem, QueueFileError> {
         let path = path.as_ref();
         let len = geo
             .total_len()
             .ok_or(QueueFileError::Geometry(QueueGeometryError::TooLarge))?;
+        let map_len = usize::try_from(len)
+            .map_err(|_| QueueFileError::Geometry(QueueGeometryError::TooLarge))?;
         // The same exclusive-creation protocol as ring files (spec §1.2): flock, inode
         // check, a stale file replaced by a fresh inode, 8 attempts.
-        let f = crate::file::open_exclusive(path, 0o660, len).map_err(|e| match e {
-            crate::Error::ProducerAlreadyExists { .. } => QueueFileError::Locked(path.to_owned()),
-            other => QueueFileError::Io(io::Error::other(other.to_string())),
+        let f = crate::file::create_exclusive(path, 0o660, len, live_holder).map_err(|e| {
+            use crate::file::CreateError;
+            match e {
+                CreateError::Io { op, source } => io_err(path, op)(source),
+                CreateError::Locked => QueueFileError::Locked(path.to_owned()),
+                CreateError::NotRegular => QueueFileError::NotRegularFile(path.to_owned()),
+                CreateError::InUse(holder) => QueueFileError::InUse {
+                    path: path.to_owned(),
+                    holder,
+                },
+            }
         })?;
-        let mut map = map_file(&f, len as usize)?;
-        let region = region_of(&mut map)?;
-        let view = QueueView::init(region, geo).map_err(QueueFileError::Init)?;
+        let id = crate::sys::file_id(&f).map_err(io_err(path, "fstat"))?;
+        // A half-made file is removed while we still hold its lock, as a ring's is.
+        let cleanup_on_error = |e: QueueFileError| {
+            crate::file::remove_if_ours(path, id);
+            e
+        };
+        let mut map = map_file(&f, map_len)
+            .map_err(io_err(path, "mmap"))
+            .map_err(cleanup_on_error)?;
+        let region = region_of(&mut map, path).map_err(cleanup_on_error)?;
+        let view = QueueView::init(region, geo)
+            .map_err(QueueFileError::Init)
+            .map_err(cleanup_on_error)?;
         Ok(QueueMem {
             map,
             view,
             path: Some(path.to_owned()),
+            id: Some(id),
             unfenced_notify: crate::sys::membarrier_registered(),
             _lock: Some(f),
         })
     }
 
-    /// Opens an existing queue file, with every attach check.
+    /// Opens an existing queue file, with every attach check. The handle holds a shared
+    /// lock on the file for its life, so that `create` refuses to replace it meanwhile.
     pub fn open(path: impl AsRef<Path>, expect: QueueExpect) -> Result<QueueMem, QueueFileError> {
         let path = path.as_ref();
-        let f = OpenOptions::new().read(true).write(true).open(path)?;
-        let len = f.metadata()?.len();
+        let (f, id) = open_live(path)?;
+        let len = f.metadata().map_err(io_err(path, "fstat"))?.len();
         let attach_err = |err| QueueFileError::Attach {
             path: path.to_owned(),
             err,
@@ -132,30 +297,39 @@ impl QueueMem {
         if len < 8 {
             return Err(attach_err(QueueAttachError::TooShort { len }));
         }
-        let mut map = map_file(&f, len as usize)?;
-        let region = region_of(&mut map)?;
+        let map_len = usize::try_from(len).map_err(|_| QueueFileError::Io {
+            path: path.to_owned(),
+            op: "mmap",
+            source: io::Error::other(format!("a file of {len} bytes is too large to map")),
+        })?;
+        let mut map = map_file(&f, map_len).map_err(io_err(path, "mmap"))?;
+        let region = region_of(&mut map, path)?;
         let view = QueueView::attach(region, expect).map_err(attach_err)?;
         Ok(QueueMem {
             map,
             view,
             path: Some(path.to_owned()),
+            id: Some(id),
             unfenced_notify: crate::sys::membarrier_registered(),
-            _lock: None,
+            _lock: Some(f),
         })
     }
 
     /// A queue in anonymous memory, for threads of one process.
     pub fn anonymous(geo: &QueueGeometry) -> Result<QueueMem, QueueFileError> {
+        let anon = Path::new("anonymous");
         let len = geo
             .total_len()
+            .and_then(|l| usize::try_from(l).ok())
             .ok_or(QueueFileError::Geometry(QueueGeometryError::TooLarge))?;
-        let mut map = MmapMut::map_anon(len as usize)?;
-        let region = region_of(&mut map)?;
+        let mut map = MmapMut::map_anon(len).map_err(io_err(anon, "mmap"))?;
+        let region = region_of(&mut map, anon)?;
         let view = QueueView::init(region, geo).map_err(QueueFileError::Init)?;
         Ok(QueueMem {
             map,
             view,
             path: None,
+            id: None,
             unfenced_notify: crate::sys::membarrier_registered(),
             _lock: None,
         })
@@ -204,6 +378,18 @@ impl QueueMem {
         }
     }
 
+    /// True when the path no longer names the mapped file (it was removed, or removed and
+    /// created anew): this handle's queue is no longer the one at the path. Always false
+    /// for anonymous memory.
+    pub fn is_replaced(&self) -> bool {
+        match (&self.path, self.id) {
+            (Some(path), Some(id)) => {
+                !matches!(crate::sys::path_id(path), Ok(Some(now)) if now == id)
+            }
+            _ => false,
+        }
+    }
+
     /// Takes an exclusive per-role lock on the file (one byte at `offset`) through a new open
     /// file description, kept alive by the returned file.
     pub(super) fn lock_role(
@@ -211,29 +397,51 @@ impl QueueMem {
         offset: i64,
         role: &'static str,
     ) -> Result<Option<File>, QueueFileError> {
-        let Some(path) = &self.path else {
+        let (Some(path), Some(id)) = (&self.path, self.id) else {
             return Ok(None);
         };
-        let f = OpenOptions::new().read(true).write(true).open(path)?;
-        // SAFETY: an all-zero flock struct is a valid value of this plain C struct.
-        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-        fl.l_type = libc::F_WRLCK as libc::c_short;
-        fl.l_whence = libc::SEEK_SET as libc::c_short;
-        fl.l_start = offset;
-        fl.l_len = 1;
-        // SAFETY: fcntl with a valid descriptor and a pointer to a live flock struct.
-        if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &fl) } != 0 {
-            let e = io::Error::last_os_error();
-            return Err(match e.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::EACCES) => QueueFileError::RoleTaken {
-                    path: path.clone(),
-                    role,
-                },
-                _ => QueueFileError::Io(e),
+        let f = open_regular_rw(path)?;
+        // The lock must land on the mapped file, not on one put at the path since.
+        if crate::sys::file_id(&f).map_err(io_err(path, "fstat"))? != id {
+            return Err(QueueFileError::Io {
+                path: path.clone(),
+                op: "open",
+                source: io::Error::other("the path now names another file than the one mapped"),
+            });
+        }
+        if !ofd_lock(&f, libc::F_WRLCK, offset, 1).map_err(io_err(path, "fcntl"))? {
+            return Err(QueueFileError::RoleTaken {
+                path: path.clone(),
+                role,
             });
         }
         Ok(Some(f))
     }
+}
+
+/// Opens the queue file at `path` and takes the shared [`LIVE_BYTE`] lock on it, retrying
+/// while a creator is replacing the file (its write lock refuses ours) or has replaced it
+/// since our open (the path names another inode).
+fn open_live(path: &Path) -> Result<(File, (u64, u64)), QueueFileError> {
+    for _ in 0..OPEN_ATTEMPTS {
+        let f = open_regular_rw(path)?;
+        match ofd_lock(&f, libc::F_RDLCK, LIVE_BYTE, 1) {
+            Ok(true) => {}
+            Ok(false) => {
+                // A creator replacing the file holds its write lock only until the unlink.
+                std::thread::sleep(std::time::Duration::from_millis(1));
+                continue;
+            }
+            // No record locks on this file system: the handle works without the guard.
+            Err(e) if locks_unsupported(&e) => {}
+            Err(e) => return Err(io_err(path, "fcntl")(e)),
+        }
+        let id = crate::sys::file_id(&f).map_err(io_err(path, "fstat"))?;
+        if crate::sys::path_id(path).map_err(io_err(path, "stat"))? == Some(id) {
+            return Ok((f, id));
+        }
+    }
+    Err(QueueFileError::Locked(path.to_owned()))
 }
 
 fn map_file(f: &File, len: usize) -> io::Result<MmapMut> {
@@ -242,10 +450,10 @@ fn map_file(f: &File, len: usize) -> io::Result<MmapMut> {
     unsafe { memmap2::MmapOptions::new().len(len).map_mut(f) }
 }
 
-fn region_of(map: &mut MmapMut) -> Result<Region, QueueFileError> {
+fn region_of(map: &mut MmapMut, path: &Path) -> Result<Region, QueueFileError> {
     let len = map.len();
     // SAFETY: the mapping lives as long as the QueueMem that owns both it and every view of
     // this region; all accesses go through atomics.
     unsafe { Region::from_raw_parts(map.as_mut_ptr(), len) }
-        .map_err(|e| QueueFileError::Io(io::Error::other(e)))
+        .map_err(|e| io_err(path, "mmap")(io::Error::other(e)))
 }

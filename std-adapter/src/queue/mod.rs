@@ -6,8 +6,13 @@
 //! Files follow the creation rules of spec §1.2 where they apply: `O_CREAT` without
 //! `O_TRUNC`, mode 0o660, a non-blocking exclusive `flock` held by the creating handle for its
 //! life, an inode check against the path, and replacement of a stale file (size ≠ 0) by a
-//! fresh inode, up to 8 attempts. Unlike a ringfire ring, a queue file is never unlinked on
-//! drop: the items in it are the point. Use `open` to reach an existing queue.
+//! fresh inode, up to 8 attempts; the file's bytes are reserved with `posix_fallocate`, so
+//! a full file system is an error at creation. A file is stale only when no handle has it
+//! open: every handle that `open`s a queue file holds a shared open-file-description lock
+//! on its first byte, and `create` refuses a file with a live handle
+//! ([`QueueFileError::InUse`]) instead of orphaning it. Unlike a ringfire ring, a queue file
+//! is never unlinked on drop: the items in it are the point. Use `open` to reach an
+//! existing queue.
 //!
 //! Blocking pushes and pops spin briefly, then sleep on the queue's shared futex words
 //! (`data_futex` for consumers, `space_futex` for producers) with the same no-lost-wake-up

@@ -188,6 +188,12 @@ impl<T: Item> MpmcQueue<T> {
         &self.inner
     }
 
+    /// True when the path no longer names this queue's file (see
+    /// [`QueueMem::is_replaced`]): handles that open the path share another queue.
+    pub fn is_replaced(&self) -> bool {
+        self.mem.is_replaced()
+    }
+
     /// See [`q::MpmcQueue::next_stuck_slot`].
     pub fn next_stuck_slot(&self, from: u64) -> Option<u64> {
         self.inner.next_stuck_slot(from)

@@ -1,7 +1,7 @@
 //! A queue file mapped read-only, for `ringwire stat`: loads only, so inspecting a queue
 //! needs no write permission and cannot disturb it.
 
-use std::fs::File;
+use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use memmap2::MmapRaw;
@@ -48,7 +48,7 @@ impl ReadOnlyQueue {
     /// Opens a queue file of either kind and validates it (every attach check).
     pub fn open(path: impl AsRef<Path>, kind: QueueKind) -> Result<Self> {
         let path = path.as_ref();
-        let file = File::open(path).map_err(|e| Error::io(path, "open", e))?;
+        let file = crate::file::open_regular(path, OpenOptions::new().read(true))?;
         let (map, region) = crate::file::map_file(path, &file, true)?;
         let view = QueueView::attach(region, QueueExpect::raw(kind)).map_err(|source| {
             Error::QueueAttach {
@@ -94,5 +94,14 @@ impl ReadOnlyQueue {
             space_futex: v.space_futex().load(Ordering::Relaxed),
             claimed_unpublished,
         }
+    }
+}
+
+impl std::fmt::Debug for ReadOnlyQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadOnlyQueue")
+            .field("path", &self.path)
+            .field("geometry", self.view.geometry())
+            .finish()
     }
 }

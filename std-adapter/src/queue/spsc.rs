@@ -118,6 +118,12 @@ impl<T: Item> SpscProducer<T> {
         self.raw.free()
     }
 
+    /// True when the path no longer names this queue's file (see
+    /// [`QueueMem::is_replaced`]): items pushed here reach no consumer that opens the path.
+    pub fn is_replaced(&self) -> bool {
+        self.raw.mem().is_replaced()
+    }
+
     /// See [`QueueMem::flush`].
     pub fn flush(&self) -> io::Result<()> {
         self.raw.flush()
@@ -180,6 +186,12 @@ impl<T: Item> SpscConsumer<T> {
     /// Items ready to pop.
     pub fn ready(&mut self) -> Result<u64, PopError> {
         self.raw.ready()
+    }
+
+    /// True when the path no longer names this queue's file (see
+    /// [`QueueMem::is_replaced`]): a producer that opens the path pushes elsewhere.
+    pub fn is_replaced(&self) -> bool {
+        self.raw.mem().is_replaced()
     }
 
     /// See [`QueueMem::flush`].
