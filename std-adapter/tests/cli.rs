@@ -403,3 +403,24 @@ fn stat_dump_and_top_of_a_fifo_fail_at_once_naming_it() {
         );
     }
 }
+
+/// `serve --dup` and `--mtu` act only on UDP delivery: without `--multicast` or `--udp`
+/// they are rejected (exit 2, naming the flag and what it needs), as `--ttl` is without
+/// `--multicast`, instead of being silently ignored.
+#[test]
+fn serve_dup_and_mtu_need_udp_delivery() {
+    let t = TmpRing::new("dup-mtu");
+    let _r = make_ring(&t, 0);
+    let p = t.0.to_str().unwrap();
+    for (flag, value) in [("--dup", "2"), ("--mtu", "1000")] {
+        // Bounded: a serve that accepted the flag would run until killed.
+        let (code, out, err) =
+            ringwire_bounded(&["serve", p, "--bind", "127.0.0.1:0", flag, value]);
+        assert_eq!(code, 2, "{flag}: {out}{err}");
+        assert!(err.contains(flag), "{flag}: {err}");
+        assert!(
+            err.contains("--multicast") && err.contains("--udp"),
+            "{flag}: {err}"
+        );
+    }
+}

@@ -535,3 +535,120 @@ fn step_on_an_idle_source_returns_within_the_bound() {
     srv.join().unwrap().unwrap();
     assert_same(src.path(), dst.path(), 1);
 }
+
+/// A listener that accepts and never sends GEOMETRY: `connect` (ringfire's API shape,
+/// which there blocks forever) fails at the handshake deadline, naming the source, and
+/// creates no ring.
+#[test]
+fn connect_fails_when_the_source_never_sends_geometry() {
+    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let held = std::thread::spawn(move || {
+        // Keep the accepted connection open, silent, until the mirror closes it.
+        use std::io::Read;
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut b = [0u8; 64];
+        while let Ok(n) = s.read(&mut b) {
+            if n == 0 {
+                return true;
+            }
+        }
+        false
+    });
+    let dst = ShmPath::new("cmp-nogeo");
+    let t0 = Instant::now();
+    let e = Mirror::builder()
+        .handshake_timeout(Duration::from_millis(300))
+        .connect(addr, dst.path())
+        .unwrap_err();
+    let dt = t0.elapsed();
+    assert!(dt < Duration::from_secs(3), "{dt:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&addr.to_string()) && msg.contains("no GEOMETRY"),
+        "{msg}"
+    );
+    assert!(held.join().unwrap(), "the mirror kept the connection open");
+    assert!(!dst.path().exists());
+}
+
+/// An idle source (ringwire's or ringfire's, TCP or UDP unicast) keeps a mirror whose
+/// silence deadline is 1 s (5 TCP heartbeat intervals) alive with its heartbeats: after
+/// 1.5 s without records the copy still runs and takes the next record.
+fn idle_source_keeps_the_mirror(mode: Mode, ringfire_source: bool, idx: u16) {
+    use ringfire::replication::ReplicaServer as RfServer;
+    let src = ShmPath::new(&format!("cmp-quiet-src-{idx}"));
+    let dst = ShmPath::new(&format!("cmp-quiet-dst-{idx}"));
+    let mut push: Box<dyn FnMut(u64)> = if ringfire_source {
+        let mut p = ringfire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
+        Box::new(move |s| {
+            p.push(&payload(s));
+        })
+    } else {
+        let mut p = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
+        Box::new(move |s| assert_eq!(p.push(&payload(s)), s))
+    };
+    push(1);
+    let mut ours = None;
+    let addr = if ringfire_source {
+        let mut server = RfServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+        if mode == Mode::Unicast {
+            server = server.unicast(free_udp_port(), 1472);
+        }
+        let addr = server.local_addr().unwrap();
+        // ringfire's server cannot be stopped: its thread is left to the end of the process.
+        drop(server.spawn().unwrap());
+        addr
+    } else {
+        let (addr, stop, srv) = spawn_server(our_server(src.path(), mode, idx));
+        ours = Some((stop, srv));
+        addr
+    };
+    let mut mirror = Mirror::builder()
+        .start(MirrorStart::Oldest)
+        .unicast(mode == Mode::Unicast)
+        .silence_timeout(Duration::from_secs(1))
+        .connect(addr, dst.path())
+        .unwrap();
+    wait_until("record 1", Duration::from_secs(10), || {
+        mirror.sequence() >= 1
+    });
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(1500) {
+        assert!(mirror.step().unwrap(), "the mirror ended on an idle source");
+    }
+    push(2);
+    wait_until("record 2", Duration::from_secs(10), || {
+        mirror.sequence() >= 2
+    });
+    assert_eq!(mirror.is_unicast(), mode == Mode::Unicast);
+    mirror.handle().unwrap().shutdown().unwrap();
+    mirror.run().unwrap();
+    drop(mirror);
+    if let Some((stop, srv)) = ours {
+        stop.0.shutdown();
+        srv.join().unwrap().unwrap();
+    }
+    assert_same(src.path(), dst.path(), 2);
+}
+
+#[test]
+fn idle_ringwire_source_keeps_the_mirror_tcp() {
+    idle_source_keeps_the_mirror(Mode::Tcp, false, 20);
+}
+
+#[test]
+fn idle_ringwire_source_keeps_the_mirror_unicast() {
+    idle_source_keeps_the_mirror(Mode::Unicast, false, 21);
+}
+
+#[test]
+fn idle_ringfire_source_keeps_the_mirror_tcp() {
+    idle_source_keeps_the_mirror(Mode::Tcp, true, 22);
+}
+
+#[test]
+fn idle_ringfire_source_keeps_the_mirror_unicast() {
+    idle_source_keeps_the_mirror(Mode::Unicast, true, 23);
+}

@@ -287,7 +287,8 @@ fn a_mirror_that_stops_reading_times_out_without_hurting_others() {
 
 /// A source that announces a DATA frame longer than its ring's geometry allows (a fixed
 /// ring of 32-byte slots, a 64 MiB frame): the mirror ends the connection with a protocol
-/// error from the header alone, without growing its buffer or waiting for the payload.
+/// error from the header alone, without growing its buffer or waiting for the payload;
+/// with `--once` that is an error.
 /// (A longer frame that the geometry allows, one big blob, grows the buffer: replica_blob.)
 #[test]
 fn a_frame_longer_than_the_geometry_allows_ends_the_connection() {
@@ -334,7 +335,423 @@ fn a_frame_longer_than_the_geometry_allows_ends_the_connection() {
         matches!(s.read(&mut out), Ok(0))
     });
     let stop = AtomicBool::new(false);
-    let sum = mirror::run(&mo, &stop).unwrap();
+    // A protocol error: --once fails, naming the source and the frame (spec §26.2).
+    let msg = mirror::run(&mo, &stop).unwrap_err().to_string();
     assert!(fake.join().unwrap(), "the mirror kept the connection open");
-    assert_eq!((sum.connections, sum.last_seq), (1, 0), "{sum:?}");
+    assert!(msg.contains(&mo.source.to_string()), "{msg}");
+    assert!(msg.contains("67108864"), "{msg}");
+    let m = ReadOnlyRing::open(dst.path()).unwrap();
+    assert_eq!(m.write_seq(), 0);
+}
+
+/// Sets a stop flag when dropped, also on a failed assertion inside a thread scope.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A GEOMETRY for a fixed ring of 64 slots of 32 bytes, first sequence 1.
+fn geometry_frame(capacity: u64) -> Vec<u8> {
+    use ringwire::core::wire::GeometryRepr;
+    let mut out = vec![0u8; 128];
+    let g = GeometryRepr {
+        flags: 0,
+        seq: 1,
+        capacity,
+        element_size: 32,
+        ring_flags: 0x0011,
+        schema_sig: 0,
+        registry_count: 0,
+        slots_offset: 128,
+        arena_offset: 0,
+        arena_size: 0,
+    };
+    let n = g.emit(&mut out).unwrap();
+    out.truncate(n);
+    out
+}
+
+/// A fake source on loopback for `conns` connections: reads each one's HELLO, writes
+/// `reply`, then stays silent until the mirror closes the connection (or 10 s pass).
+/// The thread returns how many connections the mirror closed itself.
+fn fake_source(reply: Vec<u8>, conns: usize) -> (SocketAddr, std::thread::JoinHandle<usize>) {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let mut closed = 0;
+        for _ in 0..conns {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut hello = [0u8; 32];
+            s.read_exact(&mut hello).unwrap();
+            s.write_all(&reply).unwrap();
+            let mut buf = [0u8; 256];
+            // Anything the mirror sends (nothing, in TCP mode) until it closes.
+            loop {
+                match s.read(&mut buf) {
+                    Ok(0) => {
+                        closed += 1;
+                        break;
+                    }
+                    Ok(_) => {}
+                    Err(_) => break,
+                }
+            }
+        }
+        closed
+    });
+    (addr, h)
+}
+
+fn once_options(addr: SocketAddr, path: &Path) -> MirrorOptions {
+    let mut mo = MirrorOptions::new(addr, path);
+    mo.start = Start::Oldest;
+    mo.once = true;
+    mo.log = false;
+    mo
+}
+
+/// `--once` against a source that breaks the protocol (a GEOMETRY whose capacity is not a
+/// power of two; a frame of unknown kind after a good GEOMETRY) fails, naming the source
+/// and the error (spec §26.2: a mirror error exits 1), instead of returning Ok.
+#[test]
+fn once_fails_on_a_protocol_error_naming_the_source() {
+    let unknown_kind = {
+        let mut v = geometry_frame(64);
+        // kind 99, flags 0, count 0, len 0, seq 1
+        v.extend_from_slice(&[99, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
+        v
+    };
+    for (tag, reply, want) in [
+        ("cap3", geometry_frame(3), "not a power of two"),
+        ("kind99", unknown_kind, "unknown frame kind 99"),
+    ] {
+        let dst = ShmPath::new(&format!("hostile-proto-{tag}"));
+        let (addr, fake) = fake_source(reply, 1);
+        let stop = AtomicBool::new(false);
+        let t0 = std::time::Instant::now();
+        let e = mirror::run(&once_options(addr, dst.path()), &stop).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{tag}: took {:?}",
+            t0.elapsed()
+        );
+        assert!(msg.contains(&addr.to_string()), "{tag}: {msg}");
+        assert!(msg.contains(want), "{tag}: {msg}");
+        assert_eq!(
+            fake.join().unwrap(),
+            1,
+            "{tag}: the mirror kept the connection open"
+        );
+    }
+}
+
+/// A server at its session limit refuses a mirror by closing the connection before
+/// GEOMETRY: `--once` fails with a message that says so, and no ring is created.
+#[test]
+fn once_fails_when_the_server_refuses_it() {
+    let (src, _ring, _prod) = source("hostile-refused-src");
+    let dst = ShmPath::new("hostile-refused-dst");
+    let mut so = ServeOptions::new(src.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    so.log = false;
+    so.max_sessions = 1;
+    let server = Server::bind(so).unwrap();
+    let addr = server.local_addr();
+    let stop = AtomicBool::new(false);
+    let r = std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&stop));
+        // Holds the one session (sends HELLO, then reads nothing).
+        let mut hello = [0u8; 64];
+        let k = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
+        let mut first = TcpStream::connect(addr).unwrap();
+        first.write_all(&hello[..k]).unwrap();
+        wait_until("the first session", Duration::from_secs(5), || {
+            server.summary().sessions >= 1
+        });
+        let r = mirror::run(&once_options(addr, dst.path()), &AtomicBool::new(false));
+        stop.store(true, Ordering::Relaxed);
+        drop(first);
+        s.join().unwrap().unwrap();
+        r
+    });
+    let msg = r.unwrap_err().to_string();
+    assert!(msg.contains(&addr.to_string()), "{msg}");
+    assert!(msg.contains("before GEOMETRY"), "{msg}");
+    assert!(
+        ReadOnlyRing::open(dst.path()).is_err(),
+        "a ring was created"
+    );
+    assert_eq!(server.summary().refused, 1);
+}
+
+/// A source that accepts the connection and never sends GEOMETRY: `--once` fails at the
+/// handshake deadline instead of waiting forever, and closes the connection.
+#[test]
+fn once_fails_when_the_source_never_sends_geometry() {
+    let dst = ShmPath::new("hostile-nogeo");
+    let (addr, fake) = fake_source(Vec::new(), 1);
+    let mut mo = once_options(addr, dst.path());
+    mo.handshake_timeout = Duration::from_millis(300);
+    let t0 = std::time::Instant::now();
+    let e = mirror::run(&mo, &AtomicBool::new(false)).unwrap_err();
+    let dt = t0.elapsed();
+    let msg = e.to_string();
+    assert!(dt >= Duration::from_millis(300), "{dt:?}");
+    assert!(dt < Duration::from_secs(3), "{dt:?}");
+    assert!(msg.contains(&addr.to_string()), "{msg}");
+    assert!(msg.contains("no GEOMETRY"), "{msg}");
+    assert_eq!(
+        fake.join().unwrap(),
+        1,
+        "the mirror kept the connection open"
+    );
+}
+
+/// A source that sends GEOMETRY and then nothing at all (no DATA, no HEARTBEAT): the
+/// mirror gives up at the silence deadline: with `--once` with an error, otherwise it
+/// closes the connection and reconnects.
+#[test]
+fn a_source_silent_after_the_handshake_is_given_up() {
+    let dst = ShmPath::new("hostile-silent-once");
+    let (addr, fake) = fake_source(geometry_frame(64), 1);
+    let mut mo = once_options(addr, dst.path());
+    mo.silence_timeout = Duration::from_millis(300);
+    let t0 = std::time::Instant::now();
+    let msg = mirror::run(&mo, &AtomicBool::new(false))
+        .unwrap_err()
+        .to_string();
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+    assert!(msg.contains(&addr.to_string()), "{msg}");
+    assert!(msg.contains("nothing from the source"), "{msg}");
+    assert_eq!(fake.join().unwrap(), 1);
+    // The mirror ring was created at the handshake.
+    assert!(ReadOnlyRing::open(dst.path()).is_ok());
+
+    // Without --once: closed, then a new connection (which resumes).
+    let dst = ShmPath::new("hostile-silent-again");
+    let (addr, fake) = fake_source(geometry_frame(64), 2);
+    let mut mo = once_options(addr, dst.path());
+    mo.once = false;
+    mo.silence_timeout = Duration::from_millis(200);
+    mo.reconnect = Duration::from_millis(10);
+    let stop = AtomicBool::new(false);
+    let sum = std::thread::scope(|sc| {
+        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        let closed = fake.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(
+            closed, 2,
+            "the mirror did not close both silent connections"
+        );
+        m.join().unwrap().unwrap()
+    });
+    assert!(sum.connections >= 2, "{sum:?}");
+}
+
+/// Connections that never send HELLO fill `max_sessions`; a real mirror is refused while
+/// they hold it, and once the HELLO deadline has closed them it is accepted and gets every
+/// record.
+#[test]
+fn idle_connections_are_closed_at_the_hello_deadline() {
+    let (src, _ring, mut prod) = source("hostile-idle-src");
+    let dst = ShmPath::new("hostile-idle-dst");
+    publish(&mut prod, 500);
+    let mut so = ServeOptions::new(src.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    so.log = false;
+    so.max_sessions = 4;
+    so.hello_timeout = Duration::from_millis(300);
+    let server = Server::bind(so).unwrap();
+    let addr = server.local_addr();
+    let stop = AtomicBool::new(false);
+    let mstop = AtomicBool::new(false);
+    let (srv, sum, refused) = std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&stop));
+        // A failed assertion must not leave the scope waiting for these forever.
+        let _guards = (SetOnDrop(&stop), SetOnDrop(&mstop));
+        let idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        wait_until("4 sessions", Duration::from_secs(5), || {
+            server.summary().sessions >= 4
+        });
+        let t0 = std::time::Instant::now();
+        // Refused while the idle connections hold every session.
+        let refused = mirror::run(&once_options(addr, dst.path()), &AtomicBool::new(false));
+        let mut mo = once_options(addr, dst.path());
+        mo.once = false;
+        mo.reconnect = Duration::from_millis(20);
+        let mstop = &mstop;
+        let m = sc.spawn(move || mirror::run(&mo, mstop));
+        wait_until(
+            "the mirror after the deadline",
+            Duration::from_secs(5),
+            || ReadOnlyRing::open(dst.path()).map_or(0, |r| r.write_seq()) >= 500,
+        );
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        mstop.store(true, Ordering::Relaxed);
+        let sum = m.join().unwrap().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        drop(idle);
+        (s.join().unwrap().unwrap(), sum, refused)
+    });
+    let msg = refused.unwrap_err().to_string();
+    assert!(msg.contains("before GEOMETRY"), "{msg}");
+    assert_mirror_exact(dst.path(), 500);
+    assert_eq!(srv.hello_timeouts, 4, "{srv:?}");
+    assert!(srv.refused >= 1, "{srv:?}");
+    assert!(sum.connections >= 1, "{sum:?}");
+}
+
+/// Reads frames from `s` until `n` records have come in DATA frames (or 5 s pass); returns
+/// the GEOMETRY's first sequence and the records' sequences in order.
+fn read_records(s: &mut TcpStream, n: u64) -> (u64, Vec<u64>) {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let t0 = std::time::Instant::now();
+    let mut first = None;
+    let mut seqs = Vec::new();
+    while (seqs.len() as u64) < n && t0.elapsed() < Duration::from_secs(5) {
+        let mut h = [0u8; 16];
+        s.read_exact(&mut h).unwrap();
+        let count = u16::from_le_bytes([h[2], h[3]]) as u64;
+        let len = u32::from_le_bytes(h[4..8].try_into().unwrap()) as usize;
+        let seq = u64::from_le_bytes(h[8..16].try_into().unwrap());
+        let mut body = vec![0u8; len];
+        s.read_exact(&mut body).unwrap();
+        match h[0] {
+            k if k == Kind::Geometry as u8 => first = Some(seq),
+            k if k == Kind::Data as u8 => {
+                for (i, rec) in body.chunks(LEN).enumerate() {
+                    assert_eq!(rec, payload(seq + i as u64), "record {}", seq + i as u64);
+                }
+                seqs.extend(seq..seq + count);
+            }
+            _ => {}
+        }
+    }
+    (first.expect("no GEOMETRY"), seqs)
+}
+
+/// A TCP-mode mirror that shuts down its write side right after HELLO (a source never
+/// reads after HELLO in TCP mode, spec §19.3) still gets GEOMETRY and every record, and
+/// heartbeats while idle. When it then really goes away, the server notices at its next
+/// write and frees the session: with `max_sessions` 1, a new mirror is served promptly.
+#[test]
+fn a_mirror_that_half_closes_after_hello_is_served() {
+    let (src, _ring, mut prod) = source("hostile-halfclose-src");
+    let dst = ShmPath::new("hostile-halfclose-dst");
+    publish(&mut prod, 300);
+    let mut so = ServeOptions::new(src.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    so.log = false;
+    so.max_sessions = 1;
+    let server = Server::bind(so).unwrap();
+    let addr = server.local_addr();
+    let stop = AtomicBool::new(false);
+    let mstop = AtomicBool::new(false);
+    let sum = std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&stop));
+        let _guards = (SetOnDrop(&stop), SetOnDrop(&mstop));
+        let mut c = TcpStream::connect(addr).unwrap();
+        let mut hello = [0u8; 64];
+        let k = HelloRepr {
+            seq: u64::MAX,
+            flags: 0,
+        }
+        .emit(&mut hello)
+        .unwrap();
+        c.write_all(&hello[..k]).unwrap();
+        c.shutdown(std::net::Shutdown::Write).unwrap();
+        let (first, seqs) = read_records(&mut c, 300);
+        assert_eq!(first, 1);
+        assert_eq!(seqs, (1..=300).collect::<Vec<_>>());
+        // Still served after an idle spell, and records published now still come.
+        std::thread::sleep(Duration::from_millis(300));
+        for seq in 301..=310 {
+            prod.push(&payload(seq));
+        }
+        let mut more = Vec::new();
+        while more.len() < 10 {
+            use std::io::Read;
+            let mut h = [0u8; 16];
+            c.read_exact(&mut h).unwrap();
+            let len = u32::from_le_bytes(h[4..8].try_into().unwrap()) as usize;
+            let mut body = vec![0u8; len];
+            c.read_exact(&mut body).unwrap();
+            assert!(
+                h[0] == Kind::Data as u8 || h[0] == Kind::Heartbeat as u8,
+                "kind {}",
+                h[0]
+            );
+            if h[0] == Kind::Data as u8 {
+                let seq = u64::from_le_bytes(h[8..16].try_into().unwrap());
+                let count = u16::from_le_bytes([h[2], h[3]]) as u64;
+                more.extend(seq..seq + count);
+            }
+        }
+        assert_eq!(more, (301..=310).collect::<Vec<_>>());
+        // Gone for real: the one session is freed for a new mirror within about a
+        // heartbeat interval or two.
+        drop(c);
+        let t0 = std::time::Instant::now();
+        let mut mo = once_options(addr, dst.path());
+        mo.once = false;
+        mo.reconnect = Duration::from_millis(20);
+        let mstop = &mstop;
+        let m = sc.spawn(move || mirror::run(&mo, mstop));
+        wait_until("the next mirror", Duration::from_secs(5), || {
+            ReadOnlyRing::open(dst.path()).map_or(0, |r| r.write_seq()) >= 310
+        });
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        mstop.store(true, Ordering::Relaxed);
+        let sum = m.join().unwrap().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        s.join().unwrap().unwrap();
+        sum
+    });
+    assert_mirror_exact(dst.path(), 310);
+    assert!(sum.connections >= 1, "{sum:?}");
+}
+
+/// The mirror ring's file is removed while the mirror runs: the mirror stops with an error
+/// naming the path within about the 500 ms check, instead of writing on into an inode no
+/// reader of the path sees.
+#[test]
+fn a_removed_mirror_ring_stops_the_mirror() {
+    let (src, _ring, mut prod) = source("hostile-orphan-src");
+    let dst = ShmPath::new("hostile-orphan-dst");
+    publish(&mut prod, 100);
+    let mut so = ServeOptions::new(src.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    so.log = false;
+    let server = Server::bind(so).unwrap();
+    let addr = server.local_addr();
+    let stop = AtomicBool::new(false);
+    let mstop = AtomicBool::new(false);
+    let mut mo = once_options(addr, dst.path());
+    mo.once = false;
+    let (r, dt) = std::thread::scope(|sc| {
+        let s = sc.spawn(|| server.run(&stop));
+        let _guards = (SetOnDrop(&stop), SetOnDrop(&mstop));
+        let m = sc.spawn(|| mirror::run(&mo, &mstop));
+        wait_until("the mirror", Duration::from_secs(5), || {
+            ReadOnlyRing::open(dst.path()).map_or(0, |r| r.write_seq()) >= 100
+        });
+        std::fs::remove_file(dst.path()).unwrap();
+        let t0 = std::time::Instant::now();
+        wait_until("the mirror to stop", Duration::from_secs(3), || {
+            m.is_finished()
+        });
+        let dt = t0.elapsed();
+        mstop.store(true, Ordering::Relaxed);
+        let r = m.join().unwrap();
+        stop.store(true, Ordering::Relaxed);
+        s.join().unwrap().unwrap();
+        (r, dt)
+    });
+    let msg = r.unwrap_err().to_string();
+    assert!(msg.contains(&dst.path().display().to_string()), "{msg}");
+    assert!(msg.contains("removed"), "{msg}");
+    assert!(dt < Duration::from_secs(2), "{dt:?}");
 }

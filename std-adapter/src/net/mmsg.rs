@@ -247,14 +247,17 @@ impl SendMany {
     }
 
     /// Sends `frame` to every address in `to` with as few `sendmmsg` calls as the kernel
-    /// allows. Returns how many were sent, and the first error if one stopped the batch (the
-    /// caller decides about EMSGSIZE; spec §20.3): the addresses after it are not tried.
+    /// allows, and returns how many the kernel took. An address the kernel refuses (the call
+    /// fails on it) is passed to `failed` with the error and skipped: the addresses after it
+    /// are still tried, unless `failed` returns false (the caller decides about EMSGSIZE,
+    /// spec §20.3, which no destination would take either). At most one call per address.
     pub fn send(
         &mut self,
         sock: &UdpSocket,
         frame: &[u8],
         to: &[SocketAddrV4],
-    ) -> (usize, Option<io::Error>) {
+        mut failed: impl FnMut(SocketAddrV4, io::Error) -> bool,
+    ) -> usize {
         if self.to != to {
             self.to.clear();
             self.to.extend_from_slice(to);
@@ -275,29 +278,39 @@ impl SendMany {
             h.msg_hdr.msg_iov = iov;
             h.msg_hdr.msg_iovlen = 1;
         }
-        let mut sent = 0;
-        while sent < self.hdrs.len() {
-            let n = (self.hdrs.len() - sent).min(SEND_CHUNK);
-            // SAFETY: the headers from `sent` on point at live sockaddr_in values of the
+        // `next` is the first address not yet tried; every round moves it by at least one.
+        let (mut next, mut sent) = (0, 0);
+        while next < self.hdrs.len() {
+            let n = (self.hdrs.len() - next).min(SEND_CHUNK);
+            // SAFETY: the headers from `next` on point at live sockaddr_in values of the
             // stated size and at the one live iovec over `frame`, which the kernel only
             // reads; all outlive the call.
             let r = unsafe {
                 libc::sendmmsg(
                     sock.as_raw_fd(),
-                    self.hdrs[sent..].as_mut_ptr(),
+                    self.hdrs[next..].as_mut_ptr(),
                     n as libc::c_uint,
                     0,
                 )
             };
-            if r < 0 {
-                return (sent, Some(io::Error::last_os_error()));
+            if r > 0 {
+                // The kernel stops at the first message that fails (and reports that error
+                // only when it is the first): the next round starts with it.
+                next += r as usize;
+                sent += r as usize;
+                continue;
             }
-            if r == 0 {
-                return (sent, Some(io::Error::from(io::ErrorKind::WriteZero)));
+            let e = match r {
+                0 => io::Error::from(io::ErrorKind::WriteZero),
+                _ => io::Error::last_os_error(),
+            };
+            let at = self.to[next];
+            next += 1;
+            if !failed(at, e) {
+                break;
             }
-            sent += r as usize;
         }
-        (sent, None)
+        sent
     }
 }
 
@@ -320,8 +333,8 @@ mod tests {
             .collect();
         let mut out = SendMany::default();
         for i in 0..3u8 {
-            let (n, err) = out.send(&tx, &[i; 100], &to);
-            assert_eq!((n, err.map(|e| e.kind())), (2, None));
+            let n = out.send(&tx, &[i; 100], &to, |a, e| panic!("{a}: {e}"));
+            assert_eq!(n, 2);
         }
         rx1.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
         let mut batch = RecvBatch::new(8, 2048);
@@ -372,8 +385,8 @@ mod tests {
         for (i, list) in lists.iter().enumerate() {
             to.clear();
             to.extend(list.iter().map(|&k| a[k]));
-            let (n, err) = out.send(&tx, &[i as u8; 40], &to);
-            assert_eq!((n, err.map(|e| e.kind())), (list.len(), None), "list {i}");
+            let n = out.send(&tx, &[i as u8; 40], &to, |a, e| panic!("{a}: {e}"));
+            assert_eq!(n, list.len(), "list {i}");
             for &k in *list {
                 want[k].push(i as u8);
             }
@@ -409,6 +422,41 @@ mod tests {
                 "receiver {k} got a frame of a list it was not in"
             );
         }
+    }
+
+    /// A destination the kernel refuses (port 0: EINVAL at once) is reported and skipped;
+    /// the ones before and after it still get the frame. A `failed` that returns false
+    /// stops the batch there.
+    #[test]
+    fn a_failing_destination_does_not_stop_the_others() {
+        let rx: Vec<UdpSocket> = (0..2)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let bad = SocketAddrV4::new(std::net::Ipv4Addr::LOCALHOST, 0);
+        let to = [v4(&rx[0]), bad, v4(&rx[1])];
+        let mut out = SendMany::default();
+        let mut errors = Vec::new();
+        let n = out.send(&tx, &[9u8; 40], &to, |a, e| {
+            errors.push((a, e.raw_os_error()));
+            true
+        });
+        assert_eq!(n, 2);
+        assert_eq!(errors, [(bad, Some(libc::EINVAL))]);
+        let mut buf = [0u8; 64];
+        for r in &rx {
+            r.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+            assert_eq!(r.recv_from(&mut buf).unwrap().0, 40);
+        }
+        // Stopping at the failure: the address after it is not tried.
+        let n = out.send(&tx, &[8u8; 40], &to, |_, _| false);
+        assert_eq!(n, 1);
+        rx[1].set_nonblocking(true).unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        assert_eq!(
+            rx[1].recv_from(&mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::{ArgGroup, Args, ValueEnum};
 use ringwire_core::replicate::Start;
 
 use super::demo::{DemoOptions, Transport};
@@ -17,6 +17,7 @@ use super::{ReplicaError, signal};
 
 /// `ringwire serve`: stream a ring to mirrors.
 #[derive(Args, Debug, Clone)]
+#[command(group(ArgGroup::new("udp_delivery").args(["multicast", "udp"]).multiple(true)))]
 pub struct ServeArgs {
     /// The source ring file (must exist; fixed-record rings).
     pub path: PathBuf,
@@ -29,8 +30,9 @@ pub struct ServeArgs {
     /// Multicast sending interface address (only with --multicast).
     #[arg(long, value_name = "ADDR", requires = "multicast")]
     pub iface: Option<Ipv4Addr>,
-    /// UDP datagram budget in bytes, frame header included (24..=65536).
-    #[arg(long, value_name = "N", default_value_t = 1472,
+    /// UDP datagram budget in bytes, frame header included (24..=65536; only with
+    /// --multicast or --udp).
+    #[arg(long, value_name = "N", default_value_t = 1472, requires = "udp_delivery",
           value_parser = clap::value_parser!(u32).range(24..=65536))]
     pub mtu: u32,
     /// Multicast TTL (hops; only with --multicast).
@@ -43,8 +45,8 @@ pub struct ServeArgs {
     /// Enable UDP unicast delivery from this UDP port (0 = any free port).
     #[arg(long, value_name = "PORT")]
     pub udp: Option<u16>,
-    /// Send every datagram N times (1..=255).
-    #[arg(long, value_name = "N", default_value_t = 1,
+    /// Send every datagram N times (1..=255; only with --multicast or --udp).
+    #[arg(long, value_name = "N", default_value_t = 1, requires = "udp_delivery",
           value_parser = clap::value_parser!(u8).range(1..=255))]
     pub dup: u8,
     /// Records per DATA frame (1..=65535).
@@ -139,7 +141,10 @@ pub struct MirrorArgs {
     /// latency at a bounded CPU cost (at most a quarter of the interval per record).
     #[arg(long)]
     pub no_anticipate: bool,
-    /// Exit when the source disconnects (a connect error exits 1).
+    /// Exit when the source disconnects: 0 when it hangs up after the handshake; 1 on a
+    /// connect error, a protocol error, a source that closes the connection before its
+    /// GEOMETRY (a server at its session limit refuses this way), or a source that stays
+    /// silent past the handshake or liveness deadline.
     #[arg(long)]
     pub once: bool,
     /// Milliseconds between connection attempts (0..=3600000; 0 reconnects at once, as
@@ -233,16 +238,18 @@ impl ServeArgs {
         };
         exit(run_following(&opts, stop, replaced).map(|sum| {
             eprintln!(
-                "serve: done: {} sessions ({} refused), {} records over tcp, {} naks, {} gaps; udp {} data frames, {} heartbeats, {} punches, {} rejected datagrams",
+                "serve: done: {} sessions ({} refused, {} closed without HELLO), {} records over tcp, {} naks, {} gaps; udp {} data frames, {} heartbeats, {} punches, {} rejected datagrams, {} send errors",
                 sum.sessions,
                 sum.refused,
+                sum.hello_timeouts,
                 sum.tcp_records,
                 sum.naks,
                 sum.gaps,
                 sum.udp.data_frames,
                 sum.udp.heartbeats,
                 sum.udp.punches,
-                sum.udp.rejected
+                sum.udp.rejected,
+                sum.udp_send_errors
             );
         }))
     }

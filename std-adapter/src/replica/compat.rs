@@ -11,8 +11,12 @@
 //!   socket; `run` then returns `Ok(())` as it does when the source hangs up.
 //! - Counters read while the mirror runs may trail it by a few batches (see
 //!   [`MirrorProgress`]); after `run` they are exact.
-//! - A source that breaks the protocol ends `run` with `Ok(())` (the driver logs the reason
-//!   when logging is on) rather than with an error.
+//! - A source that breaks the protocol ends `run` (or `step`, or `connect` during the
+//!   handshake) with an error naming the source and what it sent, as one that hangs up
+//!   after the handshake ends it with `Ok(())`. So does a source that stays silent: no
+//!   GEOMETRY within [`MirrorOptions::handshake_timeout`], or nothing at all (no record, no
+//!   heartbeat) for [`MirrorOptions::silence_timeout`] after it; ringfire's mirror waits
+//!   forever.
 //! - [`ReplicaServer::run`] can be stopped, through [`ReplicaServer::shutdown_handle`].
 //! - `MulticastConfig`'s fault-injection knobs (`drop_every`, `swap_every`) are counted as
 //!   ringfire counts them ([`ServeOptions::drop_every`]) and, as there, apply to unicast
@@ -381,6 +385,8 @@ pub struct MirrorBuilder {
     rcvbuf: usize,
     nak_timeout: Duration,
     unicast: bool,
+    handshake_timeout: Duration,
+    silence_timeout: Duration,
 }
 
 impl Default for MirrorBuilder {
@@ -401,6 +407,8 @@ impl MirrorBuilder {
             rcvbuf: DEFAULT_RCVBUF,
             nak_timeout: Duration::from_millis(20),
             unicast: false,
+            handshake_timeout: mirror::HANDSHAKE_TIMEOUT,
+            silence_timeout: mirror::SILENCE_TIMEOUT,
         }
     }
 
@@ -447,8 +455,26 @@ impl MirrorBuilder {
         self
     }
 
+    /// How long `connect` waits for the source's GEOMETRY before it fails (ringwire only;
+    /// default 5 s, zero waits forever as ringfire's does). See
+    /// [`MirrorOptions::handshake_timeout`].
+    pub fn handshake_timeout(mut self, timeout: Duration) -> Self {
+        self.handshake_timeout = timeout;
+        self
+    }
+
+    /// How long the copy waits with nothing at all from the source (no record, no
+    /// heartbeat) before it ends with an error (ringwire only; default 5 s, zero waits
+    /// forever as ringfire's does). See [`MirrorOptions::silence_timeout`].
+    pub fn silence_timeout(mut self, timeout: Duration) -> Self {
+        self.silence_timeout = timeout;
+        self
+    }
+
     /// Connects to the server at `source` (IPv4) and returns once the mirror ring at
-    /// `ring_path` exists, adopted or created; copying has begun on a helper thread.
+    /// `ring_path` exists, adopted or created; copying has begun on a helper thread. Fails
+    /// if the source refuses the connection, closes it or breaks the protocol before its
+    /// GEOMETRY, or does not send it within the handshake timeout.
     pub fn connect<A: ToSocketAddrs, P: AsRef<Path>>(
         self,
         source: A,
@@ -477,6 +503,8 @@ impl MirrorBuilder {
         o.nak_timeout = self.nak_timeout;
         o.file_mode = self.file_mode;
         o.rcvbuf = (self.rcvbuf != DEFAULT_RCVBUF).then_some(self.rcvbuf);
+        o.handshake_timeout = self.handshake_timeout;
+        o.silence_timeout = self.silence_timeout;
         o.log = false;
         Mirror::start(o)
     }

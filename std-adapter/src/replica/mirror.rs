@@ -37,6 +37,9 @@ const HOLDBACK_BYTES: usize = 16 << 20;
 const STREAM_BUF: usize = (2 << 20) + 64;
 /// Datagrams per `recvmmsg`.
 const RECV_BATCH: usize = 64;
+/// How often a connection checks that the mirror ring's path still names the ring it
+/// writes (as `serve` checks its source's).
+const ORPHAN_CHECK: StdDuration = StdDuration::from_millis(500);
 /// Longest blocking wait (the stop flag is checked at least this often).
 const MAX_BLOCK: StdDuration = StdDuration::from_millis(100);
 
@@ -72,7 +75,24 @@ pub struct MirrorOptions {
     pub rcvbuf: Option<usize>,
     /// Status line every second and connection summaries on stderr.
     pub log: bool,
+    /// A source that has not sent its GEOMETRY this long after the TCP connect is given up
+    /// on: the connection is closed and logged, and the mirror reconnects (with `once`, it
+    /// fails). Zero waits forever, as ringfire's mirror does.
+    pub handshake_timeout: StdDuration,
+    /// After the handshake, a source from which nothing at all has come for this long (no
+    /// record, no heartbeat: a ringwire or ringfire source sends a TCP HEARTBEAT every
+    /// 200 ms when idle, and a UDP one every 1 ms by default) is given up on like a silent
+    /// handshake. The default, 5 s, is 25 TCP heartbeat intervals, and the source's own
+    /// write timeout for a mirror that stops reading (spec §24); a library source configured
+    /// with a UDP heartbeat longer than about a tenth of it needs a longer one here. Zero
+    /// waits forever, as ringfire's mirror does.
+    pub silence_timeout: StdDuration,
 }
+
+/// [`MirrorOptions::handshake_timeout`] by default.
+pub const HANDSHAKE_TIMEOUT: StdDuration = StdDuration::from_secs(5);
+/// [`MirrorOptions::silence_timeout`] by default.
+pub const SILENCE_TIMEOUT: StdDuration = StdDuration::from_secs(5);
 
 impl MirrorOptions {
     /// Defaults (spec §26.2) for `source` and `path`.
@@ -92,6 +112,8 @@ impl MirrorOptions {
             file_mode: 0o660,
             rcvbuf: None,
             log: true,
+            handshake_timeout: HANDSHAKE_TIMEOUT,
+            silence_timeout: SILENCE_TIMEOUT,
         }
     }
 }
@@ -230,7 +252,13 @@ fn add(a: &mut MirrorCounters, b: &MirrorCounters) {
 
 enum End {
     Stopped,
+    /// The source hung up after the handshake (or an I/O error ended the connection): a
+    /// clean end, `--once` returns `Ok`.
     Closed(String),
+    /// The connection failed: a protocol error, a source that closed it before GEOMETRY (a
+    /// server at its session limit refuses this way), or a timeout. `--once` returns `Err`
+    /// (spec §26.2: a mirror error exits 1); otherwise the mirror reconnects.
+    Failed(io::Error),
     Fatal(ReplicaError),
     /// A frame of this many bytes (header included) is longer than the stream buffer but
     /// within what the ring's geometry allows: grow the buffer and reconnect at once.
@@ -335,6 +363,7 @@ pub fn run_observed(
                     let why = match &end {
                         End::Stopped => "stopped".to_string(),
                         End::Closed(s) => s.clone(),
+                        End::Failed(e) => e.to_string(),
                         End::Fatal(e) => e.to_string(),
                         End::Grow(n) => {
                             format!("a {n}-byte frame: stream buffer grown to it, resuming at once")
@@ -355,6 +384,10 @@ pub fn run_observed(
                     End::Fatal(e) => return Err(e),
                     End::Closed(_) if opts.once => break,
                     End::Closed(_) => {}
+                    End::Failed(e) if opts.once => {
+                        return Err(ReplicaError::io(format!("source {}", opts.source), e));
+                    }
+                    End::Failed(_) => {}
                     End::Grow(n) => {
                         // The buffered bytes go with the connection; the source resends
                         // from the record after the last one written.
@@ -412,6 +445,10 @@ struct Conn<'a> {
     /// The UDP announcement of this connection: unicast, and the session byte.
     announced: Option<(bool, u8)>,
     observer: Option<Observer<'a>>,
+    /// When the TCP connection was made (the handshake deadline runs from here).
+    opened: std::time::Instant,
+    /// When the source was last heard from: TCP bytes, or a datagram the machine accepted.
+    heard: std::time::Instant,
 }
 
 /// Feeds a [`MirrorProgress`] from one connection.
@@ -475,6 +512,8 @@ impl<'a> Conn<'a> {
             anticipate: Anticipator::new(opts.anticipate),
             announced: None,
             observer: None,
+            opened: std::time::Instant::now(),
+            heard: std::time::Instant::now(),
         }
     }
 
@@ -523,13 +562,27 @@ impl<'a> Conn<'a> {
         let mut any = false;
         loop {
             let n = match self.stream.read(self.tmp) {
+                Ok(0) if self.m.geometry().is_none() => {
+                    return Err(End::Failed(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "closed the connection before GEOMETRY (refused: a server at its \
+                         session limit, or not a replication source)",
+                    )));
+                }
                 Ok(0) => return Err(End::Closed("source disconnected".into())),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if self.m.geometry().is_none() => {
+                    return Err(End::Failed(io::Error::new(
+                        e.kind(),
+                        format!("read before GEOMETRY: {e}"),
+                    )));
+                }
                 Err(e) => return Err(End::Closed(format!("read: {e}"))),
             };
             any = true;
+            self.heard = std::time::Instant::now();
             let mut off = 0;
             while off < n {
                 off += self.sbuf.push(&self.tmp[off..n]);
@@ -542,7 +595,12 @@ impl<'a> Conn<'a> {
                         {
                             return Err(End::Grow(HEADER_LEN + len as usize));
                         }
-                        Some(Err(e)) => return Err(End::Closed(format!("stream: {e}"))),
+                        Some(Err(e)) => {
+                            return Err(End::Failed(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!("protocol error: {e}"),
+                            )));
+                        }
                     };
                     if f[0] == Kind::Multicast as u8 && self.udp.is_none() {
                         self.announced = open_udp(self.opts, f, &mut self.udp, &mut self.batch)
@@ -554,7 +612,10 @@ impl<'a> Conn<'a> {
                                 Some(x) => ReplicaError::Ring(x),
                                 None => ReplicaError::Mirror(e),
                             }),
-                            _ => End::Closed(e.to_string()),
+                            _ => End::Failed(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                e.to_string(),
+                            )),
                         });
                     }
                 }
@@ -582,7 +643,9 @@ impl<'a> Conn<'a> {
             for i in 0..n {
                 match batch.get(i) {
                     Some((Some(bytes), Some(from))) => {
-                        self.m.handle_datagram(t, peer_v4(from), bytes, sink);
+                        if self.m.handle_datagram(t, peer_v4(from), bytes, sink) {
+                            self.heard = std::time::Instant::now();
+                        }
                     }
                     _ => self.foreign += 1,
                 }
@@ -667,13 +730,47 @@ impl<'a> Conn<'a> {
         Ok(())
     }
 
+    /// The handshake or liveness deadline, once passed.
+    fn overdue(&self) -> Option<End> {
+        let timed_out =
+            |what: String| Some(End::Failed(io::Error::new(io::ErrorKind::TimedOut, what)));
+        let o = self.opts;
+        if self.m.geometry().is_none() {
+            let t = self.opened.elapsed();
+            if !o.handshake_timeout.is_zero() && t >= o.handshake_timeout {
+                return timed_out(format!(
+                    "no GEOMETRY {} ms after connecting (handshake timeout {} ms)",
+                    t.as_millis(),
+                    o.handshake_timeout.as_millis()
+                ));
+            }
+        } else {
+            let t = self.heard.elapsed();
+            if !o.silence_timeout.is_zero() && t >= o.silence_timeout {
+                return timed_out(format!(
+                    "nothing from the source (no record, no heartbeat) for {} ms (silence timeout {} ms)",
+                    t.as_millis(),
+                    o.silence_timeout.as_millis()
+                ));
+            }
+        }
+        None
+    }
+
     fn run(&mut self, sink: &mut FileSink, stop: &AtomicBool) -> End {
         if let Err(e) = self.stream.set_nonblocking(true) {
             return End::Closed(e.to_string());
         }
         let mut status = Status::new();
+        let mut checked = std::time::Instant::now();
         // Relaxed: a plain flag.
         while !stop.load(Ordering::Relaxed) {
+            if checked.elapsed() >= ORPHAN_CHECK {
+                checked = std::time::Instant::now();
+                if let Some(e) = orphaned(sink) {
+                    return End::Fatal(e);
+                }
+            }
             let r = (|| {
                 let before = self.m.counters().records_written;
                 let a = self.read_tcp(sink)?;
@@ -696,6 +793,9 @@ impl<'a> Conn<'a> {
                 Ok(())
             })();
             if let Err(e) = r {
+                return e;
+            }
+            if let Some(e) = self.overdue() {
                 return e;
             }
             if self.opts.log {
@@ -740,6 +840,33 @@ impl Status {
         self.at = std::time::Instant::now();
         self.written = c.records_written;
     }
+}
+
+/// An error if the mirror ring's path no longer names the ring the sink writes (removed, or
+/// replaced by another file): records written on would go into an inode no reader of the
+/// path sees, so the mirror stops and says so.
+fn orphaned(sink: &FileSink) -> Option<ReplicaError> {
+    let ring = sink.ring()?;
+    let what = match crate::sys::path_id(sink.path()) {
+        Ok(Some(id)) if id == ring.inode() => return None,
+        Ok(Some(id)) => format!(
+            "replaced by another file (device/inode {:?}, the ring written is {:?})",
+            id,
+            ring.inode()
+        ),
+        Ok(None) => format!(
+            "removed (the ring written is device/inode {:?})",
+            ring.inode()
+        ),
+        // Inconclusive (a permission change on the directory…): keep writing.
+        Err(_) => return None,
+    };
+    Some(ReplicaError::io(
+        format!("mirror ring {}", sink.path().display()),
+        io::Error::other(format!(
+            "{what}; stopping rather than writing records no reader of the path would see"
+        )),
+    ))
 }
 
 /// Opens the UDP socket a MULTICAST frame announces, before the machine sees the frame (its

@@ -35,6 +35,10 @@ use crate::net::sockets::{MulticastOut, TCP_WRITE_TIMEOUT, is_emsgsize, source_u
 /// Unicast mirrors one server can register.
 pub const MAX_UNICAST: usize = 64;
 
+/// [`ServeOptions::hello_timeout`] by default: a mirror sends HELLO right after it
+/// connects, so this is a round trip plus a great deal of slack.
+pub const HELLO_TIMEOUT: StdDuration = StdDuration::from_secs(5);
+
 /// Settings of `ringwire serve` (spec §26.1).
 #[derive(Clone, Debug)]
 pub struct ServeOptions {
@@ -68,6 +72,10 @@ pub struct ServeOptions {
     pub once: bool,
     /// Most concurrent TCP sessions; more are refused with a log line.
     pub max_sessions: usize,
+    /// A connection that has not sent its HELLO this long after it was accepted is closed
+    /// (and logged): it would otherwise hold one of [`ServeOptions::max_sessions`] forever.
+    /// Zero waits forever, as ringfire's server does. Default [`HELLO_TIMEOUT`].
+    pub hello_timeout: StdDuration,
     /// Print startup, status and session lines on stderr.
     pub log: bool,
     /// Fault injection for tests (ringfire's `MulticastConfig::drop_every`): the UDP sender
@@ -99,6 +107,7 @@ impl ServeOptions {
             anticipate: true,
             once: false,
             max_sessions: 64,
+            hello_timeout: HELLO_TIMEOUT,
             log: true,
             drop_every: 0,
             swap_every: 0,
@@ -123,6 +132,11 @@ pub struct ServeSummary {
     pub protocol_errors: u64,
     /// Sessions ended because the mirror did not read within the write timeout.
     pub write_timeouts: u64,
+    /// Connections closed because no HELLO came within [`ServeOptions::hello_timeout`].
+    pub hello_timeouts: u64,
+    /// UDP datagrams the kernel refused to send (one per destination and copy; EMSGSIZE,
+    /// which lowers the datagram budget instead, is not counted).
+    pub udp_send_errors: u64,
     /// The UDP sender's counters.
     pub udp: UdpCounters,
 }
@@ -136,6 +150,8 @@ struct Totals {
     gaps: AtomicU64,
     protocol_errors: AtomicU64,
     write_timeouts: AtomicU64,
+    hello_timeouts: AtomicU64,
+    udp_send_errors: AtomicU64,
 }
 
 /// A bound server, ready to [`Server::run`].
@@ -374,6 +390,8 @@ impl Server {
             gaps: l(&t.gaps),
             protocol_errors: l(&t.protocol_errors),
             write_timeouts: l(&t.write_timeouts),
+            hello_timeouts: l(&t.hello_timeouts),
+            udp_send_errors: l(&t.udp_send_errors),
             udp: self.sender().counters(),
         }
     }
@@ -406,13 +424,14 @@ impl Server {
             if self.opts.log && last_status.elapsed() >= StdDuration::from_secs(1) {
                 let s = self.summary();
                 eprintln!(
-                    "serve: {} mirrors, tcp {} rec/s, udp {} frames/s, naks {}, punches {}, rejected {}",
+                    "serve: {} mirrors, tcp {} rec/s, udp {} frames/s, naks {}, punches {}, rejected {}, udp send errors {}",
                     active.load(Ordering::Relaxed),
                     s.tcp_records - last.tcp_records,
                     s.udp.data_frames - last.udp.data_frames,
                     s.naks,
                     s.udp.punches,
                     s.udp.rejected,
+                    s.udp_send_errors,
                 );
                 last = s;
                 last_status = std::time::Instant::now();
@@ -510,11 +529,24 @@ impl Server {
         let mut buf = vec![0u8; max_frame_len(&src.geometry(), self.cfg.tcp_budget)];
         let mut waiter = RingWaiter::new(self.opts.spin, self.opts.anticipate);
         let mut live = false;
+        // The mirror has shut down its write side (read returned 0).
+        let mut eof = false;
+        let accepted = std::time::Instant::now();
+        let hello_timeout = self.opts.hello_timeout;
         // Relaxed: a plain flag.
         while !stop.load(Ordering::Relaxed) {
-            loop {
+            // Nothing has been sent before the HELLO is in (GEOMETRY answers it).
+            if !live && !hello_timeout.is_zero() && accepted.elapsed() >= hello_timeout {
+                self.totals.hello_timeouts.fetch_add(1, Ordering::Relaxed);
+                return format!(
+                    "no HELLO {} ms after connecting (hello timeout {} ms)",
+                    accepted.elapsed().as_millis(),
+                    hello_timeout.as_millis()
+                );
+            }
+            while !eof {
                 match stream.read(&mut rbuf) {
-                    Ok(0) => return "disconnected".into(),
+                    Ok(0) => eof = true,
                     Ok(n) => {
                         let r = if unicast {
                             let mut g = self.sender();
@@ -548,8 +580,20 @@ impl Server {
                 yield_to_receiver();
             }
             self.account(s.counters(), seen);
+            // A TCP-mode source never reads after HELLO (spec §19.3), so a mirror that
+            // half-closes its side after HELLO is still served, as by ringfire; one that is
+            // really gone resets the connection on the next write (a heartbeat at the
+            // latest), seen below or as that write's error. Before HELLO, and in UDP modes,
+            // whose sessions read NAKs, EOF ends the session.
+            let tcp_live = live && s.transport() == Transport::Tcp;
+            if eof && !tcp_live {
+                return "disconnected".into();
+            }
+            if eof && reset(stream) {
+                return "disconnected (reset after it closed its write side)".into();
+            }
             let t = now();
-            if live && s.transport() == Transport::Tcp {
+            if tcp_live {
                 // Sleep on the ring; check the socket (EOF) at least every few ms.
                 let max = until(t, s.poll_timeout(), StdDuration::from_millis(5));
                 waiter.wait(self.ring.ring(), s.cursor(), max);
@@ -583,6 +627,7 @@ impl Server {
         let mut dests: Vec<SocketAddrV4> = Vec::with_capacity(MAX_UNICAST + 1);
         let mut out = SendMany::with_capacity(MAX_UNICAST + 1);
         let mut faults = Faults::new(self.opts.drop_every, self.opts.swap_every);
+        let mut errs = SendErrors::new(&self.totals.udp_send_errors, self.opts.log);
         let mut waiter = RingWaiter::new(self.opts.spin, self.opts.anticipate);
         // Relaxed: a plain flag.
         while !halt.load(Ordering::Relaxed) {
@@ -616,11 +661,11 @@ impl Server {
                 if data && !faults.admit(frame) {
                     continue;
                 }
-                if self.deliver(sock, &mut out, frame, &dests)
+                if self.deliver(sock, &mut out, frame, &dests, &mut errs)
                     && data
                     && let Some(late) = faults.take_held()
                 {
-                    self.deliver(sock, &mut out, late, &dests);
+                    self.deliver(sock, &mut out, late, &dests, &mut errs);
                 }
             }
             if sent_any {
@@ -642,23 +687,169 @@ impl Server {
         }
     }
 
-    /// Sends `frame` [`ServeOptions::dup`] times to every destination. False if an error
-    /// stopped it; EMSGSIZE also lowers the sender's datagram budget (spec §20.3).
+    /// [`deliver`], lowering the sender's datagram budget on EMSGSIZE (spec §20.3).
     fn deliver(
         &self,
         sock: &UdpSocket,
         out: &mut SendMany,
         frame: &[u8],
         dests: &[SocketAddrV4],
+        errs: &mut SendErrors<'_>,
     ) -> bool {
-        for _ in 0..self.opts.dup.max(1) {
-            if let (_, Some(e)) = out.send(sock, frame, dests) {
-                if is_emsgsize(&e) {
-                    self.sender().handle_emsgsize(frame.len());
-                }
+        let ok = deliver(sock, out, frame, dests, self.opts.dup, errs);
+        if !ok {
+            self.sender().handle_emsgsize(frame.len());
+        }
+        ok
+    }
+}
+
+/// Whether `stream` has been reset or closed in both directions (POLLERR or POLLHUP),
+/// checked without waiting.
+fn reset(stream: &TcpStream) -> bool {
+    let mut fd = [libc::pollfd {
+        fd: std::os::fd::AsRawFd::as_raw_fd(stream),
+        events: 0,
+        revents: 0,
+    }];
+    poll(&mut fd, StdDuration::ZERO).is_ok_and(|n| n > 0)
+        && fd[0].revents & (libc::POLLERR | libc::POLLHUP) != 0
+}
+
+/// Sends `frame` `dup` times (at least once) to every destination. A destination the
+/// kernel refuses is skipped, counted and logged in `errs`: the others still get every
+/// copy. False, with nothing more sent, on EMSGSIZE: the frame is too long for the path,
+/// whichever the destination.
+fn deliver(
+    sock: &UdpSocket,
+    out: &mut SendMany,
+    frame: &[u8],
+    dests: &[SocketAddrV4],
+    dup: u8,
+    errs: &mut SendErrors<'_>,
+) -> bool {
+    let mut too_long = false;
+    for _ in 0..dup.max(1) {
+        out.send(sock, frame, dests, |to, e| {
+            if is_emsgsize(&e) {
+                too_long = true;
                 return false;
             }
+            errs.record(to, &e);
+            true
+        });
+        if too_long {
+            return false;
         }
-        true
+    }
+    true
+}
+
+/// How often a UDP send error already logged may be logged again (with the count since).
+const SEND_ERROR_LOG_EVERY: StdDuration = StdDuration::from_secs(10);
+/// Distinct errors whose log lines are rate-limited separately; others are only counted.
+const SEND_ERROR_KINDS: usize = 16;
+
+/// UDP send failures of the sender thread: each counted in the server's totals, and
+/// each kind of error (errno) logged the first time it happens, then at most once every
+/// [`SEND_ERROR_LOG_EVERY`] with the number since.
+struct SendErrors<'a> {
+    count: &'a AtomicU64,
+    log: bool,
+    /// (errno, when last logged, failures since then).
+    seen: Vec<(i32, std::time::Instant, u64)>,
+}
+
+impl<'a> SendErrors<'a> {
+    fn new(count: &'a AtomicU64, log: bool) -> SendErrors<'a> {
+        SendErrors {
+            count,
+            log,
+            seen: Vec::with_capacity(SEND_ERROR_KINDS),
+        }
+    }
+
+    fn record(&mut self, to: SocketAddrV4, e: &io::Error) {
+        // Relaxed: statistics only.
+        self.count.fetch_add(1, Ordering::Relaxed);
+        if !self.log {
+            return;
+        }
+        let errno = e.raw_os_error().unwrap_or(-1);
+        let now = std::time::Instant::now();
+        let room = self.seen.len() < SEND_ERROR_KINDS;
+        match self.seen.iter_mut().find(|s| s.0 == errno) {
+            None if room => {
+                self.seen.push((errno, now, 0));
+                eprintln!(
+                    "serve: UDP send to {to} failed: {e}; the other destinations still get the datagram, and further failures are counted (udp send errors)"
+                );
+            }
+            None => {}
+            Some(s) if now.duration_since(s.1) >= SEND_ERROR_LOG_EVERY => {
+                eprintln!(
+                    "serve: UDP send to {to} failed: {e} ({} more such failures in the last {} s)",
+                    s.2,
+                    now.duration_since(s.1).as_secs()
+                );
+                s.1 = now;
+                s.2 = 0;
+            }
+            Some(s) => s.2 += 1,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v4(s: &UdpSocket) -> SocketAddrV4 {
+        match s.local_addr().unwrap() {
+            SocketAddr::V4(a) => a,
+            a => panic!("not v4: {a}"),
+        }
+    }
+
+    /// A destination the kernel refuses at once (port 0: EINVAL) in the middle of the list:
+    /// the destinations after it still get every copy, and each failed copy is counted.
+    #[test]
+    fn a_failing_destination_is_counted_and_skipped() {
+        let rx: Vec<UdpSocket> = (0..2)
+            .map(|_| UdpSocket::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let dests = [
+            v4(&rx[0]),
+            SocketAddrV4::new(Ipv4Addr::LOCALHOST, 0),
+            v4(&rx[1]),
+        ];
+        let count = AtomicU64::new(0);
+        let mut errs = SendErrors::new(&count, false);
+        let mut out = SendMany::default();
+        assert!(deliver(&tx, &mut out, &[5u8; 32], &dests, 3, &mut errs));
+        assert_eq!(count.load(Ordering::Relaxed), 3, "one failure per copy");
+        let mut buf = [0u8; 64];
+        for r in &rx {
+            r.set_read_timeout(Some(StdDuration::from_secs(2))).unwrap();
+            for copy in 0..3 {
+                assert_eq!(r.recv_from(&mut buf).unwrap().0, 32, "copy {copy}");
+            }
+        }
+    }
+
+    /// Each kind of error is logged once, then rate-limited: later ones are only counted.
+    #[test]
+    fn send_errors_are_logged_once_per_kind() {
+        let count = AtomicU64::new(0);
+        let mut errs = SendErrors::new(&count, true);
+        let to = SocketAddrV4::new(Ipv4Addr::LOCALHOST, 9);
+        for _ in 0..5 {
+            errs.record(to, &io::Error::from_raw_os_error(libc::EINVAL));
+            errs.record(to, &io::Error::from_raw_os_error(libc::ENETUNREACH));
+        }
+        assert_eq!(count.load(Ordering::Relaxed), 10);
+        let kinds: Vec<(i32, u64)> = errs.seen.iter().map(|s| (s.0, s.2)).collect();
+        assert_eq!(kinds, [(libc::EINVAL, 4), (libc::ENETUNREACH, 4)]);
     }
 }
