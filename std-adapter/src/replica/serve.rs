@@ -482,6 +482,12 @@ impl Server {
     fn serve_one(&self, mut stream: TcpStream, addr: SocketAddr, stop: &AtomicBool) {
         self.totals.sessions.fetch_add(1, Ordering::Relaxed);
         let Some(p) = peer(addr) else {
+            if self.opts.log {
+                // The protocol carries IPv4 addresses (unicast tokens, NAT punching).
+                eprintln!(
+                    "serve: {addr}: an IPv6 peer; the replication protocol is IPv4 only, closed"
+                );
+            }
             return;
         };
         if let Err(e) = tune_tcp(&stream).and_then(|_| stream.set_nonblocking(true)) {
@@ -567,6 +573,14 @@ impl Server {
             }
             let mut sent = false;
             while let Some(n) = s.poll_transmit(now(), src, &mut buf) {
+                if !live && self.opts.log {
+                    // Which transport the mirror got: one that asked for unicast gets
+                    // multicast or TCP when all MAX_UNICAST tokens are taken.
+                    match stream.peer_addr() {
+                        Ok(a) => eprintln!("serve: mirror {a} live over {:?}", s.transport()),
+                        Err(_) => eprintln!("serve: a mirror live over {:?}", s.transport()),
+                    }
+                }
                 live = true;
                 sent = true;
                 if let Err(e) = write_all_within(stream, &buf[..n], TCP_WRITE_TIMEOUT) {
