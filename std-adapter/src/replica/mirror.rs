@@ -273,6 +273,10 @@ fn fits_ring(sink: &FileSink, total: usize) -> bool {
         .is_some_and(|v| total <= max_frame_len(v.geometry(), STREAM_BUF))
 }
 
+/// Bytes one pass of the mirror loop reads from TCP before it looks at the stop flag, the
+/// UDP socket and its NAKs again (a 1 MiB DATA frame budget, spec §22).
+const TCP_READ_PASS: usize = 1 << 20;
+
 /// Sleeps `d` in slices, returning early when `stop` is set.
 fn nap(d: StdDuration, stop: &AtomicBool) {
     let until = std::time::Instant::now() + d;
@@ -557,10 +561,13 @@ impl<'a> Conn<'a> {
         o.progress.publish(s);
     }
 
-    /// Reads what TCP has; returns whether anything came.
+    /// Reads what TCP has, up to [`TCP_READ_PASS`] bytes; returns whether anything came.
     fn read_tcp(&mut self, sink: &mut FileSink) -> Result<bool, End> {
         let mut any = false;
-        loop {
+        let mut read = 0usize;
+        // A source that writes faster than we apply must not keep us from the stop flag,
+        // the UDP socket and our NAKs: the rest waits for the next pass (it stays readable).
+        while read < TCP_READ_PASS {
             let n = match self.stream.read(self.tmp) {
                 Ok(0) if self.m.geometry().is_none() => {
                     return Err(End::Failed(io::Error::new(
@@ -570,7 +577,10 @@ impl<'a> Conn<'a> {
                     )));
                 }
                 Ok(0) => return Err(End::Closed("source disconnected".into())),
-                Ok(n) => n,
+                Ok(n) => {
+                    read += n;
+                    n
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) if self.m.geometry().is_none() => {
@@ -621,6 +631,7 @@ impl<'a> Conn<'a> {
                 }
             }
         }
+        Ok(any)
     }
 
     /// Receives up to a few `recvmmsg` batches; returns whether anything came.

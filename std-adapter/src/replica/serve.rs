@@ -165,6 +165,9 @@ pub struct Server {
     totals: Totals,
 }
 
+/// Bytes a session reads from its mirror per pass of its loop (HELLO and NAKs are small).
+const SESSION_READ_PASS: usize = 256 * 1024;
+
 /// How often the accept loop checks whether the ring's path names a new ring.
 const REPLACED_CHECK: StdDuration = StdDuration::from_millis(500);
 
@@ -550,10 +553,14 @@ impl Server {
                     hello_timeout.as_millis()
                 );
             }
-            while !eof {
+            // A peer that writes without pause (a NAK flood) must not keep the session
+            // from the stop flag and its own sending: the rest waits for the next pass.
+            let mut read = 0usize;
+            while !eof && read < SESSION_READ_PASS {
                 match stream.read(&mut rbuf) {
                     Ok(0) => eof = true,
                     Ok(n) => {
+                        read += n;
                         let r = if unicast {
                             let mut g = self.sender();
                             let reg: &mut dyn TokenRegistry = &mut *g;
