@@ -277,7 +277,7 @@ impl MirrorArgs {
         exit(super::mirror::run(&self.options(), stop).map(|s| {
             let c = s.counters;
             eprintln!(
-                "mirror: done: {} connections, last seq {}, {} records written, {} frames, {} datagrams, {} naks, {} retransmitted, {} gaps, {} restarts, {} dropped",
+                "mirror: done: {} connections, last seq {}, {} records written, {} frames, {} datagrams, {} naks, {} retransmitted, {} gaps ({} records), {} restarts, {} dropped",
                 s.connections,
                 s.last_seq,
                 c.records_written,
@@ -286,6 +286,7 @@ impl MirrorArgs {
                 c.naks_sent,
                 c.records_retransmitted,
                 c.gaps,
+                c.records_skipped,
                 c.restarts,
                 c.garbage_dropped + c.holdback_dropped + s.foreign_datagrams
             );

@@ -243,6 +243,7 @@ fn add(a: &mut MirrorCounters, b: &MirrorCounters) {
     a.naks_sent += b.naks_sent;
     a.records_retransmitted += b.records_retransmitted;
     a.gaps += b.gaps;
+    a.records_skipped += b.records_skipped;
     a.duplicates_dropped += b.duplicates_dropped;
     a.garbage_dropped += b.garbage_dropped;
     a.records_written += b.records_written;
@@ -374,13 +375,14 @@ pub fn run_observed(
                         }
                     };
                     eprintln!(
-                        "mirror: connection ended ({why}): last seq {}, frames {}, datagrams {}, naks {}, retransmitted {}, gaps {}",
+                        "mirror: connection ended ({why}): last seq {}, frames {}, datagrams {}, naks {}, retransmitted {}, gaps {} ({} records)",
                         sum.last_seq,
                         k.frames,
                         k.datagrams,
                         k.naks_sent,
                         k.records_retransmitted,
-                        k.gaps
+                        k.gaps,
+                        k.records_skipped
                     );
                 }
                 match end {

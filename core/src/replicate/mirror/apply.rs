@@ -35,6 +35,7 @@ impl Mirror<'_> {
             self.restart(d.seq, sink)?;
         } else if d.seq > self.next {
             self.counters.gaps += 1;
+            self.counters.records_skipped += d.seq - self.next;
             self.next = d.seq;
         }
         write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);

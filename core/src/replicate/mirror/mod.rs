@@ -92,6 +92,9 @@ pub struct MirrorCounters {
     pub records_retransmitted: u64,
     /// Holes skipped (GAP, a jump ahead, a restart).
     pub gaps: u64,
+    /// Sequence numbers those holes skipped (GAP frames and jumps ahead; a restart starts a
+    /// new ring and counts none): records the mirror ring will never hold.
+    pub records_skipped: u64,
     /// DATA frames dropped as duplicates or stale.
     pub duplicates_dropped: u64,
     /// Datagrams dropped as malformed, foreign or for another session.
@@ -329,6 +332,7 @@ impl<'a> Mirror<'a> {
                 let g = GapRepr::parse(&frame).map_err(p)?;
                 if g.seq > self.next {
                     self.counters.gaps += 1;
+                    self.counters.records_skipped += g.seq - self.next;
                     self.next = g.seq;
                 }
                 if self.state == State::LiveUdp {

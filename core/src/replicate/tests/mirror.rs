@@ -93,6 +93,8 @@ fn mirror_tcp_gap_jump_and_restart() {
     feed(&mut m, &data(8, 1, 0), &mut sink).unwrap();
     assert_eq!(sink.writes, [1, 2, 8]);
     assert_eq!(m.counters().gaps, 2);
+    // 3..=5 by the GAP, 6..=7 by the jump.
+    assert_eq!(m.counters().records_skipped, 5);
     assert_eq!(
         sink.inner
             .view()
@@ -111,6 +113,8 @@ fn mirror_tcp_gap_jump_and_restart() {
         ),
         (2, &[1u64][..], 1)
     );
+    // A restart starts a new ring: nothing of it was skipped.
+    assert_eq!(m.counters().records_skipped, 5);
     // A heartbeat far below next also means a new source ring.
     feed(&mut m, &data(2, 5, 0), &mut sink).unwrap();
     let mut hb = [0u8; 16];
