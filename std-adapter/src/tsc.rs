@@ -144,14 +144,35 @@ mod tests {
     use super::*;
     use crate::bench::floor::pin_to;
 
+    /// The CPUs in this process's affinity mask (its cpuset), in order.
+    fn allowed_cpus() -> Vec<usize> {
+        // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size, and
+        // CPU_ISSET reads inside it (i < CPU_SETSIZE).
+        unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            let rc = libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set);
+            assert_eq!(
+                rc,
+                0,
+                "sched_getaffinity: {}",
+                std::io::Error::last_os_error()
+            );
+            (0..libc::CPU_SETSIZE as usize)
+                .filter(|&i| libc::CPU_ISSET(i, &set))
+                .collect()
+        }
+    }
+
     #[test]
     fn stamps_name_the_cpu_they_ran_on_and_do_not_go_back() {
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        for cpu in 0..cpus.min(4) {
-            std::thread::scope(|s| {
+        let cpus = allowed_cpus();
+        assert!(!cpus.is_empty(), "an empty affinity mask");
+        let mut pinned = 0;
+        for &cpu in cpus.iter().take(4) {
+            pinned += std::thread::scope(|s| {
                 s.spawn(|| {
                     if !pin_to(cpu) {
-                        return; // a CPU outside this process's cpuset
+                        return 0; // the cpuset changed under us
                     }
                     // Both ways of taking a stamp, in turn: they read one counter.
                     let a = CycleStamp::now();
@@ -164,9 +185,14 @@ mod tests {
                     assert!(a.tsc <= b.tsc && b.tsc <= c.tsc, "{a:?} {b:?} {c:?}");
                     assert_eq!(c.diff_cycles(&a), c.tsc - a.tsc);
                     assert_eq!(a.diff_cycles(&c), 0);
-                });
+                    1
+                })
+                .join()
+                .unwrap()
             });
         }
+        // Stamps were checked on at least one CPU, not skipped everywhere.
+        assert!(pinned >= 1, "no CPU of {cpus:?} could be pinned");
     }
 
     #[test]

@@ -3,6 +3,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -94,6 +95,17 @@ pub struct StopOnDrop(pub ReplicaServerHandle);
 impl Drop for StopOnDrop {
     fn drop(&mut self) {
         self.0.shutdown();
+    }
+}
+
+/// Sets a stop flag when dropped. Made the first statement of a `std::thread::scope` whose
+/// threads run until the flag is set (`Server::run`, `mirror::run`), it stops them also when
+/// an assertion in the scope fails, so the scope ends and the test fails instead of hanging.
+pub struct SetOnDrop<'a>(pub &'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
     }
 }
 

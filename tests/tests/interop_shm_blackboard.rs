@@ -61,27 +61,62 @@ fn ringwire_blackboard_read_by_ringfire() {
 
 #[test]
 fn concurrent_reader_never_sees_a_torn_value() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::time::{Duration, Instant};
+    /// Clears the writing flag when dropped, also on a failed write, so the reader ends.
+    struct Done<'a>(&'a AtomicBool);
+    impl Drop for Done<'_> {
+        fn drop(&mut self) {
+            self.0.store(false, Ordering::Release);
+        }
+    }
     let p = ShmPath::new("bb-race");
     let mut prod = BlackboardProducer::<V>::create(&p, 1).unwrap();
     let cons = BlackboardConsumer::<V>::attach(&p).unwrap();
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let reader = std::thread::spawn(move || {
-        let mut seen = 0u64;
-        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-            if let Some(v) = cons.read(0).unwrap() {
-                assert_eq!(v, val(0, v[1]), "torn value");
-                assert!(v[1] >= seen, "went backwards");
-                seen = v[1];
+    let writing = AtomicBool::new(true);
+    // Distinct values the reader saw while the writer was still writing.
+    let distinct = AtomicU64::new(0);
+    let (overlapped, distinct_seen) = std::thread::scope(|sc| {
+        let done = Done(&writing);
+        let reader = sc.spawn(|| {
+            let (mut seen, mut overlapped) = (0u64, 0u64);
+            loop {
+                let v = cons.read(0).unwrap();
+                // Only a read that ended before the writer did raced it.
+                let during = writing.load(Ordering::Acquire);
+                if let Some(v) = v {
+                    assert_eq!(v, val(0, v[1]), "torn value");
+                    assert!(v[1] >= seen, "went backwards");
+                    if during && v[1] != seen {
+                        distinct.fetch_add(1, Ordering::Relaxed);
+                    }
+                    seen = v[1];
+                }
+                if !during {
+                    return overlapped;
+                }
+                overlapped += 1;
             }
+        });
+        // 200,000 writes, and more (for at most 10 s) until the reader has seen the value
+        // change a few times while it was being written: a reader that never overlapped the
+        // writer would check nothing.
+        let t0 = Instant::now();
+        let mut round = 0;
+        while round < 200_000
+            || (distinct.load(Ordering::Relaxed) < 3 && t0.elapsed() < Duration::from_secs(10))
+        {
+            round += 1;
+            prod.write(0, &val(0, round)).unwrap();
         }
-        seen
+        drop(done);
+        (reader.join().unwrap(), distinct.load(Ordering::Relaxed))
     });
-    for round in 1..=200_000 {
-        prod.write(0, &val(0, round)).unwrap();
-    }
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    assert!(reader.join().unwrap() <= 200_000);
+    assert!(overlapped > 0, "no read overlapped the writer");
+    assert!(
+        distinct_seen >= 3,
+        "the reader saw only {distinct_seen} distinct values while the writer wrote"
+    );
 }
 
 #[test]

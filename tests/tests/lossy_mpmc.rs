@@ -418,17 +418,61 @@ fn two_producer_and_two_consumer_threads_lose_nothing_unaccounted() {
     assert!(total_pushed >= 2 * PER_PRODUCER);
 }
 
+/// A wait strategy that records that `wait_on` was entered (the caller found nothing to
+/// receive and began to wait), then waits with the one it wraps.
+struct Entered<W> {
+    inner: W,
+    entered: std::sync::Arc<AtomicBool>,
+}
+
+impl<W: WaitStrategy> WaitStrategy for Entered<W> {
+    const SPINS: bool = W::SPINS;
+    fn wait_on(
+        &mut self,
+        pair: ringwire::core::futex::FutexPair<'_>,
+        deadline: Option<Instant>,
+        ready: impl FnMut() -> bool,
+    ) {
+        self.entered.store(true, Ordering::SeqCst);
+        self.inner.wait_on(pair, deadline, ready);
+    }
+    fn reset(&mut self) {
+        self.inner.reset();
+    }
+}
+
 /// `recv_blocking` with `wait`, woken by a push from another thread once the consumer is
 /// waiting; returns how long the receive took.
-fn woken_by_a_push<W: WaitStrategy + 'static>(tag: &str, mut wait: W) -> (Duration, W) {
+fn woken_by_a_push<W: WaitStrategy + 'static>(tag: &str, wait: W) -> (Duration, W) {
     let p = ShmPath::new(tag);
     let prod = MpmcProducer::<Item>::create(&p, 8).unwrap();
     let mut cons = MpmcQueueConsumer::<Item>::attach(&p).unwrap();
+    let entered = std::sync::Arc::new(AtomicBool::new(false));
+    let mut wait = Entered {
+        inner: wait,
+        entered: entered.clone(),
+    };
     let receiver = std::thread::spawn(move || {
         let t0 = Instant::now();
         let it = cons.recv_blocking(&mut wait);
-        (t0.elapsed(), it, wait)
+        (t0.elapsed(), it, wait.inner)
     });
+    // The receiver is waiting (in its strategy) before the push, so the push is what ends
+    // the wait, for a spinning strategy too.
+    let t0 = Instant::now();
+    while !entered.load(Ordering::SeqCst) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the receiver never began to wait"
+        );
+        assert!(
+            !receiver.is_finished(),
+            "received before anything was pushed"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Time for a sleeping strategy to get past its spins into its sleep (FutexWait's stats,
+    // checked by its test, show that it did).
     std::thread::sleep(Duration::from_millis(100));
     assert!(
         !receiver.is_finished(),

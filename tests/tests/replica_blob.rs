@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use ringwire::replica::mirror::{self};
 use ringwire::replica::serve::Server;
 use ringwire::{BlobConsumer, BlobProducer, ReadOnlyRing};
-use ringwire_tests::replica::{Mode, mirror_options, serve_options};
+use ringwire_tests::replica::{Mode, SetOnDrop, mirror_options, serve_options};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -144,6 +144,7 @@ fn ringwire_to_ringwire(mode: Mode, idx: u16, load: &Load) {
     let mo = mirror_options(server.local_addr(), dst.path(), mode);
     let stop = AtomicBool::new(false);
     let (srv, mir) = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
         let s = sc.spawn(|| server.run(&stop));
         let m = sc.spawn(|| mirror::run(&mo, &stop));
         wait_until("the mirror ring", Duration::from_secs(10), || {
@@ -221,6 +222,7 @@ fn blob_ring_through_a_hub() {
     let mo_hub = mirror_options(first.local_addr(), hub.path(), Mode::Multicast);
     let stop = AtomicBool::new(false);
     std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
         let s1 = sc.spawn(|| first.run(&stop));
         let m1 = sc.spawn(|| mirror::run(&mo_hub, &stop));
         wait_until("the hub ring", Duration::from_secs(10), || {
@@ -274,6 +276,7 @@ fn ringfire_to_ringwire(mode: Mode, idx: u16, load: &Load) {
     drop(server.spawn().unwrap());
     let stop = AtomicBool::new(false);
     let sum = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
         let m = sc.spawn(|| mirror::run(&mo, &stop));
         wait_until("the mirror ring", Duration::from_secs(10), || {
             ReadOnlyRing::open(dst.path()).is_ok()
@@ -329,6 +332,7 @@ fn ringwire_to_ringfire(mode: Mode, idx: u16, load: &Load) {
     let addr = server.local_addr();
     let stop = AtomicBool::new(false);
     let (seq, gaps) = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
         let s = sc.spawn(|| server.run(&stop));
         let m = sc.spawn(|| {
             let mut mir = Mirror::builder()

@@ -21,6 +21,8 @@ const CAP: u64 = 1 << 16;
 /// Records per run: half published before the mirror connects, half after.
 const N: u64 = 6_000;
 const DEADLINE: Duration = Duration::from_secs(30);
+/// Scheduling slack allowed on top of `Mirror::STEP_WAIT` for a step to return.
+const STEP_SLACK: Duration = Duration::from_millis(150);
 
 fn payload(seq: u64) -> [u8; LEN] {
     ringwire_tests::replica::payload(seq)
@@ -469,7 +471,11 @@ fn step_until_the_server_stops(mode: Mode, idx: u16) {
     let t1 = Instant::now();
     assert!(!mirror.step().unwrap());
     mirror.run().unwrap();
-    assert!(t1.elapsed() < Mirror::STEP_WAIT, "{:?}", t1.elapsed());
+    assert!(
+        t1.elapsed() < Mirror::STEP_WAIT + STEP_SLACK,
+        "{:?}",
+        t1.elapsed()
+    );
     assert_eq!((mirror.sequence(), mirror.gaps()), (N, 0));
     drop(mirror);
     srv.join().unwrap().unwrap();
@@ -497,7 +503,6 @@ fn step_on_an_idle_source_returns_within_the_bound() {
     let server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
     let (addr, stop, srv) = spawn_server(server);
     let mut mirror = Mirror::connect(addr, dst.path()).unwrap();
-    let slack = Duration::from_millis(150);
     let mut longest = Duration::ZERO;
     for _ in 0..20 {
         let t = Instant::now();
@@ -505,7 +510,7 @@ fn step_on_an_idle_source_returns_within_the_bound() {
         longest = longest.max(t.elapsed());
     }
     assert!(
-        longest < Mirror::STEP_WAIT + slack,
+        longest < Mirror::STEP_WAIT + STEP_SLACK,
         "an idle step took {longest:?}"
     );
     assert_eq!(mirror.sequence(), 0);

@@ -15,6 +15,7 @@ use ringwire::core::{Geometry, RingView, SlotRead};
 use ringwire::replica::mirror::{self, MirrorOptions};
 use ringwire::replica::serve::{ServeOptions, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingFile};
+use ringwire_tests::replica::SetOnDrop;
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -99,6 +100,7 @@ fn mirror_drops_foreign_random_and_truncated_datagrams() {
     mo.log = false;
     let stop = AtomicBool::new(false);
     let sum = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
         let s = sc.spawn(|| server.run(&stop));
         let m = sc.spawn(|| mirror::run(&mo, &stop));
         wait_until("the mirror ring", Duration::from_secs(10), || {
@@ -163,6 +165,7 @@ fn serve_survives_garbage_hello_flood_and_forged_punches() {
     let session = server.session_byte();
     let stop = AtomicBool::new(false);
     let (srv, sum) = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
         let s = sc.spawn(|| server.run(&stop));
         let mut rng = Rng(0xBAD);
         // TCP garbage: each session must end with a protocol error.
@@ -249,6 +252,7 @@ fn a_mirror_that_stops_reading_times_out_without_hurting_others() {
     let stop = AtomicBool::new(false);
     let n = 4096;
     let (srv, sum) = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
         let s = sc.spawn(|| server.run(&stop));
         let mut hello = [0u8; 64];
         let k = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
@@ -342,15 +346,6 @@ fn a_frame_longer_than_the_geometry_allows_ends_the_connection() {
     assert!(msg.contains("67108864"), "{msg}");
     let m = ReadOnlyRing::open(dst.path()).unwrap();
     assert_eq!(m.write_seq(), 0);
-}
-
-/// Sets a stop flag when dropped, also on a failed assertion inside a thread scope.
-struct SetOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for SetOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
 }
 
 /// A GEOMETRY for a fixed ring of 64 slots of 32 bytes, first sequence 1.
@@ -464,6 +459,7 @@ fn once_fails_when_the_server_refuses_it() {
     let addr = server.local_addr();
     let stop = AtomicBool::new(false);
     let r = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
         let s = sc.spawn(|| server.run(&stop));
         // Holds the one session (sends HELLO, then reads nothing).
         let mut hello = [0u8; 64];
@@ -541,6 +537,7 @@ fn a_source_silent_after_the_handshake_is_given_up() {
     mo.reconnect = Duration::from_millis(10);
     let stop = AtomicBool::new(false);
     let sum = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
         let m = sc.spawn(|| mirror::run(&mo, &stop));
         let closed = fake.join().unwrap();
         stop.store(true, Ordering::Relaxed);
@@ -570,9 +567,9 @@ fn idle_connections_are_closed_at_the_hello_deadline() {
     let stop = AtomicBool::new(false);
     let mstop = AtomicBool::new(false);
     let (srv, sum, refused) = std::thread::scope(|sc| {
-        let s = sc.spawn(|| server.run(&stop));
         // A failed assertion must not leave the scope waiting for these forever.
         let _guards = (SetOnDrop(&stop), SetOnDrop(&mstop));
+        let s = sc.spawn(|| server.run(&stop));
         let idle: Vec<TcpStream> = (0..4).map(|_| TcpStream::connect(addr).unwrap()).collect();
         wait_until("4 sessions", Duration::from_secs(5), || {
             server.summary().sessions >= 4
@@ -652,8 +649,8 @@ fn a_mirror_that_half_closes_after_hello_is_served() {
     let stop = AtomicBool::new(false);
     let mstop = AtomicBool::new(false);
     let sum = std::thread::scope(|sc| {
-        let s = sc.spawn(|| server.run(&stop));
         let _guards = (SetOnDrop(&stop), SetOnDrop(&mstop));
+        let s = sc.spawn(|| server.run(&stop));
         let mut c = TcpStream::connect(addr).unwrap();
         let mut hello = [0u8; 64];
         let k = HelloRepr {
@@ -732,8 +729,8 @@ fn a_removed_mirror_ring_stops_the_mirror() {
     let mut mo = once_options(addr, dst.path());
     mo.once = false;
     let (r, dt) = std::thread::scope(|sc| {
-        let s = sc.spawn(|| server.run(&stop));
         let _guards = (SetOnDrop(&stop), SetOnDrop(&mstop));
+        let s = sc.spawn(|| server.run(&stop));
         let m = sc.spawn(|| mirror::run(&mo, &mstop));
         wait_until("the mirror", Duration::from_secs(5), || {
             ReadOnlyRing::open(dst.path()).map_or(0, |r| r.write_seq()) >= 100

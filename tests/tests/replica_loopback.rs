@@ -18,7 +18,7 @@ use ringwire::replica::mirror::{self, MirrorOptions, MirrorSummary};
 use ringwire::replica::serve::{ServeSummary, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingConsumer, RingFile, RingProducer};
 use ringwire_tests::records::Aligned64;
-use ringwire_tests::replica::{Mode, mirror_options, serve_options};
+use ringwire_tests::replica::{Mode, SetOnDrop, mirror_options, serve_options};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -92,6 +92,7 @@ fn serve_and_mirror(
 ) -> (ServeSummary, MirrorSummary) {
     let stop = AtomicBool::new(false);
     std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
         let s = sc.spawn(|| server.run(&stop));
         let m = sc.spawn(|| mirror::run(mo, &stop));
         wait_until("the mirror ring", Duration::from_secs(10), || {
@@ -213,6 +214,8 @@ fn ringfire_to_ringwire(mode: Mode, idx: u16, dup: u8, n: u64, rate: u64) {
     let mo = mirror_options(addr, dst.path(), mode);
     let served = &std::sync::Mutex::new(None::<String>);
     let sum = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let _wake = WakeAccept(addr);
         if mode == Mode::Tcp {
             sc.spawn(move || {
                 let r = server.serve_one();
@@ -253,6 +256,18 @@ fn ringfire_to_ringwire(mode: Mode, idx: u16, dup: u8, n: u64, rate: u64) {
     drop(producer);
 }
 
+/// Ends ringfire's `serve_one` when the test fails before a mirror connected (it waits in
+/// `accept` and has no stop flag): a connection that closes at once ends its session.
+struct WakeAccept(std::net::SocketAddr);
+
+impl Drop for WakeAccept {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let _ = std::net::TcpStream::connect_timeout(&self.0, Duration::from_secs(1));
+        }
+    }
+}
+
 /// ringwire serve → ringfire 0.5.2 `Mirror`.
 fn ringwire_to_ringfire(mode: Mode, idx: u16, dup: u8, n: u64, rate: u64) {
     use ringfire::replication::{Mirror, MirrorStart};
@@ -266,6 +281,7 @@ fn ringwire_to_ringfire(mode: Mode, idx: u16, dup: u8, n: u64, rate: u64) {
     let addr = server.local_addr();
     let stop = AtomicBool::new(false);
     let (got, srv) = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
         let s = sc.spawn(|| server.run(&stop));
         let m = sc.spawn(|| {
             let mut mir = Mirror::builder()
@@ -398,11 +414,13 @@ fn mirror_resumes_its_ring_and_holds_its_lock() {
     let server = Server::bind(serve_options(src.path(), Mode::Tcp, mcast(15), 1)).unwrap();
     let stop_server = AtomicBool::new(false);
     std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop_server);
         let s = sc.spawn(|| server.run(&stop_server));
         let mut mo = mirror_options(server.local_addr(), dst.path(), Mode::Tcp);
         // First run: from the oldest, 1,000 records.
         let stop = AtomicBool::new(false);
         let first = std::thread::scope(|sc2| {
+            let _stop = SetOnDrop(&stop);
             let m = sc2.spawn(|| mirror::run(&mo, &stop));
             wait_until("the mirror ring", Duration::from_secs(10), || {
                 ReadOnlyRing::open(dst.path()).is_ok()
@@ -428,6 +446,7 @@ fn mirror_resumes_its_ring_and_holds_its_lock() {
         mo.start = Start::Resume;
         let stop = AtomicBool::new(false);
         let second = std::thread::scope(|sc2| {
+            let _stop = SetOnDrop(&stop);
             let m = sc2.spawn(|| mirror::run(&mo, &stop));
             wait_until("2,000 records", Duration::from_secs(10), || {
                 mirror_write_seq(dst.path()) >= 2000
@@ -461,9 +480,11 @@ fn mirror_reconnects_and_resumes_after_the_server_restarts() {
     let mo = mirror_options(addr, dst.path(), Mode::Multicast);
     let stop_mirror = AtomicBool::new(false);
     let sum = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop_mirror);
         let m = sc.spawn(|| mirror::run(&mo, &stop_mirror));
         let stop1 = AtomicBool::new(false);
         std::thread::scope(|sc1| {
+            let _stop = SetOnDrop(&stop1);
             let s = sc1.spawn(|| first.run(&stop1));
             wait_until("the mirror ring", Duration::from_secs(10), || {
                 ReadOnlyRing::open(dst.path()).is_ok()
@@ -488,6 +509,7 @@ fn mirror_reconnects_and_resumes_after_the_server_restarts() {
         let second = Server::bind(so).unwrap();
         let stop2 = AtomicBool::new(false);
         std::thread::scope(|sc2| {
+            let _stop = SetOnDrop(&stop2);
             let s = sc2.spawn(|| second.run(&stop2));
             for seq in 1501..=2000 {
                 producer.push(&payload(seq));
@@ -525,6 +547,8 @@ fn serve_once_returns_when_its_mirror_leaves() {
     let mut mo = mirror_options(server.local_addr(), dst.path(), Mode::Tcp);
     mo.once = true;
     let sum = std::thread::scope(|sc| {
+        // `never` is set only when the scope ends; the server must return on its own first.
+        let _stop = (SetOnDrop(&stop), SetOnDrop(&never));
         let s = sc.spawn(|| server.run(&never));
         let m = sc.spawn(|| mirror::run(&mo, &stop));
         wait_until("the mirror ring", Duration::from_secs(10), || {
@@ -569,6 +593,7 @@ fn a_mirror_ring_can_be_served_again() {
     let n = 10_000;
     let to_hub = mirror_options(first.local_addr(), hub.path(), Mode::Multicast);
     std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
         let s1 = sc.spawn(|| first.run(&stop));
         let m1 = sc.spawn(|| mirror::run(&to_hub, &stop));
         wait_until("the hub ring", Duration::from_secs(10), || {
@@ -577,6 +602,7 @@ fn a_mirror_ring_can_be_served_again() {
         let second = Server::bind(serve_options(hub.path(), Mode::Tcp, mcast(19), 1)).unwrap();
         let to_leaf = mirror_options(second.local_addr(), leaf.path(), Mode::Tcp);
         std::thread::scope(|sc2| {
+            let _stop = SetOnDrop(&stop);
             let s2 = sc2.spawn(|| second.run(&stop));
             let m2 = sc2.spawn(|| mirror::run(&to_leaf, &stop));
             wait_until("the leaf ring", Duration::from_secs(10), || {

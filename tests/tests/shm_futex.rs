@@ -27,16 +27,23 @@ fn publish(r: &RingFile, seq: u64) {
 }
 
 /// A thread that waits with `w` until record 1 is published; it returns how long that
-/// took and how its sleeps ended.
-fn sleeper(r: &Arc<RingFile>, mut w: FutexWait) -> JoinHandle<(Duration, FutexStats)> {
+/// took and how its sleeps ended. Also returns the thread's kernel id.
+fn sleeper(
+    r: &Arc<RingFile>,
+    mut w: FutexWait,
+) -> (JoinHandle<(Duration, FutexStats)>, libc::pid_t) {
     let r = r.clone();
-    std::thread::spawn(move || {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let h = std::thread::spawn(move || {
+        // SAFETY: gettid has no preconditions.
+        tx.send(unsafe { libc::gettid() }).unwrap();
         let t0 = Instant::now();
         while view(&r).write_seq().load(Ordering::Acquire) < 1 {
             w.wait(view(&r), 1);
         }
         (t0.elapsed(), w.stats())
-    })
+    });
+    (h, rx.recv().expect("the sleeper's thread id"))
 }
 
 /// Returns once a sleeper has announced itself on `r` (fails after 5 s).
@@ -46,6 +53,30 @@ fn await_announcement(r: &RingFile) {
         assert!(
             t0.elapsed() < Duration::from_secs(5),
             "sleeper never parked"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Returns once the sleeper thread `tid` has announced itself on `r` and then blocked (state
+/// `S` in /proc): after its announcement the only place a `FutexWait` blocks is
+/// `FUTEX_WAIT`, so it is past its re-check and asleep (fails after 5 s).
+fn await_futex_sleep(r: &RingFile, tid: libc::pid_t) {
+    await_announcement(r);
+    let stat = format!("/proc/self/task/{tid}/stat");
+    let t0 = Instant::now();
+    loop {
+        let s = std::fs::read_to_string(&stat).expect("the sleeper's /proc stat");
+        // "tid (comm) S ...": the state follows the last ')'.
+        let state = s[s.rfind(')').expect("a stat line") + 1..]
+            .split_whitespace()
+            .next();
+        if state == Some("S") {
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "the sleeper never blocked: {s}"
         );
         std::thread::yield_now();
     }
@@ -76,9 +107,19 @@ fn idle_futex_consumer_uses_almost_no_cpu() {
     assert_eq!(view(&r).waiting_consumers().load(Ordering::Relaxed), 0);
 }
 
+/// Voluntary context switches of the calling thread so far: the times it blocked.
+fn voluntary_switches() -> i64 {
+    // SAFETY: an all-zero rusage is a valid value of this plain C struct, and `ru` is a
+    // valid, writable one for the kernel to fill.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) }, 0);
+    ru.ru_nvcsw as i64
+}
+
 #[test]
 fn idle_yield_backoff_is_bounded_but_busy() {
-    // Contrast: YieldBackoff never sleeps, so it returns at once every time.
+    // Contrast: YieldBackoff never sleeps, so it returns at once every time...
     let (_p, r) = ring("yield");
     let mut w = YieldBackoff::new(4);
     let t0 = Instant::now();
@@ -86,12 +127,33 @@ fn idle_yield_backoff_is_bounded_but_busy() {
         w.wait(view(&r), 1);
     }
     assert!(t0.elapsed() < Duration::from_secs(1));
+    // ...and stays busy while idle: over 300 ms of waits it never blocks (no voluntary
+    // context switch; a yield that lets another thread run is an involuntary one), where a
+    // FutexWait sleeps on every wait, and it is on the CPU for a part of the time no
+    // sleeper comes near (an idle FutexWait uses ~0.2%, above). The CPU bound is loose: on
+    // a shared 2-core machine other threads take their turns at each yield.
+    let (cpu0, vcsw0) = (thread_cpu_time(), voluntary_switches());
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_millis(300) {
+        w.wait(view(&r), 1);
+    }
+    let (cpu, wall) = (thread_cpu_time() - cpu0, t0.elapsed());
+    let vcsw = voluntary_switches() - vcsw0;
+    eprintln!("idle YieldBackoff: {cpu:?} CPU in {wall:?}, {vcsw} voluntary switches");
+    assert!(
+        vcsw <= 3,
+        "idle YieldBackoff blocked {vcsw} times in {wall:?}"
+    );
+    assert!(
+        cpu * 20 >= wall,
+        "idle YieldBackoff used only {cpu:?} CPU in {wall:?}"
+    );
 }
 
 #[test]
 fn publish_wakes_a_sleeper_long_before_its_timeout() {
     let (_p, r) = ring("wake");
-    let h = sleeper(&r, FutexWait::new(0, Some(Duration::from_secs(10))));
+    let (h, _) = sleeper(&r, FutexWait::new(0, Some(Duration::from_secs(10))));
     // Wait until the consumer has announced itself, then publish.
     await_announcement(&r);
     std::thread::sleep(Duration::from_millis(50));
@@ -111,7 +173,7 @@ fn an_unbounded_timeout_with_a_deferred_barrier_sleeps_until_woken() {
     // sleep must not compute an end instant from it (that overflowed and panicked).
     let (_p, r) = ring("maxwait");
     let w = FutexWait::new(0, Some(Duration::MAX)).with_deferred_barrier(Duration::from_millis(1));
-    let h = sleeper(&r, w);
+    let (h, _) = sleeper(&r, w);
     await_announcement(&r);
     // Past the 1 ms deferral: the barrier has run and the second sleep has begun.
     std::thread::sleep(Duration::from_millis(50));
@@ -222,15 +284,14 @@ fn a_deferred_barrier_bounds_a_wake_up_that_never_comes() {
     // publishing without looking at the waiters (no bump, no FUTEX_WAKE): the sleep ends
     // when the barrier's re-check finds the record, after ~1 s, not at the 20 s timeout.
     let (_p, r) = ring("deferred");
-    let h = sleeper(
+    let (h, tid) = sleeper(
         &r,
         FutexWait::new(0, Some(Duration::from_secs(20)))
             .with_deferred_barrier(Duration::from_secs(1)),
     );
-    await_announcement(&r);
     // Past its re-check and into FUTEX_WAIT (a record seen by the re-check would skip the
     // sleep), and well inside the deferral.
-    std::thread::sleep(Duration::from_millis(50));
+    await_futex_sleep(&r, tid);
     view(&r).write_slot(1, &1u64.to_ne_bytes());
     // Release: the record before the sequence, as publish does, minus the waiter check.
     view(&r).write_seq().store(1, Ordering::Release);

@@ -21,6 +21,24 @@ fn tmp(name: &str) -> PathBuf {
     p
 }
 
+/// Removes the file when dropped, so a failing test leaves nothing behind (also used by
+/// `tests_bytes`).
+pub(super) struct Remove(pub(super) PathBuf);
+impl Drop for Remove {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Kills and reaps a child process when dropped, so a failing test leaves none running.
+struct KillOnDrop(std::process::Child);
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[derive(IntoBytes, FromBytes, Immutable, KnownLayout, Clone, Copy, Debug, PartialEq)]
 #[repr(C)]
 struct Order {
@@ -42,6 +60,7 @@ fn order(id: u64) -> Order {
 #[test]
 fn spsc_file_survives_both_sides_dropping() {
     let path = tmp("durable");
+    let _rm = Remove(path.clone());
     {
         let mut p = SpscProducer::<Order>::create(&path, 16).unwrap();
         let mut c = SpscConsumer::<Order>::open(&path).unwrap();
@@ -61,12 +80,12 @@ fn spsc_file_survives_both_sides_dropping() {
     assert_eq!(c.pop_slice(&mut out), Ok(9));
     assert_eq!(out[..9], (2..=10).map(order).collect::<Vec<_>>()[..]);
     assert_eq!(c.try_pop(), Ok(None));
-    std::fs::remove_file(&path).unwrap();
 }
 
 #[test]
 fn spsc_roles_are_exclusive_and_types_are_checked() {
     let path = tmp("roles");
+    let _rm = Remove(path.clone());
     let _p = SpscProducer::<Order>::create(&path, 4).unwrap();
     assert!(matches!(
         SpscProducer::<Order>::open(&path),
@@ -113,7 +132,6 @@ fn spsc_roles_are_exclusive_and_types_are_checked() {
         SpscProducer::<Order>::create(&path, 4),
         Err(QueueFileError::Locked(_))
     ));
-    std::fs::remove_file(&path).unwrap();
 }
 
 #[test]
@@ -330,27 +348,30 @@ fn child_claims_and_hangs() {
 #[test]
 fn producer_killed_mid_push_is_healed_from_another_process() {
     let path = tmp("killed");
+    let _rm = Remove(path.clone());
     let q = MpmcQueue::<u64>::create(&path, 8).unwrap();
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "queue::tests::child_claims_and_hangs",
-            "--ignored",
-            "--test-threads=1",
-        ])
-        .env("RINGWIRE_QUEUE_CHILD", &path)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = KillOnDrop(
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "queue::tests::child_claims_and_hangs",
+                "--ignored",
+                "--test-threads=1",
+            ])
+            .env("RINGWIRE_QUEUE_CHILD", &path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
     let deadline = Instant::now() + Duration::from_secs(20);
     while q.next_stuck_slot(0) != Some(1) {
         assert!(Instant::now() < deadline, "the child never claimed");
         std::thread::sleep(Duration::from_millis(2));
     }
     // kill -9, and reap: the producer is now known to be dead.
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
     q.try_push(&3).unwrap();
     assert_eq!(q.try_pop(), Ok((Some(1), 0)));
     // Consumers wait on the dead producer's position...
@@ -360,12 +381,12 @@ fn producer_killed_mid_push_is_healed_from_another_process() {
     assert_eq!(q.heal_stuck_slot(1), Ok(HealedFrom::Claimed));
     assert_eq!(q.try_pop(), Ok((Some(3), 1)));
     assert_eq!(q.next_stuck_slot(0), None);
-    std::fs::remove_file(&path).unwrap();
 }
 
 #[test]
 fn mpmc_file_shared_by_threads_and_reopened() {
     let path = tmp("mpmc");
+    let _rm = Remove(path.clone());
     let q = MpmcQueue::<Order>::create(&path, 8).unwrap();
     const N: u64 = 2_000;
     let total: u64 = std::thread::scope(|s| {
@@ -426,5 +447,4 @@ fn mpmc_file_shared_by_threads_and_reopened() {
         sum
     });
     assert_eq!(total, (0..2 * N).sum::<u64>());
-    std::fs::remove_file(&path).unwrap();
 }

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use ringwire_core::queue::{PopError, PushError};
 
+use super::tests::Remove;
 use super::*;
 use crate::net::mmsg::RecvBatch;
 
@@ -19,14 +20,6 @@ fn tmp(name: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_file(&p);
     p
-}
-
-/// Removes the file when dropped, so a failing test leaves nothing behind.
-struct Remove(PathBuf);
-impl Drop for Remove {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
 }
 
 #[test]
