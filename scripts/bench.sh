@@ -81,18 +81,36 @@ ice_failed=0
 unlock
 
 # ---- criterion benches, RUNS separate runs, interleaved so slow drift hits every bench ----
+# The "Reproduce" command of every table comes from what each bench actually wrote in run 1:
+# the families (full id without its last part, as bench_report groups them) of the
+# benchmark.json files written since a stamp taken just before that bench ran.
+cmds_file=$runs_dir/commands.txt
+stamp=$runs_dir/stamp
+: >"$cmds_file"
+record_families() { # <command>: every family written under $crit_home since $stamp
+  find "$crit_home" -path '*/new/benchmark.json' -newer "$stamp" -print0 |
+    xargs -0 -r sed -n 's/.*"full_id": *"\([^"]*\)".*/\1/p' |
+    while IFS= read -r id; do printf '%s=%s\n' "${id%/*}" "$1"; done |
+    sort -u >>"$cmds_file"
+}
 for k in $(seq 1 "$RUNS"); do
   crit_home=$runs_dir/criterion/run$k
   lock_x
   for b in "${benches[@]}"; do
     echo "== run $k/$RUNS: $b"
+    touch "$stamp"
     CRITERION_HOME=$crit_home cargo bench -p ringwire-tests --bench "$b" -- "${crit_args[@]}"
+    if [ "$k" = 1 ]; then record_families "cargo bench -p ringwire-tests --bench $b -- $crit_str"; fi
   done
   if [ -f tests/benches/queues.rs ]; then
     # The MPMC bench again under the exponential waiting policy (group mpmc_2p2c_exp).
     echo "== run $k/$RUNS: queues mpmc_2p2c_exp"
+    touch "$stamp"
     QBENCH_BACKOFF=exp CRITERION_HOME=$crit_home \
       cargo bench -p ringwire-tests --bench queues -- mpmc_2p2c_exp "${crit_args[@]}"
+    if [ "$k" = 1 ]; then
+      record_families "QBENCH_BACKOFF=exp cargo bench -p ringwire-tests --bench queues -- mpmc_2p2c_exp $crit_str"
+    fi
   fi
   if [ -z "$ice_status" ]; then
     echo "== run $k/$RUNS: iceoryx2"
@@ -111,13 +129,22 @@ fi
 
 tables=$(mktemp)
 cmd_args=()
-for b in "${benches[@]}"; do
-  for f in $(grep -ohE '"[a-z0-9_]+/' "tests/benches/$b.rs" | tr -d '"/' | sort -u); do
-    cmd_args+=(--cmd "$f=cargo bench -p ringwire-tests --bench $b -- $crit_str")
+while IFS= read -r line; do
+  cmd_args+=(--cmd "$line")
+done <"$cmds_file"
+# queues.rs skips heapless_mpmc on fewer than 4 CPUs (its u8 cursors can wedge when the four
+# threads share cores): say so under the MPMC tables rather than leave the row out silently.
+if [ -f tests/benches/queues.rs ] &&
+  [ -z "$(find "$runs_dir/criterion" -path '*/heapless_mpmc/new/benchmark.json' -print -quit)" ]; then
+  if [ "$(nproc)" -lt 4 ]; then
+    why="skipped by queues.rs on fewer than 4 CPUs (this machine: $(nproc)): heapless 0.8's u8 cursors can wedge the queue (ABA) when its four threads share cores"
+  else
+    why="no result in any run (rerun the queues bench and see its stderr)"
+  fi
+  for f in mpmc_2p2c mpmc_2p2c_exp; do
+    cmd_args+=(--note "$f=\`heapless_mpmc\`: not measured, $why.")
   done
-done
-[ -f tests/benches/queues.rs ] &&
-  cmd_args+=(--cmd "mpmc_2p2c_exp=QBENCH_BACKOFF=exp cargo bench -p ringwire-tests --bench queues -- mpmc_2p2c_exp $crit_str")
+fi
 target/release/bench_report criterion "$tables" "$svg" "$runs_dir"/criterion/run* "${cmd_args[@]}"
 
 # ---- ringwire bench: the floor and the cross-process hand-off, RUNS runs each ----
@@ -142,8 +169,8 @@ latency=$(mktemp)
 target/release/bench_report latency "$latency" \
   "cache-line round trip (floor)::/cacheline_round_trip::$floor_cmd --json::$(files floor)" \
   "moving-line round trip (a ring of one-line slots)::/moving_line_round_trip::$floor_cmd --json::$(files floor)" \
-  "hand-off push-to-read, 100,000 msg/s::/reader/summary::$handoff_cmd --json::$(files handoff)" \
-  "futex wake-up push-to-read, 1,000 msg/s::/reader/summary::$wake_cmd --json::$(files wake)"
+  "hand-off scheduled-time-to-read, 100,000 msg/s::/reader/summary::$handoff_cmd --json::$(files handoff)" \
+  "futex wake-up scheduled-time-to-read, 1,000 msg/s::/reader/summary::$wake_cmd --json::$(files wake)"
 
 # ---- async consumers, push-to-read: one run with CPU shares, then RUNS runs ----
 async_cmd="cargo bench -p ringwire-tests --bench async_wake -- --seconds $async_secs"
@@ -220,8 +247,20 @@ fi
   echo "run's criterion samples of the time per iteration (criterion settings \`$crit_str\`;"
   echo "a sample is one timed batch of many iterations); for \`ringwire bench\` and the replication"
   echo "bench, the p50 (or p99) of that run's HDR histogram of per-record latencies. \"median\" is the"
-  echo "median of the $RUNS run figures and \"min – max\" the smallest and largest run figure. Ratios"
-  echo "divide medians. \"runs\" counts the runs that produced a figure."
+  echo "median of the $RUNS run figures and \"min – max\" the smallest and largest run figure. A ratio"
+  echo "is computed within each run (both figures from the same run) and given as the median of the"
+  echo "per-run ratios with their min – max; it never divides medians taken from different runs."
+  echo "\"runs\" counts the runs that produced a figure; a run with errors (lost, lapped, reordered or"
+  echo "duplicated records) is left out of every figure and counted under \"runs with errors\"."
+  echo
+  echo "**Open loop and what latency is measured from.** Producers publish on a fixed schedule and"
+  echo "never wait for the reader. The hand-off and async benches' producers spin to each record's"
+  echo "scheduled time and stamp it with that time, so a producer stall shows in the latency of every"
+  echo "record behind it. The replication producers (\`ringwire demo\`, \`bench stress\`, the"
+  echo "replication bench) sleep to each scheduled time and stamp at the push (the timer wakes them"
+  echo "tens of µs late, which is not the pipeline's latency); their lateness (push time − scheduled"
+  echo "time) is reported beside the latency as \"producer late\": that is how much a producer stall"
+  echo "could hide."
   echo
   echo "- machine: $(uname -srm), $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
   echo "- date: $(date -u +%Y-%m-%dT%H:%MZ), commit $(git rev-parse --short HEAD), runs per measurement: $RUNS"
@@ -261,9 +300,10 @@ fi
   echo
   echo "![wake curve]($svg/wake_curve.svg)"
   echo
-  echo "## Async consumers: push-to-read ($RUNS runs)"
+  echo "## Async consumers: publish-to-read ($RUNS runs)"
   echo
-  echo "A producer thread (core 0) publishes a record stamped with its push time at a fixed rate;"
+  echo "A producer thread (core 0) publishes records at a fixed rate, each stamped with its scheduled"
+  echo "time (the producer spins to it; \"producer late\" in the one-run table is push time − scheduled time);"
   echo "a task on a current-thread tokio runtime (core 1) awaits each one with \`recv().await\`."
   echo "At 1,000 msg/s the task is idle between records (the wake-up path); at 100,000 msg/s"
   echo "records come 10 µs apart. \`ringwire\`: \`AsyncRingConsumer\` as built (an empty poll arms"

@@ -1,8 +1,13 @@
-//! Push-to-read latency of the async consumers: a producer thread (core 0) publishes a
-//! record stamped with the time of its push at a fixed rate, and a task on a current-thread
-//! tokio runtime (core 1) awaits each one with `recv().await`; a record's latency is the
-//! time from its stamp to the `recv` that returned it. At 1,000 msg/s the task is idle
-//! between records, so this is the wake-up path; at 100,000 msg/s records come every 10 µs.
+//! Publish-to-read latency of the async consumers: a producer thread (core 0) publishes
+//! records open loop at a fixed rate, spinning on the clock to each record's scheduled time,
+//! and a task on a current-thread tokio runtime (core 1) awaits each one with
+//! `recv().await`; a record's latency is the time from its *scheduled* publish time (its
+//! stamp) to the `recv` that returned it, so a producer stall shows in the latency of every
+//! record behind it rather than hiding (coordinated omission). The producer's lateness
+//! (push time − scheduled time) is reported beside it (`producer late`, `producer_lateness`
+//! in the JSON); with a spinning producer it is tens of ns unless the producer was
+//! preempted. At 1,000 msg/s the task is idle between records, so this is the wake-up path;
+//! at 100,000 msg/s records come every 10 µs.
 //!
 //! * `ringwire`: `AsyncRingConsumer` as built (an empty poll arms the waiter thread, which
 //!   sleeps on the ring's futex and wakes the task);
@@ -24,7 +29,7 @@ use ringwire::bench::hist::{Latency, Summary};
 use ringwire::sys::{process_cpu_time, thread_cpu_time};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
-/// A record: its sequence and the time of its push (ns since the run's epoch).
+/// A record: its sequence and its scheduled publish time (ns since the run's epoch).
 #[derive(Clone, Copy, Debug, FromBytes, IntoBytes, Immutable, KnownLayout)]
 #[repr(C)]
 struct Stamp {
@@ -37,25 +42,30 @@ const IMPLS: [&str; 3] = ["ringwire", "ringwire_yields", "ringfire"];
 
 struct Row {
     summary: Summary,
+    lateness: Summary,
     cpu_cores: f64,
 }
 
-/// Publishes `n` records at `rate` through `push`, pacing by spinning on the clock.
-fn produce(epoch: Instant, rate: u64, n: u64, mut push: impl FnMut(&Stamp)) -> Duration {
+/// Publishes `n` records at `rate` through `push`, pacing by spinning on the clock. Each
+/// record is stamped with its scheduled time. Returns the producer thread's CPU time and its
+/// lateness (push time − scheduled time) per record.
+fn produce(epoch: Instant, rate: u64, n: u64, mut push: impl FnMut(&Stamp)) -> (Duration, Latency) {
     pin_to(0);
     let cpu0 = thread_cpu_time();
+    let mut late = Latency::new();
     let start = Instant::now() + Duration::from_millis(20);
     for seq in 1..=n {
         let due = start + Duration::from_nanos(seq * 1_000_000_000 / rate);
         while Instant::now() < due {
             std::hint::spin_loop();
         }
+        late.record(Instant::now().saturating_duration_since(due).as_nanos() as u64);
         push(&Stamp {
             seq,
-            at_ns: epoch.elapsed().as_nanos() as u64,
+            at_ns: due.duration_since(epoch).as_nanos() as u64,
         });
     }
-    thread_cpu_time() - cpu0
+    (thread_cpu_time() - cpu0, late)
 }
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -78,7 +88,7 @@ fn run(imp: &str, rate: u64, seconds: u64) -> Result<Row, String> {
     // The consumer runs on this thread (pinned to core 1, and so is the waiter thread it
     // starts); the producer on a scoped thread.
     pin_to(1);
-    let (hist, producer_cpu) = match imp {
+    let (hist, (producer_cpu, late)) = match imp {
         "ringfire" => {
             let mut tx = ringfire::RingProducer::<Stamp>::create(&path, 4096)
                 .map_err(|e| format!("ringfire create: {e}"))?;
@@ -133,6 +143,7 @@ fn run(imp: &str, rate: u64, seconds: u64) -> Result<Row, String> {
     let consumer_cpu = (process_cpu_time() - cpu0).saturating_sub(producer_cpu);
     Ok(Row {
         summary: hist.summary(),
+        lateness: late.summary(),
         cpu_cores: consumer_cpu.as_secs_f64() / wall.as_secs_f64(),
     })
 }
@@ -164,8 +175,10 @@ fn main() {
     }
     let mut obj = Vec::new();
     if !json {
-        println!("| rate | consumer | p50 | p99 | p99.9 | max | consumer CPU |");
-        println!("|---:|---|---:|---:|---:|---:|---:|");
+        println!(
+            "| rate | consumer | p50 | p99 | p99.9 | max | producer late p50 / p99 / max | consumer CPU |"
+        );
+        println!("|---:|---|---:|---:|---:|---:|---:|---:|");
     }
     let mut failed = false;
     for rate in RATES {
@@ -173,20 +186,24 @@ fn main() {
         for imp in IMPLS {
             match run(imp, rate, seconds) {
                 Ok(row) => {
-                    let s = row.summary;
+                    let (s, l) = (row.summary, row.lateness);
                     if !json {
                         println!(
-                            "| {rate} msg/s | {imp} | {} | {} | {} | {} | {:.2} cores |",
+                            "| {rate} msg/s | {imp} | {} | {} | {} | {} | {} / {} / {} | {:.2} cores |",
                             ns(s.p50),
                             ns(s.p99),
                             ns(s.p999),
                             ns(s.max),
+                            ns(l.p50),
+                            ns(l.p99),
+                            ns(l.max),
                             row.cpu_cores
                         );
                     }
                     fields.push(format!(
-                        "\"{imp}\":{{\"summary\":{},\"cpu_cores\":{:.3}}}",
+                        "\"{imp}\":{{\"summary\":{},\"producer_lateness\":{},\"cpu_cores\":{:.3}}}",
                         s.to_json(),
+                        l.to_json(),
                         row.cpu_cores
                     ));
                 }

@@ -9,11 +9,17 @@
 //! to 256 records with adaptive linger (both defaults), and a reader on the mirror ring.
 //! Latency is one-way: each record is stamped with the process's monotonic clock just before
 //! its push and the reader reads the same clock when the record is readable on the mirror.
+//! The producer sleeps to each record's scheduled time, and the timer wakes it late; stamping
+//! the scheduled time would add that lateness of the load generator to every sample, so it
+//! is stamped at the push and the producer's lateness (push time − scheduled time) is
+//! recorded in a second histogram per run ("producer late" columns, `producer_lateness` in
+//! the JSON): that is how much a producer stall could hide.
 //! "spin" means the server and mirror spin when idle (`--spin` / `.spin(true)`) and the
 //! reader spins before sleeping (ringwire's bounded adaptive spin; ringfire's `FutexWait`
 //! with a 1,000-spin limit); "default" means each side's defaults with the reader sleeping
 //! on the ring's futex (ringwire's server, mirror and reader anticipate a steady stream's
-//! next record, see `ringwire::replica::anticipate`). "no-anticipate" (ringwire only) is
+//! next record, see `ringwire::replica::anticipate`; ringfire's reader is
+//! `FutexWait::default()`, 32 spins then futex sleeps of at most 50 ms). "no-anticipate" (ringwire only) is
 //! ringwire's default without anticipation (`--no-anticipate`): everything parks until
 //! woken.
 //!
@@ -40,7 +46,7 @@ use ringfire::replication::{Mirror, MirrorStart, MulticastConfig, ReplicaServer}
 use ringfire::wait::FutexWait;
 use ringfire::{RingConsumer, RingProducer};
 use ringwire::bench::loopback::{TRANSPORTS, Waiting, measure, transport_name};
-use ringwire::bench::table::{RunRow, failures};
+use ringwire::bench::table::{RunRow, failures, lateness_cell};
 use ringwire::bench::{Latency, Pacer, SeqTracker, fmt_ns};
 use ringwire::replica::demo::Transport;
 
@@ -167,7 +173,6 @@ fn child(
 fn row_from_json(v: &serde_json::Value) -> Option<RunRow> {
     let u = |k: &str| v[k].as_u64();
     let l = &v["latency"];
-    let lu = |k: &str| l[k].as_u64();
     Some(RunRow {
         implementation: v["implementation"].as_str()?.into(),
         transport: v["transport"].as_str()?.into(),
@@ -185,15 +190,21 @@ fn row_from_json(v: &serde_json::Value) -> Option<RunRow> {
             bogus: u("bogus")?,
         }),
         corrupt: u("corrupt")?,
-        latency: ringwire::bench::Summary {
-            count: lu("count")?,
-            p50: lu("p50_ns")?,
-            p90: lu("p90_ns")?,
-            p99: lu("p99_ns")?,
-            p999: lu("p999_ns")?,
-            max: lu("max_ns")?,
-            mean: l["mean_ns"].as_f64()?,
-        },
+        latency: summary_from_json(l)?,
+        producer_lateness: summary_from_json(&v["producer_lateness"]),
+    })
+}
+
+fn summary_from_json(l: &serde_json::Value) -> Option<ringwire::bench::Summary> {
+    let lu = |k: &str| l[k].as_u64();
+    Some(ringwire::bench::Summary {
+        count: lu("count")?,
+        p50: lu("p50_ns")?,
+        p90: lu("p90_ns")?,
+        p99: lu("p99_ns")?,
+        p999: lu("p999_ns")?,
+        max: lu("max_ns")?,
+        mean: l["mean_ns"].as_f64()?,
     })
 }
 
@@ -208,9 +219,9 @@ fn print_tables(rows: &[RunRow], mc_rows: &[RunRow], cpu: &[Cpu], rate: u64, sec
     println!("### Mirror on this host, {rate} msg/s, {seconds} s per configuration");
     println!();
     println!(
-        "| transport | config | ringwire p50 | ringfire p50 | p50 ratio (target ≤ 0.8) | ringwire p99 | ringfire p99 | ringwire CPU | ringfire CPU | ringwire | ringfire |"
+        "| transport | config | ringwire p50 | ringfire p50 | p50 ratio (target ≤ 0.8) | ringwire p99 | ringfire p99 | ringwire CPU | ringfire CPU | ringwire producer late p50 / p99 / max | ringfire producer late p50 / p99 / max | ringwire | ringfire |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---|---|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|");
     for t in TRANSPORTS {
         for config in ["default", "spin", "no-anticipate"] {
             let find = |imp: &str| {
@@ -238,7 +249,7 @@ fn print_tables(rows: &[RunRow], mc_rows: &[RunRow], cpu: &[Cpu], rate: u64, sec
                     .map_or("—".into(), |x| format!("{x:.2} cores"))
             };
             println!(
-                "| {} | {config} | {} | {} | {ratio} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {config} | {} | {} | {ratio} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 transport_name(t),
                 p(w, |r| r.latency.p50),
                 p(f, |r| r.latency.p50),
@@ -246,6 +257,8 @@ fn print_tables(rows: &[RunRow], mc_rows: &[RunRow], cpu: &[Cpu], rate: u64, sec
                 p(f, |r| r.latency.p99),
                 cores("ringwire"),
                 cores("ringfire"),
+                lateness_cell(w.and_then(|r| r.producer_lateness.as_ref())),
+                lateness_cell(f.and_then(|r| r.producer_lateness.as_ref())),
                 w.map_or("no run".into(), status),
                 f.map_or("no run".into(), status),
             );
@@ -260,13 +273,13 @@ fn print_tables(rows: &[RunRow], mc_rows: &[RunRow], cpu: &[Cpu], rate: u64, sec
         println!();
     }
     println!(
-        "| implementation | achieved msg/s | sent | delivered | reorders | duplicates | gaps | p50 | p99 | status |"
+        "| implementation | achieved msg/s | sent | delivered | reorders | duplicates | gaps | p50 | p99 | producer late p50 / p99 / max | status |"
     );
-    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|");
     for r in mc_rows {
         let s = r.stream.unwrap_or_default();
         println!(
-            "| {} | {:.0} | {} | {:.3}% | {} | {} | {} | {} | {} | {} |",
+            "| {} | {:.0} | {} | {:.3}% | {} | {} | {} | {} | {} | {} | {} |",
             r.implementation,
             r.achieved_rate,
             s.sent,
@@ -276,6 +289,7 @@ fn print_tables(rows: &[RunRow], mc_rows: &[RunRow], cpu: &[Cpu], rate: u64, sec
             s.gap_events,
             fmt_ns(r.latency.p50),
             fmt_ns(r.latency.p99),
+            lateness_cell(r.producer_lateness.as_ref()),
             status(r)
         );
     }
@@ -422,7 +436,8 @@ fn ringfire_pipeline(
             let mut w = if spin {
                 FutexWait::new(1_000, Some(Duration::from_millis(2)))
             } else {
-                FutexWait::new(0, Some(Duration::from_millis(2)))
+                // ringfire's own default (0.5.2: 32 spins, then futex sleeps of ≤ 50 ms).
+                FutexWait::default()
             };
             loop {
                 let m = reader.recv_blocking(&mut w);
@@ -442,6 +457,7 @@ fn ringfire_pipeline(
     let mut pacer = Pacer::new(rate as f64);
     let end = Instant::now() + Duration::from_secs(seconds);
     let mut sent = 0u64;
+    let mut late = Latency::new();
     let t_first = Instant::now();
     loop {
         let (_, due) = pacer.next_due();
@@ -453,6 +469,8 @@ fn ringfire_pipeline(
             std::thread::sleep(wait);
         }
         sent += 1;
+        // Stamped at the push (as the ringwire side); the timer's lateness is kept apart.
+        late.record(Instant::now().saturating_duration_since(due).as_nanos() as u64);
         producer.push(&Msg {
             stamp_ns: now_ns(),
             seq: sent,
@@ -477,6 +495,7 @@ fn ringfire_pipeline(
         stream: Some(s.tracker.finish(sent)),
         corrupt: s.corrupt,
         latency: s.lat.summary(),
+        producer_lateness: Some(late.summary()),
     })
 }
 

@@ -25,6 +25,20 @@ pub fn pin_to(cpu: usize) -> bool {
     }
 }
 
+/// Lets the calling thread run on every CPU this process's cgroup/cpuset allows (undoes
+/// [`pin_to`], including a pin inherited from the spawning thread).
+pub fn unpin() {
+    // SAFETY: cpu_set_t is plain data, CPU_SET stays inside it (i < CPU_SETSIZE), and
+    // sched_setaffinity only reads the set we pass; CPUs outside the cpuset are ignored.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for i in 0..(libc::CPU_SETSIZE as usize) {
+            libc::CPU_SET(i, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
 /// Lines of the moving-line ping-pong ([`moving_line_round_trip`]): a ring of 4,096 one-line
 /// slots per direction, 256 KiB each.
 pub const MOVING_LINES: usize = 4096;
@@ -201,22 +215,26 @@ pub fn timer_overhead(n: u32) -> u64 {
 
 /// Loopback datagram rate: one thread sends `count` datagrams of `size` bytes to a socket on
 /// 127.0.0.1 as fast as the kernel takes them; the receiver counts what arrives. Stops after
-/// `count` or `max_time`, whichever comes first.
+/// `count` or `max_time`, whichever comes first. The rate is the datagrams received over the
+/// interval they were received in: from the start of sending to the last arrival.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DatagramRate {
     /// Datagrams handed to the kernel.
     pub sent: u64,
     /// Datagrams received.
     pub received: u64,
-    /// Received per second over the sending period.
+    /// Received per second, from the start of sending to the last datagram received.
     pub per_sec: f64,
 }
 
-/// Measures [`DatagramRate`] on loopback.
+/// Measures [`DatagramRate`] on loopback. `pin` places the sender (the calling thread) and
+/// the receiver on two CPUs; without it the receiver may run on every CPU this process may
+/// use, whatever the calling thread is pinned to.
 pub fn loopback_datagram_rate(
     count: u64,
     size: usize,
     max_time: Duration,
+    pin: Option<(usize, usize)>,
 ) -> std::io::Result<DatagramRate> {
     let rx = UdpSocket::bind("127.0.0.1:0")?;
     rx.set_read_timeout(Some(Duration::from_millis(200)))?;
@@ -226,19 +244,34 @@ pub fn loopback_datagram_rate(
     let receiver = {
         let done = done.clone();
         std::thread::spawn(move || {
+            // A spawned thread inherits the spawner's affinity (the floor's ping-pong pins
+            // it): place the receiver explicitly, or let it run anywhere.
+            match pin {
+                Some((_, b)) => {
+                    pin_to(b);
+                }
+                None => unpin(),
+            }
             let mut buf = vec![0u8; 65536];
             let mut n = 0u64;
+            let mut last = None;
             loop {
                 match rx.recv(&mut buf) {
-                    Ok(_) => n += 1,
+                    Ok(_) => {
+                        n += 1;
+                        last = Some(Instant::now());
+                    }
                     // A quiet socket after the sender finished: everything has arrived.
                     Err(_) if done.load(Ordering::Acquire) => break,
                     Err(_) => {}
                 }
             }
-            n
+            (n, last)
         })
     };
+    if let Some((a, _)) = pin {
+        pin_to(a);
+    }
     let payload = vec![0xA5u8; size.clamp(1, 65507)];
     let t0 = Instant::now();
     let mut sent = 0u64;
@@ -250,13 +283,18 @@ pub fn loopback_datagram_rate(
             break;
         }
     }
-    let dt = t0.elapsed();
     done.store(true, Ordering::Release);
-    let received = receiver.join().unwrap_or(0);
+    let (received, last) = receiver.join().unwrap_or((0, None));
+    // Everything counted arrived between t0 (nothing is sent before it) and `last`.
+    let dt = last.map_or(Duration::ZERO, |l| l.saturating_duration_since(t0));
     Ok(DatagramRate {
         sent,
         received,
-        per_sec: received as f64 / dt.as_secs_f64().max(1e-9),
+        per_sec: if received == 0 {
+            0.0
+        } else {
+            received as f64 / dt.as_secs_f64().max(1e-9)
+        },
     })
 }
 
@@ -291,8 +329,14 @@ mod tests {
 
     #[test]
     fn loopback_rate_counts_what_arrived() {
-        let r = loopback_datagram_rate(2_000, 64, Duration::from_secs(5)).unwrap();
+        let r = loopback_datagram_rate(2_000, 64, Duration::from_secs(5), None).unwrap();
         assert!(r.sent > 0 && r.received <= r.sent, "{r:?}");
-        assert!(r.received > 0, "{r:?}");
+        assert!(r.received > 0 && r.per_sec > 0.0, "{r:?}");
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if cpus >= 2 {
+            let r = loopback_datagram_rate(2_000, 64, Duration::from_secs(5), Some((0, 1)));
+            assert!(r.unwrap().received > 0);
+            unpin();
+        }
     }
 }

@@ -4,7 +4,9 @@
 //!
 //! Latency is one-way push-to-read: the producer stamps each record with the process's
 //! monotonic clock (`CLOCK_MONOTONIC`) just before pushing it into the source ring, and the
-//! reader on the mirror ring reads the same clock when the record is readable there.
+//! reader on the mirror ring reads the same clock when the record is readable there. The
+//! producer sleeps to each record's scheduled time, so its lateness (push time − due) is
+//! recorded too, in [`RunRow::producer_lateness`].
 
 use std::sync::atomic::AtomicBool;
 
@@ -82,5 +84,6 @@ pub fn measure(
         stream: r.stream,
         corrupt: r.corrupt,
         latency: r.latency,
+        producer_lateness: Some(r.producer_lateness),
     })
 }

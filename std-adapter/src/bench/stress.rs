@@ -5,8 +5,20 @@
 use std::time::{Duration, Instant};
 
 /// Sends on a fixed schedule: message `i` (from 0) is due at `start + i / rate`. A sender that
-/// falls behind sends at once and does not skip; latency is measured from the *scheduled*
-/// time, so a stalled sender cannot hide its own stall (coordinated omission).
+/// falls behind sends at once and does not skip (open loop: it never waits for the receiver).
+///
+/// What a record's latency is measured from depends on how the caller waits for `due`:
+///
+/// * a producer that *spins* until `due` (`ringwire bench handoff`) stamps each record with
+///   its scheduled time ([`Pacer::due_ns`], on `CLOCK_MONOTONIC` like
+///   [`crate::bench::mono_ns`]), so a producer stall shows in the latency of every record
+///   behind it (no coordinated omission);
+/// * a producer that *sleeps* until `due` (`ringwire demo`, `ringwire bench stress`/`mirror`,
+///   the replication and async_wake benches) stamps each record at its push: the OS timer
+///   wakes it tens of µs late, and stamping `due` would add that lateness of the load
+///   generator to every sample. Those callers instead record the producer's lateness
+///   (push time − due) in a second histogram and report it beside the latency, which bounds
+///   how much a producer stall could have hidden.
 #[derive(Clone, Debug)]
 pub struct Pacer {
     start: Instant,
@@ -27,6 +39,13 @@ impl Pacer {
     /// The scheduled time of message `i`.
     pub fn due(&self, i: u64) -> Instant {
         self.start + Duration::from_nanos((i as f64 * self.interval_ns) as u64)
+    }
+
+    /// The scheduled time of message `i` in ns on `CLOCK_MONOTONIC`
+    /// ([`crate::bench::mono_ns`]), given `start_ns`, that clock's reading taken as the
+    /// schedule's start.
+    pub fn due_ns(&self, start_ns: u64, i: u64) -> u64 {
+        start_ns + (i as f64 * self.interval_ns) as u64
     }
 
     /// The next message index and its scheduled time.
@@ -225,5 +244,7 @@ mod tests {
         assert_eq!(t1 - t0, Duration::from_millis(1));
         assert_eq!(p.due(1000) - p.due(0), Duration::from_secs(1));
         assert_eq!(p.count_within(Duration::from_secs(5)), 5_000);
+        assert_eq!(p.due_ns(7, 0), 7);
+        assert_eq!(p.due_ns(7, 3), 3_000_007);
     }
 }

@@ -26,6 +26,10 @@ pub struct RunRow {
     pub corrupt: u64,
     /// Push-to-read latency of the records that arrived.
     pub latency: Summary,
+    /// How late the producer pushed each record after its scheduled time (push time − due):
+    /// a producer that sleeps to each due time stamps at the push, so this is how much a
+    /// producer stall could hide from `latency`. `None` when not measured.
+    pub producer_lateness: Option<Summary>,
 }
 
 impl RunRow {
@@ -58,7 +62,7 @@ impl RunRow {
         format!(
             "{{\"implementation\":\"{}\",\"transport\":\"{}\",\"config\":\"{}\",\"rate\":{},\"seconds\":{},\
              \"achieved_rate\":{:.0},\"sent\":{},\"delivered\":{},\"delivered_pct\":{:.4},\"missing\":{},\"reorders\":{},\
-             \"duplicates\":{},\"gaps\":{},\"bogus\":{},\"corrupt\":{},\"latency\":{},\"error\":{err}}}",
+             \"duplicates\":{},\"gaps\":{},\"bogus\":{},\"corrupt\":{},\"latency\":{},\"producer_lateness\":{},\"error\":{err}}}",
             self.implementation,
             self.transport,
             self.config,
@@ -74,7 +78,9 @@ impl RunRow {
             s.gap_events,
             s.bogus,
             self.corrupt,
-            self.latency.to_json()
+            self.latency.to_json(),
+            self.producer_lateness
+                .map_or("null".to_string(), |l| l.to_json())
         )
     }
 }
@@ -82,8 +88,8 @@ impl RunRow {
 /// The markdown table of `bench stress`: one row per run, errors flagged `ERROR: …`.
 pub fn stress_table(rows: &[RunRow]) -> String {
     let mut t = String::from(
-        "| transport | config | rate (msg/s) | achieved | sent | delivered | reorders | duplicates | gaps | p50 | p99 | status |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        "| transport | config | rate (msg/s) | achieved | sent | delivered | reorders | duplicates | gaps | p50 | p99 | producer late p50 / p99 / max | status |\n\
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for r in rows {
         let s = r.stream.unwrap_or_default();
@@ -92,7 +98,7 @@ pub fn stress_table(rows: &[RunRow]) -> String {
             None => "ok".into(),
         };
         t.push_str(&format!(
-            "| {} | {} | {} | {:.0} | {} | {:.2}% | {} | {} | {} | {} | {} | {status} |\n",
+            "| {} | {} | {} | {:.0} | {} | {:.2}% | {} | {} | {} | {} | {} | {} | {status} |\n",
             r.transport,
             r.config,
             r.rate,
@@ -104,9 +110,17 @@ pub fn stress_table(rows: &[RunRow]) -> String {
             s.gap_events,
             fmt_ns(r.latency.p50),
             fmt_ns(r.latency.p99),
+            lateness_cell(r.producer_lateness.as_ref()),
         ));
     }
     t
+}
+
+/// "p50 / p99 / max" of a producer-lateness summary, or "–" when not measured.
+pub fn lateness_cell(l: Option<&Summary>) -> String {
+    l.map_or("–".into(), |l| {
+        format!("{} / {} / {}", fmt_ns(l.p50), fmt_ns(l.p99), fmt_ns(l.max))
+    })
 }
 
 /// How many rows have errors.
@@ -142,6 +156,7 @@ mod tests {
                 max: 50_000,
                 mean: 1_700.0,
             },
+            producer_lateness: None,
         }
     }
 
@@ -159,6 +174,21 @@ mod tests {
         assert_eq!(v["sent"], 4);
         assert_eq!(v["delivered_pct"], 100.0);
         assert_eq!(v["latency"]["p99_ns"], 30_000);
+        assert!(v["producer_lateness"].is_null());
+        let mut late = r.clone();
+        late.producer_lateness = Some(Summary {
+            p50: 40_000,
+            p99: 90_000,
+            max: 2_000_000,
+            ..Summary::default()
+        });
+        let v: serde_json::Value = serde_json::from_str(&late.to_json()).unwrap();
+        assert_eq!(v["producer_lateness"]["p99_ns"], 90_000);
+        let t = stress_table(std::slice::from_ref(&late));
+        assert!(
+            t.contains(&lateness_cell(late.producer_lateness.as_ref())),
+            "{t}"
+        );
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! * `floor`: the machine's physical floor (cache-line ping-pong between two cores, loopback
 //!   datagram rate), the reference every other figure is reported against.
 //! * `handoff`: producer → consumer on one ring across two processes, open loop at a fixed
-//!   rate, push-to-read latency from the record's monotonic-clock stamp.
+//!   rate, latency from each record's *scheduled* publish time (the producer spins to it and
+//!   stamps it, CLOCK_MONOTONIC) to its read, so a producer stall is not hidden; the reader
+//!   checks every record's sequence and reports received, lapped and missing.
 //! * `stress`: source → serve → mirror → reader over loopback in this process, open loop at
 //!   each rate; delivered %, reorders, duplicates, gaps and push-to-read p50/p99 per rate.
 //!   Any loss, reorder, duplicate, gap or corrupt record is an `ERROR` row and exit status 1.
@@ -23,7 +25,7 @@ use crate::bench::floor::{
 use crate::bench::loopback::{TRANSPORTS, Waiting, measure};
 use crate::bench::plot::{Chart, Scale, Series};
 use crate::bench::table::{RunRow, failures, stress_table};
-use crate::bench::{Latency, Pacer, fmt_ns, mono_ns};
+use crate::bench::{Latency, Pacer, SeqTracker, StressReport, fmt_ns, mono_ns};
 use crate::replica::cli::TransportArg;
 use crate::replica::demo::Transport;
 use crate::{Error, Result, RingConsumer, RingProducer};
@@ -48,8 +50,9 @@ pub enum BenchMode {
         #[arg(long)]
         plot: Option<PathBuf>,
     },
-    /// Producer → consumer on one ring across two processes, open loop: push-to-read
-    /// latency percentiles.
+    /// Producer → consumer on one ring across two processes, open loop: latency
+    /// percentiles from each record's scheduled publish time to its read, and a sequence
+    /// check of every record.
     Handoff {
         /// Records per second (open loop: the producer never waits for the reader).
         #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=50_000_000))]
@@ -334,7 +337,8 @@ fn floor(
     let lat = cacheline_round_trip(rounds, pin);
     let moving = moving_line_round_trip(rounds, pin).summary();
     let timer = timer_overhead(10_000);
-    let rate = loopback_datagram_rate(datagrams, 64, Duration::from_secs(30))
+    // Sender and receiver on two cores too (the ping-pong above left this thread pinned).
+    let rate = loopback_datagram_rate(datagrams, 64, Duration::from_secs(30), pin)
         .map_err(|e| Error::io(Path::new("127.0.0.1"), "loopback datagrams", e))?;
     let s = lat.summary();
     if json {
@@ -433,15 +437,19 @@ fn handoff(
         }
     }
     pin_to(0);
-    let mut pacer = Pacer::new(rate as f64);
-    for _ in 0..total {
-        let (i, due) = pacer.next_due();
-        while Instant::now() < due {
+    let pacer = Pacer::new(rate as f64);
+    let start_ns = mono_ns();
+    for i in 0..total {
+        // The producer spins to each record's scheduled time and stamps the record with that
+        // time, not with the time it got there: a producer stall then shows in the latency
+        // of every record behind it (no coordinated omission).
+        let due = pacer.due_ns(start_ns, i);
+        while mono_ns() < due {
             std::hint::spin_loop();
         }
         let mut r: Stamp = [0; 8];
         r[0] = i + 1;
-        r[1] = mono_ns();
+        r[1] = due;
         prod.push(&r);
     }
     let result = lines.next();
@@ -468,15 +476,18 @@ fn handoff(
         write_out(
             out,
             &format!(
-                "handoff across processes at {rate} msg/s for {seconds} s: sent {total}, received {}, lapped {}",
-                v["received"], v["lapped"]
+                "handoff across processes at {rate} msg/s for {seconds} s: sent {total}, received {}, lapped {}, missing {}; sequence check: {}",
+                v["received"],
+                v["lapped"],
+                v["missing"],
+                v["seq_errors"].as_str().unwrap_or("ok")
             ),
         )?;
         let p = |k: &str| fmt_ns(v["summary"][k].as_u64().unwrap_or(0));
         write_out(
             out,
             &format!(
-                "push-to-read: p50={} p90={} p99={} p99.9={} max={}",
+                "scheduled-time-to-read: p50={} p90={} p99={} p99.9={} max={}",
                 p("p50_ns"),
                 p("p90_ns"),
                 p("p99_ns"),
@@ -520,8 +531,10 @@ fn handoff_reader(path: &Path, count: u64, wait: ReaderWait, out: &mut dyn Write
         .map_err(|e| Error::io(path, "write output", e))?;
     let mut lat = Latency::new();
     let mut received = 0u64;
-    // Bounded: the producer publishes `count` records within its run; give up 30 s after the
-    // last record arrived.
+    // Every record's sequence (1..=count) is checked: loss, duplicates, reorders and gaps.
+    let mut seqs = SeqTracker::new(count);
+    // Bounded: the producer publishes `count` records within its run; stop at the last one
+    // and give up 30 s after the last record arrived.
     let mut last = Instant::now();
     let mut futex = crate::wait::FutexWait::default();
     while received < count && last.elapsed() < Duration::from_secs(30) {
@@ -532,31 +545,48 @@ fn handoff_reader(path: &Path, count: u64, wait: ReaderWait, out: &mut dyn Write
         if let Some(r) = r {
             lat.record(mono_ns().saturating_sub(r[1]));
             received += 1;
+            seqs.record(r[0]);
             last = Instant::now();
+            if r[0] == count {
+                break;
+            }
         } else if wait == ReaderWait::Spin {
             std::hint::spin_loop();
         }
     }
+    write_out(
+        out,
+        &handoff_reader_json(&lat, received, cons.lapped_count(), &seqs.finish(count)),
+    )
+}
+
+/// The reader's result line: what arrived, the sequence check, the latency summary and curve.
+fn handoff_reader_json(lat: &Latency, received: u64, lapped: u64, s: &StressReport) -> String {
     let curve: Vec<String> = lat
         .curve()
         .iter()
         .map(|(p, v)| format!("[{p},{v}]"))
         .collect();
-    write_out(
-        out,
-        &format!(
-            "{{\"received\":{received},\"lapped\":{},\"summary\":{},\"curve\":[{}]}}",
-            cons.lapped_count(),
-            lat.summary().to_json(),
-            curve.join(",")
-        ),
+    let seq_errors = match s.errors() {
+        Some(e) => format!("\"{e}\""),
+        None => "null".into(),
+    };
+    format!(
+        "{{\"received\":{received},\"lapped\":{lapped},\"missing\":{},\"duplicates\":{},\"reorders\":{},\"gaps\":{},\"bogus\":{},\"seq_errors\":{seq_errors},\"summary\":{},\"curve\":[{}]}}",
+        s.missing,
+        s.duplicates,
+        s.reorders,
+        s.gap_events,
+        s.bogus,
+        lat.summary().to_json(),
+        curve.join(",")
     )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bench::{SeqTracker, Summary};
+    use crate::bench::Summary;
 
     fn row(seqs: &[u64], sent: u64) -> RunRow {
         let mut t = SeqTracker::new(sent);
@@ -573,6 +603,7 @@ mod tests {
             stream: Some(t.finish(sent)),
             corrupt: 0,
             latency: Summary::default(),
+            producer_lateness: None,
         }
     }
 
@@ -583,6 +614,39 @@ mod tests {
         assert!(e.to_string().contains("1 of 2 runs"), "{e}");
         assert!(verdict(&[row(&[1, 1], 1)]).is_err());
         assert!(verdict(&[row(&[1], 2)]).is_err());
+    }
+
+    #[test]
+    fn handoff_reader_reports_loss_and_sequence_errors() {
+        let mut lat = Latency::new();
+        lat.record(100);
+        let mut t = SeqTracker::new(4);
+        for s in [1, 2, 3, 4] {
+            t.record(s);
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&handoff_reader_json(&lat, 4, 0, &t.finish(4))).unwrap();
+        assert_eq!(
+            (v["received"].as_u64(), v["missing"].as_u64()),
+            (Some(4), Some(0))
+        );
+        assert!(v["seq_errors"].is_null(), "{v}");
+        assert_eq!(v["summary"]["count"], 1);
+        let mut t = SeqTracker::new(4);
+        for s in [1, 3, 2] {
+            t.record(s);
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(&handoff_reader_json(&lat, 3, 2, &t.finish(4))).unwrap();
+        assert_eq!(
+            (v["lapped"].as_u64(), v["missing"].as_u64()),
+            (Some(2), Some(1))
+        );
+        assert_eq!(v["reorders"], 1);
+        assert!(
+            v["seq_errors"].as_str().unwrap().contains("1 missing"),
+            "{v}"
+        );
     }
 
     #[test]

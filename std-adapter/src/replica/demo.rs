@@ -69,6 +69,11 @@ pub struct DemoReport {
     pub corrupt: u64,
     /// Push-to-read latency over the whole run.
     pub latency: Summary,
+    /// How late the producer pushed each record after its scheduled time (push time − due).
+    /// The producer sleeps to each due time and stamps at the push (the timer's own lateness
+    /// is not the pipeline's), so this is how much a producer stall could hide from
+    /// `latency`.
+    pub producer_lateness: Summary,
     /// The sequence numbers carried inside the records the reader got, matched against
     /// what was published: loss, reorders, duplicates and gaps as the reader saw them.
     /// `None` when the run could publish more than [`MAX_TRACKED`] records (the tracker
@@ -253,6 +258,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     let max_seq = opts.rate.saturating_mul(opts.seconds).saturating_add(1);
     let (server, mo, mir_path) = (&server, &mo, &mir_path);
     let publish_time = &std::sync::Mutex::new((StdDuration::ZERO, StdDuration::ZERO));
+    let lateness = &std::sync::Mutex::new(Latency::new());
     let result = std::thread::scope(|sc| {
         let srv = sc.spawn(move || server.run(halt));
         let mir = sc.spawn(move || run_mirror(mo, halt));
@@ -278,7 +284,8 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
         }
         if ready.load(Ordering::Relaxed) {
             let (t0, cpu0) = (std::time::Instant::now(), crate::sys::process_cpu_time());
-            produce(&src, opts, stop, published);
+            let late = produce(&src, opts, stop, published);
+            *lateness.lock().unwrap_or_else(|p| p.into_inner()) = late;
             let cpu = crate::sys::process_cpu_time().saturating_sub(cpu0);
             *publish_time.lock().unwrap_or_else(|p| p.into_inner()) = (t0.elapsed(), cpu);
             // Let the last records arrive.
@@ -316,6 +323,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
         missed,
         corrupt,
         latency: lat.summary(),
+        producer_lateness: lateness.lock().unwrap_or_else(|p| p.into_inner()).summary(),
         stream: tracker.map(|t| t.finish(sent)),
         publish_time,
         cpu_time,
@@ -323,7 +331,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     if opts.live {
         let l = report.latency;
         println!(
-            "demo: {:?}: published {}, delivered {}, missed {}, corrupt {}; push→read p50 {} p90 {} p99 {} p99.9 {} max {}; cpu {:.2} cores",
+            "demo: {:?}: published {}, delivered {}, missed {}, corrupt {}; push→read p50 {} p90 {} p99 {} p99.9 {} max {}; producer late (push − due) p50 {} p99 {} max {}; cpu {:.2} cores",
             opts.transport,
             report.published,
             report.delivered,
@@ -334,6 +342,9 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
             fmt_ns(l.p99),
             fmt_ns(l.p999),
             fmt_ns(l.max),
+            fmt_ns(report.producer_lateness.p50),
+            fmt_ns(report.producer_lateness.p99),
+            fmt_ns(report.producer_lateness.max),
             report.cores()
         );
     }
@@ -343,10 +354,17 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
 }
 
 /// Publishes stamped records on the pacer's schedule until the time is up or `stop`.
-fn produce(src: &RingFile, opts: &DemoOptions, stop: &AtomicBool, published: &AtomicU64) {
+/// Returns the producer's lateness: for every record, push time − scheduled time.
+fn produce(
+    src: &RingFile,
+    opts: &DemoOptions,
+    stop: &AtomicBool,
+    published: &AtomicU64,
+) -> Latency {
+    let mut late = Latency::new();
     // The copy lives in `p`, which this function drops before returning; `src` outlives it.
     let Ok(mut p) = Producer::new(*src.ring(), FutexWake) else {
-        return;
+        return late;
     };
     p.set_fenced_publish(crate::sys::fenced_publish());
     let mut pacer = Pacer::new(opts.rate as f64);
@@ -362,10 +380,18 @@ fn produce(src: &RingFile, opts: &DemoOptions, stop: &AtomicBool, published: &At
             std::thread::sleep(wait);
         }
         let seq = p.next_seq();
+        // Stamped at the push, not at `due`: the sleep's wake-up lateness belongs to the load
+        // generator, and is recorded apart so a reader can see what it could hide.
+        late.record(
+            std::time::Instant::now()
+                .saturating_duration_since(due)
+                .as_nanos() as u64,
+        );
         p.push(&record(seq, now().as_nanos()));
         // Relaxed: a progress count read after the producer stops.
         published.store(seq, Ordering::Relaxed);
     }
+    late
 }
 
 type ReaderOut = (u64, u64, u64, Latency, Option<SeqTracker>);
@@ -462,6 +488,7 @@ mod tests {
             missed,
             corrupt,
             latency: Summary::default(),
+            producer_lateness: Summary::default(),
             stream: Some(StressReport {
                 sent: published,
                 delivered,

@@ -3,7 +3,7 @@
 //! each run's output apart.
 //!
 //! ```text
-//! bench_report criterion <out.md> <svg dir> <run dir>... [--cmd family=command]...
+//! bench_report criterion <out.md> <svg dir> <run dir>... [--cmd family=command]... [--note family=text]...
 //! bench_report latency <out.md> <label>::<json pointer>::<command>::<run.json>[,<run.json>...]...
 //! bench_report replication <out.md> <run.json>...
 //! ```
@@ -11,14 +11,19 @@
 //! * `criterion`: each run dir is one criterion output tree (`<family>/<implementation>`
 //!   ids, e.g. `push_drain/ringfire`). A run's figure for a benchmark is the median over that
 //!   run's criterion samples (ns per iteration); the table gives the median of those run
-//!   figures and their min–max across runs, ringwire's ratio to every peer, and the floor
-//!   (`floor/*`) where the family is a round trip.
+//!   figures and their min–max across runs, ringwire's ratio to every peer and each
+//!   implementation's ratio to the floor (`floor/cacheline_round_trip`) where the family is a
+//!   round trip. Every ratio is computed within one run (both figures from run k) and the
+//!   table gives the median of the per-run ratios with their min–max.
 //! * `latency`: each `ringwire bench … --json` run file holds an HDR summary (`p50_ns`,
 //!   `p99_ns`, …) at the JSON pointer; one table row per label with the median of the runs'
-//!   p50 and p99 and their min–max.
+//!   p50 and p99 and their min–max. A run without a summary, or a hand-off run whose reader
+//!   did not get every record once and in order, is a run with errors and left out.
 //! * `replication`: each file is the `JSON: {...}` line of one run of the replication bench;
 //!   one row per transport and configuration with both implementations' p50 and p99 (median
-//!   over runs, min–max) and the ratio of the p50 medians.
+//!   over the runs without errors, min–max), the p50 ratio within each run (median and
+//!   min–max of the per-run ratios) and the producer's lateness. Runs with errors are left
+//!   out of every figure; with fewer than half the runs clean a figure is "–".
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -74,6 +79,9 @@ fn ns(x: f64) -> String {
 /// One benchmark in one criterion run: ns per iteration of every sample, sorted.
 #[derive(Debug, Clone)]
 struct Run {
+    /// Which run (run directory, in command-line order) it came from: ratios pair the
+    /// figures of one run.
+    run: usize,
     samples: Vec<f64>,
 }
 
@@ -99,7 +107,13 @@ fn parse_bench(meta: &str, sample: &str) -> Option<(String, Run)> {
         return None;
     }
     per.sort_by(f64::total_cmp);
-    Some((meta["full_id"].as_str()?.to_string(), Run { samples: per }))
+    Some((
+        meta["full_id"].as_str()?.to_string(),
+        Run {
+            run: 0,
+            samples: per,
+        },
+    ))
 }
 
 fn load(dir: &Path) -> Option<(String, Run)> {
@@ -153,17 +167,49 @@ fn aggregate(runs: &[Run]) -> Option<Agg> {
     Agg::of(&runs.iter().map(Run::median).collect::<Vec<_>>())
 }
 
+/// `num ÷ den` within each run that measured both (figures of the same run `k`), one ratio
+/// per such run. Never a ratio of medians taken from different runs: on a host with two
+/// states those can pair a figure of one state with a figure of the other.
+fn per_run_ratios(num: &[Run], den: &[Run]) -> Vec<f64> {
+    num.iter()
+        .filter_map(|n| {
+            let d = den.iter().find(|d| d.run == n.run)?;
+            Some(n.median() / d.median())
+        })
+        .filter(|x| x.is_finite())
+        .collect()
+}
+
+/// "median (min – max)" of per-run ratios; "–" when no run had both figures.
+fn ratio_cell(xs: &[f64]) -> String {
+    match Agg::of(xs) {
+        None => "–".into(),
+        Some(a) if a.runs == 1 => format!("{:.2}", a.median),
+        Some(a) => format!("{:.2} ({:.2} – {:.2})", a.median, a.min, a.max),
+    }
+}
+
+/// The implementation a row's "ringwire time ÷ this" divides: rows of the 64-byte-aligned
+/// record (`*_a64`) against `ringwire_a64` (same record layout) where it was measured.
+fn reference_for<'a>(imp: &str, imps: &BTreeMap<String, Vec<Run>>) -> &'a str {
+    if imp.ends_with("_a64") && imps.contains_key("ringwire_a64") {
+        "ringwire_a64"
+    } else {
+        "ringwire"
+    }
+}
+
 /// The markdown for every family; `svg(fam, imps)` draws the chart and returns its link.
+/// `notes` (family → text) are printed under that family's table.
 fn criterion_tables(
     fams: &Families,
     commands: &BTreeMap<String, String>,
+    notes: &BTreeMap<String, Vec<String>>,
     mut svg: impl FnMut(&str, &BTreeMap<String, Vec<Run>>) -> Option<String>,
 ) -> String {
-    let floor = fams
+    let floor: Option<&Vec<Run>> = fams
         .get("floor")
-        .and_then(|f| f.values().next())
-        .and_then(|r| aggregate(r))
-        .map(|a| a.median);
+        .and_then(|f| f.get("cacheline_round_trip").or_else(|| f.values().next()));
     let mut md = String::new();
     for (fam, imps) in fams {
         let _ = writeln!(md, "### `{fam}`\n");
@@ -175,27 +221,57 @@ fn criterion_tables(
             .iter()
             .filter_map(|(k, r)| Some((k.as_str(), aggregate(r)?)))
             .collect();
-        let rw = aggs.get("ringwire").map(|a| a.median);
-        let with_floor = fam.contains("round_trip") && floor.is_some();
+        let floor = floor.filter(|_| fam.contains("round_trip"));
+        let a64 = imps.contains_key("ringwire_a64");
         let _ = write!(
             md,
-            "| implementation | median of run medians | min – max across runs | runs | ringwire time ÷ this (below 1: ringwire faster) |"
+            "| implementation | median of run medians | min – max across runs | runs | ringwire time ÷ this, within each run: median (min – max){} (below 1: ringwire faster) |",
+            if a64 {
+                "; `*_a64` rows: ringwire_a64's time"
+            } else {
+                ""
+            }
         );
-        if with_floor {
-            let _ = write!(md, " this ÷ floor |");
+        if floor.is_some() {
+            let _ = write!(md, " this ÷ floor, within each run: median (min – max) |");
         }
         let _ = write!(md, "\n|---|---:|---:|---:|---:|");
-        if with_floor {
+        if floor.is_some() {
             let _ = write!(md, "---:|");
         }
         let _ = writeln!(md);
+        let mut below_floor = Vec::new();
         for (imp, a) in &aggs {
-            let ratio = rw.map_or("–".to_string(), |w| format!("{:.2}", w / a.median));
+            let mine = &imps[*imp];
+            let ratio = imps
+                .get(reference_for(imp, imps))
+                .map_or("–".to_string(), |w| ratio_cell(&per_run_ratios(w, mine)));
             let _ = write!(md, "| {imp} | {} | {} | {ratio} |", a.cell(), a.runs);
-            if let (true, Some(f)) = (with_floor, floor) {
-                let _ = write!(md, " {:.2} |", a.median / f);
+            if let Some(f) = floor {
+                let r = per_run_ratios(mine, f);
+                let low = r.iter().filter(|&&x| x < 1.0).count();
+                if low > 0 {
+                    below_floor.push(format!("{imp} ({low} of {} runs)", r.len()));
+                }
+                let _ = write!(md, " {} |", ratio_cell(&r));
             }
             let _ = writeln!(md);
+        }
+        if !below_floor.is_empty() {
+            let _ = writeln!(
+                md,
+                "\nBelow the floor in some runs: {}. Nothing can beat the floor in the same host state, so in those runs the floor's measurement and this one ran in different host states (or the fixed-line floor is not a floor on this host); the ratios are printed as measured, not clamped.",
+                below_floor.join(", ")
+            );
+        }
+        if imps.contains_key("ringfire_lossy") {
+            let _ = writeln!(
+                md,
+                "\n`ringfire_lossy`: ringfire's MPMC ring is lossy (a producer never waits, it overwrites); items it dropped count as moved, so its time per item is not a lossless figure and does not compare with the other rows' time per delivered item."
+            );
+        }
+        for n in notes.get(fam).into_iter().flatten() {
+            let _ = writeln!(md, "\n{n}");
         }
         if let Some(link) = svg(fam, imps) {
             let _ = writeln!(md, "\n![{fam}]({link})");
@@ -235,9 +311,16 @@ fn chart(fam: &str, imps: &BTreeMap<String, Vec<Run>>) -> Chart {
 fn cmd_criterion(args: &[String]) -> Result<(), String> {
     let mut pos = Vec::new();
     let mut commands = BTreeMap::new();
+    let mut notes: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut it = args.iter();
     while let Some(a) = it.next() {
-        if a == "--cmd" {
+        if a == "--note" {
+            let kv = it.next().ok_or("--note needs family=text")?;
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("--note {kv:?}: expected family=text"))?;
+            notes.entry(k.to_string()).or_default().push(v.to_string());
+        } else if a == "--cmd" {
             let kv = it.next().ok_or("--cmd needs family=command")?;
             let (k, v) = kv
                 .split_once('=')
@@ -252,13 +335,14 @@ fn cmd_criterion(args: &[String]) -> Result<(), String> {
     }
     let (out_md, svg_dir, runs) = (&pos[0], &pos[1], &pos[2..]);
     let mut fams = Families::new();
-    for run in runs {
+    for (k, run) in runs.iter().enumerate() {
         let dirs = bench_dirs(run);
         if dirs.is_empty() {
             eprintln!("{}: no criterion results (run skipped)", run.display());
         }
         for d in dirs {
-            if let Some((id, r)) = load(&d) {
+            if let Some((id, mut r)) = load(&d) {
+                r.run = k;
                 add_run(&mut fams, &id, r);
             }
         }
@@ -268,7 +352,7 @@ fn cmd_criterion(args: &[String]) -> Result<(), String> {
     }
     let _ = std::fs::create_dir_all(svg_dir);
     let base = out_md.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let md = criterion_tables(&fams, &commands, |fam, imps| {
+    let md = criterion_tables(&fams, &commands, &notes, |fam, imps| {
         let svg = svg_dir.join(format!("{}.svg", fam.replace('/', "_")));
         std::fs::write(&svg, chart(fam, imps).to_svg()).ok()?;
         let rel = svg.strip_prefix(&base).unwrap_or(&svg);
@@ -280,27 +364,80 @@ fn cmd_criterion(args: &[String]) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------
 // latency runs of `ringwire bench … --json`
 
-/// p50 and p99 (ns) of the HDR summary at `pointer` in one run's JSON text.
-fn summary_at(text: &str, pointer: &str) -> Option<(f64, f64)> {
-    let v: serde_json::Value = serde_json::from_str(text.trim()).ok()?;
-    let s = v.pointer(pointer)?;
-    Some((s["p50_ns"].as_f64()?, s["p99_ns"].as_f64()?))
+/// p50 and p99 (ns) of the HDR summary at `pointer` in one run's JSON text, or why the run
+/// does not count: unreadable, no summary there, or (a hand-off run, with `sent` and a
+/// `reader` object) records lost, lapped or out of sequence.
+fn summary_at(text: &str, pointer: &str) -> Result<(f64, f64), String> {
+    let v: serde_json::Value =
+        serde_json::from_str(text.trim()).map_err(|_| "no result".to_string())?;
+    if let Some(e) = handoff_error(&v) {
+        return Err(e);
+    }
+    let s = v.pointer(pointer).ok_or("no summary")?;
+    match (s["p50_ns"].as_f64(), s["p99_ns"].as_f64()) {
+        (Some(a), Some(b)) => Ok((a, b)),
+        _ => Err("no summary".into()),
+    }
 }
 
-/// One table row: label, command, and every run's JSON text.
+/// For a `ringwire bench handoff --json` run: what went wrong, if the reader did not get
+/// every record sent exactly once and in order (`received != sent`, `lapped > 0`, or a
+/// sequence error). `None` for a clean run and for JSON of other benches.
+fn handoff_error(v: &serde_json::Value) -> Option<String> {
+    let (Some(sent), Some(r)) = (v["sent"].as_u64(), v["reader"].as_object()) else {
+        return None;
+    };
+    let mut e = Vec::new();
+    let received = r.get("received").and_then(|x| x.as_u64());
+    if received != Some(sent) {
+        e.push(format!("received {} of {sent}", received.unwrap_or(0)));
+    }
+    let lapped = r.get("lapped").and_then(|x| x.as_u64());
+    if lapped != Some(0) {
+        e.push(format!("lapped {}", lapped.unwrap_or(0)));
+    }
+    match r.get("seq_errors") {
+        Some(serde_json::Value::Null) => {}
+        Some(serde_json::Value::String(s)) => e.push(s.clone()),
+        _ => e.push("sequences not checked".into()),
+    }
+    (!e.is_empty()).then(|| e.join(", "))
+}
+
+/// One table row: label, command, and every run's JSON text. Runs with errors are left out
+/// of the medians; with fewer than half the runs clean the row has no figures.
 fn latency_row(label: &str, cmd: &str, pointer: &str, runs: &[String]) -> String {
-    let (p50, p99): (Vec<f64>, Vec<f64>) =
-        runs.iter().filter_map(|t| summary_at(t, pointer)).unzip();
+    let mut p50 = Vec::new();
+    let mut p99 = Vec::new();
+    let mut errors = Vec::new();
+    for t in runs {
+        match summary_at(t, pointer) {
+            Ok((a, b)) => {
+                p50.push(a);
+                p99.push(b);
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    let failed = if errors.is_empty() {
+        "0".to_string()
+    } else {
+        let mut kinds = errors.clone();
+        kinds.sort();
+        kinds.dedup();
+        format!("{} ({})", errors.len(), kinds.join("; "))
+    };
     match (Agg::of(&p50), Agg::of(&p99)) {
-        (Some(a), Some(b)) => format!(
-            "| {label} | {} | {} | {} of {} | `{cmd}` |\n",
+        (Some(a), Some(b)) if 2 * p50.len() >= runs.len() => format!(
+            "| {label} | {} | {} | {} of {} | {failed} | `{cmd}` |\n",
             a.cell(),
             b.cell(),
             a.runs,
             runs.len()
         ),
         _ => format!(
-            "| {label} | – | – | – | – | 0 of {} | `{cmd}` |\n",
+            "| {label} | – | – | – | – | {} of {} | {failed} | `{cmd}` |\n",
+            p50.len(),
             runs.len()
         ),
     }
@@ -309,8 +446,8 @@ fn latency_row(label: &str, cmd: &str, pointer: &str, runs: &[String]) -> String
 fn cmd_latency(args: &[String]) -> Result<(), String> {
     let out_md = args.first().ok_or("latency: need <out.md> <spec>...")?;
     let mut md = String::from(
-        "| measurement | p50: median of runs | p50 min – max | p99: median of runs | p99 min – max | runs | reproduce |\n\
-         |---|---:|---:|---:|---:|---:|---|\n",
+        "| measurement | p50: median of clean runs | p50 min – max | p99: median of clean runs | p99 min – max | clean runs | runs with errors | reproduce |\n\
+         |---|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for spec in &args[1..] {
         let parts: Vec<&str> = spec.splitn(4, "::").collect();
@@ -330,10 +467,22 @@ fn cmd_latency(args: &[String]) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------
 // replication runs
 
-/// One row of one run: (implementation, transport, config, rate) → (p50, p99, error-free).
+/// One row of one run: (implementation, transport, config, rate).
 type ReplKey = (String, String, String, u64);
 
-fn replication_rows(text: &str) -> Vec<(ReplKey, f64, f64, bool)> {
+/// One row of one run of the replication bench.
+#[derive(Debug, Clone, PartialEq)]
+struct ReplRow {
+    key: ReplKey,
+    p50: f64,
+    p99: f64,
+    /// No loss, reorder, duplicate, gap or corruption.
+    ok: bool,
+    /// The producer's lateness (push time − scheduled time): p99 and max, when reported.
+    late: Option<(f64, f64)>,
+}
+
+fn replication_rows(text: &str) -> Vec<ReplRow> {
     let json = text.trim().strip_prefix("JSON: ").unwrap_or(text.trim());
     let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
         return Vec::new();
@@ -350,62 +499,99 @@ fn replication_rows(text: &str) -> Vec<(ReplKey, f64, f64, bool)> {
                 r["rate"].as_u64()?,
             );
             let lat = &r["latency"];
-            Some((
+            let late = &r["producer_lateness"];
+            Some(ReplRow {
                 key,
-                lat["p50_ns"].as_f64()?,
-                lat["p99_ns"].as_f64()?,
-                r["error"].is_null(),
-            ))
+                p50: lat["p50_ns"].as_f64()?,
+                p99: lat["p99_ns"].as_f64()?,
+                ok: r["error"].is_null(),
+                late: late["p99_ns"].as_f64().zip(late["max_ns"].as_f64()),
+            })
         })
         .collect()
 }
 
+/// One implementation's runs of one configuration: (run index, row).
+type Cell = Vec<(usize, ReplRow)>;
+
+/// The clean runs of a cell when at least half of its runs are clean, else `None`.
+fn clean_runs(c: &Cell) -> Option<Vec<&(usize, ReplRow)>> {
+    let clean: Vec<_> = c.iter().filter(|(_, r)| r.ok).collect();
+    (!clean.is_empty() && 2 * clean.len() >= c.len()).then_some(clean)
+}
+
 fn replication_table(runs: &[String]) -> String {
-    // (transport, config, rate) → implementation → (p50s, p99s, runs with errors)
-    type Cell = (Vec<f64>, Vec<f64>, usize);
+    // (rate, transport, config) → implementation → every run's row
     let mut cells: BTreeMap<(u64, String, String), BTreeMap<String, Cell>> = BTreeMap::new();
-    for text in runs {
-        for ((imp, t, c, rate), p50, p99, ok) in replication_rows(text) {
-            let e = cells
+    for (k, text) in runs.iter().enumerate() {
+        for r in replication_rows(text) {
+            let (imp, t, c, rate) = r.key.clone();
+            cells
                 .entry((rate, t, c))
                 .or_default()
                 .entry(imp)
-                .or_default();
-            e.0.push(p50);
-            e.1.push(p99);
-            e.2 += usize::from(!ok);
+                .or_default()
+                .push((k, r));
         }
     }
     let mut md = String::from(
-        "| rate (msg/s) | transport | config | ringwire p50 | min – max | ringfire p50 | min – max | p50 ratio ringwire ÷ ringfire | ringwire p99 | ringfire p99 | runs (ringwire/ringfire) | runs with errors |\n\
-         |---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| rate (msg/s) | transport | config | ringwire p50 | min – max | ringfire p50 | min – max | p50 ratio ringwire ÷ ringfire, within each run: median (min – max) | ringwire p99 | ringfire p99 | producer late p99 / max: ringwire; ringfire | clean runs (ringwire/ringfire) | runs with errors (ringwire/ringfire) |\n\
+         |---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
+    let empty = Cell::new();
     for ((rate, t, c), imps) in &cells {
-        let get = |imp: &str| imps.get(imp).map(|(a, b, e)| (Agg::of(a), Agg::of(b), *e));
-        let (w50, w99, we) = get("ringwire").unwrap_or((None, None, 0));
-        let (f50, f99, fe) = get("ringfire").unwrap_or((None, None, 0));
-        let ratio = match (&w50, &f50) {
-            (Some(w), Some(f)) => format!("{:.2}", w.median / f.median),
-            _ => "–".into(),
+        let w = imps.get("ringwire").unwrap_or(&empty);
+        let f = imps.get("ringfire").unwrap_or(&empty);
+        let (wc, fc) = (clean_runs(w), clean_runs(f));
+        let errs = |c: &Cell| c.iter().filter(|(_, r)| !r.ok).count();
+        let agg = |c: &Option<Vec<&(usize, ReplRow)>>, q: fn(&ReplRow) -> f64| {
+            c.as_ref()
+                .and_then(|c| Agg::of(&c.iter().map(|(_, r)| q(r)).collect::<Vec<_>>()))
         };
-        let med = |a: &Option<Agg>| a.as_ref().map_or("–".into(), |a| ns(a.median));
-        let range = |a: &Option<Agg>| {
-            a.as_ref()
-                .map_or("–".into(), |a| format!("{} – {}", ns(a.min), ns(a.max)))
+        // "–" with the error count when fewer than half the runs are clean.
+        let none = |c: &Cell| {
+            if c.is_empty() {
+                "–".to_string()
+            } else {
+                format!("– ({} of {} runs with errors)", errs(c), c.len())
+            }
         };
-        let runs = |a: &Option<Agg>| a.as_ref().map_or(0, |a| a.runs);
+        let med = |a: Option<Agg>, c: &Cell| a.map_or_else(|| none(c), |a| ns(a.median));
+        let range =
+            |a: Option<Agg>| a.map_or("–".into(), |a| format!("{} – {}", ns(a.min), ns(a.max)));
+        let ratios: Vec<f64> = match (&wc, &fc) {
+            (Some(wc), Some(fc)) => wc
+                .iter()
+                .filter_map(|(k, wr)| {
+                    let (_, fr) = fc.iter().find(|(j, _)| j == k)?;
+                    Some(wr.p50 / fr.p50)
+                })
+                .filter(|x| x.is_finite())
+                .collect(),
+            _ => Vec::new(),
+        };
+        let late = |c: &Option<Vec<&(usize, ReplRow)>>| {
+            let l: Vec<(f64, f64)> = c.iter().flatten().filter_map(|(_, r)| r.late).collect();
+            let p99 = Agg::of(&l.iter().map(|x| x.0).collect::<Vec<_>>());
+            let max = l.iter().map(|x| x.1).fold(f64::NAN, f64::max);
+            p99.map_or("–".into(), |a| format!("{} / {}", ns(a.median), ns(max)))
+        };
         let _ = writeln!(
             md,
-            "| {rate} | {t} | {c} | {} | {} | {} | {} | {ratio} | {} | {} | {}/{} | {} |",
-            med(&w50),
-            range(&w50),
-            med(&f50),
-            range(&f50),
-            med(&w99),
-            med(&f99),
-            runs(&w50),
-            runs(&f50),
-            we + fe
+            "| {rate} | {t} | {c} | {} | {} | {} | {} | {} | {} | {} | {}; {} | {}/{} | {}/{} |",
+            med(agg(&wc, |r| r.p50), w),
+            range(agg(&wc, |r| r.p50)),
+            med(agg(&fc, |r| r.p50), f),
+            range(agg(&fc, |r| r.p50)),
+            ratio_cell(&ratios),
+            med(agg(&wc, |r| r.p99), w),
+            med(agg(&fc, |r| r.p99), f),
+            late(&wc),
+            late(&fc),
+            w.len() - errs(w),
+            f.len() - errs(f),
+            errs(w),
+            errs(f),
         );
     }
     md
@@ -510,46 +696,151 @@ mod tests {
         assert!(aggregate(&[]).is_none());
     }
 
+    fn run_of(k: usize, v: f64) -> Run {
+        Run {
+            run: k,
+            samples: vec![v, v, v],
+        }
+    }
+
     #[test]
     fn table_has_ratios_to_ringwire_and_floor() {
         let mut fams = Families::new();
-        let r = |v: f64| Run {
-            samples: vec![v, v, v],
-        };
-        for (w, p, i, f) in [
+        for (k, (w, p, i, f)) in [
             (200.0, 100.0, 400.0, 100.0),
             (220.0, 110.0, 440.0, 90.0),
             (210.0, 105.0, 420.0, 110.0),
-        ] {
-            add_run(&mut fams, "round_trip_2proc/ringwire", r(w));
-            add_run(&mut fams, "round_trip_2proc/ringfire", r(p));
-            add_run(&mut fams, "round_trip_2proc/iceoryx2", r(i));
-            add_run(&mut fams, "floor/cacheline_round_trip", r(f));
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            add_run(&mut fams, "round_trip_2proc/ringwire", run_of(k, w));
+            add_run(&mut fams, "round_trip_2proc/ringfire", run_of(k, p));
+            add_run(&mut fams, "round_trip_2proc/iceoryx2", run_of(k, i));
+            add_run(&mut fams, "floor/cacheline_round_trip", run_of(k, f));
         }
         // iceoryx2 failed in one extra run of ringwire's: runs are counted per implementation.
-        add_run(&mut fams, "round_trip_2proc/ringwire", r(210.0));
+        add_run(&mut fams, "round_trip_2proc/ringwire", run_of(3, 210.0));
         let cmds = BTreeMap::from([(
             "round_trip_2proc".to_string(),
             "cargo bench -p ringwire-tests --bench handoff".to_string(),
         )]);
-        let md = criterion_tables(&fams, &cmds, |f, _| Some(format!("{f}.svg")));
+        let md = criterion_tables(&fams, &cmds, &BTreeMap::new(), |f, _| {
+            Some(format!("{f}.svg"))
+        });
         assert!(md.contains("Reproduce: `cargo bench -p ringwire-tests --bench handoff`"));
-        // ringwire: median of 200, 220, 210, 210 = 210; ringfire 105; iceoryx2 420; floor 100.
+        // ringwire: median of 200, 220, 210, 210 = 210. Ratios within runs 0..3:
+        // ringwire ÷ ringfire 2, 2, 2; ringwire ÷ floor 2.00, 2.44, 1.91.
         assert!(
-            md.contains("| ringwire | 210 ns | 200 ns – 220 ns | 4 | 1.00 | 2.10 |"),
+            md.contains("| ringwire | 210 ns | 200 ns – 220 ns | 4 | 1.00 (1.00 – 1.00) | 2.00 (1.91 – 2.44) |"),
             "{md}"
         );
         assert!(
-            md.contains("| ringfire | 105 ns | 100 ns – 110 ns | 3 | 2.00 | 1.05 |"),
+            md.contains("| ringfire | 105 ns | 100 ns – 110 ns | 3 | 2.00 (2.00 – 2.00) | 1.00 (0.95 – 1.22) |"),
             "{md}"
         );
         assert!(
-            md.contains("| iceoryx2 | 420 ns | 400 ns – 440 ns | 3 | 0.50 | 4.20 |"),
+            md.contains("| iceoryx2 | 420 ns | 400 ns – 440 ns | 3 | 0.50 (0.50 – 0.50) | 4.00 (3.82 – 4.89) |"),
+            "{md}"
+        );
+        // ringfire's run 2 (105 ns) is below that run's floor (110 ns): shown, and noted.
+        assert!(
+            md.contains("Below the floor in some runs: ringfire (1 of 3 runs)."),
             "{md}"
         );
         // The floor's own table has no floor column.
         assert!(md.contains("| cacheline_round_trip | 100 ns | 90.0 ns – 110 ns | 3 | – |\n"));
         assert!(md.contains("![round_trip_2proc](round_trip_2proc.svg)"));
+    }
+
+    /// A host with two states (fast F, slow S) and a floor that failed in runs 0 and 1:
+    /// ringwire F F S S F = 110 115 550 560 120 (median 120, an F figure), floor runs 2..4
+    /// S S F = 500 505 100 (median 500, an S figure). The ratio of those medians is 0.24,
+    /// below the floor; within each run ringwire is 1.10, 1.11 and 1.20 times the floor.
+    #[test]
+    fn ratios_pair_figures_of_one_run_not_medians_of_different_runs() {
+        let mut fams = Families::new();
+        for (k, w) in [110.0, 115.0, 550.0, 560.0, 120.0].into_iter().enumerate() {
+            add_run(&mut fams, "round_trip_2proc/ringwire", run_of(k, w));
+        }
+        for (k, f) in [(2, 500.0), (3, 505.0), (4, 100.0)] {
+            add_run(&mut fams, "floor/cacheline_round_trip", run_of(k, f));
+            // A peer measured in the same runs as the floor, in the same states.
+            add_run(&mut fams, "round_trip_2proc/ringfire", run_of(k, f * 2.0));
+        }
+        let rw = &fams["round_trip_2proc"]["ringwire"];
+        let fl = &fams["floor"]["cacheline_round_trip"];
+        let pf = &fams["round_trip_2proc"]["ringfire"];
+        let medians = aggregate(rw).unwrap().median / aggregate(fl).unwrap().median;
+        assert!(medians < 1.0, "{medians}");
+        let per_run = Agg::of(&per_run_ratios(rw, fl)).unwrap();
+        assert!(per_run.min >= 1.0, "{per_run:?}");
+        assert_eq!(per_run.runs, 3);
+        // ringwire ÷ ringfire: a ratio of medians says 120 / 1000 = 0.12, per run 0.55–0.60.
+        let r = Agg::of(&per_run_ratios(rw, pf)).unwrap();
+        assert!(r.min > 0.5 && r.max < 0.61, "{r:?}");
+        let md = criterion_tables(&fams, &BTreeMap::new(), &BTreeMap::new(), |_, _| None);
+        assert!(
+            md.contains("| ringwire | 120 ns | 110 ns – 560 ns | 5 | 1.00 (1.00 – 1.00) | 1.11 (1.10 – 1.20) |"),
+            "{md}"
+        );
+        assert!(!md.contains("Below the floor"), "{md}");
+    }
+
+    /// A run where the peer beat the floor is printed as measured, with a note, not clamped.
+    #[test]
+    fn below_floor_runs_are_shown_and_noted() {
+        let mut fams = Families::new();
+        for (k, (w, f)) in [(200.0, 100.0), (90.0, 500.0), (210.0, 105.0)]
+            .into_iter()
+            .enumerate()
+        {
+            add_run(&mut fams, "round_trip_2proc/ringwire", run_of(k, w));
+            add_run(&mut fams, "floor/cacheline_round_trip", run_of(k, f));
+        }
+        let md = criterion_tables(&fams, &BTreeMap::new(), &BTreeMap::new(), |_, _| None);
+        assert!(md.contains("| 2.00 (0.18 – 2.00) |"), "{md}");
+        assert!(
+            md.contains("Below the floor in some runs: ringwire (1 of 3 runs)"),
+            "{md}"
+        );
+        assert!(md.contains("different host states"), "{md}");
+    }
+
+    #[test]
+    fn a64_rows_compare_with_ringwire_a64_and_notes_are_printed() {
+        let mut fams = Families::new();
+        for k in 0..3 {
+            add_run(&mut fams, "push_drain/ringwire", run_of(k, 10.0));
+            add_run(&mut fams, "push_drain/ringwire_a64", run_of(k, 20.0));
+            add_run(&mut fams, "push_drain/ringfire_a64", run_of(k, 40.0));
+            add_run(&mut fams, "push_drain/ringfire", run_of(k, 5.0));
+            add_run(&mut fams, "mpmc_2p2c/ringwire", run_of(k, 50.0));
+            add_run(&mut fams, "mpmc_2p2c/ringfire_lossy", run_of(k, 25.0));
+        }
+        let notes = BTreeMap::from([(
+            "mpmc_2p2c".to_string(),
+            vec!["heapless_mpmc: not measured".to_string()],
+        )]);
+        let md = criterion_tables(&fams, &BTreeMap::new(), &notes, |_, _| None);
+        assert!(
+            md.contains("| ringfire_a64 | 40.0 ns | 40.0 ns – 40.0 ns | 3 | 0.50 (0.50 – 0.50) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| ringwire_a64 | 20.0 ns | 20.0 ns – 20.0 ns | 3 | 1.00 (1.00 – 1.00) |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| ringfire | 5.0 ns | 5.0 ns – 5.0 ns | 3 | 2.00 (2.00 – 2.00) |"),
+            "{md}"
+        );
+        assert!(md.contains("`*_a64` rows: ringwire_a64's time"), "{md}");
+        let mpmc = &md[md.find("### `mpmc_2p2c`").unwrap()..];
+        assert!(mpmc.contains("items it dropped count as moved"), "{md}");
+        assert!(mpmc.contains("heapless_mpmc: not measured"), "{md}");
+        let pd = &md[md.find("### `push_drain`").unwrap()..];
+        assert!(!pd.contains("dropped count as moved"), "{md}");
     }
 
     #[test]
@@ -595,17 +886,54 @@ mod tests {
         let row = latency_row("wake", "ringwire bench x", "/reader/summary", &runs);
         assert_eq!(
             row,
-            "| wake | 200 ns | 100 ns – 300 ns | 8000 ns | 7000 ns – 9000 ns | 3 of 4 | `ringwire bench x` |\n"
+            "| wake | 200 ns | 100 ns – 300 ns | 8000 ns | 7000 ns – 9000 ns | 3 of 4 | 1 (no result) | `ringwire bench x` |\n"
         );
-        assert!(latency_row("x", "c", "/nope", &runs).contains("0 of 4"));
+        assert!(latency_row("x", "c", "/nope", &runs).contains("| – | – | – | – | 0 of 4 |"));
+    }
+
+    #[test]
+    fn handoff_runs_that_lost_records_are_runs_with_errors() {
+        let run = |received: u64, lapped: u64, seq: &str, p50: u64| {
+            format!(
+                "{{\"rate\":1000,\"seconds\":1,\"sent\":1000,\"reader\":{{\"received\":{received},\"lapped\":{lapped},\"missing\":0,\"seq_errors\":{seq},\"summary\":{{\"count\":5,\"p50_ns\":{p50},\"p90_ns\":1,\"p99_ns\":{p50},\"p999_ns\":1,\"max_ns\":1,\"mean_ns\":1.0}}}}}}"
+            )
+        };
+        let runs = vec![
+            run(1000, 0, "null", 100),
+            run(990, 0, "\"10 missing\"", 1),
+            run(1000, 3, "null", 1),
+            run(1000, 0, "null", 300),
+            run(1000, 0, "null", 200),
+        ];
+        let row = latency_row("handoff", "c", "/reader/summary", &runs);
+        assert!(
+            row.starts_with("| handoff | 200 ns | 100 ns – 300 ns |"),
+            "{row}"
+        );
+        assert!(row.contains("| 3 of 5 | 2 ("), "{row}");
+        assert!(
+            row.contains("received 990 of 1000") && row.contains("lapped 3"),
+            "{row}"
+        );
+        // Fewer than half clean: no figures.
+        let bad = vec![runs[0].clone(), runs[1].clone(), runs[2].clone()];
+        assert!(
+            latency_row("h", "c", "/reader/summary", &bad)
+                .starts_with("| h | – | – | – | – | 1 of 3 | 2 ("),
+        );
+        // An old reader without a sequence check does not pass as clean.
+        let old = runs[0].replace("\"seq_errors\":null,", "");
+        assert!(summary_at(&old, "/reader/summary").is_err());
     }
 
     #[test]
     fn replication_medians_and_ratio() {
         let row = |imp: &str, t: &str, p50: u64, err: bool| {
             format!(
-                "{{\"implementation\":\"{imp}\",\"transport\":\"{t}\",\"config\":\"default\",\"rate\":1000,\"seconds\":3,\"latency\":{{\"count\":1,\"p50_ns\":{p50},\"p90_ns\":0,\"p99_ns\":{},\"p999_ns\":0,\"max_ns\":0,\"mean_ns\":0.0}},\"error\":{}}}",
+                "{{\"implementation\":\"{imp}\",\"transport\":\"{t}\",\"config\":\"default\",\"rate\":1000,\"seconds\":3,\"latency\":{{\"count\":1,\"p50_ns\":{p50},\"p90_ns\":0,\"p99_ns\":{},\"p999_ns\":0,\"max_ns\":0,\"mean_ns\":0.0}},\"producer_lateness\":{{\"count\":1,\"p50_ns\":1000,\"p90_ns\":0,\"p99_ns\":{},\"p999_ns\":0,\"max_ns\":{},\"mean_ns\":0.0}},\"error\":{}}}",
                 p50 * 2,
+                p50 / 100,
+                p50,
                 if err { "\"lost\"" } else { "null" }
             )
         };
@@ -622,10 +950,24 @@ mod tests {
             run(70_000, 35_000, false),
         ];
         let md = replication_table(&runs);
+        // ringwire's failed run (60 µs) is in no figure; ratios within runs 0 and 2:
+        // 80/30 = 2.67, 70/35 = 2.00.
         assert!(
-            md.contains("| 1000 | tcp | default | 70.0 µs | 60.0 µs – 80.0 µs | 35.0 µs | 30.0 µs – 40.0 µs | 2.00 | 140.0 µs | 70.0 µs | 3/3 | 1 |"),
+            md.contains("| 1000 | tcp | default | 75.0 µs | 70.0 µs – 80.0 µs | 35.0 µs | 30.0 µs – 40.0 µs | 2.33 (2.00 – 2.67) | 150.0 µs | 70.0 µs | 750 ns / 80.0 µs; 350 ns / 40.0 µs | 2/3 | 1/0 |"),
             "{md}"
         );
+        // Two of three ringwire runs failed: no ringwire figures, no ratio.
+        let runs = vec![
+            run(80_000, 30_000, true),
+            run(60_000, 40_000, true),
+            run(70_000, 35_000, false),
+        ];
+        let md = replication_table(&runs);
+        assert!(
+            md.contains("| 1000 | tcp | default | – (2 of 3 runs with errors) | – | 35.0 µs | 30.0 µs – 40.0 µs | – | – (2 of 3 runs with errors) |"),
+            "{md}"
+        );
+        assert!(md.contains("| 1/3 | 2/0 |"), "{md}");
         assert!(replication_rows("not json").is_empty());
     }
 }
