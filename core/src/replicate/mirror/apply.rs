@@ -35,7 +35,11 @@ impl Mirror<'_> {
             self.restart(d.seq, sink)?;
         } else if d.seq > self.next {
             self.counters.gaps += 1;
-            self.counters.records_skipped += d.seq - self.next;
+            // Saturating: a hostile source can jump by nearly 2^64 more than once.
+            self.counters.records_skipped = self
+                .counters
+                .records_skipped
+                .saturating_add(d.seq - self.next);
             self.next = d.seq;
         }
         write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);

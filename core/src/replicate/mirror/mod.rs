@@ -332,7 +332,11 @@ impl<'a> Mirror<'a> {
                 let g = GapRepr::parse(&frame).map_err(p)?;
                 if g.seq > self.next {
                     self.counters.gaps += 1;
-                    self.counters.records_skipped += g.seq - self.next;
+                    // Saturating: a hostile source can jump by nearly 2^64 more than once.
+                    self.counters.records_skipped = self
+                        .counters
+                        .records_skipped
+                        .saturating_add(g.seq - self.next);
                     self.next = g.seq;
                 }
                 if self.state == State::LiveUdp {
