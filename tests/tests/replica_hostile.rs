@@ -70,6 +70,13 @@ fn publish(p: &mut Producer<FutexWake>, n: u64) {
     }
 }
 
+/// Serve options for `src` on an ephemeral loopback port, without log lines.
+fn quiet_serve(src: &ShmPath) -> ServeOptions {
+    let mut so = ServeOptions::new(src.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    so.log = false;
+    so
+}
+
 fn source(tag: &str) -> (ShmPath, RingFile, Producer<FutexWake>) {
     let p = ShmPath::new(tag);
     let geo = Geometry::spmc(CAP, LEN + 8, 8, 0, false).unwrap();
@@ -87,8 +94,7 @@ fn mirror_drops_foreign_random_and_truncated_datagrams() {
     let dst = ShmPath::new("hostile-m-dst");
     let port = 30_000 + (std::process::id() % 10_000) as u16;
     let group = SocketAddrV4::new(Ipv4Addr::new(239, 255, 102, 1), port);
-    let mut so = ServeOptions::new(src.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
-    so.log = false;
+    let mut so = quiet_serve(&src);
     so.multicast = Some(group);
     so.iface = Some(Ipv4Addr::LOCALHOST);
     so.ttl = 0;
@@ -155,8 +161,7 @@ fn mirror_drops_foreign_random_and_truncated_datagrams() {
 fn serve_survives_garbage_hello_flood_and_forged_punches() {
     let (src, _ring, mut prod) = source("hostile-s-src");
     let dst = ShmPath::new("hostile-s-dst");
-    let mut so = ServeOptions::new(src.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
-    so.log = false;
+    let mut so = quiet_serve(&src);
     so.udp = Some(0);
     so.max_sessions = 4;
     let server = Server::bind(so).unwrap();
@@ -245,8 +250,7 @@ fn a_mirror_that_stops_reading_times_out_without_hurting_others() {
     let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
     // SAFETY: `ring` outlives the producer built on its view (used only while it lives).
     let mut prod = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
-    let mut so = ServeOptions::new(src.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
-    so.log = false;
+    let so = quiet_serve(&src);
     let server = Server::bind(so).unwrap();
     let addr = server.local_addr();
     let stop = AtomicBool::new(false);
@@ -452,8 +456,7 @@ fn once_fails_on_a_protocol_error_naming_the_source() {
 fn once_fails_when_the_server_refuses_it() {
     let (src, _ring, _prod) = source("hostile-refused-src");
     let dst = ShmPath::new("hostile-refused-dst");
-    let mut so = ServeOptions::new(src.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
-    so.log = false;
+    let mut so = quiet_serve(&src);
     so.max_sessions = 1;
     let server = Server::bind(so).unwrap();
     let addr = server.local_addr();
@@ -558,8 +561,7 @@ fn idle_connections_are_closed_at_the_hello_deadline() {
     let (src, _ring, mut prod) = source("hostile-idle-src");
     let dst = ShmPath::new("hostile-idle-dst");
     publish(&mut prod, 500);
-    let mut so = ServeOptions::new(src.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
-    so.log = false;
+    let mut so = quiet_serve(&src);
     so.max_sessions = 4;
     so.hello_timeout = Duration::from_millis(300);
     let server = Server::bind(so).unwrap();
@@ -641,8 +643,7 @@ fn a_mirror_that_half_closes_after_hello_is_served() {
     let (src, _ring, mut prod) = source("hostile-halfclose-src");
     let dst = ShmPath::new("hostile-halfclose-dst");
     publish(&mut prod, 300);
-    let mut so = ServeOptions::new(src.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
-    so.log = false;
+    let mut so = quiet_serve(&src);
     so.max_sessions = 1;
     let server = Server::bind(so).unwrap();
     let addr = server.local_addr();
@@ -720,8 +721,7 @@ fn a_removed_mirror_ring_stops_the_mirror() {
     let (src, _ring, mut prod) = source("hostile-orphan-src");
     let dst = ShmPath::new("hostile-orphan-dst");
     publish(&mut prod, 100);
-    let mut so = ServeOptions::new(src.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
-    so.log = false;
+    let so = quiet_serve(&src);
     let server = Server::bind(so).unwrap();
     let addr = server.local_addr();
     let stop = AtomicBool::new(false);
