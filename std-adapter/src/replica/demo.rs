@@ -257,8 +257,8 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     // Every record the pacer can schedule within the run; anything above is bogus.
     let max_seq = opts.rate.saturating_mul(opts.seconds).saturating_add(1);
     let (server, mo, mir_path) = (&server, &mo, &mir_path);
-    let publish_time = &std::sync::Mutex::new((StdDuration::ZERO, StdDuration::ZERO));
-    let lateness = &std::sync::Mutex::new(Latency::new());
+    // Publishing runs on this thread, inside the scope: wall time, CPU time, lateness.
+    let mut produced: Option<(StdDuration, StdDuration, Latency)> = None;
     let result = std::thread::scope(|sc| {
         let srv = sc.spawn(move || server.run(halt));
         let mir = sc.spawn(move || run_mirror(mo, halt));
@@ -285,9 +285,8 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
         if ready.load(Ordering::Relaxed) {
             let (t0, cpu0) = (std::time::Instant::now(), crate::sys::process_cpu_time());
             let late = produce(&src, opts, stop, published);
-            *lateness.lock().unwrap_or_else(|p| p.into_inner()) = late;
             let cpu = crate::sys::process_cpu_time().saturating_sub(cpu0);
-            *publish_time.lock().unwrap_or_else(|p| p.into_inner()) = (t0.elapsed(), cpu);
+            produced = Some((t0.elapsed(), cpu, late));
             // Let the last records arrive.
             let t0 = std::time::Instant::now();
             while !reader.is_finished()
@@ -316,14 +315,15 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     })?;
     let (delivered, missed, corrupt, lat, tracker) = result;
     let sent = published.load(Ordering::Relaxed);
-    let (publish_time, cpu_time) = *publish_time.lock().unwrap_or_else(|p| p.into_inner());
+    let (publish_time, cpu_time, lateness) =
+        produced.unwrap_or((StdDuration::ZERO, StdDuration::ZERO, Latency::new()));
     let report = DemoReport {
         published: sent,
         delivered,
         missed,
         corrupt,
         latency: lat.summary(),
-        producer_lateness: lateness.lock().unwrap_or_else(|p| p.into_inner()).summary(),
+        producer_lateness: lateness.summary(),
         stream: tracker.map(|t| t.finish(sent)),
         publish_time,
         cpu_time,
