@@ -1,5 +1,7 @@
 //! The adapter's error type. Every variant names the file and carries the value that was
-//! wrong, e.g. `ring /dev/shm/ticks: capacity 1000 is not a power of two`.
+//! wrong, e.g. `ring /dev/shm/ticks: capacity 1000 is not a power of two`. The variants any
+//! kind of file can raise (a failed system call, a bad argument, not a regular file) name the
+//! path alone: `/dev/shm/ticks.offset: fallocate failed: No space left on device`.
 
 use std::fmt;
 use std::io;
@@ -213,7 +215,12 @@ impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = self.path().display();
         match self {
-            Error::Io { op, source, .. } => write!(f, "ring {p}: {op} failed: {source}"),
+            // Io and InvalidArgument come from rings, checkpoints, blackboards, queues, the
+            // CLI's output files and sockets alike: the path says which, not a fixed noun.
+            Error::Io { op, source, path } if path.as_os_str().is_empty() => {
+                write!(f, "{op} failed: {source}")
+            }
+            Error::Io { op, source, .. } => write!(f, "{p}: {op} failed: {source}"),
             Error::Attach { source, .. } => write!(f, "ring {p}: {source}"),
             Error::QueueAttach { source, .. } => write!(f, "queue {p}: {source}"),
             Error::Geometry { source, .. } => write!(f, "ring {p}: {source}"),
@@ -229,9 +236,9 @@ impl fmt::Display for Error {
             Error::ProducerAlreadyExists { .. } => {
                 write!(f, "ring {p}: another producer holds the ring's lock")
             }
-            Error::NotRegularFile { .. } => write!(f, "ring {p}: not a regular file"),
+            Error::NotRegularFile { .. } => write!(f, "{p}: not a regular file"),
             Error::FileTooLarge { len, .. } => {
-                write!(f, "ring {p}: file of {len} bytes is too large to map")
+                write!(f, "{p}: file of {len} bytes is too large to map")
             }
             Error::BadFileMagic { kind, found, .. } => {
                 write!(f, "{kind} {p}: bad magic {found:#018x}")
@@ -249,7 +256,10 @@ impl fmt::Display for Error {
                 f,
                 "ring {p}: no offset file configured for this consumer (RingConsumerBuilder::offset_file)"
             ),
-            Error::InvalidArgument { what, .. } => write!(f, "ring {p}: {what}"),
+            Error::InvalidArgument { what, path } if path.as_os_str().is_empty() => {
+                write!(f, "{what}")
+            }
+            Error::InvalidArgument { what, .. } => write!(f, "{p}: {what}"),
         }
     }
 }

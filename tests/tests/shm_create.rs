@@ -136,9 +136,23 @@ fn creating_in_a_missing_directory_names_the_path() {
     let e = RingFile::create(p, &geo(), &CreateOptions::default()).unwrap_err();
     let msg = e.to_string();
     assert!(
-        msg.starts_with("ring /dev/shm/ringwire-no-such-dir/x: open failed"),
+        msg.starts_with("/dev/shm/ringwire-no-such-dir/x: open failed"),
         "{msg}"
     );
+}
+
+/// A failed system call on a file that is not a ring (here a blackboard) names that file and
+/// does not call it a ring.
+#[test]
+fn io_errors_on_other_files_do_not_say_ring() {
+    let p = std::path::Path::new("/dev/shm/rw-no-such-dir/board");
+    let e = ringwire::BlackboardProducer::<u64>::create(p, 4).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("/dev/shm/rw-no-such-dir/board: open failed"),
+        "{msg}"
+    );
+    assert!(!msg.contains("ring"), "{msg}");
 }
 
 #[test]
