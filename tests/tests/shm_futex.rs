@@ -153,10 +153,9 @@ fn idle_yield_backoff_is_bounded_but_busy() {
 #[test]
 fn publish_wakes_a_sleeper_long_before_its_timeout() {
     let (_p, r) = ring("wake");
-    let (h, _) = sleeper(&r, FutexWait::new(0, Some(Duration::from_secs(10))));
-    // Wait until the consumer has announced itself, then publish.
-    await_announcement(&r);
-    std::thread::sleep(Duration::from_millis(50));
+    let (h, tid) = sleeper(&r, FutexWait::new(0, Some(Duration::from_secs(10))));
+    // Wait until the consumer has announced itself and is blocked in FUTEX_WAIT, then publish.
+    await_futex_sleep(&r, tid);
     publish(&r, 1);
     let (took, stats) = h.join().unwrap();
     assert!(took < Duration::from_secs(5), "woke only after {took:?}");
@@ -175,7 +174,9 @@ fn an_unbounded_timeout_with_a_deferred_barrier_sleeps_until_woken() {
     let w = FutexWait::new(0, Some(Duration::MAX)).with_deferred_barrier(Duration::from_millis(1));
     let (h, _) = sleeper(&r, w);
     await_announcement(&r);
-    // Past the 1 ms deferral: the barrier has run and the second sleep has begun.
+    // Past the 1 ms deferral: the barrier has run and the second sleep has begun. (Both
+    // sleeps look alike from outside, blocked in FUTEX_WAIT, so this one waits out the
+    // deferral with a margin of 50 times it.)
     std::thread::sleep(Duration::from_millis(50));
     publish(&r, 1);
     let (took, stats) = h.join().expect("the sleeper panicked");
