@@ -6,7 +6,7 @@
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::Path;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use ringwire::core::broadcast::{Producer, Wake};
@@ -15,6 +15,7 @@ use ringwire::core::{Geometry, RingView, SlotRead};
 use ringwire::replica::mirror::{self, MirrorOptions};
 use ringwire::replica::serve::{ServeOptions, run_following};
 use ringwire::{CleanupMode, CreateOptions, ReadOnlyRing, RingFile};
+use ringwire_tests::replica::SetOnDrop;
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -80,16 +81,10 @@ fn serve_follows_a_ring_replaced_at_its_path() {
     mo.reconnect = Duration::from_millis(50);
     let stop = AtomicBool::new(false);
     let replaced = Mutex::new(Vec::new());
-    /// Stops serve and mirror when the test body ends, even by a failed assertion (the
-    /// scope joins them before the panic propagates).
-    struct StopOnDrop<'a>(&'a AtomicBool);
-    impl Drop for StopOnDrop<'_> {
-        fn drop(&mut self) {
-            self.0.store(true, Ordering::Relaxed);
-        }
-    }
     std::thread::scope(|sc| {
-        let guard = StopOnDrop(&stop);
+        // Stops serve and mirror when the test body ends, even by a failed assertion (the
+        // scope joins them before the panic propagates).
+        let guard = SetOnDrop(&stop);
         let s = sc.spawn(|| {
             run_following(&so, &stop, |p| {
                 replaced.lock().unwrap().push(p.to_path_buf())
