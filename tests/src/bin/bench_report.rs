@@ -364,18 +364,31 @@ fn cmd_criterion(args: &[String]) -> Result<(), String> {
 // ---------------------------------------------------------------------------------------
 // latency runs of `ringwire bench … --json`
 
-/// p50 and p99 (ns) of the HDR summary at `pointer` in one run's JSON text, or why the run
-/// does not count: unreadable, no summary there, or (a hand-off run, with `sent` and a
-/// `reader` object) records lost, lapped or out of sequence.
-fn summary_at(text: &str, pointer: &str) -> Result<(f64, f64), String> {
+/// One clean run's figures: p50 and p99 (ns) of the HDR summary at the pointer, and the
+/// producer's lateness (p99, max) when the run reports it beside that summary.
+struct LatencyRun {
+    p50: f64,
+    p99: f64,
+    late: Option<(f64, f64)>,
+}
+
+/// One run's figures from its JSON text, or why the run does not count: unreadable, no
+/// summary there, or (a hand-off run, with `sent` and a `reader` object) records lost,
+/// lapped or out of sequence. The lateness is the `producer_lateness` summary next to the
+/// one at `pointer` (`/r1000/ringwire/summary` → `/r1000/ringwire/producer_lateness`).
+fn summary_at(text: &str, pointer: &str) -> Result<LatencyRun, String> {
     let v: serde_json::Value =
         serde_json::from_str(text.trim()).map_err(|_| "no result".to_string())?;
     if let Some(e) = handoff_error(&v) {
         return Err(e);
     }
     let s = v.pointer(pointer).ok_or("no summary")?;
+    let late = pointer
+        .rsplit_once('/')
+        .and_then(|(dir, _)| v.pointer(&format!("{dir}/producer_lateness")))
+        .and_then(|l| l["p99_ns"].as_f64().zip(l["max_ns"].as_f64()));
     match (s["p50_ns"].as_f64(), s["p99_ns"].as_f64()) {
-        (Some(a), Some(b)) => Ok((a, b)),
+        (Some(p50), Some(p99)) => Ok(LatencyRun { p50, p99, late }),
         _ => Err("no summary".into()),
     }
 }
@@ -404,18 +417,22 @@ fn handoff_error(v: &serde_json::Value) -> Option<String> {
     (!e.is_empty()).then(|| e.join(", "))
 }
 
+/// "p99 / max" of the producer's lateness over the clean runs that report it: the median of
+/// their p99s and the largest max; "–" when none does.
+fn lateness_cell(late: &[(f64, f64)]) -> String {
+    let p99 = Agg::of(&late.iter().map(|x| x.0).collect::<Vec<_>>());
+    let max = late.iter().map(|x| x.1).fold(f64::NAN, f64::max);
+    p99.map_or("–".into(), |a| format!("{} / {}", ns(a.median), ns(max)))
+}
+
 /// One table row: label, command, and every run's JSON text. Runs with errors are left out
 /// of the medians; with fewer than half the runs clean the row has no figures.
 fn latency_row(label: &str, cmd: &str, pointer: &str, runs: &[String]) -> String {
-    let mut p50 = Vec::new();
-    let mut p99 = Vec::new();
+    let mut clean = Vec::new();
     let mut errors = Vec::new();
     for t in runs {
         match summary_at(t, pointer) {
-            Ok((a, b)) => {
-                p50.push(a);
-                p99.push(b);
-            }
+            Ok(r) => clean.push(r),
             Err(e) => errors.push(e),
         }
     }
@@ -427,17 +444,21 @@ fn latency_row(label: &str, cmd: &str, pointer: &str, runs: &[String]) -> String
         kinds.dedup();
         format!("{} ({})", errors.len(), kinds.join("; "))
     };
+    let p50: Vec<f64> = clean.iter().map(|r| r.p50).collect();
+    let p99: Vec<f64> = clean.iter().map(|r| r.p99).collect();
+    let late: Vec<(f64, f64)> = clean.iter().filter_map(|r| r.late).collect();
     match (Agg::of(&p50), Agg::of(&p99)) {
-        (Some(a), Some(b)) if 2 * p50.len() >= runs.len() => format!(
-            "| {label} | {} | {} | {} of {} | {failed} | `{cmd}` |\n",
+        (Some(a), Some(b)) if 2 * clean.len() >= runs.len() => format!(
+            "| {label} | {} | {} | {} | {} of {} | {failed} | `{cmd}` |\n",
             a.cell(),
             b.cell(),
+            lateness_cell(&late),
             a.runs,
             runs.len()
         ),
         _ => format!(
-            "| {label} | – | – | – | – | {} of {} | {failed} | `{cmd}` |\n",
-            p50.len(),
+            "| {label} | – | – | – | – | – | {} of {} | {failed} | `{cmd}` |\n",
+            clean.len(),
             runs.len()
         ),
     }
@@ -446,8 +467,8 @@ fn latency_row(label: &str, cmd: &str, pointer: &str, runs: &[String]) -> String
 fn cmd_latency(args: &[String]) -> Result<(), String> {
     let out_md = args.first().ok_or("latency: need <out.md> <spec>...")?;
     let mut md = String::from(
-        "| measurement | p50: median of clean runs | p50 min – max | p99: median of clean runs | p99 min – max | clean runs | runs with errors | reproduce |\n\
-         |---|---:|---:|---:|---:|---:|---:|---|\n",
+        "| measurement | p50: median of clean runs | p50 min – max | p99: median of clean runs | p99 min – max | producer late p99 / max | clean runs | runs with errors | reproduce |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
     for spec in &args[1..] {
         let parts: Vec<&str> = spec.splitn(4, "::").collect();
@@ -571,10 +592,12 @@ fn replication_table(runs: &[String]) -> String {
             _ => Vec::new(),
         };
         let late = |c: &Option<Vec<&(usize, ReplRow)>>| {
-            let l: Vec<(f64, f64)> = c.iter().flatten().filter_map(|(_, r)| r.late).collect();
-            let p99 = Agg::of(&l.iter().map(|x| x.0).collect::<Vec<_>>());
-            let max = l.iter().map(|x| x.1).fold(f64::NAN, f64::max);
-            p99.map_or("–".into(), |a| format!("{} / {}", ns(a.median), ns(max)))
+            lateness_cell(
+                &c.iter()
+                    .flatten()
+                    .filter_map(|(_, r)| r.late)
+                    .collect::<Vec<_>>(),
+            )
         };
         let _ = writeln!(
             md,
@@ -886,9 +909,29 @@ mod tests {
         let row = latency_row("wake", "ringwire bench x", "/reader/summary", &runs);
         assert_eq!(
             row,
-            "| wake | 200 ns | 100 ns – 300 ns | 8000 ns | 7000 ns – 9000 ns | 3 of 4 | 1 (no result) | `ringwire bench x` |\n"
+            "| wake | 200 ns | 100 ns – 300 ns | 8000 ns | 7000 ns – 9000 ns | – | 3 of 4 | 1 (no result) | `ringwire bench x` |\n"
         );
-        assert!(latency_row("x", "c", "/nope", &runs).contains("| – | – | – | – | 0 of 4 |"));
+        assert!(latency_row("x", "c", "/nope", &runs).contains("| – | – | – | – | – | 0 of 4 |"));
+    }
+
+    #[test]
+    fn latency_rows_show_the_producer_lateness_reported_beside_the_summary() {
+        let sum = |p50: u64, p99: u64, max: u64| {
+            format!(
+                "{{\"count\":5,\"p50_ns\":{p50},\"p90_ns\":1,\"p99_ns\":{p99},\"p999_ns\":1,\"max_ns\":{max},\"mean_ns\":1.0}}"
+            )
+        };
+        let run = |late_p99: u64, late_max: u64| {
+            format!(
+                "{{\"r1000\":{{\"ringwire\":{{\"summary\":{},\"producer_lateness\":{}}}}}}}",
+                sum(100, 900, 1000),
+                sum(10, late_p99, late_max)
+            )
+        };
+        let runs = vec![run(2000, 5000), run(4000, 90_000), run(3000, 6000)];
+        let row = latency_row("async", "c", "/r1000/ringwire/summary", &runs);
+        // The median of the runs' p99s, and the largest max of any run.
+        assert!(row.contains("| 3000 ns / 90.0 µs | 3 of 3 |"), "{row}");
     }
 
     #[test]
@@ -919,7 +962,7 @@ mod tests {
         let bad = vec![runs[0].clone(), runs[1].clone(), runs[2].clone()];
         assert!(
             latency_row("h", "c", "/reader/summary", &bad)
-                .starts_with("| h | – | – | – | – | 1 of 3 | 2 ("),
+                .starts_with("| h | – | – | – | – | – | 1 of 3 | 2 ("),
         );
         // An old reader without a sequence check does not pass as clean.
         let old = runs[0].replace("\"seq_errors\":null,", "");
