@@ -143,6 +143,16 @@ pub enum Error {
         /// The ring file.
         path: PathBuf,
     },
+    /// A mirror's path holds a file that is neither empty nor a ring (nor a ring whose
+    /// creation never finished): somebody's data, which the mirror refuses to replace.
+    NotReplaced {
+        /// The file.
+        path: PathBuf,
+        /// Its length.
+        len: u64,
+        /// Its first 8 bytes (little-endian), when it has 8.
+        magic: Option<u64>,
+    },
     /// An argument is out of range.
     InvalidArgument {
         /// The file.
@@ -173,6 +183,7 @@ impl Error {
             | Error::TooShort { path, .. }
             | Error::BadFileVersion { path, .. }
             | Error::NoOffsetFile { path }
+            | Error::NotReplaced { path, .. }
             | Error::InvalidArgument { path, .. } => path,
         }
     }
@@ -256,6 +267,25 @@ impl fmt::Display for Error {
                 f,
                 "ring {p}: no offset file configured for this consumer (RingConsumerBuilder::offset_file)"
             ),
+            Error::NotReplaced { len, magic, .. } => {
+                write!(f, "{p}: a file of {len} bytes")?;
+                match magic.and_then(ringwire_core::queue::QueueKind::from_magic) {
+                    Some(k) => write!(f, " (a ringwire {} queue)", k.name())?,
+                    None if *magic == Some(ringwire_core::blackboard::BLACKBOARD_MAGIC) => {
+                        write!(f, " (a blackboard)")?
+                    }
+                    None => {
+                        if let Some(m) = magic {
+                            write!(f, " with magic {m:#018x}")?
+                        }
+                    }
+                }
+                write!(
+                    f,
+                    " is not a ring; a mirror replaces only a ring or an empty file \
+                     (remove it, or mirror to another path)"
+                )
+            }
             Error::InvalidArgument { what, path } if path.as_os_str().is_empty() => {
                 write!(f, "{what}")
             }

@@ -12,6 +12,20 @@ use ringwire_core::sync::Ordering;
 use ringwire_core::{Expect, RingView};
 
 use crate::{CleanupMode, CreateOptions, Error, RingFile, sys};
+use ringwire_core::layout::RING_MAGIC;
+
+/// The file's length and its first 8 bytes as a little-endian word (`None` when shorter).
+fn len_and_magic(file: &File) -> std::io::Result<(u64, Option<u64>)> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata()?.len();
+    let mut m = [0u8; 8];
+    let magic = match file.read_exact_at(&mut m, 0) {
+        Ok(()) => Some(u64::from_le_bytes(m)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => None,
+        Err(e) => return Err(e),
+    };
+    Ok((len, magic))
+}
 
 /// The mirror ring file.
 pub struct FileSink {
@@ -49,9 +63,17 @@ impl FileSink {
         if sys::try_lock_exclusive(&file).is_err() {
             return Err(Error::ProducerAlreadyExists { path });
         }
-        // A ring that does not validate is simply recreated at the handshake.
-        if let Ok(r) = RingFile::open(&path, Expect::RAW) {
-            sink.ring = Some(r);
+        match RingFile::open(&path, Expect::RAW) {
+            Ok(r) => sink.ring = Some(r),
+            // A ring that does not validate (another version, a corrupt header, a creation
+            // that never finished) is recreated at the handshake, as is an empty file.
+            // Anything else is somebody's data: refused, never replaced.
+            Err(_) => {
+                let (len, magic) = len_and_magic(&file).map_err(|e| Error::io(&path, "read", e))?;
+                if len != 0 && magic != Some(RING_MAGIC) && magic != Some(0) {
+                    return Err(Error::NotReplaced { path, len, magic });
+                }
+            }
         }
         sink.lock = Some(file);
         Ok(sink)
@@ -152,6 +174,56 @@ mod tests {
         assert!(matches!(err, SinkError::Storage), "{err}");
         let detail = sink.last_error.take().expect("detail kept").to_string();
         assert!(detail.contains("ringwire-no-such-dir"), "{detail}");
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_ring_is_refused_and_left_as_it_was() {
+        let path = std::env::temp_dir().join(format!("ringwire-sink-notes-{}", std::process::id()));
+        let notes = b"my precious notes, not a ring\n";
+        std::fs::write(&path, notes).unwrap();
+        let e = FileSink::open(&path).err().expect("refused");
+        assert!(
+            matches!(e, Error::NotReplaced { len, magic: Some(_), .. } if len == notes.len() as u64),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("is not a ring"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), notes, "the file was touched");
+        // Shorter than a magic word: refused too.
+        std::fs::write(&path, b"abc").unwrap();
+        let e = FileSink::open(&path).err().expect("refused");
+        assert!(
+            matches!(
+                e,
+                Error::NotReplaced {
+                    len: 3,
+                    magic: None,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn an_empty_file_and_a_ring_that_does_not_validate_are_recreated() {
+        let path = std::env::temp_dir().join(format!("ringwire-sink-stale-{}", std::process::id()));
+        let geo = Geometry::spmc(64, 16, 8, 0, false).unwrap();
+        std::fs::write(&path, b"").unwrap();
+        let mut sink = FileSink::open(&path).expect("an empty file is replaced");
+        assert!(sink.existing().is_none());
+        sink.recreate(&geo).unwrap();
+        drop(sink);
+        // The ring magic with an unsupported version (offset 8): not adoptable, replaced.
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[8..12].copy_from_slice(&9u32.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        let mut sink = FileSink::open(&path).expect("a ring of another version is replaced");
+        assert!(sink.existing().is_none());
+        sink.recreate(&geo).unwrap();
+        assert_eq!(sink.existing(), Some((geo, 0)));
+        drop(sink);
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
