@@ -92,7 +92,8 @@ pub enum Error {
         /// Why.
         source: RegionError,
     },
-    /// Another live producer holds the ring's lock (or 8 creation attempts raced).
+    /// Another live producer holds the file's lock (a ring's, a blackboard's, or a mirror's
+    /// ring), or 8 creation attempts raced.
     ProducerAlreadyExists {
         /// The file.
         path: PathBuf,
@@ -109,7 +110,7 @@ pub enum Error {
         /// Its length.
         len: u64,
     },
-    /// A checkpoint or blackboard file has the wrong magic.
+    /// A checkpoint file has the wrong magic (a blackboard's is [`Error::Blackboard`]).
     BadFileMagic {
         /// The file.
         path: PathBuf,
@@ -129,7 +130,8 @@ pub enum Error {
         /// The bytes its layout needs.
         need: u64,
     },
-    /// A checkpoint or blackboard file has an unsupported version.
+    /// A checkpoint file has an unsupported version (a blackboard's is
+    /// [`Error::Blackboard`]).
     BadFileVersion {
         /// The file.
         path: PathBuf,
@@ -243,9 +245,9 @@ impl fmt::Display for Error {
                 "blackboard {p}: writer of key {key} stalled for more than 100 ms"
             ),
             Error::Init { source, .. } => write!(f, "ring {p}: {source}"),
-            Error::Region { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::Region { source, .. } => write!(f, "{p}: {source}"),
             Error::ProducerAlreadyExists { .. } => {
-                write!(f, "ring {p}: another producer holds the ring's lock")
+                write!(f, "{p}: another producer holds its lock")
             }
             Error::NotRegularFile { .. } => write!(f, "{p}: not a regular file"),
             Error::FileTooLarge { len, .. } => {

@@ -4,6 +4,9 @@
 //! Ring files are created and attached exactly as ringfire 0.5.2 does (spec §1.2, §1.3), so
 //! rings made by either project are interchangeable.
 //!
+//! (Compiled but not run as a doctest: it creates `/dev/shm/ticks`, which a ring of the
+//! same name on the machine running the tests would collide with.)
+//!
 //! ```no_run
 //! use ringwire::{FutexWait, RingConsumer, RingProducer};
 //!
@@ -23,9 +26,14 @@
 //! types, §9), [`wait`] (busy spin, yield, futex, §11), [`header`] and [`signature`]
 //! (ringfire's names for the header constants and the layout signature, §2, §12), [`tsc`]
 //! (`CycleStamp`),
-//! [`checkpoint`] (offset files, §13), [`blackboard`] (§14), [`cli`] (the `ringwire`
-//! tool, §26). With the `tokio` feature, `async_consumer` has `AsyncRingConsumer`: `async fn
-//! recv` and a `Stream` of records, waiting on the ring's futex from a helper thread.
+//! [`checkpoint`] (offset files, §13), [`blackboard`] (§14), [`lossy_mpmc`] (ringfire's
+//! lossy MPMC ring, §8), [`multiplexer`] (one reader over several rings), [`queue`] (the
+//! lossless SPSC and MPMC queues in files or anonymous memory), [`replica`] (serve, mirror
+//! and the demo, §20–§27), [`net`] (sockets and `recvmmsg`), [`bench`] (the measurement
+//! code behind `ringwire bench`), [`sys`] (the system calls: futex, membarrier, locks),
+//! [`cli`] (the `ringwire` tool, §26). With the `tokio` feature, `async_consumer` has
+//! `AsyncRingConsumer`: `async fn recv` and a `Stream` of records, waiting on the ring's
+//! futex from a helper thread.
 #![deny(unsafe_op_in_unsafe_fn)]
 #![deny(missing_docs)]
 #![warn(clippy::undocumented_unsafe_blocks)]

@@ -177,10 +177,7 @@ fn producers_of_both_projects_exclude_each_other() {
         let geo = Geometry::spmc(8, 16, 8, 0, false).unwrap();
         let e = RingFile::create(&p, &geo, &CreateOptions::default()).unwrap_err();
         assert!(matches!(e, Error::ProducerAlreadyExists { .. }), "{e}");
-        assert!(
-            e.to_string()
-                .contains("another producer holds the ring's lock")
-        );
+        assert!(e.to_string().contains("another producer holds its lock"));
     }
     let geo = Geometry::spmc(8, 16, 8, 0, false).unwrap();
     let _rw = RingFile::create(&p, &geo, &CreateOptions::default()).unwrap();
