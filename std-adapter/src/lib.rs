@@ -29,7 +29,7 @@
 //! [`checkpoint`] (offset files, §13), [`blackboard`] (§14), [`lossy_mpmc`] (ringfire's
 //! lossy MPMC ring, §8), [`multiplexer`] (one reader over several rings), [`queue`] (the
 //! lossless SPSC and MPMC queues in files or anonymous memory), [`replica`] (serve, mirror
-//! and the demo, §20–§27), [`net`] (sockets and `recvmmsg`), [`bench`] (the measurement
+//! and the demo, §20–§27), [`net`] (sockets and `recvmmsg`), [`bench`](mod@bench) (the measurement
 //! code behind `ringwire bench`), [`sys`] (the system calls: futex, membarrier, locks),
 //! [`cli`] (the `ringwire` tool, §26). With the `tokio` feature, `async_consumer` has
 //! `AsyncRingConsumer`: `async fn recv` and a `Stream` of records, waiting on the ring's
