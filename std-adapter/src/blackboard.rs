@@ -41,7 +41,8 @@ pub struct BlackboardProducer<V> {
 
 impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
     /// Creates a blackboard of `slot_count` values at `path` (flock held for the
-    /// producer's life, a stale file replaced by a fresh inode).
+    /// producer's life, a stale file replaced by a fresh inode). A value type aligned to
+    /// more than 8 bytes is refused at compile time (spec §14 puts the value at offset 8).
     pub fn create(path: impl AsRef<Path>, slot_count: u32) -> Result<Self> {
         const {
             assert!(
@@ -83,7 +84,9 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
         self.cleanup = mode;
     }
 
-    /// Writes `value` under `key`.
+    /// Writes `value` under `key`; a key at or past [`BlackboardProducer::slot_count`] is
+    /// refused with [`Error::Blackboard`] ([`BlackboardError::KeyOutOfRange`]) and nothing
+    /// is written.
     pub fn write(&mut self, key: usize, value: &V) -> Result<()> {
         self.bb
             .write(key, value.as_bytes())

@@ -141,7 +141,9 @@ pub struct RingConsumer<T> {
 
 impl<T: FromBytes + 'static> RingConsumer<T> {
     /// Attaches at the oldest retained message (spec §5), registered as `"consumer"` if the
-    /// ring has a registry.
+    /// ring has a registry. On a lossless ring whose registry has no free slot (every one
+    /// held by a live reader) it fails with [`Error::Registry`]; a lossy ring's reader then
+    /// goes on unregistered.
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
         RingConsumerBuilder::new().start_from_oldest().attach(path)
     }
@@ -157,7 +159,9 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// the sequence saved there (clamped to the oldest retained, the rest counted as
     /// lapped), or at the newest published message when nothing was saved yet. The
     /// checkpoint and the registry entry are named `"consumer"`. A file that exists but is
-    /// not a checkpoint is refused ([`Error::BadFileMagic`], [`Error::BadFileVersion`]).
+    /// not a checkpoint is refused ([`Error::BadFileMagic`], [`Error::BadFileVersion`]), and
+    /// so is a checkpoint cut short ([`Error::TooShort`]); a full registry fails as in
+    /// [`RingConsumer::attach`].
     pub fn attach_from_offset<P: AsRef<Path>, O: AsRef<Path>>(
         path: P,
         offset_file: O,

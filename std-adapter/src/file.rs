@@ -175,6 +175,25 @@ pub(crate) fn size_and_reserve(file: &File, len: u64) -> Result<(), (&'static st
     }
 }
 
+/// `fsync` of the directory holding `path`, so that the file's directory entry (a new file,
+/// or one that replaced another) is still there after a crash of the machine: syncing a
+/// file's data does not sync the entry that names it. A file system that cannot sync a
+/// directory (`EINVAL`) is left as it is.
+pub(crate) fn sync_parent_dir(path: &Path) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let d = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY)
+        .open(dir)?;
+    match d.sync_all() {
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => Ok(()),
+        r => r,
+    }
+}
+
 /// Unlinks `path` if it still names the file `id`: a half-made file of ours is removed, a
 /// file someone else has put at the path since is never touched.
 pub(crate) fn remove_if_ours(path: &Path, id: (u64, u64)) {
@@ -396,8 +415,12 @@ impl RingFile {
         !matches!(sys::path_id(&self.path), Ok(Some(id)) if id == self.id)
     }
 
-    /// `msync` of the whole mapping: an explicit durability point for rings on a real
-    /// file system (a tmpfs ring needs none).
+    /// `msync(MS_SYNC)` of the whole mapping: the ring's bytes as of the call reach the
+    /// disk of a ring on a disk file system. It does not sync the directory, so the entry of
+    /// a newly created ring file may still be lost in a crash of the machine. A ring on
+    /// tmpfs (`/dev/shm`, where rings normally live) is memory only: it outlives the
+    /// processes that use it, never a crash or restart of the machine, and no flush can
+    /// make it durable (there this call is cheap and does nothing useful).
     pub fn flush(&self) -> Result<()> {
         self.map
             .flush()
@@ -477,6 +500,7 @@ pub struct ReadOnlyRing {
     map: MmapRaw,
     _file: File,
     path: PathBuf,
+    id: (u64, u64),
 }
 
 impl ReadOnlyRing {
@@ -484,6 +508,7 @@ impl ReadOnlyRing {
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
         let file = open_regular(path, OpenOptions::new().read(true))?;
+        let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         let (map, region) = map_file(path, &file, true)?;
         let view = RingView::attach(region, Expect::RAW).map_err(|e| Error::attach(path, e))?;
         Ok(ReadOnlyRing {
@@ -491,12 +516,25 @@ impl ReadOnlyRing {
             map,
             _file: file,
             path: path.to_path_buf(),
+            id,
         })
     }
 
     /// The path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// (device, inode) of the mapped file.
+    pub fn inode(&self) -> (u64, u64) {
+        self.id
+    }
+
+    /// The view, for this crate's readers (serve on a ring it may not write). Crate-only, as
+    /// [`RingFile::view`] is unsafe: the view is `Copy` and must not outlive this mapping;
+    /// only loads may go through it (the mapping is `PROT_READ`).
+    pub(crate) fn ring(&self) -> &RingView {
+        &self.view
     }
 
     /// The file's length in bytes.

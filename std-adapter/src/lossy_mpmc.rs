@@ -138,8 +138,13 @@ impl<T: IntoBytes + Immutable + 'static> MpmcProducer<T> {
     /// ([`MpmcProducer::push_outcome`] says which); the ticket is returned in every case.
     ///
     /// Never waits for consumers. It waits only for the previous lap of its own slot to be
-    /// published; a slot whose writer claimed it and never published (a producer that
-    /// died) is taken over after 10 ms.
+    /// published, for at most 10 ms. After that, as in ringfire (spec §8.1), a slot whose
+    /// previous writer took its ticket but never started writing (a producer that died
+    /// between the two) is taken over, and this message published. A slot left mid-write
+    /// (its writer died while copying, the slot's word stuck at the write marker) is never
+    /// taken over: this push and every later one that lands on that slot, one in
+    /// [`MpmcProducer::capacity`], waits the 10 ms and drops its message. Neither ringfire
+    /// nor ringwire offers a way to repair such a slot; only a new ring clears it.
     #[inline]
     pub fn push(&self, item: &T) -> u64 {
         match self.push_outcome(item) {
@@ -150,7 +155,8 @@ impl<T: IntoBytes + Immutable + 'static> MpmcProducer<T> {
     }
 
     /// [`MpmcProducer::push`], telling whether the message was published, discarded or
-    /// dropped. Sleeping consumers have already been woken when it returns.
+    /// dropped. After [`LossyPush::Published`] sleeping consumers have already been woken;
+    /// a discarded or dropped message published nothing, so nobody is woken for it.
     #[inline]
     pub fn push_outcome(&self, item: &T) -> LossyPush {
         let out = if Shape::<T>::POFF == 8 {

@@ -256,8 +256,11 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     }
 
     /// Writes all `items`, publishing once (one `write_seq` store, at most one wake). On a
-    /// lossless ring each record respects the gate, and the batch is published in pieces
-    /// when it must wait. Returns the sequences written.
+    /// lossless ring each record respects the gate (spec §6, as [`RingProducer::push`]):
+    /// the records below the gate limit are written and published together; when the
+    /// batch does not fit, that piece is published, the producer waits as `push` does
+    /// ([`RingProducer::wait_for_headroom`]) and goes on with the next piece. Returns the
+    /// sequences written.
     pub fn push_batch(&mut self, items: &[T]) -> Range<u64> {
         let first = self.inner.next_seq();
         if !self.inner.is_lossless() {
@@ -265,10 +268,32 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
                 .inner
                 .push_batch_at(Self::POFF, items.iter().map(|t| t.as_bytes()));
         }
-        for t in items {
-            self.push(t);
+        let mut rest = items;
+        while !rest.is_empty() {
+            let n = self.room_for(rest.len());
+            if n == 0 {
+                // Everything written so far is published: the readers we wait for see it.
+                self.wait_for_headroom();
+                continue;
+            }
+            let (now, later) = rest.split_at(n);
+            self.inner
+                .push_batch_at(Self::POFF, now.iter().map(|t| t.as_bytes()));
+            rest = later;
         }
         first..self.inner.next_seq()
+    }
+
+    /// How many of `want` records a lossless producer may write now without waiting: those
+    /// below the gate limit, which is refreshed from the registry when the cached one does
+    /// not cover them all.
+    fn room_for(&mut self, want: usize) -> usize {
+        let next = self.inner.next_seq();
+        let mut limit = self.inner.gate_limit();
+        if limit.saturating_sub(next) < want as u64 {
+            limit = self.inner.refresh_gate();
+        }
+        usize::try_from(limit.saturating_sub(next)).map_or(want, |room| room.min(want))
     }
 
     /// The highest published sequence (0 if none).
@@ -312,7 +337,8 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
         &self.file
     }
 
-    /// `msync` of the mapping: an explicit durability point (a tmpfs ring needs none).
+    /// `msync` of the mapping ([`RingFile::flush`]): makes the records durable only for a
+    /// ring on a disk file system; a tmpfs (`/dev/shm`) ring cannot be made durable.
     pub fn flush(&self) -> Result<()> {
         self.file.flush()
     }

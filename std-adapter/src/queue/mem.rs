@@ -4,7 +4,9 @@
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use memmap2::MmapMut;
 use ringwire_core::Region;
@@ -27,15 +29,19 @@ pub enum QueueFileError {
         /// The OS error.
         source: io::Error,
     },
-    /// Another live handle holds the creation lock of this path.
+    /// Another live handle is creating a queue at this path: it holds the creation lock and
+    /// has not finished (the magic is still 0), or it is replacing a stale file there.
+    /// (`open` also reports it when the path kept being replaced under it.)
     Locked(PathBuf),
     /// `create` found the queue file still open by a live handle (of this process or
-    /// another): replacing it would leave that handle on a file nobody else uses, so it is
-    /// refused. Open the queue instead, or close every handle first.
+    /// another), or its live creator, which holds the creation lock for its whole life:
+    /// replacing it would leave that handle on a file nobody else uses, so it is refused.
+    /// Open the queue instead, or close every handle first.
     InUse {
         /// The file.
         path: PathBuf,
-        /// Who holds it: "producer" or "consumer" (an SPSC role), or "handle".
+        /// Who holds it: "creator" (the handle that created it, still alive), "producer" or
+        /// "consumer" (an SPSC role), or "handle".
         holder: &'static str,
     },
     /// The path names something other than a regular file (a FIFO, a directory, …).
@@ -48,9 +54,19 @@ pub enum QueueFileError {
         role: &'static str,
     },
     /// The geometry asked for is invalid.
-    Geometry(QueueGeometryError),
+    Geometry {
+        /// The file ("anonymous" for in-process memory).
+        path: PathBuf,
+        /// What is wrong with it.
+        source: QueueGeometryError,
+    },
     /// The memory cannot hold the queue.
-    Init(QueueInitError),
+    Init {
+        /// The file ("anonymous" for in-process memory).
+        path: PathBuf,
+        /// Why.
+        source: QueueInitError,
+    },
     /// The file is not a queue of the expected kind and item type.
     Attach {
         /// The file ("anonymous" for in-process memory).
@@ -92,8 +108,13 @@ impl std::fmt::Display for QueueFileError {
                     path.display()
                 )
             }
-            QueueFileError::Geometry(e) => e.fmt(f),
-            QueueFileError::Init(e) => e.fmt(f),
+            QueueFileError::Geometry { path, source } => {
+                write!(f, "queue {}: ", path.display())?;
+                geometry_msg(source, f)
+            }
+            QueueFileError::Init { path, source } => {
+                write!(f, "queue {}: {source}", path.display())
+            }
             QueueFileError::Attach { path, err } => write!(f, "queue {}: {err}", path.display()),
             QueueFileError::NotFixedSize(p) => write!(
                 f,
@@ -105,12 +126,39 @@ impl std::fmt::Display for QueueFileError {
     }
 }
 
+/// `e` after "queue <path>: ", without the core's own "queue" prefix where it has one
+/// ("queue /dev/shm/q: capacity 1000 is not a power of two", as a ring says it).
+fn geometry_msg(e: &QueueGeometryError, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+    match *e {
+        QueueGeometryError::CapacityNotPowerOfTwo { capacity } => {
+            write!(f, "capacity {capacity} is not a power of two")
+        }
+        QueueGeometryError::MpmcCapacityTooSmall { capacity } => {
+            write!(f, "MPMC capacity {capacity} is below 2")
+        }
+        QueueGeometryError::BadItemSize { item_size } => {
+            write!(f, "item size {item_size} is 0 or too large")
+        }
+        _ => std::fmt::Display::fmt(e, f),
+    }
+}
+
+impl QueueFileError {
+    /// A [`QueueFileError::Geometry`] naming `path` (`None`: anonymous memory).
+    pub(crate) fn geometry(path: Option<&Path>, source: QueueGeometryError) -> QueueFileError {
+        QueueFileError::Geometry {
+            path: path.unwrap_or(Path::new("anonymous")).to_owned(),
+            source,
+        }
+    }
+}
+
 impl std::error::Error for QueueFileError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             QueueFileError::Io { source, .. } => Some(source),
-            QueueFileError::Geometry(e) => Some(e),
-            QueueFileError::Init(e) => Some(e),
+            QueueFileError::Geometry { source, .. } => Some(source),
+            QueueFileError::Init { source, .. } => Some(source),
             QueueFileError::Attach { err, .. } => Some(err),
             _ => None,
         }
@@ -139,6 +187,8 @@ pub struct QueueMem {
     id: Option<(u64, u64)>,
     // This process registered for membarrier: its notifiers may skip the fence.
     unfenced_notify: bool,
+    // The file's directory entry was synced by a flush of this handle (see `flush`).
+    dir_synced: AtomicBool,
     // The creator's flock (spec §1.2 step 6), or an opener's shared lock on LIVE_BYTE, held
     // for the handle's life.
     _lock: Option<File>,
@@ -187,7 +237,13 @@ fn ofd_lock(f: &File, kind: libc::c_int, start: i64, len: i64) -> io::Result<boo
 /// Whether another open file description holds a lock on any of `len` bytes at `start`
 /// (`F_OFD_GETLK` of a write lock).
 fn ofd_held(f: &File, start: i64, len: i64) -> io::Result<bool> {
-    let mut fl = flock_of(libc::F_WRLCK, start, len);
+    ofd_held_as(f, libc::F_WRLCK, start, len)
+}
+
+/// Whether another open file description holds a lock on any of `len` bytes at `start`
+/// that conflicts with a lock of `kind` (`F_OFD_GETLK`).
+fn ofd_held_as(f: &File, kind: libc::c_int, start: i64, len: i64) -> io::Result<bool> {
+    let mut fl = flock_of(kind, start, len);
     // SAFETY: fcntl with a valid descriptor and a pointer to a live flock struct, which
     // F_OFD_GETLK overwrites with the conflicting lock, if any.
     if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) } != 0 {
@@ -236,23 +292,24 @@ fn live_holder(f: &File) -> io::Result<Option<&'static str>> {
 
 impl QueueMem {
     /// Creates a fresh queue file at `path` (spec §1.2 rules). A stale file (no live
-    /// handle) is replaced; one still open by a live handle is refused
-    /// ([`QueueFileError::InUse`]). The file's bytes are reserved (`fallocate`), so a full
-    /// file system is an error here, never a SIGBUS later. On error no new file is left.
+    /// handle) is replaced; one still open by a live handle, its creator included, is
+    /// refused ([`QueueFileError::InUse`]), and one that another handle is creating or
+    /// replacing right now too ([`QueueFileError::Locked`]). The file's bytes are reserved
+    /// (`fallocate`), so a full file system is an error here, never a SIGBUS later. On error
+    /// no new file is left. The file's directory entry is made durable by the first
+    /// [`QueueMem::flush`], not here.
     pub fn create(path: impl AsRef<Path>, geo: &QueueGeometry) -> Result<QueueMem, QueueFileError> {
         let path = path.as_ref();
-        let len = geo
-            .total_len()
-            .ok_or(QueueFileError::Geometry(QueueGeometryError::TooLarge))?;
-        let map_len = usize::try_from(len)
-            .map_err(|_| QueueFileError::Geometry(QueueGeometryError::TooLarge))?;
+        let too_large = || QueueFileError::geometry(Some(path), QueueGeometryError::TooLarge);
+        let len = geo.total_len().ok_or_else(too_large)?;
+        let map_len = usize::try_from(len).map_err(|_| too_large())?;
         // The same exclusive-creation protocol as ring files (spec §1.2): flock, inode
         // check, a stale file replaced by a fresh inode, 8 attempts.
         let f = crate::file::create_exclusive(path, 0o660, len, live_holder).map_err(|e| {
             use crate::file::CreateError;
             match e {
                 CreateError::Io { op, source } => io_err(path, op)(source),
-                CreateError::Locked => QueueFileError::Locked(path.to_owned()),
+                CreateError::Locked => locked_err(path),
                 CreateError::NotRegular => QueueFileError::NotRegularFile(path.to_owned()),
                 CreateError::InUse(holder) => QueueFileError::InUse {
                     path: path.to_owned(),
@@ -271,7 +328,10 @@ impl QueueMem {
             .map_err(cleanup_on_error)?;
         let region = region_of(&mut map, path).map_err(cleanup_on_error)?;
         let view = QueueView::init(region, geo)
-            .map_err(QueueFileError::Init)
+            .map_err(|source| QueueFileError::Init {
+                path: path.to_owned(),
+                source,
+            })
             .map_err(cleanup_on_error)?;
         Ok(QueueMem {
             map,
@@ -279,6 +339,7 @@ impl QueueMem {
             path: Some(path.to_owned()),
             id: Some(id),
             unfenced_notify: crate::sys::membarrier_registered(),
+            dir_synced: AtomicBool::new(false),
             _lock: Some(f),
         })
     }
@@ -311,6 +372,7 @@ impl QueueMem {
             path: Some(path.to_owned()),
             id: Some(id),
             unfenced_notify: crate::sys::membarrier_registered(),
+            dir_synced: AtomicBool::new(false),
             _lock: Some(f),
         })
     }
@@ -321,16 +383,20 @@ impl QueueMem {
         let len = geo
             .total_len()
             .and_then(|l| usize::try_from(l).ok())
-            .ok_or(QueueFileError::Geometry(QueueGeometryError::TooLarge))?;
+            .ok_or_else(|| QueueFileError::geometry(None, QueueGeometryError::TooLarge))?;
         let mut map = MmapMut::map_anon(len).map_err(io_err(anon, "mmap"))?;
         let region = region_of(&mut map, anon)?;
-        let view = QueueView::init(region, geo).map_err(QueueFileError::Init)?;
+        let view = QueueView::init(region, geo).map_err(|source| QueueFileError::Init {
+            path: anon.to_owned(),
+            source,
+        })?;
         Ok(QueueMem {
             map,
             view,
             path: None,
             id: None,
             unfenced_notify: crate::sys::membarrier_registered(),
+            dir_synced: AtomicBool::new(true),
             _lock: None,
         })
     }
@@ -367,15 +433,37 @@ impl QueueMem {
         self.path.as_deref()
     }
 
-    /// Writes the mapping back to the file and waits for it (msync `MS_SYNC`): after this
-    /// returns, the queue's state up to now survives a crash of the machine. A no-op for
-    /// anonymous memory.
+    /// A durability point for a queue file on a disk file system: writes the mapping back
+    /// and waits for it (`msync(MS_SYNC)`), and on this handle's first flush also `fsync`s
+    /// the file's directory, so that a newly created (or replacing) file is found at its
+    /// path after a crash. After it returns, everything written to the queue before the
+    /// call is on the disk (provided the storage honours cache flushes). Writes made later
+    /// reach it in part and in any order until the next flush, so after a crash the file
+    /// holds the flushed state with an arbitrary part of them applied (an index without
+    /// its item, say); a flush while no handle pushes or pops leaves a consistent queue.
+    ///
+    /// Every queue file survives the exit or crash of the processes using it without a
+    /// flush (the page cache keeps it). A queue on tmpfs (`/dev/shm`) lives in memory only
+    /// and is lost when the machine crashes or restarts, flushed or not: there `flush` is
+    /// cheap and makes nothing durable. A no-op for anonymous memory.
     pub fn flush(&self) -> io::Result<()> {
-        if self.path.is_some() {
-            self.map.flush()
-        } else {
-            Ok(())
+        let Some(path) = &self.path else {
+            return Ok(());
+        };
+        self.map.flush()?;
+        // Relaxed: a flag that only saves repeating an idempotent fsync.
+        if !self.dir_synced.load(Ordering::Relaxed) {
+            crate::file::sync_parent_dir(path)?;
+            self.dir_synced.store(true, Ordering::Relaxed);
         }
+        Ok(())
+    }
+
+    /// Whether a flush of this handle has synced the file's directory entry (always true
+    /// for anonymous memory).
+    #[cfg(test)]
+    pub(super) fn dir_synced(&self) -> bool {
+        self.dir_synced.load(Ordering::Relaxed)
     }
 
     /// True when the path no longer names the mapped file (it was removed, or removed and
@@ -417,6 +505,36 @@ impl QueueMem {
         }
         Ok(Some(f))
     }
+}
+
+/// The error for a creation lock found held at `path`. A creator that has finished
+/// initialising the file (the magic is not 0) holds that lock for its whole life: the file
+/// is in use by its creator. One still initialising it (magic 0, or a file too short to
+/// have one) or replacing a stale file there (its write lock over byte 0, see
+/// `live_holder`) is a creation in progress.
+fn locked_err(path: &Path) -> QueueFileError {
+    if creation_finished(path) {
+        QueueFileError::InUse {
+            path: path.to_owned(),
+            holder: "creator",
+        }
+    } else {
+        QueueFileError::Locked(path.to_owned())
+    }
+}
+
+/// Whether the file at `path` has a non-zero magic and no creator is replacing it.
+fn creation_finished(path: &Path) -> bool {
+    let Ok(f) = crate::file::open_regular(path, OpenOptions::new().read(true)) else {
+        return false;
+    };
+    let mut magic = [0u8; 8];
+    if f.read_exact_at(&mut magic, q::qhdr::MAGIC as u64).is_err() || magic == [0; 8] {
+        return false;
+    }
+    // A read lock conflicts only with a write lock: the replacing creator's, not the live
+    // handles' shared ones (the role locks lie past byte 0).
+    !matches!(ofd_held_as(&f, libc::F_RDLCK, LIVE_BYTE, 1), Ok(true))
 }
 
 /// Opens the queue file at `path` and takes the shared [`LIVE_BYTE`] lock on it, retrying

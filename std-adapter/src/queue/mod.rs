@@ -8,11 +8,14 @@
 //! life, an inode check against the path, and replacement of a stale file (size ≠ 0) by a
 //! fresh inode, up to 8 attempts; the file's bytes are reserved with `posix_fallocate`, so
 //! a full file system is an error at creation. A file is stale only when no handle has it
-//! open: every handle that `open`s a queue file holds a shared open-file-description lock
-//! on its first byte, and `create` refuses a file with a live handle
-//! ([`QueueFileError::InUse`]) instead of orphaning it. Unlike a ringfire ring, a queue file
-//! is never unlinked on drop: the items in it are the point. Use `open` to reach an
-//! existing queue.
+//! open: its creator holds the creation lock for its life, every handle that `open`s a
+//! queue file holds a shared open-file-description lock on its first byte, and `create`
+//! refuses a file with a live handle, creator or not ([`QueueFileError::InUse`]), instead
+//! of orphaning it ([`QueueFileError::Locked`] while another handle is still creating
+//! it). Unlike a ringfire ring, a queue file is never unlinked on drop: the items in it
+//! are the point. Use `open` to reach an existing queue. A queue file outlives every
+//! process that uses it; it survives a crash of the machine only on a disk file system,
+//! and only as of its last `flush` (see [`QueueMem::flush`]).
 //!
 //! Blocking pushes and pops spin briefly, then sleep on the queue's shared futex words
 //! (`data_futex` for consumers, `space_futex` for producers) with the same no-lost-wake-up
@@ -35,7 +38,9 @@ mod wait;
 use std::path::Path;
 
 use ringwire_core::layout::schema_signature_of;
-use ringwire_core::queue::{QueueAttachError, QueueExpect, QueueGeometry, QueueKind};
+use ringwire_core::queue::{
+    QueueAttachError, QueueExpect, QueueGeometry, QueueGeometryError, QueueKind,
+};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 pub use mem::{QueueFileError, QueueMem};
@@ -58,7 +63,12 @@ fn expect_for<T: Item>(kind: QueueKind) -> QueueExpect {
     }
 }
 
-fn geometry_for<T: Item>(kind: QueueKind, capacity: u64) -> Result<QueueGeometry, QueueFileError> {
+/// The geometry of a queue of `capacity` items of `T` (the caller names the file in the
+/// error).
+fn geometry_for<T: Item>(
+    kind: QueueKind,
+    capacity: u64,
+) -> Result<QueueGeometry, QueueGeometryError> {
     let size = std::mem::size_of::<T>();
     let g = match kind {
         // SPSC: fixed-size slots without a length word, as compact as the type allows (8
@@ -70,8 +80,7 @@ fn geometry_for<T: Item>(kind: QueueKind, capacity: u64) -> Result<QueueGeometry
         // transfers, which measured faster on the 2P/2C bench (tests/benches/queues.rs).
         QueueKind::Mpmc => QueueGeometry::new(kind, capacity, size, (8 + size).div_ceil(8) * 8),
     };
-    Ok(g.map_err(QueueFileError::Geometry)?
-        .with_schema(schema_signature_of::<T>()))
+    Ok(g?.with_schema(schema_signature_of::<T>()))
 }
 
 fn wrong_kind(mem: &QueueMem, err: QueueAttachError) -> QueueFileError {

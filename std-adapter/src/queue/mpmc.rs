@@ -26,7 +26,9 @@ pub struct MpmcQueue<T: Item> {
 impl<T: Item> MpmcQueue<T> {
     /// Creates a fresh queue file of `capacity` items.
     pub fn create(path: impl AsRef<Path>, capacity: u64) -> Result<Self, QueueFileError> {
-        let g = geometry_for::<T>(QueueKind::Mpmc, capacity)?;
+        let path = path.as_ref();
+        let g = geometry_for::<T>(QueueKind::Mpmc, capacity)
+            .map_err(|e| QueueFileError::geometry(Some(path), e))?;
         Self::from_mem(Arc::new(QueueMem::create(path, &g)?))
     }
 
@@ -40,7 +42,8 @@ impl<T: Item> MpmcQueue<T> {
 
     /// A queue of `capacity` items in anonymous memory, for threads of one process.
     pub fn anonymous(capacity: u64) -> Result<Self, QueueFileError> {
-        let g = geometry_for::<T>(QueueKind::Mpmc, capacity)?;
+        let g = geometry_for::<T>(QueueKind::Mpmc, capacity)
+            .map_err(|e| QueueFileError::geometry(None, e))?;
         Self::from_mem(Arc::new(QueueMem::anonymous(&g)?))
     }
 

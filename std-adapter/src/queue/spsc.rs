@@ -49,10 +49,9 @@ fn fixed_size(mem: &QueueMem) -> Result<(), QueueFileError> {
 pub fn spsc_channel<T: Item>(
     capacity: u64,
 ) -> Result<(SpscProducer<T>, SpscConsumer<T>), QueueFileError> {
-    let mem = Arc::new(QueueMem::anonymous(&geometry_for::<T>(
-        QueueKind::Spsc,
-        capacity,
-    )?)?);
+    let g = geometry_for::<T>(QueueKind::Spsc, capacity)
+        .map_err(|e| QueueFileError::geometry(None, e))?;
+    let mem = Arc::new(QueueMem::anonymous(&g)?);
     Ok((
         SpscProducer::from_raw(SpscBytesProducer::from_mem(mem.clone())?)?,
         SpscConsumer::from_raw(SpscBytesConsumer::from_mem(mem)?)?,
@@ -62,7 +61,9 @@ pub fn spsc_channel<T: Item>(
 impl<T: Item> SpscProducer<T> {
     /// Creates a fresh queue file of `capacity` items and becomes its producer.
     pub fn create(path: impl AsRef<Path>, capacity: u64) -> Result<Self, QueueFileError> {
-        let g = geometry_for::<T>(QueueKind::Spsc, capacity)?;
+        let path = path.as_ref();
+        let g = geometry_for::<T>(QueueKind::Spsc, capacity)
+            .map_err(|e| QueueFileError::geometry(Some(path), e))?;
         let mem = Arc::new(QueueMem::create(path, &g)?);
         Self::from_raw(SpscBytesProducer::from_mem(mem)?)
     }

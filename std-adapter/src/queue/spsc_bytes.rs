@@ -92,13 +92,14 @@ fn attach<H>(
 }
 
 /// The geometry of a queue of `capacity` byte strings of up to `max_len` bytes: each slot
-/// holds a length word and the bytes, rounded up to whole words.
-pub fn bytes_geometry(capacity: u64, max_len: usize) -> Result<QueueGeometry, QueueFileError> {
+/// holds a length word and the bytes, rounded up to whole words. (No file is involved
+/// yet: the creating calls name it in their [`QueueFileError::Geometry`].)
+pub fn bytes_geometry(capacity: u64, max_len: usize) -> Result<QueueGeometry, QueueGeometryError> {
     let stride = max_len
         .checked_add(8 + 7)
         .map(|n| n / 8 * 8)
-        .ok_or(QueueFileError::Geometry(QueueGeometryError::TooLarge))?;
-    QueueGeometry::new(QueueKind::Spsc, capacity, max_len, stride).map_err(QueueFileError::Geometry)
+        .ok_or(QueueGeometryError::TooLarge)?;
+    QueueGeometry::new(QueueKind::Spsc, capacity, max_len, stride)
 }
 
 /// A producer and a consumer joined by an SPSC queue of `capacity` byte strings of up to
@@ -107,7 +108,8 @@ pub fn spsc_bytes_channel(
     capacity: u64,
     max_len: usize,
 ) -> Result<(SpscBytesProducer, SpscBytesConsumer), QueueFileError> {
-    let mem = Arc::new(QueueMem::anonymous(&bytes_geometry(capacity, max_len)?)?);
+    let g = bytes_geometry(capacity, max_len).map_err(|e| QueueFileError::geometry(None, e))?;
+    let mem = Arc::new(QueueMem::anonymous(&g)?);
     Ok((
         SpscBytesProducer::from_mem(mem.clone())?,
         SpscBytesConsumer::from_mem(mem)?,
@@ -122,7 +124,9 @@ impl SpscBytesProducer {
         capacity: u64,
         max_len: usize,
     ) -> Result<Self, QueueFileError> {
-        let g = bytes_geometry(capacity, max_len)?;
+        let path = path.as_ref();
+        let g = bytes_geometry(capacity, max_len)
+            .map_err(|e| QueueFileError::geometry(Some(path), e))?;
         Self::from_mem(Arc::new(QueueMem::create(path, &g)?))
     }
 

@@ -127,11 +127,30 @@ fn spsc_roles_are_exclusive_and_types_are_checked() {
         }) => {}
         other => panic!("{other:?}"),
     }
-    // A second creator while the first lives is refused.
+    // A second creator while the first lives is refused: the file is in use by its creator
+    // (not "being created", which it no longer is).
     assert!(matches!(
         SpscProducer::<Order>::create(&path, 4),
-        Err(QueueFileError::Locked(_))
+        Err(QueueFileError::InUse {
+            holder: "creator",
+            ..
+        })
     ));
+}
+
+#[test]
+fn the_first_flush_of_a_file_queue_syncs_its_directory() {
+    let path = tmp("flushdir");
+    let _rm = Remove(path.clone());
+    let g = geometry_for::<u64>(QueueKind::Spsc, 8).unwrap();
+    let mem = QueueMem::create(&path, &g).unwrap();
+    assert!(!mem.dir_synced());
+    mem.flush().unwrap();
+    assert!(mem.dir_synced());
+    mem.flush().unwrap();
+    let anon = QueueMem::anonymous(&g).unwrap();
+    anon.flush().unwrap();
+    assert!(anon.dir_synced());
 }
 
 #[test]
