@@ -248,7 +248,7 @@ fn stat_describes_queue_files_and_other_commands_name_them() {
     let (code, out, err) = ringwire(&["stat", path]);
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with(&format!("Queue {path}\n")), "{out}");
-    assert!(out.contains("kind                \"MPMC\""), "{out}");
+    assert!(out.contains("kind                MPMC"), "{out}");
     assert!(out.contains("dequeue             1\n"), "{out}");
     assert!(
         out.contains(&format!("claimed_unpublished {stuck} (")),
@@ -398,15 +398,15 @@ fn stat_dump_and_top_of_a_fifo_fail_at_once_naming_it() {
         assert_eq!(code, 1, "{args:?}: {out}{err}");
         assert_eq!(
             err.trim(),
-            format!("Error: ring {p}: not a regular file"),
+            format!("Error: {p}: not a regular file"),
             "{args:?}"
         );
     }
 }
 
 /// `serve --dup` and `--mtu` act only on UDP delivery: without `--multicast` or `--udp`
-/// they are rejected (exit 2, naming the flag and what it needs), as `--ttl` is without
-/// `--multicast`, instead of being silently ignored.
+/// they are rejected (exit 1, as ringfire's usage errors do, naming the flag and what it
+/// needs), as `--ttl` is without `--multicast`, instead of being silently ignored.
 #[test]
 fn serve_dup_and_mtu_need_udp_delivery() {
     let t = TmpRing::new("dup-mtu");
@@ -416,7 +416,7 @@ fn serve_dup_and_mtu_need_udp_delivery() {
         // Bounded: a serve that accepted the flag would run until killed.
         let (code, out, err) =
             ringwire_bounded(&["serve", p, "--bind", "127.0.0.1:0", flag, value]);
-        assert_eq!(code, 2, "{flag}: {out}{err}");
+        assert_eq!(code, 1, "{flag}: {out}{err}");
         assert!(err.contains(flag), "{flag}: {err}");
         assert!(
             err.contains("--multicast") && err.contains("--udp"),

@@ -1,6 +1,10 @@
 //! The `ringwire` command line: `stat`, `top`, `dump` and `prune` with ringfire's meanings
-//! (spec §26), except that a bad flag value is an error with a message instead of being
-//! silently replaced by a default.
+//! (spec §26), `version`, `bench`, and the replication drivers `serve`, `mirror` and `demo`.
+//! A bad flag value is an error with a message instead of being silently replaced by a
+//! default. As ringfire's, a usage error (no arguments, an unknown subcommand or flag, a bad
+//! value) exits 1; `--help`, `help` and `--version`, `version` print to stdout and exit 0.
+//! When the reader of stdout goes away (`ringwire stat … | head -1`), the command stops
+//! without a message and dies of `SIGPIPE`, as Unix filters do.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -16,9 +20,10 @@ mod top;
 
 pub use stat::stat_json;
 
-/// `ringwire`: shared-memory rings compatible with ringfire 0.5.
+/// Inspect, measure and replicate shared-memory rings compatible with ringfire 0.5 (and
+/// ringwire's queue and blackboard files).
 #[derive(Debug, Parser)]
-#[command(name = "ringwire", version, about)]
+#[command(name = "ringwire", version)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -40,6 +45,10 @@ pub enum Command {
     },
     /// Refresh write_seq, msg/s, MB/s, the retained window, sleepers and readers (for a
     /// ringwire queue file: items in and out per second, items queued, sleepers).
+    ///
+    /// The screen is cleared before each refresh only when stdout is a terminal. A file
+    /// replaced at the path (a restarted producer) is followed; a path that stays removed
+    /// for a second ends top with "ring removed" (exit 1).
     Top {
         /// The ring or queue file.
         path: PathBuf,
@@ -67,7 +76,9 @@ pub enum Command {
         /// The ring file.
         path: PathBuf,
     },
-    /// Measure: the machine's floor, or a hand-off across processes.
+    /// Measure: floor (the machine's floor), handoff (a hand-off across processes), stress
+    /// (replication over loopback at several rates) or mirror (a mirror's latency on this
+    /// host).
     Bench {
         /// Which measurement.
         #[command(subcommand)]
@@ -83,20 +94,30 @@ pub enum Command {
     /// run's percentiles, what was published, delivered and missed, and the CPU the process
     /// used, in cores (stdout). Exits non-zero if a record arrives corrupt or not at all.
     Demo(crate::replica::cli::DemoArgs),
+    /// Print the version (as --version does).
+    Version,
 }
 
-/// Runs one command, writing its output to `out`.
+/// Runs one command, writing its output to `out` (any writer, so `top` never clears the
+/// screen).
 pub fn run(cli: Cli, out: &mut dyn Write) -> crate::Result<()> {
+    run_to(cli, out, false)
+}
+
+/// [`run`], with `top` clearing the screen before each refresh when `tty`.
+fn run_to(cli: Cli, out: &mut dyn Write, tty: bool) -> crate::Result<()> {
     match cli.command {
         Command::Stat { path, json } => stat::run(&path, json, out),
         Command::Top {
             path,
             interval_ms,
             iterations,
-        } => top::run(&path, interval_ms, iterations, out),
+        } => top::run(&path, interval_ms, iterations, tty, out),
         Command::Dump { path, tail, hex } => dump::run(&path, tail, hex, out),
         Command::Prune { path } => prune::run(&path, out),
         Command::Bench { mode } => bench::run(mode, out),
+        Command::Version => writeln!(out, "ringwire {}", env!("CARGO_PKG_VERSION"))
+            .map_err(out_err(std::path::Path::new("stdout"))),
         // Long-running drivers with their own stop signal and exit code: `main` runs them.
         Command::Serve(_) | Command::Mirror(_) | Command::Demo(_) => {
             Err(crate::Error::InvalidArgument {
@@ -107,22 +128,93 @@ pub fn run(cli: Cli, out: &mut dyn Write) -> crate::Result<()> {
     }
 }
 
-/// The binary's entry point: parses `std::env::args`, runs, prints `Error: …` and exits 1
-/// on failure.
+/// Stdout that remembers whether a write failed because its reader went away (`EPIPE`:
+/// Rust ignores `SIGPIPE`, so the write returns the error instead of killing the process).
+struct Stdout<W> {
+    inner: W,
+    reader_gone: bool,
+}
+
+impl<W: Write> Stdout<W> {
+    fn note<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r {
+            self.reader_gone |= e.kind() == std::io::ErrorKind::BrokenPipe;
+        }
+        r
+    }
+}
+
+impl<W: Write> Write for Stdout<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let r = self.inner.write(buf);
+        self.note(r)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        let r = self.inner.flush();
+        self.note(r)
+    }
+}
+
+/// Ends the process as a Unix filter whose reader went away does: killed by `SIGPIPE`, with
+/// no message (status 141 in a shell). Only here is `SIGPIPE`'s default action restored, so
+/// the sockets of `serve` and `mirror` never raise it.
+fn die_of_sigpipe() -> ExitCode {
+    // SAFETY: plain signal-disposition calls with valid arguments; no handler is installed.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+        libc::raise(libc::SIGPIPE);
+    }
+    // Not reached unless SIGPIPE cannot be delivered: the shell's status for it.
+    ExitCode::from(128 + libc::SIGPIPE as u8)
+}
+
+/// Whether stdout is a terminal.
+fn stdout_is_tty() -> bool {
+    // SAFETY: isatty only inspects the descriptor.
+    unsafe { libc::isatty(libc::STDOUT_FILENO) == 1 }
+}
+
+/// The binary's entry point: parses `std::env::args` (a usage error prints clap's message
+/// and exits 1, as ringfire's; help and version exit 0), runs, prints `Error: …` and exits 1
+/// on failure, and dies of `SIGPIPE` when stdout's reader went away.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let printed = e.print();
+            if printed.is_err_and(|p| p.kind() == std::io::ErrorKind::BrokenPipe) {
+                return die_of_sigpipe();
+            }
+            // Help and version go to stdout and succeed; everything else is a usage error.
+            return if e.use_stderr() {
+                ExitCode::FAILURE
+            } else {
+                ExitCode::SUCCESS
+            };
+        }
+    };
     match &cli.command {
         Command::Serve(a) => return a.run(),
         Command::Mirror(a) => return a.run(),
         Command::Demo(a) => return a.run(),
         _ => {}
     }
-    let stdout = std::io::stdout();
-    let mut out = stdout.lock();
-    match run(cli, &mut out) {
+    let mut out = Stdout {
+        inner: std::io::stdout().lock(),
+        reader_gone: false,
+    };
+    let result = run_to(cli, &mut out, stdout_is_tty());
+    let flushed = out.flush();
+    if out.reader_gone {
+        return die_of_sigpipe();
+    }
+    match result.and(flushed.map_err(out_err(std::path::Path::new("stdout")))) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            let _ = out.flush();
             eprintln!("Error: {e}");
             ExitCode::FAILURE
         }

@@ -1,16 +1,49 @@
 //! `ringwire prune <PATH>`: frees the registry slots of dead readers (spec §9, §26).
 
-use std::cell::RefCell;
 use std::io::Write;
 use std::path::Path;
 
 use ringwire_core::Expect;
-use ringwire_core::broadcast::registry;
+use ringwire_core::layout::reg;
+use ringwire_core::ring::RingView;
+use ringwire_core::sync::Ordering;
 
 use super::out_err;
 use crate::error::Result;
 use crate::file::RingFile;
 use crate::sys::pid_alive;
+
+/// `registry::prune_dead`, returning the pids it freed: for each slot whose pid is dead, CAS
+/// `pid → 0`; a CAS that fails (another pruner freed the slot, or a new reader took it
+/// meanwhile) frees nothing and is not reported.
+fn prune_dead(view: &RingView, is_alive: impl Fn(u32) -> bool) -> Vec<u32> {
+    let mut freed = Vec::new();
+    let g = view.geometry();
+    let count = if g.registry_offset == 0 {
+        0
+    } else {
+        g.registry_count
+    };
+    for i in 0..count {
+        let Some(pid_w) = view.registry_a32(i, reg::PID) else {
+            break;
+        };
+        // Relaxed: the CAS below decides; this load only picks a candidate.
+        let pid = pid_w.load(Ordering::Relaxed);
+        if pid == 0 || is_alive(pid) {
+            continue;
+        }
+        // AcqRel: as in registry::register; fails harmlessly if another pruner or a new
+        // reader won.
+        if pid_w
+            .compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok()
+        {
+            freed.push(pid);
+        }
+    }
+    freed
+}
 
 pub(super) fn run(path: &Path, out: &mut dyn Write) -> Result<()> {
     let ring = RingFile::open(path, Expect::RAW)?;
@@ -23,16 +56,56 @@ pub(super) fn run(path: &Path, out: &mut dyn Write) -> Result<()> {
         )
         .map_err(oe);
     }
-    let dead = RefCell::new(Vec::new());
-    let freed = registry::prune_dead(ring.ring(), |pid| {
-        let alive = pid_alive(pid);
-        if !alive {
-            dead.borrow_mut().push(pid);
-        }
-        alive
-    });
-    for pid in dead.borrow().iter() {
+    let freed = prune_dead(ring.ring(), pid_alive);
+    for pid in &freed {
         writeln!(out, "pruned dead reader pid {pid}").map_err(&oe)?;
     }
-    writeln!(out, "pruned {freed} dead reader(s)").map_err(oe)
+    writeln!(out, "pruned {} dead reader(s)", freed.len()).map_err(oe)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::file::CreateOptions;
+    use ringwire_core::Geometry;
+    use ringwire_core::broadcast::registry;
+
+    /// A ring with a 4-slot registry, unlinked when dropped.
+    fn ring(name: &str) -> RingFile {
+        let path = std::env::temp_dir().join(format!("fixc-prune-{name}-{}", std::process::id()));
+        let geo = Geometry::spmc(16, 16, 8, 4, false).unwrap();
+        RingFile::create(&path, &geo, &CreateOptions::default()).unwrap()
+    }
+
+    const DEAD: u32 = i32::MAX as u32 - 1;
+
+    #[test]
+    fn reports_the_dead_readers_it_freed() {
+        let r = ring("freed");
+        let me = std::process::id();
+        registry::register(r.ring(), me, "me", 1, |_| true).unwrap();
+        registry::register(r.ring(), DEAD, "ghost", 1, |_| true).unwrap();
+        assert_eq!(prune_dead(r.ring(), |pid| pid == me), vec![DEAD]);
+        let live: Vec<u32> = registry::live_readers(r.ring()).map(|x| x.pid).collect();
+        assert_eq!(live, vec![me]);
+    }
+
+    /// Between the pruner's load and its CAS, a new reader takes the dead reader's slot:
+    /// the CAS fails, nothing is freed, and nothing may be reported as pruned.
+    #[test]
+    fn a_lost_cas_is_not_reported() {
+        let r = ring("lost");
+        let slot = registry::register(r.ring(), DEAD, "ghost", 1, |_| true).unwrap();
+        let newcomer = std::process::id();
+        let freed = prune_dead(r.ring(), |pid| {
+            if pid == DEAD {
+                let w = r.ring().registry_a32(slot, reg::PID).unwrap();
+                w.store(newcomer, Ordering::Release);
+            }
+            false
+        });
+        assert_eq!(freed, Vec::<u32>::new());
+        let pid = r.ring().registry_a32(slot, reg::PID).unwrap();
+        assert_eq!(pid.load(Ordering::Acquire), newcomer);
+    }
 }

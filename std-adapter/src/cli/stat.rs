@@ -124,7 +124,9 @@ pub fn stat_json(path: &Path) -> Result<Value> {
     };
     let (waiting, futex) = ring.futex_state();
     let util = (active as f64 / g.capacity as f64) * 100.0;
+    // `type` is ringwire's (ringfire's ring JSON has none; its other keys are ringfire's).
     let mut o = json!({
+        "type": "ring",
         "path": path.display().to_string(),
         "file_size": len,
         "magic": format!("0x{:016X}", hd.magic),
@@ -166,6 +168,25 @@ pub fn stat_json(path: &Path) -> Result<Value> {
     Ok(o)
 }
 
+/// A JSON value as text: a string without its quotes (control characters escaped, so a
+/// reader's name cannot break a line), anything else as JSON.
+fn plain(v: &Value) -> String {
+    match v {
+        Value::String(s) if s.chars().any(char::is_control) => s
+            .chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
 /// A title line, then `  key value` for each key, keys padded to `w` columns.
 fn fields(
     out: &mut dyn Write,
@@ -176,7 +197,7 @@ fn fields(
 ) -> std::io::Result<()> {
     writeln!(out, "{title}")?;
     for k in keys {
-        writeln!(out, "  {k:<w$} {}", v[*k])?;
+        writeln!(out, "  {k:<w$} {}", plain(&v[*k]))?;
     }
     Ok(())
 }
@@ -260,7 +281,7 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
                     r["slot"],
                     r["pid"],
                     if r["alive"] == true { "alive" } else { "dead" },
-                    r["name"],
+                    plain(&r["name"]),
                     r["cursor"],
                     r["lag"]
                 )

@@ -1,4 +1,10 @@
 //! `ringwire top <PATH> [--interval-ms N] [--iterations N]` (spec §26).
+//!
+//! Each refresh first checks that the path still names the mapped file. A producer restart
+//! replaces a ring with a fresh inode (spec §27 quirk 20), and the old mapping freezes: `top`
+//! then follows the new file, as `tail -F` does, with a line saying so. A path that stays
+//! missing (or names a file that never becomes a valid ring or queue) for [`REOPEN_GRACE`]
+//! ends `top` with an error (exit 1): `ring removed`, or why the new file cannot be opened.
 
 use std::io::Write;
 use std::path::Path;
@@ -9,20 +15,109 @@ use ringwire_core::queue::QueueKind;
 
 use super::out_err;
 use super::stat::queue_kind;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::file::ReadOnlyRing;
 use crate::queue::ReadOnlyQueue;
-use crate::sys::pid_alive;
+use crate::sys::{path_id, pid_alive};
 
-/// Runs `frame` every `interval_ms` (at once the first time) until `iterations`, each time
-/// on a cleared screen under a title line. `frame` gets the seconds since the previous one.
-fn refresh(
+/// How long a replaced or removed path may take to name a valid ring or queue again: a
+/// restarting producer unlinks the stale file, creates the new one and then sizes and
+/// initializes it.
+const REOPEN_GRACE: Duration = Duration::from_secs(1);
+
+/// What `top` watches: a ring or a ringwire queue, with the counters of the last refresh.
+enum Watched {
+    Ring {
+        ring: ReadOnlyRing,
+        prev: u64,
+    },
+    Queue {
+        q: ReadOnlyQueue,
+        kind: QueueKind,
+        prev: (u64, u64),
+    },
+}
+
+/// A file opened by `top`, and the (device, inode) of the path when it was opened.
+struct Target {
+    watched: Watched,
+    id: (u64, u64),
+}
+
+fn stat_err(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
+    move |e| Error::io(path, "stat", e)
+}
+
+/// Opens the ring or queue at `path`, with the path's (device, inode) before and after the
+/// open equal, so that the id is the mapped file's (up to 8 attempts while it changes).
+fn open(path: &Path) -> Result<Target> {
+    for _ in 0..8 {
+        let before = path_id(path).map_err(stat_err(path))?;
+        let watched = match queue_kind(path)? {
+            Some(kind) => {
+                let q = ReadOnlyQueue::open(path, kind)?;
+                let s = q.snapshot();
+                Watched::Queue {
+                    q,
+                    kind,
+                    prev: (s.enqueue, s.dequeue),
+                }
+            }
+            None => {
+                let ring = ReadOnlyRing::open(path)?;
+                let prev = ring.write_seq();
+                Watched::Ring { ring, prev }
+            }
+        };
+        let after = path_id(path).map_err(stat_err(path))?;
+        match (before, after) {
+            (Some(b), Some(a)) if a == b => return Ok(Target { watched, id: a }),
+            // Replaced (or removed) during the open: open what the path names now.
+            _ => std::thread::sleep(Duration::from_millis(1)),
+        }
+    }
+    Err(Error::InvalidArgument {
+        path: path.to_path_buf(),
+        what: "replaced during each of 8 attempts to open it".into(),
+    })
+}
+
+/// Whether the path still names `t`'s file.
+fn still_there(path: &Path, t: &Target) -> Result<bool> {
+    Ok(path_id(path).map_err(stat_err(path))? == Some(t.id))
+}
+
+/// The file now at `path`, which no longer names the watched one; retried for
+/// [`REOPEN_GRACE`] while it is missing or not yet a valid ring or queue. `noun` names the
+/// old file ("ring", "queue") in the error when the path stays missing.
+fn reopen(path: &Path, noun: &str) -> Result<Target> {
+    let t0 = Instant::now();
+    loop {
+        let err = match open(path) {
+            Ok(t) => return Ok(t),
+            Err(e) => e,
+        };
+        if t0.elapsed() >= REOPEN_GRACE {
+            return Err(match path_id(path) {
+                Ok(None) => Error::InvalidArgument {
+                    path: path.to_path_buf(),
+                    what: format!("{noun} removed"),
+                },
+                _ => err,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub(super) fn run(
     path: &Path,
     interval_ms: u64,
     iterations: Option<u64>,
+    clear: bool,
     out: &mut dyn Write,
-    mut frame: impl FnMut(&mut dyn Write, f64) -> std::io::Result<()>,
 ) -> Result<()> {
+    let mut t = open(path)?;
     let oe = out_err(path);
     let interval = Duration::from_millis(interval_ms);
     let mut prev = Instant::now();
@@ -31,101 +126,112 @@ fn refresh(
         if iterations.is_some_and(|max| n >= max) {
             return Ok(());
         }
+        let mut replaced = false;
         if n > 0 {
             std::thread::sleep(interval);
+            if !still_there(path, &t)? {
+                let noun = match t.watched {
+                    Watched::Ring { .. } => "ring",
+                    Watched::Queue { .. } => "queue",
+                };
+                t = reopen(path, noun)?;
+                replaced = true;
+            }
         }
         n += 1;
         let now = Instant::now();
         let dt = now.duration_since(prev).as_secs_f64().max(1e-9);
         prev = now;
-        // Clear the screen and home the cursor.
-        write!(out, "\x1b[2J\x1b[H").map_err(&oe)?;
+        if clear {
+            // Clear the screen and home the cursor.
+            write!(out, "\x1b[2J\x1b[H").map_err(&oe)?;
+        }
         writeln!(
             out,
             "ringwire top {}  (refresh {interval_ms} ms)",
             path.display()
         )
         .map_err(&oe)?;
-        frame(out, dt).map_err(&oe)?;
+        if replaced {
+            writeln!(
+                out,
+                "  (the file was replaced: now showing the new one; rates count from now)"
+            )
+            .map_err(&oe)?;
+        }
+        match &mut t.watched {
+            Watched::Ring { ring, prev } => ring_frame(ring, prev, out, dt),
+            Watched::Queue { q, kind, prev } => queue_frame(q, *kind, prev, out, dt),
+        }
+        .map_err(&oe)?;
         out.flush().map_err(&oe)?;
     }
 }
 
-pub(super) fn run(
-    path: &Path,
-    interval_ms: u64,
-    iterations: Option<u64>,
+/// write_seq, rates, window, sleepers and readers of a ring.
+fn ring_frame(
+    ring: &ReadOnlyRing,
+    prev: &mut u64,
     out: &mut dyn Write,
-) -> Result<()> {
-    if let Some(kind) = queue_kind(path)? {
-        return run_queue(path, kind, interval_ms, iterations, out);
-    }
-    let ring = ReadOnlyRing::open(path)?;
+    dt: f64,
+) -> std::io::Result<()> {
     let g = *ring.geometry();
-    let mut prev = ring.write_seq();
-    refresh(path, interval_ms, iterations, out, |out, dt| {
-        let w = ring.write_seq();
-        let rate = w.saturating_sub(prev) as f64 / dt;
-        let mbps = rate * f64::from(g.element_size) / 1e6;
-        prev = w;
-        let window = if w == 0 {
-            "empty".to_string()
-        } else {
-            format!("[{}, {w}]", oldest_retained(w, g.capacity))
-        };
-        let (sleeping, _) = ring.futex_state();
-        writeln!(
-            out,
-            "write_seq {w}  msg/s {rate:.0}  MB/s {mbps:.2}  window {window}  sleeping {sleeping}"
-        )?;
-        for i in 0..g.registry_count {
-            if let Some(e) = ring.registry_entry(i).filter(|e| e.is_live()) {
-                let lag = if w >= e.cursor { w - e.cursor + 1 } else { 0 };
-                writeln!(
-                    out,
-                    "  reader {i} pid {} ({}) {} cursor {} lag {lag}",
-                    e.pid,
-                    if pid_alive(e.pid) { "alive" } else { "dead" },
-                    e.name_str(),
-                    e.cursor
-                )?;
-            }
+    let w = ring.write_seq();
+    let rate = w.saturating_sub(*prev) as f64 / dt;
+    let mbps = rate * f64::from(g.element_size) / 1e6;
+    *prev = w;
+    let window = if w == 0 {
+        "empty".to_string()
+    } else {
+        format!("[{}, {w}]", oldest_retained(w, g.capacity))
+    };
+    let (sleeping, _) = ring.futex_state();
+    writeln!(
+        out,
+        "write_seq {w}  msg/s {rate:.0}  MB/s {mbps:.2}  window {window}  sleeping {sleeping}"
+    )?;
+    for i in 0..g.registry_count {
+        if let Some(e) = ring.registry_entry(i).filter(|e| e.is_live()) {
+            let lag = if w >= e.cursor { w - e.cursor + 1 } else { 0 };
+            writeln!(
+                out,
+                "  reader {i} pid {} ({}) {} cursor {} lag {lag}",
+                e.pid,
+                if pid_alive(e.pid) { "alive" } else { "dead" },
+                e.name_str(),
+                e.cursor
+            )?;
         }
-        Ok(())
-    })
+    }
+    Ok(())
 }
 
 /// `top` of a ringwire queue: items in and out per second, items queued, sleepers.
-fn run_queue(
-    path: &Path,
+fn queue_frame(
+    q: &ReadOnlyQueue,
     kind: QueueKind,
-    interval_ms: u64,
-    iterations: Option<u64>,
+    prev: &mut (u64, u64),
     out: &mut dyn Write,
-) -> Result<()> {
-    let q = ReadOnlyQueue::open(path, kind)?;
+    dt: f64,
+) -> std::io::Result<()> {
     let s = q.snapshot();
     let cap = s.geometry.capacity;
-    let mut prev = (s.enqueue, s.dequeue);
-    refresh(path, interval_ms, iterations, out, |out, dt| {
-        let s = q.snapshot();
-        let rate_in = s.enqueue.saturating_sub(prev.0) as f64 / dt;
-        let rate_out = s.dequeue.saturating_sub(prev.1) as f64 / dt;
-        prev = (s.enqueue, s.dequeue);
+    let rate_in = s.enqueue.saturating_sub(prev.0) as f64 / dt;
+    let rate_out = s.dequeue.saturating_sub(prev.1) as f64 / dt;
+    *prev = (s.enqueue, s.dequeue);
+    writeln!(
+        out,
+        "{} queue  in/s {rate_in:.0}  out/s {rate_out:.0}  queued {}/{cap}  sleeping consumers {} producers {}",
+        kind.name(),
+        s.enqueue.saturating_sub(s.dequeue),
+        s.data_waiters,
+        s.space_waiters
+    )?;
+    if let Some(pos) = s.claimed_unpublished {
         writeln!(
             out,
-            "{} queue  in/s {rate_in:.0}  out/s {rate_out:.0}  queued {}/{cap}  sleeping consumers {} producers {}",
-            kind.name(),
-            s.enqueue.saturating_sub(s.dequeue),
-            s.data_waiters,
-            s.space_waiters
+            "  position {pos} claimed, not published (a push in flight, or a producer that died mid-push)"
         )?;
-        if let Some(pos) = s.claimed_unpublished {
-            writeln!(
-                out,
-                "  position {pos} claimed, not published (a push in flight, or a producer that died mid-push)"
-            )?;
-        }
-        Ok(())
-    })
+    }
+    Ok(())
 }

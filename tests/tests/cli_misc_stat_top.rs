@@ -1,0 +1,224 @@
+//! `ringwire stat` prints plain values and tags ring JSON with `"type": "ring"`; `top`
+//! clears the screen only on a terminal and follows a ring replaced at its path, then stops
+//! with "ring removed" (exit 1) once the path is gone.
+//!
+//! The binary comes from [`ringwire_bin`]: build it first
+//! (`cargo build -p ringwire --bin ringwire`) or set `RINGWIRE_BIN`.
+
+use std::io::Read;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use ringwire::RingProducer;
+use ringwire_tests::netns::ringwire_bin;
+use ringwire_tests::records::Rec;
+use ringwire_tests::shm::ShmPath;
+use ringwire_tests::wait_until;
+
+fn ringwire(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(ringwire_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn stat_text_prints_plain_values_and_json_says_ring() {
+    let p = ShmPath::new("cli-misc-stat");
+    let _checkpoint = p.sibling("_algo_1.offset");
+    let mut prod = RingProducer::<Rec>::builder(16)
+        .max_readers(2)
+        .build::<Rec, _>(p.path())
+        .unwrap();
+    let _cons = ringwire::RingConsumer::<Rec>::builder()
+        .consumer_name("algo 1")
+        .attach(p.path())
+        .unwrap();
+    for seq in 1..=3 {
+        prod.push(&Rec::new(seq));
+    }
+    let path = p.path().to_str().unwrap();
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "{err}");
+    for line in [
+        "  magic              0x52494E4746495245\n",
+        "  mode               SPMC\n",
+        "  flow_control       LossyLatestWins\n",
+        "  write_seq          3\n",
+    ] {
+        assert!(out.contains(line), "{line:?} not in\n{out}");
+    }
+    assert!(out.contains(" name algo 1 cursor "), "{out}");
+    assert!(!out.contains('"'), "quoted values:\n{out}");
+
+    let (code, out, err) = ringwire(&["stat", path, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["type"], "ring", "{v}");
+    assert_eq!(v["mode"], "SPMC");
+    assert_eq!(v["readers"][0]["name"], "algo 1");
+    drop(prod);
+}
+
+/// A pseudo-terminal: (master, slave path).
+fn pty() -> (OwnedFd, String) {
+    // SAFETY: posix_openpt returns a new descriptor or -1; grantpt, unlockpt and ptsname_r
+    // act on that descriptor and write at most `buf.len()` bytes.
+    unsafe {
+        let m = libc::posix_openpt(libc::O_RDWR | libc::O_NOCTTY | libc::O_CLOEXEC);
+        assert!(m >= 0, "posix_openpt");
+        let master = OwnedFd::from_raw_fd(m);
+        assert_eq!(libc::grantpt(m), 0);
+        assert_eq!(libc::unlockpt(m), 0);
+        let mut buf = [0 as libc::c_char; 128];
+        assert_eq!(libc::ptsname_r(m, buf.as_mut_ptr(), buf.len()), 0);
+        let name = std::ffi::CStr::from_ptr(buf.as_ptr());
+        (master, name.to_string_lossy().into_owned())
+    }
+}
+
+#[test]
+fn top_clears_the_screen_only_on_a_terminal() {
+    let p = ShmPath::new("cli-misc-top-tty");
+    let mut prod = RingProducer::<Rec>::create(p.path(), 16).unwrap();
+    prod.push(&Rec::new(1));
+    let path = p.path().to_str().unwrap();
+    let args = ["top", path, "--interval-ms", "5", "--iterations", "2"];
+
+    let (code, out, err) = ringwire(&args);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("write_seq 1 ").count(), 2, "{out}");
+    assert!(!out.contains('\x1b'), "escapes into a pipe: {out:?}");
+
+    let (master, slave) = pty();
+    let tty = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&slave)
+        .unwrap();
+    let mut child = Command::new(ringwire_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(tty)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("top --iterations 2 still running after 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(child.wait().unwrap().success());
+    // The child is gone and our copy of the slave is closed: read what is buffered, then
+    // the master reports EIO.
+    let mut m = std::fs::File::from(master);
+    let mut bytes = Vec::new();
+    let mut buf = [0u8; 4096];
+    while let Ok(n @ 1..) = m.read(&mut buf) {
+        bytes.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    assert_eq!(text.matches("\x1b[2J\x1b[H").count(), 2, "{text:?}");
+    drop(prod);
+}
+
+/// A child killed when dropped (a failed assertion included), with its stdout collected by
+/// a thread.
+struct Top {
+    child: Child,
+    out: Arc<Mutex<String>>,
+}
+
+impl Top {
+    fn spawn(args: &[&str]) -> Top {
+        let mut child = Command::new(ringwire_bin())
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = Arc::new(Mutex::new(String::new()));
+        let mut so = child.stdout.take().unwrap();
+        let sink = out.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 4096];
+            while let Ok(n @ 1..) = so.read(&mut buf) {
+                sink.lock()
+                    .unwrap()
+                    .push_str(&String::from_utf8_lossy(&buf[..n]));
+            }
+        });
+        Top { child, out }
+    }
+
+    fn out(&self) -> String {
+        self.out.lock().unwrap().clone()
+    }
+}
+
+impl Drop for Top {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn top_follows_a_replaced_ring_and_stops_when_it_is_removed() {
+    let p = ShmPath::new("cli-misc-top-follow");
+    let next = p.sibling(".next");
+    let mut a = RingProducer::<Rec>::create(p.path(), 16).unwrap();
+    for seq in 1..=5 {
+        a.push(&Rec::new(seq));
+    }
+    let path = p.path().to_str().unwrap();
+    let mut top = Top::spawn(&["top", path, "--interval-ms", "20"]);
+    let within = Duration::from_secs(10);
+    wait_until("the first ring's frame", within, || {
+        top.out().contains("write_seq 5 ")
+    });
+
+    // A restarted producer: a fresh inode at the path (made aside, renamed over it).
+    let mut b = RingProducer::<Rec>::create(next.path(), 16).unwrap();
+    b.push(&Rec::new(1));
+    b.push(&Rec::new(2));
+    std::fs::rename(next.path(), p.path()).unwrap();
+    wait_until("a frame of the new ring", within, || {
+        top.out().contains("write_seq 2 ")
+    });
+    assert!(top.out().contains("the file was replaced"), "{}", top.out());
+
+    // The path removed for good: top says so and exits 1.
+    std::fs::remove_file(p.path()).unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = top.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(t0.elapsed() < within, "top still running: {}", top.out());
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut err = String::new();
+    top.child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(1), "{err}");
+    assert_eq!(err.trim(), format!("Error: {path}: ring removed"));
+    drop((a, b));
+}

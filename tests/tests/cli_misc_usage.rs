@@ -1,0 +1,158 @@
+//! The `ringwire` binary's usage errors, help, version and stdout handling: exit codes as
+//! ringfire's CLI (spec §26: usage errors exit 1, `version` is accepted), accurate help text,
+//! and a quiet end (killed by `SIGPIPE`, nothing on stderr) when stdout's reader goes away.
+//!
+//! The binary comes from [`ringwire_bin`]: build it first
+//! (`cargo build -p ringwire --bin ringwire`) or set `RINGWIRE_BIN`.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use ringwire::RingProducer;
+use ringwire_tests::netns::ringwire_bin;
+use ringwire_tests::records::Rec;
+use ringwire_tests::shm::ShmPath;
+
+/// `ringwire args…`: (exit code, stdout, stderr); -1 for a death by signal.
+fn ringwire(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(ringwire_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn usage_errors_exit_1_as_ringfire() {
+    for args in [
+        &[][..],
+        &["frobnicate", "/x"],
+        &["stat"],
+        &["stat", "/x", "--bogus"],
+        &["dump", "/x", "--tail", "ten"],
+        &["top", "/x", "--iterations", "0"],
+    ] {
+        let (code, out, err) = ringwire(args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert!(
+            err.starts_with("error:") || err.contains("Usage: ringwire"),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn help_and_version_print_to_stdout_and_exit_0() {
+    for args in [&["--help"][..], &["-h"], &["help"], &["help", "stat"]] {
+        let (code, out, err) = ringwire(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(out.contains("Usage: ringwire"), "{args:?}: {out}");
+    }
+    let version = format!("ringwire {}\n", env!("CARGO_PKG_VERSION"));
+    for args in [&["--version"][..], &["-V"], &["version"]] {
+        let (code, out, err) = ringwire(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert_eq!(out, version, "{args:?}");
+    }
+}
+
+#[test]
+fn help_describes_the_cli_and_lists_every_bench_mode() {
+    let (_, out, _) = ringwire(&["--help"]);
+    let about = out.lines().next().unwrap_or_default();
+    // The CLI's own about, not the library crate's description.
+    assert!(about.starts_with("Inspect, measure and replicate"), "{out}");
+    assert!(!out.contains("waiting strategies"), "{out}");
+    for cmd in [
+        "stat", "top", "dump", "prune", "bench", "serve", "mirror", "demo", "version",
+    ] {
+        assert!(
+            out.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{cmd} "))),
+            "{cmd} not listed: {out}"
+        );
+    }
+    let (_, out, _) = ringwire(&["bench", "--help"]);
+    let about = out.lines().next().unwrap_or_default();
+    for mode in ["floor", "handoff", "stress", "mirror"] {
+        assert!(about.contains(mode), "{mode} not in bench's about: {about}");
+        assert!(
+            out.lines()
+                .any(|l| l.trim_start().starts_with(&format!("{mode} "))),
+            "{mode} not listed: {out}"
+        );
+    }
+    // `ringwire bench` (no mode) lists the modes in its usage error.
+    let (_, out, _) = ringwire(&["help", "bench"]);
+    assert!(out.contains("stress") && out.contains("mirror"), "{out}");
+}
+
+/// A pipe whose read end is already closed: every write to the returned end fails with
+/// `EPIPE`.
+fn pipe_without_reader() -> OwnedFd {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into `fds`.
+    assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+    // SAFETY: both descriptors are fresh and owned here.
+    let (r, w) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+    drop(r);
+    w
+}
+
+/// `ringwire args…` writing into a pipe nobody reads; killed (and the test failed) after 10 s.
+fn into_closed_pipe(args: &[&str]) -> (ExitStatus, String) {
+    let mut child = Command::new(ringwire_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(pipe_without_reader()))
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if t0.elapsed() > Duration::from_secs(10) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("ringwire {args:?} still running after 10 s with its reader gone");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let o = child.wait_with_output().unwrap();
+    (o.status, String::from_utf8_lossy(&o.stderr).into_owned())
+}
+
+#[test]
+fn a_closed_stdout_ends_every_command_quietly_by_sigpipe() {
+    let p = ShmPath::new("cli-misc-pipe");
+    let mut prod = RingProducer::<Rec>::create(p.path(), 16).unwrap();
+    for seq in 1..=20 {
+        prod.push(&Rec::new(seq));
+    }
+    let path = p.path().to_str().unwrap();
+    for args in [
+        &["stat", path][..],
+        &["stat", path, "--json"],
+        &["dump", path, "--tail", "16"],
+        &["top", path, "--interval-ms", "10"],
+        &["prune", path],
+        &["version"],
+        &["--help"],
+    ] {
+        let (status, err) = into_closed_pipe(args);
+        assert_eq!(
+            status.signal(),
+            Some(libc::SIGPIPE),
+            "{args:?}: {status} {err}"
+        );
+        assert!(err.is_empty(), "{args:?}: {err}");
+    }
+    drop(prod);
+}
