@@ -25,6 +25,21 @@ pub fn pin_to(cpu: usize) -> bool {
     }
 }
 
+/// The first two CPUs this process may run on (its affinity mask, which a cpuset or
+/// `taskset` can narrow to CPUs other than 0 and 1), or `None` with fewer than two.
+pub fn cpu_pair() -> Option<(usize, usize)> {
+    // SAFETY: cpu_set_t is plain data; sched_getaffinity writes at most its size into it, and
+    // CPU_ISSET reads inside it (i < CPU_SETSIZE).
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        let mut cpus = (0..libc::CPU_SETSIZE as usize).filter(|&i| libc::CPU_ISSET(i, &set));
+        Some((cpus.next()?, cpus.next()?))
+    }
+}
+
 /// Lets the calling thread run on every CPU this process's cgroup/cpuset allows (undoes
 /// [`pin_to`], including a pin inherited from the spawning thread).
 pub fn unpin() {
@@ -325,6 +340,20 @@ mod tests {
         assert_eq!(lat.len(), 2 * MOVING_LINES as u64 + 5);
         let d = moving_line_round_trips(3 * MOVING_LINES as u64, None);
         assert!(d > Duration::ZERO && d < Duration::from_secs(30), "{d:?}");
+    }
+
+    #[test]
+    fn cpu_pair_is_two_allowed_cpus() {
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        match cpu_pair() {
+            Some((a, b)) => {
+                assert!(cpus >= 2 && a < b, "{a} {b}");
+                // Both are CPUs this thread may be pinned to.
+                let t = std::thread::spawn(move || pin_to(a) && pin_to(b));
+                assert!(t.join().unwrap());
+            }
+            None => assert_eq!(cpus, 1),
+        }
     }
 
     #[test]

@@ -52,9 +52,23 @@ impl RunRow {
         self.stream.map_or(0.0, |s| s.delivered_pct())
     }
 
-    /// The row as one JSON object.
+    /// The row as one JSON object (a run that ran its whole time).
     pub fn to_json(&self) -> String {
+        self.to_json_marked(false)
+    }
+
+    /// The row as one JSON object; `interrupted`: the run was cut short (SIGINT/SIGTERM),
+    /// its figures cover only part of its time. `"status"` is `ok`, `error` or
+    /// `interrupted`.
+    pub fn to_json_marked(&self, interrupted: bool) -> String {
         let s = self.stream.unwrap_or_default();
+        let status = if interrupted {
+            "interrupted"
+        } else if self.errors().is_some() {
+            "error"
+        } else {
+            "ok"
+        };
         let err = match self.errors() {
             Some(e) => format!("\"{}\"", e.replace('"', "'")),
             None => "null".into(),
@@ -62,7 +76,8 @@ impl RunRow {
         format!(
             "{{\"implementation\":\"{}\",\"transport\":\"{}\",\"config\":\"{}\",\"rate\":{},\"seconds\":{},\
              \"achieved_rate\":{:.0},\"sent\":{},\"delivered\":{},\"delivered_pct\":{:.4},\"missing\":{},\"reorders\":{},\
-             \"duplicates\":{},\"gaps\":{},\"bogus\":{},\"corrupt\":{},\"latency\":{},\"producer_lateness\":{},\"error\":{err}}}",
+             \"duplicates\":{},\"gaps\":{},\"bogus\":{},\"corrupt\":{},\"latency\":{},\"producer_lateness\":{},\"error\":{err},\
+             \"interrupted\":{interrupted},\"status\":\"{status}\"}}",
             self.implementation,
             self.transport,
             self.config,
@@ -87,16 +102,30 @@ impl RunRow {
 
 /// The markdown table of `bench stress`: one row per run, errors flagged `ERROR: …`.
 pub fn stress_table(rows: &[RunRow]) -> String {
+    stress_table_marked(rows, None)
+}
+
+/// The status cell of a row: `ok`, `ERROR: …`, or for a run cut short by a signal
+/// `INTERRUPTED: …` (with its errors, which may be records still in flight when it stopped).
+pub fn status_cell(r: &RunRow, interrupted: bool) -> String {
+    match (interrupted, r.errors()) {
+        (true, None) => "INTERRUPTED: cut short by a signal".into(),
+        (true, Some(e)) => format!("INTERRUPTED: cut short by a signal; {e}"),
+        (false, Some(e)) => format!("ERROR: {e}"),
+        (false, None) => "ok".into(),
+    }
+}
+
+/// [`stress_table`] with row `cut_short` (if any) marked `INTERRUPTED`: a run a signal
+/// stopped before its time was up.
+pub fn stress_table_marked(rows: &[RunRow], cut_short: Option<usize>) -> String {
     let mut t = String::from(
         "| transport | config | rate (msg/s) | achieved | sent | delivered | reorders | duplicates | gaps | p50 | p99 | producer late p50 / p99 / max | status |\n\
          |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
     );
-    for r in rows {
+    for (i, r) in rows.iter().enumerate() {
         let s = r.stream.unwrap_or_default();
-        let status = match r.errors() {
-            Some(e) => format!("ERROR: {e}"),
-            None => "ok".into(),
-        };
+        let status = status_cell(r, cut_short == Some(i));
         t.push_str(&format!(
             "| {} | {} | {} | {:.0} | {} | {:.2}% | {} | {} | {} | {} | {} | {} | {status} |\n",
             r.transport,
@@ -210,6 +239,34 @@ mod tests {
         );
         assert!(v["error"].as_str().unwrap().contains("corrupt"));
         assert_eq!(failures(&[r.clone(), row(&[1], 1, 0), r]), 2);
+    }
+
+    #[test]
+    fn a_run_cut_short_is_marked_interrupted_not_ok() {
+        let rows = [row(&[1, 2], 2, 0), row(&[1, 2], 2, 0)];
+        let t = stress_table_marked(&rows, Some(1));
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[2].ends_with("| ok |"), "{t}");
+        assert!(
+            lines[3].ends_with("| INTERRUPTED: cut short by a signal |"),
+            "{t}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&rows[1].to_json_marked(true)).unwrap();
+        assert_eq!(
+            (v["interrupted"].as_bool(), v["status"].as_str()),
+            (Some(true), Some("interrupted"))
+        );
+        let v: serde_json::Value = serde_json::from_str(&rows[0].to_json()).unwrap();
+        assert_eq!(
+            (v["interrupted"].as_bool(), v["status"].as_str()),
+            (Some(false), Some("ok"))
+        );
+        let bad = row(&[2], 2, 0);
+        assert!(
+            status_cell(&bad, true).starts_with("INTERRUPTED: cut short by a signal; 1 missing")
+        );
+        let v: serde_json::Value = serde_json::from_str(&bad.to_json()).unwrap();
+        assert_eq!(v["status"], "error");
     }
 
     #[test]

@@ -10,21 +10,29 @@
 //!   each rate; delivered %, reorders, duplicates, gaps and push-to-read p50/p99 per rate.
 //!   Any loss, reorder, duplicate, gap or corrupt record is an `ERROR` row and exit status 1.
 //! * `mirror`: the same pipeline at 1,000 msg/s on every transport, default and spin.
+//!
+//! SIGINT and SIGTERM stop every mode but `floor` in order: `handoff` kills and reaps its
+//! reader process and removes its ring, `stress` and `mirror` report the runs made so far
+//! with the one cut short marked `INTERRUPTED`; all then exit non-zero. A `--plot` file is
+//! checked before measuring, so a bad path fails at once rather than after the run.
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use clap::Subcommand;
 
 use crate::bench::floor::{
-    MOVING_LINES, cacheline_round_trip, loopback_datagram_rate, moving_line_round_trip, pin_to,
-    timer_overhead,
+    MOVING_LINES, cacheline_round_trip, cpu_pair, loopback_datagram_rate, moving_line_round_trip,
+    pin_to, timer_overhead,
 };
-use crate::bench::loopback::{TRANSPORTS, Waiting, measure};
+use crate::bench::loopback::{TRANSPORTS, Waiting, measure, transport_name};
 use crate::bench::plot::{Chart, Scale, Series};
-use crate::bench::table::{RunRow, failures, stress_table};
+use crate::bench::table::{RunRow, failures, status_cell, stress_table_marked};
 use crate::bench::{Latency, Pacer, SeqTracker, StressReport, fmt_ns, mono_ns};
 use crate::replica::cli::TransportArg;
 use crate::replica::demo::Transport;
@@ -133,6 +141,15 @@ pub enum ReaderWait {
 /// One 64-byte record: sequence, monotonic-clock stamp, filler.
 type Stamp = [u64; 8];
 
+/// Slots of the hand-off ring.
+const HANDOFF_SLOTS: u64 = 1 << 16;
+
+/// Sequences the hand-off reader's tracker remembers (512 KiB of bits), whatever
+/// `--rate` × `--seconds` is (up to 1.8e11 records: one bit each would be 22.5 GB). The ring
+/// holds [`HANDOFF_SLOTS`] records, so the reader can never be handed one more than that
+/// behind the newest it has read: a window 64 times larger checks every record exactly.
+const HANDOFF_WINDOW: u64 = 64 * HANDOFF_SLOTS;
+
 /// Runs a benchmark mode.
 pub fn run(mode: BenchMode, out: &mut dyn Write) -> Result<()> {
     match mode {
@@ -164,17 +181,20 @@ pub fn run(mode: BenchMode, out: &mut dyn Write) -> Result<()> {
             json,
             plot,
         } => {
+            if let Some(p) = &plot {
+                check_plot_path(p)?;
+            }
             let ts: Vec<Transport> = transport.into_iter().map(to_transport).collect();
             let runs: Vec<(Transport, u64, bool)> = ts
                 .iter()
                 .flat_map(|&t| rates.iter().map(move |&r| (t, r, spin)))
                 .collect();
-            let rows = measure_all(&runs, seconds)?;
-            report_rows("stress", &rows, json, out)?;
+            let m = measure_all(&runs, seconds)?;
+            report_rows("stress", &m, json, out)?;
             if let Some(p) = plot {
-                plot_rates(&p, &rows)?;
+                plot_rates(&p, m.complete())?;
             }
-            verdict(&rows)
+            verdict("bench stress", &m)
         }
         BenchMode::Mirror {
             rate,
@@ -185,9 +205,9 @@ pub fn run(mode: BenchMode, out: &mut dyn Write) -> Result<()> {
                 .iter()
                 .flat_map(|&t| [(t, rate, false), (t, rate, true)])
                 .collect();
-            let rows = measure_all(&runs, seconds)?;
-            report_rows("mirror", &rows, json, out)?;
-            verdict(&rows)
+            let m = measure_all(&runs, seconds)?;
+            report_rows("mirror", &m, json, out)?;
+            verdict("bench mirror", &m)
         }
     }
 }
@@ -200,13 +220,78 @@ fn to_transport(t: TransportArg) -> Transport {
     }
 }
 
-/// Runs each (transport, rate, spin) in turn, printing progress on stderr.
-fn measure_all(runs: &[(Transport, u64, bool)], seconds: u64) -> Result<Vec<RunRow>> {
+/// What [`measure_all`] measured.
+#[derive(Debug, Default)]
+struct Measured {
+    /// One row per run made, in order.
+    rows: Vec<RunRow>,
+    /// A signal (SIGINT/SIGTERM) stopped the runs.
+    interrupted: bool,
+    /// The last row's run was cut short by the signal: its figures cover part of its time.
+    cut_short: bool,
+    /// The runs the signal kept from starting (transport, rate, spin).
+    not_run: Vec<(Transport, u64, bool)>,
+}
+
+impl Measured {
+    /// The rows of runs that ran their whole time.
+    fn complete(&self) -> &[RunRow] {
+        &self.rows[..self.rows.len() - usize::from(self.cut_short)]
+    }
+
+    /// The index of the row cut short, if any.
+    fn cut_short_row(&self) -> Option<usize> {
+        self.cut_short.then(|| self.rows.len() - 1)
+    }
+
+    /// What the signal did, for the report and the error.
+    fn interruption(&self) -> String {
+        let name = |t: Transport, rate: u64, spin: bool| {
+            let cfg = if spin { "spin" } else { "default" };
+            format!("{} {cfg} {rate} msg/s", transport_name(t))
+        };
+        let mut what = String::from("interrupted by SIGINT or SIGTERM");
+        if let Some(r) = self.cut_short_row().map(|i| &self.rows[i]) {
+            what += &format!(": {} {} {} msg/s cut short", r.transport, r.config, r.rate);
+        }
+        if !self.not_run.is_empty() {
+            let names: Vec<String> = self
+                .not_run
+                .iter()
+                .map(|&(t, r, s)| name(t, r, s))
+                .collect();
+            what += &format!(
+                "{} {} not run ({})",
+                if self.cut_short { ";" } else { ":" },
+                self.not_run.len(),
+                names.join(", ")
+            );
+        }
+        what
+    }
+}
+
+/// Runs each (transport, rate, spin) in turn, printing progress on stderr, until done or
+/// SIGINT/SIGTERM.
+fn measure_all(runs: &[(Transport, u64, bool)], seconds: u64) -> Result<Measured> {
     let stop = crate::replica::signal::install();
-    let mut rows = Vec::with_capacity(runs.len());
-    for &(t, rate, spin) in runs {
+    measure_until(runs, stop, |t, rate, waiting| {
+        measure(t, rate, seconds, waiting, stop).map_err(|e| e.to_string())
+    })
+}
+
+/// [`measure_all`] with the run itself and the stop flag given (for tests).
+fn measure_until(
+    runs: &[(Transport, u64, bool)],
+    stop: &AtomicBool,
+    mut run_one: impl FnMut(Transport, u64, Waiting) -> std::result::Result<RunRow, String>,
+) -> Result<Measured> {
+    let mut m = Measured::default();
+    for (k, &(t, rate, spin)) in runs.iter().enumerate() {
         // Relaxed: a plain flag set by the signal handler.
-        if stop.load(std::sync::atomic::Ordering::Relaxed) {
+        if stop.load(Ordering::Relaxed) {
+            m.interrupted = true;
+            m.not_run = runs[k..].to_vec();
             break;
         }
         let waiting = if spin {
@@ -214,32 +299,69 @@ fn measure_all(runs: &[(Transport, u64, bool)], seconds: u64) -> Result<Vec<RunR
         } else {
             Waiting::Default
         };
-        let row = measure(t, rate, seconds, waiting, stop).map_err(|e| {
-            Error::io(
-                Path::new("loopback"),
-                "bench run",
-                std::io::Error::other(e.to_string()),
-            )
-        })?;
+        let result = run_one(t, rate, waiting);
+        // A signal during the run ended it before its time was up.
+        let cut = stop.load(Ordering::Relaxed);
+        let row = match result {
+            Ok(row) => row,
+            // Stopped before it measured anything (the pipeline never started).
+            Err(_) if cut => {
+                m.interrupted = true;
+                m.not_run = runs[k..].to_vec();
+                break;
+            }
+            Err(e) => {
+                return Err(Error::io(
+                    Path::new("loopback"),
+                    "bench run",
+                    std::io::Error::other(e),
+                ));
+            }
+        };
         eprintln!(
             "bench: {} {} {rate} msg/s: {}",
             row.transport,
             row.config,
-            row.errors().unwrap_or_else(|| "ok".into())
+            status_cell(&row, cut)
         );
-        rows.push(row);
+        m.rows.push(row);
+        if cut {
+            m.interrupted = true;
+            m.cut_short = true;
+            m.not_run = runs[k + 1..].to_vec();
+            break;
+        }
     }
-    Ok(rows)
+    Ok(m)
 }
 
-fn report_rows(what: &str, rows: &[RunRow], json: bool, out: &mut dyn Write) -> Result<()> {
+fn report_rows(what: &str, m: &Measured, json: bool, out: &mut dyn Write) -> Result<()> {
+    let cut = m.cut_short_row();
     if json {
-        let items: Vec<String> = rows.iter().map(RunRow::to_json).collect();
+        let items: Vec<String> = m
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(i, r)| r.to_json_marked(cut == Some(i)))
+            .collect();
+        let not_run: Vec<String> = m
+            .not_run
+            .iter()
+            .map(|&(t, rate, spin)| {
+                format!(
+                    "{{\"transport\":\"{}\",\"config\":\"{}\",\"rate\":{rate}}}",
+                    transport_name(t),
+                    if spin { "spin" } else { "default" }
+                )
+            })
+            .collect();
         return write_out(
             out,
             &format!(
-                "{{\"bench\":\"{what}\",\"clock\":\"CLOCK_MONOTONIC push-to-read, one process\",\"failures\":{},\"rows\":[{}]}}",
-                failures(rows),
+                "{{\"bench\":\"{what}\",\"clock\":\"CLOCK_MONOTONIC push-to-read, one process\",\"failures\":{},\"interrupted\":{},\"not_run\":[{}],\"rows\":[{}]}}",
+                failures(m.complete()),
+                m.interrupted,
+                not_run.join(","),
                 items.join(",")
             ),
         );
@@ -248,22 +370,68 @@ fn report_rows(what: &str, rows: &[RunRow], json: bool, out: &mut dyn Write) -> 
         out,
         "push-to-read one way (CLOCK_MONOTONIC, one process), open loop over loopback:",
     )?;
-    write_out(out, stress_table(rows).trim_end())
+    write_out(out, stress_table_marked(&m.rows, cut).trim_end())?;
+    if m.interrupted {
+        write_out(out, &m.interruption())?;
+    }
+    Ok(())
 }
 
-/// Exit status 1 (through an error) when any row has errors.
-fn verdict(rows: &[RunRow]) -> Result<()> {
-    match failures(rows) {
-        0 => Ok(()),
-        n => Err(Error::io(
+/// The error of a run a signal stopped (`ErrorKind::Interrupted`; exit status 1).
+fn interrupted(op: &'static str, what: String) -> Error {
+    Error::io(
+        Path::new(""),
+        op,
+        std::io::Error::new(std::io::ErrorKind::Interrupted, what),
+    )
+}
+
+/// Exit status 1 (through an error) when any complete run has errors, or a signal stopped
+/// the runs.
+fn verdict(op: &'static str, m: &Measured) -> Result<()> {
+    let rows = m.complete();
+    let errors = match failures(rows) {
+        0 => None,
+        n => Some(format!(
+            "{n} of {} runs lost, reordered, duplicated or corrupted records (ERROR rows)",
+            rows.len()
+        )),
+    };
+    if m.interrupted {
+        let mut what = m.interruption();
+        if let Some(e) = errors {
+            what += &format!("; {e}");
+        }
+        return Err(interrupted(op, what));
+    }
+    match errors {
+        None => Ok(()),
+        Some(e) => Err(Error::io(
             Path::new("loopback"),
             "delivery check",
-            std::io::Error::other(format!(
-                "{n} of {} runs lost, reordered, duplicated or corrupted records (ERROR rows)",
-                rows.len()
-            )),
+            std::io::Error::other(e),
         )),
     }
+}
+
+/// Checks before measuring that the `--plot` file can be written, so that a bad path fails
+/// at once instead of after the run. Leaves nothing behind: an existing file is opened
+/// without truncating it, a new one is created and removed again.
+fn check_plot_path(path: &Path) -> Result<()> {
+    let open = |create: bool| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(create)
+            .open(path)
+    };
+    match open(false) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => open(true).map(|_| {
+            let _ = std::fs::remove_file(path);
+        }),
+        Err(e) => Err(e),
+    }
+    .map_err(|e| Error::io(path, "create plot", e))
 }
 
 fn plot_rates(path: &Path, rows: &[RunRow]) -> Result<()> {
@@ -332,8 +500,10 @@ fn floor(
     plot: Option<PathBuf>,
     out: &mut dyn Write,
 ) -> Result<()> {
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let pin = (cpus >= 2).then_some((0, 1));
+    if let Some(p) = &plot {
+        check_plot_path(p)?;
+    }
+    let pin = cpu_pair();
     let lat = cacheline_round_trip(rounds, pin);
     let moving = moving_line_round_trip(rounds, pin).summary();
     let timer = timer_overhead(10_000);
@@ -345,17 +515,21 @@ fn floor(
         write_out(
             out,
             &format!(
-                "{{\"cacheline_round_trip\":{},\"moving_line_round_trip\":{},\"timer_overhead_ns\":{timer},\"pinned\":{},\"loopback_64b\":{{\"sent\":{},\"received\":{},\"per_sec\":{:.0}}}}}",
+                "{{\"cacheline_round_trip\":{},\"moving_line_round_trip\":{},\"timer_overhead_ns\":{timer},\"pinned\":{},\"cores\":{},\"loopback_64b\":{{\"sent\":{},\"received\":{},\"per_sec\":{:.0}}}}}",
                 s.to_json(),
                 moving.to_json(),
                 pin.is_some(),
+                pin.map_or("null".into(), |(a, b)| format!("[{a},{b}]")),
                 rate.sent,
                 rate.received,
                 rate.per_sec
             ),
         )?;
     } else {
-        write_out(out, &format!("cache-line round trip (cores {pin:?}): {s}"))?;
+        write_out(
+            out,
+            &format!("cache-line round trip ({}): {s}", cores_text(pin)),
+        )?;
         write_out(
             out,
             &format!(
@@ -383,11 +557,129 @@ fn floor(
     Ok(())
 }
 
+/// Where the floor's two threads ran, for its report: `cores 0 and 1`, or `not pinned`.
+fn cores_text(pin: Option<(usize, usize)>) -> String {
+    match pin {
+        Some((a, b)) => format!("cores {a} and {b}"),
+        None => "not pinned: fewer than two usable CPUs".into(),
+    }
+}
+
 /// Removes the benchmark ring even if the run fails.
 struct Unlink(PathBuf);
 impl Drop for Unlink {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// The hand-off's reader process: killed and reaped on drop (a failed or interrupted run
+/// leaves no reader behind), its stdout lines delivered through a channel so that waiting
+/// for them can watch the stop flag.
+struct ReaderProc {
+    child: Child,
+    lines: Receiver<String>,
+    pump: Option<std::thread::JoinHandle<()>>,
+}
+
+/// The outcome of waiting for a line of the reader.
+#[derive(Debug)]
+enum Line {
+    Got(String),
+    /// The reader closed its stdout (it exited).
+    Ended,
+    TimedOut,
+    Interrupted,
+}
+
+impl ReaderProc {
+    fn spawn(path: &Path, count: u64, wait: ReaderWait) -> Result<ReaderProc> {
+        let exe = std::env::current_exe()
+            .map_err(|e| Error::io(Path::new("ringwire"), "current_exe", e))?;
+        let parent = std::process::id();
+        let mut cmd = Command::new(exe);
+        cmd.args(["bench", "handoff", "--reader"])
+            .arg(path)
+            .args(["--count", &count.to_string()])
+            .args([
+                "--wait",
+                if wait == ReaderWait::Futex {
+                    "futex"
+                } else {
+                    "spin"
+                },
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped());
+        // SAFETY: runs in the forked child before exec; prctl and getppid are
+        // async-signal-safe system calls, and nothing is allocated (the error is a raw OS
+        // error).
+        unsafe {
+            cmd.pre_exec(move || {
+                // The reader dies with this process (even of SIGKILL) instead of polling a
+                // core until its 30 s timeout.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // This process died before the prctl: no signal will come.
+                if libc::getppid() as u32 != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| Error::io(path, "spawn reader", e))?;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let (tx, lines) = mpsc::channel();
+        // Bounded by the reader's stdout, which closes when it exits (or is killed).
+        let pump = std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(l) = line else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Ok(ReaderProc {
+            child,
+            lines,
+            pump: Some(pump),
+        })
+    }
+
+    /// The reader's next line, waiting at most `within` and returning early on `stop`.
+    fn next_line(&self, stop: &AtomicBool, within: Duration) -> Line {
+        let t0 = Instant::now();
+        loop {
+            // Relaxed: a plain flag set by the signal handler.
+            if stop.load(Ordering::Relaxed) {
+                return Line::Interrupted;
+            }
+            match self.lines.recv_timeout(Duration::from_millis(20)) {
+                Ok(l) => return Line::Got(l),
+                Err(RecvTimeoutError::Disconnected) => return Line::Ended,
+                Err(RecvTimeoutError::Timeout) if t0.elapsed() >= within => {
+                    return Line::TimedOut;
+                }
+                Err(RecvTimeoutError::Timeout) => {}
+            }
+        }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for ReaderProc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(p) = self.pump.take() {
+            let _ = p.join();
+        }
     }
 }
 
@@ -399,37 +691,34 @@ fn handoff(
     wait: ReaderWait,
     out: &mut dyn Write,
 ) -> Result<()> {
+    if let Some(p) = &plot {
+        check_plot_path(p)?;
+    }
+    let stop = crate::replica::signal::install();
     let path = PathBuf::from(format!(
         "/dev/shm/ringwire-bench-handoff-{}",
         std::process::id()
     ));
+    // Declared before the reader: dropped after it, once the reader is dead.
     let _guard = Unlink(path.clone());
-    let mut prod = RingProducer::<Stamp>::create(&path, 1 << 16)?;
+    let mut prod = RingProducer::<Stamp>::create(&path, HANDOFF_SLOTS)?;
     let total = rate * seconds;
-    let exe =
-        std::env::current_exe().map_err(|e| Error::io(Path::new("ringwire"), "current_exe", e))?;
-    let mut child = Command::new(exe)
-        .args(["bench", "handoff", "--reader"])
-        .arg(&path)
-        .args(["--count", &total.to_string()])
-        .args([
-            "--wait",
-            if wait == ReaderWait::Futex {
-                "futex"
-            } else {
-                "spin"
-            },
-        ])
-        .stdout(Stdio::piped())
-        .spawn()
-        .map_err(|e| Error::io(&path, "spawn reader", e))?;
+    let reader = ReaderProc::spawn(&path, total, wait)?;
+    let stopped = |when: String| {
+        interrupted(
+            "bench handoff",
+            format!(
+                "interrupted by SIGINT or SIGTERM {when}; reader process {} killed, {} removed",
+                reader.pid(),
+                path.display()
+            ),
+        )
+    };
     // The reader announces itself on stdout once attached.
-    let mut lines = BufReader::new(child.stdout.take().expect("piped stdout")).lines();
-    match lines.next() {
-        Some(Ok(l)) if l == "ready" => {}
+    match reader.next_line(stop, Duration::from_secs(30)) {
+        Line::Got(l) if l == "ready" => {}
+        Line::Interrupted => return Err(stopped("before the run started".into())),
         other => {
-            let _ = child.kill();
-            let _ = child.wait();
             return Err(Error::InvalidArgument {
                 path: path.clone(),
                 what: format!("reader process did not start: {other:?}"),
@@ -439,30 +728,43 @@ fn handoff(
     pin_to(0);
     let pacer = Pacer::new(rate as f64);
     let start_ns = mono_ns();
-    for i in 0..total {
+    let mut published = 0;
+    'publish: while published < total {
+        // Relaxed: a plain flag set by the signal handler.
+        if stop.load(Ordering::Relaxed) {
+            break;
+        }
         // The producer spins to each record's scheduled time and stamps the record with that
         // time, not with the time it got there: a producer stall then shows in the latency
         // of every record behind it (no coordinated omission).
-        let due = pacer.due_ns(start_ns, i);
+        let due = pacer.due_ns(start_ns, published);
         while mono_ns() < due {
+            if stop.load(Ordering::Relaxed) {
+                break 'publish;
+            }
             std::hint::spin_loop();
         }
         let mut r: Stamp = [0; 8];
-        r[0] = i + 1;
+        r[0] = published + 1;
         r[1] = due;
         prod.push(&r);
+        published += 1;
     }
-    let result = lines.next();
-    let _ = child.wait();
-    let line = match result {
-        Some(Ok(l)) => l,
+    if published < total {
+        return Err(stopped(format!("after {published} of {total} records")));
+    }
+    // The reader stops 30 s after the last record it got at the latest.
+    let line = match reader.next_line(stop, Duration::from_secs(40)) {
+        Line::Got(l) => l,
+        Line::Interrupted => return Err(stopped("while the reader finished".into())),
         other => {
             return Err(Error::InvalidArgument {
-                path,
+                path: path.clone(),
                 what: format!("reader process failed: {other:?}"),
             });
         }
     };
+    drop(reader);
     let v: serde_json::Value = serde_json::from_str(&line).map_err(|e| Error::InvalidArgument {
         path: path.clone(),
         what: format!("reader output {line:?}: {e}"),
@@ -531,13 +833,34 @@ fn handoff_reader(path: &Path, count: u64, wait: ReaderWait, out: &mut dyn Write
         .map_err(|e| Error::io(path, "write output", e))?;
     let mut lat = Latency::new();
     let mut received = 0u64;
-    // Every record's sequence (1..=count) is checked: loss, duplicates, reorders and gaps.
-    let mut seqs = SeqTracker::new(count);
-    // Bounded: the producer publishes `count` records within its run; stop at the last one
-    // and give up 30 s after the last record arrived.
+    // Every record's sequence (1..=count) is checked: loss, duplicates, reorders and gaps
+    // (exactly, in a window of the newest sequences: memory is bounded however long the run).
+    let mut seqs = handoff_tracker(count);
+    // The parent is watched (PR_SET_PDEATHSIG, set when it spawned this process, kills the
+    // reader with it; this covers a reader started some other way): when it is gone,
+    // nothing more will come.
+    // SAFETY: getppid has no preconditions.
+    let parent = unsafe { libc::getppid() };
+    // Bounded: the producer publishes `count` records within its run; stop at the last one,
+    // give up 30 s after the last record arrived, or when the parent exits.
     let mut last = Instant::now();
+    let mut next_check = last;
     let mut futex = crate::wait::FutexWait::default();
-    while received < count && last.elapsed() < Duration::from_secs(30) {
+    while received < count {
+        let now = Instant::now();
+        if now.duration_since(last) >= Duration::from_secs(30) {
+            break;
+        }
+        if now >= next_check {
+            // SAFETY: as above.
+            if unsafe { libc::getppid() } != parent {
+                return Err(Error::InvalidArgument {
+                    path: path.to_path_buf(),
+                    what: format!("the benchmark process (pid {parent}) exited; reader stopped"),
+                });
+            }
+            next_check = now + Duration::from_millis(100);
+        }
         let r = match wait {
             ReaderWait::Spin => cons.try_recv(),
             ReaderWait::Futex => cons.recv_timeout(&mut futex, Duration::from_millis(100)),
@@ -558,6 +881,11 @@ fn handoff_reader(path: &Path, count: u64, wait: ReaderWait, out: &mut dyn Write
         out,
         &handoff_reader_json(&lat, received, cons.lapped_count(), &seqs.finish(count)),
     )
+}
+
+/// The hand-off reader's sequence tracker for `count` records: [`HANDOFF_WINDOW`] bits.
+fn handoff_tracker(count: u64) -> SeqTracker {
+    SeqTracker::windowed(count, HANDOFF_WINDOW)
 }
 
 /// The reader's result line: what arrived, the sequence check, the latency summary and curve.
@@ -607,13 +935,142 @@ mod tests {
         }
     }
 
+    fn complete(rows: Vec<RunRow>) -> Measured {
+        Measured {
+            rows,
+            ..Measured::default()
+        }
+    }
+
+    fn check(rows: Vec<RunRow>) -> Result<()> {
+        verdict("bench stress", &complete(rows))
+    }
+
     #[test]
     fn any_error_row_fails_the_run() {
-        assert!(verdict(&[row(&[1, 2, 3], 3), row(&[1, 2], 2)]).is_ok());
-        let e = verdict(&[row(&[1, 2, 3], 3), row(&[2, 1], 2)]).unwrap_err();
+        assert!(check(vec![row(&[1, 2, 3], 3), row(&[1, 2], 2)]).is_ok());
+        let e = check(vec![row(&[1, 2, 3], 3), row(&[2, 1], 2)]).unwrap_err();
         assert!(e.to_string().contains("1 of 2 runs"), "{e}");
-        assert!(verdict(&[row(&[1, 1], 1)]).is_err());
-        assert!(verdict(&[row(&[1], 2)]).is_err());
+        assert!(check(vec![row(&[1, 1], 1)]).is_err());
+        assert!(check(vec![row(&[1], 2)]).is_err());
+    }
+
+    /// Three runs; the signal comes during run number `signal_in` (from 0), or never.
+    fn measure_fake(signal_in: Option<usize>, fails: bool) -> Result<Measured> {
+        let stop = AtomicBool::new(false);
+        let runs = [
+            (Transport::Tcp, 1_000, false),
+            (Transport::Tcp, 2_000, false),
+            (Transport::Unicast, 3_000, true),
+        ];
+        let mut n = 0;
+        measure_until(&runs, &stop, |_, rate, _| {
+            if Some(n) == signal_in {
+                stop.store(true, Ordering::Relaxed);
+            }
+            n += 1;
+            if fails && stop.load(Ordering::Relaxed) {
+                return Err("the mirror never started".into());
+            }
+            let mut r = row(&[1, 2], 2);
+            r.rate = rate;
+            Ok(r)
+        })
+    }
+
+    #[test]
+    fn a_signal_during_a_run_marks_it_and_fails_the_bench() {
+        let m = measure_fake(None, false).unwrap();
+        assert!(!m.interrupted && m.rows.len() == 3 && m.not_run.is_empty());
+        assert!(verdict("bench stress", &m).is_ok());
+
+        let m = measure_fake(Some(0), false).unwrap();
+        assert!(m.interrupted && m.cut_short, "{m:?}");
+        assert_eq!((m.rows.len(), m.complete().len()), (1, 0));
+        assert_eq!(m.not_run.len(), 2);
+        let e = verdict("bench stress", &m).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("1000 msg/s cut short")
+                && text.contains("2 not run (tcp default 2000 msg/s, unicast spin 3000 msg/s)"),
+            "{text}"
+        );
+        assert!(
+            matches!(&e, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::Interrupted)
+        );
+        // The table and JSON say so; the cut-short run is not counted as a failure.
+        let mut out = Vec::new();
+        report_rows("stress", &m, false, &mut out).unwrap();
+        let table = String::from_utf8(out).unwrap();
+        assert!(
+            table.contains("| INTERRUPTED: cut short by a signal |"),
+            "{table}"
+        );
+        assert!(!table.contains("| ok |"), "{table}");
+        assert!(table.contains("2 not run"), "{table}");
+        let mut out = Vec::new();
+        report_rows("stress", &m, true, &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["interrupted"], true);
+        assert_eq!(v["failures"], 0);
+        assert_eq!(v["rows"][0]["status"], "interrupted");
+        assert_eq!(v["not_run"][1]["config"], "spin");
+        assert_eq!(v["not_run"][1]["rate"], 3000);
+
+        // A run that completed before the signal stays ok; the one it hit does not.
+        let m = measure_fake(Some(1), false).unwrap();
+        assert_eq!((m.complete().len(), m.cut_short_row()), (1, Some(1)));
+        // A run the signal kept from starting is not a row, and not an error of its own.
+        let m = measure_fake(Some(1), true).unwrap();
+        assert!(m.interrupted && !m.cut_short, "{m:?}");
+        assert_eq!((m.rows.len(), m.not_run.len()), (1, 2));
+        assert!(verdict("bench stress", &m).is_err());
+    }
+
+    #[test]
+    fn the_plot_path_is_checked_before_measuring_and_left_as_it_was() {
+        let dir = PathBuf::from(format!("/tmp/fixb-plot-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let new = dir.join("x.svg");
+        check_plot_path(&new).unwrap();
+        assert!(!new.exists(), "the check left a file behind");
+        std::fs::write(&new, "old").unwrap();
+        check_plot_path(&new).unwrap();
+        assert_eq!(std::fs::read_to_string(&new).unwrap(), "old");
+        for bad in [dir.join("missing/x.svg"), dir.clone()] {
+            let e = check_plot_path(&bad).unwrap_err().to_string();
+            assert!(
+                e.contains(&*bad.to_string_lossy()) && e.contains("create plot"),
+                "{e}"
+            );
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn handoff_tracker_memory_is_bounded_at_the_largest_run() {
+        // --rate 50000000 --seconds 3600: one bit per record would be 22.5 GB.
+        let t = handoff_tracker(50_000_000 * 3600);
+        assert!(t.memory_bytes() <= 1 << 20, "{}", t.memory_bytes());
+        // Exact for anything the ring can hand the reader.
+        const { assert!(HANDOFF_WINDOW >= HANDOFF_SLOTS) };
+        let mut t = handoff_tracker(3 * HANDOFF_WINDOW);
+        for s in 1..=2 * HANDOFF_WINDOW {
+            t.record(s);
+        }
+        assert_eq!(
+            t.record(2 * HANDOFF_WINDOW - HANDOFF_SLOTS),
+            crate::bench::Arrival::Duplicate
+        );
+        assert!(t.finish(2 * HANDOFF_WINDOW).missing == 0);
+    }
+
+    #[test]
+    fn floor_names_its_cores() {
+        assert_eq!(cores_text(Some((0, 1))), "cores 0 and 1");
+        assert_eq!(cores_text(Some((2, 5))), "cores 2 and 5");
+        assert!(cores_text(None).starts_with("not pinned"));
     }
 
     #[test]
@@ -652,10 +1109,13 @@ mod tests {
     #[test]
     fn json_report_counts_failures() {
         let mut out = Vec::new();
-        report_rows("stress", &[row(&[1], 1), row(&[2], 2)], true, &mut out).unwrap();
+        let m = complete(vec![row(&[1], 1), row(&[2], 2)]);
+        report_rows("stress", &m, true, &mut out).unwrap();
         let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
         assert_eq!(v["failures"], 1);
         assert_eq!(v["rows"].as_array().map(Vec::len), Some(2));
         assert_eq!(v["rows"][1]["gaps"], 1);
+        assert_eq!(v["interrupted"], false);
+        assert_eq!(v["not_run"].as_array().map(Vec::len), Some(0));
     }
 }
