@@ -56,24 +56,48 @@ pub struct MulticastOut {
     pub iface: Option<Ipv4Addr>,
 }
 
-/// The source's UDP socket: bound to `0.0.0.0:udp_port` (0 = ephemeral), non-blocking; with
-/// multicast it sets TTL, loop-back on (mirrors on the same host) and the interface.
+/// The source's UDP socket bound to `0.0.0.0:udp_port` ([`source_udp_on`]).
 pub fn source_udp(udp_port: u16, mcast: Option<MulticastOut>) -> io::Result<UdpSocket> {
+    source_udp_on(Ipv4Addr::UNSPECIFIED, udp_port, mcast)
+}
+
+/// The source's UDP socket: bound to `ip:udp_port` (port 0 = ephemeral; `ip` is `serve
+/// --bind`'s address, or `0.0.0.0`), non-blocking; with multicast it sets TTL, loop-back on
+/// (mirrors on the same host) and the interface. An error names the step and the address
+/// it failed on (`bind 10.9.9.9:0: …`, `multicast interface 10.9.9.9: …`), with a hint when
+/// the address is not one of this host's.
+pub fn source_udp_on(
+    ip: Ipv4Addr,
+    udp_port: u16,
+    mcast: Option<MulticastOut>,
+) -> io::Result<UdpSocket> {
     let s = udp_socket()?;
-    s.bind(&SockAddr::from(SocketAddrV4::new(
-        Ipv4Addr::UNSPECIFIED,
-        udp_port,
-    )))?;
+    let addr = SocketAddrV4::new(ip, udp_port);
+    s.bind(&SockAddr::from(addr))
+        .map_err(|e| with_address(e, format!("bind {addr}")))?;
     if let Some(m) = mcast {
-        s.set_multicast_ttl_v4(u32::from(m.ttl))?;
+        s.set_multicast_ttl_v4(u32::from(m.ttl))
+            .map_err(|e| with_address(e, format!("multicast TTL {}", m.ttl)))?;
         s.set_multicast_loop_v4(true)?;
         if let Some(i) = m.iface {
-            s.set_multicast_if_v4(&i)?;
+            s.set_multicast_if_v4(&i)
+                .map_err(|e| with_address(e, format!("multicast interface {i}")))?;
         }
     }
     let _ = s.set_send_buffer_size(4 << 20);
     s.set_nonblocking(true)?;
     Ok(s.into())
+}
+
+/// `e` prefixed with `what` (an operation and its address), keeping its kind; an address
+/// that is not this host's (EADDRNOTAVAIL) says so.
+fn with_address(e: io::Error, what: String) -> io::Error {
+    let hint = if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) {
+        " (not an address of this host?)"
+    } else {
+        ""
+    };
+    io::Error::new(e.kind(), format!("{what}: {e}{hint}"))
 }
 
 /// A connected TCP stream with TCP_NODELAY and the source's write timeout.
@@ -117,6 +141,32 @@ mod tests {
         let mut buf = [0u8; 16];
         let (n, _) = mir.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"punch");
+    }
+
+    #[test]
+    fn the_socket_binds_the_address_given() {
+        let s = source_udp_on(Ipv4Addr::LOCALHOST, 0, None).unwrap();
+        assert_eq!(s.local_addr().unwrap().ip(), Ipv4Addr::LOCALHOST);
+        let s = source_udp(0, None).unwrap();
+        assert_eq!(s.local_addr().unwrap().ip(), Ipv4Addr::UNSPECIFIED);
+    }
+
+    /// 198.51.100.0/24 (TEST-NET-2) is documentation space, no host's address: both the bind
+    /// and the multicast interface errors name it.
+    #[test]
+    fn errors_name_the_address() {
+        let foreign = Ipv4Addr::new(198, 51, 100, 199);
+        let e = source_udp_on(foreign, 0, None).unwrap_err();
+        assert!(e.to_string().contains("bind 198.51.100.199:0"), "{e}");
+        let mc = MulticastOut {
+            ttl: 1,
+            iface: Some(foreign),
+        };
+        let e = source_udp_on(Ipv4Addr::UNSPECIFIED, 0, Some(mc)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrNotAvailable, "{e}");
+        let m = e.to_string();
+        assert!(m.contains("multicast interface 198.51.100.199"), "{m}");
+        assert!(m.contains("not an address of this host"), "{m}");
     }
 
     #[test]

@@ -19,15 +19,20 @@ use super::{ReplicaError, signal};
 #[derive(Args, Debug, Clone)]
 #[command(group(ArgGroup::new("udp_delivery").args(["multicast", "udp"]).multiple(true)))]
 pub struct ServeArgs {
-    /// The source ring file (must exist; fixed-record rings).
+    /// The source ring file (must exist): a fixed-record ring or a blob ring (records with
+    /// their blobs; mirrors recreate the arena). Mapped read-write to sleep on its futex when
+    /// idle; without write access it is mapped read-only and polled (logged once).
     pub path: PathBuf,
-    /// TCP listen address, e.g. 0.0.0.0:7400.
+    /// TCP listen address, e.g. 0.0.0.0:7400. IPv4 (mirrors connect over IPv4 only), or
+    /// [::]:PORT, which accepts IPv4 mirrors too. With --udp or --multicast, the UDP socket
+    /// binds this address's IP as well (its port is --udp's, or any free one).
     #[arg(long, value_name = "ADDR")]
     pub bind: SocketAddr,
     /// Send live data to this IPv4 multicast group, e.g. 239.1.1.1:7401 (one port per stream).
     #[arg(long, value_name = "GROUP:PORT", value_parser = parse_group)]
     pub multicast: Option<SocketAddrV4>,
-    /// Multicast sending interface address (only with --multicast).
+    /// Multicast sending interface address (only with --multicast; default: the --bind
+    /// address when it names one, else the kernel's choice).
     #[arg(long, value_name = "ADDR", requires = "multicast")]
     pub iface: Option<Ipv4Addr>,
     /// UDP datagram budget in bytes, frame header included (24..=65536; only with
@@ -106,16 +111,19 @@ fn parse_source(s: &str) -> Result<SocketAddr, String> {
     let addrs = s
         .to_socket_addrs()
         .map_err(|e| format!("'{s}' is not HOST:PORT: {e}"))?;
-    addrs
-        .into_iter()
-        .find(SocketAddr::is_ipv4)
-        .ok_or_else(|| format!("'{s}' has no IPv4 address"))
+    addrs.into_iter().find(SocketAddr::is_ipv4).ok_or_else(|| {
+        format!(
+            "'{s}' has no IPv4 address: mirrors connect to IPv4 sources only (the \
+                 replication protocol carries IPv4 addresses)"
+        )
+    })
 }
 
 /// `ringwire mirror`: keep a local copy of a remote ring.
 #[derive(Args, Debug, Clone)]
 pub struct MirrorArgs {
-    /// The source's TCP address (HOST:PORT).
+    /// The source's TCP address, HOST:PORT: IPv4 only (the replication protocol carries
+    /// IPv4 addresses), a host name resolves to its IPv4 address.
     #[arg(value_parser = parse_source)]
     pub source: SocketAddr,
     /// The local mirror ring file (created, or adopted with --from resume).
@@ -127,7 +135,8 @@ pub struct MirrorArgs {
     /// Ask for UDP unicast delivery even if the source has multicast.
     #[arg(long)]
     pub unicast: bool,
-    /// Multicast join interface address.
+    /// Multicast join interface address. Used only when the source delivers by multicast
+    /// (with --unicast, only if the source has no unicast); otherwise ignored with a warning.
     #[arg(long, value_name = "ADDR", default_value_t = Ipv4Addr::UNSPECIFIED)]
     pub iface: Ipv4Addr,
     /// When idle, poll the sockets (yielding the core between checks) for up to 2 ms
@@ -156,7 +165,8 @@ pub struct MirrorArgs {
     /// Microseconds a hole in the UDP stream waits for late (reordered) datagrams before the
     /// first NAK (0..=1000000; 0 asks at once). On a path that reorders, set it a little
     /// above the path's reordering spread: the records then come once, by UDP, instead of
-    /// also being retransmitted over TCP; a real loss is repaired this much later.
+    /// also being retransmitted over TCP; a real loss is repaired this much later. UDP
+    /// delivery only: ignored, with a warning, if the source serves over TCP only.
     #[arg(long, value_name = "N", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub nak_delay_us: u64,
@@ -277,7 +287,7 @@ impl MirrorArgs {
         exit(super::mirror::run(&self.options(), stop).map(|s| {
             let c = s.counters;
             eprintln!(
-                "mirror: done: {} connections, last seq {}, {} records written, {} frames, {} datagrams, {} naks, {} retransmitted, {} gaps ({} records), {} restarts, {} dropped",
+                "mirror: done: {} connections, last seq written {} (the mirror ring's write_seq, 0 = none), {} records written, {} frames, {} datagrams, {} naks, {} retransmitted, {} gaps ({} records), {} restarts, {} dropped",
                 s.connections,
                 s.last_seq,
                 c.records_written,
@@ -401,6 +411,54 @@ mod tests {
             Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, 7400)))
         );
         assert!(parse_source("nowhere").is_err());
-        assert!(parse_source("[::1]:7400").is_err());
+        let e = parse_source("[::1]:7400").unwrap_err();
+        assert!(e.contains("IPv4 sources only"), "{e}");
+    }
+
+    fn help(sub: &str, arg: &str) -> String {
+        let cli = crate::cli::Cli::command();
+        let sub = cli.find_subcommand(sub).expect(sub);
+        let a = sub.get_arguments().find(|a| a.get_id() == arg).expect(arg);
+        let mut h = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+        h.push_str(&a.get_long_help().map(|h| h.to_string()).unwrap_or_default());
+        h
+    }
+
+    /// Blob rings are served and mirrored: the help does not restrict serve to fixed-record
+    /// rings.
+    #[test]
+    fn serve_help_accepts_blob_rings() {
+        let h = help("serve", "path");
+        assert!(h.contains("blob ring"), "{h}");
+        assert!(!h.contains("fixed-record rings)"), "{h}");
+    }
+
+    /// Mirrors take IPv4 sources only, and say so; serve's --bind says which addresses work.
+    #[test]
+    fn ipv4_only_is_documented() {
+        let h = help("mirror", "source");
+        assert!(h.contains("IPv4 only"), "{h}");
+        let h = help("serve", "bind");
+        assert!(h.contains("IPv4"), "{h}");
+    }
+
+    /// The options a source's transport may leave unused are still accepted (whether they
+    /// are used is known at the handshake, where a warning names them), and say so.
+    #[test]
+    fn transport_dependent_mirror_flags_say_when_they_apply() {
+        let m = crate::cli::Cli::try_parse_from([
+            "ringwire",
+            "mirror",
+            "127.0.0.1:7400",
+            "/dev/shm/y",
+            "--unicast",
+            "--iface",
+            "127.0.0.1",
+            "--nak-delay-us",
+            "100",
+        ]);
+        assert!(m.is_ok(), "{m:?}");
+        assert!(help("mirror", "iface").contains("warning"));
+        assert!(help("mirror", "nak_delay_us").contains("warning"));
     }
 }

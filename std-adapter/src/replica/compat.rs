@@ -32,14 +32,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use ringwire_core::Expect;
 use ringwire_core::replicate::Start;
 use ringwire_core::wire::GeometryRepr;
 
 use super::ReplicaError;
 use super::mirror::{self, MirrorOptions, MirrorProgress, MirrorSnapshot, MirrorSummary};
 use super::serve::{ServeOptions, Server};
-use crate::RingFile;
 
 /// Datagram budgets ringfire accepts: a frame header plus one word, up to 64 KiB.
 const MTU_RANGE: (usize, usize) = (24, 65_536);
@@ -219,7 +217,8 @@ impl ReplicaServer {
         addr: A,
     ) -> Result<Self, ReplicaError> {
         let ring_path = ring_path.as_ref();
-        RingFile::open(ring_path, Expect::RAW)?;
+        // A check only: read access is enough, as it is to serve (spec §1.1).
+        crate::ReadOnlyRing::open(ring_path)?;
         let listener = TcpListener::bind(addr).map_err(|e| ReplicaError::io("bind", e))?;
         let bind = listener
             .local_addr()

@@ -123,7 +123,9 @@ impl MirrorOptions {
 pub struct MirrorSummary {
     /// Connections that completed a TCP connect.
     pub connections: u64,
-    /// The last sequence written (0 if none).
+    /// The last sequence written into the mirror ring: its `write_seq` (0 if none), what
+    /// the "connection ended" and "done" log lines show. With `--from latest` nothing is
+    /// written until the source publishes after the handshake.
     pub last_seq: u64,
     /// Counters summed over connections.
     pub counters: MirrorCounters,
@@ -146,7 +148,10 @@ pub struct MirrorSnapshot {
     pub unicast: bool,
     /// The session byte of the source's UDP announcement (0 over TCP).
     pub session: u8,
-    /// The last sequence written (0 if none).
+    /// The stream's position: the sequence before the next one the mirror expects, so
+    /// the last one written once records flow (0 before any handshake). Right after a
+    /// handshake at `latest` it is the source's `write_seq` although nothing is written
+    /// yet (ringfire's `Mirror::sequence`); [`MirrorSummary::last_seq`] is the ring's.
     pub last_seq: u64,
     /// The highest sequence the source has announced on this connection.
     pub source_seq: Option<u64>,
@@ -322,6 +327,8 @@ pub fn run_observed(
     // connection is retried at once, many times a second), with the count of those not shown.
     let mut failed_log: Option<std::time::Instant> = None;
     let mut failed_quiet = 0u64;
+    // Options the source's transport made useless have been warned about.
+    let mut warned = false;
     // Relaxed: a plain flag.
     while !stop.load(Ordering::Relaxed) {
         match connect_tcp(opts.source, StdDuration::from_secs(2)) {
@@ -348,19 +355,21 @@ pub fn run_observed(
             Ok(stream) => {
                 sum.connections += 1;
                 let mut c = Conn::new(opts, src, stream, start, &sink, &mut bufs);
+                c.warned = warned;
                 if let Some(p) = progress {
                     c.observer = Some(Observer::new(p, sum.counters, &sink));
                 }
                 let end = c.run(&mut sink, stop);
+                warned = c.warned;
                 let k = c.m.counters();
                 add(&mut sum.counters, &k);
                 sum.foreign_datagrams += c.foreign;
-                sum.last_seq = c.m.next().saturating_sub(1);
+                sum.last_seq = last_written(&sink);
                 if let Some(p) = progress {
                     let mut s = p.lock();
                     s.counters = sum.counters;
                     if c.observer.as_ref().is_some_and(|o| o.shook) {
-                        s.last_seq = sum.last_seq;
+                        s.last_seq = c.m.next().saturating_sub(1);
                     }
                     p.publish(s);
                 }
@@ -375,7 +384,7 @@ pub fn run_observed(
                         }
                     };
                     eprintln!(
-                        "mirror: connection ended ({why}): last seq {}, frames {}, datagrams {}, naks {}, retransmitted {}, gaps {} ({} records)",
+                        "mirror: connection ended ({why}): last seq written {} (the mirror ring's write_seq, 0 = none), frames {}, datagrams {}, naks {}, retransmitted {}, gaps {} ({} records)",
                         sum.last_seq,
                         k.frames,
                         k.datagrams,
@@ -407,11 +416,42 @@ pub fn run_observed(
         start = Start::Resume;
         nap(opts.reconnect, stop);
     }
-    if let Some(v) = sink.view() {
-        // Relaxed: this process is the ring's only writer.
-        sum.last_seq = v.write_seq().load(ringwire_core::sync::Ordering::Relaxed);
-    }
+    sum.last_seq = last_written(&sink);
     Ok(sum)
+}
+
+/// The last sequence written into the mirror ring: its `write_seq` (0 if none, or no ring).
+fn last_written(sink: &FileSink) -> u64 {
+    // Relaxed: this process is the ring's only writer.
+    sink.view().map_or(0, |v| {
+        v.write_seq().load(ringwire_core::sync::Ordering::Relaxed)
+    })
+}
+
+/// The options the transport chosen at the handshake leaves unused (`iface` without
+/// multicast, `nak_delay` without UDP), as a warning.
+fn unused_options(opts: &MirrorOptions, udp: bool, unicast: bool) -> Option<String> {
+    let transport = match (udp, unicast) {
+        (false, _) => "TCP only",
+        (true, true) => "UDP unicast",
+        (true, false) => return None,
+    };
+    let mut unused = Vec::new();
+    if !opts.iface.is_unspecified() {
+        unused.push(format!("--iface {} (multicast only)", opts.iface));
+    }
+    if !udp && !opts.nak_delay.is_zero() {
+        unused.push(format!(
+            "--nak-delay-us {} (UDP delivery only)",
+            opts.nak_delay.as_micros()
+        ));
+    }
+    (!unused.is_empty()).then(|| {
+        format!(
+            "mirror: warning: the source serves this mirror over {transport}: {} ignored",
+            unused.join(" and ")
+        )
+    })
 }
 
 struct Buffers {
@@ -455,6 +495,8 @@ struct Conn<'a> {
     opened: std::time::Instant,
     /// When the source was last heard from: TCP bytes, or a datagram the machine accepted.
     heard: std::time::Instant,
+    /// [`unused_options`] has been checked (and logged) once in this run.
+    warned: bool,
 }
 
 /// Feeds a [`MirrorProgress`] from one connection.
@@ -520,6 +562,22 @@ impl<'a> Conn<'a> {
             observer: None,
             opened: std::time::Instant::now(),
             heard: std::time::Instant::now(),
+            warned: false,
+        }
+    }
+
+    /// Once per run, when live data first flows: warns about options the transport the
+    /// source chose leaves unused (known only now, from its GEOMETRY and MULTICAST).
+    fn warn_unused(&mut self) {
+        if self.warned || !self.m.is_live() {
+            return;
+        }
+        self.warned = true;
+        let unicast = self.announced.is_some_and(|(u, _)| u);
+        if self.opts.log
+            && let Some(w) = unused_options(self.opts, self.m.is_udp(), unicast)
+        {
+            eprintln!("{w}");
         }
     }
 
@@ -795,6 +853,7 @@ impl<'a> Conn<'a> {
                     self.anticipate.not_a_tick();
                 }
                 self.transmit()?;
+                self.warn_unused();
                 self.observe(sink, !(a || b));
                 if a || b {
                     if self.anticipate.found() && !ticked {
@@ -812,7 +871,7 @@ impl<'a> Conn<'a> {
                 return e;
             }
             if self.opts.log {
-                status.tick(&self.m, self.foreign);
+                status.tick(&self.m, sink, self.foreign);
             }
         }
         End::Stopped
@@ -833,17 +892,21 @@ impl Status {
         }
     }
 
-    fn tick(&mut self, m: &Mirror<'_>, foreign: u64) {
+    fn tick(&mut self, m: &Mirror<'_>, sink: &FileSink, foreign: u64) {
         let dt = self.at.elapsed();
         if dt < StdDuration::from_secs(1) {
             return;
         }
         let c = m.counters();
         let rate = (c.records_written - self.written) as f64 / dt.as_secs_f64();
-        let last = m.next().saturating_sub(1);
-        let lag = m.source_seq().map_or(0, |s| s.saturating_sub(last));
+        let written = last_written(sink);
+        // How far the stream is behind what the source has announced (0 right after a
+        // handshake at `latest`, although nothing is written yet).
+        let lag = m
+            .source_seq()
+            .map_or(0, |s| s.saturating_sub(m.next().saturating_sub(1)));
         eprintln!(
-            "mirror: {} rec/s, last seq {last}, lag {lag}, naks {}, gaps {}, retransmitted {}, dropped {}",
+            "mirror: {} rec/s, last seq written {written}, lag {lag}, naks {}, gaps {}, retransmitted {}, dropped {}",
             rate.round(),
             c.naks_sent,
             c.gaps,
@@ -919,4 +982,39 @@ fn open_udp(
     *udp = Some(s);
     *batch = Some(RecvBatch::new(RECV_BATCH, MAX_DATAGRAM));
     Ok(Some((m.is_unicast(), m.session)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(iface: Ipv4Addr, nak_delay_us: u64) -> MirrorOptions {
+        let mut o = MirrorOptions::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 1)), "/nowhere");
+        o.iface = iface;
+        o.nak_delay = StdDuration::from_micros(nak_delay_us);
+        o
+    }
+
+    /// An option the source's choice of transport leaves unused is named in one warning.
+    #[test]
+    fn options_the_transport_leaves_unused_are_named() {
+        let lo = Ipv4Addr::LOCALHOST;
+        let any = Ipv4Addr::UNSPECIFIED;
+        let tcp = unused_options(&opts(lo, 300), false, false).expect("warned");
+        assert!(tcp.contains("over TCP only"), "{tcp}");
+        assert!(tcp.contains("--iface 127.0.0.1"), "{tcp}");
+        assert!(tcp.contains("--nak-delay-us 300"), "{tcp}");
+        let tcp = unused_options(&opts(any, 300), false, false).expect("warned");
+        assert!(!tcp.contains("--iface"), "{tcp}");
+        let uni = unused_options(&opts(lo, 300), true, true).expect("warned");
+        assert!(uni.contains("unicast") && uni.contains("--iface"), "{uni}");
+        assert!(!uni.contains("--nak-delay-us"), "{uni}");
+        assert_eq!(unused_options(&opts(any, 300), true, true), None);
+        assert_eq!(
+            unused_options(&opts(lo, 300), true, false),
+            None,
+            "multicast"
+        );
+        assert_eq!(unused_options(&opts(any, 0), false, false), None);
+    }
 }

@@ -5,15 +5,20 @@
 //! Beyond the reference: a PUNCH is accepted only from the IP of its token's TCP peer, the
 //! number of sessions is bounded, and idle threads sleep on the ring's futex (or spin for a
 //! bounded, adaptive time with `--spin`) instead of sleep-polling.
+//!
+//! The ring is mapped read-write when this process may (sleeping on the futex means
+//! announcing the sleeper in the ring's header, a store); without write access (a 0644 ring
+//! of another user, a read-only file system) it is mapped read-only, as spec §1.1 says a
+//! network source maps it, and idle threads poll it with a short, growing sleep instead
+//! ([`PollWait`]), which is logged once.
 
 use std::io::{self, Read};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
 
-use ringwire_core::Expect;
 use ringwire_core::replicate::collect::max_frame_len;
 use ringwire_core::replicate::udp_sender::UdpCounters;
 use ringwire_core::replicate::{
@@ -21,6 +26,7 @@ use ringwire_core::replicate::{
     SourceSession, TokenRegistry, Transport, UdpConfig, UdpOffer, UdpSender,
 };
 use ringwire_core::wire::Kind;
+use ringwire_core::{AttachError, Expect, RingView};
 
 use super::ReplicaError;
 use super::anticipate::MAX_WINDOW;
@@ -28,9 +34,10 @@ use super::faults::Faults;
 use super::io::{
     RingWaiter, now, peer, peer_v4, poll, pollin, until, write_all_within, yield_to_receiver,
 };
-use crate::RingFile;
+use super::spin::SpinPolicy;
 use crate::net::mmsg::SendMany;
-use crate::net::sockets::{MulticastOut, TCP_WRITE_TIMEOUT, is_emsgsize, source_udp, tune_tcp};
+use crate::net::sockets::{MulticastOut, TCP_WRITE_TIMEOUT, is_emsgsize, source_udp_on, tune_tcp};
+use crate::{ReadOnlyRing, RingFile};
 
 /// Unicast mirrors one server can register.
 pub const MAX_UNICAST: usize = 64;
@@ -157,12 +164,243 @@ struct Totals {
 /// A bound server, ready to [`Server::run`].
 pub struct Server {
     opts: ServeOptions,
-    ring: RingFile,
+    ring: ServedRing,
     listener: TcpListener,
     udp: Option<UdpSocket>,
     cfg: SourceConfig,
     sender: Mutex<UdpSender<MAX_UNICAST>>,
     totals: Totals,
+}
+
+/// The served ring's mapping: read-write when the process may open the file so (its idle
+/// threads then sleep on the ring's futex), read-only otherwise.
+enum Mapping {
+    ReadWrite(RingFile),
+    ReadOnly(ReadOnlyRing),
+}
+
+/// The served ring, validated (spec §1.3), with the mapping that keeps its view valid.
+struct ServedRing {
+    mapping: Mapping,
+    /// Why the ring is mapped read-only (the error of the read-write open), if it is.
+    read_only: Option<io::Error>,
+}
+
+/// Whether an open error means "no write access" rather than "no ring": EACCES and EPERM
+/// (permission bits, an immutable file), EROFS (a read-only file system).
+fn no_write_access(e: &crate::Error) -> Option<&io::Error> {
+    match e {
+        crate::Error::Io {
+            op: "open", source, ..
+        } if matches!(
+            source.raw_os_error(),
+            Some(libc::EACCES | libc::EPERM | libc::EROFS)
+        ) =>
+        {
+            Some(source)
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: open the ring read-only even where the process could write it (root).
+    static FORCE_READ_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+impl ServedRing {
+    /// Opens `path` read-write, or read-only when write access is refused.
+    fn open(path: &Path) -> Result<ServedRing, crate::Error> {
+        #[cfg(test)]
+        if FORCE_READ_ONLY.with(|f| f.get()) {
+            return ServedRing::open_read_only(path, io::Error::other("forced by a test"));
+        }
+        match RingFile::open(path, Expect::RAW) {
+            Ok(ring) => Ok(ServedRing {
+                mapping: Mapping::ReadWrite(ring),
+                read_only: None,
+            }),
+            Err(e) => match no_write_access(&e) {
+                Some(why) => {
+                    ServedRing::open_read_only(path, io::Error::new(why.kind(), why.to_string()))
+                }
+                None => Err(e),
+            },
+        }
+    }
+
+    fn open_read_only(path: &Path, why: io::Error) -> Result<ServedRing, crate::Error> {
+        Ok(ServedRing {
+            mapping: Mapping::ReadOnly(ReadOnlyRing::open(path)?),
+            read_only: Some(why),
+        })
+    }
+
+    /// The view: a copy of it must not outlive this struct, which owns the mapping; no copy
+    /// leaves the server (whose threads are scoped to it). Through a read-only mapping only
+    /// loads are made: serving reads the ring, and the idle waiter polls instead of
+    /// announcing a futex sleeper.
+    fn view(&self) -> &RingView {
+        match &self.mapping {
+            Mapping::ReadWrite(r) => r.ring(),
+            Mapping::ReadOnly(r) => r.ring(),
+        }
+    }
+
+    /// (device, inode) of the mapped file.
+    fn id(&self) -> (u64, u64) {
+        match &self.mapping {
+            Mapping::ReadWrite(r) => r.inode(),
+            Mapping::ReadOnly(r) => r.inode(),
+        }
+    }
+
+    /// An idle waiter fit for the mapping: the futex needs stores, a read-only one polls.
+    fn waiter(&self, spin: bool, anticipate: bool) -> IdleWait {
+        if self.read_only.is_some() {
+            IdleWait::Poll(PollWait::new(spin))
+        } else {
+            IdleWait::Futex(RingWaiter::new(spin, anticipate))
+        }
+    }
+}
+
+/// First sleep of [`PollWait`] once the ring has nothing new.
+const POLL_MIN: StdDuration = StdDuration::from_micros(20);
+/// Longest sleep of [`PollWait`]: the most latency polling adds to a record that comes
+/// after a quiet spell.
+const POLL_MAX: StdDuration = StdDuration::from_micros(500);
+
+/// Idle waiting on a read-only mapping, where the futex protocol (which announces the
+/// sleeper in the ring's header) is not possible: with `--spin` the bounded, yielding poll
+/// of [`SpinPolicy`] first, then sleeps that double from [`POLL_MIN`] to [`POLL_MAX`] while
+/// nothing comes, back to the shortest once a record does.
+#[derive(Debug)]
+struct PollWait {
+    policy: SpinPolicy,
+    /// Sleeps in a row that found nothing.
+    misses: u32,
+}
+
+impl PollWait {
+    fn new(spin: bool) -> PollWait {
+        PollWait {
+            policy: SpinPolicy::new(spin),
+            misses: 0,
+        }
+    }
+
+    /// Returns once `write_seq >= cursor`, or after about `max`.
+    fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
+        // Acquire: pairs with the producer's release store of write_seq.
+        let ready = || {
+            view.write_seq()
+                .load(ringwire_core::sync::Ordering::Acquire)
+                >= cursor
+        };
+        if ready() || self.policy.poll(max, ready) {
+            self.misses = 0;
+            return;
+        }
+        let t0 = std::time::Instant::now();
+        loop {
+            let left = max.saturating_sub(t0.elapsed());
+            if left.is_zero() {
+                self.policy.parked(t0.elapsed(), false);
+                return;
+            }
+            let nap = POLL_MIN
+                .saturating_mul(1 << self.misses.min(8))
+                .min(POLL_MAX)
+                .min(left);
+            std::thread::sleep(nap);
+            if ready() {
+                self.misses = 0;
+                self.policy.parked(t0.elapsed(), true);
+                return;
+            }
+            self.misses = self.misses.saturating_add(1);
+        }
+    }
+}
+
+/// How a server thread waits for the ring when idle.
+enum IdleWait {
+    /// On the ring's futex (a read-write mapping).
+    Futex(RingWaiter),
+    /// By polling (a read-only mapping).
+    Poll(PollWait),
+}
+
+impl IdleWait {
+    fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
+        match self {
+            IdleWait::Futex(w) => w.wait(view, cursor, max),
+            IdleWait::Poll(w) => w.wait(view, cursor, max),
+        }
+    }
+
+    fn window_left(&self) -> Option<StdDuration> {
+        match self {
+            IdleWait::Futex(w) => w.window_left(),
+            IdleWait::Poll(_) => None,
+        }
+    }
+}
+
+/// Whether a failed [`Server::bind`] may succeed if retried at once: the ring is still being
+/// created (an empty or short file, magic not yet written, spec §1.2), or, when following a
+/// replaced ring (`following`), not yet at its path. Anything else (a missing path at the
+/// first start, a directory, a FIFO, another magic, a queue file, no permission) cannot go
+/// away by waiting.
+fn transient(e: &ReplicaError, following: bool) -> bool {
+    let ReplicaError::Ring(e) = e else {
+        return false;
+    };
+    match e {
+        crate::Error::Io {
+            op: "open", source, ..
+        } => following && source.kind() == io::ErrorKind::NotFound,
+        _ => matches!(
+            e.attach_error(),
+            Some(AttachError::TooShort { .. } | AttachError::BadMagic { found: 0 })
+        ),
+    }
+}
+
+/// The IPv4 address the UDP socket binds: `--bind`'s when it names one (an IPv4 address or
+/// an IPv4-mapped IPv6 one), else `0.0.0.0`. One exception keeps multicast sendable: a
+/// socket bound to a loopback address cannot send by a non-loopback `--iface` (the kernel
+/// refuses such a source address there), so that combination binds `0.0.0.0`.
+fn udp_bind_ip(bind: SocketAddr, iface: Option<Ipv4Addr>) -> Ipv4Addr {
+    let ip = match bind.ip() {
+        IpAddr::V4(a) => a,
+        IpAddr::V6(a) => a.to_ipv4_mapped().unwrap_or(Ipv4Addr::UNSPECIFIED),
+    };
+    match iface {
+        Some(i) if ip.is_loopback() && !i.is_loopback() => Ipv4Addr::UNSPECIFIED,
+        _ => ip,
+    }
+}
+
+/// Refuses a TCP address no mirror could use: the replication protocol carries IPv4
+/// addresses (unicast tokens and NAT punching, spec §19.2), so mirrors connect over IPv4
+/// only; an IPv6 address other than `[::]` (which accepts IPv4 connections too) or an
+/// IPv4-mapped one would refuse every mirror.
+fn check_bind(option: &'static str, a: SocketAddr) -> Result<(), ReplicaError> {
+    match a.ip() {
+        IpAddr::V6(v6) if !v6.is_unspecified() && v6.to_ipv4_mapped().is_none() => {
+            Err(ReplicaError::arg(
+                option,
+                a,
+                "mirrors connect over IPv4 only (the replication protocol carries IPv4 \
+                 addresses); bind an IPv4 address, or [::] to accept IPv4 mirrors on a \
+                 dual-stack socket",
+            ))
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Bytes a session reads from its mirror per pass of its loop (HELLO and NAKs are small).
@@ -181,13 +419,17 @@ pub fn run_following(
     stop: &AtomicBool,
     mut on_replaced: impl FnMut(&Path),
 ) -> Result<ServeSummary, ReplicaError> {
+    let mut following = false;
     loop {
-        // The new ring may still be being created (magic last): retry briefly.
+        // The ring may still be being created (magic last), and after a replacement the
+        // new one may not be at the path yet: retry those briefly, fail at once otherwise.
         let mut tries = 0;
         let server = loop {
             match Server::bind(opts.clone()) {
                 Ok(s) => break s,
-                Err(ReplicaError::Ring(_)) if tries < 50 && !stop.load(Ordering::Relaxed) => {
+                Err(e)
+                    if transient(&e, following) && tries < 50 && !stop.load(Ordering::Relaxed) =>
+                {
                     tries += 1;
                     std::thread::sleep(StdDuration::from_millis(20));
                 }
@@ -195,7 +437,10 @@ pub fn run_following(
             }
         };
         match server.run(stop) {
-            Err(ReplicaError::SourceReplaced { path }) => on_replaced(&path),
+            Err(ReplicaError::SourceReplaced { path }) => {
+                following = true;
+                on_replaced(&path)
+            }
             r => return r,
         }
     }
@@ -240,22 +485,49 @@ impl Server {
                 "not an IPv4 multicast group",
             ));
         }
-        let ring = RingFile::open(&opts.path, Expect::RAW)?;
+        match &listener {
+            Some(l) => {
+                if let Ok(a) = l.local_addr() {
+                    check_bind("the listener", a)?;
+                }
+            }
+            None => check_bind("--bind", opts.bind)?,
+        }
+        let ring = ServedRing::open(&opts.path)?;
         let listener = match listener {
             Some(l) => l,
             None => TcpListener::bind(opts.bind)
                 .map_err(|e| ReplicaError::io(format!("bind {}", opts.bind), e))?,
         };
+        if opts.log
+            && let Some(why) = &ring.read_only
+        {
+            eprintln!(
+                "serve: {}: no write access ({why}): mapped read-only; idle threads poll the \
+                 ring (sleeps of at most {} µs) instead of sleeping on its futex",
+                opts.path.display(),
+                POLL_MAX.as_micros()
+            );
+        }
         listener
             .set_nonblocking(true)
             .map_err(|e| ReplicaError::io("listener", e))?;
+        let udp_ip = udp_bind_ip(opts.bind, opts.iface);
         let udp = if opts.multicast.is_some() || opts.udp.is_some() {
             let mc = opts.multicast.map(|_| MulticastOut {
                 ttl: opts.ttl,
-                iface: opts.iface,
+                // Multicast leaves by the interface of the address bound, unless told.
+                iface: opts.iface.or((!udp_ip.is_unspecified()).then_some(udp_ip)),
             });
-            let s = source_udp(opts.udp.unwrap_or(0), mc)
-                .map_err(|e| ReplicaError::io("UDP socket", e))?;
+            let what = match (opts.multicast, mc.and_then(|m| m.iface)) {
+                (Some(g), Some(i)) => {
+                    format!("UDP socket (multicast {g} from interface address {i})")
+                }
+                (Some(g), None) => format!("UDP socket (multicast {g})"),
+                (None, _) => "UDP socket".to_string(),
+            };
+            let s = source_udp_on(udp_ip, opts.udp.unwrap_or(0), mc)
+                .map_err(|e| ReplicaError::io(what, e))?;
             Some(s)
         } else {
             None
@@ -295,7 +567,7 @@ impl Server {
             session,
             ..SourceConfig::default()
         };
-        let w = RingSource(*ring.ring()) /* a temporary: `ring` outlives it */
+        let w = RingSource(*ring.view()) /* a temporary: `ring` outlives it */
             .write_seq();
         let sender = UdpSender::new(
             UdpConfig {
@@ -346,7 +618,7 @@ impl Server {
     /// Serves until `stop` is set (or, with `once`, until the one mirror disconnects).
     pub fn run(&self, stop: &AtomicBool) -> Result<ServeSummary, ReplicaError> {
         if self.opts.log {
-            let g = self.ring.ring().geometry();
+            let g = self.ring.view().geometry();
             eprintln!(
                 "serve: {} (capacity {}, {} B records) on tcp {}{}{} session {}",
                 self.opts.path.display(),
@@ -479,7 +751,7 @@ impl Server {
     /// Whether the path now names another ring file (a removed file is not a replacement:
     /// the frozen ring is still served until a new one appears).
     fn replaced(&self) -> bool {
-        matches!(crate::sys::path_id(&self.opts.path), Ok(Some(id)) if id != self.ring.inode())
+        matches!(crate::sys::path_id(&self.opts.path), Ok(Some(id)) if id != self.ring.id())
     }
 
     fn serve_one(&self, mut stream: TcpStream, addr: SocketAddr, stop: &AtomicBool) {
@@ -502,7 +774,7 @@ impl Server {
         if self.opts.log {
             eprintln!("serve: mirror {addr} connected");
         }
-        let src = RingSource(*self.ring.ring());
+        let src = RingSource(*self.ring.view());
         let mut s = SourceSession::new(self.cfg, p, now());
         let mut seen = SourceCounters::default();
         let end = self.session_loop(&mut s, &mut stream, &src, stop, &mut seen);
@@ -536,7 +808,7 @@ impl Server {
         // budget goes alone (spec §22) instead of becoming a GAP. Zeroed pages of a large
         // buffer stay untouched until such a record comes.
         let mut buf = vec![0u8; max_frame_len(&src.geometry(), self.cfg.tcp_budget)];
-        let mut waiter = RingWaiter::new(self.opts.spin, self.opts.anticipate);
+        let mut waiter = self.ring.waiter(self.opts.spin, self.opts.anticipate);
         let mut live = false;
         // The mirror has shut down its write side (read returned 0).
         let mut eof = false;
@@ -617,7 +889,7 @@ impl Server {
             if tcp_live {
                 // Sleep on the ring; check the socket (EOF) at least every few ms.
                 let max = until(t, s.poll_timeout(), StdDuration::from_millis(5));
-                waiter.wait(self.ring.ring(), s.cursor(), max);
+                waiter.wait(self.ring.view(), s.cursor(), max);
             } else {
                 // Awaiting HELLO, or a UDP-mode session that only answers NAKs.
                 let max = until(t, s.poll_timeout(), StdDuration::from_millis(50));
@@ -642,14 +914,14 @@ impl Server {
     }
 
     fn udp_loop(&self, sock: &UdpSocket, halt: &AtomicBool) {
-        let src = RingSource(*self.ring.ring());
+        let src = RingSource(*self.ring.view());
         let mut buf = vec![0u8; 65_536];
         let mut rbuf = [0u8; 64];
         let mut dests: Vec<SocketAddrV4> = Vec::with_capacity(MAX_UNICAST + 1);
         let mut out = SendMany::with_capacity(MAX_UNICAST + 1);
         let mut faults = Faults::new(self.opts.drop_every, self.opts.swap_every);
         let mut errs = SendErrors::new(&self.totals.udp_send_errors, self.opts.log);
-        let mut waiter = RingWaiter::new(self.opts.spin, self.opts.anticipate);
+        let mut waiter = self.ring.waiter(self.opts.spin, self.opts.anticipate);
         // Relaxed: a plain flag.
         while !halt.load(Ordering::Relaxed) {
             // PUNCH intake, bounded per iteration.
@@ -703,7 +975,7 @@ impl Server {
                     // record, if it comes, makes it unnecessary and is not sent behind it.
                     max = max.max(left.min(MAX_WINDOW));
                 }
-                waiter.wait(self.ring.ring(), cursor, max);
+                waiter.wait(self.ring.view(), cursor, max);
             }
         }
     }
@@ -857,6 +1129,253 @@ mod tests {
                 assert_eq!(r.recv_from(&mut buf).unwrap().0, 32, "copy {copy}");
             }
         }
+    }
+
+    /// A scratch path under /dev/shm, removed when dropped.
+    struct Scratch(PathBuf);
+
+    impl Scratch {
+        fn new(name: &str) -> Scratch {
+            let p = PathBuf::from(format!("/dev/shm/fixs-serve-{}-{name}", std::process::id()));
+            let _ = std::fs::remove_file(&p);
+            Scratch(p)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+            let _ = std::fs::remove_dir(&self.0);
+        }
+    }
+
+    fn source_ring(path: &Path, capacity: u64) -> RingFile {
+        let geo = ringwire_core::Geometry::spmc(capacity, 16, 8, 0, false).unwrap();
+        RingFile::create(path, &geo, &crate::CreateOptions::default()).unwrap()
+    }
+
+    fn publish(ring: &RingFile, seqs: std::ops::RangeInclusive<u64>) {
+        for seq in seqs {
+            ring.ring().write_slot(seq, &seq.to_le_bytes());
+            if ring.ring().publish(seq) {
+                ring.wake_all();
+            }
+        }
+    }
+
+    fn quiet(path: &Path) -> ServeOptions {
+        let mut o = ServeOptions::new(path, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+        o.log = false;
+        o
+    }
+
+    /// A ring that is mapped read-only (as when serve has no write access) is served over
+    /// TCP and unicast UDP: records present at the start, and records published later,
+    /// which idle threads find by polling (the futex would need a store).
+    #[test]
+    fn a_read_only_ring_is_served_by_polling() {
+        use super::super::mirror::{MirrorOptions, MirrorProgress, run_observed};
+        for unicast in [false, true] {
+            let src = Scratch::new(&format!("ro-src-{unicast}"));
+            let mir = Scratch::new(&format!("ro-mir-{unicast}"));
+            let ring = source_ring(&src.0, 1024);
+            publish(&ring, 1..=100);
+            let mut so = quiet(&src.0);
+            so.udp = unicast.then_some(0);
+            FORCE_READ_ONLY.with(|f| f.set(true));
+            let server = Server::bind(so);
+            FORCE_READ_ONLY.with(|f| f.set(false));
+            let server = server.unwrap();
+            assert!(server.ring.read_only.is_some());
+            assert!(matches!(server.ring.mapping, Mapping::ReadOnly(_)));
+            let stop = AtomicBool::new(false);
+            let mstop = AtomicBool::new(false);
+            let progress = MirrorProgress::new();
+            let mut mo = MirrorOptions::new(server.local_addr(), &mir.0);
+            mo.start = ringwire_core::replicate::Start::Oldest;
+            mo.unicast = unicast;
+            mo.log = false;
+            let reached = |n: u64| {
+                let t0 = std::time::Instant::now();
+                let mut seen = progress.snapshot();
+                while seen.last_seq < n && t0.elapsed() < StdDuration::from_secs(20) {
+                    seen = progress.wait_changed(&seen, StdDuration::from_millis(100));
+                }
+                seen
+            };
+            let (got, sum) = std::thread::scope(|sc| {
+                let srv = sc.spawn(|| server.run(&stop));
+                let m = sc.spawn(|| run_observed(&mo, &mstop, Some(&progress)));
+                let first = reached(100);
+                // Live records, with pauses long enough for the server threads to idle.
+                for k in 0..10 {
+                    std::thread::sleep(StdDuration::from_millis(20));
+                    publish(&ring, 101 + k * 20..=120 + k * 20);
+                }
+                let last = reached(300);
+                mstop.store(true, Ordering::Relaxed);
+                let sum = m.join().unwrap().unwrap();
+                stop.store(true, Ordering::Relaxed);
+                srv.join().unwrap().unwrap();
+                ((first.last_seq, last.last_seq, last.udp), sum)
+            });
+            assert_eq!(got, (100, 300, unicast), "unicast {unicast}");
+            assert_eq!(sum.last_seq, 300);
+            assert_eq!(sum.counters.gaps, 0);
+        }
+    }
+
+    #[test]
+    fn polling_waits_at_most_max_and_returns_when_ready() {
+        let p = Scratch::new("poll");
+        let ring = source_ring(&p.0, 16);
+        let mut w = PollWait::new(false);
+        let t0 = std::time::Instant::now();
+        w.wait(ring.ring(), 1, StdDuration::from_millis(20));
+        let dt = t0.elapsed();
+        assert!(dt >= StdDuration::from_millis(19), "{dt:?}");
+        assert!(dt < StdDuration::from_millis(500), "{dt:?}");
+        assert!(w.misses > 0);
+        publish(&ring, 1..=1);
+        let t0 = std::time::Instant::now();
+        w.wait(ring.ring(), 1, StdDuration::from_secs(5));
+        assert!(t0.elapsed() < StdDuration::from_millis(100));
+        assert_eq!(w.misses, 0);
+    }
+
+    /// Errors that waiting cannot cure fail at once; only an unfinished creation (and, after
+    /// a replacement, a missing path) is retried.
+    #[test]
+    fn only_transient_open_errors_are_retried() {
+        let missing = Scratch::new("missing");
+        let dir = Scratch::new("dir");
+        std::fs::create_dir(&dir.0).unwrap();
+        let fifo = Scratch::new("fifo");
+        let c = std::ffi::CString::new(fifo.0.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let magic = Scratch::new("magic");
+        std::fs::write(&magic.0, [0xA5u8; 4096]).unwrap();
+        let queue = Scratch::new("queue");
+        let q = crate::queue::MpmcQueue::<u64>::create(&queue.0, 64).unwrap();
+        let stop = AtomicBool::new(false);
+        for p in [&missing, &dir, &fifo, &magic, &queue] {
+            let t0 = std::time::Instant::now();
+            let r = run_following(&quiet(&p.0), &stop, |_| {});
+            let dt = t0.elapsed();
+            let e = r
+                .err()
+                .unwrap_or_else(|| panic!("{}: served", p.0.display()));
+            assert!(
+                dt < StdDuration::from_millis(300),
+                "{}: failed after {dt:?}: {e}",
+                p.0.display()
+            );
+            assert!(!transient(&e, false), "{e}");
+        }
+        drop(q);
+        // After a replacement, a path not there yet may be the new ring on its way.
+        let e = Server::bind(quiet(&missing.0)).err().unwrap();
+        assert!(transient(&e, true), "{e}");
+        // An empty file becoming a ring (the creation protocol sizes it, magic last) is
+        // waited for.
+        let growing = Scratch::new("growing");
+        std::fs::write(&growing.0, b"").unwrap();
+        let e = Server::bind(quiet(&growing.0)).err().unwrap();
+        assert!(transient(&e, false), "{e}");
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(StdDuration::from_millis(200));
+                let ring = source_ring(&growing.0, 16);
+                std::thread::sleep(StdDuration::from_millis(300));
+                stop.store(true, Ordering::Relaxed);
+                drop(ring);
+            });
+            run_following(&quiet(&growing.0), &stop, |_| {}).unwrap();
+        });
+    }
+
+    /// The multicast interface error names the interface address and the group.
+    #[test]
+    fn a_bad_multicast_interface_is_named() {
+        let p = Scratch::new("iface");
+        let _ring = source_ring(&p.0, 16);
+        let mut so = quiet(&p.0);
+        so.multicast = Some(SocketAddrV4::new(Ipv4Addr::new(239, 255, 77, 9), 17_401));
+        so.iface = Some(Ipv4Addr::new(198, 51, 100, 199));
+        let e = Server::bind(so).err().expect("refused").to_string();
+        assert!(e.contains("198.51.100.199"), "{e}");
+        assert!(e.contains("239.255.77.9:17401"), "{e}");
+    }
+
+    /// The UDP socket binds --bind's IP when it names one.
+    #[test]
+    fn the_udp_socket_binds_the_tcp_address_ip() {
+        let p = Scratch::new("udpip");
+        let _ring = source_ring(&p.0, 16);
+        for (bind, want) in [
+            ("127.0.0.1:0", Ipv4Addr::LOCALHOST),
+            ("0.0.0.0:0", Ipv4Addr::UNSPECIFIED),
+            ("[::]:0", Ipv4Addr::UNSPECIFIED),
+        ] {
+            let mut so = quiet(&p.0);
+            so.bind = bind.parse().unwrap();
+            so.udp = Some(0);
+            let server = Server::bind(so).unwrap();
+            assert_eq!(server.udp_addr().unwrap().ip(), want, "--bind {bind}");
+        }
+        let a = |s: &str| s.parse::<SocketAddr>().unwrap();
+        let lo = Some(Ipv4Addr::LOCALHOST);
+        let eth = Some(Ipv4Addr::new(192, 0, 2, 2));
+        assert_eq!(
+            udp_bind_ip(a("[::ffff:127.0.0.1]:1"), None),
+            Ipv4Addr::LOCALHOST
+        );
+        assert_eq!(udp_bind_ip(a("127.0.0.1:1"), lo), Ipv4Addr::LOCALHOST);
+        assert_eq!(udp_bind_ip(a("127.0.0.1:1"), eth), Ipv4Addr::UNSPECIFIED);
+        assert_eq!(
+            udp_bind_ip(a("192.0.2.2:1"), lo),
+            Ipv4Addr::new(192, 0, 2, 2)
+        );
+    }
+
+    /// Multicast without --iface leaves by the interface of --bind's address: a socket bound
+    /// to 127.0.0.1 reaches a receiver joined on loopback.
+    #[test]
+    fn multicast_from_a_loopback_bind_reaches_loopback_receivers() {
+        let p = Scratch::new("mcbind");
+        let _ring = source_ring(&p.0, 16);
+        let port = 21_000 + (std::process::id() % 20_000) as u16;
+        let group = Ipv4Addr::new(239, 255, 77, 3);
+        let rx = crate::net::sockets::multicast_receiver(group, port, Ipv4Addr::LOCALHOST).unwrap();
+        let mut so = quiet(&p.0);
+        so.multicast = Some(SocketAddrV4::new(group, port));
+        so.ttl = 0;
+        let server = Server::bind(so).unwrap();
+        let tx = server.udp.as_ref().unwrap();
+        tx.send_to(b"tick", (group, port)).unwrap();
+        rx.set_nonblocking(false).unwrap();
+        rx.set_read_timeout(Some(StdDuration::from_secs(2)))
+            .unwrap();
+        let mut buf = [0u8; 16];
+        let (n, from) = rx.recv_from(&mut buf).unwrap();
+        assert_eq!(
+            (&buf[..n], from.ip()),
+            (&b"tick"[..], IpAddr::V4(Ipv4Addr::LOCALHOST))
+        );
+    }
+
+    /// An IPv6 listen address no (IPv4-only) mirror could reach is refused; [::] is not.
+    #[test]
+    fn an_ipv6_only_bind_is_refused() {
+        let p = Scratch::new("v6");
+        let _ring = source_ring(&p.0, 16);
+        let mut so = quiet(&p.0);
+        so.bind = "[::1]:0".parse().unwrap();
+        let e = Server::bind(so).err().expect("refused").to_string();
+        assert!(e.contains("IPv4"), "{e}");
+        assert!(check_bind("--bind", "[::]:0".parse().unwrap()).is_ok());
+        assert!(check_bind("--bind", "[::ffff:127.0.0.1]:0".parse().unwrap()).is_ok());
     }
 
     /// Each kind of error is logged once, then rate-limited: later ones are only counted.
