@@ -131,6 +131,13 @@ pub enum AttachError {
         /// The header's `write_seq`.
         write_seq: u64,
     },
+    /// An MPMC ring's `claim_seq` is at or past [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT): the
+    /// next ticket would not be a valid sequence (u64::MAX is the write marker, spec §0.1;
+    /// only a corrupt header gets there).
+    ClaimSeqExhausted {
+        /// The header's `claim_seq`.
+        claim_seq: u64,
+    },
 }
 
 impl fmt::Display for AttachError {
@@ -243,6 +250,12 @@ impl fmt::Display for AttachError {
                 write!(
                     f,
                     "write_seq {write_seq:#x} leaves no sequence for a writer"
+                )
+            }
+            ClaimSeqExhausted { claim_seq } => {
+                write!(
+                    f,
+                    "claim_seq {claim_seq:#x} leaves no valid ticket for a producer"
                 )
             }
         }

@@ -2,4 +2,6 @@
 
 mod mpmc_lossy;
 
-pub use mpmc_lossy::{LossyMpmcConsumer, LossyMpmcProducer, LossyPush, TAKEOVER_NS};
+pub use mpmc_lossy::{
+    LossyMpmcConsumer, LossyMpmcProducer, LossyPush, TAKEOVER_NS, TicketExhausted,
+};

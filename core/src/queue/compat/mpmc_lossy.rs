@@ -8,8 +8,10 @@
 //! clock. The std side passes a monotonic clock; firmware can pass a cycle counter, or a
 //! closure that counts its calls to get a pure spin budget.
 
+use core::fmt;
+
 use crate::error::AttachError;
-use crate::layout::{Flags, SLOT_WRITING};
+use crate::layout::{Flags, SEQ_LIMIT, SLOT_WRITING};
 use crate::ring::{RingView, SlotRead};
 use crate::sync::{Ordering, spin_hint};
 
@@ -37,12 +39,35 @@ pub enum LossyPush {
         seq: u64,
     },
     /// The slot stayed mid-write past the deadline: the message was dropped (a slot being
-    /// written is never taken over).
+    /// written is never taken over). [`LossyMpmcProducer::push`] also reports a ticket
+    /// refused as [`TicketExhausted`] (a corrupt `claim_seq`) this way.
     Dropped {
         /// The ticket.
         seq: u64,
     },
 }
+
+/// A push refused without writing anything: `claim_seq` handed out `ticket`, at or past
+/// [`SEQ_LIMIT`], which is not a valid sequence (u64::MAX is the write marker, spec §0.1).
+/// Only a corrupt header gets there (another process scribbled on `claim_seq`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct TicketExhausted {
+    /// The ticket drawn.
+    pub ticket: u64,
+}
+
+impl fmt::Display for TicketExhausted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "claim_seq handed out ticket {:#x}, at or past the sequence limit {SEQ_LIMIT:#x} (a corrupt ring header): nothing was written",
+            self.ticket
+        )
+    }
+}
+
+impl core::error::Error for TicketExhausted {}
 
 fn check_mpmc(ring: &RingView) -> Result<(), AttachError> {
     let flags = ring.geometry().flags;
@@ -65,9 +90,15 @@ pub struct LossyMpmcProducer {
 }
 
 impl LossyMpmcProducer {
-    /// A producer on `ring`, which must be MPMC-flagged.
+    /// A producer on `ring`, which must be MPMC-flagged. A `claim_seq` at or past
+    /// [`SEQ_LIMIT`] (a corrupt header) is refused with [`AttachError::ClaimSeqExhausted`].
     pub fn new(ring: RingView) -> Result<LossyMpmcProducer, AttachError> {
         check_mpmc(&ring)?;
+        // Relaxed: a sanity check of the header; every push checks its own ticket again.
+        let claim_seq = ring.claim_seq().load(Ordering::Relaxed);
+        if claim_seq >= SEQ_LIMIT {
+            return Err(AttachError::ClaimSeqExhausted { claim_seq });
+        }
         Ok(LossyMpmcProducer {
             ring,
             fenced: false,
@@ -88,10 +119,29 @@ impl LossyMpmcProducer {
 
     /// Pushes `payload` (the raw slot bytes `[8, S)`, truncated to `S - 8`) with the claim
     /// protocol of spec §8.1. `now_ns` is a monotonic clock in nanoseconds (module docs).
-    pub fn push(&self, payload: &[u8], mut now_ns: impl FnMut() -> u64) -> LossyPush {
+    /// A ticket refused by [`LossyMpmcProducer::try_push`] is reported as
+    /// [`LossyPush::Dropped`].
+    pub fn push(&self, payload: &[u8], now_ns: impl FnMut() -> u64) -> LossyPush {
+        self.try_push(payload, now_ns)
+            .unwrap_or_else(|e| LossyPush::Dropped { seq: e.ticket })
+    }
+
+    /// [`LossyMpmcProducer::push`], except that a ticket at or past [`SEQ_LIMIT`] (drawn
+    /// from a `claim_seq` corrupted after [`LossyMpmcProducer::new`]) is refused with
+    /// [`TicketExhausted`]: its slot is not touched and nothing is published, and the
+    /// ticket is given back when no other producer drew one since, so the counter stays
+    /// where it was instead of creeping towards a wrap to 0.
+    pub fn try_push(
+        &self,
+        payload: &[u8],
+        mut now_ns: impl FnMut() -> u64,
+    ) -> Result<LossyPush, TicketExhausted> {
         let ring = &self.ring;
         // Relaxed: the ticket only needs to be unique; the slot word orders the data.
         let seq = ring.claim_seq().fetch_add(1, Ordering::Relaxed);
+        if seq >= SEQ_LIMIT {
+            return Err(self.refuse(seq));
+        }
         let prev = seq.saturating_sub(ring.capacity());
         let slot = ring.slot_seq(seq);
         let mut spins: u32 = 0;
@@ -102,7 +152,7 @@ impl LossyMpmcProducer {
             // the old payload is settled before we overwrite it.
             let cur = slot.load(Ordering::Acquire);
             if cur != SLOT_WRITING && cur > seq {
-                return LossyPush::Discarded { seq };
+                return Ok(LossyPush::Discarded { seq });
             }
             if cur == prev || (stalled && cur != SLOT_WRITING) {
                 // Acquire: our payload stores stay after we own the slot.
@@ -120,7 +170,7 @@ impl LossyMpmcProducer {
                 let d = *deadline.get_or_insert(t.saturating_add(TAKEOVER_NS));
                 if t >= d {
                     if cur == SLOT_WRITING {
-                        return LossyPush::Dropped { seq };
+                        return Ok(LossyPush::Dropped { seq });
                     }
                     stalled = true;
                 }
@@ -131,14 +181,30 @@ impl LossyMpmcProducer {
         ring.write_slot(seq, payload);
         // Release: a reader that acquires write_seq sees this slot published.
         ring.write_seq().fetch_max(seq, Ordering::Release);
-        LossyPush::Published {
+        Ok(LossyPush::Published {
             seq,
             wake: if self.fenced {
                 ring.futex().notify()
             } else {
                 ring.bump_futex_if_waiting()
             },
-        }
+        })
+    }
+
+    /// Refuses ticket `seq` (at or past [`SEQ_LIMIT`]) and gives it back if `claim_seq` still
+    /// holds the value our draw left (nobody drew since), so a corrupt u64::MAX is not left
+    /// wrapped to 0.
+    #[cold]
+    #[inline(never)]
+    fn refuse(&self, seq: u64) -> TicketExhausted {
+        // Relaxed: only the counter's own value matters; no data is ordered by it.
+        let _ = self.ring.claim_seq().compare_exchange(
+            seq.wrapping_add(1),
+            seq,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+        TicketExhausted { ticket: seq }
     }
 }
 
@@ -394,6 +460,84 @@ mod tests {
         });
         assert_eq!(out, LossyPush::Dropped { seq: 1 });
         assert_eq!(r.slot_seq(1).load(Ordering::Relaxed), SLOT_WRITING);
+    }
+
+    #[test]
+    fn corrupt_claim_seq_is_refused_at_new() {
+        let (_b, r) = ring(4);
+        for c in [u64::MAX, u64::MAX - 1, SEQ_LIMIT] {
+            r.claim_seq().store(c, Ordering::Relaxed);
+            assert_eq!(
+                LossyMpmcProducer::new(r).unwrap_err(),
+                AttachError::ClaimSeqExhausted { claim_seq: c }
+            );
+        }
+        r.claim_seq().store(SEQ_LIMIT - 1, Ordering::Relaxed);
+        assert!(LossyMpmcProducer::new(r).is_ok(), "the last valid ticket");
+    }
+
+    #[test]
+    fn ticket_past_the_limit_is_never_written_nor_published() {
+        // From a review: a claim_seq of u64::MAX handed out the write marker (spec §0.1) as a
+        // ticket and published it; write_seq stuck at u64::MAX and claim_seq wrapped to 0.
+        let (_b, r) = ring(4);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        assert_eq!(
+            p.push(&1u64.to_le_bytes(), no_clock),
+            LossyPush::Published {
+                seq: 1,
+                wake: false
+            }
+        );
+        let slots = || -> Vec<u64> {
+            (0..4)
+                .map(|i| r.slot_seq(i).load(Ordering::Relaxed))
+                .collect()
+        };
+        // A clock that passes the takeover deadline at once, as the review's reproduction had.
+        let fast = || {
+            let mut t = 0u64;
+            move || {
+                t += TAKEOVER_NS;
+                t
+            }
+        };
+        // Another process scribbles on claim_seq after we attached.
+        for c in [u64::MAX, u64::MAX - 1, SEQ_LIMIT] {
+            r.claim_seq().store(c, Ordering::Relaxed);
+            assert_eq!(
+                p.try_push(&2u64.to_le_bytes(), fast()),
+                Err(TicketExhausted { ticket: c })
+            );
+            assert_eq!(
+                p.push(&2u64.to_le_bytes(), fast()),
+                LossyPush::Dropped { seq: c }
+            );
+            // Nothing written or published; the ticket was given back (no wrap to 0).
+            assert_eq!(slots(), [0, 1, 0, 0]);
+            assert_eq!(r.write_seq().load(Ordering::Relaxed), 1);
+            assert_eq!(r.claim_seq().load(Ordering::Relaxed), c);
+        }
+        // The last valid ticket is published as in ringfire; the one after it is refused.
+        let last = SEQ_LIMIT - 1;
+        r.claim_seq().store(last, Ordering::Relaxed);
+        r.slot_seq(last).store(last - 4, Ordering::Relaxed);
+        assert_eq!(
+            p.try_push(&3u64.to_le_bytes(), no_clock),
+            Ok(LossyPush::Published {
+                seq: last,
+                wake: false
+            })
+        );
+        assert_eq!(r.write_seq().load(Ordering::Relaxed), last);
+        assert_eq!(
+            p.try_push(&4u64.to_le_bytes(), no_clock),
+            Err(TicketExhausted { ticket: SEQ_LIMIT })
+        );
+        assert_eq!(r.write_seq().load(Ordering::Relaxed), last);
+        let mut b = [0u8; 8];
+        assert_eq!(r.read_slot(last, &mut b), SlotRead::Ok);
+        assert_eq!(u64::from_le_bytes(b), 3);
     }
 
     #[test]
