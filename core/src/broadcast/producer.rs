@@ -75,6 +75,10 @@ pub struct Producer<W: Wake = NoWake> {
     next: u64,
     /// Last value stored into `write_seq` (the producer is its only writer).
     published: u64,
+    /// Last sequence written by [`Producer::write_raw`] (`published` when none is pending):
+    /// what [`Producer::commit`] publishes, which after a [`Producer::skip_to`] is below
+    /// `next - 1`.
+    written: u64,
     gate: Option<Gate>,
     /// Publish with a full fence (no membarrier on this platform), see `set_fenced_publish`.
     fenced: bool,
@@ -115,6 +119,7 @@ impl<W: Wake> Producer<W> {
             wake,
             next: published + 1,
             published,
+            written: published,
             gate,
             fenced: false,
         })
@@ -329,16 +334,18 @@ impl<W: Wake> Producer<W> {
         }
         self.view.write_slot(seq, payload);
         self.next = seq + 1;
+        self.written = seq;
         true
     }
 
     /// Publishes everything written with [`Producer::write_raw`]: release-stores
-    /// `write_seq = next - 1` and wakes sleepers (one publish per frame). Does nothing when
-    /// `next - 1` is already published. Returns the published `write_seq`.
+    /// `write_seq` = the last sequence written and wakes sleepers (one publish per frame).
+    /// A [`Producer::skip_to`] past the last write publishes nothing (spec §27.9: a GAP or
+    /// jump does not move `write_seq`). Does nothing when the last write is already
+    /// published. Returns the published `write_seq`.
     pub fn commit(&mut self) -> u64 {
-        let last = self.next - 1;
-        if last > self.published {
-            self.publish(last);
+        if self.written > self.published {
+            self.publish(self.written);
         }
         self.published
     }
@@ -507,6 +514,32 @@ mod tests {
         assert!(!p.write_raw(u64::MAX - 1, &[0]));
         p.skip_to(u64::MAX);
         assert_eq!(p.next_seq(), 13);
+    }
+
+    #[test]
+    fn commit_after_skip_to_publishes_only_written_records() {
+        // From a review: write_raw(1); commit(); skip_to(5); commit() published 4, a sequence
+        // never written (spec §27.9: a GAP or jump does not move write_seq).
+        let (_m, view) = spmc_ring(8, 16);
+        let mut p = Producer::new(view, CountWake::default()).unwrap();
+        view.waiting_consumers().store(1, Ordering::Relaxed);
+        assert!(p.write_raw(1, &[1]));
+        assert_eq!(p.commit(), 1);
+        p.skip_to(5);
+        assert_eq!(p.commit(), 1, "a jump alone publishes nothing");
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), 1);
+        assert_eq!(p.waker().0.get(), 1, "and wakes nobody");
+        // A write before the jump is still published, up to itself only.
+        assert!(p.write_raw(5, &[5]));
+        assert!(p.write_raw(6, &[6]));
+        p.skip_to(9);
+        assert_eq!(p.commit(), 6);
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), 6);
+        // After a push (which publishes itself), commit has nothing left to publish.
+        assert_eq!(p.push(&[9]), 9);
+        p.skip_to(12);
+        assert_eq!(p.commit(), 9);
+        assert_eq!(p.next_seq(), 12);
     }
 
     #[test]
