@@ -112,3 +112,41 @@ fn register_over_a_dead_slot_races_prune() {
         assert_eq!(gate_limit(&view, SEQ), 5 + C);
     });
 }
+
+/// A reader unregisters while another process, judging its pid dead, takes its slot over:
+/// the leaving reader never clears the new owner's registration. (Before, unregister checked
+/// the pid with a load and then stored `active = 0` unconditionally: a takeover in between
+/// left the new owner registered with `active == 0`, invisible to the lossless gate.)
+#[test]
+fn unregister_never_clears_a_new_owners_registration() {
+    builder().check(|| {
+        let view = ring();
+        assert_eq!(registry::register(&view, 7, "old", 1, |_| true), Ok(0));
+        let newcomer = {
+            let view = view.clone();
+            // Pid 7 looks dead from here (another PID namespace, say).
+            thread::spawn(move || registry::register(&view, 8, "new", 5, |p| p != 7))
+        };
+        match registry::unregister(&view, 0, 7) {
+            Ok(()) => {}
+            Err(e) => assert_eq!(
+                e,
+                registry::RegistryError::NotOwner {
+                    slot: 0,
+                    pid: 7,
+                    found: 8
+                }
+            ),
+        }
+        assert_eq!(newcomer.join().unwrap(), Ok(0));
+        assert_eq!(
+            live_reader(&view, 0),
+            Some(LiveReader {
+                slot: 0,
+                pid: 8,
+                cursor: 5
+            })
+        );
+        assert_eq!(gate_limit(&view, SEQ), 5 + C);
+    });
+}
