@@ -35,15 +35,31 @@ pub mod bb_hdr {
 
 /// Slot stride for values of `value_size` bytes: `roundup(8 + value_size, 64)`, as the FFI,
 /// Python and Rust (`#[repr(C, align(64))]` slot) producers all lay it out for values
-/// aligned to at most 8.
+/// aligned to at most 8. Overflows for `value_size` within 71 bytes of `usize::MAX`
+/// ([`checked_slot_size`] says `None` there).
 pub const fn slot_size(value_size: usize) -> usize {
     (8 + value_size).div_ceil(64) * 64
 }
 
+/// [`slot_size`], `None` when it does not fit in a `usize`.
+pub const fn checked_slot_size(value_size: usize) -> Option<usize> {
+    match value_size.checked_add(8) {
+        Some(n) => n.div_ceil(64).checked_mul(64),
+        None => None,
+    }
+}
+
+/// The largest `value_size` whose slot size fits the header's u32 `slot_size` field:
+/// `roundup(8 + v, 64) <= u32::MAX` (the largest multiple of 64 in a u32 is `2^32 - 64`).
+pub const MAX_VALUE_SIZE: u32 = u32::MAX - 63 - 8;
+
 /// Bytes a blackboard of `slot_count` values of `value_size` bytes needs, `None` on
 /// overflow.
 pub const fn total_len(value_size: usize, slot_count: usize) -> Option<usize> {
-    match slot_size(value_size).checked_mul(slot_count) {
+    let Some(ss) = checked_slot_size(value_size) else {
+        return None;
+    };
+    match ss.checked_mul(slot_count) {
         Some(s) => s.checked_add(HEADER_SIZE),
         None => None,
     }
@@ -77,6 +93,12 @@ pub enum BlackboardError {
         expected: u32,
         /// The header's size.
         found: u32,
+    },
+    /// A value of `value_size` bytes needs a slot larger than the header's u32 `slot_size`
+    /// can describe (above [`MAX_VALUE_SIZE`]).
+    ValueTooLarge {
+        /// The value size asked for.
+        value_size: u32,
     },
     /// `slot_size` cannot hold the seqlock and the value, or is not a multiple of 8.
     BadSlotSize {
@@ -121,6 +143,10 @@ impl fmt::Display for BlackboardError {
             ValueSizeMismatch { expected, found } => write!(
                 f,
                 "value_size {found} does not match the value type's size {expected}"
+            ),
+            ValueTooLarge { value_size } => write!(
+                f,
+                "value_size {value_size} is too large: its slot would not fit the 32-bit slot_size (at most {MAX_VALUE_SIZE})"
             ),
             BadSlotSize {
                 slot_size,
@@ -180,24 +206,32 @@ fn le32(region: &Region, off: usize) -> u32 {
 impl Blackboard {
     /// Initialises a blackboard of `slot_count` values of `value_size` bytes in `region`
     /// (which the caller holds exclusively): header with magic 0, zeroed slots, release
-    /// fence, magic last.
+    /// fence, magic last. A `value_size` above [`MAX_VALUE_SIZE`] is
+    /// [`BlackboardError::ValueTooLarge`]; a region shorter than the layout is
+    /// [`BlackboardError::TooShort`] with the exact size needed (computed in u64, so it
+    /// does not wrap on 32-bit targets).
     pub fn init(
         region: Region,
         value_size: u32,
         slot_count: u32,
     ) -> Result<Blackboard, BlackboardError> {
-        let ss = slot_size(value_size as usize);
-        let need = total_len(value_size as usize, slot_count as usize).unwrap_or(usize::MAX);
-        if need > region.len() || ss > u32::MAX as usize {
-            return Err(BlackboardError::TooShort {
-                need: need as u64,
-                len: region.len() as u64,
-            });
+        if value_size > MAX_VALUE_SIZE {
+            return Err(BlackboardError::ValueTooLarge { value_size });
         }
+        // Cannot overflow: value_size + 8 <= u32::MAX - 63, rounded up to 64 stays in a u32.
+        let ss = (value_size + 8).div_ceil(64) * 64;
+        // Cannot overflow: (2^32 - 64) * (2^32 - 1) + 128 < 2^64.
+        let need = HEADER_SIZE as u64 + u64::from(ss) * u64::from(slot_count);
+        let len = region.len() as u64;
+        if need > len {
+            return Err(BlackboardError::TooShort { need, len });
+        }
+        // `need <= len`, the length of a region in this address space.
+        let need = need as usize;
         let mut h = [0u8; HEADER_SIZE];
         h[bb_hdr::VERSION..][..4].copy_from_slice(&BLACKBOARD_VERSION.to_le_bytes());
         h[bb_hdr::VALUE_SIZE..][..4].copy_from_slice(&value_size.to_le_bytes());
-        h[bb_hdr::SLOT_SIZE..][..4].copy_from_slice(&(ss as u32).to_le_bytes());
+        h[bb_hdr::SLOT_SIZE..][..4].copy_from_slice(&ss.to_le_bytes());
         h[bb_hdr::SLOT_COUNT..][..4].copy_from_slice(&slot_count.to_le_bytes());
         // SAFETY: the region holds `need >= 128` bytes and is ours during init.
         unsafe {
@@ -211,7 +245,7 @@ impl Blackboard {
         Ok(Blackboard {
             region,
             value_size,
-            slot_size: ss as u32,
+            slot_size: ss,
             slot_count,
         })
     }
@@ -418,6 +452,49 @@ mod tests {
             &bytes[8..24],
             &[1, 0, 0, 0, 16, 0, 0, 0, 64, 0, 0, 0, 4, 0, 0, 0]
         );
+    }
+
+    #[test]
+    fn oversized_values_are_refused_precisely() {
+        // From a review: `8 + value_size` overflowed in usize on 32-bit targets (a debug
+        // panic, a wrapped size in release), and on 64-bit a slot size past u32::MAX was
+        // reported as TooShort.
+        let mut buf = vec![0u64; 16];
+        let r = region(&mut buf);
+        for vs in [u32::MAX, u32::MAX - 7, u32::MAX - 8, MAX_VALUE_SIZE + 1] {
+            assert_eq!(
+                Blackboard::init(r, vs, 1).unwrap_err(),
+                BlackboardError::ValueTooLarge { value_size: vs }
+            );
+        }
+        // The largest value the header can describe: slot 2^32 - 64, too big for this region,
+        // the size needed exact (u64 arithmetic, no wrap on 32-bit targets).
+        let ss = (1u64 << 32) - 64;
+        assert_eq!(
+            Blackboard::init(r, MAX_VALUE_SIZE, 1).unwrap_err(),
+            BlackboardError::TooShort {
+                need: 128 + ss,
+                len: 128
+            }
+        );
+        assert_eq!(
+            Blackboard::init(r, MAX_VALUE_SIZE, u32::MAX).unwrap_err(),
+            BlackboardError::TooShort {
+                need: 128 + ss * u64::from(u32::MAX),
+                len: 128
+            }
+        );
+        assert_eq!(
+            checked_slot_size(MAX_VALUE_SIZE as usize),
+            Some(ss as usize)
+        );
+        assert_eq!(checked_slot_size(57), Some(128));
+        assert_eq!(checked_slot_size(usize::MAX - 7), None);
+        assert_eq!(checked_slot_size(usize::MAX), None);
+        assert_eq!(total_len(usize::MAX, 1), None);
+        // An empty blackboard of zero-sized values still has its header and slot stride.
+        let bb = Blackboard::init(r, 0, 0).unwrap();
+        assert_eq!((bb.slot_size(), bb.slot_count()), (64, 0));
     }
 
     #[test]
