@@ -14,12 +14,17 @@
 //! B's own load, not with A's, and the schedule in which B's store comes before A's load is
 //! never run (tokio-rs/loom#392; a writer that loads a word before storing it, as a seqlock
 //! writer or a claim loop does, is exactly this shape). So under loom each region word has a
-//! second, dependency-only atomic, and every access to the word first does a relaxed RMW on
-//! it: any two accesses to the word from different threads are then dependent and both
-//! orders are explored. The RMW is relaxed and on an atomic the protocols never read, so
-//! it adds no synchronisation; the word itself keeps loom's full weak-memory semantics
-//! (a load may still read an older store). `core/tests/loom_blackboard.rs` has a model
-//! that explores one schedule without it.
+//! second, dependency-only atomic, and every access to the word first does a relaxed *store*
+//! to it: loom counts a store as dependent on the last access of any kind, so any two
+//! accesses to the word from different threads are dependent and both orders are explored.
+//! `core/tests/loom_blackboard.rs` has a model that explores one schedule without it.
+//!
+//! The companion is written and never read, so it cannot synchronise anything: C11
+//! synchronisation needs a load that reads a store. It must not be an RMW: an RMW reads the
+//! latest value and continues every release sequence on the companion, so a release fence
+//! before one access and an acquire fence after a later access to the same word, in another
+//! thread, would synchronise, ruling out outcomes C11 allows (`core/tests/loom_sync.rs`).
+//! The word itself keeps loom's full weak-memory semantics (a load may read an older store).
 //!
 //! [`Region`]: crate::Region
 
@@ -49,8 +54,9 @@ impl Word {
 
     /// The value, after marking this access as dependent on every other (module docs).
     fn touch(&self) -> &AtomicU64 {
-        // Relaxed: only the access itself matters to loom's scheduler; nothing reads it.
-        self.dep.fetch_add(1, Ordering::Relaxed);
+        // A relaxed store that nothing loads: a dependency for loom's scheduler and nothing
+        // else (an RMW here would extend release sequences, module docs).
+        self.dep.store(0, Ordering::Relaxed);
         &self.value
     }
 }
