@@ -210,7 +210,17 @@ impl Blackboard {
     /// [`BlackboardError::ValueTooLarge`]; a region shorter than the layout is
     /// [`BlackboardError::TooShort`] with the exact size needed (computed in u64, so it
     /// does not wrap on 32-bit targets).
-    pub fn init(
+    ///
+    /// # Safety
+    /// While this runs, nothing else may access the region's memory: no other view of it
+    /// (a blackboard of this or another value size or slot count, a ring, a queue) and no
+    /// other access may be in use, in this thread or another. Other processes and devices,
+    /// outside the Rust abstract machine, are the caller's protocol concern, as for
+    /// [`Region::from_raw_parts`]. After it returns, no view of the memory made before it
+    /// for another layout (a blackboard of another value size or slot count, a ring, a
+    /// queue) may be used again: the same bytes would then be accessed atomically at two
+    /// sizes.
+    pub unsafe fn init(
         region: Region,
         value_size: u32,
         slot_count: u32,
@@ -393,13 +403,21 @@ mod tests {
         unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap()
     }
 
+    /// [`Blackboard::init`] on a region of a test's own buffer.
+    fn init(r: Region, value_size: u32, slot_count: u32) -> Result<Blackboard, BlackboardError> {
+        // SAFETY: every test passes a region of its own buffer, used in one thread and only
+        // as a blackboard: nothing else accesses it while this runs, and no view of another
+        // layout exists.
+        unsafe { Blackboard::init(r, value_size, slot_count) }
+    }
+
     #[test]
     fn corrupt_seqlock_near_the_top_restarts() {
         // Found by fuzz/fuzz_targets/region.rs: a scribbled seqlock of u64::MAX overflowed
         // the writer's `s + 2`.
         let mut buf = vec![0u64; total_len(8, 1).unwrap() / 8];
         let r = region(&mut buf);
-        let bb = Blackboard::init(r, 8, 1).unwrap();
+        let bb = init(r, 8, 1).unwrap();
         let (_, lock) = bb.slot(0, 8).unwrap();
         for s in [u64::MAX, u64::MAX - 1, u64::MAX - 2] {
             lock.store(s, Ordering::Relaxed);
@@ -417,7 +435,7 @@ mod tests {
         assert_eq!(slot_size(57), 128);
         let mut buf = vec![0u64; total_len(16, 4).unwrap() / 8];
         let r = region(&mut buf);
-        let bb = Blackboard::init(r, 16, 4).unwrap();
+        let bb = init(r, 16, 4).unwrap();
         let a = Blackboard::attach(r, Some(16)).unwrap();
         let mut out = [0u8; 16];
         assert_eq!(a.try_read(2, &mut out), Ok(TryRead::Never));
@@ -463,7 +481,7 @@ mod tests {
         let r = region(&mut buf);
         for vs in [u32::MAX, u32::MAX - 7, u32::MAX - 8, MAX_VALUE_SIZE + 1] {
             assert_eq!(
-                Blackboard::init(r, vs, 1).unwrap_err(),
+                init(r, vs, 1).unwrap_err(),
                 BlackboardError::ValueTooLarge { value_size: vs }
             );
         }
@@ -471,14 +489,14 @@ mod tests {
         // the size needed exact (u64 arithmetic, no wrap on 32-bit targets).
         let ss = (1u64 << 32) - 64;
         assert_eq!(
-            Blackboard::init(r, MAX_VALUE_SIZE, 1).unwrap_err(),
+            init(r, MAX_VALUE_SIZE, 1).unwrap_err(),
             BlackboardError::TooShort {
                 need: 128 + ss,
                 len: 128
             }
         );
         assert_eq!(
-            Blackboard::init(r, MAX_VALUE_SIZE, u32::MAX).unwrap_err(),
+            init(r, MAX_VALUE_SIZE, u32::MAX).unwrap_err(),
             BlackboardError::TooShort {
                 need: 128 + ss * u64::from(u32::MAX),
                 len: 128
@@ -493,7 +511,7 @@ mod tests {
         assert_eq!(checked_slot_size(usize::MAX), None);
         assert_eq!(total_len(usize::MAX, 1), None);
         // An empty blackboard of zero-sized values still has its header and slot stride.
-        let bb = Blackboard::init(r, 0, 0).unwrap();
+        let bb = init(r, 0, 0).unwrap();
         assert_eq!((bb.slot_size(), bb.slot_count()), (64, 0));
     }
 
@@ -501,7 +519,7 @@ mod tests {
     fn hostile_headers_are_refused() {
         let mut buf = vec![0u64; 64];
         let r = region(&mut buf);
-        Blackboard::init(r, 8, 2).unwrap();
+        init(r, 8, 2).unwrap();
         // slot_count far past the end.
         // SAFETY: word 2 (bytes 16..24: slot_size, slot_count) is in the header.
         unsafe { r.a64(16) }.store(64 | (1000u64 << 32), Ordering::Relaxed);

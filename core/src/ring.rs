@@ -61,7 +61,27 @@ impl RingView {
     ///
     /// The caller must hold the region exclusively while this runs (a fresh file under the
     /// creator's lock, or a buffer nobody else uses yet).
-    pub fn init(region: Region, geo: &Geometry) -> Result<RingView, InitError> {
+    ///
+    /// # Safety
+    /// While this runs, nothing else may access the region's memory: no other view of it
+    /// (a ring of this or another geometry, a queue, a blackboard) and no other access may
+    /// be in use, in this thread or another. Other processes and devices, outside the Rust
+    /// abstract machine, are the caller's protocol concern, as for
+    /// [`Region::from_raw_parts`]. After it returns, no view of the memory made before it
+    /// for another layout (a ring of another geometry, a queue, a blackboard) may be used
+    /// again: the same bytes would then be accessed atomically at two sizes.
+    ///
+    /// A [`Region`] is `Copy` and [`Region::from_static`] is safe, so safe code could
+    /// otherwise re-initialise a region under a live view; it cannot call this:
+    ///
+    /// ```compile_fail,E0133
+    /// use ringwire_core::{Geometry, Region, RingView};
+    /// let geo = Geometry::spmc(8, 16, 8, 0, false).unwrap();
+    /// let words = geo.total_len().unwrap() as usize / 8;
+    /// let region = Region::from_static(Box::leak(vec![0u64; words].into_boxed_slice()));
+    /// let _ = RingView::init(region, &geo);
+    /// ```
+    pub unsafe fn init(region: Region, geo: &Geometry) -> Result<RingView, InitError> {
         let need = geo
             .total_len()
             .ok_or(InitError::Geometry(AttachError::SlotsPastEnd {

@@ -36,7 +36,8 @@ impl HeapRegion {
 pub(crate) fn heap_ring(geo: &Geometry) -> (HeapRegion, RingView) {
     let len = geo.total_len().expect("geometry fits") as usize;
     let mem = HeapRegion::new(len);
-    let view = RingView::init(mem.region(), geo).expect("init");
+    // SAFETY: a fresh heap buffer: no other view of it exists yet.
+    let view = unsafe { RingView::init(mem.region(), geo) }.expect("init");
     (mem, view)
 }
 

@@ -32,7 +32,8 @@ fn seqlock_reads_are_whole_and_never_go_back() {
     }
     b.check(|| {
         let region = Region::loom_new(total_len(16, 2).unwrap());
-        let bb = Blackboard::init(region, 16, 2).unwrap();
+        // SAFETY: a fresh loom region, no other view of it exists yet.
+        let bb = unsafe { Blackboard::init(region, 16, 2) }.unwrap();
         let w = {
             let bb = bb.clone();
             thread::spawn(move || {

@@ -16,7 +16,8 @@ use ringwire_core::{Geometry, Region, RingView};
 fn ring() -> RingView {
     let geo = Geometry::blob(2, 32, 0, 64).unwrap();
     let region = Region::loom_new(geo.total_len().unwrap() as usize);
-    RingView::init(region, &geo).unwrap()
+    // SAFETY: a fresh loom region, no other view of it exists yet.
+    unsafe { RingView::init(region, &geo) }.unwrap()
 }
 
 /// The blob of message `seq`: two words that differ from every other message's, so a copy

@@ -22,7 +22,8 @@ fn record(seq: u64) -> [u8; 16] {
 fn ring(cap: u64) -> RingView {
     let geo = Geometry::spmc(cap, 24, 8, 0, false).unwrap();
     let region = Region::loom_new(geo.total_len().unwrap() as usize);
-    RingView::init(region, &geo).unwrap()
+    // SAFETY: a fresh loom region, no other view of it exists yet.
+    unsafe { RingView::init(region, &geo) }.unwrap()
 }
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -145,7 +146,8 @@ fn lossless_gate_never_laps_a_registered_reader() {
     model(|| {
         let geo = Geometry::spmc(2, 24, 8, 1, true).unwrap();
         let region = Region::loom_new(geo.total_len().unwrap() as usize);
-        let view = RingView::init(region, &geo).unwrap();
+        // SAFETY: a fresh loom region, no other view of it exists yet.
+        let view = unsafe { RingView::init(region, &geo) }.unwrap();
         let mut c = Consumer::new(view.clone(), StartMode::Oldest);
         assert_eq!(c.register(7, "r", |_| true).unwrap(), Some(0));
         let mut p = Producer::new(view, NoWake).unwrap();

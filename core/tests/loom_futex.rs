@@ -83,7 +83,8 @@ fn sleep_until(pair: FutexPair<'_>, futex: &Futex, ready: impl Fn() -> bool) {
 /// A one-record ring of 8-byte records.
 fn ring() -> RingView {
     let geo = Geometry::spmc(2, 16, 8, 0, false).unwrap();
-    RingView::init(Region::loom_new(geo.total_len().unwrap() as usize), &geo).unwrap()
+    // SAFETY: a fresh loom region, no other view of it exists yet.
+    unsafe { RingView::init(Region::loom_new(geo.total_len().unwrap() as usize), &geo) }.unwrap()
 }
 
 struct ModelWake(Arc<Futex>);
@@ -141,7 +142,9 @@ fn ring_fenced_publish_wakes_every_sleeper() {
 
 fn mpmc() -> MpmcQueue {
     let g = QueueGeometry::new(QueueKind::Mpmc, 2, 8, 16).unwrap();
-    let q = QueueView::init(Region::loom_new(g.total_len().unwrap() as usize), &g).unwrap();
+    // SAFETY: a fresh loom region, no other view of it exists yet.
+    let q =
+        unsafe { QueueView::init(Region::loom_new(g.total_len().unwrap() as usize), &g) }.unwrap();
     MpmcQueue::new(q).unwrap()
 }
 

@@ -30,7 +30,8 @@ fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
 
 fn view(kind: QueueKind, cap: u64, item: usize, stride: usize) -> QueueView {
     let g = QueueGeometry::new(kind, cap, item, stride).unwrap();
-    QueueView::init(Region::loom_new(g.total_len().unwrap() as usize), &g).unwrap()
+    // SAFETY: a fresh loom region, no other view of it exists yet.
+    unsafe { QueueView::init(Region::loom_new(g.total_len().unwrap() as usize), &g) }.unwrap()
 }
 
 /// A 16-byte item whose two words must agree: a torn copy shows.
@@ -53,7 +54,8 @@ fn value(b: &[u8]) -> u64 {
 fn spsc_view(fixed: bool) -> QueueView {
     if fixed {
         let g = QueueGeometry::spsc_fixed(2, 16).unwrap();
-        QueueView::init(Region::loom_new(g.total_len().unwrap() as usize), &g).unwrap()
+        // SAFETY: a fresh loom region, no other view of it exists yet.
+        unsafe { QueueView::init(Region::loom_new(g.total_len().unwrap() as usize), &g) }.unwrap()
     } else {
         view(QueueKind::Spsc, 2, 16, 24)
     }
@@ -436,7 +438,9 @@ fn healed_claim_never_writes_into_the_next_lap() {
 fn lossy_mpmc_two_producers_one_competing_consumer() {
     model(|| {
         let g = Geometry::mpmc(2, 24, 8).unwrap();
-        let ring = RingView::init(Region::loom_new(g.total_len().unwrap() as usize), &g).unwrap();
+        // SAFETY: a fresh loom region, no other view of it exists yet.
+        let ring = unsafe { RingView::init(Region::loom_new(g.total_len().unwrap() as usize), &g) }
+            .unwrap();
         let producers: Vec<_> = [10u64, 20]
             .into_iter()
             .map(|v| {
@@ -483,7 +487,9 @@ fn lossy_mpmc_slot_reuse_and_an_overwritten_ticket() {
     static HELD_THEN_LOST: AtomicU32 = AtomicU32::new(0);
     model(|| {
         let g = Geometry::mpmc(1, 24, 8).unwrap();
-        let ring = RingView::init(Region::loom_new(g.total_len().unwrap() as usize), &g).unwrap();
+        // SAFETY: a fresh loom region, no other view of it exists yet.
+        let ring = unsafe { RingView::init(Region::loom_new(g.total_len().unwrap() as usize), &g) }
+            .unwrap();
         let producers: Vec<_> = [10u64, 20]
             .into_iter()
             .map(|v| {

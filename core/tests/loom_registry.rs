@@ -25,7 +25,8 @@ const NO_READER: u64 = SEQ + C / 2;
 fn ring() -> RingView {
     let geo = Geometry::spmc(C, 16, 8, 1, true).unwrap();
     let region = Region::loom_new(geo.total_len().unwrap() as usize);
-    RingView::init(region, &geo).unwrap()
+    // SAFETY: a fresh loom region, no other view of it exists yet.
+    unsafe { RingView::init(region, &geo) }.unwrap()
 }
 
 fn builder() -> loom::model::Builder {

@@ -256,7 +256,8 @@ fn ring_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
     };
     let total = geo.total_len().unwrap() as usize;
     let (_mem, region, scr) = buffer(total);
-    let init = RingView::init(region, &geo).expect("init of a valid geometry");
+    // SAFETY: a fresh buffer, no other view of it exists yet.
+    let init = unsafe { RingView::init(region, &geo) }.expect("init of a valid geometry");
     let view = RingView::attach(region, Expect::RAW).expect("attach of a fresh ring");
     assert_eq!(view.geometry(), init.geometry());
     let mut st = RingState::new(view);
@@ -483,7 +484,10 @@ fn ring_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
                     ReadRecord::TooLarge { need } => assert!(need > n),
                     _ => {}
                 }
-                let mut sink = RegionSink::new(region);
+                // SAFETY: single-threaded, so nothing accesses the region while the sink
+                // recreates; it recreates only with `st.view`'s geometry, the layout of every
+                // other view of the region, and is dropped at the end of this operation.
+                let mut sink = unsafe { RegionSink::new(region) };
                 if sink.existing().is_some() {
                     let s = inp.seq();
                     sink.write(s, &buf[..rec.min(buf.len())], &[]);
@@ -725,7 +729,8 @@ fn queue_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
     };
     let total = geo.total_len().unwrap() as usize;
     let (_mem, region, scr) = buffer(total);
-    QueueView::init(region, &geo).expect("init of a valid queue");
+    // SAFETY: a fresh buffer, no other view of it exists yet.
+    unsafe { QueueView::init(region, &geo) }.expect("init of a valid queue");
     let mut q = QueueView::attach(region, QueueExpect::raw(qk)).expect("attach of a fresh queue");
     let mut prod = SpscProducer::new(q).ok();
     let mut cons = SpscConsumer::new(q).ok();
@@ -887,7 +892,8 @@ fn blackboard_kind(g1: u8, g2: u8, inp: &mut Input) {
         return;
     };
     let (_mem, region, scr) = buffer(total);
-    Blackboard::init(region, value_size, slots).expect("init of a valid blackboard");
+    // SAFETY: a fresh buffer, no other view of it exists yet.
+    unsafe { Blackboard::init(region, value_size, slots) }.expect("init of a valid blackboard");
     let mut bb = Blackboard::attach(region, Some(value_size)).expect("attach of a fresh board");
     let mut buf = [0u8; 128];
 

@@ -468,10 +468,12 @@ fuzz_target!(|data: &[u8]| {
     let region = unsafe { Region::from_raw_parts(mem.as_mut_ptr().cast(), mem.len() * 8) }.unwrap();
     let mut ring = if cfgb & 1 == 0 {
         let geo = Geometry::spmc(CAP, 24, 8, 0, false).unwrap();
-        Ring::Fixed(RingSource(RingView::init(region, &geo).unwrap()))
+        // SAFETY: a fresh buffer, no other view of it exists yet.
+        Ring::Fixed(RingSource(unsafe { RingView::init(region, &geo) }.unwrap()))
     } else {
         let geo = Geometry::blob(CAP, 40, 1, 512).unwrap();
-        let v = RingView::init(region, &geo).unwrap();
+        // SAFETY: a fresh buffer, no other view of it exists yet.
+        let v = unsafe { RingView::init(region, &geo) }.unwrap();
         Ring::Blob {
             src: RingSource(v),
             writer: BlobWriter::new(v).unwrap(),

@@ -65,7 +65,10 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
             e
         };
         let (map, region) = map_file(path, &file, false).map_err(cleanup_on_error)?;
-        let bb = Blackboard::init(region, size_of::<V>() as u32, slot_count)
+        // SAFETY: `region` is the mapping just made of a fresh file under the creator's
+        // lock: no other view of it exists yet (other processes' mappings only poll the
+        // magic, stored last).
+        let bb = unsafe { Blackboard::init(region, size_of::<V>() as u32, slot_count) }
             .map_err(bb_err(path))
             .map_err(cleanup_on_error)?;
         Ok(BlackboardProducer {

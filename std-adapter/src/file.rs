@@ -328,7 +328,11 @@ impl RingFile {
             e
         };
         let (map, region) = map_file(path, &file, false).map_err(cleanup_on_error)?;
-        let view = RingView::init(region, geo)
+        // SAFETY: `region` is the mapping made just above, of which no view exists yet.
+        // Other mappings of the file are other parties, the creation protocol's concern:
+        // with the lock the file is a fresh inode under the creator's lock; without it, the
+        // legacy mode's truncate-and-reuse (see `CreateOptions::exclusive_lock`).
+        let view = unsafe { RingView::init(region, geo) }
             .map_err(|source| Error::Init {
                 path: path.to_path_buf(),
                 source,

@@ -315,7 +315,9 @@ pub(crate) mod tests {
         // SAFETY: the buffer outlives the view in each test and is only used through it.
         let region =
             unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
-        RingView::init(region, geo).unwrap()
+        // SAFETY: the buffer was just sized for this ring and each test makes one ring per
+        // buffer: no other view of it exists yet.
+        unsafe { RingView::init(region, geo) }.unwrap()
     }
 
     /// The verified ring of spec §3: C = 4, M = u32 (S = 32), arena 256.

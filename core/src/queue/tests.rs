@@ -26,12 +26,19 @@ impl Buf {
         // only touched through the region while one exists.
         unsafe { Region::from_raw_parts(self.0.as_mut_ptr().cast(), len) }.unwrap()
     }
+    /// [`QueueView::init`] over the whole buffer.
+    fn init(&mut self, g: &QueueGeometry) -> Result<QueueView, QueueInitError> {
+        let r = self.region();
+        // SAFETY: every test calls this on a fresh buffer, before any other view of it
+        // exists.
+        unsafe { QueueView::init(r, g) }
+    }
 }
 
 fn queue(kind: QueueKind, cap: u64, item: usize, stride: usize) -> (Buf, QueueView) {
     let g = QueueGeometry::new(kind, cap, item, stride).unwrap();
     let mut b = Buf::new(g.total_len().unwrap());
-    let q = QueueView::init(b.region(), &g).unwrap();
+    let q = b.init(&g).unwrap();
     (b, q)
 }
 
@@ -224,7 +231,7 @@ fn init_refuses_a_small_region() {
     let g = QueueGeometry::new(QueueKind::Spsc, 4, 8, 16).unwrap();
     let mut b = Buf::new(400);
     assert_eq!(
-        QueueView::init(b.region(), &g).unwrap_err(),
+        b.init(&g).unwrap_err(),
         QueueInitError::RegionTooSmall {
             need: Some(448),
             len: 400
@@ -391,7 +398,7 @@ fn spsc_fixed_layout_has_no_length_words() {
         Err(QueueGeometryError::CapacityNotPowerOfTwo { capacity: 3 })
     );
     let mut b = Buf::new(g.total_len().unwrap());
-    let q = QueueView::init(b.region(), &g).unwrap();
+    let q = b.init(&g).unwrap();
     let a = QueueView::attach(b.region(), QueueExpect::raw(QueueKind::Spsc)).unwrap();
     assert_eq!(*a.geometry(), g);
     let mut p = SpscProducer::new(q).unwrap();
@@ -444,7 +451,7 @@ fn spsc_fixed_batches_across_the_wrap_keep_fifo_order() {
     for item in [8usize, 12, 16, 64] {
         let g = QueueGeometry::spsc_fixed(8, item).unwrap();
         let mut b = Buf::new(g.total_len().unwrap());
-        let q = QueueView::init(b.region(), &g).unwrap();
+        let q = b.init(&g).unwrap();
         let mut p = SpscProducer::new(q).unwrap();
         let mut c = SpscConsumer::new(q).unwrap();
         let rec = |n: u64| -> Vec<u8> {
@@ -701,7 +708,7 @@ fn spsc_in_place_writes_publish_in_order_and_dropped_slots_close_up() {
     assert!(p.free_payload(0).is_none());
     let g = QueueGeometry::spsc_fixed(2, 8).unwrap();
     let mut bf = Buf::new(g.total_len().unwrap());
-    let mut pf = SpscProducer::new(QueueView::init(bf.region(), &g).unwrap()).unwrap();
+    let mut pf = SpscProducer::new(bf.init(&g).unwrap()).unwrap();
     assert_eq!(
         pf.commit_in_place(&[Some(4)]),
         Err(PushError::WrongLength {

@@ -15,7 +15,9 @@ fn mpmc(cap: u64, item: usize) -> (Vec<u64>, MpmcQueue) {
     let mut buf = vec![0u64; g.total_len().unwrap() as usize / 8];
     // SAFETY: the buffer is returned with the queue and outlives its use in each test.
     let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
-    let q = MpmcQueue::new(QueueView::init(r, &g).unwrap()).unwrap();
+    // SAFETY: the test's own buffer, no other view of it exists yet.
+    let v = unsafe { QueueView::init(r, &g) }.unwrap();
+    let q = MpmcQueue::new(v).unwrap();
     (buf, q)
 }
 
@@ -87,7 +89,8 @@ fn wrong_kind_is_refused() {
     let mut buf = vec![0u64; 56];
     // SAFETY: the buffer outlives the region.
     let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), 448) }.unwrap();
-    let v = QueueView::init(r, &g).unwrap();
+    // SAFETY: the test's own buffer, no other view of it exists yet.
+    let v = unsafe { QueueView::init(r, &g) }.unwrap();
     assert_eq!(
         MpmcQueue::new(v).unwrap_err(),
         QueueAttachError::WrongKind {

@@ -47,7 +47,16 @@ impl QueueView {
     ///
     /// The caller must hold the region exclusively while this runs (a fresh file under the
     /// creator's lock, or a buffer nobody else uses yet).
-    pub fn init(region: Region, geo: &QueueGeometry) -> Result<QueueView, QueueInitError> {
+    ///
+    /// # Safety
+    /// While this runs, nothing else may access the region's memory: no other view of it
+    /// (a queue of this or another geometry, a ring, a blackboard) and no other access may
+    /// be in use, in this thread or another. Other processes and devices, outside the Rust
+    /// abstract machine, are the caller's protocol concern, as for
+    /// [`Region::from_raw_parts`]. After it returns, no view of the memory made before it
+    /// for another layout (a queue of another geometry, a ring, a blackboard) may be used
+    /// again: the same bytes would then be accessed atomically at two sizes.
+    pub unsafe fn init(region: Region, geo: &QueueGeometry) -> Result<QueueView, QueueInitError> {
         let len = region.len() as u64;
         let need = geo.total_len();
         if need.is_none_or(|n| n > len) {

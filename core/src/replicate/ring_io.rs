@@ -164,8 +164,30 @@ pub struct RegionSink {
 
 impl RegionSink {
     /// Wraps `region`, adopting a valid ring already in it (resume).
+    ///
+    /// # Safety
+    /// The sink re-initialises `region` (as [`RingView::init`]) each time it recreates its
+    /// ring, that is on every call of [`RecordSink::recreate`] on it. A
+    /// [`Mirror`](crate::replicate::Mirror) makes that call from
+    /// [`handle_tcp_frame`](crate::replicate::Mirror::handle_tcp_frame): at the end of
+    /// every handshake, unless it starts with [`Start::Resume`](crate::replicate::Start)
+    /// and the source's geometry and numbering continue the ring the sink holds; and when
+    /// live on TCP, when a DATA or HEARTBEAT shows that the source's ring restarted. So, for
+    /// as long as the sink exists:
+    ///
+    /// - no other view or access of the region's memory (a reader of the mirror ring or
+    ///   any other, in this thread or another) may be in use while a call that may
+    ///   recreate runs: readers must not exist, or must be stopped around those calls (in
+    ///   one thread, not interleaved with them). Other processes and devices, outside the
+    ///   Rust abstract machine, are the caller's protocol concern, as for
+    ///   [`Region::from_raw_parts`];
+    /// - after a recreate, no view of the region made before it (a copy of the sink's
+    ///   earlier [`view`](RegionSink::view) included) may be used unless its geometry is the
+    ///   one the ring was recreated with; a view of a queue or blackboard never may.
+    ///
+    /// `new` itself only reads the region (to adopt a ring), as [`RingView::attach`] does.
     #[allow(clippy::clone_on_copy)] // Region is Clone-only under loom.
-    pub fn new(region: Region) -> RegionSink {
+    pub unsafe fn new(region: Region) -> RegionSink {
         let view = RingView::attach(region.clone(), Expect::RAW).ok();
         RegionSink {
             region,
@@ -192,7 +214,11 @@ impl RecordSink for RegionSink {
     #[allow(clippy::clone_on_copy)] // Region is Clone-only under loom.
     fn recreate(&mut self, geo: &Geometry) -> Result<(), SinkError> {
         self.view = None;
-        self.view = Some(RingView::init(self.region.clone(), geo).map_err(SinkError::Init)?);
+        // SAFETY: the contract of `RegionSink::new`: nothing else accesses the region while
+        // a call that may recreate runs, and views of it made before for another layout are
+        // not used after.
+        let view = unsafe { RingView::init(self.region.clone(), geo) };
+        self.view = Some(view.map_err(SinkError::Init)?);
         Ok(())
     }
     fn write(&mut self, seq: u64, fixed: &[u8], blob: &[u8]) {

@@ -23,7 +23,8 @@ pub fn heap(len: usize) -> Heap {
 /// A freshly initialised ring of `geo`, sized exactly.
 pub fn ring(geo: &Geometry) -> (Heap, RingView) {
     let h = heap(geo.total_len().unwrap() as usize);
-    let view = RingView::init(h.region, geo).unwrap();
+    // SAFETY: a fresh heap buffer, no other view of it exists yet.
+    let view = unsafe { RingView::init(h.region, geo) }.unwrap();
     (h, view)
 }
 

@@ -88,7 +88,7 @@ impl Replicator {
     /// [`FRAME_BUDGET`] bytes). Nothing moves before the first [`Replicator::pump`].
     pub fn new(
         ring: RingSource,
-        mirror_mem: Region,
+        mirror_mem: &'static mut [u64],
         rx_mem: &'static mut [u8],
         now: Instant,
     ) -> Replicator {
@@ -107,7 +107,12 @@ impl Replicator {
             peer,
             now,
         );
-        let sink = RegionSink::new(mirror_mem);
+        // SAFETY: the static buffer is used by the sink alone (`mirror_mem` is borrowed
+        // forever and the region made here is the only one over it), from the main thread
+        // only (the SysTick handler touches the source ring alone). The mirror ring is read
+        // only through `mirror_ring`, whose reference borrows the replicator and so is not
+        // held across a `pump` that may recreate the ring (`run` reads it after the last).
+        let sink = unsafe { RegionSink::new(Region::from_static(mirror_mem)) };
         let mirror = Mirror::new(
             MirrorConfig {
                 start: Start::Oldest,

@@ -153,12 +153,15 @@ fn run() -> Result<Summary, Failure> {
     let mut cp = cortex_m::Peripherals::take().ok_or(Failure::NoPeripherals)?;
     let geo = GEOMETRY;
     let source_mem: &'static mut [u64] = SOURCE_MEM.take();
-    let view = RingView::init(Region::from_static(source_mem), &geo).map_err(Failure::Init)?;
+    // SAFETY: the static buffer is used by this ring alone (taken once just above): no other
+    // view of it exists.
+    let view =
+        unsafe { RingView::init(Region::from_static(source_mem), &geo) }.map_err(Failure::Init)?;
     let producer = Producer::new(view, NoWake).map_err(Failure::Attach)?;
     let mut reader = Reader::new(Consumer::new(view, StartMode::Oldest));
     let mut repl = Replicator::new(
         RingSource(view),
-        Region::from_static(MIRROR_MEM.take()),
+        MIRROR_MEM.take(),
         RX_MEM.take(),
         sampler::now(),
     );

@@ -327,7 +327,10 @@ impl QueueMem {
             .map_err(io_err(path, "mmap"))
             .map_err(cleanup_on_error)?;
         let region = region_of(&mut map, path).map_err(cleanup_on_error)?;
-        let view = QueueView::init(region, geo)
+        // SAFETY: `region` is the mapping just made of a fresh file under the creator's
+        // lock: no other view of it exists yet (other processes' mappings only poll the
+        // magic, stored last).
+        let view = unsafe { QueueView::init(region, geo) }
             .map_err(|source| QueueFileError::Init {
                 path: path.to_owned(),
                 source,
@@ -386,10 +389,12 @@ impl QueueMem {
             .ok_or_else(|| QueueFileError::geometry(None, QueueGeometryError::TooLarge))?;
         let mut map = MmapMut::map_anon(len).map_err(io_err(anon, "mmap"))?;
         let region = region_of(&mut map, anon)?;
-        let view = QueueView::init(region, geo).map_err(|source| QueueFileError::Init {
-            path: anon.to_owned(),
-            source,
-        })?;
+        // SAFETY: fresh anonymous memory, mapped just above: no other view of it exists yet.
+        let view =
+            unsafe { QueueView::init(region, geo) }.map_err(|source| QueueFileError::Init {
+                path: anon.to_owned(),
+                source,
+            })?;
         Ok(QueueMem {
             map,
             view,

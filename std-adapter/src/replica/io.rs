@@ -240,7 +240,8 @@ mod tests {
         let geo = Geometry::spmc(16, 16, 8, 0, false).unwrap();
         let words = geo.total_len().unwrap() as usize / 8;
         let mem: &'static mut [u64] = Box::leak(vec![0u64; words].into_boxed_slice());
-        RingView::init(Region::from_static(mem), &geo).unwrap()
+        // SAFETY: a leaked buffer of this ring alone: no other view of it exists.
+        unsafe { RingView::init(Region::from_static(mem), &geo) }.unwrap()
     }
 
     #[test]

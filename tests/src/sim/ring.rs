@@ -90,7 +90,8 @@ impl SourceRing {
         }
         .expect("geometry");
         let mut mem = Mem::new(geo.total_len().unwrap() as usize);
-        let view = RingView::init(mem.region(), &geo).expect("init");
+        // SAFETY: fresh memory of this ring alone: no other view of it exists yet.
+        let view = unsafe { RingView::init(mem.region(), &geo) }.expect("init");
         SourceRing {
             _mem: mem,
             view,
@@ -139,7 +140,10 @@ impl CheckedSink {
     /// Room for a ring of `bytes`.
     pub fn new(bytes: usize) -> CheckedSink {
         let mut mem = Mem::new(bytes);
-        let inner = RegionSink::new(mem.region());
+        // SAFETY: fresh memory of this sink alone, in the simulation's one thread; the mirror
+        // ring is read only through `view`, the sink's current view, between the mirror's
+        // calls.
+        let inner = unsafe { RegionSink::new(mem.region()) };
         CheckedSink {
             _mem: mem,
             inner,

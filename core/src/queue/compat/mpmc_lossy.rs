@@ -308,7 +308,9 @@ mod tests {
         let mut buf = vec![0u64; g.total_len().unwrap() as usize / 8];
         // SAFETY: the buffer is returned with the view and outlives its use in each test.
         let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
-        (buf, RingView::init(r, &g).unwrap())
+        // SAFETY: the test's own buffer, no other view of it exists yet.
+        let v = unsafe { RingView::init(r, &g) }.unwrap();
+        (buf, v)
     }
 
     fn no_clock() -> u64 {
@@ -546,7 +548,8 @@ mod tests {
         let mut buf = vec![0u64; g.total_len().unwrap() as usize / 8];
         // SAFETY: the buffer outlives the region.
         let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
-        let v = RingView::init(r, &g).unwrap();
+        // SAFETY: the test's own buffer, no other view of it exists yet.
+        let v = unsafe { RingView::init(r, &g) }.unwrap();
         assert_eq!(
             LossyMpmcProducer::new(v).unwrap_err(),
             AttachError::WrongKind {

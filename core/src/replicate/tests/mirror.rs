@@ -338,7 +338,9 @@ fn blob_ring_replicates_between_real_rings() {
 
     let geo = Geometry::blob(8, 32, 0, 512).unwrap();
     let mut smem = Mem::new(geo.total_len().unwrap() as usize);
-    let mut w = BlobWriter::new(RingView::init(smem.region(), &geo).unwrap()).unwrap();
+    // SAFETY: the test's own buffer, no other view of it exists yet.
+    let v = unsafe { RingView::init(smem.region(), &geo) }.unwrap();
+    let mut w = BlobWriter::new(v).unwrap();
     const LENS: [usize; 10] = [0, 100, 100, 60, 0, 148, 40, 10, 0, 120];
     let blob_of = |n: u64| -> Vec<u8> {
         (0..LENS[n as usize])
@@ -429,7 +431,8 @@ fn mirror_writes_empty_blobs_as_the_empty_ref() {
 
     let geo = Geometry::blob(8, 32, 0, 512).unwrap();
     let mut mem = Mem::new(geo.total_len().unwrap() as usize);
-    let v = RingView::init(mem.region(), &geo).unwrap();
+    // SAFETY: the test's own buffer, no other view of it exists yet.
+    let v = unsafe { RingView::init(mem.region(), &geo) }.unwrap();
     let mut d = [0u8; 24];
     d[..8].copy_from_slice(&5u64.to_le_bytes());
     d[8..].copy_from_slice(&[0xee; 16]);

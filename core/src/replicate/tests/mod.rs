@@ -38,7 +38,9 @@ impl Mem {
 /// A u64 ring of capacity 8 holding records 1..=w (record n = n).
 pub(super) fn source(mem: &mut Mem, w: u64) -> RingSource {
     let geo = Geometry::spmc(8, 16, 8, 0, false).unwrap();
-    let v = RingView::init(mem.region(), &geo).unwrap();
+    // SAFETY: each test gives a `Mem` of its own to one source or one sink: no other view
+    // of it exists yet.
+    let v = unsafe { RingView::init(mem.region(), &geo) }.unwrap();
     for s in 1..=w {
         v.write_slot(s, &s.to_le_bytes());
     }
@@ -97,8 +99,12 @@ pub(super) struct Sink {
 impl Sink {
     /// A recording sink on `mem`, nothing written yet.
     pub(super) fn on(mem: &mut Mem) -> Sink {
+        // SAFETY: each test gives a `Mem` of its own to one source or one sink, and reads the
+        // mirror ring in its one thread between the mirror's calls, through views taken
+        // after the last recreate.
+        let inner = unsafe { RegionSink::new(mem.region()) };
         Sink {
-            inner: RegionSink::new(mem.region()),
+            inner,
             writes: vec![],
             creations: 0,
         }
