@@ -26,6 +26,8 @@ pub struct ServeArgs {
     /// TCP listen address, e.g. 0.0.0.0:7400. IPv4 (mirrors connect over IPv4 only), or
     /// [::]:PORT, which accepts IPv4 mirrors too. With --udp or --multicast, the UDP socket
     /// binds this address's IP as well (its port is --udp's, or any free one).
+    // The text is also the --help line, so "[::]" stays as typed, not as a doc link.
+    #[allow(rustdoc::broken_intra_doc_links)]
     #[arg(long, value_name = "ADDR")]
     pub bind: SocketAddr,
     /// Send live data to this IPv4 multicast group, e.g. 239.1.1.1:7401 (one port per stream).

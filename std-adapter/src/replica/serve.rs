@@ -10,7 +10,7 @@
 //! announcing the sleeper in the ring's header, a store); without write access (a 0644 ring
 //! of another user, a read-only file system) it is mapped read-only, as spec §1.1 says a
 //! network source maps it, and idle threads poll it with a short, growing sleep instead
-//! ([`PollWait`]), which is logged once.
+//! (`PollWait`), which is logged once.
 
 use std::io::{self, Read};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
