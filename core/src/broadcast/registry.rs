@@ -274,6 +274,17 @@ pub fn min_live_cursor(view: &RingView) -> Option<u64> {
 /// returns how many were freed. Like the reference, it leaves `active` alone: a slot with
 /// `pid == 0` is not live whatever `active` says.
 pub fn prune_dead(view: &RingView, is_alive: impl Fn(u32) -> bool) -> u32 {
+    prune_dead_with(view, is_alive, |_| {})
+}
+
+/// [`prune_dead`], calling `on_freed(pid)` for each slot it freed: a CAS that fails (another
+/// pruner freed the slot, or a new reader took it meanwhile) frees nothing and is not
+/// reported.
+pub fn prune_dead_with(
+    view: &RingView,
+    is_alive: impl Fn(u32) -> bool,
+    mut on_freed: impl FnMut(u32),
+) -> u32 {
     let mut freed = 0;
     let count = check_registry(view).unwrap_or(0);
     for i in 0..count {
@@ -291,6 +302,7 @@ pub fn prune_dead(view: &RingView, is_alive: impl Fn(u32) -> bool) -> u32 {
             .is_ok()
         {
             freed += 1;
+            on_freed(pid);
         }
     }
     freed

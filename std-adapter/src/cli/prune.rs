@@ -4,44 +4,18 @@ use std::io::Write;
 use std::path::Path;
 
 use ringwire_core::Expect;
-use ringwire_core::layout::reg;
+use ringwire_core::broadcast::registry;
 use ringwire_core::ring::RingView;
-use ringwire_core::sync::Ordering;
 
 use super::out_err;
 use crate::error::Result;
 use crate::file::RingFile;
 use crate::sys::pid_alive;
 
-/// `registry::prune_dead`, returning the pids it freed: for each slot whose pid is dead, CAS
-/// `pid → 0`; a CAS that fails (another pruner freed the slot, or a new reader took it
-/// meanwhile) frees nothing and is not reported.
+/// `registry::prune_dead`, returning the pids it freed (not those whose CAS lost a race).
 fn prune_dead(view: &RingView, is_alive: impl Fn(u32) -> bool) -> Vec<u32> {
     let mut freed = Vec::new();
-    let g = view.geometry();
-    let count = if g.registry_offset == 0 {
-        0
-    } else {
-        g.registry_count
-    };
-    for i in 0..count {
-        let Some(pid_w) = view.registry_a32(i, reg::PID) else {
-            break;
-        };
-        // Relaxed: the CAS below decides; this load only picks a candidate.
-        let pid = pid_w.load(Ordering::Relaxed);
-        if pid == 0 || is_alive(pid) {
-            continue;
-        }
-        // AcqRel: as in registry::register; fails harmlessly if another pruner or a new
-        // reader won.
-        if pid_w
-            .compare_exchange(pid, 0, Ordering::AcqRel, Ordering::Relaxed)
-            .is_ok()
-        {
-            freed.push(pid);
-        }
-    }
+    registry::prune_dead_with(view, is_alive, |pid| freed.push(pid));
     freed
 }
 
@@ -68,7 +42,8 @@ mod tests {
     use super::*;
     use crate::file::CreateOptions;
     use ringwire_core::Geometry;
-    use ringwire_core::broadcast::registry;
+    use ringwire_core::layout::reg;
+    use ringwire_core::sync::Ordering;
 
     /// A ring with a 4-slot registry, unlinked when dropped.
     fn ring(name: &str) -> RingFile {
