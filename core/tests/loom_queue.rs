@@ -434,6 +434,24 @@ fn healed_claim_never_writes_into_the_next_lap() {
     });
 }
 
+/// One lossy MPMC producer thread per value, each pushing its value once and returning
+/// (ticket, value); a push that does not publish at once (the slow path, a drop) fails the
+/// model, as these models never stall a producer.
+fn lossy_producers(ring: &RingView, values: [u64; 2]) -> Vec<thread::JoinHandle<(u64, u64)>> {
+    values
+        .into_iter()
+        .map(|v| {
+            let p = LossyMpmcProducer::new(ring.clone()).unwrap();
+            thread::spawn(
+                move || match p.push(&item(v), || unreachable!("slow path")) {
+                    LossyPush::Published { seq, .. } => (seq, v),
+                    other => panic!("{other:?}"),
+                },
+            )
+        })
+        .collect()
+}
+
 #[test]
 fn lossy_mpmc_two_producers_one_competing_consumer() {
     model(|| {
@@ -441,26 +459,15 @@ fn lossy_mpmc_two_producers_one_competing_consumer() {
         // SAFETY: a fresh loom region, no other view of it exists yet.
         let ring = unsafe { RingView::init(Region::loom_new(g.total_len().unwrap() as usize), &g) }
             .unwrap();
-        let producers: Vec<_> = [10u64, 20]
-            .into_iter()
-            .map(|v| {
-                let p = LossyMpmcProducer::new(ring.clone()).unwrap();
-                thread::spawn(move || {
-                    // Two tickets in two fresh slots: never waits, so the clock is unused.
-                    match p.push(&item(v), || unreachable!("slow path")) {
-                        LossyPush::Published { seq, .. } => seq,
-                        other => panic!("{other:?}"),
-                    }
-                })
-            })
-            .collect();
+        // Two tickets in two fresh slots: never waits, so the clock is unused.
+        let producers = lossy_producers(&ring, [10, 20]);
         let mut c = LossyMpmcConsumer::new(ring.clone()).unwrap();
         let mut got = Vec::new();
         let mut b = [0u8; 16];
         if let Some(seq) = c.try_recv(&mut b) {
             got.push((seq, value(&b)));
         }
-        let seqs: Vec<u64> = producers.into_iter().map(|p| p.join().unwrap()).collect();
+        let seqs: Vec<u64> = producers.into_iter().map(|p| p.join().unwrap().0).collect();
         while let Some(seq) = c.try_recv(&mut b) {
             got.push((seq, value(&b)));
         }
@@ -490,19 +497,8 @@ fn lossy_mpmc_slot_reuse_and_an_overwritten_ticket() {
         // SAFETY: a fresh loom region, no other view of it exists yet.
         let ring = unsafe { RingView::init(Region::loom_new(g.total_len().unwrap() as usize), &g) }
             .unwrap();
-        let producers: Vec<_> = [10u64, 20]
-            .into_iter()
-            .map(|v| {
-                let p = LossyMpmcProducer::new(ring.clone()).unwrap();
-                thread::spawn(move || {
-                    // The second ticket waits only for the first to publish (no stall).
-                    match p.push(&item(v), || unreachable!("slow path")) {
-                        LossyPush::Published { seq, .. } => (seq, v),
-                        other => panic!("{other:?}"),
-                    }
-                })
-            })
-            .collect();
+        // The second ticket waits only for the first to publish (no stall).
+        let producers = lossy_producers(&ring, [10, 20]);
         let mut c = LossyMpmcConsumer::new(ring.clone()).unwrap();
         let mut got = Vec::new();
         let mut b = [0u8; 16];

@@ -46,6 +46,21 @@ pub fn ringwire_bin() -> PathBuf {
     sibling_bin("RINGWIRE_BIN", "ringwire")
 }
 
+/// Runs `ringwire args…` to completion with stdin closed: (exit code, stdout, stderr); the
+/// code is -1 for a death by signal.
+pub fn run_ringwire(args: &[&str]) -> (i32, String, String) {
+    let o = std::process::Command::new(ringwire_bin())
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run the ringwire binary");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
 fn sibling_bin(var: &str, name: &str) -> PathBuf {
     if let Some(p) = std::env::var_os(var) {
         return PathBuf::from(p);

@@ -12,23 +12,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ringwire::RingProducer;
-use ringwire_tests::netns::ringwire_bin;
+use ringwire_tests::netns::{ringwire_bin, run_ringwire as ringwire};
 use ringwire_tests::records::Rec;
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
-
-fn ringwire(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(ringwire_bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn stat_text_prints_plain_values_and_json_says_ring() {

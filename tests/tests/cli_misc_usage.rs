@@ -11,23 +11,9 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use ringwire::RingProducer;
-use ringwire_tests::netns::ringwire_bin;
+use ringwire_tests::netns::{ringwire_bin, run_ringwire as ringwire};
 use ringwire_tests::records::Rec;
 use ringwire_tests::shm::ShmPath;
-
-/// `ringwire args…`: (exit code, stdout, stderr); -1 for a death by signal.
-fn ringwire(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(ringwire_bin())
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
 
 #[test]
 fn usage_errors_exit_1_as_ringfire() {
