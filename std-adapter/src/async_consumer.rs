@@ -8,12 +8,14 @@
 //!
 //! Each `AsyncRingConsumer` owns one waiter thread (named `ringwire-async`; only
 //! [`AsyncRingConsumer::from_consumer`] goes on without one if it cannot start). A poll first
-//! tries the ring; when it is empty, the poll stores the task's [`Waker`] and the cursor
-//! it waits for in a mutex shared with the waiter, marks the waiter *armed*, and then tries
-//! the ring once more before returning `Pending`. The armed waiter sleeps on the ring's
-//! futex word with [`FutexWait`] (spec §11, the protocol documented in
-//! [`wait`]), one bounded sleep after another, and as soon as
-//! `write_seq >= cursor` it disarms itself and wakes the stored waker. A waiter that is
+//! tries the ring; when it is empty, the poll stores the task's [`Waker`], the cursor it
+//! waits for and the ring of the consumer it wraps now in a mutex shared with the waiter,
+//! marks the waiter *armed*, and then tries the ring once more before returning `Pending`.
+//! The armed waiter sleeps on that ring's futex word with [`FutexWait`] (spec §11, the
+//! protocol documented in [`wait`]), one bounded sleep after another, and as soon as
+//! `write_seq >= cursor` (and the cursor's slot is not still being written, which a
+//! producer that died mid-write can leave for good) it disarms itself and wakes the
+//! stored waker. A waiter that is
 //! not armed blocks on a condition variable, not on the ring, so the producer never pays
 //! for it. An idle awaiting consumer therefore costs one sleeping thread, woken once per
 //! futex timeout (default [`DEFAULT_FUTEX_TIMEOUT`], 50 ms) to re-check the ring; a busy
@@ -42,9 +44,29 @@
 //! one futex timeout at most. A poll that arms the waiter and then finds a record in its
 //! second try leaves the waiter armed; its later wake is spurious, which wakers allow.
 //!
-//! A woken task whose poll finds nothing (a write still in flight on a sparse mirror ring,
-//! say) just arms the waiter again; this is the same re-check loop as
-//! [`RingConsumer::recv_blocking`] with [`FutexWait`].
+//! A woken task whose poll finds nothing (a hole of a sparse mirror ring, say) just arms
+//! the waiter again; this is the same re-check loop as [`RingConsumer::recv_blocking`]
+//! with [`FutexWait`].
+//!
+//! # The ring the waiter watches
+//!
+//! [`AsyncRingConsumer::get_mut`] hands out the wrapped consumer, which the caller may
+//! replace (with a consumer of the ring that replaced this one, say). The waiter therefore
+//! never keeps a ring of its own: each arming passes the current consumer's ring, shared
+//! (`Arc<RingFile>`), and the waiter takes a reference of it for every check and sleep, so
+//! the mapping it reads stays mapped however the consumer was replaced or dropped. An
+//! arming with another ring than the one the waiter sleeps on ends that sleep (as a
+//! publish would: a flag the sleeper re-checks, the futex word bumped, `FUTEX_WAKE`), and
+//! the waiter moves to the new ring at once.
+//!
+//! # After `fork`
+//!
+//! A forked child inherits the consumer but not the waiter thread (nor, possibly, an
+//! unlocked mutex: the parent's waiter may have held it). The waiter remembers the process
+//! that started it; in another, [`AsyncRingConsumer::has_waiter`] is `false`, the first
+//! poll that waits starts the child's own waiter with a fresh mutex, and dropping the
+//! consumer neither stops nor joins the parent's thread. What the parent's waiter state
+//! held (its waker, a reference of the ring) stays allocated in the child until it exits.
 //!
 //! # Cancellation and drop
 //!
@@ -52,30 +74,30 @@
 //! `recv()` future (a `select!` branch that lost, a timeout) loses no record.
 //!
 //! Dropping the consumer sets the waiter's stop flag under the mutex and notifies the
-//! condition variable; while the waiter is inside a futex sleep it also issues `FUTEX_WAKE`
-//! on the ring's word (other sleepers of the ring wake spuriously, re-check and sleep
-//! again), repeating it after pauses of 20 µs growing to 2 ms in case one came just before
-//! the waiter entered its sleep. It then joins the waiter thread, before the ring is
-//! unmapped. The waiter checks the flag under the mutex before every sleep, so the drop
-//! returns within microseconds to a few milliseconds, not a futex timeout (and should every
-//! wake miss, still within one timeout, since every sleep is finite). No thread outlives
-//! the consumer.
+//! condition variable; while the waiter is inside a futex sleep it also ends that sleep
+//! as a retargeting arming does (other sleepers of the ring wake spuriously, re-check and
+//! sleep again), then repeats `FUTEX_WAKE` after pauses of 20 µs growing to 2 ms while the
+//! thread runs. It then joins the waiter thread. The waiter checks the flag under the
+//! mutex before every sleep, so the drop returns within microseconds to a few
+//! milliseconds, not a futex timeout (and should every wake miss, still within one
+//! timeout, since every sleep is finite). No thread outlives the consumer.
 //! [`AsyncRingConsumer::into_inner`] ends the waiter the same way.
 
 use std::fmt;
 use std::future::poll_fn;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use futures_core::{FusedStream, Stream};
-use ringwire_core::RingView;
 use zerocopy::FromBytes;
 
 use crate::consumer::{RecvStatus, RingConsumer};
 use crate::error::{Error, Result};
+use crate::file::RingFile;
 use crate::wait::{self, DEFAULT_FUTEX_TIMEOUT, FutexStats, FutexWait, WaitStrategy};
 
 /// Name of every waiter thread (visible in `/proc/<pid>/task/*/comm`).
@@ -84,8 +106,9 @@ pub const WAITER_THREAD_NAME: &str = "ringwire-async";
 /// An async reader of a typed broadcast ring: [`AsyncRingConsumer::recv`] and a
 /// [`Stream`] of records. See the [module docs](self) for how it waits.
 pub struct AsyncRingConsumer<T> {
-    // Field order matters: `waiter` drops first and joins the waiter thread, which uses a
-    // copy of the ring view, before `consumer` drops and unmaps the ring.
+    // The waiter thread shares the ownership of every mapping it reads (module docs), so
+    // the field order does not matter for safety; the waiter still drops first, so that
+    // its thread is gone before the consumer's registry slot is given back.
     waiter: Waiter,
     consumer: RingConsumer<T>,
     /// Extra tries of the ring, with a spin-loop hint between them, before a poll gives up.
@@ -103,14 +126,23 @@ pub const MIN_IDLE_SLEEP: Duration = Duration::from_micros(10);
 /// The waiter thread's handle; dropping it stops and joins the thread.
 struct Waiter {
     shared: Arc<Shared>,
-    ring: RingView,
     thread: Option<JoinHandle<()>>,
+    /// The process that started `thread`. A child forked since has the handle but not the
+    /// thread: there the waiter counts as absent, and is neither told to stop nor joined.
+    pid: u32,
+    /// The futex timeout, also kept here (not only under the mutex) for the waiter a forked
+    /// child starts: the parent's thread may have held that mutex when it forked.
+    timeout: Duration,
 }
 
 struct Shared {
     state: Mutex<State>,
     /// Signalled when the waiter is armed or told to stop.
     wake_waiter: Condvar,
+    /// Ends the waiter's current futex sleep early (it re-checks it with the ring): it is
+    /// told to stop, or to watch another ring. Cleared by the waiter, under the mutex,
+    /// before each sleep; set under the mutex too, then notified on the ring it sleeps on.
+    interrupt: AtomicBool,
 }
 
 struct State {
@@ -118,10 +150,14 @@ struct State {
     waker: Option<Waker>,
     /// The sequence the task waits for (its consumer's cursor at that poll).
     cursor: u64,
-    /// The task waits: sleep on the ring until `write_seq >= cursor`.
+    /// The ring to watch: the mapping of the consumer wrapped at the last poll that armed
+    /// the waiter (or at construction). Shared ownership: the waiter reads no ring that
+    /// is not kept mapped by an `Arc` it holds, whatever the consumer is replaced with.
+    ring: Arc<RingFile>,
+    /// The task waits: sleep on `ring` until the record at `cursor` may be read.
     armed: bool,
-    /// The waiter is inside `FutexWait::wait` (maybe asleep on the ring's futex).
-    in_futex: bool,
+    /// The ring the waiter is in `FutexWait::wait_on` on (maybe asleep on its futex).
+    sleeping_on: Option<Arc<RingFile>>,
     /// The consumer is being dropped: end the thread.
     stop: bool,
     /// The longest futex sleep, for the sleeps to come.
@@ -134,6 +170,25 @@ fn lock(shared: &Shared) -> MutexGuard<'_, State> {
     // Nothing panics while holding the lock (wakers run outside it), so a poisoned lock's
     // state is still consistent.
     shared.state.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Shared {
+    fn new(ring: Arc<RingFile>, timeout: Duration) -> Arc<Shared> {
+        Arc::new(Shared {
+            state: Mutex::new(State {
+                waker: None,
+                cursor: 0,
+                ring,
+                armed: false,
+                sleeping_on: None,
+                stop: false,
+                timeout,
+                stats: FutexStats::default(),
+            }),
+            wake_waiter: Condvar::new(),
+            interrupt: AtomicBool::new(false),
+        })
+    }
 }
 
 impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
@@ -175,9 +230,11 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
     }
 
     /// Whether the waiter thread runs (always, unless [`AsyncRingConsumer::from_consumer`]
-    /// could not start it).
+    /// could not start it). In a child forked from the process that started it, `false`
+    /// until a poll that waits starts the child's own waiter (fork copies no thread but
+    /// the caller's).
     pub fn has_waiter(&self) -> bool {
-        self.waiter.thread.is_some()
+        self.waiter.runs_here()
     }
 
     /// Wraps `consumer` and starts its waiter thread with `spawn`; on failure the consumer
@@ -185,30 +242,19 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
     fn build(
         consumer: RingConsumer<T>,
         timeout: Duration,
-        spawn: impl FnOnce(RingView, Arc<Shared>) -> std::io::Result<JoinHandle<()>>,
+        spawn: impl FnOnce(Arc<Shared>) -> std::io::Result<JoinHandle<()>>,
     ) -> (Self, std::io::Result<()>) {
         let timeout = timeout.max(MIN_IDLE_SLEEP);
-        let shared = Arc::new(Shared {
-            state: Mutex::new(State {
-                waker: None,
-                cursor: 0,
-                armed: false,
-                in_futex: false,
-                stop: false,
-                timeout,
-                stats: FutexStats::default(),
-            }),
-            wake_waiter: Condvar::new(),
-        });
-        let ring = *consumer.file().ring();
-        let (thread, spawned) = match spawn(ring, Arc::clone(&shared)) {
+        let shared = Shared::new(Arc::clone(consumer.shared_file()), timeout);
+        let (thread, spawned) = match spawn(Arc::clone(&shared)) {
             Ok(t) => (Some(t), Ok(())),
             Err(e) => (None, Err(e)),
         };
         let waiter = Waiter {
             shared,
-            ring,
             thread,
+            pid: std::process::id(),
+            timeout,
         };
         let consumer = AsyncRingConsumer {
             waiter,
@@ -247,8 +293,12 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
     /// never wakes sleepers, and how often an idle waiter wakes. ringfire polls on a timer
     /// of this period instead (its default is 50 µs); ours defaults to
     /// [`DEFAULT_FUTEX_TIMEOUT`]. A sleep under [`MIN_IDLE_SLEEP`] is raised to it.
-    pub fn with_idle_sleep(self, sleep: Duration) -> Self {
-        lock(&self.waiter.shared).timeout = sleep.max(MIN_IDLE_SLEEP);
+    pub fn with_idle_sleep(mut self, sleep: Duration) -> Self {
+        let sleep = sleep.max(MIN_IDLE_SLEEP);
+        self.waiter.timeout = sleep;
+        if self.waiter.is_ours() {
+            lock(&self.waiter.shared).timeout = sleep;
+        }
         self
     }
 
@@ -321,12 +371,17 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
             std::hint::spin_loop();
         }
         // Without a waiter thread (see from_consumer) every wait is a yield.
-        if self.yielded < self.max_yields || self.waiter.thread.is_none() {
+        if self.yielded < self.max_yields || !self.waiter.ready_here(&self.consumer) {
             self.yielded = self.yielded.saturating_add(1);
             cx.waker().wake_by_ref();
             return Poll::Pending;
         }
-        self.waiter.arm(cx.waker(), self.consumer.cursor());
+        // The ring and cursor of the consumer wrapped now: `get_mut` may have replaced it.
+        self.waiter.arm(
+            cx.waker(),
+            self.consumer.shared_file(),
+            self.consumer.cursor(),
+        );
         // Re-check after arming: a publish the first try missed but this one also misses
         // is one the armed waiter sees (module docs).
         match take(&mut self.consumer) {
@@ -380,9 +435,14 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
         self.consumer.capacity()
     }
 
-    /// How the waiter thread's futex sleeps ended so far.
+    /// How the waiter thread's futex sleeps ended so far (zeros in a forked child until
+    /// its own waiter starts).
     pub fn waiter_stats(&self) -> FutexStats {
-        lock(&self.waiter.shared).stats
+        if self.waiter.is_ours() {
+            lock(&self.waiter.shared).stats
+        } else {
+            FutexStats::default()
+        }
     }
 
     /// The wrapped consumer (for `lag`, `seek`, `commit_offset`, `is_replaced`, …).
@@ -390,7 +450,10 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
         &self.consumer
     }
 
-    /// The wrapped consumer, mutably.
+    /// The wrapped consumer, mutably. It may be replaced, say by a consumer of the ring
+    /// that replaced this one ([`RingConsumer::is_replaced`]): the next poll that waits
+    /// moves the waiter to the new consumer's ring and cursor, and the old mapping lives
+    /// on only as long as the waiter still uses it.
     pub fn get_mut(&mut self) -> &mut RingConsumer<T> {
         &mut self.consumer
     }
@@ -406,39 +469,117 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
 }
 
 impl Waiter {
-    /// Stores `waker` and `cursor` and arms the waiter thread.
-    fn arm(&self, waker: &Waker, cursor: u64) {
+    /// Whether `thread` was started by this process (not inherited through `fork`).
+    fn is_ours(&self) -> bool {
+        self.pid == std::process::id()
+    }
+
+    /// Whether a waiter thread of this process runs.
+    fn runs_here(&self) -> bool {
+        self.thread.is_some() && self.is_ours()
+    }
+
+    /// Whether a waiter thread of this process runs, after starting one in a forked child
+    /// whose parent had one. The parent's thread, its mutex (which that thread may have
+    /// held when the process forked) and the waker stored there are left alone: the child
+    /// starts over with its own, watching `consumer`'s ring. Should the thread not start,
+    /// the child's consumer goes on without a waiter (see `from_consumer`).
+    fn ready_here<T: FromBytes + 'static>(&mut self, consumer: &RingConsumer<T>) -> bool {
+        if self.thread.is_none() {
+            return false;
+        }
+        if !self.is_ours() {
+            // Never joined, never dropped: the thread and whatever the state holds belong to
+            // the parent; the child keeps their bytes until it exits.
+            std::mem::forget(self.thread.take());
+            let fresh = Shared::new(Arc::clone(consumer.shared_file()), self.timeout);
+            std::mem::forget(std::mem::replace(&mut self.shared, fresh));
+            self.pid = std::process::id();
+            self.thread = spawn_waiter(Arc::clone(&self.shared)).ok();
+        }
+        self.thread.is_some()
+    }
+
+    /// Stores `waker`, `ring` and `cursor` and arms the waiter thread. When `ring` is not
+    /// the ring the waiter sleeps on, that sleep is ended, so the waiter moves to `ring`
+    /// at once.
+    fn arm(&self, waker: &Waker, ring: &Arc<RingFile>, cursor: u64) {
         let mut st = lock(&self.shared);
         match &mut st.waker {
             Some(w) if w.will_wake(waker) => {}
             slot => *slot = Some(waker.clone()),
         }
         st.cursor = cursor;
+        let mut old = None;
+        let mut interrupt = None;
+        if !Arc::ptr_eq(&st.ring, ring) {
+            old = Some(std::mem::replace(&mut st.ring, Arc::clone(ring)));
+            interrupt = st.sleeping_on.clone();
+            if interrupt.is_some() {
+                // Seq-cst: the notification below is the §11 notifier side, and this is
+                // the state change its fence orders before the waiter-count load.
+                self.shared.interrupt.store(true, Ordering::SeqCst);
+            }
+        }
         let was_armed = std::mem::replace(&mut st.armed, true);
         drop(st);
+        if let Some(r) = interrupt {
+            interrupt_sleep(&r);
+        }
+        // The last owner of a replaced consumer's mapping may be this `Arc`: unmapped here,
+        // outside the lock.
+        drop(old);
         if !was_armed {
             self.shared.wake_waiter.notify_one();
         }
     }
 }
 
+/// Ends a waiter's futex sleep on `ring` after its interrupt flag was set, as a producer's
+/// publish does (spec §11): bump the futex word if a sleeper is announced, then
+/// `FUTEX_WAKE`. Its re-check after announcing sees the flag, or its `FUTEX_WAIT` sees the
+/// new word or is woken, so the interrupt is never lost. Other sleepers of the ring wake
+/// once, re-check and sleep again.
+fn interrupt_sleep(ring: &RingFile) {
+    if ring.ring().futex().notify() {
+        wait::wake_all(ring.ring());
+    }
+}
+
 impl Drop for Waiter {
     fn drop(&mut self) {
+        if !self.is_ours() {
+            // A forked child's copy of its parent's waiter: the thread is not in this
+            // process (nothing to stop or join) and its mutex may have been held when the
+            // process forked, so neither is touched. `shared` only loses a count here: the
+            // thread's copy of it (its closure's) keeps it allocated.
+            std::mem::forget(self.thread.take());
+            return;
+        }
         let mut st = lock(&self.shared);
         st.stop = true;
         st.waker = None;
+        let sleeping = st.sleeping_on.clone();
+        if sleeping.is_some() {
+            // Seq-cst: as in `arm`.
+            self.shared.interrupt.store(true, Ordering::SeqCst);
+        }
         drop(st);
         self.shared.wake_waiter.notify_one();
         let Some(thread) = self.thread.take() else {
             return;
         };
+        if let Some(r) = &sleeping {
+            interrupt_sleep(r);
+        }
+        drop(sleeping);
         let mut pause = Duration::from_micros(20);
         while !thread.is_finished() {
-            if lock(&self.shared).in_futex {
-                // Ends the waiter's futex sleep now rather than at its timeout; repeated
-                // while it lasts, in case a wake came before the waiter entered the sleep.
-                // Every other sleeper on this ring wakes once, re-checks and sleeps again.
-                wait::wake_all(&self.ring);
+            // Should a wake have missed anyway, repeat it while the waiter sleeps; its
+            // timeout bounds the wait in any case.
+            let sleeping = lock(&self.shared).sleeping_on.clone();
+            if let Some(r) = sleeping {
+                wait::wake_all(r.ring());
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(2));
@@ -449,17 +590,17 @@ impl Drop for Waiter {
     }
 }
 
-/// Starts the waiter thread on `ring`. The ring view is a copy of the consumer's; the thread
-/// is joined (Waiter's drop) before the consumer unmaps the ring, as the Region contract asks.
-fn spawn_waiter(ring: RingView, shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
+/// Starts the waiter thread. It reads only rings it holds an `Arc` of (`State::ring`).
+fn spawn_waiter(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(WAITER_THREAD_NAME.to_string())
-        .spawn(move || run_waiter(ring, &shared))
+        .spawn(move || run_waiter(&shared))
 }
 
-/// The waiter thread: wait to be armed, sleep on the ring until `write_seq >= cursor`,
-/// wake the task, repeat; return when told to stop.
-fn run_waiter(ring: RingView, shared: &Shared) {
+/// The waiter thread: wait to be armed, sleep on the ring until the record at the cursor
+/// may be read, wake the task, repeat; return when told to stop. Each round takes the
+/// ring and cursor the last arming stored.
+fn run_waiter(shared: &Shared) {
     let mut st = lock(shared);
     let mut futex = FutexWait::new(0, Some(st.timeout));
     loop {
@@ -473,7 +614,8 @@ fn run_waiter(ring: RingView, shared: &Shared) {
                 .unwrap_or_else(PoisonError::into_inner);
             continue;
         }
-        if wait::published(&ring, st.cursor) {
+        let cursor = st.cursor;
+        if wait::published(st.ring.ring(), cursor) {
             st.armed = false;
             let waker = st.waker.take();
             drop(st);
@@ -483,15 +625,28 @@ fn run_waiter(ring: RingView, shared: &Shared) {
             st = lock(shared);
             continue;
         }
-        let cursor = st.cursor;
+        let ring = Arc::clone(&st.ring);
         futex.set_timeout(st.timeout);
-        st.in_futex = true;
+        // Relaxed: under the mutex, which orders it against the stores of `arm` and drop.
+        shared.interrupt.store(false, Ordering::Relaxed);
+        st.sleeping_on = Some(Arc::clone(&ring));
         drop(st);
-        // One bounded §11 sleep; it returns early when the cursor is published.
-        futex.wait(&ring, cursor);
+        // One bounded §11 sleep; it returns early when the cursor is published, or when
+        // `arm` or drop interrupts it (their flag is part of what it re-checks).
+        futex.wait_on(ring.ring().futex(), None, || {
+            // Seq-cst: the sleeper's re-check, paired with the interrupter's store.
+            wait::published(ring.ring(), cursor) || shared.interrupt.load(Ordering::SeqCst)
+        });
         st = lock(shared);
-        st.in_futex = false;
+        let done = st.sleeping_on.take();
         st.stats = futex.stats();
+        if !Arc::ptr_eq(&st.ring, &ring) {
+            // Possibly the last owners of a replaced mapping: unmapped outside the lock.
+            drop(st);
+            drop(done);
+            drop(ring);
+            st = lock(shared);
+        }
     }
 }
 
@@ -523,6 +678,7 @@ impl<T: FromBytes + 'static> fmt::Debug for AsyncRingConsumer<T> {
 mod tests {
     use super::*;
     use crate::RingProducer;
+    use ringwire_core::layout::SLOT_WRITING;
 
     #[tokio::test(flavor = "current_thread")]
     async fn without_a_waiter_thread_every_record_still_arrives() {
@@ -531,10 +687,9 @@ mod tests {
         let mut tx = RingProducer::<u64>::create(&path, 64).unwrap();
         tx.push(&1);
         let consumer = RingConsumer::<u64>::attach(&path).unwrap();
-        let (mut rx, spawned) =
-            AsyncRingConsumer::build(consumer, DEFAULT_FUTEX_TIMEOUT, |_, _| {
-                Err(std::io::Error::from(std::io::ErrorKind::WouldBlock))
-            });
+        let (mut rx, spawned) = AsyncRingConsumer::build(consumer, DEFAULT_FUTEX_TIMEOUT, |_| {
+            Err(std::io::Error::from(std::io::ErrorKind::WouldBlock))
+        });
         assert!(spawned.is_err() && !rx.has_waiter());
         let late = std::thread::spawn(move || {
             for v in 2..=100u64 {
@@ -556,5 +711,334 @@ mod tests {
         drop(late.join());
         // The usual constructor starts the thread.
         assert!(AsyncRingConsumer::from_consumer(rx.into_inner()).has_waiter());
+    }
+
+    /// A ring file path for one test, removed when dropped.
+    struct TmpPath(std::path::PathBuf);
+
+    impl TmpPath {
+        fn new(tag: &str) -> Self {
+            TmpPath(std::env::temp_dir().join(format!(
+                "ringwire-async-consumer-{tag}-{}",
+                std::process::id()
+            )))
+        }
+    }
+
+    impl Drop for TmpPath {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    /// A waker that records its wake and unparks the thread that made it.
+    struct Flag {
+        woken: std::sync::atomic::AtomicBool,
+        thread: std::thread::Thread,
+    }
+
+    impl std::task::Wake for Flag {
+        fn wake(self: Arc<Self>) {
+            self.wake_by_ref();
+        }
+        fn wake_by_ref(self: &Arc<Self>) {
+            self.woken.store(true, std::sync::atomic::Ordering::SeqCst);
+            self.thread.unpark();
+        }
+    }
+
+    impl Flag {
+        fn new() -> Arc<Flag> {
+            Arc::new(Flag {
+                woken: std::sync::atomic::AtomicBool::new(false),
+                thread: std::thread::current(),
+            })
+        }
+
+        /// Whether a wake came within `bound` (and clears it).
+        fn woken_within(&self, bound: Duration) -> bool {
+            let end = std::time::Instant::now() + bound;
+            loop {
+                if self.woken.swap(false, std::sync::atomic::Ordering::SeqCst) {
+                    return true;
+                }
+                let now = std::time::Instant::now();
+                if now >= end {
+                    return false;
+                }
+                std::thread::park_timeout(end - now);
+            }
+        }
+    }
+
+    /// One poll of `rx` with `flag`'s waker.
+    fn poll_once<T: FromBytes + 'static>(
+        rx: &mut AsyncRingConsumer<T>,
+        flag: &Arc<Flag>,
+    ) -> Poll<T> {
+        let waker = Waker::from(Arc::clone(flag));
+        rx.poll_recv(&mut Context::from_waker(&waker))
+    }
+
+    /// Waits (bounded) until a sleeper (the waiter thread) is announced on `rx`'s ring.
+    fn until_asleep<T: FromBytes + 'static>(rx: &AsyncRingConsumer<T>) -> bool {
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        let ring = rx.get_ref().file().ring();
+        while ring
+            .futex()
+            .waiters
+            .load(ringwire_core::sync::Ordering::Acquire)
+            == 0
+        {
+            if std::time::Instant::now() >= end {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        true
+    }
+
+    /// Runs `child` in a forked child process that `alarm` ends after `secs` seconds, and
+    /// returns the child's wait status. The child leaves through `_exit` with what `child`
+    /// returned (101 if it panicked), never returning into the test harness.
+    fn forked(secs: u32, child: impl FnOnce() -> i32) -> libc::c_int {
+        // SAFETY: the child runs only `child` (no harness code) and leaves through `_exit`.
+        let pid = unsafe { libc::fork() };
+        assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
+        if pid == 0 {
+            // SAFETY: alarm takes an integer and touches no memory of ours.
+            unsafe { libc::alarm(secs) };
+            let code = std::panic::catch_unwind(std::panic::AssertUnwindSafe(child)).unwrap_or(101);
+            // SAFETY: ends this child at once, without running destructors or atexit
+            // handlers inherited from the parent.
+            unsafe { libc::_exit(code) }
+        }
+        let end = std::time::Instant::now() + Duration::from_secs(u64::from(secs) + 20);
+        let mut status: libc::c_int = 0;
+        loop {
+            // SAFETY: `status` is a valid place for the kernel to store the status.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                return status;
+            }
+            assert_eq!(r, 0, "waitpid: {}", std::io::Error::last_os_error());
+            if std::time::Instant::now() >= end {
+                // SAFETY: kill and waitpid on our own child.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                panic!("the forked child outlived its alarm");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    fn assert_exited_0(status: libc::c_int, what: &str) {
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "{what}: the child {}",
+            if libc::WIFEXITED(status) {
+                format!("exited with {}", libc::WEXITSTATUS(status))
+            } else {
+                format!("was killed by signal {}", libc::WTERMSIG(status))
+            }
+        );
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn async_consumer_follows_a_consumer_swapped_in_through_get_mut() {
+        let (a, b) = (TmpPath::new("swap-a"), TmpPath::new("swap-b"));
+        let _ta = RingProducer::<u64>::create(&a.0, 64).unwrap();
+        let mut tb = RingProducer::<u64>::create(&b.0, 64).unwrap();
+        // A futex timeout far beyond the test's bound: only a wake can deliver in time.
+        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&a.0).unwrap())
+            .unwrap()
+            .with_idle_sleep(Duration::from_secs(60));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), rx.recv())
+                .await
+                .is_err()
+        );
+        assert!(until_asleep(&rx), "the waiter never slept on ring a");
+        // The old consumer stays alive: its mapping is not the issue here, the target is.
+        let old = std::mem::replace(rx.get_mut(), RingConsumer::attach(&b.0).unwrap());
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            tb.push(&7);
+            tb
+        });
+        let got = tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("a record on the new ring wakes the task");
+        assert_eq!(got, 7);
+        drop(late.join());
+        drop(old);
+    }
+
+    #[test]
+    fn async_consumer_survives_the_old_consumer_dropped_after_a_swap() {
+        let (a, b) = (TmpPath::new("swap-drop-a"), TmpPath::new("swap-drop-b"));
+        let (pa, pb) = (a.0.clone(), b.0.clone());
+        let status = forked(30, move || {
+            let (Ok(_ta), Ok(mut tb)) = (
+                RingProducer::<u64>::create(&pa, 64),
+                RingProducer::<u64>::create(&pb, 64),
+            ) else {
+                return 10;
+            };
+            let Ok(rx) = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&pa).unwrap()) else {
+                return 11;
+            };
+            let mut rx = rx.with_idle_sleep(Duration::from_millis(2));
+            let flag = Flag::new();
+            if poll_once(&mut rx, &flag).is_ready() || !until_asleep(&rx) {
+                return 12;
+            }
+            // The old consumer is dropped here: ring a's mapping of it goes away.
+            *rx.get_mut() = RingConsumer::attach(&pb).unwrap();
+            // Several futex timeouts: a waiter still on ring a reads unmapped memory.
+            std::thread::sleep(Duration::from_millis(50));
+            if poll_once(&mut rx, &flag).is_ready() {
+                return 13;
+            }
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    std::thread::sleep(Duration::from_millis(20));
+                    tb.push(&9);
+                });
+                if !flag.woken_within(Duration::from_secs(10)) {
+                    return 2;
+                }
+                match poll_once(&mut rx, &flag) {
+                    Poll::Ready(9) => 0,
+                    _ => 3,
+                }
+            })
+        });
+        assert_exited_0(status, "swap then drop the old consumer");
+    }
+
+    #[test]
+    fn a_forked_child_gets_its_own_waiter_and_drops_without_hanging() {
+        let t = TmpPath::new("fork");
+        let mut tx = RingProducer::<u64>::create(&t.0, 64).unwrap();
+        let mut rx = Some(
+            AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap())
+                .unwrap()
+                .with_idle_sleep(Duration::from_secs(60)),
+        );
+        // The parent's waiter has woken the task once and sleeps on the ring again.
+        let flag = Flag::new();
+        let parent = rx.as_mut().unwrap();
+        assert!(poll_once(parent, &flag).is_pending());
+        tx.push(&1);
+        assert!(flag.woken_within(Duration::from_secs(10)));
+        assert!(matches!(poll_once(parent, &flag), Poll::Ready(1)));
+        assert!(poll_once(parent, &flag).is_pending());
+        let status = forked(30, || {
+            let Some(mut inherited) = rx.take() else {
+                return 10;
+            };
+            let flag = Flag::new();
+            if poll_once(&mut inherited, &flag).is_ready() {
+                return 11;
+            }
+            let code = std::thread::scope(|s| {
+                // The record comes through the parent's producer (the same shared file).
+                s.spawn(|| {
+                    std::thread::sleep(Duration::from_millis(50));
+                    tx.push(&42);
+                });
+                if !flag.woken_within(Duration::from_secs(10)) {
+                    return 2;
+                }
+                match poll_once(&mut inherited, &flag) {
+                    Poll::Ready(42) if inherited.has_waiter() => 0,
+                    Poll::Ready(42) => 4,
+                    _ => 3,
+                }
+            });
+            // Ends the child's waiter (a hang here is ended by the alarm). The consumer is
+            // the parent's (its registry slot): left as it is, as the producer is.
+            std::mem::forget(inherited.into_inner());
+            code
+        });
+        assert_exited_0(status, "an AsyncRingConsumer inherited through fork");
+        // The parent's consumer is untouched: its waiter wakes it for the child's record.
+        // (The parent's producer is not used again: its next sequence is the one the child
+        // just published.)
+        let parent = rx.as_mut().unwrap();
+        assert!(parent.has_waiter());
+        assert!(flag.woken_within(Duration::from_secs(10)));
+        assert!(matches!(poll_once(parent, &flag), Poll::Ready(42)));
+        assert!(poll_once(parent, &flag).is_pending());
+    }
+
+    /// CPU time the waiter thread of `rx` has used so far.
+    fn waiter_cpu<T>(rx: &AsyncRingConsumer<T>) -> Duration {
+        use std::os::unix::thread::JoinHandleExt;
+        let handle = rx.waiter.thread.as_ref().expect("a waiter thread");
+        let mut clock: libc::clockid_t = 0;
+        // SAFETY: the thread is joined only when `rx` drops, so its id is valid; `clock` is
+        // a valid place for the result.
+        let r = unsafe { libc::pthread_getcpuclockid(handle.as_pthread_t(), &mut clock) };
+        assert_eq!(r, 0);
+        let mut ts = libc::timespec {
+            tv_sec: 0,
+            tv_nsec: 0,
+        };
+        // SAFETY: `ts` is a valid, writable timespec.
+        assert_eq!(unsafe { libc::clock_gettime(clock, &mut ts) }, 0);
+        Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn async_consumer_sleeps_on_a_slot_left_mid_write_a_lap_behind() {
+        let t = TmpPath::new("stuck");
+        let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
+        for v in 1..=8u64 {
+            tx.push(&v);
+        }
+        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap()).unwrap();
+        assert_eq!(rx.cursor(), 1);
+        // A producer died overwriting the reader's slot with the next lap (write_seq 8 >= 1).
+        tx.file()
+            .ring()
+            .slot_seq(1)
+            .store(SLOT_WRITING, ringwire_core::sync::Ordering::Release);
+        assert_eq!(rx.try_recv(), None);
+        let (task0, waiter0) = (crate::sys::thread_cpu_time(), waiter_cpu(&rx));
+        assert!(
+            tokio::time::timeout(Duration::from_secs(1), rx.recv())
+                .await
+                .is_err()
+        );
+        let (task, waiter) = (
+            crate::sys::thread_cpu_time() - task0,
+            waiter_cpu(&rx) - waiter0,
+        );
+        eprintln!(
+            "stuck slot, 1 s: task {task:?}, waiter {waiter:?}, {:?}",
+            rx.waiter_stats()
+        );
+        assert!(task < Duration::from_millis(150), "the task spun: {task:?}");
+        assert!(
+            waiter < Duration::from_millis(150),
+            "the waiter spun: {waiter:?}"
+        );
+        // The next lap's record ends the wait at once: the slot is overwritten, the reader
+        // lapped past it.
+        let t0 = std::time::Instant::now();
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            tx.push(&9);
+            tx
+        });
+        let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        assert_eq!(got, Ok(2));
+        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
+        assert_eq!(rx.lapped_count(), 1);
+        drop(late.join());
     }
 }

@@ -312,6 +312,10 @@ pub struct BlobConsumer<M> {
     scratch: Vec<u8>,
     /// `view`'s payload copy, grown to the largest payload seen.
     view_buf: Vec<u8>,
+    /// The blob length of a message `view` took from the ring and has not delivered yet:
+    /// its `f` is running, or panicked. Its descriptor is in `scratch`, its blob in
+    /// `view_buf`, and it is the reader's `cursor - 1`; the next receive delivers it.
+    undelivered: Option<usize>,
     /// ringfire's view of the registry, built at attach.
     registry: Option<Box<ReaderRegistry>>,
     file: RingFile,
@@ -351,6 +355,7 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
             reader,
             scratch: vec![0u8; n],
             view_buf: Vec::new(),
+            undelivered: None,
             registry,
             file,
             _m: PhantomData,
@@ -361,6 +366,22 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     /// blob length, `Ok(None)` when caught up, or an error when `out` is too small (the
     /// message then stays unread).
     pub fn recv(&mut self, meta: &mut M, out: &mut [u8]) -> Result<Option<usize>> {
+        if let Some(len) = self.undelivered {
+            let Some(dst) = out.get_mut(..len) else {
+                return Err(Error::Blob {
+                    path: self.file.path().to_path_buf(),
+                    source: BlobError::BufferTooSmall {
+                        len: out.len(),
+                        // A blob the arena held, so at most u32::MAX bytes.
+                        need: len as u32,
+                    },
+                });
+            };
+            dst.copy_from_slice(&self.view_buf[..len]);
+            self.undelivered = None;
+            *meta = self.scratch_meta();
+            return Ok(Some(len));
+        }
         let got = self
             .reader
             .recv(&mut self.scratch, out)
@@ -369,12 +390,18 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
                 source,
             })?;
         Ok(got.map(|r| {
-            // The scratch is at least size_of::<M>() + 16 bytes (the stride check at attach).
-            if let Ok((m, _)) = M::read_from_prefix(&self.scratch) {
-                *meta = m;
-            }
+            *meta = self.scratch_meta();
             r.len
         }))
+    }
+
+    /// The meta of the descriptor in `scratch`.
+    fn scratch_meta(&self) -> M {
+        // The scratch is at least size_of::<M>() + 16 bytes (the stride check at attach),
+        // so the meta always reads.
+        M::read_from_prefix(&self.scratch)
+            .map(|(m, _)| m)
+            .unwrap_or_else(|_| M::new_zeroed())
     }
 
     /// [`BlobConsumer::recv`] that also says whether messages were skipped to get there:
@@ -404,26 +431,37 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     /// like [`BlobConsumer::recv`]'s (into a buffer this consumer keeps, grown to the
     /// largest payload seen), so `f` runs exactly once per message, on bytes no writer can
     /// change under it, and a message lapped during the copy is skipped before `f` runs.
+    ///
+    /// The message counts as received only once `f` returns. Should `f` panic, the
+    /// [cursor](BlobConsumer::cursor) stays on it and the next receive (`view`, `recv`, …)
+    /// delivers it again, as ringfire's does; from the copy, where ringfire reads the ring
+    /// again (the registry slot already shows it read).
     pub fn view<R>(&mut self, mut f: impl FnMut(&M, &[u8]) -> R) -> Result<Option<R>> {
+        let len = match self.undelivered {
+            Some(len) => len,
+            None => match self.copy_next()? {
+                Some(len) => len,
+                None => return Ok(None),
+            },
+        };
+        self.undelivered = Some(len);
+        let r = f(&self.scratch_meta(), &self.view_buf[..len]);
+        self.undelivered = None;
+        Ok(Some(r))
+    }
+
+    /// Takes the next message from the ring into `scratch` and `view_buf` (grown to fit);
+    /// returns its blob length, or `None` when caught up.
+    fn copy_next(&mut self) -> Result<Option<usize>> {
         loop {
-            let mut buf = std::mem::take(&mut self.view_buf);
-            let got = self.reader.recv(&mut self.scratch, &mut buf);
-            let out = match got {
-                Ok(Some(r)) => {
-                    // The scratch is at least size_of::<M>() + 16 bytes (the stride check at
-                    // attach), so the meta always reads.
-                    let meta = M::read_from_prefix(&self.scratch)
-                        .map(|(m, _)| m)
-                        .unwrap_or_else(|_| M::new_zeroed());
-                    Ok(Some(f(&meta, &buf[..r.len])))
-                }
-                Ok(None) => Ok(None),
+            let got = self.reader.recv(&mut self.scratch, &mut self.view_buf);
+            return match got {
+                Ok(got) => Ok(got.map(|r| r.len)),
                 Err(BlobError::BufferTooSmall { need, .. }) => {
                     // The message stays unread: grow and read it again. `need` is at most
                     // the arena's capacity (the core checks the span lies inside the arena
                     // before it reports a short buffer), so this stays bounded by the file.
-                    buf.resize(need as usize, 0);
-                    self.view_buf = buf;
+                    self.view_buf.resize(need as usize, 0);
                     continue;
                 }
                 Err(source) => Err(Error::Blob {
@@ -431,8 +469,6 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
                     source,
                 }),
             };
-            self.view_buf = buf;
-            return out;
         }
     }
 
@@ -440,7 +476,7 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     pub fn recv_seq(&mut self, meta: &mut M, out: &mut [u8]) -> Result<Option<(u64, usize)>> {
         let len = self.recv(meta, out)?;
         // The received message is the one just below the new cursor.
-        Ok(len.map(|l| (self.reader.cursor() - 1, l)))
+        Ok(len.map(|l| (self.cursor() - 1, l)))
     }
 
     /// Waits with `wait` (bounded waits, re-checked) until a message arrives or `timeout`
@@ -465,9 +501,10 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
         }
     }
 
-    /// The next sequence to read.
+    /// The next sequence to read (a message whose `view` closure panicked is still to
+    /// read).
     pub fn cursor(&self) -> u64 {
-        self.reader.cursor()
+        self.next_seq()
     }
 
     /// Messages skipped (overwritten, or blob lost).
@@ -483,7 +520,7 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     /// Published messages not read yet.
     pub fn lag(&self) -> u64 {
         let w = self.file.write_seq();
-        let c = self.reader.cursor();
+        let c = self.cursor();
         if w >= c { w - c + 1 } else { 0 }
     }
 
@@ -509,11 +546,65 @@ impl<M> std::fmt::Debug for BlobProducer<M> {
     }
 }
 
+impl<M> BlobConsumer<M> {
+    /// [`BlobConsumer::cursor`]: the reader's, less the message `view` has not delivered.
+    fn next_seq(&self) -> u64 {
+        self.reader.cursor() - u64::from(self.undelivered.is_some())
+    }
+}
+
 impl<M> std::fmt::Debug for BlobConsumer<M> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("BlobConsumer")
             .field("file", &self.file)
-            .field("cursor", &self.reader.cursor())
+            .field("cursor", &self.next_seq())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::panic::{AssertUnwindSafe, catch_unwind};
+
+    use super::*;
+
+    #[test]
+    fn a_message_whose_view_closure_panicked_is_delivered_again() {
+        let path =
+            std::env::temp_dir().join(format!("ringwire-blob-view-panic-{}", std::process::id()));
+        let mut tx = BlobProducer::<u64>::create(&path, 16, 4096).unwrap();
+        tx.push(&7, b"first").unwrap();
+        tx.push(&8, b"second").unwrap();
+        let mut rx = BlobConsumer::<u64>::attach(&path).unwrap();
+        assert_eq!((rx.cursor(), rx.lag()), (1, 2));
+        let r = catch_unwind(AssertUnwindSafe(|| {
+            rx.view(|m, b| {
+                assert_eq!((*m, b), (7, &b"first"[..]));
+                panic!("the handler failed");
+            })
+        }));
+        assert!(r.is_err());
+        assert_eq!((rx.cursor(), rx.lag()), (1, 2));
+        assert_eq!(
+            rx.view(|m, b| (*m, b.to_vec())).unwrap(),
+            Some((7, b"first".to_vec()))
+        );
+        assert_eq!((rx.cursor(), rx.lag()), (2, 1));
+        // After a panic, the other receives deliver it too; a buffer too short leaves it.
+        let r = catch_unwind(AssertUnwindSafe(|| rx.view(|_, _| panic!("again"))));
+        assert!(r.is_err());
+        let mut meta = 0u64;
+        let mut out = [0u8; 16];
+        assert!(matches!(
+            rx.recv(&mut meta, &mut out[..3]),
+            Err(Error::Blob {
+                source: BlobError::BufferTooSmall { len: 3, need: 6 },
+                ..
+            })
+        ));
+        assert_eq!(rx.recv_seq(&mut meta, &mut out).unwrap(), Some((2, 6)));
+        assert_eq!((meta, &out[..6]), (8, &b"second"[..]));
+        assert_eq!(rx.view(|_, _| ()).unwrap(), None);
+        assert_eq!((rx.cursor(), rx.lag(), rx.lapped_count()), (3, 0, 0));
     }
 }

@@ -181,28 +181,21 @@ impl OffsetCheckpoint {
             // Trimmed, as stored in the file and as the reference reports it.
             name: name.trim().to_string(),
         };
-        let pid = std::process::id();
         if fresh {
-            let mut name_buf = [0u8; 32];
-            let trimmed = name.trim();
-            let n = trimmed.len().min(31);
-            name_buf[..n].copy_from_slice(&trimmed.as_bytes()[..n]);
-            // SAFETY: [32, 64) is inside the 64-byte region; we just created the file.
-            unsafe { cp.region.write_words(OFF_NAME, &name_buf) };
-            let vp = u64::from(CHECKPOINT_VERSION) | (u64::from(pid) << 32);
-            // Relaxed: the magic's release store below publishes these.
-            cp.a64(OFF_VERSION_PID).store(vp, Ordering::Relaxed);
-            cp.a64(OFF_SEQ).store(0, Ordering::Relaxed);
-            // Creation stamps the time too, as the reference does (spec §13: the whole
-            // struct is written).
-            cp.a64(OFF_UPDATED).store(now_ns(), Ordering::Relaxed);
-            // Release: a reader that sees the magic sees the whole record.
-            cp.a64(OFF_MAGIC).store(CHECKPOINT_MAGIC, Ordering::Release);
+            cp.initialise();
             return Ok(cp);
         }
         // Acquire: pairs with the creator's release store of the magic.
         let magic = cp.a64(OFF_MAGIC).load(Ordering::Acquire);
         if magic != CHECKPOINT_MAGIC {
+            // A creation cut short between sizing the file and storing the magic (a crash)
+            // leaves 64 zero bytes: no offset was ever saved there (no open succeeded
+            // before the magic), so it is finished now rather than refused for ever. A
+            // creator still at work writes the same fields; neither writes the offset.
+            if magic == 0 && len == CHECKPOINT_SIZE as u64 && cp.is_all_zero() {
+                cp.initialise();
+                return Ok(cp);
+            }
             return Err(Error::BadFileMagic {
                 path: path.to_path_buf(),
                 kind: KIND,
@@ -219,8 +212,39 @@ impl OffsetCheckpoint {
             });
         }
         // Relaxed: the pid is informational.
-        cp.a32(OFF_PID).store(pid, Ordering::Relaxed);
+        cp.a32(OFF_PID).store(std::process::id(), Ordering::Relaxed);
         Ok(cp)
+    }
+
+    /// Writes the record of a new checkpoint into a file of 64 zero bytes, magic last. The
+    /// offset is left as it is (0 in a new file): should two openers both take the file for
+    /// new (a creator, and an opener that found it empty or all zero), the later one's
+    /// writes cannot undo an offset the earlier one's consumer has saved since.
+    fn initialise(&self) {
+        let mut name_buf = [0u8; 32];
+        let trimmed = self.name.as_str();
+        let n = trimmed.len().min(31);
+        name_buf[..n].copy_from_slice(&trimmed.as_bytes()[..n]);
+        // SAFETY: [32, 64) is inside the 64-byte region; a file being created (or one holding
+        // only zeros) has no reader of these bytes before the magic below.
+        unsafe { self.region.write_words(OFF_NAME, &name_buf) };
+        let vp = u64::from(CHECKPOINT_VERSION) | (u64::from(std::process::id()) << 32);
+        // Relaxed: the magic's release store below publishes these.
+        self.a64(OFF_VERSION_PID).store(vp, Ordering::Relaxed);
+        // Creation stamps the time too, as the reference does (spec §13: the whole
+        // struct is written).
+        self.a64(OFF_UPDATED).store(now_ns(), Ordering::Relaxed);
+        // Release: a reader that sees the magic sees the whole record.
+        self.a64(OFF_MAGIC)
+            .store(CHECKPOINT_MAGIC, Ordering::Release);
+    }
+
+    /// Whether all 64 bytes are zero.
+    fn is_all_zero(&self) -> bool {
+        // Relaxed: a snapshot; a creator writing meanwhile writes what `initialise` does.
+        (0..CHECKPOINT_SIZE)
+            .step_by(8)
+            .all(|off| self.a64(off).load(Ordering::Relaxed) == 0)
     }
 
     /// Opens the default checkpoint of consumer `name` of the ring at `ring`.
@@ -229,7 +253,7 @@ impl OffsetCheckpoint {
     }
 
     fn a64(&self, off: usize) -> ringwire_core::sync::A64<'_> {
-        // SAFETY: only called with the 8-aligned field offsets 0..=24 of the 64-byte region.
+        // SAFETY: only called with 8-aligned offsets 0..=56 of the 64-byte region.
         unsafe { self.region.a64(off) }
     }
 
@@ -294,5 +318,55 @@ impl std::fmt::Debug for OffsetCheckpoint {
             .field("path", &self.path)
             .field("offset", &self.load())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_all_zero_checkpoint_of_an_interrupted_creation_is_finished_not_refused() {
+        let path = std::env::temp_dir().join(format!(
+            "ringwire-checkpoint-zero-{}.offset",
+            std::process::id()
+        ));
+        struct Remove<'a>(&'a Path);
+        impl Drop for Remove<'_> {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_file(self.0);
+            }
+        }
+        let _rm = Remove(&path);
+        // Sized, then the creator died before it stored anything.
+        std::fs::write(&path, [0u8; CHECKPOINT_SIZE]).unwrap();
+        let cp = OffsetCheckpoint::open_or_create(&path, " algo ").unwrap();
+        assert_eq!((cp.load(), cp.pid()), (None, std::process::id()));
+        assert!(cp.updated_ns() > 0);
+        cp.save(5);
+        drop(cp);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), CHECKPOINT_SIZE);
+        assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_le_bytes());
+        assert_eq!(&bytes[8..12], &CHECKPOINT_VERSION.to_le_bytes());
+        assert_eq!(&bytes[32..37], b"algo\0");
+        assert_eq!(
+            OffsetCheckpoint::open_or_create(&path, "algo")
+                .unwrap()
+                .load(),
+            Some(5)
+        );
+        // Anything else without the magic is still refused and left as it is: zeros of
+        // another length, or 64 bytes with something in them.
+        let mut other = [0u8; CHECKPOINT_SIZE];
+        other[40] = 1;
+        for bytes in [&[0u8; CHECKPOINT_SIZE + 1][..], &other[..]] {
+            std::fs::write(&path, bytes).unwrap();
+            assert!(matches!(
+                OffsetCheckpoint::open_or_create(&path, "algo"),
+                Err(Error::BadFileMagic { found: 0, .. })
+            ));
+            assert_eq!(std::fs::read(&path).unwrap(), bytes);
+        }
     }
 }

@@ -7,6 +7,7 @@
 //! checkpoint.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use ringwire_core::Expect;
 use ringwire_core::broadcast::{Consumer, StartMode, TypedConsumer};
@@ -136,7 +137,8 @@ pub struct RingConsumer<T> {
     /// ringfire's views of the registry and of this reader's slot, built at attach.
     registry: Option<Box<ReaderRegistry>>,
     registration: Option<Box<ReaderRegistration>>,
-    file: RingFile,
+    /// Shared with an async consumer's waiter thread, which must not outlive the mapping.
+    file: Arc<RingFile>,
 }
 
 impl<T: FromBytes + 'static> RingConsumer<T> {
@@ -223,7 +225,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
             checkpoint,
             registry,
             registration,
-            file,
+            file: Arc::new(file),
         })
     }
 
@@ -384,15 +386,27 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         self.cursor().saturating_sub(1)
     }
 
-    /// Saves [`RingConsumer::last_processed_sequence`] to the checkpoint file, or fails
-    /// with [`Error::NoOffsetFile`] when the consumer was built without one (as ringfire's).
+    /// Saves [`RingConsumer::last_processed_sequence`] to the checkpoint file and publishes
+    /// the cursor to this reader's registry slot again, or fails with
+    /// [`Error::NoOffsetFile`] when the consumer was built without one (as ringfire's).
+    /// The re-publish undoes a [`ReaderRegistration::update_cursor`] made through
+    /// [`RingConsumer::registration`].
     pub fn commit_offset(&self) -> Result<()> {
         match &self.checkpoint {
             Some(cp) => {
                 cp.save(self.last_processed_sequence());
+                self.republish_cursor();
                 Ok(())
             }
             None => Err(Error::no_offset_file(self.file.path())),
+        }
+    }
+
+    /// Publishes the cursor to this reader's registry slot, if it holds one (ringfire's
+    /// commits do).
+    fn republish_cursor(&self) {
+        if let Some(r) = &self.registration {
+            r.update_cursor(self.cursor());
         }
     }
 
@@ -400,11 +414,13 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// `consumer_name` (the name is stored only when the file is created), creating it if
     /// missing. Works whether or not this consumer has a checkpoint of its own; that one is
     /// not touched unless `path` is the same file. The file is opened and mapped on every
-    /// call. A file that exists but is not a checkpoint is refused
+    /// call. The cursor is published to the registry again, as [`RingConsumer::commit_offset`]
+    /// does. A file that exists but is not a checkpoint is refused
     /// ([`Error::BadFileMagic`], [`Error::BadFileVersion`]) and left as it is.
     pub fn commit_offset_to(&self, path: impl AsRef<Path>, consumer_name: &str) -> Result<()> {
         let cp = OffsetCheckpoint::open_or_create(path, consumer_name)?;
         cp.save(self.last_processed_sequence());
+        self.republish_cursor();
         Ok(())
     }
 
@@ -428,6 +444,13 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     pub fn file(&self) -> &RingFile {
         &self.file
     }
+
+    /// The ring file, shared: an owner of the mapping for a thread that waits on the ring
+    /// (the async consumer's waiter), which may outlive this consumer.
+    #[cfg_attr(not(feature = "tokio"), allow(dead_code))]
+    pub(crate) fn shared_file(&self) -> &Arc<RingFile> {
+        &self.file
+    }
 }
 
 impl<T: FromBytes + 'static> std::fmt::Debug for RingConsumer<T> {
@@ -436,5 +459,106 @@ impl<T: FromBytes + 'static> std::fmt::Debug for RingConsumer<T> {
             .field("file", &self.file)
             .field("cursor", &self.inner.inner().cursor())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use ringwire_core::layout::SLOT_WRITING;
+    use ringwire_core::sync::Ordering;
+
+    use super::*;
+    use crate::wait::FutexWait;
+    use crate::{RingProducer, sys};
+
+    /// Files of one test, removed when dropped.
+    struct TmpPaths(Vec<PathBuf>);
+
+    impl TmpPaths {
+        fn new(tags: &[&str]) -> Self {
+            TmpPaths(
+                tags.iter()
+                    .map(|t| {
+                        std::env::temp_dir()
+                            .join(format!("ringwire-consumer-{t}-{}", std::process::id()))
+                    })
+                    .collect(),
+            )
+        }
+    }
+
+    impl Drop for TmpPaths {
+        fn drop(&mut self) {
+            for p in &self.0 {
+                let _ = std::fs::remove_file(p);
+            }
+        }
+    }
+
+    #[test]
+    fn recv_blocking_with_futex_wait_sleeps_on_a_slot_left_mid_write() {
+        let t = TmpPaths::new(&["stuck"]);
+        let mut tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
+        for v in 1..=8u64 {
+            tx.push(&v);
+        }
+        let mut rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
+        // A producer died overwriting the reader's slot with the next lap (write_seq 8 >= 1).
+        tx.file()
+            .ring()
+            .slot_seq(1)
+            .store(SLOT_WRITING, Ordering::Release);
+        assert_eq!(rx.try_recv(), None);
+        let mut wait = FutexWait::default();
+        let cpu0 = sys::thread_cpu_time();
+        assert_eq!(rx.recv_timeout(&mut wait, Duration::from_millis(500)), None);
+        let cpu = sys::thread_cpu_time() - cpu0;
+        assert!(
+            cpu < Duration::from_millis(100),
+            "recv_timeout spun: {cpu:?}"
+        );
+        assert!(wait.stats().sleeps > 0, "{:?}", wait.stats());
+        // recv_blocking: the same predicate, until the next lap's record lands.
+        let reader = std::thread::spawn(move || {
+            let cpu0 = sys::thread_cpu_time();
+            let v = rx.recv_blocking(&mut FutexWait::default());
+            (v, sys::thread_cpu_time() - cpu0, rx.lapped_count())
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        tx.push(&9);
+        let (v, cpu, lapped) = reader.join().unwrap();
+        assert_eq!((v, lapped), (2, 1));
+        assert!(
+            cpu < Duration::from_millis(100),
+            "recv_blocking spun: {cpu:?}"
+        );
+    }
+
+    #[test]
+    fn commit_offset_publishes_the_registry_cursor_again() {
+        let t = TmpPaths::new(&["commit-ring", "commit-offset", "commit-offset-to"]);
+        let mut tx = RingProducer::<u64>::builder(64)
+            .max_readers(4)
+            .build::<u64, _>(&t.0[0])
+            .unwrap();
+        tx.push_batch(&[1, 2, 3]);
+        let mut rx = RingConsumer::<u64>::builder()
+            .start_from_oldest()
+            .offset_file(&t.0[1])
+            .attach(&t.0[0])
+            .unwrap();
+        assert_eq!(rx.recv_batch(&mut [0; 3]), 3);
+        let reg = rx.registry().unwrap();
+        assert_eq!(reg.min_cursor(), Some(4));
+        rx.registration().unwrap().update_cursor(1);
+        assert_eq!(rx.registry().unwrap().min_cursor(), Some(1));
+        rx.commit_offset().unwrap();
+        assert_eq!(rx.registry().unwrap().min_cursor(), Some(4));
+        assert_eq!(rx.checkpoint().unwrap().load(), Some(3));
+        rx.registration().unwrap().update_cursor(2);
+        rx.commit_offset_to(&t.0[2], "other").unwrap();
+        assert_eq!(rx.registry().unwrap().min_cursor(), Some(4));
     }
 }

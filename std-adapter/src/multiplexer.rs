@@ -374,7 +374,10 @@ impl<T: FromBytes + 'static> AsyncRingMultiplexer<T> {
         self.channels.get(idx)
     }
 
-    /// Channel `idx`'s consumer, mutably, or `None` when there is no such channel.
+    /// Channel `idx`'s consumer, mutably, or `None` when there is no such channel. Its
+    /// [`RingConsumer`] may be replaced through [`AsyncRingConsumer::get_mut`] (a restarted
+    /// producer's new ring, say): the next [`AsyncRingMultiplexer::recv_any`] that waits
+    /// moves the channel's waiter to it.
     pub fn consumer_mut(&mut self, idx: usize) -> Option<&mut AsyncRingConsumer<T>> {
         self.channels.get_mut(idx)
     }
@@ -443,5 +446,47 @@ impl<T: FromBytes + 'static> fmt::Debug for AsyncRingMultiplexer<T> {
         f.debug_struct("AsyncRingMultiplexer")
             .field("channels", &self.channels)
             .finish()
+    }
+}
+
+#[cfg(all(test, feature = "tokio"))]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::RingProducer;
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn async_mux_waits_on_a_channel_consumer_swapped_in_through_consumer_mut() {
+        let path = |t: &str| {
+            std::env::temp_dir().join(format!("ringwire-mux-swap-{t}-{}", std::process::id()))
+        };
+        let (a, b) = (path("a"), path("b"));
+        let _ta = RingProducer::<u64>::create(&a, 64).unwrap();
+        let mut tb = RingProducer::<u64>::create(&b, 64).unwrap();
+        let mut mux = AsyncRingMultiplexer::<u64>::new();
+        let rx = AsyncRingConsumer::attach(&a)
+            .unwrap()
+            .with_idle_sleep(Duration::from_secs(60));
+        assert_eq!(mux.add(rx), 0);
+        // Channel 0's waiter sleeps on ring a, with a timeout beyond the test's bound.
+        assert!(
+            tokio::time::timeout(Duration::from_millis(20), mux.recv_any())
+                .await
+                .is_err()
+        );
+        let old = std::mem::replace(
+            mux.consumer_mut(0).unwrap().get_mut(),
+            RingConsumer::attach(&b).unwrap(),
+        );
+        drop(old);
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            tb.push(&5);
+            tb
+        });
+        let got = tokio::time::timeout(Duration::from_secs(10), mux.recv_any()).await;
+        assert_eq!(got, Ok((0, 5)));
+        drop(late.join());
     }
 }

@@ -90,11 +90,25 @@ pub(crate) fn before(deadline: Option<Instant>) -> bool {
 
 /// Whether a broadcast consumer at `cursor` may find something to do: the record is
 /// published, or (MPMC-flagged rings) it is a whole lap behind and counts as lost.
+///
+/// A slot at a published cursor that still reads [`SLOT_WRITING`] is pending (spec §4.3),
+/// so this says no: a reader a lap behind whose slot a producer began to overwrite and
+/// never finished (it died) would otherwise be told, forever, to poll a slot that never
+/// yields a record, and spin. The slot is loaded only once `write_seq` has reached the
+/// cursor, when the reader is about to load it anyway; a waiter told no sleeps, and the
+/// next publish (or its timeout) ends the sleep.
 #[inline(always)]
 pub(crate) fn published(ring: &RingView, cursor: u64) -> bool {
     // Acquire: a reader that sees the new write_seq also sees the slots published before it.
     let w = ring.write_seq().load(Ordering::Acquire);
-    w >= cursor && (!ring.geometry().flags.has(Flags::MODE_MPMC) || mpmc_ready(ring, cursor, w))
+    if w < cursor {
+        return false;
+    }
+    if ring.geometry().flags.has(Flags::MODE_MPMC) {
+        return mpmc_ready(ring, cursor, w);
+    }
+    // Relaxed: only a hint of whether to read; the read itself re-loads it with acquire.
+    ring.slot_seq(cursor).load(Ordering::Relaxed) != SLOT_WRITING
 }
 
 /// On an MPMC-flagged ring `write_seq` is the highest ticket published, not the last of a
@@ -137,8 +151,9 @@ pub struct YieldBackoff {
 }
 
 impl Default for YieldBackoff {
+    /// 64 spins before yielding, as ringfire's.
     fn default() -> Self {
-        YieldBackoff::new(100)
+        YieldBackoff::new(64)
     }
 }
 
@@ -357,5 +372,16 @@ impl Wake for FutexWake {
     #[inline]
     fn wake(&self, view: &RingView) {
         wake_all(view);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn yield_backoff_default_spins_64_times_as_ringfire() {
+        let b = YieldBackoff::default();
+        assert_eq!((b.max_spins, b.spins), (64, 0));
     }
 }
