@@ -1,9 +1,14 @@
 //! The mirror's hold-back store (spec §21.4 `apply`): DATA that arrived ahead of `next`,
 //! kept in caller-supplied memory until the hole before it is filled.
 //!
-//! Entries are kept sorted by first sequence in a caller slice; their record bytes are packed
-//! in a caller byte buffer and compacted when an entry leaves, so there is no allocation and
-//! no fragmentation.
+//! The index is a ring of entries sorted by first sequence (its head advances when the
+//! lowest entry leaves); record bytes are appended to a caller byte buffer and left in
+//! place when their entry leaves. So [`HoldBack::pop_first`] moves nothing, and emptying
+//! the store costs one step per entry (a mirror step that fills a hole drains it). Space
+//! freed in the middle of the byte buffer is reclaimed by one compaction when a frame no
+//! longer fits after the last one appended but fits in the bytes free overall: the
+//! capacity is still every byte of the buffer, without allocation or lasting
+//! fragmentation. An empty store starts again at the front of both.
 
 /// Most entries kept, as in the reference.
 pub const MAX_HELD: usize = 8192;
@@ -41,19 +46,31 @@ pub enum HoldError {
 pub struct HoldBack<'a> {
     entries: &'a mut [HeldEntry],
     data: &'a mut [u8],
+    /// Index in `entries` of the lowest entry; entry `i` is at `(head + i) % cap`.
+    head: usize,
     n: usize,
-    used: usize,
+    /// Where the next frame's bytes are appended.
+    tail: usize,
+    /// Bytes of the held entries (`tail` minus the bytes of entries that left since the
+    /// last compaction).
+    live: usize,
+    entries_moved: u64,
+    bytes_moved: u64,
 }
 
 impl<'a> HoldBack<'a> {
     /// A store over caller memory: at most `min(entries.len(), 8192)` frames whose records
-    /// together fit in `data`.
+    /// together fit in `data` (at most 4 GiB of it is used).
     pub fn new(entries: &'a mut [HeldEntry], data: &'a mut [u8]) -> HoldBack<'a> {
         HoldBack {
             entries,
             data,
+            head: 0,
             n: 0,
-            used: 0,
+            tail: 0,
+            live: 0,
+            entries_moved: 0,
+            bytes_moved: 0,
         }
     }
 
@@ -67,77 +84,157 @@ impl<'a> HoldBack<'a> {
     }
     /// Bytes in use.
     pub fn bytes_used(&self) -> usize {
-        self.used
+        self.live
+    }
+    /// Index entries moved so far (inserting below held entries, compaction): the work
+    /// counter tests bound.
+    pub fn entries_moved(&self) -> u64 {
+        self.entries_moved
+    }
+    /// Record bytes moved so far (compaction only).
+    pub fn bytes_moved(&self) -> u64 {
+        self.bytes_moved
+    }
+
+    /// Entries the index holds at most.
+    fn cap(&self) -> usize {
+        self.entries.len().min(MAX_HELD)
+    }
+    /// Bytes of `data` in use at most (offsets and lengths are u32).
+    fn limit(&self) -> usize {
+        self.data.len().min(u32::MAX as usize)
+    }
+    /// The slot of entry `i` (`i < cap`, so `cap > 0`).
+    fn slot(&self, i: usize) -> usize {
+        (self.head + i) % self.cap()
+    }
+    fn get(&self, i: usize) -> HeldEntry {
+        self.entries[self.slot(i)]
+    }
+    /// The number of entries whose first sequence is below `seq`.
+    fn rank(&self, seq: u64) -> usize {
+        let (mut lo, mut hi) = (0, self.n);
+        while lo < hi {
+            let mid = lo + (hi - lo) / 2;
+            if self.get(mid).seq < seq {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        lo
     }
 
     /// Holds a frame of `count` records starting at `seq`.
     pub fn insert(&mut self, seq: u64, count: u16, records: &[u8]) -> Result<(), HoldError> {
-        let pos = match self.entries[..self.n].binary_search_by_key(&seq, |e| e.seq) {
-            Ok(_) => return Err(HoldError::Duplicate),
-            Err(p) => p,
-        };
-        let cap = self.entries.len().min(MAX_HELD);
-        let free = self.data.len() - self.used;
-        if self.n >= cap || records.len() > free || self.used + records.len() > u32::MAX as usize {
+        let pos = self.rank(seq);
+        if pos < self.n && self.get(pos).seq == seq {
+            return Err(HoldError::Duplicate);
+        }
+        let len = records.len();
+        if self.n >= self.cap() || len > self.limit() - self.live {
             return Err(HoldError::Full);
         }
-        let off = self.used;
-        self.data[off..off + records.len()].copy_from_slice(records);
-        self.used += records.len();
-        self.entries.copy_within(pos..self.n, pos + 1);
-        self.entries[pos] = HeldEntry {
+        if len > self.limit() - self.tail {
+            self.compact();
+        }
+        let off = self.tail;
+        self.data[off..off + len].copy_from_slice(records);
+        self.tail += len;
+        self.live += len;
+        // Entries from `pos` up move one slot towards the tail (none for a frame above all
+        // held ones, the usual case).
+        for i in (pos..self.n).rev() {
+            let (from, to) = (self.slot(i), self.slot(i + 1));
+            self.entries[to] = self.entries[from];
+        }
+        self.entries_moved += (self.n - pos) as u64;
+        let at = self.slot(pos);
+        self.entries[at] = HeldEntry {
             seq,
             count,
+            // Both fit: `off + len <= limit() <= u32::MAX`.
             off: off as u32,
-            len: records.len() as u32,
+            len: len as u32,
         };
         self.n += 1;
         Ok(())
     }
 
+    /// Packs the held bytes at the front of `data`, in the order they lie there.
+    fn compact(&mut self) {
+        let cap = self.cap();
+        if self.head + self.n > cap {
+            self.entries[..cap].rotate_left(self.head);
+            self.entries_moved += cap as u64;
+            self.head = 0;
+        }
+        let held = &mut self.entries[self.head..self.head + self.n];
+        // Moving each entry's bytes down in offset order never overwrites bytes still to be
+        // moved. The index is usually in offset order already (frames mostly arrive in
+        // sequence order), which both sorts detect in one pass.
+        held.sort_unstable_by_key(|e| e.off);
+        let mut to = 0usize;
+        for e in held.iter_mut() {
+            let (off, len) = (e.off as usize, e.len as usize);
+            if off != to {
+                self.data.copy_within(off..off + len, to);
+                self.bytes_moved += len as u64;
+                e.off = to as u32;
+            }
+            to += len;
+        }
+        held.sort_unstable_by_key(|e| e.seq);
+        self.entries_moved += 2 * self.n as u64;
+        self.tail = to;
+        self.live = to;
+    }
+
     /// The held frame with the lowest first sequence.
     pub fn first(&self) -> Option<HeldEntry> {
-        self.entries[..self.n].first().copied()
+        (self.n > 0).then(|| self.get(0))
     }
 
     /// The first held frame whose first sequence is `>= seq`.
     pub fn first_from(&self, seq: u64) -> Option<HeldEntry> {
-        let i = self.entries[..self.n].partition_point(|e| e.seq < seq);
-        self.entries[..self.n].get(i).copied()
+        let i = self.rank(seq);
+        (i < self.n).then(|| self.get(i))
     }
 
     /// The record bytes of a held entry.
     pub fn records(&self, e: &HeldEntry) -> &[u8] {
-        &self.data[e.off as usize..(e.off + e.len) as usize]
+        let off = e.off as usize;
+        &self.data[off..off + e.len as usize]
     }
 
-    /// Removes the lowest entry and compacts the byte buffer.
+    /// Removes the lowest entry. Moves nothing: its bytes are reclaimed by a later
+    /// compaction, or at once when the store becomes empty.
     pub fn pop_first(&mut self) {
         if self.n == 0 {
             return;
         }
-        let e = self.entries[0];
-        self.entries.copy_within(1..self.n, 0);
+        let e = self.get(0);
+        self.head = self.slot(1);
         self.n -= 1;
-        let (off, len) = (e.off as usize, e.len as usize);
-        self.data.copy_within(off + len..self.used, off);
-        self.used -= len;
-        for x in &mut self.entries[..self.n] {
-            if x.off as usize > off {
-                x.off -= e.len;
-            }
+        self.live -= e.len as usize;
+        if self.n == 0 {
+            self.clear();
         }
     }
 
     /// Drops everything (a ring recreation).
     pub fn clear(&mut self) {
+        self.head = 0;
         self.n = 0;
-        self.used = 0;
+        self.tail = 0;
+        self.live = 0;
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
 
     #[test]
@@ -165,5 +262,125 @@ mod tests {
         assert!(h.is_empty());
         h.pop_first();
         assert_eq!(h.len(), 0);
+    }
+
+    /// 8192 datagrams of 1456 bytes held, then drained (a hole filled): no byte and no
+    /// entry moves, and each entry keeps its bytes where they were put.
+    #[test]
+    fn draining_a_full_store_moves_nothing() {
+        let mut idx = vec![HeldEntry::default(); MAX_HELD];
+        let mut data = vec![0u8; 16 << 20];
+        let mut h = HoldBack::new(&mut idx, &mut data);
+        for i in 0..MAX_HELD as u64 {
+            h.insert(10 + i * 182, 182, &[i as u8; 1456]).unwrap();
+        }
+        assert_eq!(h.insert(1, 1, b"x"), Err(HoldError::Full));
+        let held: Vec<HeldEntry> = (0..MAX_HELD as u64)
+            .map(|i| h.first_from(10 + i * 182).unwrap())
+            .collect();
+        let last = held[MAX_HELD - 1];
+        for (i, e) in held.iter().enumerate() {
+            assert_eq!(h.first(), Some(*e), "entry {i} moved");
+            h.pop_first();
+            assert_eq!(h.records(&last), &[(MAX_HELD - 1) as u8; 1456][..]);
+        }
+        assert!(h.is_empty());
+        assert_eq!((h.entries_moved(), h.bytes_moved()), (0, 0));
+        // Emptied, the store starts again at the front.
+        h.insert(5, 1, b"abc").unwrap();
+        let e = h.first().unwrap();
+        assert_eq!((e.off, h.records(&e)), (0, &b"abc"[..]));
+    }
+
+    /// Bytes freed in the middle are reclaimed by one compaction when a frame does not fit
+    /// after the last one but fits overall; it moves each held byte once, and frames that
+    /// fit after the last one move nothing.
+    #[test]
+    fn compaction_moves_each_held_byte_once_and_keeps_the_capacity() {
+        let mut idx = [HeldEntry::default(); 16];
+        let mut data = [0u8; 1000];
+        let mut h = HoldBack::new(&mut idx, &mut data);
+        for i in 0..10u64 {
+            h.insert(100 + i, 1, &[i as u8; 100]).unwrap();
+        }
+        assert_eq!(h.insert(200, 1, b"x"), Err(HoldError::Full));
+        for _ in 0..4 {
+            h.pop_first();
+        }
+        assert_eq!(h.bytes_used(), 600);
+        assert_eq!(h.bytes_moved(), 0);
+        // 400 bytes free, none after the last frame: one compaction of the 600 held.
+        h.insert(110, 1, &[10; 100]).unwrap();
+        assert_eq!(h.bytes_moved(), 600);
+        for i in 11..14u64 {
+            h.insert(100 + i, 1, &[i as u8; 100]).unwrap();
+        }
+        assert_eq!(h.bytes_moved(), 600);
+        assert_eq!(h.bytes_used(), 1000);
+        assert_eq!(h.insert(300, 1, b"x"), Err(HoldError::Full));
+        for i in 4..14u64 {
+            let e = h.first().unwrap();
+            assert_eq!((e.seq, h.records(&e)), (100 + i, &[i as u8; 100][..]));
+            h.pop_first();
+        }
+        assert!(h.is_empty());
+    }
+
+    /// Out-of-order inserts, duplicates, the index wrapping around and compactions, against
+    /// a sorted map: the same entries, bytes and refusals, and compactions that move at most
+    /// the bytes held.
+    #[test]
+    fn matches_a_sorted_map() {
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = move |n: u64| {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng % n
+        };
+        for cap in [1usize, 3, 8] {
+            let mut idx = vec![HeldEntry::default(); cap];
+            let mut data = [0u8; 64];
+            let mut h = HoldBack::new(&mut idx, &mut data);
+            let mut model: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+            let mut low = 0u64;
+            for step in 0..20_000 {
+                if next(3) == 0 {
+                    h.pop_first();
+                    if let Some((&s, _)) = model.iter().next() {
+                        model.remove(&s);
+                        low = s;
+                    }
+                } else {
+                    let seq = low + next(24);
+                    let bytes = vec![(seq + step) as u8; next(20) as usize];
+                    let live: usize = model.values().map(Vec::len).sum();
+                    let want = if model.contains_key(&seq) {
+                        Err(HoldError::Duplicate)
+                    } else if model.len() == cap || bytes.len() > 64 - live {
+                        Err(HoldError::Full)
+                    } else {
+                        Ok(())
+                    };
+                    let moved = h.bytes_moved();
+                    assert_eq!(h.insert(seq, 1, &bytes), want, "cap {cap} step {step}");
+                    assert!(h.bytes_moved() - moved <= live as u64);
+                    if want.is_ok() {
+                        model.insert(seq, bytes);
+                    }
+                }
+                assert_eq!(h.len(), model.len());
+                assert_eq!(h.bytes_used(), model.values().map(Vec::len).sum::<usize>());
+                assert_eq!(h.first().map(|e| e.seq), model.keys().next().copied());
+                for (&s, b) in &model {
+                    let e = h.first_from(s).unwrap();
+                    assert_eq!((e.seq, h.records(&e)), (s, &b[..]), "cap {cap} step {step}");
+                    let after = model.range(s + 1..).next().map(|(&k, _)| k);
+                    assert_eq!(h.first_from(s + 1).map(|e| e.seq), after);
+                }
+            }
+            // One entry is reclaimed by emptying the store; more need compactions.
+            assert_eq!(h.bytes_moved() > 0, cap > 1, "cap {cap}: compactions");
+        }
     }
 }
