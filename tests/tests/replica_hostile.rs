@@ -1,4 +1,4 @@
-//! Hostile input against the real drivers: datagrams from a wrong address, random bytes,
+//! Hostile input against the real drivers: datagrams of another session, random bytes,
 //! truncated frames, forged PUNCHes, TCP garbage and a flood of HELLOs. Serve and mirror
 //! must keep running, count what they dropped, and still replicate every record exactly.
 
@@ -86,8 +86,11 @@ fn source(tag: &str) -> (ShmPath, RingFile, Producer<FutexWake>) {
     (p, ring, prod)
 }
 
-/// Data frames from a wrong address (forging sequences 1..), random bytes and truncated
-/// frames sent to a live multicast mirror: all dropped and counted, nothing corrupted.
+/// Data frames of another session from another address (a second source on the same group
+/// and port, forging sequences 1..), random bytes and truncated frames sent to a live
+/// multicast mirror: all dropped and counted, nothing corrupted. (A multicast datagram's
+/// source address is not checked, spec §21.4: it is the source's sending interface, not
+/// necessarily the address the mirror connected to; the session byte is the filter.)
 #[test]
 fn mirror_drops_foreign_random_and_truncated_datagrams() {
     let (src, _ring, mut prod) = source("hostile-m-src");
@@ -118,11 +121,11 @@ fn mirror_drops_foreign_random_and_truncated_datagrams() {
         let mut rng = Rng(0x5EED);
         let mut frame = vec![0u8; 16 + 4 * (LEN + 8)];
         for i in 0..200u64 {
-            // A well-formed DATA frame with the right session byte, from 127.0.0.2.
+            // A well-formed DATA frame of another session, from 127.0.0.2.
             let seq = 1 + i % 50;
             HeaderRepr {
                 kind: Kind::Data,
-                flags: session,
+                flags: session ^ 0x5A,
                 count: 4,
                 len: (4 * LEN) as u32,
                 seq,
@@ -404,6 +407,74 @@ fn fake_source(reply: Vec<u8>, conns: usize) -> (SocketAddr, std::thread::JoinHa
         closed
     });
     (addr, h)
+}
+
+/// Unicast DATA with the session's byte from another address than the one the mirror
+/// punched (a scripted source, so the mirror's port is known from its PUNCH): dropped,
+/// counted as wrong-source (and warned about once), while the real datagrams are applied.
+#[test]
+fn unicast_datagrams_from_another_address_are_dropped_and_counted() {
+    use ringwire::core::wire::{DataRepr, GEOMETRY_UDP_FOLLOWS, MulticastRepr};
+    let dst = ShmPath::new("hostile-u-dst");
+    let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let session = 0x5C;
+    let mut reply = geometry_frame(64);
+    reply[1] = GEOMETRY_UDP_FOLLOWS;
+    let mut mc = [0u8; 32];
+    let n = MulticastRepr {
+        group: [0; 4],
+        port: udp.local_addr().unwrap().port(),
+        mtu: 1472,
+        ttl: 0,
+        session,
+        token: 1,
+    }
+    .emit(&mut mc)
+    .unwrap();
+    reply.extend_from_slice(&mc[..n]);
+    let (addr, fake) = fake_source(reply, 1);
+    let mut mo = MirrorOptions::new(addr, dst.path());
+    mo.start = Start::Oldest;
+    mo.unicast = true;
+    let stop = AtomicBool::new(false);
+    let sum = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        let mut punch = [0u8; 64];
+        let (len, mirror_at) = udp.recv_from(&mut punch).unwrap();
+        assert_eq!((len, punch[0], punch[1]), (16, Kind::Punch as u8, session));
+        let data = |seq: u64, fill: Option<u8>| {
+            let mut recs = payload(seq).to_vec();
+            if let Some(b) = fill {
+                recs.fill(b);
+            }
+            let mut f = vec![0u8; 16 + LEN];
+            DataRepr {
+                flags: session,
+                seq,
+                count: 1,
+                records: &recs,
+            }
+            .emit(&mut f)
+            .unwrap();
+            f
+        };
+        let stranger = UdpSocket::bind((Ipv4Addr::new(127, 0, 0, 2), 0)).unwrap();
+        for seq in 1..=3 {
+            stranger.send_to(&data(seq, Some(0xEE)), mirror_at).unwrap();
+            udp.send_to(&data(seq, None), mirror_at).unwrap();
+        }
+        wait_until("the mirror to write 3", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok_and(|r| r.write_seq() >= 3)
+        });
+        stop.store(true, Ordering::Relaxed);
+        m.join().unwrap().unwrap()
+    });
+    assert_eq!(fake.join().unwrap(), 1);
+    assert_mirror_exact(dst.path(), 3);
+    assert_eq!(sum.counters.udp_wrong_source, 3, "{sum:?}");
+    assert!(sum.counters.garbage_dropped >= 3, "{sum:?}");
 }
 
 fn once_options(addr: SocketAddr, path: &Path) -> MirrorOptions {

@@ -177,6 +177,49 @@ fn ringwire_unicast() {
     ringwire_to_ringwire(Mode::Unicast, 2, FULL, 200_000);
 }
 
+/// A source multicasts from another address than the one a mirror reaches it at: `serve
+/// --bind 0.0.0.0` sends from its --iface's address (or the default route's), here
+/// 127.0.0.1, while the mirror connected to 127.0.0.2 (the listener is bound there only, to
+/// stay on loopback). The mirror takes the datagrams by their session byte alone (spec
+/// §21.4) and gets the records over UDP, not through NAKs.
+#[test]
+fn ringwire_multicast_from_another_address_than_the_tcp_peer() {
+    const IDX: u16 = 20;
+    let src = ShmPath::new("rw-src-mcif");
+    let dst = ShmPath::new("rw-dst-mcif");
+    let geo = Geometry::spmc(CAP, LEN + 8, 8, 0, false).unwrap();
+    let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
+    // SAFETY: `ring` outlives the producer built on its view (used only while it lives).
+    let mut producer = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
+    let mut so = serve_options(src.path(), Mode::Multicast, mcast(IDX), 1);
+    // The UDP socket follows --bind: 0.0.0.0, so datagrams leave from --iface's address.
+    so.bind = (Ipv4Addr::UNSPECIFIED, 0).into();
+    assert_eq!(so.iface, Some(Ipv4Addr::LOCALHOST));
+    let listener = std::net::TcpListener::bind((Ipv4Addr::new(127, 0, 0, 2), 0)).unwrap();
+    let server = Server::with_listener(so, listener).unwrap();
+    let mo = mirror_options(server.local_addr(), dst.path(), Mode::Multicast);
+    let (_, sum) = serve_and_mirror(&server, &mo, QUICK, 100_000, &mut |seq| {
+        assert_eq!(producer.push(&payload(seq)), seq);
+    });
+    assert_same(src.path(), dst.path(), QUICK);
+    let c = sum.counters;
+    assert!(c.datagrams > 0 && c.udp_wrong_source == 0, "{sum:?}");
+    assert!(c.records_retransmitted < QUICK / 2, "{sum:?}");
+}
+
+/// [`ringwire_multicast_from_another_address_than_the_tcp_peer`] from ringfire's server.
+#[test]
+fn ringfire_serve_multicast_from_another_address_than_the_tcp_peer() {
+    ringfire_at_to_ringwire(
+        Ipv4Addr::new(127, 0, 0, 2),
+        Mode::Multicast,
+        21,
+        1,
+        QUICK,
+        100_000,
+    );
+}
+
 /// A UDP port free right now on loopback (ringfire's unicast needs a fixed port).
 fn free_udp_port() -> u16 {
     std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
@@ -190,11 +233,17 @@ fn free_udp_port() -> u16 {
 /// UDP modes (its `run` and UDP thread loop forever), so that thread is left to the end of
 /// the test process; its ring file is still removed.
 fn ringfire_to_ringwire(mode: Mode, idx: u16, dup: u8, n: u64, rate: u64) {
+    ringfire_at_to_ringwire(Ipv4Addr::LOCALHOST, mode, idx, dup, n, rate);
+}
+
+/// [`ringfire_to_ringwire`] with the server's TCP listener on `tcp_ip` (multicast still goes
+/// out through 127.0.0.1).
+fn ringfire_at_to_ringwire(tcp_ip: Ipv4Addr, mode: Mode, idx: u16, dup: u8, n: u64, rate: u64) {
     use ringfire::replication::{MulticastConfig, ReplicaServer};
     let src = ShmPath::new(&format!("rf-src-{idx}"));
     let dst = ShmPath::new(&format!("rf-dst-{idx}"));
     let mut producer = ringfire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
-    let mut server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0))
+    let mut server = ReplicaServer::bind(src.path(), (tcp_ip, 0))
         .unwrap()
         .duplicate(dup);
     match mode {

@@ -21,7 +21,7 @@ use crate::layout::oldest_retained;
 use crate::wire::{
     Frame, GEOMETRY_RESET, GEOMETRY_UDP_FOLLOWS, GapRepr, GeometryRepr, HEADER_LEN,
     HELLO_CAN_UNICAST, HELLO_OLDEST, HELLO_PREFER_UNICAST, HeaderRepr, HeartbeatRepr, HelloRepr,
-    Kind, MulticastRepr, NakRepr, WireError, frame_len,
+    Kind, MulticastRepr, NakRepr, WireError, frame_total,
 };
 
 /// A UDP transport the source offers (spec §18.3 fields).
@@ -245,14 +245,23 @@ impl SourceSession {
             self.inbuf[self.inlen..self.inlen + take].copy_from_slice(&bytes[..take]);
             self.inlen += take;
             bytes = &bytes[take..];
-            while let Some(total) = frame_len(&self.inbuf[..self.inlen]) {
-                if total > MAX_IN {
-                    self.state = State::Closed;
-                    return Err(SourceError::Protocol(WireError::FrameTooLarge {
-                        len: (total - HEADER_LEN) as u32,
-                        max: MAX_IN - HEADER_LEN,
-                    }));
-                }
+            while let Some(total) = frame_total(&self.inbuf[..self.inlen]) {
+                let too_long = |len| WireError::FrameTooLarge {
+                    len,
+                    max: MAX_IN - HEADER_LEN,
+                };
+                let total = match total {
+                    Ok(t) if t <= MAX_IN => t,
+                    // Too long for the buffer, or for a usize (32-bit targets).
+                    r => {
+                        self.state = State::Closed;
+                        return Err(SourceError::Protocol(match r {
+                            Ok(t) => too_long((t - HEADER_LEN) as u32),
+                            Err(WireError::FrameTooLarge { len, .. }) => too_long(len),
+                            Err(e) => e,
+                        }));
+                    }
+                };
                 if total > self.inlen {
                     break;
                 }

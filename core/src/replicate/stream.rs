@@ -1,6 +1,6 @@
 //! Cutting frames out of a TCP byte stream into caller memory.
 
-use crate::wire::{HEADER_LEN, WireError, frame_len};
+use crate::wire::{HEADER_LEN, WireError, frame_total};
 
 /// A reassembly buffer over caller memory. Push stream bytes in, take whole frames out.
 #[derive(Debug)]
@@ -49,13 +49,17 @@ impl<'a> StreamBuf<'a> {
             return None;
         }
         let avail = &self.buf[self.start..self.end];
-        let total = frame_len(avail)?;
-        if total > self.buf.len() {
-            return Some(Err(WireError::FrameTooLarge {
-                len: (total - HEADER_LEN) as u32,
-                max: self.buf.len().saturating_sub(HEADER_LEN),
-            }));
-        }
+        let too_long = |len| WireError::FrameTooLarge {
+            len,
+            max: self.buf.len().saturating_sub(HEADER_LEN),
+        };
+        let total = match frame_total(avail)? {
+            Ok(t) if t <= self.buf.len() => t,
+            // Too long for the buffer, or for a usize (32-bit targets).
+            Ok(t) => return Some(Err(too_long((t - HEADER_LEN) as u32))),
+            Err(WireError::FrameTooLarge { len, .. }) => return Some(Err(too_long(len))),
+            Err(e) => return Some(Err(e)),
+        };
         if avail.len() < total {
             if self.start > 0 && self.start + total > self.buf.len() {
                 self.buf.copy_within(self.start..self.end, 0);
@@ -101,5 +105,31 @@ mod tests {
             sb.next_frame(),
             Some(Err(WireError::FrameTooLarge { len: 8, max: 4 }))
         ));
+    }
+
+    /// A header announcing `len = u32::MAX` (a hostile peer) is refused as too large, on
+    /// every target (on 32-bit the total does not even fit a `usize`).
+    #[test]
+    fn a_huge_len_is_refused() {
+        let mut hdr = [0u8; 16];
+        crate::wire::HeaderRepr {
+            kind: crate::wire::Kind::Data,
+            flags: 0,
+            count: 1,
+            len: u32::MAX,
+            seq: 1,
+        }
+        .emit(&mut hdr)
+        .unwrap();
+        let mut mem = [0u8; 64];
+        let mut sb = StreamBuf::new(&mut mem);
+        sb.push(&hdr);
+        assert_eq!(
+            sb.next_frame(),
+            Some(Err(WireError::FrameTooLarge {
+                len: u32::MAX,
+                max: 48
+            }))
+        );
     }
 }

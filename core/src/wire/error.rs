@@ -88,6 +88,15 @@ pub enum WireError {
         /// Records announced.
         count: u16,
     },
+    /// A DATA, GAP or HEARTBEAT sequence at or past
+    /// [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT), which no ring holds (a mirror would leave a
+    /// `write_seq` that producers refuse as corrupt).
+    SeqLimit {
+        /// The frame kind.
+        kind: Kind,
+        /// The sequence found: the last record's for DATA, the frame's `seq` otherwise.
+        seq: u64,
+    },
     /// Blob DATA with bytes left after the last record.
     DataTrailing {
         /// Bytes left over.
@@ -191,6 +200,11 @@ impl fmt::Display for WireError {
             BadSeq { seq, count } => write!(
                 f,
                 "DATA sequences {seq}..+{count} include 0 or the reserved u64::MAX"
+            ),
+            SeqLimit { kind, seq } => write!(
+                f,
+                "{kind:?} sequence {seq:#x} is at or past the sequence limit {:#x}",
+                crate::layout::SEQ_LIMIT
             ),
             DataTrailing { extra } => write!(f, "DATA has {extra} bytes after its last record"),
             BadRecordLen { record_len } => write!(f, "record length {record_len} is invalid"),

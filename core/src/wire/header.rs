@@ -50,11 +50,40 @@ const _: () = {
     assert!(offset_of!(RawHeader, seq) == field::SEQ);
 };
 
+/// The bytes a frame whose header announces `len` takes (`HEADER_LEN + len`), or
+/// [`WireError::FrameTooLarge`] when that does not fit a `usize`: a hostile `len` near
+/// `u32::MAX` on a 32-bit target (thumbv7em, riscv32), where the plain sum would overflow.
+pub fn total_len(len: u32) -> Result<usize, WireError> {
+    total_len_within(len, usize::MAX as u64).map(|t| t as usize)
+}
+
+/// [`total_len`] for a target whose `usize::MAX` is `usize_max`: the sum in u64 (it cannot
+/// overflow there), refused above `usize_max`. Separate so that 64-bit tests can run the
+/// 32-bit case.
+fn total_len_within(len: u32, usize_max: u64) -> Result<u64, WireError> {
+    let total = HEADER_LEN as u64 + u64::from(len);
+    if total <= usize_max {
+        Ok(total)
+    } else {
+        Err(WireError::FrameTooLarge {
+            len,
+            // Lossless: `usize_max` is at most usize::MAX as u64.
+            max: (usize_max - HEADER_LEN as u64) as usize,
+        })
+    }
+}
+
 /// Total length of the frame at the start of `bytes` (header + `len`), once its header is
-/// complete. For cutting frames out of a TCP byte stream.
-pub fn frame_len(bytes: &[u8]) -> Option<usize> {
+/// complete, or the error [`total_len`] gives. For cutting frames out of a TCP byte stream.
+pub fn frame_total(bytes: &[u8]) -> Option<Result<usize, WireError>> {
     let (h, _) = RawHeader::ref_from_prefix(bytes).ok()?;
-    Some(HEADER_LEN + h.len.get() as usize)
+    Some(total_len(h.len.get()))
+}
+
+/// [`frame_total`] as a plain length: `usize::MAX`, more than any buffer holds, for a frame
+/// whose length does not fit a `usize`.
+pub fn frame_len(bytes: &[u8]) -> Option<usize> {
+    frame_total(bytes).map(|t| t.unwrap_or(usize::MAX))
 }
 
 /// A view over the bytes of exactly one frame: header followed by `len` payload bytes.
@@ -81,16 +110,16 @@ impl<T: AsRef<[u8]>> Frame<T> {
             });
         };
         Kind::from_u8(h.kind).ok_or(WireError::UnknownKind { kind: h.kind })?;
-        let total = HEADER_LEN as u64 + u64::from(h.len.get());
-        if (b.len() as u64) < total {
+        let total = total_len(h.len.get())?;
+        if b.len() < total {
             return Err(WireError::Truncated {
-                need: total as usize,
+                need: total,
                 have: b.len(),
             });
         }
-        if (b.len() as u64) > total {
+        if b.len() > total {
             return Err(WireError::TrailingBytes {
-                expected: total as usize,
+                expected: total,
                 have: b.len(),
             });
         }
@@ -134,7 +163,7 @@ impl<T: AsRef<[u8]>> Frame<T> {
     /// The payload bytes (up to `len`, clipped to the buffer).
     pub fn payload(&self) -> &[u8] {
         let b = self.buffer.as_ref();
-        let end = (HEADER_LEN + self.len() as usize).min(b.len());
+        let end = total_len(self.len()).unwrap_or(usize::MAX).min(b.len());
         b.get(HEADER_LEN..end).unwrap_or(&[])
     }
     /// The whole frame.
@@ -292,5 +321,69 @@ mod tests {
             HeaderRepr::control(Kind::Gap, 0, 1).emit(&mut [0u8; 15]),
             Err(WireError::BufferTooSmall { need: 16, have: 15 })
         );
+    }
+
+    /// A hostile `len` near `u32::MAX`: `HEADER_LEN + len` overflows a 32-bit `usize`
+    /// (thumbv7em, riscv32). The arithmetic, run with a 32-bit `usize::MAX`, refuses it as
+    /// too long instead.
+    #[test]
+    fn a_len_that_overflows_a_32_bit_usize_is_too_large() {
+        let max32 = u64::from(u32::MAX);
+        assert_eq!(total_len_within(u32::MAX - 16, max32), Ok(max32));
+        for len in [u32::MAX - 15, u32::MAX] {
+            assert_eq!(
+                total_len_within(len, max32),
+                Err(WireError::FrameTooLarge {
+                    len,
+                    max: u32::MAX as usize - 16
+                })
+            );
+        }
+        assert_eq!(total_len(8), Ok(24));
+    }
+
+    fn huge_header() -> [u8; 16] {
+        let mut b = [0u8; 16];
+        HeaderRepr {
+            kind: Kind::Data,
+            flags: 0,
+            count: 1,
+            len: u32::MAX,
+            seq: 1,
+        }
+        .emit(&mut b)
+        .unwrap();
+        b
+    }
+
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_huge_len_is_a_truncated_frame_on_64_bit() {
+        let b = huge_header();
+        let total = u32::MAX as usize + 16;
+        assert_eq!(total_len(u32::MAX), Ok(total));
+        assert_eq!(frame_len(&b), Some(total));
+        assert_eq!(
+            Frame::new_checked(&b[..]).err(),
+            Some(WireError::Truncated {
+                need: total,
+                have: 16
+            })
+        );
+    }
+
+    #[cfg(target_pointer_width = "32")]
+    #[test]
+    fn a_huge_len_is_too_large_on_32_bit() {
+        let b = huge_header();
+        let too_large = WireError::FrameTooLarge {
+            len: u32::MAX,
+            max: usize::MAX - 16,
+        };
+        assert_eq!(total_len(u32::MAX), Err(too_large));
+        assert_eq!(frame_total(&b), Some(Err(too_large)));
+        assert_eq!(frame_len(&b), Some(usize::MAX));
+        assert_eq!(Frame::new_checked(&b[..]).err(), Some(too_large));
+        assert!(Frame::new_unchecked(&b[..]).payload().is_empty());
     }
 }

@@ -21,7 +21,9 @@ pub use data::{DataRecord, DataRecords, DataRepr, RecordFormat};
 pub use error::WireError;
 pub use gap::GapRepr;
 pub use geometry::{GEOMETRY_LEN, GeometryPayload, GeometryRepr, RawGeometry, geometry_field};
-pub use header::{Frame, HEADER_LEN, HeaderRepr, RawHeader, field, frame_len};
+pub use header::{
+    Frame, HEADER_LEN, HeaderRepr, RawHeader, field, frame_len, frame_total, total_len,
+};
 pub use heartbeat::HeartbeatRepr;
 pub use hello::{HELLO_LEN, HelloPayload, HelloRepr, RawHello, hello_field};
 pub use multicast::{

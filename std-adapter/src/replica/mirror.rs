@@ -17,7 +17,7 @@ use ringwire_core::replicate::{
     Channel, Duration, HoldBack, Mirror, MirrorConfig, MirrorCounters, MirrorError, Start,
     StreamBuf,
 };
-use ringwire_core::wire::{Frame, GeometryRepr, HEADER_LEN, Kind, MulticastRepr, WireError};
+use ringwire_core::wire::{Frame, GeometryRepr, Kind, MulticastRepr, WireError, total_len};
 
 use super::ReplicaError;
 use super::anticipate::Anticipator;
@@ -251,6 +251,7 @@ fn add(a: &mut MirrorCounters, b: &MirrorCounters) {
     a.records_skipped += b.records_skipped;
     a.duplicates_dropped += b.duplicates_dropped;
     a.garbage_dropped += b.garbage_dropped;
+    a.udp_wrong_source += b.udp_wrong_source;
     a.records_written += b.records_written;
     a.holdback_dropped += b.holdback_dropped;
     a.restarts += b.restarts;
@@ -329,6 +330,8 @@ pub fn run_observed(
     let mut failed_quiet = 0u64;
     // Options the source's transport made useless have been warned about.
     let mut warned = false;
+    // Datagrams dropped for their source address have been warned about.
+    let mut warned_source = false;
     // Relaxed: a plain flag.
     while !stop.load(Ordering::Relaxed) {
         match connect_tcp(opts.source, StdDuration::from_secs(2)) {
@@ -356,11 +359,13 @@ pub fn run_observed(
                 sum.connections += 1;
                 let mut c = Conn::new(opts, src, stream, start, &sink, &mut bufs);
                 c.warned = warned;
+                c.warned_source = warned_source;
                 if let Some(p) = progress {
                     c.observer = Some(Observer::new(p, sum.counters, &sink));
                 }
                 let end = c.run(&mut sink, stop);
                 warned = c.warned;
+                warned_source = c.warned_source;
                 let k = c.m.counters();
                 add(&mut sum.counters, &k);
                 sum.foreign_datagrams += c.foreign;
@@ -383,8 +388,12 @@ pub fn run_observed(
                             format!("a {n}-byte frame: stream buffer grown to it, resuming at once")
                         }
                     };
+                    let wrong = match k.udp_wrong_source {
+                        0 => String::new(),
+                        n => format!(", {n} datagrams dropped for their source address"),
+                    };
                     eprintln!(
-                        "mirror: connection ended ({why}): last seq written {} (the mirror ring's write_seq, 0 = none), frames {}, datagrams {}, naks {}, retransmitted {}, gaps {} ({} records)",
+                        "mirror: connection ended ({why}): last seq written {} (the mirror ring's write_seq, 0 = none), frames {}, datagrams {}, naks {}, retransmitted {}, gaps {} ({} records){wrong}",
                         sum.last_seq,
                         k.frames,
                         k.datagrams,
@@ -497,6 +506,9 @@ struct Conn<'a> {
     heard: std::time::Instant,
     /// [`unused_options`] has been checked (and logged) once in this run.
     warned: bool,
+    /// A datagram of the session dropped for its source address has been logged once in
+    /// this run.
+    warned_source: bool,
 }
 
 /// Feeds a [`MirrorProgress`] from one connection.
@@ -563,6 +575,7 @@ impl<'a> Conn<'a> {
             opened: std::time::Instant::now(),
             heard: std::time::Instant::now(),
             warned: false,
+            warned_source: false,
         }
     }
 
@@ -661,9 +674,10 @@ impl<'a> Conn<'a> {
                         None => break,
                         Some(Ok(f)) => f,
                         Some(Err(WireError::FrameTooLarge { len, .. }))
-                            if fits_ring(sink, HEADER_LEN + len as usize) =>
+                            if total_len(len).is_ok_and(|t| fits_ring(sink, t)) =>
                         {
-                            return Err(End::Grow(HEADER_LEN + len as usize));
+                            // Just checked: the total fits a usize.
+                            return Err(End::Grow(total_len(len).unwrap_or(usize::MAX)));
                         }
                         Some(Err(e)) => {
                             return Err(End::Failed(io::Error::new(
@@ -714,8 +728,20 @@ impl<'a> Conn<'a> {
             for i in 0..n {
                 match batch.get(i) {
                     Some((Some(bytes), Some(from))) => {
-                        if self.m.handle_datagram(t, peer_v4(from), bytes, sink) {
+                        let from = peer_v4(from);
+                        if self.m.handle_datagram(t, from, bytes, sink) {
                             self.heard = std::time::Instant::now();
+                        } else if !self.warned_source && self.m.counters().udp_wrong_source > 0 {
+                            self.warned_source = true;
+                            if self.opts.log
+                                && let Some(expected) = self.m.udp_source()
+                            {
+                                eprintln!(
+                                    "mirror: warning: dropping datagrams of this session from {}: unicast datagrams are accepted only from {} (the source's UDP port at the address connected to); later drops are only counted",
+                                    sock_v4(from),
+                                    sock_v4(expected)
+                                );
+                            }
                         }
                     }
                     _ => self.foreign += 1,

@@ -42,7 +42,14 @@ impl Mirror<'_> {
                 .saturating_add(d.seq - self.next);
             self.next = d.seq;
         }
-        write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
+        write_frame(
+            d,
+            self.fmt,
+            self.max_blob,
+            &mut self.next,
+            sink,
+            &mut self.counters,
+        );
         Ok(())
     }
 
@@ -67,7 +74,14 @@ impl Mirror<'_> {
             return 0;
         }
         let before = self.counters.records_written;
-        write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
+        write_frame(
+            d,
+            self.fmt,
+            self.max_blob,
+            &mut self.next,
+            sink,
+            &mut self.counters,
+        );
         let own = self.counters.records_written - before;
         self.after_progress(now, sink);
         own
@@ -91,7 +105,14 @@ impl Mirror<'_> {
                 count: e.count,
                 records: self.holdback.records(&e),
             };
-            write_frame(d, self.fmt, &mut self.next, sink, &mut self.counters);
+            write_frame(
+                d,
+                self.fmt,
+                self.max_blob,
+                &mut self.next,
+                sink,
+                &mut self.counters,
+            );
             self.holdback.pop_first();
         }
         if self.nak.is_some_and(|n| self.next > n.to) {
@@ -105,24 +126,41 @@ impl Mirror<'_> {
     }
 }
 
-/// Writes the records of `d` at or after `*next` (spec §21.2), then publishes once.
-pub(super) fn write_frame<S: RecordSink + ?Sized>(
+/// Writes the records of `d` at or after `*next` (spec §21.2), then publishes the last one
+/// written, once. A blob longer than `max_blob`, the mirror ring's arena (from a corrupt or
+/// hostile source), cannot be held: its sequence is left a hole, which readers skip (§7),
+/// and counted as skipped, not written.
+fn write_frame<S: RecordSink + ?Sized>(
     d: DataRepr<'_>,
     fmt: RecordFormat,
+    max_blob: u64,
     next: &mut u64,
     sink: &mut S,
-    counters: &mut MirrorCounters,
+    c: &mut MirrorCounters,
 ) {
     let end = d.end();
     if end <= *next {
         return;
     }
+    let (mut last, mut in_hole) = (None, false);
     for r in d.iter(fmt) {
-        if r.seq >= *next {
-            sink.write(r.seq, r.fixed, r.blob);
-            counters.records_written += 1;
+        if r.seq < *next {
+            continue;
         }
+        if r.blob.len() as u64 > max_blob {
+            // Consecutive ones make one hole.
+            c.gaps += u64::from(!in_hole);
+            c.records_skipped = c.records_skipped.saturating_add(1);
+            in_hole = true;
+            continue;
+        }
+        in_hole = false;
+        sink.write(r.seq, r.fixed, r.blob);
+        c.records_written += 1;
+        last = Some(r.seq);
     }
     *next = end;
-    sink.publish(end - 1);
+    if let Some(s) = last {
+        sink.publish(s);
+    }
 }

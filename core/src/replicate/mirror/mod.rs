@@ -2,9 +2,10 @@
 //! applying DATA in order with a hold-back store, NAK and its repeat, GAP, tail-loss
 //! detection from heartbeats and restart detection.
 //!
-//! Beyond the reference: a datagram is accepted only from the source's address, a repeated
-//! NAK asks only for what is still missing, a step handles a bounded number of datagrams,
-//! and the first NAK of a hole may wait [`MirrorConfig::nak_delay`] for reordered datagrams.
+//! Beyond the reference: a unicast datagram is accepted only from the address punched, a
+//! repeated NAK asks only for what is still missing, a step handles a bounded number of
+//! datagrams, sequences at or past [`SEQ_LIMIT`] are refused, and the first NAK of a hole may
+//! wait [`MirrorConfig::nak_delay`] for reordered datagrams.
 
 use core::fmt;
 
@@ -17,6 +18,7 @@ use super::holdback::HoldBack;
 use super::ring_io::{RecordSink, SinkError};
 use super::time::{Duration, Instant, earliest};
 use super::{Channel, PeerAddr, Transmit};
+use crate::layout::SEQ_LIMIT;
 use crate::wire::{
     DataRepr, Frame, GEOMETRY_RESET, GEOMETRY_UDP_FOLLOWS, GapRepr, GeometryRepr, HEADER_LEN,
     HELLO_CAN_UNICAST, HELLO_OLDEST, HELLO_PREFER_UNICAST, HeartbeatRepr, HelloRepr, Kind,
@@ -61,7 +63,14 @@ pub struct MirrorConfig {
     pub punch_interval: Duration,
     /// PUNCH keep-alive afterwards (default 5 s).
     pub punch_keepalive: Duration,
-    /// Accept datagrams only from the source's IP (unicast: and port). Default true.
+    /// Accept unicast datagrams only from the address the PUNCHes go to (the TCP peer's IP
+    /// and the source's UDP port). Default true. Drops are counted in
+    /// [`MirrorCounters::udp_wrong_source`].
+    ///
+    /// Multicast datagrams are never checked by address (spec §21.4: only the session byte
+    /// filters them): their source is the address of the interface the source sends from
+    /// (its default route's, or `--iface`), which need not be, and with a server bound to
+    /// 0.0.0.0 often is not, the address the mirror reached it at over TCP.
     pub check_udp_source: bool,
 }
 
@@ -90,20 +99,26 @@ pub struct MirrorCounters {
     pub naks_sent: u64,
     /// Records written from TCP DATA in UDP modes (answers to NAKs).
     pub records_retransmitted: u64,
-    /// Holes skipped (GAP, a jump ahead, a restart).
+    /// Holes skipped (GAP, a jump ahead, a restart, a blob the mirror's arena cannot hold).
     pub gaps: u64,
-    /// Sequence numbers those holes skipped (GAP frames and jumps ahead; a restart starts a
-    /// new ring and counts none): records the mirror ring will never hold.
+    /// Sequence numbers those holes skipped (GAP frames, jumps ahead and blobs longer than
+    /// the arena; a restart starts a new ring and counts none): records the mirror ring will
+    /// never hold.
     pub records_skipped: u64,
     /// DATA frames dropped as duplicates or stale.
     pub duplicates_dropped: u64,
     /// Datagrams dropped as malformed, foreign or for another session.
     pub garbage_dropped: u64,
-    /// Records written into the ring.
+    /// Of `garbage_dropped`: unicast datagrams with the session's byte dropped because they
+    /// came from another address than the one punched
+    /// ([`MirrorConfig::check_udp_source`]; see [`Mirror::udp_source`]).
+    pub udp_wrong_source: u64,
+    /// Records written into the ring (not those counted in `records_skipped`).
     pub records_written: u64,
     /// DATA frames dropped because the hold-back store was full.
     pub holdback_dropped: u64,
-    /// Source restarts detected.
+    /// Source restarts detected: a RESET answering a resume, or TCP DATA below what was
+    /// already written.
     pub restarts: u64,
 }
 
@@ -165,7 +180,10 @@ pub struct Mirror<'a> {
     geometry: Option<GeometryRepr>,
     fmt: RecordFormat,
     next: u64,
+    /// Longest blob the mirror ring's arena holds (blob rings).
+    max_blob: u64,
     session: u8,
+    /// Unicast: the address datagrams must come from. `None` over TCP and multicast.
     udp_from: Option<PeerAddr>,
     punch: Option<Punch>,
     nak: Option<Nak>,
@@ -205,6 +223,7 @@ impl<'a> Mirror<'a> {
             geometry: None,
             fmt: RecordFormat::Fixed { record_len: 8 },
             next: 1,
+            max_blob: u64::MAX,
             session: 0,
             udp_from: None,
             punch: None,
@@ -246,6 +265,12 @@ impl<'a> Mirror<'a> {
     /// The HELLO this mirror sends.
     pub fn hello(&self) -> HelloRepr {
         self.hello
+    }
+    /// The only address datagrams are accepted from: over UDP unicast with
+    /// [`MirrorConfig::check_udp_source`], the source's UDP port at the TCP peer's IP (where
+    /// the PUNCHes go). `None` when datagrams are not checked by address (multicast, TCP).
+    pub fn udp_source(&self) -> Option<PeerAddr> {
+        self.udp_from.filter(|_| self.cfg.check_udp_source)
     }
 
     /// Starts a new connection to the same source (after EOF, an error or a restart): the
@@ -321,6 +346,7 @@ impl<'a> Mirror<'a> {
             }
             (State::LiveTcp | State::LiveUdp, Kind::Data) => {
                 let d = DataRepr::parse(&frame, self.fmt).map_err(p)?;
+                below_limit(Kind::Data, d.end() - 1).map_err(p)?;
                 if self.state == State::LiveTcp {
                     self.apply_tcp(d, sink)
                 } else {
@@ -330,6 +356,7 @@ impl<'a> Mirror<'a> {
             }
             (State::LiveTcp | State::LiveUdp, Kind::Gap) => {
                 let g = GapRepr::parse(&frame).map_err(p)?;
+                below_limit(Kind::Gap, g.seq).map_err(p)?;
                 if g.seq > self.next {
                     self.counters.gaps += 1;
                     // Saturating: a hostile source can jump by nearly 2^64 more than once.
@@ -346,15 +373,18 @@ impl<'a> Mirror<'a> {
             }
             (State::LiveTcp, Kind::Heartbeat) => {
                 let h = HeartbeatRepr::parse(&frame).map_err(p)?;
-                if h.seq.saturating_add(1) < self.next {
-                    // The source's write_seq is below what it already sent us: a new ring.
-                    self.restart(h.seq.saturating_add(1), sink)?;
-                }
+                below_limit(Kind::Heartbeat, h.seq).map_err(p)?;
+                // Spec §21.3: recorded only. A heartbeat below what was already received is
+                // no restart: the source collects records by their slot words but announces
+                // `write_seq`, which a producer that stalled or died mid-batch left behind.
+                // A restarted source shows itself by DATA below `next`, or by a RESET
+                // when the mirror reconnects.
                 self.note_source_seq(h.seq);
                 Ok(())
             }
             (State::LiveUdp, Kind::Heartbeat) => {
                 let h = HeartbeatRepr::parse(&frame).map_err(p)?;
+                below_limit(Kind::Heartbeat, h.seq).map_err(p)?;
                 self.on_source_seq(now, h.seq);
                 Ok(())
             }
@@ -385,8 +415,9 @@ impl<'a> Mirror<'a> {
         self.next = match adopt {
             Some(n) => n,
             None => {
-                if g.flags & GEOMETRY_RESET != 0 {
-                    // The source's ring restarted below what we asked for.
+                if g.flags & GEOMETRY_RESET != 0 && self.cfg.start == Start::Resume {
+                    // The source's ring restarted below what we had. (For a sequence asked
+                    // for explicitly, RESET only says it is past the source's end.)
                     self.counters.restarts += 1;
                 }
                 sink.recreate(&mg).map_err(MirrorError::Sink)?;
@@ -394,6 +425,7 @@ impl<'a> Mirror<'a> {
             }
         };
         self.fmt = RecordFormat::of(&mg);
+        self.max_blob = mg.arena_size;
         self.holdback.clear();
         match m {
             None => self.state = State::LiveTcp,
@@ -411,15 +443,19 @@ impl<'a> Mirror<'a> {
                         due: now,
                     });
                 } else {
-                    self.udp_from = Some(PeerAddr::new(self.source.ip, 0));
+                    // Multicast: the session byte is the only filter (see
+                    // `MirrorConfig::check_udp_source`).
+                    self.udp_from = None;
                 }
             }
         }
         Ok(())
     }
 
-    /// Handles one datagram from `from`. Returns false if it was dropped as garbage. Prefer
-    /// [`Mirror::handle_datagrams`], which bounds the work of one step.
+    /// Handles one datagram from `from`. Returns false if it was dropped as garbage (a unicast
+    /// one with the session's byte from another address than [`Mirror::udp_source`] is also
+    /// counted in [`MirrorCounters::udp_wrong_source`]). Prefer [`Mirror::handle_datagrams`],
+    /// which bounds the work of one step.
     pub fn handle_datagram<S: RecordSink + ?Sized>(
         &mut self,
         now: Instant,
@@ -428,12 +464,15 @@ impl<'a> Mirror<'a> {
         sink: &mut S,
     ) -> bool {
         self.counters.datagrams += 1;
-        let ok = self.state == State::LiveUdp
-            && bytes.len() >= HEADER_LEN
-            && bytes[1] == self.session
-            && self.is_from_source(from);
+        let ok =
+            self.state == State::LiveUdp && bytes.len() >= HEADER_LEN && bytes[1] == self.session;
         if !ok {
             self.counters.garbage_dropped += 1;
+            return false;
+        }
+        if self.udp_source().is_some_and(|a| a != from) {
+            self.counters.garbage_dropped += 1;
+            self.counters.udp_wrong_source += 1;
             return false;
         }
         if let Some(p) = &mut self.punch {
@@ -445,7 +484,9 @@ impl<'a> Mirror<'a> {
             return false;
         };
         match frame.kind() {
-            Some(Kind::Data) => match DataRepr::parse(&frame, self.fmt) {
+            Some(Kind::Data) => match DataRepr::parse(&frame, self.fmt)
+                .and_then(|d| below_limit(Kind::Data, d.end() - 1).map(|()| d))
+            {
                 Ok(d) => {
                     let _ = self.apply(now, d, sink);
                     true
@@ -455,7 +496,9 @@ impl<'a> Mirror<'a> {
                     false
                 }
             },
-            Some(Kind::Heartbeat) => match HeartbeatRepr::parse(&frame) {
+            Some(Kind::Heartbeat) => match HeartbeatRepr::parse(&frame)
+                .and_then(|h| below_limit(Kind::Heartbeat, h.seq).map(|()| h))
+            {
                 Ok(h) => {
                     self.on_source_seq(now, h.seq);
                     true
@@ -493,15 +536,6 @@ impl<'a> Mirror<'a> {
             n += 1;
         }
         n
-    }
-
-    fn is_from_source(&self, from: PeerAddr) -> bool {
-        match self.udp_from {
-            _ if !self.cfg.check_udp_source => true,
-            Some(a) if a.port == 0 => a.ip == from.ip,
-            Some(a) => a == from,
-            None => false,
-        }
     }
 
     /// When `poll_transmit` must be called next: a NAK repeat or a PUNCH.
@@ -581,5 +615,16 @@ impl<'a> Mirror<'a> {
             });
         }
         None
+    }
+}
+
+/// Refuses a sequence at or past [`SEQ_LIMIT`] (the last record of DATA, the `seq` of GAP
+/// and HEARTBEAT): no ring holds one, and a mirror that wrote or published it would leave a
+/// ring producers refuse as corrupt.
+fn below_limit(kind: Kind, seq: u64) -> Result<(), WireError> {
+    if seq < SEQ_LIMIT {
+        Ok(())
+    } else {
+        Err(WireError::SeqLimit { kind, seq })
     }
 }

@@ -82,21 +82,22 @@ fn mirror_hello_per_start_and_adopt_or_recreate() {
 #[test]
 fn skipped_record_counts_saturate_under_hostile_jumps() {
     // Found by the mirror fuzz target: jumps of nearly 2^64, twice (a restart in between
-    // brings `next` back down), overflowed the sum.
+    // brings `next` back down), overflowed the sum. Jumps now stop below SEQ_LIMIT (2^63),
+    // so it takes three.
     let mut mem = Mem::new(4096);
     let mut sink = Sink::on(&mut mem);
     let mut m = tcp_mirror_from_oldest(&sink);
     let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
     feed(&mut m, &geometry_frames(0, 1, None), &mut sink).unwrap();
-    let far = u64::MAX / 4 * 3;
-    for _ in 0..2 {
+    let far = crate::layout::SEQ_LIMIT - 1;
+    for _ in 0..3 {
         let mut gap = [0u8; 16];
         GapRepr { seq: far }.emit(&mut gap).unwrap();
         feed(&mut m, &gap, &mut sink).unwrap();
         // Backwards: a restarted source, `next` back to 1.
         feed(&mut m, &data(1, 1, 0), &mut sink).unwrap();
     }
-    assert_eq!(m.counters().gaps, 4);
+    assert_eq!(m.counters().gaps, 6);
     assert_eq!(m.counters().records_skipped, u64::MAX);
 }
 
@@ -136,12 +137,13 @@ fn mirror_tcp_gap_jump_and_restart() {
     );
     // A restart starts a new ring: nothing of it was skipped.
     assert_eq!(m.counters().records_skipped, 5);
-    // A heartbeat far below next also means a new source ring.
+    // A heartbeat below next is only recorded (spec §21.3): no restart, nothing wiped.
     feed(&mut m, &data(2, 5, 0), &mut sink).unwrap();
     let mut hb = [0u8; 16];
     HeartbeatRepr { flags: 0, seq: 3 }.emit(&mut hb).unwrap();
     feed(&mut m, &hb, &mut sink).unwrap();
-    assert_eq!((m.counters().restarts, m.next()), (2, 4));
+    assert_eq!((m.counters().restarts, m.next(), sink.creations), (1, 7, 2));
+    assert_eq!(m.source_seq(), Some(3));
     // Only DATA, GAP and HEARTBEAT are allowed in TCP mode.
     let mut nak = [0u8; 24];
     NakRepr { from: 1, to: 2 }.emit(&mut nak).unwrap();
@@ -253,6 +255,7 @@ fn mirror_udp_filters_source_session_and_bounds_steps() {
         })
     );
     assert_eq!(m.poll_timeout(), Some(ms(200)));
+    assert_eq!(m.udp_source(), Some(UDP_SRC));
     // Wrong port, wrong IP, wrong session, short: garbage.
     assert!(!m.handle_datagram(
         ms(1),
@@ -269,6 +272,8 @@ fn mirror_udp_filters_source_session_and_bounds_steps() {
     assert!(!m.handle_datagram(ms(1), UDP_SRC, &data(1, 1, 0x23), &mut sink));
     assert!(!m.handle_datagram(ms(1), UDP_SRC, &[3, 0x22, 1], &mut sink));
     assert_eq!((m.counters().garbage_dropped, sink.writes.len()), (4, 0));
+    // The two from a wrong address are also counted apart (the driver warns about them).
+    assert_eq!(m.counters().udp_wrong_source, 2);
     // Heard: the next punch is a keep-alive 5 s later.
     let pkts: Vec<Vec<u8>> = (1..=40).map(|s| data(s, 1, 0x22)).collect();
     let mut it = pkts.iter().map(|p| (UDP_SRC, p.as_slice()));

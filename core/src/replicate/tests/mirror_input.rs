@@ -1,0 +1,306 @@
+//! Mirror tests of what it accepts from the network: datagram addresses, heartbeats below
+//! what was received, sequences at the limit, blobs longer than the arena, RESET, and a full
+//! hold-back store drained in one step.
+
+use super::*;
+use crate::layout::SEQ_LIMIT;
+use crate::wire::{Kind, WireError};
+
+fn heartbeat(flags: u8, seq: u64) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    HeartbeatRepr { flags, seq }.emit(&mut b).unwrap();
+    b
+}
+
+fn gap(seq: u64) -> [u8; 16] {
+    let mut b = [0u8; 16];
+    GapRepr { seq }.emit(&mut b).unwrap();
+    b
+}
+
+fn ring_write_seq(sink: &Sink) -> u64 {
+    sink.inner
+        .view()
+        .unwrap()
+        .write_seq()
+        .load(crate::sync::Ordering::Relaxed)
+}
+
+/// A multicast datagram's source is the address of the interface the source sends from
+/// (its default route's, or --iface), not the one the mirror connected to over TCP: with
+/// the right session byte it is applied, heartbeats included (spec §21.4).
+#[test]
+fn multicast_datagrams_are_not_checked_by_source_address() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
+    assert_eq!(m.udp_source(), None);
+    // The mirror connected to 10.0.0.1; the source multicasts from its LAN interface.
+    let lan = PeerAddr::new([192, 168, 1, 7], 41_234);
+    assert!(m.handle_datagram(ms(1), lan, &data(1, 2, 0x22), &mut sink));
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(3, 1, 0x22), &mut sink));
+    assert_eq!(sink.writes, [1, 2, 3]);
+    // Its heartbeats show a tail loss, which is asked for.
+    assert!(m.handle_datagram(ms(2), lan, &heartbeat(0x22, 5), &mut sink));
+    assert_eq!(nak_out(&mut m, ms(2)), Some((4, 5)));
+    // The session byte still filters.
+    assert!(!m.handle_datagram(ms(3), lan, &data(4, 1, 0x23), &mut sink));
+    let c = m.counters();
+    assert_eq!((c.garbage_dropped, c.udp_wrong_source), (1, 0));
+}
+
+/// A unicast datagram from another address than the one punched is dropped, and counted
+/// apart from other garbage (the std driver warns about it once).
+#[test]
+fn unicast_datagrams_from_another_address_are_dropped_and_counted() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), true);
+    assert_eq!(m.udp_source(), Some(UDP_SRC));
+    let lan = PeerAddr::new([192, 168, 1, 7], UDP_SRC.port);
+    assert!(!m.handle_datagram(ms(1), lan, &data(1, 1, 0x22), &mut sink));
+    assert!(!m.handle_datagram(ms(1), lan, &heartbeat(0x22, 9), &mut sink));
+    // Another session from there is plain garbage.
+    assert!(!m.handle_datagram(ms(1), lan, &data(1, 1, 0x23), &mut sink));
+    assert!(sink.writes.is_empty() && m.outstanding_nak().is_none());
+    let c = m.counters();
+    assert_eq!((c.garbage_dropped, c.udp_wrong_source), (3, 2));
+    assert!(m.handle_datagram(ms(2), UDP_SRC, &data(1, 1, 0x22), &mut sink));
+    assert_eq!(sink.writes, [1]);
+    // With the check off, any address is accepted.
+    let cfg = MirrorConfig {
+        check_udp_source: false,
+        ..MirrorConfig::default()
+    };
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let mut m = udp_mirror_with(&mut sink, HoldBack::new(&mut [], &mut []), true, cfg);
+    assert_eq!(m.udp_source(), None);
+    assert!(m.handle_datagram(ms(1), lan, &data(1, 1, 0x22), &mut sink));
+}
+
+/// A producer wrote slots 4 and 5 but had not yet stored write_seq = 5 (it stalled or died
+/// mid-batch). The source streams 1..=5 (collect follows the slot words), then idles with a
+/// TCP HEARTBEAT carrying write_seq = 3. The mirror records it and keeps its ring (spec
+/// §21.3); a real restart is still detected when it reconnects (RESET).
+#[test]
+fn tcp_heartbeat_below_what_was_received_is_recorded_only() {
+    let mut smem = Mem::new(4096);
+    let src = source(&mut smem, 3);
+    src.0.write_slot(4, &4u64.to_le_bytes());
+    src.0.write_slot(5, &5u64.to_le_bytes());
+    let (mut s, _g) =
+        session_after_hello(SourceConfig::default(), &src, crate::wire::HELLO_OLDEST, 1);
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let mut m = tcp_mirror_from_oldest(&sink);
+    let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+    feed(&mut m, &geometry_frames(0, 1, None), &mut sink).unwrap();
+    let mut buf = vec![0u8; 4096];
+    let mut heartbeats = 0;
+    for t in [1, 251, 501] {
+        while let Some(n) = s.poll_transmit(ms(t), &src, &mut buf) {
+            heartbeats += frames(&buf[..n])
+                .iter()
+                .filter(|f| matches!(f, FrameRepr::Heartbeat(h) if h.seq == 3))
+                .count();
+            feed(&mut m, &buf[..n], &mut sink).unwrap();
+        }
+    }
+    assert!(
+        heartbeats >= 2,
+        "the source sent {heartbeats} heartbeats of 3"
+    );
+    let c = m.counters();
+    assert_eq!((sink.creations, c.restarts, c.gaps), (1, 0, 0));
+    assert_eq!(
+        (m.next(), ring_write_seq(&sink), m.source_seq()),
+        (6, 5, Some(3))
+    );
+    assert_eq!(sink.writes, [1, 2, 3, 4, 5]);
+
+    // The producer restarts: a fresh source ring at 1..=2. The mirror reconnects to resume
+    // at 6, past the new ring's end: RESET, a fresh mirror ring from 3 (spec §19.1), one
+    // restart.
+    let mut smem2 = Mem::new(4096);
+    let src2 = source(&mut smem2, 2);
+    m.reconnect(Start::Resume, &sink);
+    let mut b = [0u8; 64];
+    let t = m.poll_transmit(ms(600), &mut b).unwrap();
+    assert_eq!(
+        frames(&b[..t.len])[0],
+        FrameRepr::Hello(HelloRepr { seq: 6, flags: 1 })
+    );
+    let mut s2 = SourceSession::new(SourceConfig::default(), MIRROR_IP, ms(600));
+    s2.handle_stream(ms(600), &b[..t.len], &src2, None).unwrap();
+    while let Some(n) = s2.poll_transmit(ms(600), &src2, &mut buf) {
+        feed(&mut m, &buf[..n], &mut sink).unwrap();
+    }
+    assert_eq!((sink.creations, m.counters().restarts, m.next()), (2, 1, 3));
+    push(&src2, 4);
+    while let Some(n) = s2.poll_transmit(ms(601), &src2, &mut buf) {
+        feed(&mut m, &buf[..n], &mut sink).unwrap();
+    }
+    assert_eq!((sink.writes.as_slice(), m.next()), (&[3u64, 4][..], 5));
+}
+
+/// A RESET answering a sequence asked for explicitly only says it is past the source's end:
+/// the mirror starts a ring at GEOMETRY `seq`, and counts no restart. Answering a resume it
+/// is one.
+#[test]
+fn reset_counts_a_restart_only_when_resuming() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    for (start, restarts) in [(Start::Sequence(100), 0), (Start::Resume, 1)] {
+        let cfg = MirrorConfig {
+            start,
+            ..MirrorConfig::default()
+        };
+        let mut m = Mirror::new(cfg, SOURCE, &sink, HoldBack::new(&mut [], &mut []));
+        let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+        feed(&mut m, &geometry_frames(GEOMETRY_RESET, 4, None), &mut sink).unwrap();
+        feed(&mut m, &data(4, 2, 0), &mut sink).unwrap();
+        assert_eq!(
+            (m.counters().restarts, m.next()),
+            (restarts, 6),
+            "{start:?}"
+        );
+    }
+    assert_eq!(sink.creations, 2);
+}
+
+/// A TCP-mode mirror after a handshake at 1.
+fn tcp_mirror(sink: &mut Sink) -> Mirror<'static> {
+    let mut m = tcp_mirror_from_oldest(&*sink);
+    let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+    feed(&mut m, &geometry_frames(0, 1, None), sink).unwrap();
+    m
+}
+
+/// DATA, GAP and HEARTBEAT whose sequences reach SEQ_LIMIT are protocol errors on TCP and
+/// garbage on UDP; nothing of them is written or published, so the mirror ring never holds a
+/// `write_seq` producers refuse as corrupt.
+#[test]
+fn sequences_at_or_past_the_limit_are_refused() {
+    let refused = |kind, seq| Err(MirrorError::Protocol(WireError::SeqLimit { kind, seq }));
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let mut m = tcp_mirror(&mut sink);
+    assert_eq!(
+        feed(&mut m, &data(u64::MAX - 1, 1, 0), &mut sink),
+        refused(Kind::Data, u64::MAX - 1)
+    );
+    assert!(sink.writes.is_empty());
+    assert_eq!(ring_write_seq(&sink), 0);
+    // Up to the last sequence below the limit is fine; one record past it is not.
+    let mut m = tcp_mirror(&mut sink);
+    feed(&mut m, &data(SEQ_LIMIT - 2, 1, 0), &mut sink).unwrap();
+    assert_eq!(
+        feed(&mut m, &data(SEQ_LIMIT - 1, 2, 0), &mut sink),
+        refused(Kind::Data, SEQ_LIMIT)
+    );
+    assert_eq!(sink.writes, [SEQ_LIMIT - 2]);
+    assert_eq!(ring_write_seq(&sink), SEQ_LIMIT - 2);
+    let mut m = tcp_mirror(&mut sink);
+    assert_eq!(
+        feed(&mut m, &gap(SEQ_LIMIT), &mut sink),
+        refused(Kind::Gap, SEQ_LIMIT)
+    );
+    let mut m = tcp_mirror(&mut sink);
+    assert_eq!(
+        feed(&mut m, &heartbeat(0, u64::MAX), &mut sink),
+        refused(Kind::Heartbeat, u64::MAX)
+    );
+    // UDP: dropped as garbage, no NAK asked for them; a repair over TCP is a protocol error.
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
+    assert!(!m.handle_datagram(ms(1), UDP_SRC, &data(u64::MAX - 1, 1, 0x22), &mut sink));
+    assert!(!m.handle_datagram(ms(1), UDP_SRC, &heartbeat(0x22, SEQ_LIMIT), &mut sink));
+    assert_eq!(m.counters().garbage_dropped, 2);
+    assert_eq!(m.outstanding_nak(), None);
+    assert_eq!(
+        feed(&mut m, &data(SEQ_LIMIT, 1, 0), &mut sink),
+        refused(Kind::Data, SEQ_LIMIT)
+    );
+    assert!(sink.writes.is_empty());
+}
+
+/// A blob ring record: an 8-byte meta and a BlobRef of `blob.len()`, then the blob.
+fn blob_record(out: &mut Vec<u8>, seq: u64, blob_len: usize) {
+    out.extend_from_slice(&seq.to_le_bytes());
+    out.extend_from_slice(&0u64.to_le_bytes());
+    out.extend_from_slice(&(blob_len as u32).to_le_bytes());
+    out.extend_from_slice(&7u32.to_le_bytes());
+    out.extend(core::iter::repeat_n(seq as u8, blob_len));
+}
+
+/// A blob longer than the mirror's arena (a corrupt or hostile source) leaves a hole that is
+/// counted as skipped, not written; the frame publishes its last record written.
+#[test]
+fn blob_longer_than_the_arena_is_a_counted_hole() {
+    let geo = Geometry::blob(8, 32, 0, 512).unwrap();
+    let mut mem = Mem::new(geo.total_len().unwrap() as usize);
+    let mut sink = Sink::on(&mut mem);
+    let mut m = tcp_mirror_from_oldest(&sink);
+    let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+    let mut b = [0u8; 64];
+    let n = GeometryRepr::from_source(&geo, 0, 1)
+        .unwrap()
+        .emit(&mut b)
+        .unwrap();
+    feed(&mut m, &b[..n], &mut sink).unwrap();
+    let mut recs = vec![];
+    for (seq, len) in [(1, 10), (2, 600), (3, 513), (4, 512), (5, 600)] {
+        blob_record(&mut recs, seq, len);
+    }
+    let d = DataRepr {
+        flags: 0,
+        seq: 1,
+        count: 5,
+        records: &recs,
+    };
+    let mut frame = vec![0u8; d.buffer_len()];
+    d.emit(&mut frame).unwrap();
+    feed(&mut m, &frame, &mut sink).unwrap();
+    assert_eq!(sink.writes, [1, 4]);
+    let c = m.counters();
+    // 2..=3 are one hole, 5 another.
+    assert_eq!((c.records_written, c.gaps, c.records_skipped), (2, 2, 3));
+    assert_eq!((m.next(), ring_write_seq(&sink)), (6, 4));
+    let mut got = [0u8; 24];
+    let v = sink.inner.view().unwrap();
+    assert_eq!(v.read_slot(4, &mut got), crate::ring::SlotRead::Ok);
+    assert_ne!(v.read_slot(2, &mut got), crate::ring::SlotRead::Ok);
+}
+
+/// One datagram lost before 8192 held ones (the store's limit): the retransmission drains
+/// them all in that one step, in order.
+#[test]
+fn a_full_holdback_store_drains_in_one_step() {
+    const HELD: usize = crate::replicate::holdback::MAX_HELD;
+    const PER: u16 = 8;
+    let mut idx = vec![HeldEntry::default(); HELD];
+    let mut dm = vec![0u8; HELD * usize::from(PER) * 8];
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
+    let per = u64::from(PER);
+    let end = 1 + per * (HELD as u64 + 1);
+    for seq in (1 + per..end).step_by(PER.into()) {
+        assert!(m.handle_datagram(ms(1), UDP_SRC, &data(seq, PER, 0x22), &mut sink));
+    }
+    // Full: one more is dropped (and the hole still asked for).
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(end, 1, 0x22), &mut sink));
+    assert_eq!(m.counters().holdback_dropped, 1);
+    assert_eq!(nak_out(&mut m, ms(1)), Some((1, per)));
+    feed(&mut m, &data(1, PER, 0), &mut sink).unwrap();
+    assert_eq!(m.next(), end);
+    assert_eq!(sink.writes, (1..end).collect::<Vec<u64>>());
+    assert_eq!(ring_write_seq(&sink), end - 1);
+    // `end` itself was dropped: asked for next.
+    assert_eq!(m.outstanding_nak(), None);
+    assert!(m.handle_datagram(ms(2), UDP_SRC, &heartbeat(0x22, end), &mut sink));
+    assert_eq!(nak_out(&mut m, ms(2)), Some((end, end)));
+}
