@@ -548,4 +548,8 @@ fn lossy_mpmc_slot_reuse_and_an_overwritten_ticket() {
         DROPPED_FIRST.load(Relaxed) > 0,
         "ticket 1 was never overwritten"
     );
+    assert!(
+        HELD_THEN_LOST.load(Relaxed) > 0,
+        "the consumer never held ticket 1 when its slot was overwritten"
+    );
 }

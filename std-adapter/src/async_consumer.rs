@@ -802,6 +802,12 @@ mod tests {
     /// returns the child's wait status. The child leaves through `_exit` with what `child`
     /// returned (101 if it panicked), never returning into the test harness.
     fn forked(secs: u32, child: impl FnOnce() -> i32) -> libc::c_int {
+        // The process-wide one-time set-ups the child's ring code runs, finished here first:
+        // another test thread inside one of them at the fork would leave the child's copy
+        // "running" forever with no thread to finish it (a deadlock a reviewer hit at 8
+        // test threads). `call_once` returns only once the set-up is complete.
+        crate::sys::membarrier_register();
+        let _ = crate::sys::membarrier_registered();
         // SAFETY: the child runs only `child` (no harness code) and leaves through `_exit`.
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());

@@ -22,6 +22,13 @@ impl ShmPath {
         ShmPath(p)
     }
 
+    /// A guard for a file another program names and creates (a ringwire process's own
+    /// ring): removed on drop, so a test that fails before that program cleans up leaves
+    /// nothing behind.
+    pub fn adopt(path: impl Into<PathBuf>) -> ShmPath {
+        ShmPath(path.into())
+    }
+
     /// The path.
     pub fn path(&self) -> &Path {
         &self.0

@@ -12,6 +12,7 @@ use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use ringwire_tests::netns::ringwire_bin;
+use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
 /// A started `ringwire`, killed on drop if still running (a failed assertion leaves no
@@ -119,6 +120,18 @@ fn dead(pid: u32) -> bool {
     }
 }
 
+/// Whether process `pid` has a handler installed for `sig` (its `SigCgt` mask in /proc).
+fn catches(pid: u32, sig: libc::c_int) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .is_some_and(|m| m & (1 << (sig - 1)) != 0)
+}
+
 fn handoff_ring(pid: u32) -> PathBuf {
     PathBuf::from(format!("/dev/shm/ringwire-bench-handoff-{pid}"))
 }
@@ -154,6 +167,8 @@ fn running_handoff(wait: &str) -> (Proc, u32) {
 fn handoff_stops_on(sig: libc::c_int, wait: &str) {
     let (p, reader) = running_handoff(wait);
     let (pid, ring) = (p.pid(), handoff_ring(p.pid()));
+    // Removed even if an assertion below fails (ringwire's own clean-up is under test).
+    let _cleanup = ShmPath::adopt(&ring);
     p.signal(sig);
     let (status, _, stderr) = p.finish(Duration::from_secs(5));
     // Stopped in order (not killed by the signal), and an error.
@@ -180,10 +195,9 @@ fn handoff_sigint_stops_the_reader_and_removes_the_ring() {
 #[test]
 fn handoff_reader_dies_with_a_killed_parent() {
     let (p, reader) = running_handoff("spin");
-    let ring = handoff_ring(p.pid());
+    // Nothing could remove the ring of a process killed outright: the guard does.
+    let _cleanup = ShmPath::adopt(handoff_ring(p.pid()));
     p.signal(libc::SIGKILL);
-    // Nothing could remove the ring of a process killed outright.
-    let _ = std::fs::remove_file(&ring);
     let _ = p.finish(Duration::from_secs(5));
     // Without PR_SET_PDEATHSIG it polled for up to 30 s.
     wait_until(
@@ -206,7 +220,12 @@ fn stress_interrupted_run_is_marked_and_fails() {
         "3",
         "--json",
     ]);
-    std::thread::sleep(Duration::from_millis(1500));
+    // Signalled only once its SIGINT handler is in place (a slow start must not turn this
+    // into a kill by the signal), then well inside the first 3 s run.
+    wait_until("ringwire's SIGINT handler", Duration::from_secs(20), || {
+        catches(p.pid(), libc::SIGINT)
+    });
+    std::thread::sleep(Duration::from_millis(700));
     p.signal(libc::SIGINT);
     let (status, stdout, stderr) = p.finish(Duration::from_secs(15));
     assert_eq!(status.code(), Some(1), "{status}: {stderr}\n{stdout}");

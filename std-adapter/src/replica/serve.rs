@@ -1203,7 +1203,16 @@ mod tests {
                 }
                 seen
             };
+            /// Sets both stop flags when dropped: a failed join or assertion in the scope
+            /// then ends the server and mirror threads, and the test fails instead of hanging.
+            struct StopOnDrop<'a>([&'a AtomicBool; 2]);
+            impl Drop for StopOnDrop<'_> {
+                fn drop(&mut self) {
+                    self.0.iter().for_each(|f| f.store(true, Ordering::Relaxed));
+                }
+            }
             let (got, sum) = std::thread::scope(|sc| {
+                let _stop = StopOnDrop([&stop, &mstop]);
                 let srv = sc.spawn(|| server.run(&stop));
                 let m = sc.spawn(|| run_observed(&mo, &mstop, Some(&progress)));
                 let first = reached(100);
