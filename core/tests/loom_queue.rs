@@ -434,6 +434,13 @@ fn healed_claim_never_writes_into_the_next_lap() {
     });
 }
 
+/// A lossy MPMC ring of `capacity` 16-byte records in a fresh loom region.
+fn lossy_ring(capacity: u64) -> RingView {
+    let g = Geometry::mpmc(capacity, 24, 8).unwrap();
+    // SAFETY: a fresh loom region, no other view of it exists yet.
+    unsafe { RingView::init(Region::loom_new(g.total_len().unwrap() as usize), &g) }.unwrap()
+}
+
 /// One lossy MPMC producer thread per value, each pushing its value once and returning
 /// (ticket, value); a push that does not publish at once (the slow path, a drop) fails the
 /// model, as these models never stall a producer.
@@ -455,10 +462,7 @@ fn lossy_producers(ring: &RingView, values: [u64; 2]) -> Vec<thread::JoinHandle<
 #[test]
 fn lossy_mpmc_two_producers_one_competing_consumer() {
     model(|| {
-        let g = Geometry::mpmc(2, 24, 8).unwrap();
-        // SAFETY: a fresh loom region, no other view of it exists yet.
-        let ring = unsafe { RingView::init(Region::loom_new(g.total_len().unwrap() as usize), &g) }
-            .unwrap();
+        let ring = lossy_ring(2);
         // Two tickets in two fresh slots: never waits, so the clock is unused.
         let producers = lossy_producers(&ring, [10, 20]);
         let mut c = LossyMpmcConsumer::new(ring.clone()).unwrap();
@@ -493,10 +497,7 @@ fn lossy_mpmc_slot_reuse_and_an_overwritten_ticket() {
     static DROPPED_FIRST: AtomicU32 = AtomicU32::new(0);
     static HELD_THEN_LOST: AtomicU32 = AtomicU32::new(0);
     model(|| {
-        let g = Geometry::mpmc(1, 24, 8).unwrap();
-        // SAFETY: a fresh loom region, no other view of it exists yet.
-        let ring = unsafe { RingView::init(Region::loom_new(g.total_len().unwrap() as usize), &g) }
-            .unwrap();
+        let ring = lossy_ring(1);
         // The second ticket waits only for the first to publish (no stall).
         let producers = lossy_producers(&ring, [10, 20]);
         let mut c = LossyMpmcConsumer::new(ring.clone()).unwrap();

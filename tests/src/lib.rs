@@ -20,3 +20,17 @@ pub fn wait_until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
         std::thread::sleep(Duration::from_millis(5));
     }
 }
+
+/// Waits for `child` to exit, polling every 10 ms; past `within` it kills and reaps the
+/// child and panics naming `what`.
+pub fn wait_exit(child: &mut std::process::Child, within: Duration, what: &str) {
+    let t0 = Instant::now();
+    while child.try_wait().expect("try_wait").is_none() {
+        if t0.elapsed() > within {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} still running after {within:?}");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}

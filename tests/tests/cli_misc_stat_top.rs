@@ -15,7 +15,7 @@ use ringwire::RingProducer;
 use ringwire_tests::netns::{ringwire_bin, run_ringwire as ringwire};
 use ringwire_tests::records::Rec;
 use ringwire_tests::shm::ShmPath;
-use ringwire_tests::wait_until;
+use ringwire_tests::{wait_exit, wait_until};
 
 #[test]
 fn stat_text_prints_plain_values_and_json_says_ring() {
@@ -98,15 +98,7 @@ fn top_clears_the_screen_only_on_a_terminal() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t0.elapsed() > Duration::from_secs(10) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("top --iterations 2 still running after 10 s");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_exit(&mut child, Duration::from_secs(10), "top --iterations 2");
     assert!(child.wait().unwrap().success());
     // The child is gone and our copy of the slave is closed: read what is buffered, then
     // the master reports EIO.

@@ -8,12 +8,13 @@
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ringwire::RingProducer;
 use ringwire_tests::netns::{ringwire_bin, run_ringwire as ringwire};
 use ringwire_tests::records::Rec;
 use ringwire_tests::shm::ShmPath;
+use ringwire_tests::wait_exit;
 
 #[test]
 fn usage_errors_exit_1_as_ringfire() {
@@ -102,15 +103,11 @@ fn into_closed_pipe(args: &[&str]) -> (ExitStatus, String) {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let t0 = Instant::now();
-    while child.try_wait().unwrap().is_none() {
-        if t0.elapsed() > Duration::from_secs(10) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("ringwire {args:?} still running after 10 s with its reader gone");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
+    wait_exit(
+        &mut child,
+        Duration::from_secs(10),
+        &format!("ringwire {args:?} with its stdout's reader gone"),
+    );
     let o = child.wait_with_output().unwrap();
     (o.status, String::from_utf8_lossy(&o.stderr).into_owned())
 }
