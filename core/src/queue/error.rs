@@ -238,13 +238,13 @@ impl fmt::Display for QueueGeometryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             QueueGeometryError::CapacityNotPowerOfTwo { capacity } => {
-                write!(f, "queue capacity {capacity} is not a power of two")
+                write!(f, "capacity {capacity} is not a power of two")
             }
             QueueGeometryError::MpmcCapacityTooSmall { capacity } => {
-                write!(f, "MPMC queue capacity {capacity} is below 2")
+                write!(f, "MPMC capacity {capacity} is below 2")
             }
             QueueGeometryError::BadItemSize { item_size } => {
-                write!(f, "queue item size {item_size} is 0 or too large")
+                write!(f, "item size {item_size} is 0 or too large")
             }
             QueueGeometryError::BadStride { stride, item_size } => write!(
                 f,

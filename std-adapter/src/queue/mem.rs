@@ -109,8 +109,7 @@ impl std::fmt::Display for QueueFileError {
                 )
             }
             QueueFileError::Geometry { path, source } => {
-                write!(f, "queue {}: ", path.display())?;
-                geometry_msg(source, f)
+                write!(f, "queue {}: {source}", path.display())
             }
             QueueFileError::Init { path, source } => {
                 write!(f, "queue {}: {source}", path.display())
@@ -123,23 +122,6 @@ impl std::fmt::Display for QueueFileError {
                 p.display()
             ),
         }
-    }
-}
-
-/// `e` after "queue <path>: ", without the core's own "queue" prefix where it has one
-/// ("queue /dev/shm/q: capacity 1000 is not a power of two", as a ring says it).
-fn geometry_msg(e: &QueueGeometryError, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-    match *e {
-        QueueGeometryError::CapacityNotPowerOfTwo { capacity } => {
-            write!(f, "capacity {capacity} is not a power of two")
-        }
-        QueueGeometryError::MpmcCapacityTooSmall { capacity } => {
-            write!(f, "MPMC capacity {capacity} is below 2")
-        }
-        QueueGeometryError::BadItemSize { item_size } => {
-            write!(f, "item size {item_size} is 0 or too large")
-        }
-        _ => std::fmt::Display::fmt(e, f),
     }
 }
 
