@@ -19,9 +19,14 @@
 //! Items carry (producer id, per-producer counter, checksum); consumers verify the checksum
 //! of each item they pop (a torn or misplaced copy fails it) and exit non-zero otherwise.
 //!
+//! One consumer pops through the std handle's blocking pop (`pop_timeout_with_pos` with a
+//! `FutexWait`: healed positions reported, producers notified, futex sleeps woken by
+//! pushes); the other spins on the core's `try_pop`.
+//!
 //! The kill half: a third producer process pushes some items, claims a position and is
 //! killed with SIGKILL before publishing it; the parent finds that position with
-//! `next_stuck_slot`, heals it with `heal_stuck_slot`, and the consumer processes must
+//! `next_stuck_slot`, waits until the blocking consumer sleeps on the futex, heals the
+//! position with `heal_stuck_slot` (which wakes it), and the consumer processes must
 //! drain past it, passing it as the only healed position, with every other item
 //! delivered as above.
 //!
@@ -38,8 +43,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use ringwire::queue::MpmcQueue;
-use ringwire_core::queue::{HealedFrom, PopError, Popped, PushError};
+use ringwire::FutexWait;
+use ringwire::queue::{MpmcQueue, ReadOnlyQueue};
+use ringwire_core::queue::{HealedFrom, PopError, Popped, PushError, QueueKind};
 use ringwire_core::sync::Ordering;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -55,6 +61,10 @@ const CONSUMERS: u64 = 2;
 const VICTIM: u64 = PRODUCERS;
 /// A consumer's record for a healed position, in place of an item.
 const HEALED: u64 = u64::MAX - 1;
+/// The consumer that pops with the std handle's blocking pop (the other spins).
+const BLOCKING_CONSUMER: u64 = 0;
+/// That consumer's longest futex sleep, and the timeout of each of its pops.
+const BLOCKING_SLEEP: Duration = Duration::from_millis(200);
 
 /// One queued item: 24 bytes.
 #[derive(IntoBytes, FromBytes, Immutable, KnownLayout, Clone, Copy, Debug, PartialEq, Eq)]
@@ -161,11 +171,62 @@ fn run_victim() {
 }
 
 /// Consumer child: pops until every one of `total` positions was taken, checking each
-/// item's checksum, and records (ticket, packed item) pairs in pop order.
+/// item's checksum, and records (ticket, packed item) pairs in pop order. Consumer
+/// [`BLOCKING_CONSUMER`] pops through the std handle's blocking pop, asleep on the queue's
+/// futex whenever nothing is ready; the other spins on the core's `try_pop`.
 fn run_consumer() {
     let q = MpmcQueue::<Item>::open(env(QUEUE)).expect("consumer opens the queue");
     let total: u64 = env(COUNT).parse().expect("count");
-    // SAFETY: `q` lives to the end of this function, past every use of `core`.
+    let id: u64 = env(ID).parse().expect("id");
+    let records = if id == BLOCKING_CONSUMER {
+        consume_blocking(&q, total)
+    } else {
+        consume_spinning(&q, total)
+    };
+    write_words(&env(OUT), &records);
+}
+
+/// Checks an item's checksum and records it under its ticket.
+fn record_item(records: &mut Vec<u64>, pos: u64, it: &Item) {
+    assert_eq!(
+        *it,
+        item(it.producer, it.counter),
+        "ticket {pos}: bad checksum"
+    );
+    records.push(pos);
+    records.push(pack(it));
+}
+
+/// Pops with `MpmcQueue::pop_timeout_with_pos` and a `FutexWait`: the std path of blocking
+/// consumers (healed positions passed and reported, the producers woken after each pop,
+/// futex sleeps woken by pushes and by the parent's heal).
+fn consume_blocking(q: &MpmcQueue<Item>, total: u64) -> Vec<u64> {
+    // SAFETY: `q` outlives this use of its core.
+    let deq = unsafe { q.core() }.view().deq();
+    let mut wait = FutexWait::new(64, Some(BLOCKING_SLEEP));
+    let mut records = Vec::new();
+    loop {
+        let got = q
+            .pop_timeout_with_pos(&mut wait, BLOCKING_SLEEP, |pos| {
+                records.push(pos);
+                records.push(HEALED);
+            })
+            .expect("consumer: pop");
+        match got {
+            Some((pos, it)) => record_item(&mut records, pos, &it),
+            // Nothing wakes this consumer when the other one takes the last positions: it
+            // finds that out when its sleep times out.
+            // Relaxed: as in consume_spinning.
+            None if deq.load(Ordering::Relaxed) >= total => break,
+            None => {}
+        }
+    }
+    records
+}
+
+/// Pops by spinning on the core's `try_pop`, giving the CPU away while nothing is ready.
+fn consume_spinning(q: &MpmcQueue<Item>, total: u64) -> Vec<u64> {
+    // SAFETY: `q` outlives this use of its core.
     let core = unsafe { q.core() };
     let mut records = Vec::new();
     let mut buf = Item {
@@ -175,12 +236,7 @@ fn run_consumer() {
     };
     loop {
         match core.try_pop(buf.as_mut_bytes()) {
-            Ok(Popped::Item { pos }) => {
-                let want = item(buf.producer, buf.counter);
-                assert_eq!(buf, want, "ticket {pos}: bad checksum");
-                records.push(pos);
-                records.push(pack(&buf));
-            }
+            Ok(Popped::Item { pos }) => record_item(&mut records, pos, &buf),
             Ok(Popped::Healed { pos }) => {
                 records.push(pos);
                 records.push(HEALED);
@@ -196,7 +252,7 @@ fn run_consumer() {
             Err(e) => panic!("consumer: {e:?}"),
         }
     }
-    write_words(&env(OUT), &records);
+    records
 }
 
 /// Entry point of the child processes; not a test by itself (without the role variable,
@@ -301,6 +357,14 @@ fn two_producers_two_consumers(n: u64, limit: Duration, victim: Option<u64>) {
         // the dead one's is the first stuck position, then heal it.
         while q.next_stuck_slot(0) != Some(pos) {
             assert!(t0.elapsed() < limit, "position {pos} never found stuck");
+            std::thread::yield_now();
+        }
+        // The blocking consumer, stuck at that position too, goes to sleep there (once the
+        // producers stop pushing, nothing wakes it): heal it asleep, so that the heal's
+        // wake-up is what lets it drain past.
+        let ro = ReadOnlyQueue::open(&queue, QueueKind::Mpmc).expect("read-only view");
+        while ro.snapshot().data_waiters == 0 {
+            assert!(t0.elapsed() < limit, "the blocking consumer never slept");
             std::thread::yield_now();
         }
         assert_eq!(q.heal_stuck_slot(pos), Ok(HealedFrom::Claimed));

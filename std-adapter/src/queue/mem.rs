@@ -351,6 +351,7 @@ impl QueueMem {
         let mut map = map_file(&f, map_len).map_err(io_err(path, "mmap"))?;
         let region = region_of(&mut map, path)?;
         let view = QueueView::attach(region, expect).map_err(attach_err)?;
+        reset_waiters_if_alone(&f, &view).map_err(io_err(path, "fcntl"))?;
         Ok(QueueMem {
             map,
             view,
@@ -522,6 +523,58 @@ fn creation_finished(path: &Path) -> bool {
     // A read lock conflicts only with a write lock: the replacing creator's, not the live
     // handles' shared ones (the role locks lie past byte 0).
     !matches!(ofd_held_as(&f, libc::F_RDLCK, LIVE_BYTE, 1), Ok(true))
+}
+
+/// Resets both waiter counts of the queue in `view` to 0 when the opener's file `f` (which
+/// holds the shared [`LIVE_BYTE`] lock) proves to be the only live handle on the file.
+///
+/// Why: a sleeper counts itself in `data_waiters` / `space_waiters` and uncounts itself
+/// when its sleep ends; one that dies asleep (SIGKILL, or a process whose `main` returns
+/// while a thread waits) never does, and the stale count, durable in the file, would make
+/// every later push or pop in every process bump the futex word and issue a `FUTEX_WAKE`.
+/// With no other live handle, nobody can be asleep, so every count is stale.
+///
+/// The proof holds the count still: a write lock on the whole file (taken by converting
+/// our shared lock, so there is no moment without one) succeeds only when no other open
+/// file description holds any lock on it (every opener's shared lock, every SPSC role
+/// lock), and while we hold it no handle can open the file (its shared lock is refused and
+/// `open_live` retries) nor replace it (`live_holder` finds it held). The creator holds only
+/// its `flock`, for its life, so that is tried too. A dead process's locks are released
+/// only once all its threads are gone, so none of them can still touch a count.
+///
+/// While the probe runs (microseconds), a concurrent `open` waits a millisecond and
+/// retries, and a concurrent `create` is refused, as it would be anyway (this handle has
+/// the file open), but may name the file as being created ([`QueueFileError::Locked`]) or
+/// its holder as a "producer" (the whole-file lock covers the role bytes).
+///
+/// A dead sleeper's count in a queue that other live handles keep open is not cleared
+/// here (a live sleeper cannot be told from a dead one): it costs each push (or pop) one
+/// needless `FUTEX_WAKE` until the last handle closes and the file is opened again, or,
+/// for an SPSC queue, until the next handle takes the dead sleeper's role (see
+/// `spsc_bytes`).
+fn reset_waiters_if_alone(f: &File, view: &QueueView) -> io::Result<()> {
+    // The conversion back below keeps the lock on bytes from LIVE_BYTE on.
+    const _: () = assert!(LIVE_BYTE == 0);
+    match ofd_lock(f, libc::F_WRLCK, LIVE_BYTE, 0) {
+        Ok(true) => {}
+        // Another handle holds a lock: not alone (our shared lock is unchanged).
+        Ok(false) => return Ok(()),
+        // No record locks here: `open_live` went on without them, nothing can be proved.
+        Err(e) if locks_unsupported(&e) => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    if crate::sys::try_lock_exclusive(f).is_ok() {
+        // Relaxed: the locks order these stores before any later handle's use of the
+        // counts (its lock waits for our release, a system call on both sides).
+        view.data_waiters().store(0, Ordering::Relaxed);
+        view.space_waiters().store(0, Ordering::Relaxed);
+        crate::sys::unlock(f);
+    }
+    // Back to the shared lock on LIVE_BYTE alone: nobody else can hold a lock that the
+    // conversion conflicts with, and unlocking the tail splits no lock record.
+    ofd_lock(f, libc::F_RDLCK, LIVE_BYTE, 1)?;
+    ofd_lock(f, libc::F_UNLCK, LIVE_BYTE + 1, 0)?;
+    Ok(())
 }
 
 /// Opens the queue file at `path` and takes the shared [`LIVE_BYTE`] lock on it, retrying

@@ -22,7 +22,10 @@
 //! handshake as the broadcast ring's `FutexWait` (see `wait`): every push and pop of these
 //! handles checks for sleepers with a compiler fence and one relaxed load (the sleeper
 //! issues `membarrier(GLOBAL_EXPEDITED)` instead; a process whose membarrier registration
-//! failed keeps a SeqCst fence there), and wakes them only if there are any.
+//! failed keeps a SeqCst fence there), and wakes them only if there are any. A sleeper that
+//! dies asleep cannot uncount itself: its count is cleared by the next handle to take its
+//! SPSC role, and in any queue file by a handle that opens it with no other handle alive;
+//! until then each push (or pop) on its side issues one needless `FUTEX_WAKE`.
 //!
 //! The one-producer / one-consumer rule of an SPSC queue file is enforced with open-file-
 //! description locks (`F_OFD_SETLK`) on one byte per role, released by the kernel when the

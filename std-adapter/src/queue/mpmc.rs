@@ -112,19 +112,31 @@ impl<T: Item> MpmcQueue<T> {
         wait: &mut W,
         timeout: Duration,
     ) -> Result<(Option<T>, u64), PopError> {
-        let deadline = deadline_after(timeout);
         let mut healed = 0;
+        let item = self.pop_timeout_with_pos(wait, timeout, |_| healed += 1)?;
+        Ok((item.map(|(_, t)| t), healed))
+    }
+
+    /// [`MpmcQueue::pop_timeout`] that also tells positions: the item's (the one its
+    /// [`MpmcQueue::try_push`] returned, its ticket in the global FIFO order) with it, and
+    /// each healed position passed on the way to `on_healed`.
+    pub fn pop_timeout_with_pos<W: WaitStrategy>(
+        &self,
+        wait: &mut W,
+        timeout: Duration,
+        mut on_healed: impl FnMut(u64),
+    ) -> Result<Option<(u64, T)>, PopError> {
+        let deadline = deadline_after(timeout);
         loop {
-            match self.try_pop()? {
-                (None, h) if before(deadline) => {
-                    healed += h;
+            match self.try_pop_with_pos(&mut on_healed)? {
+                None if before(deadline) => {
                     wait_side(wait, self.mem.queue(), Side::Data, deadline, || {
                         self.inner.has_item()
                     });
                 }
-                (t, h) => {
+                r => {
                     wait.reset();
-                    return Ok((t, healed + h));
+                    return Ok(r);
                 }
             }
         }
@@ -134,24 +146,34 @@ impl<T: Item> MpmcQueue<T> {
     /// positions (items lost with a dead producer) are passed and counted in the returned
     /// pair's second field.
     pub fn try_pop(&self) -> Result<(Option<T>, u64), PopError> {
-        let mut t = T::new_zeroed();
         let mut healed = 0;
+        let item = self.try_pop_with_pos(|_| healed += 1)?;
+        Ok((item.map(|(_, t)| t), healed))
+    }
+
+    /// [`MpmcQueue::try_pop`] that also tells positions, as
+    /// [`MpmcQueue::pop_timeout_with_pos`] does.
+    pub fn try_pop_with_pos(
+        &self,
+        mut on_healed: impl FnMut(u64),
+    ) -> Result<Option<(u64, T)>, PopError> {
+        let mut t = T::new_zeroed();
         // At most one lap of healed positions can precede an item.
         for _ in 0..=self.inner.view().capacity() {
             match self.inner.try_pop(t.as_mut_bytes()) {
-                Ok(Popped::Item { .. }) => {
+                Ok(Popped::Item { pos }) => {
                     notify(&self.mem, Side::Space);
-                    return Ok((Some(t), healed));
+                    return Ok(Some((pos, t)));
                 }
-                Ok(Popped::Healed { .. }) => {
+                Ok(Popped::Healed { pos }) => {
                     notify(&self.mem, Side::Space);
-                    healed += 1;
+                    on_healed(pos);
                 }
-                Err(PopError::Empty | PopError::Pending { .. }) => return Ok((None, healed)),
+                Err(PopError::Empty | PopError::Pending { .. }) => return Ok(None),
                 Err(e) => return Err(e),
             }
         }
-        Ok((None, healed))
+        Ok(None)
     }
 
     /// Claims the next position for an item without writing it, or fails with
@@ -202,9 +224,14 @@ impl<T: Item> MpmcQueue<T> {
         self.inner.next_stuck_slot(from)
     }
 
-    /// See [`q::MpmcQueue::heal_stuck_slot`] and its caller contract.
+    /// See [`q::MpmcQueue::heal_stuck_slot`] and its caller contract. A healed position is
+    /// ready to pop (consumers pass it), so consumers asleep at it are woken as by a push.
+    /// Healing frees no slot (the pop that passes the position does, and wakes producers
+    /// then), so producers are not woken.
     pub fn heal_stuck_slot(&self, pos: u64) -> Result<HealedFrom, HealError> {
-        self.inner.heal_stuck_slot(pos)
+        let from = self.inner.heal_stuck_slot(pos)?;
+        notify(&self.mem, Side::Data);
+        Ok(from)
     }
 
     /// Items claimed and not yet popped.

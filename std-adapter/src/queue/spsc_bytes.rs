@@ -15,6 +15,7 @@ use ringwire_core::queue::{
     self as q, PopError, PushError, QueueAttachError, QueueExpect, QueueGeometry,
     QueueGeometryError, QueueKind, QueueView,
 };
+use ringwire_core::sync::Ordering;
 
 use super::mem::{QueueFileError, QueueMem};
 use super::wait::{Side, before, deadline_after, default_wait, notify, wait_side};
@@ -77,17 +78,33 @@ fn open_any(path: impl AsRef<Path>) -> Result<Arc<QueueMem>, QueueFileError> {
     )?))
 }
 
-/// Takes `mem`'s lock for `role` (the byte at `lock_byte`, for a file) and builds that
-/// side's core handle with `new`. The handle's copy of the view lives beside the
-/// `Arc<QueueMem>` that keeps the mapping alive.
+/// Takes `mem`'s lock for `role` (the byte at `lock_byte`, for a file), clears the waiter
+/// count the role sleeps on (`sleeps_on`), and builds that side's core handle with `new`.
+/// The handle's copy of the view lives beside the `Arc<QueueMem>` that keeps the mapping
+/// alive.
+///
+/// Why the count is cleared: only the holder of a role sleeps on its side (the consumer on
+/// `data_waiters`, the producer on `space_waiters`), and the lock just taken proves that no
+/// other holder lives (the kernel releases it when its handle is dropped, which no sleep
+/// outlives, or once every thread of its process is gone). A count left there is a sleeper
+/// that died asleep, and would cost every push (or pop) a `FUTEX_WAKE` for good.
 fn attach<H>(
     mem: &Arc<QueueMem>,
     lock_byte: i64,
     role: &'static str,
+    sleeps_on: Side,
     new: impl FnOnce(QueueView) -> Result<H, QueueAttachError>,
 ) -> Result<(H, Option<File>), QueueFileError> {
     let lock = mem.lock_role(lock_byte, role)?;
     let handle = new(*mem.queue()).map_err(|e| wrong_kind(mem, e))?;
+    let view = mem.queue();
+    let waiters = match sleeps_on {
+        Side::Data => view.data_waiters(),
+        Side::Space => view.space_waiters(),
+    };
+    // Relaxed: this handle's own sleeps follow in program order; a peer that still reads the
+    // old count wakes nobody once, needlessly.
+    waiters.store(0, Ordering::Relaxed);
     Ok((handle, lock))
 }
 
@@ -138,7 +155,13 @@ impl SpscBytesProducer {
 
     /// The producer of the queue in `mem`, holding the producer role lock of a file.
     pub(super) fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
-        let (inner, role) = attach(&mem, PRODUCER_LOCK_BYTE, "producer", q::SpscProducer::new)?;
+        let (inner, role) = attach(
+            &mem,
+            PRODUCER_LOCK_BYTE,
+            "producer",
+            Side::Space,
+            q::SpscProducer::new,
+        )?;
         Ok(SpscBytesProducer {
             inner,
             mem,
@@ -307,7 +330,13 @@ impl SpscBytesConsumer {
 
     /// The consumer of the queue in `mem`, holding the consumer role lock of a file.
     pub(super) fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
-        let (inner, role) = attach(&mem, CONSUMER_LOCK_BYTE, "consumer", q::SpscConsumer::new)?;
+        let (inner, role) = attach(
+            &mem,
+            CONSUMER_LOCK_BYTE,
+            "consumer",
+            Side::Data,
+            q::SpscConsumer::new,
+        )?;
         Ok(SpscBytesConsumer {
             inner,
             mem,

@@ -2,9 +2,10 @@
 //! and a producer killed between claim and publish.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
-use ringwire_core::queue::{HealedFrom, PushError, QueueAttachError, QueueKind};
+use ringwire_core::queue::{HealedFrom, PushError, QueueAttachError, QueueExpect, QueueKind};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::*;
@@ -80,6 +81,74 @@ fn spsc_file_survives_both_sides_dropping() {
     assert_eq!(c.pop_slice(&mut out), Ok(9));
     assert_eq!(out[..9], (2..=10).map(order).collect::<Vec<_>>()[..]);
     assert_eq!(c.try_pop(), Ok(None));
+}
+
+/// The queue's (data_waiters, space_waiters).
+fn waiter_counts(view: &ringwire_core::queue::QueueView) -> (u32, u32) {
+    (
+        view.data_waiters().load(Ordering::Relaxed),
+        view.space_waiters().load(Ordering::Relaxed),
+    )
+}
+
+/// Stores waiter counts as sleepers that died asleep leave them.
+fn set_waiter_counts(view: &ringwire_core::queue::QueueView, data: u32, space: u32) {
+    view.data_waiters().store(data, Ordering::Relaxed);
+    view.space_waiters().store(space, Ordering::Relaxed);
+}
+
+#[test]
+fn spsc_roles_clear_the_waiter_count_they_sleep_on_when_taken() {
+    let path = tmp("rolewaiters");
+    let _rm = Remove(path.clone());
+    // The creator stays alive as the producer, so the file is never opened by a handle
+    // alone on it: only the role locks can prove a count stale here.
+    let mut p = SpscProducer::<u64>::create(&path, 4).unwrap();
+    let raw = QueueMem::open(&path, QueueExpect::raw(QueueKind::Spsc)).unwrap();
+    // SAFETY: `raw` outlives every use of its view.
+    let view = unsafe { raw.view() };
+    // A consumer died asleep on data; the live producer may be asleep on space.
+    set_waiter_counts(view, 1, 1);
+    let mut c = SpscConsumer::<u64>::open(&path).unwrap();
+    assert_eq!(waiter_counts(view), (0, 1));
+    // A producer died asleep on space; the live consumer may be asleep on data.
+    drop(p);
+    set_waiter_counts(view, 1, 1);
+    p = SpscProducer::<u64>::open(&path).unwrap();
+    assert_eq!(waiter_counts(view), (1, 0));
+    // Both sides work on after that.
+    view.data_waiters().store(0, Ordering::Relaxed);
+    p.try_push(&5).unwrap();
+    assert_eq!(c.try_pop(), Ok(Some(5)));
+}
+
+#[test]
+fn mpmc_waiter_counts_are_cleared_by_an_opener_alone_on_the_file() {
+    let path = tmp("alonewaiters");
+    let _rm = Remove(path.clone());
+    let creator = MpmcQueue::<u64>::create(&path, 4).unwrap();
+    // SAFETY: the handles outlive every use of their views.
+    let view = |q: &MpmcQueue<u64>| *unsafe { q.core() }.view();
+    // Counts left by sleepers that died asleep; a live sleeper's look the same.
+    set_waiter_counts(&view(&creator), 1, 2);
+    // The creator lives (its flock): nothing is cleared.
+    let a = MpmcQueue::<u64>::open(&path).unwrap();
+    assert_eq!(waiter_counts(&view(&a)), (1, 2));
+    drop(creator);
+    // `a` lives (its shared lock on the file): nothing is cleared.
+    let b = MpmcQueue::<u64>::open(&path).unwrap();
+    assert_eq!(waiter_counts(&view(&b)), (1, 2));
+    drop((a, b));
+    let c = MpmcQueue::<u64>::open(&path).unwrap();
+    assert_eq!(waiter_counts(&view(&c)), (0, 0));
+    // The probe gave back its whole-file lock: other handles open, a create is refused.
+    let d = MpmcQueue::<u64>::open(&path).unwrap();
+    assert!(matches!(
+        MpmcQueue::<u64>::create(&path, 4),
+        Err(QueueFileError::InUse { .. })
+    ));
+    d.try_push(&9).unwrap();
+    assert_eq!(c.try_pop(), Ok((Some(9), 0)));
 }
 
 #[test]
@@ -235,10 +304,23 @@ fn a_split_push_publishes_at_write_claimed_to_a_waiting_pop() {
     assert!(q.is_empty());
 }
 
+/// Whether the thread `tid` of this process is blocked in the futex system call (read from
+/// `/proc/self/task/<tid>/syscall`, which names the call a blocked thread is in).
+fn asleep_in_futex(tid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall"))
+        .is_ok_and(|s| s.split_whitespace().next() == Some(libc::SYS_futex.to_string().as_str()))
+}
+
 /// Runs the blocking SPSC and MPMC calls with waiters from `make`: an empty pop times out
 /// after its timeout; a pop waits for a push made later; a push into a full queue waits for
-/// a pop made later. Returns the consumer's waiter of the SPSC part for the caller to check.
-fn queues_wait_with<W: WaitStrategy>(mut make: impl FnMut() -> W) -> W {
+/// a pop made later; a pop waiting at a position claimed by a producer that died returns
+/// soon after the position is healed (with `sleeps_in_futex`, the heal comes once the pop
+/// is asleep in the futex, so that only a wake-up by the heal ends its sleep early).
+/// Returns the consumer's waiter of the SPSC part for the caller to check.
+fn queues_wait_with<W: WaitStrategy + Send>(
+    mut make: impl FnMut() -> W,
+    sleeps_in_futex: bool,
+) -> W {
     let (mut p, mut c) = spsc_channel::<u64>(2).unwrap();
     let mut pop_wait = make();
     let t0 = Instant::now();
@@ -294,16 +376,53 @@ fn queues_wait_with<W: WaitStrategy>(mut make: impl FnMut() -> W) -> W {
             std::thread::sleep(Duration::from_millis(10));
         }
     });
+    let q = MpmcQueue::<u64>::anonymous(4).unwrap();
+    // Claimed and never published, as by a producer that died; an item queued behind it.
+    let stuck = q.claim().unwrap();
+    q.try_push(&7).unwrap();
+    let mut heal_wait = make();
+    let tid = AtomicI32::new(0);
+    std::thread::scope(|s| {
+        let popper = s.spawn(|| {
+            // SAFETY: gettid has no preconditions.
+            tid.store(unsafe { libc::gettid() }, Ordering::SeqCst);
+            let r = q.pop_timeout(&mut heal_wait, Duration::from_secs(20));
+            (r, Instant::now())
+        });
+        if sleeps_in_futex {
+            let t0 = Instant::now();
+            while !asleep_in_futex(tid.load(Ordering::SeqCst)) {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "the pop never slept"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        let healed_at = Instant::now();
+        assert_eq!(q.heal_stuck_slot(stuck), Ok(HealedFrom::Claimed));
+        let (r, done) = popper.join().unwrap();
+        assert_eq!(r, Ok((Some(7), 1)));
+        // A pop the heal did not wake sleeps out its 20 s.
+        let took = done - healed_at;
+        assert!(
+            took < Duration::from_secs(10),
+            "woken {took:?} after the heal"
+        );
+    });
     pop_wait
 }
 
 #[test]
 fn queues_wait_with_every_broadcast_strategy() {
-    queues_wait_with(crate::BusySpin::new);
-    queues_wait_with(crate::YieldBackoff::default);
+    queues_wait_with(crate::BusySpin::new, false);
+    queues_wait_with(crate::YieldBackoff::default, false);
     // Sleeps of up to 20 s: a pop that returns in time was woken by the push (or found
     // the word already bumped), never by its timeout.
-    let w = queues_wait_with(|| crate::FutexWait::new(8, Some(Duration::from_secs(20))));
+    let w = queues_wait_with(
+        || crate::FutexWait::new(8, Some(Duration::from_secs(20))),
+        true,
+    );
     let st = w.stats();
     assert!(st.sleeps >= 1, "{st:?}");
     assert_eq!(

@@ -7,7 +7,8 @@ use std::net::UdpSocket;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use ringwire_core::queue::{PopError, PushError};
+use ringwire_core::queue::{PopError, PushError, QueueExpect, QueueKind};
+use ringwire_core::sync::Ordering;
 
 use super::tests::Remove;
 use super::*;
@@ -92,6 +93,35 @@ fn a_bytes_queue_file_survives_both_sides_and_refuses_a_second_producer() {
         assert!(buf[..n].iter().all(|&b| b == n as u8));
     }
     assert_eq!(c.try_pop(&mut buf), Ok(None));
+}
+
+#[test]
+fn bytes_roles_clear_the_waiter_count_they_sleep_on_when_taken() {
+    let path = tmp("rolewaiters");
+    let _rm = Remove(path.clone());
+    // The creator stays alive as the producer: only the role locks prove a count stale.
+    let mut p = SpscBytesProducer::create(&path, 4, 100).unwrap();
+    let raw = QueueMem::open(&path, QueueExpect::raw(QueueKind::Spsc)).unwrap();
+    // SAFETY: `raw` outlives every use of its view.
+    let view = unsafe { raw.view() };
+    let counts = || {
+        (
+            view.data_waiters().load(Ordering::Relaxed),
+            view.space_waiters().load(Ordering::Relaxed),
+        )
+    };
+    // Left by a consumer that died asleep on data; the live producer's own count stays.
+    view.data_waiters().store(1, Ordering::Relaxed);
+    view.space_waiters().store(1, Ordering::Relaxed);
+    let mut c = SpscBytesConsumer::open(&path).unwrap();
+    assert_eq!(counts(), (0, 1));
+    drop(p);
+    view.data_waiters().store(1, Ordering::Relaxed);
+    p = SpscBytesProducer::open(&path).unwrap();
+    assert_eq!(counts(), (1, 0));
+    p.try_push(b"ok").unwrap();
+    let mut buf = [0u8; 100];
+    assert_eq!(c.try_pop(&mut buf), Ok(Some(2)));
 }
 
 #[test]
