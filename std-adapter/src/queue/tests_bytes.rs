@@ -5,6 +5,7 @@
 use std::io;
 use std::net::UdpSocket;
 use std::path::PathBuf;
+use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 
 use ringwire_core::queue::{PopError, PushError, QueueExpect, QueueKind};
@@ -179,24 +180,36 @@ fn datagram(i: u32) -> Vec<u8> {
     d
 }
 
-/// Sends datagrams `0..3000` over loopback (bursts of 32, 1 ms apart, well within a socket
-/// buffer) to a socket with a 100 ms read timeout, has an ingest thread call `step(&rx, &mut
-/// p)` (which returns how many datagrams it moved into the 64-slot queue) until all are in,
-/// and checks that every datagram comes out whole and in order, and that some call moved
-/// more than one.
+/// Sends datagrams `0..3000` over loopback (bursts of 32, 1 ms apart) to a socket with a
+/// 100 ms read timeout, has an ingest thread call `step(&rx, &mut p)` (which returns how many
+/// datagrams it moved into the 64-slot queue) until all are in, and checks that every
+/// datagram comes out whole and in order, and that some call moved more than one.
+///
+/// The sender stays at most [`AHEAD`] datagrams ahead of the ingest thread: loopback UDP
+/// drops what overflows the receive buffer (about 270 datagrams this size by default), and
+/// on a loaded machine the ingest thread can be off the CPU long enough for a free-running
+/// sender to overflow it (seen once in a loop of test runs).
 fn datagrams_through_a_queue(
     mut step: impl FnMut(&UdpSocket, &mut SpscBytesProducer) -> u32 + Send,
 ) {
     const N: u32 = 3000;
+    const AHEAD: u32 = 128;
+    let ingested = AtomicU32::new(0);
     let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
     rx.set_read_timeout(Some(Duration::from_millis(100)))
         .unwrap();
     let to = rx.local_addr().unwrap();
     let (mut p, mut c) = spsc_bytes_channel(64, 256).unwrap();
     std::thread::scope(|s| {
+        let ingested = &ingested;
         s.spawn(move || {
             let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            let deadline = Instant::now() + Duration::from_secs(30);
             for i in 0..N {
+                // Relaxed: the count only paces the sender.
+                while i >= ingested.load(Ordering::Relaxed) + AHEAD && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_micros(100));
+                }
                 tx.send_to(&datagram(i), to).unwrap();
                 if i % 32 == 31 {
                     std::thread::sleep(Duration::from_millis(1));
@@ -209,6 +222,7 @@ fn datagrams_through_a_queue(
             while got < N && Instant::now() < deadline {
                 let n = step(&rx, &mut p);
                 got += n;
+                ingested.store(got, Ordering::Relaxed);
                 calls += u32::from(n > 0);
             }
             assert_eq!(got, N, "datagrams received");
