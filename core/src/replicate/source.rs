@@ -7,6 +7,14 @@
 //! NAKs are read only from this session's own TCP stream, so a NAK is always answered to the
 //! address the session belongs to; PUNCHes are checked against the TCP peer's IP by the
 //! UDP sender.
+//!
+//! Beyond the reference, a NAK cannot make the source send more than the mirror could have
+//! asked for: its range is cut to [`MAX_NAK_RECORDS`] records (the cap the spec puts on the
+//! mirror's requests, §21.4 and §22), and what this connection has already answered, is
+//! answering, or has queued is cut from it. A record sent on the session's TCP stream
+//! reaches the mirror, so a NAK for it again only repeats one sent before the answer came
+//! (a mirror repeats its NAK every 20 ms while a long answer is on its way). Without this a
+//! peer could have 24 bytes of NAK(1, u64::MAX) answered with the whole ring, over and over.
 
 use core::fmt;
 
@@ -14,6 +22,7 @@ use heapless::Deque;
 
 use super::PeerAddr;
 use super::collect::{Stop, collect};
+use super::mirror::MAX_NAK_RECORDS;
 use super::pacing::{Pacer, Pacing};
 use super::ring_io::RecordSource;
 use super::time::{Duration, Instant, earliest};
@@ -135,6 +144,10 @@ pub struct SourceCounters {
     pub naks: u64,
     /// Records sent in answer to NAKs.
     pub records_retransmitted: u64,
+    /// NAKs dropped whole: they asked for nothing (`from > to`), or everything they asked
+    /// for was already answered on this connection, is being answered, or is asked for by
+    /// a NAK already queued.
+    pub naks_redundant: u64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -167,7 +180,12 @@ pub struct SourceSession {
     last_beat: Instant,
     gap: Option<u64>,
     naks: Deque<NakRepr, NAK_QUEUE>,
+    /// The NAK range being answered: (next sequence, last sequence).
     repair: Option<(u64, u64)>,
+    /// Sequences `a..b` this connection has answered NAKs for, with DATA or with a GAP
+    /// past them: the latest run of contiguous answers. One span is enough for a mirror,
+    /// whose NAKs start at its next missing record, a sequence that only grows.
+    answered: Option<(u64, u64)>,
     counters: SourceCounters,
 }
 
@@ -195,6 +213,7 @@ impl SourceSession {
             gap: None,
             naks: Deque::new(),
             repair: None,
+            answered: None,
             counters: SourceCounters::default(),
         }
     }
@@ -303,6 +322,14 @@ impl SourceSession {
             (State::Handshake | State::Live, Kind::Nak) if self.transport != Transport::Tcp => {
                 let n = NakRepr::parse(&frame).map_err(SourceError::Protocol)?;
                 self.counters.naks += 1;
+                let Some(n) = self.trim_nak(n) else {
+                    self.counters.naks_redundant += 1;
+                    return Ok(());
+                };
+                if self.naks.iter().any(|q| q.from <= n.from && n.to <= q.to) {
+                    self.counters.naks_redundant += 1;
+                    return Ok(());
+                }
                 if self.naks.is_full() {
                     // The mirror repeats NAKs; the oldest queued one is the least useful.
                     self.naks.pop_front();
@@ -500,22 +527,57 @@ impl SourceSession {
         None
     }
 
+    /// A NAK's range as this session answers it, `None` if nothing of it is left: at least
+    /// 1, at most [`MAX_NAK_RECORDS`] records from its start, and without what this
+    /// connection has answered already or is answering now (see the module docs).
+    fn trim_nak(&self, n: NakRepr) -> Option<NakRepr> {
+        let mut from = n.from.max(1);
+        let to = n.to.min(from.saturating_add(MAX_NAK_RECORDS - 1));
+        if let Some((a, b)) = self.answered
+            && (a..b).contains(&from)
+        {
+            from = b;
+        }
+        if let Some((next, last)) = self.repair
+            && from >= next
+            && from <= last
+        {
+            from = last.saturating_add(1);
+        }
+        (from <= to).then_some(NakRepr { from, to })
+    }
+
+    /// Records that sequences before `next` have been answered (sent, or skipped by a GAP).
+    fn answered_to(&mut self, next: u64) {
+        if let Some((_, b)) = &mut self.answered {
+            *b = (*b).max(next);
+        }
+    }
+
     /// Spec §20.4: answer queued NAKs, one frame per call.
     fn poll_repair<R: RecordSource + ?Sized>(&mut self, ring: &R, buf: &mut [u8]) -> Option<usize> {
         loop {
             let (cursor, to) = match self.repair {
                 Some(r) => r,
                 None => {
+                    // Trimmed again: the answers since it was queued may cover it now.
                     let n = self.naks.pop_front()?;
-                    if n.from > n.to {
+                    let Some(n) = self.trim_nak(n) else {
+                        self.counters.naks_redundant += 1;
                         continue;
-                    }
-                    let cursor = n.from.max(1);
+                    };
+                    let cursor = n.from;
+                    // A range that continues the span answered so far extends it.
+                    self.answered = match self.answered {
+                        Some((a, b)) if (a..=b).contains(&cursor) => Some((a, b)),
+                        _ => Some((cursor, cursor)),
+                    };
                     self.repair = Some((cursor, n.to));
                     let oldest = ring.oldest();
                     if cursor < oldest {
                         self.repair = (oldest <= n.to).then_some((oldest, n.to));
                         self.cursor = oldest;
+                        self.answered_to(oldest);
                         return self.emit_gap(oldest, buf);
                     }
                     continue;
@@ -533,6 +595,7 @@ impl SourceSession {
                 let n = self.emit_data(c.count, c.bytes, buf);
                 self.counters.records_retransmitted += u64::from(c.count);
                 self.repair = Some((self.cursor, to));
+                self.answered_to(self.cursor);
                 return n;
             }
             match c.stop {
@@ -540,12 +603,14 @@ impl SourceSession {
                     let r = oldest_retained(ring.write_seq().max(seen), ring.geometry().capacity);
                     if r > cursor {
                         self.repair = Some((r, to));
+                        self.answered_to(r);
                         return self.emit_gap(r, buf);
                     }
                     self.repair = None;
                 }
                 Stop::Lost => {
                     self.repair = Some((cursor + 1, to));
+                    self.answered_to(cursor + 1);
                     return self.emit_gap(cursor + 1, buf);
                 }
                 // Not published yet: it will come over UDP; stop silently.

@@ -48,6 +48,8 @@ struct Unicast {
     token: u32,
     tcp_ip: [u8; 4],
     addr: Option<PeerAddr>,
+    /// When the last PUNCH was accepted.
+    punched: Option<Instant>,
 }
 
 /// Counters of the UDP sender.
@@ -133,6 +135,17 @@ impl<const N: usize> UdpSender<N> {
             .chain(self.peers.iter().filter_map(|p| p.addr))
     }
 
+    /// When a PUNCH with `token` was last accepted; `None` if none was, or if the token is
+    /// not registered. A mirror punches every 5 s as a NAT keep-alive (spec §21.4), so a
+    /// driver can end the session of a token unpunched for several of those: the mirror's
+    /// host is gone, and every datagram sent to it is wasted.
+    pub fn last_punch(&self, token: u32) -> Option<Instant> {
+        self.peers
+            .iter()
+            .find(|p| p.token == token)
+            .and_then(|p| p.punched)
+    }
+
     /// Forgets a unicast token (its TCP connection ended, for any reason).
     pub fn unregister(&mut self, token: u32) {
         self.peers.retain(|p| p.token != token);
@@ -141,14 +154,17 @@ impl<const N: usize> UdpSender<N> {
     /// A datagram arrived on the unicast socket from `from`. Accepts a PUNCH only if it is
     /// exactly 16 bytes, kind 8, carries the session byte and a registered token, **and**
     /// comes from the IP address of that token's TCP connection. Returns true if accepted.
-    pub fn handle_datagram(&mut self, _now: Instant, from: PeerAddr, bytes: &[u8]) -> bool {
+    pub fn handle_datagram(&mut self, now: Instant, from: PeerAddr, bytes: &[u8]) -> bool {
         let ok = Frame::new_checked(bytes)
             .and_then(|f| PunchRepr::parse(&f))
             .ok()
             .filter(|p| p.session == self.session)
             .and_then(|p| self.peers.iter_mut().find(|u| u.token == p.token))
             .filter(|u| u.tcp_ip == from.ip)
-            .map(|u| u.addr = Some(from))
+            .map(|u| {
+                u.addr = Some(from);
+                u.punched = Some(now);
+            })
             .is_some();
         if ok {
             self.counters.punches += 1;
@@ -274,6 +290,7 @@ impl<const N: usize> TokenRegistry for UdpSender<N> {
                 token,
                 tcp_ip: tcp_peer.ip,
                 addr: None,
+                punched: None,
             })
             .ok()?;
         self.next_token = token.wrapping_add(1).max(1);
@@ -311,5 +328,29 @@ mod tests {
             "the live mirror lost its registration"
         );
         assert_eq!(u.destinations().count(), 1);
+    }
+
+    /// The time of a token's last accepted PUNCH; rejected ones do not count.
+    #[test]
+    fn last_punch_is_the_last_accepted_one() {
+        let mut u: UdpSender<4> = UdpSender::new(UdpConfig::default(), 7, 0, Instant::ZERO);
+        let m = PeerAddr::new([10, 0, 0, 2], 40000);
+        let t = u.register(m).unwrap();
+        assert_eq!(u.last_punch(t), None);
+        let mut b = [0u8; 16];
+        PunchRepr {
+            session: 7,
+            token: t,
+        }
+        .emit(&mut b)
+        .unwrap();
+        let at = |ms: u64| Instant::from_nanos(ms * 1_000_000);
+        assert!(u.handle_datagram(at(5), m, &b));
+        assert!(!u.handle_datagram(at(9), PeerAddr::new([10, 0, 0, 3], 1), &b));
+        assert_eq!(u.last_punch(t), Some(at(5)));
+        assert!(u.handle_datagram(at(7000), m, &b));
+        assert_eq!(u.last_punch(t), Some(at(7000)));
+        u.unregister(t);
+        assert_eq!(u.last_punch(t), None);
     }
 }

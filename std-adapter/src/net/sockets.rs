@@ -4,12 +4,22 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
 use std::time::Duration;
 
-use socket2::{Domain, Protocol, SockAddr, Socket, Type};
+use socket2::{Domain, Protocol, SockAddr, SockRef, Socket, TcpKeepalive, Type};
 
 /// Receive buffer a mirror asks for (the kernel may cap it; spec §22).
 pub const MIRROR_RCVBUF: usize = 8 << 20;
 /// Source TCP write timeout (spec §24).
 pub const TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
+/// A source session's connection idle this long gets its first keep-alive probe.
+pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);
+/// Time between keep-alive probes.
+pub const KEEPALIVE_INTERVAL: Duration = Duration::from_secs(2);
+/// Unanswered keep-alive probes that end a connection.
+pub const KEEPALIVE_PROBES: u32 = 3;
+/// TCP_USER_TIMEOUT of a source session: data the mirror's host has not acknowledged
+/// this long ends the connection. It matches the keep-alive's own limit (idle, then every
+/// probe unanswered), which it overrides on Linux when both are set.
+pub const TCP_USER_TIMEOUT: Duration = Duration::from_secs(16);
 
 fn udp_socket() -> io::Result<Socket> {
     let s = Socket::new(Domain::IPV4, Type::DGRAM.cloexec(), Some(Protocol::UDP))?;
@@ -100,10 +110,32 @@ fn with_address(e: io::Error, what: String) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}{hint}"))
 }
 
-/// A connected TCP stream with TCP_NODELAY and the source's write timeout.
+/// A source session's TCP stream: TCP_NODELAY, the source's write timeout, TCP keep-alive
+/// ([`KEEPALIVE_IDLE`], [`KEEPALIVE_INTERVAL`], [`KEEPALIVE_PROBES`]) and
+/// [`TCP_USER_TIMEOUT`].
+///
+/// Why: a session whose live data goes over UDP writes on its connection only to answer a
+/// NAK, so without keep-alive a mirror whose host crashed, lost power or left the network
+/// would hold its session (one of `max_sessions`) and its unicast token forever. With it
+/// the kernel ends the connection about 16 s after the host last answered, and the next
+/// read of the session fails (ETIMEDOUT).
+///
+/// What it does not catch: a host that is alive answers the probes itself, whatever its
+/// process does, so a mirror process that is stopped or hung, or a peer that holds the
+/// connection open on purpose, keeps it. In multicast mode a mirror that sends nothing is
+/// normal (it NAKs only what it lost). A unicast mirror PUNCHes every 5 s; the server ends
+/// a session whose PUNCHes stop (`ServeOptions::punch_timeout`).
 pub fn tune_tcp(stream: &TcpStream) -> io::Result<()> {
     stream.set_nodelay(true)?;
-    stream.set_write_timeout(Some(TCP_WRITE_TIMEOUT))
+    stream.set_write_timeout(Some(TCP_WRITE_TIMEOUT))?;
+    let s = SockRef::from(stream);
+    s.set_tcp_keepalive(
+        &TcpKeepalive::new()
+            .with_time(KEEPALIVE_IDLE)
+            .with_interval(KEEPALIVE_INTERVAL)
+            .with_retries(KEEPALIVE_PROBES),
+    )?;
+    s.set_tcp_user_timeout(Some(TCP_USER_TIMEOUT))
 }
 
 /// Connects to `addr` within `timeout`, with TCP_NODELAY.
@@ -167,6 +199,24 @@ mod tests {
         let m = e.to_string();
         assert!(m.contains("multicast interface 198.51.100.199"), "{m}");
         assert!(m.contains("not an address of this host"), "{m}");
+    }
+
+    /// A session's socket has keep-alive with the short settings, and the user timeout.
+    #[test]
+    fn session_sockets_get_keepalive_and_a_user_timeout() {
+        let l = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let _c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (a, _) = l.accept().unwrap();
+        let s = SockRef::from(&a);
+        assert!(!s.keepalive().unwrap(), "off before tune_tcp");
+        tune_tcp(&a).unwrap();
+        assert!(s.keepalive().unwrap());
+        assert_eq!(s.keepalive_time().unwrap(), KEEPALIVE_IDLE);
+        assert_eq!(s.keepalive_interval().unwrap(), KEEPALIVE_INTERVAL);
+        assert_eq!(s.keepalive_retries().unwrap(), KEEPALIVE_PROBES);
+        assert_eq!(s.tcp_user_timeout().unwrap(), Some(TCP_USER_TIMEOUT));
+        assert!(s.nodelay().unwrap());
+        assert_eq!(a.write_timeout().unwrap(), Some(TCP_WRITE_TIMEOUT));
     }
 
     #[test]

@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::AsRawFd;
 use std::sync::OnceLock;
+use std::sync::atomic::AtomicBool;
 use std::time::Duration as StdDuration;
 
 use ringwire_core::RingView;
@@ -113,15 +114,44 @@ pub fn pollin(fd: &impl AsRawFd) -> libc::pollfd {
 /// hold a session thread forever.
 pub fn write_all_within<S: Write + AsRawFd>(
     s: &mut S,
-    mut bytes: &[u8],
+    bytes: &[u8],
     timeout: StdDuration,
 ) -> io::Result<()> {
+    write_all_unless(s, bytes, timeout, &AtomicBool::new(false)).map(|_| ())
+}
+
+/// How [`write_all_unless`] ended without an error.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Every byte was written.
+    All,
+    /// The stop flag was set while the peer had no room: some bytes may be unwritten, and
+    /// the stream must not be written again (a frame may have been cut).
+    Stopped,
+}
+
+/// Longest wait for room between two checks of the stop flag in [`write_all_unless`].
+const STOP_CHECK: StdDuration = StdDuration::from_millis(20);
+
+/// [`write_all_within`] that also gives up, with [`Written::Stopped`], once `stop` is set:
+/// a slow reader (each frame may take up to `timeout`) cannot keep a stopping server
+/// waiting.
+pub fn write_all_unless<S: Write + AsRawFd>(
+    s: &mut S,
+    mut bytes: &[u8],
+    timeout: StdDuration,
+    stop: &AtomicBool,
+) -> io::Result<Written> {
     let deadline = std::time::Instant::now() + timeout;
     while !bytes.is_empty() {
         match s.write(bytes) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => bytes = &bytes[n..],
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                // Relaxed: a plain flag.
+                if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Ok(Written::Stopped);
+                }
                 let left = deadline.saturating_duration_since(std::time::Instant::now());
                 if left.is_zero() {
                     return Err(io::Error::new(
@@ -134,13 +164,13 @@ pub fn write_all_within<S: Write + AsRawFd>(
                     events: libc::POLLOUT,
                     revents: 0,
                 }];
-                poll(&mut fd, left.min(StdDuration::from_millis(100)))?;
+                poll(&mut fd, left.min(STOP_CHECK))?;
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(e),
         }
     }
-    Ok(())
+    Ok(Written::All)
 }
 
 /// How far into a futex sleep the replication threads run the §11 membarrier
@@ -272,6 +302,33 @@ mod tests {
         assert!(dt >= StdDuration::from_micros(500), "{dt:?}");
         assert!(dt < StdDuration::from_millis(500), "{dt:?}");
         assert_eq!(w.policy().wins + w.policy().losses, 0);
+    }
+
+    /// A peer that reads nothing: the write gives up soon after the stop flag is set, as
+    /// [`Written::Stopped`], well before the write timeout; without the flag it times out.
+    #[test]
+    fn a_stopped_write_ends_before_its_timeout() {
+        use std::sync::atomic::Ordering as O;
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut w = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (_r, _) = l.accept().unwrap();
+        w.set_nonblocking(true).unwrap();
+        let big = vec![7u8; 64 << 20];
+        let stop = AtomicBool::new(false);
+        let t0 = std::time::Instant::now();
+        let r = std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(StdDuration::from_millis(200));
+                stop.store(true, O::Relaxed);
+            });
+            write_all_unless(&mut w, &big, StdDuration::from_secs(30), &stop)
+        });
+        let dt = t0.elapsed();
+        assert_eq!(r.unwrap(), Written::Stopped);
+        assert!(dt >= StdDuration::from_millis(200), "{dt:?}");
+        assert!(dt < StdDuration::from_secs(2), "{dt:?}");
+        let e = write_all_within(&mut w, &big, StdDuration::from_millis(100)).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut);
     }
 
     #[test]

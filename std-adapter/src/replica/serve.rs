@@ -4,7 +4,14 @@
 //!
 //! Beyond the reference: a PUNCH is accepted only from the IP of its token's TCP peer, the
 //! number of sessions is bounded, and idle threads sleep on the ring's futex (or spin for a
-//! bounded, adaptive time with `--spin`) instead of sleep-polling.
+//! bounded, adaptive time with `--spin`) instead of sleep-polling. A NAK is answered with
+//! at most 65,535 records and never twice on one connection (see the core's `source`
+//! module); a stopping server ends its sessions between frames and while it waits for a
+//! slow reader's room, not only once their answers are out. A session whose mirror's host
+//! is gone ends by TCP keep-alive, and a unicast one also once its PUNCHes stop
+//! ([`ServeOptions::punch_timeout`]). A connection refused (at the session limit, or when
+//! no thread can be started for it) is closed so that the mirror reads a refusal, not a
+//! reset, and repeated refusals and accept errors are logged at a bounded rate.
 //!
 //! The ring is mapped read-write when this process may (sleeping on the futex means
 //! announcing the sleeper in the ring's header, a store); without write access (a 0644 ring
@@ -13,10 +20,12 @@
 //! (`PollWait`), which is logged once.
 
 use std::io::{self, Read};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::net::{
+    IpAddr, Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket,
+};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
 
 use ringwire_core::replicate::collect::max_frame_len;
@@ -32,7 +41,8 @@ use super::ReplicaError;
 use super::anticipate::MAX_WINDOW;
 use super::faults::Faults;
 use super::io::{
-    RingWaiter, now, peer, peer_v4, poll, pollin, until, write_all_within, yield_to_receiver,
+    RingWaiter, Written, now, peer, peer_v4, poll, pollin, std_dur, until, write_all_unless,
+    yield_to_receiver,
 };
 use super::spin::SpinPolicy;
 use crate::net::mmsg::SendMany;
@@ -45,6 +55,11 @@ pub const MAX_UNICAST: usize = 64;
 /// [`ServeOptions::hello_timeout`] by default: a mirror sends HELLO right after it
 /// connects, so this is a round trip plus a great deal of slack.
 pub const HELLO_TIMEOUT: StdDuration = StdDuration::from_secs(5);
+
+/// [`ServeOptions::punch_timeout`] by default: four of the 5 s PUNCH keep-alives that a
+/// unicast mirror sends (spec §21.4, ringfire's and ours), so three lost in a row do not end
+/// a session.
+pub const PUNCH_TIMEOUT: StdDuration = StdDuration::from_secs(20);
 
 /// Settings of `ringwire serve` (spec §26.1).
 #[derive(Clone, Debug)]
@@ -83,6 +98,13 @@ pub struct ServeOptions {
     /// (and logged): it would otherwise hold one of [`ServeOptions::max_sessions`] forever.
     /// Zero waits forever, as ringfire's server does. Default [`HELLO_TIMEOUT`].
     pub hello_timeout: StdDuration,
+    /// A unicast session whose mirror has sent no accepted PUNCH this long (since it went
+    /// live, or since its last one) is ended and its token unregistered: a live mirror
+    /// punches every 5 s as a NAT keep-alive, so its host is gone or can no longer reach
+    /// this server, and every datagram sent to it (× `dup`) is wasted. Zero never, as
+    /// ringfire's server. Default [`PUNCH_TIMEOUT`]. (A session whose mirror's host is gone
+    /// in any mode is also ended by TCP keep-alive, see `net::sockets::tune_tcp`.)
+    pub punch_timeout: StdDuration,
     /// Print startup, status and session lines on stderr.
     pub log: bool,
     /// Fault injection for tests (ringfire's `MulticastConfig::drop_every`): the UDP sender
@@ -115,6 +137,7 @@ impl ServeOptions {
             once: false,
             max_sessions: 64,
             hello_timeout: HELLO_TIMEOUT,
+            punch_timeout: PUNCH_TIMEOUT,
             log: true,
             drop_every: 0,
             swap_every: 0,
@@ -127,8 +150,12 @@ impl ServeOptions {
 pub struct ServeSummary {
     /// Sessions served.
     pub sessions: u64,
-    /// Connections refused because `max_sessions` were active.
+    /// Connections refused: `max_sessions` were active, or no thread could be started for
+    /// the session (those are also in `spawn_failures`).
     pub refused: u64,
+    /// Connections refused because the system would not start a thread for them (EAGAIN:
+    /// a thread or process limit).
+    pub spawn_failures: u64,
     /// Records sent over TCP (live TCP mode and NAK answers).
     pub tcp_records: u64,
     /// NAKs received.
@@ -141,6 +168,8 @@ pub struct ServeSummary {
     pub write_timeouts: u64,
     /// Connections closed because no HELLO came within [`ServeOptions::hello_timeout`].
     pub hello_timeouts: u64,
+    /// Unicast sessions ended because no PUNCH came within [`ServeOptions::punch_timeout`].
+    pub punch_timeouts: u64,
     /// UDP datagrams the kernel refused to send (one per destination and copy; EMSGSIZE,
     /// which lowers the datagram budget instead, is not counted).
     pub udp_send_errors: u64,
@@ -152,12 +181,14 @@ pub struct ServeSummary {
 struct Totals {
     sessions: AtomicU64,
     refused: AtomicU64,
+    spawn_failures: AtomicU64,
     tcp_records: AtomicU64,
     naks: AtomicU64,
     gaps: AtomicU64,
     protocol_errors: AtomicU64,
     write_timeouts: AtomicU64,
     hello_timeouts: AtomicU64,
+    punch_timeouts: AtomicU64,
     udp_send_errors: AtomicU64,
 }
 
@@ -170,6 +201,10 @@ pub struct Server {
     cfg: SourceConfig,
     sender: Mutex<UdpSender<MAX_UNICAST>>,
     totals: Totals,
+    /// Tests: how many of the next session threads fail to start, as if the system refused
+    /// them (EAGAIN).
+    #[cfg(test)]
+    fail_spawns: AtomicU64,
 }
 
 /// The served ring's mapping: read-write when the process may open the file so (its idle
@@ -592,6 +627,8 @@ impl Server {
             cfg,
             sender: Mutex::new(sender),
             totals: Totals::default(),
+            #[cfg(test)]
+            fail_spawns: AtomicU64::new(0),
         })
     }
 
@@ -660,12 +697,14 @@ impl Server {
         ServeSummary {
             sessions: l(&t.sessions),
             refused: l(&t.refused),
+            spawn_failures: l(&t.spawn_failures),
             tcp_records: l(&t.tcp_records),
             naks: l(&t.naks),
             gaps: l(&t.gaps),
             protocol_errors: l(&t.protocol_errors),
             write_timeouts: l(&t.write_timeouts),
             hello_timeouts: l(&t.hello_timeouts),
+            punch_timeouts: l(&t.punch_timeouts),
             udp_send_errors: l(&t.udp_send_errors),
             udp: self.sender().counters(),
         }
@@ -679,6 +718,9 @@ impl Server {
         active: &'s AtomicUsize,
     ) -> Result<(), ReplicaError> {
         let mut threads = Vec::new();
+        let mut accept_errors = RateLog::default();
+        let mut refusals = RateLog::default();
+        let mut spawn_errors = RateLog::default();
         let mut last_status = std::time::Instant::now();
         let mut last_check = std::time::Instant::now();
         let mut last = self.summary();
@@ -716,9 +758,12 @@ impl Server {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => {
-                    // ECONNABORTED, EMFILE…: log and keep serving.
-                    if self.opts.log {
-                        eprintln!("serve: accept: {e}");
+                    // ECONNABORTED, EMFILE…: log and keep serving. EMFILE leaves the
+                    // connection queued, so this repeats every pass: log it rate-limited.
+                    if self.opts.log
+                        && let Some(more) = accept_errors.hit()
+                    {
+                        eprintln!("serve: accept: {e}{}", more_since(more));
                     }
                     std::thread::sleep(StdDuration::from_millis(10));
                     continue;
@@ -731,21 +776,76 @@ impl Server {
             // Relaxed: a count read only by this thread's admission check and status line.
             if active.load(Ordering::Relaxed) >= self.opts.max_sessions {
                 self.totals.refused.fetch_add(1, Ordering::Relaxed);
-                if self.opts.log {
+                if self.opts.log
+                    && let Some(more) = refusals.hit()
+                {
                     eprintln!(
-                        "serve: refusing {addr}: {} sessions already active",
-                        self.opts.max_sessions
+                        "serve: refusing {addr}: {} sessions already active{}",
+                        self.opts.max_sessions,
+                        more_since(more)
                     );
                 }
+                refuse(stream);
                 continue;
             }
             active.fetch_add(1, Ordering::Relaxed);
-            threads.push(sc.spawn(move || {
-                self.serve_one(stream, addr, halt);
-                active.fetch_sub(1, Ordering::Relaxed);
-            }));
+            match self.spawn_session(sc, stream, addr, halt, active) {
+                Ok(h) => threads.push(h),
+                Err((e, stream)) => {
+                    active.fetch_sub(1, Ordering::Relaxed);
+                    self.totals.refused.fetch_add(1, Ordering::Relaxed);
+                    self.totals.spawn_failures.fetch_add(1, Ordering::Relaxed);
+                    if self.opts.log
+                        && let Some(more) = spawn_errors.hit()
+                    {
+                        eprintln!(
+                            "serve: refusing {addr}: cannot start a session thread: {e}{}",
+                            more_since(more)
+                        );
+                    }
+                    if let Some(stream) = stream {
+                        refuse(stream);
+                    }
+                }
+            }
         }
         Ok(())
+    }
+
+    /// Starts the thread of a session. When the system refuses the thread (EAGAIN at a
+    /// thread or process limit), the error comes back with the connection, for the caller to
+    /// refuse it: the server goes on accepting.
+    fn spawn_session<'s>(
+        &'s self,
+        sc: &'s std::thread::Scope<'s, '_>,
+        stream: TcpStream,
+        addr: SocketAddr,
+        halt: &'s AtomicBool,
+        active: &'s AtomicUsize,
+    ) -> Result<std::thread::ScopedJoinHandle<'s, ()>, (io::Error, Option<TcpStream>)> {
+        // A failed spawn drops the closure, and the stream with it: the closure takes the
+        // stream from this slot instead, so that the caller can still close it in order.
+        let slot = Arc::new(Mutex::new(Some(stream)));
+        let theirs = Arc::clone(&slot);
+        let take =
+            |s: &Mutex<Option<TcpStream>>| s.lock().unwrap_or_else(|p| p.into_inner()).take();
+        #[cfg(test)]
+        if self
+            .fail_spawns
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+            .is_ok()
+        {
+            return Err((io::Error::from_raw_os_error(libc::EAGAIN), take(&slot)));
+        }
+        std::thread::Builder::new()
+            .name("serve session".into())
+            .spawn_scoped(sc, move || {
+                if let Some(stream) = take(&theirs) {
+                    self.serve_one(stream, addr, halt);
+                }
+                active.fetch_sub(1, Ordering::Relaxed);
+            })
+            .map_err(|e| (e, take(&slot)))
     }
 
     /// Whether the path now names another ring file (a removed file is not a replacement:
@@ -810,6 +910,8 @@ impl Server {
         let mut buf = vec![0u8; max_frame_len(&src.geometry(), self.cfg.tcp_budget)];
         let mut waiter = self.ring.waiter(self.opts.spin, self.opts.anticipate);
         let mut live = false;
+        // When the session went live: a unicast mirror's first PUNCH is due from then.
+        let mut live_at = now();
         // The mirror has shut down its write side (read returned 0).
         let mut eof = false;
         let accepted = std::time::Instant::now();
@@ -860,13 +962,26 @@ impl Server {
                         Err(_) => eprintln!("serve: a mirror live over {:?}", s.transport()),
                     }
                 }
+                if !live {
+                    live_at = now();
+                }
                 live = true;
                 sent = true;
-                if let Err(e) = write_all_within(stream, &buf[..n], TCP_WRITE_TIMEOUT) {
-                    if e.kind() == io::ErrorKind::TimedOut {
-                        self.totals.write_timeouts.fetch_add(1, Ordering::Relaxed);
+                match write_all_unless(stream, &buf[..n], TCP_WRITE_TIMEOUT, stop) {
+                    Ok(Written::All) => {}
+                    Ok(Written::Stopped) => return "server stopping".into(),
+                    Err(e) => {
+                        if e.kind() == io::ErrorKind::TimedOut {
+                            self.totals.write_timeouts.fetch_add(1, Ordering::Relaxed);
+                        }
+                        return format!("write: {e}");
                     }
-                    return format!("write: {e}");
+                }
+                // A long answer to NAKs (up to 65,535 records per NAK, each frame up to
+                // the write timeout for a slow reader) must not keep a stopping server.
+                // Relaxed: a plain flag.
+                if stop.load(Ordering::Relaxed) {
+                    return "server stopping".into();
                 }
             }
             if sent {
@@ -886,6 +1001,23 @@ impl Server {
                 return "disconnected (reset after it closed its write side)".into();
             }
             let t = now();
+            let punch_timeout = self.opts.punch_timeout;
+            if live
+                && !punch_timeout.is_zero()
+                && let Some(token) = s.token()
+            {
+                let heard = self.sender().last_punch(token).unwrap_or(live_at);
+                let silent = std_dur(t.saturating_since(heard));
+                if silent >= punch_timeout {
+                    self.totals.punch_timeouts.fetch_add(1, Ordering::Relaxed);
+                    return format!(
+                        "no PUNCH for {} ms (punch timeout {} ms; a unicast mirror sends one \
+                         every 5 s): its host is gone or cannot reach this server",
+                        silent.as_millis(),
+                        punch_timeout.as_millis()
+                    );
+                }
+            }
             if tcp_live {
                 // Sleep on the ring; check the socket (EOF) at least every few ms.
                 let max = until(t, s.poll_timeout(), StdDuration::from_millis(5));
@@ -994,6 +1126,65 @@ impl Server {
             self.sender().handle_emsgsize(frame.len());
         }
         ok
+    }
+}
+
+/// Closes a connection the server will not serve so that the mirror reads an orderly end
+/// before GEOMETRY, which it reports as a refusal ("closed the connection before GEOMETRY
+/// (refused: …)"), instead of "Connection reset by peer". Closing a socket with unread
+/// input (the mirror's HELLO) makes the kernel send a reset; a FIN sent first reaches the
+/// mirror before it, and a mirror that has the FIN reads the end of the stream even after
+/// the reset. What is already in is read too, so that usually no reset is sent at all.
+fn refuse(stream: TcpStream) {
+    let _ = stream.shutdown(Shutdown::Write);
+    if stream.set_nonblocking(true).is_ok() {
+        let mut sink = [0u8; 512];
+        // Bounded: a HELLO is 32 bytes; a peer that sends more is not waited for.
+        for _ in 0..8 {
+            match (&stream).read(&mut sink) {
+                Ok(n) if n > 0 => {}
+                _ => break,
+            }
+        }
+    }
+}
+
+/// How often a repeated log line (an accept error, a refused connection) is printed again.
+const LOG_EVERY: StdDuration = StdDuration::from_secs(10);
+
+/// Rate limit of one kind of log line: the first is printed, then at most one every
+/// [`LOG_EVERY`], with the number left out since.
+#[derive(Default)]
+struct RateLog {
+    /// When the line was last printed.
+    last: Option<std::time::Instant>,
+    /// Occurrences not printed since.
+    skipped: u64,
+}
+
+impl RateLog {
+    /// Records an occurrence: `Some(skipped since the last line printed)` if a line is due.
+    fn hit(&mut self) -> Option<u64> {
+        let now = std::time::Instant::now();
+        match self.last {
+            Some(t) if now.duration_since(t) < LOG_EVERY => {
+                self.skipped += 1;
+                None
+            }
+            _ => {
+                self.last = Some(now);
+                Some(std::mem::take(&mut self.skipped))
+            }
+        }
+    }
+}
+
+/// The tail of a rate-limited log line: how many like it were not printed.
+fn more_since(skipped: u64) -> String {
+    if skipped == 0 {
+        String::new()
+    } else {
+        format!(" ({skipped} more like it since the last one logged)")
     }
 }
 
@@ -1385,6 +1576,72 @@ mod tests {
         assert!(e.contains("IPv4"), "{e}");
         assert!(check_bind("--bind", "[::]:0".parse().unwrap()).is_ok());
         assert!(check_bind("--bind", "[::ffff:127.0.0.1]:0".parse().unwrap()).is_ok());
+    }
+
+    /// The system refusing a session's thread (EAGAIN at a thread or process limit; here
+    /// injected) refuses that connection alone, counted, with an orderly close (the mirror
+    /// reads the end of the stream before any byte, which it reports as a refusal), and the
+    /// server goes on: the next connection is served. `Scope::spawn` panicked there, which
+    /// took the accept loop, and every later mirror, down.
+    #[test]
+    fn a_session_thread_that_cannot_start_refuses_only_its_connection() {
+        let src = Scratch::new("spawn-src");
+        let ring = source_ring(&src.0, 1024);
+        publish(&ring, 1..=50);
+        let server = Server::bind(quiet(&src.0)).unwrap();
+        server.fail_spawns.store(2, Ordering::Relaxed);
+        let addr = server.local_addr();
+        let stop = AtomicBool::new(false);
+        /// Sets the stop flag when dropped: a failed assertion ends the server thread.
+        struct StopOnDrop<'a>(&'a AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, Ordering::Relaxed);
+            }
+        }
+        let mut hello = [0u8; 32];
+        let k = ringwire_core::wire::HelloRepr { seq: 0, flags: 0 }
+            .emit(&mut hello)
+            .unwrap();
+        let firsts = std::thread::scope(|sc| {
+            let _stop = StopOnDrop(&stop);
+            let srv = sc.spawn(|| server.run(&stop));
+            let firsts: Vec<io::Result<(usize, u8)>> = (0..3)
+                .map(|_| {
+                    let mut c = TcpStream::connect(addr)?;
+                    c.set_read_timeout(Some(StdDuration::from_secs(5)))?;
+                    std::io::Write::write_all(&mut c, &hello[..k])?;
+                    let mut b = [0u8; 16];
+                    let n = c.read(&mut b)?;
+                    Ok((n, b[0]))
+                })
+                .collect();
+            stop.store(true, Ordering::Relaxed);
+            srv.join().unwrap().unwrap();
+            firsts
+        });
+        let firsts: Vec<(usize, u8)> = firsts.into_iter().map(|r| r.unwrap()).collect();
+        assert_eq!(firsts, [(0, 0), (0, 0), (16, Kind::Geometry as u8)]);
+        let sum = server.summary();
+        assert_eq!(
+            (sum.spawn_failures, sum.refused, sum.sessions),
+            (2, 2, 1),
+            "{sum:?}"
+        );
+    }
+
+    /// A repeated log line is printed the first time, then at most once per LOG_EVERY,
+    /// with the number left out since.
+    #[test]
+    fn repeated_log_lines_are_rate_limited() {
+        let mut r = RateLog::default();
+        assert_eq!(r.hit(), Some(0));
+        assert_eq!((0..99).filter_map(|_| r.hit()).count(), 0);
+        r.last = r.last.map(|t| t - LOG_EVERY);
+        assert_eq!(r.hit(), Some(99));
+        assert_eq!(r.hit(), None);
+        assert_eq!(more_since(0), "");
+        assert!(more_since(99).contains("99 more"));
     }
 
     /// Each kind of error is logged once, then rate-limited: later ones are only counted.

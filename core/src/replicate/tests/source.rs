@@ -461,3 +461,132 @@ fn udp_handshake_goes_out_through_a_64_byte_buffer() {
     assert_eq!((n, frames(&buf[..n]).len()), (96, 2));
     assert_eq!(s.poll_transmit(ms(0), &src, &mut buf), None);
 }
+
+/// A u64 ring of capacity 2^17 holding records 1..=w (record n = n): room for more than
+/// one NAK's worth of records.
+fn big_source(mem: &mut Mem, w: u64) -> RingSource {
+    let geo = Geometry::spmc(1 << 17, 16, 8, 0, false).unwrap();
+    // SAFETY: the test gives this `Mem` to this one source: no other view of it exists.
+    let v = unsafe { RingView::init(mem.region(), &geo) }.unwrap();
+    for s in 1..=w {
+        v.write_slot(s, &s.to_le_bytes());
+    }
+    v.publish(w);
+    RingSource(v)
+}
+
+fn big_mem() -> Mem {
+    let geo = Geometry::spmc(1 << 17, 16, 8, 0, false).unwrap();
+    Mem::new(geo.total_len().unwrap() as usize)
+}
+
+fn nak(from: u64, to: u64) -> [u8; 24] {
+    let mut b = [0u8; 24];
+    NakRepr { from, to }.emit(&mut b).unwrap();
+    b
+}
+
+/// Sends everything the session has to send now: the (first, last) sequence of each DATA
+/// frame and the sequence of each GAP, in order.
+fn drain_answers(s: &mut SourceSession, src: &RingSource) -> (Vec<(u64, u64)>, Vec<u64>) {
+    let mut buf = vec![0u8; 64 << 10];
+    let (mut data, mut gaps) = (Vec::new(), Vec::new());
+    while let Some(n) = s.poll_transmit(ms(1), src, &mut buf) {
+        for f in frames(&buf[..n]) {
+            match f {
+                FrameRepr::Data(d) => data.push((d.seq, d.seq + u64::from(d.count) - 1)),
+                FrameRepr::Gap(g) => gaps.push(g.seq),
+                f => panic!("{f:?}"),
+            }
+        }
+    }
+    (data, gaps)
+}
+
+fn multicast_session(src: &RingSource) -> SourceSession {
+    let cfg = SourceConfig {
+        multicast: Some(MULTICAST),
+        ..SourceConfig::default()
+    };
+    let (mut s, g) = session_after_hello(cfg, src, 0, 1);
+    assert_eq!(g.flags, GEOMETRY_UDP_FOLLOWS);
+    let mut buf = [0u8; 256];
+    assert_eq!(s.poll_transmit(ms(0), src, &mut buf), None);
+    s
+}
+
+fn records(data: &[(u64, u64)]) -> u64 {
+    data.iter().map(|(a, b)| b - a + 1).sum()
+}
+
+/// A NAK for everything (1, u64::MAX) is answered with at most 65,535 records, the most a
+/// mirror may ask for in one NAK (spec §21.4, §22), not with the whole ring.
+#[test]
+fn a_nak_is_answered_with_at_most_65535_records() {
+    let mut mem = big_mem();
+    let src = big_source(&mut mem, 100_000);
+    let mut s = multicast_session(&src);
+    s.handle_stream(ms(1), &nak(1, u64::MAX), &src, None)
+        .unwrap();
+    let (data, gaps) = drain_answers(&mut s, &src);
+    assert_eq!(gaps, []);
+    assert_eq!(records(&data), 65_535);
+    assert_eq!(data.first().map(|d| d.0), Some(1));
+    assert_eq!(data.last().map(|d| d.1), Some(65_535));
+    // NAK(0, …) starts at 1, and is cut at 65,535 records from there too.
+    let mut s = multicast_session(&src);
+    s.handle_stream(ms(1), &nak(0, u64::MAX), &src, None)
+        .unwrap();
+    let (data, _) = drain_answers(&mut s, &src);
+    assert_eq!((data[0].0, data.last().unwrap().1), (1, 65_535));
+}
+
+/// Sixteen NAK(1, u64::MAX) in a row, then the same NAK again while its answer is still
+/// going out, then again once it has gone: the records go out once; every repeat is
+/// dropped and counted. A NAK that continues past what was answered gets only the rest.
+#[test]
+fn repeated_naks_are_answered_once() {
+    let mut mem = big_mem();
+    let src = big_source(&mut mem, 100_000);
+    let mut s = multicast_session(&src);
+    let flood: Vec<u8> = (0..16).flat_map(|_| nak(1, u64::MAX)).collect();
+    s.handle_stream(ms(1), &flood, &src, None).unwrap();
+    let mut buf = vec![0u8; 64 << 10];
+    let n = s.poll_transmit(ms(1), &src, &mut buf).unwrap();
+    let FrameRepr::Data(first) = frames(&buf[..n])[0] else {
+        panic!("no DATA")
+    };
+    assert_eq!(first.seq, 1);
+    // Mid-answer: a mirror repeats its NAK every 20 ms while the answer is on its way.
+    s.handle_stream(ms(2), &nak(1, 65_535), &src, None).unwrap();
+    s.handle_stream(ms(2), &nak(300, 1_000), &src, None)
+        .unwrap();
+    let (data, gaps) = drain_answers(&mut s, &src);
+    assert_eq!(gaps, []);
+    assert_eq!(u64::from(first.count) + records(&data), 65_535);
+    let c = s.counters();
+    assert_eq!((c.naks, c.naks_redundant), (18, 17), "{c:?}");
+    assert_eq!(c.records_retransmitted, 65_535);
+    // After the answer: the same NAK again is dropped; a NAK reaching past the answer gets
+    // only what is past it.
+    s.handle_stream(ms(3), &nak(1, u64::MAX), &src, None)
+        .unwrap();
+    assert_eq!(drain_answers(&mut s, &src), (vec![], vec![]));
+    s.handle_stream(ms(3), &nak(60_000, 70_000), &src, None)
+        .unwrap();
+    let (data, _) = drain_answers(&mut s, &src);
+    assert_eq!(
+        (data[0].0, data.last().unwrap().1, records(&data)),
+        (65_536, 70_000, 4_465)
+    );
+    // A range apart from what was answered is answered, once however often it is queued.
+    s.handle_stream(
+        ms(4),
+        &[nak(80_000, 80_010), nak(80_000, 80_010)].concat(),
+        &src,
+        None,
+    )
+    .unwrap();
+    assert_eq!(drain_answers(&mut s, &src).0, [(80_000, 80_010)]);
+    assert_eq!(s.counters().naks_redundant, 19);
+}
