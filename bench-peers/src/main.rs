@@ -10,7 +10,10 @@
 //! same table. iceoryx2 runs with its default configuration (`ipc::Service`, zero-copy
 //! loans, subscriber buffer 2, no history); both services are created by this process
 //! before the echo starts, and the first round trip is repeated until the two processes
-//! are connected (iceoryx2 drops samples published before a subscriber connects).
+//! are connected (iceoryx2 drops samples published before a subscriber connects). A failed
+//! send or receive, or an echo process that exits, while measuring panics inside the timed
+//! routine: criterion then writes no result and the process exits non-zero (scripts/bench.sh
+//! then deletes that run's `round_trip_2proc/iceoryx2` directory).
 //!
 //! ```text
 //! cd bench-peers && cargo build --release
@@ -109,6 +112,18 @@ fn echo(ping: &str, pong: &str) -> Result<(), Error> {
 /// The echo process; reaped (killed if it does not exit) on drop.
 struct EchoChild(Child);
 
+impl EchoChild {
+    /// Panics if the echo process has exited: the record `seq` would never come back. Called
+    /// only after many empty polls, so the round trips it times never pay for it.
+    fn check_alive(&mut self, seq: u64) {
+        if let Ok(Some(status)) = self.0.try_wait() {
+            panic!(
+                "round_trip_2proc/iceoryx2: the echo process exited ({status}) before echoing record {seq}"
+            );
+        }
+    }
+}
+
 impl Drop for EchoChild {
     fn drop(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(5);
@@ -130,7 +145,7 @@ fn round_trip_iceoryx2(c: &mut Criterion) -> Result<(), Error> {
         format!("ringwire-peers/{pid}/pong"),
     );
     let side = open_side(&ping, &pong)?;
-    let child = EchoChild(
+    let mut child = EchoChild(
         Command::new(std::env::current_exe()?)
             .env("RW_PEERS_ECHO_PING", &ping)
             .env("RW_PEERS_ECHO_PONG", &pong)
@@ -153,23 +168,30 @@ fn round_trip_iceoryx2(c: &mut Criterion) -> Result<(), Error> {
         }
     }
     let mut seq = 1u64;
-    let mut failure: Option<Error> = None;
     c.bench_function("round_trip_2proc/iceoryx2", |b| {
         b.iter_custom(|iters| {
+            // Any failure panics here, inside the routine: criterion then writes no result
+            // for this benchmark, rather than the time of round trips that never ran (a
+            // failed send) or that did not wait for the echo (a failed receive).
             let t0 = Instant::now();
             for _ in 0..iters {
                 seq += 1;
                 if let Err(e) = side.send(rec(seq)) {
-                    failure.get_or_insert(e);
-                    break;
+                    panic!("round_trip_2proc/iceoryx2: send of record {seq}: {e}");
                 }
+                let mut polls = 0u32;
                 loop {
                     match side.try_recv() {
                         Ok(Some(r)) if seq_of(&r) == seq => break,
-                        Ok(_) => std::hint::spin_loop(),
+                        Ok(_) => {
+                            polls = polls.wrapping_add(1);
+                            if polls.is_multiple_of(1 << 20) {
+                                child.check_alive(seq);
+                            }
+                            std::hint::spin_loop();
+                        }
                         Err(e) => {
-                            failure.get_or_insert(e);
-                            break;
+                            panic!("round_trip_2proc/iceoryx2: receive of record {seq}: {e}")
                         }
                     }
                 }
@@ -179,7 +201,7 @@ fn round_trip_iceoryx2(c: &mut Criterion) -> Result<(), Error> {
     });
     let _ = side.send(rec(STOP));
     drop(child);
-    failure.map_or(Ok(()), Err)
+    Ok(())
 }
 
 fn main() -> std::process::ExitCode {

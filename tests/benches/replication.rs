@@ -15,8 +15,12 @@
 //! recorded in a second histogram per run ("producer late" columns, `producer_lateness` in
 //! the JSON): that is how much a producer stall could hide.
 //! "spin" means the server and mirror spin when idle (`--spin` / `.spin(true)`) and the
-//! reader spins before sleeping (ringwire's bounded adaptive spin; ringfire's `FutexWait`
-//! with a 1,000-spin limit); "default" means each side's defaults with the reader sleeping
+//! reader polls instead of sleeping: ringwire's bounded adaptive spin (polls, yielding the
+//! core between bursts, for up to 2 ms before a futex sleep: the whole 1 ms gap between
+//! records at 1,000 msg/s) and ringfire's `YieldBackoff::default()` (64 spins, then a
+//! `sched_yield` per poll, never a sleep: ringfire's nearest match; its `FutexWait` with a
+//! spin limit spins some tens of µs and then sleeps on the futex for most of that gap);
+//! "default" means each side's defaults with the reader sleeping
 //! on the ring's futex (ringwire's server, mirror and reader anticipate a steady stream's
 //! next record, see `ringwire::replica::anticipate`; ringfire's reader is
 //! `FutexWait::default()`, 32 spins then futex sleeps of at most 50 ms). "no-anticipate" (ringwire only) is
@@ -24,7 +28,8 @@
 //! woken.
 //!
 //! Each row also gives the CPU each side used: user + system time of the configuration's
-//! process over its wall time, in cores (the pipeline, producer and reader included).
+//! process over its wall time, in cores (the pipeline, producer and reader included); in
+//! the JSON rows it is `cpu_cores` (`null` when the child did not report it).
 //!
 //! Every configuration runs in a fresh child process (ringfire's server threads never stop,
 //! so they must not outlive their measurement). Run:
@@ -34,6 +39,12 @@
 //! ```
 //!
 //! It prints a markdown table, then one line `JSON: {...}` with every row.
+//!
+//! One configuration alone, in this process:
+//!
+//! ```text
+//! cargo bench -p ringwire-tests --bench replication -- --one ringwire|ringfire tcp|multicast|unicast default|spin|no-anticipate RATE SECONDS
+//! ```
 
 use std::net::Ipv4Addr;
 use std::path::PathBuf;
@@ -43,7 +54,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ringfire::replication::{Mirror, MirrorStart, MulticastConfig, ReplicaServer};
-use ringfire::wait::FutexWait;
+use ringfire::wait::{FutexWait, WaitStrategy, YieldBackoff};
 use ringfire::{RingConsumer, RingProducer};
 use ringwire::bench::loopback::{TRANSPORTS, Waiting, measure, transport_name};
 use ringwire::bench::table::{RunRow, failures, lateness_cell};
@@ -110,9 +121,13 @@ fn main() -> ExitCode {
         }
     }
     let mut mc_rows = Vec::new();
+    let mut mc_cpu: Vec<Cpu> = Vec::new();
     for imp in ["ringwire", "ringfire"] {
         match child(imp, "multicast", "default", mc_rate, mc_seconds) {
-            Ok((r, _)) => mc_rows.push(r),
+            Ok((r, c)) => {
+                mc_cpu.push((imp, "multicast", "default", c));
+                mc_rows.push(r)
+            }
             Err(e) => failed_runs.push(format!("{imp} multicast {mc_rate} msg/s: {e}")),
         }
     }
@@ -120,7 +135,12 @@ fn main() -> ExitCode {
     for f in &failed_runs {
         println!("RUN FAILED: {f}");
     }
-    let json: Vec<String> = rows.iter().chain(&mc_rows).map(RunRow::to_json).collect();
+    let json: Vec<String> = rows
+        .iter()
+        .zip(&cpu)
+        .chain(mc_rows.iter().zip(&mc_cpu))
+        .map(|(r, c)| json_with_cpu(&r.to_json(), c.3))
+        .collect();
     println!(
         "JSON: {{\"bench\":\"replication\",\"rows\":[{}]}}",
         json.join(",")
@@ -129,6 +149,17 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// A row's JSON object with the configuration's CPU (cores) added as `cpu_cores`.
+fn json_with_cpu(row: &str, cores: Option<f64>) -> String {
+    let cores = cores
+        .filter(|x| x.is_finite())
+        .map_or("null".to_string(), |x| format!("{x:.3}"));
+    match row.strip_suffix('}') {
+        Some(body) => format!("{body},\"cpu_cores\":{cores}}}"),
+        None => row.to_string(),
     }
 }
 
@@ -433,14 +464,7 @@ fn ringfire_pipeline(
         let (seen, got) = (seen.clone(), got.clone());
         // The reader blocks in recv_blocking; the process exits under it when done.
         std::thread::spawn(move || {
-            let mut w = if spin {
-                FutexWait::new(1_000, Some(Duration::from_millis(2)))
-            } else {
-                // ringfire's own default (0.5.2: 32 spins, then futex sleeps of ≤ 50 ms).
-                FutexWait::default()
-            };
-            loop {
-                let m = reader.recv_blocking(&mut w);
+            let record = |m: Msg| {
                 let lat = now_ns().saturating_sub(m.stamp_ns);
                 let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
                 s.lat.record(lat);
@@ -451,6 +475,13 @@ fn ringfire_pipeline(
                 drop(s);
                 // Relaxed: a progress count polled by the main thread.
                 got.fetch_add(1, Ordering::Relaxed);
+            };
+            if spin {
+                // Spins, then yields the core per poll, never sleeps (see the file's header).
+                read_forever(&mut reader, YieldBackoff::default(), record)
+            } else {
+                // ringfire's own default (0.5.2: 32 spins, then futex sleeps of ≤ 50 ms).
+                read_forever(&mut reader, FutexWait::default(), record)
             }
         });
     }
@@ -497,6 +528,17 @@ fn ringfire_pipeline(
         latency: s.lat.summary(),
         producer_lateness: Some(late.summary()),
     })
+}
+
+/// The ringfire reader's loop: every record, waited for with `w`, goes to `record`.
+fn read_forever<W: WaitStrategy>(
+    reader: &mut RingConsumer<Msg>,
+    mut w: W,
+    mut record: impl FnMut(Msg),
+) -> ! {
+    loop {
+        record(reader.recv_blocking(&mut w));
+    }
 }
 
 fn pid_tag() -> u32 {

@@ -22,10 +22,14 @@ use crate::{CreateOptions, RingFile};
 
 /// Bytes of one demo record.
 pub const RECORD_LEN: usize = 64;
-/// The most records a run tracks by sequence (a 32 MiB bitmap).
-pub const MAX_TRACKED: u64 = 1 << 28;
 /// Source and mirror ring capacity.
 const CAPACITY: u64 = 1 << 16;
+/// Sequences the reader's tracker remembers below the highest it has seen. The reader
+/// reads the mirror ring's slots in order, so it can never be handed a record more than
+/// [`CAPACITY`] behind the newest it has read: a window 64 times larger checks every
+/// record exactly, for any rate × seconds, in a 512 KiB bitmap (one bit per record of a
+/// `bench stress` run at its maxima, 5,000,000 msg/s for 60 s, would be 37.5 MB).
+const TRACK_WINDOW: u64 = 64 * CAPACITY;
 
 /// The demo's transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,8 +80,7 @@ pub struct DemoReport {
     pub producer_lateness: Summary,
     /// The sequence numbers carried inside the records the reader got, matched against
     /// what was published: loss, reorders, duplicates and gaps as the reader saw them.
-    /// `None` when the run could publish more than [`MAX_TRACKED`] records (the tracker
-    /// keeps one bit per sequence).
+    /// [`run`] always fills it in, whatever the run's length.
     pub stream: Option<StressReport>,
     /// Wall time from the first to the last publish: `published` over this is the rate the
     /// producer achieved (an open-loop producer that falls behind publishes late, not less).
@@ -324,7 +327,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
         corrupt,
         latency: lat.summary(),
         producer_lateness: lateness.summary(),
-        stream: tracker.map(|t| t.finish(sent)),
+        stream: Some(tracker.finish(sent)),
         publish_time,
         cpu_time,
     };
@@ -394,7 +397,7 @@ fn produce(
     late
 }
 
-type ReaderOut = (u64, u64, u64, Latency, Option<SeqTracker>);
+type ReaderOut = (u64, u64, u64, Latency, SeqTracker);
 
 /// What the reader shares with the run.
 struct ReaderCtx<'a> {
@@ -411,6 +414,12 @@ struct ReaderCtx<'a> {
     max_seq: u64,
 }
 
+/// The reader's sequence tracker for a run that can publish up to `max_seq` records:
+/// [`TRACK_WINDOW`] bits, exact for everything the mirror ring can hand the reader.
+fn stream_tracker(max_seq: u64) -> SeqTracker {
+    SeqTracker::windowed(max_seq, TRACK_WINDOW)
+}
+
 /// Reads the mirror ring from sequence 1, recording push-to-read latency and feeding the
 /// sequence carried in each record to a [`SeqTracker`].
 fn reader(path: &Path, cx: &ReaderCtx<'_>) -> Option<ReaderOut> {
@@ -422,7 +431,7 @@ fn reader(path: &Path, cx: &ReaderCtx<'_>) -> Option<ReaderOut> {
     let mut total = Latency::new();
     let mut window = Latency::new();
     let mut waiter = RingWaiter::new(cx.spin, cx.anticipate);
-    let mut tracker = (cx.max_seq <= MAX_TRACKED).then(|| SeqTracker::new(cx.max_seq));
+    let mut tracker = stream_tracker(cx.max_seq);
     let mut buf = [0u8; RECORD_LEN];
     let (mut cursor, mut delivered, mut missed, mut corrupt) = (1u64, 0u64, 0u64, 0u64);
     let mut last = std::time::Instant::now();
@@ -438,11 +447,9 @@ fn reader(path: &Path, cx: &ReaderCtx<'_>) -> Option<ReaderOut> {
                 if !check_record(cursor, &buf) {
                     corrupt += 1;
                 }
-                if let Some(t) = tracker.as_mut() {
-                    t.record(u64::from_le_bytes(
-                        buf[8..16].try_into().unwrap_or_default(),
-                    ));
-                }
+                tracker.record(u64::from_le_bytes(
+                    buf[8..16].try_into().unwrap_or_default(),
+                ));
                 delivered += 1;
                 // Relaxed: a progress count.
                 cx.read_upto.store(cursor, Ordering::Relaxed);
@@ -522,6 +529,41 @@ mod tests {
         let p = r.problem().expect("a problem");
         assert!(p.contains("1 record arrived twice"), "{p}");
         assert!(p.contains("4 records arrived out of order"), "{p}");
+    }
+
+    /// `bench stress` and `bench mirror` accept 5,000,000 msg/s for 60 s: 3e8 records, past
+    /// the 2^28 that one bit per record was capped at (beyond it every row read "ERROR:
+    /// sequences not tracked" with nothing lost). The reader's tracker is bounded whatever
+    /// the run's length and exact past 2^28 for every record the mirror ring can hand it.
+    #[test]
+    fn the_reader_tracks_sequences_past_2_pow_28_in_bounded_memory() {
+        use crate::bench::Arrival;
+        let max_seq = 5_000_000 * 60 + 1;
+        let mut t = stream_tracker(max_seq);
+        assert!(t.memory_bytes() <= 1 << 20, "{} bytes", t.memory_bytes());
+        // A reader that meets the stream just below 2^28 (one gap from sequence 0) and
+        // reads on in order past it, across three laps of the ring.
+        let first = (1u64 << 28) - 10;
+        let last = first + 3 * CAPACITY - 1;
+        for s in first..=last {
+            assert_eq!(t.record(s), Arrival::InOrder, "seq {s}");
+        }
+        // A record a whole ring behind the newest (the oldest a ring could still hold) is
+        // told apart exactly: seen before, or late and not seen before.
+        assert_eq!(t.record(last - CAPACITY), Arrival::Duplicate);
+        assert_eq!(t.record(last + 2), Arrival::InOrder);
+        assert_eq!(t.record(last + 1), Arrival::Reordered);
+        assert_eq!(t.record(last + 1), Arrival::Duplicate);
+        // The last sequence the schedule can publish, and one past it.
+        assert_eq!(t.record(max_seq), Arrival::InOrder);
+        assert_eq!(t.record(max_seq + 1), Arrival::Bogus);
+        let r = t.finish(max_seq);
+        assert_eq!(r.delivered, 3 * CAPACITY + 3);
+        assert_eq!(r.missing, max_seq - (3 * CAPACITY + 3));
+        assert_eq!(
+            (r.duplicates, r.reorders, r.gap_events, r.bogus),
+            (2, 1, 3, 1)
+        );
     }
 
     #[test]

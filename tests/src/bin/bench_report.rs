@@ -14,7 +14,9 @@
 //!   figures and their min–max across runs, ringwire's ratio to every peer and each
 //!   implementation's ratio to the floor (`floor/cacheline_round_trip`) where the family is a
 //!   round trip. Every ratio is computed within one run (both figures from run k) and the
-//!   table gives the median of the per-run ratios with their min–max.
+//!   table gives the median of the per-run ratios with their min–max. A run whose floor
+//!   measured above the figure it divides (the two in different host states) gives no valid
+//!   floor ratio: it is left out of that column, which says how many runs it covers.
 //! * `latency`: each `ringwire bench … --json` run file holds an HDR summary (`p50_ns`,
 //!   `p99_ns`, …) at the JSON pointer; one table row per label with the median of the runs'
 //!   p50 and p99 and their min–max. A run without a summary, or a hand-off run whose reader
@@ -22,8 +24,9 @@
 //! * `replication`: each file is the `JSON: {...}` line of one run of the replication bench;
 //!   one row per transport and configuration with both implementations' p50 and p99 (median
 //!   over the runs without errors, min–max), the p50 ratio within each run (median and
-//!   min–max of the per-run ratios) and the producer's lateness. Runs with errors are left
-//!   out of every figure; with fewer than half the runs clean a figure is "–".
+//!   min–max of the per-run ratios), the producer's lateness and the CPU each side used
+//!   (`cpu_cores`, median of the clean runs). Runs with errors are left out of every
+//!   figure; with fewer than half the runs clean a figure is "–".
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -189,6 +192,38 @@ fn ratio_cell(xs: &[f64]) -> String {
     }
 }
 
+/// The "this ÷ floor" cell and how many of the runs that measured both were left out of
+/// it. Nothing beats the floor in the same host state, so a run whose floor measured above
+/// the figure it divides (a ratio below 1) measured the two in different host states: its
+/// ratio is not a valid ratio and is left out of the median and min – max, and the cell
+/// says so.
+fn floor_ratio_cell(mine: &[Run], floor: &[Run]) -> (String, usize) {
+    let all = per_run_ratios(mine, floor);
+    let valid: Vec<f64> = all.iter().copied().filter(|&x| x >= 1.0).collect();
+    let left_out = all.len() - valid.len();
+    let cell = if left_out == 0 {
+        ratio_cell(&valid)
+    } else if valid.is_empty() {
+        format!(
+            "– (in all {} runs the floor measured above the figure)",
+            all.len()
+        )
+    } else {
+        let other = if left_out == 1 {
+            "the other run".to_string()
+        } else {
+            format!("the other {left_out}")
+        };
+        format!(
+            "{}, {} of {} runs; in {other} the floor measured above the figure",
+            ratio_cell(&valid),
+            valid.len(),
+            all.len()
+        )
+    };
+    (cell, left_out)
+}
+
 /// The implementation a row's "ringwire time ÷ this" divides: rows of the 64-byte-aligned
 /// record (`*_a64`) against `ringwire_a64` (same record layout) where it was measured.
 fn reference_for<'a>(imp: &str, imps: &BTreeMap<String, Vec<Run>>) -> &'a str {
@@ -248,19 +283,19 @@ fn criterion_tables(
                 .map_or("–".to_string(), |w| ratio_cell(&per_run_ratios(w, mine)));
             let _ = write!(md, "| {imp} | {} | {} | {ratio} |", a.cell(), a.runs);
             if let Some(f) = floor {
-                let r = per_run_ratios(mine, f);
-                let low = r.iter().filter(|&&x| x < 1.0).count();
+                let (cell, low) = floor_ratio_cell(mine, f);
                 if low > 0 {
-                    below_floor.push(format!("{imp} ({low} of {} runs)", r.len()));
+                    let both = per_run_ratios(mine, f).len();
+                    below_floor.push(format!("{imp} ({low} of {both} runs)"));
                 }
-                let _ = write!(md, " {} |", ratio_cell(&r));
+                let _ = write!(md, " {cell} |");
             }
             let _ = writeln!(md);
         }
         if !below_floor.is_empty() {
             let _ = writeln!(
                 md,
-                "\nBelow the floor in some runs: {}. Nothing can beat the floor in the same host state, so in those runs the floor's measurement and this one ran in different host states (or the fixed-line floor is not a floor on this host); the ratios are printed as measured, not clamped.",
+                "\nBelow the floor in some runs: {}. Nothing can beat the floor in the same host state, so in those runs the floor's measurement and this one ran in different host states (or the fixed-line floor is not a floor on this host); those runs are left out of the ÷ floor column (its median and min – max cover the other runs), and their figures stay in the other columns as measured.",
                 below_floor.join(", ")
             );
         }
@@ -501,6 +536,8 @@ struct ReplRow {
     ok: bool,
     /// The producer's lateness (push time − scheduled time): p99 and max, when reported.
     late: Option<(f64, f64)>,
+    /// CPU the configuration's process used, in cores (`cpu_cores`), when reported.
+    cpu: Option<f64>,
 }
 
 fn replication_rows(text: &str) -> Vec<ReplRow> {
@@ -527,6 +564,7 @@ fn replication_rows(text: &str) -> Vec<ReplRow> {
                 p99: lat["p99_ns"].as_f64()?,
                 ok: r["error"].is_null(),
                 late: late["p99_ns"].as_f64().zip(late["max_ns"].as_f64()),
+                cpu: r["cpu_cores"].as_f64(),
             })
         })
         .collect()
@@ -556,8 +594,8 @@ fn replication_table(runs: &[String]) -> String {
         }
     }
     let mut md = String::from(
-        "| rate (msg/s) | transport | config | ringwire p50 | min – max | ringfire p50 | min – max | p50 ratio ringwire ÷ ringfire, within each run: median (min – max) | ringwire p99 | ringfire p99 | producer late p99 / max: ringwire; ringfire | clean runs (ringwire/ringfire) | runs with errors (ringwire/ringfire) |\n\
-         |---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+        "| rate (msg/s) | transport | config | ringwire p50 | min – max | ringfire p50 | min – max | p50 ratio ringwire ÷ ringfire, within each run: median (min – max) | ringwire p99 | ringfire p99 | producer late p99 / max: ringwire; ringfire | CPU (cores), median of clean runs: ringwire; ringfire | clean runs (ringwire/ringfire) | runs with errors (ringwire/ringfire) |\n\
+         |---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     let empty = Cell::new();
     for ((rate, t, c), imps) in &cells {
@@ -599,9 +637,15 @@ fn replication_table(runs: &[String]) -> String {
                     .collect::<Vec<_>>(),
             )
         };
+        // The median over the clean runs that reported their CPU.
+        let cpu = |c: &Option<Vec<&(usize, ReplRow)>>| {
+            c.as_ref()
+                .and_then(|c| Agg::of(&c.iter().filter_map(|(_, r)| r.cpu).collect::<Vec<_>>()))
+                .map_or("–".into(), |a| format!("{:.2}", a.median))
+        };
         let _ = writeln!(
             md,
-            "| {rate} | {t} | {c} | {} | {} | {} | {} | {} | {} | {} | {}; {} | {}/{} | {}/{} |",
+            "| {rate} | {t} | {c} | {} | {} | {} | {} | {} | {} | {} | {}; {} | {}; {} | {}/{} | {}/{} |",
             med(agg(&wc, |r| r.p50), w),
             range(agg(&wc, |r| r.p50)),
             med(agg(&fc, |r| r.p50), f),
@@ -611,6 +655,8 @@ fn replication_table(runs: &[String]) -> String {
             med(agg(&fc, |r| r.p99), f),
             late(&wc),
             late(&fc),
+            cpu(&wc),
+            cpu(&fc),
             w.len() - errs(w),
             f.len() - errs(f),
             errs(w),
@@ -753,20 +799,22 @@ mod tests {
         });
         assert!(md.contains("Reproduce: `cargo bench -p ringwire-tests --bench handoff`"));
         // ringwire: median of 200, 220, 210, 210 = 210. Ratios within runs 0..3:
-        // ringwire ÷ ringfire 2, 2, 2; ringwire ÷ floor 2.00, 2.44, 1.91.
+        // ringwire ÷ ringfire 2, 2, 2; ringwire ÷ floor 2.00, 2.44, 1.91; ringfire ÷ floor
+        // 1.00, 1.22 and, in run 2, 0.95: that run's floor measured above ringfire's figure,
+        // so it is left out of ringfire's floor ratio.
         assert!(
             md.contains("| ringwire | 210 ns | 200 ns – 220 ns | 4 | 1.00 (1.00 – 1.00) | 2.00 (1.91 – 2.44) |"),
             "{md}"
         );
         assert!(
-            md.contains("| ringfire | 105 ns | 100 ns – 110 ns | 3 | 2.00 (2.00 – 2.00) | 1.00 (0.95 – 1.22) |"),
+            md.contains("| ringfire | 105 ns | 100 ns – 110 ns | 3 | 2.00 (2.00 – 2.00) | 1.11 (1.00 – 1.22), 2 of 3 runs; in the other run the floor measured above the figure |"),
             "{md}"
         );
         assert!(
             md.contains("| iceoryx2 | 420 ns | 400 ns – 440 ns | 3 | 0.50 (0.50 – 0.50) | 4.00 (3.82 – 4.89) |"),
             "{md}"
         );
-        // ringfire's run 2 (105 ns) is below that run's floor (110 ns): shown, and noted.
+        // ringfire's run 2 (105 ns) is below that run's floor (110 ns): left out, and noted.
         assert!(
             md.contains("Below the floor in some runs: ringfire (1 of 3 runs)."),
             "{md}"
@@ -810,9 +858,12 @@ mod tests {
         assert!(!md.contains("Below the floor"), "{md}");
     }
 
-    /// A run where the peer beat the floor is printed as measured, with a note, not clamped.
+    /// A run whose floor measured above the figure it divides (here 500 ns against 90 ns: a
+    /// slow host state for the floor) has no valid floor ratio: it is left out of the floor
+    /// column's median and min – max, which says how many runs it covers, and noted; the
+    /// run's figure stays in the other columns.
     #[test]
-    fn below_floor_runs_are_shown_and_noted() {
+    fn runs_whose_floor_measured_above_the_figure_are_left_out_of_the_floor_ratio() {
         let mut fams = Families::new();
         for (k, (w, f)) in [(200.0, 100.0), (90.0, 500.0), (210.0, 105.0)]
             .into_iter()
@@ -822,12 +873,49 @@ mod tests {
             add_run(&mut fams, "floor/cacheline_round_trip", run_of(k, f));
         }
         let md = criterion_tables(&fams, &BTreeMap::new(), &BTreeMap::new(), |_, _| None);
-        assert!(md.contains("| 2.00 (0.18 – 2.00) |"), "{md}");
+        assert!(
+            md.contains("| ringwire | 200 ns | 90.0 ns – 210 ns | 3 | 1.00 (1.00 – 1.00) | 2.00 (2.00 – 2.00), 2 of 3 runs; in the other run the floor measured above the figure |"),
+            "{md}"
+        );
         assert!(
             md.contains("Below the floor in some runs: ringwire (1 of 3 runs)"),
             "{md}"
         );
         assert!(md.contains("different host states"), "{md}");
+        assert!(md.contains("left out of the ÷ floor column"), "{md}");
+        // Several runs left out: counted; all of them: no ratio at all.
+        let floor = &fams["floor"]["cacheline_round_trip"];
+        let mine: Vec<Run> = [(0, 300.0), (1, 80.0), (2, 90.0), (3, 330.0), (4, 95.0)]
+            .into_iter()
+            .map(|(k, v)| run_of(k, v))
+            .collect();
+        let floor5: Vec<Run> = floor
+            .iter()
+            .cloned()
+            .chain([run_of(3, 110.0), run_of(4, 100.0)])
+            .collect();
+        assert_eq!(
+            floor_ratio_cell(&mine, &floor5),
+            (
+                "3.00 (3.00 – 3.00), 2 of 5 runs; in the other 3 the floor measured above the figure"
+                    .to_string(),
+                3
+            )
+        );
+        let slow: Vec<Run> = mine.iter().map(|r| run_of(r.run, 50.0)).collect();
+        assert_eq!(
+            floor_ratio_cell(&slow, &floor5),
+            (
+                "– (in all 5 runs the floor measured above the figure)".to_string(),
+                5
+            )
+        );
+        // A figure equal to its floor is a valid ratio of 1.
+        let equal: Vec<Run> = floor5.clone();
+        assert_eq!(
+            floor_ratio_cell(&equal, &floor5),
+            ("1.00 (1.00 – 1.00)".to_string(), 0)
+        );
     }
 
     #[test]
@@ -971,13 +1059,15 @@ mod tests {
 
     #[test]
     fn replication_medians_and_ratio() {
+        // Each row's CPU is its p50 / 100,000 cores (80 µs: 0.80 cores).
         let row = |imp: &str, t: &str, p50: u64, err: bool| {
             format!(
-                "{{\"implementation\":\"{imp}\",\"transport\":\"{t}\",\"config\":\"default\",\"rate\":1000,\"seconds\":3,\"latency\":{{\"count\":1,\"p50_ns\":{p50},\"p90_ns\":0,\"p99_ns\":{},\"p999_ns\":0,\"max_ns\":0,\"mean_ns\":0.0}},\"producer_lateness\":{{\"count\":1,\"p50_ns\":1000,\"p90_ns\":0,\"p99_ns\":{},\"p999_ns\":0,\"max_ns\":{},\"mean_ns\":0.0}},\"error\":{}}}",
+                "{{\"implementation\":\"{imp}\",\"transport\":\"{t}\",\"config\":\"default\",\"rate\":1000,\"seconds\":3,\"latency\":{{\"count\":1,\"p50_ns\":{p50},\"p90_ns\":0,\"p99_ns\":{},\"p999_ns\":0,\"max_ns\":0,\"mean_ns\":0.0}},\"producer_lateness\":{{\"count\":1,\"p50_ns\":1000,\"p90_ns\":0,\"p99_ns\":{},\"p999_ns\":0,\"max_ns\":{},\"mean_ns\":0.0}},\"error\":{},\"cpu_cores\":{:.3}}}",
                 p50 * 2,
                 p50 / 100,
                 p50,
-                if err { "\"lost\"" } else { "null" }
+                if err { "\"lost\"" } else { "null" },
+                p50 as f64 / 100_000.0
             )
         };
         let run = |w: u64, f: u64, err: bool| {
@@ -993,10 +1083,11 @@ mod tests {
             run(70_000, 35_000, false),
         ];
         let md = replication_table(&runs);
-        // ringwire's failed run (60 µs) is in no figure; ratios within runs 0 and 2:
-        // 80/30 = 2.67, 70/35 = 2.00.
+        // ringwire's failed run (60 µs, 0.60 cores) is in no figure; ratios within runs 0
+        // and 2: 80/30 = 2.67, 70/35 = 2.00; CPU: ringwire 0.80 and 0.70, ringfire 0.30, 0.40
+        // and 0.35.
         assert!(
-            md.contains("| 1000 | tcp | default | 75.0 µs | 70.0 µs – 80.0 µs | 35.0 µs | 30.0 µs – 40.0 µs | 2.33 (2.00 – 2.67) | 150.0 µs | 70.0 µs | 750 ns / 80.0 µs; 350 ns / 40.0 µs | 2/3 | 1/0 |"),
+            md.contains("| 1000 | tcp | default | 75.0 µs | 70.0 µs – 80.0 µs | 35.0 µs | 30.0 µs – 40.0 µs | 2.33 (2.00 – 2.67) | 150.0 µs | 70.0 µs | 750 ns / 80.0 µs; 350 ns / 40.0 µs | 0.75; 0.35 | 2/3 | 1/0 |"),
             "{md}"
         );
         // Two of three ringwire runs failed: no ringwire figures, no ratio.
@@ -1010,7 +1101,40 @@ mod tests {
             md.contains("| 1000 | tcp | default | – (2 of 3 runs with errors) | – | 35.0 µs | 30.0 µs – 40.0 µs | – | – (2 of 3 runs with errors) |"),
             "{md}"
         );
-        assert!(md.contains("| 1/3 | 2/0 |"), "{md}");
+        assert!(md.contains("| –; 0.35 | 1/3 | 2/0 |"), "{md}");
         assert!(replication_rows("not json").is_empty());
+    }
+
+    /// The CPU column is the median over the clean runs that reported `cpu_cores`; rows
+    /// without it (a run of an older bench) give no CPU figure rather than a wrong one.
+    #[test]
+    fn replication_cpu_is_the_median_of_clean_runs_that_reported_it() {
+        let row = |imp: &str, cpu: Option<f64>| {
+            let cpu = cpu.map_or(String::new(), |c| format!(",\"cpu_cores\":{c}"));
+            format!(
+                "{{\"implementation\":\"{imp}\",\"transport\":\"unicast\",\"config\":\"spin\",\"rate\":1000,\"seconds\":3,\"latency\":{{\"count\":1,\"p50_ns\":1000,\"p90_ns\":0,\"p99_ns\":2000,\"p999_ns\":0,\"max_ns\":0,\"mean_ns\":0.0}},\"producer_lateness\":null,\"error\":null{cpu}}}"
+            )
+        };
+        let run = |w: Option<f64>, f: Option<f64>| {
+            format!(
+                "JSON: {{\"bench\":\"replication\",\"rows\":[{},{}]}}",
+                row("ringwire", w),
+                row("ringfire", f)
+            )
+        };
+        let runs = vec![
+            run(Some(1.9), None),
+            run(Some(1.2), None),
+            run(None, None),
+            run(Some(1.5), None),
+        ];
+        let rows = replication_rows(&runs[0]);
+        assert_eq!((rows[0].cpu, rows[1].cpu), (Some(1.9), None));
+        let md = replication_table(&runs);
+        assert!(
+            md.contains("| CPU (cores), median of clean runs: ringwire; ringfire |"),
+            "{md}"
+        );
+        assert!(md.contains("| 1.50; – | 4/4 | 0/0 |"), "{md}");
     }
 }
