@@ -250,10 +250,12 @@ impl ServeArgs {
         };
         exit(run_following(&opts, stop, replaced).map(|sum| {
             eprintln!(
-                "serve: done: {} sessions ({} refused, {} closed without HELLO), {} records over tcp, {} naks, {} gaps; udp {} data frames, {} heartbeats, {} punches, {} rejected datagrams, {} send errors",
+                "serve: done: {} sessions ({} refused, {} of them for want of a thread; {} closed without HELLO; {} unicast sessions ended without PUNCH), {} records over tcp, {} naks, {} gaps; udp {} data frames, {} heartbeats, {} punches, {} rejected datagrams, {} send errors",
                 sum.sessions,
                 sum.refused,
+                sum.spawn_failures,
                 sum.hello_timeouts,
+                sum.punch_timeouts,
                 sum.tcp_records,
                 sum.naks,
                 sum.gaps,
