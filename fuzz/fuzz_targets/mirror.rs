@@ -5,9 +5,13 @@
 //! On a blob ring every record written must read back with its blob.
 //!
 //! Input: byte 0 picks a prelude (bits 0-1 — 0: none; 1: a valid TCP-mode handshake;
-//! 2: multicast; 3: unicast; bit 2: of a blob ring), then records of `[op, len_lo, len_hi, bytes...]` with op % 4 = 0 stream
-//! bytes, 1 datagram from the source, 2 datagram from a stranger, 3 advance time by
-//! `len` microseconds and poll.
+//! 2: multicast; 3: unicast; bit 2: of a blob ring; bit 3: a resume, the mirror ring already
+//! holding records 1..=4 of the prelude's layout, so the resume check runs), then records of
+//! `[op, len_lo, len_hi, bytes...]` with op % 4 = 0 stream bytes, 1 datagram from the source,
+//! 2 datagram from a stranger, 3 advance time by `len` microseconds and poll.
+//!
+//! On a resume the mirror never writes the last record held again in the same ring: it
+//! continues after it, or recreates the ring.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -16,8 +20,8 @@ use ringwire_core::layout::Geometry;
 use ringwire_core::region::Region;
 use ringwire_core::replicate::holdback::HeldEntry;
 use ringwire_core::replicate::{
-    HoldBack, Instant, Mirror, MirrorConfig, PeerAddr, RecordSink, RegionSink, SinkError, Start,
-    StreamBuf,
+    HoldBack, Holds, Instant, Mirror, MirrorConfig, PeerAddr, RecordSink, RegionSink, SinkError,
+    Start, StreamBuf,
 };
 use ringwire_core::ring::{RingView, SlotRead};
 use ringwire_core::wire::{GEOMETRY_UDP_FOLLOWS, GeometryRepr, MulticastRepr};
@@ -47,6 +51,9 @@ impl RecordSink for Checked {
     fn publish(&mut self, seq: u64) {
         assert_eq!(seq, self.last, "publish of an unwritten sequence");
         self.inner.publish(seq);
+    }
+    fn holds(&self, seq: u64, fixed: &[u8], blob: &[u8]) -> Holds {
+        self.inner.holds(seq, fixed, blob)
     }
 }
 
@@ -95,19 +102,58 @@ fuzz_target!(|data: &[u8]| {
     // only through the sink's current view.
     let inner = unsafe { RegionSink::new(region) };
     let mut sink = Checked { inner, last: 0 };
+    let udp = prelude % 4 > 1;
+    // Bit 2: a blob ring (24-byte descriptors, a 1 KiB arena after the slots).
+    let blob = prelude & 4 != 0;
+    let g = GeometryRepr {
+        flags: if udp { GEOMETRY_UDP_FOLLOWS } else { 0 },
+        seq: 1,
+        capacity: 16,
+        element_size: if blob { 32 } else { 16 },
+        ring_flags: if blob { 0x0111 } else { 0x11 },
+        schema_sig: 0,
+        registry_count: 0,
+        slots_offset: 128,
+        arena_offset: if blob { 128 + 16 * 32 } else { 0 },
+        arena_size: if blob { 1024 } else { 0 },
+    };
+    // Bit 3: resume a ring that holds 1..=4 (record n: bytes of n; blobs of n bytes).
+    let resume = prelude & 8 != 0;
+    if resume {
+        sink.inner.recreate(&g.mirror_geometry()).unwrap();
+        for n in 1..=4u64 {
+            let mut d = vec![n as u8; g.element_size as usize - 8];
+            if blob {
+                let at = d.len() - 16;
+                d[at..].fill(0);
+                d[at + 8..at + 12].copy_from_slice(&(n as u32).to_le_bytes());
+            }
+            let b = if blob {
+                vec![n as u8; n as usize]
+            } else {
+                vec![]
+            };
+            sink.inner.write(n, &d, &b);
+        }
+        sink.inner.publish(4);
+        sink.last = 4;
+    }
     let mut idx = [HeldEntry::default(); 64];
     let mut held = [0u8; 4096];
     let mut sbuf_mem = [0u8; 4096];
     let mut sbuf = StreamBuf::new(&mut sbuf_mem);
     let mut m = Mirror::new(
         MirrorConfig {
-            start: Start::Oldest,
+            start: if resume { Start::Resume } else { Start::Oldest },
             ..MirrorConfig::default()
         },
         SOURCE,
         &sink,
         HoldBack::new(&mut idx, &mut held),
     );
+    if resume {
+        assert_eq!(m.hello().seq, 4, "a resume asks for the last record held");
+    }
     let mut now = 0u64;
     let mut out = [0u8; 64];
     while m
@@ -115,21 +161,6 @@ fuzz_target!(|data: &[u8]| {
         .is_some()
     {}
     if prelude % 4 != 0 {
-        let udp = prelude % 4 != 1;
-        // Bit 2: a blob ring (24-byte descriptors, a 1 KiB arena after the slots).
-        let blob = prelude & 4 != 0;
-        let g = GeometryRepr {
-            flags: if udp { GEOMETRY_UDP_FOLLOWS } else { 0 },
-            seq: 1,
-            capacity: 16,
-            element_size: if blob { 32 } else { 16 },
-            ring_flags: if blob { 0x0111 } else { 0x11 },
-            schema_sig: 0,
-            registry_count: 0,
-            slots_offset: 128,
-            arena_offset: if blob { 128 + 16 * 32 } else { 0 },
-            arena_size: if blob { 1024 } else { 0 },
-        };
         let mut b = [0u8; 96];
         let mut n = g.emit(&mut b).unwrap();
         if udp {

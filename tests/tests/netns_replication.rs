@@ -516,6 +516,58 @@ fn new_source_ring_recreates_the_mirror_ring() {
     assert_same(src.path.path(), dst.path(), 1, second);
 }
 
+/// The source is restarted on a new ring that passes the mirror's position before the
+/// mirror reconnects (the new serve starts only once the new ring holds more than the
+/// mirror): the mirror's resume asks for less than the new ring holds, so there is no
+/// RESET. The mirror compares the source's copy of the last record it held with its own,
+/// finds the new ring, recreates its ring and then holds the new ring's records only, from
+/// the one it compared.
+#[test]
+#[ignore = "needs root: network namespaces"]
+fn new_source_ring_past_the_mirror_position_recreates_the_mirror_ring() {
+    let net = small_net("newpast");
+    let path = ShmPath::new("netns-src");
+    let p = path.path().to_path_buf();
+    let mut src = Source::create(path, 1 << 16, 1);
+    let dst = ShmPath::new("netns-m1");
+    let mut serve1 = serve(&net, &p);
+    let mut m = mirror(&net, "m1", SRC_IP, dst.path(), "oldest", false);
+    wait_until("the mirror ring", Duration::from_secs(20), || {
+        ReadOnlyRing::open(dst.path()).is_ok()
+    });
+    let first = src.publish(20_000, 50_000);
+    wait_until("the mirror to catch up", Duration::from_secs(20), || {
+        write_seq(dst.path()) >= first
+    });
+    serve1.stop(Duration::from_secs(5));
+    let path = std::mem::replace(&mut src.path, ShmPath::new("netns-unused"));
+    drop(src); // unlinks the old ring
+    let mut src = Source::create(path, 1 << 16, 2);
+    let passed = src.publish(30_000, 200_000);
+    let serve2 = serve_as(&net, &p, "serve2");
+    wait_until("the mirror to reconnect", Duration::from_secs(20), || {
+        serve2.log().contains("connected")
+    });
+    let last = src.publish(5_000, 50_000);
+    assert_eq!((passed, last), (30_000, 35_000));
+    wait_until(
+        "the mirror to follow the new ring",
+        Duration::from_secs(30),
+        || write_seq(dst.path()) == last,
+    );
+    let s = stop_mirror(&mut m);
+    assert_eq!(s.restarts, 1, "the new ring was detected: {}", s.log);
+    assert!(s.log.contains("differs"), "{}", s.log);
+    assert_eq!(s.gaps, 0, "{}", s.log);
+    assert_same(src.path.path(), dst.path(), first, last);
+    // Nothing of the old ring is left below the record compared.
+    let r = ReadOnlyRing::open(dst.path()).unwrap();
+    let mut b = vec![0u8; r.geometry().record_len()];
+    for seq in 1..first {
+        assert_ne!(r.read_slot(seq, &mut b), SlotRead::Ok, "old record {seq}");
+    }
+}
+
 /// A mirror cut off (all input dropped) while the source laps its ring receives a GAP on
 /// reconnection, skips to what the source still holds, and a reader of its ring sees the
 /// skipped records as lapped.

@@ -44,7 +44,8 @@ pub use holdback::{HeldEntry, HoldBack};
 pub use mirror::{Mirror, MirrorConfig, MirrorCounters, MirrorError, Start};
 pub use pacing::{Pacer, Pacing};
 pub use ring_io::{
-    ReadRecord, RecordSink, RecordSource, RegionSink, RingSource, SinkError, write_received,
+    Holds, ReadRecord, RecordSink, RecordSource, RegionSink, RingSource, SinkError,
+    compare_received, write_received,
 };
 pub use source::{
     SourceConfig, SourceCounters, SourceError, SourceSession, TokenRegistry, Transport, UdpOffer,

@@ -4,11 +4,13 @@
 
 use core::fmt;
 
-use zerocopy::IntoBytes;
+use zerocopy::{FromBytes, IntoBytes};
 
-use crate::broadcast::blob::{BlobRead, read_blob, reserve, split_descriptor, write_blob};
+use crate::broadcast::blob::{
+    BLOB_REF_LEN, BlobRead, read_blob, reserve, split_descriptor, write_blob,
+};
 use crate::error::InitError;
-use crate::layout::{Geometry, oldest_retained};
+use crate::layout::{BlobRef, Geometry, oldest_retained};
 use crate::region::Region;
 use crate::ring::{Expect, RingView, SlotRead};
 use crate::sync::Ordering;
@@ -99,11 +101,10 @@ fn read_blob_after(view: &RingView, d: &[u8], rest: &mut [u8]) -> ReadRecord {
 
 /// Writes one received record into a mirror ring (spec §21.2 steps 1–4): a fixed record's
 /// bytes as they came; for a blob ring, the blob into this ring's own arena first, then the
-/// source's descriptor with its last 16 bytes replaced by the new
-/// [`BlobRef`](crate::layout::BlobRef) (same length and flags, this arena's offset; a
-/// zero-length blob is `{0, 0, 0}`). A blob this arena cannot hold (longer than the arena,
-/// from a corrupt or hostile source) is not written: the sequence stays a hole, which
-/// readers skip (§7).
+/// source's descriptor with its last 16 bytes replaced by the new [`BlobRef`] (same length
+/// and flags, this arena's offset; a zero-length blob is `{0, 0, 0}`). A blob this arena
+/// cannot hold (longer than the arena, from a corrupt or hostile source) is not written:
+/// the sequence stays a hole, which readers skip (§7).
 pub fn write_received(view: &RingView, seq: u64, fixed: &[u8], blob: &[u8]) {
     if !view.geometry().has_arena() {
         view.write_slot(seq, fixed);
@@ -119,6 +120,104 @@ pub fn write_received(view: &RingView, seq: u64, fixed: &[u8], blob: &[u8]) {
         return;
     }
     view.write_slot_pieces(seq, meta, r.as_bytes());
+}
+
+/// Whether a mirror ring holds a record with given bytes under a sequence
+/// ([`RecordSink::holds`]): how a resuming mirror tells a source that continues the ring
+/// it mirrored from one that restarted with a new ring and numbers from 1 again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum Holds {
+    /// The ring holds the record under that sequence, byte for byte.
+    Same,
+    /// The ring holds another record under that sequence.
+    Different,
+    /// The ring cannot tell: it does not hold that sequence (any more), or the sink cannot
+    /// read its records back.
+    Unknown,
+}
+
+/// Bytes compared per step by [`compare_received`]: it reads the ring in pieces this long,
+/// so comparing a record of any length takes no allocation.
+const COMPARE_CHUNK: usize = 256;
+
+/// Whether the mirror ring `view` holds record `seq` as it came on the wire (spec §18.4):
+/// `fixed` is the slot payload, and on a blob ring the source's descriptor, whose blob
+/// `blob` is (the inverse of [`write_received`]).
+///
+/// On a blob ring the meta bytes, the blob's length, its flags (unless it is empty:
+/// [`write_received`] writes `{0, 0, 0}` then) and the blob's bytes in this ring's arena
+/// are compared. If the arena no longer holds the blob intact (only blobs reserved after
+/// it can have overwritten it), the verdict rests on the descriptor alone.
+///
+/// Only the ring's writer may call this: the record is read in pieces, each checked
+/// against the slot's sequence word, so a write to the slot between two pieces would go
+/// unnoticed.
+pub fn compare_received(view: &RingView, seq: u64, fixed: &[u8], blob: &[u8]) -> Holds {
+    let geo = view.geometry();
+    if fixed.len() != geo.record_len() {
+        return Holds::Different;
+    }
+    let (meta, theirs) = if geo.has_arena() {
+        match split_descriptor(fixed) {
+            Some((meta, r)) => (meta, Some(r)),
+            // Validation guarantees room for a BlobRef in a blob ring's records.
+            None => return Holds::Unknown,
+        }
+    } else {
+        (fixed, None)
+    };
+    // The sequence word alone first: a record may have no payload bytes at all.
+    match view.read_slot(seq, &mut []) {
+        SlotRead::Ok => {}
+        SlotRead::Pending | SlotRead::Overwritten { .. } => return Holds::Unknown,
+    }
+    let mut buf = [0u8; COMPARE_CHUNK];
+    let mut off = 0;
+    for want in meta.chunks(COMPARE_CHUNK) {
+        let got = &mut buf[..want.len()];
+        // Offsets stay multiples of 8: every chunk but the last is COMPARE_CHUNK long.
+        match view.read_slot_at(seq, 8 + off, got) {
+            SlotRead::Ok if got == want => off += want.len(),
+            SlotRead::Ok => return Holds::Different,
+            SlotRead::Pending | SlotRead::Overwritten { .. } => return Holds::Unknown,
+        }
+    }
+    let Some(theirs) = theirs else {
+        return Holds::Same;
+    };
+    let mut tail = [0u8; BLOB_REF_LEN];
+    match view.read_slot_at(seq, 8 + off, &mut tail) {
+        SlotRead::Ok => {}
+        SlotRead::Pending | SlotRead::Overwritten { .. } => return Holds::Unknown,
+    }
+    let Ok(ours) = BlobRef::read_from_bytes(&tail[..]) else {
+        return Holds::Unknown;
+    };
+    if ours.len as usize != blob.len() || (!blob.is_empty() && ours.flags != theirs.flags) {
+        return Holds::Different;
+    }
+    let mut at = 0usize;
+    for want in blob.chunks(COMPARE_CHUNK) {
+        // A piece of the blob is a blob of its own for `read_blob`: its bounds and lap
+        // tests then cover exactly the bytes read.
+        let Some(offset) = ours.offset.checked_add(at as u64) else {
+            return Holds::Same;
+        };
+        let piece = BlobRef {
+            offset,
+            len: want.len() as u32,
+            flags: ours.flags,
+        };
+        match read_blob(view, &piece, &mut buf) {
+            BlobRead::Ok(_) if &buf[..want.len()] == want => at += want.len(),
+            BlobRead::Ok(_) => return Holds::Different,
+            // Overwritten in this arena since (or a descriptor this ring never wrote):
+            // the descriptor matched, and that is all that can be compared.
+            BlobRead::Lost | BlobRead::BufferTooSmall { .. } => return Holds::Same,
+        }
+    }
+    Holds::Same
 }
 
 /// Why a mirror cannot (re)create its ring.
@@ -152,6 +251,15 @@ pub trait RecordSink {
     fn write(&mut self, seq: u64, fixed: &[u8], blob: &[u8]);
     /// Publishes `seq` as `write_seq` and wakes readers (§4.2 steps 5–6).
     fn publish(&mut self, seq: u64);
+    /// Whether the ring holds record `seq` with these wire bytes (`fixed` and `blob` as for
+    /// [`RecordSink::write`]). A resuming mirror asks this of the last record it holds
+    /// when the source sends that record again; [`compare_received`] answers it for a
+    /// ring in memory. The default, [`Holds::Unknown`], leaves every resume unchecked, as
+    /// the reference mirror does.
+    fn holds(&self, seq: u64, fixed: &[u8], blob: &[u8]) -> Holds {
+        let _ = (seq, fixed, blob);
+        Holds::Unknown
+    }
 }
 
 /// A mirror ring in caller memory (a mapped file, a static buffer).
@@ -172,7 +280,12 @@ impl RegionSink {
     /// [`handle_tcp_frame`](crate::replicate::Mirror::handle_tcp_frame): at the end of
     /// every handshake, unless it starts with [`Start::Resume`](crate::replicate::Start)
     /// and the source's geometry and numbering continue the ring the sink holds; and when
-    /// live on TCP, when a DATA or HEARTBEAT shows that the source's ring restarted. So, for
+    /// live on TCP, when a DATA or HEARTBEAT shows that the source's ring restarted. A
+    /// resuming mirror also makes it from
+    /// [`handle_datagram`](crate::replicate::Mirror::handle_datagram) (and so
+    /// [`handle_datagrams`](crate::replicate::Mirror::handle_datagrams)) when the source's
+    /// copy of the last record held differs from the sink's
+    /// ([`pending_resume_check`](crate::replicate::Mirror::pending_resume_check)). So, for
     /// as long as the sink exists:
     ///
     /// - no other view or access of the region's memory (a reader of the mirror ring or
@@ -230,5 +343,10 @@ impl RecordSink for RegionSink {
         if let Some(v) = &self.view {
             self.wake |= v.publish(seq);
         }
+    }
+    fn holds(&self, seq: u64, fixed: &[u8], blob: &[u8]) -> Holds {
+        self.view
+            .as_ref()
+            .map_or(Holds::Unknown, |v| compare_received(v, seq, fixed, blob))
     }
 }

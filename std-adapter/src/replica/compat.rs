@@ -38,6 +38,7 @@ use ringwire_core::wire::GeometryRepr;
 use super::ReplicaError;
 use super::mirror::{self, MirrorOptions, MirrorProgress, MirrorSnapshot, MirrorSummary};
 use super::serve::{ServeOptions, Server};
+use crate::ReadOnlyRing;
 
 /// Datagram budgets ringfire accepts: a frame header plus one word, up to 64 KiB.
 const MTU_RANGE: (usize, usize) = (24, 65_536);
@@ -562,6 +563,11 @@ impl Mirror {
     }
 
     fn start(opts: MirrorOptions) -> Result<Mirror, ReplicaError> {
+        // The last record of a ring a resume may continue, read before the mirror writes.
+        let held = match opts.start {
+            Start::Resume => ReadOnlyRing::open(&opts.path).map_or(0, |r| r.write_seq()),
+            _ => 0,
+        };
         let stop = Arc::new(AtomicBool::new(false));
         let progress = Arc::new(MirrorProgress::new());
         let thread = {
@@ -573,7 +579,13 @@ impl Mirror {
         };
         loop {
             let seen = progress.snapshot();
-            if let Some(first) = seen.geometry {
+            if let Some(mut first) = seen.geometry {
+                // A resume asks for the last record it holds again, to check it against the
+                // source's copy (see the core mirror's docs): the first record the source
+                // sends to be kept is the one after it, as in ringfire.
+                if seen.resumed {
+                    first.seq = first.seq.max(held + 1);
+                }
                 return Ok(Mirror {
                     opts,
                     stop,

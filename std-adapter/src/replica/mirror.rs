@@ -14,7 +14,7 @@ use std::time::Duration as StdDuration;
 use ringwire_core::replicate::collect::max_frame_len;
 use ringwire_core::replicate::holdback::HeldEntry;
 use ringwire_core::replicate::{
-    Channel, Duration, HoldBack, Mirror, MirrorConfig, MirrorCounters, MirrorError, Start,
+    Channel, Duration, HoldBack, Holds, Mirror, MirrorConfig, MirrorCounters, MirrorError, Start,
     StreamBuf,
 };
 use ringwire_core::wire::{Frame, GeometryRepr, Kind, MulticastRepr, WireError, total_len};
@@ -255,6 +255,8 @@ fn add(a: &mut MirrorCounters, b: &MirrorCounters) {
     a.records_written += b.records_written;
     a.holdback_dropped += b.holdback_dropped;
     a.restarts += b.restarts;
+    a.resumes_verified += b.resumes_verified;
+    a.resumes_unverified += b.resumes_unverified;
 }
 
 enum End {
@@ -393,14 +395,15 @@ pub fn run_observed(
                         n => format!(", {n} datagrams dropped for their source address"),
                     };
                     eprintln!(
-                        "mirror: connection ended ({why}): last seq written {} (the mirror ring's write_seq, 0 = none), frames {}, datagrams {}, naks {}, retransmitted {}, gaps {} ({} records){wrong}",
+                        "mirror: connection ended ({why}): last seq written {} (the mirror ring's write_seq, 0 = none), frames {}, datagrams {}, naks {}, retransmitted {}, gaps {} ({} records), restarts {}{wrong}",
                         sum.last_seq,
                         k.frames,
                         k.datagrams,
                         k.naks_sent,
                         k.records_retransmitted,
                         k.gaps,
-                        k.records_skipped
+                        k.records_skipped,
+                        k.restarts
                     );
                 }
                 match end {
@@ -415,7 +418,15 @@ pub fn run_observed(
                     End::Grow(n) => {
                         // The buffered bytes go with the connection; the source resends
                         // from the record after the last one written.
-                        bufs.stream.resize(n, 0);
+                        bufs.stream = lazy_zeroed(n).ok_or_else(|| {
+                            ReplicaError::io(
+                                "mirror stream buffer",
+                                io::Error::new(
+                                    io::ErrorKind::OutOfMemory,
+                                    format!("cannot allocate {n} bytes for a frame that long"),
+                                ),
+                            )
+                        })?;
                         start = Start::Resume;
                         continue;
                     }
@@ -427,6 +438,33 @@ pub fn run_observed(
     }
     sum.last_seq = last_written(&sink);
     Ok(sum)
+}
+
+/// `n` zero bytes whose memory is committed only as it is written, or `None` if they cannot
+/// be allocated.
+///
+/// The stream buffer grows to the length one DATA header announces, up to what the ring's
+/// geometry allows (a blob as long as the arena, up to 4 GiB). Zero-filling it
+/// (`Vec::resize`) would commit all of it on a header alone, before a byte of the frame
+/// came; fresh zeroed pages from the allocator (`calloc`, which maps large blocks anew) are
+/// committed only as the stream fills them, so memory follows the bytes really received.
+/// A failed allocation is an error, not an abort.
+fn lazy_zeroed(n: usize) -> Option<Vec<u8>> {
+    let Ok(layout) = std::alloc::Layout::array::<u8>(n) else {
+        return None;
+    };
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    // SAFETY: the layout's size is not zero.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` comes from the global allocator with the layout of `n` bytes of alignment
+    // 1, the allocation a `Vec<u8>` of capacity `n` owns, and all `n` bytes are initialised
+    // (zero).
+    Some(unsafe { Vec::from_raw_parts(p, n, n) })
 }
 
 /// The last sequence written into the mirror ring: its `write_seq` (0 if none, or no ring).
@@ -509,6 +547,9 @@ struct Conn<'a> {
     /// A datagram of the session dropped for its source address has been logged once in
     /// this run.
     warned_source: bool,
+    /// The restarts and resume check [`Conn::log_news`] has logged.
+    seen_restarts: u64,
+    logged_check: Option<(u64, Holds)>,
 }
 
 /// Feeds a [`MirrorProgress`] from one connection.
@@ -576,7 +617,45 @@ impl<'a> Conn<'a> {
             heard: std::time::Instant::now(),
             warned: false,
             warned_source: false,
+            seen_restarts: 0,
+            logged_check: None,
         }
+    }
+
+    /// Logs what the machine found since the last call: how the resume check (see
+    /// [`Mirror`]'s docs) ended, and a source restart found otherwise.
+    fn log_news(&mut self, sink: &FileSink) {
+        let c = self.m.counters();
+        let check = self.m.resume_check();
+        if self.opts.log {
+            let news = check != self.logged_check;
+            match check {
+                Some((w, Holds::Same)) if news => eprintln!(
+                    "mirror: resumed after {w}: the source's record {w} is the one this mirror held"
+                ),
+                Some((w, Holds::Different)) if news => eprintln!(
+                    "mirror: the source restarted with a new ring: its record {w} differs from \
+                     the one this mirror held; mirror ring {} recreated, continuing from {w}",
+                    sink.path().display()
+                ),
+                Some((w, Holds::Unknown)) if news => eprintln!(
+                    "mirror: warning: resume after {w} not verified: the source no longer \
+                     holds record {w} (past its retention, or lost), or this mirror cannot \
+                     read its own; a source restarted since would go unnoticed"
+                ),
+                _ => {}
+            }
+            let by_check = u64::from(news && matches!(check, Some((_, Holds::Different))));
+            if c.restarts > self.seen_restarts + by_check {
+                eprintln!(
+                    "mirror: the source restarted with a new ring (it numbers below this \
+                     mirror): mirror ring {} recreated",
+                    sink.path().display()
+                );
+            }
+        }
+        self.seen_restarts = c.restarts;
+        self.logged_check = check;
     }
 
     /// Once per run, when live data first flows: warns about options the transport the
@@ -691,16 +770,7 @@ impl<'a> Conn<'a> {
                             .map_err(End::Fatal)?;
                     }
                     if let Err(e) = self.m.handle_tcp_frame(now(), f, sink) {
-                        return Err(match e {
-                            MirrorError::Sink(_) => End::Fatal(match sink.last_error.take() {
-                                Some(x) => ReplicaError::Ring(x),
-                                None => ReplicaError::Mirror(e),
-                            }),
-                            _ => End::Failed(io::Error::new(
-                                io::ErrorKind::InvalidData,
-                                e.to_string(),
-                            )),
-                        });
+                        return Err(mirror_end(e, sink));
                     }
                 }
             }
@@ -731,6 +801,8 @@ impl<'a> Conn<'a> {
                         let from = peer_v4(from);
                         if self.m.handle_datagram(t, from, bytes, sink) {
                             self.heard = std::time::Instant::now();
+                        } else if let Some(e) = self.m.failure() {
+                            return Err(mirror_end(e, sink));
                         } else if !self.warned_source && self.m.counters().udp_wrong_source > 0 {
                             self.warned_source = true;
                             if self.opts.log
@@ -875,6 +947,7 @@ impl<'a> Conn<'a> {
                 // Input that wrote no record (a heartbeat, a control frame) is not one of
                 // the stream's ticks.
                 let ticked = self.m.counters().records_written > before;
+                self.log_news(sink);
                 if std::mem::take(&mut self.woken) && !ticked {
                     self.anticipate.not_a_tick();
                 }
@@ -891,6 +964,8 @@ impl<'a> Conn<'a> {
                 Ok(())
             })();
             if let Err(e) = r {
+                // What the last frames settled is logged before the connection's end.
+                self.log_news(sink);
                 return e;
             }
             if let Some(e) = self.overdue() {
@@ -901,6 +976,18 @@ impl<'a> Conn<'a> {
             }
         }
         End::Stopped
+    }
+}
+
+/// How a connection ends on the state machine's error `e`: a ring that could not be
+/// (re)created is fatal, anything else a protocol failure.
+fn mirror_end(e: MirrorError, sink: &mut FileSink) -> End {
+    match e {
+        MirrorError::Sink(_) => End::Fatal(match sink.last_error.take() {
+            Some(x) => ReplicaError::Ring(x),
+            None => ReplicaError::Mirror(e),
+        }),
+        _ => End::Failed(io::Error::new(io::ErrorKind::InvalidData, e.to_string())),
     }
 }
 
@@ -1013,6 +1100,42 @@ fn open_udp(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Bytes of `buf` in resident pages (`mincore`).
+    fn resident(buf: &[u8]) -> usize {
+        // SAFETY: sysconf only reads its argument.
+        let page = usize::try_from(unsafe { libc::sysconf(libc::_SC_PAGESIZE) }).unwrap();
+        let start = buf.as_ptr() as usize / page * page;
+        let end = (buf.as_ptr() as usize + buf.len()).div_ceil(page) * page;
+        let mut vec = vec![0u8; (end - start) / page];
+        // SAFETY: [start, end) covers `buf`'s pages, all mapped while `buf` lives; `vec` has
+        // one byte per page.
+        let r = unsafe { libc::mincore(start as *mut libc::c_void, end - start, vec.as_mut_ptr()) };
+        assert_eq!(r, 0, "mincore: {}", io::Error::last_os_error());
+        vec.iter().filter(|&&v| v & 1 != 0).count() * page
+    }
+
+    /// A stream buffer grown for a 1 GiB frame (a blob ring's geometry allows one as long as
+    /// its arena) commits no memory until frame bytes are written into it: a header alone
+    /// costs nothing. `Vec::resize` committed it all.
+    #[test]
+    fn a_grown_stream_buffer_commits_only_what_is_written() {
+        const N: usize = 1 << 30;
+        let mut b = lazy_zeroed(N).expect("1 GiB of address space");
+        assert_eq!(b.len(), N);
+        assert!(resident(&b) <= 1 << 20, "{} bytes resident", resident(&b));
+        // What the stream writes is committed, and reads back; the rest reads as zero.
+        b[..4 << 20].fill(7);
+        assert!(resident(&b) >= 4 << 20, "{} bytes resident", resident(&b));
+        assert!(resident(&b) <= 6 << 20, "{} bytes resident", resident(&b));
+        assert_eq!((b[0], b[(4 << 20) - 1], b[4 << 20], b[N - 1]), (7, 7, 0, 0));
+        assert_eq!(lazy_zeroed(0), Some(Vec::new()));
+        assert_eq!(
+            lazy_zeroed(usize::MAX),
+            None,
+            "a length no allocation can have"
+        );
+    }
 
     fn opts(iface: Ipv4Addr, nak_delay_us: u64) -> MirrorOptions {
         let mut o = MirrorOptions::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 1)), "/nowhere");

@@ -7,7 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use ringwire_core::layout::Geometry;
-use ringwire_core::replicate::{RecordSink, SinkError, write_received};
+use ringwire_core::replicate::{Holds, RecordSink, SinkError, compare_received, write_received};
 use ringwire_core::sync::Ordering;
 use ringwire_core::{Expect, RingView};
 
@@ -155,6 +155,11 @@ impl RecordSink for FileSink {
         {
             r.wake_all();
         }
+    }
+
+    fn holds(&self, seq: u64, fixed: &[u8], blob: &[u8]) -> Holds {
+        self.view()
+            .map_or(Holds::Unknown, |v| compare_received(v, seq, fixed, blob))
     }
 }
 

@@ -3,7 +3,7 @@
 use ringwire_core::broadcast::blob::{BlobRead, BlobWriter, read_blob, split_descriptor};
 use ringwire_core::layout::Geometry;
 use ringwire_core::region::Region;
-use ringwire_core::replicate::{RecordSink, RegionSink, SinkError};
+use ringwire_core::replicate::{Holds, RecordSink, RegionSink, SinkError};
 use ringwire_core::ring::RingView;
 
 /// The deterministic payload of record `seq` (`len` bytes).
@@ -199,5 +199,8 @@ impl RecordSink for CheckedSink {
                 .push(format!("publish {seq} but last written {}", self.last));
         }
         self.inner.publish(seq);
+    }
+    fn holds(&self, seq: u64, fixed: &[u8], blob: &[u8]) -> Holds {
+        self.inner.holds(seq, fixed, blob)
     }
 }

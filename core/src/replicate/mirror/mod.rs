@@ -4,8 +4,35 @@
 //!
 //! Beyond the reference: a unicast datagram is accepted only from the address punched, a
 //! repeated NAK asks only for what is still missing, a step handles a bounded number of
-//! datagrams, sequences at or past [`SEQ_LIMIT`] are refused, and the first NAK of a hole may
-//! wait [`MirrorConfig::nak_delay`] for reordered datagrams.
+//! datagrams, sequences at or past [`SEQ_LIMIT`] are refused, the first NAK of a hole may
+//! wait [`MirrorConfig::nak_delay`] for reordered datagrams, and a resume is checked
+//! against the source's copy of the last record held.
+//!
+//! # Checking a resume
+//!
+//! A source restarted with a new ring numbers from 1 again. The reference detects that
+//! only when the mirror asks for more than the new ring holds (GEOMETRY RESET, §21.5) or,
+//! in TCP mode, when DATA goes backwards. A new ring that has already passed the mirror's
+//! position when the mirror reconnects (a mirror that was down while the producer restarted
+//! and published) passes both tests, and the reference mirror appends the new ring's
+//! records to the old ring's: readers see one ring made of two.
+//!
+//! So a resuming mirror that holds records up to `w` sends HELLO `w` instead of `w + 1`,
+//! asking for one record of overlap. Every source, ringfire's included, answers it as any
+//! HELLO (§19.1): from `w` if it still holds `w`. The first copy of `w` that arrives (TCP
+//! DATA; in UDP modes a datagram or the answer to the NAK the mirror sends for it at once)
+//! is compared with the mirror's own record `w` ([`RecordSink::holds`]):
+//!
+//! - the same: the copy is dropped and the mirror continues after `w`
+//!   ([`MirrorCounters::resumes_verified`]);
+//! - different: the source restarted. The mirror ring is recreated as for RESET and
+//!   continues from that copy ([`MirrorCounters::restarts`]);
+//! - not comparable (the source no longer holds `w`: GEOMETRY `seq` past it, a GAP past
+//!   it; or the sink cannot read `w` back): the mirror continues after `w` unchecked, as
+//!   the reference does ([`MirrorCounters::resumes_unverified`]).
+//!
+//! Records that carry nothing of their ring's identity (two rings that hold the same bytes
+//! under `w`) cannot be told apart this way.
 
 use core::fmt;
 
@@ -15,7 +42,7 @@ mod nak;
 use nak::Nak;
 
 use super::holdback::HoldBack;
-use super::ring_io::{RecordSink, SinkError};
+use super::ring_io::{Holds, RecordSink, SinkError};
 use super::time::{Duration, Instant, earliest};
 use super::{Channel, PeerAddr, Transmit};
 use crate::layout::SEQ_LIMIT;
@@ -117,9 +144,16 @@ pub struct MirrorCounters {
     pub records_written: u64,
     /// DATA frames dropped because the hold-back store was full.
     pub holdback_dropped: u64,
-    /// Source restarts detected: a RESET answering a resume, or TCP DATA below what was
-    /// already written.
+    /// Source restarts detected: a RESET answering a resume, TCP DATA below what was
+    /// already written, or a resume whose last record held differs from the source's copy
+    /// (see the module docs).
     pub restarts: u64,
+    /// Resumes whose last record held was the same as the source's copy.
+    pub resumes_verified: u64,
+    /// Resumes that could not be checked: the source no longer held the last record the
+    /// mirror held (past its retention, or lost), or the sink could not read it back. A
+    /// source that restarted and passed the mirror's position goes unnoticed then.
+    pub resumes_unverified: u64,
 }
 
 /// Why the mirror stopped.
@@ -188,6 +222,14 @@ pub struct Mirror<'a> {
     punch: Option<Punch>,
     nak: Option<Nak>,
     source_seq: Option<u64>,
+    /// A resume awaiting its check: the last sequence the mirror held when it adopted its
+    /// ring, whose copy from the source is compared with its own (see the module docs).
+    /// While it is set, `next` equals it, so that copy is the next record in order.
+    verify: Option<u64>,
+    /// How the resume check of this connection ended: the sequence compared, the verdict.
+    checked: Option<(u64, Holds)>,
+    /// The error that closed the mirror.
+    failure: Option<MirrorError>,
     holdback: HoldBack<'a>,
     counters: MirrorCounters,
 }
@@ -205,9 +247,10 @@ impl<'a> Mirror<'a> {
             Start::Latest => 0,
             Start::Oldest => HELLO_OLDEST,
             Start::Sequence(n) => n.max(1),
-            Start::Resume => sink.existing().map_or(HELLO_OLDEST, |(_, w)| {
-                w.saturating_add(1).min(HELLO_OLDEST - 1)
-            }),
+            // One record of overlap, to check the resume: `w`, not `w + 1` (module docs).
+            Start::Resume => sink
+                .existing()
+                .map_or(HELLO_OLDEST, |(_, w)| w.clamp(1, HELLO_OLDEST - 1)),
         };
         let flags = HELLO_CAN_UNICAST
             | if cfg.prefer_unicast {
@@ -229,14 +272,19 @@ impl<'a> Mirror<'a> {
             punch: None,
             nak: None,
             source_seq: None,
+            verify: None,
+            checked: None,
+            failure: None,
             holdback,
             counters: MirrorCounters::default(),
         }
     }
 
-    /// The next sequence the mirror will write.
+    /// The next sequence the mirror will write: the one after the last it holds. (While a
+    /// resume check is pending, the record it compares comes first; see
+    /// [`Mirror::pending_resume_check`].)
     pub fn next(&self) -> u64 {
-        self.next
+        self.verify.map_or(self.next, |w| w + 1)
     }
     /// Counters.
     pub fn counters(&self) -> MirrorCounters {
@@ -266,6 +314,24 @@ impl<'a> Mirror<'a> {
     pub fn hello(&self) -> HelloRepr {
         self.hello
     }
+    /// The sequence whose copy from the source a resume still waits for, to compare it with
+    /// the mirror's own (see the module docs).
+    pub fn pending_resume_check(&self) -> Option<u64> {
+        self.verify
+    }
+    /// How the resume check of this connection ended, once it has: the sequence compared
+    /// and whether the source's copy was the mirror's ([`Holds::Same`]), another record
+    /// (`Different`: the ring was recreated) or could not be compared (`Unknown`).
+    pub fn resume_check(&self) -> Option<(u64, Holds)> {
+        self.checked
+    }
+    /// The error that closed the mirror, if one did. [`Mirror::handle_tcp_frame`] returns
+    /// its errors, but [`Mirror::handle_datagram`] only reports whether it took the
+    /// datagram (a ring that a resume check found restarted may fail to be recreated
+    /// there), so a driver looks here when it returns false.
+    pub fn failure(&self) -> Option<MirrorError> {
+        self.failure
+    }
     /// The only address datagrams are accepted from: over UDP unicast with
     /// [`MirrorConfig::check_udp_source`], the source's UDP port at the TCP peer's IP (where
     /// the PUNCHes go). `None` when datagrams are not checked by address (multicast, TCP).
@@ -291,11 +357,15 @@ impl<'a> Mirror<'a> {
         self.punch = None;
         self.nak = None;
         self.source_seq = None;
+        self.verify = None;
+        self.checked = None;
+        self.failure = None;
         self.holdback.clear();
     }
 
     fn fail(&mut self, e: MirrorError) -> MirrorError {
         self.state = State::Closed;
+        self.failure = Some(e);
         e
     }
 
@@ -350,13 +420,17 @@ impl<'a> Mirror<'a> {
                 if self.state == State::LiveTcp {
                     self.apply_tcp(d, sink)
                 } else {
-                    self.counters.records_retransmitted += self.apply(now, d, sink);
+                    self.counters.records_retransmitted += self.apply(now, d, sink)?;
                     Ok(())
                 }
             }
             (State::LiveTcp | State::LiveUdp, Kind::Gap) => {
                 let g = GapRepr::parse(&frame).map_err(p)?;
                 below_limit(Kind::Gap, g.seq).map_err(p)?;
+                if self.verify.is_some_and(|w| g.seq > w) {
+                    // The source no longer holds the record to compare (lapped or lost).
+                    self.resume_unchecked();
+                }
                 if g.seq > self.next {
                     self.counters.gaps += 1;
                     // Saturating: a hostile source can jump by nearly 2^64 more than once.
@@ -367,7 +441,7 @@ impl<'a> Mirror<'a> {
                     self.next = g.seq;
                 }
                 if self.state == State::LiveUdp {
-                    self.after_progress(now, sink);
+                    self.after_progress(now, sink)?;
                 }
                 Ok(())
             }
@@ -407,13 +481,27 @@ impl<'a> Mirror<'a> {
                     && g.flags & GEOMETRY_RESET == 0
                     && g.matches(&have) =>
             {
-                Some(w.saturating_add(1))
+                Some(w)
             }
             _ => None,
         };
         let mg = g.mirror_geometry();
+        self.verify = None;
         self.next = match adopt {
-            Some(n) => n,
+            // The HELLO asked for `w` to check it (module docs), and the source offers it
+            // (a conforming source never offers less than was asked for).
+            Some(w) if w >= 1 && self.hello.seq == w && g.seq <= w => {
+                self.verify = Some(w);
+                w
+            }
+            Some(w) => {
+                if w >= 1 && self.hello.seq == w {
+                    // GEOMETRY `seq` past `w`: the source no longer holds it.
+                    self.counters.resumes_unverified += 1;
+                    self.checked = Some((w, Holds::Unknown));
+                }
+                w.saturating_add(1)
+            }
             None => {
                 if g.flags & GEOMETRY_RESET != 0 && self.cfg.start == Start::Resume {
                     // The source's ring restarted below what we had. (For a sequence asked
@@ -446,6 +534,10 @@ impl<'a> Mirror<'a> {
                     // Multicast: the session byte is the only filter (see
                     // `MirrorConfig::check_udp_source`).
                     self.udp_from = None;
+                }
+                // UDP carries only new records (§19.3): ask for the one to compare now.
+                if let Some(w) = self.verify {
+                    self.request(now, w, w);
                 }
             }
         }
@@ -487,10 +579,13 @@ impl<'a> Mirror<'a> {
             Some(Kind::Data) => match DataRepr::parse(&frame, self.fmt)
                 .and_then(|d| below_limit(Kind::Data, d.end() - 1).map(|()| d))
             {
-                Ok(d) => {
-                    let _ = self.apply(now, d, sink);
-                    true
-                }
+                Ok(d) => match self.apply(now, d, sink) {
+                    Ok(_) => true,
+                    Err(e) => {
+                        self.fail(e);
+                        false
+                    }
+                },
                 Err(_) => {
                     self.counters.garbage_dropped += 1;
                     false

@@ -52,7 +52,8 @@ fn mirror_hello_per_start_and_adopt_or_recreate() {
         feed(&mut m, &data(1, 3, 0), &mut sink).unwrap();
         assert_eq!((sink.creations, m.next()), (1, 4));
     }
-    // Resume: HELLO 4, same layout, no RESET: adopted, next stays 4.
+    // Resume: HELLO 3, one record of overlap to check the resume; same layout, no RESET:
+    // adopted. The source's copy of 3 is the mirror's: dropped, the mirror continues at 4.
     {
         let mut m = Mirror::new(
             MirrorConfig::default(),
@@ -60,10 +61,14 @@ fn mirror_hello_per_start_and_adopt_or_recreate() {
             &sink,
             HoldBack::new(&mut idx, &mut data_mem),
         );
-        assert_eq!(m.hello().seq, 4);
+        assert_eq!(m.hello().seq, 3);
         let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
-        feed(&mut m, &geometry_frames(0, 4, None), &mut sink).unwrap();
+        feed(&mut m, &geometry_frames(0, 3, None), &mut sink).unwrap();
+        assert_eq!(m.pending_resume_check(), Some(3));
+        feed(&mut m, &data(3, 1, 0), &mut sink).unwrap();
         assert_eq!((sink.creations, m.next()), (1, 4));
+        assert_eq!(m.counters().resumes_verified, 1);
+        assert_eq!(sink.writes, [1, 2, 3], "3 was not written again");
     }
     // Resume after a source restart: RESET forces a fresh ring at GEOMETRY seq.
     {
@@ -466,13 +471,501 @@ fn mirror_reconnect_resumes() {
     let t = m.poll_transmit(ms(2), &mut b).unwrap();
     assert_eq!(
         frames(&b[..t.len])[0],
-        FrameRepr::Hello(HelloRepr { seq: 4, flags: 1 })
+        FrameRepr::Hello(HelloRepr { seq: 3, flags: 1 })
     );
-    // Same layout, no RESET: the ring is adopted and the mirror continues at 4.
-    feed(&mut m, &geometry_frames(0, 4, None), &mut sink).unwrap();
-    feed(&mut m, &data(4, 2, 0), &mut sink).unwrap();
+    // Same layout, no RESET: the ring is adopted; the source's 3 matches the mirror's, and
+    // the mirror continues at 4.
+    feed(&mut m, &geometry_frames(0, 3, None), &mut sink).unwrap();
+    feed(&mut m, &data(3, 3, 0), &mut sink).unwrap();
     assert_eq!(
         (sink.creations, sink.writes.as_slice()),
         (1, &[1u64, 2, 3, 4, 5][..])
+    );
+    assert_eq!(
+        (m.counters().resumes_verified, m.counters().restarts),
+        (1, 0)
+    );
+}
+
+// ---- The resume check (see the mirror module docs) ----
+
+/// A u64 ring of capacity 8 whose record n is `n | tag << 56`, published up to `w`: two
+/// incarnations (tags) hold different bytes under the same sequence.
+fn tagged(mem: &mut Mem, w: u64, tag: u64) -> RingSource {
+    let geo = Geometry::spmc(8, 16, 8, 0, false).unwrap();
+    // SAFETY: each test gives a `Mem` of its own to one source: no other view of it exists.
+    let v = unsafe { RingView::init(mem.region(), &geo) }.unwrap();
+    let src = RingSource(v);
+    push_tagged(&src, w, tag);
+    src
+}
+
+fn push_tagged(src: &RingSource, upto: u64, tag: u64) {
+    for s in src.write_seq() + 1..=upto {
+        src.0.write_slot(s, &(s | tag << 56).to_le_bytes());
+    }
+    src.0.publish(upto);
+}
+
+/// DATA of records `seq..seq + count` of incarnation `tag`.
+fn tagged_data(seq: u64, count: u16, flags: u8, tag: u64) -> Vec<u8> {
+    let recs: Vec<u8> = (seq..seq + u64::from(count))
+        .flat_map(|s| (s | tag << 56).to_le_bytes())
+        .collect();
+    let mut b = vec![0u8; 16 + recs.len()];
+    DataRepr {
+        flags,
+        seq,
+        count,
+        records: &recs,
+    }
+    .emit(&mut b)
+    .unwrap();
+    b
+}
+
+/// A TCP source session on `src` answering the mirror's HELLO, everything it sends fed to
+/// the mirror.
+fn tcp_session(m: &mut Mirror<'_>, src: &RingSource, sink: &mut Sink) {
+    let mut b = [0u8; 64];
+    let t = m.poll_transmit(ms(0), &mut b).expect("HELLO");
+    let cfg = SourceConfig {
+        pacing: Pacing::Fixed {
+            linger: Duration::ZERO,
+        },
+        ..SourceConfig::default()
+    };
+    let mut s = SourceSession::new(cfg, MIRROR_IP, ms(0));
+    s.handle_stream(ms(0), &b[..t.len], src, None).unwrap();
+    let mut out = [0u8; 1024];
+    while let Some(n) = s.poll_transmit(ms(0), src, &mut out) {
+        feed(m, &out[..n], sink).unwrap();
+    }
+}
+
+/// The tag of every record `from..=to` of the mirror ring (`None` where it holds none),
+/// and its write_seq.
+fn mirror_tags(sink: &Sink, from: u64, to: u64) -> (Vec<Option<u64>>, u64) {
+    let v = sink.inner.view().unwrap();
+    let mut b = [0u8; 8];
+    let tags = (from..=to)
+        .map(|s| {
+            (v.read_slot(s, &mut b) == crate::ring::SlotRead::Ok).then(|| {
+                let r = u64::from_le_bytes(b);
+                assert_eq!(r & !(0xff << 56), s, "record {s} under its sequence");
+                r >> 56
+            })
+        })
+        .collect();
+    (tags, v.write_seq().load(crate::sync::Ordering::Relaxed))
+}
+
+/// A mirror that holds records 1..=5 of incarnation 1, mirrored over TCP.
+fn holding_five(sink: &mut Sink) -> Mirror<'static> {
+    let mut smem = Mem::new(4096);
+    let a = tagged(&mut smem, 5, 1);
+    let mut m = tcp_mirror_from_oldest(&*sink);
+    tcp_session(&mut m, &a, sink);
+    assert_eq!(m.next(), 6);
+    m.reconnect(Start::Resume, &*sink);
+    m
+}
+
+/// Resuming at the same source: HELLO asks for the last record held, the source's copy
+/// matches and is dropped, and the ring continues without a duplicate or a loss.
+#[test]
+fn resume_checks_the_last_record_held_and_continues_the_same_ring() {
+    let mut smem = Mem::new(4096);
+    let a = tagged(&mut smem, 5, 1);
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let mut m = tcp_mirror_from_oldest(&sink);
+    tcp_session(&mut m, &a, &mut sink);
+    push_tagged(&a, 8, 1);
+    m.reconnect(Start::Resume, &sink);
+    assert_eq!(m.hello().seq, 5, "one record of overlap");
+    tcp_session(&mut m, &a, &mut sink);
+    let c = m.counters();
+    assert_eq!(
+        (c.resumes_verified, c.resumes_unverified, c.restarts, c.gaps),
+        (1, 0, 0, 0)
+    );
+    assert_eq!(sink.creations, 1);
+    assert_eq!(sink.writes, (1..=8).collect::<Vec<u64>>(), "5 written once");
+    assert_eq!(m.resume_check(), Some((5, Holds::Same)));
+    assert_eq!(mirror_tags(&sink, 1, 8), (vec![Some(1); 8], 8));
+    assert_eq!(c.records_written, 8);
+}
+
+/// The producer restarted and its new ring has passed the mirror's position before the
+/// mirror reconnects: no RESET (the mirror asks for less than the new ring holds), so
+/// before the check the mirror appended the new ring's 6.. to the old ring's 1..=5. The
+/// source's record 5 differs from the mirror's: the ring is recreated and holds the new
+/// ring's records only.
+#[test]
+fn resume_at_a_restarted_source_past_the_position_recreates_the_ring() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let mut m = holding_five(&mut sink);
+    let mut smem = Mem::new(4096);
+    let b = tagged(&mut smem, 7, 2);
+    tcp_session(&mut m, &b, &mut sink);
+    let c = m.counters();
+    assert_eq!(
+        (c.restarts, c.resumes_verified, c.resumes_unverified),
+        (1, 0, 0)
+    );
+    assert_eq!(sink.creations, 2);
+    assert_eq!(m.resume_check(), Some((5, Holds::Different)));
+    assert_eq!(
+        sink.writes,
+        [5, 6, 7],
+        "the new ring from the record compared"
+    );
+    let (tags, w) = mirror_tags(&sink, 1, 7);
+    assert_eq!(w, 7);
+    assert_eq!(
+        tags,
+        [None, None, None, None, Some(2), Some(2), Some(2)],
+        "nothing of the old ring is left"
+    );
+    // The new ring's later records follow.
+    push_tagged(&b, 9, 2);
+    m.reconnect(Start::Resume, &sink);
+    tcp_session(&mut m, &b, &mut sink);
+    assert_eq!(mirror_tags(&sink, 5, 9), (vec![Some(2); 5], 9));
+    assert_eq!(
+        (m.counters().restarts, m.counters().resumes_verified),
+        (1, 1)
+    );
+}
+
+/// What the check cannot see: a source that no longer holds the last record (GEOMETRY
+/// `seq` past it, a GAP past it, DATA after it) leaves the resume unverified and counted;
+/// the mirror goes on after it as the reference does, counting only real holes.
+#[test]
+fn resume_the_source_cannot_answer_is_counted_unverified() {
+    let gap = |seq| {
+        let mut b = vec![0u8; 16];
+        GapRepr { seq }.emit(&mut b).unwrap();
+        b
+    };
+    // A ringwire source whose ring has lapped the mirror's 5: GEOMETRY 9, then GAP(9).
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let mut m = holding_five(&mut sink);
+    let mut smem = Mem::new(4096);
+    let a = tagged(&mut smem, 16, 1);
+    tcp_session(&mut m, &a, &mut sink);
+    let c = m.counters();
+    assert_eq!((c.resumes_unverified, c.restarts, c.gaps), (1, 0, 1));
+    assert_eq!(c.records_skipped, 3, "6..=8");
+    assert_eq!(m.resume_check(), Some((5, Holds::Unknown)));
+    assert_eq!(m.pending_resume_check(), None);
+    assert_eq!(mirror_tags(&sink, 9, 16).1, 16);
+    // GEOMETRY at 5, then: GAP(6), record 5 lost at the source (nothing skipped); GAP(8);
+    // DATA from 7 (6 skipped).
+    for (frame, skipped) in [(gap(6), 0), (gap(8), 2), (tagged_data(7, 1, 0, 1), 1)] {
+        let mut mem = Mem::new(4096);
+        let mut sink = Sink::on(&mut mem);
+        let mut m = holding_five(&mut sink);
+        let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+        feed(&mut m, &geometry_frames(0, 5, None), &mut sink).unwrap();
+        assert_eq!(m.pending_resume_check(), Some(5));
+        feed(&mut m, &frame, &mut sink).unwrap();
+        let c = m.counters();
+        assert_eq!(
+            (c.resumes_unverified, c.restarts, c.records_skipped),
+            (1, 0, skipped),
+            "{frame:?}"
+        );
+        assert_eq!(c.gaps, u64::from(skipped > 0));
+        assert_eq!(m.resume_check(), Some((5, Holds::Unknown)));
+        assert_eq!(sink.creations, 1);
+    }
+}
+
+/// TCP DATA entirely below the record to compare went backwards: a restart, as before.
+#[test]
+fn resume_data_below_the_record_compared_is_a_restart() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let mut m = holding_five(&mut sink);
+    let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+    feed(&mut m, &geometry_frames(0, 5, None), &mut sink).unwrap();
+    feed(&mut m, &tagged_data(2, 2, 0, 2), &mut sink).unwrap();
+    assert_eq!((m.counters().restarts, m.next()), (1, 4));
+    assert_eq!(m.pending_resume_check(), None);
+    assert_eq!(mirror_tags(&sink, 1, 3), (vec![None, Some(2), Some(2)], 3));
+}
+
+/// Over UDP the source streams no history: the mirror asks for the record to compare at
+/// once (NAK 5..5). Live datagrams past it wait in the hold-back store. A different answer
+/// recreates the ring, and the held datagrams (from this source) follow in it.
+#[test]
+fn resume_over_udp_naks_the_record_to_compare() {
+    let mc = MulticastRepr {
+        group: [239, 1, 1, 1],
+        port: 17403,
+        mtu: 1472,
+        ttl: 0,
+        session: 0x33,
+        token: 0,
+    };
+    for (tag, restarts, verified) in [(2, 1, 0), (1, 0, 1)] {
+        let mut mem = Mem::new(4096);
+        let mut sink = Sink::on(&mut mem);
+        let _ = holding_five(&mut sink);
+        let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+        // A new connection with hold-back storage.
+        let mut m = Mirror::new(
+            MirrorConfig::default(),
+            SOURCE,
+            &sink,
+            HoldBack::new(&mut idx, &mut dm),
+        );
+        let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+        assert_eq!(m.hello().seq, 5);
+        feed(
+            &mut m,
+            &geometry_frames(GEOMETRY_UDP_FOLLOWS, 5, Some(mc)),
+            &mut sink,
+        )
+        .unwrap();
+        assert!(m.is_udp());
+        assert_eq!(nak_out(&mut m, ms(0)), Some((5, 5)));
+        assert!(m.handle_datagram(ms(1), UDP_SRC, &tagged_data(9, 2, 0x33, tag), &mut sink));
+        assert_eq!(m.pending_resume_check(), Some(5));
+        // The repeat asks for everything up to the held datagram.
+        assert_eq!(nak_out(&mut m, ms(20)), Some((5, 8)));
+        feed(&mut m, &tagged_data(5, 4, 0, tag), &mut sink).unwrap();
+        let c = m.counters();
+        assert_eq!(
+            (c.restarts, c.resumes_verified, sink.creations),
+            (restarts, verified, 1 + restarts as u32),
+            "tag {tag}"
+        );
+        // The ring holds 8: 3..=10.
+        let (tags, w) = mirror_tags(&sink, 3, 10);
+        assert_eq!(w, 10);
+        if tag == 2 {
+            assert_eq!(tags[..2], [None; 2]);
+            assert_eq!(tags[2..], [Some(2); 6]);
+        } else {
+            assert_eq!(tags, [Some(1); 8]);
+        }
+        assert_eq!(m.outstanding_nak(), None);
+    }
+}
+
+/// A live datagram that carries the record to compare settles the check before the NAK is
+/// answered; the late answer is then a duplicate.
+#[test]
+fn resume_over_udp_checks_a_live_datagram() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let _ = holding_five(&mut sink);
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = Mirror::new(
+        MirrorConfig::default(),
+        SOURCE,
+        &sink,
+        HoldBack::new(&mut idx, &mut dm),
+    );
+    let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+    let mc = MulticastRepr {
+        group: [239, 1, 1, 1],
+        port: 17403,
+        mtu: 1472,
+        ttl: 0,
+        session: 0x33,
+        token: 0,
+    };
+    feed(
+        &mut m,
+        &geometry_frames(GEOMETRY_UDP_FOLLOWS, 5, Some(mc)),
+        &mut sink,
+    )
+    .unwrap();
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &tagged_data(4, 3, 0x33, 1), &mut sink));
+    assert_eq!(m.pending_resume_check(), None);
+    assert_eq!(m.outstanding_nak(), None, "nothing missing any more");
+    feed(&mut m, &tagged_data(5, 1, 0, 1), &mut sink).unwrap();
+    let c = m.counters();
+    assert_eq!(
+        (c.resumes_verified, c.restarts, c.duplicates_dropped),
+        (1, 0, 1)
+    );
+    assert_eq!(mirror_tags(&sink, 1, 6), (vec![Some(1); 6], 6));
+}
+
+/// A sink that cannot recreate its ring.
+struct NoRecreate(Sink);
+
+impl RecordSink for NoRecreate {
+    fn existing(&self) -> Option<(Geometry, u64)> {
+        self.0.existing()
+    }
+    fn recreate(&mut self, _: &Geometry) -> Result<(), SinkError> {
+        Err(SinkError::Storage)
+    }
+    fn write(&mut self, seq: u64, fixed: &[u8], blob: &[u8]) {
+        self.0.write(seq, fixed, blob)
+    }
+    fn publish(&mut self, seq: u64) {
+        self.0.publish(seq)
+    }
+    fn holds(&self, seq: u64, fixed: &[u8], blob: &[u8]) -> Holds {
+        self.0.holds(seq, fixed, blob)
+    }
+}
+
+/// A restart found by a datagram whose ring cannot be recreated closes the mirror, and the
+/// driver learns why from `failure`; nothing is written.
+#[test]
+fn resume_restart_that_cannot_recreate_the_ring_closes_the_mirror() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let _ = holding_five(&mut sink);
+    let mut sink = NoRecreate(sink);
+    let mut m = Mirror::new(
+        MirrorConfig::default(),
+        SOURCE,
+        &sink,
+        HoldBack::new(&mut [], &mut []),
+    );
+    let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+    let mc = MulticastRepr {
+        group: [239, 1, 1, 1],
+        port: 17403,
+        mtu: 1472,
+        ttl: 0,
+        session: 0x33,
+        token: 0,
+    };
+    feed(
+        &mut m,
+        &geometry_frames(GEOMETRY_UDP_FOLLOWS, 5, Some(mc)),
+        &mut sink,
+    )
+    .unwrap();
+    assert_eq!(m.failure(), None);
+    assert!(!m.handle_datagram(ms(1), UDP_SRC, &tagged_data(5, 2, 0x33, 2), &mut sink));
+    assert_eq!(m.failure(), Some(MirrorError::Sink(SinkError::Storage)));
+    assert!(!m.is_live());
+    assert_eq!(sink.0.writes, [1, 2, 3, 4, 5], "only the first session's");
+    // A new connection starts over.
+    m.reconnect(Start::Resume, &sink);
+    assert_eq!(m.failure(), None);
+}
+
+/// `compare_received` on a fixed-record ring: the same bytes, other bytes, a sequence the
+/// ring does not hold (not yet, or no more).
+#[test]
+fn compare_received_fixed_records() {
+    let geo = Geometry::spmc(4, 16 + 8, 8, 0, false).unwrap();
+    let mut mem = Mem::new(geo.total_len().unwrap() as usize);
+    // SAFETY: the test's own buffer, no other view of it exists yet.
+    let v = unsafe { RingView::init(mem.region(), &geo) }.unwrap();
+    let rec = |s: u64| [s.to_le_bytes(), [7; 8]].concat();
+    for s in 1..=6 {
+        v.write_slot(s, &rec(s));
+    }
+    v.publish(6);
+    assert_eq!(compare_received(&v, 6, &rec(6), &[]), Holds::Same);
+    let mut other = rec(6);
+    other[15] ^= 1;
+    assert_eq!(compare_received(&v, 6, &other, &[]), Holds::Different);
+    assert_eq!(
+        compare_received(&v, 6, &rec(6)[..8], &[]),
+        Holds::Different,
+        "another length"
+    );
+    assert_eq!(compare_received(&v, 7, &rec(7), &[]), Holds::Unknown);
+    assert_eq!(
+        compare_received(&v, 2, &rec(2), &[]),
+        Holds::Unknown,
+        "lapped"
+    );
+    // Records without payload bytes: the sequence word decides.
+    let geo = Geometry::spmc(4, 8, 8, 0, false).unwrap();
+    let mut mem = Mem::new(geo.total_len().unwrap() as usize);
+    // SAFETY: as above.
+    let v = unsafe { RingView::init(mem.region(), &geo) }.unwrap();
+    v.write_slot(1, &[]);
+    assert_eq!(compare_received(&v, 1, &[], &[]), Holds::Same);
+    assert_eq!(compare_received(&v, 2, &[], &[]), Holds::Unknown);
+}
+
+/// `compare_received` on a blob ring: meta, length, flags (not for an empty blob) and the
+/// blob's bytes, past the first compare chunk too; a blob since overwritten in the arena
+/// leaves the descriptor to decide.
+#[test]
+fn compare_received_blob_records() {
+    use crate::broadcast::blob::set_descriptor_ref;
+    use crate::layout::BlobRef;
+
+    let geo = Geometry::blob(8, 32, 0, 1024).unwrap();
+    let mut mem = Mem::new(geo.total_len().unwrap() as usize);
+    // SAFETY: the test's own buffer, no other view of it exists yet.
+    let v = unsafe { RingView::init(mem.region(), &geo) }.unwrap();
+    // A descriptor as it comes on the wire: meta, then the source's BlobRef.
+    let desc = |meta: u64, len: usize, flags: u32| {
+        let mut d = [0u8; 24];
+        d[..8].copy_from_slice(&meta.to_le_bytes());
+        let r = BlobRef {
+            offset: 4096,
+            len: len as u32,
+            flags,
+        };
+        assert!(set_descriptor_ref(&mut d, &r));
+        d
+    };
+    let blob: Vec<u8> = (0..600).map(|i| (i * 7) as u8).collect();
+    write_received(&v, 1, &desc(11, 600, 3), &blob);
+    write_received(&v, 2, &desc(22, 0, 9), &[]);
+    v.publish(2);
+    assert_eq!(
+        compare_received(&v, 1, &desc(11, 600, 3), &blob),
+        Holds::Same
+    );
+    assert_eq!(
+        compare_received(&v, 1, &desc(12, 600, 3), &blob),
+        Holds::Different,
+        "meta"
+    );
+    assert_eq!(
+        compare_received(&v, 1, &desc(11, 600, 4), &blob),
+        Holds::Different,
+        "flags"
+    );
+    assert_eq!(
+        compare_received(&v, 1, &desc(11, 599, 3), &blob[..599]),
+        Holds::Different,
+        "length"
+    );
+    let mut late = blob.clone();
+    late[599] ^= 0x80;
+    assert_eq!(
+        compare_received(&v, 1, &desc(11, 600, 3), &late),
+        Holds::Different,
+        "a byte past the first chunk"
+    );
+    // An empty blob's flags are not kept (spec §21.2), so they are not compared.
+    assert_eq!(compare_received(&v, 2, &desc(22, 0, 1), &[]), Holds::Same);
+    assert_eq!(
+        compare_received(&v, 2, &desc(22, 5, 9), b"abcde"),
+        Holds::Different
+    );
+    // 1's blob is overwritten in the arena: the descriptor alone decides.
+    write_received(&v, 3, &desc(33, 1000, 0), &[5; 1000]);
+    v.publish(3);
+    assert_eq!(
+        compare_received(&v, 1, &desc(11, 600, 3), &late),
+        Holds::Same
+    );
+    assert_eq!(
+        compare_received(&v, 1, &desc(12, 600, 3), &blob),
+        Holds::Different
     );
 }

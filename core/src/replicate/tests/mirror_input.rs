@@ -122,8 +122,8 @@ fn tcp_heartbeat_below_what_was_received_is_recorded_only() {
     assert_eq!(sink.writes, [1, 2, 3, 4, 5]);
 
     // The producer restarts: a fresh source ring at 1..=2. The mirror reconnects to resume
-    // at 6, past the new ring's end: RESET, a fresh mirror ring from 3 (spec §19.1), one
-    // restart.
+    // (HELLO 5: one record of overlap), past the new ring's end: RESET, a fresh mirror ring
+    // from 3 (spec §19.1), one restart.
     let mut smem2 = Mem::new(4096);
     let src2 = source(&mut smem2, 2);
     m.reconnect(Start::Resume, &sink);
@@ -131,7 +131,7 @@ fn tcp_heartbeat_below_what_was_received_is_recorded_only() {
     let t = m.poll_transmit(ms(600), &mut b).unwrap();
     assert_eq!(
         frames(&b[..t.len])[0],
-        FrameRepr::Hello(HelloRepr { seq: 6, flags: 1 })
+        FrameRepr::Hello(HelloRepr { seq: 5, flags: 1 })
     );
     let mut s2 = SourceSession::new(SourceConfig::default(), MIRROR_IP, ms(600));
     s2.handle_stream(ms(600), &b[..t.len], &src2, None).unwrap();

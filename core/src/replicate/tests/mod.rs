@@ -127,6 +127,9 @@ impl RecordSink for Sink {
     fn publish(&mut self, seq: u64) {
         self.inner.publish(seq)
     }
+    fn holds(&self, seq: u64, fixed: &[u8], blob: &[u8]) -> Holds {
+        self.inner.holds(seq, fixed, blob)
+    }
 }
 
 pub(super) fn geometry_frames(flags: u8, seq: u64, mc: Option<MulticastRepr>) -> Vec<u8> {
