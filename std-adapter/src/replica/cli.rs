@@ -291,7 +291,7 @@ impl MirrorArgs {
         exit(super::mirror::run(&self.options(), stop).map(|s| {
             let c = s.counters;
             eprintln!(
-                "mirror: done: {} connections, last seq written {} (the mirror ring's write_seq, 0 = none), {} records written, {} frames, {} datagrams, {} naks, {} retransmitted, {} gaps ({} records), {} restarts, {} dropped",
+                "mirror: done: {} connections, last seq written {} (the mirror ring's write_seq, 0 = none), {} records written, {} frames, {} datagrams, {} naks, {} retransmitted, {} gaps ({} records), {} restarts, resumes {} checked against the source and {} unchecked, {} dropped",
                 s.connections,
                 s.last_seq,
                 c.records_written,
@@ -302,6 +302,8 @@ impl MirrorArgs {
                 c.gaps,
                 c.records_skipped,
                 c.restarts,
+                c.resumes_verified,
+                c.resumes_unverified,
                 c.garbage_dropped + c.holdback_dropped + s.foreign_datagrams
             );
         }))
