@@ -97,7 +97,12 @@ fn check_records(out: &str, n: u64) {
 
 /// Runs `cmd` as a reader of a ring that `fill` then fills, and returns its stdout.
 fn read_while_filling(mut cmd: Command, fill: impl FnOnce()) -> String {
-    let child = cmd.stdout(Stdio::piped()).spawn().expect("spawn reader");
+    let child = cmd.stdout(Stdio::piped()).spawn().unwrap_or_else(|e| {
+        panic!(
+            "{}: {e} (these interop tests need python3 and a C compiler, `cc` or $CC)",
+            cmd.get_program().to_string_lossy()
+        )
+    });
     fill();
     let out = child.wait_with_output().unwrap();
     assert!(out.status.success(), "reader failed: {out:?}");
