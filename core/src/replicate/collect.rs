@@ -18,6 +18,12 @@ pub enum Stop {
     },
     /// The next record cannot be sent.
     Lost,
+    /// The next record is a hole that will never be written (a sparse mirror ring,
+    /// [`RecordSource::hole_end`]); `next` is the first sequence after it.
+    Hole {
+        /// The sequence after the hole.
+        next: u64,
+    },
 }
 
 /// What a collect put into the frame.
@@ -58,7 +64,9 @@ pub fn max_frame_len(geo: &crate::Geometry, budget: usize) -> usize {
 /// Collects up to `max_records` records from `cursor` into `out[HEADER_LEN..]`, stopping once
 /// the frame (header included) reaches `max_bytes`. A record that would take a non-empty frame
 /// past `max_bytes` is held back; a single record larger than the budget is still taken alone
-/// if `out` can hold it, and is reported [`Stop::Lost`] if it cannot.
+/// if `out` can hold it, and is reported [`Stop::Lost`] if it cannot. A record not
+/// published yet ends the frame: [`Stop::Pending`], or [`Stop::Hole`] when the ring says it
+/// never will be ([`RecordSource::hole_end`]).
 pub fn collect<R: RecordSource + ?Sized>(
     ring: &R,
     cursor: u64,
@@ -93,7 +101,12 @@ pub fn collect<R: RecordSource + ?Sized>(
                 return c;
             }
             ReadRecord::Pending => {
-                c.stop = Stop::Pending;
+                let seq = cursor + u64::from(c.count);
+                c.stop = match ring.hole_end(seq) {
+                    // A hole ends the frame at once: nothing past it can join this frame.
+                    Some(next) => Stop::Hole { next },
+                    None => Stop::Pending,
+                };
                 return c;
             }
             ReadRecord::Overwritten { seen } => {

@@ -10,7 +10,7 @@ use crate::broadcast::blob::{
     BLOB_REF_LEN, BlobRead, read_blob, reserve, split_descriptor, write_blob,
 };
 use crate::error::InitError;
-use crate::layout::{BlobRef, Geometry, oldest_retained};
+use crate::layout::{BlobRef, Flags, Geometry, SEQ_LIMIT, SLOT_WRITING, oldest_retained};
 use crate::region::Region;
 use crate::ring::{Expect, RingView, SlotRead};
 use crate::sync::Ordering;
@@ -53,12 +53,33 @@ pub trait RecordSource {
     fn format(&self) -> RecordFormat {
         RecordFormat::of(&self.geometry())
     }
+    /// If record `seq`, found [`ReadRecord::Pending`], is a hole that will never be
+    /// written, the sequence after the hole: the first the ring may still deliver. `None`
+    /// when `seq` may yet be published (the default: a ring without holes).
+    ///
+    /// A source that took such a hole for a record not published yet would wait at it
+    /// until the ring's writer laps the slot, forever if the writer stops there: see
+    /// [`RingSource`]'s answer for sparse mirror rings.
+    fn hole_end(&self, seq: u64) -> Option<u64> {
+        let _ = seq;
+        None
+    }
 }
 
 /// A ring read as the source sends it (spec §20.1): the §4.3 tear-free protocol on the
 /// slot bytes `[8, S)`, and for a blob ring the descriptor followed by its blob, copied with
 /// the bounds and lap tests of §10.4 (a blob that is out of bounds or overwritten is
 /// [`ReadRecord::Lost`]).
+///
+/// Beyond the reference: on a sparse ring (`FLAG_SPARSE`, a mirror ring served onward)
+/// [`RecordSource::hole_end`] finds holes as the §7 reader does. A mirror leaves holes
+/// where it skipped sequences (a GAP, a jump ahead, a blob its arena cannot hold), and a
+/// mirror ring created mid-stream (a start past 1, or recreated for a restarted source at
+/// the sequence it had reached) has its slots below its first record never written, while
+/// a start cursor from `oldest_retained` (§19.1, a mirror of it asking for the oldest or
+/// resuming behind it) can lie there. ringfire's server reads such a hole as a record not
+/// published yet (§4.3, §20.1) and waits at it until the writer laps the slot; its mirror
+/// then never catches up with a writer that stopped.
 #[derive(Clone, Debug)]
 #[cfg_attr(not(loom), derive(Copy))]
 pub struct RingSource(pub RingView);
@@ -82,6 +103,36 @@ impl RecordSource for RingSource {
             SlotRead::Pending => ReadRecord::Pending,
             SlotRead::Overwritten { seen } => ReadRecord::Overwritten { seen },
         }
+    }
+    /// Hole detection on sparse rings, as the §7 reader does (steps 1–3). A mirror writes
+    /// sequences in increasing order and publishes `write_seq` after the records up to it,
+    /// so a slot at or below `write_seq` (loaded first) that holds an older sequence than
+    /// the one asked for will never hold it.
+    fn hole_end(&self, seq: u64) -> Option<u64> {
+        let v = &self.0;
+        let geo = v.geometry();
+        if !geo.flags.has(Flags::SPARSE) {
+            return None;
+        }
+        // Acquire: every record the writer wrote at or below `w` is visible to the slot
+        // loads below (it published `w` with a release store after writing them).
+        let w = v.write_seq().load(Ordering::Acquire);
+        // Only a corrupt header holds a write_seq at SEQ_LIMIT or past it: no skipping there
+        // (the sequence after a hole could not be named).
+        if w < seq || w >= SEQ_LIMIT {
+            return None;
+        }
+        // Acquire, as the §4.3 reader: a slot found holding `s` is then readable.
+        let seen = v.slot_seq(seq).load(Ordering::Acquire);
+        if seen == SLOT_WRITING || seen >= seq {
+            return None;
+        }
+        // At most `capacity` slots: from the oldest the ring retains, past `seq`.
+        let start = oldest_retained(w, geo.capacity).max(seq.saturating_add(1));
+        let next = (start..=w)
+            .find(|&s| v.slot_seq(s).load(Ordering::Acquire) == s)
+            .unwrap_or(w + 1);
+        Some(next)
     }
 }
 

@@ -512,6 +512,12 @@ impl SourceSession {
                 let c = self.cursor;
                 return self.emit_gap(c, buf);
             }
+            // Beyond the reference, which waits at a hole (see `RingSource`): as for a lost
+            // record, a GAP past it.
+            Stop::Hole { next } => {
+                self.cursor = next;
+                return self.emit_gap(next, buf);
+            }
             Stop::Pending | Stop::Full => {}
         }
         if now >= self.last_beat + self.cfg.heartbeat {
@@ -612,6 +618,13 @@ impl SourceSession {
                     self.repair = Some((cursor + 1, to));
                     self.answered_to(cursor + 1);
                     return self.emit_gap(cursor + 1, buf);
+                }
+                // A hole is no record to come over UDP: a GAP past it (it may reach past
+                // `to`: the sequences up to `next` are holes too).
+                Stop::Hole { next } => {
+                    self.repair = Some((next, to));
+                    self.answered_to(next);
+                    return self.emit_gap(next, buf);
                 }
                 // Not published yet: it will come over UDP; stop silently.
                 Stop::Pending | Stop::Full => self.repair = None,

@@ -61,7 +61,7 @@ pub struct UdpCounters {
     pub heartbeats: u64,
     /// Records skipped because their frame exceeded 65,507 bytes or EMSGSIZE.
     pub oversized_skipped: u64,
-    /// Records skipped on a lap or a loss.
+    /// Records skipped on a lap, a loss or a hole (a sparse ring).
     pub skipped: u64,
     /// PUNCHes accepted.
     pub punches: u64,
@@ -255,6 +255,11 @@ impl<const N: usize> UdpSender<N> {
                 Stop::Lost => {
                     self.counters.skipped += 1;
                     self.cursor += 1;
+                }
+                // A hole in a sparse ring (`RingSource`) is skipped like a lost record.
+                Stop::Hole { next } => {
+                    self.counters.skipped += next - self.cursor;
+                    self.cursor = next;
                 }
                 Stop::Pending | Stop::Full => break,
             }

@@ -1,0 +1,269 @@
+//! A hub (a mirror ring served onward: source → hub mirror and serve → leaf mirror) whose
+//! mirror recreated its ring for a restarted source holds records only from the sequence
+//! it resumed at, `w`: the new ring's slots below `w` were never written. A leaf that was
+//! behind the hub (resuming below `w`), or a new leaf asking for the oldest record, gets a
+//! start cursor below `w` (spec §19.1), and a local reader attached from the oldest starts
+//! there too (§5). The hub ring is sparse (§7): those slots are holes, not records still to
+//! come, and every reader of the hub has to get past them.
+//!
+//! Over loopback, without root: ringwire's `serve::run_following` serves the source (TCP)
+//! and the hub (TCP, multicast or unicast); ring A is replaced at its path by ring B, which
+//! has passed the hub's position, as in `replica_restart.rs`.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use ringwire::core::broadcast::{Producer, Wake};
+use ringwire::core::replicate::Start;
+use ringwire::core::{Geometry, RingView, SlotRead};
+use ringwire::replica::mirror::{self, MirrorOptions, MirrorSummary};
+use ringwire::replica::serve::run_following;
+use ringwire::{CleanupMode, CreateOptions, ReadOnlyRing, RingConsumer, RingFile};
+use ringwire_tests::replica::{Mode, SetOnDrop, mirror_options, serve_options};
+use ringwire_tests::shm::ShmPath;
+use ringwire_tests::wait_until;
+
+/// Payload bytes per record: the sequence, then the ring's tag.
+const LEN: usize = 24;
+/// Slots: more than any ring here publishes, so nothing is lapped and the oldest retained
+/// sequence stays 1.
+const CAP: u64 = 1 << 13;
+/// Records of ring A the leaf holds when it is stopped.
+const LEAF: u64 = 500;
+/// Records of ring A the hub holds when the source restarts: the hub's `w`.
+const OLD: u64 = 1000;
+/// Records ring B publishes before the hub reconnects to it.
+const NEW: u64 = 5000;
+/// Generous for loopback; a reader stalled at a hole never gets there.
+const WAIT: Duration = Duration::from_secs(20);
+
+struct FutexWake;
+impl Wake for FutexWake {
+    fn wake(&self, view: &RingView) {
+        ringwire::wait::wake_all(view);
+    }
+}
+
+/// Record `seq` of the ring tagged `tag`: same sequence, different bytes per ring.
+fn record(tag: u8, seq: u64) -> [u8; LEN] {
+    let mut r = [tag; LEN];
+    r[..8].copy_from_slice(&seq.to_le_bytes());
+    r
+}
+
+/// A ring with records 1..=n of `tag`, put at `path` whole (created under a temporary name
+/// and renamed over whatever is there), as a restarted producer's ring appears to a server
+/// that follows the path. Returns the ring, for more records.
+fn ring_at(path: &Path, tag: u8, n: u64) -> RingFile {
+    let tmp = ShmPath::new(&format!("hubrs-tmp-{tag}"));
+    let geo = Geometry::spmc(CAP, LEN + 8, 8, 0, false).unwrap();
+    let opts = CreateOptions {
+        cleanup: CleanupMode::Persistent,
+        ..CreateOptions::default()
+    };
+    let ring = RingFile::create(tmp.path(), &geo, &opts).unwrap();
+    publish(&ring, tag, 1, n);
+    std::fs::rename(tmp.path(), path).unwrap();
+    ring
+}
+
+/// Publishes records `from..=to` of `tag` into `ring`.
+fn publish(ring: &RingFile, tag: u8, from: u64, to: u64) {
+    // SAFETY: `ring` outlives the producer, dropped at the end of this function.
+    let mut p = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
+    for seq in from..=to {
+        assert_eq!(p.push(&record(tag, seq)), seq);
+    }
+}
+
+/// The ring's write_seq, and how many of its records carry each tag; panics on a record
+/// that is not under its own sequence.
+fn census(path: &Path) -> (u64, [u64; 3]) {
+    let Ok(m) = ReadOnlyRing::open(path) else {
+        return (0, [0; 3]);
+    };
+    let w = m.write_seq();
+    let mut tags = [0u64; 3];
+    let mut b = [0u8; LEN];
+    for seq in 1..=w {
+        if m.read_slot(seq, &mut b) == SlotRead::Ok {
+            assert_eq!(b[..8], seq.to_le_bytes(), "record {seq} under its sequence");
+            tags[usize::from(b[8]).min(2)] += 1;
+        }
+    }
+    (w, tags)
+}
+
+/// The ring at `path` has write_seq `to` and, below it, exactly the records `runs` list
+/// (each `(tag, from, to)`, with the source's bytes); every other sequence is a hole.
+fn assert_holds(path: &Path, to: u64, runs: &[(u8, u64, u64)]) {
+    let m = ReadOnlyRing::open(path).expect("ring");
+    assert_eq!(m.write_seq(), to, "write_seq of {}", path.display());
+    let mut b = [0u8; LEN];
+    for seq in 1..=to {
+        let r = m.read_slot(seq, &mut b);
+        match runs.iter().find(|&&(_, a, z)| (a..=z).contains(&seq)) {
+            Some(&(tag, ..)) => {
+                assert_eq!(r, SlotRead::Ok, "record {seq} of {}", path.display());
+                assert_eq!(b, record(tag, seq), "record {seq} of {}", path.display());
+            }
+            None => assert_ne!(r, SlotRead::Ok, "record {seq} held (tag {})", b[8]),
+        }
+    }
+}
+
+/// A loopback address with a port nobody listens on now, for a server that rebinds it.
+fn free_addr() -> SocketAddr {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .unwrap()
+}
+
+/// A multicast group and port private to this process and test.
+fn mcast(idx: u16) -> SocketAddrV4 {
+    let pid = std::process::id();
+    SocketAddrV4::new(
+        Ipv4Addr::new(239, 255, 103, idx as u8),
+        48_000 + (pid % 4_000) as u16 * 4 + idx,
+    )
+}
+
+/// Runs a mirror with `mo` until its ring's write_seq reaches `n` (within [`WAIT`]); returns
+/// its summary.
+fn mirror_until(mo: &MirrorOptions, n: u64) -> MirrorSummary {
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let m = sc.spawn(|| mirror::run(mo, &stop));
+        wait_until(&format!("{} to reach {n}", mo.path.display()), WAIT, || {
+            ReadOnlyRing::open(&mo.path).is_ok_and(|r| r.write_seq() >= n)
+        });
+        stop.store(true, Ordering::Relaxed);
+        m.join().unwrap().expect("mirror ends cleanly")
+    })
+}
+
+/// A local reader of the hub ring attached from the oldest record (sequence 1: nothing was
+/// lapped) reads B's records `OLD..=NEW` in order, within [`WAIT`], having skipped the
+/// never-written slots below `OLD` as holes.
+fn read_hub_from_oldest(hub: &Path) {
+    let mut c = RingConsumer::<[u8; LEN]>::attach(hub).expect("attach the hub ring");
+    assert_eq!(c.cursor(), 1, "oldest retained");
+    let mut want = OLD;
+    let t0 = Instant::now();
+    while want <= NEW {
+        match c.try_recv_seq() {
+            Some((seq, r)) => {
+                assert_eq!((seq, r), (want, record(2, want)), "local reader");
+                want += 1;
+            }
+            None => {
+                assert!(
+                    t0.elapsed() < WAIT,
+                    "local reader stalled at {} (lapped {})",
+                    c.cursor(),
+                    c.lapped_count()
+                );
+                std::thread::yield_now();
+            }
+        }
+    }
+    assert_eq!(c.lapped_count(), OLD - 1, "holes skipped");
+}
+
+/// Source (TCP) → hub → leaf over `mode`. The leaf mirrors A's 1..=500 and is stopped; A
+/// goes on to 1,000, which the hub mirrors; then A is replaced by B (5,000 records) and the
+/// hub, resuming, finds B and recreates its ring: B's 1,000..=5,000. Then:
+///
+/// - a local reader of the hub ring from the oldest reads B's records;
+/// - the leaf, resumed at 500 (below the hub's first record), catches up to 5,000. The hub
+///   no longer holds 500, so the leaf cannot check its resume: it keeps A's 1..=500, and
+///   501..=999 are a hole, counted as one gap;
+/// - a new leaf from the oldest holds B's 1,000..=5,000 only, the rest one counted gap.
+fn hub_recreated_leaf_behind(mode: Mode, idx: u16) {
+    let src = ShmPath::new(&format!("hubrs-src-{idx}"));
+    let hub = ShmPath::new(&format!("hubrs-hub-{idx}"));
+    let leaf = ShmPath::new(&format!("hubrs-leaf-{idx}"));
+    let fresh = ShmPath::new(&format!("hubrs-fresh-{idx}"));
+    let a = ring_at(src.path(), 1, LEAF);
+    let mut so = serve_options(src.path(), Mode::Tcp, mcast(idx), 1);
+    so.bind = free_addr();
+    let mut ho = serve_options(hub.path(), mode, mcast(idx), 1);
+    ho.bind = free_addr();
+    let to_hub = mirror_options(so.bind, hub.path(), Mode::Tcp);
+    let mut to_leaf = mirror_options(ho.bind, leaf.path(), mode);
+    let to_fresh = mirror_options(ho.bind, fresh.path(), mode);
+    let stop = AtomicBool::new(false);
+    let followed = AtomicU64::new(0);
+    let (hub_sum, first, resumed, new_leaf) = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let s = sc.spawn(|| run_following(&so, &stop, |_| {}));
+        let m = sc.spawn(|| mirror::run(&to_hub, &stop));
+        wait_until("the hub ring", WAIT, || census(hub.path()).0 == LEAF);
+        let h = sc.spawn(|| {
+            run_following(&ho, &stop, |_| {
+                followed.fetch_add(1, Ordering::Relaxed);
+            })
+        });
+        let first = mirror_until(&to_leaf, LEAF);
+        publish(&a, 1, LEAF + 1, OLD);
+        wait_until("A mirrored by the hub", WAIT, || {
+            census(hub.path()) == (OLD, [0, OLD, 0])
+        });
+        let b = ring_at(src.path(), 2, NEW);
+        drop(a);
+        wait_until("B mirrored by the hub", WAIT, || {
+            census(hub.path()) == (NEW, [0, 0, NEW - OLD + 1])
+        });
+        // The hub's serve has left the ring it served before (the leaf would otherwise
+        // resume from the old hub ring, which still holds A's records, and find B later).
+        wait_until("the hub serve to follow", WAIT, || {
+            followed.load(Ordering::Relaxed) >= 1
+        });
+        read_hub_from_oldest(hub.path());
+        to_leaf.start = Start::Resume;
+        let resumed = mirror_until(&to_leaf, NEW);
+        let new_leaf = mirror_until(&to_fresh, NEW);
+        stop.store(true, Ordering::Relaxed);
+        s.join().unwrap().expect("serve ends cleanly");
+        h.join().unwrap().expect("hub serve ends cleanly");
+        drop(b);
+        let hub_sum = m.join().unwrap().expect("hub mirror ends cleanly");
+        (hub_sum, first, resumed, new_leaf)
+    });
+    assert_eq!(hub_sum.counters.restarts, 1, "{hub_sum:?}");
+    assert_holds(hub.path(), NEW, &[(2, OLD, NEW)]);
+    assert_eq!(first.counters.records_written, LEAF, "{first:?}");
+
+    assert_holds(leaf.path(), NEW, &[(1, 1, LEAF), (2, OLD, NEW)]);
+    let c = resumed.counters;
+    assert_eq!(c.records_written, NEW - OLD + 1, "{resumed:?}");
+    assert_eq!((c.resumes_unverified, c.restarts), (1, 0), "{resumed:?}");
+    assert_eq!(
+        (c.gaps, c.records_skipped),
+        (1, OLD - LEAF - 1),
+        "{resumed:?}"
+    );
+
+    assert_holds(fresh.path(), NEW, &[(2, OLD, NEW)]);
+    let c = new_leaf.counters;
+    assert_eq!(c.records_written, NEW - OLD + 1, "{new_leaf:?}");
+    assert_eq!((c.gaps, c.records_skipped), (1, OLD - 1), "{new_leaf:?}");
+}
+
+#[test]
+fn tcp_leaf_behind_a_recreated_hub_catches_up() {
+    hub_recreated_leaf_behind(Mode::Tcp, 1);
+}
+
+#[test]
+fn multicast_leaf_behind_a_recreated_hub_catches_up() {
+    hub_recreated_leaf_behind(Mode::Multicast, 2);
+}
+
+#[test]
+fn unicast_leaf_behind_a_recreated_hub_catches_up() {
+    hub_recreated_leaf_behind(Mode::Unicast, 3);
+}
