@@ -1,17 +1,48 @@
 //! loom models of the lossless queues: SPSC push/pop including slice operations (with and
-//! without per-slot length words) and slots written in place then committed, MPMC with two producers and two consumers, producers
-//! racing for slots across a wrap, and a heal racing a late publish or a push mid-copy.
+//! without per-slot length words) and slots written in place then committed; MPMC with two
+//! producers and two consumers, producers racing for slots across a wrap, a producer
+//! reusing a slot while its consumer pops, `claim` racing `try_push`; and the heals: of a
+//! consumer killed mid-pop, racing a late publish, of a push dead mid-copy.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringwire-core
-//! --release --test loom_queue` (preemption bound 3, 2 for the four-thread MPMC model,
-//! unless LOOM_MAX_PREEMPTIONS is set).
+//! --release --test loom_queue` (preemption bound 3, 2 for `mpmc_two_producers_two_consumers`
+//! and `mpmc_wrap_with_competing_producers`, unless LOOM_MAX_PREEMPTIONS is set; about 45 s in all, two thirds of it in
+//! `lossy_mpmc_slot_reuse_and_an_overwritten_ticket` and `mpmc_two_producers_two_consumers`).
+//!
+//! # What loom checks here, and what it cannot
+//!
+//! loom runs every interleaving (up to the bound) and lets a relaxed or acquire load read
+//! any store that coherence and happens-before allow, but only a store already made in the
+//! interleaving: it never produces *load buffering* (a load reading a store that comes
+//! later in every interleaving). The payload words are relaxed atomics, so a consumer's copy
+//! could never be seen reading the next lap's item, and the orderings that keep a producer
+//! from reusing a slot still being read would go unchecked. Under loom, `QueueView`
+//! therefore records every payload copy on a per-slot `loom::cell::UnsafeCell`, and loom
+//! fails a model when two copies of one slot by different threads, one of them a write, are
+//! not ordered by happens-before, whatever values they saw. Under loom the MPMC retry path
+//! does not yield (`mpmc::backoff`): a load after a yield never returns a value the thread
+//! saw before it, which would hide a stale cursor re-read.
+//!
+//! Weakening any one of these to `Relaxed` fails at least one model (checked one at a time):
+//! MPMC `claim_pos`'s stamp acquire, `claim`'s CAS (AcqRel), `try_push`'s publishing store,
+//! `write_claimed`'s publishing CAS, `try_pop`'s stamp acquire, the pop's store freeing the
+//! slot, the heal's CAS (release); SPSC the producer's tail store and head acquire, the
+//! consumer's head store and tail acquire.
+//!
+//! Verified by argument only: `write_claimed`'s begin CAS (acquire), which keeps the payload
+//! stores after it (a store moving before an earlier load is load buffering) and carries the
+//! previous lap's consumer's reads to a `write_claimed` made on another thread than its
+//! `claim` (no model hands a claim over); the acquires of the snapshots (`has_item`,
+//! `has_space`, `next_stuck_slot`) and of `heal_stuck_slot`'s stamp load, which only make a
+//! report or a refusal less stale, never a heal wrong; and the acquires with which a new SPSC
+//! producer or consumer resumes after a previous one (no model replaces a side).
 #![cfg(loom)]
 
 use loom::thread;
 use ringwire_core::queue::compat::{LossyMpmcConsumer, LossyMpmcProducer, LossyPush};
 use ringwire_core::queue::{
-    HealError, HealedFrom, MpmcQueue, PopError, Popped, PushError, QueueGeometry, QueueKind,
-    QueueView, SpscConsumer, SpscProducer,
+    HealError, MpmcQueue, PopError, Popped, PushError, QueueGeometry, QueueKind, QueueView,
+    SpscConsumer, SpscProducer, StuckKind, StuckSlot,
 };
 use ringwire_core::{Geometry, Region, RingView};
 
@@ -295,6 +326,119 @@ fn mpmc_wrap_with_competing_producers() {
     });
 }
 
+/// Pushes `v` with `try_push`, retrying (with a yield, so loom runs the consumer) while the
+/// queue is full; returns the position.
+fn push_retrying(q: &MpmcQueue, v: u64) -> u64 {
+    loop {
+        match q.try_push(&item(v)) {
+            Ok(pos) => return pos,
+            Err(PushError::Full) => thread::yield_now(),
+            Err(e) => panic!("push {v}: {e}"),
+        }
+    }
+}
+
+#[test]
+fn mpmc_producer_reuses_a_slot_while_its_consumer_pops() {
+    // Two slots, three items: the producer writes position 2 into slot 0 as soon as the
+    // consumer frees it, while the consumer goes on popping. Every item comes out once, in
+    // order and untorn, and the payload cells (`QueueView` under loom) check that the
+    // consumer's copy out of slot 0 happens before the producer's copy into it.
+    model(|| {
+        let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
+        let qp = q.clone();
+        let producer = thread::spawn(move || {
+            for v in 0..3 {
+                assert_eq!(push_retrying(&qp, 10 + v), v);
+            }
+        });
+        let mut got = Vec::new();
+        let mut b = [0u8; 16];
+        while got.len() < 3 {
+            match q.try_pop(&mut b) {
+                Ok(Popped::Item { pos }) => got.push((pos, value(&b))),
+                Ok(Popped::Healed { pos }) => panic!("healed {pos}"),
+                Err(PopError::Empty) => thread::yield_now(),
+                Err(e) => panic!("{e}"),
+            }
+        }
+        producer.join().unwrap();
+        assert_eq!(got, [(0, 10), (1, 11), (2, 12)]);
+    });
+}
+
+#[test]
+fn mpmc_claim_racing_try_push() {
+    // A producer using claim + write_claimed races one using try_push for positions 0 and 1.
+    // The one that meets the other's stamp (claimed, being written or published) at its
+    // position re-reads the enqueue cursor straight away (no yield under loom): that stamp
+    // must show it the other's cursor move, or it reports a corrupt queue.
+    model(|| {
+        let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
+        let qa = q.clone();
+        let a = thread::spawn(move || {
+            let pos = qa.claim().unwrap();
+            qa.write_claimed(pos, &item(10)).unwrap();
+            (pos, 10)
+        });
+        let qb = q.clone();
+        let b = thread::spawn(move || (qb.try_push(&item(20)).unwrap(), 20));
+        let mut pushed = [a.join().unwrap(), b.join().unwrap()];
+        pushed.sort();
+        assert_eq!(pushed.map(|p| p.0), [0, 1]);
+        let mut got = Vec::new();
+        let mut buf = [0u8; 16];
+        while let Ok(Popped::Item { pos }) = q.try_pop(&mut buf) {
+            got.push((pos, value(&buf)));
+        }
+        assert_eq!(got, pushed);
+    });
+}
+
+#[test]
+fn mpmc_heal_of_a_consumer_killed_mid_pop() {
+    // Both slots full. A consumer takes position 0, copies it out and dies before freeing
+    // the slot; a healer that confirmed the death (it joins the thread) finds the slot and
+    // frees it, while a producer retries its push of position 2 into that slot. The dead
+    // consumer never freed the slot, so only the heal's release orders its copy out before
+    // the producer's copy in (the payload cells check it); the rest stays in order.
+    model(|| {
+        let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
+        assert_eq!(q.try_push(&item(10)), Ok(0));
+        assert_eq!(q.try_push(&item(11)), Ok(1));
+        let qd = q.clone();
+        let dead = thread::spawn(move || {
+            let mut b = [0u8; 16];
+            assert_eq!(qd.loom_pop_and_die(&mut b), Ok(Popped::Item { pos: 0 }));
+            value(&b)
+        });
+        let qh = q.clone();
+        let healer = thread::spawn(move || {
+            assert_eq!(dead.join().unwrap(), 10);
+            let stuck = qh.next_stuck_slot(0);
+            assert_eq!(
+                stuck,
+                Some(StuckSlot {
+                    pos: 0,
+                    kind: StuckKind::MidPop
+                })
+            );
+            qh.heal_stuck_slot(stuck.unwrap())
+        });
+        let qp = q.clone();
+        let producer = thread::spawn(move || push_retrying(&qp, 12));
+        assert_eq!(healer.join().unwrap(), Ok(()));
+        assert_eq!(producer.join().unwrap(), 2);
+        let mut b = [0u8; 16];
+        for (pos, v) in [(1, 11), (2, 12)] {
+            assert_eq!(q.try_pop(&mut b), Ok(Popped::Item { pos }));
+            assert_eq!(value(&b), v);
+        }
+        assert_eq!(q.try_pop(&mut b), Err(PopError::Empty));
+        assert_eq!(q.next_stuck_slot(0), None);
+    });
+}
+
 #[test]
 fn heal_of_a_dead_try_push_racing_a_push_and_a_pop() {
     // A producer died inside try_push, between its cursor CAS and its publish: the cursor is
@@ -308,8 +452,8 @@ fn heal_of_a_dead_try_push_racing_a_push_and_a_pop() {
             .store(1, ringwire_core::sync::Ordering::Relaxed);
         let qh = q.clone();
         let healer = thread::spawn(move || {
-            let p = qh.next_stuck_slot(0);
-            (p, p.map(|p| qh.heal_stuck_slot(p)))
+            let s = qh.next_stuck_slot(0);
+            (s, s.map(|s| qh.heal_stuck_slot(s)))
         });
         let qp = q.clone();
         let producer = thread::spawn(move || qp.try_push(&item(5)));
@@ -325,7 +469,13 @@ fn heal_of_a_dead_try_push_racing_a_push_and_a_pop() {
         });
         assert_eq!(
             healer.join().unwrap(),
-            (Some(0), Some(Ok(HealedFrom::MidWrite)))
+            (
+                Some(StuckSlot {
+                    pos: 0,
+                    kind: StuckKind::MidWrite
+                }),
+                Some(Ok(()))
+            )
         );
         assert_eq!(producer.join().unwrap(), Ok(1));
         let mut seen: Vec<(u64, Option<u64>)> = consumer
@@ -357,9 +507,11 @@ fn heal_racing_a_late_publish() {
         let qp = q.clone();
         let late = thread::spawn(move || qp.write_claimed(pos, &item(7)));
         let qh = q.clone();
+        // It heals what the scan reports a producer holds (it believes the producer dead, and
+        // knows nothing of the consumer, which the scan reports while it copies out).
         let healer = thread::spawn(move || match qh.next_stuck_slot(0) {
-            Some(p) => qh.heal_stuck_slot(p),
-            None => Err(HealError::NotStuck { pos, stamp: 0 }),
+            Some(s) if s.kind != StuckKind::MidPop => qh.heal_stuck_slot(s).map(|()| s.kind),
+            _ => Err(HealError::NotStuck { pos, stamp: 0 }),
         });
         let qc = q.clone();
         let consumer = thread::spawn(move || {
@@ -384,7 +536,7 @@ fn heal_racing_a_late_publish() {
         // Exactly one side wins, the loser knows, and consumers see exactly the winner.
         match (published, healed) {
             (Ok(()), Err(_)) => assert_eq!(seen, [(0, Some(7))]),
-            (Err(PushError::Healed { pos: 0 }), Ok(HealedFrom::Claimed | HealedFrom::MidWrite)) => {
+            (Err(PushError::Healed { pos: 0 }), Ok(StuckKind::Claimed | StuckKind::MidWrite)) => {
                 assert_eq!(seen, [(0, None)])
             }
             other => panic!("both or neither won: {other:?}"),
@@ -407,7 +559,13 @@ fn healed_claim_never_writes_into_the_next_lap() {
         // zombie producer of position 0 races the producer of position 2 (the same slot).
         let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
         let zombie_pos = q.claim().unwrap();
-        assert_eq!(q.heal_stuck_slot(zombie_pos), Ok(HealedFrom::Claimed));
+        assert_eq!(
+            q.heal_stuck_slot(StuckSlot {
+                pos: zombie_pos,
+                kind: StuckKind::Claimed
+            }),
+            Ok(())
+        );
         let mut b = [0u8; 16];
         assert_eq!(q.try_pop(&mut b), Ok(Popped::Healed { pos: 0 }));
         q.try_push(&item(1)).unwrap();

@@ -25,7 +25,8 @@ use ringwire_core::broadcast::{Consumer, NoWake, Producer, StartMode, TypedConsu
 use ringwire_core::layout::{BlobRef, Flags, Geometry, oldest_retained};
 use ringwire_core::queue::compat::{LossyMpmcConsumer, LossyMpmcProducer, LossyPush};
 use ringwire_core::queue::{
-    MpmcQueue, Popped, QueueExpect, QueueGeometry, QueueKind, QueueView, SpscConsumer, SpscProducer,
+    MpmcQueue, Popped, QueueExpect, QueueGeometry, QueueKind, QueueView, SpscConsumer,
+    SpscProducer, StuckKind, StuckSlot,
 };
 use ringwire_core::region::Region;
 use ringwire_core::replicate::collect::collect;
@@ -863,10 +864,15 @@ fn queue_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
             13 => {
                 if let Some(m) = &mpmc {
                     let from = inp.seq();
-                    if let Some(p) = m.next_stuck_slot(from) {
-                        let _ = m.heal_stuck_slot(p);
+                    if let Some(s) = m.next_stuck_slot(from) {
+                        let _ = m.heal_stuck_slot(s);
                     }
-                    let _ = m.heal_stuck_slot(inp.seq());
+                    let kind = [StuckKind::Claimed, StuckKind::MidWrite, StuckKind::MidPop]
+                        [inp.seq() as usize % 3];
+                    let _ = m.heal_stuck_slot(StuckSlot {
+                        pos: inp.seq(),
+                        kind,
+                    });
                 }
             }
             14 => {

@@ -45,7 +45,7 @@ use std::time::{Duration, Instant};
 
 use ringwire::FutexWait;
 use ringwire::queue::{MpmcQueue, ReadOnlyQueue};
-use ringwire_core::queue::{HealedFrom, PopError, Popped, PushError, QueueKind};
+use ringwire_core::queue::{PopError, Popped, PushError, QueueKind, StuckKind, StuckSlot};
 use ringwire_core::sync::Ordering;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -355,7 +355,7 @@ fn two_producers_two_consumers(n: u64, limit: Duration, victim: Option<u64>) {
         let pos = *read_words(&victim_out).last().expect("claimed ticket");
         // Live producers' positions are stuck only for the length of a copy: scan until
         // the dead one's is the first stuck position, then heal it.
-        while q.next_stuck_slot(0) != Some(pos) {
+        while q.next_stuck_slot(0).map(|s| s.pos) != Some(pos) {
             assert!(t0.elapsed() < limit, "position {pos} never found stuck");
             std::thread::yield_now();
         }
@@ -367,7 +367,13 @@ fn two_producers_two_consumers(n: u64, limit: Duration, victim: Option<u64>) {
             assert!(t0.elapsed() < limit, "the blocking consumer never slept");
             std::thread::yield_now();
         }
-        assert_eq!(q.heal_stuck_slot(pos), Ok(HealedFrom::Claimed));
+        assert_eq!(
+            q.heal_stuck_slot(StuckSlot {
+                pos,
+                kind: StuckKind::Claimed
+            }),
+            Ok(())
+        );
         claimed = Some(pos);
     }
     // Wait for all, failing (and killing the rest) on a child's failure or the time limit.

@@ -3,6 +3,7 @@
 use core::fmt;
 
 use super::layout::QueueKind;
+use super::mpmc::StuckKind;
 
 /// A queue geometry cannot be built from the requested parameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -126,6 +127,14 @@ pub enum QueueInitError {
         /// Bytes available.
         len: u64,
     },
+    /// The geometry breaks a rule an attacher checks (a hand-built [`QueueGeometry`] whose
+    /// capacity is not a power of two, say): the queue made from it could not be attached.
+    ///
+    /// [`QueueGeometry`]: super::QueueGeometry
+    BadGeometry {
+        /// What an attacher would refuse, as it would say it.
+        reason: QueueAttachError,
+    },
 }
 
 /// An item cannot be pushed.
@@ -152,7 +161,11 @@ pub enum PushError {
         expected: u32,
     },
     /// The claimed slot was healed (its producer was declared dead) before this push could
-    /// publish: the item was not delivered and nothing was written after the heal.
+    /// publish: the item was not delivered. If the heal came before the copy began, nothing
+    /// was written; a heal during [`MpmcQueue::write_claimed`]'s copy lets the rest of the
+    /// copy land after it, possibly into the next lap's item (see the `mpmc` module docs).
+    ///
+    /// [`MpmcQueue::write_claimed`]: super::MpmcQueue::write_claimed
     Healed {
         /// The position that was healed.
         pos: u64,
@@ -211,11 +224,17 @@ pub enum PopError {
     },
 }
 
-/// A slot cannot be healed.
+/// A slot cannot be healed; nothing was changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum HealError {
+    /// The position is 2^61 or more: no queue gets there (the `mpmc` module docs), and its
+    /// stamps would collide with the flag bits.
+    BadPosition {
+        /// The position passed.
+        pos: u64,
+    },
     /// The position has not been claimed by any producer (it is at or past the enqueue
     /// cursor).
     NotClaimed {
@@ -224,13 +243,25 @@ pub enum HealError {
         /// The enqueue cursor.
         enqueue: u64,
     },
-    /// The slot's producer published (or it was healed already, or consumed): nothing to
-    /// heal.
+    /// Nobody holds the position: it is published (or healed) and waits for its consumer, or
+    /// its slot was freed, or holds another lap; or consumers passed it unpublished, which
+    /// only a corrupt file shows.
     NotStuck {
         /// The position passed.
         pos: u64,
         /// The stamp found.
         stamp: u64,
+    },
+    /// The position is held otherwise than the caller expected (the kind it was reported
+    /// with): its holder is alive and moved on (a producer began its copy, or published and
+    /// a consumer took the item), so the death the caller confirmed is not this holder's.
+    KindChanged {
+        /// The position passed.
+        pos: u64,
+        /// The kind the caller passed.
+        expected: StuckKind,
+        /// The kind found.
+        found: StuckKind,
     },
 }
 
@@ -336,6 +367,7 @@ impl fmt::Display for QueueInitError {
             QueueInitError::RegionTooSmall { need: None, len } => {
                 write!(f, "queue size overflows (region is {len} bytes)")
             }
+            QueueInitError::BadGeometry { reason } => write!(f, "invalid geometry: {reason}"),
         }
     }
 }
@@ -397,13 +429,26 @@ impl fmt::Display for PopError {
 impl fmt::Display for HealError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
+            HealError::BadPosition { pos } => write!(
+                f,
+                "position {pos:#x} is not below 2^61, the limit of queue positions"
+            ),
             HealError::NotClaimed { pos, enqueue } => write!(
                 f,
                 "position {pos} is not claimed (enqueue cursor is {enqueue})"
             ),
-            HealError::NotStuck { pos, stamp } => {
-                write!(f, "position {pos} is not stuck (stamp {stamp:#x})")
-            }
+            HealError::NotStuck { pos, stamp } => write!(
+                f,
+                "position {pos} is held by no producer or consumer (stamp {stamp:#x})"
+            ),
+            HealError::KindChanged {
+                pos,
+                expected,
+                found,
+            } => write!(
+                f,
+                "position {pos} is now {found}, not {expected} as reported: its holder moved on"
+            ),
         }
     }
 }

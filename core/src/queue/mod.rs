@@ -17,7 +17,7 @@ pub use error::{
 pub use layout::{
     FLAG_FIXED, MPMC_MAGIC, QUEUE_VERSION, QueueGeometry, QueueHeader, QueueKind, SPSC_MAGIC, qhdr,
 };
-pub use mpmc::{HealedFrom, MpmcQueue, Popped};
+pub use mpmc::{MpmcQueue, Popped, StuckKind, StuckSlot};
 pub use spsc::{SpscConsumer, SpscProducer};
 pub use view::{QueueExpect, QueueView};
 

@@ -9,8 +9,8 @@
 //! | `pos` | free for the producer of `pos` while the enqueue cursor is at or below `pos`; claimed by it (and being copied) once the cursor is past `pos` |
 //! | `pos \| CLAIMED` | claimed with [`MpmcQueue::claim`], copy not begun |
 //! | `pos \| WRITING` | its producer is copying the item ([`MpmcQueue::write_claimed`]) |
-//! | `pos + 1` | published, ready for the consumer of `pos` |
-//! | `(pos + 1) \| HEALED` | healed: the consumer of `pos` skips it |
+//! | `pos + 1` | published, ready for the consumer of `pos` while the dequeue cursor is at or below `pos`; taken by it (and being copied out) once the cursor is past `pos` |
+//! | `(pos + 1) \| HEALED` | healed: the consumer of `pos` skips it (taken, as above, once the dequeue cursor is past `pos`) |
 //! | `pos + capacity` | consumed; free for the producer of the next lap |
 //!
 //! # Election on the cursors
@@ -34,15 +34,26 @@
 //!
 //! # Stuck slots and healing: the caller contract
 //!
-//! A producer that dies between claiming a position and publishing it leaves a *stuck*
-//! slot: consumers wait on it forever (global FIFO). [`MpmcQueue::next_stuck_slot`] finds a
-//! claimed, unpublished position (below the enqueue cursor, stamp `pos`, `pos | CLAIMED` or
-//! `pos | WRITING`); [`MpmcQueue::heal_stuck_slot`] marks it as a skipped item so consumers
-//! pass it. A live producer is also "stuck" for the few nanoseconds of its copy, so before
-//! healing the caller MUST establish that the slot's producer is dead: typically it knows a
-//! producer process died (its pid is gone, its lock was released) and sees the same
-//! position reported stuck, with the same stamp, before and after a grace period far
-//! longer than one push.
+//! A process that dies inside a push or a pop leaves a *stuck* slot, and a queue in a file
+//! keeps it across restarts:
+//! * a producer that dies between claiming a position and publishing it leaves the position
+//!   unpublished (stamp `pos`, `pos | CLAIMED` or `pos | WRITING`, below the enqueue
+//!   cursor): consumers wait on it forever (global FIFO);
+//! * a consumer that dies between taking a position (its CAS of the dequeue cursor) and
+//!   freeing the slot (its store of `pos + capacity`) leaves the stamp at `pos + 1` (or
+//!   `(pos + 1) | HEALED`) below the dequeue cursor: the producer of `pos + capacity` finds
+//!   the slot still holding the previous lap, and every push reports full, forever.
+//!
+//! [`MpmcQueue::next_stuck_slot`] finds the first stuck position and says which side holds
+//! it ([`StuckKind`]); [`MpmcQueue::heal_stuck_slot`] unsticks it. A position a producer
+//! holds is marked as a skipped item, which consumers pass ([`Popped::Healed`]); a slot a
+//! consumer holds is freed for the next lap's producer, and the item that consumer was
+//! copying out is lost with it. A live producer or consumer is also "stuck" for the few
+//! nanoseconds of its copy, so before healing the caller MUST establish that the process
+//! holding the position is dead: typically it knows a producer (for [`StuckKind::Claimed`]
+//! and [`StuckKind::MidWrite`]) or a consumer (for [`StuckKind::MidPop`]) process died (its
+//! pid is gone, its lock was released) and sees the same position reported stuck, with the
+//! same kind, before and after a grace period far longer than one push or pop.
 //!
 //! What happens when the caller is wrong and the producer was alive:
 //! * healed after [`MpmcQueue::claim`] and before [`MpmcQueue::write_claimed`] began
@@ -55,13 +66,27 @@
 //! * healed during [`MpmcQueue::try_push`] (stamp `pos` below the cursor: it copies from its
 //!   claim on and publishes with a plain store): it cannot learn it was healed. Its late
 //!   payload stores may corrupt the next lap's item as above, and its publishing store
-//!   overwrites the healed stamp: before a consumer passed the position, the item is simply
-//!   delivered; after, the slot's stamp goes back a lap and pushes find the queue full
-//!   at that slot until the queue is recreated.
+//!   overwrites whatever stamp the slot holds by then. Before a consumer took the position,
+//!   the item is simply delivered. Otherwise the item is lost (its producer believes it
+//!   delivered), and if the consumer had freed the slot already, the stamp goes back to
+//!   `pos + 1`: pushes then find the queue full at that slot or, if the next lap's producer
+//!   had published `pos + capacity`, that item is erased and consumers find the queue empty
+//!   at `pos + capacity` forever while [`MpmcQueue::len`] stays above 0. The scan then
+//!   reports `pos` as [`StuckKind::MidPop`]; healing it, then whatever position the scan
+//!   reports next, brings the queue back (without the erased item).
 //!
-//! So death must be confirmed. Where it cannot be confirmed reliably, pushing with
-//! [`MpmcQueue::claim`] and [`MpmcQueue::write_claimed`] (one RMW more) narrows what a
-//! mistaken heal can do to the first two cases.
+//! What happens when the caller is wrong and the consumer was alive (healed as
+//! [`StuckKind::MidPop`] while it copied the item out): the slot is free at once, so the
+//! next lap's producer may overwrite it during the copy and the consumer returns a mix of
+//! the two items. Its own store freeing the slot comes late: if that producer has published
+//! `pos + capacity` by then, the store erases that item, and consumers find the queue empty
+//! at `pos + capacity` forever, while [`MpmcQueue::len`] stays above 0 (the scan then
+//! reports `pos + capacity` as [`StuckKind::MidWrite`]; healing it passes the erased item).
+//! The consumer cannot learn any of this.
+//!
+//! So death must be confirmed. Where a producer's death cannot be confirmed reliably,
+//! pushing with [`MpmcQueue::claim`] and [`MpmcQueue::write_claimed`] (one RMW more)
+//! narrows what a mistaken heal can do to the first two cases; a consumer has no such mode.
 //!
 //! # Transient states are reported at once
 //!
@@ -77,7 +102,9 @@
 use super::error::{HealError, PopError, PushError, QueueAttachError};
 use super::layout::QueueKind;
 use super::view::QueueView;
-use crate::sync::{Ordering, spin_hint};
+use crate::sync::Ordering;
+#[cfg(not(loom))]
+use crate::sync::spin_hint;
 
 /// Stamp flag: this position was claimed with [`MpmcQueue::claim`]; its copy has not begun.
 pub const CLAIMED: u64 = 1 << 61;
@@ -104,15 +131,40 @@ pub enum Popped {
     },
 }
 
-/// Which state a healed slot was in.
+/// Who holds a stuck position ([`MpmcQueue::next_stuck_slot`]), or held the one a heal
+/// unstuck ([`MpmcQueue::heal_stuck_slot`]): whose death the caller must confirm first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum HealedFrom {
-    /// Claimed, copy not begun.
+pub enum StuckKind {
+    /// A producer claimed the position with [`MpmcQueue::claim`] and has not begun its copy.
     Claimed,
-    /// Its producer may have been copying the item: [`MpmcQueue::write_claimed`] had begun,
-    /// or the position was claimed by [`MpmcQueue::try_push`], which copies from its claim on.
+    /// A producer may be copying the item in: [`MpmcQueue::write_claimed`] had begun, or the
+    /// position was claimed by [`MpmcQueue::try_push`], which copies from its claim on.
     MidWrite,
+    /// A consumer took the position (moved the dequeue cursor past it) and has not freed its
+    /// slot: it may be copying the item out. Healing frees the slot for the next lap; the
+    /// item is lost with the consumer.
+    MidPop,
+}
+
+impl core::fmt::Display for StuckKind {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            StuckKind::Claimed => "claimed by a producer",
+            StuckKind::MidWrite => "being written by a producer",
+            StuckKind::MidPop => "taken by a consumer",
+        })
+    }
+}
+
+/// A stuck position and who holds it ([`MpmcQueue::next_stuck_slot`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct StuckSlot {
+    /// The position.
+    pub pos: u64,
+    /// Who holds it.
+    pub kind: StuckKind,
 }
 
 /// A Vyukov MPMC queue. Any number of handles (in any processes) may push and pop.
@@ -214,9 +266,10 @@ impl MpmcQueue {
     }
 
     /// Copies `item` (exactly [`MpmcQueue::item_size`] bytes) into the claimed position `pos`
-    /// and publishes it. Fails with [`PushError::Healed`], having written nothing after the
-    /// heal, if the position was healed meanwhile (see the module docs for a heal during the
-    /// copy). `pos` must come from [`MpmcQueue::claim`], once.
+    /// and publishes it. Fails with [`PushError::Healed`] if the position was healed
+    /// meanwhile: having written nothing if the heal came before the copy began; a heal
+    /// during the copy lets the rest of the copy land after it (module docs). `pos` must
+    /// come from [`MpmcQueue::claim`], once.
     #[inline]
     pub fn write_claimed(&self, pos: u64, item: &[u8]) -> Result<(), PushError> {
         if item.len() != self.item_size() {
@@ -258,7 +311,8 @@ impl MpmcQueue {
 
     /// Pushes one item (exactly [`MpmcQueue::item_size`] bytes) and returns its position:
     /// one CAS of the enqueue cursor claims the position, a release store of its stamp
-    /// publishes it. A producer healed by mistake cannot tell (module docs).
+    /// publishes it. A producer healed by mistake cannot tell, and its item may be lost or
+    /// erase another (module docs).
     #[inline]
     pub fn try_push(&self, item: &[u8]) -> Result<u64, PushError> {
         if item.len() != self.item_size() {
@@ -280,6 +334,21 @@ impl MpmcQueue {
     /// [`MpmcQueue::item_size`] bytes), or passes one healed position.
     #[inline]
     pub fn try_pop(&self, dst: &mut [u8]) -> Result<Popped, PopError> {
+        self.pop::<true>(dst)
+    }
+
+    /// [`MpmcQueue::try_pop`] by a consumer that dies after copying the item out, before it
+    /// frees the slot: the state a consumer killed mid-pop leaves, for loom models of the
+    /// heal ([`StuckKind::MidPop`]).
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_pop_and_die(&self, dst: &mut [u8]) -> Result<Popped, PopError> {
+        self.pop::<false>(dst)
+    }
+
+    /// The pop; `FREE == false` leaves the slot taken (only for `loom_pop_and_die`).
+    #[inline(always)]
+    fn pop<const FREE: bool>(&self, dst: &mut [u8]) -> Result<Popped, PopError> {
         let need = self.item_size();
         if dst.len() < need {
             return Err(PopError::BufferTooSmall {
@@ -312,9 +381,11 @@ impl MpmcQueue {
                         } else {
                             Popped::Healed { pos }
                         };
-                        // Release: our reads of the slot happen before the next lap's
-                        // producer (which acquires this stamp) writes it.
-                        slot.store(pos.wrapping_add(cap), Ordering::Release);
+                        if FREE {
+                            // Release: our reads of the slot happen before the next lap's
+                            // producer (which acquires this stamp) writes it.
+                            slot.store(pos.wrapping_add(cap), Ordering::Release);
+                        }
                         return Ok(out);
                     }
                     Err(now) => {
@@ -385,54 +456,131 @@ impl MpmcQueue {
         self.len() == 0
     }
 
-    /// The first position at or after `from` (and at or after the dequeue cursor) that is
-    /// claimed by a producer but not published: below the enqueue cursor, with stamp `pos`,
-    /// `pos | CLAIMED` or `pos | WRITING`. Scans at most one lap. See the module docs for
-    /// what the caller must establish before healing it.
-    pub fn next_stuck_slot(&self, from: u64) -> Option<u64> {
+    /// The first stuck position at or after `from` and who holds it (module docs): a
+    /// position a producer claimed and has not published (at or past the dequeue cursor,
+    /// below the enqueue cursor, stamp `pos`, `pos | CLAIMED` or `pos | WRITING`), or one a
+    /// consumer took and has not freed (below the dequeue cursor, stamp `pos + 1` or
+    /// `(pos + 1) | HEALED`). Reads at most two stamps per slot: a consumer holds a position
+    /// of the lap below the dequeue cursor, a producer one of the lap from it. A live
+    /// producer or consumer is reported too, for the length of its copy: see the module
+    /// docs for what the caller must establish before healing.
+    pub fn next_stuck_slot(&self, from: u64) -> Option<StuckSlot> {
+        let cap = self.q.capacity();
         // Acquire: every stamp we then read is at least as new as this cursor's lap.
         let deq = self.q.deq().load(Ordering::Acquire);
         // Acquire: as above; every position below it was claimed.
         let enq = self.q.enq().load(Ordering::Acquire);
-        let start = from.max(deq);
-        let end = enq.min(deq.saturating_add(self.q.capacity()));
-        (start..end).find(|&pos| {
+        // A consumer holding `pos` keeps the producer of `pos + cap` out, so the enqueue
+        // cursor, and the dequeue cursor below it, stay at or below `pos + cap`.
+        let start = from.max(deq.saturating_sub(cap));
+        let end = enq.min(deq.saturating_add(cap));
+        (start..end).find_map(|pos| {
             // Acquire: keeps the scan ordered after the cursor loads.
             let stamp = self.q.slot_word(pos).load(Ordering::Acquire);
-            stamp == pos || stamp == pos | CLAIMED || stamp == pos | WRITING
+            let next = pos.wrapping_add(1);
+            let kind = if pos < deq {
+                // Taken by a consumer (the cursor moved past it only after this stamp).
+                (stamp == next || stamp == next | HEALED).then_some(StuckKind::MidPop)
+            } else if stamp == pos | CLAIMED {
+                Some(StuckKind::Claimed)
+            } else if stamp == pos || stamp == pos | WRITING {
+                Some(StuckKind::MidWrite)
+            } else {
+                None
+            };
+            kind.map(|kind| StuckSlot { pos, kind })
         })
     }
 
-    /// Marks the claimed, unpublished position `pos` as healed so consumers skip it. The
-    /// caller MUST have established that its producer is dead (module docs); a producer that
-    /// turns out to be alive gets [`PushError::Healed`] from its push.
-    pub fn heal_stuck_slot(&self, pos: u64) -> Result<HealedFrom, HealError> {
+    /// Unsticks a position [`MpmcQueue::next_stuck_slot`] reported, if it is still held the
+    /// same way (`stuck.kind`):
+    /// * a position a producer claimed and has not published is marked healed, so consumers
+    ///   pass it ([`Popped::Healed`]); its item is lost;
+    /// * a slot a consumer took and has not freed ([`StuckKind::MidPop`]) is freed for the
+    ///   producer of `pos + capacity`, as the consumer's pop would have; the item it was
+    ///   copying out is lost with it.
+    ///
+    /// The caller MUST have established that the producer or consumer holding the position
+    /// is dead (module docs). A live one is not reliably told: only a producer using
+    /// [`MpmcQueue::write_claimed`] learns it was healed ([`PushError::Healed`]); a
+    /// [`MpmcQueue::try_push`] or a pop goes on, and may corrupt or erase another item.
+    ///
+    /// The kind is checked because the death the caller confirmed is that of one holder: a
+    /// position a producer was reported to hold may since have been published and taken by
+    /// a live consumer, which a heal by position alone would then free under it.
+    ///
+    /// Changes nothing, with an error, for a position at or past 2^61
+    /// ([`HealError::BadPosition`]), one no producer has claimed ([`HealError::NotClaimed`]),
+    /// one that is published and not yet taken, already healed and not yet taken, freed, or
+    /// of another lap than the slot's ([`HealError::NotStuck`]), and one held otherwise than
+    /// `stuck.kind` says ([`HealError::KindChanged`]).
+    pub fn heal_stuck_slot(&self, stuck: StuckSlot) -> Result<(), HealError> {
+        let StuckSlot {
+            pos,
+            kind: expected,
+        } = stuck;
+        if pos & FLAGS != 0 {
+            // Its stamps would collide with the flags (`pos | CLAIMED` would be a claimed
+            // stamp of position `pos & !FLAGS`, in the same slot).
+            return Err(HealError::BadPosition { pos });
+        }
         let slot = self.q.slot_word(pos);
-        let healed = pos.wrapping_add(1) | HEALED;
-        // Relaxed: the CAS below revalidates it.
-        let mut stamp = slot.load(Ordering::Relaxed);
+        let next = pos + 1;
+        // Acquire: a claim's stamp comes with that producer's cursor CAS (claim's release),
+        // so the enqueue cursor load below sees the claim.
+        let mut stamp = slot.load(Ordering::Acquire);
         loop {
-            let from = if stamp == pos | CLAIMED {
-                HealedFrom::Claimed
-            } else if stamp == pos | WRITING {
-                HealedFrom::MidWrite
-            } else if stamp & !FLAGS <= pos {
-                // Relaxed: the cursor only grows, so a value past `pos` proves the claim
-                // (the CAS below rechecks that the stamp is still unpublished).
+            let (kind, to) = if stamp == next || stamp == next | HEALED {
+                // Relaxed: the cursor only grows, and consumers move it past `pos` only after
+                // seeing this stamp, so a value past `pos` proves a consumer took the
+                // position; the CAS below proves it has not freed the slot.
+                let dequeue = self.q.deq().load(Ordering::Relaxed);
+                if dequeue <= pos {
+                    // Published (or healed) and waiting for its consumer.
+                    return Err(HealError::NotStuck { pos, stamp });
+                }
+                (StuckKind::MidPop, pos.wrapping_add(self.q.capacity()))
+            } else if stamp == pos || stamp == pos | CLAIMED || stamp == pos | WRITING {
+                // Relaxed (both): the cursors only grow. An enqueue cursor past `pos` proves
+                // the claim (the CAS below proves it still unpublished); a dequeue cursor past
+                // it would mean consumers passed an unpublished position, which no protocol
+                // step does (a corrupt file, or a stamp read before a publish and a pop).
                 let enqueue = self.q.enq().load(Ordering::Relaxed);
-                if stamp == pos && enqueue > pos {
-                    // Claimed by a try_push, which copies from its claim on.
-                    HealedFrom::MidWrite
-                } else {
+                if enqueue <= pos {
                     return Err(HealError::NotClaimed { pos, enqueue });
                 }
+                if self.q.deq().load(Ordering::Relaxed) > pos {
+                    return Err(HealError::NotStuck { pos, stamp });
+                }
+                let kind = if stamp == pos | CLAIMED {
+                    StuckKind::Claimed
+                } else {
+                    // `pos`: claimed by a try_push, which copies from its claim on.
+                    StuckKind::MidWrite
+                };
+                (kind, next | HEALED)
+            } else if stamp & !FLAGS < pos {
+                // The slot still holds an earlier lap: nobody can have claimed `pos`.
+                // Relaxed: for the error only.
+                let enqueue = self.q.enq().load(Ordering::Relaxed);
+                return Err(HealError::NotClaimed { pos, enqueue });
             } else {
                 return Err(HealError::NotStuck { pos, stamp });
             };
-            // Release: pairs with the consumer's acquire of the stamp (it reads no payload
-            // of a healed slot, but its reuse of the slot must follow our decision).
-            match slot.compare_exchange(stamp, healed, Ordering::Release, Ordering::Relaxed) {
-                Ok(_) => return Ok(from),
+            if kind != expected {
+                return Err(HealError::KindChanged {
+                    pos,
+                    expected,
+                    found: kind,
+                });
+            }
+            // Release: whatever made the caller sure of the death (a reaped process, a
+            // joined thread) happens before the next user of the slot acquires our stamp: a
+            // consumer of the healed position and, through its release, the next lap's
+            // producer; or, for a freed slot, that producer directly (so the dead consumer's
+            // reads happen before its writes). Acquire on failure: as for the first load.
+            match slot.compare_exchange(stamp, to, Ordering::Release, Ordering::Acquire) {
+                Ok(_) => return Ok(()),
                 Err(now) => stamp = now,
             }
         }
@@ -440,17 +588,25 @@ impl MpmcQueue {
 }
 
 /// After a CAS lost to another thread of the same side: 1, 2, 4, ... 64 spin hints before the
-/// retry, so the contended cursor line is not pulled back on every attempt. One hint under
-/// loom (a yield), to keep the models small.
+/// retry, so the contended cursor line is not pulled back on every attempt.
+///
+/// Nothing under loom: a hint there is a yield, and loom never lets a load after a yield
+/// return a value the thread saw before it, so the cursor re-read after a backoff could
+/// never be stale and the orderings that keep it fresh would go unchecked. The retry loops
+/// need no yield to end: each retry moves to a position strictly past the last one seen
+/// (a CAS fails with a newer cursor, a re-read equal to the last one is reported corrupt),
+/// and a model makes only a few.
 #[inline(always)]
 fn backoff(step: &mut u32) {
     #[cfg(not(loom))]
-    for _ in 0..1u32 << *step {
-        spin_hint();
+    {
+        for _ in 0..1u32 << *step {
+            spin_hint();
+        }
+        if *step < 6 {
+            *step += 1;
+        }
     }
     #[cfg(loom)]
-    spin_hint();
-    if *step < 6 {
-        *step += 1;
-    }
+    let _ = step;
 }

@@ -11,8 +11,13 @@
 //! exactly one line instead of straddling two.
 //!
 //! Contract: at most one [`SpscProducer`] and one [`SpscConsumer`] exist per queue at a
-//! time, across all processes. Breaking it loses or duplicates items but is not undefined
-//! behaviour (every access is atomic). The std layer enforces it with file locks.
+//! time, across all processes. The std layer enforces it with file locks. Through the
+//! methods that copy items, breaking it loses, duplicates or tears items but is not
+//! undefined behaviour (every access to the queue's memory is atomic). Once a caller
+//! writes through the pointer [`SpscProducer::free_payload`] returns (plain, non-atomic
+//! writes: the kernel's `recvmmsg`, a copy), breaking it can be undefined behaviour: a
+//! second producer, or a consumer that a second producer let past the tail, touching that
+//! slot at the same time makes a data race.
 
 use super::error::{PopError, PushError, QueueAttachError};
 use super::layout::QueueKind;

@@ -240,6 +240,43 @@ fn init_refuses_a_small_region() {
 }
 
 #[test]
+fn init_names_what_is_wrong_with_a_hand_built_geometry() {
+    // Capacity 3 fits easily in 4096 bytes: the error must say what is wrong with it, not
+    // that the region is too small.
+    let g = QueueGeometry {
+        capacity: 3,
+        ..QueueGeometry::new(QueueKind::Mpmc, 4, 8, 64).unwrap()
+    };
+    let mut b = Buf::new(4096);
+    let e = b.init(&g).unwrap_err();
+    assert_eq!(
+        e,
+        QueueInitError::BadGeometry {
+            reason: QueueAttachError::BadCapacity {
+                capacity: 3,
+                mask: 2
+            }
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "invalid geometry: capacity 3 is not a power of two (at least 2 for MPMC) or mask 0x2 \
+         is not capacity - 1"
+    );
+    // FIXED on an MPMC queue, likewise.
+    let g = QueueGeometry {
+        fixed: true,
+        ..QueueGeometry::new(QueueKind::Mpmc, 4, 8, 64).unwrap()
+    };
+    assert!(matches!(
+        b.init(&g),
+        Err(QueueInitError::BadGeometry {
+            reason: QueueAttachError::BadFlags { .. }
+        })
+    ));
+}
+
+#[test]
 fn spsc_push_pop_variable_lengths() {
     let (_b, q) = queue(QueueKind::Spsc, 4, 20, 32);
     let mut p = SpscProducer::new(q).unwrap();

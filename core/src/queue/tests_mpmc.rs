@@ -21,6 +21,10 @@ fn mpmc(cap: u64, item: usize) -> (Vec<u64>, MpmcQueue) {
     (buf, q)
 }
 
+fn stuck(pos: u64, kind: StuckKind) -> StuckSlot {
+    StuckSlot { pos, kind }
+}
+
 fn pop_u64(q: &MpmcQueue) -> Result<(u64, u64), PopError> {
     let mut b = [0u8; 8];
     match q.try_pop(&mut b)? {
@@ -111,21 +115,21 @@ fn stuck_slot_found_healed_and_late_producer_detected() {
     assert_eq!(pop_u64(&q), Ok((0, 1)));
     // Consumers now wait on the stuck position.
     assert_eq!(pop_u64(&q), Err(PopError::Pending { pos: 1 }));
-    assert_eq!(q.next_stuck_slot(0), Some(1));
+    assert_eq!(q.next_stuck_slot(0), Some(stuck(1, StuckKind::Claimed)));
     assert_eq!(q.next_stuck_slot(2), None);
     assert_eq!(
-        q.heal_stuck_slot(2),
+        q.heal_stuck_slot(stuck(2, StuckKind::Claimed)),
         Err(HealError::NotStuck { pos: 2, stamp: 3 })
     );
     assert_eq!(
-        q.heal_stuck_slot(3),
+        q.heal_stuck_slot(stuck(3, StuckKind::Claimed)),
         Err(HealError::NotClaimed { pos: 3, enqueue: 3 })
     );
-    assert_eq!(q.heal_stuck_slot(1), Ok(HealedFrom::Claimed));
+    assert_eq!(q.heal_stuck_slot(stuck(1, StuckKind::Claimed)), Ok(()));
     assert_eq!(q.next_stuck_slot(0), None);
     // Healing twice is refused.
     assert_eq!(
-        q.heal_stuck_slot(1),
+        q.heal_stuck_slot(stuck(1, StuckKind::Claimed)),
         Err(HealError::NotStuck {
             pos: 1,
             stamp: 2 | HEALED
@@ -158,8 +162,8 @@ fn mid_write_heal_makes_the_publish_fail() {
     let slot = q.view().slot_word(pos);
     slot.store(pos | WRITING, Ordering::Relaxed);
     assert_eq!(pop_u64(&q), Err(PopError::Pending { pos }));
-    assert_eq!(q.next_stuck_slot(0), Some(pos));
-    assert_eq!(q.heal_stuck_slot(pos), Ok(HealedFrom::MidWrite));
+    assert_eq!(q.next_stuck_slot(0), Some(stuck(pos, StuckKind::MidWrite)));
+    assert_eq!(q.heal_stuck_slot(stuck(pos, StuckKind::MidWrite)), Ok(()));
     // Its publish CAS (WRITING -> pos + 1) now fails.
     assert!(
         slot.compare_exchange(pos | WRITING, pos + 1, Ordering::Release, Ordering::Relaxed)
@@ -185,7 +189,7 @@ fn write_claimed_rejects_an_unclaimed_position() {
 fn healed_and_consumed_claim_is_still_reported_as_healed() {
     let (_b, q) = mpmc(2, 8);
     let pos = q.claim().unwrap();
-    assert_eq!(q.heal_stuck_slot(pos), Ok(HealedFrom::Claimed));
+    assert_eq!(q.heal_stuck_slot(stuck(pos, StuckKind::Claimed)), Ok(()));
     assert_eq!(pop_u64(&q), Ok((0, u64::MAX)));
     // The slot has moved on to position 2; the late producer learns it was healed.
     assert_eq!(
@@ -232,12 +236,12 @@ fn a_slot_claimed_by_a_try_push_is_found_stuck_and_healed() {
     let (_b, q) = mpmc(4, 8);
     q.view().enq().store(1, Ordering::Relaxed);
     assert_eq!(pop_u64(&q), Err(PopError::Empty));
-    assert_eq!(q.next_stuck_slot(0), Some(0));
+    assert_eq!(q.next_stuck_slot(0), Some(stuck(0, StuckKind::MidWrite)));
     assert_eq!(
-        q.heal_stuck_slot(1),
+        q.heal_stuck_slot(stuck(1, StuckKind::MidWrite)),
         Err(HealError::NotClaimed { pos: 1, enqueue: 1 })
     );
-    assert_eq!(q.heal_stuck_slot(0), Ok(HealedFrom::MidWrite));
+    assert_eq!(q.heal_stuck_slot(stuck(0, StuckKind::MidWrite)), Ok(()));
     assert_eq!(q.next_stuck_slot(0), None);
     assert_eq!(q.try_pop(&mut [0u8; 8]), Ok(Popped::Healed { pos: 0 }));
     assert_eq!(q.try_push(&5u64.to_le_bytes()), Ok(1));
@@ -320,4 +324,227 @@ fn two_producers_two_consumers_exactly_once() {
         }
     }
     assert!(seen.iter().flatten().all(|&b| b), "an item was lost");
+}
+
+/// The state a consumer killed inside `try_pop` leaves, between its CAS of the dequeue
+/// cursor (past `pos`) and its store freeing the slot: the stamp stays `pos + 1`.
+fn kill_consumer_mid_pop(q: &MpmcQueue, pos: u64) {
+    assert_eq!(
+        q.view()
+            .deq()
+            .compare_exchange(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed),
+        Ok(pos)
+    );
+}
+
+#[test]
+fn a_consumer_killed_mid_pop_wedges_the_queue_until_healed() {
+    let (_b, q) = mpmc(4, 8);
+    assert_eq!(q.try_push(&100u64.to_le_bytes()), Ok(0));
+    kill_consumer_mid_pop(&q, 0);
+    for i in 1..4u64 {
+        assert_eq!(q.try_push(&(100 + i).to_le_bytes()), Ok(i));
+        assert_eq!(pop_u64(&q), Ok((i, 100 + i)));
+    }
+    // Position 4 waits for slot 0, which the dead consumer never freed.
+    assert_eq!(q.len(), 0);
+    assert_eq!(q.try_push(&[0u8; 8]), Err(PushError::Full));
+    assert!(!q.has_space());
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+    assert_eq!(q.next_stuck_slot(0), Some(stuck(0, StuckKind::MidPop)));
+    assert_eq!(q.next_stuck_slot(1), None);
+    assert_eq!(
+        q.heal_stuck_slot(stuck(4, StuckKind::MidWrite)),
+        Err(HealError::NotClaimed { pos: 4, enqueue: 4 })
+    );
+    assert_eq!(
+        q.heal_stuck_slot(stuck(3, StuckKind::MidPop)),
+        Err(HealError::NotStuck { pos: 3, stamp: 7 })
+    );
+    assert_eq!(q.heal_stuck_slot(stuck(0, StuckKind::MidPop)), Ok(()));
+    assert_eq!(
+        q.heal_stuck_slot(stuck(0, StuckKind::MidPop)),
+        Err(HealError::NotStuck { pos: 0, stamp: 4 })
+    );
+    assert_eq!(q.next_stuck_slot(0), None);
+    assert!(q.has_space());
+    // Usable again, through slot 0's next lap and beyond.
+    for i in 4..10u64 {
+        assert_eq!(q.try_push(&i.to_le_bytes()), Ok(i));
+        assert_eq!(pop_u64(&q), Ok((i, i)));
+    }
+}
+
+#[test]
+fn healing_a_consumer_killed_mid_pop_keeps_the_rest_in_order() {
+    let (_b, q) = mpmc(4, 8);
+    for i in 0..4u64 {
+        assert_eq!(q.try_push(&(10 + i).to_le_bytes()), Ok(i));
+    }
+    assert_eq!(pop_u64(&q), Ok((0, 10)));
+    kill_consumer_mid_pop(&q, 1);
+    assert_eq!(q.try_push(&14u64.to_le_bytes()), Ok(4));
+    assert_eq!(q.try_push(&[0u8; 8]), Err(PushError::Full));
+    // Positions 2 and 3 are published and waiting: not stuck.
+    assert_eq!(
+        q.heal_stuck_slot(stuck(2, StuckKind::MidPop)),
+        Err(HealError::NotStuck { pos: 2, stamp: 3 })
+    );
+    assert_eq!(q.next_stuck_slot(0), Some(stuck(1, StuckKind::MidPop)));
+    assert_eq!(q.heal_stuck_slot(stuck(1, StuckKind::MidPop)), Ok(()));
+    // Item 11 was lost with its consumer; the rest come out in order, then the new one.
+    assert_eq!(q.try_push(&15u64.to_le_bytes()), Ok(5));
+    for i in 2..6u64 {
+        assert_eq!(pop_u64(&q), Ok((i, 10 + i)));
+    }
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+}
+
+#[test]
+fn a_consumer_killed_passing_a_healed_position_is_healed_too() {
+    let (_b, q) = mpmc(2, 8);
+    assert_eq!(q.claim(), Ok(0));
+    assert_eq!(q.heal_stuck_slot(stuck(0, StuckKind::Claimed)), Ok(()));
+    // A consumer takes the healed position and dies before freeing the slot.
+    kill_consumer_mid_pop(&q, 0);
+    assert_eq!(q.try_push(&1u64.to_le_bytes()), Ok(1));
+    assert_eq!(q.try_push(&[0u8; 8]), Err(PushError::Full));
+    assert_eq!(q.next_stuck_slot(0), Some(stuck(0, StuckKind::MidPop)));
+    assert_eq!(q.heal_stuck_slot(stuck(0, StuckKind::MidPop)), Ok(()));
+    assert_eq!(q.try_push(&2u64.to_le_bytes()), Ok(2));
+    assert_eq!(pop_u64(&q), Ok((1, 1)));
+    assert_eq!(pop_u64(&q), Ok((2, 2)));
+}
+
+#[test]
+fn heal_refuses_positions_with_flag_bits() {
+    // `pos | CLAIMED` names the same slot as `pos`, and its stamp `pos | CLAIMED` matched the
+    // claimed stamp of `pos`: a heal wrote `(pos | CLAIMED) + 1 | HEALED`, a stamp nobody
+    // accepts, and the queue was broken for good.
+    let (_b, q) = mpmc(4, 8);
+    assert_eq!(q.claim(), Ok(0));
+    for bad in [CLAIMED, WRITING, HEALED, CLAIMED | 4, u64::MAX] {
+        assert_eq!(
+            q.heal_stuck_slot(stuck(bad, StuckKind::Claimed)),
+            Err(HealError::BadPosition { pos: bad })
+        );
+    }
+    assert_eq!(q.view().slot_word(0).load(Ordering::Relaxed), CLAIMED);
+    q.write_claimed(0, &7u64.to_le_bytes()).unwrap();
+    assert_eq!(pop_u64(&q), Ok((0, 7)));
+    // A producer mid-copy in write_claimed (stamp `pos | WRITING`), likewise.
+    assert_eq!(q.claim(), Ok(1));
+    q.view().slot_word(1).store(1 | WRITING, Ordering::Relaxed);
+    assert_eq!(
+        q.heal_stuck_slot(stuck(1 | WRITING, StuckKind::MidWrite)),
+        Err(HealError::BadPosition { pos: 1 | WRITING })
+    );
+    assert_eq!(q.view().slot_word(1).load(Ordering::Relaxed), 1 | WRITING);
+    assert!(
+        HealError::BadPosition { pos: CLAIMED }
+            .to_string()
+            .contains("2^61")
+    );
+}
+
+#[test]
+fn heal_refuses_a_claimed_stamp_outside_the_cursors() {
+    // Stamps no protocol step leaves (a corrupt file): a claimed stamp at or past the
+    // enqueue cursor, or below the dequeue cursor.
+    let (_b, q) = mpmc(4, 8);
+    q.view().slot_word(0).store(CLAIMED, Ordering::Relaxed);
+    assert_eq!(
+        q.heal_stuck_slot(stuck(0, StuckKind::Claimed)),
+        Err(HealError::NotClaimed { pos: 0, enqueue: 0 })
+    );
+    q.view().slot_word(1).store(1 | WRITING, Ordering::Relaxed);
+    q.view().enq().store(2, Ordering::Relaxed);
+    q.view().deq().store(2, Ordering::Relaxed);
+    assert_eq!(
+        q.heal_stuck_slot(stuck(1, StuckKind::MidWrite)),
+        Err(HealError::NotStuck {
+            pos: 1,
+            stamp: 1 | WRITING
+        })
+    );
+    assert_eq!(q.view().slot_word(0).load(Ordering::Relaxed), CLAIMED);
+    assert_eq!(q.view().slot_word(1).load(Ordering::Relaxed), 1 | WRITING);
+}
+
+#[test]
+fn a_late_try_push_publish_after_a_heal_is_recovered_by_healing_again() {
+    // A try_push wrongly healed mid-copy publishes after a consumer passed its position and
+    // the next lap's producer published into the same slot (module docs): that item is
+    // erased, and the queue reads empty while len() is 1, until the scan-and-heal.
+    let (_b, q) = mpmc(2, 8);
+    q.view().enq().store(1, Ordering::Relaxed); // try_push claimed position 0
+    assert_eq!(q.heal_stuck_slot(stuck(0, StuckKind::MidWrite)), Ok(()));
+    assert_eq!(q.try_pop(&mut [0u8; 8]), Ok(Popped::Healed { pos: 0 }));
+    assert_eq!(q.try_push(&1u64.to_le_bytes()), Ok(1));
+    assert_eq!(q.try_push(&2u64.to_le_bytes()), Ok(2));
+    q.view().slot_word(0).store(1, Ordering::Release); // the late publish of position 0
+    assert_eq!(pop_u64(&q), Ok((1, 1)));
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.next_stuck_slot(0), Some(stuck(0, StuckKind::MidPop)));
+    assert_eq!(q.heal_stuck_slot(stuck(0, StuckKind::MidPop)), Ok(()));
+    assert_eq!(q.next_stuck_slot(0), Some(stuck(2, StuckKind::MidWrite)));
+    assert_eq!(q.heal_stuck_slot(stuck(2, StuckKind::MidWrite)), Ok(()));
+    assert_eq!(q.try_pop(&mut [0u8; 8]), Ok(Popped::Healed { pos: 2 }));
+    assert_eq!(q.try_push(&3u64.to_le_bytes()), Ok(3));
+    assert_eq!(pop_u64(&q), Ok((3, 3)));
+}
+
+#[test]
+fn a_live_consumer_healed_mid_pop_erases_the_next_lap_with_its_late_free() {
+    // The module docs' case of a wrong MidPop heal: the consumer's late store freeing the
+    // slot lands on the next lap's published item.
+    let (_b, q) = mpmc(2, 8);
+    assert_eq!(q.try_push(&1u64.to_le_bytes()), Ok(0));
+    kill_consumer_mid_pop(&q, 0); // in fact alive, copying
+    assert_eq!(q.heal_stuck_slot(stuck(0, StuckKind::MidPop)), Ok(()));
+    assert_eq!(q.try_push(&2u64.to_le_bytes()), Ok(1));
+    assert_eq!(q.try_push(&3u64.to_le_bytes()), Ok(2));
+    q.view().slot_word(0).store(2, Ordering::Release); // its late free
+    assert_eq!(pop_u64(&q), Ok((1, 2)));
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.next_stuck_slot(0), Some(stuck(2, StuckKind::MidWrite)));
+    assert_eq!(q.heal_stuck_slot(stuck(2, StuckKind::MidWrite)), Ok(()));
+    assert_eq!(q.try_pop(&mut [0u8; 8]), Ok(Popped::Healed { pos: 2 }));
+}
+
+#[test]
+fn heal_refuses_a_position_whose_holder_moved_on() {
+    // The scan reported position 0 claimed; its producer (alive after all) then published,
+    // and a live consumer took the item. Healing by position alone would free the slot under
+    // that consumer: the kind the caller confirmed no longer holds.
+    let (_b, q) = mpmc(2, 8);
+    assert_eq!(q.claim(), Ok(0));
+    let reported = q.next_stuck_slot(0).unwrap();
+    assert_eq!(reported, stuck(0, StuckKind::Claimed));
+    q.write_claimed(0, &5u64.to_le_bytes()).unwrap();
+    kill_consumer_mid_pop(&q, 0); // a consumer mid-copy
+    assert_eq!(
+        q.heal_stuck_slot(reported),
+        Err(HealError::KindChanged {
+            pos: 0,
+            expected: StuckKind::Claimed,
+            found: StuckKind::MidPop
+        })
+    );
+    assert_eq!(q.view().slot_word(0).load(Ordering::Relaxed), 1);
+    // A claimed position whose producer began its copy: alive, likewise.
+    assert_eq!(q.claim(), Ok(1));
+    let reported = q.next_stuck_slot(1).unwrap();
+    q.view().slot_word(1).store(1 | WRITING, Ordering::Relaxed);
+    assert_eq!(
+        q.heal_stuck_slot(reported),
+        Err(HealError::KindChanged {
+            pos: 1,
+            expected: StuckKind::Claimed,
+            found: StuckKind::MidWrite
+        })
+    );
+    assert_eq!(q.view().slot_word(1).load(Ordering::Relaxed), 1 | WRITING);
 }

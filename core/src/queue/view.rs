@@ -38,12 +38,34 @@ impl QueueExpect {
 pub struct QueueView {
     region: Region,
     geo: QueueGeometry,
+    /// Under loom, one cell per slot, shared by the clones of this view: every payload
+    /// access is recorded on its slot's cell, so loom checks that any two accesses to a
+    /// payload by different threads, one of them a write, are ordered by happens-before.
+    /// The payload words are relaxed atomics, and loom lets a load read only stores made
+    /// before it in the execution, so without the cells a consumer's copy could never be
+    /// seen to read the next lap's item: the orderings that keep a producer from reusing
+    /// a slot still being read would go unchecked.
+    #[cfg(loom)]
+    cells: std::sync::Arc<[loom::cell::UnsafeCell<()>]>,
+}
+
+/// The payload cells of a view (see [`QueueView`]'s field); a view made by
+/// [`QueueView::attach`] gets its own, so only clones of one view are checked against
+/// each other.
+#[cfg(loom)]
+fn loom_cells(capacity: u64) -> std::sync::Arc<[loom::cell::UnsafeCell<()>]> {
+    // Bounded so that a corrupt header cannot make a model allocate without end; a slot
+    // past the bound is not tracked.
+    (0..capacity.min(1 << 12))
+        .map(|_| loom::cell::UnsafeCell::new(()))
+        .collect()
 }
 
 impl QueueView {
     /// Initialises a queue in `region`: the header with `magic = 0`, both cursors, every
     /// slot's control word (SPSC: length 0; MPMC: stamp = slot index), then a release fence,
-    /// then the magic.
+    /// then the magic. Fails if the region is smaller than the geometry needs, or if the
+    /// geometry (a hand-built one) breaks a rule [`QueueView::attach`] checks.
     ///
     /// The caller must hold the region exclusively while this runs (a fresh file under the
     /// creator's lock, or a buffer nobody else uses yet).
@@ -64,7 +86,7 @@ impl QueueView {
         }
         let h = geo.header();
         // Re-validate with the attacher's rules, so a queue we create is one we can attach.
-        let geo = validate(&h, len).map_err(|_| QueueInitError::RegionTooSmall { need, len })?;
+        let geo = validate(&h, len).map_err(|reason| QueueInitError::BadGeometry { reason })?;
         // SAFETY: the region holds at least the 384-byte prefix (validate checked it).
         unsafe {
             // Relaxed: nobody may attach until the release store of the magic below.
@@ -72,7 +94,12 @@ impl QueueView {
             store_header(&region, &h);
             region.zero_words(qhdr::SIZE, qhdr::MIN_SLOTS_OFFSET - qhdr::SIZE);
         }
-        let view = QueueView { region, geo };
+        let view = QueueView {
+            region,
+            geo,
+            #[cfg(loom)]
+            cells: loom_cells(geo.capacity),
+        };
         // A fixed-size SPSC queue has no control words (and no slot needs a value).
         if !geo.fixed {
             for i in 0..geo.capacity {
@@ -134,7 +161,12 @@ impl QueueView {
                 found: geo.schema_sig,
             });
         }
-        Ok(QueueView { region, geo })
+        Ok(QueueView {
+            region,
+            geo,
+            #[cfg(loom)]
+            cells: loom_cells(geo.capacity),
+        })
     }
 
     /// The validated geometry.
@@ -202,6 +234,23 @@ impl QueueView {
         unsafe { self.region.a64(self.slot_offset(pos)) }
     }
 
+    /// Records an access to the payloads of the `n` slots from `pos` on (see the `cells`
+    /// field). Called just before the copy: no release or acquire comes between, so the
+    /// record stands for the copy.
+    #[cfg(loom)]
+    fn track(&self, pos: u64, n: u64, write: bool) {
+        for i in 0..n.min(self.geo.capacity) {
+            let slot = pos.wrapping_add(i) & self.geo.mask();
+            if let Some(cell) = self.cells.get(slot as usize) {
+                if write {
+                    cell.with_mut(|_| ());
+                } else {
+                    cell.with(|_| ());
+                }
+            }
+        }
+    }
+
     /// Copies `item` into the payload of the slot holding `pos` as relaxed words. Writes
     /// nothing if `item` is longer than the item size (callers check it first).
     ///
@@ -213,6 +262,8 @@ impl QueueView {
         if item.len() > self.geo.item_size as usize {
             return;
         }
+        #[cfg(loom)]
+        self.track(pos, 1, true);
         // SAFETY: [off + p, off + p + roundup(len, 8)) lies inside the slot, where p is the
         // payload offset (0 or 8): len <= item_size (checked above), stride >= p + item_size
         // and the stride is a multiple of 8 (validated); the caller owns the slot under the
@@ -230,6 +281,10 @@ impl QueueView {
         if len > self.geo.item_size as usize {
             return;
         }
+        #[cfg(loom)]
+        self.track(from, 1, false);
+        #[cfg(loom)]
+        self.track(to, 1, true);
         let p = self.geo.payload_offset();
         let (a, b) = (self.slot_offset(from) + p, self.slot_offset(to) + p);
         for o in (0..len.div_ceil(8) * 8).step_by(8) {
@@ -262,6 +317,8 @@ impl QueueView {
         if dst.len() > self.geo.item_size as usize {
             return;
         }
+        #[cfg(loom)]
+        self.track(pos, 1, false);
         // SAFETY: as for write_payload.
         unsafe {
             self.region
@@ -295,6 +352,12 @@ impl QueueView {
         Some([(base + start, first), (base, len - first)])
     }
 
+    /// Slots covered by a run of `len` bytes (for `track`).
+    #[cfg(loom)]
+    fn run_slots(&self, len: usize) -> u64 {
+        len.div_ceil(self.geo.slot_stride as usize) as u64
+    }
+
     /// Copies `src` (whole items of a packed queue, [`QueueView::packed`]) into the slots
     /// from `pos` on as relaxed words: one loop per contiguous run instead of one call per
     /// item. Writes nothing if `src` is longer than the slot area (callers never pass more
@@ -304,6 +367,8 @@ impl QueueView {
         let Some([(a, na), (b, nb)]) = self.runs(pos, src.len()) else {
             return;
         };
+        #[cfg(loom)]
+        self.track(pos, self.run_slots(src.len()), true);
         let (x, y) = src.split_at(na);
         // SAFETY: both runs lie inside the slot area (checked by `runs`), start 8-aligned
         // (slots_offset and the stride are multiples of 8) and hold whole items, so no
@@ -325,6 +390,8 @@ impl QueueView {
         let Some([(a, na), (b, nb)]) = self.runs(pos, dst.len()) else {
             return;
         };
+        #[cfg(loom)]
+        self.track(pos, self.run_slots(dst.len()), false);
         let (x, y) = dst.split_at_mut(na);
         // SAFETY: as for write_run; the consumer owns these published slots.
         unsafe {

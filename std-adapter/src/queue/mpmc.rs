@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ringwire_core::queue::{
-    self as q, HealError, HealedFrom, PopError, Popped, PushError, QueueKind,
+    self as q, HealError, PopError, Popped, PushError, QueueKind, StuckKind, StuckSlot,
 };
 
 use super::mem::{QueueFileError, QueueMem};
@@ -219,19 +219,28 @@ impl<T: Item> MpmcQueue<T> {
         self.mem.is_replaced()
     }
 
-    /// See [`q::MpmcQueue::next_stuck_slot`].
-    pub fn next_stuck_slot(&self, from: u64) -> Option<u64> {
+    /// See [`q::MpmcQueue::next_stuck_slot`]: the first position at or after `from` that a
+    /// producer or a consumer holds, and which of them.
+    pub fn next_stuck_slot(&self, from: u64) -> Option<StuckSlot> {
         self.inner.next_stuck_slot(from)
     }
 
-    /// See [`q::MpmcQueue::heal_stuck_slot`] and its caller contract. A healed position is
-    /// ready to pop (consumers pass it), so consumers asleep at it are woken as by a push.
-    /// Healing frees no slot (the pop that passes the position does, and wakes producers
-    /// then), so producers are not woken.
-    pub fn heal_stuck_slot(&self, pos: u64) -> Result<HealedFrom, HealError> {
-        let from = self.inner.heal_stuck_slot(pos)?;
-        notify(&self.mem, Side::Data);
-        Ok(from)
+    /// See [`q::MpmcQueue::heal_stuck_slot`] and its caller contract (confirm that the
+    /// producer or consumer holding the position is dead, then pass the [`StuckSlot`] that
+    /// [`MpmcQueue::next_stuck_slot`] reported). A position a producer held is then ready to
+    /// pop (consumers pass it), so consumers asleep at it are woken as by a push; that frees
+    /// no slot (the pop that passes it does, and wakes producers then). A slot a consumer
+    /// held is freed, so producers asleep on the full queue are woken as by a pop.
+    pub fn heal_stuck_slot(&self, stuck: StuckSlot) -> Result<(), HealError> {
+        self.inner.heal_stuck_slot(stuck)?;
+        notify(
+            &self.mem,
+            match stuck.kind {
+                StuckKind::Claimed | StuckKind::MidWrite => Side::Data,
+                StuckKind::MidPop => Side::Space,
+            },
+        );
+        Ok(())
     }
 
     /// Items claimed and not yet popped.
@@ -247,5 +256,77 @@ impl<T: Item> MpmcQueue<T> {
     /// See [`QueueMem::flush`].
     pub fn flush(&self) -> io::Result<()> {
         self.mem.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicI32, Ordering};
+    use std::time::{Duration, Instant};
+
+    use ringwire_core::queue::{StuckKind, StuckSlot};
+
+    use super::MpmcQueue;
+    use crate::FutexWait;
+
+    /// True when the thread `tid` of this process is blocked in the futex system call.
+    fn asleep_in_futex(tid: i32) -> bool {
+        std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).is_ok_and(|s| {
+            s.split_whitespace().next() == Some(libc::SYS_futex.to_string().as_str())
+        })
+    }
+
+    #[test]
+    fn healing_a_consumer_killed_mid_pop_wakes_a_producer_asleep_on_the_full_queue() {
+        let q = MpmcQueue::<u64>::anonymous(2).unwrap();
+        q.try_push(&1).unwrap();
+        q.try_push(&2).unwrap();
+        // A consumer took position 0 and was killed before freeing its slot (simulated in
+        // process: the state its CAS of the dequeue cursor leaves).
+        // SAFETY: `q` outlives this use of the core queue.
+        let core = unsafe { q.core() };
+        core.view()
+            .deq()
+            .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
+            .unwrap();
+        let tid = AtomicI32::new(0);
+        std::thread::scope(|s| {
+            let pusher = s.spawn(|| {
+                // SAFETY: gettid has no preconditions.
+                tid.store(unsafe { libc::gettid() }, Ordering::SeqCst);
+                // Each futex sleep lasts up to 20 s: only a wake-up ends it early.
+                let mut wait = FutexWait::new(0, Some(Duration::from_secs(20)));
+                let r = q.push_timeout(&3, &mut wait, Duration::from_secs(20));
+                (r, Instant::now())
+            });
+            let t0 = Instant::now();
+            while !asleep_in_futex(tid.load(Ordering::SeqCst)) {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "the push never slept"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let stuck = q.next_stuck_slot(0).unwrap();
+            assert_eq!(
+                stuck,
+                StuckSlot {
+                    pos: 0,
+                    kind: StuckKind::MidPop
+                }
+            );
+            let healed_at = Instant::now();
+            assert_eq!(q.heal_stuck_slot(stuck), Ok(()));
+            let (r, done) = pusher.join().unwrap();
+            assert_eq!(r, Ok(2));
+            let took = done - healed_at;
+            assert!(
+                took < Duration::from_secs(10),
+                "woken {took:?} after the heal"
+            );
+        });
+        assert_eq!(q.try_pop_with_pos(|_| ()), Ok(Some((1, 2))));
+        assert_eq!(q.try_pop_with_pos(|_| ()), Ok(Some((2, 3))));
+        assert_eq!(q.try_pop(), Ok((None, 0)));
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::MmapRaw;
 use ringwire_core::queue::{
-    MpmcQueue as CoreMpmc, QueueExpect, QueueGeometry, QueueKind, QueueView,
+    MpmcQueue as CoreMpmc, QueueExpect, QueueGeometry, QueueKind, QueueView, StuckKind,
 };
 use ringwire_core::sync::Ordering;
 
@@ -80,7 +80,9 @@ impl ReadOnlyQueue {
         let claimed_unpublished = match geometry.kind {
             QueueKind::Mpmc => CoreMpmc::new(*v)
                 .ok()
-                .and_then(|q| q.next_stuck_slot(dequeue)),
+                .and_then(|q| q.next_stuck_slot(dequeue))
+                .filter(|s| s.kind != StuckKind::MidPop)
+                .map(|s| s.pos),
             QueueKind::Spsc => None,
         };
         QueueSnapshot {

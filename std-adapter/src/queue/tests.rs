@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
-use ringwire_core::queue::{HealedFrom, PushError, QueueAttachError, QueueExpect, QueueKind};
+use ringwire_core::queue::{
+    PushError, QueueAttachError, QueueExpect, QueueKind, StuckKind, StuckSlot,
+};
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::*;
@@ -400,7 +402,13 @@ fn queues_wait_with<W: WaitStrategy + Send>(
             }
         }
         let healed_at = Instant::now();
-        assert_eq!(q.heal_stuck_slot(stuck), Ok(HealedFrom::Claimed));
+        assert_eq!(
+            q.heal_stuck_slot(StuckSlot {
+                pos: stuck,
+                kind: StuckKind::Claimed
+            }),
+            Ok(())
+        );
         let (r, done) = popper.join().unwrap();
         assert_eq!(r, Ok((Some(7), 1)));
         // A pop the heal did not wake sleeps out its 20 s.
@@ -503,7 +511,7 @@ fn producer_killed_mid_push_is_healed_from_another_process() {
             .unwrap(),
     );
     let deadline = Instant::now() + Duration::from_secs(20);
-    while q.next_stuck_slot(0) != Some(1) {
+    while q.next_stuck_slot(0).map(|s| s.pos) != Some(1) {
         assert!(Instant::now() < deadline, "the child never claimed");
         std::thread::sleep(Duration::from_millis(2));
     }
@@ -514,9 +522,21 @@ fn producer_killed_mid_push_is_healed_from_another_process() {
     assert_eq!(q.try_pop(), Ok((Some(1), 0)));
     // Consumers wait on the dead producer's position...
     assert_eq!(q.try_pop(), Ok((None, 0)));
-    assert_eq!(q.next_stuck_slot(0), Some(1));
+    assert_eq!(
+        q.next_stuck_slot(0),
+        Some(StuckSlot {
+            pos: 1,
+            kind: StuckKind::Claimed
+        })
+    );
     // ...until it is healed; then they pass it, and the count says one item was lost.
-    assert_eq!(q.heal_stuck_slot(1), Ok(HealedFrom::Claimed));
+    assert_eq!(
+        q.heal_stuck_slot(StuckSlot {
+            pos: 1,
+            kind: StuckKind::Claimed
+        }),
+        Ok(())
+    );
     assert_eq!(q.try_pop(), Ok((Some(3), 1)));
     assert_eq!(q.next_stuck_slot(0), None);
 }
