@@ -5,6 +5,26 @@
 //! address it with offsets that validation has already proved in range. Every access is
 //! atomic (payloads move as relaxed 64-bit words), so two processes sharing the memory never
 //! race in the language's sense.
+//!
+//! # Sharing with a device or another core
+//!
+//! The accesses are atomic only as far as the target's 64-bit atomics are. On a 32-bit MCU
+//! with this crate's `unsafe-assume-single-core` feature (passed to portable-atomic), a
+//! 64-bit load or store is two 32-bit accesses with interrupts masked: atomic against
+//! interrupt handlers on the same core, not against a DMA master or a second core, which
+//! can write between the two halves. A torn word is misread. When a sequence crosses 2^32
+//! (`0xFFFF_FFFF` to `0x1_0000_0000`), a reader can load `0x1_FFFF_FFFF`, and take the slot
+//! as overwritten far ahead (about 2^32 records counted as lapped and skipped), or `0`, and
+//! take a published record as pending or the ring as empty. A region shared beyond one core
+//! needs native 64-bit atomics on the CPU side and single 64-bit writes from the device.
+//!
+//! A device that writes records (an FPGA, a DMA engine, a coprocessor's own code) must
+//! follow the writer protocol of the spec's §4.2 in order, each step visible to the CPU's
+//! readers before the next: `u64::MAX` into the slot's sequence word, then the payload,
+//! then the record's sequence, then `write_seq`. The marker is how a reader sees a write in
+//! progress: without it, a reader that loaded the slot's old sequence, copied the payload
+//! while the device overwrote it, and loaded the old sequence again (the new one not stored
+//! yet) accepts the half-written payload as the old record.
 
 #[cfg(not(loom))]
 use crate::sync::AtomicU64;

@@ -834,7 +834,12 @@ fn queue_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
                 if let Some(m) = &mpmc {
                     let n = usize::from(inp.u8()).min(buf.len());
                     match m.try_pop(&mut buf[..n]) {
-                        Ok(Popped::Item { .. }) => assert!(n >= isz.min(n)),
+                        Ok(Popped::Item { .. }) => {
+                            // The attached geometry's size: a re-attach (op 2) may have
+                            // read another one from a scribbled header.
+                            let need = m.item_size();
+                            assert!(n >= need, "popped into {n} bytes, item size {need}")
+                        }
                         Ok(Popped::Healed { .. }) | Err(_) => {}
                     }
                 }

@@ -7,10 +7,23 @@
 //! timer in the future; every emitted frame decodes with `FrameRepr::parse` in the ring's
 //! record format and covers the output exactly; every DATA record equals the record the
 //! ring holds (held) under that sequence; a TCP-mode stream is contiguous (DATA continues
-//! where the previous frame or GAP left off); repairs stay inside the ranges asked for;
-//! UDP frames carry the session byte; a PUNCH is accepted only from the IP of the TCP peer
-//! its token belongs to; `pending_naks()` stays under a fixed cap; counters never decrease;
-//! a session that returned an error keeps returning `Closed`.
+//! where the previous frame or GAP left off); UDP frames carry the session byte; a PUNCH is
+//! accepted only from the IP of the TCP peer its token belongs to; `pending_naks()` stays
+//! under a fixed cap; counters never decrease; a session that returned an error keeps
+//! returning `Closed`.
+//!
+//! Repairs (UDP modes) are checked against a model of the session's NAK queue, kept as
+//! spec §20.4 and the session's trimming rule say: a NAK is cut to at most
+//! `MAX_NAK_RECORDS` records from its start and to what the connection has not already
+//! answered (one span of answered sequences, which a range that does not continue it
+//! replaces), dropped if a queued range holds it, and queued 16 deep with the oldest
+//! evicted when full; it is trimmed again when its turn comes. Every repair DATA and GAP
+//! must continue the range being answered or start the next range in queue order (so lie
+//! inside a range still queued, and never in an evicted one); no record goes out twice in
+//! repair DATA on a connection whose NAK starts never went back (a mirror's only grow;
+//! `SOURCE_FUZZ_STRICT_ONCE=1` checks every connection); a range ends without a frame only
+//! past its end or at a record not published yet; the queue length and the NAK,
+//! redundant-NAK and retransmitted-record counters equal the model's.
 //!
 //! Input: byte 0 picks the ring and the configuration (bit 0: blob ring; bits 1-2: UDP
 //! offers none/multicast/unicast/both; bits 3-4: batch; bit 5: small TCP budget; bit 6:
@@ -18,12 +31,14 @@
 //! peer) with their argument bytes (missing bytes read as 0).
 #![no_main]
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::OnceLock;
 
 use libfuzzer_sys::fuzz_target;
 use ringwire_core::broadcast::blob::BlobWriter;
 use ringwire_core::layout::Geometry;
 use ringwire_core::region::Region;
+use ringwire_core::replicate::mirror::MAX_NAK_RECORDS;
 use ringwire_core::replicate::udp_sender::UdpCounters;
 use ringwire_core::replicate::{
     Duration, Instant, Pacing, PeerAddr, RecordSource, RingSource, SourceConfig, SourceCounters,
@@ -40,8 +55,10 @@ const CAP: u64 = 8;
 /// Most `poll_transmit` calls one drain may take: every retained record (batch 1), a GAP per
 /// lost record and per queued NAK range, GEOMETRY, a heartbeat, for 17 NAK ranges.
 const DRAIN_LIMIT: usize = 1_000;
-/// `pending_naks()` cap: the NAK queue (16) plus the range being answered.
-const NAK_CAP: usize = 17;
+/// The session's NAK queue depth.
+const NAK_QUEUE: usize = 16;
+/// `pending_naks()` cap: the NAK queue plus the range being answered.
+const NAK_CAP: usize = NAK_QUEUE + 1;
 const SESSION: u8 = 0x5a;
 /// TCP heartbeat interval of the sessions.
 const TCP_BEAT: Duration = Duration::from_millis(200);
@@ -161,8 +178,8 @@ struct Peer {
     mc_pending: bool,
     /// TCP mode: the sequence the next DATA must carry.
     next: u64,
-    /// Largest `to` of the NAKs this session accepted (repairs must stay at or below it).
-    max_to: u64,
+    /// The session's NAK handling as the checks model it (UDP modes).
+    naks: NakModel,
     /// When the last TCP DATA or HEARTBEAT went out.
     last_tx: Option<Instant>,
     /// The stream bytes fed, not yet a whole frame.
@@ -179,9 +196,168 @@ impl Peer {
             geometry: None,
             mc_pending: false,
             next: 0,
-            max_to: 0,
+            naks: NakModel::default(),
             last_tx: None,
             shadow: Vec::new(),
+        }
+    }
+}
+
+/// `SOURCE_FUZZ_STRICT_ONCE=1` checks that no record goes out twice in repair DATA even on
+/// a connection whose NAK starts went back (a known gap of the session: see the README).
+fn strict_once() -> bool {
+    static STRICT: OnceLock<bool> = OnceLock::new();
+    *STRICT.get_or_init(|| std::env::var_os("SOURCE_FUZZ_STRICT_ONCE").is_some_and(|v| v == "1"))
+}
+
+/// A repair frame: DATA for `seq..end`, or a GAP to `end`.
+#[derive(Clone, Copy, Debug)]
+enum Repair {
+    Data { seq: u64, end: u64 },
+    Gap { end: u64 },
+}
+
+/// The NAK queue, the answered span and the counters a session should have, given the
+/// NAKs it read and the repairs it sent (see the module docs).
+#[derive(Debug, Default)]
+struct NakModel {
+    /// Queued ranges (`from..=to`, as trimmed when read), oldest first.
+    queue: VecDeque<(u64, u64)>,
+    /// The range being answered: (next sequence, last sequence).
+    current: Option<(u64, u64)>,
+    /// Sequences `a..b` answered with DATA or skipped by a GAP: the latest contiguous run.
+    answered: Option<(u64, u64)>,
+    /// Sequences sent in repair DATA on this connection.
+    sent: HashSet<u64>,
+    /// Highest start of a non-empty NAK read on this connection.
+    max_start: u64,
+    /// A non-empty NAK started below an earlier one's start. The session keeps one span of
+    /// answered sequences, enough for a mirror (whose NAK starts only grow) but not for
+    /// NAKs that go back: those can be answered with records sent before (see the README).
+    backwards: bool,
+    naks: u64,
+    redundant: u64,
+    retransmitted: u64,
+}
+
+impl NakModel {
+    /// What of `from..=to` the session answers: at most `MAX_NAK_RECORDS` records from its
+    /// start, none below 1, and starting past the answered span if it starts inside it.
+    fn trim(&self, from: u64, to: u64) -> Option<(u64, u64)> {
+        let mut from = from.max(1);
+        let to = to.min(from.saturating_add(MAX_NAK_RECORDS - 1));
+        if let Some((a, b)) = self.answered
+            && (a..b).contains(&from)
+        {
+            from = b;
+        }
+        (from <= to).then_some((from, to))
+    }
+
+    /// A NAK read from the stream (no range is being answered between drains).
+    fn read(&mut self, from: u64, to: u64) {
+        assert!(self.current.is_none());
+        self.naks += 1;
+        if from <= to {
+            self.backwards |= from.max(1) < self.max_start;
+            self.max_start = self.max_start.max(from.max(1));
+        }
+        let Some((f, t)) = self.trim(from, to) else {
+            self.redundant += 1;
+            return;
+        };
+        if self.queue.iter().any(|&(qf, qt)| qf <= f && t <= qt) {
+            self.redundant += 1;
+            return;
+        }
+        if self.queue.len() == NAK_QUEUE {
+            self.queue.pop_front();
+        }
+        self.queue.push_back((f, t));
+    }
+
+    /// The session takes the next queued range: trimmed again, it continues the answered
+    /// span or starts a new one.
+    fn pop(&mut self) -> bool {
+        let Some((from, to)) = self.queue.pop_front() else {
+            return false;
+        };
+        match self.trim(from, to) {
+            None => self.redundant += 1,
+            Some((f, t)) => {
+                self.answered = match self.answered {
+                    Some((a, b)) if (a..=b).contains(&f) => Some((a, b)),
+                    _ => Some((f, f)),
+                };
+                self.current = Some((f, t));
+            }
+        }
+        true
+    }
+
+    /// The range being answered ends without a further frame. The session stops silently
+    /// only past the range or at a record not published yet (it is coming over UDP): any
+    /// other record it can read is sent, and one it cannot (overwritten, lost, too large)
+    /// is skipped with a GAP. `w` is the ring's `write_seq`, fixed during a drain.
+    fn end_silently(&mut self, w: u64, why: &dyn Fn() -> String) {
+        if let Some((c, t)) = self.current.take() {
+            assert!(
+                c > t || c > w,
+                "the NAK range ..={t} stopped at published record {c} (write_seq {w}) \
+                 without an answer; {}",
+                why()
+            );
+        }
+    }
+
+    /// A repair frame: it continues the range being answered, or that range ended without
+    /// a frame (see `end_silently`) and the frame answers the next queued one.
+    fn repair(&mut self, r: Repair, w: u64) {
+        let outstanding = (self.current, self.queue.clone());
+        let why = || format!("then {r:?} (answering, then queued: {outstanding:?})");
+        loop {
+            if let Some((c, t)) = self.current {
+                let fits = c <= t
+                    && match r {
+                        Repair::Data { seq, end } => seq == c && end - 1 <= t,
+                        Repair::Gap { end } => end > c,
+                    };
+                if fits {
+                    let end = match r {
+                        Repair::Data { seq, end } => {
+                            for s in seq..end {
+                                assert!(
+                                    self.sent.insert(s) || (self.backwards && !strict_once()),
+                                    "record {s} sent twice in repair DATA on one connection"
+                                );
+                            }
+                            self.retransmitted += end - seq;
+                            end
+                        }
+                        Repair::Gap { end } => end,
+                    };
+                    self.current = Some((end, t));
+                    if let Some((_, b)) = &mut self.answered {
+                        *b = (*b).max(end);
+                    }
+                    return;
+                }
+                self.end_silently(w, &why);
+            }
+            assert!(
+                self.pop(),
+                "{r:?} answers no NAK range outstanding (answering, then queued: {outstanding:?})"
+            );
+        }
+    }
+
+    /// The session was polled dry: it took every queued range and answered none further.
+    fn drained(&mut self, w: u64) {
+        let left = (self.current, self.queue.clone());
+        let why = || format!("polled dry (answering, then queued: {left:?})");
+        self.end_silently(w, &why);
+        while self.pop() {
+            self.end_silently(w, &why);
         }
     }
 }
@@ -217,14 +393,22 @@ fn feed(p: &mut Peer, now: Instant, bytes: &[u8], ring: &Ring, udp: &mut UdpSend
             if total > p.shadow.len() {
                 break;
             }
-            if let Ok(FrameRepr::Nak(n)) = FrameRepr::parse(&p.shadow[..total], ring.fmt()) {
-                p.max_to = p.max_to.max(n.to);
+            if let Ok(FrameRepr::Nak(n)) = FrameRepr::parse(&p.shadow[..total], ring.fmt())
+                && p.s.transport() != Transport::Tcp
+            {
+                p.naks.read(n.from, n.to);
             }
             p.shadow.drain(..total);
         }
         if p.shadow.len() > 4096 {
             p.shadow.clear();
         }
+        assert_eq!(
+            p.s.pending_naks(),
+            p.naks.queue.len(),
+            "NAK queue differs from the model's {:?}",
+            p.naks.queue
+        );
     }
     check_session(p);
 }
@@ -242,6 +426,14 @@ fn check_session(p: &mut Peer) {
         "session counters went back: {o:?} -> {c:?}"
     );
     p.counters = c;
+    if !p.closed {
+        let m = &p.naks;
+        assert_eq!(
+            (c.naks, c.naks_redundant, c.records_retransmitted),
+            (m.naks, m.redundant, m.retransmitted),
+            "NAK counters differ from the model's (naks, redundant, retransmitted)"
+        );
+    }
     assert!(
         p.s.pending_naks() <= NAK_CAP,
         "pending_naks {} over the cap",
@@ -370,7 +562,7 @@ fn drain_session(p: &mut Peer, now: Instant, ring: &Ring, buf: &mut [u8]) {
                         p.next = end;
                         p.last_tx = Some(now);
                     } else {
-                        assert!(end - 1 <= p.max_to, "repair past every NAK's range");
+                        p.naks.repair(Repair::Data { seq, end }, src.write_seq());
                     }
                 }
                 FrameRepr::Gap(g) => {
@@ -378,6 +570,8 @@ fn drain_session(p: &mut Peer, now: Instant, ring: &Ring, buf: &mut [u8]) {
                     if tcp {
                         assert!(g.seq >= p.next, "TCP GAP goes back: {} < {}", g.seq, p.next);
                         p.next = g.seq;
+                    } else {
+                        p.naks.repair(Repair::Gap { end: g.seq }, src.write_seq());
                     }
                 }
                 FrameRepr::Heartbeat(h) => {
@@ -391,6 +585,11 @@ fn drain_session(p: &mut Peer, now: Instant, ring: &Ring, buf: &mut [u8]) {
                 other => panic!("source emitted {other:?} on TCP"),
             }
         }
+        check_session(p);
+    }
+    if !p.closed && p.s.transport() != Transport::Tcp {
+        assert_eq!(p.s.pending_naks(), 0, "NAKs left after polling dry");
+        p.naks.drained(src.write_seq());
         check_session(p);
     }
     // Polled dry: the next timer lies in the future (no busy loop).

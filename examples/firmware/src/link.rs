@@ -10,6 +10,8 @@ use ringwire_core::replicate::{
 };
 use ringwire_core::wire::WireError;
 
+use crate::verify::CheckingSink;
+
 /// Largest frame the source may send (header included): 10 records of 24 bytes.
 pub const FRAME_BUDGET: usize = 256;
 /// Bytes the link holds in flight (a UART's FIFOs and DMA buffers, say).
@@ -78,7 +80,7 @@ pub struct Replicator {
     up: Pipe<UP_BYTES>,
     rx: StreamBuf<'static>,
     mirror: Mirror<'static>,
-    sink: RegionSink,
+    sink: CheckingSink,
     /// Bytes carried source to mirror.
     pub bytes_down: u64,
 }
@@ -112,7 +114,7 @@ impl Replicator {
         // only (the SysTick handler touches the source ring alone). The mirror ring is read
         // only through `mirror_ring`, whose reference borrows the replicator and so is not
         // held across a `pump` that may recreate the ring (`run` reads it after the last).
-        let sink = unsafe { RegionSink::new(Region::from_static(mirror_mem)) };
+        let sink = CheckingSink::new(unsafe { RegionSink::new(Region::from_static(mirror_mem)) });
         let mirror = Mirror::new(
             MirrorConfig {
                 start: Start::Oldest,
@@ -200,5 +202,10 @@ impl Replicator {
     /// The mirror's ring, once the handshake created it.
     pub fn mirror_ring(&self) -> Option<&ringwire_core::RingView> {
         self.sink.view()
+    }
+
+    /// The mirror's sink, which checked every record written (see [`CheckingSink`]).
+    pub fn sink(&self) -> &CheckingSink {
+        &self.sink
     }
 }

@@ -7,7 +7,9 @@
 //!   stalls for longer than three laps of the ring, so loss and its accounting are exercised.
 //! * `link`: the core's sans-IO replication source turns the ring into frames on a byte
 //!   pipe (a UART stand-in), and the core's mirror applies them to a second static ring.
-//! * `verify`: at the end the mirror must hold the source's retained window slot for slot.
+//! * `verify`: every record the mirror writes must be an intact sample for its sequence, in
+//!   order, and read back from the mirror ring as written; at the end the mirror must hold
+//!   the source's retained window slot for slot.
 //!
 //! The run prints a summary through semihosting and exits 0 only if every check held.
 
@@ -92,6 +94,7 @@ struct Summary {
     source_gaps: u64,
     heartbeats: u64,
     mirror_written: u64,
+    mirror_checked: u64,
     mirror_gaps: u64,
     mirror_skipped: u64,
     window: (u64, u64),
@@ -128,8 +131,9 @@ fn main() -> ! {
                 s.heartbeats
             );
             hprintln!(
-                "mirror:  {} records written, {} skipped at {} GAP; window {}..={} matches the source slot for slot",
+                "mirror:  {} records written, {} checked as written, {} skipped at {} GAP; window {}..={} matches the source slot for slot",
                 s.mirror_written,
+                s.mirror_checked,
                 s.mirror_skipped,
                 s.mirror_gaps,
                 s.window.0,
@@ -227,6 +231,9 @@ fn run() -> Result<Summary, Failure> {
             want: 1,
         });
     }
+    // Every record the mirror wrote, not only the final window: those around the GAP too.
+    let checked = repl.sink().result().map_err(Failure::Mirror)?;
+    expect("records checked as mirrored", checked, mir.records_written)?;
     let mirror_ring = repl.mirror_ring().ok_or(Failure::Handshake)?;
     let window = verify::same_window(&view, mirror_ring).map_err(Failure::Mirror)?;
     expect("window length", window.1 - window.0 + 1, CAPACITY)?;
@@ -241,6 +248,7 @@ fn run() -> Result<Summary, Failure> {
         source_gaps: src.gaps,
         heartbeats: src.heartbeats,
         mirror_written: mir.records_written,
+        mirror_checked: checked,
         mirror_gaps: mir.gaps,
         mirror_skipped: mir.records_skipped,
         window,

@@ -1,14 +1,22 @@
-//! The end-of-run check: the mirror ring holds the source ring's retained window, slot for
-//! slot, and a reader of the mirror gets those records intact.
+//! The mirror's checks:
+//!
+//! - [`CheckingSink`], as the mirror writes: every record it writes, from the first to the
+//!   last (those around the GAP after the stall included), is an intact sample for its
+//!   sequence, sequences only grow, and the record reads back from the mirror ring as
+//!   written. The sample's own checksum is what catches a corrupted record here: the byte
+//!   pipe has none (see the README).
+//! - [`same_window`], at the end: the mirror ring holds the source ring's retained window,
+//!   slot for slot, and a reader of the mirror gets those records intact.
 
 use ringwire_core::broadcast::{Consumer, StartMode};
+use ringwire_core::replicate::{Holds, RecordSink, RegionSink, SinkError};
 use ringwire_core::sync::Ordering;
-use ringwire_core::{RingView, SlotRead, oldest_retained};
+use ringwire_core::{Geometry, RingView, SlotRead, oldest_retained};
 
 use crate::sample::{self, Sample};
 
-/// Where the two rings differ.
-#[derive(Debug)]
+/// Where the mirror went wrong.
+#[derive(Clone, Copy, Debug)]
 #[allow(dead_code)] // the fields are read through Debug when the failure is printed
 pub enum Mismatch {
     /// Different slot count or stride.
@@ -23,6 +31,95 @@ pub enum Mismatch {
     Payload { seq: u64 },
     /// A reader of the mirror got something other than the window, in order.
     MirrorRead { expected: u64, got: Option<u64> },
+    /// The mirror wrote `seq` after `after`: out of order or twice.
+    Order { after: u64, seq: u64 },
+    /// The record the mirror wrote under `seq` does not read back from its ring as written.
+    WrittenBack { seq: u64 },
+}
+
+/// The mirror's [`RegionSink`], checking every record the mirror writes through it (see
+/// the module docs). The first failed check is kept for [`CheckingSink::result`]; the
+/// record is still written, so the run goes on as it would without the check.
+pub struct CheckingSink {
+    inner: RegionSink,
+    /// The last sequence written (0: none yet).
+    last: u64,
+    checked: u64,
+    failed: Option<Mismatch>,
+}
+
+impl CheckingSink {
+    /// Wraps the mirror's sink.
+    pub fn new(inner: RegionSink) -> CheckingSink {
+        CheckingSink {
+            inner,
+            last: 0,
+            checked: 0,
+            failed: None,
+        }
+    }
+
+    /// The mirror ring, once the handshake created it.
+    pub fn view(&self) -> Option<&RingView> {
+        self.inner.view()
+    }
+
+    /// How many records the mirror wrote, all checked; or the first that failed.
+    pub fn result(&self) -> Result<u64, Mismatch> {
+        match self.failed {
+            Some(m) => Err(m),
+            None => Ok(self.checked),
+        }
+    }
+
+    fn check(&self, seq: u64, fixed: &[u8], blob: &[u8]) -> Result<(), Mismatch> {
+        if seq <= self.last {
+            return Err(Mismatch::Order {
+                after: self.last,
+                seq,
+            });
+        }
+        let Ok(bytes) = <&[u8; sample::LEN]>::try_from(fixed) else {
+            return Err(Mismatch::Payload { seq });
+        };
+        if !blob.is_empty() || !Sample::from_bytes(bytes).is_valid_for(seq) {
+            return Err(Mismatch::Payload { seq });
+        }
+        // The sink's own view, taken after any recreate and not kept: the mirror is the
+        // ring's only user (the sink's safety contract in `link`).
+        let mut back = [0u8; sample::LEN];
+        match self.inner.view() {
+            Some(v) if v.read_slot(seq, &mut back) == SlotRead::Ok && back == *bytes => Ok(()),
+            _ => Err(Mismatch::WrittenBack { seq }),
+        }
+    }
+}
+
+impl RecordSink for CheckingSink {
+    fn existing(&self) -> Option<(Geometry, u64)> {
+        self.inner.existing()
+    }
+    fn recreate(&mut self, geo: &Geometry) -> Result<(), SinkError> {
+        // A new ring numbers from wherever the source says; order is checked within a ring.
+        self.last = 0;
+        self.inner.recreate(geo)
+    }
+    fn write(&mut self, seq: u64, fixed: &[u8], blob: &[u8]) {
+        self.inner.write(seq, fixed, blob);
+        self.checked += 1;
+        if self.failed.is_none()
+            && let Err(m) = self.check(seq, fixed, blob)
+        {
+            self.failed = Some(m);
+        }
+        self.last = seq;
+    }
+    fn publish(&mut self, seq: u64) {
+        self.inner.publish(seq);
+    }
+    fn holds(&self, seq: u64, fixed: &[u8], blob: &[u8]) -> Holds {
+        self.inner.holds(seq, fixed, blob)
+    }
 }
 
 /// Compares the retained windows of `source` and `mirror`; returns the window.
