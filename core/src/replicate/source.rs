@@ -10,11 +10,17 @@
 //!
 //! Beyond the reference, a NAK cannot make the source send more than the mirror could have
 //! asked for: its range is cut to [`MAX_NAK_RECORDS`] records (the cap the spec puts on the
-//! mirror's requests, §21.4 and §22), and what this connection has already answered, is
-//! answering, or has queued is cut from it. A record sent on the session's TCP stream
-//! reaches the mirror, so a NAK for it again only repeats one sent before the answer came
-//! (a mirror repeats its NAK every 20 ms while a long answer is on its way). Without this a
-//! peer could have 24 bytes of NAK(1, u64::MAX) answered with the whole ring, over and over.
+//! mirror's requests, §21.4 and §22), and what this connection is answering, has queued, or
+//! has answered in its latest run of contiguous answers is cut from it. A record sent on the
+//! session's TCP stream reaches the mirror, so a NAK for it again only repeats one sent
+//! before the answer came (a mirror repeats its NAK every 20 ms while a long answer is on its
+//! way). A mirror's NAKs start at its next missing record, which only grows, so the latest
+//! run covers every repeat a mirror makes; a peer whose NAKs go back to records answered
+//! before that run gets them again, up to [`MAX_NAK_RECORDS`] per NAK and at the pace it
+//! reads its own TCP stream (the `source` fuzz target checks once-only answers for NAK
+//! starts that never go back; `SOURCE_FUZZ_STRICT_ONCE=1` shows the rest). Without this,
+//! 24 bytes of NAK(1, u64::MAX) were answered with the whole ring, and each repeat of it
+//! with the whole ring again.
 
 use core::fmt;
 
