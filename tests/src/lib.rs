@@ -6,6 +6,7 @@ pub mod records;
 pub mod replica;
 pub mod shm;
 pub mod sim;
+pub mod tagged;
 
 use std::time::{Duration, Instant};
 

@@ -15,21 +15,16 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use ringwire::core::broadcast::{Producer, Wake};
+use ringwire::core::SlotRead;
 use ringwire::core::replicate::Start;
-use ringwire::core::{Geometry, RingView, SlotRead};
 use ringwire::replica::mirror::{self, MirrorOptions, MirrorSummary};
 use ringwire::replica::serve::run_following;
-use ringwire::{CleanupMode, CreateOptions, ReadOnlyRing, RingConsumer, RingFile};
+use ringwire::{ReadOnlyRing, RingConsumer};
 use ringwire_tests::replica::{Mode, SetOnDrop, mirror_options, serve_options};
 use ringwire_tests::shm::ShmPath;
+use ringwire_tests::tagged::{LEN, census, publish, record, ring_at};
 use ringwire_tests::wait_until;
 
-/// Payload bytes per record: the sequence, then the ring's tag.
-const LEN: usize = 24;
-/// Slots: more than any ring here publishes, so nothing is lapped and the oldest retained
-/// sequence stays 1.
-const CAP: u64 = 1 << 13;
 /// Records of ring A the leaf holds when it is stopped.
 const LEAF: u64 = 500;
 /// Records of ring A the hub holds when the source restarts: the hub's `w`.
@@ -38,63 +33,6 @@ const OLD: u64 = 1000;
 const NEW: u64 = 5000;
 /// Generous for loopback; a reader stalled at a hole never gets there.
 const WAIT: Duration = Duration::from_secs(20);
-
-struct FutexWake;
-impl Wake for FutexWake {
-    fn wake(&self, view: &RingView) {
-        ringwire::wait::wake_all(view);
-    }
-}
-
-/// Record `seq` of the ring tagged `tag`: same sequence, different bytes per ring.
-fn record(tag: u8, seq: u64) -> [u8; LEN] {
-    let mut r = [tag; LEN];
-    r[..8].copy_from_slice(&seq.to_le_bytes());
-    r
-}
-
-/// A ring with records 1..=n of `tag`, put at `path` whole (created under a temporary name
-/// and renamed over whatever is there), as a restarted producer's ring appears to a server
-/// that follows the path. Returns the ring, for more records.
-fn ring_at(path: &Path, tag: u8, n: u64) -> RingFile {
-    let tmp = ShmPath::new(&format!("hubrs-tmp-{tag}"));
-    let geo = Geometry::spmc(CAP, LEN + 8, 8, 0, false).unwrap();
-    let opts = CreateOptions {
-        cleanup: CleanupMode::Persistent,
-        ..CreateOptions::default()
-    };
-    let ring = RingFile::create(tmp.path(), &geo, &opts).unwrap();
-    publish(&ring, tag, 1, n);
-    std::fs::rename(tmp.path(), path).unwrap();
-    ring
-}
-
-/// Publishes records `from..=to` of `tag` into `ring`.
-fn publish(ring: &RingFile, tag: u8, from: u64, to: u64) {
-    // SAFETY: `ring` outlives the producer, dropped at the end of this function.
-    let mut p = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
-    for seq in from..=to {
-        assert_eq!(p.push(&record(tag, seq)), seq);
-    }
-}
-
-/// The ring's write_seq, and how many of its records carry each tag; panics on a record
-/// that is not under its own sequence.
-fn census(path: &Path) -> (u64, [u64; 3]) {
-    let Ok(m) = ReadOnlyRing::open(path) else {
-        return (0, [0; 3]);
-    };
-    let w = m.write_seq();
-    let mut tags = [0u64; 3];
-    let mut b = [0u8; LEN];
-    for seq in 1..=w {
-        if m.read_slot(seq, &mut b) == SlotRead::Ok {
-            assert_eq!(b[..8], seq.to_le_bytes(), "record {seq} under its sequence");
-            tags[usize::from(b[8]).min(2)] += 1;
-        }
-    }
-    (w, tags)
-}
 
 /// The ring at `path` has write_seq `to` and, below it, exactly the records `runs` list
 /// (each `(tag, from, to)`, with the source's bytes); every other sequence is a hole.
@@ -187,7 +125,7 @@ fn hub_recreated_leaf_behind(mode: Mode, idx: u16) {
     let hub = ShmPath::new(&format!("hubrs-hub-{idx}"));
     let leaf = ShmPath::new(&format!("hubrs-leaf-{idx}"));
     let fresh = ShmPath::new(&format!("hubrs-fresh-{idx}"));
-    let a = ring_at(src.path(), 1, LEAF);
+    let a = ring_at(src.path(), "hubrs-tmp", 1, LEAF);
     let mut so = serve_options(src.path(), Mode::Tcp, mcast(idx), 1);
     so.bind = free_addr();
     let mut ho = serve_options(hub.path(), mode, mcast(idx), 1);
@@ -212,7 +150,7 @@ fn hub_recreated_leaf_behind(mode: Mode, idx: u16) {
         wait_until("A mirrored by the hub", WAIT, || {
             census(hub.path()) == (OLD, [0, OLD, 0])
         });
-        let b = ring_at(src.path(), 2, NEW);
+        let b = ring_at(src.path(), "hubrs-tmp", 2, NEW);
         drop(a);
         wait_until("B mirrored by the hub", WAIT, || {
             census(hub.path()) == (NEW, [0, 0, NEW - OLD + 1])

@@ -16,83 +16,21 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use ringwire::core::broadcast::{Producer, Wake};
+use ringwire::ReadOnlyRing;
+use ringwire::core::SlotRead;
 use ringwire::core::replicate::Start;
-use ringwire::core::{Geometry, RingView, SlotRead};
 use ringwire::replica::mirror::{self, MirrorOptions, MirrorSummary};
 use ringwire::replica::serve::{ServeOptions, run_following};
-use ringwire::{CleanupMode, CreateOptions, ReadOnlyRing, RingFile};
 use ringwire_tests::replica::{Mode, SetOnDrop, mirror_options, serve_options};
 use ringwire_tests::shm::ShmPath;
+use ringwire_tests::tagged::{LEN, census, publish, record, ring_at};
 use ringwire_tests::wait_until;
 
-/// Payload bytes per record: the sequence, then the ring's tag.
-const LEN: usize = 24;
-/// Slots: more than any ring here publishes, so nothing is lapped.
-const CAP: u64 = 1 << 13;
 /// Records of the first ring.
 const OLD: u64 = 1000;
 /// Records the new ring publishes before the mirror reconnects.
 const NEW: u64 = 5000;
 const WAIT: Duration = Duration::from_secs(30);
-
-struct FutexWake;
-impl Wake for FutexWake {
-    fn wake(&self, view: &RingView) {
-        ringwire::wait::wake_all(view);
-    }
-}
-
-/// Record `seq` of the ring tagged `tag`: same sequence, different bytes per ring.
-fn record(tag: u8, seq: u64) -> [u8; LEN] {
-    let mut r = [tag; LEN];
-    r[..8].copy_from_slice(&seq.to_le_bytes());
-    r
-}
-
-/// A ring with records 1..=n of `tag`, put at `path` whole: created under a temporary name
-/// and renamed over whatever is at `path`, as a restarted producer's ring appears to a
-/// server that watches the path, with all its records already published. Returns the
-/// ring, for more records.
-fn ring_at(path: &Path, tag: u8, n: u64) -> RingFile {
-    let tmp = ShmPath::new(&format!("restart-tmp-{tag}"));
-    let geo = Geometry::spmc(CAP, LEN + 8, 8, 0, false).unwrap();
-    let opts = CreateOptions {
-        cleanup: CleanupMode::Persistent,
-        ..CreateOptions::default()
-    };
-    let ring = RingFile::create(tmp.path(), &geo, &opts).unwrap();
-    publish(&ring, tag, 1, n);
-    std::fs::rename(tmp.path(), path).unwrap();
-    ring
-}
-
-/// Publishes records `from..=to` of `tag` into `ring`.
-fn publish(ring: &RingFile, tag: u8, from: u64, to: u64) {
-    // SAFETY: `ring` outlives the producer, dropped at the end of this function.
-    let mut p = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
-    for seq in from..=to {
-        assert_eq!(p.push(&record(tag, seq)), seq);
-    }
-}
-
-/// The mirror ring's write_seq, and how many of its records carry each tag; panics on a
-/// record that is not under its own sequence.
-fn census(path: &Path) -> (u64, [u64; 3]) {
-    let Ok(m) = ReadOnlyRing::open(path) else {
-        return (0, [0; 3]);
-    };
-    let w = m.write_seq();
-    let mut tags = [0u64; 3];
-    let mut b = [0u8; LEN];
-    for seq in 1..=w {
-        if m.read_slot(seq, &mut b) == SlotRead::Ok {
-            assert_eq!(b[..8], seq.to_le_bytes(), "record {seq} under its sequence");
-            tags[usize::from(b[8]).min(2)] += 1;
-        }
-    }
-    (w, tags)
-}
 
 /// The mirror ring holds exactly records `from..=to` of `tag`, with the source's bytes.
 fn assert_holds(path: &Path, tag: u8, from: u64, to: u64) {
@@ -133,7 +71,7 @@ fn mcast(idx: u16) -> SocketAddrV4 {
 fn replaced_while_mirrored(mode: Mode, idx: u16) {
     let src = ShmPath::new(&format!("restart-src-{idx}"));
     let dst = ShmPath::new(&format!("restart-dst-{idx}"));
-    let a = ring_at(src.path(), 1, OLD);
+    let a = ring_at(src.path(), "restart-tmp", 1, OLD);
     let mut so: ServeOptions = serve_options(src.path(), mode, mcast(idx), 1);
     so.bind = free_addr();
     let mo = mirror_options(so.bind, dst.path(), mode);
@@ -145,7 +83,7 @@ fn replaced_while_mirrored(mode: Mode, idx: u16) {
         wait_until("ring A mirrored", WAIT, || {
             census(dst.path()) == (OLD, [0, OLD, 0])
         });
-        let b = ring_at(src.path(), 2, NEW);
+        let b = ring_at(src.path(), "restart-tmp", 2, NEW);
         drop(a);
         wait_until("ring B mirrored", WAIT, || census(dst.path()).0 == NEW);
         stop.store(true, Ordering::Relaxed);
@@ -191,7 +129,7 @@ fn mirror_until(mo: &MirrorOptions, n: u64) -> MirrorSummary {
 fn same_ring_resumed(mode: Mode, idx: u16) {
     let src = ShmPath::new(&format!("resume-src-{idx}"));
     let dst = ShmPath::new(&format!("resume-dst-{idx}"));
-    let a = ring_at(src.path(), 1, OLD);
+    let a = ring_at(src.path(), "restart-tmp", 1, OLD);
     let mut so = serve_options(src.path(), mode, mcast(idx), 1);
     so.bind = free_addr();
     let mut mo = mirror_options(so.bind, dst.path(), mode);
@@ -250,7 +188,7 @@ fn ringfire_serve_restarted_ring_is_found_by_a_resuming_mirror() {
     use ringfire::replication::ReplicaServer;
     let src = ShmPath::new("restart-rf-src");
     let dst = ShmPath::new("restart-rf-dst");
-    let a = ring_at(src.path(), 1, OLD);
+    let a = ring_at(src.path(), "restart-tmp", 1, OLD);
     let server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
     let addr = server.local_addr().unwrap();
     let mut mo = mirror_options(addr, dst.path(), Mode::Tcp);
@@ -264,7 +202,7 @@ fn ringfire_serve_restarted_ring_is_found_by_a_resuming_mirror() {
             }
         });
         let first = mirror_until(&mo, OLD);
-        let b = ring_at(src.path(), 2, NEW);
+        let b = ring_at(src.path(), "restart-tmp", 2, NEW);
         drop(a);
         mo.start = Start::Resume;
         let second = mirror_until(&mo, NEW);
@@ -296,7 +234,7 @@ fn a_hub_passes_a_restarted_source_on_to_its_leaf() {
     let src = ShmPath::new("restart-hub-src");
     let hub = ShmPath::new("restart-hub-mid");
     let leaf = ShmPath::new("restart-hub-leaf");
-    let a = ring_at(src.path(), 1, OLD);
+    let a = ring_at(src.path(), "restart-tmp", 1, OLD);
     let mut so = serve_options(src.path(), Mode::Multicast, mcast(5), 1);
     so.bind = free_addr();
     let mut ho = serve_options(hub.path(), Mode::Tcp, mcast(6), 1);
@@ -316,7 +254,7 @@ fn a_hub_passes_a_restarted_source_on_to_its_leaf() {
         for p in [hub.path(), leaf.path()] {
             wait_until("ring A mirrored", WAIT, || census(p) == (OLD, [0, OLD, 0]));
         }
-        let b = ring_at(src.path(), 2, NEW);
+        let b = ring_at(src.path(), "restart-tmp", 2, NEW);
         drop(a);
         for p in [hub.path(), leaf.path()] {
             wait_until("ring B mirrored", WAIT, || census(p).0 == NEW);
