@@ -507,23 +507,6 @@ fn push_tagged(src: &RingSource, upto: u64, tag: u64) {
     src.0.publish(upto);
 }
 
-/// DATA of records `seq..seq + count` of incarnation `tag`.
-fn tagged_data(seq: u64, count: u16, flags: u8, tag: u64) -> Vec<u8> {
-    let recs: Vec<u8> = (seq..seq + u64::from(count))
-        .flat_map(|s| (s | tag << 56).to_le_bytes())
-        .collect();
-    let mut b = vec![0u8; 16 + recs.len()];
-    DataRepr {
-        flags,
-        seq,
-        count,
-        records: &recs,
-    }
-    .emit(&mut b)
-    .unwrap();
-    b
-}
-
 /// A TCP source session on `src` answering the mirror's HELLO, everything it sends fed to
 /// the mirror.
 fn tcp_session(m: &mut Mirror<'_>, src: &RingSource, sink: &mut Sink) {
@@ -704,14 +687,7 @@ fn resume_data_below_the_record_compared_is_a_restart() {
 /// recreates the ring, and the held datagrams (from this source) follow in it.
 #[test]
 fn resume_over_udp_naks_the_record_to_compare() {
-    let mc = MulticastRepr {
-        group: [239, 1, 1, 1],
-        port: 17403,
-        mtu: 1472,
-        ttl: 0,
-        session: 0x33,
-        token: 0,
-    };
+    let mc = multicast_repr(0x33);
     for (tag, restarts, verified) in [(2, 1, 0), (1, 0, 1)] {
         let mut mem = Mem::new(4096);
         let mut sink = Sink::on(&mut mem);
@@ -773,14 +749,7 @@ fn resume_over_udp_checks_a_live_datagram() {
         HoldBack::new(&mut idx, &mut dm),
     );
     let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
-    let mc = MulticastRepr {
-        group: [239, 1, 1, 1],
-        port: 17403,
-        mtu: 1472,
-        ttl: 0,
-        session: 0x33,
-        token: 0,
-    };
+    let mc = multicast_repr(0x33);
     feed(
         &mut m,
         &geometry_frames(GEOMETRY_UDP_FOLLOWS, 5, Some(mc)),
@@ -835,14 +804,7 @@ fn resume_restart_that_cannot_recreate_the_ring_closes_the_mirror() {
         HoldBack::new(&mut [], &mut []),
     );
     let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
-    let mc = MulticastRepr {
-        group: [239, 1, 1, 1],
-        port: 17403,
-        mtu: 1472,
-        ttl: 0,
-        session: 0x33,
-        token: 0,
-    };
+    let mc = multicast_repr(0x33);
     feed(
         &mut m,
         &geometry_frames(GEOMETRY_UDP_FOLLOWS, 5, Some(mc)),

@@ -145,8 +145,14 @@ pub(super) fn geometry_frames(flags: u8, seq: u64, mc: Option<MulticastRepr>) ->
 }
 
 pub(super) fn data(seq: u64, count: u16, flags: u8) -> Vec<u8> {
+    tagged_data(seq, count, flags, 0)
+}
+
+/// DATA of records `seq..seq + count` of incarnation `tag` (in each record's top byte; 0 for
+/// [`data`]'s records).
+pub(super) fn tagged_data(seq: u64, count: u16, flags: u8, tag: u64) -> Vec<u8> {
     let recs: Vec<u8> = (seq..seq + u64::from(count))
-        .flat_map(|s| s.to_le_bytes())
+        .flat_map(|s| (s | tag << 56).to_le_bytes())
         .collect();
     let mut b = vec![0u8; 16 + recs.len()];
     DataRepr {
@@ -158,6 +164,18 @@ pub(super) fn data(seq: u64, count: u16, flags: u8) -> Vec<u8> {
     .emit(&mut b)
     .unwrap();
     b
+}
+
+/// The MULTICAST payload of the mirror tests' UDP sessions: group 239.1.1.1, no token.
+pub(super) fn multicast_repr(session: u8) -> MulticastRepr {
+    MulticastRepr {
+        group: [239, 1, 1, 1],
+        port: 17403,
+        mtu: 1472,
+        ttl: 0,
+        session,
+        token: 0,
+    }
 }
 
 pub(super) fn feed<S: RecordSink>(
