@@ -1,7 +1,7 @@
 //! Settings shared by the loopback replication tests: one transport choice, the serve and
 //! mirror options every such test starts from.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -13,6 +13,14 @@ use ringwire::core::{SlotRead, oldest_retained};
 use ringwire::replica::mirror::MirrorOptions;
 use ringwire::replica::serve::ServeOptions;
 use ringwire::{ReplicaError, ReplicaServer, ReplicaServerHandle};
+
+/// A loopback address with a port nobody listens on now, for a server that must be able to
+/// bind it again after a restart (a server bound to port 0 would get another port).
+pub fn free_addr() -> SocketAddr {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+}
 
 /// How live data travels from serve to mirror.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -10,7 +10,7 @@
 //! and the hub (TCP, multicast or unicast); ring A is replaced at its path by ring B, which
 //! has passed the hub's position, as in `replica_restart.rs`.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
+use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -20,7 +20,7 @@ use ringwire::core::replicate::Start;
 use ringwire::replica::mirror::{self, MirrorOptions, MirrorSummary};
 use ringwire::replica::serve::run_following;
 use ringwire::{ReadOnlyRing, RingConsumer};
-use ringwire_tests::replica::{Mode, SetOnDrop, mirror_options, serve_options};
+use ringwire_tests::replica::{Mode, SetOnDrop, free_addr, mirror_options, serve_options};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::tagged::{LEN, census, publish, record, ring_at};
 use ringwire_tests::wait_until;
@@ -50,13 +50,6 @@ fn assert_holds(path: &Path, to: u64, runs: &[(u8, u64, u64)]) {
             None => assert_ne!(r, SlotRead::Ok, "record {seq} held (tag {})", b[8]),
         }
     }
-}
-
-/// A loopback address with a port nobody listens on now, for a server that rebinds it.
-fn free_addr() -> SocketAddr {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .unwrap()
 }
 
 /// A multicast group and port private to this process and test.

@@ -11,7 +11,7 @@
 //! (the mirror was down while the producer restarted); and the control cases, the same ring
 //! resumed, where nothing may be recreated, lost or written twice.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -21,7 +21,7 @@ use ringwire::core::SlotRead;
 use ringwire::core::replicate::Start;
 use ringwire::replica::mirror::{self, MirrorOptions, MirrorSummary};
 use ringwire::replica::serve::{ServeOptions, run_following};
-use ringwire_tests::replica::{Mode, SetOnDrop, mirror_options, serve_options};
+use ringwire_tests::replica::{Mode, SetOnDrop, free_addr, mirror_options, serve_options};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::tagged::{LEN, census, publish, record, ring_at};
 use ringwire_tests::wait_until;
@@ -46,13 +46,6 @@ fn assert_holds(path: &Path, tag: u8, from: u64, to: u64) {
             assert_eq!(b, record(tag, seq), "record {seq}");
         }
     }
-}
-
-/// A loopback address with a port nobody listens on now, for a server that rebinds it.
-fn free_addr() -> SocketAddr {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .unwrap()
 }
 
 /// A multicast group and port private to this process and test.
