@@ -1,6 +1,7 @@
 //! The `ringwire` binary as a process: exit codes and messages.
 
 use std::process::Command;
+use std::sync::atomic::Ordering;
 
 use ringwire::core::Geometry;
 use ringwire::core::broadcast::registry;
@@ -264,6 +265,32 @@ fn stat_describes_queue_files_and_other_commands_name_them() {
         out.contains(&format!("  position {stuck} claimed, not published")),
         "{out}"
     );
+    assert!(!out.contains("slot not freed"), "{out}");
+    assert!(v["taken_unfreed"].is_null());
+
+    // A consumer that took position 1 and died before freeing its slot (the state its CAS
+    // of the dequeue cursor leaves; a real pop cannot be stopped there from outside).
+    // SAFETY: `q` outlives this use of the core queue.
+    let core = unsafe { q.core() };
+    core.view()
+        .deq()
+        .compare_exchange(1, 2, Ordering::Relaxed, Ordering::Relaxed)
+        .unwrap();
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(
+            "  taken_unfreed       1 (a pop in flight, or a consumer that died mid-pop)\n"
+        ),
+        "{out}"
+    );
+    let (_, out, _) = ringwire(&["stat", path, "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["taken_unfreed"], 1);
+    assert_eq!(v["claimed_unpublished"], stuck);
+    let (code, out, err) = ringwire(&["top", path, "--iterations", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("  position 1 popped, slot not freed"), "{out}");
     drop(q);
 
     // A corrupt queue file: the error names the file, and the value.
@@ -423,4 +450,35 @@ fn serve_dup_and_mtu_need_udp_delivery() {
             "{flag}: {err}"
         );
     }
+    // The unicast PUNCH timeout needs unicast delivery, and a value within its range.
+    let (code, out, err) = ringwire_bounded(&[
+        "serve",
+        p,
+        "--bind",
+        "127.0.0.1:0",
+        "--multicast",
+        "239.1.1.1:7401",
+        "--punch-timeout",
+        "5",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("--punch-timeout") && err.contains("--udp"),
+        "{err}"
+    );
+    let (code, out, err) = ringwire_bounded(&[
+        "serve",
+        p,
+        "--bind",
+        "127.0.0.1:0",
+        "--udp",
+        "0",
+        "--punch-timeout",
+        "86401",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("--punch-timeout") && err.contains("86401"),
+        "{err}"
+    );
 }

@@ -318,6 +318,61 @@ fn serve_names_a_bad_multicast_interface() {
     assert!(e.contains("239.255.77.9:17402"), "{e}");
 }
 
+/// `serve --punch-timeout S` ends a unicast session whose mirror sends no PUNCH for S
+/// seconds: a mirror punches every 5 s, so with 1 s its session ends about 1 s after the
+/// handshake, and the log names the timeout that was passed on the command line.
+#[test]
+fn serve_punch_timeout_flag_ends_a_silent_unicast_session() {
+    let src = Scratch::new("pt-src");
+    let mir = Scratch::new("pt-mir");
+    let _producer = source(&src.0, 100);
+    let mut child = Child::spawn(
+        &[
+            "serve",
+            src.s(),
+            "--bind",
+            "127.0.0.1:0",
+            "--udp",
+            "0",
+            "--punch-timeout",
+            "1",
+        ],
+        None,
+    );
+    let Some(up) = child.line(Duration::from_secs(20), |l| l.contains(" on tcp ")) else {
+        let (status, lines) = child.finish(false, Duration::from_secs(5));
+        panic!("serve did not start ({status}): {lines:#?}");
+    };
+    let addr: std::net::SocketAddr = up
+        .split(" on tcp ")
+        .nth(1)
+        .and_then(|r| r.split([',', ' ']).next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {up}"));
+    let mut mo = MirrorOptions::new(addr, &mir.0);
+    mo.unicast = true;
+    mo.log = false;
+    let stop = AtomicBool::new(false);
+    let ended = std::thread::scope(|sc| {
+        let m = sc.spawn(|| run_observed(&mo, &stop, None));
+        let t0 = Instant::now();
+        let ended = child.line(Duration::from_secs(20), |l| l.contains("no PUNCH for"));
+        let took = t0.elapsed();
+        stop.store(true, Ordering::Relaxed);
+        let _ = m.join().unwrap();
+        ended.map(|l| (l, took))
+    });
+    let (status, lines) = child.finish(true, CHILD_LIMIT);
+    let (line, took) = ended.unwrap_or_else(|| panic!("no session ended: {lines:#?}"));
+    assert!(line.contains("(punch timeout 1000 ms"), "{line}");
+    // Well before the 5 s PUNCH that would have kept the session alive, and the default 20 s.
+    assert!(
+        took < Duration::from_secs(5),
+        "ended after {took:?}: {line}"
+    );
+    assert!(status.success(), "{status}: {lines:#?}");
+}
+
 /// Defect 1: `serve` of a ring the process may only read (root's 0644 ring, served as
 /// nobody) maps it read-only, logs that once, and streams records published before and
 /// after it started (polling, as the futex would need a store).

@@ -76,6 +76,7 @@ fn queue_json(path: &Path, len: u64, kind: QueueKind) -> Result<Value> {
         "queued": queued,
         "utilization_pct": ((queued as f64 / g.capacity as f64) * 10_000.0).round() / 100.0,
         "claimed_unpublished": q.claimed_unpublished,
+        "taken_unfreed": q.taken_unfreed,
         "data_waiters": q.data_waiters,
         "data_futex": q.data_futex,
         "space_waiters": q.space_waiters,
@@ -238,6 +239,14 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
                 out,
                 "  claimed_unpublished {} (a push in flight, or a producer that died mid-push)",
                 v["claimed_unpublished"]
+            )
+            .map_err(&oe)?;
+        }
+        if !v["taken_unfreed"].is_null() {
+            writeln!(
+                out,
+                "  taken_unfreed       {} (a pop in flight, or a consumer that died mid-pop)",
+                v["taken_unfreed"]
             )
             .map_err(&oe)?;
         }

@@ -233,5 +233,11 @@ fn queue_frame(
             "  position {pos} claimed, not published (a push in flight, or a producer that died mid-push)"
         )?;
     }
+    if let Some(pos) = s.taken_unfreed {
+        writeln!(
+            out,
+            "  position {pos} popped, slot not freed (a pop in flight, or a consumer that died mid-pop)"
+        )?;
+    }
     Ok(())
 }

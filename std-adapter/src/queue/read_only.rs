@@ -42,6 +42,10 @@ pub struct QueueSnapshot {
     /// MPMC: the first position claimed by a producer and not published (a push in
     /// flight, or a producer that died mid-push: see `next_stuck_slot`).
     pub claimed_unpublished: Option<u64>,
+    /// MPMC: the first position below the dequeue cursor whose slot a consumer took and has
+    /// not freed (a pop copying out, or a consumer that died mid-pop: see
+    /// `next_stuck_slot`). While it stays, producers find the queue full at that slot.
+    pub taken_unfreed: Option<u64>,
 }
 
 impl ReadOnlyQueue {
@@ -77,13 +81,20 @@ impl ReadOnlyQueue {
         // moves meanwhile shows enqueue >= dequeue.
         let dequeue = v.deq().load(Ordering::Relaxed);
         let enqueue = v.enq().load(Ordering::Relaxed);
-        let claimed_unpublished = match geometry.kind {
-            QueueKind::Mpmc => CoreMpmc::new(*v)
-                .ok()
-                .and_then(|q| q.next_stuck_slot(dequeue))
-                .filter(|s| s.kind != StuckKind::MidPop)
-                .map(|s| s.pos),
-            QueueKind::Spsc => None,
+        let (claimed_unpublished, taken_unfreed) = match geometry.kind {
+            QueueKind::Mpmc => match CoreMpmc::new(*v) {
+                Ok(q) => (
+                    q.next_stuck_slot(dequeue)
+                        .filter(|s| s.kind != StuckKind::MidPop)
+                        .map(|s| s.pos),
+                    // A consumer holds a position of the lap below the dequeue cursor.
+                    q.next_stuck_slot(dequeue.saturating_sub(geometry.capacity))
+                        .filter(|s| s.kind == StuckKind::MidPop && s.pos < dequeue)
+                        .map(|s| s.pos),
+                ),
+                Err(_) => (None, None),
+            },
+            QueueKind::Spsc => (None, None),
         };
         QueueSnapshot {
             geometry,
@@ -95,6 +106,7 @@ impl ReadOnlyQueue {
             space_waiters: v.space_waiters().load(Ordering::Relaxed),
             space_futex: v.space_futex().load(Ordering::Relaxed),
             claimed_unpublished,
+            taken_unfreed,
         }
     }
 }

@@ -78,6 +78,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 64,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub max_mirrors: u32,
+    /// Seconds a UDP unicast session may go without a PUNCH from its mirror before it is
+    /// ended (0..=86400; 0 never, as ringfire's server). Mirrors punch every 5 s; the
+    /// default, 20, lets three in a row be lost. Only with --udp.
+    #[arg(long, value_name = "S", default_value_t = super::serve::PUNCH_TIMEOUT.as_secs(), requires = "udp",
+          value_parser = clap::value_parser!(u64).range(0..=86_400))]
+    pub punch_timeout: u64,
 }
 
 /// Where a mirror starts.
@@ -234,6 +240,7 @@ impl ServeArgs {
             anticipate: !self.no_anticipate,
             once: self.once,
             max_sessions: self.max_mirrors as usize,
+            punch_timeout: Duration::from_secs(self.punch_timeout),
             ..ServeOptions::new(&self.path, self.bind)
         }
     }
