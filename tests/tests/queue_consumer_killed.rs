@@ -1,7 +1,8 @@
 //! Cross-process: an MPMC consumer process killed with SIGKILL between taking a position
 //! (its CAS of the dequeue cursor) and freeing the slot wedges a file-backed queue: the
-//! producer of the same slot's next lap finds it full, and so does every push after a
-//! restart. `next_stuck_slot` then reports the position as `StuckKind::MidPop`,
+//! producer of the same slot's next lap finds it full while other handles keep the file
+//! open (a handle that opens it with none alive heals it: see the test at the end).
+//! `next_stuck_slot` then reports the position as `StuckKind::MidPop`,
 //! `heal_stuck_slot` frees the slot, a producer process asleep on the full queue is woken
 //! by the heal, and the rest of the queue comes out in order.
 //!
@@ -97,9 +98,10 @@ fn consumer_killed_mid_pop_is_found_and_healed_across_processes() {
     );
     victim.0.kill().expect("SIGKILL the victim");
     victim.0.wait().expect("reap the victim");
-    // A restart: nothing of the dead consumer's is left but the file.
-    drop(q);
-    let q = MpmcQueue::<u64>::open(&path).unwrap();
+    // The creator's handle stays open, so a second handle heals nothing at open.
+    let q2 = MpmcQueue::<u64>::open(&path).unwrap();
+    assert_eq!(q2.healed_at_open(), 0);
+    drop(q2);
     assert_eq!(q.len(), 3);
     assert_eq!(q.try_push(&99), Err(PushError::Full));
     let mut pusher = spawn("pusher", path.path());
@@ -124,4 +126,36 @@ fn consumer_killed_mid_pop_is_found_and_healed_across_processes() {
     }
     assert_eq!(q.try_pop(), Ok((None, 0)));
     assert_eq!(q.next_stuck_slot(0), None);
+}
+
+/// After a restart (every handle closed, the victim killed mid-pop), the first handle to
+/// open the file is alone on it and heals the dead consumer's slot: producers are not
+/// stopped by a slot nobody will ever free.
+#[test]
+fn a_restarted_queue_heals_the_slot_of_a_consumer_killed_mid_pop() {
+    let path = ShmPath::new("queue-consumer-killed-restart");
+    let q = MpmcQueue::<u64>::create(&path, 4).unwrap();
+    for v in 10..14 {
+        q.try_push(&v).unwrap();
+    }
+    let ro = ReadOnlyQueue::open(&path, QueueKind::Mpmc).unwrap();
+    let mut victim = spawn("victim", path.path());
+    wait_until(
+        "the victim taking position 0",
+        Duration::from_secs(20),
+        || ro.snapshot().dequeue == 1,
+    );
+    victim.0.kill().expect("SIGKILL the victim");
+    victim.0.wait().expect("reap the victim");
+    assert_eq!(ro.snapshot().taken_unfreed, Some(0));
+    drop(q);
+    // A read-only `stat` mapping is no handle: it neither blocks nor does the heal.
+    let q = MpmcQueue::<u64>::open(&path).unwrap();
+    assert_eq!(q.healed_at_open(), 1);
+    assert_eq!(ro.snapshot().taken_unfreed, None);
+    assert_eq!(q.next_stuck_slot(0), None);
+    assert_eq!(q.try_push(&14), Ok(4));
+    for (pos, v) in (1..5).zip(11..15) {
+        assert_eq!(q.try_pop_with_pos(|_| ()), Ok(Some((pos, v))));
+    }
 }

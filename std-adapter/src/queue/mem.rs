@@ -174,6 +174,9 @@ pub struct QueueMem {
     // The creator's flock (spec §1.2 step 6), or an opener's shared lock on LIVE_BYTE, held
     // for the handle's life.
     _lock: Option<File>,
+    // MPMC positions this handle healed when it opened the file as its only live handle
+    // (see `reset_if_alone`).
+    healed_at_open: u64,
 }
 
 /// A `QueueFileError::Io` for `op` on `path`.
@@ -326,6 +329,7 @@ impl QueueMem {
             unfenced_notify: crate::sys::membarrier_registered(),
             dir_synced: AtomicBool::new(false),
             _lock: Some(f),
+            healed_at_open: 0,
         })
     }
 
@@ -351,7 +355,7 @@ impl QueueMem {
         let mut map = map_file(&f, map_len).map_err(io_err(path, "mmap"))?;
         let region = region_of(&mut map, path)?;
         let view = QueueView::attach(region, expect).map_err(attach_err)?;
-        reset_waiters_if_alone(&f, &view).map_err(io_err(path, "fcntl"))?;
+        let healed_at_open = reset_if_alone(&f, &view).map_err(io_err(path, "fcntl"))?;
         Ok(QueueMem {
             map,
             view,
@@ -360,6 +364,7 @@ impl QueueMem {
             unfenced_notify: crate::sys::membarrier_registered(),
             dir_synced: AtomicBool::new(false),
             _lock: Some(f),
+            healed_at_open,
         })
     }
 
@@ -386,6 +391,7 @@ impl QueueMem {
             unfenced_notify: crate::sys::membarrier_registered(),
             dir_synced: AtomicBool::new(true),
             _lock: None,
+            healed_at_open: 0,
         })
     }
 
@@ -397,6 +403,12 @@ impl QueueMem {
     /// The typed handles keep the `QueueMem` alive (an `Arc`) as long as their core handle.
     pub unsafe fn view(&self) -> &QueueView {
         &self.view
+    }
+
+    /// MPMC positions this handle healed when it opened the file as its only live handle:
+    /// slots left stuck by producers or consumers that died mid-push or mid-pop.
+    pub fn healed_at_open(&self) -> u64 {
+        self.healed_at_open
     }
 
     /// Whether this process's notifiers may skip the fence (membarrier registered).
@@ -525,14 +537,24 @@ fn creation_finished(path: &Path) -> bool {
     !matches!(ofd_held_as(&f, libc::F_RDLCK, LIVE_BYTE, 1), Ok(true))
 }
 
-/// Resets both waiter counts of the queue in `view` to 0 when the opener's file `f` (which
-/// holds the shared [`LIVE_BYTE`] lock) proves to be the only live handle on the file.
+/// When the opener's file `f` (which holds the shared [`LIVE_BYTE`] lock) proves to be the
+/// only live handle on the file, resets both waiter counts of the queue in `view` to 0 and,
+/// in an MPMC queue, heals every stuck slot; returns the number of positions healed.
 ///
-/// Why: a sleeper counts itself in `data_waiters` / `space_waiters` and uncounts itself
+/// Why the counts: a sleeper counts itself in `data_waiters` / `space_waiters` and uncounts itself
 /// when its sleep ends; one that dies asleep (SIGKILL, or a process whose `main` returns
 /// while a thread waits) never does, and the stale count, durable in the file, would make
 /// every later push or pop in every process bump the futex word and issue a `FUTEX_WAKE`.
 /// With no other live handle, nobody can be asleep, so every count is stale.
+///
+/// Why the slots: a producer killed between claiming a position and publishing it, or a
+/// consumer killed between taking a position and freeing its slot, leaves a stuck slot
+/// (`next_stuck_slot`) that stops every consumer (or, a lap later, every producer) for
+/// good, and `heal_stuck_slot` asks its caller to establish that the holder is dead. With
+/// no other live handle every holder is dead, so the proof below is that confirmation: a
+/// queue whose processes all exited, one of them mid-push, is drained after a restart
+/// past the lost item instead of stopping at it. Items a dead producer never published
+/// and items a dead consumer took are lost with them; healing loses nothing else.
 ///
 /// The proof holds the count still: a write lock on the whole file (taken by converting
 /// our shared lock, so there is no moment without one) succeeds only when no other open
@@ -552,29 +574,52 @@ fn creation_finished(path: &Path) -> bool {
 /// needless `FUTEX_WAKE` until the last handle closes and the file is opened again, or,
 /// for an SPSC queue, until the next handle takes the dead sleeper's role (see
 /// `spsc_bytes`).
-fn reset_waiters_if_alone(f: &File, view: &QueueView) -> io::Result<()> {
+fn reset_if_alone(f: &File, view: &QueueView) -> io::Result<u64> {
     // The conversion back below keeps the lock on bytes from LIVE_BYTE on.
     const _: () = assert!(LIVE_BYTE == 0);
     match ofd_lock(f, libc::F_WRLCK, LIVE_BYTE, 0) {
         Ok(true) => {}
         // Another handle holds a lock: not alone (our shared lock is unchanged).
-        Ok(false) => return Ok(()),
+        Ok(false) => return Ok(0),
         // No record locks here: `open_live` went on without them, nothing can be proved.
-        Err(e) if locks_unsupported(&e) => return Ok(()),
+        Err(e) if locks_unsupported(&e) => return Ok(0),
         Err(e) => return Err(e),
     }
+    let mut healed = 0;
     if crate::sys::try_lock_exclusive(f).is_ok() {
         // Relaxed: the locks order these stores before any later handle's use of the
         // counts (its lock waits for our release, a system call on both sides).
         view.data_waiters().store(0, Ordering::Relaxed);
         view.space_waiters().store(0, Ordering::Relaxed);
+        healed = heal_all_stuck(view);
         crate::sys::unlock(f);
     }
     // Back to the shared lock on LIVE_BYTE alone: nobody else can hold a lock that the
     // conversion conflicts with, and unlocking the tail splits no lock record.
     ofd_lock(f, libc::F_RDLCK, LIVE_BYTE, 1)?;
     ofd_lock(f, libc::F_UNLCK, LIVE_BYTE + 1, 0)?;
-    Ok(())
+    Ok(healed)
+}
+
+/// Heals every stuck slot of the MPMC queue in `view` (none in an SPSC queue) and returns
+/// how many; for [`reset_if_alone`], whose caller has proved every holder dead. Stops at
+/// the first position the heal refuses, which only a corrupt file can cause (no live
+/// handle moves a stamp meanwhile): that slot stays as it is, for `stat` to show.
+fn heal_all_stuck(view: &QueueView) -> u64 {
+    let Ok(q) = q::MpmcQueue::new(*view) else {
+        return 0;
+    };
+    let mut healed = 0;
+    let mut from = 0;
+    // Each heal moves `from` past its position, and stuck positions lie within two laps.
+    while let Some(stuck) = q.next_stuck_slot(from) {
+        if q.heal_stuck_slot(stuck).is_err() {
+            break;
+        }
+        healed += 1;
+        from = stuck.pos + 1;
+    }
+    healed
 }
 
 /// Opens the queue file at `path` and takes the shared [`LIVE_BYTE`] lock on it, retrying

@@ -27,6 +27,13 @@
 //! SPSC role, and in any queue file by a handle that opens it with no other handle alive;
 //! until then each push (or pop) on its side issues one needless `FUTEX_WAKE`.
 //!
+//! An MPMC slot left stuck by a producer that died mid-push, or a consumer that died
+//! mid-pop, stops the queue at that slot until it is healed
+//! ([`MpmcQueue::heal_stuck_slot`], whose caller confirms the holder dead). A handle that
+//! opens the file with no other handle alive has that confirmation from the file locks,
+//! and heals every stuck slot itself ([`MpmcQueue::healed_at_open`]): a queue whose
+//! processes all exited drains after a restart past the items the dead holders lost.
+//!
 //! The one-producer / one-consumer rule of an SPSC queue file is enforced with open-file-
 //! description locks (`F_OFD_SETLK`) on one byte per role, released by the kernel when the
 //! handle is dropped or its process dies.

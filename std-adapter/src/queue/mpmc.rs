@@ -32,7 +32,9 @@ impl<T: Item> MpmcQueue<T> {
         Self::from_mem(Arc::new(QueueMem::create(path, &g)?))
     }
 
-    /// Opens an existing queue file.
+    /// Opens an existing queue file. A handle that finds itself the only live handle on the
+    /// file (no other process or handle has it open) heals every stuck slot, since their
+    /// holders must have died: see [`MpmcQueue::healed_at_open`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
         Self::from_mem(Arc::new(QueueMem::open(
             path,
@@ -241,6 +243,18 @@ impl<T: Item> MpmcQueue<T> {
             },
         );
         Ok(())
+    }
+
+    /// Positions this handle healed when it opened the file: when [`MpmcQueue::open`] finds
+    /// no other live handle on the file (file locks prove it, and keep others out while it
+    /// heals), every stuck slot's holder is dead, so it heals each one as
+    /// [`MpmcQueue::heal_stuck_slot`] would: a position a producer claimed and never
+    /// published is passed by the consumers (its item was never written), and a slot a
+    /// consumer took and never freed is freed (its item left with that consumer). 0 when
+    /// other handles had the file open: then stuck slots are left to a caller that can
+    /// confirm their holders dead. Always 0 for `create` and `anonymous`.
+    pub fn healed_at_open(&self) -> u64 {
+        self.mem.healed_at_open()
     }
 
     /// Items claimed and not yet popped.

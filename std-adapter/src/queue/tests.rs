@@ -541,6 +541,81 @@ fn producer_killed_mid_push_is_healed_from_another_process() {
     assert_eq!(q.next_stuck_slot(0), None);
 }
 
+/// Stuck slots whose holders are all dead are healed by the next handle that opens the file
+/// alone: a queue whose processes all exited, one killed mid-push and one mid-pop, is
+/// drained and refilled after a restart instead of stopping at those slots. While another
+/// handle has the file open, nothing is healed (its holder may be that handle's process).
+#[test]
+fn an_opener_alone_on_the_file_heals_slots_whose_holders_died() {
+    let path = tmp("alonehealed");
+    let _rm = Remove(path.clone());
+    let q = MpmcQueue::<u64>::create(&path, 4).unwrap();
+    let mut child = KillOnDrop(
+        std::process::Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "queue::tests::child_claims_and_hangs",
+                "--ignored",
+                "--test-threads=1",
+            ])
+            .env("RINGWIRE_QUEUE_CHILD", &path)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    // The child pushes 1 at position 0 and claims position 1.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while q.next_stuck_slot(0).map(|s| s.pos) != Some(1) {
+        assert!(Instant::now() < deadline, "the child never claimed");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
+    q.try_push(&2).unwrap();
+    // A consumer took position 0 and died before freeing its slot (the state its CAS of the
+    // dequeue cursor leaves; a real pop cannot be stopped there from outside).
+    // SAFETY: `q` outlives this use of the core queue.
+    let core = unsafe { q.core() };
+    core.view()
+        .deq()
+        .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
+        .unwrap();
+    let stuck = |q: &MpmcQueue<u64>| {
+        let first = q.next_stuck_slot(0);
+        let second = first.and_then(|s| q.next_stuck_slot(s.pos + 1));
+        [first, second]
+    };
+    let both = [
+        Some(StuckSlot {
+            pos: 0,
+            kind: StuckKind::MidPop,
+        }),
+        Some(StuckSlot {
+            pos: 1,
+            kind: StuckKind::Claimed,
+        }),
+    ];
+    assert_eq!(stuck(&q), both);
+    // Another handle is open (the creator): nothing is healed.
+    let other = MpmcQueue::<u64>::open(&path).unwrap();
+    assert_eq!(other.healed_at_open(), 0);
+    assert_eq!(stuck(&other), both);
+    drop((q, other));
+    let q = MpmcQueue::<u64>::open(&path).unwrap();
+    assert_eq!(q.healed_at_open(), 2);
+    assert_eq!(stuck(&q), [None, None]);
+    // Position 1 is passed (its item was never written), then item 2 comes.
+    assert_eq!(q.try_pop(), Ok((Some(2), 1)));
+    // Slot 0 was freed: four more pushes fit, the second of them into it.
+    for v in 10..14 {
+        assert_eq!(q.try_push(&v).map(|_| ()), Ok(()), "push {v}");
+    }
+    for v in 10..14 {
+        assert_eq!(q.try_pop(), Ok((Some(v), 0)));
+    }
+}
+
 #[test]
 fn mpmc_file_shared_by_threads_and_reopened() {
     let path = tmp("mpmc");
