@@ -657,3 +657,60 @@ fn idle_ringfire_source_keeps_the_mirror_tcp() {
 fn idle_ringfire_source_keeps_the_mirror_unicast() {
     idle_source_keeps_the_mirror(Mode::Unicast, true, 23);
 }
+
+/// A resume against a restarted source (a new ring at the source's path, published past
+/// the mirror's position): the resume check finds the source's copy of the last record
+/// held differs, recreates the mirror ring and continues from that record; `resumed()` then
+/// says the ring was not kept and `first_sequence()` names the new ring's first record
+/// copied, even though the verdict (in UDP modes, the answer to a NAK) can come after
+/// `connect` returned.
+fn resume_against_a_restarted_source(mode: Mode, idx: u16) {
+    let src = ShmPath::new(&format!("cmp-rst-src-{idx}"));
+    let dst = ShmPath::new(&format!("cmp-rst-dst-{idx}"));
+    let copy = |start, until: u64| {
+        let (addr, stop, srv) = spawn_server(our_server(src.path(), mode, idx));
+        let mut m = Mirror::builder()
+            .start(start)
+            .interface(Ipv4Addr::LOCALHOST)
+            .unicast(mode == Mode::Unicast)
+            .nak_timeout(Duration::from_millis(10))
+            .file_mode(0o600)
+            .connect(addr, dst.path())
+            .unwrap();
+        wait_until("the mirror", DEADLINE, || m.sequence() >= until);
+        m.handle().unwrap().shutdown().unwrap();
+        m.run().unwrap();
+        stop.0.shutdown();
+        srv.join().unwrap().unwrap();
+        (m.first_sequence(), m.resumed(), m.sequence())
+    };
+    {
+        let mut old = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
+        publish(&mut |s| assert_eq!(old.push(&payload(s)), s), 1, 1000);
+        assert_eq!(copy(MirrorStart::Sequence(1), 1000), (1, false, 1000));
+    }
+    // The restarted source: other bytes under the same sequences, 2000 of them.
+    let mut new = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
+    let other = |s: u64| payload(s).map(|b| !b);
+    publish(&mut |s| assert_eq!(new.push(&other(s)), s), 1, 2000);
+    assert_eq!(copy(MirrorStart::Resume, 2000), (1000, false, 2000));
+    // The recreated ring holds the new ring's records from 1000 on, and none of the old.
+    let ring = ringwire::ReadOnlyRing::open(dst.path()).unwrap();
+    assert_eq!(ring.write_seq(), 2000);
+    let mut buf = vec![0u8; ring.geometry().record_len()];
+    assert_ne!(ring.read_slot(999, &mut buf), ringwire::core::SlotRead::Ok);
+    for seq in 1000..=2000 {
+        assert_eq!(ring.read_slot(seq, &mut buf), ringwire::core::SlotRead::Ok);
+        assert_eq!(buf[..LEN], other(seq), "record {seq}");
+    }
+}
+
+#[test]
+fn resume_against_a_restarted_source_reports_a_new_ring_tcp() {
+    resume_against_a_restarted_source(Mode::Tcp, 30);
+}
+
+#[test]
+fn resume_against_a_restarted_source_reports_a_new_ring_multicast() {
+    resume_against_a_restarted_source(Mode::Multicast, 31);
+}

@@ -517,8 +517,11 @@ pub struct Mirror {
     stop: Arc<AtomicBool>,
     progress: Arc<MirrorProgress>,
     thread: Option<JoinHandle<Result<MirrorSummary, ReplicaError>>>,
-    /// The GEOMETRY of the first handshake.
+    /// The GEOMETRY of the first handshake, its `seq` moved past the last record a resumed
+    /// ring held (what ringfire reports).
     first: GeometryRepr,
+    /// The `seq` that GEOMETRY offered.
+    offered: u64,
     /// The progress the last [`Mirror::step`] saw.
     seen: MirrorSnapshot,
 }
@@ -583,6 +586,7 @@ impl Mirror {
                 // A resume asks for the last record it holds again, to check it against the
                 // source's copy (see the core mirror's docs): the first record the source
                 // sends to be kept is the one after it, as in ringfire.
+                let offered = first.seq;
                 if seen.resumed {
                     first.seq = first.seq.max(held + 1);
                 }
@@ -592,6 +596,7 @@ impl Mirror {
                     progress,
                     thread: Some(thread),
                     first,
+                    offered,
                     seen,
                 });
             }
@@ -655,12 +660,23 @@ impl Mirror {
         self.snap().last_nak
     }
 
-    /// The first sequence the source offered at the handshake.
+    /// The first sequence the source offered at the handshake: after a resume, the one
+    /// after the last record the ring held, as in ringfire; once the resume check has found
+    /// a restarted source and recreated the ring (see [`Mirror::resumed`]), the sequence it
+    /// offered, the first record of the new ring.
     pub fn first_sequence(&self) -> u64 {
-        self.first.seq
+        let s = self.snap();
+        if s.handshakes == 1 && !s.resumed {
+            self.offered
+        } else {
+            self.first.seq
+        }
     }
 
-    /// Whether the handshake kept the ring already at the path instead of creating one.
+    /// Whether the connection kept the ring already at the path instead of creating one:
+    /// false from the handshake for a new ring, and from the moment a resume's check finds
+    /// that the source restarted and recreates the ring (a verdict that can come after
+    /// `connect` returns, with the source's copy of the last record held).
     pub fn resumed(&self) -> bool {
         self.snap().resumed
     }

@@ -140,7 +140,8 @@ pub struct MirrorSnapshot {
     pub handshakes: u64,
     /// The GEOMETRY of the latest handshake; its `seq` is the first sequence offered.
     pub geometry: Option<GeometryRepr>,
-    /// The latest handshake kept the ring already at the path instead of creating one.
+    /// The latest connection kept the ring already at the path instead of creating one
+    /// (false from the moment a resume check recreates it).
     pub resumed: bool,
     /// Live records come over UDP (multicast or unicast).
     pub udp: bool,
@@ -696,9 +697,11 @@ impl<'a> Conn<'a> {
             o.shook = true;
             s.handshakes += 1;
             s.geometry = self.m.geometry().copied();
-            s.resumed = sink.created() == o.created;
         }
         if o.shook {
+            // Not only at the handshake: a resume check that finds a restarted source
+            // recreates the ring later in the connection (module docs of the core mirror).
+            s.resumed = sink.created() == o.created;
             s.last_seq = self.m.next().saturating_sub(1);
         }
         let (unicast, session) = self.announced.unwrap_or((false, 0));

@@ -5,13 +5,16 @@
 //! Beyond the reference: a PUNCH is accepted only from the IP of its token's TCP peer, the
 //! number of sessions is bounded, and idle threads sleep on the ring's futex (or spin for a
 //! bounded, adaptive time with `--spin`) instead of sleep-polling. A NAK is answered with
-//! at most 65,535 records and never twice on one connection (see the core's `source`
-//! module); a stopping server ends its sessions between frames and while it waits for a
-//! slow reader's room, not only once their answers are out. A session whose mirror's host
-//! is gone ends by TCP keep-alive, and a unicast one also once its PUNCHes stop
-//! ([`ServeOptions::punch_timeout`]). A connection refused (at the session limit, or when
-//! no thread can be started for it) is closed so that the mirror reads a refusal, not a
-//! reset, and repeated refusals and accept errors are logged at a bounded rate.
+//! at most 65,535 records, less what the connection has queued or answered in its latest
+//! run of contiguous answers, so a mirror's repeats of one NAK are not answered again; a
+//! peer whose NAKs go back to records answered before that run gets them again, at its own
+//! read rate (see the core's `source` module). A stopping server ends its sessions between
+//! frames and while it waits for a slow reader's room, not only once their answers are out.
+//! A session whose mirror's host is gone ends by TCP keep-alive, and a unicast one also
+//! once its PUNCHes stop ([`ServeOptions::punch_timeout`]). A connection refused (at the
+//! session limit, or when no thread can be started for it) is closed so that the mirror
+//! reads a refusal, not a reset, and repeated refusals and accept errors are logged at a
+//! bounded rate.
 //!
 //! The ring is mapped read-write when this process may (sleeping on the futex means
 //! announcing the sleeper in the ring's header, a store); without write access (a 0644 ring

@@ -33,6 +33,14 @@
 //!
 //! Records that carry nothing of their ring's identity (two rings that hold the same bytes
 //! under `w`) cannot be told apart this way.
+//!
+//! Asking for `w` also changes one case of RESET: a restarted source whose new ring holds
+//! exactly `w - 1` records is asked for its next record, not past it, so it sends no RESET
+//! (§19.1 resets only past `write_seq + 1`); the check waits for the new ring's record `w`
+//! and recreates the mirror ring when it comes. Until the new producer publishes `w` the
+//! mirror keeps the old ring's records (and, in UDP modes, repeats its NAK for `w` every
+//! repair interval). In exchange, a resume from a source whose `write_seq` trails a record
+//! it has already served (a producer publishing a batch) is no longer taken for a restart.
 
 use core::fmt;
 
