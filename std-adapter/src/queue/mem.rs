@@ -158,6 +158,11 @@ const ROLE_BYTES: [(i64, &str); 2] = [
 ];
 /// Attempts of `open` while the path is being replaced under it.
 const OPEN_ATTEMPTS: usize = 8;
+/// How long taking an SPSC role waits for an opener's probe (`reset_if_alone`) to give back
+/// its whole-file lock. The probe takes microseconds, or one pass over the slots when it
+/// heals an MPMC file (which has no roles); this bounds a wait on a prober descheduled
+/// mid-probe.
+const PROBE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The memory a queue lives in: a shared mapping of a file, or anonymous memory.
 #[derive(Debug)]
@@ -228,13 +233,24 @@ fn ofd_held(f: &File, start: i64, len: i64) -> io::Result<bool> {
 /// Whether another open file description holds a lock on any of `len` bytes at `start`
 /// that conflicts with a lock of `kind` (`F_OFD_GETLK`).
 fn ofd_held_as(f: &File, kind: libc::c_int, start: i64, len: i64) -> io::Result<bool> {
+    Ok(ofd_conflict(f, kind, start, len)?.is_some())
+}
+
+/// A lock held through another open file description that conflicts with a lock of `kind`
+/// on `len` bytes at `start` (`F_OFD_GETLK`), if any.
+fn ofd_conflict(
+    f: &File,
+    kind: libc::c_int,
+    start: i64,
+    len: i64,
+) -> io::Result<Option<libc::flock>> {
     let mut fl = flock_of(kind, start, len);
     // SAFETY: fcntl with a valid descriptor and a pointer to a live flock struct, which
     // F_OFD_GETLK overwrites with the conflicting lock, if any.
     if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_GETLK, &mut fl) } != 0 {
         return Err(io::Error::last_os_error());
     }
-    Ok(fl.l_type != libc::F_UNLCK as libc::c_short)
+    Ok((fl.l_type != libc::F_UNLCK as libc::c_short).then_some(fl))
 }
 
 /// The file system (or kernel) offers no open-file-description locks.
@@ -497,13 +513,27 @@ impl QueueMem {
                 source: io::Error::other("the path now names another file than the one mapped"),
             });
         }
-        if !ofd_lock(&f, libc::F_WRLCK, offset, 1).map_err(io_err(path, "fcntl"))? {
-            return Err(QueueFileError::RoleTaken {
-                path: path.clone(),
-                role,
-            });
+        let deadline = std::time::Instant::now() + PROBE_WAIT;
+        loop {
+            if ofd_lock(&f, libc::F_WRLCK, offset, 1).map_err(io_err(path, "fcntl"))? {
+                return Ok(Some(f));
+            }
+            // A lock from byte 0 is not a role holder's (each locks its own byte) but a
+            // handle proving itself alone on the file (`reset_if_alone`), for the length of
+            // its probe: wait for it, or a create racing a first open would report its own
+            // role taken.
+            let probe = matches!(
+                ofd_conflict(&f, libc::F_WRLCK, offset, 1),
+                Ok(Some(held)) if held.l_start == LIVE_BYTE
+            );
+            if !probe || std::time::Instant::now() >= deadline {
+                return Err(QueueFileError::RoleTaken {
+                    path: path.clone(),
+                    role,
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
         }
-        Ok(Some(f))
     }
 }
 
@@ -564,8 +594,10 @@ fn creation_finished(path: &Path) -> bool {
 /// its `flock`, for its life, so that is tried too. A dead process's locks are released
 /// only once all its threads are gone, so none of them can still touch a count.
 ///
-/// While the probe runs (microseconds), a concurrent `open` waits a millisecond and
-/// retries, and a concurrent `create` is refused, as it would be anyway (this handle has
+/// While the probe runs (microseconds; one pass over the slots in an MPMC file, which it
+/// heals), a concurrent `open` waits a millisecond and retries, an SPSC role being taken
+/// (a creator attaching as producer right after `create`) waits for it (`lock_role`), and
+/// a concurrent `create` of the path is refused, as it would be anyway (this handle has
 /// the file open), but may name the file as being created ([`QueueFileError::Locked`]) or
 /// its holder as a "producer" (the whole-file lock covers the role bytes).
 ///

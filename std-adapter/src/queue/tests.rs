@@ -209,6 +209,67 @@ fn spsc_roles_are_exclusive_and_types_are_checked() {
     ));
 }
 
+/// An opener proving itself alone on the file holds a whole-file write lock for the length
+/// of its probe; a role taken meanwhile (a producer attaching right after its `create`)
+/// waits for the probe instead of reporting its role taken. A real role holder's lock is
+/// still refused at once.
+#[test]
+fn a_role_taken_during_an_openers_probe_waits_for_it() {
+    use std::os::fd::AsRawFd;
+    let path = tmp("probewait");
+    let _rm = Remove(path.clone());
+    let g = geometry_for::<u64>(QueueKind::Spsc, 8).unwrap();
+    let mem = QueueMem::create(&path, &g).unwrap();
+    let ofd_lock = |f: &std::fs::File, kind: libc::c_int, start: i64, len: i64| {
+        // SAFETY: an all-zero flock struct is a valid value of this plain C struct.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = kind as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        fl.l_start = start;
+        fl.l_len = len;
+        // SAFETY: fcntl with a valid descriptor and a pointer to a live flock struct.
+        unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &fl) == 0 }
+    };
+    let open = || {
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap()
+    };
+    // The probe's lock: a write lock from byte 0 to the end of the file and beyond.
+    let prober = open();
+    assert!(ofd_lock(&prober, libc::F_WRLCK, 0, 0));
+    let held = Duration::from_millis(50);
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(held);
+            assert!(ofd_lock(&prober, libc::F_UNLCK, 0, 0));
+        });
+        let lock = mem.lock_role(ringwire_core::queue::qhdr::ENQ as i64, "producer");
+        assert!(matches!(lock, Ok(Some(_))), "{lock:?}");
+        assert!(t0.elapsed() >= held);
+    });
+    // Another handle holding the consumer's role byte is refused without waiting.
+    let consumer = open();
+    assert!(ofd_lock(
+        &consumer,
+        libc::F_WRLCK,
+        ringwire_core::queue::qhdr::DEQ as i64,
+        1
+    ));
+    let t0 = Instant::now();
+    assert!(matches!(
+        mem.lock_role(ringwire_core::queue::qhdr::DEQ as i64, "consumer"),
+        Err(QueueFileError::RoleTaken {
+            role: "consumer",
+            ..
+        })
+    ));
+    assert!(t0.elapsed() < Duration::from_millis(400));
+}
+
 #[test]
 fn the_first_flush_of_a_file_queue_syncs_its_directory() {
     let path = tmp("flushdir");
