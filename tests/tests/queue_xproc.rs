@@ -26,8 +26,9 @@
 //! The kill half: a third producer process pushes some items, claims a position and is
 //! killed with SIGKILL before publishing it; the parent finds that position with
 //! `next_stuck_slot`, waits until the blocking consumer sleeps on the futex, heals the
-//! position with `heal_stuck_slot` (which wakes it), and the consumer processes must
-//! drain past it, passing it as the only healed position, with every other item
+//! position with `heal_stuck_slot`, and the consumer processes must drain past it (the
+//! sleeper wakes at the heal's wake-up or, at the latest, when its 200 ms sleep ends: the
+//! wake-up itself is timed by the std queue's unit tests), passing it as the only healed position, with every other item
 //! delivered as above.
 //!
 //! Children are this test binary re-executed with `RINGWIRE_XPROC_ROLE` set, running the
@@ -360,8 +361,9 @@ fn two_producers_two_consumers(n: u64, limit: Duration, victim: Option<u64>) {
             std::thread::yield_now();
         }
         // The blocking consumer, stuck at that position too, goes to sleep there (once the
-        // producers stop pushing, nothing wakes it): heal it asleep, so that the heal's
-        // wake-up is what lets it drain past.
+        // producers stop pushing, nothing but the heal or its sleep's end wakes it): heal
+        // the position while it sleeps. The drain below checks what comes after; how soon
+        // the heal wakes a sleeper is timed in the std queue's unit tests.
         let ro = ReadOnlyQueue::open(&queue, QueueKind::Mpmc).expect("read-only view");
         while ro.snapshot().data_waiters == 0 {
             assert!(t0.elapsed() < limit, "the blocking consumer never slept");

@@ -73,7 +73,11 @@
 //!   had published `pos + capacity`, that item is erased and consumers find the queue empty
 //!   at `pos + capacity` forever while [`MpmcQueue::len`] stays above 0. The scan then
 //!   reports `pos` as [`StuckKind::MidPop`]; healing it, then whatever position the scan
-//!   reports next, brings the queue back (without the erased item).
+//!   reports next, brings the queue back (without the erased item). But if the item at
+//!   `pos + capacity` was also popped and its slot freed before the late store, the stamp
+//!   goes back two laps: every push then reports full at that slot, [`MpmcQueue::len`] is
+//!   0, the scan finds nothing and no heal applies. Nothing short of recreating the queue
+//!   brings it back.
 //!
 //! What happens when the caller is wrong and the consumer was alive (healed as
 //! [`StuckKind::MidPop`] while it copied the item out): the slot is free at once, so the
@@ -82,7 +86,9 @@
 //! `pos + capacity` by then, the store erases that item, and consumers find the queue empty
 //! at `pos + capacity` forever, while [`MpmcQueue::len`] stays above 0 (the scan then
 //! reports `pos + capacity` as [`StuckKind::MidWrite`]; healing it passes the erased item).
-//! The consumer cannot learn any of this.
+//! If that item was also popped and its slot freed before the late store, the stamp goes
+//! back two laps and the queue is wedged for good, as in the last producer case above. The
+//! consumer cannot learn any of this.
 //!
 //! So death must be confirmed. Where a producer's death cannot be confirmed reliably,
 //! pushing with [`MpmcQueue::claim`] and [`MpmcQueue::write_claimed`] (one RMW more)
@@ -535,8 +541,12 @@ impl MpmcQueue {
                 // seeing this stamp, so a value past `pos` proves a consumer took the
                 // position; the CAS below proves it has not freed the slot.
                 let dequeue = self.q.deq().load(Ordering::Relaxed);
-                if dequeue <= pos {
-                    // Published (or healed) and waiting for its consumer.
+                // At or past the cursor: published (or healed) and waiting for its
+                // consumer. More than a lap below it: the next lap's position was popped
+                // too, so no consumer holds this one (a stamp a mistaken heal's late store
+                // put back, module docs); freeing it to `pos + capacity` would not unstick
+                // the slot, and the scan never reports such a position.
+                if dequeue <= pos || dequeue - pos > self.q.capacity() {
                     return Err(HealError::NotStuck { pos, stamp });
                 }
                 (StuckKind::MidPop, pos.wrapping_add(self.q.capacity()))

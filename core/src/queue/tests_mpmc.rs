@@ -515,6 +515,38 @@ fn a_live_consumer_healed_mid_pop_erases_the_next_lap_with_its_late_free() {
 }
 
 #[test]
+fn a_mistaken_mid_pop_heal_can_wedge_the_queue_for_good_and_is_not_healed_again() {
+    // The module docs' case: a live consumer healed as MidPop frees its slot late, after the
+    // next lap's item in that slot was popped and freed too; the stamp goes back two laps.
+    let (_b, q) = mpmc(2, 8);
+    assert_eq!(q.try_push(&1u64.to_le_bytes()), Ok(0));
+    kill_consumer_mid_pop(&q, 0); // in fact alive, copying
+    assert_eq!(q.heal_stuck_slot(stuck(0, StuckKind::MidPop)), Ok(()));
+    assert_eq!(q.try_push(&2u64.to_le_bytes()), Ok(1));
+    assert_eq!(q.try_push(&3u64.to_le_bytes()), Ok(2));
+    assert_eq!(pop_u64(&q), Ok((1, 2)));
+    assert_eq!(pop_u64(&q), Ok((2, 3)));
+    q.view().slot_word(0).store(2, Ordering::Release); // its late free
+    assert_eq!(q.try_push(&4u64.to_le_bytes()), Ok(3));
+    // Slot 0 reads as position 2 unpublished; the push of position 4 finds it full.
+    assert_eq!(
+        q.try_push(&5u64.to_le_bytes()),
+        Err(PushError::Full),
+        "the wedge"
+    );
+    assert_eq!(pop_u64(&q), Ok((3, 4)));
+    assert_eq!(q.len(), 0);
+    assert_eq!(q.next_stuck_slot(0), None);
+    // A stamp one lap behind a slot consumers passed twice: no consumer holds it.
+    q.view().slot_word(0).store(1, Ordering::Release);
+    assert!(matches!(
+        q.heal_stuck_slot(stuck(0, StuckKind::MidPop)),
+        Err(HealError::NotStuck { pos: 0, .. })
+    ));
+    assert_eq!(q.view().slot_word(0).load(Ordering::Relaxed), 1);
+}
+
+#[test]
 fn heal_refuses_a_position_whose_holder_moved_on() {
     // The scan reported position 0 claimed; its producer (alive after all) then published,
     // and a live consumer took the item. Healing by position alone would free the slot under
