@@ -13,7 +13,13 @@
 //!   overwritten, and one whose claimed ticket was overwritten (or never written) before it
 //!   could read it loses that ticket. Each consumer counts the tickets it lost in
 //!   [`MpmcQueueConsumer::dropped_count`]; over all consumers, every ticket handed out is
-//!   either received once or counted once.
+//!   either received once or counted once, but for a ticket a consumer holds (waiting for
+//!   its producer to publish it) when the consumer is dropped, which is neither;
+//! * a consumer whose ticket was claimed by a producer that died before publishing it
+//!   waits on that ticket, receiving nothing, until producers have claimed a whole ring's
+//!   worth of tickets after it (then it counts the ticket lost and goes on). Messages
+//!   published behind it meanwhile go to other consumers; with one consumer, or once
+//!   producers stop, they wait with it. ringfire's consumer does the same.
 //!
 //! When nothing may be lost, use the lossless queues of [`crate::queue`] (`SpscProducer` /
 //! `SpscConsumer`, `MpmcQueue`): their producers wait for room instead. Those are ringwire's
@@ -267,8 +273,9 @@ impl<T: FromBytes + 'static> MpmcQueueConsumer<T> {
     }
 
     /// The next message, or `None` when there is none, or when the ticket this consumer
-    /// claimed is not published yet (it keeps the ticket and tries it again next time).
-    /// Never waits.
+    /// claimed is not published yet (it keeps the ticket and tries it again next time; a
+    /// ticket whose producer died stays with it until a ring's worth of tickets are claimed
+    /// after it, see the module docs). Never waits.
     #[inline]
     pub fn try_recv(&mut self) -> Option<T> {
         self.try_recv_seq().map(|(_, v)| v)
@@ -287,8 +294,8 @@ impl<T: FromBytes + 'static> MpmcQueueConsumer<T> {
     }
 
     /// Waits with `wait` until a message arrives. Each wait is bounded, so a ring that no
-    /// producer pushes to any more keeps this looping: [`MpmcQueueConsumer::recv_timeout`]
-    /// gives up instead.
+    /// producer pushes to any more, or a ticket held for a producer that died (module docs),
+    /// keeps this looping: [`MpmcQueueConsumer::recv_timeout`] gives up instead.
     pub fn recv_blocking<W: WaitStrategy>(&mut self, wait: &mut W) -> T {
         loop {
             if let Some(v) = self.try_recv() {

@@ -262,19 +262,23 @@ impl LossyMpmcConsumer {
                 self.dropped = self.dropped.saturating_add(1);
                 self.pending = None;
             }
-            // Relaxed: ticket counters; the slot word carries the data ordering.
-            let r = ring.read_seq().load(Ordering::Relaxed);
-            // Relaxed: as above.
+            // Acquire: pairs with the release CAS of the consumer that moved `read_seq` to
+            // `r`, which had seen `claim_seq >= r`; so the load of `claim_seq` below sees at
+            // least that, and `r > c` cannot make a non-empty ring look empty (as
+            // ringfire's). The slot word carries the data ordering.
+            let r = ring.read_seq().load(Ordering::Acquire);
+            // Relaxed: ordered after the acquire above.
             let c = ring.claim_seq().load(Ordering::Relaxed);
             if r >= c {
                 return None;
             }
             let floor = c.saturating_sub(cap);
             if r < floor {
-                // Relaxed: as above.
+                // AcqRel: release for the next consumer's acquire load above; acquire as that
+                // load.
                 if ring
                     .read_seq()
-                    .compare_exchange(r, floor, Ordering::Relaxed, Ordering::Relaxed)
+                    .compare_exchange(r, floor, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
                 {
                     // Saturating: corrupt ticket counters may claim 2^64 drops.
@@ -282,10 +286,10 @@ impl LossyMpmcConsumer {
                 }
                 continue;
             }
-            // Relaxed: as above.
+            // AcqRel: as the CAS above.
             if ring
                 .read_seq()
-                .compare_exchange(r, r + 1, Ordering::Relaxed, Ordering::Relaxed)
+                .compare_exchange(r, r + 1, Ordering::AcqRel, Ordering::Relaxed)
                 .is_ok()
             {
                 self.pending = Some(r);
