@@ -82,6 +82,20 @@ fn spawn(role: &str, queue: &Path) -> Kid {
     )
 }
 
+/// Runs a victim that takes position 0 of the queue at `path` and never frees its slot,
+/// waits until `ro` shows the dequeue cursor past it, then kills it with SIGKILL and reaps
+/// it: a consumer known to have died mid-pop.
+fn kill_a_victim_mid_pop(path: &Path, ro: &ReadOnlyQueue) {
+    let mut victim = spawn("victim", path);
+    wait_until(
+        "the victim taking position 0",
+        Duration::from_secs(20),
+        || ro.snapshot().dequeue == 1,
+    );
+    victim.0.kill().expect("SIGKILL the victim");
+    victim.0.wait().expect("reap the victim");
+}
+
 #[test]
 fn consumer_killed_mid_pop_is_found_and_healed_across_processes() {
     let path = ShmPath::new("queue-consumer-killed");
@@ -90,14 +104,7 @@ fn consumer_killed_mid_pop_is_found_and_healed_across_processes() {
         assert_eq!(q.try_push(&v), Ok(pos as u64));
     }
     let ro = ReadOnlyQueue::open(&path, QueueKind::Mpmc).unwrap();
-    let mut victim = spawn("victim", path.path());
-    wait_until(
-        "the victim taking position 0",
-        Duration::from_secs(20),
-        || ro.snapshot().dequeue == 1,
-    );
-    victim.0.kill().expect("SIGKILL the victim");
-    victim.0.wait().expect("reap the victim");
+    kill_a_victim_mid_pop(path.path(), &ro);
     // The creator's handle stays open, so a second handle heals nothing at open.
     let q2 = MpmcQueue::<u64>::open(&path).unwrap();
     assert_eq!(q2.healed_at_open(), 0);
@@ -139,14 +146,7 @@ fn a_restarted_queue_heals_the_slot_of_a_consumer_killed_mid_pop() {
         q.try_push(&v).unwrap();
     }
     let ro = ReadOnlyQueue::open(&path, QueueKind::Mpmc).unwrap();
-    let mut victim = spawn("victim", path.path());
-    wait_until(
-        "the victim taking position 0",
-        Duration::from_secs(20),
-        || ro.snapshot().dequeue == 1,
-    );
-    victim.0.kill().expect("SIGKILL the victim");
-    victim.0.wait().expect("reap the victim");
+    kill_a_victim_mid_pop(path.path(), &ro);
     assert_eq!(ro.snapshot().taken_unfreed, Some(0));
     drop(q);
     // A read-only `stat` mapping is no handle: it neither blocks nor does the heal.

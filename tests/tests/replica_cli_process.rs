@@ -318,6 +318,22 @@ fn serve_names_a_bad_multicast_interface() {
     assert!(e.contains("239.255.77.9:17402"), "{e}");
 }
 
+/// Waits for a `serve` child's startup line and returns the child with the TCP address the
+/// line names; panics with the child's output if no such line comes within 20 s.
+fn serving_on(mut child: Child) -> (Child, std::net::SocketAddr) {
+    let Some(up) = child.line(Duration::from_secs(20), |l| l.contains(" on tcp ")) else {
+        let (status, lines) = child.finish(false, Duration::from_secs(5));
+        panic!("serve did not start ({status}): {lines:#?}");
+    };
+    let addr = up
+        .split(" on tcp ")
+        .nth(1)
+        .and_then(|r| r.split([',', ' ']).next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {up}"));
+    (child, addr)
+}
+
 /// `serve --punch-timeout S` ends a unicast session whose mirror sends no PUNCH for S
 /// seconds: a mirror punches every 5 s, so with 1 s its session ends about 1 s after the
 /// handshake, and the log names the timeout that was passed on the command line.
@@ -326,7 +342,7 @@ fn serve_punch_timeout_flag_ends_a_silent_unicast_session() {
     let src = Scratch::new("pt-src");
     let mir = Scratch::new("pt-mir");
     let _producer = source(&src.0, 100);
-    let mut child = Child::spawn(
+    let child = Child::spawn(
         &[
             "serve",
             src.s(),
@@ -339,16 +355,7 @@ fn serve_punch_timeout_flag_ends_a_silent_unicast_session() {
         ],
         None,
     );
-    let Some(up) = child.line(Duration::from_secs(20), |l| l.contains(" on tcp ")) else {
-        let (status, lines) = child.finish(false, Duration::from_secs(5));
-        panic!("serve did not start ({status}): {lines:#?}");
-    };
-    let addr: std::net::SocketAddr = up
-        .split(" on tcp ")
-        .nth(1)
-        .and_then(|r| r.split([',', ' ']).next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {up}"));
+    let (mut child, addr) = serving_on(child);
     let mut mo = MirrorOptions::new(addr, &mir.0);
     mo.unicast = true;
     mo.log = false;
@@ -388,17 +395,8 @@ fn serve_maps_a_ring_it_may_not_write_read_only() {
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&src.0, std::fs::Permissions::from_mode(0o644)).unwrap();
     }
-    let mut child = Child::spawn(&["serve", src.s(), "--bind", "127.0.0.1:0"], Some(65534));
-    let Some(up) = child.line(Duration::from_secs(20), |l| l.contains(" on tcp ")) else {
-        let (status, lines) = child.finish(false, Duration::from_secs(5));
-        panic!("serve did not start ({status}): {lines:#?}");
-    };
-    let addr: std::net::SocketAddr = up
-        .split(" on tcp ")
-        .nth(1)
-        .and_then(|r| r.split([',', ' ']).next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {up}"));
+    let child = Child::spawn(&["serve", src.s(), "--bind", "127.0.0.1:0"], Some(65534));
+    let (child, addr) = serving_on(child);
     let mut mo = MirrorOptions::new(addr, &mir.0);
     mo.start = ringwire_core::replicate::Start::Oldest;
     mo.log = false;

@@ -552,11 +552,10 @@ fn child_claims_and_hangs() {
     }
 }
 
-#[test]
-fn producer_killed_mid_push_is_healed_from_another_process() {
-    let path = tmp("killed");
-    let _rm = Remove(path.clone());
-    let q = MpmcQueue::<u64>::create(&path, 8).unwrap();
+/// Runs `child_claims_and_hangs` on the queue file at `path` (it pushes 1 at position 0
+/// and claims position 1), waits until `q` shows the claim, then kills it with SIGKILL and
+/// reaps it: a producer known to have died mid-push.
+fn kill_a_child_mid_push(q: &MpmcQueue<u64>, path: &Path) {
     let mut child = KillOnDrop(
         std::process::Command::new(std::env::current_exe().unwrap())
             .args([
@@ -565,7 +564,7 @@ fn producer_killed_mid_push_is_healed_from_another_process() {
                 "--ignored",
                 "--test-threads=1",
             ])
-            .env("RINGWIRE_QUEUE_CHILD", &path)
+            .env("RINGWIRE_QUEUE_CHILD", path)
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -576,9 +575,17 @@ fn producer_killed_mid_push_is_healed_from_another_process() {
         assert!(Instant::now() < deadline, "the child never claimed");
         std::thread::sleep(Duration::from_millis(2));
     }
-    // kill -9, and reap: the producer is now known to be dead.
     child.0.kill().unwrap();
     child.0.wait().unwrap();
+}
+
+#[test]
+fn producer_killed_mid_push_is_healed_from_another_process() {
+    let path = tmp("killed");
+    let _rm = Remove(path.clone());
+    let q = MpmcQueue::<u64>::create(&path, 8).unwrap();
+    // kill -9, and reap: the producer is now known to be dead.
+    kill_a_child_mid_push(&q, &path);
     q.try_push(&3).unwrap();
     assert_eq!(q.try_pop(), Ok((Some(1), 0)));
     // Consumers wait on the dead producer's position...
@@ -611,28 +618,7 @@ fn an_opener_alone_on_the_file_heals_slots_whose_holders_died() {
     let path = tmp("alonehealed");
     let _rm = Remove(path.clone());
     let q = MpmcQueue::<u64>::create(&path, 4).unwrap();
-    let mut child = KillOnDrop(
-        std::process::Command::new(std::env::current_exe().unwrap())
-            .args([
-                "--exact",
-                "queue::tests::child_claims_and_hangs",
-                "--ignored",
-                "--test-threads=1",
-            ])
-            .env("RINGWIRE_QUEUE_CHILD", &path)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap(),
-    );
-    // The child pushes 1 at position 0 and claims position 1.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while q.next_stuck_slot(0).map(|s| s.pos) != Some(1) {
-        assert!(Instant::now() < deadline, "the child never claimed");
-        std::thread::sleep(Duration::from_millis(2));
-    }
-    child.0.kill().unwrap();
-    child.0.wait().unwrap();
+    kill_a_child_mid_push(&q, &path);
     q.try_push(&2).unwrap();
     // A consumer took position 0 and died before freeing its slot (the state its CAS of the
     // dequeue cursor leaves; a real pop cannot be stopped there from outside).
