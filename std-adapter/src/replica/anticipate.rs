@@ -47,7 +47,7 @@ pub const MAX_WINDOW: Duration = Duration::from_micros(300);
 pub const MIN_HIT_RATE: u32 = 307;
 /// The hit rate a model starts (and restarts after a rest) with, in 1/1024ths: from it,
 /// windows that all miss stop anticipation after [`MISSES_TO_REST`] of them.
-const START_HIT_RATE: u32 = 1024;
+pub const START_HIT_RATE: u32 = 1024;
 /// Windows without data in a row after which a fresh model rests (from
 /// [`START_HIT_RATE`] down to below [`MIN_HIT_RATE`]).
 pub const MISSES_TO_REST: u32 = 19;
