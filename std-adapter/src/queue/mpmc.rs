@@ -295,14 +295,8 @@ mod tests {
         let q = MpmcQueue::<u64>::anonymous(2).unwrap();
         q.try_push(&1).unwrap();
         q.try_push(&2).unwrap();
-        // A consumer took position 0 and was killed before freeing its slot (simulated in
-        // process: the state its CAS of the dequeue cursor leaves).
-        // SAFETY: `q` outlives this use of the core queue.
-        let core = unsafe { q.core() };
-        core.view()
-            .deq()
-            .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
-            .unwrap();
+        // A consumer took position 0 and was killed before freeing its slot.
+        crate::queue::tests::kill_consumer_mid_pop(&q, 0);
         let tid = AtomicI32::new(0);
         std::thread::scope(|s| {
             let pusher = s.spawn(|| {

@@ -552,6 +552,18 @@ fn child_claims_and_hangs() {
     }
 }
 
+/// Leaves `q` as a consumer that took position `pos` (the next to pop) and died before
+/// freeing its slot would: the state its CAS of the dequeue cursor leaves, which a real pop
+/// cannot be stopped at from outside.
+pub(super) fn kill_consumer_mid_pop(q: &MpmcQueue<u64>, pos: u64) {
+    // SAFETY: `q` outlives this use of the core queue.
+    let core = unsafe { q.core() };
+    core.view()
+        .deq()
+        .compare_exchange(pos, pos + 1, Ordering::Relaxed, Ordering::Relaxed)
+        .expect("`pos` is the next position to pop");
+}
+
 /// Runs `child_claims_and_hangs` on the queue file at `path` (it pushes 1 at position 0
 /// and claims position 1), waits until `q` shows the claim, then kills it with SIGKILL and
 /// reaps it: a producer known to have died mid-push.
@@ -620,14 +632,7 @@ fn an_opener_alone_on_the_file_heals_slots_whose_holders_died() {
     let q = MpmcQueue::<u64>::create(&path, 4).unwrap();
     kill_a_child_mid_push(&q, &path);
     q.try_push(&2).unwrap();
-    // A consumer took position 0 and died before freeing its slot (the state its CAS of the
-    // dequeue cursor leaves; a real pop cannot be stopped there from outside).
-    // SAFETY: `q` outlives this use of the core queue.
-    let core = unsafe { q.core() };
-    core.view()
-        .deq()
-        .compare_exchange(0, 1, Ordering::Relaxed, Ordering::Relaxed)
-        .unwrap();
+    kill_consumer_mid_pop(&q, 0);
     let stuck = |q: &MpmcQueue<u64>| {
         let first = q.next_stuck_slot(0);
         let second = first.and_then(|s| q.next_stuck_slot(s.pos + 1));

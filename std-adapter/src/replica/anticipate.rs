@@ -50,7 +50,14 @@ pub const MIN_HIT_RATE: u32 = 307;
 pub const START_HIT_RATE: u32 = 1024;
 /// Windows without data in a row after which a fresh model rests (from
 /// [`START_HIT_RATE`] down to below [`MIN_HIT_RATE`]).
-pub const MISSES_TO_REST: u32 = 19;
+pub const MISSES_TO_REST: u32 = {
+    let (mut rate, mut n) = (START_HIT_RATE, 0);
+    while rate >= MIN_HIT_RATE {
+        rate -= rate / 16;
+        n += 1;
+    }
+    n
+};
 /// Arrivals to wait out after [`MISSES_TO_REST`] misses.
 pub const REST_ARRIVALS: u32 = 256;
 /// Starting estimate of how late a timed park ends (updated from every timed park).
@@ -272,7 +279,7 @@ impl Anticipator {
     fn window_ended(&mut self, hit: bool) {
         if hit {
             self.hits += 1;
-            self.hit_rate += (1024 - self.hit_rate) / 16;
+            self.hit_rate += (START_HIT_RATE - self.hit_rate) / 16;
         } else {
             self.losses += 1;
             self.hit_rate -= self.hit_rate / 16;
