@@ -2,7 +2,9 @@
 //! without per-slot length words) and slots written in place then committed; MPMC with two
 //! producers and two consumers, producers racing for slots across a wrap, a producer
 //! reusing a slot while its consumer pops, `claim` racing `try_push`; and the heals: of a
-//! consumer killed mid-pop, racing a late publish, of a push dead mid-copy.
+//! consumer killed mid-pop, racing a late publish, of a push dead mid-copy. And ringfire's
+//! lossy MPMC ring: two producers and a competing consumer, slot reuse with an overwritten
+//! ticket, and the heal of a slot left mid-write racing a push and a consumer.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringwire-core
 //! --release --test loom_queue` (preemption bound 3, 2 for `mpmc_two_producers_two_consumers`
@@ -711,4 +713,52 @@ fn lossy_mpmc_slot_reuse_and_an_overwritten_ticket() {
         HELD_THEN_LOST.load(Relaxed) > 0,
         "the consumer never held ticket 1 when its slot was overwritten"
     );
+}
+
+/// Healing a lossy ring's slot left mid-write by a dead producer (ticket 1 of a 2-slot
+/// ring), racing a producer that publishes ticket 2 in the other slot and a consumer that
+/// holds ticket 1: that consumer never delivers ticket 1 (the torn payload), another takes
+/// ticket 2 untorn with its value, and the slot ends healed (word 0), whichever order the
+/// heal, the push and the reads take. (A push landing on the healed slot takes it over only after the
+/// 10 ms stall, a slow path these models leave out; the std test
+/// `a_healed_mid_write_slot_is_taken_over_once_then_serves_ringwire_and_ringfire_producers`
+/// covers it.)
+#[test]
+fn lossy_heal_of_a_mid_write_slot_racing_a_push_and_a_consumer() {
+    use ringwire_core::sync::Ordering::Relaxed;
+    model(|| {
+        let ring = lossy_ring(2);
+        // The dead producer's ticket 1: drawn, slot marked mid-write, never published.
+        ring.claim_seq().fetch_add(1, Relaxed);
+        ring.slot_seq(1).store(u64::MAX, Relaxed);
+        let healer = {
+            let p = LossyMpmcProducer::new(ring.clone()).unwrap();
+            thread::spawn(move || p.heal_mid_write_slot(1))
+        };
+        let producer = {
+            let p = LossyMpmcProducer::new(ring.clone()).unwrap();
+            thread::spawn(
+                move || match p.push(&item(20), || unreachable!("slow path")) {
+                    LossyPush::Published { seq, .. } => seq,
+                    other => panic!("{other:?}"),
+                },
+            )
+        };
+        // The first consumer draws ticket 1 (read_seq starts there) and reads its slot
+        // while the heal runs: it must see it pending (the marker or 0), never published.
+        let mut c1 = LossyMpmcConsumer::new(ring.clone()).unwrap();
+        let mut b = [0u8; 16];
+        assert_eq!(c1.try_recv(&mut b), None);
+        assert_eq!(c1.pending(), Some(1));
+        assert_eq!(healer.join().unwrap(), Ok(()));
+        assert_eq!(producer.join().unwrap(), 2);
+        assert_eq!(c1.try_recv(&mut b), None);
+        assert_eq!(c1.pending(), Some(1));
+        // A second consumer takes ticket 2, untorn.
+        let mut c2 = LossyMpmcConsumer::new(ring.clone()).unwrap();
+        assert_eq!(c2.try_recv(&mut b), Some(2));
+        assert_eq!(value(&b), 20);
+        assert_eq!((c1.dropped(), c2.dropped()), (0, 0));
+        assert_eq!(ring.slot_seq(1).load(Relaxed), 0);
+    });
 }

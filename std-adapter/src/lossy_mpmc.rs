@@ -8,7 +8,10 @@
 //! * a producer whose slot already holds a message of a later lap throws its own message
 //!   away (*discarded*), and one whose slot stays mid-write by another producer for more
 //!   than 10 ms gives up on it (*dropped*); [`MpmcProducer::push`] returns the ticket
-//!   either way, [`MpmcProducer::push_outcome`] tells which;
+//!   either way, [`MpmcProducer::push_outcome`] tells which. A slot left mid-write by a
+//!   producer that died while copying drops a message on every lap until a process that
+//!   knows that producer dead heals it ([`MpmcProducer::heal_mid_write_slot`]; `ringwire
+//!   stat` counts such slots as `mid_write_slots`);
 //! * a consumer that falls a whole ring behind the producers skips the tickets that were
 //!   overwritten, and one whose claimed ticket was overwritten (or never written) before it
 //!   could read it loses that ticket. Each consumer counts the tickets it lost in
@@ -40,7 +43,7 @@ use ringwire_core::sync::Ordering;
 use ringwire_core::{Expect, Geometry, RingView};
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
-pub use ringwire_core::queue::compat::LossyPush;
+pub use ringwire_core::queue::compat::{LossyHealError, LossyPush};
 
 use crate::error::{Error, Result};
 use crate::file::{CleanupMode, CreateOptions, RingFile};
@@ -149,8 +152,9 @@ impl<T: IntoBytes + Immutable + 'static> MpmcProducer<T> {
     /// between the two) is taken over, and this message published. A slot left mid-write
     /// (its writer died while copying, the slot's word stuck at the write marker) is never
     /// taken over: this push and every later one that lands on that slot, one in
-    /// [`MpmcProducer::capacity`], waits the 10 ms and drops its message. Neither ringfire
-    /// nor ringwire offers a way to repair such a slot; only a new ring clears it.
+    /// [`MpmcProducer::capacity`], waits the 10 ms and drops its message, until a process
+    /// that knows the writer is dead heals it ([`MpmcProducer::heal_mid_write_slot`];
+    /// ringfire has no such repair, only a new ring clears it there).
     #[inline]
     pub fn push(&self, item: &T) -> u64 {
         match self.push_outcome(item) {
@@ -189,6 +193,29 @@ impl<T: IntoBytes + Immutable + 'static> MpmcProducer<T> {
     /// Number of slots.
     pub fn capacity(&self) -> u64 {
         self.file.ring().capacity()
+    }
+
+    /// The first slot at or after index `from` that is mid-write (its sequence word is the
+    /// write marker), or `None`. A live producer's slot looks the same while it copies; a
+    /// slot still found so after its writer is known dead is stuck (see
+    /// [`MpmcProducer::heal_mid_write_slot`]). `ringwire stat` counts such slots.
+    pub fn next_mid_write_slot(&self, from: u64) -> Option<u64> {
+        self.inner.next_mid_write_slot(from)
+    }
+
+    /// Heals slot `index`, left mid-write by a producer that died while copying: every later
+    /// push landing on it would otherwise wait 10 ms and drop its message, lap after lap.
+    /// The slot is marked never written, so the torn message is never delivered (its ticket
+    /// is counted lost, as before), and the next push that lands there takes the slot over
+    /// after the usual 10 ms wait; later laps use it normally. See
+    /// [`LossyMpmcProducer::heal_mid_write_slot`].
+    ///
+    /// The caller must know that the producer that was writing the slot is dead (the ring
+    /// does not record which process writes a slot): healing a live writer's slot can
+    /// deliver a torn message. Fails, healing nothing, when the slot is not mid-write or
+    /// not in the ring.
+    pub fn heal_mid_write_slot(&self, index: u64) -> std::result::Result<(), LossyHealError> {
+        self.inner.heal_mid_write_slot(index)
     }
 
     /// Whether dropping this producer unlinks the file: [`CleanupMode::UnlinkOnDrop`] is the

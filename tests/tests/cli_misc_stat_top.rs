@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use ringwire::RingProducer;
+use ringwire::core::sync::Ordering;
 use ringwire_tests::netns::{ringwire_bin, run_ringwire as ringwire};
 use ringwire_tests::records::Rec;
 use ringwire_tests::shm::ShmPath;
@@ -52,7 +53,37 @@ fn stat_text_prints_plain_values_and_json_says_ring() {
     assert_eq!(v["type"], "ring", "{v}");
     assert_eq!(v["mode"], "SPMC");
     assert_eq!(v["readers"][0]["name"], "algo 1");
+    assert!(
+        v["mid_write_slots"].is_null(),
+        "only MPMC rings have it: {v}"
+    );
     drop(prod);
+}
+
+#[test]
+fn stat_counts_a_lossy_mpmc_rings_slots_left_mid_write() {
+    let p = ShmPath::new("cli-misc-stat-mpmc");
+    let prod = ringwire::MpmcProducer::<u64>::create(p.path(), 8).unwrap();
+    prod.push(&1);
+    let path = p.path().to_str().unwrap();
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("  mode               MPMC\n"), "{out}");
+    assert!(out.contains("  mid_write_slots    0 ("), "{out}");
+    // A producer that died while copying ticket 2 left its slot at the write marker.
+    let v = ringwire_tests::shm::view(prod.file());
+    v.claim_seq().fetch_add(1, Ordering::SeqCst);
+    v.slot_seq(2).store(u64::MAX, Ordering::SeqCst);
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("  mid_write_slots    1 ("), "{out}");
+    let (_, out, _) = ringwire(&["stat", path, "--json"]);
+    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(j["mid_write_slots"], 1, "{j}");
+    assert_eq!(prod.next_mid_write_slot(0), Some(2));
+    prod.heal_mid_write_slot(2).unwrap();
+    let (_, out, _) = ringwire(&["stat", path]);
+    assert!(out.contains("  mid_write_slots    0 ("), "{out}");
 }
 
 /// A pseudo-terminal: (master, slave path).

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use ringwire_core::blackboard::BLACKBOARD_MAGIC;
-use ringwire_core::layout::{Flags, RING_MAGIC, oldest_retained};
+use ringwire_core::layout::{Flags, RING_MAGIC, SLOT_WRITING, oldest_retained};
 use ringwire_core::queue::QueueKind;
 use serde_json::{Value, json};
 
@@ -146,6 +146,14 @@ pub fn stat_json(path: &Path) -> Result<Value> {
         "has_arena": flags.has(Flags::WITH_ARENA),
         "has_registry": flags.has(Flags::WITH_REGISTRY),
     });
+    if let (true, Some(map)) = (flags.has(Flags::MODE_MPMC), o.as_object_mut()) {
+        // Slots whose word is the write marker: a push in flight, or a producer that died
+        // while copying (every push landing there then drops its message).
+        let stuck = (0..g.capacity)
+            .filter(|&i| ring.slot_seq_word(i) == SLOT_WRITING)
+            .count();
+        map.insert("mid_write_slots".into(), json!(stuck));
+    }
     if let (Some(reserved), Some(map)) = (ring.arena_reserved(), o.as_object_mut()) {
         map.insert("arena_capacity".into(), json!(g.arena_size));
         map.insert("arena_reserved".into(), json!(reserved));
@@ -271,6 +279,14 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         "utilization_pct",
     ];
     fields(out, &v, "Sequences", &keys, 18).map_err(&oe)?;
+    if !v["mid_write_slots"].is_null() {
+        writeln!(
+            out,
+            "  mid_write_slots    {} (a push in flight, or a producer that died mid-write)",
+            v["mid_write_slots"]
+        )
+        .map_err(&oe)?;
+    }
     fields(out, &v, "Futex", &["waiting_consumers", "futex_word"], 18).map_err(&oe)?;
     if v["has_arena"] == true {
         writeln!(

@@ -3,5 +3,5 @@
 mod mpmc_lossy;
 
 pub use mpmc_lossy::{
-    LossyMpmcConsumer, LossyMpmcProducer, LossyPush, TAKEOVER_NS, TicketExhausted,
+    LossyHealError, LossyMpmcConsumer, LossyMpmcProducer, LossyPush, TAKEOVER_NS, TicketExhausted,
 };

@@ -208,6 +208,97 @@ impl LossyMpmcProducer {
     }
 }
 
+/// Why [`LossyMpmcProducer::heal_mid_write_slot`] refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum LossyHealError {
+    /// The index is not a slot of the ring (it is at or past the capacity).
+    BadIndex {
+        /// The index passed.
+        index: u64,
+        /// The ring's capacity.
+        capacity: u64,
+    },
+    /// The slot is not mid-write: its writer finished (or it was healed already), so
+    /// the death the caller confirmed is not that of a writer of this slot.
+    NotMidWrite {
+        /// The index passed.
+        index: u64,
+        /// The sequence word found.
+        seq: u64,
+    },
+}
+
+impl fmt::Display for LossyHealError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            LossyHealError::BadIndex { index, capacity } => write!(
+                f,
+                "slot {index} is not in the ring (capacity {capacity}): nothing was healed"
+            ),
+            LossyHealError::NotMidWrite { index, seq } => write!(
+                f,
+                "slot {index} is not mid-write (its sequence word is {seq}): nothing was healed"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for LossyHealError {}
+
+/// A slot left mid-write by a producer that died between taking it (sequence word
+/// `u64::MAX`, spec §4.1) and publishing. No producer ever takes over such a slot (spec
+/// §8.1): each one whose ticket lands there spins for [`TAKEOVER_NS`] and drops its
+/// message, on every lap, and the consumer that drew that ticket waits for a whole ring of
+/// claims before counting it lost. ringfire's ring stays that way until it is recreated.
+/// A caller that knows the writer is dead (a supervisor that reaped the process, say) can
+/// find the slot and heal it.
+impl LossyMpmcProducer {
+    /// The first slot at or after index `from` whose sequence word is `u64::MAX` (mid-write),
+    /// or `None` (also for a `from` at or past the capacity). A live producer's write shows
+    /// the same for the moment it takes: only a slot found so again after the writer is
+    /// known dead is stuck.
+    pub fn next_mid_write_slot(&self, from: u64) -> Option<u64> {
+        // Relaxed: a report; the heal's CAS decides.
+        (from..self.ring.capacity())
+            .find(|&i| self.ring.slot_seq(i).load(Ordering::Relaxed) == SLOT_WRITING)
+    }
+
+    /// Heals slot `index` (0 ≤ index < capacity), left mid-write by a dead producer: its
+    /// sequence word goes from `u64::MAX` to 0, "never written". Its torn payload is never
+    /// delivered: a consumer (or broadcast reader) waiting on the dead writer's ticket sees
+    /// a word below its ticket, as before, and counts the ticket lost once a ring's worth of
+    /// tickets were claimed after it. The next producer whose ticket lands on the slot finds
+    /// neither the value it expects nor a write in progress, so it takes the slot over once
+    /// [`TAKEOVER_NS`] have passed (spec §8.1, "stalled"), as for any stalled slot; from then
+    /// on the slot works normally. Nothing is published, so nobody needs waking.
+    ///
+    /// The value is 0 rather than the value the next producer expects (its ticket less the
+    /// capacity) because a consumer may hold that ticket and would take the torn payload
+    /// as its message.
+    ///
+    /// # Caller contract
+    ///
+    /// The producer that marked the slot must be dead. Healing the slot of a live writer
+    /// lets another producer take the slot over while it still copies: the two copies can
+    /// interleave and a consumer can receive a torn message. The format records no writer,
+    /// so this cannot be checked here. Fails with [`LossyHealError::NotMidWrite`] when the
+    /// slot is not mid-write (its writer finished: then it was alive).
+    pub fn heal_mid_write_slot(&self, index: u64) -> Result<(), LossyHealError> {
+        let capacity = self.ring.capacity();
+        if index >= capacity {
+            return Err(LossyHealError::BadIndex { index, capacity });
+        }
+        // Relaxed: nothing is published; the next owner's acquire CAS takes the slot from
+        // whatever word it finds.
+        self.ring
+            .slot_seq(index)
+            .compare_exchange(SLOT_WRITING, 0, Ordering::Relaxed, Ordering::Relaxed)
+            .map(|_| ())
+            .map_err(|seq| LossyHealError::NotMidWrite { index, seq })
+    }
+}
+
 /// A competing consumer of a ringfire MPMC ring (spec §8.2): each ticket goes to one
 /// consumer; lost tickets are counted in [`LossyMpmcConsumer::dropped`].
 #[derive(Debug)]
@@ -452,6 +543,70 @@ mod tests {
         let mut b = [0u8; 8];
         assert_eq!(r.read_slot(3, &mut b), SlotRead::Ok);
         assert_eq!(u64::from_le_bytes(b), 9);
+    }
+
+    #[test]
+    fn a_healed_mid_write_slot_is_taken_over_once_and_its_torn_ticket_is_never_delivered() {
+        let (_b, r) = ring(2);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        let mut c = LossyMpmcConsumer::new(r).unwrap();
+        // A producer drew ticket 1, marked its slot mid-write, copied half its payload and
+        // died.
+        assert_eq!(r.claim_seq().fetch_add(1, Ordering::Relaxed), 1);
+        r.slot_seq(1).store(SLOT_WRITING, Ordering::Relaxed);
+        r.write_slot_at(1, 8, &0xdead_u64.to_le_bytes());
+        r.slot_seq(1).store(SLOT_WRITING, Ordering::Relaxed);
+        // A consumer drew ticket 1 and waits on it.
+        assert_eq!(recv(&mut c), None);
+        assert_eq!(c.pending(), Some(1));
+
+        assert_eq!(p.next_mid_write_slot(0), Some(1));
+        assert_eq!(p.next_mid_write_slot(2), None);
+        assert_eq!(p.heal_mid_write_slot(1), Ok(()));
+        assert_eq!(r.slot_seq(1).load(Ordering::Relaxed), 0);
+        assert_eq!(p.next_mid_write_slot(0), None);
+        assert_eq!(
+            p.heal_mid_write_slot(1),
+            Err(LossyHealError::NotMidWrite { index: 1, seq: 0 })
+        );
+        assert_eq!(
+            p.heal_mid_write_slot(2),
+            Err(LossyHealError::BadIndex {
+                index: 2,
+                capacity: 2
+            })
+        );
+        // The healed word is below the ticket: still pending, nothing torn delivered.
+        assert_eq!(recv(&mut c), None);
+
+        assert!(matches!(
+            p.push(&2u64.to_le_bytes(), no_clock),
+            LossyPush::Published { seq: 2, .. }
+        ));
+        // Ticket 3 lands on the healed slot: it finds 0, not its expected 1, and takes the
+        // slot over once the deadline passed (a clock of 2 ms per read).
+        let mut t = 0u64;
+        let out = p.push(&3u64.to_le_bytes(), || {
+            t += 2_000_000;
+            t
+        });
+        assert!(
+            matches!(out, LossyPush::Published { seq: 3, .. }),
+            "{out:?}"
+        );
+        // Ticket 1 is lost (its slot holds 3 now), and counted; 2 and 3 are delivered.
+        assert_eq!(recv(&mut c), Some((2, 2)));
+        assert_eq!(c.dropped(), 1);
+        assert_eq!(recv(&mut c), Some((3, 3)));
+        // The next laps take the slot at once (the clock is never read).
+        for s in 4..=7u64 {
+            assert!(matches!(
+                p.push(&s.to_le_bytes(), no_clock),
+                LossyPush::Published { seq, .. } if seq == s
+            ));
+            assert_eq!(recv(&mut c), Some((s, s)));
+        }
+        assert_eq!(c.dropped(), 1);
     }
 
     #[test]
