@@ -9,9 +9,10 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use ringwire_core::Expect;
 use ringwire_core::broadcast::{Consumer, StartMode, TypedConsumer};
 use ringwire_core::layout::{schema_signature_of, slot_stride};
+use ringwire_core::sync::Ordering;
+use ringwire_core::{Expect, RingView};
 use zerocopy::FromBytes;
 
 use crate::checkpoint::{OffsetCheckpoint, default_path};
@@ -104,7 +105,8 @@ impl<T: FromBytes + 'static> RingConsumerBuilder<T> {
     }
 
     /// Resume from, and commit to, this checkpoint file (spec §13). A saved value `v != 0`
-    /// overrides the start mode with `v + 1`.
+    /// overrides the start mode with `v + 1`, unless the ring never published `v` (a
+    /// checkpoint of an earlier ring at this path: see [`RingConsumer::stale_checkpoint`]).
     pub fn offset_file(mut self, path: impl AsRef<Path>) -> Self {
         self.offset_file = Some(path.as_ref().to_path_buf());
         self
@@ -130,10 +132,23 @@ impl<T: FromBytes + 'static> RingConsumerBuilder<T> {
     }
 }
 
+/// True when `offset` (a checkpoint's last processed sequence) names a record `ring` never
+/// published: past its `write_seq`, and its slot does not hold it. The slot check covers a
+/// record published between its slot's store and the `write_seq` store that follows it
+/// (spec §4.2 steps 4 and 5), which another reader may already have processed and saved.
+fn never_published(ring: &RingView, offset: u64) -> bool {
+    // Acquire: as for any read of write_seq before reading slots.
+    offset > ring.write_seq().load(Ordering::Acquire)
+        // Acquire: pairs with the writer's release store of the slot's sequence.
+        && ring.slot_seq(offset).load(Ordering::Acquire) != offset
+}
+
 /// A reader of a typed broadcast ring.
 pub struct RingConsumer<T> {
     inner: TypedConsumer<T>,
     checkpoint: Option<OffsetCheckpoint>,
+    /// The saved offset ignored at attach (see [`RingConsumer::stale_checkpoint`]).
+    stale_checkpoint: Option<u64>,
     /// ringfire's views of the registry and of this reader's slot, built at attach.
     registry: Option<Box<ReaderRegistry>>,
     registration: Option<Box<ReaderRegistration>>,
@@ -203,9 +218,10 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         let checkpoint = checkpoint_path
             .map(|p| OffsetCheckpoint::open_or_create(p, name))
             .transpose()?;
-        let mode = match checkpoint.as_ref().and_then(|c| c.load()) {
-            Some(v) => StartMode::Sequence(v.saturating_add(1)),
-            None => b.mode,
+        let (mode, stale_checkpoint) = match checkpoint.as_ref().and_then(|c| c.load()) {
+            Some(v) if never_published(file.ring(), v) => (b.mode, Some(v)),
+            Some(v) => (StartMode::Sequence(v.saturating_add(1)), None),
+            None => (b.mode, None),
         };
         // The copy lives in the handle, which owns `file` and drops it last.
         let mut consumer = Consumer::new(*file.ring(), mode);
@@ -223,6 +239,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         Ok(RingConsumer {
             inner,
             checkpoint,
+            stale_checkpoint,
             registry,
             registration,
             file: Arc::new(file),
@@ -427,6 +444,22 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// The checkpoint file, if configured.
     pub fn checkpoint(&self) -> Option<&OffsetCheckpoint> {
         self.checkpoint.as_ref()
+    }
+
+    /// The offset the checkpoint held at attach, when it was ignored because it names a
+    /// record this ring never published: past its `write_seq`, and that record's slot does
+    /// not hold it. Such an offset was saved against an earlier ring at this path, which a
+    /// restarted producer has replaced with a fresh one counting from 1 again; resuming
+    /// after it would skip the new ring's records up to it (and wait, receiving nothing,
+    /// until the producer got there). The consumer started where its start mode says
+    /// instead, as without a saved offset, and its first commit overwrites the stale value.
+    /// `None` when the saved offset was used, or there was none.
+    ///
+    /// A new ring that has already published past the saved offset cannot be told from the
+    /// old one (the format records no ring identity): the consumer then resumes after the
+    /// saved offset, as ringfire's does.
+    pub fn stale_checkpoint(&self) -> Option<u64> {
+        self.stale_checkpoint
     }
 
     /// The checkpoint file's path, if one is configured.

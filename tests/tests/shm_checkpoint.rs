@@ -7,6 +7,7 @@ use ringwire::checkpoint::default_path;
 use ringwire::{OffsetCheckpoint, RingConsumer, RingProducer};
 use ringwire_tests::records::Rec;
 use ringwire_tests::shm::ShmPath;
+use zerocopy::IntoBytes;
 
 fn wall_ns() -> u64 {
     SystemTime::now()
@@ -108,4 +109,85 @@ fn a_checkpoint_in_a_missing_directory_is_created_with_it() {
             .load(),
         Some(9)
     );
+}
+
+/// A checkpoint saved against a ring that a restarted producer has since replaced (the new
+/// ring counts from 1 again and has not reached the saved offset) is ignored: the consumer
+/// starts where its start mode says and reports the stale offset. Resuming after it would
+/// wait for record 9 of the new ring, skipping 1 to 8 unseen.
+#[test]
+fn a_checkpoint_past_a_restarted_rings_write_seq_is_ignored_and_reported() {
+    let p = ShmPath::new("ckpt-stale");
+    let named = || {
+        RingConsumer::<Rec>::builder()
+            .start_from_oldest()
+            .consumer_name("algo")
+            .attach(&p)
+            .unwrap()
+    };
+    let mut prod = RingProducer::<Rec>::create(&p, 64).unwrap();
+    for s in 1..=10 {
+        prod.push(&Rec::new(s));
+    }
+    let mut c = named();
+    for s in 1..=8 {
+        assert!(c.try_recv().unwrap().is_valid_for(s));
+    }
+    c.commit_offset().unwrap();
+    assert_eq!(c.stale_checkpoint(), None);
+    drop(c);
+    drop(prod);
+
+    // The producer restarts: a fresh ring at the same path.
+    let mut prod = RingProducer::<Rec>::create(&p, 64).unwrap();
+    for s in 1..=3 {
+        prod.push(&Rec::new(s));
+    }
+    let mut c = named();
+    assert_eq!(c.stale_checkpoint(), Some(8));
+    for s in 1..=3 {
+        assert!(c.try_recv().unwrap().is_valid_for(s));
+    }
+    assert_eq!(c.try_recv(), None);
+    c.commit_offset().unwrap();
+    drop(c);
+
+    // The offset saved on the new ring is used again.
+    for s in 4..=12 {
+        prod.push(&Rec::new(s));
+    }
+    let mut c = named();
+    assert_eq!(c.stale_checkpoint(), None);
+    assert!(c.try_recv().unwrap().is_valid_for(4));
+}
+
+/// A saved offset one past `write_seq` whose slot already holds it is not stale: the record
+/// was published (its slot stored) and another reader processed and saved it before the
+/// producer's `write_seq` store that follows (spec §4.2 steps 4 and 5).
+#[test]
+fn a_checkpoint_of_a_record_published_before_its_write_seq_store_is_used() {
+    let p = ShmPath::new("ckpt-slot-first");
+    let mut prod = RingProducer::<Rec>::create(&p, 64).unwrap();
+    for s in 1..=3 {
+        prod.push(&Rec::new(s));
+    }
+    // Record 4 is in its slot; write_seq still says 3.
+    let v = ringwire_tests::shm::view(prod.file());
+    v.write_slot(4, Rec::new(4).as_bytes());
+    let file = default_path(p.path(), "algo");
+    OffsetCheckpoint::open_or_create(&file, "algo")
+        .unwrap()
+        .save(4);
+    let mut c = RingConsumer::<Rec>::builder()
+        .start_from_oldest()
+        .consumer_name("algo")
+        .attach(&p)
+        .unwrap();
+    assert_eq!(c.stale_checkpoint(), None);
+    assert_eq!(c.cursor(), 5);
+    // The producer finishes record 4 (write_seq 4) and publishes 5.
+    prod.push(&Rec::new(4));
+    assert_eq!(prod.file().write_seq(), 4);
+    prod.push(&Rec::new(5));
+    assert!(c.try_recv().unwrap().is_valid_for(5));
 }
