@@ -306,7 +306,8 @@ impl BlobProducer<()> {
 }
 
 /// A reader of a blob ring: starts at the oldest retained message and registers as
-/// `"anonymous"` when there is a free registry slot.
+/// `"anonymous"` when there is a free registry slot. A copy inherited through `fork` leaves
+/// that slot to the parent when dropped, as a [`RingConsumer`](crate::RingConsumer)'s does.
 pub struct BlobConsumer<M> {
     reader: BlobReader,
     scratch: Vec<u8>,
@@ -550,6 +551,13 @@ impl<M> BlobConsumer<M> {
     /// [`BlobConsumer::cursor`]: the reader's, less the message `view` has not delivered.
     fn next_seq(&self) -> u64 {
         self.reader.cursor() - u64::from(self.undelivered.is_some())
+    }
+}
+
+impl<M> Drop for BlobConsumer<M> {
+    fn drop(&mut self) {
+        // As RingConsumer's: a copy inherited through fork leaves the slot to the parent.
+        let _ = self.reader.unregister_as(std::process::id());
     }
 }
 

@@ -144,6 +144,13 @@ fn never_published(ring: &RingView, offset: u64) -> bool {
 }
 
 /// A reader of a typed broadcast ring.
+///
+/// Registered readers are named by process id (spec §9). A child forked from the process
+/// that attached holds a copy of this consumer and of its registry slot: dropping the copy
+/// leaves the slot to the parent (freeing it would leave the parent reading unregistered,
+/// and a lossless producer would stop waiting for it), but a child that reads through the
+/// copy publishes its cursor into the parent's slot. A child that reads should attach a
+/// consumer of its own.
 pub struct RingConsumer<T> {
     inner: TypedConsumer<T>,
     checkpoint: Option<OffsetCheckpoint>,
@@ -486,6 +493,14 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     }
 }
 
+impl<T> Drop for RingConsumer<T> {
+    fn drop(&mut self) {
+        // A copy inherited through fork leaves the registry slot to the parent, which owns
+        // it (the core's drop then has nothing to give up).
+        let _ = self.inner.inner_mut().unregister_as(std::process::id());
+    }
+}
+
 impl<T: FromBytes + 'static> std::fmt::Debug for RingConsumer<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("RingConsumer")
@@ -593,5 +608,48 @@ mod tests {
         rx.registration().unwrap().update_cursor(2);
         rx.commit_offset_to(&t.0[2], "other").unwrap();
         assert_eq!(rx.registry().unwrap().min_cursor(), Some(4));
+    }
+
+    #[test]
+    fn a_forked_childs_copy_dropped_leaves_the_parents_registry_slot() {
+        use crate::test_fork::{assert_exited_0, forked};
+        let t = TmpPaths::new(&["fork-drop-ring", "fork-drop-blob"]);
+        let tx = RingProducer::<u64>::builder(16)
+            .max_readers(2)
+            .build::<u64, _>(&t.0[0])
+            .unwrap();
+        let btx = crate::BlobProducer::<()>::builder(16, 4096)
+            .max_readers(2)
+            .build::<(), _>(&t.0[1])
+            .unwrap();
+        let rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
+        let brx = crate::BlobConsumer::<()>::attach(&t.0[1]).unwrap();
+        let me = std::process::id();
+        let pids = || {
+            let ring = tx.registry().unwrap().active_readers(0);
+            let blob = btx.active_readers();
+            (
+                ring.iter().map(|r| r.pid).collect::<Vec<_>>(),
+                blob.iter().map(|r| r.pid).collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(pids(), (vec![me], vec![me]));
+        let status = forked(10, || {
+            // SAFETY: this child never touches the originals again (it leaves through
+            // `_exit`), so the bitwise copies are its only copies of the consumers.
+            let (copy, bcopy) = unsafe { (std::ptr::read(&rx), std::ptr::read(&brx)) };
+            drop(copy);
+            drop(bcopy);
+            0
+        });
+        assert_exited_0(status, "drop in the child");
+        assert_eq!(
+            pids(),
+            (vec![me], vec![me]),
+            "the child freed the parent's slot"
+        );
+        drop(rx);
+        drop(brx);
+        assert_eq!(pids(), (vec![], vec![]));
     }
 }

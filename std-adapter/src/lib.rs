@@ -60,6 +60,8 @@ pub mod registry;
 pub mod replica;
 pub mod signature;
 pub mod sys;
+#[cfg(test)]
+mod test_fork;
 pub mod tsc;
 pub mod wait;
 

@@ -231,6 +231,20 @@ impl Consumer {
         }
     }
 
+    /// [`Consumer::unregister`] when called from process `pid`, the one that registered;
+    /// from any other process the slot is only forgotten. The registry names a reader by
+    /// its process id, so a copy of this reader inherited through `fork` holds its parent's
+    /// slot: were the child's copy to give it up (dropping it does, through the std layer's
+    /// handles, which pass their own pid here), the parent would go on reading unregistered,
+    /// and a lossless producer would no longer wait for it.
+    pub fn unregister_as(&mut self, pid: u32) -> Result<(), RegistryError> {
+        if self.registry_slot.is_some() && self.registry_pid != pid {
+            self.registry_slot = None;
+            return Ok(());
+        }
+        self.unregister()
+    }
+
     /// Moves the cursor to `seq` (at least 1), backwards or forwards; below the oldest
     /// retained message it moves to the oldest and counts the difference as lapped, as
     /// [`StartMode::Sequence`] does. Returns that difference (0 when `seq` is retained or not

@@ -23,6 +23,20 @@ pub struct TypedConsumer<T> {
     _t: PhantomData<fn() -> T>,
 }
 
+impl<T> TypedConsumer<T> {
+    /// The untyped consumer (cursor, lapped count, lag, seek).
+    #[inline(always)]
+    pub fn inner(&self) -> &Consumer {
+        &self.inner
+    }
+
+    /// The untyped consumer, mutably.
+    #[inline(always)]
+    pub fn inner_mut(&mut self) -> &mut Consumer {
+        &mut self.inner
+    }
+}
+
 impl<T: FromBytes> TypedConsumer<T> {
     /// Wraps `inner`, checking that the ring's slot stride is `T`'s (spec §1.3 check 4).
     pub fn new(inner: Consumer) -> Result<Self, AttachError> {
@@ -38,18 +52,6 @@ impl<T: FromBytes> TypedConsumer<T> {
             inner,
             _t: PhantomData,
         })
-    }
-
-    /// The untyped consumer (cursor, lapped count, lag, seek).
-    #[inline(always)]
-    pub fn inner(&self) -> &Consumer {
-        &self.inner
-    }
-
-    /// The untyped consumer, mutably.
-    #[inline(always)]
-    pub fn inner_mut(&mut self) -> &mut Consumer {
-        &mut self.inner
     }
 
     /// One record without cursor publication.

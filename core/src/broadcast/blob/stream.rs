@@ -178,6 +178,20 @@ impl BlobReader {
         }
     }
 
+    /// [`BlobReader::unregister`] when called from process `pid`, the one that registered;
+    /// from any other process (a copy of this reader inherited through `fork`) the slot is
+    /// only forgotten, left to the process that registered it. See
+    /// [`Consumer::unregister_as`](crate::broadcast::Consumer::unregister_as).
+    pub fn unregister_as(&mut self, pid: u32) -> Result<(), RegistryError> {
+        match self.registration {
+            Some((_, owner)) if owner != pid => {
+                self.registration = None;
+                Ok(())
+            }
+            _ => self.unregister(),
+        }
+    }
+
     /// The ring.
     pub fn view(&self) -> &RingView {
         &self.view
