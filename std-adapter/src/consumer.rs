@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ringwire_core::broadcast::{Consumer, StartMode, TypedConsumer};
-use ringwire_core::layout::{schema_signature_of, slot_stride};
+use ringwire_core::layout::{SLOT_WRITING, schema_signature_of, slot_stride};
 use ringwire_core::sync::Ordering;
 use ringwire_core::{Expect, RingView};
 use zerocopy::FromBytes;
@@ -105,8 +105,8 @@ impl<T: FromBytes + 'static> RingConsumerBuilder<T> {
     }
 
     /// Resume from, and commit to, this checkpoint file (spec §13). A saved value `v != 0`
-    /// overrides the start mode with `v + 1`, unless the ring never published `v` (a
-    /// checkpoint of an earlier ring at this path: see [`RingConsumer::stale_checkpoint`]).
+    /// overrides the start mode with `v + 1`, unless the ring never reached `v` (a checkpoint
+    /// of an earlier ring at this path: see [`RingConsumer::stale_checkpoint`]).
     pub fn offset_file(mut self, path: impl AsRef<Path>) -> Self {
         self.offset_file = Some(path.as_ref().to_path_buf());
         self
@@ -133,14 +133,18 @@ impl<T: FromBytes + 'static> RingConsumerBuilder<T> {
 }
 
 /// True when `offset` (a checkpoint's last processed sequence) names a record `ring` never
-/// published: past its `write_seq`, and its slot does not hold it. The slot check covers a
-/// record published between its slot's store and the `write_seq` store that follows it
-/// (spec §4.2 steps 4 and 5), which another reader may already have processed and saved.
-fn never_published(ring: &RingView, offset: u64) -> bool {
-    // Acquire: as for any read of write_seq before reading slots.
-    offset > ring.write_seq().load(Ordering::Acquire)
-        // Acquire: pairs with the writer's release store of the slot's sequence.
-        && ring.slot_seq(offset).load(Ordering::Acquire) != offset
+/// reached: its slot holds an earlier sequence (or nothing), and `write_seq`, loaded after
+/// that slot, is still below `offset`. A slot holding `offset` or a later sequence, or
+/// mid-write, means the ring got there: a writer stores a batch's slots before the one
+/// `write_seq` store that ends it (spec §4.2 step 5), a batch longer than the ring laps
+/// slots before that store, and an MPMC ring's `write_seq` is only the highest ticket
+/// published; another reader may have processed and saved such a record meanwhile.
+fn never_reached(ring: &RingView, offset: u64) -> bool {
+    // Acquire: pairs with the writer's release store of the slot's sequence.
+    let s = ring.slot_seq(offset).load(Ordering::Acquire);
+    // Acquire: ordered after the slot load, so a write_seq published with or after the
+    // slot's store is seen.
+    s != SLOT_WRITING && s < offset && offset > ring.write_seq().load(Ordering::Acquire)
 }
 
 /// A reader of a typed broadcast ring.
@@ -226,7 +230,8 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
             .map(|p| OffsetCheckpoint::open_or_create(p, name))
             .transpose()?;
         let (mode, stale_checkpoint) = match checkpoint.as_ref().and_then(|c| c.load()) {
-            Some(v) if never_published(file.ring(), v) => (b.mode, Some(v)),
+            // Saved against an earlier ring: nothing of this one was processed.
+            Some(v) if never_reached(file.ring(), v) => (StartMode::Oldest, Some(v)),
             Some(v) => (StartMode::Sequence(v.saturating_add(1)), None),
             None => (b.mode, None),
         };
@@ -243,6 +248,12 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         let registration =
             ReaderRegistration::of(file.ring(), consumer.registry_slot()).map(Box::new);
         let inner = TypedConsumer::new(consumer).map_err(|e| Error::attach(path, e))?;
+        if let (Some(cp), Some(_)) = (&checkpoint, stale_checkpoint) {
+            // Replaced at once, so that a consumer that dies before its first commit does
+            // not leave the stale offset for the next attach (which could no longer tell it
+            // once this ring has passed it).
+            cp.save(inner.inner().cursor().saturating_sub(1));
+        }
         Ok(RingConsumer {
             inner,
             checkpoint,
@@ -453,18 +464,23 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         self.checkpoint.as_ref()
     }
 
-    /// The offset the checkpoint held at attach, when it was ignored because it names a
-    /// record this ring never published: past its `write_seq`, and that record's slot does
-    /// not hold it. Such an offset was saved against an earlier ring at this path, which a
+    /// The offset the checkpoint held at attach, when it was ignored because this ring never
+    /// reached it: that record's slot holds an earlier sequence (or nothing) and `write_seq`
+    /// is below it. Such an offset was saved against an earlier ring at this path, which a
     /// restarted producer has replaced with a fresh one counting from 1 again; resuming
     /// after it would skip the new ring's records up to it (and wait, receiving nothing,
-    /// until the producer got there). The consumer started where its start mode says
-    /// instead, as without a saved offset, and its first commit overwrites the stale value.
-    /// `None` when the saved offset was used, or there was none.
+    /// until the producer got there). Since nothing of the new ring was processed, the
+    /// consumer starts at its oldest retained record instead (whatever the builder's start
+    /// mode, which applies only when there is no saved offset), and attach saves the offset
+    /// just before that at once, so a consumer that dies before its first commit does not
+    /// leave the stale value behind. `None` when the saved offset was used, or there was none.
     ///
-    /// A new ring that has already published past the saved offset cannot be told from the
-    /// old one (the format records no ring identity): the consumer then resumes after the
-    /// saved offset, as ringfire's does.
+    /// Cases it cannot tell: a new ring that has already published past the saved offset
+    /// (the format records no ring identity: the consumer then resumes after the saved
+    /// offset, as ringfire's does); and an offset committed after a
+    /// [`RingConsumer::seek`] past the end of the ring, which claims records never
+    /// published and is taken for stale. ringfire's and Python's consumers sharing the file
+    /// resume after a stale offset.
     pub fn stale_checkpoint(&self) -> Option<u64> {
         self.stale_checkpoint
     }

@@ -207,12 +207,15 @@ impl<T: IntoBytes + Immutable + 'static> MpmcProducer<T> {
     /// push landing on it would otherwise wait 10 ms and drop its message, lap after lap.
     /// The slot is marked never written, so the torn message is never delivered (its ticket
     /// is counted lost, as before), and the next push that lands there takes the slot over
-    /// after the usual 10 ms wait; later laps use it normally. See
-    /// [`LossyMpmcProducer::heal_mid_write_slot`].
+    /// after the usual 10 ms wait; later laps use it at once. A consumer waiting on the
+    /// dead producer's ticket is not released by the heal itself, only by that takeover (or
+    /// a ring's worth of later tickets). See [`LossyMpmcProducer::heal_mid_write_slot`].
     ///
-    /// The caller must know that the producer that was writing the slot is dead (the ring
-    /// does not record which process writes a slot): healing a live writer's slot can
-    /// deliver a torn message. Fails, healing nothing, when the slot is not mid-write or
+    /// The ring does not record which producer writes a slot, and a live producer that was
+    /// descheduled while copying shows the same marker: healing its slot can deliver a torn
+    /// message. So heal only when every producer that could be writing the slot is known
+    /// dead or stopped (a supervisor that reaped the one that died and paused the others),
+    /// from one healer at a time. Fails, healing nothing, when the slot is not mid-write or
     /// not in the ring.
     pub fn heal_mid_write_slot(&self, index: u64) -> std::result::Result<(), LossyHealError> {
         self.inner.heal_mid_write_slot(index)

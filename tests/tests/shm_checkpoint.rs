@@ -113,14 +113,15 @@ fn a_checkpoint_in_a_missing_directory_is_created_with_it() {
 
 /// A checkpoint saved against a ring that a restarted producer has since replaced (the new
 /// ring counts from 1 again and has not reached the saved offset) is ignored: the consumer
-/// starts where its start mode says and reports the stale offset. Resuming after it would
-/// wait for record 9 of the new ring, skipping 1 to 8 unseen.
+/// starts at the new ring's oldest record, whatever its start mode, reports the stale
+/// offset, and replaces it in the file at once. Resuming after it would wait for record 9
+/// of the new ring, skipping 1 to 8 unseen.
 #[test]
 fn a_checkpoint_past_a_restarted_rings_write_seq_is_ignored_and_reported() {
     let p = ShmPath::new("ckpt-stale");
+    // The builder's default start mode (latest): it applies only without a saved offset.
     let named = || {
         RingConsumer::<Rec>::builder()
-            .start_from_oldest()
             .consumer_name("algo")
             .attach(&p)
             .unwrap()
@@ -129,7 +130,11 @@ fn a_checkpoint_past_a_restarted_rings_write_seq_is_ignored_and_reported() {
     for s in 1..=10 {
         prod.push(&Rec::new(s));
     }
-    let mut c = named();
+    let mut c = RingConsumer::<Rec>::builder()
+        .start_from_oldest()
+        .consumer_name("algo")
+        .attach(&p)
+        .unwrap();
     for s in 1..=8 {
         assert!(c.try_recv().unwrap().is_valid_for(s));
     }
@@ -145,49 +150,72 @@ fn a_checkpoint_past_a_restarted_rings_write_seq_is_ignored_and_reported() {
     }
     let mut c = named();
     assert_eq!(c.stale_checkpoint(), Some(8));
-    for s in 1..=3 {
+    // Replaced in the file before anything was read.
+    assert_eq!(c.checkpoint().unwrap().load(), None);
+    for s in 1..=2 {
         assert!(c.try_recv().unwrap().is_valid_for(s));
     }
-    assert_eq!(c.try_recv(), None);
-    c.commit_offset().unwrap();
+    // It dies without committing, and the ring moves past the old offset: the next
+    // attach starts over from the new ring's oldest, not after record 8.
     drop(c);
-
-    // The offset saved on the new ring is used again.
     for s in 4..=12 {
         prod.push(&Rec::new(s));
     }
-    let mut c = named();
-    assert_eq!(c.stale_checkpoint(), None);
-    assert!(c.try_recv().unwrap().is_valid_for(4));
-}
-
-/// A saved offset one past `write_seq` whose slot already holds it is not stale: the record
-/// was published (its slot stored) and another reader processed and saved it before the
-/// producer's `write_seq` store that follows (spec §4.2 steps 4 and 5).
-#[test]
-fn a_checkpoint_of_a_record_published_before_its_write_seq_store_is_used() {
-    let p = ShmPath::new("ckpt-slot-first");
-    let mut prod = RingProducer::<Rec>::create(&p, 64).unwrap();
-    for s in 1..=3 {
-        prod.push(&Rec::new(s));
-    }
-    // Record 4 is in its slot; write_seq still says 3.
-    let v = ringwire_tests::shm::view(prod.file());
-    v.write_slot(4, Rec::new(4).as_bytes());
-    let file = default_path(p.path(), "algo");
-    OffsetCheckpoint::open_or_create(&file, "algo")
-        .unwrap()
-        .save(4);
     let mut c = RingConsumer::<Rec>::builder()
         .start_from_oldest()
         .consumer_name("algo")
         .attach(&p)
         .unwrap();
     assert_eq!(c.stale_checkpoint(), None);
-    assert_eq!(c.cursor(), 5);
-    // The producer finishes record 4 (write_seq 4) and publishes 5.
-    prod.push(&Rec::new(4));
-    assert_eq!(prod.file().write_seq(), 4);
-    prod.push(&Rec::new(5));
-    assert!(c.try_recv().unwrap().is_valid_for(5));
+    for s in 1..=5 {
+        assert!(c.try_recv().unwrap().is_valid_for(s));
+    }
+    c.commit_offset().unwrap();
+    drop(c);
+
+    // The offset saved on the new ring is used again.
+    let mut c = named();
+    assert_eq!(c.stale_checkpoint(), None);
+    assert!(c.try_recv().unwrap().is_valid_for(6));
+}
+
+/// Saved offsets that this ring has reached although its `write_seq` is below them are
+/// used: a record published before the producer's `write_seq` store that follows it (spec
+/// §4.2 steps 4 and 5), a slot already lapped by a batch longer than the ring (its slots
+/// are all stored before its one `write_seq` store), and a slot being written.
+#[test]
+fn a_checkpoint_of_a_slot_the_ring_reached_before_its_write_seq_store_is_used() {
+    let p = ShmPath::new("ckpt-slot-first");
+    let file = default_path(p.path(), "algo");
+    let attach = |saved: u64| {
+        OffsetCheckpoint::open_or_create(&file, "algo")
+            .unwrap()
+            .save(saved);
+        let c = RingConsumer::<Rec>::builder()
+            .start_from_oldest()
+            .consumer_name("algo")
+            .attach(&p)
+            .unwrap();
+        (c.stale_checkpoint(), c.cursor())
+    };
+    let mut prod = RingProducer::<Rec>::builder(4).build::<Rec, _>(&p).unwrap();
+    for s in 1..=3 {
+        prod.push(&Rec::new(s));
+    }
+    let v = ringwire_tests::shm::view(prod.file());
+    // Record 4 is in its slot; write_seq still says 3.
+    v.write_slot(4, Rec::new(4).as_bytes());
+    assert_eq!(attach(4), (None, 5));
+    // A batch of 4..=9 in flight: slots written up to 9 (slot 1 holds 5 and then 9),
+    // write_seq still 3. A reader that took 4 and 5 saved 5.
+    for s in 5..=9 {
+        v.write_slot(s, Rec::new(s).as_bytes());
+    }
+    assert_eq!(attach(5), (None, 6));
+    // Slot 2 (of record 6, in the next lap 10) is being written.
+    v.slot_seq(10)
+        .store(u64::MAX, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(attach(10), (None, 11));
+    // A record whose slot holds an earlier one, past write_seq: never reached.
+    assert_eq!(attach(11), (Some(11), 1));
 }

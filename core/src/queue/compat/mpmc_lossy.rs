@@ -17,8 +17,16 @@ use crate::sync::{Ordering, spin_hint};
 
 /// The reference's stall takeover deadline, in nanoseconds.
 pub const TAKEOVER_NS: u64 = 10_000_000;
+#[cfg(not(loom))]
 const SPINS_BEFORE_CLOCK: u32 = 4096;
+#[cfg(not(loom))]
 const CLOCK_EVERY: u32 = 64;
+// Under loom every spin is a scheduling point: the slow path (the stall takeover) is
+// modelled with the clock read on every spin from the first.
+#[cfg(loom)]
+const SPINS_BEFORE_CLOCK: u32 = 0;
+#[cfg(loom)]
+const CLOCK_EVERY: u32 = 1;
 
 /// Outcome of a lossy push. Every outcome consumed a ticket.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -266,12 +274,18 @@ impl LossyMpmcProducer {
 
     /// Heals slot `index` (0 ≤ index < capacity), left mid-write by a dead producer: its
     /// sequence word goes from `u64::MAX` to 0, "never written". Its torn payload is never
-    /// delivered: a consumer (or broadcast reader) waiting on the dead writer's ticket sees
-    /// a word below its ticket, as before, and counts the ticket lost once a ring's worth of
-    /// tickets were claimed after it. The next producer whose ticket lands on the slot finds
-    /// neither the value it expects nor a write in progress, so it takes the slot over once
-    /// [`TAKEOVER_NS`] have passed (spec §8.1, "stalled"), as for any stalled slot; from then
-    /// on the slot works normally. Nothing is published, so nobody needs waking.
+    /// delivered: every reader needs the word to equal the sequence it wants (at least 1).
+    /// The next producer whose ticket lands on the slot finds neither the value it expects
+    /// nor a write in progress, so it takes the slot over once [`TAKEOVER_NS`] have passed
+    /// (spec §8.1, "stalled"), as for any stalled slot, and the laps after it use the slot
+    /// at once. Nothing is published, so nobody needs waking.
+    ///
+    /// What it does not do: a queue consumer that drew the dead writer's ticket still
+    /// waits on it, receiving nothing, until that takeover lands (its ticket then reads as
+    /// overwritten) or a ring's worth of tickets were claimed after it, and counts it lost.
+    /// And 0 is also the value a first-lap ticket expects: a first-lap producer that drew
+    /// this slot's first ticket and has not taken the slot yet (a later lap took it over
+    /// by stall meanwhile) takes it at once, and the next lap stalls once more.
     ///
     /// The value is 0 rather than the value the next producer expects (its ticket less the
     /// capacity) because a consumer may hold that ticket and would take the torn payload
@@ -279,11 +293,17 @@ impl LossyMpmcProducer {
     ///
     /// # Caller contract
     ///
-    /// The producer that marked the slot must be dead. Healing the slot of a live writer
-    /// lets another producer take the slot over while it still copies: the two copies can
-    /// interleave and a consumer can receive a torn message. The format records no writer,
-    /// so this cannot be checked here. Fails with [`LossyHealError::NotMidWrite`] when the
-    /// slot is not mid-write (its writer finished: then it was alive).
+    /// The producer that marked the slot must be dead, and no other producer may be
+    /// mid-write on it. The ring does not record which producer writes a slot, and a live
+    /// producer descheduled while copying shows the same marker as a dead one: healing its
+    /// slot lets another producer take the slot over while it still copies, and a consumer
+    /// can then receive a torn message. So heal only when every producer that could hold
+    /// the slot is known dead or stopped (say, a supervisor that has reaped the one that
+    /// died and paused the others), from one healer at a time: a second healer acting on
+    /// the same verdict after the slot was taken over would heal a live writer's marker.
+    /// Finding the same slot marked in two scans more than [`TAKEOVER_NS`] apart makes a
+    /// live writer unlikely, not impossible. Fails with [`LossyHealError::NotMidWrite`]
+    /// when the slot is not mid-write (its writer finished: then it was alive).
     pub fn heal_mid_write_slot(&self, index: u64) -> Result<(), LossyHealError> {
         let capacity = self.ring.capacity();
         if index >= capacity {
