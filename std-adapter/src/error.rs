@@ -155,6 +155,14 @@ pub enum Error {
         /// Its first 8 bytes (little-endian), when it has 8.
         magic: Option<u64>,
     },
+    /// Stuck slots were found and left as they are (`ringwire heal`): their holders may be
+    /// alive.
+    NotHealed {
+        /// The file.
+        path: PathBuf,
+        /// What was left, and why.
+        what: String,
+    },
     /// An argument is out of range.
     InvalidArgument {
         /// The file.
@@ -186,6 +194,7 @@ impl Error {
             | Error::BadFileVersion { path, .. }
             | Error::NoOffsetFile { path }
             | Error::NotReplaced { path, .. }
+            | Error::NotHealed { path, .. }
             | Error::InvalidArgument { path, .. } => path,
         }
     }
@@ -292,6 +301,7 @@ impl fmt::Display for Error {
                 write!(f, "{what}")
             }
             Error::InvalidArgument { what, .. } => write!(f, "{p}: {what}"),
+            Error::NotHealed { what, .. } => write!(f, "{p}: {what}"),
         }
     }
 }

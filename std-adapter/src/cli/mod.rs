@@ -1,5 +1,6 @@
 //! The `ringwire` command line: `stat`, `top`, `dump` and `prune` with ringfire's meanings
-//! (spec §26), `version`, `bench`, and the replication drivers `serve`, `mirror` and `demo`.
+//! (spec §26), `heal`, `version`, `bench`, and the replication drivers `serve`, `mirror` and
+//! `demo`.
 //! A bad flag value is an error with a message instead of being silently replaced by a
 //! default. As ringfire's, a usage error (no arguments, an unknown subcommand or flag, a bad
 //! value) exits 1; `--help`, `help` and `--version`, `version` print to stdout and exit 0.
@@ -14,6 +15,7 @@ use clap::{Parser, Subcommand};
 
 mod bench;
 mod dump;
+mod heal;
 mod prune;
 mod stat;
 mod top;
@@ -76,6 +78,21 @@ pub enum Command {
         /// The ring file.
         path: PathBuf,
     },
+    /// Heal the stuck slots `stat` reports in an MPMC queue file or a lossy MPMC ring.
+    ///
+    /// A queue file is healed when no other process has it open (file locks prove every
+    /// holder of a stuck slot dead); otherwise the slots still stuck 20 ms later are reported
+    /// and heal exits 1. In a lossy MPMC ring, slots left mid-write in two scans 20 ms apart
+    /// are healed only with --producers-stopped (the ring does not record which producer
+    /// writes a slot); without it they are reported and heal exits 1.
+    Heal {
+        /// The queue or ring file.
+        path: PathBuf,
+        /// Every producer of the lossy MPMC ring is stopped or dead: a slot left mid-write
+        /// is a dead producer's.
+        #[arg(long)]
+        producers_stopped: bool,
+    },
     /// Measure: floor (the machine's floor), handoff (a hand-off across processes), stress
     /// (replication over loopback at several rates) or mirror (a mirror's latency on this
     /// host).
@@ -115,6 +132,10 @@ fn run_to(cli: Cli, out: &mut dyn Write, tty: bool) -> crate::Result<()> {
         } => top::run(&path, interval_ms, iterations, tty, out),
         Command::Dump { path, tail, hex } => dump::run(&path, tail, hex, out),
         Command::Prune { path } => prune::run(&path, out),
+        Command::Heal {
+            path,
+            producers_stopped,
+        } => heal::run(&path, producers_stopped, out),
         Command::Bench { mode } => bench::run(mode, out),
         Command::Version => writeln!(out, "ringwire {}", env!("CARGO_PKG_VERSION"))
             .map_err(out_err(std::path::Path::new("stdout"))),

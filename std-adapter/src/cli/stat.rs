@@ -20,7 +20,7 @@ use crate::sys::pid_alive;
 /// `/dev/shm` took 50–60 ms on this project's VM, and maps every page it reads.
 const MID_WRITE_SCAN_MAX_BYTES: u64 = 256 << 20;
 
-fn first_128(path: &Path) -> Result<(u64, [u8; 128])> {
+pub(super) fn first_128(path: &Path) -> Result<(u64, [u8; 128])> {
     let mut f = open_regular(path, OpenOptions::new().read(true))?;
     let len = f.metadata().map_err(|e| Error::io(path, "fstat", e))?.len();
     let mut h = [0u8; 128];
