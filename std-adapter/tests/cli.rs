@@ -8,19 +8,7 @@ use ringwire::core::broadcast::registry;
 use ringwire::{CleanupMode, CreateOptions, RingFile};
 
 mod common;
-use common::TmpRing;
-
-fn ringwire(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_ringwire"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::{TmpRing, ringwire};
 
 fn make_ring(t: &TmpRing, readers: u32) -> RingFile {
     let geo = Geometry::spmc(16, 16, 8, readers, false).unwrap();

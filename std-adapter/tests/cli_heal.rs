@@ -2,7 +2,6 @@
 //! it open and reported (exit 1) otherwise; a lossy MPMC ring's slots left mid-write are
 //! healed only with `--producers-stopped`; other files have nothing to heal.
 
-use std::process::Command;
 use std::sync::atomic::Ordering;
 
 use ringwire::MpmcProducer;
@@ -11,19 +10,7 @@ use ringwire::queue::MpmcQueue;
 use ringwire::{CleanupMode, CreateOptions, RingFile};
 
 mod common;
-use common::TmpRing;
-
-fn ringwire(args: &[&str]) -> (i32, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_ringwire"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        o.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+use common::{TmpRing, ringwire};
 
 #[test]
 fn a_queue_files_stuck_claim_is_healed_once_no_other_process_has_it_open() {

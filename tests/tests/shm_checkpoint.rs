@@ -119,22 +119,17 @@ fn a_checkpoint_in_a_missing_directory_is_created_with_it() {
 #[test]
 fn a_checkpoint_past_a_restarted_rings_write_seq_is_ignored_and_reported() {
     let p = ShmPath::new("ckpt-stale");
-    // The builder's default start mode (latest): it applies only without a saved offset.
-    let named = || {
-        RingConsumer::<Rec>::builder()
-            .consumer_name("algo")
-            .attach(&p)
-            .unwrap()
+    // The builder's default start mode (latest) applies only without a saved offset.
+    let named = |oldest: bool| {
+        let b = RingConsumer::<Rec>::builder().consumer_name("algo");
+        let b = if oldest { b.start_from_oldest() } else { b };
+        b.attach(&p).unwrap()
     };
     let mut prod = RingProducer::<Rec>::create(&p, 64).unwrap();
     for s in 1..=10 {
         prod.push(&Rec::new(s));
     }
-    let mut c = RingConsumer::<Rec>::builder()
-        .start_from_oldest()
-        .consumer_name("algo")
-        .attach(&p)
-        .unwrap();
+    let mut c = named(true);
     for s in 1..=8 {
         assert!(c.try_recv().unwrap().is_valid_for(s));
     }
@@ -148,7 +143,7 @@ fn a_checkpoint_past_a_restarted_rings_write_seq_is_ignored_and_reported() {
     for s in 1..=3 {
         prod.push(&Rec::new(s));
     }
-    let mut c = named();
+    let mut c = named(false);
     assert_eq!(c.stale_checkpoint(), Some(8));
     // Replaced in the file before anything was read.
     assert_eq!(c.checkpoint().unwrap().load(), None);
@@ -161,11 +156,7 @@ fn a_checkpoint_past_a_restarted_rings_write_seq_is_ignored_and_reported() {
     for s in 4..=12 {
         prod.push(&Rec::new(s));
     }
-    let mut c = RingConsumer::<Rec>::builder()
-        .start_from_oldest()
-        .consumer_name("algo")
-        .attach(&p)
-        .unwrap();
+    let mut c = named(true);
     assert_eq!(c.stale_checkpoint(), None);
     for s in 1..=5 {
         assert!(c.try_recv().unwrap().is_valid_for(s));
@@ -174,7 +165,7 @@ fn a_checkpoint_past_a_restarted_rings_write_seq_is_ignored_and_reported() {
     drop(c);
 
     // The offset saved on the new ring is used again.
-    let mut c = named();
+    let mut c = named(false);
     assert_eq!(c.stale_checkpoint(), None);
     assert!(c.try_recv().unwrap().is_valid_for(6));
 }

@@ -30,3 +30,17 @@ impl Drop for TmpRing {
         }
     }
 }
+
+/// Runs the `ringwire` binary with `args`: (exit code, stdout, stderr).
+#[allow(dead_code)] // only the CLI tests run the binary
+pub fn ringwire(args: &[&str]) -> (i32, String, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ringwire"))
+        .args(args)
+        .output()
+        .expect("run the ringwire binary");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
