@@ -1,8 +1,8 @@
 //! `ringwire heal`: an MPMC queue file's stuck slots are healed when no other process has
 //! it open and reported (exit 1) otherwise; a lossy MPMC ring's slots left mid-write are
-//! healed only with `--producers-stopped`; other files have nothing to heal.
+//! healed only with `--producers-dead`; other files have nothing to heal.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use ringwire::MpmcProducer;
 use ringwire::core::Geometry;
@@ -21,15 +21,27 @@ fn a_queue_files_stuck_claim_is_healed_once_no_other_process_has_it_open() {
     // A producer claims position 1 and dies before writing it.
     let stuck = q.claim().unwrap();
     q.try_push(&12).unwrap();
-    // This process still has the queue open: the holder may be alive.
-    let (code, out, err) = ringwire(&["heal", path]);
-    assert_eq!(code, 1, "{out}");
+    // This process still has the queue open, as its creator and as another opener: the
+    // holder may be alive.
+    let other = MpmcQueue::<u64>::open(&t.0).unwrap();
+    for _ in 0..2 {
+        let (code, out, err) = ringwire(&["heal", path]);
+        assert_eq!(code, 1, "{out}");
+        assert!(
+            err.contains(&format!(
+                "{path}: 1 position(s) stuck (the first: {stuck}, claimed by a producer) and not \
+                 healed: another process has the queue open"
+            )) && err.contains("Stop every process using the queue"),
+            "{err}"
+        );
+    }
+    let (code, _, err) = ringwire(&["heal", path, "--producers-dead"]);
+    assert_eq!(code, 1);
     assert!(
-        err.contains(&format!(
-            "{path}: 1 position(s) stuck (the first: {stuck}, claimed by a producer) and not healed"
-        )) && err.contains("Stop every process using the queue"),
+        err.contains("--producers-dead is for a lossy MPMC ring"),
         "{err}"
     );
+    drop(other);
     let (_, out, _) = ringwire(&["stat", path, "--json"]);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(v["claimed_unpublished"], stuck);
@@ -51,13 +63,35 @@ fn a_queue_files_stuck_claim_is_healed_once_no_other_process_has_it_open() {
     let (code, out, err) = ringwire(&["heal", path]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("no stuck positions; nothing to heal"), "{out}");
+
+    // A corrupt file (cursors near 2^61, past any position a queue reaches): heal is alone,
+    // but the heal refuses the position, and says so.
+    let mut bytes = std::fs::read(&t.0).unwrap();
+    bytes[128..136].copy_from_slice(&((1u64 << 61) + 1).to_le_bytes());
+    bytes[256..264].copy_from_slice(&(1u64 << 61).to_le_bytes());
+    // Slot 0's stamp (at the slots' offset, 384) says position 2^61 is being written.
+    bytes[384..392].copy_from_slice(&(1u64 << 61).to_le_bytes());
+    std::fs::write(&t.0, &bytes).unwrap();
+    let (code, out, err) = ringwire(&["heal", path]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("its heal was refused, although no other process had the queue open"),
+        "{err}"
+    );
+}
+
+/// The `stat --json` object of `path`.
+fn stat(path: &str) -> serde_json::Value {
+    let (code, out, err) = ringwire(&["stat", path, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
 }
 
 #[test]
-fn a_lossy_rings_slot_left_mid_write_is_healed_only_with_producers_stopped() {
+fn a_lossy_rings_slot_left_mid_write_is_healed_only_once_its_producers_are_dead() {
     let t = TmpRing::new("heal-lossy");
     let path = t.0.to_str().unwrap();
-    let p = MpmcProducer::<u64>::create(&t.0, 4).unwrap();
+    let mut p = MpmcProducer::<u64>::create(&t.0, 4).unwrap();
     let (code, out, err) = ringwire(&["heal", path]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -66,31 +100,93 @@ fn a_lossy_rings_slot_left_mid_write_is_healed_only_with_producers_stopped() {
     );
     p.push(&1);
     // A producer took ticket 2, marked its slot and died while copying.
-    // SAFETY: the view is used while `p` keeps the mapping.
-    let v = unsafe { p.file().view() };
-    v.claim_seq().fetch_add(1, Ordering::SeqCst);
-    v.slot_seq(2).store(u64::MAX, Ordering::SeqCst);
+    {
+        // SAFETY: the view is used while `p` keeps the mapping.
+        let v = unsafe { p.file().view() };
+        v.claim_seq().fetch_add(1, Ordering::SeqCst);
+        v.slot_seq(2).store(u64::MAX, Ordering::SeqCst);
+    }
+    // The creating producer is alive (its lock is held): refused, even with the flag.
+    for args in [&["heal", path][..], &["heal", path, "--producers-dead"]] {
+        let (code, out, err) = ringwire(args);
+        assert_eq!(code, 1, "{out}");
+        assert!(
+            err.contains(&format!(
+                "{path}: 1 slot(s) left mid-write (the first: 2) and not healed: the ring's \
+                 creating producer (pid {}",
+                std::process::id()
+            )),
+            "{err}"
+        );
+    }
+    assert_eq!(stat(path)["mid_write_slots"], 1);
 
+    // Every producer exits; the ring stays.
+    p.set_cleanup_mode(CleanupMode::Persistent);
+    drop(p);
     let (code, out, err) = ringwire(&["heal", path]);
     assert_eq!(code, 1, "{out}");
     assert!(
         err.contains(&format!(
-            "{path}: 1 slot(s) left mid-write (the first: 2) and not healed"
-        )) && err.contains("--producers-stopped"),
+            "{path}: 1 slot(s) left mid-write (the first: 2) and not healed: a producer that \
+             died while copying"
+        )) && err.contains("run heal again with --producers-dead"),
         "{err}"
     );
-    assert_eq!(v.slot_seq(2).load(Ordering::SeqCst), u64::MAX);
-
-    let (code, out, err) = ringwire(&["heal", path, "--producers-stopped"]);
+    assert_eq!(stat(path)["mid_write_slots"], 1);
+    let (code, out, err) = ringwire(&["heal", path, "--producers-dead"]);
     assert_eq!(code, 0, "{err}");
     assert!(
         out.contains("healed slot 2 (left mid-write)\nhealed 1 slot(s) left mid-write\n"),
         "{out}"
     );
-    assert_eq!(v.slot_seq(2).load(Ordering::SeqCst), 0);
-    let (_, out, _) = ringwire(&["stat", path, "--json"]);
-    let j: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(j["mid_write_slots"], 0, "{j}");
+    assert_eq!(stat(path)["mid_write_slots"], 0);
+    let _ = std::fs::remove_file(&t.0);
+}
+
+/// A busy ring: an attached producer (which holds no lock) pushes on while a slot stays
+/// mid-write. The tickets move between heal's two scans, so nothing is healed, flag or not.
+#[test]
+fn a_lossy_ring_whose_producers_push_is_not_healed() {
+    let t = TmpRing::new("heal-busy");
+    let path = t.0.to_str().unwrap();
+    let mut creator = MpmcProducer::<u64>::create(&t.0, 8).unwrap();
+    creator.push(&1);
+    {
+        // SAFETY: the view is used while `creator` keeps the mapping.
+        let v = unsafe { creator.file().view() };
+        v.claim_seq().fetch_add(1, Ordering::SeqCst);
+        v.slot_seq(2).store(u64::MAX, Ordering::SeqCst);
+    }
+    creator.set_cleanup_mode(CleanupMode::Persistent);
+    drop(creator);
+    let (stop, started) = (AtomicBool::new(false), AtomicBool::new(false));
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let p = MpmcProducer::<u64>::attach(&t.0).unwrap();
+            let t0 = std::time::Instant::now();
+            // Bounded in count and time.
+            for v in 0..1_000_000u64 {
+                if stop.load(Ordering::Relaxed) || t0.elapsed().as_secs() >= 20 {
+                    break;
+                }
+                p.push(&v);
+                started.store(true, Ordering::Relaxed);
+                std::thread::sleep(std::time::Duration::from_micros(200));
+            }
+        });
+        while !started.load(Ordering::Relaxed) {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        let (code, out, err) = ringwire(&["heal", path, "--producers-dead"]);
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(code, 1, "{out}");
+        assert!(
+            err.contains("and not healed: producers are pushing (claim_seq "),
+            "{err}"
+        );
+    });
+    let _ = std::fs::remove_file(&t.0);
 }
 
 #[test]
@@ -112,10 +208,16 @@ fn files_without_stuck_slots_have_nothing_to_heal_and_bad_files_are_errors() {
     drop(ring);
 
     let prod = ringwire::queue::SpscProducer::<u64>::create(&t.0, 8).unwrap();
+    drop(prod);
+    // A sleeper's count left by a process killed asleep: heal only reads an SPSC queue (an
+    // open as its only handle would reset the count).
+    let mut bytes = std::fs::read(&t.0).unwrap();
+    bytes[68..72].copy_from_slice(&3u32.to_le_bytes());
+    std::fs::write(&t.0, &bytes).unwrap();
     let (code, out, err) = ringwire(&["heal", path]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("an SPSC queue has no stuck slots"), "{out}");
-    drop(prod);
+    assert_eq!(stat(path)["data_waiters"], 3);
     let _ = std::fs::remove_file(&t.0);
 
     std::fs::write(&t.0, [7u8; 200]).unwrap();

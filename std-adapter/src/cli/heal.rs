@@ -1,43 +1,57 @@
-//! `ringwire heal <PATH> [--producers-stopped]`: heals the stuck slots that `stat` reports,
-//! in a ringwire MPMC queue file (`claimed_unpublished`, `taken_unfreed`) or a lossy MPMC
-//! ring (`mid_write_slots`), when it can tell their holders are dead.
+//! `ringwire heal <PATH> [--producers-dead]`: heals the stuck slots that `stat` reports, in a
+//! ringwire MPMC queue file (`claimed_unpublished`, `taken_unfreed`) or a lossy MPMC ring
+//! (`mid_write_slots`), when their holders are known dead.
 
 use std::collections::BTreeSet;
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ringwire_core::blackboard::BLACKBOARD_MAGIC;
 use ringwire_core::layout::{Flags, RING_MAGIC};
 use ringwire_core::queue::compat::{LossyMpmcProducer, TAKEOVER_NS};
-use ringwire_core::queue::{MpmcQueue, QueueExpect, QueueKind, StuckSlot};
+use ringwire_core::queue::{QueueExpect, QueueKind, StuckSlot};
+use ringwire_core::sync::Ordering;
 use ringwire_core::{AttachError, Expect};
 
 use super::out_err;
 use super::stat::first_128;
 use crate::error::{Error, Result};
 use crate::file::RingFile;
-use crate::queue::{QueueFileError, QueueMem};
+use crate::queue::{AtOpen, QueueFileError, QueueMem, ReadOnlyQueue};
 
 /// How long a slot must stay stuck, between two scans, to be reported as stuck rather than
 /// in use: twice the lossy ring's takeover deadline, far longer than any push or pop copy.
 const SETTLE: Duration = Duration::from_nanos(2 * TAKEOVER_NS);
 
-pub(super) fn run(path: &Path, producers_stopped: bool, out: &mut dyn Write) -> Result<()> {
+pub(super) fn run(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<()> {
     let (_, h) = first_128(path)?;
     let magic = u64::from_le_bytes(h[0..8].try_into().unwrap_or([0; 8]));
     let oe = out_err(path);
     let p = path.display();
+    let flag_misplaced = |what: &str| Error::InvalidArgument {
+        path: path.to_path_buf(),
+        what: format!("--producers-dead is for a lossy MPMC ring; this is {what}"),
+    };
     if let Some(kind) = QueueKind::from_magic(magic) {
+        if producers_dead {
+            return Err(flag_misplaced(
+                "a queue file, healed when no other process has it open",
+            ));
+        }
         return heal_queue(path, kind, out);
     }
     if magic == BLACKBOARD_MAGIC {
+        if producers_dead {
+            return Err(flag_misplaced("a blackboard"));
+        }
         return writeln!(out, "{p}: a blackboard has no stuck slots; nothing to heal").map_err(oe);
     }
     if magic != RING_MAGIC {
         return Err(Error::attach(path, AttachError::BadMagic { found: magic }));
     }
-    heal_ring(path, producers_stopped, out)
+    heal_ring(path, producers_dead, out)
 }
 
 /// A queue file's open error as the CLI's error type.
@@ -54,79 +68,129 @@ fn queue_err(e: QueueFileError) -> Error {
 }
 
 /// An MPMC queue file: opening it as its only live handle heals every stuck slot (the file
-/// locks prove each holder dead, see [`QueueMem::healed_at_open`]); with other handles open,
-/// what stays stuck is reported and left alone.
+/// locks prove each holder dead, see [`QueueMem::healed_at_open`]). Otherwise the handle is
+/// closed at once (an open handle would keep a restarted process from proving itself alone
+/// and healing), and what stays stuck across two read-only scans [`SETTLE`] apart is
+/// reported, not healed. An SPSC queue is only validated, read-only: it has no stuck slots.
 fn heal_queue(path: &Path, kind: QueueKind, out: &mut dyn Write) -> Result<()> {
     let oe = out_err(path);
     let p = path.display();
-    let mem = QueueMem::open(path, QueueExpect::raw(kind)).map_err(queue_err)?;
     if kind == QueueKind::Spsc {
+        ReadOnlyQueue::open(path, kind)?;
         return writeln!(
             out,
             "{p}: an SPSC queue has no stuck slots; nothing to heal"
         )
         .map_err(oe);
     }
-    let healed = mem.healed_at_open();
-    if healed > 0 {
-        writeln!(
-            out,
-            "healed {healed} stuck position(s): no other process had the queue open, so their \
-             holders were dead"
-        )
-        .map_err(&oe)?;
-    }
-    // SAFETY: the copy is used only below, while `mem` (the mapping) lives.
-    let q = MpmcQueue::new(unsafe { *mem.view() }).map_err(|source| Error::QueueAttach {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let scan = || -> BTreeSet<(u64, String)> {
-        let mut found = BTreeSet::new();
-        let mut from = 0;
-        while let Some(StuckSlot { pos, kind }) = q.next_stuck_slot(from) {
-            found.insert((pos, kind.to_string()));
-            from = pos + 1;
+    let at_open = QueueMem::open(path, QueueExpect::raw(kind))
+        .map_err(queue_err)?
+        .at_open();
+    let why = match at_open {
+        AtOpen::Alone { healed, refused } => {
+            if healed > 0 {
+                writeln!(
+                    out,
+                    "healed {healed} stuck position(s): no other process had the queue open, \
+                     so their holders were dead"
+                )
+                .map_err(&oe)?;
+            }
+            let Some((stuck, e)) = refused else {
+                return if healed == 0 {
+                    writeln!(out, "{p}: no stuck positions; nothing to heal").map_err(oe)
+                } else {
+                    Ok(())
+                };
+            };
+            return Err(Error::NotHealed {
+                path: path.to_path_buf(),
+                what: format!(
+                    "position {} ({}) is stuck and its heal was refused, although no other \
+                     process had the queue open (a corrupt queue file?): {e}",
+                    stuck.pos, stuck.kind
+                ),
+            });
         }
-        found
+        AtOpen::NotAlone => {
+            "another process has the queue open, so their holders may be alive. Stop every \
+             process using the queue and run heal again (or heal in code with \
+             MpmcQueue::heal_stuck_slot once a holder is known dead)"
+        }
+        AtOpen::Unprovable => {
+            "this file system has no record locks, so heal cannot prove that no other process \
+             has the queue open (heal in code with MpmcQueue::heal_stuck_slot once a holder \
+             is known dead)"
+        }
     };
-    let first = scan();
-    if first.is_empty() {
-        return if healed == 0 {
-            writeln!(out, "{p}: no stuck positions; nothing to heal").map_err(oe)
-        } else {
-            Ok(())
-        };
+    let q = ReadOnlyQueue::open(path, kind)?;
+    let first: Vec<StuckSlot> = q.stuck_slots();
+    if !first.is_empty() {
+        std::thread::sleep(SETTLE);
     }
-    std::thread::sleep(SETTLE);
-    let stuck: Vec<_> = first.intersection(&scan()).cloned().collect();
+    let stuck: Vec<StuckSlot> = q
+        .stuck_slots()
+        .into_iter()
+        .filter(|s| first.contains(s))
+        .collect();
     match stuck.first() {
         None => writeln!(
             out,
-            "{p}: no stuck positions (only pushes and pops in flight)"
+            "{p}: no stuck positions (other processes have the queue open; pushes and pops in \
+             flight pass)"
         )
         .map_err(oe),
-        Some((pos, kind)) => Err(Error::NotHealed {
+        Some(s) => Err(Error::NotHealed {
             path: path.to_path_buf(),
             what: format!(
-                "{} position(s) stuck (the first: {pos}, {kind}) and not healed: another \
-                 process has the queue open, so their holders may be alive. Stop every \
-                 process using the queue and run heal again (or heal in code with \
-                 MpmcQueue::heal_stuck_slot once a holder is known dead)",
-                stuck.len()
+                "{} position(s) stuck (the first: {}, {}) and not healed: {why}",
+                stuck.len(),
+                s.pos,
+                s.kind
             ),
         }),
     }
 }
 
-/// A lossy MPMC ring (spec §8): slots left mid-write, found in two scans [`SETTLE`] apart,
-/// are healed only with `--producers-stopped`, the caller's word that no producer can be
-/// writing them (the ring records no writer).
-fn heal_ring(path: &Path, producers_stopped: bool, out: &mut dyn Write) -> Result<()> {
+/// The pids holding a `flock` on the file at `path`, from `/proc/locks`: on a ring, its
+/// creator's lock, held for the creating producer's life (spec §1.2). Reading it takes no
+/// lock, so it cannot make a concurrent create fail.
+fn flock_holders(path: &Path) -> std::io::Result<Vec<i64>> {
+    let m = std::fs::metadata(path)?;
+    let (maj, min) = (libc::major(m.dev()), libc::minor(m.dev()));
+    // The kernel's format: "<id>: FLOCK ADVISORY WRITE <pid> <maj:02x>:<min:02x>:<inode> …"
+    // (a waiter's line has "->" after the id).
+    let key = format!("{maj:02x}:{min:02x}:{}", m.ino());
+    let locks = std::fs::read_to_string("/proc/locks")?;
+    Ok(locks
+        .lines()
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(1) == Some(&"FLOCK") && f.get(5) == Some(&key.as_str()))
+                .then(|| f.get(4).and_then(|pid| pid.parse().ok()))
+                .flatten()
+        })
+        .collect())
+}
+
+/// A lossy MPMC ring (spec §8): slots left mid-write are healed only with
+/// `--producers-dead`, the caller's word that every producer has exited or was killed (the
+/// ring records no writer, and a producer paused while copying shows the same mark), and
+/// only when nothing shows a live producer: the creator's `flock`, or tickets claimed or
+/// published between two scans [`SETTLE`] apart. Without the flag they are reported.
+fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<()> {
     let oe = out_err(path);
     let p = path.display();
     let ring = RingFile::open(path, Expect::RAW)?;
-    if !ring.ring().geometry().flags.has(Flags::MODE_MPMC) {
+    let view = ring.ring();
+    if !view.geometry().flags.has(Flags::MODE_MPMC) {
+        if producers_dead {
+            return Err(Error::InvalidArgument {
+                path: path.to_path_buf(),
+                what: "--producers-dead is for a lossy MPMC ring; this is a single-writer ring"
+                    .into(),
+            });
+        }
         return writeln!(
             out,
             "{p}: a single-writer ring has no stuck slots (its next producer rewrites them); \
@@ -134,7 +198,14 @@ fn heal_ring(path: &Path, producers_stopped: bool, out: &mut dyn Write) -> Resul
         )
         .map_err(oe);
     }
-    let prod = LossyMpmcProducer::new(*ring.ring()).map_err(|e| Error::attach(path, e))?;
+    let prod = LossyMpmcProducer::new(*view).map_err(|e| Error::attach(path, e))?;
+    // Relaxed (both): compared between scans only; the heal's CAS decides.
+    let tickets = || {
+        (
+            view.claim_seq().load(Ordering::Relaxed),
+            view.write_seq().load(Ordering::Relaxed),
+        )
+    };
     let scan = || -> BTreeSet<u64> {
         let mut found = BTreeSet::new();
         let mut from = 0;
@@ -144,31 +215,59 @@ fn heal_ring(path: &Path, producers_stopped: bool, out: &mut dyn Write) -> Resul
         }
         found
     };
+    let before = tickets();
     let first = scan();
-    if !first.is_empty() {
-        std::thread::sleep(SETTLE);
-    }
-    let stuck: Vec<u64> = first.intersection(&scan()).copied().collect();
-    let Some(&first_slot) = stuck.first() else {
+    if first.is_empty() {
         return writeln!(out, "{p}: no slot left mid-write; nothing to heal").map_err(oe);
+    }
+    std::thread::sleep(SETTLE);
+    let stuck: Vec<u64> = first.intersection(&scan()).copied().collect();
+    let after = tickets();
+    let Some(&first_slot) = stuck.first() else {
+        return writeln!(
+            out,
+            "{p}: no slot left mid-write (only pushes in flight); nothing to heal"
+        )
+        .map_err(oe);
     };
-    if !producers_stopped {
-        return Err(Error::NotHealed {
-            path: path.to_path_buf(),
-            what: format!(
-                "{} slot(s) left mid-write (the first: {first_slot}) and not healed: a producer \
-                 that died while copying leaves them so, but so does one still copying, and the \
-                 ring does not record which. Once every producer of this ring is stopped or \
-                 dead, run heal again with --producers-stopped",
-                stuck.len()
-            ),
-        });
+    let not_healed = |why: String| Error::NotHealed {
+        path: path.to_path_buf(),
+        what: format!(
+            "{} slot(s) left mid-write (the first: {first_slot}) and not healed: {why}",
+            stuck.len()
+        ),
+    };
+    if after != before {
+        return Err(not_healed(format!(
+            "producers are pushing (claim_seq {} -> {}, write_seq {} -> {} in {} ms), so \
+             those may be their writes in flight",
+            before.0,
+            after.0,
+            before.1,
+            after.1,
+            SETTLE.as_millis()
+        )));
+    }
+    let holders = flock_holders(path).map_err(|e| Error::io(path, "read /proc/locks", e))?;
+    if let Some(pid) = holders.first() {
+        return Err(not_healed(format!(
+            "the ring's creating producer (pid {pid}, holding its lock) is alive; heal once \
+             every producer of the ring has exited or was killed"
+        )));
+    }
+    if !producers_dead {
+        return Err(not_healed(
+            "a producer that died while copying leaves a slot so, but so does one paused while \
+             copying, and the ring does not record which. Once every producer of this ring has \
+             exited or was killed, run heal again with --producers-dead"
+                .into(),
+        ));
     }
     let mut refused = Vec::new();
     for &i in &stuck {
         match prod.heal_mid_write_slot(i) {
             Ok(()) => writeln!(out, "healed slot {i} (left mid-write)").map_err(&oe)?,
-            Err(e) => refused.push(format!("{e}")),
+            Err(e) => refused.push(e),
         }
     }
     writeln!(
@@ -184,7 +283,7 @@ fn heal_ring(path: &Path, producers_stopped: bool, out: &mut dyn Write) -> Resul
             path: path.to_path_buf(),
             what: format!(
                 "{} slot(s) not healed, their writer finished meanwhile (so a producer is \
-                 running: {e})",
+                 running): {e}",
                 refused.len()
             ),
         }),

@@ -83,15 +83,16 @@ pub enum Command {
     /// A queue file is healed when no other process has it open (file locks prove every
     /// holder of a stuck slot dead); otherwise the slots still stuck 20 ms later are reported
     /// and heal exits 1. In a lossy MPMC ring, slots left mid-write in two scans 20 ms apart
-    /// are healed only with --producers-stopped (the ring does not record which producer
-    /// writes a slot); without it they are reported and heal exits 1.
+    /// are healed only with --producers-dead, and only if no producer shows itself alive
+    /// (tickets moving, or the creator's lock held); otherwise they are reported and heal
+    /// exits 1.
     Heal {
         /// The queue or ring file.
         path: PathBuf,
-        /// Every producer of the lossy MPMC ring is stopped or dead: a slot left mid-write
-        /// is a dead producer's.
+        /// Every producer of the lossy MPMC ring has exited or was killed (one merely paused
+        /// while copying leaves the same mark): a slot left mid-write is a dead producer's.
         #[arg(long)]
-        producers_stopped: bool,
+        producers_dead: bool,
     },
     /// Measure: floor (the machine's floor), handoff (a hand-off across processes), stress
     /// (replication over loopback at several rates) or mirror (a mirror's latency on this
@@ -134,8 +135,8 @@ fn run_to(cli: Cli, out: &mut dyn Write, tty: bool) -> crate::Result<()> {
         Command::Prune { path } => prune::run(&path, out),
         Command::Heal {
             path,
-            producers_stopped,
-        } => heal::run(&path, producers_stopped, out),
+            producers_dead,
+        } => heal::run(&path, producers_dead, out),
         Command::Bench { mode } => bench::run(mode, out),
         Command::Version => writeln!(out, "ringwire {}", env!("CARGO_PKG_VERSION"))
             .map_err(out_err(std::path::Path::new("stdout"))),

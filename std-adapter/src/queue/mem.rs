@@ -11,8 +11,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use memmap2::MmapMut;
 use ringwire_core::Region;
 use ringwire_core::queue::{
-    self as q, QueueAttachError, QueueExpect, QueueGeometry, QueueGeometryError, QueueInitError,
-    QueueView,
+    self as q, HealError, QueueAttachError, QueueExpect, QueueGeometry, QueueGeometryError,
+    QueueInitError, QueueView, StuckSlot,
 };
 
 /// Why a queue file or mapping cannot be set up. Each variant names the file
@@ -179,9 +179,25 @@ pub struct QueueMem {
     // The creator's flock (spec §1.2 step 6), or an opener's shared lock on LIVE_BYTE, held
     // for the handle's life.
     _lock: Option<File>,
-    // MPMC positions this handle healed when it opened the file as its only live handle
-    // (see `reset_if_alone`).
-    healed_at_open: u64,
+    // What the open proved of other handles, and what it healed (see `reset_if_alone`).
+    at_open: AtOpen,
+}
+
+/// What [`QueueMem::open`] found out about other handles on the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AtOpen {
+    /// Another handle held a lock on the file (or this is `create` / `anonymous`).
+    NotAlone,
+    /// The file system has no record locks: nothing could be proved.
+    Unprovable,
+    /// No other handle had the file open: every stuck slot was healed (`healed` positions)
+    /// up to the first the heal refused, which only a corrupt file shows.
+    Alone {
+        /// Positions healed.
+        healed: u64,
+        /// The first stuck position the heal refused, and why.
+        refused: Option<(StuckSlot, HealError)>,
+    },
 }
 
 /// A `QueueFileError::Io` for `op` on `path`.
@@ -345,7 +361,7 @@ impl QueueMem {
             unfenced_notify: crate::sys::membarrier_registered(),
             dir_synced: AtomicBool::new(false),
             _lock: Some(f),
-            healed_at_open: 0,
+            at_open: AtOpen::NotAlone,
         })
     }
 
@@ -371,7 +387,7 @@ impl QueueMem {
         let mut map = map_file(&f, map_len).map_err(io_err(path, "mmap"))?;
         let region = region_of(&mut map, path)?;
         let view = QueueView::attach(region, expect).map_err(attach_err)?;
-        let healed_at_open = reset_if_alone(&f, &view).map_err(io_err(path, "fcntl"))?;
+        let at_open = reset_if_alone(&f, &view).map_err(io_err(path, "fcntl"))?;
         Ok(QueueMem {
             map,
             view,
@@ -380,7 +396,7 @@ impl QueueMem {
             unfenced_notify: crate::sys::membarrier_registered(),
             dir_synced: AtomicBool::new(false),
             _lock: Some(f),
-            healed_at_open,
+            at_open,
         })
     }
 
@@ -407,7 +423,7 @@ impl QueueMem {
             unfenced_notify: crate::sys::membarrier_registered(),
             dir_synced: AtomicBool::new(true),
             _lock: None,
-            healed_at_open: 0,
+            at_open: AtOpen::NotAlone,
         })
     }
 
@@ -424,7 +440,15 @@ impl QueueMem {
     /// MPMC positions this handle healed when it opened the file as its only live handle:
     /// slots left stuck by producers or consumers that died mid-push or mid-pop.
     pub fn healed_at_open(&self) -> u64 {
-        self.healed_at_open
+        match self.at_open {
+            AtOpen::Alone { healed, .. } => healed,
+            AtOpen::NotAlone | AtOpen::Unprovable => 0,
+        }
+    }
+
+    /// What the open proved of other handles on the file, and what it healed.
+    pub(crate) fn at_open(&self) -> AtOpen {
+        self.at_open
     }
 
     /// Whether this process's notifiers may skip the fence (membarrier registered).
@@ -606,52 +630,54 @@ fn creation_finished(path: &Path) -> bool {
 /// needless `FUTEX_WAKE` until the last handle closes and the file is opened again, or,
 /// for an SPSC queue, until the next handle takes the dead sleeper's role (see
 /// `spsc_bytes`).
-fn reset_if_alone(f: &File, view: &QueueView) -> io::Result<u64> {
+fn reset_if_alone(f: &File, view: &QueueView) -> io::Result<AtOpen> {
     // The conversion back below keeps the lock on bytes from LIVE_BYTE on.
     const _: () = assert!(LIVE_BYTE == 0);
     match ofd_lock(f, libc::F_WRLCK, LIVE_BYTE, 0) {
         Ok(true) => {}
         // Another handle holds a lock: not alone (our shared lock is unchanged).
-        Ok(false) => return Ok(0),
+        Ok(false) => return Ok(AtOpen::NotAlone),
         // No record locks here: `open_live` went on without them, nothing can be proved.
-        Err(e) if locks_unsupported(&e) => return Ok(0),
+        Err(e) if locks_unsupported(&e) => return Ok(AtOpen::Unprovable),
         Err(e) => return Err(e),
     }
-    let mut healed = 0;
+    let mut found = AtOpen::NotAlone;
     if crate::sys::try_lock_exclusive(f).is_ok() {
         // Relaxed: the locks order these stores before any later handle's use of the
         // counts (its lock waits for our release, a system call on both sides).
         view.data_waiters().store(0, Ordering::Relaxed);
         view.space_waiters().store(0, Ordering::Relaxed);
-        healed = heal_all_stuck(view);
+        let (healed, refused) = heal_all_stuck(view);
+        found = AtOpen::Alone { healed, refused };
         crate::sys::unlock(f);
     }
     // Back to the shared lock on LIVE_BYTE alone: nobody else can hold a lock that the
     // conversion conflicts with, and unlocking the tail splits no lock record.
     ofd_lock(f, libc::F_RDLCK, LIVE_BYTE, 1)?;
     ofd_lock(f, libc::F_UNLCK, LIVE_BYTE + 1, 0)?;
-    Ok(healed)
+    Ok(found)
 }
 
 /// Heals every stuck slot of the MPMC queue in `view` (none in an SPSC queue) and returns
-/// how many; for [`reset_if_alone`], whose caller has proved every holder dead. Stops at
-/// the first position the heal refuses, which only a corrupt file can cause (no live
-/// handle moves a stamp meanwhile): that slot stays as it is, for `stat` to show.
-fn heal_all_stuck(view: &QueueView) -> u64 {
+/// how many, with the first position the heal refused; for [`reset_if_alone`], whose
+/// caller has proved every holder dead. Stops at that position, which only a corrupt file
+/// can cause (no live handle moves a stamp meanwhile): that slot stays as it is, for `stat`
+/// to show.
+fn heal_all_stuck(view: &QueueView) -> (u64, Option<(StuckSlot, HealError)>) {
     let Ok(q) = q::MpmcQueue::new(*view) else {
-        return 0;
+        return (0, None);
     };
     let mut healed = 0;
     let mut from = 0;
     // Each heal moves `from` past its position, and stuck positions lie within two laps.
     while let Some(stuck) = q.next_stuck_slot(from) {
-        if q.heal_stuck_slot(stuck).is_err() {
-            break;
+        if let Err(e) = q.heal_stuck_slot(stuck) {
+            return (healed, Some((stuck, e)));
         }
         healed += 1;
         from = stuck.pos + 1;
     }
-    healed
+    (healed, None)
 }
 
 /// Opens the queue file at `path` and takes the shared [`LIVE_BYTE`] lock on it, retrying

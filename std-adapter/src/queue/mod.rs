@@ -53,6 +53,7 @@ use ringwire_core::queue::{
 };
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
+pub(crate) use mem::AtOpen;
 pub use mem::{QueueFileError, QueueMem};
 pub use mpmc::MpmcQueue;
 pub use read_only::{QueueSnapshot, ReadOnlyQueue};

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::MmapRaw;
 use ringwire_core::queue::{
-    MpmcQueue as CoreMpmc, QueueExpect, QueueGeometry, QueueKind, QueueView, StuckKind,
+    MpmcQueue as CoreMpmc, QueueExpect, QueueGeometry, QueueKind, QueueView, StuckKind, StuckSlot,
 };
 use ringwire_core::sync::Ordering;
 
@@ -71,6 +71,23 @@ impl ReadOnlyQueue {
     /// The path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Every MPMC position a producer or a consumer holds right now (pushes and pops in
+    /// flight, or holders that died: see `next_stuck_slot`), in order; none in an SPSC
+    /// queue. Loads only.
+    pub fn stuck_slots(&self) -> Vec<StuckSlot> {
+        let Ok(q) = CoreMpmc::new(self.view) else {
+            return Vec::new();
+        };
+        let mut found = Vec::new();
+        let mut from = 0;
+        // Stuck positions lie within two laps, and each step moves past one.
+        while let Some(s) = q.next_stuck_slot(from) {
+            found.push(s);
+            from = s.pos + 1;
+        }
+        found
     }
 
     /// A relaxed snapshot (loads only).
