@@ -214,9 +214,10 @@ impl<T: IntoBytes + Immutable + 'static> MpmcProducer<T> {
     /// The ring does not record which producer writes a slot, and a live producer that was
     /// descheduled while copying shows the same marker: healing its slot can deliver a torn
     /// message. So heal only when every producer that could be writing the slot is known
-    /// dead or stopped (a supervisor that reaped the one that died and paused the others),
-    /// from one healer at a time. Fails, healing nothing, when the slot is not mid-write or
-    /// not in the ring.
+    /// dead, exited or killed (a paused one, resumed, finishes its copy over the new
+    /// owner's), from one healer at a time; `ringwire heal --producers-dead` checks what it
+    /// can of that first. Fails, healing nothing, when the slot is not mid-write or not in
+    /// the ring.
     pub fn heal_mid_write_slot(&self, index: u64) -> std::result::Result<(), LossyHealError> {
         self.inner.heal_mid_write_slot(index)
     }

@@ -298,8 +298,9 @@ impl LossyMpmcProducer {
     /// producer descheduled while copying shows the same marker as a dead one: healing its
     /// slot lets another producer take the slot over while it still copies, and a consumer
     /// can then receive a torn message. So heal only when every producer that could hold
-    /// the slot is known dead or stopped (say, a supervisor that has reaped the one that
-    /// died and paused the others), from one healer at a time: a second healer acting on
+    /// the slot is known dead, exited or killed (say, a supervisor that reaped them all;
+    /// pausing one is not enough: resumed, it finishes its copy over the new owner's), from
+    /// one healer at a time: a second healer acting on
     /// the same verdict after the slot was taken over would heal a live writer's marker.
     /// Finding the same slot marked in two scans more than [`TAKEOVER_NS`] apart makes a
     /// live writer unlikely, not impossible. Fails with [`LossyHealError::NotMidWrite`]
