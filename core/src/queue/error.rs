@@ -177,6 +177,14 @@ pub enum PushError {
         /// The stamp found.
         word: u64,
     },
+    /// SPSC: the dequeue cursor is ahead of the producer's tail or more than a lap behind
+    /// it (a corrupt file, or a second producer), so the queue reads as full for good.
+    CorruptCursors {
+        /// The producer's tail (enqueue cursor).
+        tail: u64,
+        /// The dequeue cursor found.
+        head: u64,
+    },
     /// The position has not been claimed yet (it is ahead of the slot's lap).
     NotClaimed {
         /// The position passed.
@@ -394,6 +402,11 @@ impl fmt::Display for PushError {
                     "slot of position {pos} holds an impossible stamp {word:#x}"
                 )
             }
+            PushError::CorruptCursors { tail, head } => write!(
+                f,
+                "the dequeue cursor {head} is not within a lap below the enqueue cursor {tail} \
+                 (a corrupt queue file): nothing was pushed"
+            ),
             PushError::NotClaimed { pos, stamp } => write!(
                 f,
                 "position {pos} is not claimed by this producer (stamp {stamp:#x})"

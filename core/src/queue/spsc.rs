@@ -84,9 +84,32 @@ impl SpscProducer {
             .min(want)
     }
 
-    /// Free slots right now.
+    /// Free slots right now (0 also on a corrupt queue: see
+    /// [`SpscProducer::cursors_corrupt`]).
     pub fn free(&mut self) -> u64 {
         self.free_up_to(self.q.capacity())
+    }
+
+    /// [`PushError::CorruptCursors`] when the dequeue cursor, as this producer last read
+    /// it, is ahead of its tail or more than a lap behind it (a corrupt file, or a second
+    /// producer): that reads as a full queue that never drains. Every push, and
+    /// [`SpscProducer::free`], that finds no free slot reads the cursor again first. `None`
+    /// on a sound queue.
+    #[cold]
+    pub fn cursors_corrupt(&self) -> Option<PushError> {
+        (self.tail.wrapping_sub(self.cached_head) > self.q.capacity()).then_some(
+            PushError::CorruptCursors {
+                tail: self.tail,
+                head: self.cached_head,
+            },
+        )
+    }
+
+    /// The error of a push that found no free slot: [`PushError::Full`], or
+    /// [`PushError::CorruptCursors`].
+    #[cold]
+    fn no_room(&self) -> PushError {
+        self.cursors_corrupt().unwrap_or(PushError::Full)
     }
 
     #[inline(always)]
@@ -120,13 +143,14 @@ impl SpscProducer {
         Ok(())
     }
 
-    /// Pushes one item, or fails with [`PushError::Full`]. On a fixed-size queue the item
-    /// must be exactly the item size ([`PushError::WrongLength`]).
+    /// Pushes one item, or fails with [`PushError::Full`] ([`PushError::CorruptCursors`] on
+    /// a corrupt queue, which would never drain). On a fixed-size queue the item must be
+    /// exactly the item size ([`PushError::WrongLength`]).
     #[inline(always)]
     pub fn try_push(&mut self, item: &[u8]) -> Result<(), PushError> {
         self.check_len(0, item.len())?;
         if self.free_up_to(1) == 0 {
-            return Err(PushError::Full);
+            return Err(self.no_room());
         }
         self.write(self.tail, item);
         self.commit(1);
@@ -134,12 +158,19 @@ impl SpscProducer {
     }
 
     /// Pushes as many of `items` as fit, in order, with one tail store, and returns how many.
-    /// Fails without pushing anything if one of them is longer than the item size.
+    /// Fails without pushing anything if one of them is longer than the item size, or on a
+    /// corrupt queue ([`PushError::CorruptCursors`]).
     pub fn push_slice<I: AsRef<[u8]>>(&mut self, items: &[I]) -> Result<usize, PushError> {
         for (i, it) in items.iter().enumerate() {
             self.check_len(i, it.as_ref().len())?;
         }
         let n = self.free_up_to(items.len() as u64);
+        if n == 0
+            && !items.is_empty()
+            && let Some(e) = self.cursors_corrupt()
+        {
+            return Err(e);
+        }
         for (k, it) in items[..n as usize].iter().enumerate() {
             self.write(self.tail.wrapping_add(k as u64), it.as_ref());
         }
@@ -158,7 +189,14 @@ impl SpscProducer {
             return Ok(0);
         }
         self.check_len(0, item_len)?;
-        let n = self.free_up_to((records.len() / item_len) as u64);
+        let want = (records.len() / item_len) as u64;
+        let n = self.free_up_to(want);
+        if n == 0
+            && want > 0
+            && let Some(e) = self.cursors_corrupt()
+        {
+            return Err(e);
+        }
         if self.q.packed(item_len) {
             // Back-to-back items: one word loop per contiguous run of slots.
             self.q
@@ -209,7 +247,7 @@ impl SpscProducer {
     /// or, on a fixed-size queue, not the item size ([`PushError::WrongLength`]).
     pub fn commit_in_place(&mut self, lens: &[Option<usize>]) -> Result<usize, PushError> {
         if self.free_up_to(lens.len() as u64) < lens.len() as u64 {
-            return Err(PushError::Full);
+            return Err(self.no_room());
         }
         for (i, len) in lens.iter().enumerate() {
             if let Some(len) = *len {

@@ -570,11 +570,31 @@ fn spsc_corrupt_cursor_is_an_error_not_a_hang() {
         c.try_pop(&mut buf),
         Err(PopError::Corrupt { pos: 0, word: 9 })
     );
-    // A head ahead of the tail reads as full, never as a huge free count.
+    // A head ahead of the tail reads as no free slot, never as a huge free count, and a
+    // push says why: the queue would never drain.
     q.deq().store(5, Ordering::Relaxed);
     let mut p = SpscProducer::new(q).unwrap();
-    assert_eq!(p.try_push(b"x"), Err(PushError::Full));
+    let corrupt = PushError::CorruptCursors { tail: 1, head: 5 };
+    assert_eq!(p.try_push(b"x"), Err(corrupt));
+    assert_eq!(p.push_slice(&[b"x"]), Err(corrupt));
+    assert_eq!(p.push_fixed(&[0; 16], 8), Err(corrupt));
+    assert_eq!(p.commit_in_place(&[Some(1)]), Err(corrupt));
     assert_eq!(p.free(), 0);
+    assert_eq!(p.cursors_corrupt(), Some(corrupt));
+    // So does a head more than a lap behind the tail.
+    q.deq().store(0, Ordering::Relaxed);
+    q.enq().store(9, Ordering::Relaxed);
+    let mut p = SpscProducer::new(q).unwrap();
+    assert_eq!(
+        p.try_push(b"x"),
+        Err(PushError::CorruptCursors { tail: 9, head: 0 })
+    );
+    // A full sound queue is only full.
+    q.enq().store(4, Ordering::Relaxed);
+    let mut p = SpscProducer::new(q).unwrap();
+    assert_eq!(p.try_push(b"x"), Err(PushError::Full));
+    assert_eq!(p.push_slice(&[b"x"]), Ok(0));
+    assert_eq!(p.cursors_corrupt(), None);
 }
 
 /// Moves items 0..N from a producer thread running `produce(&mut p, i)` (returns how many

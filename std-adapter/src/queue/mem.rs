@@ -158,6 +158,10 @@ const ROLE_BYTES: [(i64, &str); 2] = [
 ];
 /// Attempts of `open` while the path is being replaced under it.
 const OPEN_ATTEMPTS: usize = 8;
+/// How long `open` waits for a write lock over [`LIVE_BYTE`] to go: a creator's while it
+/// replaces the file, or another opener's while it proves itself alone, which in an MPMC
+/// file heals every stuck slot in one pass over the slots (tens of ms for millions).
+const OPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long taking an SPSC role waits for an opener's probe (`reset_if_alone`) to give back
 /// its whole-file lock. The probe takes microseconds, or one pass over the slots when it
 /// heals an MPMC file (which has no roles); this bounds a wait on a prober descheduled
@@ -545,11 +549,13 @@ impl QueueMem {
             // A lock from byte 0 is not a role holder's (each locks its own byte) but a
             // handle proving itself alone on the file (`reset_if_alone`), for the length of
             // its probe: wait for it, or a create racing a first open would report its own
-            // role taken.
-            let probe = matches!(
-                ofd_conflict(&f, libc::F_WRLCK, offset, 1),
-                Ok(Some(held)) if held.l_start == LIVE_BYTE
-            );
+            // role taken. No conflicting lock left by the time we look: the probe ended
+            // between the two calls, so try again.
+            let probe = match ofd_conflict(&f, libc::F_WRLCK, offset, 1) {
+                Ok(Some(held)) => held.l_start == LIVE_BYTE,
+                Ok(None) => true,
+                Err(_) => false,
+            };
             if !probe || std::time::Instant::now() >= deadline {
                 return Err(QueueFileError::RoleTaken {
                     path: path.clone(),
@@ -651,10 +657,12 @@ fn reset_if_alone(f: &File, view: &QueueView) -> io::Result<AtOpen> {
         found = AtOpen::Alone { healed, refused };
         crate::sys::unlock(f);
     }
-    // Back to the shared lock on LIVE_BYTE alone: nobody else can hold a lock that the
-    // conversion conflicts with, and unlocking the tail splits no lock record.
-    ofd_lock(f, libc::F_RDLCK, LIVE_BYTE, 1)?;
+    // Back to the shared lock on LIVE_BYTE alone: the tail first, so that what is held in
+    // between still starts at LIVE_BYTE (a role locker takes only such a lock for a probe
+    // and waits for it; a write lock from byte 1 on would read as a role holder's), then the
+    // conversion, which nobody else can hold a conflicting lock against.
     ofd_lock(f, libc::F_UNLCK, LIVE_BYTE + 1, 0)?;
+    ofd_lock(f, libc::F_RDLCK, LIVE_BYTE, 1)?;
     Ok(found)
 }
 
@@ -681,18 +689,22 @@ fn heal_all_stuck(view: &QueueView) -> (u64, Option<(StuckSlot, HealError)>) {
 }
 
 /// Opens the queue file at `path` and takes the shared [`LIVE_BYTE`] lock on it, retrying
-/// while a creator is replacing the file (its write lock refuses ours) or has replaced it
-/// since our open (the path names another inode).
+/// while a write lock refuses ours (a creator replacing the file, until its unlink; another
+/// opener proving itself alone, for its probe, which passes over every slot of an MPMC
+/// file) for up to [`OPEN_WAIT`], and up to [`OPEN_ATTEMPTS`] times when the path names
+/// another inode than the one opened (replaced since).
 fn open_live(path: &Path) -> Result<(File, (u64, u64)), QueueFileError> {
-    for _ in 0..OPEN_ATTEMPTS {
+    let deadline = std::time::Instant::now() + OPEN_WAIT;
+    let mut replaced = 0;
+    while replaced < OPEN_ATTEMPTS {
         let f = open_regular_rw(path)?;
         match ofd_lock(&f, libc::F_RDLCK, LIVE_BYTE, 1) {
             Ok(true) => {}
-            Ok(false) => {
-                // A creator replacing the file holds its write lock only until the unlink.
+            Ok(false) if std::time::Instant::now() < deadline => {
                 std::thread::sleep(std::time::Duration::from_millis(1));
                 continue;
             }
+            Ok(false) => break,
             // No record locks on this file system: the handle works without the guard.
             Err(e) if locks_unsupported(&e) => {}
             Err(e) => return Err(io_err(path, "fcntl")(e)),
@@ -701,6 +713,7 @@ fn open_live(path: &Path) -> Result<(File, (u64, u64)), QueueFileError> {
         if crate::sys::path_id(path).map_err(io_err(path, "stat"))? == Some(id) {
             return Ok((f, id));
         }
+        replaced += 1;
     }
     Err(QueueFileError::Locked(path.to_owned()))
 }

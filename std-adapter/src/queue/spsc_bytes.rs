@@ -242,13 +242,15 @@ impl SpscBytesProducer {
     }
 
     /// Waits with `wait` (as [`SpscBytesProducer::push_timeout`] does) until a slot is free
-    /// or `timeout` passes, and returns the free slots: 0 only after the timeout. For an
-    /// ingest loop around [`SpscBytesProducer::recv_mmsg`] when the queue is full.
+    /// or `timeout` passes, and returns the free slots: 0 only after the timeout, or at once
+    /// on a corrupt queue, which never drains (the next push or
+    /// [`SpscBytesProducer::recv_mmsg`] says so). For an ingest loop around
+    /// [`SpscBytesProducer::recv_mmsg`] when the queue is full.
     pub fn wait_for_space<W: WaitStrategy>(&mut self, wait: &mut W, timeout: Duration) -> u64 {
         let deadline = deadline_after(timeout);
         loop {
             let free = self.inner.free();
-            if free == 0 && before(deadline) {
+            if free == 0 && before(deadline) && self.inner.cursors_corrupt().is_none() {
                 self.sleep_for_space(wait, deadline);
                 continue;
             }
@@ -270,7 +272,9 @@ impl SpscBytesProducer {
     /// Blocks as the socket does: on a blocking socket until at least one datagram is in
     /// (`MSG_WAITFORONE`, then whatever else is waiting), with `WouldBlock` on a
     /// non-blocking one when none is. Returns at once with nothing received when the queue
-    /// is full or `max` is 0 (then `pushed` and `dropped` are both 0). A datagram longer
+    /// is full or `max` is 0 (then `pushed` and `dropped` are both 0), and an
+    /// [`io::ErrorKind::InvalidData`] error when it is corrupt (its cursors more than a lap
+    /// apart: it would never drain). A datagram longer
     /// than [`SpscBytesProducer::max_len`] (or, on a queue of fixed-size items, of another
     /// length) is dropped and counted, and the datagrams after it close up. Senders are not
     /// kept. Allocates only on the first call, and on a later call with a larger `max`.
@@ -278,6 +282,9 @@ impl SpscBytesProducer {
         let max = max.min(1024);
         let want = self.inner.free().min(max as u64) as usize;
         if want == 0 {
+            if let Some(e) = self.inner.cursors_corrupt() {
+                return Err(io::Error::new(io::ErrorKind::InvalidData, e.to_string()));
+            }
             return Ok(Received::default());
         }
         let ingest = match &mut self.ingest {

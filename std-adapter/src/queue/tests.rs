@@ -270,6 +270,82 @@ fn a_role_taken_during_an_openers_probe_waits_for_it() {
     assert!(t0.elapsed() < Duration::from_millis(400));
 }
 
+/// An opener proving itself alone holds a write lock from byte 0 for its probe (one pass
+/// over the slots of an MPMC file, which can take tens of ms): `open` waits for it instead
+/// of failing with `Locked` after a few ms.
+#[test]
+fn an_open_waits_for_another_openers_long_probe() {
+    use std::os::fd::AsRawFd;
+    let path = tmp("longprobe");
+    let _rm = Remove(path.clone());
+    let g = geometry_for::<u64>(QueueKind::Mpmc, 8).unwrap();
+    drop(QueueMem::create(&path, &g).unwrap());
+    let prober = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&path)
+        .unwrap();
+    let lock = |kind: libc::c_int| {
+        // SAFETY: an all-zero flock struct is a valid value of this plain C struct.
+        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
+        fl.l_type = kind as libc::c_short;
+        fl.l_whence = libc::SEEK_SET as libc::c_short;
+        // SAFETY: fcntl with a valid descriptor and a pointer to a live flock struct.
+        let r = unsafe { libc::fcntl(prober.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
+        assert_eq!(r, 0);
+    };
+    lock(libc::F_WRLCK);
+    let held = Duration::from_millis(60);
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(held);
+            lock(libc::F_UNLCK);
+        });
+        let opened = QueueMem::open(&path, QueueExpect::raw(QueueKind::Mpmc));
+        assert!(opened.is_ok(), "{opened:?}");
+        assert!(t0.elapsed() >= held);
+    });
+}
+
+/// Openers probing the file (each takes and gives back a write lock from byte 0) never make
+/// a producer's role lock fail: neither while a probe gives its lock back (what it holds
+/// then still starts at byte 0) nor when the probe ends between the refused lock and the
+/// look at who holds it. Bounded in count.
+#[test]
+fn openers_probing_the_file_never_make_a_role_lock_fail() {
+    let path = tmp("probestorm");
+    let _rm = Remove(path.clone());
+    let g = geometry_for::<u64>(QueueKind::Spsc, 8).unwrap();
+    let mem = QueueMem::create(&path, &g).unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let (mut taken, mut refused) = (0u32, Vec::new());
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            for _ in 0..3000 {
+                drop(QueueMem::open(&path, QueueExpect::raw(QueueKind::Spsc)).unwrap());
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+        });
+        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            match mem.lock_role(ringwire_core::queue::qhdr::ENQ as i64, "producer") {
+                Ok(Some(f)) => {
+                    taken += 1;
+                    drop(f);
+                }
+                other => refused.push(format!("{other:?}")),
+            }
+        }
+    });
+    assert!(taken > 0);
+    assert!(
+        refused.is_empty(),
+        "{} refused: {:?}",
+        refused.len(),
+        refused.first()
+    );
+}
+
 #[test]
 fn the_first_flush_of_a_file_queue_syncs_its_directory() {
     let path = tmp("flushdir");

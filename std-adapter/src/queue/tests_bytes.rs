@@ -96,6 +96,41 @@ fn a_bytes_queue_file_survives_both_sides_and_refuses_a_second_producer() {
     assert_eq!(c.try_pop(&mut buf), Ok(None));
 }
 
+/// A queue file whose dequeue cursor was scribbled ahead of the tail reads as never
+/// draining: the waits return at once with the error instead of sleeping to their deadline
+/// (for ever without one), and `recv_mmsg` reports it.
+#[test]
+fn a_corrupt_cursor_is_an_error_for_the_producer_not_an_endless_wait() {
+    use std::os::unix::fs::FileExt;
+    let path = tmp("corruptcursor");
+    let _rm = Remove(path.clone());
+    let mut p = SpscBytesProducer::create(&path, 4, 64).unwrap();
+    // Full: the producer rereads the dequeue cursor on its next push.
+    for _ in 0..4 {
+        p.try_push(b"one").unwrap();
+    }
+    let file = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    file.write_all_at(&7u64.to_le_bytes(), ringwire_core::queue::qhdr::DEQ as u64)
+        .unwrap();
+    let corrupt = PushError::CorruptCursors { tail: 4, head: 7 };
+    let t0 = Instant::now();
+    assert_eq!(
+        p.push_blocking(b"two", Duration::from_secs(10)),
+        Err(corrupt)
+    );
+    assert_eq!(
+        p.wait_for_space(&mut crate::FutexWait::default(), Duration::from_secs(10)),
+        0
+    );
+    let (rx, tx) = loopback_pair();
+    tx.send(b"three").unwrap();
+    let e = p.recv_mmsg(&rx, 32).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+    assert!(e.to_string().contains("dequeue cursor 7"), "{e}");
+    // Neither wait ran to its 10 s deadline.
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+}
+
 #[test]
 fn bytes_roles_clear_the_waiter_count_they_sleep_on_when_taken() {
     let path = tmp("rolewaiters");
