@@ -7,7 +7,8 @@
 //!
 //! The real code paths run: `RingView::publish` and `publish_fenced` through a broadcast
 //! `Producer`, the queues' `notify_data_unfenced` / `notify_data` after an MPMC push, and
-//! the sleeper's `FutexPair::announce`. The membarrier a std sleeper issues is modelled by
+//! the sleeper's `FutexPair::announce` (with two competing queue sleepers too). The
+//! membarrier a std sleeper issues is modelled by
 //! the SeqCst fence that `notify_unfenced` has under loom (see the `futex` module docs).
 //! A sleeper that re-checks before announcing itself must be caught (the last model).
 //!
@@ -175,6 +176,58 @@ fn queue_sleeper_never_misses_a_push() {
             w.join().unwrap();
         });
     }
+}
+
+/// Two queue consumers that each pop one item, sleeping on `data_futex` with `has_item` as
+/// the re-check, while a producer pushes two items and notifies after each: neither may
+/// sleep while an item is there. (`has_item` once said "no item" when another consumer had
+/// taken the position it read and freed its slot: the consumer then slept on the second
+/// item, pushed before it announced itself, and no later push came to wake it.)
+#[test]
+fn two_queue_sleepers_each_get_an_item() {
+    use ringwire_core::queue::{PopError, Popped};
+    /// A consumer's `pop_timeout` loop without the timeout: pop, else announce, re-check
+    /// and sleep.
+    fn pop_one(q: &MpmcQueue, futex: &Futex) -> u64 {
+        let mut out = [0u8; 8];
+        loop {
+            match q.try_pop(&mut out) {
+                Ok(Popped::Item { .. }) => return u64::from_le_bytes(out),
+                Err(PopError::Empty | PopError::Pending { .. }) => {
+                    let pair = q.view().data_pair();
+                    let announced = pair.announce(|| {}, || q.has_item());
+                    if let Some(v) = announced.sleep_on() {
+                        futex.wait(pair.word, v);
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(2);
+    }
+    b.check(|| {
+        let q = mpmc();
+        let futex = Arc::new(Futex::new());
+        let (q2, f2) = (q.clone(), futex.clone());
+        let w = thread::spawn(move || {
+            for v in [7u64, 8] {
+                q2.try_push(&v.to_le_bytes()).unwrap();
+                if q2.view().notify_data_unfenced() {
+                    f2.wake();
+                }
+            }
+        });
+        let (q3, f3) = (q.clone(), futex.clone());
+        let other = thread::spawn(move || pop_one(&q3, &f3));
+        let mine = pop_one(&q, &futex);
+        let mut got = [mine, other.join().unwrap()];
+        got.sort();
+        assert_eq!(got, [7, 8]);
+        w.join().unwrap();
+    });
 }
 
 /// The model is not vacuous: a sleeper that re-checks *before* announcing itself can miss

@@ -424,14 +424,22 @@ impl MpmcQueue {
         }
     }
 
-    /// True when the next position to pop is published (or healed): a pop would not report
-    /// empty or pending. For waiting loops; a snapshot.
+    /// True when a pop would not report empty or pending at the position the dequeue
+    /// cursor names: it is published (or healed), or another consumer took it since the
+    /// cursor was read (a pop follows the cursor to the next position, which may hold an
+    /// item: only a pop can tell). For waiting loops; a snapshot.
+    ///
+    /// Answering false in that last case would let a consumer sleep on an item: it reads
+    /// the cursor, another consumer pops that position and frees its slot (a pop wakes only
+    /// producers), and the item behind it, whose push came before the sleeper announced
+    /// itself, wakes nobody.
     pub fn has_item(&self) -> bool {
         // Relaxed: a snapshot; the acquire below orders what a following pop reads.
         let pos = self.q.deq().load(Ordering::Relaxed);
         // Acquire: as in try_pop.
         let stamp = self.q.slot_word(pos).load(Ordering::Acquire);
-        stamp & !HEALED == pos.wrapping_add(1)
+        // The complement of try_pop's empty-or-pending test.
+        stamp & !FLAGS > pos
     }
 
     /// True when a push would probably not report full: the slot at the enqueue cursor is

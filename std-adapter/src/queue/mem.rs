@@ -625,11 +625,12 @@ fn creation_finished(path: &Path) -> bool {
 /// only once all its threads are gone, so none of them can still touch a count.
 ///
 /// While the probe runs (microseconds; one pass over the slots in an MPMC file, which it
-/// heals), a concurrent `open` waits a millisecond and retries, an SPSC role being taken
-/// (a creator attaching as producer right after `create`) waits for it (`lock_role`), and
-/// a concurrent `create` of the path is refused, as it would be anyway (this handle has
-/// the file open), but may name the file as being created ([`QueueFileError::Locked`]) or
-/// its holder as a "producer" (the whole-file lock covers the role bytes).
+/// heals), a concurrent `open` retries every millisecond (for up to [`OPEN_WAIT`]), an
+/// SPSC role being taken (a creator attaching as producer right after `create`) waits for
+/// it (`lock_role`), and a concurrent `create` of the path is refused, as it would be
+/// anyway (this handle has the file open), but may name the file as being created
+/// ([`QueueFileError::Locked`]) or its holder as a "producer" (the whole-file lock covers
+/// the role bytes).
 ///
 /// A dead sleeper's count in a queue that other live handles keep open is not cleared
 /// here (a live sleeper cannot be told from a dead one): it costs each push (or pop) one
