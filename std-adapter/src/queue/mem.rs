@@ -231,7 +231,7 @@ fn open_regular_rw(path: &Path) -> Result<File, QueueFileError> {
 /// `F_OFD_SETLK` of `len` bytes at `start` (`len` 0: to the end of the file and beyond) on
 /// `f`'s open file description; `Ok(false)` when another description holds a conflicting
 /// lock. The kernel releases it when the description is closed or its process dies.
-fn ofd_lock(f: &File, kind: libc::c_int, start: i64, len: i64) -> io::Result<bool> {
+pub(super) fn ofd_lock(f: &File, kind: libc::c_int, start: i64, len: i64) -> io::Result<bool> {
     let fl = flock_of(kind, start, len);
     // SAFETY: fcntl with a valid descriptor and a pointer to a live flock struct.
     if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &fl) } == 0 {

@@ -215,20 +215,12 @@ fn spsc_roles_are_exclusive_and_types_are_checked() {
 /// still refused at once.
 #[test]
 fn a_role_taken_during_an_openers_probe_waits_for_it() {
-    use std::os::fd::AsRawFd;
     let path = tmp("probewait");
     let _rm = Remove(path.clone());
     let g = geometry_for::<u64>(QueueKind::Spsc, 8).unwrap();
     let mem = QueueMem::create(&path, &g).unwrap();
     let ofd_lock = |f: &std::fs::File, kind: libc::c_int, start: i64, len: i64| {
-        // SAFETY: an all-zero flock struct is a valid value of this plain C struct.
-        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-        fl.l_type = kind as libc::c_short;
-        fl.l_whence = libc::SEEK_SET as libc::c_short;
-        fl.l_start = start;
-        fl.l_len = len;
-        // SAFETY: fcntl with a valid descriptor and a pointer to a live flock struct.
-        unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &fl) == 0 }
+        mem::ofd_lock(f, kind, start, len).unwrap()
     };
     let open = || {
         std::fs::OpenOptions::new()
@@ -275,7 +267,6 @@ fn a_role_taken_during_an_openers_probe_waits_for_it() {
 /// of failing with `Locked` after a few ms.
 #[test]
 fn an_open_waits_for_another_openers_long_probe() {
-    use std::os::fd::AsRawFd;
     let path = tmp("longprobe");
     let _rm = Remove(path.clone());
     let g = geometry_for::<u64>(QueueKind::Mpmc, 8).unwrap();
@@ -285,15 +276,8 @@ fn an_open_waits_for_another_openers_long_probe() {
         .write(true)
         .open(&path)
         .unwrap();
-    let lock = |kind: libc::c_int| {
-        // SAFETY: an all-zero flock struct is a valid value of this plain C struct.
-        let mut fl: libc::flock = unsafe { std::mem::zeroed() };
-        fl.l_type = kind as libc::c_short;
-        fl.l_whence = libc::SEEK_SET as libc::c_short;
-        // SAFETY: fcntl with a valid descriptor and a pointer to a live flock struct.
-        let r = unsafe { libc::fcntl(prober.as_raw_fd(), libc::F_OFD_SETLK, &fl) };
-        assert_eq!(r, 0);
-    };
+    // The probe's lock: a write lock from byte 0 to the end of the file and beyond.
+    let lock = |kind: libc::c_int| assert!(mem::ofd_lock(&prober, kind, 0, 0).unwrap());
     lock(libc::F_WRLCK);
     let held = Duration::from_millis(60);
     let t0 = Instant::now();
