@@ -471,9 +471,11 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// after it would skip the new ring's records up to it (and wait, receiving nothing,
     /// until the producer got there). Since nothing of the new ring was processed, the
     /// consumer starts at its oldest retained record instead (whatever the builder's start
-    /// mode, which applies only when there is no saved offset), and attach saves the offset
-    /// just before that at once, so a consumer that dies before its first commit does not
-    /// leave the stale value behind. `None` when the saved offset was used, or there was none.
+    /// mode, which applies only when there is no saved offset), and attach replaces the
+    /// stale value in the file at once with the offset just before that record (0, "never
+    /// committed", when it is record 1: a consumer that dies before its first commit then
+    /// starts the next time as one without a saved offset, not after the stale value).
+    /// `None` when the saved offset was used, or there was none.
     ///
     /// Cases it cannot tell: a new ring that has already published past the saved offset
     /// (the format records no ring identity: the consumer then resumes after the saved
