@@ -114,10 +114,17 @@ impl<V> Drop for BlackboardProducer<V> {
 }
 
 /// A reader of a blackboard file.
+///
+/// It reads the file it mapped at attach. A producer that restarts replaces the file at the
+/// path with a fresh one (spec §1.2), and this reader then goes on reading the old board's
+/// last values, which never change again: [`BlackboardConsumer::is_replaced`] tells, and a
+/// new attach follows the new board.
 pub struct BlackboardConsumer<V> {
     bb: Blackboard,
     _map: MmapRaw,
     path: PathBuf,
+    // (device, inode) of the mapped file.
+    id: (u64, u64),
     _v: PhantomData<fn() -> V>,
 }
 
@@ -133,14 +140,23 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
         if len < 128 {
             return Err(bb_err(path)(BlackboardError::TooShort { need: 128, len }));
         }
+        let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         let (map, region) = map_file(path, &file, false)?;
         let bb = Blackboard::attach(region, Some(size_of::<V>() as u32)).map_err(bb_err(path))?;
         Ok(BlackboardConsumer {
             bb,
             _map: map,
             path: path.to_path_buf(),
+            id,
             _v: PhantomData,
         })
+    }
+
+    /// True when the path no longer names the mapped file: the producer restarted and
+    /// replaced the board with a fresh file (or removed it). The values this reader reads
+    /// then never change again; attach anew to follow the new board.
+    pub fn is_replaced(&self) -> bool {
+        !matches!(sys::path_id(&self.path), Ok(Some(id)) if id == self.id)
     }
 
     /// Reads `key`: `Ok(None)` if it was never written. Retries while the writer holds the

@@ -189,10 +189,11 @@ impl OffsetCheckpoint {
         let magic = cp.a64(OFF_MAGIC).load(Ordering::Acquire);
         if magic != CHECKPOINT_MAGIC {
             // A creation cut short between sizing the file and storing the magic (a crash)
-            // leaves 64 zero bytes: no offset was ever saved there (no open succeeded
-            // before the magic), so it is finished now rather than refused for ever. A
-            // creator still at work writes the same fields; neither writes the offset.
-            if magic == 0 && len == CHECKPOINT_SIZE as u64 && cp.is_all_zero() {
+            // leaves 64 zero bytes, or some of `initialise`'s fields written: no offset was
+            // ever saved there (no open succeeded before the magic), so it is finished now
+            // rather than refused for ever. A creator still at work writes the same fields;
+            // neither writes the offset.
+            if magic == 0 && len == CHECKPOINT_SIZE as u64 && cp.is_unfinished_creation() {
                 cp.initialise();
                 return Ok(cp);
             }
@@ -218,8 +219,8 @@ impl OffsetCheckpoint {
 
     /// Writes the record of a new checkpoint into a file of 64 zero bytes, magic last. The
     /// offset is left as it is (0 in a new file): should two openers both take the file for
-    /// new (a creator, and an opener that found it empty or all zero), the later one's
-    /// writes cannot undo an offset the earlier one's consumer has saved since.
+    /// new (a creator, and an opener that found it empty or an unfinished creation), the
+    /// later one's writes cannot undo an offset the earlier one's consumer has saved since.
     fn initialise(&self) {
         let mut name_buf = [0u8; 32];
         let trimmed = self.name.as_str();
@@ -239,12 +240,23 @@ impl OffsetCheckpoint {
             .store(CHECKPOINT_MAGIC, Ordering::Release);
     }
 
-    /// Whether all 64 bytes are zero.
-    fn is_all_zero(&self) -> bool {
-        // Relaxed: a snapshot; a creator writing meanwhile writes what `initialise` does.
-        (0..CHECKPOINT_SIZE)
-            .step_by(8)
-            .all(|off| self.a64(off).load(Ordering::Relaxed) == 0)
+    /// Whether the 64 bytes (magic 0) are what a creation stopped inside [`Self::initialise`]
+    /// can leave: no offset (nothing stores one before the magic), the version 0 or ours,
+    /// and a name field that is NUL-padded (as `initialise` writes it, or zero). 64 zero
+    /// bytes (a creation stopped before `initialise`) are such a file too.
+    fn is_unfinished_creation(&self) -> bool {
+        // Relaxed (all): a snapshot; a creator writing meanwhile writes what `initialise`
+        // does.
+        let version = self.a64(OFF_VERSION_PID).load(Ordering::Relaxed) as u32;
+        let mut name = [0u8; 32];
+        for (i, chunk) in name.chunks_exact_mut(8).enumerate() {
+            let w = self.a64(OFF_NAME + 8 * i).load(Ordering::Relaxed);
+            chunk.copy_from_slice(&w.to_ne_bytes());
+        }
+        let used = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        self.a64(OFF_SEQ).load(Ordering::Relaxed) == 0
+            && (version == 0 || version == CHECKPOINT_VERSION)
+            && name[used..].iter().all(|&b| b == 0)
     }
 
     /// Opens the default checkpoint of consumer `name` of the ring at `ring`.
@@ -326,7 +338,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_all_zero_checkpoint_of_an_interrupted_creation_is_finished_not_refused() {
+    fn a_checkpoint_of_an_interrupted_creation_is_finished_not_refused() {
         let path = std::env::temp_dir().join(format!(
             "ringwire-checkpoint-zero-{}.offset",
             std::process::id()
@@ -356,11 +368,41 @@ mod tests {
                 .load(),
             Some(5)
         );
+        // A creator killed inside `initialise`, after it stored the name, then the version
+        // and pid, then the time, but not the magic: finished too.
+        let mut partial = [0u8; CHECKPOINT_SIZE];
+        partial[32..36].copy_from_slice(b"algo");
+        let mut states = vec![partial];
+        partial[8..12].copy_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
+        partial[12..16].copy_from_slice(&4242u32.to_le_bytes());
+        states.push(partial);
+        partial[24..32].copy_from_slice(&1_700_000_000_000_000_000u64.to_le_bytes());
+        states.push(partial);
+        for bytes in states {
+            std::fs::write(&path, bytes).unwrap();
+            let cp = OffsetCheckpoint::open_or_create(&path, "algo").unwrap();
+            assert_eq!((cp.load(), cp.pid()), (None, std::process::id()));
+            drop(cp);
+            assert_eq!(
+                &std::fs::read(&path).unwrap()[..8],
+                &CHECKPOINT_MAGIC.to_le_bytes()
+            );
+        }
         // Anything else without the magic is still refused and left as it is: zeros of
-        // another length, or 64 bytes with something in them.
+        // another length, 64 bytes with something past the name's NUL, an offset (no
+        // creation writes one before the magic), another version.
         let mut other = [0u8; CHECKPOINT_SIZE];
         other[40] = 1;
-        for bytes in [&[0u8; CHECKPOINT_SIZE + 1][..], &other[..]] {
+        let mut offset = partial;
+        offset[16] = 1;
+        let mut version = partial;
+        version[8] = 7;
+        for bytes in [
+            &[0u8; CHECKPOINT_SIZE + 1][..],
+            &other[..],
+            &offset[..],
+            &version[..],
+        ] {
             std::fs::write(&path, bytes).unwrap();
             assert!(matches!(
                 OffsetCheckpoint::open_or_create(&path, "algo"),

@@ -31,6 +31,36 @@ fn ringfire_blackboard_read_by_ringwire() {
     assert!(e.to_string().contains("key 16 is out of range"), "{e}");
 }
 
+/// A producer that restarts replaces the board with a fresh file: a reader attached before
+/// goes on reading the old board's last values, and says so with `is_replaced`; a new
+/// attach reads the new board. With ringfire's producer too.
+#[test]
+fn a_reader_of_a_replaced_board_knows_it() {
+    let p = ShmPath::new("bb-replaced");
+    let mut a = BlackboardProducer::<V>::create(&p, 4).unwrap();
+    a.write(0, &val(0, 1)).unwrap();
+    let old = BlackboardConsumer::<V>::attach(&p).unwrap();
+    assert!(!old.is_replaced());
+    // The producer dies (its file stays) and restarts.
+    a.set_cleanup_mode(ringwire::CleanupMode::Persistent);
+    drop(a);
+    assert!(!old.is_replaced());
+    let mut b = BlackboardProducer::<V>::create(&p, 4).unwrap();
+    b.write(0, &val(0, 2)).unwrap();
+    assert_eq!(old.read(0).unwrap(), Some(val(0, 1)));
+    assert!(old.is_replaced());
+    let new = BlackboardConsumer::<V>::attach(&p).unwrap();
+    assert!(!new.is_replaced());
+    assert_eq!(new.read(0).unwrap(), Some(val(0, 2)));
+    // ringfire's producer replaces it the same way.
+    b.set_cleanup_mode(ringwire::CleanupMode::Persistent);
+    drop(b);
+    let mut c = ringfire::BlackboardProducer::<V>::create(p.path(), 4).unwrap();
+    c.write(0, &val(0, 3)).unwrap();
+    assert!(new.is_replaced());
+    drop(c);
+}
+
 #[test]
 fn ringwire_blackboard_read_by_ringfire() {
     let p = ShmPath::new("bb-rw2rf");
