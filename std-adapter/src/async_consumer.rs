@@ -395,13 +395,24 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
 
     /// The next record if one is there now, without waiting.
     pub fn try_recv(&mut self) -> Option<T> {
-        self.consumer.try_recv()
+        let r = self.consumer.try_recv();
+        if r.is_some() {
+            // A record: the empty polls' yields start again (`with_yields`), as after a
+            // record a poll takes.
+            self.yielded = 0;
+        }
+        r
     }
 
     /// [`RingConsumer::recv_status`]: the next record if one is there now, and whether
     /// records were lost just before it, without waiting.
     pub fn recv_status(&mut self) -> RecvStatus<T> {
-        self.consumer.recv_status()
+        let r = self.consumer.recv_status();
+        if !matches!(r, RecvStatus::Empty) {
+            // As in `try_recv`.
+            self.yielded = 0;
+        }
+        r
     }
 
     /// [`RingConsumer::jump_to_latest`]: skips to the newest published record.
@@ -569,6 +580,13 @@ impl Drop for Waiter {
         let Some(thread) = self.thread.take() else {
             return;
         };
+        if thread.thread().id() == std::thread::current().id() {
+            // Dropped by the waiter thread itself, inside the task's wake (an executor that
+            // frees the task from its waker): a thread cannot wait for its own end. It is
+            // not asleep; once the wake returns it sees `stop` and exits, and its handle is
+            // let go here.
+            return;
+        }
         if let Some(r) = &sleeping {
             interrupt_sleep(r);
         }
@@ -827,6 +845,79 @@ mod tests {
         assert_eq!(got, 7);
         drop(late.join());
         drop(old);
+    }
+
+    /// An executor that frees a task from its waker drops the consumer on the waiter
+    /// thread, inside that thread's wake. The drop returns, the waiter thread ends, and the
+    /// consumer's registry slot is given back (the drop used to wait for the waiter thread,
+    /// its own, for ever: the slot stayed held, and a lossless producer would stall).
+    #[test]
+    fn a_consumer_dropped_inside_its_own_wake_ends_its_waiter() {
+        struct DropOnWake {
+            slot: std::sync::Mutex<Option<AsyncRingConsumer<u64>>>,
+            dropped: std::sync::atomic::AtomicBool,
+        }
+        impl std::task::Wake for DropOnWake {
+            fn wake(self: Arc<Self>) {
+                self.wake_by_ref();
+            }
+            fn wake_by_ref(self: &Arc<Self>) {
+                let taken = self.slot.lock().unwrap().take();
+                drop(taken);
+                self.dropped
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        let t = TmpPath::new("drop-in-wake");
+        let mut tx = RingProducer::<u64>::builder(8)
+            .max_readers(2)
+            .build::<u64, _>(&t.0)
+            .unwrap();
+        let rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap()).unwrap();
+        let task = Arc::new(DropOnWake {
+            slot: std::sync::Mutex::new(Some(rx)),
+            dropped: std::sync::atomic::AtomicBool::new(false),
+        });
+        {
+            let mut slot = task.slot.lock().unwrap();
+            let rx = slot.as_mut().unwrap();
+            let waker = Waker::from(Arc::clone(&task));
+            assert!(rx.poll_recv(&mut Context::from_waker(&waker)).is_pending());
+            assert!(until_asleep(rx));
+        }
+        assert_eq!(tx.registry().unwrap().active_readers(0).len(), 1);
+        tx.push(&1);
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while !task.dropped.load(std::sync::atomic::Ordering::SeqCst) {
+            assert!(
+                std::time::Instant::now() < end,
+                "the drop inside the wake never returned"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert!(tx.registry().unwrap().active_readers(1).is_empty());
+    }
+
+    /// `with_yields(n)`: the count of empty polls that yield starts again after each
+    /// record, also one taken with `try_recv` (as the async multiplexer takes them): every
+    /// round of one empty poll then a record yields, never arms the waiter.
+    #[test]
+    fn yields_start_again_after_a_record_taken_with_try_recv() {
+        let t = TmpPath::new("yields");
+        let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
+        let rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap()).unwrap();
+        let mut rx = rx.with_yields(2);
+        let flag = Flag::new();
+        for v in 1..=4u64 {
+            assert!(poll_once(&mut rx, &flag).is_pending());
+            // A yield wakes the task at once; an armed waiter would not.
+            assert!(
+                flag.woken.swap(false, std::sync::atomic::Ordering::SeqCst),
+                "round {v}: the empty poll armed the waiter instead of yielding"
+            );
+            tx.push(&v);
+            assert_eq!(rx.try_recv(), Some(v));
+        }
     }
 
     #[test]
