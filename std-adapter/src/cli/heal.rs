@@ -30,13 +30,10 @@ pub(super) fn run(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Res
     let magic = u64::from_le_bytes(h[0..8].try_into().unwrap_or([0; 8]));
     let oe = out_err(path);
     let p = path.display();
-    let flag_misplaced = |what: &str| Error::InvalidArgument {
-        path: path.to_path_buf(),
-        what: format!("--producers-dead is for a lossy MPMC ring; this is {what}"),
-    };
     if let Some(kind) = QueueKind::from_magic(magic) {
         if producers_dead {
             return Err(flag_misplaced(
+                path,
                 "a queue file, healed when no other process has it open",
             ));
         }
@@ -44,7 +41,7 @@ pub(super) fn run(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Res
     }
     if magic == BLACKBOARD_MAGIC {
         if producers_dead {
-            return Err(flag_misplaced("a blackboard"));
+            return Err(flag_misplaced(path, "a blackboard"));
         }
         return writeln!(out, "{p}: a blackboard has no stuck slots; nothing to heal").map_err(oe);
     }
@@ -52,6 +49,14 @@ pub(super) fn run(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Res
         return Err(Error::attach(path, AttachError::BadMagic { found: magic }));
     }
     heal_ring(path, producers_dead, out)
+}
+
+/// `--producers-dead` given for `path`, which is `what` and not a lossy MPMC ring.
+fn flag_misplaced(path: &Path, what: &str) -> Error {
+    Error::InvalidArgument {
+        path: path.to_path_buf(),
+        what: format!("--producers-dead is for a lossy MPMC ring; this is {what}"),
+    }
 }
 
 /// A queue file's open error as the CLI's error type.
@@ -185,11 +190,7 @@ fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<(
     let view = ring.ring();
     if !view.geometry().flags.has(Flags::MODE_MPMC) {
         if producers_dead {
-            return Err(Error::InvalidArgument {
-                path: path.to_path_buf(),
-                what: "--producers-dead is for a lossy MPMC ring; this is a single-writer ring"
-                    .into(),
-            });
+            return Err(flag_misplaced(path, "a single-writer ring"));
         }
         return writeln!(
             out,
