@@ -11,7 +11,7 @@ use ringwire_core::queue::{
 };
 
 use super::mem::{QueueFileError, QueueMem};
-use super::wait::{Side, before, deadline_after, default_wait, notify, wait_side};
+use super::wait::{Side, before, deadline_after, default_wait, notify_on, wait_side};
 use super::{Item, expect_for, geometry_for, wrong_kind};
 use crate::wait::WaitStrategy;
 
@@ -19,6 +19,9 @@ use crate::wait::WaitStrategy;
 #[derive(Debug, Clone)]
 pub struct MpmcQueue<T: Item> {
     inner: q::MpmcQueue,
+    // `mem.unfenced_notify()`, kept here with `inner`'s view so a push or pop reads only
+    // this handle and the queue (see `wait::notify_on`).
+    unfenced: bool,
     mem: Arc<QueueMem>,
     _t: PhantomData<fn(T) -> T>,
 }
@@ -54,15 +57,22 @@ impl<T: Item> MpmcQueue<T> {
         let inner = q::MpmcQueue::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
         Ok(MpmcQueue {
             inner,
+            unfenced: mem.unfenced_notify(),
             mem,
             _t: PhantomData,
         })
     }
 
+    /// Wakes the `side` sleepers after a push (`Data`) or a pop (`Space`).
+    #[inline(always)]
+    fn wake(&self, side: Side) {
+        notify_on(self.inner.view(), self.unfenced, side);
+    }
+
     /// Pushes one item and returns its position, or fails with [`PushError::Full`].
     pub fn try_push(&self, item: &T) -> Result<u64, PushError> {
         let pos = self.inner.try_push(item.as_bytes())?;
-        notify(&self.mem, Side::Data);
+        self.wake(Side::Data);
         Ok(pos)
     }
 
@@ -164,11 +174,11 @@ impl<T: Item> MpmcQueue<T> {
         for _ in 0..=self.inner.view().capacity() {
             match self.inner.try_pop(t.as_mut_bytes()) {
                 Ok(Popped::Item { pos }) => {
-                    notify(&self.mem, Side::Space);
+                    self.wake(Side::Space);
                     return Ok(Some((pos, t)));
                 }
                 Ok(Popped::Healed { pos }) => {
-                    notify(&self.mem, Side::Space);
+                    self.wake(Side::Space);
                     on_healed(pos);
                 }
                 Err(PopError::Empty | PopError::Pending { .. }) => return Ok(None),
@@ -191,7 +201,7 @@ impl<T: Item> MpmcQueue<T> {
     /// [`q::MpmcQueue::write_claimed`]).
     pub fn write_claimed(&self, pos: u64, item: &T) -> Result<(), PushError> {
         self.inner.write_claimed(pos, item.as_bytes())?;
-        notify(&self.mem, Side::Data);
+        self.wake(Side::Data);
         Ok(())
     }
 
@@ -235,8 +245,7 @@ impl<T: Item> MpmcQueue<T> {
     /// held is freed, so producers asleep on the full queue are woken as by a pop.
     pub fn heal_stuck_slot(&self, stuck: StuckSlot) -> Result<(), HealError> {
         self.inner.heal_stuck_slot(stuck)?;
-        notify(
-            &self.mem,
+        self.wake(
             match stuck.kind {
                 StuckKind::Claimed | StuckKind::MidWrite => Side::Data,
                 StuckKind::MidPop => Side::Space,

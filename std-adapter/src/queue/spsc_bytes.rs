@@ -18,7 +18,7 @@ use ringwire_core::queue::{
 use ringwire_core::sync::Ordering;
 
 use super::mem::{QueueFileError, QueueMem};
-use super::wait::{Side, before, deadline_after, default_wait, notify, wait_side};
+use super::wait::{Side, before, deadline_after, default_wait, notify_on, wait_side};
 use super::wrong_kind;
 use crate::net::mmsg::MmsgScratch;
 use crate::wait::WaitStrategy;
@@ -30,6 +30,9 @@ const CONSUMER_LOCK_BYTE: i64 = q::qhdr::DEQ as i64;
 #[derive(Debug)]
 pub struct SpscBytesProducer {
     inner: q::SpscProducer,
+    // `mem.unfenced_notify()`, kept beside `inner`'s view so a push reads only this handle
+    // and the queue (see `wait::notify_on`).
+    unfenced: bool,
     mem: Arc<QueueMem>,
     _role: Option<File>,
     ingest: Option<Box<Ingest>>,
@@ -57,15 +60,18 @@ struct Ingest {
 #[derive(Debug)]
 pub struct SpscBytesConsumer {
     inner: q::SpscConsumer,
+    // As the producer's.
+    unfenced: bool,
     mem: Arc<QueueMem>,
     _role: Option<File>,
 }
 
-/// After `n` items moved in one batch: wakes the other side's sleepers on `side` if any
-/// moved, and returns `n`.
-fn moved(mem: &QueueMem, side: Side, n: usize) -> usize {
+/// After `n` items moved in one batch through `view` (a handle's, with its `unfenced`):
+/// wakes the other side's sleepers on `side` if any moved, and returns `n`.
+#[inline(always)]
+fn moved(view: &QueueView, unfenced: bool, side: Side, n: usize) -> usize {
     if n > 0 {
-        notify(mem, side);
+        notify_on(view, unfenced, side);
     }
     n
 }
@@ -164,6 +170,7 @@ impl SpscBytesProducer {
         )?;
         Ok(SpscBytesProducer {
             inner,
+            unfenced: mem.unfenced_notify(),
             mem,
             _role: role,
             ingest: None,
@@ -189,7 +196,7 @@ impl SpscBytesProducer {
     #[inline(always)]
     pub fn try_push(&mut self, item: &[u8]) -> Result<(), PushError> {
         self.inner.try_push(item)?;
-        notify(&self.mem, Side::Data);
+        notify_on(self.inner.view(), self.unfenced, Side::Data);
         Ok(())
     }
 
@@ -197,7 +204,7 @@ impl SpscBytesProducer {
     /// many. Fails without pushing anything if one of them is too long.
     pub fn push_slice<I: AsRef<[u8]>>(&mut self, items: &[I]) -> Result<usize, PushError> {
         let n = self.inner.push_slice(items)?;
-        Ok(moved(&self.mem, Side::Data, n))
+        Ok(moved(self.inner.view(), self.unfenced, Side::Data, n))
     }
 
     /// Pushes records of `item_len` bytes laid back to back in `records` as far as they
@@ -209,7 +216,7 @@ impl SpscBytesProducer {
         item_len: usize,
     ) -> Result<usize, PushError> {
         let n = self.inner.push_fixed(records, item_len)?;
-        Ok(moved(&self.mem, Side::Data, n))
+        Ok(moved(self.inner.view(), self.unfenced, Side::Data, n))
     }
 
     /// Pushes one item, waiting up to `timeout` for space; [`PushError::Full`] after that.
@@ -312,7 +319,7 @@ impl SpscBytesProducer {
             .commit_in_place(&ingest.lens)
             .map_err(|e| io::Error::other(format!("publishing received datagrams: {e}")))?;
         Ok(Received {
-            pushed: moved(&self.mem, Side::Data, pushed),
+            pushed: moved(self.inner.view(), self.unfenced, Side::Data, pushed),
             dropped: got - pushed,
         })
     }
@@ -346,6 +353,7 @@ impl SpscBytesConsumer {
         )?;
         Ok(SpscBytesConsumer {
             inner,
+            unfenced: mem.unfenced_notify(),
             mem,
             _role: role,
         })
@@ -365,7 +373,7 @@ impl SpscBytesConsumer {
     pub fn try_pop(&mut self, buf: &mut [u8]) -> Result<Option<usize>, PopError> {
         match self.inner.try_pop(buf) {
             Ok(len) => {
-                notify(&self.mem, Side::Space);
+                notify_on(self.inner.view(), self.unfenced, Side::Space);
                 Ok(Some(len))
             }
             Err(PopError::Empty) => Ok(None),
@@ -388,7 +396,7 @@ impl SpscBytesConsumer {
         lens: &mut [usize],
     ) -> Result<usize, PopError> {
         let n = self.inner.pop_slice(bufs, lens)?;
-        Ok(moved(&self.mem, Side::Space, n))
+        Ok(moved(self.inner.view(), self.unfenced, Side::Space, n))
     }
 
     /// Pops records of exactly `item_len` bytes back to back into `dst` with one index
@@ -400,7 +408,7 @@ impl SpscBytesConsumer {
         item_len: usize,
     ) -> Result<usize, PopError> {
         let n = self.inner.pop_fixed(dst, item_len)?;
-        Ok(moved(&self.mem, Side::Space, n))
+        Ok(moved(self.inner.view(), self.unfenced, Side::Space, n))
     }
 
     /// Pops one item into `buf`, waiting up to `timeout` for one; `Ok(None)` after that.

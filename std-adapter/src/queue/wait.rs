@@ -1,14 +1,13 @@
 //! Blocking waits on a queue's futex words through a [`WaitStrategy`] (a [`FutexWait`]
 //! sleeps with the Dekker handshake against the peer's `notify_*`, see the module docs of
 //! `crate::wait`), made asymmetric with `membarrier` so the notifier's side costs no fence
-//! (see `notify`).
+//! (see `notify_on`).
 
 use std::time::{Duration, Instant};
 
 use ringwire_core::futex::FutexPair;
 use ringwire_core::queue::QueueView;
 
-use super::mem::QueueMem;
 use crate::sys;
 use crate::wait::{FutexWait, WaitStrategy};
 pub(super) use crate::wait::{before, deadline_after};
@@ -34,21 +33,23 @@ fn pair(view: &QueueView, side: Side) -> FutexPair<'_> {
     }
 }
 
-/// After a push (`Side::Data`) or a pop (`Side::Space`): wakes the other side's sleepers.
+/// After a push (`Side::Data`) or a pop (`Side::Space`) through `view` (the handle's own
+/// copy of its queue's view, so the push or pop reads nothing of the shared `QueueMem`):
+/// wakes the other side's sleepers. `unfenced` is the mapping's
+/// `QueueMem::unfenced_notify`, copied into the handle.
 ///
 /// Why not a fence per operation: a SeqCst fence (`mfence` or a locked instruction on
 /// x86, `dmb ish` on Arm) costs tens of cycles on every push and pop even though sleepers
 /// are rare, and checking only on batch boundaries would still pay it per `try_push`. So
 /// the fast side pays nothing and the slow side pays instead, as the broadcast ring does:
-/// when this process registered for `membarrier(GLOBAL_EXPEDITED)` (`mem.unfenced_notify()`)
-/// the check is a compiler fence and a relaxed load, and every sleeper (a [`FutexWait`])
-/// issues the membarrier between announcing itself and re-checking the queue (or, with
+/// when this process registered for `membarrier(GLOBAL_EXPEDITED)` (`unfenced`) the check
+/// is a compiler fence and a relaxed load, and every sleeper (a [`FutexWait`]) issues the
+/// membarrier between announcing itself and re-checking the queue (or, with
 /// `FutexWait::with_deferred_barrier`, that long into its sleep). If registration failed,
 /// this process keeps the fenced check, which pairs with the sleeper's SeqCst fence.
-#[inline]
-pub(super) fn notify(mem: &QueueMem, side: Side) {
-    let view = mem.queue();
-    let bumped = match (side, mem.unfenced_notify()) {
+#[inline(always)]
+pub(super) fn notify_on(view: &QueueView, unfenced: bool, side: Side) {
+    let bumped = match (side, unfenced) {
         (Side::Data, true) => view.notify_data_unfenced(),
         (Side::Data, false) => view.notify_data(),
         (Side::Space, true) => view.notify_space_unfenced(),
