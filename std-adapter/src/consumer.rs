@@ -246,7 +246,8 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         // Both live in the handle beside `file`, which keeps the mapping they view.
         let registry = ReaderRegistry::of(file.ring()).map(Box::new);
         let registration =
-            ReaderRegistration::of(file.ring(), consumer.registry_slot()).map(Box::new);
+            ReaderRegistration::of(file.ring(), consumer.registry_slot(), std::process::id())
+                .map(Box::new);
         let inner = TypedConsumer::new(consumer).map_err(|e| Error::attach(path, e))?;
         if let (Some(cp), Some(_)) = (&checkpoint, stale_checkpoint) {
             // Replaced at once, so that a consumer that dies before its first commit does
@@ -413,7 +414,10 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// This reader's registry slot, or `None` when it is not registered (no registry, or a
     /// full one on a lossy ring).
     pub fn registration(&self) -> Option<&ReaderRegistration> {
-        self.registration.as_deref()
+        let r = self.registration.as_deref()?;
+        // The core consumer registers again in another slot after a prune.
+        r.follow(self.registry_slot());
+        Some(r)
     }
 
     /// The last sequence processed: `cursor - 1`.
@@ -440,7 +444,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// Publishes the cursor to this reader's registry slot, if it holds one (ringfire's
     /// commits do).
     fn republish_cursor(&self) {
-        if let Some(r) = &self.registration {
+        if let Some(r) = self.registration() {
             r.update_cursor(self.cursor());
         }
     }

@@ -26,7 +26,14 @@ pub enum FlowControl {
     /// The writer always writes; lagging readers are lapped (flag `POLICY_LATEST_WINS`).
     #[default]
     LossyLatestWins,
-    /// The writer waits for the slowest registered reader (spec §6).
+    /// The writer waits for the slowest registered reader (spec §6). It reads the registry
+    /// only every so often (at most half a ring of pushes apart), so a reader that
+    /// registers while the ring holds records is protected from `write_seq + 1 - C/2` on
+    /// (`write_seq` at its attach); older records it starts at may still be overwritten
+    /// under it, which it counts as lapped (see `ringwire_core`'s `Consumer::register`).
+    /// A registered reader whose process died is pruned, by `kill(pid, 0)`: a pid reused
+    /// by another process (or a reader's pid seen from another PID namespace, where it
+    /// looks dead and is pruned while it reads) defeats that test.
     LosslessBackpressure,
 }
 

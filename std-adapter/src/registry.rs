@@ -10,12 +10,16 @@
 //! ([`BlobProducer::active_readers`](crate::BlobProducer::active_readers)). The protocol is
 //! the core's [`ringwire_core::broadcast::registry`]; liveness is `kill(pid, 0)`
 //! ([`is_process_alive`]), so a reader in another PID namespace looks dead and is pruned, as
-//! in ringfire.
+//! in ringfire. Unlike ringfire's, a pruned reader of ours stores no cursor into the slot
+//! it lost (another reader may own it now) and registers again, in a free slot, at its next
+//! receive.
 //!
 //! Not here: ringfire's `ReaderRegistry::register` and its `unsafe` `init` / `from_ptr`
 //! constructors. Its registration holds a raw pointer into the mapping with no lifetime, and
 //! one that outlived the handle would write into unmapped memory; a reader registers by
 //! attaching a consumer, whose registration lives and dies with it.
+
+use std::sync::atomic::{AtomicU32, Ordering};
 
 use ringwire_core::RingView;
 use ringwire_core::broadcast::registry::{self, unread};
@@ -131,34 +135,57 @@ impl std::fmt::Debug for ReaderRegistry {
 pub struct ReaderRegistration {
     /// A copy of the owning consumer's view; the consumer keeps the mapping alive.
     view: RingView,
-    slot: u32,
+    /// The slot, which the consumer moves when it registers again after a prune
+    /// ([`ReaderRegistration::follow`]).
+    slot: AtomicU32,
+    /// The pid the consumer registered as.
+    pid: u32,
 }
 
 impl ReaderRegistration {
-    /// The registration of slot `slot` of `view`, if the consumer holds one. The caller
-    /// keeps the mapping alive as long as the result (a handle field).
-    pub(crate) fn of(view: &RingView, slot: Option<u32>) -> Option<ReaderRegistration> {
-        slot.map(|slot| ReaderRegistration { view: *view, slot })
+    /// The registration of slot `slot` of `view` under `pid`, if the consumer holds one. The
+    /// caller keeps the mapping alive as long as the result (a handle field).
+    pub(crate) fn of(view: &RingView, slot: Option<u32>, pid: u32) -> Option<ReaderRegistration> {
+        slot.map(|slot| ReaderRegistration {
+            view: *view,
+            slot: AtomicU32::new(slot),
+            pid,
+        })
+    }
+
+    /// Follows the consumer to the slot it holds now (`None`: it holds none, and this
+    /// registration keeps naming its last slot, where `update_cursor` stores nothing).
+    pub(crate) fn follow(&self, slot: Option<u32>) {
+        if let Some(slot) = slot {
+            // Relaxed: read and written by the owning handle's thread; the value is an index.
+            self.slot.store(slot, Ordering::Relaxed);
+        }
     }
 
     /// Publishes `seq` as this reader's cursor, the next sequence it will read: the producer
     /// may overwrite everything below it. The consumer's own next receive, seek or jump
-    /// publishes its real cursor again.
+    /// publishes its real cursor again. Stores nothing when the slot no longer holds this
+    /// reader (pruned as dead: see [`registry::publish_cursor_as`]); the consumer's next
+    /// receive registers it again.
     pub fn update_cursor(&self, seq: u64) {
-        // The slot index came from a successful register, so this cannot fail.
-        let _ = registry::publish_cursor(&self.view, self.slot, seq);
+        let _ = registry::publish_cursor_as(&self.view, self.slot(), self.pid, seq);
     }
 
     /// Index of this reader's registry slot.
     pub fn slot_index(&self) -> usize {
-        self.slot as usize
+        self.slot() as usize
+    }
+
+    fn slot(&self) -> u32 {
+        // Relaxed: as in `follow`.
+        self.slot.load(Ordering::Relaxed)
     }
 }
 
 impl std::fmt::Debug for ReaderRegistration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReaderRegistration")
-            .field("slot_index", &self.slot)
+            .field("slot_index", &self.slot())
             .finish()
     }
 }

@@ -36,7 +36,7 @@
 //! had runs at 636–799 ns.
 
 use super::registry::{self, RegistryError};
-use crate::layout::{Flags, SLOT_WRITING, oldest_retained};
+use crate::layout::{Flags, REGISTRY_NAME_LEN, SLOT_WRITING, oldest_retained};
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
 
@@ -80,6 +80,8 @@ pub struct Consumer {
     registry_slot: Option<u32>,
     /// The pid that owns `registry_slot`.
     registry_pid: u32,
+    /// The name it registered under (encoded), to register again if its slot is pruned.
+    registry_name: [u8; REGISTRY_NAME_LEN],
 }
 
 impl Consumer {
@@ -96,6 +98,7 @@ impl Consumer {
             mpmc: flags.has(Flags::MODE_MPMC),
             registry_slot: None,
             registry_pid: 0,
+            registry_name: [0; REGISTRY_NAME_LEN],
         };
         let w = c.load_write_seq();
         let cap = c.view.capacity();
@@ -192,6 +195,16 @@ impl Consumer {
     /// has no registry, or the registry is full and the ring is lossy. A full registry on a
     /// lossless ring is an error (attaching fails). After registering, the lap check runs
     /// once, since the producer may have lapped the cursor before it became visible.
+    ///
+    /// What a registration protects on a lossless ring: a producer reads the registry only
+    /// when it reaches the limit it computed at its last read, at most half a ring
+    /// (`max(C/2, 1)`) past the sequence it was writing then ([`registry::gate_limit`]; a
+    /// ringfire producer does the same). So the records from `w + 1 - C/2` on, `w` being
+    /// `write_seq` once this call returns, are never overwritten before this reader has
+    /// read them; older ones it starts at (the oldest of a full ring, say) may be, by the
+    /// pushes before that producer's next read of the registry, and the reader then counts
+    /// them as lapped. A reader that must miss nothing registers before the producer writes
+    /// what it wants, or starts at `w + 1 - C/2` or later.
     pub fn register(
         &mut self,
         pid: u32,
@@ -210,6 +223,7 @@ impl Consumer {
             Ok(slot) => {
                 self.registry_slot = Some(slot);
                 self.registry_pid = pid;
+                self.registry_name = registry::encode_name(name);
                 let w = self.load_write_seq();
                 if self.lap_to(w) {
                     self.publish_cursor();
@@ -449,11 +463,38 @@ impl Consumer {
 
     /// Publishes the cursor to this reader's registry slot, if it has one (spec §5: after
     /// each receive or batch, skip, seek or jump).
+    ///
+    /// A slot that no longer holds this reader's pid was pruned (a pruner judged the pid
+    /// dead: see [`registry::publish_cursor_as`]); the cursor is not stored there, and the
+    /// reader registers again, under its pid and name, in a free slot (pruning nobody), so
+    /// a lossless producer waits for it again from its cursor on. Records the producer
+    /// overwrote while it was not counted are counted as lapped, by the lap check that
+    /// follows a registration. With no free slot it goes on unregistered
+    /// ([`Consumer::registry_slot`] is then `None`).
     #[inline]
-    pub(super) fn publish_cursor(&self) {
-        if let Some(slot) = self.registry_slot {
-            // The slot index came from a successful register, so this cannot fail.
-            let _ = registry::publish_cursor(&self.view, slot, self.cursor);
+    pub(super) fn publish_cursor(&mut self) {
+        if let Some(slot) = self.registry_slot
+            && registry::publish_cursor_as(&self.view, slot, self.registry_pid, self.cursor)
+                .is_err()
+        {
+            self.register_again();
+        }
+    }
+
+    /// After this reader's registry slot was pruned: takes a free slot under the same pid
+    /// and name (see [`Consumer::publish_cursor`]).
+    #[cold]
+    fn register_again(&mut self) {
+        self.registry_slot = None;
+        let (pid, name) = (self.registry_pid, self.registry_name);
+        if let Ok(slot) = registry::register_encoded(&self.view, pid, &name, self.cursor, |_| true)
+        {
+            self.registry_slot = Some(slot);
+            let w = self.load_write_seq();
+            // The slot is ours: a plain store, so a slot pruned again at once cannot loop.
+            if self.lap_to(w) {
+                let _ = registry::publish_cursor(&self.view, slot, self.cursor);
+            }
         }
     }
 }

@@ -115,11 +115,22 @@ pub fn register(
     start_cursor: u64,
     is_alive: impl Fn(u32) -> bool,
 ) -> Result<u32, RegistryError> {
+    register_encoded(view, pid, &encode_name(name), start_cursor, is_alive)
+}
+
+/// [`register`] with the name already encoded ([`encode_name`]): a reader whose slot was
+/// pruned registers again under the name it kept.
+pub(crate) fn register_encoded(
+    view: &RingView,
+    pid: u32,
+    encoded: &[u8; REGISTRY_NAME_LEN],
+    start_cursor: u64,
+    is_alive: impl Fn(u32) -> bool,
+) -> Result<u32, RegistryError> {
     let count = check_registry(view)?;
     if pid == 0 {
         return Err(RegistryError::ZeroPid);
     }
-    let encoded = encode_name(name);
     for i in 0..count {
         let (Some(pid_w), Some(active), Some(cursor), Some(heartbeat)) = (
             view.registry_a32(i, reg::PID),
@@ -152,7 +163,7 @@ pub fn register(
         cursor.store(start_cursor, Ordering::Relaxed);
         // Relaxed: published by the release store of active = 1.
         heartbeat.store(0, Ordering::Relaxed);
-        view.set_registry_name(i, &encoded);
+        view.set_registry_name(i, encoded);
         // Release: a scanner that acquires active == 1 sees the cursor and name above.
         active.store(1, Ordering::Release);
         return Ok(i);
@@ -200,6 +211,40 @@ pub fn publish_cursor(view: &RingView, slot: u32, cursor: u64) -> Result<(), Reg
         .registry_a64(slot, reg::CURSOR_SEQ)
         .ok_or(RegistryError::BadSlot { slot, count })?;
     // Release: the producer may overwrite the slots below `cursor` once it sees this value.
+    w.store(cursor, Ordering::Release);
+    Ok(())
+}
+
+/// [`publish_cursor`] for the reader that registered in `slot` as `pid`: stores nothing,
+/// and fails with [`RegistryError::NotOwner`], when the slot no longer holds `pid`. A
+/// pruner that judged the reader dead (its pid not alive as the pruner sees it: another
+/// pid namespace, say) freed the slot, and another reader may own it now, whose cursor a
+/// store would overwrite: a lossless producer would then go by the wrong reader's cursor
+/// for ever (overwriting what the new owner has not read, or waiting on a cursor that
+/// never moves). The check is a load of the line the store writes anyway. It cannot close
+/// the window between the load and the store: a slot pruned and re-taken inside it gets
+/// one stale store, which its new owner's next publish replaces.
+#[inline]
+pub fn publish_cursor_as(
+    view: &RingView,
+    slot: u32,
+    pid: u32,
+    cursor: u64,
+) -> Result<(), RegistryError> {
+    let count = check_registry(view)?;
+    let (Some(w), Some(owner)) = (
+        view.registry_a64(slot, reg::CURSOR_SEQ),
+        view.registry_a32(slot, reg::PID),
+    ) else {
+        return Err(RegistryError::BadSlot { slot, count });
+    };
+    // Relaxed: a guard against a stale owner, not a synchronisation; the release store
+    // below orders the reads as in `publish_cursor`.
+    let found = owner.load(Ordering::Relaxed);
+    if found != pid {
+        return Err(RegistryError::NotOwner { slot, pid, found });
+    }
+    // Release: as in `publish_cursor`.
     w.store(cursor, Ordering::Release);
     Ok(())
 }

@@ -245,12 +245,10 @@ impl<T: Item> MpmcQueue<T> {
     /// held is freed, so producers asleep on the full queue are woken as by a pop.
     pub fn heal_stuck_slot(&self, stuck: StuckSlot) -> Result<(), HealError> {
         self.inner.heal_stuck_slot(stuck)?;
-        self.wake(
-            match stuck.kind {
-                StuckKind::Claimed | StuckKind::MidWrite => Side::Data,
-                StuckKind::MidPop => Side::Space,
-            },
-        );
+        self.wake(match stuck.kind {
+            StuckKind::Claimed | StuckKind::MidWrite => Side::Data,
+            StuckKind::MidPop => Side::Space,
+        });
         Ok(())
     }
 

@@ -8,7 +8,7 @@ use super::{
     split_descriptor, write_blob,
 };
 use crate::broadcast::registry::{self, RegistryError};
-use crate::layout::{BlobRef, Flags, SEQ_LIMIT, SLOT_WRITING, oldest_retained};
+use crate::layout::{BlobRef, Flags, REGISTRY_NAME_LEN, SEQ_LIMIT, SLOT_WRITING, oldest_retained};
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
 
@@ -122,6 +122,8 @@ pub struct BlobReader {
     lapped: u64,
     /// (registry slot, pid) while registered.
     registration: Option<(u32, u32)>,
+    /// The name it registered under (encoded), to register again if its slot is pruned.
+    registry_name: [u8; REGISTRY_NAME_LEN],
     /// The ring may have holes (mirror ring, spec §7).
     sparse: bool,
     /// Consecutive "pending" polls; hole detection runs on every 64th.
@@ -143,6 +145,7 @@ impl BlobReader {
             cursor,
             lapped: 0,
             registration: None,
+            registry_name: [0; REGISTRY_NAME_LEN],
             sparse,
             pending_polls: 0,
         })
@@ -162,6 +165,7 @@ impl BlobReader {
         }
         let slot = registry::register(&self.view, pid, name, self.cursor, is_alive)?;
         self.registration = Some((slot, pid));
+        self.registry_name = registry::encode_name(name);
         Ok(slot)
     }
 
@@ -220,12 +224,26 @@ impl BlobReader {
         let got = self.recv_inner(descriptor, blob);
         if self.cursor != before {
             self.pending_polls = 0;
-            if let Some((slot, _)) = self.registration {
-                // The slot index came from register, so this cannot fail.
-                let _ = registry::publish_cursor(&self.view, slot, self.cursor);
+            if let Some((slot, pid)) = self.registration
+                && registry::publish_cursor_as(&self.view, slot, pid, self.cursor).is_err()
+            {
+                self.register_again(pid);
             }
         }
         got
+    }
+
+    /// After this reader's registry slot was pruned (its pid judged dead, the slot perhaps
+    /// another reader's now): takes a free slot under the same pid and name, pruning nobody,
+    /// as [`Consumer`](crate::broadcast::Consumer)'s cursor publishing does. The next
+    /// [`recv`](Self::recv) re-runs the lap check. With no free slot it goes on unregistered.
+    #[cold]
+    fn register_again(&mut self, pid: u32) {
+        let name = self.registry_name;
+        self.registration =
+            registry::register_encoded(&self.view, pid, &name, self.cursor, |_| true)
+                .ok()
+                .map(|slot| (slot, pid));
     }
 
     /// Spec §7 hole detection on a sparse ring: when `write_seq` has reached the cursor but
@@ -418,6 +436,35 @@ mod tests {
         let got = rd.recv(&mut desc, &mut out).unwrap().unwrap();
         assert_eq!((got.seq, rd.lapped_count()), (7, 2 + 3));
         assert_eq!(&out[..8], &pattern(8, 6)[..]);
+    }
+
+    #[test]
+    fn a_pruned_reader_leaves_its_old_slots_new_owner_alone_and_registers_again() {
+        use crate::broadcast::registry::{live_readers, prune_dead};
+        let mut buf = vec![];
+        let v = small(&mut buf, 2);
+        let mut w = BlobWriter::new(v).unwrap();
+        let mut a = BlobReader::new(v).unwrap();
+        assert_eq!(a.register(11, "a", |_| true), Ok(0));
+        for i in 0..2u8 {
+            w.push(&mut [i; 24], &pattern(8, i), 0).unwrap();
+        }
+        // A is judged dead and its slot taken by B, at cursor 1.
+        assert_eq!(prune_dead(&v, |pid| pid != 11), 1);
+        let mut b = BlobReader::new(v).unwrap();
+        assert_eq!(b.register(12, "b", |pid| pid != 11), Ok(0));
+        let readers = || {
+            live_readers(&v)
+                .map(|r| (r.slot, r.pid, r.cursor))
+                .collect::<std::vec::Vec<_>>()
+        };
+        // A's receive leaves B's cursor as it is and takes the free slot.
+        let (mut desc, mut out) = ([0u8; 24], [0u8; 8]);
+        assert_eq!(a.recv(&mut desc, &mut out).unwrap().unwrap().seq, 1);
+        assert_eq!(a.registry_slot(), Some(1));
+        assert_eq!(readers(), [(0, 12, 1), (1, 11, 2)]);
+        assert_eq!(a.recv(&mut desc, &mut out).unwrap().unwrap().seq, 2);
+        assert_eq!(readers(), [(0, 12, 1), (1, 11, 3)]);
     }
 
     #[test]

@@ -1,0 +1,131 @@
+//! The lossless gate and the reader registry: what a registration protects, and a reader
+//! whose slot was pruned (its pid judged dead) while it still reads.
+// Heap-memory rings need `Region::from_raw_parts`, which loom builds do not have.
+#![cfg(not(loom))]
+
+use ringwire_core::broadcast::registry::{self, live_readers};
+use ringwire_core::broadcast::{Consumer, NoWake, Producer, StartMode};
+use ringwire_core::{Geometry, RingView};
+
+mod broadcast_common;
+
+use broadcast_common::ring;
+
+fn drain(c: &mut Consumer) -> Vec<u64> {
+    let mut b = [0u8; 8];
+    let mut v = Vec::new();
+    while let Some(s) = c.try_recv(&mut b) {
+        assert_eq!(u64::from_le_bytes(b), s, "payload belongs to its sequence");
+        v.push(s);
+    }
+    v
+}
+
+/// (pid, cursor) of every live reader, in slot order.
+fn readers(view: &RingView) -> Vec<(u32, u64)> {
+    live_readers(view).map(|r| (r.pid, r.cursor)).collect()
+}
+
+/// A lossless ring of `cap` 16-byte slots and `readers` registry slots, with a producer
+/// that pushed 1..=n (payload = sequence) with no reader registered.
+fn lossless(cap: u64, readers: u32, n: u64) -> (broadcast_common::Heap, RingView, Producer) {
+    let (h, view) = ring(&Geometry::spmc(cap, 16, 8, readers, true).unwrap());
+    let mut p = Producer::new(view, NoWake).unwrap();
+    for s in 1..=n {
+        p.try_push(&s.to_le_bytes()).unwrap();
+    }
+    (h, view, p)
+}
+
+/// Pushes from `from` on until the gate refuses; returns the first refused sequence.
+fn push_until_blocked(p: &mut Producer, from: u64) -> u64 {
+    for s in from..from + 64 {
+        if p.try_push(&s.to_le_bytes()).is_err() {
+            return s;
+        }
+    }
+    panic!("the lossless gate never refused a push");
+}
+
+#[test]
+fn a_pruned_reader_stores_nothing_into_its_old_slot_once_another_reader_owns_it() {
+    // One registry slot: A registers, is pruned (its pid judged dead), B takes the slot.
+    let (_h, view, mut p) = lossless(4, 1, 0);
+    let mut a = Consumer::new(view, StartMode::Oldest);
+    assert_eq!(a.register(11, "a", |_| true).unwrap(), Some(0));
+    for s in 1..=4u64 {
+        p.try_push(&s.to_le_bytes()).unwrap();
+    }
+    assert_eq!(registry::prune_dead(&view, |pid| pid != 11), 1);
+    let mut b = Consumer::new(view, StartMode::Oldest);
+    assert_eq!(b.register(12, "b", |pid| pid != 11).unwrap(), Some(0));
+    assert_eq!(readers(&view), [(12, 1)]);
+
+    // A reads on: its cursor must not land in B's slot, and with no free slot it goes on
+    // unregistered.
+    assert_eq!(drain(&mut a), [1, 2, 3, 4]);
+    assert_eq!(readers(&view), [(12, 1)], "A's cursor overwrote B's");
+    assert_eq!(a.registry_slot(), None);
+
+    // So the producer still waits for B, which gets every record.
+    assert_eq!(push_until_blocked(&mut p, 5), 5);
+    assert_eq!(drain(&mut b), [1, 2, 3, 4]);
+    assert_eq!(b.lapped(), 0);
+    assert_eq!(push_until_blocked(&mut p, 5), 9);
+    assert_eq!(drain(&mut b), [5, 6, 7, 8]);
+    assert_eq!(b.lapped(), 0);
+}
+
+#[test]
+fn a_pruned_reader_registers_again_in_a_free_slot() {
+    let (_h, view, mut p) = lossless(4, 2, 0);
+    let mut a = Consumer::new(view, StartMode::Oldest);
+    assert_eq!(a.register(11, "a", |_| true).unwrap(), Some(0));
+    for s in 1..=4u64 {
+        p.try_push(&s.to_le_bytes()).unwrap();
+    }
+    registry::prune_dead(&view, |pid| pid != 11);
+    let mut b = Consumer::new(view, StartMode::Oldest);
+    assert_eq!(b.register(12, "b", |pid| pid != 11).unwrap(), Some(0));
+
+    // A's next receive finds its slot taken and registers again in the free one, under
+    // its own pid and name, from its cursor on.
+    let mut buf = [0u8; 8];
+    assert_eq!(a.try_recv(&mut buf), Some(1));
+    assert_eq!(a.registry_slot(), Some(1));
+    assert_eq!(readers(&view), [(12, 1), (11, 2)]);
+    let name = view.registry_name(1).unwrap();
+    assert_eq!(registry::name_bytes(&name), b"a");
+    assert_eq!(drain(&mut a), [2, 3, 4]);
+    assert_eq!(readers(&view), [(12, 1), (11, 5)]);
+
+    // The producer waits for the slower of the two, and A is counted again.
+    assert_eq!(push_until_blocked(&mut p, 5), 5);
+    assert_eq!(drain(&mut b), [1, 2, 3, 4]);
+    assert_eq!(push_until_blocked(&mut p, 5), 9);
+    assert_eq!(drain(&mut a), [5, 6, 7, 8]);
+    assert_eq!(drain(&mut b), [5, 6, 7, 8]);
+    assert_eq!((a.lapped(), b.lapped()), (0, 0));
+}
+
+#[test]
+fn a_late_registration_is_protected_from_write_seq_plus_1_minus_half_the_ring() {
+    // Capacity 8, 1..=9 pushed with nobody registered: the producer last read the registry
+    // at 9 and may write up to 12 before it reads it again (a window of C/2), so records
+    // from w + 1 - C/2 = 6 on are safe for a reader registering now, and older ones are
+    // not (the documented limit of `Consumer::register` on a lossless ring).
+    let (_h, view, mut p) = lossless(8, 2, 9);
+    let mut safe = Consumer::new(view, StartMode::Sequence(6));
+    safe.register(21, "safe", |_| true).unwrap();
+    let mut early = Consumer::new(view, StartMode::Oldest);
+    assert_eq!(early.cursor(), 2);
+    early.register(22, "early", |_| true).unwrap();
+
+    // The registry holds both cursors, yet the pushes up to the producer's next read of it
+    // overwrite 2..=4 under the early reader, which counts them as lapped.
+    assert_eq!(push_until_blocked(&mut p, 10), 13);
+    assert_eq!(drain(&mut early), (5..=12).collect::<Vec<_>>());
+    assert_eq!(early.lapped(), 3);
+    assert_eq!(drain(&mut safe), (6..=12).collect::<Vec<_>>());
+    assert_eq!(safe.lapped(), 0);
+}
