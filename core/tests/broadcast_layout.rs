@@ -196,3 +196,27 @@ fn overwrite_marker_and_lap_in_bytes() {
     assert_eq!(c.try_recv(&mut d), Some(3));
     assert_eq!(c.try_recv(&mut d), None);
 }
+
+#[test]
+fn a_payload_offset_outside_the_slot_is_taken_as_8_in_every_build() {
+    // Slots of 24 bytes: a payload offset must be 8 or 16. Any other is documented to be
+    // taken as 8 (debug builds asserted on it before).
+    let (h, view) = ring(&Geometry::spmc(4, 24, 16, 0, false).unwrap());
+    let mut p = Producer::new(view, NoWake).unwrap();
+    for (seq, poff) in [(1u64, 12usize), (2, 0), (3, 200), (4, 16)] {
+        assert_eq!(p.push_at(poff, &[seq as u8; 16]), seq);
+    }
+    let b = bytes(&h);
+    let slot = |seq: u64| view.geometry().slots_offset as usize + (seq as usize % 4) * 24;
+    for seq in 1..=3u64 {
+        assert_eq!(&b[slot(seq) + 8..slot(seq) + 24], &[seq as u8; 16]);
+    }
+    // Offset 16 is valid: 8 bytes of payload room, the rest cut.
+    assert_eq!(&b[slot(4) + 16..slot(4) + 24], &[4u8; 8]);
+    let mut dst = [0u8; 16];
+    assert_eq!(
+        view.read_slot_at(2, 12, &mut dst),
+        ringwire_core::ring::SlotRead::Ok
+    );
+    assert_eq!(dst, [2u8; 16]);
+}
