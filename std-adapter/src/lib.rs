@@ -40,6 +40,17 @@
 
 pub use ringwire_core as core;
 
+/// Writes one diagnostic line to stderr and ignores a failed write. `eprintln!` panics when
+/// the write fails, and one does once stderr's reader has gone away (`SIGPIPE` is ignored,
+/// so the write returns `EPIPE`): a closed log pipe must not end a server, a mirror or a
+/// bench run. Declared before the modules so every one of them can use it.
+macro_rules! diag {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 #[cfg(feature = "tokio")]
 pub mod async_consumer;
 pub mod bench;

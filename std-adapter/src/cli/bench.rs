@@ -318,7 +318,7 @@ fn measure_until(
                 ));
             }
         };
-        eprintln!(
+        diag!(
             "bench: {} {} {rate} msg/s: {}",
             row.transport,
             row.config,

@@ -237,7 +237,7 @@ pub fn main() -> ExitCode {
     match result.and(flushed.map_err(out_err(std::path::Path::new("stdout")))) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("Error: {e}");
+            diag!("Error: {e}");
             ExitCode::FAILURE
         }
     }

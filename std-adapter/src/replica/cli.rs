@@ -218,7 +218,7 @@ fn exit(r: Result<(), ReplicaError>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("Error: {e}");
+            diag!("Error: {e}");
             ExitCode::FAILURE
         }
     }
@@ -250,13 +250,13 @@ impl ServeArgs {
         let stop = signal::install();
         let opts = self.options();
         let replaced = |path: &Path| {
-            eprintln!(
+            diag!(
                 "serve: {} was replaced by a new ring; sessions restarted on it",
                 path.display()
             )
         };
         exit(run_following(&opts, stop, replaced).map(|sum| {
-            eprintln!(
+            diag!(
                 "serve: done: {} sessions ({} refused, {} of them for want of a thread; {} closed without HELLO; {} unicast sessions ended without PUNCH), {} records over tcp, {} naks, {} gaps; udp {} data frames, {} heartbeats, {} punches, {} rejected datagrams, {} send errors",
                 sum.sessions,
                 sum.refused,
@@ -297,7 +297,7 @@ impl MirrorArgs {
         let stop = signal::install();
         exit(super::mirror::run(&self.options(), stop).map(|s| {
             let c = s.counters;
-            eprintln!(
+            diag!(
                 "mirror: done: {} connections, last seq written {} (the mirror ring's write_seq, 0 = none), {} records written, {} frames, {} datagrams, {} naks, {} retransmitted, {} gaps ({} records), {} restarts, resumes {} checked against the source and {} unchecked, {} dropped",
                 s.connections,
                 s.last_seq,

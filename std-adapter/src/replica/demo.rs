@@ -248,9 +248,11 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     mo.log = false;
     mo.reconnect = StdDuration::from_millis(100);
     if opts.live {
-        eprintln!(
+        diag!(
             "demo: {:?} over loopback, {} msg/s of {RECORD_LEN}-byte records for {} s",
-            opts.transport, opts.rate, opts.seconds
+            opts.transport,
+            opts.rate,
+            opts.seconds
         );
     }
     let halt = &AtomicBool::new(false);
@@ -467,7 +469,7 @@ fn reader(path: &Path, cx: &ReaderCtx<'_>) -> Option<ReaderOut> {
         }
         if live && last.elapsed() >= StdDuration::from_secs(1) {
             let s = window.summary();
-            eprintln!(
+            diag!(
                 "demo: {:>7.0} msg/s  p50 {:>8}  p99 {:>8}  max {:>8}  delivered {delivered} of {}",
                 (delivered - last_delivered) as f64 / last.elapsed().as_secs_f64(),
                 fmt_ns(s.p50),

@@ -350,7 +350,7 @@ pub fn run_observed(
                             0 => String::new(),
                             n => format!(" ({n} more failed attempts since the last report)"),
                         };
-                        eprintln!("mirror: connect {}: {e}; retrying{more}", opts.source);
+                        diag!("mirror: connect {}: {e}; retrying{more}", opts.source);
                         failed_log = Some(now);
                         failed_quiet = 0;
                     } else {
@@ -395,7 +395,7 @@ pub fn run_observed(
                         0 => String::new(),
                         n => format!(", {n} datagrams dropped for their source address"),
                     };
-                    eprintln!(
+                    diag!(
                         "mirror: connection ended ({why}): last seq written {} (the mirror ring's write_seq, 0 = none), frames {}, datagrams {}, naks {}, retransmitted {}, gaps {} ({} records), restarts {}{wrong}",
                         sum.last_seq,
                         k.frames,
@@ -631,15 +631,15 @@ impl<'a> Conn<'a> {
         if self.opts.log {
             let news = check != self.logged_check;
             match check {
-                Some((w, Holds::Same)) if news => eprintln!(
+                Some((w, Holds::Same)) if news => diag!(
                     "mirror: resumed after {w}: the source's record {w} is the one this mirror held"
                 ),
-                Some((w, Holds::Different)) if news => eprintln!(
+                Some((w, Holds::Different)) if news => diag!(
                     "mirror: the source restarted with a new ring: its record {w} differs from \
                      the one this mirror held; mirror ring {} recreated, continuing from {w}",
                     sink.path().display()
                 ),
-                Some((w, Holds::Unknown)) if news => eprintln!(
+                Some((w, Holds::Unknown)) if news => diag!(
                     "mirror: warning: resume after {w} not verified: the source no longer \
                      holds record {w} (past its retention, or lost), or this mirror cannot \
                      read its own; a source restarted since would go unnoticed"
@@ -648,7 +648,7 @@ impl<'a> Conn<'a> {
             }
             let by_check = u64::from(news && matches!(check, Some((_, Holds::Different))));
             if c.restarts > self.seen_restarts + by_check {
-                eprintln!(
+                diag!(
                     "mirror: the source restarted with a new ring (it numbers below this \
                      mirror): mirror ring {} recreated",
                     sink.path().display()
@@ -670,7 +670,7 @@ impl<'a> Conn<'a> {
         if self.opts.log
             && let Some(w) = unused_options(self.opts, self.m.is_udp(), unicast)
         {
-            eprintln!("{w}");
+            diag!("{w}");
         }
     }
 
@@ -811,7 +811,7 @@ impl<'a> Conn<'a> {
                             if self.opts.log
                                 && let Some(expected) = self.m.udp_source()
                             {
-                                eprintln!(
+                                diag!(
                                     "mirror: warning: dropping datagrams of this session from {}: unicast datagrams are accepted only from {} (the source's UDP port at the address connected to); later drops are only counted",
                                     sock_v4(from),
                                     sock_v4(expected)
@@ -1021,7 +1021,7 @@ impl Status {
         let lag = m
             .source_seq()
             .map_or(0, |s| s.saturating_sub(m.next().saturating_sub(1)));
-        eprintln!(
+        diag!(
             "mirror: {} rec/s, last seq written {written}, lag {lag}, naks {}, gaps {}, retransmitted {}, dropped {}",
             rate.round(),
             c.naks_sent,
@@ -1085,9 +1085,9 @@ fn open_udp(
     }
     if opts.log {
         if m.is_unicast() {
-            eprintln!("mirror: unicast from source port {}", m.port);
+            diag!("mirror: unicast from source port {}", m.port);
         } else {
-            eprintln!(
+            diag!(
                 "mirror: multicast {}:{} on {}",
                 Ipv4Addr::from(m.group),
                 m.port,

@@ -540,7 +540,7 @@ impl Server {
         if opts.log
             && let Some(why) = &ring.read_only
         {
-            eprintln!(
+            diag!(
                 "serve: {}: no write access ({why}): mapped read-only; idle threads poll the \
                  ring (sleeps of at most {} µs) instead of sleeping on its futex",
                 opts.path.display(),
@@ -659,7 +659,7 @@ impl Server {
     pub fn run(&self, stop: &AtomicBool) -> Result<ServeSummary, ReplicaError> {
         if self.opts.log {
             let g = self.ring.view().geometry();
-            eprintln!(
+            diag!(
                 "serve: {} (capacity {}, {} B records) on tcp {}{}{} session {}",
                 self.opts.path.display(),
                 g.capacity,
@@ -743,7 +743,7 @@ impl Server {
             }
             if self.opts.log && last_status.elapsed() >= StdDuration::from_secs(1) {
                 let s = self.summary();
-                eprintln!(
+                diag!(
                     "serve: {} mirrors, tcp {} rec/s, udp {} frames/s, naks {}, punches {}, rejected {}, udp send errors {}",
                     active.load(Ordering::Relaxed),
                     s.tcp_records - last.tcp_records,
@@ -766,7 +766,7 @@ impl Server {
                     if self.opts.log
                         && let Some(more) = accept_errors.hit()
                     {
-                        eprintln!("serve: accept: {e}{}", more_since(more));
+                        diag!("serve: accept: {e}{}", more_since(more));
                     }
                     std::thread::sleep(StdDuration::from_millis(10));
                     continue;
@@ -782,7 +782,7 @@ impl Server {
                 if self.opts.log
                     && let Some(more) = refusals.hit()
                 {
-                    eprintln!(
+                    diag!(
                         "serve: refusing {addr}: {} sessions already active{}",
                         self.opts.max_sessions,
                         more_since(more)
@@ -801,7 +801,7 @@ impl Server {
                     if self.opts.log
                         && let Some(more) = spawn_errors.hit()
                     {
-                        eprintln!(
+                        diag!(
                             "serve: refusing {addr}: cannot start a session thread: {e}{}",
                             more_since(more)
                         );
@@ -862,20 +862,18 @@ impl Server {
         let Some(p) = peer(addr) else {
             if self.opts.log {
                 // The protocol carries IPv4 addresses (unicast tokens, NAT punching).
-                eprintln!(
-                    "serve: {addr}: an IPv6 peer; the replication protocol is IPv4 only, closed"
-                );
+                diag!("serve: {addr}: an IPv6 peer; the replication protocol is IPv4 only, closed");
             }
             return;
         };
         if let Err(e) = tune_tcp(&stream).and_then(|_| stream.set_nonblocking(true)) {
             if self.opts.log {
-                eprintln!("serve: {addr}: {e}");
+                diag!("serve: {addr}: {e}");
             }
             return;
         }
         if self.opts.log {
-            eprintln!("serve: mirror {addr} connected");
+            diag!("serve: mirror {addr} connected");
         }
         let src = RingSource(*self.ring.view());
         let mut s = SourceSession::new(self.cfg, p, now());
@@ -887,7 +885,7 @@ impl Server {
         }
         let c = s.counters();
         if self.opts.log {
-            eprintln!(
+            diag!(
                 "serve: mirror {addr} ({:?}) ended: {end}; sent {} records, {} gaps, {} naks answered",
                 s.transport(),
                 c.records,
@@ -961,8 +959,8 @@ impl Server {
                     // Which transport the mirror got: one that asked for unicast gets
                     // multicast or TCP when all MAX_UNICAST tokens are taken.
                     match stream.peer_addr() {
-                        Ok(a) => eprintln!("serve: mirror {a} live over {:?}", s.transport()),
-                        Err(_) => eprintln!("serve: a mirror live over {:?}", s.transport()),
+                        Ok(a) => diag!("serve: mirror {a} live over {:?}", s.transport()),
+                        Err(_) => diag!("serve: a mirror live over {:?}", s.transport()),
                     }
                 }
                 if !live {
@@ -1268,13 +1266,13 @@ impl<'a> SendErrors<'a> {
         match self.seen.iter_mut().find(|s| s.0 == errno) {
             None if room => {
                 self.seen.push((errno, now, 0));
-                eprintln!(
+                diag!(
                     "serve: UDP send to {to} failed: {e}; the other destinations still get the datagram, and further failures are counted (udp send errors)"
                 );
             }
             None => {}
             Some(s) if now.duration_since(s.1) >= SEND_ERROR_LOG_EVERY => {
-                eprintln!(
+                diag!(
                     "serve: UDP send to {to} failed: {e} ({} more such failures in the last {} s)",
                     s.2,
                     now.duration_since(s.1).as_secs()
