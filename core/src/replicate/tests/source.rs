@@ -623,6 +623,49 @@ fn mirror_writes(src: &RingSource, seqs: impl IntoIterator<Item = u64>) {
     src.0.publish(last.unwrap());
 }
 
+/// Beyond §19.1: a HELLO whose previous record is a hole of a sparse ring (a hub that
+/// recreated its ring for a restarted source and holds nothing below where it resumed)
+/// gets RESET, so the mirror recreates its ring instead of appending this ring's records
+/// to another's. A record the ring holds, a hole the mirror never passed (it asks for the
+/// hole itself), and a ring without holes keep §19.1's answer.
+#[test]
+fn hello_after_a_hole_of_a_sparse_ring_is_told_to_reset() {
+    let mut mem = Mem::new(4096);
+    // A mirror that joined at 10: 10..=12 held, 5..=9 never written (oldest 5).
+    let src = mirror_ring(&mut mem, 10, 12);
+    let cfg = SourceConfig::default();
+    for (seq, cursor, flags) in [
+        // The last record it holds (ringwire's mirror) or the one after it (ringfire's)
+        // lies in the hole: the mirror followed another ring.
+        (8, 8, GEOMETRY_RESET),
+        (10, 10, GEOMETRY_RESET),
+        // Asking for the first record of a hole, or one after a held record: no reset.
+        (5, 5, 0),
+        (11, 11, 0),
+        (13, 13, 0),
+        // Below the window, past the end, oldest and latest: as §19.1.
+        (3, 5, 0),
+        (20, 13, GEOMETRY_RESET),
+        (u64::MAX, 5, 0),
+        (0, 13, 0),
+    ] {
+        let (s, g) = session_after_hello(cfg, &src, seq, 1);
+        assert_eq!(
+            (s.cursor(), g.seq, g.flags),
+            (cursor, cursor, flags),
+            "HELLO seq {seq}"
+        );
+    }
+    // The same slots in a ring without the SPARSE flag are records not published yet
+    // (§4.3), never a reason to reset.
+    let mut mem = Mem::new(4096);
+    let plain = source(&mut mem, 20);
+    for seq in 14..=21 {
+        let (_, g) = session_after_hello(cfg, &plain, seq, 1);
+        assert_eq!(g.flags, 0, "HELLO seq {seq}");
+    }
+}
+
 /// A sparse mirror ring's slot below `write_seq` that never held its sequence is a hole
 /// that will never be filled, not a record still to come (spec §7): collect reports where
 /// it ends. On a ring without the SPARSE flag the same slot stays pending (§4.3).
