@@ -180,7 +180,7 @@ impl<W: Write> Write for Stdout<W> {
 /// Ends the process as a Unix filter whose reader went away does: killed by `SIGPIPE`, with
 /// no message (status 141 in a shell). Only here is `SIGPIPE`'s default action restored, so
 /// the sockets of `serve` and `mirror` never raise it.
-fn die_of_sigpipe() -> ExitCode {
+pub(crate) fn die_of_sigpipe() -> ExitCode {
     // SAFETY: plain signal-disposition calls with valid arguments; no handler is installed.
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);

@@ -333,13 +333,33 @@ impl DemoArgs {
             anticipate: !self.no_anticipate,
             live: true,
         };
-        exit(
-            super::demo::run(&opts, stop).and_then(|r| match r.problem() {
-                None => Ok(()),
-                Some(what) => Err(ReplicaError::DemoFailed { what }),
-            }),
-        )
+        let report = match super::demo::run(&opts, stop) {
+            Ok(r) => r,
+            Err(e) => return exit(Err(e)),
+        };
+        if let Err(e) = print_summary(&report.summary_line(opts.transport)) {
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return crate::cli::die_of_sigpipe();
+            }
+            return exit(Err(ReplicaError::io(
+                "demo: write the summary to stdout",
+                e,
+            )));
+        }
+        exit(match report.problem() {
+            None => Ok(()),
+            Some(what) => Err(ReplicaError::DemoFailed { what }),
+        })
     }
+}
+
+/// Writes `line` to stdout and flushes it: an error (a full disk, a closed pipe) is
+/// returned instead of panicking as `println!` does.
+fn print_summary(line: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")?;
+    out.flush()
 }
 
 #[cfg(test)]

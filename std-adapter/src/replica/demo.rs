@@ -56,7 +56,8 @@ pub struct DemoOptions {
     /// Anticipate a steady stream's next record (serve, mirror and reader; see
     /// [`super::anticipate`]).
     pub anticipate: bool,
-    /// Print the live line every second and the final summary.
+    /// Print the start line and a live line every second on stderr (the final summary is
+    /// [`DemoReport::summary_line`], for the caller to print).
     pub live: bool,
 }
 
@@ -123,6 +124,27 @@ impl DemoReport {
             ));
         }
         (!found.is_empty()).then(|| found.join(", "))
+    }
+
+    /// The one-line summary `ringwire demo` prints on stdout at the end.
+    pub fn summary_line(&self, transport: Transport) -> String {
+        let l = self.latency;
+        format!(
+            "demo: {transport:?}: published {}, delivered {}, missed {}, corrupt {}; push→read p50 {} p90 {} p99 {} p99.9 {} max {}; producer late (push − due) p50 {} p99 {} max {}; cpu {:.2} cores",
+            self.published,
+            self.delivered,
+            self.missed,
+            self.corrupt,
+            fmt_ns(l.p50),
+            fmt_ns(l.p90),
+            fmt_ns(l.p99),
+            fmt_ns(l.p999),
+            fmt_ns(l.max),
+            fmt_ns(self.producer_lateness.p50),
+            fmt_ns(self.producer_lateness.p99),
+            fmt_ns(self.producer_lateness.max),
+            self.cores()
+        )
     }
 
     /// Cores the process used while publishing: [`DemoReport::cpu_time`] over
@@ -333,26 +355,6 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
         publish_time,
         cpu_time,
     };
-    if opts.live {
-        let l = report.latency;
-        println!(
-            "demo: {:?}: published {}, delivered {}, missed {}, corrupt {}; push→read p50 {} p90 {} p99 {} p99.9 {} max {}; producer late (push − due) p50 {} p99 {} max {}; cpu {:.2} cores",
-            opts.transport,
-            report.published,
-            report.delivered,
-            report.missed,
-            report.corrupt,
-            fmt_ns(l.p50),
-            fmt_ns(l.p90),
-            fmt_ns(l.p99),
-            fmt_ns(l.p999),
-            fmt_ns(l.max),
-            fmt_ns(report.producer_lateness.p50),
-            fmt_ns(report.producer_lateness.p99),
-            fmt_ns(report.producer_lateness.max),
-            report.cores()
-        );
-    }
     drop(src);
     drop(files);
     Ok(report)
