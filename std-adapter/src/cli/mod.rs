@@ -110,7 +110,9 @@ pub enum Command {
     ///
     /// Prints push→read latency on the mirror ring every second (stderr), then the whole
     /// run's percentiles, what was published, delivered and missed, and the CPU the process
-    /// used, in cores (stdout). Exits non-zero if a record arrives corrupt or not at all.
+    /// used, in cores (stdout). Exits non-zero if a record arrives corrupt, twice, out of
+    /// order or not at all (missed counts too: records gone from the mirror ring before the
+    /// reader got to them), with the reason on stderr.
     Demo(crate::replica::cli::DemoArgs),
     /// Print the version (as --version does).
     Version,
