@@ -39,3 +39,72 @@ fn demo_fails_cleanly_when_stdout_cannot_be_written() {
         "{err}"
     );
 }
+
+/// A spawned `ringwire demo` killed and reaped on drop, its /dev/shm files removed (a
+/// killed demo cannot remove them itself), so a failed assertion leaves nothing behind.
+struct Demo(std::process::Child);
+
+impl Drop for Demo {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+        let prefix = format!("ringwire-demo-{}-", self.0.id());
+        if let Ok(dir) = std::fs::read_dir("/dev/shm") {
+            for e in dir.flatten() {
+                if e.file_name().to_string_lossy().starts_with(&prefix) {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+    }
+}
+
+/// SIGINT mid-run: the summary of what ran, then "interrupted after N of M records" and
+/// exit 1, not an ordinary summary and exit 0.
+#[test]
+fn an_interrupted_demo_says_so_and_exits_1() {
+    use std::io::{BufRead, BufReader, Read};
+    let mut d = Demo(
+        Command::new(env!("CARGO_BIN_EXE_ringwire"))
+            .args([
+                "demo",
+                "--seconds",
+                "60",
+                "--rate",
+                "1000",
+                "--transport",
+                "tcp",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ringwire demo"),
+    );
+    let mut err = BufReader::new(d.0.stderr.take().expect("piped stderr"));
+    // The first live line: the run is past its start.
+    let mut line = String::new();
+    while !line.contains("delivered") {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).expect("read stderr") > 0,
+            "no live line"
+        );
+    }
+    let pid = d.0.id().to_string();
+    let sent = Command::new("kill").args(["-INT", &pid]).status();
+    assert!(sent.is_ok_and(|s| s.success()), "kill -INT {pid}");
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).expect("read stderr");
+    let mut out = String::new();
+    let mut stdout = d.0.stdout.take().expect("piped stdout");
+    stdout.read_to_string(&mut out).expect("read stdout");
+    let code = d.0.wait().expect("wait").code();
+    assert_eq!(code, Some(1), "stdout: {out}\nstderr: {rest}");
+    assert!(out.contains("demo: Tcp: published"), "{out}");
+    assert!(
+        rest.contains("Error: demo: interrupted by SIGINT or SIGTERM after ")
+            && rest.contains(" of 60000 records"),
+        "{rest}"
+    );
+}

@@ -346,7 +346,21 @@ impl DemoArgs {
                 e,
             )));
         }
-        exit(match report.problem() {
+        // Relaxed: a plain flag set by the signal handler.
+        let what = if stop.load(std::sync::atomic::Ordering::Relaxed) {
+            let mut what = format!(
+                "interrupted by SIGINT or SIGTERM after {} of {} records",
+                report.published,
+                self.rate.saturating_mul(self.seconds)
+            );
+            if let Some(p) = report.problem() {
+                what += &format!("; {p}");
+            }
+            Some(what)
+        } else {
+            report.problem()
+        };
+        exit(match what {
             None => Ok(()),
             Some(what) => Err(ReplicaError::DemoFailed { what }),
         })

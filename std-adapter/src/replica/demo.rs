@@ -14,7 +14,7 @@ use ringwire_core::{Expect, Geometry, RingView, SlotRead};
 
 use super::ReplicaError;
 use super::io::{RingWaiter, now};
-use super::mirror::{MirrorOptions, run as run_mirror};
+use super::mirror::{MirrorOptions, run_noting_errors};
 use super::serve::{ServeOptions, Server};
 use crate::bench::hist::{Latency, Summary, fmt_ns};
 use crate::bench::stress::{Pacer, SeqTracker, StressReport};
@@ -240,6 +240,27 @@ fn wait_for_file(p: &Path, stop: &AtomicBool, within: StdDuration) -> Option<Rin
     None
 }
 
+/// How long the demo waits for the mirror ring to appear before it gives up.
+const START_TIMEOUT: StdDuration = StdDuration::from_secs(10);
+
+/// Why the run never started: a signal came first, or the mirror ring did not appear in
+/// time, with the mirror's last connect or protocol error (its log is off in the demo).
+fn not_started(interrupted: bool, mirror_error: Option<String>) -> ReplicaError {
+    let what = if interrupted {
+        "interrupted by SIGINT or SIGTERM before the mirror started".to_string()
+    } else {
+        format!(
+            "the mirror did not start within {} s: {}",
+            START_TIMEOUT.as_secs(),
+            match mirror_error {
+                Some(e) => format!("its last error: {e}"),
+                None => "it reported no connect or protocol error".into(),
+            }
+        )
+    };
+    ReplicaError::DemoFailed { what }
+}
+
 /// Runs started by this process (for unique multicast groups and ports).
 static RUNS: AtomicU64 = AtomicU64::new(0);
 
@@ -287,6 +308,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
             opts.seconds
         );
     }
+    let mirror_error = &std::sync::Mutex::new(None);
     let halt = &AtomicBool::new(false);
     let ready = &AtomicBool::new(false);
     let published = &AtomicU64::new(0);
@@ -298,7 +320,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     let mut produced: Option<(StdDuration, StdDuration, Latency)> = None;
     let result = std::thread::scope(|sc| {
         let srv = sc.spawn(move || server.run(halt));
-        let mir = sc.spawn(move || run_mirror(mo, halt));
+        let mir = sc.spawn(move || run_noting_errors(mo, halt, mirror_error));
         let rd = ReaderCtx {
             published,
             read_upto,
@@ -315,7 +337,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
         while !ready.load(Ordering::Relaxed)
             && !stop.load(Ordering::Relaxed)
             && !reader.is_finished()
-            && t0.elapsed() < StdDuration::from_secs(10)
+            && t0.elapsed() < START_TIMEOUT
         {
             std::thread::sleep(StdDuration::from_millis(5));
         }
@@ -344,10 +366,13 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
             return Err(e);
         }
         rep.ok_or_else(|| {
-            ReplicaError::io(
-                "demo",
-                std::io::Error::new(std::io::ErrorKind::TimedOut, "the mirror never started"),
-            )
+            // Relaxed: a plain flag.
+            let interrupted = stop.load(Ordering::Relaxed);
+            let last = mirror_error
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            not_started(interrupted, last)
         })
     })?;
     let (delivered, missed, corrupt, lat, tracker) = result;
@@ -582,6 +607,26 @@ mod tests {
         assert_eq!(
             (r.duplicates, r.reorders, r.gap_events, r.bogus),
             (2, 1, 3, 1)
+        );
+    }
+
+    #[test]
+    fn a_run_that_never_started_says_why() {
+        let e = not_started(true, Some("connect 127.0.0.1:1: refused".into())).to_string();
+        assert_eq!(
+            e,
+            "demo: interrupted by SIGINT or SIGTERM before the mirror started"
+        );
+        let e = not_started(false, Some("connect 127.0.0.1:1: refused".into())).to_string();
+        assert_eq!(
+            e,
+            "demo: the mirror did not start within 10 s: its last error: connect \
+             127.0.0.1:1: refused"
+        );
+        let e = not_started(false, None).to_string();
+        assert!(
+            e.ends_with("it reported no connect or protocol error"),
+            "{e}"
         );
     }
 

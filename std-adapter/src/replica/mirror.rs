@@ -311,6 +311,30 @@ pub fn run_observed(
     stop: &AtomicBool,
     progress: Option<&MirrorProgress>,
 ) -> Result<MirrorSummary, ReplicaError> {
+    run_inner(opts, stop, progress, None)
+}
+
+/// [`run`], keeping in `last_error` why the latest connect failed or connection ended, so
+/// a caller that turned the log off (the demo) can still say why the mirror never came up.
+pub(crate) fn run_noting_errors(
+    opts: &MirrorOptions,
+    stop: &AtomicBool,
+    last_error: &Mutex<Option<String>>,
+) -> Result<MirrorSummary, ReplicaError> {
+    run_inner(opts, stop, None, Some(last_error))
+}
+
+fn run_inner(
+    opts: &MirrorOptions,
+    stop: &AtomicBool,
+    progress: Option<&MirrorProgress>,
+    last_error: Option<&Mutex<Option<String>>>,
+) -> Result<MirrorSummary, ReplicaError> {
+    let note = |why: String| {
+        if let Some(m) = last_error {
+            *m.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+        }
+    };
     let _end = progress.map(|p| {
         p.set_ended(false);
         EndOnDrop(p)
@@ -342,6 +366,7 @@ pub fn run_observed(
                 if opts.once {
                     return Err(ReplicaError::io(format!("connect {}", opts.source), e));
                 }
+                note(format!("connect {}: {e}", opts.source));
                 if opts.log {
                     let now = std::time::Instant::now();
                     if failed_log.is_none_or(|t| now.duration_since(t) >= StdDuration::from_secs(1))
@@ -380,6 +405,12 @@ pub fn run_observed(
                         s.last_seq = c.m.next().saturating_sub(1);
                     }
                     p.publish(s);
+                }
+                match &end {
+                    End::Closed(s) => note(format!("connection to {} ended: {s}", opts.source)),
+                    End::Failed(e) => note(format!("connection to {} failed: {e}", opts.source)),
+                    End::Fatal(e) => note(e.to_string()),
+                    End::Stopped | End::Grow(_) => {}
                 }
                 if opts.log {
                     let why = match &end {
