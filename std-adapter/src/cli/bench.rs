@@ -434,7 +434,16 @@ fn check_plot_path(path: &Path) -> Result<()> {
     .map_err(|e| Error::io(path, "create plot", e))
 }
 
+/// Writes the latency-by-rate chart of `rows` to `path`; with no row (a signal stopped the
+/// first run) it says so and leaves `path` as it was, instead of an empty chart.
 fn plot_rates(path: &Path, rows: &[RunRow]) -> Result<()> {
+    if rows.is_empty() {
+        diag!(
+            "bench: no run completed: plot {} not written",
+            path.display()
+        );
+        return Ok(());
+    }
     let mut series = Vec::new();
     for t in TRANSPORTS {
         let name = crate::bench::loopback::transport_name(t);
@@ -915,6 +924,20 @@ fn handoff_reader_json(lat: &Latency, received: u64, lapped: u64, s: &StressRepo
 mod tests {
     use super::*;
     use crate::bench::Summary;
+
+    /// An interrupted `bench stress --plot FILE` with no run completed leaves FILE alone.
+    #[test]
+    fn no_completed_run_leaves_the_plot_file_alone() {
+        let dir = std::env::temp_dir().join(format!("ringwire-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("chart.svg");
+        std::fs::write(&path, "an earlier chart").unwrap();
+        let r = plot_rates(&path, &[]);
+        let kept = std::fs::read_to_string(&path);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(r.is_ok(), "{r:?}");
+        assert_eq!(kept.unwrap(), "an earlier chart");
+    }
 
     fn row(seqs: &[u64], sent: u64) -> RunRow {
         let mut t = SeqTracker::new(sent);
