@@ -470,3 +470,25 @@ fn serve_dup_and_mtu_need_udp_delivery() {
         "{err}"
     );
 }
+
+/// Help or version text that cannot be written is an error (exit 1), not a success.
+#[test]
+fn help_that_cannot_be_written_exits_1() {
+    for args in [&["--help"][..], &["--version"], &["stat", "--help"]] {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .expect("open /dev/full");
+        let o = Command::new(env!("CARGO_BIN_EXE_ringwire"))
+            .args(args)
+            .stdout(full)
+            .output()
+            .expect("run the ringwire binary");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("Error: write stdout: No space left on device"),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -210,9 +210,22 @@ pub fn main() -> ExitCode {
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
-            let printed = e.print();
-            if printed.is_err_and(|p| p.kind() == std::io::ErrorKind::BrokenPipe) {
-                return die_of_sigpipe();
+            let printed = e.print().and_then(|()| {
+                // clap prints help through a buffered stdout: flush it to see the error.
+                if e.use_stderr() {
+                    Ok(())
+                } else {
+                    std::io::stdout().flush()
+                }
+            });
+            match printed {
+                Err(p) if p.kind() == std::io::ErrorKind::BrokenPipe => return die_of_sigpipe(),
+                Err(p) => {
+                    let to = if e.use_stderr() { "stderr" } else { "stdout" };
+                    diag!("Error: write {to}: {p}");
+                    return ExitCode::FAILURE;
+                }
+                Ok(()) => {}
             }
             // Help and version go to stdout and succeed; everything else is a usage error.
             return if e.use_stderr() {
