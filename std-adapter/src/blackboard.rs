@@ -28,6 +28,18 @@ fn bb_err(path: &Path) -> impl Fn(BlackboardError) -> Error + '_ {
     }
 }
 
+/// Checks, read-only, that the blackboard file at `path` is whole: magic, version, slot
+/// size, and a length of at least 128 + slot_count × slot_size (a truncated board is
+/// [`BlackboardError::TooShort`], naming both lengths). For `stat` and `heal`, which
+/// otherwise look at the header alone.
+pub(crate) fn check_file(path: &Path) -> Result<()> {
+    let file = open_regular(path, OpenOptions::new().read(true))?;
+    let (_map, region) = map_file(path, &file, true)?;
+    Blackboard::attach(region, None)
+        .map(drop)
+        .map_err(bb_err(path))
+}
+
 /// The writer of a blackboard file (one writer per key; this type writes all keys).
 pub struct BlackboardProducer<V> {
     bb: Blackboard,

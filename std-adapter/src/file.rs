@@ -102,7 +102,8 @@ pub(crate) fn map_file(path: &Path, file: &File, read_only: bool) -> Result<(Mma
     .map_err(|e| Error::io(path, "mmap", e))?;
     // SAFETY: the mapping is `ulen` bytes, page-aligned, and lives in the returned MmapRaw,
     // which every owner of the Region keeps alive alongside it; all accesses are atomic. A
-    // read-only mapping is only wrapped by ReadOnlyRing, which issues loads and no stores.
+    // read-only mapping is only wrapped by ReadOnlyRing, which issues loads and no stores,
+    // and by blackboard::check_file, whose Blackboard::attach only loads the header.
     let region = unsafe { Region::from_raw_parts(map.as_mut_ptr(), map.len()) }.map_err(|e| {
         Error::Region {
             path: path.to_path_buf(),

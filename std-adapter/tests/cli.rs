@@ -492,3 +492,35 @@ fn help_that_cannot_be_written_exits_1() {
         );
     }
 }
+
+/// `stat --json` names a blackboard as ringfire 0.5.2 does; a truncated board (shorter than
+/// 128 + slot_count × slot_size) is an error naming both lengths, for `stat` and `heal`.
+#[test]
+fn a_truncated_blackboard_is_an_error_for_stat_and_heal() {
+    let t = TmpRing::new("bb-trunc");
+    let whole = t.0.with_file_name("whole");
+    let cut = t.0.with_file_name("cut");
+    let prod = ringwire::BlackboardProducer::<[u64; 5]>::create(&whole, 4).unwrap();
+    let (code, out, err) = ringwire(&["stat", whole.to_str().unwrap(), "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["type"], "Blackboard");
+    let (code, out, err) = ringwire(&["stat", whole.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("slot_count"), "{out}");
+    let bytes = std::fs::read(&whole).unwrap();
+    assert_eq!(bytes.len(), 384, "128 + 4 slots of 64");
+    std::fs::write(&cut, &bytes[..200]).unwrap();
+    drop(prod);
+    let cut = cut.to_str().unwrap();
+    for args in [&["stat", cut][..], &["stat", cut, "--json"], &["heal", cut]] {
+        let (code, out, err) = ringwire(args);
+        assert_eq!(code, 1, "{args:?}: {out}");
+        assert!(
+            err.contains(&format!(
+                "blackboard {cut}: file is 200 bytes, the blackboard needs 384"
+            )),
+            "{args:?}: {err}"
+        );
+    }
+}

@@ -81,7 +81,8 @@ fn ringwire_blackboard_read_by_ringfire() {
     let e = BlackboardProducer::<V>::create(&p, 8).unwrap_err();
     assert!(matches!(e, Error::ProducerAlreadyExists { .. }), "{e}");
     let v = ringwire::cli::stat_json(p.path()).unwrap();
-    assert_eq!(v["type"], "blackboard");
+    // ringfire 0.5.2's `stat --json` says "Blackboard" (src/bin/ringfire.rs).
+    assert_eq!(v["type"], "Blackboard");
     assert_eq!(v["slot_count"], 8);
     assert_eq!(v["value_size"], 40);
     assert_eq!(v["slot_size"], 64);

@@ -43,6 +43,7 @@ pub(super) fn run(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Res
         if producers_dead {
             return Err(flag_misplaced(path, "a blackboard"));
         }
+        crate::blackboard::check_file(path)?;
         return writeln!(out, "{p}: a blackboard has no stuck slots; nothing to heal").map_err(oe);
     }
     if magic != RING_MAGIC {

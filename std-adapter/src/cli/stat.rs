@@ -50,9 +50,13 @@ fn le32(b: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
 
+/// ringfire's `stat --json` names a blackboard's type so; its ring JSON has no `type`
+/// (ours says "ring") and it has no queue files (ours say "queue").
+const BLACKBOARD_TYPE: &str = "Blackboard";
+
 fn blackboard_json(path: &Path, len: u64, h: &[u8; 128]) -> Value {
     json!({
-        "type": "blackboard",
+        "type": BLACKBOARD_TYPE,
         "path": path.display().to_string(),
         "file_size": len,
         "version": le32(h, 8),
@@ -94,6 +98,7 @@ pub fn stat_json(path: &Path) -> Result<Value> {
     let (len, h) = first_128(path)?;
     let magic = u64::from_le_bytes(h[0..8].try_into().unwrap_or([0; 8]));
     if magic == BLACKBOARD_MAGIC {
+        crate::blackboard::check_file(path)?;
         return Ok(blackboard_json(path, len, &h));
     }
     if let Some(kind) = QueueKind::from_magic(magic) {
@@ -228,7 +233,7 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         return writeln!(out, "{s}").map_err(oe);
     }
     let p = path.display();
-    if v["type"] == "blackboard" {
+    if v["type"] == BLACKBOARD_TYPE {
         let keys = [
             "file_size",
             "version",
