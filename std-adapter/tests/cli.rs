@@ -524,3 +524,32 @@ fn a_truncated_blackboard_is_an_error_for_stat_and_heal() {
         );
     }
 }
+
+/// Numeric flags give their range in --help, and an open-ended one says "at least 1"
+/// rather than "not in 1..18446744073709551615" (which reads as if the maximum were
+/// excluded).
+#[test]
+fn numeric_flags_state_their_ranges() {
+    let (code, out, _) = ringwire(&["bench", "handoff", "--help"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("1..=50000000"), "{out}");
+    assert!(out.contains("1..=3600"), "{out}");
+    for args in [
+        &["top", "/dev/shm/none", "--interval-ms", "0"][..],
+        &["top", "/dev/shm/none", "--iterations", "0"],
+        &["dump", "/dev/shm/none", "--tail", "0"],
+        &["bench", "floor", "--rounds", "0"],
+        &["bench", "floor", "--datagrams", "0"],
+    ] {
+        let (code, _, err) = ringwire(args);
+        assert_eq!(code, 1, "{args:?}");
+        assert!(
+            err.contains("invalid value '0'") && err.contains("must be at least 1"),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("18446744073709551615"), "{args:?}: {err}");
+    }
+    let (code, _, err) = ringwire(&["dump", "/dev/shm/none", "--tail", "x"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("invalid digit"), "{err}");
+}

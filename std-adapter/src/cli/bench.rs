@@ -46,10 +46,10 @@ pub enum BenchMode {
     /// ring's records move) and the loopback datagram rate.
     Floor {
         /// Round trips to time (at least 1).
-        #[arg(long, default_value_t = 1_000_000, value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, default_value_t = 1_000_000, value_parser = super::at_least_1)]
         rounds: u64,
         /// Datagrams for the loopback rate (at least 1).
-        #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, default_value_t = 200_000, value_parser = super::at_least_1)]
         datagrams: u64,
         /// Print JSON instead of text.
         #[arg(long)]
@@ -62,10 +62,11 @@ pub enum BenchMode {
     /// percentiles from each record's scheduled publish time to its read, and a sequence
     /// check of every record.
     Handoff {
-        /// Records per second (open loop: the producer never waits for the reader).
+        /// Records per second (1..=50000000; open loop: the producer never waits for the
+        /// reader).
         #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u64).range(1..=50_000_000))]
         rate: u64,
-        /// How long to publish, in seconds.
+        /// How long to publish, in seconds (1..=3600).
         #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..=3600))]
         seconds: u64,
         /// Print JSON instead of text.

@@ -56,10 +56,10 @@ pub enum Command {
         path: PathBuf,
         /// Refresh interval in milliseconds (at least 1).
         #[arg(long = "interval-ms", default_value_t = 500,
-              value_parser = clap::value_parser!(u64).range(1..))]
+              value_parser = at_least_1)]
         interval_ms: u64,
         /// Stop after this many refreshes (a positive integer; default: run forever).
-        #[arg(long, value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, value_parser = at_least_1)]
         iterations: Option<u64>,
     },
     /// Print the newest records: sequence, slot, slot sequence word and a preview.
@@ -67,7 +67,7 @@ pub enum Command {
         /// The ring file.
         path: PathBuf,
         /// How many of the newest records (at least 1).
-        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..))]
+        #[arg(long, default_value_t = 10, value_parser = at_least_1)]
         tail: u64,
         /// Preview the first 16 bytes as hex instead of 32 bytes as ASCII.
         #[arg(long)]
@@ -117,6 +117,15 @@ pub enum Command {
     Demo(crate::replica::cli::DemoArgs),
     /// Print the version (as --version does).
     Version,
+}
+
+/// Parses a count that must be at least 1. clap's `range(1..)` would reject 0 with
+/// "0 is not in 1..18446744073709551615", which reads as if the maximum were excluded.
+fn at_least_1(s: &str) -> Result<u64, String> {
+    match s.parse::<u64>().map_err(|e| e.to_string())? {
+        0 => Err("must be at least 1".into()),
+        n => Ok(n),
+    }
 }
 
 /// Runs one command, writing its output to `out` (any writer, so `top` never clears the
