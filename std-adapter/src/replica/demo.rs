@@ -410,11 +410,14 @@ fn produce(
     };
     p.set_fenced_publish(crate::sys::fenced_publish());
     let mut pacer = Pacer::new(opts.rate as f64);
-    let end = std::time::Instant::now() + StdDuration::from_secs(opts.seconds);
+    // Counted, not timed against a clock read after the pacer's start: that `end` lay a
+    // little past `rate × seconds` records, and at millions a second the extra records
+    // were past the run's `max_seq` and reported as never published.
+    let records = opts.rate.saturating_mul(opts.seconds);
     // Relaxed: a plain flag.
     while !stop.load(Ordering::Relaxed) {
-        let (_, due) = pacer.next_due();
-        if due >= end {
+        let (i, due) = pacer.next_due();
+        if i >= records {
             break;
         }
         let wait = due.saturating_duration_since(std::time::Instant::now());
@@ -547,6 +550,28 @@ mod tests {
             publish_time: StdDuration::from_secs(2),
             cpu_time: StdDuration::from_millis(500),
         }
+    }
+
+    #[test]
+    fn the_producer_publishes_exactly_rate_times_seconds_records_when_behind() {
+        // 3,000,000 a second is more than a test build's producer keeps up with: behind its
+        // schedule it pushes as fast as it can, and stops at the count (an `end` read after
+        // the pacer started let it publish a few records past the run's `max_seq`).
+        let files = Files(unique_paths());
+        let geo = Geometry::spmc(CAPACITY, RECORD_LEN + 8, 8, 0, false).unwrap();
+        let src = RingFile::create(&files.0[0], &geo, &CreateOptions::default()).unwrap();
+        let opts = DemoOptions {
+            transport: Transport::Tcp,
+            seconds: 1,
+            rate: 3_000_000,
+            spin: false,
+            anticipate: false,
+            live: false,
+        };
+        let published = AtomicU64::new(0);
+        produce(&src, &opts, &AtomicBool::new(false), &published);
+        assert_eq!(published.load(Ordering::Relaxed), 3_000_000);
+        assert_eq!(src.ring().write_seq().load(Ordering::Relaxed), 3_000_000);
     }
 
     #[test]
