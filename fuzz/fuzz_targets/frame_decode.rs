@@ -15,9 +15,10 @@ use ringwire_core::wire::{
     PunchRepr, RecordFormat, frame_len,
 };
 
-const FORMATS: [RecordFormat; 4] = [
+const FORMATS: [RecordFormat; 5] = [
     RecordFormat::Fixed { record_len: 8 },
     RecordFormat::Fixed { record_len: 1 },
+    RecordFormat::Fixed { record_len: 0 },
     RecordFormat::Blob { desc_len: 24 },
     RecordFormat::Blob { desc_len: 16 },
 ];

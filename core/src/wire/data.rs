@@ -12,7 +12,8 @@ use crate::layout::Geometry;
 pub enum RecordFormat {
     /// Every record is `record_len` bytes.
     Fixed {
-        /// `element_size - 8`.
+        /// `element_size - 8`; 0 for a ring of zero-sized records (stride 8: the slot holds
+        /// only its sequence word), whose DATA frames have `len` 0.
         record_len: usize,
     },
     /// Every record is a `desc_len`-byte descriptor whose last 16 bytes are a BlobRef,
@@ -47,7 +48,9 @@ impl RecordFormat {
 
     fn check(&self) -> Result<(), WireError> {
         match *self {
-            RecordFormat::Fixed { record_len } if record_len > 0 => Ok(()),
+            // Zero-sized records are valid (§18.2 allows stride 8): `count` bounds the records,
+            // never the payload length, so nothing divides by `record_len` or loops on it.
+            RecordFormat::Fixed { .. } => Ok(()),
             RecordFormat::Blob { desc_len } if desc_len >= 16 => Ok(()),
             f => Err(WireError::BadRecordLen {
                 record_len: f.fixed_len(),
@@ -310,6 +313,38 @@ mod tests {
         );
     }
 
+    /// Zero-sized records (a stride-8 ring): `len` 0, `count` records of 0 bytes each.
+    #[test]
+    fn zero_sized_records() {
+        const ZERO: RecordFormat = RecordFormat::Fixed { record_len: 0 };
+        let d = DataRepr {
+            flags: 0,
+            seq: 7,
+            count: 3,
+            records: &[],
+        };
+        let mut b = [0u8; 16];
+        assert_eq!(d.emit(&mut b), Ok(16));
+        let f = Frame::new_checked(&b[..]).unwrap();
+        assert_eq!(DataRepr::parse(&f, ZERO), Ok(d));
+        let seqs: heapless::Vec<(u64, usize), 4> =
+            d.iter(ZERO).map(|r| (r.seq, r.fixed.len())).collect();
+        assert_eq!(&seqs[..], &[(7, 0), (8, 0), (9, 0)]);
+        // A zero-sized record format still refuses a payload.
+        let mut long = [0u8; 17];
+        d.emit(&mut long).unwrap();
+        long[4] = 1;
+        let f = Frame::new_checked(&long[..]).unwrap();
+        assert_eq!(
+            DataRepr::parse(&f, ZERO).err(),
+            Some(WireError::DataLenMismatch {
+                count: 3,
+                record_len: 0,
+                len: 1
+            })
+        );
+    }
+
     fn blob_record(out: &mut heapless::Vec<u8, 512>, meta: u8, blob: &[u8]) {
         out.extend_from_slice(&[meta; 8]).unwrap();
         out.extend_from_slice(&0xdead_u64.to_le_bytes()).unwrap();
@@ -371,7 +406,7 @@ mod tests {
 
     proptest! {
         #[test]
-        fn fixed_roundtrip(flags: u8, seq in 1u64..u64::MAX / 2, rl in 1usize..40, count in 1u16..20, fill: u8) {
+        fn fixed_roundtrip(flags: u8, seq in 1u64..u64::MAX / 2, rl in 0usize..40, count in 1u16..20, fill: u8) {
             let recs = [fill; 40 * 20];
             let d = DataRepr { flags, seq, count, records: &recs[..rl * count as usize] };
             let fmt = RecordFormat::Fixed { record_len: rl };

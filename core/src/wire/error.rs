@@ -102,7 +102,7 @@ pub enum WireError {
         /// Bytes left over.
         extra: usize,
     },
-    /// A record length the format cannot describe (0, or below 16 for blob descriptors).
+    /// A record length the format cannot describe (a blob descriptor below 16 bytes).
     BadRecordLen {
         /// The value given.
         record_len: usize,

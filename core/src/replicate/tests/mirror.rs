@@ -931,3 +931,56 @@ fn compare_received_blob_records() {
         Holds::Different
     );
 }
+
+/// A ring of zero-sized records (element_size 8: the slot holds only its sequence word, as
+/// a `RingProducer::<()>` or a C ring of empty structs makes) is valid (spec §18.2), and its
+/// DATA frames carry `len = count * 0 = 0`. The mirror used to refuse them as
+/// `BadRecordLen { record_len: 0 }`, so such a ring could never be mirrored.
+#[test]
+fn zero_sized_records_are_mirrored() {
+    let geo = Geometry::spmc(8, 8, 8, 0, false).unwrap();
+    assert_eq!(geo.record_len(), 0);
+    let mut smem = Mem::new(geo.total_len().unwrap() as usize);
+    // SAFETY: the test's own buffer, no other view of it exists yet.
+    let v = unsafe { RingView::init(smem.region(), &geo) }.unwrap();
+    for s in 1..=5 {
+        v.write_slot(s, &[]);
+    }
+    v.publish(5);
+    let src = RingSource(v);
+
+    let mut mmem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mmem);
+    let mut m = tcp_mirror_from_oldest(&sink);
+    let cfg = SourceConfig {
+        pacing: Pacing::Fixed {
+            linger: Duration::ZERO,
+        },
+        ..SourceConfig::default()
+    };
+    let mut s = SourceSession::new(cfg, MIRROR_IP, ms(0));
+    let mut b = [0u8; 64];
+    let t = m.poll_transmit(ms(0), &mut b).expect("HELLO");
+    s.handle_stream(ms(0), &b[..t.len], &src, None).unwrap();
+    let mut out = [0u8; 1024];
+    let mut pump = |m: &mut Mirror<'_>, s: &mut SourceSession, sink: &mut Sink| {
+        while let Some(n) = s.poll_transmit(ms(0), &src, &mut out) {
+            feed(m, &out[..n], sink).unwrap();
+        }
+    };
+    pump(&mut m, &mut s, &mut sink);
+    for seq in 6..=9 {
+        v.write_slot(seq, &[]);
+        v.publish(seq);
+    }
+    pump(&mut m, &mut s, &mut sink);
+    assert_eq!(sink.writes, (1..=9).collect::<Vec<_>>());
+    assert_eq!(m.next(), 10);
+    let mirror = sink.inner.view().unwrap();
+    assert_eq!(mirror.geometry().element_size, 8);
+    assert_eq!(mirror.write_seq().load(crate::sync::Ordering::Relaxed), 9);
+    // Capacity 8: the last eight are held.
+    for seq in 2..=9 {
+        assert_eq!(mirror.read_slot(seq, &mut []), crate::ring::SlotRead::Ok);
+    }
+}
