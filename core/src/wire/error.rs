@@ -88,7 +88,7 @@ pub enum WireError {
         /// Records announced.
         count: u16,
     },
-    /// A DATA, GAP or HEARTBEAT sequence at or past
+    /// A GEOMETRY, DATA, GAP or HEARTBEAT sequence at or past
     /// [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT), which no ring holds (a mirror would leave a
     /// `write_seq` that producers refuse as corrupt).
     SeqLimit {

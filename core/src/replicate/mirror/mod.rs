@@ -410,6 +410,8 @@ impl<'a> Mirror<'a> {
         match (self.state, kind) {
             (State::AwaitGeometry, Kind::Geometry) => {
                 let g = GeometryRepr::parse(&frame).map_err(p)?;
+                // Its `seq` becomes the next sequence expected (or the one to compare).
+                below_limit(Kind::Geometry, g.seq).map_err(p)?;
                 self.geometry = Some(g);
                 if g.flags & GEOMETRY_UDP_FOLLOWS != 0 {
                     self.state = State::AwaitMulticast;
@@ -721,8 +723,8 @@ impl<'a> Mirror<'a> {
     }
 }
 
-/// Refuses a sequence at or past [`SEQ_LIMIT`] (the last record of DATA, the `seq` of GAP
-/// and HEARTBEAT): no ring holds one, and a mirror that wrote or published it would leave a
+/// Refuses a sequence at or past [`SEQ_LIMIT`] (the last record of DATA, the `seq` of
+/// GEOMETRY, GAP and HEARTBEAT): no ring holds one, and a mirror that wrote or published it would leave a
 /// ring producers refuse as corrupt.
 fn below_limit(kind: Kind, seq: u64) -> Result<(), WireError> {
     if seq < SEQ_LIMIT {

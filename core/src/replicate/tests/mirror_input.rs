@@ -227,6 +227,57 @@ fn sequences_at_or_past_the_limit_are_refused() {
     assert!(sink.writes.is_empty());
 }
 
+/// A GEOMETRY whose `seq` (the first record offered) is at or past SEQ_LIMIT is a protocol
+/// error like DATA, GAP and HEARTBEAT past it: the mirror neither creates a ring for it nor
+/// starts there. It used to be taken as the next sequence expected, and a UDP mirror then
+/// sat at `next = u64::MAX`, refusing every record as past the limit, without an error.
+#[test]
+fn geometry_at_or_past_the_limit_is_refused() {
+    let refused = |seq| {
+        Err(MirrorError::Protocol(WireError::SeqLimit {
+            kind: Kind::Geometry,
+            seq,
+        }))
+    };
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    for (flags, mc) in [
+        (0, None),
+        (GEOMETRY_UDP_FOLLOWS, Some(multicast_repr(0x22))),
+    ] {
+        let made = sink.creations;
+        for seq in [SEQ_LIMIT, u64::MAX] {
+            let mut m = tcp_mirror_from_oldest(&sink);
+            let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+            assert_eq!(
+                feed(&mut m, &geometry_frames(flags, seq, mc), &mut sink),
+                refused(seq),
+                "flags {flags:#x}"
+            );
+            assert_eq!(
+                m.failure(),
+                Some(MirrorError::Protocol(WireError::SeqLimit {
+                    kind: Kind::Geometry,
+                    seq,
+                }))
+            );
+            assert!(!m.is_udp());
+            assert_eq!(sink.creations, made, "no ring made for it");
+        }
+        // The last sequence below the limit is a valid start.
+        let mut m = tcp_mirror_from_oldest(&sink);
+        let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+        feed(
+            &mut m,
+            &geometry_frames(flags, SEQ_LIMIT - 1, mc),
+            &mut sink,
+        )
+        .unwrap();
+        assert_eq!(m.next(), SEQ_LIMIT - 1);
+        assert_eq!(m.is_udp(), mc.is_some());
+    }
+}
+
 /// A blob ring record: an 8-byte meta and a BlobRef of `blob.len()`, then the blob.
 fn blob_record(out: &mut Vec<u8>, seq: u64, blob_len: usize) {
     out.extend_from_slice(&seq.to_le_bytes());
