@@ -29,7 +29,10 @@ fn udp_socket() -> io::Result<Socket> {
 
 /// The mirror's multicast socket: bound to `0.0.0.0:port` (not the group), joined to `group`
 /// on `iface` (unspecified = the kernel's choice), a large receive buffer, non-blocking.
-/// One port per stream: on Linux this socket receives every group joined on the port.
+/// On Linux it receives only `group` (IP_MULTICAST_ALL off): by default a socket bound to
+/// the port gets every group any socket of the host joined there, and another stream's
+/// datagrams with our session byte (1 in 256) would be written into the replica. Elsewhere
+/// (no such option) use one port per stream.
 pub fn multicast_receiver(group: Ipv4Addr, port: u16, iface: Ipv4Addr) -> io::Result<UdpSocket> {
     if !group.is_multicast() {
         return Err(io::Error::new(
@@ -39,6 +42,8 @@ pub fn multicast_receiver(group: Ipv4Addr, port: u16, iface: Ipv4Addr) -> io::Re
     }
     let s = udp_socket()?;
     let _ = s.set_recv_buffer_size(MIRROR_RCVBUF);
+    #[cfg(target_os = "linux")]
+    s.set_multicast_all_v4(false)?;
     s.bind(&SockAddr::from(SocketAddrV4::new(
         Ipv4Addr::UNSPECIFIED,
         port,
@@ -250,5 +255,50 @@ mod multicast_loopback {
         let mut buf = [0u8; 16];
         let (n, _) = rx.recv_from(&mut buf).unwrap();
         assert_eq!(&buf[..n], b"tick");
+    }
+
+    /// Two mirrors on one port, joined to different groups: each gets only its own group's
+    /// datagrams. Linux's default (IP_MULTICAST_ALL on) delivered every group joined on the
+    /// host to every socket bound to the port, where only the session byte told streams
+    /// apart.
+    #[test]
+    fn a_receiver_gets_only_its_own_groups_datagrams() {
+        let (g1, g2) = (
+            Ipv4Addr::new(239, 255, 77, 11),
+            Ipv4Addr::new(239, 255, 77, 12),
+        );
+        let rx1 = multicast_receiver(g1, 0, Ipv4Addr::LOCALHOST).unwrap();
+        let port = rx1.local_addr().unwrap().port();
+        let rx2 = multicast_receiver(g2, port, Ipv4Addr::LOCALHOST).unwrap();
+        let tx = source_udp(
+            0,
+            Some(MulticastOut {
+                ttl: 0,
+                iface: Some(Ipv4Addr::LOCALHOST),
+            }),
+        )
+        .unwrap();
+        tx.send_to(b"group 2", (g2, port)).unwrap();
+        let mut buf = [0u8; 16];
+        rx2.set_nonblocking(false).unwrap();
+        rx2.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let (n, _) = rx2.recv_from(&mut buf).unwrap();
+        assert_eq!(&buf[..n], b"group 2");
+        rx1.set_nonblocking(false).unwrap();
+        rx1.set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        match rx1.recv_from(&mut buf) {
+            Ok((n, from)) => panic!(
+                "the group {g1} receiver got {:?} from {from}, sent to {g2}",
+                String::from_utf8_lossy(&buf[..n])
+            ),
+            Err(e) => assert!(
+                matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ),
+                "{e}"
+            ),
+        }
     }
 }
