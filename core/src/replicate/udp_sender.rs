@@ -48,6 +48,9 @@ struct Unicast {
     token: u32,
     tcp_ip: [u8; 4],
     addr: Option<PeerAddr>,
+    /// This host's address of the token's TCP connection (what the mirror dialled), if the
+    /// driver told it.
+    local_ip: Option<[u8; 4]>,
     /// When the last PUNCH was accepted.
     punched: Option<Instant>,
 }
@@ -133,6 +136,26 @@ impl<const N: usize> UdpSender<N> {
             .multicast
             .into_iter()
             .chain(self.peers.iter().filter_map(|p| p.addr))
+    }
+
+    /// [`UdpSender::destinations`], each with the address to send from: a punched peer's
+    /// [`UdpSender::set_local_ip`], `None` for the multicast group and peers without one.
+    /// A unicast mirror accepts datagrams only from the address it connected to (spec
+    /// §21.4), which on a host with several addresses need not be the one the kernel picks.
+    pub fn destinations_from(&self) -> impl Iterator<Item = (PeerAddr, Option<[u8; 4]>)> + '_ {
+        self.cfg.multicast.map(|m| (m, None)).into_iter().chain(
+            self.peers
+                .iter()
+                .filter_map(|p| p.addr.map(|a| (a, p.local_ip))),
+        )
+    }
+
+    /// Records this host's address of `token`'s TCP connection: datagrams to its peer are
+    /// to be sent from it ([`UdpSender::destinations_from`]). Unknown tokens are ignored.
+    pub fn set_local_ip(&mut self, token: u32, ip: [u8; 4]) {
+        if let Some(p) = self.peers.iter_mut().find(|p| p.token == token) {
+            p.local_ip = Some(ip);
+        }
     }
 
     /// When a PUNCH with `token` was last accepted; `None` if none was, or if the token is
@@ -295,6 +318,7 @@ impl<const N: usize> TokenRegistry for UdpSender<N> {
                 token,
                 tcp_ip: tcp_peer.ip,
                 addr: None,
+                local_ip: None,
                 punched: None,
             })
             .ok()?;
@@ -333,6 +357,31 @@ mod tests {
             "the live mirror lost its registration"
         );
         assert_eq!(u.destinations().count(), 1);
+    }
+
+    /// A punched peer is sent to from the local address recorded for its token; the
+    /// multicast group and peers without one from the kernel's choice.
+    #[test]
+    fn destinations_carry_the_local_address_of_their_connection() {
+        let group = PeerAddr::new([239, 1, 1, 1], 7400);
+        let cfg = UdpConfig {
+            multicast: Some(group),
+            ..UdpConfig::default()
+        };
+        let mut u: UdpSender<4> = UdpSender::new(cfg, 7, 0, Instant::ZERO);
+        let (a, b) = (
+            PeerAddr::new([10, 0, 0, 2], 40000),
+            PeerAddr::new([10, 0, 0, 3], 40000),
+        );
+        let (ta, tb) = (u.register(a).unwrap(), u.register(b).unwrap());
+        u.set_local_ip(ta, [10, 0, 0, 100]);
+        u.set_local_ip(99, [10, 0, 0, 101]);
+        assert!(punch(&mut u, a, ta) && punch(&mut u, b, tb));
+        let d: heapless::Vec<_, 4> = u.destinations_from().collect();
+        assert_eq!(
+            &d[..],
+            &[(group, None), (a, Some([10, 0, 0, 100])), (b, None)]
+        );
     }
 
     /// The time of a token's last accepted PUNCH; rejected ones do not count.

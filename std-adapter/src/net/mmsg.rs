@@ -211,8 +211,56 @@ const SEND_CHUNK: usize = 256;
 pub struct SendMany {
     /// The destinations `names` was built from.
     to: Vec<SocketAddrV4>,
+    /// The source addresses `ctrl` was built from.
+    from: Vec<Option<Ipv4Addr>>,
     names: Vec<libc::sockaddr_in>,
+    /// An IP_PKTINFO control message per destination with a source address.
+    ctrl: Vec<PktInfo>,
     hdrs: Vec<libc::mmsghdr>,
+}
+
+/// Room for one `cmsghdr` carrying an `in_pktinfo` (CMSG_SPACE(12) = 32 on Linux), aligned
+/// as a `cmsghdr`.
+#[derive(Clone, Copy)]
+#[repr(C, align(8))]
+struct PktInfo([u8; 32]);
+
+/// `CMSG_SPACE(sizeof(struct in_pktinfo))`.
+fn pktinfo_space() -> usize {
+    // SAFETY: CMSG_SPACE only computes a length.
+    unsafe { libc::CMSG_SPACE(size_of::<libc::in_pktinfo>() as libc::c_uint) as usize }
+}
+
+impl PktInfo {
+    /// An IP_PKTINFO message asking the kernel to send from `ip` (`ipi_spec_dst`), by the
+    /// routing table's interface (`ipi_ifindex` 0).
+    fn new(ip: Ipv4Addr) -> PktInfo {
+        let mut b = PktInfo([0; 32]);
+        assert!(pktinfo_space() <= b.0.len());
+        // SAFETY: all-zero is a valid msghdr; it only carries the buffer's address and
+        // length for the CMSG_ macros below.
+        let mut m: libc::msghdr = unsafe { std::mem::zeroed() };
+        m.msg_control = b.0.as_mut_ptr().cast();
+        m.msg_controllen = pktinfo_space() as _;
+        // SAFETY: `m` describes `b`, which is large enough (asserted) and aligned for a
+        // cmsghdr; CMSG_FIRSTHDR then points into it, and CMSG_DATA at room for the
+        // in_pktinfo (written unaligned, as the macro guarantees no more).
+        unsafe {
+            let c = libc::CMSG_FIRSTHDR(&m);
+            (*c).cmsg_level = libc::IPPROTO_IP;
+            (*c).cmsg_type = libc::IP_PKTINFO;
+            (*c).cmsg_len = libc::CMSG_LEN(size_of::<libc::in_pktinfo>() as libc::c_uint) as _;
+            let info = libc::in_pktinfo {
+                ipi_ifindex: 0,
+                ipi_spec_dst: libc::in_addr {
+                    s_addr: u32::from(ip).to_be(),
+                },
+                ipi_addr: libc::in_addr { s_addr: 0 },
+            };
+            std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<libc::in_pktinfo>(), info);
+        }
+        b
+    }
 }
 
 // SAFETY: the raw pointers inside are rewritten by `send` before every use and only point at
@@ -241,7 +289,9 @@ impl SendMany {
     pub fn with_capacity(n: usize) -> SendMany {
         SendMany {
             to: Vec::with_capacity(n),
+            from: Vec::with_capacity(n),
             names: Vec::with_capacity(n),
+            ctrl: Vec::with_capacity(n),
             hdrs: Vec::with_capacity(n),
         }
     }
@@ -256,13 +306,39 @@ impl SendMany {
         sock: &UdpSocket,
         frame: &[u8],
         to: &[SocketAddrV4],
+        failed: impl FnMut(SocketAddrV4, io::Error) -> bool,
+    ) -> usize {
+        self.send_from(sock, frame, to, &[], failed)
+    }
+
+    /// [`SendMany::send`], the datagram to `to[i]` sent from this host's address `from[i]`
+    /// when it is `Some` (IP_PKTINFO; the socket must be bound to `0.0.0.0`), else from the
+    /// address the kernel picks. `from` may be shorter than `to` (empty: none chosen).
+    pub fn send_from(
+        &mut self,
+        sock: &UdpSocket,
+        frame: &[u8],
+        to: &[SocketAddrV4],
+        from: &[Option<Ipv4Addr>],
         mut failed: impl FnMut(SocketAddrV4, io::Error) -> bool,
     ) -> usize {
-        if self.to != to {
+        let from = &from[..from.len().min(to.len())];
+        if self.to != to || self.from != from {
             self.to.clear();
             self.to.extend_from_slice(to);
+            self.from.clear();
+            self.from.extend_from_slice(from);
             self.names.clear();
             self.names.extend(to.iter().map(sockaddr));
+            self.ctrl.clear();
+            self.ctrl.extend((0..to.len()).map(|i| {
+                PktInfo::new(
+                    from.get(i)
+                        .copied()
+                        .flatten()
+                        .unwrap_or(Ipv4Addr::UNSPECIFIED),
+                )
+            }));
             // SAFETY: mmsghdr is plain C data for which all-zero is a valid value.
             self.hdrs.resize(to.len(), unsafe { std::mem::zeroed() });
         }
@@ -272,19 +348,27 @@ impl SendMany {
         };
         // One pointer shared by every header (the kernel only reads through it).
         let iov: *mut libc::iovec = &mut iov;
-        for (h, n) in self.hdrs.iter_mut().zip(&mut self.names) {
+        for (i, (h, n)) in self.hdrs.iter_mut().zip(&mut self.names).enumerate() {
             h.msg_hdr.msg_name = (n as *mut libc::sockaddr_in).cast();
             h.msg_hdr.msg_namelen = size_of::<libc::sockaddr_in>() as libc::socklen_t;
             h.msg_hdr.msg_iov = iov;
             h.msg_hdr.msg_iovlen = 1;
+            if self.from.get(i).copied().flatten().is_some() {
+                h.msg_hdr.msg_control = self.ctrl[i].0.as_mut_ptr().cast();
+                h.msg_hdr.msg_controllen = pktinfo_space() as _;
+            } else {
+                h.msg_hdr.msg_control = std::ptr::null_mut();
+                h.msg_hdr.msg_controllen = 0;
+            }
         }
         // `next` is the first address not yet tried; every round moves it by at least one.
         let (mut next, mut sent) = (0, 0);
         while next < self.hdrs.len() {
             let n = (self.hdrs.len() - next).min(SEND_CHUNK);
             // SAFETY: the headers from `next` on point at live sockaddr_in values of the
-            // stated size and at the one live iovec over `frame`, which the kernel only
-            // reads; all outlive the call.
+            // stated size, at the one live iovec over `frame` and at live control messages
+            // of the stated size or none, all of which the kernel only reads; all outlive
+            // the call.
             let r = unsafe {
                 libc::sendmmsg(
                     sock.as_raw_fd(),
@@ -318,6 +402,37 @@ impl SendMany {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// From a socket bound to 0.0.0.0, each datagram leaves from the address asked for
+    /// (two of 127/8, all local on Linux), or from the kernel's choice without one; the
+    /// choice follows a changed list.
+    #[test]
+    fn send_from_picks_each_datagrams_source_address() {
+        let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+        rx.set_read_timeout(Some(Duration::from_secs(2))).unwrap();
+        let to = match rx.local_addr().unwrap() {
+            std::net::SocketAddr::V4(a) => a,
+            a => panic!("not v4: {a}"),
+        };
+        let tx = UdpSocket::bind("0.0.0.0:0").unwrap();
+        let mut out = SendMany::default();
+        let mut buf = [0u8; 8];
+        for from in [
+            Some(Ipv4Addr::new(127, 0, 0, 3)),
+            Some(Ipv4Addr::new(127, 0, 0, 4)),
+            None,
+        ] {
+            let n = out.send_from(&tx, b"x", &[to, to], &[from, None], |a, e| {
+                panic!("{a}: {e}")
+            });
+            assert_eq!(n, 2);
+            let (_, a) = rx.recv_from(&mut buf).unwrap();
+            let want = from.unwrap_or(Ipv4Addr::LOCALHOST);
+            assert_eq!(a.ip(), want, "first datagram, asked for {from:?}");
+            let (_, a) = rx.recv_from(&mut buf).unwrap();
+            assert_eq!(a.ip(), Ipv4Addr::LOCALHOST, "second datagram");
+        }
+    }
 
     #[test]
     fn send_many_then_recv_batch() {

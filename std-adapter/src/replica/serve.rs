@@ -904,6 +904,11 @@ impl Server {
         seen: &mut SourceCounters,
     ) -> String {
         let unicast = self.cfg.unicast.is_some();
+        // The address the mirror dialled: unicast datagrams go from it (see `udp_loop`).
+        let local_ip = stream.local_addr().ok().and_then(|a| match a.ip() {
+            IpAddr::V4(a) => Some(a),
+            IpAddr::V6(a) => a.to_ipv4_mapped(),
+        });
         let mut rbuf = [0u8; 4096];
         // Room for the longest frame the ring can need: a record longer than the 1 MiB
         // budget goes alone (spec §22) instead of becoming a GAP. Zeroed pages of a large
@@ -939,7 +944,11 @@ impl Server {
                         let r = if unicast {
                             let mut g = self.sender();
                             let reg: &mut dyn TokenRegistry = &mut *g;
-                            s.handle_stream(now(), &rbuf[..n], src, Some(reg))
+                            let r = s.handle_stream(now(), &rbuf[..n], src, Some(reg));
+                            if let (Some(t), Some(ip)) = (s.token(), local_ip) {
+                                g.set_local_ip(t, ip.octets());
+                            }
+                            r
                         } else {
                             s.handle_stream(now(), &rbuf[..n], src, None)
                         };
@@ -1051,6 +1060,14 @@ impl Server {
         let mut buf = vec![0u8; 65_536];
         let mut rbuf = [0u8; 64];
         let mut dests: Vec<SocketAddrV4> = Vec::with_capacity(MAX_UNICAST + 1);
+        // Each destination's source address. A unicast mirror takes datagrams only from the
+        // address it connected to; on a socket bound to 0.0.0.0 the kernel would pick the
+        // route's source instead (127.0.0.1 for a mirror that dialled 127.0.0.2, the primary
+        // address for one that dialled a secondary one or a VIP), so each goes from the
+        // local address of its session's TCP connection. A socket bound to one address
+        // sends from it anyway.
+        let mut froms: Vec<Option<Ipv4Addr>> = Vec::with_capacity(MAX_UNICAST + 1);
+        let choose_source = sock.local_addr().is_ok_and(|a| a.ip().is_unspecified());
         let mut out = SendMany::with_capacity(MAX_UNICAST + 1);
         let mut faults = Faults::new(self.opts.drop_every, self.opts.swap_every);
         let mut errs = SendErrors::new(&self.totals.udp_send_errors, self.opts.log);
@@ -1077,7 +1094,11 @@ impl Server {
                         break;
                     };
                     dests.clear();
-                    dests.extend(g.destinations().map(super::io::sock_v4));
+                    froms.clear();
+                    for (to, from) in g.destinations_from() {
+                        dests.push(super::io::sock_v4(to));
+                        froms.push(from.filter(|_| choose_source).map(Ipv4Addr::from));
+                    }
                     len
                 };
                 sent_any = true;
@@ -1087,11 +1108,11 @@ impl Server {
                 if data && !faults.admit(frame) {
                     continue;
                 }
-                if self.deliver(sock, &mut out, frame, &dests, &mut errs)
+                if self.deliver(sock, &mut out, frame, (&dests, &froms), &mut errs)
                     && data
                     && let Some(late) = faults.take_held()
                 {
-                    self.deliver(sock, &mut out, late, &dests, &mut errs);
+                    self.deliver(sock, &mut out, late, (&dests, &froms), &mut errs);
                 }
             }
             if sent_any {
@@ -1119,7 +1140,7 @@ impl Server {
         sock: &UdpSocket,
         out: &mut SendMany,
         frame: &[u8],
-        dests: &[SocketAddrV4],
+        dests: (&[SocketAddrV4], &[Option<Ipv4Addr>]),
         errs: &mut SendErrors<'_>,
     ) -> bool {
         let ok = deliver(sock, out, frame, dests, self.opts.dup, errs);
@@ -1201,7 +1222,8 @@ fn reset(stream: &TcpStream) -> bool {
         && fd[0].revents & (libc::POLLERR | libc::POLLHUP) != 0
 }
 
-/// Sends `frame` `dup` times (at least once) to every destination. A destination the
+/// Sends `frame` `dup` times (at least once) to every destination (`dests.0[i]`, from
+/// `dests.1[i]` when that is `Some`, see [`SendMany::send_from`]). A destination the
 /// kernel refuses is skipped, counted and logged in `errs`: the others still get every
 /// copy. False, with nothing more sent, on EMSGSIZE: the frame is too long for the path,
 /// whichever the destination.
@@ -1209,13 +1231,13 @@ fn deliver(
     sock: &UdpSocket,
     out: &mut SendMany,
     frame: &[u8],
-    dests: &[SocketAddrV4],
+    dests: (&[SocketAddrV4], &[Option<Ipv4Addr>]),
     dup: u8,
     errs: &mut SendErrors<'_>,
 ) -> bool {
     let mut too_long = false;
     for _ in 0..dup.max(1) {
-        out.send(sock, frame, dests, |to, e| {
+        out.send_from(sock, frame, dests.0, dests.1, |to, e| {
             if is_emsgsize(&e) {
                 too_long = true;
                 return false;
@@ -1312,7 +1334,14 @@ mod tests {
         let count = AtomicU64::new(0);
         let mut errs = SendErrors::new(&count, false);
         let mut out = SendMany::default();
-        assert!(deliver(&tx, &mut out, &[5u8; 32], &dests, 3, &mut errs));
+        assert!(deliver(
+            &tx,
+            &mut out,
+            &[5u8; 32],
+            (&dests, &[]),
+            3,
+            &mut errs
+        ));
         assert_eq!(count.load(Ordering::Relaxed), 3, "one failure per copy");
         let mut buf = [0u8; 64];
         for r in &rx {
