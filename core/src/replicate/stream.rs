@@ -11,7 +11,9 @@ pub struct StreamBuf<'a> {
 }
 
 impl<'a> StreamBuf<'a> {
-    /// A buffer able to hold frames of up to `buf.len()` bytes.
+    /// A buffer able to hold frames of up to `buf.len()` bytes. One shorter than a frame
+    /// header ([`HEADER_LEN`], 16 bytes) holds no frame: once it is full,
+    /// [`StreamBuf::next_frame`] returns [`WireError::BufferTooSmall`].
     pub fn new(buf: &'a mut [u8]) -> StreamBuf<'a> {
         StreamBuf {
             buf,
@@ -41,8 +43,17 @@ impl<'a> StreamBuf<'a> {
     }
 
     /// The next complete frame, `None` if more bytes are needed, or an error if the frame
-    /// announced is larger than the buffer (the stream cannot continue).
+    /// announced is larger than the buffer, or the buffer is full without a whole header
+    /// (the stream cannot continue).
     pub fn next_frame(&mut self) -> Option<Result<&[u8], WireError>> {
+        // Full without a whole header: only a buffer under HEADER_LEN (a longer one is
+        // compacted before it fills). `push` would take 0 bytes and this return `None` for ever.
+        if self.end - self.start == self.buf.len() && self.buf.len() < HEADER_LEN {
+            return Some(Err(WireError::BufferTooSmall {
+                need: HEADER_LEN,
+                have: self.buf.len(),
+            }));
+        }
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -105,6 +116,42 @@ mod tests {
             sb.next_frame(),
             Some(Err(WireError::FrameTooLarge { len: 8, max: 4 }))
         ));
+    }
+
+    /// A buffer shorter than a header never holds one: once full it reports so, instead of
+    /// `None` for ever while `push` takes 0 bytes (a firmware read loop would spin).
+    #[test]
+    fn a_buffer_shorter_than_a_header_is_refused_once_full() {
+        let mut frame = [0u8; 16];
+        GapRepr { seq: 5 }.emit(&mut frame).unwrap();
+        let mut mem = [0u8; 8];
+        let mut sb = StreamBuf::new(&mut mem);
+        assert_eq!(sb.push(&frame[..3]), 3);
+        assert_eq!(sb.next_frame(), None, "not full yet: more bytes may come");
+        let mut fed = 3;
+        let mut got = None;
+        for _ in 0..4 {
+            fed += sb.push(&frame[fed..]);
+            if let Some(r) = sb.next_frame() {
+                got = Some(r.map(<[u8]>::len));
+                break;
+            }
+        }
+        assert_eq!(fed, 8);
+        let refused = Err(WireError::BufferTooSmall {
+            need: HEADER_LEN,
+            have: 8,
+        });
+        assert_eq!(got, Some(refused));
+        assert_eq!(sb.next_frame().map(|r| r.map(<[u8]>::len)), Some(refused));
+        let mut sb = StreamBuf::new(&mut []);
+        assert_eq!(
+            sb.next_frame(),
+            Some(Err(WireError::BufferTooSmall {
+                need: HEADER_LEN,
+                have: 0
+            }))
+        );
     }
 
     /// A header announcing `len = u32::MAX` (a hostile peer) is refused as too large, on

@@ -148,7 +148,8 @@ pub enum WireError {
         /// The group found.
         group: [u8; 4],
     },
-    /// The output buffer is too small for the frame.
+    /// A buffer is too small: the output buffer for the frame being emitted, or a
+    /// [`StreamBuf`](crate::replicate::StreamBuf)'s buffer for even a frame header.
     BufferTooSmall {
         /// Bytes needed.
         need: usize,
@@ -241,7 +242,7 @@ impl fmt::Display for WireError {
                 group[0], group[1], group[2], group[3]
             ),
             BufferTooSmall { need, have } => {
-                write!(f, "output buffer of {have} bytes is smaller than {need}")
+                write!(f, "buffer of {have} bytes is smaller than {need}")
             }
         }
     }
