@@ -129,3 +129,34 @@ fn a_late_registration_is_protected_from_write_seq_plus_1_minus_half_the_ring() 
     assert_eq!(drain(&mut safe), (6..=12).collect::<Vec<_>>());
     assert_eq!(safe.lapped(), 0);
 }
+
+#[test]
+fn two_readers_of_one_process_pruned_together_each_register_again() {
+    // Readers of one process share its pid: A in slot 0 and B in slot 1, both pruned. B
+    // reads first and takes slot 0 again; A must then see that slot 0 is no longer its
+    // own (the pid alone matches) and take slot 1, or the producer would follow one
+    // cursor for both.
+    let (_h, view, mut p) = lossless(4, 2, 0);
+    let mut a = Consumer::new(view, StartMode::Oldest);
+    let mut b = Consumer::new(view, StartMode::Oldest);
+    assert_eq!(a.register(11, "consumer", |_| true).unwrap(), Some(0));
+    assert_eq!(b.register(11, "consumer", |_| true).unwrap(), Some(1));
+    for s in 1..=4u64 {
+        p.try_push(&s.to_le_bytes()).unwrap();
+    }
+    assert_eq!(registry::prune_dead(&view, |pid| pid != 11), 2);
+    assert_eq!(drain(&mut b), [1, 2, 3, 4]);
+    assert_eq!(b.registry_slot(), Some(0));
+    let mut buf = [0u8; 8];
+    assert_eq!(a.try_recv(&mut buf), Some(1));
+    assert_eq!(a.registry_slot(), Some(1), "A kept writing into B's slot");
+    assert_eq!(readers(&view), [(11, 5), (11, 2)]);
+
+    // The producer waits for A, the slower; neither is lapped.
+    assert_eq!(push_until_blocked(&mut p, 5), 6);
+    assert_eq!(drain(&mut a), [2, 3, 4, 5]);
+    assert_eq!(push_until_blocked(&mut p, 6), 9);
+    assert_eq!(drain(&mut b), [5, 6, 7, 8]);
+    assert_eq!(drain(&mut a), [6, 7, 8]);
+    assert_eq!((a.lapped(), b.lapped()), (0, 0));
+}

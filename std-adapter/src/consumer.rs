@@ -246,8 +246,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         // Both live in the handle beside `file`, which keeps the mapping they view.
         let registry = ReaderRegistry::of(file.ring()).map(Box::new);
         let registration =
-            ReaderRegistration::of(file.ring(), consumer.registry_slot(), std::process::id())
-                .map(Box::new);
+            ReaderRegistration::of(file.ring(), consumer.registry_owner()).map(Box::new);
         let inner = TypedConsumer::new(consumer).map_err(|e| Error::attach(path, e))?;
         if let (Some(cp), Some(_)) = (&checkpoint, stale_checkpoint) {
             // Replaced at once, so that a consumer that dies before its first commit does
@@ -415,8 +414,9 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// full one on a lossy ring).
     pub fn registration(&self) -> Option<&ReaderRegistration> {
         let r = self.registration.as_deref()?;
-        // The core consumer registers again in another slot after a prune.
-        r.follow(self.registry_slot());
+        // The core consumer registers again, in another slot, after a prune; with no free
+        // slot it holds none.
+        r.follow(self.inner.inner().registry_owner()?);
         Some(r)
     }
 

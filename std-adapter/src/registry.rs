@@ -19,10 +19,10 @@
 //! one that outlived the handle would write into unmapped memory; a reader registers by
 //! attaching a consumer, whose registration lives and dies with it.
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use ringwire_core::RingView;
-use ringwire_core::broadcast::registry::{self, unread};
+use ringwire_core::broadcast::registry::{self, Owner, unread};
 
 use crate::sys;
 
@@ -135,57 +135,61 @@ impl std::fmt::Debug for ReaderRegistry {
 pub struct ReaderRegistration {
     /// A copy of the owning consumer's view; the consumer keeps the mapping alive.
     view: RingView,
-    /// The slot, which the consumer moves when it registers again after a prune
-    /// ([`ReaderRegistration::follow`]).
+    /// The slot and the registration's token, which the consumer changes when it registers
+    /// again after a prune ([`ReaderRegistration::follow`]).
     slot: AtomicU32,
+    token: AtomicU64,
     /// The pid the consumer registered as.
     pid: u32,
 }
 
 impl ReaderRegistration {
-    /// The registration of slot `slot` of `view` under `pid`, if the consumer holds one. The
-    /// caller keeps the mapping alive as long as the result (a handle field).
-    pub(crate) fn of(view: &RingView, slot: Option<u32>, pid: u32) -> Option<ReaderRegistration> {
-        slot.map(|slot| ReaderRegistration {
+    /// The registration `owner` of `view`, if the consumer holds one. The caller keeps the
+    /// mapping alive as long as the result (a handle field).
+    pub(crate) fn of(view: &RingView, owner: Option<Owner>) -> Option<ReaderRegistration> {
+        owner.map(|o| ReaderRegistration {
             view: *view,
-            slot: AtomicU32::new(slot),
-            pid,
+            slot: AtomicU32::new(o.slot),
+            token: AtomicU64::new(o.token),
+            pid: o.pid,
         })
     }
 
-    /// Follows the consumer to the slot it holds now (`None`: it holds none, and this
-    /// registration keeps naming its last slot, where `update_cursor` stores nothing).
-    pub(crate) fn follow(&self, slot: Option<u32>) {
-        if let Some(slot) = slot {
-            // Relaxed: read and written by the owning handle's thread; the value is an index.
-            self.slot.store(slot, Ordering::Relaxed);
-        }
+    /// Follows the consumer to the registration it holds now.
+    pub(crate) fn follow(&self, owner: Owner) {
+        // Relaxed (both): read and written by the owning handle's thread.
+        self.slot.store(owner.slot, Ordering::Relaxed);
+        self.token.store(owner.token, Ordering::Relaxed);
     }
 
     /// Publishes `seq` as this reader's cursor, the next sequence it will read: the producer
     /// may overwrite everything below it. The consumer's own next receive, seek or jump
     /// publishes its real cursor again. Stores nothing when the slot no longer holds this
-    /// reader (pruned as dead: see [`registry::publish_cursor_as`]); the consumer's next
-    /// receive registers it again.
+    /// registration (pruned as dead, and perhaps taken by another reader: see
+    /// [`registry::publish_cursor_as`]); the consumer's next receive registers it again.
     pub fn update_cursor(&self, seq: u64) {
-        let _ = registry::publish_cursor_as(&self.view, self.slot(), self.pid, seq);
+        let _ = registry::publish_cursor_as(&self.view, self.owner(), seq);
     }
 
     /// Index of this reader's registry slot.
     pub fn slot_index(&self) -> usize {
-        self.slot() as usize
+        self.owner().slot as usize
     }
 
-    fn slot(&self) -> u32 {
-        // Relaxed: as in `follow`.
-        self.slot.load(Ordering::Relaxed)
+    fn owner(&self) -> Owner {
+        Owner {
+            // Relaxed (both): as in `follow`.
+            slot: self.slot.load(Ordering::Relaxed),
+            pid: self.pid,
+            token: self.token.load(Ordering::Relaxed),
+        }
     }
 }
 
 impl std::fmt::Debug for ReaderRegistration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ReaderRegistration")
-            .field("slot_index", &self.slot())
+            .field("slot_index", &self.slot_index())
             .finish()
     }
 }

@@ -77,8 +77,8 @@ pub struct Consumer {
     /// The ring is MPMC-flagged: a full lap behind a pending slot means the ticket is lost.
     mpmc: bool,
     /// The registry slot this reader publishes its cursor to, if registered.
-    registry_slot: Option<u32>,
-    /// The pid that owns `registry_slot`.
+    registry: Option<registry::Owner>,
+    /// The pid it registered as (kept after a prune, to register again).
     registry_pid: u32,
     /// The name it registered under (encoded), to register again if its slot is pruned.
     registry_name: [u8; REGISTRY_NAME_LEN],
@@ -96,7 +96,7 @@ impl Consumer {
             empty_polls: 0,
             sparse: flags.has(Flags::SPARSE),
             mpmc: flags.has(Flags::MODE_MPMC),
-            registry_slot: None,
+            registry: None,
             registry_pid: 0,
             registry_name: [0; REGISTRY_NAME_LEN],
         };
@@ -184,7 +184,13 @@ impl Consumer {
     /// The registry slot this reader publishes its cursor to.
     #[inline(always)]
     pub fn registry_slot(&self) -> Option<u32> {
-        self.registry_slot
+        self.registry.map(|o| o.slot)
+    }
+
+    /// This reader's registration (slot, pid and token), if it holds one.
+    #[inline(always)]
+    pub fn registry_owner(&self) -> Option<registry::Owner> {
+        self.registry
     }
 
     /// Registers this reader in the ring's registry under `pid` and `name` (spec §5, §9), so
@@ -211,24 +217,25 @@ impl Consumer {
         name: &str,
         is_alive: impl Fn(u32) -> bool,
     ) -> Result<Option<u32>, RegistryError> {
-        if let Some(slot) = self.registry_slot {
-            return Ok(Some(slot));
+        if let Some(o) = self.registry {
+            return Ok(Some(o.slot));
         }
         let lossless = self
             .view
             .geometry()
             .flags
             .has(Flags::POLICY_LOSSLESS_BACKPRESSURE);
-        match registry::register(&self.view, pid, name, self.cursor, is_alive) {
-            Ok(slot) => {
-                self.registry_slot = Some(slot);
+        let encoded = registry::encode_name(name);
+        match registry::register_owner(&self.view, pid, &encoded, self.cursor, is_alive) {
+            Ok(owner) => {
+                self.registry = Some(owner);
                 self.registry_pid = pid;
-                self.registry_name = registry::encode_name(name);
+                self.registry_name = encoded;
                 let w = self.load_write_seq();
                 if self.lap_to(w) {
                     self.publish_cursor();
                 }
-                Ok(Some(slot))
+                Ok(Some(owner.slot))
             }
             Err(RegistryError::NoRegistry) => Ok(None),
             Err(RegistryError::Full { .. }) if !lossless => Ok(None),
@@ -239,8 +246,8 @@ impl Consumer {
     /// Gives up this reader's registry slot (also done on drop). A slot that was pruned and
     /// reused by another reader meanwhile is left alone (the error says so).
     pub fn unregister(&mut self) -> Result<(), RegistryError> {
-        match self.registry_slot.take() {
-            Some(slot) => registry::unregister(&self.view, slot, self.registry_pid),
+        match self.registry.take() {
+            Some(o) => registry::unregister(&self.view, o.slot, o.pid),
             None => Ok(()),
         }
     }
@@ -252,8 +259,8 @@ impl Consumer {
     /// handles, which pass their own pid here), the parent would go on reading unregistered,
     /// and a lossless producer would no longer wait for it.
     pub fn unregister_as(&mut self, pid: u32) -> Result<(), RegistryError> {
-        if self.registry_slot.is_some() && self.registry_pid != pid {
-            self.registry_slot = None;
+        if self.registry.is_some() && self.registry_pid != pid {
+            self.registry = None;
             return Ok(());
         }
         self.unregister()
@@ -473,9 +480,8 @@ impl Consumer {
     /// ([`Consumer::registry_slot`] is then `None`).
     #[inline]
     pub(super) fn publish_cursor(&mut self) {
-        if let Some(slot) = self.registry_slot
-            && registry::publish_cursor_as(&self.view, slot, self.registry_pid, self.cursor)
-                .is_err()
+        if let Some(owner) = self.registry
+            && registry::publish_cursor_as(&self.view, owner, self.cursor).is_err()
         {
             self.register_again();
         }
@@ -485,15 +491,14 @@ impl Consumer {
     /// and name (see [`Consumer::publish_cursor`]).
     #[cold]
     fn register_again(&mut self) {
-        self.registry_slot = None;
+        self.registry = None;
         let (pid, name) = (self.registry_pid, self.registry_name);
-        if let Ok(slot) = registry::register_encoded(&self.view, pid, &name, self.cursor, |_| true)
-        {
-            self.registry_slot = Some(slot);
+        if let Ok(owner) = registry::register_owner(&self.view, pid, &name, self.cursor, |_| true) {
+            self.registry = Some(owner);
             let w = self.load_write_seq();
             // The slot is ours: a plain store, so a slot pruned again at once cannot loop.
             if self.lap_to(w) {
-                let _ = registry::publish_cursor(&self.view, slot, self.cursor);
+                let _ = registry::publish_cursor(&self.view, owner.slot, self.cursor);
             }
         }
     }

@@ -101,10 +101,44 @@ fn check_registry(view: &RingView) -> Result<u32, RegistryError> {
     Ok(g.registry_count)
 }
 
+/// A registration as its reader holds it: the slot, the pid it registered as, and the token
+/// it left in the slot's `heartbeat_tsc` ([`publish_cursor_as`] checks both).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Owner {
+    /// The registry slot.
+    pub slot: u32,
+    /// The pid registered.
+    pub pid: u32,
+    /// The token stored in the slot's `heartbeat_tsc` (never 0).
+    pub token: u64,
+}
+
+/// A token for a new registration, different from every other one this process made and,
+/// through the address of a static (randomised per process where the loader does), very
+/// likely from other processes' (readers in two PID namespaces can share a pid).
+fn new_token() -> u64 {
+    // A plain counter, not a region word: portable-atomic's type under loom too (the token
+    // orders nothing; it only has to differ).
+    static NEXT: portable_atomic::AtomicU64 = portable_atomic::AtomicU64::new(1);
+    // Relaxed: only the values' uniqueness matters.
+    let n = NEXT.fetch_add(1, portable_atomic::Ordering::Relaxed);
+    let salt = (core::ptr::addr_of!(NEXT) as usize as u64).rotate_left(32);
+    match n ^ salt {
+        0 => u64::MAX,
+        t => t,
+    }
+}
+
 /// Registers a reader (spec §9): scans the slots from index 0 for one that is free
 /// (`pid == 0`) or owned by a dead process (`!is_alive(pid)`), claims it by CAS on `pid`,
-/// stores `active = 0`, the cursor, `heartbeat_tsc = 0` and the name (cut to 31 bytes), then
+/// stores `active = 0`, the cursor, `heartbeat_tsc` and the name (cut to 31 bytes), then
 /// release-stores `active = 1`. Returns the slot index.
+///
+/// Beyond the reference, which stores `heartbeat_tsc = 0` and never reads it: the field
+/// holds a token of this registration ([`register_owner`] returns it), by which a reader
+/// whose slot was pruned and taken again, even by a reader of the same process (same pid),
+/// knows the slot is no longer its own ([`publish_cursor_as`]).
 ///
 /// `is_alive` is the caller's liveness test; the reference treats `kill(pid, 0) == 0` or
 /// `EPERM` as alive and any pid above `i32::MAX` as dead.
@@ -115,18 +149,19 @@ pub fn register(
     start_cursor: u64,
     is_alive: impl Fn(u32) -> bool,
 ) -> Result<u32, RegistryError> {
-    register_encoded(view, pid, &encode_name(name), start_cursor, is_alive)
+    register_owner(view, pid, &encode_name(name), start_cursor, is_alive).map(|o| o.slot)
 }
 
-/// [`register`] with the name already encoded ([`encode_name`]): a reader whose slot was
-/// pruned registers again under the name it kept.
-pub(crate) fn register_encoded(
+/// [`register`] with the name encoded ([`encode_name`]), returning the whole registration:
+/// what [`publish_cursor_as`] needs (a reader whose slot was pruned registers again under
+/// the name it kept).
+pub fn register_owner(
     view: &RingView,
     pid: u32,
     encoded: &[u8; REGISTRY_NAME_LEN],
     start_cursor: u64,
     is_alive: impl Fn(u32) -> bool,
-) -> Result<u32, RegistryError> {
+) -> Result<Owner, RegistryError> {
     let count = check_registry(view)?;
     if pid == 0 {
         return Err(RegistryError::ZeroPid);
@@ -161,12 +196,17 @@ pub(crate) fn register_encoded(
         active.store(0, Ordering::Relaxed);
         // Relaxed: published by the release store of active = 1.
         cursor.store(start_cursor, Ordering::Relaxed);
-        // Relaxed: published by the release store of active = 1.
-        heartbeat.store(0, Ordering::Relaxed);
+        let token = new_token();
+        // Relaxed: published by the release store of active = 1; read by this reader only.
+        heartbeat.store(token, Ordering::Relaxed);
         view.set_registry_name(i, encoded);
         // Release: a scanner that acquires active == 1 sees the cursor and name above.
         active.store(1, Ordering::Release);
-        return Ok(i);
+        return Ok(Owner {
+            slot: i,
+            pid,
+            token,
+        });
     }
     Err(RegistryError::Full { count })
 }
@@ -215,33 +255,31 @@ pub fn publish_cursor(view: &RingView, slot: u32, cursor: u64) -> Result<(), Reg
     Ok(())
 }
 
-/// [`publish_cursor`] for the reader that registered in `slot` as `pid`: stores nothing,
-/// and fails with [`RegistryError::NotOwner`], when the slot no longer holds `pid`. A
-/// pruner that judged the reader dead (its pid not alive as the pruner sees it: another
-/// pid namespace, say) freed the slot, and another reader may own it now, whose cursor a
-/// store would overwrite: a lossless producer would then go by the wrong reader's cursor
-/// for ever (overwriting what the new owner has not read, or waiting on a cursor that
-/// never moves). The check is a load of the line the store writes anyway. It cannot close
-/// the window between the load and the store: a slot pruned and re-taken inside it gets
-/// one stale store, which its new owner's next publish replaces.
+/// [`publish_cursor`] for the reader registered as `owner`: stores nothing, and fails with
+/// [`RegistryError::NotOwner`], when the slot no longer holds that registration (its pid and
+/// the token in `heartbeat_tsc`). A pruner that judged the reader dead (its pid not alive as
+/// the pruner sees it: another PID namespace, say) freed the slot, and another reader may
+/// own it now, perhaps one of the same process, whose cursor a store would overwrite: a
+/// lossless producer would then go by the wrong reader's cursor (overwriting what the new
+/// owner has not read, or waiting on a cursor that never moves). The check loads the line
+/// the store writes anyway. It cannot close the window between the load and the store: a
+/// slot pruned and taken again inside it gets one stale store, which its new owner's next
+/// publish replaces.
 #[inline]
-pub fn publish_cursor_as(
-    view: &RingView,
-    slot: u32,
-    pid: u32,
-    cursor: u64,
-) -> Result<(), RegistryError> {
+pub fn publish_cursor_as(view: &RingView, owner: Owner, cursor: u64) -> Result<(), RegistryError> {
+    let Owner { slot, pid, token } = owner;
     let count = check_registry(view)?;
-    let (Some(w), Some(owner)) = (
+    let (Some(w), Some(pid_w), Some(token_w)) = (
         view.registry_a64(slot, reg::CURSOR_SEQ),
         view.registry_a32(slot, reg::PID),
+        view.registry_a64(slot, reg::HEARTBEAT_TSC),
     ) else {
         return Err(RegistryError::BadSlot { slot, count });
     };
-    // Relaxed: a guard against a stale owner, not a synchronisation; the release store
-    // below orders the reads as in `publish_cursor`.
-    let found = owner.load(Ordering::Relaxed);
-    if found != pid {
+    // Relaxed (both): a guard against a stale owner, not a synchronisation; the release
+    // store below orders the reads as in `publish_cursor`.
+    let found = pid_w.load(Ordering::Relaxed);
+    if found != pid || token_w.load(Ordering::Relaxed) != token {
         return Err(RegistryError::NotOwner { slot, pid, found });
     }
     // Release: as in `publish_cursor`.
@@ -428,10 +466,16 @@ mod tests {
         assert_eq!(&bytes[0..4], &42u32.to_le_bytes());
         assert_eq!(&bytes[4..8], &1u32.to_le_bytes());
         assert_eq!(&bytes[8..16], &7u64.to_le_bytes());
-        assert_eq!(&bytes[16..24], &[0; 8]);
+        // heartbeat_tsc: the registration's token (beyond the reference's 0), never 0.
+        assert_ne!(&bytes[16..24], &[0; 8]);
         assert_eq!(&bytes[24..32], b"reader-a");
         assert!(bytes[32..64].iter().all(|&b| b == 0));
         assert_eq!(register(&v, 43, "b", 9, |_| true), Ok(1));
+        // Each registration gets its own token.
+        let a = register_owner(&v, 44, &encode_name("c"), 1, |pid| pid != 42).unwrap();
+        let b = register_owner(&v, 44, &encode_name("c"), 1, |pid| pid != 43).unwrap();
+        assert_eq!((a.slot, b.slot), (0, 1));
+        assert_ne!(a.token, b.token);
     }
 
     #[test]

@@ -361,18 +361,23 @@ impl SourceSession {
             0 => (w.saturating_add(1), 0),
             HELLO_OLDEST => (oldest, 0),
             s if s > w.saturating_add(1) => (w.saturating_add(1), GEOMETRY_RESET),
-            // Beyond the reference: the record before the one asked for is one this ring
-            // never held (a hole of a sparse ring, below what the ring holds or within it)
-            // while the mirror holds it, or asked to go on after it: the mirror followed
+            // Beyond the reference: the record asked for and the one before it are both
+            // holes of this (sparse) ring, which never held them, while the mirror holds
+            // the one before (ringfire's mirror asks for its `write_seq + 1`) or both
+            // (ringwire's asks for its last record, to check it): the mirror followed
             // another ring. A mirror ring served onward (a hub) that recreated its ring for
-            // a restarted source holds nothing below where it resumed, and a leaf behind
-            // it would otherwise keep the old source's records and append the new one's
-            // after them (its resume check finds a GAP where it looks for its last record).
-            // RESET makes it recreate its ring. A hole it could have followed cannot be:
-            // a slot's sequence only grows, so a ring that once held a record never shows a
-            // hole there again (only a leaf moved to another hub that missed that record
-            // is told to start again, and loses its history, not its consistency).
-            s if s > oldest && ring.hole_end(s - 1).is_some() => (s, GEOMETRY_RESET),
+            // a restarted source holds nothing below where it resumed, and a leaf behind it
+            // would otherwise keep the old source's records and append the new one's after
+            // them (its resume check finds a GAP where it looks for its last record).
+            // RESET makes it recreate its ring. A leaf that followed this ring through a
+            // hole is not told to: a slot's sequence only grows, so a record this ring held
+            // is never a hole again, and the record a leaf asks for after a hole it passed is
+            // one this ring holds (which ringwire's mirror then checks). Only a leaf moved
+            // to another hub that missed those records is told to start again, and loses
+            // its history, not its consistency.
+            s if s > oldest && ring.hole_end(s - 1).is_some() && ring.hole_end(s).is_some() => {
+                (s, GEOMETRY_RESET)
+            }
             s => (s.max(oldest), 0),
         };
         self.cursor = cursor;

@@ -120,8 +120,8 @@ pub struct BlobReader {
     view: RingView,
     cursor: u64,
     lapped: u64,
-    /// (registry slot, pid) while registered.
-    registration: Option<(u32, u32)>,
+    /// The registration while registered.
+    registration: Option<registry::Owner>,
     /// The name it registered under (encoded), to register again if its slot is pruned.
     registry_name: [u8; REGISTRY_NAME_LEN],
     /// The ring may have holes (mirror ring, spec §7).
@@ -160,24 +160,25 @@ impl BlobReader {
         name: &str,
         is_alive: impl Fn(u32) -> bool,
     ) -> Result<u32, RegistryError> {
-        if let Some((slot, _)) = self.registration {
-            return Ok(slot);
+        if let Some(o) = self.registration {
+            return Ok(o.slot);
         }
-        let slot = registry::register(&self.view, pid, name, self.cursor, is_alive)?;
-        self.registration = Some((slot, pid));
-        self.registry_name = registry::encode_name(name);
-        Ok(slot)
+        let encoded = registry::encode_name(name);
+        let o = registry::register_owner(&self.view, pid, &encoded, self.cursor, is_alive)?;
+        self.registration = Some(o);
+        self.registry_name = encoded;
+        Ok(o.slot)
     }
 
     /// The registry slot this reader holds, if registered.
     pub fn registry_slot(&self) -> Option<u32> {
-        self.registration.map(|(slot, _)| slot)
+        self.registration.map(|o| o.slot)
     }
 
     /// Gives the registry slot back (also done on drop). A no-op when not registered.
     pub fn unregister(&mut self) -> Result<(), RegistryError> {
         match self.registration.take() {
-            Some((slot, pid)) => registry::unregister(&self.view, slot, pid),
+            Some(o) => registry::unregister(&self.view, o.slot, o.pid),
             None => Ok(()),
         }
     }
@@ -188,7 +189,7 @@ impl BlobReader {
     /// [`Consumer::unregister_as`](crate::broadcast::Consumer::unregister_as).
     pub fn unregister_as(&mut self, pid: u32) -> Result<(), RegistryError> {
         match self.registration {
-            Some((_, owner)) if owner != pid => {
+            Some(o) if o.pid != pid => {
                 self.registration = None;
                 Ok(())
             }
@@ -224,10 +225,10 @@ impl BlobReader {
         let got = self.recv_inner(descriptor, blob);
         if self.cursor != before {
             self.pending_polls = 0;
-            if let Some((slot, pid)) = self.registration
-                && registry::publish_cursor_as(&self.view, slot, pid, self.cursor).is_err()
+            if let Some(o) = self.registration
+                && registry::publish_cursor_as(&self.view, o, self.cursor).is_err()
             {
-                self.register_again(pid);
+                self.register_again(o.pid);
             }
         }
         got
@@ -241,9 +242,7 @@ impl BlobReader {
     fn register_again(&mut self, pid: u32) {
         let name = self.registry_name;
         self.registration =
-            registry::register_encoded(&self.view, pid, &name, self.cursor, |_| true)
-                .ok()
-                .map(|slot| (slot, pid));
+            registry::register_owner(&self.view, pid, &name, self.cursor, |_| true).ok();
     }
 
     /// Spec §7 hole detection on a sparse ring: when `write_seq` has reached the cursor but

@@ -635,11 +635,14 @@ fn hello_after_a_hole_of_a_sparse_ring_is_told_to_reset() {
     let src = mirror_ring(&mut mem, 10, 12);
     let cfg = SourceConfig::default();
     for (seq, cursor, flags) in [
-        // The last record it holds (ringwire's mirror) or the one after it (ringfire's)
-        // lies in the hole: the mirror followed another ring.
+        // The record asked for and the one before lie in the hole: the mirror followed
+        // another ring.
         (8, 8, GEOMETRY_RESET),
-        (10, 10, GEOMETRY_RESET),
-        // Asking for the first record of a hole, or one after a held record: no reset.
+        (9, 9, GEOMETRY_RESET),
+        // A record the ring holds (a leaf that followed it through the hole asks for 10,
+        // its last record, to check it), the first of the hole, one after a held record,
+        // and the end: no reset.
+        (10, 10, 0),
         (5, 5, 0),
         (11, 11, 0),
         (13, 13, 0),
