@@ -447,40 +447,87 @@ const SESSION_READ_PASS: usize = 256 * 1024;
 /// How often the accept loop checks whether the ring's path names a new ring.
 const REPLACED_CHECK: StdDuration = StdDuration::from_millis(500);
 
+/// How many times, 20 ms apart, the first start retries a ring still being created (about
+/// 1 s): a ring given on the command line exists already, or is about to.
+const FIRST_START_TRIES: u32 = 50;
+
+/// Pause between two attempts to open a ring that is not ready yet.
+const RETRY_EVERY: StdDuration = StdDuration::from_millis(20);
+
+/// How often a server waiting for a replacement ring to be created says so.
+const WAITING_LOG_EVERY: StdDuration = StdDuration::from_secs(5);
+
 /// Serves `opts.path` until `stop`, following the path: when the ring there is replaced by a
 /// new one (a restarted producer, or a hub whose mirror recreated its ring for a restarted
 /// source), every session ends, the new ring is opened and served on the same addresses,
 /// and mirrors reconnect and see the new ring (spec §21.1 restart detection). `on_replaced`
 /// is told each time. Returns the counters of the last ring served.
+///
+/// At the first start a ring still being created (spec §1.2: sized, then initialised,
+/// magic last) is retried for about a second, and any other error is returned at once.
+/// After a replacement the new ring is waited for as long as it takes (until `stop`):
+/// creating a large ring (`ftruncate` and `posix_fallocate` of gigabytes) takes seconds,
+/// and a path without a file yet is a producer that has not started again. A line is
+/// logged every few seconds while it waits.
 pub fn run_following(
     opts: &ServeOptions,
     stop: &AtomicBool,
     mut on_replaced: impl FnMut(&Path),
 ) -> Result<ServeSummary, ReplicaError> {
-    let mut following = false;
+    let mut last: Option<ServeSummary> = None;
     loop {
-        // The ring may still be being created (magic last), and after a replacement the
-        // new one may not be at the path yet: retry those briefly, fail at once otherwise.
-        let mut tries = 0;
-        let server = loop {
-            match Server::bind(opts.clone()) {
-                Ok(s) => break s,
-                Err(e)
-                    if transient(&e, following) && tries < 50 && !stop.load(Ordering::Relaxed) =>
-                {
-                    tries += 1;
-                    std::thread::sleep(StdDuration::from_millis(20));
-                }
-                Err(e) => return Err(e),
-            }
+        let server = match bind_when_ready(opts, stop, last.is_some())? {
+            Some(s) => s,
+            // Stopped while waiting for the new ring: the last one's counters.
+            None => return Ok(last.unwrap_or_default()),
         };
         match server.run(stop) {
             Err(ReplicaError::SourceReplaced { path }) => {
-                following = true;
+                last = Some(server.summary());
                 on_replaced(&path)
             }
             r => return r,
         }
+    }
+}
+
+/// [`Server::bind`], retried while the ring is not ready yet (see [`run_following`]);
+/// `None` when `stop` was set while waiting after a replacement (`following`).
+fn bind_when_ready(
+    opts: &ServeOptions,
+    stop: &AtomicBool,
+    following: bool,
+) -> Result<Option<Server>, ReplicaError> {
+    let started = std::time::Instant::now();
+    let mut logged = started;
+    let mut tries = 0;
+    loop {
+        let e = match Server::bind(opts.clone()) {
+            Ok(s) => return Ok(Some(s)),
+            Err(e) => e,
+        };
+        // Relaxed: a plain flag.
+        let stopping = stop.load(Ordering::Relaxed);
+        if !transient(&e, following) {
+            return Err(e);
+        }
+        if following {
+            if stopping {
+                return Ok(None);
+            }
+            if opts.log && logged.elapsed() >= WAITING_LOG_EVERY {
+                logged = std::time::Instant::now();
+                diag!(
+                    "serve: {}: waiting for the new ring ({} s so far): {e}",
+                    opts.path.display(),
+                    started.elapsed().as_secs()
+                );
+            }
+        } else if stopping || tries >= FIRST_START_TRIES {
+            return Err(e);
+        }
+        tries += 1;
+        std::thread::sleep(RETRY_EVERY);
     }
 }
 
@@ -1306,6 +1353,10 @@ impl<'a> SendErrors<'a> {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "serve_restart_tests.rs"]
+mod restart_tests;
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,215 @@
+//! Tests of serve around a ring's life: a replacement that takes long to create, a
+//! session at a slot whose overwrite never finished, `--once` across a replacement.
+
+use super::*;
+
+/// A scratch path under /dev/shm, removed when dropped (also when the test fails).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Scratch {
+        let p = PathBuf::from(format!("/dev/shm/srvfix-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&p);
+        Scratch(p)
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Sets the flag when dropped: a failed assertion in a thread scope then ends the server
+/// threads, and the test fails instead of hanging.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+fn geometry(capacity: u64) -> ringwire_core::Geometry {
+    ringwire_core::Geometry::spmc(capacity, 16, 8, 0, false).unwrap()
+}
+
+/// A ring at `path` that stays there when dropped (it is renamed to its place).
+fn persistent_ring(path: &Path, capacity: u64) -> RingFile {
+    let o = crate::CreateOptions {
+        cleanup: crate::CleanupMode::Persistent,
+        ..Default::default()
+    };
+    RingFile::create(path, &geometry(capacity), &o).unwrap()
+}
+
+/// Publishes `seqs`, each record `tag * 1000 + seq`.
+fn publish(ring: &RingFile, tag: u64, seqs: std::ops::RangeInclusive<u64>) {
+    for seq in seqs {
+        ring.ring()
+            .write_slot(seq, &(tag * 1000 + seq).to_le_bytes());
+        if ring.ring().publish(seq) {
+            ring.wake_all();
+        }
+    }
+}
+
+/// A loopback address no socket is bound to now (its listener is closed again).
+fn free_addr() -> SocketAddr {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+}
+
+fn opts(path: &Path, bind: SocketAddr) -> ServeOptions {
+    let mut o = ServeOptions::new(path, bind);
+    o.log = false;
+    o
+}
+
+/// One frame as received: kind, sequence, payload.
+type Frame = (u8, u64, Vec<u8>);
+
+/// A raw TCP mirror: connects (retrying for up to 5 s, the server may not listen yet),
+/// sends HELLO(oldest) and returns the stream.
+fn hello_oldest(addr: SocketAddr) -> TcpStream {
+    let t0 = std::time::Instant::now();
+    let mut c = loop {
+        match TcpStream::connect(addr) {
+            Ok(c) => break c,
+            Err(e) if t0.elapsed() < StdDuration::from_secs(5) => {
+                let _ = e;
+                std::thread::sleep(StdDuration::from_millis(20));
+            }
+            Err(e) => panic!("connect {addr}: {e}"),
+        }
+    };
+    let mut hello = [0u8; 32];
+    let k = ringwire_core::wire::HelloRepr {
+        seq: ringwire_core::wire::HELLO_OLDEST,
+        flags: 0,
+    }
+    .emit(&mut hello)
+    .unwrap();
+    std::io::Write::write_all(&mut c, &hello[..k]).unwrap();
+    c
+}
+
+/// Reads frames from `c` until `done` says so, the stream ends or `within` has passed.
+fn read_frames(
+    c: &mut TcpStream,
+    within: StdDuration,
+    done: impl Fn(&[Frame]) -> bool,
+) -> Vec<Frame> {
+    let t0 = std::time::Instant::now();
+    let mut bytes = Vec::new();
+    let mut frames = Vec::new();
+    let mut b = [0u8; 4096];
+    c.set_read_timeout(Some(StdDuration::from_millis(50)))
+        .unwrap();
+    while !done(&frames) && t0.elapsed() < within {
+        match c.read(&mut b) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&b[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => break,
+        }
+        while bytes.len() >= 16 {
+            let len = u32::from_le_bytes(bytes[4..8].try_into().unwrap()) as usize;
+            if bytes.len() < 16 + len {
+                break;
+            }
+            let seq = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
+            frames.push((bytes[0], seq, bytes[16..16 + len].to_vec()));
+            bytes.drain(..16 + len);
+        }
+    }
+    frames
+}
+
+/// The records of the DATA frames in `frames` (16-byte slots: 8-byte records).
+fn records(frames: &[Frame]) -> Vec<(u64, u64)> {
+    frames
+        .iter()
+        .filter(|f| f.0 == Kind::Data as u8)
+        .flat_map(|(_, seq, p)| {
+            p.chunks(8)
+                .enumerate()
+                .map(move |(i, r)| (seq + i as u64, u64::from_le_bytes(r.try_into().unwrap())))
+        })
+        .collect()
+}
+
+/// A restarted producer's new ring appears at the path as an empty file (spec §1.2: the
+/// file is created, then sized and initialised, magic last) and becomes a ring only 2.5 s
+/// later, as a multi-GiB ring does (posix_fallocate of 1 GiB on /dev/shm takes 0.6 s). The
+/// replacement is seen within 0.5 s; serve used to give up a second after that.
+/// Serve waits for it and serves it, instead of giving up after a second; and a stop while
+/// it waits for such a ring ends it promptly.
+#[test]
+fn a_replacement_slow_to_create_is_waited_for() {
+    let path = Scratch::new("slow");
+    let tmp = Scratch::new("slow-tmp");
+    let a = persistent_ring(&path.0, 64);
+    publish(&a, 1, 1..=5);
+    let so = opts(&path.0, free_addr());
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let h = sc.spawn(|| run_following(&so, &stop, |_| {}));
+        let mut c = hello_oldest(so.bind);
+        let got = records(&read_frames(&mut c, StdDuration::from_secs(5), |f| {
+            records(f).len() >= 5
+        }));
+        assert_eq!(got, (1..=5).map(|s| (s, 1000 + s)).collect::<Vec<_>>());
+        // The new ring's file, not initialised yet.
+        std::fs::write(&tmp.0, b"").unwrap();
+        std::fs::rename(&tmp.0, &path.0).unwrap();
+        std::thread::sleep(StdDuration::from_millis(2500));
+        assert!(
+            !h.is_finished(),
+            "serve gave up: {:?}",
+            h.join().unwrap().map(|_| ())
+        );
+        let b = persistent_ring(&tmp.0, 64);
+        publish(&b, 2, 1..=3);
+        std::fs::rename(&tmp.0, &path.0).unwrap();
+        let mut c = hello_oldest(so.bind);
+        let got = records(&read_frames(&mut c, StdDuration::from_secs(5), |f| {
+            records(f).len() >= 3
+        }));
+        assert!(
+            !h.is_finished(),
+            "serve ended: {:?}",
+            h.join().unwrap().map(|_| ())
+        );
+        assert_eq!(got, (1..=3).map(|s| (s, 2000 + s)).collect::<Vec<_>>());
+        // Replaced again by a ring that is never initialised: a stop ends the wait at once.
+        std::fs::write(&tmp.0, b"").unwrap();
+        std::fs::rename(&tmp.0, &path.0).unwrap();
+        std::thread::sleep(StdDuration::from_millis(1500));
+        assert!(
+            !h.is_finished(),
+            "serve gave up: {:?}",
+            h.join().unwrap().map(|_| ())
+        );
+        let t0 = std::time::Instant::now();
+        stop.store(true, Ordering::Relaxed);
+        let sum = h
+            .join()
+            .unwrap()
+            .expect("a stop while waiting is a clean end");
+        assert!(
+            t0.elapsed() < StdDuration::from_millis(500),
+            "{:?}",
+            t0.elapsed()
+        );
+        assert_eq!(sum.sessions, 1, "the counters of ring B's server: {sum:?}");
+        drop((a, b));
+    });
+}
