@@ -10,7 +10,6 @@ use std::time::Duration as StdDuration;
 
 use ringwire_core::RingView;
 use ringwire_core::replicate::{Duration, Instant, PeerAddr};
-use ringwire_core::sync::Ordering;
 
 use super::anticipate::Anticipator;
 use super::spin::SpinPolicy;
@@ -229,10 +228,13 @@ impl RingWaiter {
             .map(|to| to.saturating_duration_since(now))
     }
 
-    /// Returns once `write_seq >= cursor`, or after about `max` (at most 2 ms).
+    /// Returns once record `cursor` may be read (published, as a consumer's wait sees it:
+    /// `write_seq >= cursor` and its slot not being rewritten, the test of the consumers'
+    /// wait strategies), or after about `max` (at most 2 ms). A slot at a
+    /// published cursor whose rewrite never finishes (its producer died mid-write) is
+    /// waited on, not spun on.
     pub fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
-        // Acquire: pairs with the producer's release store of write_seq.
-        let ready = || view.write_seq().load(Ordering::Acquire) >= cursor;
+        let ready = || crate::wait::published(view, cursor);
         if cursor > self.cursor {
             // The caller moved on: what it waited for last time came in between.
             let _ = self.anticipate.found();

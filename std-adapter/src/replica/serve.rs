@@ -329,14 +329,10 @@ impl PollWait {
         }
     }
 
-    /// Returns once `write_seq >= cursor`, or after about `max`.
+    /// Returns once record `cursor` may be read (as [`RingWaiter::wait`]: published and
+    /// its slot not being rewritten), or after about `max`.
     fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
-        // Acquire: pairs with the producer's release store of write_seq.
-        let ready = || {
-            view.write_seq()
-                .load(ringwire_core::sync::Ordering::Acquire)
-                >= cursor
-        };
+        let ready = || crate::wait::published(view, cursor);
         if ready() || self.policy.poll(max, ready) {
             self.misses = 0;
             return;

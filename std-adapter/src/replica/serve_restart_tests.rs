@@ -213,3 +213,60 @@ fn a_replacement_slow_to_create_is_waited_for() {
         drop((a, b));
     });
 }
+
+/// Calls of `wait` made in 100 ms; each should sleep about `max` when nothing can be read.
+fn waits_in_100ms(mut wait: impl FnMut()) -> u32 {
+    let t0 = std::time::Instant::now();
+    let mut n = 0;
+    while t0.elapsed() < StdDuration::from_millis(100) {
+        wait();
+        n += 1;
+    }
+    n
+}
+
+/// A slot at a published cursor that is being rewritten (its producer died mid-write: the
+/// marker stays) cannot be read: the idle waiters sleep there instead of returning at once
+/// (the session loop around them then spun). On an MPMC-flagged ring the same holds for a
+/// ticket not published yet while a later one is.
+#[test]
+fn idle_waiters_sleep_at_a_slot_being_rewritten() {
+    use ringwire_core::layout::SLOT_WRITING;
+    use ringwire_core::sync::Ordering as O;
+    let spmc = Scratch::new("stuck-wait");
+    let mpmc = Scratch::new("stuck-wait-mpmc");
+    let a = persistent_ring(&spmc.0, 8);
+    publish(&a, 1, 1..=20);
+    // The producer died writing 21, in the slot of 13.
+    a.ring().slot_seq(21).store(SLOT_WRITING, O::Relaxed);
+    let geo = ringwire_core::Geometry::mpmc(8, 16, 8).unwrap();
+    let b = RingFile::create(&mpmc.0, &geo, &crate::CreateOptions::default()).unwrap();
+    // Ticket 2 claimed and never written, 3 published.
+    b.ring().slot_seq(2).store(SLOT_WRITING, O::Relaxed);
+    b.ring().write_slot(3, &3u64.to_le_bytes());
+    b.ring().write_seq().store(3, O::Release);
+    for (ring, cursor) in [(&a, 13), (&b, 2)] {
+        let v = ring.ring();
+        let mut f = RingWaiter::new(false, false);
+        let n = waits_in_100ms(|| f.wait(v, cursor, StdDuration::from_millis(2)));
+        assert!(
+            n < 200,
+            "futex waiter: {n} waits in 100 ms at cursor {cursor}"
+        );
+        let mut p = PollWait::new(false);
+        let n = waits_in_100ms(|| p.wait(v, cursor, StdDuration::from_millis(2)));
+        assert!(
+            n < 200,
+            "polling waiter: {n} waits in 100 ms at cursor {cursor}"
+        );
+        // A readable record still ends the wait at once.
+        let t0 = std::time::Instant::now();
+        f.wait(v, cursor + 1, StdDuration::from_secs(5));
+        p.wait(v, cursor + 1, StdDuration::from_secs(5));
+        assert!(
+            t0.elapsed() < StdDuration::from_secs(1),
+            "{:?}",
+            t0.elapsed()
+        );
+    }
+}
