@@ -23,7 +23,9 @@ pub enum ReadRecord {
     Ok(usize),
     /// Not published yet.
     Pending,
-    /// Overwritten; `seen` is the sequence found (0 if a write was in flight).
+    /// Overwritten; `seen` is the sequence found (0 if a write was in flight). A slot at or
+    /// below `write_seq` found being rewritten on a single-writer ring is overwritten too
+    /// (see [`RingSource`]); `seen` is then the earliest sequence that rewrite can be.
     Overwritten {
         /// The sequence seen.
         seen: u64,
@@ -80,6 +82,16 @@ pub trait RecordSource {
 /// resuming behind it) can lie there. ringfire's server reads such a hole as a record not
 /// published yet (§4.3, §20.1) and waits at it until the writer laps the slot; its mirror
 /// then never catches up with a writer that stopped.
+///
+/// Also beyond the reference: on a ring that is not MPMC-flagged, a slot at or below
+/// `write_seq` that holds the write marker is [`ReadRecord::Overwritten`], not pending. Its
+/// single writer stored the record's sequence there before it published `write_seq` past
+/// it, so the marker belongs to a later lap's write of the slot: in progress, or never to
+/// end if that writer died mid-write. The record is gone either way, and the source sends a
+/// GAP past it (§20.2 lap rule, with `seen` = the record's sequence plus the capacity, the
+/// earliest that rewrite can be) instead of waiting at it for ever with the records behind
+/// it unsent. On an MPMC-flagged ring `write_seq` is the highest ticket published, and a
+/// marked slot below it may be a ticket still being written: pending, as in §4.3.
 #[derive(Clone, Debug)]
 #[cfg_attr(not(loom), derive(Copy))]
 pub struct RingSource(pub RingView);
@@ -100,7 +112,7 @@ impl RecordSource for RingSource {
         match self.0.read_slot(seq, d) {
             SlotRead::Ok if !self.0.geometry().has_arena() => ReadRecord::Ok(p),
             SlotRead::Ok => read_blob_after(&self.0, d, rest),
-            SlotRead::Pending => ReadRecord::Pending,
+            SlotRead::Pending => self.pending(seq),
             SlotRead::Overwritten { seen } => ReadRecord::Overwritten { seen },
         }
     }
@@ -133,6 +145,35 @@ impl RecordSource for RingSource {
             .find(|&s| v.slot_seq(s).load(Ordering::Acquire) == s)
             .unwrap_or(w + 1);
         Some(next)
+    }
+}
+
+impl RingSource {
+    /// The verdict on record `seq` found pending: [`ReadRecord::Overwritten`] when its slot
+    /// is being rewritten for a later lap on a single-writer ring (see [`RingSource`]),
+    /// otherwise [`ReadRecord::Pending`].
+    #[cold]
+    fn pending(&self, seq: u64) -> ReadRecord {
+        let v = &self.0;
+        let geo = v.geometry();
+        if geo.flags.has(Flags::MODE_MPMC) || seq == SLOT_WRITING {
+            return ReadRecord::Pending;
+        }
+        // Acquire: pairs with the writer's release store of write_seq, which follows its
+        // release store of `seq` into the slot: the slot load below, made after this one,
+        // sees `seq` or a later write of the slot.
+        let w = v.write_seq().load(Ordering::Acquire);
+        if w < seq {
+            return ReadRecord::Pending;
+        }
+        // Relaxed: only the marker is looked for; no payload is read on this verdict.
+        if v.slot_seq(seq).load(Ordering::Relaxed) != SLOT_WRITING {
+            // Published since, or a hole of a sparse ring: the caller reads again.
+            return ReadRecord::Pending;
+        }
+        ReadRecord::Overwritten {
+            seen: seq.saturating_add(geo.capacity),
+        }
     }
 }
 

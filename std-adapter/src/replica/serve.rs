@@ -208,6 +208,9 @@ pub struct Server {
     /// them (EAGAIN).
     #[cfg(test)]
     fail_spawns: AtomicU64,
+    /// Tests: passes of session loops (a loop that spins makes millions).
+    #[cfg(test)]
+    session_passes: AtomicU64,
 }
 
 /// The served ring's mapping: read-write when the process may open the file so (its idle
@@ -675,6 +678,8 @@ impl Server {
             totals: Totals::default(),
             #[cfg(test)]
             fail_spawns: AtomicU64::new(0),
+            #[cfg(test)]
+            session_passes: AtomicU64::new(0),
         })
     }
 
@@ -967,6 +972,8 @@ impl Server {
         let hello_timeout = self.opts.hello_timeout;
         // Relaxed: a plain flag.
         while !stop.load(Ordering::Relaxed) {
+            #[cfg(test)]
+            self.session_passes.fetch_add(1, Ordering::Relaxed);
             // Nothing has been sent before the HELLO is in (GEOMETRY answers it).
             if !live && !hello_timeout.is_zero() && accepted.elapsed() >= hello_timeout {
                 self.totals.hello_timeouts.fetch_add(1, Ordering::Relaxed);

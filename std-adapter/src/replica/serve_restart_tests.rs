@@ -270,3 +270,45 @@ fn idle_waiters_sleep_at_a_slot_being_rewritten() {
         );
     }
 }
+
+/// The producer died while rewriting the slot of the oldest record (13 of 1..=20 in a ring
+/// of 8, the marker left by the write of 21). A mirror asking for the oldest gets a GAP past
+/// 13 and the records 14..=20, which used to be never sent, and its session then sleeps
+/// instead of spinning at the marked slot.
+#[test]
+fn a_session_at_a_slot_left_half_written_sends_what_follows_and_sleeps() {
+    use ringwire_core::layout::SLOT_WRITING;
+    let path = Scratch::new("stuck");
+    let ring = persistent_ring(&path.0, 8);
+    publish(&ring, 1, 1..=20);
+    ring.ring()
+        .slot_seq(21)
+        .store(SLOT_WRITING, ringwire_core::sync::Ordering::Relaxed);
+    let server = Server::bind(opts(&path.0, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))).unwrap();
+    let stop = AtomicBool::new(false);
+    let (frames, passes) = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let srv = sc.spawn(|| server.run(&stop));
+        let mut c = hello_oldest(server.local_addr());
+        let frames = read_frames(&mut c, StdDuration::from_secs(5), |f| records(f).len() >= 7);
+        // Idle from here on: count the session's passes over half a second.
+        let p0 = server.session_passes.load(Ordering::Relaxed);
+        std::thread::sleep(StdDuration::from_millis(500));
+        let passes = server.session_passes.load(Ordering::Relaxed) - p0;
+        stop.store(true, Ordering::Relaxed);
+        srv.join().unwrap().unwrap();
+        (frames, passes)
+    });
+    let gaps: Vec<u64> = frames
+        .iter()
+        .filter(|f| f.0 == Kind::Gap as u8)
+        .map(|f| f.1)
+        .collect();
+    assert_eq!(gaps, [14], "{frames:?}");
+    assert_eq!(
+        records(&frames),
+        (14..=20).map(|s| (s, 1000 + s)).collect::<Vec<_>>()
+    );
+    // A sleeping session wakes every few ms at most (5 ms cap, 2 ms futex sleeps).
+    assert!(passes < 2_000, "{passes} session passes in 0.5 s");
+}
