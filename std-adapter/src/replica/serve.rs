@@ -21,6 +21,15 @@
 //! of another user, a read-only file system) it is mapped read-only, as spec §1.1 says a
 //! network source maps it, and idle threads poll it with a short, growing sleep instead
 //! (`PollWait`), which is logged once.
+//!
+//! The ring's path is followed (see [`run_following`]): a new ring at the path ends every
+//! session, `--once` ones included. A creator that recreates its ring in place (ringfire's
+//! legacy non-exclusive mode, spec §1.2 step 4: the same inode truncated, resized and
+//! initialised again) is seen as a replacement when the file's length, the header's magic
+//! or geometry changed, or `write_seq` went back, checked every 500 ms; but serving such a
+//! ring is unsupported: a thread that reads the mapping between the truncation and the
+//! resize takes SIGBUS, which ends the process. Creators that make a fresh inode (every
+//! exclusive creator, ringwire's and ringfire's default) are safe to follow.
 
 use std::io::{self, Read};
 use std::net::{
@@ -211,6 +220,11 @@ pub struct Server {
     /// Tests: passes of session loops (a loop that spins makes millions).
     #[cfg(test)]
     session_passes: AtomicU64,
+    /// The highest `write_seq` [`Server::replaced`] has seen: a lower one is a ring
+    /// recreated in place.
+    high_write_seq: AtomicU64,
+    /// A `--once` session ended because the ring was replaced.
+    once_replaced: AtomicBool,
 }
 
 /// The served ring's mapping: read-write when the process may open the file so (its idle
@@ -286,6 +300,14 @@ impl ServedRing {
         match &self.mapping {
             Mapping::ReadWrite(r) => r.ring(),
             Mapping::ReadOnly(r) => r.ring(),
+        }
+    }
+
+    /// The mapped file's length.
+    fn len(&self) -> u64 {
+        match &self.mapping {
+            Mapping::ReadWrite(r) => r.file_len() as u64,
+            Mapping::ReadOnly(r) => r.file_len() as u64,
         }
     }
 
@@ -680,6 +702,8 @@ impl Server {
             fail_spawns: AtomicU64::new(0),
             #[cfg(test)]
             session_passes: AtomicU64::new(0),
+            high_write_seq: AtomicU64::new(w),
+            once_replaced: AtomicBool::new(false),
         })
     }
 
@@ -822,6 +846,12 @@ impl Server {
             };
             if self.opts.once {
                 self.serve_one(stream, addr, stop);
+                // Relaxed: set by this thread (the session ran on it).
+                if self.once_replaced.load(Ordering::Relaxed) {
+                    return Err(ReplicaError::SourceReplaced {
+                        path: self.opts.path.clone(),
+                    });
+                }
                 return Ok(());
             }
             // Relaxed: a count read only by this thread's admission check and status line.
@@ -900,9 +930,30 @@ impl Server {
     }
 
     /// Whether the path now names another ring file (a removed file is not a replacement:
-    /// the frozen ring is still served until a new one appears).
+    /// the frozen ring is still served until a new one appears), or the mapped one was
+    /// recreated in place (see the module docs): its length, magic or geometry changed, or
+    /// its `write_seq` went back. The length is checked before the mapping is read.
     fn replaced(&self) -> bool {
-        matches!(crate::sys::path_id(&self.opts.path), Ok(Some(id)) if id != self.ring.id())
+        use std::os::unix::fs::MetadataExt;
+        let Ok(m) = std::fs::metadata(&self.opts.path) else {
+            return false;
+        };
+        if (m.dev(), m.ino()) != self.ring.id() || m.len() != self.ring.len() {
+            return true;
+        }
+        let v = self.ring.view();
+        let (h, g) = (v.header(), v.geometry());
+        if h.magic != ringwire_core::layout::RING_MAGIC
+            || h.capacity != g.capacity
+            || h.element_size != g.element_size
+            || h.slots_offset != g.slots_offset
+        {
+            return true;
+        }
+        // Relaxed: only this value is compared; no other memory is read through it.
+        self.high_write_seq
+            .fetch_max(h.write_seq, Ordering::Relaxed)
+            > h.write_seq
     }
 
     fn serve_one(&self, mut stream: TcpStream, addr: SocketAddr, stop: &AtomicBool) {
@@ -970,10 +1021,21 @@ impl Server {
         let mut eof = false;
         let accepted = std::time::Instant::now();
         let hello_timeout = self.opts.hello_timeout;
+        // A `--once` session runs on the accept loop's thread, which cannot check the path
+        // meanwhile: it checks it itself.
+        let mut last_check = std::time::Instant::now();
         // Relaxed: a plain flag.
         while !stop.load(Ordering::Relaxed) {
             #[cfg(test)]
             self.session_passes.fetch_add(1, Ordering::Relaxed);
+            if self.opts.once && last_check.elapsed() >= REPLACED_CHECK {
+                last_check = std::time::Instant::now();
+                if self.replaced() {
+                    // Relaxed: read by this thread after the session returns.
+                    self.once_replaced.store(true, Ordering::Relaxed);
+                    return "the ring was replaced at its path".into();
+                }
+            }
             // Nothing has been sent before the HELLO is in (GEOMETRY answers it).
             if !live && !hello_timeout.is_zero() && accepted.elapsed() >= hello_timeout {
                 self.totals.hello_timeouts.fetch_add(1, Ordering::Relaxed);

@@ -312,3 +312,98 @@ fn a_session_at_a_slot_left_half_written_sends_what_follows_and_sleeps() {
     // A sleeping session wakes every few ms at most (5 ms cap, 2 ms futex sleeps).
     assert!(passes < 2_000, "{passes} session passes in 0.5 s");
 }
+
+/// Whether the server closes `c` within `within` (frames before the end are skipped).
+fn closed_within(c: &mut TcpStream, within: StdDuration) -> bool {
+    let t0 = std::time::Instant::now();
+    let mut b = [0u8; 4096];
+    c.set_read_timeout(Some(StdDuration::from_millis(50)))
+        .unwrap();
+    while t0.elapsed() < within {
+        match c.read(&mut b) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) => {}
+            Err(_) => return true,
+        }
+    }
+    false
+}
+
+/// `--once` runs its session on the accept loop's thread, which checked the path only
+/// between connections: a restarted producer's new ring was never seen, and the mirror was
+/// served the frozen old ring for ever. The session now ends within a second of the
+/// replacement, and the new ring is served to the mirror when it connects again.
+#[test]
+fn a_once_session_ends_when_the_ring_is_replaced() {
+    let path = Scratch::new("once");
+    let tmp = Scratch::new("once-tmp");
+    let a = persistent_ring(&path.0, 64);
+    publish(&a, 1, 1..=5);
+    let mut so = opts(&path.0, free_addr());
+    so.once = true;
+    let stop = AtomicBool::new(false);
+    let replaced = AtomicU64::new(0);
+    std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let h = sc.spawn(|| {
+            run_following(&so, &stop, |_| {
+                replaced.fetch_add(1, Ordering::Relaxed);
+            })
+        });
+        let mut c = hello_oldest(so.bind);
+        let got = records(&read_frames(&mut c, StdDuration::from_secs(5), |f| {
+            records(f).len() >= 5
+        }));
+        assert_eq!(got, (1..=5).map(|s| (s, 1000 + s)).collect::<Vec<_>>());
+        let b = persistent_ring(&tmp.0, 64);
+        publish(&b, 2, 1..=3);
+        std::fs::rename(&tmp.0, &path.0).unwrap();
+        assert!(
+            closed_within(&mut c, StdDuration::from_secs(3)),
+            "the --once session still serves the replaced ring 3 s later"
+        );
+        let mut c = hello_oldest(so.bind);
+        let got = records(&read_frames(&mut c, StdDuration::from_secs(5), |f| {
+            records(f).len() >= 3
+        }));
+        assert_eq!(got, (1..=3).map(|s| (s, 2000 + s)).collect::<Vec<_>>());
+        assert_eq!(replaced.load(Ordering::Relaxed), 1);
+        drop(c);
+        // The second --once session ended with its mirror: serve returns.
+        let sum = h.join().unwrap().unwrap();
+        assert_eq!(sum.sessions, 1);
+        drop((a, b));
+    });
+}
+
+/// A ring recreated in place (same inode: ringfire's legacy non-exclusive creation) is
+/// taken as replaced when its length changes or its write_seq goes back.
+#[test]
+fn a_ring_recreated_in_place_counts_as_replaced() {
+    let path = Scratch::new("inplace");
+    let a = persistent_ring(&path.0, 64);
+    publish(&a, 1, 1..=10);
+    let server = Server::bind(opts(&path.0, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))).unwrap();
+    assert!(!server.replaced());
+    publish(&a, 1, 11..=12);
+    assert!(!server.replaced());
+    // Initialised again and 3 records published: write_seq went back.
+    a.ring()
+        .write_seq()
+        .store(3, ringwire_core::sync::Ordering::Release);
+    assert!(server.replaced());
+    let server = Server::bind(opts(&path.0, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))).unwrap();
+    assert!(!server.replaced());
+    // Resized (growing: the mapping stays backed, no SIGBUS here).
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path.0)
+        .unwrap();
+    f.set_len(a.file_len() as u64 + 4096).unwrap();
+    assert!(server.replaced());
+}
