@@ -88,15 +88,16 @@ pub(crate) fn before(deadline: Option<Instant>) -> bool {
     deadline.is_none_or(|d| Instant::now() < d)
 }
 
-/// Whether a broadcast consumer at `cursor` may find something to do: the record is
-/// published, or (MPMC-flagged rings) it is a whole lap behind and counts as lost.
+/// Whether a broadcast consumer at `cursor` may find something to do: `write_seq` has
+/// reached it, or (MPMC-flagged rings) the record is published or a whole lap behind and
+/// counts as lost.
 ///
-/// A slot at a published cursor that still reads [`SLOT_WRITING`] is pending (spec §4.3),
-/// so this says no: a reader a lap behind whose slot a producer began to overwrite and
-/// never finished (it died) would otherwise be told, forever, to poll a slot that never
-/// yields a record, and spin. The slot is loaded only once `write_seq` has reached the
-/// cursor, when the reader is about to load it anyway; a waiter told no sleeps, and the
-/// next publish (or its timeout) ends the sleep.
+/// On a ring with one writer, a published cursor whose slot reads [`SLOT_WRITING`] is
+/// something to do too: a later lap is overwriting the record, or a producer that died
+/// mid-write left the marker for good, and the consumer counts the record lapped and moves
+/// past it (`Consumer`'s receive). Users of this test that only wait (the replication
+/// source's waiters) must act on such a slot too, not poll it (`RingSource` reports it
+/// overwritten).
 #[inline(always)]
 pub(crate) fn published(ring: &RingView, cursor: u64) -> bool {
     // Acquire: a reader that sees the new write_seq also sees the slots published before it.
@@ -107,8 +108,7 @@ pub(crate) fn published(ring: &RingView, cursor: u64) -> bool {
     if ring.geometry().flags.has(Flags::MODE_MPMC) {
         return mpmc_ready(ring, cursor, w);
     }
-    // Relaxed: only a hint of whether to read; the read itself re-loads it with acquire.
-    ring.slot_seq(cursor).load(Ordering::Relaxed) != SLOT_WRITING
+    true
 }
 
 /// On an MPMC-flagged ring `write_seq` is the highest ticket published, not the last of a

@@ -395,7 +395,15 @@ impl Consumer {
                     }
                 }
                 SlotRead::Pending => {
-                    if self.mpmc && self.mpmc_ticket_lost(want) {
+                    if self.mpmc {
+                        if self.mpmc_ticket_lost(want) {
+                            continue;
+                        }
+                    } else if self.view.slot_seq(want).load(Ordering::Relaxed) == SLOT_WRITING
+                        && self.rewritten_under(want)
+                    {
+                        // Relaxed above: a hint, on the line just read; the check re-loads
+                        // it after write_seq.
                         continue;
                     }
                     if self.sparse {
@@ -437,6 +445,34 @@ impl Consumer {
             self.load_write_seq()
         };
         w >= reach && self.lap_to(w)
+    }
+
+    /// On a ring with one writer: the slot of `want`, a record `write_seq` has passed, holds
+    /// the write marker. The record was published and a later lap's write is overwriting
+    /// it, or did and its writer died mid-write (a killed producer leaves the marker for
+    /// good, and readers stopped there would never get the intact records behind it). Either
+    /// way the record is gone: it counts as lapped and the cursor moves past it, as the lap
+    /// rule would move it once the write finished. Not for MPMC rings, whose tickets are
+    /// written out of order (`mpmc_ticket_lost`). Returns whether the cursor moved.
+    #[cold]
+    fn rewritten_under(&mut self, want: u64) -> bool {
+        // A cursor of u64::MAX (the marker's own value, on a corrupt ring) stays there.
+        let Some(next) = want.checked_add(1) else {
+            return false;
+        };
+        // Loaded before the slot (acquire): the record's own publication, if write_seq has
+        // passed it, is then visible to the load below, so a marker found there is a later
+        // lap's (found before this load, it could be the record's own first write).
+        if want > self.load_write_seq() {
+            return false;
+        }
+        // Acquire: as in `skip_hole`.
+        if self.view.slot_seq(want).load(Ordering::Acquire) != SLOT_WRITING {
+            return false;
+        }
+        self.lapped = self.lapped.saturating_add(1);
+        self.cursor = next;
+        true
     }
 
     /// Hole detection on sparse rings (§7). Returns whether the cursor moved.
@@ -643,6 +679,34 @@ mod tests {
             SlotRead::Overwritten { seen: 6 }
         );
         assert_eq!(view.read_slot(2, &mut d), SlotRead::Overwritten { seen: 6 });
+    }
+
+    #[test]
+    fn a_slot_left_mid_write_below_write_seq_is_skipped_not_waited_on() {
+        // Capacity 4, 1..=10 published, then the writer dies writing 11 over 7's slot.
+        let (_m, view, _p) = ring_with(4, 10);
+        view.slot_seq(11).store(SLOT_WRITING, Ordering::Relaxed);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(c.cursor(), 7);
+        // The intact records behind it are delivered; 7 counts as lapped.
+        assert_eq!(drain(&mut c), [8, 9, 10]);
+        assert_eq!((c.lapped(), c.cursor()), (1, 11));
+        // Past write_seq the same marker is a write in progress: waited for.
+        let (_m, view, mut p) = ring_with(4, 10);
+        view.slot_seq(11).store(SLOT_WRITING, Ordering::Relaxed);
+        let mut c = Consumer::new(view, StartMode::Head);
+        assert_eq!(recv(&mut c), None);
+        assert_eq!((c.lapped(), c.cursor()), (0, 11));
+        p.push(&11u64.to_le_bytes());
+        assert_eq!(drain(&mut c), [11]);
+        // A reader that last loaded write_seq long ago (waiting at 12) finds out at once:
+        // 12..=15 published, the writer dies writing 16 over 12's slot.
+        for s in 12..=15u64 {
+            p.push(&s.to_le_bytes());
+        }
+        view.slot_seq(16).store(SLOT_WRITING, Ordering::Relaxed);
+        assert_eq!(drain(&mut c), [13, 14, 15]);
+        assert_eq!(c.lapped(), 1);
     }
 
     #[test]
@@ -926,13 +990,18 @@ mod tests {
         p.push(&2u64.to_le_bytes());
         let mut c = Consumer::new(view, StartMode::Oldest);
         assert_eq!(drain(&mut c), [1, 2]);
-        // A writer is mid-way through message 3 and write_seq was bumped past it.
+        // A writer is mid-way through message 3 (write_seq still 2): not a hole.
         view.slot_seq(3).store(SLOT_WRITING, Ordering::Relaxed);
-        view.write_seq().store(3, Ordering::Release);
         for _ in 0..128 {
             assert_eq!(recv(&mut c), None);
         }
         assert_eq!((c.cursor(), c.lapped()), (3, 0));
+        // With write_seq past it, the marker is a later lap's write over a record already
+        // published (§4.2 publishes write_seq after the slot): that record is gone, lapped,
+        // not a hole either.
+        view.write_seq().store(3, Ordering::Release);
+        assert_eq!(recv(&mut c), None);
+        assert_eq!((c.cursor(), c.lapped()), (4, 1));
     }
 
     /// Message 1 is read; then the producer of ticket 2 gets stuck mid-write while others
@@ -961,12 +1030,15 @@ mod tests {
     }
 
     #[test]
-    fn plain_ring_waits_on_a_stuck_slot() {
+    fn plain_ring_takes_a_marker_below_write_seq_for_a_lost_record() {
+        // The same bytes on a ring with one writer: a marker at a sequence write_seq has
+        // passed can only be a later lap's write (in progress, or its writer dead), so 2 and
+        // 6 (slot 2) are lost, and 3 (its slot holds 7) is lapped.
         let (_m, view) = spmc_ring(4, 16);
         let mut c = Consumer::new(view, StartMode::Oldest);
         stuck_ticket(&view, &mut c);
-        assert_eq!(recv(&mut c), None);
-        assert_eq!((c.cursor(), c.lapped()), (2, 0));
+        assert_eq!(drain(&mut c), [4, 5, 7]);
+        assert_eq!((c.cursor(), c.lapped()), (8, 3));
     }
 
     #[test]
