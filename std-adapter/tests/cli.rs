@@ -8,7 +8,7 @@ use ringwire::core::broadcast::registry;
 use ringwire::{CleanupMode, CreateOptions, RingFile};
 
 mod common;
-use common::{TmpRing, ringwire};
+use common::{TmpRing, ringwire, ringwire_to_dev_full};
 
 fn make_ring(t: &TmpRing, readers: u32) -> RingFile {
     let geo = Geometry::spmc(16, 16, 8, readers, false).unwrap();
@@ -475,17 +475,8 @@ fn serve_dup_and_mtu_need_udp_delivery() {
 #[test]
 fn help_that_cannot_be_written_exits_1() {
     for args in [&["--help"][..], &["--version"], &["stat", "--help"]] {
-        let full = std::fs::OpenOptions::new()
-            .write(true)
-            .open("/dev/full")
-            .expect("open /dev/full");
-        let o = Command::new(env!("CARGO_BIN_EXE_ringwire"))
-            .args(args)
-            .stdout(full)
-            .output()
-            .expect("run the ringwire binary");
-        let err = String::from_utf8_lossy(&o.stderr);
-        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        let (code, err) = ringwire_to_dev_full(args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
         assert!(
             err.contains("Error: write stdout: No space left on device"),
             "{args:?}: {err}"

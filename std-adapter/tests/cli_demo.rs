@@ -2,23 +2,8 @@
 
 use std::process::{Command, Stdio};
 
-/// Runs `ringwire` with `args` and stdout written to /dev/full: (exit code, stderr).
-fn ringwire_to_dev_full(args: &[&str]) -> (Option<i32>, String) {
-    let full = std::fs::OpenOptions::new()
-        .write(true)
-        .open("/dev/full")
-        .expect("open /dev/full");
-    let o = Command::new(env!("CARGO_BIN_EXE_ringwire"))
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(full)
-        .output()
-        .expect("run the ringwire binary");
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
+mod common;
+use common::ringwire_to_dev_full;
 
 /// A summary that cannot be written is an error (exit 1, with the reason), not a panic.
 #[test]

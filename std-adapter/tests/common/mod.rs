@@ -5,8 +5,10 @@ use std::path::PathBuf;
 /// A unique ring path `/dev/shm/ringwire-{test binary}-{tag}-{pid}-{counter}/ring`. Its
 /// directory, with whatever the test left in it (the ring, a named consumer's checkpoint),
 /// is removed on drop.
+#[allow(dead_code)] // not every test binary makes rings
 pub struct TmpRing(pub PathBuf);
 
+#[allow(dead_code)] // as above
 impl TmpRing {
     pub fn new(tag: &str) -> TmpRing {
         static N: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
@@ -41,6 +43,26 @@ pub fn ringwire(args: &[&str]) -> (i32, String, String) {
     (
         o.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Runs the `ringwire` binary with `args`, stdin empty and stdout written to /dev/full:
+/// (exit code, stderr).
+#[allow(dead_code)] // only the CLI tests run the binary
+pub fn ringwire_to_dev_full(args: &[&str]) -> (Option<i32>, String) {
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .expect("open /dev/full");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ringwire"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(full)
+        .output()
+        .expect("run the ringwire binary");
+    (
+        o.status.code(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
 }

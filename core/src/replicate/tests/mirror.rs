@@ -383,16 +383,7 @@ fn blob_ring_replicates_between_real_rings() {
     let mut mmem = Mem::new(1 << 12);
     let mut sink = Sink::on(&mut mmem);
     let mut m = tcp_mirror_from_oldest(&sink);
-    let cfg = SourceConfig {
-        pacing: Pacing::Fixed {
-            linger: Duration::ZERO,
-        },
-        ..SourceConfig::default()
-    };
-    let mut s = SourceSession::new(cfg, MIRROR_IP, ms(0));
-    let mut b = [0u8; 64];
-    let t = m.poll_transmit(ms(0), &mut b).unwrap();
-    s.handle_stream(ms(0), &b[..t.len], &src, None).unwrap();
+    let mut s = unlingering_session_after_hello(&mut m, &src);
     let mut out = [0u8; 2048];
     let mut pump = |m: &mut Mirror<'_>, s: &mut SourceSession, sink: &mut Sink| {
         while let Some(n) = s.poll_transmit(ms(0), &src, &mut out) {
@@ -952,16 +943,7 @@ fn zero_sized_records_are_mirrored() {
     let mut mmem = Mem::new(4096);
     let mut sink = Sink::on(&mut mmem);
     let mut m = tcp_mirror_from_oldest(&sink);
-    let cfg = SourceConfig {
-        pacing: Pacing::Fixed {
-            linger: Duration::ZERO,
-        },
-        ..SourceConfig::default()
-    };
-    let mut s = SourceSession::new(cfg, MIRROR_IP, ms(0));
-    let mut b = [0u8; 64];
-    let t = m.poll_transmit(ms(0), &mut b).expect("HELLO");
-    s.handle_stream(ms(0), &b[..t.len], &src, None).unwrap();
+    let mut s = unlingering_session_after_hello(&mut m, &src);
     let mut out = [0u8; 1024];
     let mut pump = |m: &mut Mirror<'_>, s: &mut SourceSession, sink: &mut Sink| {
         while let Some(n) = s.poll_transmit(ms(0), &src, &mut out) {
@@ -983,4 +965,20 @@ fn zero_sized_records_are_mirrored() {
     for seq in 2..=9 {
         assert_eq!(mirror.read_slot(seq, &mut []), crate::ring::SlotRead::Ok);
     }
+}
+
+/// A TCP source session that never lingers (each record sent as soon as it can be), after
+/// the HELLO `m` sends.
+fn unlingering_session_after_hello(m: &mut Mirror<'_>, src: &RingSource) -> SourceSession {
+    let cfg = SourceConfig {
+        pacing: Pacing::Fixed {
+            linger: Duration::ZERO,
+        },
+        ..SourceConfig::default()
+    };
+    let mut s = SourceSession::new(cfg, MIRROR_IP, ms(0));
+    let mut b = [0u8; 64];
+    let t = m.poll_transmit(ms(0), &mut b).expect("HELLO");
+    s.handle_stream(ms(0), &b[..t.len], src, None).unwrap();
+    s
 }
