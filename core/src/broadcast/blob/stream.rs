@@ -245,6 +245,31 @@ impl BlobReader {
             registry::register_owner(&self.view, pid, &name, self.cursor, |_| true).ok();
     }
 
+    /// The slot at the cursor, a record `write_seq` has passed, holds the write marker: a
+    /// later lap's write is overwriting the record, or its writer died mid-write and left
+    /// the marker for good. The record is gone: counted as lapped, the cursor moves past it
+    /// (as [`Consumer`](crate::broadcast::Consumer)'s receive does). Returns whether it
+    /// moved.
+    #[cold]
+    fn rewritten_under(&mut self) -> bool {
+        let want = self.cursor;
+        let Some(next) = want.checked_add(1) else {
+            return false;
+        };
+        // Acquire, before the slot's re-load: the record's own publication is then visible,
+        // so a marker found below is a later lap's, not the record's first write.
+        if want > self.view.write_seq().load(Ordering::Acquire) {
+            return false;
+        }
+        // Acquire: as the §4.3 reader's first load.
+        if self.view.slot_seq(want).load(Ordering::Acquire) != SLOT_WRITING {
+            return false;
+        }
+        self.lapped = self.lapped.saturating_add(1);
+        self.cursor = next;
+        true
+    }
+
     /// Spec §7 hole detection on a sparse ring: when `write_seq` has reached the cursor but
     /// the cursor's slot holds an older message (a hole the mirror skipped), jump to the
     /// first retained sequence after it that is present, or past `write_seq`. Returns true
@@ -312,6 +337,12 @@ impl BlobReader {
                     }
                 }
                 SlotRead::Pending => {
+                    // Relaxed: a hint on the line just read; `rewritten_under` re-loads it.
+                    if self.view.slot_seq(self.cursor).load(Ordering::Relaxed) == SLOT_WRITING
+                        && self.rewritten_under()
+                    {
+                        continue;
+                    }
                     if self.sparse {
                         self.pending_polls = self.pending_polls.wrapping_add(1);
                         if self.pending_polls.is_multiple_of(64) && self.skip_hole() {
@@ -464,6 +495,27 @@ mod tests {
         assert_eq!(readers(), [(0, 12, 1), (1, 11, 2)]);
         assert_eq!(a.recv(&mut desc, &mut out).unwrap().unwrap().seq, 2);
         assert_eq!(readers(), [(0, 12, 1), (1, 11, 3)]);
+    }
+
+    #[test]
+    fn a_slot_left_mid_write_below_write_seq_is_passed_as_lost() {
+        let mut buf = vec![];
+        let v = small(&mut buf, 0);
+        let mut w = BlobWriter::new(v).unwrap();
+        for i in 0..6u8 {
+            w.push(&mut [i; 24], &pattern(8, i), 0).unwrap();
+        }
+        // 1..=6 published in 4 slots (oldest 3); the writer dies writing 7 over 3's slot.
+        v.slot_seq(7).store(SLOT_WRITING, Ordering::Relaxed);
+        let mut rd = BlobReader::new(v).unwrap();
+        assert_eq!(rd.cursor(), 3);
+        let (mut desc, mut out) = ([0u8; 24], [0u8; 8]);
+        let mut got = std::vec::Vec::new();
+        while let Some(r) = rd.recv(&mut desc, &mut out).unwrap() {
+            got.push(r.seq);
+        }
+        assert_eq!(got, [4, 5, 6]);
+        assert_eq!(rd.lapped_count(), 1);
     }
 
     #[test]
