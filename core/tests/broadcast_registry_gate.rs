@@ -160,3 +160,44 @@ fn two_readers_of_one_process_pruned_together_each_register_again() {
     assert_eq!(drain(&mut a), [6, 7, 8]);
     assert_eq!((a.lapped(), b.lapped()), (0, 0));
 }
+
+#[test]
+fn a_pruned_reader_dropped_leaves_alone_the_slot_its_sibling_took_again() {
+    // A and B of one process (pid 11) in slots 0 and 1, both pruned; C takes slot 0, A's
+    // next receive takes slot 1 (B's old one). B, dropped without having read again, must
+    // not free the slot: its pid is A's too, its token is not.
+    let (_h, view, mut p) = lossless(4, 2, 0);
+    let mut a = Consumer::new(view, StartMode::Oldest);
+    let mut b = Consumer::new(view, StartMode::Oldest);
+    assert_eq!(a.register(11, "consumer", |_| true).unwrap(), Some(0));
+    assert_eq!(b.register(11, "consumer", |_| true).unwrap(), Some(1));
+    p.try_push(&1u64.to_le_bytes()).unwrap();
+    assert_eq!(registry::prune_dead(&view, |pid| pid != 11), 2);
+    let mut c = Consumer::new(view, StartMode::Oldest);
+    assert_eq!(c.register(12, "other", |pid| pid != 11).unwrap(), Some(0));
+    assert_eq!(drain(&mut a), [1]);
+    assert_eq!(a.registry_slot(), Some(1));
+    drop(b);
+    assert_eq!(readers(&view), [(12, 1), (11, 2)], "B freed A's slot");
+}
+
+#[test]
+fn a_ring_of_write_markers_is_crossed_a_lap_at_a_time() {
+    // A corrupt ring: every slot holds the write marker and write_seq is far ahead of a
+    // reader. Each poll stays bounded; the 64th moves the reader past the oldest record
+    // write_seq leaves, not one record.
+    let (_h, view, _p) = lossless(4, 0, 4);
+    let mut c = Consumer::new(view, StartMode::Head);
+    assert_eq!(c.cursor(), 5);
+    for s in 1..=4u64 {
+        view.slot_seq(s)
+            .store(u64::MAX, ringwire_core::sync::Ordering::Relaxed);
+    }
+    view.write_seq()
+        .store(1000, ringwire_core::sync::Ordering::Release);
+    let mut buf = [0u8; 8];
+    for _ in 0..64 {
+        assert_eq!(c.try_recv(&mut buf), None);
+    }
+    assert_eq!((c.cursor(), c.lapped()), (997, 992));
+}

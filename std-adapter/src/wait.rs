@@ -95,9 +95,10 @@ pub(crate) fn before(deadline: Option<Instant>) -> bool {
 /// On a ring with one writer, a published cursor whose slot reads [`SLOT_WRITING`] is
 /// something to do too: a later lap is overwriting the record, or a producer that died
 /// mid-write left the marker for good, and the consumer counts the record lapped and moves
-/// past it (`Consumer`'s receive). Users of this test that only wait (the replication
-/// source's waiters) must act on such a slot too, not poll it (`RingSource` reports it
-/// overwritten).
+/// past it (`Consumer`'s and `BlobReader`'s receive, on the 64th empty poll in a row, so a
+/// waiter there returns at once up to 64 times). Users of this test that only wait (the
+/// replication source's waiters) must act on such a slot too, not poll it (`RingSource`
+/// reports it overwritten).
 #[inline(always)]
 pub(crate) fn published(ring: &RingView, cursor: u64) -> bool {
     // Acquire: a reader that sees the new write_seq also sees the slots published before it.

@@ -242,6 +242,27 @@ pub fn unregister(view: &RingView, slot: u32, pid: u32) -> Result<(), RegistryEr
     }
 }
 
+/// [`unregister`] for the reader registered as `owner`: also fails, touching nothing, when
+/// the slot holds `owner`'s pid under another registration's token (both readers of one
+/// process were pruned, and the other one took this slot again). The load of the token and
+/// the CAS leave the window [`publish_cursor_as`] leaves.
+pub fn unregister_owner(view: &RingView, owner: Owner) -> Result<(), RegistryError> {
+    let Owner { slot, pid, token } = owner;
+    let count = check_registry(view)?;
+    let token_w = view
+        .registry_a64(slot, reg::HEARTBEAT_TSC)
+        .ok_or(RegistryError::BadSlot { slot, count })?;
+    // Relaxed: a guard against a stale owner, as in `publish_cursor_as`.
+    if token_w.load(Ordering::Relaxed) != token {
+        // Relaxed: only reported.
+        let found = view
+            .registry_a32(slot, reg::PID)
+            .map_or(0, |w| w.load(Ordering::Relaxed));
+        return Err(RegistryError::NotOwner { slot, pid, found });
+    }
+    unregister(view, slot, pid)
+}
+
 /// Publishes a reader's cursor (the next sequence it will read) with a release store, so a
 /// producer that acquires it knows every read before it has finished.
 #[inline]

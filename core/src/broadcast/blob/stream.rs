@@ -178,7 +178,7 @@ impl BlobReader {
     /// Gives the registry slot back (also done on drop). A no-op when not registered.
     pub fn unregister(&mut self) -> Result<(), RegistryError> {
         match self.registration.take() {
-            Some(o) => registry::unregister(&self.view, o.slot, o.pid),
+            Some(o) => registry::unregister_owner(&self.view, o),
             None => Ok(()),
         }
     }
@@ -258,14 +258,17 @@ impl BlobReader {
         };
         // Acquire, before the slot's re-load: the record's own publication is then visible,
         // so a marker found below is a later lap's, not the record's first write.
-        if want > self.view.write_seq().load(Ordering::Acquire) {
+        let w = self.view.write_seq().load(Ordering::Acquire);
+        if want > w {
             return false;
         }
         // Acquire: as the §4.3 reader's first load.
         if self.view.slot_seq(want).load(Ordering::Acquire) != SLOT_WRITING {
             return false;
         }
-        self.lapped = self.lapped.saturating_add(1);
+        // Past the oldest retained record too (a ring of markers is crossed a lap at a time).
+        let next = next.max(oldest_retained(w, self.view.capacity()));
+        self.lapped = self.lapped.saturating_add(next - want);
         self.cursor = next;
         true
     }
@@ -337,17 +340,12 @@ impl BlobReader {
                     }
                 }
                 SlotRead::Pending => {
-                    // Relaxed: a hint on the line just read; `rewritten_under` re-loads it.
-                    if self.view.slot_seq(self.cursor).load(Ordering::Relaxed) == SLOT_WRITING
-                        && self.rewritten_under()
+                    // Every 64th pending poll in a row looks further, as `Consumer` does.
+                    self.pending_polls = self.pending_polls.wrapping_add(1);
+                    if self.pending_polls.is_multiple_of(64)
+                        && (self.rewritten_under() || (self.sparse && self.skip_hole()))
                     {
                         continue;
-                    }
-                    if self.sparse {
-                        self.pending_polls = self.pending_polls.wrapping_add(1);
-                        if self.pending_polls.is_multiple_of(64) && self.skip_hole() {
-                            continue;
-                        }
                     }
                     return Ok(None);
                 }
@@ -510,9 +508,10 @@ mod tests {
         let mut rd = BlobReader::new(v).unwrap();
         assert_eq!(rd.cursor(), 3);
         let (mut desc, mut out) = ([0u8; 24], [0u8; 8]);
+        // The marker is looked at on the 64th pending poll in a row.
         let mut got = std::vec::Vec::new();
-        while let Some(r) = rd.recv(&mut desc, &mut out).unwrap() {
-            got.push(r.seq);
+        for _ in 0..66 {
+            got.extend(rd.recv(&mut desc, &mut out).unwrap().map(|r| r.seq));
         }
         assert_eq!(got, [4, 5, 6]);
         assert_eq!(rd.lapped_count(), 1);
