@@ -1038,7 +1038,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "current_thread")]
-    async fn async_consumer_sleeps_on_a_slot_left_mid_write_a_lap_behind() {
+    async fn async_consumer_passes_a_slot_left_mid_write_then_sleeps() {
         let t = TmpPath::new("stuck");
         let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
         for v in 1..=8u64 {
@@ -1046,15 +1046,23 @@ mod tests {
         }
         let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap()).unwrap();
         assert_eq!(rx.cursor(), 1);
-        // A producer died overwriting the reader's slot with the next lap (write_seq 8 >= 1).
+        // A producer died overwriting the reader's slot with the next lap (write_seq 8 >= 1):
+        // record 1 is lost, the records behind it are delivered (the consumer looks at the
+        // marker on its 64th empty poll in a row).
         tx.file()
             .ring()
             .slot_seq(1)
             .store(SLOT_WRITING, ringwire_core::sync::Ordering::Release);
-        assert_eq!(rx.try_recv(), None);
+        let got = tokio::time::timeout(Duration::from_secs(1), rx.recv()).await;
+        assert_eq!(got, Ok(2));
+        assert_eq!(rx.lapped_count(), 1);
+        for v in 3..=8u64 {
+            assert_eq!(rx.recv().await, v);
+        }
+        // Caught up: the task and its waiter sleep until the next record.
         let (task0, waiter0) = (crate::sys::thread_cpu_time(), waiter_cpu(&rx));
         assert!(
-            tokio::time::timeout(Duration::from_secs(1), rx.recv())
+            tokio::time::timeout(Duration::from_millis(500), rx.recv())
                 .await
                 .is_err()
         );
@@ -1062,27 +1070,18 @@ mod tests {
             crate::sys::thread_cpu_time() - task0,
             waiter_cpu(&rx) - waiter0,
         );
-        eprintln!(
-            "stuck slot, 1 s: task {task:?}, waiter {waiter:?}, {:?}",
-            rx.waiter_stats()
-        );
-        assert!(task < Duration::from_millis(150), "the task spun: {task:?}");
+        assert!(task < Duration::from_millis(100), "the task spun: {task:?}");
         assert!(
-            waiter < Duration::from_millis(150),
+            waiter < Duration::from_millis(100),
             "the waiter spun: {waiter:?}"
         );
-        // The next lap's record ends the wait at once: the slot is overwritten, the reader
-        // lapped past it.
-        let t0 = std::time::Instant::now();
         let late = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
             tx.push(&9);
             tx
         });
         let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
-        assert_eq!(got, Ok(2));
-        assert!(t0.elapsed() < Duration::from_secs(1), "{:?}", t0.elapsed());
-        assert_eq!(rx.lapped_count(), 1);
+        assert_eq!(got, Ok(9));
         drop(late.join());
     }
 }
