@@ -513,9 +513,9 @@ impl Consumer {
     /// dead: see [`registry::publish_cursor_as`]); the cursor is not stored there, and the
     /// reader registers again, under its pid and name, in a free slot (pruning nobody), so
     /// a lossless producer waits for it again from its cursor on. Records the producer
-    /// overwrote while it was not counted are counted as lapped, by the lap check that
-    /// follows a registration. With no free slot it goes on unregistered
-    /// ([`Consumer::registry_slot`] is then `None`).
+    /// overwrote while it was not counted are counted as lapped by the reads that find
+    /// them. With no free slot it goes on unregistered ([`Consumer::registry_slot`] is then
+    /// `None`).
     #[inline]
     pub(super) fn publish_cursor(&mut self) {
         if let Some(owner) = self.registry
@@ -531,14 +531,11 @@ impl Consumer {
     fn register_again(&mut self) {
         self.registry = None;
         let (pid, name) = (self.registry_pid, self.registry_name);
-        if let Ok(owner) = registry::register_owner(&self.view, pid, &name, self.cursor, |_| true) {
-            self.registry = Some(owner);
-            let w = self.load_write_seq();
-            // The slot is ours: a plain store, so a slot pruned again at once cannot loop.
-            if self.lap_to(w) {
-                let _ = registry::publish_cursor(&self.view, owner.slot, self.cursor);
-            }
-        }
+        // The registration stores the cursor. No lap check here (unlike `register`'s): this
+        // runs inside a receive that just delivered the record before the cursor, and
+        // records lost meanwhile are found, and counted, by the next read as always.
+        self.registry =
+            registry::register_owner(&self.view, pid, &name, self.cursor, |_| true).ok();
     }
 }
 
