@@ -278,6 +278,28 @@ impl RingView {
         self.slot_seq_at((seq & self.geo.mask()) as usize)
     }
 
+    /// On a ring with one writer (not MPMC-flagged): `Some(write_seq)` when record `seq`,
+    /// which that `write_seq` has passed, has the write marker in its slot. The writer
+    /// stored `seq` there before it published `write_seq` past it, so the marker is a later
+    /// lap's write of the slot, in progress or, if that writer died mid-write, for good:
+    /// the record is gone. `None` otherwise (on an MPMC-flagged ring, where `write_seq` is
+    /// the highest ticket published, a marker below it may be a ticket still being written;
+    /// and for `seq` = the marker's own value). The readers' rule for such a slot (spec §4.3
+    /// would wait at it for ever): the consumers count the record lapped, the replication
+    /// source reports it overwritten.
+    #[cold]
+    pub fn rewritten_under(&self, seq: u64) -> Option<u64> {
+        if self.geo.flags.has(Flags::MODE_MPMC) || seq == SLOT_WRITING {
+            return None;
+        }
+        // Acquire, before the slot's load: the record's own publication, if write_seq has
+        // passed it, is then visible, so a marker found below is a later lap's, not the
+        // record's first write.
+        let w = self.write_seq().load(Ordering::Acquire);
+        // Acquire: as the §4.3 reader's first load.
+        (seq <= w && self.slot_seq(seq).load(Ordering::Acquire) == SLOT_WRITING).then_some(w)
+    }
+
     /// Writes a record into the slot of `seq` (spec §4.2 steps 1–4): marker, release fence,
     /// payload as relaxed words, release store of `seq`. `payload` is the raw slot bytes
     /// `[8, 8 + payload.len())`; it is truncated to `element_size - 8`.

@@ -454,25 +454,14 @@ impl Consumer {
     /// written out of order (`mpmc_ticket_lost`). Returns whether the cursor moved.
     #[cold]
     fn rewritten_under(&mut self, want: u64) -> bool {
-        // A cursor of u64::MAX (the marker's own value, on a corrupt ring) stays there.
-        let Some(next) = want.checked_add(1) else {
+        let Some(w) = self.view.rewritten_under(want) else {
             return false;
         };
-        // Loaded before the slot (acquire): the record's own publication, if write_seq has
-        // passed it, is then visible to the load below, so a marker found there is a later
-        // lap's (found before this load, it could be the record's own first write).
-        let w = self.load_write_seq();
-        if want > w {
-            return false;
-        }
-        // Acquire: as in `skip_hole`.
-        if self.view.slot_seq(want).load(Ordering::Acquire) != SLOT_WRITING {
-            return false;
-        }
+        self.write_seq_seen = self.write_seq_seen.max(w);
         // Past the oldest retained record too: a ring of markers (corrupt) is then crossed
-        // a lap at a time, not a record at a time.
+        // a lap at a time, not a record at a time. (`want` is below the marker's value.)
         self.lapped = self.lapped.saturating_add(1);
-        self.cursor = next;
+        self.cursor = want + 1;
         self.lap_to(w);
         true
     }

@@ -154,25 +154,13 @@ impl RingSource {
     /// otherwise [`ReadRecord::Pending`].
     #[cold]
     fn pending(&self, seq: u64) -> ReadRecord {
-        let v = &self.0;
-        let geo = v.geometry();
-        if geo.flags.has(Flags::MODE_MPMC) || seq == SLOT_WRITING {
-            return ReadRecord::Pending;
-        }
-        // Acquire: pairs with the writer's release store of write_seq, which follows its
-        // release store of `seq` into the slot: the slot load below, made after this one,
-        // sees `seq` or a later write of the slot.
-        let w = v.write_seq().load(Ordering::Acquire);
-        if w < seq {
-            return ReadRecord::Pending;
-        }
-        // Relaxed: only the marker is looked for; no payload is read on this verdict.
-        if v.slot_seq(seq).load(Ordering::Relaxed) != SLOT_WRITING {
-            // Published since, or a hole of a sparse ring: the caller reads again.
-            return ReadRecord::Pending;
-        }
-        ReadRecord::Overwritten {
-            seen: seq.saturating_add(geo.capacity),
+        match self.0.rewritten_under(seq) {
+            Some(_) => ReadRecord::Overwritten {
+                seen: seq.saturating_add(self.0.capacity()),
+            },
+            // Not published yet, published since, or a hole of a sparse ring: the caller
+            // reads again (or asks `hole_end`).
+            None => ReadRecord::Pending,
         }
     }
 }

@@ -228,11 +228,9 @@ impl RingWaiter {
             .map(|to| to.saturating_duration_since(now))
     }
 
-    /// Returns once record `cursor` may be read (published, as a consumer's wait sees it:
-    /// `write_seq >= cursor` and its slot not being rewritten, the test of the consumers'
-    /// wait strategies), or after about `max` (at most 2 ms). A slot at a
-    /// published cursor whose rewrite never finishes (its producer died mid-write) is
-    /// waited on, not spun on.
+    /// Returns once there is something to do at `cursor` (the consumers' wait test,
+    /// `wait::published`: `write_seq >= cursor`, or on an MPMC-flagged ring the ticket
+    /// published or a lap behind), or after about `max` (at most 2 ms).
     pub fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
         let ready = || crate::wait::published(view, cursor);
         if cursor > self.cursor {

@@ -354,8 +354,8 @@ impl PollWait {
         }
     }
 
-    /// Returns once record `cursor` may be read (as [`RingWaiter::wait`]: published and
-    /// its slot not being rewritten), or after about `max`.
+    /// Returns once there is something to do at `cursor` (as [`RingWaiter::wait`]), or
+    /// after about `max`.
     fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
         let ready = || crate::wait::published(view, cursor);
         if ready() || self.policy.poll(max, ready) {

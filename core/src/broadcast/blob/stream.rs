@@ -253,21 +253,12 @@ impl BlobReader {
     #[cold]
     fn rewritten_under(&mut self) -> bool {
         let want = self.cursor;
-        let Some(next) = want.checked_add(1) else {
+        let Some(w) = self.view.rewritten_under(want) else {
             return false;
         };
-        // Acquire, before the slot's re-load: the record's own publication is then visible,
-        // so a marker found below is a later lap's, not the record's first write.
-        let w = self.view.write_seq().load(Ordering::Acquire);
-        if want > w {
-            return false;
-        }
-        // Acquire: as the §4.3 reader's first load.
-        if self.view.slot_seq(want).load(Ordering::Acquire) != SLOT_WRITING {
-            return false;
-        }
-        // Past the oldest retained record too (a ring of markers is crossed a lap at a time).
-        let next = next.max(oldest_retained(w, self.view.capacity()));
+        // Past the oldest retained record too (a ring of markers is crossed a lap at a time;
+        // `want` is below the marker's value).
+        let next = (want + 1).max(oldest_retained(w, self.view.capacity()));
         self.lapped = self.lapped.saturating_add(next - want);
         self.cursor = next;
         true
