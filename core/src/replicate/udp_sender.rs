@@ -132,10 +132,7 @@ impl<const N: usize> UdpSender<N> {
 
     /// Every destination of a datagram: the multicast group first, then each punched peer.
     pub fn destinations(&self) -> impl Iterator<Item = PeerAddr> + '_ {
-        self.cfg
-            .multicast
-            .into_iter()
-            .chain(self.peers.iter().filter_map(|p| p.addr))
+        self.destinations_from().map(|(a, _)| a)
     }
 
     /// [`UdpSender::destinations`], each with the address to send from: a punched peer's
