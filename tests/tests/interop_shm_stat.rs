@@ -148,3 +148,32 @@ fn bad_flag_values_are_errors_not_defaults() {
     let e = Cli::try_parse_from(["ringwire", "dump", "/x", "--tail", "ten"]).unwrap_err();
     assert!(e.to_string().contains("'ten'"), "{e}");
 }
+
+#[test]
+fn dump_names_a_slot_left_mid_write_below_write_seq_as_lost() {
+    use ringwire::core::layout::SLOT_WRITING;
+    use ringwire::core::sync::Ordering;
+    let p = ShmPath::new("dump-stuck");
+    let mut prod = ringwire::RingProducer::<u64>::create(&p, 4).unwrap();
+    for s in 1..=4u64 {
+        prod.push(&s);
+    }
+    // The writer died writing record 5 over record 1's slot.
+    ringwire_tests::shm::view(prod.file())
+        .slot_seq(5)
+        .store(SLOT_WRITING, Ordering::SeqCst);
+    let mut out = Vec::new();
+    run(
+        Cli::try_parse_from(["ringwire", "dump", p.path().to_str().unwrap()]).unwrap(),
+        &mut out,
+    )
+    .unwrap();
+    let text = String::from_utf8(out).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(
+        lines[0].starts_with("seq 1 slot 1 seq_word WRITING (lost:"),
+        "{text}"
+    );
+    assert!(lines[1].starts_with("seq 2 slot 2 seq_word 2 "), "{text}");
+}

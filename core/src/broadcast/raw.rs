@@ -11,8 +11,8 @@ use crate::sync::Ordering;
 pub enum RawRead {
     /// `dst` holds the record: `min(dst.len(), element_size - 8)` raw bytes from slot + 8.
     Record,
-    /// Not published yet, or being overwritten while `write_seq` has not yet moved past the
-    /// asked sequence: stop collecting and try again later.
+    /// Not published yet, or (on an MPMC-flagged ring) a ticket still being written: stop
+    /// collecting and try again later.
     Pending,
     /// The record is gone: the oldest sequence the ring can still hold is `resume_at`
     /// (always greater than the sequence asked for). A TCP source sends `GAP(resume_at)`.
@@ -28,11 +28,25 @@ pub enum RawRead {
 /// (§20.2): if `r > seq` the record is reported [`RawRead::Lapped`] with `resume_at = r`,
 /// otherwise (the re-check saw a write in flight) it is [`RawRead::Pending`], which a
 /// source treats as "retry".
+///
+/// On a ring with one writer, a slot holding the write marker at a sequence `write_seq` has
+/// passed is a later lap's write ([`RingView::rewritten_under`]): in progress, or left for
+/// good by a writer that died mid-write. The record is gone either way, so it is
+/// [`RawRead::Lapped`], with `resume_at` the oldest record the ring holds once that write
+/// (of `seq + C` at the earliest) is done.
 #[inline]
 pub fn read_record(view: &RingView, seq: u64, dst: &mut [u8]) -> RawRead {
     match view.read_slot(seq, dst) {
         SlotRead::Ok => RawRead::Record,
-        SlotRead::Pending => RawRead::Pending,
+        SlotRead::Pending => match view.rewritten_under(seq) {
+            Some(w) => RawRead::Lapped {
+                resume_at: oldest_retained(
+                    w.max(seq.saturating_add(view.capacity())),
+                    view.capacity(),
+                ),
+            },
+            None => RawRead::Pending,
+        },
         SlotRead::Overwritten { seen } => {
             // Acquire: pairs with the producer's publish; only its value is used here.
             let w = view.write_seq().load(Ordering::Acquire);
@@ -82,15 +96,32 @@ mod tests {
     }
 
     #[test]
-    fn overwrite_in_flight_is_pending() {
+    fn a_marker_below_write_seq_is_lapped_not_pending() {
+        // A writer that died writing record 5 (slot 1) after publishing 1..=4: record 1 is
+        // gone, and 2..=4 are intact behind it.
+        let (_m, view) = spmc_ring(4, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        for s in 1..=4u8 {
+            p.push(&[s]);
+        }
+        view.slot_seq(5).store(SLOT_WRITING, Ordering::Relaxed);
+        let mut dst = [0u8; 8];
+        assert_eq!(
+            read_record(&view, 1, &mut dst),
+            RawRead::Lapped { resume_at: 2 }
+        );
+        assert_eq!(read_record(&view, 2, &mut dst), RawRead::Record);
+        // The marker of the record being written (5, past write_seq) is still pending.
+        assert_eq!(read_record(&view, 5, &mut dst), RawRead::Pending);
+    }
+
+    #[test]
+    fn a_newer_sequence_in_the_slot_is_lapped_before_write_seq_moves() {
         let (_m, view) = spmc_ring(4, 16);
         let mut p = Producer::new(view, NoWake).unwrap();
         p.push(&[1]);
-        // The writer has started message 5 in slot 1 but write_seq is still 1.
-        view.slot_seq(5).store(SLOT_WRITING, Ordering::Relaxed);
         let mut dst = [0u8; 8];
-        assert_eq!(read_record(&view, 1, &mut dst), RawRead::Pending);
-        // Once the slot holds 5, the record is lapped even before write_seq moves.
+        // Slot 1 holds 5 while write_seq is still 1.
         view.slot_seq(5).store(5, Ordering::Release);
         assert_eq!(
             read_record(&view, 1, &mut dst),

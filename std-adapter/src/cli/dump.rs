@@ -56,6 +56,12 @@ pub(super) fn run(path: &Path, tail: u64, hex: bool, out: &mut dyn Write) -> Res
                 Some(Ok(blob)) => format!("{} blob {}", preview(&buf, hex), preview(&blob, hex)),
                 Some(Err(BlobLost)) => format!("{} blob (overwritten)", preview(&buf, hex)),
             },
+            // write_seq has passed every sequence shown: on a ring with one writer, the
+            // write marker is a later lap's write, or a writer that died mid-write.
+            SlotRead::Pending if ring.ring().rewritten_under(seq).is_some() => {
+                "(lost: its slot is being rewritten, or was left mid-write by a writer that died)"
+                    .to_string()
+            }
             SlotRead::Pending => "(not published yet)".to_string(),
             SlotRead::Overwritten { seen } => format!("(overwritten by {seen})"),
         };
