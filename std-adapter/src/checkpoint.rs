@@ -9,6 +9,11 @@
 //! | 16 | `offset_seq`: last processed sequence, 0 = never committed (atomic u64) |
 //! | 24 | `updated_ns`: wall-clock ns since the Unix epoch (atomic u64) |
 //! | 32 | consumer name, at most 31 bytes, NUL-padded |
+//!
+//! The file is mapped, as ringfire maps it: truncating it while a consumer has it open (say
+//! `: > file` from a cleanup script) makes that consumer's next save or load a SIGBUS, as
+//! truncating a mapped ring file does to its users. Remove the file instead: a consumer
+//! that has it open keeps its copy, and the next open creates a new one.
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;

@@ -214,6 +214,12 @@ pub struct FutexStats {
 
 /// Spins a little, then sleeps on the ring's shared futex word until the producer publishes
 /// (spec §11). The producer pays nothing while nobody sleeps.
+///
+/// A sleeper killed while asleep (SIGKILL, a crash) stays counted in the ring's
+/// `waiting_consumers`: spec §11 has no way to retire it. From then on every publish bumps
+/// the futex word and makes a `FUTEX_WAKE` system call (about a microsecond) until the ring
+/// is recreated. `ringwire stat` shows the count. ringfire's sleepers and producers share
+/// this limit (same protocol, same header field).
 #[derive(Clone, Debug)]
 pub struct FutexWait {
     spin_limit: u32,
