@@ -229,12 +229,17 @@ fn facade_server_to_ringfire_mirror_unicast() {
 
 /// ringfire 0.5.2 `ReplicaServer` → ringwire facade mirror.
 fn ringfire_to_ours(mode: Mode, idx: u16) {
+    ringfire_to_ours_at(mode, idx, Ipv4Addr::LOCALHOST, Ipv4Addr::LOCALHOST);
+}
+
+/// [`ringfire_to_ours`] with ringfire's server bound to `bind` and dialled at `dial`.
+fn ringfire_to_ours_at(mode: Mode, idx: u16, bind: Ipv4Addr, dial: Ipv4Addr) {
     use ringfire::replication::{MulticastConfig as RfMc, ReplicaServer as RfServer};
     let src = ShmPath::new(&format!("cmp-ro-src-{idx}"));
     let dst = ShmPath::new(&format!("cmp-ro-dst-{idx}"));
     let mut producer = ringfire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
     publish(&mut |s| producer.push(&payload(s)), 1, N / 2);
-    let mut server = RfServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let mut server = RfServer::bind(src.path(), (bind, 0)).unwrap();
     match mode {
         Mode::Tcp => {}
         Mode::Multicast => {
@@ -247,7 +252,7 @@ fn ringfire_to_ours(mode: Mode, idx: u16) {
         }
         Mode::Unicast => server = server.unicast(free_udp_port(), 1472),
     }
-    let addr = server.local_addr().unwrap();
+    let addr = std::net::SocketAddr::from((dial, server.local_addr().unwrap().port()));
     // TCP: serve_one ends when our mirror hangs up; UDP: the thread is left running.
     let served = if mode == Mode::Tcp {
         Some(std::thread::spawn(move || {
@@ -309,6 +314,19 @@ fn ringfire_server_to_facade_mirror_multicast() {
 #[test]
 fn ringfire_server_to_facade_mirror_unicast() {
     ringfire_to_ours(Mode::Unicast, 9);
+}
+
+/// ringfire's server bound to 0.0.0.0 and dialled at another local address than the one its
+/// kernel sends from (127.0.0.2; all of 127/8 is local): its datagrams come from 127.0.0.1.
+/// The mirror used to drop every one as from a wrong address, and so never caught up.
+#[test]
+fn ringfire_server_dialled_at_a_secondary_address_to_facade_mirror_unicast() {
+    ringfire_to_ours_at(
+        Mode::Unicast,
+        10,
+        Ipv4Addr::UNSPECIFIED,
+        Ipv4Addr::new(127, 0, 0, 2),
+    );
 }
 
 /// `MirrorHandle::shutdown` ends `run` on another thread promptly, with nothing published

@@ -843,7 +843,7 @@ impl<'a> Conn<'a> {
                                 && let Some(expected) = self.m.udp_source()
                             {
                                 diag!(
-                                    "mirror: warning: dropping datagrams of this session from {}: unicast datagrams are accepted only from {} (the source's UDP port at the address connected to); later drops are only counted",
+                                    "mirror: warning: dropping datagrams of this session from {}: unicast datagrams are accepted only from {} (the source's UDP port at the address dialled, or at the address its first datagram came from); later drops are only counted",
                                     sock_v4(from),
                                     sock_v4(expected)
                                 );

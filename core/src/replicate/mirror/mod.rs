@@ -98,9 +98,15 @@ pub struct MirrorConfig {
     pub punch_interval: Duration,
     /// PUNCH keep-alive afterwards (default 5 s).
     pub punch_keepalive: Duration,
-    /// Accept unicast datagrams only from the address the PUNCHes go to (the TCP peer's IP
-    /// and the source's UDP port). Default true. Drops are counted in
+    /// Accept unicast datagrams only from one address: the source's UDP port at the TCP
+    /// peer's IP (where the PUNCHes go), or, when the first datagram of the session comes
+    /// from that port at another IP, that address. Default true. Drops are counted in
     /// [`MirrorCounters::udp_wrong_source`].
+    ///
+    /// The second case is a source bound to 0.0.0.0 reached at a secondary address (a VIP,
+    /// 127.0.0.2): its kernel sends from the route's address, not the one dialled.
+    /// ringwire's server answers from the dialled address; ringfire's cannot, and spec §21.4
+    /// checks no address at all, so refusing it would make such a source unusable.
     ///
     /// Multicast datagrams are never checked by address (spec §21.4: only the session byte
     /// filters them): their source is the address of the interface the source sends from
@@ -342,7 +348,9 @@ impl<'a> Mirror<'a> {
     }
     /// The only address datagrams are accepted from: over UDP unicast with
     /// [`MirrorConfig::check_udp_source`], the source's UDP port at the TCP peer's IP (where
-    /// the PUNCHes go). `None` when datagrams are not checked by address (multicast, TCP).
+    /// the PUNCHes go), or the address the session's first datagram came from if that is the
+    /// same port at another IP. `None` when datagrams are not checked by address (multicast,
+    /// TCP).
     pub fn udp_source(&self) -> Option<PeerAddr> {
         self.udp_from.filter(|_| self.cfg.check_udp_source)
     }
@@ -554,6 +562,19 @@ impl<'a> Mirror<'a> {
         Ok(())
     }
 
+    /// Whether `from`, not [`Mirror::udp_source`], is accepted from now on: a datagram of
+    /// this session from the source's UDP port at another IP, before any datagram was heard
+    /// (see [`MirrorConfig::check_udp_source`]). Once one address was heard, it is the only
+    /// one.
+    fn adopt_udp_source(&mut self, from: PeerAddr) -> bool {
+        let first = self.punch.as_ref().is_some_and(|p| !p.heard);
+        let adopt = first && self.udp_from.is_some_and(|a| a.port == from.port);
+        if adopt {
+            self.udp_from = Some(from);
+        }
+        adopt
+    }
+
     /// Handles one datagram from `from`. Returns false if it was dropped as garbage (a unicast
     /// one with the session's byte from another address than [`Mirror::udp_source`] is also
     /// counted in [`MirrorCounters::udp_wrong_source`]). Prefer [`Mirror::handle_datagrams`],
@@ -572,7 +593,7 @@ impl<'a> Mirror<'a> {
             self.counters.garbage_dropped += 1;
             return false;
         }
-        if self.udp_source().is_some_and(|a| a != from) {
+        if self.udp_source().is_some_and(|a| a != from) && !self.adopt_udp_source(from) {
             self.counters.garbage_dropped += 1;
             self.counters.udp_wrong_source += 1;
             return false;

@@ -50,8 +50,8 @@ fn multicast_datagrams_are_not_checked_by_source_address() {
     assert_eq!((c.garbage_dropped, c.udp_wrong_source), (1, 0));
 }
 
-/// A unicast datagram from another address than the one punched is dropped, and counted
-/// apart from other garbage (the std driver warns about it once).
+/// Once a unicast datagram was heard from the address punched, one from another address is
+/// dropped, and counted apart from other garbage (the std driver warns about it once).
 #[test]
 fn unicast_datagrams_from_another_address_are_dropped_and_counted() {
     let mut mem = Mem::new(4096);
@@ -59,16 +59,20 @@ fn unicast_datagrams_from_another_address_are_dropped_and_counted() {
     let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
     let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), true);
     assert_eq!(m.udp_source(), Some(UDP_SRC));
-    let lan = PeerAddr::new([192, 168, 1, 7], UDP_SRC.port);
-    assert!(!m.handle_datagram(ms(1), lan, &data(1, 1, 0x22), &mut sink));
-    assert!(!m.handle_datagram(ms(1), lan, &heartbeat(0x22, 9), &mut sink));
-    // Another session from there is plain garbage.
-    assert!(!m.handle_datagram(ms(1), lan, &data(1, 1, 0x23), &mut sink));
-    assert!(sink.writes.is_empty() && m.outstanding_nak().is_none());
-    let c = m.counters();
-    assert_eq!((c.garbage_dropped, c.udp_wrong_source), (3, 2));
+    let other_port = PeerAddr::new(UDP_SRC.ip, UDP_SRC.port + 1);
+    // Another port at the source's IP is not the source, even first.
+    assert!(!m.handle_datagram(ms(1), other_port, &data(1, 1, 0x22), &mut sink));
     assert!(m.handle_datagram(ms(2), UDP_SRC, &data(1, 1, 0x22), &mut sink));
     assert_eq!(sink.writes, [1]);
+    let lan = PeerAddr::new([192, 168, 1, 7], UDP_SRC.port);
+    assert!(!m.handle_datagram(ms(3), lan, &data(2, 1, 0x22), &mut sink));
+    assert!(!m.handle_datagram(ms(3), lan, &heartbeat(0x22, 9), &mut sink));
+    // Another session from there is plain garbage.
+    assert!(!m.handle_datagram(ms(3), lan, &data(2, 1, 0x23), &mut sink));
+    assert!(sink.writes == [1] && m.outstanding_nak().is_none());
+    let c = m.counters();
+    assert_eq!((c.garbage_dropped, c.udp_wrong_source), (4, 3));
+    assert_eq!(m.udp_source(), Some(UDP_SRC));
     // With the check off, any address is accepted.
     let cfg = MirrorConfig {
         check_udp_source: false,
@@ -79,6 +83,26 @@ fn unicast_datagrams_from_another_address_are_dropped_and_counted() {
     let mut m = udp_mirror_with(&mut sink, HoldBack::new(&mut [], &mut []), true, cfg);
     assert_eq!(m.udp_source(), None);
     assert!(m.handle_datagram(ms(1), lan, &data(1, 1, 0x22), &mut sink));
+}
+
+/// A source bound to 0.0.0.0 and reached at a secondary address (ringfire's server at
+/// 127.0.0.2) sends from the route's address: the session's first datagram from the
+/// source's port at another IP names the address, which is then the only one accepted.
+#[test]
+fn the_first_unicast_datagram_from_the_sources_port_at_another_ip_names_the_source() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), true);
+    let route = PeerAddr::new([192, 168, 1, 7], UDP_SRC.port);
+    assert!(m.handle_datagram(ms(1), route, &data(1, 2, 0x22), &mut sink));
+    assert_eq!(m.udp_source(), Some(route));
+    assert!(m.handle_datagram(ms(1), route, &heartbeat(0x22, 4), &mut sink));
+    assert_eq!(sink.writes, [1, 2]);
+    assert_eq!(nak_out(&mut m, ms(1)), Some((3, 4)));
+    // The address dialled is now the other one.
+    assert!(!m.handle_datagram(ms(2), UDP_SRC, &data(3, 1, 0x22), &mut sink));
+    assert_eq!(m.counters().udp_wrong_source, 1);
 }
 
 /// A producer wrote slots 4 and 5 but had not yet stored write_seq = 5 (it stalled or died
