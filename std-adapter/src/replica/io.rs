@@ -13,7 +13,7 @@ use ringwire_core::replicate::{Duration, Instant, PeerAddr};
 
 use super::anticipate::Anticipator;
 use super::spin::SpinPolicy;
-use crate::wait::{FutexWait, WaitStrategy};
+use crate::sys::{self, FutexOutcome};
 
 static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
 
@@ -172,18 +172,15 @@ pub fn write_all_unless<S: Write + AsRawFd>(
     Ok(Written::All)
 }
 
-/// How far into a futex sleep the replication threads run the §11 membarrier
-/// ([`FutexWait::with_deferred_barrier`]). Run before every sleep it took 10–30 µs of the
-/// sleeping thread's CPU on this project's 2-vCPU VM, right when the thread had just passed
-/// a record on to the next stage of the pipeline, which often waits for that CPU; the
-/// default multicast pipeline's push-to-read p50 at 1,000 records/s went from ~29 µs with
-/// it to ~17 µs deferred. A wake-up lost to the (sub-microsecond) race it closes costs at
-/// most this long.
-const BARRIER_AFTER: StdDuration = StdDuration::from_micros(100);
-
-/// Longest single futex sleep: bounds the delay should a wake-up be missed (a producer
-/// that never registered for membarrier), at a few hundred wake-ups a second when idle.
-const MAX_SLEEP: StdDuration = StdDuration::from_millis(2);
+/// Longest futex wait of a park between two looks at the ring, and the longest park that
+/// runs no §11 membarrier. The barrier closes a sub-microsecond race between a producer's
+/// publish and this thread's announcement (a wake-up lost to it costs at most this long),
+/// but each one is an IPI to every CPU running a process registered for it: the producer's
+/// among them. Run in every park, as it was (100 µs into each), an idle TCP session sent
+/// about 450 a second and a UDP one (a heartbeat every 1 ms) about 1,000, and a stream at
+/// 1,000 records/s one per record. Now a park of at most this long runs none, and a longer
+/// one runs one, this far into it, and stays announced (no second barrier) to its end.
+const SLICE: StdDuration = StdDuration::from_millis(2);
 
 /// Idle waiting for a ring to publish `cursor`: a futex sleep with a short timeout (the
 /// producer wakes sleepers, spec §11), or with `spin` a bounded, yielding poll first (see
@@ -230,7 +227,7 @@ impl RingWaiter {
 
     /// Returns once there is something to do at `cursor` (the consumers' wait test,
     /// `wait::published`: `write_seq >= cursor`, or on an MPMC-flagged ring the ticket
-    /// published or a lap behind), or after about `max` (at most 2 ms).
+    /// published or a lap behind), or after about `max`.
     pub fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
         let ready = || crate::wait::published(view, cursor);
         if cursor > self.cursor {
@@ -245,20 +242,52 @@ impl RingWaiter {
         let t0 = std::time::Instant::now();
         let got = self
             .anticipate
-            .wait(max.min(MAX_SLEEP), ready, |d| park_on(view, cursor, d));
+            .wait(max, ready, |d| park_on(view, cursor, d));
         self.policy.parked(t0.elapsed(), got);
     }
 }
 
-/// Sleeps on the ring's futex for at most `d` (a short `d` with a plain sleep).
+/// Sleeps on the ring's futex for at most `d` (a short `d` with a plain sleep), until the
+/// ring has something at `cursor`: the §11 handshake announced once for the whole park,
+/// futex waits of at most [`SLICE`] with a look at the ring after each, and the membarrier
+/// only once the park outlasts its first slice (see [`SLICE`]).
 fn park_on(view: &RingView, cursor: u64, d: StdDuration) {
-    if d >= StdDuration::from_micros(20) {
-        FutexWait::new(0, Some(d))
-            .with_deferred_barrier(BARRIER_AFTER)
-            .wait(view, cursor);
-    } else if !d.is_zero() {
-        std::thread::sleep(d);
+    if d < StdDuration::from_micros(20) {
+        if !d.is_zero() {
+            std::thread::sleep(d);
+        }
+        return;
     }
+    let ready = || crate::wait::published(view, cursor);
+    let pair = view.futex();
+    let announced = pair.announce(|| {}, ready);
+    let Some(v) = announced.sleep_on() else {
+        return;
+    };
+    let t0 = std::time::Instant::now();
+    let mut barrier = false;
+    loop {
+        let left = d.saturating_sub(t0.elapsed());
+        if left.is_zero() {
+            break;
+        }
+        // Woken, the word bumped since it was read (a publish), or a signal: the caller
+        // looks at the ring. Only a slice that timed out goes on sleeping on `v`.
+        if sys::futex_wait(pair.word.as_ptr(), v, left.min(SLICE)) != FutexOutcome::TimedOut {
+            break;
+        }
+        if !barrier && t0.elapsed() < d {
+            // Still announced: from here on a registered producer's publish sees the
+            // announcement and bumps the word, so the waits that follow fail or are woken.
+            sys::membarrier_global();
+            barrier = true;
+        }
+        if ready() {
+            break;
+        }
+    }
+    // Retires the announcement.
+    drop(announced);
 }
 
 #[cfg(test)]

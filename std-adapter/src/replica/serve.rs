@@ -475,6 +475,9 @@ const FIRST_START_TRIES: u32 = 50;
 /// Pause between two attempts to open a ring that is not ready yet.
 const RETRY_EVERY: StdDuration = StdDuration::from_millis(20);
 
+/// How often an idle session looks at its socket and at the server's stop flag.
+const IDLE_CHECK: StdDuration = StdDuration::from_millis(50);
+
 /// How often a server waiting for a replacement ring to be created says so.
 const WAITING_LOG_EVERY: StdDuration = StdDuration::from_secs(5);
 
@@ -1141,12 +1144,16 @@ impl Server {
                 }
             }
             if tcp_live {
-                // Sleep on the ring; check the socket (EOF) at least every few ms.
-                let max = until(t, s.poll_timeout(), StdDuration::from_millis(5));
+                // Sleep on the ring; check the socket (EOF) and `stop` every 50 ms, as a
+                // UDP-mode session does. Each park ends with the futex handshake's
+                // membarrier, an IPI to every CPU running a registered process (the
+                // producer's among them): parks of a few ms made an idle session send
+                // hundreds a second.
+                let max = until(t, s.poll_timeout(), IDLE_CHECK);
                 waiter.wait(self.ring.view(), s.cursor(), max);
             } else {
                 // Awaiting HELLO, or a UDP-mode session that only answers NAKs.
-                let max = until(t, s.poll_timeout(), StdDuration::from_millis(50));
+                let max = until(t, s.poll_timeout(), IDLE_CHECK);
                 let mut fd = [pollin(stream)];
                 if let Err(e) = poll(&mut fd, max) {
                     return e.to_string();
