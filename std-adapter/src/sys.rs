@@ -91,8 +91,16 @@ pub(crate) fn fenced_publish() -> bool {
 /// `membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED)`: makes a ringfire producer, which only has
 /// a compiler fence between its publish and its waiter check, see our waiter count (§11).
 pub(crate) fn membarrier_global() {
+    #[cfg(test)]
+    MEMBARRIERS.with(|n| n.set(n.get() + 1));
     // SAFETY: as in membarrier_register.
     let _ = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) };
+}
+
+#[cfg(test)]
+thread_local! {
+    /// The barriers this thread has run (unit tests count them).
+    pub(crate) static MEMBARRIERS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// How a `FUTEX_WAIT` ended.

@@ -333,6 +333,42 @@ mod tests {
         assert_eq!(w.policy().wins + w.policy().losses, 0);
     }
 
+    /// An idle park runs the §11 membarrier (an IPI to every CPU running a registered
+    /// process) once it has lasted a slice, once per park: none in parks of up to 2 ms (a UDP
+    /// session's, between 1 ms heartbeats), one in a 40 ms park. Each used to run one 100 µs
+    /// in. A publish still ends a long park at once.
+    #[test]
+    fn a_park_runs_one_barrier_and_only_past_its_first_slice() {
+        let barriers = || crate::sys::MEMBARRIERS.with(|n| n.get());
+        let r = ring();
+        let mut w = RingWaiter::new(false, false);
+        let b0 = barriers();
+        for _ in 0..10 {
+            w.wait(&r, 1, StdDuration::from_micros(1_500));
+        }
+        assert_eq!(barriers() - b0, 0, "short parks");
+        let t0 = std::time::Instant::now();
+        w.wait(&r, 1, StdDuration::from_millis(40));
+        let dt = t0.elapsed();
+        assert!(dt >= StdDuration::from_millis(30), "{dt:?}");
+        assert_eq!(barriers() - b0, 1, "one 40 ms park");
+        // A producer publishing 20 ms into a 10 s park wakes it.
+        let t0 = std::time::Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(StdDuration::from_millis(20));
+                r.write_slot(1, &[7; 8]);
+                if r.publish(1) {
+                    crate::wait::wake_all(&r);
+                }
+            });
+            w.wait(&r, 1, StdDuration::from_secs(10));
+        });
+        let dt = t0.elapsed();
+        assert!(dt < StdDuration::from_secs(2), "{dt:?}");
+        assert!(crate::wait::published(&r, 1));
+    }
+
     /// A peer that reads nothing: the write gives up soon after the stop flag is set, as
     /// [`Written::Stopped`], well before the write timeout; without the flag it times out.
     #[test]
