@@ -212,6 +212,10 @@ pub struct FutexStats {
     pub late_found: u64,
 }
 
+/// How many of [`FutexWait`]'s spins run between two looks at the clock (when the caller
+/// gave a deadline).
+const SPINS_PER_CLOCK: u32 = 64;
+
 /// Spins a little, then sleeps on the ring's shared futex word until the producer publishes
 /// (spec §11). The producer pays nothing while nobody sleeps.
 ///
@@ -235,8 +239,8 @@ impl Default for FutexWait {
 }
 
 impl FutexWait {
-    /// Spins `spin_limit` times before sleeping; each sleep lasts at most `timeout`
-    /// (`None` means 10 ms: a sleep is never unbounded).
+    /// Spins `spin_limit` times before sleeping (fewer when a deadline comes first); each
+    /// sleep lasts at most `timeout` (`None` means 10 ms: a sleep is never unbounded).
     pub fn new(spin_limit: u32, timeout: Option<Duration>) -> Self {
         FutexWait {
             spin_limit,
@@ -289,8 +293,13 @@ impl WaitStrategy for FutexWait {
         deadline: Option<Instant>,
         mut ready: impl FnMut() -> bool,
     ) {
-        for _ in 0..self.spin_limit {
+        for i in 0..self.spin_limit {
             if ready() {
+                return;
+            }
+            // The spins count against the deadline too: a long spin limit must not run
+            // past it (checked every 64 spins, so the clock costs little).
+            if i % SPINS_PER_CLOCK == SPINS_PER_CLOCK - 1 && !before(deadline) {
                 return;
             }
             std::hint::spin_loop();
@@ -385,6 +394,25 @@ impl Wake for FutexWake {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn futex_wait_spins_stop_at_the_deadline() {
+        // A ring nothing is ever published to: only the deadline ends the wait.
+        let t = std::env::temp_dir().join(format!("ringwire-wait-spins-{}", std::process::id()));
+        let tx = crate::RingProducer::<u64>::create(&t, 8).unwrap();
+        let ring = *tx.file().ring();
+        let mut w = FutexWait::new(100_000_000, Some(DEFAULT_FUTEX_TIMEOUT));
+        let t0 = Instant::now();
+        w.wait_until(&ring, 1, deadline_after(Duration::from_millis(1)));
+        let took = t0.elapsed();
+        drop(tx);
+        let _ = std::fs::remove_file(&t);
+        // 10^8 spins take seconds; the deadline is 1 ms (generous bound for a noisy VM).
+        assert!(
+            took < Duration::from_millis(200),
+            "spun past the deadline: {took:?}"
+        );
+    }
 
     #[test]
     fn yield_backoff_default_spins_64_times_as_ringfire() {
