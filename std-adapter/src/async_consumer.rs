@@ -85,6 +85,7 @@
 
 use std::fmt;
 use std::future::poll_fn;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
@@ -232,7 +233,8 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
     /// Whether the waiter thread runs (always, unless [`AsyncRingConsumer::from_consumer`]
     /// could not start it). In a child forked from the process that started it, `false`
     /// until a poll that waits starts the child's own waiter (fork copies no thread but
-    /// the caller's).
+    /// the caller's); likewise after the thread ended unexpectedly (a panic it did not
+    /// catch), until a poll that waits starts another.
     pub fn has_waiter(&self) -> bool {
         self.waiter.runs_here()
     }
@@ -485,9 +487,9 @@ impl Waiter {
         self.pid == std::process::id()
     }
 
-    /// Whether a waiter thread of this process runs.
+    /// Whether a waiter thread of this process runs (and has not ended).
     fn runs_here(&self) -> bool {
-        self.thread.is_some() && self.is_ours()
+        self.is_ours() && self.thread.as_ref().is_some_and(|t| !t.is_finished())
     }
 
     /// Whether a waiter thread of this process runs, after starting one in a forked child
@@ -495,11 +497,19 @@ impl Waiter {
     /// held when the process forked) and the waker stored there are left alone: the child
     /// starts over with its own, watching `consumer`'s ring. Should the thread not start,
     /// the child's consumer goes on without a waiter (see `from_consumer`).
+    ///
+    /// A thread of this process that has ended although it was not told to stop (a panic
+    /// outside the guard around the wake) is replaced too, by one on the same shared state
+    /// (its lock recovers from poisoning), so a `Pending` task is not left unwoken.
     fn ready_here<T: FromBytes + 'static>(&mut self, consumer: &RingConsumer<T>) -> bool {
         if self.thread.is_none() {
             return false;
         }
-        if !self.is_ours() {
+        if self.is_ours() && self.thread.as_ref().is_some_and(JoinHandle::is_finished) {
+            // The panic was reported when it happened; joining only collects the thread.
+            let _ = self.thread.take().map(JoinHandle::join);
+            self.thread = spawn_waiter(Arc::clone(&self.shared)).ok();
+        } else if !self.is_ours() {
             // Never joined, never dropped: the thread and whatever the state holds belong to
             // the parent; the child keeps their bytes until it exits.
             std::mem::forget(self.thread.take());
@@ -602,8 +612,8 @@ impl Drop for Waiter {
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(2));
         }
-        // The thread's body does not panic (wakers run outside it and return nothing); a
-        // panic in an executor's waker is not re-raised from a drop.
+        // The thread's body does not panic (a waker's panic is caught around the wake); a
+        // panic that ended it anyway is not re-raised from a drop.
         let _ = thread.join();
     }
 }
@@ -638,7 +648,10 @@ fn run_waiter(shared: &Shared) {
             let waker = st.waker.take();
             drop(st);
             if let Some(w) = waker {
-                w.wake();
+                // A waker that panics must not end this thread: every later `Pending` poll
+                // would wait for a wake that never comes. The panic is reported by the panic
+                // hook and the thread goes on (the waker is dropped inside the guard too).
+                let _ = std::panic::catch_unwind(AssertUnwindSafe(move || w.wake()));
             }
             st = lock(shared);
             continue;
@@ -1017,6 +1030,78 @@ mod tests {
         assert!(flag.woken_within(Duration::from_secs(10)));
         assert!(matches!(poll_once(parent, &flag), Poll::Ready(42)));
         assert!(poll_once(parent, &flag).is_pending());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_waker_that_panics_leaves_a_working_waiter() {
+        /// Records that it was woken, then panics.
+        struct Panics(std::sync::atomic::AtomicBool);
+        impl std::task::Wake for Panics {
+            fn wake(self: Arc<Self>) {
+                self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+                panic!("a waker that panics (expected by this test)");
+            }
+        }
+        let t = TmpPath::new("panicking-waker");
+        let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
+        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap()).unwrap();
+        let panics = Arc::new(Panics(std::sync::atomic::AtomicBool::new(false)));
+        let waker = Waker::from(Arc::clone(&panics));
+        assert!(rx.poll_recv(&mut Context::from_waker(&waker)).is_pending());
+        tx.push(&1);
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while !panics.0.load(std::sync::atomic::Ordering::SeqCst) {
+            assert!(std::time::Instant::now() < end, "the waiter never woke");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(rx.recv().await, 1);
+        // The next wait needs the waiter again: a record published later still arrives.
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            tx.push(&2);
+            tx
+        });
+        let t0 = std::time::Instant::now();
+        // (The timeout polls `recv` once more when it fires, which finds the record: only
+        // the time taken tells a wake from the waiter.)
+        let got = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+        let took = t0.elapsed();
+        assert!(
+            took < Duration::from_secs(3),
+            "the task was not woken after a waker panicked (took {took:?})"
+        );
+        assert_eq!(got, Ok(2));
+        assert!(rx.has_waiter());
+        drop(late.join());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_waiter_thread_that_ended_is_started_again() {
+        let t = TmpPath::new("waiter-ended");
+        let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
+        let consumer = RingConsumer::<u64>::attach(&t.0).unwrap();
+        // A "waiter" that ends at once, as one that died would.
+        let (mut rx, spawned) = AsyncRingConsumer::build(consumer, DEFAULT_FUTEX_TIMEOUT, |_| {
+            std::thread::Builder::new().spawn(|| ())
+        });
+        assert!(spawned.is_ok());
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while rx.has_waiter() {
+            assert!(std::time::Instant::now() < end, "the thread never ended");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            tx.push(&1);
+            tx
+        });
+        let t0 = std::time::Instant::now();
+        let got = tokio::time::timeout(Duration::from_secs(5), rx.recv()).await;
+        let took = t0.elapsed();
+        assert!(took < Duration::from_secs(3), "not woken (took {took:?})");
+        assert_eq!(got, Ok(1));
+        assert!(rx.has_waiter());
+        drop(late.join());
     }
 
     /// CPU time the waiter thread of `rx` has used so far.
