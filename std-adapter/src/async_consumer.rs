@@ -99,7 +99,9 @@ use zerocopy::FromBytes;
 use crate::consumer::{RecvStatus, RingConsumer};
 use crate::error::{Error, Result};
 use crate::file::RingFile;
-use crate::wait::{self, DEFAULT_FUTEX_TIMEOUT, FutexStats, FutexWait, WaitStrategy};
+use crate::wait::{
+    self, DEFAULT_FUTEX_TIMEOUT, FutexStats, FutexWait, Idle, WaitFor, WaitStrategy,
+};
 
 /// Name of every waiter thread (visible in `/proc/<pid>/task/*/comm`).
 pub const WAITER_THREAD_NAME: &str = "ringwire-async";
@@ -118,6 +120,8 @@ pub struct AsyncRingConsumer<T> {
     max_yields: u32,
     /// Such polls since the last record.
     yielded: u32,
+    /// The empty polls at the consumer's cursor, for what the waiter waits for.
+    idle: Idle,
 }
 
 /// The shortest futex sleep [`AsyncRingConsumer::with_idle_sleep`] and
@@ -149,8 +153,9 @@ struct Shared {
 struct State {
     /// The waker of the last poll that found the ring empty.
     waker: Option<Waker>,
-    /// The sequence the task waits for (its consumer's cursor at that poll).
-    cursor: u64,
+    /// What the task waits for: its consumer's cursor at that poll to be published, or,
+    /// at a cursor the consumer is stuck at, the ring to change (`wait::Idle`).
+    target: WaitFor,
     /// The ring to watch: the mapping of the consumer wrapped at the last poll that armed
     /// the waiter (or at construction). Shared ownership: the waiter reads no ring that
     /// is not kept mapped by an `Arc` it holds, whatever the consumer is replaced with.
@@ -178,7 +183,7 @@ impl Shared {
         Arc::new(Shared {
             state: Mutex::new(State {
                 waker: None,
-                cursor: 0,
+                target: WaitFor::default(),
                 ring,
                 armed: false,
                 sleeping_on: None,
@@ -264,6 +269,7 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
             max_spins: 0,
             max_yields: 0,
             yielded: 0,
+            idle: Idle::default(),
         };
         (consumer, spawned)
     }
@@ -361,6 +367,9 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
         mut take: impl FnMut(&mut RingConsumer<T>) -> Option<R>,
     ) -> Poll<R> {
         let mut spins = 0;
+        // The waiter sleeps on FutexWait, which looks at what it waits for.
+        self.idle
+            .before_poll::<FutexWait>(self.consumer.file().ring(), self.consumer.cursor());
         loop {
             if let Some(r) = take(&mut self.consumer) {
                 self.yielded = 0;
@@ -382,7 +391,7 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
         self.waiter.arm(
             cx.waker(),
             self.consumer.shared_file(),
-            self.consumer.cursor(),
+            self.idle.target(self.consumer.cursor()),
         );
         // Re-check after arming: a publish the first try missed but this one also misses
         // is one the armed waiter sees (module docs).
@@ -468,6 +477,8 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
     /// moves the waiter to the new consumer's ring and cursor, and the old mapping lives
     /// on only as long as the waiter still uses it.
     pub fn get_mut(&mut self) -> &mut RingConsumer<T> {
+        // The consumer may be replaced: its polls are counted afresh.
+        self.idle = Idle::default();
         &mut self.consumer
     }
 
@@ -521,16 +532,16 @@ impl Waiter {
         self.thread.is_some()
     }
 
-    /// Stores `waker`, `ring` and `cursor` and arms the waiter thread. When `ring` is not
+    /// Stores `waker`, `ring` and `target` and arms the waiter thread. When `ring` is not
     /// the ring the waiter sleeps on, that sleep is ended, so the waiter moves to `ring`
     /// at once.
-    fn arm(&self, waker: &Waker, ring: &Arc<RingFile>, cursor: u64) {
+    fn arm(&self, waker: &Waker, ring: &Arc<RingFile>, target: WaitFor) {
         let mut st = lock(&self.shared);
         match &mut st.waker {
             Some(w) if w.will_wake(waker) => {}
             slot => *slot = Some(waker.clone()),
         }
-        st.cursor = cursor;
+        st.target = target;
         let mut old = None;
         let mut interrupt = None;
         if !Arc::ptr_eq(&st.ring, ring) {
@@ -642,8 +653,8 @@ fn run_waiter(shared: &Shared) {
                 .unwrap_or_else(PoisonError::into_inner);
             continue;
         }
-        let cursor = st.cursor;
-        if wait::published(st.ring.ring(), cursor) {
+        let target = st.target;
+        if target.ready(st.ring.ring()) {
             st.armed = false;
             let waker = st.waker.take();
             drop(st);
@@ -662,11 +673,11 @@ fn run_waiter(shared: &Shared) {
         shared.interrupt.store(false, Ordering::Relaxed);
         st.sleeping_on = Some(Arc::clone(&ring));
         drop(st);
-        // One bounded §11 sleep; it returns early when the cursor is published, or when
+        // One bounded §11 sleep; it returns early when the target is ready, or when
         // `arm` or drop interrupts it (their flag is part of what it re-checks).
         futex.wait_on(ring.ring().futex(), None, || {
             // Seq-cst: the sleeper's re-check, paired with the interrupter's store.
-            wait::published(ring.ring(), cursor) || shared.interrupt.load(Ordering::SeqCst)
+            target.ready(ring.ring()) || shared.interrupt.load(Ordering::SeqCst)
         });
         st = lock(shared);
         let done = st.sleeping_on.take();
@@ -1101,6 +1112,50 @@ mod tests {
         assert!(took < Duration::from_secs(3), "not woken (took {took:?})");
         assert_eq!(got, Ok(1));
         assert!(rx.has_waiter());
+        drop(late.join());
+    }
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn async_consumer_sleeps_at_a_write_seq_ahead_of_the_slots() {
+        let t = TmpPath::new("ahead");
+        let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
+        tx.push(&1);
+        // Sleeps of up to 30 s: only a wake-up delivers the late record below in time.
+        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap())
+            .unwrap()
+            .with_idle_sleep(Duration::from_secs(30));
+        assert_eq!(rx.recv().await, 1);
+        // A corrupt header: write_seq claims records 2..=5, whose slots hold nothing.
+        tx.file()
+            .ring()
+            .write_seq()
+            .store(5, ringwire_core::sync::Ordering::Release);
+        let (task0, waiter0) = (crate::sys::thread_cpu_time(), waiter_cpu(&rx));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), rx.recv())
+                .await
+                .is_err()
+        );
+        let (task, waiter) = (
+            crate::sys::thread_cpu_time() - task0,
+            waiter_cpu(&rx) - waiter0,
+        );
+        assert!(task < Duration::from_millis(100), "the task spun: {task:?}");
+        assert!(
+            waiter < Duration::from_millis(100),
+            "the waiter spun: {waiter:?}, {:?}",
+            rx.waiter_stats()
+        );
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            tx.push(&2);
+            tx
+        });
+        let t0 = std::time::Instant::now();
+        let got = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await;
+        let took = t0.elapsed();
+        assert!(took < Duration::from_secs(5), "not woken (took {took:?})");
+        assert_eq!(got, Ok(2));
         drop(late.join());
     }
 

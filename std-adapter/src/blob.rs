@@ -490,7 +490,9 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
         timeout: std::time::Duration,
     ) -> Result<Option<usize>> {
         let deadline = wait::deadline_after(timeout);
+        let mut idle = wait::Idle::default();
         loop {
+            idle.before_poll::<W>(self.file.ring(), self.reader.cursor());
             if let Some(n) = self.recv(meta, out)? {
                 wait.reset();
                 return Ok(Some(n));
@@ -498,7 +500,8 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
             if !wait::before(deadline) {
                 return Ok(None);
             }
-            wait.wait_until(self.file.ring(), self.reader.cursor(), deadline);
+            // As `RingConsumer::recv_timeout`: a corrupt header leaves no spin.
+            idle.wait(wait, self.file.ring(), self.reader.cursor(), deadline);
         }
     }
 
@@ -573,6 +576,7 @@ impl<M> std::fmt::Debug for BlobConsumer<M> {
 #[cfg(test)]
 mod tests {
     use std::panic::{AssertUnwindSafe, catch_unwind};
+    use std::time::Duration;
 
     use super::*;
 
@@ -614,5 +618,31 @@ mod tests {
         assert_eq!((meta, &out[..6]), (8, &b"second"[..]));
         assert_eq!(rx.view(|_, _| ()).unwrap(), None);
         assert_eq!((rx.cursor(), rx.lag(), rx.lapped_count()), (3, 0, 0));
+    }
+
+    #[test]
+    fn recv_timeout_sleeps_at_a_write_seq_ahead_of_the_slots() {
+        let path = std::env::temp_dir().join(format!("ringwire-blob-ahead-{}", std::process::id()));
+        let mut tx = BlobProducer::<u64>::create(&path, 16, 4096).unwrap();
+        tx.push(&1, b"one").unwrap();
+        let mut rx = BlobConsumer::<u64>::attach(&path).unwrap();
+        let (mut meta, mut out) = (0u64, [0u8; 16]);
+        assert_eq!(rx.recv(&mut meta, &mut out).unwrap(), Some(3));
+        // A corrupt header: write_seq claims records 2..=5, whose slots hold nothing.
+        tx.file()
+            .ring()
+            .write_seq()
+            .store(5, ringwire_core::sync::Ordering::Release);
+        let mut wait = crate::FutexWait::default();
+        let cpu0 = crate::sys::thread_cpu_time();
+        let got = rx.recv_timeout(&mut wait, &mut meta, &mut out, Duration::from_millis(500));
+        let cpu = crate::sys::thread_cpu_time() - cpu0;
+        let _ = std::fs::remove_file(&path);
+        assert_eq!(got.unwrap(), None);
+        assert!(
+            cpu < Duration::from_millis(150),
+            "recv_timeout spun: {cpu:?}, {:?}",
+            wait.stats()
+        );
     }
 }

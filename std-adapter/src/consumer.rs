@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::file::RingFile;
 use crate::registry::{ReaderRegistration, ReaderRegistry};
 use crate::sys;
-use crate::wait::WaitStrategy;
+use crate::wait::{Idle, WaitStrategy};
 
 /// Default registry name of a [`RingConsumer`] (spec §5).
 pub const DEFAULT_CONSUMER_NAME: &str = "consumer";
@@ -326,12 +326,16 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// ([`WaitStrategy::SPINS`]) each poll is [`RingConsumer::try_recv_eager`].
     #[inline]
     pub fn recv_blocking<W: WaitStrategy>(&mut self, wait: &mut W) -> T {
+        let mut idle = Idle::default();
         loop {
+            idle.before_poll::<W>(self.file.ring(), self.cursor());
             if let Some(v) = self.poll::<W>() {
                 wait.reset();
                 return v;
             }
-            wait.wait(self.file.ring(), self.inner.inner().cursor());
+            // Waits for the cursor to be published, or, at a cursor the consumer is stuck
+            // at (a corrupt header), for the ring to change (see `Idle`).
+            idle.wait(wait, self.file.ring(), self.cursor(), None);
         }
     }
 
@@ -343,7 +347,9 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         timeout: std::time::Duration,
     ) -> Option<T> {
         let deadline = crate::wait::deadline_after(timeout);
+        let mut idle = Idle::default();
         loop {
+            idle.before_poll::<W>(self.file.ring(), self.cursor());
             if let Some(v) = self.poll::<W>() {
                 wait.reset();
                 return Some(v);
@@ -352,7 +358,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
                 return None;
             }
             // A sleeping strategy's sleep is cut at the deadline.
-            wait.wait_until(self.file.ring(), self.inner.inner().cursor(), deadline);
+            idle.wait(wait, self.file.ring(), self.cursor(), deadline);
         }
     }
 
@@ -602,6 +608,44 @@ mod tests {
         std::thread::sleep(Duration::from_millis(100));
         tx.push(&9);
         assert_eq!(reader.join().unwrap(), (9, 1));
+    }
+
+    #[test]
+    fn a_write_seq_ahead_of_the_slots_leaves_a_waiting_reader_asleep() {
+        let t = TmpPaths::new(&["ahead"]);
+        let mut tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
+        tx.push(&1);
+        let mut rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
+        assert_eq!(rx.try_recv(), Some(1));
+        // A corrupt header: write_seq claims records 2..=5, whose slots hold nothing (the
+        // ring is neither sparse nor MPMC-flagged, and no slot holds the write marker).
+        tx.file().ring().write_seq().store(5, Ordering::Release);
+        let mut wait = FutexWait::default();
+        let cpu0 = sys::thread_cpu_time();
+        assert_eq!(rx.recv_timeout(&mut wait, Duration::from_millis(500)), None);
+        let cpu = sys::thread_cpu_time() - cpu0;
+        assert!(
+            cpu < Duration::from_millis(150),
+            "recv_timeout spun: {cpu:?} of CPU, {:?}",
+            wait.stats()
+        );
+        assert!(wait.stats().sleeps > 0, "{:?}", wait.stats());
+        // A record at the cursor still comes at once: its publish wakes the sleeper (the
+        // sleeps last up to 30 s, so only a wake-up delivers it in time).
+        let late = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(100));
+            tx.push(&2);
+            tx
+        });
+        let t0 = std::time::Instant::now();
+        let mut wait = FutexWait::new(32, Some(Duration::from_secs(30)));
+        assert_eq!(rx.recv_timeout(&mut wait, Duration::from_secs(20)), Some(2));
+        let took = t0.elapsed();
+        assert!(
+            took < Duration::from_secs(5),
+            "the record came late: {took:?}"
+        );
+        drop(late.join());
     }
 
     #[test]

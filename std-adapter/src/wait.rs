@@ -99,6 +99,11 @@ pub(crate) fn before(deadline: Option<Instant>) -> bool {
 /// waiter there returns at once up to 64 times). Users of this test that only wait (the
 /// replication source's waiters) must act on such a slot too, not poll it (`RingSource`
 /// reports it overwritten).
+///
+/// A consumer that keeps finding nothing at a published cursor (a corrupt header: a
+/// `write_seq` ahead of the slots) would make a waiter trusting this test spin; the
+/// consumers' receive loops therefore wait through [`Idle`], which then waits for the ring
+/// to change instead.
 #[inline(always)]
 pub(crate) fn published(ring: &RingView, cursor: u64) -> bool {
     // Acquire: a reader that sees the new write_seq also sees the slots published before it.
@@ -110,6 +115,120 @@ pub(crate) fn published(ring: &RingView, cursor: u64) -> bool {
         return mpmc_ready(ring, cursor, w);
     }
     true
+}
+
+/// How many empty polls in a row the consumers make before they look past the slot at
+/// their cursor (a slot left mid-write, a hole of a sparse ring): `Consumer` and
+/// `BlobReader` look on every 64th.
+const LOOKASIDE_POLLS: u32 = 64;
+
+/// What a consumer's receive loop waits for after an empty poll.
+///
+/// [`published`] says "something to do" as soon as `write_seq` has reached the cursor, which
+/// a consumer at a slot left mid-write needs (it passes the slot on its 64th empty poll).
+/// But on a ring whose header is corrupt (a `write_seq` ahead of the slots on a ring that
+/// is neither sparse nor MPMC-flagged) the consumer finds nothing to do there however often
+/// it polls, and a wait that trusted `published` would return at once for ever: a waiter
+/// spinning at 100% CPU. So once a loop has polled [`LOOKASIDE_POLLS`] times in a row at one
+/// cursor, it loads `write_seq` and the cursor's slot before each poll; when that many polls
+/// in a row saw both unchanged (so the consumer's look past the slot ran on what they hold,
+/// and found nothing), the wait is for either of them to change, not for `published`
+/// alone. Loaded before the poll, they cannot miss a record: one published after the loads
+/// changes them, one published before is what the poll reads.
+///
+/// Spinning strategies ([`WaitStrategy::SPINS`]) ignore what they wait for; for them the
+/// loads are skipped (a spinner at the head would pull the header's line on every spin).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Idle {
+    /// The cursor of the polls counted.
+    cursor: u64,
+    /// Empty polls at `cursor`, up to [`LOOKASIDE_POLLS`].
+    polls: u32,
+    /// `write_seq` and the cursor's slot sequence, loaded before the last poll.
+    seen: Option<(u64, u64)>,
+    /// Polls in a row that found `seen` unchanged.
+    same: u32,
+}
+
+impl Idle {
+    /// Before each poll of a receive loop at `cursor`.
+    #[inline]
+    pub(crate) fn before_poll<W: WaitStrategy>(&mut self, ring: &RingView, cursor: u64) {
+        if W::SPINS {
+            return;
+        }
+        if cursor != self.cursor {
+            *self = Idle {
+                cursor,
+                ..Idle::default()
+            };
+        }
+        if self.polls < LOOKASIDE_POLLS {
+            self.polls += 1;
+            return;
+        }
+        self.look(ring);
+    }
+
+    #[cold]
+    fn look(&mut self, ring: &RingView) {
+        // Acquire, write_seq first: as `published`, so a record `w` covers is in its slot.
+        let w = ring.write_seq().load(Ordering::Acquire);
+        // Acquire: pairs with the writer's release store of the sequence word.
+        let now = (w, ring.slot_seq(self.cursor).load(Ordering::Acquire));
+        if self.seen == Some(now) {
+            self.same = self.same.saturating_add(1);
+        } else {
+            self.seen = Some(now);
+            self.same = 1;
+        }
+    }
+
+    /// What the wait after an empty poll at `cursor` waits for.
+    #[inline]
+    pub(crate) fn target(&self, cursor: u64) -> WaitFor {
+        let stuck = cursor == self.cursor && self.same >= LOOKASIDE_POLLS;
+        WaitFor {
+            cursor,
+            unchanged: self.seen.filter(|_| stuck),
+        }
+    }
+
+    /// Waits with `wait` for [`Idle::target`] at `cursor`, never past `deadline`.
+    #[inline]
+    pub(crate) fn wait<W: WaitStrategy>(
+        &self,
+        wait: &mut W,
+        ring: &RingView,
+        cursor: u64,
+        deadline: Option<Instant>,
+    ) {
+        let target = self.target(cursor);
+        wait.wait_on(ring.futex(), deadline, || target.ready(ring));
+    }
+}
+
+/// What a waiting consumer waits for ([`Idle::target`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct WaitFor {
+    /// The consumer's cursor.
+    pub(crate) cursor: u64,
+    /// When the consumer is stuck at `cursor`: the `write_seq` and slot sequence it polled
+    /// with, to wait for a change of.
+    unchanged: Option<(u64, u64)>,
+}
+
+impl WaitFor {
+    /// Whether the consumer may find something to do now.
+    #[inline]
+    pub(crate) fn ready(&self, ring: &RingView) -> bool {
+        published(ring, self.cursor)
+            && self.unchanged.is_none_or(|(w, s)| {
+                // Acquire: as in `Idle::look`.
+                ring.write_seq().load(Ordering::Acquire) != w
+                    || ring.slot_seq(self.cursor).load(Ordering::Acquire) != s
+            })
+    }
 }
 
 /// On an MPMC-flagged ring `write_seq` is the highest ticket published, not the last of a
