@@ -13,13 +13,20 @@
 //! marks the waiter *armed*, and then tries the ring once more before returning `Pending`.
 //! The armed waiter sleeps on that ring's futex word with [`FutexWait`] (spec §11, the
 //! protocol documented in [`wait`]), one bounded sleep after another, and as soon as
-//! `write_seq >= cursor` (and the cursor's slot is not still being written, which a
-//! producer that died mid-write can leave for good) it disarms itself and wakes the
-//! stored waker. A waiter that is
-//! not armed blocks on a condition variable, not on the ring, so the producer never pays
-//! for it. An idle awaiting consumer therefore costs one sleeping thread, woken once per
-//! futex timeout (default [`DEFAULT_FUTEX_TIMEOUT`], 50 ms) to re-check the ring; a busy
-//! one costs nothing beyond the `try_recv` calls while records keep coming.
+//! `write_seq >= cursor` (on an MPMC-flagged ring: the cursor's ticket is published, or
+//! `write_seq` is a lap past it) it disarms itself and wakes the stored waker. That holds
+//! also when the cursor's slot still holds the write marker (a later lap's write, or one a
+//! producer that died mid-write left for good): the consumer looks past such a slot on its
+//! 64th empty poll in a row and counts the record lapped, so the waiter wakes the task
+//! for those polls (a poll tries the ring twice, so up to 32 wakes) until it passes.
+//! Once 64 polls in a row at one cursor have found `write_seq` and the cursor's slot
+//! unchanged and nothing to read (a corrupt header: `write_seq` ahead of the slots), the
+//! poll arms the waiter to wait for either to change instead, so such a ring leaves the
+//! task and the waiter asleep, not waking each other. A waiter that is not armed blocks
+//! on a condition variable, not on the ring, so the producer never pays for it. An idle
+//! awaiting consumer therefore costs one sleeping thread, woken once per futex timeout
+//! (default [`DEFAULT_FUTEX_TIMEOUT`], 50 ms) to re-check the ring; a busy one costs
+//! nothing beyond the `try_recv` calls while records keep coming.
 //!
 //! ringfire's knobs shorten the path for records that come close together, at the price of
 //! executor time: [`AsyncRingConsumer::with_spins`] has a poll try the ring more times before
@@ -31,18 +38,20 @@
 //! # Why no wake-up is lost
 //!
 //! The waker is stored (under the mutex) before the poll returns `Pending`, and an armed
-//! waiter disarms itself only when it has seen `write_seq >= cursor`, waking the stored
-//! waker right after; so a task left `Pending` is always woken once its record is
-//! published. What §11 adds is promptness: the waiter's every sleep is one
-//! `FutexWait::wait` with the cursor read under the mutex after the poll armed it, which
-//! checks `write_seq` first and, when it does sleep, reads the futex word, announces itself
-//! in `waiting_consumers`, issues the membarrier and checks again, so a publish it does not
-//! see bumps the word and issues `FUTEX_WAKE` after the word was read and the sleep ends at
-//! once (see [`wait`]). A publish between the poll's first try and the arming is caught by
-//! the poll's second try, or else by the waiter's first check. Only a producer that never
-//! wakes anyone (ringfire's Python producer) leaves the record to the end of the sleep,
-//! one futex timeout at most. A poll that arms the waiter and then finds a record in its
-//! second try leaves the waiter armed; its later wake is spurious, which wakers allow.
+//! waiter disarms itself only when it has seen `write_seq >= cursor` (at a cursor the
+//! consumer is stuck at: that, and `write_seq` or the cursor's slot changed since the poll
+//! loaded them, before its tries), waking the stored waker right after; so a task left
+//! `Pending` is always woken once its record is published. What §11 adds is promptness: the
+//! waiter's every sleep is one `FutexWait::wait_on` with what the poll armed it for (read
+//! under the mutex), which checks the ring first and, when it does sleep, reads the futex
+//! word, announces itself in `waiting_consumers`, issues the membarrier and checks again,
+//! so a publish it does not see bumps the word and issues `FUTEX_WAKE` after the word was
+//! read and the sleep ends at once (see [`wait`]). A publish between the poll's first try
+//! and the arming is caught by the poll's second try, or else by the waiter's first check.
+//! Only a producer that never wakes anyone (ringfire's Python producer) leaves the record
+//! to the end of the sleep, one futex timeout at most. A poll that arms the waiter and then
+//! finds a record in its second try leaves the waiter armed; its later wake is spurious,
+//! which wakers allow.
 //!
 //! A woken task whose poll finds nothing (a hole of a sparse mirror ring, say) just arms
 //! the waiter again; this is the same re-check loop as [`RingConsumer::recv_blocking`]
