@@ -311,7 +311,12 @@ fn openers_probing_the_file_never_make_a_role_lock_fail() {
             }
             done.store(true, std::sync::atomic::Ordering::Relaxed);
         });
-        while !done.load(std::sync::atomic::Ordering::Relaxed) {
+        // Until the probes end, and at least until one lock was taken (a loaded machine can
+        // keep this thread off the CPU for all 3000 probes); bounded in count.
+        let mut tries = 0u32;
+        while (!done.load(std::sync::atomic::Ordering::Relaxed) || taken == 0) && tries < 1_000_000
+        {
+            tries += 1;
             match mem.lock_role(ringwire_core::queue::qhdr::ENQ as i64, "producer") {
                 Ok(Some(f)) => {
                     taken += 1;
