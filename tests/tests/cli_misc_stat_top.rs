@@ -232,3 +232,31 @@ fn top_follows_a_replaced_ring_and_stops_when_it_is_removed() {
     assert_eq!(err.trim(), format!("Error: {path}: ring removed"));
     drop((a, b));
 }
+
+/// Output that cannot be written is an error named after stdout, not after the ring the
+/// output describes (`stat R > /dev/full` said `R: write output failed`, as if R's file
+/// system were full).
+#[test]
+fn an_output_write_error_names_stdout_not_the_ring() {
+    struct Full;
+    impl std::io::Write for Full {
+        fn write(&mut self, _: &[u8]) -> std::io::Result<usize> {
+            Err(std::io::Error::from_raw_os_error(libc::ENOSPC))
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    use clap::Parser;
+    let p = ShmPath::new("cli-out-full");
+    let mut prod = RingProducer::<Rec>::create(p.path(), 16).unwrap();
+    prod.push(&Rec::new(1));
+    let path = p.path().to_str().unwrap();
+    for cmd in [&["stat", path][..], &["dump", path], &["prune", path]] {
+        let args = [&["ringwire"][..], cmd].concat();
+        let cli = ringwire::cli::Cli::try_parse_from(args).unwrap();
+        let e = ringwire::cli::run(cli, &mut Full).unwrap_err().to_string();
+        assert!(e.starts_with("stdout: write output"), "{cmd:?}: {e}");
+        assert!(!e.contains(path), "{cmd:?}: {e}");
+    }
+}

@@ -34,7 +34,7 @@ fn preview(bytes: &[u8], hex: bool) -> String {
 
 pub(super) fn run(path: &Path, tail: u64, hex: bool, out: &mut dyn Write) -> Result<()> {
     let ring = ReadOnlyRing::open(path)?;
-    let oe = out_err(path);
+    let oe = out_err();
     let g = *ring.geometry();
     let newest = ring.write_seq();
     if newest == 0 {

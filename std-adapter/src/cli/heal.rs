@@ -28,7 +28,7 @@ const SETTLE: Duration = Duration::from_nanos(2 * TAKEOVER_NS);
 pub(super) fn run(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<()> {
     let (_, h) = first_128(path)?;
     let magic = u64::from_le_bytes(h[0..8].try_into().unwrap_or([0; 8]));
-    let oe = out_err(path);
+    let oe = out_err();
     let p = path.display();
     if let Some(kind) = QueueKind::from_magic(magic) {
         if producers_dead {
@@ -79,7 +79,7 @@ fn queue_err(e: QueueFileError) -> Error {
 /// and healing), and what stays stuck across two read-only scans [`SETTLE`] apart is
 /// reported, not healed. An SPSC queue is only validated, read-only: it has no stuck slots.
 fn heal_queue(path: &Path, kind: QueueKind, out: &mut dyn Write) -> Result<()> {
-    let oe = out_err(path);
+    let oe = out_err();
     let p = path.display();
     if kind == QueueKind::Spsc {
         ReadOnlyQueue::open(path, kind)?;
@@ -185,7 +185,7 @@ fn flock_holders(path: &Path) -> std::io::Result<Vec<i64>> {
 /// only when nothing shows a live producer: the creator's `flock`, or tickets claimed or
 /// published between two scans [`SETTLE`] apart. Without the flag they are reported.
 fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<()> {
-    let oe = out_err(path);
+    let oe = out_err();
     let p = path.display();
     let ring = RingFile::open(path, Expect::RAW)?;
     let view = ring.ring();

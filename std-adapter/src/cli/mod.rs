@@ -150,8 +150,9 @@ fn run_to(cli: Cli, out: &mut dyn Write, tty: bool) -> crate::Result<()> {
             producers_dead,
         } => heal::run(&path, producers_dead, out),
         Command::Bench { mode } => bench::run(mode, out),
-        Command::Version => writeln!(out, "ringwire {}", env!("CARGO_PKG_VERSION"))
-            .map_err(out_err(std::path::Path::new("stdout"))),
+        Command::Version => {
+            writeln!(out, "ringwire {}", env!("CARGO_PKG_VERSION")).map_err(out_err())
+        }
         // Long-running drivers with their own stop signal and exit code: `main` runs them.
         Command::Serve(_) | Command::Mirror(_) | Command::Demo(_) => {
             Err(crate::Error::InvalidArgument {
@@ -259,7 +260,7 @@ pub fn main() -> ExitCode {
     if out.reader_gone {
         return die_of_sigpipe();
     }
-    match result.and(flushed.map_err(out_err(std::path::Path::new("stdout")))) {
+    match result.and(flushed.map_err(out_err())) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             diag!("Error: {e}");
@@ -269,6 +270,9 @@ pub fn main() -> ExitCode {
 }
 
 /// Maps an output error (a closed pipe, …) to the adapter's error type.
-fn out_err(path: &std::path::Path) -> impl Fn(std::io::Error) -> crate::Error + '_ {
-    move |e| crate::Error::io(path, "write output", e)
+/// The error of a failed write of a command's output: named after stdout, where the
+/// commands write, not after the ring or queue file the output describes (`stat R >
+/// /dev/full` said `R: write output failed`, as if R's file system were full).
+fn out_err() -> impl Fn(std::io::Error) -> crate::Error {
+    |e| crate::Error::io(std::path::Path::new("stdout"), "write output", e)
 }

@@ -21,7 +21,7 @@ fn prune_dead(view: &RingView, is_alive: impl Fn(u32) -> bool) -> Vec<u32> {
 
 pub(super) fn run(path: &Path, out: &mut dyn Write) -> Result<()> {
     let ring = RingFile::open(path, Expect::RAW)?;
-    let oe = out_err(path);
+    let oe = out_err();
     if ring.ring().geometry().registry_offset == 0 {
         return writeln!(
             out,

@@ -227,7 +227,7 @@ fn fields(
 
 pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
     let v = stat_json(path)?;
-    let oe = out_err(path);
+    let oe = out_err();
     if json {
         let s = serde_json::to_string_pretty(&v).map_err(|e| Error::io(path, "json", e.into()))?;
         return writeln!(out, "{s}").map_err(oe);

@@ -118,7 +118,7 @@ pub(super) fn run(
     out: &mut dyn Write,
 ) -> Result<()> {
     let mut t = open(path)?;
-    let oe = out_err(path);
+    let oe = out_err();
     let interval = Duration::from_millis(interval_ms);
     let mut prev = Instant::now();
     let mut n = 0u64;
