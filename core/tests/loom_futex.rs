@@ -11,6 +11,9 @@
 //! membarrier a std sleeper issues is modelled by
 //! the SeqCst fence that `notify_unfenced` has under loom (see the `futex` module docs).
 //! A sleeper that re-checks before announcing itself must be caught (the last model).
+//! So the unfenced models check the handshake given the barrier, not that a sleeper issues
+//! it: a std sleeper that forgot its membarrier would pass them. The std unit test
+//! `wait::tests::a_futex_sleep_runs_the_membarrier` checks that one is issued.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringwire-core
 //! --release --test loom_futex`.

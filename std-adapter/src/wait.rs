@@ -533,6 +533,34 @@ mod tests {
         );
     }
 
+    /// The loom models stand the sleeper's membarrier in with a fence on the producer's side
+    /// (`core/src/futex.rs`), so they cannot see a std sleeper that forgets it: this checks
+    /// that a `FutexWait` sleep (rings and queues wait through it) runs one, before its
+    /// re-check by default, and deferred only once the sleep outlasts the deferral.
+    #[test]
+    fn a_futex_sleep_runs_the_membarrier() {
+        let barriers = || sys::MEMBARRIERS.with(|n| n.get());
+        let t = std::env::temp_dir().join(format!("ringwire-wait-mb-{}", std::process::id()));
+        let tx = crate::RingProducer::<u64>::create(&t, 8).unwrap();
+        let ring = *tx.file().ring();
+        let b0 = barriers();
+        let mut w = FutexWait::new(0, Some(Duration::from_millis(2)));
+        w.wait(&ring, 1);
+        let b1 = barriers();
+        let mut d = FutexWait::new(0, Some(Duration::from_millis(2)))
+            .with_deferred_barrier(Duration::from_millis(50));
+        d.wait(&ring, 1);
+        let b2 = barriers();
+        let mut d = FutexWait::new(0, Some(Duration::from_millis(20)))
+            .with_deferred_barrier(Duration::from_millis(1));
+        d.wait(&ring, 1);
+        let b3 = barriers();
+        drop(tx);
+        let _ = std::fs::remove_file(&t);
+        assert_eq!(w.stats().sleeps, 1, "{:?}", w.stats());
+        assert_eq!((b1 - b0, b2 - b1, b3 - b2), (1, 0, 1));
+    }
+
     #[test]
     fn yield_backoff_default_spins_64_times_as_ringfire() {
         let b = YieldBackoff::default();
