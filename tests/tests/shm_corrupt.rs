@@ -343,12 +343,14 @@ proptest! {
         if small {
             // Keep the geometry numbers small so that some headers pass every check.
             header[12] &= 0x78; header[13] = 0; header[14] = 0; header[15] = 0;
+            // The registry size comes from a random byte, taken before the capacity
+            // store below overwrites it (byte 17 is byte 1 of a capacity <= 32: always 0).
+            let n = header[17] % 4;
             let cap = 1u64 << (header[16] % 6);
             header[16..24].copy_from_slice(&cap.to_le_bytes());
             header[24..32].copy_from_slice(&(cap - 1).to_le_bytes());
             // No arena, a small registry right after the header, slots after it.
             for b in &mut header[80..112] { *b = 0; }
-            let n = header[17] % 4;
             if n > 0 {
                 header[96] = 128;
                 header[100] = n;
