@@ -295,28 +295,57 @@ fn an_open_waits_for_another_openers_long_probe() {
 /// Openers probing the file (each takes and gives back a write lock from byte 0) never make
 /// a producer's role lock fail: neither while a probe gives its lock back (what it holds
 /// then still starts at byte 0) nor when the probe ends between the refused lock and the
-/// look at who holds it. Bounded in count.
+/// look at who holds it.
+///
+/// The probing thread keeps probing until the locking side says stop, and the locking side
+/// keeps making attempts until the probe count has advanced by `OVERLAP` during them, so
+/// the attempts provably ran while probes did, however late either thread gets the CPU.
+/// A probe holds its lock for a few system calls only, so attempts land in that window
+/// rarely: with a lock_role that refuses on a probe's lock, 100 overlapping probes went
+/// unnoticed in most runs, 3000 in some, 20,000 in none (each run had hundreds of refusals
+/// at least). Both sides are bounded in count and time; a machine too loaded to reach
+/// `OVERLAP` within `LIMIT` must still show `MIN_OVERLAP`.
 #[test]
 fn openers_probing_the_file_never_make_a_role_lock_fail() {
+    use std::sync::atomic::{AtomicBool, AtomicU64};
+    const OVERLAP: u64 = 20_000;
+    const MIN_OVERLAP: u64 = 100;
+    const MAX_PROBES: u64 = 200_000;
+    const MAX_ATTEMPTS: u64 = 1_000_000;
+    const LIMIT: Duration = Duration::from_secs(20);
     let path = tmp("probestorm");
     let _rm = Remove(path.clone());
     let g = geometry_for::<u64>(QueueKind::Spsc, 8).unwrap();
     let mem = QueueMem::create(&path, &g).unwrap();
-    let done = std::sync::atomic::AtomicBool::new(false);
-    let (mut taken, mut refused) = (0u32, Vec::new());
+    let stop = AtomicBool::new(false);
+    let probes = AtomicU64::new(0);
+    let probing_ended = AtomicBool::new(false);
+    let (mut taken, mut attempts, mut refused) = (0u64, 0u64, Vec::new());
+    let mut during = 0u64;
     std::thread::scope(|s| {
         s.spawn(|| {
-            for _ in 0..3000 {
-                drop(QueueMem::open(&path, QueueExpect::raw(QueueKind::Spsc)).unwrap());
+            // Tells the locking side, even if a probe panics, that no more probes come.
+            struct Ended<'a>(&'a AtomicBool);
+            impl Drop for Ended<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::Release);
+                }
             }
-            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            let _ended = Ended(&probing_ended);
+            let t0 = Instant::now();
+            let mut n = 0u64;
+            while !stop.load(Ordering::Acquire) && n < MAX_PROBES && t0.elapsed() < LIMIT {
+                drop(QueueMem::open(&path, QueueExpect::raw(QueueKind::Spsc)).unwrap());
+                n += 1;
+                probes.store(n, Ordering::Release);
+            }
         });
-        // Until the probes end, and at least until one lock was taken (a loaded machine can
-        // keep this thread off the CPU for all 3000 probes); bounded in count.
-        let mut tries = 0u32;
-        while (!done.load(std::sync::atomic::Ordering::Relaxed) || taken == 0) && tries < 1_000_000
-        {
-            tries += 1;
+        // The probe count when the first attempt starts: only probes made after it count.
+        let start = probes.load(Ordering::Acquire);
+        let t0 = Instant::now();
+        while during < OVERLAP && attempts < MAX_ATTEMPTS && t0.elapsed() < LIMIT {
+            let ended = probing_ended.load(Ordering::Acquire);
+            attempts += 1;
             match mem.lock_role(ringwire_core::queue::qhdr::ENQ as i64, "producer") {
                 Ok(Some(f)) => {
                     taken += 1;
@@ -324,15 +353,24 @@ fn openers_probing_the_file_never_make_a_role_lock_fail() {
                 }
                 other => refused.push(format!("{other:?}")),
             }
+            during = probes.load(Ordering::Acquire) - start;
+            if ended {
+                break;
+            }
         }
+        stop.store(true, Ordering::Release);
     });
-    assert!(taken > 0);
     assert!(
         refused.is_empty(),
-        "{} refused: {:?}",
+        "{} of {attempts} attempts refused: {:?}",
         refused.len(),
         refused.first()
     );
+    assert!(
+        during >= MIN_OVERLAP,
+        "only {during} probes ran during {attempts} lock attempts: nothing was tested"
+    );
+    assert!(taken > 0, "no role lock taken in {attempts} attempts");
 }
 
 #[test]
