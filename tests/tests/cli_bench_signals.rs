@@ -136,9 +136,11 @@ fn handoff_ring(pid: u32) -> PathBuf {
     PathBuf::from(format!("/dev/shm/ringwire-bench-handoff-{pid}"))
 }
 
-/// Starts a 5 s hand-off and waits until its reader runs and records flow; returns the
-/// process and its reader's pid.
-fn running_handoff(wait: &str) -> (Proc, u32) {
+/// Starts a 5 s hand-off and waits until its reader runs and records flow; returns a guard
+/// that removes the hand-off's ring, the process and its reader's pid. Destructure them in
+/// this order (`let (_cleanup, p, reader) = …`): the process, declared later, is then
+/// killed before the guard removes the ring.
+fn running_handoff(wait: &str) -> (ShmPath, Proc, u32) {
     let p = Proc::start(&[
         "bench",
         "handoff",
@@ -150,6 +152,11 @@ fn running_handoff(wait: &str) -> (Proc, u32) {
         wait,
     ]);
     let ring = handoff_ring(p.pid());
+    // Removed even if the wait below fails (a ring whose process is killed stays behind);
+    // `p` moved into a binding declared after the guard, so that it is dropped (the process
+    // killed) before the guard removes the ring.
+    let cleanup = ShmPath::adopt(&ring);
+    let p = p;
     let mut reader = None;
     wait_until(
         "the hand-off's reader process",
@@ -161,14 +168,14 @@ fn running_handoff(wait: &str) -> (Proc, u32) {
     );
     // Attached and publishing.
     std::thread::sleep(Duration::from_millis(500));
-    (p, reader.expect("reader"))
+    (cleanup, p, reader.expect("reader"))
 }
 
 fn handoff_stops_on(sig: libc::c_int, wait: &str) {
-    let (p, reader) = running_handoff(wait);
+    // The guard removes the ring even if an assertion below fails (ringwire's own clean-up
+    // is under test).
+    let (_cleanup, p, reader) = running_handoff(wait);
     let (pid, ring) = (p.pid(), handoff_ring(p.pid()));
-    // Removed even if an assertion below fails (ringwire's own clean-up is under test).
-    let _cleanup = ShmPath::adopt(&ring);
     p.signal(sig);
     let (status, _, stderr) = p.finish(Duration::from_secs(5));
     // Stopped in order (not killed by the signal), and an error.
@@ -194,9 +201,8 @@ fn handoff_sigint_stops_the_reader_and_removes_the_ring() {
 
 #[test]
 fn handoff_reader_dies_with_a_killed_parent() {
-    let (p, reader) = running_handoff("spin");
     // Nothing could remove the ring of a process killed outright: the guard does.
-    let _cleanup = ShmPath::adopt(handoff_ring(p.pid()));
+    let (_cleanup, p, reader) = running_handoff("spin");
     p.signal(libc::SIGKILL);
     let _ = p.finish(Duration::from_secs(5));
     // Without PR_SET_PDEATHSIG it polled for up to 30 s.
