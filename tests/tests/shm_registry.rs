@@ -5,7 +5,7 @@
 //! slot of a pid that cannot exist) is pruned, and a registration names its listed slot.
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use ringwire::core::broadcast::registry;
@@ -219,20 +219,30 @@ fn a_dropped_reader_disappears_from_both_lists() {
     assert_eq!((reg.reader_lag(4), reg.headroom(4, 16)), (0, 16));
 }
 
+/// Kills and reaps the child when dropped (a failed assertion included).
+struct Kid(Child);
+
+impl Drop for Kid {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_killed_reader_process_is_pruned() {
     let (p, prod) = rw_ring("reg-kill", 3);
-    let mut child = Command::new(HELPER)
+    let mut child = Kid(Command::new(HELPER)
         .args(["read", p.path().to_str().unwrap(), "1000", "name=child"])
         .stdout(Stdio::piped())
         .spawn()
-        .unwrap();
+        .unwrap());
     let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
+    BufReader::new(child.0.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
     assert_eq!(line.trim(), "attached");
-    let pid = child.id();
+    let pid = child.0.id();
     let reg = prod.registry().unwrap();
     // The helper reads 1..=3 and then waits: its cursor settles at 4.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -247,8 +257,8 @@ fn a_killed_reader_process_is_pruned() {
     assert_eq!(rf_rows(rf_reg.active_readers(3))[..1], listed);
     drop(rf);
 
-    child.kill().unwrap();
-    child.wait().unwrap();
+    child.0.kill().unwrap();
+    child.0.wait().unwrap();
     // Still registered until someone checks liveness: min_cursor does not.
     assert_eq!(reg.min_cursor(), Some(4));
     assert_eq!(reg.prune_dead_readers(), 1);
