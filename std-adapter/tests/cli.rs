@@ -295,9 +295,19 @@ fn stat_describes_queue_files_and_other_commands_name_them() {
 
 #[test]
 fn reconnect_ms_0_retries_at_once_and_logs_once_a_second() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    /// Kills and reaps the mirror if the test fails before it is stopped (it retries forever).
+    struct Kid(std::process::Child);
+    impl Drop for Kid {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
     let t = TmpRing::new("reconnect0");
     // Port 1 on loopback: nothing listens, every connect is refused at once.
-    let child = Command::new(env!("CARGO_BIN_EXE_ringwire"))
+    let mut child = Kid(Command::new(env!("CARGO_BIN_EXE_ringwire"))
         .args([
             "mirror",
             "127.0.0.1:1",
@@ -307,16 +317,46 @@ fn reconnect_ms_0_retries_at_once_and_logs_once_a_second() {
         ])
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(1500));
-    // SAFETY: kill(2) on our own child's pid.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGTERM) }, 0);
-    let out = child.wait_with_output().unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let err = String::from_utf8_lossy(&out.stderr);
-    let lines = err.lines().filter(|l| l.contains("; retrying")).count();
-    // One line at once and one a second after: 2 (3 on a slow start), not thousands.
-    assert!((1..=3).contains(&lines), "{err}");
+        .unwrap());
+    // stderr line by line, read on a thread so that the wait below is bounded.
+    let stderr = child.0.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Until the second report (a second after the first), bounded: a fixed sleep left
+    // little slack for a slow start on a loaded machine.
+    let mut err = String::new();
+    let retrying = |err: &str| err.lines().filter(|l| l.contains("; retrying")).count();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while retrying(&err) < 2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(line) => {
+                err.push_str(&line);
+                err.push('\n');
+            }
+            Err(_) => panic!("no second retry report within 10 s: {err}"),
+        }
+    }
+    // SAFETY: kill(2) on our own child's pid (not yet reaped: we hold its Child).
+    assert_eq!(unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) }, 0);
+    let status = child.0.wait().unwrap();
+    reader.join().unwrap();
+    for line in rx.try_iter() {
+        err.push_str(&line);
+        err.push('\n');
+    }
+    assert!(status.success(), "{status}: {err}");
+    let lines = retrying(&err);
+    // One line at once and one a second after: 2 (3 if a third report raced the signal),
+    // not thousands.
+    assert!((2..=3).contains(&lines), "{err}");
     assert!(
         err.contains("more failed attempts since the last report"),
         "{err}"
