@@ -136,7 +136,7 @@ fn handoff_ring(pid: u32) -> PathBuf {
     PathBuf::from(format!("/dev/shm/ringwire-bench-handoff-{pid}"))
 }
 
-/// Starts a 5 s hand-off and waits until its reader runs and records flow; returns a guard
+/// Starts a long hand-off (the signal under test ends it) and waits until its reader runs and records flow; returns a guard
 /// that removes the hand-off's ring, the process and its reader's pid. Destructure them in
 /// this order (`let (_cleanup, p, reader) = …`): the process, declared later, is then
 /// killed before the guard removes the ring.
@@ -146,8 +146,10 @@ fn running_handoff(wait: &str) -> (ShmPath, Proc, u32) {
         "handoff",
         "--rate",
         "1000",
+        // Far longer than any startup: a run that ended on its own before the signal
+        // would exit 0, not 1 (5 s left ~4.5 s for startup and the waits below).
         "--seconds",
-        "5",
+        "300",
         "--wait",
         wait,
     ]);
