@@ -356,14 +356,17 @@ fn shutdown_ends_run_promptly() {
     assert!(rx.try_recv().is_err(), "run returned before shutdown");
     let t0 = Instant::now();
     handle.shutdown().unwrap();
-    let ended = rx.recv_timeout(Duration::from_secs(2));
+    let ended = rx.recv_timeout(Duration::from_secs(5));
     let took = t0.elapsed();
     if ended.is_err() {
         stop.0.shutdown();
     }
     let (r, seq) = runner.join().unwrap();
-    assert!(ended.is_ok(), "run still going 2 s after shutdown");
-    assert!(took < Duration::from_millis(500), "shutdown took {took:?}");
+    assert!(ended.is_ok(), "run still going 5 s after shutdown");
+    // `run` checks its stop flag at least every 100 ms (MAX_BLOCK); 1 s is ten times that,
+    // room for a loaded machine keeping either thread off the CPU, and still far from the
+    // 5 s above that means it never noticed.
+    assert!(took < Duration::from_secs(1), "shutdown took {took:?}");
     r.unwrap();
     assert_eq!(seq, 1);
     // The server's one session ended with the mirror's connection.
