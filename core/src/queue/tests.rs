@@ -217,8 +217,10 @@ fn attach_errors_carry_the_bad_value() {
     );
 }
 
+/// ringwire's own ring attach refuses a queue's magic (ringfire's reader is checked in
+/// tests/tests/queue_interop.rs).
 #[test]
-fn ringfire_reader_refuses_a_queue() {
+fn ring_attach_refuses_a_queue() {
     let (mut b, _q) = queue(QueueKind::Spsc, 4, 8, 16);
     assert_eq!(
         RingView::attach(b.region(), Expect::RAW).unwrap_err(),
