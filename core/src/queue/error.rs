@@ -230,6 +230,15 @@ pub enum PopError {
         /// The value found.
         word: u64,
     },
+    /// SPSC: the enqueue cursor is behind the consumer's head or more than a lap ahead of
+    /// it (a corrupt file, or a second consumer), so no item can be told ready; nothing was
+    /// popped.
+    CorruptCursors {
+        /// The consumer's head (dequeue cursor).
+        head: u64,
+        /// The enqueue cursor found.
+        tail: u64,
+    },
 }
 
 /// A slot cannot be healed; nothing was changed.
@@ -435,6 +444,11 @@ impl fmt::Display for PopError {
                     "slot of position {pos} holds an impossible control word {word:#x}"
                 )
             }
+            PopError::CorruptCursors { head, tail } => write!(
+                f,
+                "the enqueue cursor {tail} is not within a lap ahead of the dequeue cursor {head} \
+                 (a corrupt queue file): nothing was popped"
+            ),
         }
     }
 }

@@ -321,9 +321,9 @@ impl SpscConsumer {
         self.cached_tail = self.q.enq().load(Ordering::Acquire);
         let ready = self.cached_tail.wrapping_sub(self.head);
         if ready > self.q.capacity() {
-            return Err(PopError::Corrupt {
-                pos: self.head,
-                word: self.cached_tail,
+            return Err(PopError::CorruptCursors {
+                head: self.head,
+                tail: self.cached_tail,
             });
         }
         Ok(ready.min(want))

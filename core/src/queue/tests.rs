@@ -564,7 +564,7 @@ fn spsc_corrupt_cursor_is_an_error_not_a_hang() {
     let mut buf = [0u8; 8];
     assert_eq!(
         c.try_pop(&mut buf),
-        Err(PopError::Corrupt { pos: 0, word: 100 })
+        Err(PopError::CorruptCursors { head: 0, tail: 100 })
     );
     q.enq().store(1, Ordering::Relaxed);
     q.slot_word(0).store(9, Ordering::Relaxed);
@@ -597,6 +597,33 @@ fn spsc_corrupt_cursor_is_an_error_not_a_hang() {
     assert_eq!(p.try_push(b"x"), Err(PushError::Full));
     assert_eq!(p.push_slice(&[b"x"]), Ok(0));
     assert_eq!(p.cursors_corrupt(), None);
+}
+
+#[test]
+fn spsc_consumer_names_bad_cursors_not_a_bad_control_word() {
+    // A tail more than a lap ahead of the head, or behind it, is a cursor fault: the slot's
+    // control word is sound and must not be blamed.
+    let (_b, q) = queue(QueueKind::Spsc, 4, 8, 16);
+    q.deq().store(5, Ordering::Relaxed);
+    q.enq().store(2, Ordering::Relaxed);
+    let mut c = SpscConsumer::new(q).unwrap();
+    let mut buf = [0u8; 8];
+    let e = c.try_pop(&mut buf).unwrap_err();
+    assert_eq!(e, PopError::CorruptCursors { head: 5, tail: 2 });
+    assert_eq!(
+        std::format!("{e}"),
+        "the enqueue cursor 2 is not within a lap ahead of the dequeue cursor 5 \
+         (a corrupt queue file): nothing was popped"
+    );
+    assert_eq!(c.ready(), Err(e));
+    q.enq().store(10, Ordering::Relaxed);
+    assert_eq!(
+        c.try_pop(&mut buf),
+        Err(PopError::CorruptCursors { head: 5, tail: 10 })
+    );
+    // A full lap is sound.
+    q.enq().store(9, Ordering::Relaxed);
+    assert_eq!(c.ready(), Ok(4));
 }
 
 /// Moves items 0..N from a producer thread running `produce(&mut p, i)` (returns how many
