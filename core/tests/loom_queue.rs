@@ -1,7 +1,8 @@
 //! loom models of the lossless queues: SPSC push/pop including slice operations (with and
 //! without per-slot length words) and slots written in place then committed; MPMC with two
 //! producers and two consumers, producers racing for slots across a wrap, a producer
-//! reusing a slot while its consumer pops, `claim` racing `try_push`; and the heals: of a
+//! reusing a slot while its consumer pops, `claim` racing `try_push`, the corruption checks
+//! (of the full and empty paths, and an attacher's) on a live queue; and the heals: of a
 //! consumer killed mid-pop, racing a late publish, of a push dead mid-copy. And ringfire's
 //! lossy MPMC ring: two producers and a competing consumer, slot reuse with an overwritten
 //! ticket, and the heal of a slot left mid-write racing a push and a consumer.
@@ -338,6 +339,46 @@ fn push_retrying(q: &MpmcQueue, v: u64) -> u64 {
             Err(e) => panic!("push {v}: {e}"),
         }
     }
+}
+
+#[test]
+fn mpmc_corruption_checks_never_trip_on_a_live_queue() {
+    // Two slots, two laps already done, so the stamps are of later laps than their slot
+    // indices: a producer pushes positions 4 to 6 (full at 6 until the consumer frees slot
+    // 0), a consumer pops them (empty until each is published), and the main thread checks
+    // the cursors as an attacher does. Neither the checks of the full and empty paths nor the
+    // attacher's may call the live queue corrupt.
+    model_bounded(2, || {
+        let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
+        let mut b = [0u8; 16];
+        for v in 0..4 {
+            assert_eq!(q.try_push(&item(v)), Ok(v));
+            assert_eq!(q.try_pop(&mut b), Ok(Popped::Item { pos: v }));
+        }
+        let qp = q.clone();
+        let producer = thread::spawn(move || {
+            for v in 4..7 {
+                assert_eq!(push_retrying(&qp, v), v);
+            }
+        });
+        let qc = q.clone();
+        let consumer = thread::spawn(move || {
+            let mut b = [0u8; 16];
+            let mut got = Vec::new();
+            while got.len() < 3 {
+                match qc.try_pop(&mut b) {
+                    Ok(Popped::Item { pos }) => got.push((pos, value(&b))),
+                    Err(PopError::Empty | PopError::Pending { .. }) => thread::yield_now(),
+                    other => panic!("pop: {other:?}"),
+                }
+            }
+            got
+        });
+        assert_eq!(q.check_cursors(), Ok(()));
+        producer.join().unwrap();
+        assert_eq!(consumer.join().unwrap(), [(4, 4), (5, 5), (6, 6)]);
+        assert_eq!(q.check_cursors(), Ok(()));
+    });
 }
 
 #[test]

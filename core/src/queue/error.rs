@@ -113,6 +113,32 @@ pub enum QueueAttachError {
         /// The header's signature.
         found: u64,
     },
+    /// MPMC: the cursors contradict each other (the dequeue cursor past the enqueue cursor,
+    /// or more than a lap behind it) or reach 2^61, where positions collide with the stamps'
+    /// flag bits: a corrupt queue file, which would read as empty, full or both for good.
+    BadCursors {
+        /// The enqueue cursor.
+        enqueue: u64,
+        /// The dequeue cursor.
+        dequeue: u64,
+        /// The capacity.
+        capacity: u64,
+    },
+    /// MPMC: the slot of `pos` holds a stamp of a lap the cursors rule out (older than the
+    /// cursors allow; or, found by an opener alone on the file, any stamp no protocol step
+    /// leaves there): the cursors and the slots come from different states (a machine crash
+    /// under a queue on a disk file system writes back the header and slot pages
+    /// separately), or a stamp was put back. The queue would stay empty or full for good.
+    StampOffLap {
+        /// The position.
+        pos: u64,
+        /// The stamp found in its slot.
+        stamp: u64,
+        /// The enqueue cursor.
+        enqueue: u64,
+        /// The dequeue cursor.
+        dequeue: u64,
+    },
 }
 
 /// A queue cannot be initialised in a region.
@@ -170,7 +196,8 @@ pub enum PushError {
         /// The position that was healed.
         pos: u64,
     },
-    /// The slot's stamp holds a value no protocol step writes (a corrupt file).
+    /// The slot's stamp holds a value no protocol step writes, or a lap older than the
+    /// enqueue cursor allows (a corrupt file).
     Corrupt {
         /// The position.
         pos: u64,
@@ -222,8 +249,9 @@ pub enum PopError {
         /// The length asked for.
         expected: usize,
     },
-    /// The slot's control word holds a value no protocol step writes (a corrupt file);
-    /// the item was left in the queue.
+    /// The slot's control word holds a value no protocol step writes (a corrupt file), or,
+    /// in an MPMC queue, a lap older than the dequeue cursor allows; the item was left in
+    /// the queue.
     Corrupt {
         /// The position.
         pos: u64,
@@ -366,6 +394,27 @@ impl fmt::Display for QueueAttachError {
             SchemaMismatch { expected, found } => write!(
                 f,
                 "schema signature {found:#018x} does not match the item type's {expected:#018x}"
+            ),
+            BadCursors {
+                enqueue,
+                dequeue,
+                capacity,
+            } => write!(
+                f,
+                "corrupt queue cursors: enqueue {enqueue}, dequeue {dequeue} (capacity \
+                 {capacity}); a queue needs dequeue <= enqueue <= dequeue + capacity, both \
+                 below 2^61"
+            ),
+            StampOffLap {
+                pos,
+                stamp,
+                enqueue,
+                dequeue,
+            } => write!(
+                f,
+                "corrupt queue: the slot of position {pos} holds stamp {stamp:#x}, which no \
+                 state with enqueue cursor {enqueue} and dequeue cursor {dequeue} leaves there \
+                 (cursors and slots from different times, as after a machine crash)"
             ),
         }
     }

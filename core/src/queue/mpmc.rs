@@ -94,6 +94,18 @@
 //! pushing with [`MpmcQueue::claim`] and [`MpmcQueue::write_claimed`] (one RMW more)
 //! narrows what a mistaken heal can do to the first two cases; a consumer has no such mode.
 //!
+//! # Corrupt files
+//!
+//! [`QueueView::attach`] refuses an MPMC queue whose cursors contradict each other
+//! (dequeue past enqueue, more than a lap behind it, or at 2^61 or more) or whose slots at
+//! the cursors hold a lap older than the cursors allow
+//! ([`MpmcQueue::check_cursors`]); the std layer's opener alone on a file checks every slot
+//! ([`MpmcQueue::check_stamps_at_rest`]) before healing. A handle attached before the damage
+//! learns it on the paths that would report full or empty: a stamp older than the previous
+//! lap at the enqueue cursor is [`PushError::Corrupt`], one older than the lap a capacity
+//! below the dequeue cursor is [`PopError::Corrupt`] (once the same state reads twice, a
+//! pause apart: the check costs nothing on a push or pop that succeeds).
+//!
 //! # Transient states are reported at once
 //!
 //! A push that finds the previous lap's consumer still copying out reports
@@ -109,7 +121,6 @@ use super::error::{HealError, PopError, PushError, QueueAttachError};
 use super::layout::QueueKind;
 use super::view::QueueView;
 use crate::sync::Ordering;
-#[cfg(not(loom))]
 use crate::sync::spin_hint;
 
 /// Stamp flag: this position was claimed with [`MpmcQueue::claim`]; its copy has not begun.
@@ -236,8 +247,12 @@ impl MpmcQueue {
             }
             if stamp & !FLAGS < pos {
                 // The slot still holds the previous lap: full (or its consumer is copying
-                // out, reported the same; module docs).
-                return Err(PushError::Full);
+                // out, reported the same; module docs). A stamp older than that lap is
+                // checked out of line.
+                if stamp & !FLAGS >= pos.saturating_sub(self.q.capacity()) {
+                    return Err(PushError::Full);
+                }
+                return Err(self.full_or_corrupt(pos, stamp));
             }
             // Claimed, published, healed or consumed at this lap or later: another producer
             // took `pos` and moved the cursor on (the acquire above shows its move).
@@ -250,6 +265,137 @@ impl MpmcQueue {
             }
             pos = now;
         }
+    }
+
+    /// The error of a push whose enqueue cursor read `pos` while the slot of `pos` held
+    /// `stamp`, older (flags masked) than `pos - capacity`, the previous lap's position:
+    /// [`PushError::Corrupt`] if that state stays ([`MpmcQueue::stays_behind`]), else
+    /// [`PushError::Full`], as before the check (the caller retries).
+    ///
+    /// A sound queue never holds that state: the enqueue cursor reached `pos` only after
+    /// the position `pos - capacity` was claimed, whose producer saw the slot free at that
+    /// lap, and a slot's stamp only grows. A stale cursor names an earlier position, and so
+    /// allows an older stamp, never a newer one. But the cursors move by relaxed CASes, so
+    /// the load of the stamp may still return a value older than the cursor implies (the
+    /// memory model allows it, and loom produces it): hence the re-reads.
+    #[cold]
+    #[inline(never)]
+    fn full_or_corrupt(&self, pos: u64, stamp: u64) -> PushError {
+        match self.stays_behind(true, pos, stamp) {
+            Some(word) => PushError::Corrupt { pos, word },
+            None => PushError::Full,
+        }
+    }
+
+    /// The error of a pop whose dequeue cursor read `pos` while the slot of `pos` held
+    /// `stamp`, older (flags masked) than `pos - capacity + 1`: the consumer of
+    /// `pos - capacity` moved the cursor past that position only after seeing the slot at
+    /// that lap's `pos - capacity + 1`, and a slot's stamp only grows.
+    /// [`PopError::Corrupt`] if that state stays, as in [`MpmcQueue::full_or_corrupt`], else
+    /// [`PopError::Empty`].
+    #[cold]
+    #[inline(never)]
+    fn empty_or_corrupt(&self, pos: u64, stamp: u64) -> PopError {
+        match self.stays_behind(false, pos, stamp) {
+            Some(word) => PopError::Corrupt { pos, word },
+            None => PopError::Empty,
+        }
+    }
+
+    /// After a pause, reads the cursor (the enqueue cursor if `enqueue`, else the dequeue
+    /// cursor) and the stamp of `pos` again, until the cursor has moved or the stamp is no
+    /// longer behind the lap the cursor names (`None`: a live queue), or the stamp reads the
+    /// same behind value twice in a row with the cursor still at `pos` (`Some(stamp)`: a
+    /// state at rest, which no protocol step leaves). A thread's loads of one location never
+    /// go back in its order of stores, so a stale stamp is followed by newer ones as the
+    /// stores reach this thread (under loom, a load after a yield returns a newer store if
+    /// there is one). `None` after 16 changed readings.
+    #[cold]
+    fn stays_behind(&self, enqueue: bool, pos: u64, mut stamp: u64) -> Option<u64> {
+        let cap = self.q.capacity();
+        // Behind: older than `pos - capacity` at the enqueue cursor, than
+        // `pos - capacity + 1` at the dequeue cursor.
+        let lap = if enqueue { cap.saturating_add(1) } else { cap };
+        let behind = |s: u64| (s & !FLAGS).saturating_add(lap) <= pos;
+        for _ in 0..16 {
+            pause();
+            let cursor = if enqueue { self.q.enq() } else { self.q.deq() };
+            // Acquire (both): as in claim and pop.
+            let now = cursor.load(Ordering::Acquire);
+            let again = self.q.slot_word(pos).load(Ordering::Acquire);
+            if now != pos || !behind(again) {
+                return None;
+            }
+            if again == stamp {
+                return Some(again);
+            }
+            stamp = again;
+        }
+        None
+    }
+
+    /// Checks the cursors of the queue: both below 2^61 (the stamps' flag bits), the
+    /// dequeue cursor at or below the enqueue cursor and at most a lap behind it, and the
+    /// slots at the two cursors holding no lap older than those cursors allow (the slot at
+    /// the enqueue cursor at least the previous lap, the one at the dequeue cursor at least
+    /// the lap of the position a capacity below it, taken). [`QueueView::attach`] runs it on
+    /// every MPMC queue. Loads only, safe on a queue in use: the dequeue cursor is read
+    /// before and after the enqueue cursor, so a queue moving meanwhile passes, and a
+    /// failed check is reported only when, after a pause, it fails again with the same
+    /// values (a stamp read stale under relaxed cursor moves is read newer).
+    #[cold]
+    pub fn check_cursors(&self) -> Result<(), QueueAttachError> {
+        check_cursors(&self.q)
+    }
+
+    /// Checks every slot's stamp against the cursors of a queue AT REST: no live handle
+    /// pushes or pops (every holder is dead, as the std layer proves with file locks before
+    /// healing at open). On top of [`MpmcQueue::check_cursors`], the slot of each position
+    /// `p` of the lap from the dequeue cursor must hold a stamp some sequence of protocol
+    /// steps (dead holders and heals included) leaves there:
+    /// * `p` (free, or claimed by a dead [`MpmcQueue::try_push`] when `p` is below the
+    ///   enqueue cursor), or `p | CLAIMED` or `p | WRITING` when `p` is below the enqueue
+    ///   cursor (a dead producer);
+    /// * `p + 1` or `(p + 1) | HEALED` when `p` is below the enqueue cursor (published or
+    ///   healed, not popped);
+    /// * `p - capacity + 1` or that `| HEALED` (the slot a dead consumer of `p - capacity`
+    ///   took and never freed, or put back by a mistaken heal's late store, which the
+    ///   stuck-slot scan reports and heals).
+    ///
+    /// Any other stamp ([`QueueAttachError::StampOffLap`]) means the cursors and the slots
+    /// come from different states (a crash of the machine under a queue on a disk file
+    /// system writes back the header and the slot pages separately), or a stamp put back
+    /// two laps: healing it would deliver garbage or wedge the queue for good. On a queue
+    /// in use the answer means nothing.
+    #[cold]
+    pub fn check_stamps_at_rest(&self) -> Result<(), QueueAttachError> {
+        check_cursors_once(&self.q)?;
+        let cap = self.q.capacity();
+        // Relaxed (all): at rest nothing moves; the caller's locks order the dead holders'
+        // stores before these loads.
+        let dequeue = self.q.deq().load(Ordering::Relaxed);
+        let enqueue = self.q.enq().load(Ordering::Relaxed);
+        for pos in dequeue..dequeue + cap {
+            let stamp = self.q.slot_word(pos).load(Ordering::Relaxed);
+            let next = pos + 1;
+            let claimed = pos < enqueue;
+            let ok = stamp == pos
+                || (claimed
+                    && (stamp == pos | CLAIMED
+                        || stamp == pos | WRITING
+                        || stamp == next
+                        || stamp == next | HEALED))
+                || (pos >= cap && (stamp == next - cap || stamp == (next - cap) | HEALED));
+            if !ok {
+                return Err(QueueAttachError::StampOffLap {
+                    pos,
+                    stamp,
+                    enqueue,
+                    dequeue,
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Claims the next position for an item, or fails with [`PushError::Full`]. The caller
@@ -404,11 +550,14 @@ impl MpmcQueue {
                 // previous lap whose consumer is finishing (empty). A try_push in flight
                 // leaves the stamp at `pos` and reads as empty: telling it apart would cost
                 // a load of the producers' cursor line on every empty poll.
-                return Err(if stamp & !FLAGS == pos && stamp != pos {
-                    PopError::Pending { pos }
-                } else {
-                    PopError::Empty
-                });
+                if stamp & !FLAGS == pos && stamp != pos {
+                    return Err(PopError::Pending { pos });
+                }
+                // A stamp older than the lap below `pos` is checked out of line.
+                if (stamp & !FLAGS).saturating_add(cap) > pos {
+                    return Err(PopError::Empty);
+                }
+                return Err(self.empty_or_corrupt(pos, stamp));
             } else {
                 // Another consumer took `pos`; back off as after a lost CAS, then follow
                 // the cursor.
@@ -603,6 +752,75 @@ impl MpmcQueue {
             }
         }
     }
+}
+
+/// [`MpmcQueue::check_cursors`] on the MPMC queue `q` (for [`QueueView::attach`]): an error
+/// only when two readings a pause apart fail the same way (a state at rest); `Ok` after 16
+/// readings that each failed otherwise (a queue moving: the checks of the full and empty
+/// paths see it later).
+#[cold]
+pub(crate) fn check_cursors(q: &QueueView) -> Result<(), QueueAttachError> {
+    let mut last = None;
+    for _ in 0..16 {
+        match check_cursors_once(q) {
+            Ok(()) => return Ok(()),
+            Err(e) if last == Some(e) => return Err(e),
+            Err(e) => last = Some(e),
+        }
+        pause();
+    }
+    Ok(())
+}
+
+/// One reading of [`MpmcQueue::check_cursors`].
+fn check_cursors_once(q: &QueueView) -> Result<(), QueueAttachError> {
+    let cap = q.capacity();
+    // Acquire (all): as for a pop and a push; the order of the three loads is what the
+    // check relies on (the cursors only grow, and dequeue <= enqueue at every moment).
+    let dequeue = q.deq().load(Ordering::Acquire);
+    let enqueue = q.enq().load(Ordering::Acquire);
+    let later = q.deq().load(Ordering::Acquire);
+    if (dequeue | enqueue | later) & FLAGS != 0
+        || dequeue > enqueue
+        || enqueue > later.saturating_add(cap)
+    {
+        return Err(QueueAttachError::BadCursors {
+            enqueue,
+            dequeue: if dequeue > enqueue { dequeue } else { later },
+            capacity: cap,
+        });
+    }
+    let off = |pos: u64, stamp: u64| QueueAttachError::StampOffLap {
+        pos,
+        stamp,
+        enqueue,
+        dequeue: later,
+    };
+    // Acquire: as in claim. The slot at the enqueue cursor holds at least the previous lap.
+    let stamp = q.slot_word(enqueue).load(Ordering::Acquire);
+    if (stamp & !FLAGS).saturating_add(cap) < enqueue {
+        return Err(off(enqueue, stamp));
+    }
+    // Acquire: as in a pop. The slot at the dequeue cursor holds at least the lap of the
+    // position a capacity below it, published.
+    let stamp = q.slot_word(later).load(Ordering::Acquire);
+    if (stamp & !FLAGS).saturating_add(cap) <= later {
+        return Err(off(later, stamp));
+    }
+    Ok(())
+}
+
+/// The pause before a corruption check reads again (cold paths only): 64 spin hints, so
+/// that stores in flight reach this thread; one yield under loom, after which a load
+/// returns a newer store than it saw before, if there is one.
+#[cold]
+fn pause() {
+    #[cfg(not(loom))]
+    for _ in 0..64 {
+        spin_hint();
+    }
+    #[cfg(loom)]
+    spin_hint();
 }
 
 /// After a CAS lost to another thread of the same side: 1, 2, 4, ... 64 spin hints before the

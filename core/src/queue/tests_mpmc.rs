@@ -486,6 +486,9 @@ fn a_late_try_push_publish_after_a_heal_is_recovered_by_healing_again() {
     assert_eq!(pop_u64(&q), Ok((1, 1)));
     assert_eq!(pop_u64(&q), Err(PopError::Empty));
     assert_eq!(q.len(), 1);
+    // Recoverable (below), so neither check refuses it.
+    assert_eq!(q.check_cursors(), Ok(()));
+    assert_eq!(q.check_stamps_at_rest(), Ok(()));
     assert_eq!(q.next_stuck_slot(0), Some(stuck(0, StuckKind::MidPop)));
     assert_eq!(q.heal_stuck_slot(stuck(0, StuckKind::MidPop)), Ok(()));
     assert_eq!(q.next_stuck_slot(0), Some(stuck(2, StuckKind::MidWrite)));
@@ -509,6 +512,8 @@ fn a_live_consumer_healed_mid_pop_erases_the_next_lap_with_its_late_free() {
     assert_eq!(pop_u64(&q), Ok((1, 2)));
     assert_eq!(pop_u64(&q), Err(PopError::Empty));
     assert_eq!(q.len(), 1);
+    assert_eq!(q.check_cursors(), Ok(()));
+    assert_eq!(q.check_stamps_at_rest(), Ok(()));
     assert_eq!(q.next_stuck_slot(0), Some(stuck(2, StuckKind::MidWrite)));
     assert_eq!(q.heal_stuck_slot(stuck(2, StuckKind::MidWrite)), Ok(()));
     assert_eq!(q.try_pop(&mut [0u8; 8]), Ok(Popped::Healed { pos: 2 }));
@@ -579,4 +584,180 @@ fn heal_refuses_a_position_whose_holder_moved_on() {
         })
     );
     assert_eq!(q.view().slot_word(1).load(Ordering::Relaxed), 1 | WRITING);
+}
+
+/// A 4-slot queue holding items at positions 0 and 1 (stamps 1, 2, 2, 3), with the
+/// cursors then set to `enq` and `deq` (a corrupt file), and a fresh attach of it.
+fn two_items_then_cursors(
+    enq: u64,
+    deq: u64,
+) -> (Vec<u64>, MpmcQueue, Result<(), QueueAttachError>) {
+    let (mut b, q) = mpmc(4, 8);
+    assert_eq!(q.try_push(&10u64.to_le_bytes()), Ok(0));
+    assert_eq!(q.try_push(&11u64.to_le_bytes()), Ok(1));
+    q.view().deq().store(deq, Ordering::Relaxed);
+    q.view().enq().store(enq, Ordering::Relaxed);
+    // SAFETY: the buffer outlives the region, and every access to it is atomic.
+    let r = unsafe { Region::from_raw_parts(b.as_mut_ptr().cast(), b.len() * 8) }.unwrap();
+    let attached = QueueView::attach(r, QueueExpect::raw(QueueKind::Mpmc)).map(|_| ());
+    (b, q, attached)
+}
+
+#[test]
+fn attach_refuses_a_dequeue_cursor_past_the_enqueue_cursor() {
+    let (_b, q, attached) = two_items_then_cursors(2, 10);
+    let e = QueueAttachError::BadCursors {
+        enqueue: 2,
+        dequeue: 10,
+        capacity: 4,
+    };
+    assert_eq!(attached, Err(e));
+    assert_eq!(
+        std::format!("{e}"),
+        "corrupt queue cursors: enqueue 2, dequeue 10 (capacity 4); a queue needs \
+         dequeue <= enqueue <= dequeue + capacity, both below 2^61"
+    );
+    assert_eq!(q.check_cursors(), Err(e));
+    // A handle attached before the damage: the push lands at position 2, which consumers
+    // at 10 never reach; the pop says so instead of reporting empty for ever.
+    assert_eq!(q.try_push(&12u64.to_le_bytes()), Ok(2));
+    assert_eq!(pop_u64(&q), Err(PopError::Corrupt { pos: 10, word: 3 }));
+}
+
+#[test]
+fn cursors_ahead_of_their_slots_are_refused_and_corrupt_not_full_and_empty() {
+    // The header page written back after a crash, the slot pages not: the cursors name
+    // positions 100 and 102, the slots still hold the laps of positions 0 to 3.
+    let (_b, q, attached) = two_items_then_cursors(102, 100);
+    assert_eq!(
+        attached,
+        Err(QueueAttachError::StampOffLap {
+            pos: 102,
+            stamp: 2,
+            enqueue: 102,
+            dequeue: 100
+        })
+    );
+    assert_eq!(q.next_stuck_slot(0), None);
+    // A handle attached before: errors, not a queue full and empty for good.
+    assert_eq!(
+        q.try_push(&[0u8; 8]),
+        Err(PushError::Corrupt { pos: 102, word: 2 })
+    );
+    assert_eq!(q.claim(), Err(PushError::Corrupt { pos: 102, word: 2 }));
+    assert_eq!(pop_u64(&q), Err(PopError::Corrupt { pos: 100, word: 1 }));
+    assert!(q.check_stamps_at_rest().is_err());
+}
+
+#[test]
+fn attach_refuses_an_enqueue_cursor_laps_ahead_of_the_dequeue_cursor() {
+    let (_b, q, attached) = two_items_then_cursors(1000, 0);
+    assert_eq!(
+        attached,
+        Err(QueueAttachError::BadCursors {
+            enqueue: 1000,
+            dequeue: 0,
+            capacity: 4
+        })
+    );
+    assert_eq!(
+        q.try_push(&[0u8; 8]),
+        Err(PushError::Corrupt { pos: 1000, word: 1 })
+    );
+}
+
+#[test]
+fn attach_refuses_a_cursor_in_the_flag_bits() {
+    let (_b, q, attached) = two_items_then_cursors((1 << 61) + 2, 0);
+    assert_eq!(
+        attached,
+        Err(QueueAttachError::BadCursors {
+            enqueue: (1 << 61) + 2,
+            dequeue: 0,
+            capacity: 4
+        })
+    );
+    assert_eq!(
+        q.try_push(&[0u8; 8]),
+        Err(PushError::Corrupt {
+            pos: (1 << 61) + 2,
+            word: 2
+        })
+    );
+    let (_b, _q, attached) = two_items_then_cursors((1 << 61) + 2, 1 << 61);
+    assert!(matches!(attached, Err(QueueAttachError::BadCursors { .. })));
+}
+
+#[test]
+fn sound_states_pass_the_cursor_and_at_rest_checks() {
+    let (_b, q) = mpmc(4, 8);
+    let check = |q: &MpmcQueue| {
+        assert_eq!(q.check_cursors(), Ok(()));
+        assert_eq!(q.check_stamps_at_rest(), Ok(()));
+    };
+    check(&q);
+    // Full, over several laps, each fill level.
+    for lap in 0..3u64 {
+        for i in 0..4 {
+            assert_eq!(q.try_push(&[0u8; 8]), Ok(lap * 4 + i));
+            check(&q);
+        }
+        assert_eq!(q.try_push(&[0u8; 8]), Err(PushError::Full));
+        for i in 0..4 {
+            assert_eq!(pop_u64(&q).map(|p| p.0), Ok(lap * 4 + i));
+            check(&q);
+        }
+        assert_eq!(pop_u64(&q), Err(PopError::Empty));
+    }
+    // Dead holders: a claim, a try_push that claimed (the stamp left at its position), a
+    // consumer that took position 12 and one that passed a healed position.
+    assert_eq!(q.claim(), Ok(12));
+    q.view().enq().store(14, Ordering::Relaxed); // try_push claimed 13
+    check(&q);
+    assert_eq!(q.heal_stuck_slot(stuck(12, StuckKind::Claimed)), Ok(()));
+    kill_consumer_mid_pop(&q, 12);
+    check(&q);
+    assert_eq!(q.try_push(&[0u8; 8]), Ok(14));
+    assert_eq!(q.try_push(&[0u8; 8]), Ok(15));
+    // Slot 0 is still taken by the consumer of 12: position 16 finds it full, soundly.
+    assert_eq!(q.try_push(&[0u8; 8]), Err(PushError::Full));
+    check(&q);
+    // The dead consumer's slot healed.
+    assert_eq!(q.heal_stuck_slot(stuck(12, StuckKind::MidPop)), Ok(()));
+    check(&q);
+}
+
+#[test]
+fn a_stamp_put_back_two_laps_fails_the_at_rest_check() {
+    // The module docs' wedge for good (see the test above of that name): the scan finds
+    // nothing, and the at-rest check names the slot.
+    let (_b, q) = mpmc(2, 8);
+    for v in 0..4u64 {
+        assert_eq!(q.try_push(&v.to_le_bytes()), Ok(v));
+        assert_eq!(pop_u64(&q), Ok((v, v)));
+    }
+    q.view().slot_word(0).store(2, Ordering::Release);
+    let off = Err(QueueAttachError::StampOffLap {
+        pos: 4,
+        stamp: 2,
+        enqueue: 4,
+        dequeue: 4,
+    });
+    assert_eq!(q.check_stamps_at_rest(), off);
+    // The slot is the one at the dequeue cursor: any attach sees it, and a pop says so.
+    assert_eq!(q.check_cursors(), off);
+    assert_eq!(pop_u64(&q), Err(PopError::Corrupt { pos: 4, word: 2 }));
+    // One slot further on, only the at-rest check sees it.
+    q.view().slot_word(0).store(4, Ordering::Release);
+    q.view().slot_word(1).store(3, Ordering::Release);
+    assert_eq!(q.check_cursors(), Ok(()));
+    assert_eq!(
+        q.check_stamps_at_rest(),
+        Err(QueueAttachError::StampOffLap {
+            pos: 5,
+            stamp: 3,
+            enqueue: 4,
+            dequeue: 4
+        })
+    );
 }

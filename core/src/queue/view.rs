@@ -118,9 +118,11 @@ impl QueueView {
         Ok(view)
     }
 
-    /// Attaches to an initialised queue, checking magic, kind, length, version, geometry and
-    /// (if given) item size and schema signature, in that order. The magic comes first so
-    /// that a short file of another format (a small ringfire ring) is named as such.
+    /// Attaches to an initialised queue, checking magic, kind, length, version, geometry,
+    /// (if given) item size and schema signature, and for an MPMC queue its cursors
+    /// ([`MpmcQueue::check_cursors`](super::MpmcQueue::check_cursors)), in that order. The
+    /// magic comes first so that a short file of another format (a small ringfire ring) is
+    /// named as such.
     pub fn attach(region: Region, expect: QueueExpect) -> Result<QueueView, QueueAttachError> {
         let len = region.len() as u64;
         if len < 8 {
@@ -161,12 +163,16 @@ impl QueueView {
                 found: geo.schema_sig,
             });
         }
-        Ok(QueueView {
+        let view = QueueView {
             region,
             geo,
             #[cfg(loom)]
             cells: loom_cells(geo.capacity),
-        })
+        };
+        if geo.kind == QueueKind::Mpmc {
+            super::mpmc::check_cursors(&view)?;
+        }
+        Ok(view)
     }
 
     /// The validated geometry.

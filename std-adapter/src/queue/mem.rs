@@ -391,7 +391,9 @@ impl QueueMem {
         let mut map = map_file(&f, map_len).map_err(io_err(path, "mmap"))?;
         let region = region_of(&mut map, path)?;
         let view = QueueView::attach(region, expect).map_err(attach_err)?;
-        let at_open = reset_if_alone(&f, &view).map_err(io_err(path, "fcntl"))?;
+        let at_open = reset_if_alone(&f, &view)
+            .map_err(io_err(path, "fcntl"))?
+            .map_err(attach_err)?;
         Ok(QueueMem {
             map,
             view,
@@ -637,25 +639,29 @@ fn creation_finished(path: &Path) -> bool {
 /// needless `FUTEX_WAKE` until the last handle closes and the file is opened again, or,
 /// for an SPSC queue, until the next handle takes the dead sleeper's role (see
 /// `spsc_bytes`).
-fn reset_if_alone(f: &File, view: &QueueView) -> io::Result<AtOpen> {
+///
+/// An MPMC queue whose cursors and stamps no sequence of protocol steps leaves (checked at
+/// rest, `check_stamps_at_rest`: cursors and slot pages from different times after a machine
+/// crash, say) is not healed: the inner error refuses the open, since healing it would
+/// wedge the queue or deliver garbage.
+fn reset_if_alone(f: &File, view: &QueueView) -> io::Result<Result<AtOpen, QueueAttachError>> {
     // The conversion back below keeps the lock on bytes from LIVE_BYTE on.
     const _: () = assert!(LIVE_BYTE == 0);
     match ofd_lock(f, libc::F_WRLCK, LIVE_BYTE, 0) {
         Ok(true) => {}
         // Another handle holds a lock: not alone (our shared lock is unchanged).
-        Ok(false) => return Ok(AtOpen::NotAlone),
+        Ok(false) => return Ok(Ok(AtOpen::NotAlone)),
         // No record locks here: `open_live` went on without them, nothing can be proved.
-        Err(e) if locks_unsupported(&e) => return Ok(AtOpen::Unprovable),
+        Err(e) if locks_unsupported(&e) => return Ok(Ok(AtOpen::Unprovable)),
         Err(e) => return Err(e),
     }
-    let mut found = AtOpen::NotAlone;
+    let mut found = Ok(AtOpen::NotAlone);
     if crate::sys::try_lock_exclusive(f).is_ok() {
         // Relaxed: the locks order these stores before any later handle's use of the
         // counts (its lock waits for our release, a system call on both sides).
         view.data_waiters().store(0, Ordering::Relaxed);
         view.space_waiters().store(0, Ordering::Relaxed);
-        let (healed, refused) = heal_all_stuck(view);
-        found = AtOpen::Alone { healed, refused };
+        found = heal_all_stuck(view).map(|(healed, refused)| AtOpen::Alone { healed, refused });
         crate::sys::unlock(f);
     }
     // Back to the shared lock on LIVE_BYTE alone: the tail first, so that what is held in
@@ -671,22 +677,27 @@ fn reset_if_alone(f: &File, view: &QueueView) -> io::Result<AtOpen> {
 /// how many, with the first position the heal refused; for [`reset_if_alone`], whose
 /// caller has proved every holder dead. Stops at that position, which only a corrupt file
 /// can cause (no live handle moves a stamp meanwhile): that slot stays as it is, for `stat`
-/// to show.
-fn heal_all_stuck(view: &QueueView) -> (u64, Option<(StuckSlot, HealError)>) {
+/// to show. Heals nothing, with the error, when a stamp is of a lap the cursors rule out
+/// (`check_stamps_at_rest`).
+#[allow(clippy::type_complexity)]
+fn heal_all_stuck(
+    view: &QueueView,
+) -> Result<(u64, Option<(StuckSlot, HealError)>), QueueAttachError> {
     let Ok(q) = q::MpmcQueue::new(*view) else {
-        return (0, None);
+        return Ok((0, None));
     };
+    q.check_stamps_at_rest()?;
     let mut healed = 0;
     let mut from = 0;
     // Each heal moves `from` past its position, and stuck positions lie within two laps.
     while let Some(stuck) = q.next_stuck_slot(from) {
         if let Err(e) = q.heal_stuck_slot(stuck) {
-            return (healed, Some((stuck, e)));
+            return Ok((healed, Some((stuck, e))));
         }
         healed += 1;
         from = stuck.pos + 1;
     }
-    (healed, None)
+    Ok((healed, None))
 }
 
 /// Opens the queue file at `path` and takes the shared [`LIVE_BYTE`] lock on it, retrying

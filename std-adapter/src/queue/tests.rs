@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use ringwire_core::queue::{
-    PushError, QueueAttachError, QueueExpect, QueueKind, StuckKind, StuckSlot,
+    PopError, PushError, QueueAttachError, QueueExpect, QueueKind, StuckKind, StuckSlot,
 };
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -835,4 +835,149 @@ fn mpmc_file_shared_by_threads_and_reopened() {
         sum
     });
     assert_eq!(total, (0..2 * N).sum::<u64>());
+}
+
+/// A 4-slot MPMC file holding items 10 and 11 at positions 0 and 1, its cursors then set to
+/// `enq` and `deq` (a corrupt file), and its creator handle (still open).
+fn mpmc_file_with_cursors(name: &str, enq: u64, deq: u64) -> (PathBuf, Remove, MpmcQueue<u64>) {
+    let path = tmp(name);
+    let rm = Remove(path.clone());
+    let q = MpmcQueue::<u64>::create(&path, 4).unwrap();
+    assert_eq!(q.try_push(&10), Ok(0));
+    assert_eq!(q.try_push(&11), Ok(1));
+    // SAFETY: `q` outlives this use of the core queue.
+    let v = unsafe { q.core() }.view();
+    v.deq().store(deq, Ordering::Relaxed);
+    v.enq().store(enq, Ordering::Relaxed);
+    (path, rm, q)
+}
+
+/// The attach error of opening `path` as `MpmcQueue<u64>`, and of `stat`'s read-only open.
+fn open_errors(path: &Path) -> (QueueAttachError, String) {
+    let e = match MpmcQueue::<u64>::open(path) {
+        Err(QueueFileError::Attach { err, .. }) => err,
+        other => panic!("open: {other:?}"),
+    };
+    let ro = ReadOnlyQueue::open(path, QueueKind::Mpmc)
+        .unwrap_err()
+        .to_string();
+    (e, ro)
+}
+
+#[test]
+fn an_mpmc_file_with_its_dequeue_cursor_past_the_enqueue_cursor_is_refused() {
+    let (path, _rm, q) = mpmc_file_with_cursors("deqpast", 2, 10);
+    // A handle open before the damage: the push lands where no consumer comes, and the pop
+    // says the queue is corrupt instead of waiting out its timeout.
+    assert_eq!(q.try_push(&12), Ok(2));
+    let t0 = Instant::now();
+    assert_eq!(
+        q.pop_blocking(Duration::from_millis(200)),
+        Err(PopError::Corrupt { pos: 10, word: 3 })
+    );
+    assert!(t0.elapsed() < Duration::from_millis(150));
+    drop(q);
+    let (e, ro) = open_errors(&path);
+    assert_eq!(
+        e,
+        QueueAttachError::BadCursors {
+            enqueue: 3,
+            dequeue: 10,
+            capacity: 4
+        }
+    );
+    assert!(
+        ro.contains("corrupt queue cursors: enqueue 3, dequeue 10"),
+        "{ro}"
+    );
+}
+
+#[test]
+fn an_mpmc_file_whose_cursors_are_ahead_of_its_slots_is_refused_not_wedged() {
+    // The header page written back before a machine crash, the slot pages not.
+    let (path, _rm, q) = mpmc_file_with_cursors("aheadofslots", 102, 100);
+    let corrupt = PushError::Corrupt { pos: 102, word: 2 };
+    assert_eq!(q.try_push(&12), Err(corrupt));
+    assert_eq!(
+        q.push_blocking(&12, Duration::from_millis(200)),
+        Err(corrupt)
+    );
+    assert_eq!(q.try_pop(), Err(PopError::Corrupt { pos: 100, word: 1 }));
+    drop(q);
+    let (e, ro) = open_errors(&path);
+    assert_eq!(
+        e,
+        QueueAttachError::StampOffLap {
+            pos: 102,
+            stamp: 2,
+            enqueue: 102,
+            dequeue: 100
+        }
+    );
+    assert!(
+        ro.contains("corrupt queue: the slot of position 102"),
+        "{ro}"
+    );
+}
+
+#[test]
+fn an_mpmc_file_whose_enqueue_cursor_is_laps_ahead_is_refused_not_healed() {
+    let (path, _rm, q) = mpmc_file_with_cursors("enqlaps", 1000, 0);
+    drop(q);
+    let (e, _) = open_errors(&path);
+    assert_eq!(
+        e,
+        QueueAttachError::BadCursors {
+            enqueue: 1000,
+            dequeue: 0,
+            capacity: 4
+        }
+    );
+    let (path, _rm, q) = mpmc_file_with_cursors("enqflags", (1 << 61) + 2, 0);
+    drop(q);
+    assert!(matches!(
+        open_errors(&path).0,
+        QueueAttachError::BadCursors { .. }
+    ));
+}
+
+#[test]
+fn an_opener_alone_refuses_a_stamp_of_a_lap_the_cursors_rule_out() {
+    // Cursors at 4 and 6 with items 4 and 5, but slot 3 written back from before position
+    // 3 was pushed and popped (stamp 3, where 7 belongs): push 7 would find it full for
+    // good. The slots at the cursors are sound, so only an opener alone on the file, which
+    // can read every slot at rest, sees it.
+    let path = tmp("stampofflap");
+    let _rm = Remove(path.clone());
+    let q = MpmcQueue::<u64>::create(&path, 4).unwrap();
+    for v in 0..4 {
+        assert_eq!(q.try_push(&v), Ok(v));
+        assert_eq!(q.try_pop(), Ok((Some(v), 0)));
+    }
+    assert_eq!(q.try_push(&4), Ok(4));
+    assert_eq!(q.try_push(&5), Ok(5));
+    // SAFETY: `q` outlives this use of the core queue.
+    unsafe { q.core() }
+        .view()
+        .slot_word(3)
+        .store(3, Ordering::Relaxed);
+    // Not alone: nothing can be told from a queue in use.
+    let other = MpmcQueue::<u64>::open(&path).unwrap();
+    assert_eq!(other.healed_at_open(), 0);
+    drop((q, other));
+    let err = QueueAttachError::StampOffLap {
+        pos: 7,
+        stamp: 3,
+        enqueue: 6,
+        dequeue: 4,
+    };
+    match MpmcQueue::<u64>::open(&path) {
+        Err(QueueFileError::Attach { err: e, .. }) => assert_eq!(e, err),
+        other => panic!("open alone: {other:?}"),
+    }
+    // Refused, not healed: the file is as it was, and the next opener says the same.
+    assert!(matches!(
+        MpmcQueue::<u64>::open(&path),
+        Err(QueueFileError::Attach { .. })
+    ));
 }
