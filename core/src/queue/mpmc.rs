@@ -103,8 +103,9 @@
 //! ([`MpmcQueue::check_stamps_at_rest`]) before healing. A handle attached before the damage
 //! learns it on the paths that would report full or empty: a stamp older than the previous
 //! lap at the enqueue cursor is [`PushError::Corrupt`], one older than the lap a capacity
-//! below the dequeue cursor is [`PopError::Corrupt`] (once the same state reads twice, a
-//! pause apart: the check costs nothing on a push or pop that succeeds).
+//! below the dequeue cursor is [`PopError::Corrupt`] (once a read-modify-write of the
+//! stamp, which cannot read a stale value, confirms it: the check costs nothing on a push
+//! or pop that succeeds).
 //!
 //! # Transient states are reported at once
 //!
@@ -252,7 +253,7 @@ impl MpmcQueue {
                 if stamp & !FLAGS >= pos.saturating_sub(self.q.capacity()) {
                     return Err(PushError::Full);
                 }
-                return Err(self.full_or_corrupt(pos, stamp));
+                return Err(self.full_or_corrupt(pos));
             }
             // Claimed, published, healed or consumed at this lap or later: another producer
             // took `pos` and moved the cursor on (the acquire above shows its move).
@@ -267,71 +268,58 @@ impl MpmcQueue {
         }
     }
 
-    /// The error of a push whose enqueue cursor read `pos` while the slot of `pos` held
-    /// `stamp`, older (flags masked) than `pos - capacity`, the previous lap's position:
-    /// [`PushError::Corrupt`] if that state stays ([`MpmcQueue::stays_behind`]), else
-    /// [`PushError::Full`], as before the check (the caller retries).
+    /// The error of a push whose enqueue cursor read `pos` while the slot of `pos` held a
+    /// stamp older (flags masked) than `pos - capacity`, the previous lap's position:
+    /// [`PushError::Corrupt`] if the stamp is still that old when read by an RMW
+    /// ([`MpmcQueue::stays_behind`]), else [`PushError::Full`], as before the check (the
+    /// caller retries).
     ///
     /// A sound queue never holds that state: the enqueue cursor reached `pos` only after
     /// the position `pos - capacity` was claimed, whose producer saw the slot free at that
     /// lap, and a slot's stamp only grows. A stale cursor names an earlier position, and so
     /// allows an older stamp, never a newer one. But the cursors move by relaxed CASes, so
-    /// the load of the stamp may still return a value older than the cursor implies (the
-    /// memory model allows it, and loom produces it): hence the re-reads.
+    /// a plain load of the stamp may return a value older than the cursor implies (the
+    /// memory model allows it, and Miri produces it): hence the RMW.
     #[cold]
     #[inline(never)]
-    fn full_or_corrupt(&self, pos: u64, stamp: u64) -> PushError {
-        match self.stays_behind(true, pos, stamp) {
+    fn full_or_corrupt(&self, pos: u64) -> PushError {
+        match self.stays_behind(true, pos) {
             Some(word) => PushError::Corrupt { pos, word },
             None => PushError::Full,
         }
     }
 
     /// The error of a pop whose dequeue cursor read `pos` while the slot of `pos` held
-    /// `stamp`, older (flags masked) than `pos - capacity + 1`: the consumer of
+    /// a stamp older (flags masked) than `pos - capacity + 1`: the consumer of
     /// `pos - capacity` moved the cursor past that position only after seeing the slot at
     /// that lap's `pos - capacity + 1`, and a slot's stamp only grows.
-    /// [`PopError::Corrupt`] if that state stays, as in [`MpmcQueue::full_or_corrupt`], else
-    /// [`PopError::Empty`].
+    /// [`PopError::Corrupt`] if the stamp is still that old when read by an RMW, as in
+    /// [`MpmcQueue::full_or_corrupt`], else [`PopError::Empty`].
     #[cold]
     #[inline(never)]
-    fn empty_or_corrupt(&self, pos: u64, stamp: u64) -> PopError {
-        match self.stays_behind(false, pos, stamp) {
+    fn empty_or_corrupt(&self, pos: u64) -> PopError {
+        match self.stays_behind(false, pos) {
             Some(word) => PopError::Corrupt { pos, word },
             None => PopError::Empty,
         }
     }
 
-    /// After a pause, reads the cursor (the enqueue cursor if `enqueue`, else the dequeue
-    /// cursor) and the stamp of `pos` again, until the cursor has moved or the stamp is no
-    /// longer behind the lap the cursor names (`None`: a live queue), or the stamp reads the
-    /// same behind value twice in a row with the cursor still at `pos` (`Some(stamp)`: a
-    /// state at rest, which no protocol step leaves). A thread's loads of one location never
-    /// go back in its order of stores, so a stale stamp is followed by newer ones as the
-    /// stores reach this thread (under loom, a load after a yield returns a newer store if
-    /// there is one). `None` after 16 changed readings.
+    /// Reads the stamp of `pos` again, by a read-modify-write that adds 0 (it writes back
+    /// the value it reads, which no protocol step can tell from no write: every other
+    /// access to a stamp compares or overwrites its value), and returns it if it is still
+    /// behind the lap the cursor named (`enqueue`: the enqueue cursor, else the dequeue
+    /// cursor). An RMW reads the last value in the stamp's modification order, never a
+    /// stale one, and the stamp only grows: in a sound queue it is now at least what it was
+    /// when the cursor was at `pos`. `None`: a live queue, the first load was stale.
     #[cold]
-    fn stays_behind(&self, enqueue: bool, pos: u64, mut stamp: u64) -> Option<u64> {
+    fn stays_behind(&self, enqueue: bool, pos: u64) -> Option<u64> {
         let cap = self.q.capacity();
         // Behind: older than `pos - capacity` at the enqueue cursor, than
         // `pos - capacity + 1` at the dequeue cursor.
         let lap = if enqueue { cap.saturating_add(1) } else { cap };
-        let behind = |s: u64| (s & !FLAGS).saturating_add(lap) <= pos;
-        for _ in 0..16 {
-            pause();
-            let cursor = if enqueue { self.q.enq() } else { self.q.deq() };
-            // Acquire (both): as in claim and pop.
-            let now = cursor.load(Ordering::Acquire);
-            let again = self.q.slot_word(pos).load(Ordering::Acquire);
-            if now != pos || !behind(again) {
-                return None;
-            }
-            if again == stamp {
-                return Some(again);
-            }
-            stamp = again;
-        }
-        None
+        // Acquire: as in claim and pop.
+        let stamp = self.q.slot_word(pos).fetch_add(0, Ordering::Acquire);
+        ((stamp & !FLAGS).saturating_add(lap) <= pos).then_some(stamp)
     }
 
     /// Checks the cursors of the queue: both below 2^61 (the stamps' flag bits), the
@@ -342,7 +330,11 @@ impl MpmcQueue {
     /// every MPMC queue. Loads only, safe on a queue in use: the dequeue cursor is read
     /// before and after the enqueue cursor, so a queue moving meanwhile passes, and a
     /// failed check is reported only when, after a pause, it fails again with the same
-    /// values (a stamp read stale under relaxed cursor moves is read newer).
+    /// values. Loads only (a `stat` maps the file read-only), so unlike the full and empty
+    /// paths it cannot confirm a stamp by an RMW: the cursors move by relaxed CASes, and
+    /// the memory model alone would let a load of a queue in use return the same stale
+    /// value twice; the pause is what lets stores in flight reach this thread (a false
+    /// refusal is an error at open, which a retry clears).
     #[cold]
     pub fn check_cursors(&self) -> Result<(), QueueAttachError> {
         check_cursors(&self.q)
@@ -557,7 +549,7 @@ impl MpmcQueue {
                 if (stamp & !FLAGS).saturating_add(cap) > pos {
                     return Err(PopError::Empty);
                 }
-                return Err(self.empty_or_corrupt(pos, stamp));
+                return Err(self.empty_or_corrupt(pos));
             } else {
                 // Another consumer took `pos`; back off as after a lost CAS, then follow
                 // the cursor.
@@ -810,9 +802,9 @@ fn check_cursors_once(q: &QueueView) -> Result<(), QueueAttachError> {
     Ok(())
 }
 
-/// The pause before a corruption check reads again (cold paths only): 64 spin hints, so
-/// that stores in flight reach this thread; one yield under loom, after which a load
-/// returns a newer store than it saw before, if there is one.
+/// The pause before the attach check reads again: 64 spin hints, so that stores in flight
+/// reach this thread; one yield under loom, after which a load returns a newer store than
+/// it saw before, if there is one.
 #[cold]
 fn pause() {
     #[cfg(not(loom))]
