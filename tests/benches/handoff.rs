@@ -96,7 +96,7 @@ fn rt_seq<T: RtRecord>(r: &T) -> u64 {
 
 /// Attaches to a ring another process is creating: retries until it exists and validates.
 fn ringwire_attach<T: RtRecord>(path: &Path) -> RingConsumer<T> {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + SETUP_DEADLINE;
     loop {
         match RingConsumer::<T>::builder().start_from_head().attach(path) {
             Ok(c) => return c,
@@ -107,7 +107,7 @@ fn ringwire_attach<T: RtRecord>(path: &Path) -> RingConsumer<T> {
 }
 
 fn ringfire_attach<T: RtRecord>(path: &Path) -> ringfire::RingConsumer<T> {
-    let deadline = Instant::now() + Duration::from_secs(20);
+    let deadline = Instant::now() + SETUP_DEADLINE;
     loop {
         match ringfire::RingConsumer::<T>::attach(path) {
             Ok(c) => return c,
@@ -406,8 +406,10 @@ fn echo_ringfire<T: RtRecord>(ping: &Path, pong: &Path) {
     }
 }
 
-/// The echo process; reaped (killed if it does not exit) on drop.
-struct EchoChild(Child);
+/// The echo process; reaped (killed if it does not exit) on drop, which then removes the
+/// pong ring's file (the echo's own producer removes it when the echo exits normally, not
+/// when it crashed or was killed).
+struct EchoChild(Child, PathBuf);
 
 impl EchoChild {
     fn spawn(kind: &str, ping: &Path, pong: &Path) -> EchoChild {
@@ -419,34 +421,75 @@ impl EchoChild {
             .env("RW_BENCH_PONG", pong)
             .spawn()
             .expect("spawn echo process");
-        EchoChild(child)
+        EchoChild(child, pong.to_path_buf())
     }
 }
 
 impl Drop for EchoChild {
     fn drop(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(5);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.0.try_wait() {
-                return;
-            }
+        while Instant::now() < deadline && !matches!(self.0.try_wait(), Ok(Some(_))) {
             std::thread::sleep(Duration::from_millis(10));
         }
-        let _ = self.0.kill();
-        let _ = self.0.wait();
+        if !matches!(self.0.try_wait(), Ok(Some(_))) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+        let _ = std::fs::remove_file(&self.1);
     }
 }
 
-/// Runs the round-trip benchmark `name` with `one(seq)` doing one round trip; `one(STOP)`
-/// ends the echo. Both sides wait with the ring's `recv_blocking(&mut BusySpin)` (a PAUSE
-/// hint between polls, as each crate's BusySpin does).
-fn bench_round_trip(c: &mut Criterion, name: &str, mut one: impl FnMut(u64)) {
-    pin_to(0);
-    // The echo attaches to our ring asynchronously: the first round trip completes only once
-    // it has, so it doubles as the start-up barrier (records before it are skipped by Head).
-    let mut seq = 1u64;
-    std::thread::sleep(Duration::from_millis(20));
-    one(seq);
+/// How long any wait of a round trip's set-up (the echo's rings appearing, the start-up
+/// handshake) may take before the bench panics instead of hanging.
+const SETUP_DEADLINE: Duration = Duration::from_secs(30);
+
+/// The start-up handshake of a round trip, before anything is timed: the echo attaches to
+/// the ping ring asynchronously, and a record pushed before its cursor was placed may never
+/// reach it (ringwire's `start_from_head` starts after the newest record). So record 1 is
+/// pushed again every millisecond until it comes back (`try_recv` polls the pong ring and
+/// returns the sequence of what it received), then record 2 is pushed once: the echo has
+/// attached by then, so record 2 cannot be skipped, and once it is back every extra echo
+/// of record 1 has been read, leaving the pong ring empty. Panics after
+/// [`SETUP_DEADLINE`] or when the echo process exits. Returns the last sequence used.
+fn handshake(
+    name: &str,
+    child: &mut EchoChild,
+    mut push: impl FnMut(u64),
+    mut try_recv: impl FnMut() -> Option<u64>,
+) -> u64 {
+    let deadline = Instant::now() + SETUP_DEADLINE;
+    let mut wait_for_echo = |seq: u64, resend: bool, push: &mut dyn FnMut(u64)| loop {
+        push(seq);
+        let t = Instant::now();
+        while t.elapsed() < Duration::from_millis(1) || !resend {
+            match try_recv() {
+                Some(s) if s == seq => return,
+                Some(_) => {}
+                None => {
+                    if Instant::now() > deadline {
+                        panic!(
+                            "{name}: the echo process did not echo start-up record {seq} within {} s",
+                            SETUP_DEADLINE.as_secs()
+                        );
+                    }
+                    if let Ok(Some(st)) = child.0.try_wait() {
+                        panic!("{name}: the echo process exited during start-up ({st})");
+                    }
+                    std::thread::yield_now();
+                }
+            }
+        }
+    };
+    wait_for_echo(1, true, &mut push);
+    wait_for_echo(2, false, &mut push);
+    2
+}
+
+/// Runs the round-trip benchmark `name` with `one(seq)` doing one round trip, after
+/// [`handshake`] returned `seq` (the last sequence used); `one(STOP)` ends the echo. Both
+/// sides wait with the ring's `recv_blocking(&mut BusySpin)` (a PAUSE hint between polls, as
+/// each crate's BusySpin does).
+fn bench_round_trip(c: &mut Criterion, name: &str, mut seq: u64, mut one: impl FnMut(u64)) {
     c.bench_function(name, |b| {
         b.iter_custom(|iters| {
             let t0 = Instant::now();
@@ -465,10 +508,20 @@ fn round_trip_ringwire<T: RtRecord>(c: &mut Criterion, kind: &str) {
         shm_path(&format!("rt-{kind}-ping")),
         shm_path(&format!("rt-{kind}-pong")),
     );
+    let name = format!("round_trip_2proc/{kind}");
     let mut prod = RingProducer::<T>::create(&ping, CAP).expect("create ping");
-    let child = EchoChild::spawn(kind, &ping, &pong);
+    let mut child = EchoChild::spawn(kind, &ping, &pong);
+    pin_to(0);
     let mut cons = ringwire_attach::<T>(&pong);
-    bench_round_trip(c, &format!("round_trip_2proc/{kind}"), |seq| {
+    let seq = handshake(
+        &name,
+        &mut child,
+        |s| {
+            prod.push(&T::make(s));
+        },
+        || cons.try_recv().map(|r| rt_seq(&r)),
+    );
+    bench_round_trip(c, &name, seq, |seq| {
         prod.push(&T::make(seq));
         while rt_seq(&cons.recv_blocking(&mut BusySpin)) != seq {}
     });
@@ -482,11 +535,21 @@ fn round_trip_ringfire<T: RtRecord>(c: &mut Criterion, kind: &str) {
         shm_path(&format!("rt-{kind}-ping")),
         shm_path(&format!("rt-{kind}-pong")),
     );
+    let name = format!("round_trip_2proc/{kind}");
     let mut prod = ringfire::RingProducer::<T>::create(&ping, CAP).expect("create ping");
-    let child = EchoChild::spawn(kind, &ping, &pong);
+    let mut child = EchoChild::spawn(kind, &ping, &pong);
+    pin_to(0);
     let mut cons = ringfire_attach::<T>(&pong);
     cons.jump_to_latest();
-    bench_round_trip(c, &format!("round_trip_2proc/{kind}"), |seq| {
+    let seq = handshake(
+        &name,
+        &mut child,
+        |s| {
+            prod.push(&T::make(s));
+        },
+        || cons.try_recv().map(|r| rt_seq(&r)),
+    );
+    bench_round_trip(c, &name, seq, |seq| {
         prod.push(&T::make(seq));
         while rt_seq(&cons.recv_blocking(&mut ringfire::BusySpin)) != seq {}
     });
