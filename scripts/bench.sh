@@ -169,6 +169,17 @@ $pd_rows")
 else
   cmd_args+=(--note "push_drain=No sample log (\`push_drain_samples.txt\`) in any run: re-takes not counted.")
 fi
+# push_drain sample lengths (pushes per criterion sample, every implementation and run; the
+# measurement samples, not the warm-up calls) from criterion's sample.json "iters" arrays.
+pd_len=$(find "$runs_dir/criterion" -path '*/push_drain*/new/sample.json' -print0 |
+  xargs -0 -r sed -n 's/.*"iters":\[\([^]]*\)\].*/\1/p' | tr ',' '\n' |
+  awk 'NF { v = $1 + 0; n++; if (n == 1 || v < min) min = v; if (v > max) max = v; if (v > 65536) long++ }
+       END { if (n) printf "%d %d %d %d", n, min, max, long }') || pd_len=""
+pd_len_text=""
+if [ -n "$pd_len" ]; then
+  read -r pd_n pd_min pd_max pd_long <<<"$pd_len"
+  pd_len_text="; in these runs the samples were $pd_min to $pd_max pushes long, $pd_long of $pd_n longer than the 65,536-slot ring"
+fi
 target/release/bench_report criterion "$tables" "$svg" "$runs_dir"/criterion/run* "${cmd_args[@]}"
 
 # ---- ringwire bench: the floor and the cross-process hand-off, RUNS runs each ----
@@ -358,8 +369,14 @@ fi
   echo "timed records (lapped), or lacked more than 64 of them when the pushes ended (behind), is"
   echo "taken again on a fresh ring, up to 50 times; if no try is clean the last one's time is kept."
   echo "The note under the \`push_drain\` table counts, per implementation, the samples that needed a"
-  echo "re-take and those kept without a clean try. Most samples are shorter than the 65,536-slot"
-  echo "ring, so there a reader that fell behind is far more common than one that was lapped."
+  echo "re-take and those kept without a clean try. Criterion 0.5 samples linearly: sample k of 100"
+  echo "is k·d pushes, d = ⌈measurement time ÷ (warm-up time per push × 5050)⌉$pd_len_text. A reader"
+  echo "descheduled or stalled in a sample longer than the ring for longer than the writer takes to"
+  echo "push one lap (65,536 pushes) is lapped, which the first check catches; the second catches a"
+  echo "reader still behind when the pushes end, the only one that can fire in a sample shorter than"
+  echo "the ring. Neither catches a stall shorter than one lap that the reader makes up before the"
+  echo "pushes end: such a sample keeps up to one lap of pushes made with no reader on the writer's"
+  echo "lines."
   echo "\`RW_PUSH_DRAIN_DIAG=1\` prints, per try, the reader's share of the timed records when the"
   echo "pushes ended and in all. Clean samples still come in two speeds, a run settling in one of"
   echo "them for seconds at a time, for both crates alike: read the per-run ratios and the min – max."

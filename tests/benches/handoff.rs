@@ -130,10 +130,18 @@ fn ringfire_attach<T: RtRecord>(path: &Path) -> ringfire::RingConsumer<T> {
 // * the reader counts the timed records it has when it sees the pushes end, then drains the
 //   ring until it is empty, so its final count is exact: every timed record, or fewer if it
 //   was lapped. A try whose reader was lapped or far behind is taken again (see
-//   `push_drain_sample`). Criterion's samples are mostly shorter than the ring (a few
-//   thousand pushes against 65,536 slots), so the second check is the one that matters: in
-//   those the reader cannot be lapped, but it can be descheduled or stall and read nothing
-//   until the pushes are over.
+//   `push_drain_sample`). Criterion 0.5 samples linearly: sample k of 100 is k·d pushes,
+//   d = ceil(measurement time / (warm-up time per push · 5050)). At `--measurement-time 2`
+//   and ~32 ns a push, d ≈ 12,400: samples run from ~12,400 to ~1,240,000 pushes, 95 of the
+//   100 longer than the 65,536-slot ring (criterion's warm-up calls, doubling from 1 push,
+//   reach the millions too). In a sample longer than the ring, a reader descheduled or
+//   stalled for longer than the writer takes to push one lap is lapped: the first check
+//   (`lapped`, it received fewer than all the timed records) catches it. The second
+//   (`behind`) catches a reader still behind when the pushes end, the only one that can
+//   fire in a sample shorter than the ring. Neither catches a stall shorter than one lap
+//   that the reader makes up before the pushes end: such a sample keeps up to one lap of
+//   pushes made with no reader on the writer's lines (at most ~5% of the longest samples,
+//   up to all of one shorter than the ring).
 // RW_PUSH_DRAIN_DIAG=1 prints, per try, the share of the timed records the reader had when
 // the pushes ended and in all.
 
