@@ -93,6 +93,11 @@ record_families() { # <command>: every family written under $crit_home since $st
     while IFS= read -r id; do printf '%s=%s\n' "${id%/*}" "$1"; done |
     sort -u >>"$cmds_file"
 }
+# Each criterion run also runs `ringwire bench floor --json` right after its benches: the
+# criterion tables' "this ÷ floor" divides run k's round trips by run k's floor p50
+# (bench_report reads it from $crit_home/ringwire_bench_floor.json).
+floor_cmd="target/release/ringwire bench floor"
+mkdir -p "$runs_dir/floor"
 for k in $(seq 1 "$RUNS"); do
   crit_home=$runs_dir/criterion/run$k
   lock_x
@@ -123,6 +128,10 @@ for k in $(seq 1 "$RUNS"); do
         while IFS= read -r f; do rm -rf "$(dirname "$(dirname "$f")")"; done || true
     fi
   fi
+  echo "== run $k/$RUNS: ringwire bench floor"
+  mkdir -p "$crit_home"
+  $floor_cmd --json >"$runs_dir/floor/run$k.json" || true
+  cp "$runs_dir/floor/run$k.json" "$crit_home/ringwire_bench_floor.json"
   unlock
 done
 if [ -z "$ice_status" ]; then
@@ -182,8 +191,8 @@ if [ -n "$pd_len" ]; then
 fi
 target/release/bench_report criterion "$tables" "$svg" "$runs_dir"/criterion/run* "${cmd_args[@]}"
 
-# ---- ringwire bench: the floor and the cross-process hand-off, RUNS runs each ----
-floor_cmd="target/release/ringwire bench floor"
+# ---- ringwire bench: the floor and the cross-process hand-off, RUNS runs each (the floor's
+# RUNS runs were taken in the criterion runs above) ----
 handoff_cmd="target/release/ringwire bench handoff --rate 100000 --seconds $handoff_secs"
 # At 1,000 msg/s a sleeping reader is asleep for nearly every record: this is the futex
 # wake-up latency (producer publish → FutexWait returns → record read).
@@ -192,9 +201,8 @@ lock_x
 floor=$($floor_cmd --plot "$svg/floor_curve.svg")
 handoff=$($handoff_cmd --plot "$svg/handoff_curve.svg")
 wake=$($wake_cmd --plot "$svg/wake_curve.svg")
-mkdir -p "$runs_dir/floor" "$runs_dir/handoff" "$runs_dir/wake"
+mkdir -p "$runs_dir/handoff" "$runs_dir/wake"
 for k in $(seq 1 "$RUNS"); do
-  $floor_cmd --json >"$runs_dir/floor/run$k.json" || true
   $handoff_cmd --json >"$runs_dir/handoff/run$k.json" || true
   $wake_cmd --json >"$runs_dir/wake/run$k.json" || true
 done
@@ -387,7 +395,10 @@ fi
   echo "touches; the plain rows use \`[u8; 64]\`, whose 72-byte slots share a line with the next slot."
   echo "\`floor/moving_line_round_trip\`: the floor's ping-pong through two rings of 4,096 one-line"
   echo "slots, a new line each round trip as a ring's records move through memory (the fixed-line"
-  echo "floor reuses the same two lines, which no ring does); \"this ÷ floor\" divides by the fixed one."
+  echo "floor reuses the same two lines, which no ring does). \"this ÷ floor\" does not divide by either"
+  echo "criterion floor row: it divides each run's figure by the p50 cache-line round trip of"
+  echo "\`$floor_cmd --json\` taken in the same run, right after its criterion benches (the note"
+  echo "under each round-trip table says what that p50 includes)."
   echo "\`spsc_*/64B\`: the consumers check all eight words of every item, so every queue's pop loads"
   echo "the whole item. \`mpmc_2p2c\`: 4 threads on 2 cores; after a failed try every queue waits the"
   echo "same way (\`Backoff\` in queues.rs): one spin hint, and every 64th failure yields the core."

@@ -12,11 +12,12 @@
 //!   ids, e.g. `push_drain/ringfire`). A run's figure for a benchmark is the median over that
 //!   run's criterion samples (ns per iteration); the table gives the median of those run
 //!   figures and their min–max across runs, ringwire's ratio to every peer and each
-//!   implementation's ratio to the floor (`floor/cacheline_round_trip`) where the family is a
-//!   round trip. Every ratio is computed within one run (both figures from run k) and the
-//!   table gives the median of the per-run ratios with their min–max. A run whose floor
-//!   measured above the figure it divides (the two in different host states) gives no valid
-//!   floor ratio: it is left out of that column, which says how many runs it covers.
+//!   implementation's ratio to the floor where the family is a round trip. The floor is the
+//!   p50 cache-line round trip of `ringwire bench floor --json` (each round trip timed on
+//!   its own, the timer's cost included), read from `ringwire_bench_floor.json` in the run
+//!   dir: scripts/bench.sh runs it in each criterion run, right after that run's benches.
+//!   Every ratio is computed within one run (both figures from run k) and the table gives
+//!   the median of the per-run ratios with their min–max; no run is left out of it.
 //! * `latency`: each `ringwire bench … --json` run file holds an HDR summary (`p50_ns`,
 //!   `p99_ns`, …) at the JSON pointer; one table row per label with the median of the runs'
 //!   p50 and p99 and their min–max. A run without a summary, or a hand-off run whose reader
@@ -192,36 +193,40 @@ fn ratio_cell(xs: &[f64]) -> String {
     }
 }
 
-/// The "this ÷ floor" cell and how many of the runs that measured both were left out of
-/// it. Nothing beats the floor in the same host state, so a run whose floor measured above
-/// the figure it divides (a ratio below 1) measured the two in different host states: its
-/// ratio is not a valid ratio and is left out of the median and min – max, and the cell
-/// says so.
+/// The floor the round-trip tables divide by: per run, the p50 of `ringwire bench floor
+/// --json`'s cache-line round trip (a [`Run`] of one sample), and that run's
+/// `timer_overhead_ns` (the `Instant::now()` pair each of its round trips includes).
+#[derive(Debug, Clone, Default)]
+struct Floor {
+    runs: Vec<Run>,
+    timer_ns: Vec<f64>,
+}
+
+/// Where scripts/bench.sh leaves each criterion run's `ringwire bench floor --json` output.
+const FLOOR_FILE: &str = "ringwire_bench_floor.json";
+
+/// The floor p50 and timer overhead (ns) of one `ringwire bench floor --json` output.
+fn parse_floor(text: &str) -> Option<(f64, Option<f64>)> {
+    let v: serde_json::Value = serde_json::from_str(text.trim()).ok()?;
+    let p50 = v.pointer("/cacheline_round_trip/p50_ns")?.as_f64()?;
+    (p50 > 0.0).then_some((p50, v["timer_overhead_ns"].as_f64()))
+}
+
+/// The "this ÷ floor" cell: the ratio in every run that has both figures (none left out,
+/// whatever its value), and how many of those ratios are below 1.
 fn floor_ratio_cell(mine: &[Run], floor: &[Run]) -> (String, usize) {
     let all = per_run_ratios(mine, floor);
-    let valid: Vec<f64> = all.iter().copied().filter(|&x| x >= 1.0).collect();
-    let left_out = all.len() - valid.len();
-    let cell = if left_out == 0 {
-        ratio_cell(&valid)
-    } else if valid.is_empty() {
-        format!(
-            "– (in all {} runs the floor measured above the figure)",
-            all.len()
-        )
-    } else {
-        let other = if left_out == 1 {
-            "the other run".to_string()
-        } else {
-            format!("the other {left_out}")
-        };
-        format!(
-            "{}, {} of {} runs; in {other} the floor measured above the figure",
-            ratio_cell(&valid),
-            valid.len(),
-            all.len()
-        )
-    };
-    (cell, left_out)
+    let below = all.iter().filter(|&&x| x < 1.0).count();
+    let mut cell = ratio_cell(&all);
+    if !all.is_empty() && all.len() < mine.len() {
+        let _ = write!(
+            cell,
+            ", {} of {} runs (no floor figure in the others)",
+            all.len(),
+            mine.len()
+        );
+    }
+    (cell, below)
 }
 
 /// The implementation a row's "ringwire time ÷ this" divides: rows of the 64-byte-aligned
@@ -238,13 +243,12 @@ fn reference_for<'a>(imp: &str, imps: &BTreeMap<String, Vec<Run>>) -> &'a str {
 /// `notes` (family → text) are printed under that family's table.
 fn criterion_tables(
     fams: &Families,
+    floor: &Floor,
     commands: &BTreeMap<String, String>,
     notes: &BTreeMap<String, Vec<String>>,
     mut svg: impl FnMut(&str, &BTreeMap<String, Vec<Run>>) -> Option<String>,
 ) -> String {
-    let floor: Option<&Vec<Run>> = fams
-        .get("floor")
-        .and_then(|f| f.get("cacheline_round_trip").or_else(|| f.values().next()));
+    let floor_runs: Option<&[Run]> = (!floor.runs.is_empty()).then_some(&floor.runs[..]);
     let mut md = String::new();
     for (fam, imps) in fams {
         let _ = writeln!(md, "### `{fam}`\n");
@@ -256,7 +260,7 @@ fn criterion_tables(
             .iter()
             .filter_map(|(k, r)| Some((k.as_str(), aggregate(r)?)))
             .collect();
-        let floor = floor.filter(|_| fam.contains("round_trip"));
+        let floor_of = floor_runs.filter(|_| fam.contains("round_trip"));
         let a64 = imps.contains_key("ringwire_a64");
         let _ = write!(
             md,
@@ -267,11 +271,14 @@ fn criterion_tables(
                 ""
             }
         );
-        if floor.is_some() {
-            let _ = write!(md, " this ÷ floor, within each run: median (min – max) |");
+        if floor_of.is_some() {
+            let _ = write!(
+                md,
+                " this ÷ floor (`ringwire bench floor` p50), within each run: median (min – max) |"
+            );
         }
         let _ = write!(md, "\n|---|---:|---:|---:|---:|");
-        if floor.is_some() {
+        if floor_of.is_some() {
             let _ = write!(md, "---:|");
         }
         let _ = writeln!(md);
@@ -282,7 +289,7 @@ fn criterion_tables(
                 .get(reference_for(imp, imps))
                 .map_or("–".to_string(), |w| ratio_cell(&per_run_ratios(w, mine)));
             let _ = write!(md, "| {imp} | {} | {} | {ratio} |", a.cell(), a.runs);
-            if let Some(f) = floor {
+            if let Some(f) = floor_of {
                 let (cell, low) = floor_ratio_cell(mine, f);
                 if low > 0 {
                     let both = per_run_ratios(mine, f).len();
@@ -292,10 +299,19 @@ fn criterion_tables(
             }
             let _ = writeln!(md);
         }
+        if floor_of.is_some() {
+            let timer = Agg::of(&floor.timer_ns).map_or(String::new(), |a| {
+                format!(", {} in these runs", ns(a.median))
+            });
+            let _ = writeln!(
+                md,
+                "\n\"this ÷ floor\": the row's figure in run k (criterion's median time per round trip, the round trips timed back to back as a whole) divided by run k's floor: the p50 of `ringwire bench floor --json`'s cache-line round trip, run in the same run right after its criterion benches. The floor times each round trip on its own, so its p50 includes one `Instant::now()` pair (`timer_overhead_ns`{timer}), which the criterion figures do not. The median and min – max cover every run with both figures, whatever the ratio; the criterion `floor/cacheline_round_trip` bench (its own table) is not used here."
+            );
+        }
         if !below_floor.is_empty() {
             let _ = writeln!(
                 md,
-                "\nBelow the floor in some runs: {}. Nothing can beat the floor in the same host state, so in those runs the floor's measurement and this one ran in different host states (or the fixed-line floor is not a floor on this host); those runs are left out of the ÷ floor column (its median and min – max cover the other runs), and their figures stay in the other columns as measured.",
+                "\nBelow 1 (the figure under that run's floor p50) in: {}; those ratios are in the column as computed.",
                 below_floor.join(", ")
             );
         }
@@ -370,7 +386,25 @@ fn cmd_criterion(args: &[String]) -> Result<(), String> {
     }
     let (out_md, svg_dir, runs) = (&pos[0], &pos[1], &pos[2..]);
     let mut fams = Families::new();
+    let mut floor = Floor::default();
     for (k, run) in runs.iter().enumerate() {
+        let floor_file = run.join(FLOOR_FILE);
+        match std::fs::read_to_string(&floor_file)
+            .ok()
+            .and_then(|t| parse_floor(&t))
+        {
+            Some((p50, timer)) => {
+                floor.runs.push(Run {
+                    run: k,
+                    samples: vec![p50],
+                });
+                floor.timer_ns.extend(timer);
+            }
+            None => eprintln!(
+                "{}: no floor p50 (this run has no ÷ floor ratio)",
+                floor_file.display()
+            ),
+        }
         let dirs = bench_dirs(run);
         if dirs.is_empty() {
             eprintln!("{}: no criterion results (run skipped)", run.display());
@@ -387,7 +421,7 @@ fn cmd_criterion(args: &[String]) -> Result<(), String> {
     }
     let _ = std::fs::create_dir_all(svg_dir);
     let base = out_md.parent().unwrap_or(Path::new(".")).to_path_buf();
-    let md = criterion_tables(&fams, &commands, &notes, |fam, imps| {
+    let md = criterion_tables(&fams, &floor, &commands, &notes, |fam, imps| {
         let svg = svg_dir.join(format!("{}.svg", fam.replace('/', "_")));
         std::fs::write(&svg, chart(fam, imps).to_svg()).ok()?;
         let rel = svg.strip_prefix(&base).unwrap_or(&svg);
@@ -772,9 +806,24 @@ mod tests {
         }
     }
 
+    /// The floor of runs `k` with p50 `v` (and a 20 ns timer overhead).
+    fn floor_of(runs: &[(usize, f64)]) -> Floor {
+        Floor {
+            runs: runs
+                .iter()
+                .map(|&(k, v)| Run {
+                    run: k,
+                    samples: vec![v],
+                })
+                .collect(),
+            timer_ns: vec![20.0; runs.len()],
+        }
+    }
+
     #[test]
     fn table_has_ratios_to_ringwire_and_floor() {
         let mut fams = Families::new();
+        let mut floor = Vec::new();
         for (k, (w, p, i, f)) in [
             (200.0, 100.0, 400.0, 100.0),
             (220.0, 110.0, 440.0, 90.0),
@@ -786,42 +835,58 @@ mod tests {
             add_run(&mut fams, "round_trip_2proc/ringwire", run_of(k, w));
             add_run(&mut fams, "round_trip_2proc/ringfire", run_of(k, p));
             add_run(&mut fams, "round_trip_2proc/iceoryx2", run_of(k, i));
-            add_run(&mut fams, "floor/cacheline_round_trip", run_of(k, f));
+            // criterion's own floor bench: in its table, never the ÷ floor divisor.
+            add_run(&mut fams, "floor/cacheline_round_trip", run_of(k, 5.0 * f));
+            floor.push((k, f));
         }
-        // iceoryx2 failed in one extra run of ringwire's: runs are counted per implementation.
+        // iceoryx2 failed in one extra run of ringwire's, which has no floor figure either:
+        // runs are counted per implementation.
         add_run(&mut fams, "round_trip_2proc/ringwire", run_of(3, 210.0));
         let cmds = BTreeMap::from([(
             "round_trip_2proc".to_string(),
             "cargo bench -p ringwire-tests --bench handoff".to_string(),
         )]);
-        let md = criterion_tables(&fams, &cmds, &BTreeMap::new(), |f, _| {
+        let md = criterion_tables(&fams, &floor_of(&floor), &cmds, &BTreeMap::new(), |f, _| {
             Some(format!("{f}.svg"))
         });
         assert!(md.contains("Reproduce: `cargo bench -p ringwire-tests --bench handoff`"));
         // ringwire: median of 200, 220, 210, 210 = 210. Ratios within runs 0..3:
-        // ringwire ÷ ringfire 2, 2, 2; ringwire ÷ floor 2.00, 2.44, 1.91; ringfire ÷ floor
-        // 1.00, 1.22 and, in run 2, 0.95: that run's floor measured above ringfire's figure,
-        // so it is left out of ringfire's floor ratio.
+        // ringwire ÷ ringfire 2, 2, 2; ringwire ÷ floor 2.00, 2.44, 1.91 (run 3 has no
+        // floor); ringfire ÷ floor 1.00, 1.22 and, in run 2, 0.95: kept, and noted.
         assert!(
-            md.contains("| ringwire | 210 ns | 200 ns – 220 ns | 4 | 1.00 (1.00 – 1.00) | 2.00 (1.91 – 2.44) |"),
+            md.contains("| ringwire | 210 ns | 200 ns – 220 ns | 4 | 1.00 (1.00 – 1.00) | 2.00 (1.91 – 2.44), 3 of 4 runs (no floor figure in the others) |"),
             "{md}"
         );
         assert!(
-            md.contains("| ringfire | 105 ns | 100 ns – 110 ns | 3 | 2.00 (2.00 – 2.00) | 1.11 (1.00 – 1.22), 2 of 3 runs; in the other run the floor measured above the figure |"),
+            md.contains("| ringfire | 105 ns | 100 ns – 110 ns | 3 | 2.00 (2.00 – 2.00) | 1.00 (0.95 – 1.22) |"),
             "{md}"
         );
         assert!(
             md.contains("| iceoryx2 | 420 ns | 400 ns – 440 ns | 3 | 0.50 (0.50 – 0.50) | 4.00 (3.82 – 4.89) |"),
             "{md}"
         );
-        // ringfire's run 2 (105 ns) is below that run's floor (110 ns): left out, and noted.
         assert!(
-            md.contains("Below the floor in some runs: ringfire (1 of 3 runs)."),
+            md.contains(
+                "Below 1 (the figure under that run's floor p50) in: ringfire (1 of 3 runs);"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("this ÷ floor (`ringwire bench floor` p50)"),
+            "{md}"
+        );
+        assert!(
+            md.contains("`timer_overhead_ns`, 20.0 ns in these runs"),
             "{md}"
         );
         // The floor's own table has no floor column.
-        assert!(md.contains("| cacheline_round_trip | 100 ns | 90.0 ns – 110 ns | 3 | – |\n"));
+        assert!(md.contains("| cacheline_round_trip | 500 ns | 450 ns – 550 ns | 3 | – |\n"));
         assert!(md.contains("![round_trip_2proc](round_trip_2proc.svg)"));
+        // No floor figure in any run: no column.
+        let md = criterion_tables(&fams, &Floor::default(), &cmds, &BTreeMap::new(), |_, _| {
+            None
+        });
+        assert!(!md.contains("÷ floor"), "{md}");
     }
 
     /// A host with two states (fast F, slow S) and a floor that failed in runs 0 and 1:
@@ -834,13 +899,13 @@ mod tests {
         for (k, w) in [110.0, 115.0, 550.0, 560.0, 120.0].into_iter().enumerate() {
             add_run(&mut fams, "round_trip_2proc/ringwire", run_of(k, w));
         }
+        let floor = floor_of(&[(2, 500.0), (3, 505.0), (4, 100.0)]);
         for (k, f) in [(2, 500.0), (3, 505.0), (4, 100.0)] {
-            add_run(&mut fams, "floor/cacheline_round_trip", run_of(k, f));
             // A peer measured in the same runs as the floor, in the same states.
             add_run(&mut fams, "round_trip_2proc/ringfire", run_of(k, f * 2.0));
         }
         let rw = &fams["round_trip_2proc"]["ringwire"];
-        let fl = &fams["floor"]["cacheline_round_trip"];
+        let fl = &floor.runs;
         let pf = &fams["round_trip_2proc"]["ringfire"];
         let medians = aggregate(rw).unwrap().median / aggregate(fl).unwrap().median;
         assert!(medians < 1.0, "{medians}");
@@ -850,72 +915,61 @@ mod tests {
         // ringwire ÷ ringfire: a ratio of medians says 120 / 1000 = 0.12, per run 0.55–0.60.
         let r = Agg::of(&per_run_ratios(rw, pf)).unwrap();
         assert!(r.min > 0.5 && r.max < 0.61, "{r:?}");
-        let md = criterion_tables(&fams, &BTreeMap::new(), &BTreeMap::new(), |_, _| None);
+        let md = criterion_tables(&fams, &floor, &BTreeMap::new(), &BTreeMap::new(), |_, _| {
+            None
+        });
         assert!(
-            md.contains("| ringwire | 120 ns | 110 ns – 560 ns | 5 | 1.00 (1.00 – 1.00) | 1.11 (1.10 – 1.20) |"),
+            md.contains("| ringwire | 120 ns | 110 ns – 560 ns | 5 | 1.00 (1.00 – 1.00) | 1.11 (1.10 – 1.20), 3 of 5 runs (no floor figure in the others) |"),
             "{md}"
         );
-        assert!(!md.contains("Below the floor"), "{md}");
+        assert!(!md.contains("Below 1"), "{md}");
     }
 
-    /// A run whose floor measured above the figure it divides (here 500 ns against 90 ns: a
-    /// slow host state for the floor) has no valid floor ratio: it is left out of the floor
-    /// column's median and min – max, which says how many runs it covers, and noted; the
-    /// run's figure stays in the other columns.
+    /// A run whose floor p50 is above the figure it divides (here 500 ns against 90 ns) is
+    /// not left out: the column's median and min – max cover every run with both figures,
+    /// and the runs below 1 are named under the table.
     #[test]
-    fn runs_whose_floor_measured_above_the_figure_are_left_out_of_the_floor_ratio() {
+    fn runs_whose_floor_measured_above_the_figure_stay_in_the_floor_ratio() {
         let mut fams = Families::new();
+        let mut floor = Vec::new();
         for (k, (w, f)) in [(200.0, 100.0), (90.0, 500.0), (210.0, 105.0)]
             .into_iter()
             .enumerate()
         {
             add_run(&mut fams, "round_trip_2proc/ringwire", run_of(k, w));
-            add_run(&mut fams, "floor/cacheline_round_trip", run_of(k, f));
+            floor.push((k, f));
         }
-        let md = criterion_tables(&fams, &BTreeMap::new(), &BTreeMap::new(), |_, _| None);
+        let floor = floor_of(&floor);
+        let md = criterion_tables(&fams, &floor, &BTreeMap::new(), &BTreeMap::new(), |_, _| {
+            None
+        });
         assert!(
-            md.contains("| ringwire | 200 ns | 90.0 ns – 210 ns | 3 | 1.00 (1.00 – 1.00) | 2.00 (2.00 – 2.00), 2 of 3 runs; in the other run the floor measured above the figure |"),
+            md.contains("| ringwire | 200 ns | 90.0 ns – 210 ns | 3 | 1.00 (1.00 – 1.00) | 2.00 (0.18 – 2.00) |"),
             "{md}"
         );
         assert!(
-            md.contains("Below the floor in some runs: ringwire (1 of 3 runs)"),
+            md.contains(
+                "Below 1 (the figure under that run's floor p50) in: ringwire (1 of 3 runs)"
+            ),
             "{md}"
         );
-        assert!(md.contains("different host states"), "{md}");
-        assert!(md.contains("left out of the ÷ floor column"), "{md}");
-        // Several runs left out: counted; all of them: no ratio at all.
-        let floor = &fams["floor"]["cacheline_round_trip"];
-        let mine: Vec<Run> = [(0, 300.0), (1, 80.0), (2, 90.0), (3, 330.0), (4, 95.0)]
+        assert!(md.contains("whatever the ratio"), "{md}");
+        let mine: Vec<Run> = [(0, 300.0), (1, 80.0), (2, 90.0)]
             .into_iter()
             .map(|(k, v)| run_of(k, v))
             .collect();
-        let floor5: Vec<Run> = floor
-            .iter()
-            .cloned()
-            .chain([run_of(3, 110.0), run_of(4, 100.0)])
-            .collect();
         assert_eq!(
-            floor_ratio_cell(&mine, &floor5),
-            (
-                "3.00 (3.00 – 3.00), 2 of 5 runs; in the other 3 the floor measured above the figure"
-                    .to_string(),
-                3
-            )
+            floor_ratio_cell(&mine, &floor.runs),
+            ("0.86 (0.16 – 3.00)".to_string(), 2)
         );
-        let slow: Vec<Run> = mine.iter().map(|r| run_of(r.run, 50.0)).collect();
-        assert_eq!(
-            floor_ratio_cell(&slow, &floor5),
-            (
-                "– (in all 5 runs the floor measured above the figure)".to_string(),
-                5
-            )
-        );
-        // A figure equal to its floor is a valid ratio of 1.
-        let equal: Vec<Run> = floor5.clone();
-        assert_eq!(
-            floor_ratio_cell(&equal, &floor5),
-            ("1.00 (1.00 – 1.00)".to_string(), 0)
-        );
+    }
+
+    #[test]
+    fn floor_files_give_the_p50_and_the_timer_overhead() {
+        let text = r#"{"cacheline_round_trip":{"count":5,"p50_ns":63,"p90_ns":70,"p99_ns":90,"p999_ns":1,"max_ns":1,"mean_ns":1.0},"moving_line_round_trip":{"count":5,"p50_ns":90,"p90_ns":1,"p99_ns":1,"p999_ns":1,"max_ns":1,"mean_ns":1.0},"timer_overhead_ns":21,"pinned":true,"cores":[0,1],"loopback_64b":{"sent":1,"received":1,"per_sec":1}}"#;
+        assert_eq!(parse_floor(text), Some((63.0, Some(21.0))));
+        assert_eq!(parse_floor(""), None);
+        assert_eq!(parse_floor(r#"{"cacheline_round_trip":{}}"#), None);
     }
 
     #[test]
@@ -933,7 +987,13 @@ mod tests {
             "mpmc_2p2c".to_string(),
             vec!["heapless_mpmc: not measured".to_string()],
         )]);
-        let md = criterion_tables(&fams, &BTreeMap::new(), &notes, |_, _| None);
+        let md = criterion_tables(
+            &fams,
+            &Floor::default(),
+            &BTreeMap::new(),
+            &notes,
+            |_, _| None,
+        );
         assert!(
             md.contains("| ringfire_a64 | 40.0 ns | 40.0 ns – 40.0 ns | 3 | 0.50 (0.50 – 0.50) |"),
             "{md}"
