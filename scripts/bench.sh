@@ -294,7 +294,10 @@ fi
   echo "is computed within each run (both figures from the same run) and given as the median of the"
   echo "per-run ratios with their min – max; it never divides medians taken from different runs."
   echo "\"runs\" counts the runs that produced a figure; a run with errors (lost, lapped, reordered or"
-  echo "duplicated records) is left out of every figure and counted under \"runs with errors\"."
+  echo "duplicated records, in the tables that check for them) is left out of every figure and counted"
+  echo "under \"runs with errors\". One exception: a \`push_drain\` sample whose reader was lapped or"
+  echo "behind in all of its 50 tries is kept, with its last try's time, in that run's figure; the note"
+  echo "under the \`push_drain\` table counts those samples."
   echo
   echo "**Open loop and what latency is measured from.** Producers publish on a fixed schedule and"
   echo "never wait for the reader. The hand-off and async benches' producers spin to each record's"
