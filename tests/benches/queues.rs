@@ -5,8 +5,10 @@
 //!
 //! * `spsc_throughput/{u64,64B}/{impl}`: one producer thread (core 0) pushes items one at a
 //!   time, one consumer thread (core 1) pops them one at a time; time per item.
-//! * `spsc_batch/{u64,64B}/{impl}`: the same with batches of 64 (push_slice/pop_slice), for
-//!   the queues that have a batch API (ringwire, rtrb).
+//! * `spsc_batch64/{u64,64B}/{impl}`: the same with batches of up to 64, for the queues that
+//!   have a batch API: ringwire (`push_slice`/`pop_slice`), rtrb
+//!   (`push_partial_slice`/`pop_partial_slice`) and the disruptor (`try_batch_publish`, all
+//!   64 slots or none, and a poller `take` of up to 64).
 //! * `spsc_round_trip/{impl}`: a u64 goes to an echo thread through one queue and comes back
 //!   through another; time per round trip.
 //! * `mpmc_2p2c/{impl}`: 2 producers and 2 consumers (one of each pinned to each core)

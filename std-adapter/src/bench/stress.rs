@@ -12,11 +12,12 @@ use std::time::{Duration, Instant};
 /// * a producer that *spins* until `due` (`ringwire bench handoff`) stamps each record with
 ///   its scheduled time ([`Pacer::due_ns`], on `CLOCK_MONOTONIC` like
 ///   [`crate::bench::mono_ns`]), so a producer stall shows in the latency of every record
-///   behind it (no coordinated omission);
+///   behind it (no coordinated omission); the async_wake bench's producer does the same in
+///   its own loop (it spins, and stamps the scheduled time on its own `Instant` epoch);
 /// * a producer that *sleeps* until `due` (`ringwire demo`, `ringwire bench stress`/`mirror`,
-///   the replication and async_wake benches) stamps each record at its push: the OS timer
-///   wakes it tens of µs late, and stamping `due` would add that lateness of the load
-///   generator to every sample. Those callers instead record the producer's lateness
+///   the replication bench) stamps each record at its push: the OS timer wakes it tens of
+///   µs late, and stamping `due` would add that lateness of the load generator to every
+///   sample. Those callers instead record the producer's lateness
 ///   (push time − due) in a second histogram and report it beside the latency, which bounds
 ///   how much a producer stall could have hidden.
 #[derive(Clone, Debug)]
