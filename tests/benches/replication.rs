@@ -38,7 +38,10 @@
 //! cargo bench -p ringwire-tests --bench replication [-- --rate 1000 --seconds 5 --mc-rate 1000000 --mc-seconds 3]
 //! ```
 //!
-//! It prints a markdown table, then one line `JSON: {...}` with every row.
+//! It prints a markdown table, then one line `JSON: {...}` with every row, and under
+//! `failed` every configuration whose child process gave no row (it crashed or its output
+//! did not parse): `{"implementation", "transport", "config", "rate", "error"}`. Such a
+//! configuration also prints a `RUN FAILED:` line and counts as a run with errors.
 //!
 //! One configuration alone, in this process:
 //!
@@ -99,7 +102,8 @@ fn main() -> ExitCode {
     let mc_rate: u64 = arg(&args, "--mc-rate", 1_000_000);
     let mc_seconds: u64 = arg(&args, "--mc-seconds", 3);
     let mut rows: Vec<RunRow> = Vec::new();
-    let mut failed_runs = Vec::new();
+    // (implementation, transport, config, rate, why, text of its RUN FAILED line)
+    let mut failed_runs: Vec<Failed> = Vec::new();
     let mut cpu: Vec<Cpu> = Vec::new();
     for t in TRANSPORTS {
         for config in ["default", "spin", "no-anticipate"] {
@@ -113,9 +117,14 @@ fn main() -> ExitCode {
                         cpu.push((imp, transport_name(t), config, c));
                         rows.push(r)
                     }
-                    Err(e) => {
-                        failed_runs.push(format!("{imp} {} {config}: {e}", transport_name(t)))
-                    }
+                    Err(e) => failed_runs.push(Failed {
+                        implementation: imp,
+                        transport: transport_name(t),
+                        config,
+                        rate,
+                        line: format!("{imp} {} {config}: {e}", transport_name(t)),
+                        error: e,
+                    }),
                 }
             }
         }
@@ -128,12 +137,19 @@ fn main() -> ExitCode {
                 mc_cpu.push((imp, "multicast", "default", c));
                 mc_rows.push(r)
             }
-            Err(e) => failed_runs.push(format!("{imp} multicast {mc_rate} msg/s: {e}")),
+            Err(e) => failed_runs.push(Failed {
+                implementation: imp,
+                transport: "multicast",
+                config: "default",
+                rate: mc_rate,
+                line: format!("{imp} multicast {mc_rate} msg/s: {e}"),
+                error: e,
+            }),
         }
     }
-    print_tables(&rows, &mc_rows, &cpu, rate, seconds);
+    print_tables(&rows, &mc_rows, &cpu, failed_runs.len(), rate, seconds);
     for f in &failed_runs {
-        println!("RUN FAILED: {f}");
+        println!("RUN FAILED: {}", f.line);
     }
     let json: Vec<String> = rows
         .iter()
@@ -141,14 +157,40 @@ fn main() -> ExitCode {
         .chain(mc_rows.iter().zip(&mc_cpu))
         .map(|(r, c)| json_with_cpu(&r.to_json(), c.3))
         .collect();
+    let failed: Vec<String> = failed_runs.iter().map(Failed::to_json).collect();
     println!(
-        "JSON: {{\"bench\":\"replication\",\"rows\":[{}]}}",
-        json.join(",")
+        "JSON: {{\"bench\":\"replication\",\"rows\":[{}],\"failed\":[{}]}}",
+        json.join(","),
+        failed.join(",")
     );
     if failed_runs.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// A configuration whose child process gave no row.
+struct Failed {
+    implementation: &'static str,
+    transport: &'static str,
+    config: &'static str,
+    rate: u64,
+    error: String,
+    /// Its `RUN FAILED:` line.
+    line: String,
+}
+
+impl Failed {
+    fn to_json(&self) -> String {
+        serde_json::json!({
+            "implementation": self.implementation,
+            "transport": self.transport,
+            "config": self.config,
+            "rate": self.rate,
+            "error": self.error,
+        })
+        .to_string()
     }
 }
 
@@ -246,7 +288,15 @@ fn status(r: &RunRow) -> String {
 /// CPU use of one configuration's process: (implementation, transport, config, cores).
 type Cpu = (&'static str, &'static str, &'static str, Option<f64>);
 
-fn print_tables(rows: &[RunRow], mc_rows: &[RunRow], cpu: &[Cpu], rate: u64, seconds: u64) {
+/// `crashed`: configurations whose child gave no row (each a run with errors).
+fn print_tables(
+    rows: &[RunRow],
+    mc_rows: &[RunRow],
+    cpu: &[Cpu],
+    crashed: usize,
+    rate: u64,
+    seconds: u64,
+) {
     println!("### Mirror on this host, {rate} msg/s, {seconds} s per configuration");
     println!();
     println!(
@@ -326,9 +376,9 @@ fn print_tables(rows: &[RunRow], mc_rows: &[RunRow], cpu: &[Cpu], rate: u64, sec
     }
     println!();
     println!(
-        "{} of {} runs with errors.",
-        failures(rows) + failures(mc_rows),
-        rows.len() + mc_rows.len()
+        "{} of {} runs with errors ({crashed} of them gave no row: see RUN FAILED below).",
+        failures(rows) + failures(mc_rows) + crashed,
+        rows.len() + mc_rows.len() + crashed
     );
 }
 

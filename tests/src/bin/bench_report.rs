@@ -27,7 +27,8 @@
 //!   over the runs without errors, min–max), the p50 ratio within each run (median and
 //!   min–max of the per-run ratios), the producer's lateness and the CPU each side used
 //!   (`cpu_cores`, median of the clean runs). Runs with errors are left out of every
-//!   figure; with fewer than half the runs clean a figure is "–".
+//!   figure; with fewer than half the runs clean a figure is "–". A configuration whose
+//!   child process crashed (listed under `failed`, no row) is a run with errors too.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -582,6 +583,26 @@ fn replication_rows(text: &str) -> Vec<ReplRow> {
     let Some(rows) = v["rows"].as_array() else {
         return Vec::new();
     };
+    // A configuration whose child process gave no row (it crashed): a run with errors.
+    let failed = v["failed"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| {
+            Some(ReplRow {
+                key: (
+                    r["implementation"].as_str()?.to_string(),
+                    r["transport"].as_str()?.to_string(),
+                    r["config"].as_str()?.to_string(),
+                    r["rate"].as_u64()?,
+                ),
+                p50: f64::NAN,
+                p99: f64::NAN,
+                ok: false,
+                late: None,
+                cpu: None,
+            })
+        });
     rows.iter()
         .filter_map(|r| {
             let key = (
@@ -601,6 +622,7 @@ fn replication_rows(text: &str) -> Vec<ReplRow> {
                 cpu: r["cpu_cores"].as_f64(),
             })
         })
+        .chain(failed)
         .collect()
 }
 
@@ -1162,6 +1184,23 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("| –; 0.35 | 1/3 | 2/0 |"), "{md}");
+        // A ringfire child that crashed in run 1 (no row, listed under "failed"): a run with
+        // errors of that configuration, in no figure.
+        let crashed = format!(
+            "JSON: {{\"bench\":\"replication\",\"rows\":[{}],\"failed\":[{{\"implementation\":\"ringfire\",\"transport\":\"tcp\",\"config\":\"default\",\"rate\":1000,\"error\":\"no result (signal: 11)\"}}]}}",
+            row("ringwire", "tcp", 60_000, false)
+        );
+        let runs = vec![
+            run(80_000, 30_000, false),
+            crashed,
+            run(70_000, 40_000, false),
+        ];
+        let md = replication_table(&runs);
+        assert!(
+            md.contains("| 1000 | tcp | default | 70.0 µs | 60.0 µs – 80.0 µs | 35.0 µs | 30.0 µs – 40.0 µs | 2.21 (1.75 – 2.67) |"),
+            "{md}"
+        );
+        assert!(md.contains("| 3/2 | 0/1 |"), "{md}");
         assert!(replication_rows("not json").is_empty());
     }
 
