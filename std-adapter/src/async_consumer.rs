@@ -1139,22 +1139,7 @@ mod tests {
             .ring()
             .write_seq()
             .store(5, ringwire_core::sync::Ordering::Release);
-        let (task0, waiter0) = (crate::sys::thread_cpu_time(), waiter_cpu(&rx));
-        assert!(
-            tokio::time::timeout(Duration::from_millis(500), rx.recv())
-                .await
-                .is_err()
-        );
-        let (task, waiter) = (
-            crate::sys::thread_cpu_time() - task0,
-            waiter_cpu(&rx) - waiter0,
-        );
-        assert!(task < Duration::from_millis(100), "the task spun: {task:?}");
-        assert!(
-            waiter < Duration::from_millis(100),
-            "the waiter spun: {waiter:?}, {:?}",
-            rx.waiter_stats()
-        );
+        assert_asleep_for_500ms(&mut rx).await;
         let late = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
             tx.push(&2);
@@ -1166,6 +1151,27 @@ mod tests {
         assert!(took < Duration::from_secs(5), "not woken (took {took:?})");
         assert_eq!(got, Ok(2));
         drop(late.join());
+    }
+
+    /// `rx.recv()` finds nothing for 500 ms, and neither the task nor the waiter thread
+    /// spins meanwhile (each uses under 100 ms of CPU).
+    async fn assert_asleep_for_500ms(rx: &mut AsyncRingConsumer<u64>) {
+        let (task0, waiter0) = (crate::sys::thread_cpu_time(), waiter_cpu(rx));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(500), rx.recv())
+                .await
+                .is_err()
+        );
+        let (task, waiter) = (
+            crate::sys::thread_cpu_time() - task0,
+            waiter_cpu(rx) - waiter0,
+        );
+        assert!(task < Duration::from_millis(100), "the task spun: {task:?}");
+        assert!(
+            waiter < Duration::from_millis(100),
+            "the waiter spun: {waiter:?}, {:?}",
+            rx.waiter_stats()
+        );
     }
 
     /// CPU time the waiter thread of `rx` has used so far.
@@ -1209,21 +1215,7 @@ mod tests {
             assert_eq!(rx.recv().await, v);
         }
         // Caught up: the task and its waiter sleep until the next record.
-        let (task0, waiter0) = (crate::sys::thread_cpu_time(), waiter_cpu(&rx));
-        assert!(
-            tokio::time::timeout(Duration::from_millis(500), rx.recv())
-                .await
-                .is_err()
-        );
-        let (task, waiter) = (
-            crate::sys::thread_cpu_time() - task0,
-            waiter_cpu(&rx) - waiter0,
-        );
-        assert!(task < Duration::from_millis(100), "the task spun: {task:?}");
-        assert!(
-            waiter < Duration::from_millis(100),
-            "the waiter spun: {waiter:?}"
-        );
+        assert_asleep_for_500ms(&mut rx).await;
         let late = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(20));
             tx.push(&9);
