@@ -167,6 +167,12 @@ const OPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// heals an MPMC file (which has no roles); this bounds a wait on a prober descheduled
 /// mid-probe.
 const PROBE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+/// How long taking an SPSC role waits for a lock on the role's byte to go before it
+/// reports the role taken. The lock is an open file description's, so a handle closed
+/// while another thread of its process forked keeps its role locked until the child
+/// execs (or exits) and closes its copy of the descriptor: a new handle opened right after
+/// was refused, although nobody held the role. A role really held is reported this late.
+const ROLE_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
 
 /// The memory a queue lives in: a shared mapping of a file, or anonymous memory.
 #[derive(Debug)]
@@ -543,7 +549,8 @@ impl QueueMem {
                 source: io::Error::other("the path now names another file than the one mapped"),
             });
         }
-        let deadline = std::time::Instant::now() + PROBE_WAIT;
+        let t0 = std::time::Instant::now();
+        let deadline = t0 + PROBE_WAIT;
         loop {
             if ofd_lock(&f, libc::F_WRLCK, offset, 1).map_err(io_err(path, "fcntl"))? {
                 return Ok(Some(f));
@@ -552,9 +559,11 @@ impl QueueMem {
             // handle proving itself alone on the file (`reset_if_alone`), for the length of
             // its probe: wait for it, or a create racing a first open would report its own
             // role taken. No conflicting lock left by the time we look: the probe ended
-            // between the two calls, so try again.
+            // between the two calls, so try again. A role holder's lock is waited for
+            // [`ROLE_GRACE`]: it may be a handle closed an instant ago whose descriptor a
+            // child forked meanwhile still holds (until it execs).
             let probe = match ofd_conflict(&f, libc::F_WRLCK, offset, 1) {
-                Ok(Some(held)) => held.l_start == LIVE_BYTE,
+                Ok(Some(held)) => held.l_start == LIVE_BYTE || t0.elapsed() < ROLE_GRACE,
                 Ok(None) => true,
                 Err(_) => false,
             };

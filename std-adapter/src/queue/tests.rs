@@ -297,6 +297,29 @@ fn an_open_waits_for_another_openers_long_probe() {
 /// then still starts at byte 0) nor when the probe ends between the refused lock and the
 /// look at who holds it.
 ///
+/// A role lock whose descriptor another process still holds for an instant after its
+/// handle closed (a child forked meanwhile, until it execs: simulated by a duplicate
+/// descriptor closed 20 ms later) does not make the next handle's role lock fail.
+#[test]
+fn a_role_lock_held_an_instant_longer_by_a_forked_descriptor_is_waited_for() {
+    let path = tmp("forkedrole");
+    let _rm = Remove(path.clone());
+    let g = geometry_for::<u64>(QueueKind::Spsc, 8).unwrap();
+    let mem = QueueMem::create(&path, &g).unwrap();
+    let enq = ringwire_core::queue::qhdr::ENQ as i64;
+    let first = mem.lock_role(enq, "producer").unwrap().unwrap();
+    let child_copy = first.try_clone().unwrap();
+    drop(first);
+    std::thread::scope(|s| {
+        s.spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            drop(child_copy);
+        });
+        let second = mem.lock_role(enq, "producer");
+        assert!(matches!(second, Ok(Some(_))), "{second:?}");
+    });
+}
+
 /// The probing thread keeps probing until the locking side says stop, and the locking side
 /// keeps making attempts until the probe count has advanced by `OVERLAP` during them, so
 /// the attempts provably ran while probes did, however late either thread gets the CPU.
