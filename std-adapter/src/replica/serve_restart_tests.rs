@@ -379,7 +379,7 @@ fn a_once_session_ends_when_the_ring_is_replaced() {
         // The old server's listener lives a moment after its session closed: a connection
         // made then is reset when it goes, and the mirror connects again (bounded).
         let t0 = std::time::Instant::now();
-        let (mut c, got) = loop {
+        let (c, got) = loop {
             let mut c = hello_oldest(so.bind);
             let got = records(&read_frames(&mut c, StdDuration::from_secs(5), |f| {
                 records(f).len() >= 3
