@@ -64,8 +64,8 @@ fn a_queue_files_stuck_claim_is_healed_once_no_other_process_has_it_open() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("no stuck positions; nothing to heal"), "{out}");
 
-    // A corrupt file (cursors near 2^61, past any position a queue reaches): heal is alone,
-    // but the heal refuses the position, and says so.
+    // A corrupt file (cursors at and past 2^61, past any position a queue reaches): the
+    // open refuses the cursors, and heal says so.
     let mut bytes = std::fs::read(&t.0).unwrap();
     bytes[128..136].copy_from_slice(&((1u64 << 61) + 1).to_le_bytes());
     bytes[256..264].copy_from_slice(&(1u64 << 61).to_le_bytes());
@@ -75,7 +75,7 @@ fn a_queue_files_stuck_claim_is_healed_once_no_other_process_has_it_open() {
     let (code, out, err) = ringwire(&["heal", path]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        err.contains("its heal was refused, although no other process had the queue open"),
+        err.contains("corrupt queue cursors: enqueue 2305843009213693953, dequeue 2305843009213693952 (capacity 8)"),
         "{err}"
     );
 }
