@@ -329,6 +329,49 @@ fn mpmc_wrap_with_competing_producers() {
     });
 }
 
+#[test]
+fn mpmc_wrap_with_competing_consumers() {
+    // Two slots; position 0 was pushed and popped, so position 2 is slot 0's next lap, and
+    // position 1 holds 10. A producer pushes 20 at position 2 across the wrap while two
+    // consumers race for positions 1 and 2 (they collide on the dequeue cursor CAS, and one
+    // may find position 2 not yet published, or read a stale cursor): each position is
+    // delivered once, with its value, and no corruption check trips on the way.
+    model_bounded(2, || {
+        let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
+        let mut b = [0u8; 16];
+        assert_eq!(q.try_push(&item(1)), Ok(0));
+        assert_eq!(q.try_pop(&mut b), Ok(Popped::Item { pos: 0 }));
+        assert_eq!(q.try_push(&item(10)), Ok(1));
+        let qp = q.clone();
+        let producer = thread::spawn(move || qp.try_push(&item(20)).unwrap());
+        let consumers: Vec<_> = (0..2)
+            .map(|_| {
+                let q = q.clone();
+                thread::spawn(move || {
+                    let mut b = [0u8; 16];
+                    match q.try_pop(&mut b) {
+                        Ok(Popped::Item { pos }) => Some((pos, value(&b))),
+                        Ok(Popped::Healed { pos }) => panic!("healed {pos}"),
+                        Err(PopError::Empty | PopError::Pending { .. }) => None,
+                        Err(e) => panic!("{e}"),
+                    }
+                })
+            })
+            .collect();
+        assert_eq!(producer.join().unwrap(), 2);
+        let mut got: Vec<(u64, u64)> = consumers
+            .into_iter()
+            .filter_map(|c| c.join().unwrap())
+            .collect();
+        while let Ok(Popped::Item { pos }) = q.try_pop(&mut b) {
+            got.push((pos, value(&b)));
+        }
+        got.sort();
+        assert_eq!(got, [(1, 10), (2, 20)]);
+        assert_eq!(q.try_pop(&mut b), Err(PopError::Empty));
+    });
+}
+
 /// Pushes `v` with `try_push`, retrying (with a yield, so loom runs the consumer) while the
 /// queue is full; returns the position.
 fn push_retrying(q: &MpmcQueue, v: u64) -> u64 {
