@@ -181,6 +181,38 @@ fn queue_sleeper_never_misses_a_push() {
     }
 }
 
+/// The space side: a producer of a full queue sleeps on `space_futex` (re-check
+/// `has_space`) while a consumer pops and notifies, with the unfenced and the fenced
+/// notify: it may not sleep once a slot is free, and its push then succeeds.
+#[test]
+fn queue_producer_sleeper_never_misses_a_pop() {
+    for fenced in [false, true] {
+        model(move || {
+            let q = mpmc();
+            q.try_push(&1u64.to_le_bytes()).unwrap();
+            q.try_push(&2u64.to_le_bytes()).unwrap();
+            let futex = Arc::new(Futex::new());
+            let (q2, f2) = (q.clone(), futex.clone());
+            let c = thread::spawn(move || {
+                let mut out = [0u8; 8];
+                q2.try_pop(&mut out).unwrap();
+                let v = q2.view();
+                if if fenced {
+                    v.notify_space()
+                } else {
+                    v.notify_space_unfenced()
+                } {
+                    f2.wake();
+                }
+                u64::from_le_bytes(out)
+            });
+            sleep_until(q.view().space_pair(), &futex, || q.has_space());
+            assert_eq!(q.try_push(&3u64.to_le_bytes()), Ok(2));
+            assert_eq!(c.join().unwrap(), 1);
+        });
+    }
+}
+
 /// Two queue consumers that each pop one item, sleeping on `data_futex` with `has_item` as
 /// the re-check, while a producer pushes two items and notifies after each: neither may
 /// sleep while an item is there. (`has_item` once said "no item" when another consumer had
