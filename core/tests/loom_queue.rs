@@ -239,6 +239,18 @@ fn spsc_fixed_record_batches_in(fixed: bool) {
     });
 }
 
+/// One `try_pop`: the position and value popped, `None` when empty or pending; a healed
+/// position or any error fails the model.
+fn pop_once(q: &MpmcQueue) -> Option<(u64, u64)> {
+    let mut b = [0u8; 16];
+    match q.try_pop(&mut b) {
+        Ok(Popped::Item { pos }) => Some((pos, value(&b))),
+        Ok(Popped::Healed { pos }) => panic!("healed {pos}"),
+        Err(PopError::Empty | PopError::Pending { .. }) => None,
+        Err(e) => panic!("{e}"),
+    }
+}
+
 #[test]
 fn mpmc_two_producers_two_consumers() {
     // Four threads with retry loops: bound 2 keeps it to about 20 s (bound 3: 160 s, passes).
@@ -257,15 +269,7 @@ fn mpmc_two_producers_two_consumers() {
         let consumers: Vec<_> = (0..2)
             .map(|_| {
                 let q = q.clone();
-                thread::spawn(move || {
-                    let mut b = [0u8; 16];
-                    match q.try_pop(&mut b) {
-                        Ok(Popped::Item { pos }) => Some((pos, value(&b))),
-                        Ok(Popped::Healed { pos }) => panic!("healed {pos}"),
-                        Err(PopError::Empty | PopError::Pending { .. }) => None,
-                        Err(e) => panic!("{e}"),
-                    }
-                })
+                thread::spawn(move || pop_once(&q))
             })
             .collect();
         for p in producers {
@@ -306,15 +310,7 @@ fn mpmc_wrap_with_competing_producers() {
             })
             .collect();
         let qc = q.clone();
-        let consumer = thread::spawn(move || {
-            let mut b = [0u8; 16];
-            match qc.try_pop(&mut b) {
-                Ok(Popped::Item { pos }) => Some((pos, value(&b))),
-                Ok(Popped::Healed { pos }) => panic!("healed {pos}"),
-                Err(PopError::Empty | PopError::Pending { .. }) => None,
-                Err(e) => panic!("{e}"),
-            }
-        });
+        let consumer = thread::spawn(move || pop_once(&qc));
         let mut pushed: Vec<(u64, u64)> =
             producers.into_iter().map(|p| p.join().unwrap()).collect();
         let mut got: Vec<(u64, u64)> = consumer.join().unwrap().into_iter().collect();
@@ -347,15 +343,7 @@ fn mpmc_wrap_with_competing_consumers() {
         let consumers: Vec<_> = (0..2)
             .map(|_| {
                 let q = q.clone();
-                thread::spawn(move || {
-                    let mut b = [0u8; 16];
-                    match q.try_pop(&mut b) {
-                        Ok(Popped::Item { pos }) => Some((pos, value(&b))),
-                        Ok(Popped::Healed { pos }) => panic!("healed {pos}"),
-                        Err(PopError::Empty | PopError::Pending { .. }) => None,
-                        Err(e) => panic!("{e}"),
-                    }
-                })
+                thread::spawn(move || pop_once(&q))
             })
             .collect();
         assert_eq!(producer.join().unwrap(), 2);
