@@ -36,27 +36,28 @@ pub enum RawRead {
 /// (of `seq + C` at the earliest) is done.
 #[inline]
 pub fn read_record(view: &RingView, seq: u64, dst: &mut [u8]) -> RawRead {
+    // The verdict on a slot that a later write than `seq`'s has reached (`seen`, or being
+    // written): lapped when the oldest record the ring then holds is past `seq`. Otherwise
+    // (the re-check saw a write in flight, or a corrupt `write_seq` near u64::MAX where
+    // `seq + C` saturates) pending.
+    let lapped_by = |seen: u64| {
+        // Acquire: pairs with the producer's publish; only its value is used here.
+        let w = view.write_seq().load(Ordering::Acquire);
+        let r = oldest_retained(w.max(seen), view.capacity());
+        if r > seq {
+            RawRead::Lapped { resume_at: r }
+        } else {
+            RawRead::Pending
+        }
+    };
     match view.read_slot(seq, dst) {
         SlotRead::Ok => RawRead::Record,
         SlotRead::Pending => match view.rewritten_under(seq) {
-            Some(w) => RawRead::Lapped {
-                resume_at: oldest_retained(
-                    w.max(seq.saturating_add(view.capacity())),
-                    view.capacity(),
-                ),
-            },
+            // The later write is of `seq + C` at the earliest.
+            Some(_) => lapped_by(seq.saturating_add(view.capacity())),
             None => RawRead::Pending,
         },
-        SlotRead::Overwritten { seen } => {
-            // Acquire: pairs with the producer's publish; only its value is used here.
-            let w = view.write_seq().load(Ordering::Acquire);
-            let r = oldest_retained(w.max(seen), view.capacity());
-            if r > seq {
-                RawRead::Lapped { resume_at: r }
-            } else {
-                RawRead::Pending
-            }
-        }
+        SlotRead::Overwritten { seen } => lapped_by(seen),
     }
 }
 
@@ -113,6 +114,19 @@ mod tests {
         assert_eq!(read_record(&view, 2, &mut dst), RawRead::Record);
         // The marker of the record being written (5, past write_seq) is still pending.
         assert_eq!(read_record(&view, 5, &mut dst), RawRead::Pending);
+    }
+
+    /// A corrupt `write_seq` near u64::MAX with a marker below it: `seq + C` saturates, so
+    /// no resume point past `seq` can be named; pending, never a `resume_at` at or before
+    /// `seq` (the region fuzz target's `resume_at > seq` failed on such a ring).
+    #[test]
+    fn a_marker_below_a_write_seq_near_u64_max_is_pending() {
+        let (_m, view) = spmc_ring(4, 16);
+        let seq = u64::MAX - 2;
+        view.write_seq().store(u64::MAX - 1, Ordering::Relaxed);
+        view.slot_seq(seq).store(SLOT_WRITING, Ordering::Relaxed);
+        let mut dst = [0u8; 8];
+        assert_eq!(read_record(&view, seq, &mut dst), RawRead::Pending);
     }
 
     #[test]
