@@ -159,6 +159,45 @@ fn spsc_push_pop_and_slices_in(fixed: bool) {
     });
 }
 
+#[test]
+fn spsc_fixed_single_items_reuse_a_slot() {
+    // The typed handles' path: single pushes and pops of exactly the item size. The third
+    // push fits only in the slot the consumer's first pop freed; the loom cells check that
+    // the pop's read of that slot happens before the push's write.
+    model(|| {
+        let q = spsc_view(true);
+        let qp = q.clone();
+        let producer = thread::spawn(move || {
+            let mut p = SpscProducer::new(qp).unwrap();
+            p.try_push(&item(1)).unwrap();
+            p.try_push(&item(2)).unwrap();
+            match p.try_push(&item(3)) {
+                Ok(()) => 3,
+                Err(PushError::Full) => 2,
+                Err(e) => panic!("{e}"),
+            }
+        });
+        let qc = q.clone();
+        let consumer = thread::spawn(move || {
+            let mut c = SpscConsumer::new(qc).unwrap();
+            let mut got = Vec::new();
+            let mut b = [0u8; 16];
+            for _ in 0..2 {
+                match c.try_pop(&mut b) {
+                    Ok(16) => got.push(value(&b)),
+                    Ok(n) => panic!("length {n}"),
+                    Err(PopError::Empty) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            got
+        });
+        let pushed = producer.join().unwrap();
+        let got = consumer.join().unwrap();
+        drain_and_check(q, got, pushed);
+    });
+}
+
 /// Stages `bytes` in the free slot `k` after `tail` the way the kernel's recvmmsg would
 /// fill it in place (loom cannot model a write through the raw address, so this writes the
 /// same bytes through the region).

@@ -483,6 +483,136 @@ fn spsc_fixed_layout_has_no_length_words() {
 }
 
 #[test]
+fn spsc_fixed_single_items_keep_fifo_order_and_every_check() {
+    // try_push/try_pop of exactly the item size take the decoded-slot path: packed (8, 64)
+    // and padded (12 in a 16-byte stride) items, single pushes and pops in random runs
+    // against a FIFO model across many wraps, mixed with batches, with Full and Empty
+    // exactly when the model says so.
+    for item in [8usize, 12, 64] {
+        let g = QueueGeometry::spsc_fixed(4, item).unwrap();
+        let mut b = Buf::new(g.total_len().unwrap());
+        let q = b.init(&g).unwrap();
+        let mut p = SpscProducer::new(q).unwrap();
+        let mut c = SpscConsumer::new(q).unwrap();
+        let rec = |n: u64| -> Vec<u8> {
+            (0..item)
+                .map(|i| (n as u8).wrapping_mul(29) ^ (i as u8).wrapping_mul(7))
+                .collect()
+        };
+        let (mut next_in, mut next_out) = (0u64, 0u64);
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut out = vec![0u8; item];
+        for _ in 0..if cfg!(miri) { 60 } else { 3_000 } {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            for _ in 0..x % 6 {
+                let r = p.try_push(&rec(next_in));
+                if next_in - next_out == 4 {
+                    assert_eq!(r, Err(PushError::Full), "item {item}");
+                } else {
+                    assert_eq!(r, Ok(()), "item {item}");
+                    next_in += 1;
+                }
+            }
+            if x & 0x100 != 0 {
+                // A batch in between moves the cursors the same way.
+                let free = 4 - (next_in - next_out);
+                let recs: Vec<u8> = (next_in..next_in + 2).flat_map(rec).collect();
+                let n = p.push_fixed(&recs, item).unwrap() as u64;
+                assert_eq!(n, free.min(2));
+                next_in += n;
+            }
+            for _ in 0..(x >> 16) % 6 {
+                let r = c.try_pop(&mut out);
+                if next_in == next_out {
+                    assert_eq!(r, Err(PopError::Empty), "item {item}");
+                } else {
+                    assert_eq!(r, Ok(item), "item {item}");
+                    assert_eq!(out, rec(next_out), "item {item}, position {next_out}");
+                    next_out += 1;
+                }
+            }
+        }
+        assert!(
+            next_out > 1_000.min(next_in / 2),
+            "item {item}: items moved"
+        );
+        while next_out < next_in {
+            assert_eq!(c.try_pop(&mut out), Ok(item));
+            assert_eq!(out, rec(next_out), "item {item}, position {next_out}");
+            next_out += 1;
+        }
+        // A buffer of another length takes the general path: a longer one gets the item,
+        // a shorter one is refused and loses nothing.
+        assert_eq!(p.try_push(&rec(next_in)), Ok(()));
+        let mut short = vec![0u8; item - 1];
+        assert_eq!(
+            c.try_pop(&mut short),
+            Err(PopError::BufferTooSmall {
+                len: item - 1,
+                need: item
+            })
+        );
+        let mut long = vec![0u8; item + 8];
+        assert_eq!(c.try_pop(&mut long), Ok(item));
+        assert_eq!(long[..item], rec(next_in)[..]);
+        // An item of another length is refused without touching the queue.
+        assert_eq!(
+            p.try_push(&vec![0u8; item + 1]),
+            Err(PushError::WrongLength {
+                len: item + 1,
+                expected: item as u32
+            })
+        );
+        assert_eq!(c.try_pop(&mut out), Err(PopError::Empty));
+    }
+}
+
+#[test]
+fn spsc_fixed_single_items_report_corrupt_cursors() {
+    // The one-compare room and readiness checks of the fixed-size path fall back to the
+    // full checks, so bad cursors are named, never read as Full or Empty for ever, and a
+    // tail more than a lap ahead is never read as items.
+    let g = QueueGeometry::spsc_fixed(4, 8).unwrap();
+    let mut b = Buf::new(g.total_len().unwrap());
+    let q = b.init(&g).unwrap();
+    let mut buf = [0u8; 8];
+    q.enq().store(100, Ordering::Relaxed);
+    let mut c = SpscConsumer::new(q).unwrap();
+    assert_eq!(
+        c.try_pop(&mut buf),
+        Err(PopError::CorruptCursors { head: 0, tail: 100 })
+    );
+    q.deq().store(5, Ordering::Relaxed);
+    q.enq().store(2, Ordering::Relaxed);
+    let mut c = SpscConsumer::new(q).unwrap();
+    assert_eq!(
+        c.try_pop(&mut buf),
+        Err(PopError::CorruptCursors { head: 5, tail: 2 })
+    );
+    let mut p = SpscProducer::new(q).unwrap();
+    assert_eq!(
+        p.try_push(&[1; 8]),
+        Err(PushError::CorruptCursors { tail: 2, head: 5 })
+    );
+    q.deq().store(0, Ordering::Relaxed);
+    q.enq().store(9, Ordering::Relaxed);
+    let mut p = SpscProducer::new(q).unwrap();
+    assert_eq!(
+        p.try_push(&[1; 8]),
+        Err(PushError::CorruptCursors { tail: 9, head: 0 })
+    );
+    // A full sound queue is only full, an empty one only empty.
+    q.enq().store(4, Ordering::Relaxed);
+    let mut p = SpscProducer::new(q).unwrap();
+    assert_eq!(p.try_push(&[1; 8]), Err(PushError::Full));
+    q.deq().store(4, Ordering::Relaxed);
+    let mut c = SpscConsumer::new(q).unwrap();
+    assert_eq!(c.try_pop(&mut buf), Err(PopError::Empty));
+}
+
+#[test]
 fn spsc_fixed_batches_across_the_wrap_keep_fifo_order() {
     // Packed items (size = stride: 8, 16, 64) move as contiguous runs split at the wrap;
     // a 12-byte item (stride 16) takes the per-item path. Batches of 1 to 7 items on a

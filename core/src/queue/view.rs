@@ -38,6 +38,8 @@ impl QueueExpect {
 pub struct QueueView {
     region: Region,
     geo: QueueGeometry,
+    /// Where a fixed-size SPSC queue's items lie, decoded once from `geo`.
+    fixed: FixedSlots,
     /// Under loom, one cell per slot, shared by the clones of this view: every payload
     /// access is recorded on its slot's cell, so loom checks that any two accesses to a
     /// payload by different threads, one of them a write, are ordered by happens-before.
@@ -61,7 +63,45 @@ fn loom_cells(capacity: u64) -> std::sync::Arc<[loom::cell::UnsafeCell<()>]> {
         .collect()
 }
 
+/// The slots of a fixed-size SPSC queue as the one-item paths need them, decoded from
+/// the geometry once (the geometry's form costs a flag test, a subtraction and a payload
+/// offset on every item): the first payload's offset, the position mask, the stride and
+/// the item size. `len` is `usize::MAX` on any other queue, so that no item matches it.
+#[derive(Clone, Copy, Debug)]
+struct FixedSlots {
+    base: usize,
+    mask: u64,
+    stride: usize,
+    len: usize,
+}
+
+impl FixedSlots {
+    fn of(geo: &QueueGeometry) -> FixedSlots {
+        FixedSlots {
+            base: geo.slots_offset as usize + geo.payload_offset(),
+            mask: geo.mask(),
+            stride: geo.slot_stride as usize,
+            len: if geo.fixed && geo.kind == QueueKind::Spsc {
+                geo.item_size as usize
+            } else {
+                usize::MAX
+            },
+        }
+    }
+}
+
 impl QueueView {
+    /// The view of a queue whose geometry was validated against `region`.
+    fn from_parts(region: Region, geo: QueueGeometry) -> QueueView {
+        QueueView {
+            region,
+            geo,
+            fixed: FixedSlots::of(&geo),
+            #[cfg(loom)]
+            cells: loom_cells(geo.capacity),
+        }
+    }
+
     /// Initialises a queue in `region`: the header with `magic = 0`, both cursors, every
     /// slot's control word (SPSC: length 0; MPMC: stamp = slot index), then a release fence,
     /// then the magic. Fails if the region is smaller than the geometry needs, or if the
@@ -94,12 +134,7 @@ impl QueueView {
             store_header(&region, &h);
             region.zero_words(qhdr::SIZE, qhdr::MIN_SLOTS_OFFSET - qhdr::SIZE);
         }
-        let view = QueueView {
-            region,
-            geo,
-            #[cfg(loom)]
-            cells: loom_cells(geo.capacity),
-        };
+        let view = QueueView::from_parts(region, geo);
         // A fixed-size SPSC queue has no control words (and no slot needs a value).
         if !geo.fixed {
             for i in 0..geo.capacity {
@@ -163,12 +198,7 @@ impl QueueView {
                 found: geo.schema_sig,
             });
         }
-        let view = QueueView {
-            region,
-            geo,
-            #[cfg(loom)]
-            cells: loom_cells(geo.capacity),
-        };
+        let view = QueueView::from_parts(region, geo);
         if geo.kind == QueueKind::Mpmc {
             super::mpmc::check_cursors(&view)?;
         }
@@ -255,6 +285,50 @@ impl QueueView {
                 }
             }
         }
+    }
+
+    /// The item size of a fixed-size SPSC queue; `usize::MAX` on any other queue. An item
+    /// of this length can take [`QueueView::write_fixed`] and [`QueueView::read_fixed`].
+    #[inline(always)]
+    pub(crate) fn fixed_len(&self) -> usize {
+        self.fixed.len
+    }
+
+    /// [`QueueView::write_payload`] for an item of exactly [`QueueView::fixed_len`] bytes,
+    /// with the slot's address from the decoded [`FixedSlots`]. Writes nothing for an item
+    /// of any other length.
+    #[inline(always)]
+    pub(crate) fn write_fixed(&self, pos: u64, item: &[u8]) {
+        let f = &self.fixed;
+        if item.len() != f.len {
+            return;
+        }
+        #[cfg(loom)]
+        self.track(pos, 1, true);
+        // SAFETY: as for write_payload: `f` was decoded from this view's validated geometry
+        // (base = slots_offset + payload offset, the stride, the mask), the item is exactly
+        // the item size, and the caller owns the slot under the queue protocol.
+        unsafe {
+            self.region
+                .write_words(f.base + (pos & f.mask) as usize * f.stride, item)
+        };
+    }
+
+    /// [`QueueView::read_payload`] for an item of exactly [`QueueView::fixed_len`] bytes (see
+    /// [`QueueView::write_fixed`]). Reads nothing into a buffer of any other length.
+    #[inline(always)]
+    pub(crate) fn read_fixed(&self, pos: u64, dst: &mut [u8]) {
+        let f = &self.fixed;
+        if dst.len() != f.len {
+            return;
+        }
+        #[cfg(loom)]
+        self.track(pos, 1, false);
+        // SAFETY: as for write_fixed; the consumer owns this published slot.
+        unsafe {
+            self.region
+                .read_words(f.base + (pos & f.mask) as usize * f.stride, dst)
+        };
     }
 
     /// Copies `item` into the payload of the slot holding `pos` as relaxed words. Writes

@@ -1,0 +1,144 @@
+//! Instructions per item through an SPSC queue, ringwire's typed handles against rtrb, for
+//! a count that the machine's noise cannot move (diagnostics for issue 4 line 5; the
+//! acceptance benchmark is `spsc_throughput` in `cargo bench -p ringwire-tests --bench
+//! queues`, which measures time with two threads).
+//!
+//! One thread pushes 32 items, then pops 32 and checks each, `ROUNDS` times, so every push
+//! and pop finds room or an item and takes the queue's one-item path; the items are `u64`s
+//! or 64-byte items (eight words, every word checked). Only `run_queue` is meant to be
+//! counted: run it under callgrind with collection toggled on that function, and divide by
+//! the items the program prints (the loop and the checks are the same code for both
+//! queues, so the difference between two counts is the queues'):
+//!
+//! ```text
+//! cargo build --release -p ringwire-tests --example spsc_instructions
+//! for q in ringwire-u64 rtrb-u64 ringwire-64B rtrb-64B; do
+//!   valgrind --tool=callgrind --toggle-collect='*run_queue*' --callgrind-out-file=/dev/null \
+//!     target/release/examples/spsc_instructions $q 2>&1 | grep -E 'items|Collected'
+//! done
+//! ```
+//!
+//! `cargo run --release -p ringwire-tests --example spsc_instructions -- QUEUE [ROUNDS]`
+use std::hint::black_box;
+
+const CAP: usize = 4096;
+const RUN: u64 = 32;
+
+/// An item type of the run.
+trait Val: Copy + Default + Send + ringwire::queue::Item {
+    fn make(i: u64) -> Self;
+    fn is(&self, i: u64) -> bool;
+}
+
+impl Val for u64 {
+    #[inline(always)]
+    fn make(i: u64) -> Self {
+        i
+    }
+    #[inline(always)]
+    fn is(&self, i: u64) -> bool {
+        *self == i
+    }
+}
+
+impl Val for [u64; 8] {
+    #[inline(always)]
+    fn make(i: u64) -> Self {
+        [i, i ^ 1, i ^ 2, i ^ 3, i ^ 4, i ^ 5, i ^ 6, i ^ 7]
+    }
+    #[inline(always)]
+    fn is(&self, i: u64) -> bool {
+        self.iter()
+            .zip(0..)
+            .fold(0, |acc, (w, k)| acc | (w ^ i ^ k))
+            == 0
+    }
+}
+
+/// One queue under test.
+trait Spsc<T> {
+    type P;
+    type C;
+    fn make() -> (Self::P, Self::C);
+    fn push(p: &mut Self::P, v: T) -> bool;
+    fn pop(c: &mut Self::C) -> Option<T>;
+}
+
+struct Ringwire;
+impl<T: Val> Spsc<T> for Ringwire {
+    type P = ringwire::queue::SpscProducer<T>;
+    type C = ringwire::queue::SpscConsumer<T>;
+    fn make() -> (Self::P, Self::C) {
+        ringwire::queue::spsc_channel::<T>(CAP as u64).expect("anonymous queue")
+    }
+    #[inline(always)]
+    fn push(p: &mut Self::P, v: T) -> bool {
+        p.try_push(&v).is_ok()
+    }
+    #[inline(always)]
+    fn pop(c: &mut Self::C) -> Option<T> {
+        c.try_pop().expect("no corruption")
+    }
+}
+
+struct Rtrb;
+impl<T: Val> Spsc<T> for Rtrb {
+    type P = rtrb::Producer<T>;
+    type C = rtrb::Consumer<T>;
+    fn make() -> (Self::P, Self::C) {
+        rtrb::RingBuffer::new(CAP)
+    }
+    #[inline(always)]
+    fn push(p: &mut Self::P, v: T) -> bool {
+        p.push(v).is_ok()
+    }
+    #[inline(always)]
+    fn pop(c: &mut Self::C) -> Option<T> {
+        c.pop().ok()
+    }
+}
+
+/// The counted part: `rounds` runs of 32 pushes then 32 pops. Returns the items moved.
+#[inline(never)]
+fn run_queue<T: Val, Q: Spsc<T>>(p: &mut Q::P, c: &mut Q::C, rounds: u64) -> u64 {
+    let (mut pushed, mut popped) = (0u64, 0u64);
+    for _ in 0..rounds {
+        for _ in 0..RUN {
+            assert!(Q::push(p, black_box(T::make(pushed))), "the queue has room");
+            pushed += 1;
+        }
+        for _ in 0..RUN {
+            let v = Q::pop(c).expect("an item is ready");
+            assert!(v.is(popped), "item {popped}: out of order or torn");
+            popped += 1;
+        }
+    }
+    popped
+}
+
+fn one<T: Val, Q: Spsc<T>>(rounds: u64) -> u64 {
+    let (mut p, mut c) = Q::make();
+    run_queue::<T, Q>(&mut p, &mut c, rounds)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let queue = args.next().unwrap_or_default();
+    let rounds = args
+        .next()
+        .map(|a| a.parse().expect("ROUNDS: a whole number"))
+        .unwrap_or(20_000);
+    let items = match queue.as_str() {
+        "ringwire-u64" => one::<u64, Ringwire>(rounds),
+        "rtrb-u64" => one::<u64, Rtrb>(rounds),
+        "ringwire-64B" => one::<[u64; 8], Ringwire>(rounds),
+        "rtrb-64B" => one::<[u64; 8], Rtrb>(rounds),
+        _ => {
+            eprintln!(
+                "usage: spsc_instructions ringwire-u64|rtrb-u64|ringwire-64B|rtrb-64B [ROUNDS]"
+            );
+            std::process::exit(2);
+        }
+    };
+    println!("{queue}: {items} items pushed and popped");
+}
