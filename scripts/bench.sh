@@ -53,6 +53,7 @@ benches=(handoff)
 for b in "${benches[@]}" replication async_wake; do
   cargo bench -p ringwire-tests --bench "$b" --no-run
 done
+cargo build --release -p ringwire-tests --example spsc_instructions
 
 # ---- iceoryx2 (bench-peers/, outside the workspace) ----
 ice_bin=bench-peers/target/release/ringwire-bench-peers
@@ -190,6 +191,35 @@ if [ -n "$pd_len" ]; then
   pd_len_text="; in these runs the samples were $pd_min to $pd_max pushes long, $pd_long of $pd_n longer than the 65,536-slot ring"
 fi
 target/release/bench_report criterion "$tables" "$svg" "$runs_dir"/criterion/run* "${cmd_args[@]}"
+
+# ---- SPSC instructions per item under callgrind: one run (a count, not a time) ----
+instr_bin=target/release/examples/spsc_instructions
+instr_cmd="valgrind --tool=callgrind --toggle-collect='*run_queue*' --callgrind-out-file=/dev/null $instr_bin QUEUE"
+instr=$(mktemp)
+if command -v valgrind >/dev/null; then
+  lock_x
+  echo "== SPSC instructions per item (callgrind)"
+  {
+    echo "| queue | items | instructions in \`run_queue\` | per item | ÷ rtrb |"
+    echo "|---|---:|---:|---:|---:|"
+    for ty in u64 64B; do
+      rt=""
+      for q in rtrb ringwire; do
+        o=$(valgrind --tool=callgrind --toggle-collect='*run_queue*' --callgrind-out-file=/dev/null \
+          "$instr_bin" "$q-$ty" 2>&1) || { echo "| $q-$ty | failed | | | |"; continue; }
+        items=$(sed -n 's/.*: \([0-9]*\) items pushed and popped/\1/p' <<<"$o")
+        ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' <<<"$o" | tail -1)
+        per=$(awk -v i="$ir" -v n="$items" 'BEGIN { printf "%.1f", i / n }')
+        [ "$q" = rtrb ] && rt=$per
+        ratio=$(awk -v a="$per" -v b="$rt" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
+        echo "| $q-$ty | $items | $ir | $per | $ratio |"
+      done
+    done
+  } >"$instr"
+  unlock
+else
+  echo "valgrind is not installed: not measured." >"$instr"
+fi
 
 # ---- ringwire bench: the floor and the cross-process hand-off, RUNS runs each (the floor's
 # RUNS runs were taken in the criterion runs above) ----
@@ -422,6 +452,20 @@ fi
   echo
   cat "$tables"
   echo
+  echo "## SPSC instructions per item (callgrind, one run)"
+  echo
+  echo "Reproduce: \`$instr_cmd\` with QUEUE one of ringwire-u64, rtrb-u64, ringwire-64B,"
+  echo "rtrb-64B. One thread pushes 32 items and then pops 32 (each checked), 20,000 times, so"
+  echo "every push and pop finds room or an item; only \`run_queue\` is counted. A count of"
+  echo "instructions does not move with the machine's load, as the times above do, but it is not"
+  echo "a time: it says nothing of the cache-line traffic between two cores that the"
+  echo "\`spsc_throughput\` rows measure. ringwire's count includes, after every push and every"
+  echo "pop, the look at the queue's waiter count that wakes a consumer or producer asleep on the"
+  echo "queue's futex (\`pop_blocking\`, \`push_blocking\`); rtrb has no blocking wait and no"
+  echo "such look."
+  echo
+  cat "$instr"
+  echo
   echo "## Replication on loopback (\`ringwire demo\`, 10,000 msg/s, $demo_secs s, one run)"
   echo
   echo "Reproduce: \`target/release/ringwire demo --transport T --seconds $demo_secs --rate 10000 [--spin]\`"
@@ -482,5 +526,5 @@ fi
     printf '%s\n' "$repl_failed" | sed '/^$/d; s/^/- /'
   fi
 } >"$out"
-rm -f "$tables" "$latency" "$repl"
+rm -f "$tables" "$latency" "$repl" "$instr"
 echo "wrote $out"
