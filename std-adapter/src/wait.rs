@@ -35,7 +35,7 @@
 use std::time::{Duration, Instant};
 
 use ringwire_core::RingView;
-use ringwire_core::broadcast::Wake;
+use ringwire_core::broadcast::{LOOKASIDE_POLLS, Wake};
 use ringwire_core::futex::FutexPair;
 use ringwire_core::layout::{Flags, SLOT_WRITING};
 use ringwire_core::sync::Ordering;
@@ -95,8 +95,8 @@ pub(crate) fn before(deadline: Option<Instant>) -> bool {
 /// On a ring with one writer, a published cursor whose slot reads [`SLOT_WRITING`] is
 /// something to do too: a later lap is overwriting the record, or a producer that died
 /// mid-write left the marker for good, and the consumer counts the record lapped and moves
-/// past it (`Consumer`'s and `BlobReader`'s receive, on the 64th empty poll in a row, so a
-/// waiter there returns at once up to 64 times). Users of this test that only wait (the
+/// past it (`Consumer`'s and `BlobReader`'s receive, on the [`LOOKASIDE_POLLS`]th empty poll
+/// in a row, so a waiter there returns at once up to that many times). Users of this test that only wait (the
 /// replication source's waiters) must act on such a slot too, not poll it (`RingSource`
 /// reports it overwritten).
 ///
@@ -117,15 +117,11 @@ pub(crate) fn published(ring: &RingView, cursor: u64) -> bool {
     true
 }
 
-/// How many empty polls in a row the consumers make before they look past the slot at
-/// their cursor (a slot left mid-write, a hole of a sparse ring): `Consumer` and
-/// `BlobReader` look on every 64th.
-const LOOKASIDE_POLLS: u32 = 64;
-
 /// What a consumer's receive loop waits for after an empty poll.
 ///
 /// [`published`] says "something to do" as soon as `write_seq` has reached the cursor, which
-/// a consumer at a slot left mid-write needs (it passes the slot on its 64th empty poll).
+/// a consumer at a slot left mid-write needs (it passes the slot on its
+/// [`LOOKASIDE_POLLS`]th empty poll).
 /// But on a ring whose header is corrupt (a `write_seq` ahead of the slots on a ring that
 /// is neither sparse nor MPMC-flagged) the consumer finds nothing to do there however often
 /// it polls, and a wait that trusted `published` would return at once for ever: a waiter

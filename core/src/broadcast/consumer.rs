@@ -55,12 +55,20 @@ pub enum StartMode {
     Sequence(u64),
 }
 
+/// How many empty polls in a row a reader makes at one cursor before it looks past the
+/// slot there ([`Consumer`] and the blob stream reader, on every such poll count): at a slot
+/// a dead writer left mid-write, and at a hole of a sparse ring. Not on every poll: a reader
+/// spinning at the head would pull the slot's and the header's lines while the writer fills
+/// them. A power of two. A waiter that returns at once while a look is still due (the std
+/// consumers' receive loops) may return up to this many times in a row at one slot.
+pub const LOOKASIDE_POLLS: u32 = 64;
+
 /// One reader of a broadcast ring.
 ///
 /// The hot path ([`Consumer::try_recv`] on a record that is there) loads only the slot's
 /// sequence word; `write_seq` is read only when the reader was lapped, on MPMC-flagged rings
 /// when its cached copy cannot prove the slot is still in reach, and on sparse rings every
-/// 64th empty poll.
+/// [`LOOKASIDE_POLLS`]th empty poll.
 #[derive(Debug)]
 pub struct Consumer {
     view: RingView,
@@ -70,7 +78,7 @@ pub struct Consumer {
     lapped: u64,
     /// The last `write_seq` we loaded; `write_seq` only grows, so it is a lower bound.
     write_seq_seen: u64,
-    /// Consecutive empty polls (sparse hole detection runs every 64th).
+    /// Consecutive empty polls (the look past the slot runs every [`LOOKASIDE_POLLS`]th).
     empty_polls: u32,
     /// The ring is a mirror with holes (§7).
     sparse: bool,
@@ -398,13 +406,11 @@ impl Consumer {
                     if self.mpmc && self.mpmc_ticket_lost(want) {
                         continue;
                     }
-                    // Every 64th empty poll in a row looks further: at a slot a dead writer
-                    // left mid-write (the marker never goes away, so finding it late costs
-                    // nothing), and at a hole of a sparse ring. Not on every poll: a reader
-                    // spinning at the head would pull the slot's and the header's lines
-                    // while the writer fills them.
+                    // Every LOOKASIDE_POLLS-th empty poll in a row looks further: at a slot
+                    // a dead writer left mid-write (the marker never goes away, so finding it
+                    // late costs nothing), and at a hole of a sparse ring.
                     self.empty_polls = self.empty_polls.wrapping_add(1);
-                    if self.empty_polls & 63 == 0
+                    if self.empty_polls.is_multiple_of(LOOKASIDE_POLLS)
                         && ((!self.mpmc && self.rewritten_under(want))
                             || (self.sparse && self.skip_hole()))
                     {

@@ -18,6 +18,6 @@ pub mod raw;
 pub mod registry;
 mod typed;
 
-pub use consumer::{Consumer, StartMode};
+pub use consumer::{Consumer, LOOKASIDE_POLLS, StartMode};
 pub use producer::{Full, NoWake, Producer, Wake};
 pub use typed::TypedConsumer;

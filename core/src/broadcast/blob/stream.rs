@@ -7,6 +7,7 @@ use super::{
     Arena, BLOB_REF_LEN, BlobError, BlobRead, read_blob, reserve, set_descriptor_ref,
     split_descriptor, write_blob,
 };
+use crate::broadcast::LOOKASIDE_POLLS;
 use crate::broadcast::registry::{self, RegistryError};
 use crate::layout::{BlobRef, Flags, REGISTRY_NAME_LEN, SEQ_LIMIT, SLOT_WRITING, oldest_retained};
 use crate::ring::{RingView, SlotRead};
@@ -126,7 +127,8 @@ pub struct BlobReader {
     registry_name: [u8; REGISTRY_NAME_LEN],
     /// The ring may have holes (mirror ring, spec §7).
     sparse: bool,
-    /// Consecutive "pending" polls; hole detection runs on every 64th.
+    /// Consecutive "pending" polls; the look past the slot runs on every
+    /// [`LOOKASIDE_POLLS`]th.
     pending_polls: u32,
 }
 
@@ -331,9 +333,10 @@ impl BlobReader {
                     }
                 }
                 SlotRead::Pending => {
-                    // Every 64th pending poll in a row looks further, as `Consumer` does.
+                    // Every LOOKASIDE_POLLS-th pending poll in a row looks further, as
+                    // `Consumer` does.
                     self.pending_polls = self.pending_polls.wrapping_add(1);
-                    if self.pending_polls.is_multiple_of(64)
+                    if self.pending_polls.is_multiple_of(LOOKASIDE_POLLS)
                         && (self.rewritten_under() || (self.sparse && self.skip_hole()))
                     {
                         continue;
