@@ -25,8 +25,9 @@
 //! [`FutexWait::with_deferred_barrier`] moves the membarrier (and a second re-check) a set
 //! time into the sleep. Until then only the fences order the two sides, so a producer whose
 //! publish races the announcement within its store-buffer drain time can miss the sleeper;
-//! the deferred barrier bounds that delay to the set time. The replication threads use it
-//! (100 µs): the barrier's IPIs then fall between records instead of on the hand-off.
+//! the deferred barrier bounds that delay to the set time. The replication threads park
+//! with it (2 ms, in 2 ms slices: [`FutexWait::with_slices`]): the barrier's IPIs then fall
+//! only in parks longer than a slice, not on every hand-off.
 //!
 //! Every sleep has a finite timeout: a producer that never wakes anyone (ringfire's Python
 //! producer), or a process where membarrier is unavailable, delays a reader by at most that
@@ -320,10 +321,11 @@ pub struct FutexStats {
     /// Deferred barriers run ([`FutexWait::with_deferred_barrier`]): sleeps that outlasted
     /// their unbarriered part.
     pub late_barriers: u64,
-    /// Sleeps ended by the re-check after a deferred barrier: the message came without a
-    /// wake-up reaching this sleeper in time (published unannounced, a wake-up lost to the
-    /// race the barrier closes, or one still on its way from a producer held up between
-    /// its publish and its `FUTEX_WAKE` for longer than the deferral).
+    /// Sleeps ended by the re-check after a deferred barrier or a slice
+    /// ([`FutexWait::with_slices`]): the message came without a wake-up reaching this
+    /// sleeper in time (published unannounced, by a writer that wakes nobody, a wake-up
+    /// lost to the race the barrier closes, or one still on its way from a producer held
+    /// up between its publish and its `FUTEX_WAKE` for longer than the deferral).
     pub late_found: u64,
 }
 
@@ -344,6 +346,8 @@ pub struct FutexWait {
     spin_limit: u32,
     timeout: Duration,
     barrier_after: Option<Duration>,
+    /// Longest futex wait between two looks at `ready` (`Duration::MAX`: one wait).
+    slice: Duration,
     stats: FutexStats,
 }
 
@@ -361,6 +365,7 @@ impl FutexWait {
             spin_limit,
             timeout: timeout.unwrap_or(NONE_FUTEX_TIMEOUT),
             barrier_after: None,
+            slice: Duration::MAX,
             stats: FutexStats::default(),
         }
     }
@@ -382,6 +387,17 @@ impl FutexWait {
     /// barrier first and loses no wake-up.
     pub fn with_deferred_barrier(mut self, after: Duration) -> Self {
         self.barrier_after = Some(after);
+        self
+    }
+
+    /// Sleeps in futex waits of at most `slice`, looking at what it waits for after each,
+    /// instead of one wait for the whole timeout: a writer that never wakes sleepers (a DMA
+    /// engine or FPGA filling the ring, a writer without the §11 handshake) is then seen
+    /// within `slice` rather than at the end of the sleep. The sleep stays announced from
+    /// start to end, so a deferred barrier still runs once per sleep. A zero `slice` is
+    /// taken as 1 µs.
+    pub fn with_slices(mut self, slice: Duration) -> Self {
+        self.slice = slice.max(Duration::from_micros(1));
         self
     }
 
@@ -449,29 +465,7 @@ impl WaitStrategy for FutexWait {
             None => self.stats.rechecked += 1,
             Some(v) => {
                 self.stats.sleeps += 1;
-                let outcome = match deferred {
-                    Some(after) if after < timeout => {
-                        // Elapsed time, not an end instant: `timeout` may be as long as
-                        // `Duration::MAX`, which no `Instant` can be moved by.
-                        let slept = Instant::now();
-                        match sys::futex_wait(word, v, after) {
-                            FutexOutcome::TimedOut => {
-                                sys::membarrier_global();
-                                self.stats.late_barriers += 1;
-                                if ready() {
-                                    None
-                                } else {
-                                    // Still announced: a producer that publishes from now
-                                    // on bumps the word, so the wait fails or is woken.
-                                    let left = timeout.saturating_sub(slept.elapsed());
-                                    Some(sys::futex_wait(word, v, left))
-                                }
-                            }
-                            o => Some(o),
-                        }
-                    }
-                    _ => Some(sys::futex_wait(word, v, timeout)),
-                };
+                let outcome = self.sleep(word, v, timeout, &mut ready);
                 match outcome {
                     None => self.stats.late_found += 1,
                     Some(FutexOutcome::Woken) => self.stats.woken += 1,
@@ -486,6 +480,57 @@ impl WaitStrategy for FutexWait {
     }
 
     fn reset(&mut self) {}
+}
+
+impl FutexWait {
+    /// The sleep of an announced sleeper on `word` (read as `v`) for up to `timeout`: futex
+    /// waits cut at the deferred barrier's time and at every slice. `None` when `ready()`,
+    /// looked at after the barrier or a slice, found something to do; otherwise how the
+    /// last wait ended.
+    fn sleep(
+        &mut self,
+        word: *mut u32,
+        v: u32,
+        timeout: Duration,
+        ready: &mut impl FnMut() -> bool,
+    ) -> Option<FutexOutcome> {
+        // A barrier only for a sleep longer than the deferral (`with_deferred_barrier`).
+        let mut barrier_at = self.barrier_after.filter(|&after| after < timeout);
+        // Elapsed time, not an end instant: `timeout` may be as long as `Duration::MAX`,
+        // which no `Instant` can be moved by.
+        let slept = Instant::now();
+        loop {
+            let elapsed = slept.elapsed();
+            let left = timeout.saturating_sub(elapsed);
+            if left.is_zero() {
+                return Some(FutexOutcome::TimedOut);
+            }
+            let mut wait = left.min(self.slice);
+            let until_barrier = barrier_at.map(|at| at.saturating_sub(elapsed));
+            let at_barrier = until_barrier.is_some_and(|u| u <= wait);
+            if let Some(u) = until_barrier.filter(|_| at_barrier) {
+                wait = u;
+            }
+            match sys::futex_wait(word, v, wait) {
+                FutexOutcome::TimedOut => {}
+                // Woken, the word bumped since it was read (a publish), or a signal: the
+                // caller looks at what it waits for.
+                o => return Some(o),
+            }
+            if at_barrier {
+                // Still announced: a producer that publishes from now on bumps the word,
+                // so the waits that follow fail or are woken.
+                sys::membarrier_global();
+                self.stats.late_barriers += 1;
+                barrier_at = None;
+            } else if wait == left {
+                return Some(FutexOutcome::TimedOut);
+            }
+            if ready() {
+                return None;
+            }
+        }
+    }
 }
 
 /// Wakes every futex sleeper of `ring` after [`RingView::publish`] (or
@@ -555,6 +600,49 @@ mod tests {
         let _ = std::fs::remove_file(&t);
         assert_eq!(w.stats().sleeps, 1, "{:?}", w.stats());
         assert_eq!((b1 - b0, b2 - b1, b3 - b2), (1, 0, 1));
+    }
+
+    /// A writer that never wakes sleepers (hardware filling the ring) is seen within a slice
+    /// by a sliced sleep, and only at the end of an unsliced one. Slices keep one barrier
+    /// per sleep.
+    #[test]
+    fn a_sliced_sleep_sees_a_writer_that_wakes_nobody() {
+        use std::sync::atomic::AtomicBool;
+        let barriers = || sys::MEMBARRIERS.with(|n| n.get());
+        // The ring lends its futex pair; what the sleeper waits for is a flag.
+        let t = std::env::temp_dir().join(format!("ringwire-wait-sl-{}", std::process::id()));
+        let tx = crate::RingProducer::<u64>::create(&t, 8).unwrap();
+        let ring = *tx.file().ring();
+        let pair = || ring.futex();
+        let sleep = |w: &mut FutexWait, written_after: Duration| {
+            let flag = AtomicBool::new(false);
+            let t0 = Instant::now();
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    std::thread::sleep(written_after);
+                    // Written, and nobody woken: the futex word is not touched.
+                    flag.store(true, Ordering::Release);
+                });
+                while !flag.load(Ordering::Acquire) {
+                    w.wait_on(pair(), None, || flag.load(Ordering::Acquire));
+                }
+            });
+            t0.elapsed()
+        };
+        let b0 = barriers();
+        let mut sliced = FutexWait::new(0, Some(Duration::from_secs(20)))
+            .with_deferred_barrier(Duration::from_millis(2))
+            .with_slices(Duration::from_millis(2));
+        let took = sleep(&mut sliced, Duration::from_millis(30));
+        assert!(took < Duration::from_secs(5), "sliced: {took:?}");
+        assert_eq!(sliced.stats().late_found, 1, "{:?}", sliced.stats());
+        assert_eq!(barriers() - b0, 1, "one barrier in the sliced sleep");
+        let mut whole = FutexWait::new(0, Some(Duration::from_millis(300)));
+        let took = sleep(&mut whole, Duration::from_millis(30));
+        drop(tx);
+        let _ = std::fs::remove_file(&t);
+        assert!(took >= Duration::from_millis(290), "unsliced: {took:?}");
+        assert_eq!(whole.stats().timed_out, 1, "{:?}", whole.stats());
     }
 
     #[test]
