@@ -518,11 +518,15 @@ impl FutexWait {
                 o => return Some(o),
             }
             if at_barrier {
-                // Still announced: a producer that publishes from now on bumps the word,
-                // so the waits that follow fail or are woken.
-                sys::membarrier_global();
-                self.stats.late_barriers += 1;
                 barrier_at = None;
+                // Not in a sleep that is over anyway (its last wait ran to its end, timer
+                // slack included): the barrier is an IPI to every registered CPU.
+                if slept.elapsed() < timeout {
+                    // Still announced: a producer that publishes from now on bumps the
+                    // word, so the waits that follow fail or are woken.
+                    sys::membarrier_global();
+                    self.stats.late_barriers += 1;
+                }
             } else if wait == left {
                 return Some(FutexOutcome::TimedOut);
             }
@@ -619,6 +623,14 @@ mod tests {
             let t0 = Instant::now();
             std::thread::scope(|s| {
                 s.spawn(|| {
+                    // From the sleeper's announcement on (so a descheduled sleeper cannot
+                    // find the flag set before it sleeps).
+                    let t = Instant::now();
+                    while pair().waiters.load(Ordering::Acquire) == 0
+                        && t.elapsed() < Duration::from_secs(10)
+                    {
+                        std::thread::sleep(Duration::from_micros(100));
+                    }
                     std::thread::sleep(written_after);
                     // Written, and nobody woken: the futex word is not touched.
                     flag.store(true, Ordering::Release);
