@@ -40,53 +40,10 @@ use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkGroup, Criterion, Throughput, measurement::WallTime};
 use ringwire::bench::floor::pin_to;
-use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+use ringwire_tests::bench_items::{B64, Val};
 
 const CAP: usize = 4096;
 const BATCH: usize = 64;
-
-/// A benchmark item: `make(i)` builds item `i`, and consumers check every word of what
-/// they receive with `is(i)`. Checking only the first word would let the compiler drop the
-/// other loads for the queues whose pop is a plain `ptr::read` (rtrb, heapless: their
-/// consumers then never read 56 of the 64 bytes), while an atomic copy must do them all.
-trait Val:
-    Copy + Default + Send + Sync + 'static + IntoBytes + FromBytes + Immutable + KnownLayout
-{
-    fn make(i: u64) -> Self;
-    fn is(&self, i: u64) -> bool;
-}
-
-impl Val for u64 {
-    #[inline(always)]
-    fn make(i: u64) -> Self {
-        i
-    }
-    #[inline(always)]
-    fn is(&self, i: u64) -> bool {
-        *self == i
-    }
-}
-
-/// A 64-byte item.
-#[derive(Clone, Copy, Default, IntoBytes, FromBytes, Immutable, KnownLayout)]
-#[repr(C)]
-struct B64([u64; 8]);
-
-impl Val for B64 {
-    #[inline(always)]
-    fn make(i: u64) -> Self {
-        B64([i, i ^ 1, i ^ 2, i ^ 3, i ^ 4, i ^ 5, i ^ 6, i ^ 7])
-    }
-    #[inline(always)]
-    fn is(&self, i: u64) -> bool {
-        // Every word, folded without branches: one compare per item, all 8 loads kept.
-        self.0
-            .iter()
-            .enumerate()
-            .fold(0, |d, (j, w)| d | (w ^ i ^ j as u64))
-            == 0
-    }
-}
 
 /// Waiting after a failed try, the same for every queue. Two policies, chosen with the
 /// environment variable `QBENCH_BACKOFF` (the same for every peer in a run):

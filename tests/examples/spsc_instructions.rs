@@ -5,10 +5,10 @@
 //!
 //! One thread pushes 32 items, then pops 32 and checks each, `ROUNDS` times, so every push
 //! and pop finds room or an item and takes the queue's one-item path; the items are `u64`s
-//! or 64-byte items (eight words, every word checked). Only `run_queue` is meant to be
-//! counted: run it under callgrind with collection toggled on that function, and divide by
-//! the items the program prints (the loop and the checks are the same code for both
-//! queues, so the difference between two counts is the queues'):
+//! or 64-byte items (`B64`, eight words, every word checked, as in the benchmark). Only
+//! `run_queue` is meant to be counted: run it under callgrind with collection toggled on
+//! that function, and divide by the items the program prints (the loop and the checks are
+//! the same code for both queues, so the difference between two counts is the queues'):
 //!
 //! ```text
 //! cargo build --release -p ringwire-tests --example spsc_instructions
@@ -21,39 +21,10 @@
 //! `cargo run --release -p ringwire-tests --example spsc_instructions -- QUEUE [ROUNDS]`
 use std::hint::black_box;
 
+use ringwire_tests::bench_items::{B64, Val};
+
 const CAP: usize = 4096;
 const RUN: u64 = 32;
-
-/// An item type of the run.
-trait Val: Copy + Default + Send + ringwire::queue::Item {
-    fn make(i: u64) -> Self;
-    fn is(&self, i: u64) -> bool;
-}
-
-impl Val for u64 {
-    #[inline(always)]
-    fn make(i: u64) -> Self {
-        i
-    }
-    #[inline(always)]
-    fn is(&self, i: u64) -> bool {
-        *self == i
-    }
-}
-
-impl Val for [u64; 8] {
-    #[inline(always)]
-    fn make(i: u64) -> Self {
-        [i, i ^ 1, i ^ 2, i ^ 3, i ^ 4, i ^ 5, i ^ 6, i ^ 7]
-    }
-    #[inline(always)]
-    fn is(&self, i: u64) -> bool {
-        self.iter()
-            .zip(0..)
-            .fold(0, |acc, (w, k)| acc | (w ^ i ^ k))
-            == 0
-    }
-}
 
 /// One queue under test.
 trait Spsc<T> {
@@ -131,8 +102,8 @@ fn main() {
     let items = match queue.as_str() {
         "ringwire-u64" => one::<u64, Ringwire>(rounds),
         "rtrb-u64" => one::<u64, Rtrb>(rounds),
-        "ringwire-64B" => one::<[u64; 8], Ringwire>(rounds),
-        "rtrb-64B" => one::<[u64; 8], Rtrb>(rounds),
+        "ringwire-64B" => one::<B64, Ringwire>(rounds),
+        "rtrb-64B" => one::<B64, Rtrb>(rounds),
         _ => {
             eprintln!(
                 "usage: spsc_instructions ringwire-u64|rtrb-u64|ringwire-64B|rtrb-64B [ROUNDS]"

@@ -1,6 +1,7 @@
 //! Shared helpers for ringwire's cross-crate tests.
 #![deny(missing_docs)]
 
+pub mod bench_items;
 pub mod netns;
 pub mod records;
 pub mod replica;
