@@ -3,13 +3,15 @@
 //! producers and two consumers, producers racing for slots across a wrap, a producer
 //! reusing a slot while its consumer pops, `claim` racing `try_push`, the corruption checks
 //! (of the full and empty paths, and an attacher's) on a live queue; and the heals: of a
-//! consumer killed mid-pop, racing a late publish, of a push dead mid-copy. And ringfire's
+//! consumer killed mid-pop (also racing the next consumer), racing a late publish, of a
+//! push dead mid-copy. And ringfire's
 //! lossy MPMC ring: two producers and a competing consumer, slot reuse with an overwritten
 //! ticket, and the heal of a slot left mid-write racing a push and a consumer.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringwire-core
-//! --release --test loom_queue` (preemption bound 3, 2 for `mpmc_two_producers_two_consumers`
-//! and `mpmc_wrap_with_competing_producers`, unless LOOM_MAX_PREEMPTIONS is set; about 45 s in all, two thirds of it in
+//! --release --test loom_queue` (preemption bound 3, 2 for `mpmc_two_producers_two_consumers`,
+//! `mpmc_wrap_with_competing_producers` and `mpmc_mid_pop_heal_racing_the_next_consumer`,
+//! unless LOOM_MAX_PREEMPTIONS is set; about 45 s in all, two thirds of it in
 //! `lossy_mpmc_slot_reuse_and_an_overwritten_ticket` and `mpmc_two_producers_two_consumers`).
 //!
 //! # What loom checks here, and what it cannot
@@ -548,6 +550,56 @@ fn mpmc_heal_of_a_consumer_killed_mid_pop() {
             assert_eq!(value(&b), v);
         }
         assert_eq!(q.try_pop(&mut b), Err(PopError::Empty));
+        assert_eq!(q.next_stuck_slot(0), None);
+    });
+}
+
+#[test]
+fn mpmc_mid_pop_heal_racing_the_next_consumer() {
+    // As mpmc_heal_of_a_consumer_killed_mid_pop, with a live consumer popping while the heal
+    // runs: it takes position 1, and position 2 (which the producer writes into the healed
+    // slot) only once the heal freed the slot and the producer published it. Nothing is
+    // read twice or out of order, and the dead consumer's copy out is ordered before the
+    // producer's copy in (the payload cells): the producer runs from the start, and only
+    // the heal orders it after the dead consumer. Bound 2: 5 s (bound 3: 90 s, passes).
+    model_bounded(2, || {
+        let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
+        assert_eq!(q.try_push(&item(10)), Ok(0));
+        assert_eq!(q.try_push(&item(11)), Ok(1));
+        let qp = q.clone();
+        let producer = thread::spawn(move || push_retrying(&qp, 12));
+        let qd = q.clone();
+        let dead = thread::spawn(move || {
+            let mut b = [0u8; 16];
+            assert_eq!(qd.loom_pop_and_die(&mut b), Ok(Popped::Item { pos: 0 }));
+            // The next consumer starts once position 0 is taken (it is the dead one's).
+            let qc = qd.clone();
+            thread::spawn(move || -> Vec<(u64, u64)> {
+                (0..2).filter_map(|_| pop_once(&qc)).collect()
+            })
+        });
+        let qh = q.clone();
+        let healer = thread::spawn(move || {
+            // The healer confirmed the death by joining the dead consumer.
+            let consumer = dead.join().unwrap();
+            let stuck = qh.next_stuck_slot(0);
+            assert_eq!(
+                stuck,
+                Some(StuckSlot {
+                    pos: 0,
+                    kind: StuckKind::MidPop
+                })
+            );
+            (qh.heal_stuck_slot(stuck.unwrap()), consumer)
+        });
+        let (healed, consumer) = healer.join().unwrap();
+        assert_eq!(healed, Ok(()));
+        assert_eq!(producer.join().unwrap(), 2);
+        let mut got = consumer.join().unwrap();
+        while let Some(p) = pop_once(&q) {
+            got.push(p);
+        }
+        assert_eq!(got, [(1, 11), (2, 12)]);
         assert_eq!(q.next_stuck_slot(0), None);
     });
 }
