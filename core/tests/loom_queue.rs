@@ -1,5 +1,7 @@
 //! loom models of the lossless queues: SPSC push/pop including slice operations (with and
-//! without per-slot length words) and slots written in place then committed; MPMC with two
+//! without per-slot length words), slots written in place then committed, and a producer
+//! (dead mid-push) or a consumer replaced by a successor that resumes at the stored cursor
+//! while the other side runs; MPMC with two
 //! producers and two consumers, producers racing for slots across a wrap, a producer
 //! reusing a slot while its consumer pops, `claim` racing `try_push`, the corruption checks
 //! (of the full and empty paths, and an attacher's) on a live queue; and the heals: of a
@@ -235,6 +237,85 @@ fn spsc_in_place_commit_drops_a_slot_and_publishes_the_rest() {
         let consumer = thread::spawn(move || pop_one_then_a_batch(qc));
         let pushed = producer.join().unwrap();
         let got = consumer.join().unwrap();
+        drain_and_check(q, got, pushed);
+    });
+}
+
+#[test]
+fn spsc_a_replaced_producer_resumes_at_the_stored_tail() {
+    // A producer pushes item 1, writes the next free slot and dies before committing it (a
+    // half push). Its successor (the std layer's role lock orders the two: here a join)
+    // resumes at the stored tail, overwrites that slot and pushes on, while a consumer pops
+    // throughout: the dead producer's uncommitted bytes are never read, and the slot the
+    // successor reuses is ordered after the consumer's read of it (the payload cells).
+    model(|| {
+        let q = spsc_view(true);
+        let qd = q.clone();
+        let dead = thread::spawn(move || {
+            let mut p = SpscProducer::new(qd.clone()).unwrap();
+            p.try_push(&item(1)).unwrap();
+            if p.free() > 0 {
+                stage(&qd, p.tail(), 0, &item(99));
+            }
+        });
+        let qc = q.clone();
+        let consumer = thread::spawn(move || pop_one_then_a_batch(qc));
+        let qs = q.clone();
+        let successor = thread::spawn(move || {
+            dead.join().unwrap();
+            let mut p = SpscProducer::new(qs).unwrap();
+            assert_eq!(p.tail(), 1, "resumes after the committed item");
+            1 + p.push_slice(&[item(2), item(3)]).unwrap() as u64
+        });
+        let pushed = successor.join().unwrap();
+        let got = consumer.join().unwrap();
+        drain_and_check(q, got, pushed);
+    });
+}
+
+#[test]
+fn spsc_a_replaced_consumer_resumes_at_the_stored_head() {
+    // A consumer pops one item and exits; its successor (ordered after it by the role lock:
+    // here a join) resumes at the stored head while the producer pushes on into the freed
+    // slot: nothing is popped twice or skipped, and the producer's reuse of the slot is
+    // ordered after the first consumer's read.
+    model(|| {
+        let q = spsc_view(true);
+        let qp = q.clone();
+        let producer = thread::spawn(move || {
+            let mut p = SpscProducer::new(qp).unwrap();
+            p.try_push(&item(1)).unwrap();
+            p.try_push(&item(2)).unwrap();
+            match p.try_push(&item(3)) {
+                Ok(()) => 3,
+                Err(PushError::Full) => 2,
+                Err(e) => panic!("{e}"),
+            }
+        });
+        let qc = q.clone();
+        let first = thread::spawn(move || {
+            let mut c = SpscConsumer::new(qc).unwrap();
+            let mut b = [0u8; 16];
+            match c.try_pop(&mut b) {
+                Ok(16) => vec![value(&b)],
+                Ok(n) => panic!("length {n}"),
+                Err(PopError::Empty) => vec![],
+                Err(e) => panic!("{e}"),
+            }
+        });
+        let qs = q.clone();
+        let successor = thread::spawn(move || {
+            let mut got = first.join().unwrap();
+            let mut c = SpscConsumer::new(qs).unwrap();
+            assert_eq!(c.head(), got.len() as u64, "resumes after the popped items");
+            let mut b = [0u8; 16];
+            if let Ok(16) = c.try_pop(&mut b) {
+                got.push(value(&b));
+            }
+            got
+        });
+        let pushed = producer.join().unwrap();
+        let got = successor.join().unwrap();
         drain_and_check(q, got, pushed);
     });
 }
