@@ -209,6 +209,11 @@ if command -v valgrind >/dev/null; then
           "$instr_bin" "$q-$ty" 2>&1) || { echo "| $q-$ty | failed | | | |"; continue; }
         items=$(sed -n 's/.*: \([0-9]*\) items pushed and popped/\1/p' <<<"$o")
         ir=$(sed -n 's/.*Collected : \([0-9]*\).*/\1/p' <<<"$o" | tail -1)
+        # No count (an unparsable output, or run_queue renamed or inlined: Collected : 0).
+        if ! [[ "$items" =~ ^[1-9][0-9]*$ && "$ir" =~ ^[1-9][0-9]*$ ]]; then
+          echo "| $q-$ty | failed (no count in valgrind's output) | | | |"
+          continue
+        fi
         per=$(awk -v i="$ir" -v n="$items" 'BEGIN { printf "%.1f", i / n }')
         [ "$q" = rtrb ] && rt=$per
         ratio=$(awk -v a="$per" -v b="$rt" 'BEGIN { if (b > 0) printf "%.2f", a / b }')

@@ -34,7 +34,8 @@
 //! MPMC `claim_pos`'s stamp acquire, `claim`'s CAS (AcqRel), `try_push`'s publishing store,
 //! `write_claimed`'s publishing CAS, `try_pop`'s stamp acquire, the pop's store freeing the
 //! slot, the heal's CAS (release); SPSC the producer's tail store and head acquire, the
-//! consumer's head store and tail acquire.
+//! consumer's head store and tail acquire, a new producer's head acquire and a new
+//! consumer's tail acquire (the replaced-side models).
 //!
 //! Verified by argument only: `write_claimed`'s begin CAS (acquire), which keeps the payload
 //! stores after it (a store moving before an earlier load is load buffering) and carries the
@@ -42,7 +43,8 @@
 //! `claim` (no model hands a claim over); the acquires of the snapshots (`has_item`,
 //! `has_space`, `next_stuck_slot`) and of `heal_stuck_slot`'s stamp load, which only make a
 //! report or a refusal less stale, never a heal wrong; and the acquires with which a new SPSC
-//! producer or consumer resumes after a previous one (no model replaces a side).
+//! producer or consumer takes over from the previous one (the replaced-side models order a
+//! successor after its predecessor by a join, as the std layer's role lock does).
 #![cfg(loom)]
 
 use loom::thread;
