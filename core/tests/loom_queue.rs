@@ -106,13 +106,7 @@ fn spsc_view(fixed: bool) -> QueueView {
 fn pop_one_then_a_batch(q: QueueView) -> Vec<u64> {
     let mut c = SpscConsumer::new(q).unwrap();
     let mut got = Vec::new();
-    let mut b = [0u8; 16];
-    match c.try_pop(&mut b) {
-        Ok(16) => got.push(value(&b)),
-        Ok(n) => panic!("length {n}"),
-        Err(PopError::Empty) => {}
-        Err(e) => panic!("{e}"),
-    }
+    pop_single(&mut c, &mut got);
     let mut bufs = [[0u8; 16]; 2];
     let mut lens = [0usize; 2];
     let n = c.pop_slice(&mut bufs, &mut lens).unwrap();
@@ -121,6 +115,31 @@ fn pop_one_then_a_batch(q: QueueView) -> Vec<u64> {
         got.push(value(&bufs[k]));
     }
     got
+}
+
+/// One `try_pop` of a 16-byte item (which may find the queue empty): its value goes to
+/// `got`.
+fn pop_single(c: &mut SpscConsumer, got: &mut Vec<u64>) {
+    let mut b = [0u8; 16];
+    match c.try_pop(&mut b) {
+        Ok(16) => got.push(value(&b)),
+        Ok(n) => panic!("length {n}"),
+        Err(PopError::Empty) => {}
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The producer thread of the single-item SPSC models on a 2-slot queue: items 1 and 2,
+/// then item 3 if a pop has freed a slot by then; returns how many it pushed.
+fn push_two_then_a_third(q: QueueView) -> u64 {
+    let mut p = SpscProducer::new(q).unwrap();
+    p.try_push(&item(1)).unwrap();
+    p.try_push(&item(2)).unwrap();
+    match p.try_push(&item(3)) {
+        Ok(()) => 3,
+        Err(PushError::Full) => 2,
+        Err(e) => panic!("{e}"),
+    }
 }
 
 /// Drains what the consumer thread left: everything pushed (items 1..=pushed) comes out
@@ -173,29 +192,13 @@ fn spsc_fixed_single_items_reuse_a_slot() {
     model(|| {
         let q = spsc_view(true);
         let qp = q.clone();
-        let producer = thread::spawn(move || {
-            let mut p = SpscProducer::new(qp).unwrap();
-            p.try_push(&item(1)).unwrap();
-            p.try_push(&item(2)).unwrap();
-            match p.try_push(&item(3)) {
-                Ok(()) => 3,
-                Err(PushError::Full) => 2,
-                Err(e) => panic!("{e}"),
-            }
-        });
+        let producer = thread::spawn(move || push_two_then_a_third(qp));
         let qc = q.clone();
         let consumer = thread::spawn(move || {
             let mut c = SpscConsumer::new(qc).unwrap();
             let mut got = Vec::new();
-            let mut b = [0u8; 16];
-            for _ in 0..2 {
-                match c.try_pop(&mut b) {
-                    Ok(16) => got.push(value(&b)),
-                    Ok(n) => panic!("length {n}"),
-                    Err(PopError::Empty) => {}
-                    Err(e) => panic!("{e}"),
-                }
-            }
+            pop_single(&mut c, &mut got);
+            pop_single(&mut c, &mut got);
             got
         });
         let pushed = producer.join().unwrap();
@@ -284,36 +287,19 @@ fn spsc_a_replaced_consumer_resumes_at_the_stored_head() {
     model(|| {
         let q = spsc_view(true);
         let qp = q.clone();
-        let producer = thread::spawn(move || {
-            let mut p = SpscProducer::new(qp).unwrap();
-            p.try_push(&item(1)).unwrap();
-            p.try_push(&item(2)).unwrap();
-            match p.try_push(&item(3)) {
-                Ok(()) => 3,
-                Err(PushError::Full) => 2,
-                Err(e) => panic!("{e}"),
-            }
-        });
+        let producer = thread::spawn(move || push_two_then_a_third(qp));
         let qc = q.clone();
         let first = thread::spawn(move || {
-            let mut c = SpscConsumer::new(qc).unwrap();
-            let mut b = [0u8; 16];
-            match c.try_pop(&mut b) {
-                Ok(16) => vec![value(&b)],
-                Ok(n) => panic!("length {n}"),
-                Err(PopError::Empty) => vec![],
-                Err(e) => panic!("{e}"),
-            }
+            let mut got = Vec::new();
+            pop_single(&mut SpscConsumer::new(qc).unwrap(), &mut got);
+            got
         });
         let qs = q.clone();
         let successor = thread::spawn(move || {
             let mut got = first.join().unwrap();
             let mut c = SpscConsumer::new(qs).unwrap();
             assert_eq!(c.head(), got.len() as u64, "resumes after the popped items");
-            let mut b = [0u8; 16];
-            if let Ok(16) = c.try_pop(&mut b) {
-                got.push(value(&b));
-            }
+            pop_single(&mut c, &mut got);
             got
         });
         let pushed = producer.join().unwrap();
