@@ -219,11 +219,6 @@ impl Mirror<'_> {
         if self.nak.is_some_and(|n| self.next > n.to) {
             self.nak = None;
         }
-        if self.holdback.is_empty()
-            && let Some(s) = self.source_seq.filter(|&s| s >= self.next)
-        {
-            self.request(now, self.next, s);
-        }
         Ok(())
     }
 }

@@ -205,6 +205,39 @@ fn mirror_udp_holdback_nak_repeat_only_missing() {
     assert_eq!(nak_out(&mut m, ms(51)), Some((11, 12)));
 }
 
+/// A heartbeat far ahead of the stream (forged by any host that can read the session byte
+/// off the multicast group, or from a confused source) is asked for once (spec §21.4
+/// `on_source_seq`), not again after every datagram that then arrives in order: each of
+/// those requests starts at the new `next`, so none is covered by the outstanding NAK, and
+/// each would make the source send the live stream a second time over TCP.
+#[test]
+fn mirror_udp_heartbeat_far_ahead_is_asked_for_once_not_after_every_datagram() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(1, 4, 0x22), &mut sink));
+    let mut hb = [0u8; 16];
+    HeartbeatRepr {
+        flags: 0x22,
+        seq: 1 << 40,
+    }
+    .emit(&mut hb)
+    .unwrap();
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &hb, &mut sink));
+    assert_eq!(nak_out(&mut m, ms(1)), Some((5, 5 + 65_534)));
+    // 100 datagrams of 4 records in order, within one nak_timeout: no further NAK.
+    let mut naks = 0;
+    for k in 0..100u64 {
+        let at = Instant::from_nanos(1_000_000 + (k + 1) * 100_000);
+        assert!(m.handle_datagram(at, UDP_SRC, &data(5 + 4 * k, 4, 0x22), &mut sink));
+        naks += usize::from(nak_out(&mut m, at).is_some());
+    }
+    assert_eq!((m.next(), naks), (405, 0));
+    // The outstanding NAK is repeated after nak_timeout, for what is still missing.
+    assert_eq!(nak_out(&mut m, ms(21)), Some((405, 5 + 65_534)));
+}
+
 /// With a NAK delay, a hole that a reordered datagram fills within the delay is never asked
 /// for; a real loss is asked for once the delay has passed, only for what is still missing;
 /// a hole that was already waiting is not delayed again when the stream reaches it.
