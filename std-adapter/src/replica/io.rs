@@ -13,7 +13,7 @@ use ringwire_core::replicate::{Duration, Instant, PeerAddr};
 
 use super::anticipate::Anticipator;
 use super::spin::SpinPolicy;
-use crate::wait::{FutexWait, WaitStrategy};
+use crate::wait::{FutexWait, Idle, WaitFor, WaitStrategy};
 
 static EPOCH: OnceLock<std::time::Instant> = OnceLock::new();
 
@@ -194,6 +194,9 @@ pub struct RingWaiter {
     anticipate: Anticipator,
     /// The cursor of the last wait.
     cursor: u64,
+    /// Empty polls at the cursor, to wait for the ring to change where `write_seq` has
+    /// reached the cursor but the slot never holds its record (see [`Idle`]).
+    idle: Idle,
 }
 
 impl RingWaiter {
@@ -204,6 +207,7 @@ impl RingWaiter {
             policy: SpinPolicy::new(spin),
             anticipate: Anticipator::new(anticipate),
             cursor: 0,
+            idle: Idle::default(),
         }
     }
 
@@ -227,9 +231,20 @@ impl RingWaiter {
 
     /// Returns once there is something to do at `cursor` (the consumers' wait test,
     /// `wait::published`: `write_seq >= cursor`, or on an MPMC-flagged ring the ticket
-    /// published or a lap behind), or after about `max`.
+    /// published or a lap behind), or after about `max`. Called after each poll of the ring
+    /// that found nothing at `cursor`: once [`LOOKASIDE_POLLS`] of them in a row saw
+    /// `write_seq` and the cursor's slot unchanged (a corrupt header whose `write_seq` is
+    /// ahead of the slots, a writer that does not follow spec §4.2), it waits for either
+    /// to change instead, as the consumers do ([`Idle`]); trusting `published` there would
+    /// return at once for ever, a serve thread spinning on the source's host.
+    ///
+    /// [`LOOKASIDE_POLLS`]: ringwire_core::broadcast::LOOKASIDE_POLLS
     pub fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
-        let ready = || crate::wait::published(view, cursor);
+        // Loaded after the caller's empty poll: a record published since changes what
+        // this look loads, which counts as a change (not stuck).
+        self.idle.before_poll::<FutexWait>(view, cursor);
+        let target = self.idle.target(cursor);
+        let ready = || target.ready(view);
         if cursor > self.cursor {
             // The caller moved on: what it waited for last time came in between.
             let _ = self.anticipate.found();
@@ -242,16 +257,16 @@ impl RingWaiter {
         let t0 = std::time::Instant::now();
         let got = self
             .anticipate
-            .wait(max, ready, |d| park_on(view, cursor, d));
+            .wait(max, ready, |d| park_on(view, target, d));
         self.policy.parked(t0.elapsed(), got);
     }
 }
 
 /// Sleeps on the ring's futex for at most `d` (a short `d` with a plain sleep), until the
-/// ring has something at `cursor`: a [`FutexWait`] sleep announced once for the whole park,
-/// futex waits of at most [`SLICE`] with a look at the ring after each, and the membarrier
-/// only once the park outlasts its first slice (see [`SLICE`]).
-fn park_on(view: &RingView, cursor: u64, d: StdDuration) {
+/// ring has something at `target`'s cursor: a [`FutexWait`] sleep announced once for the
+/// whole park, futex waits of at most [`SLICE`] with a look at the ring after each, and the
+/// membarrier only once the park outlasts its first slice (see [`SLICE`]).
+fn park_on(view: &RingView, target: WaitFor, d: StdDuration) {
     if d < StdDuration::from_micros(20) {
         if !d.is_zero() {
             std::thread::sleep(d);
@@ -261,7 +276,7 @@ fn park_on(view: &RingView, cursor: u64, d: StdDuration) {
     FutexWait::new(0, Some(d))
         .with_deferred_barrier(SLICE)
         .with_slices(SLICE)
-        .wait_on(view.futex(), None, || crate::wait::published(view, cursor));
+        .wait_on(view.futex(), None, || target.ready(view));
 }
 
 #[cfg(test)]
@@ -353,7 +368,11 @@ mod tests {
         let r = ring();
         let b0 = barriers();
         for _ in 0..20 {
-            park_on(&r, 1, SLICE + StdDuration::from_micros(10));
+            park_on(
+                &r,
+                Idle::default().target(1),
+                SLICE + StdDuration::from_micros(10),
+            );
         }
         // A wait that ends within 10 µs of its timeout is rare, not impossible.
         assert!(
@@ -383,6 +402,47 @@ mod tests {
         let dt = t0.elapsed();
         assert!(dt < StdDuration::from_secs(5), "{dt:?}");
         assert!(crate::wait::published(&r, 1));
+    }
+
+    /// A ring whose `write_seq` is ahead of its slots (a corrupt header, a writer that does
+    /// not follow §4.2): the source finds nothing at its cursor however often it looks, so
+    /// a waiter that trusted `published` (`write_seq >= cursor`) returned at once for ever
+    /// and the serve thread spun. After [`LOOKASIDE_POLLS`] quick returns the waits sleep,
+    /// and a record that then lands in the slot still ends the next one at once.
+    ///
+    /// [`LOOKASIDE_POLLS`]: ringwire_core::broadcast::LOOKASIDE_POLLS
+    #[test]
+    fn a_write_seq_ahead_of_the_slots_leaves_the_waiter_asleep() {
+        use ringwire_core::sync::Ordering as O;
+        let r = ring();
+        // Release: as a writer's publish.
+        r.write_seq().store(5, O::Release);
+        for spin in [false, true] {
+            let mut w = RingWaiter::new(spin, false);
+            let t0 = std::time::Instant::now();
+            let mut waits = 0u32;
+            while t0.elapsed() < StdDuration::from_millis(200) {
+                w.wait(&r, 1, StdDuration::from_millis(20));
+                waits += 1;
+            }
+            // 64 quick returns, then about 10 waits of 20 ms; without the rule, millions.
+            assert!(waits < 200, "spin {spin}: {waits} waits in 200 ms");
+        }
+        let mut w = RingWaiter::new(false, false);
+        for _ in 0..100 {
+            w.wait(&r, 1, StdDuration::from_millis(1));
+        }
+        let t0 = std::time::Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(StdDuration::from_millis(20));
+                r.write_slot(1, &[7; 8]);
+                let _ = r.publish(1);
+            });
+            w.wait(&r, 1, StdDuration::from_secs(10));
+        });
+        let dt = t0.elapsed();
+        assert!(dt < StdDuration::from_secs(5), "{dt:?}");
     }
 
     /// A peer that reads nothing: the write gives up soon after the stop flag is set, as
