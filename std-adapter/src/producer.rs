@@ -33,7 +33,9 @@ pub enum FlowControl {
     /// under it, which it counts as lapped (see `ringwire_core`'s `Consumer::register`).
     /// A registered reader whose process died is pruned, by `kill(pid, 0)`: a pid reused
     /// by another process (or a reader's pid seen from another PID namespace, where it
-    /// looks dead and is pruned while it reads) defeats that test.
+    /// looks dead and is pruned while it reads) defeats that test, and a reader killed
+    /// but not yet reaped by its parent (a zombie) still exists for it: the writer waits
+    /// for that reader until its parent reaps it.
     LosslessBackpressure,
 }
 

@@ -195,7 +195,8 @@ impl std::fmt::Debug for ReaderRegistration {
 }
 
 /// Whether process `pid` exists in this PID namespace (`kill(pid, 0)` succeeds or fails
-/// with `EPERM`); pid 0 and pids above `i32::MAX` are not.
+/// with `EPERM`); pid 0 and pids above `i32::MAX` are not. A process that has exited but
+/// that its parent has not reaped yet (a zombie) still exists.
 pub fn is_process_alive(pid: u32) -> bool {
     sys::pid_alive(pid)
 }
