@@ -361,12 +361,13 @@ impl MpmcQueue {
     /// in use the answer means nothing.
     #[cold]
     pub fn check_stamps_at_rest(&self) -> Result<(), QueueAttachError> {
-        check_cursors_once(&self.q)?;
+        // The cursors as checked, not loaded again: at rest they are the same, and on a
+        // queue that something writes meanwhile (the answer then means nothing, but it must
+        // not be a panic) a second load could hold any value, `dequeue + cap` overflowing.
+        let (dequeue, enqueue) = check_cursors_once(&self.q)?;
         let cap = self.q.capacity();
         // Relaxed (all): at rest nothing moves; the caller's locks order the dead holders'
         // stores before these loads.
-        let dequeue = self.q.deq().load(Ordering::Relaxed);
-        let enqueue = self.q.enq().load(Ordering::Relaxed);
         for pos in dequeue..dequeue + cap {
             let stamp = self.q.slot_word(pos).load(Ordering::Relaxed);
             let next = pos + 1;
@@ -755,7 +756,7 @@ pub(crate) fn check_cursors(q: &QueueView) -> Result<(), QueueAttachError> {
     let mut last = None;
     for _ in 0..16 {
         match check_cursors_once(q) {
-            Ok(()) => return Ok(()),
+            Ok(_) => return Ok(()),
             Err(e) if last == Some(e) => return Err(e),
             Err(e) => last = Some(e),
         }
@@ -764,8 +765,9 @@ pub(crate) fn check_cursors(q: &QueueView) -> Result<(), QueueAttachError> {
     Ok(())
 }
 
-/// One reading of [`MpmcQueue::check_cursors`].
-fn check_cursors_once(q: &QueueView) -> Result<(), QueueAttachError> {
+/// One reading of [`MpmcQueue::check_cursors`]; the dequeue and enqueue cursors it
+/// checked (below 2^61, dequeue <= enqueue) when it passes.
+fn check_cursors_once(q: &QueueView) -> Result<(u64, u64), QueueAttachError> {
     let cap = q.capacity();
     // Acquire (all): as for a pop and a push; the order of the three loads is what the
     // check relies on (the cursors only grow, and dequeue <= enqueue at every moment).
@@ -799,7 +801,7 @@ fn check_cursors_once(q: &QueueView) -> Result<(), QueueAttachError> {
     if (stamp & !FLAGS).saturating_add(cap) <= later {
         return Err(off(later, stamp));
     }
-    Ok(())
+    Ok((dequeue, enqueue))
 }
 
 /// The pause before the attach check reads again: 64 spin hints, so that stores in flight

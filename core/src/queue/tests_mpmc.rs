@@ -264,6 +264,46 @@ fn a_cursor_behind_the_stamps_is_corrupt_not_a_hang() {
     );
 }
 
+/// The at-rest check on a queue whose dequeue cursor something else keeps rewriting (a
+/// process that ignores the std layer's locks, a device): it scans the lap of the cursors
+/// it validated. It loaded the dequeue cursor again for the scan, and a value near
+/// `u64::MAX` stored in between overflowed `dequeue + capacity` (a panic in this debug
+/// build; in release an empty scan that passed the queue unchecked).
+#[test]
+fn the_at_rest_check_scans_the_cursors_it_checked_while_they_are_rewritten() {
+    use std::sync::atomic::{AtomicBool, Ordering as O};
+    let (_b, q) = mpmc(4, 8);
+    let stop = AtomicBool::new(false);
+    let rounds = if cfg!(miri) { 200 } else { 200_000 };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Bounded: the main thread sets `stop` after its rounds (or its panic unwinds
+            // through the scope, which sets it too).
+            while !stop.load(O::Relaxed) {
+                q.view().deq().store(u64::MAX - 1, Ordering::Relaxed);
+                q.view().deq().store(0, Ordering::Relaxed);
+            }
+        });
+        struct Stop<'a>(&'a AtomicBool);
+        impl Drop for Stop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, O::Relaxed);
+            }
+        }
+        let _stop = Stop(&stop);
+        let t0 = std::time::Instant::now();
+        let mut passed = 0u32;
+        for _ in 0..rounds {
+            passed += u32::from(q.check_stamps_at_rest().is_ok());
+            if t0.elapsed() > std::time::Duration::from_secs(3) {
+                break;
+            }
+        }
+        // Some readings saw both cursors at 0, a sound empty queue.
+        assert!(passed > 0);
+    });
+}
+
 #[test]
 fn corrupt_stamps_give_errors_not_hangs() {
     let (_b, q) = mpmc(4, 8);
