@@ -181,6 +181,18 @@ impl Idle {
         }
     }
 
+    /// For a waiter called after each empty poll at `cursor` (the replication source's
+    /// waiters, whose poll is the caller's): counts the poll and, past
+    /// [`LOOKASIDE_POLLS`] of them, loads `write_seq` and the cursor's slot as
+    /// [`Idle::before_poll`] does, then returns what to wait for. Loaded after the poll, they
+    /// still cannot miss a record: one published since the poll changes what they load,
+    /// which restarts the count of unchanged looks, so the wait is for `published` alone.
+    #[inline]
+    pub(crate) fn after_empty_poll(&mut self, ring: &RingView, cursor: u64) -> WaitFor {
+        self.before_poll::<FutexWait>(ring, cursor);
+        self.target(cursor)
+    }
+
     /// What the wait after an empty poll at `cursor` waits for.
     #[inline]
     pub(crate) fn target(&self, cursor: u64) -> WaitFor {

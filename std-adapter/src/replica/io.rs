@@ -240,10 +240,7 @@ impl RingWaiter {
     ///
     /// [`LOOKASIDE_POLLS`]: ringwire_core::broadcast::LOOKASIDE_POLLS
     pub fn wait(&mut self, view: &RingView, cursor: u64, max: StdDuration) {
-        // Loaded after the caller's empty poll: a record published since changes what
-        // this look loads, which counts as a change (not stuck).
-        self.idle.before_poll::<FutexWait>(view, cursor);
-        let target = self.idle.target(cursor);
+        let target = self.idle.after_empty_poll(view, cursor);
         let ready = || target.ready(view);
         if cursor > self.cursor {
             // The caller moved on: what it waited for last time came in between.
@@ -277,6 +274,53 @@ fn park_on(view: &RingView, target: WaitFor, d: StdDuration) {
         .with_deferred_barrier(SLICE)
         .with_slices(SLICE)
         .wait_on(view.futex(), None, || target.ready(view));
+}
+
+/// A ring whose `write_seq` is ahead of its slots (a corrupt header, a writer that does not
+/// follow §4.2): the source finds nothing at its cursor however often it looks, so a waiter
+/// that trusted `published` (`write_seq >= cursor`) returned at once for ever and the serve
+/// thread spun. Checks that the waiter `make(spin)` builds (called after each empty poll,
+/// as the source's threads call theirs), with and without spinning, sleeps after
+/// [`LOOKASIDE_POLLS`] quick returns, and that a record that then lands in the slot still
+/// ends the next wait at once. `r` must be fresh: nothing published at sequence 1.
+///
+/// [`LOOKASIDE_POLLS`]: ringwire_core::broadcast::LOOKASIDE_POLLS
+#[cfg(test)]
+pub(crate) fn check_waits_sleep_at_a_write_seq_ahead_of_the_slots<W>(
+    r: &RingView,
+    make: impl Fn(bool) -> W,
+) where
+    W: FnMut(&RingView, u64, StdDuration),
+{
+    use ringwire_core::sync::Ordering as O;
+    // Release: as a writer's publish.
+    r.write_seq().store(5, O::Release);
+    for spin in [false, true] {
+        let mut wait = make(spin);
+        let t0 = std::time::Instant::now();
+        let mut waits = 0u32;
+        while t0.elapsed() < StdDuration::from_millis(200) {
+            wait(r, 1, StdDuration::from_millis(20));
+            waits += 1;
+        }
+        // 64 quick returns, then about 10 waits of 20 ms; without the rule, millions.
+        assert!(waits < 200, "spin {spin}: {waits} waits in 200 ms");
+    }
+    let mut wait = make(false);
+    for _ in 0..100 {
+        wait(r, 1, StdDuration::from_millis(1));
+    }
+    let t0 = std::time::Instant::now();
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            std::thread::sleep(StdDuration::from_millis(20));
+            r.write_slot(1, &[7; 8]);
+            let _ = r.publish(1);
+        });
+        wait(r, 1, StdDuration::from_secs(10));
+    });
+    let dt = t0.elapsed();
+    assert!(dt < StdDuration::from_secs(5), "{dt:?}");
 }
 
 #[cfg(test)]
@@ -404,47 +448,14 @@ mod tests {
         assert!(crate::wait::published(&r, 1));
     }
 
-    /// A ring whose `write_seq` is ahead of its slots (a corrupt header, a writer that does
-    /// not follow §4.2): the source finds nothing at its cursor however often it looks, so
-    /// a waiter that trusted `published` (`write_seq >= cursor`) returned at once for ever
-    /// and the serve thread spun. After [`LOOKASIDE_POLLS`] quick returns the waits sleep,
-    /// and a record that then lands in the slot still ends the next one at once.
-    ///
-    /// [`LOOKASIDE_POLLS`]: ringwire_core::broadcast::LOOKASIDE_POLLS
     #[test]
     fn a_write_seq_ahead_of_the_slots_leaves_the_waiter_asleep() {
-        use ringwire_core::sync::Ordering as O;
         let r = ring();
-        // Release: as a writer's publish.
-        r.write_seq().store(5, O::Release);
-        for spin in [false, true] {
+        check_waits_sleep_at_a_write_seq_ahead_of_the_slots(&r, |spin| {
             let mut w = RingWaiter::new(spin, false);
-            let t0 = std::time::Instant::now();
-            let mut waits = 0u32;
-            while t0.elapsed() < StdDuration::from_millis(200) {
-                w.wait(&r, 1, StdDuration::from_millis(20));
-                waits += 1;
-            }
-            // 64 quick returns, then about 10 waits of 20 ms; without the rule, millions.
-            assert!(waits < 200, "spin {spin}: {waits} waits in 200 ms");
-        }
-        let mut w = RingWaiter::new(false, false);
-        for _ in 0..100 {
-            w.wait(&r, 1, StdDuration::from_millis(1));
-        }
-        let t0 = std::time::Instant::now();
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                std::thread::sleep(StdDuration::from_millis(20));
-                r.write_slot(1, &[7; 8]);
-                let _ = r.publish(1);
-            });
-            w.wait(&r, 1, StdDuration::from_secs(10));
+            move |r: &RingView, cursor, max| w.wait(r, cursor, max)
         });
-        let dt = t0.elapsed();
-        assert!(dt < StdDuration::from_secs(5), "{dt:?}");
     }
-
     /// A peer that reads nothing: the write gives up soon after the stop flag is set, as
     /// [`Written::Stopped`], well before the write timeout; without the flag it times out.
     #[test]
