@@ -18,7 +18,9 @@
 //!
 //! The consumer side's CPU (the runtime thread and any helper thread: the process's CPU
 //! time less the producer thread's) is reported in cores. Every record's sequence is
-//! checked, so a consumer that skips or repeats one fails the run.
+//! checked, so a consumer that skips or repeats one fails its row (`RUN FAILED` on stderr,
+//! exit status 1; the other rows are still printed): on this 2-core VM a consumer
+//! descheduled for 41 ms at 100,000 msg/s is lapped by the 4,096-record ring.
 //!
 //! `cargo bench -p ringwire-tests --bench async_wake -- [--seconds S] [--json]`
 
@@ -102,9 +104,11 @@ fn run(imp: &str, rate: u64, seconds: u64) -> Result<Row, String> {
                     for want in 1..=n {
                         let r = rx.recv().await;
                         h.record((epoch.elapsed().as_nanos() as u64).saturating_sub(r.at_ns));
-                        assert_eq!(r.seq, want, "ringfire: record out of order");
+                        if r.seq != want {
+                            return Err(skipped(want, r.seq));
+                        }
                     }
-                    h
+                    Ok(h)
                 });
                 (hist, p.join().expect("producer"))
             })
@@ -130,9 +134,11 @@ fn run(imp: &str, rate: u64, seconds: u64) -> Result<Row, String> {
                     for want in 1..=n {
                         let r = rx.recv().await;
                         h.record((epoch.elapsed().as_nanos() as u64).saturating_sub(r.at_ns));
-                        assert_eq!(r.seq, want, "ringwire: record out of order");
+                        if r.seq != want {
+                            return Err(skipped(want, r.seq));
+                        }
                     }
-                    h
+                    Ok(h)
                 });
                 (hist, p.join().expect("producer"))
             })
@@ -140,12 +146,28 @@ fn run(imp: &str, rate: u64, seconds: u64) -> Result<Row, String> {
     };
     let wall = wall0.elapsed();
     let _ = std::fs::remove_file(&path);
+    let hist = hist?;
     let consumer_cpu = (process_cpu_time() - cpu0).saturating_sub(producer_cpu);
     Ok(Row {
         summary: hist.summary(),
         lateness: late.summary(),
         cpu_cores: consumer_cpu.as_secs_f64() / wall.as_secs_f64(),
     })
+}
+
+/// The error of a consumer that returned `got` where it waited for `want`, its kind before
+/// the colon (the JSON carries the kind): a consumer stalled for a whole ring (4,096
+/// records: 41 ms at 100,000 msg/s) is lapped and skips ahead, which the lossy ring allows
+/// but this latency figure cannot use.
+fn skipped(want: u64, got: u64) -> String {
+    if got > want {
+        format!(
+            "lapped: record {want} was followed by {got}, {} records skipped",
+            got - want
+        )
+    } else {
+        format!("out of order: record {want} was followed by {got}")
+    }
 }
 
 fn main() {
@@ -209,6 +231,8 @@ fn main() {
                 }
                 Err(e) => {
                     eprintln!("RUN FAILED: {imp} at {rate} msg/s: {e}");
+                    let kind = e.split_once(':').map_or(e.as_str(), |(k, _)| k);
+                    fields.push(format!("\"{imp}\":{{\"error\":{kind:?}}}"));
                     failed = true;
                 }
             }

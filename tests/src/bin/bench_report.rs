@@ -452,6 +452,14 @@ fn summary_at(text: &str, pointer: &str) -> Result<LatencyRun, String> {
     if let Some(e) = handoff_error(&v) {
         return Err(e);
     }
+    // A row that failed in a run whose other rows did not (async_wake's `error`).
+    if let Some(e) = pointer
+        .rsplit_once('/')
+        .and_then(|(dir, _)| v.pointer(&format!("{dir}/error")))
+        .and_then(|e| e.as_str())
+    {
+        return Err(e.to_string());
+    }
     let s = v.pointer(pointer).ok_or("no summary")?;
     let late = pointer
         .rsplit_once('/')
@@ -1137,6 +1145,13 @@ mod tests {
         // An old reader without a sequence check does not pass as clean.
         let old = runs[0].replace("\"seq_errors\":null,", "");
         assert!(summary_at(&old, "/reader/summary").is_err());
+        // A row that failed beside clean ones (async_wake): its error, the others' figures.
+        let mixed = r#"{"r1":{"a":{"error":"lapped"},"b":{"summary":{"p50_ns":5,"p99_ns":9}}}}"#;
+        assert_eq!(
+            summary_at(mixed, "/r1/a/summary").err().as_deref(),
+            Some("lapped")
+        );
+        assert_eq!(summary_at(mixed, "/r1/b/summary").map(|r| r.p50), Ok(5.0));
     }
 
     #[test]
