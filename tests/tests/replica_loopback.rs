@@ -207,6 +207,31 @@ fn ringwire_multicast_from_another_address_than_the_tcp_peer() {
     assert!(c.records_retransmitted < QUICK / 2, "{sum:?}");
 }
 
+/// A mirror given no `--iface` joins the group on its own address of the TCP connection
+/// (here 127.0.0.1), so a source on this host, whose datagrams leave by loopback, reaches
+/// it by multicast. Joined on the kernel's choice (the default route's interface), it got
+/// no datagram, and so no record and no heartbeat: `last seq written 0` for ever.
+#[test]
+fn ringwire_multicast_on_this_host_without_iface() {
+    const IDX: u16 = 21;
+    let src = ShmPath::new("rw-src-noif");
+    let dst = ShmPath::new("rw-dst-noif");
+    let geo = Geometry::spmc(CAP, LEN + 8, 8, 0, false).unwrap();
+    let ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
+    // SAFETY: `ring` outlives the producer built on its view (used only while it lives).
+    let mut producer = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
+    let server = Server::bind(serve_options(src.path(), Mode::Multicast, mcast(IDX), 1)).unwrap();
+    let mut mo = mirror_options(server.local_addr(), dst.path(), Mode::Multicast);
+    mo.iface = Ipv4Addr::UNSPECIFIED;
+    let (_, sum) = serve_and_mirror(&server, &mo, QUICK, 100_000, &mut |seq| {
+        assert_eq!(producer.push(&payload(seq)), seq);
+    });
+    assert_same(src.path(), dst.path(), QUICK);
+    let c = sum.counters;
+    assert!(c.datagrams > 0, "{sum:?}");
+    assert!(c.records_retransmitted < QUICK / 2, "{sum:?}");
+}
+
 /// [`ringwire_multicast_from_another_address_than_the_tcp_peer`] from ringfire's server.
 #[test]
 fn ringfire_serve_multicast_from_another_address_than_the_tcp_peer() {

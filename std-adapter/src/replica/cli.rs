@@ -143,9 +143,11 @@ pub struct MirrorArgs {
     /// Ask for UDP unicast delivery even if the source has multicast.
     #[arg(long)]
     pub unicast: bool,
-    /// Multicast join interface address. Used only when the source delivers by multicast
-    /// (with --unicast, only if the source has no unicast); otherwise ignored with a warning.
-    #[arg(long, value_name = "ADDR", default_value_t = Ipv4Addr::UNSPECIFIED)]
+    /// Multicast join interface address [default: this host's address of the TCP
+    /// connection to the source, e.g. 127.0.0.1 for a source on this host]. Used only when
+    /// the source delivers by multicast (with --unicast, only if the source has no
+    /// unicast); otherwise ignored with a warning.
+    #[arg(long, value_name = "ADDR", default_value_t = Ipv4Addr::UNSPECIFIED, hide_default_value = true)]
     pub iface: Ipv4Addr,
     /// When idle, poll the sockets (yielding the core between checks) for up to 2 ms
     /// before blocking; after 3 fruitless polls in a row it blocks at once until datagrams

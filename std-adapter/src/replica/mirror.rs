@@ -54,7 +54,9 @@ pub struct MirrorOptions {
     pub start: Start,
     /// Ask for UDP unicast even if the source has multicast.
     pub unicast: bool,
-    /// Multicast join interface.
+    /// Multicast join interface; unspecified (the default) joins on the mirror's own address
+    /// of its TCP connection to the source (127.0.0.1 for a source on this host, whose
+    /// datagrams leave by loopback), or on the kernel's choice if that is not IPv4.
     pub iface: Ipv4Addr,
     /// Poll without blocking for a bounded time before blocking.
     pub spin: bool,
@@ -800,8 +802,13 @@ impl<'a> Conn<'a> {
                         }
                     };
                     if f[0] == Kind::Multicast as u8 && self.udp.is_none() {
-                        self.announced = open_udp(self.opts, f, &mut self.udp, &mut self.batch)
-                            .map_err(End::Fatal)?;
+                        let local = match self.stream.local_addr() {
+                            Ok(SocketAddr::V4(a)) => Some(*a.ip()),
+                            _ => None,
+                        };
+                        self.announced =
+                            open_udp(self.opts, local, f, &mut self.udp, &mut self.batch)
+                                .map_err(End::Fatal)?;
                     }
                     if let Err(e) = self.m.handle_tcp_frame(now(), f, sink) {
                         return Err(mirror_end(e, sink));
@@ -1092,10 +1099,25 @@ fn orphaned(sink: &FileSink) -> Option<ReplicaError> {
     ))
 }
 
+/// The interface a multicast mirror joins on: `--iface`, or else `local`, the mirror's
+/// address of its TCP connection to the source. The source sends its datagrams from the
+/// interface of its own address (serve's `--iface`, else its bind address), which the
+/// mirror's connection reached; joining on the kernel's choice for the group instead
+/// (the default route's interface) gets nothing from a source on this host, which sends
+/// by loopback.
+fn join_iface(opts: &MirrorOptions, local: Option<Ipv4Addr>) -> Ipv4Addr {
+    if opts.iface.is_unspecified() {
+        local.unwrap_or(Ipv4Addr::UNSPECIFIED)
+    } else {
+        opts.iface
+    }
+}
+
 /// Opens the UDP socket a MULTICAST frame announces, before the machine sees the frame (its
-/// first PUNCH goes out right after).
+/// first PUNCH goes out right after); `local` is the mirror's address of its TCP connection.
 fn open_udp(
     opts: &MirrorOptions,
+    local: Option<Ipv4Addr>,
     f: &[u8],
     udp: &mut Option<UdpSocket>,
     batch: &mut Option<RecvBatch>,
@@ -1106,7 +1128,7 @@ fn open_udp(
     let s = if m.is_unicast() {
         unicast_receiver()
     } else {
-        multicast_receiver(Ipv4Addr::from(m.group), m.port, opts.iface)
+        multicast_receiver(Ipv4Addr::from(m.group), m.port, join_iface(opts, local))
     }
     .map_err(|e| ReplicaError::io("mirror UDP socket", e))?;
     if let Some(n) = opts.rcvbuf {
@@ -1122,7 +1144,7 @@ fn open_udp(
                 "mirror: multicast {}:{} on {}",
                 Ipv4Addr::from(m.group),
                 m.port,
-                opts.iface
+                join_iface(opts, local)
             );
         }
     }
