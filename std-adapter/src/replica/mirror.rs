@@ -510,7 +510,7 @@ fn last_written(sink: &FileSink) -> u64 {
 }
 
 /// The options the transport chosen at the handshake leaves unused (`iface` without
-/// multicast, `nak_delay` without UDP), as a warning.
+/// multicast, `nak_delay` and `unicast` without UDP), as a warning.
 fn unused_options(opts: &MirrorOptions, udp: bool, unicast: bool) -> Option<String> {
     let transport = match (udp, unicast) {
         (false, _) => "TCP only",
@@ -518,6 +518,9 @@ fn unused_options(opts: &MirrorOptions, udp: bool, unicast: bool) -> Option<Stri
         (true, false) => return None,
     };
     let mut unused = Vec::new();
+    if !udp && opts.unicast {
+        unused.push("--unicast (UDP delivery only)".to_string());
+    }
     if !opts.iface.is_unspecified() {
         unused.push(format!("--iface {} (multicast only)", opts.iface));
     }
@@ -1221,5 +1224,11 @@ mod tests {
             "multicast"
         );
         assert_eq!(unused_options(&opts(any, 0), false, false), None);
+        // --unicast against a source that serves TCP only (with UDP it was granted).
+        let mut o = opts(any, 0);
+        o.unicast = true;
+        let tcp = unused_options(&o, false, false).expect("warned");
+        assert!(tcp.contains("over TCP only: --unicast"), "{tcp}");
+        assert_eq!(unused_options(&o, true, true), None);
     }
 }
