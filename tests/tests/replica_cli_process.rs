@@ -345,6 +345,27 @@ fn serving_on(mut child: Child) -> (Child, std::net::SocketAddr) {
     (child, addr)
 }
 
+/// A ring removed under serve (its producer gone) is still served as it was, frozen, until
+/// a new one appears at the path; serve says so once, where it used to go on logging its
+/// status as if nothing had happened.
+#[test]
+fn serve_says_once_that_its_ring_was_removed() {
+    let src = Scratch::new("removed");
+    let producer = source(&src.0, 10);
+    let child = Child::spawn(&["serve", src.s(), "--bind", "127.0.0.1:0"], None);
+    let (mut child, _) = serving_on(child);
+    // The producer removes its ring when dropped.
+    drop(producer);
+    assert!(!src.0.exists());
+    let told = child.line(Duration::from_secs(20), |l| l.contains("was removed"));
+    // Two more status lines (one a second): no second notice.
+    let _ = child.line(Duration::from_millis(2500), |_| false);
+    let (_, lines) = child.finish(true, Duration::from_secs(20));
+    assert!(told.is_some(), "{lines:#?}");
+    let notices = lines.iter().filter(|l| l.contains("was removed")).count();
+    assert_eq!(notices, 1, "{lines:#?}");
+}
+
 /// `serve --punch-timeout S` ends a unicast session whose mirror sends no PUNCH for S
 /// seconds: a mirror punches every 5 s, so with 1 s its session ends about 1 s after the
 /// handshake, and the log names the timeout that was passed on the command line.

@@ -808,6 +808,7 @@ impl Server {
         let mut spawn_errors = RateLog::default();
         let mut last_status = std::time::Instant::now();
         let mut last_check = std::time::Instant::now();
+        let mut removed_told = false;
         let mut last = self.summary();
         // Relaxed: a plain flag; whatever it guards is joined afterwards.
         while !stop.load(Ordering::Relaxed) {
@@ -821,6 +822,14 @@ impl Server {
                     return Err(ReplicaError::SourceReplaced {
                         path: self.opts.path.clone(),
                     });
+                }
+                // Said once: a removed ring is still served, frozen (see `replaced`).
+                if self.opts.log && !removed_told && !self.opts.path.exists() {
+                    removed_told = true;
+                    diag!(
+                        "serve: {} was removed (its producer is gone?): still serving the ring as it was, until a new one appears at that path",
+                        self.opts.path.display()
+                    );
                 }
             }
             if self.opts.log && last_status.elapsed() >= StdDuration::from_secs(1) {
