@@ -575,14 +575,6 @@ fn cores_text(pin: Option<(usize, usize)>) -> String {
     }
 }
 
-/// Removes the benchmark ring even if the run fails.
-struct Unlink(PathBuf);
-impl Drop for Unlink {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 /// The hand-off's reader process: killed and reaped on drop (a failed or interrupted run
 /// leaves no reader behind), its stdout lines delivered through a channel so that waiting
 /// for them can watch the stop flag.
@@ -709,8 +701,9 @@ fn handoff(
         "/dev/shm/ringwire-bench-handoff-{}",
         std::process::id()
     ));
-    // Declared before the reader: dropped after it, once the reader is dead.
-    let _guard = Unlink(path.clone());
+    // Declared before the reader: dropped after it, once the reader is dead. Removes the
+    // ring even if the run fails, or a second Ctrl-C ends the process.
+    let _guard = crate::replica::signal::remove_on_exit(&path);
     let mut prod = RingProducer::<Stamp>::create(&path, HANDOFF_SLOTS)?;
     let total = rate * seconds;
     let reader = ReaderProc::spawn(&path, total, wait)?;

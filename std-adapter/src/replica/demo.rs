@@ -16,6 +16,7 @@ use super::ReplicaError;
 use super::io::{RingWaiter, now};
 use super::mirror::{MirrorOptions, run_noting_errors};
 use super::serve::{ServeOptions, Server};
+use super::signal;
 use crate::bench::hist::{Latency, Summary, fmt_ns};
 use crate::bench::stress::{Pacer, SeqTracker, StressReport};
 use crate::{CreateOptions, RingFile};
@@ -174,17 +175,6 @@ fn records(n: u64) -> String {
     format!("{n} record{}", if n == 1 { "" } else { "s" })
 }
 
-/// Removes the demo's files when dropped.
-struct Files([PathBuf; 2]);
-
-impl Drop for Files {
-    fn drop(&mut self) {
-        for p in &self.0 {
-            let _ = std::fs::remove_file(p);
-        }
-    }
-}
-
 struct FutexWake;
 
 impl Wake for FutexWake {
@@ -266,8 +256,12 @@ static RUNS: AtomicU64 = AtomicU64::new(0);
 
 /// Runs the demo; `stop` ends it early (Ctrl-C).
 pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaError> {
-    let files = Files(unique_paths());
-    let [src_path, mir_path] = files.0.clone();
+    // Removed when dropped, or by a second Ctrl-C (see `signal`).
+    let [src_path, mir_path] = unique_paths();
+    let files = [
+        signal::remove_on_exit(&src_path),
+        signal::remove_on_exit(&mir_path),
+    ];
     let geo = Geometry::spmc(CAPACITY, RECORD_LEN + 8, 8, 0, false)
         .map_err(|e| ReplicaError::arg("--rate", e, "geometry"))?;
     let src = RingFile::create(&src_path, &geo, &CreateOptions::default())?;
@@ -557,9 +551,9 @@ mod tests {
         // 3,000,000 a second is more than a test build's producer keeps up with: behind its
         // schedule it pushes as fast as it can, and stops at the count (an `end` read after
         // the pacer started let it publish a few records past the run's `max_seq`).
-        let files = Files(unique_paths());
+        let files = unique_paths().map(signal::remove_on_exit);
         let geo = Geometry::spmc(CAPACITY, RECORD_LEN + 8, 8, 0, false).unwrap();
-        let src = RingFile::create(&files.0[0], &geo, &CreateOptions::default()).unwrap();
+        let src = RingFile::create(files[0].path(), &geo, &CreateOptions::default()).unwrap();
         let opts = DemoOptions {
             transport: Transport::Tcp,
             seconds: 1,

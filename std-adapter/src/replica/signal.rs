@@ -1,29 +1,91 @@
 //! SIGINT and SIGTERM set a process-wide flag instead of killing the process, so a driver
-//! can finish its step, publish what it wrote and leave its ring valid. The handler then
-//! gives the signal back its default action: if the orderly stop hangs, a second Ctrl-C (or
-//! SIGTERM) ends the process at once.
+//! can finish its step, publish what it wrote and leave its ring valid. If the orderly stop
+//! hangs, a second Ctrl-C (or SIGTERM) ends the process at once: the handler removes the
+//! files registered with [`remove_on_exit`] (the demo's and the benches' scratch rings,
+//! whose names carry the pid and so would never be reused) and the signal's default action
+//! ends the process.
+//!
+//! A second signal that comes within [`REPEAT`] of the first is the same request delivered
+//! twice, not a second Ctrl-C: `timeout`, and supervisors that signal a process and then
+//! its process group, send it to the process twice at once. It is ignored, so the orderly
+//! stop still runs.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use std::time::Duration;
 
 static STOP: AtomicBool = AtomicBool::new(false);
 
-extern "C" fn on_signal(_sig: libc::c_int) {
-    // Relaxed: only the flag itself is communicated; an atomic store is async-signal-safe.
-    STOP.store(true, Ordering::Relaxed);
+/// When the first signal came (CLOCK_MONOTONIC ns, at least 1), 0 before.
+static FIRST_AT: AtomicU64 = AtomicU64::new(0);
+
+/// A signal this soon after the first is a duplicate delivery of it (see the module docs).
+pub const REPEAT: Duration = Duration::from_millis(200);
+
+/// Files the handler removes before a forced exit: NUL-terminated paths, null when free.
+/// A registered path is never freed (a few bytes per scratch file of a command-line run),
+/// so the handler can read any pointer it loads.
+static FILES: [AtomicPtr<libc::c_char>; 8] = [const { AtomicPtr::new(std::ptr::null_mut()) }; 8];
+
+/// CLOCK_MONOTONIC in ns (async-signal-safe: one `clock_gettime`), at least 1.
+fn now_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid place for the kernel to write.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+        .max(1)
 }
 
-/// Installs the handler for SIGINT and SIGTERM (idempotent until a signal came) and returns
-/// the flag it sets. Each signal's first delivery sets the flag; the next one has the
-/// default action (the process ends).
+extern "C" fn on_signal(sig: libc::c_int) {
+    // Only async-signal-safe calls below: atomics, clock_gettime, unlink, sigaction, raise.
+    let now = now_ns();
+    // Relaxed: the flag and the time are each communicated alone.
+    match FIRST_AT.compare_exchange(0, now, Ordering::Relaxed, Ordering::Relaxed) {
+        Ok(_) => {
+            STOP.store(true, Ordering::Relaxed);
+            return;
+        }
+        Err(first) if now.saturating_sub(first) < REPEAT.as_nanos() as u64 => return,
+        Err(_) => {}
+    }
+    for f in &FILES {
+        // Acquire: pairs with the registration's release store, so the path's bytes are
+        // seen.
+        let p = f.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: a registered path is a NUL-terminated string that is never freed.
+            unsafe { libc::unlink(p) };
+        }
+    }
+    // SAFETY: a zeroed sigaction with SIG_DFL is a valid action; raise re-delivers the signal
+    // to this thread, which now ends the process with the signal's status.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = libc::SIG_DFL;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(sig, &sa, std::ptr::null_mut());
+        libc::raise(sig);
+    }
+}
+
+/// Installs the handler for SIGINT and SIGTERM (idempotent) and returns the flag it sets.
+/// The first signal sets the flag; a second one, [`REPEAT`] or more later, removes the
+/// files registered with [`remove_on_exit`] and ends the process.
 pub fn install() -> &'static AtomicBool {
     for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: a zeroed sigaction is a valid value; we set a handler that only performs an
-        // atomic store (async-signal-safe) and pass valid pointers to sigaction.
+        // SAFETY: a zeroed sigaction is a valid value; the handler makes only
+        // async-signal-safe calls, and the pointers passed to sigaction are valid.
         unsafe {
             let mut sa: libc::sigaction = std::mem::zeroed();
             sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
-            // SA_RESETHAND: the kernel restores the default action as it runs the handler.
-            sa.sa_flags = libc::SA_RESTART | libc::SA_RESETHAND;
+            sa.sa_flags = libc::SA_RESTART;
             libc::sigemptyset(&mut sa.sa_mask);
             libc::sigaction(sig, &sa, std::ptr::null_mut());
         }
@@ -36,25 +98,116 @@ pub fn flag() -> &'static AtomicBool {
     &STOP
 }
 
+/// Removes its file when dropped, and, while it lives, when a second signal ends the
+/// process (see the module docs; at most 8 files at once are covered that way, the rest
+/// only by the drop).
+#[derive(Debug)]
+pub struct RemoveOnExit {
+    path: PathBuf,
+    slot: Option<usize>,
+}
+
+/// Registers `path` to be removed when the returned guard drops, or on a forced exit.
+pub fn remove_on_exit(path: impl Into<PathBuf>) -> RemoveOnExit {
+    let path = path.into();
+    let slot = CString::new(path.as_os_str().as_bytes())
+        .ok()
+        .and_then(|c| {
+            let p = c.into_raw();
+            // Release: the handler's acquire load sees the bytes written before.
+            let slot = FILES.iter().position(|f| {
+                f.compare_exchange(
+                    std::ptr::null_mut(),
+                    p,
+                    Ordering::Release,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+            });
+            if slot.is_none() {
+                // SAFETY: `p` came from into_raw just above and was not published.
+                drop(unsafe { CString::from_raw(p) });
+            }
+            slot
+        });
+    RemoveOnExit { path, slot }
+}
+
+impl RemoveOnExit {
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Drop for RemoveOnExit {
+    fn drop(&mut self) {
+        if let Some(i) = self.slot {
+            // Relaxed: the slot is only freed; its string stays allocated (see `FILES`).
+            FILES[i].store(std::ptr::null_mut(), Ordering::Relaxed);
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_fork::forked;
 
+    /// A forked child (the handler and its state are process-wide): the first signal sets
+    /// the flag and leaves the handler installed; a duplicate delivery right after it is
+    /// ignored; a second signal past [`REPEAT`] removes the registered file and ends the
+    /// process by that signal. Before, the handler reset itself on the first signal, so the
+    /// duplicate killed the process and left the file.
     #[test]
-    fn sigterm_sets_the_flag_instead_of_killing() {
-        let f = install();
-        // SAFETY: raise only delivers a signal to this thread; the handler is installed.
-        let r = unsafe { libc::raise(libc::SIGTERM) };
-        assert_eq!(r, 0);
-        assert!(f.load(Ordering::Relaxed));
-        assert!(flag().load(Ordering::Relaxed));
-        // The next SIGTERM would end the process: its action is the default again. (SIGINT,
-        // not delivered, is still handled.)
-        assert_eq!(action(libc::SIGTERM), libc::SIG_DFL);
-        assert_eq!(
-            action(libc::SIGINT),
-            on_signal as extern "C" fn(libc::c_int) as usize
+    fn a_second_signal_removes_the_registered_files_and_a_duplicate_is_ignored() {
+        let path = PathBuf::from(format!("/dev/shm/fixs-signal-{}", std::process::id()));
+        std::fs::write(&path, b"x").unwrap();
+        let status = forked(20, || {
+            let f = install();
+            let _keep = remove_on_exit(&path);
+            // SAFETY: raise only delivers a signal to this thread; the handler is installed.
+            unsafe {
+                libc::raise(libc::SIGINT);
+                libc::raise(libc::SIGINT);
+            }
+            if !f.load(Ordering::Relaxed) || !path.exists() {
+                return 3;
+            }
+            if action(libc::SIGINT) != on_signal as extern "C" fn(libc::c_int) as usize {
+                return 4;
+            }
+            std::thread::sleep(REPEAT + Duration::from_millis(50));
+            // SAFETY: as above; this one ends the process.
+            unsafe { libc::raise(libc::SIGTERM) };
+            5
+        });
+        let removed = !path.exists();
+        let _ = std::fs::remove_file(&path);
+        assert!(
+            libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGTERM,
+            "the child {}",
+            if libc::WIFEXITED(status) {
+                format!("exited with {}", libc::WEXITSTATUS(status))
+            } else {
+                format!("was killed by signal {}", libc::WTERMSIG(status))
+            }
         );
+        assert!(removed, "the registered file is still there");
+    }
+
+    /// The guard removes its file when dropped and frees its slot.
+    #[test]
+    fn the_guard_removes_its_file_when_dropped() {
+        let path = PathBuf::from(format!("/dev/shm/fixs-signal-drop-{}", std::process::id()));
+        std::fs::write(&path, b"x").unwrap();
+        let g = remove_on_exit(&path);
+        let slot = g.slot.expect("a free slot");
+        assert!(!FILES[slot].load(Ordering::Relaxed).is_null());
+        drop(g);
+        assert!(!path.exists());
+        assert!(FILES[slot].load(Ordering::Relaxed).is_null());
     }
 
     fn action(sig: libc::c_int) -> libc::sighandler_t {
