@@ -260,7 +260,9 @@ impl<'a> Mirror<'a> {
         let seq = match cfg.start {
             Start::Latest => 0,
             Start::Oldest => HELLO_OLDEST,
-            Start::Sequence(n) => n.max(1),
+            // u64::MAX on the wire means "oldest" (HELLO_OLDEST): a sequence that high is
+            // asked for as the one below it, ahead of anything a source holds.
+            Start::Sequence(n) => n.clamp(1, HELLO_OLDEST - 1),
             // One record of overlap, to check the resume: `w`, not `w + 1` (module docs).
             Start::Resume => sink
                 .existing()

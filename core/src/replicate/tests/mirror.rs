@@ -12,6 +12,7 @@ fn mirror_hello_per_start_and_adopt_or_recreate() {
         (Start::Oldest, u64::MAX),
         (Start::Sequence(0), 1),
         (Start::Sequence(7), 7),
+        (Start::Sequence(u64::MAX), u64::MAX - 1),
         (Start::Resume, u64::MAX),
     ] {
         let m = Mirror::new(
