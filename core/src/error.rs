@@ -163,7 +163,8 @@ impl fmt::Display for AttachError {
                 }
                 None => write!(
                     f,
-                    "bad magic {found:#018x} (expected {:#018x})",
+                    "not a ring, queue or blackboard of ringwire or ringfire: bad magic \
+                     {found:#018x} (a ring's is {:#018x})",
                     crate::layout::RING_MAGIC
                 ),
             },

@@ -74,7 +74,7 @@ pub struct ServeArgs {
     /// Serve one TCP mirror and exit when it disconnects (not with --multicast or --udp).
     #[arg(long, conflicts_with_all = ["multicast", "udp"])]
     pub once: bool,
-    /// Most concurrent mirrors; further connections are refused.
+    /// Most concurrent mirrors (1..=4096); further connections are refused.
     #[arg(long, value_name = "N", default_value_t = 64,
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub max_mirrors: u32,
@@ -119,12 +119,18 @@ fn parse_source(s: &str) -> Result<SocketAddr, String> {
     let addrs = s
         .to_socket_addrs()
         .map_err(|e| format!("'{s}' is not HOST:PORT: {e}"))?;
-    addrs.into_iter().find(SocketAddr::is_ipv4).ok_or_else(|| {
+    let a = addrs.into_iter().find(SocketAddr::is_ipv4).ok_or_else(|| {
         format!(
             "'{s}' has no IPv4 address: mirrors connect to IPv4 sources only (the \
                  replication protocol carries IPv4 addresses)"
         )
-    })
+    })?;
+    if a.port() == 0 {
+        return Err(format!(
+            "'{s}': port 0 is not a source's port (serve prints the port it listens on)"
+        ));
+    }
+    Ok(a)
 }
 
 /// `ringwire mirror`: keep a local copy of a remote ring.
@@ -462,6 +468,9 @@ mod tests {
         assert!(parse_source("nowhere").is_err());
         let e = parse_source("[::1]:7400").unwrap_err();
         assert!(e.contains("IPv4 sources only"), "{e}");
+        // Refused at parse time, not after a connect that fails ('Connection refused').
+        let e = parse_source("127.0.0.1:0").unwrap_err();
+        assert!(e.contains("port 0"), "{e}");
     }
 
     fn help(sub: &str, arg: &str) -> String {
