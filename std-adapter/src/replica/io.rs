@@ -235,7 +235,7 @@ impl RingWaiter {
     /// that found nothing at `cursor`: once [`LOOKASIDE_POLLS`] of them in a row saw
     /// `write_seq` and the cursor's slot unchanged (a corrupt header whose `write_seq` is
     /// ahead of the slots, a writer that does not follow spec §4.2), it waits for either
-    /// to change instead, as the consumers do ([`Idle`]); trusting `published` there would
+    /// to change instead, as the consumers do (`Idle`); trusting `published` there would
     /// return at once for ever, a serve thread spinning on the source's host.
     ///
     /// [`LOOKASIDE_POLLS`]: ringwire_core::broadcast::LOOKASIDE_POLLS
