@@ -463,3 +463,41 @@ fn serve_maps_a_ring_it_may_not_write_read_only() {
     assert_eq!(ro.len(), 1, "logged once: {lines:#?}");
     assert!(ro[0].contains("no write access"), "{}", ro[0]);
 }
+
+/// `mirror --from N` says where it mirrors from when the source does not start at record N:
+/// N past the source's retention (it starts at its oldest) or not written yet (it starts
+/// at its next record); a retained N gets no notice.
+#[test]
+fn mirror_from_a_record_the_source_cannot_start_at_says_so() {
+    let src = Scratch::new("from-src");
+    // 20,000 records in 8,192 slots: the oldest retained is well past record 5.
+    let _producer = source(&src.0, 20_000);
+    let child = Child::spawn(&["serve", src.s(), "--bind", "127.0.0.1:0"], None);
+    let (serve, addr) = serving_on(child);
+    let addr = addr.to_string();
+    for (n, from, want) in [
+        (0, "5", Some("no longer holds record 5")),
+        (
+            1,
+            "100000",
+            Some("has not written record 100000 yet; mirroring from its next record, 20001"),
+        ),
+        (2, "19000", None),
+    ] {
+        let mir = Scratch::new(&format!("from-mir{n}"));
+        let mut m = Child::spawn(&["mirror", &addr, mir.s(), "--from", from], None);
+        // The connection's first status line comes after the handshake and its notice.
+        let live = m.line(Duration::from_secs(20), |l| l.contains("rec/s"));
+        let (_, lines) = m.finish(true, Duration::from_secs(20));
+        assert!(live.is_some(), "--from {from}: {lines:#?}");
+        let notice = lines.iter().find(|l| l.contains("--from"));
+        match want {
+            Some(w) => assert!(
+                notice.is_some_and(|l| l.contains(w)),
+                "--from {from}: {lines:#?}"
+            ),
+            None => assert!(notice.is_none(), "--from {from}: {lines:#?}"),
+        }
+    }
+    let _ = serve.finish(true, Duration::from_secs(20));
+}

@@ -142,8 +142,9 @@ pub struct MirrorArgs {
     pub source: SocketAddr,
     /// The local mirror ring file (created, or adopted with --from resume).
     pub path: PathBuf,
-    /// Start at: latest, oldest, resume (continue the local ring) or a sequence number.
-    /// Reconnections always resume.
+    /// Start at: latest, oldest, resume (continue the local ring) or a sequence number
+    /// (one the source no longer holds, or has not written yet, starts at its oldest or
+    /// its next record, with a notice). Reconnections always resume.
     #[arg(long, value_name = "WHERE", default_value = "latest", value_parser = parse_from)]
     pub from: Start,
     /// Ask for UDP unicast delivery even if the source has multicast.

@@ -511,6 +511,22 @@ fn last_written(sink: &FileSink) -> u64 {
 
 /// The options the transport chosen at the handshake leaves unused (`iface` without
 /// multicast, `nak_delay` and `unicast` without UDP), as a warning.
+/// The notice for a mirror that asked for record `asked` (`--from N`) and learned from the
+/// source's GEOMETRY that it starts at `from`; `None` when that is the record asked for.
+fn start_notice(asked: u64, from: u64) -> Option<String> {
+    match from.cmp(&asked) {
+        std::cmp::Ordering::Equal => None,
+        std::cmp::Ordering::Greater => Some(format!(
+            "mirror: notice: --from {asked}: the source no longer holds record {asked} (past \
+             its retention); mirroring from its oldest, record {from}"
+        )),
+        std::cmp::Ordering::Less => Some(format!(
+            "mirror: notice: --from {asked}: the source has not written record {asked} yet; \
+             mirroring from its next record, {from}"
+        )),
+    }
+}
+
 fn unused_options(opts: &MirrorOptions, udp: bool, unicast: bool) -> Option<String> {
     let transport = match (udp, unicast) {
         (false, _) => "TCP only",
@@ -587,6 +603,9 @@ struct Conn<'a> {
     /// The restarts and resume check [`Conn::log_news`] has logged.
     seen_restarts: u64,
     logged_check: Option<(u64, Holds)>,
+    /// `--from N`: the record asked for, until [`Conn::note_start`] has compared it with
+    /// where the source starts.
+    asked: Option<u64>,
 }
 
 /// Feeds a [`MirrorProgress`] from one connection.
@@ -635,6 +654,7 @@ impl<'a> Conn<'a> {
             ..MirrorConfig::default()
         };
         let m = Mirror::new(cfg, src, sink, HoldBack::new(&mut b.idx, &mut b.data));
+        let hello_seq = m.hello().seq;
         Conn {
             opts,
             stream,
@@ -656,6 +676,28 @@ impl<'a> Conn<'a> {
             warned_source: false,
             seen_restarts: 0,
             logged_check: None,
+            asked: match start {
+                Start::Sequence(_) => Some(hello_seq),
+                _ => None,
+            },
+        }
+    }
+
+    /// Once, when the source's GEOMETRY has said where it starts: a mirror started with
+    /// `--from N` says so when that is not record N (N past the source's retention, or not
+    /// written yet), instead of silently mirroring from elsewhere.
+    fn note_start(&mut self) {
+        let Some(asked) = self.asked else {
+            return;
+        };
+        let Some(g) = self.m.geometry() else {
+            return;
+        };
+        self.asked = None;
+        if self.opts.log
+            && let Some(w) = start_notice(asked, g.seq)
+        {
+            diag!("{w}");
         }
     }
 
@@ -996,6 +1038,7 @@ impl<'a> Conn<'a> {
                     self.anticipate.not_a_tick();
                 }
                 self.transmit()?;
+                self.note_start();
                 self.warn_unused();
                 self.observe(sink, !(a || b));
                 if a || b {
