@@ -135,7 +135,7 @@ pub struct AsyncRingConsumer<T> {
 
 /// The shortest futex sleep [`AsyncRingConsumer::with_idle_sleep`] and
 /// [`AsyncRingConsumer::with_timeout`] accept; shorter ones are raised to it.
-pub const MIN_IDLE_SLEEP: Duration = Duration::from_micros(10);
+pub const MIN_IDLE_SLEEP: Duration = crate::wait::MIN_FUTEX_SLEEP;
 
 /// The waiter thread's handle; dropping it stops and joins the thread.
 struct Waiter {

@@ -610,6 +610,35 @@ mod tests {
         assert_eq!(reader.join().unwrap(), (9, 1));
     }
 
+    /// A `FutexWait` built (or reset) with a zero or a nanosecond timeout sleeps in
+    /// sleeps of `MIN_FUTEX_SLEEP`: a zero timeout made every wait return before sleeping
+    /// (a busy spin), a 1 ns one ran the handshake's barrier about 400,000 times a second.
+    #[test]
+    fn futex_waits_with_a_tiny_timeout_still_sleep() {
+        let t = TmpPaths::new(&["tiny"]);
+        let _tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
+        let mut rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
+        let mut reset = FutexWait::default();
+        reset.set_timeout(Duration::ZERO);
+        for (name, mut wait) in [
+            ("0", FutexWait::new(32, Some(Duration::ZERO))),
+            ("1 ns", FutexWait::new(32, Some(Duration::from_nanos(1)))),
+            ("set 0", reset),
+        ] {
+            assert_eq!(wait.timeout(), crate::wait::MIN_FUTEX_SLEEP, "{name}");
+            let cpu0 = sys::thread_cpu_time();
+            assert_eq!(rx.recv_timeout(&mut wait, Duration::from_millis(200)), None);
+            let cpu = sys::thread_cpu_time() - cpu0;
+            let s = wait.stats();
+            // 200 ms in sleeps of 10 µs: at most 20,000 sleeps, each a few µs of CPU.
+            assert!(s.sleeps > 0 && s.sleeps <= 20_000, "timeout {name}: {s:?}");
+            assert!(
+                cpu < Duration::from_millis(150),
+                "timeout {name}: recv_timeout spun: {cpu:?} of CPU, {s:?}"
+            );
+        }
+    }
+
     #[test]
     fn a_write_seq_ahead_of_the_slots_leaves_a_waiting_reader_asleep() {
         let t = TmpPaths::new(&["ahead"]);

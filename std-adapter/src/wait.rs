@@ -314,6 +314,12 @@ impl WaitStrategy for YieldBackoff {
 pub const DEFAULT_FUTEX_TIMEOUT: Duration = Duration::from_millis(50);
 /// Timeout used when `None` is configured: sleeps are always finite.
 pub const NONE_FUTEX_TIMEOUT: Duration = Duration::from_millis(10);
+/// The shortest sleep [`FutexWait`] makes: a shorter timeout is raised to it, and a wait
+/// with less than this left before the caller's deadline spins out the rest instead of
+/// sleeping. A sleep of a few nanoseconds would cost the handshake's `membarrier`, which
+/// interrupts every CPU, and a futex system call that returns at once: a zero timeout made
+/// every wait a busy spin, a 1 ns one about 400,000 barriers a second.
+pub const MIN_FUTEX_SLEEP: Duration = Duration::from_micros(10);
 
 /// Counters of how a [`FutexWait`]'s sleeps ended.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -371,11 +377,12 @@ impl Default for FutexWait {
 
 impl FutexWait {
     /// Spins `spin_limit` times before sleeping (fewer when a deadline comes first); each
-    /// sleep lasts at most `timeout` (`None` means 10 ms: a sleep is never unbounded).
+    /// sleep lasts at most `timeout` (`None` means 10 ms: a sleep is never unbounded; a
+    /// timeout under [`MIN_FUTEX_SLEEP`] is raised to it).
     pub fn new(spin_limit: u32, timeout: Option<Duration>) -> Self {
         FutexWait {
             spin_limit,
-            timeout: timeout.unwrap_or(NONE_FUTEX_TIMEOUT),
+            timeout: timeout.unwrap_or(NONE_FUTEX_TIMEOUT).max(MIN_FUTEX_SLEEP),
             barrier_after: None,
             slice: Duration::MAX,
             stats: FutexStats::default(),
@@ -418,9 +425,10 @@ impl FutexWait {
         self.timeout
     }
 
-    /// Changes the sleep timeout for the sleeps to come; the stats carry on.
+    /// Changes the sleep timeout for the sleeps to come (raised to [`MIN_FUTEX_SLEEP`]);
+    /// the stats carry on.
     pub fn set_timeout(&mut self, timeout: Duration) {
-        self.timeout = timeout;
+        self.timeout = timeout.max(MIN_FUTEX_SLEEP);
     }
 
     /// How the sleeps so far ended.
@@ -457,7 +465,8 @@ impl WaitStrategy for FutexWait {
                 .min(d.saturating_duration_since(Instant::now())),
             None => self.timeout,
         };
-        if timeout.is_zero() {
+        if timeout < MIN_FUTEX_SLEEP {
+            // The deadline is too close for a sleep: the caller spins out the rest.
             return;
         }
         // The §11 handshake (module docs): read the word, announce, membarrier, re-check;
