@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ringwire_core::broadcast::{Consumer, StartMode, TypedConsumer};
-use ringwire_core::layout::{SLOT_WRITING, schema_signature_of, slot_stride};
+use ringwire_core::layout::{Flags, SLOT_WRITING, schema_signature_of, slot_stride};
 use ringwire_core::sync::Ordering;
 use ringwire_core::{Expect, RingView};
 use zerocopy::FromBytes;
@@ -139,12 +139,23 @@ impl<T: FromBytes + 'static> RingConsumerBuilder<T> {
 /// `write_seq` store that ends it (spec §4.2 step 5), a batch longer than the ring laps
 /// slots before that store, and an MPMC ring's `write_seq` is only the highest ticket
 /// published; another reader may have processed and saved such a record meanwhile.
+///
+/// A mirror ring (`FLAG_SPARSE`) numbers its records as its source does, so one still
+/// below the offset may be the same stream in a recreated mirror ring (spec §21.1: it
+/// starts at the source's numbering), where the offset holds; it counts as never reached
+/// only when the ring visibly numbers from 1 again (record 1 in its slot: a restarted
+/// source).
 fn never_reached(ring: &RingView, offset: u64) -> bool {
     // Acquire: pairs with the writer's release store of the slot's sequence.
     let s = ring.slot_seq(offset).load(Ordering::Acquire);
     // Acquire: ordered after the slot load, so a write_seq published with or after the
     // slot's store is seen.
-    s != SLOT_WRITING && s < offset && offset > ring.write_seq().load(Ordering::Acquire)
+    let below =
+        s != SLOT_WRITING && s < offset && offset > ring.write_seq().load(Ordering::Acquire);
+    // Acquire: as for the first slot.
+    below
+        && (!ring.geometry().flags.has(Flags::SPARSE)
+            || ring.slot_seq(1).load(Ordering::Acquire) == 1)
 }
 
 /// A reader of a typed broadcast ring.
@@ -486,6 +497,14 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// committed", when it is record 1: a consumer that dies before its first commit then
     /// starts the next time as one without a saved offset, not after the stale value).
     /// `None` when the saved offset was used, or there was none.
+    ///
+    /// On a mirror ring (`FLAG_SPARSE`), whose records carry the source's numbers, a saved
+    /// offset above what the ring holds is taken as stale only when the ring holds its
+    /// record 1 (a restarted source counting from 1 again); otherwise the ring is taken for
+    /// the same stream mirrored again (a mirror ring recreated at the source's numbering,
+    /// spec §21.1), and the consumer resumes after the saved offset, as ringfire's does. A
+    /// restarted source's mirror ring that has already overwritten its record 1 while still
+    /// below the offset looks the same, and is resumed after it too.
     ///
     /// Cases it cannot tell: a new ring that has already published past the saved offset
     /// (the format records no ring identity: the consumer then resumes after the saved

@@ -210,3 +210,59 @@ fn a_checkpoint_of_a_slot_the_ring_reached_before_its_write_seq_store_is_used() 
     // A record whose slot holds an earlier one, past write_seq: never reached.
     assert_eq!(attach(11), (Some(11), 1));
 }
+
+/// A mirror ring (`FLAG_SPARSE`) carries its source's numbers: recreated below a saved
+/// offset at the source's numbering (spec §21.1), it is the same stream, and the consumer
+/// resumes after the offset instead of replaying records it already processed (and
+/// overwriting the good offset at attach). One that holds its record 1 (a restarted source
+/// counting from 1 again) is a new stream, and the offset is stale as on any ring.
+#[test]
+fn a_checkpoint_above_a_mirror_ring_is_stale_only_if_the_ring_counts_from_1() {
+    let p = ShmPath::new("ckpt-sparse");
+    let file = default_path(p.path(), "algo");
+    let prod = RingProducer::<Rec>::create(&p, 64).unwrap();
+    // Made a mirror ring: the SPARSE flag (0x0400) in the header's flags word.
+    let flags = prod.file().header().flags | 0x0400;
+    ringwire_tests::shm::patch(p.path(), 48, &flags.to_le_bytes());
+    let v = ringwire_tests::shm::view(prod.file());
+    let attach = |saved: u64| {
+        OffsetCheckpoint::open_or_create(&file, "algo")
+            .unwrap()
+            .save(saved);
+        RingConsumer::<Rec>::builder()
+            .start_from_oldest()
+            .consumer_name("algo")
+            .attach(&p)
+            .unwrap()
+    };
+    // The mirror ring recreated at the source's numbering: records 985..=995.
+    for s in 985..=995 {
+        v.write_slot(s, Rec::new(s).as_bytes());
+    }
+    v.write_seq()
+        .store(995, std::sync::atomic::Ordering::SeqCst);
+    let mut c = attach(1000);
+    assert_eq!((c.stale_checkpoint(), c.cursor()), (None, 1001));
+    assert!(c.try_recv().is_none(), "replayed a processed record");
+    assert_eq!(c.checkpoint().unwrap().load(), Some(1000));
+    drop(c);
+    // A restarted source's mirror ring, counting from 1 again.
+    let p2 = ShmPath::new("ckpt-sparse-restart");
+    let file2 = default_path(p2.path(), "algo");
+    let prod2 = RingProducer::<Rec>::create(&p2, 64).unwrap();
+    ringwire_tests::shm::patch(p2.path(), 48, &flags.to_le_bytes());
+    let v2 = ringwire_tests::shm::view(prod2.file());
+    for s in 1..=3 {
+        v2.write_slot(s, Rec::new(s).as_bytes());
+    }
+    v2.write_seq().store(3, std::sync::atomic::Ordering::SeqCst);
+    OffsetCheckpoint::open_or_create(&file2, "algo")
+        .unwrap()
+        .save(1000);
+    let mut c = RingConsumer::<Rec>::builder()
+        .consumer_name("algo")
+        .attach(&p2)
+        .unwrap();
+    assert_eq!(c.stale_checkpoint(), Some(1000));
+    assert!(c.try_recv().unwrap().is_valid_for(1));
+}
