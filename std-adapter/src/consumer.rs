@@ -160,6 +160,31 @@ fn never_reached(ring: &RingView, offset: u64) -> bool {
 
 /// A reader of a typed broadcast ring.
 ///
+/// A named consumer keeps its place in a checkpoint file (spec §13) and resumes after the
+/// last offset it committed:
+///
+/// ```
+/// use ringwire::{RingConsumer, RingProducer};
+///
+/// # fn main() -> ringwire::Result<()> {
+/// # let path = format!("/dev/shm/ringwire-doc-ckpt-{}", std::process::id());
+/// let mut tx = RingProducer::<u64>::create(&path, 64)?;
+/// tx.push_batch(&[1, 2, 3, 4]);
+/// let algo = || RingConsumer::<u64>::builder().consumer_name("algo").start_from_oldest();
+/// let mut rx = algo().attach(&path)?;
+/// assert_eq!((rx.try_recv(), rx.try_recv()), (Some(1), Some(2)));
+/// rx.commit_offset()?;
+/// drop(rx);
+/// // Attached again (after a restart, say): after the committed offset, not the oldest.
+/// let mut rx = algo().attach(&path)?;
+/// assert_eq!(rx.try_recv(), Some(3));
+/// # drop(rx);
+/// # let _ = std::fs::remove_file(ringwire::checkpoint::default_path(path.as_ref(), "algo"));
+/// # let _ = std::fs::remove_file(&path);
+/// # Ok(())
+/// # }
+/// ```
+///
 /// Registered readers are named by process id (spec §9). A child forked from the process
 /// that attached holds a copy of this consumer and of its registry slot: dropping the copy
 /// leaves the slot to the parent (freeing it would leave the parent reading unregistered,

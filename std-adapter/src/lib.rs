@@ -4,19 +4,27 @@
 //! Ring files are created and attached exactly as ringfire 0.5.2 does (spec §1.2, §1.3), so
 //! rings made by either project are interchangeable.
 //!
-//! (Compiled but not run as a doctest: it creates `/dev/shm/ticks`, which a ring of the
-//! same name on the machine running the tests would collide with.)
-//!
-//! ```no_run
+//! ```
 //! use ringwire::{FutexWait, RingConsumer, RingProducer};
 //!
 //! # fn main() -> ringwire::Result<()> {
-//! let mut tx = RingProducer::<[u8; 64]>::create("/dev/shm/ticks", 1024)?;
+//! # let ticks = format!("/dev/shm/ringwire-doc-ticks-{}", std::process::id());
+//! # let _ = std::fs::remove_file(&ticks);
+//! // A ring of 1,024 records of 64 bytes, in /dev/shm (a process-unique name here).
+//! let mut tx = RingProducer::<[u8; 64]>::create(&ticks, 1024)?;
 //! tx.push(&[7; 64]);
 //! // In another process (or thread): oldest retained first, then wait on the futex.
-//! let mut rx = RingConsumer::<[u8; 64]>::attach("/dev/shm/ticks")?;
-//! let rec = rx.recv_blocking(&mut FutexWait::default());
-//! assert_eq!(rec, [7; 64]);
+//! let mut rx = RingConsumer::<[u8; 64]>::attach(&ticks)?;
+//! assert_eq!(rx.recv_blocking(&mut FutexWait::default()), [7; 64]);
+//! let later = std::thread::spawn(move || {
+//!     std::thread::sleep(std::time::Duration::from_millis(10));
+//!     tx.push(&[8; 64]);
+//!     tx
+//! });
+//! // Sleeps on the ring's futex until the push wakes it.
+//! assert_eq!(rx.recv_blocking(&mut FutexWait::default()), [8; 64]);
+//! # drop(later.join().unwrap());
+//! # let _ = std::fs::remove_file(&ticks);
 //! # Ok(())
 //! # }
 //! ```

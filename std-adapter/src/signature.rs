@@ -1,7 +1,13 @@
 //! ringfire's layout-signature names over the core's schema signature (spec §12): the
 //! 64-bit fingerprint of a record type's path-less name, size and alignment that a ring's
-//! header carries, so that two programs built with different record types refuse each
-//! other instead of misreading bytes.
+//! header carries, so that two programs whose record types differ in name, size or
+//! alignment refuse each other instead of misreading bytes.
+//!
+//! That is all it checks. Fields changed, reordered or retyped in a type of the same name,
+//! size and alignment (`Quote { bid: f64, ask: f64 }` becoming `Quote { ask_qty: u64,
+//! bid_ticks: i64 }`), and same-named types of two modules, have the same signature and
+//! attach to each other's rings. Rename the type (`QuoteV2`) when its layout changes. The
+//! signature cannot cover more without breaking interop: ringfire computes the same value.
 
 pub use ringwire_core::layout::fnv1a64;
 

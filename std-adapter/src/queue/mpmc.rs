@@ -16,6 +16,40 @@ use super::{Item, expect_for, geometry_for, wrong_kind};
 use crate::wait::WaitStrategy;
 
 /// A handle on an MPMC queue of `T`; clone it for more producers and consumers.
+///
+/// ```
+/// use ringwire::queue::MpmcQueue;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let q = MpmcQueue::<u64>::anonymous(64)?;
+/// let producers: Vec<_> = (0..2u64)
+///     .map(|p| {
+///         let q = q.clone();
+///         std::thread::spawn(move || {
+///             for i in 0..10 {
+///                 q.push_blocking(&(p * 100 + i), std::time::Duration::from_secs(5))
+///                     .expect("room within 5 s");
+///             }
+///         })
+///     })
+///     .collect();
+/// // Every item exactly once; items of one producer in the order it pushed them.
+/// let mut got = Vec::new();
+/// while got.len() < 20 {
+///     if let (Some(v), _healed) = q.pop_blocking(std::time::Duration::from_secs(5))? {
+///         got.push(v);
+///     }
+/// }
+/// for p in producers {
+///     p.join().unwrap();
+/// }
+/// let mine: Vec<u64> = got.iter().copied().filter(|v| *v < 100).collect();
+/// assert_eq!(mine, (0..10).collect::<Vec<_>>());
+/// got.sort();
+/// assert_eq!(got, (0..10).chain(100..110).collect::<Vec<_>>());
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Debug, Clone)]
 pub struct MpmcQueue<T: Item> {
     inner: q::MpmcQueue,

@@ -46,6 +46,28 @@ fn fixed_size(mem: &QueueMem) -> Result<(), QueueFileError> {
 }
 
 /// A producer and a consumer joined by an SPSC queue in anonymous memory.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let (mut tx, mut rx) = ringwire::queue::spsc_channel::<u64>(1024)?;
+/// let sender = std::thread::spawn(move || {
+///     for i in 0..1000u64 {
+///         tx.push_blocking(&i, Duration::from_secs(5)).expect("room within 5 s");
+///     }
+///     // A batch moves with one publication.
+///     assert_eq!(tx.push_slice(&[1000, 1001])?, 2);
+///     Ok::<_, ringwire::core::queue::PushError>(())
+/// });
+/// for i in 0..1002u64 {
+///     assert_eq!(rx.pop_blocking(Duration::from_secs(5))?, Some(i));
+/// }
+/// sender.join().unwrap()?;
+/// assert_eq!(rx.try_pop()?, None);
+/// # Ok(())
+/// # }
+/// ```
 pub fn spsc_channel<T: Item>(
     capacity: u64,
 ) -> Result<(SpscProducer<T>, SpscConsumer<T>), QueueFileError> {
