@@ -228,3 +228,115 @@ fn files_without_stuck_slots_have_nothing_to_heal_and_bad_files_are_errors() {
     assert_eq!(code, 1);
     assert!(err.contains("<PATH>"), "{err}");
 }
+
+/// Runs the `ringwire` binary with `args` as uid and gid 65534 (nobody), with no
+/// supplementary groups (std drops them when root sets the uid): (exit code, stdout, stderr).
+fn ringwire_as_nobody(args: &[&str]) -> (i32, String, String) {
+    use std::os::unix::process::CommandExt;
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_ringwire"))
+        .args(args)
+        .uid(65534)
+        .gid(65534)
+        .output()
+        .expect("run the ringwire binary as nobody");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Makes the file at `path` root's 0644 file (readable, not writable, by nobody) in a
+/// directory nobody may enter; returns its bytes, to check that heal writes nothing.
+fn readable_by_nobody(path: &std::path::Path) -> Vec<u8> {
+    use std::os::unix::fs::PermissionsExt;
+    // SAFETY: getuid has no preconditions.
+    assert_eq!(unsafe { libc::getuid() }, 0, "run as root");
+    let dir = path.parent().unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::read(path).unwrap()
+}
+
+/// Heal of a single-writer ring it may only read (root's 0644 file, healed as nobody):
+/// nothing to heal, as before (exit 0), where `stat` already worked. Nothing is written.
+#[test]
+#[ignore = "needs root: runs heal as uid 65534 on a root-owned 0644 ring"]
+fn heal_reports_a_single_writer_ring_it_may_not_write() {
+    let t = TmpRing::new("heal-ro-spmc");
+    let path = t.0.to_str().unwrap();
+    let geo = Geometry::spmc(16, 16, 8, 0, false).unwrap();
+    let opts = CreateOptions {
+        cleanup: CleanupMode::UnlinkOnDrop,
+        ..CreateOptions::default()
+    };
+    let _ring = RingFile::create(&t.0, &geo, &opts).unwrap();
+    let bytes = readable_by_nobody(&t.0);
+    let (code, _, err) = ringwire_as_nobody(&["stat", path]);
+    assert_eq!(code, 0, "stat as nobody: {err}");
+    let (code, out, err) = ringwire_as_nobody(&["heal", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("a single-writer ring has no stuck slots"),
+        "{out}"
+    );
+    assert_eq!(std::fs::read(&t.0).unwrap(), bytes);
+}
+
+/// Heal of a lossy MPMC ring it may only read (root's 0644 file, healed as nobody): with
+/// nothing stuck, reported as before (exit 0); a slot left mid-write is reported with the
+/// reason it stays (no write access, and without --producers-dead that flag's) and exit 1.
+/// Nothing is written. Root then heals it, as before.
+#[test]
+#[ignore = "needs root: runs heal as uid 65534 on a root-owned 0644 ring"]
+fn heal_reports_a_lossy_rings_slot_left_mid_write_it_may_not_write() {
+    let t = TmpRing::new("heal-ro-lossy");
+    let path = t.0.to_str().unwrap();
+    let mut p = MpmcProducer::<u64>::create(&t.0, 4).unwrap();
+    p.push(&1);
+    let bytes = readable_by_nobody(&t.0);
+    let (code, out, err) = ringwire_as_nobody(&["heal", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("no slot left mid-write; nothing to heal"),
+        "{out}"
+    );
+    assert_eq!(std::fs::read(&t.0).unwrap(), bytes);
+    // A producer took ticket 2, marked its slot and died while copying; every producer
+    // has exited since.
+    {
+        // SAFETY: the view is used while `p` keeps the mapping.
+        let v = unsafe { p.file().view() };
+        v.claim_seq().fetch_add(1, Ordering::SeqCst);
+        v.slot_seq(2).store(u64::MAX, Ordering::SeqCst);
+    }
+    p.set_cleanup_mode(CleanupMode::Persistent);
+    drop(p);
+    let bytes = readable_by_nobody(&t.0);
+    let needs = format!(
+        "{path}: 1 slot(s) left mid-write (the first: 2) and not healed: healing needs write \
+         access to {path}, which this process does not have"
+    );
+    let (code, out, err) = ringwire_as_nobody(&["heal", path]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains(&needs)
+            && err.contains("Permission denied")
+            && err.contains("Besides: a producer that died while copying")
+            && err.contains("run heal again with --producers-dead"),
+        "{err}"
+    );
+    let (code, out, err) = ringwire_as_nobody(&["heal", path, "--producers-dead"]);
+    assert_eq!(code, 1, "{out}");
+    assert!(err.contains(&needs) && !err.contains("Besides"), "{err}");
+    assert_eq!(std::fs::read(&t.0).unwrap(), bytes);
+    assert_eq!(stat(path)["mid_write_slots"], 1);
+    // Who may write the file heals it, as before.
+    let (code, out, err) = ringwire(&["heal", path, "--producers-dead"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("healed slot 2 (left mid-write)\nhealed 1 slot(s) left mid-write\n"),
+        "{out}"
+    );
+    assert_eq!(stat(path)["mid_write_slots"], 0);
+}

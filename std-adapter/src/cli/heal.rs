@@ -18,7 +18,7 @@ use ringwire_core::{AttachError, Expect};
 use super::out_err;
 use super::stat::first_128;
 use crate::error::{Error, Result};
-use crate::file::RingFile;
+use crate::file::{ReadOnlyRing, RingFile};
 use crate::queue::{AtOpen, QueueFileError, QueueMem, ReadOnlyQueue};
 
 /// How long a slot must stay stuck, between two scans, to be reported as stuck rather than
@@ -71,6 +71,24 @@ fn queue_err(e: QueueFileError) -> Error {
             what: other.to_string(),
         },
     }
+}
+
+/// Whether an open for writing failed for want of write access: the file's permissions
+/// (`EACCES`), a read-only file system (`EROFS`) or an immutable file (`EPERM`).
+fn lacks_write_access(e: &std::io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::EACCES | libc::EROFS | libc::EPERM)
+    )
+}
+
+/// The line that says why a file that could not be opened for writing was not healed.
+fn needs_write_access(path: &Path) -> String {
+    format!(
+        "healing needs write access to {}, which this process does not have; run heal \
+         again as a user who may write the file",
+        path.display()
+    )
 }
 
 /// An MPMC queue file: opening it as its only live handle heals every stuck slot (the file
@@ -183,11 +201,13 @@ fn flock_holders(path: &Path) -> std::io::Result<Vec<i64>> {
 /// `--producers-dead`, the caller's word that every producer has exited or was killed (the
 /// ring records no writer, and a producer paused while copying shows the same mark), and
 /// only when nothing shows a live producer: the creator's `flock`, or tickets claimed or
-/// published between two scans [`SETTLE`] apart. Without the flag they are reported.
+/// published between two scans [`SETTLE`] apart. Without the flag they are reported. The
+/// ring is classified and scanned through a read-only mapping; it is opened read-write only
+/// once slots are found stuck, and one that cannot be (no write access) is reported.
 fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<()> {
     let oe = out_err();
     let p = path.display();
-    let ring = RingFile::open(path, Expect::RAW)?;
+    let ring = ReadOnlyRing::open(path)?;
     let view = ring.ring();
     if !view.geometry().flags.has(Flags::MODE_MPMC) {
         if producers_dead {
@@ -200,6 +220,7 @@ fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<(
         )
         .map_err(oe);
     }
+    // Over the read-only mapping: its scans only load.
     let prod = LossyMpmcProducer::new(*view).map_err(|e| Error::attach(path, e))?;
     // Relaxed (both): compared between scans only; the heal's CAS decides.
     let tickets = || {
@@ -239,8 +260,21 @@ fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<(
             stuck.len()
         ),
     };
-    if after != before {
-        return Err(not_healed(format!(
+    // Something to heal: now the read-write handle, which the heal stores through.
+    let writable = match RingFile::open(path, Expect::RAW) {
+        Ok(rw) if rw.inode() == ring.inode() => Ok(rw),
+        Ok(_) => {
+            return Err(not_healed(
+                "the ring file was replaced while heal scanned it; run heal again".into(),
+            ));
+        }
+        Err(Error::Io {
+            op: "open", source, ..
+        }) if lacks_write_access(&source) => Err(source),
+        Err(e) => return Err(e),
+    };
+    let why = if after != before {
+        Some(format!(
             "producers are pushing (claim_seq {} -> {}, write_seq {} -> {} in {} ms), so \
              those may be their writes in flight",
             before.0,
@@ -248,23 +282,37 @@ fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<(
             before.1,
             after.1,
             SETTLE.as_millis()
-        )));
-    }
-    let holders = flock_holders(path).map_err(|e| Error::io(path, "read /proc/locks", e))?;
-    if let Some(pid) = holders.first() {
-        return Err(not_healed(format!(
+        ))
+    } else if let Some(pid) = flock_holders(path)
+        .map_err(|e| Error::io(path, "read /proc/locks", e))?
+        .first()
+    {
+        Some(format!(
             "the ring's creating producer (pid {pid}, holding its lock) is alive; heal once \
              every producer of the ring has exited or was killed"
-        )));
-    }
-    if !producers_dead {
-        return Err(not_healed(
+        ))
+    } else if !producers_dead {
+        Some(
             "a producer that died while copying leaves a slot so, but so does one paused while \
              copying, and the ring does not record which. Once every producer of this ring has \
              exited or was killed, run heal again with --producers-dead"
                 .into(),
-        ));
-    }
+        )
+    } else {
+        None
+    };
+    let rw = match (writable, why) {
+        (Err(source), why) => {
+            let besides = why.map(|w| format!(". Besides: {w}")).unwrap_or_default();
+            return Err(not_healed(format!(
+                "{} (open read-write: {source}){besides}",
+                needs_write_access(path)
+            )));
+        }
+        (Ok(_), Some(why)) => return Err(not_healed(why)),
+        (Ok(rw), None) => rw,
+    };
+    let prod = LossyMpmcProducer::new(*rw.ring()).map_err(|e| Error::attach(path, e))?;
     let mut refused = Vec::new();
     for &i in &stuck {
         match prod.heal_mid_write_slot(i) {
