@@ -340,3 +340,68 @@ fn heal_reports_a_lossy_rings_slot_left_mid_write_it_may_not_write() {
     );
     assert_eq!(stat(path)["mid_write_slots"], 0);
 }
+
+/// Heal of an MPMC queue it may only read (root's 0644 file, healed as nobody, no other
+/// process has it open): a stuck claim is reported, with no write access as the reason,
+/// and heal exits 1; with nothing stuck it exits 0. Nothing is written. Root then heals it.
+#[test]
+#[ignore = "needs root: runs heal as uid 65534 on a root-owned 0644 queue"]
+fn heal_reports_a_queue_it_may_not_write() {
+    let t = TmpRing::new("heal-ro-q");
+    let path = t.0.to_str().unwrap();
+    let q = MpmcQueue::<u64>::create(&t.0, 8).unwrap();
+    q.try_push(&10).unwrap();
+    // A producer claims position 1 and dies before writing it.
+    let stuck = q.claim().unwrap();
+    q.try_push(&12).unwrap();
+    drop(q);
+    let bytes = readable_by_nobody(&t.0);
+    let (code, out, err) = ringwire_as_nobody(&["heal", path]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains(&format!(
+            "{path}: 1 position(s) stuck (the first: {stuck}, claimed by a producer) and not \
+             healed: healing needs write access to {path}, which this process does not have"
+        )) && err.contains("Permission denied"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&t.0).unwrap(), bytes);
+    assert_eq!(stat(path)["claimed_unpublished"], stuck);
+
+    let (code, out, err) = ringwire(&["heal", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("healed 1 stuck position(s)"), "{out}");
+    let bytes = readable_by_nobody(&t.0);
+    let (code, out, err) = ringwire_as_nobody(&["heal", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("no stuck positions; nothing to heal"), "{out}");
+    assert_eq!(std::fs::read(&t.0).unwrap(), bytes);
+}
+
+/// An MPMC queue with nothing stuck is only read now (heal opens it read-write only to
+/// heal), and heal still says whether other processes have it open: its creator (by its
+/// flock), another opener (by its record lock), then nobody.
+#[test]
+fn a_queue_with_nothing_stuck_says_whether_others_have_it_open() {
+    let t = TmpRing::new("heal-q-none");
+    let path = t.0.to_str().unwrap();
+    let others = "no stuck positions (other processes have the queue open; pushes and pops in \
+                  flight pass)";
+    let q = MpmcQueue::<u64>::create(&t.0, 8).unwrap();
+    q.try_push(&10).unwrap();
+    let (code, out, err) = ringwire(&["heal", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(others), "{out}");
+    let other = MpmcQueue::<u64>::open(&t.0).unwrap();
+    drop(q);
+    let (code, out, err) = ringwire(&["heal", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(others), "{out}");
+    drop(other);
+    let (code, out, err) = ringwire(&["heal", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(&format!("{path}: no stuck positions; nothing to heal")),
+        "{out}"
+    );
+}

@@ -82,20 +82,23 @@ fn lacks_write_access(e: &std::io::Error) -> bool {
     )
 }
 
-/// The line that says why a file that could not be opened for writing was not healed.
-fn needs_write_access(path: &Path) -> String {
+/// Why a file that could not be opened for writing (`err`) was not healed.
+fn needs_write_access(path: &Path, err: &std::io::Error) -> String {
     format!(
-        "healing needs write access to {}, which this process does not have; run heal \
-         again as a user who may write the file",
+        "healing needs write access to {}, which this process does not have (open \
+         read-write: {err}); run heal again as a user who may write the file",
         path.display()
     )
 }
 
-/// An MPMC queue file: opening it as its only live handle heals every stuck slot (the file
-/// locks prove each holder dead, see [`QueueMem::healed_at_open`]). Otherwise the handle is
-/// closed at once (an open handle would keep a restarted process from proving itself alone
-/// and healing), and what stays stuck across two read-only scans [`SETTLE`] apart is
-/// reported, not healed. An SPSC queue is only validated, read-only: it has no stuck slots.
+/// An MPMC queue file. It is scanned read-only first: with nothing stuck, it is not opened
+/// read-write (so reporting needs read access only, and nothing is written). Otherwise,
+/// opening it as its only live handle heals every stuck slot (the file locks prove each
+/// holder dead, see [`QueueMem::healed_at_open`]). Otherwise the handle is closed at once (an
+/// open handle would keep a restarted process from proving itself alone and healing), and
+/// what stays stuck across two read-only scans [`SETTLE`] apart is reported, not healed, as
+/// it is when the file cannot be opened for writing. An SPSC queue is only validated,
+/// read-only: it has no stuck slots.
 fn heal_queue(path: &Path, kind: QueueKind, out: &mut dyn Write) -> Result<()> {
     let oe = out_err();
     let p = path.display();
@@ -107,11 +110,27 @@ fn heal_queue(path: &Path, kind: QueueKind, out: &mut dyn Write) -> Result<()> {
         )
         .map_err(oe);
     }
-    let at_open = QueueMem::open(path, QueueExpect::raw(kind))
-        .map_err(queue_err)?
-        .at_open();
-    let why = match at_open {
-        AtOpen::Alone { healed, refused } => {
+    let in_flight_pass = "(other processes have the queue open; pushes and pops in flight pass)";
+    let q = ReadOnlyQueue::open(path, kind)?;
+    if q.stuck_slots().is_empty() {
+        // What the read-write open would have proved, without a lock: another handle's
+        // record lock, or the creator's flock.
+        let others = q
+            .locked_by_others()
+            .map_err(|e| Error::io(path, "fcntl", e))?
+            != Some(false)
+            || !flock_holders(path)
+                .map_err(|e| Error::io(path, "read /proc/locks", e))?
+                .is_empty();
+        return if others {
+            writeln!(out, "{p}: no stuck positions {in_flight_pass}").map_err(oe)
+        } else {
+            writeln!(out, "{p}: no stuck positions; nothing to heal").map_err(oe)
+        };
+    }
+    drop(q);
+    let (why, none_left) = match QueueMem::open(path, QueueExpect::raw(kind)).map(|q| q.at_open()) {
+        Ok(AtOpen::Alone { healed, refused }) => {
             if healed > 0 {
                 writeln!(
                     out,
@@ -136,16 +155,27 @@ fn heal_queue(path: &Path, kind: QueueKind, out: &mut dyn Write) -> Result<()> {
                 ),
             });
         }
-        AtOpen::NotAlone => {
+        Ok(AtOpen::NotAlone) => (
             "another process has the queue open, so their holders may be alive. Stop every \
              process using the queue and run heal again (or heal in code with \
              MpmcQueue::heal_stuck_slot once a holder is known dead)"
-        }
-        AtOpen::Unprovable => {
+                .to_string(),
+            in_flight_pass,
+        ),
+        Ok(AtOpen::Unprovable) => (
             "this file system has no record locks, so heal cannot prove that no other process \
              has the queue open (heal in code with MpmcQueue::heal_stuck_slot once a holder \
              is known dead)"
-        }
+                .to_string(),
+            in_flight_pass,
+        ),
+        Err(QueueFileError::Io {
+            op: "open", source, ..
+        }) if lacks_write_access(&source) => (
+            needs_write_access(path, &source),
+            "(those seen were pushes and pops in flight); nothing to heal",
+        ),
+        Err(e) => return Err(queue_err(e)),
     };
     let q = ReadOnlyQueue::open(path, kind)?;
     let first: Vec<StuckSlot> = q.stuck_slots();
@@ -158,12 +188,7 @@ fn heal_queue(path: &Path, kind: QueueKind, out: &mut dyn Write) -> Result<()> {
         .filter(|s| first.contains(s))
         .collect();
     match stuck.first() {
-        None => writeln!(
-            out,
-            "{p}: no stuck positions (other processes have the queue open; pushes and pops in \
-             flight pass)"
-        )
-        .map_err(oe),
+        None => writeln!(out, "{p}: no stuck positions {none_left}").map_err(oe),
         Some(s) => Err(Error::NotHealed {
             path: path.to_path_buf(),
             what: format!(
@@ -305,8 +330,8 @@ fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<(
         (Err(source), why) => {
             let besides = why.map(|w| format!(". Besides: {w}")).unwrap_or_default();
             return Err(not_healed(format!(
-                "{} (open read-write: {source}){besides}",
-                needs_write_access(path)
+                "{}{besides}",
+                needs_write_access(path, &source)
             )));
         }
         (Ok(_), Some(why)) => return Err(not_healed(why)),

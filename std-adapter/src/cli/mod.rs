@@ -85,7 +85,8 @@ pub enum Command {
     /// and heal exits 1. In a lossy MPMC ring, slots left mid-write in two scans 20 ms apart
     /// are healed only with --producers-dead, and only if no producer shows itself alive
     /// (tickets moving, or the creator's lock held); otherwise they are reported and heal
-    /// exits 1.
+    /// exits 1. Reporting needs read access only: stuck slots of a file heal may not write
+    /// are reported, with that reason, and heal exits 1.
     Heal {
         /// The queue or ring file.
         path: PathBuf,

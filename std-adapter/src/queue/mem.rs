@@ -258,7 +258,7 @@ fn ofd_held(f: &File, start: i64, len: i64) -> io::Result<bool> {
 
 /// Whether another open file description holds a lock on any of `len` bytes at `start`
 /// that conflicts with a lock of `kind` (`F_OFD_GETLK`).
-fn ofd_held_as(f: &File, kind: libc::c_int, start: i64, len: i64) -> io::Result<bool> {
+pub(super) fn ofd_held_as(f: &File, kind: libc::c_int, start: i64, len: i64) -> io::Result<bool> {
     Ok(ofd_conflict(f, kind, start, len)?.is_some())
 }
 
@@ -280,7 +280,7 @@ fn ofd_conflict(
 }
 
 /// The file system (or kernel) offers no open-file-description locks.
-fn locks_unsupported(e: &io::Error) -> bool {
+pub(super) fn locks_unsupported(e: &io::Error) -> bool {
     matches!(
         e.raw_os_error(),
         Some(libc::ENOLCK | libc::EINVAL | libc::EOPNOTSUPP)

@@ -90,6 +90,18 @@ impl ReadOnlyQueue {
         found
     }
 
+    /// Whether another open file description holds a record lock on the file (every live
+    /// read-write handle holds one for its life; a read-only one, as this, holds none), by
+    /// `F_OFD_GETLK`, which takes no lock; `None` when the file system has no record locks.
+    /// The creator's `flock` is not seen here.
+    pub(crate) fn locked_by_others(&self) -> std::io::Result<Option<bool>> {
+        match super::mem::ofd_held_as(&self._file, libc::F_WRLCK, 0, 0) {
+            Ok(held) => Ok(Some(held)),
+            Err(e) if super::mem::locks_unsupported(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// A relaxed snapshot (loads only).
     pub fn snapshot(&self) -> QueueSnapshot {
         let v = &self.view;
