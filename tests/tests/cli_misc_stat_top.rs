@@ -1,6 +1,7 @@
 //! `ringwire stat` prints plain values and tags ring JSON with `"type": "ring"`; `top`
-//! clears the screen only on a terminal and follows a ring replaced at its path, then stops
-//! with "ring removed" (exit 1) once the path is gone.
+//! clears the screen only on a terminal and follows a ring replaced at its path (by a fresh
+//! inode or recreated in place), then stops with "ring removed" (exit 1) once the path is
+//! gone.
 //!
 //! The binary comes from [`ringwire_bin`]: build it first
 //! (`cargo build -p ringwire --bin ringwire`) or set `RINGWIRE_BIN`.
@@ -259,4 +260,69 @@ fn an_output_write_error_names_stdout_not_the_ring() {
         assert!(e.starts_with("stdout: write output"), "{cmd:?}: {e}");
         assert!(!e.contains(path), "{cmd:?}: {e}");
     }
+}
+
+/// Waits until `top`'s output satisfies `f`, failing at once (with its exit status and
+/// stderr) if `top` exits first: a SIGBUS shows as "signal: 7 (SIGBUS)".
+fn wait_for_top(top: &mut Top, what: &str, f: impl Fn(&str) -> bool) {
+    let t0 = Instant::now();
+    loop {
+        if f(&top.out()) {
+            return;
+        }
+        if let Some(s) = top.child.try_wait().unwrap() {
+            let mut err = String::new();
+            let _ = top.child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("top exited ({s}) before {what}: {err}\n{}", top.out());
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}:\n{}",
+            top.out()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A creator without the exclusive lock (ringfire's legacy mode, spec §1.2 step 4) reuses
+/// the inode: it truncates the file and sizes it for the new geometry. `top` used to compare
+/// only (device, inode), so it kept the old mapping: reading the old registry past the new
+/// end of the file killed it with SIGBUS, and without a registry it showed the window of
+/// the old capacity and no replacement.
+#[test]
+fn top_follows_a_ring_recreated_in_place() {
+    let p = ShmPath::new("cli-misc-top-in-place");
+    let path = p.path().to_str().unwrap();
+    let legacy = |capacity, readers| {
+        RingProducer::<Rec>::builder(capacity)
+            .max_readers(readers)
+            .exclusive_lock(false)
+            .cleanup_mode(ringwire::CleanupMode::Persistent)
+            .build::<Rec, _>(p.path())
+            .unwrap()
+    };
+    // With a registry of 100 slots: the old mapping's registry lies past the new file end.
+    let mut a = legacy(1024, 100);
+    let old_len = a.file().file_len();
+    for seq in 1..=5 {
+        a.push(&Rec::new(seq));
+    }
+    let mut top = Top::spawn(&["top", path, "--interval-ms", "50"]);
+    wait_for_top(&mut top, "the first ring's frame", |o| {
+        o.contains("write_seq 5 ")
+    });
+    let mut b = legacy(16, 0);
+    assert!(b.file().file_len() < old_len / 4);
+    for seq in 1..=20 {
+        b.push(&Rec::new(seq));
+    }
+    // The new capacity's window, not [1, 20] of the old one.
+    wait_for_top(&mut top, "a frame of the new ring", |o| {
+        o.contains("write_seq 20 ") && o.contains("window [5, 20]")
+    });
+    let out = top.out();
+    assert!(out.contains("the file was replaced"), "{out}");
+    assert!(!out.contains("window [1, 20]"), "stale capacity:\n{out}");
+    drop(top);
+    drop((a, b));
 }
