@@ -326,3 +326,49 @@ fn top_follows_a_ring_recreated_in_place() {
     drop(top);
     drop((a, b));
 }
+
+/// The rate of `top`'s first frame is measured over one interval. It used to be printed
+/// right after the open sampled `write_seq`, so `--iterations 1` divided what was pushed
+/// in those few microseconds by them: 0, or millions of msg/s for a slow producer.
+#[test]
+fn tops_first_frame_rate_is_over_one_interval() {
+    let p = ShmPath::new("cli-misc-top-first-rate");
+    let mut prod = RingProducer::<Rec>::create(p.path(), 1024).unwrap();
+    prod.push(&Rec::new(1));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // At most one record a millisecond: at most 1,000 msg/s over any real interval.
+    let pusher = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let mut seq = 2;
+            while !stop.load(Ordering::Relaxed) {
+                prod.push(&Rec::new(seq));
+                seq += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            prod
+        }
+    });
+    let path = p.path().to_str().unwrap();
+    let t0 = Instant::now();
+    let (code, out, err) = ringwire(&["top", path, "--interval-ms", "400", "--iterations", "1"]);
+    let took = t0.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let prod = pusher.join().unwrap();
+    assert_eq!(code, 0, "{err}");
+    let rate: f64 = out
+        .split("msg/s ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("no rate in {out}"));
+    assert!(
+        rate > 0.0 && rate <= 1100.0,
+        "implausible first rate {rate}:\n{out}"
+    );
+    assert!(
+        took >= Duration::from_millis(400),
+        "no wait: {took:?}\n{out}"
+    );
+    drop(prod);
+}

@@ -1,8 +1,11 @@
 //! `ringwire top <PATH> [--interval-ms N] [--iterations N]` (spec §26).
 //!
-//! Each refresh first checks that the path still names the mapped file. A producer restart
-//! replaces a ring with a fresh inode (spec §27 quirk 20), and the old mapping freezes: `top`
-//! then follows the new file, as `tail -F` does, with a line saying so. A path that stays
+//! Each frame comes one refresh interval after the counters its rates start from were
+//! sampled (the first one too: it waits an interval after the open). Before it, `top`
+//! checks that the path still names the mapped file. A producer restart replaces a ring
+//! with a fresh inode (spec §27 quirk 20), and the old mapping freezes: `top` then follows
+//! the new file, as `tail -F` does, with a line saying so (its rates count from the reopen,
+//! one interval before the frame). A path that stays
 //! missing (or names a file that never becomes a valid ring or queue) for [`REOPEN_GRACE`]
 //! ends `top` with an error (exit 1): `ring removed`, or why the new file cannot be opened.
 //!
@@ -178,28 +181,35 @@ pub(super) fn run(
     let mut t = open(path)?;
     let oe = out_err();
     let interval = Duration::from_millis(interval_ms);
-    let mut prev = Instant::now();
+    // When the counters were last sampled: `open` just sampled them, and each frame does.
+    let mut since = Instant::now();
     let mut n = 0u64;
     loop {
         if iterations.is_some_and(|max| n >= max) {
             return Ok(());
         }
+        // Every frame, the first included, comes one interval after the counters it starts
+        // from were sampled, so its rates are over a real interval (ringfire's top waits so
+        // too). A file replaced meanwhile is reopened and the wait starts again: the
+        // frame's rates then count from the reopen.
         let mut replaced = false;
-        if n > 0 {
+        loop {
             std::thread::sleep(interval);
-            if is_replaced(path, &t)? {
-                let noun = match t.watched {
-                    Watched::Ring { .. } => "ring",
-                    Watched::Queue { .. } => "queue",
-                };
-                t = reopen(path, noun)?;
-                replaced = true;
+            if !is_replaced(path, &t)? {
+                break;
             }
+            let noun = match t.watched {
+                Watched::Ring { .. } => "ring",
+                Watched::Queue { .. } => "queue",
+            };
+            t = reopen(path, noun)?;
+            since = Instant::now();
+            replaced = true;
         }
         n += 1;
         let now = Instant::now();
-        let dt = now.duration_since(prev).as_secs_f64().max(1e-9);
-        prev = now;
+        let dt = now.duration_since(since).as_secs_f64().max(1e-9);
+        since = now;
         if clear {
             // Clear the screen and home the cursor.
             write!(out, "\x1b[2J\x1b[H").map_err(&oe)?;
@@ -213,7 +223,7 @@ pub(super) fn run(
         if replaced {
             writeln!(
                 out,
-                "  (the file was replaced: now showing the new one; rates count from now)"
+                "  (the file was replaced: now showing the new one; rates count from its opening)"
             )
             .map_err(&oe)?;
         }
