@@ -372,3 +372,61 @@ fn tops_first_frame_rate_is_over_one_interval() {
     );
     drop(prod);
 }
+
+/// Registry slot 0 of `prod`'s ring as a live reader (this process) named `name`, at
+/// `cursor`.
+fn forge_reader(prod: &RingProducer<Rec>, name: &[u8], cursor: u64) {
+    use ringwire::core::layout::reg;
+    use std::os::unix::fs::FileExt;
+    let v = ringwire_tests::shm::view(prod.file());
+    let off = v.registry_slot_offset(0).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(prod.file().path())
+        .unwrap();
+    f.write_all_at(name, (off + reg::NAME) as u64).unwrap();
+    let a32 = |field| v.registry_a32(0, field).unwrap();
+    a32(reg::PID).store(std::process::id(), Ordering::SeqCst);
+    a32(reg::ACTIVE).store(1, Ordering::SeqCst);
+    v.registry_a64(0, reg::CURSOR_SEQ)
+        .unwrap()
+        .store(cursor, Ordering::SeqCst);
+}
+
+/// A reader's name comes from the ring file: `top` printed it raw, so a name with a newline
+/// and an escape sequence forged a reader line and reached the terminal. It is escaped as
+/// `stat` escapes it.
+#[test]
+fn top_escapes_control_characters_in_reader_names() {
+    let p = ShmPath::new("cli-misc-top-name");
+    let mut prod = RingProducer::<Rec>::builder(64)
+        .max_readers(2)
+        .build::<Rec, _>(p.path())
+        .unwrap();
+    for seq in 1..=3 {
+        prod.push(&Rec::new(seq));
+    }
+    forge_reader(&prod, b"evil\nfake reader 9\x1b[31m", 2);
+    let path = p.path().to_str().unwrap();
+    let (code, out, err) = ringwire(&["top", path, "--interval-ms", "5", "--iterations", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains('\x1b'),
+        "an escape reached the output: {out:?}"
+    );
+    assert!(
+        !out.lines().any(|l| l.starts_with("fake reader")),
+        "a forged line: {out:?}"
+    );
+    assert!(
+        out.contains(r"evil\nfake reader 9\u{1b}[31m cursor 2 "),
+        "{out:?}"
+    );
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(r" name evil\nfake reader 9\u{1b}[31m cursor 2 "),
+        "{out:?}"
+    );
+    drop(prod);
+}

@@ -1,5 +1,6 @@
 //! `ringwire stat <PATH> [--json]` (spec §26).
 
+use std::borrow::Cow;
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::path::Path;
@@ -191,21 +192,28 @@ pub fn stat_json(path: &Path) -> Result<Value> {
     Ok(o)
 }
 
-/// A JSON value as text: a string without its quotes (control characters escaped, so a
-/// reader's name cannot break a line), anything else as JSON.
+/// `s` with its control characters escaped (`\n`, `\u{1b}`, ...), so that a reader's name
+/// read from a ring cannot break a line or send escape sequences to a terminal.
+pub(super) fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// A JSON value as text: a string without its quotes (control characters escaped, see
+/// [`escape_controls`]), anything else as JSON.
 fn plain(v: &Value) -> String {
     match v {
-        Value::String(s) if s.chars().any(char::is_control) => s
-            .chars()
-            .map(|c| {
-                if c.is_control() {
-                    c.escape_default().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-        Value::String(s) => s.clone(),
+        Value::String(s) => escape_controls(s).into_owned(),
         other => other.to_string(),
     }
 }

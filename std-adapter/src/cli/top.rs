@@ -29,7 +29,7 @@ use ringwire_core::layout::{RING_MAGIC, oldest_retained};
 use ringwire_core::queue::QueueKind;
 
 use super::out_err;
-use super::stat::queue_kind;
+use super::stat::{escape_controls, queue_kind};
 use crate::error::{Error, Result};
 use crate::file::ReadOnlyRing;
 use crate::queue::ReadOnlyQueue;
@@ -266,7 +266,7 @@ fn ring_frame(
                 "  reader {i} pid {} ({}) {} cursor {} lag {lag}",
                 e.pid,
                 if pid_alive(e.pid) { "alive" } else { "dead" },
-                e.name_str(),
+                escape_controls(&e.name_str()),
                 e.cursor
             )?;
         }
