@@ -430,3 +430,38 @@ fn top_escapes_control_characters_in_reader_names() {
     );
     drop(prod);
 }
+
+/// A reader's lag is ringfire's `write_seq - (cursor - 1)`, saturating. `stat` and `top`
+/// computed `write_seq - cursor + 1`: 41 for cursor 0 at write_seq 40 (ringfire: 40), and
+/// an overflow at write_seq u64::MAX (a panic in a debug build, 0 in a release one).
+#[test]
+fn reader_lag_at_cursor_0_is_ringfires() {
+    let p = ShmPath::new("cli-misc-lag-0");
+    let mut prod = RingProducer::<Rec>::builder(64)
+        .max_readers(2)
+        .build::<Rec, _>(p.path())
+        .unwrap();
+    for seq in 1..=40 {
+        prod.push(&Rec::new(seq));
+    }
+    forge_reader(&prod, b"zero", 0);
+    let path = p.path().to_str().unwrap();
+    let lag_of = |want: u64| {
+        let (code, out, err) = ringwire(&["stat", path]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains(&format!(" cursor 0 lag {want}\n")), "{out}");
+        let (code, out, err) = ringwire(&["stat", path, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["readers"][0]["lag"], want, "{v}");
+        let (code, out, err) = ringwire(&["top", path, "--interval-ms", "5", "--iterations", "1"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains(&format!(" cursor 0 lag {want}\n")), "{out}");
+    };
+    lag_of(40);
+    ringwire_tests::shm::view(prod.file())
+        .write_seq()
+        .store(u64::MAX, Ordering::SeqCst);
+    lag_of(u64::MAX);
+    drop(prod);
+}

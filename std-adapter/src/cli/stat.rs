@@ -179,7 +179,7 @@ pub fn stat_json(path: &Path) -> Result<Value> {
             break;
         };
         if e.pid != 0 && e.active != 0 {
-            let lag = if w >= e.cursor { w - e.cursor + 1 } else { 0 };
+            let lag = reader_lag(w, e.cursor);
             readers.push(json!({
                 "slot": i, "pid": e.pid, "name": e.name_str(), "cursor": e.cursor,
                 "lag": lag, "alive": pid_alive(e.pid),
@@ -207,6 +207,13 @@ pub(super) fn escape_controls(s: &str) -> Cow<'_, str> {
             }
         })
         .collect()
+}
+
+/// A reader's lag as ringfire's `stat` and `top` compute it: the records from its cursor
+/// (the next sequence it reads; 0 before its first, counted as 1) to `write_seq`, 0 for a
+/// cursor past it. Saturating: no overflow at `write_seq` u64::MAX.
+pub(super) fn reader_lag(write_seq: u64, cursor: u64) -> u64 {
+    write_seq.saturating_sub(cursor.saturating_sub(1))
 }
 
 /// A JSON value as text: a string without its quotes (control characters escaped, see
@@ -345,4 +352,27 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         _ => writeln!(out, "Readers: no registry").map_err(&oe)?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reader_lag;
+
+    #[test]
+    fn reader_lag_is_ringfires() {
+        // (write_seq, cursor, ringfire's write_seq.saturating_sub(cursor.saturating_sub(1)))
+        for (w, cursor, lag) in [
+            (40, 0, 40),
+            (40, 1, 40),
+            (40, 40, 1),
+            (40, 41, 0),
+            (40, 50, 0),
+            (0, 0, 0),
+            (0, 1, 0),
+            (u64::MAX, 0, u64::MAX),
+            (u64::MAX, u64::MAX, 1),
+        ] {
+            assert_eq!(reader_lag(w, cursor), lag, "write_seq {w} cursor {cursor}");
+        }
+    }
 }

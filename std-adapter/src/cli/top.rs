@@ -29,7 +29,7 @@ use ringwire_core::layout::{RING_MAGIC, oldest_retained};
 use ringwire_core::queue::QueueKind;
 
 use super::out_err;
-use super::stat::{escape_controls, queue_kind};
+use super::stat::{escape_controls, queue_kind, reader_lag};
 use crate::error::{Error, Result};
 use crate::file::ReadOnlyRing;
 use crate::queue::ReadOnlyQueue;
@@ -260,7 +260,7 @@ fn ring_frame(
     )?;
     for i in 0..g.registry_count {
         if let Some(e) = ring.registry_entry(i).filter(|e| e.is_live()) {
-            let lag = if w >= e.cursor { w - e.cursor + 1 } else { 0 };
+            let lag = reader_lag(w, e.cursor);
             writeln!(
                 out,
                 "  reader {i} pid {} ({}) {} cursor {} lag {lag}",
