@@ -465,3 +465,39 @@ fn reader_lag_at_cursor_0_is_ringfires() {
     lag_of(u64::MAX);
     drop(prod);
 }
+
+/// A ring whose header has the arena flag and no arena (offset 0): `stat` printed
+/// `capacity null` and `reserved null` and `--json` had neither key; spec §26 lists both
+/// whenever `has_arena` is true, and ringfire prints 0.
+#[test]
+fn stat_of_an_arena_flag_without_an_arena_prints_0() {
+    use ringwire::core::layout::{Flags, hdr};
+    use std::os::unix::fs::FileExt;
+    let p = ShmPath::new("cli-misc-stat-arena-flag");
+    let mut prod = RingProducer::<Rec>::create(p.path(), 16).unwrap();
+    prod.push(&Rec::new(1));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(p.path())
+        .unwrap();
+    let mut flags = [0u8; 4];
+    f.read_exact_at(&mut flags, hdr::FLAGS as u64).unwrap();
+    let flags = u32::from_le_bytes(flags) | Flags::WITH_ARENA;
+    f.write_all_at(&flags.to_le_bytes(), hdr::FLAGS as u64)
+        .unwrap();
+    let path = p.path().to_str().unwrap();
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Arena\n  capacity           0\n  reserved           0\n"),
+        "{out}"
+    );
+    let (code, out, err) = ringwire(&["stat", path, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["has_arena"], true, "{v}");
+    assert_eq!(v["arena_capacity"], 0, "{v}");
+    assert_eq!(v["arena_reserved"], 0, "{v}");
+    drop(prod);
+}

@@ -169,8 +169,11 @@ pub fn stat_json(path: &Path) -> Result<Value> {
         });
         map.insert("mid_write_slots".into(), json!(stuck));
     }
-    if let (Some(reserved), Some(map)) = (ring.arena_reserved(), o.as_object_mut()) {
-        map.insert("arena_capacity".into(), json!(g.arena_size));
+    if let (true, Some(map)) = (flags.has(Flags::WITH_ARENA), o.as_object_mut()) {
+        // Both keys whenever the flag is set (spec §26), as ringfire: 0 and 0 when the
+        // header has no arena (offset 0); none without the flag, even with an arena.
+        let (capacity, reserved) = ring.arena_reserved().map_or((0, 0), |r| (g.arena_size, r));
+        map.insert("arena_capacity".into(), json!(capacity));
         map.insert("arena_reserved".into(), json!(reserved));
     }
     let mut readers = Vec::new();
