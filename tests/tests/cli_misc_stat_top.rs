@@ -501,3 +501,47 @@ fn stat_of_an_arena_flag_without_an_arena_prints_0() {
     assert_eq!(v["arena_reserved"], 0, "{v}");
     drop(prod);
 }
+
+/// A queue file recreated in place (the same inode truncated and rewritten with another
+/// geometry) is followed as a ring is: `top` used to keep the old geometry and show the
+/// new file's items against the old capacity ("queued 3/1024"), with no replacement.
+#[test]
+fn top_follows_a_queue_recreated_in_place() {
+    use ringwire::queue::SpscProducer;
+    use std::io::Write;
+    let p = ShmPath::new("cli-misc-top-queue-in-place");
+    let aside = p.sibling(".aside");
+    // A queue file's bytes, made aside by the queue API (its producer gone).
+    let image = |capacity, items: u64| {
+        let mut q = SpscProducer::<u64>::create(aside.path(), capacity).unwrap();
+        for i in 0..items {
+            q.try_push(&i).unwrap();
+        }
+        let bytes = std::fs::read(aside.path()).unwrap();
+        drop(q);
+        let _ = std::fs::remove_file(aside.path());
+        bytes
+    };
+    let old = image(1024, 0);
+    std::fs::write(p.path(), &old).unwrap();
+    let path = p.path().to_str().unwrap();
+    let mut top = Top::spawn(&["top", path, "--interval-ms", "50"]);
+    wait_for_top(&mut top, "the first queue's frame", |o| {
+        o.contains("queued 0/1024")
+    });
+    let new = image(4, 3);
+    assert!(new.len() < old.len());
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(p.path())
+        .unwrap();
+    f.write_all(&new).unwrap();
+    drop(f);
+    wait_for_top(&mut top, "a frame of the new queue", |o| {
+        o.contains("queued 3/4 ")
+    });
+    let out = top.out();
+    assert!(out.contains("the file was replaced"), "{out}");
+    assert!(!out.contains("queued 3/1024"), "stale capacity:\n{out}");
+}
