@@ -5,9 +5,9 @@
 //! checks that the path still names the mapped file. A producer restart replaces a ring
 //! with a fresh inode (spec §27 quirk 20), and the old mapping freezes: `top` then follows
 //! the new file, as `tail -F` does, with a line saying so (its rates count from the reopen,
-//! one interval before the frame). A path that stays
-//! missing (or names a file that never becomes a valid ring or queue) for [`REOPEN_GRACE`]
-//! ends `top` with an error (exit 1): `ring removed`, or why the new file cannot be opened.
+//! one interval before the frame). A path that stays missing (or names a file that never
+//! becomes a valid ring or queue) for [`REOPEN_GRACE`] ends `top` with an error (exit 1):
+//! `ring removed`, or why the new file cannot be opened.
 //!
 //! A creator that recreates its ring in place (ringfire's legacy non-exclusive mode, spec
 //! §1.2 step 4: the same inode truncated, resized and initialised again) is followed too:
@@ -20,10 +20,9 @@
 //! ringfire's default) are safe to follow.
 
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
-
-use std::os::unix::fs::MetadataExt;
 
 use ringwire_core::layout::{RING_MAGIC, oldest_retained};
 use ringwire_core::queue::QueueKind;
