@@ -1,6 +1,7 @@
 //! `ringwire stat` prints plain values and tags ring JSON with `"type": "ring"`; `top`
-//! clears the screen only on a terminal and follows a ring replaced at its path, then stops
-//! with "ring removed" (exit 1) once the path is gone.
+//! clears the screen only on a terminal and follows a ring replaced at its path (by a fresh
+//! inode or recreated in place), then stops with "ring removed" (exit 1) once the path is
+//! gone.
 //!
 //! The binary comes from [`ringwire_bin`]: build it first
 //! (`cargo build -p ringwire --bin ringwire`) or set `RINGWIRE_BIN`.
@@ -259,4 +260,288 @@ fn an_output_write_error_names_stdout_not_the_ring() {
         assert!(e.starts_with("stdout: write output"), "{cmd:?}: {e}");
         assert!(!e.contains(path), "{cmd:?}: {e}");
     }
+}
+
+/// Waits until `top`'s output satisfies `f`, failing at once (with its exit status and
+/// stderr) if `top` exits first: a SIGBUS shows as "signal: 7 (SIGBUS)".
+fn wait_for_top(top: &mut Top, what: &str, f: impl Fn(&str) -> bool) {
+    let t0 = Instant::now();
+    loop {
+        if f(&top.out()) {
+            return;
+        }
+        if let Some(s) = top.child.try_wait().unwrap() {
+            let mut err = String::new();
+            let _ = top.child.stderr.take().unwrap().read_to_string(&mut err);
+            panic!("top exited ({s}) before {what}: {err}\n{}", top.out());
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "timed out waiting for {what}:\n{}",
+            top.out()
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// A creator without the exclusive lock (ringfire's legacy mode, spec §1.2 step 4) reuses
+/// the inode: it truncates the file and sizes it for the new geometry. `top` used to compare
+/// only (device, inode), so it kept the old mapping: reading the old registry past the new
+/// end of the file killed it with SIGBUS, and without a registry it showed the window of
+/// the old capacity and no replacement.
+#[test]
+fn top_follows_a_ring_recreated_in_place() {
+    let p = ShmPath::new("cli-misc-top-in-place");
+    let path = p.path().to_str().unwrap();
+    let legacy = |capacity, readers| {
+        RingProducer::<Rec>::builder(capacity)
+            .max_readers(readers)
+            .exclusive_lock(false)
+            .cleanup_mode(ringwire::CleanupMode::Persistent)
+            .build::<Rec, _>(p.path())
+            .unwrap()
+    };
+    // With a registry of 100 slots: the old mapping's registry lies past the new file end.
+    let mut a = legacy(1024, 100);
+    let old_len = a.file().file_len();
+    for seq in 1..=5 {
+        a.push(&Rec::new(seq));
+    }
+    let mut top = Top::spawn(&["top", path, "--interval-ms", "50"]);
+    wait_for_top(&mut top, "the first ring's frame", |o| {
+        o.contains("write_seq 5 ")
+    });
+    let mut b = legacy(16, 0);
+    assert!(b.file().file_len() < old_len / 4);
+    for seq in 1..=20 {
+        b.push(&Rec::new(seq));
+    }
+    // The new capacity's window, not [1, 20] of the old one.
+    wait_for_top(&mut top, "a frame of the new ring", |o| {
+        o.contains("write_seq 20 ") && o.contains("window [5, 20]")
+    });
+    let out = top.out();
+    assert!(out.contains("the file was replaced"), "{out}");
+    assert!(!out.contains("window [1, 20]"), "stale capacity:\n{out}");
+    drop(top);
+    drop((a, b));
+}
+
+/// The rate of `top`'s first frame is measured over one interval. It used to be printed
+/// right after the open sampled `write_seq`, so `--iterations 1` divided what was pushed
+/// in those few microseconds by them: 0, or millions of msg/s for a slow producer.
+#[test]
+fn tops_first_frame_rate_is_over_one_interval() {
+    let p = ShmPath::new("cli-misc-top-first-rate");
+    let mut prod = RingProducer::<Rec>::create(p.path(), 1024).unwrap();
+    prod.push(&Rec::new(1));
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // At most one record a millisecond: at most 1,000 msg/s over any real interval.
+    let pusher = std::thread::spawn({
+        let stop = stop.clone();
+        move || {
+            let mut seq = 2;
+            while !stop.load(Ordering::Relaxed) {
+                prod.push(&Rec::new(seq));
+                seq += 1;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            prod
+        }
+    });
+    let path = p.path().to_str().unwrap();
+    let t0 = Instant::now();
+    let (code, out, err) = ringwire(&["top", path, "--interval-ms", "400", "--iterations", "1"]);
+    let took = t0.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    let prod = pusher.join().unwrap();
+    assert_eq!(code, 0, "{err}");
+    let rate: f64 = out
+        .split("msg/s ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|r| r.parse().ok())
+        .unwrap_or_else(|| panic!("no rate in {out}"));
+    assert!(
+        rate > 0.0 && rate <= 1100.0,
+        "implausible first rate {rate}:\n{out}"
+    );
+    assert!(
+        took >= Duration::from_millis(400),
+        "no wait: {took:?}\n{out}"
+    );
+    drop(prod);
+}
+
+/// Registry slot 0 of `prod`'s ring as a live reader (this process) named `name`, at
+/// `cursor`.
+fn forge_reader(prod: &RingProducer<Rec>, name: &[u8], cursor: u64) {
+    use ringwire::core::layout::reg;
+    use std::os::unix::fs::FileExt;
+    let v = ringwire_tests::shm::view(prod.file());
+    let off = v.registry_slot_offset(0).unwrap();
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(prod.file().path())
+        .unwrap();
+    f.write_all_at(name, (off + reg::NAME) as u64).unwrap();
+    let a32 = |field| v.registry_a32(0, field).unwrap();
+    a32(reg::PID).store(std::process::id(), Ordering::SeqCst);
+    a32(reg::ACTIVE).store(1, Ordering::SeqCst);
+    v.registry_a64(0, reg::CURSOR_SEQ)
+        .unwrap()
+        .store(cursor, Ordering::SeqCst);
+}
+
+/// A reader's name comes from the ring file: `top` printed it raw, so a name with a newline
+/// and an escape sequence forged a reader line and reached the terminal. It is escaped as
+/// `stat` escapes it.
+#[test]
+fn top_escapes_control_characters_in_reader_names() {
+    let p = ShmPath::new("cli-misc-top-name");
+    let mut prod = RingProducer::<Rec>::builder(64)
+        .max_readers(2)
+        .build::<Rec, _>(p.path())
+        .unwrap();
+    for seq in 1..=3 {
+        prod.push(&Rec::new(seq));
+    }
+    forge_reader(&prod, b"evil\nfake reader 9\x1b[31m", 2);
+    let path = p.path().to_str().unwrap();
+    let (code, out, err) = ringwire(&["top", path, "--interval-ms", "5", "--iterations", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.contains('\x1b'),
+        "an escape reached the output: {out:?}"
+    );
+    assert!(
+        !out.lines().any(|l| l.starts_with("fake reader")),
+        "a forged line: {out:?}"
+    );
+    assert!(
+        out.contains(r"evil\nfake reader 9\u{1b}[31m cursor 2 "),
+        "{out:?}"
+    );
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains(r" name evil\nfake reader 9\u{1b}[31m cursor 2 "),
+        "{out:?}"
+    );
+    drop(prod);
+}
+
+/// A reader's lag is ringfire's `write_seq - (cursor - 1)`, saturating. `stat` and `top`
+/// computed `write_seq - cursor + 1`: 41 for cursor 0 at write_seq 40 (ringfire: 40), and
+/// an overflow at write_seq u64::MAX (a panic in a debug build, 0 in a release one).
+#[test]
+fn reader_lag_at_cursor_0_is_ringfires() {
+    let p = ShmPath::new("cli-misc-lag-0");
+    let mut prod = RingProducer::<Rec>::builder(64)
+        .max_readers(2)
+        .build::<Rec, _>(p.path())
+        .unwrap();
+    for seq in 1..=40 {
+        prod.push(&Rec::new(seq));
+    }
+    forge_reader(&prod, b"zero", 0);
+    let path = p.path().to_str().unwrap();
+    let lag_of = |want: u64| {
+        let (code, out, err) = ringwire(&["stat", path]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains(&format!(" cursor 0 lag {want}\n")), "{out}");
+        let (code, out, err) = ringwire(&["stat", path, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["readers"][0]["lag"], want, "{v}");
+        let (code, out, err) = ringwire(&["top", path, "--interval-ms", "5", "--iterations", "1"]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains(&format!(" cursor 0 lag {want}\n")), "{out}");
+    };
+    lag_of(40);
+    ringwire_tests::shm::view(prod.file())
+        .write_seq()
+        .store(u64::MAX, Ordering::SeqCst);
+    lag_of(u64::MAX);
+    drop(prod);
+}
+
+/// A ring whose header has the arena flag and no arena (offset 0): `stat` printed
+/// `capacity null` and `reserved null` and `--json` had neither key; spec §26 lists both
+/// whenever `has_arena` is true, and ringfire prints 0.
+#[test]
+fn stat_of_an_arena_flag_without_an_arena_prints_0() {
+    use ringwire::core::layout::{Flags, hdr};
+    use std::os::unix::fs::FileExt;
+    let p = ShmPath::new("cli-misc-stat-arena-flag");
+    let mut prod = RingProducer::<Rec>::create(p.path(), 16).unwrap();
+    prod.push(&Rec::new(1));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(p.path())
+        .unwrap();
+    let mut flags = [0u8; 4];
+    f.read_exact_at(&mut flags, hdr::FLAGS as u64).unwrap();
+    let flags = u32::from_le_bytes(flags) | Flags::WITH_ARENA;
+    f.write_all_at(&flags.to_le_bytes(), hdr::FLAGS as u64)
+        .unwrap();
+    let path = p.path().to_str().unwrap();
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Arena\n  capacity           0\n  reserved           0\n"),
+        "{out}"
+    );
+    let (code, out, err) = ringwire(&["stat", path, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["has_arena"], true, "{v}");
+    assert_eq!(v["arena_capacity"], 0, "{v}");
+    assert_eq!(v["arena_reserved"], 0, "{v}");
+    drop(prod);
+}
+
+/// A queue file recreated in place (the same inode truncated and rewritten with another
+/// geometry) is followed as a ring is: `top` used to keep the old geometry and show the
+/// new file's items against the old capacity ("queued 3/1024"), with no replacement.
+#[test]
+fn top_follows_a_queue_recreated_in_place() {
+    use ringwire::queue::SpscProducer;
+    use std::io::Write;
+    let p = ShmPath::new("cli-misc-top-queue-in-place");
+    let aside = p.sibling(".aside");
+    // A queue file's bytes, made aside by the queue API (its producer gone).
+    let image = |capacity, items: u64| {
+        let mut q = SpscProducer::<u64>::create(aside.path(), capacity).unwrap();
+        for i in 0..items {
+            q.try_push(&i).unwrap();
+        }
+        let bytes = std::fs::read(aside.path()).unwrap();
+        drop(q);
+        let _ = std::fs::remove_file(aside.path());
+        bytes
+    };
+    let old = image(1024, 0);
+    std::fs::write(p.path(), &old).unwrap();
+    let path = p.path().to_str().unwrap();
+    let mut top = Top::spawn(&["top", path, "--interval-ms", "50"]);
+    wait_for_top(&mut top, "the first queue's frame", |o| {
+        o.contains("queued 0/1024")
+    });
+    let new = image(4, 3);
+    assert!(new.len() < old.len());
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(p.path())
+        .unwrap();
+    f.write_all(&new).unwrap();
+    drop(f);
+    wait_for_top(&mut top, "a frame of the new queue", |o| {
+        o.contains("queued 3/4 ")
+    });
+    let out = top.out();
+    assert!(out.contains("the file was replaced"), "{out}");
+    assert!(!out.contains("queued 3/1024"), "stale capacity:\n{out}");
 }

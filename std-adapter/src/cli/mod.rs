@@ -48,9 +48,11 @@ pub enum Command {
     /// Refresh write_seq, msg/s, MB/s, the retained window, sleepers and readers (for a
     /// ringwire queue file: items in and out per second, items queued, sleepers).
     ///
-    /// The screen is cleared before each refresh only when stdout is a terminal. A file
-    /// replaced at the path (a restarted producer) is followed; a path that stays removed
-    /// for a second ends top with "ring removed" (exit 1).
+    /// The first refresh comes one interval after the start, so that its rates are
+    /// measured over an interval. The screen is cleared before each refresh only when
+    /// stdout is a terminal. A file replaced at the path (a restarted producer, or one
+    /// recreating it in place) is followed, its rates counted from the reopen; a path that
+    /// stays removed for a second ends top with "ring removed" (exit 1).
     Top {
         /// The ring or queue file.
         path: PathBuf,

@@ -1,5 +1,6 @@
 //! `ringwire stat <PATH> [--json]` (spec §26).
 
+use std::borrow::Cow;
 use std::fs::OpenOptions;
 use std::io::{Read, Write};
 use std::path::Path;
@@ -168,8 +169,11 @@ pub fn stat_json(path: &Path) -> Result<Value> {
         });
         map.insert("mid_write_slots".into(), json!(stuck));
     }
-    if let (Some(reserved), Some(map)) = (ring.arena_reserved(), o.as_object_mut()) {
-        map.insert("arena_capacity".into(), json!(g.arena_size));
+    if let (true, Some(map)) = (flags.has(Flags::WITH_ARENA), o.as_object_mut()) {
+        // Both keys whenever the flag is set (spec §26), as ringfire: 0 and 0 when the
+        // header has no arena (offset 0); none without the flag, even with an arena.
+        let (capacity, reserved) = ring.arena_reserved().map_or((0, 0), |r| (g.arena_size, r));
+        map.insert("arena_capacity".into(), json!(capacity));
         map.insert("arena_reserved".into(), json!(reserved));
     }
     let mut readers = Vec::new();
@@ -178,7 +182,7 @@ pub fn stat_json(path: &Path) -> Result<Value> {
             break;
         };
         if e.pid != 0 && e.active != 0 {
-            let lag = if w >= e.cursor { w - e.cursor + 1 } else { 0 };
+            let lag = reader_lag(w, e.cursor);
             readers.push(json!({
                 "slot": i, "pid": e.pid, "name": e.name_str(), "cursor": e.cursor,
                 "lag": lag, "alive": pid_alive(e.pid),
@@ -191,21 +195,35 @@ pub fn stat_json(path: &Path) -> Result<Value> {
     Ok(o)
 }
 
-/// A JSON value as text: a string without its quotes (control characters escaped, so a
-/// reader's name cannot break a line), anything else as JSON.
+/// `s` with its control characters escaped (`\n`, `\u{1b}`, ...), so that a reader's name
+/// read from a ring cannot break a line or send escape sequences to a terminal.
+pub(super) fn escape_controls(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(char::is_control) {
+        return Cow::Borrowed(s);
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+/// A reader's lag as ringfire's `stat` and `top` compute it: the records from its cursor
+/// (the next sequence it reads; 0 before its first, counted as 1) to `write_seq`, 0 for a
+/// cursor past it. Saturating: no overflow at `write_seq` u64::MAX.
+pub(super) fn reader_lag(write_seq: u64, cursor: u64) -> u64 {
+    write_seq.saturating_sub(cursor.saturating_sub(1))
+}
+
+/// A JSON value as text: a string without its quotes (control characters escaped, see
+/// [`escape_controls`]), anything else as JSON.
 fn plain(v: &Value) -> String {
     match v {
-        Value::String(s) if s.chars().any(char::is_control) => s
-            .chars()
-            .map(|c| {
-                if c.is_control() {
-                    c.escape_default().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect(),
-        Value::String(s) => s.clone(),
+        Value::String(s) => escape_controls(s).into_owned(),
         other => other.to_string(),
     }
 }
@@ -337,4 +355,27 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         _ => writeln!(out, "Readers: no registry").map_err(&oe)?,
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reader_lag;
+
+    #[test]
+    fn reader_lag_is_ringfires() {
+        // (write_seq, cursor, ringfire's write_seq.saturating_sub(cursor.saturating_sub(1)))
+        for (w, cursor, lag) in [
+            (40, 0, 40),
+            (40, 1, 40),
+            (40, 40, 1),
+            (40, 41, 0),
+            (40, 50, 0),
+            (0, 0, 0),
+            (0, 1, 0),
+            (u64::MAX, 0, u64::MAX),
+            (u64::MAX, u64::MAX, 1),
+        ] {
+            assert_eq!(reader_lag(w, cursor), lag, "write_seq {w} cursor {cursor}");
+        }
+    }
 }

@@ -1,20 +1,34 @@
 //! `ringwire top <PATH> [--interval-ms N] [--iterations N]` (spec §26).
 //!
-//! Each refresh first checks that the path still names the mapped file. A producer restart
-//! replaces a ring with a fresh inode (spec §27 quirk 20), and the old mapping freezes: `top`
-//! then follows the new file, as `tail -F` does, with a line saying so. A path that stays
-//! missing (or names a file that never becomes a valid ring or queue) for [`REOPEN_GRACE`]
-//! ends `top` with an error (exit 1): `ring removed`, or why the new file cannot be opened.
+//! Each frame comes one refresh interval after the counters its rates start from were
+//! sampled (the first one too: it waits an interval after the open). Before it, `top`
+//! checks that the path still names the mapped file. A producer restart replaces a ring
+//! with a fresh inode (spec §27 quirk 20), and the old mapping freezes: `top` then follows
+//! the new file, as `tail -F` does, with a line saying so (its rates count from the reopen,
+//! one interval before the frame). A path that stays missing (or names a file that never
+//! becomes a valid ring or queue) for [`REOPEN_GRACE`] ends `top` with an error (exit 1):
+//! `ring removed`, or why the new file cannot be opened.
+//!
+//! A creator that recreates its ring in place (ringfire's legacy non-exclusive mode, spec
+//! §1.2 step 4: the same inode truncated, resized and initialised again) is followed too:
+//! the file counts as replaced when its length differs from the mapped length, its header's
+//! magic or geometry changed (a queue's kind, capacity, stride, item size or slots offset),
+//! or its `write_seq` (a queue's cursors) went back. The length is checked before the
+//! mapping is read; but a file truncated between that check and the frame's reads still
+//! makes them fault (SIGBUS ends `top`), as for `serve` (see the `replica::serve` module
+//! docs). Creators that make a fresh inode (every exclusive creator, ringwire's and
+//! ringfire's default) are safe to follow.
 
 use std::io::Write;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use ringwire_core::layout::oldest_retained;
+use ringwire_core::layout::{RING_MAGIC, oldest_retained};
 use ringwire_core::queue::QueueKind;
 
 use super::out_err;
-use super::stat::queue_kind;
+use super::stat::{escape_controls, queue_kind, reader_lag};
 use crate::error::{Error, Result};
 use crate::file::ReadOnlyRing;
 use crate::queue::ReadOnlyQueue;
@@ -38,10 +52,12 @@ enum Watched {
     },
 }
 
-/// A file opened by `top`, and the (device, inode) of the path when it was opened.
+/// A file opened by `top`, the (device, inode) of the path when it was opened and the
+/// mapped length.
 struct Target {
     watched: Watched,
     id: (u64, u64),
+    len: u64,
 }
 
 fn stat_err(path: &Path) -> impl Fn(std::io::Error) -> Error + '_ {
@@ -71,7 +87,17 @@ fn open(path: &Path) -> Result<Target> {
         };
         let after = path_id(path).map_err(stat_err(path))?;
         match (before, after) {
-            (Some(b), Some(a)) if a == b => return Ok(Target { watched, id: a }),
+            (Some(b), Some(a)) if a == b => {
+                let len = match &watched {
+                    Watched::Ring { ring, .. } => ring.file_len(),
+                    Watched::Queue { q, .. } => q.file_len(),
+                };
+                return Ok(Target {
+                    watched,
+                    id: a,
+                    len: len as u64,
+                });
+            }
             // Replaced (or removed) during the open: open what the path names now.
             _ => std::thread::sleep(Duration::from_millis(1)),
         }
@@ -82,9 +108,43 @@ fn open(path: &Path) -> Result<Target> {
     })
 }
 
-/// Whether the path still names `t`'s file.
-fn still_there(path: &Path, t: &Target) -> Result<bool> {
-    Ok(path_id(path).map_err(stat_err(path))? == Some(t.id))
+/// Whether the path no longer names `t`'s file as it was opened: another file or none, or
+/// the mapped file recreated in place (see the module docs): its length, magic or geometry
+/// changed, or its counters went back. The length is checked before the mapping is read.
+fn is_replaced(path: &Path, t: &Target) -> Result<bool> {
+    let m = match std::fs::metadata(path) {
+        Ok(m) => m,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(true),
+        Err(e) => return Err(stat_err(path)(e)),
+    };
+    if (m.dev(), m.ino()) != t.id || m.len() != t.len {
+        return Ok(true);
+    }
+    Ok(match &t.watched {
+        Watched::Ring { ring, prev } => {
+            let (h, g) = (ring.header(), ring.geometry());
+            h.magic != RING_MAGIC
+                || h.capacity != g.capacity
+                || h.element_size != g.element_size
+                || h.slots_offset != g.slots_offset
+                || h.reader_registry_offset != g.registry_offset
+                || h.reader_registry_count != g.registry_count
+                || h.arena_offset != g.arena_offset
+                || h.write_seq < *prev
+        }
+        Watched::Queue { q, kind, prev } => {
+            let (h, g) = (q.header(), q.geometry());
+            let (enq, deq) = q.cursors();
+            h.magic != kind.magic()
+                || h.kind != kind.code()
+                || h.capacity != g.capacity
+                || h.slot_stride != g.slot_stride
+                || h.item_size != g.item_size
+                || h.slots_offset != g.slots_offset
+                || enq < prev.0
+                || deq < prev.1
+        }
+    })
 }
 
 /// The file now at `path`, which no longer names the watched one; retried for
@@ -120,28 +180,35 @@ pub(super) fn run(
     let mut t = open(path)?;
     let oe = out_err();
     let interval = Duration::from_millis(interval_ms);
-    let mut prev = Instant::now();
+    // When the counters were last sampled: `open` just sampled them, and each frame does.
+    let mut since = Instant::now();
     let mut n = 0u64;
     loop {
         if iterations.is_some_and(|max| n >= max) {
             return Ok(());
         }
+        // Every frame, the first included, comes one interval after the counters it starts
+        // from were sampled, so its rates are over a real interval (ringfire's top waits so
+        // too). A file replaced meanwhile is reopened and the wait starts again: the
+        // frame's rates then count from the reopen.
         let mut replaced = false;
-        if n > 0 {
+        loop {
             std::thread::sleep(interval);
-            if !still_there(path, &t)? {
-                let noun = match t.watched {
-                    Watched::Ring { .. } => "ring",
-                    Watched::Queue { .. } => "queue",
-                };
-                t = reopen(path, noun)?;
-                replaced = true;
+            if !is_replaced(path, &t)? {
+                break;
             }
+            let noun = match t.watched {
+                Watched::Ring { .. } => "ring",
+                Watched::Queue { .. } => "queue",
+            };
+            t = reopen(path, noun)?;
+            since = Instant::now();
+            replaced = true;
         }
         n += 1;
         let now = Instant::now();
-        let dt = now.duration_since(prev).as_secs_f64().max(1e-9);
-        prev = now;
+        let dt = now.duration_since(since).as_secs_f64().max(1e-9);
+        since = now;
         if clear {
             // Clear the screen and home the cursor.
             write!(out, "\x1b[2J\x1b[H").map_err(&oe)?;
@@ -155,7 +222,7 @@ pub(super) fn run(
         if replaced {
             writeln!(
                 out,
-                "  (the file was replaced: now showing the new one; rates count from now)"
+                "  (the file was replaced: now showing the new one; rates count from its opening)"
             )
             .map_err(&oe)?;
         }
@@ -192,13 +259,13 @@ fn ring_frame(
     )?;
     for i in 0..g.registry_count {
         if let Some(e) = ring.registry_entry(i).filter(|e| e.is_live()) {
-            let lag = if w >= e.cursor { w - e.cursor + 1 } else { 0 };
+            let lag = reader_lag(w, e.cursor);
             writeln!(
                 out,
                 "  reader {i} pid {} ({}) {} cursor {} lag {lag}",
                 e.pid,
                 if pid_alive(e.pid) { "alive" } else { "dead" },
-                e.name_str(),
+                escape_controls(&e.name_str()),
                 e.cursor
             )?;
         }

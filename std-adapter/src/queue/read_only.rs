@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use memmap2::MmapRaw;
 use ringwire_core::queue::{
-    MpmcQueue as CoreMpmc, QueueExpect, QueueGeometry, QueueKind, QueueView, StuckKind, StuckSlot,
+    MpmcQueue as CoreMpmc, QueueExpect, QueueGeometry, QueueHeader, QueueKind, QueueView,
+    StuckKind, StuckSlot,
 };
 use ringwire_core::sync::Ordering;
 
@@ -15,7 +16,7 @@ use crate::error::{Error, Result};
 /// A validated queue file behind a `PROT_READ` mapping.
 pub struct ReadOnlyQueue {
     view: QueueView,
-    _map: MmapRaw,
+    map: MmapRaw,
     _file: File,
     path: PathBuf,
 }
@@ -62,7 +63,7 @@ impl ReadOnlyQueue {
         })?;
         Ok(ReadOnlyQueue {
             view,
-            _map: map,
+            map,
             _file: file,
             path: path.to_path_buf(),
         })
@@ -71,6 +72,29 @@ impl ReadOnlyQueue {
     /// The path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The mapped length in bytes (the file's when it was opened).
+    pub fn file_len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// The validated geometry (as opened; [`header`](Self::header) reads the file's now).
+    pub fn geometry(&self) -> &QueueGeometry {
+        self.view.geometry()
+    }
+
+    /// A relaxed snapshot of the header.
+    pub fn header(&self) -> QueueHeader {
+        self.view.header()
+    }
+
+    /// (enqueue, dequeue) cursors, relaxed: unlike [`snapshot`](Self::snapshot), no slot
+    /// is read.
+    pub fn cursors(&self) -> (u64, u64) {
+        // Relaxed: a monitoring snapshot; the dequeue cursor first, as in `snapshot`.
+        let dequeue = self.view.deq().load(Ordering::Relaxed);
+        (self.view.enq().load(Ordering::Relaxed), dequeue)
     }
 
     /// Every MPMC position a producer or a consumer holds right now (pushes and pops in
