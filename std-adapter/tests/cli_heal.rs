@@ -189,16 +189,21 @@ fn a_lossy_ring_whose_producers_push_is_not_healed() {
     let _ = std::fs::remove_file(&t.0);
 }
 
-#[test]
-fn files_without_stuck_slots_have_nothing_to_heal_and_bad_files_are_errors() {
-    let t = TmpRing::new("heal-other");
-    let path = t.0.to_str().unwrap();
+/// A single-writer ring of 16 slots at `t`, removed when the handle is dropped.
+fn single_writer_ring(t: &TmpRing) -> RingFile {
     let geo = Geometry::spmc(16, 16, 8, 0, false).unwrap();
     let opts = CreateOptions {
         cleanup: CleanupMode::UnlinkOnDrop,
         ..CreateOptions::default()
     };
-    let ring = RingFile::create(&t.0, &geo, &opts).unwrap();
+    RingFile::create(&t.0, &geo, &opts).unwrap()
+}
+
+#[test]
+fn files_without_stuck_slots_have_nothing_to_heal_and_bad_files_are_errors() {
+    let t = TmpRing::new("heal-other");
+    let path = t.0.to_str().unwrap();
+    let ring = single_writer_ring(&t);
     let (code, out, err) = ringwire(&["heal", path]);
     assert_eq!(code, 0, "{err}");
     assert!(
@@ -265,12 +270,7 @@ fn readable_by_nobody(path: &std::path::Path) -> Vec<u8> {
 fn heal_reports_a_single_writer_ring_it_may_not_write() {
     let t = TmpRing::new("heal-ro-spmc");
     let path = t.0.to_str().unwrap();
-    let geo = Geometry::spmc(16, 16, 8, 0, false).unwrap();
-    let opts = CreateOptions {
-        cleanup: CleanupMode::UnlinkOnDrop,
-        ..CreateOptions::default()
-    };
-    let _ring = RingFile::create(&t.0, &geo, &opts).unwrap();
+    let _ring = single_writer_ring(&t);
     let bytes = readable_by_nobody(&t.0);
     let (code, _, err) = ringwire_as_nobody(&["stat", path]);
     assert_eq!(code, 0, "stat as nobody: {err}");
