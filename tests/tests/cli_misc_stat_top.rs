@@ -393,19 +393,25 @@ fn forge_reader(prod: &RingProducer<Rec>, name: &[u8], cursor: u64) {
         .store(cursor, Ordering::SeqCst);
 }
 
+/// A ring of 64 `Rec`s with two reader slots, holding records `1..=records`.
+fn ring_with_two_reader_slots(p: &ShmPath, records: u64) -> RingProducer<Rec> {
+    let mut prod = RingProducer::<Rec>::builder(64)
+        .max_readers(2)
+        .build::<Rec, _>(p.path())
+        .unwrap();
+    for seq in 1..=records {
+        prod.push(&Rec::new(seq));
+    }
+    prod
+}
+
 /// A reader's name comes from the ring file: `top` printed it raw, so a name with a newline
 /// and an escape sequence forged a reader line and reached the terminal. It is escaped as
 /// `stat` escapes it.
 #[test]
 fn top_escapes_control_characters_in_reader_names() {
     let p = ShmPath::new("cli-misc-top-name");
-    let mut prod = RingProducer::<Rec>::builder(64)
-        .max_readers(2)
-        .build::<Rec, _>(p.path())
-        .unwrap();
-    for seq in 1..=3 {
-        prod.push(&Rec::new(seq));
-    }
+    let prod = ring_with_two_reader_slots(&p, 3);
     forge_reader(&prod, b"evil\nfake reader 9\x1b[31m", 2);
     let path = p.path().to_str().unwrap();
     let (code, out, err) = ringwire(&["top", path, "--interval-ms", "5", "--iterations", "1"]);
@@ -437,13 +443,7 @@ fn top_escapes_control_characters_in_reader_names() {
 #[test]
 fn reader_lag_at_cursor_0_is_ringfires() {
     let p = ShmPath::new("cli-misc-lag-0");
-    let mut prod = RingProducer::<Rec>::builder(64)
-        .max_readers(2)
-        .build::<Rec, _>(p.path())
-        .unwrap();
-    for seq in 1..=40 {
-        prod.push(&Rec::new(seq));
-    }
+    let prod = ring_with_two_reader_slots(&p, 40);
     forge_reader(&prod, b"zero", 0);
     let path = p.path().to_str().unwrap();
     let lag_of = |want: u64| {
