@@ -657,6 +657,30 @@ fn replication_table(runs: &[String]) -> String {
                 .push((k, r));
         }
     }
+    // A run that gave no row for an implementation's configuration (its whole bench
+    // process crashed, or the row is missing from its file) is a run with errors of that
+    // configuration, not a run left out of the counts.
+    for imps in cells.values_mut() {
+        for cell in imps.values_mut() {
+            let key = cell[0].1.key.clone();
+            for k in 0..runs.len() {
+                if !cell.iter().any(|(j, _)| *j == k) {
+                    cell.push((
+                        k,
+                        ReplRow {
+                            key: key.clone(),
+                            p50: f64::NAN,
+                            p99: f64::NAN,
+                            ok: false,
+                            late: None,
+                            cpu: None,
+                        },
+                    ));
+                }
+            }
+            cell.sort_by_key(|(k, _)| *k);
+        }
+    }
     let mut md = String::from(
         "| rate (msg/s) | transport | config | ringwire p50 | min – max | ringfire p50 | min – max | p50 ratio ringwire ÷ ringfire, within each run: median (min – max) | ringwire p99 | ringfire p99 | producer late p99 / max: ringwire; ringfire | CPU (cores), median of clean runs: ringwire; ringfire | clean runs (ringwire/ringfire) | runs with errors (ringwire/ringfire) |\n\
          |---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
@@ -1217,6 +1241,28 @@ mod tests {
         );
         assert!(md.contains("| 3/2 | 0/1 |"), "{md}");
         assert!(replication_rows("not json").is_empty());
+        // A run whose file is empty (the bench process crashed whole), and a run missing
+        // ringwire's row: runs with errors of that configuration, not runs left uncounted
+        // (they showed as 3/3 | 0/0 and 2/3 | 0/0).
+        let runs = vec![
+            run(80_000, 30_000, false),
+            run(60_000, 40_000, false),
+            run(70_000, 35_000, false),
+            String::new(),
+        ];
+        let md = replication_table(&runs);
+        assert!(md.contains("| 3/3 | 1/1 |"), "{md}");
+        let only_ringfire = format!(
+            "JSON: {{\"bench\":\"replication\",\"rows\":[{}]}}",
+            row("ringfire", "tcp", 30_000, false)
+        );
+        let runs = vec![
+            only_ringfire,
+            run(60_000, 40_000, false),
+            run(70_000, 35_000, false),
+        ];
+        let md = replication_table(&runs);
+        assert!(md.contains("| 2/3 | 1/0 |"), "{md}");
     }
 
     /// The CPU column is the median over the clean runs that reported `cpu_cores`; rows
