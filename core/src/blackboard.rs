@@ -369,6 +369,14 @@ impl Blackboard {
         Ok(())
     }
 
+    /// The seqlock word of `key` (0: never written; odd: a write in progress, or a writer
+    /// that died in one). For tools that look at a board without reading values.
+    pub fn seqlock(&self, key: usize) -> Result<u64, BlackboardError> {
+        let (_, lock) = self.slot(key, self.value_size as usize)?;
+        // Relaxed: a diagnosis; no value is read through it.
+        Ok(lock.load(Ordering::Relaxed))
+    }
+
     /// One read attempt of `key` into `dst` (exactly `value_size` bytes).
     pub fn try_read(&self, key: usize, dst: &mut [u8]) -> Result<TryRead, BlackboardError> {
         let (off, lock) = self.slot(key, dst.len())?;

@@ -40,6 +40,38 @@ pub(crate) fn check_file(path: &Path) -> Result<()> {
         .map_err(bb_err(path))
 }
 
+/// The keys of the blackboard at `path` whose seqlock is odd, and still the same odd value
+/// `settle` later: each a write that has not finished in that time, so almost surely one
+/// whose writer died mid-write (readers of such a key get
+/// [`BlackboardError::WriterStalled`](ringwire_core::blackboard::BlackboardError)). For
+/// `heal`; the file is mapped read-only.
+pub(crate) fn stalled_keys(path: &Path, settle: std::time::Duration) -> Result<Vec<usize>> {
+    let file = open_regular(path, OpenOptions::new().read(true))?;
+    let (_map, region) = map_file(path, &file, true)?;
+    let bb = Blackboard::attach(region, None).map_err(bb_err(path))?;
+    let odd = |keys: &mut dyn Iterator<Item = usize>| -> Result<Vec<(usize, u64)>> {
+        let mut v = Vec::new();
+        for k in keys {
+            let s = bb.seqlock(k).map_err(bb_err(path))?;
+            if s % 2 == 1 {
+                v.push((k, s));
+            }
+        }
+        Ok(v)
+    };
+    let first = odd(&mut (0..bb.slot_count() as usize))?;
+    if first.is_empty() {
+        return Ok(Vec::new());
+    }
+    std::thread::sleep(settle);
+    let again = odd(&mut first.iter().map(|&(k, _)| k))?;
+    Ok(first
+        .iter()
+        .filter(|f| again.contains(f))
+        .map(|&(k, _)| k)
+        .collect())
+}
+
 /// The writer of a blackboard file (one writer per key; this type writes all keys).
 pub struct BlackboardProducer<V> {
     bb: Blackboard,

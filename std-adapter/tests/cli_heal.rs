@@ -1,6 +1,7 @@
 //! `ringwire heal`: an MPMC queue file's stuck slots are healed when no other process has
 //! it open and reported (exit 1) otherwise; a lossy MPMC ring's slots left mid-write are
-//! healed only with `--producers-dead`; other files have nothing to heal.
+//! healed only with `--producers-dead`; a blackboard key left mid-write is reported (exit
+//! 1); other files have nothing to heal.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -404,4 +405,32 @@ fn a_queue_with_nothing_stuck_says_whether_others_have_it_open() {
         out.contains(&format!("{path}: no stuck positions; nothing to heal")),
         "{out}"
     );
+}
+
+/// A blackboard key whose seqlock stays odd (its writer killed mid-write) makes every read
+/// of it fail with "writer stalled": heal reports the key (exit 1), where it said a
+/// blackboard has no stuck slots. A board with none is fine (exit 0). Nothing is written.
+#[test]
+fn heal_reports_a_blackboard_key_left_mid_write() {
+    let t = TmpRing::new("heal-bb");
+    let path = t.0.to_str().unwrap();
+    // Removed when dropped (the default cleanup mode).
+    let mut board = ringwire::BlackboardProducer::<[u64; 5]>::create(&t.0, 4).unwrap();
+    board.write(1, &[7; 5]).unwrap();
+    let (code, out, err) = ringwire(&["heal", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("no blackboard key left mid-write"), "{out}");
+    // Key 1's seqlock (at 128 + 64) left odd, as by a writer killed mid-write.
+    let mut bytes = std::fs::read(&t.0).unwrap();
+    bytes[192..200].copy_from_slice(&5u64.to_le_bytes());
+    std::fs::write(&t.0, &bytes).unwrap();
+    let (code, out, err) = ringwire(&["heal", path]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("1 blackboard key(s) left mid-write for over")
+            && err.contains("(the first: 1; all: [1])"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&t.0).unwrap(), bytes);
+    drop(board);
 }

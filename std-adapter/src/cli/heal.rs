@@ -44,7 +44,26 @@ pub(super) fn run(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Res
             return Err(flag_misplaced(path, "a blackboard"));
         }
         crate::blackboard::check_file(path)?;
-        return writeln!(out, "{p}: a blackboard has no stuck slots; nothing to heal").map_err(oe);
+        let stalled = crate::blackboard::stalled_keys(path, SETTLE)?;
+        let Some(first) = stalled.first() else {
+            return writeln!(
+                out,
+                "{p}: no blackboard key left mid-write; nothing to heal"
+            )
+            .map_err(oe);
+        };
+        // A key's seqlock belongs to its single writer: nothing else may store it, so
+        // heal reports the key and leaves it to that writer's next write.
+        return Err(Error::NotHealed {
+            path: path.to_path_buf(),
+            what: format!(
+                "{} blackboard key(s) left mid-write for over {} ms (the first: {first}; \
+                 all: {stalled:?}): readers of them get 'writer stalled'. heal does not \
+                 repair a key: a new write of it by its writer does",
+                stalled.len(),
+                SETTLE.as_millis()
+            ),
+        });
     }
     if magic != RING_MAGIC {
         return Err(Error::attach(path, AttachError::BadMagic { found: magic }));

@@ -88,7 +88,9 @@ pub enum Command {
     /// are healed only with --producers-dead, and only if no producer shows itself alive
     /// (tickets moving, or the creator's lock held); otherwise they are reported and heal
     /// exits 1. Reporting needs read access only: stuck slots of a file heal may not write
-    /// are reported, with that reason, and heal exits 1.
+    /// are reported, with that reason, and heal exits 1. A blackboard key left mid-write
+    /// (its seqlock odd in two looks 20 ms apart) is reported and heal exits 1; only a new
+    /// write of the key by its writer repairs it.
     Heal {
         /// The queue or ring file.
         path: PathBuf,
