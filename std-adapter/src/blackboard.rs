@@ -33,11 +33,16 @@ fn bb_err(path: &Path) -> impl Fn(BlackboardError) -> Error + '_ {
 /// [`BlackboardError::TooShort`], naming both lengths). For `stat` and `heal`, which
 /// otherwise look at the header alone.
 pub(crate) fn check_file(path: &Path) -> Result<()> {
+    map_read_only(path).map(drop)
+}
+
+/// The blackboard at `path`, mapped read-only and checked as [`check_file`] says; the
+/// mapping lives as long as the returned `MmapRaw`.
+fn map_read_only(path: &Path) -> Result<(MmapRaw, Blackboard)> {
     let file = open_regular(path, OpenOptions::new().read(true))?;
-    let (_map, region) = map_file(path, &file, true)?;
-    Blackboard::attach(region, None)
-        .map(drop)
-        .map_err(bb_err(path))
+    let (map, region) = map_file(path, &file, true)?;
+    let bb = Blackboard::attach(region, None).map_err(bb_err(path))?;
+    Ok((map, bb))
 }
 
 /// The keys of the blackboard at `path` whose seqlock is odd, and still the same odd value
@@ -46,9 +51,7 @@ pub(crate) fn check_file(path: &Path) -> Result<()> {
 /// [`BlackboardError::WriterStalled`](ringwire_core::blackboard::BlackboardError)). For
 /// `heal`; the file is mapped read-only.
 pub(crate) fn stalled_keys(path: &Path, settle: std::time::Duration) -> Result<Vec<usize>> {
-    let file = open_regular(path, OpenOptions::new().read(true))?;
-    let (_map, region) = map_file(path, &file, true)?;
-    let bb = Blackboard::attach(region, None).map_err(bb_err(path))?;
+    let (_map, bb) = map_read_only(path)?;
     let odd = |keys: &mut dyn Iterator<Item = usize>| -> Result<Vec<(usize, u64)>> {
         let mut v = Vec::new();
         for k in keys {

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 pub struct ReadOnlyQueue {
     view: QueueView,
     map: MmapRaw,
-    _file: File,
+    file: File,
     path: PathBuf,
 }
 
@@ -64,7 +64,7 @@ impl ReadOnlyQueue {
         Ok(ReadOnlyQueue {
             view,
             map,
-            _file: file,
+            file,
             path: path.to_path_buf(),
         })
     }
@@ -119,7 +119,7 @@ impl ReadOnlyQueue {
     /// `F_OFD_GETLK`, which takes no lock; `None` when the file system has no record locks.
     /// The creator's `flock` is not seen here.
     pub(crate) fn locked_by_others(&self) -> std::io::Result<Option<bool>> {
-        match super::mem::ofd_held_as(&self._file, libc::F_WRLCK, 0, 0) {
+        match super::mem::ofd_held_as(&self.file, libc::F_WRLCK, 0, 0) {
             Ok(held) => Ok(Some(held)),
             Err(e) if super::mem::locks_unsupported(&e) => Ok(None),
             Err(e) => Err(e),
@@ -130,10 +130,8 @@ impl ReadOnlyQueue {
     pub fn snapshot(&self) -> QueueSnapshot {
         let v = &self.view;
         let geometry = *v.geometry();
-        // Relaxed (all): a monitoring snapshot. The dequeue cursor first, so a queue that
-        // moves meanwhile shows enqueue >= dequeue.
-        let dequeue = v.deq().load(Ordering::Relaxed);
-        let enqueue = v.enq().load(Ordering::Relaxed);
+        // The dequeue cursor first, so a queue that moves meanwhile shows enqueue >= dequeue.
+        let (enqueue, dequeue) = self.cursors();
         let (claimed_unpublished, taken_unfreed) = match geometry.kind {
             QueueKind::Mpmc => match CoreMpmc::new(*v) {
                 Ok(q) => (
