@@ -8,8 +8,10 @@
 //!   pushes several times faster than one whose reader keeps pace: a different
 //!   measurement. So a sample (one `iter_custom` call) is taken again with a fresh ring,
 //!   up to [`PUSH_DRAIN_TRIES`] times, when its reader received fewer than all the timed
-//!   records (`lapped`) or was more than [`PUSH_DRAIN_MAX_LAG`] records behind when the
-//!   pushes ended (`behind`); if no try was clean the last one's time is kept. Every call
+//!   records or missed one in the sequence (`lapped`), or was more than
+//!   [`Drained::max_lag`] records behind when the pushes ended (`behind`: 64, at most half
+//!   the try's pushes); if no try was clean the last one's time is kept. A record received
+//!   twice or out of order fails the run. Every call
 //!   is logged as `<bench id> <tries> <clean|lapped|behind>` (the kept try's outcome) in
 //!   `$CRITERION_HOME/push_drain_samples.txt` (criterion's own `<target>/criterion` without
 //!   it), which scripts/bench.sh counts per implementation.
@@ -34,6 +36,7 @@ use std::time::{Duration, Instant};
 use criterion::Criterion;
 use ringwire::bench::floor::{cacheline_round_trips, moving_line_round_trips, pin_to};
 use ringwire::{BusySpin, RingConsumer, RingProducer};
+use ringwire_tests::push_drain::Drained;
 use ringwire_tests::records::Aligned64;
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
@@ -129,15 +132,16 @@ fn ringfire_attach<T: RtRecord>(path: &Path) -> ringfire::RingConsumer<T> {
 //   page of the fresh /dev/shm file (both sides' page faults) is not counted as push time;
 // * the reader counts the timed records it has when it sees the pushes end, then drains the
 //   ring until it is empty, so its final count is exact: every timed record, or fewer if it
-//   was lapped. A try whose reader was lapped or far behind is taken again (see
+//   was lapped (it also checks the sequences: a gap is a lap too). A try whose reader was lapped or far behind is taken again (see
 //   `push_drain_sample`). Criterion 0.5 samples linearly: sample k of 100 is k·d pushes,
 //   d = ceil(measurement time / (warm-up time per push · 5050)). At `--measurement-time 2`
 //   and ~32 ns a push, d ≈ 12,400: samples run from ~12,400 to ~1,240,000 pushes, 95 of the
 //   100 longer than the 65,536-slot ring (criterion's warm-up calls, doubling from 1 push,
 //   reach the millions too). In a sample longer than the ring, a reader descheduled or
 //   stalled for longer than the writer takes to push one lap is lapped: the first check
-//   (`lapped`, it received fewer than all the timed records) catches it. The second
-//   (`behind`) catches a reader still behind when the pushes end, the only one that can
+//   (`lapped`, it received fewer than all the timed records, or with a gap) catches it. The
+//   second (`behind`: more than 64 records, at most half the sample's, still to come at the
+//   stop) catches a reader still behind when the pushes end, the only one that can
 //   fire in a sample shorter than the ring. Neither catches a stall shorter than one lap
 //   that the reader makes up before the pushes end: such a sample keeps up to one lap of
 //   pushes made with no reader on the writer's lines (at most ~5% of the longest samples,
@@ -148,12 +152,6 @@ fn ringfire_attach<T: RtRecord>(path: &Path) -> ringfire::RingConsumer<T> {
 /// The most tries of one sample whose reader did not keep pace before its time is kept
 /// anyway (and logged as such): a panic would end a whole scripts/bench.sh run.
 const PUSH_DRAIN_TRIES: u32 = 50;
-
-/// How many timed records a reader may still lack when it sees the pushes end and count as
-/// keeping pace. In the runs this was set from, a reader that ran on its core throughout
-/// lacked none of them in most tries and a few dozen at most (it trails the writer by a few
-/// slots); one that was descheduled or stalled lacked hundreds to all of them.
-const PUSH_DRAIN_MAX_LAG: u64 = 64;
 
 /// Progress of the reader thread, seen by the producer between the untimed and timed parts.
 #[derive(Default)]
@@ -178,50 +176,28 @@ fn wait_for(flag: &AtomicBool) {
 
 /// The reader's side: `recv` is one `try_recv` of the crate under test, returning the
 /// record's sequence. Drains the untimed lap (up to record `CAP`), then counts the records
-/// it receives until `stop` and after it until the ring is empty: every timed record when
-/// it kept pace, fewer when it was lapped. The draining loop is the same for both crates.
+/// it receives until `stop` and after it until the ring is empty, checking their sequences
+/// ([`Drained::take`]): every timed record when it kept pace, fewer (or a gap) when it was
+/// lapped. The draining loop is the same for both crates.
 fn drain(gate: &DrainGate, mut recv: impl FnMut() -> Option<u64>) -> Drained {
     // Release: the producer starts pushing only after this.
     gate.attached.store(true, Ordering::Release);
     while recv().is_none_or(|s| s < CAP) {}
     // Release: the producer starts the clock only after this.
     gate.caught_up.store(true, Ordering::Release);
-    let mut n = 0u64;
+    let mut got = Drained::new(CAP + 1);
     // Acquire: pairs with the producer's release store after its last push, so the drain
     // below finds every record that is still in the ring.
     while !gate.stop.load(Ordering::Acquire) {
-        if recv().is_some() {
-            n += 1;
+        if let Some(s) = recv() {
+            got.take(s);
         }
     }
-    let by_stop = n;
-    while recv().is_some() {
-        n += 1;
+    got.stop();
+    while let Some(s) = recv() {
+        got.take(s);
     }
-    Drained { by_stop, total: n }
-}
-
-/// What the reader of one try received of the timed records.
-#[derive(Clone, Copy, Debug, Default)]
-struct Drained {
-    /// Before it saw the pushes end.
-    by_stop: u64,
-    /// In all, the ring drained after the pushes ended: all of them unless it was lapped.
-    total: u64,
-}
-
-impl Drained {
-    /// How the reader of a try of `iters` timed pushes fared: `clean` (it got every record,
-    /// at most [`PUSH_DRAIN_MAX_LAG`] behind when the pushes ended), `lapped` or `behind`.
-    fn outcome(&self, iters: u64) -> &'static str {
-        if self.total < iters {
-            "lapped"
-        } else if iters.saturating_sub(self.by_stop) > PUSH_DRAIN_MAX_LAG {
-            "behind"
-        } else {
-            "clean"
-        }
-    }
+    got
 }
 
 /// One try of a sample of `iters` pushes: `reader` attaches to the ring at `path` and runs
@@ -254,7 +230,10 @@ where
     let dt = t0.elapsed();
     // Release: see `drain`.
     gate.stop.store(true, Ordering::Release);
-    let got = handle.join().unwrap_or_default();
+    // A reader that panicked (a record duplicated or out of order) fails the run.
+    let got = handle
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e));
     if std::env::var_os("RW_PUSH_DRAIN_DIAG").is_some() {
         // Per try: how much of the timed stream the reader had when the pushes ended, and
         // in all (below 1: it was lapped).

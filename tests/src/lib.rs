@@ -3,6 +3,7 @@
 
 pub mod bench_items;
 pub mod netns;
+pub mod push_drain;
 pub mod records;
 pub mod replica;
 pub mod shm;
