@@ -3,7 +3,8 @@
 //! each run's output apart.
 //!
 //! ```text
-//! bench_report criterion <out.md> <svg dir> <run dir>... [--cmd family=command]... [--note family=text]...
+//! bench_report criterion <out.md> <svg dir> <run dir>... [--cmd family=command]... [--note family=text]... [--runs-json <file>]
+//! bench_report criterion-json <out.md> <runs.json> [--cmd family=command]... [--note family=text]...
 //! bench_report latency <out.md> <label>::<json pointer>::<command>::<run.json>[,<run.json>...]...
 //! bench_report replication <out.md> <run.json>...
 //! ```
@@ -18,6 +19,10 @@
 //!   dir: scripts/bench.sh runs it in each criterion run, right after that run's benches.
 //!   Every ratio is computed within one run (both figures from run k) and the table gives
 //!   the median of the per-run ratios with their min–max; no run is left out of it.
+//!   `ringwire_core` (the core MPMC queue) gets a ratio column of its own. `--runs-json`
+//!   writes every run's figures (each benchmark's median per run, the floor per run) to a
+//!   file that scripts/bench.sh keeps in docs/bench/.
+//! * `criterion-json`: the same tables from such a file, without the charts.
 //! * `latency`: each `ringwire bench … --json` run file holds an HDR summary (`p50_ns`,
 //!   `p99_ns`, …) at the JSON pointer; one table row per label with the median of the runs'
 //!   p50 and p99 and their min–max. A run without a summary, or a hand-off run whose reader
@@ -240,6 +245,11 @@ fn reference_for<'a>(imp: &str, imps: &BTreeMap<String, Vec<Run>>) -> &'a str {
     }
 }
 
+/// Implementations that get a ratio column of their own beside ringwire's, in the
+/// families that measured them: `ringwire_core` (the core `MpmcQueue` on bytes, without the
+/// std handle's waiting) in `mpmc_2p2c*`.
+const EXTRA_REFERENCES: &[&str] = &["ringwire_core"];
+
 /// The markdown for every family; `svg(fam, imps)` draws the chart and returns its link.
 /// `notes` (family → text) are printed under that family's table.
 fn criterion_tables(
@@ -272,6 +282,17 @@ fn criterion_tables(
                 ""
             }
         );
+        let extra: Vec<&str> = EXTRA_REFERENCES
+            .iter()
+            .copied()
+            .filter(|r| imps.contains_key(*r))
+            .collect();
+        for r in &extra {
+            let _ = write!(
+                md,
+                " {r} time ÷ this, within each run: median (min – max) |"
+            );
+        }
         if floor_of.is_some() {
             let _ = write!(
                 md,
@@ -279,6 +300,9 @@ fn criterion_tables(
             );
         }
         let _ = write!(md, "\n|---|---:|---:|---:|---:|");
+        for _ in &extra {
+            let _ = write!(md, "---:|");
+        }
         if floor_of.is_some() {
             let _ = write!(md, "---:|");
         }
@@ -290,6 +314,9 @@ fn criterion_tables(
                 .get(reference_for(imp, imps))
                 .map_or("–".to_string(), |w| ratio_cell(&per_run_ratios(w, mine)));
             let _ = write!(md, "| {imp} | {} | {} | {ratio} |", a.cell(), a.runs);
+            for r in &extra {
+                let _ = write!(md, " {} |", ratio_cell(&per_run_ratios(&imps[*r], mine)));
+            }
             if let Some(f) = floor_of {
                 let (cell, low) = floor_ratio_cell(mine, f);
                 if low > 0 {
@@ -306,7 +333,7 @@ fn criterion_tables(
             });
             let _ = writeln!(
                 md,
-                "\n\"this ÷ floor\": the row's figure in run k (criterion's median time per round trip, the round trips timed back to back as a whole) divided by run k's floor: the p50 of `ringwire bench floor --json`'s cache-line round trip, run in the same run right after its criterion benches. The floor times each round trip on its own, so its p50 includes one `Instant::now()` pair (`timer_overhead_ns`{timer}), which the criterion figures do not. The median and min – max cover every run with both figures, whatever the ratio; the criterion `floor/cacheline_round_trip` bench (its own table) is not used here."
+                "\n\"this ÷ floor\": the row's figure in run k (criterion's median time per round trip, the round trips timed back to back as a whole) divided by run k's floor: the p50 of `ringwire bench floor --json`'s cache-line round trip, run in the same run right after its handoff bench (scripts/bench.sh). The floor times each round trip on its own, so its p50 includes one `Instant::now()` pair (`timer_overhead_ns`{timer}), which the criterion figures do not. The median and min – max cover every run with both figures, whatever the ratio; the criterion `floor/cacheline_round_trip` bench (its own table) is not used here."
             );
         }
         if !below_floor.is_empty() {
@@ -360,10 +387,92 @@ fn chart(fam: &str, imps: &BTreeMap<String, Vec<Run>>) -> Chart {
     }
 }
 
-fn cmd_criterion(args: &[String]) -> Result<(), String> {
-    let mut pos = Vec::new();
-    let mut commands = BTreeMap::new();
-    let mut notes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+/// Every run's figures as JSON, the file `--runs-json` writes and `criterion-json` reads:
+/// per benchmark id, each run's figure (the median of that run's samples, ns per
+/// iteration, the number every table cell and ratio is computed from) and its sample
+/// count; per run, the floor p50, and the floor runs' timer overheads. Runs are numbered as the run
+/// directories were given (0 for the first).
+fn runs_json(fams: &Families, floor: &Floor) -> String {
+    let mut benches = serde_json::Map::new();
+    for (fam, imps) in fams {
+        for (imp, runs) in imps {
+            let rows: Vec<serde_json::Value> = runs
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "run": r.run,
+                        "median_ns": r.median(),
+                        "samples": r.samples.len(),
+                    })
+                })
+                .collect();
+            benches.insert(format!("{fam}/{imp}"), rows.into());
+        }
+    }
+    let floor_rows: Vec<serde_json::Value> = floor
+        .runs
+        .iter()
+        .map(|r| serde_json::json!({"run": r.run, "p50_ns": r.median()}))
+        .collect();
+    let v = serde_json::json!({
+        "about": "scripts/bench.sh criterion runs: per benchmark id, each run's median time per iteration (ns) over its criterion samples; per run, `ringwire bench floor --json`'s cache-line round trip p50. `bench_report criterion-json <out.md> <this file>` recomputes the BENCHMARKS.md criterion tables from it.",
+        "benches": benches,
+        "floor": floor_rows,
+        "floor_timer_overhead_ns": floor.timer_ns,
+    });
+    serde_json::to_string_pretty(&v).unwrap_or_default()
+}
+
+/// Reads what [`runs_json`] wrote: each run's figure becomes a run of one sample, whose
+/// median (all the tables use) is that figure.
+fn parse_runs_json(text: &str) -> Result<(Families, Floor), String> {
+    let v: serde_json::Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
+    let benches = v["benches"].as_object().ok_or("no \"benches\" object")?;
+    let run_of = |row: &serde_json::Value, key: &str| -> Result<Run, String> {
+        let run = row["run"]
+            .as_u64()
+            .ok_or_else(|| format!("a row without \"run\": {row}"))?;
+        let x = row[key]
+            .as_f64()
+            .ok_or_else(|| format!("a row without \"{key}\": {row}"))?;
+        Ok(Run {
+            run: usize::try_from(run).map_err(|e| e.to_string())?,
+            samples: vec![x],
+        })
+    };
+    let mut fams = Families::new();
+    for (id, rows) in benches {
+        for row in rows.as_array().ok_or_else(|| format!("{id}: not a list"))? {
+            add_run(&mut fams, id, run_of(row, "median_ns")?);
+        }
+    }
+    let mut floor = Floor::default();
+    for row in v["floor"].as_array().into_iter().flatten() {
+        floor.runs.push(run_of(row, "p50_ns")?);
+    }
+    let timers = v["floor_timer_overhead_ns"]
+        .as_array()
+        .into_iter()
+        .flatten();
+    floor.timer_ns = timers.filter_map(serde_json::Value::as_f64).collect();
+    Ok((fams, floor))
+}
+
+/// `--cmd family=command` and `--note family=text` options, and the other arguments.
+struct TableArgs {
+    pos: Vec<PathBuf>,
+    commands: BTreeMap<String, String>,
+    notes: BTreeMap<String, Vec<String>>,
+    runs_json: Option<PathBuf>,
+}
+
+fn table_args(args: &[String]) -> Result<TableArgs, String> {
+    let mut t = TableArgs {
+        pos: Vec::new(),
+        commands: BTreeMap::new(),
+        notes: BTreeMap::new(),
+        runs_json: None,
+    };
     let mut it = args.iter();
     while let Some(a) = it.next() {
         if a == "--note" {
@@ -371,17 +480,45 @@ fn cmd_criterion(args: &[String]) -> Result<(), String> {
             let (k, v) = kv
                 .split_once('=')
                 .ok_or_else(|| format!("--note {kv:?}: expected family=text"))?;
-            notes.entry(k.to_string()).or_default().push(v.to_string());
+            t.notes
+                .entry(k.to_string())
+                .or_default()
+                .push(v.to_string());
         } else if a == "--cmd" {
             let kv = it.next().ok_or("--cmd needs family=command")?;
             let (k, v) = kv
                 .split_once('=')
                 .ok_or_else(|| format!("--cmd {kv:?}: expected family=command"))?;
-            commands.insert(k.to_string(), v.to_string());
+            t.commands.insert(k.to_string(), v.to_string());
+        } else if a == "--runs-json" {
+            t.runs_json = Some(PathBuf::from(it.next().ok_or("--runs-json needs a file")?));
         } else {
-            pos.push(PathBuf::from(a));
+            t.pos.push(PathBuf::from(a));
         }
     }
+    Ok(t)
+}
+
+/// `criterion-json <out.md> <runs.json> [--cmd …] [--note …]`: the criterion tables again
+/// from a `--runs-json` file (no charts: it keeps each run's figure, not its samples).
+fn cmd_criterion_json(args: &[String]) -> Result<(), String> {
+    let t = table_args(args)?;
+    let [out_md, file] = &t.pos[..] else {
+        return Err("criterion-json: need <out.md> <runs.json>".into());
+    };
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
+    let (fams, floor) = parse_runs_json(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+    let md = criterion_tables(&fams, &floor, &t.commands, &t.notes, |_, _| None);
+    std::fs::write(out_md, md).map_err(|e| format!("{}: {e}", out_md.display()))
+}
+
+fn cmd_criterion(args: &[String]) -> Result<(), String> {
+    let TableArgs {
+        pos,
+        commands,
+        notes,
+        runs_json: runs_json_file,
+    } = table_args(args)?;
     if pos.len() < 3 {
         return Err("criterion: need <out.md> <svg dir> <run dir>...".into());
     }
@@ -419,6 +556,9 @@ fn cmd_criterion(args: &[String]) -> Result<(), String> {
     }
     if fams.is_empty() {
         return Err("no criterion results in any run".into());
+    }
+    if let Some(f) = &runs_json_file {
+        std::fs::write(f, runs_json(&fams, &floor)).map_err(|e| format!("{}: {e}", f.display()))?;
     }
     let _ = std::fs::create_dir_all(svg_dir);
     let base = out_md.parent().unwrap_or(Path::new(".")).to_path_buf();
@@ -769,10 +909,12 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let r = match args.get(1).map(String::as_str) {
         Some("criterion") => cmd_criterion(&args[2..]),
+        Some("criterion-json") => cmd_criterion_json(&args[2..]),
         Some("latency") => cmd_latency(&args[2..]),
         Some("replication") => cmd_replication(&args[2..]),
         _ => Err(
-            "usage: bench_report criterion|latency|replication … (see the source header)".into(),
+            "usage: bench_report criterion|criterion-json|latency|replication … (see the source header)"
+                .into(),
         ),
     };
     if let Err(e) = r {
@@ -1066,6 +1208,69 @@ mod tests {
         assert!(mpmc.contains("heapless_mpmc: not measured"), "{md}");
         let pd = &md[md.find("### `push_drain`").unwrap()..];
         assert!(!pd.contains("dropped count as moved"), "{md}");
+    }
+
+    #[test]
+    fn the_core_mpmc_queue_gets_its_own_ratio_column() {
+        let mut fams = Families::new();
+        // Run 2 is a slow run for crossbeam only: core ÷ crossbeam 0.50, 0.50, 0.25.
+        for (k, core, cb) in [(0, 10.0, 20.0), (1, 11.0, 22.0), (2, 11.0, 44.0)] {
+            add_run(&mut fams, "mpmc_2p2c/ringwire", run_of(k, 12.0));
+            add_run(&mut fams, "mpmc_2p2c/ringwire_core", run_of(k, core));
+            add_run(&mut fams, "mpmc_2p2c/crossbeam_arrayqueue", run_of(k, cb));
+            add_run(&mut fams, "spsc_throughput/u64/ringwire", run_of(k, 5.0));
+        }
+        let md = criterion_tables(
+            &fams,
+            &Floor::default(),
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            |_, _| None,
+        );
+        let mpmc = &md[md.find("### `mpmc_2p2c`").unwrap()..md.find("### `spsc").unwrap()];
+        assert!(
+            mpmc.contains("| ringwire_core time ÷ this, within each run: median (min – max) |"),
+            "{md}"
+        );
+        // ringwire ÷ crossbeam: 0.60, 0.55, 0.27; ringwire_core ÷ crossbeam: 0.50, 0.50, 0.25.
+        assert!(
+            mpmc.contains("| crossbeam_arrayqueue | 22.0 ns | 20.0 ns – 44.0 ns | 3 | 0.55 (0.27 – 0.60) | 0.50 (0.25 – 0.50) |"),
+            "{md}"
+        );
+        // Families without the core queue keep their columns.
+        let spsc = &md[md.find("### `spsc").unwrap()..];
+        assert!(!spsc.contains("ringwire_core"), "{md}");
+        assert!(spsc.contains("|---|---:|---:|---:|---:|\n"), "{md}");
+    }
+
+    #[test]
+    fn tables_from_the_runs_json_are_the_tables_from_the_runs() {
+        let mut fams = Families::new();
+        for (k, w, f) in [(0, 200.0, 100.0), (1, 220.0, 110.0), (3, 210.0, 300.0)] {
+            add_run(
+                &mut fams,
+                "round_trip_2proc/ringwire",
+                Run {
+                    run: k,
+                    samples: vec![w - 5.0, w, w + 9.0],
+                },
+            );
+            add_run(&mut fams, "round_trip_2proc/ringfire", run_of(k, f));
+            add_run(&mut fams, "mpmc_2p2c/ringwire_core", run_of(k, f / 10.0));
+            add_run(&mut fams, "mpmc_2p2c/ringwire", run_of(k, w / 10.0));
+        }
+        let floor = floor_of(&[(0, 90.0), (3, 95.0)]);
+        let cmds = BTreeMap::from([("round_trip_2proc".to_string(), "cargo bench x".to_string())]);
+        let table = |fams: &Families, floor: &Floor| {
+            criterion_tables(fams, floor, &cmds, &BTreeMap::new(), |_, _| None)
+        };
+        let text = runs_json(&fams, &floor);
+        let (fams2, floor2) = parse_runs_json(&text).unwrap();
+        assert_eq!(table(&fams, &floor), table(&fams2, &floor2));
+        assert!(text.contains("\"round_trip_2proc/ringwire\""), "{text}");
+        assert!(table(&fams2, &floor2).contains("this ÷ floor"));
+        assert!(parse_runs_json("{}").is_err());
+        assert!(parse_runs_json(r#"{"benches":{"a/b":[{"run":0}]}}"#).is_err());
     }
 
     #[test]
