@@ -24,6 +24,12 @@ out=BENCHMARKS.md
 svg=docs/bench
 runs_dir=$root/target/bench-runs
 RUNS=${RUNS:-5}
+# The per-run paths `<dir>/run1<suffix>` … `<dir>/run$RUNS<suffix>`, one per line, in run order
+# (a glob would put run10 before run2).
+in_order() { # <dir> <suffix>
+  local k
+  for k in $(seq 1 "$RUNS"); do printf '%s\n' "$1/run$k$2"; done
+}
 
 if [ "${QUICK:-0}" = 1 ]; then
   crit_args=(--warm-up-time 0.5 --measurement-time 1)
@@ -40,7 +46,7 @@ lock_s() { if [ -n "${BENCH_LOCK:-}" ]; then flock -s 9; fi; }
 lock_x() { if [ -n "${BENCH_LOCK:-}" ]; then flock -x 9; fi; }
 unlock() { if [ -n "${BENCH_LOCK:-}" ]; then flock -u 9; fi; }
 # Children inherit fd 9: release explicitly on any exit so a straggler cannot keep the lock.
-trap unlock EXIT
+trap 'unlock; ice_cleanup 2>/dev/null || true' EXIT
 
 rm -rf "$runs_dir"
 mkdir -p "$runs_dir" "$svg"
@@ -79,6 +85,16 @@ if [ -z "$ice_status" ]; then
   fi
 fi
 ice_failed=0
+# iceoryx2 leaves its management files in /dev/shm (iox2_*): remove, at the end, those this
+# run created, and no other.
+ice_shm_before=$(ls -d /dev/shm/iox2_* 2>/dev/null || true)
+ice_cleanup() {
+  local f
+  for f in /dev/shm/iox2_*; do
+    [ -e "$f" ] || continue
+    grep -qxF "$f" <<<"$ice_shm_before" || rm -rf "$f"
+  done
+}
 unlock
 
 # ---- criterion benches, RUNS separate runs, interleaved so slow drift hits every bench ----
@@ -94,11 +110,32 @@ record_families() { # <command>: every family written under $crit_home since $st
     while IFS= read -r id; do printf '%s=%s\n' "${id%/*}" "$1"; done |
     sort -u >>"$cmds_file"
 }
-# Each criterion run also runs `ringwire bench floor --json` right after its benches: the
+# Each criterion run also runs `ringwire bench floor --json` right after its handoff bench: the
 # criterion tables' "this ÷ floor" divides run k's round trips by run k's floor p50
 # (bench_report reads it from $crit_home/ringwire_bench_floor.json).
 floor_cmd="target/release/ringwire bench floor"
 mkdir -p "$runs_dir/floor"
+# iceoryx2's round trip and the floor run right after the handoff bench (whose last group is
+# ringwire's and ringfire's round trips), so that the host's state changes, which last
+# minutes, hit them and the rows they are compared with alike.
+run_iceoryx2() { # <run number>
+  [ -z "$ice_status" ] || return 0
+  echo "== run $1/$RUNS: iceoryx2"
+  if ! CRITERION_HOME=$crit_home "$ice_bin" --bench "${crit_args[@]}"; then
+    ice_failed=$((ice_failed + 1))
+    # A failed run's figures must not reach the table: remove whatever criterion wrote
+    # for it (its directory is the one whose benchmark.json has this full id).
+    find "$crit_home" -path '*/new/benchmark.json' -print0 |
+      xargs -0 -r grep -lF '"full_id":"round_trip_2proc/iceoryx2"' |
+      while IFS= read -r f; do rm -rf "$(dirname "$(dirname "$f")")"; done || true
+  fi
+}
+run_floor() { # <run number>
+  echo "== run $1/$RUNS: ringwire bench floor"
+  mkdir -p "$crit_home"
+  $floor_cmd --json >"$runs_dir/floor/run$1.json" || true
+  cp "$runs_dir/floor/run$1.json" "$crit_home/ringwire_bench_floor.json"
+}
 for k in $(seq 1 "$RUNS"); do
   crit_home=$runs_dir/criterion/run$k
   lock_x
@@ -107,6 +144,10 @@ for k in $(seq 1 "$RUNS"); do
     touch "$stamp"
     CRITERION_HOME=$crit_home cargo bench -p ringwire-tests --bench "$b" -- "${crit_args[@]}"
     if [ "$k" = 1 ]; then record_families "cargo bench -p ringwire-tests --bench $b -- $crit_str"; fi
+    if [ "$b" = handoff ]; then
+      run_iceoryx2 "$k"
+      run_floor "$k"
+    fi
   done
   if [ -f tests/benches/queues.rs ]; then
     # The MPMC bench again under the exponential waiting policy (group mpmc_2p2c_exp).
@@ -118,21 +159,6 @@ for k in $(seq 1 "$RUNS"); do
       record_families "QBENCH_BACKOFF=exp cargo bench -p ringwire-tests --bench queues -- mpmc_2p2c_exp $crit_str"
     fi
   fi
-  if [ -z "$ice_status" ]; then
-    echo "== run $k/$RUNS: iceoryx2"
-    if ! CRITERION_HOME=$crit_home "$ice_bin" --bench "${crit_args[@]}"; then
-      ice_failed=$((ice_failed + 1))
-      # A failed run's figures must not reach the table: remove whatever criterion wrote
-      # for it (its directory is the one whose benchmark.json has this full id).
-      find "$crit_home" -path '*/new/benchmark.json' -print0 |
-        xargs -0 -r grep -lF '"full_id":"round_trip_2proc/iceoryx2"' |
-        while IFS= read -r f; do rm -rf "$(dirname "$(dirname "$f")")"; done || true
-    fi
-  fi
-  echo "== run $k/$RUNS: ringwire bench floor"
-  mkdir -p "$crit_home"
-  $floor_cmd --json >"$runs_dir/floor/run$k.json" || true
-  cp "$runs_dir/floor/run$k.json" "$crit_home/ringwire_bench_floor.json"
   unlock
 done
 if [ -z "$ice_status" ]; then
@@ -163,6 +189,10 @@ if [ -f tests/benches/queues.rs ] &&
 fi
 # push_drain: handoff.rs logs every criterion sample (iter_custom call) as
 # "<bench id> <tries> <clean|lapped|behind>"; count per implementation over all runs.
+# Kept beside the other per-run data: the note's counts can be recomputed from it.
+in_order "$runs_dir/criterion" /push_drain_samples.txt | while IFS= read -r f; do
+  [ -f "$f" ] && sed "s|^|run${f#"$runs_dir"/criterion/run} |; s|/push_drain_samples.txt||" "$f"
+done >"$svg/push_drain_samples.txt" || true
 pd_rows=$(cat "$runs_dir"/criterion/run*/push_drain_samples.txt 2>/dev/null |
   awk 'NF == 3 {
          id = $1; sub(/^push_drain\//, "", id)
@@ -190,7 +220,9 @@ if [ -n "$pd_len" ]; then
   read -r pd_n pd_min pd_max pd_long <<<"$pd_len"
   pd_len_text="; in these runs the samples were $pd_min to $pd_max pushes long, $pd_long of $pd_n longer than the 65,536-slot ring"
 fi
-target/release/bench_report criterion "$tables" "$svg" "$runs_dir"/criterion/run* "${cmd_args[@]}"
+mapfile -t crit_runs < <(in_order "$runs_dir/criterion" "")
+target/release/bench_report criterion "$tables" "$svg" "${crit_runs[@]}" "${cmd_args[@]}" \
+  --runs-json "$svg/criterion_runs.json"
 
 # ---- SPSC instructions per item under callgrind: one run (a count, not a time) ----
 instr_bin=target/release/examples/spsc_instructions
@@ -242,7 +274,7 @@ for k in $(seq 1 "$RUNS"); do
   $wake_cmd --json >"$runs_dir/wake/run$k.json" || true
 done
 unlock
-files() { ls "$runs_dir/$1"/run*.json | paste -sd, -; }
+files() { in_order "$runs_dir/$1" .json | paste -sd, -; }
 latency=$(mktemp)
 target/release/bench_report latency "$latency" \
   "cache-line round trip (floor)::/cacheline_round_trip::$floor_cmd --json::$(files floor)" \
@@ -267,6 +299,30 @@ for r in 1000:1,000 100000:100,000; do
   done
 done
 target/release/bench_report latency "$async_latency" "${async_specs[@]}"
+
+# Every run's output of the latency tables above, kept beside replication.json: the tables
+# can be recomputed from it (bench_report latency reads one file per run; a failed run is
+# null here).
+json_array() { # <run file>...: their JSON texts as one array
+  local sep=""
+  printf '['
+  for f in "$@"; do
+    printf '%s' "$sep"
+    if [ -s "$f" ]; then cat "$f"; else printf 'null'; fi
+    sep=","
+  done
+  printf ']'
+}
+{
+  printf '{"about":"scripts/bench.sh: every run of the floor, hand-off, futex wake-up and async tables, in run order; the commands are in BENCHMARKS.md",'
+  for part in floor handoff wake async; do
+    printf '"%s":' "$part"
+    mapfile -t part_runs < <(in_order "$runs_dir/$part" .json)
+    json_array "${part_runs[@]}"
+    [ "$part" = async ] || printf ','
+  done
+  printf '}\n'
+} >"$svg/latency_runs.json"
 
 # ---- the demo and the stress table: one run each (no peer in them) ----
 lock_x
@@ -300,9 +356,11 @@ for k in $(seq 1 "$RUNS"); do
   [ "$rc" = 0 ] || repl_failed+="run $k: exit status $rc"$'\n'
   repl_failed+=$(printf '%s\n' "$text" | grep '^RUN FAILED' | sed "s/^/run $k: /" || true)
 done
-cat "$runs_dir"/replication/run*.json | paste -sd, - | sed 's/^/[/; s/$/]/' >"$svg/replication.json"
+mapfile -t repl_runs < <(in_order "$runs_dir/replication" .json)
+# Every run writes its file (empty when it failed); a missing one is skipped.
+{ cat "${repl_runs[@]}" 2>/dev/null || true; } | paste -sd, - | sed 's/^/[/; s/$/]/' >"$svg/replication.json"
 repl=$(mktemp)
-target/release/bench_report replication "$repl" "$runs_dir"/replication/run*.json
+target/release/bench_report replication "$repl" "${repl_runs[@]}"
 
 # ---- where the default (sleeping) pipeline's time goes: perf sched, one run per crate ----
 wake_trace=""
@@ -333,6 +391,15 @@ fi
   echo "under \"runs with errors\". One exception: a \`push_drain\` sample whose reader was lapped or"
   echo "behind in all of its 50 tries is kept, with its last try's time, in that run's figure; the note"
   echo "under the \`push_drain\` table counts those samples."
+  echo
+  echo "**Every run's figures are kept** beside this file, so any table can be recomputed:"
+  echo "[$svg/criterion_runs.json]($svg/criterion_runs.json) (each criterion benchmark's figure in"
+  echo "each run, and each run's floor; \`target/release/bench_report criterion-json OUT.md"
+  echo "$svg/criterion_runs.json\` prints the criterion tables again),"
+  echo "[$svg/latency_runs.json]($svg/latency_runs.json) (each run's JSON of the floor, hand-off,"
+  echo "wake-up and async tables), [$svg/replication.json]($svg/replication.json) and"
+  echo "[$svg/push_drain_samples.txt]($svg/push_drain_samples.txt) (every \`push_drain\` sample's"
+  echo "tries and outcome, \`run<k> <bench id> <tries> <outcome>\`, which the note under that table counts)."
   echo
   echo "**Open loop and what latency is measured from.** Producers publish on a fixed schedule and"
   echo "never wait for the reader. The hand-off and async benches' producers spin to each record's"
@@ -412,8 +479,10 @@ fi
   echo "every timed record and keeps pace with the pushes. A writer whose reader is not reading its"
   echo "lines (the reader descheduled or stalled, far behind, or lapped) pushes several times faster,"
   echo "which is a different measurement: so a criterion sample whose reader got fewer than all the"
-  echo "timed records (lapped), or lacked more than 64 of them when the pushes ended (behind), is"
-  echo "taken again on a fresh ring, up to 50 times; if no try is clean the last one's time is kept."
+  echo "timed records or missed one in the sequence (lapped), or lacked more than 64 of them (at"
+  echo "most half the sample's) when the pushes ended (behind), is taken again on a fresh ring, up"
+  echo "to 50 times; if no try is clean the last one's time is kept. A record received twice or out"
+  echo "of order fails the run."
   echo "The note under the \`push_drain\` table counts, per implementation, the samples that needed a"
   echo "re-take and those kept without a clean try. Criterion 0.5 samples linearly: sample k of 100"
   echo "is k·d pushes, d = ⌈measurement time ÷ (warm-up time per push × 5050)⌉$pd_len_text. A reader"
@@ -435,7 +504,7 @@ fi
   echo "slots, a new line each round trip as a ring's records move through memory (the fixed-line"
   echo "floor reuses the same two lines, which no ring does). \"this ÷ floor\" does not divide by either"
   echo "criterion floor row: it divides each run's figure by the p50 cache-line round trip of"
-  echo "\`$floor_cmd --json\` taken in the same run, right after its criterion benches (the note"
+  echo "\`$floor_cmd --json\` taken in the same run, right after its handoff bench (the note"
   echo "under each round-trip table says what that p50 includes)."
   echo "\`spsc_*/64B\`: the consumers check all eight words of every item, so every queue's pop loads"
   echo "the whole item. \`mpmc_2p2c\`: 4 threads on 2 cores; after a failed try every queue waits the"
