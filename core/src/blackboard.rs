@@ -3,7 +3,8 @@
 //!
 //! Layout: a 128-byte header (`magic` "ROBBGNIR", `version` 1, `value_size`, `slot_size`,
 //! `slot_count`), then the slots at 128 with stride `slot_size` (64-byte multiples); each
-//! slot is a seqlock word at +0 and the value at +8. The value moves as relaxed 64-bit
+//! slot is a seqlock word at +0 and the value at +8, or at its alignment when that is above
+//! 8 (ringfire's `#[repr(C, align(64))]` slot, see [`value_offset`]). The value moves as relaxed 64-bit
 //! words, so a racing reader copies garbage at worst, never races in the language's sense;
 //! the seqlock re-check throws such a copy away.
 
@@ -43,8 +44,29 @@ pub const fn slot_size(value_size: usize) -> usize {
 
 /// [`slot_size`], `None` when it does not fit in a `usize`.
 pub const fn checked_slot_size(value_size: usize) -> Option<usize> {
-    match value_size.checked_add(8) {
-        Some(n) => n.div_ceil(64).checked_mul(64),
+    checked_slot_size_aligned(value_size, 8)
+}
+
+/// The largest value alignment a blackboard takes. Slots start at 128 (the header's size)
+/// in a page-aligned mapping, so a value aligned above 128 would not sit at its alignment
+/// (ringfire 0.5.2 then makes misaligned references).
+pub const MAX_VALUE_ALIGN: usize = 128;
+
+/// Offset of the value in its slot: 8 (after the seqlock) for a value aligned to at most 8,
+/// else the value's alignment, where ringfire's `BlackboardSlot<V>` (`#[repr(C,
+/// align(64))]`: the seqlock, then `V`) puts it.
+pub const fn value_offset(value_align: usize) -> usize {
+    if value_align > 8 { value_align } else { 8 }
+}
+
+/// Slot stride for values of `value_size` bytes aligned to `value_align` (a power of two):
+/// `roundup(value_offset + value_size, max(64, value_align))`, the size of ringfire's
+/// `BlackboardSlot<V>`; `None` when it does not fit in a `usize`. With `value_align <= 8`
+/// it is [`slot_size`].
+pub const fn checked_slot_size_aligned(value_size: usize, value_align: usize) -> Option<usize> {
+    let unit = if value_align > 64 { value_align } else { 64 };
+    match value_size.checked_add(value_offset(value_align)) {
+        Some(n) => n.div_ceil(unit).checked_mul(unit),
         None => None,
     }
 }
@@ -56,7 +78,16 @@ pub const MAX_VALUE_SIZE: u32 = u32::MAX - 63 - 8;
 /// Bytes a blackboard of `slot_count` values of `value_size` bytes needs, `None` on
 /// overflow.
 pub const fn total_len(value_size: usize, slot_count: usize) -> Option<usize> {
-    let Some(ss) = checked_slot_size(value_size) else {
+    total_len_aligned(value_size, 8, slot_count)
+}
+
+/// [`total_len`] for values aligned to `value_align` (see [`checked_slot_size_aligned`]).
+pub const fn total_len_aligned(
+    value_size: usize,
+    value_align: usize,
+    slot_count: usize,
+) -> Option<usize> {
+    let Some(ss) = checked_slot_size_aligned(value_size, value_align) else {
         return None;
     };
     match ss.checked_mul(slot_count) {
@@ -95,17 +126,35 @@ pub enum BlackboardError {
         found: u32,
     },
     /// A value of `value_size` bytes needs a slot larger than the header's u32 `slot_size`
-    /// can describe (above [`MAX_VALUE_SIZE`]).
+    /// can describe (above [`MAX_VALUE_SIZE`] for a value aligned to at most 8, a little less
+    /// for one aligned above).
     ValueTooLarge {
         /// The value size asked for.
         value_size: u32,
     },
-    /// `slot_size` cannot hold the seqlock and the value, or is not a multiple of 8.
+    /// A value alignment that is not a power of two or is above [`MAX_VALUE_ALIGN`].
+    BadValueAlign {
+        /// The alignment asked for.
+        value_align: u32,
+    },
+    /// `slot_size` cannot hold the seqlock and the value (at its offset), or is not a
+    /// multiple of 8.
     BadSlotSize {
         /// Header slot size.
         slot_size: u32,
         /// Header value size.
         value_size: u32,
+    },
+    /// `slot_size` is not the stride values of this size and alignment get: the board was
+    /// written for a value type of another alignment, or by a foreign writer (ringfire's
+    /// consumer refuses it too).
+    SlotSizeMismatch {
+        /// The stride the caller's value type gets.
+        expected: u32,
+        /// The header's slot size.
+        found: u32,
+        /// The caller's value alignment.
+        value_align: u32,
     },
     /// A key at or beyond `slot_count`.
     KeyOutOfRange {
@@ -146,7 +195,11 @@ impl fmt::Display for BlackboardError {
             ),
             ValueTooLarge { value_size } => write!(
                 f,
-                "value_size {value_size} is too large: its slot would not fit the 32-bit slot_size (at most {MAX_VALUE_SIZE})"
+                "value_size {value_size} is too large: its slot would not fit the 32-bit slot_size (at most {MAX_VALUE_SIZE} for a value aligned to at most 8)"
+            ),
+            BadValueAlign { value_align } => write!(
+                f,
+                "value alignment {value_align} is not a power of two of at most {MAX_VALUE_ALIGN}"
             ),
             BadSlotSize {
                 slot_size,
@@ -154,6 +207,14 @@ impl fmt::Display for BlackboardError {
             } => write!(
                 f,
                 "slot_size {slot_size} cannot hold a seqlock and a {value_size}-byte value"
+            ),
+            SlotSizeMismatch {
+                expected,
+                found,
+                value_align,
+            } => write!(
+                f,
+                "slot_size {found} is not the {expected} of the value type (aligned to {value_align}): written for a type of another alignment?"
             ),
             KeyOutOfRange { key, slot_count } => {
                 write!(f, "key {key} is out of range (slot_count {slot_count})")
@@ -190,8 +251,32 @@ pub enum TryRead {
 pub struct Blackboard {
     region: Region,
     value_size: u32,
+    /// Where the value starts in its slot ([`value_offset`]).
+    value_off: u32,
     slot_size: u32,
     slot_count: u32,
+}
+
+/// `value_align` as a power of two of at most [`MAX_VALUE_ALIGN`].
+fn check_align(value_align: u32) -> Result<(), BlackboardError> {
+    if value_align.is_power_of_two() && value_align as usize <= MAX_VALUE_ALIGN {
+        Ok(())
+    } else {
+        Err(BlackboardError::BadValueAlign { value_align })
+    }
+}
+
+/// The value offset and slot size of values of `value_size` bytes aligned to
+/// `value_align` ([`value_offset`], [`checked_slot_size_aligned`]); a slot size that does not
+/// fit the header's u32 (or, on a 32-bit target, a usize) is `ValueTooLarge`.
+fn layout(value_size: u32, value_align: u32) -> Result<(u32, u32), BlackboardError> {
+    check_align(value_align)?;
+    // `off` is at most MAX_VALUE_ALIGN.
+    let off = value_offset(value_align as usize) as u32;
+    checked_slot_size_aligned(value_size as usize, value_align as usize)
+        .and_then(|ss| u32::try_from(ss).ok())
+        .map(|ss| (off, ss))
+        .ok_or(BlackboardError::ValueTooLarge { value_size })
 }
 
 fn le32(region: &Region, off: usize) -> u32 {
@@ -225,12 +310,25 @@ impl Blackboard {
         value_size: u32,
         slot_count: u32,
     ) -> Result<Blackboard, BlackboardError> {
-        if value_size > MAX_VALUE_SIZE {
-            return Err(BlackboardError::ValueTooLarge { value_size });
-        }
-        // Cannot overflow: value_size + 8 <= u32::MAX - 63, rounded up to 64 stays in a u32.
-        let ss = (value_size + 8).div_ceil(64) * 64;
-        // Cannot overflow: (2^32 - 64) * (2^32 - 1) + 128 < 2^64.
+        // SAFETY: the caller's guarantees, passed on.
+        unsafe { Blackboard::init_aligned(region, value_size, 8, slot_count) }
+    }
+
+    /// [`Blackboard::init`] for values aligned to `value_align`: each value at
+    /// [`value_offset`] in slots of [`checked_slot_size_aligned`] bytes, as ringfire lays
+    /// out a `V` of that alignment. An alignment that is not a power of two or is above
+    /// [`MAX_VALUE_ALIGN`] is [`BlackboardError::BadValueAlign`].
+    ///
+    /// # Safety
+    /// As for [`Blackboard::init`].
+    pub unsafe fn init_aligned(
+        region: Region,
+        value_size: u32,
+        value_align: u32,
+        slot_count: u32,
+    ) -> Result<Blackboard, BlackboardError> {
+        let (off, ss) = layout(value_size, value_align)?;
+        // Cannot overflow: ss < 2^32, so ss * (2^32 - 1) + 128 < 2^64.
         let need = HEADER_SIZE as u64 + u64::from(ss) * u64::from(slot_count);
         let len = region.len() as u64;
         if need > len {
@@ -255,6 +353,7 @@ impl Blackboard {
         Ok(Blackboard {
             region,
             value_size,
+            value_off: off,
             slot_size: ss,
             slot_count,
         })
@@ -262,6 +361,9 @@ impl Blackboard {
 
     /// Attaches to an initialised blackboard, checking magic, version, the value size (if
     /// the caller knows it), the slot size and that every slot lies inside the region.
+    /// Values are read at +8: for a value type aligned above 8 use
+    /// [`Blackboard::attach_aligned`]. (The header holds no alignment, so a board of such
+    /// values attached here reads the wrong bytes; with `None`, only to look at seqlocks.)
     pub fn attach(region: Region, value_size: Option<u32>) -> Result<Blackboard, BlackboardError> {
         let len = region.len() as u64;
         if len < HEADER_SIZE as u64 {
@@ -303,9 +405,36 @@ impl Blackboard {
         Ok(Blackboard {
             region,
             value_size: vs,
+            value_off: 8,
             slot_size: ss,
             slot_count: count,
         })
+    }
+
+    /// [`Blackboard::attach`] for values of `value_size` bytes aligned to `value_align`,
+    /// read at [`value_offset`]. The slot size must be the one [`Blackboard::init_aligned`]
+    /// gives them, as ringfire's consumer requires ([`BlackboardError::SlotSizeMismatch`]).
+    /// An alignment that is not a power of two or is above [`MAX_VALUE_ALIGN`] is
+    /// [`BlackboardError::BadValueAlign`]; a value too large for any slot,
+    /// [`BlackboardError::ValueTooLarge`].
+    pub fn attach_aligned(
+        region: Region,
+        value_size: u32,
+        value_align: u32,
+    ) -> Result<Blackboard, BlackboardError> {
+        let (off, ss) = layout(value_size, value_align)?;
+        // Checked with the value at +8 first, so that a slot of the wrong size is reported
+        // as a mismatch; the expected size holds the value at `off`.
+        let mut bb = Blackboard::attach(region, Some(value_size))?;
+        if bb.slot_size != ss {
+            return Err(BlackboardError::SlotSizeMismatch {
+                expected: ss,
+                found: bb.slot_size,
+                value_align,
+            });
+        }
+        bb.value_off = off;
+        Ok(bb)
     }
 
     /// Bytes per value.
@@ -361,9 +490,13 @@ impl Blackboard {
         lock.store(w, Ordering::Relaxed);
         // A reader that sees any new value word also sees the odd seqlock.
         fence(Ordering::Release);
-        // SAFETY: [off + 8, off + 8 + value_size) and its rounded-up last word lie inside
-        // the slot (slot_size >= 8 + value_size, a multiple of 8); the writer owns the key.
-        unsafe { self.region.write_words(off + 8, value) };
+        // SAFETY: [off + value_off, off + value_off + value_size) and its rounded-up last
+        // word lie inside the slot (slot_size >= value_off + value_size, a multiple of 8;
+        // value_off is 8 or a power of two above); the writer owns the key.
+        unsafe {
+            self.region
+                .write_words(off + self.value_off as usize, value)
+        };
         // Release: a reader that acquires the even value sees the whole value.
         lock.store(w + 1, Ordering::Release);
         Ok(())
@@ -389,7 +522,7 @@ impl Blackboard {
             return Ok(TryRead::Busy { seqlock: s1 });
         }
         // SAFETY: as in write.
-        unsafe { self.region.read_words(off + 8, dst) };
+        unsafe { self.region.read_words(off + self.value_off as usize, dst) };
         // Acquire fence: a value word from a later write makes the re-check see its seqlock.
         fence(Ordering::Acquire);
         let s2 = lock.load(Ordering::Relaxed);
@@ -521,6 +654,59 @@ mod tests {
         // An empty blackboard of zero-sized values still has its header and slot stride.
         let bb = init(r, 0, 0).unwrap();
         assert_eq!((bb.slot_size(), bb.slot_count()), (64, 0));
+    }
+
+    #[test]
+    fn values_aligned_above_8_sit_at_their_alignment() {
+        // ringfire's BlackboardSlot<V> is #[repr(C, align(64))] { seqlock: u64, value: V }.
+        assert_eq!(
+            (value_offset(1), value_offset(8), value_offset(16)),
+            (8, 8, 16)
+        );
+        assert_eq!(checked_slot_size_aligned(16, 8), Some(64));
+        assert_eq!(checked_slot_size_aligned(16, 16), Some(64));
+        assert_eq!(checked_slot_size_aligned(48, 16), Some(64));
+        assert_eq!(checked_slot_size_aligned(64, 16), Some(128));
+        assert_eq!(checked_slot_size_aligned(64, 64), Some(128));
+        assert_eq!(checked_slot_size_aligned(128, 128), Some(256));
+        assert_eq!(total_len_aligned(48, 16, 3), Some(128 + 3 * 64));
+        let mut buf = vec![0u64; total_len_aligned(48, 16, 2).unwrap() / 8];
+        let r = region(&mut buf);
+        // SAFETY: as `init`'s: the test's own buffer, nothing else uses it.
+        let bb = unsafe { Blackboard::init_aligned(r, 48, 16, 2) }.unwrap();
+        assert_eq!(bb.slot_size(), 64);
+        bb.write(1, &[5u8; 48]).unwrap();
+        let a = Blackboard::attach_aligned(r, 48, 16).unwrap();
+        let mut out = [0u8; 48];
+        assert_eq!(a.try_read(1, &mut out), Ok(TryRead::Value));
+        assert_eq!(out, [5u8; 48]);
+        // Slot 1 at 192: the seqlock, 8 untouched bytes, the value at +16.
+        let bytes: &[u8] = zerocopy::IntoBytes::as_bytes(&buf[..]);
+        assert_eq!(&bytes[192..200], &2u64.to_le_bytes());
+        assert_eq!(&bytes[200..208], &[0u8; 8]);
+        assert_eq!(&bytes[208..256], &[5u8; 48]);
+        // 48 bytes aligned to 64 would take 128-byte slots.
+        assert_eq!(
+            Blackboard::attach_aligned(r, 48, 64).unwrap_err(),
+            BlackboardError::SlotSizeMismatch {
+                expected: 128,
+                found: 64,
+                value_align: 64
+            }
+        );
+        for value_align in [0, 3, 256] {
+            assert_eq!(
+                Blackboard::attach_aligned(r, 48, value_align).unwrap_err(),
+                BlackboardError::BadValueAlign { value_align }
+            );
+        }
+        // A value too large for the header's slot_size at its offset.
+        assert_eq!(
+            layout(MAX_VALUE_SIZE, 16).unwrap_err(),
+            BlackboardError::ValueTooLarge {
+                value_size: MAX_VALUE_SIZE
+            }
+        );
     }
 
     #[test]

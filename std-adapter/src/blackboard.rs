@@ -8,7 +8,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use memmap2::MmapRaw;
-use ringwire_core::blackboard::{Blackboard, BlackboardError, TryRead, total_len};
+use ringwire_core::blackboard::{
+    Blackboard, BlackboardError, MAX_VALUE_ALIGN, TryRead, total_len_aligned,
+};
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 use crate::error::{Error, Result};
@@ -75,6 +77,15 @@ pub(crate) fn stalled_keys(path: &Path, settle: std::time::Duration) -> Result<V
         .collect())
 }
 
+/// Refuses, at compile time, a value type aligned above [`MAX_VALUE_ALIGN`]: slots start at
+/// file offset 128, so such a value could not sit at its alignment.
+const fn assert_value_align<V>() {
+    assert!(
+        align_of::<V>() <= MAX_VALUE_ALIGN,
+        "blackboard value types aligned above 128 bytes are not supported: slots start at offset 128 of the file"
+    );
+}
+
 /// The writer of a blackboard file (one writer per key; this type writes all keys).
 pub struct BlackboardProducer<V> {
     bb: Blackboard,
@@ -88,22 +99,25 @@ pub struct BlackboardProducer<V> {
 
 impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
     /// Creates a blackboard of `slot_count` values at `path` (flock held for the
-    /// producer's life, a stale file replaced by a fresh inode). A value type aligned to
-    /// more than 8 bytes is refused at compile time (spec §14 puts the value at offset 8).
+    /// producer's life, a stale file replaced by a fresh inode). Each value sits where
+    /// ringfire's `BlackboardSlot<V>` puts it: at +8 in its slot, or at its alignment for a
+    /// type aligned above 8 (`u128`, `#[repr(C, align(16))]`, up to 128); a type aligned
+    /// above 128 is refused at compile time:
+    ///
+    /// ```compile_fail
+    /// #[repr(C, align(256))]
+    /// #[derive(zerocopy::IntoBytes, zerocopy::Immutable)]
+    /// struct Wide([u64; 32]);
+    /// let _ = ringwire::BlackboardProducer::<Wide>::create("/dev/shm/never-made", 4);
+    /// ```
     pub fn create(path: impl AsRef<Path>, slot_count: u32) -> Result<Self> {
-        const {
-            assert!(
-                align_of::<V>() <= 8,
-                "over-aligned values are not supported"
-            )
-        };
+        const { assert_value_align::<V>() };
         let path = path.as_ref();
-        let total = total_len(size_of::<V>(), slot_count as usize).ok_or_else(|| {
-            Error::InvalidArgument {
+        let total = total_len_aligned(size_of::<V>(), align_of::<V>(), slot_count as usize)
+            .ok_or_else(|| Error::InvalidArgument {
                 path: path.to_path_buf(),
                 what: format!("slot_count {slot_count} makes the blackboard too large"),
-            }
-        })?;
+            })?;
         let file = open_exclusive(path, 0o660, total as u64)?;
         let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         // A half-made file is removed while we still hold its lock, as a ring's is.
@@ -115,9 +129,16 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
         // SAFETY: `region` is the mapping just made of a fresh file under the creator's
         // lock: no other view of it exists yet (other processes' mappings only poll the
         // magic, stored last).
-        let bb = unsafe { Blackboard::init(region, size_of::<V>() as u32, slot_count) }
-            .map_err(bb_err(path))
-            .map_err(cleanup_on_error)?;
+        let bb = unsafe {
+            Blackboard::init_aligned(
+                region,
+                size_of::<V>() as u32,
+                align_of::<V>() as u32,
+                slot_count,
+            )
+        }
+        .map_err(bb_err(path))
+        .map_err(cleanup_on_error)?;
         Ok(BlackboardProducer {
             bb,
             _map: map,
@@ -176,8 +197,12 @@ pub struct BlackboardConsumer<V> {
 }
 
 impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
-    /// Attaches to the blackboard at `path`; its `value_size` must be `size_of::<V>()`.
+    /// Attaches to the blackboard at `path`; its `value_size` must be `size_of::<V>()`, and
+    /// values are read where [`BlackboardProducer::create`] puts a `V`. The header records
+    /// no alignment: a board written with a type of the same size but another alignment
+    /// above 8 (`[u64; 2]` against `u128`) is read at the wrong offset, by ringfire as well.
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
+        const { assert_value_align::<V>() };
         let path = path.as_ref();
         let file = open_regular(path, OpenOptions::new().read(true).write(true))?;
         let len = file
@@ -189,7 +214,8 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
         }
         let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         let (map, region) = map_file(path, &file, false)?;
-        let bb = Blackboard::attach(region, Some(size_of::<V>() as u32)).map_err(bb_err(path))?;
+        let bb = Blackboard::attach_aligned(region, size_of::<V>() as u32, align_of::<V>() as u32)
+            .map_err(bb_err(path))?;
         Ok(BlackboardConsumer {
             bb,
             _map: map,

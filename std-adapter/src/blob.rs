@@ -10,7 +10,7 @@ use std::path::Path;
 
 use ringwire_core::broadcast::blob::{BLOB_REF_LEN, BlobError, BlobReader, BlobWriter};
 use ringwire_core::broadcast::registry;
-use ringwire_core::layout::{schema_signature_of, slot_stride};
+use ringwire_core::layout::{schema_signature_of, slot_payload_offset, slot_stride};
 use ringwire_core::{Expect, Geometry};
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
@@ -25,25 +25,49 @@ pub const DEFAULT_BLOB_READERS: u32 = 32;
 /// Registry name of a [`BlobConsumer`] (spec §5).
 pub const BLOB_CONSUMER_NAME: &str = "anonymous";
 
-/// Bytes of `BlobPacket<M> = { meta: M, blob_ref: BlobRef }` in C layout, and its slot
-/// stride. Meta types aligned above 8 are refused at compile time by the callers.
+/// The largest meta alignment a blob ring takes. ringfire's `BlobPacket<M>` is `{ meta: M,
+/// blob_ref: BlobRef }` in C layout; up to 16 the BlobRef is the last 16 bytes of the slot
+/// payload, which replication, `stat` and raw readers of both projects rely on (spec
+/// §10.2). From 32 up tail padding follows it: ringfire 0.5.2 accepts such a meta but its
+/// own replication then reads the BlobRef from padding, so ringwire refuses it.
+const MAX_META_ALIGN: usize = 16;
+
+/// Refuses, at compile time, a meta type aligned above [`MAX_META_ALIGN`].
+const fn assert_meta_align<M>() {
+    assert!(
+        align_of::<M>() <= MAX_META_ALIGN,
+        "blob meta types aligned above 16 bytes are not supported: ringfire's BlobRef is then not the last 16 bytes of the slot (spec §10.2)"
+    );
+}
+
+/// The slot stride of `Slot<BlobPacket<M>>`: the packet (the meta rounded up to 8, then
+/// the 16-byte BlobRef; with a meta aligned to at most 16 no tail padding follows) after
+/// the sequence word, at the packet's alignment (spec §4.1).
 const fn packet_stride<M>() -> usize {
     let meta = size_of::<M>().div_ceil(8) * 8;
-    slot_stride(
-        meta + BLOB_REF_LEN,
-        if align_of::<M>() > 8 {
-            align_of::<M>()
-        } else {
-            8
-        },
-    )
+    slot_stride(meta + BLOB_REF_LEN, packet_align::<M>())
+}
+
+/// Alignment of `BlobPacket<M>`: the BlobRef's 8, or the meta's when larger.
+const fn packet_align<M>() -> usize {
+    if align_of::<M>() > 8 {
+        align_of::<M>()
+    } else {
+        8
+    }
+}
+
+/// Where the meta starts in a slot payload (bytes `[8, stride)` of the slot, what the core
+/// copies): 0, or 8 for a 16-aligned meta, whose packet starts at slot offset 16.
+const fn meta_offset<M>() -> usize {
+    slot_payload_offset(packet_align::<M>()) - 8
 }
 
 fn blob_expect<M>() -> Expect {
     Expect {
         element_size: u32::try_from(packet_stride::<M>()).ok(),
         schema_sig: Some(schema_signature_of::<M>()),
-        slot_align: 8,
+        slot_align: packet_align::<M>() as u64,
     }
 }
 
@@ -119,6 +143,19 @@ pub enum BlobRecvStatus {
 }
 
 /// The single writer of a blob ring.
+///
+/// The meta type `M` is laid out as ringfire's `Slot<BlobPacket<M>>`: aligned to at most 8,
+/// it starts right after the slot's sequence word; a 16-aligned one (`u128`,
+/// `#[repr(C, align(16))]`) at slot offset 16. A meta aligned above 16 is refused at compile
+/// time, where ringfire accepts it: its BlobRef would no longer end the slot, as
+/// replication and raw readers expect (spec §10.2).
+///
+/// ```compile_fail
+/// #[repr(C, align(32))]
+/// #[derive(zerocopy::IntoBytes, zerocopy::Immutable)]
+/// struct Meta32([u64; 4]);
+/// let _ = ringwire::BlobProducer::<Meta32>::create("/dev/shm/never-made", 8, 4096);
+/// ```
 pub struct BlobProducer<M> {
     writer: BlobWriter,
     scratch: Vec<u8>,
@@ -143,12 +180,7 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
     }
 
     fn create_with(path: &Path, b: BlobProducerBuilder) -> Result<Self> {
-        const {
-            assert!(
-                align_of::<M>() <= 8,
-                "over-aligned meta types are not supported"
-            )
-        };
+        const { assert_meta_align::<M>() };
         let readers = crate::error::readers_u32(path, b.readers)?;
         // usize is at most 64 bits on every target std runs on.
         let geo = Geometry::blob(
@@ -183,7 +215,7 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
     pub fn push(&mut self, meta: &M, payload: &[u8]) -> Result<u64> {
         let m = meta.as_bytes();
         self.scratch.fill(0);
-        self.scratch[..m.len()].copy_from_slice(m);
+        self.scratch[meta_offset::<M>()..][..m.len()].copy_from_slice(m);
         let pushed = self
             .writer
             .push(&mut self.scratch, payload, 0)
@@ -332,12 +364,7 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     /// Attaches and registers under `name`.
     pub fn attach_with_name(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
-        const {
-            assert!(
-                align_of::<M>() <= 8,
-                "over-aligned meta types are not supported"
-            )
-        };
+        const { assert_meta_align::<M>() };
         let file = RingFile::open(path, blob_expect::<M>())?;
         let blob_err = |source| Error::Blob {
             path: path.to_path_buf(),
@@ -398,9 +425,9 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
 
     /// The meta of the descriptor in `scratch`.
     fn scratch_meta(&self) -> M {
-        // The scratch is at least size_of::<M>() + 16 bytes (the stride check at attach),
-        // so the meta always reads.
-        M::read_from_prefix(&self.scratch)
+        // The scratch is at least meta_offset + size_of::<M>() + 16 bytes (the stride check
+        // at attach), so the meta always reads.
+        M::read_from_prefix(&self.scratch[meta_offset::<M>()..])
             .map(|(m, _)| m)
             .unwrap_or_else(|_| M::new_zeroed())
     }

@@ -81,8 +81,9 @@ impl BlobWriter {
     }
 
     /// Publishes one message: `descriptor` is the whole slot payload (`element_size - 8`
-    /// bytes, meta first); its last 16 bytes are overwritten with the new [`BlobRef`]
-    /// (spec §10.2; meta types aligned to 32 or more break that rule, as in the reference).
+    /// bytes: the meta, after 8 padding bytes for a 16-aligned one); its last 16 bytes are
+    /// overwritten with the new [`BlobRef`] (spec §10.2; meta types aligned to 32 or more
+    /// break that rule, as in the reference, and ringwire's typed handles refuse them).
     pub fn push(
         &mut self,
         descriptor: &mut [u8],
