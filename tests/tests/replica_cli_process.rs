@@ -501,3 +501,118 @@ fn mirror_from_a_record_the_source_cannot_start_at_says_so() {
     }
     let _ = serve.finish(true, Duration::from_secs(20));
 }
+
+/// A loopback port no socket is bound to now (its listener is closed again).
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// Connects to `addr`, retrying for up to 10 s (the child may not listen yet).
+fn connect(addr: &str) -> std::net::TcpStream {
+    let t0 = Instant::now();
+    loop {
+        match std::net::TcpStream::connect(addr) {
+            Ok(c) => return c,
+            Err(e) if t0.elapsed() > Duration::from_secs(10) => panic!("connect {addr}: {e}"),
+            Err(_) => std::thread::sleep(Duration::from_millis(20)),
+        }
+    }
+}
+
+/// `serve --once` exited 0 whatever ended its one session, a protocol error included. As
+/// ringfire's, it now exits 1 when the session ends in an error, and 0 when the peer goes
+/// away (here a port probe: connect, close).
+#[test]
+fn serve_once_exits_1_when_its_session_fails_and_0_when_the_peer_goes() {
+    use std::io::Write as _;
+    let src = Scratch::new("once-src");
+    let _producer = source(&src.0, 10);
+    let addr = format!("127.0.0.1:{}", free_port());
+    let child = Child::spawn(&["serve", src.s(), "--bind", &addr, "--once"], None);
+    let mut c = connect(&addr);
+    c.write_all(b"GET / HTTP/1.0\r\n\r\n").expect("write");
+    let (status, lines) = child.finish(false, Duration::from_secs(20));
+    drop(c);
+    assert_eq!(status.code(), Some(1), "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("Error:") && l.contains("protocol error")),
+        "{lines:#?}"
+    );
+
+    let addr = format!("127.0.0.1:{}", free_port());
+    let child = Child::spawn(&["serve", src.s(), "--bind", &addr, "--once"], None);
+    drop(connect(&addr));
+    let (status, lines) = child.finish(false, Duration::from_secs(20));
+    assert!(status.success(), "{status}: {lines:#?}");
+}
+
+/// A mirror that cannot join its source's multicast group reconnects (spec §26.2); with
+/// `--reconnect-ms 0` it does so at once, many times a second, and logged a "connection
+/// ended" line for every attempt. Like refused connects, such failures are now logged at
+/// most once a second, with the count of those not shown.
+#[test]
+fn a_mirror_failing_at_once_logs_its_failures_once_a_second() {
+    let src = Scratch::new("nojoin-src");
+    let dst = Scratch::new("nojoin-dst");
+    let _producer = source(&src.0, 10);
+    let pid = std::process::id();
+    let mut so = ServeOptions::new(&src.0, "127.0.0.1:0".parse().unwrap());
+    so.log = false;
+    so.multicast = Some(std::net::SocketAddrV4::new(
+        std::net::Ipv4Addr::new(239, 255, 102, 1),
+        44_000 + (pid % 4_000) as u16,
+    ));
+    so.iface = Some(std::net::Ipv4Addr::LOCALHOST);
+    so.ttl = 0;
+    let server = Server::bind(so).expect("serve");
+    let addr = server.local_addr().to_string();
+    let stop = AtomicBool::new(false);
+    let (status, lines, sessions) = std::thread::scope(|sc| {
+        let served = sc.spawn(|| server.run(&stop));
+        // TEST-NET-1 (RFC 5737): no interface of this host has it, so the join fails.
+        let mut child = Child::spawn(
+            &[
+                "mirror",
+                &addr,
+                dst.s(),
+                "--iface",
+                "192.0.2.1",
+                "--reconnect-ms",
+                "0",
+            ],
+            None,
+        );
+        let _ = child.line(Duration::from_millis(2500), |_| false);
+        let (status, lines) = child.finish(true, Duration::from_secs(20));
+        stop.store(true, Ordering::Relaxed);
+        let sum = served.join().unwrap().expect("server");
+        (status, lines, sum.sessions)
+    });
+    let ended: Vec<&String> = lines
+        .iter()
+        .filter(|l| l.contains("connection ended"))
+        .collect();
+    assert!(sessions >= 10, "{sessions} sessions: {lines:#?}");
+    assert!(
+        ended
+            .iter()
+            .all(|l| l.contains("No such device") || l.contains("stopped")),
+        "{lines:#?}"
+    );
+    // About 2.5 s of failures: one line a second, plus the last one at the stop.
+    assert!(
+        (2..=5).contains(&ended.len()),
+        "{} lines: {lines:#?}",
+        ended.len()
+    );
+    assert!(
+        ended.iter().any(|l| l.contains("more failed attempts")),
+        "{lines:#?}"
+    );
+    assert!(status.success(), "{status}: {lines:#?}");
+}

@@ -232,6 +232,52 @@ fn ringwire_multicast_on_this_host_without_iface() {
     assert!(c.records_retransmitted < QUICK / 2, "{sum:?}");
 }
 
+/// A mirror that cannot join the group the source announces (here `--iface` names no
+/// interface of this host; on a host whose interface is not up yet, the same) ended, even
+/// without `--once`. As any connection failure (spec §26.2), it now reconnects until it is
+/// stopped, and `--once` fails with the socket's error.
+#[test]
+fn a_mirror_that_cannot_join_the_group_reconnects() {
+    const IDX: u16 = 22;
+    let src = ShmPath::new("rw-src-nojoin");
+    let dst = ShmPath::new("rw-dst-nojoin");
+    let geo = Geometry::spmc(CAP, LEN + 8, 8, 0, false).unwrap();
+    let _ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
+    let server = Server::bind(serve_options(src.path(), Mode::Multicast, mcast(IDX), 1)).unwrap();
+    let mut mo = mirror_options(server.local_addr(), dst.path(), Mode::Multicast);
+    // TEST-NET-1 (RFC 5737): no interface of this host has it.
+    mo.iface = Ipv4Addr::new(192, 0, 2, 1);
+    let stop = AtomicBool::new(false);
+    let (served, mirrored) = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let s = sc.spawn(|| server.run(&stop));
+        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        // Three sessions: the mirror came back twice after failing to join.
+        wait_until("the mirror to reconnect", Duration::from_secs(10), || {
+            m.is_finished() || server.summary().sessions >= 3
+        });
+        stop.store(true, Ordering::Relaxed);
+        (s.join().unwrap().unwrap(), m.join().unwrap())
+    });
+    let sum = mirrored.expect("stopped, not failed");
+    assert!(served.sessions >= 3, "{served:?}");
+    assert_eq!(sum.counters.datagrams, 0, "{sum:?}");
+
+    mo.once = true;
+    let stop = AtomicBool::new(false);
+    let err = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let s = sc.spawn(|| server.run(&stop));
+        let r = mirror::run(&mo, &stop);
+        stop.store(true, Ordering::Relaxed);
+        s.join().unwrap().unwrap();
+        r
+    })
+    .expect_err("--once with a group it cannot join");
+    let text = err.to_string();
+    assert!(text.contains("mirror UDP socket"), "{text}");
+}
+
 /// [`ringwire_multicast_from_another_address_than_the_tcp_peer`] from ringfire's server.
 #[test]
 fn ringfire_serve_multicast_from_another_address_than_the_tcp_peer() {

@@ -71,7 +71,10 @@ pub struct ServeArgs {
     /// latency at a bounded CPU cost (at most a quarter of the interval per record).
     #[arg(long)]
     pub no_anticipate: bool,
-    /// Serve one TCP mirror and exit when it disconnects (not with --multicast or --udp).
+    /// Serve the first TCP connection as a mirror and exit when it ends (not with
+    /// --multicast or --udp): 0 when the peer goes away (it closes or resets the
+    /// connection, before or after its HELLO, as a port probe does); 1 when the session
+    /// ends in an error: a protocol error, no HELLO within 5 s, a write that timed out.
     #[arg(long, conflicts_with_all = ["multicast", "udp"])]
     pub once: bool,
     /// Most concurrent mirrors (1..=4096); further connections are refused.
@@ -169,13 +172,14 @@ pub struct MirrorArgs {
     pub no_anticipate: bool,
     /// Exit when the source disconnects: 0 when it hangs up after the handshake; 1 on a
     /// connect error, a protocol error, a source that closes the connection before its
-    /// GEOMETRY (a server at its session limit refuses this way), or a source that stays
-    /// silent past the handshake or liveness deadline.
+    /// GEOMETRY (a server at its session limit refuses this way), a source that stays
+    /// silent past the handshake or liveness deadline, or a multicast group it announces
+    /// that cannot be joined here. Without it, the mirror reconnects after each of these.
     #[arg(long)]
     pub once: bool,
     /// Milliseconds between connection attempts (0..=3600000; 0 reconnects at once, as
-    /// ringfire's, and then retries a refused connection without pause, logging at most one
-    /// line a second).
+    /// ringfire's, and then retries a refused or failed connection without pause, logging
+    /// at most one line a second).
     #[arg(long, value_name = "N", default_value_t = 500,
           value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub reconnect_ms: u64,

@@ -337,7 +337,10 @@ impl ReplicaServer {
     }
 
     /// Serves the first mirror that connects on the calling thread, over TCP only, and
-    /// returns when it disconnects (or at shutdown).
+    /// returns when it disconnects (or at shutdown): `Ok` when the mirror went away,
+    /// [`ReplicaError::SessionFailed`] when its session ended in an error (a protocol
+    /// error, no HELLO in time, a write that timed out), as ringfire's `serve_one` returns
+    /// such errors.
     pub fn serve_one(&self) -> Result<(), ReplicaError> {
         self.serve(true)
     }

@@ -19,11 +19,11 @@ use ringwire_core::replicate::{
 };
 use ringwire_core::wire::{Frame, GeometryRepr, Kind, MulticastRepr, WireError, total_len};
 
-use super::ReplicaError;
 use super::anticipate::Anticipator;
 use super::io::{now, peer, peer_v4, poll, pollin, sock_v4, until, write_all_within};
 use super::sink::FileSink;
 use super::spin::SpinPolicy;
+use super::{RateLog, ReplicaError, more_since};
 use crate::net::mmsg::{MAX_DATAGRAM, RecvBatch};
 use crate::net::sockets::{TCP_WRITE_TIMEOUT, connect_tcp, multicast_receiver, unicast_receiver};
 
@@ -268,7 +268,8 @@ enum End {
     /// clean end, `--once` returns `Ok`.
     Closed(String),
     /// The connection failed: a protocol error, a source that closed it before GEOMETRY (a
-    /// server at its session limit refuses this way), or a timeout. `--once` returns `Err`
+    /// server at its session limit refuses this way), a timeout, or a UDP socket the
+    /// source's MULTICAST frame announces that cannot be opened here. `--once` returns `Err`
     /// (spec §26.2: a mirror error exits 1); otherwise the mirror reconnects.
     Failed(io::Error),
     Fatal(ReplicaError),
@@ -353,10 +354,11 @@ fn run_inner(
     let mut sum = MirrorSummary::default();
     let mut bufs = Buffers::new();
     let mut start = opts.start;
-    // Connect failures are logged at most once a second (with `--reconnect-ms 0` a refused
-    // connection is retried at once, many times a second), with the count of those not shown.
-    let mut failed_log: Option<std::time::Instant> = None;
-    let mut failed_quiet = 0u64;
+    // Failed attempts (a refused connect, or a connection that failed: a group it cannot
+    // join, a source at its session limit) are logged at most once a second: with
+    // `--reconnect-ms 0` they are retried at once, many times a second. The count of those
+    // not shown goes with the next line.
+    let mut failures = RateLog::new(StdDuration::from_secs(1));
     // Options the source's transport made useless have been warned about.
     let mut warned = false;
     // Datagrams dropped for their source address have been warned about.
@@ -369,20 +371,14 @@ fn run_inner(
                     return Err(ReplicaError::io(format!("connect {}", opts.source), e));
                 }
                 note(format!("connect {}: {e}", opts.source));
-                if opts.log {
-                    let now = std::time::Instant::now();
-                    if failed_log.is_none_or(|t| now.duration_since(t) >= StdDuration::from_secs(1))
-                    {
-                        let more = match failed_quiet {
-                            0 => String::new(),
-                            n => format!(" ({n} more failed attempts since the last report)"),
-                        };
-                        diag!("mirror: connect {}: {e}; retrying{more}", opts.source);
-                        failed_log = Some(now);
-                        failed_quiet = 0;
-                    } else {
-                        failed_quiet += 1;
-                    }
+                if opts.log
+                    && let Some(n) = failures.hit()
+                {
+                    diag!(
+                        "mirror: connect {}: {e}; retrying{}",
+                        opts.source,
+                        more_since(n, "failed attempts since the last report")
+                    );
                 }
             }
             Ok(stream) => {
@@ -414,7 +410,14 @@ fn run_inner(
                     End::Fatal(e) => note(e.to_string()),
                     End::Stopped | End::Grow(_) => {}
                 }
-                if opts.log {
+                // A failure repeated within the second is only counted (see `failures`).
+                let shown = match &end {
+                    End::Failed(_) if !opts.once => failures.hit(),
+                    _ => Some(0),
+                };
+                if opts.log
+                    && let Some(n) = shown
+                {
                     let why = match &end {
                         End::Stopped => "stopped".to_string(),
                         End::Closed(s) => s.clone(),
@@ -428,8 +431,9 @@ fn run_inner(
                         0 => String::new(),
                         n => format!(", {n} datagrams dropped for their source address"),
                     };
+                    let more = more_since(n, "failed attempts since the last report");
                     diag!(
-                        "mirror: connection ended ({why}): last seq written {} (the mirror ring's write_seq, 0 = none), frames {}, datagrams {}, naks {}, retransmitted {}, gaps {} ({} records), restarts {}{wrong}",
+                        "mirror: connection ended ({why}): last seq written {} (the mirror ring's write_seq, 0 = none), frames {}, datagrams {}, naks {}, retransmitted {}, gaps {} ({} records), restarts {}{wrong}{more}",
                         sum.last_seq,
                         k.frames,
                         k.datagrams,
@@ -851,9 +855,13 @@ impl<'a> Conn<'a> {
                             Ok(SocketAddr::V4(a)) => Some(*a.ip()),
                             _ => None,
                         };
+                        // A socket the source's announcement cannot be received on (a
+                        // group not joinable here now: no such interface, no route) fails
+                        // the connection, as any connection failure: the mirror reconnects
+                        // (spec §26.2), `--once` exits 1.
                         self.announced =
                             open_udp(self.opts, local, f, &mut self.udp, &mut self.batch)
-                                .map_err(End::Fatal)?;
+                                .map_err(|e| End::Failed(io_error(e)))?;
                     }
                     if let Err(e) = self.m.handle_tcp_frame(now(), f, sink) {
                         return Err(mirror_end(e, sink));
@@ -1156,6 +1164,16 @@ fn join_iface(opts: &MirrorOptions, local: Option<Ipv4Addr>) -> Ipv4Addr {
         local.unwrap_or(Ipv4Addr::UNSPECIFIED)
     } else {
         opts.iface
+    }
+}
+
+/// A driver error as the `io::Error` of a failed connection, its kind kept where it has one.
+fn io_error(e: ReplicaError) -> io::Error {
+    match e {
+        ReplicaError::Io { what, source } => {
+            io::Error::new(source.kind(), format!("{what}: {source}"))
+        }
+        other => io::Error::other(other.to_string()),
     }
 }
 

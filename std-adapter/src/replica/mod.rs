@@ -62,6 +62,14 @@ pub enum ReplicaError {
         /// The ring's path.
         path: PathBuf,
     },
+    /// `serve --once`: the one mirror's session ended by an error, not by the mirror going
+    /// away (a protocol error, no HELLO in time, a write that timed out).
+    SessionFailed {
+        /// The mirror's address.
+        peer: String,
+        /// What ended the session.
+        why: String,
+    },
     /// `ringwire demo` ran, but its reader did not get every record intact, once and in
     /// order (see [`demo::DemoReport::problem`]).
     DemoFailed {
@@ -100,12 +108,67 @@ impl fmt::Display for ReplicaError {
                 path.display()
             ),
             ReplicaError::Mirror(e) => write!(f, "mirror: {e}"),
+            ReplicaError::SessionFailed { peer, why } => {
+                write!(f, "the session of mirror {peer} failed: {why}")
+            }
             ReplicaError::DemoFailed { what } => write!(f, "demo: {what}"),
         }
     }
 }
 
 impl std::error::Error for ReplicaError {}
+
+/// Rate limit of one kind of log line: the first is printed, then at most one per
+/// interval, with the number left out since.
+pub(crate) struct RateLog {
+    every: std::time::Duration,
+    /// When the line was last printed.
+    last: Option<std::time::Instant>,
+    /// Occurrences not printed since.
+    skipped: u64,
+}
+
+impl RateLog {
+    /// A limit of one line per `every`.
+    pub(crate) fn new(every: std::time::Duration) -> RateLog {
+        RateLog {
+            every,
+            last: None,
+            skipped: 0,
+        }
+    }
+
+    /// Records an occurrence: `Some(skipped since the last line printed)` if a line is due.
+    pub(crate) fn hit(&mut self) -> Option<u64> {
+        let now = std::time::Instant::now();
+        match self.last {
+            Some(t) if now.duration_since(t) < self.every => {
+                self.skipped += 1;
+                None
+            }
+            _ => {
+                self.last = Some(now);
+                Some(std::mem::take(&mut self.skipped))
+            }
+        }
+    }
+
+    /// Moves the last line printed `by` into the past (tests).
+    #[cfg(test)]
+    pub(crate) fn age(&mut self, by: std::time::Duration) {
+        self.last = self.last.and_then(|t| t.checked_sub(by));
+    }
+}
+
+/// The tail of a line [`RateLog`] let through: ` ({skipped} more {what})`, how many were not
+/// printed since the last one; nothing when none was left out.
+pub(crate) fn more_since(skipped: u64, what: &str) -> String {
+    if skipped == 0 {
+        String::new()
+    } else {
+        format!(" ({skipped} more {what})")
+    }
+}
 
 impl From<crate::Error> for ReplicaError {
     fn from(e: crate::Error) -> ReplicaError {

@@ -49,7 +49,6 @@ use ringwire_core::replicate::{
 use ringwire_core::wire::Kind;
 use ringwire_core::{AttachError, Expect, RingView};
 
-use super::ReplicaError;
 use super::anticipate::MAX_WINDOW;
 use super::faults::Faults;
 use super::io::{
@@ -57,6 +56,7 @@ use super::io::{
     yield_to_receiver,
 };
 use super::spin::SpinPolicy;
+use super::{RateLog, ReplicaError, more_since};
 use crate::net::mmsg::SendMany;
 use crate::net::sockets::{MulticastOut, TCP_WRITE_TIMEOUT, is_emsgsize, source_udp_on, tune_tcp};
 use crate::wait::Idle;
@@ -224,8 +224,6 @@ pub struct Server {
     /// The highest `write_seq` [`Server::replaced`] has seen: a lower one is a ring
     /// recreated in place.
     high_write_seq: AtomicU64,
-    /// A `--once` session ended because the ring was replaced.
-    once_replaced: AtomicBool,
 }
 
 /// The served ring's mapping: read-write when the process may open the file so (its idle
@@ -713,7 +711,6 @@ impl Server {
             #[cfg(test)]
             session_passes: AtomicU64::new(0),
             high_write_seq: AtomicU64::new(w),
-            once_replaced: AtomicBool::new(false),
         })
     }
 
@@ -803,9 +800,9 @@ impl Server {
         active: &'s AtomicUsize,
     ) -> Result<(), ReplicaError> {
         let mut threads = Vec::new();
-        let mut accept_errors = RateLog::default();
-        let mut refusals = RateLog::default();
-        let mut spawn_errors = RateLog::default();
+        let mut accept_errors = RateLog::new(LOG_EVERY);
+        let mut refusals = RateLog::new(LOG_EVERY);
+        let mut spawn_errors = RateLog::new(LOG_EVERY);
         let mut last_status = std::time::Instant::now();
         let mut last_check = std::time::Instant::now();
         let mut removed_told = false;
@@ -857,21 +854,25 @@ impl Server {
                     if self.opts.log
                         && let Some(more) = accept_errors.hit()
                     {
-                        diag!("serve: accept: {e}{}", more_since(more));
+                        diag!("serve: accept: {e}{}", more_since(more, LIKE_IT));
                     }
                     std::thread::sleep(StdDuration::from_millis(10));
                     continue;
                 }
             };
             if self.opts.once {
-                self.serve_one(stream, addr, stop);
-                // Relaxed: set by this thread (the session ran on it).
-                if self.once_replaced.load(Ordering::Relaxed) {
-                    return Err(ReplicaError::SourceReplaced {
+                // As ringfire's `serve --once`: the mirror going away (however abruptly) is
+                // the end of the job; anything else that ended its session is an error.
+                return match self.serve_one(stream, addr, stop) {
+                    SessionEnd::Disconnected(_) | SessionEnd::Stopping => Ok(()),
+                    SessionEnd::Replaced => Err(ReplicaError::SourceReplaced {
                         path: self.opts.path.clone(),
-                    });
-                }
-                return Ok(());
+                    }),
+                    SessionEnd::Failed(why) => Err(ReplicaError::SessionFailed {
+                        peer: addr.to_string(),
+                        why,
+                    }),
+                };
             }
             // Relaxed: a count read only by this thread's admission check and status line.
             if active.load(Ordering::Relaxed) >= self.opts.max_sessions {
@@ -882,7 +883,7 @@ impl Server {
                     diag!(
                         "serve: refusing {addr}: {} sessions already active{}",
                         self.opts.max_sessions,
-                        more_since(more)
+                        more_since(more, LIKE_IT)
                     );
                 }
                 refuse(stream);
@@ -900,7 +901,7 @@ impl Server {
                     {
                         diag!(
                             "serve: refusing {addr}: cannot start a session thread: {e}{}",
-                            more_since(more)
+                            more_since(more, LIKE_IT)
                         );
                     }
                     if let Some(stream) = stream {
@@ -975,20 +976,24 @@ impl Server {
             > h.write_seq
     }
 
-    fn serve_one(&self, mut stream: TcpStream, addr: SocketAddr, stop: &AtomicBool) {
+    fn serve_one(&self, mut stream: TcpStream, addr: SocketAddr, stop: &AtomicBool) -> SessionEnd {
         self.totals.sessions.fetch_add(1, Ordering::Relaxed);
         let Some(p) = peer(addr) else {
+            // The protocol carries IPv4 addresses (unicast tokens, NAT punching).
+            let end = SessionEnd::Failed(
+                "an IPv6 peer; the replication protocol is IPv4 only, closed".into(),
+            );
             if self.opts.log {
-                // The protocol carries IPv4 addresses (unicast tokens, NAT punching).
-                diag!("serve: {addr}: an IPv6 peer; the replication protocol is IPv4 only, closed");
+                diag!("serve: {addr}: {end}");
             }
-            return;
+            return end;
         };
         if let Err(e) = tune_tcp(&stream).and_then(|_| stream.set_nonblocking(true)) {
+            let end = SessionEnd::Failed(e.to_string());
             if self.opts.log {
-                diag!("serve: {addr}: {e}");
+                diag!("serve: {addr}: {end}");
             }
-            return;
+            return end;
         }
         if self.opts.log {
             diag!("serve: mirror {addr} connected");
@@ -1011,6 +1016,7 @@ impl Server {
                 c.naks
             );
         }
+        end
     }
 
     fn session_loop(
@@ -1020,7 +1026,7 @@ impl Server {
         src: &RingSource,
         stop: &AtomicBool,
         seen: &mut SourceCounters,
-    ) -> String {
+    ) -> SessionEnd {
         let unicast = self.cfg.unicast.is_some();
         // The address the mirror dialled: unicast datagrams go from it (see `udp_loop`).
         let local_ip = stream.local_addr().ok().and_then(|a| match a.ip() {
@@ -1050,19 +1056,17 @@ impl Server {
             if self.opts.once && last_check.elapsed() >= REPLACED_CHECK {
                 last_check = std::time::Instant::now();
                 if self.replaced() {
-                    // Relaxed: read by this thread after the session returns.
-                    self.once_replaced.store(true, Ordering::Relaxed);
-                    return "the ring was replaced at its path".into();
+                    return SessionEnd::Replaced;
                 }
             }
             // Nothing has been sent before the HELLO is in (GEOMETRY answers it).
             if !live && !hello_timeout.is_zero() && accepted.elapsed() >= hello_timeout {
                 self.totals.hello_timeouts.fetch_add(1, Ordering::Relaxed);
-                return format!(
+                return SessionEnd::Failed(format!(
                     "no HELLO {} ms after connecting (hello timeout {} ms)",
                     accepted.elapsed().as_millis(),
                     hello_timeout.as_millis()
-                );
+                ));
             }
             // A peer that writes without pause (a NAK flood) must not keep the session
             // from the stop flag and its own sending: the rest waits for the next pass.
@@ -1085,12 +1089,12 @@ impl Server {
                         };
                         if let Err(e) = r {
                             self.totals.protocol_errors.fetch_add(1, Ordering::Relaxed);
-                            return e.to_string();
+                            return SessionEnd::Failed(e.to_string());
                         }
                     }
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                    Err(e) => return e.to_string(),
+                    Err(e) => return SessionEnd::of_io("", &e),
                 }
             }
             let mut sent = false;
@@ -1110,19 +1114,19 @@ impl Server {
                 sent = true;
                 match write_all_unless(stream, &buf[..n], TCP_WRITE_TIMEOUT, stop) {
                     Ok(Written::All) => {}
-                    Ok(Written::Stopped) => return "server stopping".into(),
+                    Ok(Written::Stopped) => return SessionEnd::Stopping,
                     Err(e) => {
                         if e.kind() == io::ErrorKind::TimedOut {
                             self.totals.write_timeouts.fetch_add(1, Ordering::Relaxed);
                         }
-                        return format!("write: {e}");
+                        return SessionEnd::of_io("write: ", &e);
                     }
                 }
                 // A long answer to NAKs (up to 65,535 records per NAK, each frame up to
                 // the write timeout for a slow reader) must not keep a stopping server.
                 // Relaxed: a plain flag.
                 if stop.load(Ordering::Relaxed) {
-                    return "server stopping".into();
+                    return SessionEnd::Stopping;
                 }
             }
             if sent {
@@ -1136,10 +1140,12 @@ impl Server {
             // whose sessions read NAKs, EOF ends the session.
             let tcp_live = live && s.transport() == Transport::Tcp;
             if eof && !tcp_live {
-                return "disconnected".into();
+                return SessionEnd::Disconnected("disconnected".into());
             }
             if eof && reset(stream) {
-                return "disconnected (reset after it closed its write side)".into();
+                return SessionEnd::Disconnected(
+                    "disconnected (reset after it closed its write side)".into(),
+                );
             }
             let t = now();
             let punch_timeout = self.opts.punch_timeout;
@@ -1151,12 +1157,12 @@ impl Server {
                 let silent = std_dur(t.saturating_since(heard));
                 if silent >= punch_timeout {
                     self.totals.punch_timeouts.fetch_add(1, Ordering::Relaxed);
-                    return format!(
+                    return SessionEnd::Failed(format!(
                         "no PUNCH for {} ms (punch timeout {} ms; a unicast mirror sends one \
                          every 5 s): its host is gone or cannot reach this server",
                         silent.as_millis(),
                         punch_timeout.as_millis()
-                    );
+                    ));
                 }
             }
             if tcp_live {
@@ -1172,11 +1178,11 @@ impl Server {
                 let max = until(t, s.poll_timeout(), IDLE_CHECK);
                 let mut fd = [pollin(stream)];
                 if let Err(e) = poll(&mut fd, max) {
-                    return e.to_string();
+                    return SessionEnd::of_io("", &e);
                 }
             }
         }
-        "server stopping".into()
+        SessionEnd::Stopping
     }
 
     /// Adds what a session did since `seen` to the totals (for the live status line).
@@ -1306,42 +1312,49 @@ fn refuse(stream: TcpStream) {
     }
 }
 
+/// The tail of serve's rate-limited lines ([`more_since`]).
+const LIKE_IT: &str = "like it since the last one logged";
+
 /// How often a repeated log line (an accept error, a refused connection) is printed again.
 const LOG_EVERY: StdDuration = StdDuration::from_secs(10);
 
-/// Rate limit of one kind of log line: the first is printed, then at most one every
-/// [`LOG_EVERY`], with the number left out since.
-#[derive(Default)]
-struct RateLog {
-    /// When the line was last printed.
-    last: Option<std::time::Instant>,
-    /// Occurrences not printed since.
-    skipped: u64,
+/// How a mirror's session ended; its `Display` is the reason serve logs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum SessionEnd {
+    /// The mirror went away: it closed the connection, reset it, or its end broke (EOF,
+    /// `ECONNRESET`, `ECONNABORTED`, `EPIPE`), the text saying which.
+    Disconnected(String),
+    /// The server is stopping.
+    Stopping,
+    /// A `--once` session's ring was replaced at its path.
+    Replaced,
+    /// Anything else: a protocol error, no HELLO or PUNCH in time, a write that timed out,
+    /// another socket error.
+    Failed(String),
 }
 
-impl RateLog {
-    /// Records an occurrence: `Some(skipped since the last line printed)` if a line is due.
-    fn hit(&mut self) -> Option<u64> {
-        let now = std::time::Instant::now();
-        match self.last {
-            Some(t) if now.duration_since(t) < LOG_EVERY => {
-                self.skipped += 1;
-                None
+impl SessionEnd {
+    /// A socket error: a disconnect for the kinds a mirror going away gives (the ones
+    /// ringfire's `serve --once` swallows), a failure for the others.
+    fn of_io(what: &str, e: &io::Error) -> SessionEnd {
+        use io::ErrorKind::{BrokenPipe, ConnectionAborted, ConnectionReset, UnexpectedEof};
+        let text = format!("{what}{e}");
+        match e.kind() {
+            BrokenPipe | ConnectionAborted | ConnectionReset | UnexpectedEof => {
+                SessionEnd::Disconnected(text)
             }
-            _ => {
-                self.last = Some(now);
-                Some(std::mem::take(&mut self.skipped))
-            }
+            _ => SessionEnd::Failed(text),
         }
     }
 }
 
-/// The tail of a rate-limited log line: how many like it were not printed.
-fn more_since(skipped: u64) -> String {
-    if skipped == 0 {
-        String::new()
-    } else {
-        format!(" ({skipped} more like it since the last one logged)")
+impl std::fmt::Display for SessionEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SessionEnd::Disconnected(why) | SessionEnd::Failed(why) => f.write_str(why),
+            SessionEnd::Stopping => f.write_str("server stopping"),
+            SessionEnd::Replaced => f.write_str("the ring was replaced at its path"),
+        }
     }
 }
 
@@ -1822,14 +1835,14 @@ mod tests {
     /// with the number left out since.
     #[test]
     fn repeated_log_lines_are_rate_limited() {
-        let mut r = RateLog::default();
+        let mut r = RateLog::new(LOG_EVERY);
         assert_eq!(r.hit(), Some(0));
         assert_eq!((0..99).filter_map(|_| r.hit()).count(), 0);
-        r.last = r.last.map(|t| t - LOG_EVERY);
+        r.age(LOG_EVERY);
         assert_eq!(r.hit(), Some(99));
         assert_eq!(r.hit(), None);
-        assert_eq!(more_since(0), "");
-        assert!(more_since(99).contains("99 more"));
+        assert_eq!(more_since(0, LIKE_IT), "");
+        assert!(more_since(99, LIKE_IT).contains("99 more"));
     }
 
     /// Each kind of error is logged once, then rate-limited: later ones are only counted.

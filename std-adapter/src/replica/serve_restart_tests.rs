@@ -2,6 +2,7 @@
 //! session at a slot whose overwrite never finished, `--once` across a replacement.
 
 use super::*;
+use std::io::Write as _;
 
 /// A scratch path under /dev/shm, removed when dropped (also when the test fails).
 struct Scratch(PathBuf);
@@ -423,4 +424,140 @@ fn a_ring_recreated_in_place_counts_as_replaced() {
         .unwrap();
     f.set_len(a.file_len() as u64 + 4096).unwrap();
     assert!(server.replaced());
+}
+
+/// Runs a `--once` server on a 64-slot ring and hands its address to `client`; returns
+/// what the server returned (within 10 s, or the test fails).
+fn once_outcome(
+    name: &str,
+    tune: impl FnOnce(&mut ServeOptions),
+    client: impl FnOnce(SocketAddr) + Send,
+) -> Result<ServeSummary, ReplicaError> {
+    let path = Scratch::new(name);
+    let ring = persistent_ring(&path.0, 64);
+    publish(&ring, 1, 1..=5);
+    let mut so = opts(&path.0, free_addr());
+    so.once = true;
+    tune(&mut so);
+    let server = Server::bind(so).unwrap();
+    let addr = server.local_addr();
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let h = sc.spawn(|| server.run(&stop));
+        client(addr);
+        let t0 = std::time::Instant::now();
+        while !h.is_finished() {
+            assert!(
+                t0.elapsed() < StdDuration::from_secs(10),
+                "the --once server still runs 10 s after its session"
+            );
+            std::thread::sleep(StdDuration::from_millis(10));
+        }
+        h.join().unwrap()
+    })
+}
+
+/// `serve --once` returned Ok (exit 0) whatever ended its one session. As ringfire's, a
+/// mirror going away (before or after HELLO, orderly or reset) ends it well; a protocol
+/// error or a missing HELLO is an error (exit 1).
+#[test]
+fn a_once_session_ended_by_an_error_is_an_error() {
+    // Not the protocol: an HTTP request where a HELLO belongs.
+    let r = once_outcome(
+        "once-http",
+        |_| {},
+        |addr| {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+            // Left open: the server ends the session on what it read.
+            let _ = closed_within(&mut c, StdDuration::from_secs(5));
+        },
+    );
+    match r {
+        Err(ReplicaError::SessionFailed { why, .. }) => {
+            assert!(why.contains("protocol error"), "{why}")
+        }
+        other => panic!("an HTTP request ended --once with {other:?}"),
+    }
+    // Connected and silent past the HELLO timeout.
+    let r = once_outcome(
+        "once-silent",
+        |so| so.hello_timeout = StdDuration::from_millis(200),
+        |addr| {
+            let mut c = TcpStream::connect(addr).unwrap();
+            assert!(closed_within(&mut c, StdDuration::from_secs(5)));
+        },
+    );
+    match r {
+        Err(ReplicaError::SessionFailed { why, .. }) => assert!(why.contains("no HELLO"), "{why}"),
+        other => panic!("a silent peer ended --once with {other:?}"),
+    }
+    let text = ReplicaError::SessionFailed {
+        peer: "127.0.0.1:9".into(),
+        why: "no HELLO".into(),
+    }
+    .to_string();
+    assert!(
+        text.contains("127.0.0.1:9") && text.contains("no HELLO"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_once_session_whose_mirror_goes_away_ends_well() {
+    // Closed before sending anything (a port probe).
+    let r = once_outcome(
+        "once-probe",
+        |_| {},
+        |addr| {
+            drop(TcpStream::connect(addr).unwrap());
+        },
+    );
+    assert_eq!(r.map(|s| s.sessions).ok(), Some(1));
+    // A mirror served its records, then closed.
+    let r = once_outcome(
+        "once-served",
+        |_| {},
+        |addr| {
+            let mut c = hello_oldest(addr);
+            let got = records(&read_frames(&mut c, StdDuration::from_secs(5), |f| {
+                records(f).len() >= 5
+            }));
+            assert_eq!(got.len(), 5);
+        },
+    );
+    assert_eq!(r.map(|s| s.sessions).ok(), Some(1));
+    // A mirror that resets the connection (SO_LINGER 0) after HELLO.
+    let r = once_outcome(
+        "once-reset",
+        |_| {},
+        |addr| {
+            let c = hello_oldest(addr);
+            socket2::SockRef::from(&c)
+                .set_linger(Some(StdDuration::ZERO))
+                .unwrap();
+            drop(c);
+        },
+    );
+    assert_eq!(r.map(|s| s.sessions).ok(), Some(1));
+}
+
+#[test]
+fn session_ends_from_socket_errors() {
+    use io::ErrorKind as K;
+    for k in [
+        K::BrokenPipe,
+        K::ConnectionReset,
+        K::ConnectionAborted,
+        K::UnexpectedEof,
+    ] {
+        let e = SessionEnd::of_io("write: ", &io::Error::from(k));
+        assert!(matches!(e, SessionEnd::Disconnected(_)), "{k:?}: {e:?}");
+        assert!(e.to_string().starts_with("write: "), "{e}");
+    }
+    for k in [K::TimedOut, K::PermissionDenied, K::Other] {
+        let e = SessionEnd::of_io("", &io::Error::from(k));
+        assert!(matches!(e, SessionEnd::Failed(_)), "{k:?}: {e:?}");
+    }
 }
