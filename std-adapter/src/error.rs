@@ -163,6 +163,16 @@ pub enum Error {
         /// What was left, and why.
         what: String,
     },
+    /// A mirror was asked for a ring larger than its limit (`ringwire mirror
+    /// --max-ring-size`): nothing was created, and a ring it already held is kept.
+    RingTooLarge {
+        /// The mirror ring file.
+        path: PathBuf,
+        /// The bytes the source's geometry needs (`u64::MAX` when that overflows).
+        len: u64,
+        /// The limit.
+        max: u64,
+    },
     /// An argument is out of range.
     InvalidArgument {
         /// The file.
@@ -195,6 +205,7 @@ impl Error {
             | Error::NoOffsetFile { path }
             | Error::NotReplaced { path, .. }
             | Error::NotHealed { path, .. }
+            | Error::RingTooLarge { path, .. }
             | Error::InvalidArgument { path, .. } => path,
         }
     }
@@ -302,6 +313,14 @@ impl fmt::Display for Error {
             }
             Error::InvalidArgument { what, .. } => write!(f, "{p}: {what}"),
             Error::NotHealed { what, .. } => write!(f, "{p}: {what}"),
+            Error::RingTooLarge { len, max, .. } if *len == u64::MAX => write!(
+                f,
+                "{p}: the source's ring geometry overflows a 64-bit file length (limit {max} bytes); nothing was created"
+            ),
+            Error::RingTooLarge { len, max, .. } => write!(
+                f,
+                "{p}: the source's ring needs {len} bytes, over this mirror's limit of {max} bytes (--max-ring-size); nothing was created"
+            ),
         }
     }
 }

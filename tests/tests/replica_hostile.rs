@@ -823,3 +823,37 @@ fn a_removed_mirror_ring_stops_the_mirror() {
     assert!(msg.contains("removed"), "{msg}");
     assert!(dt < Duration::from_secs(2), "{dt:?}");
 }
+
+/// A source whose GEOMETRY needs a ring over the mirror's `max_ring_len` (`--max-ring-size`)
+/// is refused with an error that names the sizes, with or without `--once` (a ring that
+/// cannot be had is fatal, not retried), and nothing is created at the mirror's path.
+#[test]
+fn a_ring_over_the_mirror_size_limit_is_refused_and_nothing_created() {
+    for once in [true, false] {
+        let dst = ShmPath::new(&format!("hostile-cap-{once}"));
+        // 2^20 slots of 32 bytes: some 40 MiB.
+        let (addr, fake) = fake_source(geometry_frame(1 << 20), 1);
+        let mut mo = once_options(addr, dst.path());
+        mo.once = once;
+        mo.max_ring_len = Some(1 << 20);
+        let t0 = std::time::Instant::now();
+        let e = mirror::run(&mo, &AtomicBool::new(false)).unwrap_err();
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "took {:?}",
+            t0.elapsed()
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains("over this mirror's limit of 1048576 bytes"),
+            "{msg}"
+        );
+        assert!(msg.contains("--max-ring-size"), "{msg}");
+        assert_eq!(
+            fake.join().unwrap(),
+            1,
+            "the mirror kept the connection open"
+        );
+        assert!(!dst.path().exists(), "once={once}: a file was created");
+    }
+}

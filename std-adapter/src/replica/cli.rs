@@ -191,6 +191,45 @@ pub struct MirrorArgs {
     #[arg(long, value_name = "N", default_value_t = 0,
           value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
     pub nak_delay_us: u64,
+    /// The largest mirror ring this mirror creates, in bytes, or with a binary suffix
+    /// (K, M, G, T: 64M is 64 MiB). A source whose ring needs more is refused: the mirror
+    /// exits 1 with an error and creates nothing (a ring already at PATH is kept). The
+    /// source's geometry decides the ring's size, so this bounds what a misconfigured or
+    /// hostile source can make this host reserve (in /dev/shm, memory) [default: no limit
+    /// but the filesystem's free space].
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub max_ring_size: Option<u64>,
+}
+
+/// A size in bytes: a number, or one with a binary suffix K, M, G or T, optionally
+/// followed by `iB` or `B`, in any case (`4096`, `64M`, `2GiB`, `1kb` = 1024). Zero is
+/// refused.
+fn parse_size(s: &str) -> Result<u64, String> {
+    let lower = s.trim().to_ascii_lowercase();
+    let split = lower
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(lower.len());
+    let (digits, unit) = lower.split_at(split);
+    let shift = match unit {
+        "" | "b" => 0,
+        "k" | "kb" | "kib" => 10,
+        "m" | "mb" | "mib" => 20,
+        "g" | "gb" | "gib" => 30,
+        "t" | "tb" | "tib" => 40,
+        _ => return Err(bad_size(s)),
+    };
+    let n: u64 = digits.parse().map_err(|_| bad_size(s))?;
+    let v = n
+        .checked_mul(1u64 << shift)
+        .ok_or_else(|| format!("'{s}' is more than 2^64 - 1 bytes"))?;
+    if v == 0 {
+        return Err("the size must be at least 1 byte".into());
+    }
+    Ok(v)
+}
+
+fn bad_size(s: &str) -> String {
+    format!("'{s}' is not a size: a number of bytes, or one with a suffix K, M, G or T (e.g. 64M)")
 }
 
 /// Which transport the demo's mirror uses.
@@ -301,6 +340,7 @@ impl MirrorArgs {
             once: self.once,
             reconnect: Duration::from_millis(self.reconnect_ms),
             nak_delay: Duration::from_micros(self.nak_delay_us),
+            max_ring_len: self.max_ring_size,
             ..MirrorOptions::new(self.source, &self.path)
         }
     }
@@ -462,6 +502,36 @@ mod tests {
         );
         assert!(parse_group("239.1.1.1:0").is_err());
         assert!(parse_group("239.1.1.1").is_err());
+    }
+
+    #[test]
+    fn sizes_take_binary_suffixes_and_refuse_nonsense() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64M"), Ok(64 << 20));
+        assert_eq!(parse_size("2GiB"), Ok(2 << 30));
+        assert_eq!(parse_size(" 1kb "), Ok(1024));
+        assert_eq!(parse_size("3t"), Ok(3 << 40));
+        assert_eq!(parse_size("7B"), Ok(7));
+        for bad in ["", "M", "-1", "1.5G", "12Q", "1 G", "0x10", "G1"] {
+            let e = parse_size(bad).unwrap_err();
+            assert!(e.contains("not a size"), "{bad}: {e}");
+        }
+        assert!(parse_size("0").unwrap_err().contains("at least 1 byte"));
+        assert!(parse_size("0K").unwrap_err().contains("at least 1 byte"));
+        assert!(parse_size("16777216T").unwrap_err().contains("2^64"));
+        let m = crate::cli::Cli::try_parse_from([
+            "ringwire",
+            "mirror",
+            "127.0.0.1:7400",
+            "/dev/shm/y",
+            "--max-ring-size",
+            "1G",
+        ])
+        .unwrap();
+        match m.command {
+            crate::cli::Command::Mirror(a) => assert_eq!(a.options().max_ring_len, Some(1 << 30)),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

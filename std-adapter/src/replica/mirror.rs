@@ -89,6 +89,12 @@ pub struct MirrorOptions {
     /// with a UDP heartbeat longer than about a tenth of it needs a longer one here. Zero
     /// waits forever, as ringfire's mirror does.
     pub silence_timeout: StdDuration,
+    /// The largest mirror ring (file length, bytes) the mirror creates: a source whose
+    /// GEOMETRY needs more is refused (a fatal error, as a ring that cannot be created),
+    /// and a ring already there is kept. `None` (the default, as ringfire's mirror): no
+    /// limit but the filesystem's free space, so a source decides how much of a tmpfs (of
+    /// memory) this host reserves.
+    pub max_ring_len: Option<u64>,
 }
 
 /// [`MirrorOptions::handshake_timeout`] by default.
@@ -116,6 +122,7 @@ impl MirrorOptions {
             log: true,
             handshake_timeout: HANDSHAKE_TIMEOUT,
             silence_timeout: SILENCE_TIMEOUT,
+            max_ring_len: None,
         }
     }
 }
@@ -351,6 +358,7 @@ fn run_inner(
     };
     let mut sink = FileSink::open(&opts.path)?;
     sink.set_mode(opts.file_mode);
+    sink.set_max_len(opts.max_ring_len);
     let mut sum = MirrorSummary::default();
     let mut bufs = Buffers::new();
     let mut start = opts.start;

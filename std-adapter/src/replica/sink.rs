@@ -40,6 +40,9 @@ pub struct FileSink {
     mode: u32,
     /// Rings created so far (a handshake that adopts the existing ring creates none).
     created: u64,
+    /// The largest ring (file length) this sink creates; `None`: no limit but the
+    /// filesystem's free space.
+    max_len: Option<u64>,
 }
 
 impl FileSink {
@@ -54,6 +57,7 @@ impl FileSink {
             last_error: None,
             mode: CreateOptions::default().mode,
             created: 0,
+            max_len: None,
         };
         let file = match OpenOptions::new().read(true).write(true).open(&path) {
             Ok(f) => f,
@@ -82,6 +86,13 @@ impl FileSink {
     /// Sets the permission bits of rings created from now on (default 0o660).
     pub fn set_mode(&mut self, mode: u32) {
         self.mode = mode;
+    }
+
+    /// Refuses to create a ring whose file would be longer than `max` bytes (`None`: no
+    /// limit). A source's GEOMETRY says how large the mirror ring is; this bounds what a
+    /// hostile or misconfigured source can make this host reserve (on tmpfs, memory).
+    pub fn set_max_len(&mut self, max: Option<u64>) {
+        self.max_len = max;
     }
 
     /// How many rings this sink has created (it recreates one when the source's geometry
@@ -115,6 +126,18 @@ impl RecordSink for FileSink {
     }
 
     fn recreate(&mut self, geo: &Geometry) -> Result<(), SinkError> {
+        if let Some(max) = self.max_len {
+            let len = geo.total_len().unwrap_or(u64::MAX);
+            if len > max {
+                // Checked before the old ring is let go: it stays as it was.
+                self.last_error = Some(Error::RingTooLarge {
+                    path: self.path.clone(),
+                    len,
+                    max,
+                });
+                return Err(SinkError::Storage);
+            }
+        }
         // Release the old mapping and lock first: create takes the lock on the path itself
         // and replaces a non-empty file by a fresh inode (readers of the old one see it
         // frozen).
@@ -179,6 +202,45 @@ mod tests {
         assert!(matches!(err, SinkError::Storage), "{err}");
         let detail = sink.last_error.take().expect("detail kept").to_string();
         assert!(detail.contains("ringwire-no-such-dir"), "{detail}");
+    }
+
+    /// A geometry over the limit is refused before anything is created or let go: a ring
+    /// the sink holds stays, with its records; one within the limit is created.
+    #[test]
+    fn a_ring_over_the_size_limit_is_refused_and_the_held_ring_kept() {
+        let path = std::env::temp_dir().join(format!("ringwire-sink-cap-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let small = Geometry::spmc(64, 16, 8, 0, false).unwrap();
+        let big = Geometry::spmc(1 << 16, 16, 8, 0, false).unwrap();
+        let (small_len, big_len) = (small.total_len().unwrap(), big.total_len().unwrap());
+        assert!(small_len < big_len);
+        let mut sink = FileSink::open(&path).unwrap();
+        sink.set_max_len(Some(small_len));
+        sink.recreate(&small).expect("exactly at the limit");
+        sink.write(1, &7u64.to_le_bytes(), &[]);
+        sink.publish(1);
+        let err = sink.recreate(&big).unwrap_err();
+        assert!(matches!(err, SinkError::Storage), "{err}");
+        let e = sink.last_error.take().expect("detail kept");
+        assert!(
+            matches!(e, Error::RingTooLarge { len, max, .. } if len == big_len && max == small_len),
+            "{e:?}"
+        );
+        let msg = e.to_string();
+        assert!(msg.contains(&format!("needs {big_len} bytes")), "{msg}");
+        assert!(msg.contains("--max-ring-size"), "{msg}");
+        assert_eq!(
+            sink.existing(),
+            Some((small, 1)),
+            "the held ring was let go"
+        );
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), small_len);
+        // No limit: the larger ring is created.
+        sink.set_max_len(None);
+        sink.recreate(&big).unwrap();
+        assert_eq!(sink.existing(), Some((big, 0)));
+        drop(sink);
+        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
