@@ -423,8 +423,8 @@ impl Blackboard {
         value_align: u32,
     ) -> Result<Blackboard, BlackboardError> {
         let (off, ss) = layout(value_size, value_align)?;
-        // Checked with the value at +8 first, so that a slot of the wrong size is reported
-        // as a mismatch; the expected size holds the value at `off`.
+        // The plain attach checks the header first: a slot under 8 + value_size bytes (or not
+        // a multiple of 8) is BadSlotSize there; any other size but `ss` is a mismatch here.
         let mut bb = Blackboard::attach(region, Some(value_size))?;
         if bb.slot_size != ss {
             return Err(BlackboardError::SlotSizeMismatch {

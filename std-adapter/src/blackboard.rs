@@ -199,8 +199,10 @@ pub struct BlackboardConsumer<V> {
 impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
     /// Attaches to the blackboard at `path`; its `value_size` must be `size_of::<V>()`, and
     /// values are read where [`BlackboardProducer::create`] puts a `V`. The header records
-    /// no alignment: a board written with a type of the same size but another alignment
-    /// above 8 (`[u64; 2]` against `u128`) is read at the wrong offset, by ringfire as well.
+    /// no alignment: a board written for a value of the same size but another alignment is
+    /// refused when its slot size differs ([`BlackboardError::SlotSizeMismatch`]), but where
+    /// both get the same slot (`[u64; 2]` against `u128`: 64 bytes) the two cannot be told
+    /// apart and the value is read at the wrong offset, by ringfire as well.
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
         const { assert_value_align::<V>() };
         let path = path.as_ref();

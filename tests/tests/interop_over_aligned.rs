@@ -1,7 +1,7 @@
 //! Blob metas and blackboard values aligned above 8 bytes, against ringfire 0.5.2 both
 //! ways: a 16-aligned meta (`u128`, `#[repr(C, align(16))]`) sits at slot offset 16 of a
-//! blob ring, a 16- or 64-aligned value at its alignment in a blackboard slot, and the files
-//! both projects make for the same writes are identical. A blob ring made for a meta of
+//! blob ring, a value aligned to 16, 32, 64 or 128 at its alignment in a blackboard slot,
+//! and the files both projects make for the same writes are identical. A blob ring made for a meta of
 //! another alignment is a typed error.
 
 use std::fmt::Debug;
@@ -37,13 +37,38 @@ fn meta_u128(i: u64) -> u128 {
     (u128::from(!i) << 64) | u128::from(i.wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
+/// A 32-byte blackboard value aligned to 32: ringfire puts it at +32 of a 64-byte slot.
+#[repr(C, align(32))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+struct Val32([u64; 4]);
+
+/// 96 bytes aligned to 32: at +32 of a 128-byte slot.
+#[repr(C, align(32))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+struct Val32x3([u64; 12]);
+
 /// A 64-byte blackboard value aligned to 64: ringfire puts it at +64 of a 128-byte slot.
 #[repr(C, align(64))]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
 struct Val64([u64; 8]);
 
-fn val64(i: u64) -> Val64 {
-    Val64(std::array::from_fn(|k| i * 100 + k as u64))
+/// 128 bytes aligned to 128: at +128 of a 256-byte slot.
+#[repr(C, align(128))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+struct Val128([u64; 16]);
+
+/// 384 bytes aligned to 128: at +128 of a 512-byte slot.
+#[repr(C, align(128))]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+struct Val128x3([u64; 48]);
+
+/// Value `i` of a blackboard value type made of `u64` words: word k is `i * 100 + k`.
+fn words<V: FromBytes + IntoBytes>(i: u64) -> V {
+    let mut v = V::new_zeroed();
+    for (k, w) in v.as_mut_bytes().chunks_exact_mut(8).enumerate() {
+        w.copy_from_slice(&(i * 100 + k as u64).to_le_bytes());
+    }
+    v
 }
 
 fn payload(i: u64) -> Vec<u8> {
@@ -87,7 +112,7 @@ where
     for i in 1..=MSGS {
         let s = &rw_file[slots + stride * i as usize..][..stride];
         assert_eq!(u64_at(s, 0), i, "slot {i}'s sequence");
-        assert_eq!(&s[8..16], &[0u8; 8], "slot {i}: bytes [8, 16) written");
+        assert_eq!(&s[8..16], &[0u8; 8], "slot {i}: bytes [8, 16) not zero");
         assert_eq!(
             &s[16..16 + size_of::<M>()],
             meta(i).as_bytes(),
@@ -197,8 +222,9 @@ fn a_blob_ring_of_another_meta_alignment_is_a_typed_error() {
 }
 
 /// The same writes to a ringfire and a ringwire blackboard of `V`: identical files, the
-/// value at `value_at` in ringfire's slot size, then each project reads the other's board.
-fn blackboard_both_ways<V>(tag: &str, val: fn(u64) -> V, value_at: usize)
+/// value at `value_at` in ringfire's slot size (`slot_size`), then each project reads the
+/// other's board.
+fn blackboard_both_ways<V>(tag: &str, val: fn(u64) -> V, value_at: usize, slot_size: usize)
 where
     V: Copy + Debug + PartialEq + IntoBytes + FromBytes + Immutable + 'static,
 {
@@ -215,6 +241,7 @@ where
     let rf_file = std::fs::read(rf_path.path()).unwrap();
     let rw_file = std::fs::read(rw_path.path()).unwrap();
     let slot = size_of::<ringfire::header::BlackboardSlot<V>>();
+    assert_eq!(slot, slot_size, "ringfire's BlackboardSlot size");
     assert_eq!(u32_at(&rw_file, 16) as usize, slot, "slot_size");
     assert_eq!(rw_file.len(), 128 + KEYS as usize * slot);
     let s1 = &rw_file[128 + slot..][..slot];
@@ -248,17 +275,29 @@ where
 
 #[test]
 fn blackboard_of_u128_values_both_ways() {
-    blackboard_both_ways("bb-u128", meta_u128, 16);
+    blackboard_both_ways("bb-u128", meta_u128, 16, 64);
 }
 
 #[test]
 fn blackboard_of_repr_align16_values_both_ways() {
-    blackboard_both_ways("bb-a16", meta16, 16);
+    blackboard_both_ways("bb-a16", meta16, 16, 64);
+}
+
+#[test]
+fn blackboard_of_repr_align32_values_both_ways() {
+    blackboard_both_ways("bb-a32", words::<Val32>, 32, 64);
+    blackboard_both_ways("bb-a32x3", words::<Val32x3>, 32, 128);
 }
 
 #[test]
 fn blackboard_of_repr_align64_values_both_ways() {
-    blackboard_both_ways("bb-a64", val64, 64);
+    blackboard_both_ways("bb-a64", words::<Val64>, 64, 128);
+}
+
+#[test]
+fn blackboard_of_repr_align128_values_both_ways() {
+    blackboard_both_ways("bb-a128", words::<Val128>, 128, 256);
+    blackboard_both_ways("bb-a128x3", words::<Val128x3>, 128, 512);
 }
 
 /// A board whose slot size is not the one the reader's type gets is a typed error, as
@@ -267,9 +306,6 @@ fn blackboard_of_repr_align64_values_both_ways() {
 /// (`[u64; 2]` and `u128`: 64) the header cannot tell them apart, for ringfire either.
 #[test]
 fn a_blackboard_of_another_slot_size_is_a_typed_error() {
-    #[repr(C, align(128))]
-    #[derive(Clone, Copy, FromBytes, IntoBytes, Immutable, KnownLayout)]
-    struct Val128([u64; 16]);
     let p = ShmPath::new("bb-a8-as-a128");
     let _rf = ringfire::BlackboardProducer::<[u64; 16]>::create(p.path(), 2).unwrap();
     let e = BlackboardConsumer::<Val128>::attach(&p).unwrap_err();
