@@ -2,8 +2,10 @@
 //! reaches the mirror ring under the source's sequence number with its meta, blob bytes and
 //! flags, and the mirror ring is a blob ring that ringwire's and ringfire's blob consumers
 //! read. Both directions against the published ringfire 0.5.2 (`ReplicaServer`, `Mirror`)
-//! and ringwire to ringwire over TCP, multicast and unicast.
+//! and ringwire to ringwire over TCP, multicast and unicast; an 8-aligned meta, and a
+//! 16-aligned one (`u128`, at slot offset 16) over TCP and multicast.
 
+use std::fmt::Debug;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -15,8 +17,9 @@ use ringwire::{BlobConsumer, BlobProducer, ReadOnlyRing};
 use ringwire_tests::replica::{Mode, SetOnDrop, mirror_options, serve_options};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
+use zerocopy::{FromBytes, Immutable, IntoBytes};
 
-/// The meta: sequence and a check word.
+/// The meta of most tests, aligned to 8.
 type Meta = [u64; 2];
 /// Ring capacity (messages) and arena bytes: large enough that nothing is overwritten.
 const CAP: u64 = 1 << 15;
@@ -24,8 +27,22 @@ const ARENA: usize = 32 << 20;
 /// Messages per run.
 const N: u64 = 20_000;
 
-fn meta(n: u64) -> Meta {
-    [n, n.wrapping_mul(0x9e37_79b9_7f4a_7c15)]
+/// A meta type the tests push: message n's meta holds n and a check word.
+trait TestMeta: Copy + Debug + PartialEq + IntoBytes + FromBytes + Immutable + 'static {
+    fn of(n: u64) -> Self;
+}
+
+impl TestMeta for [u64; 2] {
+    fn of(n: u64) -> Self {
+        [n, n.wrapping_mul(0x9e37_79b9_7f4a_7c15)]
+    }
+}
+
+/// Aligned to 16: both projects put it at slot offset 16, after 8 bytes of padding.
+impl TestMeta for u128 {
+    fn of(n: u64) -> Self {
+        (u128::from(n.wrapping_mul(0x9e37_79b9_7f4a_7c15)) << 64) | u128::from(n)
+    }
 }
 
 /// Message n's blob: 0 to 699 bytes (every 7th empty), and in ringwire-to-ringwire runs
@@ -109,24 +126,24 @@ fn publish(load: &Load, push: &mut impl FnMut(u64)) {
 
 /// Reads the mirror ring with ringwire's and ringfire's blob consumers: each gets every
 /// message of the load, in order, with its meta and blob bytes.
-fn check_mirror(path: &Path, load: &Load, big: bool) {
+fn check_mirror<M: TestMeta>(path: &Path, load: &Load, big: bool) {
     let mut out = vec![0u8; 6 << 20];
-    let mut rw = BlobConsumer::<Meta>::attach(path).expect("ringwire consumer on the mirror");
-    let mut m = [0u64; 2];
+    let mut rw = BlobConsumer::<M>::attach(path).expect("ringwire consumer on the mirror");
+    let mut m = M::of(0);
     for n in 1..=load.n {
         let got = rw.recv_seq(&mut m, &mut out).unwrap();
         let (seq, len) = got.unwrap_or_else(|| panic!("ringwire consumer: {n} missing"));
         assert_eq!(seq, n);
-        assert_eq!(m, meta(n), "meta of {n}");
+        assert_eq!(m, M::of(n), "meta of {n}");
         assert!(out[..len] == (load.blob)(n, big)[..], "blob of {n}");
     }
     assert_eq!(rw.recv(&mut m, &mut out).unwrap(), None);
     assert_eq!(rw.lapped_count(), 0);
-    let mut rf = ringfire::BlobConsumer::<Meta>::attach(path).expect("ringfire consumer");
+    let mut rf = ringfire::BlobConsumer::<M>::attach(path).expect("ringfire consumer");
     for n in 1..=load.n {
         let len = rf.recv(&mut m, &mut out).unwrap();
         let len = len.unwrap_or_else(|| panic!("ringfire consumer: {n} missing"));
-        assert_eq!(m, meta(n), "ringfire: meta of {n}");
+        assert_eq!(m, M::of(n), "ringfire: meta of {n}");
         assert!(
             out[..len] == (load.blob)(n, big)[..],
             "ringfire: blob of {n}"
@@ -136,10 +153,10 @@ fn check_mirror(path: &Path, load: &Load, big: bool) {
 }
 
 /// ringwire `BlobProducer` → ringwire serve → ringwire mirror.
-fn ringwire_to_ringwire(mode: Mode, idx: u16, load: &Load) {
+fn ringwire_to_ringwire<M: TestMeta>(mode: Mode, idx: u16, load: &Load) {
     let src = ShmPath::new(&format!("rwb-src-{idx}"));
     let dst = ShmPath::new(&format!("rwb-dst-{idx}"));
-    let mut producer = BlobProducer::<Meta>::create(src.path(), load.cap, ARENA).unwrap();
+    let mut producer = BlobProducer::<M>::create(src.path(), load.cap, ARENA).unwrap();
     let server = Server::bind(serve_options(src.path(), mode, mcast(idx), 1)).unwrap();
     let mo = mirror_options(server.local_addr(), dst.path(), mode);
     let stop = AtomicBool::new(false);
@@ -151,7 +168,7 @@ fn ringwire_to_ringwire(mode: Mode, idx: u16, load: &Load) {
             ReadOnlyRing::open(dst.path()).is_ok()
         });
         publish(load, &mut |n| {
-            assert_eq!(producer.push(&meta(n), &(load.blob)(n, true)).unwrap(), n);
+            assert_eq!(producer.push(&M::of(n), &(load.blob)(n, true)).unwrap(), n);
         });
         wait_until("the mirror to catch up", Duration::from_secs(60), || {
             mirror_write_seq(dst.path()) >= load.n
@@ -179,35 +196,47 @@ fn ringwire_to_ringwire(mode: Mode, idx: u16, load: &Load) {
     );
     assert_eq!(a.len(), b.len());
     assert!(a[128..] == b[128..], "slots, registry and arena differ");
-    check_mirror(dst.path(), load, true);
+    check_mirror::<M>(dst.path(), load, true);
 }
 
 #[test]
 fn ringwire_blob_ring_over_tcp() {
-    ringwire_to_ringwire(Mode::Tcp, 0, &STREAM);
+    ringwire_to_ringwire::<Meta>(Mode::Tcp, 0, &STREAM);
 }
 
 #[test]
 fn ringwire_blob_ring_over_multicast() {
-    ringwire_to_ringwire(Mode::Multicast, 1, &STREAM);
+    ringwire_to_ringwire::<Meta>(Mode::Multicast, 1, &STREAM);
 }
 
 #[test]
 fn ringwire_blob_ring_over_unicast() {
-    ringwire_to_ringwire(Mode::Unicast, 2, &STREAM);
+    ringwire_to_ringwire::<Meta>(Mode::Unicast, 2, &STREAM);
+}
+
+/// A 16-aligned meta (`u128`, at slot offset 16 of both rings) arrives with every blob.
+#[test]
+fn ringwire_blob_ring_with_a_u128_meta_over_tcp() {
+    ringwire_to_ringwire::<u128>(Mode::Tcp, 12, &STREAM);
+}
+
+/// The same by multicast, where the mirror rebuilds the slots from datagram records.
+#[test]
+fn ringwire_blob_ring_with_a_u128_meta_over_multicast() {
+    ringwire_to_ringwire::<u128>(Mode::Multicast, 13, &STREAM);
 }
 
 /// Blobs of up to 5 MiB: none becomes a GAP, each goes alone in its frame, and the mirror
 /// grows its stream buffer (a reconnect that resumes) for the 3 and 5 MiB frames.
 #[test]
 fn blobs_longer_than_the_frame_budget_go_alone_over_tcp() {
-    ringwire_to_ringwire(Mode::Tcp, 8, &LONG);
+    ringwire_to_ringwire::<Meta>(Mode::Tcp, 8, &LONG);
 }
 
 /// The same by multicast: the long ones do not fit a datagram and are fetched over TCP.
 #[test]
 fn blobs_longer_than_a_datagram_are_fetched_over_tcp_in_multicast_mode() {
-    ringwire_to_ringwire(Mode::Multicast, 9, &LONG);
+    ringwire_to_ringwire::<Meta>(Mode::Multicast, 9, &LONG);
 }
 
 /// A hub: source → (mirror + serve of the mirror ring) → leaf. The hub serves a SPARSE
@@ -237,7 +266,7 @@ fn blob_ring_through_a_hub() {
             ReadOnlyRing::open(leaf.path()).is_ok()
         });
         publish(&STREAM, &mut |n| {
-            assert_eq!(producer.push(&meta(n), &blob(n, true)).unwrap(), n);
+            assert_eq!(producer.push(&Meta::of(n), &blob(n, true)).unwrap(), n);
         });
         wait_until("the leaf to catch up", Duration::from_secs(60), || {
             mirror_write_seq(leaf.path()) >= N
@@ -251,17 +280,17 @@ fn blob_ring_through_a_hub() {
             s.join().unwrap().unwrap();
         }
     });
-    check_mirror(leaf.path(), &STREAM, true);
+    check_mirror::<Meta>(leaf.path(), &STREAM, true);
 }
 
 /// ringfire 0.5.2 `BlobProducer` + `ReplicaServer` → ringwire mirror. ringfire's server
 /// threads serve every connection (the mirror reconnects when it grows its buffer) and
 /// cannot be stopped: they are left to the end of the test process.
-fn ringfire_to_ringwire(mode: Mode, idx: u16, load: &Load) {
+fn ringfire_to_ringwire<M: TestMeta>(mode: Mode, idx: u16, load: &Load) {
     use ringfire::replication::{MulticastConfig, ReplicaServer};
     let src = ShmPath::new(&format!("rfb-src-{idx}"));
     let dst = ShmPath::new(&format!("rfb-dst-{idx}"));
-    let mut producer = ringfire::BlobProducer::<Meta>::create(src.path(), load.cap, ARENA).unwrap();
+    let mut producer = ringfire::BlobProducer::<M>::create(src.path(), load.cap, ARENA).unwrap();
     let mut server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
     if mode == Mode::Multicast {
         let g = mcast(idx);
@@ -282,7 +311,7 @@ fn ringfire_to_ringwire(mode: Mode, idx: u16, load: &Load) {
             ReadOnlyRing::open(dst.path()).is_ok()
         });
         publish(load, &mut |n| {
-            assert_eq!(producer.push(&meta(n), &(load.blob)(n, false)).unwrap(), n);
+            assert_eq!(producer.push(&M::of(n), &(load.blob)(n, false)).unwrap(), n);
         });
         wait_until("the mirror to catch up", Duration::from_secs(60), || {
             mirror_write_seq(dst.path()) >= load.n
@@ -301,33 +330,39 @@ fn ringfire_to_ringwire(mode: Mode, idx: u16, load: &Load) {
             "the stream buffer never grew: {sum:?}"
         );
     }
-    check_mirror(dst.path(), load, false);
+    check_mirror::<M>(dst.path(), load, false);
     drop(producer);
 }
 
 #[test]
 fn ringfire_blob_serve_to_ringwire_mirror_tcp() {
-    ringfire_to_ringwire(Mode::Tcp, 3, &STREAM);
+    ringfire_to_ringwire::<Meta>(Mode::Tcp, 3, &STREAM);
 }
 
 #[test]
 fn ringfire_blob_serve_to_ringwire_mirror_multicast() {
-    ringfire_to_ringwire(Mode::Multicast, 4, &STREAM);
+    ringfire_to_ringwire::<Meta>(Mode::Multicast, 4, &STREAM);
+}
+
+/// ringfire's ring of 16-aligned metas, served by ringfire, mirrored by ringwire.
+#[test]
+fn ringfire_blob_serve_with_a_u128_meta_to_ringwire_mirror_tcp() {
+    ringfire_to_ringwire::<u128>(Mode::Tcp, 14, &STREAM);
 }
 
 /// ringfire's server sends a record longer than its 1 MiB budget alone; ringwire's mirror
 /// takes it.
 #[test]
 fn long_blobs_from_a_ringfire_serve_to_a_ringwire_mirror_tcp() {
-    ringfire_to_ringwire(Mode::Tcp, 10, &LONG);
+    ringfire_to_ringwire::<Meta>(Mode::Tcp, 10, &LONG);
 }
 
 /// ringwire `BlobProducer` + serve → ringfire 0.5.2 `Mirror`.
-fn ringwire_to_ringfire(mode: Mode, idx: u16, load: &Load) {
+fn ringwire_to_ringfire<M: TestMeta>(mode: Mode, idx: u16, load: &Load) {
     use ringfire::replication::{Mirror, MirrorStart};
     let src = ShmPath::new(&format!("wfb-src-{idx}"));
     let dst = ShmPath::new(&format!("wfb-dst-{idx}"));
-    let mut producer = BlobProducer::<Meta>::create(src.path(), load.cap, ARENA).unwrap();
+    let mut producer = BlobProducer::<M>::create(src.path(), load.cap, ARENA).unwrap();
     let server = Server::bind(serve_options(src.path(), mode, mcast(idx), 1)).unwrap();
     let addr = server.local_addr();
     let stop = AtomicBool::new(false);
@@ -352,7 +387,7 @@ fn ringwire_to_ringfire(mode: Mode, idx: u16, load: &Load) {
             ReadOnlyRing::open(dst.path()).is_ok()
         });
         publish(load, &mut |n| {
-            assert_eq!(producer.push(&meta(n), &(load.blob)(n, false)).unwrap(), n);
+            assert_eq!(producer.push(&M::of(n), &(load.blob)(n, false)).unwrap(), n);
         });
         let got = m.join().unwrap();
         stop.store(true, Ordering::Relaxed);
@@ -364,22 +399,28 @@ fn ringwire_to_ringfire(mode: Mode, idx: u16, load: &Load) {
         (load.n, 0),
         "ringfire mirror sequence and gaps"
     );
-    check_mirror(dst.path(), load, false);
+    check_mirror::<M>(dst.path(), load, false);
 }
 
 #[test]
 fn ringwire_blob_serve_to_ringfire_mirror_tcp() {
-    ringwire_to_ringfire(Mode::Tcp, 5, &STREAM);
+    ringwire_to_ringfire::<Meta>(Mode::Tcp, 5, &STREAM);
 }
 
 #[test]
 fn ringwire_blob_serve_to_ringfire_mirror_multicast() {
-    ringwire_to_ringfire(Mode::Multicast, 6, &STREAM);
+    ringwire_to_ringfire::<Meta>(Mode::Multicast, 6, &STREAM);
+}
+
+/// ringwire's ring of 16-aligned metas, served by ringwire, mirrored by ringfire.
+#[test]
+fn ringwire_blob_serve_with_a_u128_meta_to_ringfire_mirror_tcp() {
+    ringwire_to_ringfire::<u128>(Mode::Tcp, 15, &STREAM);
 }
 
 /// ringwire's server sends a record longer than the 1 MiB budget alone; ringfire's mirror
 /// takes it.
 #[test]
 fn long_blobs_from_a_ringwire_serve_to_a_ringfire_mirror_tcp() {
-    ringwire_to_ringfire(Mode::Tcp, 11, &LONG);
+    ringwire_to_ringfire::<Meta>(Mode::Tcp, 11, &LONG);
 }
