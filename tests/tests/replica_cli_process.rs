@@ -551,6 +551,53 @@ fn serve_once_exits_1_when_its_session_fails_and_0_when_the_peer_goes() {
     assert!(status.success(), "{status}: {lines:#?}");
 }
 
+/// `serve --once` stopped by SIGTERM while its one mirror is connected and live exits 0, as
+/// when the mirror goes away: a stop is no failure. No test failed when it exited 1.
+#[test]
+fn serve_once_stopped_during_its_session_exits_0() {
+    let src = Scratch::new("once-stop-src");
+    let mir = Scratch::new("once-stop-mir");
+    let _producer = source(&src.0, 10);
+    let child = Child::spawn(&["serve", src.s(), "--bind", "127.0.0.1:0", "--once"], None);
+    let (child, addr) = serving_on(child);
+    let mut mo = MirrorOptions::new(addr, &mir.0);
+    mo.start = ringwire_core::replicate::Start::Oldest;
+    mo.log = false;
+    let stop = AtomicBool::new(false);
+    let progress = MirrorProgress::new();
+    let (live, finished) = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let m = sc.spawn(|| run_observed(&mo, &stop, Some(&progress)));
+        let t0 = Instant::now();
+        let mut seen = progress.snapshot();
+        while seen.last_seq < 10 && t0.elapsed() < Duration::from_secs(20) {
+            seen = progress.wait_changed(&seen, Duration::from_millis(100));
+        }
+        // SIGTERM to serve while the mirror is connected; it stops only afterwards.
+        let finished = child.finish(true, Duration::from_secs(20));
+        stop.store(true, Ordering::Relaxed);
+        let _ = m.join().unwrap();
+        (seen.last_seq, finished)
+    });
+    let (status, lines) = finished;
+    assert_eq!(live, 10, "the mirror got the records: {lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains("ended: server stopping")),
+        "the session ended by the stop: {lines:#?}"
+    );
+    assert!(status.success(), "{status}: {lines:#?}");
+}
+
+/// Sets the flag when dropped: a failed assertion in a thread scope then ends the threads
+/// that watch it, and the test fails instead of hanging.
+struct SetOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for SetOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
 /// A mirror that cannot join its source's multicast group reconnects (spec §26.2); with
 /// `--reconnect-ms 0` it does so at once, many times a second, and logged a "connection
 /// ended" line for every attempt. Like refused connects, such failures are now logged at
@@ -615,4 +662,80 @@ fn a_mirror_failing_at_once_logs_its_failures_once_a_second() {
         "{lines:#?}"
     );
     assert!(status.success(), "{status}: {lines:#?}");
+    // Every failure is told: on its own line, in the count of a later one, or in the last
+    // line at the stop (the join error names the group and the interface tried).
+    let shown = ended
+        .iter()
+        .filter(|l| l.contains("No such device"))
+        .count() as u64;
+    assert_eq!(failures_told(&lines), shown + failures_counted(&lines));
+    let last = lines
+        .iter()
+        .find(|l| l.starts_with("mirror: (") && l.contains("; last: "))
+        .unwrap_or_else(|| panic!("no last report: {lines:#?}"));
+    assert!(
+        last.contains("239.255.102.1") && last.contains("interface 192.0.2.1 (--iface)"),
+        "{last}"
+    );
+}
+
+/// The failed attempts the `mirror: done` line of `lines` counts.
+fn failures_told(lines: &[String]) -> u64 {
+    let done = lines
+        .iter()
+        .find(|l| l.starts_with("mirror: done"))
+        .unwrap_or_else(|| panic!("no done line: {lines:#?}"));
+    let at = done
+        .find(" failed attempts")
+        .unwrap_or_else(|| panic!("{done}"));
+    done[..at]
+        .rsplit(' ')
+        .next()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{done}"))
+}
+
+/// The failed attempts `lines` say were left out: the sum of their "(N more failed
+/// attempts" counts.
+fn failures_counted(lines: &[String]) -> u64 {
+    lines
+        .iter()
+        .filter_map(|l| {
+            let at = l.find(" more failed attempts")?;
+            let n = l[..at].rsplit('(').next()?;
+            Some(n.parse::<u64>().unwrap_or_else(|_| panic!("{l}")))
+        })
+        .sum()
+}
+
+/// A mirror whose connects are refused, retried at once (`--reconnect-ms 0`), tells every
+/// failure by the time it stops: those after the last once-a-second report, about 0.6 s of
+/// them here, appeared nowhere (the stop came between attempts, so no "connection ended"
+/// line carried them), and `mirror: done` did not count failed attempts.
+#[test]
+fn a_stopped_mirror_tells_the_failures_since_its_last_report() {
+    let dst = Scratch::new("refused-dst");
+    let addr = format!("127.0.0.1:{}", free_port());
+    let mut child = Child::spawn(&["mirror", &addr, dst.s(), "--reconnect-ms", "0"], None);
+    // The first report at once, the second a second later, then 0.6 s more.
+    let second = child.line(Duration::from_secs(20), |l| {
+        l.contains("more failed attempts since the last report")
+    });
+    let _ = child.line(Duration::from_millis(600), |_| false);
+    let (status, lines) = child.finish(true, Duration::from_secs(20));
+    assert!(second.is_some(), "{lines:#?}");
+    assert!(status.success(), "{status}: {lines:#?}");
+    let retrying: Vec<&String> = lines.iter().filter(|l| l.contains("retrying")).collect();
+    let last = lines
+        .iter()
+        .find(|l| l.starts_with("mirror: (") && l.contains("; last: "))
+        .unwrap_or_else(|| panic!("the failures since the last report are lost: {lines:#?}"));
+    assert!(last.contains(&format!("last: connect {addr}: ")), "{last}");
+    let told = failures_told(&lines);
+    assert_eq!(
+        told,
+        retrying.len() as u64 + failures_counted(&lines),
+        "{lines:#?}"
+    );
+    assert!(told > retrying.len() as u64, "{lines:#?}");
 }

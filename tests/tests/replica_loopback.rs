@@ -276,6 +276,9 @@ fn a_mirror_that_cannot_join_the_group_reconnects() {
     .expect_err("--once with a group it cannot join");
     let text = err.to_string();
     assert!(text.contains("mirror UDP socket"), "{text}");
+    // The group and port joined, and the interface tried.
+    assert!(text.contains(&mcast(IDX).to_string()), "{text}");
+    assert!(text.contains("interface 192.0.2.1 (--iface)"), "{text}");
 }
 
 /// [`ringwire_multicast_from_another_address_than_the_tcp_peer`] from ringfire's server.

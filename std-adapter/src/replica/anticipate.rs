@@ -218,7 +218,8 @@ impl Anticipator {
     /// One idle wait of at most `max`: `ready` tells whether data is there, `park(d)` blocks
     /// in the kernel for at most `d` (returning early when data may have come). Inside a
     /// window this polls; before it, it parks until the window opens; otherwise it parks
-    /// for `max`. Returns whether data is ready.
+    /// for `max` (a `max` past what an `Instant` holds, `Duration::MAX`, is no deadline).
+    /// Returns whether data is ready.
     pub fn wait(
         &mut self,
         max: Duration,
@@ -226,7 +227,8 @@ impl Anticipator {
         mut park: impl FnMut(Duration),
     ) -> bool {
         let t0 = Instant::now();
-        let deadline = t0 + max;
+        let deadline = t0.checked_add(max);
+        let past = |now: Instant| deadline.is_some_and(|d| now >= d);
         let mut now = t0;
         if let Some((from, to)) = self.window(now) {
             if now < from {
@@ -241,11 +243,11 @@ impl Anticipator {
                     let late = ns(now.saturating_duration_since(from)).min(ns(MAX_LATE));
                     self.late_ns = ewma(self.late_ns, late);
                 }
-                if now >= deadline {
+                if past(now) {
                     return self.settle(false, now);
                 }
             }
-            let end = to.min(deadline);
+            let end = deadline.map_or(to, |d| to.min(d));
             let mut n = 0u32;
             while now < end {
                 if ready() {
@@ -264,12 +266,12 @@ impl Anticipator {
             if end == to {
                 self.window_ended(false);
             }
-            if now >= deadline {
+            if past(now) {
                 let got = ready();
                 return self.settle(got, now);
             }
         }
-        park(deadline.saturating_duration_since(now));
+        park(deadline.map_or(max, |d| d.saturating_duration_since(now)));
         let got = ready();
         self.settle(got, Instant::now())
     }
@@ -399,6 +401,26 @@ mod tests {
         a.not_a_tick();
         assert_eq!(a.window(tick), Some(before));
         assert!(!a.found(), "nothing pending");
+    }
+
+    /// A wait of `Duration::MAX` (past what an `Instant` holds) parks for it, with or
+    /// without a window ahead, instead of panicking at `now + max`.
+    #[test]
+    fn a_wait_longer_than_time_has_no_deadline() {
+        let mut a = Anticipator::new(true);
+        let mut parks = Vec::new();
+        assert!(!a.wait(Duration::MAX, || false, |d| parks.push(d)));
+        assert_eq!(parks, [Duration::MAX], "no model: one park for all of it");
+        let every = MS * 20;
+        ticked(&mut a, Instant::now() - every * 16, 16, |_| every);
+        assert!(a.steady_interval().is_some());
+        // Ready after a park, or on the second look inside a window.
+        let (parked, polls) = (std::cell::Cell::new(false), std::cell::Cell::new(0));
+        let ready = || {
+            polls.set(polls.get() + 1);
+            parked.get() || polls.get() > 1
+        };
+        assert!(a.wait(Duration::MAX, ready, |_| parked.set(true)));
     }
 
     #[test]

@@ -351,8 +351,9 @@ impl MirrorArgs {
         exit(super::mirror::run(&self.options(), stop).map(|s| {
             let c = s.counters;
             diag!(
-                "mirror: done: {} connections, last seq written {} (the mirror ring's write_seq, 0 = none), {} records written, {} frames, {} datagrams, {} naks, {} retransmitted, {} gaps ({} records), {} restarts, resumes {} checked against the source and {} unchecked, {} dropped",
+                "mirror: done: {} connections, {} failed attempts, last seq written {} (the mirror ring's write_seq, 0 = none), {} records written, {} frames, {} datagrams, {} naks, {} retransmitted, {} gaps ({} records), {} restarts, resumes {} checked against the source and {} unchecked, {} dropped",
                 s.connections,
+                s.failed_attempts,
                 s.last_seq,
                 c.records_written,
                 c.frames,

@@ -141,7 +141,8 @@ pub fn write_all_unless<S: Write + AsRawFd>(
     timeout: StdDuration,
     stop: &AtomicBool,
 ) -> io::Result<Written> {
-    let deadline = std::time::Instant::now() + timeout;
+    // No deadline when `timeout` is past what an `Instant` holds (`Duration::MAX`).
+    let deadline = crate::wait::deadline_after(timeout);
     while !bytes.is_empty() {
         match s.write(bytes) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
@@ -151,7 +152,9 @@ pub fn write_all_unless<S: Write + AsRawFd>(
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
                     return Ok(Written::Stopped);
                 }
-                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                let left = deadline.map_or(STOP_CHECK, |d| {
+                    d.saturating_duration_since(std::time::Instant::now())
+                });
                 if left.is_zero() {
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,
@@ -447,6 +450,7 @@ mod tests {
     }
     /// A peer that reads nothing: the write gives up soon after the stop flag is set, as
     /// [`Written::Stopped`], well before the write timeout; without the flag it times out.
+    /// A timeout past what an `Instant` holds (`Duration::MAX`) is no deadline, not a panic.
     #[test]
     fn a_stopped_write_ends_before_its_timeout() {
         use std::sync::atomic::Ordering as O;
@@ -455,19 +459,21 @@ mod tests {
         let (_r, _) = l.accept().unwrap();
         w.set_nonblocking(true).unwrap();
         let big = vec![7u8; 64 << 20];
-        let stop = AtomicBool::new(false);
-        let t0 = std::time::Instant::now();
-        let r = std::thread::scope(|sc| {
-            sc.spawn(|| {
-                std::thread::sleep(StdDuration::from_millis(200));
-                stop.store(true, O::Relaxed);
+        for timeout in [StdDuration::from_secs(30), StdDuration::MAX] {
+            let stop = AtomicBool::new(false);
+            let t0 = std::time::Instant::now();
+            let r = std::thread::scope(|sc| {
+                sc.spawn(|| {
+                    std::thread::sleep(StdDuration::from_millis(200));
+                    stop.store(true, O::Relaxed);
+                });
+                write_all_unless(&mut w, &big, timeout, &stop)
             });
-            write_all_unless(&mut w, &big, StdDuration::from_secs(30), &stop)
-        });
-        let dt = t0.elapsed();
-        assert_eq!(r.unwrap(), Written::Stopped);
-        assert!(dt >= StdDuration::from_millis(200), "{dt:?}");
-        assert!(dt < StdDuration::from_secs(2), "{dt:?}");
+            let dt = t0.elapsed();
+            assert_eq!(r.unwrap(), Written::Stopped, "{timeout:?}");
+            assert!(dt >= StdDuration::from_millis(200), "{timeout:?}: {dt:?}");
+            assert!(dt < StdDuration::from_secs(2), "{timeout:?}: {dt:?}");
+        }
         let e = write_all_within(&mut w, &big, StdDuration::from_millis(100)).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
     }

@@ -5,7 +5,7 @@
 //! polls without blocking for a bounded, adaptive time. Every later connection resumes.
 
 use std::io::{self, Read};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -132,6 +132,11 @@ impl MirrorOptions {
 pub struct MirrorSummary {
     /// Connections that completed a TCP connect.
     pub connections: u64,
+    /// Attempts that failed and were retried or ended `--once`: connects that did not
+    /// complete, and connections that failed (a protocol error, a handshake or silence
+    /// timeout, a source at its session limit, a multicast group that cannot be joined
+    /// here). These connections are also in `connections`.
+    pub failed_attempts: u64,
     /// The last sequence written into the mirror ring: its `write_seq` (0 if none), what
     /// the "connection ended" and "done" log lines show. With `--from latest` nothing is
     /// written until the source publishes after the handshake.
@@ -297,18 +302,24 @@ fn fits_ring(sink: &FileSink, total: usize) -> bool {
 /// UDP socket and its NAKs again (a 1 MiB DATA frame budget, spec §22).
 const TCP_READ_PASS: usize = 1 << 20;
 
-/// Sleeps `d` in slices, returning early when `stop` is set.
+/// Sleeps `d` in slices, returning early when `stop` is set; a `d` past what an `Instant`
+/// holds ([`MirrorOptions::reconnect`] set to `Duration::MAX`) sleeps until `stop` is set.
 fn nap(d: StdDuration, stop: &AtomicBool) {
-    let until = std::time::Instant::now() + d;
+    let until = crate::wait::deadline_after(d);
     // Relaxed: a plain flag.
     while !stop.load(Ordering::Relaxed) {
-        let left = until.saturating_duration_since(std::time::Instant::now());
+        let left = until.map_or(NAP_SLICE, |t| {
+            t.saturating_duration_since(std::time::Instant::now())
+        });
         if left.is_zero() {
             break;
         }
-        std::thread::sleep(left.min(StdDuration::from_millis(20)));
+        std::thread::sleep(left.min(NAP_SLICE));
     }
 }
+
+/// Longest sleep of [`nap`] between two checks of the stop flag.
+const NAP_SLICE: StdDuration = StdDuration::from_millis(20);
 
 /// Runs the mirror until `stop` is set (or, with `once`, until the source disconnects).
 pub fn run(opts: &MirrorOptions, stop: &AtomicBool) -> Result<MirrorSummary, ReplicaError> {
@@ -359,14 +370,34 @@ fn run_inner(
     let mut sink = FileSink::open(&opts.path)?;
     sink.set_mode(opts.file_mode);
     sink.set_max_len(opts.max_ring_len);
-    let mut sum = MirrorSummary::default();
-    let mut bufs = Buffers::new();
-    let mut start = opts.start;
     // Failed attempts (a refused connect, or a connection that failed: a group it cannot
     // join, a source at its session limit) are logged at most once a second: with
     // `--reconnect-ms 0` they are retried at once, many times a second. The count of those
-    // not shown goes with the next line.
+    // not shown goes with the next line, or, when the mirror stops or fails, with its last.
     let mut failures = RateLog::new(StdDuration::from_secs(1));
+    let r = connections(opts, stop, progress, &note, src, sink, &mut failures);
+    if opts.log
+        && let Some((n, last)) = failures.take_pending()
+    {
+        diag!("mirror: ({n} more failed attempts since the last report; last: {last})");
+    }
+    r
+}
+
+/// [`run_inner`]'s loop: connects, runs the connection, naps, reconnects, until `stop` (or
+/// with `once`, the end of the first connection).
+fn connections(
+    opts: &MirrorOptions,
+    stop: &AtomicBool,
+    progress: Option<&MirrorProgress>,
+    note: &dyn Fn(String),
+    src: ringwire_core::replicate::PeerAddr,
+    mut sink: FileSink,
+    failures: &mut RateLog,
+) -> Result<MirrorSummary, ReplicaError> {
+    let mut sum = MirrorSummary::default();
+    let mut bufs = Buffers::new();
+    let mut start = opts.start;
     // Options the source's transport made useless have been warned about.
     let mut warned = false;
     // Datagrams dropped for their source address have been warned about.
@@ -375,12 +406,14 @@ fn run_inner(
     while !stop.load(Ordering::Relaxed) {
         match connect_tcp(opts.source, StdDuration::from_secs(2)) {
             Err(e) => {
+                sum.failed_attempts += 1;
                 if opts.once {
                     return Err(ReplicaError::io(format!("connect {}", opts.source), e));
                 }
-                note(format!("connect {}: {e}", opts.source));
+                let why = format!("connect {}: {e}", opts.source);
+                note(why.clone());
                 if opts.log
-                    && let Some(n) = failures.hit()
+                    && let Some(n) = failures.hit_with(|| why)
                 {
                     diag!(
                         "mirror: connect {}: {e}; retrying{}",
@@ -412,15 +445,21 @@ fn run_inner(
                     }
                     p.publish(s);
                 }
-                match &end {
-                    End::Closed(s) => note(format!("connection to {} ended: {s}", opts.source)),
-                    End::Failed(e) => note(format!("connection to {} failed: {e}", opts.source)),
-                    End::Fatal(e) => note(e.to_string()),
-                    End::Stopped | End::Grow(_) => {}
+                let why = match &end {
+                    End::Closed(s) => Some(format!("connection to {} ended: {s}", opts.source)),
+                    End::Failed(e) => {
+                        sum.failed_attempts += 1;
+                        Some(format!("connection to {} failed: {e}", opts.source))
+                    }
+                    End::Fatal(e) => Some(e.to_string()),
+                    End::Stopped | End::Grow(_) => None,
+                };
+                if let Some(w) = &why {
+                    note(w.clone());
                 }
                 // A failure repeated within the second is only counted (see `failures`).
                 let shown = match &end {
-                    End::Failed(_) if !opts.once => failures.hit(),
+                    End::Failed(_) if !opts.once => failures.hit_with(|| why.unwrap_or_default()),
                     _ => Some(0),
                 };
                 if opts.log
@@ -1175,6 +1214,17 @@ fn join_iface(opts: &MirrorOptions, local: Option<Ipv4Addr>) -> Ipv4Addr {
     }
 }
 
+/// The join interface `iface` ([`join_iface`]) and where it came from, for an error.
+fn iface_origin(opts: &MirrorOptions, iface: Ipv4Addr) -> String {
+    if !opts.iface.is_unspecified() {
+        format!("{iface} (--iface)")
+    } else if iface.is_unspecified() {
+        "0.0.0.0 (the kernel's choice)".to_string()
+    } else {
+        format!("{iface}, the mirror's address of its TCP connection")
+    }
+}
+
 /// A driver error as the `io::Error` of a failed connection, its kind kept where it has one.
 fn io_error(e: ReplicaError) -> io::Error {
     match e {
@@ -1197,12 +1247,30 @@ fn open_udp(
     let Ok(m) = Frame::new_checked(f).and_then(|fr| MulticastRepr::parse(&fr)) else {
         return Ok(None); // the state machine reports the error
     };
+    let group = SocketAddrV4::new(Ipv4Addr::from(m.group), m.port);
+    let iface = join_iface(opts, local);
     let s = if m.is_unicast() {
-        unicast_receiver()
+        unicast_receiver().map_err(|e| {
+            ReplicaError::io(
+                format!(
+                    "mirror UDP socket for unicast from source port {}: bind 0.0.0.0:0",
+                    m.port
+                ),
+                e,
+            )
+        })
     } else {
-        multicast_receiver(Ipv4Addr::from(m.group), m.port, join_iface(opts, local))
-    }
-    .map_err(|e| ReplicaError::io("mirror UDP socket", e))?;
+        multicast_receiver(*group.ip(), group.port(), iface).map_err(|e| {
+            ReplicaError::io(
+                format!(
+                    "mirror UDP socket: bind 0.0.0.0:{} and join multicast group {group} on interface {}",
+                    group.port(),
+                    iface_origin(opts, iface)
+                ),
+                e,
+            )
+        })
+    }?;
     if let Some(n) = opts.rcvbuf {
         socket2::SockRef::from(&s)
             .set_recv_buffer_size(n)
@@ -1262,6 +1330,69 @@ mod tests {
             lazy_zeroed(usize::MAX),
             None,
             "a length no allocation can have"
+        );
+    }
+
+    /// A reconnect delay past what an `Instant` holds (`Duration::MAX` from a library
+    /// caller) naps until stopped, still watching the flag; `Instant::now() + d` panicked.
+    #[test]
+    fn a_nap_longer_than_time_waits_for_the_stop_flag() {
+        let stop = AtomicBool::new(false);
+        let t0 = std::time::Instant::now();
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                std::thread::sleep(StdDuration::from_millis(100));
+                stop.store(true, Ordering::Relaxed);
+            });
+            nap(StdDuration::MAX, &stop);
+        });
+        let dt = t0.elapsed();
+        assert!(dt >= StdDuration::from_millis(100), "{dt:?}");
+        assert!(dt < StdDuration::from_secs(5), "{dt:?}");
+        // A plain nap still ends on time without the flag.
+        let t0 = std::time::Instant::now();
+        nap(StdDuration::from_millis(30), &AtomicBool::new(false));
+        assert!(t0.elapsed() >= StdDuration::from_millis(30));
+    }
+
+    /// A MULTICAST frame whose group cannot be joined here fails with an error naming the
+    /// group, its port and the interface tried, and where that interface came from; it
+    /// said only "mirror UDP socket: No such device".
+    #[test]
+    fn a_group_that_cannot_be_joined_is_named_with_the_interface() {
+        let mut f = [0u8; 64];
+        let group = Ipv4Addr::new(239, 255, 102, 7);
+        let n = MulticastRepr {
+            group: group.octets(),
+            port: 0,
+            mtu: 1400,
+            ttl: 0,
+            session: 1,
+            token: 0,
+        }
+        .emit(&mut f)
+        .unwrap();
+        // TEST-NET-1 (RFC 5737): no interface of this host has it.
+        let bad = Ipv4Addr::new(192, 0, 2, 1);
+        let (mut udp, mut batch) = (None, None);
+        let e = open_udp(&opts(bad, 0), None, &f[..n], &mut udp, &mut batch).unwrap_err();
+        let text = e.to_string();
+        assert!(text.contains("239.255.102.7:0"), "{text}");
+        assert!(text.contains("interface 192.0.2.1 (--iface)"), "{text}");
+        assert!(udp.is_none() && batch.is_none());
+        // The default interface, the mirror's address of its TCP connection.
+        let e = open_udp(
+            &opts(Ipv4Addr::UNSPECIFIED, 0),
+            Some(bad),
+            &f[..n],
+            &mut udp,
+            &mut batch,
+        )
+        .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("interface 192.0.2.1, the mirror's address of its TCP connection"),
+            "{text}"
         );
     }
 

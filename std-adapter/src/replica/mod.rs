@@ -119,13 +119,16 @@ impl fmt::Display for ReplicaError {
 impl std::error::Error for ReplicaError {}
 
 /// Rate limit of one kind of log line: the first is printed, then at most one per
-/// interval, with the number left out since.
+/// interval, with the number left out since. What is left out after the last line printed
+/// is still there to say when the caller stops ([`RateLog::take_pending`]).
 pub(crate) struct RateLog {
     every: std::time::Duration,
     /// When the line was last printed.
     last: Option<std::time::Instant>,
     /// Occurrences not printed since.
     skipped: u64,
+    /// The text of the latest occurrence not printed, if the caller gave it ([`RateLog::hit_with`]).
+    last_skipped: Option<String>,
 }
 
 impl RateLog {
@@ -135,6 +138,7 @@ impl RateLog {
             every,
             last: None,
             skipped: 0,
+            last_skipped: None,
         }
     }
 
@@ -148,9 +152,29 @@ impl RateLog {
             }
             _ => {
                 self.last = Some(now);
+                self.last_skipped = None;
                 Some(std::mem::take(&mut self.skipped))
             }
         }
+    }
+
+    /// [`RateLog::hit`], keeping `what()` (called only then) when the occurrence is not
+    /// printed, for [`RateLog::take_pending`].
+    pub(crate) fn hit_with(&mut self, what: impl FnOnce() -> String) -> Option<u64> {
+        let due = self.hit();
+        if due.is_none() {
+            self.last_skipped = Some(what());
+        }
+        due
+    }
+
+    /// The occurrences not printed since the last line, with the text of the latest (empty
+    /// if it came through [`RateLog::hit`]), and forgets them: `None` if there are none. For
+    /// the caller's last line, when it stops.
+    pub(crate) fn take_pending(&mut self) -> Option<(u64, String)> {
+        let n = std::mem::take(&mut self.skipped);
+        let what = self.last_skipped.take().unwrap_or_default();
+        (n > 0).then_some((n, what))
     }
 
     /// Moves the last line printed `by` into the past (tests).
@@ -173,5 +197,38 @@ pub(crate) fn more_since(skipped: u64, what: &str) -> String {
 impl From<crate::Error> for ReplicaError {
     fn from(e: crate::Error) -> ReplicaError {
         ReplicaError::Ring(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// What a [`RateLog`] left out after its last line is still there when its user stops
+    /// (a mirror stopped between two reports said nothing of the failures since the last),
+    /// with the text of the latest, and only once.
+    #[test]
+    fn a_rate_log_keeps_what_it_left_out_for_the_last_line() {
+        let mut r = RateLog::new(Duration::from_secs(60));
+        assert_eq!(r.take_pending(), None, "nothing yet");
+        assert_eq!(
+            r.hit_with(|| unreachable!("printed: no text kept")),
+            Some(0)
+        );
+        assert_eq!(r.take_pending(), None, "the one occurrence was printed");
+        for i in 1..=5 {
+            assert_eq!(r.hit_with(|| format!("failure {i}")), None);
+        }
+        assert_eq!(r.take_pending(), Some((5, "failure 5".to_string())));
+        assert_eq!(r.take_pending(), None, "taken once");
+        // Left out, then printed: the line that went out carried the count.
+        assert_eq!(r.hit_with(|| "failure 6".into()), None);
+        r.age(Duration::from_secs(60));
+        assert_eq!(r.hit_with(|| "failure 7".into()), Some(1));
+        assert_eq!(r.take_pending(), None);
+        // Through `hit`: counted, without a text.
+        assert_eq!(r.hit(), None);
+        assert_eq!(r.take_pending(), Some((1, String::new())));
     }
 }

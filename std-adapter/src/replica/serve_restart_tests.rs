@@ -426,12 +426,13 @@ fn a_ring_recreated_in_place_counts_as_replaced() {
     assert!(server.replaced());
 }
 
-/// Runs a `--once` server on a 64-slot ring and hands its address to `client`; returns
-/// what the server returned (within 10 s, or the test fails).
-fn once_outcome(
+/// Runs a `--once` server on a 64-slot ring and hands its address and stop flag to
+/// `client`; returns what the server returned (within 10 s, or the test fails). What
+/// `client` returns (a connection) is dropped only after the server returned.
+fn once_outcome<T>(
     name: &str,
     tune: impl FnOnce(&mut ServeOptions),
-    client: impl FnOnce(SocketAddr) + Send,
+    client: impl FnOnce(SocketAddr, &AtomicBool) -> T,
 ) -> Result<ServeSummary, ReplicaError> {
     let path = Scratch::new(name);
     let ring = persistent_ring(&path.0, 64);
@@ -445,7 +446,7 @@ fn once_outcome(
     std::thread::scope(|sc| {
         let _stop = SetOnDrop(&stop);
         let h = sc.spawn(|| server.run(&stop));
-        client(addr);
+        let _held = client(addr, &stop);
         let t0 = std::time::Instant::now();
         while !h.is_finished() {
             assert!(
@@ -467,7 +468,7 @@ fn a_once_session_ended_by_an_error_is_an_error() {
     let r = once_outcome(
         "once-http",
         |_| {},
-        |addr| {
+        |addr, _| {
             let mut c = TcpStream::connect(addr).unwrap();
             c.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
             // Left open: the server ends the session on what it read.
@@ -484,7 +485,7 @@ fn a_once_session_ended_by_an_error_is_an_error() {
     let r = once_outcome(
         "once-silent",
         |so| so.hello_timeout = StdDuration::from_millis(200),
-        |addr| {
+        |addr, _| {
             let mut c = TcpStream::connect(addr).unwrap();
             assert!(closed_within(&mut c, StdDuration::from_secs(5)));
         },
@@ -510,7 +511,7 @@ fn a_once_session_whose_mirror_goes_away_ends_well() {
     let r = once_outcome(
         "once-probe",
         |_| {},
-        |addr| {
+        |addr, _| {
             drop(TcpStream::connect(addr).unwrap());
         },
     );
@@ -519,7 +520,7 @@ fn a_once_session_whose_mirror_goes_away_ends_well() {
     let r = once_outcome(
         "once-served",
         |_| {},
-        |addr| {
+        |addr, _| {
             let mut c = hello_oldest(addr);
             let got = records(&read_frames(&mut c, StdDuration::from_secs(5), |f| {
                 records(f).len() >= 5
@@ -532,7 +533,7 @@ fn a_once_session_whose_mirror_goes_away_ends_well() {
     let r = once_outcome(
         "once-reset",
         |_| {},
-        |addr| {
+        |addr, _| {
             let c = hello_oldest(addr);
             socket2::SockRef::from(&c)
                 .set_linger(Some(StdDuration::ZERO))
@@ -541,6 +542,28 @@ fn a_once_session_whose_mirror_goes_away_ends_well() {
         },
     );
     assert_eq!(r.map(|s| s.sessions).ok(), Some(1));
+}
+
+/// A `--once` server stopped (SIGINT/SIGTERM) while its mirror is live and connected
+/// returns Ok, exit 0: nothing went wrong. No test failed when this ended in an error.
+#[test]
+fn a_once_session_stopped_by_the_server_ends_well() {
+    let r = once_outcome(
+        "once-stopped",
+        |_| {},
+        |addr, stop| {
+            let mut c = hello_oldest(addr);
+            let got = records(&read_frames(&mut c, StdDuration::from_secs(5), |f| {
+                records(f).len() >= 5
+            }));
+            assert_eq!(got.len(), 5, "the session is live");
+            stop.store(true, Ordering::Relaxed);
+            // Kept open until the server returned: the session ends by the stop alone.
+            c
+        },
+    );
+    let sum = r.expect("a --once server stopped during its session");
+    assert_eq!(sum.sessions, 1);
 }
 
 #[test]
