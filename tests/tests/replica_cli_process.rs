@@ -679,6 +679,75 @@ fn a_mirror_failing_at_once_logs_its_failures_once_a_second() {
     );
 }
 
+/// serve logged three lines for every session ("connected", "live", "ended"): a mirror
+/// that cannot join the group and reconnects at once made thousands of sessions and
+/// lines. While sessions end within a second without a record, serve now tells them in
+/// one line at most every 10 s (the first in full), counts the rest, and tells that count
+/// when it stops: every session is still accounted for.
+#[test]
+fn serve_counts_brief_sessions_instead_of_logging_each() {
+    let src = Scratch::new("brief-src");
+    let dst = Scratch::new("brief-dst");
+    let _producer = source(&src.0, 10);
+    let group = format!(
+        "239.255.102.2:{}",
+        44_000 + (std::process::id() % 4_000) as u16
+    );
+    let child = Child::spawn(
+        &[
+            "serve",
+            src.s(),
+            "--bind",
+            "127.0.0.1:0",
+            "--multicast",
+            &group,
+            "--iface",
+            "127.0.0.1",
+        ],
+        None,
+    );
+    let (child, addr) = serving_on(child);
+    let mut mo = MirrorOptions::new(addr, &dst.0);
+    // TEST-NET-1 (RFC 5737): no interface of this host has it, so the join fails.
+    mo.iface = std::net::Ipv4Addr::new(192, 0, 2, 1);
+    mo.reconnect = Duration::ZERO;
+    mo.log = false;
+    let stop = AtomicBool::new(false);
+    let mirrored = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let m = sc.spawn(|| run_observed(&mo, &stop, None));
+        std::thread::sleep(Duration::from_secs(2));
+        stop.store(true, Ordering::Relaxed);
+        m.join().unwrap()
+    });
+    let (status, lines) = child.finish(true, Duration::from_secs(20));
+    assert!(status.success(), "{status}: {lines:#?}");
+    let connections = mirrored.expect("stopped").connections;
+    assert!(connections >= 20, "{connections} connections: {lines:#?}");
+    let session_lines = lines.iter().filter(|l| l.contains("serve: mirror")).count();
+    assert!(session_lines <= 8, "{connections} connections: {lines:#?}");
+    let ended = lines.iter().filter(|l| l.contains(") ended")).count() as u64;
+    let counted: u64 = lines
+        .iter()
+        .filter_map(|l| {
+            let at = l.find(" more brief sessions")?;
+            let n = l[..at].rsplit('(').next()?;
+            Some(n.parse::<u64>().unwrap_or_else(|_| panic!("{l}")))
+        })
+        .sum();
+    let done = lines
+        .iter()
+        .find(|l| l.starts_with("serve: done"))
+        .unwrap_or_else(|| panic!("{lines:#?}"));
+    assert_eq!(number_after(done, "done:"), ended + counted, "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("serve: (") && l.contains("; last: 127.0.0.1:")),
+        "the count at the stop: {lines:#?}"
+    );
+}
+
 /// The failed attempts the `mirror: done` line of `lines` counts.
 fn failures_told(lines: &[String]) -> u64 {
     let done = lines

@@ -6,6 +6,7 @@
 //! | file | what |
 //! |---|---|
 //! | `serve.rs` | TCP accept loop, one thread per session, the UDP sender thread |
+//! | `session_log.rs` | serve's connected/live/ended lines, quiet for mirrors that come and go at once |
 //! | `mirror.rs` | connect, handshake, TCP or UDP live mode, reconnect with resume |
 //! | `sink.rs` | the mirror's ring file as a `RecordSink` (adopt or recreate, flock held) |
 //! | `io.rs` | clock, address conversions, `poll`, non-blocking writes, idle waiting |
@@ -24,6 +25,7 @@ mod faults;
 pub mod io;
 pub mod mirror;
 pub mod serve;
+mod session_log;
 pub mod signal;
 pub mod sink;
 pub mod spin;

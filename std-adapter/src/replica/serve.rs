@@ -14,7 +14,8 @@
 //! once its PUNCHes stop ([`ServeOptions::punch_timeout`]). A connection refused (at the
 //! session limit, or when no thread can be started for it) is closed so that the mirror
 //! reads a refusal, not a reset, and repeated refusals and accept errors are logged at a
-//! bounded rate.
+//! bounded rate, as are the sessions of a mirror that fails and reconnects at once
+//! (`session_log`).
 //!
 //! The ring is mapped read-write when this process may (sleeping on the futex means
 //! announcing the sleeper in the ring's header, a store); without write access (a 0644 ring
@@ -55,6 +56,7 @@ use super::io::{
     RingWaiter, Written, now, peer, peer_v4, poll, pollin, std_dur, until, write_all_unless,
     yield_to_receiver,
 };
+use super::session_log::{BriefSessions, SessionLog};
 use super::spin::SpinPolicy;
 use super::{RateLog, ReplicaError, more_since};
 use crate::net::mmsg::SendMany;
@@ -214,6 +216,8 @@ pub struct Server {
     cfg: SourceConfig,
     sender: Mutex<UdpSender<MAX_UNICAST>>,
     totals: Totals,
+    /// Sessions that ended at once, without a record, for their log lines.
+    brief: BriefSessions,
     /// Tests: how many of the next session threads fail to start, as if the system refused
     /// them (EAGAIN).
     #[cfg(test)]
@@ -706,6 +710,7 @@ impl Server {
             cfg,
             sender: Mutex::new(sender),
             totals: Totals::default(),
+            brief: BriefSessions::new(LOG_EVERY),
             #[cfg(test)]
             fail_spawns: AtomicU64::new(0),
             #[cfg(test)]
@@ -757,7 +762,7 @@ impl Server {
         }
         let halt = AtomicBool::new(false);
         let active = AtomicUsize::new(0);
-        std::thread::scope(|sc| -> Result<(), ReplicaError> {
+        let r = std::thread::scope(|sc| -> Result<(), ReplicaError> {
             let udp = self
                 .udp
                 .as_ref()
@@ -768,7 +773,14 @@ impl Server {
                 let _ = h.join();
             }
             r
-        })?;
+        });
+        // Once every session is over.
+        if self.opts.log
+            && let Some(line) = self.brief.flush()
+        {
+            diag!("{line}");
+        }
+        r?;
         Ok(self.summary())
     }
 
@@ -995,27 +1007,17 @@ impl Server {
             }
             return end;
         }
-        if self.opts.log {
-            diag!("serve: mirror {addr} connected");
-        }
+        let mut log = SessionLog::connected(&self.brief, self.opts.log, addr);
         let src = RingSource(*self.ring.view());
         let mut s = SourceSession::new(self.cfg, p, now());
         let mut seen = SourceCounters::default();
-        let end = self.session_loop(&mut s, &mut stream, &src, stop, &mut seen);
+        let end = self.session_loop(&mut s, &mut stream, &src, stop, &mut seen, &mut log);
         self.account(s.counters(), &mut seen);
         if let Some(t) = s.token() {
             self.sender().unregister(t);
         }
         let c = s.counters();
-        if self.opts.log {
-            diag!(
-                "serve: mirror {addr} ({:?}) ended: {end}; sent {} records, {} gaps, {} naks answered",
-                s.transport(),
-                c.records,
-                c.gaps,
-                c.naks
-            );
-        }
+        log.ended(s.transport(), &end, c.records, c.gaps, c.naks);
         end
     }
 
@@ -1026,6 +1028,7 @@ impl Server {
         src: &RingSource,
         stop: &AtomicBool,
         seen: &mut SourceCounters,
+        log: &mut SessionLog<'_>,
     ) -> SessionEnd {
         let unicast = self.cfg.unicast.is_some();
         // The address the mirror dialled: unicast datagrams go from it (see `udp_loop`).
@@ -1099,16 +1102,9 @@ impl Server {
             }
             let mut sent = false;
             while let Some(n) = s.poll_transmit(now(), src, &mut buf) {
-                if !live && self.opts.log {
-                    // Which transport the mirror got: one that asked for unicast gets
-                    // multicast or TCP when all MAX_UNICAST tokens are taken.
-                    match stream.peer_addr() {
-                        Ok(a) => diag!("serve: mirror {a} live over {:?}", s.transport()),
-                        Err(_) => diag!("serve: a mirror live over {:?}", s.transport()),
-                    }
-                }
                 if !live {
                     live_at = now();
+                    log.live(s.transport());
                 }
                 live = true;
                 sent = true;
@@ -1132,6 +1128,7 @@ impl Server {
             if sent {
                 yield_to_receiver();
             }
+            log.tick(s.counters().records);
             self.account(s.counters(), seen);
             // A TCP-mode source never reads after HELLO (spec §19.3), so a mirror that
             // half-closes its side after HELLO is still served, as by ringfire; one that is
