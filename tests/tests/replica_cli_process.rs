@@ -182,6 +182,17 @@ fn source(path: &Path, records: u64) -> RingProducer<u64> {
 }
 
 /// The first number after `key` in `line` (words in between are skipped).
+/// An in-process server of the ring at `path` on a free loopback port, its log off,
+/// with `tweak` applied to its options; and its address as text (for a mirror child).
+fn quiet_server(path: &Path, tweak: impl FnOnce(&mut ServeOptions)) -> (Server, String) {
+    let mut so = ServeOptions::new(path, "127.0.0.1:0".parse().unwrap());
+    so.log = false;
+    tweak(&mut so);
+    let server = Server::bind(so).expect("serve");
+    let addr = server.local_addr().to_string();
+    (server, addr)
+}
+
 fn number_after(line: &str, key: &str) -> u64 {
     let at = line
         .find(key)
@@ -204,10 +215,7 @@ fn mirror_lines_agree_on_the_last_seq_written_and_unused_flags_are_warned() {
     let src = Scratch::new("m-src");
     let mir = Scratch::new("m-mir");
     let _producer = source(&src.0, 4000);
-    let mut so = ServeOptions::new(&src.0, "127.0.0.1:0".parse().unwrap());
-    so.log = false;
-    let server = Server::bind(so).expect("serve");
-    let addr = server.local_addr().to_string();
+    let (server, addr) = quiet_server(&src.0, |_| {});
     let stop = AtomicBool::new(false);
     let (status, lines) = std::thread::scope(|sc| {
         let served = sc.spawn(|| server.run(&stop));
@@ -608,16 +616,14 @@ fn a_mirror_failing_at_once_logs_its_failures_once_a_second() {
     let dst = Scratch::new("nojoin-dst");
     let _producer = source(&src.0, 10);
     let pid = std::process::id();
-    let mut so = ServeOptions::new(&src.0, "127.0.0.1:0".parse().unwrap());
-    so.log = false;
-    so.multicast = Some(std::net::SocketAddrV4::new(
-        std::net::Ipv4Addr::new(239, 255, 102, 1),
-        44_000 + (pid % 4_000) as u16,
-    ));
-    so.iface = Some(std::net::Ipv4Addr::LOCALHOST);
-    so.ttl = 0;
-    let server = Server::bind(so).expect("serve");
-    let addr = server.local_addr().to_string();
+    let (server, addr) = quiet_server(&src.0, |so| {
+        so.multicast = Some(std::net::SocketAddrV4::new(
+            std::net::Ipv4Addr::new(239, 255, 102, 1),
+            44_000 + (pid % 4_000) as u16,
+        ));
+        so.iface = Some(std::net::Ipv4Addr::LOCALHOST);
+        so.ttl = 0;
+    });
     let stop = AtomicBool::new(false);
     let (status, lines, sessions) = std::thread::scope(|sc| {
         let served = sc.spawn(|| server.run(&stop));
