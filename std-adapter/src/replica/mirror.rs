@@ -377,12 +377,15 @@ fn run_inner(
     let mut failures = RateLog::new(StdDuration::from_secs(1));
     let r = connections(opts, stop, progress, &note, src, sink, &mut failures);
     if opts.log
-        && let Some((n, last)) = failures.take_pending()
+        && let Some(line) = failures.take_pending_line(FAILED_ATTEMPTS)
     {
-        diag!("mirror: ({n} more failed attempts since the last report; last: {last})");
+        diag!("mirror: {line}");
     }
     r
 }
+
+/// The tail of the mirror's rate-limited failure lines ([`more_since`], [`RateLog`]).
+const FAILED_ATTEMPTS: &str = "failed attempts since the last report";
 
 /// [`run_inner`]'s loop: connects, runs the connection, naps, reconnects, until `stop` (or
 /// with `once`, the end of the first connection).
@@ -418,7 +421,7 @@ fn connections(
                     diag!(
                         "mirror: connect {}: {e}; retrying{}",
                         opts.source,
-                        more_since(n, "failed attempts since the last report")
+                        more_since(n, FAILED_ATTEMPTS)
                     );
                 }
             }
@@ -478,7 +481,7 @@ fn connections(
                         0 => String::new(),
                         n => format!(", {n} datagrams dropped for their source address"),
                     };
-                    let more = more_since(n, "failed attempts since the last report");
+                    let more = more_since(n, FAILED_ATTEMPTS);
                     diag!(
                         "mirror: connection ended ({why}): last seq written {} (the mirror ring's write_seq, 0 = none), frames {}, datagrams {}, naks {}, retransmitted {}, gaps {} ({} records), restarts {}{wrong}{more}",
                         sum.last_seq,

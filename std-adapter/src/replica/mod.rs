@@ -179,6 +179,12 @@ impl RateLog {
         (n > 0).then_some((n, what))
     }
 
+    /// [`RateLog::take_pending`] as the caller's last line: `({n} more {what}; last: {text})`.
+    pub(crate) fn take_pending_line(&mut self, what: &str) -> Option<String> {
+        self.take_pending()
+            .map(|(n, last)| format!("({n} more {what}; last: {last})"))
+    }
+
     /// Moves the last line printed `by` into the past (tests).
     #[cfg(test)]
     pub(crate) fn age(&mut self, by: std::time::Duration) {

@@ -44,8 +44,8 @@ impl BriefSessions {
     /// The line for the brief sessions left out since the last one told, if any: for the
     /// server's end, once its sessions are over.
     pub(crate) fn flush(&self) -> Option<String> {
-        let (n, last) = self.lock().1.take_pending()?;
-        Some(format!("serve: ({n} more {LIKE_IT}; last: {last})"))
+        let line = self.lock().1.take_pending_line(LIKE_IT)?;
+        Some(format!("serve: {line}"))
     }
 }
 
