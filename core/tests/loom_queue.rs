@@ -1,5 +1,6 @@
 //! loom models of the lossless queues: SPSC push/pop including slice operations (with and
-//! without per-slot length words), slots written in place then committed, and a producer
+//! without per-slot length words), single pops that hand their slots back two at a time,
+//! slots written in place then committed, and a producer
 //! (dead mid-push) or a consumer replaced by a successor that resumes at the stored cursor
 //! while the other side runs; MPMC with two
 //! producers and two consumers, producers racing for slots across a wrap, a producer
@@ -199,6 +200,48 @@ fn spsc_fixed_single_items_reuse_a_slot() {
             let mut got = Vec::new();
             pop_single(&mut c, &mut got);
             pop_single(&mut c, &mut got);
+            got
+        });
+        let pushed = producer.join().unwrap();
+        let got = consumer.join().unwrap();
+        drain_and_check(q, got, pushed);
+    });
+}
+
+#[test]
+fn spsc_single_pops_hand_slots_back_two_at_a_time() {
+    // A consumer that stores its head every second single pop (or when it catches up with
+    // the tail it read) against a producer that fills a 4-slot queue and pushes on into
+    // the slots handed back: the payload cells check that every read of a slot happens
+    // before the producer's write of the next lap into it, and the drain that nothing is
+    // lost or popped twice.
+    model(|| {
+        let g = QueueGeometry::spsc_fixed(4, 16).unwrap();
+        // SAFETY: a fresh loom region, no other view of it exists yet.
+        let q = unsafe { QueueView::init(Region::loom_new(g.total_len().unwrap() as usize), &g) }
+            .unwrap();
+        let qp = q.clone();
+        let producer = thread::spawn(move || {
+            let mut p = SpscProducer::new(qp).unwrap();
+            let mut pushed = 0;
+            for v in 1..=6 {
+                match p.try_push(&item(v)) {
+                    Ok(()) => pushed = v,
+                    Err(PushError::Full) => break,
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            assert!(pushed >= 4, "pushed {pushed}");
+            pushed
+        });
+        let qc = q.clone();
+        let consumer = thread::spawn(move || {
+            let mut c = SpscConsumer::new(qc).unwrap();
+            c.set_release_every(2);
+            let mut got = Vec::new();
+            for _ in 0..3 {
+                pop_single(&mut c, &mut got);
+            }
             got
         });
         let pushed = producer.join().unwrap();

@@ -570,6 +570,91 @@ fn spsc_fixed_single_items_keep_fifo_order_and_every_check() {
 }
 
 #[test]
+fn spsc_single_pops_hand_slots_back_every_few_pops_or_when_caught_up() {
+    assert_eq!(
+        [2, 16, 32, 64, 1024, 4096, 1 << 20].map(spsc::default_release_every),
+        [1, 1, 2, 4, 64, 64, 64]
+    );
+    // 64 slots: a single pop hands its slot back every 4th pop, or when the consumer has
+    // popped everything it last saw.
+    let g = QueueGeometry::spsc_fixed(64, 8).unwrap();
+    let mut b = Buf::new(g.total_len().unwrap());
+    let q = b.init(&g).unwrap();
+    let mut p = SpscProducer::new(q).unwrap();
+    let mut c = SpscConsumer::new(q).unwrap();
+    assert_eq!(c.release_every(), 4);
+    for i in 0..64u64 {
+        p.try_push(&i.to_le_bytes()).unwrap();
+    }
+    assert_eq!(p.try_push(&[0; 8]), Err(PushError::Full));
+    let mut out = [0u8; 8];
+    let mut pop = |c: &mut SpscConsumer, want: u64| {
+        assert_eq!(c.try_pop(&mut out), Ok(8));
+        assert_eq!(u64::from_le_bytes(out), want);
+    };
+    for i in 0..3 {
+        pop(&mut c, i);
+        assert_eq!(c.unreleased(), i + 1);
+        assert_eq!(q.deq().load(Ordering::Relaxed), 0);
+        assert_eq!(p.free(), 0);
+    }
+    pop(&mut c, 3);
+    assert_eq!((c.unreleased(), q.deq().load(Ordering::Relaxed)), (0, 4));
+    assert_eq!(p.free(), 4);
+    // release() hands a partial run back at once; a second call stores nothing new.
+    pop(&mut c, 4);
+    c.release();
+    assert_eq!((c.unreleased(), p.free()), (0, 5));
+    c.release();
+    assert_eq!(q.deq().load(Ordering::Relaxed), 5);
+    // Popping the last item the consumer knows of hands everything back, off the beat.
+    for i in 5..62 {
+        pop(&mut c, i);
+    }
+    assert_eq!(c.unreleased(), 1);
+    pop(&mut c, 62);
+    pop(&mut c, 63);
+    assert_eq!((c.unreleased(), p.free()), (0, 64));
+    // The same rule for a queue of byte strings (the general path).
+    let (_b2, q2) = queue(QueueKind::Spsc, 64, 16, 32);
+    let mut p2 = SpscProducer::new(q2).unwrap();
+    let mut c2 = SpscConsumer::new(q2).unwrap();
+    assert_eq!(p2.push_slice(&[b"a", b"b", b"c"]), Ok(3));
+    let mut buf = [0u8; 16];
+    assert_eq!(c2.try_pop(&mut buf), Ok(1));
+    assert_eq!((c2.unreleased(), q2.deq().load(Ordering::Relaxed)), (1, 0));
+    assert_eq!(c2.try_pop(&mut buf), Ok(1));
+    assert_eq!(c2.try_pop(&mut buf), Ok(1));
+    assert_eq!((c2.unreleased(), q2.deq().load(Ordering::Relaxed)), (0, 3));
+    // A batch pop stores the head at its end, taking any held slots with it.
+    for i in 64..70u64 {
+        p.try_push(&i.to_le_bytes()).unwrap();
+    }
+    pop(&mut c, 64);
+    assert_eq!(c.unreleased(), 1);
+    let mut two = [0u8; 16];
+    assert_eq!(c.pop_fixed(&mut two, 8), Ok(2));
+    assert_eq!((c.unreleased(), q.deq().load(Ordering::Relaxed)), (0, 67));
+    // Dropping the consumer hands its popped slots back: the next one resumes after them.
+    pop(&mut c, 67);
+    assert_eq!(q.deq().load(Ordering::Relaxed), 67);
+    drop(c);
+    assert_eq!(q.deq().load(Ordering::Relaxed), 68);
+    let mut c = SpscConsumer::new(q).unwrap();
+    pop(&mut c, 68);
+    // 1 stores the head after every pop; setting a run shorter than the slots held stores
+    // it at once; the value is clamped to 1 ..= capacity.
+    c.set_release_every(1);
+    assert_eq!(c.unreleased(), 0);
+    pop(&mut c, 69);
+    assert_eq!(q.deq().load(Ordering::Relaxed), 70);
+    c.set_release_every(0);
+    assert_eq!(c.release_every(), 1);
+    c.set_release_every(1000);
+    assert_eq!(c.release_every(), 64);
+}
+
+#[test]
 fn spsc_fixed_single_items_report_corrupt_cursors() {
     // The one-compare room and readiness checks of the fixed-size path fall back to the
     // full checks, so bad cursors are named, never read as Full or Empty for ever, and a

@@ -211,6 +211,21 @@ impl<T: Item> SpscConsumer<T> {
         self.raw.ready()
     }
 
+    /// See [`SpscBytesConsumer::release_every`].
+    pub fn release_every(&self) -> u64 {
+        self.raw.release_every()
+    }
+
+    /// See [`SpscBytesConsumer::set_release_every`].
+    pub fn set_release_every(&mut self, n: u64) {
+        self.raw.set_release_every(n);
+    }
+
+    /// See [`SpscBytesConsumer::release`].
+    pub fn release(&mut self) {
+        self.raw.release();
+    }
+
     /// True when the path no longer names this queue's file (see
     /// [`QueueMem::is_replaced`]): a producer that opens the path pushes elsewhere.
     pub fn is_replaced(&self) -> bool {

@@ -335,6 +335,14 @@ impl SpscBytesProducer {
     }
 }
 
+/// Hands the popped slots back and wakes a producer asleep on the full queue, so that it,
+/// or the next consumer, goes on from the last item this one popped.
+impl Drop for SpscBytesConsumer {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
 impl SpscBytesConsumer {
     /// Becomes the consumer of an existing SPSC queue file (of any item size), resuming at
     /// its oldest unread item.
@@ -373,12 +381,51 @@ impl SpscBytesConsumer {
     pub fn try_pop(&mut self, buf: &mut [u8]) -> Result<Option<usize>, PopError> {
         match self.inner.try_pop(buf) {
             Ok(len) => {
-                notify_on(self.inner.view(), self.unfenced, Side::Space);
+                self.after_pop();
                 Ok(Some(len))
             }
             Err(PopError::Empty) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    /// After a single-item pop, which may have kept its slot from the producer for a few
+    /// pops (see [`SpscBytesConsumer::release_every`]): if a producer sleeps on the full
+    /// queue, every popped slot goes back first; then sleepers are woken.
+    #[inline(always)]
+    fn after_pop(&mut self) {
+        // Relaxed: a sleeper this load misses is woken by the release a later pop makes,
+        // within `release_every` pops or when the consumer catches up.
+        if self.inner.unreleased() != 0
+            && self.inner.view().space_waiters().load(Ordering::Relaxed) != 0
+        {
+            self.inner.release();
+        }
+        notify_on(self.inner.view(), self.unfenced, Side::Space);
+    }
+
+    /// How many single-item pops may go by before their slots go back to the producer:
+    /// at once when the consumer catches up with the producer, or when a producer sleeps on
+    /// a full queue, or after this many pops (by default a sixteenth of the capacity, at
+    /// least 1 and at most 64). A consumer killed before that leaves those items to be
+    /// popped again by the next one. See `ringwire_core::queue::spsc`, "When a popped slot
+    /// is handed back".
+    pub fn release_every(&self) -> u64 {
+        self.inner.release_every()
+    }
+
+    /// Sets [`SpscBytesConsumer::release_every`] (clamped to `1 ..= capacity`): 1 hands
+    /// every slot back as it is popped, so no item is ever popped twice.
+    pub fn set_release_every(&mut self, n: u64) {
+        self.inner.set_release_every(n);
+        notify_on(self.inner.view(), self.unfenced, Side::Space);
+    }
+
+    /// Hands every popped slot back to the producer now, and wakes it if it sleeps on the
+    /// full queue. Dropping the consumer does the same.
+    pub fn release(&mut self) {
+        self.inner.release();
+        notify_on(self.inner.view(), self.unfenced, Side::Space);
     }
 
     /// The queue's memory (the typed handles check its geometry).

@@ -125,6 +125,55 @@ fn spsc_roles_clear_the_waiter_count_they_sleep_on_when_taken() {
 }
 
 #[test]
+fn a_producer_asleep_on_a_full_queue_gets_the_slots_of_single_pops_back() {
+    // 1024 slots: a single pop hands its slot back only every 64th pop, or at once when
+    // the producer sleeps on the full queue, or when the consumer is dropped.
+    let path = tmp("releasewake");
+    let _rm = Remove(path.clone());
+    let mut p = SpscProducer::<u64>::create(&path, 1024).unwrap();
+    let mut c = SpscConsumer::<u64>::open(&path).unwrap();
+    assert_eq!(c.release_every(), 64);
+    let raw = QueueMem::open(&path, QueueExpect::raw(QueueKind::Spsc)).unwrap();
+    // SAFETY: `raw` outlives every use of its view.
+    let view = unsafe { raw.view() };
+    let until_asleep = || {
+        let t0 = Instant::now();
+        while waiter_counts(view).1 == 0 {
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the producer never slept"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    };
+    for i in 0..1024u64 {
+        p.try_push(&i).unwrap();
+    }
+    std::thread::scope(|s| {
+        let pusher = s.spawn(|| p.push_blocking(&1024, Duration::from_secs(10)));
+        until_asleep();
+        // Without the hand-back the producer would see the queue full for 63 more pops.
+        assert_eq!(c.try_pop(), Ok(Some(0)));
+        assert_eq!(pusher.join().unwrap(), Ok(()));
+    });
+    // A pop made before the producer sleeps keeps its slot; dropping the consumer hands it
+    // back and wakes the producer.
+    assert_eq!(c.try_pop(), Ok(Some(1)));
+    assert_eq!(p.try_push(&1025), Err(PushError::Full));
+    std::thread::scope(|s| {
+        let pusher = s.spawn(|| p.push_blocking(&1025, Duration::from_secs(10)));
+        until_asleep();
+        drop(c);
+        assert_eq!(pusher.join().unwrap(), Ok(()));
+    });
+    let mut c = SpscConsumer::<u64>::open(&path).unwrap();
+    for want in 2..=1025 {
+        assert_eq!(c.try_pop(), Ok(Some(want)));
+    }
+    assert_eq!(c.try_pop(), Ok(None));
+}
+
+#[test]
 fn mpmc_waiter_counts_are_cleared_by_an_opener_alone_on_the_file() {
     let path = tmp("alonewaiters");
     let _rm = Remove(path.clone());
