@@ -241,6 +241,8 @@ fn spsc_single_pops_hand_slots_back_two_at_a_time() {
             let mut got = Vec::new();
             for _ in 0..3 {
                 pop_single(&mut c, &mut got);
+                // Every second pop (or catching up) hands the slots back.
+                assert!(c.unreleased() < 2, "{} slots held", c.unreleased());
             }
             got
         });

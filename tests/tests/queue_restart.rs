@@ -1,8 +1,12 @@
 //! Queue files across process restarts (issue 4):
 //!
 //! - durability (acceptance 3): a producer process pushes N items and exits (or is killed
-//!   with SIGKILL), a consumer process pops some and exits (or is killed), and a new process
-//!   opens the file and drains exactly the remaining items, in order; SPSC and MPMC files;
+//!   with SIGKILL), a consumer process pops some and exits (or is killed while its handle
+//!   is open), and a new process opens the file and drains the remaining items, in order;
+//!   SPSC and MPMC files. A killed SPSC consumer that had not yet handed its last popped
+//!   slots back (it does so every `release_every` single pops) leaves those items to be
+//!   drained again: exactly the ones after its last hand-back, never fewer; with
+//!   `set_release_every(1)` exactly the remaining items;
 //! - a sleeper that dies asleep (SIGKILL, or a process whose `main` returns while a thread
 //!   waits) leaves its count in the file's `data_waiters` / `space_waiters`, which would make
 //!   every later push or pop wake nobody with a system call: the next holder of an SPSC role
@@ -33,6 +37,8 @@ const COUNT: &str = "RINGWIRE_RESTART_COUNT";
 const OUT: &str = "RINGWIRE_RESTART_OUT";
 /// Set: the child waits to be killed once its work is recorded, instead of exiting.
 const HANG: &str = "RINGWIRE_RESTART_HANG";
+/// Set: the SPSC consumer's `set_release_every` (unset: the default).
+const RELEASE_EVERY: &str = "RINGWIRE_RESTART_RELEASE_EVERY";
 /// Capacity of the durability tests' queues: every item fits, no side ever waits.
 const CAPACITY: u64 = 64;
 /// Bound on every wait of the parent for a child.
@@ -106,28 +112,35 @@ fn run_produce() {
     }
 }
 
-/// Pops COUNT items (already queued) and records them.
+/// Pops COUNT items (already queued) and records them. The handle stays open until the
+/// process exits or, with HANG, is killed.
 fn run_consume() {
     let (path, n): (String, u64) = (env(QUEUE), env(COUNT).parse().expect("count"));
     let within = Duration::from_secs(10);
-    let popped: Vec<u64> = match kind() {
+    match kind() {
         QueueKind::Spsc => {
             let mut c = SpscConsumer::<u64>::open(&path).expect("open");
-            (0..n)
+            if let Ok(k) = std::env::var(RELEASE_EVERY) {
+                c.set_release_every(k.parse().expect("release_every"));
+            }
+            let popped: Vec<u64> = (0..n)
                 .map(|_| c.pop_blocking(within).expect("pop").expect("an item"))
-                .collect()
+                .collect();
+            record_and_finish(&popped);
+            drop(c);
         }
         QueueKind::Mpmc => {
             let q = MpmcQueue::<u64>::open(&path).expect("open");
-            (0..n)
+            let popped: Vec<u64> = (0..n)
                 .map(|_| match q.pop_blocking(within).expect("pop") {
                     (Some(v), 0) => v,
                     other => panic!("pop: {other:?}"),
                 })
-                .collect()
+                .collect();
+            record_and_finish(&popped);
+            drop(q);
         }
-    };
-    record_and_finish(&popped);
+    }
 }
 
 /// Pops everything queued and records it.
@@ -253,6 +266,19 @@ fn kind_name(kind: QueueKind) -> &'static str {
 }
 
 fn spawn(role: &str, kind: QueueKind, queue: &Path, count: u64, out: &Path, hang: bool) -> Kid {
+    spawn_with(role, kind, queue, count, out, hang, &[])
+}
+
+/// [`spawn`] with more environment variables for the child.
+fn spawn_with(
+    role: &str,
+    kind: QueueKind,
+    queue: &Path,
+    count: u64,
+    out: &Path,
+    hang: bool,
+    extra: &[(&str, String)],
+) -> Kid {
     let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
     cmd.args(["--exact", "restart_child", "--ignored", "--test-threads=1"])
         .env(ROLE, role)
@@ -265,6 +291,7 @@ fn spawn(role: &str, kind: QueueKind, queue: &Path, count: u64, out: &Path, hang
     if hang {
         cmd.env(HANG, "1");
     }
+    cmd.envs(extra.iter().map(|(k, v)| (*k, v)));
     Kid(cmd.spawn().expect("spawn child"))
 }
 
@@ -278,7 +305,24 @@ fn run_to_end(
     out: &ShmPath,
     kill: bool,
 ) -> Vec<u64> {
-    let kid = spawn(role, kind, queue, count, out.path(), kill);
+    run_to_end_with(role, kind, queue, count, out, kill, None)
+}
+
+/// [`run_to_end`], with the SPSC consumer's `release_every` set to `release_every`.
+fn run_to_end_with(
+    role: &str,
+    kind: QueueKind,
+    queue: &Path,
+    count: u64,
+    out: &ShmPath,
+    kill: bool,
+    release_every: Option<u64>,
+) -> Vec<u64> {
+    let extra: Vec<(&str, String)> = release_every
+        .map(|k| (RELEASE_EVERY, k.to_string()))
+        .into_iter()
+        .collect();
+    let kid = spawn_with(role, kind, queue, count, out.path(), kill, &extra);
     if kill {
         wait_until(&format!("the {role} child's record"), LIMIT, || {
             out.path().exists()
@@ -293,19 +337,37 @@ fn run_to_end(
 /// Acceptance 3 across processes: N items pushed by one process, K popped by another, the
 /// rest drained by a third, each opening the file afresh.
 fn survives_restart(kind: QueueKind, kill: bool) {
+    survives_restart_with(kind, kill, None)
+}
+
+/// [`survives_restart`] with the SPSC consumer's `release_every` set (`None`: the default,
+/// 4 for these 64-slot queues).
+fn survives_restart_with(kind: QueueKind, kill: bool, release_every: Option<u64>) {
     const N: u64 = 40;
     const K: u64 = 15;
-    let queue = ShmPath::new(&format!("qrestart-{}-{kill}", kind_name(kind)));
+    let name = format!(
+        "qrestart-{}-{kill}-r{}",
+        kind_name(kind),
+        release_every.unwrap_or(0)
+    );
+    let queue = ShmPath::new(&name);
     let outs = ["p", "c", "d"].map(|s| (queue.sibling(s), queue.sibling(&format!("{s}.tmp"))));
     let [(p_out, _p_tmp), (c_out, _c_tmp), (d_out, _d_tmp)] = &outs;
     assert_eq!(
         run_to_end("produce", kind, queue.path(), N, p_out, kill),
         Vec::<u64>::new()
     );
-    let popped = run_to_end("consume", kind, queue.path(), K, c_out, kill);
+    let popped = run_to_end_with("consume", kind, queue.path(), K, c_out, kill, release_every);
     assert_eq!(popped, (0..K).map(value).collect::<Vec<_>>());
     let drained = run_to_end("drain", kind, queue.path(), 0, d_out, false);
-    assert_eq!(drained, (K..N).map(value).collect::<Vec<_>>());
+    // A killed SPSC consumer handed its slots back after its 4th, 8th and 12th pops (all N
+    // items were queued, so it never caught up): items 12, 13 and 14 come again. Every
+    // other way out hands back all K.
+    let from = match (kind, kill, release_every.unwrap_or(4)) {
+        (QueueKind::Spsc, true, every) => K - K % every,
+        _ => K,
+    };
+    assert_eq!(drained, (from..N).map(value).collect::<Vec<_>>());
 }
 
 #[test]
@@ -316,6 +378,11 @@ fn spsc_items_survive_both_processes_exiting() {
 #[test]
 fn spsc_items_survive_both_processes_killed() {
     survives_restart(QueueKind::Spsc, true);
+}
+
+#[test]
+fn spsc_items_survive_both_processes_killed_exactly_once_with_release_every_1() {
+    survives_restart_with(QueueKind::Spsc, true, Some(1));
 }
 
 #[test]

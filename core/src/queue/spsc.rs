@@ -29,8 +29,8 @@
 //! - Up to `release_every - 1` popped slots are not free for the producer yet, and only
 //!   while the consumer still has items it knows of. A consumer that has emptied the queue
 //!   has stored its head. [`SpscConsumer::release`] stores it at once; dropping the consumer
-//!   does too, and the std layer's consumers also do it when a producer sleeps on the full
-//!   queue.
+//!   does too, and the std layer's consumers also do it after a pop that finds a producer
+//!   asleep on the full queue.
 //! - A consumer that dies without either (SIGKILL) leaves up to `release_every - 1` items
 //!   it popped to be popped again by its successor: at least once, not exactly once,
 //!   across a consumer crash. [`SpscConsumer::set_release_every`] with 1 stores the head

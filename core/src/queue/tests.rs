@@ -652,6 +652,15 @@ fn spsc_single_pops_hand_slots_back_every_few_pops_or_when_caught_up() {
     assert_eq!(c.release_every(), 1);
     c.set_release_every(1000);
     assert_eq!(c.release_every(), 64);
+    // The clamp is the capacity, not the default's 64.
+    let g = QueueGeometry::spsc_fixed(1024, 8).unwrap();
+    let mut b = Buf::new(g.total_len().unwrap());
+    let mut c = SpscConsumer::new(b.init(&g).unwrap()).unwrap();
+    assert_eq!(c.release_every(), 64);
+    c.set_release_every(1000);
+    assert_eq!(c.release_every(), 1000);
+    c.set_release_every(5000);
+    assert_eq!(c.release_every(), 1024);
 }
 
 #[test]

@@ -30,7 +30,9 @@ pub struct QueueSnapshot {
     pub schema_sig: u64,
     /// The enqueue cursor (SPSC tail; MPMC: the next position to claim).
     pub enqueue: u64,
-    /// The dequeue cursor (SPSC head, MPMC next position to pop).
+    /// The dequeue cursor (MPMC: the next position to pop; SPSC: the head the consumer last
+    /// handed back, up to `release_every - 1` items behind its pops while it works through
+    /// a backlog, so `enqueue - dequeue` can count items already popped).
     pub dequeue: u64,
     /// Consumers asleep or about to sleep, and their futex word.
     pub data_waiters: u32,

@@ -154,7 +154,10 @@ impl<T: Item> SpscProducer<T> {
 }
 
 impl<T: Item> SpscConsumer<T> {
-    /// Becomes the consumer of an existing queue file, resuming at its oldest unread item.
+    /// Becomes the consumer of an existing queue file, resuming after the last item the
+    /// previous consumer handed back: its oldest unread item, unless that consumer was killed
+    /// holding popped items, which then come again (see
+    /// [`SpscBytesConsumer::release_every`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
         let mem = Arc::new(QueueMem::open(path, expect_for::<T>(QueueKind::Spsc))?);
         Self::from_raw(SpscBytesConsumer::from_mem(mem)?)

@@ -344,8 +344,10 @@ impl Drop for SpscBytesConsumer {
 }
 
 impl SpscBytesConsumer {
-    /// Becomes the consumer of an existing SPSC queue file (of any item size), resuming at
-    /// its oldest unread item.
+    /// Becomes the consumer of an existing SPSC queue file (of any item size), resuming after
+    /// the last item the previous consumer handed back: its oldest unread item, unless that
+    /// consumer was killed holding popped items, which then come again (see
+    /// [`SpscBytesConsumer::release_every`]).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
         Self::from_mem(open_any(path)?)
     }
@@ -391,7 +393,9 @@ impl SpscBytesConsumer {
 
     /// After a single-item pop, which may have kept its slot from the producer for a few
     /// pops (see [`SpscBytesConsumer::release_every`]): if a producer sleeps on the full
-    /// queue, every popped slot goes back first; then sleepers are woken.
+    /// queue, every popped slot goes back first; then sleepers are woken. A producer that
+    /// announces its sleep between the two loads of the waiter count is woken, finds the
+    /// queue still full and sleeps again, until the next hand-back.
     #[inline(always)]
     fn after_pop(&mut self) {
         // Relaxed: a sleeper this load misses is woken by the release a later pop makes,
@@ -405,8 +409,8 @@ impl SpscBytesConsumer {
     }
 
     /// How many single-item pops may go by before their slots go back to the producer:
-    /// at once when the consumer catches up with the producer, or when a producer sleeps on
-    /// a full queue, or after this many pops (by default a sixteenth of the capacity, at
+    /// at once when the consumer catches up with the producer, or when a producer is asleep
+    /// on the full queue, or after this many pops (by default a sixteenth of the capacity, at
     /// least 1 and at most 64). A consumer killed before that leaves those items to be
     /// popped again by the next one. See `ringwire_core::queue::spsc`, "When a popped slot
     /// is handed back".

@@ -127,7 +127,8 @@ fn spsc_roles_clear_the_waiter_count_they_sleep_on_when_taken() {
 #[test]
 fn a_producer_asleep_on_a_full_queue_gets_the_slots_of_single_pops_back() {
     // 1024 slots: a single pop hands its slot back only every 64th pop, or at once when
-    // the producer sleeps on the full queue, or when the consumer is dropped.
+    // the producer sleeps on the full queue, or when the consumer is dropped. The producer
+    // sleeps in one futex wait of 20 s, so only a wake-up ends it within the 10 s asserted.
     let path = tmp("releasewake");
     let _rm = Remove(path.clone());
     let mut p = SpscProducer::<u64>::create(&path, 1024).unwrap();
@@ -146,25 +147,33 @@ fn a_producer_asleep_on_a_full_queue_gets_the_slots_of_single_pops_back() {
             std::thread::sleep(Duration::from_millis(1));
         }
     };
+    let push_asleep = |p: &mut SpscProducer<u64>, v: u64| {
+        let mut wait = crate::FutexWait::new(0, Some(Duration::from_secs(20)));
+        p.push_timeout(&v, &mut wait, Duration::from_secs(30))
+    };
     for i in 0..1024u64 {
         p.try_push(&i).unwrap();
     }
     std::thread::scope(|s| {
-        let pusher = s.spawn(|| p.push_blocking(&1024, Duration::from_secs(10)));
+        let pusher = s.spawn(|| push_asleep(&mut p, 1024));
         until_asleep();
         // Without the hand-back the producer would see the queue full for 63 more pops.
+        let t0 = Instant::now();
         assert_eq!(c.try_pop(), Ok(Some(0)));
         assert_eq!(pusher.join().unwrap(), Ok(()));
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
     });
     // A pop made before the producer sleeps keeps its slot; dropping the consumer hands it
     // back and wakes the producer.
     assert_eq!(c.try_pop(), Ok(Some(1)));
     assert_eq!(p.try_push(&1025), Err(PushError::Full));
     std::thread::scope(|s| {
-        let pusher = s.spawn(|| p.push_blocking(&1025, Duration::from_secs(10)));
+        let pusher = s.spawn(|| push_asleep(&mut p, 1025));
         until_asleep();
+        let t0 = Instant::now();
         drop(c);
         assert_eq!(pusher.join().unwrap(), Ok(()));
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
     });
     let mut c = SpscConsumer::<u64>::open(&path).unwrap();
     for want in 2..=1025 {
