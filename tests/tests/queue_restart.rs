@@ -296,20 +296,9 @@ fn spawn_with(
 }
 
 /// Runs a child that records words to `out` and either exits or, with `kill`, is killed
-/// with SIGKILL once its record is complete; returns the record.
+/// with SIGKILL once its record is complete; returns the record. `release_every`: the SPSC
+/// consumer's, if set.
 fn run_to_end(
-    role: &str,
-    kind: QueueKind,
-    queue: &Path,
-    count: u64,
-    out: &ShmPath,
-    kill: bool,
-) -> Vec<u64> {
-    run_to_end_with(role, kind, queue, count, out, kill, None)
-}
-
-/// [`run_to_end`], with the SPSC consumer's `release_every` set to `release_every`.
-fn run_to_end_with(
     role: &str,
     kind: QueueKind,
     queue: &Path,
@@ -354,12 +343,12 @@ fn survives_restart_with(kind: QueueKind, kill: bool, release_every: Option<u64>
     let outs = ["p", "c", "d"].map(|s| (queue.sibling(s), queue.sibling(&format!("{s}.tmp"))));
     let [(p_out, _p_tmp), (c_out, _c_tmp), (d_out, _d_tmp)] = &outs;
     assert_eq!(
-        run_to_end("produce", kind, queue.path(), N, p_out, kill),
+        run_to_end("produce", kind, queue.path(), N, p_out, kill, None),
         Vec::<u64>::new()
     );
-    let popped = run_to_end_with("consume", kind, queue.path(), K, c_out, kill, release_every);
+    let popped = run_to_end("consume", kind, queue.path(), K, c_out, kill, release_every);
     assert_eq!(popped, (0..K).map(value).collect::<Vec<_>>());
-    let drained = run_to_end("drain", kind, queue.path(), 0, d_out, false);
+    let drained = run_to_end("drain", kind, queue.path(), 0, d_out, false, None);
     // A killed SPSC consumer handed its slots back after its 4th, 8th and 12th pops (all N
     // items were queued, so it never caught up): items 12, 13 and 14 come again. Every
     // other way out hands back all K.
