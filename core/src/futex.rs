@@ -46,10 +46,7 @@ impl<'a> FutexPair<'a> {
     /// `true`, the word was bumped and the caller wakes the sleepers.
     #[inline(always)]
     pub fn notify(self) -> bool {
-        // SeqCst fence: the caller's state store is ordered before the waiter-count load,
-        // pairing with the sleeper's SeqCst increment and fence (module docs).
-        fence(Ordering::SeqCst);
-        self.bump_if_waiting()
+        self.notify_then(false, || ())
     }
 
     /// Notifier side without a hardware fence: a compiler fence and one relaxed load, which
@@ -57,22 +54,34 @@ impl<'a> FutexPair<'a> {
     /// `barrier` is a membarrier this process is registered for (module docs).
     #[inline(always)]
     pub fn notify_unfenced(self) -> bool {
-        // Under loom a SeqCst fence models the barrier the sleeper's membarrier forces onto
-        // this thread.
-        #[cfg(loom)]
-        fence(Ordering::SeqCst);
-        // Compiler-only: keeps the caller's state store before the load below in program
-        // order; the hardware ordering comes from the sleeper's membarrier.
-        #[cfg(not(loom))]
-        core::sync::atomic::compiler_fence(Ordering::SeqCst);
-        self.bump_if_waiting()
+        self.notify_then(true, || ())
     }
 
+    /// [`FutexPair::notify`] (`unfenced`: [`FutexPair::notify_unfenced`]) that runs
+    /// `first` when it sees a sleeper, before it bumps the word. A notifier that makes some
+    /// state change only when someone sleeps (the SPSC consumer handing its popped slots
+    /// back) makes it there: the bump, a release, orders it before the woken sleeper's
+    /// re-check. A sleeper that announces itself after the load sees no such change.
     #[inline(always)]
-    fn bump_if_waiting(self) -> bool {
+    pub fn notify_then(self, unfenced: bool, first: impl FnOnce()) -> bool {
+        if unfenced {
+            // Under loom a SeqCst fence models the barrier the sleeper's membarrier forces
+            // onto this thread.
+            #[cfg(loom)]
+            fence(Ordering::SeqCst);
+            // Compiler-only: keeps the caller's state store before the load below in
+            // program order; the hardware ordering comes from the sleeper's membarrier.
+            #[cfg(not(loom))]
+            core::sync::atomic::compiler_fence(Ordering::SeqCst);
+        } else {
+            // SeqCst fence: the caller's state store is ordered before the waiter-count
+            // load, pairing with the sleeper's SeqCst increment and fence (module docs).
+            fence(Ordering::SeqCst);
+        }
         // Relaxed: ordered by the fence before it (or the sleeper's barrier); a stale
         // non-zero only costs one needless wake.
         if self.waiters.load(Ordering::Relaxed) > 0 {
+            first();
             // Release: a woken sleeper that reads the new value sees the state change.
             self.word.fetch_add(1, Ordering::Release);
             true

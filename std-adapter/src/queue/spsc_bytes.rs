@@ -18,7 +18,9 @@ use ringwire_core::queue::{
 use ringwire_core::sync::Ordering;
 
 use super::mem::{QueueFileError, QueueMem};
-use super::wait::{Side, before, deadline_after, default_wait, notify_on, wait_side};
+use super::wait::{
+    Side, before, deadline_after, default_wait, notify_on, notify_on_then, wait_side,
+};
 use super::wrong_kind;
 use crate::net::mmsg::MmsgScratch;
 use crate::wait::WaitStrategy;
@@ -393,19 +395,13 @@ impl SpscBytesConsumer {
 
     /// After a single-item pop, which may have kept its slot from the producer for a few
     /// pops (see [`SpscBytesConsumer::release_every`]): if a producer sleeps on the full
-    /// queue, every popped slot goes back first; then sleepers are woken. A producer that
-    /// announces its sleep between the two loads of the waiter count is woken, finds the
-    /// queue still full and sleeps again, until the next hand-back.
+    /// queue, every popped slot goes back before it is woken. A producer that announces
+    /// its sleep after the look at the waiter count sleeps on until the next hand-back.
     #[inline(always)]
     fn after_pop(&mut self) {
-        // Relaxed: a sleeper this load misses is woken by the release a later pop makes,
-        // within `release_every` pops or when the consumer catches up.
-        if self.inner.unreleased() != 0
-            && self.inner.view().space_waiters().load(Ordering::Relaxed) != 0
-        {
-            self.inner.release();
-        }
-        notify_on(self.inner.view(), self.unfenced, Side::Space);
+        let view = *self.inner.view();
+        let inner = &mut self.inner;
+        notify_on_then(&view, self.unfenced, Side::Space, || inner.release());
     }
 
     /// How many single-item pops may go by before their slots go back to the producer:

@@ -49,14 +49,16 @@ fn pair(view: &QueueView, side: Side) -> FutexPair<'_> {
 /// this process keeps the fenced check, which pairs with the sleeper's SeqCst fence.
 #[inline(always)]
 pub(super) fn notify_on(view: &QueueView, unfenced: bool, side: Side) {
-    let bumped = match (side, unfenced) {
-        (Side::Data, true) => view.notify_data_unfenced(),
-        (Side::Data, false) => view.notify_data(),
-        (Side::Space, true) => view.notify_space_unfenced(),
-        (Side::Space, false) => view.notify_space(),
-    };
-    if bumped {
-        sys::futex_wake_all(pair(view, side).word.as_ptr());
+    notify_on_then(view, unfenced, side, || ());
+}
+
+/// [`notify_on`] that runs `first` when it sees a sleeper, before the bump and the wake
+/// (see `FutexPair::notify_then`).
+#[inline(always)]
+pub(super) fn notify_on_then(view: &QueueView, unfenced: bool, side: Side, first: impl FnOnce()) {
+    let p = pair(view, side);
+    if p.notify_then(unfenced, first) {
+        sys::futex_wake_all(p.word.as_ptr());
     }
 }
 
