@@ -58,8 +58,16 @@ pub(super) fn notify_on(view: &QueueView, unfenced: bool, side: Side) {
 pub(super) fn notify_on_then(view: &QueueView, unfenced: bool, side: Side, first: impl FnOnce()) {
     let p = pair(view, side);
     if p.notify_then(unfenced, first) {
-        sys::futex_wake_all(p.word.as_ptr());
+        wake_all(p.word.as_ptr());
     }
+}
+
+/// The `FUTEX_WAKE` of [`notify_on_then`], out of line: it runs only when someone sleeps,
+/// and inlined it would make every push and pop too large to inline into a caller's loop.
+#[cold]
+#[inline(never)]
+fn wake_all(word: *mut u32) {
+    sys::futex_wake_all(word);
 }
 
 /// The strategy of `push_blocking` / `pop_blocking`: 64 spins, then futex sleeps of at
