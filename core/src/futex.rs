@@ -64,6 +64,22 @@ impl<'a> FutexPair<'a> {
     /// re-check. A sleeper that announces itself after the load sees no such change.
     #[inline(always)]
     pub fn notify_then(self, unfenced: bool, first: impl FnOnce()) -> bool {
+        if self.sleepers(unfenced) {
+            first();
+            self.bump();
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The first half of [`FutexPair::notify_then`]: the fence (a compiler fence when
+    /// `unfenced`) after the caller's state change, then the look at the waiter count.
+    /// When it returns `true` the caller makes its sleeper-only change, if any, and calls
+    /// [`FutexPair::bump`]. Split so that a caller can keep that rarely taken second half
+    /// out of line: its polling loop then stays small enough to inline.
+    #[inline(always)]
+    pub fn sleepers(self, unfenced: bool) -> bool {
         if unfenced {
             // Under loom a SeqCst fence models the barrier the sleeper's membarrier forces
             // onto this thread.
@@ -80,14 +96,15 @@ impl<'a> FutexPair<'a> {
         }
         // Relaxed: ordered by the fence before it (or the sleeper's barrier); a stale
         // non-zero only costs one needless wake.
-        if self.waiters.load(Ordering::Relaxed) > 0 {
-            first();
-            // Release: a woken sleeper that reads the new value sees the state change.
-            self.word.fetch_add(1, Ordering::Release);
-            true
-        } else {
-            false
-        }
+        self.waiters.load(Ordering::Relaxed) > 0
+    }
+
+    /// The second half of [`FutexPair::notify_then`], after [`FutexPair::sleepers`]
+    /// returned `true`: bumps the word; the caller then wakes the sleepers.
+    #[inline(always)]
+    pub fn bump(self) {
+        // Release: a woken sleeper that reads the new value sees the state change.
+        self.word.fetch_add(1, Ordering::Release);
     }
 
     /// Sleeper side: reads the word, announces this sleeper, fences, runs `barrier` (the

@@ -186,14 +186,6 @@ impl SpscProducer {
             self.commit(1);
             return Ok(());
         }
-        self.try_push_sized(item)
-    }
-
-    /// [`SpscProducer::try_push`] of an item whose length is not the fixed item size (a
-    /// queue of byte strings), out of line so that the fixed-size path stays small enough
-    /// to inline into a caller's loop.
-    #[inline(never)]
-    fn try_push_sized(&mut self, item: &[u8]) -> Result<(), PushError> {
         self.check_len(0, item.len())?;
         if self.free_up_to(1) == 0 {
             return Err(self.no_room());

@@ -19,7 +19,7 @@ use ringwire_core::sync::Ordering;
 
 use super::mem::{QueueFileError, QueueMem};
 use super::wait::{
-    Side, before, deadline_after, default_wait, notify_on, notify_on_then, wait_side,
+    Side, before, deadline_after, default_wait, notify_on, sleepers_on, wait_side, wake_on,
 };
 use super::wrong_kind;
 use crate::net::mmsg::MmsgScratch;
@@ -399,9 +399,20 @@ impl SpscBytesConsumer {
     /// its sleep after the look at the waiter count sleeps on until the next hand-back.
     #[inline(always)]
     fn after_pop(&mut self) {
-        let view = *self.inner.view();
-        let inner = &mut self.inner;
-        notify_on_then(&view, self.unfenced, Side::Space, || inner.release());
+        if sleepers_on(self.inner.view(), self.unfenced, Side::Space) {
+            self.hand_back_and_wake();
+        }
+    }
+
+    /// The rest of [`SpscBytesConsumer::after_pop`] when a producer sleeps: every popped
+    /// slot goes back, then the producer is woken (the bump, a release, orders the hand-back
+    /// before its re-check). Out of line, so that the pop stays small enough to inline into
+    /// a caller's polling loop.
+    #[cold]
+    #[inline(never)]
+    fn hand_back_and_wake(&mut self) {
+        self.inner.release();
+        wake_on(self.inner.view(), Side::Space);
     }
 
     /// How many single-item pops may go by before their slots go back to the producer:

@@ -49,25 +49,29 @@ fn pair(view: &QueueView, side: Side) -> FutexPair<'_> {
 /// this process keeps the fenced check, which pairs with the sleeper's SeqCst fence.
 #[inline(always)]
 pub(super) fn notify_on(view: &QueueView, unfenced: bool, side: Side) {
-    notify_on_then(view, unfenced, side, || ());
-}
-
-/// [`notify_on`] that runs `first` when it sees a sleeper, before the bump and the wake
-/// (see `FutexPair::notify_then`).
-#[inline(always)]
-pub(super) fn notify_on_then(view: &QueueView, unfenced: bool, side: Side, first: impl FnOnce()) {
-    let p = pair(view, side);
-    if p.notify_then(unfenced, first) {
-        wake_all(p.word.as_ptr());
+    if sleepers_on(view, unfenced, side) {
+        wake_on(view, side);
     }
 }
 
-/// The `FUTEX_WAKE` of [`notify_on_then`], out of line: it runs only when someone sleeps,
-/// and inlined it would make every push and pop too large to inline into a caller's loop.
+/// The look of [`notify_on`] alone (`FutexPair::sleepers`): true when the side has
+/// sleepers, and the caller then makes its sleeper-only change, if any, and calls
+/// [`wake_on`]. Kept apart so that callers can keep that second half out of line (see
+/// `SpscBytesConsumer::after_pop`).
+#[inline(always)]
+pub(super) fn sleepers_on(view: &QueueView, unfenced: bool, side: Side) -> bool {
+    pair(view, side).sleepers(unfenced)
+}
+
+/// The rest of [`notify_on`] after [`sleepers_on`] returned true: bumps the side's futex
+/// word and wakes its sleepers. Out of line: it runs only when someone sleeps, and inlined
+/// it would make every push and pop too large to inline into a caller's polling loop.
 #[cold]
 #[inline(never)]
-fn wake_all(word: *mut u32) {
-    sys::futex_wake_all(word);
+pub(super) fn wake_on(view: &QueueView, side: Side) {
+    let p = pair(view, side);
+    p.bump();
+    sys::futex_wake_all(p.word.as_ptr());
 }
 
 /// The strategy of `push_blocking` / `pop_blocking`: 64 spins, then futex sleeps of at
