@@ -59,9 +59,11 @@ impl<'a> FutexPair<'a> {
 
     /// [`FutexPair::notify`] (`unfenced`: [`FutexPair::notify_unfenced`]) that runs
     /// `first` when it sees a sleeper, before it bumps the word. A notifier that makes some
-    /// state change only when someone sleeps (the SPSC consumer handing its popped slots
-    /// back) makes it there: the bump, a release, orders it before the woken sleeper's
-    /// re-check. A sleeper that announces itself after the load sees no such change.
+    /// state change only when someone sleeps makes it there: the bump, a release, orders it
+    /// before the woken sleeper's re-check. A sleeper that announces itself after the load
+    /// sees no such change. The SPSC consumer's hand-back of its popped slots is such a
+    /// change; it calls [`FutexPair::sleepers`] and [`FutexPair::bump`] itself, in that
+    /// order, to keep the change and the bump out of line.
     #[inline(always)]
     pub fn notify_then(self, unfenced: bool, first: impl FnOnce()) -> bool {
         if self.sleepers(unfenced) {

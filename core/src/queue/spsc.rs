@@ -482,7 +482,8 @@ impl SpscConsumer {
     }
 
     /// [`SpscConsumer::try_pop`] into a buffer whose length is not the fixed item size,
-    /// out of line as [`SpscProducer::try_push_sized`] is.
+    /// out of line so that the fixed-size path stays small enough to inline into a
+    /// caller's polling loop.
     #[inline(never)]
     fn try_pop_sized(&mut self, dst: &mut [u8]) -> Result<usize, PopError> {
         if self.ready_up_to(1)? == 0 {
