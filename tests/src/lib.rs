@@ -12,6 +12,16 @@ pub mod tagged;
 
 use std::time::{Duration, Instant};
 
+/// Serialises the tests of one test binary that call it, for as long as each holds the
+/// guard. Tests that spawn child processes must not overlap tests that prove a queue file
+/// has no other open handle: a child forked by one test holds a copy of every descriptor
+/// of the process until its exec closes them, and so keeps another test's just-dropped
+/// handle, and that handle's file lock, alive for the moment.
+pub fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    ONE.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Polls `f` every 5 ms until it holds; panics naming `what` once `within` has passed.
 pub fn wait_until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
     let t0 = Instant::now();

@@ -7,7 +7,6 @@
 
 use std::future::{Future, poll_fn};
 use std::pin::pin;
-use std::sync::Mutex;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -16,11 +15,8 @@ use ringwire::{AsyncRingConsumer, AsyncRingMultiplexer, RingConsumer, RingMultip
 use ringwire::{Error, RingProducer};
 use ringwire_tests::shm::ShmPath;
 
-/// Serialises the tests of this binary (the idle test counts process CPU time).
-fn serial() -> std::sync::MutexGuard<'static, ()> {
-    static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
-    ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner())
-}
+// Serialises the tests of this binary (the idle test counts process CPU time).
+use ringwire_tests::one_at_a_time as serial;
 
 /// `n` fresh rings of `capacity` u64 records, with their producers.
 fn rings(tag: &str, n: usize, capacity: u64) -> (Vec<ShmPath>, Vec<RingProducer<u64>>) {

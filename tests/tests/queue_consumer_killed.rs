@@ -23,7 +23,7 @@ use ringwire::queue::{MpmcQueue, ReadOnlyQueue};
 use ringwire_core::queue::{PushError, QueueKind, StuckKind, StuckSlot};
 use ringwire_core::sync::Ordering;
 use ringwire_tests::shm::ShmPath;
-use ringwire_tests::{wait_exit, wait_until};
+use ringwire_tests::{one_at_a_time, wait_exit, wait_until};
 
 const ROLE: &str = "RINGWIRE_QKILL_ROLE";
 const QUEUE: &str = "RINGWIRE_QKILL_QUEUE";
@@ -98,6 +98,7 @@ fn kill_a_victim_mid_pop(path: &Path, ro: &ReadOnlyQueue) {
 
 #[test]
 fn consumer_killed_mid_pop_is_found_and_healed_across_processes() {
+    let _one = one_at_a_time();
     let path = ShmPath::new("queue-consumer-killed");
     let q = MpmcQueue::<u64>::create(&path, 4).unwrap();
     for (pos, v) in (10..14).enumerate() {
@@ -140,6 +141,7 @@ fn consumer_killed_mid_pop_is_found_and_healed_across_processes() {
 /// stopped by a slot nobody will ever free.
 #[test]
 fn a_restarted_queue_heals_the_slot_of_a_consumer_killed_mid_pop() {
+    let _one = one_at_a_time();
     let path = ShmPath::new("queue-consumer-killed-restart");
     let q = MpmcQueue::<u64>::create(&path, 4).unwrap();
     for v in 10..14 {

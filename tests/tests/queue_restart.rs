@@ -28,7 +28,7 @@ use ringwire::queue::{MpmcQueue, ReadOnlyQueue, SpscConsumer, SpscProducer};
 use ringwire_core::queue::QueueKind;
 use ringwire_core::sync::Ordering;
 use ringwire_tests::shm::ShmPath;
-use ringwire_tests::{wait_exit, wait_until};
+use ringwire_tests::{one_at_a_time, wait_exit, wait_until};
 
 const ROLE: &str = "RINGWIRE_RESTART_ROLE";
 const KIND: &str = "RINGWIRE_RESTART_KIND";
@@ -361,31 +361,37 @@ fn survives_restart_with(kind: QueueKind, kill: bool, release_every: Option<u64>
 
 #[test]
 fn spsc_items_survive_both_processes_exiting() {
+    let _one = one_at_a_time();
     survives_restart(QueueKind::Spsc, false);
 }
 
 #[test]
 fn spsc_items_survive_both_processes_killed() {
+    let _one = one_at_a_time();
     survives_restart(QueueKind::Spsc, true);
 }
 
 #[test]
 fn spsc_items_survive_both_processes_killed_exactly_once_with_release_every_1() {
+    let _one = one_at_a_time();
     survives_restart_with(QueueKind::Spsc, true, Some(1));
 }
 
 #[test]
 fn mpmc_items_survive_both_processes_exiting() {
+    let _one = one_at_a_time();
     survives_restart(QueueKind::Mpmc, false);
 }
 
 #[test]
 fn mpmc_items_survive_both_processes_killed() {
+    let _one = one_at_a_time();
     survives_restart(QueueKind::Mpmc, true);
 }
 
 #[test]
 fn an_spsc_consumer_killed_asleep_leaves_no_waiter_for_the_next_consumer() {
+    let _one = one_at_a_time();
     let queue = ShmPath::new("qrestart-spsc-pop-sleeper");
     // The creator stays alive as the producer: the file is never opened by a handle alone
     // on it, so only the consumer role lock can prove the count stale.
@@ -414,6 +420,7 @@ fn an_spsc_consumer_killed_asleep_leaves_no_waiter_for_the_next_consumer() {
 
 #[test]
 fn an_spsc_producer_killed_asleep_leaves_no_waiter_for_the_next_producer() {
+    let _one = one_at_a_time();
     let queue = ShmPath::new("qrestart-spsc-push-sleeper");
     {
         let mut p = SpscProducer::<u64>::create(queue.path(), 2).expect("create");
@@ -447,6 +454,7 @@ fn an_spsc_producer_killed_asleep_leaves_no_waiter_for_the_next_producer() {
 
 #[test]
 fn an_mpmc_consumer_killed_asleep_leaves_no_waiter_once_the_file_is_reopened_alone() {
+    let _one = one_at_a_time();
     let queue = ShmPath::new("qrestart-mpmc-pop-sleeper");
     // No creator left alive.
     drop(MpmcQueue::<u64>::create(queue.path(), 8).expect("create"));
@@ -485,6 +493,7 @@ fn an_mpmc_consumer_killed_asleep_leaves_no_waiter_once_the_file_is_reopened_alo
 
 #[test]
 fn a_process_exiting_with_a_thread_asleep_in_an_mpmc_pop_leaves_no_waiter() {
+    let _one = one_at_a_time();
     let queue = ShmPath::new("qrestart-mpmc-exit-sleeper");
     drop(MpmcQueue::<u64>::create(queue.path(), 8).expect("create"));
     spawn(
