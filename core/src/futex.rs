@@ -46,7 +46,7 @@ impl<'a> FutexPair<'a> {
     /// `true`, the word was bumped and the caller wakes the sleepers.
     #[inline(always)]
     pub fn notify(self) -> bool {
-        self.notify_then(false, || ())
+        self.bump_if_sleepers(false)
     }
 
     /// Notifier side without a hardware fence: a compiler fence and one relaxed load, which
@@ -54,20 +54,18 @@ impl<'a> FutexPair<'a> {
     /// `barrier` is a membarrier this process is registered for (module docs).
     #[inline(always)]
     pub fn notify_unfenced(self) -> bool {
-        self.notify_then(true, || ())
+        self.bump_if_sleepers(true)
     }
 
-    /// [`FutexPair::notify`] (`unfenced`: [`FutexPair::notify_unfenced`]) that runs
-    /// `first` when it sees a sleeper, before it bumps the word. A notifier that makes some
-    /// state change only when someone sleeps makes it there: the bump, a release, orders it
-    /// before the woken sleeper's re-check. A sleeper that announces itself after the load
-    /// sees no such change. The SPSC consumer's hand-back of its popped slots is such a
-    /// change; it calls [`FutexPair::sleepers`] and [`FutexPair::bump`] itself, in that
-    /// order, to keep the change and the bump out of line.
+    /// [`FutexPair::notify`] and [`FutexPair::notify_unfenced`]: the look, then the bump
+    /// when it saw a sleeper. A notifier that makes some state change only when someone
+    /// sleeps (the SPSC consumer's hand-back of its popped slots) calls
+    /// [`FutexPair::sleepers`], makes the change, then calls [`FutexPair::bump`]: the bump, a
+    /// release, orders the change before the woken sleeper's re-check, and a sleeper that
+    /// announces itself after the look sees no such change.
     #[inline(always)]
-    pub fn notify_then(self, unfenced: bool, first: impl FnOnce()) -> bool {
+    fn bump_if_sleepers(self, unfenced: bool) -> bool {
         if self.sleepers(unfenced) {
-            first();
             self.bump();
             true
         } else {
@@ -75,7 +73,7 @@ impl<'a> FutexPair<'a> {
         }
     }
 
-    /// The first half of [`FutexPair::notify_then`]: the fence (a compiler fence when
+    /// The first half of [`FutexPair::notify`]: the fence (a compiler fence when
     /// `unfenced`) after the caller's state change, then the look at the waiter count.
     /// When it returns `true` the caller makes its sleeper-only change, if any, and calls
     /// [`FutexPair::bump`]. Split so that a caller can keep that rarely taken second half
@@ -101,7 +99,7 @@ impl<'a> FutexPair<'a> {
         self.waiters.load(Ordering::Relaxed) > 0
     }
 
-    /// The second half of [`FutexPair::notify_then`], after [`FutexPair::sleepers`]
+    /// The second half of [`FutexPair::notify`], after [`FutexPair::sleepers`]
     /// returned `true`: bumps the word; the caller then wakes the sleepers.
     #[inline(always)]
     pub fn bump(self) {
