@@ -7,7 +7,10 @@
 //!
 //! The real code paths run: `RingView::publish` and `publish_fenced` through a broadcast
 //! `Producer`, the queues' `notify_data_unfenced` / `notify_data` after an MPMC push, and
-//! the sleeper's `FutexPair::announce` (with two competing queue sleepers too). The
+//! the sleeper's `FutexPair::announce` (with two competing queue sleepers too). The std
+//! SPSC consumer's hand-back to a producer asleep on a full queue is built here from the
+//! core calls it makes (`FutexPair::sleepers`, `SpscConsumer::release`, `FutexPair::bump`;
+//! the std layer is not built under loom), in its order and in the wrong one. The
 //! membarrier a std sleeper issues is modelled by
 //! the SeqCst fence that `notify_unfenced` has under loom (see the `futex` module docs).
 //! A sleeper that re-checks before announcing itself must be caught (the last model).
@@ -23,7 +26,9 @@ use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use ringwire_core::broadcast::{Producer, Wake};
 use ringwire_core::futex::FutexPair;
-use ringwire_core::queue::{MpmcQueue, QueueGeometry, QueueKind, QueueView};
+use ringwire_core::queue::{
+    MpmcQueue, QueueGeometry, QueueKind, QueueView, SpscConsumer, SpscProducer,
+};
 use ringwire_core::sync::{A32, Ordering};
 use ringwire_core::{Geometry, Region, RingView};
 
@@ -74,13 +79,17 @@ impl Futex {
 }
 
 /// A sleeper's loop: return once `ready()`, else announce, re-check and sleep.
+///
+/// The [`Announced`](ringwire_core::futex::Announced) is retired by hand after the wait, not
+/// by unwinding: when loom ends a deadlocked execution with a panic out of `wait`, a drop
+/// that touches a loom atomic would panic again and abort the `should_panic` models.
 fn sleep_until(pair: FutexPair<'_>, futex: &Futex, ready: impl Fn() -> bool) {
     while !ready() {
-        let announced = pair.announce(|| {}, &ready);
+        let announced = core::mem::ManuallyDrop::new(pair.announce(|| {}, &ready));
         if let Some(v) = announced.sleep_on() {
             futex.wait(pair.word, v);
         }
-        drop(announced);
+        drop(core::mem::ManuallyDrop::into_inner(announced));
     }
 }
 
@@ -211,6 +220,87 @@ fn queue_producer_sleeper_never_misses_a_pop() {
             assert_eq!(c.join().unwrap(), 1);
         });
     }
+}
+
+/// A full four-slot SPSC queue of u64s (items 1 to 4) whose consumer hands its popped
+/// slots back every 4 pops, so a single pop that does not catch up stores no head.
+fn full_spsc() -> (SpscProducer, SpscConsumer) {
+    let g = QueueGeometry::spsc_fixed(4, 8).unwrap();
+    // SAFETY: a fresh loom region, no other view of it exists yet.
+    let q =
+        unsafe { QueueView::init(Region::loom_new(g.total_len().unwrap() as usize), &g) }.unwrap();
+    let mut p = SpscProducer::new(q.clone()).unwrap();
+    for i in 1..=4u64 {
+        p.try_push(&i.to_le_bytes()).unwrap();
+    }
+    let mut c = SpscConsumer::new(q).unwrap();
+    c.set_release_every(4);
+    (p, c)
+}
+
+/// The std SPSC consumer's pop (`SpscBytesConsumer::after_pop` and `hand_back_and_wake`)
+/// against a producer asleep on the full queue: one pop, the look at the space side's
+/// waiter count, and when it sees the sleeper, the hand-back of the popped slot (a head
+/// store the single pop did not make), the bump and the wake. `hand_back_first == false`
+/// is the wrong order (bump, then hand-back), for the model below that must catch it.
+///
+/// The consumer pops only once the producer has announced itself, the setting of the std
+/// test `a_producer_asleep_on_a_full_queue_gets_the_slots_of_single_pops_back`: a producer
+/// that announces after the look sleeps on until a later hand-back (the module docs of
+/// `SpscBytesConsumer::after_pop`), and this consumer makes none, so the hand-back is the
+/// only way the producer can wake. Its drop stores the head but wakes nobody (the core's
+/// `Drop`), so a missing or late wake-up is a deadlock.
+fn spsc_single_pop_wakes_the_full_queues_producer(unfenced: bool, hand_back_first: bool) {
+    model(move || {
+        let (p, mut c) = full_spsc();
+        // Dropped by hand at the end, not by unwinding (see `sleep_until`).
+        let futex = core::mem::ManuallyDrop::new(Arc::new(Futex::new()));
+        let f2 = Arc::clone(&futex);
+        let consumer = thread::spawn(move || {
+            let view = c.view().clone();
+            let pair = view.space_pair();
+            // SeqCst: as the announcement's increment.
+            while pair.waiters.load(Ordering::SeqCst) == 0 {
+                thread::yield_now();
+            }
+            let mut out = [0u8; 8];
+            assert_eq!(c.try_pop(&mut out), Ok(8));
+            assert_eq!(c.unreleased(), 1);
+            if pair.sleepers(unfenced) {
+                if hand_back_first {
+                    c.release();
+                    pair.bump();
+                } else {
+                    pair.bump();
+                    c.release();
+                }
+                f2.wake();
+            }
+            u64::from_le_bytes(out)
+        });
+        let view = p.view().clone();
+        let p = core::cell::RefCell::new(p);
+        sleep_until(view.space_pair(), &futex, || p.borrow_mut().free() > 0);
+        assert_eq!(p.borrow_mut().try_push(&5u64.to_le_bytes()), Ok(()));
+        assert_eq!(consumer.join().unwrap(), 1);
+        drop(core::mem::ManuallyDrop::into_inner(futex));
+    });
+}
+
+#[test]
+fn spsc_single_pop_hands_back_before_it_wakes_the_producer() {
+    for unfenced in [true, false] {
+        spsc_single_pop_wakes_the_full_queues_producer(unfenced, true);
+    }
+}
+
+/// The model above is not vacuous: bumped before the hand-back, the producer can be woken,
+/// re-check before the head store, announce again on the new word value and sleep through
+/// the wake.
+#[test]
+#[should_panic(expected = "deadlock")]
+fn spsc_a_bump_before_the_hand_back_loses_the_wake_up() {
+    spsc_single_pop_wakes_the_full_queues_producer(true, false);
 }
 
 /// Two queue consumers that each pop one item, sleeping on `data_futex` with `has_item` as

@@ -407,7 +407,9 @@ impl SpscBytesConsumer {
     /// The rest of [`SpscBytesConsumer::after_pop`] when a producer sleeps: every popped
     /// slot goes back, then the producer is woken (the bump, a release, orders the hand-back
     /// before its re-check). Out of line, so that the pop stays small enough to inline into
-    /// a caller's polling loop.
+    /// a caller's polling loop. The loom model
+    /// `spsc_single_pop_hands_back_before_it_wakes_the_producer` (`core/tests/loom_futex.rs`)
+    /// runs this order from the core calls, and catches the bump made before the hand-back.
     #[cold]
     #[inline(never)]
     fn hand_back_and_wake(&mut self) {
