@@ -7,7 +7,7 @@
 # times (5 by default), each run in its own process; the report gives the median of the
 # runs' figures with their min–max. Run it on a quiet machine:
 #
-#   scripts/bench.sh                    # ~25 min on 2 cores
+#   scripts/bench.sh                    # ~35 min on 2 cores
 #   QUICK=1 scripts/bench.sh            # shorter criterion and replication runs, same shape
 #   RUNS=7 scripts/bench.sh             # more runs (at least 5 for BENCHMARKS.md)
 #   BENCH_LOCK=/work/bench.lock scripts/bench.sh
@@ -34,9 +34,11 @@ in_order() { # <dir> <suffix>
 if [ "${QUICK:-0}" = 1 ]; then
   crit_args=(--warm-up-time 0.5 --measurement-time 1)
   repl_secs=2 mc_secs=2 handoff_secs=2 demo_secs=3 stress_secs=2 async_secs=1
+  paired_rounds=5
 else
   crit_args=(--warm-up-time 1 --measurement-time 2)
   repl_secs=3 mc_secs=3 handoff_secs=5 demo_secs=5 stress_secs=3 async_secs=3
+  paired_rounds=15
 fi
 crit_str="${crit_args[*]}"
 
@@ -258,6 +260,18 @@ else
   echo "valgrind is not installed: not measured." >"$instr"
 fi
 
+# ---- The queues again, paired: every queue of a case once per round, back to back, so that
+# a ratio compares two queues measured under the same host state (queues.rs, "Paired mode") ----
+paired_cmd="cargo bench -p ringwire-tests --bench queues -- --paired --rounds $paired_rounds"
+paired=$(mktemp)
+lock_x
+echo "== queues, paired ($paired_rounds rounds)"
+# cargo runs a bench in its package directory: the JSON path is absolute.
+if ! $paired_cmd --json "$root/$svg/queues_paired.json" >"$paired"; then
+  echo "The paired run failed: rerun \`$paired_cmd\` and see its stderr." >"$paired"
+fi
+unlock
+
 # ---- ringwire bench: the floor and the cross-process hand-off, RUNS runs each (the floor's
 # RUNS runs were taken in the criterion runs above) ----
 handoff_cmd="target/release/ringwire bench handoff --rate 100000 --seconds $handoff_secs"
@@ -399,7 +413,8 @@ fi
   echo "[$svg/latency_runs.json]($svg/latency_runs.json) (each run's JSON of the floor, hand-off,"
   echo "wake-up and async tables), [$svg/replication.json]($svg/replication.json) and"
   echo "[$svg/push_drain_samples.txt]($svg/push_drain_samples.txt) (every \`push_drain\` sample's"
-  echo "tries and outcome, \`run<k> <bench id> <tries> <outcome>\`, which the note under that table counts)."
+  echo "tries and outcome, \`run<k> <bench id> <tries> <outcome>\`, which the note under that table counts)"
+  echo "and [$svg/queues_paired.json]($svg/queues_paired.json) (every trial of the paired queue runs)."
   echo
   echo "**Open loop and what latency is measured from.** Producers publish on a fixed schedule and"
   echo "never wait for the reader. The hand-off and async benches' producers spin to each record's"
@@ -541,6 +556,23 @@ fi
   echo "such look."
   echo
   cat "$instr"
+  echo
+  echo "## Queues, paired: ringwire against its peers within each round ($paired_rounds rounds, one process)"
+  echo
+  echo "Reproduce: \`$paired_cmd\`"
+  echo
+  echo "The criterion tables above measure one queue for seconds, then the next, and take a ratio"
+  echo "within each of the $RUNS runs. This machine's speed drifts over seconds (one queue's"
+  echo "criterion samples can go from 11 to 5.5 ns per item within its 2 s), so such a ratio mixes the"
+  echo "two queues' difference with the host's. Here the same bench functions run without"
+  echo "criterion: in each round every queue of a case moves the same number of items once, the"
+  echo "queues back to back, in reverse order every other round, after one warm-up round. Each"
+  echo "queue's figure is its time per item over the rounds (median, p10 – p90, min – max); the"
+  echo "ratio is a peer's time divided by ringwire's in the same round, so above 1 means ringwire"
+  echo "is faster (the criterion tables' ratio is the other way round). Every trial's figure is in"
+  echo "[$svg/queues_paired.json]($svg/queues_paired.json)."
+  echo
+  cat "$paired"
   echo
   echo "## Replication on loopback (\`ringwire demo\`, 10,000 msg/s, $demo_secs s, one run)"
   echo

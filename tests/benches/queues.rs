@@ -31,6 +31,21 @@
 //! `MpmcQueue::anonymous`), the same code paths as a file-backed queue.
 //!
 //! `cargo bench -p ringwire-tests --bench queues -- --warm-up-time 1 --measurement-time 3`
+//!
+//! # Paired mode
+//!
+//! `cargo bench -p ringwire-tests --bench queues -- --paired [--rounds N] [--json PATH]
+//! [FILTER]` runs the same functions without criterion, for the ratios between queues.
+//! Criterion measures one queue for seconds, then the next: on a shared VM whose speed
+//! drifts over seconds (a criterion run of one queue can go from 11 to 5.5 ns per item
+//! between its first and last samples), the ratio of two such figures mixes the queues'
+//! difference with the host's. The paired mode runs every queue of a case once per round,
+//! back to back, with the same number of items (a trial: millions of items, or 200,000
+//! round trips), reversing the order every other round; after one warm-up round it
+//! reports each queue's time per item over the rounds (median, p10 – p90, min – max) and,
+//! for each peer, its time divided by ringwire's in the same round. `--json` writes every
+//! trial's figure (cargo runs a bench in its package directory, `tests/`: give an absolute
+//! PATH). A FILTER keeps the trials whose `case/queue` contains it.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -795,7 +810,310 @@ fn benches(c: &mut Criterion) {
     g.finish();
 }
 
+// ---------------------------------------------------------------------------------------
+// Paired mode
+
+/// One trial of the paired mode: a case, a queue, and the run that times `items` of it.
+struct Trial {
+    case: &'static str,
+    queue: &'static str,
+    items: u64,
+    run: fn(u64) -> Duration,
+}
+
+/// The paired mode's trials: every case and queue of the criterion groups, each queue of
+/// a case moving the same number of items (ringwire and rtrb take tens of milliseconds
+/// per trial, the slowest peers under a second).
+fn trials() -> Vec<Trial> {
+    fn t(case: &'static str, queue: &'static str, items: u64, run: fn(u64) -> Duration) -> Trial {
+        Trial {
+            case,
+            queue,
+            items,
+            run,
+        }
+    }
+    const ONE: u64 = 10_000_000;
+    const BATCHED: u64 = 20_000_000;
+    const ROUND_TRIPS: u64 = 200_000;
+    const MPMC: u64 = 4_000_000;
+    let mut v = vec![
+        t("spsc_throughput/u64", "ringwire", ONE, |n| {
+            spsc_throughput::<u64, Ringwire>(n, false)
+        }),
+        t("spsc_throughput/u64", "rtrb", ONE, |n| {
+            spsc_throughput::<u64, Rtrb>(n, false)
+        }),
+        t("spsc_throughput/u64", "crossbeam_arrayqueue", ONE, |n| {
+            spsc_throughput::<u64, ArrayQ>(n, false)
+        }),
+        t("spsc_throughput/u64", "crossbeam_channel", ONE, |n| {
+            spsc_throughput::<u64, Channel>(n, false)
+        }),
+        t("spsc_throughput/u64", "heapless_spsc", ONE, |n| {
+            spsc_throughput::<u64, HeaplessSpsc>(n, false)
+        }),
+        t("spsc_throughput/u64", "std_sync_channel", ONE, |n| {
+            spsc_throughput::<u64, StdSync>(n, false)
+        }),
+        t("spsc_throughput/u64", "disruptor", ONE, |n| {
+            spsc_throughput::<u64, Disruptor>(n, false)
+        }),
+        t("spsc_throughput/64B", "ringwire", ONE, |n| {
+            spsc_throughput::<B64, Ringwire>(n, false)
+        }),
+        t("spsc_throughput/64B", "rtrb", ONE, |n| {
+            spsc_throughput::<B64, Rtrb>(n, false)
+        }),
+        t("spsc_throughput/64B", "crossbeam_arrayqueue", ONE, |n| {
+            spsc_throughput::<B64, ArrayQ>(n, false)
+        }),
+        t("spsc_throughput/64B", "crossbeam_channel", ONE, |n| {
+            spsc_throughput::<B64, Channel>(n, false)
+        }),
+        t("spsc_throughput/64B", "heapless_spsc", ONE, |n| {
+            spsc_throughput::<B64, HeaplessSpsc>(n, false)
+        }),
+        t("spsc_throughput/64B", "std_sync_channel", ONE, |n| {
+            spsc_throughput::<B64, StdSync>(n, false)
+        }),
+        t("spsc_throughput/64B", "disruptor", ONE, |n| {
+            spsc_throughput::<B64, Disruptor>(n, false)
+        }),
+        t("spsc_batch64/u64", "ringwire", BATCHED, |n| {
+            spsc_throughput::<u64, Ringwire>(n, true)
+        }),
+        t("spsc_batch64/u64", "rtrb", BATCHED, |n| {
+            spsc_throughput::<u64, Rtrb>(n, true)
+        }),
+        t("spsc_batch64/u64", "disruptor", BATCHED, |n| {
+            spsc_throughput::<u64, Disruptor>(n, true)
+        }),
+        t("spsc_batch64/64B", "ringwire", BATCHED, |n| {
+            spsc_throughput::<B64, Ringwire>(n, true)
+        }),
+        t("spsc_batch64/64B", "rtrb", BATCHED, |n| {
+            spsc_throughput::<B64, Rtrb>(n, true)
+        }),
+        t("spsc_batch64/64B", "disruptor", BATCHED, |n| {
+            spsc_throughput::<B64, Disruptor>(n, true)
+        }),
+        t(
+            "spsc_round_trip",
+            "ringwire",
+            ROUND_TRIPS,
+            spsc_round_trip::<Ringwire>,
+        ),
+        t(
+            "spsc_round_trip",
+            "rtrb",
+            ROUND_TRIPS,
+            spsc_round_trip::<Rtrb>,
+        ),
+        t(
+            "spsc_round_trip",
+            "crossbeam_arrayqueue",
+            ROUND_TRIPS,
+            spsc_round_trip::<ArrayQ>,
+        ),
+        t(
+            "spsc_round_trip",
+            "crossbeam_channel",
+            ROUND_TRIPS,
+            spsc_round_trip::<Channel>,
+        ),
+        t(
+            "spsc_round_trip",
+            "heapless_spsc",
+            ROUND_TRIPS,
+            spsc_round_trip::<HeaplessSpsc>,
+        ),
+        t(
+            "spsc_round_trip",
+            "std_sync_channel",
+            ROUND_TRIPS,
+            spsc_round_trip::<StdSync>,
+        ),
+        t(
+            "spsc_round_trip",
+            "disruptor",
+            ROUND_TRIPS,
+            spsc_round_trip::<Disruptor>,
+        ),
+        t("mpmc_2p2c", "ringwire", MPMC, mpmc_2p2c::<Ringwire>),
+        t(
+            "mpmc_2p2c",
+            "ringwire_core",
+            MPMC,
+            mpmc_2p2c::<RingwireCore>,
+        ),
+        t(
+            "mpmc_2p2c",
+            "crossbeam_arrayqueue",
+            MPMC,
+            mpmc_2p2c::<ArrayQ>,
+        ),
+        t("mpmc_2p2c", "crossbeam_channel", MPMC, mpmc_2p2c::<Channel>),
+        t(
+            "mpmc_2p2c",
+            "disruptor_sharded",
+            MPMC,
+            mpmc_2p2c::<DisruptorMpmc>,
+        ),
+        t("mpmc_2p2c", "ringfire_lossy", MPMC, mpmc_2p2c::<Ringfire>),
+    ];
+    // As in the criterion group: heapless's u8 cursors can wedge on fewer than 4 cores.
+    if std::thread::available_parallelism().map_or(0, |n| n.get()) >= 4 {
+        v.push(t(
+            "mpmc_2p2c",
+            "heapless_mpmc",
+            MPMC,
+            mpmc_2p2c::<HeaplessMpmc>,
+        ));
+    } else {
+        eprintln!("paired: mpmc_2p2c/heapless_mpmc skipped: fewer than 4 CPUs");
+    }
+    v
+}
+
+/// Nearest-rank percentile `q` (0 ..= 1) of sorted figures.
+fn pct(sorted: &[f64], q: f64) -> f64 {
+    let k = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len());
+    sorted[k - 1]
+}
+
+fn sorted(v: impl IntoIterator<Item = f64>) -> Vec<f64> {
+    let mut v: Vec<f64> = v.into_iter().collect();
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// `--paired [--rounds N] [--json PATH] [FILTER]`: every queue of a case runs in every
+/// round, back to back, the order reversed every other round; the ratio to ringwire is
+/// taken within a round. See the module docs.
+fn paired(args: &[String]) {
+    let mut rounds = 15usize;
+    let mut json = None;
+    let mut filter = String::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--paired" | "--bench" => {}
+            "--rounds" => {
+                rounds = it
+                    .next()
+                    .and_then(|v| v.parse().ok())
+                    .filter(|&n| n > 0)
+                    .expect("--rounds takes a whole number above 0");
+            }
+            "--json" => json = Some(PathBuf::from(it.next().expect("--json takes a path"))),
+            f if !f.starts_with('-') => filter = f.to_owned(),
+            other => {
+                panic!("unknown argument {other} (--paired [--rounds N] [--json PATH] [FILTER])")
+            }
+        }
+    }
+    let trials: Vec<Trial> = trials()
+        .into_iter()
+        .filter(|t| format!("{}/{}", t.case, t.queue).contains(&filter))
+        .collect();
+    let mut cases: Vec<&str> = trials.iter().map(|t| t.case).collect();
+    cases.dedup();
+    eprintln!(
+        "paired: {} trials, {rounds} rounds after one warm-up round",
+        trials.len()
+    );
+    for t in &trials {
+        black_box((t.run)(t.items));
+    }
+    // figures[trial][round]: time per item in ns.
+    let mut figures = vec![Vec::with_capacity(rounds); trials.len()];
+    for r in 0..rounds {
+        for case in &cases {
+            let mut idx: Vec<usize> = (0..trials.len())
+                .filter(|&i| trials[i].case == *case)
+                .collect();
+            if r % 2 == 1 {
+                idx.reverse();
+            }
+            for i in idx {
+                let t = &trials[i];
+                let d = (t.run)(t.items);
+                figures[i].push(d.as_secs_f64() * 1e9 / t.items as f64);
+            }
+        }
+        eprintln!("paired: round {}/{rounds} done", r + 1);
+    }
+    println!(
+        "Paired runs: {rounds} rounds (after one warm-up round); in each round every queue of a case runs once, back to back, in reverse order every other round."
+    );
+    for case in &cases {
+        let idx: Vec<usize> = (0..trials.len())
+            .filter(|&i| trials[i].case == *case)
+            .collect();
+        let base = idx.iter().copied().find(|&i| trials[i].queue == "ringwire");
+        let unit = if case.contains("round_trip") {
+            "round trips"
+        } else {
+            "items"
+        };
+        println!(
+            "\n### `{case}` (paired, {} {unit} per trial)\n",
+            trials[idx[0]].items
+        );
+        println!(
+            "| implementation | median | p10 – p90 | min – max | this ÷ ringwire, same round: median | p10 – p90 | min – max |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|");
+        for &i in &idx {
+            let f = sorted(figures[i].iter().copied());
+            let ratio = match base {
+                Some(b) if b != i => {
+                    let q = sorted(figures[i].iter().zip(&figures[b]).map(|(x, y)| x / y));
+                    format!(
+                        "{:.2} | {:.2} – {:.2} | {:.2} – {:.2}",
+                        pct(&q, 0.5),
+                        pct(&q, 0.1),
+                        pct(&q, 0.9),
+                        q[0],
+                        q[q.len() - 1]
+                    )
+                }
+                Some(_) => "1.00 | – | –".to_owned(),
+                // The filter left ringwire out of this case.
+                None => "– | – | –".to_owned(),
+            };
+            println!(
+                "| {} | {:.2} ns | {:.2} – {:.2} ns | {:.2} – {:.2} ns | {ratio} |",
+                trials[i].queue,
+                pct(&f, 0.5),
+                pct(&f, 0.1),
+                pct(&f, 0.9),
+                f[0],
+                f[f.len() - 1]
+            );
+        }
+    }
+    if let Some(path) = json {
+        let rows: Vec<serde_json::Value> = trials
+            .iter()
+            .zip(&figures)
+            .map(|(t, f)| {
+                serde_json::json!({"case": t.case, "queue": t.queue, "items": t.items, "ns_per_item": f})
+            })
+            .collect();
+        let doc = serde_json::json!({"rounds": rounds, "trials": rows});
+        std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("json"))
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    }
+}
+
 fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--paired") {
+        paired(&args);
+        return;
+    }
     let mut c = Criterion::default().configure_from_args();
     benches(&mut c);
     c.final_summary();
