@@ -53,7 +53,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use criterion::{BenchmarkGroup, Criterion, Throughput, measurement::WallTime};
+use criterion::{Criterion, Throughput};
 use ringwire::bench::floor::pin_to;
 use ringwire_tests::bench_items::{B64, Val};
 
@@ -731,83 +731,20 @@ fn mpmc_2p2c<Q: Mpmc>(iters: u64) -> Duration {
 
 // ---------------------------------------------------------------------------------------
 
-fn spsc_group<T: Val>(c: &mut Criterion, ty: &str) {
-    let mut g = c.benchmark_group(format!("spsc_throughput/{ty}"));
-    g.throughput(Throughput::Elements(1));
-    one::<T, Ringwire>(&mut g, "ringwire", false);
-    one::<T, Rtrb>(&mut g, "rtrb", false);
-    one::<T, ArrayQ>(&mut g, "crossbeam_arrayqueue", false);
-    one::<T, Channel>(&mut g, "crossbeam_channel", false);
-    one::<T, HeaplessSpsc>(&mut g, "heapless_spsc", false);
-    one::<T, StdSync>(&mut g, "std_sync_channel", false);
-    one::<T, Disruptor>(&mut g, "disruptor", false);
-    g.finish();
-    let mut g = c.benchmark_group(format!("spsc_batch{BATCH}/{ty}"));
-    g.throughput(Throughput::Elements(1));
-    one::<T, Ringwire>(&mut g, "ringwire", true);
-    one::<T, Rtrb>(&mut g, "rtrb", true);
-    one::<T, Disruptor>(&mut g, "disruptor", true);
-    g.finish();
-}
-
-fn one<T: Val, Q: Spsc<T>>(g: &mut BenchmarkGroup<'_, WallTime>, name: &str, batch: bool) {
-    g.bench_function(name, |b| {
-        b.iter_custom(|iters| spsc_throughput::<T, Q>(iters, batch))
-    });
-}
-
+/// The criterion groups: one per case of [`trials`], in its order, each queue a bench.
 fn benches(c: &mut Criterion) {
-    spsc_group::<u64>(c, "u64");
-    spsc_group::<B64>(c, "64B");
-
-    let mut g = c.benchmark_group("spsc_round_trip");
-    g.bench_function("ringwire", |b| b.iter_custom(spsc_round_trip::<Ringwire>));
-    g.bench_function("rtrb", |b| b.iter_custom(spsc_round_trip::<Rtrb>));
-    g.bench_function("crossbeam_arrayqueue", |b| {
-        b.iter_custom(spsc_round_trip::<ArrayQ>)
-    });
-    g.bench_function("crossbeam_channel", |b| {
-        b.iter_custom(spsc_round_trip::<Channel>)
-    });
-    g.bench_function("heapless_spsc", |b| {
-        b.iter_custom(spsc_round_trip::<HeaplessSpsc>)
-    });
-    g.bench_function("std_sync_channel", |b| {
-        b.iter_custom(spsc_round_trip::<StdSync>)
-    });
-    g.bench_function("disruptor", |b| b.iter_custom(spsc_round_trip::<Disruptor>));
-    g.finish();
-
-    let mut g = c.benchmark_group(if backoff_exp() {
-        "mpmc_2p2c_exp"
-    } else {
-        "mpmc_2p2c"
-    });
-    g.throughput(Throughput::Elements(1));
-    g.bench_function("ringwire", |b| b.iter_custom(mpmc_2p2c::<Ringwire>));
-    g.bench_function("ringwire_core", |b| {
-        b.iter_custom(mpmc_2p2c::<RingwireCore>)
-    });
-    g.bench_function("crossbeam_arrayqueue", |b| {
-        b.iter_custom(mpmc_2p2c::<ArrayQ>)
-    });
-    g.bench_function("crossbeam_channel", |b| b.iter_custom(mpmc_2p2c::<Channel>));
-    // heapless's u8 cursors wrap every 256 positions: a consumer preempted between its
-    // cursor load and its CAS can succeed on a stale position (ABA) and wedge the queue,
-    // which happens when the 4 threads share fewer than 4 cores. Run it only where each
-    // thread can have its own core.
-    if std::thread::available_parallelism().map_or(0, |n| n.get()) >= 4 {
-        g.bench_function("heapless_mpmc", |b| {
-            b.iter_custom(mpmc_2p2c::<HeaplessMpmc>)
-        });
-    } else {
-        eprintln!("mpmc_2p2c/heapless_mpmc skipped: fewer than 4 CPUs (see the comment)");
+    let trials = trials();
+    for (case, idx) in by_case(&trials) {
+        let mut g = c.benchmark_group(case);
+        if !case.contains("round_trip") {
+            g.throughput(Throughput::Elements(1));
+        }
+        for i in idx {
+            let run = trials[i].run;
+            g.bench_function(trials[i].queue, |b| b.iter_custom(run));
+        }
+        g.finish();
     }
-    g.bench_function("disruptor_sharded", |b| {
-        b.iter_custom(mpmc_2p2c::<DisruptorMpmc>)
-    });
-    g.bench_function("ringfire_lossy", |b| b.iter_custom(mpmc_2p2c::<Ringfire>));
-    g.finish();
 }
 
 // ---------------------------------------------------------------------------------------
@@ -821,9 +758,9 @@ struct Trial {
     run: fn(u64) -> Duration,
 }
 
-/// The paired mode's trials: every case and queue of the criterion groups, each queue of
-/// a case moving the same number of items (ringwire and rtrb take tens of milliseconds
-/// per trial, the slowest peers under a second).
+/// Every case (a criterion group) and its queues, for both modes; in the paired mode each
+/// queue of a case moves the same number of items (ringwire and rtrb take tens of
+/// milliseconds per trial, the slowest peers under a second).
 fn trials() -> Vec<Trial> {
     fn t(case: &'static str, queue: &'static str, items: u64, run: fn(u64) -> Duration) -> Trial {
         Trial {
@@ -837,6 +774,7 @@ fn trials() -> Vec<Trial> {
     const BATCHED: u64 = 20_000_000;
     const ROUND_TRIPS: u64 = 200_000;
     const MPMC: u64 = 4_000_000;
+    let mpmc = mpmc_case();
     let mut v = vec![
         t("spsc_throughput/u64", "ringwire", ONE, |n| {
             spsc_throughput::<u64, Ringwire>(n, false)
@@ -859,6 +797,15 @@ fn trials() -> Vec<Trial> {
         t("spsc_throughput/u64", "disruptor", ONE, |n| {
             spsc_throughput::<u64, Disruptor>(n, false)
         }),
+        t("spsc_batch64/u64", "ringwire", BATCHED, |n| {
+            spsc_throughput::<u64, Ringwire>(n, true)
+        }),
+        t("spsc_batch64/u64", "rtrb", BATCHED, |n| {
+            spsc_throughput::<u64, Rtrb>(n, true)
+        }),
+        t("spsc_batch64/u64", "disruptor", BATCHED, |n| {
+            spsc_throughput::<u64, Disruptor>(n, true)
+        }),
         t("spsc_throughput/64B", "ringwire", ONE, |n| {
             spsc_throughput::<B64, Ringwire>(n, false)
         }),
@@ -879,15 +826,6 @@ fn trials() -> Vec<Trial> {
         }),
         t("spsc_throughput/64B", "disruptor", ONE, |n| {
             spsc_throughput::<B64, Disruptor>(n, false)
-        }),
-        t("spsc_batch64/u64", "ringwire", BATCHED, |n| {
-            spsc_throughput::<u64, Ringwire>(n, true)
-        }),
-        t("spsc_batch64/u64", "rtrb", BATCHED, |n| {
-            spsc_throughput::<u64, Rtrb>(n, true)
-        }),
-        t("spsc_batch64/u64", "disruptor", BATCHED, |n| {
-            spsc_throughput::<u64, Disruptor>(n, true)
         }),
         t("spsc_batch64/64B", "ringwire", BATCHED, |n| {
             spsc_throughput::<B64, Ringwire>(n, true)
@@ -940,40 +878,46 @@ fn trials() -> Vec<Trial> {
             ROUND_TRIPS,
             spsc_round_trip::<Disruptor>,
         ),
-        t("mpmc_2p2c", "ringwire", MPMC, mpmc_2p2c::<Ringwire>),
-        t(
-            "mpmc_2p2c",
-            "ringwire_core",
-            MPMC,
-            mpmc_2p2c::<RingwireCore>,
-        ),
-        t(
-            "mpmc_2p2c",
-            "crossbeam_arrayqueue",
-            MPMC,
-            mpmc_2p2c::<ArrayQ>,
-        ),
-        t("mpmc_2p2c", "crossbeam_channel", MPMC, mpmc_2p2c::<Channel>),
-        t(
-            "mpmc_2p2c",
-            "disruptor_sharded",
-            MPMC,
-            mpmc_2p2c::<DisruptorMpmc>,
-        ),
-        t("mpmc_2p2c", "ringfire_lossy", MPMC, mpmc_2p2c::<Ringfire>),
+        t(mpmc, "ringwire", MPMC, mpmc_2p2c::<Ringwire>),
+        t(mpmc, "ringwire_core", MPMC, mpmc_2p2c::<RingwireCore>),
+        t(mpmc, "crossbeam_arrayqueue", MPMC, mpmc_2p2c::<ArrayQ>),
+        t(mpmc, "crossbeam_channel", MPMC, mpmc_2p2c::<Channel>),
+        t(mpmc, "disruptor_sharded", MPMC, mpmc_2p2c::<DisruptorMpmc>),
+        t(mpmc, "ringfire_lossy", MPMC, mpmc_2p2c::<Ringfire>),
     ];
-    // As in the criterion group: heapless's u8 cursors can wedge on fewer than 4 cores.
+    // heapless's u8 cursors wrap every 256 positions: a consumer preempted between its
+    // cursor load and its CAS can succeed on a stale position (ABA) and wedge the queue,
+    // which happens when the 4 threads share fewer than 4 cores. Run it only where each
+    // thread can have its own core.
     if std::thread::available_parallelism().map_or(0, |n| n.get()) >= 4 {
-        v.push(t(
-            "mpmc_2p2c",
-            "heapless_mpmc",
-            MPMC,
-            mpmc_2p2c::<HeaplessMpmc>,
-        ));
+        v.push(t(mpmc, "heapless_mpmc", MPMC, mpmc_2p2c::<HeaplessMpmc>));
     } else {
-        eprintln!("paired: mpmc_2p2c/heapless_mpmc skipped: fewer than 4 CPUs");
+        eprintln!("{mpmc}/heapless_mpmc skipped: fewer than 4 CPUs (see HeaplessMpmc)");
     }
     v
+}
+
+/// The MPMC group's name: `mpmc_2p2c_exp` under `QBENCH_BACKOFF=exp`, so both policies'
+/// results can sit side by side.
+fn mpmc_case() -> &'static str {
+    if backoff_exp() {
+        "mpmc_2p2c_exp"
+    } else {
+        "mpmc_2p2c"
+    }
+}
+
+/// The trials' cases in order, each with the indices of its trials (a case's trials are
+/// adjacent in [`trials`]).
+fn by_case(trials: &[Trial]) -> Vec<(&'static str, Vec<usize>)> {
+    let mut out: Vec<(&'static str, Vec<usize>)> = Vec::new();
+    for (i, t) in trials.iter().enumerate() {
+        match out.last_mut() {
+            Some((case, idx)) if *case == t.case => idx.push(i),
+            _ => out.push((t.case, vec![i])),
+        }
+    }
+    out
 }
 
 /// Nearest-rank percentile `q` (0 ..= 1) of sorted figures.
@@ -1017,8 +961,7 @@ fn paired(args: &[String]) {
         .into_iter()
         .filter(|t| format!("{}/{}", t.case, t.queue).contains(&filter))
         .collect();
-    let mut cases: Vec<&str> = trials.iter().map(|t| t.case).collect();
-    cases.dedup();
+    let cases = by_case(&trials);
     eprintln!(
         "paired: {} trials, {rounds} rounds after one warm-up round",
         trials.len()
@@ -1029,14 +972,13 @@ fn paired(args: &[String]) {
     // figures[trial][round]: time per item in ns.
     let mut figures = vec![Vec::with_capacity(rounds); trials.len()];
     for r in 0..rounds {
-        for case in &cases {
-            let mut idx: Vec<usize> = (0..trials.len())
-                .filter(|&i| trials[i].case == *case)
-                .collect();
-            if r % 2 == 1 {
-                idx.reverse();
-            }
-            for i in idx {
+        for (_, idx) in &cases {
+            let order: Box<dyn Iterator<Item = &usize>> = if r % 2 == 1 {
+                Box::new(idx.iter().rev())
+            } else {
+                Box::new(idx.iter())
+            };
+            for &i in order {
                 let t = &trials[i];
                 let d = (t.run)(t.items);
                 figures[i].push(d.as_secs_f64() * 1e9 / t.items as f64);
@@ -1047,10 +989,7 @@ fn paired(args: &[String]) {
     println!(
         "Paired runs: {rounds} rounds (after one warm-up round); in each round every queue of a case runs once, back to back, in reverse order every other round."
     );
-    for case in &cases {
-        let idx: Vec<usize> = (0..trials.len())
-            .filter(|&i| trials[i].case == *case)
-            .collect();
+    for (case, idx) in &cases {
         let base = idx.iter().copied().find(|&i| trials[i].queue == "ringwire");
         let unit = if case.contains("round_trip") {
             "round trips"
@@ -1065,7 +1004,7 @@ fn paired(args: &[String]) {
             "| implementation | median | p10 – p90 | min – max | this ÷ ringwire, same round: median | p10 – p90 | min – max |"
         );
         println!("|---|---:|---:|---:|---:|---:|---:|");
-        for &i in &idx {
+        for &i in idx {
             let f = sorted(figures[i].iter().copied());
             let ratio = match base {
                 Some(b) if b != i => {
