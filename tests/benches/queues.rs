@@ -42,10 +42,13 @@
 //! difference with the host's. The paired mode runs every queue of a case once per round,
 //! back to back, with the same number of items (a trial: millions of items, or 200,000
 //! round trips), reversing the order every other round; after one warm-up round it
-//! reports each queue's time per item over the rounds (median, p10 – p90, min – max) and,
-//! for each peer, its time divided by ringwire's in the same round. `--json` writes every
-//! trial's figure (cargo runs a bench in its package directory, `tests/`: give an absolute
-//! PATH). A FILTER keeps the trials whose `case/queue` contains it.
+//! reports each queue's time per item (per round trip for `spsc_round_trip`) over the
+//! rounds (median, p10 – p90, min – max; see [`median`] and [`tails`]) and, for each peer,
+//! its time divided by ringwire's in the same round (not for `ringfire_lossy`, whose time
+//! is not a lossless one). N (default 16) must be even, so that as many rounds run in each
+//! order: an odd N is rounded up, with a note on stderr. `--json` writes every trial's
+//! figure (cargo runs a bench in its package directory, `tests/`: give an absolute PATH).
+//! A FILTER keeps the trials whose `case/queue` contains it.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -756,6 +759,8 @@ struct Trial {
     queue: &'static str,
     items: u64,
     run: fn(u64) -> Duration,
+    /// The queue drops items (ringfire's ring): its time has no ratio to ringwire's.
+    lossy: bool,
 }
 
 /// Every case (a criterion group) and its queues, for both modes; in the paired mode each
@@ -768,6 +773,7 @@ fn trials() -> Vec<Trial> {
             queue,
             items,
             run,
+            lossy: false,
         }
     }
     const ONE: u64 = 10_000_000;
@@ -883,18 +889,26 @@ fn trials() -> Vec<Trial> {
         t(mpmc, "crossbeam_arrayqueue", MPMC, mpmc_2p2c::<ArrayQ>),
         t(mpmc, "crossbeam_channel", MPMC, mpmc_2p2c::<Channel>),
         t(mpmc, "disruptor_sharded", MPMC, mpmc_2p2c::<DisruptorMpmc>),
-        t(mpmc, "ringfire_lossy", MPMC, mpmc_2p2c::<Ringfire>),
+        Trial {
+            lossy: Ringfire::LOSSY,
+            ..t(mpmc, "ringfire_lossy", MPMC, mpmc_2p2c::<Ringfire>)
+        },
     ];
     // heapless's u8 cursors wrap every 256 positions: a consumer preempted between its
     // cursor load and its CAS can succeed on a stale position (ABA) and wedge the queue,
     // which happens when the 4 threads share fewer than 4 cores. Run it only where each
     // thread can have its own core.
-    if std::thread::available_parallelism().map_or(0, |n| n.get()) >= 4 {
+    if heapless_mpmc_runs() {
         v.push(t(mpmc, "heapless_mpmc", MPMC, mpmc_2p2c::<HeaplessMpmc>));
     } else {
         eprintln!("{mpmc}/heapless_mpmc skipped: fewer than 4 CPUs (see HeaplessMpmc)");
     }
     v
+}
+
+/// Whether [`trials`] includes heapless_mpmc: only with at least 4 CPUs (see there).
+fn heapless_mpmc_runs() -> bool {
+    std::thread::available_parallelism().map_or(0, |n| n.get()) >= 4
 }
 
 /// The MPMC group's name: `mpmc_2p2c_exp` under `QBENCH_BACKOFF=exp`, so both policies'
@@ -920,10 +934,25 @@ fn by_case(trials: &[Trial]) -> Vec<(&'static str, Vec<usize>)> {
     out
 }
 
-/// Nearest-rank percentile `q` (0 ..= 1) of sorted figures.
-fn pct(sorted: &[f64], q: f64) -> f64 {
-    let k = ((sorted.len() as f64 * q).ceil() as usize).clamp(1, sorted.len());
-    sorted[k - 1]
+/// The median of sorted figures: the middle one, or the mean of the two middle ones for an
+/// even count (the nearest-rank median, the lower of the two, would be biased low).
+fn median(sorted: &[f64]) -> f64 {
+    let n = sorted.len();
+    if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    }
+}
+
+/// The `p`th and `100 - p`th percentiles (`p` ≤ 50) of sorted figures, nearest rank counted
+/// from each end: the ⌈p·n/100⌉-th smallest and the ⌈p·n/100⌉-th largest. Both sit as far
+/// from their end for every n (nearest rank counted from the bottom for both would put p90
+/// one rank low when p·n/100 is whole: the 9th of 10 figures, while p10 is the 1st).
+fn tails(sorted: &[f64], p: usize) -> (f64, f64) {
+    let n = sorted.len();
+    let k = (n * p).div_ceil(100).max(1);
+    (sorted[k - 1], sorted[n - k])
 }
 
 fn sorted(v: impl IntoIterator<Item = f64>) -> Vec<f64> {
@@ -933,10 +962,10 @@ fn sorted(v: impl IntoIterator<Item = f64>) -> Vec<f64> {
 }
 
 /// `--paired [--rounds N] [--json PATH] [FILTER]`: every queue of a case runs in every
-/// round, back to back, the order reversed every other round; the ratio to ringwire is
-/// taken within a round. See the module docs.
+/// round, back to back, the order reversed every other round (N even: an odd one is rounded
+/// up); the ratio to ringwire is taken within a round. See the module docs.
 fn paired(args: &[String]) {
-    let mut rounds = 15usize;
+    let mut rounds = 16usize;
     let mut json = None;
     let mut filter = String::new();
     let mut it = args.iter();
@@ -957,6 +986,13 @@ fn paired(args: &[String]) {
             }
         }
     }
+    if rounds % 2 == 1 {
+        eprintln!(
+            "paired: --rounds {rounds} is odd: running {} so that as many rounds run in each order",
+            rounds + 1
+        );
+        rounds += 1;
+    }
     let trials: Vec<Trial> = trials()
         .into_iter()
         .filter(|t| format!("{}/{}", t.case, t.queue).contains(&filter))
@@ -969,7 +1005,7 @@ fn paired(args: &[String]) {
     for t in &trials {
         black_box((t.run)(t.items));
     }
-    // figures[trial][round]: time per item in ns.
+    // figures[trial][round]: time per item (per round trip for the round trip) in ns.
     let mut figures = vec![Vec::with_capacity(rounds); trials.len()];
     for r in 0..rounds {
         for (_, idx) in &cases {
@@ -991,29 +1027,32 @@ fn paired(args: &[String]) {
     );
     for (case, idx) in &cases {
         let base = idx.iter().copied().find(|&i| trials[i].queue == "ringwire");
-        let unit = if case.contains("round_trip") {
-            "round trips"
+        let (units, unit) = if case.contains("round_trip") {
+            ("round trips", "round trip")
         } else {
-            "items"
+            ("items", "item")
         };
         println!(
-            "\n### `{case}` (paired, {} {unit} per trial)\n",
+            "\n### `{case}` (paired, {} {units} per trial)\n",
             trials[idx[0]].items
         );
         println!(
-            "| implementation | median | p10 – p90 | min – max | this ÷ ringwire, same round: median | p10 – p90 | min – max |"
+            "| implementation | time per {unit}: median | p10 – p90 | min – max | this ÷ ringwire, same round: median | p10 – p90 | min – max |"
         );
         println!("|---|---:|---:|---:|---:|---:|---:|");
         for &i in idx {
             let f = sorted(figures[i].iter().copied());
             let ratio = match base {
+                // A lossy queue's time counts dropped items as moved: no ratio.
+                _ if trials[i].lossy => "n/a (lossy) | – | –".to_owned(),
                 Some(b) if b != i => {
                     let q = sorted(figures[i].iter().zip(&figures[b]).map(|(x, y)| x / y));
+                    let (q10, q90) = tails(&q, 10);
                     format!(
                         "{:.2} | {:.2} – {:.2} | {:.2} – {:.2}",
-                        pct(&q, 0.5),
-                        pct(&q, 0.1),
-                        pct(&q, 0.9),
+                        median(&q),
+                        q10,
+                        q90,
                         q[0],
                         q[q.len() - 1]
                     )
@@ -1022,14 +1061,30 @@ fn paired(args: &[String]) {
                 // The filter left ringwire out of this case.
                 None => "– | – | –".to_owned(),
             };
+            let (f10, f90) = tails(&f, 10);
             println!(
                 "| {} | {:.2} ns | {:.2} – {:.2} ns | {:.2} – {:.2} ns | {ratio} |",
                 trials[i].queue,
-                pct(&f, 0.5),
-                pct(&f, 0.1),
-                pct(&f, 0.9),
+                median(&f),
+                f10,
+                f90,
                 f[0],
                 f[f.len() - 1]
+            );
+        }
+        for &i in idx.iter().filter(|&&i| trials[i].lossy) {
+            println!(
+                "\n`{}`: ringfire's MPMC ring is lossy (a producer never waits, it overwrites); items it dropped count as moved, so its time per item is not a lossless figure and does not compare with the other rows' time per delivered item: no ratio to ringwire is given.",
+                trials[i].queue
+            );
+        }
+        if *case == mpmc_case()
+            && !heapless_mpmc_runs()
+            && format!("{case}/heapless_mpmc").contains(&filter)
+        {
+            println!(
+                "\n`heapless_mpmc`: not measured, skipped on fewer than 4 CPUs (this machine: {}): heapless's u8 cursors can wedge the queue (ABA) when its four threads share cores (see `trials` in tests/benches/queues.rs).",
+                std::thread::available_parallelism().map_or(0, |n| n.get())
             );
         }
     }
