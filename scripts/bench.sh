@@ -34,11 +34,11 @@ in_order() { # <dir> <suffix>
 if [ "${QUICK:-0}" = 1 ]; then
   crit_args=(--warm-up-time 0.5 --measurement-time 1)
   repl_secs=2 mc_secs=2 handoff_secs=2 demo_secs=3 stress_secs=2 async_secs=1
-  paired_rounds=5
+  paired_rounds=6
 else
   crit_args=(--warm-up-time 1 --measurement-time 2)
   repl_secs=3 mc_secs=3 handoff_secs=5 demo_secs=5 stress_secs=3 async_secs=3
-  paired_rounds=15
+  paired_rounds=16
 fi
 crit_str="${crit_args[*]}"
 
@@ -262,12 +262,19 @@ fi
 
 # ---- The queues again, paired: every queue of a case once per round, back to back, so that
 # a ratio compares two queues measured under the same host state (queues.rs, "Paired mode") ----
+# (An even number of rounds: as many in each order; queues.rs rounds an odd one up.)
 paired_cmd="cargo bench -p ringwire-tests --bench queues -- --paired --rounds $paired_rounds"
 paired=$(mktemp)
+paired_json=$svg/queues_paired.json
+paired_ok=1
+# A failed run must not leave an earlier run's JSON behind for BENCHMARKS.md to link.
+rm -f "$paired_json"
 lock_x
 echo "== queues, paired ($paired_rounds rounds)"
 # cargo runs a bench in its package directory: the JSON path is absolute.
-if ! $paired_cmd --json "$root/$svg/queues_paired.json" >"$paired"; then
+if ! $paired_cmd --json "$root/$paired_json" >"$paired"; then
+  paired_ok=0
+  rm -f "$paired_json"
   echo "The paired run failed: rerun \`$paired_cmd\` and see its stderr." >"$paired"
 fi
 unlock
@@ -413,8 +420,12 @@ fi
   echo "[$svg/latency_runs.json]($svg/latency_runs.json) (each run's JSON of the floor, hand-off,"
   echo "wake-up and async tables), [$svg/replication.json]($svg/replication.json) and"
   echo "[$svg/push_drain_samples.txt]($svg/push_drain_samples.txt) (every \`push_drain\` sample's"
-  echo "tries and outcome, \`run<k> <bench id> <tries> <outcome>\`, which the note under that table counts)"
-  echo "and [$svg/queues_paired.json]($svg/queues_paired.json) (every trial of the paired queue runs)."
+  if [ "$paired_ok" = 1 ]; then
+    echo "tries and outcome, \`run<k> <bench id> <tries> <outcome>\`, which the note under that table counts)"
+    echo "and [$paired_json]($paired_json) (every trial of the paired queue runs)."
+  else
+    echo "tries and outcome, \`run<k> <bench id> <tries> <outcome>\`, which the note under that table counts)."
+  fi
   echo
   echo "**Open loop and what latency is measured from.** Producers publish on a fixed schedule and"
   echo "never wait for the reader. The hand-off and async benches' producers spin to each record's"
@@ -566,11 +577,16 @@ fi
   echo "criterion samples can go from 11 to 5.5 ns per item within its 2 s), so such a ratio mixes the"
   echo "two queues' difference with the host's. Here the same bench functions run without"
   echo "criterion: in each round every queue of a case moves the same number of items once, the"
-  echo "queues back to back, in reverse order every other round, after one warm-up round. Each"
-  echo "queue's figure is its time per item over the rounds (median, p10 – p90, min – max); the"
-  echo "ratio is a peer's time divided by ringwire's in the same round, so above 1 means ringwire"
-  echo "is faster (the criterion tables' ratio is the other way round). Every trial's figure is in"
-  echo "[$svg/queues_paired.json]($svg/queues_paired.json)."
+  echo "queues back to back, in reverse order every other round (an even number of rounds, as many"
+  echo "in each order), after one warm-up round. Each queue's figure is its time per item (the"
+  echo "throughput, batch and MPMC cases) or per round trip (\`spsc_round_trip\`) over the rounds:"
+  echo "median (the mean of the two middle rounds), p10 – p90 (nearest rank from each end), min – max."
+  echo "The ratio is a peer's time divided by ringwire's in the same round, so above 1 means ringwire"
+  echo "is faster (the criterion tables' ratio is the other way round); \`ringfire_lossy\` has none,"
+  echo "its ring being lossy (see the note under its table)."
+  if [ "$paired_ok" = 1 ]; then
+    echo "Every trial's figure is in [$paired_json]($paired_json)."
+  fi
   echo
   cat "$paired"
   echo
@@ -634,5 +650,5 @@ fi
     printf '%s\n' "$repl_failed" | sed '/^$/d; s/^/- /'
   fi
 } >"$out"
-rm -f "$tables" "$latency" "$repl" "$instr"
+rm -f "$tables" "$latency" "$repl" "$instr" "$paired"
 echo "wrote $out"
