@@ -650,5 +650,5 @@ fi
     printf '%s\n' "$repl_failed" | sed '/^$/d; s/^/- /'
   fi
 } >"$out"
-rm -f "$tables" "$latency" "$repl" "$instr" "$paired"
+rm -f "$tables" "$latency" "$async_latency" "$repl" "$instr" "$paired"
 echo "wrote $out"

@@ -901,7 +901,9 @@ fn trials() -> Vec<Trial> {
     if heapless_mpmc_runs() {
         v.push(t(mpmc, "heapless_mpmc", MPMC, mpmc_2p2c::<HeaplessMpmc>));
     } else {
-        eprintln!("{mpmc}/heapless_mpmc skipped: fewer than 4 CPUs (see HeaplessMpmc)");
+        eprintln!(
+            "{mpmc}/heapless_mpmc skipped: fewer than 4 CPUs (see `trials` in tests/benches/queues.rs)"
+        );
     }
     v
 }
