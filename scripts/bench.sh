@@ -278,6 +278,15 @@ if ! $paired_cmd --json "$root/$paired_json" >"$paired"; then
   echo "The paired run failed: rerun \`$paired_cmd\` and see its stderr." >"$paired"
 fi
 unlock
+# Issue 4's targets, judged on that run's within-round ratios.
+targets=$(mktemp)
+targets_cmd="target/release/bench_report queue-targets OUT.md $paired_json"
+if [ "$paired_ok" != 1 ]; then
+  printf "### Issue 4's queue targets\n\nNot judged: the paired run failed.\n" >"$targets"
+elif ! target/release/bench_report queue-targets "$targets" "$paired_json"; then
+  printf "### Issue 4's queue targets\n\nNot judged: \`%s\` failed (see its stderr).\n" \
+    "$targets_cmd" >"$targets"
+fi
 
 # ---- ringwire bench: the floor and the cross-process hand-off, RUNS runs each (the floor's
 # RUNS runs were taken in the criterion runs above) ----
@@ -590,6 +599,8 @@ fi
   echo
   cat "$paired"
   echo
+  cat "$targets"
+  echo
   echo "## Replication on loopback (\`ringwire demo\`, 10,000 msg/s, $demo_secs s, one run)"
   echo
   echo "Reproduce: \`target/release/ringwire demo --transport T --seconds $demo_secs --rate 10000 [--spin]\`"
@@ -650,5 +661,5 @@ fi
     printf '%s\n' "$repl_failed" | sed '/^$/d; s/^/- /'
   fi
 } >"$out"
-rm -f "$tables" "$latency" "$async_latency" "$repl" "$instr" "$paired"
+rm -f "$tables" "$latency" "$async_latency" "$repl" "$instr" "$paired" "$targets"
 echo "wrote $out"

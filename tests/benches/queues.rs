@@ -936,25 +936,14 @@ fn by_case(trials: &[Trial]) -> Vec<(&'static str, Vec<usize>)> {
     out
 }
 
-/// The median of sorted figures: the middle one, or the mean of the two middle ones for an
-/// even count (the nearest-rank median, the lower of the two, would be biased low).
-fn median(sorted: &[f64]) -> f64 {
-    let n = sorted.len();
-    if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    }
+/// The median of the figures (the mean of the two middle ones for an even count).
+fn median(figures: &[f64]) -> f64 {
+    ringwire::bench::median_min_max(figures).map_or(f64::NAN, |m| m.0)
 }
 
-/// The `p`th and `100 - p`th percentiles (`p` ≤ 50) of sorted figures, nearest rank counted
-/// from each end: the ⌈p·n/100⌉-th smallest and the ⌈p·n/100⌉-th largest. Both sit as far
-/// from their end for every n (nearest rank counted from the bottom for both would put p90
-/// one rank low when p·n/100 is whole: the 9th of 10 figures, while p10 is the 1st).
+/// p10 and p90, nearest rank counted from each end ([`ringwire::bench::nearest_rank_tails`]).
 fn tails(sorted: &[f64], p: usize) -> (f64, f64) {
-    let n = sorted.len();
-    let k = (n * p).div_ceil(100).max(1);
-    (sorted[k - 1], sorted[n - k])
+    ringwire::bench::nearest_rank_tails(sorted, p)
 }
 
 fn sorted(v: impl IntoIterator<Item = f64>) -> Vec<f64> {

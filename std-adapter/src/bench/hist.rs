@@ -156,9 +156,29 @@ pub fn median_min_max(xs: &[f64]) -> Option<(f64, f64, f64)> {
     Some((med, v[0], v[n - 1]))
 }
 
+/// The `p`th and `(100 - p)`th percentiles (`p` at most 50) of `sorted` (ascending, not
+/// empty), each by nearest rank counted from its own end: the ⌈p·n/100⌉-th smallest and the
+/// ⌈p·n/100⌉-th largest, so both sit equally far from their ends for every n (counted from
+/// the bottom for both, p90 would come one rank low whenever p·n/100 is whole).
+pub fn nearest_rank_tails(sorted: &[f64], p: usize) -> (f64, f64) {
+    let n = sorted.len();
+    let k = (n * p).div_ceil(100).clamp(1, n);
+    (sorted[k - 1], sorted[n - k])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn nearest_rank_tails_sit_as_far_from_each_end() {
+        let v: Vec<f64> = (1..=10).map(f64::from).collect();
+        assert_eq!(nearest_rank_tails(&v, 10), (1.0, 10.0));
+        let v: Vec<f64> = (1..=16).map(f64::from).collect();
+        assert_eq!(nearest_rank_tails(&v, 10), (2.0, 15.0));
+        assert_eq!(nearest_rank_tails(&[7.0], 10), (7.0, 7.0));
+        assert_eq!(nearest_rank_tails(&v, 50), (8.0, 9.0));
+    }
 
     #[test]
     fn percentiles_of_a_known_distribution() {

@@ -8,7 +8,7 @@ pub mod plot;
 pub mod stress;
 pub mod table;
 
-pub use hist::{Latency, Summary, fmt_ns, median_min_max};
+pub use hist::{Latency, Summary, fmt_ns, median_min_max, nearest_rank_tails};
 pub use stress::{Arrival, Pacer, SeqTracker, StressReport};
 pub use table::RunRow;
 

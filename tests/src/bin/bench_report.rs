@@ -7,6 +7,7 @@
 //! bench_report criterion-json <out.md> <runs.json> [--cmd family=command]... [--note family=text]...
 //! bench_report latency <out.md> <label>::<json pointer>::<command>::<run.json>[,<run.json>...]...
 //! bench_report replication <out.md> <run.json>...
+//! bench_report queue-targets <out.md> <queues_paired.json>
 //! ```
 //!
 //! * `criterion`: each run dir is one criterion output tree (`<family>/<implementation>`
@@ -34,6 +35,11 @@
 //!   (`cpu_cores`, median of the clean runs). Runs with errors are left out of every
 //!   figure; with fewer than half the runs clean a figure is "–". A configuration whose
 //!   child process crashed (listed under `failed`, no row) is a run with errors too.
+//! * `queue-targets`: issue 4's queue targets against the paired queue run (the `--json`
+//!   file of `cargo bench -p ringwire-tests --bench queues -- --paired`): for each target,
+//!   the peer's time ÷ ringwire's within each round, the median over the rounds with
+//!   p10 – p90, how many rounds reach the target, and the verdict (met when the median
+//!   does). A case or queue missing from the file is "not measured", never a pass.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -905,6 +911,167 @@ fn cmd_replication(args: &[String]) -> Result<(), String> {
     std::fs::write(out_md, replication_table(&runs)).map_err(|e| format!("{out_md}: {e}"))
 }
 
+/// One of issue 4's benchmark targets: in `case`, `peer`'s time ÷ ringwire's is at least
+/// `needs` (ringwire that many times faster).
+struct QueueTarget {
+    what: &'static str,
+    /// The case, or the prefix of the case's name (the MPMC case is `mpmc_2p2c` or, under
+    /// `QBENCH_BACKOFF=exp`, `mpmc_2p2c_exp`).
+    case: &'static str,
+    peer: &'static str,
+    needs: f64,
+}
+
+/// Issue 4, acceptance line 5: SPSC throughput (single and batched, 8- and 64-byte items)
+/// at least 1.5× rtrb's and 2× crossbeam ArrayQueue's (which has no batch API); MPMC with
+/// 2 producers and 2 consumers at least ArrayQueue's.
+const QUEUE_TARGETS: &[QueueTarget] = &[
+    QueueTarget {
+        what: "SPSC ≥ 1.5× rtrb",
+        case: "spsc_throughput/u64",
+        peer: "rtrb",
+        needs: 1.5,
+    },
+    QueueTarget {
+        what: "SPSC ≥ 1.5× rtrb",
+        case: "spsc_throughput/64B",
+        peer: "rtrb",
+        needs: 1.5,
+    },
+    QueueTarget {
+        what: "SPSC ≥ 1.5× rtrb",
+        case: "spsc_batch64/u64",
+        peer: "rtrb",
+        needs: 1.5,
+    },
+    QueueTarget {
+        what: "SPSC ≥ 1.5× rtrb",
+        case: "spsc_batch64/64B",
+        peer: "rtrb",
+        needs: 1.5,
+    },
+    QueueTarget {
+        what: "SPSC ≥ 2× ArrayQueue",
+        case: "spsc_throughput/u64",
+        peer: "crossbeam_arrayqueue",
+        needs: 2.0,
+    },
+    QueueTarget {
+        what: "SPSC ≥ 2× ArrayQueue",
+        case: "spsc_throughput/64B",
+        peer: "crossbeam_arrayqueue",
+        needs: 2.0,
+    },
+    QueueTarget {
+        what: "MPMC ≥ ArrayQueue",
+        case: "mpmc_2p2c",
+        peer: "crossbeam_arrayqueue",
+        needs: 1.0,
+    },
+];
+
+/// The BENCHMARKS.md section of [`QUEUE_TARGETS`] judged on a paired run's JSON (see the
+/// module docs); `source` names the file in the text.
+fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
+    let doc: serde_json::Value =
+        serde_json::from_str(json).map_err(|e| format!("not a paired run's JSON: {e}"))?;
+    let trials = doc["trials"]
+        .as_array()
+        .ok_or("not a paired run's JSON: no \"trials\" array")?;
+    // (case, queue) -> ns per item (or per round trip), one figure per round.
+    let figures = |case: &str, queue: &str| -> Option<(String, Vec<f64>)> {
+        trials.iter().find_map(|t| {
+            let c = t["case"].as_str()?;
+            let exact = c == case;
+            let mpmc = case == "mpmc_2p2c" && c.starts_with("mpmc_2p2c");
+            if !(exact || mpmc) || t["queue"].as_str()? != queue {
+                return None;
+            }
+            let f: Option<Vec<f64>> = t["ns_per_item"]
+                .as_array()?
+                .iter()
+                .map(serde_json::Value::as_f64)
+                .collect();
+            Some((c.to_owned(), f?))
+        })
+    };
+    let rounds = doc["rounds"]
+        .as_u64()
+        .map_or("?".to_owned(), |r| r.to_string());
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### Issue 4's queue targets, from this paired run\n\n\
+         Recompute: `target/release/bench_report queue-targets OUT.md {source}`. Each figure is\n\
+         the peer's time divided by ringwire's within one round of the paired run above (above\n\
+         1: ringwire faster), over its {rounds} rounds: the median, p10 – p90 and how many rounds\n\
+         reach the target. A target is met when the median reaches it. crossbeam ArrayQueue has\n\
+         no batch API, so its 2× target applies to single items only; the MPMC row is the std\n\
+         `MpmcQueue` handle (2 producers and 2 consumers on this machine's cores).\n"
+    );
+    out.push_str(
+        "| target | case | peer | needs (peer ÷ ringwire) | measured: median | p10 – p90 | rounds reaching it | verdict |\n",
+    );
+    out.push_str("|---|---|---|---:|---:|---:|---:|---|\n");
+    let (mut met, mut judged) = (0, 0);
+    for t in QUEUE_TARGETS {
+        let pair = figures(t.case, "ringwire").zip(figures(t.case, t.peer));
+        let row = match pair {
+            Some(((case, rw), (_, peer))) if rw.len() == peer.len() && !rw.is_empty() => {
+                let mut q: Vec<f64> = peer.iter().zip(&rw).map(|(p, r)| p / r).collect();
+                q.retain(|x| x.is_finite());
+                if q.is_empty() {
+                    None
+                } else {
+                    q.sort_by(f64::total_cmp);
+                    let med = median(&q);
+                    let (p10, p90) = ringwire::bench::nearest_rank_tails(&q, 10);
+                    let reach = q.iter().filter(|&&x| x >= t.needs).count();
+                    judged += 1;
+                    let verdict = if med >= t.needs {
+                        met += 1;
+                        "met"
+                    } else {
+                        "not met"
+                    };
+                    Some(format!(
+                        "| {} | `{case}` | {} | ≥ {:.2} | {med:.2} | {p10:.2} – {p90:.2} | {reach} of {} | {verdict} |",
+                        t.what,
+                        t.peer,
+                        t.needs,
+                        q.len()
+                    ))
+                }
+            }
+            _ => None,
+        };
+        let row = row.unwrap_or_else(|| {
+            format!(
+                "| {} | `{}` | {} | ≥ {:.2} | – | – | – | not measured |",
+                t.what, t.case, t.peer, t.needs
+            )
+        });
+        out.push_str(&row);
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "\n{met} of {} targets met ({} measured).",
+        QUEUE_TARGETS.len(),
+        judged
+    );
+    Ok(out)
+}
+
+fn cmd_queue_targets(args: &[String]) -> Result<(), String> {
+    let [out_md, json] = args else {
+        return Err("queue-targets: need <out.md> <queues_paired.json>".into());
+    };
+    let text = std::fs::read_to_string(json).map_err(|e| format!("{json}: {e}"))?;
+    let table = queue_targets_table(&text, json).map_err(|e| format!("{json}: {e}"))?;
+    std::fs::write(out_md, table).map_err(|e| format!("{out_md}: {e}"))
+}
+
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let r = match args.get(1).map(String::as_str) {
@@ -912,8 +1079,9 @@ fn main() {
         Some("criterion-json") => cmd_criterion_json(&args[2..]),
         Some("latency") => cmd_latency(&args[2..]),
         Some("replication") => cmd_replication(&args[2..]),
+        Some("queue-targets") => cmd_queue_targets(&args[2..]),
         _ => Err(
-            "usage: bench_report criterion|criterion-json|latency|replication … (see the source header)"
+            "usage: bench_report criterion|criterion-json|latency|replication|queue-targets … (see the source header)"
                 .into(),
         ),
     };
@@ -946,6 +1114,78 @@ mod tests {
 
     fn meta_json(id: &str) -> String {
         format!("{{\"group_id\":\"x\",\"full_id\":\"{id}\",\"directory_name\":\"x\"}}")
+    }
+
+    /// A paired run's JSON: (case, queue, ns per round).
+    fn paired_json(trials: &[(&str, &str, &[f64])]) -> String {
+        let rows: Vec<serde_json::Value> = trials
+            .iter()
+            .map(|(c, q, f)| serde_json::json!({"case": c, "queue": q, "items": 1, "ns_per_item": f}))
+            .collect();
+        serde_json::json!({"rounds": 4, "trials": rows}).to_string()
+    }
+
+    fn target_row<'a>(table: &'a str, case: &str, peer: &str) -> &'a str {
+        table
+            .lines()
+            .find(|l| l.contains(&format!("`{case}`")) && l.contains(&format!("| {peer} |")))
+            .unwrap_or_else(|| panic!("no row for {case} {peer} in\n{table}"))
+    }
+
+    #[test]
+    fn queue_targets_ratio_is_taken_within_each_round() {
+        // rtrb takes 1.6× ringwire's time in rounds 1 and 2, 1.5× in rounds 3 and 4: median
+        // 1.55, met (a ratio of the two queues' medians, 23 ÷ 15, would read 1.53).
+        let j = paired_json(&[
+            ("spsc_throughput/u64", "ringwire", &[10.0, 10.0, 20.0, 20.0]),
+            ("spsc_throughput/u64", "rtrb", &[16.0, 16.0, 30.0, 30.0]),
+            (
+                "spsc_throughput/u64",
+                "crossbeam_arrayqueue",
+                &[19.0, 19.0, 38.0, 38.0],
+            ),
+            ("mpmc_2p2c_exp", "ringwire", &[30.0, 30.0, 30.0, 30.0]),
+            (
+                "mpmc_2p2c_exp",
+                "crossbeam_arrayqueue",
+                &[27.0, 27.0, 27.0, 33.0],
+            ),
+        ]);
+        let t = queue_targets_table(&j, "q.json").unwrap();
+        let rtrb = target_row(&t, "spsc_throughput/u64", "rtrb");
+        assert!(
+            rtrb.contains("| 1.55 | 1.50 – 1.60 | 4 of 4 | met |"),
+            "{rtrb}"
+        );
+        let aq = target_row(&t, "spsc_throughput/u64", "crossbeam_arrayqueue");
+        assert!(
+            aq.contains("| 1.90 | 1.90 – 1.90 | 0 of 4 | not met |"),
+            "{aq}"
+        );
+        // The MPMC case is found under its exp name too.
+        let mpmc = target_row(&t, "mpmc_2p2c_exp", "crossbeam_arrayqueue");
+        assert!(
+            mpmc.contains("| 0.90 | 0.90 – 1.10 | 1 of 4 | not met |"),
+            "{mpmc}"
+        );
+        // What the file lacks is not measured, never met.
+        let b = target_row(&t, "spsc_batch64/64B", "rtrb");
+        assert!(b.ends_with("| not measured |"), "{b}");
+        assert!(t.contains("1 of 7 targets met (3 measured)."), "{t}");
+    }
+
+    #[test]
+    fn queue_targets_refuse_what_is_not_a_paired_run() {
+        assert!(queue_targets_table("not json", "q.json").is_err());
+        assert!(queue_targets_table("{\"rounds\": 2}", "q.json").is_err());
+        // Rounds that do not pair up (a truncated file) are not judged.
+        let j = paired_json(&[
+            ("spsc_throughput/64B", "ringwire", &[10.0, 10.0]),
+            ("spsc_throughput/64B", "rtrb", &[16.0]),
+        ]);
+        let t = queue_targets_table(&j, "q.json").unwrap();
+        assert!(target_row(&t, "spsc_throughput/64B", "rtrb").ends_with("| not measured |"));
+        assert!(t.contains("0 of 7 targets met (0 measured)."), "{t}");
     }
 
     #[test]
