@@ -10,7 +10,7 @@
 //! where the previous frame or GAP left off); UDP frames carry the session byte; a PUNCH is
 //! accepted only from the IP of the TCP peer its token belongs to; `pending_naks()` stays
 //! under a fixed cap; counters never decrease; a session that returned an error keeps
-//! returning `Closed`.
+//! returning `Closed` and keeps no NAK queued.
 //!
 //! Repairs (UDP modes) are checked against a model of the session's NAK queue, kept as
 //! spec §20.4 and the session's trimming rule say: a NAK is cut to at most
@@ -403,6 +403,11 @@ fn feed(p: &mut Peer, now: Instant, bytes: &[u8], ring: &Ring, udp: &mut UdpSend
         if p.shadow.len() > 4096 {
             p.shadow.clear();
         }
+    }
+    if p.closed {
+        // NAKs read in the same call as the frame that closed it included.
+        assert_eq!(p.s.pending_naks(), 0, "a closed session keeps NAKs queued");
+    } else {
         assert_eq!(
             p.s.pending_naks(),
             p.naks.queue.len(),

@@ -279,7 +279,7 @@ impl SourceSession {
                     Ok(t) if t <= MAX_IN => t,
                     // Too long for the buffer, or for a usize (32-bit targets).
                     r => {
-                        self.state = State::Closed;
+                        self.close();
                         return Err(SourceError::Protocol(match r {
                             Ok(t) => too_long((t - HEADER_LEN) as u32),
                             Err(WireError::FrameTooLarge { len, .. }) => too_long(len),
@@ -296,7 +296,7 @@ impl SourceSession {
                 self.inlen -= total;
                 let r = self.handle_frame(now, &frame[..total], ring, tokens.as_deref_mut());
                 if r.is_err() {
-                    self.state = State::Closed;
+                    self.close();
                     return r;
                 }
                 if self.state == State::Live && self.transport == Transport::Tcp {
@@ -305,6 +305,15 @@ impl SourceSession {
             }
         }
         Ok(())
+    }
+
+    /// Closes the session after a protocol error: it transmits nothing more and drops the
+    /// NAK ranges it had queued, which no one will read (a NAK that arrived in the same read
+    /// as the bad frame included), so [`SourceSession::pending_naks`] is 0.
+    fn close(&mut self) {
+        self.state = State::Closed;
+        self.naks.clear();
+        self.repair = None;
     }
 
     fn handle_frame<'t, R: RecordSource + ?Sized>(
@@ -655,7 +664,7 @@ impl SourceSession {
         }
     }
 
-    /// NAK ranges queued or being answered.
+    /// NAK ranges queued or being answered (0 once the session has closed).
     pub fn pending_naks(&self) -> usize {
         self.naks.len() + usize::from(self.repair.is_some())
     }

@@ -12,7 +12,7 @@ use crate::region::Region;
 use crate::ring::RingView;
 use crate::wire::{
     DataRepr, FrameRepr, GEOMETRY_RESET, GEOMETRY_UDP_FOLLOWS, GapRepr, GeometryRepr,
-    HeartbeatRepr, HelloRepr, MulticastRepr, NakRepr, PunchRepr, RecordFormat,
+    HeartbeatRepr, HelloRepr, MulticastRepr, NakRepr, PunchRepr, RecordFormat, WireError,
 };
 pub(super) use holdback::HeldEntry;
 

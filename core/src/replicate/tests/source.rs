@@ -231,6 +231,38 @@ fn nak_answers_section_20_4() {
     ));
 }
 
+/// A NAK and a bad frame in one read (found by the `source` fuzz target: a NAK header, then
+/// a HELLO whose first 8 bytes complete the NAK's payload and whose rest is not a frame):
+/// the read fails, and the closed session keeps no NAK it will never answer; every later
+/// read, empty or not, and every poll say it is closed.
+#[test]
+fn a_session_closed_by_a_bad_frame_keeps_no_naks() {
+    let mut mem = Mem::new(4096);
+    let src = source(&mut mem, 20);
+    let mut s = multicast_session(&src);
+    s.handle_stream(ms(1), &nak(13, 15), &src, None).unwrap();
+    assert_eq!(s.pending_naks(), 1);
+    let mut bytes = nak(16, 18).to_vec();
+    bytes.extend_from_slice(&[0u8; 16]); // kind 0: not a frame
+    assert_eq!(
+        s.handle_stream(ms(1), &bytes, &src, None),
+        Err(SourceError::Protocol(WireError::UnknownKind { kind: 0 }))
+    );
+    assert_eq!(s.pending_naks(), 0);
+    assert_eq!(
+        s.counters().naks,
+        2,
+        "both NAKs were read before the bad frame"
+    );
+    let mut buf = [0u8; 256];
+    assert_eq!(s.poll_transmit(ms(2), &src, &mut buf), None);
+    assert_eq!(
+        s.handle_stream(ms(2), &nak(1, 2), &src, None),
+        Err(SourceError::Closed)
+    );
+    assert_eq!(s.pending_naks(), 0);
+}
+
 #[test]
 fn source_rejects_bad_hello() {
     let mut mem = Mem::new(4096);
