@@ -979,12 +979,12 @@ fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
         .as_array()
         .ok_or("not a paired run's JSON: no \"trials\" array")?;
     // (case, queue) -> ns per item (or per round trip), one figure per round.
-    let figures = |case: &str, queue: &str| -> Option<(String, Vec<f64>)> {
+    // `exact` false: the MPMC case also under its `QBENCH_BACKOFF=exp` name.
+    let figures = |case: &str, queue: &str, exact: bool| -> Option<(String, Vec<f64>)> {
         trials.iter().find_map(|t| {
             let c = t["case"].as_str()?;
-            let exact = c == case;
-            let mpmc = case == "mpmc_2p2c" && c.starts_with("mpmc_2p2c");
-            if !(exact || mpmc) || t["queue"].as_str()? != queue {
+            let mpmc = !exact && case == "mpmc_2p2c" && c.starts_with("mpmc_2p2c");
+            if !(c == case || mpmc) || t["queue"].as_str()? != queue {
                 return None;
             }
             let f: Option<Vec<f64>> = t["ns_per_item"]
@@ -1015,9 +1015,12 @@ fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
     out.push_str("|---|---|---|---:|---:|---:|---:|---|\n");
     let (mut met, mut judged) = (0, 0);
     for t in QUEUE_TARGETS {
-        let pair = figures(t.case, "ringwire").zip(figures(t.case, t.peer));
+        // The peer is looked up in the case ringwire's figures came from, so a file with
+        // both MPMC cases never pairs one case's rounds with the other's.
+        let pair = figures(t.case, "ringwire", false)
+            .and_then(|(case, rw)| Some((case.clone(), rw, figures(&case, t.peer, true)?.1)));
         let row = match pair {
-            Some(((case, rw), (_, peer))) if rw.len() == peer.len() && !rw.is_empty() => {
+            Some((case, rw, peer)) if rw.len() == peer.len() && !rw.is_empty() => {
                 let mut q: Vec<f64> = peer.iter().zip(&rw).map(|(p, r)| p / r).collect();
                 q.retain(|x| x.is_finite());
                 if q.is_empty() {
@@ -1169,6 +1172,18 @@ mod tests {
             "{mpmc}"
         );
         // What the file lacks is not measured, never met.
+        // With both MPMC cases in the file, the peer's rounds come from ringwire's case.
+        let j = paired_json(&[
+            ("mpmc_2p2c", "ringwire", &[30.0, 30.0]),
+            ("mpmc_2p2c_exp", "crossbeam_arrayqueue", &[60.0, 60.0]),
+            ("mpmc_2p2c", "crossbeam_arrayqueue", &[27.0, 27.0]),
+        ]);
+        let m = queue_targets_table(&j, "q.json").unwrap();
+        let row = target_row(&m, "mpmc_2p2c", "crossbeam_arrayqueue");
+        assert!(
+            row.contains("| 0.90 | 0.90 – 0.90 | 0 of 2 | not met |"),
+            "{row}"
+        );
         let b = target_row(&t, "spsc_batch64/64B", "rtrb");
         assert!(b.ends_with("| not measured |"), "{b}");
         assert!(t.contains("1 of 7 targets met (3 measured)."), "{t}");
