@@ -1171,7 +1171,6 @@ mod tests {
             mpmc.contains("| 0.90 | 0.90 – 1.10 | 1 of 4 | not met |"),
             "{mpmc}"
         );
-        // What the file lacks is not measured, never met.
         // With both MPMC cases in the file, the peer's rounds come from ringwire's case.
         let j = paired_json(&[
             ("mpmc_2p2c", "ringwire", &[30.0, 30.0]),
@@ -1184,6 +1183,7 @@ mod tests {
             row.contains("| 0.90 | 0.90 – 0.90 | 0 of 2 | not met |"),
             "{row}"
         );
+        // What the file lacks is not measured, never met.
         let b = target_row(&t, "spsc_batch64/64B", "rtrb");
         assert!(b.ends_with("| not measured |"), "{b}");
         assert!(t.contains("1 of 7 targets met (3 measured)."), "{t}");
