@@ -47,8 +47,10 @@ if [ -n "${BENCH_LOCK:-}" ]; then exec 9>>"$BENCH_LOCK"; fi
 lock_s() { if [ -n "${BENCH_LOCK:-}" ]; then flock -s 9; fi; }
 lock_x() { if [ -n "${BENCH_LOCK:-}" ]; then flock -x 9; fi; }
 unlock() { if [ -n "${BENCH_LOCK:-}" ]; then flock -u 9; fi; }
+# The report's parts before they are assembled, removed on any exit.
+scratch=$(mktemp -d)
 # Children inherit fd 9: release explicitly on any exit so a straggler cannot keep the lock.
-trap 'unlock; ice_cleanup 2>/dev/null || true' EXIT
+trap 'unlock; ice_cleanup 2>/dev/null || true; rm -rf "$scratch"' EXIT
 
 rm -rf "$runs_dir"
 mkdir -p "$runs_dir" "$svg"
@@ -171,7 +173,7 @@ if [ -z "$ice_status" ]; then
   fi
 fi
 
-tables=$(mktemp)
+tables=$scratch/tables.md
 cmd_args=()
 while IFS= read -r line; do
   cmd_args+=(--cmd "$line")
@@ -229,7 +231,7 @@ target/release/bench_report criterion "$tables" "$svg" "${crit_runs[@]}" "${cmd_
 # ---- SPSC instructions per item under callgrind: one run (a count, not a time) ----
 instr_bin=target/release/examples/spsc_instructions
 instr_cmd="valgrind --tool=callgrind --toggle-collect='*run_queue*' --callgrind-out-file=/dev/null $instr_bin QUEUE"
-instr=$(mktemp)
+instr=$scratch/instr.md
 if command -v valgrind >/dev/null; then
   lock_x
   echo "== SPSC instructions per item (callgrind)"
@@ -264,7 +266,7 @@ fi
 # a ratio compares two queues measured under the same host state (queues.rs, "Paired mode") ----
 # (An even number of rounds: as many in each order; queues.rs rounds an odd one up.)
 paired_cmd="cargo bench -p ringwire-tests --bench queues -- --paired --rounds $paired_rounds"
-paired=$(mktemp)
+paired=$scratch/paired.md
 paired_json=$svg/queues_paired.json
 paired_ok=1
 # A failed run must not leave an earlier run's JSON behind for BENCHMARKS.md to link.
@@ -279,7 +281,7 @@ if ! $paired_cmd --json "$root/$paired_json" >"$paired"; then
 fi
 unlock
 # Issue 4's targets, judged on that run's within-round ratios.
-targets=$(mktemp)
+targets=$scratch/targets.md
 targets_cmd="target/release/bench_report queue-targets OUT.md $paired_json"
 if [ "$paired_ok" != 1 ]; then
   printf "### Issue 4's queue targets\n\nNot judged: the paired run failed.\n" >"$targets"
@@ -305,7 +307,7 @@ for k in $(seq 1 "$RUNS"); do
 done
 unlock
 files() { in_order "$runs_dir/$1" .json | paste -sd, -; }
-latency=$(mktemp)
+latency=$scratch/latency.md
 target/release/bench_report latency "$latency" \
   "cache-line round trip (floor)::/cacheline_round_trip::$floor_cmd --json::$(files floor)" \
   "moving-line round trip (a ring of one-line slots)::/moving_line_round_trip::$floor_cmd --json::$(files floor)" \
@@ -321,7 +323,7 @@ for k in $(seq 1 "$RUNS"); do
   $async_cmd --json 2>/dev/null | grep '^{' >"$runs_dir/async/run$k.json" || true
 done
 unlock
-async_latency=$(mktemp)
+async_latency=$scratch/async_latency.md
 async_specs=()
 for r in 1000:1,000 100000:100,000; do
   for imp in ringwire ringwire_yields ringfire; do
@@ -389,7 +391,7 @@ done
 mapfile -t repl_runs < <(in_order "$runs_dir/replication" .json)
 # Every run writes its file (empty when it failed); a missing one is skipped.
 { cat "${repl_runs[@]}" 2>/dev/null || true; } | paste -sd, - | sed 's/^/[/; s/$/]/' >"$svg/replication.json"
-repl=$(mktemp)
+repl=$scratch/repl.md
 target/release/bench_report replication "$repl" "${repl_runs[@]}"
 
 # ---- where the default (sleeping) pipeline's time goes: perf sched, one run per crate ----
@@ -661,5 +663,4 @@ fi
     printf '%s\n' "$repl_failed" | sed '/^$/d; s/^/- /'
   fi
 } >"$out"
-rm -f "$tables" "$latency" "$async_latency" "$repl" "$instr" "$paired" "$targets"
 echo "wrote $out"
