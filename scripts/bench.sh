@@ -650,7 +650,7 @@ fi
     echo "waiting\"; the \`no-anticipate\` rows park until woken, one sleeping thread per record more"
     echo "than ringfire). With four threads on two vCPUs the server and the mirror often share one;"
     echo "the server yields it right after each send and runs the futex handshake's membarrier"
-    echo "100 µs into its park rather than before it, so the mirror is not kept waiting. Each line"
+    echo "only once its park has lasted 2 ms, not before it sleeps, so the mirror is not kept waiting. Each line"
     echo "counts the wake-ups per record that one vCPU had to send to another, idle one (an IPI that"
     echo "brings a halted vCPU back, slow on this nested VM) and how long the woken thread then waited:"
     echo
