@@ -119,8 +119,8 @@ record_families() { # <command>: every family written under $crit_home since $st
 # (bench_report reads it from $crit_home/ringwire_bench_floor.json).
 floor_cmd="target/release/ringwire bench floor"
 mkdir -p "$runs_dir/floor"
-# iceoryx2's round trip and the floor run right after the handoff bench (whose last group is
-# ringwire's and ringfire's round trips), so that the host's state changes, which last
+# iceoryx2's round trip and the floor run right after the handoff bench (whose last groups are
+# ringwire's and ringfire's round trips, then the criterion floor rows), so that the host's state changes, which last
 # minutes, hit them and the rows they are compared with alike.
 run_iceoryx2() { # <run number>
   [ -z "$ice_status" ] || return 0
