@@ -285,6 +285,11 @@ pub enum GeometryError {
     },
     /// The ring would not fit in the address space.
     TooLarge,
+    /// The slot alignment is not a power of two (0 is taken as 8).
+    BadSlotAlign {
+        /// The alignment asked for.
+        slot_align: u64,
+    },
 }
 
 impl fmt::Display for GeometryError {
@@ -301,6 +306,9 @@ impl fmt::Display for GeometryError {
                 write!(f, "arena size {arena_size} is not a power of two >= 64")
             }
             GeometryError::TooLarge => f.write_str("the ring size overflows"),
+            GeometryError::BadSlotAlign { slot_align } => {
+                write!(f, "slot alignment {slot_align} is not a power of two")
+            }
         }
     }
 }

@@ -65,10 +65,22 @@ const fn check_cap_stride(capacity: u64, stride: usize) -> Result<u32, GeometryE
     Ok(stride as u32)
 }
 
+/// Refuses a slot alignment that is not a power of two: `round_up` to it would give a
+/// `slots_offset` that is not a multiple of it, which a reader of that alignment refuses.
+const fn check_slot_align(slot_align: usize) -> Result<(), GeometryError> {
+    if slot_align != 0 && !slot_align.is_power_of_two() {
+        return Err(GeometryError::BadSlotAlign {
+            slot_align: slot_align as u64,
+        });
+    }
+    Ok(())
+}
+
 impl Geometry {
     /// A single-writer broadcast ring of fixed records (ringfire `RingProducer`).
     ///
-    /// `readers` registry slots are reserved; a lossless ring with 0 gets 32.
+    /// `readers` registry slots are reserved; a lossless ring with 0 gets 32. `slot_align`
+    /// (the record type's alignment) must be a power of two, or 0 (taken as 8).
     ///
     /// A `const fn`, so firmware can size a ring's static buffer at compile time:
     ///
@@ -96,6 +108,9 @@ impl Geometry {
             Ok(e) => e,
             Err(e) => return Err(e),
         };
+        if let Err(e) = check_slot_align(slot_align) {
+            return Err(e);
+        }
         let n = if lossless && readers == 0 {
             DEFAULT_MAX_READERS
         } else {
@@ -171,13 +186,15 @@ impl Geometry {
         Ok(g)
     }
 
-    /// A multi-producer ring (ringfire `MpmcProducer`, spec §8).
+    /// A multi-producer ring (ringfire `MpmcProducer`, spec §8). `slot_align` must be a power
+    /// of two, or 0 (taken as 8).
     pub fn mpmc(
         capacity: u64,
         stride: usize,
         slot_align: usize,
     ) -> Result<Geometry, GeometryError> {
         let element_size = check_cap_stride(capacity, stride)?;
+        check_slot_align(slot_align)?;
         let slots_offset =
             round_up(hdr::SIZE as u64, slot_align.max(8) as u64).ok_or(GeometryError::TooLarge)?;
         let g = Geometry {
@@ -430,5 +447,30 @@ mod tests {
             Geometry::spmc(1 << 62, 64, 8, 0, false),
             Err(GeometryError::TooLarge)
         );
+    }
+
+    #[test]
+    fn a_slot_alignment_that_is_not_a_power_of_two_is_refused() {
+        // Geometry::spmc(16, 16, 96, ..) used to succeed with slots_offset 128, which is not
+        // a multiple of 96: a reader of that alignment then refused the ring it made.
+        for align in [3, 48, 96, 100, usize::MAX] {
+            let refused = Err(GeometryError::BadSlotAlign {
+                slot_align: align as u64,
+            });
+            assert_eq!(Geometry::spmc(16, 16, align, 0, false), refused);
+            assert_eq!(Geometry::mpmc(16, 16, align), refused);
+        }
+        for align in [0, 1, 8, 64, 128, 1 << 20] {
+            let g = Geometry::spmc(16, 16, align, 0, false).unwrap();
+            assert!(
+                g.slots_offset.is_multiple_of(align.max(1) as u64),
+                "{align}"
+            );
+            let g = Geometry::mpmc(16, 16, align).unwrap();
+            assert!(
+                g.slots_offset.is_multiple_of(align.max(1) as u64),
+                "{align}"
+            );
+        }
     }
 }
