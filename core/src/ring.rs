@@ -601,24 +601,29 @@ impl RingView {
             .then(|| self.geo.registry_offset as usize + i as usize * reg::SIZE)
     }
 
-    /// A 32-bit field of registry slot `i` (`field` is [`reg::PID`] or [`reg::ACTIVE`]).
+    /// A 32-bit field of registry slot `i`: `field` is [`reg::PID`] or [`reg::ACTIVE`];
+    /// `None` for another field, or when the ring has no slot `i`.
     #[inline]
     pub fn registry_a32(&self, i: u32, field: usize) -> Option<A32<'_>> {
+        if field != reg::PID && field != reg::ACTIVE {
+            return None;
+        }
         let off = self.registry_slot_offset(i)?;
-        debug_assert!(field == reg::PID || field == reg::ACTIVE);
-        // SAFETY: validation proved every registry slot inside the region; the field
+        // SAFETY: validation proved every registry slot inside the region; the two field
         // offsets are 4-aligned and inside the 64-byte slot.
-        Some(unsafe { self.region.a32(off + (field & 4)) })
+        Some(unsafe { self.region.a32(off + field) })
     }
 
-    /// A 64-bit field of registry slot `i` (`field` is [`reg::CURSOR_SEQ`] or
-    /// [`reg::HEARTBEAT_TSC`]).
+    /// A 64-bit field of registry slot `i`: `field` is [`reg::CURSOR_SEQ`] or
+    /// [`reg::HEARTBEAT_TSC`]; `None` for another field, or when the ring has no slot `i`.
     #[inline]
     pub fn registry_a64(&self, i: u32, field: usize) -> Option<A64<'_>> {
+        if field != reg::CURSOR_SEQ && field != reg::HEARTBEAT_TSC {
+            return None;
+        }
         let off = self.registry_slot_offset(i)?;
-        debug_assert!(field == reg::CURSOR_SEQ || field == reg::HEARTBEAT_TSC);
         // SAFETY: as for registry_a32, for the two 8-aligned fields at +8 and +16.
-        Some(unsafe { self.region.a64(off + (field & 24).clamp(8, 16)) })
+        Some(unsafe { self.region.a64(off + field) })
     }
 
     /// Reads the 32-byte name of registry slot `i`.

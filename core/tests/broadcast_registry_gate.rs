@@ -5,6 +5,7 @@
 
 use ringwire_core::broadcast::registry::{self, live_readers};
 use ringwire_core::broadcast::{Consumer, NoWake, Producer, StartMode};
+use ringwire_core::layout::reg;
 use ringwire_core::{Geometry, RingView};
 
 mod broadcast_common;
@@ -200,4 +201,46 @@ fn a_ring_of_write_markers_is_crossed_a_lap_at_a_time() {
         assert_eq!(c.try_recv(&mut buf), None);
     }
     assert_eq!((c.cursor(), c.lapped()), (997, 992));
+}
+
+#[test]
+fn a_registry_field_that_is_not_one_of_the_accessors_is_none() {
+    // A field other than the documented ones used to fail a debug assertion (a panic in
+    // debug builds) and, in release builds, to reach another field of the slot.
+    let (_h, view) = ring(&Geometry::spmc(4, 16, 8, 2, false).unwrap());
+    for field in [reg::PID, reg::ACTIVE] {
+        assert!(view.registry_a32(1, field).is_some(), "{field}");
+        assert!(view.registry_a64(1, field).is_none(), "{field}");
+    }
+    for field in [reg::CURSOR_SEQ, reg::HEARTBEAT_TSC] {
+        assert!(view.registry_a64(1, field).is_some(), "{field}");
+        assert!(view.registry_a32(1, field).is_none(), "{field}");
+    }
+    for field in [1, 2, 12, 24, 60, 64, usize::MAX] {
+        assert!(view.registry_a32(0, field).is_none(), "{field}");
+        assert!(view.registry_a64(0, field).is_none(), "{field}");
+    }
+    // Each accessor reaches its own field.
+    view.registry_a32(1, reg::ACTIVE)
+        .unwrap()
+        .store(7, ringwire_core::sync::Ordering::Relaxed);
+    view.registry_a64(1, reg::HEARTBEAT_TSC)
+        .unwrap()
+        .store(9, ringwire_core::sync::Ordering::Relaxed);
+    let load32 = |f| {
+        view.registry_a32(1, f)
+            .unwrap()
+            .load(ringwire_core::sync::Ordering::Relaxed)
+    };
+    let load64 = |f| {
+        view.registry_a64(1, f)
+            .unwrap()
+            .load(ringwire_core::sync::Ordering::Relaxed)
+    };
+    assert_eq!((load32(reg::PID), load32(reg::ACTIVE)), (0, 7));
+    assert_eq!(
+        (load64(reg::CURSOR_SEQ), load64(reg::HEARTBEAT_TSC)),
+        (0, 9)
+    );
+    assert!(view.registry_a32(2, reg::PID).is_none(), "no slot 2");
 }
