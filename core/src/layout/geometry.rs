@@ -11,12 +11,18 @@ pub const fn oldest_retained(w: u64, cap: u64) -> u64 {
     if w >= cap { w - cap + 1 } else { 1 }
 }
 
-/// Slot stride for a payload of `size` bytes aligned to `align` (spec §4.1).
+/// Slot stride for a payload of `size` bytes aligned to `align` (spec §4.1). A stride that
+/// does not fit in a `usize` (no Rust type is that large) saturates at `usize::MAX`, which
+/// every [`Geometry`] constructor refuses ([`GeometryError::BadStride`]).
 pub const fn slot_stride(size: usize, align: usize) -> usize {
-    if align <= 8 {
-        (8 + size).div_ceil(8) * 8
-    } else {
-        (align + size).div_ceil(align) * align
+    // The payload starts at `unit` (8, or the alignment of an over-aligned type).
+    let unit = if align <= 8 { 8 } else { align };
+    match unit.checked_add(size) {
+        Some(n) => match n.div_ceil(unit).checked_mul(unit) {
+            Some(stride) => stride,
+            None => usize::MAX,
+        },
+        None => usize::MAX,
     }
 }
 
@@ -364,6 +370,19 @@ mod tests {
         assert_eq!(slot_stride(24, 8), 32); // BlobPacket<u32>
         assert_eq!(slot_stride(32, 32), 64);
         assert_eq!(slot_payload_offset(32), 32);
+    }
+
+    #[test]
+    fn a_stride_too_large_for_a_usize_saturates_and_is_refused() {
+        // These overflowed: a panic in debug builds, a small wrapped stride in release.
+        for (size, align) in [(usize::MAX, 8), (usize::MAX - 7, 1), (usize::MAX - 16, 16)] {
+            assert_eq!(slot_stride(size, align), usize::MAX, "{size} {align}");
+        }
+        assert_eq!(slot_stride(usize::MAX - 15, 8), usize::MAX - 7);
+        assert_eq!(
+            Geometry::spmc(4, slot_stride(usize::MAX, 8), 8, 0, false),
+            Err(GeometryError::BadStride { stride: u64::MAX })
+        );
     }
 
     #[test]
