@@ -5,10 +5,15 @@ use super::{Flags, RingHeader, arena_off, hdr, reg, round_up};
 use crate::error::{AttachError, GeometryError};
 
 /// `w - cap + 1` when `w >= cap`, else 1: the oldest sequence a ring whose newest published
-/// message is `w` can still hold.
+/// message is `w` can still hold. Saturates at `u64::MAX` (only `cap == 0`, which no ring
+/// has, could reach it).
 #[inline(always)]
 pub const fn oldest_retained(w: u64, cap: u64) -> u64 {
-    if w >= cap { w - cap + 1 } else { 1 }
+    if w >= cap {
+        (w - cap).saturating_add(1)
+    } else {
+        1
+    }
 }
 
 /// Slot stride for a payload of `size` bytes aligned to `align` (spec §4.1). A stride that
@@ -370,6 +375,17 @@ mod tests {
         assert_eq!(slot_stride(24, 8), 32); // BlobPacket<u32>
         assert_eq!(slot_stride(32, 32), 64);
         assert_eq!(slot_payload_offset(32), 32);
+    }
+
+    #[test]
+    fn oldest_retained_never_overflows() {
+        assert_eq!(oldest_retained(0, 4), 1);
+        assert_eq!(oldest_retained(4, 4), 1);
+        assert_eq!(oldest_retained(5, 4), 2);
+        assert_eq!(oldest_retained(u64::MAX, 1), u64::MAX);
+        // A capacity of 0 (no ring has one) overflowed: a panic in debug builds.
+        assert_eq!(oldest_retained(u64::MAX, 0), u64::MAX);
+        assert_eq!(oldest_retained(7, 0), 8);
     }
 
     #[test]

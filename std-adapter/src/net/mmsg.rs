@@ -138,7 +138,10 @@ pub struct RecvBatch {
 }
 
 impl RecvBatch {
-    /// `n` buffers of `buf_len` bytes each.
+    /// `n` buffers (clamped to 1 ..= 1024) of `buf_len` bytes each.
+    ///
+    /// # Panics
+    /// As `vec!` does: when `buf_len` bytes cannot be allocated, `n` times over.
     pub fn new(n: usize, buf_len: usize) -> RecvBatch {
         let scratch = MmsgScratch::new(n);
         RecvBatch {
@@ -286,6 +289,9 @@ impl Default for SendMany {
 
 impl SendMany {
     /// A sender with room for `n` destinations before its first allocation on a send.
+    ///
+    /// # Panics
+    /// As [`Vec::with_capacity`] does: when room for `n` destinations cannot be allocated.
     pub fn with_capacity(n: usize) -> SendMany {
         SendMany {
             to: Vec::with_capacity(n),
