@@ -459,6 +459,23 @@ fn stat_dump_and_top_of_a_fifo_fail_at_once_naming_it() {
     }
 }
 
+/// A mirror ring path that is not a regular file (a FIFO, a device) is refused before the
+/// mirror connects, with the message the other commands give, instead of "read failed:
+/// Illegal seek" (a FIFO) or a connection and an error at the handshake (/dev/null).
+#[test]
+fn mirror_to_a_fifo_or_a_device_fails_at_once_naming_it() {
+    let t = TmpRing::new("mirror-fifo");
+    let c = std::ffi::CString::new(t.0.to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    // Port 1 refuses connections: a mirror that got as far as connecting says so.
+    for p in [t.0.to_str().unwrap(), "/dev/null"] {
+        let (code, out, err) = ringwire_bounded(&["mirror", "127.0.0.1:1", p, "--once"]);
+        assert_eq!(code, 1, "{p}: {out}{err}");
+        assert_eq!(err.trim(), format!("Error: {p}: not a regular file"), "{p}");
+    }
+}
+
 /// `serve --dup` and `--mtu` act only on UDP delivery: without `--multicast` or `--udp`
 /// they are rejected (exit 1, as ringfire's usage errors do, naming the flag and what it
 /// needs), as `--ttl` is without `--multicast`, instead of being silently ignored.

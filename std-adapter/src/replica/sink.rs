@@ -59,10 +59,15 @@ impl FileSink {
             created: 0,
             max_len: None,
         };
-        let file = match OpenOptions::new().read(true).write(true).open(&path) {
+        // Anything but a regular file (a FIFO, a device) is refused before connecting, as
+        // the other commands refuse it, rather than read as a ring.
+        let file = match crate::file::open_regular(&path, OpenOptions::new().read(true).write(true))
+        {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(sink),
-            Err(e) => return Err(Error::io(&path, "open", e)),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(sink);
+            }
+            Err(e) => return Err(e),
         };
         if sys::try_lock_exclusive(&file).is_err() {
             return Err(Error::ProducerAlreadyExists { path });
