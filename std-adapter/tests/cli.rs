@@ -476,6 +476,48 @@ fn mirror_to_a_fifo_or_a_device_fails_at_once_naming_it() {
     }
 }
 
+/// `bench --plot FIFO` fails at once: the check of the plot path before measuring opened
+/// it for writing, which waits for a reader, forever when there is none.
+#[test]
+fn bench_plot_to_a_fifo_fails_at_once() {
+    let t = TmpRing::new("plot-fifo");
+    let c = std::ffi::CString::new(t.0.to_str().unwrap()).unwrap();
+    // SAFETY: `c` is a NUL-terminated path that outlives the call.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let p = t.0.to_str().unwrap();
+    for args in [
+        &[
+            "bench",
+            "floor",
+            "--rounds",
+            "1",
+            "--datagrams",
+            "1",
+            "--plot",
+            p,
+        ][..],
+        &["bench", "handoff", "--seconds", "1", "--plot", p],
+        &[
+            "bench",
+            "stress",
+            "--seconds",
+            "1",
+            "--rates",
+            "1",
+            "--plot",
+            p,
+        ],
+    ] {
+        let (code, out, err) = ringwire_bounded(args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert_eq!(
+            err.trim(),
+            format!("Error: {p}: a FIFO or socket, not a file the plot can be written to"),
+            "{args:?}"
+        );
+    }
+}
+
 /// `serve --dup` and `--mtu` act only on UDP delivery: without `--multicast` or `--udp`
 /// they are rejected (exit 1, as ringfire's usage errors do, naming the flag and what it
 /// needs), as `--ttl` is without `--multicast`, instead of being silently ignored.

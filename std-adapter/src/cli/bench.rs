@@ -417,12 +417,26 @@ fn verdict(op: &'static str, m: &Measured) -> Result<()> {
 
 /// Checks before measuring that the `--plot` file can be written, so that a bad path fails
 /// at once instead of after the run. Leaves nothing behind: an existing file is opened
-/// without truncating it, a new one is created and removed again.
+/// without truncating it, a new one is created and removed again. A FIFO or a socket is
+/// refused: opening a FIFO for writing waits for a reader (forever, with none), and the
+/// check's close would end the stream of a reader before the chart is written.
 fn check_plot_path(path: &Path) -> Result<()> {
+    use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+    if let Ok(m) = std::fs::metadata(path) {
+        let t = m.file_type();
+        if t.is_fifo() || t.is_socket() {
+            return Err(Error::InvalidArgument {
+                path: path.to_path_buf(),
+                what: "a FIFO or socket, not a file the plot can be written to".into(),
+            });
+        }
+    }
     let open = |create: bool| {
         std::fs::OpenOptions::new()
             .write(true)
             .create_new(create)
+            // Never wait in open (a FIFO put at the path since the check above).
+            .custom_flags(libc::O_NONBLOCK)
             .open(path)
     };
     match open(false) {
