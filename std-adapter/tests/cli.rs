@@ -518,6 +518,48 @@ fn bench_plot_to_a_fifo_fails_at_once() {
     }
 }
 
+/// A second `serve --udp PORT` on a UDP port a running serve holds fails with "Address
+/// already in use" (as ringfire's), instead of sharing the port and taking part of the
+/// first server's PUNCHes and NAKs.
+#[test]
+fn serve_udp_on_a_port_in_use_is_an_error() {
+    use std::io::BufRead;
+    let t = TmpRing::new("udp-in-use");
+    let _r = make_ring(&t, 0);
+    let p = t.0.to_str().unwrap();
+    let mut first = Command::new(env!("CARGO_BIN_EXE_ringwire"))
+        .args(["serve", p, "--bind", "127.0.0.1:0", "--udp", "0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut err = std::io::BufReader::new(first.stderr.take().unwrap());
+    let first = Kill(first);
+    let mut line = String::new();
+    err.read_line(&mut line).unwrap();
+    // "serve: PATH (…) on tcp 127.0.0.1:P, unicast udp PORT session S"
+    let port = line
+        .split("unicast udp ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no UDP port in {line:?}"))
+        .to_string();
+    let (code, out, err) = ringwire_bounded(&["serve", p, "--bind", "127.0.0.1:0", "--udp", &port]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(&format!("bind 127.0.0.1:{port}")) && err.contains("Address already in use"),
+        "{err}"
+    );
+    drop(first);
+}
+
 /// `serve --dup` and `--mtu` act only on UDP delivery: without `--multicast` or `--udp`
 /// they are rejected (exit 1, as ringfire's usage errors do, naming the flag and what it
 /// needs), as `--ttl` is without `--multicast`, instead of being silently ignored.

@@ -21,10 +21,19 @@ pub const KEEPALIVE_PROBES: u32 = 3;
 /// probe unanswered), which it overrides on Linux when both are set.
 pub const TCP_USER_TIMEOUT: Duration = Duration::from_secs(16);
 
+/// A mirror's UDP socket: `SO_REUSEADDR`, so that the mirrors of one host share a
+/// multicast port (spec §25).
 fn udp_socket() -> io::Result<Socket> {
-    let s = Socket::new(Domain::IPV4, Type::DGRAM.cloexec(), Some(Protocol::UDP))?;
+    let s = udp_socket_exclusive()?;
     s.set_reuse_address(true)?;
     Ok(s)
+}
+
+/// A UDP socket without `SO_REUSEADDR` (the source's, as ringfire's): binding a port another
+/// socket holds fails with `EADDRINUSE` instead of sharing it, and stealing the PUNCHes and
+/// NAKs of the unicast mirrors of the `serve` already there.
+fn udp_socket_exclusive() -> io::Result<Socket> {
+    Socket::new(Domain::IPV4, Type::DGRAM.cloexec(), Some(Protocol::UDP))
 }
 
 /// The mirror's multicast socket: bound to `0.0.0.0:port` (not the group), joined to `group`
@@ -86,7 +95,7 @@ pub fn source_udp_on(
     udp_port: u16,
     mcast: Option<MulticastOut>,
 ) -> io::Result<UdpSocket> {
-    let s = udp_socket()?;
+    let s = udp_socket_exclusive()?;
     let addr = SocketAddrV4::new(ip, udp_port);
     s.bind(&SockAddr::from(addr))
         .map_err(|e| with_address(e, format!("bind {addr}")))?;
