@@ -12,7 +12,7 @@ use ringwire_core::sync::Ordering;
 use ringwire_core::{Expect, RingView};
 
 use crate::{CleanupMode, CreateOptions, Error, RingFile, sys};
-use ringwire_core::layout::RING_MAGIC;
+use ringwire_core::layout::{RING_MAGIC, RingHeader, hdr};
 
 /// The file's length and its first 8 bytes as a little-endian word (`None` when shorter).
 fn len_and_magic(file: &File) -> std::io::Result<(u64, Option<u64>)> {
@@ -25,6 +25,40 @@ fn len_and_magic(file: &File) -> std::io::Result<(u64, Option<u64>)> {
         Err(e) => return Err(e),
     };
     Ok((len, magic))
+}
+
+/// Whether a file of `len` bytes whose magic is 0 is a ring whose creation never finished
+/// (spec §1.2: the file is sized, zero-filled, then gets its header with magic 0, the magic
+/// last): its header, given the ring magic, describes a ring of this file, or the whole file
+/// is still zero. Any other file with a zero first word (a disk image, whose first sectors
+/// are often zero) is somebody's data.
+fn unfinished_creation(file: &File, len: u64) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    use zerocopy::FromBytes;
+    let mut h = [0u8; hdr::SIZE];
+    if len >= hdr::SIZE as u64 {
+        file.read_exact_at(&mut h, 0)?;
+        if let Ok(mut header) = RingHeader::read_from_bytes(&h) {
+            header.magic = RING_MAGIC;
+            if h[8..].iter().any(|&b| b != 0) {
+                return Ok(Geometry::from_header(&header, len, 8).is_ok());
+            }
+        }
+    }
+    // A header not written yet: every byte of the file is zero.
+    let mut buf = vec![0u8; 64 << 10];
+    let mut at = 0u64;
+    while at < len {
+        let n = file.read_at(&mut buf, at)?;
+        if n == 0 {
+            break;
+        }
+        if buf[..n].iter().any(|&b| b != 0) {
+            return Ok(false);
+        }
+        at += n as u64;
+    }
+    Ok(true)
 }
 
 /// The mirror ring file.
@@ -79,7 +113,12 @@ impl FileSink {
             // Anything else is somebody's data: refused, never replaced.
             Err(_) => {
                 let (len, magic) = len_and_magic(&file).map_err(|e| Error::io(&path, "read", e))?;
-                if len != 0 && magic != Some(RING_MAGIC) && magic != Some(0) {
+                let replaceable = len == 0
+                    || magic == Some(RING_MAGIC)
+                    || (magic == Some(0)
+                        && unfinished_creation(&file, len)
+                            .map_err(|e| Error::io(&path, "read", e))?);
+                if !replaceable {
                     return Err(Error::NotReplaced { path, len, magic });
                 }
             }
@@ -274,6 +313,50 @@ mod tests {
             ),
             "{e:?}"
         );
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A file whose first word is zero is replaced only when it is a ring whose creation
+    /// never finished: a header without its magic, or nothing but zeros. A disk image (its
+    /// first 32 KiB zero, as an ISO 9660 image's) is refused and left as it was.
+    #[test]
+    fn a_file_starting_with_zeros_is_replaced_only_if_an_unfinished_ring() {
+        let path = std::env::temp_dir().join(format!("ringwire-sink-zeros-{}", std::process::id()));
+        let mut image = vec![0u8; 32 << 10];
+        image.extend_from_slice(b"CD001 the volume descriptor, somebody's data");
+        std::fs::write(&path, &image).unwrap();
+        let e = FileSink::open(&path).err().expect("refused");
+        assert!(
+            matches!(e, Error::NotReplaced { len, magic: Some(0), .. } if len == image.len() as u64),
+            "{e:?}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), image, "the file was touched");
+        // Sized and zero-filled, no header yet.
+        std::fs::write(&path, vec![0u8; 4096]).unwrap();
+        assert!(
+            FileSink::open(&path).is_ok(),
+            "an all-zero file is replaced"
+        );
+        // A whole ring but for its magic, which creation writes last.
+        let geo = Geometry::spmc(64, 16, 8, 0, false).unwrap();
+        let mut sink = FileSink::open(&path).unwrap();
+        sink.recreate(&geo).unwrap();
+        drop(sink);
+        let mut ring = std::fs::read(&path).unwrap();
+        ring[..8].fill(0);
+        std::fs::write(&path, &ring).unwrap();
+        let mut sink = FileSink::open(&path).expect("an unfinished ring is replaced");
+        assert!(sink.existing().is_none());
+        sink.recreate(&geo).unwrap();
+        assert_eq!(sink.existing(), Some((geo, 0)));
+        drop(sink);
+        // A header that describes no ring (capacity 1000): refused.
+        ring[16..24].copy_from_slice(&1000u64.to_le_bytes());
+        std::fs::write(&path, &ring).unwrap();
+        assert!(matches!(
+            FileSink::open(&path),
+            Err(Error::NotReplaced { magic: Some(0), .. })
+        ));
         std::fs::remove_file(&path).unwrap();
     }
 
