@@ -417,17 +417,22 @@ fn verdict(op: &'static str, m: &Measured) -> Result<()> {
 
 /// Checks before measuring that the `--plot` file can be written, so that a bad path fails
 /// at once instead of after the run. Leaves nothing behind: an existing file is opened
-/// without truncating it, a new one is created and removed again. A FIFO or a socket is
-/// refused: opening a FIFO for writing waits for a reader (forever, with none), and the
-/// check's close would end the stream of a reader before the chart is written.
+/// without truncating it, a new one is created and removed again. A FIFO (a named pipe, or
+/// `/dev/stdout` piped to another program) is not opened: opening one for writing waits for
+/// a reader, and the check's close would end the stream of a reader already there before
+/// the chart is written. The chart is written to it after the run, which then waits for a
+/// reader as any writer of a FIFO does. A socket is refused: it cannot be opened.
 fn check_plot_path(path: &Path) -> Result<()> {
     use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
     if let Ok(m) = std::fs::metadata(path) {
         let t = m.file_type();
-        if t.is_fifo() || t.is_socket() {
+        if t.is_fifo() {
+            return Ok(());
+        }
+        if t.is_socket() {
             return Err(Error::InvalidArgument {
                 path: path.to_path_buf(),
-                what: "a FIFO or socket, not a file the plot can be written to".into(),
+                what: "a socket, not a file the plot can be written to".into(),
             });
         }
     }
