@@ -439,10 +439,7 @@ fn ringwire_bounded(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn stat_dump_and_top_of_a_fifo_fail_at_once_naming_it() {
-    let t = TmpRing::new("fifo");
-    let c = std::ffi::CString::new(t.0.to_str().unwrap()).unwrap();
-    // SAFETY: `c` is a NUL-terminated path that outlives the call.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let t = TmpRing::fifo("fifo");
     let p = t.0.to_str().unwrap();
     for args in [
         vec!["stat", p],
@@ -464,10 +461,7 @@ fn stat_dump_and_top_of_a_fifo_fail_at_once_naming_it() {
 /// Illegal seek" (a FIFO) or a connection and an error at the handshake (/dev/null).
 #[test]
 fn mirror_to_a_fifo_or_a_device_fails_at_once_naming_it() {
-    let t = TmpRing::new("mirror-fifo");
-    let c = std::ffi::CString::new(t.0.to_str().unwrap()).unwrap();
-    // SAFETY: `c` is a NUL-terminated path that outlives the call.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let t = TmpRing::fifo("mirror-fifo");
     // Port 1 refuses connections: a mirror that got as far as connecting says so.
     for p in [t.0.to_str().unwrap(), "/dev/null"] {
         let (code, out, err) = ringwire_bounded(&["mirror", "127.0.0.1:1", p, "--once"]);
@@ -483,10 +477,7 @@ fn mirror_to_a_fifo_or_a_device_fails_at_once_naming_it() {
 fn bench_plot_to_a_fifo_reaches_its_reader() {
     use std::io::Read;
     use std::os::unix::fs::OpenOptionsExt;
-    let t = TmpRing::new("plot-fifo");
-    let c = std::ffi::CString::new(t.0.to_str().unwrap()).unwrap();
-    // SAFETY: `c` is a NUL-terminated path that outlives the call.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+    let t = TmpRing::fifo("plot-fifo");
     let p = t.0.to_str().unwrap().to_owned();
     let path = t.0.clone();
     // The reader, as `cat FIFO` would: its open waits for the writer.

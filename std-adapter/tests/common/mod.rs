@@ -23,6 +23,15 @@ impl TmpRing {
         std::fs::create_dir(&dir).expect("create the test ring's directory");
         TmpRing(dir.join("ring"))
     }
+
+    /// [`TmpRing::new`] with a FIFO (a named pipe) made at the path.
+    pub fn fifo(tag: &str) -> TmpRing {
+        let t = TmpRing::new(tag);
+        let c = std::ffi::CString::new(t.0.to_str().expect("a UTF-8 path")).expect("no NUL");
+        // SAFETY: `c` is a NUL-terminated path that outlives the call.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0, "mkfifo");
+        t
+    }
 }
 
 impl Drop for TmpRing {
