@@ -384,7 +384,10 @@ impl LossyMpmcConsumer {
             if r >= c {
                 return None;
             }
-            let floor = c.saturating_sub(cap);
+            // Tickets start at 1: a `read_seq` of 0 (a corrupt header) is moved up to 1, not
+            // claimed, since slot 0's sequence word, 0 from creation, would read as ticket 0
+            // published and deliver its zeros as a message.
+            let floor = c.saturating_sub(cap).max(1);
             if r < floor {
                 // AcqRel: release for the next consumer's acquire load above; acquire as that
                 // load.
@@ -393,8 +396,9 @@ impl LossyMpmcConsumer {
                     .compare_exchange(r, floor, Ordering::AcqRel, Ordering::Relaxed)
                     .is_ok()
                 {
-                    // Saturating: corrupt ticket counters may claim 2^64 drops.
-                    self.dropped = self.dropped.saturating_add(floor - r);
+                    // Saturating: corrupt ticket counters may claim 2^64 drops. Ticket 0
+                    // never held a message, so it is not counted.
+                    self.dropped = self.dropped.saturating_add(floor - r.max(1));
                 }
                 continue;
             }
@@ -720,6 +724,40 @@ mod tests {
         let mut b = [0u8; 8];
         assert_eq!(r.read_slot(last, &mut b), SlotRead::Ok);
         assert_eq!(u64::from_le_bytes(b), 3);
+    }
+
+    #[test]
+    fn a_read_seq_of_zero_is_never_claimed_as_ticket_0() {
+        // Found by a corruption audit: `read_seq` scribbled to 0 under an attached consumer
+        // made it claim ticket 0, whose slot word (0 since creation) read as published, and
+        // deliver the slot's zeros as message 0.
+        let (_b, r) = ring(4);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        let mut c = LossyMpmcConsumer::new(r).unwrap();
+        for v in [10u64, 20, 30] {
+            assert!(matches!(
+                p.push(&v.to_le_bytes(), no_clock),
+                LossyPush::Published { .. }
+            ));
+        }
+        assert_eq!(recv(&mut c), Some((1, 10)));
+        r.read_seq().store(0, Ordering::Relaxed);
+        // Tickets 1 and 2 again (the counter went backwards), never a ticket 0.
+        assert_eq!(recv(&mut c), Some((1, 10)));
+        assert_eq!(recv(&mut c), Some((2, 20)));
+        assert_eq!(recv(&mut c), Some((3, 30)));
+        assert_eq!(recv(&mut c), None);
+        assert_eq!(c.dropped(), 0);
+        // With a lap pushed since, the floor is past 1 and the skip counts from ticket 1.
+        for v in 40..46u64 {
+            assert!(matches!(
+                p.push(&v.to_le_bytes(), no_clock),
+                LossyPush::Published { .. }
+            ));
+        }
+        r.read_seq().store(0, Ordering::Relaxed);
+        assert_eq!(recv(&mut c), Some((6, 42)));
+        assert_eq!(c.dropped(), 5);
     }
 
     #[test]
