@@ -722,6 +722,33 @@ mod tests {
     }
 
     #[test]
+    fn a_registry_cursor_scribbled_back_does_not_hold_a_lossless_producer_for_good() {
+        // Found by a corruption audit: with the reader caught up, its registry cursor
+        // scribbled a lap back held the lossless producer's push forever, and the reader,
+        // publishing only when its cursor moved, waited for that push forever.
+        // `update_cursor` stands in for the scribble (the same store).
+        let t = TmpPaths::new(&["scribbled-registry"]);
+        let mut tx = RingProducer::<u64>::builder(8)
+            .max_readers(2)
+            .flow_control(crate::FlowControl::LosslessBackpressure)
+            .build::<u64, _>(&t.0[0])
+            .unwrap();
+        let mut rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
+        tx.push_batch(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(rx.recv_batch(&mut [0; 8]), 8);
+        rx.registration().unwrap().update_cursor(1);
+        assert_eq!(tx.headroom(), 0);
+        let pusher = std::thread::spawn(move || {
+            tx.push(&9);
+            tx
+        });
+        // Short sleeps: the reader looks at its slot every 64th empty poll in a row.
+        let mut wait = FutexWait::new(0, Some(Duration::from_millis(1)));
+        assert_eq!(rx.recv_timeout(&mut wait, Duration::from_secs(20)), Some(9));
+        drop(pusher.join().unwrap());
+    }
+
+    #[test]
     fn commit_offset_publishes_the_registry_cursor_again() {
         let t = TmpPaths::new(&["commit-ring", "commit-offset", "commit-offset-to"]);
         let mut tx = RingProducer::<u64>::builder(64)

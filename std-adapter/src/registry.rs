@@ -164,7 +164,9 @@ impl ReaderRegistration {
 
     /// Publishes `seq` as this reader's cursor, the next sequence it will read: the producer
     /// may overwrite everything below it. The consumer's own next receive, seek or jump
-    /// publishes its real cursor again. Stores nothing when the slot no longer holds this
+    /// publishes its real cursor again, as does a receive that finds nothing for the
+    /// [`LOOKASIDE_POLLS`](ringwire_core::broadcast::LOOKASIDE_POLLS)th time in a row.
+    /// Stores nothing when the slot no longer holds this
     /// registration (pruned as dead, and perhaps taken by another reader: see
     /// [`registry::publish_cursor_as`]); the consumer's next receive registers it again.
     pub fn update_cursor(&self, seq: u64) {

@@ -410,11 +410,13 @@ impl Consumer {
                     // a dead writer left mid-write (the marker never goes away, so finding it
                     // late costs nothing), and at a hole of a sparse ring.
                     self.empty_polls = self.empty_polls.wrapping_add(1);
-                    if self.empty_polls.is_multiple_of(LOOKASIDE_POLLS)
-                        && ((!self.mpmc && self.rewritten_under(want))
-                            || (self.sparse && self.skip_hole()))
-                    {
-                        continue;
+                    if self.empty_polls.is_multiple_of(LOOKASIDE_POLLS) {
+                        if (!self.mpmc && self.rewritten_under(want))
+                            || (self.sparse && self.skip_hole())
+                        {
+                            continue;
+                        }
+                        self.republish_stale_cursor();
                     }
                     return None;
                 }
@@ -517,6 +519,19 @@ impl Consumer {
             && registry::publish_cursor_as(&self.view, owner, self.cursor).is_err()
         {
             self.register_again();
+        }
+    }
+
+    /// On every [`LOOKASIDE_POLLS`]th empty poll in a row: publishes the cursor again when
+    /// the registry slot shows another one. A reader publishes only when its cursor moves,
+    /// so a slot scribbled back by a lap or more (a corrupt file) kept a lossless producer
+    /// waiting for a reader that, caught up, waited for it: neither ever moved again.
+    #[cold]
+    fn republish_stale_cursor(&mut self) {
+        if let Some(owner) = self.registry
+            && registry::published_cursor(&self.view, owner.slot) != Some(self.cursor)
+        {
+            self.publish_cursor();
         }
     }
 
@@ -838,6 +853,36 @@ mod tests {
         assert_eq!(registry::min_live_cursor(&view), Some(7));
         assert_eq!(c.jump_to_latest(), 3);
         assert_eq!(registry::min_live_cursor(&view), Some(10));
+    }
+
+    #[test]
+    fn an_idle_reader_publishes_its_cursor_again_over_a_scribbled_registry_slot() {
+        // Found by a corruption audit: a registry cursor scribbled a lap back while the
+        // reader was caught up held a lossless producer for good (the reader published
+        // only when its cursor moved, and it waited for the producer).
+        let (_m, view) = heap_ring(&Geometry::spmc(4, 16, 8, 1, false).unwrap());
+        let mut p = Producer::new(view, NoWake).unwrap();
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        let slot = c.register(11, "idle", |_| true).unwrap().unwrap();
+        for s in 1..=4u64 {
+            p.push(&s.to_le_bytes());
+        }
+        assert_eq!(drain(&mut c), [1, 2, 3, 4]);
+        assert_eq!(registry::published_cursor(&view, slot), Some(5));
+        for scribbled in [0, 1, u64::MAX] {
+            registry::publish_cursor(&view, slot, scribbled).unwrap();
+            // One empty poll short of the look: nothing is stored yet.
+            while c.empty_polls % LOOKASIDE_POLLS != LOOKASIDE_POLLS - 1 {
+                assert_eq!(recv(&mut c), None);
+            }
+            assert_eq!(registry::published_cursor(&view, slot), Some(scribbled));
+            assert_eq!(recv(&mut c), None);
+            assert_eq!(registry::published_cursor(&view, slot), Some(5));
+            assert_eq!(registry::min_live_cursor(&view), Some(5));
+        }
+        // A slot that shows the reader's cursor is left alone (no store while idle).
+        assert_eq!((0..3 * LOOKASIDE_POLLS).find_map(|_| recv(&mut c)), None);
+        assert_eq!(registry::published_cursor(&view, slot), Some(5));
     }
 
     #[test]

@@ -276,6 +276,16 @@ pub fn publish_cursor(view: &RingView, slot: u32, cursor: u64) -> Result<(), Reg
     Ok(())
 }
 
+/// The cursor registry slot `slot` holds (`None` for a slot outside the registry). A
+/// reader polling an empty ring compares it with its own now and then: another process may
+/// have scribbled on it, and a lossless producer goes by this value.
+#[must_use]
+pub fn published_cursor(view: &RingView, slot: u32) -> Option<u64> {
+    // Relaxed: compared with the reader's own cursor only; a store follows when they differ.
+    view.registry_a64(slot, reg::CURSOR_SEQ)
+        .map(|w| w.load(Ordering::Relaxed))
+}
+
 /// [`publish_cursor`] for the reader registered as `owner`: stores nothing, and fails with
 /// [`RegistryError::NotOwner`], when the slot no longer holds that registration (its pid and
 /// the token in `heartbeat_tsc`). A pruner that judged the reader dead (its pid not alive as

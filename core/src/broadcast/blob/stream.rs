@@ -237,6 +237,20 @@ impl BlobReader {
         got
     }
 
+    /// On every [`LOOKASIDE_POLLS`]th pending poll in a row: publishes the cursor again when
+    /// the registry slot shows another one, as [`Consumer`](crate::broadcast::Consumer)
+    /// does (a slot scribbled back a lap, with the reader caught up, held a lossless
+    /// producer for good).
+    #[cold]
+    fn republish_stale_cursor(&mut self) {
+        if let Some(o) = self.registration
+            && registry::published_cursor(&self.view, o.slot) != Some(self.cursor)
+            && registry::publish_cursor_as(&self.view, o, self.cursor).is_err()
+        {
+            self.register_again(o.pid);
+        }
+    }
+
     /// After this reader's registry slot was pruned (its pid judged dead, the slot perhaps
     /// another reader's now): takes a free slot under the same pid and name, pruning nobody,
     /// as [`Consumer`](crate::broadcast::Consumer)'s cursor publishing does. The next
@@ -337,10 +351,11 @@ impl BlobReader {
                     // Every LOOKASIDE_POLLS-th pending poll in a row looks further, as
                     // `Consumer` does.
                     self.pending_polls = self.pending_polls.wrapping_add(1);
-                    if self.pending_polls.is_multiple_of(LOOKASIDE_POLLS)
-                        && (self.rewritten_under() || (self.sparse && self.skip_hole()))
-                    {
-                        continue;
+                    if self.pending_polls.is_multiple_of(LOOKASIDE_POLLS) {
+                        if self.rewritten_under() || (self.sparse && self.skip_hole()) {
+                            continue;
+                        }
+                        self.republish_stale_cursor();
                     }
                     return Ok(None);
                 }
@@ -557,6 +572,28 @@ mod tests {
             rd0.register(7, "c", |_| true),
             Err(crate::broadcast::registry::RegistryError::Full { count: 0 })
         );
+    }
+
+    #[test]
+    fn an_idle_reader_publishes_its_cursor_again_over_a_scribbled_registry_slot() {
+        // As the broadcast consumer's test of the same name: found by a corruption audit.
+        use crate::broadcast::registry::{min_live_cursor, publish_cursor, published_cursor};
+        let mut buf = vec![];
+        let v = small(&mut buf, 2);
+        let mut w = BlobWriter::new(v).unwrap();
+        let mut rd = BlobReader::new(v).unwrap();
+        assert_eq!(rd.register(4242, "idle", |_| true), Ok(0));
+        w.push(&mut [1; 24], &pattern(100, 1), 0).unwrap();
+        let (mut desc, mut out) = ([0u8; 24], [0u8; 128]);
+        assert_eq!(rd.recv(&mut desc, &mut out).unwrap().unwrap().seq, 1);
+        publish_cursor(&v, 0, 0).unwrap();
+        for _ in 0..LOOKASIDE_POLLS - 1 {
+            assert_eq!(rd.recv(&mut desc, &mut out), Ok(None));
+        }
+        assert_eq!(published_cursor(&v, 0), Some(0));
+        assert_eq!(rd.recv(&mut desc, &mut out), Ok(None));
+        assert_eq!(published_cursor(&v, 0), Some(2));
+        assert_eq!(min_live_cursor(&v), Some(2));
     }
 
     /// Publishes `seq` by hand (as a mirror does after a GAP), with a fresh blob.
