@@ -175,7 +175,7 @@ fn values(data: &[u8]) {
         session: f.u8(),
         token: f.u32(),
     };
-    let valid = m.is_unicast() || group[0] & 0xf0 == 0xe0;
+    let valid = (m.is_unicast() || group[0] & 0xf0 == 0xe0) && m.port != 0;
     value_trip(FrameRepr::Multicast(m), fmt, valid);
     let punch = PunchRepr {
         session: f.u8(),

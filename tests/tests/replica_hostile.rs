@@ -521,6 +521,46 @@ fn once_fails_on_a_protocol_error_naming_the_source() {
     }
 }
 
+/// A MULTICAST frame announcing UDP port 0 (for unicast: the port to PUNCH; for a group:
+/// the port to bind) is a protocol error naming it. It was accepted: the mirror's PUNCHes
+/// to port 0 failed unseen, or it bound a random port for the group, and it waited for
+/// datagrams that could never come until its silence timeout blamed a silent source.
+#[test]
+fn a_multicast_frame_announcing_port_0_is_a_protocol_error() {
+    use ringwire::core::wire::{GEOMETRY_UDP_FOLLOWS, MulticastRepr};
+    for (tag, group, unicast) in [("u", [0; 4], true), ("m", [239, 255, 77, 1], false)] {
+        let dst = ShmPath::new(&format!("hostile-port0-{tag}"));
+        let mut reply = geometry_frame(64);
+        reply[1] = GEOMETRY_UDP_FOLLOWS;
+        let mut mc = [0u8; 32];
+        let n = MulticastRepr {
+            group,
+            port: 0,
+            mtu: 1472,
+            ttl: 0,
+            session: 7,
+            token: 1,
+        }
+        .emit(&mut mc)
+        .unwrap();
+        reply.extend_from_slice(&mc[..n]);
+        let (addr, fake) = fake_source(reply, 1);
+        let mut mo = once_options(addr, dst.path());
+        mo.unicast = unicast;
+        let stop = AtomicBool::new(false);
+        let t0 = std::time::Instant::now();
+        let e = mirror::run(&mo, &stop).unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            t0.elapsed() < Duration::from_secs(4),
+            "{tag}: took {:?}: {msg}",
+            t0.elapsed()
+        );
+        assert!(msg.contains("UDP port 0"), "{tag}: {msg}");
+        assert_eq!(fake.join().unwrap(), 1, "{tag}: the connection was kept");
+    }
+}
+
 /// A server at its session limit refuses a mirror by closing the connection before
 /// GEOMETRY: `--once` fails with a message that says so, and no ring is created.
 #[test]

@@ -148,6 +148,11 @@ pub enum WireError {
         /// The group found.
         group: [u8; 4],
     },
+    /// MULTICAST port is 0: no datagram can come from (unicast) or to (multicast) it.
+    ZeroPort {
+        /// The group found (0.0.0.0 for unicast).
+        group: [u8; 4],
+    },
     /// A buffer is too small: the output buffer for the frame being emitted, or a
     /// [`StreamBuf`](crate::replicate::StreamBuf)'s buffer for even a frame header.
     BufferTooSmall {
@@ -239,6 +244,16 @@ impl fmt::Display for WireError {
             NotMulticast { group } => write!(
                 f,
                 "MULTICAST group {}.{}.{}.{} is neither 0.0.0.0 nor in 224.0.0.0/4",
+                group[0], group[1], group[2], group[3]
+            ),
+            ZeroPort { group } if u32::from_be_bytes(group) == 0 => f.write_str(
+                "MULTICAST announces unicast from UDP port 0, which no PUNCH can reach (a \
+                     ringfire server configured with unicast port 0 announces 0, not the port \
+                     it bound: give it a port)",
+            ),
+            ZeroPort { group } => write!(
+                f,
+                "MULTICAST announces group {}.{}.{}.{} on UDP port 0, which cannot be received",
                 group[0], group[1], group[2], group[3]
             ),
             BufferTooSmall { need, have } => {

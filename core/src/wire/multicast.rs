@@ -101,7 +101,8 @@ impl MulticastRepr {
         u32::from_be_bytes(self.group) == 0
     }
 
-    /// Parses and applies the group rule: 0.0.0.0 or 224.0.0.0/4.
+    /// Parses and applies the group rule: 0.0.0.0 or 224.0.0.0/4, and the port rule: not 0
+    /// (a source announces the port it sends from or to; port 0 is never one).
     pub fn parse<T: AsRef<[u8]>>(frame: &Frame<T>) -> Result<MulticastRepr, WireError> {
         let r = MulticastPayload::new_checked(frame)?.0;
         let m = MulticastRepr {
@@ -114,6 +115,9 @@ impl MulticastRepr {
         };
         if !m.is_unicast() && m.group[0] & 0xF0 != 0xE0 {
             return Err(WireError::NotMulticast { group: m.group });
+        }
+        if m.port == 0 {
+            return Err(WireError::ZeroPort { group: m.group });
         }
         Ok(m)
     }
@@ -199,9 +203,32 @@ mod tests {
         assert!(MulticastRepr::parse(&f).is_err());
     }
 
+    /// A MULTICAST frame with port 0 was accepted: the mirror punched port 0 (EINVAL,
+    /// ignored) or bound a random port for the group, and waited for datagrams that could
+    /// never come until its silence timeout, which blamed a silent source.
+    #[test]
+    fn port_rule() {
+        let mut b = CAPTURED;
+        b[20..22].copy_from_slice(&[0, 0]);
+        let f = Frame::new_checked(&b[..]).unwrap();
+        let e = MulticastRepr::parse(&f).unwrap_err();
+        assert_eq!(e, WireError::ZeroPort { group: [0; 4] });
+        assert!(e.to_string().contains("UDP port 0"), "{e}");
+        b[16..20].copy_from_slice(&[239, 1, 2, 3]);
+        let f = Frame::new_checked(&b[..]).unwrap();
+        let e = MulticastRepr::parse(&f).unwrap_err();
+        assert_eq!(
+            e,
+            WireError::ZeroPort {
+                group: [239, 1, 2, 3]
+            }
+        );
+        assert!(e.to_string().contains("239.1.2.3 on UDP port 0"), "{e}");
+    }
+
     proptest! {
         #[test]
-        fn multicast_roundtrip(mc: bool, g in any::<[u8; 3]>(), g0 in 224u8..240, port: u16, mtu: u16, ttl: u8, session: u8, token: u32) {
+        fn multicast_roundtrip(mc: bool, g in any::<[u8; 3]>(), g0 in 224u8..240, port in 1u16.., mtu: u16, ttl: u8, session: u8, token: u32) {
             let group = if mc { [g0, g[0], g[1], g[2]] } else { [0; 4] };
             let m = MulticastRepr { group, port, mtu, ttl, session, token };
             let mut b = [0u8; 32];

@@ -1367,7 +1367,7 @@ mod tests {
         let group = Ipv4Addr::new(239, 255, 102, 7);
         let n = MulticastRepr {
             group: group.octets(),
-            port: 0,
+            port: 7401,
             mtu: 1400,
             ttl: 0,
             session: 1,
@@ -1380,7 +1380,7 @@ mod tests {
         let (mut udp, mut batch) = (None, None);
         let e = open_udp(&opts(bad, 0), None, &f[..n], &mut udp, &mut batch).unwrap_err();
         let text = e.to_string();
-        assert!(text.contains("239.255.102.7:0"), "{text}");
+        assert!(text.contains("239.255.102.7:7401"), "{text}");
         assert!(text.contains("interface 192.0.2.1 (--iface)"), "{text}");
         assert!(udp.is_none() && batch.is_none());
         // The default interface, the mirror's address of its TCP connection.
