@@ -561,6 +561,42 @@ fn a_multicast_frame_announcing_port_0_is_a_protocol_error() {
     }
 }
 
+/// A MULTICAST frame the mirror does not expect (before GEOMETRY, or after one that does
+/// not announce UDP delivery) fails as an unexpected frame, and no UDP socket is opened for
+/// it. It was acted on first: the mirror bound a socket, joined the group and logged
+/// "multicast …" or "unicast from source port …", so a group that cannot be joined here
+/// was reported as the error instead of the source's protocol violation.
+#[test]
+fn an_unexpected_multicast_frame_opens_no_socket() {
+    use ringwire::core::wire::MulticastRepr;
+    let mut mc = [0u8; 32];
+    let n = MulticastRepr {
+        group: [239, 255, 77, 2],
+        port: 7409,
+        mtu: 1472,
+        ttl: 1,
+        session: 7,
+        token: 0,
+    }
+    .emit(&mut mc)
+    .unwrap();
+    let mc = mc[..n].to_vec();
+    let before = [mc.clone(), geometry_frame(64)].concat();
+    let unannounced = [geometry_frame(64), mc].concat();
+    for (tag, reply) in [("before", before), ("unannounced", unannounced)] {
+        let dst = ShmPath::new(&format!("hostile-mc-{tag}"));
+        let (addr, fake) = fake_source(reply, 1);
+        let mut mo = once_options(addr, dst.path());
+        // TEST-NET-1 (RFC 5737): a join on it fails, which the mirror must not try.
+        mo.iface = Ipv4Addr::new(192, 0, 2, 1);
+        let stop = AtomicBool::new(false);
+        let e = mirror::run(&mo, &stop).unwrap_err();
+        let msg = e.to_string();
+        assert!(msg.contains("unexpected Multicast frame"), "{tag}: {msg}");
+        assert_eq!(fake.join().unwrap(), 1, "{tag}: the connection was kept");
+    }
+}
+
 /// A server at its session limit refuses a mirror by closing the connection before
 /// GEOMETRY: `--once` fails with a message that says so, and no ring is created.
 #[test]

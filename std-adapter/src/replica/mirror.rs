@@ -900,7 +900,12 @@ impl<'a> Conn<'a> {
                             )));
                         }
                     };
-                    if f[0] == Kind::Multicast as u8 && self.udp.is_none() {
+                    // Only the MULTICAST the handshake waits for: one out of place is
+                    // the state machine's protocol error, with no socket opened for it.
+                    if f[0] == Kind::Multicast as u8
+                        && self.udp.is_none()
+                        && self.m.awaits_multicast()
+                    {
                         let local = match self.stream.local_addr() {
                             Ok(SocketAddr::V4(a)) => Some(*a.ip()),
                             _ => None,

@@ -310,6 +310,11 @@ impl<'a> Mirror<'a> {
     pub fn geometry(&self) -> Option<&GeometryRepr> {
         self.geometry.as_ref()
     }
+    /// True between a GEOMETRY that announces UDP delivery and the MULTICAST frame that
+    /// completes the handshake: the only time a MULTICAST frame is acted on.
+    pub fn awaits_multicast(&self) -> bool {
+        self.state == State::AwaitMulticast
+    }
     /// True once live data flows (over TCP or UDP).
     pub fn is_live(&self) -> bool {
         matches!(self.state, State::LiveTcp | State::LiveUdp)
