@@ -1,7 +1,8 @@
 //! Limits of `ringwire serve` against peers that cost it without being mirrors worth
 //! serving: NAKs for everything (answered with at most one NAK's worth, spec §22), a slow
 //! reader of such answers while the server stops, a unicast mirror whose PUNCHes stop (its
-//! host is gone), and mirrors refused at the session limit, which must be told so.
+//! host is gone), mirrors refused at the session limit, which must be told so, and
+//! sessions whose frame buffer the process cannot allocate.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
@@ -418,4 +419,137 @@ fn punching_mirrors_ours_and_ringfires_outlive_the_punch_timeout() {
     assert_eq!(sum.connections, 1, "our mirror reconnected: {sum:?}");
     let srv = server.summary();
     assert_eq!((srv.punch_timeouts, srv.sessions), (0, 2), "{srv:?}");
+}
+
+/// Address-space limit of the `serve` process in
+/// [`a_session_buffer_that_cannot_be_allocated_refuses_only_its_session`].
+const SERVE_AS_LIMIT: u64 = 1 << 30;
+
+/// A session whose frame buffer cannot be allocated (the buffer of a blob ring's longest
+/// record, as long as its arena; here the address space of the `serve` process is limited)
+/// ends with an error naming it, and the server goes on serving its other mirrors. The
+/// buffer was allocated infallibly: the allocation failure aborted the whole server, every
+/// mirror's session with it, on the connection of any peer, before its HELLO.
+#[test]
+fn a_session_buffer_that_cannot_be_allocated_refuses_only_its_session() {
+    use std::io::BufRead;
+    use std::os::unix::process::CommandExt;
+    use std::process::{Command, Stdio};
+    const ARENA: usize = 128 << 20;
+    let src = ShmPath::new("limits-alloc");
+    let mut producer = ringwire::BlobProducer::<u64>::create(src.path(), 64, ARENA).unwrap();
+    for n in 1..=3u64 {
+        producer.push(&n, &[n as u8; 100]).unwrap();
+    }
+    let mut cmd = Command::new(ringwire_tests::netns::ringwire_bin());
+    cmd.arg("serve")
+        .arg(src.path())
+        .args(["--bind", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    // SAFETY: the closure runs in the forked child before exec and makes one system call,
+    // which is async-signal-safe; it touches no memory the parent's threads own.
+    unsafe {
+        cmd.pre_exec(|| {
+            let lim = libc::rlimit {
+                rlim_cur: SERVE_AS_LIMIT,
+                rlim_max: SERVE_AS_LIMIT,
+            };
+            if libc::setrlimit(libc::RLIMIT_AS, &lim) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
+    let mut child = cmd.spawn().expect("spawn ringwire serve");
+    struct Kill(std::process::Child);
+    impl Drop for Kill {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let stderr = child.stderr.take().unwrap();
+    let mut child = Kill(child);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("serve's first line");
+    let addr: SocketAddr = first
+        .split(" on tcp ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {first:?}"));
+    let hello = |c: &mut TcpStream| {
+        let mut h = [0u8; 32];
+        let n = HelloRepr {
+            seq: u64::MAX,
+            flags: 0,
+        }
+        .emit(&mut h)
+        .unwrap();
+        c.write_all(&h[..n]).unwrap();
+    };
+    // More sessions than the address space holds buffers for, each kept open.
+    let mut peers = Vec::new();
+    for _ in 0..12 {
+        let mut c = match TcpStream::connect(addr) {
+            Ok(c) => c,
+            Err(e) => {
+                while let Ok(l) = rx.recv_timeout(Duration::from_secs(1)) {
+                    eprintln!("DBG {l}");
+                }
+                eprintln!("DBG status {:?}", child.0.try_wait());
+                panic!("{e}")
+            }
+        };
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        hello(&mut c);
+        peers.push(c);
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        child.0.try_wait().unwrap(),
+        None,
+        "serve died with its sessions' buffers"
+    );
+    // The sessions that got a buffer are served; the others were closed before GEOMETRY.
+    let mut served = 0;
+    for c in &mut peers {
+        match read_frame(c) {
+            Ok((k, ..)) => {
+                assert_eq!(k, Kind::Geometry as u8);
+                served += 1;
+            }
+            Err(e) => assert_eq!(e.kind(), std::io::ErrorKind::UnexpectedEof, "{e}"),
+        }
+    }
+    assert!(served >= 1 && served < peers.len(), "{served} served");
+    drop(peers);
+    let told = std::iter::from_fn(|| rx.recv_timeout(Duration::from_secs(2)).ok())
+        .find(|l| l.contains("cannot allocate"));
+    let told = told.expect("no line for a refused session");
+    assert!(told.contains("frame buffer"), "{told}");
+    // A mirror is served once the others' sessions have ended (each learns it on its next
+    // write, a heartbeat at the latest) and given back their buffers.
+    wait_until("a new mirror served", Duration::from_secs(10), || {
+        let mut c = TcpStream::connect(addr).expect("serve is still accepting");
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        hello(&mut c);
+        read_frame(&mut c).is_ok_and(|f| f.0 == Kind::Geometry as u8)
+    });
+    assert_eq!(child.0.try_wait().unwrap(), None);
 }

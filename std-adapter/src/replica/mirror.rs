@@ -536,8 +536,8 @@ fn connections(
 /// (`Vec::resize`) would commit all of it on a header alone, before a byte of the frame
 /// came; fresh zeroed pages from the allocator (`calloc`, which maps large blocks anew) are
 /// committed only as the stream fills them, so memory follows the bytes really received.
-/// A failed allocation is an error, not an abort.
-fn lazy_zeroed(n: usize) -> Option<Vec<u8>> {
+/// A failed allocation is an error, not an abort (serve's session buffers are made so too).
+pub(super) fn lazy_zeroed(n: usize) -> Option<Vec<u8>> {
     let Ok(layout) = std::alloc::Layout::array::<u8>(n) else {
         return None;
     };

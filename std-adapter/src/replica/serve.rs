@@ -1007,11 +1007,26 @@ impl Server {
             }
             return end;
         }
+        // Room for the longest frame the ring can need: a record longer than the 1 MiB
+        // budget goes alone (spec §22) instead of becoming a GAP. Zeroed pages of a large
+        // buffer stay untouched until such a record comes. For a blob ring it is as long as
+        // the arena (up to 4 GiB): an allocation that fails refuses this connection only.
+        let want = max_frame_len(self.ring.view().geometry(), self.cfg.tcp_budget);
+        let Some(mut buf) = super::mirror::lazy_zeroed(want) else {
+            let end = SessionEnd::Failed(format!(
+                "cannot allocate {want} bytes for its frame buffer (the ring's longest frame), \
+                 closed before GEOMETRY"
+            ));
+            if self.opts.log {
+                diag!("serve: {addr}: {end}");
+            }
+            refuse(stream);
+            return end;
+        };
         let mut log = SessionLog::connected(&self.brief, self.opts.log, addr);
-        let src = RingSource(*self.ring.view());
         let mut s = SourceSession::new(self.cfg, p, now());
         let mut seen = SourceCounters::default();
-        let end = self.session_loop(&mut s, &mut stream, &src, stop, &mut seen, &mut log);
+        let end = self.session_loop(&mut s, &mut stream, &mut buf, stop, &mut seen, &mut log);
         self.account(s.counters(), &mut seen);
         if let Some(t) = s.token() {
             self.sender().unregister(t);
@@ -1025,11 +1040,12 @@ impl Server {
         &self,
         s: &mut SourceSession,
         stream: &mut TcpStream,
-        src: &RingSource,
+        buf: &mut [u8],
         stop: &AtomicBool,
         seen: &mut SourceCounters,
         log: &mut SessionLog<'_>,
     ) -> SessionEnd {
+        let src = &RingSource(*self.ring.view());
         let unicast = self.cfg.unicast.is_some();
         // The address the mirror dialled: unicast datagrams go from it (see `udp_loop`).
         let local_ip = stream.local_addr().ok().and_then(|a| match a.ip() {
@@ -1037,10 +1053,6 @@ impl Server {
             IpAddr::V6(a) => a.to_ipv4_mapped(),
         });
         let mut rbuf = [0u8; 4096];
-        // Room for the longest frame the ring can need: a record longer than the 1 MiB
-        // budget goes alone (spec §22) instead of becoming a GAP. Zeroed pages of a large
-        // buffer stay untouched until such a record comes.
-        let mut buf = vec![0u8; max_frame_len(&src.geometry(), self.cfg.tcp_budget)];
         let mut waiter = self.ring.waiter(self.opts.spin, self.opts.anticipate);
         let mut live = false;
         // When the session went live: a unicast mirror's first PUNCH is due from then.
@@ -1101,7 +1113,7 @@ impl Server {
                 }
             }
             let mut sent = false;
-            while let Some(n) = s.poll_transmit(now(), src, &mut buf) {
+            while let Some(n) = s.poll_transmit(now(), src, buf) {
                 if !live {
                     live_at = now();
                     log.live(s.transport());
