@@ -262,7 +262,7 @@ impl SourceSession {
             if self.state == State::Closed {
                 return Err(SourceError::Closed);
             }
-            if self.state == State::Live && self.transport == Transport::Tcp {
+            if self.tcp_after_hello() {
                 // A TCP-mode source never reads after HELLO (spec §19.3); drop the bytes.
                 return Ok(());
             }
@@ -299,12 +299,19 @@ impl SourceSession {
                     self.close();
                     return r;
                 }
-                if self.state == State::Live && self.transport == Transport::Tcp {
+                if self.tcp_after_hello() {
+                    // Whatever came after the HELLO in this read is dropped too, as it is
+                    // once GEOMETRY has gone out: the outcome does not hang on segmentation.
                     return Ok(());
                 }
             }
         }
         Ok(())
+    }
+
+    /// A TCP-mode session past its HELLO, which reads nothing more (spec §19.3).
+    fn tcp_after_hello(&self) -> bool {
+        matches!(self.state, State::Handshake | State::Live) && self.transport == Transport::Tcp
     }
 
     /// Closes the session after a protocol error: it transmits nothing more and drops the

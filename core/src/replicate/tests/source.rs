@@ -263,6 +263,32 @@ fn a_session_closed_by_a_bad_frame_keeps_no_naks() {
     assert_eq!(s.pending_naks(), 0);
 }
 
+/// A TCP-mode source reads nothing after HELLO (spec §19.3), whether the bytes after it come
+/// in the same read as the HELLO or after GEOMETRY went out: the session is served either
+/// way. Bytes in the HELLO's read were parsed as frames and ended the session (a NAK, which
+/// a TCP-mode session does not take: "unexpected Nak frame"), while the same bytes a moment
+/// later were dropped: the outcome hung on how the stream was segmented.
+#[test]
+fn bytes_after_hello_in_the_same_read_are_ignored_in_tcp_mode() {
+    let mut mem = Mem::new(4096);
+    let src = source(&mut mem, 5);
+    for tail in [&nak(1, 3)[..], &[0xFF; 40][..], &hello(0, 1)[..]] {
+        let mut s = SourceSession::new(SourceConfig::default(), MIRROR_IP, ms(0));
+        let mut bytes = hello(u64::MAX, 1).to_vec();
+        bytes.extend_from_slice(tail);
+        assert_eq!(s.handle_stream(ms(0), &bytes, &src, None), Ok(()));
+        assert_eq!(s.transport(), Transport::Tcp);
+        let mut buf = [0u8; 256];
+        let n = s.poll_transmit(ms(0), &src, &mut buf).unwrap();
+        assert!(matches!(frames(&buf[..n])[0], FrameRepr::Geometry(_)));
+        let n = s.poll_transmit(ms(0), &src, &mut buf).unwrap();
+        assert!(matches!(
+            frames(&buf[..n])[0],
+            FrameRepr::Data(DataRepr { seq: 1, .. })
+        ));
+    }
+}
+
 #[test]
 fn source_rejects_bad_hello() {
     let mut mem = Mem::new(4096);
