@@ -147,6 +147,52 @@ fn bad_slots_offset() {
     );
 }
 
+/// A reader's slot alignment that is not a power of two (`Expect::slot_align` is a plain
+/// `u64`) made `slots_offset` a multiple of it alone: with 12, a header's `slots_offset` of
+/// 132 attached, and the first slot access was a 64-bit atomic at a misaligned offset (a
+/// debug assertion in debug builds, undefined behaviour in release).
+#[test]
+fn slots_offset_off_the_word_grid_for_a_non_power_of_two_alignment() {
+    // No registry: slots at 128; two slots of 16 bytes from 132 still end inside 192.
+    let h = ring(&Geometry::spmc(4, 16, 8, 0, false).unwrap());
+    set64(&h, hdr::CAPACITY, 2);
+    set64(&h, hdr::MASK, 1);
+    set64(&h, hdr::SLOTS_OFFSET, 132);
+    for slot_align in [12, 20, 44, 132] {
+        let e = RingView::attach(
+            h.region,
+            Expect {
+                slot_align,
+                ..Expect::RAW
+            },
+        )
+        .unwrap_err();
+        assert_eq!(
+            e,
+            AttachError::BadSlotsOffset {
+                offset: 132,
+                align: 8
+            },
+            "slot_align {slot_align}"
+        );
+    }
+    // At a word-aligned offset, a multiple of the reader's alignment, the ring attaches.
+    set64(&h, hdr::SLOTS_OFFSET, 144);
+    let view = RingView::attach(
+        h.region,
+        Expect {
+            slot_align: 12,
+            ..Expect::RAW
+        },
+    )
+    .unwrap();
+    let mut dst = [0u8; 8];
+    assert_eq!(
+        view.read_slot(1, &mut dst),
+        ringwire_core::SlotRead::Pending
+    );
+}
+
 #[test]
 fn slots_past_end() {
     let h = spmc();

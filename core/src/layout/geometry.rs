@@ -296,7 +296,14 @@ impl Geometry {
                 mask: h.mask,
             });
         }
-        let align = slot_align.max(8);
+        // The slot sequence words are 8-byte atomics, so the offset must be a multiple of 8
+        // whatever the reader's alignment: one that is not a power of two (12) has
+        // multiples (132) that are not.
+        let align = if h.slots_offset.is_multiple_of(8) {
+            slot_align.max(8)
+        } else {
+            8
+        };
         if h.slots_offset < hdr::SIZE as u64 || !h.slots_offset.is_multiple_of(align) {
             return Err(AttachError::BadSlotsOffset {
                 offset: h.slots_offset,
