@@ -302,10 +302,11 @@ impl QueueGeometry {
         self
     }
 
-    /// `capacity - 1`.
+    /// `capacity - 1` (wrapping: a hand-built capacity of 0, which init and attach refuse,
+    /// gives `u64::MAX` instead of an overflow panic).
     #[inline(always)]
     pub const fn mask(&self) -> u64 {
-        self.capacity - 1
+        self.capacity.wrapping_sub(1)
     }
 
     /// Bytes the whole queue needs, `None` on overflow.

@@ -278,6 +278,29 @@ fn init_names_what_is_wrong_with_a_hand_built_geometry() {
     ));
 }
 
+/// A hand-built geometry of capacity 0 made init compute its header's mask as
+/// `capacity - 1`, an overflow panic in debug builds, before validation could refuse it.
+#[test]
+fn init_refuses_a_hand_built_capacity_of_zero() {
+    let mut b = Buf::new(4096);
+    for kind in [QueueKind::Spsc, QueueKind::Mpmc] {
+        let g = QueueGeometry {
+            capacity: 0,
+            ..QueueGeometry::new(kind, 4, 8, 16).unwrap()
+        };
+        assert_eq!(
+            b.init(&g).unwrap_err(),
+            QueueInitError::BadGeometry {
+                reason: QueueAttachError::BadCapacity {
+                    capacity: 0,
+                    mask: u64::MAX
+                }
+            },
+            "{kind:?}"
+        );
+    }
+}
+
 #[test]
 fn spsc_push_pop_variable_lengths() {
     let (_b, q) = queue(QueueKind::Spsc, 4, 20, 32);
