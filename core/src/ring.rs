@@ -723,3 +723,26 @@ unsafe fn load_header_fields(region: &Region) -> RingHeader {
     }
     RingHeader::read_from_bytes(&bytes).unwrap_or_else(|_| RingHeader::new_zeroed())
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::testutil::HeapRegion;
+
+    /// A hand-built geometry of capacity 0 made init compute the header's mask as
+    /// `capacity - 1`, an overflow panic in debug builds, before validation could refuse it.
+    #[test]
+    fn init_refuses_a_hand_built_capacity_of_zero() {
+        let mem = HeapRegion::new(4096);
+        let geo = Geometry {
+            capacity: 0,
+            ..Geometry::spmc(4, 16, 8, 0, false).unwrap()
+        };
+        // SAFETY: a fresh heap buffer, used by nothing else.
+        let e = unsafe { RingView::init(mem.region(), &geo) }.unwrap_err();
+        assert_eq!(
+            e,
+            InitError::Geometry(AttachError::CapacityNotPowerOfTwo { found: 0 })
+        );
+    }
+}

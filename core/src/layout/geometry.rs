@@ -229,10 +229,11 @@ impl Geometry {
         self
     }
 
-    /// `capacity - 1`.
+    /// `capacity - 1` (wrapping: a hand-built capacity of 0, which init and attach refuse,
+    /// gives `u64::MAX` instead of an overflow panic).
     #[inline(always)]
     pub const fn mask(&self) -> u64 {
-        self.capacity - 1
+        self.capacity.wrapping_sub(1)
     }
 
     /// Payload bytes per record on the wire: `element_size - 8`.
