@@ -118,8 +118,13 @@ impl RingView {
         // SAFETY: as above; we own the region during init.
         unsafe { store_header_fields(&region, &h) };
         let view = RingView { region, geo };
-        for i in 0..geo.registry_count {
-            view.zero_registry_slot(i);
+        // Without a registry offset there is no registry, whatever the count says: a loop
+        // over a hand-built count of up to 2^32 slots that are not there would do nothing
+        // for a very long time.
+        if geo.registry_offset != 0 {
+            for i in 0..geo.registry_count {
+                view.zero_registry_slot(i);
+            }
         }
         for i in 0..geo.capacity {
             view.slot_seq_at(i as usize).store(0, Ordering::Relaxed);
@@ -744,5 +749,21 @@ mod tests {
             e,
             InitError::Geometry(AttachError::CapacityNotPowerOfTwo { found: 0 })
         );
+    }
+
+    /// A hand-built geometry with no registry offset but a registry count of `u32::MAX`
+    /// made init loop 2^32 times over slots that do not exist (over a minute in a debug
+    /// build, without end under Miri) before it returned.
+    #[test]
+    fn init_does_not_loop_over_a_registry_count_without_a_registry() {
+        let geo = Geometry {
+            registry_count: u32::MAX,
+            ..Geometry::spmc(4, 16, 8, 0, false).unwrap()
+        };
+        let mem = HeapRegion::new(geo.total_len().unwrap() as usize);
+        // SAFETY: a fresh heap buffer, used by nothing else.
+        let view = unsafe { RingView::init(mem.region(), &geo) }.unwrap();
+        assert_eq!(view.registry_slot_offset(0), None);
+        assert_eq!(view.header().reader_registry_count, u32::MAX);
     }
 }
