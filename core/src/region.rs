@@ -93,7 +93,11 @@ impl Region {
     /// `ptr..ptr+len` must be valid for reads and writes for as long as this region or any
     /// copy of it (or any ring view built on it) is used, and every other party touching the
     /// memory meanwhile (other threads, other processes, a device) must do so only through
-    /// atomic accesses or ringwire's protocols.
+    /// atomic accesses or ringwire's protocols. That includes the caller: no Rust reference
+    /// to any of those bytes (a `&[u8]` or `&mut [u8]` the pointer was taken from, say) may
+    /// be used while the region is, since ringwire writes through it behind such a
+    /// reference's back. Within this process, each byte must be accessed at one size only
+    /// while accesses can race: the size the layout in use gives it (see the views' `init`).
     #[cfg(not(loom))]
     pub unsafe fn from_raw_parts(ptr: *mut u8, len: usize) -> Result<Region, RegionError> {
         if ptr.is_null() || !(ptr as usize).is_multiple_of(8) {
@@ -156,7 +160,10 @@ impl Region {
     /// The 64-bit atomic word at `off`.
     ///
     /// # Safety
-    /// `off` must be a multiple of 8 and `off + 8 <= len`.
+    /// `off` must be a multiple of 8 and `off + 8 <= len`. While the returned atomic is in
+    /// use, no other thread may access any of its 8 bytes atomically at another size (a
+    /// 32-bit field of the layout in use, say): mixed-size racing atomics are undefined
+    /// behaviour.
     #[inline(always)]
     pub unsafe fn a64(&self, off: usize) -> A64<'_> {
         debug_assert!(
@@ -179,7 +186,9 @@ impl Region {
     /// The 32-bit atomic field at `off`.
     ///
     /// # Safety
-    /// `off` must be a multiple of 4 and `off + 4 <= len`.
+    /// `off` must be a multiple of 4 and `off + 4 <= len`. As for [`Region::a64`], no other
+    /// thread may meanwhile access these 4 bytes atomically at another size (as part of a
+    /// 64-bit word, say).
     #[inline(always)]
     pub unsafe fn a32(&self, off: usize) -> A32<'_> {
         debug_assert!(
@@ -208,7 +217,8 @@ impl Region {
     /// Copies `dst.len()` bytes starting at `off` out of the region as relaxed 64-bit loads.
     ///
     /// # Safety
-    /// `off` must be a multiple of 8 and `off + roundup(dst.len(), 8) <= len`.
+    /// `off` must be a multiple of 8 and `off + roundup(dst.len(), 8) <= len`; each word of
+    /// that span is loaded as by [`Region::a64`], under its contract.
     #[inline]
     pub unsafe fn read_words(&self, off: usize, dst: &mut [u8]) {
         let mut chunks = dst.chunks_exact_mut(8);
@@ -232,7 +242,8 @@ impl Region {
     ///
     /// # Safety
     /// `off` must be a multiple of 8, `off + roundup(src.len(), 8) <= len`, and the caller
-    /// must own that span under the ring protocol (a claimed slot or a reserved arena span).
+    /// must own that span under the ring protocol (a claimed slot or a reserved arena span);
+    /// each word of it is stored as by [`Region::a64`], under its contract.
     #[inline]
     pub unsafe fn write_words(&self, off: usize, src: &[u8]) {
         let mut chunks = src.chunks_exact(8);
