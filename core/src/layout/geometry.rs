@@ -236,10 +236,11 @@ impl Geometry {
         self.capacity.wrapping_sub(1)
     }
 
-    /// Payload bytes per record on the wire: `element_size - 8`.
+    /// Payload bytes per record on the wire: `element_size - 8` (0 for a hand-built
+    /// `element_size` under 8, which init and attach refuse, instead of an overflow panic).
     #[inline(always)]
     pub const fn record_len(&self) -> usize {
-        self.element_size as usize - 8
+        (self.element_size as usize).saturating_sub(8)
     }
 
     /// True when the records are blob descriptors.
@@ -407,6 +408,18 @@ mod tests {
             Geometry::spmc(4, slot_stride(usize::MAX, 8), 8, 0, false),
             Err(GeometryError::BadStride { stride: u64::MAX })
         );
+    }
+
+    /// A hand-built geometry (its fields are public) with an element size under 8 made
+    /// `record_len` overflow: a panic in debug builds. `mask` likewise for capacity 0.
+    #[test]
+    fn accessors_of_a_hand_built_geometry_do_not_overflow() {
+        let g = Geometry {
+            element_size: 4,
+            capacity: 0,
+            ..Geometry::spmc(4, 16, 8, 0, false).unwrap()
+        };
+        assert_eq!((g.record_len(), g.mask()), (0, u64::MAX));
     }
 
     #[test]
