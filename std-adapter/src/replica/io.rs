@@ -1,5 +1,6 @@
 //! What the drivers share: the clock handed to the state machines, address conversions,
-//! `ppoll`, writes with a deadline on non-blocking sockets and idle waiting on a ring.
+//! `ppoll`, writes with a deadline on non-blocking sockets, idle waiting on a ring and frame
+//! buffers allocated without an abort.
 
 use std::io::{self, Write};
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
@@ -334,6 +335,34 @@ fn time_until_published(r: &RingView, wake: bool, wait: impl FnOnce()) -> StdDur
         wait();
     });
     t0.elapsed()
+}
+
+/// `n` zero bytes whose memory is committed only as it is written, or `None` if they cannot
+/// be allocated.
+///
+/// A mirror's stream buffer grows to the length one DATA header announces, up to what the ring's
+/// geometry allows (a blob as long as the arena, up to 4 GiB). Zero-filling it
+/// (`Vec::resize`) would commit all of it on a header alone, before a byte of the frame
+/// came; fresh zeroed pages from the allocator (`calloc`, which maps large blocks anew) are
+/// committed only as the stream fills them, so memory follows the bytes really received.
+/// A failed allocation is an error, not an abort: serve's session buffers (as long as the
+/// ring's longest frame) are made so too.
+pub(crate) fn lazy_zeroed(n: usize) -> Option<Vec<u8>> {
+    let Ok(layout) = std::alloc::Layout::array::<u8>(n) else {
+        return None;
+    };
+    if n == 0 {
+        return Some(Vec::new());
+    }
+    // SAFETY: the layout's size is not zero.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: `p` comes from the global allocator with the layout of `n` bytes of alignment
+    // 1, the allocation a `Vec<u8>` of capacity `n` owns, and all `n` bytes are initialised
+    // (zero).
+    Some(unsafe { Vec::from_raw_parts(p, n, n) })
 }
 
 #[cfg(test)]

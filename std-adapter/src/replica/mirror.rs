@@ -20,7 +20,7 @@ use ringwire_core::replicate::{
 use ringwire_core::wire::{Frame, GeometryRepr, Kind, MulticastRepr, WireError, total_len};
 
 use super::anticipate::Anticipator;
-use super::io::{now, peer, peer_v4, poll, pollin, sock_v4, until, write_all_within};
+use super::io::{lazy_zeroed, now, peer, peer_v4, poll, pollin, sock_v4, until, write_all_within};
 use super::sink::FileSink;
 use super::spin::SpinPolicy;
 use super::{RateLog, ReplicaError, more_since};
@@ -526,33 +526,6 @@ fn connections(
     }
     sum.last_seq = last_written(&sink);
     Ok(sum)
-}
-
-/// `n` zero bytes whose memory is committed only as it is written, or `None` if they cannot
-/// be allocated.
-///
-/// The stream buffer grows to the length one DATA header announces, up to what the ring's
-/// geometry allows (a blob as long as the arena, up to 4 GiB). Zero-filling it
-/// (`Vec::resize`) would commit all of it on a header alone, before a byte of the frame
-/// came; fresh zeroed pages from the allocator (`calloc`, which maps large blocks anew) are
-/// committed only as the stream fills them, so memory follows the bytes really received.
-/// A failed allocation is an error, not an abort (serve's session buffers are made so too).
-pub(super) fn lazy_zeroed(n: usize) -> Option<Vec<u8>> {
-    let Ok(layout) = std::alloc::Layout::array::<u8>(n) else {
-        return None;
-    };
-    if n == 0 {
-        return Some(Vec::new());
-    }
-    // SAFETY: the layout's size is not zero.
-    let p = unsafe { std::alloc::alloc_zeroed(layout) };
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: `p` comes from the global allocator with the layout of `n` bytes of alignment
-    // 1, the allocation a `Vec<u8>` of capacity `n` owns, and all `n` bytes are initialised
-    // (zero).
-    Some(unsafe { Vec::from_raw_parts(p, n, n) })
 }
 
 /// The last sequence written into the mirror ring: its `write_seq` (0 if none, or no ring).

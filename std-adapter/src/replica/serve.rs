@@ -53,8 +53,8 @@ use ringwire_core::{AttachError, Expect, RingView};
 use super::anticipate::MAX_WINDOW;
 use super::faults::Faults;
 use super::io::{
-    RingWaiter, Written, now, peer, peer_v4, poll, pollin, std_dur, until, write_all_unless,
-    yield_to_receiver,
+    RingWaiter, Written, lazy_zeroed, now, peer, peer_v4, poll, pollin, std_dur, until,
+    write_all_unless, yield_to_receiver,
 };
 use super::session_log::{BriefSessions, SessionLog};
 use super::spin::SpinPolicy;
@@ -1012,7 +1012,7 @@ impl Server {
         // buffer stay untouched until such a record comes. For a blob ring it is as long as
         // the arena (up to 4 GiB): an allocation that fails refuses this connection only.
         let want = max_frame_len(self.ring.view().geometry(), self.cfg.tcp_budget);
-        let Some(mut buf) = super::mirror::lazy_zeroed(want) else {
+        let Some(mut buf) = lazy_zeroed(want) else {
             let end = SessionEnd::Failed(format!(
                 "cannot allocate {want} bytes for its frame buffer (the ring's longest frame), \
                  closed before GEOMETRY"
