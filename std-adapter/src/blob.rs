@@ -224,7 +224,7 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
                 source,
             })?;
         if pushed.wake {
-            wait::wake_all(self.file.ring());
+            self.file.wake_after_publish();
         }
         Ok(pushed.seq)
     }

@@ -70,6 +70,8 @@ pub struct RingFile {
     id: (u64, u64),
     path: PathBuf,
     owner: Option<Owner>,
+    /// The wakes of [`RingFile::wake_after_publish`].
+    waker: crate::wait::FutexWake,
 }
 
 // The core's atomics must be real hardware atomics when two processes share them: a
@@ -346,6 +348,7 @@ impl RingFile {
             id,
             path: path.to_path_buf(),
             owner: Some(owner),
+            waker: crate::wait::FutexWake::new(),
         })
     }
 
@@ -363,6 +366,7 @@ impl RingFile {
             id,
             path: path.to_path_buf(),
             owner: None,
+            waker: crate::wait::FutexWake::new(),
         })
     }
 
@@ -433,9 +437,18 @@ impl RingFile {
     }
 
     /// `FUTEX_WAKE` every sleeper on the ring's futex word (after [`RingView::publish`]
-    /// returned `true`). Shared futex: sleepers may be in other processes.
+    /// returned `true`), every time. Shared futex: sleepers may be in other processes.
     pub fn wake_all(&self) {
         sys::futex_wake_all(self.view.futex_word().as_ptr());
+    }
+
+    /// The wake of a producer publishing through this file's [`RingView`], after a
+    /// [`RingView::publish`] that returned `true`: as [`RingFile::wake_all`], except that
+    /// it stops paying a system call per publish for a sleeper that died asleep
+    /// ([`FutexWake`](crate::FutexWake)'s docs).
+    #[inline]
+    pub fn wake_after_publish(&self) {
+        self.waker.wake_after_publish(&self.view);
     }
 
     /// The file's length in bytes.

@@ -175,7 +175,7 @@ impl<T: IntoBytes + Immutable + 'static> MpmcProducer<T> {
             self.push_over_aligned(item)
         };
         if let LossyPush::Published { wake: true, .. } = out {
-            self.file.wake_all();
+            self.file.wake_after_publish();
         }
         out
     }

@@ -145,7 +145,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
         let file = RingFile::create(path, &geo, &b.create)?;
         let mut inner =
             // The copy lives in the handle, which owns `file` and drops it last.
-            Producer::new(*file.ring(), FutexWake).map_err(|e| Error::attach(path, e))?;
+            Producer::new(*file.ring(), FutexWake::new()).map_err(|e| Error::attach(path, e))?;
         inner.set_is_alive(sys::pid_alive);
         inner.set_fenced_publish(sys::fenced_publish());
         // Lives in the handle beside `file`, which keeps the mapping it views.
@@ -344,6 +344,13 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// The ring file (geometry, inode, raw view).
     pub fn file(&self) -> &RingFile {
         &self.file
+    }
+
+    /// Whether this producer takes the ring's sleeper count for a sleeper that died asleep
+    /// and so rations its `FUTEX_WAKE`s ([`FutexWake`]'s docs). `ringwire stat` shows the
+    /// count.
+    pub fn suspects_stale_sleeper(&self) -> bool {
+        self.inner.waker().suspects_stale_sleeper()
     }
 
     /// `msync` of the mapping ([`RingFile::flush`]): makes the records durable only for a

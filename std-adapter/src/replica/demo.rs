@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration as StdDuration;
 
-use ringwire_core::broadcast::{Producer, Wake};
+use ringwire_core::broadcast::Producer;
 use ringwire_core::replicate::Start;
-use ringwire_core::{Expect, Geometry, RingView, SlotRead};
+use ringwire_core::{Expect, Geometry, SlotRead};
 
 use super::ReplicaError;
 use super::io::{RingWaiter, now};
@@ -173,14 +173,6 @@ impl DemoReport {
 /// "1 record", "2 records".
 fn records(n: u64) -> String {
     format!("{n} record{}", if n == 1 { "" } else { "s" })
-}
-
-struct FutexWake;
-
-impl Wake for FutexWake {
-    fn wake(&self, view: &RingView) {
-        crate::wait::wake_all(view);
-    }
 }
 
 /// The synthetic record for sequence `seq` stamped at `ns`: stamp, sequence, a symbol, a
@@ -399,7 +391,7 @@ fn produce(
 ) -> Latency {
     let mut late = Latency::new();
     // The copy lives in `p`, which this function drops before returning; `src` outlives it.
-    let Ok(mut p) = Producer::new(*src.ring(), FutexWake) else {
+    let Ok(mut p) = Producer::new(*src.ring(), crate::FutexWake::new()) else {
         return late;
     };
     p.set_fenced_publish(crate::sys::fenced_publish());

@@ -220,7 +220,7 @@ impl RecordSink for FileSink {
         if let Some(r) = &self.ring
             && r.ring().publish_with(seq, crate::sys::fenced_publish())
         {
-            r.wake_all();
+            r.wake_after_publish();
         }
     }
 

@@ -1,0 +1,95 @@
+//! What a sleeper that died asleep costs a broadcast producer (`FutexWake`'s docs).
+//!
+//! A 4,096-slot ring of 8-byte records in the temp directory; its `waiting_consumers`
+//! is set by hand to 0 (nobody asleep) or 1 (the count a reader killed asleep leaves,
+//! spec §11). Each round times `ITEMS` pushes of the core's producer three ways, in an
+//! order that rotates each round:
+//!
+//! * `nobody`: count 0, the default waker: no wake at all.
+//! * `stale`: count 1, the default waker (`FutexWake::new`), which makes a `FUTEX_WAKE` per
+//!   publish until those have woken nobody for 10 ms (and 64 wakes), then rations them. The
+//!   time is taken from the start, so it includes those first 10 ms.
+//! * `stale_rationed`: the same waker, once it rations: the steady state.
+//! * `stale_strict`: count 1, `FutexWake::strict()`: a `FUTEX_WAKE` per publish, what every
+//!   producer did before (and ringfire's still does).
+//!
+//! Prints each way's time per push over the rounds (median, min – max) and the ratios
+//! `stale_strict ÷ stale` and `stale_strict ÷ stale_rationed` within each round.
+//!
+//! `cargo run --release -p ringwire-tests --example stale_sleeper -- [ITEMS] [ROUNDS]`
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use ringwire::{CreateOptions, FutexWake, RingFile};
+use ringwire_core::Geometry;
+use ringwire_core::broadcast::Producer;
+
+const WAYS: [&str; 4] = ["nobody", "stale", "stale_strict", "stale_rationed"];
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let items: u64 = args.next().map_or(1_000_000, |a| a.parse().expect("ITEMS"));
+    let rounds: usize = args.next().map_or(6, |a| a.parse().expect("ROUNDS"));
+    let path = std::env::temp_dir().join(format!("ringwire-stale-sleeper-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let geo = Geometry::spmc(4096, 16, 8, 0, false).expect("geometry");
+    let file = RingFile::create(&path, &geo, &CreateOptions::default()).expect("ring");
+    // SAFETY: the file outlives every view copy below; nothing else maps it.
+    let view = *unsafe { file.view() };
+    let mut ns = vec![Vec::new(); WAYS.len()];
+    let mut ratios = Vec::new();
+    let mut ratios_rationed = Vec::new();
+    for round in 0..rounds {
+        let mut this = [0.0f64; 4];
+        for k in 0..3 {
+            let way = (k + round) % 3;
+            let waker = if way == 2 {
+                FutexWake::strict()
+            } else {
+                FutexWake::new()
+            };
+            view.waiting_consumers()
+                .store(u32::from(way != 0), Ordering::Relaxed);
+            let mut p = Producer::new(view, waker).expect("producer");
+            let t0 = Instant::now();
+            for i in 0..items {
+                p.push(&i.to_le_bytes());
+            }
+            this[way] = t0.elapsed().as_nanos() as f64 / items as f64;
+            ns[way].push(this[way]);
+            if way == 1 {
+                assert!(
+                    p.waker().suspects_stale_sleeper(),
+                    "{items} pushes: no rationing"
+                );
+                let t0 = Instant::now();
+                for i in 0..items {
+                    p.push(&i.to_le_bytes());
+                }
+                this[3] = t0.elapsed().as_nanos() as f64 / items as f64;
+                ns[3].push(this[3]);
+            }
+        }
+        ratios.push(this[2] / this[1]);
+        ratios_rationed.push(this[2] / this[3]);
+    }
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    println!("{items} pushes per way and round, {rounds} rounds");
+    for (way, v) in WAYS.iter().zip(&mut ns) {
+        let (med, lo, hi) = summary(v);
+        println!("{way:>13}: {med:8.1} ns per push (min {lo:.1}, max {hi:.1})");
+    }
+    let (med, lo, hi) = summary(&mut ratios);
+    println!("stale_strict ÷ stale, same round: {med:.1} (min {lo:.1}, max {hi:.1})");
+    let (med, lo, hi) = summary(&mut ratios_rationed);
+    println!("stale_strict ÷ stale_rationed, same round: {med:.1} (min {lo:.1}, max {hi:.1})");
+}
+
+/// Median (the mean of the two middle values for an even count), min and max.
+fn summary(v: &mut [f64]) -> (f64, f64, f64) {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let med = (v[(n - 1) / 2] + v[n / 2]) / 2.0;
+    (med, v[0], v[n - 1])
+}
