@@ -30,6 +30,11 @@
 //! fence in `notify_unfenced` (`core/tests/loom_futex.rs` checks both variants, and that
 //! the model catches a sleeper that re-checks before it announces).
 
+use core::time::Duration;
+
+use portable_atomic::Ordering::Relaxed;
+use portable_atomic::{AtomicBool, AtomicU32, AtomicU64};
+
 use crate::sync::{A32, Ordering, fence};
 
 /// A futex word and the count of sleepers announced on it.
@@ -150,6 +155,160 @@ impl Drop for Announced<'_> {
     }
 }
 
+/// How long every `FUTEX_WAKE` of a [`WakeGate`] must have woken nobody, and at least
+/// [`STALE_SLEEPER_WAKES`] of them, before it takes the sleeper count for a dead sleeper's.
+pub const STALE_SLEEPER_AFTER: Duration = Duration::from_millis(10);
+
+/// How many `FUTEX_WAKE`s in a row must have woken nobody (over at least
+/// [`STALE_SLEEPER_AFTER`]) before a [`WakeGate`] takes the count for a dead sleeper's.
+pub const STALE_SLEEPER_WAKES: u32 = 64;
+
+/// While a [`WakeGate`] takes the sleeper count for a dead sleeper's and the count has not
+/// risen, it makes a `FUTEX_WAKE` on every this-many-th notify, if the last was at least
+/// [`STALE_WAKE_INTERVAL`] ago.
+pub const STALE_WAKE_EVERY: u32 = 64;
+
+/// See [`STALE_WAKE_EVERY`].
+pub const STALE_WAKE_INTERVAL: Duration = Duration::from_micros(100);
+
+/// A notifier's watch over its wakes, for a waiter count that holds sleepers who died
+/// asleep: decides which wakes to make (spec §11 cannot retire such a count; every notify
+/// would otherwise find a sleeper and make a `FUTEX_WAKE` that wakes nobody, for good).
+///
+/// After a notify that returned `true`, the caller passes [`WakeGate::wake`] the waiter
+/// count's reader, a clock and its `FUTEX_WAKE` (returning how many it woke). A live
+/// sleeper is woken by the first wake after it sleeps (or never sleeps: its re-check finds
+/// the change). When every wake has woken nobody for [`STALE_SLEEPER_AFTER`] and
+/// [`STALE_SLEEPER_WAKES`] wakes, the count then is taken as dead sleepers' (the *stale
+/// part*; the lowest count seen since, if lower). After that a notify wakes only when the
+/// count is above the stale part (a sleeper announced itself since), and otherwise on
+/// every [`STALE_WAKE_EVERY`]-th notify if the last wake was [`STALE_WAKE_INTERVAL`] ago or
+/// more. A wake that wakes more sleepers than the count has above the stale part proves
+/// part of it alive and ends it all.
+///
+/// Why a sleeper who announces while only the stale part is counted is never missed: the
+/// count is read after the notify's own look at it, so it sees that announcement whenever
+/// the look did (coherence), and the handshake (module docs) makes either the look see it
+/// or the sleeper's re-check see the change. `core/tests/loom_futex.rs` checks it with the
+/// gate rationing. Who can be late: a live sleeper counted in the stale part (one that
+/// stayed between its announcement and its `FUTEX_WAIT` through all those wakes), or one
+/// that announces while another leaves (the count does not rise); the next rationed wake
+/// or its own timeout ends its sleep.
+///
+/// The state is atomics, not cells, so that a notifier shared by threads stays `Sync`; it
+/// is process-local and only steers a heuristic (Relaxed throughout, and not loom atomics:
+/// the models drive it from one thread).
+#[derive(Debug, Default)]
+pub struct WakeGate {
+    /// When the current run of wakes that woke nobody began (0: the last wake woke someone).
+    futile_since: AtomicU64,
+    /// How many wakes that run holds.
+    futile: AtomicU32,
+    /// Part of the count is taken for dead sleepers': wakes are rationed.
+    suspect: AtomicBool,
+    /// That part: the count when the suspicion began, or the lowest seen since.
+    stale: AtomicU32,
+    /// Publishes since the last rationed wake or look at the clock.
+    skipped: AtomicU32,
+    /// When the last rationed wake was made.
+    last_wake: AtomicU64,
+}
+
+impl WakeGate {
+    /// A gate that has seen no wake.
+    pub const fn new() -> WakeGate {
+        WakeGate {
+            futile_since: AtomicU64::new(0),
+            futile: AtomicU32::new(0),
+            suspect: AtomicBool::new(false),
+            stale: AtomicU32::new(0),
+            skipped: AtomicU32::new(0),
+            last_wake: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether part of the count is taken for dead sleepers' right now.
+    pub fn suspects_stale_sleeper(&self) -> bool {
+        self.suspect.load(Relaxed)
+    }
+
+    /// One wake after a notify that found a sleeper counted: `syscall` (the `FUTEX_WAKE`,
+    /// returning how many it woke, negative on an error), unless part of the count is
+    /// taken for dead sleepers' and the wake is not due (see the type's docs). `count` reads the
+    /// ring's sleeper count, `now` the clock (nanoseconds); the clock is read only on a
+    /// wake that woke nobody and on every [`STALE_WAKE_EVERY`]-th skipped one.
+    #[inline]
+    pub fn wake(
+        &self,
+        count: impl Fn() -> u32,
+        now: impl Fn() -> u64,
+        syscall: impl FnOnce() -> i64,
+    ) {
+        if self.suspect.load(Relaxed) {
+            self.rationed(count(), now, syscall);
+            return;
+        }
+        if syscall() > 0 {
+            if self.futile_since.load(Relaxed) != 0 {
+                self.futile_since.store(0, Relaxed);
+                self.futile.store(0, Relaxed);
+            }
+            return;
+        }
+        self.woke_nobody(now(), count);
+    }
+
+    /// The bookkeeping of a wake that woke nobody, out of the way of the one that did.
+    #[cold]
+    fn woke_nobody(&self, t: u64, count: impl Fn() -> u32) {
+        let since = self.futile_since.load(Relaxed);
+        let n = self.futile.load(Relaxed).saturating_add(1);
+        self.futile.store(n, Relaxed);
+        if since == 0 {
+            self.futile_since.store(t, Relaxed);
+        } else if n >= STALE_SLEEPER_WAKES
+            && t.saturating_sub(since) >= STALE_SLEEPER_AFTER.as_nanos() as u64
+        {
+            self.stale.store(count(), Relaxed);
+            self.skipped.store(0, Relaxed);
+            self.last_wake.store(t, Relaxed);
+            self.suspect.store(true, Relaxed);
+        }
+    }
+
+    /// A wake while part of the count (`stale`) is taken for dead sleepers'.
+    #[inline]
+    fn rationed(&self, c: u32, now: impl Fn() -> u64, syscall: impl FnOnce() -> i64) {
+        let mut stale = self.stale.load(Relaxed);
+        if c < stale {
+            // Some of it was alive after all, and has left: the rest may still be dead.
+            stale = c;
+            self.stale.store(c, Relaxed);
+        }
+        if c == stale {
+            let k = self.skipped.load(Relaxed) + 1;
+            if k < STALE_WAKE_EVERY {
+                self.skipped.store(k, Relaxed);
+                return;
+            }
+            self.skipped.store(0, Relaxed);
+            let t = now();
+            if t.saturating_sub(self.last_wake.load(Relaxed))
+                < STALE_WAKE_INTERVAL.as_nanos() as u64
+            {
+                return;
+            }
+            self.last_wake.store(t, Relaxed);
+        }
+        // More woken than the sleepers who announced since: part of `stale` was alive.
+        if syscall() > i64::from(c - stale) {
+            self.suspect.store(false, Relaxed);
+            self.futile_since.store(0, Relaxed);
+            self.futile.store(0, Relaxed);
+        }
+    }
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
@@ -219,5 +378,103 @@ mod tests {
         assert_eq!(p.waiters.load(Ordering::Relaxed), 1);
         drop(a);
         assert_eq!(p.waiters.load(Ordering::Relaxed), 0);
+    }
+
+    const MS: u64 = 1_000_000;
+    const US: u64 = 1_000;
+
+    /// Drives `g` with one wake at each time of `at` (ns), the ring counting `count`
+    /// sleepers and each wake waking `woken`; returns how many of them made the system call.
+    fn wakes(g: &WakeGate, at: impl IntoIterator<Item = u64>, count: u32, woken: i64) -> usize {
+        let calls = core::cell::Cell::new(0);
+        for t in at {
+            g.wake(
+                || count,
+                || t,
+                || {
+                    calls.set(calls.get() + 1);
+                    woken
+                },
+            );
+        }
+        calls.get()
+    }
+
+    /// A gate that has made `STALE_SLEEPER_WAKES` wakes that woke nobody over 10 ms, from
+    /// 1 ms to 11 ms, on a ring counting `count` sleepers.
+    fn suspecting(count: u32) -> WakeGate {
+        let g = WakeGate::default();
+        let n = u64::from(STALE_SLEEPER_WAKES);
+        let at = (0..n).map(|i| MS + i * 10 * MS / (n - 1));
+        assert_eq!(wakes(&g, at, count, 0), n as usize);
+        assert!(g.suspect.load(Relaxed));
+        g
+    }
+
+    /// Wakes that woke nobody are all made until they have gone on for 10 ms and 64 wakes;
+    /// then, while the count stays put, only every 64th publish may wake, and only 100 µs
+    /// after the last wake.
+    #[test]
+    fn a_gate_rations_wakes_only_after_10_ms_and_64_of_them_woke_nobody() {
+        // 10 s of wakes that woke nobody, but only 63 of them: every one is made.
+        let g = WakeGate::default();
+        let n = u64::from(STALE_SLEEPER_WAKES) - 1;
+        assert_eq!(wakes(&g, (1..=n).map(|i| i * 160 * MS), 1, 0), n as usize);
+        assert!(!g.suspect.load(Relaxed));
+        // 1,000 of them within 9 ms: every one is made.
+        let g = WakeGate::default();
+        assert_eq!(wakes(&g, (1..=1000).map(|i| i * 9 * US), 1, 0), 1000);
+        assert!(!g.suspect.load(Relaxed));
+        // Then, 10 ms after the first, they are rationed. Of 1,000 publishes 1 µs apart
+        // (1 ms in all), every 64th looks at the clock, and those 128 µs after the last
+        // wake (the 128th, 256th, ... 896th) wake: 7.
+        let g = suspecting(1);
+        assert_eq!(wakes(&g, (1..=1000).map(|i| 11 * MS + i * US), 1, 0), 7);
+        // Publishes 1 ms apart: every 64th wakes.
+        assert_eq!(wakes(&g, (1..=640).map(|i| 20 * MS + i * MS), 1, 0), 10);
+        assert!(g.suspect.load(Relaxed));
+    }
+
+    /// While rationing, a count above the stale part (a sleeper announced since) makes
+    /// every publish wake, without ending the rationing; a lower count lowers the stale
+    /// part.
+    #[test]
+    fn a_gate_wakes_sleepers_who_announce_while_it_rations() {
+        let g = suspecting(2);
+        // A live sleeper joins the two dead ones: each wake wakes it.
+        assert_eq!(wakes(&g, (1..=100).map(|i| 11 * MS + i * US), 3, 1), 100);
+        assert!(g.suspect.load(Relaxed));
+        // It left; the count is back to the stale part: rationed again.
+        assert_eq!(wakes(&g, (1..=62).map(|i| 12 * MS + i * US), 2, 0), 0);
+        // One of the two was alive and left: the stale part is now 1, and a newcomer that
+        // makes it 2 again is woken at once.
+        assert_eq!(wakes(&g, [13 * MS], 1, 0), 0);
+        assert_eq!(wakes(&g, (1..=10).map(|i| 13 * MS + i * US), 2, 1), 10);
+        assert!(g.suspect.load(Relaxed));
+    }
+
+    /// A wake that wakes more sleepers than announced since the suspicion began ends the
+    /// rationing at once, and in the normal state a wake that wakes someone restarts the
+    /// count, so wakes that woke nobody between ones that did never add up.
+    #[test]
+    fn a_wake_that_wakes_a_sleeper_taken_for_dead_ends_the_rationing() {
+        let g = suspecting(1);
+        // The rationed wake (the 64th publish, 128 µs on) wakes the sleeper taken for dead.
+        assert_eq!(wakes(&g, (1..=63).map(|i| 11 * MS + i * US), 1, 1), 0);
+        assert_eq!(wakes(&g, [11 * MS + 128 * US], 1, 1), 1);
+        assert!(!g.suspect.load(Relaxed));
+        assert_eq!(wakes(&g, (1..=500).map(|i| 12 * MS + i * US), 1, 1), 500);
+        // A wake made for a newcomer that wakes two: the other was the one taken for dead.
+        let g = suspecting(1);
+        assert_eq!(wakes(&g, [11 * MS + US], 2, 2), 1);
+        assert!(!g.suspect.load(Relaxed));
+        // 20 ms of wakes that woke nobody, with one that woke someone every 5 ms.
+        let g = WakeGate::default();
+        for burst in 0..4 {
+            let t0 = MS + burst * 5 * MS;
+            assert_eq!(wakes(&g, (0..100).map(|i| t0 + i * 40 * US), 1, 0), 100);
+            assert_eq!(wakes(&g, [t0 + 4 * MS + 500 * US], 1, 1), 1);
+        }
+        assert!(!g.suspect.load(Relaxed));
     }
 }

@@ -25,7 +25,7 @@
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use ringwire_core::broadcast::{Producer, Wake};
-use ringwire_core::futex::FutexPair;
+use ringwire_core::futex::{FutexPair, STALE_SLEEPER_WAKES, WakeGate};
 use ringwire_core::queue::{
     MpmcQueue, QueueGeometry, QueueKind, QueueView, SpscConsumer, SpscProducer,
 };
@@ -43,15 +43,16 @@ fn model(f: impl Fn() + Sync + Send + 'static) {
 /// The kernel's futex for one word: `wait` compares the word and queues the caller under
 /// the lock that `wake` takes, so a wake after the comparison always finds the sleeper.
 struct Futex {
-    /// Wake generation: a sleeper returns once it changed.
-    woken: Mutex<u64>,
+    /// Wake generation (a sleeper returns once it changed), and the sleepers queued since
+    /// the last wake.
+    woken: Mutex<(u64, u32)>,
     cv: Condvar,
 }
 
 impl Futex {
     fn new() -> Futex {
         Futex {
-            woken: Mutex::new(0),
+            woken: Mutex::new((0, 0)),
             cv: Condvar::new(),
         }
     }
@@ -64,17 +65,19 @@ impl Futex {
         if word.load(Ordering::Relaxed) != v {
             return;
         }
-        let seen = *g;
-        while *g == seen {
+        let seen = g.0;
+        g.1 += 1;
+        while g.0 == seen {
             g = self.cv.wait(g).unwrap();
         }
     }
 
-    /// `FUTEX_WAKE` of every sleeper.
-    fn wake(&self) {
+    /// `FUTEX_WAKE` of every sleeper; returns how many were queued (as the kernel does).
+    fn wake(&self) -> u32 {
         let mut g = self.woken.lock().unwrap();
-        *g += 1;
+        g.0 += 1;
         self.cv.notify_all();
+        core::mem::take(&mut g.1)
     }
 }
 
@@ -105,6 +108,25 @@ struct ModelWake(Arc<Futex>);
 impl Wake for ModelWake {
     fn wake(&self, _view: &RingView) {
         self.0.wake();
+    }
+}
+
+/// A producer's waker that rations its wakes with the real [`WakeGate`], as the std
+/// `FutexWake` does: the sleeper count read after the publish, a clock stopped at `now`.
+struct GatedWake {
+    futex: Arc<Futex>,
+    gate: WakeGate,
+    now: u64,
+}
+
+impl Wake for GatedWake {
+    fn wake(&self, view: &RingView) {
+        self.gate.wake(
+            // Relaxed: as the std FutexWake's reload.
+            || view.waiting_consumers().load(Ordering::Relaxed),
+            || self.now,
+            || i64::from(self.futex.wake()),
+        );
     }
 }
 
@@ -380,4 +402,58 @@ fn a_recheck_before_the_announcement_loses_the_wake_up() {
         }
         w.join().unwrap();
     });
+}
+
+/// A gate taking `stale` sleepers for dead: `STALE_SLEEPER_WAKES` wakes that woke nobody
+/// from 1 ms to 13.6 ms, the count reading `stale`; returns it and the time of its last
+/// wake (from which on no rationed wake is due before a notify makes the count rise).
+fn rationing(stale: u32) -> (WakeGate, u64) {
+    let gate = WakeGate::new();
+    let mut t = 0;
+    for i in 0..u64::from(STALE_SLEEPER_WAKES) {
+        t = 1_000_000 + i * 200_000;
+        gate.wake(|| stale, || t, || 0);
+    }
+    assert!(gate.suspects_stale_sleeper());
+    (gate, t)
+}
+
+/// A ring whose count holds a sleeper that died asleep, its producer's waker rationing
+/// (`WakeGate`, the std `FutexWake`'s): a live reader that sleeps for the next record is
+/// still woken by its publish. The clock stands still, so no rationed wake falls due: only
+/// the count the reader raised can make the wake.
+fn rationed_wake(taken_for_dead: u32) {
+    model(move || {
+        let view = ring();
+        // Relaxed: before any other thread exists.
+        view.waiting_consumers().store(1, Ordering::Relaxed);
+        let futex = Arc::new(Futex::new());
+        let (gate, now) = rationing(taken_for_dead);
+        let waker = GatedWake {
+            futex: futex.clone(),
+            gate,
+            now,
+        };
+        let mut p = Producer::new(view.clone(), waker).unwrap();
+        let w = thread::spawn(move || {
+            p.push(&1u64.to_le_bytes());
+        });
+        sleep_until(view.futex(), &futex, || published(&view, 1));
+        w.join().unwrap();
+        // Relaxed: every thread has joined; the dead sleeper's count stays.
+        assert_eq!(view.waiting_consumers().load(Ordering::Relaxed), 1);
+    });
+}
+
+#[test]
+fn a_rationing_producer_still_wakes_a_new_sleeper() {
+    rationed_wake(1);
+}
+
+/// The model is not vacuous: a gate that takes the live reader's count for dead too (a
+/// stale part of 2 while the count is 2) makes no wake, and the reader sleeps forever.
+#[test]
+#[should_panic(expected = "deadlock")]
+fn a_gate_that_takes_a_new_sleeper_for_dead_loses_the_wake_up() {
+    rationed_wake(2);
 }

@@ -34,13 +34,11 @@
 //! long (`RingView::publish_fenced` closes the window without membarrier).
 
 use std::sync::OnceLock;
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64};
 use std::time::{Duration, Instant};
 
 use ringwire_core::RingView;
 use ringwire_core::broadcast::{LOOKASIDE_POLLS, Wake};
-use ringwire_core::futex::FutexPair;
+use ringwire_core::futex::{FutexPair, WakeGate};
 use ringwire_core::layout::{Flags, SLOT_WRITING};
 use ringwire_core::sync::Ordering;
 
@@ -569,22 +567,6 @@ pub fn wake_all(ring: &RingView) {
     sys::futex_wake_all(ring.futex_word().as_ptr());
 }
 
-/// How long every `FUTEX_WAKE` of a [`FutexWake`] must have woken nobody, and at least
-/// [`STALE_SLEEPER_WAKES`] of them, before it takes the sleeper count for a dead sleeper's.
-pub const STALE_SLEEPER_AFTER: Duration = Duration::from_millis(10);
-
-/// How many `FUTEX_WAKE`s in a row must have woken nobody (over at least
-/// [`STALE_SLEEPER_AFTER`]) before a [`FutexWake`] takes the count for a dead sleeper's.
-pub const STALE_SLEEPER_WAKES: u32 = 64;
-
-/// While a [`FutexWake`] takes the sleeper count for a dead sleeper's and the count has not
-/// risen, it makes a `FUTEX_WAKE` on every this-many-th publish, if the last was at least
-/// [`STALE_WAKE_INTERVAL`] ago.
-pub const STALE_WAKE_EVERY: u32 = 64;
-
-/// See [`STALE_WAKE_EVERY`].
-pub const STALE_WAKE_INTERVAL: Duration = Duration::from_micros(100);
-
 /// The std side of the core's [`Wake`]: a shared `FUTEX_WAKE` of every sleeper on the
 /// ring's futex word (the core has already bumped it), which stops paying for a sleeper
 /// that died asleep.
@@ -596,28 +578,18 @@ pub const STALE_WAKE_INTERVAL: Duration = Duration::from_micros(100);
 /// process) stays counted, and spec §11 has no way to retire it: from then on every
 /// publish finds a sleeper and makes a `FUTEX_WAKE` system call that wakes nobody, about
 /// 240 ns per push on this project's test VM instead of about 1 ns, until the ring is
-/// recreated (`cargo run --release -p ringwire-tests --example stale_sleeper`).
+/// recreated.
 ///
-/// So this waker watches what its wakes do. A live sleeper is woken by the first wake
-/// after it sleeps (or never sleeps: its re-check finds the record). When every wake has
-/// woken nobody for [`STALE_SLEEPER_AFTER`] and [`STALE_SLEEPER_WAKES`] wakes, the count
-/// is taken for dead sleepers': the count then (or the lowest seen since) is the stale
-/// part. After that a publish makes a `FUTEX_WAKE` only when the count is above the stale
-/// part (a sleeper announced itself since), and otherwise on every
-/// [`STALE_WAKE_EVERY`]-th publish if the last wake was [`STALE_WAKE_INTERVAL`] ago or
-/// more. The publishes in between still bump the futex word (the core does that before
-/// calling [`Wake::wake`]) and cost a load of the count. A wake that wakes more sleepers
-/// than the count has above the stale part proves part of it alive and ends it all.
-///
-/// A live sleeper counted in the stale part (one that stayed between its announcement and
-/// its `FUTEX_WAIT` through all those wakes), or one that announces while another leaves
-/// (the count does not rise), is woken by the next of those rationed wakes or by its own
-/// timeout ([`FutexWait`]: at most 50 ms by default): later than it would have been,
-/// never lost. A sleeper that announces while the count shows only the stale part is
-/// woken by the first publish after its announcement, as before (the count it raised is
-/// read after the publish, as the core's look at it is: spec §11's handshake holds).
-/// [`FutexWake::strict`] wakes on every publish, whatever it costs. `ringwire stat` shows
-/// the count; a ring recreated by its producer starts at 0.
+/// So this waker rations its wakes through a [`WakeGate`]: once they have woken nobody for
+/// 10 ms (and 64 wakes), a publish wakes only when the count rises above what it was then
+/// (a sleeper announced itself since), plus one wake per 64 publishes at most every 100
+/// µs. The publishes in between still bump the futex word (the core does that before
+/// calling [`Wake::wake`]) and cost a load of the count: about 7 ns per push
+/// (`cargo run --release -p ringwire-tests --example stale_sleeper`). A sleeper that
+/// announces itself then is woken by the first publish after it, as before; the gate's
+/// docs name the few that can be late (never later than their own timeout, 50 ms by
+/// default for [`FutexWait`]). [`FutexWake::strict`] wakes on every publish, whatever it
+/// costs. `ringwire stat` shows the count; a ring recreated by its producer starts at 0.
 #[derive(Debug, Default)]
 pub struct FutexWake {
     gate: WakeGate,
@@ -642,7 +614,7 @@ impl FutexWake {
     /// Whether this waker takes part of the sleeper count for dead sleepers right now (see
     /// the type's docs).
     pub fn suspects_stale_sleeper(&self) -> bool {
-        self.gate.suspect.load(Relaxed)
+        self.gate.suspects_stale_sleeper()
     }
 
     /// Wakes the sleepers of `view`'s futex word after a publish that found one counted
@@ -682,104 +654,12 @@ impl Wake for FutexWake {
     }
 }
 
-/// Nanoseconds on a monotonic clock since the first call in this process (at least 1).
+/// Nanoseconds on a monotonic clock since the first call in this process (at least 1: the
+/// gate takes 0 for "never").
 fn monotonic_ns() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     let epoch = *EPOCH.get_or_init(Instant::now);
     (epoch.elapsed().as_nanos() as u64).max(1)
-}
-
-/// The state of [`FutexWake`]'s watch over its wakes. Relaxed atomics, not cells, so that
-/// a handle shared by threads (the lossy MPMC ring's producers) stays `Sync`; two threads
-/// racing on it only blur a heuristic, never a wake the protocol needs: every wake it
-/// skips is one [`FutexWake`]'s docs allow it to skip.
-#[derive(Debug, Default)]
-struct WakeGate {
-    /// When the current run of wakes that woke nobody began (0: the last wake woke someone).
-    futile_since: AtomicU64,
-    /// How many wakes that run holds.
-    futile: AtomicU32,
-    /// Part of the count is taken for dead sleepers': wakes are rationed.
-    suspect: AtomicBool,
-    /// That part: the count when the suspicion began, or the lowest seen since.
-    stale: AtomicU32,
-    /// Publishes since the last rationed wake or look at the clock.
-    skipped: AtomicU32,
-    /// When the last rationed wake was made.
-    last_wake: AtomicU64,
-}
-
-impl WakeGate {
-    /// One wake after a publish that found a sleeper counted: `syscall` (the `FUTEX_WAKE`,
-    /// returning how many it woke, negative on an error), unless part of the count is
-    /// suspected stale and the wake is not due (see [`FutexWake`]). `count` reads the
-    /// ring's sleeper count, `now` the clock (nanoseconds); the clock is read only on a
-    /// wake that woke nobody and on every [`STALE_WAKE_EVERY`]-th skipped one.
-    #[inline]
-    fn wake(&self, count: impl Fn() -> u32, now: impl Fn() -> u64, syscall: impl FnOnce() -> i64) {
-        if self.suspect.load(Relaxed) {
-            self.rationed(count(), now, syscall);
-            return;
-        }
-        if syscall() > 0 {
-            if self.futile_since.load(Relaxed) != 0 {
-                self.futile_since.store(0, Relaxed);
-                self.futile.store(0, Relaxed);
-            }
-            return;
-        }
-        self.woke_nobody(now(), count);
-    }
-
-    /// The bookkeeping of a wake that woke nobody, out of the way of the one that did.
-    #[cold]
-    fn woke_nobody(&self, t: u64, count: impl Fn() -> u32) {
-        let since = self.futile_since.load(Relaxed);
-        let n = self.futile.load(Relaxed).saturating_add(1);
-        self.futile.store(n, Relaxed);
-        if since == 0 {
-            self.futile_since.store(t, Relaxed);
-        } else if n >= STALE_SLEEPER_WAKES
-            && t.saturating_sub(since) >= STALE_SLEEPER_AFTER.as_nanos() as u64
-        {
-            self.stale.store(count(), Relaxed);
-            self.skipped.store(0, Relaxed);
-            self.last_wake.store(t, Relaxed);
-            self.suspect.store(true, Relaxed);
-        }
-    }
-
-    /// A wake while part of the count (`stale`) is taken for dead sleepers'.
-    #[inline]
-    fn rationed(&self, c: u32, now: impl Fn() -> u64, syscall: impl FnOnce() -> i64) {
-        let mut stale = self.stale.load(Relaxed);
-        if c < stale {
-            // Some of it was alive after all, and has left: the rest may still be dead.
-            stale = c;
-            self.stale.store(c, Relaxed);
-        }
-        if c == stale {
-            let k = self.skipped.load(Relaxed) + 1;
-            if k < STALE_WAKE_EVERY {
-                self.skipped.store(k, Relaxed);
-                return;
-            }
-            self.skipped.store(0, Relaxed);
-            let t = now();
-            if t.saturating_sub(self.last_wake.load(Relaxed))
-                < STALE_WAKE_INTERVAL.as_nanos() as u64
-            {
-                return;
-            }
-            self.last_wake.store(t, Relaxed);
-        }
-        // More woken than the sleepers who announced since: part of `stale` was alive.
-        if syscall() > i64::from(c - stale) {
-            self.suspect.store(false, Relaxed);
-            self.futile_since.store(0, Relaxed);
-            self.futile.store(0, Relaxed);
-        }
-    }
 }
 
 #[cfg(test)]
@@ -888,104 +768,6 @@ mod tests {
     fn yield_backoff_default_spins_64_times_as_ringfire() {
         let b = YieldBackoff::default();
         assert_eq!((b.max_spins, b.spins), (64, 0));
-    }
-
-    const MS: u64 = 1_000_000;
-    const US: u64 = 1_000;
-
-    /// Drives `g` with one wake at each time of `at` (ns), the ring counting `count`
-    /// sleepers and each wake waking `woken`; returns how many of them made the system call.
-    fn wakes(g: &WakeGate, at: impl IntoIterator<Item = u64>, count: u32, woken: i64) -> usize {
-        let calls = core::cell::Cell::new(0);
-        for t in at {
-            g.wake(
-                || count,
-                || t,
-                || {
-                    calls.set(calls.get() + 1);
-                    woken
-                },
-            );
-        }
-        calls.get()
-    }
-
-    /// A gate that has made `STALE_SLEEPER_WAKES` wakes that woke nobody over 10 ms, from
-    /// 1 ms to 11 ms, on a ring counting `count` sleepers.
-    fn suspecting(count: u32) -> WakeGate {
-        let g = WakeGate::default();
-        let n = u64::from(STALE_SLEEPER_WAKES);
-        let at = (0..n).map(|i| MS + i * 10 * MS / (n - 1));
-        assert_eq!(wakes(&g, at, count, 0), n as usize);
-        assert!(g.suspect.load(Relaxed));
-        g
-    }
-
-    /// Wakes that woke nobody are all made until they have gone on for 10 ms and 64 wakes;
-    /// then, while the count stays put, only every 64th publish may wake, and only 100 µs
-    /// after the last wake.
-    #[test]
-    fn a_gate_rations_wakes_only_after_10_ms_and_64_of_them_woke_nobody() {
-        // 10 s of wakes that woke nobody, but only 63 of them: every one is made.
-        let g = WakeGate::default();
-        let n = u64::from(STALE_SLEEPER_WAKES) - 1;
-        assert_eq!(wakes(&g, (1..=n).map(|i| i * 160 * MS), 1, 0), n as usize);
-        assert!(!g.suspect.load(Relaxed));
-        // 1,000 of them within 9 ms: every one is made.
-        let g = WakeGate::default();
-        assert_eq!(wakes(&g, (1..=1000).map(|i| i * 9 * US), 1, 0), 1000);
-        assert!(!g.suspect.load(Relaxed));
-        // Then, 10 ms after the first, they are rationed. Of 1,000 publishes 1 µs apart
-        // (1 ms in all), every 64th looks at the clock, and those 128 µs after the last
-        // wake (the 128th, 256th, ... 896th) wake: 7.
-        let g = suspecting(1);
-        assert_eq!(wakes(&g, (1..=1000).map(|i| 11 * MS + i * US), 1, 0), 7);
-        // Publishes 1 ms apart: every 64th wakes.
-        assert_eq!(wakes(&g, (1..=640).map(|i| 20 * MS + i * MS), 1, 0), 10);
-        assert!(g.suspect.load(Relaxed));
-    }
-
-    /// While rationing, a count above the stale part (a sleeper announced since) makes
-    /// every publish wake, without ending the rationing; a lower count lowers the stale
-    /// part.
-    #[test]
-    fn a_gate_wakes_sleepers_who_announce_while_it_rations() {
-        let g = suspecting(2);
-        // A live sleeper joins the two dead ones: each wake wakes it.
-        assert_eq!(wakes(&g, (1..=100).map(|i| 11 * MS + i * US), 3, 1), 100);
-        assert!(g.suspect.load(Relaxed));
-        // It left; the count is back to the stale part: rationed again.
-        assert_eq!(wakes(&g, (1..=62).map(|i| 12 * MS + i * US), 2, 0), 0);
-        // One of the two was alive and left: the stale part is now 1, and a newcomer that
-        // makes it 2 again is woken at once.
-        assert_eq!(wakes(&g, [13 * MS], 1, 0), 0);
-        assert_eq!(wakes(&g, (1..=10).map(|i| 13 * MS + i * US), 2, 1), 10);
-        assert!(g.suspect.load(Relaxed));
-    }
-
-    /// A wake that wakes more sleepers than announced since the suspicion began ends the
-    /// rationing at once, and in the normal state a wake that wakes someone restarts the
-    /// count, so wakes that woke nobody between ones that did never add up.
-    #[test]
-    fn a_wake_that_wakes_a_sleeper_taken_for_dead_ends_the_rationing() {
-        let g = suspecting(1);
-        // The rationed wake (the 64th publish, 128 µs on) wakes the sleeper taken for dead.
-        assert_eq!(wakes(&g, (1..=63).map(|i| 11 * MS + i * US), 1, 1), 0);
-        assert_eq!(wakes(&g, [11 * MS + 128 * US], 1, 1), 1);
-        assert!(!g.suspect.load(Relaxed));
-        assert_eq!(wakes(&g, (1..=500).map(|i| 12 * MS + i * US), 1, 1), 500);
-        // A wake made for a newcomer that wakes two: the other was the one taken for dead.
-        let g = suspecting(1);
-        assert_eq!(wakes(&g, [11 * MS + US], 2, 2), 1);
-        assert!(!g.suspect.load(Relaxed));
-        // 20 ms of wakes that woke nobody, with one that woke someone every 5 ms.
-        let g = WakeGate::default();
-        for burst in 0..4 {
-            let t0 = MS + burst * 5 * MS;
-            assert_eq!(wakes(&g, (0..100).map(|i| t0 + i * 40 * US), 1, 0), 100);
-            assert_eq!(wakes(&g, [t0 + 4 * MS + 500 * US], 1, 1), 1);
-        }
-        assert!(!g.suspect.load(Relaxed));
     }
 
     /// A sleeper killed asleep stays counted (spec §11). The producer's wakes then wake
