@@ -656,7 +656,7 @@ impl Wake for FutexWake {
 
 /// Nanoseconds on a monotonic clock since the first call in this process (at least 1: the
 /// gate takes 0 for "never").
-fn monotonic_ns() -> u64 {
+pub(crate) fn monotonic_ns() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     let epoch = *EPOCH.get_or_init(Instant::now);
     (epoch.elapsed().as_nanos() as u64).max(1)

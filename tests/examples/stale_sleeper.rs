@@ -16,7 +16,13 @@
 //! Prints each way's time per push over the rounds (median, min – max) and the ratios
 //! `stale_strict ÷ stale` and `stale_strict ÷ stale_rationed` within each round.
 //!
-//! `cargo run --release -p ringwire-tests --example stale_sleeper -- [ITEMS] [ROUNDS]`
+//! Then the same for an MPMC queue file of 4,096 `u64`s, whose `data_waiters` a consumer
+//! killed asleep leaves at 1 while other handles keep the file open: push-pop pairs with
+//! the count at 0 (`queue_nobody`), then, on a handle opened afresh, with the count at 1:
+//! the first 20,000 pairs (`queue_stale_first`, a wake per push: they take under the 10 ms
+//! after which the handle rations its wakes), `ITEMS` pairs from there (`queue_stale`,
+//! rationing from about 10 ms in) and `ITEMS` more (`queue_stale_rationed`).
+//!
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
@@ -84,6 +90,59 @@ fn main() {
     println!("stale_strict ÷ stale, same round: {med:.1} (min {lo:.1}, max {hi:.1})");
     let (med, lo, hi) = summary(&mut ratios_rationed);
     println!("stale_strict ÷ stale_rationed, same round: {med:.1} (min {lo:.1}, max {hi:.1})");
+    queue(items, rounds);
+}
+
+/// The MPMC part (module docs): time per push-pop pair, three ways per round.
+fn queue(items: u64, rounds: usize) {
+    use std::os::unix::fs::FileExt;
+    let path = std::env::temp_dir().join(format!("ringwire-stale-queue-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let q = ringwire::queue::MpmcQueue::<u64>::create(&path, 4096).expect("queue");
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open");
+    let set_waiters = |n: u32| {
+        f.write_all_at(
+            &n.to_le_bytes(),
+            ringwire_core::queue::qhdr::DATA_WAITERS as u64,
+        )
+        .expect("pwrite")
+    };
+    let run = |q: &ringwire::queue::MpmcQueue<u64>, n: u64| {
+        let t0 = Instant::now();
+        for i in 0..n {
+            q.try_push(&i).expect("room");
+            assert_eq!(q.try_pop().expect("pop").0, Some(i));
+        }
+        t0.elapsed().as_nanos() as f64 / n as f64
+    };
+    let mut ns = vec![Vec::new(); 4];
+    for _ in 0..rounds {
+        set_waiters(0);
+        ns[0].push(run(&q, items));
+        // A fresh handle: its mapping's wakes have not been rationed yet.
+        let fresh = ringwire::queue::MpmcQueue::<u64>::open(&path).expect("open");
+        set_waiters(1);
+        ns[1].push(run(&fresh, 20_000));
+        ns[2].push(run(&fresh, items));
+        ns[3].push(run(&fresh, items));
+    }
+    set_waiters(0);
+    drop(q);
+    let _ = std::fs::remove_file(&path);
+    println!("MPMC queue: {items} push-pop pairs per way and round, {rounds} rounds");
+    let ways = [
+        "queue_nobody",
+        "queue_stale_first",
+        "queue_stale",
+        "queue_stale_rationed",
+    ];
+    for (way, v) in ways.iter().zip(&mut ns) {
+        let (med, lo, hi) = summary(v);
+        println!("{way:>21}: {med:8.1} ns per pair (min {lo:.1}, max {hi:.1})");
+    }
 }
 
 /// Median (the mean of the two middle values for an even count), min and max.

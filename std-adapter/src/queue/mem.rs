@@ -10,10 +10,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use memmap2::MmapMut;
 use ringwire_core::Region;
+use ringwire_core::futex::WakeGate;
 use ringwire_core::queue::{
     self as q, HealError, QueueAttachError, QueueExpect, QueueGeometry, QueueGeometryError,
     QueueInitError, QueueView, StuckSlot,
 };
+
+use super::wait::Side;
 
 /// Why a queue file or mapping cannot be set up. Each variant names the file
 /// ("anonymous" for in-process memory).
@@ -191,6 +194,9 @@ pub struct QueueMem {
     _lock: Option<File>,
     // What the open proved of other handles, and what it healed (see `reset_if_alone`).
     at_open: AtOpen,
+    // The MPMC handles' watch over their wakes of the data and the space side, shared by
+    // every handle on this mapping (see `wait::notify_gated`).
+    wake_gates: [WakeGate; 2],
 }
 
 /// What [`QueueMem::open`] found out about other handles on the file.
@@ -372,6 +378,7 @@ impl QueueMem {
             dir_synced: AtomicBool::new(false),
             _lock: Some(f),
             at_open: AtOpen::NotAlone,
+            wake_gates: Default::default(),
         })
     }
 
@@ -409,6 +416,7 @@ impl QueueMem {
             dir_synced: AtomicBool::new(false),
             _lock: Some(f),
             at_open,
+            wake_gates: Default::default(),
         })
     }
 
@@ -436,6 +444,7 @@ impl QueueMem {
             dir_synced: AtomicBool::new(true),
             _lock: None,
             at_open: AtOpen::NotAlone,
+            wake_gates: Default::default(),
         })
     }
 
@@ -466,6 +475,14 @@ impl QueueMem {
     /// Whether this process's notifiers may skip the fence (membarrier registered).
     pub(super) fn unfenced_notify(&self) -> bool {
         self.unfenced_notify
+    }
+
+    /// The gate of this mapping's MPMC wakes of `side` (see `wait::notify_gated`).
+    pub(super) fn wake_gate(&self, side: Side) -> &WakeGate {
+        match side {
+            Side::Data => &self.wake_gates[0],
+            Side::Space => &self.wake_gates[1],
+        }
     }
 
     /// The view, for this crate's typed handles, which keep the mapping alive in an `Arc`
@@ -647,7 +664,8 @@ fn creation_finished(path: &Path) -> bool {
 /// here (a live sleeper cannot be told from a dead one): it costs each push (or pop) one
 /// needless `FUTEX_WAKE` until the last handle closes and the file is opened again, or,
 /// for an SPSC queue, until the next handle takes the dead sleeper's role (see
-/// `spsc_bytes`).
+/// `spsc_bytes`). The MPMC handles ration those wakes once they have woken nobody for
+/// 10 ms (`wait::notify_gated`).
 ///
 /// An MPMC queue whose cursors and stamps no sequence of protocol steps leaves (checked at
 /// rest, `check_stamps_at_rest`: cursors and slot pages from different times after a machine

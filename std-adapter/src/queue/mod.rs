@@ -24,8 +24,10 @@
 //! issues `membarrier(GLOBAL_EXPEDITED)` instead; a process whose membarrier registration
 //! failed keeps a SeqCst fence there), and wakes them only if there are any. A sleeper that
 //! dies asleep cannot uncount itself: its count is cleared by the next handle to take its
-//! SPSC role, and in any queue file by a handle that opens it with no other handle alive;
-//! until then each push (or pop) on its side issues one needless `FUTEX_WAKE`.
+//! SPSC role, and in any queue file by a handle that opens it with no other handle alive.
+//! Until then each push (or pop) on its side issues one needless `FUTEX_WAKE`; the MPMC
+//! handles stop doing so once such wakes have woken nobody for 10 ms, as a broadcast
+//! producer does (`ringwire_core::futex::WakeGate`, [`crate::FutexWake`]).
 //!
 //! An MPMC slot left stuck by a producer that died mid-push, or a consumer that died
 //! mid-pop, stops the queue at that slot until it is healed

@@ -11,7 +11,7 @@ use ringwire_core::queue::{
 };
 
 use super::mem::{QueueFileError, QueueMem};
-use super::wait::{Side, before, deadline_after, default_wait, notify_on, wait_side};
+use super::wait::{Side, before, deadline_after, default_wait, notify_gated, wait_side};
 use super::{Item, expect_for, geometry_for, wrong_kind};
 use crate::wait::WaitStrategy;
 
@@ -100,7 +100,12 @@ impl<T: Item> MpmcQueue<T> {
     /// Wakes the `side` sleepers after a push (`Data`) or a pop (`Space`).
     #[inline(always)]
     fn wake(&self, side: Side) {
-        notify_on(self.inner.view(), self.unfenced, side);
+        notify_gated(
+            self.inner.view(),
+            self.unfenced,
+            side,
+            self.mem.wake_gate(side),
+        );
     }
 
     /// Pushes one item and returns its position, or fails with [`PushError::Full`].
@@ -377,5 +382,59 @@ mod tests {
         assert_eq!(q.try_pop_with_pos(|_| ()), Ok(Some((1, 2))));
         assert_eq!(q.try_pop_with_pos(|_| ()), Ok(Some((2, 3))));
         assert_eq!(q.try_pop(), Ok((None, 0)));
+    }
+
+    /// A consumer killed asleep in another process leaves its count in `data_waiters`,
+    /// which other live handles keep (only a lone open clears it). The pushes' wakes then
+    /// wake nobody, and the mapping's gate rations them; a live consumer that sleeps later
+    /// is still woken by the next push, not by its 10 s timeout.
+    #[test]
+    fn pushes_ration_their_wakes_for_a_consumer_killed_asleep() {
+        let path = crate::queue::tests::tmp("mpmc-dead-sleeper");
+        let _rm = crate::queue::tests::Remove(path.clone());
+        let q = MpmcQueue::<u64>::create(&path, 64).unwrap();
+        let data = super::Side::Data;
+        // A child process opens the queue and sleeps on it, empty, until its alarm kills it.
+        let status = crate::test_fork::forked(1, || {
+            let Ok(c) = MpmcQueue::<u64>::open(&path) else {
+                return 2;
+            };
+            let mut wait = FutexWait::new(0, Some(Duration::from_secs(60)));
+            let _ = c.pop_timeout(&mut wait, Duration::from_secs(60));
+            3
+        });
+        let killed = libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGALRM;
+        let counted = q.mem.queue().data_waiters().load(Ordering::Relaxed);
+        let end = Instant::now() + Duration::from_secs(10);
+        let mut moved = 0u64;
+        while !q.mem.wake_gate(data).suspects_stale_sleeper() && Instant::now() < end {
+            q.try_push(&moved).unwrap();
+            assert_eq!(q.try_pop(), Ok((Some(moved), 0)));
+            moved += 1;
+        }
+        let suspected = q.mem.wake_gate(data).suspects_stale_sleeper();
+        let took = std::thread::scope(|s| {
+            let consumer = s.spawn(|| {
+                let t0 = Instant::now();
+                let mut wait = FutexWait::new(0, Some(Duration::from_secs(10)));
+                let r = q.pop_timeout(&mut wait, Duration::from_secs(20));
+                (r, t0.elapsed())
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            q.try_push(&u64::MAX).unwrap();
+            consumer.join().unwrap()
+        });
+        drop(q);
+        assert!(
+            killed,
+            "the sleeper child was not killed by its alarm: {status:#x}"
+        );
+        assert_eq!(counted, 1, "the dead sleeper is counted");
+        assert!(suspected, "no rationing after {moved} pushes in 10 s");
+        assert_eq!(took.0, Ok((Some(u64::MAX), 0)));
+        assert!(
+            took.1 < Duration::from_secs(5),
+            "the live consumer slept {took:?}"
+        );
     }
 }

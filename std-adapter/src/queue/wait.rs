@@ -5,8 +5,9 @@
 
 use std::time::{Duration, Instant};
 
-use ringwire_core::futex::FutexPair;
+use ringwire_core::futex::{FutexPair, WakeGate};
 use ringwire_core::queue::QueueView;
+use ringwire_core::sync::Ordering;
 
 use crate::sys;
 use crate::wait::{FutexWait, WaitStrategy};
@@ -72,6 +73,35 @@ pub(super) fn wake_on(view: &QueueView, side: Side) {
     let p = pair(view, side);
     p.bump();
     sys::futex_wake_all(p.word.as_ptr());
+}
+
+/// [`notify_on`] for the MPMC handles: the wake goes through `gate` (the mapping's, for
+/// `side`), which stops making a `FUTEX_WAKE` per push or pop for a sleeper that died
+/// asleep while other handles keep the file open (`WakeGate`, `crate::FutexWake` on the
+/// broadcast ring). A sleeper's announcement raises the count above the part taken for
+/// dead, so it is still woken by the next push or pop. Not for the SPSC handles: taking a
+/// role clears its side's count (`spsc_bytes::attach`), which the gate would take for a
+/// sleeper leaving, so a new sleeper there could wait for a rationed wake; and a dead SPSC
+/// peer's count costs at most a queue's worth of wakes before the queue fills or drains.
+#[inline(always)]
+pub(super) fn notify_gated(view: &QueueView, unfenced: bool, side: Side, gate: &WakeGate) {
+    if sleepers_on(view, unfenced, side) {
+        wake_gated(view, side, gate);
+    }
+}
+
+/// The rest of [`notify_gated`], out of line as [`wake_on`] is.
+#[cold]
+#[inline(never)]
+fn wake_gated(view: &QueueView, side: Side, gate: &WakeGate) {
+    let p = pair(view, side);
+    p.bump();
+    gate.wake(
+        // Relaxed: a reload of what `sleepers_on` has just read (see `FutexWake`).
+        || p.waiters.load(Ordering::Relaxed),
+        crate::wait::monotonic_ns,
+        || sys::futex_wake_all(p.word.as_ptr()),
+    );
 }
 
 /// The strategy of `push_blocking` / `pop_blocking`: 64 spins, then futex sleeps of at
