@@ -22,11 +22,16 @@
 //! Once 64 polls in a row at one cursor have found `write_seq` and the cursor's slot
 //! unchanged and nothing to read (a corrupt header: `write_seq` ahead of the slots), the
 //! poll arms the waiter to wait for either to change instead, so such a ring leaves the
-//! task and the waiter asleep, not waking each other. A waiter that is not armed blocks
-//! on a condition variable, not on the ring, so the producer never pays for it. An idle
-//! awaiting consumer therefore costs one sleeping thread, woken once per futex timeout
-//! (default [`DEFAULT_FUTEX_TIMEOUT`], 50 ms) to re-check the ring; a busy one costs
-//! nothing beyond the `try_recv` calls while records keep coming.
+//! task and the waiter asleep, not waking each other. After a sleep that ran to its
+//! timeout the waiter also looks at the consumer's registry slot: one that shows another
+//! cursor than the consumer's (a corrupt file scribbled on it) keeps a lossless producer
+//! waiting for a reader that, caught up, waits for the producer, so the waiter then wakes
+//! the task, and the consumer publishes its cursor again on its 64th empty poll in a row
+//! (a sync receive loop gets there after as many futex timeouts). A waiter that is not
+//! armed blocks on a condition variable, not on the ring, so the producer never pays for
+//! it. An idle awaiting consumer therefore costs one sleeping thread, woken once per futex
+//! timeout (default [`DEFAULT_FUTEX_TIMEOUT`], 50 ms) to re-check the ring; a busy one
+//! costs nothing beyond the `try_recv` calls while records keep coming.
 //!
 //! ringfire's knobs shorten the path for records that come close together, at the price of
 //! executor time: [`AsyncRingConsumer::with_spins`] has a poll try the ring more times before
@@ -40,18 +45,19 @@
 //! The waker is stored (under the mutex) before the poll returns `Pending`, and an armed
 //! waiter disarms itself only when it has seen `write_seq >= cursor` (at a cursor the
 //! consumer is stuck at: that, and `write_seq` or the cursor's slot changed since the poll
-//! loaded them, before its tries), waking the stored waker right after; so a task left
-//! `Pending` is always woken once its record is published. What §11 adds is promptness: the
-//! waiter's every sleep is one `FutexWait::wait_on` with what the poll armed it for (read
-//! under the mutex), which checks the ring first and, when it does sleep, reads the futex
-//! word, announces itself in `waiting_consumers`, issues the membarrier and checks again,
-//! so a publish it does not see bumps the word and issues `FUTEX_WAKE` after the word was
-//! read and the sleep ends at once (see [`wait`]). A publish between the poll's first try
-//! and the arming is caught by the poll's second try, or else by the waiter's first check.
-//! Only a producer that never wakes anyone (ringfire's Python producer) leaves the record
-//! to the end of the sleep, one futex timeout at most. A poll that arms the waiter and then
-//! finds a record in its second try leaves the waiter armed; its later wake is spurious,
-//! which wakers allow.
+//! loaded them, before its tries) or, after a sleep that timed out, the consumer's registry
+//! slot showing another cursor (see above), waking the stored waker right after; so a task
+//! left `Pending` is always woken once its record is published. What §11 adds is
+//! promptness: the waiter's every sleep is one `FutexWait::wait_on` with what the poll
+//! armed it for (read under the mutex), which checks the ring first and, when it does
+//! sleep, reads the futex word, announces itself in `waiting_consumers`, issues the
+//! membarrier and checks again, so a publish it does not see bumps the word and issues
+//! `FUTEX_WAKE` after the word was read and the sleep ends at once (see [`wait`]). A
+//! publish between the poll's first try and the arming is caught by the poll's second try,
+//! or else by the waiter's first check. Only a producer that never wakes anyone (ringfire's
+//! Python producer) leaves the record to the end of the sleep, one futex timeout at most. A
+//! poll that arms the waiter and then finds a record in its second try leaves the waiter
+//! armed; its later wake is spurious, which wakers allow.
 //!
 //! A woken task whose poll finds nothing (a hole of a sparse mirror ring, say) just arms
 //! the waiter again; this is the same re-check loop as [`RingConsumer::recv_blocking`]
@@ -103,6 +109,8 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use futures_core::{FusedStream, Stream};
+use ringwire_core::RingView;
+use ringwire_core::broadcast::registry;
 use zerocopy::FromBytes;
 
 use crate::consumer::{RecvStatus, RingConsumer};
@@ -169,6 +177,10 @@ struct State {
     /// the waiter (or at construction). Shared ownership: the waiter reads no ring that
     /// is not kept mapped by an `Arc` it holds, whatever the consumer is replaced with.
     ring: Arc<RingFile>,
+    /// The registry slot of the consumer wrapped at the last arming, if it holds one: after
+    /// a sleep that timed out the waiter wakes the task when that slot shows another
+    /// cursor than `target`'s, so that the consumer's polls publish its cursor again.
+    registry_slot: Option<u32>,
     /// The task waits: sleep on `ring` until the record at `cursor` may be read.
     armed: bool,
     /// The ring the waiter is in `FutexWait::wait_on` on (maybe asleep on its futex).
@@ -194,6 +206,7 @@ impl Shared {
                 waker: None,
                 target: WaitFor::default(),
                 ring,
+                registry_slot: None,
                 armed: false,
                 sleeping_on: None,
                 stop: false,
@@ -401,6 +414,7 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
             cx.waker(),
             self.consumer.shared_file(),
             self.idle.target(self.consumer.cursor()),
+            self.consumer.registry_slot(),
         );
         // Re-check after arming: a publish the first try missed but this one also misses
         // is one the armed waiter sees (module docs).
@@ -541,16 +555,23 @@ impl Waiter {
         self.thread.is_some()
     }
 
-    /// Stores `waker`, `ring` and `target` and arms the waiter thread. When `ring` is not
-    /// the ring the waiter sleeps on, that sleep is ended, so the waiter moves to `ring`
-    /// at once.
-    fn arm(&self, waker: &Waker, ring: &Arc<RingFile>, target: WaitFor) {
+    /// Stores `waker`, `ring`, `target` and the consumer's `registry_slot` and arms the
+    /// waiter thread. When `ring` is not the ring the waiter sleeps on, that sleep is
+    /// ended, so the waiter moves to `ring` at once.
+    fn arm(
+        &self,
+        waker: &Waker,
+        ring: &Arc<RingFile>,
+        target: WaitFor,
+        registry_slot: Option<u32>,
+    ) {
         let mut st = lock(&self.shared);
         match &mut st.waker {
             Some(w) if w.will_wake(waker) => {}
             slot => *slot = Some(waker.clone()),
         }
         st.target = target;
+        st.registry_slot = registry_slot;
         let mut old = None;
         let mut interrupt = None;
         if !Arc::ptr_eq(&st.ring, ring) {
@@ -651,6 +672,8 @@ fn spawn_waiter(shared: Arc<Shared>) -> std::io::Result<JoinHandle<()>> {
 fn run_waiter(shared: &Shared) {
     let mut st = lock(shared);
     let mut futex = FutexWait::new(0, Some(st.timeout));
+    // The last sleep ran to its timeout: the ring stood still for that long.
+    let mut timed_out = false;
     loop {
         if st.stop {
             return;
@@ -663,7 +686,10 @@ fn run_waiter(shared: &Shared) {
             continue;
         }
         let target = st.target;
-        if target.ready(st.ring.ring()) {
+        let idle = std::mem::take(&mut timed_out);
+        if target.ready(st.ring.ring())
+            || (idle && registry_stale(st.ring.ring(), st.registry_slot, target.cursor))
+        {
             st.armed = false;
             let waker = st.waker.take();
             drop(st);
@@ -682,6 +708,7 @@ fn run_waiter(shared: &Shared) {
         shared.interrupt.store(false, Ordering::Relaxed);
         st.sleeping_on = Some(Arc::clone(&ring));
         drop(st);
+        let timeouts = futex.stats().timed_out;
         // One bounded §11 sleep; it returns early when the target is ready, or when
         // `arm` or drop interrupts it (their flag is part of what it re-checks).
         futex.wait_on(ring.ring().futex(), None, || {
@@ -691,6 +718,7 @@ fn run_waiter(shared: &Shared) {
         st = lock(shared);
         let done = st.sleeping_on.take();
         st.stats = futex.stats();
+        timed_out = st.stats.timed_out != timeouts;
         if !Arc::ptr_eq(&st.ring, &ring) {
             // Possibly the last owners of a replaced mapping: unmapped outside the lock.
             drop(st);
@@ -699,6 +727,15 @@ fn run_waiter(shared: &Shared) {
             st = lock(shared);
         }
     }
+}
+
+/// Whether registry slot `slot` of `ring` (the waiting consumer's, if it holds one) shows
+/// another cursor than the consumer's `cursor`: a corrupt file scribbled on it, say. A
+/// lossless producer then waits for a reader that, caught up, waits for the producer; the
+/// consumer publishes its cursor again on its 64th empty poll in a row (as a sync receive
+/// loop polls after each futex timeout), so the waiter wakes the task for those polls.
+fn registry_stale(ring: &RingView, slot: Option<u32>, cursor: u64) -> bool {
+    slot.is_some_and(|s| registry::published_cursor(ring, s) != Some(cursor))
 }
 
 impl<T: FromBytes + 'static> Stream for AsyncRingConsumer<T> {
@@ -1190,6 +1227,40 @@ mod tests {
         // SAFETY: `ts` is a valid, writable timespec.
         assert_eq!(unsafe { libc::clock_gettime(clock, &mut ts) }, 0);
         Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
+    }
+
+    /// As the sync consumer's test of the same name: with the reader caught up, its registry
+    /// cursor scribbled a lap back holds a lossless producer's push, and the push holds the
+    /// reader. The waiter, which never woke the task while the ring stood still, held both
+    /// for good (the consumer republishes its cursor only on its 64th empty poll in a row).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_registry_cursor_scribbled_back_does_not_hold_a_lossless_producer_for_good() {
+        let t = TmpPath::new("scribbled-registry");
+        let mut tx = RingProducer::<u64>::builder(8)
+            .max_readers(2)
+            .flow_control(crate::FlowControl::LosslessBackpressure)
+            .build::<u64, _>(&t.0)
+            .unwrap();
+        // Short sleeps: the waiter looks at the registry slot after each that times out.
+        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap())
+            .unwrap()
+            .with_idle_sleep(Duration::from_millis(1));
+        tx.push_batch(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(rx.recv_batch(&mut [0; 8]).await, 8);
+        // `update_cursor` stands in for the scribble (the same store).
+        rx.get_ref().registration().unwrap().update_cursor(1);
+        assert_eq!(tx.headroom(), 0);
+        let pusher = std::thread::spawn(move || {
+            tx.push(&9);
+            tx
+        });
+        let got = tokio::time::timeout(Duration::from_secs(20), rx.recv()).await;
+        if got.is_err() {
+            // Lets the push through, so that the test ends.
+            rx.get_ref().registration().unwrap().update_cursor(9);
+        }
+        drop(pusher.join().unwrap());
+        assert_eq!(got, Ok(9), "the producer and the reader held each other");
     }
 
     #[tokio::test(flavor = "current_thread")]
