@@ -179,19 +179,21 @@ pub const STALE_WAKE_INTERVAL: Duration = Duration::from_micros(100);
 /// count's reader, a clock and its `FUTEX_WAKE` (returning how many it woke). A live
 /// sleeper is woken by the first wake after it sleeps (or never sleeps: its re-check finds
 /// the change). When every wake has woken nobody for [`STALE_SLEEPER_AFTER`] and
-/// [`STALE_SLEEPER_WAKES`] wakes, the count then is taken as dead sleepers' (the *stale
-/// part*; the lowest count seen since, if lower). After that a notify wakes only when the
-/// count is above the stale part (a sleeper announced itself since), and otherwise on
-/// every [`STALE_WAKE_EVERY`]-th notify if the last wake was [`STALE_WAKE_INTERVAL`] ago or
-/// more. A wake that wakes more sleepers than the count has above the stale part proves
-/// part of it alive and ends it all.
+/// [`STALE_SLEEPER_WAKES`] wakes, and the count read after each of them never fell to 0
+/// (a count of 0 proves that no dead sleeper is counted, and starts the run again), the
+/// lowest of those counts is taken as dead sleepers' (the *stale part*; the lowest count
+/// seen since, if lower). After that a notify wakes only when the count is above the stale
+/// part (a sleeper announced itself since), and otherwise on every [`STALE_WAKE_EVERY`]-th
+/// notify if the last wake was [`STALE_WAKE_INTERVAL`] ago or more. A wake that wakes more
+/// sleepers than the count has above the stale part proves part of it alive and ends it
+/// all.
 ///
 /// Why a sleeper who announces while only the stale part is counted is never missed: the
 /// count is read after the notify's own look at it, so it sees that announcement whenever
 /// the look did (coherence), and the handshake (module docs) makes either the look see it
 /// or the sleeper's re-check see the change. `core/tests/loom_futex.rs` checks it with the
-/// gate rationing. Who can be late: a live sleeper counted in the stale part (one that
-/// stayed between its announcement and its `FUTEX_WAIT` through all those wakes), or one
+/// gate rationing. Who can be late: a live sleeper counted in the stale part (one that was
+/// announced, and not yet in its `FUTEX_WAIT`, at every read of the run), or one
 /// that announces while another leaves (the count does not rise); the next rationed wake
 /// or its own timeout ends its sleep.
 ///
@@ -204,9 +206,12 @@ pub struct WakeGate {
     futile_since: AtomicU64,
     /// How many wakes that run holds.
     futile: AtomicU32,
+    /// The lowest sleeper count read after a wake of that run.
+    futile_min: AtomicU32,
     /// Part of the count is taken for dead sleepers': wakes are rationed.
     suspect: AtomicBool,
-    /// That part: the count when the suspicion began, or the lowest seen since.
+    /// That part: the lowest count of the run that began the suspicion, or the lowest seen
+    /// since.
     stale: AtomicU32,
     /// Publishes since the last rationed wake or look at the clock.
     skipped: AtomicU32,
@@ -220,6 +225,7 @@ impl WakeGate {
         WakeGate {
             futile_since: AtomicU64::new(0),
             futile: AtomicU32::new(0),
+            futile_min: AtomicU32::new(0),
             suspect: AtomicBool::new(false),
             stale: AtomicU32::new(0),
             skipped: AtomicU32::new(0),
@@ -259,17 +265,36 @@ impl WakeGate {
     }
 
     /// The bookkeeping of a wake that woke nobody, out of the way of the one that did.
+    ///
+    /// The count is read after every such wake. A count of 0 ends the run: whoever the
+    /// notify's look saw has retired, so no sleeper that died asleep is counted (its count
+    /// never goes away). Otherwise the lowest count the run saw becomes the stale part: a
+    /// live reader that keeps announcing itself and finding the next record at its re-check
+    /// (it never sleeps, so no wake wakes it) is counted at some of those reads and not at
+    /// others, and taking the count at the last one alone took it for a dead sleeper, after
+    /// which its sleeps were not woken until their own timeout.
     #[cold]
     fn woke_nobody(&self, t: u64, count: impl Fn() -> u32) {
+        let c = count();
+        if c == 0 {
+            self.futile_since.store(0, Relaxed);
+            self.futile.store(0, Relaxed);
+            return;
+        }
         let since = self.futile_since.load(Relaxed);
         let n = self.futile.load(Relaxed).saturating_add(1);
         self.futile.store(n, Relaxed);
         if since == 0 {
             self.futile_since.store(t, Relaxed);
-        } else if n >= STALE_SLEEPER_WAKES
+            self.futile_min.store(c, Relaxed);
+            return;
+        }
+        let min = self.futile_min.load(Relaxed).min(c);
+        self.futile_min.store(min, Relaxed);
+        if n >= STALE_SLEEPER_WAKES
             && t.saturating_sub(since) >= STALE_SLEEPER_AFTER.as_nanos() as u64
         {
-            self.stale.store(count(), Relaxed);
+            self.stale.store(min, Relaxed);
             self.skipped.store(0, Relaxed);
             self.last_wake.store(t, Relaxed);
             self.suspect.store(true, Relaxed);
@@ -451,6 +476,42 @@ mod tests {
         assert_eq!(wakes(&g, [13 * MS], 1, 0), 0);
         assert_eq!(wakes(&g, (1..=10).map(|i| 13 * MS + i * US), 2, 1), 10);
         assert!(g.suspect.load(Relaxed));
+    }
+
+    /// A live reader that keeps announcing itself and finding the next record at its
+    /// re-check never sleeps, so the wakes its announcements cause wake nobody, and the
+    /// count read after them is sometimes 1 (announced) and sometimes 0 (retired). That is
+    /// no sleeper that died asleep: nothing is rationed, and the reader's next real sleep
+    /// is woken by the next publish. (Taking the count after the last wake of the run for
+    /// the stale part took the reader itself for dead when it happened to be announced
+    /// then, and its sleeps waited out their timeout.) With a dead sleeper counted as well,
+    /// the count never reaches 0 and the lowest count of the run is the stale part.
+    #[test]
+    fn a_live_reader_that_never_sleeps_is_not_taken_for_a_dead_sleeper() {
+        let n = 2 * u64::from(STALE_SLEEPER_WAKES);
+        let run = |g: &WakeGate, live_only: bool| {
+            for i in 0..n {
+                // The last read of the run finds the reader announced.
+                let announced = i % 2 == 1 || i == n - 1;
+                let count = u32::from(!live_only) + u32::from(announced);
+                let made = wakes(g, [MS + i * 20 * MS / n], count, 0);
+                if live_only {
+                    assert_eq!(made, 1, "wake {i} of the run");
+                }
+            }
+        };
+        let g = WakeGate::default();
+        run(&g, true);
+        assert!(!g.suspect.load(Relaxed));
+        // The reader sleeps for real: the next publish wakes it.
+        assert_eq!(wakes(&g, [25 * MS], 1, 1), 1);
+        // One dead sleeper and the same live reader: rationed, with the dead one's count
+        // as the stale part, so the live reader's sleep (count 2) is woken at once.
+        let g = WakeGate::default();
+        run(&g, false);
+        assert!(g.suspect.load(Relaxed));
+        assert_eq!(wakes(&g, (1..=10).map(|i| 25 * MS + i * US), 2, 1), 10);
+        assert_eq!(wakes(&g, (1..=10).map(|i| 26 * MS + i * US), 1, 0), 0);
     }
 
     /// A wake that wakes more sleepers than announced since the suspicion began ends the

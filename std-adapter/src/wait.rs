@@ -581,15 +581,16 @@ pub fn wake_all(ring: &RingView) {
 /// recreated.
 ///
 /// So this waker rations its wakes through a [`WakeGate`]: once they have woken nobody for
-/// 10 ms (and 64 wakes), a publish wakes only when the count rises above what it was then
-/// (a sleeper announced itself since), plus one wake per 64 publishes at most every 100
-/// µs. The publishes in between still bump the futex word (the core does that before
-/// calling [`Wake::wake`]) and cost a load of the count: about 7 ns per push
-/// (`cargo run --release -p ringwire-tests --example stale_sleeper`). A sleeper that
-/// announces itself then is woken by the first publish after it, as before; the gate's
-/// docs name the few that can be late (never later than their own timeout, 50 ms by
-/// default for [`FutexWait`]). [`FutexWake::strict`] wakes on every publish, whatever it
-/// costs. `ringwire stat` shows the count; a ring recreated by its producer starts at 0.
+/// 10 ms (and 64 wakes) with the count never back to 0 after one, a publish wakes only when
+/// the count rises above the lowest it was after them (a sleeper announced itself since),
+/// plus one wake per 64 publishes at most every 100 µs. The publishes in between still
+/// bump the futex word (the core does that before calling [`Wake::wake`]) and cost a load
+/// of the count: about 7 ns per push (`cargo run --release -p ringwire-tests --example
+/// stale_sleeper`). A sleeper that announces itself then is woken by the first publish
+/// after it, as before; the gate's docs name the few that can be late (never later than
+/// their own timeout, 50 ms by default for [`FutexWait`]). [`FutexWake::strict`] wakes on
+/// every publish, whatever it costs. `ringwire stat` shows the count; a ring recreated by
+/// its producer starts at 0.
 #[derive(Debug, Default)]
 pub struct FutexWake {
     gate: WakeGate,
