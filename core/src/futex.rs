@@ -157,18 +157,15 @@ impl Drop for Announced<'_> {
 
 /// How long every `FUTEX_WAKE` of a [`WakeGate`] must have woken nobody, and at least
 /// [`STALE_SLEEPER_WAKES`] of them, before it takes the sleeper count for a dead sleeper's.
-pub const STALE_SLEEPER_AFTER: Duration = Duration::from_millis(10);
+pub const STALE_SLEEPER_AFTER: Duration = Duration::from_millis(100);
 
 /// How many `FUTEX_WAKE`s in a row must have woken nobody (over at least
 /// [`STALE_SLEEPER_AFTER`]) before a [`WakeGate`] takes the count for a dead sleeper's.
-pub const STALE_SLEEPER_WAKES: u32 = 64;
+pub const STALE_SLEEPER_WAKES: u32 = 256;
 
-/// While a [`WakeGate`] takes the sleeper count for a dead sleeper's and the count has not
-/// risen, it makes a `FUTEX_WAKE` on every this-many-th notify, if the last was at least
-/// [`STALE_WAKE_INTERVAL`] ago.
-pub const STALE_WAKE_EVERY: u32 = 64;
-
-/// See [`STALE_WAKE_EVERY`].
+/// While a [`WakeGate`] takes part of the sleeper count for dead sleepers' and the count
+/// has not risen above that part, it makes a `FUTEX_WAKE` on a notify only if the last was
+/// at least this long ago.
 pub const STALE_WAKE_INTERVAL: Duration = Duration::from_micros(100);
 
 /// A notifier's watch over its wakes, for a waiter count that holds sleepers who died
@@ -182,20 +179,24 @@ pub const STALE_WAKE_INTERVAL: Duration = Duration::from_micros(100);
 /// [`STALE_SLEEPER_WAKES`] wakes, and the count read after each of them never fell to 0
 /// (a count of 0 proves that no dead sleeper is counted, and starts the run again), the
 /// lowest of those counts is taken as dead sleepers' (the *stale part*; the lowest count
-/// seen since, if lower). After that a notify wakes only when the count is above the stale
-/// part (a sleeper announced itself since), and otherwise on every [`STALE_WAKE_EVERY`]-th
-/// notify if the last wake was [`STALE_WAKE_INTERVAL`] ago or more. A wake that wakes more
-/// sleepers than the count has above the stale part proves part of it alive and ends it
-/// all.
+/// seen since, if lower). After that a notify wakes when the count is above the stale part
+/// (a sleeper announced itself since), and otherwise only if the last wake was
+/// [`STALE_WAKE_INTERVAL`] ago or more. A wake that wakes more sleepers than the count has
+/// above the stale part proves part of it alive and ends it all, as does a count read at 0.
 ///
 /// Why a sleeper who announces while only the stale part is counted is never missed: the
 /// count is read after the notify's own look at it, so it sees that announcement whenever
 /// the look did (coherence), and the handshake (module docs) makes either the look see it
 /// or the sleeper's re-check see the change. `core/tests/loom_futex.rs` checks it with the
 /// gate rationing. Who can be late: a live sleeper counted in the stale part (one that was
-/// announced, and not yet in its `FUTEX_WAIT`, at every read of the run), or one
-/// that announces while another leaves (the count does not rise); the next rationed wake
-/// or its own timeout ends its sleep.
+/// announced, and not yet in its `FUTEX_WAIT`, at every read of the run: several readers
+/// taking turns on an overloaded machine can do that), or one that announces while another
+/// leaves (the count does not rise). Such a sleeper is woken by the first notify made
+/// [`STALE_WAKE_INTERVAL`] or more after the last wake: at most that late while records
+/// keep coming, and at once for a record that comes after a pause. Only a record that
+/// comes within that interval of the last wake, with none after it, leaves it asleep until
+/// its own timeout. A coarse clock (the std side reads `CLOCK_MONOTONIC_COARSE`, which
+/// moves once per scheduler tick) makes the interval one tick.
 ///
 /// The state is atomics, not cells, so that a notifier shared by threads stays `Sync`; it
 /// is process-local and only steers a heuristic (Relaxed throughout, and not loom atomics:
@@ -213,9 +214,7 @@ pub struct WakeGate {
     /// That part: the lowest count of the run that began the suspicion, or the lowest seen
     /// since.
     stale: AtomicU32,
-    /// Publishes since the last rationed wake or look at the clock.
-    skipped: AtomicU32,
-    /// When the last rationed wake was made.
+    /// When the last wake was made while rationing (or the rationing began).
     last_wake: AtomicU64,
 }
 
@@ -228,7 +227,6 @@ impl WakeGate {
             futile_min: AtomicU32::new(0),
             suspect: AtomicBool::new(false),
             stale: AtomicU32::new(0),
-            skipped: AtomicU32::new(0),
             last_wake: AtomicU64::new(0),
         }
     }
@@ -240,9 +238,10 @@ impl WakeGate {
 
     /// One wake after a notify that found a sleeper counted: `syscall` (the `FUTEX_WAKE`,
     /// returning how many it woke, negative on an error), unless part of the count is
-    /// taken for dead sleepers' and the wake is not due (see the type's docs). `count` reads the
-    /// ring's sleeper count, `now` the clock (nanoseconds); the clock is read only on a
-    /// wake that woke nobody and on every [`STALE_WAKE_EVERY`]-th skipped one.
+    /// taken for dead sleepers' and the wake is not due (see the type's docs). `count` reads
+    /// the ring's sleeper count, `now` a monotonic clock in nanoseconds that never reads 0;
+    /// the clock is read on a wake that woke nobody and, while rationing, on every notify
+    /// that does not raise the count.
     #[inline]
     pub fn wake(
         &self,
@@ -295,7 +294,6 @@ impl WakeGate {
             && t.saturating_sub(since) >= STALE_SLEEPER_AFTER.as_nanos() as u64
         {
             self.stale.store(min, Relaxed);
-            self.skipped.store(0, Relaxed);
             self.last_wake.store(t, Relaxed);
             self.suspect.store(true, Relaxed);
         }
@@ -304,33 +302,38 @@ impl WakeGate {
     /// A wake while part of the count (`stale`) is taken for dead sleepers'.
     #[inline]
     fn rationed(&self, c: u32, now: impl Fn() -> u64, syscall: impl FnOnce() -> i64) {
+        if c == 0 {
+            // Whoever the notify's look saw has retired: nobody dead is counted.
+            self.end_rationing();
+            return;
+        }
         let mut stale = self.stale.load(Relaxed);
         if c < stale {
             // Some of it was alive after all, and has left: the rest may still be dead.
             stale = c;
             self.stale.store(c, Relaxed);
         }
-        if c == stale {
-            let k = self.skipped.load(Relaxed) + 1;
-            if k < STALE_WAKE_EVERY {
-                self.skipped.store(k, Relaxed);
-                return;
-            }
-            self.skipped.store(0, Relaxed);
-            let t = now();
-            if t.saturating_sub(self.last_wake.load(Relaxed))
+        // Every wake made counts as the last: it wakes every sleeper of the word.
+        let t = now();
+        if c == stale
+            && t.saturating_sub(self.last_wake.load(Relaxed))
                 < STALE_WAKE_INTERVAL.as_nanos() as u64
-            {
-                return;
-            }
-            self.last_wake.store(t, Relaxed);
+        {
+            return;
         }
+        self.last_wake.store(t, Relaxed);
         // More woken than the sleepers who announced since: part of `stale` was alive.
         if syscall() > i64::from(c - stale) {
-            self.suspect.store(false, Relaxed);
-            self.futile_since.store(0, Relaxed);
-            self.futile.store(0, Relaxed);
+            self.end_rationing();
         }
+    }
+
+    /// Back to a wake per notify, with no run of wakes that woke nobody.
+    #[cold]
+    fn end_rationing(&self) {
+        self.suspect.store(false, Relaxed);
+        self.futile_since.store(0, Relaxed);
+        self.futile.store(0, Relaxed);
     }
 }
 
@@ -425,57 +428,81 @@ mod tests {
         calls.get()
     }
 
-    /// A gate that has made `STALE_SLEEPER_WAKES` wakes that woke nobody over 10 ms, from
-    /// 1 ms to 11 ms, on a ring counting `count` sleepers.
-    fn suspecting(count: u32) -> WakeGate {
+    /// [`STALE_SLEEPER_AFTER`] in nanoseconds.
+    const AFTER: u64 = STALE_SLEEPER_AFTER.as_nanos() as u64;
+    /// [`STALE_WAKE_INTERVAL`] in nanoseconds.
+    const EVERY: u64 = STALE_WAKE_INTERVAL.as_nanos() as u64;
+
+    /// A gate that has made `STALE_SLEEPER_WAKES` wakes that woke nobody over
+    /// `STALE_SLEEPER_AFTER`, from 1 ms on, on a ring counting `count` sleepers; returns it
+    /// and the time of its last wake.
+    fn suspecting(count: u32) -> (WakeGate, u64) {
         let g = WakeGate::default();
         let n = u64::from(STALE_SLEEPER_WAKES);
-        let at = (0..n).map(|i| MS + i * 10 * MS / (n - 1));
+        let at = (0..n).map(|i| MS + i * AFTER / (n - 1));
         assert_eq!(wakes(&g, at, count, 0), n as usize);
         assert!(g.suspect.load(Relaxed));
-        g
+        (g, MS + AFTER)
     }
 
-    /// Wakes that woke nobody are all made until they have gone on for 10 ms and 64 wakes;
-    /// then, while the count stays put, only every 64th publish may wake, and only 100 µs
-    /// after the last wake.
+    /// Wakes that woke nobody are all made until they have gone on for
+    /// `STALE_SLEEPER_AFTER` and `STALE_SLEEPER_WAKES` wakes; then, while the count stays
+    /// put, a notify wakes only `STALE_WAKE_INTERVAL` after the last wake.
     #[test]
-    fn a_gate_rations_wakes_only_after_10_ms_and_64_of_them_woke_nobody() {
-        // 10 s of wakes that woke nobody, but only 63 of them: every one is made.
+    fn a_gate_rations_wakes_only_once_enough_of_them_woke_nobody_for_long_enough() {
+        // 16 times as long, but one wake short: every one is made.
         let g = WakeGate::default();
         let n = u64::from(STALE_SLEEPER_WAKES) - 1;
-        assert_eq!(wakes(&g, (1..=n).map(|i| i * 160 * MS), 1, 0), n as usize);
+        assert_eq!(
+            wakes(&g, (1..=n).map(|i| i * 16 * AFTER / n), 1, 0),
+            n as usize
+        );
         assert!(!g.suspect.load(Relaxed));
-        // 1,000 of them within 9 ms: every one is made.
+        // 4 times as many, within nine tenths of the time: every one is made.
         let g = WakeGate::default();
-        assert_eq!(wakes(&g, (1..=1000).map(|i| i * 9 * US), 1, 0), 1000);
+        let n = 4 * n;
+        assert_eq!(
+            wakes(&g, (1..=n).map(|i| i * 9 * AFTER / 10 / n), 1, 0),
+            n as usize
+        );
         assert!(!g.suspect.load(Relaxed));
-        // Then, 10 ms after the first, they are rationed. Of 1,000 publishes 1 µs apart
-        // (1 ms in all), every 64th looks at the clock, and those 128 µs after the last
-        // wake (the 128th, 256th, ... 896th) wake: 7.
-        let g = suspecting(1);
-        assert_eq!(wakes(&g, (1..=1000).map(|i| 11 * MS + i * US), 1, 0), 7);
-        // Publishes 1 ms apart: every 64th wakes.
-        assert_eq!(wakes(&g, (1..=640).map(|i| 20 * MS + i * MS), 1, 0), 10);
+        // Then they are rationed: of 1,000 notifies a tenth of the interval apart, every
+        // tenth wakes.
+        let (g, t0) = suspecting(1);
+        let at = (1..=1000).map(|i| t0 + i * EVERY / 10);
+        assert_eq!(wakes(&g, at, 1, 0), 100);
+        // Notifies ten intervals apart all wake, as does one after a pause.
+        let t0 = t0 + 1000 * EVERY;
+        assert_eq!(wakes(&g, (1..=10).map(|i| t0 + i * 10 * EVERY), 1, 0), 10);
+        assert_eq!(wakes(&g, [t0 + 1000 * EVERY], 1, 0), 1);
         assert!(g.suspect.load(Relaxed));
     }
 
     /// While rationing, a count above the stale part (a sleeper announced since) makes
-    /// every publish wake, without ending the rationing; a lower count lowers the stale
-    /// part.
+    /// every notify wake, without ending the rationing; a lower count lowers the stale
+    /// part, and a count of 0 ends the rationing.
     #[test]
     fn a_gate_wakes_sleepers_who_announce_while_it_rations() {
-        let g = suspecting(2);
+        let (g, t0) = suspecting(2);
         // A live sleeper joins the two dead ones: each wake wakes it.
-        assert_eq!(wakes(&g, (1..=100).map(|i| 11 * MS + i * US), 3, 1), 100);
+        assert_eq!(wakes(&g, (1..=100).map(|i| t0 + i * US), 3, 1), 100);
         assert!(g.suspect.load(Relaxed));
-        // It left; the count is back to the stale part: rationed again.
-        assert_eq!(wakes(&g, (1..=62).map(|i| 12 * MS + i * US), 2, 0), 0);
-        // One of the two was alive and left: the stale part is now 1, and a newcomer that
-        // makes it 2 again is woken at once.
-        assert_eq!(wakes(&g, [13 * MS], 1, 0), 0);
-        assert_eq!(wakes(&g, (1..=10).map(|i| 13 * MS + i * US), 2, 1), 10);
+        // It left; the count is back to the stale part: no wake within the interval.
+        let t1 = t0 + 100 * US;
+        assert_eq!(wakes(&g, (1..EVERY / US).map(|i| t1 + i * US), 2, 0), 0);
+        // One of the two was alive and left (the interval is up: that notify wakes): the
+        // stale part is now 1, and a newcomer that makes it 2 again is woken at once.
+        assert_eq!(wakes(&g, [t1 + EVERY], 1, 0), 1);
+        assert_eq!(wakes(&g, (1..=10).map(|i| t1 + EVERY + i * US), 2, 1), 10);
         assert!(g.suspect.load(Relaxed));
+        // Everyone counted has left by the time a notify's wake reads the count: nobody
+        // counted was dead.
+        assert_eq!(wakes(&g, [t1 + EVERY + 20 * US], 0, 0), 0);
+        assert!(!g.suspect.load(Relaxed));
+        assert_eq!(
+            wakes(&g, (1..=10).map(|i| t1 + EVERY + (20 + i) * US), 1, 0),
+            10
+        );
     }
 
     /// A live reader that keeps announcing itself and finding the next record at its
@@ -494,24 +521,25 @@ mod tests {
                 // The last read of the run finds the reader announced.
                 let announced = i % 2 == 1 || i == n - 1;
                 let count = u32::from(!live_only) + u32::from(announced);
-                let made = wakes(g, [MS + i * 20 * MS / n], count, 0);
+                let made = wakes(g, [MS + i * 2 * AFTER / n], count, 0);
                 if live_only {
                     assert_eq!(made, 1, "wake {i} of the run");
                 }
             }
         };
+        let end = MS + 2 * AFTER;
         let g = WakeGate::default();
         run(&g, true);
         assert!(!g.suspect.load(Relaxed));
         // The reader sleeps for real: the next publish wakes it.
-        assert_eq!(wakes(&g, [25 * MS], 1, 1), 1);
+        assert_eq!(wakes(&g, [end + 5 * MS], 1, 1), 1);
         // One dead sleeper and the same live reader: rationed, with the dead one's count
         // as the stale part, so the live reader's sleep (count 2) is woken at once.
         let g = WakeGate::default();
         run(&g, false);
         assert!(g.suspect.load(Relaxed));
-        assert_eq!(wakes(&g, (1..=10).map(|i| 25 * MS + i * US), 2, 1), 10);
-        assert_eq!(wakes(&g, (1..=10).map(|i| 26 * MS + i * US), 1, 0), 0);
+        assert_eq!(wakes(&g, (1..=10).map(|i| end + i * US), 2, 1), 10);
+        assert_eq!(wakes(&g, (11..=20).map(|i| end + i * US), 1, 0), 0);
     }
 
     /// A wake that wakes more sleepers than announced since the suspicion began ends the
@@ -519,22 +547,25 @@ mod tests {
     /// count, so wakes that woke nobody between ones that did never add up.
     #[test]
     fn a_wake_that_wakes_a_sleeper_taken_for_dead_ends_the_rationing() {
-        let g = suspecting(1);
-        // The rationed wake (the 64th publish, 128 µs on) wakes the sleeper taken for dead.
-        assert_eq!(wakes(&g, (1..=63).map(|i| 11 * MS + i * US), 1, 1), 0);
-        assert_eq!(wakes(&g, [11 * MS + 128 * US], 1, 1), 1);
+        let (g, t0) = suspecting(1);
+        // The wake made an interval on wakes the sleeper taken for dead.
+        assert_eq!(wakes(&g, (1..EVERY / US).map(|i| t0 + i * US), 1, 1), 0);
+        assert_eq!(wakes(&g, [t0 + EVERY], 1, 1), 1);
         assert!(!g.suspect.load(Relaxed));
-        assert_eq!(wakes(&g, (1..=500).map(|i| 12 * MS + i * US), 1, 1), 500);
+        assert_eq!(wakes(&g, (1..=500).map(|i| t0 + EVERY + i * US), 1, 1), 500);
         // A wake made for a newcomer that wakes two: the other was the one taken for dead.
-        let g = suspecting(1);
-        assert_eq!(wakes(&g, [11 * MS + US], 2, 2), 1);
+        let (g, t0) = suspecting(1);
+        assert_eq!(wakes(&g, [t0 + US], 2, 2), 1);
         assert!(!g.suspect.load(Relaxed));
-        // 20 ms of wakes that woke nobody, with one that woke someone every 5 ms.
+        // Twice the time of wakes that woke nobody, 4 times as many as needed, with one
+        // that woke someone every half of the time.
         let g = WakeGate::default();
-        for burst in 0..4 {
-            let t0 = MS + burst * 5 * MS;
-            assert_eq!(wakes(&g, (0..100).map(|i| t0 + i * 40 * US), 1, 0), 100);
-            assert_eq!(wakes(&g, [t0 + 4 * MS + 500 * US], 1, 1), 1);
+        let per = u64::from(STALE_SLEEPER_WAKES);
+        for half in 0..4 {
+            let t0 = MS + half * AFTER / 2;
+            let at = (0..per).map(|i| t0 + i * (AFTER * 2 / 5) / per);
+            assert_eq!(wakes(&g, at, 1, 0), per as usize);
+            assert_eq!(wakes(&g, [t0 + AFTER * 9 / 20], 1, 1), 1);
         }
         assert!(!g.suspect.load(Relaxed));
     }

@@ -25,7 +25,7 @@
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use ringwire_core::broadcast::{Producer, Wake};
-use ringwire_core::futex::{FutexPair, STALE_SLEEPER_WAKES, WakeGate};
+use ringwire_core::futex::{FutexPair, STALE_SLEEPER_AFTER, STALE_SLEEPER_WAKES, WakeGate};
 use ringwire_core::queue::{
     MpmcQueue, QueueGeometry, QueueKind, QueueView, SpscConsumer, SpscProducer,
 };
@@ -405,13 +405,16 @@ fn a_recheck_before_the_announcement_loses_the_wake_up() {
 }
 
 /// A gate taking `stale` sleepers for dead: `STALE_SLEEPER_WAKES` wakes that woke nobody
-/// from 1 ms to 13.6 ms, the count reading `stale`; returns it and the time of its last
-/// wake (from which on no rationed wake is due before a notify makes the count rise).
+/// over `STALE_SLEEPER_AFTER` from 1 ms on, the count reading `stale`; returns it and the
+/// time of its last wake (at which no rationed wake is due before a notify makes the count
+/// rise).
 fn rationing(stale: u32) -> (WakeGate, u64) {
     let gate = WakeGate::new();
+    let n = u64::from(STALE_SLEEPER_WAKES);
+    let after = STALE_SLEEPER_AFTER.as_nanos() as u64;
     let mut t = 0;
-    for i in 0..u64::from(STALE_SLEEPER_WAKES) {
-        t = 1_000_000 + i * 200_000;
+    for i in 0..n {
+        t = 1_000_000 + i * after / (n - 1);
         gate.wake(|| stale, || t, || 0);
     }
     assert!(gate.suspects_stale_sleeper());

@@ -665,7 +665,7 @@ fn creation_finished(path: &Path) -> bool {
 /// needless `FUTEX_WAKE` until the last handle closes and the file is opened again, or,
 /// for an SPSC queue, until the next handle takes the dead sleeper's role (see
 /// `spsc_bytes`). The MPMC handles ration those wakes once they have woken nobody for
-/// 10 ms (`wait::notify_gated`).
+/// 100 ms (`wait::notify_gated`).
 ///
 /// An MPMC queue whose cursors and stamps no sequence of protocol steps leaves (checked at
 /// rest, `check_stamps_at_rest`: cursors and slot pages from different times after a machine

@@ -26,7 +26,7 @@
 //! dies asleep cannot uncount itself: its count is cleared by the next handle to take its
 //! SPSC role, and in any queue file by a handle that opens it with no other handle alive.
 //! Until then each push (or pop) on its side issues one needless `FUTEX_WAKE`; the MPMC
-//! handles stop doing so once such wakes have woken nobody for 10 ms, as a broadcast
+//! handles stop doing so once such wakes have woken nobody for 100 ms, as a broadcast
 //! producer does (`ringwire_core::futex::WakeGate`, [`crate::FutexWake`]).
 //!
 //! An MPMC slot left stuck by a producer that died mid-push, or a consumer that died

@@ -99,7 +99,7 @@ fn wake_gated(view: &QueueView, side: Side, gate: &WakeGate) {
     gate.wake(
         // Relaxed: a reload of what `sleepers_on` has just read (see `FutexWake`).
         || p.waiters.load(Ordering::Relaxed),
-        crate::wait::monotonic_ns,
+        crate::wait::coarse_ns,
         || sys::futex_wake_all(p.word.as_ptr()),
     );
 }
