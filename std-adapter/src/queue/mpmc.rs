@@ -100,12 +100,9 @@ impl<T: Item> MpmcQueue<T> {
     /// Wakes the `side` sleepers after a push (`Data`) or a pop (`Space`).
     #[inline(always)]
     fn wake(&self, side: Side) {
-        notify_gated(
-            self.inner.view(),
-            self.unfenced,
-            side,
-            self.mem.wake_gate(side),
-        );
+        notify_gated(self.inner.view(), self.unfenced, side, || {
+            self.mem.wake_gate(side)
+        });
     }
 
     /// Pushes one item and returns its position, or fails with [`PushError::Full`].

@@ -84,9 +84,16 @@ pub(super) fn wake_on(view: &QueueView, side: Side) {
 /// sleeper leaving, so a new sleeper there could wait for a rationed wake; and a dead SPSC
 /// peer's count costs at most a queue's worth of wakes before the queue fills or drains.
 #[inline(always)]
-pub(super) fn notify_gated(view: &QueueView, unfenced: bool, side: Side, gate: &WakeGate) {
+pub(super) fn notify_gated<'g>(
+    view: &QueueView,
+    unfenced: bool,
+    side: Side,
+    gate: impl FnOnce() -> &'g WakeGate,
+) {
     if sleepers_on(view, unfenced, side) {
-        wake_gated(view, side, gate);
+        // `gate` is looked up only here: a push or pop with no sleeper reads nothing but
+        // the handle and the queue.
+        wake_gated(view, side, gate());
     }
 }
 
