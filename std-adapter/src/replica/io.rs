@@ -338,31 +338,48 @@ fn time_until_published(r: &RingView, wake: bool, wait: impl FnOnce()) -> StdDur
 }
 
 /// `n` zero bytes whose memory is committed only as it is written, or `None` if they cannot
-/// be allocated.
+/// be mapped.
 ///
 /// A mirror's stream buffer grows to the length one DATA header announces, up to what the ring's
-/// geometry allows (a blob as long as the arena, up to 4 GiB). Zero-filling it
-/// (`Vec::resize`) would commit all of it on a header alone, before a byte of the frame
-/// came; fresh zeroed pages from the allocator (`calloc`, which maps large blocks anew) are
-/// committed only as the stream fills them, so memory follows the bytes really received.
-/// A failed allocation is an error, not an abort: serve's session buffers (as long as the
-/// ring's longest frame) are made so too.
-pub(crate) fn lazy_zeroed(n: usize) -> Option<Vec<u8>> {
-    let Ok(layout) = std::alloc::Layout::array::<u8>(n) else {
-        return None;
-    };
+/// geometry allows (a blob as long as the arena, up to 4 GiB), and serve gives each session a
+/// buffer as long as the ring's longest frame. Zero-filling it (`Vec::resize`) would commit all
+/// of it on a header alone, before a byte of the frame came. The bytes are an anonymous
+/// mapping of their own, whose pages the kernel commits only as they are written and which
+/// is unmapped when the buffer is dropped. `calloc` was not enough: once glibc has freed one
+/// large block it serves blocks of up to 32 MiB from its per-thread arenas, zero-filling
+/// them there (committing them whole) and keeping them committed after they are freed, so a
+/// serve of a blob ring with a 16 MiB arena held 16 MiB per session from the accept and
+/// some 400 MiB with no session at all after a few hundred had come and gone. A failed
+/// mapping is an error, not an abort: serve's session buffers are made so too.
+pub(crate) fn lazy_zeroed(n: usize) -> Option<ZeroedBuf> {
     if n == 0 {
-        return Some(Vec::new());
+        return Some(ZeroedBuf(None));
     }
-    // SAFETY: the layout's size is not zero.
-    let p = unsafe { std::alloc::alloc_zeroed(layout) };
-    if p.is_null() {
-        return None;
+    memmap2::MmapMut::map_anon(n)
+        .ok()
+        .map(|m| ZeroedBuf(Some(m)))
+}
+
+/// The bytes of [`lazy_zeroed`]: an anonymous mapping (none when empty), unmapped on drop.
+pub(crate) struct ZeroedBuf(Option<memmap2::MmapMut>);
+
+impl std::ops::Deref for ZeroedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.0.as_deref().unwrap_or(&[])
     }
-    // SAFETY: `p` comes from the global allocator with the layout of `n` bytes of alignment
-    // 1, the allocation a `Vec<u8>` of capacity `n` owns, and all `n` bytes are initialised
-    // (zero).
-    Some(unsafe { Vec::from_raw_parts(p, n, n) })
+}
+
+impl std::ops::DerefMut for ZeroedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        self.0.as_deref_mut().unwrap_or(&mut [])
+    }
+}
+
+impl std::fmt::Debug for ZeroedBuf {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ZeroedBuf({} bytes)", self.len())
+    }
 }
 
 #[cfg(test)]

@@ -20,7 +20,9 @@ use ringwire_core::replicate::{
 use ringwire_core::wire::{Frame, GeometryRepr, Kind, MulticastRepr, WireError, total_len};
 
 use super::anticipate::Anticipator;
-use super::io::{lazy_zeroed, now, peer, peer_v4, poll, pollin, sock_v4, until, write_all_within};
+use super::io::{
+    ZeroedBuf, lazy_zeroed, now, peer, peer_v4, poll, pollin, sock_v4, until, write_all_within,
+};
 use super::sink::FileSink;
 use super::spin::SpinPolicy;
 use super::{RateLog, ReplicaError, more_since};
@@ -399,7 +401,7 @@ fn connections(
     failures: &mut RateLog,
 ) -> Result<MirrorSummary, ReplicaError> {
     let mut sum = MirrorSummary::default();
-    let mut bufs = Buffers::new();
+    let mut bufs = Buffers::new()?;
     let mut start = opts.start;
     // Options the source's transport made useless have been warned about.
     let mut warned = false;
@@ -506,15 +508,7 @@ fn connections(
                     End::Grow(n) => {
                         // The buffered bytes go with the connection; the source resends
                         // from the record after the last one written.
-                        bufs.stream = lazy_zeroed(n).ok_or_else(|| {
-                            ReplicaError::io(
-                                "mirror stream buffer",
-                                io::Error::new(
-                                    io::ErrorKind::OutOfMemory,
-                                    format!("cannot allocate {n} bytes for a frame that long"),
-                                ),
-                            )
-                        })?;
+                        bufs.stream = zeroed(n, "mirror stream buffer", "for a frame that long")?;
                         start = Start::Resume;
                         continue;
                     }
@@ -581,23 +575,38 @@ fn unused_options(opts: &MirrorOptions, udp: bool, unicast: bool) -> Option<Stri
     })
 }
 
+/// [`lazy_zeroed`], or the error that says what could not be allocated.
+fn zeroed(n: usize, what: &str, why: &str) -> Result<ZeroedBuf, ReplicaError> {
+    lazy_zeroed(n).ok_or_else(|| {
+        ReplicaError::io(
+            what,
+            io::Error::new(
+                io::ErrorKind::OutOfMemory,
+                format!("cannot allocate {n} bytes {why}"),
+            ),
+        )
+    })
+}
+
 struct Buffers {
     idx: Vec<HeldEntry>,
-    data: Vec<u8>,
-    stream: Vec<u8>,
+    /// The two large ones are mappings of their own (see [`lazy_zeroed`]): committed as
+    /// they are written, and given back when the run ends.
+    data: ZeroedBuf,
+    stream: ZeroedBuf,
     out: Vec<u8>,
     tmp: Vec<u8>,
 }
 
 impl Buffers {
-    fn new() -> Buffers {
-        Buffers {
+    fn new() -> Result<Buffers, ReplicaError> {
+        Ok(Buffers {
             idx: vec![HeldEntry::default(); HOLDBACK_ENTRIES],
-            data: vec![0u8; HOLDBACK_BYTES],
-            stream: vec![0u8; STREAM_BUF],
+            data: zeroed(HOLDBACK_BYTES, "mirror hold-back store", "for it")?,
+            stream: zeroed(STREAM_BUF, "mirror stream buffer", "for it")?,
             out: vec![0u8; 128],
             tmp: vec![0u8; 64 * 1024],
-        }
+        })
     }
 }
 
@@ -1306,12 +1315,38 @@ mod tests {
         assert!(resident(&b) >= 4 << 20, "{} bytes resident", resident(&b));
         assert!(resident(&b) <= 6 << 20, "{} bytes resident", resident(&b));
         assert_eq!((b[0], b[(4 << 20) - 1], b[4 << 20], b[N - 1]), (7, 7, 0, 0));
-        assert_eq!(lazy_zeroed(0), Some(Vec::new()));
-        assert_eq!(
-            lazy_zeroed(usize::MAX),
-            None,
+        assert_eq!(lazy_zeroed(0).map(|b| b.len()), Some(0));
+        assert!(
+            lazy_zeroed(usize::MAX).is_none(),
             "a length no allocation can have"
         );
+    }
+
+    /// A buffer made after others of its size were written and dropped on the same thread
+    /// (serve's session threads, one after the other; a library `Mirror`'s thread) is not
+    /// committed either. From `calloc` it was: once
+    /// glibc had freed one 16 MiB block it served the next from the thread's arena,
+    /// zero-filled there and kept committed after the free, so a serve of a blob ring with
+    /// a 16 MiB arena grew from 4 MiB to about 400 MiB resident over a few hundred
+    /// sessions and kept it with none left.
+    #[test]
+    fn a_buffer_made_after_others_were_dropped_is_not_committed_either() {
+        const N: usize = 16 << 20;
+        std::thread::spawn(|| {
+            for round in 0..4 {
+                let mut b = lazy_zeroed(N).expect("16 MiB");
+                let r = resident(&b);
+                assert!(
+                    r <= 1 << 20,
+                    "round {round}: {r} bytes resident before a write"
+                );
+                // A session that sent one long frame: all of it written.
+                b.fill(7);
+                assert_eq!(b[N - 1], 7);
+            }
+        })
+        .join()
+        .unwrap();
     }
 
     /// A reconnect delay past what an `Instant` holds (`Duration::MAX` from a library
