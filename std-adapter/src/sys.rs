@@ -151,6 +151,20 @@ pub(crate) fn futex_wake_all(word: *mut u32) -> i64 {
     unsafe { libc::syscall(libc::SYS_futex, word, libc::FUTEX_WAKE, i32::MAX) }
 }
 
+/// The clock `id` (`CLOCK_MONOTONIC`, `CLOCK_MONOTONIC_COARSE`, …) in nanoseconds,
+/// saturating. One `clock_gettime`, so async-signal-safe.
+pub(crate) fn clock_ns(id: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the kernel (or the vDSO) to fill.
+    unsafe { libc::clock_gettime(id, &mut ts) };
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
 /// Spec §9 liveness: `kill(pid, 0)` succeeds or fails with EPERM. `pid > i32::MAX` and 0
 /// are dead.
 pub fn pid_alive(pid: u32) -> bool {

@@ -665,17 +665,7 @@ impl Wake for FutexWake {
 /// of a rationing producer's time per push. It advances once per tick (1 to 4 ms with the
 /// kernel's `HZ`), so a gate's `STALE_WAKE_INTERVAL` becomes one tick.
 pub(crate) fn coarse_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC_COARSE exists on every
-    // Linux this crate supports (2.6.32 on).
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC_COARSE, &mut ts) };
-    (ts.tv_sec as u64)
-        .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as u64)
-        .max(1)
+    sys::clock_ns(libc::CLOCK_MONOTONIC_COARSE).max(1)
 }
 
 #[cfg(test)]

@@ -15,11 +15,5 @@ pub use table::RunRow;
 /// CLOCK_MONOTONIC in nanoseconds: one clock for every process on the host, so a stamp
 /// written by one process can be compared by another.
 pub fn mono_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec into the pointer we pass.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    crate::sys::clock_ns(libc::CLOCK_MONOTONIC)
 }

@@ -31,16 +31,7 @@ static FILES: [AtomicPtr<libc::c_char>; 8] = [const { AtomicPtr::new(std::ptr::n
 
 /// CLOCK_MONOTONIC in ns (async-signal-safe: one `clock_gettime`), at least 1.
 fn now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid place for the kernel to write.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-        .max(1)
+    crate::sys::clock_ns(libc::CLOCK_MONOTONIC).max(1)
 }
 
 extern "C" fn on_signal(sig: libc::c_int) {
