@@ -585,11 +585,11 @@ pub fn wake_all(ring: &RingView) {
 /// and then), the lowest count seen after them is taken as dead sleepers'. A publish then
 /// wakes when the count is above that (a sleeper announced itself since), and otherwise
 /// only if the last wake was a clock tick ago or more (the gate reads the kernel's coarse
-/// monotonic clock, `CLOCK_MONOTONIC_COARSE`: 1 to 4 ms a tick). The publishes in between still bump
-/// the futex word (the core does that before calling [`Wake::wake`]) and cost a load of
-/// the count and a read of the coarse clock: 9.4 ns per push, against 249 ns with a wake
-/// per publish and 1.1 ns with nobody counted (`cargo run --release -p ringwire-tests
-/// --example stale_sleeper`). A sleeper that announces itself then is woken by the first
+/// monotonic clock, `CLOCK_MONOTONIC_COARSE`: 1 to 4 ms a tick). The publishes in between
+/// still bump the futex word (the core does that before calling [`Wake::wake`]) and cost a
+/// load of the count and a read of the coarse clock: 9.4 ns per push, against 249 ns with
+/// a wake per publish and 1.1 ns with nobody counted (`cargo run --release -p
+/// ringwire-tests --example stale_sleeper`). A sleeper that announces itself then is woken by the first
 /// publish after it, as before. The gate's docs name the few that can be late, never later
 /// than their own timeout (50 ms by default for [`FutexWait`]); `cargo run --release -p
 /// ringwire-tests --example live_readers_rationing` looks for live readers taken for dead
