@@ -255,8 +255,7 @@ impl WakeGate {
         }
         if syscall() > 0 {
             if self.futile_since.load(Relaxed) != 0 {
-                self.futile_since.store(0, Relaxed);
-                self.futile.store(0, Relaxed);
+                self.end_run();
             }
             return;
         }
@@ -276,8 +275,7 @@ impl WakeGate {
     fn woke_nobody(&self, t: u64, count: impl Fn() -> u32) {
         let c = count();
         if c == 0 {
-            self.futile_since.store(0, Relaxed);
-            self.futile.store(0, Relaxed);
+            self.end_run();
             return;
         }
         let since = self.futile_since.load(Relaxed);
@@ -332,6 +330,11 @@ impl WakeGate {
     #[cold]
     fn end_rationing(&self) {
         self.suspect.store(false, Relaxed);
+        self.end_run();
+    }
+
+    /// No run of wakes that woke nobody (a wake woke someone, or nobody is counted).
+    fn end_run(&self) {
         self.futile_since.store(0, Relaxed);
         self.futile.store(0, Relaxed);
     }

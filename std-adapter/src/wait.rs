@@ -627,19 +627,24 @@ impl FutexWake {
     /// core's writers directly.
     #[inline]
     pub fn wake_after_publish(&self, view: &RingView) {
-        let word = view.futex_word().as_ptr();
         if self.strict {
-            sys::futex_wake_all(word);
+            sys::futex_wake_all(view.futex_word().as_ptr());
         } else {
-            self.gate.wake(
-                // Relaxed: a reload of what the core's publish has just read; being later
-                // in program order, it sees that value or a newer one (coherence).
-                || view.waiting_consumers().load(Ordering::Relaxed),
-                coarse_ns,
-                || sys::futex_wake_all(word),
-            );
+            gated_wake(&self.gate, view.futex());
         }
     }
+}
+
+/// The `FUTEX_WAKE` of `pair`'s sleepers through `gate`, after a notify that found one
+/// counted (the ring's [`FutexWake`], the MPMC queue handles).
+pub(crate) fn gated_wake(gate: &WakeGate, pair: FutexPair<'_>) {
+    gate.wake(
+        // Relaxed: a reload of what the notify has just read; being later in program
+        // order, it sees that value or a newer one (coherence).
+        || pair.waiters.load(Ordering::Relaxed),
+        coarse_ns,
+        || sys::futex_wake_all(pair.word.as_ptr()),
+    );
 }
 
 /// A clone starts afresh: it has seen none of the wakes of the original.

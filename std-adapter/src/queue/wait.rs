@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 
 use ringwire_core::futex::{FutexPair, WakeGate};
 use ringwire_core::queue::QueueView;
-use ringwire_core::sync::Ordering;
 
 use crate::sys;
 use crate::wait::{FutexWait, WaitStrategy};
@@ -103,12 +102,7 @@ pub(super) fn notify_gated<'g>(
 fn wake_gated(view: &QueueView, side: Side, gate: &WakeGate) {
     let p = pair(view, side);
     p.bump();
-    gate.wake(
-        // Relaxed: a reload of what `sleepers_on` has just read (see `FutexWake`).
-        || p.waiters.load(Ordering::Relaxed),
-        crate::wait::coarse_ns,
-        || sys::futex_wake_all(p.word.as_ptr()),
-    );
+    crate::wait::gated_wake(gate, p);
 }
 
 /// The strategy of `push_blocking` / `pop_blocking`: 64 spins, then futex sleeps of at
