@@ -18,7 +18,9 @@
 //! the server's [`UdpSender`] as token registry); then `poll_transmit` until `None`, again
 //! whenever the ring's `write_seq` moves and at `poll_timeout()`; on error or EOF close and
 //! [`UdpSender::unregister`] the session's token. The server's [`UdpSender`] is polled the same
-//! way and each datagram goes `duplicate()` times to each of `destinations()`. For a mirror:
+//! way and each datagram goes `duplicate()` times to each of `destinations()`; while it has
+//! none ([`UdpSender::has_destinations`]), the driver may call
+//! [`UdpSender::pass_to_head`] instead and wait for a PUNCH. For a mirror:
 //! [`Mirror::new`], send what `poll_transmit` returns (HELLO first), cut TCP bytes into frames
 //! with [`StreamBuf`] and pass each to [`Mirror::handle_tcp_frame`], pass datagrams (with their
 //! source address) to [`Mirror::handle_datagrams`], and poll again at `poll_timeout()`.

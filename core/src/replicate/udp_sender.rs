@@ -130,6 +130,31 @@ impl<const N: usize> UdpSender<N> {
         self.counters
     }
 
+    /// Whether a datagram would reach anyone: a multicast group is configured, or a unicast
+    /// mirror has punched.
+    #[must_use]
+    pub fn has_destinations(&self) -> bool {
+        self.cfg.multicast.is_some() || self.peers.iter().any(|p| p.addr.is_some())
+    }
+
+    /// Moves the cursor past every record `ring` has published without building a frame,
+    /// and returns how many it passed: for a driver with no destination
+    /// ([`UdpSender::has_destinations`]), whose frames would go nowhere. Building and
+    /// sending them to no one would have moved the cursor the same way, so the first mirror
+    /// to punch is sent what the ring publishes from then on either way (and fetches what
+    /// it lacks by NAK over TCP). Call it until the first PUNCH is taken, right before
+    /// taking PUNCHes, so the cursor is current when one is.
+    pub fn pass_to_head<R: RecordSource + ?Sized>(&mut self, ring: &R) -> u64 {
+        let head = ring.write_seq().saturating_add(1);
+        let passed = head.saturating_sub(self.cursor);
+        if passed > 0 {
+            self.cursor = head;
+            // A frame lingering for more records is given up with them.
+            self.pacer.idle();
+        }
+        passed
+    }
+
     /// Every destination of a datagram: the multicast group first, then each punched peer.
     pub fn destinations(&self) -> impl Iterator<Item = PeerAddr> + '_ {
         self.destinations_from().map(|(a, _)| a)

@@ -1,6 +1,9 @@
 //! `ringwire serve`: streams a ring to mirrors (spec §19, §20). One thread accepts TCP
 //! mirrors and runs one thread per session (at most [`ServeOptions::max_sessions`]); one
-//! thread runs the UDP sender (multicast and/or unicast) when UDP is configured.
+//! thread runs the UDP sender (multicast and/or unicast) when UDP is configured. With
+//! unicast only and no mirror punched yet, that thread waits on its socket for a PUNCH and
+//! leaves the ring alone: it neither builds frames for no one nor sleeps on the ring's
+//! futex, which would make the source's producer pay a wake-up for most of its pushes.
 //!
 //! Beyond the reference: a PUNCH is accepted only from the IP of its token's TCP peer, the
 //! number of sessions is bounded, and idle threads sleep on the ring's futex (or spin for a
@@ -486,6 +489,9 @@ const RETRY_EVERY: StdDuration = StdDuration::from_millis(20);
 
 /// How often an idle session looks at its socket and at the server's stop flag.
 const IDLE_CHECK: StdDuration = StdDuration::from_millis(50);
+
+/// Longest wait of the UDP thread for a first PUNCH, between looks at the stop flag.
+const UNHEARD_POLL: StdDuration = StdDuration::from_millis(50);
 
 /// How often a server waiting for a replacement ring to be created says so.
 const WAITING_LOG_EVERY: StdDuration = StdDuration::from_secs(5);
@@ -1224,6 +1230,17 @@ impl Server {
         let mut waiter = self.ring.waiter(self.opts.spin, self.opts.anticipate);
         // Relaxed: a plain flag.
         while !halt.load(Ordering::Relaxed) {
+            // No destination yet (no unicast mirror has punched; a multicast group always is
+            // one): frames would go nowhere, so pass the ring's records before taking
+            // PUNCHes, which leaves the cursor current for the first mirror to punch.
+            let unheard = {
+                let mut g = self.sender();
+                let none = !g.has_destinations();
+                if none {
+                    g.pass_to_head(&src);
+                }
+                none
+            };
             // PUNCH intake, bounded per iteration.
             for _ in 0..64 {
                 match sock.recv_from(&mut rbuf) {
@@ -1235,6 +1252,17 @@ impl Server {
                     // ICMP errors from earlier sends (ECONNREFUSED) and the like.
                     Err(_) => {}
                 }
+            }
+            if unheard && !self.sender().has_destinations() {
+                // Still none: wait for a PUNCH on the socket, not for records on the ring.
+                // Asleep on the ring's futex, this thread would make the source's producer
+                // pay a FUTEX_WAKE for most of its pushes, and itself build every frame,
+                // for no one (at 1M records/s: the producer's CPU time went from 2% to 30%
+                // of a core, serve's from 0 to 7%).
+                if super::io::poll(&mut [super::io::pollin(sock)], UNHEARD_POLL).is_err() {
+                    std::thread::sleep(UNHEARD_POLL);
+                }
+                continue;
             }
             let mut sent_any = false;
             for _ in 0..256 {
@@ -1565,6 +1593,75 @@ mod tests {
         let mut o = ServeOptions::new(path, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
         o.log = false;
         o
+    }
+
+    /// With `--udp` and no mirror punched yet, the UDP thread waits on its socket, not on
+    /// the ring: asleep on the ring's futex, it made the source's producer pay a FUTEX_WAKE
+    /// for most of its pushes, and built every frame for no one. The first mirror to punch
+    /// is then sent the live records over UDP.
+    #[test]
+    fn an_unheard_udp_sender_leaves_the_ring_alone_until_a_mirror_punches() {
+        use super::super::mirror::{MirrorOptions, MirrorProgress, run_observed};
+        let src = Scratch::new("unheard-src");
+        let mir = Scratch::new("unheard-mir");
+        let ring = source_ring(&src.0, 1024);
+        publish(&ring, 1..=10);
+        let mut so = quiet(&src.0);
+        so.udp = Some(0);
+        let server = Server::bind(so).unwrap();
+        let stop = AtomicBool::new(false);
+        let mstop = AtomicBool::new(false);
+        let progress = MirrorProgress::new();
+        let mut mo = MirrorOptions::new(server.local_addr(), &mir.0);
+        mo.start = ringwire_core::replicate::Start::Oldest;
+        mo.unicast = true;
+        mo.log = false;
+        struct StopOnDrop<'a>([&'a AtomicBool; 2]);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.iter().for_each(|f| f.store(true, Ordering::Relaxed));
+            }
+        }
+        let (asleep, frames, last, sum) = std::thread::scope(|sc| {
+            let _stop = StopOnDrop([&stop, &mstop]);
+            let srv = sc.spawn(|| server.run(&stop));
+            // Records every 5 ms for 400 ms, the ring's sleeper count sampled every 1 ms
+            // between them: a thread asleep on the futex between records shows there.
+            let mut asleep = 0;
+            let mut seq = 10;
+            for k in 0..400 {
+                if k % 5 == 0 {
+                    seq += 1;
+                    publish(&ring, seq..=seq);
+                }
+                std::thread::sleep(StdDuration::from_millis(1));
+                asleep += usize::from(ring.ring().waiting_consumers().load(Ordering::Relaxed) > 0);
+            }
+            let frames = server.summary().udp.data_frames;
+            let m = sc.spawn(|| run_observed(&mo, &mstop, Some(&progress)));
+            let t0 = std::time::Instant::now();
+            let mut seen = progress.snapshot();
+            while !(seen.last_seq >= 200 && seen.udp) && t0.elapsed() < StdDuration::from_secs(20) {
+                seq += 1;
+                publish(&ring, seq..=seq);
+                seen = progress.wait_changed(&seen, StdDuration::from_millis(2));
+            }
+            mstop.store(true, Ordering::Relaxed);
+            let sum = m.join().unwrap().unwrap();
+            stop.store(true, Ordering::Relaxed);
+            srv.join().unwrap().unwrap();
+            (asleep, frames, seen, sum)
+        });
+        assert_eq!(asleep, 0, "samples with a sleeper counted on the ring");
+        assert_eq!(frames, 0, "DATA frames built before any mirror punched");
+        assert!(last.udp && last.last_seq >= 200, "{last:?}");
+        let c = sum.counters;
+        assert_eq!(c.gaps, 0);
+        // The live records came in datagrams, not only as answers to NAKs over TCP.
+        assert!(
+            c.records_written - c.records_retransmitted >= 20,
+            "records over UDP: {c:?}"
+        );
     }
 
     /// A ring that is mapped read-only (as when serve has no write access) is served over

@@ -307,6 +307,47 @@ fn source_rejects_bad_hello() {
     assert!(s.handle_stream(ms(0), &big, &src, None).is_err());
 }
 
+/// With no destination, `pass_to_head` moves the cursor past what the ring has published
+/// without building a frame; the first DATA after a PUNCH starts at the records published
+/// after that. A multicast group is always a destination.
+#[test]
+fn udp_sender_passes_records_while_no_one_listens() {
+    let mut mem = Mem::new(4096);
+    let src = source(&mut mem, 0);
+    let mut u: UdpSender<2> = UdpSender::new(UdpConfig::default(), 0x22, 0, ms(0));
+    let token = u.register(MIRROR_IP).unwrap();
+    assert!(!u.has_destinations(), "registered, not punched");
+    push(&src, 5);
+    assert_eq!(u.pass_to_head(&src), 5);
+    assert_eq!((u.cursor(), u.pass_to_head(&src)), (6, 0));
+    assert_eq!(u.counters(), super::udp_sender::UdpCounters::default());
+    let mut p = [0u8; 16];
+    PunchRepr {
+        session: 0x22,
+        token,
+    }
+    .emit(&mut p)
+    .unwrap();
+    assert!(u.handle_datagram(ms(1), MIRROR_IP, &p));
+    assert!(u.has_destinations());
+    push(&src, 8);
+    let mut buf = [0u8; 256];
+    let n = u.poll_transmit(ms(2), &src, &mut buf).unwrap();
+    assert!(matches!(
+        frames(&buf[..n])[0],
+        FrameRepr::Data(DataRepr {
+            seq: 6,
+            count: 3,
+            ..
+        })
+    ));
+    let group = UdpConfig {
+        multicast: Some(PeerAddr::new([239, 1, 1, 1], 7401)),
+        ..UdpConfig::default()
+    };
+    assert!(UdpSender::<2>::new(group, 0x22, 0, ms(0)).has_destinations());
+}
+
 #[test]
 fn udp_sender_punch_emsgsize_heartbeat_duplicates() {
     let mut mem = Mem::new(4096);
