@@ -338,8 +338,9 @@ impl BlobProducer<()> {
 }
 
 /// A reader of a blob ring: starts at the oldest retained message and registers as
-/// `"anonymous"` when there is a free registry slot. A copy inherited through `fork` leaves
-/// that slot to the parent when dropped, as a [`RingConsumer`](crate::RingConsumer)'s does.
+/// `"anonymous"` when there is a free registry slot. A copy inherited through `fork` takes
+/// a slot of its own on its first receive in the child and leaves its parent's to the
+/// parent, also when dropped, as a [`RingConsumer`](crate::RingConsumer)'s does.
 pub struct BlobConsumer<M> {
     reader: BlobReader,
     scratch: Vec<u8>,
@@ -351,6 +352,8 @@ pub struct BlobConsumer<M> {
     undelivered: Option<usize>,
     /// ringfire's view of the registry, built at attach.
     registry: Option<Box<ReaderRegistry>>,
+    /// The process's fork generation when the reader registered (see `RingConsumer`'s).
+    fork_generation: u64,
     file: RingFile,
     _m: PhantomData<fn() -> M>,
 }
@@ -372,6 +375,8 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
         };
         // The copy lives in the handle, which owns `file` and drops it last.
         let mut reader = BlobReader::new(*file.ring()).map_err(blob_err)?;
+        // Before the registration: a fork after it must show.
+        let fork_generation = sys::fork_generation();
         // A full registry leaves the reader unregistered, as in the reference.
         if file.ring().geometry().registry_count > 0 {
             let _ = reader.register(std::process::id(), name, sys::pid_alive);
@@ -385,6 +390,7 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
             view_buf: Vec::new(),
             undelivered: None,
             registry,
+            fork_generation,
             file,
             _m: PhantomData,
         })
@@ -410,6 +416,7 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
             *meta = self.scratch_meta();
             return Ok(Some(len));
         }
+        self.register_after_fork();
         let got = self
             .reader
             .recv(&mut self.scratch, out)
@@ -421,6 +428,17 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
             *meta = self.scratch_meta();
             r.len
         }))
+    }
+
+    /// In a child forked since the reader registered, registers its copy in a slot of its
+    /// own (see [`RingConsumer`](crate::RingConsumer)'s docs); a relaxed load otherwise.
+    #[inline(always)]
+    fn register_after_fork(&mut self) {
+        if sys::forked_since(self.fork_generation) {
+            self.fork_generation = sys::fork_generation();
+            // A full registry leaves the copy unregistered.
+            let _ = self.reader.register_as(std::process::id(), sys::pid_alive);
+        }
     }
 
     /// The meta of the descriptor in `scratch`.
@@ -481,6 +499,7 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     /// Takes the next message from the ring into `scratch` and `view_buf` (grown to fit);
     /// returns its blob length, or `None` when caught up.
     fn copy_next(&mut self) -> Result<Option<usize>> {
+        self.register_after_fork();
         loop {
             let got = self.reader.recv(&mut self.scratch, &mut self.view_buf);
             return match got {

@@ -186,11 +186,18 @@ fn never_reached(ring: &RingView, offset: u64) -> bool {
 /// ```
 ///
 /// Registered readers are named by process id (spec §9). A child forked from the process
-/// that attached holds a copy of this consumer and of its registry slot: dropping the copy
-/// leaves the slot to the parent (freeing it would leave the parent reading unregistered,
-/// and a lossless producer would stop waiting for it), but a child that reads through the
-/// copy publishes its cursor into the parent's slot. A child that reads should attach a
-/// consumer of its own.
+/// that attached holds a copy of this consumer, registered in its parent's slot. The copy's
+/// first call that reads or moves the cursor in the child registers it in a slot of its
+/// own, under the child's pid and the same name, at its cursor (a lossless producer then
+/// waits for parent and child each; the parent's slot stays the parent's, and is not
+/// pruned from under the child when the parent exits). Until then
+/// [`RingConsumer::registration`] is `None` in the child. With no free slot the child's
+/// copy reads unregistered, as after a prune ([`RingConsumer::registry_slot`] is `None`),
+/// and records the producer overwrites before it reads them count as lapped. Dropping the
+/// copy leaves the parent's slot alone. Telling a child from its parent costs a relaxed
+/// load of a static per call, which a `pthread_atfork` handler changes in the child; a
+/// child made by a bare `clone` system call is not told apart. A copy with a checkpoint
+/// file commits to the same file as its parent.
 pub struct RingConsumer<T> {
     inner: TypedConsumer<T>,
     checkpoint: Option<OffsetCheckpoint>,
@@ -199,6 +206,9 @@ pub struct RingConsumer<T> {
     /// ringfire's views of the registry and of this reader's slot, built at attach.
     registry: Option<Box<ReaderRegistry>>,
     registration: Option<Box<ReaderRegistration>>,
+    /// The process's fork generation when the registration was taken (see
+    /// [`RingConsumer::here`]).
+    fork_generation: u64,
     /// Shared with an async consumer's waiter thread, which must not outlive the mapping.
     file: Arc<RingFile>,
 }
@@ -273,6 +283,8 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         };
         // The copy lives in the handle, which owns `file` and drops it last.
         let mut consumer = Consumer::new(*file.ring(), mode);
+        // Before the registration: a fork after it must show.
+        let fork_generation = sys::fork_generation();
         consumer
             .register(std::process::id(), name, sys::pid_alive)
             .map_err(|source| Error::Registry {
@@ -296,15 +308,38 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
             stale_checkpoint,
             registry,
             registration,
+            fork_generation,
             file: Arc::new(file),
         })
+    }
+
+    /// The core consumer, after registering this handle in a registry slot of its own if
+    /// the process is a child forked since the handle registered (the copy held its
+    /// parent's slot). A relaxed load of a static when nothing forked.
+    #[inline(always)]
+    fn here(&mut self) -> &mut TypedConsumer<T> {
+        if sys::forked_since(self.fork_generation) {
+            self.register_after_fork();
+        }
+        &mut self.inner
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn register_after_fork(&mut self) {
+        self.fork_generation = sys::fork_generation();
+        // A full registry leaves the copy unregistered (see the type's docs).
+        let _ = self
+            .inner
+            .inner_mut()
+            .register_as(std::process::id(), sys::pid_alive);
     }
 
     /// The next record, or `None` when there is nothing new. Overwritten messages are
     /// skipped and counted in [`RingConsumer::lapped_count`].
     #[inline]
     pub fn try_recv(&mut self) -> Option<T> {
-        self.inner.try_recv()
+        self.here().try_recv()
     }
 
     /// The next record, telling whether records were lost just before it:
@@ -316,7 +351,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     #[inline]
     pub fn recv_status(&mut self) -> RecvStatus<T> {
         let before = self.lapped_count();
-        match self.inner.try_recv() {
+        match self.here().try_recv() {
             None => RecvStatus::Empty,
             Some(item) => match self.lapped_count().saturating_sub(before) {
                 0 => RecvStatus::Ok(item),
@@ -328,7 +363,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// The next record with its sequence number.
     #[inline]
     pub fn try_recv_seq(&mut self) -> Option<(u64, T)> {
-        self.inner.try_recv_seq()
+        self.here().try_recv_seq()
     }
 
     /// [`RingConsumer::try_recv`] for a loop that polls until the next record arrives: the
@@ -338,7 +373,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// [`RingConsumer::recv_blocking`] with [`BusySpin`](crate::BusySpin) polls this way.
     #[inline]
     pub fn try_recv_eager(&mut self) -> Option<T> {
-        self.inner.try_recv_eager()
+        self.here().try_recv_eager()
     }
 
     /// One poll of a receive loop: the eager read when `W` only spins.
@@ -353,7 +388,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
 
     /// Fills `buf` from the front; returns how many records were received.
     pub fn recv_batch(&mut self, buf: &mut [T]) -> usize {
-        self.inner.recv_batch(buf)
+        self.here().recv_batch(buf)
     }
 
     /// Waits with `wait` until a record arrives. Each wait is bounded, so a frozen ring
@@ -362,6 +397,8 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// ([`WaitStrategy::SPINS`]) each poll is [`RingConsumer::try_recv_eager`].
     #[inline]
     pub fn recv_blocking<W: WaitStrategy>(&mut self, wait: &mut W) -> T {
+        // Once per call: a fork leaves the child one thread, not inside this call.
+        self.here();
         let mut idle = Idle::default();
         loop {
             idle.before_poll::<W>(self.file.ring(), self.cursor());
@@ -382,6 +419,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         wait: &mut W,
         timeout: std::time::Duration,
     ) -> Option<T> {
+        self.here();
         let deadline = crate::wait::deadline_after(timeout);
         let mut idle = Idle::default();
         loop {
@@ -423,7 +461,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// retained message it moves to the oldest instead and counts the difference as lapped;
     /// returns that difference (0 when `seq` is retained or not published yet).
     pub fn seek(&mut self, seq: u64) -> u64 {
-        self.inner.inner_mut().seek(seq)
+        self.here().inner_mut().seek(seq)
     }
 
     /// Skips the backlog: moves the cursor to the newest published message, which the next
@@ -431,7 +469,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// [`RingConsumer::lapped_count`]. A reader already at or past the newest message, or
     /// on an empty ring, stays put and gets 0.
     pub fn jump_to_latest(&mut self) -> u64 {
-        self.inner.inner_mut().jump_to_latest()
+        self.here().inner_mut().jump_to_latest()
     }
 
     /// Skips what the ring no longer holds: moves the cursor up to the oldest retained
@@ -439,11 +477,15 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// count in [`RingConsumer::lapped_count`]. A cursor inside the retained window is left
     /// alone and gets 0 (this never rewinds; [`RingConsumer::seek`] does).
     pub fn jump_to_oldest(&mut self) -> u64 {
-        self.inner.inner_mut().jump_to_oldest()
+        self.here().inner_mut().jump_to_oldest()
     }
 
     /// The registry slot this reader holds, if registered.
+    /// `None` in a forked child until its copy registers (see [`RingConsumer::registration`]).
     pub fn registry_slot(&self) -> Option<u32> {
+        if sys::forked_since(self.fork_generation) {
+            return None;
+        }
         self.inner.inner().registry_slot()
     }
 
@@ -453,8 +495,12 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     }
 
     /// This reader's registry slot, or `None` when it is not registered (no registry, or a
-    /// full one on a lossy ring).
+    /// full one on a lossy ring), nor in a forked child whose copy has not yet read (the
+    /// slot it holds then is its parent's; see the type's docs).
     pub fn registration(&self) -> Option<&ReaderRegistration> {
+        if sys::forked_since(self.fork_generation) {
+            return None;
+        }
         let r = self.registration.as_deref()?;
         // The core consumer registers again, in another slot, after a prune; with no free
         // slot it holds none.
@@ -772,6 +818,85 @@ mod tests {
         rx.registration().unwrap().update_cursor(2);
         rx.commit_offset_to(&t.0[2], "other").unwrap();
         assert_eq!(rx.registry().unwrap().min_cursor(), Some(4));
+    }
+
+    /// A consumer's copy read in a forked child registers in a slot of its own: before,
+    /// it published its cursor into its parent's slot, so a lossless producer protected
+    /// whichever process published last (the other could be lapped), and the slot, named
+    /// by the parent's pid, was pruned when the parent exited while the child still read.
+    #[test]
+    fn a_forked_childs_copy_that_reads_takes_a_registry_slot_of_its_own() {
+        use crate::test_fork::{assert_exited_0, forked};
+        let t = TmpPaths::new(&["fork-read-ring", "fork-read-blob"]);
+        let mut tx = RingProducer::<u64>::builder(16)
+            .max_readers(4)
+            .flow_control(crate::FlowControl::LosslessBackpressure)
+            .build::<u64, _>(&t.0[0])
+            .unwrap();
+        let mut btx = crate::BlobProducer::<()>::builder(16, 4096)
+            .max_readers(4)
+            .build::<(), _>(&t.0[1])
+            .unwrap();
+        tx.push_batch(&[1, 2, 3, 4]);
+        for _ in 0..4 {
+            btx.push_payload(b"blob").unwrap();
+        }
+        let rx = RingConsumer::<u64>::builder()
+            .consumer_name("forked")
+            .start_from_oldest()
+            .attach(&t.0[0])
+            .unwrap();
+        let brx = crate::BlobConsumer::<()>::attach(&t.0[1]).unwrap();
+        let me = std::process::id();
+        // (pid, cursor) of each live reader of the ring and of the blob ring.
+        let readers = || {
+            let ring = tx.registry().unwrap().active_readers(0);
+            let blob = btx.active_readers();
+            (
+                ring.iter().map(|r| (r.pid, r.cursor_seq)).collect::<Vec<_>>(),
+                blob.iter().map(|r| (r.pid, r.cursor_seq)).collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(readers(), (vec![(me, 1)], vec![(me, 1)]));
+        let status = forked(10, || {
+            // SAFETY: this child never touches the originals again (it leaves through
+            // `_exit`), so the bitwise copies are its only copies of the consumers.
+            let (mut copy, mut bcopy) = unsafe { (std::ptr::read(&rx), std::ptr::read(&brx)) };
+            let child = std::process::id();
+            // Not the parent's slot, before and after the first read.
+            if copy.registration().is_some() || copy.registry_slot().is_some() {
+                return 2;
+            }
+            if copy.recv_batch(&mut [0; 3]) != 3 {
+                return 3;
+            }
+            if bcopy.recv_payload(&mut [0; 16]).unwrap() != Some(4) {
+                return 4;
+            }
+            let (ring, blob) = readers();
+            if ring != [(me, 1), (child, 4)] || blob != [(me, 1), (child, 2)] {
+                eprintln!("child sees ring {ring:?}, blob {blob:?}");
+                return 5;
+            }
+            let reg = copy.registration().unwrap();
+            if (reg.slot_index(), copy.registry_slot()) != (1, Some(1)) {
+                return 6;
+            }
+            drop(copy);
+            drop(bcopy);
+            // The copies gave up their own slots only.
+            if readers() != (vec![(me, 1)], vec![(me, 1)]) {
+                return 7;
+            }
+            0
+        });
+        assert_exited_0(status, "reading through the copies in the child");
+        // The parent's slots still hold the parent's cursors.
+        assert_eq!(readers(), (vec![(me, 1)], vec![(me, 1)]));
+        assert_eq!(rx.registry_slot(), Some(0));
+        drop(rx);
+        drop(brx);
+        assert_eq!(readers(), (vec![], vec![]));
     }
 
     #[test]

@@ -27,6 +27,43 @@ pub(crate) fn unlock(file: &File) {
     let _ = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_UN) };
 }
 
+/// Forks this process has been through since [`fork_generation`] was first called (a
+/// child's count is its parent's plus one). Handles that keep state of their process (a
+/// registry slot named by its pid) record the value when they take it and compare it on
+/// use: a relaxed load of this static, where `getpid` would be a system call per receive.
+static FORK_GENERATION: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The `pthread_atfork` child handler: runs in the child of every `fork` (not of a bare
+/// `clone` or `vfork`, which `std::process::Command` uses only to exec at once).
+extern "C" fn count_fork_in_child() {
+    // Relaxed: the child has one thread while its handlers run; later loads are its own.
+    // An atomic add is async-signal-safe, as a handler run by `fork` must be.
+    FORK_GENERATION.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// This process's fork generation, installing the handler that counts forks on the first
+/// call (a handle calls it when it takes its process state, before any fork it must
+/// notice). Should `pthread_atfork` fail (out of memory), forks go uncounted, as they did
+/// before the handler existed.
+pub(crate) fn fork_generation() -> u64 {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a handler that is a plain `extern "C" fn` for the life of the
+        // process; it touches only an atomic static.
+        let _ = unsafe { libc::pthread_atfork(None, None, Some(count_fork_in_child)) };
+    });
+    // Relaxed: see `FORK_GENERATION`.
+    FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Whether this process is a child forked since [`fork_generation`] returned `generation`
+/// (in this process or an ancestor).
+#[inline(always)]
+pub(crate) fn forked_since(generation: u64) -> bool {
+    // Relaxed: the value only changes in a child, before any of its code runs.
+    FORK_GENERATION.load(std::sync::atomic::Ordering::Relaxed) != generation
+}
+
 /// (device, inode) of an open file.
 pub(crate) fn file_id(file: &File) -> io::Result<(u64, u64)> {
     let m = file.metadata()?;

@@ -12,6 +12,7 @@ pub(crate) fn forked(secs: u32, child: impl FnOnce() -> i32) -> libc::c_int {
     // test threads). `call_once` returns only once the set-up is complete.
     crate::sys::membarrier_register();
     let _ = crate::sys::membarrier_registered();
+    let _ = crate::sys::fork_generation();
     // SAFETY: the child runs only `child` (no harness code) and leaves through `_exit`.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());

@@ -274,6 +274,46 @@ impl Consumer {
         self.unregister()
     }
 
+    /// Registers this reader again under `pid` when it holds a registration of another
+    /// process: a copy inherited through `fork`, whose registration is its parent's. The
+    /// parent's slot is left to the parent (only forgotten here, as
+    /// [`Consumer::unregister_as`] does); the copy takes a slot of its own under `pid` and
+    /// the name it registered under, at its cursor, and reruns the lap check as
+    /// [`Consumer::register`] does. Without this the two processes would publish into one
+    /// slot, and a lossless producer would protect only the cursor stored there last (one
+    /// of them could be lapped), and the slot would be pruned as dead once the parent
+    /// exits while the child still reads.
+    ///
+    /// Returns the slot now held: the same one when the registration is already `pid`'s (or
+    /// `None` when there is none). A full registry fails with [`RegistryError::Full`] and
+    /// leaves the reader unregistered ([`Consumer::registry_slot`] is then `None`) on a
+    /// lossy and a lossless ring alike; a ring without a registry gives `Ok(None)`.
+    pub fn register_as(
+        &mut self,
+        pid: u32,
+        is_alive: impl Fn(u32) -> bool,
+    ) -> Result<Option<u32>, RegistryError> {
+        match self.registry {
+            // The other process's slot: forgotten, never freed from here.
+            Some(_) if self.registry_pid != pid => self.registry = None,
+            held => return Ok(held.map(|o| o.slot)),
+        }
+        let name = self.registry_name;
+        match registry::register_owner(&self.view, pid, &name, self.cursor, is_alive) {
+            Ok(owner) => {
+                self.registry = Some(owner);
+                self.registry_pid = pid;
+                let w = self.load_write_seq();
+                if self.lap_to(w) {
+                    self.publish_cursor();
+                }
+                Ok(Some(owner.slot))
+            }
+            Err(RegistryError::NoRegistry) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// Moves the cursor to `seq` (at least 1), backwards or forwards; below the oldest
     /// retained message it moves to the oldest and counts the difference as lapped, as
     /// [`StartMode::Sequence`] does. Returns that difference (0 when `seq` is retained or not
@@ -1181,5 +1221,43 @@ mod tests {
             })
         );
         assert_eq!(registry::min_live_cursor(&view), Some(1));
+    }
+
+    #[test]
+    fn register_as_gives_a_copy_of_another_process_a_slot_of_its_own() {
+        let (_m, view) = heap_ring(&Geometry::spmc(4, 16, 8, 2, true).unwrap());
+        let mut parent = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(parent.register(11, "reader", |_| true), Ok(Some(0)));
+        // SAFETY: stands in for the child's copy made by fork; `parent` and `child` each
+        // give up only their own slot when dropped (the child's registers anew first).
+        let mut child = unsafe { core::ptr::read(&parent) };
+        assert_eq!(child.register_as(11, |_| true), Ok(Some(0)), "same process");
+        assert_eq!(child.register_as(12, |_| true), Ok(Some(1)));
+        assert_eq!(child.register_as(12, |_| true), Ok(Some(1)), "already its own");
+        assert_eq!(view.registry_name(1), view.registry_name(0));
+        let mut p = Producer::new(view, NoWake).unwrap();
+        p.push(&[7; 8]);
+        let mut buf = [0u8; 8];
+        assert_eq!(child.try_recv(&mut buf), Some(1));
+        let live = |v: &RingView| {
+            registry::live_readers(v)
+                .map(|r| (r.slot, r.pid, r.cursor))
+                .collect::<std::vec::Vec<_>>()
+        };
+        assert_eq!(live(&view), [(0, 11, 1), (1, 12, 2)]);
+        drop(child);
+        assert_eq!(live(&view), [(0, 11, 1)]);
+        // A full registry leaves the copy unregistered.
+        // SAFETY: as above.
+        let mut child = unsafe { core::ptr::read(&parent) };
+        let mut other = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(other.register(13, "other", |_| true), Ok(Some(1)));
+        assert_eq!(
+            child.register_as(12, |_| true),
+            Err(RegistryError::Full { count: 2 })
+        );
+        assert_eq!(child.registry_slot(), None);
+        drop(child);
+        assert_eq!(live(&view), [(0, 11, 1), (1, 13, 1)]);
     }
 }

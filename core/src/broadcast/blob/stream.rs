@@ -173,6 +173,28 @@ impl BlobReader {
         Ok(o.slot)
     }
 
+    /// Registers this reader again under `pid` when it holds a registration of another
+    /// process (a copy inherited through `fork`): the other process's slot is only
+    /// forgotten, and the reader takes a slot of its own under `pid` and its name, at its
+    /// cursor, as [`Consumer::register_as`](crate::broadcast::Consumer::register_as) does
+    /// (the next [`recv`](Self::recv) reruns the lap check). Returns the slot now held
+    /// (`None` when not registered); a full registry leaves the reader unregistered, with
+    /// the error.
+    pub fn register_as(
+        &mut self,
+        pid: u32,
+        is_alive: impl Fn(u32) -> bool,
+    ) -> Result<Option<u32>, RegistryError> {
+        match self.registration {
+            Some(o) if o.pid != pid => self.registration = None,
+            held => return Ok(held.map(|o| o.slot)),
+        }
+        let name = self.registry_name;
+        let o = registry::register_owner(&self.view, pid, &name, self.cursor, is_alive)?;
+        self.registration = Some(o);
+        Ok(Some(o.slot))
+    }
+
     /// The registry slot this reader holds, if registered.
     pub fn registry_slot(&self) -> Option<u32> {
         self.registration.map(|o| o.slot)
