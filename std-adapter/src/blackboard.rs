@@ -94,6 +94,8 @@ pub struct BlackboardProducer<V> {
     id: (u64, u64),
     path: PathBuf,
     cleanup: CleanupMode,
+    /// The creating process: only it unlinks and unlocks on drop (see `RingFile`'s drop).
+    pid: u32,
     _v: PhantomData<fn(&V)>,
 }
 
@@ -146,6 +148,7 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
             id,
             path: path.to_path_buf(),
             cleanup: CleanupMode::UnlinkOnDrop,
+            pid: std::process::id(),
             _v: PhantomData,
         })
     }
@@ -172,6 +175,10 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
 
 impl<V> Drop for BlackboardProducer<V> {
     fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // A copy inherited through fork leaves the file and the lock to the creator.
+            return;
+        }
         if self.cleanup == CleanupMode::UnlinkOnDrop
             && matches!(sys::path_id(&self.path), Ok(Some(id)) if id == self.id)
         {

@@ -60,6 +60,9 @@ impl Default for CreateOptions {
 struct Owner {
     cleanup: CleanupMode,
     locked: bool,
+    /// The process that created the file (or was told to clean it up): only it unlinks
+    /// and unlocks on drop (see `Drop for RingFile`).
+    pid: u32,
 }
 
 /// A ring file mapped read-write: a producer's (created, locked) or a consumer's (attached).
@@ -322,6 +325,7 @@ impl RingFile {
         let owner = Owner {
             cleanup: opts.cleanup,
             locked: opts.exclusive_lock,
+            pid: std::process::id(),
         };
         // Without the lock the file may be another legacy creator's too: left in place.
         let cleanup_on_error = |e: Error| {
@@ -474,6 +478,7 @@ impl RingFile {
                 self.owner = Some(Owner {
                     cleanup,
                     locked: false,
+                    pid: std::process::id(),
                 })
             }
         }
@@ -483,6 +488,14 @@ impl RingFile {
 impl Drop for RingFile {
     fn drop(&mut self) {
         let Some(owner) = &self.owner else { return };
+        if owner.pid != std::process::id() {
+            // A copy inherited through fork: the file and its lock are the creator's, which
+            // goes on writing. `flock(LOCK_UN)` here would release the lock for both (it
+            // belongs to the open file description, which fork shares), letting another
+            // producer replace a live ring, and the unlink would take the ring from every
+            // later reader. Closing this process's descriptor leaves the lock in place.
+            return;
+        }
         // Unlink while still holding the lock (spec §1.2 step 6), and only if the path still
         // names our inode: never delete a ring someone else created at the same path.
         if owner.cleanup == CleanupMode::UnlinkOnDrop
@@ -684,5 +697,44 @@ impl std::fmt::Debug for ReadOnlyRing {
             .field("path", &self.path)
             .field("geometry", self.view.geometry())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::test_fork::{assert_exited_0, forked};
+    use crate::{BlackboardProducer, RingProducer};
+
+    /// A producer's copy inherited through fork, dropped in the child, leaves the file and
+    /// the creator's lock alone. Before, the copy unlinked the parent's live ring (its path
+    /// still named it) and released its `flock`, which the open file description shared
+    /// with the parent holds for both: a second producer could then create the path anew
+    /// while the first still wrote, and attaches found the new ring, never the live one.
+    #[test]
+    fn a_forked_childs_copy_of_a_producer_dropped_leaves_the_file_and_its_lock() {
+        let dir = std::env::temp_dir();
+        let ring = dir.join(format!("ringwire-file-fork-ring-{}", std::process::id()));
+        let board = dir.join(format!("ringwire-file-fork-board-{}", std::process::id()));
+        let mut tx = RingProducer::<u64>::create(&ring, 16).unwrap();
+        let mut bb = BlackboardProducer::<u64>::create(&board, 4).unwrap();
+        let status = forked(10, || {
+            // SAFETY: this child never touches the originals again (it leaves through
+            // `_exit`), so the bitwise copies are its only copies of the producers.
+            let (copy, bcopy) = unsafe { (std::ptr::read(&tx), std::ptr::read(&bb)) };
+            drop(copy);
+            drop(bcopy);
+            0
+        });
+        assert_exited_0(status, "drop in the child");
+        assert!(ring.exists() && board.exists(), "the child's drop unlinked them");
+        // The parent still holds both locks: a second creator is refused.
+        assert!(RingProducer::<u64>::create(&ring, 16).is_err());
+        assert!(BlackboardProducer::<u64>::create(&board, 4).is_err());
+        tx.push(&1);
+        bb.write(0, &1).unwrap();
+        // The parent's own drop still cleans up.
+        drop(tx);
+        drop(bb);
+        assert!(!ring.exists() && !board.exists());
     }
 }
