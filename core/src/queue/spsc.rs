@@ -376,6 +376,15 @@ impl SpscConsumer {
         self.head.wrapping_sub(self.released)
     }
 
+    /// Forgets the popped slots not yet handed back, without storing the head: the drop
+    /// that follows hands nothing back. For a copy of this consumer in another process
+    /// (inherited through `fork`), whose head is the one it had at the fork: stored after
+    /// the original moved on, it would move the queue's consumer index back, and the
+    /// next consumer would pop again items already popped.
+    pub fn forget_unreleased(&mut self) {
+        self.released = self.head;
+    }
+
     /// Hands every popped slot back to the producer now (one head store, none if there is
     /// nothing to hand back).
     #[inline]

@@ -66,6 +66,9 @@ pub struct SpscBytesConsumer {
     unfenced: bool,
     mem: Arc<QueueMem>,
     _role: Option<File>,
+    // The process that took the role: a copy inherited through fork hands nothing back
+    // when dropped (see `Drop`).
+    pid: u32,
 }
 
 /// After `n` items moved in one batch through `view` (a handle's, with its `unfenced`):
@@ -341,6 +344,15 @@ impl SpscBytesProducer {
 /// or the next consumer, goes on from the last item this one popped.
 impl Drop for SpscBytesConsumer {
     fn drop(&mut self) {
+        if self.pid != std::process::id() {
+            // A copy inherited through fork: its head is the one of the fork, which the
+            // consumer it copied may have passed since; stored now, it would hand the
+            // producer back fewer slots than are free and have the next consumer pop
+            // again what was popped (see `SpscConsumer::forget_unreleased`). The role lock
+            // stays with the open file description the parent holds.
+            self.inner.forget_unreleased();
+            return;
+        }
         self.release();
     }
 }
@@ -368,6 +380,7 @@ impl SpscBytesConsumer {
             unfenced: mem.unfenced_notify(),
             mem,
             _role: role,
+            pid: std::process::id(),
         })
     }
 

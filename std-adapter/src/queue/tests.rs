@@ -1062,3 +1062,63 @@ fn an_opener_alone_refuses_a_stamp_of_a_lap_the_cursors_rule_out() {
         Err(QueueFileError::Attach { .. })
     ));
 }
+
+/// An SPSC consumer's copy inherited through fork, dropped in the child after its parent's
+/// consumer moved on, hands nothing back. Before, its drop stored the head it had at the
+/// fork: the queue's consumer index went back, and the next consumer popped again items
+/// already popped (and, the producer having refilled their slots meanwhile, newer items
+/// out of order).
+#[test]
+fn a_forked_childs_copy_of_an_spsc_consumer_dropped_hands_nothing_back() {
+    let path = tmp("forkedconsumer");
+    let flag = tmp("forkedconsumer-go");
+    let forked = tmp("forkedconsumer-forked");
+    let _rm = [path.clone(), flag.clone(), forked.clone()].map(Remove);
+    let mut tx = SpscProducer::<u64>::create(&path, 64).unwrap();
+    for v in 1..=10 {
+        tx.try_push(&v).unwrap();
+    }
+    let mut rx = SpscConsumer::<u64>::open(&path).unwrap();
+    assert_eq!((rx.try_pop(), rx.try_pop()), (Ok(Some(1)), Ok(Some(2))));
+    let at = &rx as *const SpscConsumer<u64> as usize;
+    let child = {
+        let (flag, forked) = (flag.clone(), forked.clone());
+        // The child waits for the parent's consumer to finish, so the fork runs on a
+        // thread of its own.
+        std::thread::spawn(move || {
+            crate::test_fork::forked(20, || {
+                // SAFETY: `at` is `rx`'s address, which the fork copied; this child never
+                // touches the original (it leaves through `_exit`), so the bitwise copy is
+                // its only copy of the consumer.
+                let copy = unsafe { std::ptr::read(at as *const SpscConsumer<u64>) };
+                if std::fs::write(&forked, b"").is_err() {
+                    return 3;
+                }
+                let t0 = Instant::now();
+                while !flag.exists() {
+                    if t0.elapsed() > Duration::from_secs(10) {
+                        return 2;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                drop(copy);
+                0
+            })
+        })
+    };
+    let t0 = Instant::now();
+    while !forked.exists() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "the child never forked");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let rest: Vec<u64> = std::iter::from_fn(|| rx.try_pop().unwrap()).collect();
+    assert_eq!(rest, (3..=10).collect::<Vec<_>>());
+    drop(rx);
+    std::fs::write(&flag, b"go").unwrap();
+    crate::test_fork::assert_exited_0(child.join().unwrap(), "the copy's drop");
+    // Every item was popped once: the next consumer finds the queue empty.
+    let mut next = SpscConsumer::<u64>::open(&path).unwrap();
+    assert_eq!(next.try_pop(), Ok(None));
+    tx.try_push(&11).unwrap();
+    assert_eq!(next.try_pop(), Ok(Some(11)));
+}
