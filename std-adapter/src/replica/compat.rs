@@ -514,7 +514,9 @@ impl MirrorBuilder {
 }
 
 /// Keeps a local copy of a served ring: the records under the source's sequence numbers,
-/// written by [`mirror::run`] on a helper thread.
+/// written by [`mirror::run`] on a helper thread. That thread stays in the process that
+/// connected: in a child forked from it, the inherited copy's [`Mirror::run`] and
+/// [`Mirror::step`] fail, and dropping it leaves the parent's copy running.
 pub struct Mirror {
     opts: MirrorOptions,
     stop: Arc<AtomicBool>,
@@ -527,6 +529,9 @@ pub struct Mirror {
     offered: u64,
     /// The progress the last [`Mirror::step`] saw.
     seen: MirrorSnapshot,
+    /// The process that started `thread`: a copy inherited through fork has the handle
+    /// but not the thread, which `fork` does not copy (see `Mirror::forked_copy`).
+    pid: u32,
 }
 
 /// Stops a running [`Mirror`] from another thread.
@@ -601,6 +606,7 @@ impl Mirror {
                     first,
                     offered,
                     seen,
+                    pid: std::process::id(),
                 });
             }
             if thread.is_finished() {
@@ -722,6 +728,23 @@ impl Mirror {
         self.snap().counters.records_retransmitted
     }
 
+    /// Fails when this handle is a copy inherited through `fork`: the copying thread runs in
+    /// the process that connected (it goes on filling the ring there), none in this one, so
+    /// waiting for it here would never end and its progress here never changes. The
+    /// figures (`sequence`, `frames`, …) of such a copy stay those of the fork.
+    fn forked_copy(&self) -> Result<(), ReplicaError> {
+        if self.pid == std::process::id() {
+            return Ok(());
+        }
+        Err(ReplicaError::io(
+            "run the mirror",
+            io::Error::other(
+                "this Mirror was inherited through fork: its copy runs in the process that \
+                 connected it (connect another in this process)",
+            ),
+        ))
+    }
+
     /// The longest [`Mirror::step`] waits for progress: ringfire's UDP `step` also waits at
     /// most 10 ms for input.
     pub const STEP_WAIT: Duration = Duration::from_millis(10);
@@ -731,6 +754,7 @@ impl Mirror {
     /// until the end instead of waking at each step. Once `run` or `step` has seen the end,
     /// returns `Ok(())` at once.
     pub fn run(&mut self) -> Result<(), ReplicaError> {
+        self.forked_copy()?;
         match self.thread.take() {
             Some(h) => joined(h).map(drop),
             None => Ok(()),
@@ -749,6 +773,7 @@ impl Mirror {
     /// or the datagrams queued (waiting at most 10 ms for them). A loop of `step` calls
     /// ends, as there, when the source hangs up, with every record it sent in the ring.
     pub fn step(&mut self) -> Result<bool, ReplicaError> {
+        self.forked_copy()?;
         let Some(h) = &self.thread else {
             return Ok(false);
         };
@@ -765,6 +790,13 @@ impl Mirror {
 
 impl Drop for Mirror {
     fn drop(&mut self) {
+        if self.forked_copy().is_err() {
+            // The thread is the parent's: nothing to stop or join here (a join would wait
+            // for, or fail on, a thread this process does not have). Its state, shared
+            // with the thread through `Arc`s, is left allocated.
+            std::mem::forget(self.thread.take());
+            return;
+        }
         // Relaxed: a plain flag; joined right after.
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.thread.take() {
@@ -783,5 +815,64 @@ impl std::fmt::Debug for Mirror {
             .field("udp", &s.udp)
             .field("unicast", &s.unicast)
             .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::Ipv4Addr;
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::test_fork::{assert_exited_0, forked};
+
+    /// A [`Mirror`] inherited through fork has no copying thread in the child (fork copies
+    /// only the forking thread). Before, `step` on the copy reported progress every 10 ms
+    /// for good, and dropping it joined a thread the child does not have: the join panicked
+    /// ("threads should not terminate unexpectedly") inside the drop. Now the drop leaves
+    /// the thread alone and `run` and `step` fail with an error that says why, while the
+    /// parent's mirror goes on copying.
+    #[test]
+    fn a_forked_childs_copy_of_a_mirror_neither_hangs_nor_claims_progress() {
+        let dir = std::env::temp_dir();
+        let src = dir.join(format!("ringwire-compat-fork-src-{}", std::process::id()));
+        let dst = dir.join(format!("ringwire-compat-fork-dst-{}", std::process::id()));
+        let mut tx = crate::RingProducer::<u64>::create(&src, 64).unwrap();
+        tx.push(&1);
+        let server = ReplicaServer::bind(&src, (Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = server.local_addr().unwrap();
+        let stop = server.shutdown_handle();
+        let srv = server.spawn().unwrap();
+        let mut mirror = Mirror::builder()
+            .start(MirrorStart::Oldest)
+            .connect(addr, &dst)
+            .unwrap();
+        let t0 = Instant::now();
+        while mirror.sequence() < 1 {
+            assert!(t0.elapsed() < Duration::from_secs(20), "no first record");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let status = forked(5, || {
+            // SAFETY: this child never touches the original again (it leaves through
+            // `_exit`), so the bitwise copy is its only copy of the mirror.
+            let mut copy = unsafe { std::ptr::read(&mirror) };
+            if copy.step().is_ok() || copy.run().is_ok() {
+                return 2;
+            }
+            drop(copy);
+            0
+        });
+        assert_exited_0(status, "the mirror's copy in the child");
+        // The parent's mirror still copies.
+        tx.push(&2);
+        let t0 = Instant::now();
+        while mirror.sequence() < 2 {
+            assert!(t0.elapsed() < Duration::from_secs(20), "the mirror stopped");
+            assert!(mirror.step().unwrap());
+        }
+        drop(mirror);
+        stop.shutdown();
+        srv.join().unwrap().unwrap();
+        let _ = std::fs::remove_file(&dst);
     }
 }
