@@ -87,6 +87,10 @@ const fn assert_value_align<V>() {
 }
 
 /// The writer of a blackboard file (one writer per key; this type writes all keys).
+///
+/// As with a [`RingProducer`](crate::RingProducer), a copy inherited through `fork` shares
+/// the lock and must not write in the child; dropping it there leaves the file and the
+/// lock to the parent.
 pub struct BlackboardProducer<V> {
     bb: Blackboard,
     _map: MmapRaw,

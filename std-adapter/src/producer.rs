@@ -101,6 +101,12 @@ impl RingProducerBuilder {
 }
 
 /// The single writer of a typed broadcast ring.
+///
+/// A child forked from the producer's process holds a copy of this handle and shares its
+/// `flock`, which belongs to the open file description fork shares: the lock keeps other
+/// creators out, not the child's copy. The child must not push through it (the ring would
+/// have two writers, and one sequence number could end up with bytes from both);
+/// dropping the copy there leaves the file and the lock to the parent.
 pub struct RingProducer<T> {
     inner: Producer<FutexWake>,
     /// ringfire's view of the registry, built once; `None` without one.

@@ -38,7 +38,14 @@
 //!
 //! The one-producer / one-consumer rule of an SPSC queue file is enforced with open-file-
 //! description locks (`F_OFD_SETLK`) on one byte per role, released by the kernel when the
-//! handle is dropped or its process dies.
+//! handle is dropped or its process dies. A child forked from a process that holds a role
+//! shares that open file description, so it holds the role too until it exits or execs
+//! (every descriptor is close-on-exec), and its copy of the handle is not refused: the
+//! child must not push (or pop) through it, which would make two producers (consumers) of
+//! one queue. Dropping the copy there is harmless: a consumer's hands nothing back (its
+//! head is the fork's, which the parent may have passed). MPMC handles may be used from
+//! both processes; their shared lock, held by the child's descriptor too, keeps an open
+//! elsewhere from healing slots while either lives.
 
 mod mem;
 mod mpmc;
