@@ -61,18 +61,27 @@ fn an_execed_program_inherits_no_descriptor_of_any_handle() {
     let lp = MpmcProducer::<u64>::create(lossy.path(), 64).unwrap();
     let lc = MpmcQueueConsumer::<u64>::attach(lossy.path()).unwrap();
     let cp = OffsetCheckpoint::open_or_create(ShmPath::new("cloexec-ckpt2").path(), "x");
-    // Serve and mirror over loopback TCP: listener, session sockets, the mirror's ring.
-    let server = ReplicaServer::bind(ring.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+    // Serve and mirror over loopback, live records by UDP unicast: the listener, the TCP
+    // session's sockets, both ends' UDP sockets, the mirror's ring.
+    let server = ReplicaServer::bind(ring.path(), (Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .unicast(0, 1400);
     let addr = server.local_addr().unwrap();
     let stop = server.shutdown_handle();
     let srv = server.spawn().unwrap();
     let mirror = Mirror::builder()
         .start(MirrorStart::Oldest)
+        .unicast(true)
         .connect(addr, mirror_ring.path())
         .unwrap();
     wait_until("the mirror's first record", Duration::from_secs(20), || {
         mirror.sequence() >= 1
     });
+    tx.push(&2);
+    wait_until("a record by UDP", Duration::from_secs(20), || {
+        mirror.sequence() >= 2 && mirror.datagrams() > 0
+    });
+    assert!(mirror.is_unicast());
     let ours = own_fds();
     for (what, needle) in [("ring files", "/dev/shm/"), ("sockets", "socket:[")] {
         assert!(

@@ -1078,3 +1078,24 @@ fn spsc_in_place_writes_from_another_thread_are_seen_whole() {
         p.commit_in_place(&lens).unwrap() as u64
     });
 }
+
+#[test]
+fn spsc_forget_unreleased_leaves_the_head_to_the_original() {
+    let (_b, q) = queue(QueueKind::Spsc, 64, 8, 16);
+    let mut p = SpscProducer::new(q).unwrap();
+    let mut c = SpscConsumer::new(q).unwrap();
+    c.set_release_every(64);
+    for v in 1..=4u64 {
+        p.try_push(&v.to_le_bytes()).unwrap();
+    }
+    let mut buf = [0u8; 8];
+    assert_eq!(c.try_pop(&mut buf), Ok(8));
+    assert_eq!(c.unreleased(), 1);
+    // Relaxed: single-threaded test.
+    let deq = || q.deq().load(Ordering::Relaxed);
+    assert_eq!(deq(), 0);
+    c.forget_unreleased();
+    assert_eq!(c.unreleased(), 0);
+    drop(c);
+    assert_eq!(deq(), 0, "the drop handed back what was forgotten");
+}
