@@ -853,8 +853,12 @@ mod tests {
             let ring = tx.registry().unwrap().active_readers(0);
             let blob = btx.active_readers();
             (
-                ring.iter().map(|r| (r.pid, r.cursor_seq)).collect::<Vec<_>>(),
-                blob.iter().map(|r| (r.pid, r.cursor_seq)).collect::<Vec<_>>(),
+                ring.iter()
+                    .map(|r| (r.pid, r.cursor_seq))
+                    .collect::<Vec<_>>(),
+                blob.iter()
+                    .map(|r| (r.pid, r.cursor_seq))
+                    .collect::<Vec<_>>(),
             )
         };
         assert_eq!(readers(), (vec![(me, 1)], vec![(me, 1)]));

@@ -726,7 +726,10 @@ mod tests {
             0
         });
         assert_exited_0(status, "drop in the child");
-        assert!(ring.exists() && board.exists(), "the child's drop unlinked them");
+        assert!(
+            ring.exists() && board.exists(),
+            "the child's drop unlinked them"
+        );
         // The parent still holds both locks: a second creator is refused.
         assert!(RingProducer::<u64>::create(&ring, 16).is_err());
         assert!(BlackboardProducer::<u64>::create(&board, 4).is_err());

@@ -11,8 +11,8 @@ use std::time::Duration;
 use ringwire::queue::{MpmcQueue, ReadOnlyQueue, SpscBytesProducer, SpscConsumer, SpscProducer};
 use ringwire::{
     BlackboardConsumer, BlackboardProducer, BlobConsumer, BlobProducer, Mirror, MirrorStart,
-    MpmcProducer, MpmcQueueConsumer, OffsetCheckpoint, ReadOnlyRing, ReplicaServer,
-    RingConsumer, RingProducer,
+    MpmcProducer, MpmcQueueConsumer, OffsetCheckpoint, ReadOnlyRing, ReplicaServer, RingConsumer,
+    RingProducer,
 };
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
@@ -105,11 +105,16 @@ fn an_execed_program_inherits_no_descriptor_of_any_handle() {
                 || l.contains("ringwire")
         })
         .collect();
-    assert!(leaked.is_empty(), "descriptors leaked into exec: {leaked:?}");
+    assert!(
+        leaked.is_empty(),
+        "descriptors leaked into exec: {leaked:?}"
+    );
     stop.shutdown();
     drop(mirror);
     let _ = srv.join();
-    drop((tx, rx, ro, btx, brx, bb, bbr, sp, sc, bp, mq, mq2, rq, lp, lc, cp));
+    drop((
+        tx, rx, ro, btx, brx, bb, bbr, sp, sc, bp, mq, mq2, rq, lp, lc, cp,
+    ));
 }
 
 /// Every lock a handle holds belongs to its own open file description (`flock`, OFD

@@ -1233,7 +1233,11 @@ mod tests {
         let mut child = unsafe { core::ptr::read(&parent) };
         assert_eq!(child.register_as(11, |_| true), Ok(Some(0)), "same process");
         assert_eq!(child.register_as(12, |_| true), Ok(Some(1)));
-        assert_eq!(child.register_as(12, |_| true), Ok(Some(1)), "already its own");
+        assert_eq!(
+            child.register_as(12, |_| true),
+            Ok(Some(1)),
+            "already its own"
+        );
         assert_eq!(view.registry_name(1), view.registry_name(0));
         let mut p = Producer::new(view, NoWake).unwrap();
         p.push(&[7; 8]);

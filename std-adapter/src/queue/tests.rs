@@ -1108,7 +1108,10 @@ fn a_forked_childs_copy_of_an_spsc_consumer_dropped_hands_nothing_back() {
     };
     let t0 = Instant::now();
     while !forked.exists() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the child never forked");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the child never forked"
+        );
         std::thread::sleep(Duration::from_millis(1));
     }
     let rest: Vec<u64> = std::iter::from_fn(|| rx.try_pop().unwrap()).collect();
