@@ -841,11 +841,7 @@ mod tests {
         for _ in 0..4 {
             btx.push_payload(b"blob").unwrap();
         }
-        let rx = RingConsumer::<u64>::builder()
-            .consumer_name("forked")
-            .start_from_oldest()
-            .attach(&t.0[0])
-            .unwrap();
+        let rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
         let brx = crate::BlobConsumer::<()>::attach(&t.0[1]).unwrap();
         let me = std::process::id();
         // (pid, cursor) of each live reader of the ring and of the blob ring.
