@@ -376,13 +376,24 @@ impl SpscConsumer {
         self.head.wrapping_sub(self.released)
     }
 
-    /// Forgets the popped slots not yet handed back, without storing the head: the drop
-    /// that follows hands nothing back. For a copy of this consumer in another process
-    /// (inherited through `fork`), whose head is the one it had at the fork: stored after
-    /// the original moved on, it would move the queue's consumer index back, and the
-    /// next consumer would pop again items already popped.
-    pub fn forget_unreleased(&mut self) {
-        self.released = self.head;
+    /// Hands the popped slots back only if that moves the queue's consumer index forward
+    /// (by at most a capacity), and otherwise forgets them without a store; either way the
+    /// drop that follows hands nothing back. For a copy of this consumer in another process
+    /// (inherited through `fork`), whose head may be the one it had at the fork: stored
+    /// after the original moved on, it would move the index back, and the next consumer
+    /// would pop again items already popped (and, their slots refilled meanwhile, items
+    /// out of order). A head ahead of the index is this copy's own progress (the original
+    /// gone, say, as after a daemon's fork), or pops the original made before the fork and
+    /// has not handed back yet, which it would hand back too.
+    pub fn release_if_ahead(&mut self) {
+        // Relaxed: only compared; the store in `store_head` is the release as always.
+        let index = self.q.deq().load(Ordering::Relaxed);
+        let ahead = self.head.wrapping_sub(index);
+        if ahead != 0 && ahead <= self.q.capacity() {
+            self.store_head();
+        } else {
+            self.released = self.head;
+        }
     }
 
     /// Hands every popped slot back to the producer now (one head store, none if there is

@@ -1080,7 +1080,7 @@ fn spsc_in_place_writes_from_another_thread_are_seen_whole() {
 }
 
 #[test]
-fn spsc_forget_unreleased_leaves_the_head_to_the_original() {
+fn spsc_release_if_ahead_never_moves_the_consumer_index_back() {
     let (_b, q) = queue(QueueKind::Spsc, 64, 8, 16);
     let mut p = SpscProducer::new(q).unwrap();
     let mut c = SpscConsumer::new(q).unwrap();
@@ -1089,13 +1089,25 @@ fn spsc_forget_unreleased_leaves_the_head_to_the_original() {
         p.try_push(&v.to_le_bytes()).unwrap();
     }
     let mut buf = [0u8; 8];
-    assert_eq!(c.try_pop(&mut buf), Ok(8));
-    assert_eq!(c.unreleased(), 1);
     // Relaxed: single-threaded test.
     let deq = || q.deq().load(Ordering::Relaxed);
-    assert_eq!(deq(), 0);
-    c.forget_unreleased();
-    assert_eq!(c.unreleased(), 0);
-    drop(c);
-    assert_eq!(deq(), 0, "the drop handed back what was forgotten");
+    assert_eq!(c.try_pop(&mut buf), Ok(8));
+    // SAFETY: stands in for the copy a fork makes; it stores nothing when dropped below
+    // (its head is then behind the index), and `c` is not dropped twice.
+    let mut copy = unsafe { core::ptr::read(&c) };
+    assert_eq!(c.try_pop(&mut buf), Ok(8));
+    c.release();
+    assert_eq!(deq(), 2);
+    // The copy's head, 1, is behind: nothing is stored, now or at its drop.
+    copy.release_if_ahead();
+    assert_eq!(copy.unreleased(), 0);
+    drop(copy);
+    assert_eq!(deq(), 2, "the copy moved the consumer index back");
+    // A copy that popped on by itself (its original gone) hands its pops back.
+    // SAFETY: as above; `c` is forgotten, so the copy is the only consumer left.
+    let mut copy = unsafe { core::ptr::read(&c) };
+    core::mem::forget(c);
+    assert_eq!(copy.try_pop(&mut buf), Ok(8));
+    copy.release_if_ahead();
+    assert_eq!(deq(), 3);
 }

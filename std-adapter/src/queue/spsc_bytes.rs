@@ -345,12 +345,13 @@ impl SpscBytesProducer {
 impl Drop for SpscBytesConsumer {
     fn drop(&mut self) {
         if self.pid != std::process::id() {
-            // A copy inherited through fork: its head is the one of the fork, which the
-            // consumer it copied may have passed since; stored now, it would hand the
-            // producer back fewer slots than are free and have the next consumer pop
-            // again what was popped (see `SpscConsumer::forget_unreleased`). The role lock
+            // A copy inherited through fork: its head may be the one of the fork, which the
+            // consumer it copied has passed since; stored now, it would move the consumer
+            // index back and have the next consumer pop again what was popped. So it is
+            // stored only if ahead (see `SpscConsumer::release_if_ahead`). The role lock
             // stays with the open file description the parent holds.
-            self.inner.forget_unreleased();
+            self.inner.release_if_ahead();
+            notify_on(self.inner.view(), self.unfenced, Side::Space);
             return;
         }
         self.release();

@@ -1125,3 +1125,31 @@ fn a_forked_childs_copy_of_an_spsc_consumer_dropped_hands_nothing_back() {
     tx.try_push(&11).unwrap();
     assert_eq!(next.try_pop(), Ok(Some(11)));
 }
+
+/// The other side of the test above: a child's copy that pops on by itself (as after a
+/// daemon's fork, its parent's consumer unused) hands its pops back when dropped, so the
+/// next consumer goes on after them.
+#[test]
+fn a_forked_childs_copy_that_popped_on_by_itself_hands_its_pops_back() {
+    let path = tmp("forkedpopper");
+    let _rm = Remove(path.clone());
+    let mut tx = SpscProducer::<u64>::create(&path, 64).unwrap();
+    for v in 1..=4 {
+        tx.try_push(&v).unwrap();
+    }
+    let rx = SpscConsumer::<u64>::open(&path).unwrap();
+    let status = crate::test_fork::forked(10, || {
+        // SAFETY: this child never touches the original again (it leaves through
+        // `_exit`), so the bitwise copy is its only copy of the consumer.
+        let mut copy = unsafe { std::ptr::read(&rx) };
+        if (copy.try_pop(), copy.try_pop()) != (Ok(Some(1)), Ok(Some(2))) {
+            return 2;
+        }
+        drop(copy);
+        0
+    });
+    crate::test_fork::assert_exited_0(status, "pops in the child");
+    drop(rx);
+    let mut next = SpscConsumer::<u64>::open(&path).unwrap();
+    assert_eq!(next.try_pop(), Ok(Some(3)));
+}
