@@ -98,7 +98,8 @@ pub struct BlackboardProducer<V> {
     id: (u64, u64),
     path: PathBuf,
     cleanup: CleanupMode,
-    /// The creating process: only it unlinks and unlocks on drop (see `RingFile`'s drop).
+    /// The creating process: while it lives, only it unlinks and unlocks on drop (see
+    /// `RingFile`'s drop).
     pid: u32,
     _v: PhantomData<fn(&V)>,
 }
@@ -179,8 +180,9 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
 
 impl<V> Drop for BlackboardProducer<V> {
     fn drop(&mut self) {
-        if self.pid != std::process::id() {
-            // A copy inherited through fork leaves the file and the lock to the creator.
+        if self.pid != std::process::id() && sys::pid_alive(self.pid) {
+            // A copy inherited through fork leaves the file and the lock to the creator
+            // while it lives (see `RingFile`'s drop).
             return;
         }
         if self.cleanup == CleanupMode::UnlinkOnDrop

@@ -60,8 +60,8 @@ impl Default for CreateOptions {
 struct Owner {
     cleanup: CleanupMode,
     locked: bool,
-    /// The process that created the file (or was told to clean it up): only it unlinks
-    /// and unlocks on drop (see `Drop for RingFile`).
+    /// The process that created the file (or was told to clean it up): while it lives,
+    /// only it unlinks and unlocks on drop (see `Drop for RingFile`).
     pid: u32,
 }
 
@@ -488,12 +488,14 @@ impl RingFile {
 impl Drop for RingFile {
     fn drop(&mut self) {
         let Some(owner) = &self.owner else { return };
-        if owner.pid != std::process::id() {
-            // A copy inherited through fork: the file and its lock are the creator's, which
-            // goes on writing. `flock(LOCK_UN)` here would release the lock for both (it
-            // belongs to the open file description, which fork shares), letting another
-            // producer replace a live ring, and the unlink would take the ring from every
-            // later reader. Closing this process's descriptor leaves the lock in place.
+        if owner.pid != std::process::id() && sys::pid_alive(owner.pid) {
+            // A copy inherited through fork while its creator lives: the file and its lock
+            // are the creator's, which goes on writing. `flock(LOCK_UN)` here would release
+            // the lock for both (it belongs to the open file description, which fork
+            // shares), letting another producer replace a live ring, and the unlink would
+            // take the ring from every later reader. Closing this process's descriptor
+            // leaves the lock in place. A copy that outlives its creator (a daemon's, whose
+            // parent exits after the fork) cleans up as the creator would have.
             return;
         }
         // Unlink while still holding the lock (spec §1.2 step 6), and only if the path still
@@ -739,5 +741,46 @@ mod tests {
         drop(tx);
         drop(bb);
         assert!(!ring.exists() && !board.exists());
+    }
+
+    /// A daemon's pattern: the process that created the ring forks and exits, and the child
+    /// goes on as the producer. The child's copy, outliving its creator, unlinks the ring
+    /// when dropped, as the creator's drop would have.
+    #[test]
+    fn a_forked_copy_that_outlives_its_creator_cleans_up_as_the_creator_would() {
+        let dir = std::env::temp_dir();
+        let ring = dir.join(format!("ringwire-file-daemon-ring-{}", std::process::id()));
+        let status = forked(10, || {
+            let Ok(mut tx) = RingProducer::<u64>::create(&ring, 16) else {
+                return 2;
+            };
+            let creator = std::process::id();
+            // SAFETY: the grandchild runs only the code below and leaves through `_exit`.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                // SAFETY: alarm takes an integer and touches no memory of ours.
+                unsafe { libc::alarm(10) };
+                // Until the creator has exited and been reaped by the test.
+                while crate::sys::pid_alive(creator) {
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                }
+                tx.push(&1);
+                drop(tx);
+                // SAFETY: ends the grandchild without running inherited exit handlers.
+                unsafe { libc::_exit(0) }
+            }
+            // The creator leaves without its drop, as a daemon's parent that exits.
+            std::mem::forget(tx);
+            i32::from(pid < 0)
+        });
+        assert_exited_0(status, "the creator");
+        let t0 = std::time::Instant::now();
+        while ring.exists() {
+            if t0.elapsed() > std::time::Duration::from_secs(10) {
+                let _ = std::fs::remove_file(&ring);
+                panic!("the copy that outlived its creator left the ring");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
     }
 }

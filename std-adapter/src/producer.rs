@@ -106,7 +106,9 @@ impl RingProducerBuilder {
 /// `flock`, which belongs to the open file description fork shares: the lock keeps other
 /// creators out, not the child's copy. The child must not push through it (the ring would
 /// have two writers, and one sequence number could end up with bytes from both);
-/// dropping the copy there leaves the file and the lock to the parent.
+/// dropping the copy there leaves the file and the lock to the parent. A copy that outlives
+/// its creator (a daemon's, whose parent exits right after the fork) is the producer from
+/// then on, and its drop unlinks the ring as the creator's would have.
 pub struct RingProducer<T> {
     inner: Producer<FutexWake>,
     /// ringfire's view of the registry, built once; `None` without one.
