@@ -44,9 +44,9 @@
 //! child must not push (or pop) through it, which would make two producers (consumers) of
 //! one queue. Dropping the copy there is harmless: a consumer's hands back only pops ahead
 //! of what the queue holds as handed back (its head may be the fork's, which the parent
-//! has passed; a daemon's copy that popped on by itself hands its pops back). MPMC handles may be used from
-//! both processes; their shared lock, held by the child's descriptor too, keeps an open
-//! elsewhere from healing slots while either lives.
+//! has passed; a daemon's copy that popped on by itself hands its pops back). MPMC
+//! handles may be used from both processes; their shared lock, held by the child's
+//! descriptor too, keeps an open elsewhere from healing slots while either lives.
 
 mod mem;
 mod mpmc;
