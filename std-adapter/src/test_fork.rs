@@ -6,6 +6,15 @@ use std::time::Duration;
 /// returns the child's wait status. The child leaves through `_exit` with what `child`
 /// returned (101 if it panicked), never returning into the test harness.
 pub(crate) fn forked(secs: u32, child: impl FnOnce() -> i32) -> libc::c_int {
+    forked_with(secs, child, |_| {})
+}
+
+/// [`forked`], running `parent` with the child's pid (to signal it) before waiting for it.
+pub(crate) fn forked_with(
+    secs: u32,
+    child: impl FnOnce() -> i32,
+    parent: impl FnOnce(libc::pid_t),
+) -> libc::c_int {
     // The process-wide one-time set-ups the child's ring code runs, finished here first:
     // another test thread inside one of them at the fork would leave the child's copy
     // "running" forever with no thread to finish it (a deadlock a reviewer hit at 8
@@ -24,6 +33,7 @@ pub(crate) fn forked(secs: u32, child: impl FnOnce() -> i32) -> libc::c_int {
         // handlers inherited from the parent.
         unsafe { libc::_exit(code) }
     }
+    parent(pid);
     let end = std::time::Instant::now() + Duration::from_secs(u64::from(secs) + 20);
     let mut status: libc::c_int = 0;
     loop {

@@ -1075,6 +1075,13 @@ impl<'a> Conn<'a> {
                 let before = self.m.counters().records_written;
                 let a = self.read_tcp(sink)?;
                 let b = self.read_udp(sink)?;
+                // Judged only after the reads: a mirror that was not running (stopped,
+                // descheduled) while the source went on sending finds its frames waiting,
+                // which reset the clocks; judged before them, that pause was taken for
+                // the source's silence.
+                if let Some(e) = self.overdue() {
+                    return Err(e);
+                }
                 // Input that wrote no record (a heartbeat, a control frame) is not one of
                 // the stream's ticks.
                 let ticked = self.m.counters().records_written > before;
@@ -1098,9 +1105,6 @@ impl<'a> Conn<'a> {
             if let Err(e) = r {
                 // What the last frames settled is logged before the connection's end.
                 self.log_news(sink);
-                return e;
-            }
-            if let Some(e) = self.overdue() {
                 return e;
             }
             if self.opts.log {
@@ -1347,6 +1351,81 @@ mod tests {
         })
         .join()
         .unwrap();
+    }
+
+    /// A mirror stopped (SIGSTOP) for longer than its silence timeout while the source went
+    /// on sending finds the source's frames waiting when it runs again: that is not a silent
+    /// source. It judged the silence before reading them, so a paused mirror closed a live
+    /// connection ("nothing from the source … for 1000 ms") and `--once` exited 1.
+    #[test]
+    fn a_mirror_paused_past_its_silence_timeout_reads_before_it_judges() {
+        use ringwire_core::wire::HeartbeatRepr;
+        use std::io::Write;
+        let path = PathBuf::from(format!("/dev/shm/ringwire-paused-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let mut o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
+        o.once = true;
+        o.log = false;
+        o.silence_timeout = StdDuration::from_millis(300);
+        let (live, is_live) = std::sync::mpsc::channel();
+        // A source that answers HELLO with GEOMETRY, sends a HEARTBEAT every 20 ms for 2 s
+        // (paused mirror or not), then hangs up.
+        let source = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+            let mut hello = [0u8; 32];
+            s.read_exact(&mut hello).unwrap();
+            let mut f = [0u8; 128];
+            let n = GeometryRepr {
+                flags: 0,
+                seq: 1,
+                capacity: 64,
+                element_size: 32,
+                ring_flags: 0x0011,
+                schema_sig: 0,
+                registry_count: 0,
+                slots_offset: 128,
+                arena_offset: 0,
+                arena_size: 0,
+            }
+            .emit(&mut f)
+            .unwrap();
+            s.write_all(&f[..n]).unwrap();
+            let n = HeartbeatRepr { flags: 0, seq: 0 }.emit(&mut f).unwrap();
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < StdDuration::from_secs(2) {
+                if s.write_all(&f[..n]).is_err() {
+                    return;
+                }
+                if t0.elapsed() >= StdDuration::from_millis(100) {
+                    let _ = live.send(());
+                }
+                std::thread::sleep(StdDuration::from_millis(20));
+            }
+        });
+        let status = crate::test_fork::forked_with(
+            20,
+            || match run(&o, &AtomicBool::new(false)) {
+                // `--once`: the source hung up after the handshake.
+                Ok(_) => 0,
+                Err(e) if e.to_string().contains("nothing from the source") => 3,
+                Err(_) => 4,
+            },
+            |pid| {
+                is_live
+                    .recv_timeout(StdDuration::from_secs(10))
+                    .expect("the mirror's handshake");
+                // SAFETY: kill only signals our own child.
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                std::thread::sleep(StdDuration::from_secs(1));
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+            },
+        );
+        source.join().unwrap();
+        let _ = std::fs::remove_file(&path);
+        crate::test_fork::assert_exited_0(status, "a mirror paused for 1 s");
     }
 
     /// A reconnect delay past what an `Instant` holds (`Duration::MAX` from a library
