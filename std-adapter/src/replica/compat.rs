@@ -452,7 +452,8 @@ impl MirrorBuilder {
         self
     }
 
-    /// How long a NAK waits for its retransmission before it is sent again.
+    /// How long a NAK waits for its retransmission before it is sent again (at least
+    /// 1 ms, `ringwire_core::replicate::mirror::MIN_NAK_TIMEOUT`).
     pub fn nak_timeout(mut self, timeout: Duration) -> Self {
         self.nak_timeout = timeout;
         self

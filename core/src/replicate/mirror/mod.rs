@@ -64,6 +64,12 @@ use crate::wire::{
 pub const DATAGRAMS_PER_STEP: usize = 32;
 /// Most records one NAK asks for.
 pub const MAX_NAK_RECORDS: u64 = 65_535;
+/// The shortest NAK repeat interval ([`MirrorConfig::nak_timeout`]). A NAK due again at
+/// once (a zero timeout) was handed out by every `poll_transmit` with the same `now`, so a
+/// driver that sends until `poll_transmit` has nothing left (ours) sent it for ever and
+/// never read the retransmission that would end it: the mirror thread hung, writing NAKs.
+/// A repeat sooner than this would only ask again for records already on their way.
+pub const MIN_NAK_TIMEOUT: Duration = Duration::from_millis(1);
 
 /// Where the mirror wants to start (spec §18.1 HELLO `seq`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +92,8 @@ pub struct MirrorConfig {
     pub start: Start,
     /// Ask for UDP unicast even if the source has multicast.
     pub prefer_unicast: bool,
-    /// NAK repeat interval (default 20 ms).
+    /// NAK repeat interval (default 20 ms; a shorter one than [`MIN_NAK_TIMEOUT`], zero
+    /// included, is taken as that).
     pub nak_timeout: Duration,
     /// How long a hole in the UDP stream waits for its datagrams before the first NAK
     /// (default zero: at once, as spec §21.4). On a path that reorders (WAN unicast, bonded

@@ -1,7 +1,8 @@
 //! The mirror's NAK logic (spec §21.4 `request`, `on_source_seq`, NAK repeat): one
 //! outstanding range, asking only for what is still missing.
 
-use super::{MAX_NAK_RECORDS, Mirror};
+use super::{MAX_NAK_RECORDS, MIN_NAK_TIMEOUT, Mirror};
+use crate::replicate::time::Duration;
 use crate::replicate::time::Instant;
 use crate::wire::NakRepr;
 
@@ -52,7 +53,7 @@ impl Mirror<'_> {
         };
         let mut due = now + self.cfg.nak_delay;
         if let Some(n) = self.nak {
-            let fresh = n.sent.is_none_or(|t| now < t + self.cfg.nak_timeout);
+            let fresh = n.sent.is_none_or(|t| now < t + self.nak_repeat());
             // Already asked for (and not yet due for a repeat): the answer may be in flight.
             if n.from <= from && n.to >= to && fresh {
                 return;
@@ -69,11 +70,16 @@ impl Mirror<'_> {
         });
     }
 
+    /// The NAK repeat interval: the configured one, at least [`MIN_NAK_TIMEOUT`].
+    fn nak_repeat(&self) -> Duration {
+        self.cfg.nak_timeout.max(MIN_NAK_TIMEOUT)
+    }
+
     /// When the outstanding NAK is to be sent: its first send once due, then a repeat every
     /// `nak_timeout`.
     pub(super) fn nak_deadline(&self) -> Option<Instant> {
         self.nak
-            .map(|n| n.sent.map_or(n.due, |t| t + self.cfg.nak_timeout))
+            .map(|n| n.sent.map_or(n.due, |t| t + self.nak_repeat()))
     }
 
     /// The NAK to send now, if any: a new one once due (a hole that the delay let reordered

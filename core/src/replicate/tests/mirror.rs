@@ -206,6 +206,36 @@ fn mirror_udp_holdback_nak_repeat_only_missing() {
     assert_eq!(nak_out(&mut m, ms(51)), Some((11, 12)));
 }
 
+/// A zero NAK timeout repeats the NAK at most every `MIN_NAK_TIMEOUT`. Taken as is, the
+/// NAK was due again at once: every `poll_transmit` with the same `now` handed it out, and
+/// the std driver, which sends until nothing is left, wrote NAKs for ever without reading
+/// the retransmission (a `Mirror` built with `nak_timeout(Duration::ZERO)` hung).
+#[test]
+fn mirror_zero_nak_timeout_repeats_at_most_every_min_nak_timeout() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let cfg = MirrorConfig {
+        nak_timeout: Duration::ZERO,
+        ..MirrorConfig::default()
+    };
+    let mut m = udp_mirror_with(&mut sink, HoldBack::new(&mut idx, &mut dm), false, cfg);
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(1, 2, 0x22), &mut sink));
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(7, 2, 0x22), &mut sink));
+    assert_eq!(nak_out(&mut m, ms(1)), Some((3, 6)));
+    let mut sent = 1;
+    for _ in 0..1000 {
+        if nak_out(&mut m, ms(1)).is_none() {
+            break;
+        }
+        sent += 1;
+    }
+    assert_eq!(sent, 1, "the NAK was sent again with the same `now`");
+    let min = crate::replicate::mirror::MIN_NAK_TIMEOUT;
+    assert_eq!(m.poll_timeout(), Some(ms(1) + min));
+    assert_eq!(nak_out(&mut m, ms(1) + min), Some((3, 6)));
+}
+
 /// A heartbeat far ahead of the stream (forged by any host that can read the session byte
 /// off the multicast group, or from a confused source) is asked for once (spec §21.4
 /// `on_source_seq`), not again after every datagram that then arrives in order: each of
