@@ -56,6 +56,13 @@ pub use stream::StreamBuf;
 pub use time::{Duration, Instant};
 pub use udp_sender::{UdpConfig, UdpSender};
 
+/// The shortest idle time before a HEARTBEAT ([`SourceConfig::heartbeat`],
+/// [`UdpConfig::heartbeat`]); a shorter one, zero included, is taken as this. Taken as is,
+/// a zero one made every `poll_transmit` of an idle stream a HEARTBEAT: a driver that sends
+/// until `poll_transmit` has nothing left never stopped (the TCP session), and serve's UDP
+/// thread sent over 100,000 datagrams a second.
+pub const MIN_HEARTBEAT: Duration = Duration::from_micros(100);
+
 /// An IPv4 address and port, as an opaque value the driver maps to its sockets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

@@ -64,7 +64,8 @@ pub struct SourceConfig {
     pub tcp_budget: usize,
     /// Frame linger on the TCP stream.
     pub pacing: Pacing,
-    /// Idle time before a TCP HEARTBEAT (default 200 ms).
+    /// Idle time before a TCP HEARTBEAT (default 200 ms; at least
+    /// [`MIN_HEARTBEAT`](super::MIN_HEARTBEAT)).
     pub heartbeat: Duration,
     /// Unicast delivery, if the server has it.
     pub unicast: Option<UdpOffer>,
@@ -453,7 +454,7 @@ impl SourceSession {
             (State::Handshake, _) => Some(self.last_beat),
             (State::Live, Transport::Tcp) => earliest(
                 self.pacer.deadline(),
-                Some(self.last_beat + self.cfg.heartbeat),
+                Some(self.last_beat + self.cfg.heartbeat.max(super::MIN_HEARTBEAT)),
             ),
             _ => None,
         }
@@ -559,7 +560,7 @@ impl SourceSession {
             }
             Stop::Pending | Stop::Full => {}
         }
-        if now >= self.last_beat + self.cfg.heartbeat {
+        if now >= self.last_beat + self.cfg.heartbeat.max(super::MIN_HEARTBEAT) {
             self.last_beat = now;
             self.counters.heartbeats += 1;
             return HeartbeatRepr {

@@ -22,7 +22,8 @@ pub struct UdpConfig {
     pub mtu: usize,
     /// Copies of every datagram (1..=255).
     pub duplicate: u8,
-    /// Idle time before a HEARTBEAT (default 1 ms).
+    /// Idle time before a HEARTBEAT (default 1 ms; at least
+    /// [`MIN_HEARTBEAT`](super::MIN_HEARTBEAT)).
     pub heartbeat: Duration,
     /// Records per frame.
     pub batch: u16,
@@ -242,7 +243,7 @@ impl<const N: usize> UdpSender<N> {
     pub fn poll_timeout(&self) -> Option<Instant> {
         earliest(
             self.pacer.deadline(),
-            Some(self.last_beat + self.cfg.heartbeat),
+            Some(self.last_beat + self.cfg.heartbeat.max(super::MIN_HEARTBEAT)),
         )
     }
 
@@ -309,7 +310,7 @@ impl<const N: usize> UdpSender<N> {
                 Stop::Pending | Stop::Full => break,
             }
         }
-        if now >= self.last_beat + self.cfg.heartbeat {
+        if now >= self.last_beat + self.cfg.heartbeat.max(super::MIN_HEARTBEAT) {
             self.last_beat = now;
             self.counters.heartbeats += 1;
             self.last_len = HEADER_LEN;

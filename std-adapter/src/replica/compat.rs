@@ -157,7 +157,8 @@ impl MulticastConfig {
         self
     }
 
-    /// Sets the longest silence before a HEARTBEAT.
+    /// Sets the longest silence before a HEARTBEAT (at least 100 µs,
+    /// `ringwire_core::replicate::MIN_HEARTBEAT`).
     pub fn heartbeat(mut self, heartbeat: Duration) -> Self {
         self.heartbeat = heartbeat;
         self

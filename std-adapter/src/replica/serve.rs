@@ -100,7 +100,8 @@ pub struct ServeOptions {
     pub udp: Option<u16>,
     /// Copies of every datagram (1..=255).
     pub dup: u8,
-    /// Idle time of the UDP sender before it sends a HEARTBEAT.
+    /// Idle time of the UDP sender before it sends a HEARTBEAT (at least
+    /// `ringwire_core::replicate::MIN_HEARTBEAT`, 100 µs).
     pub heartbeat: StdDuration,
     /// Records per frame (1..=65535).
     pub batch: u16,

@@ -159,6 +159,51 @@ fn tcp_stream_data_heartbeat_gap() {
     assert_eq!(s.handle_stream(ms(3), &[0xFF; 40], &src, None), Ok(()));
 }
 
+/// A zero heartbeat interval is taken as `MIN_HEARTBEAT`: an idle stream gets one
+/// HEARTBEAT per interval, TCP and UDP. Taken as is, every `poll_transmit` was one, so the
+/// TCP session's send loop (until `None`) never ended and serve's UDP thread flooded the
+/// group with over 100,000 datagrams a second.
+#[test]
+fn a_zero_heartbeat_interval_sends_one_heartbeat_per_min_heartbeat() {
+    use crate::replicate::MIN_HEARTBEAT;
+    let mut mem = Mem::new(4096);
+    let src = source(&mut mem, 5);
+    let cfg = SourceConfig {
+        heartbeat: Duration::ZERO,
+        pacing: Pacing::Fixed {
+            linger: Duration::ZERO,
+        },
+        ..SourceConfig::default()
+    };
+    let (mut s, _) = session_after_hello(cfg, &src, u64::MAX, 1);
+    let mut buf = [0u8; 256];
+    let mut frames_at = |s: &mut SourceSession, at: Instant| {
+        let mut n = 0;
+        while n < 1000 && s.poll_transmit(at, &src, &mut buf).is_some() {
+            n += 1;
+        }
+        n
+    };
+    // The DATA of 1..=5, then at most one HEARTBEAT at the same instant.
+    assert!(frames_at(&mut s, ms(1)) <= 2);
+    let next = s.poll_timeout().unwrap();
+    assert!(next >= ms(1) + MIN_HEARTBEAT, "{next:?}");
+    assert_eq!(frames_at(&mut s, next), 1);
+    assert_eq!(frames_at(&mut s, next), 0);
+
+    let udp = UdpConfig {
+        heartbeat: Duration::ZERO,
+        ..UdpConfig::default()
+    };
+    let mut u: UdpSender<2> = UdpSender::new(udp, 0x22, 5, ms(0));
+    let mut beats = 0;
+    while beats < 1000 && u.poll_transmit(ms(1), &src, &mut buf).is_some() {
+        beats += 1;
+    }
+    assert_eq!(beats, 1, "HEARTBEATs at one instant");
+    assert_eq!(u.poll_timeout(), Some(ms(1) + MIN_HEARTBEAT));
+}
+
 #[test]
 fn adaptive_pacing_lingers_then_sends() {
     let mut mem = Mem::new(4096);
