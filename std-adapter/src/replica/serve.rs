@@ -1081,15 +1081,6 @@ impl Server {
                     return SessionEnd::Replaced;
                 }
             }
-            // Nothing has been sent before the HELLO is in (GEOMETRY answers it).
-            if !live && !hello_timeout.is_zero() && accepted.elapsed() >= hello_timeout {
-                self.totals.hello_timeouts.fetch_add(1, Ordering::Relaxed);
-                return SessionEnd::Failed(format!(
-                    "no HELLO {} ms after connecting (hello timeout {} ms)",
-                    accepted.elapsed().as_millis(),
-                    hello_timeout.as_millis()
-                ));
-            }
             // A peer that writes without pause (a NAK flood) must not keep the session
             // from the stop flag and its own sending: the rest waits for the next pass.
             let mut read = 0usize;
@@ -1143,6 +1134,17 @@ impl Server {
                 if stop.load(Ordering::Relaxed) {
                     return SessionEnd::Stopping;
                 }
+            }
+            // Nothing has been sent before the HELLO is in (GEOMETRY answers it). Judged
+            // after the read: a server that was not running (stopped, descheduled) while
+            // the HELLO came finds it waiting, and has answered it by now.
+            if !live && !hello_timeout.is_zero() && accepted.elapsed() >= hello_timeout {
+                self.totals.hello_timeouts.fetch_add(1, Ordering::Relaxed);
+                return SessionEnd::Failed(format!(
+                    "no HELLO {} ms after connecting (hello timeout {} ms)",
+                    accepted.elapsed().as_millis(),
+                    hello_timeout.as_millis()
+                ));
             }
             if sent {
                 yield_to_receiver();
@@ -1663,6 +1665,52 @@ mod tests {
             c.records_written - c.records_retransmitted >= 20,
             "records over UDP: {c:?}"
         );
+    }
+
+    /// A server stopped (SIGSTOP) between accepting a mirror and reading its HELLO, for
+    /// longer than the HELLO timeout, finds the HELLO waiting when it runs again and answers
+    /// it. It judged the deadline before reading, so it closed the connection ("no HELLO
+    /// 1000 ms after connecting") of a mirror that had sent its HELLO at once.
+    #[test]
+    fn a_server_paused_past_the_hello_timeout_reads_the_hello_before_it_judges() {
+        use ringwire_core::wire::{HelloRepr, Kind};
+        use std::io::{Read, Write};
+        let src = Scratch::new("paused-hello");
+        let ring = source_ring(&src.0, 16);
+        publish(&ring, 1..=5);
+        let mut so = quiet(&src.0);
+        so.once = true;
+        so.hello_timeout = StdDuration::from_millis(300);
+        let server = Server::bind(so).unwrap();
+        let addr = server.local_addr();
+        let mut first = None;
+        let status = crate::test_fork::forked_with(
+            20,
+            || match server.run(&AtomicBool::new(false)) {
+                // `--once`: the mirror went away after its session.
+                Ok(_) => 0,
+                Err(e) if e.to_string().contains("no HELLO") => 3,
+                Err(_) => 4,
+            },
+            |pid| {
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+                // The child accepts and starts the session meanwhile.
+                std::thread::sleep(StdDuration::from_millis(200));
+                // SAFETY: kill only signals our own child.
+                unsafe { libc::kill(pid, libc::SIGSTOP) };
+                let mut hello = [0u8; 32];
+                let n = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
+                c.write_all(&hello[..n]).unwrap();
+                std::thread::sleep(StdDuration::from_secs(1));
+                // SAFETY: as above.
+                unsafe { libc::kill(pid, libc::SIGCONT) };
+                let mut b = [0u8; 1];
+                first = c.read(&mut b).ok().filter(|&n| n == 1).map(|_| b[0]);
+            },
+        );
+        crate::test_fork::assert_exited_0(status, "a server paused for 1 s");
+        assert_eq!(first, Some(Kind::Geometry as u8), "the answer to HELLO");
     }
 
     /// A ring that is mapped read-only (as when serve has no write access) is served over
