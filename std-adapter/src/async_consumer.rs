@@ -650,7 +650,7 @@ impl Drop for Waiter {
             if let Some(r) = sleeping {
                 wait::wake_all(r.ring());
             }
-            std::thread::sleep(pause);
+            crate::sys::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(2));
         }
         // The thread's body does not panic (a waker's panic is caught around the wake); a

@@ -68,7 +68,7 @@ pub(crate) fn stalled_keys(path: &Path, settle: std::time::Duration) -> Result<V
     if first.is_empty() {
         return Ok(Vec::new());
     }
-    std::thread::sleep(settle);
+    crate::sys::sleep(settle);
     let again = odd(&mut first.iter().map(|&(k, _)| k))?;
     Ok(first
         .iter()

@@ -218,7 +218,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
                 std::thread::yield_now();
             } else {
                 registry::prune_dead(self.inner.view(), sys::pid_alive);
-                std::thread::sleep(Duration::from_micros(10));
+                crate::sys::sleep(Duration::from_micros(10));
             }
             round = round.saturating_add(1);
         }

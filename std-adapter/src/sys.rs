@@ -202,6 +202,53 @@ pub(crate) fn clock_ns(id: libc::clockid_t) -> u64 {
         .saturating_add(ts.tv_nsec as u64)
 }
 
+/// Sleeps for `d` on `CLOCK_MONOTONIC`, up to a deadline taken once at the start: a
+/// signal whose handler was installed without `SA_RESTART` ends the sleep early, and the
+/// sleep goes on to the same deadline. `std::thread::sleep` goes on with the time the
+/// kernel says was left, which includes the timer's slack (50 µs by default), so under
+/// signals coming every 50 µs or so (a profiler's timer, a `setitimer` storm) a 1 ms sleep
+/// never ended.
+pub(crate) fn sleep(d: Duration) {
+    if d.is_zero() {
+        return;
+    }
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec for the kernel (or the vDSO) to fill.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let mut nsec = ts.tv_nsec as u64 + u64::from(d.subsec_nanos());
+    let carry = nsec / 1_000_000_000;
+    nsec %= 1_000_000_000;
+    // Past what a timespec holds, the deadline is the end of time (the kernel caps it).
+    let secs = i64::try_from(d.as_secs())
+        .unwrap_or(i64::MAX)
+        .saturating_add(carry as i64);
+    let deadline = libc::timespec {
+        tv_sec: (ts.tv_sec as i64).saturating_add(secs) as libc::time_t,
+        tv_nsec: nsec as libc::c_long,
+    };
+    loop {
+        // SAFETY: `deadline` is a valid timespec that outlives the call; a null remainder
+        // is allowed with TIMER_ABSTIME.
+        let r = unsafe {
+            libc::clock_nanosleep(
+                libc::CLOCK_MONOTONIC,
+                libc::TIMER_ABSTIME,
+                &deadline,
+                std::ptr::null_mut(),
+            )
+        };
+        match r {
+            0 => return,
+            libc::EINTR => continue,
+            // Not expected for a valid deadline; std's sleep still bounds the wait.
+            _ => return std::thread::sleep(d),
+        }
+    }
+}
+
 /// Spec §9 liveness: `kill(pid, 0)` succeeds or fails with EPERM. `pid > i32::MAX` and 0
 /// are dead.
 pub fn pid_alive(pid: u32) -> bool {
@@ -232,4 +279,60 @@ fn cpu_time(who: libc::c_int) -> Duration {
         Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
     };
     tv(ru.ru_utime) + tv(ru.ru_stime)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Signals every 40 µs to a handler installed without `SA_RESTART` (a forked child: the
+    /// handler and the timer are process-wide) interrupt each sleep about 25 times a
+    /// millisecond; each 1 ms sleep still ends near its deadline. `std::thread::sleep`
+    /// never returned there: each restart asks for the time left plus the timer's slack.
+    #[test]
+    fn a_sleep_ends_at_its_deadline_under_a_signal_storm() {
+        extern "C" fn on_signal(_: libc::c_int) {}
+        let status = crate::test_fork::forked(10, || {
+            // SAFETY: a zeroed sigaction and sigevent are valid values; the handler does
+            // nothing; every pointer passed outlives its call.
+            let timer = unsafe {
+                let mut sa: libc::sigaction = std::mem::zeroed();
+                sa.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
+                libc::sigemptyset(&mut sa.sa_mask);
+                libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut());
+                let mut ev: libc::sigevent = std::mem::zeroed();
+                ev.sigev_notify = libc::SIGEV_SIGNAL;
+                ev.sigev_signo = libc::SIGUSR1;
+                let mut timer: libc::timer_t = std::mem::zeroed();
+                if libc::timer_create(libc::CLOCK_MONOTONIC, &mut ev, &mut timer) != 0 {
+                    return 2;
+                }
+                let every = libc::timespec {
+                    tv_sec: 0,
+                    tv_nsec: 40_000,
+                };
+                let spec = libc::itimerspec {
+                    it_interval: every,
+                    it_value: every,
+                };
+                libc::timer_settime(timer, 0, &spec, std::ptr::null_mut());
+                timer
+            };
+            let t0 = std::time::Instant::now();
+            for _ in 0..5 {
+                sleep(Duration::from_millis(1));
+            }
+            let took = t0.elapsed();
+            // SAFETY: the timer created above.
+            unsafe { libc::timer_delete(timer) };
+            if took < Duration::from_millis(5) {
+                4
+            } else if took < Duration::from_millis(500) {
+                0
+            } else {
+                3
+            }
+        });
+        crate::test_fork::assert_exited_0(status, "five 1 ms sleeps in a signal storm");
+    }
 }

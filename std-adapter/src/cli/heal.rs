@@ -199,7 +199,7 @@ fn heal_queue(path: &Path, kind: QueueKind, out: &mut dyn Write) -> Result<()> {
     let q = ReadOnlyQueue::open(path, kind)?;
     let first: Vec<StuckSlot> = q.stuck_slots();
     if !first.is_empty() {
-        std::thread::sleep(SETTLE);
+        crate::sys::sleep(SETTLE);
     }
     let stuck: Vec<StuckSlot> = q
         .stuck_slots()
@@ -287,7 +287,7 @@ fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<(
     if first.is_empty() {
         return writeln!(out, "{p}: no slot left mid-write; nothing to heal").map_err(oe);
     }
-    std::thread::sleep(SETTLE);
+    crate::sys::sleep(SETTLE);
     let stuck: Vec<u64> = first.intersection(&scan()).copied().collect();
     let after = tickets();
     let Some(&first_slot) = stuck.first() else {

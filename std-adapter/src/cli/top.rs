@@ -99,7 +99,7 @@ fn open(path: &Path) -> Result<Target> {
                 });
             }
             // Replaced (or removed) during the open: open what the path names now.
-            _ => std::thread::sleep(Duration::from_millis(1)),
+            _ => crate::sys::sleep(Duration::from_millis(1)),
         }
     }
     Err(Error::InvalidArgument {
@@ -166,7 +166,7 @@ fn reopen(path: &Path, noun: &str) -> Result<Target> {
                 _ => err,
             });
         }
-        std::thread::sleep(Duration::from_millis(10));
+        crate::sys::sleep(Duration::from_millis(10));
     }
 }
 
@@ -193,7 +193,7 @@ pub(super) fn run(
         // frame's rates then count from the reopen.
         let mut replaced = false;
         loop {
-            std::thread::sleep(interval);
+            crate::sys::sleep(interval);
             if !is_replaced(path, &t)? {
                 break;
             }

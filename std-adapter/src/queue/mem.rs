@@ -590,7 +590,7 @@ impl QueueMem {
                     role,
                 });
             }
-            std::thread::sleep(std::time::Duration::from_millis(1));
+            crate::sys::sleep(std::time::Duration::from_millis(1));
         }
     }
 }
@@ -740,7 +740,7 @@ fn open_live(path: &Path) -> Result<(File, (u64, u64)), QueueFileError> {
         match ofd_lock(&f, libc::F_RDLCK, LIVE_BYTE, 1) {
             Ok(true) => {}
             Ok(false) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(std::time::Duration::from_millis(1));
+                crate::sys::sleep(std::time::Duration::from_millis(1));
                 continue;
             }
             Ok(false) => break,

@@ -621,7 +621,7 @@ impl Mirror {
                     ),
                 ));
             }
-            std::thread::sleep(HANDSHAKE_POLL);
+            crate::sys::sleep(HANDSHAKE_POLL);
         }
     }
 

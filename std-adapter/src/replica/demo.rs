@@ -217,7 +217,7 @@ fn wait_for_file(p: &Path, stop: &AtomicBool, within: StdDuration) -> Option<Rin
         if let Ok(r) = RingFile::open(p, Expect::RAW) {
             return Some(r);
         }
-        std::thread::sleep(StdDuration::from_millis(5));
+        crate::sys::sleep(StdDuration::from_millis(5));
     }
     None
 }
@@ -325,7 +325,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
             && !reader.is_finished()
             && t0.elapsed() < START_TIMEOUT
         {
-            std::thread::sleep(StdDuration::from_millis(5));
+            crate::sys::sleep(StdDuration::from_millis(5));
         }
         if ready.load(Ordering::Relaxed) {
             let (t0, cpu0) = (std::time::Instant::now(), crate::sys::process_cpu_time());
@@ -338,7 +338,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
                 && read_upto.load(Ordering::Relaxed) < published.load(Ordering::Relaxed)
                 && t0.elapsed() < StdDuration::from_secs(2)
             {
-                std::thread::sleep(StdDuration::from_millis(5));
+                crate::sys::sleep(StdDuration::from_millis(5));
             }
         }
         halt.store(true, Ordering::Relaxed);
@@ -408,7 +408,7 @@ fn produce(
         }
         let wait = due.saturating_duration_since(std::time::Instant::now());
         if !wait.is_zero() {
-            std::thread::sleep(wait);
+            crate::sys::sleep(wait);
         }
         let seq = p.next_seq();
         // Stamped at the push, not at `due`: the sleep's wake-up lateness belongs to the load

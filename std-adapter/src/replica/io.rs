@@ -270,7 +270,7 @@ impl RingWaiter {
 fn park_on(view: &RingView, target: WaitFor, d: StdDuration) {
     if d < StdDuration::from_micros(20) {
         if !d.is_zero() {
-            std::thread::sleep(d);
+            crate::sys::sleep(d);
         }
         return;
     }
@@ -326,7 +326,7 @@ fn time_until_published(r: &RingView, wake: bool, wait: impl FnOnce()) -> StdDur
     let t0 = std::time::Instant::now();
     std::thread::scope(|s| {
         s.spawn(|| {
-            std::thread::sleep(StdDuration::from_millis(20));
+            crate::sys::sleep(StdDuration::from_millis(20));
             r.write_slot(1, &[7; 8]);
             if r.publish(1) && wake {
                 crate::wait::wake_all(r);

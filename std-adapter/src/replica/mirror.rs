@@ -316,7 +316,7 @@ fn nap(d: StdDuration, stop: &AtomicBool) {
         if left.is_zero() {
             break;
         }
-        std::thread::sleep(left.min(NAP_SLICE));
+        crate::sys::sleep(left.min(NAP_SLICE));
     }
 }
 

@@ -386,7 +386,7 @@ impl PollWait {
                 .saturating_mul(1 << self.misses.min(8))
                 .min(POLL_MAX)
                 .min(left);
-            std::thread::sleep(nap);
+            crate::sys::sleep(nap);
             if ready() {
                 self.misses = 0;
                 self.policy.parked(t0.elapsed(), true);
@@ -567,7 +567,7 @@ fn bind_when_ready(
             return Err(e);
         }
         tries += 1;
-        std::thread::sleep(RETRY_EVERY);
+        crate::sys::sleep(RETRY_EVERY);
     }
 }
 
@@ -875,7 +875,7 @@ impl Server {
                     {
                         diag!("serve: accept: {e}{}", more_since(more, LIKE_IT));
                     }
-                    std::thread::sleep(StdDuration::from_millis(10));
+                    crate::sys::sleep(StdDuration::from_millis(10));
                     continue;
                 }
             };
