@@ -226,7 +226,7 @@ pub(crate) fn sleep(d: Duration) {
         .unwrap_or(i64::MAX)
         .saturating_add(carry as i64);
     let deadline = libc::timespec {
-        tv_sec: (ts.tv_sec as i64).saturating_add(secs) as libc::time_t,
+        tv_sec: ts.tv_sec.saturating_add(secs as libc::time_t),
         tv_nsec: nsec as libc::c_long,
     };
     loop {
