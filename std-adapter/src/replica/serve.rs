@@ -1171,8 +1171,7 @@ impl Server {
                 && !punch_timeout.is_zero()
                 && let Some(token) = s.token()
             {
-                let heard = self.sender().last_punch(token).unwrap_or(live_at);
-                let silent = std_dur(t.saturating_since(heard));
+                let silent = self.punch_silence(token, live_at, t, punch_timeout);
                 if silent >= punch_timeout {
                     self.totals.punch_timeouts.fetch_add(1, Ordering::Relaxed);
                     return SessionEnd::Failed(format!(
@@ -1214,10 +1213,52 @@ impl Server {
         *seen = c;
     }
 
+    /// PUNCH intake: hands what waits on the UDP socket to the sender, at most 64
+    /// datagrams (the socket is non-blocking).
+    fn take_punches(&self, sock: &UdpSocket) {
+        let mut rbuf = [0u8; 64];
+        for _ in 0..64 {
+            match sock.recv_from(&mut rbuf) {
+                Ok((n, from)) => {
+                    let from = peer(from).unwrap_or(PeerAddr::new([0; 4], 0));
+                    let _ = self.sender().handle_datagram(now(), from, &rbuf[..n]);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                // ICMP errors from earlier sends (ECONNREFUSED) and the like.
+                Err(_) => {}
+            }
+        }
+    }
+
+    /// How long the unicast session of `token`, live since `live_at`, has gone without a
+    /// PUNCH at `t`. Once that reaches `timeout`, the PUNCHes waiting on the UDP socket are
+    /// taken first (the UDP thread takes them too): a server that was not running (stopped,
+    /// descheduled) while its mirrors punched finds their PUNCHes waiting, and its session
+    /// threads, judging before the UDP thread had taken them, ended live sessions.
+    fn punch_silence(
+        &self,
+        token: u32,
+        live_at: ringwire_core::replicate::Instant,
+        t: ringwire_core::replicate::Instant,
+        timeout: StdDuration,
+    ) -> StdDuration {
+        let silence = || {
+            let heard = self.sender().last_punch(token).unwrap_or(live_at);
+            std_dur(t.saturating_since(heard))
+        };
+        let s = silence();
+        match &self.udp {
+            Some(sock) if s >= timeout => {
+                self.take_punches(sock);
+                silence()
+            }
+            _ => s,
+        }
+    }
+
     fn udp_loop(&self, sock: &UdpSocket, halt: &AtomicBool) {
         let src = RingSource(*self.ring.view());
         let mut buf = vec![0u8; 65_536];
-        let mut rbuf = [0u8; 64];
         let mut dests: Vec<SocketAddrV4> = Vec::with_capacity(MAX_UNICAST + 1);
         // Each destination's source address. A unicast mirror takes datagrams only from the
         // address it connected to; on a socket bound to 0.0.0.0 the kernel would pick the
@@ -1244,18 +1285,7 @@ impl Server {
                 }
                 none
             };
-            // PUNCH intake, bounded per iteration.
-            for _ in 0..64 {
-                match sock.recv_from(&mut rbuf) {
-                    Ok((n, from)) => {
-                        let from = peer(from).unwrap_or(PeerAddr::new([0; 4], 0));
-                        let _ = self.sender().handle_datagram(now(), from, &rbuf[..n]);
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                    // ICMP errors from earlier sends (ECONNREFUSED) and the like.
-                    Err(_) => {}
-                }
-            }
+            self.take_punches(sock);
             if unheard && !self.sender().has_destinations() {
                 // Still none: wait for a PUNCH on the socket, not for records on the ring.
                 // Asleep on the ring's futex, this thread would make the source's producer
@@ -1263,7 +1293,7 @@ impl Server {
                 // for no one (at 1M records/s: the producer's CPU time went from 2% to 30%
                 // of a core, serve's from 0 to 7%).
                 if super::io::poll(&mut [super::io::pollin(sock)], UNHEARD_POLL).is_err() {
-                    std::thread::sleep(UNHEARD_POLL);
+                    crate::sys::sleep(UNHEARD_POLL);
                 }
                 continue;
             }
@@ -1665,6 +1695,44 @@ mod tests {
             c.records_written - c.records_retransmitted >= 20,
             "records over UDP: {c:?}"
         );
+    }
+
+    /// A unicast session past its PUNCH timeout whose PUNCH waits on the UDP socket, not
+    /// yet taken by the UDP thread (a server that was stopped while its mirror punched, and
+    /// whose session thread runs first when it continues), is not silent. The session
+    /// judged by what the UDP thread had taken, so it ended a live session ("no PUNCH for
+    /// …") that a ringfire mirror, which never gives up on a silent source, kept waiting on.
+    #[test]
+    fn a_punch_waiting_on_the_socket_counts_before_the_punch_timeout_is_judged() {
+        use ringwire_core::replicate::Instant;
+        use ringwire_core::wire::PunchRepr;
+        let src = Scratch::new("punch-waiting");
+        let _ring = source_ring(&src.0, 16);
+        let mut so = quiet(&src.0);
+        so.udp = Some(0);
+        let server = Server::bind(so).unwrap();
+        let token = server
+            .sender()
+            .register(PeerAddr::new([127, 0, 0, 1], 40000))
+            .unwrap();
+        // Live since half a second ago, never punched.
+        let live_at = Instant::from_nanos(now().as_nanos() - 500_000_000);
+        let timeout = StdDuration::from_millis(100);
+        let silent = server.punch_silence(token, live_at, now(), timeout);
+        assert!(silent >= StdDuration::from_millis(500), "{silent:?}");
+        // The mirror's PUNCH arrives; nobody runs the UDP thread.
+        let mut p = [0u8; 16];
+        PunchRepr {
+            session: server.session_byte(),
+            token,
+        }
+        .emit(&mut p)
+        .unwrap();
+        let mirror = UdpSocket::bind("127.0.0.1:0").unwrap();
+        mirror.send_to(&p, server.udp_addr().unwrap()).unwrap();
+        let silent = server.punch_silence(token, live_at, now(), timeout);
+        assert!(silent < timeout, "{silent:?}");
+        assert!(server.sender().last_punch(token).is_some());
     }
 
     /// A server stopped (SIGSTOP) between accepting a mirror and reading its HELLO, for
