@@ -22,6 +22,8 @@ pub(crate) fn forked_with(
     crate::sys::membarrier_register();
     let _ = crate::sys::membarrier_registered();
     let _ = crate::sys::fork_generation();
+    // The replication drivers' clock starts at its first reading.
+    let _ = crate::replica::io::now();
     // SAFETY: the child runs only `child` (no harness code) and leaves through `_exit`.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
