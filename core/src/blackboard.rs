@@ -537,9 +537,9 @@ impl Blackboard {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use std::vec;
+    use crate::testutil::{Word, words};
 
-    fn region(buf: &mut [u64]) -> Region {
+    fn region(buf: &mut [Word]) -> Region {
         // SAFETY: the buffer outlives the region in each test and nothing else touches it.
         unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap()
     }
@@ -556,7 +556,7 @@ mod tests {
     fn corrupt_seqlock_near_the_top_restarts() {
         // Found by fuzz/fuzz_targets/region.rs: a scribbled seqlock of u64::MAX overflowed
         // the writer's `s + 2`.
-        let mut buf = vec![0u64; total_len(8, 1).unwrap() / 8];
+        let mut buf = words(total_len(8, 1).unwrap() / 8);
         let r = region(&mut buf);
         let bb = init(r, 8, 1).unwrap();
         let (_, lock) = bb.slot(0, 8).unwrap();
@@ -574,7 +574,7 @@ mod tests {
     fn layout_write_read_and_errors() {
         assert_eq!(slot_size(8), 64);
         assert_eq!(slot_size(57), 128);
-        let mut buf = vec![0u64; total_len(16, 4).unwrap() / 8];
+        let mut buf = words(total_len(16, 4).unwrap() / 8);
         let r = region(&mut buf);
         let bb = init(r, 16, 4).unwrap();
         let a = Blackboard::attach(r, Some(16)).unwrap();
@@ -618,7 +618,7 @@ mod tests {
         // From a review: `8 + value_size` overflowed in usize on 32-bit targets (a debug
         // panic, a wrapped size in release), and on 64-bit a slot size past u32::MAX was
         // reported as TooShort.
-        let mut buf = vec![0u64; 16];
+        let mut buf = words(16);
         let r = region(&mut buf);
         for vs in [u32::MAX, u32::MAX - 7, u32::MAX - 8, MAX_VALUE_SIZE + 1] {
             assert_eq!(
@@ -670,7 +670,7 @@ mod tests {
         assert_eq!(checked_slot_size_aligned(64, 64), Some(128));
         assert_eq!(checked_slot_size_aligned(128, 128), Some(256));
         assert_eq!(total_len_aligned(48, 16, 3), Some(128 + 3 * 64));
-        let mut buf = vec![0u64; total_len_aligned(48, 16, 2).unwrap() / 8];
+        let mut buf = words(total_len_aligned(48, 16, 2).unwrap() / 8);
         let r = region(&mut buf);
         // SAFETY: as `init`'s: the test's own buffer, nothing else uses it.
         let bb = unsafe { Blackboard::init_aligned(r, 48, 16, 2) }.unwrap();
@@ -711,7 +711,7 @@ mod tests {
 
     #[test]
     fn hostile_headers_are_refused() {
-        let mut buf = vec![0u64; 64];
+        let mut buf = words(64);
         let r = region(&mut buf);
         init(r, 8, 2).unwrap();
         // slot_count far past the end.

@@ -8,17 +8,32 @@ use crate::layout::Geometry;
 use crate::region::Region;
 use crate::ring::RingView;
 
+/// A `u64` aligned to 8 bytes on every target. A `u64` itself is aligned to only 4 on some
+/// 32-bit targets (i686), so a buffer of them need not be one a [`Region`] accepts; tests
+/// back their regions with these instead.
+#[repr(C, align(8))]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, zerocopy::FromBytes, zerocopy::IntoBytes,
+    zerocopy::Immutable, zerocopy::KnownLayout,
+)]
+pub(crate) struct Word(pub(crate) u64);
+
+/// `n` zeroed [`Word`]s.
+pub(crate) fn words(n: usize) -> Vec<Word> {
+    std::vec![Word(0); n]
+}
+
 /// A zeroed, 8-aligned heap buffer and a [`Region`] over it. Keep it alive while the region
 /// (or any view on it) is in use.
 pub(crate) struct HeapRegion {
-    _buf: Vec<u64>,
+    _buf: Vec<Word>,
     region: Region,
 }
 
 impl HeapRegion {
     /// `len` bytes (rounded up to whole words; the region is exactly `len` bytes long).
     pub(crate) fn new(len: usize) -> HeapRegion {
-        let mut buf = std::vec![0u64; len.div_ceil(8)];
+        let mut buf = words(len.div_ceil(8));
         // SAFETY: the buffer is 8-aligned, at least `len` bytes, owned by the returned value
         // (its heap block never moves), and only touched through the region from now on.
         let region = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), len) }

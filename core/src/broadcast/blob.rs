@@ -306,12 +306,13 @@ pub(crate) mod tests {
     use super::*;
     use crate::layout::Geometry;
     use crate::region::Region;
+    use crate::testutil::Word;
     use std::vec;
     use std::vec::Vec;
 
-    pub(crate) fn ring(buf: &mut Vec<u64>, geo: &Geometry) -> RingView {
+    pub(crate) fn ring(buf: &mut Vec<Word>, geo: &Geometry) -> RingView {
         buf.clear();
-        buf.resize(geo.total_len().unwrap().div_ceil(8) as usize, 0);
+        buf.resize(geo.total_len().unwrap().div_ceil(8) as usize, Word(0));
         // SAFETY: the buffer outlives the view in each test and is only used through it.
         let region =
             unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
@@ -321,7 +322,7 @@ pub(crate) mod tests {
     }
 
     /// The verified ring of spec §3: C = 4, M = u32 (S = 32), arena 256.
-    pub(crate) fn small(buf: &mut Vec<u64>, readers: u32) -> RingView {
+    pub(crate) fn small(buf: &mut Vec<Word>, readers: u32) -> RingView {
         ring(buf, &Geometry::blob(4, 32, readers, 256).unwrap())
     }
 

@@ -457,11 +457,12 @@ mod tests {
     use super::*;
     use crate::layout::Geometry;
     use crate::region::Region;
+    use crate::testutil::Word;
     use std::vec;
     use std::vec::Vec;
 
-    fn ring(buf: &mut Vec<u64>, geo: &Geometry) -> RingView {
-        buf.resize(geo.total_len().unwrap().div_ceil(8) as usize, 0);
+    fn ring(buf: &mut Vec<Word>, geo: &Geometry) -> RingView {
+        buf.resize(geo.total_len().unwrap().div_ceil(8) as usize, Word(0));
         // SAFETY: the buffer outlives the view in each test and is only used through it.
         let region =
             unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();

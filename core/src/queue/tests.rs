@@ -7,6 +7,7 @@ use super::*;
 use crate::AttachError;
 use crate::layout::RING_MAGIC;
 use crate::region::Region;
+use crate::testutil::{Word, words};
 use crate::ring::{Expect, RingView};
 use crate::sync::Ordering;
 
@@ -14,11 +15,11 @@ use crate::sync::Ordering;
 const N: u64 = if cfg!(miri) { 60 } else { 20_000 };
 
 /// A heap buffer of `len` bytes (rounded up to words) and a region over it.
-struct Buf(Vec<u64>);
+struct Buf(Vec<Word>);
 
 impl Buf {
     fn new(len: u64) -> Buf {
-        Buf(vec![0u64; (len as usize).div_ceil(8)])
+        Buf(words((len as usize).div_ceil(8)))
     }
     fn region(&mut self) -> Region {
         let len = self.0.len() * 8;
@@ -94,7 +95,7 @@ fn init_then_attach_round_trip() {
         assert_eq!(a.slot_word(i).load(Ordering::Relaxed), i);
     }
     assert_eq!(a.enq().load(Ordering::Relaxed), 0);
-    assert_eq!(b.0[0], MPMC_MAGIC);
+    assert_eq!(b.0[0].0, MPMC_MAGIC);
 }
 
 #[test]
@@ -193,18 +194,18 @@ fn attach_errors_carry_the_bad_value() {
     ];
     for (word, val, err) in cases {
         let saved = b.0[word];
-        b.0[word] = val;
+        b.0[word] = Word(val);
         assert_eq!(QueueView::attach(b.region(), expect).unwrap_err(), err);
         b.0[word] = saved;
     }
     assert!(QueueView::attach(b.region(), expect).is_ok());
     // Magic 0 (creation unfinished) and ringfire's magic.
-    b.0[0] = 0;
+    b.0[0] = Word(0);
     assert_eq!(
         QueueView::attach(b.region(), expect).unwrap_err(),
         QueueAttachError::BadMagic { found: 0 }
     );
-    b.0[0] = RING_MAGIC;
+    b.0[0] = Word(RING_MAGIC);
     let e = QueueView::attach(b.region(), expect).unwrap_err();
     assert_eq!(e, QueueAttachError::BadMagic { found: RING_MAGIC });
     assert!(std::format!("{e}").contains("ringfire"));
@@ -480,7 +481,7 @@ fn spsc_fixed_layout_has_no_length_words() {
         assert_eq!(p.try_push(&[0u8; 8]), Err(PushError::Full));
         // The slots hold the items and nothing else: word i of the slot area is item i.
         for i in 0..4 {
-            assert_eq!(b.0[48 + i], lap * 10 + i as u64);
+            assert_eq!(b.0[48 + i].0, lap * 10 + i as u64);
         }
         let mut one = [0u8; 8];
         assert_eq!(c.try_pop(&mut one), Ok(8));
@@ -498,7 +499,7 @@ fn spsc_fixed_layout_has_no_length_words() {
     }
     // An MPMC header with FLAG_FIXED is refused.
     let (mut bm, _qm) = queue(QueueKind::Mpmc, 4, 8, 16);
-    bm.0[7] = u64::from(FLAG_FIXED);
+    bm.0[7] = Word(u64::from(FLAG_FIXED));
     assert_eq!(
         QueueView::attach(bm.region(), QueueExpect::raw(QueueKind::Mpmc)).unwrap_err(),
         QueueAttachError::BadFlags { flags: FLAG_FIXED }

@@ -6,13 +6,14 @@ use std::vec::Vec;
 use super::mpmc::{CLAIMED, HEALED, WRITING};
 use super::*;
 use crate::region::Region;
+use crate::testutil::{Word, words};
 use crate::sync::Ordering;
 
 const N: u64 = if cfg!(miri) { 40 } else { 5_000 };
 
-fn mpmc(cap: u64, item: usize) -> (Vec<u64>, MpmcQueue) {
+fn mpmc(cap: u64, item: usize) -> (Vec<Word>, MpmcQueue) {
     let g = QueueGeometry::cache_lines(QueueKind::Mpmc, cap, item).unwrap();
-    let mut buf = vec![0u64; g.total_len().unwrap() as usize / 8];
+    let mut buf = words(g.total_len().unwrap() as usize / 8);
     // SAFETY: the buffer is returned with the queue and outlives its use in each test.
     let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
     // SAFETY: the test's own buffer, no other view of it exists yet.
@@ -74,8 +75,8 @@ fn fifo_full_empty_and_length_checks() {
 #[test]
 fn attach_refuses_an_mpmc_header_with_one_slot() {
     let (mut b, _q) = mpmc(2, 8);
-    b[2] = 1; // capacity
-    b[3] = 0; // mask
+    b[2] = Word(1); // capacity
+    b[3] = Word(0); // mask
     // SAFETY: the buffer outlives the region.
     let r = unsafe { Region::from_raw_parts(b.as_mut_ptr().cast(), b.len() * 8) }.unwrap();
     assert_eq!(
@@ -90,7 +91,7 @@ fn attach_refuses_an_mpmc_header_with_one_slot() {
 #[test]
 fn wrong_kind_is_refused() {
     let g = QueueGeometry::new(QueueKind::Spsc, 4, 8, 16).unwrap();
-    let mut buf = vec![0u64; 56];
+    let mut buf = words(56);
     // SAFETY: the buffer outlives the region.
     let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), 448) }.unwrap();
     // SAFETY: the test's own buffer, no other view of it exists yet.
@@ -631,7 +632,7 @@ fn heal_refuses_a_position_whose_holder_moved_on() {
 fn two_items_then_cursors(
     enq: u64,
     deq: u64,
-) -> (Vec<u64>, MpmcQueue, Result<(), QueueAttachError>) {
+) -> (Vec<Word>, MpmcQueue, Result<(), QueueAttachError>) {
     let (mut b, q) = mpmc(4, 8);
     assert_eq!(q.try_push(&10u64.to_le_bytes()), Ok(0));
     assert_eq!(q.try_push(&11u64.to_le_bytes()), Ok(1));

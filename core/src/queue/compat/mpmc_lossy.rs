@@ -416,16 +416,16 @@ impl LossyMpmcConsumer {
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use std::vec;
     use std::vec::Vec;
 
     use super::*;
     use crate::layout::Geometry;
     use crate::region::Region;
+    use crate::testutil::{Word, words};
 
-    fn ring(cap: u64) -> (Vec<u64>, RingView) {
+    fn ring(cap: u64) -> (Vec<Word>, RingView) {
         let g = Geometry::mpmc(cap, 16, 8).unwrap();
-        let mut buf = vec![0u64; g.total_len().unwrap() as usize / 8];
+        let mut buf = words(g.total_len().unwrap() as usize / 8);
         // SAFETY: the buffer is returned with the view and outlives its use in each test.
         let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
         // SAFETY: the test's own buffer, no other view of it exists yet.
@@ -763,7 +763,7 @@ mod tests {
     #[test]
     fn broadcast_ring_is_refused() {
         let g = Geometry::spmc(4, 16, 8, 0, false).unwrap();
-        let mut buf = vec![0u64; g.total_len().unwrap() as usize / 8];
+        let mut buf = words(g.total_len().unwrap() as usize / 8);
         // SAFETY: the buffer outlives the region.
         let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
         // SAFETY: the test's own buffer, no other view of it exists yet.

@@ -9,6 +9,7 @@ mod stuck_slot;
 pub(super) use super::*;
 use crate::layout::Geometry;
 use crate::region::Region;
+use crate::testutil::{Word, words};
 use crate::ring::RingView;
 use crate::wire::{
     DataRepr, FrameRepr, GEOMETRY_RESET, GEOMETRY_UDP_FOLLOWS, GapRepr, GeometryRepr,
@@ -25,10 +26,10 @@ pub(super) fn ms(n: u64) -> Instant {
     Instant::from_nanos(n * 1_000_000)
 }
 
-pub(super) struct Mem(pub(super) Vec<u64>);
+pub(super) struct Mem(pub(super) Vec<Word>);
 impl Mem {
     fn new(bytes: usize) -> Mem {
-        Mem(vec![0; bytes / 8])
+        Mem(words(bytes / 8))
     }
     fn region(&mut self) -> Region {
         // SAFETY: the vector is 8-aligned, outlives the test's use of the region and is only
