@@ -13,8 +13,16 @@ use crate::ring::RingView;
 /// back their regions with these instead.
 #[repr(C, align(8))]
 #[derive(
-    Clone, Copy, Debug, Default, PartialEq, Eq, zerocopy::FromBytes, zerocopy::IntoBytes,
-    zerocopy::Immutable, zerocopy::KnownLayout,
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    zerocopy::FromBytes,
+    zerocopy::IntoBytes,
+    zerocopy::Immutable,
+    zerocopy::KnownLayout,
 )]
 pub(crate) struct Word(pub(crate) u64);
 

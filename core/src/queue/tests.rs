@@ -7,9 +7,9 @@ use super::*;
 use crate::AttachError;
 use crate::layout::RING_MAGIC;
 use crate::region::Region;
-use crate::testutil::{Word, words};
 use crate::ring::{Expect, RingView};
 use crate::sync::Ordering;
+use crate::testutil::{Word, words};
 
 /// Thread iterations: small under Miri so it finishes in seconds.
 const N: u64 = if cfg!(miri) { 60 } else { 20_000 };

@@ -6,8 +6,8 @@ use std::vec::Vec;
 use super::mpmc::{CLAIMED, HEALED, WRITING};
 use super::*;
 use crate::region::Region;
-use crate::testutil::{Word, words};
 use crate::sync::Ordering;
+use crate::testutil::{Word, words};
 
 const N: u64 = if cfg!(miri) { 40 } else { 5_000 };
 

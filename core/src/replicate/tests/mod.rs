@@ -9,8 +9,8 @@ mod stuck_slot;
 pub(super) use super::*;
 use crate::layout::Geometry;
 use crate::region::Region;
-use crate::testutil::{Word, words};
 use crate::ring::RingView;
+use crate::testutil::{Word, words};
 use crate::wire::{
     DataRepr, FrameRepr, GEOMETRY_RESET, GEOMETRY_UDP_FOLLOWS, GapRepr, GeometryRepr,
     HeartbeatRepr, HelloRepr, MulticastRepr, NakRepr, PunchRepr, RecordFormat, WireError,
