@@ -112,12 +112,17 @@ impl Region {
     }
 
     /// Wraps a static buffer of 64-bit words (for firmware rings in `static` memory).
+    ///
+    /// [`RegionError::Misaligned`] when the buffer does not start on an 8-byte boundary. A
+    /// `u64` is 8-aligned on the targets the firmware builds for (Arm, RISC-V), so there
+    /// this never fails; on 32-bit x86 a `u64` is aligned to 4 only, and a `[u64]` may start
+    /// 4 bytes past a boundary (a static of a `#[repr(align(8))]` type never does).
     #[cfg(not(loom))]
-    pub fn from_static(buf: &'static mut [u64]) -> Region {
+    pub fn from_static(buf: &'static mut [u64]) -> Result<Region, RegionError> {
         let len = core::mem::size_of_val(buf);
-        // SAFETY: a `&'static mut [u64]` is aligned, valid forever, and exclusively ours.
+        // SAFETY: a `&'static mut` slice is valid forever and exclusively ours; the
+        // alignment is checked there.
         unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), len) }
-            .unwrap_or_else(|_| unreachable_region())
     }
 
     /// A zeroed region of `len` bytes backed by loom atomics (one per 8-byte word).
@@ -278,24 +283,16 @@ impl Region {
     }
 }
 
-#[cfg(not(loom))]
-#[cold]
-fn unreachable_region() -> Region {
-    // A `&'static mut [u64]` is always aligned and no longer than isize::MAX, so
-    // `from_raw_parts` cannot fail for it; keep the code panic-free anyway.
-    Region {
-        base: core::ptr::NonNull::dangling(),
-        len: 0,
-    }
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use crate::testutil::Word;
+    use std::boxed::Box;
+    use std::vec;
 
     #[test]
     fn rejects_misaligned_base() {
-        let mut buf = [0u64; 4];
+        let mut buf = [Word(0); 4];
         let p = buf.as_mut_ptr().cast::<u8>();
         // SAFETY: the buffer outlives the region; this only tests the alignment check.
         let r = unsafe { Region::from_raw_parts(p.wrapping_add(4), 16) };
@@ -307,9 +304,38 @@ mod tests {
         );
     }
 
+    /// `from_static` took every `[u64]` for 8-aligned and made a region of 0 bytes of one
+    /// that is not, which 32-bit x86 allows (a `u64` is aligned to 4 there): a ring then
+    /// failed to initialise with "region too small" instead of naming the alignment.
+    #[test]
+    fn from_static_refuses_a_misaligned_buffer_and_takes_an_aligned_one_whole() {
+        let aligned: *mut [Word] = Box::into_raw(vec![Word(0); 4].into_boxed_slice());
+        // SAFETY: a fresh allocation of 4 words, leaked until the end of the test; the slice
+        // is its only reference.
+        let buf: &'static mut [u64] =
+            unsafe { core::slice::from_raw_parts_mut(aligned.cast::<u64>(), 4) };
+        assert_eq!(Region::from_static(buf).map(|r| r.len()), Ok(32));
+        // A u64 at 4 bytes past an 8-byte boundary exists only where u64 is aligned to 4.
+        let spare: *mut [Word] = Box::into_raw(vec![Word(0); 5].into_boxed_slice());
+        if core::mem::align_of::<u64>() <= 4 {
+            let p = spare.cast::<u8>().wrapping_add(4);
+            // SAFETY: bytes [4, 36) of the 40-byte allocation, aligned to 4 = align_of::<u64>
+            // on this target; the slice is the allocation's only reference.
+            let buf: &'static mut [u64] =
+                unsafe { core::slice::from_raw_parts_mut(p.cast::<u64>(), 4) };
+            assert_eq!(
+                Region::from_static(buf).map(|r| r.len()),
+                Err(RegionError::Misaligned { addr: p as usize })
+            );
+        }
+        // SAFETY: both boxes came from `Box::into_raw` above, and no reference made from them
+        // (the slices, the regions) is used any more.
+        unsafe { drop((Box::from_raw(aligned), Box::from_raw(spare))) };
+    }
+
     #[test]
     fn words_round_trip_with_partial_tail() {
-        let mut buf = [0u64; 4];
+        let mut buf = [Word(0); 4];
         // SAFETY: the buffer outlives the region and nothing else touches it.
         let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), 32) }.unwrap();
         let src: [u8; 13] = core::array::from_fn(|i| i as u8 + 1);

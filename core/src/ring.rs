@@ -78,7 +78,7 @@ impl RingView {
     /// use ringwire_core::{Geometry, Region, RingView};
     /// let geo = Geometry::spmc(8, 16, 8, 0, false).unwrap();
     /// let words = geo.total_len().unwrap() as usize / 8;
-    /// let region = Region::from_static(Box::leak(vec![0u64; words].into_boxed_slice()));
+    /// let region = Region::from_static(Box::leak(vec![0u64; words].into_boxed_slice())).unwrap();
     /// let _ = RingView::init(region, &geo);
     /// ```
     pub unsafe fn init(region: Region, geo: &Geometry) -> Result<RingView, InitError> {

@@ -3,12 +3,12 @@
 //! back out and writes a second ring. The machines are sans-IO: this module only moves bytes
 //! and supplies the time.
 
-use ringwire_core::Region;
 use ringwire_core::replicate::{
     Channel, Duration, HoldBack, Instant, Mirror, MirrorConfig, MirrorError, Pacing, PeerAddr,
     RegionSink, RingSource, SourceConfig, SourceError, SourceSession, Start, StreamBuf,
 };
 use ringwire_core::wire::WireError;
+use ringwire_core::{Region, RegionError};
 
 use crate::verify::CheckingSink;
 
@@ -87,13 +87,14 @@ pub struct Replicator {
 
 impl Replicator {
     /// A mirror of `ring` into `mirror_mem`, reassembling frames in `rx_mem` (at least
-    /// [`FRAME_BUDGET`] bytes). Nothing moves before the first [`Replicator::pump`].
+    /// [`FRAME_BUDGET`] bytes). Nothing moves before the first [`Replicator::pump`]. Fails
+    /// only if `mirror_mem` is not 8-aligned, which a `u64` buffer always is on Arm.
     pub fn new(
         ring: RingSource,
         mirror_mem: &'static mut [u64],
         rx_mem: &'static mut [u8],
         now: Instant,
-    ) -> Replicator {
+    ) -> Result<Replicator, RegionError> {
         // The link has no address; the session API wants one, so both ends use a dummy.
         let peer = PeerAddr::new([0; 4], 0);
         let source = SourceSession::new(
@@ -114,7 +115,7 @@ impl Replicator {
         // only (the SysTick handler touches the source ring alone). The mirror ring is read
         // only through `mirror_ring`, whose reference borrows the replicator and so is not
         // held across a `pump` that may recreate the ring (`run` reads it after the last).
-        let sink = CheckingSink::new(unsafe { RegionSink::new(Region::from_static(mirror_mem)) });
+        let sink = CheckingSink::new(unsafe { RegionSink::new(Region::from_static(mirror_mem)?) });
         let mirror = Mirror::new(
             MirrorConfig {
                 start: Start::Oldest,
@@ -125,7 +126,7 @@ impl Replicator {
             // A byte stream never reorders, so there is nothing to hold back.
             HoldBack::new(&mut [], &mut []),
         );
-        Replicator {
+        Ok(Replicator {
             ring,
             source,
             down: Pipe::new(),
@@ -134,7 +135,7 @@ impl Replicator {
             mirror,
             sink,
             bytes_down: 0,
-        }
+        })
     }
 
     /// Moves everything that can move at `now`: the mirror's output to the source, the

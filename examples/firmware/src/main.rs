@@ -29,7 +29,7 @@ use ringwire_core::broadcast::{Consumer, NoWake, Producer, StartMode};
 use ringwire_core::error::{AttachError, InitError};
 use ringwire_core::replicate::RingSource;
 use ringwire_core::sync::Ordering;
-use ringwire_core::{Geometry, Region, RingView};
+use ringwire_core::{Geometry, Region, RegionError, RingView};
 use static_cell::ConstStaticCell;
 
 use link::{FRAME_BUDGET, ReplError, Replicator};
@@ -69,6 +69,7 @@ static RX_MEM: ConstStaticCell<[u8; FRAME_BUDGET]> = ConstStaticCell::new([0; FR
 #[derive(Debug)]
 #[allow(dead_code)] // the fields are read through Debug when the failure is printed
 enum Failure {
+    Region(RegionError),
     Init(InitError),
     Attach(AttachError),
     NoPeripherals,
@@ -157,10 +158,10 @@ fn run() -> Result<Summary, Failure> {
     let mut cp = cortex_m::Peripherals::take().ok_or(Failure::NoPeripherals)?;
     let geo = GEOMETRY;
     let source_mem: &'static mut [u64] = SOURCE_MEM.take();
+    let region = Region::from_static(source_mem).map_err(Failure::Region)?;
     // SAFETY: the static buffer is used by this ring alone (taken once just above): no other
     // view of it exists.
-    let view =
-        unsafe { RingView::init(Region::from_static(source_mem), &geo) }.map_err(Failure::Init)?;
+    let view = unsafe { RingView::init(region, &geo) }.map_err(Failure::Init)?;
     let producer = Producer::new(view, NoWake).map_err(Failure::Attach)?;
     let mut reader = Reader::new(Consumer::new(view, StartMode::Oldest));
     let mut repl = Replicator::new(
@@ -168,7 +169,8 @@ fn run() -> Result<Summary, Failure> {
         MIRROR_MEM.take(),
         RX_MEM.take(),
         sampler::now(),
-    );
+    )
+    .map_err(Failure::Region)?;
 
     // HELLO out, GEOMETRY back: the mirror creates its ring before the first sample.
     repl.pump(sampler::now()).map_err(Failure::Repl)?;

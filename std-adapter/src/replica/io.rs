@@ -392,7 +392,7 @@ mod tests {
         let words = geo.total_len().unwrap() as usize / 8;
         let mem: &'static mut [u64] = Box::leak(vec![0u64; words].into_boxed_slice());
         // SAFETY: a leaked buffer of this ring alone: no other view of it exists.
-        unsafe { RingView::init(Region::from_static(mem), &geo) }.unwrap()
+        unsafe { RingView::init(Region::from_static(mem).unwrap(), &geo) }.unwrap()
     }
 
     #[test]
