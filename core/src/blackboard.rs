@@ -605,8 +605,13 @@ mod tests {
         unsafe { r.a64(HEADER_SIZE + 64) }.store(3, Ordering::Relaxed);
         assert_eq!(a.try_read(1, &mut out), Ok(TryRead::Busy { seqlock: 3 }));
         // Header bytes as the spec gives them.
+        // The magic is a native word (it spells "ROBBGNIR" on a little-endian host); the
+        // u32 fields are stored little-endian on every host.
         let bytes: &[u8] = zerocopy::IntoBytes::as_bytes(&buf[..3]);
-        assert_eq!(&bytes[0..8], b"ROBBGNIR");
+        assert_eq!(&bytes[0..8], &BLACKBOARD_MAGIC.to_ne_bytes());
+        if cfg!(target_endian = "little") {
+            assert_eq!(&bytes[0..8], b"ROBBGNIR");
+        }
         assert_eq!(
             &bytes[8..24],
             &[1, 0, 0, 0, 16, 0, 0, 0, 64, 0, 0, 0, 4, 0, 0, 0]
@@ -682,7 +687,7 @@ mod tests {
         assert_eq!(out, [5u8; 48]);
         // Slot 1 at 192: the seqlock, 8 untouched bytes, the value at +16.
         let bytes: &[u8] = zerocopy::IntoBytes::as_bytes(&buf[..]);
-        assert_eq!(&bytes[192..200], &2u64.to_le_bytes());
+        assert_eq!(&bytes[192..200], &2u64.to_ne_bytes());
         assert_eq!(&bytes[200..208], &[0u8; 8]);
         assert_eq!(&bytes[208..256], &[5u8; 48]);
         // 48 bytes aligned to 64 would take 128-byte slots.
@@ -714,16 +719,17 @@ mod tests {
         let mut buf = words(64);
         let r = region(&mut buf);
         init(r, 8, 2).unwrap();
-        // slot_count far past the end.
+        // slot_count far past the end. The header's u32 fields are little-endian, so a word
+        // holding (slot_size, slot_count) is the little-endian form of `size | count << 32`.
         // SAFETY: word 2 (bytes 16..24: slot_size, slot_count) is in the header.
-        unsafe { r.a64(16) }.store(64 | (1000u64 << 32), Ordering::Relaxed);
+        unsafe { r.a64(16) }.store((64 | (1000u64 << 32)).to_le(), Ordering::Relaxed);
         assert!(matches!(
             Blackboard::attach(r, None),
             Err(BlackboardError::TooShort { .. })
         ));
         // slot_size too small for the value.
         // SAFETY: as above.
-        unsafe { r.a64(16) }.store(8 | (2u64 << 32), Ordering::Relaxed);
+        unsafe { r.a64(16) }.store((8 | (2u64 << 32)).to_le(), Ordering::Relaxed);
         assert_eq!(
             Blackboard::attach(r, None).unwrap_err(),
             BlackboardError::BadSlotSize {

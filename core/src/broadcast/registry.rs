@@ -493,11 +493,12 @@ mod tests {
         let r = live_reader(&v, 0).unwrap();
         assert_eq!((r.slot, r.pid, r.cursor), (0, 42, 7));
         assert_eq!(name_bytes(&v.registry_name(0).unwrap()), b"reader-a");
-        // Raw bytes of the slot at registry offset 128: pid, active, cursor, heartbeat.
+        // Raw bytes of the slot at registry offset 128: pid, active, cursor, heartbeat (in
+        // the host's byte order: ring memory is native).
         let bytes: &[u8] = zerocopy::IntoBytes::as_bytes(&buf[16..24]);
-        assert_eq!(&bytes[0..4], &42u32.to_le_bytes());
-        assert_eq!(&bytes[4..8], &1u32.to_le_bytes());
-        assert_eq!(&bytes[8..16], &7u64.to_le_bytes());
+        assert_eq!(&bytes[0..4], &42u32.to_ne_bytes());
+        assert_eq!(&bytes[4..8], &1u32.to_ne_bytes());
+        assert_eq!(&bytes[8..16], &7u64.to_ne_bytes());
         // heartbeat_tsc: the registration's token (beyond the reference's 0), never 0.
         assert_ne!(&bytes[16..24], &[0; 8]);
         assert_eq!(&bytes[24..32], b"reader-a");

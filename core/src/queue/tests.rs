@@ -14,6 +14,15 @@ use crate::testutil::{Word, words};
 /// Thread iterations: small under Miri so it finishes in seconds.
 const N: u64 = if cfg!(miri) { 60 } else { 20_000 };
 
+/// The word of two adjacent u32 header fields, `first` at the lower address: the header
+/// is in the host's byte order, as ring memory is.
+fn fields(first: u32, second: u32) -> u64 {
+    let mut b = [0u8; 8];
+    b[..4].copy_from_slice(&first.to_ne_bytes());
+    b[4..].copy_from_slice(&second.to_ne_bytes());
+    u64::from_ne_bytes(b)
+}
+
 /// A heap buffer of `len` bytes (rounded up to words) and a region over it.
 struct Buf(Vec<Word>);
 
@@ -156,24 +165,16 @@ fn attach_errors_carry_the_bad_value() {
     );
     // Corrupt fields, one at a time (word index = byte offset / 8).
     let cases: [(usize, u64, QueueAttachError); 8] = [
-        (
-            1,
-            1 | (1u64 << 32) | 9,
-            QueueAttachError::BadVersion { found: 9 },
-        ),
+        (1, fields(9, 1), QueueAttachError::BadVersion { found: 9 }),
         // A version-1 queue (per-slot length words always, the old MPMC stamps).
+        (1, fields(1, 1), QueueAttachError::BadVersion { found: 1 }),
+        (1, fields(2, 2), QueueAttachError::KindMismatch { kind: 2 }),
+        (7, fields(2, 0), QueueAttachError::BadFlags { flags: 2 }),
         (
-            1,
-            1 | (1u64 << 32),
-            QueueAttachError::BadVersion { found: 1 },
+            7,
+            fields(1 << 31, 0),
+            QueueAttachError::BadFlags { flags: 1 << 31 },
         ),
-        (
-            1,
-            2 | (2u64 << 32),
-            QueueAttachError::KindMismatch { kind: 2 },
-        ),
-        (7, 2, QueueAttachError::BadFlags { flags: 2 }),
-        (7, 1 << 31, QueueAttachError::BadFlags { flags: 1 << 31 }),
         (
             2,
             6,
@@ -184,7 +185,7 @@ fn attach_errors_carry_the_bad_value() {
         ),
         (
             4,
-            12 | (8u64 << 32),
+            fields(12, 8),
             QueueAttachError::BadStride {
                 stride: 12,
                 item_size: 8,
@@ -479,9 +480,10 @@ fn spsc_fixed_layout_has_no_length_words() {
             .collect();
         assert_eq!(p.push_fixed(&recs, 8), Ok(4));
         assert_eq!(p.try_push(&[0u8; 8]), Err(PushError::Full));
-        // The slots hold the items and nothing else: word i of the slot area is item i.
+        // The slots hold the items and nothing else: word i of the slot area holds the
+        // bytes of item i (pushed little-endian).
         for i in 0..4 {
-            assert_eq!(b.0[48 + i].0, lap * 10 + i as u64);
+            assert_eq!(u64::from_le(b.0[48 + i].0), lap * 10 + i as u64);
         }
         let mut one = [0u8; 8];
         assert_eq!(c.try_pop(&mut one), Ok(8));
@@ -499,7 +501,7 @@ fn spsc_fixed_layout_has_no_length_words() {
     }
     // An MPMC header with FLAG_FIXED is refused.
     let (mut bm, _qm) = queue(QueueKind::Mpmc, 4, 8, 16);
-    bm.0[7] = Word(u64::from(FLAG_FIXED));
+    bm.0[7] = Word(fields(FLAG_FIXED, 0));
     assert_eq!(
         QueueView::attach(bm.region(), QueueExpect::raw(QueueKind::Mpmc)).unwrap_err(),
         QueueAttachError::BadFlags { flags: FLAG_FIXED }

@@ -738,12 +738,14 @@ mod tests {
         assert_eq!(rd.lapped_count(), 1);
     }
 
+    // Ring memory holds its integers in the host's byte order (spec §0.1: native layout,
+    // little-endian on every host ringfire runs on).
     fn le32(b: &[u8], at: usize) -> u32 {
-        u32::from_le_bytes(b[at..at + 4].try_into().unwrap())
+        u32::from_ne_bytes(b[at..at + 4].try_into().unwrap())
     }
 
     fn le64(b: &[u8], at: usize) -> u64 {
-        u64::from_le_bytes(b[at..at + 8].try_into().unwrap())
+        u64::from_ne_bytes(b[at..at + 8].try_into().unwrap())
     }
 
     /// The bytes of a blob ring built by RingView::init, against spec §2, §3 and §10.1.
@@ -761,11 +763,14 @@ mod tests {
             // Publish one message so the slot and arena bytes can be checked too.
             let mut w = BlobWriter::new(v).unwrap();
             let mut d = [0u8; 24];
-            d[..4].copy_from_slice(&0xDEAD_BEEFu32.to_le_bytes());
+            d[..4].copy_from_slice(&0xDEAD_BEEFu32.to_ne_bytes());
             w.push(&mut d, b"hello", 0).unwrap();
             let b: &[u8] = zerocopy::IntoBytes::as_bytes(&buf[..]);
             assert_eq!(b.len(), size);
-            assert_eq!(&b[0..8], b"ERIFGNIR");
+            assert_eq!(le64(b, 0), crate::layout::RING_MAGIC);
+            if cfg!(target_endian = "little") {
+                assert_eq!(&b[0..8], b"ERIFGNIR");
+            }
             assert_eq!(le32(b, 8), 2, "version");
             assert_eq!(le32(b, 12), 32, "element_size");
             assert_eq!(le64(b, 16), 4, "capacity");
