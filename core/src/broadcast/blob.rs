@@ -289,6 +289,24 @@ pub fn split_descriptor(payload: &[u8]) -> Option<(&[u8], BlobRef)> {
     Some((meta, BlobRef::read_from_bytes(tail).ok()?))
 }
 
+/// Splits a blob record as a DATA frame carries it (spec §18.4) into the meta bytes and
+/// its [`BlobRef`], read little-endian (in a slot it is in the host's byte order:
+/// [`split_descriptor`]). `None` when the record is shorter than 16 bytes.
+pub fn split_wire_descriptor(record: &[u8]) -> Option<(&[u8], BlobRef)> {
+    let (meta, r) = split_descriptor(record)?;
+    Some((meta, r.swap_le()))
+}
+
+/// Rewrites the [`BlobRef`] in the last 16 bytes of a descriptor read from a slot (host
+/// byte order) little-endian, as a DATA frame carries it. `false` when the payload is
+/// shorter than 16 bytes.
+pub fn descriptor_to_wire(payload: &mut [u8]) -> bool {
+    match split_descriptor(payload) {
+        Some((_, r)) => set_descriptor_ref(payload, &r.swap_le()),
+        None => false,
+    }
+}
+
 /// Stores `r` into the last 16 bytes of a blob slot payload. `false` when the payload is
 /// shorter than 16 bytes.
 pub fn set_descriptor_ref(payload: &mut [u8], r: &BlobRef) -> bool {
@@ -519,13 +537,24 @@ pub(crate) mod tests {
             len: 70,
             flags: 5,
         };
+        // In a slot the BlobRef is in the host's byte order (ring memory is native).
         assert!(set_descriptor_ref(&mut payload, &r));
         assert_eq!(&payload[..8], &[0xAA; 8]);
-        assert_eq!(&payload[8..16], &0x1234u64.to_le_bytes());
-        assert_eq!(&payload[16..20], &70u32.to_le_bytes());
-        assert_eq!(&payload[20..24], &5u32.to_le_bytes());
+        assert_eq!(&payload[8..16], &0x1234u64.to_ne_bytes());
+        assert_eq!(&payload[16..20], &70u32.to_ne_bytes());
+        assert_eq!(&payload[20..24], &5u32.to_ne_bytes());
         let (meta, got) = split_descriptor(&payload).unwrap();
         assert_eq!((meta, got), (&[0xAAu8; 8][..], r));
+        // On the wire it is little-endian, on every host.
+        let mut wire = payload;
+        assert!(descriptor_to_wire(&mut wire));
+        assert_eq!(&wire[..8], &[0xAA; 8]);
+        assert_eq!(&wire[8..16], &0x1234u64.to_le_bytes());
+        assert_eq!(&wire[16..20], &70u32.to_le_bytes());
+        assert_eq!(&wire[20..24], &5u32.to_le_bytes());
+        assert_eq!(split_wire_descriptor(&wire), Some((&[0xAAu8; 8][..], r)));
+        assert!(split_wire_descriptor(&wire[..15]).is_none());
+        assert!(!descriptor_to_wire(&mut wire[..15]));
         assert!(split_descriptor(&payload[..15]).is_none());
         assert!(!set_descriptor_ref(&mut payload[..15], &r));
     }

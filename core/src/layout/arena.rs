@@ -50,6 +50,19 @@ impl BlobRef {
         len: 0,
         flags: 0,
     };
+
+    /// The descriptor with the byte order of each field swapped between the host's and
+    /// little-endian: a slot holds a BlobRef in the host's order (ring memory is native),
+    /// a DATA frame carries it little-endian, as every integer of the wire protocol (spec
+    /// §18.4). The same call converts either way; on a little-endian host it changes
+    /// nothing.
+    pub const fn swap_le(self) -> BlobRef {
+        BlobRef {
+            offset: self.offset.to_le(),
+            len: self.len.to_le(),
+            flags: self.flags.to_le(),
+        }
+    }
 }
 
 const _: () = {

@@ -7,7 +7,8 @@ use core::fmt;
 use zerocopy::{FromBytes, IntoBytes};
 
 use crate::broadcast::blob::{
-    BLOB_REF_LEN, BlobRead, read_blob, reserve, split_descriptor, write_blob,
+    BLOB_REF_LEN, BlobRead, descriptor_to_wire, read_blob, reserve, split_descriptor,
+    split_wire_descriptor, write_blob,
 };
 use crate::error::InitError;
 use crate::layout::{BlobRef, Flags, Geometry, SEQ_LIMIT, SLOT_WRITING, oldest_retained};
@@ -45,7 +46,8 @@ pub trait RecordSource {
     fn geometry(&self) -> Geometry;
     /// The current `write_seq` (acquire).
     fn write_seq(&self) -> u64;
-    /// Copies record `seq` as it goes on the wire into the front of `dst`.
+    /// Copies record `seq` as it goes on the wire into the front of `dst` (spec §18.4: on
+    /// a blob ring the descriptor, its BlobRef little-endian, then the blob).
     fn read_record(&self, seq: u64, dst: &mut [u8]) -> ReadRecord;
     /// `oldest_retained(write_seq, capacity)`.
     fn oldest(&self) -> u64 {
@@ -165,13 +167,18 @@ impl RingSource {
     }
 }
 
-/// The blob of the descriptor `d` (a whole slot payload) copied into `rest`.
-fn read_blob_after(view: &RingView, d: &[u8], rest: &mut [u8]) -> ReadRecord {
+/// The blob of the descriptor `d` (a whole slot payload) copied into `rest`, and the
+/// descriptor's BlobRef put in wire order (little-endian; the slot holds it in the host's).
+fn read_blob_after(view: &RingView, d: &mut [u8], rest: &mut [u8]) -> ReadRecord {
     let Some((_, r)) = split_descriptor(d) else {
         return ReadRecord::Lost;
     };
     match read_blob(view, &r, rest) {
-        BlobRead::Ok(n) => ReadRecord::Ok(d.len() + n),
+        BlobRead::Ok(n) => {
+            // Cannot fail: `d` holds a BlobRef (split above).
+            descriptor_to_wire(d);
+            ReadRecord::Ok(d.len() + n)
+        }
         BlobRead::Lost => ReadRecord::Lost,
         BlobRead::BufferTooSmall { need } => ReadRecord::TooLarge {
             need: d.len() + need as usize,
@@ -182,7 +189,8 @@ fn read_blob_after(view: &RingView, d: &[u8], rest: &mut [u8]) -> ReadRecord {
 /// Writes one received record into a mirror ring (spec §21.2 steps 1–4): a fixed record's
 /// bytes as they came; for a blob ring, the blob into this ring's own arena first, then the
 /// source's descriptor with its last 16 bytes replaced by the new [`BlobRef`] (same length
-/// and flags, this arena's offset; a zero-length blob is `{0, 0, 0}`). A blob this arena
+/// and flags, this arena's offset; a zero-length blob is `{0, 0, 0}`), in the host's byte
+/// order where the frame had it little-endian. A blob this arena
 /// cannot hold (longer than the arena, from a corrupt or hostile source) is not written:
 /// the sequence stays a hole, which readers skip (§7).
 pub fn write_received(view: &RingView, seq: u64, fixed: &[u8], blob: &[u8]) {
@@ -190,7 +198,7 @@ pub fn write_received(view: &RingView, seq: u64, fixed: &[u8], blob: &[u8]) {
         view.write_slot(seq, fixed);
         return;
     }
-    let Some((meta, src)) = split_descriptor(fixed) else {
+    let Some((meta, src)) = split_wire_descriptor(fixed) else {
         return;
     };
     let Ok(r) = reserve(view, blob.len(), src.flags) else {
@@ -239,7 +247,7 @@ pub fn compare_received(view: &RingView, seq: u64, fixed: &[u8], blob: &[u8]) ->
         return Holds::Different;
     }
     let (meta, theirs) = if geo.has_arena() {
-        match split_descriptor(fixed) {
+        match split_wire_descriptor(fixed) {
             Some((meta, r)) => (meta, Some(r)),
             // Validation guarantees room for a BlobRef in a blob ring's records.
             None => return Holds::Unknown,

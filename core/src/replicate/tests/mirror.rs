@@ -1049,3 +1049,28 @@ fn unlingering_session_after_hello(m: &mut Mirror<'_>, src: &RingSource) -> Sour
     s.handle_stream(ms(0), &b[..t.len], src, None).unwrap();
     s
 }
+
+/// A mirror reads the BlobRef of a received blob record little-endian, as the wire carries
+/// it (spec §18.4), and stores its own in the host's byte order: a big-endian mirror took
+/// the flags 0x0102_0304 of the frame for 0x0403_0201.
+#[test]
+fn a_received_blob_ref_is_read_little_endian_and_stored_native() {
+    use crate::broadcast::blob::split_descriptor;
+
+    let geo = Geometry::blob(4, 32, 0, 256).unwrap();
+    let mut mem = Mem::new(geo.total_len().unwrap() as usize);
+    // SAFETY: the test's own buffer, no other view of it exists yet.
+    let v = unsafe { RingView::init(mem.region(), &geo) }.unwrap();
+    let mut wire = [0x55u8; 24];
+    wire[8..16].copy_from_slice(&0x1234_5678_9ABC_DEF0u64.to_le_bytes());
+    wire[16..20].copy_from_slice(&5u32.to_le_bytes());
+    wire[20..24].copy_from_slice(&0x0102_0304u32.to_le_bytes());
+    write_received(&v, 1, &wire, b"hello");
+    v.publish(1);
+    let mut slot = [0u8; 24];
+    assert_eq!(v.read_slot(1, &mut slot), crate::ring::SlotRead::Ok);
+    let (meta, r) = split_descriptor(&slot).unwrap();
+    assert_eq!(meta, [0x55; 8]);
+    assert_eq!((r.offset, r.len, r.flags), (0, 5, 0x0102_0304));
+    assert_eq!(compare_received(&v, 1, &wire, b"hello"), Holds::Same);
+}

@@ -944,3 +944,38 @@ fn udp_sender_skips_a_hole_in_a_sparse_ring() {
     ));
     assert_eq!(u.counters().skipped, 9);
 }
+
+/// A blob record goes on the wire with its BlobRef little-endian, as every integer of the
+/// protocol (spec §18.4); the slot holds it in the host's byte order. A big-endian source
+/// sent it as it lay in the slot, so a DATA parser (its own mirror's, any peer's) read a
+/// blob of 100 bytes as one of 0x6400_0000 and refused the frame as truncated.
+#[test]
+fn blob_records_go_on_the_wire_with_a_little_endian_blob_ref() {
+    use crate::broadcast::blob::BlobWriter;
+    use crate::wire::Frame;
+
+    let geo = Geometry::blob(4, 32, 0, 256).unwrap();
+    let mut mem = Mem::new(geo.total_len().unwrap() as usize);
+    // SAFETY: the test's own buffer, no other view of it exists yet.
+    let v = unsafe { RingView::init(mem.region(), &geo) }.unwrap();
+    let mut w = BlobWriter::new(v).unwrap();
+    let mut d = [0xAAu8; 24];
+    w.push(&mut d, &[7u8; 100], 0x0102_0304).unwrap();
+    let mut rec = [0u8; 256];
+    assert_eq!(RingSource(v).read_record(1, &mut rec), ReadRecord::Ok(124));
+    assert_eq!(rec[..8], [0xAA; 8], "meta as it was");
+    assert_eq!(rec[8..16], 0u64.to_le_bytes(), "arena offset");
+    assert_eq!(rec[16..20], 100u32.to_le_bytes(), "blob length");
+    assert_eq!(rec[20..24], 0x0102_0304u32.to_le_bytes(), "flags");
+    assert_eq!(rec[24..124], [7u8; 100]);
+    let mut out = [0u8; 256];
+    let data = DataRepr {
+        flags: 0,
+        seq: 1,
+        count: 1,
+        records: &rec[..124],
+    };
+    let n = data.emit(&mut out).unwrap();
+    let f = Frame::new_checked(&out[..n]).unwrap();
+    assert_eq!(DataRepr::parse(&f, RecordFormat::of(&geo)), Ok(data));
+}
