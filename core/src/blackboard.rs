@@ -727,6 +727,17 @@ mod tests {
             Blackboard::attach(r, None),
             Err(BlackboardError::TooShort { .. })
         ));
+        // 2^28 slots of 16 bytes need 2^32 + 128 bytes: 128 once the product is narrowed
+        // to a 32-bit usize. It is made in u64 (this runs under Miri on i686 too).
+        // SAFETY: as above.
+        unsafe { r.a64(16) }.store((16 | (1u64 << 60)).to_le(), Ordering::Relaxed);
+        assert_eq!(
+            Blackboard::attach(r, None).unwrap_err(),
+            BlackboardError::TooShort {
+                need: 128 + (1 << 32),
+                len: 512
+            }
+        );
         // slot_size too small for the value.
         // SAFETY: as above.
         unsafe { r.a64(16) }.store((8 | (2u64 << 32)).to_le(), Ordering::Relaxed);

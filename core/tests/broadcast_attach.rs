@@ -341,3 +341,50 @@ fn wrong_kind() {
     );
     assert!(e.to_string().contains("0x0021"));
 }
+
+/// Header values above 2^32 whose low 32 bits are the ring's real ones: a 32-bit build that
+/// narrowed them to usize before the checks would find the slots or the arena inside the
+/// region and accept the ring. The checks are made in u64 before any offset is narrowed,
+/// so every build refuses them (this runs under Miri on i686 as on 64-bit hosts).
+#[test]
+fn header_values_whose_low_32_bits_would_fit_are_refused_on_every_target() {
+    const G: u64 = 1 << 32;
+    let h = spmc();
+    set64(&h, hdr::SLOTS_OFFSET, G + 256);
+    assert_eq!(
+        err(&h),
+        AttachError::SlotsPastEnd {
+            end: Some(G + 256 + 4 * 16),
+            len: 320
+        }
+    );
+    // 2^32 slots: none at all once narrowed to a 32-bit usize.
+    let h = spmc();
+    set64(&h, hdr::CAPACITY, G);
+    set64(&h, hdr::MASK, G - 1);
+    assert_eq!(
+        err(&h),
+        AttachError::SlotsPastEnd {
+            end: Some(256 + 16 * G),
+            len: 320
+        }
+    );
+    let h = blob();
+    set64(&h, hdr::ARENA_OFFSET, G + 0x180);
+    assert_eq!(
+        err(&h),
+        AttachError::ArenaPastEnd {
+            end: Some(G + 0x180 + 64 + 256),
+            len: 704
+        }
+    );
+    let h = blob();
+    set64(&h, hdr::ARENA_SIZE, G);
+    assert_eq!(
+        err(&h),
+        AttachError::ArenaPastEnd {
+            end: Some(0x180 + 64 + G),
+            len: 704
+        }
+    );
+}

@@ -193,12 +193,46 @@ fn attach_errors_carry_the_bad_value() {
         ),
         (5, 400, QueueAttachError::BadSlotsOffset { offset: 400 }),
     ];
-    for (word, val, err) in cases {
+    // Values above 2^32 whose low 32 bits are the queue's real ones (384 and 4), which a
+    // 32-bit build narrowing them to usize before the checks would accept: the checks are
+    // made in u64 (this runs under Miri on i686 as on 64-bit hosts).
+    const G: u64 = 1 << 32;
+    let wide = [
+        (
+            5,
+            G + 384,
+            QueueAttachError::SlotsPastEnd {
+                end: Some(G + 384 + 64),
+                len: 448,
+            },
+        ),
+        (
+            2,
+            G + 4,
+            QueueAttachError::BadCapacity {
+                capacity: G + 4,
+                mask: 3,
+            },
+        ),
+    ];
+    for (word, val, err) in cases.into_iter().chain(wide) {
         let saved = b.0[word];
         b.0[word] = Word(val);
         assert_eq!(QueueView::attach(b.region(), expect).unwrap_err(), err);
         b.0[word] = saved;
     }
+    // 2^32 slots (mask 2^32 - 1): none once narrowed.
+    b.0[2] = Word(G);
+    b.0[3] = Word(G - 1);
+    assert_eq!(
+        QueueView::attach(b.region(), expect).unwrap_err(),
+        QueueAttachError::SlotsPastEnd {
+            end: Some(384 + 16 * G),
+            len: 448
+        }
+    );
+    b.0[2] = Word(4);
+    b.0[3] = Word(3);
     assert!(QueueView::attach(b.region(), expect).is_ok());
     // Magic 0 (creation unfinished) and ringfire's magic.
     b.0[0] = Word(0);
@@ -822,6 +856,16 @@ fn spsc_corrupt_cursor_is_an_error_not_a_hang() {
         c.try_pop(&mut buf),
         Err(PopError::Corrupt { pos: 0, word: 9 })
     );
+    // A length word of 2^32 + 8 is 8 once narrowed to a 32-bit usize: checked in u64.
+    q.slot_word(0).store((1 << 32) + 8, Ordering::Relaxed);
+    assert_eq!(
+        c.try_pop(&mut buf),
+        Err(PopError::Corrupt {
+            pos: 0,
+            word: (1 << 32) + 8
+        })
+    );
+    q.slot_word(0).store(9, Ordering::Relaxed);
     // A head ahead of the tail reads as no free slot, never as a huge free count, and a
     // push says why: the queue would never drain.
     q.deq().store(5, Ordering::Relaxed);
