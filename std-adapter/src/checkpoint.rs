@@ -35,7 +35,7 @@ pub const CHECKPOINT_VERSION: u32 = 1;
 pub const CHECKPOINT_SIZE: usize = 64;
 
 const OFF_MAGIC: usize = 0;
-const OFF_VERSION_PID: usize = 8;
+const OFF_VERSION: usize = 8;
 const OFF_PID: usize = 12;
 const OFF_SEQ: usize = 16;
 const OFF_UPDATED: usize = 24;
@@ -114,7 +114,8 @@ fn short_file(path: &Path, file: &File, len: u64) -> Error {
     if let Err(e) = file.read_exact_at(&mut m[..n], 0) {
         return Error::io(path, "read", e);
     }
-    let found = u64::from_le_bytes(m);
+    // The mapped record is in the host's byte order, as ring files are.
+    let found = u64::from_ne_bytes(m);
     if found == CHECKPOINT_MAGIC {
         Error::TooShort {
             path: path.to_path_buf(),
@@ -208,8 +209,7 @@ impl OffsetCheckpoint {
                 found: magic,
             });
         }
-        // Relaxed: the version is immutable after creation.
-        let version = cp.a64(OFF_VERSION_PID).load(Ordering::Relaxed) as u32;
+        let version = load_version(&cp.region);
         if version != CHECKPOINT_VERSION {
             return Err(Error::BadFileVersion {
                 path: path.to_path_buf(),
@@ -234,9 +234,7 @@ impl OffsetCheckpoint {
         // SAFETY: [32, 64) is inside the 64-byte region; a file being created (or one holding
         // only zeros) has no reader of these bytes before the magic below.
         unsafe { self.region.write_words(OFF_NAME, &name_buf) };
-        let vp = u64::from(CHECKPOINT_VERSION) | (u64::from(std::process::id()) << 32);
-        // Relaxed: the magic's release store below publishes these.
-        self.a64(OFF_VERSION_PID).store(vp, Ordering::Relaxed);
+        store_version_pid(&self.region, std::process::id());
         // Creation stamps the time too, as the reference does (spec §13: the whole
         // struct is written).
         self.a64(OFF_UPDATED).store(now_ns(), Ordering::Relaxed);
@@ -252,7 +250,7 @@ impl OffsetCheckpoint {
     fn is_unfinished_creation(&self) -> bool {
         // Relaxed (all): a snapshot; a creator writing meanwhile writes what `initialise`
         // does.
-        let version = self.a64(OFF_VERSION_PID).load(Ordering::Relaxed) as u32;
+        let version = load_version(&self.region);
         let mut name = [0u8; 32];
         for (i, chunk) in name.chunks_exact_mut(8).enumerate() {
             let w = self.a64(OFF_NAME + 8 * i).load(Ordering::Relaxed);
@@ -275,7 +273,8 @@ impl OffsetCheckpoint {
     }
 
     fn a32(&self, off: usize) -> ringwire_core::sync::A32<'_> {
-        // SAFETY: only called with the 4-aligned pid offset 12 of the 64-byte region.
+        // SAFETY: only called with the 4-aligned pid offset 12 of the 64-byte region (the
+        // version at 8 is accessed at the same size, by store_version_pid/load_version).
         unsafe { self.region.a32(off) }
     }
 
@@ -338,9 +337,53 @@ impl std::fmt::Debug for OffsetCheckpoint {
     }
 }
 
+/// Stores the version and `pid`, each as the u32 field it is (spec §13): one 64-bit word
+/// with the version in its low half would put the pid first on a big-endian host. Relaxed:
+/// a new record is published by the magic's release store.
+fn store_version_pid(region: &Region, pid: u32) {
+    // SAFETY: offsets 8 and 12 are 4-aligned and inside the 64-byte region; both fields
+    // are only ever accessed as 32-bit atomics.
+    unsafe {
+        region.a32(OFF_VERSION).store(CHECKPOINT_VERSION, Ordering::Relaxed);
+        region.a32(OFF_PID).store(pid, Ordering::Relaxed);
+    }
+}
+
+/// The version field. Relaxed: it is immutable once the magic is published (and a snapshot
+/// otherwise).
+fn load_version(region: &Region) -> u32 {
+    // SAFETY: as in store_version_pid.
+    unsafe { region.a32(OFF_VERSION) }.load(Ordering::Relaxed)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The version (u32 at 8) and the pid (u32 at 12) are two fields in the host's byte
+    /// order, as the rest of the mapped record (spec §13). They were stored and loaded as
+    /// one 64-bit word with the version in its low half, which on a big-endian host put the
+    /// pid at 8 and the version at 12: a save (which stores the pid at 12) then made the
+    /// next open read the pid as the version and refuse the file (BadFileVersion).
+    #[test]
+    fn the_version_survives_a_save_of_the_pid_in_either_byte_order() {
+        #[repr(C, align(8))]
+        struct Record([u8; CHECKPOINT_SIZE]);
+        let mut rec = Record([0; CHECKPOINT_SIZE]);
+        // SAFETY: 64 aligned bytes that outlive the region, only accessed through it.
+        let r = unsafe { Region::from_raw_parts(rec.0.as_mut_ptr(), CHECKPOINT_SIZE) }.unwrap();
+        store_version_pid(&r, 4242);
+        assert_eq!(load_version(&r), CHECKPOINT_VERSION);
+        // What `save` and an attach store: the pid, at its own offset and size.
+        // SAFETY: offset 12 is 4-aligned and inside the 64 bytes.
+        unsafe { r.a32(OFF_PID) }.store(77, Ordering::Relaxed);
+        assert_eq!(load_version(&r), CHECKPOINT_VERSION);
+        let mut b = [0u8; 16];
+        // SAFETY: the first 16 bytes, 8-aligned, inside the region.
+        unsafe { r.read_words(0, &mut b) };
+        assert_eq!(b[8..12], CHECKPOINT_VERSION.to_ne_bytes());
+        assert_eq!(b[12..16], 77u32.to_ne_bytes());
+    }
 
     #[test]
     fn a_checkpoint_of_an_interrupted_creation_is_finished_not_refused() {
@@ -364,8 +407,8 @@ mod tests {
         drop(cp);
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes.len(), CHECKPOINT_SIZE);
-        assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_le_bytes());
-        assert_eq!(&bytes[8..12], &CHECKPOINT_VERSION.to_le_bytes());
+        assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_ne_bytes());
+        assert_eq!(&bytes[8..12], &CHECKPOINT_VERSION.to_ne_bytes());
         assert_eq!(&bytes[32..37], b"algo\0");
         assert_eq!(
             OffsetCheckpoint::open_or_create(&path, "algo")
@@ -378,10 +421,10 @@ mod tests {
         let mut partial = [0u8; CHECKPOINT_SIZE];
         partial[32..36].copy_from_slice(b"algo");
         let mut states = vec![partial];
-        partial[8..12].copy_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
-        partial[12..16].copy_from_slice(&4242u32.to_le_bytes());
+        partial[8..12].copy_from_slice(&CHECKPOINT_VERSION.to_ne_bytes());
+        partial[12..16].copy_from_slice(&4242u32.to_ne_bytes());
         states.push(partial);
-        partial[24..32].copy_from_slice(&1_700_000_000_000_000_000u64.to_le_bytes());
+        partial[24..32].copy_from_slice(&1_700_000_000_000_000_000u64.to_ne_bytes());
         states.push(partial);
         for bytes in states {
             std::fs::write(&path, bytes).unwrap();
@@ -390,7 +433,7 @@ mod tests {
             drop(cp);
             assert_eq!(
                 &std::fs::read(&path).unwrap()[..8],
-                &CHECKPOINT_MAGIC.to_le_bytes()
+                &CHECKPOINT_MAGIC.to_ne_bytes()
             );
         }
         // Anything else without the magic is still refused and left as it is: zeros of
