@@ -344,7 +344,9 @@ fn store_version_pid(region: &Region, pid: u32) {
     // SAFETY: offsets 8 and 12 are 4-aligned and inside the 64-byte region; both fields
     // are only ever accessed as 32-bit atomics.
     unsafe {
-        region.a32(OFF_VERSION).store(CHECKPOINT_VERSION, Ordering::Relaxed);
+        region
+            .a32(OFF_VERSION)
+            .store(CHECKPOINT_VERSION, Ordering::Relaxed);
         region.a32(OFF_PID).store(pid, Ordering::Relaxed);
     }
 }
