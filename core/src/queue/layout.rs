@@ -19,9 +19,10 @@ use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::error::QueueGeometryError;
 
-/// Magic of an SPSC queue: the bytes on disk read "RWSPSCQ1".
+/// Magic of an SPSC queue, stored in the host's byte order as every header word is: the
+/// bytes on disk read "RWSPSCQ1" on a little-endian host.
 pub const SPSC_MAGIC: u64 = u64::from_le_bytes(*b"RWSPSCQ1");
-/// Magic of a Vyukov MPMC queue: the bytes on disk read "RWMPMCQ1".
+/// Magic of a Vyukov MPMC queue: the bytes on disk read "RWMPMCQ1" on a little-endian host.
 pub const MPMC_MAGIC: u64 = u64::from_le_bytes(*b"RWMPMCQ1");
 /// Queue layout version.
 pub const QUEUE_VERSION: u32 = 2;

@@ -27,7 +27,8 @@ const SETTLE: Duration = Duration::from_nanos(2 * TAKEOVER_NS);
 
 pub(super) fn run(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<()> {
     let (_, h) = first_128(path)?;
-    let magic = u64::from_le_bytes(h[0..8].try_into().unwrap_or([0; 8]));
+    // In the host's byte order, as the writers store it.
+    let magic = u64::from_ne_bytes(h[0..8].try_into().unwrap_or([0; 8]));
     let oe = out_err();
     let p = path.display();
     if let Some(kind) = QueueKind::from_magic(magic) {

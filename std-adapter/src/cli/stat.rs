@@ -42,7 +42,8 @@ pub(super) fn queue_kind(path: &Path) -> Result<Option<QueueKind>> {
     let mut f = open_regular(path, OpenOptions::new().read(true))?;
     let mut m = [0u8; 8];
     Ok(match f.read_exact(&mut m) {
-        Ok(()) => QueueKind::from_magic(u64::from_le_bytes(m)),
+        // File magics are stored in the host's byte order, as every header word is.
+        Ok(()) => QueueKind::from_magic(u64::from_ne_bytes(m)),
         Err(_) => None,
     })
 }
@@ -97,7 +98,8 @@ fn queue_json(path: &Path, len: u64, kind: QueueKind) -> Result<Value> {
 /// The `stat --json` object of the ring (or blackboard, or ringwire queue) at `path`.
 pub fn stat_json(path: &Path) -> Result<Value> {
     let (len, h) = first_128(path)?;
-    let magic = u64::from_le_bytes(h[0..8].try_into().unwrap_or([0; 8]));
+    // In the host's byte order, as the writers store it.
+    let magic = u64::from_ne_bytes(h[0..8].try_into().unwrap_or([0; 8]));
     if magic == BLACKBOARD_MAGIC {
         crate::blackboard::check_file(path)?;
         return Ok(blackboard_json(path, len, &h));

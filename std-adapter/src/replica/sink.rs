@@ -20,7 +20,8 @@ fn len_and_magic(file: &File) -> std::io::Result<(u64, Option<u64>)> {
     let len = file.metadata()?.len();
     let mut m = [0u8; 8];
     let magic = match file.read_exact_at(&mut m, 0) {
-        Ok(()) => Some(u64::from_le_bytes(m)),
+        // In the host's byte order, as the writers store it.
+        Ok(()) => Some(u64::from_ne_bytes(m)),
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => None,
         Err(e) => return Err(e),
     };
