@@ -1628,13 +1628,37 @@ mod tests {
         o
     }
 
+    /// Options of a quiet mirror of `server` into `path` from the oldest record, asking for
+    /// UDP unicast delivery when `unicast`.
+    fn mirror_from_oldest(
+        server: &Server,
+        path: &Path,
+        unicast: bool,
+    ) -> super::super::mirror::MirrorOptions {
+        let mut mo = super::super::mirror::MirrorOptions::new(server.local_addr(), path);
+        mo.start = ringwire_core::replicate::Start::Oldest;
+        mo.unicast = unicast;
+        mo.log = false;
+        mo
+    }
+
+    /// Sets its stop flags when dropped: a failed join or assertion in a thread scope then
+    /// ends the server and mirror threads, and the test fails instead of hanging.
+    struct StopOnDrop<'a>(&'a [&'a AtomicBool]);
+
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.iter().for_each(|f| f.store(true, Ordering::Relaxed));
+        }
+    }
+
     /// With `--udp` and no mirror punched yet, the UDP thread waits on its socket, not on
     /// the ring: asleep on the ring's futex, it made the source's producer pay a FUTEX_WAKE
     /// for most of its pushes, and built every frame for no one. The first mirror to punch
     /// is then sent the live records over UDP.
     #[test]
     fn an_unheard_udp_sender_leaves_the_ring_alone_until_a_mirror_punches() {
-        use super::super::mirror::{MirrorOptions, MirrorProgress, run_observed};
+        use super::super::mirror::{MirrorProgress, run_observed};
         let src = Scratch::new("unheard-src");
         let mir = Scratch::new("unheard-mir");
         let ring = source_ring(&src.0, 1024);
@@ -1645,18 +1669,9 @@ mod tests {
         let stop = AtomicBool::new(false);
         let mstop = AtomicBool::new(false);
         let progress = MirrorProgress::new();
-        let mut mo = MirrorOptions::new(server.local_addr(), &mir.0);
-        mo.start = ringwire_core::replicate::Start::Oldest;
-        mo.unicast = true;
-        mo.log = false;
-        struct StopOnDrop<'a>([&'a AtomicBool; 2]);
-        impl Drop for StopOnDrop<'_> {
-            fn drop(&mut self) {
-                self.0.iter().for_each(|f| f.store(true, Ordering::Relaxed));
-            }
-        }
+        let mo = mirror_from_oldest(&server, &mir.0, true);
         let (asleep, frames, last, sum) = std::thread::scope(|sc| {
-            let _stop = StopOnDrop([&stop, &mstop]);
+            let _stop = StopOnDrop(&[&stop, &mstop]);
             let srv = sc.spawn(|| server.run(&stop));
             // Records every 5 ms for 400 ms, the ring's sleeper count sampled every 1 ms
             // between them: a thread asleep on the futex between records shows there.
@@ -1786,7 +1801,7 @@ mod tests {
     /// which idle threads find by polling (the futex would need a store).
     #[test]
     fn a_read_only_ring_is_served_by_polling() {
-        use super::super::mirror::{MirrorOptions, MirrorProgress, run_observed};
+        use super::super::mirror::{MirrorProgress, run_observed};
         for unicast in [false, true] {
             let src = Scratch::new(&format!("ro-src-{unicast}"));
             let mir = Scratch::new(&format!("ro-mir-{unicast}"));
@@ -1803,10 +1818,7 @@ mod tests {
             let stop = AtomicBool::new(false);
             let mstop = AtomicBool::new(false);
             let progress = MirrorProgress::new();
-            let mut mo = MirrorOptions::new(server.local_addr(), &mir.0);
-            mo.start = ringwire_core::replicate::Start::Oldest;
-            mo.unicast = unicast;
-            mo.log = false;
+            let mo = mirror_from_oldest(&server, &mir.0, unicast);
             let reached = |n: u64| {
                 let t0 = std::time::Instant::now();
                 let mut seen = progress.snapshot();
@@ -1815,16 +1827,8 @@ mod tests {
                 }
                 seen
             };
-            /// Sets both stop flags when dropped: a failed join or assertion in the scope
-            /// then ends the server and mirror threads, and the test fails instead of hanging.
-            struct StopOnDrop<'a>([&'a AtomicBool; 2]);
-            impl Drop for StopOnDrop<'_> {
-                fn drop(&mut self) {
-                    self.0.iter().for_each(|f| f.store(true, Ordering::Relaxed));
-                }
-            }
             let (got, sum) = std::thread::scope(|sc| {
-                let _stop = StopOnDrop([&stop, &mstop]);
+                let _stop = StopOnDrop(&[&stop, &mstop]);
                 let srv = sc.spawn(|| server.run(&stop));
                 let m = sc.spawn(|| run_observed(&mo, &mstop, Some(&progress)));
                 let first = reached(100);
@@ -2016,19 +2020,12 @@ mod tests {
         server.fail_spawns.store(2, Ordering::Relaxed);
         let addr = server.local_addr();
         let stop = AtomicBool::new(false);
-        /// Sets the stop flag when dropped: a failed assertion ends the server thread.
-        struct StopOnDrop<'a>(&'a AtomicBool);
-        impl Drop for StopOnDrop<'_> {
-            fn drop(&mut self) {
-                self.0.store(true, Ordering::Relaxed);
-            }
-        }
         let mut hello = [0u8; 32];
         let k = ringwire_core::wire::HelloRepr { seq: 0, flags: 0 }
             .emit(&mut hello)
             .unwrap();
         let firsts = std::thread::scope(|sc| {
-            let _stop = StopOnDrop(&stop);
+            let _stop = StopOnDrop(&[&stop]);
             let srv = sc.spawn(|| server.run(&stop));
             let firsts: Vec<io::Result<(usize, u8)>> = (0..3)
                 .map(|_| {
