@@ -55,14 +55,16 @@ impl<T: FromBytes> TypedConsumer<T> {
     }
 
     /// One record without cursor publication.
-    #[inline]
+    #[inline(always)]
     fn recv_value(&mut self) -> Option<(u64, T)> {
         self.recv_value_with::<false>()
     }
 
     /// One record without cursor publication; `EAGER` selects the polling read
-    /// ([`Consumer::try_recv_eager`]).
-    #[inline]
+    /// ([`Consumer::try_recv_eager`]). This and the receives above it are always inlined,
+    /// down to the slot read of [`Consumer::recv_one_at`], so the copy has `T`'s constant
+    /// length and the record is not handed back through memory by a call left out of line.
+    #[inline(always)]
     fn recv_value_with<const EAGER: bool>(&mut self) -> Option<(u64, T)> {
         let mut v = MaybeUninit::<T>::zeroed();
         // SAFETY: `v` is `size_of::<T>()` initialised (zeroed) bytes that only this slice
@@ -78,7 +80,7 @@ impl<T: FromBytes> TypedConsumer<T> {
     }
 
     /// The next record and its sequence, or `None` when there is nothing new.
-    #[inline]
+    #[inline(always)]
     pub fn try_recv_seq(&mut self) -> Option<(u64, T)> {
         let before = self.inner.cursor();
         let r = self.recv_value();
@@ -89,7 +91,7 @@ impl<T: FromBytes> TypedConsumer<T> {
     }
 
     /// The next record, or `None` when there is nothing new.
-    #[inline]
+    #[inline(always)]
     pub fn try_recv(&mut self) -> Option<T> {
         self.try_recv_seq().map(|(_, v)| v)
     }
