@@ -52,6 +52,9 @@ pub enum SlotRead {
 pub struct RingView {
     region: Region,
     geo: Geometry,
+    /// `geo.mask()`, kept beside the geometry: every slot access masks a sequence, and a
+    /// loaded mask saves the per-access `capacity - 1`.
+    mask: u64,
 }
 
 impl RingView {
@@ -117,7 +120,11 @@ impl RingView {
         unsafe { region.a64(hdr::MAGIC) }.store(0, Ordering::Relaxed);
         // SAFETY: as above; we own the region during init.
         unsafe { store_header_fields(&region, &h) };
-        let view = RingView { region, geo };
+        let view = RingView {
+            region,
+            mask: geo.mask(),
+            geo,
+        };
         // Without a registry offset there is no registry, whatever the count says: a loop
         // over a hand-built count of up to 2^32 slots that are not there would do nothing
         // for a very long time.
@@ -192,7 +199,11 @@ impl RingView {
                 found: h.schema_sig,
             });
         }
-        Ok(RingView { region, geo })
+        Ok(RingView {
+            region,
+            mask: geo.mask(),
+            geo,
+        })
     }
 
     fn snapshot(region: &Region) -> RingHeader {
@@ -265,8 +276,7 @@ impl RingView {
     /// Byte offset of the slot that holds sequence `seq`.
     #[inline(always)]
     pub fn slot_offset(&self, seq: u64) -> usize {
-        self.geo.slots_offset as usize
-            + (seq & self.geo.mask()) as usize * self.geo.element_size as usize
+        self.geo.slots_offset as usize + (seq & self.mask) as usize * self.geo.element_size as usize
     }
 
     #[inline(always)]
@@ -280,7 +290,7 @@ impl RingView {
     /// The sequence word of the slot holding `seq`.
     #[inline(always)]
     pub fn slot_seq(&self, seq: u64) -> A64<'_> {
-        self.slot_seq_at((seq & self.geo.mask()) as usize)
+        self.slot_seq_at((seq & self.mask) as usize)
     }
 
     /// On a ring with one writer (not MPMC-flagged): `Some(write_seq)` when record `seq`,
@@ -325,12 +335,18 @@ impl RingView {
     #[inline]
     pub fn write_slot_at(&self, seq: u64, poff: usize, payload: &[u8]) {
         let (poff, room) = self.payload_span(poff);
+        // `payload.len() <= room` (room = element_size - poff, poff <= element_size), asked
+        // as `len + poff <= element_size`: with a constant length and offset that is one
+        // compare with the element size, not a subtraction and a compare. In u64, where the
+        // sum cannot overflow (a slice holds fewer than 2^63 bytes, poff < 2^32).
+        let fits = payload.len() as u64 + poff as u64 <= self.geo.element_size as u64;
+        debug_assert_eq!(fits, payload.len() <= room);
         self.write_marked(seq, |off| {
             // A record that fits (always, for a typed producer) is copied with its own
             // length, which is a constant after inlining: the copy unrolls into plain word
             // stores. The truncating copy stays out of line: inlined, the compiler merged the
             // two into one copy of `min(len, record_len)` words, a run-time loop on every push.
-            if payload.len() <= room {
+            if fits {
                 // SAFETY: [off + poff, off + element_size) is this slot's payload; poff and
                 // element_size are multiples of 8 so the rounded-up span stays inside the slot.
                 unsafe { self.region.write_words(off + poff, payload) };
@@ -566,6 +582,30 @@ impl RingView {
             self.publish_fenced(seq)
         } else {
             self.publish(seq)
+        }
+    }
+
+    /// [`RingView::write_slot_at`] of `seq`, then [`RingView::publish_with`] of the same
+    /// `seq`, with the same stores, fences and orderings. The header words are located
+    /// before the slot's release stores: after them the compiler would load the region's
+    /// base a second time.
+    #[inline(always)]
+    pub(crate) fn write_publish_at(
+        &self,
+        seq: u64,
+        poff: usize,
+        payload: &[u8],
+        fenced: bool,
+    ) -> bool {
+        let write_seq = self.write_seq();
+        let futex = self.futex();
+        self.write_slot_at(seq, poff, payload);
+        // Release: as in `publish`.
+        write_seq.store(seq, Ordering::Release);
+        if fenced {
+            futex.notify()
+        } else {
+            futex.notify_unfenced()
         }
     }
 

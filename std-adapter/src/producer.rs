@@ -171,17 +171,18 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// prunes of dead readers).
     #[inline(always)]
     pub fn push(&mut self, item: &T) -> u64 {
-        if !self.inner.is_lossless() {
+        if self.inner.is_plain() {
             // Inlined into the caller, the copy has the constant length `size_of::<T>()`.
             return self.inner.push_at(Self::POFF, item.as_bytes());
         }
-        self.push_lossless(item)
+        self.push_other(item)
     }
 
-    /// [`RingProducer::push`] on a lossless ring, kept out of line so that the lossy push
-    /// inlines small.
+    /// [`RingProducer::push`] on a lossless ring, or on a lossy one that publishes with a
+    /// full fence (no membarrier here), kept out of line so that the plain push inlines
+    /// small. On a lossy ring `try_push_at` never refuses.
     #[inline(never)]
-    fn push_lossless(&mut self, item: &T) -> u64 {
+    fn push_other(&mut self, item: &T) -> u64 {
         match self.inner.try_push_at(Self::POFF, item.as_bytes()) {
             Ok(seq) => seq,
             Err(_) => self.push_blocked(item),
@@ -374,5 +375,35 @@ impl<T> std::fmt::Debug for RingProducer<T> {
             .field("file", &self.file)
             .field("write_seq", &self.inner.write_seq())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::RingConsumer;
+
+    /// A lossy producer that publishes with a full fence (its process could not register
+    /// for membarrier) is not the plain one: its pushes go out of line, through
+    /// `try_push_at`, which on a lossy ring never refuses. Every record still arrives.
+    #[test]
+    fn fenced_lossy_push_goes_out_of_line_and_delivers_every_record() {
+        let path =
+            std::env::temp_dir().join(format!("ringwire-fenced-lossy-{}", std::process::id()));
+        let mut p = RingProducer::<u64>::create(&path, 32).unwrap();
+        let mut c = RingConsumer::<u64>::builder()
+            .start_from_head()
+            .attach(&path)
+            .unwrap();
+        p.inner.set_fenced_publish(true);
+        assert!(!p.inner.is_plain() && !p.inner.is_lossless());
+        for v in 0..20u64 {
+            assert_eq!(p.push(&(v * 3)), v + 1);
+        }
+        assert_eq!(p.inner.write_seq(), 20);
+        for v in 0..20u64 {
+            assert_eq!(c.try_recv(), Some(v * 3));
+        }
+        assert_eq!(c.try_recv(), None);
     }
 }

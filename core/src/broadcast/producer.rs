@@ -80,9 +80,18 @@ pub struct Producer<W: Wake = NoWake> {
     /// `next - 1`.
     written: u64,
     gate: Option<Gate>,
-    /// Publish with a full fence (no membarrier on this platform), see `set_fenced_publish`.
-    fenced: bool,
+    /// What a push does beyond the plain one (lossy ring, publish without a fence): bit
+    /// [`LOSSLESS`] for a gate, bit [`FENCED`] to publish with a full fence (no membarrier
+    /// on this platform, see `set_fenced_publish`). One byte for both, so that the caller's
+    /// single test of it ([`Producer::is_plain`]) also tells the inlined push that its
+    /// publish is unfenced, and the push carries no second branch for it.
+    mode: u8,
 }
+
+/// [`Producer::mode`] bit: the ring is lossless (the producer has a gate).
+const LOSSLESS: u8 = 1;
+/// [`Producer::mode`] bit: publish with a full fence.
+const FENCED: u8 = 2;
 
 impl<W: Wake> Producer<W> {
     /// Becomes the writer of `view`, continuing at `write_seq + 1` (1 for a fresh ring).
@@ -121,7 +130,7 @@ impl<W: Wake> Producer<W> {
             published,
             written: published,
             gate,
-            fenced: false,
+            mode: if gate.is_some() { LOSSLESS } else { 0 },
         })
     }
 
@@ -130,7 +139,19 @@ impl<W: Wake> Producer<W> {
     /// or when the producer's membarrier registration failed, spec §11): then no wake-up is
     /// lost even before a sleeper's timeout.
     pub fn set_fenced_publish(&mut self, fenced: bool) {
-        self.fenced = fenced;
+        if fenced {
+            self.mode |= FENCED;
+        } else {
+            self.mode &= !FENCED;
+        }
+    }
+
+    /// True when a push is the plain one: a lossy ring, published without a full fence.
+    /// A caller that tests this before [`Producer::push_at`] gets the push inlined with
+    /// neither the gate's nor the fence's branch; the others go to [`Producer::try_push_at`].
+    #[inline(always)]
+    pub fn is_plain(&self) -> bool {
+        self.mode == 0
     }
 
     /// True when the ring is lossless (flag `POLICY_LOSSLESS_BACKPRESSURE`):
@@ -265,10 +286,18 @@ impl<W: Wake> Producer<W> {
     /// 8 in `8..=element_size`, any other value is taken as 8).
     #[inline]
     pub fn push_at(&mut self, poff: usize, payload: &[u8]) -> u64 {
+        // Read before the slot's release stores, after which the compiler would load it
+        // again: a caller's `is_plain` test then folds the fenced branch away.
+        let fenced = self.mode & FENCED != 0;
         let seq = self.next;
-        self.view.write_slot_at(seq, poff, payload);
+        // Spec §4.2 steps 1-5 as `write_slot_at` then `publish`, in one call that locates
+        // the header words only once; step 6 below.
+        let sleepers = self.view.write_publish_at(seq, poff, payload, fenced);
         self.next = seq + 1;
-        self.publish(seq);
+        self.published = seq;
+        if sleepers {
+            self.wake_sleepers();
+        }
         seq
     }
 
@@ -303,7 +332,7 @@ impl<W: Wake> Producer<W> {
     #[inline(always)]
     fn publish(&mut self, seq: u64) {
         self.published = seq;
-        if self.view.publish_with(seq, self.fenced) {
+        if self.view.publish_with(seq, self.mode & FENCED != 0) {
             self.wake_sleepers();
         }
     }
@@ -479,6 +508,34 @@ mod tests {
         assert_eq!(p.waker().0.get(), 1);
         assert_eq!(view.futex_word().load(Ordering::Relaxed), 1);
         assert_eq!(view.write_seq().load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn plain_only_when_lossy_and_unfenced() {
+        let (_m, view) = spmc_ring(4, 16);
+        let mut p = Producer::new(view, CountWake::default()).unwrap();
+        assert!(p.is_plain());
+        p.set_fenced_publish(true);
+        assert!(!p.is_plain() && !p.is_lossless());
+        // A fenced push publishes and wakes as the plain one does.
+        view.waiting_consumers().store(1, Ordering::Relaxed);
+        assert_eq!(p.push(&9u64.to_le_bytes()), 1);
+        assert_eq!(p.waker().0.get(), 1);
+        assert_eq!(view.futex_word().load(Ordering::Relaxed), 1);
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), 1);
+        assert_eq!(slot_bytes(&view, 1), (1, 9u64.to_le_bytes()));
+        p.set_fenced_publish(false);
+        assert!(p.is_plain());
+
+        let (_m, view) = lossless_ring(4, 2);
+        let mut q = Producer::new(view, NoWake).unwrap();
+        assert!(!q.is_plain() && q.is_lossless());
+        q.set_fenced_publish(true);
+        q.set_fenced_publish(false);
+        assert!(
+            !q.is_plain() && q.is_lossless(),
+            "the fence's bit leaves the gate's"
+        );
     }
 
     #[test]
