@@ -49,57 +49,39 @@ trait Ring<T> {
     fn recv_batch(c: &mut Self::C, buf: &mut [T]) -> usize;
 }
 
-struct Ringwire;
-impl<T: Val> Ring<T> for Ringwire {
-    type P = ringwire::RingProducer<T>;
-    type C = ringwire::RingConsumer<T>;
-    fn make(path: &Path) -> (Self::P, Self::C) {
-        let p = ringwire::RingProducer::<T>::create(path, CAP).expect("ringwire ring");
-        let c = ringwire::RingConsumer::<T>::builder()
-            .start_from_head()
-            .attach(path)
-            .expect("ringwire consumer");
-        (p, c)
-    }
-    #[inline(always)]
-    fn push(p: &mut Self::P, v: &T) {
-        p.push(v);
-    }
-    #[inline(always)]
-    fn try_recv(c: &mut Self::C) -> Option<T> {
-        c.try_recv()
-    }
-    #[inline(always)]
-    fn recv_batch(c: &mut Self::C, buf: &mut [T]) -> usize {
-        c.recv_batch(buf)
-    }
+/// The two crates' handles have the same shape: one adapter for each, from one template.
+macro_rules! ring_adapter {
+    ($name:ident, $krate:ident) => {
+        struct $name;
+        impl<T: Val> Ring<T> for $name {
+            type P = $krate::RingProducer<T>;
+            type C = $krate::RingConsumer<T>;
+            fn make(path: &Path) -> (Self::P, Self::C) {
+                let p = $krate::RingProducer::<T>::create(path, CAP).expect("create the ring");
+                let c = $krate::RingConsumer::<T>::builder()
+                    .start_from_head()
+                    .attach(path)
+                    .expect("attach a consumer");
+                (p, c)
+            }
+            #[inline(always)]
+            fn push(p: &mut Self::P, v: &T) {
+                p.push(v);
+            }
+            #[inline(always)]
+            fn try_recv(c: &mut Self::C) -> Option<T> {
+                c.try_recv()
+            }
+            #[inline(always)]
+            fn recv_batch(c: &mut Self::C, buf: &mut [T]) -> usize {
+                c.recv_batch(buf)
+            }
+        }
+    };
 }
 
-struct Ringfire;
-impl<T: Val> Ring<T> for Ringfire {
-    type P = ringfire::RingProducer<T>;
-    type C = ringfire::RingConsumer<T>;
-    fn make(path: &Path) -> (Self::P, Self::C) {
-        let p = ringfire::RingProducer::<T>::create(path, CAP).expect("ringfire ring");
-        let c = ringfire::RingConsumer::<T>::builder()
-            .start_from_head()
-            .attach(path)
-            .expect("ringfire consumer");
-        (p, c)
-    }
-    #[inline(always)]
-    fn push(p: &mut Self::P, v: &T) {
-        p.push(v);
-    }
-    #[inline(always)]
-    fn try_recv(c: &mut Self::C) -> Option<T> {
-        c.try_recv()
-    }
-    #[inline(always)]
-    fn recv_batch(c: &mut Self::C, buf: &mut [T]) -> usize {
-        c.recv_batch(buf)
-    }
-}
+ring_adapter!(Ringwire, ringwire);
+ring_adapter!(Ringfire, ringfire);
 
 /// The producer's part of a round: records `first..first + 32`.
 #[inline(never)]
