@@ -322,6 +322,10 @@ pub struct SpscConsumer {
     // The head as last stored in the queue: `head` minus the popped slots not handed back.
     released: u64,
     release_every: u64,
+    // The head at which the next single-item pop stores the head: the nearer of
+    // `cached_tail` and `released + release_every`, so that `commit_one` makes one compare
+    // instead of two and a subtraction. Set again whenever one of those three changes.
+    store_at: u64,
 }
 
 /// The default of [`SpscConsumer::release_every`] for a queue of `capacity` slots: a
@@ -347,13 +351,37 @@ impl SpscConsumer {
         // Acquire: slot writes before the tail are visible to us.
         let cached_tail = q.enq().load(Ordering::Acquire);
         let release_every = default_release_every(q.capacity());
-        Ok(SpscConsumer {
+        let mut c = SpscConsumer {
             q,
             head,
             cached_tail,
             released: head,
             release_every,
-        })
+            store_at: head,
+        };
+        c.set_store_at();
+        Ok(c)
+    }
+
+    /// Sets `store_at` from the head, the cached tail, `released` and `release_every`.
+    ///
+    /// Why one compare is enough in `commit_one`: a single-item pop runs only with 1 ..=
+    /// capacity items ready by the cached tail, and the head moves on one at a time until
+    /// the next store, which resets `released` (and this). So from here the head meets the
+    /// cached tail before passing it, and `head - released` grows by one per pop from below
+    /// `release_every` (at least 1), reaching it exactly at `released + release_every`: the
+    /// first of the two positions the head meets is where the old test (`head ==
+    /// cached_tail || head - released >= release_every`) first held. A cached tail that
+    /// shows no item, or more than a capacity (corrupt), lets no pop through before it is
+    /// read again, which sets this again.
+    #[inline(always)]
+    fn set_store_at(&mut self) {
+        let to_tail = self.cached_tail.wrapping_sub(self.head);
+        let to_release = self
+            .released
+            .wrapping_add(self.release_every)
+            .wrapping_sub(self.head);
+        self.store_at = self.head.wrapping_add(to_tail.min(to_release));
     }
 
     /// How many single-item pops may go by before the head is stored (see the module docs,
@@ -369,6 +397,7 @@ impl SpscConsumer {
         if self.head.wrapping_sub(self.released) >= self.release_every {
             self.release();
         }
+        self.set_store_at();
     }
 
     /// Popped slots not yet handed back to the producer.
@@ -393,6 +422,7 @@ impl SpscConsumer {
             self.store_head();
         } else {
             self.released = self.head;
+            self.set_store_at();
         }
     }
 
@@ -408,6 +438,7 @@ impl SpscConsumer {
     #[inline(always)]
     fn store_head(&mut self) {
         self.released = self.head;
+        self.set_store_at();
         // Release: our reads of the slots happen before the producer reuses them.
         self.q.deq().store(self.head, Ordering::Release);
     }
@@ -432,6 +463,7 @@ impl SpscConsumer {
         // Acquire: pairs with the producer's release store of the tail, so the slots
         // before it are fully written when we read them.
         self.cached_tail = self.q.enq().load(Ordering::Acquire);
+        self.set_store_at();
         let ready = self.cached_tail.wrapping_sub(self.head);
         if ready > self.q.capacity() {
             return Err(PopError::CorruptCursors {
@@ -473,9 +505,8 @@ impl SpscConsumer {
     #[inline(always)]
     fn commit_one(&mut self) {
         self.head = self.head.wrapping_add(1);
-        if self.head == self.cached_tail
-            || self.head.wrapping_sub(self.released) >= self.release_every
-        {
+        // The head reached the cached tail or `released + release_every` (`set_store_at`).
+        if self.head == self.store_at {
             self.store_head();
         }
     }

@@ -723,6 +723,97 @@ fn spsc_single_pops_hand_slots_back_every_few_pops_or_when_caught_up() {
     assert_eq!(c.release_every(), 1024);
 }
 
+/// The consumer's single-pop hand-back, against a model of the rule as the module docs
+/// state it (store when the head reaches the tail last read, or `release_every` pops after
+/// the last store), over a pseudo-random mix of pushes, single pops (fixed and sized
+/// buffers), batch pops, `release`, `release_if_ahead` and `set_release_every`, on a queue
+/// small enough to fill and wrap. After every step the stored head is the model's.
+#[test]
+fn spsc_single_pop_hand_back_follows_the_stated_rule() {
+    for fixed in [true, false] {
+        let g = if fixed {
+            QueueGeometry::spsc_fixed(16, 8).unwrap()
+        } else {
+            QueueGeometry::new(QueueKind::Spsc, 16, 8, 16).unwrap()
+        };
+        let mut b = Buf::new(g.total_len().unwrap());
+        let q = b.init(&g).unwrap();
+        let mut p = SpscProducer::new(q).unwrap();
+        let mut c = SpscConsumer::new(q).unwrap();
+        // The model: head, the tail as last read, the head as last stored, the run length.
+        let (mut head, mut seen, mut stored, mut every) = (0u64, 0u64, 0u64, c.release_every());
+        let (mut next, mut rng) = (0u64, 0x2545_f491_4f6c_dd1du64);
+        let mut stores = 0;
+        for step in 0..20_000 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            match rng % 16 {
+                0..=4 => {
+                    for _ in 0..(rng >> 8) % 6 {
+                        if p.try_push(&next.to_le_bytes()).is_ok() {
+                            next += 1;
+                        }
+                    }
+                }
+                5..=11 => {
+                    // A single pop reads the tail only when the one it last read shows
+                    // no item.
+                    if seen == head {
+                        seen = q.enq().load(Ordering::Relaxed);
+                    }
+                    let mut out = [0u8; 16];
+                    let dst = if rng & 0x100 == 0 { &mut out[..8] } else { &mut out[..] };
+                    let got = c.try_pop(dst);
+                    if seen == head {
+                        assert_eq!(got, Err(PopError::Empty), "step {step}");
+                    } else {
+                        assert_eq!(got, Ok(8), "step {step}");
+                        assert_eq!(u64::from_le_bytes(out[..8].try_into().unwrap()), head);
+                        head += 1;
+                        if head == seen || head - stored >= every {
+                            stored = head;
+                            stores += 1;
+                        }
+                    }
+                }
+                12 => {
+                    let mut two = [0u8; 16];
+                    // A batch reads the tail when the one it last read shows fewer items.
+                    if seen - head < 2 {
+                        seen = q.enq().load(Ordering::Relaxed);
+                    }
+                    let n = c.pop_fixed(&mut two, 8).unwrap() as u64;
+                    assert_eq!(n, (seen - head).min(2), "step {step}");
+                    if n > 0 {
+                        head += n;
+                        stored = head;
+                    }
+                }
+                13 => {
+                    c.release();
+                    stored = head;
+                }
+                14 => {
+                    c.release_if_ahead();
+                    stored = head;
+                }
+                _ => {
+                    c.set_release_every((rng >> 8) % 7);
+                    every = ((rng >> 8) % 7).clamp(1, 16);
+                    if head - stored >= every {
+                        stored = head;
+                    }
+                }
+            }
+            assert_eq!(q.deq().load(Ordering::Relaxed), stored, "step {step}");
+            assert_eq!(c.unreleased(), head - stored, "step {step}");
+        }
+        // The mix took the rule's every branch many times.
+        assert!(stores > 1000 && next > 5000, "{stores} stores, {next} items");
+    }
+}
+
 #[test]
 fn spsc_fixed_single_items_report_corrupt_cursors() {
     // The one-compare room and readiness checks of the fixed-size path fall back to the
