@@ -517,19 +517,43 @@ impl SpscConsumer {
     #[inline(always)]
     pub fn try_pop(&mut self, dst: &mut [u8]) -> Result<usize, PopError> {
         if dst.len() == self.q.fixed_len() {
-            // A buffer of a fixed-size queue's item size (every pop of a typed handle): one
-            // compare while the cached tail shows an item (1 ..= capacity ready), and the
-            // slot's decoded address.
-            if self.cached_tail.wrapping_sub(self.head).wrapping_sub(1) >= self.q.capacity()
-                && self.ready_up_to(1)? == 0
-            {
-                return Err(PopError::Empty);
-            }
-            self.q.read_fixed(self.head, dst);
-            self.commit_one();
-            return Ok(dst.len());
+            return match self.try_pop_fixed(dst) {
+                Ok(true) => Ok(dst.len()),
+                Ok(false) => Err(PopError::Empty),
+                Err(e) => Err(e),
+            };
         }
         self.try_pop_sized(dst)
+    }
+
+    /// [`SpscConsumer::try_pop`] into a buffer of exactly a fixed-size queue's item size
+    /// (every pop of a typed handle): `Ok(true)` with the item in `dst`, `Ok(false)` when the
+    /// queue is empty. A buffer of any other length pops nothing and fails with
+    /// [`PopError::LengthMismatch`] (so does every buffer on a queue of byte strings, which
+    /// has no fixed item size; `expected` is then its largest item size).
+    ///
+    /// Why a typed handle calls this rather than `try_pop`: there a buffer of another
+    /// length goes to the out-of-line `try_pop_sized`, and a buffer whose address goes to a
+    /// call must live in memory, so the item would be zeroed, copied in and read back
+    /// through the stack on every pop; here it stays in registers.
+    #[inline(always)]
+    pub fn try_pop_fixed(&mut self, dst: &mut [u8]) -> Result<bool, PopError> {
+        if dst.len() != self.q.fixed_len() {
+            return Err(PopError::LengthMismatch {
+                len: dst.len(),
+                expected: self.q.geometry().item_size as usize,
+            });
+        }
+        // One compare while the cached tail shows an item (1 ..= capacity ready), and the
+        // slot's decoded address.
+        if self.cached_tail.wrapping_sub(self.head).wrapping_sub(1) >= self.q.capacity()
+            && self.ready_up_to(1)? == 0
+        {
+            return Ok(false);
+        }
+        self.q.read_fixed(self.head, dst);
+        self.commit_one();
+        Ok(true)
     }
 
     /// [`SpscConsumer::try_pop`] into a buffer whose length is not the fixed item size,

@@ -723,6 +723,47 @@ fn spsc_single_pops_hand_slots_back_every_few_pops_or_when_caught_up() {
     assert_eq!(c.release_every(), 1024);
 }
 
+/// `try_pop_fixed` (the typed handles' pop): the item into a buffer of exactly the item size
+/// of a fixed-size queue, `Ok(false)` when empty, and for a buffer of another length, or on
+/// a queue of byte strings, `LengthMismatch` with nothing popped.
+#[test]
+fn spsc_try_pop_fixed_pops_only_into_an_item_sized_buffer() {
+    let g = QueueGeometry::spsc_fixed(4, 8).unwrap();
+    let mut b = Buf::new(g.total_len().unwrap());
+    let q = b.init(&g).unwrap();
+    let mut p = SpscProducer::new(q).unwrap();
+    let mut c = SpscConsumer::new(q).unwrap();
+    let mut out = [0u8; 16];
+    assert_eq!(c.try_pop_fixed(&mut out[..8]), Ok(false));
+    for i in 1..=4u64 {
+        p.try_push(&i.to_le_bytes()).unwrap();
+    }
+    for len in [0, 7, 9, 16] {
+        assert_eq!(
+            c.try_pop_fixed(&mut out[..len]),
+            Err(PopError::LengthMismatch { len, expected: 8 })
+        );
+    }
+    assert_eq!(c.ready(), Ok(4));
+    for i in 1..=4u64 {
+        assert_eq!(c.try_pop_fixed(&mut out[..8]), Ok(true));
+        assert_eq!(u64::from_le_bytes(out[..8].try_into().unwrap()), i);
+    }
+    assert_eq!(c.try_pop_fixed(&mut out[..8]), Ok(false));
+    // The slots went back: the producer fills the queue again.
+    assert_eq!(p.free(), 4);
+    // A queue of byte strings has no fixed item size.
+    let (_b2, q2) = queue(QueueKind::Spsc, 4, 8, 16);
+    let mut p2 = SpscProducer::new(q2).unwrap();
+    let mut c2 = SpscConsumer::new(q2).unwrap();
+    p2.try_push(&[1; 8]).unwrap();
+    assert_eq!(
+        c2.try_pop_fixed(&mut out[..8]),
+        Err(PopError::LengthMismatch { len: 8, expected: 8 })
+    );
+    assert_eq!(c2.try_pop(&mut out[..8]), Ok(8));
+}
+
 /// The consumer's single-pop hand-back, against a model of the rule as the module docs
 /// state it (store when the head reaches the tail last read, or `release_every` pops after
 /// the last store), over a pseudo-random mix of pushes, single pops (fixed and sized

@@ -182,7 +182,7 @@ impl<T: Item> SpscConsumer<T> {
     #[inline(always)]
     fn pop_from(raw: &mut SpscBytesConsumer) -> Result<Option<T>, PopError> {
         let mut t = T::new_zeroed();
-        Ok(raw.try_pop(t.as_mut_bytes())?.map(|_| t))
+        Ok(raw.try_pop_fixed(t.as_mut_bytes())?.then_some(t))
     }
 
     /// Pops up to `out.len()` items with one index update and returns how many.

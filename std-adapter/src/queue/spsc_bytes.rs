@@ -407,6 +407,19 @@ impl SpscBytesConsumer {
         }
     }
 
+    /// [`SpscBytesConsumer::try_pop`] for a typed handle, whose buffer is always exactly the
+    /// item size of its fixed-size queue (`ringwire_core::queue::SpscConsumer::try_pop_fixed`):
+    /// `Ok(true)` with the item in `buf`, `Ok(false)` when the queue is empty; a buffer of
+    /// any other length fails with [`PopError::LengthMismatch`].
+    #[inline(always)]
+    pub(crate) fn try_pop_fixed(&mut self, buf: &mut [u8]) -> Result<bool, PopError> {
+        let got = self.inner.try_pop_fixed(buf)?;
+        if got {
+            self.after_pop();
+        }
+        Ok(got)
+    }
+
     /// After a single-item pop, which may have kept its slot from the producer for a few
     /// pops (see [`SpscBytesConsumer::release_every`]): if a producer sleeps on the full
     /// queue, every popped slot goes back before it is woken. A producer that announces
