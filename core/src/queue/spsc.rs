@@ -66,6 +66,11 @@ pub struct SpscProducer {
     q: QueueView,
     tail: u64,
     cached_head: u64,
+    // The tail at which the cached head shows the queue full (`cached_head + capacity`), or
+    // the tail itself while the cached head is corrupt (ahead of the tail or more than a lap
+    // behind it): `try_push` makes one compare with it for the room. Set again whenever the
+    // cached head is read.
+    room_end: u64,
 }
 
 impl SpscProducer {
@@ -77,11 +82,32 @@ impl SpscProducer {
         let tail = q.enq().load(Ordering::Acquire);
         // Acquire: the consumer's reads of slots before `head` are done.
         let cached_head = q.deq().load(Ordering::Acquire);
-        Ok(SpscProducer {
+        let mut p = SpscProducer {
             q,
             tail,
             cached_head,
-        })
+            room_end: tail,
+        };
+        p.set_room_end();
+        Ok(p)
+    }
+
+    /// Sets `room_end` from the tail and the cached head.
+    ///
+    /// Why `tail == room_end` is the old test (`tail - cached_head >= capacity`): with a
+    /// sound cached head the tail is 0 ..= capacity ahead of it, and pushes move the tail on
+    /// only while there is room (`commit` never passes the free slots), so the tail stays in
+    /// that range and is a capacity ahead exactly at `room_end`. With a corrupt one no push
+    /// goes through before the head is read again (which sets this again), and `room_end`
+    /// is the tail, so the next push reads it.
+    #[inline(always)]
+    fn set_room_end(&mut self) {
+        let cap = self.q.capacity();
+        self.room_end = if self.tail.wrapping_sub(self.cached_head) <= cap {
+            self.cached_head.wrapping_add(cap)
+        } else {
+            self.tail
+        };
     }
 
     /// The queue.
@@ -106,6 +132,7 @@ impl SpscProducer {
         // Acquire: pairs with the consumer's release store of head, so its reads of the
         // slots we are about to reuse happen before our writes.
         self.cached_head = self.q.deq().load(Ordering::Acquire);
+        self.set_room_end();
         cap.saturating_sub(self.tail.wrapping_sub(self.cached_head))
             .min(want)
     }
@@ -176,9 +203,9 @@ impl SpscProducer {
     pub fn try_push(&mut self, item: &[u8]) -> Result<(), PushError> {
         if item.len() == self.q.fixed_len() {
             // A fixed-size queue's item (every push of a typed handle): one compare for
-            // the room while the cached head shows some, and the slot's decoded address.
-            if self.tail.wrapping_sub(self.cached_head) >= self.q.capacity()
-                && self.free_up_to(1) == 0
+            // the room while the cached head shows some (`set_room_end`), and the slot's
+            // decoded address.
+            if self.tail == self.room_end && self.free_up_to(1) == 0
             {
                 return Err(self.no_room());
             }
@@ -326,6 +353,11 @@ pub struct SpscConsumer {
     // `cached_tail` and `released + release_every`, so that `commit_one` makes one compare
     // instead of two and a subtraction. Set again whenever one of those three changes.
     store_at: u64,
+    // The head at which the cached tail shows no item: the cached tail itself, or the head
+    // while the cached tail is corrupt (behind the head or more than a capacity ahead), so
+    // that a single pop makes one compare for an item. Set again whenever the cached tail
+    // is read.
+    ready_end: u64,
 }
 
 /// The default of [`SpscConsumer::release_every`] for a queue of `capacity` slots: a
@@ -358,9 +390,28 @@ impl SpscConsumer {
             released: head,
             release_every,
             store_at: head,
+            ready_end: head,
         };
         c.set_store_at();
+        c.set_ready_end();
         Ok(c)
+    }
+
+    /// Sets `ready_end` from the head and the cached tail.
+    ///
+    /// Why `head == ready_end` is the old test (`cached_tail - head - 1 >= capacity`, no item
+    /// or a corrupt tail): with a sound cached tail the head is 0 ..= capacity behind it and
+    /// pops move it on only over items the cached tail shows, so it stays in that range and
+    /// shows no item exactly at the cached tail. With a corrupt one no pop goes through
+    /// before the tail is read again (which sets this again), and `ready_end` is the head,
+    /// so the next pop reads it.
+    #[inline(always)]
+    fn set_ready_end(&mut self) {
+        self.ready_end = if self.cached_tail.wrapping_sub(self.head) <= self.q.capacity() {
+            self.cached_tail
+        } else {
+            self.head
+        };
     }
 
     /// Sets `store_at` from the head, the cached tail, `released` and `release_every`.
@@ -464,6 +515,7 @@ impl SpscConsumer {
         // before it are fully written when we read them.
         self.cached_tail = self.q.enq().load(Ordering::Acquire);
         self.set_store_at();
+        self.set_ready_end();
         let ready = self.cached_tail.wrapping_sub(self.head);
         if ready > self.q.capacity() {
             return Err(PopError::CorruptCursors {
@@ -544,10 +596,9 @@ impl SpscConsumer {
                 expected: self.q.geometry().item_size as usize,
             });
         }
-        // One compare while the cached tail shows an item (1 ..= capacity ready), and the
+        // One compare while the cached tail shows an item (`set_ready_end`), and the
         // slot's decoded address.
-        if self.cached_tail.wrapping_sub(self.head).wrapping_sub(1) >= self.q.capacity()
-            && self.ready_up_to(1)? == 0
+        if self.head == self.ready_end && self.ready_up_to(1)? == 0
         {
             return Ok(false);
         }
