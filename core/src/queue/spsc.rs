@@ -205,12 +205,19 @@ impl SpscProducer {
             // A fixed-size queue's item (every push of a typed handle): one compare for
             // the room while the cached head shows some (`set_room_end`), and the slot's
             // decoded address.
-            if self.tail == self.room_end && self.free_up_to(1) == 0
-            {
+            let tail = self.tail;
+            if tail == self.room_end && self.free_up_to(1) == 0 {
                 return Err(self.no_room());
             }
-            self.q.write_fixed(self.tail, item);
-            self.commit(1);
+            // `commit(1)`, with the new tail and the cursor's address taken before the
+            // item's stores: the compiler cannot tell that those relaxed stores into the
+            // slot leave this handle alone, and would load the tail and the region's base
+            // again after them.
+            let (next, enq) = (tail.wrapping_add(1), self.q.enq());
+            self.q.write_fixed(tail, item);
+            self.tail = next;
+            // Release: the consumer that acquires the tail sees the item's bytes.
+            enq.store(next, Ordering::Release);
             return Ok(());
         }
         self.check_len(0, item.len())?;
