@@ -18,8 +18,14 @@
 //! done
 //! ```
 //!
+//! `ringwire-mpmc-u64`, `crossbeam-u64`, `ringwire-mpmc-64B` and `crossbeam-64B` count the
+//! same loop through ringwire's typed MPMC queue and crossbeam's `ArrayQueue` (one handle,
+//! shared by the pushing and the popping side through an `Arc`, as between threads), so the
+//! MPMC push and pop can be counted the same way.
+//!
 //! `cargo run --release -p ringwire-tests --example spsc_instructions -- QUEUE [ROUNDS]`
 use std::hint::black_box;
+use std::sync::Arc;
 
 use ringwire_tests::bench_items::{B64, Val};
 
@@ -69,6 +75,42 @@ impl<T: Val> Spsc<T> for Rtrb {
     }
 }
 
+struct RingwireMpmc;
+impl<T: Val> Spsc<T> for RingwireMpmc {
+    type P = Arc<ringwire::queue::MpmcQueue<T>>;
+    type C = Arc<ringwire::queue::MpmcQueue<T>>;
+    fn make() -> (Self::P, Self::C) {
+        let q = Arc::new(ringwire::queue::MpmcQueue::<T>::anonymous(CAP as u64).expect("anonymous queue"));
+        (q.clone(), q)
+    }
+    #[inline(always)]
+    fn push(p: &mut Self::P, v: T) -> bool {
+        p.try_push(&v).is_ok()
+    }
+    #[inline(always)]
+    fn pop(c: &mut Self::C) -> Option<T> {
+        c.try_pop().expect("no corruption").0
+    }
+}
+
+struct Crossbeam;
+impl<T: Val> Spsc<T> for Crossbeam {
+    type P = Arc<crossbeam_queue::ArrayQueue<T>>;
+    type C = Arc<crossbeam_queue::ArrayQueue<T>>;
+    fn make() -> (Self::P, Self::C) {
+        let q = Arc::new(crossbeam_queue::ArrayQueue::new(CAP));
+        (q.clone(), q)
+    }
+    #[inline(always)]
+    fn push(p: &mut Self::P, v: T) -> bool {
+        p.push(v).is_ok()
+    }
+    #[inline(always)]
+    fn pop(c: &mut Self::C) -> Option<T> {
+        c.pop()
+    }
+}
+
 /// The counted part: `rounds` runs of 32 pushes then 32 pops. Returns the items moved.
 #[inline(never)]
 fn run_queue<T: Val, Q: Spsc<T>>(p: &mut Q::P, c: &mut Q::C, rounds: u64) -> u64 {
@@ -104,9 +146,14 @@ fn main() {
         "rtrb-u64" => one::<u64, Rtrb>(rounds),
         "ringwire-64B" => one::<B64, Ringwire>(rounds),
         "rtrb-64B" => one::<B64, Rtrb>(rounds),
+        "ringwire-mpmc-u64" => one::<u64, RingwireMpmc>(rounds),
+        "crossbeam-u64" => one::<u64, Crossbeam>(rounds),
+        "ringwire-mpmc-64B" => one::<B64, RingwireMpmc>(rounds),
+        "crossbeam-64B" => one::<B64, Crossbeam>(rounds),
         _ => {
             eprintln!(
-                "usage: spsc_instructions ringwire-u64|rtrb-u64|ringwire-64B|rtrb-64B [ROUNDS]"
+                "usage: spsc_instructions ringwire-u64|rtrb-u64|ringwire-64B|rtrb-64B|\
+                 ringwire-mpmc-u64|crossbeam-u64|ringwire-mpmc-64B|crossbeam-64B [ROUNDS]"
             );
             std::process::exit(2);
         }
