@@ -491,6 +491,15 @@ impl MpmcQueue {
         self.pop::<false>(dst)
     }
 
+    /// The pop's copy into a buffer longer than the item (the item's bytes at its front),
+    /// out of line: inlined, the set-up of its copy of a run-time length was hoisted in
+    /// front of the pop's loops and ran on every pop, even a typed handle's, whose buffer
+    /// is always exactly the item.
+    #[inline(never)]
+    fn read_prefix(&self, pos: u64, dst: &mut [u8], need: usize) {
+        self.q.read_payload_prefix(pos, dst, need);
+    }
+
     /// The pop; `FREE == false` leaves the slot taken (only for `loom_pop_and_die`).
     #[inline(always)]
     fn pop<const FREE: bool>(&self, dst: &mut [u8]) -> Result<Popped, PopError> {
@@ -521,7 +530,12 @@ impl MpmcQueue {
                 ) {
                     Ok(_) => {
                         let out = if stamp == next {
-                            self.q.read_payload_prefix(pos, dst, need);
+                            if dst.len() == need {
+                                // A typed handle's buffer: a copy of a constant length.
+                                self.q.read_payload(pos, dst);
+                            } else {
+                                self.read_prefix(pos, dst, need);
+                            }
                             Popped::Item { pos }
                         } else {
                             Popped::Healed { pos }
