@@ -80,7 +80,9 @@ impl<T: Val> Spsc<T> for RingwireMpmc {
     type P = Arc<ringwire::queue::MpmcQueue<T>>;
     type C = Arc<ringwire::queue::MpmcQueue<T>>;
     fn make() -> (Self::P, Self::C) {
-        let q = Arc::new(ringwire::queue::MpmcQueue::<T>::anonymous(CAP as u64).expect("anonymous queue"));
+        let q = Arc::new(
+            ringwire::queue::MpmcQueue::<T>::anonymous(CAP as u64).expect("anonymous queue"),
+        );
         (q.clone(), q)
     }
     #[inline(always)]

@@ -605,8 +605,7 @@ impl SpscConsumer {
         }
         // One compare while the cached tail shows an item (`set_ready_end`), and the
         // slot's decoded address.
-        if self.head == self.ready_end && self.ready_up_to(1)? == 0
-        {
+        if self.head == self.ready_end && self.ready_up_to(1)? == 0 {
             return Ok(false);
         }
         self.q.read_fixed(self.head, dst);

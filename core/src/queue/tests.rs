@@ -759,7 +759,10 @@ fn spsc_try_pop_fixed_pops_only_into_an_item_sized_buffer() {
     p2.try_push(&[1; 8]).unwrap();
     assert_eq!(
         c2.try_pop_fixed(&mut out[..8]),
-        Err(PopError::LengthMismatch { len: 8, expected: 8 })
+        Err(PopError::LengthMismatch {
+            len: 8,
+            expected: 8
+        })
     );
     assert_eq!(c2.try_pop(&mut out[..8]), Ok(8));
 }
@@ -811,7 +814,11 @@ fn spsc_single_pop_hand_back_follows_the_stated_rule() {
                         seen = q.enq().load(Ordering::Relaxed);
                     }
                     let mut out = [0u8; 16];
-                    let dst = if rng & 0x100 == 0 { &mut out[..8] } else { &mut out[..] };
+                    let dst = if rng & 0x100 == 0 {
+                        &mut out[..8]
+                    } else {
+                        &mut out[..]
+                    };
                     let got = c.try_pop(dst);
                     if seen == head {
                         assert_eq!(got, Err(PopError::Empty), "step {step}");
