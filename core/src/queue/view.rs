@@ -38,8 +38,8 @@ impl QueueExpect {
 pub struct QueueView {
     region: Region,
     geo: QueueGeometry,
-    /// Where a fixed-size SPSC queue's items lie, decoded once from `geo`.
-    fixed: FixedSlots,
+    /// Where the slots and their items lie, decoded once from `geo`.
+    slots: Slots,
     /// Under loom, one cell per slot, shared by the clones of this view: every payload
     /// access is recorded on its slot's cell, so loom checks that any two accesses to a
     /// payload by different threads, one of them a write, are ordered by happens-before.
@@ -63,25 +63,30 @@ fn loom_cells(capacity: u64) -> std::sync::Arc<[loom::cell::UnsafeCell<()>]> {
         .collect()
 }
 
-/// The slots of a fixed-size SPSC queue as the one-item paths need them, decoded from
-/// the geometry once (the geometry's form costs a flag test, a subtraction and a payload
-/// offset on every item): the first payload's offset, the position mask, the stride and
-/// the item size. `len` is `usize::MAX` on any other queue, so that no item matches it.
+/// The slots as the one-item paths need them, decoded from the geometry once (the
+/// geometry's form costs a flag test, a subtraction and a payload offset on every item):
+/// the first slot's control word, the first payload, the position mask, the stride, the
+/// item size, and the item size of a fixed-size SPSC queue. `fixed_len` is `usize::MAX`
+/// on any other queue, so that no item matches it.
 #[derive(Clone, Copy, Debug)]
-struct FixedSlots {
+struct Slots {
+    words: usize,
     base: usize,
     mask: u64,
     stride: usize,
-    len: usize,
+    item: usize,
+    fixed_len: usize,
 }
 
-impl FixedSlots {
-    fn of(geo: &QueueGeometry) -> FixedSlots {
-        FixedSlots {
+impl Slots {
+    fn of(geo: &QueueGeometry) -> Slots {
+        Slots {
+            words: geo.slots_offset as usize,
             base: geo.slots_offset as usize + geo.payload_offset(),
             mask: geo.mask(),
             stride: geo.slot_stride as usize,
-            len: if geo.fixed && geo.kind == QueueKind::Spsc {
+            item: geo.item_size as usize,
+            fixed_len: if geo.fixed && geo.kind == QueueKind::Spsc {
                 geo.item_size as usize
             } else {
                 usize::MAX
@@ -96,7 +101,7 @@ impl QueueView {
         QueueView {
             region,
             geo,
-            fixed: FixedSlots::of(&geo),
+            slots: Slots::of(&geo),
             #[cfg(loom)]
             cells: loom_cells(geo.capacity),
         }
@@ -257,8 +262,16 @@ impl QueueView {
     /// Byte offset of the slot holding position `pos`.
     #[inline(always)]
     pub fn slot_offset(&self, pos: u64) -> usize {
-        self.geo.slots_offset as usize
-            + (pos & self.geo.mask()) as usize * self.geo.slot_stride as usize
+        let f = &self.slots;
+        f.words + (pos & f.mask) as usize * f.stride
+    }
+
+    /// Byte offset of the payload of the slot holding `pos` (the control word's offset
+    /// plus the payload offset, 0 or 8).
+    #[inline(always)]
+    fn payload_at(&self, pos: u64) -> usize {
+        let f = &self.slots;
+        f.base + (pos & f.mask) as usize * f.stride
     }
 
     /// The control word of the slot holding `pos` (SPSC: item length; MPMC: stamp). A
@@ -287,20 +300,26 @@ impl QueueView {
         }
     }
 
+    /// The item size (every kind), decoded: the geometry's `item_size`.
+    #[inline(always)]
+    pub(crate) fn item_len(&self) -> usize {
+        self.slots.item
+    }
+
     /// The item size of a fixed-size SPSC queue; `usize::MAX` on any other queue. An item
     /// of this length can take [`QueueView::write_fixed`] and [`QueueView::read_fixed`].
     #[inline(always)]
     pub(crate) fn fixed_len(&self) -> usize {
-        self.fixed.len
+        self.slots.fixed_len
     }
 
     /// [`QueueView::write_payload`] for an item of exactly [`QueueView::fixed_len`] bytes,
-    /// with the slot's address from the decoded [`FixedSlots`]. Writes nothing for an item
+    /// with the slot's address from the decoded [`Slots`]. Writes nothing for an item
     /// of any other length.
     #[inline(always)]
     pub(crate) fn write_fixed(&self, pos: u64, item: &[u8]) {
-        let f = &self.fixed;
-        if item.len() != f.len {
+        let f = &self.slots;
+        if item.len() != f.fixed_len {
             return;
         }
         #[cfg(loom)]
@@ -308,27 +327,21 @@ impl QueueView {
         // SAFETY: as for write_payload: `f` was decoded from this view's validated geometry
         // (base = slots_offset + payload offset, the stride, the mask), the item is exactly
         // the item size, and the caller owns the slot under the queue protocol.
-        unsafe {
-            self.region
-                .write_words(f.base + (pos & f.mask) as usize * f.stride, item)
-        };
+        unsafe { self.region.write_words(self.payload_at(pos), item) };
     }
 
     /// [`QueueView::read_payload`] for an item of exactly [`QueueView::fixed_len`] bytes (see
     /// [`QueueView::write_fixed`]). Reads nothing into a buffer of any other length.
     #[inline(always)]
     pub(crate) fn read_fixed(&self, pos: u64, dst: &mut [u8]) {
-        let f = &self.fixed;
-        if dst.len() != f.len {
+        let f = &self.slots;
+        if dst.len() != f.fixed_len {
             return;
         }
         #[cfg(loom)]
         self.track(pos, 1, false);
         // SAFETY: as for write_fixed; the consumer owns this published slot.
-        unsafe {
-            self.region
-                .read_words(f.base + (pos & f.mask) as usize * f.stride, dst)
-        };
+        unsafe { self.region.read_words(self.payload_at(pos), dst) };
     }
 
     /// Copies `item` into the payload of the slot holding `pos` as relaxed words. Writes
@@ -339,7 +352,7 @@ impl QueueView {
     /// run of word stores with the slot address computed once.
     #[inline(always)]
     pub(crate) fn write_payload(&self, pos: u64, item: &[u8]) {
-        if item.len() > self.geo.item_size as usize {
+        if item.len() > self.slots.item {
             return;
         }
         #[cfg(loom)]
@@ -348,10 +361,7 @@ impl QueueView {
         // payload offset (0 or 8): len <= item_size (checked above), stride >= p + item_size
         // and the stride is a multiple of 8 (validated); the caller owns the slot under the
         // queue protocol.
-        unsafe {
-            self.region
-                .write_words(self.slot_offset(pos) + self.geo.payload_offset(), item)
-        };
+        unsafe { self.region.write_words(self.payload_at(pos), item) };
     }
 
     /// Copies the first `len` payload bytes (whole words) of the slot holding `from` into
@@ -365,8 +375,7 @@ impl QueueView {
         self.track(from, 1, false);
         #[cfg(loom)]
         self.track(to, 1, true);
-        let p = self.geo.payload_offset();
-        let (a, b) = (self.slot_offset(from) + p, self.slot_offset(to) + p);
+        let (a, b) = (self.payload_at(from), self.payload_at(to));
         for o in (0..len.div_ceil(8) * 8).step_by(8) {
             // SAFETY: both spans of roundup(len, 8) bytes lie inside their slots (as for
             // write_payload) and start 8-aligned.
@@ -394,16 +403,13 @@ impl QueueView {
     /// `dst.len()` bytes otherwise (see [`QueueView::write_payload`] on why).
     #[inline(always)]
     pub(crate) fn read_payload(&self, pos: u64, dst: &mut [u8]) {
-        if dst.len() > self.geo.item_size as usize {
+        if dst.len() > self.slots.item {
             return;
         }
         #[cfg(loom)]
         self.track(pos, 1, false);
         // SAFETY: as for write_payload.
-        unsafe {
-            self.region
-                .read_words(self.slot_offset(pos) + self.geo.payload_offset(), dst)
-        };
+        unsafe { self.region.read_words(self.payload_at(pos), dst) };
     }
 
     /// Whether items of `item_len` bytes lie back to back in the slots: a fixed-size SPSC
