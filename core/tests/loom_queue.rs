@@ -397,8 +397,18 @@ fn spsc_fixed_record_batches_in(fixed: bool) {
 /// One `try_pop`: the position and value popped, `None` when empty or pending; a healed
 /// position or any error fails the model.
 fn pop_once(q: &MpmcQueue) -> Option<(u64, u64)> {
+    pop_once_with(q, false)
+}
+
+/// [`pop_once`], by `try_pop_fixed` (a typed handle's pop) when `fixed`.
+fn pop_once_with(q: &MpmcQueue, fixed: bool) -> Option<(u64, u64)> {
     let mut b = [0u8; 16];
-    match q.try_pop(&mut b) {
+    let popped = if fixed {
+        q.try_pop_fixed(&mut b)
+    } else {
+        q.try_pop(&mut b)
+    };
+    match popped {
         Ok(Popped::Item { pos }) => Some((pos, value(&b))),
         Ok(Popped::Healed { pos }) => panic!("healed {pos}"),
         Err(PopError::Empty | PopError::Pending { .. }) => None,
@@ -421,10 +431,12 @@ fn mpmc_two_producers_two_consumers() {
                 })
             })
             .collect();
-        let consumers: Vec<_> = (0..2)
-            .map(|_| {
+        // One consumer pops as `try_pop` does, the other as a typed handle does.
+        let consumers: Vec<_> = [false, true]
+            .into_iter()
+            .map(|fixed| {
                 let q = q.clone();
-                thread::spawn(move || pop_once(&q))
+                thread::spawn(move || pop_once_with(&q, fixed))
             })
             .collect();
         for p in producers {

@@ -210,8 +210,9 @@ impl MpmcQueue {
     }
 
     /// Items are exactly this many bytes.
+    #[inline(always)]
     pub fn item_size(&self) -> usize {
-        self.q.geometry().item_size as usize
+        self.q.item_len()
     }
 
     /// Elects this producer for the next position by a CAS of the enqueue cursor, once the
@@ -479,7 +480,26 @@ impl MpmcQueue {
     /// [`MpmcQueue::item_size`] bytes), or passes one healed position.
     #[inline]
     pub fn try_pop(&self, dst: &mut [u8]) -> Result<Popped, PopError> {
-        self.pop::<true>(dst)
+        self.pop::<true, false>(dst)
+    }
+
+    /// [`MpmcQueue::try_pop`] into a buffer of exactly [`MpmcQueue::item_size`] bytes (a
+    /// typed handle's item); any other length fails with [`PopError::LengthMismatch`] and
+    /// pops nothing.
+    ///
+    /// Why a typed handle calls this rather than `try_pop`: there a longer buffer takes an
+    /// out-of-line copy, and a buffer whose address goes to a call must live in memory, so
+    /// the item would be zeroed, copied in and read back through the stack on every pop;
+    /// here it can stay in registers.
+    #[inline(always)]
+    pub fn try_pop_fixed(&self, dst: &mut [u8]) -> Result<Popped, PopError> {
+        if dst.len() != self.item_size() {
+            return Err(PopError::LengthMismatch {
+                len: dst.len(),
+                expected: self.item_size(),
+            });
+        }
+        self.pop::<true, true>(dst)
     }
 
     /// [`MpmcQueue::try_pop`] by a consumer that dies after copying the item out, before it
@@ -488,7 +508,7 @@ impl MpmcQueue {
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn loom_pop_and_die(&self, dst: &mut [u8]) -> Result<Popped, PopError> {
-        self.pop::<false>(dst)
+        self.pop::<false, false>(dst)
     }
 
     /// The pop's copy into a buffer longer than the item (the item's bytes at its front),
@@ -500,9 +520,10 @@ impl MpmcQueue {
         self.q.read_payload_prefix(pos, dst, need);
     }
 
-    /// The pop; `FREE == false` leaves the slot taken (only for `loom_pop_and_die`).
+    /// The pop; `FREE == false` leaves the slot taken (only for `loom_pop_and_die`);
+    /// `EXACT` when the caller has checked that `dst` is exactly the item.
     #[inline(always)]
-    fn pop<const FREE: bool>(&self, dst: &mut [u8]) -> Result<Popped, PopError> {
+    fn pop<const FREE: bool, const EXACT: bool>(&self, dst: &mut [u8]) -> Result<Popped, PopError> {
         let need = self.item_size();
         if dst.len() < need {
             return Err(PopError::BufferTooSmall {
@@ -530,7 +551,7 @@ impl MpmcQueue {
                 ) {
                     Ok(_) => {
                         let out = if stamp == next {
-                            if dst.len() == need {
+                            if EXACT || dst.len() == need {
                                 // A typed handle's buffer: a copy of a constant length.
                                 self.q.read_payload(pos, dst);
                             } else {

@@ -72,6 +72,56 @@ fn fifo_full_empty_and_length_checks() {
     assert_eq!(big[8..], [0xEE; 4]);
 }
 
+/// `try_pop_fixed` (the typed handles' pop): only a buffer of exactly the item size pops;
+/// a shorter or longer one is refused and leaves the item where it is. Healed positions
+/// and empty, pending and corrupt slots are reported as `try_pop` reports them.
+#[test]
+fn try_pop_fixed_pops_only_into_an_item_sized_buffer() {
+    let (_b, q) = mpmc(4, 16);
+    let mut out = [0u8; 24];
+    assert_eq!(q.try_pop_fixed(&mut out[..16]), Err(PopError::Empty));
+    q.try_push(&[7u8; 16]).unwrap();
+    for len in [0, 8, 15, 17, 24] {
+        assert_eq!(
+            q.try_pop_fixed(&mut out[..len]),
+            Err(PopError::LengthMismatch { len, expected: 16 }),
+            "a {len}-byte buffer"
+        );
+    }
+    assert_eq!(out, [0u8; 24], "a refused pop copies nothing");
+    assert_eq!(q.len(), 1);
+    assert_eq!(q.try_pop_fixed(&mut out[..16]), Ok(Popped::Item { pos: 0 }));
+    assert_eq!(out[..16], [7u8; 16]);
+    assert_eq!(out[16..], [0u8; 8], "nothing past the item is written");
+    // A claim whose producer died: pending, then healed and passed.
+    let dead = q.claim().unwrap();
+    q.try_push(&[9u8; 16]).unwrap();
+    assert_eq!(
+        q.try_pop_fixed(&mut out[..16]),
+        Err(PopError::Pending { pos: dead })
+    );
+    assert_eq!(q.heal_stuck_slot(stuck(dead, StuckKind::Claimed)), Ok(()));
+    out = [0xAA; 24];
+    assert_eq!(
+        q.try_pop_fixed(&mut out[..16]),
+        Ok(Popped::Healed { pos: dead })
+    );
+    assert_eq!(out, [0xAA; 24], "a healed pop leaves the buffer alone");
+    assert_eq!(q.try_pop_fixed(&mut out[..16]), Ok(Popped::Item { pos: 2 }));
+    assert_eq!(out[..16], [9u8; 16]);
+    // A stamp no protocol step writes is reported, and the slot left alone.
+    q.try_push(&[1u8; 16]).unwrap();
+    let word = q.view().slot_word(3).load(Ordering::Relaxed);
+    q.view().slot_word(3).store(word + 8, Ordering::Relaxed);
+    assert_eq!(
+        q.try_pop_fixed(&mut out[..16]),
+        Err(PopError::Corrupt {
+            pos: 3,
+            word: word + 8
+        })
+    );
+}
+
 #[test]
 fn attach_refuses_an_mpmc_header_with_one_slot() {
     let (mut b, _q) = mpmc(2, 8);

@@ -206,9 +206,34 @@ impl<T: Item> MpmcQueue<T> {
         mut on_healed: impl FnMut(u64),
     ) -> Result<Option<(u64, T)>, PopError> {
         let mut t = T::new_zeroed();
-        // At most one lap of healed positions can precede an item.
-        for _ in 0..=self.inner.view().capacity() {
-            match self.inner.try_pop(t.as_mut_bytes()) {
+        // The common case inline; passing healed positions goes on out of line.
+        match self.inner.try_pop_fixed(t.as_mut_bytes()) {
+            Ok(Popped::Item { pos }) => {
+                self.wake(Side::Space);
+                Ok(Some((pos, t)))
+            }
+            Ok(Popped::Healed { pos }) => {
+                self.wake(Side::Space);
+                on_healed(pos);
+                self.pop_past_healed(&mut on_healed)
+            }
+            Err(PopError::Empty | PopError::Pending { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`MpmcQueue::try_pop_with_pos`] after a healed position: pops on, passing healed
+    /// positions, until an item, an empty queue or one lap (at most one lap of healed
+    /// positions can precede an item).
+    #[cold]
+    #[inline(never)]
+    fn pop_past_healed(
+        &self,
+        on_healed: &mut dyn FnMut(u64),
+    ) -> Result<Option<(u64, T)>, PopError> {
+        let mut t = T::new_zeroed();
+        for _ in 0..self.inner.view().capacity() {
+            match self.inner.try_pop_fixed(t.as_mut_bytes()) {
                 Ok(Popped::Item { pos }) => {
                     self.wake(Side::Space);
                     return Ok(Some((pos, t)));
