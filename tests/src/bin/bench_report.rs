@@ -8,6 +8,7 @@
 //! bench_report latency <out.md> <label>::<json pointer>::<command>::<run.json>[,<run.json>...]...
 //! bench_report replication <out.md> <run.json>...
 //! bench_report queue-targets <out.md> <queues_paired.json>
+//! bench_report queue-target-runs <out.md> <name>=<queues_paired.json>...
 //! ```
 //!
 //! * `criterion`: each run dir is one criterion output tree (`<family>/<implementation>`
@@ -40,6 +41,10 @@
 //!   the peer's time ÷ ringwire's within each round, the median over the rounds with
 //!   p10 – p90, how many rounds reach the target, and the verdict (met when the median
 //!   does). A case or queue missing from the file is "not measured", never a pass.
+//! * `queue-target-runs`: the same targets over several paired runs, one column per run
+//!   (each the median of its per-round ratios) and how many runs meet each target, with a
+//!   row of ringwire's SPSC round trip per run, which shows the host's state (this VM's
+//!   two cores sometimes share a cache and sometimes do not, and the ratios follow).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -970,34 +975,65 @@ const QUEUE_TARGETS: &[QueueTarget] = &[
     },
 ];
 
-/// The BENCHMARKS.md section of [`QUEUE_TARGETS`] judged on a paired run's JSON (see the
-/// module docs); `source` names the file in the text.
-fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
+/// The trials of a paired run's JSON (see the module docs) and its round count.
+fn paired_trials(json: &str) -> Result<(Vec<serde_json::Value>, Option<u64>), String> {
     let doc: serde_json::Value =
         serde_json::from_str(json).map_err(|e| format!("not a paired run's JSON: {e}"))?;
     let trials = doc["trials"]
         .as_array()
         .ok_or("not a paired run's JSON: no \"trials\" array")?;
-    // (case, queue) -> ns per item (or per round trip), one figure per round.
-    // `exact` false: the MPMC case also under its `QBENCH_BACKOFF=exp` name.
-    let figures = |case: &str, queue: &str, exact: bool| -> Option<(String, Vec<f64>)> {
-        trials.iter().find_map(|t| {
-            let c = t["case"].as_str()?;
-            let mpmc = !exact && case == "mpmc_2p2c" && c.starts_with("mpmc_2p2c");
-            if !(c == case || mpmc) || t["queue"].as_str()? != queue {
-                return None;
-            }
-            let f: Option<Vec<f64>> = t["ns_per_item"]
-                .as_array()?
-                .iter()
-                .map(serde_json::Value::as_f64)
-                .collect();
-            Some((c.to_owned(), f?))
-        })
-    };
-    let rounds = doc["rounds"]
-        .as_u64()
-        .map_or("?".to_owned(), |r| r.to_string());
+    Ok((trials.clone(), doc["rounds"].as_u64()))
+}
+
+/// One queue's figures in a paired run: ns per item (or per round trip), one per round,
+/// and the case they were found under. `exact` false: the MPMC case also under its
+/// `QBENCH_BACKOFF=exp` name.
+fn paired_figures(
+    trials: &[serde_json::Value],
+    case: &str,
+    queue: &str,
+    exact: bool,
+) -> Option<(String, Vec<f64>)> {
+    trials.iter().find_map(|t| {
+        let c = t["case"].as_str()?;
+        let mpmc = !exact && case == "mpmc_2p2c" && c.starts_with("mpmc_2p2c");
+        if !(c == case || mpmc) || t["queue"].as_str()? != queue {
+            return None;
+        }
+        let f: Option<Vec<f64>> = t["ns_per_item"]
+            .as_array()?
+            .iter()
+            .map(serde_json::Value::as_f64)
+            .collect();
+        Some((c.to_owned(), f?))
+    })
+}
+
+/// A target's ratios in a paired run: the peer's time ÷ ringwire's within each round,
+/// finite ones only, sorted, with the case they come from; `None` when the case or a
+/// queue is missing or the rounds do not pair up.
+fn target_ratios(trials: &[serde_json::Value], t: &QueueTarget) -> Option<(String, Vec<f64>)> {
+    // The peer is looked up in the case ringwire's figures came from, so a file with both
+    // MPMC cases never pairs one case's rounds with the other's.
+    let (case, rw) = paired_figures(trials, t.case, "ringwire", false)?;
+    let (_, peer) = paired_figures(trials, &case, t.peer, true)?;
+    if rw.len() != peer.len() || rw.is_empty() {
+        return None;
+    }
+    let mut q: Vec<f64> = peer.iter().zip(&rw).map(|(p, r)| p / r).collect();
+    q.retain(|x| x.is_finite());
+    if q.is_empty() {
+        return None;
+    }
+    q.sort_by(f64::total_cmp);
+    Some((case, q))
+}
+
+/// The BENCHMARKS.md section of [`QUEUE_TARGETS`] judged on a paired run's JSON (see the
+/// module docs); `source` names the file in the text.
+fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
+    let (trials, rounds) = paired_trials(json)?;
+    let rounds = rounds.map_or("?".to_owned(), |r| r.to_string());
     let mut out = String::new();
     let _ = writeln!(
         out,
@@ -1015,39 +1051,25 @@ fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
     out.push_str("|---|---|---|---:|---:|---:|---:|---|\n");
     let (mut met, mut judged) = (0, 0);
     for t in QUEUE_TARGETS {
-        // The peer is looked up in the case ringwire's figures came from, so a file with
-        // both MPMC cases never pairs one case's rounds with the other's.
-        let pair = figures(t.case, "ringwire", false)
-            .and_then(|(case, rw)| Some((case.clone(), rw, figures(&case, t.peer, true)?.1)));
-        let row = match pair {
-            Some((case, rw, peer)) if rw.len() == peer.len() && !rw.is_empty() => {
-                let mut q: Vec<f64> = peer.iter().zip(&rw).map(|(p, r)| p / r).collect();
-                q.retain(|x| x.is_finite());
-                if q.is_empty() {
-                    None
-                } else {
-                    q.sort_by(f64::total_cmp);
-                    let med = median(&q);
-                    let (p10, p90) = ringwire::bench::nearest_rank_tails(&q, 10);
-                    let reach = q.iter().filter(|&&x| x >= t.needs).count();
-                    judged += 1;
-                    let verdict = if med >= t.needs {
-                        met += 1;
-                        "met"
-                    } else {
-                        "not met"
-                    };
-                    Some(format!(
-                        "| {} | `{case}` | {} | ≥ {:.2} | {med:.2} | {p10:.2} – {p90:.2} | {reach} of {} | {verdict} |",
-                        t.what,
-                        t.peer,
-                        t.needs,
-                        q.len()
-                    ))
-                }
-            }
-            _ => None,
-        };
+        let row = target_ratios(&trials, t).map(|(case, q)| {
+            let med = median(&q);
+            let (p10, p90) = ringwire::bench::nearest_rank_tails(&q, 10);
+            let reach = q.iter().filter(|&&x| x >= t.needs).count();
+            judged += 1;
+            let verdict = if med >= t.needs {
+                met += 1;
+                "met"
+            } else {
+                "not met"
+            };
+            format!(
+                "| {} | `{case}` | {} | ≥ {:.2} | {med:.2} | {p10:.2} – {p90:.2} | {reach} of {} | {verdict} |",
+                t.what,
+                t.peer,
+                t.needs,
+                q.len()
+            )
+        });
         let row = row.unwrap_or_else(|| {
             format!(
                 "| {} | `{}` | {} | ≥ {:.2} | – | – | – | not measured |",
@@ -1066,12 +1088,82 @@ fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
     Ok(out)
 }
 
+/// [`QUEUE_TARGETS`] judged on several paired runs, one column per run (`(name, json)`):
+/// each cell is the median of the run's per-round ratios, marked when it meets the target,
+/// and the last column counts the runs that meet it. A row above the targets gives each
+/// run's ringwire SPSC round trip (median), which tells the host's state: whether the two
+/// cores share a cache shows there first.
+fn queue_target_runs_table(runs: &[(String, String)]) -> Result<String, String> {
+    if runs.is_empty() {
+        return Err("no runs given".into());
+    }
+    let mut parsed = Vec::with_capacity(runs.len());
+    for (name, json) in runs {
+        parsed.push(paired_trials(json).map_err(|e| format!("{name}: {e}"))?.0);
+    }
+    let mut out = String::new();
+    out.push_str("| target | case | needs |");
+    for (name, _) in runs {
+        let _ = write!(out, " {name} |");
+    }
+    out.push_str(" runs meeting it |\n|---|---|---:|");
+    out.push_str(&"---:|".repeat(runs.len()));
+    out.push_str("---:|\n| host: ringwire's SPSC round trip, median | `spsc_round_trip` | |");
+    for trials in &parsed {
+        let rt = paired_figures(trials, "spsc_round_trip", "ringwire", true)
+            .map_or(f64::NAN, |(_, f)| median(&f));
+        let _ = write!(out, " {} |", ns(rt));
+    }
+    out.push_str(" |\n");
+    for t in QUEUE_TARGETS {
+        let _ = write!(
+            out,
+            "| {} against {} | `{}` | ≥ {:.2} |",
+            t.what, t.peer, t.case, t.needs
+        );
+        let (mut met, mut judged) = (0, 0);
+        for trials in &parsed {
+            match target_ratios(trials, t) {
+                Some((_, q)) => {
+                    let med = median(&q);
+                    judged += 1;
+                    if med >= t.needs {
+                        met += 1;
+                        let _ = write!(out, " **{med:.2}** met |");
+                    } else {
+                        let _ = write!(out, " {med:.2} |");
+                    }
+                }
+                None => out.push_str(" not measured |"),
+            }
+        }
+        let _ = writeln!(out, " {met} of {judged} |");
+    }
+    Ok(out)
+}
+
 fn cmd_queue_targets(args: &[String]) -> Result<(), String> {
     let [out_md, json] = args else {
         return Err("queue-targets: need <out.md> <queues_paired.json>".into());
     };
     let text = std::fs::read_to_string(json).map_err(|e| format!("{json}: {e}"))?;
     let table = queue_targets_table(&text, json).map_err(|e| format!("{json}: {e}"))?;
+    std::fs::write(out_md, table).map_err(|e| format!("{out_md}: {e}"))
+}
+
+fn cmd_queue_target_runs(args: &[String]) -> Result<(), String> {
+    let Some((out_md, files)) = args.split_first().filter(|(_, f)| !f.is_empty()) else {
+        return Err("queue-target-runs: need <out.md> <name>=<queues_paired.json>...".into());
+    };
+    let mut runs = Vec::with_capacity(files.len());
+    for f in files {
+        let Some((name, path)) = f.split_once('=') else {
+            return Err(format!("queue-target-runs: {f}: need <name>=<file>"));
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+        runs.push((name.to_owned(), text));
+    }
+    let table = queue_target_runs_table(&runs)?;
     std::fs::write(out_md, table).map_err(|e| format!("{out_md}: {e}"))
 }
 
@@ -1083,8 +1175,9 @@ fn main() {
         Some("latency") => cmd_latency(&args[2..]),
         Some("replication") => cmd_replication(&args[2..]),
         Some("queue-targets") => cmd_queue_targets(&args[2..]),
+        Some("queue-target-runs") => cmd_queue_target_runs(&args[2..]),
         _ => Err(
-            "usage: bench_report criterion|criterion-json|latency|replication|queue-targets … (see the source header)"
+            "usage: bench_report criterion|criterion-json|latency|replication|queue-targets|queue-target-runs … (see the source header)"
                 .into(),
         ),
     };
@@ -1201,6 +1294,56 @@ mod tests {
         let t = queue_targets_table(&j, "q.json").unwrap();
         assert!(target_row(&t, "spsc_throughput/64B", "rtrb").ends_with("| not measured |"));
         assert!(t.contains("0 of 7 targets met (0 measured)."), "{t}");
+    }
+
+    /// Several runs: one column each (the median of its per-round ratios), a target met in
+    /// a run is marked, the count is over the runs that measured it, and the host row gives
+    /// each run's ringwire round trip.
+    #[test]
+    fn queue_target_runs_count_the_runs_meeting_each_target() {
+        let a = paired_json(&[
+            ("spsc_throughput/u64", "ringwire", &[10.0, 10.0, 10.0, 10.0]),
+            ("spsc_throughput/u64", "rtrb", &[16.0, 16.0, 14.0, 14.0]),
+            ("spsc_round_trip", "ringwire", &[400.0, 420.0, 380.0, 400.0]),
+        ]);
+        let b = paired_json(&[
+            ("spsc_throughput/u64", "ringwire", &[2.0, 2.0, 2.0, 2.0]),
+            ("spsc_throughput/u64", "rtrb", &[2.0, 2.0, 2.2, 2.2]),
+            ("spsc_round_trip", "ringwire", &[70.0, 80.0, 75.0, 75.0]),
+            ("mpmc_2p2c", "ringwire", &[10.0, 10.0, 10.0, 10.0]),
+            (
+                "mpmc_2p2c",
+                "crossbeam_arrayqueue",
+                &[20.0, 20.0, 20.0, 20.0],
+            ),
+        ]);
+        let t = queue_target_runs_table(&[("a".to_owned(), a), ("b".to_owned(), b)]).unwrap();
+        let row = |case: &str, peer: &str| {
+            t.lines()
+                .find(|l| l.contains(&format!("`{case}`")) && l.contains(peer))
+                .unwrap_or_else(|| panic!("no row for {case} {peer} in\n{t}"))
+                .to_owned()
+        };
+        // a: ratios 1.6, 1.6, 1.4, 1.4, median 1.50, met; b: 1.0, 1.0, 1.1, 1.1, median 1.05.
+        assert!(
+            row("spsc_throughput/u64", "rtrb").ends_with("| **1.50** met | 1.05 | 1 of 2 |"),
+            "{t}"
+        );
+        assert!(
+            row("mpmc_2p2c", "crossbeam_arrayqueue")
+                .ends_with("| not measured | **2.00** met | 1 of 1 |"),
+            "{t}"
+        );
+        assert!(
+            row("spsc_batch64/64B", "rtrb").ends_with("| not measured | not measured | 0 of 0 |"),
+            "{t}"
+        );
+        assert!(
+            row("spsc_round_trip", "host").contains("| 400 ns | 75.0 ns |"),
+            "{t}"
+        );
+        assert!(queue_target_runs_table(&[]).is_err());
+        assert!(queue_target_runs_table(&[("x".to_owned(), "{}".to_owned())]).is_err());
     }
 
     #[test]
