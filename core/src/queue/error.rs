@@ -242,11 +242,13 @@ pub enum PopError {
         /// Bytes needed.
         need: usize,
     },
-    /// A fixed-size pop found an item of another length (it was left in the queue).
+    /// A fixed-size pop found an item of another length (it was left in the queue), or a
+    /// `try_pop_fixed` was given a buffer that is not exactly the item size (nothing was
+    /// popped).
     LengthMismatch {
-        /// The stored length.
+        /// The stored item's length; for `try_pop_fixed`, the buffer's.
         len: usize,
-        /// The length asked for.
+        /// The length asked for; for `try_pop_fixed`, the queue's item size.
         expected: usize,
     },
     /// The slot's control word holds a value no protocol step writes (a corrupt file), or,
@@ -485,7 +487,7 @@ impl fmt::Display for PopError {
                 )
             }
             PopError::LengthMismatch { len, expected } => {
-                write!(f, "item is {len} bytes, expected {expected}")
+                write!(f, "length mismatch: {len} bytes, expected {expected}")
             }
             PopError::Corrupt { pos, word } => {
                 write!(
