@@ -731,6 +731,84 @@ mod tests {
         }
     }
 
+    /// Where a seccomp filter makes `FUTEX_WAIT` fail (EPERM, as some container profiles
+    /// do), a waiting reader still waits without burning a core: each failed wait returned
+    /// at once, and `recv_timeout` called it again, 300 ms of CPU in a 300 ms wait. The
+    /// child also checks that the timeout still holds and that a record pushed while it
+    /// waits still arrives.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_reader_whose_futex_waits_fail_does_not_spin() {
+        let t = TmpPaths::new(&["futex-eperm"]);
+        let mut tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: `fds` has room for the two descriptors pipe writes.
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let [from_child, to_parent] = fds;
+        // What the child sends after its empty wait: CPU µs, wall µs, failed futex waits.
+        let mut report = [0u64; 3];
+        let status = crate::test_fork::forked_with(
+            30,
+            || {
+                // SAFETY: the child's copy of the read end, which it does not use.
+                unsafe { libc::close(from_child) };
+                let Ok(mut rx) = RingConsumer::<u64>::attach(&t.0[0]) else {
+                    return 2;
+                };
+                if crate::test_fork::deny_futex_wait().is_err() {
+                    return 3;
+                }
+                let mut wait = FutexWait::default();
+                let (cpu0, t0) = (sys::thread_cpu_time(), std::time::Instant::now());
+                let got = rx.recv_timeout(&mut wait, Duration::from_millis(300));
+                let sent = [
+                    (sys::thread_cpu_time() - cpu0).as_micros() as u64,
+                    t0.elapsed().as_micros() as u64,
+                    wait.stats().failed,
+                ];
+                // SAFETY: `sent` is 24 readable bytes for the write.
+                let n = unsafe { libc::write(to_parent, sent.as_ptr().cast(), 24) };
+                if got.is_some() || n != 24 {
+                    return 4;
+                }
+                // The parent pushes once it has the report.
+                match rx.recv_timeout(&mut wait, Duration::from_secs(10)) {
+                    Some(7) => 0,
+                    _ => 5,
+                }
+            },
+            |_| {
+                // SAFETY: the parent's copy of the write end: the read below then ends at
+                // the child's exit if it never writes.
+                unsafe { libc::close(to_parent) };
+                // SAFETY: `report` is 24 writable bytes for the read.
+                let n = unsafe { libc::read(from_child, report.as_mut_ptr().cast(), 24) };
+                // Give the child time to be waiting again before the record comes.
+                std::thread::sleep(Duration::from_millis(50));
+                if n == 24 {
+                    tx.push(&7);
+                }
+            },
+        );
+        // SAFETY: the read end, no longer used.
+        unsafe { libc::close(from_child) };
+        let [cpu_us, wall_us, failed] = report;
+        crate::test_fork::assert_exited_0(
+            status,
+            &format!("cpu {cpu_us} µs, wall {wall_us} µs, {failed} failed futex waits"),
+        );
+        assert!(
+            (290_000..5_000_000).contains(&wall_us),
+            "a 300 ms recv_timeout took {wall_us} µs"
+        );
+        assert!(failed > 0, "the seccomp filter did not make FUTEX_WAIT fail");
+        // A spinning wait uses about all of the 300 ms; naps use a few ms.
+        assert!(
+            cpu_us < 100_000,
+            "the waiting reader spun: {cpu_us} µs of CPU in {wall_us} µs"
+        );
+    }
+
     #[test]
     fn a_write_seq_ahead_of_the_slots_leaves_a_waiting_reader_asleep() {
         let t = TmpPaths::new(&["ahead"]);

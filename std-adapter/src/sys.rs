@@ -149,8 +149,12 @@ pub(crate) enum FutexOutcome {
     Changed,
     /// The timeout passed (ETIMEDOUT).
     TimedOut,
-    /// A signal interrupted the wait, or another error.
+    /// A signal interrupted the wait (EINTR).
     Interrupted,
+    /// The kernel refused the wait with another error (its errno): a seccomp filter's
+    /// EPERM or ENOSYS, say. Unlike the others it will most likely come back on the next
+    /// try, at once.
+    Failed(i32),
 }
 
 /// `FUTEX_WAIT` (shared, not private: the word lives in a file mapping shared between
@@ -177,7 +181,8 @@ pub(crate) fn futex_wait(word: *mut u32, expected: u32, timeout: Duration) -> Fu
     match io::Error::last_os_error().raw_os_error() {
         Some(libc::EAGAIN) => FutexOutcome::Changed,
         Some(libc::ETIMEDOUT) => FutexOutcome::TimedOut,
-        _ => FutexOutcome::Interrupted,
+        Some(libc::EINTR) => FutexOutcome::Interrupted,
+        e => FutexOutcome::Failed(e.unwrap_or(0)),
     }
 }
 

@@ -68,3 +68,75 @@ pub(crate) fn assert_exited_0(status: libc::c_int, what: &str) {
         }
     );
 }
+
+/// The audit architecture seccomp reports for this build's system calls.
+#[cfg(target_arch = "x86_64")]
+const AUDIT_ARCH: u32 = 0xC000_003E;
+#[cfg(target_arch = "aarch64")]
+const AUDIT_ARCH: u32 = 0xC000_00B7;
+
+/// Makes every `FUTEX_WAIT` and `FUTEX_WAIT_BITSET` of this process (private or shared)
+/// fail with `EPERM` from now on, as a container's seccomp profile may; other futex
+/// operations (`FUTEX_WAKE`) and every other system call still run. For a forked child
+/// only: the filter cannot be removed, and it is inherited by the child's own children.
+/// Returns the `prctl` error if the kernel refused the filter.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) fn deny_futex_wait() -> std::io::Result<()> {
+    use libc::{
+        BPF_ABS, BPF_ALU, BPF_AND, BPF_JEQ, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W,
+        SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, sock_filter, sock_fprog,
+    };
+    let stmt = |code: u32, k: u32| sock_filter {
+        code: code as u16,
+        jt: 0,
+        jf: 0,
+        k,
+    };
+    let jump = |k: u32, jt: u8, jf: u8| sock_filter {
+        code: (BPF_JMP | BPF_JEQ | BPF_K) as u16,
+        jt,
+        jf,
+        k,
+    };
+    // Offsets in `struct seccomp_data`: nr at 0, arch at 4, args[1] (the futex op; its
+    // low half on a little-endian machine) at 24.
+    let load = |offset: u32| stmt(BPF_LD | BPF_W | BPF_ABS, offset);
+    // FUTEX_CMD_MASK: the op without FUTEX_PRIVATE_FLAG (128) and FUTEX_CLOCK_REALTIME (256).
+    const CMD_MASK: u32 = 0x7f;
+    let program = [
+        load(4),
+        jump(AUDIT_ARCH, 1, 0),
+        stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        load(0),
+        // Not futex: to the ALLOW at 9.
+        jump(libc::SYS_futex as u32, 0, 4),
+        load(24),
+        stmt(BPF_ALU | BPF_AND | BPF_K, CMD_MASK),
+        // FUTEX_WAIT and FUTEX_WAIT_BITSET: to the ERRNO at 10.
+        jump(libc::FUTEX_WAIT as u32, 2, 0),
+        jump(libc::FUTEX_WAIT_BITSET as u32, 1, 0),
+        stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | libc::EPERM as u32),
+    ];
+    let prog = sock_fprog {
+        len: program.len() as u16,
+        filter: program.as_ptr() as *mut sock_filter,
+    };
+    // SAFETY: prctl with integer arguments touches no memory of ours.
+    if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `prog` points at `program`, which outlives the call; the kernel copies the
+    // filter before returning.
+    let r = unsafe {
+        libc::prctl(
+            libc::PR_SET_SECCOMP,
+            libc::SECCOMP_MODE_FILTER,
+            &prog as *const sock_fprog,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}

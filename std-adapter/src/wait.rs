@@ -31,7 +31,10 @@
 //!
 //! Every sleep has a finite timeout: a producer that never wakes anyone (ringfire's Python
 //! producer), or a process where membarrier is unavailable, delays a reader by at most that
-//! long (`RingView::publish_fenced` closes the window without membarrier).
+//! long (`RingView::publish_fenced` closes the window without membarrier). Where the
+//! kernel refuses `FUTEX_WAIT` altogether (a seccomp profile's EPERM or ENOSYS), a sleep
+//! goes on as naps of [`FUTEX_ERROR_NAP`], looking at the ring after each: a record then
+//! costs up to a nap, and an idle reader stays idle instead of spinning on the refusals.
 
 use std::time::{Duration, Instant};
 
@@ -332,8 +335,13 @@ pub struct FutexStats {
     pub changed: u64,
     /// Returned because the timeout passed.
     pub timed_out: u64,
-    /// Interrupted by a signal (or another futex error); the caller re-checks anyway.
+    /// Interrupted by a signal; the caller re-checks anyway.
     pub interrupted: u64,
+    /// `FUTEX_WAIT` calls the kernel refused with an error other than the expected ones (a
+    /// seccomp filter's EPERM or ENOSYS): the sleep went on in naps of [`FUTEX_ERROR_NAP`]
+    /// instead. Non-zero means sleeping readers here poll every millisecond and are woken
+    /// only by their naps.
+    pub failed: u64,
     /// Waits skipped because the re-check after announcing the sleeper found a message.
     pub rechecked: u64,
     /// Deferred barriers run ([`FutexWait::with_deferred_barrier`]): sleeps that outlasted
@@ -493,6 +501,8 @@ impl WaitStrategy for FutexWait {
                     Some(FutexOutcome::Interrupted) => self.stats.interrupted += 1,
                     Some(FutexOutcome::Changed) => self.stats.changed += 1,
                     Some(FutexOutcome::TimedOut) => self.stats.timed_out += 1,
+                    // Counted in `failed` by `sleep` already.
+                    Some(FutexOutcome::Failed(_)) => {}
                 }
             }
         }
@@ -534,6 +544,21 @@ impl FutexWait {
             }
             match sys::futex_wait(word, v, wait) {
                 FutexOutcome::TimedOut => {}
+                // Refused, and it will be again at once (`FUTEX_ERROR_NAP`): the sleep goes
+                // on as naps, looking at what it waits for after each, still cut at the
+                // barrier's time, the slice and the timeout.
+                FutexOutcome::Failed(errno) => {
+                    self.stats.failed += 1;
+                    futex_refused(errno);
+                    let nap = wait.min(FUTEX_ERROR_NAP);
+                    sys::sleep(nap);
+                    if nap < wait {
+                        if ready() {
+                            return None;
+                        }
+                        continue;
+                    }
+                }
                 // Woken, the word bumped since it was read (a publish), or a signal: the
                 // caller looks at what it waits for.
                 o => return Some(o),
@@ -556,6 +581,26 @@ impl FutexWait {
             }
         }
     }
+}
+
+/// How long a [`FutexWait`] sleep naps when the kernel refuses its `FUTEX_WAIT` (see
+/// [`FutexStats::failed`]) before looking again at what it waits for. A refused wait
+/// returns at once, and will be refused again: returning to the caller would make its
+/// wait loop a busy spin. Naps keep an idle reader idle (a few µs of CPU per nap) and see
+/// a record within about a nap, since no `FUTEX_WAKE` can reach the sleeper.
+pub const FUTEX_ERROR_NAP: Duration = Duration::from_millis(1);
+
+/// Says once per process, on stderr, that the kernel refuses futex waits, and why.
+#[cold]
+fn futex_refused(errno: i32) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        diag!(
+            "ringwire: FUTEX_WAIT refused ({}); sleeping readers nap {} ms at a time instead",
+            std::io::Error::from_raw_os_error(errno),
+            FUTEX_ERROR_NAP.as_millis()
+        );
+    });
 }
 
 /// Wakes every futex sleeper of `ring` after [`RingView::publish`] (or
