@@ -71,6 +71,14 @@ pub const MAX_NAK_RECORDS: u64 = 65_535;
 /// A repeat sooner than this would only ask again for records already on their way.
 pub const MIN_NAK_TIMEOUT: Duration = Duration::from_millis(1);
 
+/// The shortest PUNCH interval and keep-alive ([`MirrorConfig::punch_interval`],
+/// [`MirrorConfig::punch_keepalive`]); a shorter one, zero included, is taken as this.
+/// Taken as is, a zero one made the next PUNCH due at once: every `poll_transmit` with the
+/// same `now` handed one out, so a driver that sends until `poll_transmit` has nothing left
+/// (ours) sent PUNCHes for ever. A source answers the first PUNCH that reaches it; more
+/// than one a millisecond only adds load on it and the path.
+pub const MIN_PUNCH_INTERVAL: Duration = Duration::from_millis(1);
+
 /// Where the mirror wants to start (spec §18.1 HELLO `seq`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -101,9 +109,10 @@ pub struct MirrorConfig {
     /// spread; a delay a little above that spread keeps those records from being
     /// retransmitted over TCP as well, at the cost of this much more latency for a real loss.
     pub nak_delay: Duration,
-    /// PUNCH interval until something was heard (default 200 ms).
+    /// PUNCH interval until something was heard (default 200 ms; a shorter one than
+    /// [`MIN_PUNCH_INTERVAL`], zero included, is taken as that).
     pub punch_interval: Duration,
-    /// PUNCH keep-alive afterwards (default 5 s).
+    /// PUNCH keep-alive afterwards (default 5 s; floored as `punch_interval`).
     pub punch_keepalive: Duration,
     /// Accept unicast datagrams only from one address: the source's UDP port at the TCP
     /// peer's IP (where the PUNCHes go), or, when the first datagram of the session comes
@@ -678,6 +687,16 @@ impl<'a> Mirror<'a> {
         n
     }
 
+    /// The PUNCH interval: the configured one, at least [`MIN_PUNCH_INTERVAL`].
+    fn punch_interval(&self) -> Duration {
+        self.cfg.punch_interval.max(MIN_PUNCH_INTERVAL)
+    }
+
+    /// The PUNCH keep-alive: the configured one, at least [`MIN_PUNCH_INTERVAL`].
+    fn punch_keepalive(&self) -> Duration {
+        self.cfg.punch_keepalive.max(MIN_PUNCH_INTERVAL)
+    }
+
     /// When `poll_transmit` must be called next: a NAK repeat or a PUNCH.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
@@ -687,7 +706,7 @@ impl<'a> Mirror<'a> {
                 let nak = self.nak_deadline();
                 let punch = self.punch.map(|p| {
                     if p.heard {
-                        p.due.min(p.last_heard + self.cfg.punch_interval)
+                        p.due.min(p.last_heard + self.punch_interval())
                     } else {
                         p.due
                     }
@@ -727,9 +746,10 @@ impl<'a> Mirror<'a> {
         // datagrams carry a heartbeat every millisecond), the path or the registration was
         // lost — e.g. "heard" came from datagrams still in flight for an earlier connection —
         // so punch at the fast rate again instead of waiting for the 5 s keep-alive.
+        let (interval, keepalive) = (self.punch_interval(), self.punch_keepalive());
         if let Some(p) = &mut self.punch
             && p.heard
-            && now >= p.last_heard + self.cfg.punch_interval
+            && now >= p.last_heard + interval
         {
             p.heard = false;
             p.due = p.due.min(now);
@@ -743,12 +763,7 @@ impl<'a> Mirror<'a> {
             }
             .emit(buf)
             .ok()?;
-            p.due = now
-                + if p.heard {
-                    self.cfg.punch_keepalive
-                } else {
-                    self.cfg.punch_interval
-                };
+            p.due = now + if p.heard { keepalive } else { interval };
             return Some(Transmit {
                 channel: Channel::Udp(p.to),
                 len,

@@ -236,6 +236,48 @@ fn mirror_zero_nak_timeout_repeats_at_most_every_min_nak_timeout() {
     assert_eq!(nak_out(&mut m, ms(1) + min), Some((3, 6)));
 }
 
+/// PUNCHes handed out by `poll_transmit` at one `now`, up to 1,000.
+fn punches_at(m: &mut Mirror<'_>, now: Instant) -> usize {
+    let mut b = [0u8; 64];
+    let mut n = 0;
+    while n < 1000 {
+        match m.poll_transmit(now, &mut b) {
+            Some(t) if t.channel == Channel::Udp(UDP_SRC) => n += 1,
+            Some(t) => panic!("not a punch: {t:?}"),
+            None => break,
+        }
+    }
+    n
+}
+
+/// A zero `punch_interval` or `punch_keepalive` (public in the core, not settable from the
+/// std side) made the next PUNCH due at once: every `poll_transmit` with the same `now`
+/// handed one out, so a driver that sends until nothing is left sent PUNCHes for ever
+/// (the NAK timeout's hang, over UDP). Both are floored at `MIN_PUNCH_INTERVAL`.
+#[test]
+fn mirror_zero_punch_intervals_punch_at_most_every_min_punch_interval() {
+    let min = crate::replicate::mirror::MIN_PUNCH_INTERVAL;
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let cfg = MirrorConfig {
+        punch_interval: Duration::ZERO,
+        punch_keepalive: Duration::ZERO,
+        ..MirrorConfig::default()
+    };
+    let mut m = udp_mirror_with(&mut sink, HoldBack::new(&mut idx, &mut dm), true, cfg);
+    // Not heard yet: the fast rate.
+    assert_eq!(punches_at(&mut m, ms(1)), 1);
+    assert_eq!(m.poll_timeout(), Some(ms(1) + min));
+    assert_eq!(punches_at(&mut m, ms(1) + min), 1);
+    // Heard: the keep-alive.
+    let t = ms(1) + min + min;
+    assert!(m.handle_datagram(t, UDP_SRC, &data(1, 1, 0x22), &mut sink));
+    assert_eq!(punches_at(&mut m, t), 1);
+    assert_eq!(m.poll_timeout(), Some(t + min));
+    assert_eq!(punches_at(&mut m, t + min), 1);
+}
+
 /// A heartbeat far ahead of the stream (forged by any host that can read the session byte
 /// off the multicast group, or from a confused source) is asked for once (spec §21.4
 /// `on_source_seq`), not again after every datagram that then arrives in order: each of
