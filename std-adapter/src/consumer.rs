@@ -801,7 +801,10 @@ mod tests {
             (290_000..5_000_000).contains(&wall_us),
             "a 300 ms recv_timeout took {wall_us} µs"
         );
-        assert!(failed > 0, "the seccomp filter did not make FUTEX_WAIT fail");
+        assert!(
+            failed > 0,
+            "the seccomp filter did not make FUTEX_WAIT fail"
+        );
         // A spinning wait uses about all of the 300 ms; naps use a few ms.
         assert!(
             cpu_us < 100_000,
