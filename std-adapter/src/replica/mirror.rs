@@ -86,10 +86,12 @@ pub struct MirrorOptions {
     /// After the handshake, a source from which nothing at all has come for this long (no
     /// record, no heartbeat: a ringwire or ringfire source sends a TCP HEARTBEAT every
     /// 200 ms when idle, and a UDP one every 1 ms by default) is given up on like a silent
-    /// handshake. The default, 5 s, is 25 TCP heartbeat intervals, and the source's own
-    /// write timeout for a mirror that stops reading (spec §24); a library source configured
-    /// with a UDP heartbeat longer than about a tenth of it needs a longer one here. Zero
-    /// waits forever, as ringfire's mirror does.
+    /// handshake. Over TCP what counts is whole frames, or 4 KiB of a frame in progress: a
+    /// source that trickles a few bytes of a frame it never completes is silent too. The
+    /// default, 5 s, is 25 TCP heartbeat intervals, and the source's own write timeout for
+    /// a mirror that stops reading (spec §24); a library source configured with a UDP
+    /// heartbeat longer than about a tenth of it needs a longer one here. Zero waits
+    /// forever, as ringfire's mirror does.
     pub silence_timeout: StdDuration,
     /// The largest mirror ring (file length, bytes) the mirror creates: a source whose
     /// GEOMETRY needs more is refused (a fatal error, as a ring that cannot be created),
@@ -299,6 +301,14 @@ fn fits_ring(sink: &FileSink, total: usize) -> bool {
     sink.view()
         .is_some_and(|v| total <= max_frame_len(v.geometry(), STREAM_BUF))
 }
+
+/// Bytes of a TCP frame still in progress that count as hearing from the source for
+/// [`MirrorOptions::silence_timeout`]. Not every byte: a source that sends one byte of a
+/// frame now and then, and never the rest, would keep the connection open for ever. Not
+/// only whole frames either: a 1 MiB frame (the TCP budget, spec §22) takes longer than
+/// the default 5 s on a link under 1.7 Mbit/s, and a mirror that gave it up would
+/// reconnect, be sent the same frame again, and never get past it.
+const SILENCE_PROGRESS: usize = 4 << 10;
 
 /// Bytes one pass of the mirror loop reads from TCP before it looks at the stop flag, the
 /// UDP socket and its NAKs again (a 1 MiB DATA frame budget, spec §22).
@@ -629,8 +639,11 @@ struct Conn<'a> {
     observer: Option<Observer<'a>>,
     /// When the TCP connection was made (the handshake deadline runs from here).
     opened: std::time::Instant,
-    /// When the source was last heard from: TCP bytes, or a datagram the machine accepted.
+    /// When the source was last heard from: a whole TCP frame, [`SILENCE_PROGRESS`] bytes
+    /// of one, or a datagram the machine accepted.
     heard: std::time::Instant,
+    /// Bytes read since `heard` that completed no frame.
+    partial: usize,
     /// [`unused_options`] has been checked (and logged) once in this run.
     warned: bool,
     /// A datagram of the session dropped for its source address has been logged once in
@@ -708,6 +721,7 @@ impl<'a> Conn<'a> {
             observer: None,
             opened: std::time::Instant::now(),
             heard: std::time::Instant::now(),
+            partial: 0,
             warned: false,
             warned_source: false,
             seen_restarts: 0,
@@ -861,7 +875,7 @@ impl<'a> Conn<'a> {
                 Err(e) => return Err(End::Closed(format!("read: {e}"))),
             };
             any = true;
-            self.heard = std::time::Instant::now();
+            let mut framed = false;
             let mut off = 0;
             while off < n {
                 off += self.sbuf.push(&self.tmp[off..n]);
@@ -903,7 +917,16 @@ impl<'a> Conn<'a> {
                     if let Err(e) = self.m.handle_tcp_frame(now(), f, sink) {
                         return Err(mirror_end(e, sink));
                     }
+                    framed = true;
                 }
+            }
+            // Whole frames are what show the source alive; bytes of a frame in progress
+            // count only by the `SILENCE_PROGRESS`, so a byte now and then cannot hold the
+            // connection open.
+            self.partial = if framed { 0 } else { self.partial + n };
+            if framed || self.partial >= SILENCE_PROGRESS {
+                self.heard = std::time::Instant::now();
+                self.partial = 0;
             }
         }
         Ok(any)
@@ -1426,6 +1449,165 @@ mod tests {
         source.join().unwrap();
         let _ = std::fs::remove_file(&path);
         crate::test_fork::assert_exited_0(status, "a mirror paused for 1 s");
+    }
+
+    /// A source that answers HELLO with GEOMETRY and a HEARTBEAT, then runs `then` on the
+    /// connection; for the silence tests. Returns the listener's address and the thread.
+    fn fake_source(
+        element_size: u32,
+        then: impl FnOnce(&mut std::net::TcpStream) + Send + 'static,
+    ) -> (SocketAddr, std::thread::JoinHandle<()>) {
+        use ringwire_core::wire::HeartbeatRepr;
+        use std::io::Write;
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let source = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+            let mut hello = [0u8; 32];
+            s.read_exact(&mut hello).unwrap();
+            let mut f = [0u8; 128];
+            let n = GeometryRepr {
+                flags: 0,
+                seq: 1,
+                capacity: 64,
+                element_size,
+                ring_flags: 0x0011,
+                schema_sig: 0,
+                registry_count: 0,
+                slots_offset: 128,
+                arena_offset: 0,
+                arena_size: 0,
+            }
+            .emit(&mut f)
+            .unwrap();
+            s.write_all(&f[..n]).unwrap();
+            let n = HeartbeatRepr { flags: 0, seq: 0 }.emit(&mut f).unwrap();
+            s.write_all(&f[..n]).unwrap();
+            then(&mut s);
+            // Not only a close: a test forking meanwhile may hold a copy of the descriptor,
+            // which would keep the connection open.
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        });
+        (addr, source)
+    }
+
+    /// A source (hostile or wedged) that sends one byte of a frame every half silence
+    /// timeout and never completes it is given up after the silence timeout, as a silent
+    /// one is. Each byte reset the silence clock, so the trickle held the mirror connected
+    /// for as long as it lasted.
+    #[test]
+    fn a_source_trickling_a_partial_frame_is_given_up_as_silent() {
+        use ringwire_core::wire::DataRepr;
+        use std::io::Write;
+        let path = PathBuf::from(format!("/dev/shm/ringwire-trickle-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let (started, trickle_started) = std::sync::mpsc::channel();
+        // A DATA frame of 4 records of 24 bytes, 112 bytes: a byte every 150 ms for at
+        // most 4 s, never the last one.
+        let (addr, source) = fake_source(32, move |s| {
+            let records = [7u8; 4 * 24];
+            let mut f = [0u8; 128];
+            let n = DataRepr {
+                flags: 0,
+                seq: 1,
+                count: 4,
+                records: &records,
+            }
+            .emit(&mut f)
+            .unwrap();
+            let _ = started.send(std::time::Instant::now());
+            let t0 = std::time::Instant::now();
+            for b in &f[..n - 1] {
+                if t0.elapsed() >= StdDuration::from_secs(4) || s.write_all(&[*b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(StdDuration::from_millis(150));
+            }
+        });
+        let mut o = MirrorOptions::new(addr, &path);
+        o.once = true;
+        o.log = false;
+        o.silence_timeout = StdDuration::from_millis(300);
+        let (r, ended) = (run(&o, &AtomicBool::new(false)), std::time::Instant::now());
+        source.join().unwrap();
+        let _ = std::fs::remove_file(&path);
+        let took = trickle_started
+            .recv_timeout(StdDuration::ZERO)
+            .map(|t| ended.saturating_duration_since(t));
+        let e = r.expect_err("the mirror stayed connected until the source hung up");
+        assert!(e.to_string().contains("nothing from the source"), "{e}");
+        let took = took.expect("the trickle started");
+        // 300 ms of silence after the heartbeat, with room for a loaded machine; the
+        // trickle went on for 4 s.
+        assert!(
+            took < StdDuration::from_millis(1500),
+            "given up after {took:?}"
+        );
+    }
+
+    /// A frame that takes longer than the silence timeout to arrive (a whole 1 MiB frame
+    /// on a link under 1.7 Mbit/s, at the default 5 s) is not silence while its bytes keep
+    /// coming: every `SILENCE_PROGRESS` bytes of it count as hearing from the source.
+    #[test]
+    fn a_frame_slower_than_the_silence_timeout_is_not_silence() {
+        use ringwire_core::wire::{DataRepr, HeartbeatRepr};
+        use std::io::Write;
+        let path = PathBuf::from(format!(
+            "/dev/shm/ringwire-slowframe-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        // 64 records of 1016 bytes (65,040 bytes), 8 KiB every 300 ms: about 2.4 s for
+        // the frame, over twice the silence timeout, then heartbeats for 300 ms, then the
+        // source hangs up.
+        let (addr, source) = fake_source(1024, |s| {
+            let records: Vec<u8> = (0..64 * 1016).map(|i| (i / 1016) as u8).collect();
+            let mut f = vec![0u8; 16 + records.len()];
+            let n = DataRepr {
+                flags: 0,
+                seq: 1,
+                count: 64,
+                records: &records,
+            }
+            .emit(&mut f)
+            .unwrap();
+            for piece in f[..n].chunks(8 << 10) {
+                if s.write_all(piece).is_err() {
+                    return;
+                }
+                std::thread::sleep(StdDuration::from_millis(300));
+            }
+            let mut hb = [0u8; 16];
+            let n = HeartbeatRepr { flags: 0, seq: 64 }.emit(&mut hb).unwrap();
+            for _ in 0..6 {
+                if s.write_all(&hb[..n]).is_err() {
+                    return;
+                }
+                std::thread::sleep(StdDuration::from_millis(50));
+            }
+        });
+        let mut o = MirrorOptions::new(addr, &path);
+        o.once = true;
+        o.log = false;
+        o.start = Start::Oldest;
+        o.silence_timeout = StdDuration::from_secs(1);
+        let r = run(&o, &AtomicBool::new(false));
+        source.join().unwrap();
+        let last = crate::RingConsumer::<[u8; 1016]>::attach(&path).map(|mut rx| {
+            let mut last = None;
+            while let Some(r) = rx.try_recv() {
+                last = Some(r[0]);
+            }
+            last
+        });
+        let _ = std::fs::remove_file(&path);
+        r.expect("the mirror gave the slow frame up as silence");
+        assert_eq!(
+            last.ok().flatten(),
+            Some(63),
+            "the frame's records were mirrored"
+        );
     }
 
     /// A reconnect delay past what an `Instant` holds (`Duration::MAX` from a library
