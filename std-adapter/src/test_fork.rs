@@ -75,52 +75,50 @@ const AUDIT_ARCH: u32 = 0xC000_003E;
 #[cfg(target_arch = "aarch64")]
 const AUDIT_ARCH: u32 = 0xC000_00B7;
 
-/// Makes every `FUTEX_WAIT` and `FUTEX_WAIT_BITSET` of this process (private or shared)
-/// fail with `EPERM` from now on, as a container's seccomp profile may; other futex
-/// operations (`FUTEX_WAKE`) and every other system call still run. For a forked child
-/// only: the filter cannot be removed, and it is inherited by the child's own children.
-/// Returns the `prctl` error if the kernel refused the filter.
+/// A classic BPF instruction for a seccomp filter.
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
-pub(crate) fn deny_futex_wait() -> std::io::Result<()> {
-    use libc::{
-        BPF_ABS, BPF_ALU, BPF_AND, BPF_JEQ, BPF_JMP, BPF_K, BPF_LD, BPF_RET, BPF_W,
-        SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, sock_filter, sock_fprog,
-    };
-    let stmt = |code: u32, k: u32| sock_filter {
+fn stmt(code: u32, k: u32) -> libc::sock_filter {
+    libc::sock_filter {
         code: code as u16,
         jt: 0,
         jf: 0,
         k,
-    };
-    let jump = |k: u32, jt: u8, jf: u8| sock_filter {
-        code: (BPF_JMP | BPF_JEQ | BPF_K) as u16,
+    }
+}
+
+/// `if A == k` go `jt` instructions on, else `jf`.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn jump(k: u32, jt: u8, jf: u8) -> libc::sock_filter {
+    libc::sock_filter {
+        code: (libc::BPF_JMP | libc::BPF_JEQ | libc::BPF_K) as u16,
         jt,
         jf,
         k,
-    };
-    // Offsets in `struct seccomp_data`: nr at 0, arch at 4, args[1] (the futex op; its
-    // low half on a little-endian machine) at 24.
-    let load = |offset: u32| stmt(BPF_LD | BPF_W | BPF_ABS, offset);
-    // FUTEX_CMD_MASK: the op without FUTEX_PRIVATE_FLAG (128) and FUTEX_CLOCK_REALTIME (256).
-    const CMD_MASK: u32 = 0x7f;
-    let program = [
+    }
+}
+
+/// Loads the 32-bit word at `offset` of `struct seccomp_data` (nr at 0, arch at 4, the
+/// arguments from 16, 8 bytes each, low half first on a little-endian machine).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn load(offset: u32) -> libc::sock_filter {
+    stmt(libc::BPF_LD | libc::BPF_W | libc::BPF_ABS, offset)
+}
+
+/// Installs `checks`, which see the system call number loaded and end in a return, after
+/// the test of the architecture (a call of another one is allowed). For a forked child
+/// only: a filter cannot be removed, and the child's own children inherit it.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+fn install_filter(checks: &[libc::sock_filter]) -> std::io::Result<()> {
+    let mut program = vec![
         load(4),
         jump(AUDIT_ARCH, 1, 0),
-        stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
         load(0),
-        // Not futex: to the ALLOW at 9.
-        jump(libc::SYS_futex as u32, 0, 4),
-        load(24),
-        stmt(BPF_ALU | BPF_AND | BPF_K, CMD_MASK),
-        // FUTEX_WAIT and FUTEX_WAIT_BITSET: to the ERRNO at 10.
-        jump(libc::FUTEX_WAIT as u32, 2, 0),
-        jump(libc::FUTEX_WAIT_BITSET as u32, 1, 0),
-        stmt(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-        stmt(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | libc::EPERM as u32),
     ];
-    let prog = sock_fprog {
+    program.extend_from_slice(checks);
+    let prog = libc::sock_fprog {
         len: program.len() as u16,
-        filter: program.as_ptr() as *mut sock_filter,
+        filter: program.as_mut_ptr(),
     };
     // SAFETY: prctl with integer arguments touches no memory of ours.
     if unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) } != 0 {
@@ -132,11 +130,57 @@ pub(crate) fn deny_futex_wait() -> std::io::Result<()> {
         libc::prctl(
             libc::PR_SET_SECCOMP,
             libc::SECCOMP_MODE_FILTER,
-            &prog as *const sock_fprog,
+            &prog as *const libc::sock_fprog,
         )
     };
     if r != 0 {
         return Err(std::io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// The seccomp return that fails a call with `EPERM`.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+const EPERM: u32 = libc::SECCOMP_RET_ERRNO | libc::EPERM as u32;
+
+/// Makes every `FUTEX_WAIT` and `FUTEX_WAIT_BITSET` of this process (private or shared)
+/// fail with `EPERM` from now on, as a container's seccomp profile may; other futex
+/// operations (`FUTEX_WAKE`) and every other system call still run. Forked children only
+/// ([`install_filter`]); returns the `prctl` error if the kernel refused the filter.
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) fn deny_futex_wait() -> std::io::Result<()> {
+    // FUTEX_CMD_MASK: the op without FUTEX_PRIVATE_FLAG (128) and FUTEX_CLOCK_REALTIME (256).
+    const CMD_MASK: u32 = 0x7f;
+    let allow = stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW);
+    install_filter(&[
+        // Not futex: to the ALLOW below.
+        jump(libc::SYS_futex as u32, 0, 4),
+        // The op, args[1].
+        load(24),
+        stmt(libc::BPF_ALU | libc::BPF_AND | libc::BPF_K, CMD_MASK),
+        jump(libc::FUTEX_WAIT as u32, 2, 0),
+        jump(libc::FUTEX_WAIT_BITSET as u32, 1, 0),
+        allow,
+        stmt(libc::BPF_RET | libc::BPF_K, EPERM),
+    ])
+}
+
+/// Makes every `sendto` with a destination address (a UDP `send_to`) fail with `EPERM`
+/// from now on, as a firewall dropping the datagram on its way out does; `sendto` without
+/// one (`send` on a connected socket) and every other system call still run. Forked
+/// children only ([`install_filter`]).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) fn deny_sendto_an_address() -> std::io::Result<()> {
+    let allow = stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW);
+    install_filter(&[
+        // Not sendto: to the ALLOW below.
+        jump(libc::SYS_sendto as u32, 0, 4),
+        // args[4], the address: denied unless both halves are 0.
+        load(48),
+        jump(0, 0, 3),
+        load(52),
+        jump(0, 0, 1),
+        allow,
+        stmt(libc::BPF_RET | libc::BPF_K, EPERM),
+    ])
 }

@@ -351,7 +351,7 @@ impl MirrorArgs {
         exit(super::mirror::run(&self.options(), stop).map(|s| {
             let c = s.counters;
             diag!(
-                "mirror: done: {} connections, {} failed attempts, last seq written {} (the mirror ring's write_seq, 0 = none), {} records written, {} frames, {} datagrams, {} naks, {} retransmitted, {} gaps ({} records), {} restarts, resumes {} checked against the source and {} unchecked, {} dropped",
+                "mirror: done: {} connections, {} failed attempts, last seq written {} (the mirror ring's write_seq, 0 = none), {} records written, {} frames, {} datagrams, {} naks, {} retransmitted, {} gaps ({} records), {} restarts, resumes {} checked against the source and {} unchecked, {} dropped{}",
                 s.connections,
                 s.failed_attempts,
                 s.last_seq,
@@ -365,7 +365,11 @@ impl MirrorArgs {
                 c.restarts,
                 c.resumes_verified,
                 c.resumes_unverified,
-                c.garbage_dropped + c.holdback_dropped + s.foreign_datagrams
+                c.garbage_dropped + c.holdback_dropped + s.foreign_datagrams,
+                match s.punch_errors {
+                    0 => String::new(),
+                    n => format!(", {n} PUNCHes not sent"),
+                }
             );
         }))
     }

@@ -149,6 +149,10 @@ pub struct MirrorSummary {
     pub counters: MirrorCounters,
     /// Datagrams whose sender was not the source or that were truncated.
     pub foreign_datagrams: u64,
+    /// PUNCHes (UDP unicast) the kernel refused to send (a firewall, no route to the
+    /// source). A source learns where to send its datagrams from the PUNCHes that reach
+    /// it: while every one fails, no live record comes.
+    pub punch_errors: u64,
 }
 
 /// What a running mirror has done so far, as [`MirrorProgress`] shows it.
@@ -178,6 +182,8 @@ pub struct MirrorSnapshot {
     pub counters: MirrorCounters,
     /// The range of the most recent NAK seen outstanding.
     pub last_nak: Option<(u64, u64)>,
+    /// PUNCHes not sent, summed over connections ([`MirrorSummary::punch_errors`]).
+    pub punch_errors: u64,
 }
 
 /// A running mirror's state for other threads of the process ([`run_observed`]). The driver
@@ -309,6 +315,9 @@ fn fits_ring(sink: &FileSink, total: usize) -> bool {
 /// the default 5 s on a link under 1.7 Mbit/s, and a mirror that gave it up would
 /// reconnect, be sent the same frame again, and never get past it.
 const SILENCE_PROGRESS: usize = 4 << 10;
+
+/// How often a PUNCH the kernel keeps refusing is logged again (the first at once).
+const PUNCH_LOG_EVERY: StdDuration = StdDuration::from_secs(10);
 
 /// Bytes one pass of the mirror loop reads from TCP before it looks at the stop flag, the
 /// UDP socket and its NAKs again (a 1 MiB DATA frame budget, spec §22).
@@ -443,7 +452,7 @@ fn connections(
                 c.warned = warned;
                 c.warned_source = warned_source;
                 if let Some(p) = progress {
-                    c.observer = Some(Observer::new(p, sum.counters, &sink));
+                    c.observer = Some(Observer::new(p, &sum, &sink));
                 }
                 let end = c.run(&mut sink, stop);
                 warned = c.warned;
@@ -451,10 +460,12 @@ fn connections(
                 let k = c.m.counters();
                 add(&mut sum.counters, &k);
                 sum.foreign_datagrams += c.foreign;
+                sum.punch_errors += c.punch_errors;
                 sum.last_seq = last_written(&sink);
                 if let Some(p) = progress {
                     let mut s = p.lock();
                     s.counters = sum.counters;
+                    s.punch_errors = sum.punch_errors;
                     if c.observer.as_ref().is_some_and(|o| o.shook) {
                         s.last_seq = c.m.next().saturating_sub(1);
                     }
@@ -489,10 +500,13 @@ fn connections(
                             format!("a {n}-byte frame: stream buffer grown to it, resuming at once")
                         }
                     };
-                    let wrong = match k.udp_wrong_source {
+                    let mut wrong = match k.udp_wrong_source {
                         0 => String::new(),
                         n => format!(", {n} datagrams dropped for their source address"),
                     };
+                    if c.punch_errors > 0 {
+                        wrong += &format!(", {} PUNCHes not sent", c.punch_errors);
+                    }
                     let more = more_since(n, FAILED_ATTEMPTS);
                     diag!(
                         "mirror: connection ended ({why}): last seq written {} (the mirror ring's write_seq, 0 = none), frames {}, datagrams {}, naks {}, retransmitted {}, gaps {} ({} records), restarts {}{wrong}{more}",
@@ -649,6 +663,10 @@ struct Conn<'a> {
     /// A datagram of the session dropped for its source address has been logged once in
     /// this run.
     warned_source: bool,
+    /// PUNCHes the kernel refused to send on this connection, and the limit of their log
+    /// lines.
+    punch_errors: u64,
+    punch_log: RateLog,
     /// The restarts and resume check [`Conn::log_news`] has logged.
     seen_restarts: u64,
     logged_check: Option<(u64, Holds)>,
@@ -662,6 +680,8 @@ struct Observer<'a> {
     progress: &'a MirrorProgress,
     /// Counters of the earlier connections.
     base: MirrorCounters,
+    /// PUNCHes not sent on the earlier connections.
+    base_punch_errors: u64,
     /// Rings the sink had created when the connection began.
     created: u64,
     shook: bool,
@@ -670,10 +690,11 @@ struct Observer<'a> {
 }
 
 impl<'a> Observer<'a> {
-    fn new(progress: &'a MirrorProgress, base: MirrorCounters, sink: &FileSink) -> Observer<'a> {
+    fn new(progress: &'a MirrorProgress, base: &MirrorSummary, sink: &FileSink) -> Observer<'a> {
         Observer {
             progress,
-            base,
+            base: base.counters,
+            base_punch_errors: base.punch_errors,
             created: sink.created(),
             shook: false,
             rounds: 0,
@@ -724,6 +745,8 @@ impl<'a> Conn<'a> {
             partial: 0,
             warned: false,
             warned_source: false,
+            punch_errors: 0,
+            punch_log: RateLog::new(PUNCH_LOG_EVERY),
             seen_restarts: 0,
             logged_check: None,
             asked: match start {
@@ -838,6 +861,7 @@ impl<'a> Conn<'a> {
         s.session = session;
         s.source_seq = self.m.source_seq();
         s.counters = counters;
+        s.punch_errors = o.base_punch_errors + self.punch_errors;
         if new_nak {
             s.last_nak = nak;
         }
@@ -987,14 +1011,35 @@ impl<'a> Conn<'a> {
                 Channel::Tcp => write_all_within(&mut self.stream, bytes, TCP_WRITE_TIMEOUT)
                     .map_err(|e| End::Closed(format!("write: {e}")))?,
                 Channel::Udp(to) => {
-                    if let Some(u) = &self.udp {
-                        // A lost PUNCH is repeated by the state machine.
-                        let _ = u.send_to(bytes, sock_v4(to));
+                    // A PUNCH lost on the way is repeated by the state machine; one the
+                    // kernel refuses is too, and is counted and logged besides.
+                    let sent = self.udp.as_ref().map(|u| u.send_to(bytes, sock_v4(to)));
+                    if let Some(Err(e)) = sent {
+                        self.punch_failed(to, &e);
                     }
                 }
             }
         }
         Ok(())
+    }
+
+    /// Counts a PUNCH to `to` that the kernel refused with `e`, and says so (at once, then
+    /// at most every [`PUNCH_LOG_EVERY`]): a unicast source learns where to send from the
+    /// PUNCHes that reach it, so while they all fail the mirror gets no live data, and
+    /// would otherwise show nothing but that.
+    #[cold]
+    fn punch_failed(&mut self, to: ringwire_core::replicate::PeerAddr, e: &io::Error) {
+        self.punch_errors += 1;
+        if self.opts.log
+            && let Some(n) = self.punch_log.hit()
+        {
+            diag!(
+                "mirror: warning: PUNCH to {} not sent: {e}; the source sends no datagrams \
+                 to this mirror until one reaches it{}",
+                sock_v4(to),
+                more_since(n, "PUNCHes not sent since the last report")
+            );
+        }
     }
 
     /// Waits for input or the next timer: with `--spin` a bounded, yielding poll of both
@@ -1131,7 +1176,7 @@ impl<'a> Conn<'a> {
                 return e;
             }
             if self.opts.log {
-                status.tick(&self.m, sink, self.foreign);
+                status.tick(&self.m, sink, self.foreign, self.punch_errors);
             }
         }
         End::Stopped
@@ -1164,7 +1209,7 @@ impl Status {
         }
     }
 
-    fn tick(&mut self, m: &Mirror<'_>, sink: &FileSink, foreign: u64) {
+    fn tick(&mut self, m: &Mirror<'_>, sink: &FileSink, foreign: u64, punch_errors: u64) {
         let dt = self.at.elapsed();
         if dt < StdDuration::from_secs(1) {
             return;
@@ -1177,8 +1222,13 @@ impl Status {
         let lag = m
             .source_seq()
             .map_or(0, |s| s.saturating_sub(m.next().saturating_sub(1)));
+        // Beside "0 rec/s", the reason when it is that no PUNCH reaches the source.
+        let punch = match punch_errors {
+            0 => String::new(),
+            n => format!(", PUNCHes not sent {n}"),
+        };
         diag!(
-            "mirror: {} rec/s, last seq written {written}, lag {lag}, naks {}, gaps {}, retransmitted {}, dropped {}",
+            "mirror: {} rec/s, last seq written {written}, lag {lag}, naks {}, gaps {}, retransmitted {}, dropped {}{punch}",
             rate.round(),
             c.naks_sent,
             c.gaps,
@@ -1608,6 +1658,91 @@ mod tests {
             Some(63),
             "the frame's records were mirrored"
         );
+    }
+
+    /// A PUNCH the kernel refuses to send (here a seccomp filter failing `sendto` with an
+    /// address, as a firewall dropping it on its way out fails it with EPERM) is counted
+    /// in the summary, the mirror's progress and its log lines. The error was dropped: a
+    /// unicast mirror whose PUNCHes never left showed only that no data came.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn punches_the_kernel_refuses_are_counted() {
+        use ringwire_core::wire::{GEOMETRY_UDP_FOLLOWS, HeartbeatRepr};
+        use std::io::Write;
+        let path = PathBuf::from(format!(
+            "/dev/shm/ringwire-punch-err-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        // Where the PUNCHes would go; nothing is sent to it from this side.
+        let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = udp.local_addr().unwrap().port();
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let mut o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
+        o.once = true;
+        o.log = false;
+        o.unicast = true;
+        // A source that answers HELLO with GEOMETRY and a unicast MULTICAST, then sends a
+        // HEARTBEAT over TCP every 50 ms for 1 s (several PUNCH intervals) and hangs up.
+        let source = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            s.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+            let mut hello = [0u8; 32];
+            s.read_exact(&mut hello).unwrap();
+            let mut f = [0u8; 128];
+            let n = GeometryRepr {
+                flags: GEOMETRY_UDP_FOLLOWS,
+                seq: 1,
+                capacity: 64,
+                element_size: 32,
+                ring_flags: 0x0011,
+                schema_sig: 0,
+                registry_count: 0,
+                slots_offset: 128,
+                arena_offset: 0,
+                arena_size: 0,
+            }
+            .emit(&mut f)
+            .unwrap();
+            s.write_all(&f[..n]).unwrap();
+            let n = MulticastRepr {
+                group: [0; 4],
+                port,
+                mtu: 1472,
+                ttl: 0,
+                session: 0x22,
+                token: 5,
+            }
+            .emit(&mut f)
+            .unwrap();
+            s.write_all(&f[..n]).unwrap();
+            let n = HeartbeatRepr { flags: 0, seq: 0 }.emit(&mut f).unwrap();
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < StdDuration::from_secs(1) {
+                if s.write_all(&f[..n]).is_err() {
+                    return;
+                }
+                std::thread::sleep(StdDuration::from_millis(50));
+            }
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        });
+        let status = crate::test_fork::forked(20, || {
+            if crate::test_fork::deny_sendto_an_address().is_err() {
+                return 2;
+            }
+            let progress = MirrorProgress::new();
+            match run_observed(&o, &AtomicBool::new(false), Some(&progress)) {
+                Ok(sum) if sum.punch_errors == 0 => 3,
+                Ok(sum) if progress.snapshot().punch_errors != sum.punch_errors => 4,
+                Ok(_) => 0,
+                Err(_) => 5,
+            }
+        });
+        source.join().unwrap();
+        drop(udp);
+        let _ = std::fs::remove_file(&path);
+        // 3: the refused PUNCHes went uncounted.
+        crate::test_fork::assert_exited_0(status, "a mirror whose PUNCHes are refused");
     }
 
     /// A reconnect delay past what an `Instant` holds (`Duration::MAX` from a library
