@@ -734,25 +734,32 @@ mod tests {
     /// Where a seccomp filter makes `FUTEX_WAIT` fail (EPERM, as some container profiles
     /// do), a waiting reader still waits without burning a core: each failed wait returned
     /// at once, and `recv_timeout` called it again, 300 ms of CPU in a 300 ms wait. The
-    /// child also checks that the timeout still holds and that a record pushed while it
-    /// waits still arrives.
+    /// same for a queue's `pop_blocking`, which waits through the same `FutexWait`. The
+    /// child also checks that the timeouts still hold and that records pushed while it
+    /// waits still arrive.
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[test]
     fn a_reader_whose_futex_waits_fail_does_not_spin() {
-        let t = TmpPaths::new(&["futex-eperm"]);
+        use crate::queue::{SpscConsumer, SpscProducer};
+        let t = TmpPaths::new(&["futex-eperm", "futex-eperm-queue"]);
         let mut tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
+        let mut qtx = SpscProducer::<u64>::create(&t.0[1], 8).unwrap();
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: `fds` has room for the two descriptors pipe writes.
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
         let [from_child, to_parent] = fds;
-        // What the child sends after its empty wait: CPU µs, wall µs, failed futex waits.
-        let mut report = [0u64; 3];
+        // What the child sends after its empty waits: failed futex waits, then CPU µs and
+        // wall µs of the ring's wait and of the queue's.
+        let mut report = [0u64; 5];
         let status = crate::test_fork::forked_with(
             30,
             || {
                 // SAFETY: the child's copy of the read end, which it does not use.
                 unsafe { libc::close(from_child) };
-                let Ok(mut rx) = RingConsumer::<u64>::attach(&t.0[0]) else {
+                let (Ok(mut rx), Ok(mut qrx)) = (
+                    RingConsumer::<u64>::attach(&t.0[0]),
+                    SpscConsumer::<u64>::open(&t.0[1]),
+                ) else {
                     return 2;
                 };
                 if crate::test_fork::deny_futex_wait().is_err() {
@@ -761,55 +768,66 @@ mod tests {
                 let mut wait = FutexWait::default();
                 let (cpu0, t0) = (sys::thread_cpu_time(), std::time::Instant::now());
                 let got = rx.recv_timeout(&mut wait, Duration::from_millis(300));
-                let sent = [
+                let ring = [
                     (sys::thread_cpu_time() - cpu0).as_micros() as u64,
                     t0.elapsed().as_micros() as u64,
-                    wait.stats().failed,
                 ];
-                // SAFETY: `sent` is 24 readable bytes for the write.
-                let n = unsafe { libc::write(to_parent, sent.as_ptr().cast(), 24) };
-                if got.is_some() || n != 24 {
+                let (cpu0, t0) = (sys::thread_cpu_time(), std::time::Instant::now());
+                let popped = qrx.pop_blocking(Duration::from_millis(300));
+                let queue = [
+                    (sys::thread_cpu_time() - cpu0).as_micros() as u64,
+                    t0.elapsed().as_micros() as u64,
+                ];
+                let sent = [wait.stats().failed, ring[0], ring[1], queue[0], queue[1]];
+                // SAFETY: `sent` is 40 readable bytes for the write.
+                let n = unsafe { libc::write(to_parent, sent.as_ptr().cast(), 40) };
+                if got.is_some() || !matches!(popped, Ok(None)) || n != 40 {
                     return 4;
                 }
                 // The parent pushes once it has the report.
-                match rx.recv_timeout(&mut wait, Duration::from_secs(10)) {
-                    Some(7) => 0,
-                    _ => 5,
+                if rx.recv_timeout(&mut wait, Duration::from_secs(10)) != Some(7) {
+                    return 5;
+                }
+                match qrx.pop_blocking(Duration::from_secs(10)) {
+                    Ok(Some(8)) => 0,
+                    _ => 6,
                 }
             },
             |_| {
                 // SAFETY: the parent's copy of the write end: the read below then ends at
                 // the child's exit if it never writes.
                 unsafe { libc::close(to_parent) };
-                // SAFETY: `report` is 24 writable bytes for the read.
-                let n = unsafe { libc::read(from_child, report.as_mut_ptr().cast(), 24) };
-                // Give the child time to be waiting again before the record comes.
+                // SAFETY: `report` is 40 writable bytes for the read.
+                let n = unsafe { libc::read(from_child, report.as_mut_ptr().cast(), 40) };
+                // Give the child time to be waiting again before the records come.
                 std::thread::sleep(Duration::from_millis(50));
-                if n == 24 {
+                if n == 40 {
                     tx.push(&7);
+                    // The child waits for the ring's record first.
+                    std::thread::sleep(Duration::from_millis(50));
+                    let _ = qtx.try_push(&8);
                 }
             },
         );
         // SAFETY: the read end, no longer used.
         unsafe { libc::close(from_child) };
-        let [cpu_us, wall_us, failed] = report;
-        crate::test_fork::assert_exited_0(
-            status,
-            &format!("cpu {cpu_us} µs, wall {wall_us} µs, {failed} failed futex waits"),
+        let [failed, ring_cpu, ring_wall, queue_cpu, queue_wall] = report;
+        let what = format!(
+            "{failed} failed futex waits; ring: cpu {ring_cpu} µs, wall {ring_wall} µs; \
+             queue: cpu {queue_cpu} µs, wall {queue_wall} µs"
         );
-        assert!(
-            (290_000..5_000_000).contains(&wall_us),
-            "a 300 ms recv_timeout took {wall_us} µs"
-        );
+        crate::test_fork::assert_exited_0(status, &what);
         assert!(
             failed > 0,
-            "the seccomp filter did not make FUTEX_WAIT fail"
+            "the filter did not make FUTEX_WAIT fail: {what}"
         );
+        for wall in [ring_wall, queue_wall] {
+            assert!((290_000..5_000_000).contains(&wall), "300 ms waits: {what}");
+        }
         // A spinning wait uses about all of the 300 ms; naps use a few ms.
-        assert!(
-            cpu_us < 100_000,
-            "the waiting reader spun: {cpu_us} µs of CPU in {wall_us} µs"
-        );
+        for cpu in [ring_cpu, queue_cpu] {
+            assert!(cpu < 100_000, "a waiter spun: {what}");
+        }
     }
 
     #[test]
