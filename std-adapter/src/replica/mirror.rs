@@ -1098,13 +1098,14 @@ impl<'a> Conn<'a> {
         Ok(())
     }
 
-    /// The handshake or liveness deadline, once passed.
-    fn overdue(&self) -> Option<End> {
+    /// The handshake or liveness deadline, once passed by `looked`: when the reads that
+    /// found nothing began (what came after, they could not see).
+    fn overdue(&self, looked: std::time::Instant) -> Option<End> {
         let timed_out =
             |what: String| Some(End::Failed(io::Error::new(io::ErrorKind::TimedOut, what)));
         let o = self.opts;
         if self.m.geometry().is_none() {
-            let t = self.opened.elapsed();
+            let t = looked.saturating_duration_since(self.opened);
             if !o.handshake_timeout.is_zero() && t >= o.handshake_timeout {
                 return timed_out(format!(
                     "no GEOMETRY {} ms after connecting (handshake timeout {} ms)",
@@ -1113,7 +1114,7 @@ impl<'a> Conn<'a> {
                 ));
             }
         } else {
-            let t = self.heard.elapsed();
+            let t = looked.saturating_duration_since(self.heard);
             if !o.silence_timeout.is_zero() && t >= o.silence_timeout {
                 return timed_out(format!(
                     "nothing from the source (no record, no heartbeat) for {} ms (silence timeout {} ms)",
@@ -1141,13 +1142,22 @@ impl<'a> Conn<'a> {
             }
             let r = (|| {
                 let before = self.m.counters().records_written;
+                let looked = std::time::Instant::now();
                 let a = self.read_tcp(sink)?;
                 let b = self.read_udp(sink)?;
-                // Judged only after the reads: a mirror that was not running (stopped,
-                // descheduled) while the source went on sending finds its frames waiting,
-                // which reset the clocks; judged before them, that pause was taken for
-                // the source's silence.
-                if let Some(e) = self.overdue() {
+                #[cfg(test)]
+                if !(a || b) && self.m.geometry().is_some() {
+                    if let Some(p) = PAUSE_BEFORE_JUDGING.with(std::cell::Cell::take) {
+                        std::thread::sleep(p);
+                    }
+                }
+                // Judged after the reads, up to when they began: a mirror that was not
+                // running (stopped, descheduled) while the source went on sending finds
+                // its frames waiting, which reset the clocks, and a pause between the
+                // reads and this judgement is not silence the reads could have seen.
+                // Judged before them, or up to now, that pause was taken for the source's
+                // silence.
+                if let Some(e) = self.overdue(looked) {
                     return Err(e);
                 }
                 // Input that wrote no record (a heartbeat, a control frame) is not one of
@@ -1181,6 +1191,15 @@ impl<'a> Conn<'a> {
         }
         End::Stopped
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: one pause of the mirror running on this thread, between reads that found
+    /// nothing (after the handshake) and the silence judgement, as a mirror stopped or
+    /// descheduled right there would make.
+    static PAUSE_BEFORE_JUDGING: std::cell::Cell<Option<StdDuration>> =
+        const { std::cell::Cell::new(None) };
 }
 
 /// How a connection ends on the state machine's error `e`: a ring that could not be
@@ -1476,6 +1495,11 @@ mod tests {
                 }
                 std::thread::sleep(StdDuration::from_millis(20));
             }
+            // Hang up even if a child another test forked meanwhile holds a copy of this
+            // socket: closing ours alone would then send no FIN, and the mirror would wait
+            // for its silence timeout instead of seeing the end (it failed so, 2 runs in 6,
+            // alongside the tests that fork).
+            let _ = s.shutdown(std::net::Shutdown::Both);
         });
         let status = crate::test_fork::forked_with(
             20,
@@ -1499,6 +1523,43 @@ mod tests {
         source.join().unwrap();
         let _ = std::fs::remove_file(&path);
         crate::test_fork::assert_exited_0(status, "a mirror paused for 1 s");
+    }
+
+    /// A mirror paused between reads that found nothing and the judgement of the source's
+    /// silence (stopped or descheduled right there) judges up to when the reads began: the
+    /// pause is not silence they could have seen, and the frames sent meanwhile are read
+    /// next. Judged up to the judgement, a 1 s pause failed a live connection with "nothing
+    /// from the source … for 1000 ms" (and made the forked test above fail 1 run in 8).
+    #[test]
+    fn a_pause_between_the_reads_and_the_judgement_is_not_silence() {
+        use ringwire_core::wire::HeartbeatRepr;
+        use std::io::Write;
+        let path = PathBuf::from(format!("/dev/shm/ringwire-judged-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        // Heartbeats every 20 ms for 1.5 s, then the source hangs up.
+        let (addr, source) = fake_source(32, |s| {
+            let mut f = [0u8; 16];
+            let n = HeartbeatRepr { flags: 0, seq: 0 }.emit(&mut f).unwrap();
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < StdDuration::from_millis(1500) {
+                if s.write_all(&f[..n]).is_err() {
+                    return;
+                }
+                std::thread::sleep(StdDuration::from_millis(20));
+            }
+        });
+        let mut o = MirrorOptions::new(addr, &path);
+        o.once = true;
+        o.log = false;
+        o.silence_timeout = StdDuration::from_millis(300);
+        PAUSE_BEFORE_JUDGING.with(|c| c.set(Some(StdDuration::from_secs(1))));
+        let r = run(&o, &AtomicBool::new(false));
+        let paused = PAUSE_BEFORE_JUDGING.with(std::cell::Cell::take).is_none();
+        source.join().unwrap();
+        let _ = std::fs::remove_file(&path);
+        assert!(paused, "the mirror never paused");
+        // `--once`: the source hung up after the handshake.
+        r.expect("a pause after the reads was taken for the source's silence");
     }
 
     /// A source that answers HELLO with GEOMETRY and a HEARTBEAT, then runs `then` on the

@@ -269,6 +269,11 @@ fn no_write_access(e: &crate::Error) -> Option<&io::Error> {
 thread_local! {
     /// Tests: open the ring read-only even where the process could write it (root).
     static FORCE_READ_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// Tests: one pause of a session running on this thread, between a read pass that
+    /// found nothing before the HELLO and the HELLO deadline's judgement, as a server
+    /// stopped or descheduled right there would make.
+    static PAUSE_BEFORE_JUDGING: std::cell::Cell<Option<StdDuration>> =
+        const { std::cell::Cell::new(None) };
 }
 
 impl ServedRing {
@@ -1084,6 +1089,7 @@ impl Server {
             // A peer that writes without pause (a NAK flood) must not keep the session
             // from the stop flag and its own sending: the rest waits for the next pass.
             let mut read = 0usize;
+            let looked = std::time::Instant::now();
             while !eof && read < SESSION_READ_PASS {
                 match stream.read(&mut rbuf) {
                     Ok(0) => eof = true,
@@ -1136,13 +1142,21 @@ impl Server {
                 }
             }
             // Nothing has been sent before the HELLO is in (GEOMETRY answers it). Judged
-            // after the read: a server that was not running (stopped, descheduled) while
-            // the HELLO came finds it waiting, and has answered it by now.
-            if !live && !hello_timeout.is_zero() && accepted.elapsed() >= hello_timeout {
+            // after the read, up to when it began: a server that was not running (stopped,
+            // descheduled) while the HELLO came finds it waiting, and has answered it by
+            // now; a pause after the read is not time it could have seen a HELLO in.
+            #[cfg(test)]
+            if !live && read == 0 {
+                if let Some(p) = PAUSE_BEFORE_JUDGING.with(std::cell::Cell::take) {
+                    std::thread::sleep(p);
+                }
+            }
+            let waited = looked.saturating_duration_since(accepted);
+            if !live && !hello_timeout.is_zero() && waited >= hello_timeout {
                 self.totals.hello_timeouts.fetch_add(1, Ordering::Relaxed);
                 return SessionEnd::Failed(format!(
                     "no HELLO {} ms after connecting (hello timeout {} ms)",
-                    accepted.elapsed().as_millis(),
+                    waited.as_millis(),
                     hello_timeout.as_millis()
                 ));
             }
@@ -1793,6 +1807,43 @@ mod tests {
             },
         );
         crate::test_fork::assert_exited_0(status, "a server paused for 1 s");
+        assert_eq!(first, Some(Kind::Geometry as u8), "the answer to HELLO");
+    }
+
+    /// A server paused between a read pass that found no HELLO yet and the HELLO deadline's
+    /// judgement (stopped or descheduled right there) judges up to when the pass began, so
+    /// a HELLO that came during the pause is read and answered next. Judged up to the
+    /// judgement, a 1 s pause closed the connection ("no HELLO 1000 ms after connecting") of
+    /// a mirror that had sent its HELLO 100 ms in.
+    #[test]
+    fn a_pause_between_the_read_and_the_hello_judgement_is_not_waiting() {
+        use ringwire_core::wire::{HelloRepr, Kind};
+        use std::io::{Read, Write};
+        let src = Scratch::new("judged-hello");
+        let ring = source_ring(&src.0, 16);
+        publish(&ring, 1..=5);
+        let mut so = quiet(&src.0);
+        so.once = true;
+        so.hello_timeout = StdDuration::from_millis(300);
+        let server = Server::bind(so).unwrap();
+        let addr = server.local_addr();
+        let mirror = std::thread::spawn(move || {
+            let mut c = TcpStream::connect(addr).unwrap();
+            c.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+            // The server accepts, finds nothing to read and pauses meanwhile.
+            std::thread::sleep(StdDuration::from_millis(100));
+            let mut hello = [0u8; 32];
+            let n = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
+            c.write_all(&hello[..n]).unwrap();
+            let mut b = [0u8; 1];
+            c.read(&mut b).ok().filter(|&n| n == 1).map(|_| b[0])
+        });
+        PAUSE_BEFORE_JUDGING.with(|c| c.set(Some(StdDuration::from_secs(1))));
+        let r = server.run(&AtomicBool::new(false));
+        let paused = PAUSE_BEFORE_JUDGING.with(std::cell::Cell::take).is_none();
+        let first = mirror.join().unwrap();
+        assert!(paused, "the session never paused");
+        r.expect("a pause after the read was taken for waiting on the HELLO");
         assert_eq!(first, Some(Kind::Geometry as u8), "the answer to HELLO");
     }
 
