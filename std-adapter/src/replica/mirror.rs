@@ -1146,10 +1146,11 @@ impl<'a> Conn<'a> {
                 let a = self.read_tcp(sink)?;
                 let b = self.read_udp(sink)?;
                 #[cfg(test)]
-                if !(a || b) && self.m.geometry().is_some() {
-                    if let Some(p) = PAUSE_BEFORE_JUDGING.with(std::cell::Cell::take) {
-                        std::thread::sleep(p);
-                    }
+                if !(a || b)
+                    && self.m.geometry().is_some()
+                    && let Some(p) = PAUSE_BEFORE_JUDGING.with(std::cell::Cell::take)
+                {
+                    std::thread::sleep(p);
                 }
                 // Judged after the reads, up to when they began: a mirror that was not
                 // running (stopped, descheduled) while the source went on sending finds

@@ -1146,10 +1146,11 @@ impl Server {
             // descheduled) while the HELLO came finds it waiting, and has answered it by
             // now; a pause after the read is not time it could have seen a HELLO in.
             #[cfg(test)]
-            if !live && read == 0 {
-                if let Some(p) = PAUSE_BEFORE_JUDGING.with(std::cell::Cell::take) {
-                    std::thread::sleep(p);
-                }
+            if !live
+                && read == 0
+                && let Some(p) = PAUSE_BEFORE_JUDGING.with(std::cell::Cell::take)
+            {
+                std::thread::sleep(p);
             }
             let waited = looked.saturating_duration_since(accepted);
             if !live && !hello_timeout.is_zero() && waited >= hello_timeout {
