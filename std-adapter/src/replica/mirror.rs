@@ -1452,56 +1452,28 @@ mod tests {
     /// connection ("nothing from the source … for 1000 ms") and `--once` exited 1.
     #[test]
     fn a_mirror_paused_past_its_silence_timeout_reads_before_it_judges() {
-        use ringwire_core::wire::HeartbeatRepr;
-        use std::io::Write;
         let path = PathBuf::from(format!("/dev/shm/ringwire-paused-{}", std::process::id()));
         let _ = std::fs::remove_file(&path);
-        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        let mut o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
-        o.once = true;
-        o.log = false;
-        o.silence_timeout = StdDuration::from_millis(300);
         let (live, is_live) = std::sync::mpsc::channel();
         // A source that answers HELLO with GEOMETRY, sends a HEARTBEAT every 20 ms for 2 s
         // (paused mirror or not), then hangs up.
-        let source = std::thread::spawn(move || {
-            let (mut s, _) = listener.accept().unwrap();
-            s.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
-            let mut hello = [0u8; 32];
-            s.read_exact(&mut hello).unwrap();
-            let mut f = [0u8; 128];
-            let n = GeometryRepr {
-                flags: 0,
-                seq: 1,
-                capacity: 64,
-                element_size: 32,
-                ring_flags: 0x0011,
-                schema_sig: 0,
-                registry_count: 0,
-                slots_offset: 128,
-                arena_offset: 0,
-                arena_size: 0,
-            }
-            .emit(&mut f)
-            .unwrap();
-            s.write_all(&f[..n]).unwrap();
-            let n = HeartbeatRepr { flags: 0, seq: 0 }.emit(&mut f).unwrap();
-            let t0 = std::time::Instant::now();
-            while t0.elapsed() < StdDuration::from_secs(2) {
-                if s.write_all(&f[..n]).is_err() {
-                    return;
-                }
-                if t0.elapsed() >= StdDuration::from_millis(100) {
-                    let _ = live.send(());
-                }
-                std::thread::sleep(StdDuration::from_millis(20));
-            }
-            // Hang up even if a child another test forked meanwhile holds a copy of this
-            // socket: closing ours alone would then send no FIN, and the mirror would wait
-            // for its silence timeout instead of seeing the end (it failed so, 2 runs in 6,
-            // alongside the tests that fork).
-            let _ = s.shutdown(std::net::Shutdown::Both);
+        let (addr, source) = fake_source(32, move |s| {
+            heartbeats(
+                s,
+                StdDuration::from_millis(20),
+                StdDuration::from_millis(100),
+            );
+            let _ = live.send(());
+            heartbeats(
+                s,
+                StdDuration::from_millis(20),
+                StdDuration::from_millis(1900),
+            );
         });
+        let mut o = MirrorOptions::new(addr, &path);
+        o.once = true;
+        o.log = false;
+        o.silence_timeout = StdDuration::from_millis(300);
         let status = crate::test_fork::forked_with(
             20,
             || match run(&o, &AtomicBool::new(false)) {
@@ -1533,21 +1505,15 @@ mod tests {
     /// from the source … for 1000 ms" (and made the forked test above fail 1 run in 8).
     #[test]
     fn a_pause_between_the_reads_and_the_judgement_is_not_silence() {
-        use ringwire_core::wire::HeartbeatRepr;
-        use std::io::Write;
         let path = PathBuf::from(format!("/dev/shm/ringwire-judged-{}", std::process::id()));
         let _ = std::fs::remove_file(&path);
         // Heartbeats every 20 ms for 1.5 s, then the source hangs up.
         let (addr, source) = fake_source(32, |s| {
-            let mut f = [0u8; 16];
-            let n = HeartbeatRepr { flags: 0, seq: 0 }.emit(&mut f).unwrap();
-            let t0 = std::time::Instant::now();
-            while t0.elapsed() < StdDuration::from_millis(1500) {
-                if s.write_all(&f[..n]).is_err() {
-                    return;
-                }
-                std::thread::sleep(StdDuration::from_millis(20));
-            }
+            heartbeats(
+                s,
+                StdDuration::from_millis(20),
+                StdDuration::from_millis(1500),
+            );
         });
         let mut o = MirrorOptions::new(addr, &path);
         o.once = true;
@@ -1563,39 +1529,58 @@ mod tests {
         r.expect("a pause after the reads was taken for the source's silence");
     }
 
-    /// A source that answers HELLO with GEOMETRY and a HEARTBEAT, then runs `then` on the
-    /// connection; for the silence tests. Returns the listener's address and the thread.
+    /// Reads a mirror's HELLO on `s` and answers it with a GEOMETRY of a 64-slot ring of
+    /// `element_size`-byte slots whose records start at 1, with the header `flags`; for the
+    /// fake sources of these tests.
+    fn answer_hello(s: &mut std::net::TcpStream, flags: u8, element_size: u32) {
+        use std::io::Write;
+        s.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+        let mut hello = [0u8; 32];
+        s.read_exact(&mut hello).unwrap();
+        let mut f = [0u8; 128];
+        let n = GeometryRepr {
+            flags,
+            seq: 1,
+            capacity: 64,
+            element_size,
+            ring_flags: 0x0011,
+            schema_sig: 0,
+            registry_count: 0,
+            slots_offset: 128,
+            arena_offset: 0,
+            arena_size: 0,
+        }
+        .emit(&mut f)
+        .unwrap();
+        s.write_all(&f[..n]).unwrap();
+    }
+
+    /// Sends a HEARTBEAT on `s`, then another every `every` until `lasting` has passed;
+    /// stops early on a write error.
+    fn heartbeats(s: &mut std::net::TcpStream, every: StdDuration, lasting: StdDuration) {
+        use ringwire_core::wire::HeartbeatRepr;
+        use std::io::Write;
+        let mut f = [0u8; 16];
+        let n = HeartbeatRepr { flags: 0, seq: 0 }.emit(&mut f).unwrap();
+        let t0 = std::time::Instant::now();
+        while s.write_all(&f[..n]).is_ok() && t0.elapsed() < lasting {
+            std::thread::sleep(every);
+        }
+    }
+
+    /// A source on 127.0.0.1 that answers HELLO with GEOMETRY (`answer_hello`) and a
+    /// HEARTBEAT, then runs `then` on the connection, then hangs up. Returns the listener's
+    /// address and the thread.
     fn fake_source(
         element_size: u32,
         then: impl FnOnce(&mut std::net::TcpStream) + Send + 'static,
     ) -> (SocketAddr, std::thread::JoinHandle<()>) {
-        use ringwire_core::wire::HeartbeatRepr;
-        use std::io::Write;
         let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let addr = listener.local_addr().unwrap();
         let source = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            s.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
-            let mut hello = [0u8; 32];
-            s.read_exact(&mut hello).unwrap();
-            let mut f = [0u8; 128];
-            let n = GeometryRepr {
-                flags: 0,
-                seq: 1,
-                capacity: 64,
-                element_size,
-                ring_flags: 0x0011,
-                schema_sig: 0,
-                registry_count: 0,
-                slots_offset: 128,
-                arena_offset: 0,
-                arena_size: 0,
-            }
-            .emit(&mut f)
-            .unwrap();
-            s.write_all(&f[..n]).unwrap();
-            let n = HeartbeatRepr { flags: 0, seq: 0 }.emit(&mut f).unwrap();
-            s.write_all(&f[..n]).unwrap();
+            answer_hello(&mut s, 0, element_size);
+            heartbeats(&mut s, StdDuration::ZERO, StdDuration::ZERO);
             then(&mut s);
             // Not only a close: a test forking meanwhile may hold a copy of the descriptor,
             // which would keep the connection open.
@@ -1729,7 +1714,7 @@ mod tests {
     #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
     #[test]
     fn punches_the_kernel_refuses_are_counted() {
-        use ringwire_core::wire::{GEOMETRY_UDP_FOLLOWS, HeartbeatRepr};
+        use ringwire_core::wire::GEOMETRY_UDP_FOLLOWS;
         use std::io::Write;
         let path = PathBuf::from(format!(
             "/dev/shm/ringwire-punch-err-{}",
@@ -1748,25 +1733,8 @@ mod tests {
         // HEARTBEAT over TCP every 50 ms for 1 s (several PUNCH intervals) and hangs up.
         let source = std::thread::spawn(move || {
             let (mut s, _) = listener.accept().unwrap();
-            s.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
-            let mut hello = [0u8; 32];
-            s.read_exact(&mut hello).unwrap();
-            let mut f = [0u8; 128];
-            let n = GeometryRepr {
-                flags: GEOMETRY_UDP_FOLLOWS,
-                seq: 1,
-                capacity: 64,
-                element_size: 32,
-                ring_flags: 0x0011,
-                schema_sig: 0,
-                registry_count: 0,
-                slots_offset: 128,
-                arena_offset: 0,
-                arena_size: 0,
-            }
-            .emit(&mut f)
-            .unwrap();
-            s.write_all(&f[..n]).unwrap();
+            answer_hello(&mut s, GEOMETRY_UDP_FOLLOWS, 32);
+            let mut f = [0u8; 64];
             let n = MulticastRepr {
                 group: [0; 4],
                 port,
@@ -1778,14 +1746,11 @@ mod tests {
             .emit(&mut f)
             .unwrap();
             s.write_all(&f[..n]).unwrap();
-            let n = HeartbeatRepr { flags: 0, seq: 0 }.emit(&mut f).unwrap();
-            let t0 = std::time::Instant::now();
-            while t0.elapsed() < StdDuration::from_secs(1) {
-                if s.write_all(&f[..n]).is_err() {
-                    return;
-                }
-                std::thread::sleep(StdDuration::from_millis(50));
-            }
+            heartbeats(
+                &mut s,
+                StdDuration::from_millis(50),
+                StdDuration::from_secs(1),
+            );
             let _ = s.shutdown(std::net::Shutdown::Both);
         });
         let status = crate::test_fork::forked(20, || {

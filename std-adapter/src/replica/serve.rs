@@ -1765,21 +1765,44 @@ mod tests {
         assert!(server.sender().last_punch(token).is_some());
     }
 
-    /// A server stopped (SIGSTOP) between accepting a mirror and reading its HELLO, for
-    /// longer than the HELLO timeout, finds the HELLO waiting when it runs again and answers
-    /// it. It judged the deadline before reading, so it closed the connection ("no HELLO
-    /// 1000 ms after connecting") of a mirror that had sent its HELLO at once.
-    #[test]
-    fn a_server_paused_past_the_hello_timeout_reads_the_hello_before_it_judges() {
-        use ringwire_core::wire::{HelloRepr, Kind};
-        use std::io::{Read, Write};
-        let src = Scratch::new("paused-hello");
+    /// A `--once` server of a 16-slot ring holding records 1 to 5, with a 300 ms HELLO
+    /// timeout, for the HELLO deadline tests; the scratch file and the ring go with it.
+    fn hello_timeout_server(name: &str) -> (Scratch, RingFile, Server) {
+        let src = Scratch::new(name);
         let ring = source_ring(&src.0, 16);
         publish(&ring, 1..=5);
         let mut so = quiet(&src.0);
         so.once = true;
         so.hello_timeout = StdDuration::from_millis(300);
         let server = Server::bind(so).unwrap();
+        (src, ring, server)
+    }
+
+    /// Sends a mirror's HELLO (from the oldest record) on `c`.
+    fn send_hello(c: &mut TcpStream) {
+        use ringwire_core::wire::HelloRepr;
+        use std::io::Write;
+        let mut hello = [0u8; 32];
+        let n = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
+        c.write_all(&hello[..n]).unwrap();
+    }
+
+    /// The first byte the server sends on `c` (its first frame's kind), if one comes
+    /// within `c`'s read timeout.
+    fn first_answer(c: &mut TcpStream) -> Option<u8> {
+        use std::io::Read;
+        let mut b = [0u8; 1];
+        c.read(&mut b).ok().filter(|&n| n == 1).map(|_| b[0])
+    }
+
+    /// A server stopped (SIGSTOP) between accepting a mirror and reading its HELLO, for
+    /// longer than the HELLO timeout, finds the HELLO waiting when it runs again and answers
+    /// it. It judged the deadline before reading, so it closed the connection ("no HELLO
+    /// 1000 ms after connecting") of a mirror that had sent its HELLO at once.
+    #[test]
+    fn a_server_paused_past_the_hello_timeout_reads_the_hello_before_it_judges() {
+        use ringwire_core::wire::Kind;
+        let (_src, _ring, server) = hello_timeout_server("paused-hello");
         let addr = server.local_addr();
         let mut first = None;
         let status = crate::test_fork::forked_with(
@@ -1797,14 +1820,11 @@ mod tests {
                 std::thread::sleep(StdDuration::from_millis(200));
                 // SAFETY: kill only signals our own child.
                 unsafe { libc::kill(pid, libc::SIGSTOP) };
-                let mut hello = [0u8; 32];
-                let n = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
-                c.write_all(&hello[..n]).unwrap();
+                send_hello(&mut c);
                 std::thread::sleep(StdDuration::from_secs(1));
                 // SAFETY: as above.
                 unsafe { libc::kill(pid, libc::SIGCONT) };
-                let mut b = [0u8; 1];
-                first = c.read(&mut b).ok().filter(|&n| n == 1).map(|_| b[0]);
+                first = first_answer(&mut c);
             },
         );
         crate::test_fork::assert_exited_0(status, "a server paused for 1 s");
@@ -1818,26 +1838,16 @@ mod tests {
     /// a mirror that had sent its HELLO 100 ms in.
     #[test]
     fn a_pause_between_the_read_and_the_hello_judgement_is_not_waiting() {
-        use ringwire_core::wire::{HelloRepr, Kind};
-        use std::io::{Read, Write};
-        let src = Scratch::new("judged-hello");
-        let ring = source_ring(&src.0, 16);
-        publish(&ring, 1..=5);
-        let mut so = quiet(&src.0);
-        so.once = true;
-        so.hello_timeout = StdDuration::from_millis(300);
-        let server = Server::bind(so).unwrap();
+        use ringwire_core::wire::Kind;
+        let (_src, _ring, server) = hello_timeout_server("judged-hello");
         let addr = server.local_addr();
         let mirror = std::thread::spawn(move || {
             let mut c = TcpStream::connect(addr).unwrap();
             c.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
             // The server accepts, finds nothing to read and pauses meanwhile.
             std::thread::sleep(StdDuration::from_millis(100));
-            let mut hello = [0u8; 32];
-            let n = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
-            c.write_all(&hello[..n]).unwrap();
-            let mut b = [0u8; 1];
-            c.read(&mut b).ok().filter(|&n| n == 1).map(|_| b[0])
+            send_hello(&mut c);
+            first_answer(&mut c)
         });
         PAUSE_BEFORE_JUDGING.with(|c| c.set(Some(StdDuration::from_secs(1))));
         let r = server.run(&AtomicBool::new(false));
