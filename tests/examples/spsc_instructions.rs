@@ -23,6 +23,13 @@
 //! shared by the pushing and the popping side through an `Arc`, as between threads), so the
 //! MPMC push and pop can be counted the same way.
 //!
+//! `ringwire-batch-u64`, `rtrb-batch-u64`, `ringwire-batch-64B` and `rtrb-batch-64B` count
+//! the batch paths the same way (`run_queue_batch`, which the same toggle matches): one
+//! thread fills a buffer of 32 items, pushes it with one call (ringwire's `push_slice`,
+//! rtrb's `push_partial_slice`), pops the 32 into a second buffer with one call
+//! (`pop_slice`, `pop_partial_slice`) and checks each, `ROUNDS` times. The buffer's filling
+//! and the checks are the same code for both queues; what differs is the two calls.
+//!
 //! `cargo run --release -p ringwire-tests --example spsc_instructions -- QUEUE [ROUNDS]`
 use std::hint::black_box;
 use std::sync::Arc;
@@ -113,6 +120,64 @@ impl<T: Val> Spsc<T> for Crossbeam {
     }
 }
 
+/// A queue with a batch API: `push` pushes a prefix of `items` and `pop` fills a prefix of
+/// `out`, each returning how many.
+trait SpscBatch<T>: Spsc<T> {
+    fn push_batch(p: &mut Self::P, items: &[T]) -> usize;
+    fn pop_batch(c: &mut Self::C, out: &mut [T]) -> usize;
+}
+
+impl<T: Val> SpscBatch<T> for Ringwire {
+    #[inline(always)]
+    fn push_batch(p: &mut Self::P, items: &[T]) -> usize {
+        p.push_slice(items).expect("no corruption")
+    }
+    #[inline(always)]
+    fn pop_batch(c: &mut Self::C, out: &mut [T]) -> usize {
+        c.pop_slice(out).expect("no corruption")
+    }
+}
+
+impl<T: Val> SpscBatch<T> for Rtrb {
+    #[inline(always)]
+    fn push_batch(p: &mut Self::P, items: &[T]) -> usize {
+        p.push_partial_slice(items).0.len()
+    }
+    #[inline(always)]
+    fn pop_batch(c: &mut Self::C, out: &mut [T]) -> usize {
+        c.pop_partial_slice(out).0.len()
+    }
+}
+
+/// The counted part of the batch modes: `rounds` batches of 32 pushed with one call, then
+/// popped with one call and checked. Returns the items moved.
+#[inline(never)]
+fn run_queue_batch<T: Val, Q: SpscBatch<T>>(p: &mut Q::P, c: &mut Q::C, rounds: u64) -> u64 {
+    let (mut pushed, mut popped) = (0u64, 0u64);
+    let mut inb = [T::default(); RUN as usize];
+    let mut out = [T::default(); RUN as usize];
+    for _ in 0..rounds {
+        for (j, v) in inb.iter_mut().enumerate() {
+            *v = T::make(pushed + j as u64);
+        }
+        let n = Q::push_batch(p, black_box(&inb));
+        assert_eq!(n, RUN as usize, "the queue has room for the batch");
+        pushed += RUN;
+        let n = Q::pop_batch(c, black_box(&mut out));
+        assert_eq!(n, RUN as usize, "the batch is ready");
+        for v in &out {
+            assert!(v.is(popped), "item {popped}: out of order or torn");
+            popped += 1;
+        }
+    }
+    popped
+}
+
+fn batch<T: Val, Q: SpscBatch<T>>(rounds: u64) -> u64 {
+    let (mut p, mut c) = Q::make();
+    run_queue_batch::<T, Q>(&mut p, &mut c, rounds)
+}
+
 /// The counted part: `rounds` runs of 32 pushes then 32 pops. Returns the items moved.
 #[inline(never)]
 fn run_queue<T: Val, Q: Spsc<T>>(p: &mut Q::P, c: &mut Q::C, rounds: u64) -> u64 {
@@ -152,10 +217,15 @@ fn main() {
         "crossbeam-u64" => one::<u64, Crossbeam>(rounds),
         "ringwire-mpmc-64B" => one::<B64, RingwireMpmc>(rounds),
         "crossbeam-64B" => one::<B64, Crossbeam>(rounds),
+        "ringwire-batch-u64" => batch::<u64, Ringwire>(rounds),
+        "rtrb-batch-u64" => batch::<u64, Rtrb>(rounds),
+        "ringwire-batch-64B" => batch::<B64, Ringwire>(rounds),
+        "rtrb-batch-64B" => batch::<B64, Rtrb>(rounds),
         _ => {
             eprintln!(
                 "usage: spsc_instructions ringwire-u64|rtrb-u64|ringwire-64B|rtrb-64B|\
-                 ringwire-mpmc-u64|crossbeam-u64|ringwire-mpmc-64B|crossbeam-64B [ROUNDS]"
+                 ringwire-mpmc-u64|crossbeam-u64|ringwire-mpmc-64B|crossbeam-64B|\
+                 ringwire-batch-u64|rtrb-batch-u64|ringwire-batch-64B|rtrb-batch-64B [ROUNDS]"
             );
             std::process::exit(2);
         }
