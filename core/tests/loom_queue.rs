@@ -394,6 +394,47 @@ fn spsc_fixed_record_batches_in(fixed: bool) {
     });
 }
 
+#[test]
+fn spsc_packed_batches_across_the_wrap() {
+    // A packed queue's batches copy one span up to the wrap and one after it. Position 0
+    // was pushed and popped before the threads start, so a batch of two from position 1
+    // takes slot 1, then slot 0, while the consumer pops a batch that may wrap the same
+    // way: the cells check that no copy into a slot overlaps a copy out of it.
+    model(|| {
+        let q = spsc_view(true);
+        {
+            let mut p = SpscProducer::new(q.clone()).unwrap();
+            assert_eq!(p.push_fixed(&item(0), 16), Ok(1));
+            let mut c = SpscConsumer::new(q.clone()).unwrap();
+            let mut b = [0u8; 16];
+            assert_eq!(c.pop_fixed(&mut b, 16), Ok(1));
+            assert_eq!(value(&b), 0);
+        }
+        let qp = q.clone();
+        let producer = thread::spawn(move || {
+            let mut p = SpscProducer::new(qp).unwrap();
+            let recs: Vec<u8> = (1..=3).flat_map(item).collect();
+            let n = p.push_fixed(&recs, 16).unwrap() as u64;
+            assert_eq!(n, 2, "an empty two-slot queue takes two, across the wrap");
+            n + p.push_fixed(&recs[32..], 16).unwrap() as u64
+        });
+        let qc = q.clone();
+        let consumer = thread::spawn(move || {
+            let mut c = SpscConsumer::new(qc).unwrap();
+            let mut out = [0u8; 32];
+            let n = c.pop_fixed(&mut out, 16).unwrap();
+            out.chunks(16).take(n).map(value).collect::<Vec<_>>()
+        });
+        let pushed = producer.join().unwrap();
+        let mut got = consumer.join().unwrap();
+        let mut c = SpscConsumer::new(q).unwrap();
+        let mut out = [0u8; 32];
+        let n = c.pop_fixed(&mut out, 16).unwrap();
+        got.extend(out.chunks(16).take(n).map(value));
+        assert_eq!(got, (1..=pushed).collect::<Vec<_>>());
+    });
+}
+
 /// One `try_pop`: the position and value popped, `None` when empty or pending; a healed
 /// position or any error fails the model.
 fn pop_once(q: &MpmcQueue) -> Option<(u64, u64)> {

@@ -255,8 +255,47 @@ impl SpscProducer {
     /// Pushes records of `item_len` bytes laid back to back in `records` (a typed slice
     /// seen as bytes) as far as they fit, with one tail store, and returns how many.
     /// A trailing partial record is ignored.
-    #[inline]
+    ///
+    /// Always inlined, for a caller whose `item_len` is a constant (a typed handle's): on a
+    /// fixed-size queue whose items lie back to back (the item size is the stride) and
+    /// records of its item size, the batch is then a count, at most two word loops (up to
+    /// the wrap and after it) and the tail store. Any other queue or length takes the
+    /// out-of-line `push_fixed_unpacked`.
+    #[inline(always)]
     pub fn push_fixed(&mut self, records: &[u8], item_len: usize) -> Result<usize, PushError> {
+        if item_len != self.q.packed_len() {
+            return self.push_fixed_unpacked(records, item_len);
+        }
+        // The queue's own item size on a fixed-size queue, so `check_len` holds, and not 0
+        // (validated).
+        let want = (records.len() / item_len) as u64;
+        let n = self.free_up_to(want);
+        if n == 0 {
+            if want > 0
+                && let Some(e) = self.cursors_corrupt()
+            {
+                return Err(e);
+            }
+            return Ok(0);
+        }
+        // As in `try_push`: the new tail and the cursor's address are taken before the
+        // items' stores, which the compiler cannot tell leave this handle alone.
+        let (tail, enq) = (self.tail, self.q.enq());
+        let next = tail.wrapping_add(n);
+        // `n <= want`, so the records are there.
+        self.q
+            .write_items(tail, &records[..n as usize * item_len], item_len);
+        self.tail = next;
+        // Release: the consumer that acquires the tail sees the items' bytes.
+        enq.store(next, Ordering::Release);
+        Ok(n as usize)
+    }
+
+    /// [`SpscProducer::push_fixed`] on a queue whose items do not lie back to back, or with
+    /// a length other than the packed item size: a word copy per item, with its length
+    /// word on a queue of byte strings.
+    #[inline(never)]
+    fn push_fixed_unpacked(&mut self, records: &[u8], item_len: usize) -> Result<usize, PushError> {
         if item_len == 0 {
             return Ok(0);
         }
@@ -269,14 +308,8 @@ impl SpscProducer {
         {
             return Err(e);
         }
-        if self.q.packed(item_len) {
-            // Back-to-back items: one word loop per contiguous run of slots.
-            self.q
-                .write_run(self.tail, &records[..n as usize * item_len]);
-        } else {
-            for (k, rec) in records.chunks_exact(item_len).take(n as usize).enumerate() {
-                self.write(self.tail.wrapping_add(k as u64), rec);
-            }
+        for (k, rec) in records.chunks_exact(item_len).take(n as usize).enumerate() {
+            self.write(self.tail.wrapping_add(k as u64), rec);
         }
         if n > 0 {
             self.commit(n);
@@ -681,18 +714,34 @@ impl SpscConsumer {
     /// Pops records of exactly `item_len` bytes back to back into `dst` (a typed slice seen
     /// as bytes) with one head store, and returns how many. An item of another length stops
     /// the batch and stays in the queue ([`PopError::LengthMismatch`] if it is the first).
-    #[inline]
+    ///
+    /// Always inlined, as [`SpscProducer::push_fixed`]: on a queue whose items lie back to
+    /// back and records of its item size (every item has that size: no per-item length to
+    /// check), the batch is a count, at most two word loops and the head store. Any other
+    /// queue or length takes the out-of-line `pop_fixed_unpacked`.
+    #[inline(always)]
     pub fn pop_fixed(&mut self, dst: &mut [u8], item_len: usize) -> Result<usize, PopError> {
+        if item_len != self.q.packed_len() {
+            return self.pop_fixed_unpacked(dst, item_len);
+        }
+        let n = self.ready_up_to((dst.len() / item_len) as u64)? as usize;
+        if n > 0 {
+            // `n` is at most what `dst` holds.
+            self.q
+                .read_items(self.head, &mut dst[..n * item_len], item_len);
+            self.commit(n as u64);
+        }
+        Ok(n)
+    }
+
+    /// [`SpscConsumer::pop_fixed`] on a queue whose items do not lie back to back, or with
+    /// a length other than the packed item size: item by item, each length checked.
+    #[inline(never)]
+    fn pop_fixed_unpacked(&mut self, dst: &mut [u8], item_len: usize) -> Result<usize, PopError> {
         if item_len == 0 {
             return Ok(0);
         }
         let n = self.ready_up_to((dst.len() / item_len) as u64)? as usize;
-        if n > 0 && self.q.packed(item_len) {
-            // Every item of a fixed queue has the item size: no per-item length to check.
-            self.q.read_run(self.head, &mut dst[..n * item_len]);
-            self.commit(n as u64);
-            return Ok(n);
-        }
         let mut done = 0;
         let mut err = None;
         for rec in dst.chunks_exact_mut(item_len).take(n) {

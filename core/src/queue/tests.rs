@@ -965,6 +965,177 @@ fn spsc_fixed_batches_across_the_wrap_keep_fifo_order() {
 }
 
 #[test]
+fn spsc_packed_batches_mix_with_single_items_across_long_spans_and_the_wrap() {
+    // push_fixed / pop_fixed of a packed queue's own item size (8, 24 and 64 bytes, each
+    // its stride) copy one span up to the wrap and one after it, in steps of 128 bytes and
+    // a rest. On 32 slots, batches of 0 to 39 items start at every slot: spans longer than
+    // a step, ending mid-step and mid-item-step, wrapping, and more than the room or the
+    // items there are. Single pushes and pops (which address each slot on their own) are
+    // mixed in at random, so a batch copy that put items in the wrong slots is caught even
+    // if its push and pop agreed. Records carry a trailing partial record, which is
+    // ignored, and a pop leaves its buffer alone past the items it popped. Canary words
+    // after the slot area show that no copy ran past it.
+    const CAP: u64 = 32;
+    const CANARY: u64 = 0x5a5a_1234_a5a5_4321;
+    for item in [8usize, 24, 64] {
+        let g = QueueGeometry::spsc_fixed(CAP, item).unwrap();
+        assert_eq!(g.slot_stride as usize, item, "packed");
+        let len = g.total_len().unwrap();
+        let mut b = Buf::new(len + 64);
+        let tail_words = len as usize / 8..b.0.len();
+        for w in &mut b.0[tail_words.clone()] {
+            *w = Word(CANARY);
+        }
+        let q = b.init(&g).unwrap();
+        let mut p = SpscProducer::new(q).unwrap();
+        let mut c = SpscConsumer::new(q).unwrap();
+        let rec = |n: u64| -> Vec<u8> {
+            (0..item)
+                .map(|i| (n as u8).wrapping_mul(37) ^ (i as u8).wrapping_mul(11) ^ (n >> 8) as u8)
+                .collect()
+        };
+        let (mut next_in, mut next_out) = (0u64, 0u64);
+        let mut x = 0x6a09_e667_f3bc_c908u64;
+        let mut one = vec![0u8; item];
+        for _ in 0..if cfg!(miri) { 30 } else { 3_000 } {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            // Single pops hand their slots back a few at a time (`release_every`).
+            let free = CAP - (next_in - (next_out - c.unreleased()));
+            if x & 1 == 0 {
+                let want = x % 40;
+                let partial = ((x >> 8) % item as u64) as usize;
+                let mut recs: Vec<u8> = (next_in..next_in + want).flat_map(rec).collect();
+                recs.resize(recs.len() + partial, 0xee);
+                let n = p.push_fixed(&recs, item).unwrap() as u64;
+                assert_eq!(n, free.min(want), "item {item}");
+                next_in += n;
+            } else {
+                for k in 0..(x >> 8) % 5 {
+                    let r = p.try_push(&rec(next_in));
+                    if k >= free {
+                        assert_eq!(r, Err(PushError::Full), "item {item}");
+                    } else {
+                        assert_eq!(r, Ok(()), "item {item}");
+                        next_in += 1;
+                    }
+                }
+            }
+            let ready = next_in - next_out;
+            if x & 2 == 0 {
+                let want = ((x >> 16) % 40) as usize;
+                let partial = ((x >> 24) % item as u64) as usize;
+                let mut out = vec![0x77u8; want * item + partial];
+                let n = c.pop_fixed(&mut out, item).unwrap();
+                assert_eq!(n as u64, ready.min(want as u64), "item {item}");
+                for k in 0..n {
+                    assert_eq!(
+                        out[k * item..(k + 1) * item],
+                        rec(next_out)[..],
+                        "item size {item}, position {next_out}"
+                    );
+                    next_out += 1;
+                }
+                assert!(
+                    out[n * item..].iter().all(|&v| v == 0x77),
+                    "item {item}: a pop of {n} wrote past them"
+                );
+            } else {
+                for _ in 0..(x >> 16) % 5 {
+                    match c.try_pop(&mut one) {
+                        Ok(len) => {
+                            assert_eq!(len, item);
+                            assert_eq!(one, rec(next_out), "item {item}, position {next_out}");
+                            next_out += 1;
+                        }
+                        Err(e) => {
+                            assert_eq!(e, PopError::Empty);
+                            assert_eq!(next_in, next_out, "item {item}");
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            next_out > 10_000.min(next_in / 2),
+            "item {item}: the batches moved ({next_out})"
+        );
+        assert!(
+            b.0[tail_words].iter().all(|w| w.0 == CANARY),
+            "item {item}: a copy ran past the slot area"
+        );
+    }
+}
+
+#[test]
+fn spsc_packed_batches_report_corrupt_cursors_as_before() {
+    // The packed batch paths read a corrupt cursor again and name it, as the general path
+    // does: even for a batch of no whole item on the consumer side (the general path read
+    // the tail for it too), but not for an empty batch on the producer side.
+    let g = QueueGeometry::spsc_fixed(4, 8).unwrap();
+    let mut b = Buf::new(g.total_len().unwrap());
+    let q = b.init(&g).unwrap();
+    q.deq().store(9, Ordering::Relaxed);
+    let mut p = SpscProducer::new(q).unwrap();
+    let corrupt = PushError::CorruptCursors { tail: 0, head: 9 };
+    assert_eq!(p.push_fixed(&[0; 16], 8), Err(corrupt));
+    assert_eq!(p.push_fixed(&[0; 7], 8), Ok(0));
+    q.deq().store(0, Ordering::Relaxed);
+    let recs: Vec<u8> = (1..=6u64).flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!(p.push_fixed(&recs, 8), Ok(4));
+    q.enq().store(100, Ordering::Relaxed);
+    let mut c = SpscConsumer::new(q).unwrap();
+    let corrupt = PopError::CorruptCursors { head: 0, tail: 100 };
+    let mut out = [0u8; 24];
+    assert_eq!(c.pop_fixed(&mut out, 8), Err(corrupt));
+    assert_eq!(c.pop_fixed(&mut out[..7], 8), Err(corrupt));
+    q.enq().store(4, Ordering::Relaxed);
+    assert_eq!(c.pop_fixed(&mut out, 8), Ok(3));
+    assert_eq!(out[16..], 3u64.to_le_bytes());
+    assert_eq!(q.deq().load(Ordering::Relaxed), 3);
+}
+
+#[test]
+fn packed_item_copies_refuse_another_length_or_more_items_than_slots() {
+    // The view's span copies check what they are given, not only their callers: an item
+    // length other than the packed one, or more items than the queue has slots, copies
+    // nothing (either would address bytes outside the slots they were meant for).
+    let g = QueueGeometry::spsc_fixed(4, 8).unwrap();
+    let mut b = Buf::new(g.total_len().unwrap() + 64);
+    let q = b.init(&g).unwrap();
+    assert_eq!(q.packed_len(), 8);
+    let src: Vec<u8> = (1..=5u64).flat_map(|v| v.to_le_bytes()).collect();
+    q.write_items(0, &src, 16);
+    q.write_items(0, &src, 4);
+    q.write_items(0, &src, 0);
+    q.write_items(0, &src, 8);
+    assert!(b.0[48..].iter().all(|w| w.0 == 0), "nothing written");
+    q.write_items(3, &src[..32], 8);
+    let mut dst = [0xffu8; 40];
+    q.read_items(3, &mut dst, 8);
+    assert_eq!(dst, [0xffu8; 40], "five items do not fit in four slots");
+    q.read_items(3, &mut dst[..32], 4);
+    q.read_items(3, &mut dst[..32], 0);
+    assert_eq!(dst, [0xffu8; 40]);
+    q.read_items(3, &mut dst[..39], 8);
+    assert_eq!(
+        dst[..32],
+        src[..32],
+        "four items from slot 3 on, wrapping after one"
+    );
+    assert_eq!(dst[32..], [0xffu8; 8]);
+    assert_eq!(b.0[48].0, u64::from_le(2), "item 2 went to slot 0");
+    // A queue whose items do not fill their slots has no packed item size.
+    let g = QueueGeometry::spsc_fixed(4, 12).unwrap();
+    let mut b = Buf::new(g.total_len().unwrap());
+    let q = b.init(&g).unwrap();
+    assert_eq!(q.packed_len(), usize::MAX);
+    let (_b, q) = queue(QueueKind::Spsc, 4, 8, 16);
+    assert_eq!(q.packed_len(), usize::MAX);
+}
+
+#[test]
 fn spsc_wraps_many_laps_and_resumes_after_both_sides_drop() {
     let (mut b, q) = queue(QueueKind::Spsc, 4, 8, 16);
     let mut next_in = 0u64;

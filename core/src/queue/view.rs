@@ -66,8 +66,9 @@ fn loom_cells(capacity: u64) -> std::sync::Arc<[loom::cell::UnsafeCell<()>]> {
 /// The slots as the one-item paths need them, decoded from the geometry once (the
 /// geometry's form costs a flag test, a subtraction and a payload offset on every item):
 /// the first slot's control word, the first payload, the position mask, the stride, the
-/// item size, and the item size of a fixed-size SPSC queue. `fixed_len` is `usize::MAX`
-/// on any other queue, so that no item matches it.
+/// item size, the item size of a fixed-size SPSC queue, and that again if its items lie
+/// back to back (`packed_len`, see [`QueueView::packed_len`]). `fixed_len` and
+/// `packed_len` are `usize::MAX` on any other queue, so that no item matches them.
 #[derive(Clone, Copy, Debug)]
 struct Slots {
     words: usize,
@@ -76,6 +77,7 @@ struct Slots {
     stride: usize,
     item: usize,
     fixed_len: usize,
+    packed_len: usize,
 }
 
 impl Slots {
@@ -87,6 +89,14 @@ impl Slots {
             stride: geo.slot_stride as usize,
             item: geo.item_size as usize,
             fixed_len: if geo.fixed && geo.kind == QueueKind::Spsc {
+                geo.item_size as usize
+            } else {
+                usize::MAX
+            },
+            packed_len: if geo.fixed
+                && geo.kind == QueueKind::Spsc
+                && geo.item_size == geo.slot_stride
+            {
                 geo.item_size as usize
             } else {
                 usize::MAX
@@ -412,78 +422,92 @@ impl QueueView {
         unsafe { self.region.read_words(self.payload_at(pos), dst) };
     }
 
-    /// Whether items of `item_len` bytes lie back to back in the slots: a fixed-size SPSC
-    /// queue whose item size is its stride (a multiple of 8), so a run of items is one
-    /// contiguous span up to the wrap.
+    /// The item size of a fixed-size SPSC queue whose items lie back to back in the slots
+    /// (the item size is the stride, a multiple of 8), so that a run of items is one
+    /// contiguous span up to the wrap; `usize::MAX` on any other queue. Items of this
+    /// length can take [`QueueView::write_items`] and [`QueueView::read_items`].
     #[inline(always)]
-    pub(crate) fn packed(&self, item_len: usize) -> bool {
-        self.geo.fixed
-            && item_len == self.geo.item_size as usize
-            && item_len == self.geo.slot_stride as usize
+    pub(crate) fn packed_len(&self) -> usize {
+        self.slots.packed_len
     }
 
-    /// The spans `[pos, pos + len)` of a packed queue's slot bytes (see
-    /// [`QueueView::packed`]) as region offsets: the run up to the wrap, then the rest from
-    /// the first slot. `None` if `len` is more than the whole slot area.
+    /// The two spans that `n` items of `item_len` bytes from `pos` on take in a packed
+    /// queue (see [`QueueView::packed_len`]), as (region offset, bytes): the slots up to
+    /// the wrap, then the rest from the first slot. `None` unless `item_len` is the packed
+    /// item size and `n` at most the capacity.
+    ///
+    /// Counted in items, not bytes, and with `item_len` rather than the decoded stride
+    /// (equal here), so that when the caller's item length is a compile-time constant (a
+    /// typed handle's) every size is that constant times a count: the copies then need no
+    /// partial last word, and the compiler knows it.
     #[inline(always)]
-    fn runs(&self, pos: u64, len: usize) -> Option<[(usize, usize); 2]> {
-        let stride = self.geo.slot_stride as usize;
-        let area = (self.geo.capacity as usize).checked_mul(stride)?;
-        if len > area {
+    fn item_spans(&self, pos: u64, n: usize, item_len: usize) -> Option<[(usize, usize); 2]> {
+        let f = &self.slots;
+        if item_len != f.packed_len || n as u64 > self.geo.capacity {
             return None;
         }
-        let start = (pos & self.geo.mask()) as usize * stride;
-        let first = len.min(area - start);
-        let base = self.geo.slots_offset as usize;
-        Some([(base + start, first), (base, len - first)])
+        let slot = (pos & f.mask) as usize;
+        // The slots from `slot` to the end of the area: capacity - slot, at least 1.
+        let first = n.min((f.mask as usize - slot) + 1);
+        Some([
+            (f.words + slot * item_len, first * item_len),
+            (f.words, (n - first) * item_len),
+        ])
     }
 
-    /// Slots covered by a run of `len` bytes (for `track`).
-    #[cfg(loom)]
-    fn run_slots(&self, len: usize) -> u64 {
-        len.div_ceil(self.geo.slot_stride as usize) as u64
-    }
-
-    /// Copies `src` (whole items of a packed queue, [`QueueView::packed`]) into the slots
-    /// from `pos` on as relaxed words: one loop per contiguous run instead of one call per
-    /// item. Writes nothing if `src` is longer than the slot area (callers never pass more
-    /// than the free slots).
+    /// Copies the whole items of `src` (items of `item_len` bytes, the packed item size of
+    /// [`QueueView::packed_len`]; a trailing partial item is not copied) into the slots
+    /// from `pos` on as relaxed words, one word loop per contiguous span instead of one
+    /// call per item. Writes nothing if `item_len` is not the packed item size or if `src`
+    /// holds more items than the queue has slots (callers never pass more than the free
+    /// slots).
     #[inline(always)]
-    pub(crate) fn write_run(&self, pos: u64, src: &[u8]) {
-        let Some([(a, na), (b, nb)]) = self.runs(pos, src.len()) else {
+    pub(crate) fn write_items(&self, pos: u64, src: &[u8], item_len: usize) {
+        if item_len == 0 {
+            return;
+        }
+        let n = src.len() / item_len;
+        let Some([(a, na), (b, nb)]) = self.item_spans(pos, n, item_len) else {
             return;
         };
         #[cfg(loom)]
-        self.track(pos, self.run_slots(src.len()), true);
-        let (x, y) = src.split_at(na);
-        // SAFETY: both runs lie inside the slot area (checked by `runs`), start 8-aligned
-        // (slots_offset and the stride are multiples of 8) and hold whole items, so no
-        // partial word is written past them; the producer owns these free slots under the
-        // queue protocol.
+        self.track(pos, n as u64, true);
+        // SAFETY: both spans lie inside the slot area (`item_spans`: `slot + first` slots
+        // from the start of the area, and `n - first <= capacity` from it, of `item_len`
+        // = stride bytes each; validation proved the area inside the region), start
+        // 8-aligned (slots_offset and the stride are multiples of 8) and hold whole items
+        // of a multiple of 8 bytes, so no partial word is written past them; the producer
+        // owns these free slots under the queue protocol.
         unsafe {
-            self.region.write_words(a, x);
+            write_span(&self.region, a, &src[..na]);
             if nb > 0 {
-                self.region.write_words(b, y);
+                write_span(&self.region, b, &src[na..na + nb]);
             }
         }
     }
 
-    /// Copies `dst.len()` bytes of whole items of a packed queue from the slots from `pos`
-    /// on, as relaxed words, run by run (see [`QueueView::write_run`]). Reads nothing if
-    /// `dst` is longer than the slot area.
+    /// Copies whole items of a packed queue from the slots from `pos` on into `dst`, as
+    /// relaxed words, span by span (see [`QueueView::write_items`]): `dst.len() /
+    /// item_len` of them (a trailing partial item of `dst` is left alone). Reads nothing if
+    /// `item_len` is not the packed item size or `dst` holds more items than the queue has
+    /// slots.
     #[inline(always)]
-    pub(crate) fn read_run(&self, pos: u64, dst: &mut [u8]) {
-        let Some([(a, na), (b, nb)]) = self.runs(pos, dst.len()) else {
+    pub(crate) fn read_items(&self, pos: u64, dst: &mut [u8], item_len: usize) {
+        if item_len == 0 {
+            return;
+        }
+        let n = dst.len() / item_len;
+        let Some([(a, na), (b, nb)]) = self.item_spans(pos, n, item_len) else {
             return;
         };
         #[cfg(loom)]
-        self.track(pos, self.run_slots(dst.len()), false);
+        self.track(pos, n as u64, false);
         let (x, y) = dst.split_at_mut(na);
-        // SAFETY: as for write_run; the consumer owns these published slots.
+        // SAFETY: as for write_items; the consumer owns these published slots.
         unsafe {
-            self.region.read_words(a, x);
+            read_span(&self.region, a, x);
             if nb > 0 {
-                self.region.read_words(b, y);
+                read_span(&self.region, b, &mut y[..nb]);
             }
         }
     }
@@ -557,6 +581,47 @@ impl QueueView {
     #[inline]
     pub fn notify_space_unfenced(&self) -> bool {
         self.space_pair().notify_unfenced()
+    }
+}
+
+/// [`Region::write_words`] over a span of several items, 64 bytes (8 words) per step with
+/// the step's stores unrolled, then the rest word by word.
+///
+/// # Safety
+/// As for [`Region::write_words`].
+#[inline(always)]
+unsafe fn write_span(region: &Region, off: usize, src: &[u8]) {
+    let mut steps = src.chunks_exact(64);
+    let mut o = off;
+    for step in &mut steps {
+        // SAFETY: the caller's span, a step at a time from its 8-aligned start.
+        unsafe { region.write_words(o, step) };
+        o += 64;
+    }
+    let rest = steps.remainder();
+    if !rest.is_empty() {
+        // SAFETY: the end of the caller's span.
+        unsafe { region.write_words(o, rest) };
+    }
+}
+
+/// [`Region::read_words`] over a span of several items, as [`write_span`].
+///
+/// # Safety
+/// As for [`Region::read_words`].
+#[inline(always)]
+unsafe fn read_span(region: &Region, off: usize, dst: &mut [u8]) {
+    let mut steps = dst.chunks_exact_mut(64);
+    let mut o = off;
+    for step in &mut steps {
+        // SAFETY: as in write_span.
+        unsafe { region.read_words(o, step) };
+        o += 64;
+    }
+    let rest = steps.into_remainder();
+    if !rest.is_empty() {
+        // SAFETY: as in write_span.
+        unsafe { region.read_words(o, rest) };
     }
 }
 

@@ -111,6 +111,7 @@ impl<T: Item> SpscProducer<T> {
     }
 
     /// Pushes as many of `items` as fit, with one index update, and returns how many.
+    #[inline]
     pub fn push_slice(&mut self, items: &[T]) -> Result<usize, PushError> {
         self.raw
             .push_records(items.as_bytes(), std::mem::size_of::<T>())
@@ -186,6 +187,7 @@ impl<T: Item> SpscConsumer<T> {
     }
 
     /// Pops up to `out.len()` items with one index update and returns how many.
+    #[inline]
     pub fn pop_slice(&mut self, out: &mut [T]) -> Result<usize, PopError> {
         self.raw
             .pop_records(out.as_mut_bytes(), std::mem::size_of::<T>())

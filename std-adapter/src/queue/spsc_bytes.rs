@@ -214,7 +214,10 @@ impl SpscBytesProducer {
 
     /// Pushes records of `item_len` bytes laid back to back in `records` as far as they
     /// fit, with one index update, and returns how many (the typed `push_slice`).
-    #[inline]
+    ///
+    /// Always inlined, so that the typed handle's item length stays a constant in
+    /// `SpscProducer::push_fixed` (see there).
+    #[inline(always)]
     pub(super) fn push_records(
         &mut self,
         records: &[u8],
@@ -488,7 +491,9 @@ impl SpscBytesConsumer {
 
     /// Pops records of exactly `item_len` bytes back to back into `dst` with one index
     /// update and returns how many (the typed `pop_slice`).
-    #[inline]
+    ///
+    /// Always inlined, as [`SpscBytesProducer::push_records`].
+    #[inline(always)]
     pub(super) fn pop_records(
         &mut self,
         dst: &mut [u8],

@@ -469,6 +469,68 @@ fn the_first_flush_of_a_file_queue_syncs_its_directory() {
     assert!(anon.dir_synced());
 }
 
+/// Typed batches against a FIFO model on a queue of 16 `T`s: `push_slice` and `pop_slice`
+/// of 0 to 20 items (more than the room, or the items there are, as often as not) at
+/// every slot, across the wrap, mixed with single pushes and pops; a pop leaves its buffer
+/// alone past the items it popped.
+fn typed_batches_keep_fifo_order<T: Item + Copy + PartialEq + std::fmt::Debug>(
+    make: impl Fn(u64) -> T,
+) {
+    const CAP: u64 = 16;
+    let (mut p, mut c) = spsc_channel::<T>(CAP).unwrap();
+    // Every single pop hands its slot back at once, so the model's room is the producer's.
+    c.set_release_every(1);
+    let (mut next_in, mut next_out) = (0u64, 0u64);
+    let mut x = 0xbb67_ae85_84ca_a73bu64;
+    for _ in 0..2_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let free = CAP - (next_in - next_out);
+        if x & 1 == 0 {
+            let want = x % 21;
+            let items: Vec<T> = (next_in..next_in + want).map(&make).collect();
+            let n = p.push_slice(&items).unwrap() as u64;
+            assert_eq!(n, free.min(want));
+            next_in += n;
+        } else if free > 0 {
+            p.try_push(&make(next_in)).unwrap();
+            next_in += 1;
+        } else {
+            assert_eq!(p.try_push(&make(next_in)), Err(PushError::Full));
+        }
+        let ready = next_in - next_out;
+        if x & 2 == 0 {
+            let want = ((x >> 8) % 21) as usize;
+            let fill = make(1 << 40);
+            let mut out = vec![fill; want];
+            let n = c.pop_slice(&mut out).unwrap();
+            assert_eq!(n as u64, ready.min(want as u64));
+            for v in &out[..n] {
+                assert_eq!(*v, make(next_out), "position {next_out}");
+                next_out += 1;
+            }
+            assert!(out[n..].iter().all(|v| *v == fill), "written past the pop");
+        } else if let Some(v) = c.try_pop().unwrap() {
+            assert_eq!(v, make(next_out), "position {next_out}");
+            next_out += 1;
+        } else {
+            assert_eq!(ready, 0);
+        }
+    }
+    assert!(next_out > 1_000, "the batches moved: {next_out}");
+}
+
+#[test]
+fn spsc_typed_batches_wrap_and_fill_partly_for_packed_and_padded_items() {
+    // u64, 64-byte and 24-byte items fill their slots (the batch is a span copy); a
+    // 12-byte item sits in a 16-byte slot and moves item by item.
+    typed_batches_keep_fifo_order(|i| i);
+    typed_batches_keep_fifo_order(|i| [i, !i, i ^ 2, i ^ 3, i ^ 4, i ^ 5, i ^ 6, i.rotate_left(7)]);
+    typed_batches_keep_fifo_order(order);
+    typed_batches_keep_fifo_order(|i| [i as u32, (i >> 32) as u32, !(i as u32)]);
+}
+
 #[test]
 fn spsc_anonymous_channel_across_threads() {
     let (mut p, mut c) = spsc_channel::<u64>(8).unwrap();
