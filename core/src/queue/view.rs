@@ -584,19 +584,28 @@ impl QueueView {
     }
 }
 
-/// [`Region::write_words`] over a span of several items, 64 bytes (8 words) per step with
+/// Bytes per step of [`write_span`] and [`read_span`]: 16 words, so a step's loop
+/// counting (two additions, a compare and a branch) is spread over 32 loads and stores.
+const SPAN_STEP: usize = 128;
+
+/// [`Region::write_words`] over a span of several items, [`SPAN_STEP`] bytes per step with
 /// the step's stores unrolled, then the rest word by word.
 ///
 /// # Safety
 /// As for [`Region::write_words`].
 #[inline(always)]
 unsafe fn write_span(region: &Region, off: usize, src: &[u8]) {
-    let mut steps = src.chunks_exact(64);
+    // A copy of the region's base and length in registers: the relaxed stores could, for
+    // all the compiler knows, change the handle they would otherwise be read from, so it
+    // would load the base again after every step.
+    #[cfg(not(loom))]
+    let region = &{ *region };
+    let mut steps = src.chunks_exact(SPAN_STEP);
     let mut o = off;
     for step in &mut steps {
         // SAFETY: the caller's span, a step at a time from its 8-aligned start.
         unsafe { region.write_words(o, step) };
-        o += 64;
+        o += SPAN_STEP;
     }
     let rest = steps.remainder();
     if !rest.is_empty() {
@@ -611,12 +620,14 @@ unsafe fn write_span(region: &Region, off: usize, src: &[u8]) {
 /// As for [`Region::read_words`].
 #[inline(always)]
 unsafe fn read_span(region: &Region, off: usize, dst: &mut [u8]) {
-    let mut steps = dst.chunks_exact_mut(64);
+    #[cfg(not(loom))]
+    let region = &{ *region };
+    let mut steps = dst.chunks_exact_mut(SPAN_STEP);
     let mut o = off;
     for step in &mut steps {
         // SAFETY: as in write_span.
         unsafe { region.read_words(o, step) };
-        o += 64;
+        o += SPAN_STEP;
     }
     let rest = steps.into_remainder();
     if !rest.is_empty() {
