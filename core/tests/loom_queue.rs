@@ -364,9 +364,34 @@ fn spsc_fixed_layout_record_batches() {
 }
 
 fn spsc_fixed_record_batches_in(fixed: bool) {
+    spsc_fixed_record_batches_from(fixed, false);
+}
+
+#[test]
+fn spsc_packed_batches_across_the_wrap() {
+    // A packed queue's batches copy one span up to the wrap and one after it. Position 0
+    // is pushed and popped before the threads start, so a batch of two from position 1
+    // takes slot 1, then slot 0, while the consumer pops a batch that may wrap the same
+    // way: the cells check that no copy into a slot overlaps a copy out of it.
+    spsc_fixed_record_batches_from(true, true);
+}
+
+/// A producer pushes records 1 to 3 in two batches into a two-slot queue (fixed or with
+/// length words) while a consumer pops one batch; then the rest is drained, and every
+/// record comes once, in order. With `wrapped`, position 0 is pushed and popped first, so
+/// the batches start at slot 1 and wrap.
+fn spsc_fixed_record_batches_from(fixed: bool, wrapped: bool) {
     // The typed std handles move records with push_fixed / pop_fixed.
     model(move || {
         let q = spsc_view(fixed);
+        if wrapped {
+            let mut p = SpscProducer::new(q.clone()).unwrap();
+            assert_eq!(p.push_fixed(&item(0), 16), Ok(1));
+            let mut c = SpscConsumer::new(q.clone()).unwrap();
+            let mut b = [0u8; 16];
+            assert_eq!(c.pop_fixed(&mut b, 16), Ok(1));
+            assert_eq!(value(&b), 0);
+        }
         let qp = q.clone();
         let producer = thread::spawn(move || {
             let mut p = SpscProducer::new(qp).unwrap();
@@ -385,48 +410,7 @@ fn spsc_fixed_record_batches_in(fixed: bool) {
         });
         let pushed = producer.join().unwrap();
         let mut got = consumer.join().unwrap();
-        let mut c = SpscConsumer::new(q).unwrap();
-        let mut b = [0u8; 16];
-        while c.pop_fixed(&mut b, 16).unwrap() == 1 {
-            got.push(value(&b));
-        }
-        assert_eq!(got, (1..=pushed).collect::<Vec<_>>());
-    });
-}
-
-#[test]
-fn spsc_packed_batches_across_the_wrap() {
-    // A packed queue's batches copy one span up to the wrap and one after it. Position 0
-    // was pushed and popped before the threads start, so a batch of two from position 1
-    // takes slot 1, then slot 0, while the consumer pops a batch that may wrap the same
-    // way: the cells check that no copy into a slot overlaps a copy out of it.
-    model(|| {
-        let q = spsc_view(true);
-        {
-            let mut p = SpscProducer::new(q.clone()).unwrap();
-            assert_eq!(p.push_fixed(&item(0), 16), Ok(1));
-            let mut c = SpscConsumer::new(q.clone()).unwrap();
-            let mut b = [0u8; 16];
-            assert_eq!(c.pop_fixed(&mut b, 16), Ok(1));
-            assert_eq!(value(&b), 0);
-        }
-        let qp = q.clone();
-        let producer = thread::spawn(move || {
-            let mut p = SpscProducer::new(qp).unwrap();
-            let recs: Vec<u8> = (1..=3).flat_map(item).collect();
-            let n = p.push_fixed(&recs, 16).unwrap() as u64;
-            assert_eq!(n, 2, "an empty two-slot queue takes two, across the wrap");
-            n + p.push_fixed(&recs[32..], 16).unwrap() as u64
-        });
-        let qc = q.clone();
-        let consumer = thread::spawn(move || {
-            let mut c = SpscConsumer::new(qc).unwrap();
-            let mut out = [0u8; 32];
-            let n = c.pop_fixed(&mut out, 16).unwrap();
-            out.chunks(16).take(n).map(value).collect::<Vec<_>>()
-        });
-        let pushed = producer.join().unwrap();
-        let mut got = consumer.join().unwrap();
+        // What is left, in one batch (it may wrap too).
         let mut c = SpscConsumer::new(q).unwrap();
         let mut out = [0u8; 32];
         let n = c.pop_fixed(&mut out, 16).unwrap();
