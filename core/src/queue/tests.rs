@@ -46,9 +46,18 @@ impl Buf {
 }
 
 fn queue(kind: QueueKind, cap: u64, item: usize, stride: usize) -> (Buf, QueueView) {
-    let g = QueueGeometry::new(kind, cap, item, stride).unwrap();
+    queue_of(&QueueGeometry::new(kind, cap, item, stride).unwrap())
+}
+
+/// A fixed-size SPSC queue of `cap` items of `item` bytes, in a buffer of its own.
+fn fixed_queue(cap: u64, item: usize) -> (Buf, QueueView) {
+    queue_of(&QueueGeometry::spsc_fixed(cap, item).unwrap())
+}
+
+/// A queue of geometry `g` in a buffer of its exact size.
+fn queue_of(g: &QueueGeometry) -> (Buf, QueueView) {
     let mut b = Buf::new(g.total_len().unwrap());
-    let q = b.init(&g).unwrap();
+    let q = b.init(g).unwrap();
     (b, q)
 }
 
@@ -549,9 +558,7 @@ fn spsc_fixed_single_items_keep_fifo_order_and_every_check() {
     // against a FIFO model across many wraps, mixed with batches, with Full and Empty
     // exactly when the model says so.
     for item in [8usize, 12, 64] {
-        let g = QueueGeometry::spsc_fixed(4, item).unwrap();
-        let mut b = Buf::new(g.total_len().unwrap());
-        let q = b.init(&g).unwrap();
+        let (_b, q) = fixed_queue(4, item);
         let mut p = SpscProducer::new(q).unwrap();
         let mut c = SpscConsumer::new(q).unwrap();
         let rec = |n: u64| -> Vec<u8> {
@@ -637,9 +644,7 @@ fn spsc_single_pops_hand_slots_back_every_few_pops_or_when_caught_up() {
     );
     // 64 slots: a single pop hands its slot back every 4th pop, or when the consumer has
     // popped everything it last saw.
-    let g = QueueGeometry::spsc_fixed(64, 8).unwrap();
-    let mut b = Buf::new(g.total_len().unwrap());
-    let q = b.init(&g).unwrap();
+    let (_b, q) = fixed_queue(64, 8);
     let mut p = SpscProducer::new(q).unwrap();
     let mut c = SpscConsumer::new(q).unwrap();
     assert_eq!(c.release_every(), 4);
@@ -728,9 +733,7 @@ fn spsc_single_pops_hand_slots_back_every_few_pops_or_when_caught_up() {
 /// a queue of byte strings, `LengthMismatch` with nothing popped.
 #[test]
 fn spsc_try_pop_fixed_pops_only_into_an_item_sized_buffer() {
-    let g = QueueGeometry::spsc_fixed(4, 8).unwrap();
-    let mut b = Buf::new(g.total_len().unwrap());
-    let q = b.init(&g).unwrap();
+    let (_b, q) = fixed_queue(4, 8);
     let mut p = SpscProducer::new(q).unwrap();
     let mut c = SpscConsumer::new(q).unwrap();
     let mut out = [0u8; 16];
@@ -877,9 +880,7 @@ fn spsc_fixed_single_items_report_corrupt_cursors() {
     // The one-compare room and readiness checks of the fixed-size path fall back to the
     // full checks, so bad cursors are named, never read as Full or Empty for ever, and a
     // tail more than a lap ahead is never read as items.
-    let g = QueueGeometry::spsc_fixed(4, 8).unwrap();
-    let mut b = Buf::new(g.total_len().unwrap());
-    let q = b.init(&g).unwrap();
+    let (_b, q) = fixed_queue(4, 8);
     let mut buf = [0u8; 8];
     q.enq().store(100, Ordering::Relaxed);
     let mut c = SpscConsumer::new(q).unwrap();
@@ -921,9 +922,7 @@ fn spsc_fixed_batches_across_the_wrap_keep_fifo_order() {
     // a 12-byte item (stride 16) takes the per-item path. Batches of 1 to 7 items on a
     // queue of 8 slots start at every offset and straddle the wrap; a model checks FIFO.
     for item in [8usize, 12, 16, 64] {
-        let g = QueueGeometry::spsc_fixed(8, item).unwrap();
-        let mut b = Buf::new(g.total_len().unwrap());
-        let q = b.init(&g).unwrap();
+        let (_b, q) = fixed_queue(8, item);
         let mut p = SpscProducer::new(q).unwrap();
         let mut c = SpscConsumer::new(q).unwrap();
         let rec = |n: u64| -> Vec<u8> {
@@ -1073,9 +1072,7 @@ fn spsc_packed_batches_report_corrupt_cursors_as_before() {
     // The packed batch paths read a corrupt cursor again and name it, as the general path
     // does: even for a batch of no whole item on the consumer side (the general path read
     // the tail for it too), but not for an empty batch on the producer side.
-    let g = QueueGeometry::spsc_fixed(4, 8).unwrap();
-    let mut b = Buf::new(g.total_len().unwrap());
-    let q = b.init(&g).unwrap();
+    let (_b, q) = fixed_queue(4, 8);
     q.deq().store(9, Ordering::Relaxed);
     let mut p = SpscProducer::new(q).unwrap();
     let corrupt = PushError::CorruptCursors { tail: 0, head: 9 };
@@ -1127,9 +1124,7 @@ fn packed_item_copies_refuse_another_length_or_more_items_than_slots() {
     assert_eq!(dst[32..], [0xffu8; 8]);
     assert_eq!(b.0[48].0, u64::from_le(2), "item 2 went to slot 0");
     // A queue whose items do not fill their slots has no packed item size.
-    let g = QueueGeometry::spsc_fixed(4, 12).unwrap();
-    let mut b = Buf::new(g.total_len().unwrap());
-    let q = b.init(&g).unwrap();
+    let (_b, q) = fixed_queue(4, 12);
     assert_eq!(q.packed_len(), usize::MAX);
     let (_b, q) = queue(QueueKind::Spsc, 4, 8, 16);
     assert_eq!(q.packed_len(), usize::MAX);
@@ -1166,9 +1161,7 @@ fn spsc_wraps_many_laps_and_resumes_after_both_sides_drop() {
 /// with `CorruptCursors` while it is corrupt, moves nothing, and carries on once it is not.
 #[test]
 fn spsc_fixed_fast_paths_read_a_corrupt_cursor_again() {
-    let g = QueueGeometry::spsc_fixed(4, 8).unwrap();
-    let mut b = Buf::new(g.total_len().unwrap());
-    let q = b.init(&g).unwrap();
+    let (_b, q) = fixed_queue(4, 8);
     let mut out = [0u8; 8];
     // The producer: a head ahead of the tail, then put right.
     q.deq().store(5, Ordering::Relaxed);

@@ -449,9 +449,10 @@ impl QueueView {
         let slot = (pos & f.mask) as usize;
         // The slots from `slot` to the end of the area: capacity - slot, at least 1.
         let first = n.min((f.mask as usize - slot) + 1);
+        // Payloads from `base`, as `payload_at` has them (a packed queue's offset is 0).
         Some([
-            (f.words + slot * item_len, first * item_len),
-            (f.words, (n - first) * item_len),
+            (f.base + slot * item_len, first * item_len),
+            (f.base, (n - first) * item_len),
         ])
     }
 
