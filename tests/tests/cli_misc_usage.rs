@@ -25,6 +25,8 @@ fn usage_errors_exit_1_as_ringfire() {
         &["stat", "/x", "--bogus"],
         &["dump", "/x", "--tail", "ten"],
         &["top", "/x", "--iterations", "0"],
+        // Over the core pacer's 1 s maximum linger.
+        &["serve", "/x", "--linger-us", "1000001"],
     ] {
         let (code, out, err) = ringwire(args);
         assert_eq!(code, 1, "{args:?}: {out}{err}");

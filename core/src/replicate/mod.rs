@@ -44,7 +44,7 @@ mod tests;
 
 pub use holdback::{HeldEntry, HoldBack};
 pub use mirror::{Mirror, MirrorConfig, MirrorCounters, MirrorError, Start};
-pub use pacing::{Pacer, Pacing};
+pub use pacing::{MAX_LINGER, Pacer, Pacing};
 pub use ring_io::{
     Holds, ReadRecord, RecordSink, RecordSource, RegionSink, RingSource, SinkError,
     compare_received, write_received,

@@ -3,16 +3,25 @@
 
 use super::time::{Duration, Instant};
 
+/// The longest a frame may linger, in either mode (1 s): a longer linger (up to
+/// `Duration::from_micros(u64::MAX)` through an API) would hold a quiet ring's records back
+/// for as long as the batch takes to fill, which on a ring that goes quiet is for ever, and
+/// no replica wants a record that late. [`Pacer::new`] clamps to it; the CLI's
+/// `--linger-us` takes no more.
+pub const MAX_LINGER: Duration = Duration::from_secs(1);
+
 /// The pacing policy.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Pacing {
-    /// Linger `max(0, pace − time since the previous frame)`; the reference uses 50 µs.
+    /// Linger `max(0, pace − time since the previous frame)`; the reference uses 50 µs. A
+    /// pace over [`MAX_LINGER`] counts as [`MAX_LINGER`].
     Adaptive {
         /// The pace (50 µs by default).
         pace: Duration,
     },
-    /// Linger up to `linger` after the first record was found (0 = send at once).
+    /// Linger up to `linger` after the first record was found (0 = send at once), at most
+    /// [`MAX_LINGER`].
     Fixed {
         /// The linger.
         linger: Duration,
@@ -37,8 +46,17 @@ pub struct Pacer {
 
 impl Pacer {
     /// A pacer whose previous send lies far enough in the past that the first frame never
-    /// waits.
+    /// waits. A linger or pace over [`MAX_LINGER`] is taken as [`MAX_LINGER`].
     pub const fn new(mode: Pacing) -> Pacer {
+        let mode = match mode {
+            Pacing::Fixed { linger } if linger.as_nanos() > MAX_LINGER.as_nanos() => {
+                Pacing::Fixed { linger: MAX_LINGER }
+            }
+            Pacing::Adaptive { pace } if pace.as_nanos() > MAX_LINGER.as_nanos() => {
+                Pacing::Adaptive { pace: MAX_LINGER }
+            }
+            mode => mode,
+        };
         Pacer {
             mode,
             last_send: None,
@@ -115,5 +133,32 @@ mod tests {
             linger: Duration::ZERO,
         });
         assert_eq!(z.send_at(us(7)), us(7));
+    }
+
+    /// Before the clamp, a fixed linger of `u64::MAX` µs put the send time 584 years on,
+    /// so a quiet ring's records never left.
+    #[test]
+    fn a_linger_or_pace_over_the_maximum_waits_the_maximum() {
+        for mode in [
+            Pacing::Fixed {
+                linger: Duration::from_micros(u64::MAX),
+            },
+            Pacing::Fixed {
+                linger: Duration::from_micros(1_000_001),
+            },
+        ] {
+            let mut p = Pacer::new(mode);
+            assert_eq!(p.send_at(us(7)), us(7) + MAX_LINGER, "{mode:?}");
+            assert_eq!(p.deadline(), Some(us(7) + MAX_LINGER), "{mode:?}");
+        }
+        let mut p = Pacer::new(Pacing::Adaptive {
+            pace: Duration::from_secs(3600),
+        });
+        assert_eq!(p.send_at(us(7)), us(7));
+        p.on_send(us(7));
+        assert_eq!(p.send_at(us(8)), us(7) + MAX_LINGER);
+        // The maximum itself is kept as it is.
+        let mut p = Pacer::new(Pacing::Fixed { linger: MAX_LINGER });
+        assert_eq!(p.send_at(us(0)), us(0) + MAX_LINGER);
     }
 }

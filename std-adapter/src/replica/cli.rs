@@ -8,12 +8,15 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{ArgGroup, Args, ValueEnum};
-use ringwire_core::replicate::Start;
+use ringwire_core::replicate::{MAX_LINGER, Start};
 
 use super::demo::{DemoOptions, Transport};
 use super::mirror::MirrorOptions;
 use super::serve::{ServeOptions, run_following};
 use super::{ReplicaError, signal};
+
+/// `--linger-us`'s largest value: the core pacer's [`MAX_LINGER`] in microseconds.
+const MAX_LINGER_US: u64 = MAX_LINGER.as_nanos() / 1_000;
 
 /// `ringwire serve`: stream a ring to mirrors.
 #[derive(Args, Debug, Clone)]
@@ -47,7 +50,7 @@ pub struct ServeArgs {
     pub ttl: u8,
     /// Fixed frame linger in microseconds, 0..=1000000 (default: adaptive, 50 µs pace).
     #[arg(long, value_name = "N",
-          value_parser = clap::value_parser!(u64).range(0..=1_000_000))]
+          value_parser = clap::value_parser!(u64).range(0..=MAX_LINGER_US))]
     pub linger_us: Option<u64>,
     /// Enable UDP unicast delivery from this UDP port (0 = any free port).
     #[arg(long, value_name = "PORT")]

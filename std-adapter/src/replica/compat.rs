@@ -251,8 +251,8 @@ impl ReplicaServer {
         self
     }
 
-    /// How long a frame may wait for more records: `Some(d)` fixed (whole microseconds),
-    /// `None` (the default) the driver's adaptive pacing.
+    /// How long a frame may wait for more records: `Some(d)` fixed (whole microseconds, at
+    /// most 1 s: a longer one waits 1 s), `None` (the default) the driver's adaptive pacing.
     pub fn linger(mut self, linger: Option<Duration>) -> Self {
         self.opts.linger_us = linger.map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
         self

@@ -94,7 +94,8 @@ pub struct ServeOptions {
     pub mtu: usize,
     /// Multicast TTL.
     pub ttl: u8,
-    /// Fixed frame linger in µs; `None` = adaptive.
+    /// Fixed frame linger in µs, at most 1 s (the core's `MAX_LINGER`; a longer one
+    /// waits 1 s); `None` = adaptive.
     pub linger_us: Option<u64>,
     /// Enable unicast from this UDP port (0 = an ephemeral port).
     pub udp: Option<u16>,
