@@ -48,6 +48,11 @@ pub struct OffsetCheckpoint {
     _map: MmapRaw,
     path: PathBuf,
     name: String,
+    /// The process that opened the file, and its fork generation then: a copy of this
+    /// handle in a child forked since does not commit while that process runs (see
+    /// [`OffsetCheckpoint::check_committer`]).
+    opener: u32,
+    opener_generation: u64,
 }
 
 /// The default checkpoint path for a consumer `name` of the ring at `ring` (spec §13):
@@ -186,6 +191,8 @@ impl OffsetCheckpoint {
             path: path.to_path_buf(),
             // Trimmed, as stored in the file and as the reference reports it.
             name: name.trim().to_string(),
+            opener: std::process::id(),
+            opener_generation: crate::sys::fork_generation(),
         };
         if fresh {
             cp.initialise();
@@ -314,6 +321,22 @@ impl OffsetCheckpoint {
     pub fn pid(&self) -> u32 {
         // Relaxed: informational.
         self.a32(OFF_PID).load(Ordering::Relaxed)
+    }
+
+    /// Refuses ([`Error::ForkedCheckpoint`]) a commit made through a copy of this handle
+    /// that a child forked since the open inherited, while the process that opened the file
+    /// runs: parent and child would each commit their own cursor to the one file. Once the
+    /// opener has exited (a daemon's parent, reaped) the copy is the checkpoint's only user
+    /// and may commit. A relaxed load when nothing forked. [`OffsetCheckpoint::save`] itself
+    /// does not check, as ringfire's does not.
+    pub(crate) fn check_committer(&self) -> Result<()> {
+        if crate::sys::forked_since(self.opener_generation) && crate::sys::pid_alive(self.opener) {
+            return Err(Error::ForkedCheckpoint {
+                path: self.path.clone(),
+                opener: self.opener,
+            });
+        }
+        Ok(())
     }
 
     /// The checkpoint's path.

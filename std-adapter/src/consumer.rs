@@ -197,7 +197,9 @@ fn never_reached(ring: &RingView, offset: u64) -> bool {
 /// copy leaves the parent's slot alone. Telling a child from its parent costs a relaxed
 /// load of a static per call, which a `pthread_atfork` handler changes in the child; a
 /// child made by a bare `clone` system call is not told apart. A copy with a checkpoint
-/// file commits to the same file as its parent.
+/// file does not commit to it while the process that attached lives
+/// ([`RingConsumer::commit_offset`] fails with [`Error::ForkedCheckpoint`]); a daemon's copy,
+/// whose parent has exited, commits as the original would have.
 pub struct RingConsumer<T> {
     inner: TypedConsumer<T>,
     checkpoint: Option<OffsetCheckpoint>,
@@ -519,10 +521,14 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// the cursor to this reader's registry slot again, or fails with
     /// [`Error::NoOffsetFile`] when the consumer was built without one (as ringfire's).
     /// The re-publish undoes a [`ReaderRegistration::update_cursor`] made through
-    /// [`RingConsumer::registration`].
+    /// [`RingConsumer::registration`]. A copy of this consumer in a forked child fails with
+    /// [`Error::ForkedCheckpoint`] while the process that attached it runs, and saves
+    /// nothing: parent and child would overwrite each other's offsets in the one file (the
+    /// child can keep its own with [`RingConsumer::commit_offset_to`]).
     pub fn commit_offset(&self) -> Result<()> {
         match &self.checkpoint {
             Some(cp) => {
+                cp.check_committer()?;
                 cp.save(self.last_processed_sequence());
                 self.republish_cursor();
                 Ok(())
@@ -998,6 +1004,124 @@ mod tests {
         drop(rx);
         drop(brx);
         assert_eq!(readers(), (vec![], vec![]));
+    }
+
+    /// A consumer's copy in a forked child used to commit its own cursor to the checkpoint
+    /// its parent commits to: the file then held whichever process committed last, and a
+    /// restart resumed after records the other had not processed (or replayed some). The
+    /// copy's `commit_offset` is refused while the process that opened the checkpoint lives;
+    /// the child can commit to a file of its own with `commit_offset_to`.
+    #[test]
+    fn a_forked_childs_copy_does_not_commit_to_its_parents_checkpoint() {
+        use crate::test_fork::{assert_exited_0, forked};
+        let t = TmpPaths::new(&["fork-commit-ring", "fork-commit-offset", "fork-commit-own"]);
+        let mut tx = RingProducer::<u64>::builder(16)
+            .max_readers(4)
+            .build::<u64, _>(&t.0[0])
+            .unwrap();
+        tx.push_batch(&[1, 2, 3, 4, 5, 6]);
+        let mut rx = RingConsumer::<u64>::builder()
+            .start_from_oldest()
+            .offset_file(&t.0[1])
+            .attach(&t.0[0])
+            .unwrap();
+        assert_eq!(rx.recv_batch(&mut [0; 2]), 2);
+        rx.commit_offset().unwrap();
+        let me = std::process::id();
+        let status = forked(10, || {
+            // SAFETY: this child never touches the original again (it leaves through
+            // `_exit`), so the bitwise copy is its only copy of the consumer.
+            let mut copy = unsafe { std::ptr::read(&rx) };
+            if copy.recv_batch(&mut [0; 3]) != 3 {
+                return 2;
+            }
+            match copy.commit_offset() {
+                Err(Error::ForkedCheckpoint { opener, .. }) if opener == me => {}
+                other => {
+                    eprintln!("the copy's commit: {other:?}");
+                    return 3;
+                }
+            }
+            if copy.commit_offset_to(&t.0[2], "child").is_err() {
+                return 4;
+            }
+            0
+        });
+        assert_exited_0(status, "committing through the copy in the child");
+        assert_eq!(rx.checkpoint().unwrap().load(), Some(2));
+        let own = OffsetCheckpoint::open_or_create(&t.0[2], "child").unwrap();
+        assert_eq!(own.load(), Some(5));
+        // The parent's own commits go on as before.
+        assert_eq!(rx.recv_batch(&mut [0; 1]), 1);
+        rx.commit_offset().unwrap();
+        assert_eq!(rx.checkpoint().unwrap().load(), Some(3));
+        let e = Error::ForkedCheckpoint {
+            path: t.0[1].clone(),
+            opener: 42,
+        };
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "offset file {}: opened by process 42, which is running; a copy inherited through fork does not commit to it (commit_offset_to a file of its own)",
+                t.0[1].display()
+            )
+        );
+    }
+
+    /// A daemon's consumer (attached, then the process forks and the parent exits) commits
+    /// from the child once the process that opened the checkpoint is gone.
+    #[test]
+    fn a_forked_copy_commits_once_the_checkpoints_opener_has_exited() {
+        use crate::test_fork::{assert_exited_0, forked};
+        let t = TmpPaths::new(&["daemon-commit-ring", "daemon-commit-offset"]);
+        let mut tx = RingProducer::<u64>::builder(16)
+            .max_readers(4)
+            .build::<u64, _>(&t.0[0])
+            .unwrap();
+        tx.push_batch(&[1, 2, 3, 4, 5, 6]);
+        let status = forked(10, || {
+            // The opener: attaches, forks the daemon and exits at once.
+            let Ok(rx) = RingConsumer::<u64>::builder()
+                .start_from_oldest()
+                .offset_file(&t.0[1])
+                .attach(&t.0[0])
+            else {
+                return 2;
+            };
+            // Dropped neither here nor in the daemon, which holds the only copy in use.
+            let rx = std::mem::ManuallyDrop::new(rx);
+            let opener = std::process::id();
+            // SAFETY: the daemon runs only the code below and leaves through `_exit`.
+            let pid = unsafe { libc::fork() };
+            if pid < 0 {
+                return 3;
+            }
+            if pid > 0 {
+                return 0;
+            }
+            // SAFETY: alarm takes an integer and touches no memory of ours.
+            unsafe { libc::alarm(10) };
+            // SAFETY: the opener leaves through `_exit` without touching `rx` again.
+            let mut copy = unsafe { std::ptr::read(&*rx) };
+            let end = std::time::Instant::now() + Duration::from_secs(5);
+            while sys::pid_alive(opener) && std::time::Instant::now() < end {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let code = if copy.recv_batch(&mut [0; 4]) == 4 && copy.commit_offset().is_ok() {
+                0
+            } else {
+                1
+            };
+            // SAFETY: ends the daemon at once, without running inherited destructors.
+            unsafe { libc::_exit(code) }
+        });
+        assert_exited_0(status, "the opener");
+        let cp = OffsetCheckpoint::open_or_create(&t.0[1], "consumer").unwrap();
+        let end = std::time::Instant::now() + Duration::from_secs(10);
+        while cp.load() != Some(4) && std::time::Instant::now() < end {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        assert_eq!(cp.load(), Some(4), "the daemon's commit");
     }
 
     #[test]

@@ -145,6 +145,15 @@ pub enum Error {
         /// The ring file.
         path: PathBuf,
     },
+    /// `commit_offset` through a copy of a consumer inherited through `fork`, while the
+    /// process that opened its checkpoint file runs: both would commit their own cursors to
+    /// the one file, and a restart would resume after whichever committed last.
+    ForkedCheckpoint {
+        /// The checkpoint file.
+        path: PathBuf,
+        /// The process that opened it.
+        opener: u32,
+    },
     /// A mirror's path holds a file that is neither empty nor a ring (nor a ring whose
     /// creation never finished): somebody's data, which the mirror refuses to replace.
     NotReplaced {
@@ -203,6 +212,7 @@ impl Error {
             | Error::TooShort { path, .. }
             | Error::BadFileVersion { path, .. }
             | Error::NoOffsetFile { path }
+            | Error::ForkedCheckpoint { path, .. }
             | Error::NotReplaced { path, .. }
             | Error::NotHealed { path, .. }
             | Error::RingTooLarge { path, .. }
@@ -288,6 +298,10 @@ impl fmt::Display for Error {
             Error::NoOffsetFile { .. } => write!(
                 f,
                 "ring {p}: no offset file configured for this consumer (RingConsumerBuilder::offset_file)"
+            ),
+            Error::ForkedCheckpoint { opener, .. } => write!(
+                f,
+                "offset file {p}: opened by process {opener}, which is running; a copy inherited through fork does not commit to it (commit_offset_to a file of its own)"
             ),
             Error::NotReplaced { len, magic, .. } => {
                 write!(f, "{p}: a file of {len} bytes")?;
