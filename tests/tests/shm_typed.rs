@@ -600,6 +600,22 @@ fn offset_files_that_are_not_checkpoints_are_refused() {
     assert!(matches!(e, Error::BadFileMagic { .. }), "{e}");
     let e = RingConsumer::<Rec>::attach_from_offset(&p, &p).unwrap_err();
     assert!(matches!(e, Error::BadFileMagic { .. }), "{e}");
+    // The message says what the file is: the arguments were swapped, or a ring named.
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "offset file {}: bad magic {:#018x} (the magic of a ring file)",
+            p.path().display(),
+            ringwire::core::layout::RING_MAGIC
+        )
+    );
+    let board = ShmPath::new("offset-bad-board");
+    let _bb = ringwire::BlackboardProducer::<u64>::create(&board, 1).unwrap();
+    let e = c.commit_offset_to(&board, "x").unwrap_err();
+    assert!(
+        e.to_string().ends_with("(the magic of a blackboard)"),
+        "{e}"
+    );
     let mut again = RingConsumer::<Rec>::attach(&p).unwrap();
     assert!(again.try_recv().unwrap().is_valid_for(1));
     // A checkpoint path under a file or naming a directory: an I/O error.
