@@ -293,7 +293,9 @@ impl OffsetCheckpoint {
     }
 
     /// Commits `seq` as the last processed sequence (release store), then the wall-clock
-    /// time (relaxed) and this process's pid.
+    /// time (relaxed) and this process's pid. It saves whoever calls it, as ringfire's does;
+    /// [`RingConsumer::commit_offset`](crate::RingConsumer::commit_offset) is the call that
+    /// refuses a copy of the handle in a forked child ([`Error::ForkedCheckpoint`]).
     pub fn save(&self, seq: u64) {
         // Release: whoever loads this value sees the processing that preceded it.
         self.a64(OFF_SEQ).store(seq, Ordering::Release);
