@@ -330,7 +330,11 @@ fn reader_lag_and_headroom_follow_the_slowest_live_reader() {
 /// Blob `seq`'s length (0 to the whole 4096-byte arena, every third one short) and bytes.
 fn racing_blob(seq: u64) -> Vec<u8> {
     let len = (seq.wrapping_mul(2_654_435_761) % 4097) as usize;
-    let len = if seq % 3 == 0 { len % 200 } else { len };
+    let len = if seq.is_multiple_of(3) {
+        len % 200
+    } else {
+        len
+    };
     (0..len)
         .map(|i| seq.wrapping_mul(131).wrapping_add(i as u64 * 7) as u8)
         .collect()
