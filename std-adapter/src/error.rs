@@ -6,12 +6,15 @@
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use ringwire_core::blackboard::BlackboardError;
 use ringwire_core::broadcast::blob::BlobError;
 use ringwire_core::broadcast::registry::RegistryError;
 use ringwire_core::queue::QueueAttachError;
 use ringwire_core::{AttachError, GeometryError, InitError, RegionError};
+
+use crate::registry::ReaderInfo;
 
 /// Result alias for the adapter.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -35,6 +38,25 @@ pub enum Error {
         path: PathBuf,
         /// Why.
         source: RegistryError,
+    },
+    /// A lossless producer's bounded wait ran out ([`RingProducer::push_timeout`],
+    /// [`RingProducer::wait_for_headroom_timeout`]): a registered reader whose process is
+    /// alive stayed a whole ring behind for the whole wait, so the record was not written.
+    /// A reader that stopped reading looks the same as a registry entry forged or left by a
+    /// process whose pid was reused; `reader` says which slot it is, for `ringwire stat`.
+    ///
+    /// [`RingProducer::push_timeout`]: crate::RingProducer::push_timeout
+    /// [`RingProducer::wait_for_headroom_timeout`]: crate::RingProducer::wait_for_headroom_timeout
+    Backpressure {
+        /// The file.
+        path: PathBuf,
+        /// The sequence that could not be written.
+        seq: u64,
+        /// How long the producer waited.
+        waited: Duration,
+        /// The slowest live registered reader when the wait ended (`None` when it left just
+        /// then).
+        reader: Option<ReaderInfo>,
     },
     /// A blob could not be written or read.
     Blob {
@@ -199,6 +221,7 @@ impl Error {
             | Error::Attach { path, .. }
             | Error::QueueAttach { path, .. }
             | Error::Registry { path, .. }
+            | Error::Backpressure { path, .. }
             | Error::Blob { path, .. }
             | Error::Blackboard { path, .. }
             | Error::WriterStalled { path, .. }
@@ -268,6 +291,26 @@ impl fmt::Display for Error {
             Error::QueueAttach { source, .. } => write!(f, "queue {p}: {source}"),
             Error::Geometry { source, .. } => write!(f, "ring {p}: {source}"),
             Error::Registry { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::Backpressure {
+                seq,
+                waited,
+                reader,
+                ..
+            } => {
+                write!(
+                    f,
+                    "ring {p}: record {seq} not written after waiting {waited:?}"
+                )?;
+                match reader {
+                    // Debug of the name: quoted, its control characters escaped.
+                    Some(r) => write!(
+                        f,
+                        ": registry slot {} (pid {}, name {:?}) is at cursor {}, {} records behind, and holds the lossless producer back",
+                        r.slot_index, r.pid, r.name, r.cursor_seq, r.lag
+                    ),
+                    None => write!(f, ": a registered reader held the lossless producer back"),
+                }
+            }
             Error::Blob { source, .. } => write!(f, "ring {p}: {source}"),
             Error::Blackboard { source, .. } => write!(f, "blackboard {p}: {source}"),
             Error::WriterStalled { key, .. } => write!(

@@ -7,7 +7,7 @@
 use std::marker::PhantomData;
 use std::ops::Range;
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ringwire_core::Geometry;
 use ringwire_core::broadcast::{Full, Producer, registry};
@@ -35,7 +35,8 @@ pub enum FlowControl {
     /// by another process (or a reader's pid seen from another PID namespace, where it
     /// looks dead and is pruned while it reads) defeats that test, and a reader killed
     /// but not yet reaped by its parent (a zombie) still exists for it: the writer waits
-    /// for that reader until its parent reaps it.
+    /// for that reader until its parent reaps it. [`RingProducer::push_timeout`] bounds
+    /// the wait and names the registry slot and pid it waited for.
     LosslessBackpressure,
 }
 
@@ -211,17 +212,87 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// advance. As in ringfire, it looks at the registry whatever the flow control: on a lossy
     /// ring with a registry it too waits for a registered reader a whole ring behind.
     pub fn wait_for_headroom(&mut self) {
+        // Without a deadline the wait ends only when the gate opens.
+        let _ = self.wait_until(None);
+    }
+
+    /// [`RingProducer::wait_for_headroom`], giving up after `timeout` with
+    /// [`Error::Backpressure`], which names the registry slot, pid, name and cursor of the
+    /// slowest live reader: the one holding the producer back. A reader that stopped
+    /// reading, or a registry entry that no reader owns (written by another process, or
+    /// left by a reader whose pid a new process got), would otherwise hold a lossless
+    /// producer for ever, its pid being alive.
+    ///
+    /// `Duration::ZERO` looks once (after pruning dead readers, which a refused
+    /// [`RingProducer::try_push`] does only now and then); `Duration::MAX`, or any timeout
+    /// the clock cannot add, waits as long as `wait_for_headroom`.
+    pub fn wait_for_headroom_timeout(&mut self, timeout: Duration) -> Result<()> {
+        let start = Instant::now();
+        if self.wait_until(start.checked_add(timeout)) {
+            Ok(())
+        } else {
+            Err(self.backpressure(start.elapsed()))
+        }
+    }
+
+    /// [`RingProducer::push`] with a bounded wait: publishes `item` and returns its
+    /// sequence, or, on a lossless ring whose slowest live registered reader stays a whole
+    /// ring behind for `timeout`, writes nothing and fails with [`Error::Backpressure`]
+    /// naming that reader (see [`RingProducer::wait_for_headroom_timeout`], which also says
+    /// what `Duration::ZERO` and `Duration::MAX` do). On a lossy ring it never waits.
+    pub fn push_timeout(&mut self, item: &T, timeout: Duration) -> Result<u64> {
+        if let Ok(seq) = self.inner.try_push_at(Self::POFF, item.as_bytes()) {
+            return Ok(seq);
+        }
+        let start = Instant::now();
+        let deadline = start.checked_add(timeout);
+        loop {
+            if !self.wait_until(deadline) {
+                return Err(self.backpressure(start.elapsed()));
+            }
+            // The wait refreshed the gate past `next_seq`, so this succeeds.
+            if let Ok(seq) = self.inner.try_push_at(Self::POFF, item.as_bytes()) {
+                return Ok(seq);
+            }
+        }
+    }
+
+    /// Waits as [`RingProducer::wait_for_headroom`] describes until the gate opens (true) or
+    /// `deadline` passes (false; `None` is no deadline). The last look, at the deadline,
+    /// prunes dead readers first, so a zero timeout is not refused for a dead one.
+    fn wait_until(&mut self, deadline: Option<Instant>) -> bool {
         let mut round = 0u32;
         while !self.gate_open() {
+            let left = match deadline {
+                None => Duration::MAX,
+                Some(d) => d.saturating_duration_since(Instant::now()),
+            };
+            if left.is_zero() {
+                registry::prune_dead(self.inner.view(), sys::pid_alive);
+                return self.gate_open();
+            }
             if round < 100 {
                 std::hint::spin_loop();
             } else if round < 1100 {
                 std::thread::yield_now();
             } else {
                 registry::prune_dead(self.inner.view(), sys::pid_alive);
-                crate::sys::sleep(Duration::from_micros(10));
+                crate::sys::sleep(left.min(Duration::from_micros(10)));
             }
             round = round.saturating_add(1);
+        }
+        true
+    }
+
+    /// The error of a bounded wait that ran out after `waited`, naming the reader that is
+    /// slowest now.
+    #[cold]
+    fn backpressure(&self, waited: Duration) -> Error {
+        Error::Backpressure {
+            path: self.path().to_path_buf(),
+            seq: self.inner.next_seq(),
+            waited,
+            reader: crate::registry::slowest_reader(self.inner.view(), self.inner.write_seq()),
         }
     }
 

@@ -22,7 +22,7 @@
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use ringwire_core::RingView;
-use ringwire_core::broadcast::registry::{self, Owner, unread};
+use ringwire_core::broadcast::registry::{self, LiveReader, Owner, unread};
 
 use crate::sys;
 
@@ -44,6 +44,31 @@ pub struct ReaderInfo {
     /// Messages up to the `write_seq` passed that it has not read:
     /// `write_seq - (cursor_seq - 1)`, saturating at 0.
     pub lag: u64,
+}
+
+impl ReaderInfo {
+    /// The listing of live reader `r` of `view`, its lag counted up to `write_seq`.
+    fn of(view: &RingView, r: LiveReader, write_seq: u64) -> ReaderInfo {
+        // The name was stored before the reader's release of `active = 1`, which the scan
+        // acquired.
+        let raw = view.registry_name(r.slot).unwrap_or([0; 32]);
+        ReaderInfo {
+            slot_index: r.slot as usize,
+            pid: r.pid,
+            name: String::from_utf8_lossy(registry::name_bytes(&raw)).into_owned(),
+            cursor_seq: r.cursor,
+            lag: unread(write_seq, r.cursor),
+        }
+    }
+}
+
+/// The live reader of `view` with the smallest cursor (the first in slot order among
+/// equals), as listed with its lag behind `write_seq`: the one a lossless producer waits
+/// for. No liveness check; `None` when no reader is registered.
+pub(crate) fn slowest_reader(view: &RingView, write_seq: u64) -> Option<ReaderInfo> {
+    registry::live_readers(view)
+        .min_by_key(|r| r.cursor)
+        .map(|r| ReaderInfo::of(view, r, write_seq))
 }
 
 /// A ring's reader registry: its live readers, their cursors and the producer's headroom.
@@ -101,18 +126,7 @@ impl ReaderRegistry {
     pub fn active_readers(&self, write_seq: u64) -> Vec<ReaderInfo> {
         self.prune_dead_readers();
         registry::live_readers(&self.view)
-            .map(|r| {
-                // The name was stored before the reader's release of `active = 1`, which
-                // the scan acquired.
-                let raw = self.view.registry_name(r.slot).unwrap_or([0; 32]);
-                ReaderInfo {
-                    slot_index: r.slot as usize,
-                    pid: r.pid,
-                    name: String::from_utf8_lossy(registry::name_bytes(&raw)).into_owned(),
-                    cursor_seq: r.cursor,
-                    lag: unread(write_seq, r.cursor),
-                }
-            })
+            .map(|r| ReaderInfo::of(&self.view, r, write_seq))
             .collect()
     }
 

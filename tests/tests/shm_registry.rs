@@ -405,3 +405,121 @@ fn rings_without_a_registry_or_a_free_slot() {
         Some(DEFAULT_MAX_READERS)
     );
 }
+
+/// A lossless ring of 8 u64 records with 2 registry slots.
+fn lossless_ring(tag: &str) -> (ShmPath, RingProducer<u64>) {
+    let p = ShmPath::new(tag);
+    let prod = RingProducerBuilder::new(8)
+        .max_readers(2)
+        .flow_control(FlowControl::LosslessBackpressure)
+        .build::<u64, _>(&p)
+        .unwrap();
+    (p, prod)
+}
+
+/// A registry entry forged with a live pid (ours) never moves, and a lossless producer's
+/// `push` waits for it for ever. `push_timeout` and `wait_for_headroom_timeout` give up
+/// after their timeout with an error naming the slot, pid, name and cursor that hold the
+/// producer back; `Duration::ZERO` is one look (dead readers pruned first), and
+/// `Duration::MAX` no limit.
+#[test]
+fn a_bounded_lossless_push_names_the_reader_that_holds_it() {
+    let me = std::process::id();
+    let (p, mut prod) = lossless_ring("reg-bounded");
+    let forged = registry::register(view(prod.file()), me, "forged\n", 1, |_| true).unwrap();
+    assert_eq!(forged, 0);
+    for s in 1..=8u64 {
+        assert_eq!(prod.push_timeout(&s, Duration::ZERO).unwrap(), s);
+    }
+    let check = |e: ringwire::Error, waited_at_least: Duration| {
+        let text = e.to_string();
+        match e {
+            ringwire::Error::Backpressure {
+                seq,
+                waited,
+                reader: Some(r),
+                ..
+            } => {
+                assert_eq!(seq, 9, "{text}");
+                assert!(waited >= waited_at_least, "{text}");
+                assert!(waited < Duration::from_secs(5), "{text}");
+                assert_eq!(
+                    row(r.slot_index, r.pid, &r.name, r.cursor_seq, r.lag),
+                    row(0, me, "forged\n", 1, 8)
+                );
+            }
+            other => panic!("not Backpressure: {other:?}"),
+        }
+        // The name is escaped: the message stays on one line.
+        for part in [
+            p.path().to_str().unwrap(),
+            "record 9",
+            "slot 0",
+            &format!("pid {me}"),
+            "\"forged\\n\"",
+            "cursor 1",
+        ] {
+            assert!(text.contains(part), "{part:?} not in {text:?}");
+        }
+        assert!(!text.contains('\n'), "{text:?}");
+    };
+    check(
+        prod.push_timeout(&9, Duration::ZERO).unwrap_err(),
+        Duration::ZERO,
+    );
+    let t0 = Instant::now();
+    check(
+        prod.push_timeout(&9, Duration::from_millis(50))
+            .unwrap_err(),
+        Duration::from_millis(50),
+    );
+    assert!(t0.elapsed() >= Duration::from_millis(50));
+    check(
+        prod.wait_for_headroom_timeout(Duration::from_millis(20))
+            .unwrap_err(),
+        Duration::from_millis(20),
+    );
+    // Nothing was written by the refused pushes.
+    assert_eq!((prod.sequence(), prod.next_sequence()), (8, 9));
+
+    // The entry gone, a dead pid's instead: pruned on the one look of a zero timeout.
+    registry::unregister(view(prod.file()), 0, me).unwrap();
+    registry::register(view(prod.file()), IMPOSSIBLE_PID, "ghost", 1, |_| true).unwrap();
+    assert_eq!(prod.push_timeout(&9, Duration::ZERO).unwrap(), 9);
+
+    // A real reader that drains while the producer waits, without a limit and with one.
+    let mut rx = RingConsumer::<u64>::builder()
+        .start_from_head()
+        .attach(&p)
+        .unwrap();
+    for s in 10..=17u64 {
+        prod.push_timeout(&s, Duration::ZERO).unwrap();
+    }
+    assert!(prod.push_timeout(&18, Duration::ZERO).is_err());
+    let reader = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        let mut got = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while got.last() != Some(&19) && Instant::now() < deadline {
+            match rx.try_recv() {
+                Some(v) => got.push(v),
+                None => std::thread::yield_now(),
+            }
+        }
+        got
+    });
+    assert_eq!(prod.push_timeout(&18, Duration::MAX).unwrap(), 18);
+    assert_eq!(prod.push_timeout(&19, Duration::from_secs(10)).unwrap(), 19);
+    let got = reader.join().unwrap();
+    assert_eq!(got, (10..=19).collect::<Vec<u64>>());
+}
+
+/// On a lossy ring a bounded push never waits, whatever the registry holds.
+#[test]
+fn a_bounded_push_on_a_lossy_ring_never_waits() {
+    let (_p, mut prod) = rw_ring("reg-bounded-lossy", 0);
+    registry::register(view(prod.file()), std::process::id(), "stuck", 1, |_| true).unwrap();
+    for s in 1..=40u64 {
+        assert_eq!(prod.push_timeout(&Rec::new(s), Duration::ZERO).unwrap(), s);
+    }
+}
