@@ -512,6 +512,24 @@ fn a_bounded_lossless_push_names_the_reader_that_holds_it() {
     assert_eq!(prod.push_timeout(&19, Duration::from_secs(10)).unwrap(), 19);
     let got = reader.join().unwrap();
     assert_eq!(got, (10..=19).collect::<Vec<u64>>());
+
+    // A reader that never reads and detaches while the producer waits for it.
+    let idle = RingConsumer::<u64>::builder()
+        .start_from_head()
+        .attach(&p)
+        .unwrap();
+    for s in 20..=27u64 {
+        prod.push_timeout(&s, Duration::ZERO).unwrap();
+    }
+    assert!(prod.push_timeout(&28, Duration::ZERO).is_err());
+    let leaver = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        drop(idle);
+    });
+    let t0 = Instant::now();
+    assert_eq!(prod.push_timeout(&28, Duration::from_secs(10)).unwrap(), 28);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    leaver.join().unwrap();
 }
 
 /// On a lossy ring a bounded push never waits, whatever the registry holds.
