@@ -1028,6 +1028,74 @@ fn lossy_mpmc_slot_reuse_and_an_overwritten_ticket() {
     );
 }
 
+/// A consumer giving back the ticket it holds (`give_back`, what a consumer dropped before
+/// its ticket was published does) while a competing consumer claims, and the producers of
+/// both drawn tickets publish them. Tickets 1 and 2 were drawn by paused producers and the
+/// first consumer holds ticket 1. Whatever the order: the give-back succeeds only when the
+/// other consumer has not taken ticket 2, in which case ticket 1 goes to whoever claims next;
+/// when it fails the first consumer still holds ticket 1 and receives it. Each ticket is
+/// received once, untorn, and nothing is counted lost. A model run must reach both the
+/// given-back and the kept ticket.
+#[test]
+fn lossy_give_back_racing_a_competing_claim() {
+    use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
+    // Across executions (not part of the model): which outcomes the model reached.
+    static GIVEN_BACK: AtomicU32 = AtomicU32::new(0);
+    static KEPT: AtomicU32 = AtomicU32::new(0);
+    model(|| {
+        use ringwire_core::sync::Ordering;
+        let ring = lossy_ring(2);
+        // Two producers drew tickets 1 and 2 and have not written them yet.
+        ring.claim_seq().store(3, Ordering::Relaxed);
+        let mut first = LossyMpmcConsumer::new(ring.clone()).unwrap();
+        let mut b = [0u8; 16];
+        assert_eq!(first.try_recv(&mut b), None);
+        assert_eq!(first.pending(), Some(1));
+        let writers = {
+            let ring = ring.clone();
+            thread::spawn(move || {
+                for t in [1u64, 2] {
+                    ring.write_slot(t, &item(t * 10));
+                    ring.write_seq().fetch_max(t, Ordering::Release);
+                }
+            })
+        };
+        let other = {
+            let ring = ring.clone();
+            thread::spawn(move || {
+                let mut c = LossyMpmcConsumer::new(ring).unwrap();
+                let mut b = [0u8; 16];
+                let got = c.try_recv(&mut b).map(|t| (t, value(&b)));
+                (c, got)
+            })
+        };
+        let given = first.give_back();
+        assert_eq!(first.pending(), (!given).then_some(1));
+        writers.join().unwrap();
+        let (mut other, early) = other.join().unwrap();
+        let mut got: Vec<(u64, u64)> = early.into_iter().collect();
+        for c in [&mut first, &mut other] {
+            while let Some(t) = c.try_recv(&mut b) {
+                got.push((t, value(&b)));
+            }
+        }
+        got.sort();
+        assert_eq!(got, [(1, 10), (2, 20)]);
+        assert_eq!(first.dropped() + other.dropped(), 0);
+        assert_eq!((first.pending(), other.pending()), (None, None));
+        if given {
+            GIVEN_BACK.fetch_add(1, Relaxed);
+        } else {
+            KEPT.fetch_add(1, Relaxed);
+        }
+    });
+    assert!(
+        GIVEN_BACK.load(Relaxed) > 0,
+        "ticket 1 was never given back"
+    );
+    assert!(KEPT.load(Relaxed) > 0, "ticket 1 was always given back");
+}
+
 /// Healing a lossy ring's slot left mid-write by a dead producer (ticket 1 of a 2-slot
 /// ring) while the next lap's producer (ticket 3) waits on that slot and takes it over once
 /// its clock passes the deadline (the slow path; under loom the clock is read on every

@@ -17,7 +17,9 @@
 //!   could read it loses that ticket. Each consumer counts the tickets it lost in
 //!   [`MpmcQueueConsumer::dropped_count`]; over all consumers, every ticket handed out is
 //!   either received once or counted once, but for a ticket a consumer holds (waiting for
-//!   its producer to publish it) when the consumer is dropped, which is neither;
+//!   its producer to publish it) when the consumer is dropped after another consumer took a
+//!   later ticket, which is neither. Beyond ringfire, a consumer dropped before any later
+//!   ticket was taken gives its ticket back, and the next consumer receives it;
 //! * a consumer whose ticket was claimed by a producer that died before publishing it
 //!   waits on that ticket, receiving nothing, until producers have claimed a whole ring's
 //!   worth of tickets after it (then it counts the ticket lost and goes on). Messages
@@ -282,6 +284,9 @@ impl<T> std::fmt::Debug for MpmcProducer<T> {
 pub struct MpmcQueueConsumer<T> {
     // Declared before `file`: the core handle's copy of the view must go first.
     inner: LossyMpmcConsumer,
+    /// The process's fork generation at attach: a copy inherited by a forked child does
+    /// not give back its parent's ticket on drop (see the `Drop` impl).
+    fork_generation: u64,
     file: RingFile,
     _t: PhantomData<fn() -> T>,
 }
@@ -298,6 +303,7 @@ impl<T: FromBytes + 'static> MpmcQueueConsumer<T> {
             LossyMpmcConsumer::new(*file.ring()).map_err(|e| Error::attach(file.path(), e))?;
         Ok(MpmcQueueConsumer {
             inner,
+            fork_generation: sys::fork_generation(),
             file,
             _t: PhantomData,
         })
@@ -403,6 +409,19 @@ fn ready(ring: &RingView, pending: Option<u64>) -> bool {
     }
 }
 
+/// A consumer dropped while it holds a claimed ticket (its producer has not published it
+/// yet) gives the ticket back to the other consumers if none has taken a later one
+/// ([`LossyMpmcConsumer::give_back`]); otherwise the message is lost uncounted, as in
+/// ringfire. A copy inherited by a forked child leaves the ticket alone: its parent still
+/// holds it and may receive it.
+impl<T> Drop for MpmcQueueConsumer<T> {
+    fn drop(&mut self) {
+        if !sys::forked_since(self.fork_generation) {
+            let _ = self.inner.give_back();
+        }
+    }
+}
+
 impl<T> std::fmt::Debug for MpmcQueueConsumer<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MpmcQueueConsumer")
@@ -410,5 +429,45 @@ impl<T> std::fmt::Debug for MpmcQueueConsumer<T> {
             .field("pending", &self.inner.pending())
             .field("dropped", &self.inner.dropped())
             .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::test_fork::{assert_exited_0, forked};
+
+    /// A consumer's copy inherited by a forked child and dropped there leaves the ticket its
+    /// parent holds alone: given back, another consumer would take it while the parent still
+    /// waits on it, and the message would be received twice.
+    #[test]
+    fn a_forked_childs_copy_dropped_leaves_its_parents_ticket() {
+        let path = std::env::temp_dir().join(format!("ringwire-lossy-fork-{}", std::process::id()));
+        let prod = MpmcProducer::<u64>::create(&path, 8).unwrap();
+        let ring = prod.file.ring();
+        // A producer drew ticket 1 and has not written it yet.
+        assert_eq!(ring.claim_seq().fetch_add(1, Ordering::Relaxed), 1);
+        let mut c = MpmcQueueConsumer::<u64>::attach(&path).unwrap();
+        assert_eq!(c.try_recv(), None);
+        assert_eq!(c.inner.pending(), Some(1));
+        let status = forked(10, || {
+            // SAFETY: this child never touches the original again (it leaves through
+            // `_exit`), so the bitwise copy is its only copy of the consumer.
+            let copy = unsafe { std::ptr::read(&c) };
+            drop(copy);
+            0
+        });
+        assert_exited_0(status, "drop of the copy in the child");
+        assert_eq!(
+            ring.read_seq().load(Ordering::Relaxed),
+            2,
+            "the child gave its parent's ticket back"
+        );
+        ring.write_slot(1, &7u64.to_ne_bytes());
+        ring.write_seq().fetch_max(1, Ordering::Release);
+        assert_eq!(c.try_recv(), Some(7));
+        // The parent's own drop, holding nothing, changes nothing.
+        drop(c);
+        assert_eq!(ring.read_seq().load(Ordering::Relaxed), 2);
     }
 }

@@ -313,6 +313,63 @@ fn a_lapped_consumer_counts_exactly_what_it_lost() {
     assert_eq!(late.dropped_count(), 0);
 }
 
+/// A consumer dropped while it holds a claimed ticket that its producer has not published
+/// yet (a producer paused between its claim and its copy: a consumer that gives up with
+/// `recv_timeout` and is dropped meets one whenever the producer is descheduled there)
+/// gives the ticket back when no consumer took a later one since, so the next consumer
+/// receives the message. Before, it was neither received nor counted lost by anyone. A
+/// ticket that cannot be given back (a later one was taken) is lost as before, and the
+/// consumer holding it in a forked child's copy never gives it back (its parent holds it).
+#[test]
+fn a_consumer_dropped_holding_an_unpublished_ticket_gives_it_back() {
+    let p = ShmPath::new("lmpmc-give-back");
+    let prod = MpmcProducer::<Item>::create(&p, 8).unwrap();
+    // SAFETY: the view is used only while `prod`, which maps the file, is alive.
+    let view = unsafe { prod.file().view() };
+    // A producer draws ticket `t` and pauses; later it copies and publishes its item.
+    let draw = || view.claim_seq().fetch_add(1, Ordering::Relaxed);
+    let publish = |t: u64| {
+        view.write_slot(t, Item::new(t).as_bytes());
+        view.write_seq().fetch_max(t, Ordering::Release);
+    };
+    assert_eq!(published(&prod, &Item::new(1)), 1);
+    assert_eq!(draw(), 2);
+    let mut first = MpmcQueueConsumer::<Item>::attach(&p).unwrap();
+    assert_eq!(first.try_recv(), Some(Item::new(1)));
+    let mut wait = YieldBackoff::default();
+    assert_eq!(
+        first.recv_timeout(&mut wait, Duration::from_millis(5)),
+        None
+    );
+    drop(first);
+    publish(2);
+    // Ours and ringfire's next consumer both see ticket 2 (ringfire's after ours took it
+    // and gave it back again).
+    let mut next = MpmcQueueConsumer::<Item>::attach(&p).unwrap();
+    assert_eq!(view.read_seq().load(Ordering::Relaxed), 2);
+    assert_eq!(next.try_recv(), Some(Item::new(2)));
+    assert_eq!(next.dropped_count(), 0);
+    assert_eq!(draw(), 3);
+    assert_eq!(next.try_recv(), None);
+    drop(next);
+    publish(3);
+    let mut rf = ringfire::MpmcQueueConsumer::<Item>::attach(&p).unwrap();
+    assert_eq!(rf.try_recv(), Some(Item::new(3)));
+    assert_eq!(rf.dropped_count(), 0);
+
+    // Ticket 4 held by one consumer, 5 taken by another after it: 4 cannot be given back.
+    assert_eq!((draw(), draw()), (4, 5));
+    let mut a = MpmcQueueConsumer::<Item>::attach(&p).unwrap();
+    let mut b = MpmcQueueConsumer::<Item>::attach(&p).unwrap();
+    assert_eq!((a.try_recv(), b.try_recv()), (None, None));
+    drop(a);
+    publish(4);
+    publish(5);
+    assert_eq!(view.read_seq().load(Ordering::Relaxed), 6);
+    assert_eq!(b.try_recv(), Some(Item::new(5)));
+    assert_eq!(rf.try_recv(), None);
+}
+
 #[test]
 fn two_producer_and_two_consumer_threads_lose_nothing_unaccounted() {
     const PER_PRODUCER: u64 = 200_000;

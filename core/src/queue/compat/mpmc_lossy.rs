@@ -350,6 +350,36 @@ impl LossyMpmcConsumer {
         self.pending
     }
 
+    /// Hands the ticket this consumer holds ([`LossyMpmcConsumer::pending`]) back to the
+    /// other consumers, when none has taken a later one since (`read_seq` is still the
+    /// ticket after it): `read_seq` goes back to the ticket, which the next receive of any
+    /// consumer claims, and this consumer holds nothing. Returns whether it did; `false`,
+    /// keeping the ticket, when a later ticket was taken or nothing is held.
+    ///
+    /// For a consumer that stops: a held ticket is otherwise neither received nor counted
+    /// lost by anyone (spec §8.2 has no way back). `read_seq` stepping back by one is the
+    /// state the ring was in before our claim, so every consumer's CAS on it (ringfire's
+    /// too) sees it as such; one taken back by a consumer that gives up its own later ticket
+    /// first returns to it in turn. Only the holder may call it, once it no longer reads the
+    /// ticket: a copy of this consumer that still reads it (one inherited through `fork`)
+    /// would receive the message a second time.
+    pub fn give_back(&mut self) -> bool {
+        let Some(t) = self.pending else {
+            return false;
+        };
+        // AcqRel: release, so a consumer that acquires `read_seq == t` and claims the ticket
+        // sees it as ours was; acquire as the claims' CAS.
+        let ok = self
+            .ring
+            .read_seq()
+            .compare_exchange(t.wrapping_add(1), t, Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok();
+        if ok {
+            self.pending = None;
+        }
+        ok
+    }
+
     /// Takes the next message into `dst` (at most `S - 8` bytes of the raw slot bytes) and
     /// returns its sequence, or `None` when nothing is ready.
     pub fn try_recv(&mut self, dst: &mut [u8]) -> Option<u64> {
