@@ -197,6 +197,8 @@ pub struct QueueMem {
     // The MPMC handles' watch over their wakes of the data and the space side, shared by
     // every handle on this mapping (see `wait::notify_gated`).
     wake_gates: [WakeGate; 2],
+    // An SPSC handle on this mapping was dropped (see `mark_side_dropped`).
+    side_dropped: AtomicBool,
 }
 
 /// What [`QueueMem::open`] found out about other handles on the file.
@@ -379,6 +381,7 @@ impl QueueMem {
             _lock: Some(f),
             at_open: AtOpen::NotAlone,
             wake_gates: Default::default(),
+            side_dropped: AtomicBool::new(false),
         })
     }
 
@@ -417,6 +420,7 @@ impl QueueMem {
             _lock: Some(f),
             at_open,
             wake_gates: Default::default(),
+            side_dropped: AtomicBool::new(false),
         })
     }
 
@@ -445,6 +449,7 @@ impl QueueMem {
             _lock: None,
             at_open: AtOpen::NotAlone,
             wake_gates: Default::default(),
+            side_dropped: AtomicBool::new(false),
         })
     }
 
@@ -470,6 +475,25 @@ impl QueueMem {
     /// What the open proved of other handles on the file, and what it healed.
     pub(crate) fn at_open(&self) -> AtOpen {
         self.at_open
+    }
+
+    /// Records that an SPSC handle on this mapping was dropped. Only an anonymous channel
+    /// (`spsc_channel`, `spsc_bytes_channel`) has two handles on one mapping, so the other
+    /// one learns that its peer is gone for good: nothing can reach the queue through
+    /// anonymous memory afterwards. (A file's handles each map it themselves, and a role
+    /// given up there may be taken again by another process.)
+    pub(super) fn mark_side_dropped(&self) {
+        // SeqCst: before the wake that follows (`wait::wake_on`), so that a sleeper woken
+        // by it, or one that reads the futex word it bumps, sees the mark on its re-check.
+        self.side_dropped.store(true, Ordering::SeqCst);
+    }
+
+    /// True once [`QueueMem::mark_side_dropped`] ran: the peer of an anonymous channel is
+    /// gone.
+    pub(super) fn side_dropped(&self) -> bool {
+        // Acquire: the peer's last pushes (or hand-backs) come before its mark, so a caller
+        // that sees the mark and then looks at the queue sees them.
+        self.side_dropped.load(Ordering::Acquire)
     }
 
     /// Whether this process's notifiers may skip the fence (membarrier registered).

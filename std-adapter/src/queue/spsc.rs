@@ -142,6 +142,12 @@ impl<T: Item> SpscProducer<T> {
         self.raw.free()
     }
 
+    /// See [`SpscBytesProducer::is_abandoned`]: the consumer of this anonymous channel was
+    /// dropped.
+    pub fn is_abandoned(&self) -> bool {
+        self.raw.is_abandoned()
+    }
+
     /// True when the path no longer names this queue's file (see
     /// [`QueueMem::is_replaced`]): items pushed here reach no consumer that opens the path.
     pub fn is_replaced(&self) -> bool {
@@ -214,6 +220,12 @@ impl<T: Item> SpscConsumer<T> {
     /// Items ready to pop.
     pub fn ready(&mut self) -> Result<u64, PopError> {
         self.raw.ready()
+    }
+
+    /// See [`SpscBytesConsumer::is_abandoned`]: the producer of this anonymous channel was
+    /// dropped.
+    pub fn is_abandoned(&self) -> bool {
+        self.raw.is_abandoned()
     }
 
     /// See [`SpscBytesConsumer::release_every`].

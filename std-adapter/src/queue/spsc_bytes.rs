@@ -247,7 +247,9 @@ impl SpscBytesProducer {
         let deadline = deadline_after(timeout);
         loop {
             match self.try_push(item) {
-                Err(PushError::Full) if before(deadline) => self.sleep_for_space(wait, deadline),
+                Err(PushError::Full) if before(deadline) && !self.is_abandoned() => {
+                    self.sleep_for_space(wait, deadline)
+                }
                 r => {
                     wait.reset();
                     return r;
@@ -265,7 +267,11 @@ impl SpscBytesProducer {
         let deadline = deadline_after(timeout);
         loop {
             let free = self.inner.free();
-            if free == 0 && before(deadline) && self.inner.cursors_corrupt().is_none() {
+            if free == 0
+                && before(deadline)
+                && self.inner.cursors_corrupt().is_none()
+                && !self.is_abandoned()
+            {
                 self.sleep_for_space(wait, deadline);
                 continue;
             }
@@ -274,10 +280,23 @@ impl SpscBytesProducer {
         }
     }
 
-    /// One wait of `wait` on the space futex, ended by a free slot or the deadline.
+    /// One wait of `wait` on the space futex, ended by a free slot, the consumer's drop (of
+    /// an anonymous channel) or the deadline.
     fn sleep_for_space<W: WaitStrategy>(&mut self, wait: &mut W, deadline: Option<Instant>) {
         let view = *self.mem.queue();
-        wait_side(wait, &view, Side::Space, deadline, || self.inner.free() > 0);
+        let mem = &self.mem;
+        wait_side(wait, &view, Side::Space, deadline, || {
+            self.inner.free() > 0 || mem.side_dropped()
+        });
+    }
+
+    /// True when this is the producer of an anonymous channel ([`spsc_bytes_channel`],
+    /// [`super::spsc_channel`]) whose consumer has been dropped: nothing will pop the items
+    /// in the queue or make room for more. The blocking pushes then stop waiting: a full
+    /// queue fails with [`PushError::Full`] at once, whatever the timeout. Always false on a
+    /// queue file, whose consumer role another handle may take at any time.
+    pub fn is_abandoned(&self) -> bool {
+        self.mem.side_dropped()
     }
 
     /// Receives datagrams from `sock` straight into the queue's free slots with one
@@ -343,8 +362,31 @@ impl SpscBytesProducer {
     }
 }
 
+/// Tells the consumer of an anonymous channel that no item will come any more, and wakes it
+/// if it sleeps on the empty queue (see [`SpscBytesConsumer::is_abandoned`]).
+impl Drop for SpscBytesProducer {
+    fn drop(&mut self) {
+        abandon(&self.mem, self.inner.view(), Side::Data);
+    }
+}
+
+/// When a handle on `mem` (an anonymous channel's, sharing the mapping with its peer) is
+/// dropped: marks the peer abandoned and wakes it on `side`, where it sleeps. The wake is
+/// not the usual look for sleepers (`notify_on`) but a bump of the futex word whatever the
+/// count: a sleeper that read the word before the bump then fails its `FUTEX_WAIT` or is
+/// woken, and one that read it after sees the mark on its re-check (the bump is a release
+/// after the mark). A file's handle owns its mapping alone and does nothing here.
+fn abandon(mem: &Arc<QueueMem>, view: &QueueView, side: Side) {
+    if Arc::strong_count(mem) > 1 {
+        mem.mark_side_dropped();
+        wake_on(view, side);
+    }
+}
+
 /// Hands the popped slots back and wakes a producer asleep on the full queue, so that it,
-/// or the next consumer, goes on from the last item this one popped.
+/// or the next consumer, goes on from the last item this one popped. The producer of an
+/// anonymous channel learns that it is abandoned (see
+/// [`SpscBytesProducer::is_abandoned`]).
 impl Drop for SpscBytesConsumer {
     fn drop(&mut self) {
         if self.pid != std::process::id() {
@@ -358,6 +400,7 @@ impl Drop for SpscBytesConsumer {
             return;
         }
         self.release();
+        abandon(&self.mem, self.inner.view(), Side::Space);
     }
 }
 
@@ -536,11 +579,15 @@ impl SpscBytesConsumer {
     ) -> Result<Option<R>, PopError> {
         let deadline = deadline_after(timeout);
         loop {
+            // Looked at before the pop: every item the producer pushed before its drop is
+            // then seen by the pop, so an empty pop after the mark is the end of the items.
+            let abandoned = self.is_abandoned();
             match pop(self)? {
-                None if before(deadline) => {
+                None if before(deadline) && !abandoned => {
                     let view = *self.mem.queue();
+                    let mem = &self.mem;
                     wait_side(wait, &view, Side::Data, deadline, || {
-                        self.inner.ready().map_or(true, |n| n > 0)
+                        self.inner.ready().map_or(true, |n| n > 0) || mem.side_dropped()
                     });
                 }
                 r => {
@@ -554,6 +601,15 @@ impl SpscBytesConsumer {
     /// Items ready to pop.
     pub fn ready(&mut self) -> Result<u64, PopError> {
         self.inner.ready()
+    }
+
+    /// True when this is the consumer of an anonymous channel ([`spsc_bytes_channel`],
+    /// [`super::spsc_channel`]) whose producer has been dropped: the items in the queue are
+    /// the last. The blocking pops then stop waiting: once the queue is empty they return
+    /// `Ok(None)` at once, whatever the timeout. Always false on a queue file, whose
+    /// producer role another handle may take at any time.
+    pub fn is_abandoned(&self) -> bool {
+        self.mem.side_dropped()
     }
 
     /// See [`QueueMem::flush`].

@@ -1215,3 +1215,108 @@ fn a_forked_childs_copy_that_popped_on_by_itself_hands_its_pops_back() {
     let mut next = SpscConsumer::<u64>::open(&path).unwrap();
     assert_eq!(next.try_pop(), Ok(Some(3)));
 }
+
+/// Runs `call` on a thread that records its id, waits until that thread sleeps in the futex
+/// system call, runs `then`, and returns what `call` returned and how long it took after
+/// `then`.
+fn once_asleep<R: Send>(call: impl FnOnce() -> R + Send, then: impl FnOnce()) -> (R, Duration) {
+    let tid = AtomicI32::new(0);
+    std::thread::scope(|s| {
+        let sleeper = s.spawn(|| {
+            // SAFETY: gettid has no preconditions.
+            tid.store(unsafe { libc::gettid() }, Ordering::SeqCst);
+            let r = call();
+            (r, Instant::now())
+        });
+        let t0 = Instant::now();
+        while !asleep_in_futex(tid.load(Ordering::SeqCst)) {
+            assert!(t0.elapsed() < Duration::from_secs(10), "never slept");
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let at = Instant::now();
+        then();
+        let (r, done) = sleeper.join().unwrap();
+        (r, done - at)
+    })
+}
+
+/// A waiter with 20 s futex sleeps: only a wake-up ends one within the 5 s the tests below
+/// allow (their calls' own timeouts are 10 s).
+fn long_sleeps() -> crate::FutexWait {
+    crate::FutexWait::new(0, Some(Duration::from_secs(20)))
+}
+
+#[test]
+fn a_blocking_pop_on_a_channel_whose_producer_is_dropped_returns_after_the_last_item() {
+    // A consumer asleep on the empty queue is woken by the producer's drop.
+    let (p, mut c) = spsc_channel::<u64>(4).unwrap();
+    let (r, took) = once_asleep(
+        || c.pop_timeout(&mut long_sleeps(), Duration::from_secs(10)),
+        || drop(p),
+    );
+    assert_eq!(r, Ok(None));
+    assert!(took < Duration::from_secs(5), "woken {took:?} after the drop");
+    // The same for a queue of byte strings.
+    let (p, mut c) = spsc_bytes_channel(4, 16).unwrap();
+    let mut buf = [0u8; 16];
+    let (r, took) = once_asleep(
+        || c.pop_timeout(&mut buf, &mut long_sleeps(), Duration::from_secs(10)),
+        || drop(p),
+    );
+    assert_eq!(r, Ok(None));
+    assert!(took < Duration::from_secs(5), "woken {took:?} after the drop");
+    assert!(c.is_abandoned());
+    let (mut p, mut c) = spsc_channel::<u64>(4).unwrap();
+    assert!(!c.is_abandoned() && !p.is_abandoned());
+    // Items pushed before the drop still come, then the wait ends at once, whatever its
+    // timeout.
+    p.try_push(&1).unwrap();
+    p.push_slice(&[2, 3]).unwrap();
+    drop(p);
+    assert!(c.is_abandoned());
+    for want in 1..=3 {
+        assert_eq!(c.pop_blocking(Duration::from_secs(10)), Ok(Some(want)));
+    }
+    let t0 = Instant::now();
+    assert_eq!(c.pop_blocking(Duration::MAX), Ok(None));
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    // A queue file's consumer is never abandoned: another producer may open the file.
+    let path = tmp("abandon");
+    let _rm = Remove(path.clone());
+    let p = SpscProducer::<u64>::create(&path, 4).unwrap();
+    let mut c = SpscConsumer::<u64>::open(&path).unwrap();
+    drop(p);
+    assert!(!c.is_abandoned());
+    let t0 = Instant::now();
+    assert_eq!(c.pop_blocking(Duration::from_millis(30)), Ok(None));
+    assert!(t0.elapsed() >= Duration::from_millis(30));
+}
+
+#[test]
+fn a_blocking_push_on_a_channel_whose_consumer_is_dropped_stops_waiting() {
+    let (mut p, c) = spsc_channel::<u64>(2).unwrap();
+    p.push_slice(&[1, 2]).unwrap();
+    let (r, took) = once_asleep(
+        || p.push_timeout(&3, &mut long_sleeps(), Duration::from_secs(10)),
+        || drop(c),
+    );
+    assert_eq!(r, Err(PushError::Full));
+    assert!(took < Duration::from_secs(5), "woken {took:?} after the drop");
+    assert!(p.is_abandoned());
+    let t0 = Instant::now();
+    assert_eq!(p.push_blocking(&3, Duration::MAX), Err(PushError::Full));
+    assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
+    // A queue of byte strings, and `wait_for_space`, which then reports no free slot.
+    let (mut p, c) = spsc_bytes_channel(2, 16).unwrap();
+    p.push_slice(&[b"a", b"b"]).unwrap();
+    let (free, took) = once_asleep(
+        || p.wait_for_space(&mut long_sleeps(), Duration::from_secs(10)),
+        || drop(c),
+    );
+    assert_eq!(free, 0);
+    assert!(took < Duration::from_secs(5), "woken {took:?} after the drop");
+    assert_eq!(
+        p.push_timeout(b"c", &mut long_sleeps(), Duration::MAX),
+        Err(PushError::Full)
+    );
+}
