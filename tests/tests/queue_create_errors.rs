@@ -141,7 +141,26 @@ fn geometry_errors_name_the_file_or_anonymous_memory() {
         SpscBytesProducer::create(&path, 8, 0)
             .unwrap_err()
             .to_string(),
-        format!("queue {p}: item size 0 is 0 or too large")
+        format!(
+            "queue {p}: item size is 0: an item needs at least 1 byte (a zero-sized type cannot \
+             be queued)"
+        )
+    );
+    assert_eq!(
+        spsc_channel::<()>(8).unwrap_err().to_string(),
+        "queue anonymous: item size is 0: an item needs at least 1 byte (a zero-sized type \
+         cannot be queued)"
+    );
+    assert_eq!(
+        MpmcQueue::<[u8; 0]>::anonymous(8).unwrap_err().to_string(),
+        "queue anonymous: item size is 0: an item needs at least 1 byte (a zero-sized type \
+         cannot be queued)"
+    );
+    assert_eq!(
+        SpscBytesProducer::create(&path, 8, u32::MAX as usize)
+            .unwrap_err()
+            .to_string(),
+        format!("queue {p}: item size 4294967295 is over the largest a queue takes (4294967287)")
     );
     assert_eq!(
         SpscBytesProducer::create(&path, 8, usize::MAX)

@@ -321,9 +321,14 @@ impl fmt::Display for QueueGeometryError {
             QueueGeometryError::MpmcCapacityTooSmall { capacity } => {
                 write!(f, "MPMC capacity {capacity} is below 2")
             }
-            QueueGeometryError::BadItemSize { item_size } => {
-                write!(f, "item size {item_size} is 0 or too large")
-            }
+            QueueGeometryError::BadItemSize { item_size: 0 } => f.write_str(
+                "item size is 0: an item needs at least 1 byte (a zero-sized type cannot be queued)",
+            ),
+            QueueGeometryError::BadItemSize { item_size } => write!(
+                f,
+                "item size {item_size} is over the largest a queue takes ({})",
+                u32::MAX - 8
+            ),
             QueueGeometryError::BadStride { stride, item_size } => write!(
                 f,
                 "slot stride {stride} is not a multiple of 8 of at least 8 + item size {item_size}"
