@@ -402,3 +402,98 @@ fn datagrams_received_into_the_slots_move_through_in_order() {
         Err(e) => panic!("recv_mmsg: {e}"),
     });
 }
+
+/// The item of position `i`: 0 to 20 bytes, each telling its position.
+fn nth_item(i: u64) -> Vec<u8> {
+    let len = (i.wrapping_mul(7919) % 21) as usize;
+    (0..len)
+        .map(|k| (i as u8).wrapping_add((k as u8).wrapping_mul(31)))
+        .collect()
+}
+
+#[test]
+fn mixed_lengths_move_in_order_through_batches_across_the_wrap_with_lazy_hand_backs() {
+    // Random batches and single pushes and pops of items of 0 to 20 bytes into buffers of 0
+    // to 23 bytes, on queues of 1 to 64 slots, with single pops handing their slots back at
+    // once, every 3 or every 64: every item comes once, in order, with its length; a buffer
+    // too small stops a batch at that item (an error only when it is the first) and leaves
+    // it in the queue; the producer never gets more room than the items popped.
+    for cap in [1u64, 2, 8, 64] {
+        for every in [1u64, 3, 64] {
+            let (mut p, mut c) = spsc_bytes_channel(cap, 20).unwrap();
+            c.set_release_every(every);
+            let (mut next_in, mut next_out) = (0u64, 0u64);
+            let mut x = 0x1234_5678_9abc_def1 ^ cap ^ (every << 8);
+            for _ in 0..3_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let room = cap - (next_in - next_out);
+                let want = ((x >> 8) % (2 * cap + 2)) as usize;
+                match x % 4 {
+                    0 => {
+                        let items: Vec<Vec<u8>> =
+                            (next_in..next_in + want as u64).map(nth_item).collect();
+                        let n = p.push_slice(&items).unwrap() as u64;
+                        assert!(n <= room.min(want as u64), "{n} pushed, room {room}");
+                        next_in += n;
+                    }
+                    1 => match p.try_push(&nth_item(next_in)) {
+                        Ok(()) => {
+                            assert!(room > 0);
+                            next_in += 1;
+                        }
+                        Err(e) => assert_eq!(e, PushError::Full),
+                    },
+                    2 => {
+                        let mut bufs: Vec<Vec<u8>> = (0..want)
+                            .map(|k| vec![0xee; ((x >> (16 + k % 40)) % 24) as usize])
+                            .collect();
+                        let mut lens = vec![usize::MAX; want];
+                        match c.pop_slice(&mut bufs, &mut lens) {
+                            Ok(n) => {
+                                for k in 0..n {
+                                    assert_eq!(bufs[k][..lens[k]], nth_item(next_out));
+                                    next_out += 1;
+                                }
+                                if n < want && next_out < next_in {
+                                    assert!(bufs[n].len() < nth_item(next_out).len());
+                                }
+                                assert!(lens[n..].iter().all(|l| *l == usize::MAX));
+                            }
+                            Err(e) => assert_eq!(
+                                e,
+                                PopError::BufferTooSmall {
+                                    len: bufs[0].len(),
+                                    need: nth_item(next_out).len()
+                                }
+                            ),
+                        }
+                    }
+                    _ => {
+                        let mut buf = vec![0u8; want % 24];
+                        match c.try_pop(&mut buf) {
+                            Ok(Some(n)) => {
+                                assert_eq!(buf[..n], nth_item(next_out));
+                                next_out += 1;
+                            }
+                            Ok(None) => assert_eq!(next_in, next_out),
+                            Err(e) => assert_eq!(
+                                e,
+                                PopError::BufferTooSmall {
+                                    len: buf.len(),
+                                    need: nth_item(next_out).len()
+                                }
+                            ),
+                        }
+                    }
+                }
+                if x % 97 == 0 {
+                    c.release();
+                    assert_eq!(p.free(), cap - (next_in - next_out));
+                }
+            }
+            assert!(next_out > 150, "{cap} slots, every {every}: {next_out} moved");
+        }
+    }
+}
