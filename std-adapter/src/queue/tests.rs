@@ -1255,7 +1255,10 @@ fn a_blocking_pop_on_a_channel_whose_producer_is_dropped_returns_after_the_last_
         || drop(p),
     );
     assert_eq!(r, Ok(None));
-    assert!(took < Duration::from_secs(5), "woken {took:?} after the drop");
+    assert!(
+        took < Duration::from_secs(5),
+        "woken {took:?} after the drop"
+    );
     // The same for a queue of byte strings.
     let (p, mut c) = spsc_bytes_channel(4, 16).unwrap();
     let mut buf = [0u8; 16];
@@ -1264,7 +1267,10 @@ fn a_blocking_pop_on_a_channel_whose_producer_is_dropped_returns_after_the_last_
         || drop(p),
     );
     assert_eq!(r, Ok(None));
-    assert!(took < Duration::from_secs(5), "woken {took:?} after the drop");
+    assert!(
+        took < Duration::from_secs(5),
+        "woken {took:?} after the drop"
+    );
     assert!(c.is_abandoned());
     let (mut p, mut c) = spsc_channel::<u64>(4).unwrap();
     assert!(!c.is_abandoned() && !p.is_abandoned());
@@ -1301,7 +1307,10 @@ fn a_blocking_push_on_a_channel_whose_consumer_is_dropped_stops_waiting() {
         || drop(c),
     );
     assert_eq!(r, Err(PushError::Full));
-    assert!(took < Duration::from_secs(5), "woken {took:?} after the drop");
+    assert!(
+        took < Duration::from_secs(5),
+        "woken {took:?} after the drop"
+    );
     assert!(p.is_abandoned());
     let t0 = Instant::now();
     assert_eq!(p.push_blocking(&3, Duration::MAX), Err(PushError::Full));
@@ -1314,7 +1323,10 @@ fn a_blocking_push_on_a_channel_whose_consumer_is_dropped_stops_waiting() {
         || drop(c),
     );
     assert_eq!(free, 0);
-    assert!(took < Duration::from_secs(5), "woken {took:?} after the drop");
+    assert!(
+        took < Duration::from_secs(5),
+        "woken {took:?} after the drop"
+    );
     assert_eq!(
         p.push_timeout(b"c", &mut long_sleeps(), Duration::MAX),
         Err(PushError::Full)

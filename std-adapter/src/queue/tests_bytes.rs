@@ -493,7 +493,10 @@ fn mixed_lengths_move_in_order_through_batches_across_the_wrap_with_lazy_hand_ba
                     assert_eq!(p.free(), cap - (next_in - next_out));
                 }
             }
-            assert!(next_out > 150, "{cap} slots, every {every}: {next_out} moved");
+            assert!(
+                next_out > 150,
+                "{cap} slots, every {every}: {next_out} moved"
+            );
         }
     }
 }
