@@ -179,8 +179,11 @@ pub enum PushError {
         /// The queue's item size.
         max: u32,
     },
-    /// MPMC items must be exactly the queue's item size.
+    /// The item is not exactly the item size of a queue whose items all have it (an MPMC
+    /// queue, or a fixed-size SPSC queue).
     WrongLength {
+        /// Index of the item in the batch (0 for a single push).
+        index: usize,
         /// The length passed.
         len: usize,
         /// The queue's item size.
@@ -453,9 +456,13 @@ impl fmt::Display for PushError {
                 f,
                 "item {index} is {len} bytes, longer than the queue's item size {max}"
             ),
-            PushError::WrongLength { len, expected } => write!(
+            PushError::WrongLength {
+                index,
+                len,
+                expected,
+            } => write!(
                 f,
-                "item is {len} bytes; this queue's items are exactly {expected}"
+                "item {index} is {len} bytes; this queue's items are exactly {expected}"
             ),
             PushError::Healed { pos } => write!(
                 f,

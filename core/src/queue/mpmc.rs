@@ -421,6 +421,7 @@ impl MpmcQueue {
         if item.len() != self.item_size() {
             // Leave the claim in place; the caller may retry with a correct item.
             return Err(PushError::WrongLength {
+                index: 0,
                 len: item.len(),
                 expected: self.q.geometry().item_size,
             });
@@ -463,6 +464,7 @@ impl MpmcQueue {
     pub fn try_push(&self, item: &[u8]) -> Result<u64, PushError> {
         if item.len() != self.item_size() {
             return Err(PushError::WrongLength {
+                index: 0,
                 len: item.len(),
                 expected: self.q.geometry().item_size,
             });

@@ -188,7 +188,11 @@ impl SpscProducer {
         let g = self.q.geometry();
         let max = g.item_size;
         if g.fixed && len != max as usize {
-            return Err(PushError::WrongLength { len, expected: max });
+            return Err(PushError::WrongLength {
+                index,
+                len,
+                expected: max,
+            });
         }
         if len > max as usize {
             return Err(PushError::TooLong { index, len, max });

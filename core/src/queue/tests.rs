@@ -513,6 +513,7 @@ fn spsc_fixed_layout_has_no_length_words() {
     assert_eq!(
         p.try_push(b"abc"),
         Err(PushError::WrongLength {
+            index: 0,
             len: 3,
             expected: 8
         })
@@ -628,6 +629,7 @@ fn spsc_fixed_single_items_keep_fifo_order_and_every_check() {
         assert_eq!(
             p.try_push(&vec![0u8; item + 1]),
             Err(PushError::WrongLength {
+                index: 0,
                 len: item + 1,
                 expected: item as u32
             })
@@ -1477,6 +1479,7 @@ fn spsc_in_place_writes_publish_in_order_and_dropped_slots_close_up() {
     assert_eq!(
         pf.commit_in_place(&[Some(4)]),
         Err(PushError::WrongLength {
+            index: 0,
             len: 4,
             expected: 8
         })

@@ -45,6 +45,7 @@ fn fifo_full_empty_and_length_checks() {
     assert_eq!(
         q.try_push(&[0u8; 7]),
         Err(PushError::WrongLength {
+            index: 0,
             len: 7,
             expected: 8
         })

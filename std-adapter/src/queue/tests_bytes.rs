@@ -195,9 +195,26 @@ fn typed_handles_refuse_a_bytes_queue_and_bytes_handles_read_a_typed_one() {
     assert_eq!(
         bp.try_push(b"abc"),
         Err(PushError::WrongLength {
+            index: 0,
             len: 3,
             expected: 8
         })
+    );
+    // In a batch, the error names the item of the wrong length; nothing is pushed.
+    let e = bp
+        .push_slice(&[&[1u8; 8][..], &[2u8; 8][..], &[3u8; 5][..]])
+        .unwrap_err();
+    assert_eq!(
+        e,
+        PushError::WrongLength {
+            index: 2,
+            len: 5,
+            expected: 8
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "item 2 is 5 bytes; this queue's items are exactly 8"
     );
     bp.try_push(&10u64.to_ne_bytes()).unwrap();
     let mut bc = SpscBytesConsumer::open(&typed).unwrap();
