@@ -330,7 +330,7 @@ impl fmt::Display for QueueGeometryError {
             QueueGeometryError::BadItemSize { item_size } => write!(
                 f,
                 "item size {item_size} is over the largest a queue takes ({})",
-                u32::MAX - 8
+                super::layout::MAX_ITEM_SIZE
             ),
             QueueGeometryError::BadStride { stride, item_size } => write!(
                 f,

@@ -30,6 +30,9 @@ pub const QUEUE_VERSION: u32 = 2;
 /// length word, so a slot is `item_size` rounded up to 8 bytes (8 `u64`s per cache line,
 /// a 64-byte item on exactly one line).
 pub const FLAG_FIXED: u32 = 1;
+/// The largest item size a queue takes: a slot (the item and its 8-byte control word) must
+/// fit the header's 32-bit stride.
+pub const MAX_ITEM_SIZE: u32 = u32::MAX - 8;
 
 /// Which queue protocol a region holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -218,7 +221,7 @@ impl QueueGeometry {
         if kind == QueueKind::Mpmc && capacity < 2 {
             return Err(QueueGeometryError::MpmcCapacityTooSmall { capacity });
         }
-        if item_size == 0 || item_size > u32::MAX as usize - 8 {
+        if item_size == 0 || item_size > MAX_ITEM_SIZE as usize {
             return Err(QueueGeometryError::BadItemSize {
                 item_size: item_size as u64,
             });

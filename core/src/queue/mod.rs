@@ -15,7 +15,8 @@ pub use error::{
     HealError, PopError, PushError, QueueAttachError, QueueGeometryError, QueueInitError,
 };
 pub use layout::{
-    FLAG_FIXED, MPMC_MAGIC, QUEUE_VERSION, QueueGeometry, QueueHeader, QueueKind, SPSC_MAGIC, qhdr,
+    FLAG_FIXED, MAX_ITEM_SIZE, MPMC_MAGIC, QUEUE_VERSION, QueueGeometry, QueueHeader, QueueKind,
+    SPSC_MAGIC, qhdr,
 };
 pub use mpmc::{MpmcQueue, Popped, StuckKind, StuckSlot};
 pub use spsc::{SpscConsumer, SpscProducer};
