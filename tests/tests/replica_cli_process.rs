@@ -730,8 +730,13 @@ fn serve_counts_brief_sessions_instead_of_logging_each() {
     assert!(status.success(), "{status}: {lines:#?}");
     let connections = mirrored.expect("stopped").connections;
     assert!(connections >= 20, "{connections} connections: {lines:#?}");
+    // A handful of lines, however many sessions: 3 per session before (60 or more here).
+    // Not exactly the first session and one count: a session counts as brief by the time
+    // serve sees its end, and on a loaded machine serve can see the first few ends over a
+    // second late (a CI run had 5 such sessions told in full, 16 lines, beside 6,693
+    // counted ones).
     let session_lines = lines.iter().filter(|l| l.contains("serve: mirror")).count();
-    assert!(session_lines <= 8, "{connections} connections: {lines:#?}");
+    assert!(session_lines <= 32, "{connections} connections: {lines:#?}");
     let ended = lines.iter().filter(|l| l.contains(") ended")).count() as u64;
     let counted: u64 = lines
         .iter()
