@@ -250,7 +250,9 @@ impl fmt::Display for AttachError {
             WriteSeqExhausted { write_seq } => {
                 write!(
                     f,
-                    "write_seq {write_seq:#x} leaves no sequence for a writer"
+                    "write_seq {write_seq:#x} is at or past the sequence limit {:#x} (a \
+                     corrupt header): no record can follow it",
+                    crate::layout::SEQ_LIMIT
                 )
             }
             ClaimSeqExhausted { claim_seq } => {

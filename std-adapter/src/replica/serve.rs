@@ -50,6 +50,7 @@ use ringwire_core::replicate::{
     Duration, Pacing, PeerAddr, RecordSource, RingSource, SourceConfig, SourceCounters,
     SourceSession, TokenRegistry, Transport, UdpConfig, UdpOffer, UdpSender,
 };
+use ringwire_core::layout::SEQ_LIMIT;
 use ringwire_core::wire::Kind;
 use ringwire_core::{AttachError, Expect, RingView};
 
@@ -278,8 +279,18 @@ thread_local! {
 }
 
 impl ServedRing {
-    /// Opens `path` read-write, or read-only when write access is refused.
+    /// Opens `path` read-write, or read-only when write access is refused; refuses a ring
+    /// whose header is corrupt in a way the attach checks leave to writers
+    /// ([`ServedRing::corrupt`]).
     fn open(path: &Path) -> Result<ServedRing, crate::Error> {
+        let ring = ServedRing::open_any(path)?;
+        match ring.corrupt() {
+            Some(e) => Err(crate::Error::attach(path, e)),
+            None => Ok(ring),
+        }
+    }
+
+    fn open_any(path: &Path) -> Result<ServedRing, crate::Error> {
         #[cfg(test)]
         if FORCE_READ_ONLY.with(|f| f.get()) {
             return ServedRing::open_read_only(path, io::Error::other("forced by a test"));
@@ -314,6 +325,16 @@ impl ServedRing {
             Mapping::ReadWrite(r) => r.ring(),
             Mapping::ReadOnly(r) => r.ring(),
         }
+    }
+
+    /// Why the ring cannot be served, if its header says so: a `write_seq` at or past
+    /// [`SEQ_LIMIT`], which no writer reaches (a producer refuses to attach to it). Served,
+    /// it put sequences every mirror refuses into GEOMETRY and HEARTBEAT frames, and froze
+    /// live sessions, with nothing in serve's log to say why.
+    fn corrupt(&self) -> Option<AttachError> {
+        // Relaxed: only the value is judged.
+        let w = self.view().write_seq().load(Ordering::Relaxed);
+        (w >= SEQ_LIMIT).then_some(AttachError::WriteSeqExhausted { write_seq: w })
     }
 
     /// The mapped file's length.
@@ -845,6 +866,11 @@ impl Server {
                         path: self.opts.path.clone(),
                     });
                 }
+                // A header corrupted while served ends the server as it refuses one at the
+                // start (a ring replaced at the path is the new ring's to judge).
+                if let Some(e) = self.ring.corrupt() {
+                    return Err(self.corrupt_error(e));
+                }
                 // Said once: a removed ring is still served, frozen (see `replaced`).
                 if self.opts.log && !removed_told && !self.opts.path.exists() {
                     removed_told = true;
@@ -893,6 +919,7 @@ impl Server {
                     SessionEnd::Replaced => Err(ReplicaError::SourceReplaced {
                         path: self.opts.path.clone(),
                     }),
+                    SessionEnd::Corrupt(e) => Err(self.corrupt_error(e)),
                     SessionEnd::Failed(why) => Err(ReplicaError::SessionFailed {
                         peer: addr.to_string(),
                         why,
@@ -1086,6 +1113,9 @@ impl Server {
                 if self.replaced() {
                     return SessionEnd::Replaced;
                 }
+                if let Some(e) = self.ring.corrupt() {
+                    return SessionEnd::Corrupt(e);
+                }
             }
             // A peer that writes without pause (a NAK flood) must not keep the session
             // from the stop flag and its own sending: the rest waits for the next pass.
@@ -1216,6 +1246,11 @@ impl Server {
             }
         }
         SessionEnd::Stopping
+    }
+
+    /// The error a corrupt header ends the server with ([`ServedRing::corrupt`]).
+    fn corrupt_error(&self, e: AttachError) -> ReplicaError {
+        ReplicaError::Ring(crate::Error::attach(&self.opts.path, e))
     }
 
     /// Adds what a session did since `seen` to the totals (for the live status line).
@@ -1414,6 +1449,8 @@ enum SessionEnd {
     Stopping,
     /// A `--once` session's ring was replaced at its path.
     Replaced,
+    /// A `--once` session's ring got a corrupt header ([`ServedRing::corrupt`]).
+    Corrupt(AttachError),
     /// Anything else: a protocol error, no HELLO or PUNCH in time, a write that timed out,
     /// another socket error.
     Failed(String),
@@ -1440,6 +1477,7 @@ impl std::fmt::Display for SessionEnd {
             SessionEnd::Disconnected(why) | SessionEnd::Failed(why) => f.write_str(why),
             SessionEnd::Stopping => f.write_str("server stopping"),
             SessionEnd::Replaced => f.write_str("the ring was replaced at its path"),
+            SessionEnd::Corrupt(e) => write!(f, "the ring's header is corrupt: {e}"),
         }
     }
 }
@@ -1857,6 +1895,61 @@ mod tests {
         assert!(paused, "the session never paused");
         r.expect("a pause after the read was taken for waiting on the HELLO");
         assert_eq!(first, Some(Kind::Geometry as u8), "the answer to HELLO");
+    }
+
+    /// A ring whose header holds a `write_seq` at or past `SEQ_LIMIT` (no writer gets
+    /// there: a corrupt header) is refused at the start, as a producer refuses it, and a
+    /// running server whose ring gets one ends with the same error, naming the value,
+    /// `--once` included. Both served it: a GEOMETRY and HEARTBEATs carrying sequences that
+    /// every mirror refuses, live sessions frozen, and no word from serve about why.
+    #[test]
+    fn a_write_seq_past_the_sequence_limit_is_a_corrupt_ring() {
+        use ringwire_core::layout::SEQ_LIMIT;
+        let s = Scratch::new("seq-limit");
+        let ring = source_ring(&s.0, 16);
+        publish(&ring, 1..=5);
+        let bad = SEQ_LIMIT + 3;
+        let is_bad = |e: &ReplicaError| {
+            matches!(e, ReplicaError::Ring(r)
+                if r.attach_error() == Some(AttachError::WriteSeqExhausted { write_seq: bad }))
+                && e.to_string().contains(&format!("{bad:#x}"))
+        };
+        for once in [false, true] {
+            ring.ring().write_seq().store(5, Ordering::Release);
+            let mut so = quiet(&s.0);
+            so.once = once;
+            let server = Server::bind(so).unwrap();
+            let addr = server.local_addr();
+            let stop = AtomicBool::new(false);
+            let (r, first, took) = std::thread::scope(|sc| {
+                let _stop = StopOnDrop(&[&stop]);
+                let srv = sc.spawn(|| server.run(&stop));
+                let mut c = TcpStream::connect(addr).unwrap();
+                c.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+                send_hello(&mut c);
+                let first = first_answer(&mut c);
+                ring.ring().write_seq().store(bad, Ordering::Release);
+                ring.wake_all();
+                // A server that serves on is stopped after 5 s.
+                let t0 = std::time::Instant::now();
+                while !srv.is_finished() && t0.elapsed() < StdDuration::from_secs(5) {
+                    std::thread::sleep(StdDuration::from_millis(10));
+                }
+                let took = t0.elapsed();
+                stop.store(true, Ordering::Relaxed);
+                (srv.join().unwrap(), first, took)
+            });
+            assert_eq!(first, Some(Kind::Geometry as u8), "once {once}");
+            let e = r.err().unwrap_or_else(|| panic!("once {once}: served on for {took:?}"));
+            assert!(is_bad(&e), "once {once}: {e}");
+        }
+        let e = Server::bind(quiet(&s.0)).err().expect("bound a corrupt ring");
+        assert!(is_bad(&e), "{e}");
+        // Not taken for a ring still being created: refused at once.
+        let t0 = std::time::Instant::now();
+        let e = run_following(&quiet(&s.0), &AtomicBool::new(false), |_| {}).unwrap_err();
+        assert!(is_bad(&e), "{e}");
+        assert!(t0.elapsed() < StdDuration::from_millis(500), "{:?}", t0.elapsed());
     }
 
     /// A ring that is mapped read-only (as when serve has no write access) is served over
