@@ -535,15 +535,21 @@ const WAITING_LOG_EVERY: StdDuration = StdDuration::from_secs(5);
 /// After a replacement the new ring is waited for as long as it takes (until `stop`):
 /// creating a large ring (`ftruncate` and `posix_fallocate` of gigabytes) takes seconds,
 /// and a path without a file yet is a producer that has not started again. A line is
-/// logged every few seconds while it waits.
+/// logged every few seconds while it waits, and mirrors that connect meanwhile are refused
+/// with an orderly close.
+///
+/// The first server's TCP listener serves every ring that follows: bound again, a `--bind`
+/// port of 0 became another port that no mirror knew, and a fixed one was closed for the
+/// gap (mirrors refused, and another process free to take it).
 pub fn run_following(
     opts: &ServeOptions,
     stop: &AtomicBool,
     mut on_replaced: impl FnMut(&Path),
 ) -> Result<ServeSummary, ReplicaError> {
     let mut last: Option<ServeSummary> = None;
+    let mut listener: Option<TcpListener> = None;
     loop {
-        let server = match bind_when_ready(opts, stop, last.is_some())? {
+        let server = match bind_when_ready(opts, stop, listener.as_ref())? {
             Some(s) => s,
             // Stopped while waiting for the new ring: the last one's counters.
             None => return Ok(last.unwrap_or_default()),
@@ -551,6 +557,14 @@ pub fn run_following(
         match server.run(stop) {
             Err(ReplicaError::SourceReplaced { path }) => {
                 last = Some(server.summary());
+                if listener.is_none() {
+                    listener = Some(
+                        server
+                            .listener
+                            .try_clone()
+                            .map_err(|e| ReplicaError::io("listener", e))?,
+                    );
+                }
                 on_replaced(&path)
             }
             r => return r,
@@ -559,20 +573,31 @@ pub fn run_following(
 }
 
 /// [`Server::bind`], retried while the ring is not ready yet (see [`run_following`]);
-/// `None` when `stop` was set while waiting after a replacement (`following`).
+/// `None` when `stop` was set while waiting after a replacement. After one (`following`:
+/// the listener of the servers before), the new server accepts on that listener, and the
+/// connections that come while it waits are refused.
 fn bind_when_ready(
     opts: &ServeOptions,
     stop: &AtomicBool,
-    following: bool,
+    following: Option<&TcpListener>,
 ) -> Result<Option<Server>, ReplicaError> {
     let started = std::time::Instant::now();
     let mut logged = started;
     let mut tries = 0;
     loop {
-        let e = match Server::bind(opts.clone()) {
+        let built = match following {
+            Some(l) => l
+                .try_clone()
+                .map_err(|e| ReplicaError::io("listener", e))
+                .and_then(|l| Server::with_listener(opts.clone(), l)),
+            None => Server::bind(opts.clone()),
+        };
+        let e = match built {
             Ok(s) => return Ok(Some(s)),
             Err(e) => e,
         };
+        let following_on = following;
+        let following = following.is_some();
         // Relaxed: a plain flag.
         let stopping = stop.load(Ordering::Relaxed);
         if !transient(&e, following) {
@@ -593,8 +618,27 @@ fn bind_when_ready(
         } else if stopping || tries >= FIRST_START_TRIES {
             return Err(e);
         }
+        // Those that came before this attempt found no ring; those that come during the
+        // pause are judged after the next one.
+        if let Some(l) = following_on {
+            refuse_waiting(l);
+        }
         tries += 1;
         crate::sys::sleep(RETRY_EVERY);
+    }
+}
+
+/// Refuses the connections waiting on `listener` (non-blocking, as every server's) while
+/// there is no ring to serve them, at most 64 a call: left queued, their mirrors would wait
+/// for a GEOMETRY that may be long in coming, then give up, and be served as new the
+/// moment the ring is there.
+fn refuse_waiting(listener: &TcpListener) {
+    for _ in 0..64 {
+        match listener.accept() {
+            Ok((stream, _)) => refuse(stream),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => break,
+        }
     }
 }
 

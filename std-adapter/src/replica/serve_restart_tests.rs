@@ -584,3 +584,86 @@ fn session_ends_from_socket_errors() {
         assert!(matches!(e, SessionEnd::Failed(_)), "{k:?}: {e:?}");
     }
 }
+
+/// The TCP ports this process listens on at `ip` (from /proc/net/tcp, state LISTEN).
+fn listening_ports(ip: Ipv4Addr) -> Vec<u16> {
+    let want = format!("{:08X}", u32::from_le_bytes(ip.octets()));
+    std::fs::read_to_string("/proc/self/net/tcp")
+        .unwrap()
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let (addr, port) = f.get(1)?.split_once(':')?;
+            (addr == want && f.get(3) == Some(&"0A"))
+                .then(|| u16::from_str_radix(port, 16).ok())
+                .flatten()
+        })
+        .collect()
+}
+
+/// Serve follows a replaced ring on the port it listened on, also when `--bind` asked for
+/// any free one (port 0): it bound its address again for the new ring, which got another
+/// port, so no mirror could find it; with a fixed port, a mirror connecting meanwhile was
+/// refused by the system, and the port could be taken by another process in the gap. While
+/// it waits for the new ring to be initialised, a mirror that connects is refused with an
+/// orderly close (it reads the end of the stream, not a reset, and is not left waiting for
+/// a GEOMETRY).
+#[test]
+fn a_replaced_ring_is_served_on_the_same_listener() {
+    let path = Scratch::new("same-port");
+    let tmp = Scratch::new("same-port-tmp");
+    let a = persistent_ring(&path.0, 64);
+    publish(&a, 1, 1..=5);
+    // An address of its own, so that the listener found in /proc is this test's.
+    let ip = Ipv4Addr::new(127, 0, 0, 77);
+    let so = opts(&path.0, SocketAddr::from((ip, 0)));
+    let stop = AtomicBool::new(false);
+    let replaced = AtomicU64::new(0);
+    std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let h = sc.spawn(|| {
+            run_following(&so, &stop, |_| {
+                replaced.fetch_add(1, Ordering::Relaxed);
+            })
+        });
+        let t0 = std::time::Instant::now();
+        let mut ports = listening_ports(ip);
+        while ports.is_empty() && t0.elapsed() < StdDuration::from_secs(5) {
+            std::thread::sleep(StdDuration::from_millis(10));
+            ports = listening_ports(ip);
+        }
+        assert_eq!(ports.len(), 1, "{ports:?}");
+        let addr = SocketAddr::from((ip, ports[0]));
+        let mut c = hello_oldest(addr);
+        let got = records(&read_frames(&mut c, StdDuration::from_secs(5), |f| {
+            records(f).len() >= 5
+        }));
+        assert_eq!(got.len(), 5);
+        // Replaced by a file not initialised yet: serve waits for it.
+        std::fs::write(&tmp.0, b"").unwrap();
+        std::fs::rename(&tmp.0, &path.0).unwrap();
+        let t0 = std::time::Instant::now();
+        while replaced.load(Ordering::Relaxed) == 0 && t0.elapsed() < StdDuration::from_secs(5) {
+            std::thread::sleep(StdDuration::from_millis(10));
+        }
+        assert_eq!(replaced.load(Ordering::Relaxed), 1);
+        std::thread::sleep(StdDuration::from_millis(100));
+        let mut w = TcpStream::connect(addr).expect("a mirror connecting while serve waits");
+        w.set_read_timeout(Some(StdDuration::from_secs(3))).unwrap();
+        let mut b = [0u8; 16];
+        assert_eq!(w.read(&mut b).ok(), Some(0), "an orderly refusal");
+        let b = persistent_ring(&tmp.0, 64);
+        publish(&b, 2, 1..=3);
+        std::fs::rename(&tmp.0, &path.0).unwrap();
+        let mut c = hello_oldest(addr);
+        let got = records(&read_frames(&mut c, StdDuration::from_secs(5), |f| {
+            records(f).len() >= 3
+        }));
+        assert_eq!(got, (1..=3).map(|s| (s, 2000 + s)).collect::<Vec<_>>());
+        assert_eq!(listening_ports(ip), [addr.port()]);
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap().unwrap();
+        drop((a, b));
+    });
+}
