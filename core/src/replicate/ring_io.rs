@@ -115,7 +115,7 @@ impl RecordSource for RingSource {
             SlotRead::Ok if !self.0.geometry().has_arena() => ReadRecord::Ok(p),
             SlotRead::Ok => read_blob_after(&self.0, d, rest),
             SlotRead::Pending => self.pending(seq),
-            SlotRead::Overwritten { seen } => ReadRecord::Overwritten { seen },
+            SlotRead::Overwritten { seen } => self.overwritten(seq, seen),
         }
     }
     /// Hole detection on sparse rings, as the §7 reader does (steps 1–3). A mirror writes
@@ -151,6 +151,27 @@ impl RecordSource for RingSource {
 }
 
 impl RingSource {
+    /// The verdict on record `seq` whose slot holds the later sequence `seen`: overwritten,
+    /// unless no lap of the ring could have stored `seen` there. A writer stores a sequence
+    /// at most a lap past the `write_seq` loaded after it (its batch, or an MPMC ring's
+    /// tickets in flight, fill at most the ring), and none at or past [`SEQ_LIMIT`]. A slot
+    /// holding another value is corrupt, and read as a lap it moved the reader to that
+    /// value's oldest retained sequence: a GAP far ahead, after which the reader (the UDP
+    /// sender for every UDP mirror) sent nothing more, `write_seq` never getting there. The
+    /// record is [`ReadRecord::Lost`] once published, and [`ReadRecord::Pending`] before
+    /// (its writer stores the right sequence there when it writes it).
+    #[cold]
+    fn overwritten(&self, seq: u64, seen: u64) -> ReadRecord {
+        let w = self.write_seq();
+        if seen < SEQ_LIMIT && seen <= w.saturating_add(self.0.capacity()) {
+            ReadRecord::Overwritten { seen }
+        } else if seq <= w {
+            ReadRecord::Lost
+        } else {
+            ReadRecord::Pending
+        }
+    }
+
     /// The verdict on record `seq` found pending: [`ReadRecord::Overwritten`] when its slot
     /// is being rewritten for a later lap on a single-writer ring (see [`RingSource`]),
     /// otherwise [`ReadRecord::Pending`].

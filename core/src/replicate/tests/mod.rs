@@ -4,6 +4,7 @@
 mod mirror;
 mod mirror_input;
 mod source;
+mod corrupt_slot;
 mod stuck_slot;
 
 pub(super) use super::*;
