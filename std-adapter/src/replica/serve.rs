@@ -44,13 +44,13 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
 
+use ringwire_core::layout::SEQ_LIMIT;
 use ringwire_core::replicate::collect::max_frame_len;
 use ringwire_core::replicate::udp_sender::UdpCounters;
 use ringwire_core::replicate::{
     Duration, Pacing, PeerAddr, RecordSource, RingSource, SourceConfig, SourceCounters,
     SourceSession, TokenRegistry, Transport, UdpConfig, UdpOffer, UdpSender,
 };
-use ringwire_core::layout::SEQ_LIMIT;
 use ringwire_core::wire::Kind;
 use ringwire_core::{AttachError, Expect, RingView};
 
@@ -1984,16 +1984,24 @@ mod tests {
                 (srv.join().unwrap(), first, took)
             });
             assert_eq!(first, Some(Kind::Geometry as u8), "once {once}");
-            let e = r.err().unwrap_or_else(|| panic!("once {once}: served on for {took:?}"));
+            let e = r
+                .err()
+                .unwrap_or_else(|| panic!("once {once}: served on for {took:?}"));
             assert!(is_bad(&e), "once {once}: {e}");
         }
-        let e = Server::bind(quiet(&s.0)).err().expect("bound a corrupt ring");
+        let e = Server::bind(quiet(&s.0))
+            .err()
+            .expect("bound a corrupt ring");
         assert!(is_bad(&e), "{e}");
         // Not taken for a ring still being created: refused at once.
         let t0 = std::time::Instant::now();
         let e = run_following(&quiet(&s.0), &AtomicBool::new(false), |_| {}).unwrap_err();
         assert!(is_bad(&e), "{e}");
-        assert!(t0.elapsed() < StdDuration::from_millis(500), "{:?}", t0.elapsed());
+        assert!(
+            t0.elapsed() < StdDuration::from_millis(500),
+            "{:?}",
+            t0.elapsed()
+        );
     }
 
     /// A ring that is mapped read-only (as when serve has no write access) is served over

@@ -119,11 +119,7 @@ fn a_nak_answer_sends_a_gap_past_it() {
         NakRepr { from: 8, to: 12 }.emit(&mut nak).unwrap();
         s.handle_stream(ms(1), &nak, &src, None).unwrap();
         let out = drain(|b| s.poll_transmit(ms(1), &src, b));
-        assert_eq!(
-            out,
-            [(DATA, 8, 2), (GAP, 11, 0), (DATA, 11, 2)],
-            "{bad:#x}"
-        );
+        assert_eq!(out, [(DATA, 8, 2), (GAP, 11, 0), (DATA, 11, 2)], "{bad:#x}");
         assert_eq!(s.pending_naks(), 0);
     }
 }

@@ -1,10 +1,10 @@
 //! Unit tests of the source, UDP sender and mirror state machines against rings in memory.
 //! Shared helpers live here; the tests are in `source.rs` and `mirror.rs`.
 
+mod corrupt_slot;
 mod mirror;
 mod mirror_input;
 mod source;
-mod corrupt_slot;
 mod stuck_slot;
 
 pub(super) use super::*;
