@@ -36,7 +36,7 @@
 //! had runs at 636–799 ns.
 
 use super::registry::{self, RegistryError};
-use crate::layout::{Flags, REGISTRY_NAME_LEN, SLOT_WRITING, oldest_retained};
+use crate::layout::{Flags, REGISTRY_NAME_LEN, SLOT_WRITING, lap_possible, oldest_retained};
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
 
@@ -469,7 +469,19 @@ impl Consumer {
                 }
                 SlotRead::Overwritten { seen } => {
                     let w = self.load_write_seq();
-                    if !self.lap_to(w.max(seen)) {
+                    if !lap_possible(seen, self.newest_writable(w), self.view.capacity()) {
+                        // A corrupt slot: its record is lost once published (the next
+                        // read is of the one after it, or of the oldest retained when the
+                        // cursor is behind that: at most a ring of skips in one call), and
+                        // not written yet before.
+                        if want > w {
+                            return None;
+                        }
+                        if !self.lap_to(w) {
+                            self.lapped = self.lapped.saturating_add(1);
+                            self.cursor = want + 1;
+                        }
+                    } else if !self.lap_to(w.max(seen)) {
                         // The second load saw a write in flight and write_seq has not moved
                         // past us yet: report empty, the next poll retries.
                         return None;
@@ -497,6 +509,19 @@ impl Consumer {
             }
             want = self.cursor;
             read = self.read_at::<EAGER>(want, poff, dst);
+        }
+    }
+
+    /// The newest sequence a writer may have stored when `write_seq` read `w`: `w`, or on an
+    /// MPMC-flagged ring the larger of it and `claim_seq` (tickets in flight), as
+    /// [`lap_possible`] takes it.
+    #[cold]
+    fn newest_writable(&self, w: u64) -> u64 {
+        if self.mpmc {
+            // Relaxed: only a bound on the tickets handed out, loaded after the slot.
+            w.max(self.view.claim_seq().load(Ordering::Relaxed))
+        } else {
+            w
         }
     }
 
@@ -810,6 +835,45 @@ mod tests {
         view.slot_seq(16).store(SLOT_WRITING, Ordering::Relaxed);
         assert_eq!(drain_patiently(&mut c), [13, 14, 15]);
         assert_eq!(c.lapped(), 1);
+    }
+
+    /// A slot whose sequence word holds a value no writer stores there (more than a lap
+    /// past `write_seq`, or at or past `SEQ_LIMIT`): read as a lap, it moved the reader to
+    /// that value's oldest retained record, which the ring never reaches, and counted up to
+    /// 2^64 records lapped; the reader got nothing more. It is one lost record now, and one
+    /// not written yet past `write_seq` (its writer stores the right sequence there).
+    #[test]
+    fn a_slot_holding_a_sequence_no_lap_stores_is_one_lost_record() {
+        use crate::layout::SEQ_LIMIT;
+        // One more than a lap past write_seq 12, far ahead, and past the limit.
+        for bad in [12 + 8 + 1, 1 << 40, SEQ_LIMIT, u64::MAX - 1] {
+            let (_m, view, mut p) = ring_with(8, 12);
+            view.slot_seq(10).store(bad, Ordering::Relaxed);
+            let mut c = Consumer::new(view, StartMode::Oldest);
+            assert_eq!(drain(&mut c), [5, 6, 7, 8, 9, 11, 12], "{bad:#x}");
+            assert_eq!((c.lapped(), c.cursor()), (1, 13), "{bad:#x}");
+            // The slot of 13 (5's, read already) before 13 is written: waited for.
+            view.slot_seq(13).store(bad, Ordering::Relaxed);
+            assert_eq!(drain(&mut c), [], "{bad:#x}");
+            p.push(&13u64.to_le_bytes());
+            assert_eq!(drain(&mut c), [13], "{bad:#x}");
+            assert_eq!(c.lapped(), 1, "{bad:#x}");
+        }
+        // A reader behind the oldest retained record that meets a corrupt slot laps to it
+        // first: the slot of 1 is 9's, so 1..=4 are lapped and 9 is lost.
+        let (_m, view, _p) = ring_with(8, 12);
+        let mut c = Consumer::new(view, StartMode::Sequence(1));
+        view.slot_seq(9).store(SEQ_LIMIT, Ordering::Relaxed);
+        assert_eq!(drain(&mut c), [5, 6, 7, 8, 10, 11, 12]);
+        assert_eq!(c.lapped(), 5);
+        // A real lap is still one: 13..=22 pushed over a reader at 13 of a ring of 8.
+        let (_m, view, mut p) = ring_with(8, 12);
+        let mut c = Consumer::new(view, StartMode::Head);
+        for s in 13..=22u64 {
+            p.push(&s.to_le_bytes());
+        }
+        assert_eq!(drain(&mut c), [15, 16, 17, 18, 19, 20, 21, 22]);
+        assert_eq!(c.lapped(), 2);
     }
 
     #[test]

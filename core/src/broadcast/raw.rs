@@ -1,7 +1,7 @@
 //! Raw record access for a replication source (spec §20.1 on fixed-record rings): the §4.3
 //! read on raw bytes, with the lap rule of §20.2, without knowing the record type.
 
-use crate::layout::oldest_retained;
+use crate::layout::{lap_possible, oldest_retained};
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
 
@@ -57,7 +57,23 @@ pub fn read_record(view: &RingView, seq: u64, dst: &mut [u8]) -> RawRead {
             Some(_) => lapped_by(seq.saturating_add(view.capacity())),
             None => RawRead::Pending,
         },
-        SlotRead::Overwritten { seen } => lapped_by(seen),
+        SlotRead::Overwritten { seen } => {
+            // Acquire: as in `lapped_by`, loaded after the slot.
+            let w = view.write_seq().load(Ordering::Acquire);
+            // Relaxed: only a bound on the tickets handed out (an MPMC-flagged ring's).
+            let newest = w.max(view.claim_seq().load(Ordering::Relaxed));
+            if lap_possible(seen, newest, view.capacity()) {
+                lapped_by(seen)
+            } else if seq <= w {
+                // A corrupt slot: the record is lost, and the next is read after it.
+                RawRead::Lapped {
+                    resume_at: seq.saturating_add(1),
+                }
+            } else {
+                // Not written yet: its writer stores the right sequence there.
+                RawRead::Pending
+            }
+        }
     }
 }
 
@@ -141,5 +157,35 @@ mod tests {
             read_record(&view, 1, &mut dst),
             RawRead::Lapped { resume_at: 2 }
         );
+    }
+
+    /// A slot holding a sequence no writer stores there (more than a lap past
+    /// `write_seq`, or at or past `SEQ_LIMIT`): the record is lost, resumed right after,
+    /// not a lap to that value's oldest retained sequence; not written yet past
+    /// `write_seq`.
+    #[test]
+    fn a_slot_holding_a_sequence_no_lap_stores_is_one_lost_record() {
+        use crate::layout::SEQ_LIMIT;
+        for bad in [6 + 4 + 1, 1 << 40, SEQ_LIMIT, u64::MAX - 1] {
+            let (_m, view) = spmc_ring(4, 16);
+            let mut p = Producer::new(view, NoWake).unwrap();
+            for s in 1..=6u8 {
+                p.push(&[s]);
+            }
+            let mut dst = [0u8; 8];
+            view.slot_seq(4).store(bad, Ordering::Relaxed);
+            assert_eq!(
+                read_record(&view, 4, &mut dst),
+                RawRead::Lapped { resume_at: 5 },
+                "{bad:#x}"
+            );
+            assert_eq!(read_record(&view, 5, &mut dst), RawRead::Record);
+            view.slot_seq(7).store(bad, Ordering::Relaxed);
+            assert_eq!(
+                read_record(&view, 7, &mut dst),
+                RawRead::Pending,
+                "{bad:#x}"
+            );
+        }
     }
 }

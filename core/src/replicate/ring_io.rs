@@ -11,7 +11,9 @@ use crate::broadcast::blob::{
     split_wire_descriptor, write_blob,
 };
 use crate::error::InitError;
-use crate::layout::{BlobRef, Flags, Geometry, SEQ_LIMIT, SLOT_WRITING, oldest_retained};
+use crate::layout::{
+    BlobRef, Flags, Geometry, SEQ_LIMIT, SLOT_WRITING, lap_possible, oldest_retained,
+};
 use crate::region::Region;
 use crate::ring::{Expect, RingView, SlotRead};
 use crate::sync::Ordering;
@@ -163,7 +165,7 @@ impl RingSource {
     #[cold]
     fn overwritten(&self, seq: u64, seen: u64) -> ReadRecord {
         let w = self.write_seq();
-        if seen < SEQ_LIMIT && seen <= w.saturating_add(self.0.capacity()) {
+        if lap_possible(seen, w, self.0.capacity()) {
             ReadRecord::Overwritten { seen }
         } else if seq <= w {
             ReadRecord::Lost

@@ -9,7 +9,9 @@ use super::{
 };
 use crate::broadcast::LOOKASIDE_POLLS;
 use crate::broadcast::registry::{self, RegistryError};
-use crate::layout::{BlobRef, Flags, REGISTRY_NAME_LEN, SEQ_LIMIT, SLOT_WRITING, oldest_retained};
+use crate::layout::{
+    BlobRef, Flags, REGISTRY_NAME_LEN, SEQ_LIMIT, SLOT_WRITING, lap_possible, oldest_retained,
+};
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
 
@@ -385,7 +387,17 @@ impl BlobReader {
                     // Acquire: pairs with the writer's release of write_seq.
                     let w = self.view.write_seq().load(Ordering::Acquire);
                     let oldest = oldest_retained(w.max(seen), cap);
-                    if oldest > self.cursor {
+                    if !lap_possible(seen, w, cap) {
+                        // A corrupt slot: its message is lost once published (read on
+                        // after it, or from the oldest retained when the cursor is behind
+                        // that), and not written yet before (blob rings have one writer).
+                        if self.cursor > w {
+                            return Ok(None);
+                        }
+                        let to = (self.cursor + 1).max(oldest_retained(w, cap));
+                        self.lapped = self.lapped.saturating_add(to - self.cursor);
+                        self.cursor = to;
+                    } else if oldest > self.cursor {
                         // Saturating: a corrupt write_seq may claim 2^64 lost messages.
                         self.lapped = self.lapped.saturating_add(oldest - self.cursor);
                         self.cursor = oldest;
@@ -496,6 +508,38 @@ mod tests {
         let got = rd.recv(&mut desc, &mut out).unwrap().unwrap();
         assert_eq!((got.seq, rd.lapped_count()), (7, 2 + 3));
         assert_eq!(&out[..8], &pattern(8, 6)[..]);
+    }
+
+    /// A slot whose sequence word no writer stores there (more than a lap past
+    /// `write_seq`, or at or past `SEQ_LIMIT`) is one lost message, not a lap to that
+    /// value's oldest retained sequence, after which the reader got nothing more.
+    #[test]
+    fn a_slot_holding_a_sequence_no_lap_stores_is_one_lost_message() {
+        for bad in [3 + 4 + 1, 1 << 40, SEQ_LIMIT, u64::MAX - 1] {
+            let mut buf = vec![];
+            let v = small(&mut buf, 2);
+            let mut w = BlobWriter::new(v).unwrap();
+            let mut rd = BlobReader::new(v).unwrap();
+            for i in 0..3u8 {
+                w.push(&mut [i; 24], &pattern(8, i), 0).unwrap();
+            }
+            v.slot_seq(2).store(bad, Ordering::Relaxed);
+            let (mut desc, mut out) = ([0u8; 24], [0u8; 128]);
+            let mut got = std::vec::Vec::new();
+            while let Some(r) = rd.recv(&mut desc, &mut out).unwrap() {
+                got.push(r.seq);
+            }
+            assert_eq!(got, [1, 3], "{bad:#x}");
+            assert_eq!((rd.cursor(), rd.lapped_count()), (4, 1), "{bad:#x}");
+            // Past write_seq (the slot of 5 is 1's, read already): waited for.
+            v.slot_seq(5).store(bad, Ordering::Relaxed);
+            w.push(&mut [3; 24], &pattern(8, 3), 0).unwrap();
+            assert_eq!(rd.recv(&mut desc, &mut out).unwrap().unwrap().seq, 4);
+            assert_eq!(rd.recv(&mut desc, &mut out), Ok(None), "{bad:#x}");
+            w.push(&mut [4; 24], &pattern(8, 4), 0).unwrap();
+            assert_eq!(rd.recv(&mut desc, &mut out).unwrap().unwrap().seq, 5);
+            assert_eq!(rd.lapped_count(), 1, "{bad:#x}");
+        }
     }
 
     #[test]
