@@ -819,3 +819,126 @@ fn a_stopped_mirror_tells_the_failures_since_its_last_report() {
     );
     assert!(told > retrying.len() as u64, "{lines:#?}");
 }
+
+/// A GEOMETRY frame of a fixed ring of `capacity` slots of 32 bytes, first sequence 1, with
+/// frame `flags` (1: RESET).
+fn geometry_frame(capacity: u64, flags: u8) -> Vec<u8> {
+    use ringwire::core::wire::GeometryRepr;
+    let mut out = vec![0u8; 128];
+    let g = GeometryRepr {
+        flags,
+        seq: 1,
+        capacity,
+        element_size: 32,
+        ring_flags: 0x0011,
+        schema_sig: 0,
+        registry_count: 0,
+        slots_offset: 128,
+        arena_offset: 0,
+        arena_size: 0,
+    };
+    let n = g.emit(&mut out).expect("emit GEOMETRY");
+    out.truncate(n);
+    out
+}
+
+/// A source on loopback for one connection: reads the HELLO, writes `reply` and hangs up.
+fn one_reply_source(reply: Vec<u8>) -> (String, std::thread::JoinHandle<()>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("address").to_string();
+    let h = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().expect("accept");
+        s.set_read_timeout(Some(Duration::from_secs(10)))
+            .expect("timeout");
+        let mut hello = [0u8; 32];
+        s.read_exact(&mut hello).expect("HELLO");
+        s.write_all(&reply).expect("GEOMETRY");
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        // Until the mirror has read it and closes (or 10 s).
+        let _ = s.read(&mut hello);
+    });
+    (addr, h)
+}
+
+/// A mirror ring of 64 slots of 32 bytes at `path`, holding records 1..=3.
+fn held_mirror_ring(path: &Path) {
+    use ringwire::core::Geometry;
+    use ringwire::core::replicate::RecordSink;
+    let mut sink = ringwire::replica::sink::FileSink::open(path).expect("open the sink");
+    sink.recreate(&Geometry::spmc(64, 32, 8, 0, false).expect("geometry"))
+        .expect("create the ring");
+    for seq in 1..=3u64 {
+        sink.write(seq, &[seq as u8; 24], &[]);
+    }
+    sink.publish(3);
+}
+
+/// A resuming mirror whose source's ring has another layout replaces its ring, and says so
+/// with both layouts (it replaced a ring of records without a word); a ring it could not
+/// recreate (RESET from a source over `--max-ring-size`) is not said to be recreated, and
+/// is left as it was.
+#[test]
+fn a_mirror_says_when_it_replaces_its_ring_and_only_when_it_did() {
+    // Another layout, no RESET: recreated, and logged.
+    let mir = Scratch::new("relayout");
+    held_mirror_ring(&mir.0);
+    let (addr, src) = one_reply_source(geometry_frame(128, 0));
+    let m = Child::spawn(
+        &["mirror", "--once", "--from", "resume", &addr, mir.s()],
+        None,
+    );
+    let (status, lines) = m.finish(false, Duration::from_secs(20));
+    src.join().expect("source thread");
+    assert!(status.success(), "{lines:#?}");
+    let told = lines.iter().find(|l| l.contains("layout"));
+    assert!(
+        told.is_some_and(|l| l.contains(mir.s())
+            && l.contains("128 slots of 32 bytes")
+            && l.contains("64 slots of 32 bytes")
+            && l.contains("recreated")),
+        "{lines:#?}"
+    );
+    let ring = ReadOnlyRing::open(&mir.0).expect("the new ring");
+    assert_eq!((ring.geometry().capacity, ring.write_seq()), (128, 0));
+    drop(ring);
+
+    // RESET and a ring over the limit: refused, the held ring kept, nothing said recreated.
+    let mir = Scratch::new("reset-cap");
+    held_mirror_ring(&mir.0);
+    let (addr, src) = one_reply_source(geometry_frame(1 << 16, 1));
+    let m = Child::spawn(
+        &[
+            "mirror",
+            "--once",
+            "--from",
+            "resume",
+            "--max-ring-size",
+            "64K",
+            &addr,
+            mir.s(),
+        ],
+        None,
+    );
+    let (status, lines) = m.finish(false, Duration::from_secs(20));
+    src.join().expect("source thread");
+    assert_eq!(status.code(), Some(1), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains("--max-ring-size")),
+        "{lines:#?}"
+    );
+    assert!(
+        !lines
+            .iter()
+            .any(|l| l.contains("recreated") && !l.contains("not recreated")),
+        "a ring not recreated is said to be: {lines:#?}"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("restarted") && l.contains("not recreated")),
+        "{lines:#?}"
+    );
+    let ring = ReadOnlyRing::open(&mir.0).expect("the held ring");
+    assert_eq!((ring.geometry().capacity, ring.write_seq()), (64, 3));
+}

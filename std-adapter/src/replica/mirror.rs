@@ -11,11 +11,12 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
 
+use ringwire_core::layout::Geometry;
 use ringwire_core::replicate::collect::max_frame_len;
 use ringwire_core::replicate::holdback::HeldEntry;
 use ringwire_core::replicate::{
-    Channel, Duration, HoldBack, Holds, Mirror, MirrorConfig, MirrorCounters, MirrorError, Start,
-    StreamBuf,
+    Channel, Duration, HoldBack, Holds, Mirror, MirrorConfig, MirrorCounters, MirrorError,
+    RecordSink, Start, StreamBuf,
 };
 use ringwire_core::wire::{Frame, GeometryRepr, Kind, MulticastRepr, WireError, total_len};
 
@@ -670,6 +671,13 @@ struct Conn<'a> {
     /// The restarts and resume check [`Conn::log_news`] has logged.
     seen_restarts: u64,
     logged_check: Option<(u64, Holds)>,
+    /// The rings the sink had created when [`Conn::log_news`] last looked: a restart is
+    /// said to have recreated the ring only if one was created since.
+    seen_created: u64,
+    /// The geometry of the ring a resuming connection started with, until a ring replaces
+    /// it: a source whose ring has another layout makes the mirror recreate its own, which
+    /// is worth a line (its records are gone), unlike a first creation.
+    resumed_from: Option<Geometry>,
     /// `--from N`: the record asked for, until [`Conn::note_start`] has compared it with
     /// where the source starts.
     asked: Option<u64>,
@@ -749,6 +757,11 @@ impl<'a> Conn<'a> {
             punch_log: RateLog::new(PUNCH_LOG_EVERY),
             seen_restarts: 0,
             logged_check: None,
+            seen_created: sink.created(),
+            resumed_from: match start {
+                Start::Resume => sink.existing().map(|(g, _)| g),
+                _ => None,
+            },
             asked: match start {
                 Start::Sequence(_) => Some(hello_seq),
                 _ => None,
@@ -797,15 +810,39 @@ impl<'a> Conn<'a> {
                 ),
                 _ => {}
             }
-            let by_check = u64::from(news && matches!(check, Some((_, Holds::Different))));
-            if c.restarts > self.seen_restarts + by_check {
+            let by_check = news && matches!(check, Some((_, Holds::Different)));
+            let created = sink.created() > self.seen_created;
+            if c.restarts > self.seen_restarts + u64::from(by_check) {
+                // A ring that could not be recreated (no room, over --max-ring-size) is
+                // not: the connection's end says why.
                 diag!(
                     "mirror: the source restarted with a new ring (it numbers below this \
-                     mirror): mirror ring {} recreated",
-                    sink.path().display()
+                     mirror): mirror ring {} {}",
+                    sink.path().display(),
+                    if created {
+                        "recreated"
+                    } else {
+                        "not recreated"
+                    }
+                );
+            } else if created
+                && !by_check
+                && let Some(old) = self.resumed_from
+                && let Some((new, _)) = sink.existing()
+            {
+                diag!(
+                    "mirror: the source's ring has another layout ({}) than mirror ring {} \
+                     ({}): recreated with the source's layout; the records it held are gone",
+                    describe_layout(&new),
+                    sink.path().display(),
+                    describe_layout(&old)
                 );
             }
         }
+        if sink.created() > self.seen_created {
+            self.resumed_from = None;
+        }
+        self.seen_created = sink.created();
         self.seen_restarts = c.restarts;
         self.logged_check = check;
     }
@@ -1258,6 +1295,22 @@ impl Status {
         self.at = std::time::Instant::now();
         self.written = c.records_written;
     }
+}
+
+/// A ring's layout as the mirror's log names it: what a source's GEOMETRY must match for
+/// a resuming mirror to keep its ring (spec §21.1).
+fn describe_layout(g: &Geometry) -> String {
+    let mut s = format!("{} slots of {} bytes", g.capacity, g.element_size);
+    if g.arena_size > 0 {
+        s += &format!(", an arena of {} bytes", g.arena_size);
+    }
+    if g.registry_count > 0 {
+        s += &format!(", {} reader slots", g.registry_count);
+    }
+    if g.schema_sig != 0 {
+        s += &format!(", schema {:#018x}", g.schema_sig);
+    }
+    s
 }
 
 /// An error if the mirror ring's path no longer names the ring the sink writes (removed, or
