@@ -942,3 +942,47 @@ fn a_mirror_says_when_it_replaces_its_ring_and_only_when_it_did() {
     let ring = ReadOnlyRing::open(&mir.0).expect("the held ring");
     assert_eq!((ring.geometry().capacity, ring.write_seq()), (64, 3));
 }
+
+/// `--from resume` with a file at PATH that is a ring but does not validate (another
+/// version, a file cut short): the mirror says it cannot resume it and why, then replaces
+/// it. It used to replace it and start from the source's oldest record without a word.
+#[test]
+fn a_mirror_says_why_it_cannot_resume_the_ring_at_its_path() {
+    for (tag, spoil, why) in [
+        (
+            "version",
+            (|b: &mut Vec<u8>| b[8..12].copy_from_slice(&9u32.to_le_bytes())) as fn(&mut Vec<u8>),
+            "version",
+        ),
+        (
+            "cut",
+            |b: &mut Vec<u8>| b.truncate(b.len() - 64),
+            "past the end",
+        ),
+    ] {
+        let mir = Scratch::new(&format!("spoilt-{tag}"));
+        held_mirror_ring(&mir.0);
+        let mut bytes = std::fs::read(&mir.0).expect("read the ring");
+        spoil(&mut bytes);
+        std::fs::write(&mir.0, &bytes).expect("spoil the ring");
+        let (addr, src) = one_reply_source(geometry_frame(64, 0));
+        let m = Child::spawn(
+            &["mirror", "--once", "--from", "resume", &addr, mir.s()],
+            None,
+        );
+        let (status, lines) = m.finish(false, Duration::from_secs(20));
+        src.join().expect("source thread");
+        assert!(status.success(), "{tag}: {lines:#?}");
+        let told = lines.iter().find(|l| l.contains("cannot resume"));
+        assert!(
+            told.is_some_and(|l| l.contains(mir.s()) && l.to_lowercase().contains(why)),
+            "{tag}: {lines:#?}"
+        );
+        let ring = ReadOnlyRing::open(&mir.0).expect("the new ring");
+        assert_eq!(
+            (ring.geometry().capacity, ring.write_seq()),
+            (64, 0),
+            "{tag}"
+        );
+    }
+}

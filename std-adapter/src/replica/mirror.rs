@@ -390,6 +390,21 @@ fn run_inner(
         ));
     };
     let mut sink = FileSink::open(&opts.path)?;
+    if opts.log
+        && let Some(e) = sink.not_adopted()
+    {
+        // Said before connecting: the ring is replaced at the handshake, and a resume
+        // starts from the source's oldest record instead.
+        let instead = match opts.start {
+            Start::Resume => {
+                "cannot resume it: a new ring replaces it at the handshake, \
+                              from the source's oldest record"
+            }
+            _ => "a new ring replaces it at the handshake",
+        };
+        // The error names the path.
+        diag!("mirror: not a usable ring: {e}; {instead}");
+    }
     sink.set_mode(opts.file_mode);
     sink.set_max_len(opts.max_ring_len);
     // Failed attempts (a refused connect, or a connection that failed: a group it cannot

@@ -78,6 +78,8 @@ pub struct FileSink {
     /// The largest ring (file length) this sink creates; `None`: no limit but the
     /// filesystem's free space.
     max_len: Option<u64>,
+    /// Why the ring found at the path by [`FileSink::open`] was not adopted.
+    not_adopted: Option<Error>,
 }
 
 impl FileSink {
@@ -93,6 +95,7 @@ impl FileSink {
             mode: CreateOptions::default().mode,
             created: 0,
             max_len: None,
+            not_adopted: None,
         };
         // Anything but a regular file (a FIFO, a device) is refused before connecting, as
         // the other commands refuse it, rather than read as a ring.
@@ -112,7 +115,7 @@ impl FileSink {
             // A ring that does not validate (another version, a corrupt header, a creation
             // that never finished) is recreated at the handshake, as is an empty file.
             // Anything else is somebody's data: refused, never replaced.
-            Err(_) => {
+            Err(e) => {
                 let (len, magic) = len_and_magic(&file).map_err(|e| Error::io(&path, "read", e))?;
                 let replaceable = len == 0
                     || magic == Some(RING_MAGIC)
@@ -122,10 +125,20 @@ impl FileSink {
                 if !replaceable {
                     return Err(Error::NotReplaced { path, len, magic });
                 }
+                sink.not_adopted = Some(e);
             }
         }
         sink.lock = Some(file);
         Ok(sink)
+    }
+
+    /// Why the file found at the path when the sink was opened is not adopted: a ring that
+    /// does not validate (another version, a corrupt header, a file cut short, a creation
+    /// that never finished, an empty file), which the handshake replaces. `None` when there
+    /// was no file or it was adopted. A mirror asked to resume says so, since it starts
+    /// again instead.
+    pub fn not_adopted(&self) -> Option<&Error> {
+        self.not_adopted.as_ref()
     }
 
     /// Sets the permission bits of rings created from now on (default 0o660).
@@ -376,6 +389,8 @@ mod tests {
         std::fs::write(&path, &bytes).unwrap();
         let mut sink = FileSink::open(&path).expect("a ring of another version is replaced");
         assert!(sink.existing().is_none());
+        let why = sink.not_adopted().expect("the reason kept").to_string();
+        assert!(why.contains("version 9"), "{why}");
         sink.recreate(&geo).unwrap();
         assert_eq!(sink.existing(), Some((geo, 0)));
         drop(sink);
