@@ -933,3 +933,44 @@ fn a_ring_over_the_mirror_size_limit_is_refused_and_nothing_created() {
         assert!(!dst.path().exists(), "once={once}: a file was created");
     }
 }
+
+/// A mirror ring whose directory is missing (a typo in PATH) is refused before the first
+/// connection, naming the directory (as is one this process may not create files in, on a
+/// read-only mount or without permission: not tested here, root on a writable file system
+/// may create anywhere). A directory that is a file was already refused then, by the open. It was found only at the handshake: with the source down, the mirror retried
+/// its connection for ever and never said the path could not work.
+#[test]
+fn a_ring_path_in_a_directory_it_cannot_create_in_is_refused_before_connecting() {
+    let missing = format!("/dev/shm/ringwire-test-no-such-dir-{}", std::process::id());
+    let file = ShmPath::new("hostile-dir-is-a-file");
+    std::fs::write(file.path(), b"").unwrap();
+    let file = file.path().to_str().unwrap();
+    for (dir, want) in [
+        (
+            missing.as_str(),
+            format!("its directory {missing}: No such file or directory"),
+        ),
+        (file, "Not a directory".to_string()),
+    ] {
+        let path = Path::new(dir).join("mirror");
+        // Nobody listens there: the mirror would retry its connection until stopped.
+        let mut mo = MirrorOptions::new(ringwire_tests::replica::free_addr(), &path);
+        mo.log = false;
+        mo.reconnect = Duration::from_millis(50);
+        let stop = AtomicBool::new(false);
+        let t0 = std::time::Instant::now();
+        let r = std::thread::scope(|sc| {
+            let _stop = SetOnDrop(&stop);
+            let m = sc.spawn(|| mirror::run(&mo, &stop));
+            wait_until("the mirror to give up", Duration::from_secs(3), || {
+                m.is_finished()
+            });
+            m.join().unwrap()
+        });
+        let msg = r.expect_err("refused").to_string();
+        assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+        assert!(msg.contains(dir), "{msg}");
+        assert!(msg.contains(&want), "{msg}");
+        assert!(!path.exists());
+    }
+}

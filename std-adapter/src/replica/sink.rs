@@ -62,6 +62,42 @@ fn unfinished_creation(file: &File, len: u64) -> std::io::Result<bool> {
     Ok(true)
 }
 
+/// Refuses `path` now if its directory says that no ring can be created there: missing, not
+/// a directory, or one this process may not create files in (a read-only mount, no
+/// permission). The ring is created only at the handshake, so without this a mistyped path
+/// was found out only once a source answered; with the source down, the mirror retried its
+/// connection for ever without a word about the path.
+fn check_dir(path: &Path) -> Result<(), Error> {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let refused = |e: std::io::Error| {
+        Error::io(
+            path,
+            "open",
+            std::io::Error::new(e.kind(), format!("its directory {}: {e}", dir.display())),
+        )
+    };
+    let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| refused(std::io::Error::new(std::io::ErrorKind::InvalidInput, e)))?;
+    // SAFETY: `c` is a NUL-terminated path that outlives the call. With the effective ids,
+    // as the create will be: write and search permission, EROFS on a read-only mount.
+    let r = unsafe {
+        libc::faccessat(
+            libc::AT_FDCWD,
+            c.as_ptr(),
+            libc::W_OK | libc::X_OK,
+            libc::AT_EACCESS,
+        )
+    };
+    if r != 0 {
+        return Err(refused(std::io::Error::last_os_error()));
+    }
+    Ok(())
+}
+
 /// The mirror ring file.
 pub struct FileSink {
     path: PathBuf,
@@ -103,6 +139,7 @@ impl FileSink {
         {
             Ok(f) => f,
             Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                check_dir(&path)?;
                 return Ok(sink);
             }
             Err(e) => return Err(e),
@@ -254,7 +291,12 @@ mod tests {
             "ringwire-no-such-dir-{}/mirror",
             std::process::id()
         ));
-        let mut sink = FileSink::open(&path).expect("a missing file is created later");
+        let dir = path.parent().unwrap().to_path_buf();
+        // A directory removed after the open: the failure is the creation's.
+        std::fs::create_dir(&dir).unwrap();
+        let opened = FileSink::open(&path);
+        std::fs::remove_dir(&dir).unwrap();
+        let mut sink = opened.expect("a missing file is created later");
         let geo = Geometry::spmc(64, 16, 8, 0, false).unwrap();
         let err = sink.recreate(&geo).unwrap_err();
         assert!(matches!(err, SinkError::Storage), "{err}");
