@@ -398,7 +398,7 @@ fn run_inner(
         let instead = match opts.start {
             Start::Resume => {
                 "cannot resume it: a new ring replaces it at the handshake, \
-                              from the source's oldest record"
+                 from the source's oldest record"
             }
             _ => "a new ring replaces it at the handshake",
         };
