@@ -46,20 +46,69 @@ fn unfinished_creation(file: &File, len: u64) -> std::io::Result<bool> {
             }
         }
     }
-    // A header not written yet: every byte of the file is zero.
+    // A header not written yet: every byte of the file is zero. Only its data is read: a
+    // hole reads as zeros, and a sparse file far larger than memory is mostly holes.
     let mut buf = vec![0u8; 64 << 10];
     let mut at = 0u64;
     while at < len {
-        let n = file.read_at(&mut buf, at)?;
-        if n == 0 {
+        let Some((from, to)) = data_extent(file, at, len)? else {
             break;
+        };
+        at = from;
+        while at < to {
+            let want = buf
+                .len()
+                .min(usize::try_from(to - at).unwrap_or(usize::MAX));
+            let n = file.read_at(&mut buf[..want], at)?;
+            if n == 0 {
+                return Ok(true);
+            }
+            if buf[..n].iter().any(|&b| b != 0) {
+                return Ok(false);
+            }
+            at += n as u64;
         }
-        if buf[..n].iter().any(|&b| b != 0) {
-            return Ok(false);
-        }
-        at += n as u64;
     }
     Ok(true)
+}
+
+/// The next run of data in `file` at or after `at`, up to `len`, as `(from, to)`; `None`
+/// when only holes remain. A file system without `SEEK_DATA` gives the rest of the file.
+fn data_extent(file: &File, at: u64, len: u64) -> std::io::Result<Option<(u64, u64)>> {
+    use std::os::fd::AsRawFd;
+    let seek = |whence, from: u64| -> std::io::Result<Option<u64>> {
+        let Ok(off) = libc::off_t::try_from(from) else {
+            return Ok(None);
+        };
+        // SAFETY: lseek on a descriptor this function borrows; it moves only the file
+        // offset, which nothing here relies on (reads are positioned).
+        let r = unsafe { libc::lseek(file.as_raw_fd(), off, whence) };
+        if r >= 0 {
+            return Ok(Some(r as u64));
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            // No data at or after `from`.
+            Some(libc::ENXIO) => Ok(None),
+            _ => Err(e),
+        }
+    };
+    let from = match seek(libc::SEEK_DATA, at) {
+        Ok(Some(from)) => from,
+        Ok(None) => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(Some((at, len))),
+        Err(e) => return Err(e),
+    };
+    if from >= len {
+        return Ok(None);
+    }
+    let to = match seek(libc::SEEK_HOLE, from) {
+        Ok(Some(to)) => to.min(len),
+        Ok(None) => len,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => len,
+        Err(e) => return Err(e),
+    };
+    Ok(Some((from, to.max(from + 1).min(len))))
 }
 
 /// Refuses `path` now if its directory says that no ring can be created there: missing, not
@@ -414,6 +463,58 @@ mod tests {
             Err(Error::NotReplaced { magic: Some(0), .. })
         ));
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A sparse file whose first word is zero, far larger than memory: its holes are not
+    /// read (they are zeros), so the open answers at once, and a file with data only near
+    /// its end is still refused. The open read every byte, 64 KiB at a time: a 200 GiB
+    /// sparse file at the mirror's PATH kept `ringwire mirror` from connecting for more
+    /// than ten minutes, deaf to SIGTERM.
+    #[test]
+    fn a_huge_sparse_file_is_judged_without_reading_its_holes() {
+        let path = PathBuf::from(format!(
+            "/dev/shm/ringwire-sink-sparse-{}",
+            std::process::id()
+        ));
+        const LEN: u64 = 1 << 40;
+        let judge = |path: &PathBuf| {
+            let (tx, rx) = std::sync::mpsc::channel();
+            let p = path.clone();
+            // A thread, so that a slow judgement fails the test instead of hanging it.
+            std::thread::spawn(move || {
+                let _ = tx.send(FileSink::open(&p).map(|s| s.not_adopted().is_some()));
+            });
+            rx.recv_timeout(std::time::Duration::from_secs(10))
+        };
+        let f = File::create(&path).unwrap();
+        f.set_len(LEN).unwrap();
+        drop(f);
+        let r = judge(&path);
+        if !matches!(r, Ok(Ok(true))) {
+            let _ = std::fs::remove_file(&path);
+            panic!("an all-zero sparse file is an unfinished ring: {r:?}");
+        }
+        // Somebody's data near the end: refused, and left as it was.
+        {
+            use std::os::unix::fs::FileExt;
+            let f = OpenOptions::new().write(true).open(&path).unwrap();
+            f.write_all_at(b"CD001", LEN - 4096).unwrap();
+        }
+        let r = judge(&path);
+        let kept = std::fs::metadata(&path).map(|m| m.len()).ok();
+        std::fs::remove_file(&path).unwrap();
+        assert!(
+            matches!(
+                r,
+                Ok(Err(Error::NotReplaced {
+                    len: LEN,
+                    magic: Some(0),
+                    ..
+                }))
+            ),
+            "{r:?}"
+        );
+        assert_eq!(kept, Some(LEN));
     }
 
     #[test]
