@@ -545,3 +545,37 @@ fn top_follows_a_queue_recreated_in_place() {
     assert!(out.contains("the file was replaced"), "{out}");
     assert!(!out.contains("queued 3/1024"), "stale capacity:\n{out}");
 }
+
+/// A ring without a registry (offset 0) whose header still holds a huge registry count, as
+/// a corrupt or hand-made file may: the geometry check accepts it (the count means nothing
+/// without the offset), and `top` walked every one of the 2^32 - 1 absent slots before
+/// printing its frame, so that it never printed one. `stat` stops at the first absent slot.
+#[test]
+fn top_of_a_registry_count_without_a_registry_prints_its_frame() {
+    let p = ShmPath::new("cli-misc-top-regcount");
+    let prod = ringwire::MpmcProducer::<u64>::create(p.path(), 8).unwrap();
+    prod.push(&1);
+    ringwire_tests::shm::patch(
+        p.path(),
+        ringwire::core::layout::hdr::REGISTRY_COUNT as u64,
+        &u32::MAX.to_ne_bytes(),
+    );
+    let path = p.path().to_str().unwrap();
+    let (code, out, err) = ringwire(&["stat", path, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["has_registry"], false, "{v}");
+    let mut top = Command::new(ringwire_bin())
+        .args(["top", path, "--interval-ms", "1", "--iterations", "1"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_exit(&mut top, Duration::from_secs(10), "top of the ring");
+    let o = top.wait_with_output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{o:?}");
+    assert!(out.contains("write_seq 1  msg/s "), "{out}");
+    drop(prod);
+}

@@ -257,8 +257,13 @@ fn ring_frame(
         out,
         "write_seq {w}  msg/s {rate:.0}  MB/s {mbps:.2}  window {window}  sleeping {sleeping}"
     )?;
+    // Up to the first slot the view does not have (at once without a registry, whose
+    // header count a corrupt or hand-made file may still set to 2^32 - 1), as `stat`.
     for i in 0..g.registry_count {
-        if let Some(e) = ring.registry_entry(i).filter(|e| e.is_live()) {
+        let Some(e) = ring.registry_entry(i) else {
+            break;
+        };
+        if e.is_live() {
             let lag = reader_lag(w, e.cursor);
             writeln!(
                 out,
