@@ -579,3 +579,44 @@ fn top_of_a_registry_count_without_a_registry_prints_its_frame() {
     assert!(out.contains("write_seq 1  msg/s "), "{out}");
     drop(prod);
 }
+
+/// A ring replaced at its path faster than the refresh interval (a producer restarting in
+/// a loop): every frame still comes, showing the newest file. `top` used to reopen and
+/// wait again for as long as each wait ended with the file replaced, printing nothing.
+#[test]
+fn top_prints_frames_of_a_ring_replaced_faster_than_it_refreshes() {
+    let p = ShmPath::new("cli-misc-top-fast-replace");
+    let next = p.sibling(".next");
+    let make = |at: &std::path::Path| {
+        let mut r = RingProducer::<Rec>::builder(16)
+            .cleanup_mode(ringwire::CleanupMode::Persistent)
+            .build::<Rec, _>(at)
+            .unwrap();
+        for seq in 1..=7 {
+            r.push(&Rec::new(seq));
+        }
+    };
+    make(p.path());
+    let path = p.path().to_str().unwrap();
+    let mut top = Top::spawn(&["top", path, "--interval-ms", "100", "--iterations", "2"]);
+    // A fresh inode every 10 ms (made aside, renamed over the path), for at most 10 s or
+    // until top has printed its two frames and exited.
+    let t0 = Instant::now();
+    let mut replacements = 0;
+    while top.child.try_wait().unwrap().is_none() && t0.elapsed() < Duration::from_secs(10) {
+        make(next.path());
+        std::fs::rename(next.path(), p.path()).unwrap();
+        replacements += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = top.child.try_wait().unwrap();
+    let out = top.out();
+    assert!(
+        status.is_some_and(|s| s.success()),
+        "top still running or failed after {replacements} replacements: {status:?}\n{out}"
+    );
+    wait_until("top's two frames on its stdout", Duration::from_secs(5), || {
+        top.out().matches("write_seq 7 ").count() == 2
+    });
+    assert!(top.out().contains("the file was replaced"), "{}", top.out());
+}

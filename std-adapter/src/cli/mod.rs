@@ -51,7 +51,8 @@ pub enum Command {
     /// The first refresh comes one interval after the start, so that its rates are
     /// measured over an interval. The screen is cleared before each refresh only when
     /// stdout is a terminal. A file replaced at the path (a restarted producer, or one
-    /// recreating it in place) is followed, its rates counted from the reopen; a path that
+    /// recreating it in place) is followed, its rates counted from the reopen (a frame of a
+    /// file replaced again within the refresh shows no rates: "-"); a path that
     /// stays removed for a second ends top with "ring removed" (exit 1).
     Top {
         /// The ring or queue file.

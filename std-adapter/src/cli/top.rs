@@ -5,7 +5,9 @@
 //! checks that the path still names the mapped file. A producer restart replaces a ring
 //! with a fresh inode (spec §27 quirk 20), and the old mapping freezes: `top` then follows
 //! the new file, as `tail -F` does, with a line saying so (its rates count from the reopen,
-//! one interval before the frame). A path that stays missing (or names a file that never
+//! one interval before the frame). A file replaced again during that interval is reopened
+//! and shown at once, without rates, so that a producer restarting faster than the refresh
+//! still gets a frame each refresh or two. A path that stays missing (or names a file that never
 //! becomes a valid ring or queue) for [`REOPEN_GRACE`] ends `top` with an error (exit 1):
 //! `ring removed`, or why the new file cannot be opened.
 //!
@@ -190,8 +192,11 @@ pub(super) fn run(
         // Every frame, the first included, comes one interval after the counters it starts
         // from were sampled, so its rates are over a real interval (ringfire's top waits so
         // too). A file replaced meanwhile is reopened and the wait starts again: the
-        // frame's rates then count from the reopen.
-        let mut replaced = false;
+        // frame's rates then count from the reopen. A file replaced again during that
+        // second wait (a producer restarting faster than the refresh) is reopened and shown
+        // at once without rates: waiting for a quiet interval could print nothing for as
+        // long as the restarts go on.
+        let mut replaced = 0;
         loop {
             crate::sys::sleep(interval);
             if !is_replaced(path, &t)? {
@@ -203,11 +208,15 @@ pub(super) fn run(
             };
             t = reopen(path, noun)?;
             since = Instant::now();
-            replaced = true;
+            replaced += 1;
+            if replaced == 2 {
+                break;
+            }
         }
         n += 1;
         let now = Instant::now();
-        let dt = now.duration_since(since).as_secs_f64().max(1e-9);
+        // No rates when the counters were sampled just now, by the second reopen.
+        let dt = (replaced < 2).then(|| now.duration_since(since).as_secs_f64().max(1e-9));
         since = now;
         if clear {
             // Clear the screen and home the cursor.
@@ -219,12 +228,19 @@ pub(super) fn run(
             path.display()
         )
         .map_err(&oe)?;
-        if replaced {
-            writeln!(
+        match replaced {
+            0 => {}
+            1 => writeln!(
                 out,
                 "  (the file was replaced: now showing the new one; rates count from its opening)"
             )
-            .map_err(&oe)?;
+            .map_err(&oe)?,
+            _ => writeln!(
+                out,
+                "  (the file was replaced again during the refresh: now showing the newest one; \
+                 no rates until it stays for an interval)"
+            )
+            .map_err(&oe)?,
         }
         match &mut t.watched {
             Watched::Ring { ring, prev } => ring_frame(ring, prev, out, dt),
@@ -240,12 +256,18 @@ fn ring_frame(
     ring: &ReadOnlyRing,
     prev: &mut u64,
     out: &mut dyn Write,
-    dt: f64,
+    dt: Option<f64>,
 ) -> std::io::Result<()> {
     let g = *ring.geometry();
     let w = ring.write_seq();
-    let rate = w.saturating_sub(*prev) as f64 / dt;
-    let mbps = rate * f64::from(g.element_size) / 1e6;
+    let rates = match dt {
+        Some(dt) => {
+            let rate = w.saturating_sub(*prev) as f64 / dt;
+            let mbps = rate * f64::from(g.element_size) / 1e6;
+            format!("msg/s {rate:.0}  MB/s {mbps:.2}")
+        }
+        None => "msg/s -  MB/s -".to_string(),
+    };
     *prev = w;
     let window = if w == 0 {
         "empty".to_string()
@@ -255,7 +277,7 @@ fn ring_frame(
     let (sleeping, _) = ring.futex_state();
     writeln!(
         out,
-        "write_seq {w}  msg/s {rate:.0}  MB/s {mbps:.2}  window {window}  sleeping {sleeping}"
+        "write_seq {w}  {rates}  window {window}  sleeping {sleeping}"
     )?;
     // Up to the first slot the view does not have (at once without a registry, whose
     // header count a corrupt or hand-made file may still set to 2^32 - 1), as `stat`.
@@ -284,16 +306,22 @@ fn queue_frame(
     kind: QueueKind,
     prev: &mut (u64, u64),
     out: &mut dyn Write,
-    dt: f64,
+    dt: Option<f64>,
 ) -> std::io::Result<()> {
     let s = q.snapshot();
     let cap = s.geometry.capacity;
-    let rate_in = s.enqueue.saturating_sub(prev.0) as f64 / dt;
-    let rate_out = s.dequeue.saturating_sub(prev.1) as f64 / dt;
+    let rates = match dt {
+        Some(dt) => {
+            let rate_in = s.enqueue.saturating_sub(prev.0) as f64 / dt;
+            let rate_out = s.dequeue.saturating_sub(prev.1) as f64 / dt;
+            format!("in/s {rate_in:.0}  out/s {rate_out:.0}")
+        }
+        None => "in/s -  out/s -".to_string(),
+    };
     *prev = (s.enqueue, s.dequeue);
     writeln!(
         out,
-        "{} queue  in/s {rate_in:.0}  out/s {rate_out:.0}  queued {}/{cap}  sleeping consumers {} producers {}",
+        "{} queue  {rates}  queued {}/{cap}  sleeping consumers {} producers {}",
         kind.name(),
         s.enqueue.saturating_sub(s.dequeue),
         s.data_waiters,
