@@ -682,3 +682,55 @@ fn numeric_flags_state_their_ranges() {
     assert_eq!(code, 1);
     assert!(err.contains("invalid digit"), "{err}");
 }
+
+/// An SPSC queue file whose cursors no run of a producer and a consumer leaves (enqueue
+/// behind dequeue, or more than a lap ahead): `stat`, `top` and `heal` name the file and the
+/// cursors. `stat` used to print them as a sound queue's, with 4611686018427387904 items
+/// queued in 8 slots (utilization 5.76e19 %), and exit 0.
+#[test]
+fn impossible_spsc_cursors_are_an_error_naming_file_and_values() {
+    use ringwire::core::queue::layout::qhdr;
+    let t = TmpRing::new("spsc-cursors");
+    let _ = std::fs::remove_file(&t.0);
+    let mut p = ringwire::queue::SpscProducer::<u64>::create(&t.0, 8).unwrap();
+    for i in 0..3u64 {
+        p.try_push(&i).unwrap();
+    }
+    let path = t.0.to_str().unwrap();
+    let patch = |enq: u64, deq: u64| {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&t.0).unwrap();
+        f.write_all_at(&enq.to_ne_bytes(), qhdr::ENQ as u64).unwrap();
+        f.write_all_at(&deq.to_ne_bytes(), qhdr::DEQ as u64).unwrap();
+    };
+    for (enq, deq) in [(1u64 << 62, 0u64), (3, 100), (1000, 2)] {
+        patch(enq, deq);
+        for args in [
+            vec!["stat", path],
+            vec!["stat", path, "--json"],
+            vec!["top", path, "--interval-ms", "1", "--iterations", "1"],
+            vec!["heal", path],
+        ] {
+            let (code, out, err) = ringwire(&args);
+            assert_eq!(code, 1, "{args:?}: {out}");
+            assert_eq!(
+                err.trim(),
+                format!(
+                    "Error: queue {path}: corrupt SPSC queue cursors: enqueue {enq}, dequeue \
+                     {deq} (capacity 8); an SPSC queue needs enqueue - dequeue, modulo 2^64, \
+                     at most the capacity"
+                ),
+                "{args:?}"
+            );
+        }
+    }
+    // Sound cursors, a lap apart and across the wrap of 2^64: described as before.
+    for (enq, deq) in [(11u64, 3u64), (2, u64::MAX - 1)] {
+        patch(enq, deq);
+        let (code, out, err) = ringwire(&["stat", path, "--json"]);
+        assert_eq!(code, 0, "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        assert_eq!((v["enqueue"].clone(), v["dequeue"].clone()), (enq.into(), deq.into()));
+    }
+    drop(p);
+}

@@ -124,6 +124,17 @@ pub enum QueueAttachError {
         /// The capacity.
         capacity: u64,
     },
+    /// SPSC: the enqueue cursor is behind the dequeue cursor or more than a lap ahead of it
+    /// (counted modulo 2^64, as the SPSC handles count): a corrupt queue file, which a
+    /// producer finds full and a consumer finds holding items it never can pop.
+    BadSpscCursors {
+        /// The enqueue cursor.
+        enqueue: u64,
+        /// The dequeue cursor.
+        dequeue: u64,
+        /// The capacity.
+        capacity: u64,
+    },
     /// MPMC: the slot of `pos` holds a stamp of a lap the cursors rule out (older than the
     /// cursors allow; or, found by an opener alone on the file, any stamp no protocol step
     /// leaves there): the cursors and the slots come from different states (a machine crash
@@ -414,6 +425,16 @@ impl fmt::Display for QueueAttachError {
                 "corrupt queue cursors: enqueue {enqueue}, dequeue {dequeue} (capacity \
                  {capacity}); a queue needs dequeue <= enqueue <= dequeue + capacity, both \
                  below 2^61"
+            ),
+            BadSpscCursors {
+                enqueue,
+                dequeue,
+                capacity,
+            } => write!(
+                f,
+                "corrupt SPSC queue cursors: enqueue {enqueue}, dequeue {dequeue} (capacity \
+                 {capacity}); an SPSC queue needs enqueue - dequeue, modulo 2^64, at most the \
+                 capacity"
             ),
             StampOffLap {
                 pos,

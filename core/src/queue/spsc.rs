@@ -60,6 +60,35 @@ fn check_kind(q: &QueueView) -> Result<(), QueueAttachError> {
     }
 }
 
+/// Checks the cursors of the SPSC queue `view` (loads only): the enqueue cursor at most a
+/// lap ahead of the dequeue cursor, counted modulo 2^64 as the handles count, so that a
+/// reader such as `stat` reports a corrupt file instead of billions of items queued. The
+/// dequeue cursor is loaded before and after the enqueue cursor, so that a live queue,
+/// whose cursors only grow, always passes; a failing reading is retried a few times.
+pub fn check_spsc_cursors(view: &QueueView) -> Result<(), QueueAttachError> {
+    let cap = view.capacity();
+    let mut last = None;
+    for _ in 0..16 {
+        // Acquire (all): the order of the three loads is what the check relies on.
+        let dequeue = view.deq().load(Ordering::Acquire);
+        let enqueue = view.enq().load(Ordering::Acquire);
+        let later = view.deq().load(Ordering::Acquire);
+        // `later - dequeue` is what the consumer popped between the loads: the enqueue
+        // cursor was at most a lap ahead of `later` when it was loaded.
+        let ahead = enqueue.wrapping_sub(dequeue);
+        if ahead <= later.wrapping_sub(dequeue).saturating_add(cap) {
+            return Ok(());
+        }
+        last = Some(QueueAttachError::BadSpscCursors {
+            enqueue,
+            dequeue,
+            capacity: cap,
+        });
+        core::hint::spin_loop();
+    }
+    last.map_or(Ok(()), Err)
+}
+
 /// The producing side of an SPSC queue.
 #[derive(Debug)]
 pub struct SpscProducer {

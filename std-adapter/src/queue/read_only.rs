@@ -57,12 +57,17 @@ impl ReadOnlyQueue {
         let path = path.as_ref();
         let file = crate::file::open_regular(path, OpenOptions::new().read(true))?;
         let (map, region) = crate::file::map_file(path, &file, true)?;
-        let view = QueueView::attach(region, QueueExpect::raw(kind)).map_err(|source| {
-            Error::QueueAttach {
-                path: path.to_path_buf(),
-                source,
-            }
-        })?;
+        let attach_err = |source| Error::QueueAttach {
+            path: path.to_path_buf(),
+            source,
+        };
+        let view = QueueView::attach(region, QueueExpect::raw(kind)).map_err(attach_err)?;
+        // Attaching checks an MPMC queue's cursors; an SPSC queue's are checked here, for
+        // the readers that describe the file (`stat`, `top`, `heal`), whose figures would
+        // otherwise be impossible ones (an SPSC handle finds out at its first push or pop).
+        if kind == QueueKind::Spsc {
+            ringwire_core::queue::spsc::check_spsc_cursors(&view).map_err(attach_err)?;
+        }
         Ok(ReadOnlyQueue {
             view,
             map,
