@@ -734,3 +734,36 @@ fn impossible_spsc_cursors_are_an_error_naming_file_and_values() {
     }
     drop(p);
 }
+
+/// A mirror ring (SPARSE) whose write_seq passed records it never received (a hole where
+/// the slot still holds the previous lap's record): `dump` calls it a hole, as its readers
+/// skip it. It said "(not published yet)", as if a record below write_seq were to come.
+#[test]
+fn dump_of_a_mirror_ring_names_its_holes() {
+    use ringwire::core::layout::Flags;
+    let t = TmpRing::new("sparse-dump");
+    let mut geo = Geometry::spmc(4, 16, 8, 0, false).unwrap();
+    geo.flags = Flags(geo.flags.0 | Flags::SPARSE);
+    let opts = CreateOptions {
+        cleanup: CleanupMode::Persistent,
+        ..CreateOptions::default()
+    };
+    let r = RingFile::create(&t.0, &geo, &opts).unwrap();
+    // Records 1 to 4, then 6 and 7 of the next lap: 5 never arrived, its slot holds 1.
+    for s in [1u64, 2, 3, 4, 6, 7] {
+        view(&r).write_slot(s, &s.to_le_bytes());
+        view(&r).publish(s);
+    }
+    let path = t.0.to_str().unwrap();
+    let (code, out, err) = ringwire(&["dump", path, "--tail", "3"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines[0],
+        "seq 5 slot 1 seq_word 1 (hole: a record this mirror ring never received; readers \
+         skip it)",
+        "{out}"
+    );
+    assert!(lines[1].starts_with("seq 6 slot 2 seq_word 6 \""), "{out}");
+    assert_eq!(lines.len(), 3, "{out}");
+}

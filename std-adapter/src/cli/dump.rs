@@ -1,11 +1,12 @@
 //! `ringwire dump <PATH> [--tail N] [--hex]` (spec §26). On a blob ring each record's line
-//! also previews its blob, or says it was overwritten in the arena.
+//! also previews its blob, or says it was overwritten in the arena; on a mirror ring
+//! (SPARSE) a record the mirror never received is shown as a hole.
 
 use std::io::Write;
 use std::path::Path;
 
 use ringwire_core::SlotRead;
-use ringwire_core::layout::{SLOT_WRITING, oldest_retained};
+use ringwire_core::layout::{Flags, SLOT_WRITING, oldest_retained};
 
 use super::out_err;
 use crate::error::Result;
@@ -42,6 +43,7 @@ pub(super) fn run(path: &Path, tail: u64, hex: bool, out: &mut dyn Write) -> Res
     }
     let oldest = oldest_retained(newest, g.capacity);
     let first = newest.saturating_sub(tail - 1).max(oldest).max(1);
+    let sparse = g.flags.has(Flags::SPARSE);
     let mut buf = vec![0u8; g.record_len()];
     for seq in first..=newest {
         let word = ring.slot_seq_word(seq);
@@ -61,6 +63,11 @@ pub(super) fn run(path: &Path, tail: u64, hex: bool, out: &mut dyn Write) -> Res
             SlotRead::Pending if ring.ring().rewritten_under(seq).is_some() => {
                 "(lost: its slot is being rewritten, or was left mid-write by a writer that died)"
                     .to_string()
+            }
+            // A mirror ring (SPARSE) publishes past the records it never received: a slot
+            // still holding an older sequence is a hole, which its readers skip.
+            SlotRead::Pending if sparse && word != SLOT_WRITING && word < seq => {
+                "(hole: a record this mirror ring never received; readers skip it)".to_string()
             }
             SlotRead::Pending => "(not published yet)".to_string(),
             SlotRead::Overwritten { seen } => format!("(overwritten by {seen})"),

@@ -65,7 +65,8 @@ pub enum Command {
         #[arg(long, value_parser = at_least_1)]
         iterations: Option<u64>,
     },
-    /// Print the newest records: sequence, slot, slot sequence word and a preview.
+    /// Print the newest records: sequence, slot, slot sequence word and a preview (and the
+    /// blob's, on a blob ring; a mirror ring's holes are named as such).
     Dump {
         /// The ring file.
         path: PathBuf,
