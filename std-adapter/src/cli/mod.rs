@@ -53,7 +53,7 @@ pub enum Command {
     /// stdout is a terminal. A file replaced at the path (a restarted producer, or one
     /// recreating it in place) is followed, its rates counted from the reopen (a frame of a
     /// file replaced again within the refresh shows no rates: "-"); a path that
-    /// stays removed for a second ends top with "ring removed" (exit 1).
+    /// stays removed for a second ends top with "ring removed" ("queue removed") (exit 1).
     Top {
         /// The ring or queue file.
         path: PathBuf,
@@ -94,7 +94,7 @@ pub enum Command {
     /// (its seqlock odd in two looks 20 ms apart) is reported and heal exits 1; only a new
     /// write of the key by its writer repairs it.
     Heal {
-        /// The queue or ring file.
+        /// The queue, ring or blackboard file.
         path: PathBuf,
         /// Every producer of the lossy MPMC ring has exited or was killed (one merely paused
         /// while copying leaves the same mark): a slot left mid-write is a dead producer's.
