@@ -700,8 +700,10 @@ fn impossible_spsc_cursors_are_an_error_naming_file_and_values() {
     let patch = |enq: u64, deq: u64| {
         use std::os::unix::fs::FileExt;
         let f = std::fs::OpenOptions::new().write(true).open(&t.0).unwrap();
-        f.write_all_at(&enq.to_ne_bytes(), qhdr::ENQ as u64).unwrap();
-        f.write_all_at(&deq.to_ne_bytes(), qhdr::DEQ as u64).unwrap();
+        f.write_all_at(&enq.to_ne_bytes(), qhdr::ENQ as u64)
+            .unwrap();
+        f.write_all_at(&deq.to_ne_bytes(), qhdr::DEQ as u64)
+            .unwrap();
     };
     for (enq, deq) in [(1u64 << 62, 0u64), (3, 100), (1000, 2)] {
         patch(enq, deq);
@@ -730,7 +732,10 @@ fn impossible_spsc_cursors_are_an_error_naming_file_and_values() {
         let (code, out, err) = ringwire(&["stat", path, "--json"]);
         assert_eq!(code, 0, "{err}");
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-        assert_eq!((v["enqueue"].clone(), v["dequeue"].clone()), (enq.into(), deq.into()));
+        assert_eq!(
+            (v["enqueue"].clone(), v["dequeue"].clone()),
+            (enq.into(), deq.into())
+        );
     }
     drop(p);
 }

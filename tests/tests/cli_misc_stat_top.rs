@@ -615,8 +615,10 @@ fn top_prints_frames_of_a_ring_replaced_faster_than_it_refreshes() {
         status.is_some_and(|s| s.success()),
         "top still running or failed after {replacements} replacements: {status:?}\n{out}"
     );
-    wait_until("top's two frames on its stdout", Duration::from_secs(5), || {
-        top.out().matches("write_seq 7 ").count() == 2
-    });
+    wait_until(
+        "top's two frames on its stdout",
+        Duration::from_secs(5),
+        || top.out().matches("write_seq 7 ").count() == 2,
+    );
     assert!(top.out().contains("the file was replaced"), "{}", top.out());
 }
