@@ -59,7 +59,8 @@ impl MmsgScratch {
     /// Receives up to `bufs.len()` (at most [`MmsgScratch::capacity`]) datagrams with one
     /// `recvmmsg(MSG_WAITFORONE)`, datagram `i` into `bufs[i]` (an address and a length).
     /// Returns how many came; see [`MmsgScratch::len`], [`MmsgScratch::truncated`] and
-    /// [`MmsgScratch::sender`] for each.
+    /// [`MmsgScratch::sender`] for each. A socket shut down for reading fails with
+    /// [`io::ErrorKind::UnexpectedEof`] once the datagrams before the shutdown are taken.
     ///
     /// # Safety
     /// Every `(ptr, len)` must be valid for writes of `len` bytes for the duration of the
@@ -102,7 +103,20 @@ impl MmsgScratch {
         if r < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(r as usize)
+        // A socket shut down for reading (`shutdown(SHUT_RD)`, how another thread stops a
+        // receiver blocked on it) makes the kernel end the call with one message of no
+        // bytes and no sender: the end of the stream, not a datagram, and it comes again
+        // on every call. A real datagram always has a sender, even an empty one. The
+        // datagrams before it are returned; the next call then meets it first.
+        let r = r as usize;
+        match self.hdrs[..r].iter().position(|h| h.msg_hdr.msg_namelen == 0) {
+            Some(0) => Err(io::Error::new(
+                io::ErrorKind::UnexpectedEof,
+                "the socket is shut down for reading: no datagram will come",
+            )),
+            Some(i) => Ok(i),
+            None => Ok(r),
+        }
     }
 
     /// The length of datagram `i` of the last call (the bytes written, if it was truncated).

@@ -311,7 +311,8 @@ impl SpscBytesProducer {
     /// apart: it would never drain). A datagram longer
     /// than [`SpscBytesProducer::max_len`] (or, on a queue of fixed-size items, of another
     /// length) is dropped and counted, and the datagrams after it close up. Senders are not
-    /// kept. Allocates only on the first call, and on a later call with a larger `max`.
+    /// kept. A socket shut down for reading fails with [`io::ErrorKind::UnexpectedEof`]
+    /// (its end of stream is no datagram, not even an empty one). Allocates only on the first call, and on a later call with a larger `max`.
     pub fn recv_mmsg(&mut self, sock: &UdpSocket, max: usize) -> io::Result<Received> {
         let max = max.min(1024);
         let want = self.inner.free().min(max as u64) as usize;

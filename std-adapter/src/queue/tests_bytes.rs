@@ -517,3 +517,44 @@ fn mixed_lengths_move_in_order_through_batches_across_the_wrap_with_lazy_hand_ba
         }
     }
 }
+
+/// A socket shut down for reading (how another thread stops a receiver blocked on it)
+/// hands `recvmmsg` an end of stream, which the kernel reports as one zero-length message
+/// with no sender: that is no datagram, and must neither be pushed as an empty item nor
+/// come again on every call, but end the ingest with an error that says so.
+#[test]
+fn recv_mmsg_on_a_socket_shut_down_for_reading_pushes_nothing_and_says_so() {
+    let rx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    rx.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+    tx.send_to(b"before", rx.local_addr().unwrap()).unwrap();
+    tx.send_to(b"", rx.local_addr().unwrap()).unwrap();
+    let (mut p, mut c) = spsc_bytes_channel(8, 64).unwrap();
+    // A real empty datagram is still an item.
+    assert_eq!(
+        p.recv_mmsg(&rx, 32).unwrap(),
+        Received {
+            pushed: 2,
+            dropped: 0
+        }
+    );
+    // Unconnected UDP: the call reports ENOTCONN, yet marks the socket shut down.
+    // SAFETY: shutdown on a socket we own changes only its state.
+    let _ = unsafe { libc::shutdown(std::os::fd::AsRawFd::as_raw_fd(&rx), libc::SHUT_RD) };
+    let t0 = Instant::now();
+    for _ in 0..3 {
+        let e = p.recv_mmsg(&rx, 32).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+        assert!(e.to_string().contains("shut down"), "{e}");
+    }
+    assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+    let mut buf = [0u8; 64];
+    assert_eq!(c.try_pop(&mut buf), Ok(Some(6)));
+    assert_eq!(c.try_pop(&mut buf), Ok(Some(0)));
+    assert_eq!(c.try_pop(&mut buf), Ok(None), "the end of stream became an item");
+
+    let mut batch = RecvBatch::new(4, 64);
+    let e = batch.recv(&rx).unwrap_err();
+    assert_eq!(e.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+    assert!(batch.is_empty());
+}
