@@ -109,6 +109,10 @@ fn ingest(sock: &UdpSocket, p: &mut SpscBytesProducer, batch: usize, done: &Atom
                 st.dropped += r.dropped as u64;
                 st.calls += 1;
             }
+            // A signal while nothing had come: on Linux even a stop and continue (Ctrl-Z,
+            // then `fg`) does this to a socket with a read timeout, handler or not. Nothing
+            // was received, so the next call simply goes on.
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
             // The read timeout: nothing for 50 ms.
             Err(e)
                 if matches!(
@@ -287,4 +291,63 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         return Err("orders came out of order or twice".into());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    extern "C" fn on_usr1(_: libc::c_int) {}
+
+    /// Signals landing while the ingest waits on the socket (`SIGUSR1` to its thread here;
+    /// a stop and continue does the same) interrupt `recvmmsg` with EINTR, which must not
+    /// end the ingest: the orders sent after them still all come in.
+    #[test]
+    fn the_ingest_goes_on_after_a_signal() {
+        // SAFETY: a handler that does nothing, installed without SA_RESTART (which sockets
+        // with a read timeout ignore anyway).
+        unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_usr1 as extern "C" fn(libc::c_int) as usize;
+            libc::sigemptyset(&mut sa.sa_mask);
+            assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
+        }
+        let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        let to = sock.local_addr().unwrap();
+        let (mut p, mut c) = spsc_bytes_channel(64, 64).unwrap();
+        let done = AtomicBool::new(false);
+        let st = std::thread::scope(|s| {
+            let (tid_tx, tid_rx) = std::sync::mpsc::channel();
+            let (p, done) = (&mut p, &done);
+            let gateway = s.spawn(move || {
+                // SAFETY: pthread_self has no preconditions.
+                tid_tx.send(unsafe { libc::pthread_self() }).unwrap();
+                ingest(&sock, p, 32, done)
+            });
+            let thread = tid_rx.recv().unwrap();
+            // Many signals over 200 ms: most land while the ingest sleeps in recvmmsg.
+            for _ in 0..200 {
+                if gateway.is_finished() {
+                    break;
+                }
+                // SAFETY: the thread is alive (joined only below) and handles SIGUSR1.
+                unsafe { libc::pthread_kill(thread, libc::SIGUSR1) };
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            let tx = UdpSocket::bind("127.0.0.1:0").unwrap();
+            for seq in 0..10 {
+                tx.send_to(order(seq).as_bytes(), to).unwrap();
+            }
+            std::thread::sleep(Duration::from_millis(100));
+            done.store(true, Ordering::Release);
+            gateway.join().unwrap()
+        });
+        assert_eq!(st.received, 10, "the ingest stopped early");
+        let mut buf = [0u8; 64];
+        for seq in 0..10 {
+            let len = c.try_pop(&mut buf).unwrap().unwrap();
+            assert_eq!(Order::read_from_bytes(&buf[..len]).unwrap().seq, seq);
+        }
+    }
 }

@@ -312,7 +312,9 @@ impl SpscBytesProducer {
     /// than [`SpscBytesProducer::max_len`] (or, on a queue of fixed-size items, of another
     /// length) is dropped and counted, and the datagrams after it close up. Senders are not
     /// kept. A socket shut down for reading fails with [`io::ErrorKind::UnexpectedEof`]
-    /// (its end of stream is no datagram, not even an empty one). Allocates only on the first call, and on a later call with a larger `max`.
+    /// (its end of stream is no datagram, not even an empty one). A signal before any
+    /// datagram came fails with [`io::ErrorKind::Interrupted`], nothing received: call
+    /// again (on Linux a stop and continue does this to a socket with a read timeout). Allocates only on the first call, and on a later call with a larger `max`.
     pub fn recv_mmsg(&mut self, sock: &UdpSocket, max: usize) -> io::Result<Received> {
         let max = max.min(1024);
         let want = self.inner.free().min(max as u64) as usize;
