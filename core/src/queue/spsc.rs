@@ -359,9 +359,12 @@ impl SpscProducer {
     /// seen by the consumer before [`SpscProducer::commit_in_place`] publishes it.
     ///
     /// Writing through the pointer is the caller's `unsafe`. It races with nothing as long
-    /// as it stays within the item size and ends before the commit: the slot is free, so
-    /// this producer alone owns it under the queue protocol (the consumer reads only slots
-    /// before the tail). The address is 8-aligned.
+    /// as it stays within the item size and ends before the commit, or before any other
+    /// push of this producer: the slot is free, so this producer alone owns it under the
+    /// queue protocol (the consumer reads only slots before the tail). A push moves the
+    /// tail on, so the slot may then be published (`k` 0 is at once) and the consumer may
+    /// read it while the write goes on; ask again for the slots after a push. The address
+    /// is 8-aligned.
     #[cfg(not(loom))]
     pub fn free_payload(&mut self, k: u64) -> Option<(*mut u8, usize)> {
         if self.free_up_to(k.checked_add(1)?) <= k {
