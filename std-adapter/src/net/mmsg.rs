@@ -107,7 +107,9 @@ impl MmsgScratch {
         // receiver blocked on it) makes the kernel end the call with one message of no
         // bytes and no sender: the end of the stream, not a datagram, and it comes again
         // on every call. A real datagram always has a sender, even an empty one. The
-        // datagrams before it are returned; the next call then meets it first.
+        // datagrams before it are returned; the next call then meets it first. One that
+        // arrived after the shutdown and that this call took after the end (a window of a
+        // few microseconds) goes with it: the caller is stopping.
         let r = r as usize;
         match self.hdrs[..r].iter().position(|h| h.msg_hdr.msg_namelen == 0) {
             Some(0) => Err(io::Error::new(
@@ -167,9 +169,10 @@ impl RecvBatch {
         }
     }
 
-    /// Receives up to the batch size without blocking (the socket's own blocking mode and
-    /// `MSG_WAITFORONE` decide: it returns as soon as at least one datagram is in). Returns
-    /// the number received; `WouldBlock` when none was waiting on a non-blocking socket.
+    /// Receives up to the batch size, waiting only as the socket does (its own blocking
+    /// mode and read timeout, with `MSG_WAITFORONE`: it returns as soon as at least one
+    /// datagram is in). Returns the number received; `WouldBlock` when none was waiting on
+    /// a non-blocking socket, `UnexpectedEof` once it is shut down for reading.
     /// Allocates nothing.
     pub fn recv(&mut self, sock: &UdpSocket) -> io::Result<usize> {
         self.filled = 0;
