@@ -313,7 +313,8 @@ mod tests {
             assert_eq!(libc::sigaction(libc::SIGUSR1, &sa, std::ptr::null_mut()), 0);
         }
         let sock = UdpSocket::bind("127.0.0.1:0").unwrap();
-        sock.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        sock.set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
         let to = sock.local_addr().unwrap();
         let (mut p, mut c) = spsc_bytes_channel(64, 64).unwrap();
         let done = AtomicBool::new(false);

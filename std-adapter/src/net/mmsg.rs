@@ -111,7 +111,10 @@ impl MmsgScratch {
         // arrived after the shutdown and that this call took after the end (a window of a
         // few microseconds) goes with it: the caller is stopping.
         let r = r as usize;
-        match self.hdrs[..r].iter().position(|h| h.msg_hdr.msg_namelen == 0) {
+        match self.hdrs[..r]
+            .iter()
+            .position(|h| h.msg_hdr.msg_namelen == 0)
+        {
             Some(0) => Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
                 "the socket is shut down for reading: no datagram will come",

@@ -551,7 +551,11 @@ fn recv_mmsg_on_a_socket_shut_down_for_reading_pushes_nothing_and_says_so() {
     let mut buf = [0u8; 64];
     assert_eq!(c.try_pop(&mut buf), Ok(Some(6)));
     assert_eq!(c.try_pop(&mut buf), Ok(Some(0)));
-    assert_eq!(c.try_pop(&mut buf), Ok(None), "the end of stream became an item");
+    assert_eq!(
+        c.try_pop(&mut buf),
+        Ok(None),
+        "the end of stream became an item"
+    );
 
     let mut batch = RecvBatch::new(4, 64);
     let e = batch.recv(&rx).unwrap_err();
