@@ -88,8 +88,75 @@ fn an_interrupted_demo_says_so_and_exits_1() {
     assert_eq!(code, Some(1), "stdout: {out}\nstderr: {rest}");
     assert!(out.contains("demo: Tcp: published"), "{out}");
     assert!(
-        rest.contains("Error: demo: interrupted by SIGINT or SIGTERM after ")
+        rest.contains("Error: demo: interrupted by SIGINT, SIGTERM or SIGHUP after ")
             && rest.contains(" of 60000 records"),
         "{rest}"
     );
+}
+
+/// The /dev/shm files of the demo with process id `pid`.
+fn demo_files(pid: u32) -> Vec<String> {
+    let prefix = format!("ringwire-demo-{pid}-");
+    std::fs::read_dir("/dev/shm")
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with(&prefix))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// SIGHUP (the terminal that ran the demo was closed) stops it in order like SIGINT: its
+/// ring files removed and exit 1 with the reason. Before, SIGHUP's default action killed
+/// the process and left both ring files in /dev/shm.
+#[test]
+fn a_hung_up_demo_removes_its_rings_and_exits_1() {
+    use std::io::{BufRead, BufReader, Read};
+    let mut d = Demo(
+        Command::new(env!("CARGO_BIN_EXE_ringwire"))
+            .args([
+                "demo",
+                "--seconds",
+                "60",
+                "--rate",
+                "1000",
+                "--transport",
+                "tcp",
+            ])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn ringwire demo"),
+    );
+    let mut err = BufReader::new(d.0.stderr.take().expect("piped stderr"));
+    let mut line = String::new();
+    while !line.contains("delivered") {
+        line.clear();
+        assert!(
+            err.read_line(&mut line).expect("read stderr") > 0,
+            "no live line"
+        );
+    }
+    let pid = d.0.id();
+    assert_eq!(demo_files(pid).len(), 2, "{:?}", demo_files(pid));
+    let sent = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status();
+    assert!(sent.is_ok_and(|s| s.success()), "kill -HUP {pid}");
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).expect("read stderr");
+    let mut out = String::new();
+    let mut stdout = d.0.stdout.take().expect("piped stdout");
+    stdout.read_to_string(&mut out).expect("read stdout");
+    let status = d.0.wait().expect("wait");
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "{status}\nstdout: {out}\nstderr: {rest}"
+    );
+    assert!(out.contains("demo: Tcp: published"), "{out}");
+    assert!(rest.contains("Error: demo: interrupted by "), "{rest}");
+    assert_eq!(demo_files(pid), Vec::<String>::new(), "left in /dev/shm");
 }

@@ -251,7 +251,7 @@ impl Measured {
             let cfg = if spin { "spin" } else { "default" };
             format!("{} {cfg} {rate} msg/s", transport_name(t))
         };
-        let mut what = String::from("interrupted by SIGINT or SIGTERM");
+        let mut what = String::from("interrupted by SIGINT, SIGTERM or SIGHUP");
         if let Some(r) = self.cut_short_row().map(|i| &self.rows[i]) {
             what += &format!(": {} {} {} msg/s cut short", r.transport, r.config, r.rate);
         }
@@ -730,7 +730,7 @@ fn handoff(
         interrupted(
             "bench handoff",
             format!(
-                "interrupted by SIGINT or SIGTERM {when}; reader process {} killed, {} removed",
+                "interrupted by SIGINT, SIGTERM or SIGHUP {when}; reader process {} killed, {} removed",
                 reader.pid(),
                 path.display()
             ),

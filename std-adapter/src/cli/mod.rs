@@ -119,7 +119,7 @@ pub enum Command {
     /// run's percentiles, what was published, delivered and missed, and the CPU the process
     /// used, in cores (stdout). Exits non-zero if a record arrives corrupt, twice, out of
     /// order or not at all (missed counts too: records gone from the mirror ring before the
-    /// reader got to them), with the reason on stderr. Stopped by SIGINT or SIGTERM, it
+    /// reader got to them), with the reason on stderr. Stopped by SIGINT, SIGTERM or SIGHUP, it
     /// prints what it has, says how many records were published before, and exits 1.
     Demo(crate::replica::cli::DemoArgs),
     /// Print the version (as --version does).

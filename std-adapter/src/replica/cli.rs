@@ -410,7 +410,7 @@ impl DemoArgs {
         // Relaxed: a plain flag set by the signal handler.
         let what = if stop.load(std::sync::atomic::Ordering::Relaxed) {
             let mut what = format!(
-                "interrupted by SIGINT or SIGTERM after {} of {} records",
+                "interrupted by SIGINT, SIGTERM or SIGHUP after {} of {} records",
                 report.published,
                 self.rate.saturating_mul(self.seconds)
             );

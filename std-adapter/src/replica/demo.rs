@@ -229,7 +229,7 @@ const START_TIMEOUT: StdDuration = StdDuration::from_secs(10);
 /// time, with the mirror's last connect or protocol error (its log is off in the demo).
 fn not_started(interrupted: bool, mirror_error: Option<String>) -> ReplicaError {
     let what = if interrupted {
-        "interrupted by SIGINT or SIGTERM before the mirror started".to_string()
+        "interrupted by SIGINT, SIGTERM or SIGHUP before the mirror started".to_string()
     } else {
         format!(
             "the mirror did not start within {} s: {}",
@@ -626,7 +626,7 @@ mod tests {
         let e = not_started(true, Some("connect 127.0.0.1:1: refused".into())).to_string();
         assert_eq!(
             e,
-            "demo: interrupted by SIGINT or SIGTERM before the mirror started"
+            "demo: interrupted by SIGINT, SIGTERM or SIGHUP before the mirror started"
         );
         let e = not_started(false, Some("connect 127.0.0.1:1: refused".into())).to_string();
         assert_eq!(

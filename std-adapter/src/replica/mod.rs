@@ -10,7 +10,7 @@
 //! | `mirror.rs` | connect, handshake, TCP or UDP live mode, reconnect with resume |
 //! | `sink.rs` | the mirror's ring file as a `RecordSink` (adopt or recreate, flock held) |
 //! | `io.rs` | clock, address conversions, `poll`, non-blocking writes, idle waiting |
-//! | `signal.rs` | SIGINT/SIGTERM to an `AtomicBool` |
+//! | `signal.rs` | SIGINT/SIGTERM/SIGHUP to an `AtomicBool` |
 //! | `spin.rs` | `--spin`: bounded, yielding, adaptive polling before parking |
 //! | `anticipate.rs` | default idle waiting: park until just before a steady stream's next record is due, then poll briefly |
 //! | `demo.rs` | `ringwire demo`: source, serve, mirror and a latency reader in one process |

@@ -1,5 +1,8 @@
-//! SIGINT and SIGTERM set a process-wide flag instead of killing the process, so a driver
-//! can finish its step, publish what it wrote and leave its ring valid. If the orderly stop
+//! SIGINT, SIGTERM and SIGHUP set a process-wide flag instead of killing the process, so a
+//! driver can finish its step, publish what it wrote and leave its ring valid. SIGHUP is
+//! what a closed terminal sends: left to its default action it killed the demo and the
+//! benches with their scratch rings still in /dev/shm. A SIGHUP the process started with
+//! ignored (`nohup`) stays ignored. If the orderly stop
 //! hangs, a second Ctrl-C (or SIGTERM) ends the process at once: the handler removes the
 //! files registered with [`remove_on_exit`] (the demo's and the benches' scratch rings,
 //! whose names carry the pid and so would never be reused) and the signal's default action
@@ -66,11 +69,15 @@ extern "C" fn on_signal(sig: libc::c_int) {
     }
 }
 
-/// Installs the handler for SIGINT and SIGTERM (idempotent) and returns the flag it sets.
-/// The first signal sets the flag; a second one, [`REPEAT`] or more later, removes the
-/// files registered with [`remove_on_exit`] and ends the process.
+/// Installs the handler for SIGINT, SIGTERM and SIGHUP (idempotent; SIGHUP only if it is
+/// not ignored) and returns the flag it sets. The first signal sets the flag; a second one,
+/// [`REPEAT`] or more later, removes the files registered with [`remove_on_exit`] and ends
+/// the process.
 pub fn install() -> &'static AtomicBool {
-    for sig in [libc::SIGINT, libc::SIGTERM] {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        if sig == libc::SIGHUP && ignored(sig) {
+            continue;
+        }
         // SAFETY: a zeroed sigaction is a valid value; the handler makes only
         // async-signal-safe calls, and the pointers passed to sigaction are valid.
         unsafe {
@@ -82,6 +89,16 @@ pub fn install() -> &'static AtomicBool {
         }
     }
     &STOP
+}
+
+/// Whether `sig`'s action is to ignore it (as `nohup` leaves SIGHUP for its command).
+fn ignored(sig: libc::c_int) -> bool {
+    // SAFETY: a zeroed sigaction is a valid value for the kernel to overwrite; a null new
+    // action only queries.
+    unsafe {
+        let mut old: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(sig, std::ptr::null(), &mut old) == 0 && old.sa_sigaction == libc::SIG_IGN
+    }
 }
 
 /// The flag the handler sets (false until a signal arrived).
@@ -199,6 +216,31 @@ mod tests {
         drop(g);
         assert!(!path.exists());
         assert!(FILES[slot].load(Ordering::Relaxed).is_null());
+    }
+
+    /// A SIGHUP the process was started with ignored (`nohup ringwire serve`) stays
+    /// ignored; otherwise `install` catches it like SIGINT.
+    #[test]
+    fn sighup_is_caught_unless_ignored() {
+        let status = forked(20, || {
+            // SAFETY: setting a signal's disposition to SIG_IGN is always valid.
+            unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
+            install();
+            if action(libc::SIGHUP) != libc::SIG_IGN {
+                return 3;
+            }
+            // SAFETY: as above, back to the default action.
+            unsafe { libc::signal(libc::SIGHUP, libc::SIG_DFL) };
+            install();
+            if action(libc::SIGHUP) != on_signal as extern "C" fn(libc::c_int) as usize {
+                return 4;
+            }
+            0
+        });
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "status {status:#x}"
+        );
     }
 
     fn action(sig: libc::c_int) -> libc::sighandler_t {
