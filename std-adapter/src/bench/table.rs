@@ -57,7 +57,7 @@ impl RunRow {
         self.to_json_marked(false)
     }
 
-    /// The row as one JSON object; `interrupted`: the run was cut short (SIGINT/SIGTERM),
+    /// The row as one JSON object; `interrupted`: the run was cut short (SIGINT/SIGTERM/SIGHUP),
     /// its figures cover only part of its time. `"status"` is `ok`, `error` or
     /// `interrupted`.
     pub fn to_json_marked(&self, interrupted: bool) -> String {

@@ -11,7 +11,7 @@
 //!   Any loss, reorder, duplicate, gap or corrupt record is an `ERROR` row and exit status 1.
 //! * `mirror`: the same pipeline at 1,000 msg/s on every transport, default and spin.
 //!
-//! SIGINT and SIGTERM stop every mode but `floor` in order: `handoff` kills and reaps its
+//! SIGINT, SIGTERM and SIGHUP stop every mode but `floor` in order: `handoff` kills and reaps its
 //! reader process and removes its ring, `stress` and `mirror` report the runs made so far
 //! with the one cut short marked `INTERRUPTED`; all then exit non-zero. A `--plot` file is
 //! checked before measuring, so a bad path fails at once rather than after the run.
@@ -226,7 +226,7 @@ fn to_transport(t: TransportArg) -> Transport {
 struct Measured {
     /// One row per run made, in order.
     rows: Vec<RunRow>,
-    /// A signal (SIGINT/SIGTERM) stopped the runs.
+    /// A signal (SIGINT/SIGTERM/SIGHUP) stopped the runs.
     interrupted: bool,
     /// The last row's run was cut short by the signal: its figures cover part of its time.
     cut_short: bool,
@@ -273,7 +273,7 @@ impl Measured {
 }
 
 /// Runs each (transport, rate, spin) in turn, printing progress on stderr, until done or
-/// SIGINT/SIGTERM.
+/// SIGINT/SIGTERM/SIGHUP.
 fn measure_all(runs: &[(Transport, u64, bool)], seconds: u64) -> Result<Measured> {
     let stop = crate::replica::signal::install();
     measure_until(runs, stop, |t, rate, waiting| {

@@ -300,7 +300,7 @@ impl ServeArgs {
         }
     }
 
-    /// Runs `ringwire serve` until SIGINT/SIGTERM.
+    /// Runs `ringwire serve` until SIGINT/SIGTERM/SIGHUP.
     pub fn run(&self) -> ExitCode {
         let stop = signal::install();
         let opts = self.options();
@@ -348,7 +348,7 @@ impl MirrorArgs {
         }
     }
 
-    /// Runs `ringwire mirror` until SIGINT/SIGTERM (or the end of the connection with --once).
+    /// Runs `ringwire mirror` until SIGINT/SIGTERM/SIGHUP (or the end of the connection with --once).
     pub fn run(&self) -> ExitCode {
         let stop = signal::install();
         exit(super::mirror::run(&self.options(), stop).map(|s| {
