@@ -228,13 +228,27 @@ fn wait_for_file(p: &Path, stop: &AtomicBool, within: StdDuration) -> Option<Rin
 const START_TIMEOUT: StdDuration = StdDuration::from_secs(10);
 
 /// Why the run never started: a signal came first, or the mirror ring did not appear in
-/// time, with the mirror's last connect or protocol error (its log is off in the demo).
-fn not_started(interrupted: bool, mirror_error: Option<String>) -> ReplicaError {
+/// time, with the mirror's last connect or protocol error (its log is off in the demo). On
+/// a host without multicast or UDP on loopback (a container whose loopback refuses group
+/// memberships, a firewall), the default transport is what fails, so a UDP transport's
+/// failure names the one that needs neither: a new user's first run otherwise ends on a
+/// socket error with no way on.
+fn not_started(
+    interrupted: bool,
+    mirror_error: Option<String>,
+    transport: Transport,
+) -> ReplicaError {
     let what = if interrupted {
         "interrupted by SIGINT, SIGTERM or SIGHUP before the mirror started".to_string()
     } else {
+        let hint = match transport {
+            Transport::Tcp => "",
+            Transport::Multicast | Transport::Unicast => {
+                "; `ringwire demo --transport tcp` needs neither multicast nor UDP"
+            }
+        };
         format!(
-            "the mirror did not start within {} s: {}",
+            "the mirror did not start within {} s: {}{hint}",
             START_TIMEOUT.as_secs(),
             match mirror_error {
                 Some(e) => format!("its last error: {e}"),
@@ -360,7 +374,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
                 .take();
-            not_started(interrupted, last)
+            not_started(interrupted, last, opts.transport)
         })
     })?;
     let (delivered, missed, corrupt, lat, tracker) = result;
@@ -661,22 +675,43 @@ mod tests {
 
     #[test]
     fn a_run_that_never_started_says_why() {
-        let e = not_started(true, Some("connect 127.0.0.1:1: refused".into())).to_string();
+        let refused = || Some("connect 127.0.0.1:1: refused".to_string());
+        let e = not_started(true, refused(), Transport::Tcp).to_string();
         assert_eq!(
             e,
             "demo: interrupted by SIGINT, SIGTERM or SIGHUP before the mirror started"
         );
-        let e = not_started(false, Some("connect 127.0.0.1:1: refused".into())).to_string();
+        let e = not_started(false, refused(), Transport::Tcp).to_string();
         assert_eq!(
             e,
             "demo: the mirror did not start within 10 s: its last error: connect \
              127.0.0.1:1: refused"
         );
-        let e = not_started(false, None).to_string();
+        let e = not_started(false, None, Transport::Tcp).to_string();
         assert!(
             e.ends_with("it reported no connect or protocol error"),
             "{e}"
         );
+    }
+
+    /// A UDP transport that failed (here: a loopback that refuses the multicast group, as
+    /// `net.ipv4.igmp_max_memberships=0` does) names the transport that needs no UDP.
+    #[test]
+    fn a_udp_transport_that_never_started_names_tcp() {
+        let join = "mirror UDP socket: bind 0.0.0.0:43987 and join multicast group \
+                    239.255.51.35:43987 on interface 127.0.0.1 (--iface): No buffer space \
+                    available (os error 105)";
+        for t in [Transport::Multicast, Transport::Unicast] {
+            let e = not_started(false, Some(join.into()), t).to_string();
+            assert!(e.contains(join), "{e}");
+            assert!(
+                e.ends_with("; `ringwire demo --transport tcp` needs neither multicast nor UDP"),
+                "{e}"
+            );
+        }
+        // Interrupted, nothing failed: no hint.
+        let e = not_started(true, Some(join.into()), Transport::Multicast).to_string();
+        assert!(!e.contains("--transport"), "{e}");
     }
 
     #[test]
