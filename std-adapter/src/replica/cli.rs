@@ -414,12 +414,12 @@ impl DemoArgs {
                 report.published,
                 self.rate.saturating_mul(self.seconds)
             );
-            if let Some(p) = report.problem() {
+            if let Some(p) = report.problem_over(opts.transport) {
                 what += &format!("; {p}");
             }
             Some(what)
         } else {
-            report.problem()
+            report.problem_over(opts.transport)
         };
         exit(match what {
             None => Ok(()),

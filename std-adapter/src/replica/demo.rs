@@ -139,6 +139,21 @@ impl DemoReport {
         (!found.is_empty()).then(|| found.join(", "))
     }
 
+    /// [`DemoReport::problem`] for a run over `transport`. When a UDP transport delivered
+    /// nothing at all, the likeliest cause is the host (a firewall dropping UDP on loopback:
+    /// the mirror then hears neither data nor heartbeats, so it has nothing to repair over
+    /// TCP), and the problem names the transport that needs no UDP.
+    pub fn problem_over(&self, transport: Transport) -> Option<String> {
+        let p = self.problem()?;
+        if transport != Transport::Tcp && self.delivered == 0 && self.published > 0 {
+            return Some(format!(
+                "{p}; no record came over UDP: is UDP on loopback filtered? \
+                 `ringwire demo --transport tcp` needs none"
+            ));
+        }
+        Some(p)
+    }
+
     /// The one-line summary `ringwire demo` prints on stdout at the end.
     pub fn summary_line(&self, transport: Transport) -> String {
         let l = self.latency;
@@ -712,6 +727,29 @@ mod tests {
         // Interrupted, nothing failed: no hint.
         let e = not_started(true, Some(join.into()), Transport::Multicast).to_string();
         assert!(!e.contains("--transport"), "{e}");
+    }
+
+    /// Nothing delivered over a UDP transport: the problem says so and names TCP; over
+    /// TCP, or with some records delivered, it is the plain problem.
+    #[test]
+    fn a_udp_run_that_delivered_nothing_names_tcp() {
+        let none = report(200, 0, 0, 0);
+        for t in [Transport::Multicast, Transport::Unicast] {
+            let p = none.problem_over(t).expect("a problem");
+            assert!(
+                p.starts_with("200 records of 200 published never reached"),
+                "{p}"
+            );
+            assert!(p.contains("is UDP on loopback filtered?"), "{p}");
+            assert!(
+                p.ends_with("`ringwire demo --transport tcp` needs none"),
+                "{p}"
+            );
+        }
+        assert_eq!(none.problem_over(Transport::Tcp), none.problem());
+        let some = report(200, 150, 0, 0);
+        assert_eq!(some.problem_over(Transport::Multicast), some.problem());
+        assert_eq!(report(0, 0, 0, 0).problem_over(Transport::Multicast), None);
     }
 
     #[test]
