@@ -8,7 +8,9 @@
 //!   checks every record's sequence and reports received, lapped and missing.
 //! * `stress`: source → serve → mirror → reader over loopback in this process, open loop at
 //!   each rate; delivered %, reorders, duplicates, gaps and push-to-read p50/p99 per rate.
-//!   Any loss, reorder, duplicate, gap or corrupt record is an `ERROR` row and exit status 1.
+//!   Any loss, reorder, duplicate, gap or corrupt record is an `ERROR` row and exit status 1;
+//!   a run that cannot start (no multicast on this host) is a `FAILED` line after the table,
+//!   the other runs still run, and the exit status is 1.
 //! * `mirror`: the same pipeline at 1,000 msg/s on every transport, default and spin.
 //!
 //! SIGINT, SIGTERM and SIGHUP stop every mode but `floor` in order: `handoff` kills and reaps its
@@ -232,6 +234,10 @@ struct Measured {
     cut_short: bool,
     /// The runs the signal kept from starting (transport, rate, spin).
     not_run: Vec<(Transport, u64, bool)>,
+    /// The runs that could not run (transport, rate, spin) and why: the pipeline did not
+    /// start, e.g. multicast unavailable on this host. The other runs still run and are
+    /// reported; one failed run used to discard every row measured before it.
+    failed: Vec<((Transport, u64, bool), String)>,
 }
 
 impl Measured {
@@ -243,6 +249,17 @@ impl Measured {
     /// The index of the row cut short, if any.
     fn cut_short_row(&self) -> Option<usize> {
         self.cut_short.then(|| self.rows.len() - 1)
+    }
+
+    /// The runs that failed, one per line: `FAILED: tcp default 1000 msg/s: why`.
+    fn failed_lines(&self) -> Vec<String> {
+        self.failed
+            .iter()
+            .map(|&((t, rate, spin), ref e)| {
+                let cfg = if spin { "spin" } else { "default" };
+                format!("FAILED: {} {cfg} {rate} msg/s: {e}", transport_name(t))
+            })
+            .collect()
     }
 
     /// What the signal did, for the report and the error.
@@ -312,11 +329,13 @@ fn measure_until(
                 break;
             }
             Err(e) => {
-                return Err(Error::io(
-                    Path::new("loopback"),
-                    "bench run",
-                    std::io::Error::other(e),
-                ));
+                diag!(
+                    "bench: {} {} {rate} msg/s: FAILED: {e}",
+                    transport_name(t),
+                    waiting.name()
+                );
+                m.failed.push(((t, rate, spin), e));
+                continue;
             }
         };
         diag!(
@@ -356,13 +375,26 @@ fn report_rows(what: &str, m: &Measured, json: bool, out: &mut dyn Write) -> Res
                 )
             })
             .collect();
+        let failed: Vec<String> = m
+            .failed
+            .iter()
+            .map(|&((t, rate, spin), ref e)| {
+                format!(
+                    "{{\"transport\":\"{}\",\"config\":\"{}\",\"rate\":{rate},\"error\":{}}}",
+                    transport_name(t),
+                    if spin { "spin" } else { "default" },
+                    serde_json::Value::from(e.as_str())
+                )
+            })
+            .collect();
         return write_out(
             out,
             &format!(
-                "{{\"bench\":\"{what}\",\"clock\":\"CLOCK_MONOTONIC push-to-read, one process\",\"failures\":{},\"interrupted\":{},\"not_run\":[{}],\"rows\":[{}]}}",
+                "{{\"bench\":\"{what}\",\"clock\":\"CLOCK_MONOTONIC push-to-read, one process\",\"failures\":{},\"interrupted\":{},\"not_run\":[{}],\"failed\":[{}],\"rows\":[{}]}}",
                 failures(m.complete()),
                 m.interrupted,
                 not_run.join(","),
+                failed.join(","),
                 items.join(",")
             ),
         );
@@ -372,6 +404,9 @@ fn report_rows(what: &str, m: &Measured, json: bool, out: &mut dyn Write) -> Res
         "push-to-read one way (CLOCK_MONOTONIC, one process), open loop over loopback:",
     )?;
     write_out(out, stress_table_marked(&m.rows, cut).trim_end())?;
+    for l in m.failed_lines() {
+        write_out(out, &l)?;
+    }
     if m.interrupted {
         write_out(out, &m.interruption())?;
     }
@@ -391,13 +426,29 @@ fn interrupted(op: &'static str, what: String) -> Error {
 /// the runs.
 fn verdict(op: &'static str, m: &Measured) -> Result<()> {
     let rows = m.complete();
-    let errors = match failures(rows) {
+    let mut errors = match failures(rows) {
         0 => None,
         n => Some(format!(
             "{n} of {} runs lost, reordered, duplicated or corrupted records (ERROR rows)",
             rows.len()
         )),
     };
+    if !m.failed.is_empty() {
+        let n = m.failed.len();
+        let f = format!(
+            "{n} run{} failed to start (FAILED lines): {}",
+            if n == 1 { "" } else { "s" },
+            m.failed_lines()
+                .iter()
+                .map(|l| l.trim_start_matches("FAILED: "))
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        errors = Some(match errors {
+            Some(e) => format!("{e}; {f}"),
+            None => f,
+        });
+    }
     if m.interrupted {
         let mut what = m.interruption();
         if let Some(e) = errors {
@@ -1139,6 +1190,52 @@ mod tests {
         assert!(
             v["seq_errors"].as_str().unwrap().contains("1 missing"),
             "{v}"
+        );
+    }
+
+    /// A run that cannot start (multicast unavailable on this host) is reported as FAILED
+    /// with its reason, the other runs still run and are reported, and the bench fails.
+    /// Before, the first such run ended the bench with an error and no table, discarding
+    /// the rows already measured.
+    #[test]
+    fn a_run_that_cannot_start_is_reported_and_the_others_still_run() {
+        let stop = AtomicBool::new(false);
+        let runs = [
+            (Transport::Tcp, 1_000, false),
+            (Transport::Multicast, 1_000, false),
+            (Transport::Unicast, 1_000, false),
+        ];
+        let m = measure_until(&runs, &stop, |t, rate, _| {
+            if t == Transport::Multicast {
+                return Err("demo: the mirror did not start within 10 s: \"no group\"".into());
+            }
+            let mut r = row(&[1, 2], 2);
+            r.rate = rate;
+            Ok(r)
+        })
+        .expect("measured");
+        assert_eq!((m.rows.len(), m.failed.len()), (2, 1), "{m:?}");
+        let mut out = Vec::new();
+        report_rows("stress", &m, false, &mut out).unwrap();
+        let table = String::from_utf8(out).unwrap();
+        assert_eq!(table.matches("| ok |").count(), 2, "{table}");
+        assert!(
+            table.contains("FAILED: multicast default 1000 msg/s: demo: the mirror did not start"),
+            "{table}"
+        );
+        let mut out = Vec::new();
+        report_rows("stress", &m, true, &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["rows"].as_array().map(Vec::len), Some(2), "{v}");
+        assert_eq!(v["failed"][0]["transport"], "multicast", "{v}");
+        assert_eq!(
+            v["failed"][0]["error"], "demo: the mirror did not start within 10 s: \"no group\"",
+            "{v}"
+        );
+        let e = verdict("bench stress", &m).unwrap_err().to_string();
+        assert!(
+            e.contains("1 run failed to start (FAILED lines): multicast default"),
+            "{e}"
         );
     }
 

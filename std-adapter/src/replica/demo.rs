@@ -259,7 +259,7 @@ fn not_started(
         let hint = match transport {
             Transport::Tcp => "",
             Transport::Multicast | Transport::Unicast => {
-                "; `ringwire demo --transport tcp` needs neither multicast nor UDP"
+                "; `--transport tcp` needs neither multicast nor UDP"
             }
         };
         format!(
@@ -720,7 +720,7 @@ mod tests {
             let e = not_started(false, Some(join.into()), t).to_string();
             assert!(e.contains(join), "{e}");
             assert!(
-                e.ends_with("; `ringwire demo --transport tcp` needs neither multicast nor UDP"),
+                e.ends_with("; `--transport tcp` needs neither multicast nor UDP"),
                 "{e}"
             );
         }
