@@ -615,8 +615,11 @@ fn a_replaced_ring_is_served_on_the_same_listener() {
     let tmp = Scratch::new("same-port-tmp");
     let a = persistent_ring(&path.0, 64);
     publish(&a, 1, 1..=5);
-    // An address of its own, so that the listener found in /proc is this test's.
-    let ip = Ipv4Addr::new(127, 0, 0, 77);
+    // An address of its own, so that the listener found in /proc is this test's (by the
+    // pid: /proc/self/net/tcp lists the whole network namespace's, and another process
+    // may run this test at the same time).
+    let pid = std::process::id();
+    let ip = Ipv4Addr::new(127, 77, (pid >> 8) as u8, (pid % 250) as u8 + 2);
     let so = opts(&path.0, SocketAddr::from((ip, 0)));
     let stop = AtomicBool::new(false);
     let replaced = AtomicU64::new(0);
