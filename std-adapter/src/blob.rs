@@ -527,7 +527,10 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     }
 
     /// Waits with `wait` (bounded waits, re-checked) until a message arrives or `timeout`
-    /// passes; a sleeping strategy never sleeps past it.
+    /// passes; a sleeping strategy never sleeps past it. `Ok(None)` also when the ring was
+    /// removed or replaced at its path meanwhile (its mapping never advances again), which
+    /// [`RingFile::is_replaced`] through [`BlobConsumer::file`] tells apart from a quiet
+    /// ring.
     pub fn recv_timeout<W: WaitStrategy>(
         &mut self,
         wait: &mut W,

@@ -397,7 +397,11 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
 
     /// Waits with `wait` until a record arrives. Each wait is bounded, so a frozen ring
     /// (its producer died) keeps this looping without a record: use
-    /// [`RingConsumer::recv_timeout`] when that matters. With a strategy that only spins
+    /// [`RingConsumer::recv_timeout`] when that matters. So does a ring removed or replaced
+    /// at its path while this waits (a producer that unlinked it on exit, or a restarted one
+    /// that created a fresh file there): this mapping never advances again, and nothing
+    /// can return here to say so; a loop of `recv_timeout` that checks
+    /// [`RingConsumer::is_replaced`] after each `None` finds out. With a strategy that only spins
     /// ([`WaitStrategy::SPINS`]) each poll is [`RingConsumer::try_recv_eager`].
     #[inline]
     pub fn recv_blocking<W: WaitStrategy>(&mut self, wait: &mut W) -> T {
@@ -417,7 +421,11 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     }
 
     /// Like [`RingConsumer::recv_blocking`], giving up after `timeout`; a sleeping
-    /// strategy ([`FutexWait`](crate::FutexWait)) never sleeps past it.
+    /// strategy ([`FutexWait`](crate::FutexWait)) never sleeps past it. `None` also when the
+    /// ring was removed or replaced at its path meanwhile, which
+    /// [`RingConsumer::is_replaced`] then tells apart from a quiet ring. `Duration::ZERO`
+    /// polls once; a timeout past what an `Instant` holds (`Duration::MAX`) waits as
+    /// `recv_blocking` does.
     pub fn recv_timeout<W: WaitStrategy>(
         &mut self,
         wait: &mut W,
@@ -600,8 +608,10 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         self.checkpoint.as_ref().map(OffsetCheckpoint::path)
     }
 
-    /// True when the producer restarted and replaced the ring with a fresh inode: this
-    /// mapping will never advance again; attach anew to follow the new ring.
+    /// True when the producer restarted and replaced the ring with a fresh inode, or the
+    /// file is gone from its path (a producer that unlinked it on exit): this mapping will
+    /// never advance again; attach anew to follow a new ring. (A file removed under a
+    /// producer that goes on writing still advances, though no new reader can find it.)
     pub fn is_replaced(&self) -> bool {
         self.file.is_replaced()
     }
@@ -668,6 +678,42 @@ mod tests {
             for p in &self.0 {
                 let _ = std::fs::remove_file(p);
             }
+        }
+    }
+
+    /// A reader asleep in `recv_timeout` when its ring is removed (the producer unlinks it
+    /// on exit), or replaced by a restarted producer that pushes at once, gets `None` at its
+    /// deadline, not a record of the new ring and not a hang, and `is_replaced` then tells
+    /// it why.
+    #[test]
+    fn a_sleeper_on_a_removed_or_replaced_ring_times_out_and_is_told() {
+        for replace in [false, true] {
+            let t = TmpPaths::new(&[if replace { "replaced" } else { "removed" }]);
+            let mut tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
+            tx.push(&1);
+            let mut rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
+            assert_eq!(rx.try_recv(), Some(1));
+            let sleeper = std::thread::spawn(move || {
+                let t0 = std::time::Instant::now();
+                let got = rx.recv_timeout(&mut FutexWait::default(), Duration::from_millis(300));
+                (got, t0.elapsed(), rx.is_replaced())
+            });
+            std::thread::sleep(Duration::from_millis(50));
+            // Unlinks the file (the default cleanup).
+            drop(tx);
+            let fresh = replace.then(|| {
+                let mut tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
+                tx.push_batch(&[2, 3]);
+                tx
+            });
+            let (got, waited, told) = sleeper.join().unwrap();
+            assert_eq!(got, None, "replace {replace}");
+            assert!(
+                waited >= Duration::from_millis(300) && waited < Duration::from_secs(5),
+                "replace {replace}: waited {waited:?}"
+            );
+            assert!(told, "replace {replace}: is_replaced is false");
+            drop(fresh);
         }
     }
 
