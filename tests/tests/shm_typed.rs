@@ -626,3 +626,81 @@ fn offset_files_that_are_not_checkpoints_are_refused() {
     let e = c.commit_offset_to("/dev/shm", "x").unwrap_err();
     assert!(matches!(e, Error::Io { .. }), "{e}");
 }
+
+/// Receives, batches, seeks (0, inside and below the window, past `write_seq`, `u64::MAX`),
+/// jumps and lag against a model of a lossy ring, in a seeded random order over capacities
+/// 1 to 64: every delivered record is the model's next one, and every skip is counted in
+/// `lapped_count` exactly once.
+#[test]
+fn receives_seeks_and_jumps_follow_a_model_of_the_ring() {
+    let mut rng = 0x9e37_79b9_7f4a_7c15u64;
+    let mut next = move || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    for cap in [1u64, 2, 8, 64] {
+        let p = ShmPath::new(&format!("model-{cap}"));
+        let mut prod = RingProducer::<Rec>::create(&p, cap).unwrap();
+        let mut c = RingConsumer::<Rec>::attach(&p).unwrap();
+        let mut w = 0u64;
+        for step in 0..5_000 {
+            let (c0, l0) = (c.cursor(), c.lapped_count());
+            let oldest = w.saturating_sub(cap) + 1;
+            // Where the next receive reads: the cursor, or the oldest retained record.
+            let at = c0.max(oldest);
+            let ctx = format!("cap {cap} step {step} cursor {c0} write_seq {w}");
+            match next() % 10 {
+                0..=2 => {
+                    for _ in 0..next() % (3 * cap + 2) {
+                        w += 1;
+                        assert_eq!(prod.push(&Rec::new(w)), w);
+                    }
+                }
+                3..=5 => match c.try_recv_seq() {
+                    Some((s, r)) => {
+                        assert!(r.is_valid_for(s), "{ctx}");
+                        assert_eq!(s, at, "{ctx}");
+                        assert_eq!(c.lapped_count() - l0, at - c0, "{ctx}");
+                    }
+                    None => assert!(c0 > w, "{ctx}: nothing received"),
+                },
+                6 => {
+                    let mut buf = vec![Rec::new(0); (next() % (2 * cap + 2)) as usize];
+                    let n = c.recv_batch(&mut buf);
+                    let want = buf.len().min((w + 1).saturating_sub(at) as usize);
+                    assert_eq!(n, want, "{ctx}");
+                    for (i, r) in buf[..n].iter().enumerate() {
+                        assert!(r.is_valid_for(at + i as u64), "{ctx}: record {i}");
+                    }
+                    if n > 0 {
+                        assert_eq!(c.lapped_count() - l0, at - c0, "{ctx}");
+                    }
+                }
+                7 => {
+                    let s = match next() % 8 {
+                        0 => 0,
+                        1 => u64::MAX,
+                        2 => w + 1 + next() % 4,
+                        _ => next() % (w + 2),
+                    };
+                    let clamped = oldest.saturating_sub(s.max(1));
+                    assert_eq!(c.seek(s), clamped, "{ctx}: seek {s}");
+                    assert_eq!(c.cursor(), s.max(1).max(oldest), "{ctx}: seek {s}");
+                    assert_eq!(c.lapped_count() - l0, clamped, "{ctx}: seek {s}");
+                }
+                8 => {
+                    let skipped = w.saturating_sub(c0);
+                    assert_eq!(c.jump_to_latest(), skipped, "{ctx}");
+                    assert_eq!(c.cursor(), c0.max(w), "{ctx}");
+                }
+                _ => {
+                    assert_eq!(c.jump_to_oldest(), at - c0, "{ctx}");
+                    assert_eq!(c.cursor(), at, "{ctx}");
+                }
+            }
+            assert_eq!(c.lag(), (w + 1).saturating_sub(c.cursor()), "{ctx}");
+        }
+    }
+}
