@@ -53,6 +53,11 @@ pub struct OffsetCheckpoint {
     /// [`OffsetCheckpoint::check_committer`]).
     opener: u32,
     opener_generation: u64,
+    /// The file's device and inode, to tell whether its path still names it.
+    id: (u64, u64),
+    /// `path` made absolute at open, so that a change of the working directory since does
+    /// not look like a moved file.
+    abs_path: PathBuf,
 }
 
 /// The default checkpoint path for a consumer `name` of the ring at `ring` (spec §13):
@@ -172,6 +177,7 @@ impl OffsetCheckpoint {
         } else if len < CHECKPOINT_SIZE as u64 {
             return Err(short_file(path, &file, len));
         }
+        let id = crate::sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         let map = MmapOptions::new()
             .len(CHECKPOINT_SIZE)
             .map_raw(&file)
@@ -193,6 +199,8 @@ impl OffsetCheckpoint {
             name: name.trim().to_string(),
             opener: std::process::id(),
             opener_generation: crate::sys::fork_generation(),
+            id,
+            abs_path: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
         };
         if fresh {
             cp.initialise();
@@ -339,6 +347,18 @@ impl OffsetCheckpoint {
             });
         }
         Ok(())
+    }
+
+    /// Fails with [`Error::CheckpointMoved`] when the path no longer names the mapped file
+    /// (removed, or replaced by another file): an offset saved to it is then lost to the
+    /// next attach. A `stat` of the path; a path that cannot be looked at counts as moved.
+    pub(crate) fn check_at_path(&self) -> Result<()> {
+        match crate::sys::path_id(&self.abs_path) {
+            Ok(Some(id)) if id == self.id => Ok(()),
+            _ => Err(Error::CheckpointMoved {
+                path: self.path.clone(),
+            }),
+        }
     }
 
     /// The checkpoint's path.

@@ -532,14 +532,19 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// [`RingConsumer::registration`]. A copy of this consumer in a forked child fails with
     /// [`Error::ForkedCheckpoint`] while the process that attached it runs, and saves
     /// nothing: parent and child would overwrite each other's offsets in the one file (the
-    /// child can keep its own with [`RingConsumer::commit_offset_to`]).
+    /// child can keep its own with [`RingConsumer::commit_offset_to`]). A checkpoint file
+    /// no longer at its path (removed, or replaced by another file, since attach) fails
+    /// with [`Error::CheckpointMoved`] after the save, which the next attach would not find
+    /// (a restart would start at the builder's mode); checking costs a `stat` per commit.
     pub fn commit_offset(&self) -> Result<()> {
         match &self.checkpoint {
             Some(cp) => {
                 cp.check_committer()?;
                 cp.save(self.last_processed_sequence());
                 self.republish_cursor();
-                Ok(())
+                // After the save: a file removed before it would hold the offset nowhere
+                // the next attach looks.
+                cp.check_at_path()
             }
             None => Err(Error::no_offset_file(self.file.path())),
         }
@@ -679,6 +684,89 @@ mod tests {
                 let _ = std::fs::remove_file(p);
             }
         }
+    }
+
+    /// A commit to a checkpoint file that is no longer at its path (removed, or replaced by
+    /// another file there) went into the orphaned mapping and returned `Ok`: the next attach
+    /// found no offset (or another one) and started at the builder's mode, here the newest
+    /// record, silently skipping records 6 to 9 that were never processed. It is an error
+    /// that names the file; a commit to a checkpoint still in place is not.
+    #[test]
+    fn a_commit_to_a_checkpoint_no_longer_at_its_path_is_an_error() {
+        for replace in [false, true] {
+            let t = TmpPaths::new(&["moved-ring", "moved-offset"]);
+            let mut tx = RingProducer::<u64>::create(&t.0[0], 64).unwrap();
+            tx.push_batch(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+            let consumer = || {
+                RingConsumer::<u64>::builder()
+                    .offset_file(&t.0[1])
+                    .start_from_latest()
+                    .attach(&t.0[0])
+                    .unwrap()
+            };
+            let mut rx = consumer();
+            rx.seek(1);
+            for _ in 0..5 {
+                rx.try_recv().unwrap();
+            }
+            rx.commit_offset().unwrap();
+            std::fs::remove_file(&t.0[1]).unwrap();
+            let other =
+                replace.then(|| OffsetCheckpoint::open_or_create(&t.0[1], "other").unwrap());
+            let e = rx.commit_offset().unwrap_err();
+            assert!(
+                e.to_string().contains("no longer at its path"),
+                "replace {replace}: {e}"
+            );
+            assert_eq!(e.path(), t.0[1].as_path(), "replace {replace}");
+            drop((rx, other));
+            if !replace {
+                // Nothing at the path: the restarted consumer starts at the newest record,
+                // and its commits there work.
+                let mut rx = consumer();
+                assert_eq!(rx.try_recv(), Some(10));
+                rx.commit_offset().unwrap();
+            }
+        }
+    }
+
+    /// A relative checkpoint path still names its file after the process changes its
+    /// working directory: the check of the path above must not take that for a move. In a
+    /// forked child, whose `chdir` the test harness's other threads do not see.
+    #[test]
+    fn a_relative_checkpoint_path_commits_after_a_chdir() {
+        let t = TmpPaths::new(&["chdir-ring", "chdir-offset"]);
+        let mut tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
+        tx.push_batch(&[1, 2, 3]);
+        let (dir, name) = (t.0[1].parent().unwrap(), t.0[1].file_name().unwrap());
+        let status = crate::test_fork::forked(10, || {
+            let attach = || {
+                RingConsumer::<u64>::builder()
+                    .start_from_oldest()
+                    .offset_file(name)
+                    .attach(&t.0[0])
+            };
+            if std::env::set_current_dir(dir).is_err() {
+                return 2;
+            }
+            let Ok(mut rx) = attach() else { return 3 };
+            if rx.try_recv() != Some(1) || std::env::set_current_dir("/").is_err() {
+                return 4;
+            }
+            if rx.commit_offset().is_err() {
+                return 5;
+            }
+            drop(rx);
+            if std::env::set_current_dir(dir).is_err() {
+                return 6;
+            }
+            // Resumed after the commit made from "/".
+            match attach().map(|mut rx| rx.try_recv()) {
+                Ok(Some(2)) => 0,
+                _ => 7,
+            }
+        });
+        crate::test_fork::assert_exited_0(status, "committing after a chdir");
     }
 
     /// A reader asleep in `recv_timeout` when its ring is removed (the producer unlinks it

@@ -176,6 +176,13 @@ pub enum Error {
         /// The process that opened it.
         opener: u32,
     },
+    /// `commit_offset` to a checkpoint file that is no longer at its path (removed, or
+    /// replaced by another file there, since the consumer opened it): the offset went into
+    /// a file the next attach cannot find, and a restart would not resume after it.
+    CheckpointMoved {
+        /// The checkpoint file's path.
+        path: PathBuf,
+    },
     /// A mirror's path holds a file that is neither empty nor a ring (nor a ring whose
     /// creation never finished): somebody's data, which the mirror refuses to replace.
     NotReplaced {
@@ -236,6 +243,7 @@ impl Error {
             | Error::BadFileVersion { path, .. }
             | Error::NoOffsetFile { path }
             | Error::ForkedCheckpoint { path, .. }
+            | Error::CheckpointMoved { path }
             | Error::NotReplaced { path, .. }
             | Error::NotHealed { path, .. }
             | Error::RingTooLarge { path, .. }
@@ -356,6 +364,10 @@ impl fmt::Display for Error {
             Error::ForkedCheckpoint { opener, .. } => write!(
                 f,
                 "offset file {p}: opened by process {opener}, which is running; a copy inherited through fork does not commit to it (commit_offset_to a file of its own)"
+            ),
+            Error::CheckpointMoved { .. } => write!(
+                f,
+                "offset file {p}: no longer at its path (removed or replaced since the consumer opened it); the offset committed to it would not be found by the next attach"
             ),
             Error::NotReplaced { len, magic, .. } => {
                 write!(f, "{p}: a file of {len} bytes")?;
