@@ -769,6 +769,42 @@ mod tests {
         crate::test_fork::assert_exited_0(status, "committing after a chdir");
     }
 
+    /// A ring attached through a relative path is not "replaced" when the process changes
+    /// its working directory: `is_replaced` looked the relative path up again from the new
+    /// directory and said true (a reader told to attach anew would then find no ring, or
+    /// another one), and the producer's unlink on drop missed its file, leaving it behind.
+    /// In a forked child, whose `chdir` the test harness's other threads do not see.
+    #[test]
+    fn a_relative_ring_path_still_names_the_ring_after_a_chdir() {
+        let t = TmpPaths::new(&["chdir-relative-ring"]);
+        let (dir, name) = (t.0[0].parent().unwrap(), t.0[0].file_name().unwrap());
+        let status = crate::test_fork::forked(10, || {
+            if std::env::set_current_dir(dir).is_err() {
+                return 2;
+            }
+            let (Ok(mut tx), Ok(mut rx)) = (
+                RingProducer::<u64>::create(name, 8),
+                RingConsumer::<u64>::attach_latest(name),
+            ) else {
+                return 3;
+            };
+            if std::env::set_current_dir("/").is_err() {
+                return 4;
+            }
+            tx.push(&1);
+            if rx.is_replaced() || rx.try_recv() != Some(1) {
+                return 5;
+            }
+            // Unlinks the ring at its absolute path, which the reader then sees gone.
+            drop(tx);
+            match (t.0[0].exists(), rx.is_replaced()) {
+                (false, true) => 0,
+                _ => 6,
+            }
+        });
+        crate::test_fork::assert_exited_0(status, "the ring after a chdir");
+    }
+
     /// A reader asleep in `recv_timeout` when its ring is removed (the producer unlinks it
     /// on exit), or replaced by a restarted producer that pushes at once, gets `None` at its
     /// deadline, not a record of the new ring and not a hang, and `is_replaced` then tells

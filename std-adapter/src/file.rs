@@ -72,6 +72,9 @@ pub struct RingFile {
     file: File,
     id: (u64, u64),
     path: PathBuf,
+    /// `path` made absolute at open, for the checks of what the path names: a change of
+    /// the working directory since must not look like a replaced ring.
+    abs_path: PathBuf,
     owner: Option<Owner>,
     /// The wakes of [`RingFile::wake_after_publish`].
     waker: crate::wait::FutexWake,
@@ -81,6 +84,11 @@ pub struct RingFile {
 // lock-based fallback would lock only within one process.
 const _: () = assert!(portable_atomic::AtomicU64::is_always_lock_free());
 const _: () = assert!(portable_atomic::AtomicU32::is_always_lock_free());
+
+/// `path` made absolute against the working directory now (as given, should that fail).
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
 
 pub(crate) fn map_file(path: &Path, file: &File, read_only: bool) -> Result<(MmapRaw, Region)> {
     let meta = file.metadata().map_err(|e| Error::io(path, "fstat", e))?;
@@ -351,6 +359,7 @@ impl RingFile {
             file,
             id,
             path: path.to_path_buf(),
+            abs_path: absolute(path),
             owner: Some(owner),
             waker: crate::wait::FutexWake::new(),
         })
@@ -369,6 +378,7 @@ impl RingFile {
             file,
             id,
             path: path.to_path_buf(),
+            abs_path: absolute(path),
             owner: None,
             waker: crate::wait::FutexWake::new(),
         })
@@ -425,7 +435,7 @@ impl RingFile {
     /// replaced the ring with a fresh inode (or removed it). Such a ring never advances
     /// again; re-attach to follow the new one.
     pub fn is_replaced(&self) -> bool {
-        !matches!(sys::path_id(&self.path), Ok(Some(id)) if id == self.id)
+        !matches!(sys::path_id(&self.abs_path), Ok(Some(id)) if id == self.id)
     }
 
     /// `msync(MS_SYNC)` of the whole mapping: the ring's bytes as of the call reach the
@@ -501,9 +511,9 @@ impl Drop for RingFile {
         // Unlink while still holding the lock (spec §1.2 step 6), and only if the path still
         // names our inode: never delete a ring someone else created at the same path.
         if owner.cleanup == CleanupMode::UnlinkOnDrop
-            && matches!(sys::path_id(&self.path), Ok(Some(id)) if id == self.id)
+            && matches!(sys::path_id(&self.abs_path), Ok(Some(id)) if id == self.id)
         {
-            let _ = std::fs::remove_file(&self.path);
+            let _ = std::fs::remove_file(&self.abs_path);
         }
         if owner.locked {
             sys::unlock(&self.file);
