@@ -1,6 +1,7 @@
 //! `ringwire demo` as a command: its exit status and messages.
 
-use std::process::{Command, Stdio};
+use std::io::{BufRead, BufReader, Read};
+use std::process::{ChildStderr, Command, ExitStatus, Stdio};
 
 mod common;
 use common::ringwire_to_dev_full;
@@ -44,11 +45,9 @@ impl Drop for Demo {
     }
 }
 
-/// SIGINT mid-run: the summary of what ran, then "interrupted after N of M records" and
-/// exit 1, not an ordinary summary and exit 0.
-#[test]
-fn an_interrupted_demo_says_so_and_exits_1() {
-    use std::io::{BufRead, BufReader, Read};
+/// A 60 s demo of 1,000 msg/s over TCP with its stderr, once the first live line is out
+/// (the run is past its start).
+fn running_demo() -> (Demo, BufReader<ChildStderr>) {
     let mut d = Demo(
         Command::new(env!("CARGO_BIN_EXE_ringwire"))
             .args([
@@ -67,7 +66,6 @@ fn an_interrupted_demo_says_so_and_exits_1() {
             .expect("spawn ringwire demo"),
     );
     let mut err = BufReader::new(d.0.stderr.take().expect("piped stderr"));
-    // The first live line: the run is past its start.
     let mut line = String::new();
     while !line.contains("delivered") {
         line.clear();
@@ -76,16 +74,34 @@ fn an_interrupted_demo_says_so_and_exits_1() {
             "no live line"
         );
     }
+    (d, err)
+}
+
+/// Sends `sig` (a `kill` option: `-INT`) to the demo and returns how it exited, its stdout
+/// and the rest of its stderr.
+fn signalled(
+    d: &mut Demo,
+    mut err: BufReader<ChildStderr>,
+    sig: &str,
+) -> (ExitStatus, String, String) {
     let pid = d.0.id().to_string();
-    let sent = Command::new("kill").args(["-INT", &pid]).status();
-    assert!(sent.is_ok_and(|s| s.success()), "kill -INT {pid}");
+    let sent = Command::new("kill").args([sig, &pid]).status();
+    assert!(sent.is_ok_and(|s| s.success()), "kill {sig} {pid}");
     let mut rest = String::new();
     err.read_to_string(&mut rest).expect("read stderr");
     let mut out = String::new();
     let mut stdout = d.0.stdout.take().expect("piped stdout");
     stdout.read_to_string(&mut out).expect("read stdout");
-    let code = d.0.wait().expect("wait").code();
-    assert_eq!(code, Some(1), "stdout: {out}\nstderr: {rest}");
+    (d.0.wait().expect("wait"), out, rest)
+}
+
+/// SIGINT mid-run: the summary of what ran, then "interrupted after N of M records" and
+/// exit 1, not an ordinary summary and exit 0.
+#[test]
+fn an_interrupted_demo_says_so_and_exits_1() {
+    let (mut d, err) = running_demo();
+    let (status, out, rest) = signalled(&mut d, err, "-INT");
+    assert_eq!(status.code(), Some(1), "stdout: {out}\nstderr: {rest}");
     assert!(out.contains("demo: Tcp: published"), "{out}");
     assert!(
         rest.contains("Error: demo: interrupted by SIGINT, SIGTERM or SIGHUP after ")
@@ -112,45 +128,10 @@ fn demo_files(pid: u32) -> Vec<String> {
 /// the process and left both ring files in /dev/shm.
 #[test]
 fn a_hung_up_demo_removes_its_rings_and_exits_1() {
-    use std::io::{BufRead, BufReader, Read};
-    let mut d = Demo(
-        Command::new(env!("CARGO_BIN_EXE_ringwire"))
-            .args([
-                "demo",
-                "--seconds",
-                "60",
-                "--rate",
-                "1000",
-                "--transport",
-                "tcp",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn ringwire demo"),
-    );
-    let mut err = BufReader::new(d.0.stderr.take().expect("piped stderr"));
-    let mut line = String::new();
-    while !line.contains("delivered") {
-        line.clear();
-        assert!(
-            err.read_line(&mut line).expect("read stderr") > 0,
-            "no live line"
-        );
-    }
+    let (mut d, err) = running_demo();
     let pid = d.0.id();
     assert_eq!(demo_files(pid).len(), 2, "{:?}", demo_files(pid));
-    let sent = Command::new("kill")
-        .args(["-HUP", &pid.to_string()])
-        .status();
-    assert!(sent.is_ok_and(|s| s.success()), "kill -HUP {pid}");
-    let mut rest = String::new();
-    err.read_to_string(&mut rest).expect("read stderr");
-    let mut out = String::new();
-    let mut stdout = d.0.stdout.take().expect("piped stdout");
-    stdout.read_to_string(&mut out).expect("read stdout");
-    let status = d.0.wait().expect("wait");
+    let (status, out, rest) = signalled(&mut d, err, "-HUP");
     assert_eq!(
         status.code(),
         Some(1),
