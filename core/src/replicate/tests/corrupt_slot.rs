@@ -104,16 +104,7 @@ fn a_nak_answer_sends_a_gap_past_it() {
         let mut mem = Mem::new(4096);
         let src = source(&mut mem, 12);
         src.0.slot_seq(10).store(bad, Ordering::Relaxed);
-        let cfg = SourceConfig {
-            multicast: Some(UdpOffer {
-                group: [239, 1, 2, 3],
-                port: 5000,
-                mtu: 1472,
-                ttl: 1,
-            }),
-            ..SourceConfig::default()
-        };
-        let (mut s, _) = session_after_hello(cfg, &src, 0, 1);
+        let (mut s, _) = session_after_hello(multicast_config(), &src, 0, 1);
         let _ = drain(|b| s.poll_transmit(ms(0), &src, b));
         let mut nak = [0u8; 24];
         NakRepr { from: 8, to: 12 }.emit(&mut nak).unwrap();

@@ -77,6 +77,20 @@ pub(super) fn frames(bytes: &[u8]) -> Vec<FrameRepr<'_>> {
     v
 }
 
+/// A source configuration that offers multicast (group 239.1.2.3:5000), so that a TCP
+/// session answers NAKs rather than resending from its cursor.
+pub(super) fn multicast_config() -> SourceConfig {
+    SourceConfig {
+        multicast: Some(UdpOffer {
+            group: [239, 1, 2, 3],
+            port: 5000,
+            mtu: 1472,
+            ttl: 1,
+        }),
+        ..SourceConfig::default()
+    }
+}
+
 pub(super) fn session_after_hello<R: RecordSource>(
     cfg: SourceConfig,
     src: &R,

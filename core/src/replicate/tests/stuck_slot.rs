@@ -66,16 +66,7 @@ fn tcp_stream_sends_a_gap_and_the_records_behind_it() {
 fn nak_answer_sends_a_gap_and_the_records_behind_it() {
     let mut mem = Mem::new(4096);
     let src = stuck(&mut mem);
-    let cfg = SourceConfig {
-        multicast: Some(UdpOffer {
-            group: [239, 1, 2, 3],
-            port: 5000,
-            mtu: 1472,
-            ttl: 1,
-        }),
-        ..SourceConfig::default()
-    };
-    let (mut s, _) = session_after_hello(cfg, &src, 0, 1);
+    let (mut s, _) = session_after_hello(multicast_config(), &src, 0, 1);
     let _ = drain(|b| s.poll_transmit(ms(0), &src, b));
     let mut nak = [0u8; 24];
     NakRepr { from: 13, to: 20 }.emit(&mut nak).unwrap();
