@@ -125,3 +125,25 @@ pub fn spawn_server(
     let stop = StopOnDrop(server.shutdown_handle());
     (addr, stop, server.spawn().unwrap())
 }
+
+/// A GEOMETRY frame a fake source sends: a fixed ring of `capacity` slots of 32 bytes
+/// (lossy SPMC flags, no registry), first sequence 1, with frame `flags` (1: RESET).
+pub fn geometry_frame(capacity: u64, flags: u8) -> Vec<u8> {
+    use ringwire::core::wire::GeometryRepr;
+    let mut out = vec![0u8; 128];
+    let g = GeometryRepr {
+        flags,
+        seq: 1,
+        capacity,
+        element_size: 32,
+        ring_flags: 0x0011,
+        schema_sig: 0,
+        registry_count: 0,
+        slots_offset: 128,
+        arena_offset: 0,
+        arena_size: 0,
+    };
+    let n = g.emit(&mut out).expect("emit GEOMETRY");
+    out.truncate(n);
+    out
+}

@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use ringwire::replica::mirror::{MirrorOptions, MirrorProgress, run_observed};
 use ringwire::replica::serve::{ServeOptions, Server};
 use ringwire::{ReadOnlyRing, RingProducer};
+use ringwire_tests::replica::geometry_frame;
 
 /// Set in the child: the `ringwire` arguments, one per line.
 const CHILD_ENV: &str = "FIXS_RINGWIRE_CLI_ARGS";
@@ -818,28 +819,6 @@ fn a_stopped_mirror_tells_the_failures_since_its_last_report() {
         "{lines:#?}"
     );
     assert!(told > retrying.len() as u64, "{lines:#?}");
-}
-
-/// A GEOMETRY frame of a fixed ring of `capacity` slots of 32 bytes, first sequence 1, with
-/// frame `flags` (1: RESET).
-fn geometry_frame(capacity: u64, flags: u8) -> Vec<u8> {
-    use ringwire::core::wire::GeometryRepr;
-    let mut out = vec![0u8; 128];
-    let g = GeometryRepr {
-        flags,
-        seq: 1,
-        capacity,
-        element_size: 32,
-        ring_flags: 0x0011,
-        schema_sig: 0,
-        registry_count: 0,
-        slots_offset: 128,
-        arena_offset: 0,
-        arena_size: 0,
-    };
-    let n = g.emit(&mut out).expect("emit GEOMETRY");
-    out.truncate(n);
-    out
 }
 
 /// A source on loopback for one connection: reads the HELLO, writes `reply` and hangs up.

@@ -15,7 +15,7 @@ use ringwire::core::{Geometry, RingView, SlotRead};
 use ringwire::replica::mirror::{self, MirrorOptions};
 use ringwire::replica::serve::{ServeOptions, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingFile};
-use ringwire_tests::replica::SetOnDrop;
+use ringwire_tests::replica::{SetOnDrop, geometry_frame};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -355,27 +355,6 @@ fn a_frame_longer_than_the_geometry_allows_ends_the_connection() {
     assert_eq!(m.write_seq(), 0);
 }
 
-/// A GEOMETRY for a fixed ring of 64 slots of 32 bytes, first sequence 1.
-fn geometry_frame(capacity: u64) -> Vec<u8> {
-    use ringwire::core::wire::GeometryRepr;
-    let mut out = vec![0u8; 128];
-    let g = GeometryRepr {
-        flags: 0,
-        seq: 1,
-        capacity,
-        element_size: 32,
-        ring_flags: 0x0011,
-        schema_sig: 0,
-        registry_count: 0,
-        slots_offset: 128,
-        arena_offset: 0,
-        arena_size: 0,
-    };
-    let n = g.emit(&mut out).unwrap();
-    out.truncate(n);
-    out
-}
-
 /// A fake source on loopback for `conns` connections: reads each one's HELLO, writes
 /// `reply`, then stays silent until the mirror closes the connection (or 10 s pass).
 /// The thread returns how many connections the mirror closed itself.
@@ -419,7 +398,7 @@ fn unicast_datagrams_from_another_address_are_dropped_and_counted() {
     let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     udp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let session = 0x5C;
-    let mut reply = geometry_frame(64);
+    let mut reply = geometry_frame(64, 0);
     reply[1] = GEOMETRY_UDP_FOLLOWS;
     let mut mc = [0u8; 32];
     let n = MulticastRepr {
@@ -491,13 +470,13 @@ fn once_options(addr: SocketAddr, path: &Path) -> MirrorOptions {
 #[test]
 fn once_fails_on_a_protocol_error_naming_the_source() {
     let unknown_kind = {
-        let mut v = geometry_frame(64);
+        let mut v = geometry_frame(64, 0);
         // kind 99, flags 0, count 0, len 0, seq 1
         v.extend_from_slice(&[99, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
         v
     };
     for (tag, reply, want) in [
-        ("cap3", geometry_frame(3), "not a power of two"),
+        ("cap3", geometry_frame(3, 0), "not a power of two"),
         ("kind99", unknown_kind, "unknown frame kind 99"),
     ] {
         let dst = ShmPath::new(&format!("hostile-proto-{tag}"));
@@ -530,7 +509,7 @@ fn a_multicast_frame_announcing_port_0_is_a_protocol_error() {
     use ringwire::core::wire::{GEOMETRY_UDP_FOLLOWS, MulticastRepr};
     for (tag, group, unicast) in [("u", [0; 4], true), ("m", [239, 255, 77, 1], false)] {
         let dst = ShmPath::new(&format!("hostile-port0-{tag}"));
-        let mut reply = geometry_frame(64);
+        let mut reply = geometry_frame(64, 0);
         reply[1] = GEOMETRY_UDP_FOLLOWS;
         let mut mc = [0u8; 32];
         let n = MulticastRepr {
@@ -581,8 +560,8 @@ fn an_unexpected_multicast_frame_opens_no_socket() {
     .emit(&mut mc)
     .unwrap();
     let mc = mc[..n].to_vec();
-    let before = [mc.clone(), geometry_frame(64)].concat();
-    let unannounced = [geometry_frame(64), mc].concat();
+    let before = [mc.clone(), geometry_frame(64, 0)].concat();
+    let unannounced = [geometry_frame(64, 0), mc].concat();
     for (tag, reply) in [("before", before), ("unannounced", unannounced)] {
         let dst = ShmPath::new(&format!("hostile-mc-{tag}"));
         let (addr, fake) = fake_source(reply, 1);
@@ -664,7 +643,7 @@ fn once_fails_when_the_source_never_sends_geometry() {
 #[test]
 fn a_source_silent_after_the_handshake_is_given_up() {
     let dst = ShmPath::new("hostile-silent-once");
-    let (addr, fake) = fake_source(geometry_frame(64), 1);
+    let (addr, fake) = fake_source(geometry_frame(64, 0), 1);
     let mut mo = once_options(addr, dst.path());
     mo.silence_timeout = Duration::from_millis(300);
     let t0 = std::time::Instant::now();
@@ -680,7 +659,7 @@ fn a_source_silent_after_the_handshake_is_given_up() {
 
     // Without --once: closed, then a new connection (which resumes).
     let dst = ShmPath::new("hostile-silent-again");
-    let (addr, fake) = fake_source(geometry_frame(64), 2);
+    let (addr, fake) = fake_source(geometry_frame(64, 0), 2);
     let mut mo = once_options(addr, dst.path());
     mo.once = false;
     mo.silence_timeout = Duration::from_millis(200);
@@ -908,7 +887,7 @@ fn a_ring_over_the_mirror_size_limit_is_refused_and_nothing_created() {
     for once in [true, false] {
         let dst = ShmPath::new(&format!("hostile-cap-{once}"));
         // 2^20 slots of 32 bytes: some 40 MiB.
-        let (addr, fake) = fake_source(geometry_frame(1 << 20), 1);
+        let (addr, fake) = fake_source(geometry_frame(1 << 20, 0), 1);
         let mut mo = once_options(addr, dst.path());
         mo.once = once;
         mo.max_ring_len = Some(1 << 20);
