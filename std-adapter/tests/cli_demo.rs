@@ -46,24 +46,35 @@ impl Drop for Demo {
 }
 
 /// A 60 s demo of 1,000 msg/s over TCP with its stderr, once the first live line is out
-/// (the run is past its start).
+/// (the run is past its start). SIGHUP is set back to its default action in the child, as
+/// in a terminal's session: a test run under `nohup` passes it on ignored, and the demo,
+/// rightly, keeps it ignored then (a CI run under `nohup` failed the SIGHUP test so).
 fn running_demo() -> (Demo, BufReader<ChildStderr>) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_ringwire"));
+    // SAFETY: the closure runs in the child between fork and exec and calls only
+    // `signal`, which is async-signal-safe.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::signal(libc::SIGHUP, libc::SIG_DFL);
+            Ok(())
+        });
+    }
     let mut d = Demo(
-        Command::new(env!("CARGO_BIN_EXE_ringwire"))
-            .args([
-                "demo",
-                "--seconds",
-                "60",
-                "--rate",
-                "1000",
-                "--transport",
-                "tcp",
-            ])
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("spawn ringwire demo"),
+        cmd.args([
+            "demo",
+            "--seconds",
+            "60",
+            "--rate",
+            "1000",
+            "--transport",
+            "tcp",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ringwire demo"),
     );
     let mut err = BufReader::new(d.0.stderr.take().expect("piped stderr"));
     let mut line = String::new();
