@@ -303,7 +303,6 @@ fn a_mirror_that_stops_reading_times_out_without_hurting_others() {
 /// (A longer frame that the geometry allows, one big blob, grows the buffer: replica_blob.)
 #[test]
 fn a_frame_longer_than_the_geometry_allows_ends_the_connection() {
-    use ringwire::core::wire::GeometryRepr;
     use std::io::Read;
     let dst = ShmPath::new("hostile-long");
     let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
@@ -315,21 +314,8 @@ fn a_frame_longer_than_the_geometry_allows_ends_the_connection() {
         let (mut s, _) = listener.accept().unwrap();
         let mut hello = [0u8; 32];
         s.read_exact(&mut hello).unwrap();
+        s.write_all(&geometry_frame(64, 0)).unwrap();
         let mut out = vec![0u8; 256];
-        let g = GeometryRepr {
-            flags: 0,
-            seq: 1,
-            capacity: 64,
-            element_size: 32,
-            ring_flags: 0x0011,
-            schema_sig: 0,
-            registry_count: 0,
-            slots_offset: 128,
-            arena_offset: 0,
-            arena_size: 0,
-        };
-        let n = g.emit(&mut out).unwrap();
-        s.write_all(&out[..n]).unwrap();
         let n = HeaderRepr {
             kind: Kind::Data,
             flags: 0,

@@ -18,22 +18,6 @@ const DATA: u8 = Kind::Data as u8;
 /// and past the sequence limit (u64::MAX is the write marker, read as pending already).
 const CORRUPT: [u64; 4] = [12 + 8 + 1, 1 << 40, SEQ_LIMIT, u64::MAX - 1];
 
-/// Everything `poll` returns until it returns `None`, as (kind, seq, count).
-fn drain(mut poll: impl FnMut(&mut [u8]) -> Option<usize>) -> Vec<(u8, u64, u16)> {
-    let mut buf = [0u8; 512];
-    let mut out = Vec::new();
-    for _ in 0..64 {
-        let Some(n) = poll(&mut buf) else { break };
-        out.push(match frames(&buf[..n])[0] {
-            FrameRepr::Gap(g) => (Kind::Gap as u8, g.seq, 0),
-            FrameRepr::Data(d) => (Kind::Data as u8, d.seq, d.count),
-            FrameRepr::Heartbeat(h) => (Kind::Heartbeat as u8, h.seq, 0),
-            f => panic!("{f:?}"),
-        });
-    }
-    out
-}
-
 #[test]
 fn reads_as_pending_ahead_of_write_seq_and_lost_behind_it() {
     for bad in CORRUPT {

@@ -14,7 +14,7 @@ use crate::ring::RingView;
 use crate::testutil::{Word, words};
 use crate::wire::{
     DataRepr, FrameRepr, GEOMETRY_RESET, GEOMETRY_UDP_FOLLOWS, GapRepr, GeometryRepr,
-    HeartbeatRepr, HelloRepr, MulticastRepr, NakRepr, PunchRepr, RecordFormat, WireError,
+    HeartbeatRepr, HelloRepr, Kind, MulticastRepr, NakRepr, PunchRepr, RecordFormat, WireError,
 };
 pub(super) use holdback::HeldEntry;
 
@@ -75,6 +75,22 @@ pub(super) fn frames(bytes: &[u8]) -> Vec<FrameRepr<'_>> {
         off += n;
     }
     v
+}
+
+/// Everything `poll` returns until it returns `None`, as (kind, seq, count).
+pub(super) fn drain(mut poll: impl FnMut(&mut [u8]) -> Option<usize>) -> Vec<(u8, u64, u16)> {
+    let mut buf = [0u8; 512];
+    let mut out = Vec::new();
+    for _ in 0..64 {
+        let Some(n) = poll(&mut buf) else { break };
+        out.push(match frames(&buf[..n])[0] {
+            FrameRepr::Gap(g) => (Kind::Gap as u8, g.seq, 0),
+            FrameRepr::Data(d) => (Kind::Data as u8, d.seq, d.count),
+            FrameRepr::Heartbeat(h) => (Kind::Heartbeat as u8, h.seq, 0),
+            f => panic!("{f:?}"),
+        });
+    }
+    out
 }
 
 /// A source configuration that offers multicast (group 239.1.2.3:5000), so that a TCP
