@@ -13,6 +13,7 @@ use ringwire_core::blackboard::{
 };
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
+use crate::cli::sigbus::Mapped;
 use crate::error::{Error, Result};
 use crate::file::{CleanupMode, map_file, open_exclusive, open_regular, remove_if_ours};
 use crate::sys;
@@ -40,7 +41,7 @@ pub(crate) fn check_file(path: &Path) -> Result<()> {
 
 /// The blackboard at `path`, mapped read-only and checked as [`check_file`] says; the
 /// mapping lives as long as the returned `MmapRaw`.
-fn map_read_only(path: &Path) -> Result<(MmapRaw, Blackboard)> {
+fn map_read_only(path: &Path) -> Result<(Mapped<MmapRaw>, Blackboard)> {
     let file = open_regular(path, OpenOptions::new().read(true))?;
     let (map, region) = map_file(path, &file, true)?;
     let bb = Blackboard::attach(region, None).map_err(bb_err(path))?;
@@ -92,7 +93,7 @@ const fn assert_value_align<V>() {
 /// lock to the parent.
 pub struct BlackboardProducer<V> {
     bb: Blackboard,
-    _map: MmapRaw,
+    _map: Mapped<MmapRaw>,
     file: File,
     id: (u64, u64),
     path: PathBuf,
@@ -201,7 +202,7 @@ impl<V> Drop for BlackboardProducer<V> {
 /// new attach follows the new board.
 pub struct BlackboardConsumer<V> {
     bb: Blackboard,
-    _map: MmapRaw,
+    _map: Mapped<MmapRaw>,
     path: PathBuf,
     // (device, inode) of the mapped file.
     id: (u64, u64),

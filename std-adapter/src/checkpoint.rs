@@ -12,8 +12,10 @@
 //!
 //! The file is mapped, as ringfire maps it: truncating it while a consumer has it open (say
 //! `: > file` from a cleanup script) makes that consumer's next save or load a SIGBUS, as
-//! truncating a mapped ring file does to its users. Remove the file instead: a consumer
-//! that has it open keeps its copy, and the next open creates a new one.
+//! truncating a mapped ring file does to its users (the `ringwire` binary's handler names
+//! the file and exits 1; a library user's process dies of the signal). Remove the file
+//! instead: a consumer that has it open keeps its copy, and the next open creates a new
+//! one.
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
@@ -45,7 +47,7 @@ const KIND: &str = "offset file";
 /// An open checkpoint file.
 pub struct OffsetCheckpoint {
     region: Region,
-    _map: MmapRaw,
+    _map: crate::cli::sigbus::Mapped<MmapRaw>,
     path: PathBuf,
     name: String,
     /// The process that opened the file, and its fork generation then: a copy of this
@@ -182,6 +184,8 @@ impl OffsetCheckpoint {
             .len(CHECKPOINT_SIZE)
             .map_raw(&file)
             .map_err(|e| Error::io(path, "mmap", e))?;
+        let (base, map_len) = (map.as_ptr(), map.len());
+        let map = crate::cli::sigbus::Mapped::record(path, map, base, map_len);
         // SAFETY: the mapping is 64 page-aligned bytes kept alive in `_map` as long as the
         // region is used; every access below is atomic.
         let region =

@@ -7,7 +7,10 @@
 //! The whole file is mapped `MAP_SHARED` with memmap2's raw mapping and handed to the core as
 //! a [`Region`]; from then on every access goes through the core's atomic word accessors.
 //! The creator never shrinks a ring file (a stale ring is unlinked and replaced, never
-//! truncated), so a mapping stays valid for as long as it is held.
+//! truncated), so a mapping stays valid for as long as it is held. Another process that
+//! truncates one anyway makes the next access of its mappings a SIGBUS; every mapping made
+//! here is recorded (see [`map_file`]) for the `ringwire` binary's handler, which then
+//! names the file (`cli::sigbus`).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -19,6 +22,7 @@ use memmap2::{MmapOptions, MmapRaw};
 use ringwire_core::layout::hdr;
 use ringwire_core::{AttachError, Expect, Geometry, Region, RingView};
 
+use crate::cli::sigbus::Mapped;
 use crate::error::{Error, Result};
 use crate::sys;
 
@@ -68,7 +72,7 @@ struct Owner {
 /// A ring file mapped read-write: a producer's (created, locked) or a consumer's (attached).
 pub struct RingFile {
     view: RingView,
-    map: MmapRaw,
+    map: Mapped<MmapRaw>,
     file: File,
     id: (u64, u64),
     path: PathBuf,
@@ -90,7 +94,12 @@ fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
-pub(crate) fn map_file(path: &Path, file: &File, read_only: bool) -> Result<(MmapRaw, Region)> {
+/// Maps the whole of `file` (named `path`), recorded for the CLI's SIGBUS handler.
+pub(crate) fn map_file(
+    path: &Path,
+    file: &File,
+    read_only: bool,
+) -> Result<(Mapped<MmapRaw>, Region)> {
     let meta = file.metadata().map_err(|e| Error::io(path, "fstat", e))?;
     if !meta.is_file() {
         return Err(Error::NotRegularFile {
@@ -113,6 +122,8 @@ pub(crate) fn map_file(path: &Path, file: &File, read_only: bool) -> Result<(Mma
         opts.map_raw(file)
     }
     .map_err(|e| Error::io(path, "mmap", e))?;
+    let (base, len) = (map.as_ptr(), map.len());
+    let map = Mapped::record(path, map, base, len);
     // SAFETY: the mapping is `ulen` bytes, page-aligned, and lives in the returned MmapRaw,
     // which every owner of the Region keeps alive alongside it; all accesses are atomic. A
     // read-only mapping is only wrapped by ReadOnlyRing, which issues loads and no stores,
@@ -540,7 +551,7 @@ pub struct BlobLost;
 /// loads: the mapping is `PROT_READ`, so no store path exists.
 pub struct ReadOnlyRing {
     view: RingView,
-    map: MmapRaw,
+    map: Mapped<MmapRaw>,
     _file: File,
     path: PathBuf,
     id: (u64, u64),

@@ -17,6 +17,7 @@ mod bench;
 mod dump;
 mod heal;
 mod prune;
+pub(crate) mod sigbus;
 mod stat;
 mod top;
 
@@ -222,8 +223,11 @@ fn stdout_is_tty() -> bool {
 
 /// The binary's entry point: parses `std::env::args` (a usage error prints clap's message
 /// and exits 1, as ringfire's; help and version exit 0), runs, prints `Error: …` and exits 1
-/// on failure, and dies of `SIGPIPE` when stdout's reader went away.
+/// on failure, and dies of `SIGPIPE` when stdout's reader went away. It first installs the
+/// SIGBUS handler (see the `sigbus` module), so that a file truncated while the command
+/// has it mapped ends the command with a line naming the file and status 1.
 pub fn main() -> ExitCode {
+    sigbus::install();
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

@@ -17,9 +17,11 @@
 //! magic or geometry changed (a queue's kind, capacity, stride, item size or slots offset),
 //! or its `write_seq` (a queue's cursors) went back. The length is checked before the
 //! mapping is read; but a file truncated between that check and the frame's reads still
-//! makes them fault (SIGBUS ends `top`), as for `serve` (see the `replica::serve` module
-//! docs). Creators that make a fresh inode (every exclusive creator, ringwire's and
-//! ringfire's default) are safe to follow.
+//! makes them fault. The binary's SIGBUS handler (`cli::sigbus`) then ends `top` with
+//! `ringwire: PATH shrank while it was mapped (…); stopping` and status 1, where it used
+//! to die of the signal without a word; `top` cannot go on following the file after that.
+//! Creators that make a fresh inode (every exclusive creator, ringwire's and ringfire's
+//! default) are safe to follow.
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;

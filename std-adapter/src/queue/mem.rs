@@ -17,6 +17,7 @@ use ringwire_core::queue::{
 };
 
 use super::wait::Side;
+use crate::cli::sigbus::Mapped;
 
 /// Why a queue file or mapping cannot be set up. Each variant names the file
 /// ("anonymous" for in-process memory).
@@ -180,7 +181,7 @@ const ROLE_GRACE: std::time::Duration = std::time::Duration::from_millis(50);
 /// The memory a queue lives in: a shared mapping of a file, or anonymous memory.
 #[derive(Debug)]
 pub struct QueueMem {
-    map: MmapMut,
+    map: Mapped<MmapMut>,
     view: QueueView,
     path: Option<PathBuf>,
     // (device, inode) of the mapped file.
@@ -358,7 +359,7 @@ impl QueueMem {
             crate::file::remove_if_ours(path, id);
             e
         };
-        let mut map = map_file(&f, map_len)
+        let mut map = map_file(&f, map_len, path)
             .map_err(io_err(path, "mmap"))
             .map_err(cleanup_on_error)?;
         let region = region_of(&mut map, path).map_err(cleanup_on_error)?;
@@ -404,7 +405,7 @@ impl QueueMem {
             op: "mmap",
             source: io::Error::other(format!("a file of {len} bytes is too large to map")),
         })?;
-        let mut map = map_file(&f, map_len).map_err(io_err(path, "mmap"))?;
+        let mut map = map_file(&f, map_len, path).map_err(io_err(path, "mmap"))?;
         let region = region_of(&mut map, path)?;
         let view = QueueView::attach(region, expect).map_err(attach_err)?;
         let at_open = reset_if_alone(&f, &view)
@@ -431,7 +432,7 @@ impl QueueMem {
             .total_len()
             .and_then(|l| usize::try_from(l).ok())
             .ok_or_else(|| QueueFileError::geometry(None, QueueGeometryError::TooLarge))?;
-        let mut map = MmapMut::map_anon(len).map_err(io_err(anon, "mmap"))?;
+        let mut map = Mapped::unrecorded(MmapMut::map_anon(len).map_err(io_err(anon, "mmap"))?);
         let region = region_of(&mut map, anon)?;
         // SAFETY: fresh anonymous memory, mapped just above: no other view of it exists yet.
         let view =
@@ -781,10 +782,13 @@ fn open_live(path: &Path) -> Result<(File, (u64, u64)), QueueFileError> {
     Err(QueueFileError::Locked(path.to_owned()))
 }
 
-fn map_file(f: &File, len: usize) -> io::Result<MmapMut> {
+/// Maps `len` bytes of `f` (named `path`), recorded for the CLI's SIGBUS handler.
+fn map_file(f: &File, len: usize, path: &Path) -> io::Result<Mapped<MmapMut>> {
     // SAFETY: the file is a queue file that other parties access only through ringwire's
     // atomic protocols (Region's contract); it is never truncated while mapped.
-    unsafe { memmap2::MmapOptions::new().len(len).map_mut(f) }
+    let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(f) }?;
+    let (base, len) = (map.as_ptr(), map.len());
+    Ok(Mapped::record(path, map, base, len))
 }
 
 fn region_of(map: &mut MmapMut, path: &Path) -> Result<Region, QueueFileError> {

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 /// A validated queue file behind a `PROT_READ` mapping.
 pub struct ReadOnlyQueue {
     view: QueueView,
-    map: MmapRaw,
+    map: crate::cli::sigbus::Mapped<MmapRaw>,
     file: File,
     path: PathBuf,
 }

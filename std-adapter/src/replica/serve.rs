@@ -32,8 +32,11 @@
 //! initialised again) is seen as a replacement when the file's length, the header's magic
 //! or geometry changed, or `write_seq` went back, checked every 500 ms; but serving such a
 //! ring is unsupported: a thread that reads the mapping between the truncation and the
-//! resize takes SIGBUS, which ends the process. Creators that make a fresh inode (every
-//! exclusive creator, ringwire's and ringfire's default) are safe to follow.
+//! resize takes SIGBUS, which ends the process. In the `ringwire` binary its SIGBUS handler
+//! (`cli::sigbus`) says so first: `ringwire: PATH shrank while it was mapped (…);
+//! stopping`, and the exit status is 1; a program that runs [`run_following`] itself dies
+//! of the signal, as the library installs no handler. Creators that make a fresh inode
+//! (every exclusive creator, ringwire's and ringfire's default) are safe to follow.
 
 use std::io::{self, Read};
 use std::net::{

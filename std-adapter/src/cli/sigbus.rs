@@ -1,0 +1,543 @@
+//! What the `ringwire` binary says when a file it has mapped shrinks under it.
+//!
+//! A load or store in a page of a `MAP_SHARED` mapping that lies past the end of its file
+//! raises SIGBUS. Another process that truncates a ring or queue file the CLI has mapped
+//! (a creator recreating its ring in place, ringfire's legacy non-exclusive mode, or a
+//! cleanup script's `: > file`) makes the CLI's next read of it fault; left to the default
+//! action, the process died of signal 7 without a word. [`install`], called by the
+//! binary's entry point (`cli::main`) and never by the library, installs a handler that
+//! names the file and exits with status 1 instead.
+//!
+//! While the handler is installed, every mapping of a ring, queue, blackboard or checkpoint
+//! file this crate makes is recorded in a table of [`SLOTS`] entries (its base, its length
+//! and its path), and removed from it before it is unmapped: the mapping is held in a
+//! [`Mapped`], whose record is dropped before the mapping. So the CLI's own files (`stat`,
+//! `top`, `dump`, `heal`, `prune`, the ring `serve` reads, the ring `mirror` writes, the
+//! demo's and the benches' rings) are covered wherever the library maps them, and a
+//! library user's process, which never installs the handler, records nothing.
+//!
+//! The handler makes only async-signal-safe calls (`write`, `_exit`, and for a SIGBUS it
+//! cannot explain `sigaction` and `raise`), reads the table with atomics only and
+//! allocates nothing. A fault past the end of a recorded mapping's file (`BUS_ADRERR` at
+//! an address inside it) prints `ringwire: PATH shrank while it was mapped (…); stopping`
+//! and exits 1. Any other SIGBUS (an address in no recorded mapping, which includes a
+//! mapping not recorded because the table was full; a memory error; a `kill -BUS`) prints
+//! one line saying what it was and then takes the signal's default action, so the process
+//! still dies of signal 7 with a core dump where those are kept: it is a crash, and a
+//! shell, a supervisor or a test must go on seeing it as one, not as a command's ordinary
+//! failure. (The handler replaces the one Rust's runtime installs at start for stack
+//! overflows, which Linux reports as SIGSEGV, not SIGBUS; that one let a `kill -BUS` pass
+//! and the process run on.) When several threads fault at once, the first reports and
+//! ends the process, and the others wait for it without a word.
+
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering, fence};
+
+/// Mappings the table holds at once. The CLI maps a few files at a time (`demo`, the most,
+/// maps its source ring three times and its mirror ring twice); a mapping made while the
+/// table is full is not recorded, and a SIGBUS in it gets the line for an unexplained one.
+pub(crate) const SLOTS: usize = 16;
+
+/// One recorded mapping, written under a sequence lock: `seq` is odd while its recorder
+/// changes the other fields, and even otherwise; `len` is 0 when the slot is free.
+struct Slot {
+    seq: AtomicUsize,
+    base: AtomicUsize,
+    len: AtomicUsize,
+    /// The path's bytes: a leaked allocation, never freed, so that the handler can read
+    /// any pointer it loads. A slot keeps its path when freed and reuses it when the next
+    /// mapping it records has the same path (`top` and `serve` reopening a replaced ring),
+    /// so a run leaks a path per slot and per path change, not per mapping.
+    path: AtomicPtr<u8>,
+    path_len: AtomicUsize,
+}
+
+impl Slot {
+    const fn new() -> Self {
+        Slot {
+            seq: AtomicUsize::new(0),
+            base: AtomicUsize::new(0),
+            len: AtomicUsize::new(0),
+            path: AtomicPtr::new(std::ptr::null_mut()),
+            path_len: AtomicUsize::new(0),
+        }
+    }
+
+    /// The path stored in this slot. Only its recorder calls this (it holds the slot's odd
+    /// `seq`) or the handler, after checking `seq`.
+    fn path(&self) -> &'static [u8] {
+        let p = self.path.load(Ordering::Relaxed);
+        if p.is_null() {
+            return &[];
+        }
+        // SAFETY: a non-null `path` is the start of a leaked allocation of `path_len` bytes
+        // (see `record`), never freed; the pair is only changed together under the odd
+        // `seq`, which the callers exclude.
+        unsafe { std::slice::from_raw_parts(p, self.path_len.load(Ordering::Relaxed)) }
+    }
+}
+
+/// A table of recorded mappings.
+pub(crate) struct Table {
+    slots: [Slot; SLOTS],
+}
+
+impl Table {
+    pub(crate) const fn new() -> Self {
+        Table {
+            slots: [const { Slot::new() }; SLOTS],
+        }
+    }
+
+    /// Records `len` bytes at `base` as a mapping of `path`; `None` when every slot is
+    /// taken.
+    fn record(&'static self, path: &Path, base: usize, len: usize) -> Option<Record> {
+        let bytes = path.as_os_str().as_bytes();
+        for (i, s) in self.slots.iter().enumerate() {
+            // Acquire: pairs with the release that ended the slot's last change, so `len`
+            // is at least as new as `v`.
+            let v = s.seq.load(Ordering::Acquire);
+            if v % 2 == 1 || s.len.load(Ordering::Relaxed) != 0 {
+                continue;
+            }
+            // Taking the odd value is taking the slot: nobody changed it since `v`, so it
+            // is still free.
+            if s.seq
+                .compare_exchange(v, v + 1, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+            {
+                continue;
+            }
+            // Release: a reader that sees any of the stores below sees the odd `seq` too.
+            fence(Ordering::Release);
+            if s.path() != bytes {
+                let leaked: &'static mut [u8] = Box::leak(bytes.to_vec().into_boxed_slice());
+                s.path_len.store(leaked.len(), Ordering::Relaxed);
+                s.path.store(leaked.as_mut_ptr(), Ordering::Relaxed);
+            }
+            s.base.store(base, Ordering::Relaxed);
+            s.len.store(len, Ordering::Relaxed);
+            s.seq.store(v + 2, Ordering::Release);
+            return Some(Record {
+                table: self,
+                slot: i,
+                seq: v + 2,
+            });
+        }
+        None
+    }
+
+    /// The path of the recorded mapping that holds `addr`. Reads atomics only: the signal
+    /// handler calls it.
+    fn lookup(&self, addr: usize) -> Option<&'static [u8]> {
+        for s in &self.slots {
+            let v = s.seq.load(Ordering::Acquire);
+            if v % 2 == 1 {
+                continue;
+            }
+            let base = s.base.load(Ordering::Relaxed);
+            let len = s.len.load(Ordering::Relaxed);
+            // Acquire: the loads above are done before `seq` is read again, so an unchanged
+            // `seq` means they saw no change in progress.
+            fence(Ordering::Acquire);
+            if s.seq.load(Ordering::Relaxed) != v {
+                continue;
+            }
+            if len != 0 && addr.wrapping_sub(base) < len {
+                return Some(s.path());
+            }
+        }
+        None
+    }
+
+    /// How many slots hold a mapping.
+    #[cfg(test)]
+    fn used(&self) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.len.load(Ordering::Relaxed) != 0)
+            .count()
+    }
+}
+
+/// The mappings of this process (recorded only once [`install`] has run).
+static TABLE: Table = Table::new();
+
+/// Set by [`install`]: mappings are recorded from then on.
+static ENABLED: AtomicBool = AtomicBool::new(false);
+
+/// Set by the first thread to take a SIGBUS: only it reports and ends the process.
+static REPORTING: AtomicBool = AtomicBool::new(false);
+
+/// A slot taken by one mapping, freed when dropped.
+struct Record {
+    table: &'static Table,
+    slot: usize,
+    seq: usize,
+}
+
+impl Drop for Record {
+    fn drop(&mut self) {
+        let s = &self.table.slots[self.slot];
+        // Only this record changes its slot until it frees it, so `seq` is still ours.
+        s.seq.store(self.seq + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        s.len.store(0, Ordering::Relaxed);
+        s.seq.store(self.seq + 2, Ordering::Release);
+    }
+}
+
+/// A mapping (`M`: memmap2's raw or mutable mapping) with its record in the table. The
+/// record is a field before the mapping, so it is dropped first: the slot is free before
+/// the memory is unmapped, and an address reused by a later mapping is never named after
+/// this file.
+pub(crate) struct Mapped<M> {
+    _record: Option<Record>,
+    map: M,
+}
+
+impl<M> Mapped<M> {
+    /// `map`, recorded as `len` bytes at `base` mapping `path` when the handler is
+    /// installed (and a slot is free).
+    pub(crate) fn record(path: &Path, map: M, base: *const u8, len: usize) -> Self {
+        // Relaxed: `install` runs at the start of main, before any mapping is made.
+        let record = if ENABLED.load(Ordering::Relaxed) && len != 0 {
+            TABLE.record(path, base.addr(), len)
+        } else {
+            None
+        };
+        Mapped {
+            _record: record,
+            map,
+        }
+    }
+
+    /// `map` unrecorded (anonymous memory, which no other process can truncate).
+    pub(crate) fn unrecorded(map: M) -> Self {
+        Mapped { _record: None, map }
+    }
+}
+
+impl<M> std::ops::Deref for Mapped<M> {
+    type Target = M;
+    fn deref(&self) -> &M {
+        &self.map
+    }
+}
+
+impl<M> std::ops::DerefMut for Mapped<M> {
+    fn deref_mut(&mut self) -> &mut M {
+        &mut self.map
+    }
+}
+
+impl<M: std::fmt::Debug> std::fmt::Debug for Mapped<M> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.map.fmt(f)
+    }
+}
+
+/// Installs the SIGBUS handler and starts recording mappings (see the module docs). For
+/// the binary only: a library must not take a signal from the program that uses it.
+pub(crate) fn install() {
+    ENABLED.store(true, Ordering::Relaxed);
+    // SAFETY: a zeroed sigaction is a valid value; the handler has the three-argument
+    // signature SA_SIGINFO calls, and makes only async-signal-safe calls.
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = on_sigbus
+            as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+            as usize;
+        // SA_ONSTACK: on the thread's alternate stack where std set one up, so that a fault
+        // with little stack left is still reported.
+        sa.sa_flags = libc::SA_SIGINFO | libc::SA_ONSTACK;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut());
+    }
+}
+
+/// Writes all of `b` to stderr, as far as it goes (async-signal-safe: `write` only).
+fn write_stderr(mut b: &[u8]) {
+    while !b.is_empty() {
+        // SAFETY: `b` is valid for `b.len()` bytes.
+        let n = unsafe { libc::write(libc::STDERR_FILENO, b.as_ptr().cast(), b.len()) };
+        if n > 0 {
+            b = &b[n as usize..];
+        } else if n == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return;
+        }
+    }
+}
+
+/// `addr` as `0x` and lowercase hex digits, in `buf`.
+fn hex(addr: usize, buf: &mut [u8; 2 + 2 * size_of::<usize>()]) -> &[u8] {
+    let digits = (usize::BITS - addr.leading_zeros()).div_ceil(4).max(1) as usize;
+    buf[0] = b'0';
+    buf[1] = b'x';
+    for i in 0..digits {
+        let d = (addr >> (4 * (digits - 1 - i))) & 0xf;
+        buf[2 + i] = b"0123456789abcdef"[d];
+    }
+    &buf[..2 + digits]
+}
+
+/// What one SIGBUS was.
+#[derive(Debug, PartialEq, Eq)]
+enum Cause {
+    /// A page past the end of a recorded mapping's file (`BUS_ADRERR`): the file shrank,
+    /// since it had the whole mapping's length when it was mapped.
+    Shrank(&'static [u8]),
+    /// Another fault in a recorded mapping (a memory error, `BUS_MCEERR_*`).
+    InMapping(usize, &'static [u8]),
+    /// A fault at an address no recorded mapping holds.
+    Unmapped(usize),
+    /// Sent by kill, tgkill or sigqueue (si_code 0 or below; si_addr then means nothing).
+    Sent,
+}
+
+impl Cause {
+    fn of(table: &Table, code: libc::c_int, addr: usize) -> Cause {
+        if code <= 0 {
+            return Cause::Sent;
+        }
+        match table.lookup(addr) {
+            Some(path) if code == libc::BUS_ADRERR => Cause::Shrank(path),
+            Some(path) => Cause::InMapping(addr, path),
+            None => Cause::Unmapped(addr),
+        }
+    }
+
+    /// Writes the line that says what happened, piece by piece, to `w` (no allocation).
+    fn report(&self, mut w: impl FnMut(&[u8])) {
+        let mut buf = [0; 2 + 2 * size_of::<usize>()];
+        match *self {
+            Cause::Shrank(path) => {
+                w(b"ringwire: ");
+                w(path);
+                w(
+                    b" shrank while it was mapped (truncated or recreated in place by another \
+                    process); stopping\n",
+                );
+            }
+            Cause::InMapping(addr, path) => {
+                w(b"ringwire: SIGBUS at ");
+                w(hex(addr, &mut buf));
+                w(b" in ");
+                w(path);
+                w(b", not past the end of the file\n");
+            }
+            Cause::Unmapped(addr) => {
+                w(b"ringwire: SIGBUS at ");
+                w(hex(addr, &mut buf));
+                w(b": not in a mapped ring file\n");
+            }
+            Cause::Sent => w(b"ringwire: SIGBUS sent by another process\n"),
+        }
+    }
+}
+
+extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
+    // Only async-signal-safe calls below: atomics, write, _exit, pause, sigaction, raise.
+    if REPORTING.swap(true, Ordering::Relaxed) {
+        // Another thread faulted first and is ending the process: wait for it.
+        loop {
+            // SAFETY: pause only sleeps until a signal.
+            unsafe { libc::pause() };
+        }
+    }
+    // SAFETY: with SA_SIGINFO the kernel passes a valid siginfo_t; si_addr reads the fault
+    // address of a SIGBUS.
+    let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr().addr()) };
+    let cause = Cause::of(&TABLE, code, addr);
+    cause.report(write_stderr);
+    if let Cause::Shrank(_) = cause {
+        // SAFETY: _exit ends the process at once, running nothing of ours.
+        unsafe { libc::_exit(1) }
+    }
+    // SAFETY: a zeroed sigaction with SIG_DFL is a valid action. SIGBUS is blocked while
+    // this handler runs, so the raised one waits for its return and then ends the process
+    // by the default action (a fault would also recur at the faulting instruction).
+    unsafe {
+        let mut sa: libc::sigaction = std::mem::zeroed();
+        sa.sa_sigaction = libc::SIG_DFL;
+        libc::sigemptyset(&mut sa.sa_mask);
+        libc::sigaction(libc::SIGBUS, &sa, std::ptr::null_mut());
+        libc::raise(libc::SIGBUS);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> &'static Table {
+        Box::leak(Box::new(Table::new()))
+    }
+
+    #[test]
+    fn a_recorded_mapping_is_found_by_any_address_in_it_until_dropped() {
+        let t = table();
+        let r = t.record(Path::new("/dev/shm/a"), 0x1000, 0x2000).unwrap();
+        let other = t.record(Path::new("/dev/shm/b"), 0x3000, 0x1000).unwrap();
+        assert_eq!(t.lookup(0x1000), Some(&b"/dev/shm/a"[..]));
+        assert_eq!(t.lookup(0x2fff), Some(&b"/dev/shm/a"[..]));
+        assert_eq!(t.lookup(0x3000), Some(&b"/dev/shm/b"[..]));
+        assert_eq!(t.lookup(0xfff), None);
+        assert_eq!(t.lookup(0x4000), None);
+        drop(r);
+        assert_eq!(t.lookup(0x1000), None);
+        assert_eq!(t.lookup(0x3fff), Some(&b"/dev/shm/b"[..]));
+        drop(other);
+        assert_eq!(t.used(), 0);
+    }
+
+    #[test]
+    fn a_full_table_records_nothing_more_and_its_faults_are_unexplained() {
+        let t = table();
+        let held: Vec<Record> = (0..SLOTS)
+            .map(|i| {
+                t.record(Path::new("/r"), 0x10000 * (i + 1), 0x1000)
+                    .unwrap()
+            })
+            .collect();
+        assert!(t.record(Path::new("/late"), 0x100_0000, 0x1000).is_none());
+        assert_eq!(
+            Cause::of(t, libc::BUS_ADRERR, 0x100_0000),
+            Cause::Unmapped(0x100_0000)
+        );
+        drop(held);
+        assert_eq!(t.used(), 0);
+        let r = t.record(Path::new("/late"), 0x100_0000, 0x1000);
+        assert!(r.is_some());
+        assert_eq!(
+            Cause::of(t, libc::BUS_ADRERR, 0x100_0800),
+            Cause::Shrank(b"/late")
+        );
+    }
+
+    #[test]
+    fn a_slot_keeps_its_path_for_the_next_mapping_of_the_same_file() {
+        let t = table();
+        let first = t.record(Path::new("/dev/shm/x"), 0x1000, 0x1000).unwrap();
+        let p = t.slots[first.slot].path.load(Ordering::Relaxed);
+        drop(first);
+        let again = t.record(Path::new("/dev/shm/x"), 0x5000, 0x1000).unwrap();
+        assert_eq!(again.slot, 0);
+        assert_eq!(t.slots[0].path.load(Ordering::Relaxed), p, "leaked again");
+        drop(again);
+        let other = t.record(Path::new("/dev/shm/y"), 0x5000, 0x1000).unwrap();
+        assert_eq!(t.lookup(0x5000), Some(&b"/dev/shm/y"[..]));
+        drop(other);
+    }
+
+    #[test]
+    fn each_cause_has_its_line() {
+        let t = table();
+        let _r = t.record(Path::new("/dev/shm/q"), 0x7000, 0x1000).unwrap();
+        let line = |c: Cause| {
+            let mut v = Vec::new();
+            c.report(|b| v.extend_from_slice(b));
+            String::from_utf8(v).unwrap()
+        };
+        let shrank = Cause::of(t, libc::BUS_ADRERR, 0x7010);
+        assert_eq!(shrank, Cause::Shrank(b"/dev/shm/q"));
+        assert_eq!(
+            line(shrank),
+            "ringwire: /dev/shm/q shrank while it was mapped (truncated or recreated in place \
+             by another process); stopping\n"
+        );
+        // BUS_MCEERR_AR: a memory error, not the file's end.
+        let mce = Cause::of(t, 4, 0x7010);
+        assert_eq!(mce, Cause::InMapping(0x7010, b"/dev/shm/q"));
+        assert_eq!(
+            line(mce),
+            "ringwire: SIGBUS at 0x7010 in /dev/shm/q, not past the end of the file\n"
+        );
+        let stray = Cause::of(t, libc::BUS_ADRERR, 0xdead_beef);
+        assert_eq!(
+            line(stray),
+            "ringwire: SIGBUS at 0xdeadbeef: not in a mapped ring file\n"
+        );
+        // SI_USER and SI_TKILL: the address is no address, even if it looks like one.
+        for code in [0, -6] {
+            assert_eq!(Cause::of(t, code, 0x7010), Cause::Sent);
+        }
+        assert_eq!(
+            line(Cause::Sent),
+            "ringwire: SIGBUS sent by another process\n"
+        );
+    }
+
+    #[test]
+    fn hex_prints_the_whole_address() {
+        let mut buf = [0; 2 + 2 * size_of::<usize>()];
+        assert_eq!(hex(0, &mut buf), b"0x0");
+        assert_eq!(hex(0xf, &mut buf), b"0xf");
+        assert_eq!(hex(0x10, &mut buf), b"0x10");
+        let max = format!("{:#x}", usize::MAX);
+        assert_eq!(hex(usize::MAX, &mut buf), max.as_bytes());
+    }
+
+    #[test]
+    fn without_the_handler_nothing_is_recorded() {
+        // No test installs the handler: a library's mappings stay out of the table.
+        assert!(!ENABLED.load(Ordering::Relaxed));
+        let m = Mapped::record(
+            Path::new("/dev/shm/lib"),
+            (),
+            std::ptr::without_provenance(0x1000),
+            0x1000,
+        );
+        assert!(m._record.is_none());
+        assert_eq!(TABLE.used(), 0);
+    }
+
+    /// Threads recording and freeing mappings while another looks addresses up: a lookup
+    /// finds a mapping's own path or nothing, never another's (the sequence lock keeps a
+    /// slot's base, length and path together).
+    #[test]
+    fn lookups_during_records_and_drops_never_mix_two_mappings() {
+        const THREADS: usize = 4;
+        let rounds = if cfg!(miri) { 20 } else { 2000 };
+        let t = table();
+        let paths: Vec<String> = (0..THREADS).map(|i| format!("/dev/shm/m{i}")).collect();
+        let base = |i: usize| 0x10_0000 * (i + 1);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let looker = s.spawn(|| {
+                let mut found = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    for (i, p) in paths.iter().enumerate() {
+                        if let Some(got) = t.lookup(base(i) + 8) {
+                            assert_eq!(got, p.as_bytes());
+                            found += 1;
+                        }
+                    }
+                    if cfg!(miri) {
+                        std::thread::yield_now();
+                    }
+                }
+                found
+            });
+            let workers: Vec<_> = (0..THREADS)
+                .map(|i| {
+                    let (p, t) = (&paths[i], t);
+                    s.spawn(move || {
+                        for _ in 0..rounds {
+                            let r = t.record(Path::new(p), base(i), 0x1000).unwrap();
+                            assert_eq!(t.lookup(base(i) + 0xfff), Some(p.as_bytes()));
+                            drop(r);
+                        }
+                    })
+                })
+                .collect();
+            for w in workers {
+                w.join().unwrap();
+            }
+            stop.store(true, Ordering::Relaxed);
+            looker.join().unwrap();
+        });
+        assert_eq!(t.used(), 0);
+    }
+}
