@@ -9,7 +9,7 @@
 //! The creator never shrinks a ring file (a stale ring is unlinked and replaced, never
 //! truncated), so a mapping stays valid for as long as it is held. Another process that
 //! truncates one anyway makes the next access of its mappings a SIGBUS; every mapping made
-//! here is recorded (see [`map_file`]) for the `ringwire` binary's handler, which then
+//! here is recorded (see `map_file`) for the `ringwire` binary's handler, which then
 //! names the file (`cli::sigbus`).
 
 use std::fs::{File, OpenOptions};

@@ -16,9 +16,9 @@
 //! demo's and the benches' rings) are covered wherever the library maps them, and a
 //! library user's process, which never installs the handler, records nothing.
 //!
-//! The handler makes only async-signal-safe calls (`write`, `_exit`, and for a SIGBUS it
-//! cannot explain `sigaction` and `raise`), reads the table with atomics only and
-//! allocates nothing. A fault past the end of a recorded mapping's file (`BUS_ADRERR` at
+//! The handler makes only async-signal-safe calls (`write` and `_exit`; `sigaction` and
+//! `raise` for a SIGBUS it cannot explain; `pause` in a thread that faults second), reads
+//! the table with atomics only and allocates nothing. A fault past the end of a recorded mapping's file (`BUS_ADRERR` at
 //! an address inside it) prints `ringwire: PATH shrank while it was mapped (…); stopping`
 //! and exits 1. Any other SIGBUS (an address in no recorded mapping, which includes a
 //! mapping not recorded because the table was full; a memory error; a `kill -BUS`) prints
@@ -34,10 +34,10 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering, fence};
 
-/// Mappings the table holds at once. The CLI maps a few files at a time (`demo`, the most,
-/// maps its source ring three times and its mirror ring twice); a mapping made while the
-/// table is full is not recorded, and a SIGBUS in it gets the line for an unexplained one.
-pub(crate) const SLOTS: usize = 16;
+/// Mappings the table holds at once. A command maps a few files at a time; a mapping made
+/// while the table is full is not recorded, and a SIGBUS in it gets the line for an
+/// unexplained one (and the default action).
+const SLOTS: usize = 16;
 
 /// One recorded mapping, written under a sequence lock: `seq` is odd while its recorder
 /// changes the other fields, and even otherwise; `len` is 0 when the slot is free.
@@ -64,18 +64,25 @@ impl Slot {
         }
     }
 
-    /// The path stored in this slot. Only its recorder calls this (it holds the slot's odd
-    /// `seq`) or the handler, after checking `seq`.
+    /// The path stored in this slot, read by its recorder while it holds the slot's odd
+    /// `seq` (the handler reads the pair inside its `seq` check instead: see `lookup`).
     fn path(&self) -> &'static [u8] {
-        let p = self.path.load(Ordering::Relaxed);
-        if p.is_null() {
-            return &[];
-        }
-        // SAFETY: a non-null `path` is the start of a leaked allocation of `path_len` bytes
-        // (see `record`), never freed; the pair is only changed together under the odd
-        // `seq`, which the callers exclude.
-        unsafe { std::slice::from_raw_parts(p, self.path_len.load(Ordering::Relaxed)) }
+        leaked(
+            self.path.load(Ordering::Relaxed),
+            self.path_len.load(Ordering::Relaxed),
+        )
     }
+}
+
+/// The `len` bytes at `p`, a path stored by `Table::record` (empty for null).
+fn leaked(p: *mut u8, len: usize) -> &'static [u8] {
+    if p.is_null() {
+        return &[];
+    }
+    // SAFETY: a non-null path pointer is the start of a leaked allocation, never freed, of
+    // the length stored with it; the callers read the two under one `seq`, so they belong
+    // together.
+    unsafe { std::slice::from_raw_parts(p, len) }
 }
 
 /// A table of recorded mappings.
@@ -138,14 +145,16 @@ impl Table {
             }
             let base = s.base.load(Ordering::Relaxed);
             let len = s.len.load(Ordering::Relaxed);
+            let path = s.path.load(Ordering::Relaxed);
+            let path_len = s.path_len.load(Ordering::Relaxed);
             // Acquire: the loads above are done before `seq` is read again, so an unchanged
-            // `seq` means they saw no change in progress.
+            // `seq` means they saw no change in progress, and belong together.
             fence(Ordering::Acquire);
             if s.seq.load(Ordering::Relaxed) != v {
                 continue;
             }
             if len != 0 && addr.wrapping_sub(base) < len {
-                return Some(s.path());
+                return Some(leaked(path, path_len));
             }
         }
         None
