@@ -263,7 +263,9 @@ fn an_output_write_error_names_stdout_not_the_ring() {
 }
 
 /// Waits until `top`'s output satisfies `f`, failing at once (with its exit status and
-/// stderr) if `top` exits first: a SIGBUS shows as "signal: 7 (SIGBUS)".
+/// stderr) if `top` exits first: a read past the end of a file that shrank under it shows
+/// as exit status 1 and "ringwire: PATH shrank while it was mapped" (it was "signal: 7
+/// (SIGBUS)" before the binary had a SIGBUS handler).
 fn wait_for_top(top: &mut Top, what: &str, f: impl Fn(&str) -> bool) {
     let t0 = Instant::now();
     loop {
