@@ -53,13 +53,13 @@ fn a_pruned_reader_stores_nothing_into_its_old_slot_once_another_reader_owns_it(
     // One registry slot: A registers, is pruned (its pid judged dead), B takes the slot.
     let (_h, view, mut p) = lossless(4, 1, 0);
     let mut a = Consumer::new(view, StartMode::Oldest);
-    assert_eq!(a.register(11, "a", |_| true).unwrap(), Some(0));
+    assert_eq!(a.register(11, "a", |_, _| true).unwrap(), Some(0));
     for s in 1..=4u64 {
         p.try_push(&s.to_le_bytes()).unwrap();
     }
     assert_eq!(registry::prune_dead(&view, |pid| pid != 11), 1);
     let mut b = Consumer::new(view, StartMode::Oldest);
-    assert_eq!(b.register(12, "b", |pid| pid != 11).unwrap(), Some(0));
+    assert_eq!(b.register(12, "b", |pid, _| pid != 11).unwrap(), Some(0));
     assert_eq!(readers(&view), [(12, 1)]);
 
     // A reads on: its cursor must not land in B's slot, and with no free slot it goes on
@@ -81,13 +81,13 @@ fn a_pruned_reader_stores_nothing_into_its_old_slot_once_another_reader_owns_it(
 fn a_pruned_reader_registers_again_in_a_free_slot() {
     let (_h, view, mut p) = lossless(4, 2, 0);
     let mut a = Consumer::new(view, StartMode::Oldest);
-    assert_eq!(a.register(11, "a", |_| true).unwrap(), Some(0));
+    assert_eq!(a.register(11, "a", |_, _| true).unwrap(), Some(0));
     for s in 1..=4u64 {
         p.try_push(&s.to_le_bytes()).unwrap();
     }
     registry::prune_dead(&view, |pid| pid != 11);
     let mut b = Consumer::new(view, StartMode::Oldest);
-    assert_eq!(b.register(12, "b", |pid| pid != 11).unwrap(), Some(0));
+    assert_eq!(b.register(12, "b", |pid, _| pid != 11).unwrap(), Some(0));
 
     // A's next receive finds its slot taken and registers again in the free one, under
     // its own pid and name, from its cursor on.
@@ -117,10 +117,10 @@ fn a_late_registration_is_protected_from_write_seq_plus_1_minus_half_the_ring() 
     // not (the documented limit of `Consumer::register` on a lossless ring).
     let (_h, view, mut p) = lossless(8, 2, 9);
     let mut safe = Consumer::new(view, StartMode::Sequence(6));
-    safe.register(21, "safe", |_| true).unwrap();
+    safe.register(21, "safe", |_, _| true).unwrap();
     let mut early = Consumer::new(view, StartMode::Oldest);
     assert_eq!(early.cursor(), 2);
-    early.register(22, "early", |_| true).unwrap();
+    early.register(22, "early", |_, _| true).unwrap();
 
     // The registry holds both cursors, yet the pushes up to the producer's next read of it
     // overwrite 2..=4 under the early reader, which counts them as lapped.
@@ -140,8 +140,8 @@ fn two_readers_of_one_process_pruned_together_each_register_again() {
     let (_h, view, mut p) = lossless(4, 2, 0);
     let mut a = Consumer::new(view, StartMode::Oldest);
     let mut b = Consumer::new(view, StartMode::Oldest);
-    assert_eq!(a.register(11, "consumer", |_| true).unwrap(), Some(0));
-    assert_eq!(b.register(11, "consumer", |_| true).unwrap(), Some(1));
+    assert_eq!(a.register(11, "consumer", |_, _| true).unwrap(), Some(0));
+    assert_eq!(b.register(11, "consumer", |_, _| true).unwrap(), Some(1));
     for s in 1..=4u64 {
         p.try_push(&s.to_le_bytes()).unwrap();
     }
@@ -170,12 +170,12 @@ fn a_pruned_reader_dropped_leaves_alone_the_slot_its_sibling_took_again() {
     let (_h, view, mut p) = lossless(4, 2, 0);
     let mut a = Consumer::new(view, StartMode::Oldest);
     let mut b = Consumer::new(view, StartMode::Oldest);
-    assert_eq!(a.register(11, "consumer", |_| true).unwrap(), Some(0));
-    assert_eq!(b.register(11, "consumer", |_| true).unwrap(), Some(1));
+    assert_eq!(a.register(11, "consumer", |_, _| true).unwrap(), Some(0));
+    assert_eq!(b.register(11, "consumer", |_, _| true).unwrap(), Some(1));
     p.try_push(&1u64.to_le_bytes()).unwrap();
     assert_eq!(registry::prune_dead(&view, |pid| pid != 11), 2);
     let mut c = Consumer::new(view, StartMode::Oldest);
-    assert_eq!(c.register(12, "other", |pid| pid != 11).unwrap(), Some(0));
+    assert_eq!(c.register(12, "other", |pid, _| pid != 11).unwrap(), Some(0));
     assert_eq!(drain(&mut a), [1]);
     assert_eq!(a.registry_slot(), Some(1));
     drop(b);

@@ -88,7 +88,7 @@ fn lossy_readers_never_accept_a_wrong_record() {
 fn lossless_registered_reader_is_never_lapped() {
     with_ring(Geometry::spmc(8, 32, 8, 2, true).unwrap(), |view| {
         let mut c = Consumer::new(view, StartMode::Oldest);
-        assert_eq!(c.register(1234, "t", |_| true).unwrap(), Some(0));
+        assert_eq!(c.register(1234, "t", |_, _| true).unwrap(), Some(0));
         std::thread::scope(|s| {
             let reader = s.spawn(move || read_all(c, N));
             let mut p = Producer::new(view, NoWake).unwrap();

@@ -149,7 +149,7 @@ fn lossless_gate_never_laps_a_registered_reader() {
         // SAFETY: a fresh loom region, no other view of it exists yet.
         let view = unsafe { RingView::init(region, &geo) }.unwrap();
         let mut c = Consumer::new(view.clone(), StartMode::Oldest);
-        assert_eq!(c.register(7, "r", |_| true).unwrap(), Some(0));
+        assert_eq!(c.register(7, "r", |_, _| true).unwrap(), Some(0));
         let mut p = Producer::new(view, NoWake).unwrap();
         let w = thread::spawn(move || {
             // Bounded: give up on a record after two refusals (the reader may stop early).

@@ -213,7 +213,7 @@ fn payload_offset(view: &RingView, inp: &mut Input) -> usize {
     8 * (1 + usize::from(inp.u8()) % words)
 }
 
-fn alive(pid: u32) -> bool {
+fn alive(pid: u32, _token: u64) -> bool {
     pid % 2 == 1
 }
 
@@ -591,7 +591,7 @@ fn registry_ops(view: &RingView, inp: &mut Input) {
     match inp.u8() % 8 {
         0 => {
             let pid = u32::from(inp.u8());
-            let _ = registry::register(view, pid, "reg", inp.seq(), alive);
+            let _ = registry::register(view, pid, "reg", inp.seq(), |p| alive(p, 0));
         }
         1 => {
             let _ = registry::unregister(view, u32::from(inp.u8()), u32::from(inp.u8()));
@@ -609,7 +609,7 @@ fn registry_ops(view: &RingView, inp: &mut Input) {
             let _ = min_live_cursor(view);
         }
         5 => {
-            let freed = prune_dead(view, alive);
+            let freed = prune_dead(view, |p| alive(p, 0));
             assert!(freed <= view.geometry().registry_count);
         }
         6 => {

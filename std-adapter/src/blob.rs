@@ -279,7 +279,7 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
     /// and signals every registered pid (`kill(pid, 0)`): a monitoring call, not a hot-path one.
     pub fn min_reader_seq(&self) -> Option<u64> {
         let ring = self.file.ring();
-        registry::prune_dead(ring, sys::pid_alive);
+        registry::prune_dead_by(ring, sys::reader_alive, |_| {});
         registry::min_live_cursor(ring)
     }
 
@@ -289,7 +289,7 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
     /// Prunes dead readers first, as [`BlobProducer::min_reader_seq`] does.
     pub fn reader_lag(&self) -> u64 {
         let ring = self.file.ring();
-        registry::prune_dead(ring, sys::pid_alive);
+        registry::prune_dead_by(ring, sys::reader_alive, |_| {});
         registry::slowest_unread(ring, self.sequence()).unwrap_or(0)
     }
 
@@ -379,7 +379,8 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
         let fork_generation = sys::fork_generation();
         // A full registry leaves the reader unregistered, as in the reference.
         if file.ring().geometry().registry_count > 0 {
-            let _ = reader.register(std::process::id(), name, sys::pid_alive);
+            reader.set_incarnation(sys::own_incarnation());
+            let _ = reader.register(std::process::id(), name, sys::reader_alive);
         }
         let n = file.ring().geometry().record_len();
         // Lives in the handle beside `file`, which keeps the mapping it views.
@@ -437,7 +438,9 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
         if sys::forked_since(self.fork_generation) {
             self.fork_generation = sys::fork_generation();
             // A full registry leaves the copy unregistered.
-            let _ = self.reader.register_as(std::process::id(), sys::pid_alive);
+            // The child's own start time, not its parent's.
+            self.reader.set_incarnation(sys::own_incarnation());
+            let _ = self.reader.register_as(std::process::id(), sys::reader_alive);
         }
     }
 

@@ -287,8 +287,9 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         let mut consumer = Consumer::new(*file.ring(), mode);
         // Before the registration: a fork after it must show.
         let fork_generation = sys::fork_generation();
+        consumer.set_incarnation(sys::own_incarnation());
         consumer
-            .register(std::process::id(), name, sys::pid_alive)
+            .register(std::process::id(), name, sys::reader_alive)
             .map_err(|source| Error::Registry {
                 path: path.to_path_buf(),
                 source,
@@ -331,10 +332,10 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     fn register_after_fork(&mut self) {
         self.fork_generation = sys::fork_generation();
         // A full registry leaves the copy unregistered (see the type's docs).
-        let _ = self
-            .inner
-            .inner_mut()
-            .register_as(std::process::id(), sys::pid_alive);
+        let inner = self.inner.inner_mut();
+        // The child's own start time, not its parent's.
+        inner.set_incarnation(sys::own_incarnation());
+        let _ = inner.register_as(std::process::id(), sys::reader_alive);
     }
 
     /// The next record, or `None` when there is nothing new. Overwritten messages are

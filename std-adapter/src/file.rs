@@ -660,11 +660,14 @@ impl ReadOnlyRing {
         let pid = self.view.registry_a32(i, reg::PID)?.load(Relaxed);
         // Relaxed: as above.
         let cursor = self.view.registry_a64(i, reg::CURSOR_SEQ)?.load(Relaxed);
+        // Relaxed: as above.
+        let token = self.view.registry_a64(i, reg::HEARTBEAT_TSC)?.load(Relaxed);
         let name = self.view.registry_name(i)?;
         Some(RegistryEntry {
             pid,
             active,
             cursor,
+            token,
             name,
         })
     }
@@ -697,6 +700,9 @@ pub struct RegistryEntry {
     pub active: u32,
     /// Next sequence the reader will read.
     pub cursor: u64,
+    /// `heartbeat_tsc`: 0 for a ringfire reader, a token of the registration for ours (see
+    /// [`ringwire_core::broadcast::registry::token_incarnation`]).
+    pub token: u64,
     /// NUL-padded name bytes.
     pub name: [u8; 32],
 }

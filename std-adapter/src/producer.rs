@@ -155,7 +155,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
         let mut inner =
             // The copy lives in the handle, which owns `file` and drops it last.
             Producer::new(*file.ring(), FutexWake::new()).map_err(|e| Error::attach(path, e))?;
-        inner.set_is_alive(sys::pid_alive);
+        inner.set_is_alive(sys::reader_alive);
         inner.set_fenced_publish(sys::fenced_publish());
         // Lives in the handle beside `file`, which keeps the mapping it views.
         let registry = ReaderRegistry::of(file.ring()).map(Box::new);
@@ -268,7 +268,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
                 Some(d) => d.saturating_duration_since(Instant::now()),
             };
             if left.is_zero() {
-                registry::prune_dead(self.inner.view(), sys::pid_alive);
+                registry::prune_dead_by(self.inner.view(), sys::reader_alive, |_| {});
                 return self.gate_open();
             }
             if round < 100 {
@@ -276,7 +276,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
             } else if round < 1100 {
                 std::thread::yield_now();
             } else {
-                registry::prune_dead(self.inner.view(), sys::pid_alive);
+                registry::prune_dead_by(self.inner.view(), sys::reader_alive, |_| {});
                 crate::sys::sleep(left.min(Duration::from_micros(10)));
             }
             round = round.saturating_add(1);
@@ -327,7 +327,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// [`RingProducer::headroom`] does.
     pub fn reader_lag(&self) -> u64 {
         let view = self.inner.view();
-        registry::prune_dead(view, sys::pid_alive);
+        registry::prune_dead_by(view, sys::reader_alive, |_| {});
         registry::slowest_unread(view, self.inner.write_seq()).unwrap_or(0)
     }
 

@@ -8,10 +8,13 @@
 //! [`registration`](crate::RingConsumer::registration),
 //! [`BlobConsumer::registry`](crate::BlobConsumer::registry)) or as a listing
 //! ([`BlobProducer::active_readers`](crate::BlobProducer::active_readers)). The protocol is
-//! the core's [`ringwire_core::broadcast::registry`]; liveness is `kill(pid, 0)`
-//! ([`is_process_alive`]), so a reader in another PID namespace looks dead and is pruned, as
-//! in ringfire. Unlike ringfire's, a pruned reader of ours stores no cursor into the slot
-//! it lost (another reader may own it now) and registers again, in a free slot, at its next
+//! the core's [`ringwire_core::broadcast::registry`]. Liveness is ringfire's `kill(pid, 0)`
+//! ([`is_process_alive`]) and then, where `/proc` is this PID namespace's, two rules more
+//! ([`is_reader_alive`]): a zombie is dead, and so is a slot whose token names a process
+//! that started at another time than the one now at its pid (a reused pid). A reader in
+//! another PID namespace whose pid does not exist here looks dead and is pruned, as in
+//! ringfire. Unlike ringfire's, a pruned reader of ours stores no cursor into the slot it
+//! lost (another reader may own it now) and registers again, in a free slot, at its next
 //! receive.
 //!
 //! Not here: ringfire's `ReaderRegistry::register` and its `unsafe` `init` / `from_ptr`
@@ -132,7 +135,7 @@ impl ReaderRegistry {
 
     /// Frees every slot owned by a process that no longer exists; returns how many.
     pub fn prune_dead_readers(&self) -> usize {
-        registry::prune_dead(&self.view, sys::pid_alive) as usize
+        registry::prune_dead_by(&self.view, sys::reader_alive, |_| {}) as usize
     }
 }
 
@@ -212,9 +215,19 @@ impl std::fmt::Debug for ReaderRegistration {
 
 /// Whether process `pid` exists in this PID namespace (`kill(pid, 0)` succeeds or fails
 /// with `EPERM`); pid 0 and pids above `i32::MAX` are not. A process that has exited but
-/// that its parent has not reaped yet (a zombie) still exists.
+/// that its parent has not reaped yet (a zombie) still exists: [`is_reader_alive`] is the
+/// test the registry goes by.
 pub fn is_process_alive(pid: u32) -> bool {
     sys::pid_alive(pid)
+}
+
+/// Whether the reader registered as `pid` with `token` in its slot's `heartbeat_tsc` is
+/// alive, as producers, `prune`, `stat` and `top` judge it: [`is_process_alive`], and then,
+/// where `/proc` belongs to this PID namespace, not a zombie and, when the token carries
+/// its registrant's start time from this namespace, not a later process that got the pid.
+/// Slots of ringfire's readers (token 0) are judged by the first two.
+pub fn is_reader_alive(pid: u32, token: u64) -> bool {
+    sys::reader_alive(pid, token)
 }
 
 #[cfg(test)]

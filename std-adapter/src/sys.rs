@@ -10,6 +10,8 @@ use std::path::Path;
 use std::sync::{Once, OnceLock};
 use std::time::Duration;
 
+use ringwire_core::broadcast::registry;
+
 /// `flock(fd, LOCK_EX | LOCK_NB)`.
 pub(crate) fn try_lock_exclusive(file: &File) -> io::Result<()> {
     // SAFETY: flock only reads the descriptor number, which `file` keeps open.
@@ -263,6 +265,166 @@ pub fn pid_alive(pid: u32) -> bool {
     // SAFETY: signal 0 performs only the permission and existence check.
     let r = unsafe { libc::kill(pid as libc::pid_t, 0) };
     r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// What a registry slot's reader looks like from here: [`pid_alive`], and then, where
+/// `/proc` belongs to this process's PID namespace, two more rules (see the core's
+/// [`registry`](ringwire_core::broadcast::registry) module):
+///
+/// * a process in state `Z` (a zombie its parent has not reaped) or `X` is dead;
+/// * when `token` carries its registrant's incarnation
+///   ([`registry::token_incarnation`]) from this PID namespace, a process at `pid` that
+///   started at another time is not the registrant, and the reader is dead.
+///
+/// Where `/proc` is missing, unreadable (`hidepid`, say) or another namespace's, or the
+/// token comes from another PID namespace (the pid means something else there), the pid
+/// alone decides, as in the reference. One `kill` and at most one read of
+/// `/proc/<pid>/stat` per call; what this process needs to know of itself is read once.
+pub fn reader_alive(pid: u32, token: u64) -> bool {
+    if !pid_alive(pid) {
+        return false;
+    }
+    let Some(me) = proc_self() else {
+        return true;
+    };
+    let incarnation = registry::token_incarnation(pid, token);
+    if incarnation.is_some_and(|i| i.pid_ns != me.pid_ns) {
+        return true;
+    }
+    let Some(stat) = read_stat(pid) else {
+        return true;
+    };
+    if matches!(stat.state, b'Z' | b'X') {
+        return false;
+    }
+    incarnation.is_none_or(|i| i.may_have_started_at(me.initial_ticks(stat.start)))
+}
+
+/// This process's incarnation for a registration's token (start time and PID namespace),
+/// or `None` when `/proc` does not show it (a token without one is judged by the pid
+/// alone).
+pub fn own_incarnation() -> Option<registry::Incarnation> {
+    let stat = read_stat_at("/proc/self/stat")?;
+    let ns = std::fs::metadata("/proc/self/ns/pid").ok()?.ino();
+    let offset = proc_self().map_or_else(boot_offset_ticks, |me| me.boot_offset);
+    Some(registry::Incarnation::new(
+        stat.start.wrapping_sub(offset as u64),
+        ns,
+    ))
+}
+
+/// What this process knows of itself to judge others by `/proc`.
+#[derive(Clone, Copy, Debug)]
+struct ProcSelf {
+    /// Our PID namespace, cut as a token carries it.
+    pid_ns: u16,
+    /// The boot clock offset of our time namespace, in clock ticks: a start time read from
+    /// `/proc` here is the initial namespace's plus this.
+    boot_offset: i64,
+}
+
+impl ProcSelf {
+    /// A start time read from `/proc` here, in the initial time namespace's ticks.
+    fn initial_ticks(self, start: u64) -> u64 {
+        start.wrapping_sub(self.boot_offset as u64)
+    }
+}
+
+/// [`ProcSelf`], or `None` when `/proc` is not this process's PID namespace's (or cannot
+/// be read): its `/proc/<pid>` would be another process than our `kill(pid, 0)` reached.
+/// Taken once per process: a forked child (new pid, perhaps a new namespace after
+/// `unshare`) takes its own. The lock is only tried, so that a child forked while another
+/// thread held it never waits for it; the loser reads `/proc` itself.
+fn proc_self() -> Option<ProcSelf> {
+    type Cached = Option<(u32, u64, Option<ProcSelf>)>;
+    static CACHE: std::sync::Mutex<Cached> = std::sync::Mutex::new(None);
+    let key = (std::process::id(), fork_generation());
+    let mut guard = CACHE.try_lock().ok();
+    if let Some(Some((pid, generation, me))) = guard.as_deref()
+        && (*pid, *generation) == key
+    {
+        return *me;
+    }
+    let me = read_proc_self(key.0);
+    if let Some(g) = guard.as_deref_mut() {
+        *g = Some((key.0, key.1, me));
+    }
+    me
+}
+
+fn read_proc_self(pid: u32) -> Option<ProcSelf> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    // NSpid lists our pid in each namespace from /proc's down to ours: one entry, equal to
+    // getpid, when /proc is ours. Kernels before 4.1 have no NSpid: /proc/self/stat's pid
+    // field is then the best we have.
+    let ours = match status.lines().find_map(|l| l.strip_prefix("NSpid:")) {
+        Some(list) => list.split_whitespace().eq([pid.to_string().as_str()]),
+        None => std::fs::read_to_string("/proc/self/stat")
+            .ok()?
+            .split(' ')
+            .next()
+            .is_some_and(|p| p == pid.to_string()),
+    };
+    if !ours {
+        return None;
+    }
+    let ns = std::fs::metadata("/proc/self/ns/pid").ok()?.ino();
+    Some(ProcSelf {
+        pid_ns: registry::Incarnation::new(0, ns).pid_ns,
+        boot_offset: boot_offset_ticks(),
+    })
+}
+
+/// The boot clock offset of this process's time namespace in clock ticks, from
+/// `/proc/self/timens_offsets` (0 where the kernel has no time namespaces).
+fn boot_offset_ticks() -> i64 {
+    let Ok(text) = std::fs::read_to_string("/proc/self/timens_offsets") else {
+        return 0;
+    };
+    // SAFETY: sysconf only reads a configuration value.
+    let hz = i128::from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1));
+    text.lines()
+        .find_map(|l| {
+            let mut f = l.split_whitespace();
+            // The clock is named ("boottime") or numbered (CLOCK_BOOTTIME, 7).
+            if !matches!(f.next()?, "boottime" | "7") {
+                return None;
+            }
+            let secs: i128 = f.next()?.parse().ok()?;
+            let nanos: i128 = f.next()?.parse().ok()?;
+            let ticks = (secs * 1_000_000_000 + nanos) * hz / 1_000_000_000;
+            i64::try_from(ticks).ok()
+        })
+        .unwrap_or(0)
+}
+
+/// The fields of `/proc/<pid>/stat` the liveness check reads.
+struct Stat {
+    /// Field 3: `R`, `S`, `D`, `Z`, `X`, …
+    state: u8,
+    /// Field 22: clock ticks since boot (this time namespace's boot) when it started.
+    start: u64,
+}
+
+fn read_stat(pid: u32) -> Option<Stat> {
+    read_stat_at(&format!("/proc/{pid}/stat"))
+}
+
+/// One read of a `stat` file into a stack buffer. Field 2, the command, is in parentheses
+/// and may hold spaces and parentheses itself: the fields are counted from its last `)`.
+fn read_stat_at(path: &str) -> Option<Stat> {
+    use std::io::Read;
+    let mut buf = [0u8; 1024];
+    let n = File::open(path).ok()?.read(&mut buf).ok()?;
+    let text = &buf[..n];
+    let close = text.iter().rposition(|&b| b == b')')?;
+    let mut fields = text[close + 1..]
+        .split(|&b| b == b' ')
+        .filter(|f| !f.is_empty());
+    let state = *fields.next()?.first()?;
+    // Fields 4 to 21 lie between the state and the start time.
+    let start = std::str::from_utf8(fields.nth(18)?).ok()?.parse().ok()?;
+    Some(Stat { state, start })
 }
 
 /// CPU time (user + system) the calling thread has used so far (`RUSAGE_THREAD`).

@@ -541,3 +541,157 @@ fn a_bounded_push_on_a_lossy_ring_never_waits() {
         assert_eq!(prod.push_timeout(&Rec::new(s), Duration::ZERO).unwrap(), s);
     }
 }
+
+/// The state letter in `/proc/<pid>/stat` (`None` once the pid is gone).
+fn proc_state(pid: u32) -> Option<char> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let after = &text[text.rfind(')')? + 1..];
+    after.split_whitespace().next()?.chars().next()
+}
+
+/// A reader process killed and not reaped by its parent (us) is a zombie: `kill(pid, 0)`
+/// still succeeds, and a lossless producer used to wait for it until its push timeout (for
+/// ever with `push`), `stat` listed it alive and `prune` kept it. Its state in `/proc` says
+/// it is dead.
+#[test]
+fn a_zombie_reader_does_not_hold_a_lossless_producer() {
+    let p = ShmPath::new("reg-zombie");
+    let mut prod = RingProducerBuilder::new(16)
+        .max_readers(2)
+        .flow_control(FlowControl::LosslessBackpressure)
+        .build::<Rec, _>(&p)
+        .unwrap();
+    let mut child = Kid(Command::new(HELPER)
+        .args(["read", p.path().to_str().unwrap(), "1000", "name=zombie"])
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap());
+    let mut line = String::new();
+    BufReader::new(child.0.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert_eq!(line.trim(), "attached");
+    let pid = child.0.id();
+    assert_eq!(
+        rw_rows(prod.registry().unwrap().active_readers(0)),
+        vec![row(0, pid, "zombie", 1, 0)]
+    );
+    // SIGKILL, and no wait: the child stays a zombie until the Kid is dropped.
+    child.0.kill().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while proc_state(pid) != Some('Z') {
+        assert!(Instant::now() < deadline, "pid {pid} never became a zombie");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert!(ringwire::registry::is_process_alive(pid), "a zombie exists");
+    let token = view(prod.file())
+        .registry_a64(0, ringwire::core::layout::reg::HEARTBEAT_TSC)
+        .unwrap()
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(!ringwire::registry::is_reader_alive(pid, token));
+    // Also with ringfire's token 0: a zombie is dead whoever registered it.
+    assert!(!ringwire::registry::is_reader_alive(pid, 0));
+
+    // The reader stopped at cursor 1: a whole ring fits, and the next push must prune it.
+    for s in 1..=16 {
+        assert_eq!(prod.push_timeout(&Rec::new(s), Duration::ZERO).unwrap(), s);
+    }
+    let t0 = Instant::now();
+    assert_eq!(
+        prod.push_timeout(&Rec::new(17), Duration::from_secs(3))
+            .unwrap(),
+        17
+    );
+    assert!(t0.elapsed() < Duration::from_secs(3));
+    let reg = prod.registry().unwrap();
+    assert_eq!(reg.min_cursor(), None, "the zombie's slot was freed");
+    assert!(reg.active_readers(17).is_empty());
+    assert_eq!(proc_state(pid), Some('Z'), "still unreaped: pruned as a zombie");
+}
+
+/// A slot whose pid now belongs to another process (a `sleep`, standing for an unrelated
+/// process that got a dead reader's pid) but whose token says its registrant started at
+/// another time is dead: before, the slot stayed live for as long as that process lived.
+/// The same pid with the right start time, with a token from another PID namespace (where
+/// the pid means something else) or with a token that carries no start time (ringfire's 0,
+/// an earlier ringwire's) is judged by the pid alone, as before.
+#[test]
+fn a_slot_whose_pid_was_reused_is_dead() {
+    use registry::{Incarnation, encode_name, register_owner_as, token_incarnation};
+    let me = std::process::id();
+    let sleeper = Kid(Command::new("sleep").arg("30").spawn().unwrap());
+    let pid = sleeper.0.id();
+    let mine = ringwire::sys::own_incarnation().expect("this test needs /proc");
+    // The sleeper's own incarnation, as a registration of its own would carry it.
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let start: u64 = text[text.rfind(')').unwrap() + 1..]
+        .split_whitespace()
+        .nth(19)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let theirs = Incarnation::new(start, u64::from(mine.pid_ns));
+    let earlier = Incarnation::new(start.wrapping_sub(1000), u64::from(mine.pid_ns));
+    let elsewhere = Incarnation {
+        pid_ns: (mine.pid_ns + 1) & 0xFFF,
+        ..earlier
+    };
+
+    let p = ShmPath::new("reg-reused");
+    let mut prod = RingProducerBuilder::new(16)
+        .max_readers(8)
+        .flow_control(FlowControl::LosslessBackpressure)
+        .build::<Rec, _>(&p)
+        .unwrap();
+    let forge = |pid, cursor, incarnation| {
+        register_owner_as(
+            view(prod.file()),
+            pid,
+            &encode_name("forged"),
+            cursor,
+            incarnation,
+            |_, _| true,
+        )
+        .unwrap()
+    };
+    let reused = forge(pid, 1, Some(earlier));
+    assert_eq!(token_incarnation(pid, reused.token), Some(earlier));
+    assert!(ringwire::registry::is_process_alive(pid));
+    assert!(!ringwire::registry::is_reader_alive(pid, reused.token));
+    let kept = [
+        forge(pid, 2, Some(theirs)),
+        forge(pid, 3, Some(elsewhere)),
+        forge(pid, 4, None),
+        forge(me, 5, Some(mine)),
+    ];
+    for o in kept {
+        assert!(ringwire::registry::is_reader_alive(o.pid, o.token), "{o:?}");
+    }
+    assert!(ringwire::registry::is_reader_alive(pid, 0));
+
+    // A lossless producer is not held by the reused pid's slot (cursor 1), only by the
+    // others (the slowest at 2).
+    assert_eq!(prod.registry().unwrap().min_cursor(), Some(1));
+    for s in 1..=17 {
+        assert_eq!(prod.push_timeout(&Rec::new(s), Duration::ZERO).unwrap(), s);
+    }
+    let reg = prod.registry().unwrap();
+    assert_eq!(reg.min_cursor(), Some(2));
+    let slots: Vec<(usize, u32)> = reg
+        .active_readers(17)
+        .into_iter()
+        .map(|r| (r.slot_index, r.pid))
+        .collect();
+    assert_eq!(slots, vec![(1, pid), (2, pid), (3, pid), (4, me)]);
+    // Pruning cleared the freed slot's token as well as its pid.
+    let token_of = |slot| {
+        view(prod.file())
+            .registry_a64(slot, ringwire::core::layout::reg::HEARTBEAT_TSC)
+            .unwrap()
+            .load(std::sync::atomic::Ordering::Relaxed)
+    };
+    assert_eq!(token_of(0), 0);
+    assert_eq!(token_of(1), kept[0].token);
+    assert_eq!(reg.prune_dead_readers(), 0);
+    drop(sleeper);
+}

@@ -90,6 +90,8 @@ pub struct Consumer {
     registry_pid: u32,
     /// The name it registered under (encoded), to register again if its slot is pruned.
     registry_name: [u8; REGISTRY_NAME_LEN],
+    /// The incarnation its registrations' tokens carry ([`Consumer::set_incarnation`]).
+    incarnation: Option<registry::Incarnation>,
 }
 
 impl Consumer {
@@ -107,6 +109,7 @@ impl Consumer {
             registry: None,
             registry_pid: 0,
             registry_name: [0; REGISTRY_NAME_LEN],
+            incarnation: None,
         };
         let w = c.load_write_seq();
         let cap = c.view.capacity();
@@ -201,9 +204,18 @@ impl Consumer {
         self.registry
     }
 
+    /// The incarnation of the registering process (see [`registry::Incarnation`]) that the
+    /// tokens of this reader's next registrations carry, so that a liveness check can tell
+    /// the registrant from a later process with its pid. `None` (the default) stores tokens
+    /// without one. A copy inherited through `fork` sets its own before
+    /// [`Consumer::register_as`].
+    pub fn set_incarnation(&mut self, incarnation: Option<registry::Incarnation>) {
+        self.incarnation = incarnation;
+    }
+
     /// Registers this reader in the ring's registry under `pid` and `name` (spec §5, §9), so
-    /// a lossless producer waits for it and monitors see it. Slots of processes for which
-    /// `is_alive` is false are reused.
+    /// a lossless producer waits for it and monitors see it. Slots for which `is_alive(pid,
+    /// token)` is false (the slot's pid and `heartbeat_tsc`) are reused.
     ///
     /// Returns the slot index, or `Ok(None)` when the reader continues unregistered: the ring
     /// has no registry, or the registry is full and the ring is lossy. A full registry on a
@@ -223,7 +235,7 @@ impl Consumer {
         &mut self,
         pid: u32,
         name: &str,
-        is_alive: impl Fn(u32) -> bool,
+        is_alive: impl Fn(u32, u64) -> bool,
     ) -> Result<Option<u32>, RegistryError> {
         if let Some(o) = self.registry {
             return Ok(Some(o.slot));
@@ -234,7 +246,14 @@ impl Consumer {
             .flags
             .has(Flags::POLICY_LOSSLESS_BACKPRESSURE);
         let encoded = registry::encode_name(name);
-        match registry::register_owner(&self.view, pid, &encoded, self.cursor, is_alive) {
+        match registry::register_owner_as(
+            &self.view,
+            pid,
+            &encoded,
+            self.cursor,
+            self.incarnation,
+            is_alive,
+        ) {
             Ok(owner) => {
                 self.registry = Some(owner);
                 self.registry_pid = pid;
@@ -291,7 +310,7 @@ impl Consumer {
     pub fn register_as(
         &mut self,
         pid: u32,
-        is_alive: impl Fn(u32) -> bool,
+        is_alive: impl Fn(u32, u64) -> bool,
     ) -> Result<Option<u32>, RegistryError> {
         match self.registry {
             // The other process's slot: forgotten, never freed from here.
@@ -299,7 +318,14 @@ impl Consumer {
             held => return Ok(held.map(|o| o.slot)),
         }
         let name = self.registry_name;
-        match registry::register_owner(&self.view, pid, &name, self.cursor, is_alive) {
+        match registry::register_owner_as(
+            &self.view,
+            pid,
+            &name,
+            self.cursor,
+            self.incarnation,
+            is_alive,
+        ) {
             Ok(owner) => {
                 self.registry = Some(owner);
                 self.registry_pid = pid;
@@ -645,8 +671,15 @@ impl Consumer {
         // The registration stores the cursor. No lap check here (unlike `register`'s): this
         // runs inside a receive that just delivered the record before the cursor, and
         // records lost meanwhile are found, and counted, by the next read as always.
-        self.registry =
-            registry::register_owner(&self.view, pid, &name, self.cursor, |_| true).ok();
+        self.registry = registry::register_owner_as(
+            &self.view,
+            pid,
+            &name,
+            self.cursor,
+            self.incarnation,
+            |_, _| true,
+        )
+        .ok();
     }
 }
 
@@ -984,7 +1017,7 @@ mod tests {
         let (_m, view) = heap_ring(&Geometry::spmc(4, 16, 8, 1, false).unwrap());
         let mut p = Producer::new(view, NoWake).unwrap();
         let mut c = Consumer::new(view, StartMode::Oldest);
-        c.register(11, "j", |_| true).unwrap();
+        c.register(11, "j", |_, _| true).unwrap();
         for s in 1..=10u64 {
             p.push(&s.to_le_bytes());
         }
@@ -1003,7 +1036,7 @@ mod tests {
         let (_m, view) = heap_ring(&Geometry::spmc(4, 16, 8, 1, false).unwrap());
         let mut p = Producer::new(view, NoWake).unwrap();
         let mut c = Consumer::new(view, StartMode::Oldest);
-        let slot = c.register(11, "idle", |_| true).unwrap().unwrap();
+        let slot = c.register(11, "idle", |_, _| true).unwrap().unwrap();
         for s in 1..=4u64 {
             p.push(&s.to_le_bytes());
         }
@@ -1244,7 +1277,7 @@ mod tests {
         let mut p = Producer::new(view, NoWake).unwrap();
         p.push(&1u64.to_le_bytes());
         let mut c = Consumer::new(view, StartMode::Oldest);
-        let slot = c.register(11, "algo", |_| true).unwrap().unwrap();
+        let slot = c.register(11, "algo", |_, _| true).unwrap().unwrap();
         assert_eq!(c.registry_slot(), Some(slot));
         let cur = || {
             view.registry_a64(slot, crate::layout::reg::CURSOR_SEQ)
@@ -1283,7 +1316,7 @@ mod tests {
         for s in 1..=6u64 {
             p.push(&s.to_le_bytes());
         }
-        c.register(11, "late", |_| true).unwrap();
+        c.register(11, "late", |_, _| true).unwrap();
         assert_eq!((c.cursor(), c.lapped()), (3, 2));
         assert_eq!(registry::min_live_cursor(&view), Some(3));
     }
@@ -1293,24 +1326,24 @@ mod tests {
         // No registry: continue unregistered.
         let (_m, view) = spmc_ring(4, 16);
         let mut c = Consumer::new(view, StartMode::Oldest);
-        assert_eq!(c.register(11, "x", |_| true), Ok(None));
+        assert_eq!(c.register(11, "x", |_, _| true), Ok(None));
         // Full lossy registry: continue unregistered.
         let (_m2, view) = heap_ring(&Geometry::spmc(4, 16, 8, 1, false).unwrap());
         let mut a = Consumer::new(view, StartMode::Oldest);
         let mut b = Consumer::new(view, StartMode::Oldest);
-        assert_eq!(a.register(11, "a", |_| true), Ok(Some(0)));
-        assert_eq!(b.register(12, "b", |_| true), Ok(None));
+        assert_eq!(a.register(11, "a", |_, _| true), Ok(Some(0)));
+        assert_eq!(b.register(12, "b", |_, _| true), Ok(None));
         // Full lossless registry: an error.
         let (_m3, view) = heap_ring(&Geometry::spmc(4, 16, 8, 1, true).unwrap());
         let mut a = Consumer::new(view, StartMode::Oldest);
         let mut b = Consumer::new(view, StartMode::Oldest);
-        assert_eq!(a.register(11, "a", |_| true), Ok(Some(0)));
+        assert_eq!(a.register(11, "a", |_, _| true), Ok(Some(0)));
         assert_eq!(
-            b.register(12, "b", |_| true),
+            b.register(12, "b", |_, _| true),
             Err(RegistryError::Full { count: 1 })
         );
         // A dead owner's slot is reused.
-        assert_eq!(b.register(12, "b", |pid| pid != 11), Ok(Some(0)));
+        assert_eq!(b.register(12, "b", |pid, _| pid != 11), Ok(Some(0)));
         // The pruned reader's unregister leaves the new owner alone.
         assert_eq!(
             a.unregister(),
@@ -1327,14 +1360,14 @@ mod tests {
     fn register_as_gives_a_copy_of_another_process_a_slot_of_its_own() {
         let (_m, view) = heap_ring(&Geometry::spmc(4, 16, 8, 2, true).unwrap());
         let mut parent = Consumer::new(view, StartMode::Oldest);
-        assert_eq!(parent.register(11, "reader", |_| true), Ok(Some(0)));
+        assert_eq!(parent.register(11, "reader", |_, _| true), Ok(Some(0)));
         // SAFETY: stands in for the child's copy made by fork; `parent` and `child` each
         // give up only their own slot when dropped (the child's registers anew first).
         let mut child = unsafe { core::ptr::read(&parent) };
-        assert_eq!(child.register_as(11, |_| true), Ok(Some(0)), "same process");
-        assert_eq!(child.register_as(12, |_| true), Ok(Some(1)));
+        assert_eq!(child.register_as(11, |_, _| true), Ok(Some(0)), "same process");
+        assert_eq!(child.register_as(12, |_, _| true), Ok(Some(1)));
         assert_eq!(
-            child.register_as(12, |_| true),
+            child.register_as(12, |_, _| true),
             Ok(Some(1)),
             "already its own"
         );
@@ -1355,9 +1388,9 @@ mod tests {
         // SAFETY: as above.
         let mut child = unsafe { core::ptr::read(&parent) };
         let mut other = Consumer::new(view, StartMode::Oldest);
-        assert_eq!(other.register(13, "other", |_| true), Ok(Some(1)));
+        assert_eq!(other.register(13, "other", |_, _| true), Ok(Some(1)));
         assert_eq!(
-            child.register_as(12, |_| true),
+            child.register_as(12, |_, _| true),
             Err(RegistryError::Full { count: 2 })
         );
         assert_eq!(child.registry_slot(), None);

@@ -60,7 +60,7 @@ struct Gate {
     /// Consecutive refused `try_push` calls; every 1024th prunes dead readers.
     blocked: u64,
     /// Liveness test for pruning dead readers, if the platform has one.
-    is_alive: Option<fn(u32) -> bool>,
+    is_alive: Option<fn(u32, u64) -> bool>,
 }
 
 /// The single writer of a broadcast ring.
@@ -161,11 +161,12 @@ impl<W: Wake> Producer<W> {
         self.gate.is_some()
     }
 
-    /// Gives a lossless producer a liveness test (the std side passes a `kill(pid, 0)`
-    /// check): every 1024th refused [`Producer::try_push`] then frees the registry slots of
+    /// Gives a lossless producer a liveness test of a slot's pid and token (the std side
+    /// passes its `kill(pid, 0)` and `/proc` check, see the [`registry`](super::registry)
+    /// module): every 1024th refused [`Producer::try_push`] then frees the registry slots of
     /// dead readers (spec §6, §9) and retries. Without one, dead readers are never pruned
     /// here (the caller can run [`registry::prune_dead`](super::registry::prune_dead)).
-    pub fn set_is_alive(&mut self, is_alive: fn(u32) -> bool) {
+    pub fn set_is_alive(&mut self, is_alive: fn(u32, u64) -> bool) {
         if let Some(g) = &mut self.gate {
             g.is_alive = Some(is_alive);
         }
@@ -229,7 +230,7 @@ impl<W: Wake> Producer<W> {
         g.blocked += 1;
         if g.blocked % 1024 == 0
             && let Some(is_alive) = g.is_alive
-            && super::registry::prune_dead(&self.view, is_alive) > 0
+            && super::registry::prune_dead_by(&self.view, is_alive, |_| {}) > 0
         {
             limit = self.refresh_gate();
         }
@@ -681,7 +682,7 @@ mod tests {
     fn every_1024th_refusal_prunes_dead_readers() {
         let (_m, view) = lossless_ring(4, 1);
         let mut p = Producer::new(view, NoWake).unwrap();
-        p.set_is_alive(|pid| pid != 4242);
+        p.set_is_alive(|pid, _| pid != 4242);
         registry::register(&view, 4242, "dead", 1, |_| true).unwrap();
         for s in 1..=4 {
             assert_eq!(p.try_push(&[s as u8]), Ok(s));

@@ -4,7 +4,31 @@
 //! release-store `active = 1`; the producer scans the live slots (`active == 1 && pid != 0`)
 //! for the smallest cursor and never writes more than one lap past it. Everything here works
 //! on a [`RingView`] and the caller's idea of process liveness (`is_alive`), so the core stays
-//! free of system calls: the std side passes a `kill(pid, 0)` check.
+//! free of system calls.
+//!
+//! # Liveness
+//!
+//! The reference judges a slot's reader by its pid alone: alive while `kill(pid, 0)`
+//! succeeds or fails with `EPERM`. That keeps two kinds of dead reader alive: one that exited
+//! but whose parent has not reaped it yet (a zombie), which held a lossless producer for up
+//! to its push timeout; and one whose pid was given to an unrelated process after it died,
+//! which held its slot for as long as that process lived. The std side's check (`ringwire`'s
+//! `registry::is_reader_alive`) adds two rules where `/proc` belongs to the caller's PID
+//! namespace:
+//!
+//! * a process in state `Z` or `X` (`/proc/<pid>/stat`) is dead;
+//! * a slot whose token carries its registrant's [`Incarnation`] (start time and PID
+//!   namespace; our registrants store one, [`register_owner_as`]) is dead when the process
+//!   now at that pid started at another time. A token from another PID namespace, where the
+//!   pid means something else, is judged by the pid alone, as before.
+//!
+//! Slots with token 0 (ringfire's readers) or a token without an incarnation (earlier
+//! ringwire releases, a registrant that could not read its own start time) keep the first
+//! rule and the reference's. The functions here that take `is_alive(pid, token)`
+//! ([`register_owner_as`], [`prune_dead_by`]) pass the slot's token; those that take
+//! `is_alive(pid)` are kept for callers that judge by the pid alone. Both clear a dead
+//! slot's token by CAS before they free or claim its pid, so that a token is never read with
+//! the pid of a later owner (see [`prune_dead_by`]).
 
 use core::fmt;
 
@@ -114,20 +138,124 @@ pub struct Owner {
     pub token: u64,
 }
 
-/// A token for a new registration, different from every other one this process made and,
-/// through the address of a static (randomised per process where the loader does), very
-/// likely from other processes' (readers in two PID namespaces can share a pid).
-fn new_token() -> u64 {
+/// What a registrant knows of its own process beyond its pid, carried in its token so that a
+/// liveness check can tell the registrant from a later process that got the same pid
+/// ([`token_incarnation`]).
+///
+/// Both values are cut to the bits the token has room for: `start` to 20 bits (at Linux's
+/// 100 ticks a second they wrap every 2.9 hours, so a reused pid whose start differs by a
+/// multiple of that passes for the registrant, and is judged as before, by its pid alone)
+/// and `pid_ns` to 12 (namespaces whose numbers differ by a multiple of 4096 look alike).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct Incarnation {
+    /// The process's start time in clock ticks since boot, as the boot clock of the initial
+    /// time namespace counts it, modulo 2^20.
+    pub start: u32,
+    /// The low 12 bits of the inode number of the process's PID namespace.
+    pub pid_ns: u16,
+}
+
+impl Incarnation {
+    const START_BITS: u32 = 20;
+    const NS_BITS: u32 = 12;
+
+    /// The incarnation of a process that started `start_ticks` after boot (initial time
+    /// namespace) in the PID namespace whose inode number is `pid_ns_inode`.
+    #[must_use]
+    pub const fn new(start_ticks: u64, pid_ns_inode: u64) -> Incarnation {
+        Incarnation {
+            start: (start_ticks & ((1 << Self::START_BITS) - 1)) as u32,
+            pid_ns: (pid_ns_inode & ((1 << Self::NS_BITS) - 1)) as u16,
+        }
+    }
+
+    /// Whether a process that started `start_ticks` after boot (cut as in
+    /// [`Incarnation::new`]) may be this one: the same start give or take one tick, which
+    /// the conversion of a time namespace's offset to ticks may round away.
+    #[must_use]
+    pub const fn may_have_started_at(self, start_ticks: u64) -> bool {
+        let mask = (1u32 << Self::START_BITS) - 1;
+        let d = ((start_ticks as u32).wrapping_sub(self.start)) & mask;
+        d == 0 || d == 1 || d == mask
+    }
+}
+
+/// Where a token's parts sit. A tagged token (one that carries an [`Incarnation`]) is
+///
+/// | bits | |
+/// |---|---|
+/// | 0–19 | a counter of this process's registrations |
+/// | 20–27 | a check of the rest and the registered pid |
+/// | 28–31 | the tag `0xA` |
+/// | 32–43 | [`Incarnation::pid_ns`] |
+/// | 44–63 | [`Incarnation::start`] |
+///
+/// Bits 28–31 are where the tokens of earlier ringwire releases (a counter XOR the address
+/// of a static turned by 32 bits) hold bits 60–63 of a user-space address and bits 28–31
+/// of the counter: all zero unless a process registered 2^28 times. Such tokens, ringfire's
+/// 0, and untagged tokens of ours ([`new_token`] clears those bits) carry no incarnation.
+/// The check ties the token to the pid it was made for: a stale token left behind a new
+/// registrant that does not clear it (a ringfire reader) is, with odds of 255 in 256, not
+/// taken for the new registrant's.
+mod token {
+    pub(super) const COUNTER_BITS: u32 = 20;
+    pub(super) const TAG_SHIFT: u32 = 28;
+    pub(super) const TAG: u64 = 0xA;
+    pub(super) const TAG_MASK: u64 = 0xF << TAG_SHIFT;
+    pub(super) const CHECK_SHIFT: u32 = 20;
+    pub(super) const NS_SHIFT: u32 = 32;
+    pub(super) const START_SHIFT: u32 = 44;
+
+    /// Eight bits that depend on every bit of `pid`, `start` and `pid_ns`.
+    pub(super) const fn check(pid: u32, start: u32, pid_ns: u16) -> u64 {
+        let x = (pid as u64) ^ ((pid_ns as u64) << 32) ^ ((start as u64) << 44);
+        x.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56
+    }
+}
+
+/// A token for a new registration of `pid`, different from every other one this process
+/// made (as long as it made fewer than 2^20 registrations between them, for a tagged one)
+/// and very likely from other processes': a tagged token carries the registrant's
+/// incarnation (two readers in two PID namespaces that share a pid differ by it), an
+/// untagged one the address of a static, randomised per process where the loader does so.
+/// Never 0.
+fn new_token(pid: u32, incarnation: Option<Incarnation>) -> u64 {
     // A plain counter, not a region word: portable-atomic's type under loom too (the token
     // orders nothing; it only has to differ).
     static NEXT: portable_atomic::AtomicU64 = portable_atomic::AtomicU64::new(1);
     // Relaxed: only the values' uniqueness matters.
     let n = NEXT.fetch_add(1, portable_atomic::Ordering::Relaxed);
+    if let Some(Incarnation { start, pid_ns }) = incarnation {
+        return (u64::from(start) << token::START_SHIFT)
+            | (u64::from(pid_ns) << token::NS_SHIFT)
+            | (token::TAG << token::TAG_SHIFT)
+            | (token::check(pid, start, pid_ns) << token::CHECK_SHIFT)
+            | (n & ((1 << token::COUNTER_BITS) - 1));
+    }
     let salt = (core::ptr::addr_of!(NEXT) as usize as u64).rotate_left(32);
-    match n ^ salt {
-        0 => u64::MAX,
+    match (n ^ salt) & !token::TAG_MASK {
+        0 => u64::MAX & !token::TAG_MASK,
         t => t,
     }
+}
+
+/// The incarnation a slot's token says its registrant `pid` had, or `None` when the token
+/// carries none (ringfire's 0, an earlier ringwire's token, one made without an
+/// incarnation) or was not made for `pid`.
+#[must_use]
+pub const fn token_incarnation(pid: u32, token: u64) -> Option<Incarnation> {
+    if (token & token::TAG_MASK) >> token::TAG_SHIFT != token::TAG {
+        return None;
+    }
+    let inc = Incarnation {
+        start: (token >> token::START_SHIFT) as u32,
+        pid_ns: ((token >> token::NS_SHIFT) & 0xFFF) as u16,
+    };
+    if (token >> token::CHECK_SHIFT) & 0xFF != token::check(pid, inc.start, inc.pid_ns) {
+        return None;
+    }
+    Some(inc)
 }
 
 /// Registers a reader (spec §9): scans the slots from index 0 for one that is free
@@ -141,7 +269,8 @@ fn new_token() -> u64 {
 /// knows the slot is no longer its own ([`publish_cursor_as`]).
 ///
 /// `is_alive` is the caller's liveness test; the reference treats `kill(pid, 0) == 0` or
-/// `EPERM` as alive and any pid above `i32::MAX` as dead.
+/// `EPERM` as alive and any pid above `i32::MAX` as dead. The token stored here carries no
+/// incarnation; [`register_owner_as`] stores one that does.
 pub fn register(
     view: &RingView,
     pid: u32,
@@ -162,6 +291,27 @@ pub fn register_owner(
     start_cursor: u64,
     is_alive: impl Fn(u32) -> bool,
 ) -> Result<Owner, RegistryError> {
+    register_owner_as(view, pid, encoded, start_cursor, None, |p, _| is_alive(p))
+}
+
+/// [`register_owner`] for a registrant that knows its `incarnation` (its token then carries
+/// it, see [`token_incarnation`]), judging the slots it finds taken by `is_alive(pid,
+/// token)`, the slot's pid and the token in its `heartbeat_tsc`.
+///
+/// Before it claims a slot it clears the token it saw there (CAS `token → 0`), so that from
+/// the claim on the slot shows our pid next to 0 or our own token, never next to a stale
+/// one: a stale token of an earlier process with our pid would have a liveness check that
+/// reads it with our pid judge us dead. A pruner does the same before it frees a slot
+/// ([`prune_dead_by`]), so a check that judged a slot by a token which is gone by the time
+/// it acts frees nothing: its CAS on the token fails.
+pub fn register_owner_as(
+    view: &RingView,
+    pid: u32,
+    encoded: &[u8; REGISTRY_NAME_LEN],
+    start_cursor: u64,
+    incarnation: Option<Incarnation>,
+    is_alive: impl Fn(u32, u64) -> bool,
+) -> Result<Owner, RegistryError> {
     let count = check_registry(view)?;
     if pid == 0 {
         return Err(RegistryError::ZeroPid);
@@ -175,11 +325,25 @@ pub fn register_owner(
         ) else {
             break;
         };
-        // Acquire: if the slot was freed, we see its previous owner's last stores.
+        // Acquire: if the slot was freed, we see its previous owner's last stores, and the
+        // token its claimant or pruner cleared before the CAS that left this pid.
         let mut seen = pid_w.load(Ordering::Acquire);
         let claimed = loop {
-            if seen != 0 && is_alive(seen) {
+            // Acquire: pairs with the AcqRel CAS of a claimant or pruner that cleared it.
+            let token = heartbeat.load(Ordering::Acquire);
+            if seen != 0 && is_alive(seen, token) {
                 break false;
+            }
+            // AcqRel: the clear happens before our claim below, for every scanner that
+            // acquires the pid we store.
+            if token != 0
+                && heartbeat
+                    .compare_exchange(token, 0, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_err()
+            {
+                // A claimant or a pruner got here first: judge the slot again.
+                seen = pid_w.load(Ordering::Acquire);
+                continue;
             }
             // AcqRel (spec §9): acquire the previous owner's state, release our claim.
             match pid_w.compare_exchange(seen, pid, Ordering::AcqRel, Ordering::Acquire) {
@@ -196,9 +360,10 @@ pub fn register_owner(
         active.store(0, Ordering::Relaxed);
         // Relaxed: published by the release store of active = 1.
         cursor.store(start_cursor, Ordering::Relaxed);
-        let token = new_token();
-        // Relaxed: published by the release store of active = 1; read by this reader only.
-        heartbeat.store(token, Ordering::Relaxed);
+        let token = new_token(pid, incarnation);
+        // Release: a check that acquires it judges our pid by it; until then it sees the 0
+        // we left (judged by the pid alone). Published to scanners by active = 1 as well.
+        heartbeat.store(token, Ordering::Release);
         view.set_registry_name(i, encoded);
         // Release: a scanner that acquires active == 1 sees the cursor and name above.
         active.store(1, Ordering::Release);
@@ -252,8 +417,14 @@ pub fn unregister_owner(view: &RingView, owner: Owner) -> Result<(), RegistryErr
     let token_w = view
         .registry_a64(slot, reg::HEARTBEAT_TSC)
         .ok_or(RegistryError::BadSlot { slot, count })?;
-    // Relaxed: a guard against a stale owner, as in `publish_cursor_as`.
-    if token_w.load(Ordering::Relaxed) != token {
+    // Relaxed: a guard against a stale owner, as in `publish_cursor_as`; the CAS leaves 0,
+    // ringfire's value, for the next registrant (a stale token of ours left in the slot
+    // could be read with that registrant's pid). A check that reads 0 next to our pid judges
+    // it by the pid alone: alive, as we are.
+    if token_w
+        .compare_exchange(token, 0, Ordering::Relaxed, Ordering::Relaxed)
+        .is_err()
+    {
         // Relaxed: only reported.
         let found = view
             .registry_a32(slot, reg::PID)
@@ -388,7 +559,7 @@ pub fn min_live_cursor(view: &RingView) -> Option<u64> {
 /// returns how many were freed. Like the reference, it leaves `active` alone: a slot with
 /// `pid == 0` is not live whatever `active` says.
 pub fn prune_dead(view: &RingView, is_alive: impl Fn(u32) -> bool) -> u32 {
-    prune_dead_with(view, is_alive, |_| {})
+    prune_dead_by(view, |pid, _| is_alive(pid), |_| {})
 }
 
 /// [`prune_dead`], calling `on_freed(pid)` for each slot it freed: a CAS that fails (another
@@ -397,17 +568,52 @@ pub fn prune_dead(view: &RingView, is_alive: impl Fn(u32) -> bool) -> u32 {
 pub fn prune_dead_with(
     view: &RingView,
     is_alive: impl Fn(u32) -> bool,
+    on_freed: impl FnMut(u32),
+) -> u32 {
+    prune_dead_by(view, |pid, _| is_alive(pid), on_freed)
+}
+
+/// [`prune_dead_with`], judging each slot by `is_alive(pid, token)`, its pid and the token
+/// in its `heartbeat_tsc` (see [`token_incarnation`]).
+///
+/// A slot judged dead has its token cleared by CAS (`token → 0`) before the CAS that frees
+/// its pid, and is left alone when the token changed meanwhile: a reader with the same pid
+/// (a later process that got it) may have cleared the token to claim the slot, and the CAS
+/// on the pid, which cannot tell two processes with one pid apart, would free that
+/// reader's fresh registration. Once we cleared the token nobody else claims the slot under
+/// that pid (a check that reads 0 judges by the pid alone, and the pid is alive: that is
+/// why the token was needed), so the CAS on the pid frees the registration we judged.
+pub fn prune_dead_by(
+    view: &RingView,
+    is_alive: impl Fn(u32, u64) -> bool,
     mut on_freed: impl FnMut(u32),
 ) -> u32 {
     let mut freed = 0;
     let count = check_registry(view).unwrap_or(0);
     for i in 0..count {
-        let Some(pid_w) = view.registry_a32(i, reg::PID) else {
+        let (Some(pid_w), Some(token_w)) = (
+            view.registry_a32(i, reg::PID),
+            view.registry_a64(i, reg::HEARTBEAT_TSC),
+        ) else {
             break;
         };
-        // Relaxed: the CAS below decides; this load only picks a candidate.
-        let pid = pid_w.load(Ordering::Relaxed);
-        if pid == 0 || is_alive(pid) {
+        // Acquire: the token loaded next is at least as new as the one a claimant cleared
+        // before storing this pid. The CASes below decide; these loads pick a candidate.
+        let pid = pid_w.load(Ordering::Acquire);
+        if pid == 0 {
+            continue;
+        }
+        // Acquire: pairs with the registrant's release store of its token.
+        let token = token_w.load(Ordering::Acquire);
+        if is_alive(pid, token) {
+            continue;
+        }
+        // AcqRel: orders the clear before the CAS on the pid for whoever acquires either.
+        if token != 0
+            && token_w
+                .compare_exchange(token, 0, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
             continue;
         }
         // AcqRel: as in register; fails harmlessly if another pruner or a new reader won.

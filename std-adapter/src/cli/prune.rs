@@ -10,12 +10,12 @@ use ringwire_core::ring::RingView;
 use super::out_err;
 use crate::error::Result;
 use crate::file::RingFile;
-use crate::sys::pid_alive;
+use crate::sys::reader_alive;
 
-/// `registry::prune_dead`, returning the pids it freed (not those whose CAS lost a race).
-fn prune_dead(view: &RingView, is_alive: impl Fn(u32) -> bool) -> Vec<u32> {
+/// `registry::prune_dead_by`, returning the pids it freed (not those whose CAS lost a race).
+fn prune_dead(view: &RingView, is_alive: impl Fn(u32, u64) -> bool) -> Vec<u32> {
     let mut freed = Vec::new();
-    registry::prune_dead_with(view, is_alive, |pid| freed.push(pid));
+    registry::prune_dead_by(view, is_alive, |pid| freed.push(pid));
     freed
 }
 
@@ -30,7 +30,7 @@ pub(super) fn run(path: &Path, out: &mut dyn Write) -> Result<()> {
         )
         .map_err(oe);
     }
-    let freed = prune_dead(ring.ring(), pid_alive);
+    let freed = prune_dead(ring.ring(), reader_alive);
     for pid in &freed {
         writeln!(out, "pruned dead reader pid {pid}").map_err(&oe)?;
     }
@@ -60,7 +60,7 @@ mod tests {
         let me = std::process::id();
         registry::register(r.ring(), me, "me", 1, |_| true).unwrap();
         registry::register(r.ring(), DEAD, "ghost", 1, |_| true).unwrap();
-        assert_eq!(prune_dead(r.ring(), |pid| pid == me), vec![DEAD]);
+        assert_eq!(prune_dead(r.ring(), |pid, _| pid == me), vec![DEAD]);
         let live: Vec<u32> = registry::live_readers(r.ring()).map(|x| x.pid).collect();
         assert_eq!(live, vec![me]);
     }
@@ -72,7 +72,7 @@ mod tests {
         let r = ring("lost");
         let slot = registry::register(r.ring(), DEAD, "ghost", 1, |_| true).unwrap();
         let newcomer = std::process::id();
-        let freed = prune_dead(r.ring(), |pid| {
+        let freed = prune_dead(r.ring(), |pid, _| {
             if pid == DEAD {
                 let w = r.ring().registry_a32(slot, reg::PID).unwrap();
                 w.store(newcomer, Ordering::Release);

@@ -14,7 +14,7 @@ use super::out_err;
 use crate::error::{Error, Result};
 use crate::file::{ReadOnlyRing, open_regular};
 use crate::queue::ReadOnlyQueue;
-use crate::sys::pid_alive;
+use crate::sys::reader_alive;
 
 /// The largest slot area (capacity × stride) whose MPMC slots `stat` scans for the write
 /// marker: the whole `ringwire stat` of a 256 MiB ring (2^22 slots of 64 bytes) in
@@ -187,7 +187,7 @@ pub fn stat_json(path: &Path) -> Result<Value> {
             let lag = reader_lag(w, e.cursor);
             readers.push(json!({
                 "slot": i, "pid": e.pid, "name": e.name_str(), "cursor": e.cursor,
-                "lag": lag, "alive": pid_alive(e.pid),
+                "lag": lag, "alive": reader_alive(e.pid, e.token),
             }));
         }
     }

@@ -36,7 +36,7 @@ use super::stat::{escape_controls, queue_kind, reader_lag};
 use crate::error::{Error, Result};
 use crate::file::ReadOnlyRing;
 use crate::queue::ReadOnlyQueue;
-use crate::sys::{path_id, pid_alive};
+use crate::sys::{path_id, reader_alive};
 
 /// How long a replaced or removed path may take to name a valid ring or queue again: a
 /// restarting producer unlinks the stale file, creates the new one and then sizes and
@@ -293,7 +293,11 @@ fn ring_frame(
                 out,
                 "  reader {i} pid {} ({}) {} cursor {} lag {lag}",
                 e.pid,
-                if pid_alive(e.pid) { "alive" } else { "dead" },
+                if reader_alive(e.pid, e.token) {
+                    "alive"
+                } else {
+                    "dead"
+                },
                 escape_controls(&e.name_str()),
                 e.cursor
             )?;

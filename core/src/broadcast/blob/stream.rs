@@ -128,6 +128,8 @@ pub struct BlobReader {
     registration: Option<registry::Owner>,
     /// The name it registered under (encoded), to register again if its slot is pruned.
     registry_name: [u8; REGISTRY_NAME_LEN],
+    /// The incarnation its registrations' tokens carry ([`BlobReader::set_incarnation`]).
+    incarnation: Option<registry::Incarnation>,
     /// The ring may have holes (mirror ring, spec §7).
     sparse: bool,
     /// Consecutive "pending" polls; the look past the slot runs on every
@@ -151,9 +153,17 @@ impl BlobReader {
             lapped: 0,
             registration: None,
             registry_name: [0; REGISTRY_NAME_LEN],
+            incarnation: None,
             sparse,
             pending_polls: 0,
         })
+    }
+
+    /// The incarnation of the registering process that the tokens of this reader's next
+    /// registrations carry, as
+    /// [`Consumer::set_incarnation`](crate::broadcast::Consumer::set_incarnation) describes.
+    pub fn set_incarnation(&mut self, incarnation: Option<registry::Incarnation>) {
+        self.incarnation = incarnation;
     }
 
     /// Registers this reader under `pid` with its current cursor (ringfire's
@@ -163,13 +173,20 @@ impl BlobReader {
         &mut self,
         pid: u32,
         name: &str,
-        is_alive: impl Fn(u32) -> bool,
+        is_alive: impl Fn(u32, u64) -> bool,
     ) -> Result<u32, RegistryError> {
         if let Some(o) = self.registration {
             return Ok(o.slot);
         }
         let encoded = registry::encode_name(name);
-        let o = registry::register_owner(&self.view, pid, &encoded, self.cursor, is_alive)?;
+        let o = registry::register_owner_as(
+            &self.view,
+            pid,
+            &encoded,
+            self.cursor,
+            self.incarnation,
+            is_alive,
+        )?;
         self.registration = Some(o);
         self.registry_name = encoded;
         Ok(o.slot)
@@ -185,14 +202,21 @@ impl BlobReader {
     pub fn register_as(
         &mut self,
         pid: u32,
-        is_alive: impl Fn(u32) -> bool,
+        is_alive: impl Fn(u32, u64) -> bool,
     ) -> Result<Option<u32>, RegistryError> {
         match self.registration {
             Some(o) if o.pid != pid => self.registration = None,
             held => return Ok(held.map(|o| o.slot)),
         }
         let name = self.registry_name;
-        let o = registry::register_owner(&self.view, pid, &name, self.cursor, is_alive)?;
+        let o = registry::register_owner_as(
+            &self.view,
+            pid,
+            &name,
+            self.cursor,
+            self.incarnation,
+            is_alive,
+        )?;
         self.registration = Some(o);
         Ok(Some(o.slot))
     }
@@ -283,7 +307,15 @@ impl BlobReader {
     fn register_again(&mut self, pid: u32) {
         let name = self.registry_name;
         self.registration =
-            registry::register_owner(&self.view, pid, &name, self.cursor, |_| true).ok();
+            registry::register_owner_as(
+                &self.view,
+                pid,
+                &name,
+                self.cursor,
+                self.incarnation,
+                |_, _| true,
+            )
+            .ok();
     }
 
     /// The slot at the cursor, a record `write_seq` has passed, holds the write marker: a
@@ -549,14 +581,14 @@ mod tests {
         let v = small(&mut buf, 2);
         let mut w = BlobWriter::new(v).unwrap();
         let mut a = BlobReader::new(v).unwrap();
-        assert_eq!(a.register(11, "a", |_| true), Ok(0));
+        assert_eq!(a.register(11, "a", |_, _| true), Ok(0));
         for i in 0..2u8 {
             w.push(&mut [i; 24], &pattern(8, i), 0).unwrap();
         }
         // A is judged dead and its slot taken by B, at cursor 1.
         assert_eq!(prune_dead(&v, |pid| pid != 11), 1);
         let mut b = BlobReader::new(v).unwrap();
-        assert_eq!(b.register(12, "b", |pid| pid != 11), Ok(0));
+        assert_eq!(b.register(12, "b", |pid, _| pid != 11), Ok(0));
         let readers = || {
             live_readers(&v)
                 .map(|r| (r.slot, r.pid, r.cursor))
@@ -601,8 +633,8 @@ mod tests {
         let mut w = BlobWriter::new(v).unwrap();
         let mut rd = BlobReader::new(v).unwrap();
         assert_eq!(rd.registry_slot(), None);
-        assert_eq!(rd.register(4242, "anonymous", |_| true), Ok(0));
-        assert_eq!(rd.register(4242, "anonymous", |_| true), Ok(0));
+        assert_eq!(rd.register(4242, "anonymous", |_, _| true), Ok(0));
+        assert_eq!(rd.register(4242, "anonymous", |_, _| true), Ok(0));
         assert_eq!(rd.registry_slot(), Some(0));
         assert_eq!(
             live_reader(&v, 0).map(|r| (r.pid, r.cursor)),
@@ -626,7 +658,7 @@ mod tests {
         assert_eq!(min_live_cursor(&v), None);
         // Explicit unregister, then drop: the second release is a no-op.
         let mut rd = BlobReader::new(v).unwrap();
-        assert_eq!(rd.register(7, "b", |_| true), Ok(0));
+        assert_eq!(rd.register(7, "b", |_, _| true), Ok(0));
         assert_eq!(rd.unregister(), Ok(()));
         assert_eq!(rd.unregister(), Ok(()));
         assert_eq!(min_live_cursor(&v), None);
@@ -635,7 +667,7 @@ mod tests {
         let v0 = small(&mut buf0, 0);
         let mut rd0 = BlobReader::new(v0).unwrap();
         assert_eq!(
-            rd0.register(7, "c", |_| true),
+            rd0.register(7, "c", |_, _| true),
             Err(crate::broadcast::registry::RegistryError::Full { count: 0 })
         );
     }
@@ -648,7 +680,7 @@ mod tests {
         let v = small(&mut buf, 2);
         let mut w = BlobWriter::new(v).unwrap();
         let mut rd = BlobReader::new(v).unwrap();
-        assert_eq!(rd.register(4242, "idle", |_| true), Ok(0));
+        assert_eq!(rd.register(4242, "idle", |_, _| true), Ok(0));
         w.push(&mut [1; 24], &pattern(100, 1), 0).unwrap();
         let (mut desc, mut out) = ([0u8; 24], [0u8; 128]);
         assert_eq!(rd.recv(&mut desc, &mut out).unwrap().unwrap().seq, 1);
