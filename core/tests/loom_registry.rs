@@ -11,7 +11,8 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 use ringwire_core::broadcast::registry::{
-    self, LiveReader, gate_limit, live_reader, min_live_cursor, prune_dead, publish_cursor,
+    self, Incarnation, LiveReader, encode_name, gate_limit, live_reader, min_live_cursor,
+    prune_dead, prune_dead_by, publish_cursor, register_owner_as, token_incarnation,
 };
 use ringwire_core::layout::reg;
 use ringwire_core::{Geometry, Region, RingView};
@@ -149,5 +150,58 @@ fn unregister_never_clears_a_new_owners_registration() {
             })
         );
         assert_eq!(gate_limit(&view, SEQ), 5 + C);
+    });
+}
+
+/// A dead reader's slot still holds its pid, 7, and its token (started at tick 1); the
+/// process that got pid 7 since (started at tick 2) registers while a pruner frees the old
+/// registration, both judging by the token. The pruner never frees the new registration:
+/// either the registrant clears the old token first (the pruner's CAS on it fails and it
+/// frees nothing), or the pruner does (the registrant then sees pid 7 with no token, alive,
+/// and finds no other slot, unless the pruner freed the pid before it looked). Were the pid CAS alone to decide, a pruner that read the old
+/// token could free the slot just after the registrant claimed it again under the same pid.
+#[test]
+fn a_reused_pid_registering_races_a_pruner_of_its_predecessor() {
+    builder().check(|| {
+        let view = ring();
+        let old = Incarnation::new(1, 5);
+        let new = Incarnation::new(2, 5);
+        let name = encode_name("r");
+        register_owner_as(&view, 7, &name, 1, Some(old), |_, _| true).unwrap();
+        let alive = |pid: u32, token: u64| {
+            pid == 7 && token_incarnation(pid, token).is_none_or(|i| i.start == 2)
+        };
+        let reader = {
+            let view = view.clone();
+            thread::spawn(move || register_owner_as(&view, 7, &name, 5, Some(new), alive))
+        };
+        let freed = prune_dead_by(&view, alive, |_| {});
+        let token = || {
+            view.registry_a64(0, reg::HEARTBEAT_TSC)
+                .unwrap()
+                .load(Ordering::Acquire)
+        };
+        match reader.join().unwrap() {
+            Ok(owner) => {
+                // The pruner freed the old registration before the registrant looked, or
+                // nothing.
+                assert!(freed <= 1);
+                assert_eq!(owner.slot, 0);
+                assert_eq!(
+                    live_reader(&view, 0),
+                    Some(LiveReader {
+                        slot: 0,
+                        pid: 7,
+                        cursor: 5
+                    })
+                );
+                assert_eq!(token(), owner.token);
+                assert_eq!(token_incarnation(7, owner.token), Some(new));
+            }
+            Err(e) => {
+                assert_eq!(e, registry::RegistryError::Full { count: 1 });
+                assert_eq!((freed, live_reader(&view, 0), token()), (1, None, 0));
+            }
+        }
     });
 }

@@ -718,6 +718,124 @@ mod tests {
     }
 
     #[test]
+    fn tokens_carry_the_incarnation_for_their_pid_only() {
+        let mut buf = vec![];
+        let v = ring(&mut buf, &lossless(4));
+        let inc = Incarnation::new(123_456_789, 0xF000_0ABC);
+        assert_eq!(
+            inc,
+            Incarnation {
+                start: 123_456_789 & 0xF_FFFF,
+                pid_ns: 0xABC
+            }
+        );
+        let o = register_owner_as(&v, 42, &encode_name("a"), 1, Some(inc), |_, _| true).unwrap();
+        assert_eq!(token_incarnation(42, o.token), Some(inc));
+        // The check ties the token to its pid: read with another pid it carries nothing.
+        let others = (1..=1000u32).filter(|&p| p != 42);
+        let taken = others.filter(|&p| token_incarnation(p, o.token).is_some()).count();
+        assert!(taken < 20, "{taken} of 999 other pids take the token for theirs");
+        // Untagged tokens (ours without an incarnation, ringfire's 0) carry none.
+        let plain = register_owner(&v, 42, &encode_name("b"), 1, |_| true).unwrap();
+        assert_eq!(token_incarnation(42, plain.token), None);
+        assert_eq!(token_incarnation(42, 0), None);
+        // Nor do earlier releases' tokens: a counter XOR a user-space address turned by 32.
+        for addr in [0x5555_5555_8010u64, 0x7FFF_F7FD_3008, 0x0804_A010, 0xFFFF_8000_1000] {
+            for n in (1..=5000u64).chain([1 << 27, (1 << 28) - 1]) {
+                let old = n ^ addr.rotate_left(32);
+                for pid in [1, 42, 4242, 1 << 22] {
+                    assert_eq!(token_incarnation(pid, old), None, "{old:#x}");
+                }
+            }
+        }
+        // Never 0 and never the same twice, tagged or not.
+        let mut seen = std::collections::BTreeSet::new();
+        for _ in 0..2000 {
+            for t in [new_token(42, Some(inc)), new_token(42, None)] {
+                assert_ne!(t, 0);
+                assert!(seen.insert(t), "{t:#x} twice");
+            }
+        }
+    }
+
+    #[test]
+    fn a_start_time_matches_within_a_tick_across_the_wrap() {
+        let inc = Incarnation::new(1000, 0);
+        for (start, same) in [(1000, true), (999, true), (1001, true), (998, false)] {
+            assert_eq!(inc.may_have_started_at(start), same, "{start}");
+        }
+        // Cut to 20 bits on both sides.
+        assert!(inc.may_have_started_at(1000 + (1 << 20)));
+        assert!(!inc.may_have_started_at(1002 + (5 << 20)));
+        let edge = Incarnation::new((1 << 20) - 1, 0);
+        assert!(edge.may_have_started_at(1 << 20));
+        assert!(edge.may_have_started_at((1 << 21) - 2));
+        assert!(!edge.may_have_started_at(1 + (1 << 20)));
+    }
+
+    /// A dead registration's token is cleared before its pid is freed or claimed, by a
+    /// pruner, a registrant and an unregistering owner alike; a pruner whose token changed
+    /// under its judgement frees nothing.
+    #[test]
+    fn pruners_and_claimants_clear_the_token_before_the_pid() {
+        let mut buf = vec![];
+        let v = ring(&mut buf, &lossless(2));
+        let token = |i| {
+            v.registry_a64(i, reg::HEARTBEAT_TSC)
+                .unwrap()
+                .load(Ordering::Relaxed)
+        };
+        let pid = |i| v.registry_a32(i, reg::PID).unwrap().load(Ordering::Relaxed);
+        let old = Incarnation::new(1, 5);
+        let new = Incarnation::new(2, 5);
+        let by_start = |p: u32, t: u64| token_incarnation(p, t).is_none_or(|i| i.start == 2);
+        let a = register_owner_as(&v, 7, &encode_name("a"), 1, Some(old), |_, _| true).unwrap();
+        // The process now at pid 7 takes the old registration's slot over.
+        let b = register_owner_as(&v, 7, &encode_name("b"), 3, Some(new), by_start).unwrap();
+        assert_eq!((a.slot, b.slot), (0, 0));
+        assert_eq!((pid(0), token(0)), (7, b.token));
+        assert_eq!(publish_cursor_as(&v, a, 9), Err(RegistryError::NotOwner {
+            slot: 0,
+            pid: 7,
+            found: 7
+        }));
+        // A pruner whose slot got a new token while it judged the old one leaves it alone.
+        let c = register_owner_as(&v, 8, &encode_name("c"), 1, Some(old), |_, _| true).unwrap();
+        assert_eq!(c.slot, 1);
+        let newer = new_token(8, Some(new));
+        let freed = prune_dead_by(
+            &v,
+            |p, t| {
+                if p == 8 {
+                    v.registry_a64(1, reg::HEARTBEAT_TSC)
+                        .unwrap()
+                        .store(newer, Ordering::Relaxed);
+                }
+                by_start(p, t)
+            },
+            |_| {},
+        );
+        assert_eq!((freed, pid(1), token(1)), (0, 8, newer));
+        // Judged dead with its token in place: token cleared, then pid.
+        v.registry_a64(1, reg::HEARTBEAT_TSC)
+            .unwrap()
+            .store(c.token, Ordering::Relaxed);
+        assert_eq!(prune_dead_by(&v, by_start, |p| assert_eq!(p, 8)), 1);
+        assert_eq!((pid(1), token(1)), (0, 0));
+        // An owner that leaves clears its token too (ringfire's 0 is what is left).
+        unregister_owner(&v, b).unwrap();
+        assert_eq!((pid(0), token(0)), (0, 0));
+        assert_eq!(
+            unregister_owner(&v, b),
+            Err(RegistryError::NotOwner {
+                slot: 0,
+                pid: 7,
+                found: 0
+            })
+        );
+    }
+
+    #[test]
     fn full_registry_is_an_error_naming_the_count() {
         let mut buf = vec![];
         let v = ring(&mut buf, &lossless(2));
