@@ -1136,6 +1136,10 @@ mod tests {
             )
         };
         assert_eq!(readers(), (vec![(me, 1)], vec![(me, 1)]));
+        // The child's start time must differ from ours for the check of its tokens below
+        // (a tick is 10 ms).
+        let ours = sys::own_incarnation().unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(30));
         let status = forked(10, || {
             // SAFETY: this child never touches the originals again (it leaves through
             // `_exit`), so the bitwise copies are its only copies of the consumers.
@@ -1159,6 +1163,22 @@ mod tests {
             let reg = copy.registration().unwrap();
             if (reg.slot_index(), copy.registry_slot()) != (1, Some(1)) {
                 return 6;
+            }
+            // The child's slots carry its own start time, not its parent's: with the
+            // parent's, a liveness check would take the child for a later process that got
+            // a dead reader's pid, and prune it.
+            let mine = sys::own_incarnation().unwrap();
+            let token_of = |f: &crate::file::RingFile| {
+                let w = f.ring().registry_a64(1, ringwire_core::layout::reg::HEARTBEAT_TSC);
+                // Relaxed: the child's own stores, on this thread.
+                w.unwrap().load(std::sync::atomic::Ordering::Relaxed)
+            };
+            for token in [token_of(tx.file()), token_of(btx.file())] {
+                let carried = ringwire_core::broadcast::registry::token_incarnation(child, token);
+                if carried != Some(mine) || mine == ours || !sys::reader_alive(child, token) {
+                    eprintln!("child {mine:?} (parent {ours:?}) token carries {carried:?}");
+                    return 8;
+                }
             }
             drop(copy);
             drop(bcopy);
