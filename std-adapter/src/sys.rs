@@ -382,7 +382,13 @@ fn boot_offset_ticks() -> i64 {
         return 0;
     };
     // SAFETY: sysconf only reads a configuration value.
-    let hz = i128::from(unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1));
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    boot_offset_in(&text, i64::from(hz))
+}
+
+/// The boottime line of a `timens_offsets` text in ticks of `hz` a second (0 without one).
+fn boot_offset_in(text: &str, hz: i64) -> i64 {
+    let hz = i128::from(hz.max(1));
     text.lines()
         .find_map(|l| {
             let mut f = l.split_whitespace();
@@ -416,7 +422,10 @@ fn read_stat_at(path: &str) -> Option<Stat> {
     use std::io::Read;
     let mut buf = [0u8; 1024];
     let n = File::open(path).ok()?.read(&mut buf).ok()?;
-    let text = &buf[..n];
+    parse_stat(&buf[..n])
+}
+
+fn parse_stat(text: &[u8]) -> Option<Stat> {
     let close = text.iter().rposition(|&b| b == b')')?;
     let mut fields = text[close + 1..]
         .split(|&b| b == b' ')
@@ -451,6 +460,74 @@ fn cpu_time(who: libc::c_int) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn stat_fields_are_counted_from_the_commands_last_parenthesis() {
+        let line = |comm: &str| {
+            format!(
+                "4242 ({comm}) Z 1 4242 4242 0 -1 4194564 0 0 0 0 0 0 0 0 20 0 1 0 \
+                 987654 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+            )
+        };
+        for comm in ["sleep", "a b", "x) S 9 (y", ")", "((", ""] {
+            let st = parse_stat(line(comm).as_bytes()).unwrap();
+            assert_eq!((st.state, st.start), (b'Z', 987_654), "{comm:?}");
+        }
+        // Cut short, or not a stat line at all: nothing, never a panic.
+        let full = line("sleep");
+        for cut in [0, 10, full.find(" 987654").unwrap()] {
+            assert!(parse_stat(&full.as_bytes()[..cut]).is_none(), "{cut}");
+        }
+        assert!(parse_stat(b"4242 (x) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 nope").is_none());
+        // Our own, from /proc.
+        let me = read_stat_at("/proc/self/stat").unwrap();
+        assert!(matches!(me.state, b'R' | b'S' | b'D'), "{}", me.state as char);
+    }
+
+    #[test]
+    fn a_time_namespaces_boot_offset_is_read_in_ticks() {
+        let text = "monotonic 0 0\nboottime -3 -500000000\n";
+        assert_eq!(boot_offset_in(text, 100), -350);
+        assert_eq!(boot_offset_in("monotonic 5 0\n7 2 10000000\n", 100), 201);
+        assert_eq!(boot_offset_in("monotonic 5 0\nboottime 0 0\n", 100), 0);
+        assert_eq!(boot_offset_in("", 100), 0);
+        assert_eq!(boot_offset_in("boottime x 0\n", 100), 0);
+        assert_eq!(boot_offset_in("boottime 99999999999999999999 0\n", 100), 0);
+    }
+
+    /// Our own pid with our own incarnation is alive; with a start time a second off it is
+    /// a later process's pid, dead; with a token from another PID namespace, or one without
+    /// an incarnation, the pid alone decides (alive).
+    #[test]
+    fn a_reader_is_judged_by_its_tokens_start_time_in_its_own_namespace_only() {
+        use registry::{Incarnation, encode_name, register_owner_as};
+        let me = std::process::id();
+        let mine = own_incarnation().expect("this test needs /proc");
+        let path = std::env::temp_dir().join(format!("fixc-liveness-{me}"));
+        let geo = ringwire_core::Geometry::spmc(4, 16, 8, 8, true).unwrap();
+        let file = crate::file::RingFile::create(&path, &geo, &Default::default()).unwrap();
+        let view = file.ring();
+        let token = |inc| {
+            register_owner_as(&view, me, &encode_name("t"), 1, inc, |_, _| true)
+                .unwrap()
+                .token
+        };
+        let later = Incarnation {
+            start: (mine.start + 100) & 0xF_FFFF,
+            ..mine
+        };
+        let elsewhere = Incarnation {
+            pid_ns: (mine.pid_ns + 1) & 0xFFF,
+            ..later
+        };
+        assert!(reader_alive(me, token(Some(mine))));
+        assert!(!reader_alive(me, token(Some(later))));
+        assert!(reader_alive(me, token(Some(elsewhere))));
+        assert!(reader_alive(me, token(None)));
+        assert!(reader_alive(me, 0));
+        assert!(!reader_alive(0, 0));
+        assert!(!reader_alive(1 << 30, token(Some(mine))));
+    }
 
     /// Signals every 40 µs to a handler installed without `SA_RESTART` (a forked child: the
     /// handler and the timer are process-wide) interrupt each sleep about 25 times a
