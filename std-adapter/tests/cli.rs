@@ -174,6 +174,47 @@ fn prune_frees_a_dead_readers_slot() {
     assert_eq!(live, vec![std::process::id()]);
 }
 
+/// `stat`, `top` and `prune` judge a registration by the start time its token carries: a
+/// slot with our pid whose token names a process that started 1 s after us (a later
+/// process with a dead reader's pid, as the slot sees it) is dead to all three; before, the
+/// pid alone made it alive. Our own registration (the right start time) stays alive.
+#[test]
+fn stat_top_and_prune_judge_a_reused_pid_by_the_start_time_in_its_token() {
+    use registry::{Incarnation, encode_name, register_owner_as};
+    let t = TmpRing::new("reused");
+    let r = make_ring(&t, 4);
+    let me = std::process::id();
+    let mine = ringwire::sys::own_incarnation().expect("this test needs /proc");
+    let later = Incarnation {
+        start: (mine.start + 100) & 0xF_FFFF,
+        ..mine
+    };
+    for (name, inc) in [("mine", mine), ("later", later)] {
+        register_owner_as(view(&r), me, &encode_name(name), 1, Some(inc), |_, _| true).unwrap();
+    }
+    let path = t.0.to_str().unwrap();
+    let (code, out, err) = ringwire(&["stat", path, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let alive: Vec<(String, bool)> = v["readers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["name"].as_str().unwrap().to_string(), r["alive"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(alive, [("mine".to_string(), true), ("later".to_string(), false)]);
+    let (code, out, err) = ringwire(&["top", path, "--interval-ms", "5", "--iterations", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("reader 0 pid {me} (alive) mine")), "{out}");
+    assert!(out.contains(&format!("reader 1 pid {me} (dead) later")), "{out}");
+    let (code, out, err) = ringwire(&["prune", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(&format!("pruned dead reader pid {me}")), "{out}");
+    assert!(out.contains("pruned 1 dead reader(s)"), "{out}");
+    let live: Vec<u32> = registry::live_readers(view(&r)).map(|x| x.slot).collect();
+    assert_eq!(live, vec![0]);
+}
+
 /// The ring's view, borrowed for the test's direct writes while `r` is alive.
 fn view(r: &ringwire::RingFile) -> &ringwire::core::RingView {
     // SAFETY: the returned borrow cannot outlive `r`, and the tests never copy it.
