@@ -276,7 +276,8 @@ impl<M: IntoBytes + Immutable + 'static> BlobProducer<M> {
     /// The smallest cursor (next sequence to read) of the live registered readers, after
     /// freeing the registry slots of readers whose process has died; `None` when no reader
     /// is registered (always so with `max_readers(0)`). Each call scans the whole registry
-    /// and signals every registered pid (`kill(pid, 0)`): a monitoring call, not a hot-path one.
+    /// and signals every registered pid (`kill(pid, 0)`) and reads its `/proc/<pid>/stat`: a
+    /// monitoring call, not a hot-path one.
     pub fn min_reader_seq(&self) -> Option<u64> {
         let ring = self.file.ring();
         registry::prune_dead_by(ring, sys::reader_alive, |_| {});

@@ -31,12 +31,15 @@ pub enum FlowControl {
     /// registers while the ring holds records is protected from `write_seq + 1 - C/2` on
     /// (`write_seq` at its attach); older records it starts at may still be overwritten
     /// under it, which it counts as lapped (see `ringwire_core`'s `Consumer::register`).
-    /// A registered reader whose process died is pruned, by `kill(pid, 0)`: a pid reused
-    /// by another process (or a reader's pid seen from another PID namespace, where it
-    /// looks dead and is pruned while it reads) defeats that test, and a reader killed
-    /// but not yet reaped by its parent (a zombie) still exists for it: the writer waits
-    /// for that reader until its parent reaps it. [`RingProducer::push_timeout`] bounds
-    /// the wait and names the registry slot and pid it waited for.
+    /// A registered reader whose process died is pruned
+    /// ([`registry::is_reader_alive`](crate::registry::is_reader_alive)): its pid is gone
+    /// (`kill(pid, 0)`), or, where `/proc` is this PID namespace's, a zombie its parent has
+    /// not reaped, or (for a reader of ours, whose token carries its start time) held by a
+    /// process that started at another time. A ringfire reader's pid reused by another
+    /// process, or `/proc` missing, still defeats the test, and a reader's pid seen from
+    /// another PID namespace looks dead and is pruned while it reads, or looks alive while
+    /// another process has it. [`RingProducer::push_timeout`] bounds the wait and names the
+    /// registry slot and pid it waited for.
     LosslessBackpressure,
 }
 
@@ -260,12 +263,21 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// Waits as [`RingProducer::wait_for_headroom`] describes until the gate opens (true) or
     /// `deadline` passes (false; `None` is no deadline). The last look, at the deadline,
     /// prunes dead readers first, so a zero timeout is not refused for a dead one.
+    ///
+    /// While sleeping it prunes by `kill(pid, 0)` alone before each sleep (a reader that
+    /// died and was reaped is seen within microseconds, as before), and by the whole check
+    /// (zombies, reused pids: a read of `/proc/<pid>/stat` per live reader, some 7 µs each)
+    /// at most once a millisecond, so that a producer held by many live readers does not
+    /// spend its wait in `/proc` and notice late that the gate opened.
     fn wait_until(&mut self, deadline: Option<Instant>) -> bool {
+        const FULL_PRUNE_EVERY: Duration = Duration::from_millis(1);
         let mut round = 0u32;
+        let mut next_full: Option<Instant> = None;
         while !self.gate_open() {
+            let now = Instant::now();
             let left = match deadline {
                 None => Duration::MAX,
-                Some(d) => d.saturating_duration_since(Instant::now()),
+                Some(d) => d.saturating_duration_since(now),
             };
             if left.is_zero() {
                 registry::prune_dead_by(self.inner.view(), sys::reader_alive, |_| {});
@@ -276,7 +288,13 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
             } else if round < 1100 {
                 std::thread::yield_now();
             } else {
-                registry::prune_dead_by(self.inner.view(), sys::reader_alive, |_| {});
+                let view = self.inner.view();
+                if next_full.is_none_or(|t| now >= t) {
+                    registry::prune_dead_by(view, sys::reader_alive, |_| {});
+                    next_full = now.checked_add(FULL_PRUNE_EVERY);
+                } else {
+                    registry::prune_dead(view, sys::pid_alive);
+                }
                 crate::sys::sleep(left.min(Duration::from_micros(10)));
             }
             round = round.saturating_add(1);
@@ -313,8 +331,8 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// [`RingProducer::sequence`]; 0 when it is a whole ring (or, on a lossy ring, more)
     /// behind. The capacity when the ring has no registry or no reader is registered.
     ///
-    /// First frees the registry slots of dead processes (one `kill(pid, 0)` per registered
-    /// reader). A reader publishes its cursor when it receives, seeks or jumps, so one
+    /// First frees the registry slots of dead processes (one `kill(pid, 0)` and one read of
+    /// `/proc/<pid>/stat` per registered reader). A reader publishes its cursor when it receives, seeks or jumps, so one
     /// that only polls an empty ring is counted where it last moved.
     pub fn headroom(&self) -> u64 {
         self.capacity().saturating_sub(self.reader_lag())
