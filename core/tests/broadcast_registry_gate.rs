@@ -175,7 +175,10 @@ fn a_pruned_reader_dropped_leaves_alone_the_slot_its_sibling_took_again() {
     p.try_push(&1u64.to_le_bytes()).unwrap();
     assert_eq!(registry::prune_dead(&view, |pid| pid != 11), 2);
     let mut c = Consumer::new(view, StartMode::Oldest);
-    assert_eq!(c.register(12, "other", |pid, _| pid != 11).unwrap(), Some(0));
+    assert_eq!(
+        c.register(12, "other", |pid, _| pid != 11).unwrap(),
+        Some(0)
+    );
     assert_eq!(drain(&mut a), [1]);
     assert_eq!(a.registry_slot(), Some(1));
     drop(b);

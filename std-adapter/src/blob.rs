@@ -441,7 +441,9 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
             // A full registry leaves the copy unregistered.
             // The child's own start time, not its parent's.
             self.reader.set_incarnation(sys::own_incarnation());
-            let _ = self.reader.register_as(std::process::id(), sys::reader_alive);
+            let _ = self
+                .reader
+                .register_as(std::process::id(), sys::reader_alive);
         }
     }
 

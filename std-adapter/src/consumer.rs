@@ -1169,7 +1169,9 @@ mod tests {
             // a dead reader's pid, and prune it.
             let mine = sys::own_incarnation().unwrap();
             let token_of = |f: &crate::file::RingFile| {
-                let w = f.ring().registry_a64(1, ringwire_core::layout::reg::HEARTBEAT_TSC);
+                let w = f
+                    .ring()
+                    .registry_a64(1, ringwire_core::layout::reg::HEARTBEAT_TSC);
                 // Relaxed: the child's own stores, on this thread.
                 w.unwrap().load(std::sync::atomic::Ordering::Relaxed)
             };

@@ -383,7 +383,8 @@ fn boot_offset_ticks() -> i64 {
     };
     // SAFETY: sysconf only reads a configuration value.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    boot_offset_in(&text, i64::from(hz))
+    // `c_long` is `i64` on 64-bit targets, `i32` on others: widening either way.
+    boot_offset_in(&text, hz as i64)
 }
 
 /// The boottime line of a `timens_offsets` text in ticks of `hz` a second (0 without one).
@@ -478,10 +479,16 @@ mod tests {
         for cut in [0, 10, full.find(" 987654").unwrap()] {
             assert!(parse_stat(&full.as_bytes()[..cut]).is_none(), "{cut}");
         }
-        assert!(parse_stat(b"4242 (x) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 nope").is_none());
+        assert!(
+            parse_stat(b"4242 (x) R 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 nope").is_none()
+        );
         // Our own, from /proc.
         let me = read_stat_at("/proc/self/stat").unwrap();
-        assert!(matches!(me.state, b'R' | b'S' | b'D'), "{}", me.state as char);
+        assert!(
+            matches!(me.state, b'R' | b'S' | b'D'),
+            "{}",
+            me.state as char
+        );
     }
 
     #[test]
@@ -508,7 +515,7 @@ mod tests {
         let file = crate::file::RingFile::create(&path, &geo, &Default::default()).unwrap();
         let view = file.ring();
         let token = |inc| {
-            register_owner_as(&view, me, &encode_name("t"), 1, inc, |_, _| true)
+            register_owner_as(view, me, &encode_name("t"), 1, inc, |_, _| true)
                 .unwrap()
                 .token
         };

@@ -200,16 +200,33 @@ fn stat_top_and_prune_judge_a_reused_pid_by_the_start_time_in_its_token() {
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| (r["name"].as_str().unwrap().to_string(), r["alive"].as_bool().unwrap()))
+        .map(|r| {
+            (
+                r["name"].as_str().unwrap().to_string(),
+                r["alive"].as_bool().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(alive, [("mine".to_string(), true), ("later".to_string(), false)]);
+    assert_eq!(
+        alive,
+        [("mine".to_string(), true), ("later".to_string(), false)]
+    );
     let (code, out, err) = ringwire(&["top", path, "--interval-ms", "5", "--iterations", "1"]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains(&format!("reader 0 pid {me} (alive) mine")), "{out}");
-    assert!(out.contains(&format!("reader 1 pid {me} (dead) later")), "{out}");
+    assert!(
+        out.contains(&format!("reader 0 pid {me} (alive) mine")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!("reader 1 pid {me} (dead) later")),
+        "{out}"
+    );
     let (code, out, err) = ringwire(&["prune", path]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains(&format!("pruned dead reader pid {me}")), "{out}");
+    assert!(
+        out.contains(&format!("pruned dead reader pid {me}")),
+        "{out}"
+    );
     assert!(out.contains("pruned 1 dead reader(s)"), "{out}");
     let live: Vec<u32> = registry::live_readers(view(&r)).map(|x| x.slot).collect();
     assert_eq!(live, vec![0]);

@@ -606,7 +606,11 @@ fn a_zombie_reader_does_not_hold_a_lossless_producer() {
     let reg = prod.registry().unwrap();
     assert_eq!(reg.min_cursor(), None, "the zombie's slot was freed");
     assert!(reg.active_readers(17).is_empty());
-    assert_eq!(proc_state(pid), Some('Z'), "still unreaped: pruned as a zombie");
+    assert_eq!(
+        proc_state(pid),
+        Some('Z'),
+        "still unreaped: pruned as a zombie"
+    );
 }
 
 /// A slot whose pid now belongs to another process (a `sleep`, standing for an unrelated

@@ -1364,7 +1364,11 @@ mod tests {
         // SAFETY: stands in for the child's copy made by fork; `parent` and `child` each
         // give up only their own slot when dropped (the child's registers anew first).
         let mut child = unsafe { core::ptr::read(&parent) };
-        assert_eq!(child.register_as(11, |_, _| true), Ok(Some(0)), "same process");
+        assert_eq!(
+            child.register_as(11, |_, _| true),
+            Ok(Some(0)),
+            "same process"
+        );
         assert_eq!(child.register_as(12, |_, _| true), Ok(Some(1)));
         assert_eq!(
             child.register_as(12, |_, _| true),

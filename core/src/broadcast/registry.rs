@@ -235,7 +235,7 @@ fn new_token(pid: u32, incarnation: Option<Incarnation>) -> u64 {
     }
     let salt = (core::ptr::addr_of!(NEXT) as usize as u64).rotate_left(32);
     match (n ^ salt) & !token::TAG_MASK {
-        0 => u64::MAX & !token::TAG_MASK,
+        0 => !token::TAG_MASK,
         t => t,
     }
 }
@@ -733,14 +733,24 @@ mod tests {
         assert_eq!(token_incarnation(42, o.token), Some(inc));
         // The check ties the token to its pid: read with another pid it carries nothing.
         let others = (1..=1000u32).filter(|&p| p != 42);
-        let taken = others.filter(|&p| token_incarnation(p, o.token).is_some()).count();
-        assert!(taken < 20, "{taken} of 999 other pids take the token for theirs");
+        let taken = others
+            .filter(|&p| token_incarnation(p, o.token).is_some())
+            .count();
+        assert!(
+            taken < 20,
+            "{taken} of 999 other pids take the token for theirs"
+        );
         // Untagged tokens (ours without an incarnation, ringfire's 0) carry none.
         let plain = register_owner(&v, 42, &encode_name("b"), 1, |_| true).unwrap();
         assert_eq!(token_incarnation(42, plain.token), None);
         assert_eq!(token_incarnation(42, 0), None);
         // Nor do earlier releases' tokens: a counter XOR a user-space address turned by 32.
-        for addr in [0x5555_5555_8010u64, 0x7FFF_F7FD_3008, 0x0804_A010, 0xFFFF_8000_1000] {
+        for addr in [
+            0x5555_5555_8010u64,
+            0x7FFF_F7FD_3008,
+            0x0804_A010,
+            0xFFFF_8000_1000,
+        ] {
             for n in (1..=1000u64).chain([1 << 27, (1 << 28) - 1]) {
                 let old = n ^ addr.rotate_left(32);
                 for pid in [1, 42, 4242, 1 << 22] {
@@ -794,11 +804,14 @@ mod tests {
         let b = register_owner_as(&v, 7, &encode_name("b"), 3, Some(new), by_start).unwrap();
         assert_eq!((a.slot, b.slot), (0, 0));
         assert_eq!((pid(0), token(0)), (7, b.token));
-        assert_eq!(publish_cursor_as(&v, a, 9), Err(RegistryError::NotOwner {
-            slot: 0,
-            pid: 7,
-            found: 7
-        }));
+        assert_eq!(
+            publish_cursor_as(&v, a, 9),
+            Err(RegistryError::NotOwner {
+                slot: 0,
+                pid: 7,
+                found: 7
+            })
+        );
         // A pruner whose slot got a new token while it judged the old one leaves it alone.
         let c = register_owner_as(&v, 8, &encode_name("c"), 1, Some(old), |_, _| true).unwrap();
         assert_eq!(c.slot, 1);

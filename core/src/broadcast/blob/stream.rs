@@ -306,16 +306,15 @@ impl BlobReader {
     #[cold]
     fn register_again(&mut self, pid: u32) {
         let name = self.registry_name;
-        self.registration =
-            registry::register_owner_as(
-                &self.view,
-                pid,
-                &name,
-                self.cursor,
-                self.incarnation,
-                |_, _| true,
-            )
-            .ok();
+        self.registration = registry::register_owner_as(
+            &self.view,
+            pid,
+            &name,
+            self.cursor,
+            self.incarnation,
+            |_, _| true,
+        )
+        .ok();
     }
 
     /// The slot at the cursor, a record `write_seq` has passed, holds the write marker: a
