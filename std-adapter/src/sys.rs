@@ -271,7 +271,8 @@ pub fn pid_alive(pid: u32) -> bool {
 /// `/proc` belongs to this process's PID namespace, two more rules (see the core's
 /// [`registry`](ringwire_core::broadcast::registry) module):
 ///
-/// * a process in state `Z` (a zombie its parent has not reaped) or `X` is dead;
+/// * a process in state `Z` (a zombie its parent has not reaped) or `X` is dead, unless it
+///   still counts more than one thread (its main thread exited, others run);
 /// * when `token` carries its registrant's incarnation
 ///   ([`registry::token_incarnation`]) from this PID namespace, a process at `pid` that
 ///   started at another time is not the registrant, and the reader is dead.
@@ -294,7 +295,9 @@ pub fn reader_alive(pid: u32, token: u64) -> bool {
     let Some(stat) = read_stat(pid) else {
         return true;
     };
-    if matches!(stat.state, b'Z' | b'X') {
+    // A process whose main thread exited while others run shows its main thread's state,
+    // `Z`, with those threads counted: alive.
+    if matches!(stat.state, b'Z' | b'X') && stat.threads <= 1 {
         return false;
     }
     incarnation.is_none_or(|i| i.may_have_started_at(me.initial_ticks(stat.start)))
@@ -409,6 +412,8 @@ fn boot_offset_in(text: &str, hz: i64) -> i64 {
 struct Stat {
     /// Field 3: `R`, `S`, `D`, `Z`, `X`, …
     state: u8,
+    /// Field 20: threads in the process.
+    threads: u64,
     /// Field 22: clock ticks since boot (this time namespace's boot) when it started.
     start: u64,
 }
@@ -431,10 +436,16 @@ fn parse_stat(text: &[u8]) -> Option<Stat> {
     let mut fields = text[close + 1..]
         .split(|&b| b == b' ')
         .filter(|f| !f.is_empty());
+    let number = |f: &[u8]| std::str::from_utf8(f).ok()?.parse().ok();
     let state = *fields.next()?.first()?;
-    // Fields 4 to 21 lie between the state and the start time.
-    let start = std::str::from_utf8(fields.nth(18)?).ok()?.parse().ok()?;
-    Some(Stat { state, start })
+    // Fields 4 to 19 lie between the state and the thread count, 21 before the start time.
+    let threads = number(fields.nth(16)?)?;
+    let start = number(fields.nth(1)?)?;
+    Some(Stat {
+        state,
+        threads,
+        start,
+    })
 }
 
 /// CPU time (user + system) the calling thread has used so far (`RUSAGE_THREAD`).
@@ -466,13 +477,17 @@ mod tests {
     fn stat_fields_are_counted_from_the_commands_last_parenthesis() {
         let line = |comm: &str| {
             format!(
-                "4242 ({comm}) Z 1 4242 4242 0 -1 4194564 0 0 0 0 0 0 0 0 20 0 1 0 \
+                "4242 ({comm}) Z 1 4242 4242 0 -1 4194564 0 0 0 0 0 0 0 0 20 0 3 0 \
                  987654 0 0 18446744073709551615 0 0 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
             )
         };
         for comm in ["sleep", "a b", "x) S 9 (y", ")", "((", ""] {
             let st = parse_stat(line(comm).as_bytes()).unwrap();
-            assert_eq!((st.state, st.start), (b'Z', 987_654), "{comm:?}");
+            assert_eq!(
+                (st.state, st.threads, st.start),
+                (b'Z', 3, 987_654),
+                "{comm:?}"
+            );
         }
         // Cut short, or not a stat line at all: nothing, never a panic.
         let full = line("sleep");
@@ -489,6 +504,42 @@ mod tests {
             "{}",
             me.state as char
         );
+    }
+
+    /// A process whose main thread exited while another thread runs shows state `Z` in
+    /// `/proc/<pid>/stat`, as a zombie does, but counts two threads: it is alive. (A child
+    /// whose main thread leaves by the `exit` system call, which ends one thread, not the
+    /// process; its other thread sleeps until killed.)
+    #[test]
+    fn a_process_whose_main_thread_exited_is_not_a_zombie() {
+        let mut judged = None;
+        let status = crate::test_fork::forked_with(
+            10,
+            || {
+                std::thread::spawn(|| std::thread::sleep(Duration::from_secs(30)));
+                // SAFETY: ends this thread only; the spawned one keeps the process alive,
+                // and nothing of this thread's is used after.
+                unsafe { libc::syscall(libc::SYS_exit, 0) };
+                1
+            },
+            |pid| {
+                let pid = pid as u32;
+                let end = std::time::Instant::now() + Duration::from_secs(10);
+                let mut stat = read_stat(pid);
+                while stat.as_ref().is_none_or(|s| s.state != b'Z') {
+                    if std::time::Instant::now() > end {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                    stat = read_stat(pid);
+                }
+                judged = Some((stat.map(|s| (s.state, s.threads)), reader_alive(pid, 0)));
+                // SAFETY: kill takes two integers; the pid is our child, not yet reaped.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+            },
+        );
+        assert!(libc::WIFSIGNALED(status), "{status:#x}");
+        assert_eq!(judged, Some((Some((b'Z', 2)), true)));
     }
 
     #[test]
