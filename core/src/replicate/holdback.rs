@@ -201,6 +201,14 @@ impl<'a> HoldBack<'a> {
         (i < self.n).then(|| self.get(i))
     }
 
+    /// The held frame with the highest first sequence at or below `seq`, if any. It holds
+    /// `seq` if a held frame does, unless frames of different cuts overlap there (a UDP
+    /// datagram and a TCP answer), where an earlier, longer one may hold it instead.
+    pub fn last_at_or_below(&self, seq: u64) -> Option<HeldEntry> {
+        let i = self.rank(seq.saturating_add(1));
+        (i > 0).then(|| self.get(i - 1))
+    }
+
     /// The record bytes of a held entry.
     pub fn records(&self, e: &HeldEntry) -> &[u8] {
         let off = e.off as usize;

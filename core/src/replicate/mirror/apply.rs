@@ -155,7 +155,7 @@ impl Mirror<'_> {
                 Err(HoldError::Duplicate) => self.counters.duplicates_dropped += 1,
                 Err(HoldError::Full) => self.counters.holdback_dropped += 1,
             }
-            self.request(now, self.next, d.seq - 1);
+            self.request(now, self.next, self.last_missing(d.seq - 1));
             return Ok(0);
         }
         // In order: `d` holds `next`, which is the record to compare while a check waits.

@@ -15,7 +15,16 @@ pub(super) struct Nak {
     /// after the hole was first seen).
     pub(super) due: Instant,
     pub(super) sent: Option<Instant>,
+    /// `from`, or, after the range was extended to a new hole while the NAK for the old
+    /// range was on its way, the first record past that range: the new part, sent alone
+    /// at `due` (unless the whole range is due for its repeat by then).
+    pub(super) ask_from: u64,
 }
+
+/// Held frames [`Mirror::missing`] trims off either end of a range, at most: enough for
+/// the late datagrams at a NAK's ends, while a call's work stays bounded (a trim past a
+/// long run of held frames would walk them all).
+const TRIM_STEPS: usize = 8;
 
 impl Mirror<'_> {
     pub(super) fn note_source_seq(&mut self, s: u64) {
@@ -26,31 +35,60 @@ impl Mirror<'_> {
     pub(super) fn on_source_seq(&mut self, now: Instant, s: u64) {
         self.note_source_seq(s);
         if s >= self.next {
-            self.request(now, self.next, s);
+            self.request(now, self.next, self.last_missing(s));
         }
     }
 
-    /// What of `from..=to` is still missing: at most [`MAX_NAK_RECORDS`] records, stopping
-    /// before the first held frame; `None` if nothing is.
+    /// `to` if no held frame holds it, or else the last record of the first hole: the end
+    /// of a range to ask for that is known to be missing. Holes past the first one end
+    /// before held frames that arrived after them, and were asked for then.
+    pub(super) fn last_missing(&self, to: u64) -> u64 {
+        match self.holdback.last_at_or_below(to) {
+            Some(e) if e.end() > to => self
+                .holdback
+                .first()
+                .map_or(to, |f| f.seq.saturating_sub(1).min(to)),
+            _ => to,
+        }
+    }
+
+    /// What of `from..=to` is still missing: at most [`MAX_NAK_RECORDS`] records, without
+    /// the held frames at either end (up to [`TRIM_STEPS`] of them); `None` if nothing is.
+    /// Held frames between two holes stay in the range: one NAK asks for every hole, as the
+    /// reference's does, and a round trip repairs them all. A range cut at the first held
+    /// frame asked for one hole a round trip, and a mirror losing datagrams more often
+    /// than that never caught up.
     fn missing(&self, from: u64, to: u64) -> Option<(u64, u64)> {
-        let mut to = to.min(from.saturating_add(MAX_NAK_RECORDS - 1));
-        if let Some(e) = self.holdback.first_from(from)
-            && e.seq <= to
-        {
-            to = e.seq - 1;
+        let (mut from, mut to) = (from, to);
+        for _ in 0..TRIM_STEPS {
+            match self.holdback.last_at_or_below(from) {
+                Some(e) if e.end() > from => from = e.end(),
+                _ => break,
+            }
+        }
+        to = to.min(from.saturating_add(MAX_NAK_RECORDS - 1));
+        for _ in 0..TRIM_STEPS {
+            match self.holdback.last_at_or_below(to) {
+                Some(e) if e.end() > to && e.seq > from => to = e.seq - 1,
+                Some(e) if e.end() > to => return None,
+                _ => break,
+            }
         }
         (from <= to).then_some((from, to))
     }
 
-    /// Spec §21.4 `request`, asking only for what is missing: the range stops before the
-    /// first held frame, and a range inside the outstanding NAK is not asked again before
-    /// that NAK is due for a repeat (the reference only suppresses an identical `from`).
-    /// A newly seen hole is asked for [`MirrorConfig::nak_delay`](super::MirrorConfig::nak_delay)
-    /// later (at once by default); a hole that overlaps the outstanding NAK keeps its time.
+    /// Spec §21.4 `request`, asking only for what is missing: the range leaves out the
+    /// held frames at its ends, and a range inside the outstanding NAK is not asked again
+    /// before that NAK is due for a repeat (the reference only suppresses an identical
+    /// `from`). A range that meets the outstanding NAK joins it, so one NAK covers every
+    /// hole; if that NAK was sent, only the part past it is sent now. A newly seen hole is
+    /// asked for [`MirrorConfig::nak_delay`](super::MirrorConfig::nak_delay) later (at once
+    /// by default); a hole the outstanding NAK already covered keeps its time.
     pub(super) fn request(&mut self, now: Instant, from: u64, to: u64) {
         let Some((from, to)) = self.missing(from, to) else {
             return;
         };
+        let (mut from, mut to, mut ask_from) = (from, to, from);
         let mut due = now + self.cfg.nak_delay;
         if let Some(n) = self.nak {
             let fresh = n.sent.is_none_or(|t| now < t + self.nak_repeat());
@@ -58,8 +96,38 @@ impl Mirror<'_> {
             if n.from <= from && n.to >= to && fresh {
                 return;
             }
-            if from <= n.to {
-                due = due.min(n.due);
+            if from <= n.to.saturating_add(1) {
+                // A range that meets the outstanding one joins it: the holes of both are
+                // still wanted (a range that ended lower no longer drops the holes above).
+                let first = from.min(n.from).max(self.next);
+                to = to.max(n.to).min(first.saturating_add(MAX_NAK_RECORDS - 1));
+                from = first;
+                if let Some(sent) = n.sent
+                    && fresh
+                    && from >= n.from
+                {
+                    // The old range is on its way: only the new hole goes, after its delay
+                    // (a part added earlier and not sent yet keeps its time); the repeat
+                    // asks for both.
+                    ask_from = if n.ask_from > n.from {
+                        due = due.min(n.due);
+                        n.ask_from
+                    } else {
+                        n.to + 1
+                    };
+                    self.nak = Some(Nak {
+                        from,
+                        to,
+                        due,
+                        sent: Some(sent),
+                        ask_from,
+                    });
+                    return;
+                } else {
+                    // Not sent yet, or due for its repeat: all of it goes at the old time.
+                    due = due.min(n.due);
+                    ask_from = from;
+                }
             }
         }
         self.nak = Some(Nak {
@@ -67,6 +135,7 @@ impl Mirror<'_> {
             to,
             due,
             sent: None,
+            ask_from,
         });
     }
 
@@ -78,8 +147,11 @@ impl Mirror<'_> {
     /// When the outstanding NAK is to be sent: its first send once due, then a repeat every
     /// `nak_timeout`.
     pub(super) fn nak_deadline(&self) -> Option<Instant> {
-        self.nak
-            .map(|n| n.sent.map_or(n.due, |t| t + self.nak_repeat()))
+        self.nak.map(|n| match n.sent {
+            None => n.due,
+            Some(t) if n.ask_from > n.from => n.due.min(t + self.nak_repeat()),
+            Some(t) => t + self.nak_repeat(),
+        })
     }
 
     /// The NAK to send now, if any: a new one once due (a hole that the delay let reordered
@@ -94,12 +166,18 @@ impl Mirror<'_> {
             self.nak = None;
             return None;
         };
+        // A range extended while its older part was on its way, and not yet due for its
+        // repeat: the new part only. If that has come meanwhile, nothing goes now.
+        let repeat = n.sent.is_none_or(|t| now >= t + self.nak_repeat());
+        let ask = if repeat { from } else { from.max(n.ask_from) };
         self.nak = Some(Nak {
             from,
             to,
             due: n.due,
             sent: Some(now),
+            ask_from: from,
         });
+        let (from, to) = self.missing(ask, to)?;
         Some(NakRepr { from, to })
     }
 }
