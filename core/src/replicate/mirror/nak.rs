@@ -113,7 +113,12 @@ impl Mirror<'_> {
                         due = due.min(n.due);
                         n.ask_from
                     } else {
-                        n.to + 1
+                        // The hole that ends at `to` (which is missing) starts after the
+                        // held frame below it; what lies between the old range and that
+                        // frame is held (each hole was asked for when the datagram after
+                        // it came), so it is not asked for.
+                        let hole = self.holdback.last_at_or_below(to).map_or(0, |e| e.end());
+                        hole.max(n.to + 1)
                     };
                     self.nak = Some(Nak {
                         from,
