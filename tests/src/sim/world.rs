@@ -189,6 +189,10 @@ pub struct Report {
     pub source_gaps: Vec<(u64, u64, bool)>,
     /// Simulated end time (ns).
     pub end: u64,
+    /// Records the source sessions sent in answer to NAKs (the last session of each mirror).
+    pub source_retransmitted: u64,
+    /// Timers found not in the future after every machine had sent all it had (at most 10).
+    pub past_timers: Vec<String>,
 }
 
 impl Report {
@@ -211,6 +215,7 @@ impl Report {
                 ));
             }
         }
+        v.extend(self.past_timers.iter().cloned());
         v
     }
 }
@@ -337,6 +342,7 @@ pub fn run(sc: &Scenario) -> Report {
     let mut produced = 0u64;
     let mut next_write = rng.range(sc.interval.0, sc.interval.1);
     let mut source_gaps = Vec::new();
+    let mut past_timers = Vec::new();
     loop {
         // Producer.
         while produced < sc.records && next_write <= now {
@@ -529,14 +535,30 @@ pub fn run(sc: &Scenario) -> Report {
             }
         };
         at(udp.poll_timeout());
+        // After every machine was polled until it had nothing to send, its timer must be
+        // in the future: one due now would have been served, and a driver that sleeps until
+        // it would spin.
+        let mut past = |who: &str, x: Option<Instant>| {
+            if let Some(x) = x.filter(|x| x.as_nanos() <= now)
+                && past_timers.len() < 10
+            {
+                past_timers.push(format!(
+                    "{who} timer at {} ns not after now {now} ns",
+                    x.as_nanos()
+                ));
+            }
+        };
+        past("UDP sender", udp.poll_timeout());
         for n in &nodes {
             if n.closed.is_some() {
                 continue;
             }
             if n.s2m.in_flight() < sc.tcp_window {
                 at(n.session.poll_timeout());
+                past("source session", n.session.poll_timeout());
             }
             at(n.mirror.poll_timeout());
+            past("mirror", n.mirror.poll_timeout());
             at(n.spec.disconnect.map(Instant::from_nanos));
             at(restart_at.map(Instant::from_nanos));
             for x in [
@@ -556,6 +578,10 @@ pub fn run(sc: &Scenario) -> Report {
     }
     let _ = Duration::ZERO;
     let source_written = ring.written;
+    let source_retransmitted = nodes
+        .iter()
+        .map(|n| n.session.counters().records_retransmitted)
+        .sum();
     let mirrors = nodes
         .into_iter()
         .map(|n| check(n, source_written, now))
@@ -565,6 +591,8 @@ pub fn run(sc: &Scenario) -> Report {
         source_written,
         source_gaps,
         end: now,
+        source_retransmitted,
+        past_timers,
     }
 }
 
