@@ -16,8 +16,9 @@
 //! spec §20.4 and the session's trimming rule say: a NAK is cut to at most
 //! `MAX_NAK_RECORDS` records from its start and to what the connection has not already
 //! answered (one span of answered sequences, which a range that does not continue it
-//! replaces), dropped if a queued range holds it, and queued 16 deep with the oldest
-//! evicted when full; it is trimmed again when its turn comes. Every repair DATA and GAP
+//! replaces), dropped if a queued range holds it, and queued 16 deep; when the queue is
+//! full it joins the last queued range if it starts past it and both fit one NAK, or else
+//! the oldest is evicted; it is trimmed again when its turn comes. Every repair DATA and GAP
 //! must continue the range being answered or start the next range in queue order (so lie
 //! inside a range still queued, and never in an evicted one); no record goes out twice in
 //! repair DATA on a connection whose NAK starts never went back (a mirror's only grow;
@@ -271,6 +272,14 @@ impl NakModel {
             return;
         }
         if self.queue.len() == NAK_QUEUE {
+            // A range past the last queued one's start joins it if the two fit one NAK.
+            if let Some(last) = self.queue.back_mut()
+                && f > last.0
+                && t - last.0 < MAX_NAK_RECORDS
+            {
+                last.1 = last.1.max(t);
+                return;
+            }
             self.queue.pop_front();
         }
         self.queue.push_back((f, t));

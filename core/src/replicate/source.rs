@@ -354,7 +354,17 @@ impl SourceSession {
                     return Ok(());
                 }
                 if self.naks.is_full() {
-                    // The mirror repeats NAKs; the oldest queued one is the least useful.
+                    // A ringwire mirror asks for each new hole as it sees it, in rising
+                    // order: one past the last queued range joins it (the records between
+                    // go out too), so no hole waits for the mirror's repeat. Otherwise the
+                    // oldest queued NAK is dropped: the mirror repeats its NAKs.
+                    if let Some(last) = self.naks.back_mut()
+                        && n.from > last.from
+                        && n.to - last.from < MAX_NAK_RECORDS
+                    {
+                        last.to = last.to.max(n.to);
+                        return Ok(());
+                    }
                     self.naks.pop_front();
                 }
                 let _ = self.naks.push_back(n);

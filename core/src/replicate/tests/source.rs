@@ -979,3 +979,31 @@ fn blob_records_go_on_the_wire_with_a_little_endian_blob_ref() {
     let f = Frame::new_checked(&out[..n]).unwrap();
     assert_eq!(DataRepr::parse(&f, RecordFormat::of(&geo)), Ok(data));
 }
+
+/// Twenty NAKs for separate holes read at once (a mirror asks for each new hole as it sees
+/// it, while the source is busy with an earlier answer): every hole is answered. The queue
+/// holds 16 NAKs; the oldest ones were dropped when more came, and their holes waited for
+/// the mirror's repeat of its whole range.
+#[test]
+fn more_naks_than_the_queue_holds_are_all_answered() {
+    let mut mem = Mem::new(1 << 16);
+    let geo = Geometry::spmc(256, 16, 8, 0, false).unwrap();
+    // SAFETY: a fresh `Mem` of this test alone.
+    let v = unsafe { RingView::init(mem.region(), &geo) }.unwrap();
+    let src = RingSource(v);
+    push(&src, 100);
+    let mut s = multicast_session(&src);
+    let holes: Vec<u64> = (1..=20).map(|k| 4 * k).collect();
+    let burst: Vec<u8> = holes.iter().flat_map(|&h| nak(h, h + 1)).collect();
+    s.handle_stream(ms(1), &burst, &src, None).unwrap();
+    let (data, gaps) = drain_answers(&mut s, &src);
+    assert_eq!(gaps, []);
+    for h in holes {
+        assert!(
+            data.iter().any(|&(a, b)| a <= h && h + 1 <= b),
+            "hole {h} not answered: {data:?}"
+        );
+    }
+    // Not much more than was asked for: 40 records.
+    assert!(records(&data) <= 80, "{data:?}");
+}
