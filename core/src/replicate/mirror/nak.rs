@@ -150,7 +150,8 @@ impl Mirror<'_> {
     }
 
     /// When the outstanding NAK is to be sent: its first send once due, then a repeat every
-    /// `nak_timeout`.
+    /// `nak_timeout`, and the new part of a range extended since its last send once that
+    /// part is due.
     pub(super) fn nak_deadline(&self) -> Option<Instant> {
         self.nak.map(|n| match n.sent {
             None => n.due,
