@@ -4,12 +4,14 @@
 //! errors are values, never panics; delivered data stays inside the caller's buffers.
 //!
 //! Input: byte 0 picks the kind (broadcast ring, blob ring, MPMC ring, SPSC queue, fixed
-//! SPSC queue, MPMC queue, blackboard), bytes 1-2 a small geometry (so that init and attach
-//! succeed), then up to `MAX_OPS` operations `[op, args...]`: byte patches, word stores of
+//! SPSC queue, MPMC queue, blackboard, mirror ring), bytes 1-2 a small geometry (so that
+//! init and attach succeed; a mirror ring's GEOMETRY takes a few more bytes and may fail
+//! the wire checks, which ends the run), then up to `MAX_OPS` operations `[op, args...]`: byte patches, word stores of
 //! interesting values, re-attach, and calls into the kind's APIs.
 #![no_main]
 
 use core::cell::Cell;
+use core::sync::atomic::Ordering::Relaxed;
 
 use libfuzzer_sys::fuzz_target;
 use ringwire_core::blackboard::{Blackboard, TryRead};
@@ -24,6 +26,7 @@ use ringwire_core::broadcast::registry::{
 use ringwire_core::broadcast::{Consumer, NoWake, Producer, StartMode, TypedConsumer};
 use ringwire_core::layout::{BlobRef, Flags, Geometry, oldest_retained};
 use ringwire_core::queue::compat::{LossyMpmcConsumer, LossyMpmcProducer, LossyPush};
+use ringwire_core::queue::spsc::check_spsc_cursors;
 use ringwire_core::queue::{
     MpmcQueue, Popped, QueueExpect, QueueGeometry, QueueKind, QueueView, SpscConsumer,
     SpscProducer, StuckKind, StuckSlot,
@@ -35,7 +38,7 @@ use ringwire_core::replicate::{
     SourceSession, UdpConfig, UdpSender,
 };
 use ringwire_core::ring::{Expect, RingView, SlotRead};
-use ringwire_core::wire::{HEADER_LEN, HelloRepr};
+use ringwire_core::wire::{GeometryRepr, HEADER_LEN, HelloRepr};
 
 const MAX_OPS: usize = 512;
 
@@ -127,13 +130,14 @@ impl Scribbler {
 
 fuzz_target!(|data: &[u8]| {
     let mut inp = Input { d: data };
-    let kind = inp.u8() % 7;
+    let kind = inp.u8() % 8;
     let g1 = inp.u8();
     let g2 = inp.u8();
     match kind {
         0..=2 => ring_kind(kind, g1, g2, &mut inp),
         3..=5 => queue_kind(kind, g1, g2, &mut inp),
-        _ => blackboard_kind(g1, g2, &mut inp),
+        6 => blackboard_kind(g1, g2, &mut inp),
+        _ => mirror_kind(g1, g2, &mut inp),
     }
 });
 
@@ -261,6 +265,93 @@ fn ring_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
     let init = unsafe { RingView::init(region, &geo) }.expect("init of a valid geometry");
     let view = RingView::attach(region, Expect::RAW).expect("attach of a fresh ring");
     assert_eq!(view.geometry(), init.geometry());
+    ring_ops(&geo, region, &scr, total, view, inp);
+}
+
+/// A mirror ring (spec §21.1): the layout a GEOMETRY frame from the input describes, in a
+/// region that may be longer than the ring (a file kept from a larger ring). Every GEOMETRY
+/// the wire checks accept must give a ring that the mirror's sink creates and a reader
+/// attaches to with the same geometry; the ring then gets the same operations as the
+/// others.
+fn mirror_kind(g1: u8, g2: u8, inp: &mut Input) {
+    let capacity = if g1 & 0x80 != 0 {
+        inp.u64()
+    } else {
+        1 << (g1 & 7)
+    };
+    let e = inp.u8();
+    let element_size = if e & 0x80 != 0 {
+        u32::from(e & 0x7f)
+    } else {
+        8 * (1 + u32::from(e % 16))
+    };
+    let registry_count = u32::from((g1 >> 3) & 7);
+    let s = inp.u8();
+    let slots_offset = if s & 0x80 != 0 {
+        u32::from(inp.u16())
+    } else {
+        128 + 64 * (registry_count + u32::from(s % 4))
+    };
+    // Kept clear of u64::MAX so the arena offset after it cannot overflow here (the
+    // wire checks refuse such a layout anyway).
+    let slots_end = capacity
+        .saturating_mul(u64::from(element_size))
+        .saturating_add(u64::from(slots_offset))
+        .min(u64::MAX >> 1);
+    let (arena_offset, arena_size) = match g2 % 4 {
+        0 | 1 => (0, 0),
+        2 => (
+            slots_end.next_multiple_of(64) + 64 * u64::from(inp.u8() % 4),
+            64 << (inp.u8() % 8),
+        ),
+        _ => (inp.seq(), u64::from(inp.u16())),
+    };
+    let g = GeometryRepr {
+        flags: 0,
+        seq: 1,
+        capacity,
+        element_size,
+        ring_flags: u32::from(inp.u16()),
+        schema_sig: inp.seq(),
+        registry_count,
+        slots_offset,
+        arena_offset,
+        arena_size,
+    };
+    if g.check().is_err() {
+        return;
+    }
+    let geo = g.mirror_geometry();
+    let need = geo
+        .total_len()
+        .expect("a checked GEOMETRY's length fits a u64");
+    if need > 1 << 20 {
+        return;
+    }
+    let total = need as usize + 8 * usize::from((g2 >> 2) % 16);
+    let (_mem, region, scr) = buffer(total);
+    // SAFETY: a fresh buffer; the sink is dropped before any other view of it is made.
+    let mut sink = unsafe { RegionSink::new(region) };
+    assert!(sink.existing().is_none(), "a zeroed region holds no ring");
+    sink.recreate(&geo)
+        .expect("a mirror creates the ring of every GEOMETRY the wire checks accept");
+    assert!(matches!(sink.existing(), Some((eg, 0)) if eg == geo));
+    drop(sink);
+    let view = RingView::attach(region, Expect::RAW).expect("attach of a mirror ring");
+    assert!(g.matches(view.geometry()));
+    ring_ops(&geo, region, &scr, total, view, inp);
+}
+
+/// The operations on a ring of geometry `geo` in `region` (`total` bytes), attached as
+/// `view`.
+fn ring_ops(
+    geo: &Geometry,
+    region: Region,
+    scr: &Scribbler,
+    total: usize,
+    view: RingView,
+    inp: &mut Input,
+) {
     let mut st = RingState::new(view);
     let mut buf = [0u8; 256];
     let mut blob = [0u8; 1024];
@@ -884,6 +975,12 @@ fn queue_kind(kind: u8, g1: u8, g2: u8, inp: &mut Input) {
                 let _ = (q.notify_data(), q.notify_space());
                 let _ = (q.notify_data_unfenced(), q.notify_space_unfenced());
                 let _ = (q.header(), q.capacity());
+                // The check a queue file's open and `stat` make: with nothing running
+                // meanwhile, a queue it passes holds at most a lap of items.
+                if qk == QueueKind::Spsc && check_spsc_cursors(&q).is_ok() {
+                    let held = q.enq().load(Relaxed).wrapping_sub(q.deq().load(Relaxed));
+                    assert!(held <= q.capacity(), "{held} items in {}", q.capacity());
+                }
             }
             _ => {
                 let pos = inp.seq();
@@ -916,12 +1013,20 @@ fn blackboard_kind(g1: u8, g2: u8, inp: &mut Input) {
             0 => scr.patch(inp),
             1 => scr.word(inp),
             2 => {
-                let vs = if inp.u8().is_multiple_of(2) {
+                let how = inp.u8();
+                let vs = if how.is_multiple_of(2) {
                     None
                 } else {
                     Some(value_size)
                 };
-                if let Ok(b) = Blackboard::attach(region, vs) {
+                // A reader of values aligned to 16..=128 bytes (or to a bad alignment);
+                // the board was made for 8, so most of these are refused.
+                let b = if how % 4 == 3 {
+                    Blackboard::attach_aligned(region, value_size, 1 << (how / 4 % 8))
+                } else {
+                    Blackboard::attach(region, vs)
+                };
+                if let Ok(b) = b {
                     let end = 128 + b.slot_size() as usize * b.slot_count() as usize;
                     assert!(end <= total);
                     bb = b;
