@@ -330,13 +330,15 @@ fn mirror_kind(g1: u8, g2: u8, inp: &mut Input) {
     }
     let total = need as usize + 8 * usize::from((g2 >> 2) % 16);
     let (_mem, region, scr) = buffer(total);
-    // SAFETY: a fresh buffer; the sink is dropped before any other view of it is made.
-    let mut sink = unsafe { RegionSink::new(region) };
-    assert!(sink.existing().is_none(), "a zeroed region holds no ring");
-    sink.recreate(&geo)
-        .expect("a mirror creates the ring of every GEOMETRY the wire checks accept");
-    assert!(matches!(sink.existing(), Some((eg, 0)) if eg == geo));
-    drop(sink);
+    {
+        // SAFETY: a fresh buffer; the sink goes at the end of this block, before any other
+        // view of it is made.
+        let mut sink = unsafe { RegionSink::new(region) };
+        assert!(sink.existing().is_none(), "a zeroed region holds no ring");
+        sink.recreate(&geo)
+            .expect("a mirror creates the ring of every GEOMETRY the wire checks accept");
+        assert!(matches!(sink.existing(), Some((eg, 0)) if eg == geo));
+    }
     let view = RingView::attach(region, Expect::RAW).expect("attach of a mirror ring");
     assert!(g.matches(view.geometry()));
     ring_ops(&geo, region, &scr, total, view, inp);
