@@ -101,17 +101,40 @@ fn run(extra: &[&str]) -> (Vec<u32>, String) {
         "upstream traffic uses the proxy's own socket"
     );
     // Receive concurrently: a burst of small datagrams would overflow an unread socket.
+    // The receiver ends at its first read timeout (500 ms) after the last send, or after
+    // 30 s in all; a timeout while datagrams are still being sent (a loaded machine that
+    // stalled the proxy) and an interrupted read do not end it.
+    let sent_all = std::sync::atomic::AtomicBool::new(false);
     let got = std::thread::scope(|sc| {
         let rx = sc.spawn(|| {
             let mut buf = [0u8; 64];
             let mut got = Vec::new();
-            while let Ok((n, from)) = client.recv_from(&mut buf) {
-                assert_eq!(
-                    from, proxy.udp,
-                    "data comes from the address the client punched"
-                );
-                assert_eq!(n, 4);
-                got.push(u32::from_le_bytes(buf[..4].try_into().unwrap()));
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < Duration::from_secs(30) {
+                // Acquire: loaded before the read, so a timeout after it covers the last send.
+                let done = sent_all.load(std::sync::atomic::Ordering::Acquire);
+                match client.recv_from(&mut buf) {
+                    Ok((n, from)) => {
+                        assert_eq!(
+                            from, proxy.udp,
+                            "data comes from the address the client punched"
+                        );
+                        assert_eq!(n, 4);
+                        got.push(u32::from_le_bytes(buf[..4].try_into().unwrap()));
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                        ) =>
+                    {
+                        if done {
+                            break;
+                        }
+                    }
+                    Err(e) => panic!("recv_from: {e}"),
+                }
             }
             got
         });
@@ -121,6 +144,8 @@ fn run(extra: &[&str]) -> (Vec<u32>, String) {
                 std::thread::sleep(Duration::from_millis(1));
             }
         }
+        // Release: pairs with the receiver's acquire load.
+        sent_all.store(true, std::sync::atomic::Ordering::Release);
         rx.join().unwrap()
     });
     (got, proxy.finish())
