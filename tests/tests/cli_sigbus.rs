@@ -54,6 +54,23 @@ impl Drop for Reaped {
     }
 }
 
+/// The ringwire binary run with `args`, stdin closed and stdout and stderr piped, once it
+/// has printed its first line: the child, the rest of its stdout and that line.
+fn ringwire(args: &[&str]) -> (Reaped, BufReader<std::process::ChildStdout>, String) {
+    let child = Command::new(ringwire_bin())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the ringwire binary");
+    let mut child = Reaped(child);
+    let mut out = BufReader::new(child.0.stdout.take().unwrap());
+    let mut first = String::new();
+    out.read_line(&mut first).unwrap();
+    (child, out, first)
+}
+
 /// A ring of `capacity` records, all written, left at `path` by a producer that is gone
 /// (so that nothing of this process maps it when it is truncated).
 fn full_ring(path: &Path, capacity: u64) {
@@ -87,17 +104,7 @@ fn dump_of_a_ring_truncated_under_it_names_the_file_and_exits_1() {
     let ring = dir.0.join("ring");
     full_ring(&ring, RECORDS);
     let path = ring.to_str().unwrap();
-    let child = Command::new(ringwire_bin())
-        .args(["dump", path, "--tail", &RECORDS.to_string()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the ringwire binary");
-    let mut child = Reaped(child);
-    let mut out = BufReader::new(child.0.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
+    let (mut child, out, first) = ringwire(&["dump", path, "--tail", &RECORDS.to_string()]);
     assert!(first.starts_with("seq "), "dump's first line: {first:?}");
     // At least 16 times what a pipe holds (64 KiB by default) is still to come.
     assert!(RECORDS * first.len() as u64 > 16 * 65536, "{first:?}");
@@ -142,18 +149,8 @@ fn a_sigbus_sent_by_kill_says_so_and_still_kills() {
     let dir = Scratch::new("sigbus-kill");
     let ring = dir.0.join("ring");
     full_ring(&ring, 16);
-    let child = Command::new(ringwire_bin())
-        .args(["top", ring.to_str().unwrap(), "--interval-ms", "50"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run the ringwire binary");
-    let mut child = Reaped(child);
-    // The first frame: main has long installed the handler.
-    let mut out = BufReader::new(child.0.stdout.take().unwrap());
-    let mut first = String::new();
-    out.read_line(&mut first).unwrap();
+    // After the first frame: main has long installed the handler.
+    let (mut child, out, first) = ringwire(&["top", ring.to_str().unwrap(), "--interval-ms", "50"]);
     assert!(
         first.starts_with("ringwire top "),
         "top's first line: {first:?}"

@@ -229,11 +229,15 @@ impl Drop for Kid {
     }
 }
 
-#[test]
-fn a_killed_reader_process_is_pruned() {
-    let (p, prod) = rw_ring("reg-kill", 3);
+/// The helper process reading the ring at `path` as reader `name`, once it has attached.
+fn attached_reader(path: &std::path::Path, name: &str) -> Kid {
     let mut child = Kid(Command::new(HELPER)
-        .args(["read", p.path().to_str().unwrap(), "1000", "name=child"])
+        .args([
+            "read",
+            path.to_str().unwrap(),
+            "1000",
+            &format!("name={name}"),
+        ])
         .stdout(Stdio::piped())
         .spawn()
         .unwrap());
@@ -242,6 +246,13 @@ fn a_killed_reader_process_is_pruned() {
         .read_line(&mut line)
         .unwrap();
     assert_eq!(line.trim(), "attached");
+    child
+}
+
+#[test]
+fn a_killed_reader_process_is_pruned() {
+    let (p, prod) = rw_ring("reg-kill", 3);
+    let mut child = attached_reader(p.path(), "child");
     let pid = child.0.id();
     let reg = prod.registry().unwrap();
     // The helper reads 1..=3 and then waits: its cursor settles at 4.
@@ -561,16 +572,7 @@ fn a_zombie_reader_does_not_hold_a_lossless_producer() {
         .flow_control(FlowControl::LosslessBackpressure)
         .build::<Rec, _>(&p)
         .unwrap();
-    let mut child = Kid(Command::new(HELPER)
-        .args(["read", p.path().to_str().unwrap(), "1000", "name=zombie"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap());
-    let mut line = String::new();
-    BufReader::new(child.0.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert_eq!(line.trim(), "attached");
+    let mut child = attached_reader(p.path(), "zombie");
     let pid = child.0.id();
     assert_eq!(
         rw_rows(prod.registry().unwrap().active_readers(0)),

@@ -164,6 +164,46 @@ fn source_restart_is_detected_on_every_transport() {
     );
 }
 
+/// One multicast mirror from sequence 1 of a ring of `capacity` 16-byte records, `records`
+/// of them published one per 40-byte datagram at `interval` (ns, low and high), over a path
+/// of one-way `delay` (ns) losing `loss` of the datagrams at random and nothing else.
+fn lossy_multicast(
+    seed: u64,
+    capacity: u64,
+    records: u64,
+    interval: (u64, u64),
+    delay: u64,
+    loss: f64,
+) -> Scenario {
+    Scenario {
+        capacity,
+        record_len: 16,
+        arena: 0,
+        records,
+        interval,
+        batch: 1,
+        mtu: 40,
+        duplicate: 1,
+        mirrors: vec![MirrorSpec {
+            mode: Mode::Multicast,
+            start: Start::Sequence(1),
+            imp: Impair {
+                delay,
+                jitter: 0,
+                loss,
+                dup: 0.0,
+                partition: None,
+            },
+            disconnect: None,
+            nak_delay: 0,
+        }],
+        seed,
+        source_restart: None,
+        tcp_window: 1 << 20,
+        deadline: 10_000_000_000,
+    }
+}
+
 /// Half the datagrams lost, at random, one record each, four datagrams per round trip:
 /// every round trip shows holes between held datagrams. One NAK asks for all of them, so
 /// the mirror keeps up and never needs a GAP. When the NAK stopped before the first held
@@ -172,33 +212,7 @@ fn source_restart_is_detected_on_every_transport() {
 #[test]
 fn scattered_heavy_loss_is_repaired_without_gaps() {
     for seed in 0..4 {
-        let sc = Scenario {
-            capacity: 256,
-            record_len: 16,
-            arena: 0,
-            records: 3000,
-            interval: (20_000, 40_000),
-            batch: 1,
-            mtu: 40,
-            duplicate: 1,
-            mirrors: vec![MirrorSpec {
-                mode: Mode::Multicast,
-                start: Start::Sequence(1),
-                imp: Impair {
-                    delay: 100_000,
-                    jitter: 0,
-                    loss: 0.5,
-                    dup: 0.0,
-                    partition: None,
-                },
-                disconnect: None,
-                nak_delay: 0,
-            }],
-            seed,
-            source_restart: None,
-            tcp_window: 1 << 20,
-            deadline: 10_000_000_000,
-        };
+        let sc = lossy_multicast(seed, 256, 3000, (20_000, 40_000), 100_000, 0.5);
         let r = run(&sc);
         assert!(
             r.violations().is_empty(),
@@ -237,33 +251,9 @@ fn scattered_heavy_loss_is_repaired_without_gaps() {
 #[test]
 fn long_path_loss_is_repaired_with_few_retransmissions() {
     for seed in 0..2 {
-        let sc = Scenario {
-            capacity: 1 << 16,
-            record_len: 16,
-            arena: 0,
-            records: 5000,
-            interval: (200_000, 400_000),
-            batch: 1,
-            mtu: 40,
-            duplicate: 1,
-            mirrors: vec![MirrorSpec {
-                mode: Mode::Multicast,
-                start: Start::Sequence(1),
-                imp: Impair {
-                    delay: 30_000_000,
-                    jitter: 0,
-                    loss: 0.1,
-                    dup: 0.0,
-                    partition: None,
-                },
-                disconnect: None,
-                nak_delay: 0,
-            }],
-            seed,
-            source_restart: None,
-            tcp_window: 1 << 24,
-            deadline: 100_000_000_000,
-        };
+        let mut sc = lossy_multicast(seed, 1 << 16, 5000, (200_000, 400_000), 30_000_000, 0.1);
+        sc.tcp_window = 1 << 24;
+        sc.deadline = 100_000_000_000;
         let r = run(&sc);
         assert!(
             r.violations().is_empty(),
