@@ -269,7 +269,7 @@ pub fn pid_alive(pid: u32) -> bool {
 
 /// What a registry slot's reader looks like from here: [`pid_alive`], and then, where
 /// `/proc` belongs to this process's PID namespace, two more rules (see the core's
-/// [`registry`](ringwire_core::broadcast::registry) module):
+/// [`registry`] module):
 ///
 /// * a process in state `Z` (a zombie its parent has not reaped) or `X` is dead, unless it
 ///   still counts more than one thread (its main thread exited, others run);
