@@ -134,6 +134,40 @@ fn demo_files(pid: u32) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A ring truncated under the running demo (a cleanup script's `: > file`): the line naming
+/// it, exit 1, and both scratch rings removed. Before, the SIGBUS handler's exit left them
+/// in /dev/shm (and before that handler, the process died of signal 7 and left them too).
+#[test]
+fn a_demo_whose_ring_is_truncated_says_so_and_removes_its_rings() {
+    let (mut d, mut err) = running_demo();
+    let pid = d.0.id();
+    let files = demo_files(pid);
+    assert_eq!(files.len(), 2, "{files:?}");
+    let source = files
+        .iter()
+        .find(|f| f.contains("source"))
+        .unwrap_or_else(|| panic!("no source ring in {files:?}"));
+    let path = format!("/dev/shm/{source}");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&path)
+        .expect("open the source ring")
+        .set_len(0)
+        .expect("truncate it");
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).expect("read stderr");
+    let mut out = String::new();
+    let mut stdout = d.0.stdout.take().expect("piped stdout");
+    stdout.read_to_string(&mut out).expect("read stdout");
+    let status = d.0.wait().expect("wait");
+    assert_eq!(status.code(), Some(1), "{status}: stderr: {rest}");
+    assert!(
+        rest.contains(&format!("ringwire: {path} shrank while it was mapped")),
+        "{rest}"
+    );
+    assert_eq!(demo_files(pid), Vec::<String>::new());
+}
+
 /// SIGHUP (the terminal that ran the demo was closed) stops it in order like SIGINT: its
 /// ring files removed and exit 1 with the reason. Before, SIGHUP's default action killed
 /// the process and left both ring files in /dev/shm.

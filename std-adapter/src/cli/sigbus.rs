@@ -16,11 +16,13 @@
 //! demo's and the benches' rings) are covered wherever the library maps them, and a
 //! library user's process, which never installs the handler, records nothing.
 //!
-//! The handler makes only async-signal-safe calls (`write` and `_exit`; `sigaction` and
-//! `raise` for a SIGBUS it cannot explain; `pause` in a thread that faults second), reads
-//! the table with atomics only and allocates nothing. A fault past the end of a recorded mapping's file (`BUS_ADRERR` at
-//! an address inside it) prints `ringwire: PATH shrank while it was mapped (…); stopping`
-//! and exits 1. Any other SIGBUS (an address in no recorded mapping, which includes a
+//! The handler makes only async-signal-safe calls (`write`, `unlink` and `_exit`;
+//! `sigaction` and `raise` for a SIGBUS it cannot explain; `pause` in a thread that faults
+//! second), reads the table with atomics only and allocates nothing. Whatever the cause, it
+//! removes the scratch files registered for a forced exit (the demo's and the benches'
+//! rings, `replica::signal`), as a second Ctrl-C does. A fault past the end of a recorded
+//! mapping's file (`BUS_ADRERR` at an address inside it) prints `ringwire: PATH shrank
+//! while it was mapped (…); stopping` and exits 1. Any other SIGBUS (an address in no recorded mapping, which includes a
 //! mapping not recorded because the table was full; a memory error; a `kill -BUS`) prints
 //! one line saying what it was and then takes the signal's default action, so the process
 //! still dies of signal 7 with a core dump where those are kept: it is a crash, and a
@@ -347,7 +349,8 @@ impl Cause {
 }
 
 extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    // Only async-signal-safe calls below: atomics, write, _exit, pause, sigaction, raise.
+    // Only async-signal-safe calls below: atomics, write, unlink, _exit, pause, sigaction,
+    // raise.
     if REPORTING.swap(true, Ordering::Relaxed) {
         // Another thread faulted first and is ending the process: wait for it.
         loop {
@@ -360,6 +363,9 @@ extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
     let (code, addr) = unsafe { ((*info).si_code, (*info).si_addr().addr()) };
     let cause = Cause::of(&TABLE, code, addr);
     cause.report(write_stderr);
+    // The demo's and the benches' scratch rings, whose names carry our pid and would never
+    // be used again, go as after a second Ctrl-C (`unlink` only).
+    crate::replica::signal::remove_registered();
     if let Cause::Shrank(_) = cause {
         // SAFETY: _exit ends the process at once, running nothing of ours.
         unsafe { libc::_exit(1) }

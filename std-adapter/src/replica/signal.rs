@@ -37,6 +37,21 @@ fn now_ns() -> u64 {
     crate::sys::clock_ns(libc::CLOCK_MONOTONIC).max(1)
 }
 
+/// Removes the files registered with [`remove_on_exit`], for a handler about to end the
+/// process (this one's second signal, the CLI's SIGBUS handler). Async-signal-safe: atomic
+/// loads and `unlink` only.
+pub(crate) fn remove_registered() {
+    for f in &FILES {
+        // Acquire: pairs with the registration's release store, so the path's bytes are
+        // seen.
+        let p = f.load(Ordering::Acquire);
+        if !p.is_null() {
+            // SAFETY: a registered path is a NUL-terminated string that is never freed.
+            unsafe { libc::unlink(p) };
+        }
+    }
+}
+
 extern "C" fn on_signal(sig: libc::c_int) {
     // Only async-signal-safe calls below: atomics, clock_gettime, unlink, sigaction, raise.
     let now = now_ns();
@@ -49,15 +64,7 @@ extern "C" fn on_signal(sig: libc::c_int) {
         Err(first) if now.saturating_sub(first) < REPEAT.as_nanos() as u64 => return,
         Err(_) => {}
     }
-    for f in &FILES {
-        // Acquire: pairs with the registration's release store, so the path's bytes are
-        // seen.
-        let p = f.load(Ordering::Acquire);
-        if !p.is_null() {
-            // SAFETY: a registered path is a NUL-terminated string that is never freed.
-            unsafe { libc::unlink(p) };
-        }
-    }
+    remove_registered();
     // SAFETY: a zeroed sigaction with SIG_DFL is a valid action; raise re-delivers the signal
     // to this thread, which now ends the process with the signal's status.
     unsafe {
