@@ -26,12 +26,13 @@ pub struct ServeArgs {
     /// their blobs; mirrors recreate the arena). Mapped read-write to sleep on its futex when
     /// idle; without write access it is mapped read-only and polled (logged once).
     pub path: PathBuf,
-    /// TCP listen address, e.g. 0.0.0.0:7400. IPv4 (mirrors connect over IPv4 only), or
-    /// [::]:PORT, which accepts IPv4 mirrors too. With --udp or --multicast, the UDP socket
+    /// TCP listen address, HOST:PORT, e.g. 0.0.0.0:7400. IPv4 (mirrors connect over IPv4
+    /// only), or [::]:PORT, which accepts IPv4 mirrors too; a host name binds its IPv4
+    /// address (localhost:7400 is 127.0.0.1:7400). With --udp or --multicast, the UDP socket
     /// binds this address's IP as well (its port is --udp's, or any free one).
     // The text is also the --help line, so "[::]" stays as typed, not as a doc link.
     #[allow(rustdoc::broken_intra_doc_links)]
-    #[arg(long, value_name = "ADDR")]
+    #[arg(long, value_name = "ADDR", value_parser = parse_bind)]
     pub bind: SocketAddr,
     /// Send live data to this IPv4 multicast group, e.g. 239.1.1.1:7401 (one port per stream).
     #[arg(long, value_name = "GROUP:PORT", value_parser = parse_group)]
@@ -137,6 +138,27 @@ fn parse_source(s: &str) -> Result<SocketAddr, String> {
         ));
     }
     Ok(a)
+}
+
+/// `serve --bind`: an IP address and port as written, or a host name and port, which binds
+/// the name's first IPv4 address. ringfire binds whatever its listener resolves, so a
+/// `--bind localhost:7400` that works there must work here; of a name's addresses only an
+/// IPv4 one is any use, as mirrors connect over IPv4 only.
+fn parse_bind(s: &str) -> Result<SocketAddr, String> {
+    if let Ok(a) = s.parse::<SocketAddr>() {
+        // A literal IPv6 address is judged by the server, which says why only [::] is
+        // of use.
+        return Ok(a);
+    }
+    let addrs = s
+        .to_socket_addrs()
+        .map_err(|e| format!("'{s}' is not HOST:PORT: {e}"))?;
+    addrs.into_iter().find(SocketAddr::is_ipv4).ok_or_else(|| {
+        format!(
+            "'{s}' has no IPv4 address: mirrors connect over IPv4 only (the replication \
+             protocol carries IPv4 addresses)"
+        )
+    })
 }
 
 /// `ringwire mirror`: keep a local copy of a remote ring.
@@ -554,6 +576,44 @@ mod tests {
         // Refused at parse time, not after a connect that fails ('Connection refused').
         let e = parse_source("127.0.0.1:0").unwrap_err();
         assert!(e.contains("port 0"), "{e}");
+    }
+
+    /// `--bind` takes a host name, as ringfire's does (its listener binds what the name
+    /// resolves to): `localhost:PORT` was refused as "invalid socket address syntax".
+    #[test]
+    fn bind_takes_a_host_name_and_port() {
+        let bind = |b: &str| match crate::cli::Cli::try_parse_from([
+            "ringwire",
+            "serve",
+            "/dev/shm/x",
+            "--bind",
+            b,
+        ]) {
+            Ok(crate::cli::Cli {
+                command: crate::cli::Command::Serve(s),
+            }) => Ok(s.bind),
+            Ok(other) => panic!("{other:?}"),
+            Err(e) => Err(e.to_string()),
+        };
+        assert_eq!(
+            bind("localhost:7400"),
+            Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, 7400)))
+        );
+        assert_eq!(
+            bind("127.0.0.1:0"),
+            Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))
+        );
+        // Literal IPv6 addresses pass as written: the server accepts [::] and names the rest.
+        assert_eq!(bind("[::]:7400"), Ok("[::]:7400".parse().unwrap()));
+        for bad in [
+            "127.0.0.1",
+            "localhost",
+            "nowhere.invalid:7400",
+            "1.2.3.4:70000",
+        ] {
+            let e = bind(bad).unwrap_err();
+            assert!(e.contains("--bind") && e.contains(bad), "{bad}: {e}");
+        }
     }
 
     fn help(sub: &str, arg: &str) -> String {
