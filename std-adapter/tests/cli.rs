@@ -94,6 +94,74 @@ fn bad_flag_values_fail_with_a_message() {
     }
 }
 
+/// A negative value is refused by the option it was given to, naming it and the value, as
+/// any other bad value is; clap took `-1` for an unknown flag ("unexpected argument '-1'
+/// found", "to pass '-1' as a value, use '-- -1'"), naming neither.
+#[test]
+fn negative_values_are_refused_naming_the_flag() {
+    let t = TmpRing::new("negative");
+    let _r = make_ring(&t, 0);
+    let p = t.0.to_str().unwrap();
+    let serve = ["serve", p, "--bind", "127.0.0.1:0", "--udp", "0"];
+    let mirror = ["mirror", "127.0.0.1:1", p];
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        ([&serve[..], &["--batch", "-1"]].concat(), "--batch <N>"),
+        ([&serve[..], &["--mtu", "-1472"]].concat(), "--mtu <N>"),
+        ([&serve[..], &["--ttl", "-1"]].concat(), "--ttl <N>"),
+        ([&serve[..], &["--dup", "-2"]].concat(), "--dup <N>"),
+        (
+            [&serve[..], &["--linger-us", "-50"]].concat(),
+            "--linger-us <N>",
+        ),
+        (
+            [&serve[..], &["--max-mirrors", "-1"]].concat(),
+            "--max-mirrors <N>",
+        ),
+        (
+            [&serve[..], &["--punch-timeout", "-1"]].concat(),
+            "--punch-timeout <S>",
+        ),
+        (
+            vec!["serve", p, "--bind", "127.0.0.1:0", "--udp", "-1"],
+            "--udp <PORT>",
+        ),
+        (vec!["serve", p, "--bind", "-1"], "--bind <ADDR>"),
+        ([&mirror[..], &["--from", "-3"]].concat(), "--from <WHERE>"),
+        (
+            [&mirror[..], &["--reconnect-ms", "-5"]].concat(),
+            "--reconnect-ms <N>",
+        ),
+        (
+            [&mirror[..], &["--nak-delay-us", "-1"]].concat(),
+            "--nak-delay-us <N>",
+        ),
+        (
+            [&mirror[..], &["--max-ring-size", "-1"]].concat(),
+            "--max-ring-size <SIZE>",
+        ),
+        (
+            vec!["top", p, "--interval-ms", "-1"],
+            "--interval-ms <INTERVAL_MS>",
+        ),
+        (
+            vec!["top", p, "--iterations", "-1"],
+            "--iterations <ITERATIONS>",
+        ),
+        (vec!["dump", p, "--tail", "-1"], "--tail <TAIL>"),
+        (vec!["demo", "--seconds", "-1"], "--seconds <N>"),
+    ];
+    for (args, flag) in cases {
+        // Bounded: a command that accepted the value would run until killed.
+        let (code, out, err) = ringwire_bounded(&args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        let value = args.last().unwrap();
+        assert!(
+            err.contains(&format!("invalid value '{value}' for '{flag}'")),
+            "{args:?}: {err}"
+        );
+    }
+}
+
 #[test]
 fn top_runs_the_requested_iterations() {
     let t = TmpRing::new("top");

@@ -26,7 +26,7 @@ pub use stat::stat_json;
 /// Inspect, measure and replicate shared-memory rings compatible with ringfire 0.5 (and
 /// ringwire's queue and blackboard files).
 #[derive(Debug, Parser)]
-#[command(name = "ringwire", version)]
+#[command(name = "ringwire", version, mut_subcommands = negative_values)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -125,6 +125,21 @@ pub enum Command {
     Demo(crate::replica::cli::DemoArgs),
     /// Print the version (as --version does).
     Version,
+}
+
+/// Lets every option of `sub` and its subcommands take a value that looks like a negative
+/// number, so that the option's own parser refuses it by name (`invalid value '-1' for
+/// '--batch <N>'`). Without it clap reads `--batch -1` as a flag `-1` and says "unexpected
+/// argument '-1' found", which names neither the option nor what is wrong with the value.
+fn negative_values(sub: clap::Command) -> clap::Command {
+    sub.mut_args(|a| {
+        if !a.is_positional() && a.get_action().takes_values() {
+            a.allow_negative_numbers(true)
+        } else {
+            a
+        }
+    })
+    .mut_subcommands(negative_values)
 }
 
 /// Parses a count that must be at least 1. clap's `range(1..)` would reject 0 with
