@@ -162,6 +162,88 @@ fn negative_values_are_refused_naming_the_flag() {
     }
 }
 
+/// Runs `ringwire ARGS` until its first stderr line, stops it with SIGTERM and returns its
+/// exit code and stderr (bounded: killed if it has said nothing in 10 s or not ended 10 s
+/// after the signal).
+fn stopped_by_sigterm(args: &[&str]) -> (Option<i32>, String) {
+    use std::io::Read;
+    use std::time::{Duration, Instant};
+    struct Kid(std::process::Child);
+    impl Drop for Kid {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut child = Kid(Command::new(env!("CARGO_BIN_EXE_ringwire"))
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap());
+    let mut stderr = child.0.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok(n @ 1..) = stderr.read(&mut buf) {
+            if tx.send(buf[..n].to_vec()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut err = Vec::new();
+    let first = rx.recv_timeout(Duration::from_secs(10));
+    err.extend(first.unwrap_or_else(|_| panic!("{args:?}: nothing said within 10 s")));
+    // SAFETY: kill(2) on our own child's pid (not yet reaped: we hold its Child).
+    assert_eq!(unsafe { libc::kill(child.0.id() as i32, libc::SIGTERM) }, 0);
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.0.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "{args:?}: still running 10 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    reader.join().unwrap();
+    err.extend(rx.try_iter().flatten());
+    (status.code(), String::from_utf8_lossy(&err).into_owned())
+}
+
+/// serve and mirror stopped by a signal end in an orderly way: a last line with their
+/// totals, exit 0; their --help says so, as ringfire's (killed by the signal, no last
+/// line) does otherwise. The help said nothing of how they stop or what they exit with.
+#[test]
+fn serve_and_mirror_stop_on_sigterm_as_their_help_says() {
+    let t = TmpRing::new("stop");
+    let _r = make_ring(&t, 0);
+    let p = t.0.to_str().unwrap();
+    let mirror_ring = t.0.with_file_name("mirror");
+    for (args, last) in [
+        (vec!["serve", p, "--bind", "127.0.0.1:0"], "serve: done: "),
+        (
+            // Nothing listens on port 1: the mirror retries until stopped.
+            vec!["mirror", "127.0.0.1:1", mirror_ring.to_str().unwrap()],
+            "mirror: done: ",
+        ),
+    ] {
+        let (code, err) = stopped_by_sigterm(&args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        let line = err.lines().last().unwrap_or_default();
+        assert!(line.starts_with(last), "{args:?}: {err}");
+        let (code, help, _) = ringwire(&[args[0], "--help"]);
+        assert_eq!(code, 0);
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        for said in [
+            "Runs until SIGINT, SIGTERM or SIGHUP",
+            &format!("\"{last}…\" with its totals, and exits 0"),
+        ] {
+            assert!(help.contains(said), "{}: {said:?} not in {help}", args[0]);
+        }
+    }
+}
+
 #[test]
 fn top_runs_the_requested_iterations() {
     let t = TmpRing::new("top");
