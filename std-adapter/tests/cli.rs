@@ -817,6 +817,57 @@ fn serve_dup_and_mtu_need_udp_delivery() {
     );
 }
 
+/// A flag that --once makes useless is refused with it, as serve's UDP flags are without
+/// UDP delivery, instead of being silently ignored: serve --once serves one mirror, so
+/// `--max-mirrors` has nothing to limit; mirror --once never reconnects, so
+/// `--reconnect-ms` has nothing to time.
+#[test]
+fn flags_that_once_makes_useless_are_refused_with_it() {
+    let t = TmpRing::new("once-flags");
+    let _r = make_ring(&t, 0);
+    let p = t.0.to_str().unwrap();
+    for (args, flag) in [
+        (
+            vec![
+                "serve",
+                p,
+                "--bind",
+                "127.0.0.1:0",
+                "--once",
+                "--max-mirrors",
+                "2",
+            ],
+            "--max-mirrors",
+        ),
+        (
+            vec![
+                "mirror",
+                "127.0.0.1:1",
+                p,
+                "--once",
+                "--reconnect-ms",
+                "100",
+            ],
+            "--reconnect-ms",
+        ),
+    ] {
+        // Bounded: a serve --once that accepted the flag would wait for its mirror.
+        let (code, out, err) = ringwire_bounded(&args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert!(
+            err.contains(flag) && err.contains("--once") && err.contains("cannot be used with"),
+            "{args:?}: {err}"
+        );
+    }
+    // --once without them still runs: the mirror gets as far as its connect (refused:
+    // nothing listens on port 1).
+    let mirror_ring = t.0.with_file_name("mirror");
+    let m = mirror_ring.to_str().unwrap();
+    let (code, _, err) = ringwire_bounded(&["mirror", "127.0.0.1:1", m, "--once"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("Connection refused"), "{err}");
+}
+
 /// Help or version text that cannot be written is an error (exit 1), not a success.
 #[test]
 fn help_that_cannot_be_written_exits_1() {

@@ -81,8 +81,9 @@ pub struct ServeArgs {
     /// ends in an error: a protocol error, no HELLO within 5 s, a write that timed out.
     #[arg(long, conflicts_with_all = ["multicast", "udp"])]
     pub once: bool,
-    /// Most concurrent mirrors (1..=4096); further connections are refused.
-    #[arg(long, value_name = "N", default_value_t = 64,
+    /// Most concurrent mirrors (1..=4096); further connections are refused. Not with
+    /// --once, which serves one.
+    #[arg(long, value_name = "N", default_value_t = 64, conflicts_with = "once",
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub max_mirrors: u32,
     /// Seconds a UDP unicast session may go without a PUNCH from its mirror before it is
@@ -204,8 +205,8 @@ pub struct MirrorArgs {
     pub once: bool,
     /// Milliseconds between connection attempts (0..=3600000; 0 reconnects at once, as
     /// ringfire's, and then retries a refused or failed connection without pause, logging
-    /// at most one line a second).
-    #[arg(long, value_name = "N", default_value_t = 500,
+    /// at most one line a second). Not with --once, which does not reconnect.
+    #[arg(long, value_name = "N", default_value_t = 500, conflicts_with = "once",
           value_parser = clap::value_parser!(u64).range(0..=3_600_000))]
     pub reconnect_ms: u64,
     /// Microseconds a hole in the UDP stream waits for late (reordered) datagrams before the
