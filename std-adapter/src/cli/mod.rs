@@ -114,8 +114,9 @@ pub enum Command {
     ///
     /// Runs until SIGINT, SIGTERM or SIGHUP, then ends its sessions, prints a last line,
     /// "serve: done: …" with its totals, and exits 0 (a second signal, 200 ms or more after
-    /// the first, ends it at once). With --once it ends with its one session instead (see
-    /// --once for its exit status). A ring removed
+    /// the first, ends it at once). With --once it ends with its one mirror's session
+    /// instead (see --once for its exit status); a session cut short by a new ring at PATH
+    /// does not count: the mirror is served the new ring when it reconnects. A ring removed
     /// from PATH is served as it was until a new one appears there; a new ring at PATH (a
     /// restarted producer) is served in its place on the same addresses, and mirrors
     /// reconnect to it. Exits 1 with "Error: …" when it cannot start (PATH is not a ring, an
@@ -124,14 +125,16 @@ pub enum Command {
     Serve(crate::replica::cli::ServeArgs),
     /// Keep a local copy of a remote ring.
     ///
-    /// Runs until SIGINT, SIGTERM or SIGHUP: whenever a connection ends (the source went
-    /// away or stopped answering, a protocol error, a refused connect) it says why in a
-    /// "mirror: connection ended (…)" line, waits --reconnect-ms and reconnects, resuming
-    /// where the mirror ring stopped. When stopped, it prints a last line, "mirror: done: …"
-    /// with its totals, and exits 0 (a second signal, 200 ms or more after the first, ends
-    /// it at once). With --once it ends with its first connection instead (see --once).
-    /// Exits 1 with "Error: …" on what reconnecting cannot mend: PATH held by another
-    /// producer, a source ring over --max-ring-size. Everything it says goes to stderr.
+    /// Runs until SIGINT, SIGTERM or SIGHUP: whenever a connect fails or a connection ends
+    /// (the source went away or stopped answering, a protocol error) it says why, in a
+    /// "mirror: connection ended (…)" line for a connection, waits --reconnect-ms and
+    /// reconnects, resuming where the mirror ring stopped. When stopped, it prints a last
+    /// line, "mirror: done: …" with its totals, and exits 0 (a second signal, 200 ms or
+    /// more after the first, ends it at once). With --once it ends with its first
+    /// connection instead (see --once). Exits 1 with "Error: …" on what reconnecting cannot
+    /// mend: the mirror ring removed from PATH or replaced there while it writes, PATH held
+    /// by another producer, a source ring over --max-ring-size. Everything it says goes to
+    /// stderr.
     Mirror(crate::replica::cli::MirrorArgs),
     /// Source, serve, mirror and a latency reader on this machine, over loopback.
     ///
