@@ -42,7 +42,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "ADDR", requires = "multicast")]
     pub iface: Option<Ipv4Addr>,
     /// UDP datagram budget in bytes, frame header included (24..=65536; only with
-    /// --multicast or --udp).
+    /// --multicast or --udp). Frames are filled up to it; a record too long to fit in it
+    /// alone still goes alone, in a longer datagram (or, over 65,507 bytes, by NAK over TCP).
     #[arg(long, value_name = "N", default_value_t = 1472, requires = "udp_delivery",
           value_parser = clap::value_parser!(u32).range(24..=65536))]
     pub mtu: u32,
@@ -633,6 +634,15 @@ mod tests {
         let h = help("serve", "path");
         assert!(h.contains("blob ring"), "{h}");
         assert!(!h.contains("fixed-record rings)"), "{h}");
+    }
+
+    /// `--mtu` is a budget frames are filled to, not a limit on every datagram: a record
+    /// longer than it goes alone (spec §20.3, as ringfire's), and the help says so; it read
+    /// as if no datagram would exceed it.
+    #[test]
+    fn mtu_help_says_a_longer_record_goes_alone() {
+        let h = help("serve", "mtu");
+        assert!(h.contains("still goes alone, in a longer datagram"), "{h}");
     }
 
     /// Mirrors take IPv4 sources only, and say so; serve's --bind says which addresses work.
