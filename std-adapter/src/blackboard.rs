@@ -15,7 +15,7 @@ use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 use crate::cli::sigbus::Mapped;
 use crate::error::{Error, Result};
-use crate::file::{CleanupMode, map_file, open_exclusive, open_regular, remove_if_ours};
+use crate::file::{CleanupMode, FileKind, map_file, open_exclusive, open_regular, remove_if_ours};
 use crate::sys;
 
 /// Spins before a reader starts yielding to a writer that holds a key.
@@ -125,7 +125,7 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
                 path: path.to_path_buf(),
                 what: format!("slot_count {slot_count} makes the blackboard too large"),
             })?;
-        let file = open_exclusive(path, 0o660, total as u64)?;
+        let file = open_exclusive(path, 0o660, total as u64, FileKind::Blackboard)?;
         let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         // A half-made file is removed while we still hold its lock, as a ring's is.
         let cleanup_on_error = |e: Error| {

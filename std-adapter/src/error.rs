@@ -183,8 +183,9 @@ pub enum Error {
         /// The checkpoint file's path.
         path: PathBuf,
     },
-    /// A mirror's path holds a file that is neither empty nor a ring (nor a ring whose
-    /// creation never finished): somebody's data, which the mirror refuses to replace.
+    /// The path of a mirror's ring, or of a ring or blackboard being created, holds a file
+    /// that is neither empty nor of that kind (nor one whose creation never finished):
+    /// somebody's data, which is refused rather than replaced.
     NotReplaced {
         /// The file.
         path: PathBuf,
@@ -192,6 +193,10 @@ pub enum Error {
         len: u64,
         /// Its first 8 bytes (little-endian), when it has 8.
         magic: Option<u64>,
+        /// The kind of file that would have replaced it (`ring`, `blackboard`).
+        kind: &'static str,
+        /// Who refused (`a mirror`, `a ring producer`, `a blackboard producer`).
+        creator: &'static str,
     },
     /// Stuck slots were found and left as they are (`ringwire heal`): their holders may be
     /// alive.
@@ -369,12 +374,21 @@ impl fmt::Display for Error {
                 f,
                 "offset file {p}: no longer at its path (removed or replaced since the consumer opened it); the offset committed to it would not be found by the next attach"
             ),
-            Error::NotReplaced { len, magic, .. } => {
+            Error::NotReplaced {
+                len,
+                magic,
+                kind,
+                creator,
+                ..
+            } => {
                 write!(f, "{p}: a file of {len} bytes")?;
                 match magic.and_then(ringwire_core::queue::QueueKind::from_magic) {
                     Some(k) => write!(f, " (a ringwire {} queue)", k.name())?,
                     None if *magic == Some(ringwire_core::blackboard::BLACKBOARD_MAGIC) => {
                         write!(f, " (a blackboard)")?
+                    }
+                    None if *magic == Some(ringwire_core::layout::RING_MAGIC) => {
+                        write!(f, " (a ring)")?
                     }
                     None => {
                         if let Some(m) = magic {
@@ -384,8 +398,8 @@ impl fmt::Display for Error {
                 }
                 write!(
                     f,
-                    " is not a ring; a mirror replaces only a ring or an empty file \
-                     (remove it, or mirror to another path)"
+                    " is not a {kind}; {creator} replaces only a {kind} or an empty file \
+                     (remove it, or use another path)"
                 )
             }
             Error::InvalidArgument { what, path } if path.as_os_str().is_empty() => {

@@ -1,5 +1,7 @@
 //! Ring files: creating one exactly as spec §1.2 (flock for the producer's life, a fresh inode
-//! for a stale ring, magic written last, unlink on drop) and attaching as §1.3. A new file's
+//! for a stale ring, magic written last, unlink on drop) and attaching as §1.3. One step
+//! differs: a non-empty file at the path that is not a ring (nor a ring whose creation never
+//! finished) is refused and left as it is, where ringfire unlinks whatever it finds there. A new file's
 //! bytes are reserved with `posix_fallocate`, so a full tmpfs is an error at creation rather
 //! than a SIGBUS at the first store; no open waits on a FIFO (`O_NONBLOCK`, then only a
 //! regular file is accepted).
@@ -19,7 +21,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use memmap2::{MmapOptions, MmapRaw};
-use ringwire_core::layout::hdr;
+use ringwire_core::layout::{RING_MAGIC, RingHeader, hdr};
 use ringwire_core::{AttachError, Expect, Geometry, Region, RingView};
 
 use crate::cli::sigbus::Mapped;
@@ -227,6 +229,109 @@ pub(crate) fn remove_if_ours(path: &Path, id: (u64, u64)) {
     }
 }
 
+/// The file's length and its first 8 bytes as a little-endian word (`None` when shorter).
+pub(crate) fn len_and_magic(file: &File) -> std::io::Result<(u64, Option<u64>)> {
+    use std::os::unix::fs::FileExt;
+    let len = file.metadata()?.len();
+    let mut m = [0u8; 8];
+    let magic = match file.read_exact_at(&mut m, 0) {
+        // In the host's byte order, as the writers store it.
+        Ok(()) => Some(u64::from_ne_bytes(m)),
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => None,
+        Err(e) => return Err(e),
+    };
+    Ok((len, magic))
+}
+
+/// Whether a file of `len` bytes whose magic is 0 is a ring whose creation never finished
+/// (spec §1.2: the file is sized, zero-filled, then gets its header with magic 0, the magic
+/// last): its header, given the ring magic, describes a ring of this file, or the whole file
+/// is still zero. Any other file with a zero first word (a disk image, whose first sectors
+/// are often zero) is somebody's data.
+pub(crate) fn unfinished_creation(file: &File, len: u64) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    use zerocopy::FromBytes;
+    let mut h = [0u8; hdr::SIZE];
+    if len >= hdr::SIZE as u64 {
+        file.read_exact_at(&mut h, 0)?;
+        if let Ok(mut header) = RingHeader::read_from_bytes(&h) {
+            header.magic = RING_MAGIC;
+            if h[8..].iter().any(|&b| b != 0) {
+                return Ok(Geometry::from_header(&header, len, 8).is_ok());
+            }
+        }
+    }
+    // A header not written yet: every byte of the file is zero.
+    all_zero(file, len)
+}
+
+/// Whether every byte of `file`'s first `len` bytes is zero. Only its data is read: a hole
+/// reads as zeros, and a sparse file far larger than memory is mostly holes.
+fn all_zero(file: &File, len: u64) -> std::io::Result<bool> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; 64 << 10];
+    let mut at = 0u64;
+    while at < len {
+        let Some((from, to)) = data_extent(file, at, len)? else {
+            break;
+        };
+        at = from;
+        while at < to {
+            let want = buf
+                .len()
+                .min(usize::try_from(to - at).unwrap_or(usize::MAX));
+            let n = file.read_at(&mut buf[..want], at)?;
+            if n == 0 {
+                return Ok(true);
+            }
+            if buf[..n].iter().any(|&b| b != 0) {
+                return Ok(false);
+            }
+            at += n as u64;
+        }
+    }
+    Ok(true)
+}
+
+/// The next run of data in `file` at or after `at`, up to `len`, as `(from, to)`; `None`
+/// when only holes remain. A file system without `SEEK_DATA` gives the rest of the file.
+fn data_extent(file: &File, at: u64, len: u64) -> std::io::Result<Option<(u64, u64)>> {
+    use std::os::fd::AsRawFd;
+    let seek = |whence, from: u64| -> std::io::Result<Option<u64>> {
+        let Ok(off) = libc::off_t::try_from(from) else {
+            return Ok(None);
+        };
+        // SAFETY: lseek on a descriptor this function borrows; it moves only the file
+        // offset, which nothing here relies on (reads are positioned).
+        let r = unsafe { libc::lseek(file.as_raw_fd(), off, whence) };
+        if r >= 0 {
+            return Ok(Some(r as u64));
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            // No data at or after `from`.
+            Some(libc::ENXIO) => Ok(None),
+            _ => Err(e),
+        }
+    };
+    let from = match seek(libc::SEEK_DATA, at) {
+        Ok(Some(from)) => from,
+        Ok(None) => return Ok(None),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(Some((at, len))),
+        Err(e) => return Err(e),
+    };
+    if from >= len {
+        return Ok(None);
+    }
+    let to = match seek(libc::SEEK_HOLE, from) {
+        Ok(Some(to)) => to.min(len),
+        Ok(None) => len,
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => len,
+        Err(e) => return Err(e),
+    };
+    Ok(Some((from, to.max(from + 1).min(len))))
+}
+
 /// Why [`create_exclusive`] failed; the ring and the queue side name the file in their own
 /// error types.
 #[derive(Debug)]
@@ -244,19 +349,42 @@ pub(crate) enum CreateError {
     NotRegular,
     /// The stale file is still open by a live handle (`in_use` said who).
     InUse(&'static str),
+    /// The file at the path is not of the kind being created (nor one whose creation never
+    /// finished): somebody's data, left in place.
+    Foreign {
+        /// Its length.
+        len: u64,
+        /// Its first 8 bytes, when it has 8.
+        magic: Option<u64>,
+    },
+}
+
+/// Why [`create_exclusive`]'s check of a stale file refuses to replace it.
+#[derive(Debug)]
+pub(crate) enum Refusal {
+    /// A live handle still uses it (who).
+    InUse(&'static str),
+    /// It is not a file of the kind being created.
+    Foreign {
+        /// Its length.
+        len: u64,
+        /// Its first 8 bytes, when it has 8.
+        magic: Option<u64>,
+    },
 }
 
 /// The spec §1.2 creation protocol: `O_CREAT` without `O_TRUNC`, a non-blocking exclusive
 /// flock, the inode checked against the path, a stale file (size ≠ 0, its lock free)
 /// replaced by a fresh inode, up to 8 attempts; the new file sized to `total` and reserved.
-/// Before a stale file is unlinked, `in_use` may report who still uses it (`Some`), which
-/// refuses the replacement; whatever lock it takes on the file is held until the unlink.
+/// Before a stale file is unlinked, `in_use` may refuse the replacement (`Some`): a live
+/// handle still uses it, or it is not a file of the kind being created; whatever lock it
+/// takes on the file is held until the unlink.
 /// On error no file of this call is left at the path.
 pub(crate) fn create_exclusive(
     path: &Path,
     mode: u32,
     total: u64,
-    in_use: impl Fn(&File) -> io::Result<Option<&'static str>>,
+    in_use: impl Fn(&File) -> io::Result<Option<Refusal>>,
 ) -> Result<File, CreateError> {
     let io = |op| move |source| CreateError::Io { op, source };
     for _ in 0..CREATE_ATTEMPTS {
@@ -286,8 +414,12 @@ pub(crate) fn create_exclusive(
         if len != 0 {
             // A stale file of a dead creator (we hold its lock): replace it with a fresh
             // inode so readers still mapping the old one see a frozen, consistent file.
-            if let Some(holder) = in_use(&file).map_err(io("fcntl"))? {
-                return Err(CreateError::InUse(holder));
+            match in_use(&file).map_err(io("fcntl"))? {
+                None => {}
+                Some(Refusal::InUse(holder)) => return Err(CreateError::InUse(holder)),
+                Some(Refusal::Foreign { len, magic }) => {
+                    return Err(CreateError::Foreign { len, magic });
+                }
             }
             std::fs::remove_file(path).map_err(io("unlink"))?;
             continue;
@@ -302,15 +434,67 @@ pub(crate) fn create_exclusive(
     Err(CreateError::Locked)
 }
 
-/// [`create_exclusive`] for a ring or a blackboard: a stale file is always replaced.
-pub(crate) fn open_exclusive(path: &Path, mode: u32, total: u64) -> Result<File> {
-    create_exclusive(path, mode, total, |_| Ok(None)).map_err(|e| match e {
+/// What a ring or blackboard creator makes, and so which stale files it may replace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum FileKind {
+    /// A ring (spec §1.2).
+    Ring,
+    /// A blackboard (spec §14).
+    Blackboard,
+}
+
+impl FileKind {
+    fn name(self) -> &'static str {
+        match self {
+            FileKind::Ring => "ring",
+            FileKind::Blackboard => "blackboard",
+        }
+    }
+
+    fn creator(self) -> &'static str {
+        match self {
+            FileKind::Ring => "a ring producer",
+            FileKind::Blackboard => "a blackboard producer",
+        }
+    }
+
+    /// `None` when the stale file `f` may be replaced: a file of this kind (its magic), or
+    /// one whose creation never finished. Anything else (a queue, a blackboard at a ring's
+    /// path, somebody's data) is refused: spec §1.2 step 4 unlinks whatever non-empty file
+    /// it finds, which deletes a file that a mistyped path happens to name.
+    fn refuse(self, f: &File) -> io::Result<Option<Refusal>> {
+        let (len, magic) = len_and_magic(f)?;
+        let ok = match self {
+            FileKind::Ring => {
+                magic == Some(RING_MAGIC) || (magic == Some(0) && unfinished_creation(f, len)?)
+            }
+            // The blackboard writes its magic last too; a zero magic is a creation that
+            // never finished.
+            FileKind::Blackboard => {
+                magic == Some(ringwire_core::blackboard::BLACKBOARD_MAGIC) || magic == Some(0)
+            }
+        };
+        Ok((!ok).then_some(Refusal::Foreign { len, magic }))
+    }
+}
+
+/// [`create_exclusive`] for a ring or a blackboard: a stale file of that kind is replaced,
+/// any other non-empty file refused ([`Error::NotReplaced`]).
+pub(crate) fn open_exclusive(path: &Path, mode: u32, total: u64, kind: FileKind) -> Result<File> {
+    create_exclusive(path, mode, total, |f| kind.refuse(f)).map_err(|e| match e {
         CreateError::Io { op, source } => Error::io(path, op, source),
         CreateError::NotRegular => Error::NotRegularFile {
             path: path.to_path_buf(),
         },
         CreateError::Locked | CreateError::InUse(_) => Error::ProducerAlreadyExists {
             path: path.to_path_buf(),
+        },
+        CreateError::Foreign { len, magic } => Error::NotReplaced {
+            path: path.to_path_buf(),
+            len,
+            magic,
+            kind: kind.name(),
+            creator: kind.creator(),
         },
     })
 }
@@ -326,7 +510,7 @@ impl RingFile {
             what: "the ring size overflows".into(),
         })?;
         let file = if opts.exclusive_lock {
-            open_exclusive(path, opts.mode, total)?
+            open_exclusive(path, opts.mode, total, FileKind::Ring)?
         } else {
             let f = open_regular(
                 path,

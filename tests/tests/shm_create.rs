@@ -162,3 +162,60 @@ fn bad_capacity_is_a_geometry_error() {
         GeometryError::CapacityNotPowerOfTwo { capacity: 1000 }
     );
 }
+
+/// A producer whose path names a non-empty file that is not a ring (a mistyped path: somebody's
+/// data, a queue, a blackboard) refuses it, names the path and what it found, and leaves the
+/// file as it was. Spec §1.2 step 4 takes any non-empty file whose lock is free for a dead
+/// producer's ring and unlinks it: the data was deleted. A stale ring and one whose creation
+/// never finished are still replaced.
+#[test]
+fn a_file_that_is_not_a_ring_is_refused_and_left_in_place() {
+    let p = ShmPath::new("foreign");
+    let board = ShmPath::new("foreign-board");
+    let mut bb = ringwire::BlackboardProducer::<u64>::create(&board, 4).unwrap();
+    bb.set_cleanup_mode(CleanupMode::Persistent);
+    drop(bb);
+    let board_bytes = std::fs::read(&board).unwrap();
+    let cases: [(&[u8], &str); 3] = [
+        (b"important notes, not a ring", "with magic"),
+        (&[0xAB; 3], "a file of 3 bytes"),
+        (&board_bytes, "(a blackboard)"),
+    ];
+    for (bytes, said) in cases {
+        std::fs::write(&p, bytes).unwrap();
+        let e = ringwire::RingProducer::<u64>::create(&p, 16).unwrap_err();
+        assert!(matches!(e, Error::NotReplaced { .. }), "{e:?}");
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&format!("{}: ", p.path().display())),
+            "{msg}"
+        );
+        assert!(msg.contains(said) && msg.contains("is not a ring"), "{msg}");
+        assert_eq!(std::fs::read(&p).unwrap(), bytes, "the file was touched");
+    }
+    // A blackboard producer refuses a ring likewise.
+    let ring = ShmPath::new("foreign-ring");
+    let opts = CreateOptions {
+        cleanup: CleanupMode::Persistent,
+        ..CreateOptions::default()
+    };
+    drop(RingFile::create(&ring, &geo(), &opts).unwrap());
+    let ring_bytes = std::fs::read(&ring).unwrap();
+    let e = ringwire::BlackboardProducer::<u64>::create(&ring, 4).unwrap_err();
+    assert!(
+        e.to_string().contains("(a ring) is not a blackboard"),
+        "{e}"
+    );
+    assert_eq!(std::fs::read(&ring).unwrap(), ring_bytes);
+    // Still replaced: a dead producer's ring, a creation killed before the header (zeros)
+    // or before the magic (a header with magic 0), and a dead blackboard producer's file.
+    let r = RingFile::create(&ring, &geo(), &opts).unwrap();
+    drop(r);
+    std::fs::write(&p, vec![0u8; 384]).unwrap();
+    drop(RingFile::create(&p, &geo(), &CreateOptions::default()).unwrap());
+    let mut half = ring_bytes.clone();
+    half[..8].fill(0);
+    std::fs::write(&p, &half).unwrap();
+    drop(RingFile::create(&p, &geo(), &CreateOptions::default()).unwrap());
+    drop(ringwire::BlackboardProducer::<u64>::create(&board, 4).unwrap());
+}

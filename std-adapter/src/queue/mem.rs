@@ -341,7 +341,10 @@ impl QueueMem {
         let map_len = usize::try_from(len).map_err(|_| too_large())?;
         // The same exclusive-creation protocol as ring files (spec §1.2): flock, inode
         // check, a stale file replaced by a fresh inode, 8 attempts.
-        let f = crate::file::create_exclusive(path, 0o660, len, live_holder).map_err(|e| {
+        let f = crate::file::create_exclusive(path, 0o660, len, |f| {
+            live_holder(f).map(|h| h.map(crate::file::Refusal::InUse))
+        })
+        .map_err(|e| {
             use crate::file::CreateError;
             match e {
                 CreateError::Io { op, source } => io_err(path, op)(source),
@@ -350,6 +353,11 @@ impl QueueMem {
                 CreateError::InUse(holder) => QueueFileError::InUse {
                     path: path.to_owned(),
                     holder,
+                },
+                // `live_holder` refuses only for a live handle, never for the content.
+                CreateError::Foreign { .. } => QueueFileError::InUse {
+                    path: path.to_owned(),
+                    holder: "handle",
                 },
             }
         })?;

@@ -11,105 +11,9 @@ use ringwire_core::replicate::{Holds, RecordSink, SinkError, compare_received, w
 use ringwire_core::sync::Ordering;
 use ringwire_core::{Expect, RingView};
 
+use crate::file::{len_and_magic, unfinished_creation};
 use crate::{CleanupMode, CreateOptions, Error, RingFile, sys};
-use ringwire_core::layout::{RING_MAGIC, RingHeader, hdr};
-
-/// The file's length and its first 8 bytes as a little-endian word (`None` when shorter).
-fn len_and_magic(file: &File) -> std::io::Result<(u64, Option<u64>)> {
-    use std::os::unix::fs::FileExt;
-    let len = file.metadata()?.len();
-    let mut m = [0u8; 8];
-    let magic = match file.read_exact_at(&mut m, 0) {
-        // In the host's byte order, as the writers store it.
-        Ok(()) => Some(u64::from_ne_bytes(m)),
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => None,
-        Err(e) => return Err(e),
-    };
-    Ok((len, magic))
-}
-
-/// Whether a file of `len` bytes whose magic is 0 is a ring whose creation never finished
-/// (spec §1.2: the file is sized, zero-filled, then gets its header with magic 0, the magic
-/// last): its header, given the ring magic, describes a ring of this file, or the whole file
-/// is still zero. Any other file with a zero first word (a disk image, whose first sectors
-/// are often zero) is somebody's data.
-fn unfinished_creation(file: &File, len: u64) -> std::io::Result<bool> {
-    use std::os::unix::fs::FileExt;
-    use zerocopy::FromBytes;
-    let mut h = [0u8; hdr::SIZE];
-    if len >= hdr::SIZE as u64 {
-        file.read_exact_at(&mut h, 0)?;
-        if let Ok(mut header) = RingHeader::read_from_bytes(&h) {
-            header.magic = RING_MAGIC;
-            if h[8..].iter().any(|&b| b != 0) {
-                return Ok(Geometry::from_header(&header, len, 8).is_ok());
-            }
-        }
-    }
-    // A header not written yet: every byte of the file is zero. Only its data is read: a
-    // hole reads as zeros, and a sparse file far larger than memory is mostly holes.
-    let mut buf = vec![0u8; 64 << 10];
-    let mut at = 0u64;
-    while at < len {
-        let Some((from, to)) = data_extent(file, at, len)? else {
-            break;
-        };
-        at = from;
-        while at < to {
-            let want = buf
-                .len()
-                .min(usize::try_from(to - at).unwrap_or(usize::MAX));
-            let n = file.read_at(&mut buf[..want], at)?;
-            if n == 0 {
-                return Ok(true);
-            }
-            if buf[..n].iter().any(|&b| b != 0) {
-                return Ok(false);
-            }
-            at += n as u64;
-        }
-    }
-    Ok(true)
-}
-
-/// The next run of data in `file` at or after `at`, up to `len`, as `(from, to)`; `None`
-/// when only holes remain. A file system without `SEEK_DATA` gives the rest of the file.
-fn data_extent(file: &File, at: u64, len: u64) -> std::io::Result<Option<(u64, u64)>> {
-    use std::os::fd::AsRawFd;
-    let seek = |whence, from: u64| -> std::io::Result<Option<u64>> {
-        let Ok(off) = libc::off_t::try_from(from) else {
-            return Ok(None);
-        };
-        // SAFETY: lseek on a descriptor this function borrows; it moves only the file
-        // offset, which nothing here relies on (reads are positioned).
-        let r = unsafe { libc::lseek(file.as_raw_fd(), off, whence) };
-        if r >= 0 {
-            return Ok(Some(r as u64));
-        }
-        let e = std::io::Error::last_os_error();
-        match e.raw_os_error() {
-            // No data at or after `from`.
-            Some(libc::ENXIO) => Ok(None),
-            _ => Err(e),
-        }
-    };
-    let from = match seek(libc::SEEK_DATA, at) {
-        Ok(Some(from)) => from,
-        Ok(None) => return Ok(None),
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => return Ok(Some((at, len))),
-        Err(e) => return Err(e),
-    };
-    if from >= len {
-        return Ok(None);
-    }
-    let to = match seek(libc::SEEK_HOLE, from) {
-        Ok(Some(to)) => to.min(len),
-        Ok(None) => len,
-        Err(e) if e.raw_os_error() == Some(libc::EINVAL) => len,
-        Err(e) => return Err(e),
-    };
-    Ok(Some((from, to.max(from + 1).min(len))))
-}
+use ringwire_core::layout::RING_MAGIC;
 
 /// Refuses `path` now if its directory says that no ring can be created there: missing, not
 /// a directory, or one this process may not create files in (a read-only mount, no
@@ -209,7 +113,13 @@ impl FileSink {
                         && unfinished_creation(&file, len)
                             .map_err(|e| Error::io(&path, "read", e))?);
                 if !replaceable {
-                    return Err(Error::NotReplaced { path, len, magic });
+                    return Err(Error::NotReplaced {
+                        path,
+                        len,
+                        magic,
+                        kind: "ring",
+                        creator: "a mirror",
+                    });
                 }
                 sink.not_adopted = Some(e);
             }
