@@ -185,10 +185,8 @@ impl<V> Drop for BlackboardProducer<V> {
             // while it lives (see `RingFile`'s drop).
             return;
         }
-        if self.cleanup == CleanupMode::UnlinkOnDrop
-            && matches!(sys::path_id(&self.path), Ok(Some(id)) if id == self.id)
-        {
-            let _ = std::fs::remove_file(&self.path);
+        if self.cleanup == CleanupMode::UnlinkOnDrop {
+            remove_if_ours(&self.path, self.id);
         }
         sys::unlock(&self.file);
     }

@@ -221,12 +221,21 @@ pub(crate) fn sync_parent_dir(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Unlinks `path` if it still names the file `id`: a half-made file of ours is removed, a
-/// file someone else has put at the path since is never touched.
+/// Unlinks the file `path` names if it is the file `id`: a half-made file of ours, or a
+/// producer's file at its drop, is removed; a file someone else has put at the path since is
+/// never touched. Through a symbolic link, the file it points to is removed and the link
+/// left as it was before the file was created: unlinking the link instead left the file,
+/// which nothing names at its path any more and no producer removes, in `/dev/shm` for good.
 pub(crate) fn remove_if_ours(path: &Path, id: (u64, u64)) {
     if matches!(sys::path_id(path), Ok(Some(now)) if now == id) {
-        let _ = std::fs::remove_file(path);
+        let _ = std::fs::remove_file(resolved(path));
     }
+}
+
+/// `path` with every symbolic link resolved (as given, should that fail): the path whose
+/// unlink removes the file `path` names.
+fn resolved(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
 /// The file's length and its first 8 bytes as a little-endian word (`None` when shorter).
@@ -421,7 +430,9 @@ pub(crate) fn create_exclusive(
                     return Err(CreateError::Foreign { len, magic });
                 }
             }
-            std::fs::remove_file(path).map_err(io("unlink"))?;
+            // Through a symbolic link, the stale file itself, so that the retry creates the
+            // new one where the link points and the old one does not linger unnamed.
+            std::fs::remove_file(resolved(path)).map_err(io("unlink"))?;
             continue;
         }
         if let Err((op, source)) = size_and_reserve(&file, total) {
@@ -705,10 +716,8 @@ impl Drop for RingFile {
         }
         // Unlink while still holding the lock (spec §1.2 step 6), and only if the path still
         // names our inode: never delete a ring someone else created at the same path.
-        if owner.cleanup == CleanupMode::UnlinkOnDrop
-            && matches!(sys::path_id(&self.abs_path), Ok(Some(id)) if id == self.id)
-        {
-            let _ = std::fs::remove_file(&self.abs_path);
+        if owner.cleanup == CleanupMode::UnlinkOnDrop {
+            remove_if_ours(&self.abs_path, self.id);
         }
         if owner.locked {
             sys::unlock(&self.file);

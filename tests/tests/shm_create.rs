@@ -219,3 +219,42 @@ fn a_file_that_is_not_a_ring_is_refused_and_left_in_place() {
     drop(RingFile::create(&p, &geo(), &CreateOptions::default()).unwrap());
     drop(ringwire::BlackboardProducer::<u64>::create(&board, 4).unwrap());
 }
+
+/// A ring created through a symbolic link lives where the link points, and its producer's
+/// drop removes that file and leaves the link as it found it. The drop unlinked the link
+/// instead: the ring file stayed in /dev/shm with nothing naming it at the ring's path. A
+/// stale ring behind a link is replaced where the link points, and the old file goes.
+#[test]
+fn a_ring_created_through_a_symlink_is_removed_where_the_link_points() {
+    use std::os::unix::fs::MetadataExt;
+    let link = ShmPath::new("symlink");
+    let target = ShmPath::new("symlink-target");
+    std::os::unix::fs::symlink(target.path(), link.path()).unwrap();
+    let is_link = || {
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    };
+    let r = RingFile::create(&link, &geo(), &CreateOptions::default()).unwrap();
+    assert!(target.path().exists() && is_link());
+    drop(r);
+    assert!(
+        !target.path().exists(),
+        "the ring file was left behind the link"
+    );
+    assert!(is_link(), "the link was removed");
+    // A stale ring behind the link: replaced by a fresh inode at the target.
+    let opts = CreateOptions {
+        cleanup: CleanupMode::Persistent,
+        ..CreateOptions::default()
+    };
+    drop(RingFile::create(&link, &geo(), &opts).unwrap());
+    let stale = std::fs::metadata(&target).unwrap().ino();
+    let r = RingFile::create(&link, &geo(), &CreateOptions::default()).unwrap();
+    assert!(is_link(), "the link was replaced by a regular file");
+    assert_ne!(std::fs::metadata(&target).unwrap().ino(), stale);
+    assert_eq!(r.inode().1, std::fs::metadata(&target).unwrap().ino());
+    drop(r);
+    assert!(!target.path().exists() && is_link());
+}
