@@ -149,6 +149,40 @@ fn capacity_zero() {
     assert_eq!(e, AttachError::CapacityNotPowerOfTwo { found: 0 });
 }
 
+/// Spec §1.3 check 6's second half: a capacity that is a power of two but a mask that is
+/// not `capacity - 1` (a reader masking sequences with it would index the wrong slots).
+#[test]
+fn mask_that_is_not_capacity_minus_one() {
+    for mask in [0u64, 3, 8, u64::MAX] {
+        let p = plain_ring("mask");
+        patch(p.path(), hdr::MASK as u64, &mask.to_le_bytes());
+        let (e, msg) = attach_err(&p);
+        assert_eq!(e, AttachError::BadMask { capacity: 8, mask });
+        assert!(
+            msg.ends_with(&format!("mask {mask:#x} is not capacity 8 - 1")),
+            "{msg}"
+        );
+    }
+}
+
+/// A stride that is not a multiple of 8 would put slot sequence words (8-byte atomics) at
+/// misaligned offsets; a registry that reaches into the slots would make two protocols
+/// share words. Neither is in spec §1.3's list; both are refused with their own error.
+#[test]
+fn misaligned_stride_and_overlapping_registry() {
+    let p = plain_ring("stride12");
+    patch(p.path(), hdr::ELEMENT_SIZE as u64, &12u32.to_le_bytes());
+    let (e, msg) = attach_err(&p);
+    assert_eq!(e, AttachError::ElementSizeMisaligned { found: 12 });
+    assert!(msg.contains("element_size 12"), "{msg}");
+    // Two registry slots at 128 end at 256; slots moved down to 192 overlap the second.
+    let p = plain_ring("overlap");
+    patch(p.path(), hdr::SLOTS_OFFSET as u64, &192u64.to_le_bytes());
+    let (e, msg) = attach_err(&p);
+    assert_eq!(e, AttachError::Overlap { what: "registry" });
+    assert!(msg.contains("registry overlaps"), "{msg}");
+}
+
 #[test]
 fn element_size_too_small() {
     let p = plain_ring("elem");
