@@ -49,7 +49,9 @@ pub struct CreateOptions {
     /// What happens to the file on drop.
     pub cleanup: CleanupMode,
     /// Exclusive-producer protocol with `flock` (default). `false` is ringfire's legacy
-    /// mode: truncate and reuse the path, no lock.
+    /// mode: truncate and reuse the path, with no exclusive lock. Unlike ringfire's, it
+    /// holds a shared flock and refuses (`ProducerAlreadyExists`) a file whose exclusive
+    /// producer lives, whose ring the truncation would pull from under it (a SIGBUS).
     pub exclusive_lock: bool,
 }
 
@@ -523,15 +525,29 @@ impl RingFile {
         let file = if opts.exclusive_lock {
             open_exclusive(path, opts.mode, total, FileKind::Ring)?
         } else {
+            // Opened without `O_TRUNC`: the truncation waits for the lock test below.
             let f = open_regular(
                 path,
                 OpenOptions::new()
                     .read(true)
                     .write(true)
                     .create(true)
-                    .truncate(true)
+                    .truncate(false)
                     .mode(opts.mode),
             )?;
+            // A live exclusive producer holds its file's flock: truncating its ring would
+            // make its next store, and every reader's next load, a SIGBUS. A shared lock
+            // is refused only by such a holder (legacy creators take no other kind), and is
+            // kept for this handle's life, so that an exclusive creator or a mirror does
+            // not take this live ring for a dead producer's and replace or adopt it.
+            if let Err(e) = sys::try_lock_shared(&f)
+                && e.kind() == io::ErrorKind::WouldBlock
+            {
+                return Err(Error::ProducerAlreadyExists {
+                    path: path.to_path_buf(),
+                });
+            }
+            f.set_len(0).map_err(|e| Error::io(path, "ftruncate", e))?;
             size_and_reserve(&f, total).map_err(|(op, e)| Error::io(path, op, e))?;
             f
         };

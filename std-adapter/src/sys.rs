@@ -23,6 +23,18 @@ pub(crate) fn try_lock_exclusive(file: &File) -> io::Result<()> {
     }
 }
 
+/// `flock(fd, LOCK_SH | LOCK_NB)`: fails with `WouldBlock` while another open file holds
+/// the exclusive lock.
+pub(crate) fn try_lock_shared(file: &File) -> io::Result<()> {
+    // SAFETY: as in try_lock_exclusive.
+    let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// `flock(fd, LOCK_UN)`; errors are ignored (closing the descriptor releases it anyway).
 pub(crate) fn unlock(file: &File) {
     // SAFETY: as in try_lock_exclusive.

@@ -258,3 +258,41 @@ fn a_ring_created_through_a_symlink_is_removed_where_the_link_points() {
     drop(r);
     assert!(!target.path().exists() && is_link());
 }
+
+/// A legacy (non-exclusive) creator refuses a ring whose exclusive producer lives, and
+/// leaves its bytes alone: it truncated the file, so the live producer's next store (and
+/// every reader's next load) past the new end was a SIGBUS, and its records were gone.
+/// While the legacy producer lives, an exclusive creator does not take its ring for a dead
+/// producer's either.
+#[test]
+fn legacy_mode_refuses_a_live_exclusive_producers_ring() {
+    let p = ShmPath::new("legacy-live");
+    let legacy = CreateOptions {
+        exclusive_lock: false,
+        cleanup: CleanupMode::Persistent,
+        ..CreateOptions::default()
+    };
+    let live = RingFile::create(&p, &geo(), &CreateOptions::default()).unwrap();
+    view(&live).write_slot(1, &[1, 2, 3]);
+    view(&live).publish(1);
+    let before = std::fs::read(&p).unwrap();
+    let e = RingFile::create(&p, &geo(), &legacy).unwrap_err();
+    assert!(matches!(e, Error::ProducerAlreadyExists { .. }), "{e:?}");
+    assert_eq!(
+        std::fs::read(&p).unwrap(),
+        before,
+        "the live ring was truncated"
+    );
+    assert!(!live.is_replaced());
+    drop(live);
+    // With no live exclusive producer, legacy creation goes ahead as before.
+    let old = RingFile::create(&p, &geo(), &legacy).unwrap();
+    let e = RingFile::create(&p, &geo(), &CreateOptions::default()).unwrap_err();
+    assert!(matches!(e, Error::ProducerAlreadyExists { .. }), "{e:?}");
+    assert!(
+        !old.is_replaced(),
+        "an exclusive creator replaced a live legacy ring"
+    );
+    let again = RingFile::create(&p, &geo(), &legacy).unwrap();
+    assert_eq!(again.inode(), old.inode());
+}
