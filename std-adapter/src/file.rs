@@ -141,6 +141,18 @@ pub(crate) fn map_file(
     Ok((map, region))
 }
 
+/// Refuses an empty path by name: `open("")` fails with `ENOENT`, whose message ("No such
+/// file or directory", with no path to show) does not say what is wrong.
+fn not_empty(path: &Path) -> Result<()> {
+    if path.as_os_str().is_empty() {
+        return Err(Error::InvalidArgument {
+            path: PathBuf::new(),
+            what: "the ring file's path is empty".into(),
+        });
+    }
+    Ok(())
+}
+
 /// Opens `path` with `opts` and `O_NONBLOCK`, and refuses anything but a regular file.
 /// Without `O_NONBLOCK` a read-only open of a FIFO waits for a writer, forever; for a regular
 /// file the flag changes nothing (reads, writes, locks and mappings behave the same).
@@ -517,6 +529,7 @@ impl RingFile {
     /// last). The lock, if any, is held until the returned value is dropped.
     pub fn create(path: impl AsRef<Path>, geo: &Geometry, opts: &CreateOptions) -> Result<Self> {
         let path = path.as_ref();
+        not_empty(path)?;
         sys::membarrier_register();
         let total = geo.total_len().ok_or_else(|| Error::InvalidArgument {
             path: path.to_path_buf(),
@@ -590,6 +603,7 @@ impl RingFile {
     /// Attaches read-write (no lock) to an existing ring with the §1.3 checks, in order.
     pub fn open(path: impl AsRef<Path>, expect: Expect) -> Result<Self> {
         let path = path.as_ref();
+        not_empty(path)?;
         let file = open_regular(path, OpenOptions::new().read(true).write(true))?;
         let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         let (map, region) = map_file(path, &file, false)?;
@@ -770,6 +784,7 @@ impl ReadOnlyRing {
     /// Opens and validates a ring read-only (§1.3, slot alignment 8, any record type).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
+        not_empty(path)?;
         let file = open_regular(path, OpenOptions::new().read(true))?;
         let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         let (map, region) = map_file(path, &file, true)?;

@@ -296,3 +296,25 @@ fn legacy_mode_refuses_a_live_exclusive_producers_ring() {
     let again = RingFile::create(&p, &geo(), &legacy).unwrap();
     assert_eq!(again.inode(), old.inode());
 }
+
+/// An empty path is named as the problem by every entry point of a ring file; it was an
+/// `open failed: No such file or directory` with no path to show.
+#[test]
+fn an_empty_path_is_refused_by_name() {
+    let msgs = [
+        RingFile::create("", &geo(), &CreateOptions::default())
+            .unwrap_err()
+            .to_string(),
+        RingFile::open("", Expect::RAW).unwrap_err().to_string(),
+        ringwire::ReadOnlyRing::open("").unwrap_err().to_string(),
+        ringwire::RingProducer::<u64>::create("", 16)
+            .unwrap_err()
+            .to_string(),
+        ringwire::RingConsumer::<u64>::attach("")
+            .unwrap_err()
+            .to_string(),
+    ];
+    for msg in msgs {
+        assert_eq!(msg, "the ring file's path is empty");
+    }
+}
