@@ -1,10 +1,10 @@
 //! Ring files: creating one exactly as spec §1.2 (flock for the producer's life, a fresh inode
 //! for a stale ring, magic written last, unlink on drop) and attaching as §1.3. One step
 //! differs: a non-empty file at the path that is not a ring (nor a ring whose creation never
-//! finished) is refused and left as it is, where ringfire unlinks whatever it finds there. A new file's
-//! bytes are reserved with `posix_fallocate`, so a full tmpfs is an error at creation rather
-//! than a SIGBUS at the first store; no open waits on a FIFO (`O_NONBLOCK`, then only a
-//! regular file is accepted).
+//! finished) is refused and left as it is, where ringfire unlinks whatever it finds there.
+//! A new file's bytes are reserved with `posix_fallocate`, so a full tmpfs is an error at
+//! creation rather than a SIGBUS at the first store; no open waits on a FIFO (`O_NONBLOCK`,
+//! then only a regular file is accepted).
 //!
 //! The whole file is mapped `MAP_SHARED` with memmap2's raw mapping and handed to the core as
 //! a [`Region`]; from then on every access goes through the core's atomic word accessors.
