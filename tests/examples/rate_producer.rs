@@ -3,7 +3,8 @@
 //! millisecond), for trying `serve`, `mirror` and `top` by hand. Prints how many it pushed.
 //!
 //! `cargo run --release -p ringwire-tests --example rate_producer -- PATH [RATE] [SECS]`
-//! (RATE defaults to 1,000,000, SECS to 5). The ring file is left in place.
+//! (RATE defaults to 1,000,000, SECS to 5). The ring file is removed when the producer ends
+//! (`RingProducer::create`'s default cleanup), as ringfire's producer removes its own.
 //!
 //! What an idle `serve --udp` cost the producer (the serve module docs): run this with
 //! RATE 1000000 and SECS 7, start `ringwire serve --bind 127.0.0.1:0 --udp 0 PATH` half a
