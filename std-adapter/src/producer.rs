@@ -362,7 +362,8 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
         self.inner.try_push_at(Self::POFF, item.as_bytes())
     }
 
-    /// Writes all `items`, publishing once (one `write_seq` store, at most one wake). On a
+    /// Writes all `items`, publishing once (one `write_seq` store, at most one wake; a batch
+    /// longer than the ring publishes once per lap of it, see the core's `push_batch`). On a
     /// lossless ring each record respects the gate (spec §6, as [`RingProducer::push`]):
     /// the records below the gate limit are written and published together; when the
     /// batch does not fit, that piece is published, the producer waits as `push` does

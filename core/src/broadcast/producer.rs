@@ -304,6 +304,14 @@ impl<W: Wake> Producer<W> {
 
     /// Writes every record of `records` into its slot, then publishes once (one `write_seq`
     /// store and at most one wake for the whole batch). Returns the sequences written.
+    ///
+    /// A batch longer than the ring publishes once more per lap: before writing a record a
+    /// lap past `write_seq`, it publishes the records before it. Readers take a slot that
+    /// holds a sequence more than a lap past `write_seq` for a corrupt one
+    /// ([`lap_possible`](crate::layout::lap_possible)); without these publishes, a raw
+    /// reader (a replication source) that met such a slot in the middle of the batch took
+    /// the record it asked for as lost to corruption and moved on by one record, instead of
+    /// to the oldest record the ring holds.
     pub fn push_batch<'a, I>(&mut self, records: I) -> Range<u64>
     where
         I: IntoIterator<Item = &'a [u8]>,
@@ -318,7 +326,13 @@ impl<W: Wake> Producer<W> {
         I: IntoIterator<Item = &'a [u8]>,
     {
         let first = self.next;
+        let cap = self.view.capacity();
         for r in records {
+            // `next - published` is at most a lap: every slot then holds a sequence at most
+            // a lap past `write_seq`, as `lap_possible` expects.
+            if self.next - self.published > cap {
+                self.publish(self.next - 1);
+            }
             self.view.write_slot_at(self.next, poff, r);
             self.next += 1;
         }
@@ -397,7 +411,7 @@ mod tests {
 
     use super::*;
     use crate::broadcast::registry;
-    use crate::layout::Geometry;
+    use crate::layout::{Geometry, lap_possible};
     use crate::testutil::{heap_ring, spmc_ring};
 
     /// Counts wake calls.
@@ -451,6 +465,40 @@ mod tests {
         assert_eq!(p.push(&long[..8]), 3);
         assert_eq!(slot_bytes(&view, 3), (3, [1, 2, 3, 4, 5, 6, 7, 8]));
         assert_eq!(view.write_seq().load(Ordering::Relaxed), 3);
+    }
+
+    /// A batch longer than the ring: every slot holds a sequence at most a lap past
+    /// `write_seq` at every step (what `lap_possible` and the raw reader rely on), and the
+    /// batch ends with its last record published.
+    #[test]
+    fn a_batch_longer_than_the_ring_keeps_every_slot_within_a_lap_of_write_seq() {
+        let (_m, view) = spmc_ring(4, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        p.push(&[0]);
+        let recs: [[u8; 1]; 11] = core::array::from_fn(|i| [i as u8 + 1]);
+        let checked = Cell::new(0);
+        let within_a_lap = || {
+            let w = view.write_seq().load(Ordering::Relaxed);
+            for i in 0..4u64 {
+                let s = view.slot_seq(w + 1 + i).load(Ordering::Relaxed);
+                assert!(
+                    lap_possible(s, w, 4),
+                    "slot {i}: sequence {s} with write_seq {w}"
+                );
+            }
+            checked.set(checked.get() + 1);
+        };
+        let r = p.push_batch(recs.iter().map(|r| {
+            within_a_lap();
+            &r[..]
+        }));
+        within_a_lap();
+        assert_eq!((r, checked.get()), (2..13, 12));
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), 12);
+        // The last lap of the batch is what the ring holds.
+        for s in 9..=12u64 {
+            assert_eq!(view.slot_seq(s).load(Ordering::Relaxed), s);
+        }
     }
 
     #[test]
