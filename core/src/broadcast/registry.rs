@@ -72,6 +72,11 @@ impl fmt::Display for RegistryError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             RegistryError::NoRegistry => f.write_str("the ring has no reader registry"),
+            // A registry of no slots (a lossless ring's is never made so: a corrupt count)
+            // has no live readers to blame.
+            RegistryError::Full { count: 0 } => {
+                f.write_str("the reader registry has 0 slots (its header's count is 0)")
+            }
             RegistryError::Full { count } => {
                 write!(f, "all {count} reader registry slots hold live readers")
             }
@@ -859,6 +864,12 @@ mod tests {
         assert_eq!(
             std::format!("{e}"),
             "all 2 reader registry slots hold live readers"
+        );
+        // A corrupt count of 0 (a lossless ring read with its count zeroed) blames no live
+        // readers: it said "all 0 reader registry slots hold live readers".
+        assert_eq!(
+            std::format!("{}", RegistryError::Full { count: 0 }),
+            "the reader registry has 0 slots (its header's count is 0)"
         );
     }
 
