@@ -1,0 +1,518 @@
+//! Edge geometries and states across ringwire and ringfire 0.5.2: typed rings of capacity
+//! 1, 2 and 8 holding zero-sized, 1-, 3- and 13-byte, page-sized, `u128`, `f32` and
+//! over-aligned (32, 64, 256) records, made by either project and read by both in every
+//! start mode (the files the two make for the same pushes are identical); blob rings with
+//! arenas of 64 to 256 bytes that wrap on every record and registries of 0, 1 and 3 slots;
+//! blackboards of 0 to 65 slots with odd value sizes; starts and seeks past the end and
+//! near `u64::MAX`; and each project's producers refusing the other's live files.
+
+use ringwire_tests::shm::ShmPath;
+use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
+
+macro_rules! rec {
+    ($name:ident, $n:expr, $align:expr) => {
+        #[repr(C, align($align))]
+        #[derive(Clone, Copy, Debug, PartialEq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+        struct $name([u8; $n]);
+    };
+}
+rec!(B1, 1, 1);
+rec!(B3, 3, 1);
+rec!(B13, 13, 1);
+rec!(B4096, 4096, 1);
+rec!(A32, 32, 32);
+rec!(A64x3, 192, 64);
+rec!(A256, 256, 256);
+
+trait Mk: Copy + std::fmt::Debug + PartialEq + FromBytes + IntoBytes + Immutable + 'static {
+    fn mk(i: u64) -> Self;
+}
+macro_rules! mk_arr {
+    ($($t:ident),*) => {$(
+        impl Mk for $t {
+            fn mk(i: u64) -> Self {
+                let mut v = <$t as zerocopy::FromZeros>::new_zeroed();
+                for (k, b) in v.0.iter_mut().enumerate() {
+                    *b = (i as u8).wrapping_mul(31).wrapping_add(k as u8);
+                }
+                v
+            }
+        }
+    )*};
+}
+mk_arr!(B1, B3, B13, B4096, A32, A64x3, A256);
+impl Mk for u128 {
+    fn mk(i: u64) -> Self {
+        (u128::from(!i) << 64) | u128::from(i)
+    }
+}
+impl Mk for f32 {
+    fn mk(i: u64) -> Self {
+        i as f32 * 0.25
+    }
+}
+impl Mk for () {
+    fn mk(_: u64) -> Self {}
+}
+impl Mk for [u16; 5] {
+    fn mk(i: u64) -> Self {
+        [i as u16, 1, 2, 3, (i >> 16) as u16]
+    }
+}
+
+/// Pushes `n` records with one side and reads with both in every start mode.
+fn cross<T: Mk>(cap: u64, n: u64) {
+    let tn = std::any::type_name::<T>();
+    // ringfire writes, ringwire reads.
+    {
+        let p = ShmPath::new("edge-rf");
+        let mut prod = ringfire::RingProducer::<T>::create(p.path(), cap).unwrap();
+        for i in 1..=n {
+            prod.push(&T::mk(i));
+        }
+        compare_readers::<T>(&p, n, tn, "rf-prod");
+    }
+    // ringwire writes, both read.
+    {
+        let p = ShmPath::new("edge-rw");
+        let mut prod = ringwire::RingProducer::<T>::create(p.path(), cap).unwrap();
+        for i in 1..=n {
+            prod.push(&T::mk(i));
+        }
+        compare_readers::<T>(&p, n, tn, "rw-prod");
+        // ringfire's file bytes vs ringwire's for the same pushes.
+        let q = ShmPath::new("edge-rf2");
+        let mut prod2 = ringfire::RingProducer::<T>::create(q.path(), cap).unwrap();
+        for i in 1..=n {
+            prod2.push(&T::mk(i));
+        }
+        let a = std::fs::read(p.path()).unwrap();
+        let b = std::fs::read(q.path()).unwrap();
+        assert_eq!(a.len(), b.len(), "{tn} cap {cap} file len");
+        assert!(a == b, "{tn} cap {cap}: files differ");
+    }
+}
+
+fn compare_readers<T: Mk>(p: &ShmPath, n: u64, tn: &str, who: &str) {
+    for mode in 0..5u8 {
+        let seq = n / 2;
+        let mut rf = {
+            let b = ringfire::RingConsumer::<T>::builder();
+            let b = match mode {
+                0 => b.start_from_latest(),
+                1 => b.start_from_head(),
+                2 => b.start_from_oldest(),
+                3 => b.start_from_sequence(seq),
+                _ => b.start_from_sequence(0),
+            };
+            b.attach(p.path()).unwrap()
+        };
+        let mut rw = {
+            let b = ringwire::RingConsumer::<T>::builder();
+            let b = match mode {
+                0 => b.start_from_latest(),
+                1 => b.start_from_head(),
+                2 => b.start_from_oldest(),
+                3 => b.start_from_sequence(seq),
+                _ => b.start_from_sequence(0),
+            };
+            b.attach(p.path()).unwrap()
+        };
+        assert_eq!(rf.cursor(), rw.cursor(), "{who} {tn} mode {mode} cursor");
+        assert_eq!(rf.lag(), rw.lag(), "{who} {tn} mode {mode} lag");
+        let mut a = vec![];
+        let mut b = vec![];
+        while let Some(x) = rf.try_recv() {
+            a.push(x);
+            assert!(a.len() < 100_000);
+        }
+        while let Some(x) = rw.try_recv() {
+            b.push(x);
+            assert!(b.len() < 100_000);
+        }
+        assert_eq!(a, b, "{who} {tn} mode {mode} records");
+        assert_eq!(
+            rf.lapped_count(),
+            rw.lapped_count(),
+            "{who} {tn} mode {mode} lapped"
+        );
+        assert_eq!(
+            rf.cursor(),
+            rw.cursor(),
+            "{who} {tn} mode {mode} end cursor"
+        );
+    }
+}
+
+#[test]
+fn typed_edges_both_ways() {
+    for (cap, n) in [
+        (1u64, 0u64),
+        (1, 1),
+        (1, 5),
+        (2, 1),
+        (2, 2),
+        (2, 7),
+        (8, 30),
+    ] {
+        cross::<()>(cap, n);
+        cross::<B1>(cap, n);
+        cross::<B3>(cap, n);
+        cross::<B13>(cap, n);
+        cross::<B4096>(cap, n);
+        cross::<A32>(cap, n);
+        cross::<A64x3>(cap, n);
+        cross::<A256>(cap, n);
+        cross::<u128>(cap, n);
+        cross::<f32>(cap, n);
+        cross::<[u16; 5]>(cap, n);
+    }
+}
+
+fn blob_drain_rf<M: Mk + Default>(p: &ShmPath) -> (Vec<(M, Vec<u8>)>, u64, u64) {
+    let mut c = ringfire::BlobConsumer::<M>::attach(p.path()).unwrap();
+    let mut out = vec![0u8; 1 << 16];
+    let mut v = vec![];
+    let mut m = M::default();
+    while let Some(n) = c.recv(&mut m, &mut out).unwrap() {
+        v.push((m, out[..n].to_vec()));
+        assert!(v.len() < 10_000);
+    }
+    (v, c.lapped_count(), c.cursor())
+}
+fn blob_drain_rw<M: Mk + Default>(p: &ShmPath) -> (Vec<(M, Vec<u8>)>, u64, u64) {
+    let mut c = ringwire::BlobConsumer::<M>::attach(p.path()).unwrap();
+    let mut out = vec![0u8; 1 << 16];
+    let mut v = vec![];
+    let mut m = M::default();
+    while let Some(n) = c.recv(&mut m, &mut out).unwrap() {
+        v.push((m, out[..n].to_vec()));
+        assert!(v.len() < 10_000);
+    }
+    (v, c.lapped_count(), c.cursor())
+}
+
+fn blob_case<M: Mk + Default>(cap: u64, arena: usize, readers: usize, lens: &[usize]) {
+    let a = ShmPath::new("edge-blob-rf");
+    let b = ShmPath::new("edge-blob-rw");
+    let mut pf = ringfire::BlobProducerBuilder::new(cap, arena)
+        .max_readers(readers)
+        .build::<M, _>(a.path())
+        .unwrap();
+    let mut pw = ringwire::BlobProducerBuilder::new(cap, arena)
+        .max_readers(readers)
+        .build::<M, _>(b.path())
+        .unwrap();
+    for (i, &len) in lens.iter().enumerate() {
+        let data: Vec<u8> = (0..len).map(|k| (k as u8) ^ (i as u8)).collect();
+        let rf = pf.push(&M::mk(i as u64), &data).map_err(|e| e.to_string());
+        let rw = pw.push(&M::mk(i as u64), &data).map_err(|e| e.to_string());
+        assert_eq!(
+            rf.is_ok(),
+            rw.is_ok(),
+            "cap {cap} arena {arena} len {len}: {rf:?} {rw:?}"
+        );
+    }
+    let fa = std::fs::read(a.path()).unwrap();
+    let fb = std::fs::read(b.path()).unwrap();
+    assert_eq!(fa.len(), fb.len());
+    // ringwire stores blobs in whole 8-byte words (zero-padded), so the files are compared
+    // up to the arena data, and only for metas without padding after them: ringfire copies
+    // a `BlobPacket<M>` built on its stack, padding and all (spec §4.1).
+    let ao = u64::from_le_bytes(fa[80..88].try_into().unwrap()) as usize + 64;
+    let (fa, fb) = (&fa[..ao], &fb[..ao]);
+    let diffs: Vec<(usize, u8, u8)> = fa
+        .iter()
+        .zip(fb.iter())
+        .enumerate()
+        .filter(|(_, (x, y))| x != y)
+        .map(|(i, (x, y))| (i, *x, *y))
+        .take(40)
+        .collect();
+    assert!(
+        fa == fb || !size_of::<M>().is_multiple_of(8),
+        "cap {cap} arena {arena} readers {readers} lens {lens:?}: files differ at {diffs:x?}"
+    );
+    for p in [&a, &b] {
+        let x = blob_drain_rf::<M>(p);
+        let y = blob_drain_rw::<M>(p);
+        assert_eq!(
+            x, y,
+            "cap {cap} arena {arena} readers {readers} lens {lens:?}"
+        );
+    }
+}
+
+impl Mk for u32 {
+    fn mk(i: u64) -> Self {
+        i as u32 * 3
+    }
+}
+impl Mk for u64 {
+    fn mk(i: u64) -> Self {
+        i * 5
+    }
+}
+
+#[test]
+fn blob_edges_both_ways() {
+    let lens_sets: [&[usize]; 6] = [
+        &[],
+        &[0],
+        &[64, 64, 64, 1, 63, 65],
+        &[1, 2, 3, 4, 5, 6, 7, 8, 9],
+        &[33, 1, 33, 2, 64, 3, 31],
+        &[200, 10, 256, 128, 129],
+    ];
+    for lens in lens_sets {
+        for (cap, arena) in [(1u64, 64usize), (2, 64), (1, 128), (4, 256), (8, 64)] {
+            for readers in [0usize, 1, 3] {
+                blob_case::<u64>(cap, arena, readers, lens);
+                blob_case::<()>(cap, arena, readers, lens);
+                blob_case::<u32>(cap, arena, readers, lens);
+            }
+        }
+    }
+}
+
+#[test]
+fn blackboard_edges_both_ways() {
+    fn case<V: Mk>(slots: usize) {
+        let a = ShmPath::new("edge-bb-rf");
+        let b = ShmPath::new("edge-bb-rw");
+        let rf =
+            ringfire::BlackboardProducer::<V>::create(a.path(), slots).map_err(|e| e.to_string());
+        let rw = ringwire::BlackboardProducer::<V>::create(b.path(), slots as u32)
+            .map_err(|e| e.to_string());
+        let tn = std::any::type_name::<V>();
+        assert_eq!(
+            rf.is_ok(),
+            rw.is_ok(),
+            "{tn} {slots}: {:?} {:?}",
+            rf.as_ref().err(),
+            rw.as_ref().err()
+        );
+        let (Ok(mut rf), Ok(mut rw)) = (rf, rw) else {
+            return;
+        };
+        for k in 0..slots {
+            if k % 2 == 0 {
+                rf.write(k, &V::mk(k as u64)).unwrap();
+                rw.write(k, &V::mk(k as u64)).unwrap();
+            }
+        }
+        let x = rf.write(slots, &V::mk(0)).is_err();
+        let y = rw.write(slots, &V::mk(0)).is_err();
+        assert!(x && y);
+        let fa = std::fs::read(a.path()).unwrap();
+        let fb = std::fs::read(b.path()).unwrap();
+        assert!(
+            fa == fb,
+            "{tn} {slots}: files differ ({} vs {})",
+            fa.len(),
+            fb.len()
+        );
+        for p in [&a, &b] {
+            let cf = ringfire::BlackboardConsumer::<V>::attach(p.path()).unwrap();
+            let cw = ringwire::BlackboardConsumer::<V>::attach(p.path()).unwrap();
+            assert_eq!(cf.slot_count(), cw.slot_count() as usize);
+            for k in 0..=slots {
+                let x = cf.read(k).map_err(|e| e.to_string());
+                let y = cw.read(k).map_err(|e| e.to_string());
+                assert_eq!(x.is_ok(), y.is_ok(), "{tn} key {k}");
+                if let (Ok(x), Ok(y)) = (x, y) {
+                    assert_eq!(x, y, "{tn} key {k}");
+                }
+            }
+        }
+    }
+    for slots in [0usize, 1, 2, 3, 7, 65] {
+        case::<()>(slots);
+        case::<B1>(slots);
+        case::<B3>(slots);
+        case::<B13>(slots);
+        case::<[u16; 5]>(slots);
+        case::<B4096>(slots);
+        case::<u128>(slots);
+        case::<A32>(slots);
+        case::<A64x3>(slots);
+    }
+}
+
+#[test]
+fn producers_exclude_each_other_every_kind() {
+    let is_rf_busy =
+        |e: ringfire::RingfireError| matches!(e, ringfire::RingfireError::ProducerAlreadyExists);
+    let is_rw_busy =
+        |e: ringwire::Error| matches!(e, ringwire::Error::ProducerAlreadyExists { .. });
+    // ringwire live, ringfire refused.
+    let p = ShmPath::new("excl-a");
+    {
+        let _w = ringwire::RingProducer::<u64>::create(p.path(), 8).unwrap();
+        assert!(is_rf_busy(
+            ringfire::RingProducer::<u64>::create(p.path(), 8)
+                .err()
+                .unwrap()
+        ));
+        assert!(is_rf_busy(
+            ringfire::BlobProducer::<u64>::create(p.path(), 8, 64)
+                .err()
+                .unwrap()
+        ));
+        assert!(is_rf_busy(
+            ringfire::BlackboardProducer::<u64>::create(p.path(), 8)
+                .err()
+                .unwrap()
+        ));
+        assert!(is_rf_busy(
+            ringfire::MpmcProducer::<u64>::create(p.path(), 8)
+                .err()
+                .unwrap()
+        ));
+    }
+    {
+        let _w = ringwire::BlackboardProducer::<u64>::create(p.path(), 8).unwrap();
+        assert!(is_rf_busy(
+            ringfire::RingProducer::<u64>::create(p.path(), 8)
+                .err()
+                .unwrap()
+        ));
+    }
+    {
+        let _w = ringwire::MpmcProducer::<u64>::create(p.path(), 8).unwrap();
+        assert!(is_rf_busy(
+            ringfire::RingProducer::<u64>::create(p.path(), 8)
+                .err()
+                .unwrap()
+        ));
+        assert!(is_rf_busy(
+            ringfire::MpmcProducer::<u64>::create(p.path(), 8)
+                .err()
+                .unwrap()
+        ));
+    }
+    // ringfire live, ringwire refused.
+    {
+        let _f = ringfire::RingProducer::<u64>::create(p.path(), 8).unwrap();
+        assert!(is_rw_busy(
+            ringwire::RingProducer::<u64>::create(p.path(), 8)
+                .err()
+                .unwrap()
+        ));
+        assert!(is_rw_busy(
+            ringwire::BlobProducer::<u64>::create(p.path(), 8, 64)
+                .err()
+                .unwrap()
+        ));
+        assert!(is_rw_busy(
+            ringwire::BlackboardProducer::<u64>::create(p.path(), 8)
+                .err()
+                .unwrap()
+        ));
+        assert!(is_rw_busy(
+            ringwire::MpmcProducer::<u64>::create(p.path(), 8)
+                .err()
+                .unwrap()
+        ));
+    }
+    {
+        let _f = ringfire::BlackboardProducer::<u64>::create(p.path(), 8).unwrap();
+        assert!(is_rw_busy(
+            ringwire::RingProducer::<u64>::create(p.path(), 8)
+                .err()
+                .unwrap()
+        ));
+    }
+    {
+        let _f = ringfire::MpmcProducer::<u64>::create(p.path(), 8).unwrap();
+        assert!(is_rw_busy(
+            ringwire::RingProducer::<u64>::create(p.path(), 8)
+                .err()
+                .unwrap()
+        ));
+        assert!(is_rw_busy(
+            ringwire::MpmcProducer::<u64>::create(p.path(), 8)
+                .err()
+                .unwrap()
+        ));
+    }
+    // Stale (persistent) rings of either are replaced by the other.
+    {
+        let f = ringfire::RingProducerBuilder::new(8)
+            .cleanup_mode(ringfire::CleanupMode::Persistent)
+            .build::<u64, _>(p.path())
+            .unwrap();
+        drop(f);
+        let mut w = ringwire::RingProducer::<u32>::create(p.path(), 4).unwrap();
+        assert_eq!(w.push(&7), 1);
+        let mut c = ringfire::RingConsumer::<u32>::attach(p.path()).unwrap();
+        assert_eq!(c.try_recv(), Some(7));
+    }
+}
+
+#[test]
+fn start_modes_past_the_end_and_seeks() {
+    for (cap, n) in [(1u64, 0u64), (1, 3), (4, 2), (4, 9), (8, 100)] {
+        let p = ShmPath::new("edge-seq");
+        let mut prod = ringfire::RingProducer::<u64>::create(p.path(), cap).unwrap();
+        for i in 1..=n {
+            prod.push(&(i * 10));
+        }
+        for start in [
+            n,
+            n + 1,
+            n + 2,
+            n + 5,
+            1 << 62,
+            (1 << 63) - 1,
+            1 << 63,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let mut rf = ringfire::RingConsumer::<u64>::builder()
+                .start_from_sequence(start)
+                .attach(p.path())
+                .unwrap();
+            let mut rw = ringwire::RingConsumer::<u64>::builder()
+                .start_from_sequence(start)
+                .attach(p.path())
+                .unwrap();
+            let ctx = format!("cap {cap} n {n} start {start}");
+            assert_eq!(
+                (rf.cursor(), rf.lag(), rf.lapped_count()),
+                (rw.cursor(), rw.lag(), rw.lapped_count()),
+                "{ctx}"
+            );
+            assert_eq!(rf.try_recv(), rw.try_recv(), "{ctx}");
+            assert_eq!(
+                (rf.cursor(), rf.lag(), rf.lapped_count()),
+                (rw.cursor(), rw.lag(), rw.lapped_count()),
+                "{ctx} after recv"
+            );
+        }
+        for target in [0u64, 1, n, n + 1, n + 7, u64::MAX] {
+            let mut rf = ringfire::RingConsumer::<u64>::attach(p.path()).unwrap();
+            let mut rw = ringwire::RingConsumer::<u64>::attach(p.path()).unwrap();
+            let ctx = format!("cap {cap} n {n} seek {target}");
+            assert_eq!(rf.seek(target), rw.seek(target), "{ctx}");
+            assert_eq!(
+                (rf.cursor(), rf.lag(), rf.lapped_count()),
+                (rw.cursor(), rw.lag(), rw.lapped_count()),
+                "{ctx}"
+            );
+            assert_eq!(rf.try_recv(), rw.try_recv(), "{ctx}");
+            assert_eq!(rf.jump_to_latest(), rw.jump_to_latest(), "{ctx} jl");
+            assert_eq!(
+                (rf.cursor(), rf.lapped_count()),
+                (rw.cursor(), rw.lapped_count()),
+                "{ctx} jl"
+            );
+            assert_eq!(rf.jump_to_oldest(), rw.jump_to_oldest(), "{ctx} jo");
+            assert_eq!(
+                (rf.cursor(), rf.lapped_count()),
+                (rw.cursor(), rw.lapped_count()),
+                "{ctx} jo"
+            );
+        }
+    }
+}

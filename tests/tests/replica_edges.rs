@@ -1,0 +1,491 @@
+//! Replication of edge geometries across ringwire and ringfire 0.5.2, both ways (ringwire
+//! server to ringfire mirror, ringfire server to ringwire mirror, and ringwire to itself),
+//! over loopback TCP, UDP multicast and UDP unicast: capacities 1 and 2, records of 1 and 13
+//! bytes, a page, records larger than a datagram and than the 1 MiB TCP frame budget, rings
+//! with registries of 1 and 33 slots, blob rings whose 64-byte arena wraps on every record
+//! and blobs over a MiB. Every record the mirror ring holds is checked against the bytes
+//! the source wrote under its sequence, and the newest must be there. Then a mirror ring
+//! made by one project is resumed by the other's mirror.
+//!
+//! ringfire's server cannot be stopped in UDP modes, so those threads are left to the end
+//! of the test process, as in `replica_compat.rs`.
+
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::time::{Duration, Instant};
+
+use ringwire::ReadOnlyRing;
+use ringwire::core::SlotRead;
+use ringwire_tests::replica::Mode;
+use ringwire_tests::shm::ShmPath;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+fn mcast(idx: u16) -> SocketAddrV4 {
+    let pid = std::process::id();
+    SocketAddrV4::new(
+        Ipv4Addr::new(239, 255, 103, idx as u8),
+        24_000 + (pid % 2_000) as u16 * 8 + idx % 8,
+    )
+}
+
+fn free_udp_port() -> u16 {
+    std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn fill(seq: u64, out: &mut [u8]) {
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = (seq.wrapping_mul(0x9E37_79B9) >> (i % 8)) as u8 ^ i as u8;
+    }
+}
+
+enum Src {
+    Fixed { len: usize },
+    Blob { lens: fn(u64) -> usize },
+}
+
+/// Producer abstraction over the source ring.
+struct Prod(Box<dyn FnMut(u64)>);
+
+fn make_source(path: &std::path::Path, kind: &Src, cap: u64, readers: usize, arena: usize) -> Prod {
+    let path = path.to_path_buf();
+    match *kind {
+        Src::Fixed { len } => {
+            macro_rules! fixed {
+                ($($n:literal),*) => {
+                    match len {
+                        $($n => {
+                            let mut p = ringwire::RingProducer::<[u8; $n]>::builder(cap)
+                                .max_readers(readers)
+                                .build::<[u8; $n], _>(&path)
+                                .unwrap();
+                            Prod(Box::new(move |s| {
+                                let mut r = [0u8; $n];
+                                fill(s, &mut r);
+                                assert_eq!(p.push(&r), s);
+                            }))
+                        })*
+                        _ => unreachable!(),
+                    }
+                };
+            }
+            fixed!(1, 13, 24, 4096, 65600, 70000, 1100000)
+        }
+        Src::Blob { lens } => {
+            let mut p = ringwire::BlobProducerBuilder::new(cap, arena)
+                .max_readers(readers)
+                .build::<u32, _>(&path)
+                .unwrap();
+            Prod(Box::new(move |s| {
+                let mut b = vec![0u8; lens(s)];
+                fill(s, &mut b);
+                assert_eq!(p.push(&(s as u32), &b).unwrap(), s);
+            }))
+        }
+    }
+}
+
+/// Every record the mirror ring holds has the source's bytes for its sequence.
+fn check_mirror(kind: &Src, mirror: &std::path::Path, n: u64) -> u64 {
+    let m = ReadOnlyRing::open(mirror).expect("mirror ring");
+    assert_eq!(m.write_seq(), n, "mirror write_seq");
+    let len = m.geometry().record_len();
+    let cap = m.geometry().capacity;
+    let mut buf = vec![0u8; len];
+    let mut ok = 0;
+    for seq in n.saturating_sub(cap - 1).max(1)..=n {
+        match m.read_slot(seq, &mut buf) {
+            SlotRead::Ok => {}
+            other => {
+                assert!(seq < n, "last record {seq}: {other:?}");
+                continue;
+            }
+        }
+        match kind {
+            Src::Fixed { len: l } => {
+                let mut want = vec![0u8; *l];
+                fill(seq, &mut want);
+                assert_eq!(&buf[..*l], &want[..], "record {seq}");
+            }
+            Src::Blob { lens } => {
+                assert_eq!(u32::from_ne_bytes(buf[..4].try_into().unwrap()), seq as u32);
+                match m.read_blob(&buf).unwrap() {
+                    Ok(b) => {
+                        let mut want = vec![0u8; lens(seq)];
+                        fill(seq, &mut want);
+                        assert_eq!(b, want, "blob {seq}");
+                    }
+                    Err(_) => assert!(seq < n, "last blob lost"),
+                }
+            }
+        }
+        ok += 1;
+    }
+    ok
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Side {
+    Ours,
+    Rf,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run(
+    idx: u16,
+    server: Side,
+    mirror: Side,
+    mode: Mode,
+    kind: Src,
+    cap: u64,
+    readers: usize,
+    arena: usize,
+    n: u64,
+) {
+    let src = ShmPath::new(&format!("redge-src-{idx}"));
+    let dst = ShmPath::new(&format!("redge-dst-{idx}"));
+    let mut prod = make_source(src.path(), &kind, cap, readers, arena);
+    let first = n / 2;
+    for s in 1..=first {
+        (prod.0)(s);
+    }
+    let mut stop_ours = None;
+    let addr: SocketAddr = match server {
+        Side::Ours => {
+            let mut s =
+                ringwire::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+            match mode {
+                Mode::Tcp => {}
+                Mode::Multicast => {
+                    let g = mcast(idx);
+                    s = s.multicast(
+                        ringwire::MulticastConfig::new(*g.ip(), g.port())
+                            .interface(Ipv4Addr::LOCALHOST)
+                            .ttl(0),
+                    )
+                }
+                Mode::Unicast => s = s.unicast(0, 1472),
+            }
+            let addr = s.local_addr().unwrap();
+            let h = s.shutdown_handle();
+            let j = s.spawn().unwrap();
+            stop_ours = Some((h, j));
+            addr
+        }
+        Side::Rf => {
+            use ringfire::replication::{MulticastConfig as RfMc, ReplicaServer as RfServer};
+            let mut s = RfServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+            match mode {
+                Mode::Tcp => {}
+                Mode::Multicast => {
+                    let g = mcast(idx);
+                    s = s.multicast(
+                        RfMc::new(*g.ip(), g.port())
+                            .interface(Ipv4Addr::LOCALHOST)
+                            .ttl(0),
+                    );
+                }
+                Mode::Unicast => s = s.unicast(free_udp_port(), 1472),
+            }
+            let addr = s.local_addr().unwrap();
+            drop(s.spawn().unwrap());
+            addr
+        }
+    };
+    let t0 = Instant::now();
+    let (seq, gaps) = match mirror {
+        Side::Ours => {
+            let mut m = ringwire::Mirror::builder()
+                .start(ringwire::MirrorStart::Oldest)
+                .interface(Ipv4Addr::LOCALHOST)
+                .unicast(mode == Mode::Unicast)
+                .connect(addr, dst.path())
+                .unwrap();
+            for s in first + 1..=n {
+                (prod.0)(s);
+                std::thread::sleep(Duration::from_micros(300));
+            }
+            while m.sequence() < n && t0.elapsed() < DEADLINE {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            let r = (m.sequence(), m.gaps());
+            m.handle().unwrap().shutdown().unwrap();
+            let _ = m.run();
+            r
+        }
+        Side::Rf => {
+            use ringfire::replication::{Mirror as RfMirror, MirrorStart as RfStart};
+            let mut m = RfMirror::builder()
+                .start(RfStart::Oldest)
+                .interface(Ipv4Addr::LOCALHOST)
+                .unicast(mode == Mode::Unicast)
+                .nak_timeout(Duration::from_millis(10))
+                .connect(addr, dst.path())
+                .unwrap();
+            std::thread::scope(|sc| {
+                let j = sc.spawn(|| {
+                    while m.sequence() < n && t0.elapsed() < DEADLINE {
+                        if !m.step().unwrap() {
+                            break;
+                        }
+                    }
+                    (m.sequence(), m.gaps())
+                });
+                for s in first + 1..=n {
+                    (prod.0)(s);
+                    std::thread::sleep(Duration::from_micros(300));
+                }
+                j.join().unwrap()
+            })
+        }
+    };
+    if let Some((h, j)) = stop_ours {
+        h.shutdown();
+        j.join().unwrap().unwrap();
+    }
+    assert_eq!(
+        seq, n,
+        "{idx}: {server:?}->{mirror:?} {mode:?} mirror at {seq} (gaps {gaps})"
+    );
+    let ok = check_mirror(&kind, dst.path(), n);
+    eprintln!("{idx}: {server:?}->{mirror:?} {mode:?} cap {cap}: ok {ok} gaps {gaps}");
+    drop(prod);
+}
+
+fn all(idx0: u16, mode: Mode, mk: impl Fn() -> (Src, u64, usize, usize, u64)) {
+    for (k, (s, m)) in [
+        (Side::Ours, Side::Rf),
+        (Side::Rf, Side::Ours),
+        (Side::Ours, Side::Ours),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let (kind, cap, readers, arena, n) = mk();
+        run(idx0 + k as u16, s, m, mode, kind, cap, readers, arena, n);
+    }
+}
+
+fn blob_small(s: u64) -> usize {
+    [1, 64, 33, 0, 63, 17][(s % 6) as usize]
+}
+fn blob_big(s: u64) -> usize {
+    [70_000, 10, 65_536, 3][(s % 4) as usize]
+}
+
+#[test]
+fn tcp_cap1_odd() {
+    all(0, Mode::Tcp, || (Src::Fixed { len: 13 }, 1, 0, 0, 50));
+}
+#[test]
+fn tcp_cap2_1byte_registry1() {
+    all(3, Mode::Tcp, || (Src::Fixed { len: 1 }, 2, 1, 0, 50));
+}
+#[test]
+fn tcp_page() {
+    all(6, Mode::Tcp, || (Src::Fixed { len: 4096 }, 8, 33, 0, 60));
+}
+#[test]
+fn tcp_huge_record() {
+    all(9, Mode::Tcp, || (Src::Fixed { len: 70000 }, 4, 0, 0, 20));
+}
+#[test]
+fn tcp_blob_tiny_arena() {
+    all(12, Mode::Tcp, || {
+        (Src::Blob { lens: blob_small }, 4, 0, 64, 60)
+    });
+}
+#[test]
+fn tcp_blob_big() {
+    all(15, Mode::Tcp, || {
+        (Src::Blob { lens: blob_big }, 4, 2, 1 << 17, 20)
+    });
+}
+#[test]
+fn unicast_huge_record() {
+    all(18, Mode::Unicast, || {
+        (Src::Fixed { len: 70000 }, 4, 0, 0, 20)
+    });
+}
+#[test]
+fn unicast_record_just_over_datagram() {
+    all(21, Mode::Unicast, || {
+        (Src::Fixed { len: 65600 }, 4, 0, 0, 20)
+    });
+}
+#[test]
+fn multicast_blob_big() {
+    all(24, Mode::Multicast, || {
+        (Src::Blob { lens: blob_big }, 4, 2, 1 << 17, 20)
+    });
+}
+#[test]
+fn multicast_blob_tiny_arena() {
+    all(27, Mode::Multicast, || {
+        (Src::Blob { lens: blob_small }, 2, 0, 64, 60)
+    });
+}
+#[test]
+fn unicast_cap1() {
+    all(30, Mode::Unicast, || (Src::Fixed { len: 24 }, 1, 0, 0, 60));
+}
+
+/// One mirror session with `side` from `start` until the mirror holds `until`.
+fn session(
+    side: Side,
+    addr: SocketAddr,
+    dst: &std::path::Path,
+    resume: bool,
+    until: u64,
+    mode: Mode,
+) -> (u64, bool, u64) {
+    let t0 = Instant::now();
+    match side {
+        Side::Ours => {
+            let mut m = ringwire::Mirror::builder()
+                .start(if resume {
+                    ringwire::MirrorStart::Resume
+                } else {
+                    ringwire::MirrorStart::Oldest
+                })
+                .interface(Ipv4Addr::LOCALHOST)
+                .unicast(mode == Mode::Unicast)
+                .nak_timeout(Duration::from_millis(10))
+                .connect(addr, dst)
+                .unwrap();
+            while m.sequence() < until && t0.elapsed() < DEADLINE {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            m.handle().unwrap().shutdown().unwrap();
+            let _ = m.run();
+            (m.first_sequence(), m.resumed(), m.sequence())
+        }
+        Side::Rf => {
+            use ringfire::replication::{Mirror as RfMirror, MirrorStart as RfStart};
+            let mut m = RfMirror::builder()
+                .start(if resume {
+                    RfStart::Resume
+                } else {
+                    RfStart::Oldest
+                })
+                .interface(Ipv4Addr::LOCALHOST)
+                .unicast(mode == Mode::Unicast)
+                .nak_timeout(Duration::from_millis(10))
+                .connect(addr, dst)
+                .unwrap();
+            while m.sequence() < until && t0.elapsed() < DEADLINE {
+                if !m.step().unwrap() {
+                    break;
+                }
+            }
+            (m.first_sequence(), m.resumed(), m.sequence())
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cross_resume(
+    idx: u16,
+    first: Side,
+    second: Side,
+    mode: Mode,
+    kind: Src,
+    cap: u64,
+    readers: usize,
+    arena: usize,
+) {
+    let src = ShmPath::new(&format!("rres-src-{idx}"));
+    let dst = ShmPath::new(&format!("rres-dst-{idx}"));
+    let mut prod = make_source(src.path(), &kind, cap, readers, arena);
+    for s in 1..=40 {
+        (prod.0)(s);
+    }
+    let mut s = ringwire::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+    match mode {
+        Mode::Tcp => {}
+        Mode::Multicast => {
+            let g = mcast(idx);
+            s = s.multicast(
+                ringwire::MulticastConfig::new(*g.ip(), g.port())
+                    .interface(Ipv4Addr::LOCALHOST)
+                    .ttl(0),
+            )
+        }
+        Mode::Unicast => s = s.unicast(0, 1472),
+    }
+    let addr = s.local_addr().unwrap();
+    let h = s.shutdown_handle();
+    let j = s.spawn().unwrap();
+    let a = session(first, addr, dst.path(), false, 40, mode);
+    for s in 41..=50 {
+        (prod.0)(s);
+    }
+    let b = session(second, addr, dst.path(), true, 50, mode);
+    h.shutdown();
+    j.join().unwrap().unwrap();
+    eprintln!("{idx} {first:?}->{second:?} {mode:?}: {a:?} {b:?}");
+    assert_eq!(a.2, 40);
+    assert_eq!(b, (41, true, 50), "{idx} {first:?}->{second:?} {mode:?}");
+    check_mirror(&kind, dst.path(), 50);
+}
+
+#[test]
+fn resume_across_implementations() {
+    let mut idx = 40;
+    for mode in [Mode::Tcp, Mode::Unicast] {
+        for (a, b) in [(Side::Rf, Side::Ours), (Side::Ours, Side::Rf)] {
+            cross_resume(idx, a, b, mode, Src::Fixed { len: 13 }, 64, 0, 0);
+            cross_resume(idx + 1, a, b, mode, Src::Fixed { len: 24 }, 64, 3, 0);
+            cross_resume(
+                idx + 2,
+                a,
+                b,
+                mode,
+                Src::Blob { lens: blob_small },
+                64,
+                0,
+                1024,
+            );
+            cross_resume(
+                idx + 3,
+                a,
+                b,
+                mode,
+                Src::Blob { lens: blob_small },
+                64,
+                2,
+                1024,
+            );
+            idx += 4;
+        }
+    }
+}
+
+fn blob_huge(s: u64) -> usize {
+    [1_500_000, 10, 2_000_000, 0][(s % 4) as usize]
+}
+#[test]
+fn tcp_record_over_a_mib() {
+    all(60, Mode::Tcp, || (Src::Fixed { len: 1100000 }, 4, 0, 0, 10));
+}
+#[test]
+fn unicast_record_over_a_mib() {
+    all(63, Mode::Unicast, || {
+        (Src::Fixed { len: 1100000 }, 4, 0, 0, 10)
+    });
+}
+#[test]
+fn tcp_blob_over_a_mib() {
+    all(66, Mode::Tcp, || {
+        (Src::Blob { lens: blob_huge }, 4, 0, 1 << 23, 10)
+    });
+}
+#[test]
+fn unicast_blob_over_a_mib() {
+    all(69, Mode::Unicast, || {
+        (Src::Blob { lens: blob_huge }, 4, 0, 1 << 23, 10)
+    });
+}
