@@ -66,11 +66,13 @@ pub struct OffsetCheckpoint {
 /// `<dir of ring>/<file stem of ring>_<name, with every char not alphanumeric, '_' or '-'
 /// replaced by '_'>.offset`. A bare relative ring path gives a file in the current
 /// directory.
+///
+/// A stem that is not UTF-8 (or a path without one) is spelled `ring`, and a path without
+/// a directory (`/`) puts the file in `/dev/shm`, as ringfire 0.5.2 does: a consumer of
+/// either project then finds the offset the other committed under the same name. Two such
+/// rings in one directory share their consumers' checkpoints, with ringfire too.
 pub fn default_path(ring: &Path, name: &str) -> PathBuf {
-    let stem = ring
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let stem = ring.file_stem().and_then(|s| s.to_str()).unwrap_or("ring");
     let clean: String = name
         .chars()
         .map(|c| {
@@ -82,10 +84,7 @@ pub fn default_path(ring: &Path, name: &str) -> PathBuf {
         })
         .collect();
     let file = format!("{stem}_{clean}.offset");
-    match ring.parent() {
-        Some(dir) => dir.join(file),
-        None => PathBuf::from(file),
-    }
+    ring.parent().unwrap_or(Path::new("/dev/shm")).join(file)
 }
 
 fn now_ns() -> u64 {
