@@ -575,3 +575,219 @@ fn default_checkpoint_of_a_ring_whose_name_is_not_utf8_is_ringfires() {
         .unwrap();
     assert_eq!(c.try_recv(), Some(7));
 }
+
+/// Reads everything both readers deliver from a patched ring, polling up to `polls` times
+/// past each empty result (ringfire looks for holes every 64th empty poll).
+fn drain_both(p: &ShmPath, start: u64) -> ((Vec<u64>, u64, u64), (Vec<u64>, u64, u64)) {
+    let mut rf = ringfire::RingConsumer::<u64>::builder()
+        .start_from_sequence(start)
+        .attach(p.path())
+        .unwrap();
+    let mut rw = ringwire::RingConsumer::<u64>::builder()
+        .start_from_sequence(start)
+        .attach(p.path())
+        .unwrap();
+    let (mut a, mut b) = (vec![], vec![]);
+    for _ in 0..1000 {
+        if let Some(x) = rf.try_recv() {
+            a.push(x);
+        }
+        if let Some(x) = rw.try_recv() {
+            b.push(x);
+        }
+    }
+    (
+        (a, rf.lapped_count(), rf.cursor()),
+        (b, rw.lapped_count(), rw.cursor()),
+    )
+}
+
+#[test]
+fn holes_in_sparse_and_mpmc_rings_read_alike() {
+    use ringwire_tests::shm::patch;
+    // (flags, holes as (seq, value left in its slot), start)
+    let cases: [(u32, &[(u64, u64)], u64); 7] = [
+        (0x0411, &[(15, 7)], 13),
+        (0x0411, &[(15, 7), (16, 8)], 13),
+        (0x0411, &[(20, 12)], 13),
+        (0x0411, &[(13, 5), (20, 12)], 1),
+        (0x0411, &[(15, 0)], 15),
+        (0x0021, &[(15, 7)], 13),
+        (0x0021, &[(15, 7), (19, 11)], 10),
+    ];
+    for (flags, holes, start) in cases {
+        let p = ShmPath::new("edge-holes");
+        let mut prod = ringfire::RingProducerBuilder::new(8)
+            .cleanup_mode(ringfire::CleanupMode::Persistent)
+            .build::<u64, _>(p.path())
+            .unwrap();
+        for i in 1..=20u64 {
+            prod.push(&(i * 100));
+        }
+        drop(prod);
+        patch(p.path(), 48, &flags.to_le_bytes());
+        for &(seq, left) in holes {
+            patch(p.path(), 128 + (seq & 7) * 16, &left.to_le_bytes());
+        }
+        let (x, y) = drain_both(&p, start);
+        assert_eq!(x, y, "flags {flags:#x} holes {holes:?} start {start}");
+    }
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+struct Quote {
+    bid: f64,
+    ask: f64,
+}
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+struct Pair([u64; 2]);
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+struct Nested {
+    q: Quote,
+    n: [u32; 3],
+    f: f32,
+}
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug, PartialEq, FromBytes, IntoBytes, Immutable, KnownLayout)]
+struct Quote16 {
+    bid: f64,
+    ask: f64,
+}
+
+fn sig_case<
+    P: FromBytes + IntoBytes + Immutable + Copy + 'static,
+    C: FromBytes + Copy + 'static,
+>(
+    same: bool,
+) {
+    use ringwire::core::AttachError;
+    let ctx = format!(
+        "{} read as {}",
+        std::any::type_name::<P>(),
+        std::any::type_name::<C>()
+    );
+    assert_eq!(
+        ringwire::signature::compute_layout_signature::<P>(),
+        ringfire::signature::compute_layout_signature::<P>(),
+        "{ctx}"
+    );
+    let p = ShmPath::new("edge-sig");
+    let _rw = ringwire::RingProducer::<P>::create(p.path(), 4).unwrap();
+    let rf = ringfire::RingConsumer::<C>::attach(p.path());
+    let rw = ringwire::RingConsumer::<C>::attach(p.path());
+    assert_eq!(rf.is_ok(), same, "{ctx}");
+    assert_eq!(rw.is_ok(), same, "{ctx}");
+    if same {
+        return;
+    }
+    let rf = rf.err().unwrap();
+    let rw = rw.err().unwrap();
+    let rf_kind = match rf {
+        ringfire::RingfireError::SchemaMismatch { .. } => "schema",
+        ringfire::RingfireError::ElementSizeMismatch { .. } => "size",
+        ref e => panic!("{ctx}: ringfire {e}"),
+    };
+    let rw_kind = match &rw {
+        ringwire::Error::Attach {
+            source: AttachError::SchemaMismatch { .. },
+            ..
+        } => "schema",
+        ringwire::Error::Attach {
+            source: AttachError::ElementSizeMismatch { .. },
+            ..
+        } => "size",
+        e => panic!("{ctx}: ringwire {e}"),
+    };
+    assert_eq!(rf_kind, rw_kind, "{ctx}: {rf} / {rw}");
+}
+
+#[test]
+fn schema_signatures_and_mismatches_agree() {
+    sig_case::<Quote, Quote>(true);
+    sig_case::<Quote, Pair>(false);
+    sig_case::<Quote, u128>(false);
+    sig_case::<Quote, Quote16>(false);
+    sig_case::<Nested, Nested>(true);
+    sig_case::<Nested, [u8; 32]>(false);
+    sig_case::<[f64; 2], [u64; 2]>(false);
+    sig_case::<[f32; 4], [f32; 4]>(true);
+    sig_case::<u128, u128>(true);
+    sig_case::<u128, Quote16>(false);
+    sig_case::<(), ()>(true);
+    sig_case::<(), u8>(false);
+    sig_case::<u64, i64>(false);
+    sig_case::<u64, u32>(false);
+}
+
+#[test]
+fn write_seq_near_its_limit_reads_alike() {
+    use ringwire_tests::shm::patch;
+    for w in [
+        (1u64 << 62) + 3,
+        (1 << 63) - 1,
+        1 << 63,
+        (1 << 63) + 2,
+        u64::MAX - 2,
+    ] {
+        let p = ShmPath::new("edge-wlimit");
+        let prod = ringfire::RingProducerBuilder::new(4)
+            .cleanup_mode(ringfire::CleanupMode::Persistent)
+            .build::<u64, _>(p.path())
+            .unwrap();
+        drop(prod);
+        // Records w-3..=w, as a producer that got there would have left them.
+        for s in w - 3..=w {
+            patch(p.path(), 128 + (s & 3) * 16, &s.to_le_bytes());
+            patch(
+                p.path(),
+                128 + (s & 3) * 16 + 8,
+                &(s ^ 0xABCD).to_le_bytes(),
+            );
+        }
+        patch(p.path(), 32, &w.to_le_bytes());
+        for mode in 0..4 {
+            let mut rf = {
+                let b = ringfire::RingConsumer::<u64>::builder();
+                match mode {
+                    0 => b.start_from_latest(),
+                    1 => b.start_from_oldest(),
+                    2 => b.start_from_head(),
+                    _ => b.start_from_sequence(w - 1),
+                }
+                .attach(p.path())
+                .unwrap()
+            };
+            let rw = {
+                let b = ringwire::RingConsumer::<u64>::builder();
+                match mode {
+                    0 => b.start_from_latest(),
+                    1 => b.start_from_oldest(),
+                    2 => b.start_from_head(),
+                    _ => b.start_from_sequence(w - 1),
+                }
+                .attach(p.path())
+            };
+            let mut rw = match rw {
+                Ok(c) => c,
+                Err(e) => panic!("w {w:#x} mode {mode}: ringwire refused: {e}"),
+            };
+            let (mut a, mut b) = (vec![], vec![]);
+            for _ in 0..200 {
+                if let Some(x) = rf.try_recv() {
+                    a.push(x);
+                }
+                if let Some(x) = rw.try_recv() {
+                    b.push(x);
+                }
+            }
+            assert_eq!(
+                (a, rf.cursor(), rf.lapped_count()),
+                (b, rw.cursor(), rw.lapped_count()),
+                "w {w:#x} mode {mode}"
+            );
+        }
+    }
+}
