@@ -50,7 +50,15 @@ enum Src {
 /// Producer abstraction over the source ring.
 struct Prod(Box<dyn FnMut(u64)>);
 
-fn make_source(path: &std::path::Path, kind: &Src, cap: u64, readers: usize, arena: usize) -> Prod {
+/// A ringwire producer of `kind` at `path`; record `s` carries the bytes of `s + generation`.
+fn make_source(
+    path: &std::path::Path,
+    kind: &Src,
+    cap: u64,
+    readers: usize,
+    arena: usize,
+    generation: u64,
+) -> Prod {
     let path = path.to_path_buf();
     match *kind {
         Src::Fixed { len } => {
@@ -64,7 +72,7 @@ fn make_source(path: &std::path::Path, kind: &Src, cap: u64, readers: usize, are
                                 .unwrap();
                             Prod(Box::new(move |s| {
                                 let mut r = [0u8; $n];
-                                fill(s, &mut r);
+                                fill(s + generation, &mut r);
                                 assert_eq!(p.push(&r), s);
                             }))
                         })*
@@ -81,8 +89,8 @@ fn make_source(path: &std::path::Path, kind: &Src, cap: u64, readers: usize, are
                 .unwrap();
             Prod(Box::new(move |s| {
                 let mut b = vec![0u8; lens(s)];
-                fill(s, &mut b);
-                assert_eq!(p.push(&(s as u32), &b).unwrap(), s);
+                fill(s + generation, &mut b);
+                assert_eq!(p.push(&((s + generation) as u32), &b).unwrap(), s);
             }))
         }
     }
@@ -147,7 +155,7 @@ fn run(
 ) {
     let src = ShmPath::new(&format!("redge-src-{idx}"));
     let dst = ShmPath::new(&format!("redge-dst-{idx}"));
-    let mut prod = make_source(src.path(), &kind, cap, readers, arena);
+    let mut prod = make_source(src.path(), &kind, cap, readers, arena, 0);
     let first = n / 2;
     for s in 1..=first {
         (prod.0)(s);
@@ -399,7 +407,7 @@ fn cross_resume(
 ) {
     let src = ShmPath::new(&format!("rres-src-{idx}"));
     let dst = ShmPath::new(&format!("rres-dst-{idx}"));
-    let mut prod = make_source(src.path(), &kind, cap, readers, arena);
+    let mut prod = make_source(src.path(), &kind, cap, readers, arena, 0);
     for s in 1..=40 {
         (prod.0)(s);
     }
@@ -488,4 +496,143 @@ fn unicast_blob_over_a_mib() {
     all(69, Mode::Unicast, || {
         (Src::Blob { lens: blob_huge }, 4, 0, 1 << 23, 10)
     });
+}
+
+/// A ringwire server whose source ring is replaced (a restarted producer, starting again at
+/// 1) under a connected ringfire mirror: the mirror ends up with the new ring's records
+/// after it reconnects with `Resume`, as ringfire's CLI does.
+fn restart_under_ringfire_mirror(idx: u16, mode: Mode, fixed: bool) {
+    use ringfire::replication::{Mirror as RfMirror, MirrorStart as RfStart};
+    let src = ShmPath::new(&format!("rrst-src-{idx}"));
+    let dst = ShmPath::new(&format!("rrst-dst-{idx}"));
+    let kind = || {
+        if fixed {
+            Src::Fixed { len: 24 }
+        } else {
+            Src::Blob { lens: blob_small }
+        }
+    };
+    let mut old = make_source(src.path(), &kind(), 64, 0, 1024, 0);
+    for s in 1..=50 {
+        (old.0)(s);
+    }
+    let mut s = ringwire::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+    match mode {
+        Mode::Tcp => {}
+        Mode::Multicast => {
+            let g = mcast(idx);
+            s = s.multicast(
+                ringwire::MulticastConfig::new(*g.ip(), g.port())
+                    .interface(Ipv4Addr::LOCALHOST)
+                    .ttl(0),
+            )
+        }
+        Mode::Unicast => s = s.unicast(0, 1472),
+    }
+    let addr = s.local_addr().unwrap();
+    let h = s.shutdown_handle();
+    let j = s.spawn().unwrap();
+    let connect = |start| {
+        RfMirror::builder()
+            .start(start)
+            .interface(Ipv4Addr::LOCALHOST)
+            .unicast(mode == Mode::Unicast)
+            .nak_timeout(Duration::from_millis(10))
+            .connect(addr, dst.path())
+    };
+    let mut m = connect(RfStart::Oldest).unwrap();
+    let t0 = Instant::now();
+    while m.sequence() < 50 && t0.elapsed() < DEADLINE {
+        assert!(m.step().unwrap());
+    }
+    assert_eq!(m.sequence(), 50);
+    // The producer restarts: a new ring at the path, 10 records of other bytes.
+    drop(old);
+    let new_kind = kind();
+    let mut new = make_source(src.path(), &new_kind, 64, 0, 1024, 1000);
+    for s in 1..=10 {
+        (new.0)(s);
+    }
+    let mut reconnects = 0;
+    let t0 = Instant::now();
+    loop {
+        assert!(
+            t0.elapsed() < DEADLINE,
+            "{idx} {mode:?}: mirror at {} after {reconnects} reconnects",
+            m.sequence()
+        );
+        match m.step() {
+            Ok(true) => {}
+            Ok(false) | Err(_) => {
+                reconnects += 1;
+                std::thread::sleep(Duration::from_millis(20));
+                // The old mirror holds its ring's lock until dropped. The server must
+                // take the reconnection (ringfire's CLI retries every 500 ms; a few tries
+                // cover a refusal while the new ring was being made).
+                drop(m);
+                let mut tries = 0;
+                m = loop {
+                    match connect(RfStart::Resume) {
+                        Ok(m) => break m,
+                        Err(e) => {
+                            tries += 1;
+                            assert!(tries < 10, "{idx} {mode:?}: reconnect: {e}");
+                            std::thread::sleep(Duration::from_millis(50));
+                        }
+                    }
+                };
+            }
+        }
+        // Reconnected: the source said RESET and the mirror made a new ring, which starts
+        // after the new ring's newest record (spec §19.1).
+        if reconnects > 0 && !m.resumed() {
+            break;
+        }
+    }
+    assert_eq!(m.first_sequence(), 11, "{idx} {mode:?}");
+    for s in 11..=20 {
+        (new.0)(s);
+    }
+    while m.sequence() < 20 {
+        assert!(
+            t0.elapsed() < DEADLINE,
+            "{idx} {mode:?}: mirror at {}",
+            m.sequence()
+        );
+        assert!(m.step().unwrap());
+    }
+    drop(m);
+    h.shutdown();
+    j.join().unwrap().unwrap();
+    let ring = ReadOnlyRing::open(dst.path()).unwrap();
+    assert_eq!(ring.write_seq(), 20);
+    let mut buf = vec![0u8; ring.geometry().record_len()];
+    for s in 1..=20u64 {
+        if s <= 10 {
+            // None of the old ring's records is left in the new mirror ring.
+            assert_ne!(ring.read_slot(s, &mut buf), SlotRead::Ok, "{s}");
+            continue;
+        }
+        assert_eq!(ring.read_slot(s, &mut buf), SlotRead::Ok, "{s}");
+        let mut want = vec![0u8; 24];
+        fill(s + 1000, &mut want);
+        if fixed {
+            assert_eq!(buf[..24], want[..], "{idx} record {s}");
+        } else {
+            assert_eq!(
+                u32::from_ne_bytes(buf[..4].try_into().unwrap()),
+                (s + 1000) as u32
+            );
+        }
+    }
+    eprintln!("{idx} {mode:?}: {reconnects} reconnects");
+}
+
+#[test]
+fn ringwire_source_restart_under_a_ringfire_mirror() {
+    restart_under_ringfire_mirror(80, Mode::Tcp, true);
+    restart_under_ringfire_mirror(81, Mode::Unicast, true);
+    restart_under_ringfire_mirror(82, Mode::Multicast, true);
+    restart_under_ringfire_mirror(83, Mode::Tcp, false);
+    restart_under_ringfire_mirror(84, Mode::Unicast, false);
 }

@@ -18,6 +18,9 @@
 //!   heartbeat) for [`MirrorOptions::silence_timeout`] after it; ringfire's mirror waits
 //!   forever.
 //! - [`ReplicaServer::run`] can be stopped, through [`ReplicaServer::shutdown_handle`].
+//!   When the served path comes to name a new ring (a restarted producer), it ends every
+//!   session and serves the new ring on the same address, over UDP too; ringfire's server
+//!   serves the new ring only to connections made after the restart, over TCP.
 //! - `MulticastConfig`'s fault-injection knobs (`drop_every`, `swap_every`) are counted as
 //!   ringfire counts them ([`ServeOptions::drop_every`]) and, as there, apply to unicast
 //!   mirrors too, but only when multicast is configured.
@@ -325,14 +328,24 @@ impl ReplicaServer {
             .listener
             .try_clone()
             .map_err(|e| ReplicaError::io("listener", e))?;
-        Server::with_listener(self.options(once), listener)?
-            .run(&self.stop)
-            .map(drop)
+        let opts = self.options(once);
+        let server = Server::with_listener(opts.clone(), listener)?;
+        if once {
+            return server.run(&self.stop).map(drop);
+        }
+        crate::replica::serve::follow_from(server, &opts, &self.stop, |_| {}).map(drop)
     }
 
     /// Serves every mirror that connects, each on its own thread, until
-    /// [`ReplicaServerHandle::shutdown`]. Fails if the ring can no longer be opened, or
-    /// with [`ReplicaError::SourceReplaced`] when its path comes to name a new ring.
+    /// [`ReplicaServerHandle::shutdown`].
+    ///
+    /// When the ring's path comes to name a new ring (its producer restarted), every
+    /// session ends and the new ring is served on the same address: mirrors reconnect and
+    /// find the new ring (spec §21.5), as ringfire's server, which opens the ring again for
+    /// every connection, lets them. (Its sessions already running go on sending the old
+    /// ring, which never advances, and its UDP sender stays on the old ring.) Mirrors that
+    /// connect while the path has no ring yet are refused. Fails if the ring is not there
+    /// when `run` starts.
     pub fn run(&self) -> Result<(), ReplicaError> {
         self.serve(false)
     }

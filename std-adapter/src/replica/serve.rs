@@ -547,15 +547,35 @@ const WAITING_LOG_EVERY: StdDuration = StdDuration::from_secs(5);
 pub fn run_following(
     opts: &ServeOptions,
     stop: &AtomicBool,
+    on_replaced: impl FnMut(&Path),
+) -> Result<ServeSummary, ReplicaError> {
+    match bind_when_ready(opts, stop, None)? {
+        Some(first) => follow_from(first, opts, stop, on_replaced),
+        // Not reached: the first start fails instead when stopped.
+        None => Ok(ServeSummary::default()),
+    }
+}
+
+/// [`run_following`] from a server already built (`first`, on the listener every later
+/// ring is served on): the in-process `ReplicaServer`'s loop, whose listener was bound
+/// before its options were settled.
+pub(crate) fn follow_from(
+    first: Server,
+    opts: &ServeOptions,
+    stop: &AtomicBool,
     mut on_replaced: impl FnMut(&Path),
 ) -> Result<ServeSummary, ReplicaError> {
     let mut last: Option<ServeSummary> = None;
     let mut listener: Option<TcpListener> = None;
+    let mut next = Some(first);
     loop {
-        let server = match bind_when_ready(opts, stop, listener.as_ref())? {
+        let server = match next.take() {
             Some(s) => s,
-            // Stopped while waiting for the new ring: the last one's counters.
-            None => return Ok(last.unwrap_or_default()),
+            None => match bind_when_ready(opts, stop, listener.as_ref())? {
+                Some(s) => s,
+                // Stopped while waiting for the new ring: the last one's counters.
+                None => return Ok(last.unwrap_or_default()),
+            },
         };
         match server.run(stop) {
             Err(ReplicaError::SourceReplaced { path }) => {
@@ -568,6 +588,8 @@ pub fn run_following(
                             .map_err(|e| ReplicaError::io("listener", e))?,
                     );
                 }
+                // Its UDP socket is closed before the next server binds the same port.
+                drop(server);
                 on_replaced(&path)
             }
             r => return r,
