@@ -578,7 +578,10 @@ fn default_checkpoint_of_a_ring_whose_name_is_not_utf8_is_ringfires() {
 
 /// Reads everything both readers deliver from a patched ring, polling up to `polls` times
 /// past each empty result (ringfire looks for holes every 64th empty poll).
-fn drain_both(p: &ShmPath, start: u64) -> ((Vec<u64>, u64, u64), (Vec<u64>, u64, u64)) {
+/// What a reader delivered, its lapped count and its cursor.
+type Drained = (Vec<u64>, u64, u64);
+
+fn drain_both(p: &ShmPath, start: u64) -> (Drained, Drained) {
     let mut rf = ringfire::RingConsumer::<u64>::builder()
         .start_from_sequence(start)
         .attach(p.path())
@@ -606,7 +609,8 @@ fn drain_both(p: &ShmPath, start: u64) -> ((Vec<u64>, u64, u64), (Vec<u64>, u64,
 fn holes_in_sparse_and_mpmc_rings_read_alike() {
     use ringwire_tests::shm::patch;
     // (flags, holes as (seq, value left in its slot), start)
-    let cases: [(u32, &[(u64, u64)], u64); 7] = [
+    type Holes = &'static [(u64, u64)];
+    let cases: [(u32, Holes, u64); 7] = [
         (0x0411, &[(15, 7)], 13),
         (0x0411, &[(15, 7), (16, 8)], 13),
         (0x0411, &[(20, 12)], 13),

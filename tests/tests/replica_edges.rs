@@ -498,9 +498,9 @@ fn unicast_blob_over_a_mib() {
     });
 }
 
-/// A ringwire server whose source ring is replaced (a restarted producer, starting again at
-/// 1) under a connected ringfire mirror: the mirror ends up with the new ring's records
-/// after it reconnects with `Resume`, as ringfire's CLI does.
+/// A ringwire server whose source ring is replaced under a connected ringfire mirror (a
+/// restarted producer, numbering from 1 again): the mirror reconnects with `Resume`, as
+/// ringfire's CLI does, is told RESET and copies the new ring's records.
 fn restart_under_ringfire_mirror(idx: u16, mode: Mode, fixed: bool) {
     use ringfire::replication::{Mirror as RfMirror, MirrorStart as RfStart};
     let src = ShmPath::new(&format!("rrst-src-{idx}"));
