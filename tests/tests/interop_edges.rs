@@ -795,3 +795,36 @@ fn write_seq_near_its_limit_reads_alike() {
         }
     }
 }
+
+#[test]
+fn checkpoint_files_are_alike_and_read_both_ways() {
+    for name in [
+        "algo",
+        "  padded  ",
+        "",
+        "exactly-thirty-one-bytes-long-x",
+        "thirty-two-bytes-long-name-xxxxx",
+        "ünïcödé ünïcödé ünïcödé ünïcödé",
+        "日本語の名前は長いです日本語",
+    ] {
+        let a = ShmPath::new("edge-ckpt-rf");
+        let b = ShmPath::new("edge-ckpt-rw");
+        let rf = ringfire::checkpoint::OffsetCheckpoint::open_or_create(a.path(), name).unwrap();
+        let rw = ringwire::OffsetCheckpoint::open_or_create(b.path(), name).unwrap();
+        assert_eq!(rf.name(), rw.name(), "{name:?}");
+        rf.save(12345);
+        rw.save(12345);
+        let mut fa = std::fs::read(a.path()).unwrap();
+        let mut fb = std::fs::read(b.path()).unwrap();
+        // pid (12..16) and updated_ns (24..32) differ by nature.
+        for f in [&mut fa, &mut fb] {
+            f[12..16].fill(0);
+            f[24..32].fill(0);
+        }
+        assert_eq!(fa, fb, "{name:?}");
+        // Each opens the other's file and sees the offset.
+        let x = ringfire::checkpoint::OffsetCheckpoint::open_or_create(b.path(), name).unwrap();
+        let y = ringwire::OffsetCheckpoint::open_or_create(a.path(), name).unwrap();
+        assert_eq!((x.load(), y.load()), (Some(12345), Some(12345)), "{name:?}");
+    }
+}

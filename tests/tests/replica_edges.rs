@@ -43,9 +43,22 @@ fn fill(seq: u64, out: &mut [u8]) {
 }
 
 enum Src {
-    Fixed { len: usize },
-    Blob { lens: fn(u64) -> usize },
+    Fixed {
+        len: usize,
+    },
+    Blob {
+        lens: fn(u64) -> usize,
+    },
+    /// 256-byte records aligned to 256: at +256 in 512-byte slots, after 256 - 8 bytes of
+    /// padding in each wire record (spec §4.1).
+    Aligned,
+    /// A lossy MPMC ring (ringfire's `MpmcProducer`, spec §8) of 24-byte records.
+    Mpmc,
 }
+
+#[repr(C, align(256))]
+#[derive(Clone, Copy, zerocopy::IntoBytes, zerocopy::Immutable)]
+struct A256([u8; 256]);
 
 /// Producer abstraction over the source ring.
 struct Prod(Box<dyn FnMut(u64)>);
@@ -82,6 +95,25 @@ fn make_source(
             }
             fixed!(1, 13, 24, 4096, 65600, 70000, 1100000)
         }
+        Src::Aligned => {
+            let mut p = ringwire::RingProducer::<A256>::builder(cap)
+                .max_readers(readers)
+                .build::<A256, _>(&path)
+                .unwrap();
+            Prod(Box::new(move |s| {
+                let mut r = A256([0; 256]);
+                fill(s + generation, &mut r.0);
+                assert_eq!(p.push(&r), s);
+            }))
+        }
+        Src::Mpmc => {
+            let mut p = ringfire::MpmcProducer::<[u8; 24]>::create(&path, cap).unwrap();
+            Prod(Box::new(move |s| {
+                let mut r = [0u8; 24];
+                fill(s + generation, &mut r);
+                assert_eq!(p.push(&r), s);
+            }))
+        }
         Src::Blob { lens } => {
             let mut p = ringwire::BlobProducerBuilder::new(cap, arena)
                 .max_readers(readers)
@@ -117,6 +149,16 @@ fn check_mirror(kind: &Src, mirror: &std::path::Path, n: u64) -> u64 {
                 let mut want = vec![0u8; *l];
                 fill(seq, &mut want);
                 assert_eq!(&buf[..*l], &want[..], "record {seq}");
+            }
+            Src::Mpmc => {
+                let mut want = vec![0u8; 24];
+                fill(seq, &mut want);
+                assert_eq!(&buf[..24], &want[..], "record {seq}");
+            }
+            Src::Aligned => {
+                let mut want = vec![0u8; 256];
+                fill(seq, &mut want);
+                assert_eq!(&buf[248..], &want[..], "record {seq}");
             }
             Src::Blob { lens } => {
                 assert_eq!(u32::from_ne_bytes(buf[..4].try_into().unwrap()), seq as u32);
@@ -635,4 +677,21 @@ fn ringwire_source_restart_under_a_ringfire_mirror() {
     restart_under_ringfire_mirror(82, Mode::Multicast, true);
     restart_under_ringfire_mirror(83, Mode::Tcp, false);
     restart_under_ringfire_mirror(84, Mode::Unicast, false);
+}
+
+#[test]
+fn tcp_over_aligned() {
+    all(90, Mode::Tcp, || (Src::Aligned, 8, 1, 0, 40));
+}
+#[test]
+fn unicast_over_aligned() {
+    all(93, Mode::Unicast, || (Src::Aligned, 8, 0, 0, 40));
+}
+#[test]
+fn tcp_mpmc_source() {
+    all(96, Mode::Tcp, || (Src::Mpmc, 4, 0, 0, 40));
+}
+#[test]
+fn multicast_mpmc_source() {
+    all(99, Mode::Multicast, || (Src::Mpmc, 8, 0, 0, 40));
 }
