@@ -93,7 +93,7 @@ fn make_source(
                     }
                 };
             }
-            fixed!(1, 13, 24, 4096, 65600, 70000, 1100000)
+            fixed!(0, 1, 13, 24, 4096, 65600, 70000, 1100000)
         }
         Src::Aligned => {
             let mut p = ringwire::RingProducer::<A256>::builder(cap)
@@ -694,4 +694,21 @@ fn tcp_mpmc_source() {
 #[test]
 fn multicast_mpmc_source() {
     all(99, Mode::Multicast, || (Src::Mpmc, 8, 0, 0, 40));
+}
+
+#[test]
+fn tcp_zero_sized() {
+    all(102, Mode::Tcp, || (Src::Fixed { len: 0 }, 64, 0, 0, 300));
+}
+#[test]
+fn unicast_zero_sized() {
+    all(105, Mode::Unicast, || {
+        (Src::Fixed { len: 0 }, 64, 0, 0, 300)
+    });
+}
+#[test]
+fn multicast_zero_sized() {
+    all(108, Mode::Multicast, || {
+        (Src::Fixed { len: 0 }, 2, 0, 0, 100)
+    });
 }
