@@ -828,3 +828,57 @@ fn checkpoint_files_are_alike_and_read_both_ways() {
         assert_eq!((x.load(), y.load()), (Some(12345), Some(12345)), "{name:?}");
     }
 }
+
+#[test]
+fn a_full_registry_refuses_the_other_projects_reader_on_a_lossless_ring() {
+    for ours_first in [false, true] {
+        let p = ShmPath::new("edge-reg1");
+        let mut prod = ringfire::RingProducerBuilder::new(4)
+            .flow_control(ringfire::FlowControl::LosslessBackpressure)
+            .max_readers(1)
+            .build::<u64, _>(p.path())
+            .unwrap();
+        if ours_first {
+            let mut a = ringwire::RingConsumer::<u64>::attach(p.path()).unwrap();
+            let b = ringfire::RingConsumer::<u64>::attach(p.path());
+            assert!(
+                matches!(b, Err(ringfire::RingfireError::NoAvailableReaderSlots)),
+                "{:?}",
+                b.err()
+            );
+            // The one registered reader holds the producer back at a full ring.
+            for i in 1..=4 {
+                assert!(prod.try_push(&i).is_ok());
+            }
+            assert!(prod.try_push(&5).is_err());
+            assert_eq!(a.try_recv(), Some(1));
+            assert!(prod.try_push(&5).is_ok());
+        } else {
+            let _a = ringfire::RingConsumer::<u64>::attach(p.path()).unwrap();
+            let b = ringwire::RingConsumer::<u64>::attach(p.path());
+            assert!(
+                matches!(b, Err(ringwire::Error::Registry { .. })),
+                "{:?}",
+                b.err()
+            );
+        }
+    }
+    // And the same on a ringwire producer's ring.
+    let p = ShmPath::new("edge-reg1w");
+    let mut prod = ringwire::RingProducer::<u64>::builder(4)
+        .flow_control(ringwire::FlowControl::LosslessBackpressure)
+        .max_readers(1)
+        .build::<u64, _>(p.path())
+        .unwrap();
+    let mut a = ringfire::RingConsumer::<u64>::attach(p.path()).unwrap();
+    assert!(matches!(
+        ringwire::RingConsumer::<u64>::attach(p.path()),
+        Err(ringwire::Error::Registry { .. })
+    ));
+    for i in 1..=4 {
+        assert!(prod.try_push(&i).is_ok());
+    }
+    assert!(prod.try_push(&5).is_err());
+    assert_eq!(a.try_recv(), Some(1));
+    assert!(prod.try_push(&5).is_ok());
+}
