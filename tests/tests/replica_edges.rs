@@ -107,7 +107,7 @@ fn make_source(
             }))
         }
         Src::Mpmc => {
-            let mut p = ringfire::MpmcProducer::<[u8; 24]>::create(&path, cap).unwrap();
+            let p = ringfire::MpmcProducer::<[u8; 24]>::create(&path, cap).unwrap();
             Prod(Box::new(move |s| {
                 let mut r = [0u8; 24];
                 fill(s + generation, &mut r);
