@@ -712,3 +712,78 @@ fn multicast_zero_sized() {
         (Src::Fixed { len: 0 }, 2, 0, 0, 100)
     });
 }
+
+/// A producer restart (a new ring numbering from 1, shorter than the old) under a ringwire
+/// mirror that reconnects with `Resume`, against either project's server: the mirror is
+/// told RESET and starts a new ring after the new ring's newest record, as ringfire's does.
+fn restart_under_ringwire_mirror(idx: u16, server: Side) {
+    let src = ShmPath::new(&format!("rrsw-src-{idx}"));
+    let dst = ShmPath::new(&format!("rrsw-dst-{idx}"));
+    let kind = Src::Fixed { len: 24 };
+    let mut old = make_source(src.path(), &kind, 64, 0, 0, 0);
+    for s in 1..=50 {
+        (old.0)(s);
+    }
+    let mut stop_ours = None;
+    let addr = match server {
+        Side::Ours => {
+            let s = ringwire::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+            let addr = s.local_addr().unwrap();
+            stop_ours = Some((s.shutdown_handle(), s.spawn().unwrap()));
+            addr
+        }
+        Side::Rf => {
+            let s =
+                ringfire::replication::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0))
+                    .unwrap();
+            let addr = s.local_addr().unwrap();
+            drop(s.spawn().unwrap());
+            addr
+        }
+    };
+    let a = session(Side::Ours, addr, dst.path(), false, 50, Mode::Tcp);
+    assert_eq!(a, (1, false, 50));
+    drop(old);
+    let mut new = make_source(src.path(), &kind, 64, 0, 0, 1000);
+    for s in 1..=10 {
+        (new.0)(s);
+    }
+    let t0 = Instant::now();
+    let mut m = ringwire::Mirror::builder()
+        .start(ringwire::MirrorStart::Resume)
+        .connect(addr, dst.path())
+        .unwrap();
+    for s in 11..=20 {
+        (new.0)(s);
+    }
+    while m.sequence() < 20 && t0.elapsed() < DEADLINE {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    m.handle().unwrap().shutdown().unwrap();
+    let _ = m.run();
+    let got = (m.first_sequence(), m.resumed(), m.sequence());
+    drop(m);
+    if let Some((h, j)) = stop_ours {
+        h.shutdown();
+        j.join().unwrap().unwrap();
+    }
+    assert_eq!(got, (11, false, 20), "{idx} {server:?}");
+    let ring = ReadOnlyRing::open(dst.path()).unwrap();
+    let mut buf = vec![0u8; ring.geometry().record_len()];
+    for s in 1..=20u64 {
+        if s <= 10 {
+            assert_ne!(ring.read_slot(s, &mut buf), SlotRead::Ok, "{s}");
+            continue;
+        }
+        assert_eq!(ring.read_slot(s, &mut buf), SlotRead::Ok, "{s}");
+        let mut want = vec![0u8; 24];
+        fill(s + 1000, &mut want);
+        assert_eq!(buf[..24], want[..], "{idx} record {s}");
+    }
+}
+
+#[test]
+fn source_restart_under_a_ringwire_mirror() {
+    restart_under_ringwire_mirror(111, Side::Ours);
+    restart_under_ringwire_mirror(112, Side::Rf);
+}

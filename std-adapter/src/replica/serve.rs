@@ -964,6 +964,16 @@ impl Server {
                 last = s;
                 last_status = std::time::Instant::now();
             }
+            // A mirror waiting to be accepted is served the ring at the path now, as
+            // ringfire's server (which opens the ring for each connection) serves it: were
+            // the ring replaced since the last check, this one would be sent the old ring,
+            // frozen, and told to resume there. Left queued, it is accepted by the server of
+            // the new ring (`run_following`). `--once` serves the ring it opened.
+            if !self.opts.once && fd[0].revents & libc::POLLIN != 0 && self.replaced() {
+                return Err(ReplicaError::SourceReplaced {
+                    path: self.opts.path.clone(),
+                });
+            }
             let (stream, addr) = match self.listener.accept() {
                 Ok(x) => x,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
