@@ -787,3 +787,68 @@ fn source_restart_under_a_ringwire_mirror() {
     restart_under_ringwire_mirror(111, Side::Ours);
     restart_under_ringwire_mirror(112, Side::Rf);
 }
+
+/// A hub: a ringwire mirror that joined at the newest record (its ring has holes below)
+/// served by a ringwire server to a leaf of either project starting at the oldest: the
+/// leaf is told past the holes and copies every record the hub holds.
+fn hub_with_holes(idx: u16, leaf: Side, mode: Mode) {
+    let src = ShmPath::new(&format!("rhub-src-{idx}"));
+    let hub = ShmPath::new(&format!("rhub-hub-{idx}"));
+    let dst = ShmPath::new(&format!("rhub-dst-{idx}"));
+    let kind = Src::Fixed { len: 24 };
+    let mut prod = make_source(src.path(), &kind, 64, 0, 0, 0);
+    for s in 1..=100 {
+        (prod.0)(s);
+    }
+    let s1 = ringwire::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let a1 = s1.local_addr().unwrap();
+    let (h1, j1) = (s1.shutdown_handle(), s1.spawn().unwrap());
+    let mut hm = ringwire::Mirror::builder()
+        .start(ringwire::MirrorStart::Latest)
+        .connect(a1, hub.path())
+        .unwrap();
+    for s in 101..=120 {
+        (prod.0)(s);
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    let t0 = Instant::now();
+    while hm.sequence() < 120 && t0.elapsed() < DEADLINE {
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert_eq!(hm.sequence(), 120);
+    let mut s2 = ringwire::ReplicaServer::bind(hub.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+    match mode {
+        Mode::Tcp => {}
+        Mode::Multicast => {
+            let g = mcast(idx);
+            s2 = s2.multicast(
+                ringwire::MulticastConfig::new(*g.ip(), g.port())
+                    .interface(Ipv4Addr::LOCALHOST)
+                    .ttl(0),
+            )
+        }
+        Mode::Unicast => s2 = s2.unicast(0, 1472),
+    }
+    let a2 = s2.local_addr().unwrap();
+    let (h2, j2) = (s2.shutdown_handle(), s2.spawn().unwrap());
+    let got = session(leaf, a2, dst.path(), false, 120, mode);
+    h2.shutdown();
+    j2.join().unwrap().unwrap();
+    hm.handle().unwrap().shutdown().unwrap();
+    let _ = hm.run();
+    h1.shutdown();
+    j1.join().unwrap().unwrap();
+    eprintln!("{idx} {leaf:?} {mode:?}: {got:?}");
+    assert_eq!(got.2, 120, "{idx} {leaf:?} {mode:?}: {got:?}");
+    let ok = check_mirror(&kind, dst.path(), 120);
+    assert!(ok >= 20, "{ok}");
+}
+
+#[test]
+fn hub_with_holes_to_either_leaf() {
+    hub_with_holes(113, Side::Rf, Mode::Tcp);
+    hub_with_holes(114, Side::Ours, Mode::Tcp);
+    hub_with_holes(115, Side::Rf, Mode::Unicast);
+    hub_with_holes(116, Side::Ours, Mode::Unicast);
+    hub_with_holes(117, Side::Rf, Mode::Multicast);
+}
