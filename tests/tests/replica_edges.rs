@@ -852,3 +852,74 @@ fn hub_with_holes_to_either_leaf() {
     hub_with_holes(116, Side::Ours, Mode::Unicast);
     hub_with_holes(117, Side::Rf, Mode::Multicast);
 }
+
+/// `serve_one` of a ring whose producer restarted after the server was bound: the mirror
+/// that connects is served the new ring, as by ringfire's `serve_one`, which opens the ring
+/// when the mirror connects.
+fn serve_one_after_a_restart(idx: u16, server: Side, mirror: Side) {
+    let src = ShmPath::new(&format!("rone-src-{idx}"));
+    let dst = ShmPath::new(&format!("rone-dst-{idx}"));
+    let kind = Src::Fixed { len: 24 };
+    let mut old = make_source(src.path(), &kind, 64, 0, 0, 0);
+    for s in 1..=50 {
+        (old.0)(s);
+    }
+    let (addr, served): (SocketAddr, std::thread::JoinHandle<Result<(), String>>) = match server {
+        Side::Ours => {
+            let s = ringwire::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+            let addr = s.local_addr().unwrap();
+            let h = s.shutdown_handle();
+            let j = std::thread::spawn(move || {
+                let r = s.serve_one().map_err(|e| e.to_string());
+                drop(h);
+                r
+            });
+            (addr, j)
+        }
+        Side::Rf => {
+            let s =
+                ringfire::replication::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0))
+                    .unwrap();
+            let addr = s.local_addr().unwrap();
+            (
+                addr,
+                std::thread::spawn(move || s.serve_one().map_err(|e| e.to_string())),
+            )
+        }
+    };
+    // The server is waiting for its mirror when the producer restarts.
+    std::thread::sleep(Duration::from_millis(50));
+    drop(old);
+    let mut new = make_source(src.path(), &kind, 64, 0, 0, 1000);
+    for s in 1..=10 {
+        (new.0)(s);
+    }
+    let got = session(mirror, addr, dst.path(), false, 10, Mode::Tcp);
+    let r = served.join().unwrap();
+    if let Err(m) = r {
+        assert!(
+            m.contains("reset") || m.contains("Broken pipe"),
+            "{idx}: serve_one: {m}"
+        );
+    }
+    assert_eq!(got, (1, false, 10), "{idx} {server:?}->{mirror:?}");
+    let ring = ReadOnlyRing::open(dst.path()).unwrap();
+    let mut buf = vec![0u8; ring.geometry().record_len()];
+    for s in 1..=10u64 {
+        assert_eq!(ring.read_slot(s, &mut buf), SlotRead::Ok, "{s}");
+        let mut want = vec![0u8; 24];
+        fill(s + 1000, &mut want);
+        assert_eq!(
+            buf[..24],
+            want[..],
+            "{idx} {server:?}->{mirror:?} record {s}"
+        );
+    }
+}
+
+#[test]
+fn serve_one_serves_the_ring_at_the_path_when_the_mirror_connects() {
+    serve_one_after_a_restart(118, Side::Ours, Side::Rf);
+    serve_one_after_a_restart(119, Side::Ours, Side::Ours);
+    serve_one_after_a_restart(120, Side::Rf, Side::Ours);
+}

@@ -330,9 +330,6 @@ impl ReplicaServer {
             .map_err(|e| ReplicaError::io("listener", e))?;
         let opts = self.options(once);
         let server = Server::with_listener(opts.clone(), listener)?;
-        if once {
-            return server.run(&self.stop).map(drop);
-        }
         crate::replica::serve::follow_from(server, &opts, &self.stop, |_| {}).map(drop)
     }
 
@@ -351,7 +348,10 @@ impl ReplicaServer {
     }
 
     /// Serves the first mirror that connects on the calling thread, over TCP only, and
-    /// returns when it disconnects (or at shutdown): `Ok` when the mirror went away,
+    /// returns when it disconnects (or at shutdown). As ringfire's, it serves the ring at
+    /// the path when the mirror connects, a new one if the producer restarted meanwhile;
+    /// one replaced during the session ends it, and the mirror that reconnects is served
+    /// the new ring instead. `Ok` when the mirror went away,
     /// [`ReplicaError::SessionFailed`] when its session ended in an error (a protocol
     /// error, no HELLO in time, a write that timed out), as ringfire's `serve_one` returns
     /// such errors.

@@ -968,8 +968,9 @@ impl Server {
             // ringfire's server (which opens the ring for each connection) serves it: were
             // the ring replaced since the last check, this one would be sent the old ring,
             // frozen, and told to resume there. Left queued, it is accepted by the server of
-            // the new ring (`run_following`). `--once` serves the ring it opened.
-            if !self.opts.once && fd[0].revents & libc::POLLIN != 0 && self.replaced() {
+            // the new ring (`run_following`); with `--once` too, whose one mirror is then
+            // served the new ring.
+            if fd[0].revents & libc::POLLIN != 0 && self.replaced() {
                 return Err(ReplicaError::SourceReplaced {
                     path: self.opts.path.clone(),
                 });
