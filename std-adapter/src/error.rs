@@ -381,26 +381,8 @@ impl fmt::Display for Error {
                 creator,
                 ..
             } => {
-                write!(f, "{p}: a file of {len} bytes")?;
-                match magic.and_then(ringwire_core::queue::QueueKind::from_magic) {
-                    Some(k) => write!(f, " (a ringwire {} queue)", k.name())?,
-                    None if *magic == Some(ringwire_core::blackboard::BLACKBOARD_MAGIC) => {
-                        write!(f, " (a blackboard)")?
-                    }
-                    None if *magic == Some(ringwire_core::layout::RING_MAGIC) => {
-                        write!(f, " (a ring)")?
-                    }
-                    None => {
-                        if let Some(m) = magic {
-                            write!(f, " with magic {m:#018x}")?
-                        }
-                    }
-                }
-                write!(
-                    f,
-                    " is not a {kind}; {creator} replaces only a {kind} or an empty file \
-                     (remove it, or use another path)"
-                )
+                write!(f, "{p}: ")?;
+                not_replaced(f, *len, *magic, kind, creator)
             }
             Error::InvalidArgument { what, path } if path.as_os_str().is_empty() => {
                 write!(f, "{what}")
@@ -442,4 +424,33 @@ pub(crate) fn readers_u32(path: &Path, n: usize) -> Result<u32> {
         path: path.to_path_buf(),
         what: format!("max_readers {n} does not fit the header's 32-bit registry count"),
     })
+}
+
+/// What a creator found at its path and refused to replace (after the path): "a file of
+/// 300 bytes (a ring) is not a queue; a queue creator replaces only …".
+pub(crate) fn not_replaced(
+    f: &mut fmt::Formatter<'_>,
+    len: u64,
+    magic: Option<u64>,
+    kind: &str,
+    creator: &str,
+) -> fmt::Result {
+    write!(f, "a file of {len} bytes")?;
+    match magic.and_then(ringwire_core::queue::QueueKind::from_magic) {
+        Some(k) => write!(f, " (a ringwire {} queue)", k.name())?,
+        None if magic == Some(ringwire_core::blackboard::BLACKBOARD_MAGIC) => {
+            write!(f, " (a blackboard)")?
+        }
+        None if magic == Some(ringwire_core::layout::RING_MAGIC) => write!(f, " (a ring)")?,
+        None => {
+            if let Some(m) = magic {
+                write!(f, " with magic {m:#018x}")?
+            }
+        }
+    }
+    write!(
+        f,
+        " is not a {kind}; {creator} replaces only a {kind} or an empty file (remove it, or \
+         use another path)"
+    )
 }

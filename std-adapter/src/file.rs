@@ -22,6 +22,7 @@ use std::path::{Path, PathBuf};
 
 use memmap2::{MmapOptions, MmapRaw};
 use ringwire_core::layout::{RING_MAGIC, RingHeader, hdr};
+use ringwire_core::queue::{QueueGeometry, QueueHeader, QueueKind, qhdr};
 use ringwire_core::{AttachError, Expect, Geometry, Region, RingView};
 
 use crate::cli::sigbus::Mapped;
@@ -266,28 +267,6 @@ pub(crate) fn len_and_magic(file: &File) -> std::io::Result<(u64, Option<u64>)> 
     Ok((len, magic))
 }
 
-/// Whether a file of `len` bytes whose magic is 0 is a ring whose creation never finished
-/// (spec §1.2: the file is sized, zero-filled, then gets its header with magic 0, the magic
-/// last): its header, given the ring magic, describes a ring of this file, or the whole file
-/// is still zero. Any other file with a zero first word (a disk image, whose first sectors
-/// are often zero) is somebody's data.
-pub(crate) fn unfinished_creation(file: &File, len: u64) -> std::io::Result<bool> {
-    use std::os::unix::fs::FileExt;
-    use zerocopy::FromBytes;
-    let mut h = [0u8; hdr::SIZE];
-    if len >= hdr::SIZE as u64 {
-        file.read_exact_at(&mut h, 0)?;
-        if let Ok(mut header) = RingHeader::read_from_bytes(&h) {
-            header.magic = RING_MAGIC;
-            if h[8..].iter().any(|&b| b != 0) {
-                return Ok(Geometry::from_header(&header, len, 8).is_ok());
-            }
-        }
-    }
-    // A header not written yet: every byte of the file is zero.
-    all_zero(file, len)
-}
-
 /// Whether every byte of `file`'s first `len` bytes is zero. Only its data is read: a hole
 /// reads as zeros, and a sparse file far larger than memory is mostly holes.
 fn all_zero(file: &File, len: u64) -> std::io::Result<bool> {
@@ -459,13 +438,15 @@ pub(crate) fn create_exclusive(
     Err(CreateError::Locked)
 }
 
-/// What a ring or blackboard creator makes, and so which stale files it may replace.
+/// What a creator makes, and so which stale files it may replace.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum FileKind {
     /// A ring (spec §1.2).
     Ring,
     /// A blackboard (spec §14).
     Blackboard,
+    /// A queue file of any kind (SPSC, MPMC, of byte strings), capacity or item type.
+    Queue,
 }
 
 impl FileKind {
@@ -473,6 +454,7 @@ impl FileKind {
         match self {
             FileKind::Ring => "ring",
             FileKind::Blackboard => "blackboard",
+            FileKind::Queue => "queue",
         }
     }
 
@@ -480,6 +462,7 @@ impl FileKind {
         match self {
             FileKind::Ring => "a ring producer",
             FileKind::Blackboard => "a blackboard producer",
+            FileKind::Queue => "a queue creator",
         }
     }
 
@@ -487,11 +470,20 @@ impl FileKind {
     /// one whose creation never finished. Anything else (a queue, a blackboard at a ring's
     /// path, somebody's data) is refused: spec §1.2 step 4 unlinks whatever non-empty file
     /// it finds, which deletes a file that a mistyped path happens to name.
-    fn refuse(self, f: &File) -> io::Result<Option<Refusal>> {
+    ///
+    /// A queue creator replaces a stale queue of another kind, capacity or item type as it
+    /// replaces one of its own: `create` makes a fresh, empty queue whatever the stale
+    /// one held (`open` is what keeps its items), and a program restarted with another
+    /// queue geometry creates at the path it used before.
+    pub(crate) fn refuse(self, f: &File) -> io::Result<Option<Refusal>> {
         let (len, magic) = len_and_magic(f)?;
         let ok = match self {
             FileKind::Ring => {
-                magic == Some(RING_MAGIC) || (magic == Some(0) && unfinished_creation(f, len)?)
+                magic == Some(RING_MAGIC) || (magic == Some(0) && self.unfinished(f, len)?)
+            }
+            FileKind::Queue => {
+                magic.and_then(QueueKind::from_magic).is_some()
+                    || (magic == Some(0) && self.unfinished(f, len)?)
             }
             // The blackboard writes its magic last too; a zero magic is a creation that
             // never finished.
@@ -500,6 +492,58 @@ impl FileKind {
             }
         };
         Ok((!ok).then_some(Refusal::Foreign { len, magic }))
+    }
+
+    /// Whether a file of `len` bytes whose magic is 0 is a ring (or queue) whose creation
+    /// never finished (spec §1.2; a queue is made the same way: the file is sized,
+    /// zero-filled, then gets its header with magic 0, the magic last): its header, given
+    /// the kind's magic, describes a file of this length, or the whole file is still zero.
+    /// Any other file with a zero first word (a disk image, whose first sectors are often
+    /// zero) is somebody's data.
+    pub(crate) fn unfinished(self, file: &File, len: u64) -> io::Result<bool> {
+        if let Some(described) = self.header_describes(file, len)? {
+            return Ok(described);
+        }
+        // A header not written yet: every byte of the file is zero.
+        all_zero(file, len)
+    }
+
+    /// Whether the header at the start of `file`, with this kind's magic put in, describes
+    /// a file of `len` bytes; `None` when there is no header (too short, or every byte of
+    /// it past the magic zero) or the kind's header is not checked here (a blackboard).
+    fn header_describes(self, file: &File, len: u64) -> io::Result<Option<bool>> {
+        use std::os::unix::fs::FileExt;
+        use zerocopy::FromBytes;
+        fn read<const N: usize>(file: &File, len: u64) -> io::Result<Option<[u8; N]>> {
+            let mut h = [0u8; N];
+            if len < N as u64 {
+                return Ok(None);
+            }
+            file.read_exact_at(&mut h, 0)?;
+            Ok(h[8..].iter().any(|&b| b != 0).then_some(h))
+        }
+        Ok(match self {
+            FileKind::Ring => read::<{ hdr::SIZE }>(file, len)?.map(|h| {
+                RingHeader::read_from_bytes(&h).is_ok_and(|mut header| {
+                    header.magic = RING_MAGIC;
+                    Geometry::from_header(&header, len, 8).is_ok()
+                })
+            }),
+            FileKind::Queue => read::<{ qhdr::SIZE }>(file, len)?.map(|h| {
+                QueueHeader::read_from_bytes(&h).is_ok_and(|mut header| {
+                    // The kind the header names gives the magic its creator would store.
+                    let Some(kind) = [QueueKind::Spsc, QueueKind::Mpmc]
+                        .into_iter()
+                        .find(|k| k.code() == header.kind)
+                    else {
+                        return false;
+                    };
+                    header.magic = kind.magic();
+                    QueueGeometry::from_header(&header, len).is_ok()
+                })
+            }),
+            FileKind::Blackboard => None,
+        })
     }
 }
 

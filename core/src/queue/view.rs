@@ -684,6 +684,17 @@ unsafe fn load_header(region: &Region) -> QueueHeader {
     QueueHeader::read_from_bytes(&b).unwrap_or_else(|_| QueueHeader::new_zeroed())
 }
 
+impl QueueGeometry {
+    /// The geometry the header `h` describes, checked against a file of `len` bytes by the
+    /// rules of [`QueueView::attach`] (magic, version, kind, flags, capacity, stride, slots
+    /// offset, length; not the MPMC cursors, which live past the header). A creator uses it
+    /// to tell a queue whose creation never finished (header written, the magic, stored
+    /// last, still 0: put the kind's magic in `h` first) from somebody's data.
+    pub fn from_header(h: &QueueHeader, len: u64) -> Result<QueueGeometry, QueueAttachError> {
+        validate(h, len)
+    }
+}
+
 /// Checks a header snapshot against a region of `len` bytes.
 fn validate(h: &QueueHeader, len: u64) -> Result<QueueGeometry, QueueAttachError> {
     let kind =

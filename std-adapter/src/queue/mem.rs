@@ -1,5 +1,7 @@
 //! [`QueueMem`]: the mapping a queue lives in (a file created by the spec §1.2 rules, or
-//! anonymous memory), msync flush, and the per-role file locks.
+//! anonymous memory), msync flush, and the per-role file locks. One rule differs from
+//! spec §1.2: `create` replaces only a stale queue file or one whose creation never
+//! finished, and refuses any other file at its path rather than unlink it.
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -50,6 +52,17 @@ pub enum QueueFileError {
     },
     /// The path names something other than a regular file (a FIFO, a directory, …).
     NotRegularFile(PathBuf),
+    /// `create` found a non-empty file at the path that is neither a queue file (of any
+    /// kind) nor one whose creation never finished: somebody's data, a ring, a blackboard.
+    /// It is refused and left as it was, rather than replaced.
+    NotReplaced {
+        /// The file.
+        path: PathBuf,
+        /// Its length.
+        len: u64,
+        /// Its first 8 bytes (in the host's byte order), when it has 8.
+        magic: Option<u64>,
+    },
     /// The role (producer or consumer of an SPSC queue) is held by another live handle.
     RoleTaken {
         /// The file.
@@ -104,6 +117,10 @@ impl std::fmt::Display for QueueFileError {
             ),
             QueueFileError::NotRegularFile(p) => {
                 write!(f, "queue {}: not a regular file", p.display())
+            }
+            QueueFileError::NotReplaced { path, len, magic } => {
+                write!(f, "queue {}: ", path.display())?;
+                crate::error::not_replaced(f, *len, *magic, "queue", "a queue creator")
             }
             QueueFileError::RoleTaken { path, role } => {
                 write!(
@@ -327,10 +344,13 @@ fn live_holder(f: &File) -> io::Result<Option<&'static str>> {
 }
 
 impl QueueMem {
-    /// Creates a fresh queue file at `path` (spec §1.2 rules). A stale file (no live
-    /// handle) is replaced; one still open by a live handle, its creator included, is
-    /// refused ([`QueueFileError::InUse`]), and one that another handle is creating or
-    /// replacing right now too ([`QueueFileError::Locked`]). The file's bytes are reserved
+    /// Creates a fresh queue file at `path` (spec §1.2 rules). A stale queue file (no live
+    /// handle), of any kind, capacity or item type, is replaced by an empty queue, and so
+    /// is one whose creation never finished; one still open by a live handle, its creator
+    /// included, is refused ([`QueueFileError::InUse`]), and one that another handle is
+    /// creating or replacing right now too ([`QueueFileError::Locked`]). Any other
+    /// non-empty file (somebody's data, a ring, a blackboard: a mistyped path) is refused
+    /// and left as it was ([`QueueFileError::NotReplaced`]). The file's bytes are reserved
     /// (`fallocate`), so a full file system is an error here, never a SIGBUS later. On error
     /// no new file is left. The file's directory entry is made durable by the first
     /// [`QueueMem::flush`], not here.
@@ -340,9 +360,14 @@ impl QueueMem {
         let len = geo.total_len().ok_or_else(too_large)?;
         let map_len = usize::try_from(len).map_err(|_| too_large())?;
         // The same exclusive-creation protocol as ring files (spec §1.2): flock, inode
-        // check, a stale file replaced by a fresh inode, 8 attempts.
+        // check, a stale file replaced by a fresh inode, 8 attempts. Only a queue file (or
+        // one whose creation never finished) is stale: anything else is refused first, and
+        // a queue is then refused while a live handle has it open.
         let f = crate::file::create_exclusive(path, 0o660, len, |f| {
-            live_holder(f).map(|h| h.map(crate::file::Refusal::InUse))
+            match crate::file::FileKind::Queue.refuse(f)? {
+                Some(foreign) => Ok(Some(foreign)),
+                None => live_holder(f).map(|h| h.map(crate::file::Refusal::InUse)),
+            }
         })
         .map_err(|e| {
             use crate::file::CreateError;
@@ -354,10 +379,10 @@ impl QueueMem {
                     path: path.to_owned(),
                     holder,
                 },
-                // `live_holder` refuses only for a live handle, never for the content.
-                CreateError::Foreign { .. } => QueueFileError::InUse {
+                CreateError::Foreign { len, magic } => QueueFileError::NotReplaced {
                     path: path.to_owned(),
-                    holder: "handle",
+                    len,
+                    magic,
                 },
             }
         })?;

@@ -4,18 +4,24 @@
 //! [`SpscBytesProducer`], [`SpscBytesConsumer`].
 //!
 //! Files follow the creation rules of spec §1.2 where they apply: `O_CREAT` without
-//! `O_TRUNC`, mode 0o660, a non-blocking exclusive `flock` held by the creating handle for its
-//! life, an inode check against the path, and replacement of a stale file (size ≠ 0) by a
-//! fresh inode, up to 8 attempts; the file's bytes are reserved with `posix_fallocate`, so
-//! a full file system is an error at creation. A file is stale only when no handle has it
-//! open: its creator holds the creation lock for its life, every handle that `open`s a
-//! queue file holds a shared open-file-description lock on its first byte, and `create`
-//! refuses a file with a live handle, creator or not ([`QueueFileError::InUse`]), instead
-//! of orphaning it ([`QueueFileError::Locked`] while another handle is still creating
-//! it). Unlike a ringfire ring, a queue file is never unlinked on drop: the items in it
-//! are the point. Use `open` to reach an existing queue. A queue file outlives every
-//! process that uses it; it survives a crash of the machine only on a disk file system,
-//! and only as of its last `flush` (see [`QueueMem::flush`]).
+//! `O_TRUNC`, mode 0o660, a non-blocking exclusive `flock` held by the creating handle for
+//! its life, an inode check against the path, and replacement of a stale file (size ≠ 0) by
+//! a fresh inode, up to 8 attempts; the file's bytes are reserved with `posix_fallocate`,
+//! so a full file system is an error at creation. Only a queue file (of any kind, capacity
+//! or item type: a program restarted with another queue geometry creates where it did
+//! before) or one whose creation never finished is replaced; any other non-empty file at
+//! the path (somebody's data, a ring, a blackboard: a mistyped path) is refused and left as
+//! it was ([`QueueFileError::NotReplaced`]), where spec §1.2 unlinks whatever it finds.
+//! `create` always makes an empty queue, so a stale queue's items go with it, whatever its
+//! geometry. A file is stale only when no handle has it open: its creator holds the
+//! creation lock for its life, every handle that `open`s a queue file holds a shared
+//! open-file-description lock on its first byte, and `create` refuses a file with a live
+//! handle, creator or not ([`QueueFileError::InUse`]), instead of orphaning it
+//! ([`QueueFileError::Locked`] while another handle is still creating it). Unlike a
+//! ringfire ring, a queue file is never unlinked on drop: the items in it are the point.
+//! Use `open` to reach an existing queue. A queue file outlives every process that uses it;
+//! it survives a crash of the machine only on a disk file system, and only as of its last
+//! `flush` (see [`QueueMem::flush`]).
 //!
 //! Blocking pushes and pops spin briefly, then sleep on the queue's shared futex words
 //! (`data_futex` for consumers, `space_futex` for producers) with the same no-lost-wake-up

@@ -11,7 +11,7 @@ use ringwire_core::replicate::{Holds, RecordSink, SinkError, compare_received, w
 use ringwire_core::sync::Ordering;
 use ringwire_core::{Expect, RingView};
 
-use crate::file::{len_and_magic, unfinished_creation};
+use crate::file::{FileKind, len_and_magic};
 use crate::{CleanupMode, CreateOptions, Error, RingFile, sys};
 use ringwire_core::layout::RING_MAGIC;
 
@@ -110,7 +110,8 @@ impl FileSink {
                 let replaceable = len == 0
                     || magic == Some(RING_MAGIC)
                     || (magic == Some(0)
-                        && unfinished_creation(&file, len)
+                        && FileKind::Ring
+                            .unfinished(&file, len)
                             .map_err(|e| Error::io(&path, "read", e))?);
                 if !replaceable {
                     return Err(Error::NotReplaced {
