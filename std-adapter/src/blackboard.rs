@@ -1,6 +1,12 @@
 //! Blackboard files (spec §14): [`BlackboardProducer<V>`] creates one with the same flock
 //! protocol as a ring (mode 0o660, magic last, unlink on drop), [`BlackboardConsumer<V>`]
 //! attaches and reads values. The seqlock protocol is the core's [`Blackboard`].
+//!
+//! As a ring producer, a blackboard producer replaces only a stale blackboard (or a file
+//! whose first word, the magic written last, is still 0) and refuses any other non-empty
+//! file at its path ([`Error::NotReplaced`]); its drop unlinks the board by the absolute
+//! path taken at creation, where a symbolic link points, and only while that path still
+//! names its file.
 
 use std::fs::{File, OpenOptions};
 use std::marker::PhantomData;
@@ -15,7 +21,9 @@ use zerocopy::{FromBytes, Immutable, IntoBytes};
 
 use crate::cli::sigbus::Mapped;
 use crate::error::{Error, Result};
-use crate::file::{CleanupMode, FileKind, map_file, open_exclusive, open_regular, remove_if_ours};
+use crate::file::{
+    CleanupMode, FileKind, absolute, map_file, open_exclusive, open_regular, remove_if_ours,
+};
 use crate::sys;
 
 /// Spins before a reader starts yielding to a writer that holds a key.
@@ -97,6 +105,10 @@ pub struct BlackboardProducer<V> {
     file: File,
     id: (u64, u64),
     path: PathBuf,
+    /// `path` made absolute at creation, for the unlink on drop: a relative path looked up
+    /// after a change of the working directory names another file or none, and the board
+    /// was left behind (as a ring's was, see `RingFile`).
+    abs_path: PathBuf,
     cleanup: CleanupMode,
     /// The creating process: while it lives, only it unlinks and unlocks on drop (see
     /// `RingFile`'s drop).
@@ -152,6 +164,7 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
             file,
             id,
             path: path.to_path_buf(),
+            abs_path: absolute(path),
             cleanup: CleanupMode::UnlinkOnDrop,
             pid: std::process::id(),
             _v: PhantomData,
@@ -185,8 +198,10 @@ impl<V> Drop for BlackboardProducer<V> {
             // while it lives (see `RingFile`'s drop).
             return;
         }
+        // Only while the path still names our inode, and where a symbolic link points, as
+        // a ring producer's drop does.
         if self.cleanup == CleanupMode::UnlinkOnDrop {
-            remove_if_ours(&self.path, self.id);
+            remove_if_ours(&self.abs_path, self.id);
         }
         sys::unlock(&self.file);
     }
@@ -202,6 +217,9 @@ pub struct BlackboardConsumer<V> {
     bb: Blackboard,
     _map: Mapped<MmapRaw>,
     path: PathBuf,
+    /// `path` made absolute at attach, for `is_replaced`: a change of the working
+    /// directory since must not look like a replaced board.
+    abs_path: PathBuf,
     // (device, inode) of the mapped file.
     id: (u64, u64),
     _v: PhantomData<fn() -> V>,
@@ -233,6 +251,7 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
             bb,
             _map: map,
             path: path.to_path_buf(),
+            abs_path: absolute(path),
             id,
             _v: PhantomData,
         })
@@ -242,7 +261,7 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
     /// replaced the board with a fresh file (or removed it). The values this reader reads
     /// then never change again; attach anew to follow the new board.
     pub fn is_replaced(&self) -> bool {
-        !matches!(sys::path_id(&self.path), Ok(Some(id)) if id == self.id)
+        !matches!(sys::path_id(&self.abs_path), Ok(Some(id)) if id == self.id)
     }
 
     /// Reads `key`: `Ok(None)` if it was never written. Retries while the writer holds the
@@ -318,6 +337,73 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::*;
+
+    /// A board created through a relative path is unlinked by its producer's drop after the
+    /// process changed its working directory, and a reader attached through that path does
+    /// not take the change for a replaced board. Both looked the relative path up again from
+    /// the new directory: the drop found nothing there (or another file) and left the board
+    /// in place for good, and `is_replaced` said true. Through a relative symbolic link the
+    /// drop removes the board where the link points and leaves the link, as a ring's does.
+    /// In a forked child, whose `chdir` the test harness's other threads do not see; it
+    /// exits with one bit set for each fault found.
+    #[test]
+    fn a_relative_board_path_is_removed_after_a_chdir_even_through_a_link() {
+        struct Gone(Vec<PathBuf>);
+        impl Drop for Gone {
+            fn drop(&mut self) {
+                for p in &self.0 {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+        }
+        let dir = std::env::temp_dir();
+        let name = |tag: &str| format!("ringwire-bb-chdir-{tag}-{}", std::process::id());
+        let (board, target, link) = (name("board"), name("target"), name("link"));
+        let gone = Gone(vec![dir.join(&board), dir.join(&target), dir.join(&link)]);
+        let [board_at, target_at, link_at] = [&gone.0[0], &gone.0[1], &gone.0[2]];
+        // A relative link: it names the target beside it, from wherever it is looked up.
+        std::os::unix::fs::symlink(&target, link_at).unwrap();
+        let status = crate::test_fork::forked(10, || {
+            if std::env::set_current_dir(&dir).is_err() {
+                return 128;
+            }
+            let (Ok(mut bb), Ok(via_link)) = (
+                BlackboardProducer::<u64>::create(&board, 4),
+                BlackboardProducer::<u64>::create(&link, 4),
+            ) else {
+                return 129;
+            };
+            let Ok(rx) = BlackboardConsumer::<u64>::attach(&board) else {
+                return 130;
+            };
+            if bb.write(0, &5).is_err() || std::env::set_current_dir("/").is_err() {
+                return 131;
+            }
+            let mut faults = 0;
+            if rx.is_replaced() || !matches!(rx.read(0), Ok(Some(5))) {
+                faults |= 1;
+            }
+            drop(bb);
+            drop(via_link);
+            if board_at.exists() {
+                faults |= 2;
+            }
+            if !rx.is_replaced() {
+                faults |= 4;
+            }
+            if target_at.exists() {
+                faults |= 8;
+            }
+            if !std::fs::symlink_metadata(link_at).is_ok_and(|m| m.file_type().is_symlink()) {
+                faults |= 16;
+            }
+            faults
+        });
+        // 1: the reader called its board replaced after the chdir; 2: the board was left
+        // behind; 4: the reader did not see it removed; 8: the file behind the link was
+        // left; 16: the link was removed.
+        crate::test_fork::assert_exited_0(status, "a board dropped after a chdir");
+    }
 
     /// `heal`'s look for keys left mid-write compared every key still odd after the settle
     /// with every key odd before it: quadratic in the number of odd keys, so a board whose

@@ -95,7 +95,7 @@ const _: () = assert!(portable_atomic::AtomicU64::is_always_lock_free());
 const _: () = assert!(portable_atomic::AtomicU32::is_always_lock_free());
 
 /// `path` made absolute against the working directory now (as given, should that fail).
-fn absolute(path: &Path) -> PathBuf {
+pub(crate) fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
