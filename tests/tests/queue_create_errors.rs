@@ -233,7 +233,11 @@ fn a_file_that_is_not_a_queue_is_refused_and_left_byte_for_byte() {
         ("short", &[0xAB; 3], "a file of 3 bytes is"),
         ("ring", &ring_bytes, "(a ring)"),
         ("blackboard", &board_bytes, "(a blackboard)"),
-        ("unfinished ring", &half_ring, "with magic 0x0000000000000000"),
+        (
+            "unfinished ring",
+            &half_ring,
+            "with magic 0x0000000000000000",
+        ),
         ("disk image", &image, "with magic 0x0000000000000000"),
     ];
     for (what, bytes, said) in cases {

@@ -363,13 +363,11 @@ impl QueueMem {
         // check, a stale file replaced by a fresh inode, 8 attempts. Only a queue file (or
         // one whose creation never finished) is stale: anything else is refused first, and
         // a queue is then refused while a live handle has it open.
-        let f = crate::file::create_exclusive(path, 0o660, len, |f| {
-            match crate::file::FileKind::Queue.refuse(f)? {
-                Some(foreign) => Ok(Some(foreign)),
-                None => live_holder(f).map(|h| h.map(crate::file::Refusal::InUse)),
-            }
-        })
-        .map_err(|e| {
+        let refusal = |f: &File| match crate::file::FileKind::Queue.refuse(f)? {
+            Some(foreign) => Ok(Some(foreign)),
+            None => live_holder(f).map(|h| h.map(crate::file::Refusal::InUse)),
+        };
+        let f = crate::file::create_exclusive(path, 0o660, len, refusal).map_err(|e| {
             use crate::file::CreateError;
             match e {
                 CreateError::Io { op, source } => io_err(path, op)(source),
