@@ -279,6 +279,45 @@ fn layout(value_size: u32, value_align: u32) -> Result<(u32, u32), BlackboardErr
         .ok_or(BlackboardError::ValueTooLarge { value_size })
 }
 
+/// The checks of [`Blackboard::attach`] past the value size: a slot size that holds the
+/// seqlock and the value in whole words, and every slot inside `len` bytes.
+fn check_slots(vs: u32, ss: u32, count: u32, len: u64) -> Result<(), BlackboardError> {
+    if u64::from(ss) < 8 + u64::from(vs) || !ss.is_multiple_of(8) {
+        return Err(BlackboardError::BadSlotSize {
+            slot_size: ss,
+            value_size: vs,
+        });
+    }
+    let need = HEADER_SIZE as u64 + u64::from(ss) * u64::from(count);
+    if need > len {
+        return Err(BlackboardError::TooShort { need, len });
+    }
+    Ok(())
+}
+
+/// Whether the 128-byte `header` (its magic aside) describes a blackboard that a file of
+/// `len` bytes holds, by the rules of [`Blackboard::attach`]: version, slot size, every slot
+/// inside. A creator uses it to tell a blackboard whose creation never finished (header
+/// written, the magic, stored last, still 0) from somebody's data with a zero first word.
+pub fn header_describes(header: &[u8; HEADER_SIZE], len: u64) -> bool {
+    let word = |off: usize| {
+        u32::from_le_bytes([
+            header[off],
+            header[off + 1],
+            header[off + 2],
+            header[off + 3],
+        ])
+    };
+    word(bb_hdr::VERSION) == BLACKBOARD_VERSION
+        && check_slots(
+            word(bb_hdr::VALUE_SIZE),
+            word(bb_hdr::SLOT_SIZE),
+            word(bb_hdr::SLOT_COUNT),
+            len,
+        )
+        .is_ok()
+}
+
 fn le32(region: &Region, off: usize) -> u32 {
     let mut w = [0u8; 8];
     // SAFETY: callers checked that the region holds the 128-byte header; `off` is a header
@@ -391,17 +430,8 @@ impl Blackboard {
             });
         }
         let ss = le32(&region, bb_hdr::SLOT_SIZE);
-        if u64::from(ss) < 8 + u64::from(vs) || !ss.is_multiple_of(8) {
-            return Err(BlackboardError::BadSlotSize {
-                slot_size: ss,
-                value_size: vs,
-            });
-        }
         let count = le32(&region, bb_hdr::SLOT_COUNT);
-        let need = HEADER_SIZE as u64 + u64::from(ss) * u64::from(count);
-        if need > len {
-            return Err(BlackboardError::TooShort { need, len });
-        }
+        check_slots(vs, ss, count, len)?;
         Ok(Blackboard {
             region,
             value_size: vs,

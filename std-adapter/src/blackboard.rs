@@ -2,11 +2,11 @@
 //! protocol as a ring (mode 0o660, magic last, unlink on drop), [`BlackboardConsumer<V>`]
 //! attaches and reads values. The seqlock protocol is the core's [`Blackboard`].
 //!
-//! As a ring producer, a blackboard producer replaces only a stale blackboard (or a file
-//! whose first word, the magic written last, is still 0) and refuses any other non-empty
-//! file at its path ([`Error::NotReplaced`]); its drop unlinks the board by the absolute
-//! path taken at creation, where a symbolic link points, and only while that path still
-//! names its file.
+//! As a ring producer, a blackboard producer replaces only a stale blackboard, or one
+//! whose creation never finished (all zeros, or a header whose magic, written last, is
+//! still 0), and refuses any other non-empty file at its path ([`Error::NotReplaced`]);
+//! its drop unlinks the board by the absolute path taken at creation, where a symbolic
+//! link points, and only while that path still names its file.
 
 use std::fs::{File, OpenOptions};
 use std::marker::PhantomData;

@@ -485,19 +485,20 @@ impl FileKind {
                 magic.and_then(QueueKind::from_magic).is_some()
                     || (magic == Some(0) && self.unfinished(f, len)?)
             }
-            // The blackboard writes its magic last too; a zero magic is a creation that
-            // never finished.
+            // The blackboard writes its magic last too (spec §14).
             FileKind::Blackboard => {
-                magic == Some(ringwire_core::blackboard::BLACKBOARD_MAGIC) || magic == Some(0)
+                magic == Some(ringwire_core::blackboard::BLACKBOARD_MAGIC)
+                    || (magic == Some(0) && self.unfinished(f, len)?)
             }
         };
         Ok((!ok).then_some(Refusal::Foreign { len, magic }))
     }
 
-    /// Whether a file of `len` bytes whose magic is 0 is a ring (or queue) whose creation
-    /// never finished (spec §1.2; a queue is made the same way: the file is sized,
-    /// zero-filled, then gets its header with magic 0, the magic last): its header, given
-    /// the kind's magic, describes a file of this length, or the whole file is still zero.
+    /// Whether a file of `len` bytes whose magic is 0 is a file of this kind whose creation
+    /// never finished (spec §1.2; a blackboard and a queue are made the same way: the file
+    /// is sized, zero-filled, then gets its header with magic 0, the magic last): its
+    /// header, given the kind's magic, describes a file of this length, or the whole file
+    /// is still zero.
     /// Any other file with a zero first word (a disk image, whose first sectors are often
     /// zero) is somebody's data.
     pub(crate) fn unfinished(self, file: &File, len: u64) -> io::Result<bool> {
@@ -510,7 +511,7 @@ impl FileKind {
 
     /// Whether the header at the start of `file`, with this kind's magic put in, describes
     /// a file of `len` bytes; `None` when there is no header (too short, or every byte of
-    /// it past the magic zero) or the kind's header is not checked here (a blackboard).
+    /// it past the magic zero).
     fn header_describes(self, file: &File, len: u64) -> io::Result<Option<bool>> {
         use std::os::unix::fs::FileExt;
         use zerocopy::FromBytes;
@@ -542,7 +543,8 @@ impl FileKind {
                     QueueGeometry::from_header(&header, len).is_ok()
                 })
             }),
-            FileKind::Blackboard => None,
+            FileKind::Blackboard => read::<{ ringwire_core::blackboard::HEADER_SIZE }>(file, len)?
+                .map(|h| ringwire_core::blackboard::header_describes(&h, len)),
         })
     }
 }

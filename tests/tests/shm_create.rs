@@ -318,3 +318,53 @@ fn an_empty_path_is_refused_by_name() {
         assert_eq!(msg, "the ring file's path is empty");
     }
 }
+
+/// A blackboard producer whose path names a file with a zero first word that is not a
+/// blackboard whose creation never finished (a disk image, whose first sectors are often
+/// zero) refuses it and leaves it byte for byte: it took any such file for an unfinished
+/// blackboard and unlinked it. A blackboard killed before its header (all zeros) or
+/// before its magic (a header with magic 0) is still replaced.
+#[test]
+fn a_blackboard_producer_refuses_a_zero_first_word_that_is_not_a_blackboard() {
+    let p = ShmPath::new("bb-zero-word");
+    let mut image = vec![0u8; 4096];
+    image[512..520].copy_from_slice(b"EFI PART");
+    // A ring killed before its magic: its header is not a blackboard's.
+    let ring = ShmPath::new("bb-zero-word-ring");
+    let opts = CreateOptions {
+        cleanup: CleanupMode::Persistent,
+        ..CreateOptions::default()
+    };
+    drop(RingFile::create(&ring, &geo(), &opts).unwrap());
+    let mut half_ring = std::fs::read(&ring).unwrap();
+    half_ring[..8].fill(0);
+    for bytes in [&image, &half_ring] {
+        std::fs::write(&p, bytes).unwrap();
+        let e = ringwire::BlackboardProducer::<u64>::create(&p, 4).unwrap_err();
+        assert!(
+            matches!(e, Error::NotReplaced { len, magic: Some(0), .. } if len == bytes.len() as u64),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string()
+                .contains("with magic 0x0000000000000000 is not a blackboard"),
+            "{e}"
+        );
+        assert_eq!(&std::fs::read(&p).unwrap(), bytes, "the file was touched");
+    }
+    // Still replaced: zeros, and a board whose magic was never written (another value size
+    // and slot count than the new one's).
+    std::fs::write(&p, vec![0u8; 1000]).unwrap();
+    drop(ringwire::BlackboardProducer::<u64>::create(&p, 4).unwrap());
+    let mut bb = ringwire::BlackboardProducer::<[u64; 9]>::create(&p, 3).unwrap();
+    bb.set_cleanup_mode(CleanupMode::Persistent);
+    drop(bb);
+    let mut half = std::fs::read(&p).unwrap();
+    half[..8].fill(0);
+    std::fs::write(&p, &half).unwrap();
+    let bb = ringwire::BlackboardProducer::<u64>::create(&p, 4).unwrap();
+    let rx = ringwire::BlackboardConsumer::<u64>::attach(&p).unwrap();
+    assert_eq!(rx.slot_count(), 4);
+    drop(bb);
+    assert!(!p.path().exists());
+}
