@@ -201,6 +201,10 @@ pub struct QueueMem {
     map: Mapped<MmapMut>,
     view: QueueView,
     path: Option<PathBuf>,
+    // `path` made absolute at creation or open, for `is_replaced` and `flush`: looked up
+    // again after a change of the working directory, a relative path names another file
+    // or none (as a ring's, see `RingFile`).
+    abs_path: Option<PathBuf>,
     // (device, inode) of the mapped file.
     id: Option<(u64, u64)>,
     // This process registered for membarrier: its notifiers may skip the fence.
@@ -407,6 +411,7 @@ impl QueueMem {
             map,
             view,
             path: Some(path.to_owned()),
+            abs_path: Some(crate::file::absolute(path)),
             id: Some(id),
             unfenced_notify: crate::sys::membarrier_registered(),
             dir_synced: AtomicBool::new(false),
@@ -446,6 +451,7 @@ impl QueueMem {
             map,
             view,
             path: Some(path.to_owned()),
+            abs_path: Some(crate::file::absolute(path)),
             id: Some(id),
             unfenced_notify: crate::sys::membarrier_registered(),
             dir_synced: AtomicBool::new(false),
@@ -475,6 +481,7 @@ impl QueueMem {
             map,
             view,
             path: None,
+            abs_path: None,
             id: None,
             unfenced_notify: crate::sys::membarrier_registered(),
             dir_synced: AtomicBool::new(true),
@@ -572,7 +579,7 @@ impl QueueMem {
     /// and is lost when the machine crashes or restarts, flushed or not: there `flush` is
     /// cheap and makes nothing durable. A no-op for anonymous memory.
     pub fn flush(&self) -> io::Result<()> {
-        let Some(path) = &self.path else {
+        let Some(path) = &self.abs_path else {
             return Ok(());
         };
         self.map.flush()?;
@@ -595,7 +602,7 @@ impl QueueMem {
     /// created anew): this handle's queue is no longer the one at the path. Always false
     /// for anonymous memory.
     pub fn is_replaced(&self) -> bool {
-        match (&self.path, self.id) {
+        match (&self.abs_path, self.id) {
             (Some(path), Some(id)) => {
                 !matches!(crate::sys::path_id(path), Ok(Some(now)) if now == id)
             }

@@ -1216,6 +1216,59 @@ fn a_forked_childs_copy_that_popped_on_by_itself_hands_its_pops_back() {
     assert_eq!(next.try_pop(), Ok(Some(3)));
 }
 
+/// A queue created and opened through a relative path is not "replaced" after the process
+/// changes its working directory, and its `flush` still syncs the directory the file is
+/// in. Both looked the relative path up again from the new directory: `is_replaced` said
+/// true of a queue still at its path (a handle told to reopen then found none, or another
+/// queue), and `flush` synced another directory, or failed when the path's directory is
+/// not there (here). In a forked child, whose `chdir` the test harness's other threads do
+/// not see; it exits with one bit set for each fault found.
+#[test]
+fn a_relative_queue_path_still_names_the_queue_after_a_chdir() {
+    let path = tmp("chdir");
+    let _rm = Remove(path.clone());
+    let _rm_removed = Remove(path.with_extension("removed"));
+    let (dir, name) = (path.parent().unwrap(), path.file_name().unwrap());
+    let (top, sub) = (dir.parent().unwrap(), dir.file_name().unwrap());
+    let status = crate::test_fork::forked(10, || {
+        // A relative path with a directory in it: `sub/name` from the parent of `sub`.
+        if std::env::set_current_dir(top).is_err() {
+            return 128;
+        }
+        let rel = Path::new(sub).join(name);
+        let (Ok(tx), Ok(removed)) = (
+            MpmcQueue::<u64>::create(&rel, 8),
+            SpscProducer::<u64>::create(rel.with_extension("removed"), 8),
+        ) else {
+            return 129;
+        };
+        let Ok(other) = MpmcQueue::<u64>::open(&rel) else {
+            return 130;
+        };
+        // A queue really gone from its path, which must still be seen as such.
+        if std::fs::remove_file(path.with_extension("removed")).is_err()
+            || tx.try_push(&1).is_err()
+            || std::env::set_current_dir("/").is_err()
+        {
+            return 131;
+        }
+        let mut faults = 0;
+        if tx.is_replaced() || other.is_replaced() || !removed.is_replaced() {
+            faults |= 1;
+        }
+        if tx.flush().is_err() || other.flush().is_err() {
+            faults |= 2;
+        }
+        if other.try_pop().ok() != Some((Some(1), 0)) {
+            faults |= 4;
+        }
+        faults
+    });
+    // 1: a queue called replaced after the chdir (or the removed one not); 2: a flush
+    // failed; 4: the item pushed was not popped through the other handle.
+    crate::test_fork::assert_exited_0(status, "a queue after a chdir");
+}
+
 /// Runs `call` on a thread that records its id, waits until that thread sleeps in the futex
 /// system call, runs `then`, and returns what `call` returned and how long it took after
 /// `then`.
