@@ -498,9 +498,8 @@ impl FileKind {
     /// never finished (spec §1.2; a blackboard and a queue are made the same way: the file
     /// is sized, zero-filled, then gets its header with magic 0, the magic last): its
     /// header, given the kind's magic, describes a file of this length, or the whole file
-    /// is still zero.
-    /// Any other file with a zero first word (a disk image, whose first sectors are often
-    /// zero) is somebody's data.
+    /// is still zero. Any other file with a zero first word (a disk image, whose first
+    /// sectors are often zero) is somebody's data.
     pub(crate) fn unfinished(self, file: &File, len: u64) -> io::Result<bool> {
         if let Some(described) = self.header_describes(file, len)? {
             return Ok(described);
