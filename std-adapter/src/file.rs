@@ -52,7 +52,8 @@ pub struct CreateOptions {
     /// Exclusive-producer protocol with `flock` (default). `false` is ringfire's legacy
     /// mode: truncate and reuse the path, with no exclusive lock. Unlike ringfire's, it
     /// holds a shared flock and refuses (`ProducerAlreadyExists`) a file whose exclusive
-    /// producer lives, whose ring the truncation would pull from under it (a SIGBUS).
+    /// producer lives, whose ring the truncation would pull from under it (a SIGBUS), and,
+    /// as the exclusive creator does, a file that is not a ring (`NotReplaced`).
     pub exclusive_lock: bool,
 }
 
@@ -603,6 +604,22 @@ impl RingFile {
             {
                 return Err(Error::ProducerAlreadyExists {
                     path: path.to_path_buf(),
+                });
+            }
+            // The truncation would wipe whatever the file holds: as the exclusive creator
+            // replaces, it truncates only a ring (another legacy creator's, live or not) or
+            // a ring whose creation never finished, and leaves somebody's data in place.
+            if let Some(Refusal::Foreign { len, magic }) = FileKind::Ring
+                .refuse(&f)
+                .map_err(|e| Error::io(path, "read", e))?
+                && len != 0
+            {
+                return Err(Error::NotReplaced {
+                    path: path.to_path_buf(),
+                    len,
+                    magic,
+                    kind: FileKind::Ring.name(),
+                    creator: FileKind::Ring.creator(),
                 });
             }
             f.set_len(0).map_err(|e| Error::io(path, "ftruncate", e))?;

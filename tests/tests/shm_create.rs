@@ -113,7 +113,19 @@ fn legacy_mode_truncates_without_lock() {
         cleanup: CleanupMode::Persistent,
         ..CreateOptions::default()
     };
+    // Somebody's data at the path is refused and left byte for byte, as by the exclusive
+    // creator: the truncation wiped it (ringfire's legacy mode truncates whatever is there).
     std::fs::write(&p, vec![0xAAu8; 5000]).unwrap();
+    let e = RingFile::create(&p, &geo(), &opts).unwrap_err();
+    assert!(matches!(e, Error::NotReplaced { len: 5000, .. }), "{e}");
+    assert_eq!(std::fs::read(&p).unwrap(), vec![0xAAu8; 5000]);
+    std::fs::remove_file(&p).unwrap();
+    // A dead producer's ring (larger than the new one) is truncated and reused in place.
+    let big = Geometry::spmc(64, 16, 8, 0, false).unwrap();
+    let old = RingFile::create(&p, &big, &opts).unwrap();
+    let old_len = std::fs::metadata(&p).unwrap().len();
+    drop(old);
+    assert!(old_len > 384, "{old_len}");
     let a = RingFile::create(&p, &geo(), &opts).unwrap();
     assert_eq!(std::fs::metadata(&p).unwrap().len(), 384);
     // No lock: a second legacy creator succeeds on the same inode.
