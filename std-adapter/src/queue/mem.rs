@@ -620,7 +620,9 @@ impl QueueMem {
         let (Some(path), Some(id)) = (&self.path, self.id) else {
             return Ok(None);
         };
-        let f = open_regular_rw(path)?;
+        // By the absolute path: a change of the working directory since the open (another
+        // thread's) leaves a relative one naming another file or none.
+        let f = open_regular_rw(self.abs_path.as_ref().unwrap_or(path))?;
         // The lock must land on the mapped file, not on one put at the path since.
         if crate::sys::file_id(&f).map_err(io_err(path, "fstat"))? != id {
             return Err(QueueFileError::Io {

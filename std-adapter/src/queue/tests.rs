@@ -1228,6 +1228,7 @@ fn a_relative_queue_path_still_names_the_queue_after_a_chdir() {
     let path = tmp("chdir");
     let _rm = Remove(path.clone());
     let _rm_removed = Remove(path.with_extension("removed"));
+    let _rm_spsc = Remove(path.with_extension("spsc"));
     let (dir, name) = (path.parent().unwrap(), path.file_name().unwrap());
     let (top, sub) = (dir.parent().unwrap(), dir.file_name().unwrap());
     let status = crate::test_fork::forked(10, || {
@@ -1244,6 +1245,13 @@ fn a_relative_queue_path_still_names_the_queue_after_a_chdir() {
         };
         let Ok(other) = MpmcQueue::<u64>::open(&rel) else {
             return 130;
+        };
+        let spsc = rel.with_extension("spsc");
+        let (Ok(_spsc_producer), Ok(spsc_mem)) = (
+            SpscProducer::<u64>::create(&spsc, 8),
+            QueueMem::open(&spsc, QueueExpect::raw(QueueKind::Spsc)),
+        ) else {
+            return 132;
         };
         // A queue really gone from its path, which must still be seen as such.
         if std::fs::remove_file(path.with_extension("removed")).is_err()
@@ -1262,10 +1270,17 @@ fn a_relative_queue_path_still_names_the_queue_after_a_chdir() {
         if other.try_pop().ok() != Some((Some(1), 0)) {
             faults |= 4;
         }
+        // An SPSC role taken on a mapping opened before the chdir (as a handle built from
+        // it would be): its lock lands on the mapped file.
+        let deq = ringwire_core::queue::qhdr::DEQ as i64;
+        if !matches!(spsc_mem.lock_role(deq, "consumer"), Ok(Some(_))) {
+            faults |= 8;
+        }
         faults
     });
     // 1: a queue called replaced after the chdir (or the removed one not); 2: a flush
-    // failed; 4: the item pushed was not popped through the other handle.
+    // failed; 4: the item pushed was not popped through the other handle; 8: a role lock
+    // taken after the chdir failed.
     crate::test_fork::assert_exited_0(status, "a queue after a chdir");
 }
 
