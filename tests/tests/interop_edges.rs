@@ -341,100 +341,99 @@ fn blackboard_edges_both_ways() {
 
 #[test]
 fn producers_exclude_each_other_every_kind() {
-    let is_rf_busy =
-        |e: ringfire::RingfireError| matches!(e, ringfire::RingfireError::ProducerAlreadyExists);
-    let is_rw_busy =
-        |e: ringwire::Error| matches!(e, ringwire::Error::ProducerAlreadyExists { .. });
-    // ringwire live, ringfire refused.
+    // A creator of the other project, tried while a live producer holds the path, must be
+    // refused as a producer already there (`None`: it was created).
+    fn rf_busy(what: &str, e: Option<ringfire::RingfireError>) {
+        assert!(
+            matches!(e, Some(ringfire::RingfireError::ProducerAlreadyExists)),
+            "ringfire's {what}: {e:?}"
+        );
+    }
+    fn rw_busy(what: &str, e: Option<ringwire::Error>) {
+        assert!(
+            matches!(e, Some(ringwire::Error::ProducerAlreadyExists { .. })),
+            "ringwire's {what}: {e:?}"
+        );
+    }
     let p = ShmPath::new("excl-a");
+    let path = p.path();
+    use ringfire::{
+        BlackboardProducer as RfBoard, BlobProducer as RfBlob, MpmcProducer as RfMpmc,
+        RingProducer as RfRing,
+    };
+    use ringwire::{
+        BlackboardProducer as RwBoard, BlobProducer as RwBlob, MpmcProducer as RwMpmc,
+        RingProducer as RwRing,
+    };
+    // ringwire live, ringfire refused.
     {
-        let _w = ringwire::RingProducer::<u64>::create(p.path(), 8).unwrap();
-        assert!(is_rf_busy(
-            ringfire::RingProducer::<u64>::create(p.path(), 8)
-                .err()
-                .unwrap()
-        ));
-        assert!(is_rf_busy(
-            ringfire::BlobProducer::<u64>::create(p.path(), 8, 64)
-                .err()
-                .unwrap()
-        ));
-        assert!(is_rf_busy(
-            ringfire::BlackboardProducer::<u64>::create(p.path(), 8)
-                .err()
-                .unwrap()
-        ));
-        assert!(is_rf_busy(
-            ringfire::MpmcProducer::<u64>::create(p.path(), 8)
-                .err()
-                .unwrap()
-        ));
+        let _w = RwRing::<u64>::create(path, 8).unwrap();
+        rf_busy("ring over a ring", RfRing::<u64>::create(path, 8).err());
+        rf_busy(
+            "blob ring over a ring",
+            RfBlob::<u64>::create(path, 8, 64).err(),
+        );
+        rf_busy(
+            "blackboard over a ring",
+            RfBoard::<u64>::create(path, 8).err(),
+        );
+        rf_busy(
+            "mpmc ring over a ring",
+            RfMpmc::<u64>::create(path, 8).err(),
+        );
     }
     {
-        let _w = ringwire::BlackboardProducer::<u64>::create(p.path(), 8).unwrap();
-        assert!(is_rf_busy(
-            ringfire::RingProducer::<u64>::create(p.path(), 8)
-                .err()
-                .unwrap()
-        ));
+        let _w = RwBoard::<u64>::create(path, 8).unwrap();
+        rf_busy(
+            "ring over a blackboard",
+            RfRing::<u64>::create(path, 8).err(),
+        );
     }
     {
-        let _w = ringwire::MpmcProducer::<u64>::create(p.path(), 8).unwrap();
-        assert!(is_rf_busy(
-            ringfire::RingProducer::<u64>::create(p.path(), 8)
-                .err()
-                .unwrap()
-        ));
-        assert!(is_rf_busy(
-            ringfire::MpmcProducer::<u64>::create(p.path(), 8)
-                .err()
-                .unwrap()
-        ));
+        let _w = RwMpmc::<u64>::create(path, 8).unwrap();
+        rf_busy(
+            "ring over an mpmc ring",
+            RfRing::<u64>::create(path, 8).err(),
+        );
+        rf_busy(
+            "mpmc ring over an mpmc ring",
+            RfMpmc::<u64>::create(path, 8).err(),
+        );
     }
     // ringfire live, ringwire refused.
     {
-        let _f = ringfire::RingProducer::<u64>::create(p.path(), 8).unwrap();
-        assert!(is_rw_busy(
-            ringwire::RingProducer::<u64>::create(p.path(), 8)
-                .err()
-                .unwrap()
-        ));
-        assert!(is_rw_busy(
-            ringwire::BlobProducer::<u64>::create(p.path(), 8, 64)
-                .err()
-                .unwrap()
-        ));
-        assert!(is_rw_busy(
-            ringwire::BlackboardProducer::<u64>::create(p.path(), 8)
-                .err()
-                .unwrap()
-        ));
-        assert!(is_rw_busy(
-            ringwire::MpmcProducer::<u64>::create(p.path(), 8)
-                .err()
-                .unwrap()
-        ));
+        let _f = RfRing::<u64>::create(path, 8).unwrap();
+        rw_busy("ring over a ring", RwRing::<u64>::create(path, 8).err());
+        rw_busy(
+            "blob ring over a ring",
+            RwBlob::<u64>::create(path, 8, 64).err(),
+        );
+        rw_busy(
+            "blackboard over a ring",
+            RwBoard::<u64>::create(path, 8).err(),
+        );
+        rw_busy(
+            "mpmc ring over a ring",
+            RwMpmc::<u64>::create(path, 8).err(),
+        );
     }
     {
-        let _f = ringfire::BlackboardProducer::<u64>::create(p.path(), 8).unwrap();
-        assert!(is_rw_busy(
-            ringwire::RingProducer::<u64>::create(p.path(), 8)
-                .err()
-                .unwrap()
-        ));
+        let _f = RfBoard::<u64>::create(path, 8).unwrap();
+        rw_busy(
+            "ring over a blackboard",
+            RwRing::<u64>::create(path, 8).err(),
+        );
     }
     {
-        let _f = ringfire::MpmcProducer::<u64>::create(p.path(), 8).unwrap();
-        assert!(is_rw_busy(
-            ringwire::RingProducer::<u64>::create(p.path(), 8)
-                .err()
-                .unwrap()
-        ));
-        assert!(is_rw_busy(
-            ringwire::MpmcProducer::<u64>::create(p.path(), 8)
-                .err()
-                .unwrap()
-        ));
+        let _f = RfMpmc::<u64>::create(path, 8).unwrap();
+        rw_busy(
+            "ring over an mpmc ring",
+            RwRing::<u64>::create(path, 8).err(),
+        );
+        rw_busy(
+            "mpmc ring over an mpmc ring",
+            RwMpmc::<u64>::create(path, 8).err(),
+        );
     }
     // Stale (persistent) rings of either are replaced by the other.
     {

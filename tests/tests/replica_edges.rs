@@ -11,6 +11,7 @@
 //! of the test process, as in `replica_compat.rs`.
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ringwire::ReadOnlyRing;
@@ -19,6 +20,24 @@ use ringwire_tests::replica::Mode;
 use ringwire_tests::shm::ShmPath;
 
 const DEADLINE: Duration = Duration::from_secs(20);
+
+/// A ringwire server of the ring at `path` for `mode` (multicast on test `idx`'s group,
+/// unicast on any free port), bound to loopback and not yet running.
+fn our_server(path: &Path, mode: Mode, idx: u16) -> ringwire::ReplicaServer {
+    let s = ringwire::ReplicaServer::bind(path, (Ipv4Addr::LOCALHOST, 0)).unwrap();
+    match mode {
+        Mode::Tcp => s,
+        Mode::Multicast => {
+            let g = mcast(idx);
+            s.multicast(
+                ringwire::MulticastConfig::new(*g.ip(), g.port())
+                    .interface(Ipv4Addr::LOCALHOST)
+                    .ttl(0),
+            )
+        }
+        Mode::Unicast => s.unicast(0, 1472),
+    }
+}
 
 fn mcast(idx: u16) -> SocketAddrV4 {
     let pid = std::process::id();
@@ -65,7 +84,7 @@ struct Prod(Box<dyn FnMut(u64)>);
 
 /// A ringwire producer of `kind` at `path`; record `s` carries the bytes of `s + generation`.
 fn make_source(
-    path: &std::path::Path,
+    path: &Path,
     kind: &Src,
     cap: u64,
     readers: usize,
@@ -129,7 +148,7 @@ fn make_source(
 }
 
 /// Every record the mirror ring holds has the source's bytes for its sequence.
-fn check_mirror(kind: &Src, mirror: &std::path::Path, n: u64) -> u64 {
+fn check_mirror(kind: &Src, mirror: &Path, n: u64) -> u64 {
     let m = ReadOnlyRing::open(mirror).expect("mirror ring");
     assert_eq!(m.write_seq(), n, "mirror write_seq");
     let len = m.geometry().record_len();
@@ -205,20 +224,7 @@ fn run(
     let mut stop_ours = None;
     let addr: SocketAddr = match server {
         Side::Ours => {
-            let mut s =
-                ringwire::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
-            match mode {
-                Mode::Tcp => {}
-                Mode::Multicast => {
-                    let g = mcast(idx);
-                    s = s.multicast(
-                        ringwire::MulticastConfig::new(*g.ip(), g.port())
-                            .interface(Ipv4Addr::LOCALHOST)
-                            .ttl(0),
-                    )
-                }
-                Mode::Unicast => s = s.unicast(0, 1472),
-            }
+            let s = our_server(src.path(), mode, idx);
             let addr = s.local_addr().unwrap();
             let h = s.shutdown_handle();
             let j = s.spawn().unwrap();
@@ -387,7 +393,7 @@ fn unicast_cap1() {
 fn session(
     side: Side,
     addr: SocketAddr,
-    dst: &std::path::Path,
+    dst: &Path,
     resume: bool,
     until: u64,
     mode: Mode,
@@ -453,19 +459,7 @@ fn cross_resume(
     for s in 1..=40 {
         (prod.0)(s);
     }
-    let mut s = ringwire::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
-    match mode {
-        Mode::Tcp => {}
-        Mode::Multicast => {
-            let g = mcast(idx);
-            s = s.multicast(
-                ringwire::MulticastConfig::new(*g.ip(), g.port())
-                    .interface(Ipv4Addr::LOCALHOST)
-                    .ttl(0),
-            )
-        }
-        Mode::Unicast => s = s.unicast(0, 1472),
-    }
+    let s = our_server(src.path(), mode, idx);
     let addr = s.local_addr().unwrap();
     let h = s.shutdown_handle();
     let j = s.spawn().unwrap();
@@ -558,19 +552,7 @@ fn restart_under_ringfire_mirror(idx: u16, mode: Mode, fixed: bool) {
     for s in 1..=50 {
         (old.0)(s);
     }
-    let mut s = ringwire::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
-    match mode {
-        Mode::Tcp => {}
-        Mode::Multicast => {
-            let g = mcast(idx);
-            s = s.multicast(
-                ringwire::MulticastConfig::new(*g.ip(), g.port())
-                    .interface(Ipv4Addr::LOCALHOST)
-                    .ttl(0),
-            )
-        }
-        Mode::Unicast => s = s.unicast(0, 1472),
-    }
+    let s = our_server(src.path(), mode, idx);
     let addr = s.local_addr().unwrap();
     let h = s.shutdown_handle();
     let j = s.spawn().unwrap();
@@ -816,19 +798,7 @@ fn hub_with_holes(idx: u16, leaf: Side, mode: Mode) {
         std::thread::sleep(Duration::from_millis(2));
     }
     assert_eq!(hm.sequence(), 120);
-    let mut s2 = ringwire::ReplicaServer::bind(hub.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
-    match mode {
-        Mode::Tcp => {}
-        Mode::Multicast => {
-            let g = mcast(idx);
-            s2 = s2.multicast(
-                ringwire::MulticastConfig::new(*g.ip(), g.port())
-                    .interface(Ipv4Addr::LOCALHOST)
-                    .ttl(0),
-            )
-        }
-        Mode::Unicast => s2 = s2.unicast(0, 1472),
-    }
+    let s2 = our_server(hub.path(), mode, idx);
     let a2 = s2.local_addr().unwrap();
     let (h2, j2) = (s2.shutdown_handle(), s2.spawn().unwrap());
     let got = session(leaf, a2, dst.path(), false, 120, mode);
