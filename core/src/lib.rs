@@ -12,6 +12,7 @@ pub mod broadcast;
 pub mod error;
 pub mod futex;
 pub mod layout;
+pub mod maptable;
 pub mod queue;
 pub mod region;
 pub mod replicate;

@@ -67,6 +67,49 @@ pub(crate) type Word = AtomicU64;
 #[cfg(loom)]
 pub use loom::sync::atomic::{Ordering, fence};
 
+/// Pointer-sized atomics for the crate's own tables (not region words): core's under
+/// portable-atomic, which uses the native instructions wherever std has these types.
+#[cfg(not(loom))]
+pub(crate) use portable_atomic::{AtomicPtr, AtomicUsize};
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicUsize};
+
+/// An atomic `A` of the crate's own that, under loom, has a dependency-only companion like a
+/// region [`Word`] (module docs): every access goes through [`Dep::get`], so that loom explores
+/// both orders of any two accesses to it from different threads.
+pub(crate) struct Dep<A> {
+    value: A,
+    #[cfg(loom)]
+    dep: AtomicU64,
+}
+
+impl<A> Dep<A> {
+    /// `value`, with its companion under loom.
+    #[cfg(not(loom))]
+    pub(crate) const fn new(value: A) -> Self {
+        Dep { value }
+    }
+
+    /// `value`, with its companion under loom.
+    #[cfg(loom)]
+    pub(crate) fn new(value: A) -> Self {
+        Dep {
+            value,
+            dep: AtomicU64::new(0),
+        }
+    }
+
+    /// The atomic, after marking this access as dependent on every other under loom.
+    #[inline(always)]
+    pub(crate) fn get(&self) -> &A {
+        // A relaxed store that nothing loads: a dependency for loom's scheduler and nothing
+        // else (module docs).
+        #[cfg(loom)]
+        self.dep.store(0, Ordering::Relaxed);
+        &self.value
+    }
+}
+
 /// A 64-bit atomic word inside a region.
 #[derive(Clone, Copy)]
 pub struct A64<'a>(pub(crate) &'a Word);

@@ -34,142 +34,38 @@
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicUsize, Ordering, fence};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use ringwire_core::maptable;
 
 /// Mappings the table holds at once. A command maps a few files at a time; a mapping made
 /// while the table is full is not recorded, and a SIGBUS in it gets the line for an
 /// unexplained one (and the default action).
 const SLOTS: usize = 16;
 
-/// One recorded mapping, written under a sequence lock: `seq` is odd while its recorder
-/// changes the other fields, and even otherwise; `len` is 0 when the slot is free.
-struct Slot {
-    seq: AtomicUsize,
-    base: AtomicUsize,
-    len: AtomicUsize,
-    /// The path's bytes: a leaked allocation, never freed, so that the handler can read
-    /// any pointer it loads. A slot keeps its path when freed and reuses it when the next
-    /// mapping it records has the same path (`top` and `serve` reopening a replaced ring),
-    /// so a run leaks a path per slot and per path change, not per mapping.
-    path: AtomicPtr<u8>,
-    path_len: AtomicUsize,
-}
+/// A table of recorded mappings: the core's lock-free table (`ringwire_core::maptable`, a
+/// sequence lock per slot, whose lookup reads atomics only), modelled with loom there.
+pub(crate) type Table = maptable::Table<SLOTS>;
 
-impl Slot {
-    const fn new() -> Self {
-        Slot {
-            seq: AtomicUsize::new(0),
-            base: AtomicUsize::new(0),
-            len: AtomicUsize::new(0),
-            path: AtomicPtr::new(std::ptr::null_mut()),
-            path_len: AtomicUsize::new(0),
+/// Records `len` bytes at `base` as a mapping of `path`; `None` when every slot is taken.
+///
+/// The path's bytes are a leaked allocation, never freed, so that the handler can read any
+/// path it finds. A slot keeps its path when freed and reuses it when the next mapping it
+/// records has the same path (`top` and `serve` reopening a replaced ring), so a run leaks
+/// a path per slot and per path change, not per mapping.
+fn record(table: &'static Table, path: &Path, base: usize, len: usize) -> Option<Record> {
+    let bytes = path.as_os_str().as_bytes();
+    let held = table.record_with(base, len, |old| {
+        if old == bytes {
+            old
+        } else {
+            Box::leak(bytes.to_vec().into_boxed_slice())
         }
-    }
-
-    /// The path stored in this slot, read by its recorder while it holds the slot's odd
-    /// `seq` (the handler reads the pair inside its `seq` check instead: see `lookup`).
-    fn path(&self) -> &'static [u8] {
-        leaked(
-            self.path.load(Ordering::Relaxed),
-            self.path_len.load(Ordering::Relaxed),
-        )
-    }
-}
-
-/// The `len` bytes at `p`, a path stored by `Table::record` (empty for null).
-fn leaked(p: *mut u8, len: usize) -> &'static [u8] {
-    if p.is_null() {
-        return &[];
-    }
-    // SAFETY: a non-null path pointer is the start of a leaked allocation, never freed, of
-    // the length stored with it; the callers read the two under one `seq`, so they belong
-    // together.
-    unsafe { std::slice::from_raw_parts(p, len) }
-}
-
-/// A table of recorded mappings.
-pub(crate) struct Table {
-    slots: [Slot; SLOTS],
-}
-
-impl Table {
-    pub(crate) const fn new() -> Self {
-        Table {
-            slots: [const { Slot::new() }; SLOTS],
-        }
-    }
-
-    /// Records `len` bytes at `base` as a mapping of `path`; `None` when every slot is
-    /// taken.
-    fn record(&'static self, path: &Path, base: usize, len: usize) -> Option<Record> {
-        let bytes = path.as_os_str().as_bytes();
-        for (i, s) in self.slots.iter().enumerate() {
-            // Acquire: pairs with the release that ended the slot's last change, so `len`
-            // is at least as new as `v`.
-            let v = s.seq.load(Ordering::Acquire);
-            if v % 2 == 1 || s.len.load(Ordering::Relaxed) != 0 {
-                continue;
-            }
-            // Taking the odd value is taking the slot: nobody changed it since `v`, so it
-            // is still free.
-            if s.seq
-                .compare_exchange(v, v + 1, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
-            {
-                continue;
-            }
-            // Release: a reader that sees any of the stores below sees the odd `seq` too.
-            fence(Ordering::Release);
-            if s.path() != bytes {
-                let leaked: &'static mut [u8] = Box::leak(bytes.to_vec().into_boxed_slice());
-                s.path_len.store(leaked.len(), Ordering::Relaxed);
-                s.path.store(leaked.as_mut_ptr(), Ordering::Relaxed);
-            }
-            s.base.store(base, Ordering::Relaxed);
-            s.len.store(len, Ordering::Relaxed);
-            s.seq.store(v + 2, Ordering::Release);
-            return Some(Record {
-                table: self,
-                slot: i,
-                seq: v + 2,
-            });
-        }
-        None
-    }
-
-    /// The path of the recorded mapping that holds `addr`. Reads atomics only: the signal
-    /// handler calls it.
-    fn lookup(&self, addr: usize) -> Option<&'static [u8]> {
-        for s in &self.slots {
-            let v = s.seq.load(Ordering::Acquire);
-            if v % 2 == 1 {
-                continue;
-            }
-            let base = s.base.load(Ordering::Relaxed);
-            let len = s.len.load(Ordering::Relaxed);
-            let path = s.path.load(Ordering::Relaxed);
-            let path_len = s.path_len.load(Ordering::Relaxed);
-            // Acquire: the loads above are done before `seq` is read again, so an unchanged
-            // `seq` means they saw no change in progress, and belong together.
-            fence(Ordering::Acquire);
-            if s.seq.load(Ordering::Relaxed) != v {
-                continue;
-            }
-            if len != 0 && addr.wrapping_sub(base) < len {
-                return Some(leaked(path, path_len));
-            }
-        }
-        None
-    }
-
-    /// How many slots hold a mapping.
-    #[cfg(test)]
-    fn used(&self) -> usize {
-        self.slots
-            .iter()
-            .filter(|s| s.len.load(Ordering::Relaxed) != 0)
-            .count()
-    }
+    })?;
+    Some(Record {
+        table,
+        held: Some(held),
+    })
 }
 
 /// The mappings of this process (recorded only once [`install`] has run).
@@ -184,18 +80,15 @@ static REPORTING: AtomicBool = AtomicBool::new(false);
 /// A slot taken by one mapping, freed when dropped.
 struct Record {
     table: &'static Table,
-    slot: usize,
-    seq: usize,
+    /// `Some` until dropped.
+    held: Option<maptable::Held>,
 }
 
 impl Drop for Record {
     fn drop(&mut self) {
-        let s = &self.table.slots[self.slot];
-        // Only this record changes its slot until it frees it, so `seq` is still ours.
-        s.seq.store(self.seq + 1, Ordering::Relaxed);
-        fence(Ordering::Release);
-        s.len.store(0, Ordering::Relaxed);
-        s.seq.store(self.seq + 2, Ordering::Release);
+        if let Some(held) = self.held.take() {
+            self.table.remove(held);
+        }
     }
 }
 
@@ -214,7 +107,7 @@ impl<M> Mapped<M> {
     pub(crate) fn record(path: &Path, map: M, base: *const u8, len: usize) -> Self {
         // Relaxed: `install` runs at the start of main, before any mapping is made.
         let record = if ENABLED.load(Ordering::Relaxed) && len != 0 {
-            TABLE.record(path, base.addr(), len)
+            record(&TABLE, path, base.addr(), len)
         } else {
             None
         };
@@ -312,7 +205,7 @@ impl Cause {
         if code <= 0 {
             return Cause::Sent;
         }
-        match table.lookup(addr) {
+        match table.lookup(addr).map(|m| m.path) {
             Some(path) if code == libc::BUS_ADRERR => Cause::Shrank(path),
             Some(path) => Cause::InMapping(addr, path),
             None => Cause::Unmapped(addr),
@@ -390,19 +283,23 @@ mod tests {
         Box::leak(Box::new(Table::new()))
     }
 
+    fn lookup(t: &Table, addr: usize) -> Option<&'static [u8]> {
+        t.lookup(addr).map(|m| m.path)
+    }
+
     #[test]
     fn a_recorded_mapping_is_found_by_any_address_in_it_until_dropped() {
         let t = table();
-        let r = t.record(Path::new("/dev/shm/a"), 0x1000, 0x2000).unwrap();
-        let other = t.record(Path::new("/dev/shm/b"), 0x3000, 0x1000).unwrap();
-        assert_eq!(t.lookup(0x1000), Some(&b"/dev/shm/a"[..]));
-        assert_eq!(t.lookup(0x2fff), Some(&b"/dev/shm/a"[..]));
-        assert_eq!(t.lookup(0x3000), Some(&b"/dev/shm/b"[..]));
-        assert_eq!(t.lookup(0xfff), None);
-        assert_eq!(t.lookup(0x4000), None);
+        let r = record(t, Path::new("/dev/shm/a"), 0x1000, 0x2000).unwrap();
+        let other = record(t, Path::new("/dev/shm/b"), 0x3000, 0x1000).unwrap();
+        assert_eq!(lookup(t, 0x1000), Some(&b"/dev/shm/a"[..]));
+        assert_eq!(lookup(t, 0x2fff), Some(&b"/dev/shm/a"[..]));
+        assert_eq!(lookup(t, 0x3000), Some(&b"/dev/shm/b"[..]));
+        assert_eq!(lookup(t, 0xfff), None);
+        assert_eq!(lookup(t, 0x4000), None);
         drop(r);
-        assert_eq!(t.lookup(0x1000), None);
-        assert_eq!(t.lookup(0x3fff), Some(&b"/dev/shm/b"[..]));
+        assert_eq!(lookup(t, 0x1000), None);
+        assert_eq!(lookup(t, 0x3fff), Some(&b"/dev/shm/b"[..]));
         drop(other);
         assert_eq!(t.used(), 0);
     }
@@ -412,18 +309,18 @@ mod tests {
         let t = table();
         let held: Vec<Record> = (0..SLOTS)
             .map(|i| {
-                t.record(Path::new("/r"), 0x10000 * (i + 1), 0x1000)
+                record(t, Path::new("/r"), 0x10000 * (i + 1), 0x1000)
                     .unwrap()
             })
             .collect();
-        assert!(t.record(Path::new("/late"), 0x100_0000, 0x1000).is_none());
+        assert!(record(t, Path::new("/late"), 0x100_0000, 0x1000).is_none());
         assert_eq!(
             Cause::of(t, libc::BUS_ADRERR, 0x100_0000),
             Cause::Unmapped(0x100_0000)
         );
         drop(held);
         assert_eq!(t.used(), 0);
-        let r = t.record(Path::new("/late"), 0x100_0000, 0x1000);
+        let r = record(t, Path::new("/late"), 0x100_0000, 0x1000);
         assert!(r.is_some());
         assert_eq!(
             Cause::of(t, libc::BUS_ADRERR, 0x100_0800),
@@ -434,22 +331,22 @@ mod tests {
     #[test]
     fn a_slot_keeps_its_path_for_the_next_mapping_of_the_same_file() {
         let t = table();
-        let first = t.record(Path::new("/dev/shm/x"), 0x1000, 0x1000).unwrap();
-        let p = t.slots[first.slot].path.load(Ordering::Relaxed);
+        let first = record(t, Path::new("/dev/shm/x"), 0x1000, 0x1000).unwrap();
+        let p = lookup(t, 0x1000).unwrap().as_ptr();
         drop(first);
-        let again = t.record(Path::new("/dev/shm/x"), 0x5000, 0x1000).unwrap();
-        assert_eq!(again.slot, 0);
-        assert_eq!(t.slots[0].path.load(Ordering::Relaxed), p, "leaked again");
+        let again = record(t, Path::new("/dev/shm/x"), 0x5000, 0x1000).unwrap();
+        assert_eq!(again.held.as_ref().unwrap().slot(), 0);
+        assert_eq!(lookup(t, 0x5000).unwrap().as_ptr(), p, "leaked again");
         drop(again);
-        let other = t.record(Path::new("/dev/shm/y"), 0x5000, 0x1000).unwrap();
-        assert_eq!(t.lookup(0x5000), Some(&b"/dev/shm/y"[..]));
+        let other = record(t, Path::new("/dev/shm/y"), 0x5000, 0x1000).unwrap();
+        assert_eq!(lookup(t, 0x5000), Some(&b"/dev/shm/y"[..]));
         drop(other);
     }
 
     #[test]
     fn each_cause_has_its_line() {
         let t = table();
-        let _r = t.record(Path::new("/dev/shm/q"), 0x7000, 0x1000).unwrap();
+        let _r = record(t, Path::new("/dev/shm/q"), 0x7000, 0x1000).unwrap();
         let line = |c: Cause| {
             let mut v = Vec::new();
             c.report(|b| v.extend_from_slice(b));
@@ -524,7 +421,7 @@ mod tests {
                 let mut found = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     for (i, p) in paths.iter().enumerate() {
-                        if let Some(got) = t.lookup(base(i) + 8) {
+                        if let Some(got) = lookup(t, base(i) + 8) {
                             assert_eq!(got, p.as_bytes());
                             found += 1;
                         }
@@ -540,8 +437,8 @@ mod tests {
                     let (p, t) = (&paths[i], t);
                     s.spawn(move || {
                         for _ in 0..rounds {
-                            let r = t.record(Path::new(p), base(i), 0x1000).unwrap();
-                            assert_eq!(t.lookup(base(i) + 0xfff), Some(p.as_bytes()));
+                            let r = record(t, Path::new(p), base(i), 0x1000).unwrap();
+                            assert_eq!(lookup(t, base(i) + 0xfff), Some(p.as_bytes()));
                             drop(r);
                         }
                     })
