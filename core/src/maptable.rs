@@ -144,9 +144,10 @@ impl<const N: usize> Table<N> {
             // Acquire: pairs with the release that ended the slot's last change, so `len` is
             // at least as new as `v`, and the last holder's work happens before ours.
             let v = s.seq.get().load(Ordering::Acquire);
-            // Acquire: a remover's 0 brings its odd `seq` with it, so the exchange below fails
-            // on a `v` read while the slot was still held.
-            if v % 2 == 1 || s.len.get().load(Ordering::Acquire) != 0 {
+            // Relaxed: a 0 read here that is newer than `v` was stored by a remover whose
+            // exchange had already read `v` and moved `seq` on, so ours below fails (two
+            // exchanges never read the same value).
+            if v % 2 == 1 || s.len.get().load(Ordering::Relaxed) != 0 {
                 continue;
             }
             // Relaxed: the exchange only decides who takes the slot; the loads above and the
@@ -201,8 +202,9 @@ impl<const N: usize> Table<N> {
             return;
         };
         // Relaxed: only the holder changes a held slot, so this succeeds for a record of this
-        // table; the fence below orders it before the store that frees the slot. A failure
-        // means `held` is not this table's, and the slot is left alone.
+        // table, and a failure means `held` is not this table's: the slot is left alone.
+        // Being an exchange, it also stops a recorder that reads the 0 below from taking the
+        // slot before it (see `record_with`).
         if s.seq
             .get()
             .compare_exchange(
@@ -215,9 +217,9 @@ impl<const N: usize> Table<N> {
         {
             return;
         }
-        // Release: a lookup or a recorder that sees the 0 below sees the odd `seq` too.
-        fence(Ordering::Release);
-        // Relaxed: ordered by the fence above and the release below.
+        // Relaxed, with no fence before it: a lookup that reads this 0 with the old even
+        // `seq` finds nothing in the slot, which is what it finds once the removal is done;
+        // the release below orders it for a recorder that reads the freed `seq`.
         s.len.get().store(0, Ordering::Relaxed);
         // Release: the slot is free; a recorder that reads this value (Acquire) sees the 0
         // and everything the holder did before.
