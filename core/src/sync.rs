@@ -67,12 +67,12 @@ pub(crate) type Word = AtomicU64;
 #[cfg(loom)]
 pub use loom::sync::atomic::{Ordering, fence};
 
+#[cfg(loom)]
+pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicUsize};
 /// Pointer-sized atomics for the crate's own tables (not region words): core's under
 /// portable-atomic, which uses the native instructions wherever std has these types.
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::{AtomicPtr, AtomicUsize};
-#[cfg(loom)]
-pub(crate) use loom::sync::atomic::{AtomicPtr, AtomicUsize};
 
 /// An atomic `A` of the crate's own that, under loom, has a dependency-only companion like a
 /// region [`Word`] (module docs): every access goes through [`Dep::get`], so that loom explores

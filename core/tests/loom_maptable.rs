@@ -135,7 +135,10 @@ fn two_recorders_take_distinct_slots_and_reuse_a_freed_one() {
         assert_ne!(b.slot(), c.slot());
         assert_eq!(t.used(), 2);
         assert_eq!(t.lookup(A.base), None);
-        assert!(t.record(D.base, D.len, D.path).is_none(), "a full table took D");
+        assert!(
+            t.record(D.base, D.len, D.path).is_none(),
+            "a full table took D"
+        );
         t.remove(b);
         let d = t.record(D.base, D.len, D.path).expect("B's slot freed");
         assert_eq!(t.lookup(D.base), Some(D));

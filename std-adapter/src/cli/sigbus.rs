@@ -308,10 +308,7 @@ mod tests {
     fn a_full_table_records_nothing_more_and_its_faults_are_unexplained() {
         let t = table();
         let held: Vec<Record> = (0..SLOTS)
-            .map(|i| {
-                record(t, Path::new("/r"), 0x10000 * (i + 1), 0x1000)
-                    .unwrap()
-            })
+            .map(|i| record(t, Path::new("/r"), 0x10000 * (i + 1), 0x1000).unwrap())
             .collect();
         assert!(record(t, Path::new("/late"), 0x100_0000, 0x1000).is_none());
         assert_eq!(
@@ -444,11 +441,15 @@ mod tests {
                     })
                 })
                 .collect();
-            for w in workers {
-                w.join().unwrap();
-            }
+            // Every worker is joined and the looker stopped before any failure is raised: a
+            // worker's panic raised first would leave the scope waiting for a looker that
+            // never stops.
+            let ended: Vec<_> = workers.into_iter().map(|w| w.join()).collect();
             stop.store(true, Ordering::Relaxed);
             looker.join().unwrap();
+            for e in ended {
+                e.unwrap();
+            }
         });
         assert_eq!(t.used(), 0);
     }
