@@ -65,9 +65,14 @@ pub fn read_record(view: &RingView, seq: u64, dst: &mut [u8]) -> RawRead {
             if lap_possible(seen, newest, view.capacity()) {
                 lapped_by(seen)
             } else if seq <= w {
-                // A corrupt slot: the record is lost, and the next is read after it.
+                // A corrupt slot, or one a mirror wrote in a frame longer than the ring (it
+                // publishes once per frame): the record is lost, and the next is read after
+                // it, or at the oldest that `w` leaves in the ring when that is further (a
+                // record behind it is overwritten whatever its slot holds).
                 RawRead::Lapped {
-                    resume_at: seq.saturating_add(1),
+                    resume_at: seq
+                        .saturating_add(1)
+                        .max(oldest_retained(w, view.capacity())),
                 }
             } else {
                 // Not written yet: its writer stores the right sequence there.
@@ -156,6 +161,38 @@ mod tests {
         assert_eq!(
             read_record(&view, 1, &mut dst),
             RawRead::Lapped { resume_at: 2 }
+        );
+    }
+
+    /// A mirror in the middle of a frame longer than the ring (written with `write_raw`,
+    /// published once at its end): a record behind the oldest that `write_seq` leaves in
+    /// the ring resumes there, not one record on (which walked a reader that far behind
+    /// through the ring one record per read until the publish).
+    #[test]
+    fn a_record_behind_the_ring_during_a_long_frame_resumes_at_the_oldest() {
+        let (_m, view) = spmc_ring(4, 16);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        for s in 1..=20u8 {
+            p.push(&[s]);
+        }
+        for s in 21..=30u8 {
+            assert!(p.write_raw(u64::from(s), &[s]));
+        }
+        let mut dst = [0u8; 8];
+        // Slot 2 holds 30, more than a lap past write_seq 20.
+        assert_eq!(
+            read_record(&view, 2, &mut dst),
+            RawRead::Lapped { resume_at: 17 }
+        );
+        // In the last lap of write_seq: lost alone.
+        assert_eq!(
+            read_record(&view, 18, &mut dst),
+            RawRead::Lapped { resume_at: 19 }
+        );
+        p.commit();
+        assert_eq!(
+            read_record(&view, 2, &mut dst),
+            RawRead::Lapped { resume_at: 27 }
         );
     }
 

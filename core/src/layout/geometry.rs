@@ -25,7 +25,10 @@ pub const fn oldest_retained(w: u64, cap: u64) -> u64 {
 /// corrupt: read as a lap, it moved a reader to that value's oldest retained record, which
 /// the ring never reaches, and the reader got nothing more. Readers take such a record as
 /// lost once published, and as not written yet before. A `w` at or past `SEQ_LIMIT` is a
-/// corrupt header, against which no slot can be judged: true.
+/// corrupt header, against which no slot can be judged: true. (A mirror does store more than
+/// a lap past `write_seq`: it publishes once per DATA frame, and a frame may hold more
+/// records than the ring. A record behind the oldest that `w` leaves in the ring is gone
+/// whatever its slot holds, so readers skip to that oldest record there.)
 #[inline]
 pub const fn lap_possible(seen: u64, w: u64, cap: u64) -> bool {
     w >= super::SEQ_LIMIT || (seen < super::SEQ_LIMIT && seen <= w.saturating_add(cap))

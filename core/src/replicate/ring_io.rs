@@ -162,11 +162,22 @@ impl RingSource {
     /// sender for every UDP mirror) sent nothing more, `write_seq` never getting there. The
     /// record is [`ReadRecord::Lost`] once published, and [`ReadRecord::Pending`] before
     /// (its writer stores the right sequence there when it writes it).
+    ///
+    /// A mirror writes such slots too: it writes every record of a DATA frame before its
+    /// one publish, and a frame may hold more records than the ring (a tiny source ring, a
+    /// fast producer). A record behind the oldest that `write_seq` leaves in the ring is
+    /// overwritten whatever its slot holds, so it is [`ReadRecord::Overwritten`] with
+    /// `seen` = `write_seq`, and the reader skips to that oldest record at once, as the
+    /// §4.3 reader's lap rule moves it there. Taken as lost alone, it moved the reader one
+    /// record at a time, a TCP session sending a GAP for each (thousands for a session
+    /// that far behind) until the mirror's publish.
     #[cold]
     fn overwritten(&self, seq: u64, seen: u64) -> ReadRecord {
         let w = self.write_seq();
         if lap_possible(seen, w, self.0.capacity()) {
             ReadRecord::Overwritten { seen }
+        } else if seq < oldest_retained(w, self.0.capacity()) {
+            ReadRecord::Overwritten { seen: w }
         } else if seq <= w {
             ReadRecord::Lost
         } else {

@@ -2,6 +2,7 @@
 //! Shared helpers live here; the tests are in `source.rs` and `mirror.rs`.
 
 mod corrupt_slot;
+mod long_frame;
 mod mirror;
 mod mirror_input;
 mod source;
