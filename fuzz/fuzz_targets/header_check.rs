@@ -266,15 +266,15 @@ fn check_ring_geometry(h: &RingHeader, g: &Geometry, len: u64, align: u64) {
     assert_eq!(g.registry_count, h.reader_registry_count);
     assert_eq!(g.schema_sig, h.schema_sig);
     assert!(g.capacity.is_power_of_two() && h.mask == g.capacity - 1);
-    assert!(g.element_size >= 8 && g.element_size % 8 == 0);
-    assert!(g.slots_offset >= hdr::SIZE as u64 && g.slots_offset % 8 == 0);
+    assert!(g.element_size >= 8 && g.element_size.is_multiple_of(8));
+    assert!(g.slots_offset >= hdr::SIZE as u64 && g.slots_offset.is_multiple_of(8));
     let slots_end =
         u128::from(g.capacity) * u128::from(g.element_size) + u128::from(g.slots_offset);
     assert!(slots_end <= u128::from(len));
     assert_eq!(g.slots_offset % align.max(8), 0);
     if g.registry_offset != 0 {
         let end = u64::from(g.registry_offset) + u64::from(g.registry_count) * reg::SIZE as u64;
-        assert!(end <= len && g.registry_offset % 64 == 0);
+        assert!(end <= len && g.registry_offset.is_multiple_of(64));
         if g.registry_count > 0 {
             assert!(u64::from(g.registry_offset) >= 128 && end <= g.slots_offset);
         }
@@ -282,7 +282,7 @@ fn check_ring_geometry(h: &RingHeader, g: &Geometry, len: u64, align: u64) {
     if g.arena_offset != 0 {
         let end = u128::from(g.arena_offset) + 64 + u128::from(g.arena_size);
         assert!(end <= u128::from(len));
-        assert!(u128::from(g.arena_offset) >= slots_end && g.arena_offset % 64 == 0);
+        assert!(u128::from(g.arena_offset) >= slots_end && g.arena_offset.is_multiple_of(64));
         assert!(g.arena_size.is_power_of_two() && g.arena_size >= 64 && g.element_size >= 24);
     }
 }
@@ -383,9 +383,11 @@ fn queue_arbitrary(inp: &mut Input) {
         assert!(kind == QueueKind::Spsc || g.capacity >= 2);
         assert!(!g.fixed || kind == QueueKind::Spsc);
         let word = if g.fixed { 0 } else { 8 };
-        assert!(g.item_size > 0 && g.slot_stride % 8 == 0);
+        assert!(g.item_size > 0 && g.slot_stride.is_multiple_of(8));
         assert!(u64::from(g.slot_stride) >= word + u64::from(g.item_size));
-        assert!(g.slots_offset >= qhdr::MIN_SLOTS_OFFSET as u64 && g.slots_offset % 64 == 0);
+        assert!(
+            g.slots_offset >= qhdr::MIN_SLOTS_OFFSET as u64 && g.slots_offset.is_multiple_of(64)
+        );
         let end = u128::from(g.capacity) * u128::from(g.slot_stride) + u128::from(g.slots_offset);
         assert!(end <= u128::from(len));
         let need = end as u64;
@@ -505,7 +507,7 @@ fn board_arbitrary(inp: &mut Input) {
     let got = blackboard::header_describes(&b, len);
     if got {
         assert_eq!(word(8), BLACKBOARD_VERSION);
-        assert!(u64::from(ss) >= 8 + u64::from(vs) && ss % 8 == 0);
+        assert!(u64::from(ss) >= 8 + u64::from(vs) && ss.is_multiple_of(8));
         assert!(need <= len);
         assert!(blackboard::header_describes(&b, u64::MAX));
         assert!(blackboard::header_describes(&b, len.saturating_add(1)));
