@@ -9,22 +9,25 @@ fn ringwire(args: &[&str]) -> std::process::Output {
         .expect("run ringwire")
 }
 
+/// Fewer rounds than the floor times between two looks at its 30 s limit (4,096): a loaded
+/// machine reached the limit with 20,000 rounds asked for, and the report rightly counted
+/// the 12,288 timed. Here every round asked for is timed, however slow the machine.
 #[test]
 fn floor_reports_round_trips_and_datagrams_as_json() {
     let o = ringwire(&[
         "bench",
         "floor",
         "--rounds",
-        "20000",
+        "4000",
         "--datagrams",
         "2000",
         "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
-    assert_eq!(v["cacheline_round_trip"]["count"], 20000);
+    assert_eq!(v["cacheline_round_trip"]["count"], 4000);
     assert!(v["cacheline_round_trip"]["p50_ns"].as_u64().unwrap() > 0);
-    assert_eq!(v["moving_line_round_trip"]["count"], 20000);
+    assert_eq!(v["moving_line_round_trip"]["count"], 4000);
     assert!(v["moving_line_round_trip"]["p50_ns"].as_u64().unwrap() > 0);
     assert_eq!(v["loopback_64b"]["sent"], 2000);
 }

@@ -47,7 +47,8 @@ pub enum BenchMode {
     /// lines every time, and through rings of one-line slots, a new line each time, as a
     /// ring's records move) and the loopback datagram rate.
     Floor {
-        /// Round trips to time (at least 1).
+        /// Round trips to time (at least 1). Each ping-pong stops early past 30 s, at a
+        /// multiple of 4,096 rounds; the report's count says how many were timed.
         #[arg(long, default_value_t = 1_000_000, value_parser = super::at_least_1)]
         rounds: u64,
         /// Datagrams for the loopback rate (at least 1).
