@@ -15,9 +15,11 @@
 //! §1.2 step 4: the same inode truncated, resized and initialised again) is followed too:
 //! the file counts as replaced when its length differs from the mapped length, its header's
 //! magic or geometry changed (a queue's kind, capacity, stride, item size or slots offset),
-//! or its `write_seq` (a queue's cursors) went back. The length is checked before the
-//! mapping is read; but a file truncated between that check and the frame's reads still
-//! makes them fault. The binary's SIGBUS handler (`cli::sigbus`) then ends `top` with
+//! or its `write_seq` (a queue's cursors) went back. The file is checked again after a
+//! frame's reads, and a frame read from a file recreated after the first check is not
+//! shown: it held the new file's counters against the old geometry. The length is checked
+//! before the mapping is read; but a file truncated between that check and the frame's
+//! reads still makes them fault. The binary's SIGBUS handler (`cli::sigbus`) then ends `top` with
 //! `ringwire: PATH shrank while it was mapped (…); stopping` and status 1, where it used
 //! to die of the signal without a word; `top` cannot go on following the file after that.
 //! Creators that make a fresh inode (every exclusive creator, ringwire's and ringfire's
@@ -181,12 +183,29 @@ pub(super) fn run(
     clear: bool,
     out: &mut dyn Write,
 ) -> Result<()> {
+    run_with(path, interval_ms, iterations, clear, out, || {})
+}
+
+/// [`run`], calling `before_reads` between each frame's check of the file and its reads
+/// (where a test recreates the file in place).
+fn run_with(
+    path: &Path,
+    interval_ms: u64,
+    iterations: Option<u64>,
+    clear: bool,
+    out: &mut dyn Write,
+    mut before_reads: impl FnMut(),
+) -> Result<()> {
     let mut t = open(path)?;
     let oe = out_err();
     let interval = Duration::from_millis(interval_ms);
     // When the counters were last sampled: `open` just sampled them, and each frame does.
     let mut since = Instant::now();
     let mut n = 0u64;
+    let noun = |t: &Target| match t.watched {
+        Watched::Ring { .. } => "ring",
+        Watched::Queue { .. } => "queue",
+    };
     loop {
         if iterations.is_some_and(|max| n >= max) {
             return Ok(());
@@ -199,27 +218,38 @@ pub(super) fn run(
         // at once without rates: waiting for a quiet interval could print nothing for as
         // long as the restarts go on.
         let mut replaced = 0;
-        loop {
-            crate::sys::sleep(interval);
-            if !is_replaced(path, &t)? {
-                break;
+        let frame = loop {
+            while replaced < 2 {
+                crate::sys::sleep(interval);
+                if !is_replaced(path, &t)? {
+                    break;
+                }
+                t = reopen(path, noun(&t))?;
+                since = Instant::now();
+                replaced += 1;
             }
-            let noun = match t.watched {
-                Watched::Ring { .. } => "ring",
-                Watched::Queue { .. } => "queue",
-            };
-            t = reopen(path, noun)?;
+            before_reads();
+            let now = Instant::now();
+            // No rates when the counters were sampled just now, by the second reopen.
+            let dt = (replaced < 2).then(|| now.duration_since(since).as_secs_f64().max(1e-9));
+            let mut frame = Vec::new();
+            match &mut t.watched {
+                Watched::Ring { ring, prev } => ring_frame(ring, prev, &mut frame, dt),
+                Watched::Queue { q, kind, prev } => queue_frame(q, *kind, prev, &mut frame, dt),
+            }
+            .map_err(&oe)?;
+            // A file recreated in place after the check above was read with the geometry
+            // it had before: its counters against the old capacity ("queued 3/1024" of a
+            // queue of 4). Such a frame is not shown; the new file is opened, as above.
+            if !is_replaced(path, &t)? {
+                since = now;
+                break frame;
+            }
+            t = reopen(path, noun(&t))?;
             since = Instant::now();
             replaced += 1;
-            if replaced == 2 {
-                break;
-            }
-        }
+        };
         n += 1;
-        let now = Instant::now();
-        // No rates when the counters were sampled just now, by the second reopen.
-        let dt = (replaced < 2).then(|| now.duration_since(since).as_secs_f64().max(1e-9));
-        since = now;
         if clear {
             // Clear the screen and home the cursor.
             write!(out, "\x1b[2J\x1b[H").map_err(&oe)?;
@@ -244,11 +274,7 @@ pub(super) fn run(
             )
             .map_err(&oe)?,
         }
-        match &mut t.watched {
-            Watched::Ring { ring, prev } => ring_frame(ring, prev, out, dt),
-            Watched::Queue { q, kind, prev } => queue_frame(q, *kind, prev, out, dt),
-        }
-        .map_err(&oe)?;
+        out.write_all(&frame).map_err(&oe)?;
         out.flush().map_err(&oe)?;
     }
 }
@@ -346,4 +372,76 @@ fn queue_frame(
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::SpscProducer;
+
+    /// A path under /dev/shm for one test, removed when dropped.
+    struct Scratch(std::path::PathBuf);
+
+    impl Scratch {
+        fn new(tag: &str) -> Scratch {
+            let p = std::path::PathBuf::from(format!(
+                "/dev/shm/ringwire-top-{tag}-{}",
+                std::process::id()
+            ));
+            let _ = std::fs::remove_file(&p);
+            Scratch(p)
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.0);
+        }
+    }
+
+    /// The bytes of an SPSC queue of `capacity` u64 items holding `items`, made by the queue
+    /// API at `aside` (its producer gone, the file removed).
+    fn queue_image(aside: &Path, capacity: u64, items: u64) -> Vec<u8> {
+        let mut q = SpscProducer::<u64>::create(aside, capacity).unwrap();
+        for i in 0..items {
+            q.try_push(&i).unwrap();
+        }
+        let bytes = std::fs::read(aside).unwrap();
+        drop(q);
+        std::fs::remove_file(aside).unwrap();
+        bytes
+    }
+
+    /// A queue recreated in place (the same inode truncated and written again with another
+    /// capacity, as ringfire's legacy creator does) after a frame's check and before its
+    /// reads: that frame showed the new file's items against the old capacity, "queued
+    /// 3/1024". It is not shown; the new file's is, with the line that says it was replaced.
+    #[test]
+    fn a_queue_recreated_in_place_before_the_reads_is_not_shown_with_the_old_capacity() {
+        use std::io::Write as _;
+        let path = Scratch::new("in-place");
+        let aside = Scratch::new("in-place-aside");
+        std::fs::write(&path.0, queue_image(&aside.0, 1024, 0)).unwrap();
+        let new = queue_image(&aside.0, 4, 3);
+        let mut out = Vec::new();
+        let mut reads = 0;
+        run_with(&path.0, 1, Some(2), false, &mut out, || {
+            reads += 1;
+            if reads == 1 {
+                let mut f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .truncate(true)
+                    .open(&path.0)
+                    .unwrap();
+                f.write_all(&new).unwrap();
+            }
+        })
+        .unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(!out.contains("queued 3/1024"), "stale capacity:\n{out}");
+        let frames: Vec<&str> = out.lines().filter(|l| l.contains(" queued ")).collect();
+        assert_eq!(frames.len(), 2, "{out}");
+        assert!(frames.iter().all(|l| l.contains("queued 3/4 ")), "{out}");
+        assert!(out.contains("the file was replaced: now showing the new one"), "{out}");
+    }
 }
