@@ -780,9 +780,14 @@ mod tests {
             Err(std::io::Error::from(std::io::ErrorKind::WouldBlock))
         });
         assert!(spawned.is_err() && !rx.has_waiter());
+        // Records come while the task polls an empty ring, ten at a time: each pause is one
+        // wake-up of this thread, which waits for a core on a loaded machine (a pause
+        // before every record took more than the 60 s below beside two busy processes).
         let late = std::thread::spawn(move || {
             for v in 2..=100u64 {
-                std::thread::sleep(Duration::from_micros(200));
+                if v % 10 == 2 {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
                 tx.push(&v);
             }
             tx
@@ -1112,6 +1117,15 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1));
         }
         assert_eq!(rx.recv().await, 1);
+        // The waiter is back in its loop once the panic has unwound and dropped its clone of
+        // the waker. The panic hook's report comes first: with RUST_BACKTRACE set, a
+        // backtrace whose symbols took more than 5 s to resolve on a loaded machine, which
+        // the timed wait below is not about.
+        let end = std::time::Instant::now() + Duration::from_secs(60);
+        while Arc::strong_count(&panics) > 2 {
+            assert!(std::time::Instant::now() < end, "the panic never unwound");
+            std::thread::sleep(Duration::from_millis(1));
+        }
         // The next wait needs the waiter again: a record published later still arrives.
         let late = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
