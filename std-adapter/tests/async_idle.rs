@@ -24,8 +24,9 @@ fn waiter_threads() -> usize {
         .count()
 }
 
-/// Waits (at most 1 s) until [`waiter_threads`] is `n`: a new thread names itself after it
-/// starts, and an exiting one leaves `/proc` a moment after `join` returned.
+/// Waits (at most 10 s) until [`waiter_threads`] is `n`: a new thread names itself after it
+/// starts, and an exiting one leaves `/proc` a moment after `join` returned (the rest of its
+/// exit, which on a loaded machine waits for a core like any other work).
 fn assert_waiter_threads(n: usize) {
     let t0 = Instant::now();
     loop {
@@ -34,7 +35,7 @@ fn assert_waiter_threads(n: usize) {
             return;
         }
         assert!(
-            t0.elapsed() < Duration::from_secs(1),
+            t0.elapsed() < Duration::from_secs(10),
             "{now} waiter threads, expected {n}"
         );
         std::thread::sleep(Duration::from_millis(1));

@@ -96,8 +96,20 @@ impl Sniffer {
             std::thread::spawn(move || {
                 let mut buf = vec![0u8; 65_536];
                 let t0 = Instant::now();
-                while !stop.load(Ordering::Relaxed) && t0.elapsed() < 2 * DEADLINE {
-                    let Ok(n) = sock.recv(&mut buf) else { continue };
+                let mut draining = false;
+                while t0.elapsed() < 2 * DEADLINE {
+                    if !draining && stop.load(Ordering::Relaxed) {
+                        // What the group got before the stop is queued on the socket: read
+                        // it all (a thread that stopped at once left the last datagrams
+                        // unread when it was behind, as on a loaded machine).
+                        sock.set_nonblocking(true).unwrap();
+                        draining = true;
+                    }
+                    let n = match sock.recv(&mut buf) {
+                        Ok(n) => n,
+                        Err(_) if draining => break,
+                        Err(_) => continue,
+                    };
                     if n >= 16 {
                         seen.lock().unwrap().push(Seen {
                             kind: buf[0],
