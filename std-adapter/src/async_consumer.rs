@@ -773,21 +773,18 @@ mod tests {
     async fn without_a_waiter_thread_every_record_still_arrives() {
         let path =
             std::env::temp_dir().join(format!("ringwire-async-no-waiter-{}", std::process::id()));
-        let mut tx = RingProducer::<u64>::create(&path, 64).unwrap();
+        // Room for every record: a reader starved for 64 publishes (13 ms here, on a loaded
+        // machine) was lapped by a ring of 64 and waited for records it had lost.
+        let mut tx = RingProducer::<u64>::create(&path, 128).unwrap();
         tx.push(&1);
         let consumer = RingConsumer::<u64>::attach(&path).unwrap();
         let (mut rx, spawned) = AsyncRingConsumer::build(consumer, DEFAULT_FUTEX_TIMEOUT, |_| {
             Err(std::io::Error::from(std::io::ErrorKind::WouldBlock))
         });
         assert!(spawned.is_err() && !rx.has_waiter());
-        // Records come while the task polls an empty ring, ten at a time: each pause is one
-        // wake-up of this thread, which waits for a core on a loaded machine (a pause
-        // before every record took more than the 60 s below beside two busy processes).
         let late = std::thread::spawn(move || {
             for v in 2..=100u64 {
-                if v % 10 == 2 {
-                    std::thread::sleep(Duration::from_millis(2));
-                }
+                std::thread::sleep(Duration::from_micros(200));
                 tx.push(&v);
             }
             tx
