@@ -340,7 +340,10 @@ mod tests {
         // A round trip cannot be faster than the timer granularity allows to see as zero;
         // it must be positive and inside the call that timed it.
         let s = lat.summary();
-        assert!(s.p50 > 0 && u128::from(s.p50) <= wall.as_nanos(), "{s} in {wall:?}");
+        assert!(
+            s.p50 > 0 && u128::from(s.p50) <= wall.as_nanos(),
+            "{s} in {wall:?}"
+        );
     }
 
     #[test]
@@ -361,7 +364,10 @@ mod tests {
         let wall = t0.elapsed();
         assert_eq!(lat.len(), rounds);
         let s = lat.summary();
-        assert!(s.p50 > 0 && u128::from(s.p50) <= wall.as_nanos(), "{s} in {wall:?}");
+        assert!(
+            s.p50 > 0 && u128::from(s.p50) <= wall.as_nanos(),
+            "{s} in {wall:?}"
+        );
         let t0 = Instant::now();
         let d = moving_line_round_trips(3 * MOVING_LINES as u64, None);
         let wall = t0.elapsed();

@@ -442,6 +442,9 @@ mod tests {
         let frames: Vec<&str> = out.lines().filter(|l| l.contains(" queued ")).collect();
         assert_eq!(frames.len(), 2, "{out}");
         assert!(frames.iter().all(|l| l.contains("queued 3/4 ")), "{out}");
-        assert!(out.contains("the file was replaced: now showing the new one"), "{out}");
+        assert!(
+            out.contains("the file was replaced: now showing the new one"),
+            "{out}"
+        );
     }
 }

@@ -435,7 +435,11 @@ mod tests {
         let mut parks = Vec::new();
         let mut late = 0;
         while a.losses < u64::from(MISSES_TO_REST) {
-            assert!(a.steady_interval().is_some(), "rested after {} windows", a.losses);
+            assert!(
+                a.steady_interval().is_some(),
+                "rested after {} windows",
+                a.losses
+            );
             // The next expected arrival is one interval after the last one seen.
             let last = Instant::now();
             a.last = Some(last);

@@ -665,9 +665,7 @@ fn a_replaced_ring_is_served_on_the_same_listener() {
         let t0 = std::time::Instant::now();
         let got = loop {
             let mut c = hello_oldest(addr);
-            let frames = read_frames(&mut c, StdDuration::from_secs(5), |f| {
-                records(f).len() >= 3
-            });
+            let frames = read_frames(&mut c, StdDuration::from_secs(5), |f| records(f).len() >= 3);
             let refused = frames.is_empty() && matches!(c.read(&mut [0u8; 16]), Ok(0));
             if !refused || t0.elapsed() > StdDuration::from_secs(30) {
                 break records(&frames);
