@@ -55,9 +55,10 @@ struct Slot {
     path_len: Dep<AtomicUsize>,
 }
 
-impl Slot {
-    #[cfg(not(loom))]
-    const fn new() -> Self {
+/// A free slot: every word 0, the path null. One body for both `Slot::new`s (loom's
+/// atomics cannot be made in a `const fn`).
+macro_rules! free_slot {
+    () => {
         Slot {
             seq: Dep::new(AtomicUsize::new(0)),
             base: Dep::new(AtomicUsize::new(0)),
@@ -65,17 +66,18 @@ impl Slot {
             path: Dep::new(AtomicPtr::new(core::ptr::null_mut())),
             path_len: Dep::new(AtomicUsize::new(0)),
         }
+    };
+}
+
+impl Slot {
+    #[cfg(not(loom))]
+    const fn new() -> Self {
+        free_slot!()
     }
 
     #[cfg(loom)]
     fn new() -> Self {
-        Slot {
-            seq: Dep::new(AtomicUsize::new(0)),
-            base: Dep::new(AtomicUsize::new(0)),
-            len: Dep::new(AtomicUsize::new(0)),
-            path: Dep::new(AtomicPtr::new(core::ptr::null_mut())),
-            path_len: Dep::new(AtomicUsize::new(0)),
-        }
+        free_slot!()
     }
 }
 

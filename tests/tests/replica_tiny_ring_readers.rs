@@ -84,6 +84,23 @@ struct Seen {
     end: u64,
 }
 
+impl Seen {
+    /// Both readers of a run of frames longer than the ring reached `last`, delivered or
+    /// counted lost every sequence to it, and delivered no more than the `written` records
+    /// (a hole is never delivered).
+    fn check_ends(typed: &Seen, raw: &Seen, last: u64, written: u64) {
+        for (who, s) in [("typed", typed), ("raw", raw)] {
+            assert_eq!(s.end, last, "{who} reached the last record");
+            assert_eq!(
+                s.delivered + s.lost,
+                last,
+                "{who}: every sequence delivered or lost"
+            );
+            assert!(s.delivered <= written, "{who}: a hole delivered");
+        }
+    }
+}
+
 /// The typed reader: every record equals the payload of its sequence, sequences increase,
 /// and `lapped_count` accounts for every sequence it passed without delivering it. Reads
 /// until `done` is set and it has reached the `write_seq` of its ring.
@@ -348,15 +365,7 @@ fn readers_of_frames_longer_than_the_ring() {
              written up to {last}; typed {typed:?}; raw {raw:?}"
         );
         assert!(long > 0);
-        for (who, s) in [("typed", &typed), ("raw", &raw)] {
-            assert_eq!(s.end, last, "{who} reached the last record");
-            assert_eq!(
-                s.delivered + s.lost,
-                last,
-                "{who}: every sequence delivered or lost"
-            );
-            assert!(s.delivered <= written, "{who}: a hole delivered");
-        }
+        Seen::check_ends(&typed, &raw, last, written);
     }
 }
 
@@ -436,15 +445,7 @@ fn tcp_mirror_of_frames_longer_than_the_ring() {
          ring; typed {typed:?}; raw {raw:?}"
     );
     assert!(long > 0);
-    for (who, s) in [("typed", &typed), ("raw", &raw)] {
-        assert_eq!(s.end, last, "{who} reached the last record");
-        assert_eq!(
-            s.delivered + s.lost,
-            last,
-            "{who}: every sequence delivered or lost"
-        );
-        assert!(s.delivered <= written, "{who}: a hole delivered");
-    }
+    Seen::check_ends(&typed, &raw, last, written);
 
     /// A DATA frame of records `seq..seq + n`.
     fn data_frame(seq: u64, n: u64) -> Vec<u8> {
