@@ -12,8 +12,16 @@
 #[cfg(target_arch = "x86_64")]
 use std::sync::atomic::{AtomicU8, Ordering};
 
+use zerocopy::{FromBytes, Immutable, KnownLayout};
+
 /// A counter reading and the CPU and NUMA node that took it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+///
+/// ringfire's layout (`#[repr(C)]`: `tsc` at 0, `core_id` at 8, `numa_node` at 10; 16
+/// bytes, the last 4 padding), so records carrying one that ringfire wrote read the same
+/// here: it is [`FromBytes`], and a record type deriving `FromBytes` may hold it. The
+/// padding keeps it from being `IntoBytes`: a record for ringwire's producer to write holds
+/// the three fields and a `u32` for the padding instead (the same bytes for ringfire).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, KnownLayout, Immutable)]
 #[repr(C)]
 pub struct CycleStamp {
     /// The counter: TSC cycles on x86-64, nanoseconds elsewhere.

@@ -132,3 +132,90 @@ fn cycle_stamps_read_ringfires_counter_and_cpu() {
         ringfire::CycleStamp::counter_frequency_hz()
     );
 }
+
+/// A record carrying a stamp, as ringfire writes it (ringfire takes any `Copy` type).
+mod theirs {
+    #[derive(Clone, Copy, Debug)]
+    #[repr(C)]
+    pub struct Stamped {
+        pub stamp: ringfire::CycleStamp,
+        pub seq: u64,
+    }
+}
+
+/// The same record as ringwire reads it: same short name, so the same schema signature.
+mod ours {
+    #[derive(
+        Clone, Copy, Debug, zerocopy::FromBytes, zerocopy::KnownLayout, zerocopy::Immutable,
+    )]
+    #[repr(C)]
+    pub struct Stamped {
+        pub stamp: ringwire::CycleStamp,
+        pub seq: u64,
+    }
+}
+
+#[test]
+fn cycle_stamps_have_ringfires_layout() {
+    use ringfire::CycleStamp as Theirs;
+    use ringwire::CycleStamp as Ours;
+    use std::mem::{align_of, offset_of, size_of};
+    assert_eq!(
+        (size_of::<Ours>(), align_of::<Ours>()),
+        (size_of::<Theirs>(), align_of::<Theirs>())
+    );
+    assert_eq!(
+        [
+            offset_of!(Ours, tsc),
+            offset_of!(Ours, core_id),
+            offset_of!(Ours, numa_node)
+        ],
+        [
+            offset_of!(Theirs, tsc),
+            offset_of!(Theirs, core_id),
+            offset_of!(Theirs, numa_node)
+        ]
+    );
+    assert_eq!(
+        ringwire::compute_layout_signature::<ours::Stamped>(),
+        ringfire::compute_layout_signature::<theirs::Stamped>()
+    );
+}
+
+/// Records carrying ringfire's stamps, and bare stamps, written by ringfire and read by a
+/// ringwire consumer field for field (ringwire's `CycleStamp` was not `FromBytes`, so no
+/// record carrying it could be read at all: this did not compile).
+#[test]
+fn ringfire_records_carrying_a_cycle_stamp_read_the_same_in_ringwire() {
+    let stamped = ringwire_tests::shm::ShmPath::new("names-stamped");
+    let bare = ringwire_tests::shm::ShmPath::new("names-stamp");
+    let mut tx = ringfire::RingProducer::<theirs::Stamped>::create(stamped.path(), 64).unwrap();
+    let mut tx_bare =
+        ringfire::RingProducer::<ringfire::CycleStamp>::create(bare.path(), 64).unwrap();
+    let mut rx = ringwire::RingConsumer::<ours::Stamped>::attach(&stamped).unwrap();
+    let mut rx_bare = ringwire::RingConsumer::<ringwire::CycleStamp>::attach(&bare).unwrap();
+    // Distinct bits in every field (a field read at another offset shows), then real stamps.
+    let mut sent: Vec<ringfire::CycleStamp> = (0..4u16)
+        .map(|i| ringfire::CycleStamp {
+            tsc: 0x0123_4567_89ab_cdef ^ u64::from(i),
+            core_id: 0x0abc + i,
+            numa_node: 0x00f0 + i,
+        })
+        .collect();
+    sent.extend((0..4).map(|_| ringfire::CycleStamp::now()));
+    for (seq, stamp) in (1u64..).zip(&sent) {
+        tx.push(&theirs::Stamped { stamp: *stamp, seq });
+        tx_bare.push(stamp);
+    }
+    for (seq, stamp) in (1u64..).zip(&sent) {
+        let want = ringwire::CycleStamp {
+            tsc: stamp.tsc,
+            core_id: stamp.core_id,
+            numa_node: stamp.numa_node,
+        };
+        let got = rx.try_recv().expect("a record");
+        assert_eq!((got.stamp, got.seq), (want, seq));
+        assert_eq!(rx_bare.try_recv(), Some(want));
+    }
+    assert!(rx.try_recv().is_none() && rx_bare.try_recv().is_none());
+}
