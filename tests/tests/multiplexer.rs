@@ -591,3 +591,162 @@ fn a_dropped_recv_any_loses_no_record() {
         assert_eq!(mux.recv_any().await, (0, rec(0, 1)));
     });
 }
+
+#[test]
+fn a_channel_whose_ring_is_removed_or_replaced_reads_as_ringfires() {
+    let _s = serial();
+    let (paths, mut tx) = rings("mux-replaced", 2, 64);
+    let (mut ours, mut theirs) = both(&paths);
+    tx[0].push(&rec(0, 1));
+    tx[0].push(&rec(0, 2));
+    tx[1].push(&rec(1, 1));
+    // The producer of channel 0 goes, and its drop removes the file: what it published
+    // is still read, from the mapping both consumers hold.
+    drop(tx.remove(0));
+    assert!(
+        std::fs::metadata(paths[0].path()).is_err(),
+        "the ring was removed"
+    );
+    assert!(ours.consumer(0).unwrap().is_replaced());
+    for w in [(0, rec(0, 1)), (1, rec(1, 1)), (0, rec(0, 2))] {
+        assert_eq!(ours.try_recv_any(), Some(w));
+        assert_eq!(theirs.try_recv_any(), Some(w));
+    }
+    // A restarted producer's new ring at the same path: neither multiplexer follows it on
+    // its own (the channel reads its old ring, which never advances again).
+    let mut restarted = RingProducer::<u64>::create(&paths[0], 64).unwrap();
+    restarted.push(&rec(0, 100));
+    tx[0].push(&rec(1, 2));
+    assert_eq!(ours.recv_batch_any(10), [(1, rec(1, 2))]);
+    assert_eq!(theirs.recv_batch_any(10), [(1, rec(1, 2))]);
+    assert!(ours.consumer(0).unwrap().is_replaced());
+    // Re-attached through consumer_mut, the channel keeps its index, name and turn.
+    *ours.consumer_mut(0).unwrap() = RingConsumer::attach(&paths[0]).unwrap();
+    *theirs.consumer_mut(0).unwrap() = ringfire::RingConsumer::attach(paths[0].path()).unwrap();
+    assert!(!ours.consumer(0).unwrap().is_replaced());
+    tx[0].push(&rec(1, 3));
+    for w in [(0, rec(0, 100)), (1, rec(1, 3))] {
+        assert_eq!(ours.try_recv_any(), Some(w));
+        assert_eq!(theirs.try_recv_any(), Some(w));
+    }
+    assert_eq!(ours.channel_name(0), Some("channel_0"));
+    assert_eq!(ours.channel_name(0), theirs.channel_name(0));
+    assert_eq!(ours.try_recv_any(), None);
+    assert_eq!(theirs.try_recv_any(), None);
+}
+
+/// Threads of this process named like the async consumer's waiter.
+fn waiter_threads() -> usize {
+    std::fs::read_dir("/proc/self/task")
+        .unwrap()
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .filter(|c| c.trim_end() == ringwire::async_consumer::WAITER_THREAD_NAME)
+        .count()
+}
+
+/// A waker that only counts its clones (through its `Arc`).
+struct Counted;
+
+impl std::task::Wake for Counted {
+    fn wake(self: std::sync::Arc<Self>) {}
+}
+
+#[test]
+fn cancelled_recv_any_calls_leave_no_thread_or_waker_behind() {
+    let _s = serial();
+    let (paths, mut tx) = rings("mux-cancel-leak", 3, 256);
+    // Waits until the process has `n` waiter threads (an exiting thread leaves /proc a
+    // moment after its join, later on a loaded machine).
+    let settle = |n: usize| {
+        ringwire_tests::wait_until(
+            &format!("{n} waiter threads"),
+            Duration::from_secs(30),
+            || waiter_threads() == n,
+        );
+    };
+    let base = waiter_threads();
+    let mut mux = async_mux(&paths, Duration::from_secs(30));
+    settle(base + 3);
+    let rt = runtime();
+    rt.block_on(async {
+        for round in 0..200u64 {
+            // Polled once (every waiter armed with this task's waker), then dropped.
+            let mut fut = pin!(mux.recv_any());
+            poll_fn(|cx| {
+                assert!(fut.as_mut().poll(cx).is_pending(), "round {round}");
+                Poll::Ready(())
+            })
+            .await;
+        }
+    });
+    // No thread per wait: still one per channel.
+    settle(base + 3);
+    // A waker left with the armed waiters of a dropped wait is let go: replaced by the next
+    // wait's, and released when its channel publishes or the multiplexer drops.
+    let counted = std::sync::Arc::new(Counted);
+    let waker = std::task::Waker::from(std::sync::Arc::clone(&counted));
+    let mut cx = std::task::Context::from_waker(&waker);
+    assert!(mux.poll_recv_any(&mut cx).is_pending());
+    drop(waker);
+    assert_eq!(
+        std::sync::Arc::strong_count(&counted),
+        1 + 3,
+        "one clone per waiter"
+    );
+    tx[1].push(&rec(1, 1));
+    ringwire_tests::wait_until(
+        "channel 1's waiter to wake and drop its waker",
+        Duration::from_secs(30),
+        || std::sync::Arc::strong_count(&counted) == 1 + 2,
+    );
+    assert_eq!(mux.try_recv_any(), Some((1, rec(1, 1))));
+    drop(mux);
+    assert_eq!(
+        std::sync::Arc::strong_count(&counted),
+        1,
+        "the waiters dropped theirs"
+    );
+    settle(base);
+}
+
+/// A record published on any channel at any moment of a `recv_any` poll (before it, while
+/// it tries the channels, while it arms their waiters, after it sleeps) is delivered by a
+/// wake-up: the waiters' futex sleeps (10 min) outlast the 30 s bound, and the bound is
+/// checked first, so a lost wake-up fails the round instead of being rescued by a re-poll.
+#[test]
+fn no_wake_up_is_lost_when_a_record_lands_while_recv_any_goes_to_sleep() {
+    let _s = serial();
+    const ROUNDS: u64 = 300;
+    let (paths, tx) = rings("mux-race", 4, 512);
+    let mut mux = async_mux(&paths, Duration::from_secs(600));
+    let (go_tx, go_rx) = std::sync::mpsc::channel::<u64>();
+    let publisher = std::thread::spawn(move || {
+        let mut tx = tx;
+        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+        while let Ok(round) = go_rx.recv() {
+            // A varying head start for the poll: from none to some tens of microseconds.
+            for _ in 0..rng.below(20_000) {
+                std::hint::spin_loop();
+            }
+            let ch = (round % 4) as usize;
+            tx[ch].push(&rec(ch, round));
+        }
+        tx
+    });
+    let rt = runtime();
+    rt.block_on(async {
+        for round in 1..=ROUNDS {
+            go_tx.send(round).unwrap();
+            let got = tokio::select! {
+                biased;
+                () = tokio::time::sleep(Duration::from_secs(30)) => None,
+                got = mux.recv_any() => Some(got),
+            };
+            let ch = (round % 4) as usize;
+            assert_eq!(got, Some((ch, rec(ch, round))), "round {round}: no wake-up");
+        }
+    });
+    drop(go_tx);
+    drop(publisher.join().unwrap());
+    assert_eq!(mux.try_recv_any(), None);
+}
