@@ -4,10 +4,10 @@
 //!
 //! On x86-64 it is the TSC, read with `rdtscp`, which also returns the `TSC_AUX` value Linux
 //! sets to `node << 12 | cpu`; a CPU without `rdtscp` (checked once with `cpuid`) gets
-//! `rdtsc` and `getcpu(2)`. Elsewhere it counts nanoseconds of a monotonic clock since the
-//! first stamp, with the CPU from `getcpu(2)`, so [`CycleStamp::counter_frequency_hz`] says
-//! 1 GHz. (ringfire reads `cntvct_el0` on AArch64; the two crates' stamps are comparable only
-//! on x86-64, where both read the TSC.)
+//! `rdtsc` and `getcpu(2)`. Elsewhere it counts nanoseconds of `CLOCK_MONOTONIC`, which every
+//! process of the machine shares, with the CPU from `getcpu(2)`, so
+//! [`CycleStamp::counter_frequency_hz`] says 1 GHz. (ringfire reads `cntvct_el0` on AArch64;
+//! the two crates' stamps are comparable only on x86-64, where both read the TSC.)
 
 #[cfg(target_arch = "x86_64")]
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -73,14 +73,12 @@ fn getcpu() -> (u16, u16) {
     (cpu as u16, node as u16)
 }
 
-/// Nanoseconds since the first call in this process (the counter where there is no TSC).
-#[cfg(not(target_arch = "x86_64"))]
+/// `CLOCK_MONOTONIC` in nanoseconds, the counter where there is no TSC: one clock for every
+/// process of the machine (a count from each process's first stamp would not compare a
+/// producer's stamp with the reader's), read through the vDSO, not a system call.
+#[cfg(any(test, not(target_arch = "x86_64")))]
 fn clock_ns() -> u64 {
-    use std::sync::OnceLock;
-    use std::time::Instant;
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let ns = EPOCH.get_or_init(Instant::now).elapsed().as_nanos();
-    u64::try_from(ns).unwrap_or(u64::MAX)
+    crate::sys::clock_ns(libc::CLOCK_MONOTONIC)
 }
 
 impl CycleStamp {
@@ -201,6 +199,19 @@ mod tests {
         }
         // Stamps were checked on at least one CPU, not skipped everywhere.
         assert!(pinned >= 1, "no CPU of {cpus:?} could be pinned");
+    }
+
+    /// The counter where there is no TSC reads one clock for every process of the machine,
+    /// so a stamp a producer took compares with the reader's `now`. (It counted from each
+    /// process's first stamp: a reader's later stamp read as earlier than the producer's.)
+    #[test]
+    fn the_counter_without_a_tsc_is_the_machines_monotonic_clock() {
+        for _ in 0..1000 {
+            let before = crate::sys::clock_ns(libc::CLOCK_MONOTONIC);
+            let ns = clock_ns();
+            let after = crate::sys::clock_ns(libc::CLOCK_MONOTONIC);
+            assert!(before <= ns && ns <= after, "{before} {ns} {after}");
+        }
     }
 
     #[test]
