@@ -155,6 +155,20 @@ mod ours {
     }
 }
 
+/// The same record as ringwire writes it (a stamp is not `IntoBytes`, for its tail
+/// padding): the stamp's fields, then that padding as a field.
+mod ours_written {
+    #[derive(Clone, Copy, Debug, zerocopy::IntoBytes, zerocopy::Immutable)]
+    #[repr(C)]
+    pub struct Stamped {
+        pub tsc: u64,
+        pub core_id: u16,
+        pub numa_node: u16,
+        pub pad: u32,
+        pub seq: u64,
+    }
+}
+
 #[test]
 fn cycle_stamps_have_ringfires_layout() {
     use ringfire::CycleStamp as Theirs;
@@ -218,4 +232,32 @@ fn ringfire_records_carrying_a_cycle_stamp_read_the_same_in_ringwire() {
         assert_eq!(rx_bare.try_recv(), Some(want));
     }
     assert!(rx.try_recv().is_none() && rx_bare.try_recv().is_none());
+}
+
+/// The way the docs give for ringwire's producer to write a stamp: ringfire reads it as its
+/// own stamped record.
+#[test]
+fn a_ringwire_record_holding_a_stamps_fields_reads_as_ringfires_stamped_record() {
+    let path = ringwire_tests::shm::ShmPath::new("names-stamped-rw");
+    let mut tx = ringwire::RingProducer::<ours_written::Stamped>::create(&path, 64).unwrap();
+    let mut rx = ringfire::RingConsumer::<theirs::Stamped>::attach(path.path()).unwrap();
+    let stamp = ringwire::CycleStamp::now();
+    tx.push(&ours_written::Stamped {
+        tsc: stamp.tsc,
+        core_id: stamp.core_id,
+        numa_node: stamp.numa_node,
+        pad: 0,
+        seq: 7,
+    });
+    let got = rx.try_recv().expect("a record");
+    assert_eq!(
+        (
+            got.stamp.tsc,
+            got.stamp.core_id,
+            got.stamp.numa_node,
+            got.seq
+        ),
+        (stamp.tsc, stamp.core_id, stamp.numa_node, 7)
+    );
+    assert!(rx.try_recv().is_none());
 }
