@@ -349,14 +349,18 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
     }
 
     /// [`AsyncRingConsumer::recv`] with how many records were lost just before this one
-    /// (ringfire's `recv_detailed`; see [`RingConsumer::recv_status`]): `(record, 0)` when
-    /// none were.
+    /// (ringfire's `recv_detailed`): `(record, 0)` when none were. The count is the rise of
+    /// [`AsyncRingConsumer::lapped_count`] over the whole wait, so it includes records a
+    /// poll found lost with nothing yet to return (the reader lapped while the producer was
+    /// rewriting the oldest retained slot: [`RingConsumer::recv_status`] says `Empty` then).
+    /// Losses found by an earlier `recv_detailed` dropped before it returned are counted in
+    /// `lapped_count` only.
     pub async fn recv_detailed(&mut self) -> (T, u64) {
+        let before = self.consumer.lapped_count();
         poll_fn(|cx| {
-            self.poll_with(cx, |c| match c.recv_status() {
-                RecvStatus::Ok(item) => Some((item, 0)),
-                RecvStatus::Lapped { skipped, item } => Some((item, skipped)),
-                RecvStatus::Empty => None,
+            self.poll_with(cx, |c| {
+                let item = c.try_recv()?;
+                Some((item, c.lapped_count().saturating_sub(before)))
             })
         })
         .await
@@ -1272,6 +1276,37 @@ mod tests {
         }
         drop(pusher.join().unwrap());
         assert_eq!(got, Ok(9), "the producer and the reader held each other");
+    }
+
+    /// A reader lapped while the producer rewrites its oldest retained slot: the poll that
+    /// counts the lap (records 2..=8) finds record 9 mid-write and returns nothing, and the
+    /// next poll counts 9 lost too and delivers 10. `recv_detailed` said 1 record was lost
+    /// just before 10: the last poll's count alone, the first one's 7 dropped.
+    #[test]
+    fn recv_detailed_counts_the_losses_of_every_poll_it_took() {
+        let t = TmpPath::new("detailed-lap");
+        let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
+        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap()).unwrap();
+        tx.push(&1);
+        assert_eq!(rx.try_recv(), Some(1));
+        for v in 2..=16u64 {
+            tx.push(&v);
+        }
+        // The producer's write of record 17 into record 9's slot, under way.
+        tx.file()
+            .ring()
+            .slot_seq(9)
+            .store(SLOT_WRITING, ringwire_core::sync::Ordering::Release);
+        let waker = Waker::from(Flag::new());
+        let mut cx = Context::from_waker(&waker);
+        {
+            let mut recv = std::pin::pin!(rx.recv_detailed());
+            assert!(recv.as_mut().poll(&mut cx).is_pending());
+            // The write ends: record 9 is gone too.
+            tx.push(&17);
+            assert_eq!(recv.as_mut().poll(&mut cx), Poll::Ready((10, 8)));
+        }
+        assert_eq!(rx.lapped_count(), 8);
     }
 
     #[tokio::test(flavor = "current_thread")]
