@@ -877,8 +877,12 @@ mod tests {
 
     /// Waits (bounded) until a sleeper (the waiter thread) is announced on `rx`'s ring.
     fn until_asleep<T: FromBytes + 'static>(rx: &AsyncRingConsumer<T>) -> bool {
+        until_sleeper(rx.get_ref().file().ring())
+    }
+
+    /// Waits (bounded) until a sleeper is announced on `ring`.
+    fn until_sleeper(ring: &RingView) -> bool {
         let end = std::time::Instant::now() + Duration::from_secs(10);
-        let ring = rx.get_ref().file().ring();
         while ring
             .futex()
             .waiters
@@ -921,6 +925,52 @@ mod tests {
         assert_eq!(got, 7);
         drop(late.join());
         drop(old);
+    }
+
+    /// `recv()` futures dropped while they wait (the losing branch of a `select!`, over and
+    /// over), each followed by a new one, while a lossless producer publishes from another
+    /// thread: every record arrives once, in order. Before each chunk the producer waits
+    /// until the reader's waiter sleeps, so every chunk meets a reader whose waits are being
+    /// cancelled.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn recv_futures_dropped_mid_wait_lose_and_repeat_no_record() {
+        const CHUNKS: u64 = 50;
+        const PER_CHUNK: u64 = 100;
+        let t = TmpPath::new("cancel-churn");
+        let mut tx = RingProducer::<u64>::builder(64)
+            .max_readers(2)
+            .flow_control(crate::FlowControl::LosslessBackpressure)
+            .build::<u64, _>(&t.0)
+            .unwrap();
+        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap()).unwrap();
+        let producer = std::thread::spawn(move || {
+            for c in 0..CHUNKS {
+                if !until_sleeper(tx.file().ring()) {
+                    return Err(c);
+                }
+                for v in c * PER_CHUNK..(c + 1) * PER_CHUNK {
+                    tx.push(&v);
+                }
+            }
+            Ok(tx)
+        });
+        let (mut got, mut cancelled) = (Vec::new(), 0u64);
+        let read = tokio::time::timeout(Duration::from_secs(60), async {
+            while got.len() < (CHUNKS * PER_CHUNK) as usize {
+                tokio::select! {
+                    v = rx.recv() => got.push(v),
+                    () = tokio::task::yield_now() => cancelled += 1,
+                }
+            }
+        })
+        .await;
+        let producer = producer.join().unwrap();
+        assert!(read.is_ok(), "{} records in 60 s", got.len());
+        assert!(producer.is_ok(), "the reader never slept: {producer:?}");
+        assert_eq!(got, (0..CHUNKS * PER_CHUNK).collect::<Vec<u64>>());
+        assert!(cancelled > 0, "no wait was cancelled");
+        assert_eq!(rx.try_recv(), None);
+        assert_eq!(rx.lapped_count(), 0);
     }
 
     /// An executor that frees a task from its waker drops the consumer on the waiter

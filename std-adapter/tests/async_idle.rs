@@ -1,6 +1,7 @@
 //! `AsyncRingConsumer` (feature `tokio`) at rest: an idle awaiting consumer uses ~no CPU, and
-//! dropping it (or `into_inner`) ends its waiter thread at once. These tests count this
-//! process's threads and CPU time, so they run one at a time in their own test binary.
+//! dropping it (or `into_inner`, or shutting down the runtime of the task that owns it) ends
+//! its waiter thread at once. These tests count this process's threads and CPU time, so they
+//! run one at a time in their own test binary.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -145,4 +146,63 @@ fn into_inner_ends_the_waiter_and_returns_a_working_consumer() {
     assert_waiter_threads(before);
     tx.push(&2);
     assert_eq!(inner.try_recv(), Some(2));
+}
+
+/// A runtime shut down while a task that owns a consumer waits in `recv()` drops the task,
+/// and with it the consumer: the runtime's drop returns and the waiter thread ends, on a
+/// current-thread runtime and on a multi-thread one.
+#[test]
+fn a_runtime_shut_down_while_its_task_waits_ends_the_waiter() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::task::Poll;
+
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let t = TmpRing::new("shutdown");
+    let _tx = RingProducer::<u64>::create(&t.0, 64).unwrap();
+    let before = waiter_threads();
+    for multi_thread in [false, true] {
+        let rt = if multi_thread {
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_time()
+                .build()
+                .unwrap()
+        } else {
+            runtime()
+        };
+        // A 30 s futex timeout: the drop must not wait for it.
+        let mut rx = AsyncRingConsumer::with_timeout(
+            RingConsumer::<u64>::attach(&t.0).unwrap(),
+            Duration::from_secs(30),
+        )
+        .unwrap();
+        let waiting = Arc::new(AtomicBool::new(false));
+        let task_waiting = Arc::clone(&waiting);
+        rt.spawn(async move {
+            // The first poll registers the task's waker with the waiter thread.
+            let first = std::future::poll_fn(|cx| Poll::Ready(rx.poll_recv(cx))).await;
+            assert!(first.is_pending(), "nothing was published");
+            task_waiting.store(true, Ordering::SeqCst);
+            rx.recv().await
+        });
+        rt.block_on(async {
+            let t0 = Instant::now();
+            while !waiting.load(Ordering::SeqCst) {
+                assert!(t0.elapsed() < Duration::from_secs(30), "the task never ran");
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+        });
+        assert_waiter_threads(before + 1);
+        // Dropped on a thread of its own, so that a hang fails the test instead of stalling it.
+        let (done, dropped) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(rt);
+            let _ = done.send(());
+        });
+        dropped
+            .recv_timeout(Duration::from_secs(30))
+            .unwrap_or_else(|_| panic!("the runtime's drop hung (multi-thread: {multi_thread})"));
+        assert_waiter_threads(before);
+    }
 }
