@@ -1,7 +1,7 @@
 //! Raw record access for a replication source (spec §20.1 on fixed-record rings): the §4.3
 //! read on raw bytes, with the lap rule of §20.2, without knowing the record type.
 
-use crate::layout::{lap_possible, oldest_retained};
+use crate::layout::{LaterSeq, later_seq, oldest_retained};
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
 
@@ -62,21 +62,15 @@ pub fn read_record(view: &RingView, seq: u64, dst: &mut [u8]) -> RawRead {
             let w = view.write_seq().load(Ordering::Acquire);
             // Relaxed: only a bound on the tickets handed out (an MPMC-flagged ring's).
             let newest = w.max(view.claim_seq().load(Ordering::Relaxed));
-            if lap_possible(seen, newest, view.capacity()) {
-                lapped_by(seen)
-            } else if seq <= w {
-                // A corrupt slot, or one a mirror wrote in a frame longer than the ring (it
-                // publishes once per frame): the record is lost, and the next is read after
-                // it, or at the oldest that `w` leaves in the ring when that is further (a
-                // record behind it is overwritten whatever its slot holds).
-                RawRead::Lapped {
-                    resume_at: seq
-                        .saturating_add(1)
-                        .max(oldest_retained(w, view.capacity())),
-                }
-            } else {
-                // Not written yet: its writer stores the right sequence there.
-                RawRead::Pending
+            match later_seq(seq, seen, w, newest, view.capacity()) {
+                LaterSeq::Lap => lapped_by(seen),
+                // Behind a mirror's frame longer than the ring: gone whatever its slot holds.
+                LaterSeq::Behind { oldest } => RawRead::Lapped { resume_at: oldest },
+                // A corrupt slot: the record is lost, and the next is read after it.
+                LaterSeq::Lost => RawRead::Lapped {
+                    resume_at: seq.saturating_add(1),
+                },
+                LaterSeq::NotYet => RawRead::Pending,
             }
         }
     }

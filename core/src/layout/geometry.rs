@@ -34,6 +34,48 @@ pub const fn lap_possible(seen: u64, w: u64, cap: u64) -> bool {
     w >= super::SEQ_LIMIT || (seen < super::SEQ_LIMIT && seen <= w.saturating_add(cap))
 }
 
+/// What a reader makes of record `seq` whose slot holds the later sequence `seen`
+/// ([`later_seq`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum LaterSeq {
+    /// A later lap's write ([`lap_possible`]): the §4.3 lap rule applies, the reader
+    /// moving to `oldest_retained(max(write_seq, seen), C)` when that is past `seq`.
+    Lap,
+    /// No lap could have stored `seen`, but `seq` is behind `oldest`, the oldest record
+    /// that `write_seq` leaves in the ring: overwritten whatever its slot holds (a mirror's
+    /// frame longer than the ring, written before its one publish). Resume at `oldest`.
+    Behind {
+        /// `oldest_retained(write_seq, C)`, greater than `seq`.
+        oldest: u64,
+    },
+    /// A corrupt slot at a published sequence still in the ring: the record alone is lost,
+    /// and the next one is read after it.
+    Lost,
+    /// Not published yet: its writer stores the right sequence there when it writes it.
+    NotYet,
+}
+
+/// The lap rule for record `seq` whose slot holds the later sequence `seen`, `w` being
+/// `write_seq` loaded after the slot and `newest` the newest sequence a writer may have
+/// stored then (`w`, or on an MPMC-flagged ring the larger of it and `claim_seq`), both as
+/// [`lap_possible`] takes them. One rule for every raw reader of a ring (the hub's collect,
+/// a source's session), so that they skip the same records.
+#[inline]
+pub const fn later_seq(seq: u64, seen: u64, w: u64, newest: u64, cap: u64) -> LaterSeq {
+    if lap_possible(seen, newest, cap) {
+        return LaterSeq::Lap;
+    }
+    let oldest = oldest_retained(w, cap);
+    if seq < oldest {
+        LaterSeq::Behind { oldest }
+    } else if seq <= w {
+        LaterSeq::Lost
+    } else {
+        LaterSeq::NotYet
+    }
+}
+
 /// Slot stride for a payload of `size` bytes aligned to `align` (spec §4.1). A stride that
 /// does not fit in a `usize` (no Rust type is that large) saturates at `usize::MAX`, which
 /// every [`Geometry`] constructor refuses ([`GeometryError::BadStride`]).
@@ -413,6 +455,57 @@ mod tests {
         // A capacity of 0 (no ring has one) overflowed: a panic in debug builds.
         assert_eq!(oldest_retained(u64::MAX, 0), u64::MAX);
         assert_eq!(oldest_retained(7, 0), 8);
+    }
+
+    /// The lap rule's edges: a ring of one slot, a ring with nothing published, sequences
+    /// and `write_seq` near `u64::MAX` (nothing overflows, a corrupt header is a lap).
+    #[test]
+    fn later_seq_edges() {
+        use super::super::SEQ_LIMIT;
+        use LaterSeq::*;
+        let w = SEQ_LIMIT - 1;
+        // (seq, seen, write_seq, newest, capacity) and the verdict.
+        let cases = [
+            // Capacity 4, write_seq 20: 21..=24 is the next lap, 17..=20 the ring.
+            ((18, 24, 20, 20, 4), Lap),
+            ((2, 30, 20, 20, 4), Behind { oldest: 17 }),
+            ((16, 25, 20, 20, 4), Behind { oldest: 17 }),
+            ((17, 25, 20, 20, 4), Lost),
+            ((20, 25, 20, 20, 4), Lost),
+            ((21, 25, 20, 20, 4), NotYet),
+            // An MPMC ring's tickets in flight make a later lap possible.
+            ((18, 25, 20, 21, 4), Lap),
+            // Capacity 1: the ring holds `w` alone; a lap is `w + 1`.
+            ((5, 6, 5, 5, 1), Lap),
+            ((5, 7, 5, 5, 1), Lost),
+            ((4, 7, 5, 5, 1), Behind { oldest: 5 }),
+            ((6, 8, 5, 5, 1), NotYet),
+            ((1, 3, 0, 0, 1), NotYet),
+            ((1, 2, 0, 0, 1), NotYet),
+            ((0, 1, 0, 0, 1), Lap),
+            // write_seq 0: nothing published, nothing behind the ring (oldest 1).
+            ((1, 4, 0, 0, 4), Lap),
+            ((1, 5, 0, 0, 4), NotYet),
+            ((0, 5, 0, 0, 4), Behind { oldest: 1 }),
+            // Near u64::MAX: a write_seq (or claim_seq) at or past SEQ_LIMIT is a corrupt
+            // header, judged a lap; a slot at or past it is never a lap.
+            ((1, 2, u64::MAX, u64::MAX, 4), Lap),
+            ((1, u64::MAX, 3, u64::MAX, 1), Lap),
+            ((u64::MAX - 1, u64::MAX, 3, 3, 4), NotYet),
+            ((1, u64::MAX, 3, 3, 4), Lost),
+            ((1, SEQ_LIMIT, 8, 8, 4), Behind { oldest: 5 }),
+            ((w, SEQ_LIMIT, w, w, u64::MAX), Lost),
+            ((w - 2, w - 1, w - 2, w - 2, 1), Lap),
+            ((w - 1, w, w - 2, w - 2, 1), NotYet),
+            // `w + cap` saturates instead of wrapping to a small bound.
+            ((1, w, 3, 3, u64::MAX), Lap),
+            ((0, SEQ_LIMIT, w, w, 1), Behind { oldest: w }),
+            ((u64::MAX, SEQ_LIMIT, w, w, 1), NotYet),
+        ];
+        for ((seq, seen, ws, newest, cap), want) in cases {
+            let args = (seq, seen, ws, newest, cap);
+            assert_eq!(later_seq(seq, seen, ws, newest, cap), want, "{args:?}");
+        }
     }
 
     #[test]

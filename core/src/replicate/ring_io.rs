@@ -12,7 +12,7 @@ use crate::broadcast::blob::{
 };
 use crate::error::InitError;
 use crate::layout::{
-    BlobRef, Flags, Geometry, SEQ_LIMIT, SLOT_WRITING, lap_possible, oldest_retained,
+    BlobRef, Flags, Geometry, LaterSeq, SEQ_LIMIT, SLOT_WRITING, later_seq, oldest_retained,
 };
 use crate::region::Region;
 use crate::ring::{Expect, RingView, SlotRead};
@@ -174,14 +174,11 @@ impl RingSource {
     #[cold]
     fn overwritten(&self, seq: u64, seen: u64) -> ReadRecord {
         let w = self.write_seq();
-        if lap_possible(seen, w, self.0.capacity()) {
-            ReadRecord::Overwritten { seen }
-        } else if seq < oldest_retained(w, self.0.capacity()) {
-            ReadRecord::Overwritten { seen: w }
-        } else if seq <= w {
-            ReadRecord::Lost
-        } else {
-            ReadRecord::Pending
+        match later_seq(seq, seen, w, w, self.0.capacity()) {
+            LaterSeq::Lap => ReadRecord::Overwritten { seen },
+            LaterSeq::Behind { .. } => ReadRecord::Overwritten { seen: w },
+            LaterSeq::Lost => ReadRecord::Lost,
+            LaterSeq::NotYet => ReadRecord::Pending,
         }
     }
 
