@@ -1,12 +1,14 @@
 //! Settings shared by the loopback replication tests: one transport choice, the serve and
-//! mirror options every such test starts from.
+//! mirror options every such test starts from, and ringfire 0.5.2's server set up the same
+//! way for the interop tests.
 
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, UdpSocket};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
+use ringfire::replication::{MulticastConfig as RfMulticast, ReplicaServer as RfServer};
 use ringwire::ReadOnlyRing;
 use ringwire::core::replicate::Start;
 use ringwire::core::{SlotRead, oldest_retained};
@@ -124,6 +126,57 @@ pub fn spawn_server(
     let addr = server.local_addr().unwrap();
     let stop = StopOnDrop(server.shutdown_handle());
     (addr, stop, server.spawn().unwrap())
+}
+
+/// A UDP port free right now on loopback (ringfire's unicast needs a fixed port).
+pub fn free_udp_port() -> u16 {
+    UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|s| s.local_addr())
+        .expect("a free loopback UDP port")
+        .port()
+}
+
+/// ringfire 0.5.2's server of the ring at `path`, listening on `ip` (any port), for
+/// `mode`: multicast to `group` out through loopback (TTL 0), or unicast from a UDP port
+/// free now in datagrams of 1472 bytes. Not running yet.
+pub fn ringfire_server(path: &Path, ip: Ipv4Addr, mode: Mode, group: SocketAddrV4) -> RfServer {
+    let s = RfServer::bind(path, (ip, 0)).expect("ringfire ReplicaServer::bind");
+    match mode {
+        Mode::Tcp => s,
+        Mode::Multicast => s.multicast(
+            RfMulticast::new(*group.ip(), group.port())
+                .interface(Ipv4Addr::LOCALHOST)
+                .ttl(0),
+        ),
+        Mode::Unicast => s.unicast(free_udp_port(), 1472),
+    }
+}
+
+/// Starts ringfire's `server` for one mirror of `mode`. TCP: `serve_one` on its own thread,
+/// which returns once that mirror hangs up (join it with [`assert_served`]). UDP:
+/// `serve_one` sends no datagrams, so `spawn`, whose threads cannot be stopped and are left
+/// to the end of the test process: `None`.
+pub fn start_ringfire(server: RfServer, mode: Mode) -> Option<JoinHandle<Result<(), String>>> {
+    if mode == Mode::Tcp {
+        Some(std::thread::spawn(move || {
+            server.serve_one().map_err(|e| e.to_string())
+        }))
+    } else {
+        drop(server.spawn().expect("spawn ringfire's server"));
+        None
+    }
+}
+
+/// Joins a thread that ran `serve_one` (ringfire's, as [`start_ringfire`] starts it, or
+/// ringwire's): it ended cleanly, or with the disconnect error that ringfire's CLI swallows
+/// (its heartbeat write met the mirror's closed socket). `what` names the run in a failure.
+pub fn assert_served(served: JoinHandle<Result<(), String>>, what: &str) {
+    if let Err(m) = served.join().expect("serve_one's thread") {
+        assert!(
+            m.contains("reset") || m.contains("Broken pipe"),
+            "{what}: serve_one: {m}"
+        );
+    }
 }
 
 /// A GEOMETRY frame a fake source sends: a fixed ring of `capacity` slots of 32 bytes

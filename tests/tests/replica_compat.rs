@@ -12,7 +12,9 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ringwire::{Mirror, MirrorStart, MulticastConfig, ReplicaError, ReplicaServer};
-use ringwire_tests::replica::{Mode, StopOnDrop, spawn_server};
+use ringwire_tests::replica::{
+    Mode, StopOnDrop, assert_served, ringfire_server, spawn_server, start_ringfire,
+};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -35,15 +37,6 @@ fn mcast(idx: u16) -> SocketAddrV4 {
         Ipv4Addr::new(239, 255, 102, idx as u8),
         20_000 + (pid % 2_000) as u16 * 8 + idx,
     )
-}
-
-/// A UDP port free right now on loopback (ringfire's unicast needs a fixed port).
-fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Records 1..=n of the mirror ring equal the source's, and nothing beyond n was written.
@@ -234,34 +227,13 @@ fn ringfire_to_ours(mode: Mode, idx: u16) {
 
 /// [`ringfire_to_ours`] with ringfire's server bound to `bind` and dialled at `dial`.
 fn ringfire_to_ours_at(mode: Mode, idx: u16, bind: Ipv4Addr, dial: Ipv4Addr) {
-    use ringfire::replication::{MulticastConfig as RfMc, ReplicaServer as RfServer};
     let src = ShmPath::new(&format!("cmp-ro-src-{idx}"));
     let dst = ShmPath::new(&format!("cmp-ro-dst-{idx}"));
     let mut producer = ringfire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
     publish(&mut |s| producer.push(&payload(s)), 1, N / 2);
-    let mut server = RfServer::bind(src.path(), (bind, 0)).unwrap();
-    match mode {
-        Mode::Tcp => {}
-        Mode::Multicast => {
-            let g = mcast(idx);
-            server = server.multicast(
-                RfMc::new(*g.ip(), g.port())
-                    .interface(Ipv4Addr::LOCALHOST)
-                    .ttl(0),
-            );
-        }
-        Mode::Unicast => server = server.unicast(free_udp_port(), 1472),
-    }
+    let server = ringfire_server(src.path(), bind, mode, mcast(idx));
     let addr = std::net::SocketAddr::from((dial, server.local_addr().unwrap().port()));
-    // TCP: serve_one ends when our mirror hangs up; UDP: the thread is left running.
-    let served = if mode == Mode::Tcp {
-        Some(std::thread::spawn(move || {
-            server.serve_one().map_err(|e| e.to_string())
-        }))
-    } else {
-        drop(server.spawn().unwrap());
-        None
-    };
+    let served = start_ringfire(server, mode);
     let mut mirror = Mirror::builder()
         .start(MirrorStart::Oldest)
         .interface(Ipv4Addr::LOCALHOST)
@@ -287,13 +259,7 @@ fn ringfire_to_ours_at(mode: Mode, idx: u16, bind: Ipv4Addr, dial: Ipv4Addr) {
     let (seq, gaps) = (mirror.sequence(), mirror.gaps());
     drop(mirror);
     if let Some(h) = served {
-        // Ended cleanly, or with the disconnect error its CLI swallows.
-        if let Err(m) = h.join().unwrap() {
-            assert!(
-                m.contains("reset") || m.contains("Broken pipe"),
-                "serve_one: {m}"
-            );
-        }
+        assert_served(h, &format!("{mode:?}"));
     }
     assert!(caught_up, "mirror at {seq} of {N}");
     assert_eq!((seq, gaps), (N, 0));
@@ -603,7 +569,6 @@ fn connect_fails_when_the_source_never_sends_geometry() {
 /// silence deadline is 1 s (5 TCP heartbeat intervals) alive with its heartbeats: after
 /// 1.5 s without records the copy still runs and takes the next record.
 fn idle_source_keeps_the_mirror(mode: Mode, ringfire_source: bool, idx: u16) {
-    use ringfire::replication::ReplicaServer as RfServer;
     let src = ShmPath::new(&format!("cmp-quiet-src-{idx}"));
     let dst = ShmPath::new(&format!("cmp-quiet-dst-{idx}"));
     let mut push: Box<dyn FnMut(u64)> = if ringfire_source {
@@ -618,10 +583,7 @@ fn idle_source_keeps_the_mirror(mode: Mode, ringfire_source: bool, idx: u16) {
     push(1);
     let mut ours = None;
     let addr = if ringfire_source {
-        let mut server = RfServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
-        if mode == Mode::Unicast {
-            server = server.unicast(free_udp_port(), 1472);
-        }
+        let server = ringfire_server(src.path(), Ipv4Addr::LOCALHOST, mode, mcast(idx));
         let addr = server.local_addr().unwrap();
         // ringfire's server cannot be stopped: its thread is left to the end of the process.
         drop(server.spawn().unwrap());

@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use ringwire::ReadOnlyRing;
 use ringwire::core::SlotRead;
-use ringwire_tests::replica::Mode;
+use ringwire_tests::replica::{Mode, assert_served, ringfire_server, start_ringfire};
 use ringwire_tests::shm::ShmPath;
 
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -45,14 +45,6 @@ fn mcast(idx: u16) -> SocketAddrV4 {
         Ipv4Addr::new(239, 255, 103, idx as u8),
         24_000 + (pid % 2_000) as u16 * 8 + idx % 8,
     )
-}
-
-fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 fn fill(seq: u64, out: &mut [u8]) {
@@ -232,20 +224,7 @@ fn run(
             addr
         }
         Side::Rf => {
-            use ringfire::replication::{MulticastConfig as RfMc, ReplicaServer as RfServer};
-            let mut s = RfServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
-            match mode {
-                Mode::Tcp => {}
-                Mode::Multicast => {
-                    let g = mcast(idx);
-                    s = s.multicast(
-                        RfMc::new(*g.ip(), g.port())
-                            .interface(Ipv4Addr::LOCALHOST)
-                            .ttl(0),
-                    );
-                }
-                Mode::Unicast => s = s.unicast(free_udp_port(), 1472),
-            }
+            let s = ringfire_server(src.path(), Ipv4Addr::LOCALHOST, mode, mcast(idx));
             let addr = s.local_addr().unwrap();
             drop(s.spawn().unwrap());
             addr
@@ -715,9 +694,7 @@ fn restart_under_ringwire_mirror(idx: u16, server: Side) {
             addr
         }
         Side::Rf => {
-            let s =
-                ringfire::replication::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0))
-                    .unwrap();
+            let s = ringfire_server(src.path(), Ipv4Addr::LOCALHOST, Mode::Tcp, mcast(idx));
             let addr = s.local_addr().unwrap();
             drop(s.spawn().unwrap());
             addr
@@ -847,14 +824,9 @@ fn serve_one_after_a_restart(idx: u16, server: Side, mirror: Side) {
             (addr, j)
         }
         Side::Rf => {
-            let s =
-                ringfire::replication::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0))
-                    .unwrap();
+            let s = ringfire_server(src.path(), Ipv4Addr::LOCALHOST, Mode::Tcp, mcast(idx));
             let addr = s.local_addr().unwrap();
-            (
-                addr,
-                std::thread::spawn(move || s.serve_one().map_err(|e| e.to_string())),
-            )
+            (addr, start_ringfire(s, Mode::Tcp).expect("serve_one"))
         }
     };
     // The server is waiting for its mirror when the producer restarts.
@@ -865,13 +837,7 @@ fn serve_one_after_a_restart(idx: u16, server: Side, mirror: Side) {
         (new.0)(s);
     }
     let got = session(mirror, addr, dst.path(), false, 10, Mode::Tcp);
-    let r = served.join().unwrap();
-    if let Err(m) = r {
-        assert!(
-            m.contains("reset") || m.contains("Broken pipe"),
-            "{idx}: serve_one: {m}"
-        );
-    }
+    assert_served(served, &format!("{idx}"));
     assert_eq!(got, (1, false, 10), "{idx} {server:?}->{mirror:?}");
     let ring = ReadOnlyRing::open(dst.path()).unwrap();
     let mut buf = vec![0u8; ring.geometry().record_len()];

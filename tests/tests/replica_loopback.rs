@@ -18,7 +18,9 @@ use ringwire::replica::mirror::{self, MirrorOptions, MirrorSummary};
 use ringwire::replica::serve::{ServeSummary, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingConsumer, RingFile, RingProducer};
 use ringwire_tests::records::Aligned64;
-use ringwire_tests::replica::{Mode, SetOnDrop, mirror_options, serve_options};
+use ringwire_tests::replica::{
+    Mode, SetOnDrop, assert_served, mirror_options, ringfire_server, serve_options, start_ringfire,
+};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -294,15 +296,6 @@ fn ringfire_serve_multicast_from_another_address_than_the_tcp_peer() {
     );
 }
 
-/// A UDP port free right now on loopback (ringfire's unicast needs a fixed port).
-fn free_udp_port() -> u16 {
-    std::net::UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// ringfire 0.5.2 `ReplicaServer` → ringwire mirror. ringfire's server cannot be stopped in
 /// UDP modes (its `run` and UDP thread loop forever), so that thread is left to the end of
 /// the test process; its ring file is still removed.
@@ -313,43 +306,17 @@ fn ringfire_to_ringwire(mode: Mode, idx: u16, dup: u8, n: u64, rate: u64) {
 /// [`ringfire_to_ringwire`] with the server's TCP listener on `tcp_ip` (multicast still goes
 /// out through 127.0.0.1).
 fn ringfire_at_to_ringwire(tcp_ip: Ipv4Addr, mode: Mode, idx: u16, dup: u8, n: u64, rate: u64) {
-    use ringfire::replication::{MulticastConfig, ReplicaServer};
     let src = ShmPath::new(&format!("rf-src-{idx}"));
     let dst = ShmPath::new(&format!("rf-dst-{idx}"));
     let mut producer = ringfire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
-    let mut server = ReplicaServer::bind(src.path(), (tcp_ip, 0))
-        .unwrap()
-        .duplicate(dup);
-    match mode {
-        Mode::Tcp => {}
-        Mode::Multicast => {
-            let g = mcast(idx);
-            server = server.multicast(
-                MulticastConfig::new(*g.ip(), g.port())
-                    .interface(Ipv4Addr::LOCALHOST)
-                    .ttl(0),
-            );
-        }
-        Mode::Unicast => server = server.unicast(free_udp_port(), 1472),
-    }
+    let server = ringfire_server(src.path(), tcp_ip, mode, mcast(idx)).duplicate(dup);
     let addr = server.local_addr().unwrap();
     let stop = AtomicBool::new(false);
     let mo = mirror_options(addr, dst.path(), mode);
-    let served = &std::sync::Mutex::new(None::<String>);
+    let _wake = WakeAccept(addr);
+    let served = start_ringfire(server, mode);
     let sum = std::thread::scope(|sc| {
         let _stop = SetOnDrop(&stop);
-        let _wake = WakeAccept(addr);
-        if mode == Mode::Tcp {
-            sc.spawn(move || {
-                let r = server.serve_one();
-                *served.lock().unwrap() = Some(match r {
-                    Ok(()) => "ok".into(),
-                    Err(e) => e.to_string(),
-                });
-            });
-        } else {
-            drop(server.spawn().unwrap());
-        }
         let m = sc.spawn(|| mirror::run(&mo, &stop));
         wait_until("the mirror ring", Duration::from_secs(10), || {
             ReadOnlyRing::open(dst.path()).is_ok()
@@ -365,16 +332,10 @@ fn ringfire_at_to_ringwire(tcp_ip: Ipv4Addr, mode: Mode, idx: u16, dup: u8, n: u
     assert_eq!(sum.last_seq, n);
     assert_eq!(sum.connections, 1, "{sum:?}");
     assert_eq!(sum.counters.gaps, 0, "{sum:?}");
-    if mode == Mode::Tcp {
-        // serve_one returned once our mirror hung up: cleanly, or with the disconnect-type
-        // error its CLI swallows (its heartbeat write met our closed socket).
-        let r = served.lock().unwrap().clone().expect("serve_one returned");
-        assert!(
-            r == "ok" || r.contains("reset") || r.contains("Broken pipe"),
-            "serve_one: {r}"
-        );
-    } else {
-        assert!(sum.counters.datagrams > 0, "{sum:?}");
+    match served {
+        // serve_one returned once our mirror hung up.
+        Some(h) => assert_served(h, &format!("{mode:?}")),
+        None => assert!(sum.counters.datagrams > 0, "{sum:?}"),
     }
     drop(producer);
 }
