@@ -166,23 +166,107 @@ fn publish_wakes_a_sleeper_long_before_its_timeout() {
     );
 }
 
+/// The six arguments of the system call that thread `tid` of this process is blocked in
+/// (`/proc/<pid>/task/<tid>/syscall`), when it is blocked in `nr`; `None` while it runs or
+/// is in another call.
+fn blocked_in(tid: libc::pid_t, nr: libc::c_long) -> Option<[u64; 6]> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
+    let mut f = s.split_whitespace();
+    if f.next()?.parse::<libc::c_long>().ok()? != nr {
+        return None;
+    }
+    let mut args = [0u64; 6];
+    for a in &mut args {
+        *a = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
+    }
+    Some(args)
+}
+
+/// The times thread `tid` of this process has blocked (`voluntary_ctxt_switches`): it goes
+/// up each time the thread is switched out to wait, so a thread seen blocked at two moments
+/// with the same count was blocked in one wait all along.
+fn times_blocked(tid: libc::pid_t) -> Option<u64> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("voluntary_ctxt_switches:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// Returns once the sleeper thread `tid` (of `h`) is blocked in `FUTEX_WAIT` on `r`'s futex
+/// word with a timeout of more than a day, or at once if the sleeper ended (its join
+/// tells how). A sleep with no timeout and a deferred barrier makes two such waits, alike
+/// from outside but for their timeouts: the first is cut at the deferral (1 ms) for the
+/// barrier, and only the second is unbounded. Fails after 30 s.
+fn await_unbounded_futex_wait<T>(r: &RingFile, tid: libc::pid_t, h: &JoinHandle<T>) {
+    use std::os::unix::fs::FileExt;
+    let word = view(r).futex_word().as_ptr() as u64;
+    let in_wait = || match blocked_in(tid, libc::SYS_futex) {
+        Some([w, op, _, ts, ..]) if w == word && op == libc::FUTEX_WAIT as u64 && ts != 0 => {
+            Some(ts)
+        }
+        _ => None,
+    };
+    // This process's memory, to read the timespec the waiting thread passed.
+    let mem = std::fs::File::open("/proc/self/mem").expect("/proc/self/mem");
+    let t0 = Instant::now();
+    while !h.is_finished() {
+        let before = times_blocked(tid);
+        if let Some(ts) = in_wait() {
+            let mut b = [0u8; 8];
+            // tv_sec, the timespec's first field, taken as that wait's only if the thread
+            // was still in it afterwards, not blocked again since.
+            if mem.read_exact_at(&mut b, ts).is_ok()
+                && in_wait() == Some(ts)
+                && before.is_some()
+                && times_blocked(tid) == before
+                && i64::from_ne_bytes(b) > 86_400
+            {
+                return;
+            }
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the sleeper never blocked in an unbounded FUTEX_WAIT"
+        );
+        std::thread::yield_now();
+    }
+}
+
+/// Returns once `h` has ended; fails after 30 s.
+fn await_end<T>(h: &JoinHandle<T>, what: &str) {
+    let t0 = Instant::now();
+    while !h.is_finished() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "{what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
 #[test]
 fn an_unbounded_timeout_with_a_deferred_barrier_sleeps_until_woken() {
     // `Duration::MAX` is "no timeout" to a caller; the deferred barrier's split of the
     // sleep must not compute an end instant from it (that overflowed and panicked).
     let (_p, r) = ring("maxwait");
     let w = FutexWait::new(0, Some(Duration::MAX)).with_deferred_barrier(Duration::from_millis(1));
-    let (h, _) = sleeper(&r, w);
-    await_announcement(&r);
-    // Past the 1 ms deferral: the barrier has run and the second sleep has begun. (Both
-    // sleeps look alike from outside, blocked in FUTEX_WAIT, so this one waits out the
-    // deferral with a margin of 50 times it.)
-    std::thread::sleep(Duration::from_millis(50));
-    publish(&r, 1);
-    let (took, stats) = h.join().expect("the sleeper panicked");
-    assert!(took < Duration::from_secs(5), "woke only after {took:?}");
-    assert_eq!(stats.timed_out, 0, "{stats:?}");
+    let (h, tid) = sleeper(&r, w);
+    // Past the 1 ms deferral: the barrier has run and the unbounded wait has begun.
+    await_unbounded_futex_wait(&r, tid, &h);
+    if !h.is_finished() {
+        assert_eq!(view(&r).waiting_consumers().load(Ordering::Acquire), 1);
+        publish(&r, 1);
+        await_end(&h, "the publish did not wake the sleeper within 30 s");
+    }
+    let (_, stats) = h.join().expect("the sleeper panicked");
+    // One sleep, split once by the barrier and ended by the publish.
+    assert_eq!(stats.sleeps, 1, "{stats:?}");
     assert_eq!(stats.late_barriers, 1, "{stats:?}");
+    assert_eq!(stats.timed_out, 0, "{stats:?}");
+    assert_eq!(
+        stats.woken + stats.changed + stats.late_found,
+        1,
+        "{stats:?}"
+    );
 }
 
 #[test]
