@@ -138,6 +138,16 @@ pub enum AttachError {
         /// The header's `claim_seq`.
         claim_seq: u64,
     },
+    /// An MPMC ring's `read_seq` is past its `claim_seq`: consumers take no ticket until
+    /// producers have claimed up to `read_seq`, and those skipped are never counted lost
+    /// (consumers only move `read_seq` to a ticket already claimed; only a corrupt header
+    /// gets there).
+    ReadSeqPastClaimSeq {
+        /// The header's `read_seq`.
+        read_seq: u64,
+        /// The header's `claim_seq`, loaded after it.
+        claim_seq: u64,
+    },
 }
 
 impl fmt::Display for AttachError {
@@ -261,6 +271,15 @@ impl fmt::Display for AttachError {
                     "claim_seq {claim_seq:#x} leaves no valid ticket for a producer"
                 )
             }
+            ReadSeqPastClaimSeq {
+                read_seq,
+                claim_seq,
+            } => write!(
+                f,
+                "MPMC read_seq {read_seq} is past claim_seq {claim_seq}: consumers would take \
+                 no ticket until {} more were claimed, and count none of them lost",
+                read_seq - claim_seq
+            ),
         }
     }
 }

@@ -273,6 +273,39 @@ fn a_broadcast_ring_is_refused_with_a_clear_error() {
     assert_eq!(rf_cons.try_recv(), None);
 }
 
+/// A header whose `read_seq` is past `claim_seq` (no consumer moves it there: a corrupt
+/// file) is refused at attach, naming the file and both values. ringfire's consumer
+/// attaches and receives none of the next pushes, and counts none lost; ours did the same.
+#[test]
+fn a_ring_whose_read_seq_is_past_claim_seq_is_refused_with_both_values() {
+    let p = ShmPath::new("lmpmc-read-seq");
+    let prod = MpmcProducer::<u64>::create(&p, 8).unwrap();
+    assert_eq!(prod.push(&1), 1);
+    // SAFETY: the view is used only while `prod`, which maps the file, is alive.
+    let view = unsafe { prod.file().view() };
+    view.read_seq().store(50, Ordering::SeqCst);
+    let e = MpmcQueueConsumer::<u64>::attach(&p).unwrap_err();
+    assert_eq!(
+        e.attach_error(),
+        Some(AttachError::ReadSeqPastClaimSeq {
+            read_seq: 50,
+            claim_seq: 2
+        }),
+        "{e}"
+    );
+    let msg = e.to_string();
+    assert!(
+        msg.contains(&*p.path().to_string_lossy()) && msg.contains("read_seq 50"),
+        "{msg}"
+    );
+    let mut rf = ringfire::MpmcQueueConsumer::<u64>::attach(&p).unwrap();
+    for v in 2..=9 {
+        assert_eq!(prod.push(&v), v);
+    }
+    assert_eq!(rf.try_recv(), None);
+    assert_eq!(rf.dropped_count(), 0);
+}
+
 #[test]
 fn a_lapped_consumer_counts_exactly_what_it_lost() {
     // The same pushes and receives on a ring of ours with our consumer and on a ringfire

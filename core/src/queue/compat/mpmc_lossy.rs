@@ -330,9 +330,21 @@ pub struct LossyMpmcConsumer {
 }
 
 impl LossyMpmcConsumer {
-    /// A consumer on `ring`, which must be MPMC-flagged.
+    /// A consumer on `ring`, which must be MPMC-flagged. A `read_seq` past `claim_seq` (a
+    /// corrupt header) is refused with [`AttachError::ReadSeqPastClaimSeq`].
     pub fn new(ring: RingView) -> Result<LossyMpmcConsumer, AttachError> {
         check_mpmc(&ring)?;
+        // Acquire: as in try_recv, so the claim_seq loaded next is at least what the
+        // consumer that moved read_seq there saw: a sound ring never shows it ahead.
+        let read_seq = ring.read_seq().load(Ordering::Acquire);
+        // Relaxed: ordered after the acquire above.
+        let claim_seq = ring.claim_seq().load(Ordering::Relaxed);
+        if read_seq > claim_seq {
+            return Err(AttachError::ReadSeqPastClaimSeq {
+                read_seq,
+                claim_seq,
+            });
+        }
         Ok(LossyMpmcConsumer {
             ring,
             pending: None,
@@ -788,6 +800,44 @@ mod tests {
         r.read_seq().store(0, Ordering::Relaxed);
         assert_eq!(recv(&mut c), Some((6, 42)));
         assert_eq!(c.dropped(), 5);
+    }
+
+    #[test]
+    fn a_read_seq_past_claim_seq_is_refused_at_attach() {
+        // Found by a corruption audit: `read_seq` scribbled past `claim_seq` was accepted,
+        // and the consumer then received none of the next messages (`read_seq >=
+        // claim_seq` reads as empty) and counted none of them lost: the first 100 pushes
+        // after the scribble vanished uncounted.
+        let (_b, r) = ring(4);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        assert!(matches!(
+            p.push(&1u64.to_le_bytes(), no_clock),
+            LossyPush::Published { seq: 1, .. }
+        ));
+        // claim_seq 2: read_seq may be anything up to it (2 once ticket 1 is taken).
+        for read_seq in [0, 1, 2] {
+            r.read_seq().store(read_seq, Ordering::Relaxed);
+            assert!(LossyMpmcConsumer::new(r).is_ok(), "read_seq {read_seq}");
+        }
+        for read_seq in [3, 102, u64::MAX] {
+            r.read_seq().store(read_seq, Ordering::Relaxed);
+            assert_eq!(
+                LossyMpmcConsumer::new(r).unwrap_err(),
+                AttachError::ReadSeqPastClaimSeq {
+                    read_seq,
+                    claim_seq: 2
+                }
+            );
+        }
+        assert_eq!(
+            AttachError::ReadSeqPastClaimSeq {
+                read_seq: 102,
+                claim_seq: 2
+            }
+            .to_string(),
+            "MPMC read_seq 102 is past claim_seq 2: consumers would take no ticket until 100 \
+             more were claimed, and count none of them lost"
+        );
     }
 
     #[test]
