@@ -50,6 +50,19 @@ use crate::wait::WaitStrategy;
 /// # Ok(())
 /// # }
 /// ```
+///
+/// # No end of the items
+///
+/// Unlike an anonymous SPSC channel ([`SpscConsumer::is_abandoned`](super::SpscConsumer::is_abandoned)),
+/// an MPMC queue, anonymous or not, never tells a consumer that no item will come any more,
+/// and a blocking pop on a queue nobody pushes to waits out its whole timeout. The queue
+/// cannot know: every handle both pushes and pops, and one handle may be shared by
+/// reference among threads (it is `Sync`; scoped threads need no clone), so neither the
+/// drop of the other handles nor a count of them proves that nobody will push again. A pop
+/// that returned early on "this is the last handle" would end a consumer while a scoped
+/// thread still pushes through the same handle. Producers that finish say so themselves:
+/// one sentinel item per consumer, or a flag the consumers check between pops with short
+/// timeouts.
 #[derive(Debug, Clone)]
 pub struct MpmcQueue<T: Item> {
     inner: q::MpmcQueue,

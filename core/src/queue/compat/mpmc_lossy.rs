@@ -266,6 +266,12 @@ impl LossyMpmcProducer {
     /// or `None` (also for a `from` at or past the capacity). A live producer's write shows
     /// the same for the moment it takes: only a slot found so again after the writer is
     /// known dead is stuck.
+    ///
+    /// Cost: one load per slot from `from` on, so it touches every page holding a slot's
+    /// sequence word. The ring's creator wrote each of those words (spec §1.2 step 5;
+    /// ringwire's creator reserves the whole file besides), so the pages exist already and
+    /// a scan adds no memory; only the scanning process's RSS counts them while it maps
+    /// the ring.
     pub fn next_mid_write_slot(&self, from: u64) -> Option<u64> {
         // Relaxed: a report; the heal's CAS decides.
         (from..self.ring.capacity())
