@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use ringwire::MpmcProducer;
 use ringwire::core::Geometry;
+use ringwire::core::queue::PopError;
 use ringwire::queue::MpmcQueue;
 use ringwire::{CleanupMode, CreateOptions, RingFile};
 
@@ -79,6 +80,52 @@ fn a_queue_files_stuck_claim_is_healed_once_no_other_process_has_it_open() {
         err.contains("corrupt queue cursors: enqueue 2305843009213693953, dequeue 2305843009213693952 (capacity 8)"),
         "{err}"
     );
+}
+
+/// A queue file one of whose slots holds a stamp that no state of its cursors leaves there
+/// (scribbled; or cursors and slots from different times, after a machine crash), with
+/// nothing stuck: heal found nothing stuck and said "nothing to heal", exit 0, while every
+/// pop stopped at that position with a corrupt-queue error and a lone `MpmcQueue::open`
+/// refused the file. With no other process on the file, heal now checks its slots as that
+/// open does and reports the same error; a queue in use is not judged (its pushes and pops
+/// in flight would look the same).
+#[test]
+fn heal_reports_a_scribbled_stamp_that_a_lone_open_refuses() {
+    let t = TmpRing::new("heal-q-stamp");
+    let path = t.0.to_str().unwrap();
+    let q = MpmcQueue::<u64>::create(&t.0, 8).unwrap();
+    for v in 0..3 {
+        q.try_push(&v).unwrap();
+    }
+    // Position 1's stamp (slot 1: the slots' offset 384, plus a 16-byte stride).
+    let mut bytes = std::fs::read(&t.0).unwrap();
+    bytes[400..408].copy_from_slice(&u64::MAX.to_le_bytes());
+    std::fs::write(&t.0, &bytes).unwrap();
+    // Every pop stops at position 1.
+    assert_eq!(q.try_pop(), Ok((Some(0), 0)));
+    for _ in 0..2 {
+        assert_eq!(
+            q.try_pop(),
+            Err(PopError::Corrupt {
+                pos: 1,
+                word: u64::MAX
+            })
+        );
+    }
+    let what = "the slot of position 1 holds stamp 0xffffffffffffffff, which no state with \
+                enqueue cursor 3 and dequeue cursor 1 leaves there";
+    let (code, out, err) = ringwire(&["heal", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("no stuck positions (other processes have the queue open"),
+        "{out}"
+    );
+    drop(q);
+    let open = MpmcQueue::<u64>::open(&t.0).unwrap_err().to_string();
+    assert!(open.contains(what), "{open}");
+    let (code, out, err) = ringwire(&["heal", path]);
+    assert_eq!(code, 1, "{out}");
+    assert!(err.contains(path) && err.contains(what), "{err}");
 }
 
 /// The `stat --json` object of `path`.

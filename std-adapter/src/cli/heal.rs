@@ -112,7 +112,8 @@ fn needs_write_access(path: &Path, err: &std::io::Error) -> String {
 }
 
 /// An MPMC queue file. It is scanned read-only first: with nothing stuck, it is not opened
-/// read-write (so reporting needs read access only, and nothing is written). Otherwise,
+/// read-write (so reporting needs read access only, and nothing is written), and one that
+/// no other process has open is checked at rest as a lone open would. Otherwise,
 /// opening it as its only live handle heals every stuck slot (the file locks prove each
 /// holder dead, see [`QueueMem::healed_at_open`]). Otherwise the handle is closed at once (an
 /// open handle would keep a restarted process from proving itself alone and healing), and
@@ -135,18 +136,31 @@ fn heal_queue(path: &Path, kind: QueueKind, out: &mut dyn Write) -> Result<()> {
     if q.stuck_slots().is_empty() {
         // What the read-write open would have proved, without a lock: another handle's
         // record lock, or the creator's flock.
-        let others = q
-            .locked_by_others()
-            .map_err(|e| Error::io(path, "fcntl", e))?
-            != Some(false)
-            || !flock_holders(path)
-                .map_err(|e| Error::io(path, "read /proc/locks", e))?
-                .is_empty();
-        return if others {
-            writeln!(out, "{p}: no stuck positions {in_flight_pass}").map_err(oe)
-        } else {
-            writeln!(out, "{p}: no stuck positions; nothing to heal").map_err(oe)
+        let others = || -> Result<bool> {
+            Ok(q.locked_by_others()
+                .map_err(|e| Error::io(path, "fcntl", e))?
+                != Some(false)
+                || !flock_holders(path)
+                    .map_err(|e| Error::io(path, "read /proc/locks", e))?
+                    .is_empty())
         };
+        if others()? {
+            return writeln!(out, "{p}: no stuck positions {in_flight_pass}").map_err(oe);
+        }
+        // At rest, so its slots are judged as a lone open judges them, which refuses the
+        // file when one holds a stamp its cursors rule out (every pop stops there). A
+        // process that opens the file meanwhile can show a push or pop in flight so: the
+        // verdict stands only if it holds after a pause, with nobody on the file still.
+        if let Err(e) = q.check_stamps_at_rest() {
+            crate::sys::sleep(SETTLE);
+            if q.check_stamps_at_rest() == Err(e) && !others()? {
+                return Err(Error::QueueAttach {
+                    path: path.to_path_buf(),
+                    source: e,
+                });
+            }
+        }
+        return writeln!(out, "{p}: no stuck positions; nothing to heal").map_err(oe);
     }
     drop(q);
     let (why, none_left) = match QueueMem::open(path, QueueExpect::raw(kind)).map(|q| q.at_open()) {

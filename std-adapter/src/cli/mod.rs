@@ -87,7 +87,9 @@ pub enum Command {
     ///
     /// A queue file is healed when no other process has it open (file locks prove every
     /// holder of a stuck slot dead); otherwise the slots still stuck 20 ms later are reported
-    /// and heal exits 1. In a lossy MPMC ring, slots left mid-write in two scans 20 ms apart
+    /// and heal exits 1. A queue file no process has open is checked slot by slot as a lone
+    /// open checks it, and a stamp its cursors rule out (a corrupt file) is reported, exit 1.
+    /// In a lossy MPMC ring, slots left mid-write in two scans 20 ms apart
     /// are healed only with --producers-dead, and only if no producer shows itself alive
     /// (tickets moving, or the creator's lock held); otherwise they are reported and heal
     /// exits 1. Reporting needs read access only: stuck slots of a file heal may not write

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use memmap2::MmapRaw;
 use ringwire_core::queue::{
-    MpmcQueue as CoreMpmc, QueueExpect, QueueGeometry, QueueHeader, QueueKind, QueueView,
-    StuckKind, StuckSlot,
+    MpmcQueue as CoreMpmc, QueueAttachError, QueueExpect, QueueGeometry, QueueHeader, QueueKind,
+    QueueView, StuckKind, StuckSlot,
 };
 use ringwire_core::sync::Ordering;
 
@@ -119,6 +119,12 @@ impl ReadOnlyQueue {
             from = s.pos + 1;
         }
         found
+    }
+
+    /// [`CoreMpmc::check_stamps_at_rest`] on an MPMC queue (meaningful only while no
+    /// handle has the file open); `Ok` for an SPSC queue. Loads only.
+    pub(crate) fn check_stamps_at_rest(&self) -> std::result::Result<(), QueueAttachError> {
+        CoreMpmc::new(self.view).map_or(Ok(()), |q| q.check_stamps_at_rest())
     }
 
     /// Whether another open file description holds a record lock on the file (every live
