@@ -296,8 +296,9 @@ impl<T: FromBytes + 'static> MpmcQueueConsumer<T> {
     /// ringfire. Refuses a ring of another record type (its stride or schema signature
     /// differs, [`Error::Attach`]) and a ring that is not MPMC, such as a broadcast ring
     /// (ringfire attaches to one and then never receives anything), and one whose header
-    /// has `read_seq` past `claim_seq` (corrupt: ringfire's consumers would receive nothing
-    /// until producers caught up, and count nothing lost).
+    /// is corrupt: `read_seq` past `claim_seq` (ringfire's consumers would receive nothing
+    /// until producers caught up, and count nothing lost), or a `claim_seq` that a producer
+    /// refuses too (at or past 2^63: no ticket drawn from it can hold a message).
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
         let file = RingFile::open(path, Shape::<T>::expect())?;
         // The copy lives in the handle, which owns `file` and drops it last.

@@ -336,8 +336,11 @@ pub struct LossyMpmcConsumer {
 }
 
 impl LossyMpmcConsumer {
-    /// A consumer on `ring`, which must be MPMC-flagged. A `read_seq` past `claim_seq` (a
-    /// corrupt header) is refused with [`AttachError::ReadSeqPastClaimSeq`].
+    /// A consumer on `ring`, which must be MPMC-flagged. A corrupt header is refused: a
+    /// `claim_seq` at or past [`SEQ_LIMIT`] ([`AttachError::ClaimSeqExhausted`], as for a
+    /// producer: no ticket drawn from it can hold a message, and the consumer would count
+    /// some 2^64 tickets lost), a `read_seq` past `claim_seq`
+    /// ([`AttachError::ReadSeqPastClaimSeq`]).
     pub fn new(ring: RingView) -> Result<LossyMpmcConsumer, AttachError> {
         check_mpmc(&ring)?;
         // Acquire: as in try_recv, so the claim_seq loaded next is at least what the
@@ -345,6 +348,9 @@ impl LossyMpmcConsumer {
         let read_seq = ring.read_seq().load(Ordering::Acquire);
         // Relaxed: ordered after the acquire above.
         let claim_seq = ring.claim_seq().load(Ordering::Relaxed);
+        if claim_seq >= SEQ_LIMIT {
+            return Err(AttachError::ClaimSeqExhausted { claim_seq });
+        }
         if read_seq > claim_seq {
             return Err(AttachError::ReadSeqPastClaimSeq {
                 read_seq,
@@ -809,7 +815,7 @@ mod tests {
     }
 
     #[test]
-    fn a_read_seq_past_claim_seq_is_refused_at_attach() {
+    fn a_consumer_refuses_a_read_seq_past_claim_seq_or_an_exhausted_claim_seq() {
         // Found by a corruption audit: `read_seq` scribbled past `claim_seq` was accepted,
         // and the consumer then received none of the next messages (`read_seq >=
         // claim_seq` reads as empty) and counted none of them lost: the first 100 pushes
@@ -835,6 +841,18 @@ mod tests {
                 }
             );
         }
+        // A claim_seq no ticket can be drawn from: refused as a producer refuses it (the
+        // consumer counted 2^64 - 10 tickets lost on a u64::MAX and received nothing).
+        r.read_seq().store(2, Ordering::Relaxed);
+        for claim_seq in [SEQ_LIMIT, u64::MAX] {
+            r.claim_seq().store(claim_seq, Ordering::Relaxed);
+            assert_eq!(
+                LossyMpmcConsumer::new(r).unwrap_err(),
+                AttachError::ClaimSeqExhausted { claim_seq }
+            );
+        }
+        r.claim_seq().store(SEQ_LIMIT - 1, Ordering::Relaxed);
+        assert!(LossyMpmcConsumer::new(r).is_ok());
         assert_eq!(
             AttachError::ReadSeqPastClaimSeq {
                 read_seq: 102,
