@@ -49,11 +49,20 @@
 //! holds is marked as a skipped item, which consumers pass ([`Popped::Healed`]); a slot a
 //! consumer holds is freed for the next lap's producer, and the item that consumer was
 //! copying out is lost with it. A live producer or consumer is also "stuck" for the few
-//! nanoseconds of its copy, so before healing the caller MUST establish that the process
-//! holding the position is dead: typically it knows a producer (for [`StuckKind::Claimed`]
-//! and [`StuckKind::MidWrite`]) or a consumer (for [`StuckKind::MidPop`]) process died (its
-//! pid is gone, its lock was released) and sees the same position reported stuck, with the
-//! same kind, before and after a grace period far longer than one push or pop.
+//! nanoseconds of its copy, and the queue does not record who holds a position, so before
+//! healing the caller MUST know that no live thread holds it: every producer (for
+//! [`StuckKind::Claimed`] and [`StuckKind::MidWrite`]) or every consumer (for
+//! [`StuckKind::MidPop`]) that may be inside a push or pop of this queue has died with its
+//! process (exited or killed), or is known to be outside one (its call has returned and it
+//! makes no other). A holder dies only with its process, and a process that is stopped
+//! (`SIGSTOP`, a debugger, a frozen cgroup) or descheduled is alive: resumed, it goes on
+//! with its push or pop. The std layer's open of a queue file with no other handle alive
+//! has that proof from file locks, and heals at open. Short of such a proof, knowing that
+//! a producer (consumer) process died and seeing the same position reported stuck, with the
+//! same kind, before and after a grace period far longer than one push or pop makes a live
+//! holder unlikely, not impossible; what a mistaken heal does is below. Two healers acting
+//! on one report are safe: the second finds the position no longer held as reported and
+//! changes nothing.
 //!
 //! What happens when the caller is wrong and the producer was alive:
 //! * healed after [`MpmcQueue::claim`] and before [`MpmcQueue::write_claimed`] began
