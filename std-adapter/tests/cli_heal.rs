@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use ringwire::MpmcProducer;
 use ringwire::core::Geometry;
 use ringwire::core::queue::PopError;
+use ringwire::lossy_mpmc::LossyPush;
 use ringwire::queue::MpmcQueue;
 use ringwire::{CleanupMode, CreateOptions, RingFile};
 
@@ -151,6 +152,54 @@ fn stat(path: &str) -> serde_json::Value {
     let (code, out, err) = ringwire(&["stat", path, "--json"]);
     assert_eq!(code, 0, "{err}");
     serde_json::from_str(&out).unwrap()
+}
+
+/// A lossy ring whose slot holds a sequence at or past `claim_seq`, which no producer
+/// writes (a ticket is claimed before its slot is written): a corrupt ring, on which every
+/// push landing on that slot is discarded, lap after lap. heal said "no slot left
+/// mid-write; nothing to heal", exit 0; it now reports the slot, its sequence and
+/// `claim_seq`, exit 1, and heals nothing, with or without `--producers-dead`.
+#[test]
+fn heal_reports_a_lossy_ring_slot_holding_a_sequence_past_claim_seq() {
+    let t = TmpRing::new("heal-lossy-ahead");
+    let path = t.0.to_str().unwrap();
+    let mut p = MpmcProducer::<u64>::create(&t.0, 4).unwrap();
+    p.set_cleanup_mode(CleanupMode::Persistent);
+    for v in 1..=2 {
+        assert_eq!(p.push(&v), v);
+    }
+    {
+        // SAFETY: the view is used while `p` keeps the mapping.
+        let v = unsafe { p.file().view() };
+        v.slot_seq(3).store(1 << 62, Ordering::SeqCst);
+        v.slot_seq(2).store(u64::MAX, Ordering::SeqCst);
+    }
+    // Tickets 3 and 7 land on slot 3: discarded.
+    for t in 3..=7 {
+        let out = p.push_outcome(&t);
+        assert_eq!(
+            matches!(out, LossyPush::Discarded { .. }),
+            t % 4 == 3,
+            "{t}: {out:?}"
+        );
+    }
+    drop(p);
+    for args in [&["heal", path][..], &["heal", path, "--producers-dead"]] {
+        let (code, out, err) = ringwire(args);
+        assert_eq!(code, 1, "{out}");
+        assert!(
+            err.contains(&format!(
+                "{path}: 1 slot(s) hold a sequence at or past claim_seq 8 (the first: slot 3, \
+                 sequence 4611686018427387904)"
+            )) && err.contains("corrupt"),
+            "{err}"
+        );
+    }
+    assert_eq!(
+        stat(path)["mid_write_slots"],
+        1,
+        "the mid-write slot was not healed"
+    );
 }
 
 #[test]

@@ -9,11 +9,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ringwire_core::blackboard::BLACKBOARD_MAGIC;
-use ringwire_core::layout::{Flags, RING_MAGIC};
+use ringwire_core::layout::{Flags, RING_MAGIC, SLOT_WRITING};
 use ringwire_core::queue::compat::{LossyMpmcProducer, TAKEOVER_NS};
 use ringwire_core::queue::{QueueExpect, QueueKind, StuckSlot};
 use ringwire_core::sync::Ordering;
-use ringwire_core::{AttachError, Expect};
+use ringwire_core::{AttachError, Expect, RingView};
 
 use super::out_err;
 use super::stat::first_128;
@@ -256,11 +256,39 @@ fn flock_holders(path: &Path) -> std::io::Result<Vec<i64>> {
         .collect())
 }
 
+/// Why the lossy MPMC ring in `view` is corrupt, if a slot holds a sequence at or past
+/// `claim_seq` (the write marker aside): a producer claims its ticket before it writes the
+/// slot, so no protocol step leaves one there, and every push landing on the slot is
+/// discarded until tickets reach that sequence. heal then heals nothing: the header and
+/// the slots disagree, and clearing the slot would not say which one is wrong.
+fn sequences_past_claims(view: &RingView) -> Option<String> {
+    // Relaxed: only words at or past this can be past the claim_seq loaded after the scan.
+    let before = view.claim_seq().load(Ordering::Relaxed);
+    // Acquire: a word a producer published comes with its claim of that ticket, so the
+    // claim_seq loaded after the scan is past every such word.
+    let ahead: Vec<(u64, u64)> = (0..view.capacity())
+        .map(|i| (i, view.slot_seq(i).load(Ordering::Acquire)))
+        .filter(|&(_, w)| w != SLOT_WRITING && w >= before)
+        .collect();
+    // Relaxed: ordered after the acquire loads above.
+    let claim_seq = view.claim_seq().load(Ordering::Relaxed);
+    let ahead: Vec<_> = ahead.into_iter().filter(|&(_, w)| w >= claim_seq).collect();
+    let &(slot, seq) = ahead.first()?;
+    Some(format!(
+        "{} slot(s) hold a sequence at or past claim_seq {claim_seq} (the first: slot {slot}, \
+         sequence {seq}), which no producer writes: a corrupt ring, on which every push \
+         landing on such a slot is discarded until tickets reach its sequence. heal changes \
+         nothing in it; a new ring replaces it",
+        ahead.len()
+    ))
+}
+
 /// A lossy MPMC ring (spec §8): slots left mid-write are healed only with
 /// `--producers-dead`, the caller's word that every producer has exited or was killed (the
 /// ring records no writer, and a producer paused while copying shows the same mark), and
 /// only when nothing shows a live producer: the creator's `flock`, or tickets claimed or
-/// published between two scans [`SETTLE`] apart. Without the flag they are reported. The
+/// published between two scans [`SETTLE`] apart. Without the flag they are reported. A
+/// corrupt ring (a slot's sequence at or past `claim_seq`) is reported and not healed. The
 /// ring is classified and scanned through a read-only mapping; it is opened read-write only
 /// once slots are found stuck, and one that cannot be (no write access) is reported.
 fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<()> {
@@ -281,6 +309,12 @@ fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<(
     }
     // Over the read-only mapping: its scans only load.
     let prod = LossyMpmcProducer::new(*view).map_err(|e| Error::attach(path, e))?;
+    if let Some(what) = sequences_past_claims(view) {
+        return Err(Error::NotHealed {
+            path: path.to_path_buf(),
+            what,
+        });
+    }
     // Relaxed (both): compared between scans only; the heal's CAS decides.
     let tickets = || {
         (

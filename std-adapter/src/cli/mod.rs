@@ -89,13 +89,14 @@ pub enum Command {
     /// holder of a stuck slot dead); otherwise the slots still stuck 20 ms later are reported
     /// and heal exits 1. A queue file no process has open is checked slot by slot as a lone
     /// open checks it, and a stamp its cursors rule out (a corrupt file) is reported, exit 1.
-    /// In a lossy MPMC ring, slots left mid-write in two scans 20 ms apart
-    /// are healed only with --producers-dead, and only if no producer shows itself alive
-    /// (tickets moving, or the creator's lock held); otherwise they are reported and heal
-    /// exits 1. Reporting needs read access only: stuck slots of a file heal may not write
-    /// are reported, with that reason, and heal exits 1. A blackboard key left mid-write
-    /// (its seqlock odd in two looks 20 ms apart) is reported and heal exits 1; only a new
-    /// write of the key by its writer repairs it.
+    /// In a lossy MPMC ring, slots left mid-write in two scans 20 ms apart are healed only
+    /// with --producers-dead, and only if no producer shows itself alive (tickets moving, or
+    /// the creator's lock held); otherwise they are reported and heal exits 1. A lossy ring
+    /// with a slot whose sequence is at or past claim_seq (corrupt: every push landing there
+    /// is discarded) is reported, exit 1, and not healed. Reporting needs read access only:
+    /// stuck slots of a file heal may not write are reported, with that reason, and heal
+    /// exits 1. A blackboard key left mid-write (its seqlock odd in two looks 20 ms apart) is
+    /// reported and heal exits 1; only a new write of the key by its writer repairs it.
     Heal {
         /// The queue, ring or blackboard file.
         path: PathBuf,
