@@ -117,16 +117,21 @@ fn open_file(path: &Path) -> Result<(File, bool)> {
     crate::file::open_regular(path, opts.create(true)).map(|f| (f, false))
 }
 
-/// The error for a file shorter than a checkpoint: [`Error::BadFileMagic`] with the bytes
-/// it starts with, or [`Error::TooShort`] for a truncated checkpoint.
-fn short_file(path: &Path, file: &File, len: u64) -> Error {
+/// The first 8 bytes of `file` (fewer when it is shorter, the rest 0) as the magic. Read,
+/// not loaded through a mapping: `pread` of a hole reads zeros, where a load faults a page
+/// in, a SIGBUS on a full tmpfs.
+fn read_magic(path: &Path, file: &File, len: u64) -> Result<u64> {
     let mut m = [0u8; 8];
     let n = (len as usize).min(8);
-    if let Err(e) = file.read_exact_at(&mut m[..n], 0) {
-        return Error::io(path, "read", e);
-    }
+    file.read_exact_at(&mut m[..n], 0)
+        .map_err(|e| Error::io(path, "read", e))?;
     // The mapped record is in the host's byte order, as ring files are.
-    let found = u64::from_ne_bytes(m);
+    Ok(u64::from_ne_bytes(m))
+}
+
+/// The error for a file of `len` bytes, shorter than a checkpoint, that starts with `found`:
+/// [`Error::TooShort`] for a truncated checkpoint, [`Error::BadFileMagic`] for anything else.
+fn short_file(path: &Path, len: u64, found: u64) -> Error {
     if found == CHECKPOINT_MAGIC {
         Error::TooShort {
             path: path.to_path_buf(),
@@ -148,8 +153,10 @@ impl OffsetCheckpoint {
     /// missing parent directories) when it does not exist or is empty. An existing file must
     /// be a checkpoint: the right magic ([`Error::BadFileMagic`], also for a short file that
     /// is something else), 64 bytes ([`Error::TooShort`]) and the right version
-    /// ([`Error::BadFileVersion`]); a file refused is left as it was. This process's pid is
-    /// stored into it.
+    /// ([`Error::BadFileVersion`]); a file refused is left as it was. What a creation cut
+    /// short leaves (64 bytes without the magic or an offset) is finished, or refused with
+    /// an [`Error::Io`] of `fallocate` when the file system has no room for its bytes. This
+    /// process's pid is stored into it.
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
@@ -175,8 +182,16 @@ impl OffsetCheckpoint {
                 }
                 return Err(Error::io(path, op, e));
             }
-        } else if len < CHECKPOINT_SIZE as u64 {
-            return Err(short_file(path, &file, len));
+        } else {
+            let found = read_magic(path, &file, len)?;
+            if len < CHECKPOINT_SIZE as u64 {
+                return Err(short_file(path, len, found));
+            }
+            if found == 0 && len == CHECKPOINT_SIZE as u64 {
+                // Perhaps a creation cut short before it reserved its page (a hole), which
+                // the loads below would fault in, a SIGBUS on a full tmpfs: claim it first.
+                crate::file::reserve(&file, len).map_err(|e| Error::io(path, "fallocate", e))?;
+            }
         }
         let id = crate::sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         let map = MmapOptions::new()

@@ -195,7 +195,15 @@ impl std::error::Error for ReserveFailed {}
 /// On failure, the operation that failed and its error.
 pub(crate) fn size_and_reserve(file: &File, len: u64) -> Result<(), (&'static str, io::Error)> {
     file.set_len(len).map_err(|e| ("ftruncate", e))?;
-    // set_len already refused a length beyond off_t.
+    reserve(file, len).map_err(|e| ("fallocate", e))
+}
+
+/// Reserves the first `len` bytes of `file` (`posix_fallocate`), which is at least that
+/// long: the space of pages already written is claimed again for nothing, that of holes is
+/// claimed now, so that a later store into the mapping finds it (see [`size_and_reserve`]).
+/// A file system that cannot reserve (`EOPNOTSUPP`, `EINVAL`) is left as it is.
+pub(crate) fn reserve(file: &File, len: u64) -> io::Result<()> {
+    // A length beyond off_t cannot be a file's (set_len refuses it).
     let Ok(off_len) = libc::off_t::try_from(len) else {
         return Ok(());
     };
@@ -211,8 +219,7 @@ pub(crate) fn size_and_reserve(file: &File, len: u64) -> Result<(), (&'static st
             libc::EOPNOTSUPP | libc::EINVAL => return Ok(()),
             errno => {
                 let os = io::Error::from_raw_os_error(errno);
-                let err = io::Error::new(os.kind(), ReserveFailed { len, os });
-                return Err(("fallocate", err));
+                return Err(io::Error::new(os.kind(), ReserveFailed { len, os }));
             }
         }
     }

@@ -177,7 +177,10 @@ fn child(dir: &Path) {
     }
     assert_nothing_left(dir);
 
-    // A checkpoint needs only 64 bytes: fill the tmpfs first.
+    // A checkpoint needs only 64 bytes: fill the tmpfs first (after writing one page of
+    // zeros, used below).
+    let zeros = dir.join("zeros.offset");
+    std::fs::write(&zeros, [0u8; 64]).unwrap();
     let filler = dir.join("filler");
     fill(&filler);
     let cp = dir.join("consumer.offset");
@@ -189,6 +192,25 @@ fn child(dir: &Path) {
         ) => check_message(&e, &cp, e.path()),
         other => panic!("checkpoint: expected a fallocate error, got {other:?}"),
     }
+    // A creation cut short after sizing its file leaves 64 bytes with no page behind them
+    // (sparse): finishing it must reserve the page, not store into it (a SIGBUS). The
+    // error names the file, which is left as it was.
+    std::fs::File::create(&cp).unwrap().set_len(64).unwrap();
+    match OffsetCheckpoint::open_or_create(&cp, "consumer") {
+        Err(
+            e @ Error::Io {
+                op: "fallocate", ..
+            },
+        ) => check_message(&e, &cp, e.path()),
+        other => panic!("unfinished checkpoint: expected a fallocate error, got {other:?}"),
+    }
+    assert_eq!(std::fs::read(&cp).unwrap(), [0u8; 64]);
+    // The same 64 zero bytes with their page written are finished on the full file system.
+    std::fs::remove_file(&cp).unwrap();
+    let finished = OffsetCheckpoint::open_or_create(&zeros, "consumer").unwrap();
+    assert_eq!(finished.load(), None);
+    drop(finished);
+    std::fs::remove_file(&zeros).unwrap();
     std::fs::remove_file(&filler).unwrap();
     assert_nothing_left(dir);
 
