@@ -12,7 +12,8 @@ use loom::sync::atomic::{AtomicBool, Ordering};
 use loom::thread;
 use ringwire_core::broadcast::registry::{
     self, Incarnation, LiveReader, encode_name, gate_limit, live_reader, min_live_cursor,
-    prune_dead, prune_dead_by, publish_cursor, register_owner_as, token_incarnation,
+    prune_dead, prune_dead_by, publish_cursor, register_owner, register_owner_as,
+    token_incarnation,
 };
 use ringwire_core::layout::reg;
 use ringwire_core::{Geometry, Region, RingView};
@@ -77,7 +78,8 @@ fn gate_holds_a_registered_reader() {
 }
 
 /// A reader takes over the slot of a dead one (pid 99) while the producer prunes it: the
-/// reader always gets the slot, and the final state is exactly its registration.
+/// reader always gets the slot, and the final state is exactly its registration, its token
+/// included (the reader publishes and unregisters by it).
 #[test]
 fn register_over_a_dead_slot_races_prune() {
     builder().check(|| {
@@ -95,14 +97,18 @@ fn register_over_a_dead_slot_races_prune() {
         let alive = |pid: u32| pid != 99;
         let reader = {
             let view = view.clone();
-            thread::spawn(move || registry::register(&view, 7, "new", 5, alive))
+            thread::spawn(move || registry::register_owner(&view, 7, &encode_name("new"), 5, alive))
         };
         let freed = prune_dead(&view, alive);
         assert!(freed <= 1);
         let gate = gate_limit(&view, SEQ);
         // Stale dead cursor 1 (before prune/takeover), the new reader's 5, or nobody.
         assert!([1 + C, 5 + C, NO_READER].contains(&gate), "gate {gate}");
-        assert_eq!(reader.join().unwrap(), Ok(0));
+        let owner = reader.join().unwrap().unwrap();
+        assert_eq!(owner.slot, 0);
+        // A pruner that read pid 99 and then the new reader's token cleared that token: the
+        // reader's publishes then failed (NotOwner) and its slot stayed live under its pid.
+        assert_eq!(registry::publish_cursor_as(&view, owner, 5), Ok(()));
         assert_eq!(
             live_reader(&view, 0),
             Some(LiveReader {
@@ -202,6 +208,32 @@ fn a_reused_pid_registering_races_a_pruner_of_its_predecessor() {
                 assert_eq!(e, registry::RegistryError::Full { count: 1 });
                 assert_eq!((freed, live_reader(&view, 0), token()), (1, None, 0));
             }
+        }
+    });
+}
+
+/// Two readers of two processes register at once in a registry of two free slots: each
+/// ends in a slot of its own that shows its pid and its token. A registrant that read a
+/// slot's pid (0) before the other claimed it and its token after cleared the other's token:
+/// that reader's publishes and its unregister then failed (NotOwner), and the slot stayed
+/// live under its pid with a frozen cursor, holding a lossless producer.
+#[test]
+fn two_registrants_keep_their_own_tokens() {
+    builder().check(|| {
+        let geo = Geometry::spmc(C, 16, 8, 2, true).unwrap();
+        let region = Region::loom_new(geo.total_len().unwrap() as usize);
+        // SAFETY: a fresh loom region, no other view of it exists yet.
+        let view = unsafe { RingView::init(region, &geo) }.unwrap();
+        let other = {
+            let view = view.clone();
+            thread::spawn(move || register_owner(&view, 8, &encode_name("b"), 5, |_| true))
+        };
+        let a = register_owner(&view, 7, &encode_name("a"), 5, |_| true).unwrap();
+        let b = other.join().unwrap().unwrap();
+        assert_ne!(a.slot, b.slot);
+        for o in [a, b] {
+            assert_eq!(registry::publish_cursor_as(&view, o, 6), Ok(()));
+            assert_eq!(registry::unregister_owner(&view, o), Ok(()));
         }
     });
 }

@@ -308,7 +308,9 @@ pub fn register_owner(
 /// one: a stale token of an earlier process with our pid would have a liveness check that
 /// reads it with our pid judge us dead. A pruner does the same before it frees a slot
 /// ([`prune_dead_by`]), so a check that judged a slot by a token which is gone by the time
-/// it acts frees nothing: its CAS on the token fails.
+/// it acts frees nothing: its CAS on the token fails. A token is judged only with a pid
+/// loaded both before and after it: with a pid loaded before another registrant's claim, a
+/// token loaded after it is the new owner's, and clearing it took that registration.
 pub fn register_owner_as(
     view: &RingView,
     pid: u32,
@@ -334,8 +336,17 @@ pub fn register_owner_as(
         // token its claimant or pruner cleared before the CAS that left this pid.
         let mut seen = pid_w.load(Ordering::Acquire);
         let claimed = loop {
-            // Acquire: pairs with the AcqRel CAS of a claimant or pruner that cleared it.
+            // Acquire: pairs with the AcqRel CAS of a claimant or pruner that cleared it, and
+            // with a registrant's release store of its token (made after its claim of the pid).
             let token = heartbeat.load(Ordering::Acquire);
+            // Acquire: a token stored by a registrant that claimed the slot since `seen` was
+            // loaded shows that claim here; judged (and cleared) with `seen`, it would be
+            // taken from its live owner, whose publishes and unregister then fail.
+            let now = pid_w.load(Ordering::Acquire);
+            if now != seen {
+                seen = now;
+                continue;
+            }
             if seen != 0 && is_alive(seen, token) {
                 break false;
             }
@@ -587,7 +598,9 @@ pub fn prune_dead_with(
 /// on the pid, which cannot tell two processes with one pid apart, would free that
 /// reader's fresh registration. Once we cleared the token nobody else claims the slot under
 /// that pid (a check that reads 0 judges by the pid alone, and the pid is alive: that is
-/// why the token was needed), so the CAS on the pid frees the registration we judged.
+/// why the token was needed), so the CAS on the pid frees the registration we judged. A
+/// slot whose pid changed around the load of its token is left alone, as in
+/// [`register_owner_as`].
 pub fn prune_dead_by(
     view: &RingView,
     is_alive: impl Fn(u32, u64) -> bool,
@@ -610,6 +623,11 @@ pub fn prune_dead_by(
         }
         // Acquire: pairs with the registrant's release store of its token.
         let token = token_w.load(Ordering::Acquire);
+        // Acquire: a slot claimed since the pid was loaded shows the claim here (the token
+        // may be the claimant's, stored after its claim): not ours to judge, nor to free.
+        if pid_w.load(Ordering::Acquire) != pid {
+            continue;
+        }
         if is_alive(pid, token) {
             continue;
         }
