@@ -98,7 +98,10 @@ impl<T: FromBytes + 'static> RingConsumerBuilder<T> {
     /// Registry name (default `"consumer"`). Without [`RingConsumerBuilder::offset_file`],
     /// a name also gives the consumer a checkpoint at the default path (spec §13, as
     /// ringfire does): `attach` creates that file if it is missing and resumes from the
-    /// offset saved in it, if any.
+    /// offset saved in it, if any. Consumers attached under one name, or under names that
+    /// differ only in characters the file name replaces (`"algo 1"`, `"algo_1"`), share that
+    /// file, as in ringfire: each commit overwrites the others', and a restart resumes after
+    /// whichever committed last, which may be past what this consumer processed.
     pub fn consumer_name(mut self, name: &str) -> Self {
         self.name = Some(name.to_string());
         self
