@@ -16,6 +16,15 @@
 //! the file and exits 1; a library user's process dies of the signal). Remove the file
 //! instead: a consumer that has it open keeps its copy, and the next open creates a new
 //! one.
+//!
+//! A save is one aligned 8-byte store into the shared mapping, with no write, rename or
+//! `msync`: it survives its process however that ends (`kill -9` included) and is never
+//! torn, but not a crash of the machine. On a disk file system the kernel writes it back
+//! when it chooses, so a machine crash can lose the last saves (a restart resumes earlier
+//! than the last commit, and reads those records again) or, before the file's first
+//! write-back, its whole record (an empty file or 64 zero bytes, which the next open takes
+//! for a creation cut short: the restart starts as one without a saved offset). In
+//! `/dev/shm` the file does not outlive the machine at all.
 
 use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
