@@ -254,17 +254,23 @@ fn a_registry_field_that_is_not_one_of_the_accessors_is_none() {
 /// to the end: each publish and each unregister by it succeeds. A registrant or a pruner
 /// that read a slot's pid before another registrant claimed it and the token after cleared
 /// that registrant's token: its publishes and its unregister then failed (NotOwner) and its
-/// slot stayed live under its pid, a frozen cursor a lossless producer waits on (here both
-/// slots were lost so, in every run of 5). Caught by a stress test of processes;
-/// loom_registry's two_registrants_keep_their_own_tokens shows it step by step.
+/// slot stayed live under its pid, a frozen cursor a lossless producer waits on (12 runs of
+/// 16 lost one slot or both so, on a loaded 2-core machine). Caught by a stress test of
+/// processes; loom_registry's two_registrants_keep_their_own_tokens shows it step by step,
+/// every time.
 #[test]
 fn concurrent_registrants_and_pruners_never_take_a_live_readers_token() {
-    use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+    use std::sync::atomic::{
+        AtomicU32, AtomicU64,
+        Ordering::{Acquire, Relaxed, Release},
+    };
     const ROUNDS: u64 = if cfg!(miri) { 20 } else { 200_000 };
     let (_h, view) = ring(&Geometry::spmc(4, 16, 8, 2, true).unwrap());
     // The ghost's pids below this one are dead: it died once it had registered.
     let next_ghost = &AtomicU32::new(1000);
-    let alive = |pid: u32, _| pid < 1000 || pid >= next_ghost.load(Relaxed);
+    // Acquire: a ghost judged dead has made all its stores (its release below), as a dead
+    // process has.
+    let alive = |pid: u32, _| pid < 1000 || pid >= next_ghost.load(Acquire);
     // Counted, not asserted in the threads: a registrant that panicked would leave the ghost
     // and the pruner running for ever.
     let (lost, finished) = (&AtomicU64::new(0), &AtomicU64::new(0));
@@ -299,7 +305,7 @@ fn concurrent_registrants_and_pruners_never_take_a_live_readers_token() {
                     break;
                 }
                 let _ = registry::register_owner_as(&view, pid, &name, 1, None, alive);
-                next_ghost.store(pid + 1, Relaxed);
+                next_ghost.store(pid + 1, Release);
             }
         });
         s.spawn(move || {
