@@ -52,6 +52,44 @@ fn a_ringfire_checkpoint_reads_the_same() {
     assert_eq!(cp.updated_nanos(), rf.updated_nanos());
 }
 
+/// A checkpoint created by either crate has the same mode (`0o666` less the umask, spec
+/// §13, §16) and the same bytes but for the pid and the time, after the same saves.
+#[test]
+fn both_crates_create_the_same_checkpoint_file() {
+    use std::os::unix::fs::PermissionsExt;
+    // Read, not set: the umask is the process's, shared with the other tests' threads.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let umask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Umask:"))
+        .map(|v| u32::from_str_radix(v.trim(), 8).unwrap())
+        .unwrap();
+    let (ours, theirs) = (ShmPath::new("ckpt-same-rw"), ShmPath::new("ckpt-same-rf"));
+    let cp = OffsetCheckpoint::open_or_create(&ours, " algo 1 ").unwrap();
+    let rf = ringfire::OffsetCheckpoint::open_or_create(theirs.path(), " algo 1 ").unwrap();
+    cp.save(77);
+    rf.save(77);
+    let mode = |p: &ShmPath| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    assert_eq!(
+        (mode(&ours), mode(&theirs)),
+        (0o666 & !umask, 0o666 & !umask)
+    );
+    let (a, b) = (
+        std::fs::read(&ours).unwrap(),
+        std::fs::read(&theirs).unwrap(),
+    );
+    assert_eq!(a.len(), 64);
+    assert_eq!(b.len(), 64);
+    for (what, r) in [
+        ("magic, version", 0..12),
+        ("offset", 16..24),
+        ("name", 32..64),
+    ] {
+        assert_eq!(a[r.clone()], b[r], "{what}");
+    }
+    assert_eq!(&a[32..40], b"algo 1\0\0");
+}
+
 #[test]
 fn a_named_consumer_resumes_from_the_default_checkpoint_on_both_crates() {
     let p = ShmPath::new("ckpt-named");
