@@ -159,7 +159,8 @@ fn short_file(path: &Path, len: u64, found: u64) -> Error {
 
 impl OffsetCheckpoint {
     /// Opens the checkpoint at `path`, creating it (mode `0o666` less the umask, and any
-    /// missing parent directories) when it does not exist or is empty. An existing file must
+    /// missing parent directories: [`Error::Io`] of `mkdir`, naming the directory, when they
+    /// cannot be made) when it does not exist or is empty. An existing file must
     /// be a checkpoint: the right magic ([`Error::BadFileMagic`], also for a short file that
     /// is something else), 64 bytes ([`Error::TooShort`]) and the right version
     /// ([`Error::BadFileVersion`]); a file refused is left as it was. What a creation cut
@@ -168,11 +169,20 @@ impl OffsetCheckpoint {
     /// process's pid is stored into it.
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            // As ringfire does; should it fail, the open below names the problem.
-            let _ = std::fs::create_dir_all(dir);
+        // As ringfire does; its error matters only if the open then finds no file.
+        let made = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            Some(dir) => std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e)),
+            None => Ok(()),
+        };
+        let opened = open_file(path);
+        if let (Err(Error::Io { source, .. }), Err(mkdir)) = (&opened, made)
+            && source.kind() == ErrorKind::NotFound
+        {
+            // Why the file is missing (a read-only or full file system, no permission), named
+            // on the directory, rather than only that it is.
+            return Err(mkdir);
         }
-        let (file, created) = open_file(path)?;
+        let (file, created) = opened?;
         let len = file
             .metadata()
             .map_err(|e| Error::io(path, "fstat", e))?

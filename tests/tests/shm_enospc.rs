@@ -1,6 +1,7 @@
 //! Creating a ring, a queue, a blackboard or a checkpoint on a tmpfs without room for it is
 //! a typed error naming the file and `fallocate`, never a SIGBUS (at creation, or later in
-//! a producer), and leaves no file behind. Root only (it mounts an 8 MB tmpfs): ignored by
+//! a producer), and leaves no file behind; on the tmpfs remounted read-only, a checkpoint
+//! whose directory cannot be made is an error naming that directory. Root only (it mounts an 8 MB tmpfs): ignored by
 //! default; `.ci/run` runs it as root with
 //! `cargo test -p ringwire-tests --release --test shm_enospc -- --ignored --test-threads=1`.
 //!
@@ -224,6 +225,35 @@ fn child(dir: &Path) {
     }
     drop(p);
     std::fs::remove_file(&q).unwrap();
+    assert_nothing_left(dir);
+
+    // Read-only now: a checkpoint whose directory cannot be made names that directory and
+    // why, not only its own path as missing.
+    // SAFETY: every pointer is a NUL-terminated string that outlives the call, or null.
+    let r = unsafe {
+        libc::mount(
+            std::ptr::null(),
+            target.as_ptr(),
+            std::ptr::null(),
+            libc::MS_REMOUNT | libc::MS_RDONLY,
+            std::ptr::null(),
+        )
+    };
+    assert_eq!(
+        r,
+        0,
+        "remount read-only: {}",
+        std::io::Error::last_os_error()
+    );
+    let sub = dir.join("offsets");
+    match OffsetCheckpoint::open_or_create(sub.join("consumer.offset"), "consumer") {
+        Err(e @ Error::Io { op: "mkdir", .. }) => {
+            assert_eq!(e.path(), sub);
+            let msg = e.to_string();
+            assert!(msg.contains("Read-only file system"), "{msg}");
+        }
+        other => panic!("checkpoint in a new directory: expected a mkdir error, got {other:?}"),
+    }
     assert_nothing_left(dir);
     // SAFETY: the path is a NUL-terminated string that outlives the call.
     assert_eq!(unsafe { libc::umount(target.as_ptr()) }, 0);
