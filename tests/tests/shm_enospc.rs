@@ -185,26 +185,20 @@ fn child(dir: &Path) {
     let filler = dir.join("filler");
     fill(&filler);
     let cp = dir.join("consumer.offset");
-    match OffsetCheckpoint::open_or_create(&cp, "consumer") {
+    let refused = |what: &str| match OffsetCheckpoint::open_or_create(&cp, "consumer") {
         Err(
             e @ Error::Io {
                 op: "fallocate", ..
             },
         ) => check_message(&e, &cp, e.path()),
-        other => panic!("checkpoint: expected a fallocate error, got {other:?}"),
-    }
+        other => panic!("{what}: expected a fallocate error, got {other:?}"),
+    };
+    refused("checkpoint");
     // A creation cut short after sizing its file leaves 64 bytes with no page behind them
     // (sparse): finishing it must reserve the page, not store into it (a SIGBUS). The
     // error names the file, which is left as it was.
     std::fs::File::create(&cp).unwrap().set_len(64).unwrap();
-    match OffsetCheckpoint::open_or_create(&cp, "consumer") {
-        Err(
-            e @ Error::Io {
-                op: "fallocate", ..
-            },
-        ) => check_message(&e, &cp, e.path()),
-        other => panic!("unfinished checkpoint: expected a fallocate error, got {other:?}"),
-    }
+    refused("unfinished checkpoint");
     assert_eq!(std::fs::read(&cp).unwrap(), [0u8; 64]);
     // The same 64 zero bytes with their page written are finished on the full file system.
     std::fs::remove_file(&cp).unwrap();
