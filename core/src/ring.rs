@@ -7,7 +7,8 @@ use zerocopy::{FromBytes, FromZeros};
 use crate::error::{AttachError, InitError};
 use crate::futex::FutexPair;
 use crate::layout::{
-    Flags, Geometry, RING_MAGIC, RING_VERSION, RingHeader, SLOT_WRITING, arena_off, hdr, reg,
+    Flags, Geometry, RING_MAGIC, RING_VERSION, RingHeader, SEQ_LIMIT, SLOT_WRITING, arena_off, hdr,
+    reg,
 };
 use crate::region::Region;
 use crate::sync::{A32, A64, Ordering, fence};
@@ -291,6 +292,26 @@ impl RingView {
     #[inline(always)]
     pub fn slot_seq(&self, seq: u64) -> A64<'_> {
         self.slot_seq_at((seq & self.mask) as usize)
+    }
+
+    /// The newest sequence a writer may have stored in a slot read before `write_seq`
+    /// loaded `w`: the `newest` of [`later_seq`](crate::layout::later_seq), one bound for
+    /// every reader. On an MPMC-flagged ring the larger of `w` and `claim_seq`, loaded
+    /// after: a producer stores its ticket in the slot before its `fetch_max` of
+    /// `write_seq` (§8.1), so with the tickets below it in flight, dropped or held by dead
+    /// producers a slot may hold a ticket more than a lap past `w`, but never one at or
+    /// past `claim_seq`. Otherwise `w`: no writer of another ring uses `claim_seq` (it is
+    /// 0 there), and a `claim_seq` at or past [`SEQ_LIMIT`] (a corrupt header, from which
+    /// no producer draws a ticket) bounds nothing either. Either value, taken as the bound,
+    /// made a corrupt slot a lap to a sequence the ring never reaches.
+    #[cold]
+    pub fn newest_writable(&self, w: u64) -> u64 {
+        if !self.geo.flags.has(Flags::MODE_MPMC) {
+            return w;
+        }
+        // Relaxed: only a bound on the tickets handed out; the slot's load came first.
+        let claim = self.claim_seq().load(Ordering::Relaxed);
+        if claim < SEQ_LIMIT { w.max(claim) } else { w }
     }
 
     /// On a ring with one writer (not MPMC-flagged): `Some(write_seq)` when record `seq`,

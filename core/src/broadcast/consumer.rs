@@ -495,7 +495,7 @@ impl Consumer {
                 }
                 SlotRead::Overwritten { seen } => {
                     let w = self.load_write_seq();
-                    if !lap_possible(seen, self.newest_writable(w), self.view.capacity()) {
+                    if !lap_possible(seen, self.view.newest_writable(w), self.view.capacity()) {
                         // A corrupt slot: its record is lost once published (the next
                         // read is of the one after it, or of the oldest retained when the
                         // cursor is behind that: at most a ring of skips in one call), and
@@ -535,19 +535,6 @@ impl Consumer {
             }
             want = self.cursor;
             read = self.read_at::<EAGER>(want, poff, dst);
-        }
-    }
-
-    /// The newest sequence a writer may have stored when `write_seq` read `w`: `w`, or on an
-    /// MPMC-flagged ring the larger of it and `claim_seq` (tickets in flight), as
-    /// [`lap_possible`] takes it.
-    #[cold]
-    fn newest_writable(&self, w: u64) -> u64 {
-        if self.mpmc {
-            // Relaxed: only a bound on the tickets handed out, loaded after the slot.
-            w.max(self.view.claim_seq().load(Ordering::Relaxed))
-        } else {
-            w
         }
     }
 
@@ -1257,6 +1244,25 @@ mod tests {
         assert_eq!(c.lapped(), 2);
         // Ticket 6 is pending too, but 7 < 6 + 4: still just "empty".
         assert_eq!((c.cursor(), recv(&mut c)), (6, None));
+    }
+
+    /// An MPMC-flagged ring whose `claim_seq` is at or past `SEQ_LIMIT` (a corrupt header:
+    /// no producer draws a ticket there): a slot holding a value no ticket can be is one
+    /// lost record, as on a ring with one writer. With that `claim_seq` as the bound it was
+    /// a lap to the value's oldest retained sequence, and the reader got nothing more.
+    #[test]
+    fn mpmc_ring_with_a_corrupt_claim_seq_loses_a_corrupt_slot_alone() {
+        use crate::layout::SEQ_LIMIT;
+        let (_m, view) = heap_ring(&Geometry::mpmc(4, 16, 8).unwrap());
+        for s in 1..=6u64 {
+            view.write_slot(s, &s.to_le_bytes());
+        }
+        view.write_seq().fetch_max(6, Ordering::Release);
+        view.claim_seq().store(SEQ_LIMIT, Ordering::Relaxed);
+        view.slot_seq(4).store(u64::MAX - 1, Ordering::Relaxed);
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        assert_eq!(drain(&mut c), [3, 5, 6]);
+        assert_eq!((c.lapped(), c.cursor()), (1, 7));
     }
 
     #[test]

@@ -60,9 +60,7 @@ pub fn read_record(view: &RingView, seq: u64, dst: &mut [u8]) -> RawRead {
         SlotRead::Overwritten { seen } => {
             // Acquire: as in `lapped_by`, loaded after the slot.
             let w = view.write_seq().load(Ordering::Acquire);
-            // Relaxed: only a bound on the tickets handed out (an MPMC-flagged ring's).
-            let newest = w.max(view.claim_seq().load(Ordering::Relaxed));
-            match later_seq(seq, seen, w, newest, view.capacity()) {
+            match later_seq(seq, seen, w, view.newest_writable(w), view.capacity()) {
                 LaterSeq::Lap => lapped_by(seen),
                 // Behind a mirror's frame longer than the ring: gone whatever its slot holds.
                 LaterSeq::Behind { oldest } => RawRead::Lapped { resume_at: oldest },
@@ -216,6 +214,36 @@ mod tests {
                 read_record(&view, 7, &mut dst),
                 RawRead::Pending,
                 "{bad:#x}"
+            );
+        }
+    }
+
+    /// `claim_seq` bounds the tickets in flight of an MPMC-flagged ring alone. On another
+    /// ring (where it is 0), or at or past `SEQ_LIMIT` (a corrupt header), a value there
+    /// made a corrupt slot a lap to that slot's oldest retained sequence, far past anything
+    /// the ring holds, instead of one lost record.
+    #[test]
+    fn claim_seq_bounds_nothing_on_a_single_writer_ring_or_past_the_limit() {
+        use crate::layout::{Geometry, SEQ_LIMIT};
+        use crate::testutil::heap_ring;
+        let bad = 1 << 40;
+        for (geo, claim) in [
+            (Geometry::spmc(4, 16, 8, 0, false).unwrap(), bad + 1),
+            (Geometry::spmc(4, 16, 8, 0, false).unwrap(), u64::MAX),
+            (Geometry::mpmc(4, 16, 8).unwrap(), SEQ_LIMIT),
+        ] {
+            let (_m, view) = heap_ring(&geo);
+            for s in 1..=6u64 {
+                view.write_slot(s, &s.to_le_bytes());
+            }
+            view.write_seq().store(6, Ordering::Release);
+            view.claim_seq().store(claim, Ordering::Relaxed);
+            view.slot_seq(4).store(bad, Ordering::Relaxed);
+            let mut dst = [0u8; 8];
+            assert_eq!(
+                read_record(&view, 4, &mut dst),
+                RawRead::Lapped { resume_at: 5 },
+                "{claim:#x}"
             );
         }
     }

@@ -58,7 +58,8 @@ pub enum LaterSeq {
 
 /// The lap rule for record `seq` whose slot holds the later sequence `seen`, `w` being
 /// `write_seq` loaded after the slot and `newest` the newest sequence a writer may have
-/// stored then (`w`, or on an MPMC-flagged ring the larger of it and `claim_seq`), both as
+/// stored then (`w`, or on an MPMC-flagged ring the larger of it and `claim_seq`:
+/// [`RingView::newest_writable`](crate::RingView::newest_writable)), both as
 /// [`lap_possible`] takes them. One rule for every raw reader of a ring (the hub's collect,
 /// a source's session), so that they skip the same records.
 #[inline]
