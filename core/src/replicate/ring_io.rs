@@ -154,9 +154,11 @@ impl RecordSource for RingSource {
 
 impl RingSource {
     /// The verdict on record `seq` whose slot holds the later sequence `seen`: overwritten,
-    /// unless no lap of the ring could have stored `seen` there. A writer stores a sequence
-    /// at most a lap past the `write_seq` loaded after it (its batch, or an MPMC ring's
-    /// tickets in flight, fill at most the ring), and none at or past [`SEQ_LIMIT`]. A slot
+    /// unless no lap of the ring could have stored `seen` there. A single writer stores a
+    /// sequence at most a lap past the `write_seq` loaded after it (its batch fills at most
+    /// the ring), an MPMC ring's producers none at or past `claim_seq` (tickets in flight
+    /// may be more than a lap past `write_seq`: [`RingView::newest_writable`]), and no
+    /// writer one at or past [`SEQ_LIMIT`]. A slot
     /// holding another value is corrupt, and read as a lap it moved the reader to that
     /// value's oldest retained sequence: a GAP far ahead, after which the reader (the UDP
     /// sender for every UDP mirror) sent nothing more, `write_seq` never getting there. The
@@ -174,7 +176,7 @@ impl RingSource {
     #[cold]
     fn overwritten(&self, seq: u64, seen: u64) -> ReadRecord {
         let w = self.write_seq();
-        match later_seq(seq, seen, w, w, self.0.capacity()) {
+        match later_seq(seq, seen, w, self.0.newest_writable(w), self.0.capacity()) {
             LaterSeq::Lap => ReadRecord::Overwritten { seen },
             LaterSeq::Behind { .. } => ReadRecord::Overwritten { seen: w },
             LaterSeq::Lost => ReadRecord::Lost,

@@ -5,6 +5,7 @@ mod corrupt_slot;
 mod long_frame;
 mod mirror;
 mod mirror_input;
+mod mpmc_tickets;
 mod source;
 mod stuck_slot;
 
