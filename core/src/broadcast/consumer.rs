@@ -36,7 +36,7 @@
 //! had runs at 636–799 ns.
 
 use super::registry::{self, RegistryError};
-use crate::layout::{Flags, REGISTRY_NAME_LEN, SLOT_WRITING, lap_possible, oldest_retained};
+use crate::layout::{Flags, LaterSeq, REGISTRY_NAME_LEN, SLOT_WRITING, later_seq, oldest_retained};
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
 
@@ -495,21 +495,22 @@ impl Consumer {
                 }
                 SlotRead::Overwritten { seen } => {
                     let w = self.load_write_seq();
-                    if !lap_possible(seen, self.view.newest_writable(w), self.view.capacity()) {
-                        // A corrupt slot: its record is lost once published (the next
-                        // read is of the one after it, or of the oldest retained when the
-                        // cursor is behind that: at most a ring of skips in one call), and
-                        // not written yet before.
-                        if want > w {
-                            return None;
-                        }
-                        if !self.lap_to(w) {
+                    let newest = self.view.newest_writable(w);
+                    let moved = match later_seq(want, seen, w, newest, self.view.capacity()) {
+                        LaterSeq::Lap => self.lap_to(w.max(seen)),
+                        LaterSeq::Behind { .. } => self.lap_to(w),
+                        // A corrupt slot: its record alone is lost (at most a ring of such
+                        // skips in one call).
+                        LaterSeq::Lost => {
                             self.lapped = self.lapped.saturating_add(1);
                             self.cursor = want + 1;
+                            true
                         }
-                    } else if !self.lap_to(w.max(seen)) {
-                        // The second load saw a write in flight and write_seq has not moved
-                        // past us yet: report empty, the next poll retries.
+                        LaterSeq::NotYet => false,
+                    };
+                    if !moved {
+                        // Not written yet, or the second load saw a write in flight and
+                        // write_seq has not moved past us yet: empty, the next poll retries.
                         return None;
                     }
                 }

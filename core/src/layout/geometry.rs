@@ -60,8 +60,9 @@ pub enum LaterSeq {
 /// `write_seq` loaded after the slot and `newest` the newest sequence a writer may have
 /// stored then (`w`, or on an MPMC-flagged ring the larger of it and `claim_seq`:
 /// [`RingView::newest_writable`](crate::RingView::newest_writable)), both as
-/// [`lap_possible`] takes them. One rule for every raw reader of a ring (the hub's collect,
-/// a source's session), so that they skip the same records.
+/// [`lap_possible`] takes them. One rule for every reader of a ring (the replication
+/// source, [`read_record`](crate::broadcast::raw::read_record), the consumer and the blob
+/// reader), so that they skip the same records.
 #[inline]
 pub const fn later_seq(seq: u64, seen: u64, w: u64, newest: u64, cap: u64) -> LaterSeq {
     if lap_possible(seen, newest, cap) {

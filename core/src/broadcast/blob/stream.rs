@@ -10,7 +10,8 @@ use super::{
 use crate::broadcast::LOOKASIDE_POLLS;
 use crate::broadcast::registry::{self, RegistryError};
 use crate::layout::{
-    BlobRef, Flags, REGISTRY_NAME_LEN, SEQ_LIMIT, SLOT_WRITING, lap_possible, oldest_retained,
+    BlobRef, Flags, LaterSeq, REGISTRY_NAME_LEN, SEQ_LIMIT, SLOT_WRITING, later_seq,
+    oldest_retained,
 };
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
@@ -417,24 +418,21 @@ impl BlobReader {
                 SlotRead::Overwritten { seen } => {
                     // Acquire: pairs with the writer's release of write_seq.
                     let w = self.view.write_seq().load(Ordering::Acquire);
-                    let oldest = oldest_retained(w.max(seen), cap);
-                    if !lap_possible(seen, w, cap) {
-                        // A corrupt slot: its message is lost once published (read on
-                        // after it, or from the oldest retained when the cursor is behind
-                        // that), and not written yet before (blob rings have one writer).
-                        if self.cursor > w {
-                            return Ok(None);
-                        }
-                        let to = (self.cursor + 1).max(oldest_retained(w, cap));
-                        self.lapped = self.lapped.saturating_add(to - self.cursor);
-                        self.cursor = to;
-                    } else if oldest > self.cursor {
-                        // Saturating: a corrupt write_seq may claim 2^64 lost messages.
-                        self.lapped = self.lapped.saturating_add(oldest - self.cursor);
-                        self.cursor = oldest;
-                    } else {
+                    // `w` is the bound: blob rings have one writer.
+                    let to = match later_seq(self.cursor, seen, w, w, cap) {
+                        LaterSeq::Lap => oldest_retained(w.max(seen), cap),
+                        LaterSeq::Behind { oldest } => oldest,
+                        // A corrupt slot: its message alone is lost.
+                        LaterSeq::Lost => self.cursor + 1,
+                        LaterSeq::NotYet => return Ok(None),
+                    };
+                    if to <= self.cursor {
+                        // A lap whose second load saw a write in flight: retried next poll.
                         return Ok(None);
                     }
+                    // Saturating: a corrupt write_seq may claim 2^64 lost messages.
+                    self.lapped = self.lapped.saturating_add(to - self.cursor);
+                    self.cursor = to;
                 }
             }
         }
