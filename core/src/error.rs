@@ -100,6 +100,13 @@ pub enum AttachError {
         /// Arena header `capacity`.
         arena_capacity: u64,
     },
+    /// The arena header's `mask` is not its `capacity - 1` (spec §10.1).
+    ArenaMaskMismatch {
+        /// Arena header `capacity`.
+        arena_capacity: u64,
+        /// Arena header `mask`.
+        mask: u64,
+    },
     /// Two parts of the layout overlap.
     Overlap {
         /// Which part overlaps.
@@ -244,6 +251,13 @@ impl fmt::Display for AttachError {
                     "arena header capacity {arena_capacity} differs from the ring header's arena_size {arena_size}"
                 )
             }
+            ArenaMaskMismatch {
+                arena_capacity,
+                mask,
+            } => write!(
+                f,
+                "arena header mask {mask:#x} is not its capacity {arena_capacity} - 1"
+            ),
             Overlap { what } => write!(f, "the {what} overlaps another part of the ring"),
             SchemaMismatch { expected, found } => {
                 write!(

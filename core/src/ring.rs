@@ -190,6 +190,18 @@ impl RingView {
                     arena_capacity: cap,
                 });
             }
+            // Ours derive the mask, ringfire's readers index the arena with it: a wrong one is
+            // corruption they refuse. Relaxed: written before the magic, acquired above.
+            // SAFETY: as above; the mask is the arena header's second word.
+            let mask = unsafe { region.a64(geo.arena_offset as usize + arena_off::MASK) }
+                .load(Ordering::Relaxed);
+            // `cap` equals arena_size, a power of two >= 64 (from_header): no underflow.
+            if mask != cap - 1 {
+                return Err(AttachError::ArenaMaskMismatch {
+                    arena_capacity: cap,
+                    mask,
+                });
+            }
         }
         if let Some(sig) = expect.schema_sig
             && h.schema_sig != 0

@@ -307,6 +307,24 @@ fn arena_header_mismatch() {
 }
 
 #[test]
+fn arena_mask_mismatch() {
+    let h = blob();
+    set64(&h, 0x180 + arena_off::MASK, 0xFF00);
+    let e = err(&h);
+    assert_eq!(
+        e,
+        AttachError::ArenaMaskMismatch {
+            arena_capacity: 256,
+            mask: 0xFF00
+        }
+    );
+    assert_eq!(
+        e.to_string(),
+        "arena header mask 0xff00 is not its capacity 256 - 1"
+    );
+}
+
+#[test]
 fn schema_mismatch() {
     let h = spmc();
     set64(&h, hdr::SCHEMA_SIG, 0xAAAA);

@@ -242,6 +242,7 @@ fn ring_arbitrary(inp: &mut Input) {
             && g.arena_offset != 0
         {
             mem[(g.arena_offset as usize + arena_off::CAPACITY) / 8] = g.arena_size;
+            mem[(g.arena_offset as usize + arena_off::MASK) / 8] = g.arena_size - 1;
         }
         let expect = Expect {
             slot_align: align,

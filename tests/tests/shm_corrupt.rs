@@ -318,6 +318,31 @@ fn arena_header_disagrees() {
     assert!(msg.contains("arena header capacity 128"), "{msg}");
 }
 
+/// An arena header whose `mask` is not its capacity − 1 (spec §10.1) is corrupt: ringfire's
+/// blob consumer refuses it ("arena mask does not match its capacity"), and so do we, where
+/// we attached it (and `stat`, `dump` and `serve` took it for a sound ring).
+#[test]
+fn arena_mask_disagrees() {
+    let p = blob_ring("arena-mask");
+    patch(p.path(), 0x180 + 8, &127u64.to_le_bytes());
+    assert!(ringfire::BlobConsumer::<u32>::attach(p.path()).is_err());
+    let (e, msg) = attach_err(&p);
+    assert_eq!(
+        e,
+        AttachError::ArenaMaskMismatch {
+            arena_capacity: 256,
+            mask: 127
+        }
+    );
+    assert!(
+        msg.contains("arena header mask 0x7f is not its capacity 256 - 1"),
+        "{msg}"
+    );
+    // The typed blob consumer refuses it too, as ringfire's does.
+    let blob = ringwire::BlobConsumer::<u32>::attach(&p).unwrap_err();
+    assert_eq!(blob.attach_error(), Some(e));
+}
+
 #[test]
 fn messages_are_distinct() {
     // One message per damage: no two checks share wording.
