@@ -3,7 +3,8 @@
 //! flags, and the mirror ring is a blob ring that ringwire's and ringfire's blob consumers
 //! read. Both directions against the published ringfire 0.5.2 (`ReplicaServer`, `Mirror`)
 //! and ringwire to ringwire over TCP, multicast and unicast; an 8-aligned meta, and a
-//! 16-aligned one (`u128`, at slot offset 16) over TCP and multicast.
+//! 16-aligned one (`u128`, at slot offset 16) over TCP and multicast; empty blobs around one
+//! as long as the whole arena, over TCP in all three directions.
 
 use std::fmt::Debug;
 use std::net::{Ipv4Addr, SocketAddrV4};
@@ -69,6 +70,16 @@ fn huge_blob(n: u64, _big: bool) -> Vec<u8> {
         .collect()
 }
 
+/// Message n (1..=3) of the `EDGES` load: an empty blob, one of the whole arena, and an
+/// empty one after it. The arena is then exactly full, not wrapped, so ringfire's reader
+/// keeps the last empty blob too (it drops empty ones once the arena has wrapped).
+fn edge_blob(n: u64, _big: bool) -> Vec<u8> {
+    let len = if n == 2 { ARENA } else { 0 };
+    (0..len)
+        .map(|i| (n as usize * 131 + i * 7 + i / 4096) as u8)
+        .collect()
+}
+
 /// The messages a test pushes and then finds on the mirror ring.
 #[derive(Clone, Copy)]
 struct Load {
@@ -102,6 +113,15 @@ const LONG: Load = Load {
     grows: true,
 };
 
+/// The blob ring's edges: empty blobs around one as long as the arena.
+const EDGES: Load = Load {
+    cap: 8,
+    n: 3,
+    blob: edge_blob,
+    paced: false,
+    grows: true,
+};
+
 fn mcast(idx: u16) -> SocketAddrV4 {
     let pid = std::process::id();
     SocketAddrV4::new(
@@ -127,7 +147,8 @@ fn publish(load: &Load, push: &mut impl FnMut(u64)) {
 /// Reads the mirror ring with ringwire's and ringfire's blob consumers: each gets every
 /// message of the load, in order, with its meta and blob bytes.
 fn check_mirror<M: TestMeta>(path: &Path, load: &Load, big: bool) {
-    let mut out = vec![0u8; 6 << 20];
+    // The longest blob an arena of the tests holds.
+    let mut out = vec![0u8; ARENA];
     let mut rw = BlobConsumer::<M>::attach(path).expect("ringwire consumer on the mirror");
     let mut m = M::of(0);
     for n in 1..=load.n {
@@ -241,6 +262,12 @@ fn blobs_longer_than_a_datagram_are_fetched_over_tcp_in_multicast_mode() {
 
 /// A hub: source → (mirror + serve of the mirror ring) → leaf. The hub serves a SPARSE
 /// mirror blob ring; the leaf's ring holds every message under the source's sequence.
+/// An empty blob, a blob of the whole arena and an empty one, ringwire to ringwire.
+#[test]
+fn empty_and_whole_arena_blobs_over_tcp() {
+    ringwire_to_ringwire::<Meta>(Mode::Tcp, 16, &EDGES);
+}
+
 #[test]
 fn blob_ring_through_a_hub() {
     let src = ShmPath::new("rwb-hub-src");
@@ -357,6 +384,12 @@ fn long_blobs_from_a_ringfire_serve_to_a_ringwire_mirror_tcp() {
     ringfire_to_ringwire::<Meta>(Mode::Tcp, 10, &LONG);
 }
 
+/// The blob ring's edges from ringfire's serve to ringwire's mirror.
+#[test]
+fn empty_and_whole_arena_blobs_from_a_ringfire_serve_to_a_ringwire_mirror_tcp() {
+    ringfire_to_ringwire::<Meta>(Mode::Tcp, 17, &EDGES);
+}
+
 /// ringwire `BlobProducer` + serve → ringfire 0.5.2 `Mirror`.
 fn ringwire_to_ringfire<M: TestMeta>(mode: Mode, idx: u16, load: &Load) {
     use ringfire::replication::{Mirror, MirrorStart};
@@ -423,4 +456,10 @@ fn ringwire_blob_serve_with_a_u128_meta_to_ringfire_mirror_tcp() {
 #[test]
 fn long_blobs_from_a_ringwire_serve_to_a_ringfire_mirror_tcp() {
     ringwire_to_ringfire::<Meta>(Mode::Tcp, 11, &LONG);
+}
+
+/// The blob ring's edges from ringwire's serve to ringfire's mirror.
+#[test]
+fn empty_and_whole_arena_blobs_from_a_ringwire_serve_to_a_ringfire_mirror_tcp() {
+    ringwire_to_ringfire::<Meta>(Mode::Tcp, 18, &EDGES);
 }
