@@ -493,6 +493,17 @@ pub(crate) mod tests {
                 len: 8,
                 flags: 0,
             },
+            // Ends past u64::MAX: its index (248, 192) fits the arena, its end wraps.
+            BlobRef {
+                offset: u64::MAX - 7,
+                len: 8,
+                flags: 0,
+            },
+            BlobRef {
+                offset: !63,
+                len: 64,
+                flags: 0,
+            },
         ];
         for b in bad {
             assert_eq!(read_blob(&v, &b, &mut dst), BlobRead::Lost, "{b:?}");
