@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration as StdDuration;
 
-use ringwire_core::broadcast::Producer;
+use ringwire_core::broadcast::{Consumer, Producer, StartMode};
 use ringwire_core::replicate::Start;
-use ringwire_core::{Expect, Geometry, SlotRead};
+use ringwire_core::{Expect, Geometry};
 
 use super::ReplicaError;
 use super::io::{RingWaiter, now};
@@ -493,50 +493,53 @@ fn stream_tracker(max_seq: u64) -> SeqTracker {
 }
 
 /// Reads the mirror ring from sequence 1, recording push-to-read latency and feeding the
-/// sequence carried in each record to a [`SeqTracker`].
+/// sequence carried in each record to a [`SeqTracker`]. The ring's rules are the core
+/// [`Consumer`]'s: the lap rule of `layout::later_seq` (a corrupt slot loses its record
+/// alone) and the hole skip of a sparse ring (spec §7), so a hole the mirror left after a
+/// GAP counts as missed at once instead of stalling the reader until a lap overwrites it.
 fn reader(path: &Path, cx: &ReaderCtx<'_>) -> Option<ReaderOut> {
     let (published, halt, ready, live) = (cx.published, cx.halt, cx.ready, cx.live);
     let ring = wait_for_file(path, halt, StdDuration::from_secs(10))?;
     // Relaxed: a plain flag.
     ready.store(true, Ordering::Relaxed);
     let view = ring.ring();
+    // Unregistered: the demo's reader never holds the mirror back.
+    let mut consumer = Consumer::new(*view, StartMode::Sequence(1));
     let mut total = Latency::new();
     let mut window = Latency::new();
     let mut waiter = RingWaiter::new(cx.spin, cx.anticipate);
     let mut tracker = stream_tracker(cx.max_seq);
     let mut buf = [0u8; RECORD_LEN];
-    let (mut cursor, mut delivered, mut missed, mut corrupt) = (1u64, 0u64, 0u64, 0u64);
+    let (mut delivered, mut corrupt) = (0u64, 0u64);
     let mut last = std::time::Instant::now();
     let mut last_delivered = 0;
     // Relaxed: a plain flag.
     while !halt.load(Ordering::Relaxed) {
-        match view.read_slot(cursor, &mut buf) {
-            SlotRead::Ok => {
+        let before = consumer.cursor();
+        match consumer.try_recv(&mut buf) {
+            Some(seq) => {
                 let stamp = u64::from_le_bytes(buf[0..8].try_into().unwrap_or_default());
                 let lat = now().as_nanos().saturating_sub(stamp);
                 total.record(lat);
                 window.record(lat);
-                if !check_record(cursor, &buf) {
+                if !check_record(seq, &buf) {
                     corrupt += 1;
                 }
                 tracker.record(u64::from_le_bytes(
                     buf[8..16].try_into().unwrap_or_default(),
                 ));
                 delivered += 1;
-                // Relaxed: a progress count.
-                cx.read_upto.store(cursor, Ordering::Relaxed);
-                cursor += 1;
             }
-            SlotRead::Overwritten { seen } => {
-                let w = view
-                    .write_seq()
-                    .load(ringwire_core::sync::Ordering::Acquire);
-                let oldest = ringwire_core::oldest_retained(w.max(seen), view.capacity());
-                missed += oldest.saturating_sub(cursor);
-                cursor = oldest.max(cursor + 1);
+            None if consumer.cursor() == before => {
+                waiter.wait(view, before, StdDuration::from_millis(5));
             }
-            SlotRead::Pending => waiter.wait(view, cursor, StdDuration::from_millis(5)),
+            // Lapped or past a hole, nothing read yet: read on at once.
+            None => {}
         }
+        // Every sequence below the cursor is done with, read or missed (for the drain).
+        // Relaxed: a progress count.
+        cx.read_upto
+            .store(consumer.cursor().saturating_sub(1), Ordering::Relaxed);
         if live && last.elapsed() >= StdDuration::from_secs(1) {
             let s = window.summary();
             diag!(
@@ -553,7 +556,7 @@ fn reader(path: &Path, cx: &ReaderCtx<'_>) -> Option<ReaderOut> {
             last_delivered = delivered;
         }
     }
-    Some((delivered, missed, corrupt, total, tracker))
+    Some((delivered, consumer.lapped(), corrupt, total, tracker))
 }
 
 #[cfg(test)]
@@ -750,6 +753,76 @@ mod tests {
         let some = report(200, 150, 0, 0);
         assert_eq!(some.problem_over(Transport::Multicast), some.problem());
         assert_eq!(report(0, 0, 0, 0).problem_over(Transport::Multicast), None);
+    }
+
+    /// A mirror ring of `capacity` slots (sparse, as `ringwire mirror` makes it) whose slots
+    /// hold the demo records `seqs` (a slot given as `(slot seq, record seq)` holds that
+    /// sequence word over the record of the other), `write_seq` published at `w`; then
+    /// what the demo's reader makes of it once it is done with every sequence up to `w`
+    /// (or after 30 s, when it never is): (delivered, missed, corrupt).
+    fn read_mirror_ring(capacity: u64, slots: &[(u64, u64)], w: u64) -> (u64, u64, u64) {
+        let files = unique_paths().map(signal::remove_on_exit);
+        let mut geo = Geometry::spmc(capacity, RECORD_LEN + 8, 8, 0, false).unwrap();
+        geo.flags.0 |= ringwire_core::Flags::SPARSE;
+        let f = RingFile::create(files[1].path(), &geo, &CreateOptions::default()).unwrap();
+        let view = f.ring();
+        for &(slot_seq, rec) in slots {
+            view.write_slot(slot_seq, &record(rec, now().as_nanos()));
+            // Release: the reader's acquire load of the word sees the payload.
+            view.slot_seq(slot_seq).store(slot_seq, Ordering::Release);
+        }
+        view.write_seq().store(w, Ordering::Release);
+        let (published, read_upto) = (AtomicU64::new(w), AtomicU64::new(0));
+        let (halt, ready) = (AtomicBool::new(false), AtomicBool::new(false));
+        let cx = ReaderCtx {
+            published: &published,
+            read_upto: &read_upto,
+            halt: &halt,
+            ready: &ready,
+            live: false,
+            spin: false,
+            anticipate: false,
+            max_seq: w,
+        };
+        let (delivered, missed, corrupt, _, _) = std::thread::scope(|sc| {
+            let rd = sc.spawn(|| reader(files[1].path(), &cx));
+            // A generous bound: the checks are on the counts, not on the time.
+            let t0 = std::time::Instant::now();
+            while read_upto.load(Ordering::Relaxed) < w && t0.elapsed() < StdDuration::from_secs(30)
+            {
+                crate::sys::sleep(StdDuration::from_millis(5));
+            }
+            halt.store(true, Ordering::Relaxed);
+            rd.join()
+                .expect("reader thread")
+                .expect("reader opened the ring")
+        });
+        (delivered, missed, corrupt)
+    }
+
+    /// The reader's verdicts on a mirror ring are the core's (`Consumer`: the lap rule of
+    /// `layout::later_seq` and §7's hole skip), so delivered + missed is every sequence up
+    /// to `write_seq`. Its own rule waited at a hole the mirror left after a GAP until a
+    /// whole lap overwrote it (and then counted the records after the hole, which it could
+    /// have read, as missed; a hole in the last lap of a run was never passed), and took a
+    /// corrupt slot's sequence far past `write_seq` as a lap to it: more missed than
+    /// published, and nothing read after.
+    #[test]
+    fn the_reader_skips_a_mirror_hole_and_a_corrupt_slot_as_the_core_does() {
+        // Ordinary laps: 20 records on 8 slots, 1..=12 gone, 13..=20 read.
+        let all: Vec<_> = (13..=20).map(|s| (s, s)).collect();
+        assert_eq!(read_mirror_ring(8, &all, 20), (8, 12, 0));
+        // A GAP from 4 to 10: 4..=9 were never written, their slots are empty.
+        let holed: Vec<_> = (1..=3).chain(10..=20).map(|s| (s, s)).collect();
+        assert_eq!(read_mirror_ring(64, &holed, 20), (14, 6, 0));
+        // Slot of 5 holds a sequence no writer stored (5 + 1000 laps): 5 alone is lost.
+        let mut corrupt: Vec<_> = (1..=20).filter(|&s| s != 5).map(|s| (s, s)).collect();
+        corrupt.push((5 + 1000 * 64, 5));
+        assert_eq!(read_mirror_ring(64, &corrupt, 20), (19, 1, 0));
+        // A record whose bytes are not its sequence's: delivered, and corrupt.
+        let mut wrong: Vec<_> = (1..=20).filter(|&s| s != 7).map(|s| (s, s)).collect();
+        wrong.push((7, 8));
+        assert_eq!(read_mirror_ring(64, &wrong, 20), (20, 0, 1));
     }
 
     #[test]
