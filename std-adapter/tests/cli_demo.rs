@@ -186,3 +186,45 @@ fn a_hung_up_demo_removes_its_rings_and_exits_1() {
     assert!(rest.contains("Error: demo: interrupted by "), "{rest}");
     assert_eq!(demo_files(pid), Vec::<String>::new(), "left in /dev/shm");
 }
+
+/// The source ring replaced under the running demo (a script that recreates
+/// `/dev/shm/ringwire-demo-*`): serve stops with its error, and the demo ends with it at
+/// once, exit 1, its rings removed. Before, the producer went on publishing to nobody for
+/// the rest of `--seconds` (here 60 s, past the test's 30 s bound) and only then said so.
+#[test]
+fn a_demo_whose_serve_fails_ends_with_its_error_at_once() {
+    let (mut d, mut err) = running_demo();
+    let pid = d.0.id();
+    let files = demo_files(pid);
+    let source = files
+        .iter()
+        .find(|f| f.contains("source"))
+        .unwrap_or_else(|| panic!("no source ring in {files:?}"));
+    let path = format!("/dev/shm/{source}");
+    // Named like the demo's files, so that `Demo`'s drop removes it if the rename fails.
+    let copy = format!("/dev/shm/ringwire-demo-{pid}-replacement");
+    std::fs::copy(&path, &copy).expect("copy the source ring");
+    std::fs::rename(&copy, &path).expect("replace the source ring");
+    // A generous bound: the check is that it ended by itself, not how fast.
+    let t0 = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = d.0.try_wait().expect("try_wait") {
+            break Some(s);
+        }
+        if t0.elapsed() > std::time::Duration::from_secs(30) {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let Some(status) = status else {
+        panic!("the demo still runs 30 s after its serve failed");
+    };
+    let mut rest = String::new();
+    err.read_to_string(&mut rest).expect("read stderr");
+    assert_eq!(status.code(), Some(1), "{status}: stderr: {rest}");
+    assert!(
+        rest.contains(&format!("Error: {path}: replaced by a new ring")),
+        "{rest}"
+    );
+    assert_eq!(demo_files(pid), Vec::<String>::new(), "left in /dev/shm");
+}

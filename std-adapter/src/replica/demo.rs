@@ -360,7 +360,16 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
         }
         if ready.load(Ordering::Relaxed) {
             let (t0, cpu0) = (std::time::Instant::now(), crate::sys::process_cpu_time());
-            let late = produce(&src, opts, stop, published);
+            // A stage that ended (serve or mirror failed, the reader gave up) ends the run
+            // with its error now, not after the rest of `--seconds` of publishing to nobody.
+            // Relaxed: a plain flag.
+            let ended = || {
+                stop.load(Ordering::Relaxed)
+                    || srv.is_finished()
+                    || mir.is_finished()
+                    || reader.is_finished()
+            };
+            let late = produce(&src, opts, &ended, published);
             let cpu = crate::sys::process_cpu_time().saturating_sub(cpu0);
             produced = Some((t0.elapsed(), cpu, late));
             // Let the last records arrive.
@@ -412,12 +421,13 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     Ok(report)
 }
 
-/// Publishes stamped records on the pacer's schedule until the time is up or `stop`.
-/// Returns the producer's lateness: for every record, push time − scheduled time.
+/// Publishes stamped records on the pacer's schedule until the time is up or `ended()`
+/// (a signal, or a stage of the run that stopped). Returns the producer's lateness: for
+/// every record, push time − scheduled time.
 fn produce(
     src: &RingFile,
     opts: &DemoOptions,
-    stop: &AtomicBool,
+    ended: &dyn Fn() -> bool,
     published: &AtomicU64,
 ) -> Latency {
     let mut late = Latency::new();
@@ -431,8 +441,7 @@ fn produce(
     // little past `rate × seconds` records, and at millions a second the extra records
     // were past the run's `max_seq` and reported as never published.
     let records = opts.rate.saturating_mul(opts.seconds);
-    // Relaxed: a plain flag.
-    while !stop.load(Ordering::Relaxed) {
+    while !ended() {
         let (i, due) = pacer.next_due();
         if i >= records {
             break;
@@ -458,8 +467,7 @@ fn produce(
     // 1 s) and ended a 1 msg/s run of 1 s at once. Slept in steps so a signal still stops
     // it promptly.
     let end = pacer.due(records);
-    // Relaxed: a plain flag.
-    while !stop.load(Ordering::Relaxed) {
+    while !ended() {
         let left = end.saturating_duration_since(std::time::Instant::now());
         if left.is_zero() {
             break;
@@ -602,7 +610,7 @@ mod tests {
             live: false,
         };
         let published = AtomicU64::new(0);
-        produce(&src, &opts, &AtomicBool::new(false), &published);
+        produce(&src, &opts, &|| false, &published);
         assert_eq!(published.load(Ordering::Relaxed), 3_000_000);
         assert_eq!(src.ring().write_seq().load(Ordering::Relaxed), 3_000_000);
     }
