@@ -228,3 +228,39 @@ fn a_demo_whose_serve_fails_ends_with_its_error_at_once() {
     );
     assert_eq!(demo_files(pid), Vec::<String>::new(), "left in /dev/shm");
 }
+
+/// A mirror that cannot create its ring (here /dev/shm, a private 6 MiB tmpfs, holds the
+/// 4.5 MiB source ring but not the mirror's) ends the demo with the mirror's error as soon
+/// as the mirror stops, exit 1 and no file left. Before, the demo waited out its 10 s start
+/// timeout first: the bound below is that timeout, which the old wait always reached.
+#[test]
+#[ignore = "needs root: a mount namespace with a small tmpfs on /dev/shm"]
+fn a_demo_whose_mirror_cannot_create_its_ring_ends_with_its_error_at_once() {
+    let script = format!(
+        "mount --make-rprivate / && mount -t tmpfs -o size=6m tmpfs /dev/shm && \
+         {} demo --seconds 60 --rate 1000 --transport tcp; rc=$?; ls -A /dev/shm; exit $rc",
+        env!("CARGO_BIN_EXE_ringwire")
+    );
+    let t0 = std::time::Instant::now();
+    let out = Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run unshare");
+    let took = t0.elapsed();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("-mirror: fallocate failed") && stderr.contains("No space left"),
+        "{stderr}"
+    );
+    // `ls -A /dev/shm`: nothing left (the demo prints no summary on an error).
+    assert_eq!(stdout, "", "left in /dev/shm, or a summary: {stderr}");
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "took {took:?}, the start timeout: {stderr}"
+    );
+}

@@ -350,10 +350,13 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
         };
         let reader = sc.spawn(move || reader(mir_path, &rd));
         let t0 = std::time::Instant::now();
-        // Relaxed: plain flags; the reader owns its ring mapping.
+        // A stage that stopped (the mirror could not create its ring) is waited for no
+        // longer: its error ends the run. Relaxed: plain flags; the reader owns its mapping.
         while !ready.load(Ordering::Relaxed)
             && !stop.load(Ordering::Relaxed)
             && !reader.is_finished()
+            && !srv.is_finished()
+            && !mir.is_finished()
             && t0.elapsed() < START_TIMEOUT
         {
             crate::sys::sleep(StdDuration::from_millis(5));
