@@ -2,6 +2,7 @@
 #![deny(missing_docs)]
 
 pub mod bench_items;
+pub mod cli_child;
 pub mod netns;
 pub mod push_drain;
 pub mod records;

@@ -12,7 +12,7 @@
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, ExitStatus, Stdio};
+use std::process::ExitStatus;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -33,23 +33,7 @@ const CHILD_LIMIT: Duration = Duration::from_secs(60);
 #[test]
 #[ignore = "child process entry point of the other tests in this file"]
 fn cli_child() {
-    let Ok(args) = std::env::var(CHILD_ENV) else {
-        return;
-    };
-    let argv = std::iter::once("ringwire").chain(args.lines());
-    let cli = match <ringwire::cli::Cli as clap::Parser>::try_parse_from(argv) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            std::process::exit(2);
-        }
-    };
-    let code = match cli.command {
-        ringwire::cli::Command::Serve(s) => s.run(),
-        ringwire::cli::Command::Mirror(m) => m.run(),
-        other => panic!("not a replication subcommand: {other:?}"),
-    };
-    std::process::exit(if code == ExitCode::SUCCESS { 0 } else { 1 });
+    ringwire_tests::cli_child::run_from_env(CHILD_ENV);
 }
 
 /// A running child `ringwire` with its stderr lines collected; SIGKILLed on drop if still
@@ -64,18 +48,7 @@ impl Child {
     /// Starts `ringwire args…`, as `uid`/`gid` when given (std drops the supplementary
     /// groups when root changes the uid).
     fn spawn(args: &[&str], as_user: Option<u32>) -> Child {
-        let mut cmd = Command::new(std::env::current_exe().expect("test binary path"));
-        cmd.args([
-            "--exact",
-            "cli_child",
-            "--ignored",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_ENV, args.join("\n"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
+        let mut cmd = ringwire_tests::cli_child::command("cli_child", CHILD_ENV, args);
         if let Some(id) = as_user {
             cmd.uid(id).gid(id);
         }
