@@ -248,14 +248,19 @@ fn addr_after(line: &str, key: &str) -> SocketAddr {
 fn source(p: &Path, capacity: u64) -> RingFile {
     let geo = Geometry::spmc(capacity, 64, 8, 0, false).unwrap();
     let ring = RingFile::create(p, &geo, &CreateOptions::default()).expect("source ring");
-    let view = ringwire_tests::shm::view(&ring);
     for seq in 1..=capacity {
-        let mut rec = [0u8; 56];
-        rec[..8].copy_from_slice(&seq.to_le_bytes());
-        view.write_slot(seq, &rec);
-        view.publish(seq);
+        publish(&ring, seq);
     }
     ring
+}
+
+/// Writes and publishes record `seq` of a [`source`] ring.
+fn publish(ring: &RingFile, seq: u64) {
+    let view = ringwire_tests::shm::view(ring);
+    let mut rec = [0u8; 56];
+    rec[..8].copy_from_slice(&seq.to_le_bytes());
+    view.write_slot(seq, &rec);
+    view.publish(seq);
 }
 
 fn hello(seq: u64, flags: u8) -> Vec<u8> {
@@ -515,10 +520,13 @@ fn source_cycle(l: &TcpListener, udp: &UdpSocket, i: usize) {
         }
         3 => {
             geometry(&mut c, 0);
-            let mut hb = [0u8; 16];
+            let mut hb = [0u8; 32];
             HeartbeatRepr { flags: 0, seq: 0 }.emit(&mut hb).unwrap();
-            // The mirror may be gone already.
-            let _ = c.write_all(&hb);
+            HeartbeatRepr { flags: 0, seq: 0 }
+                .emit(&mut hb[16..])
+                .unwrap();
+            // A heartbeat and half of another: the next connection starts on a clean stream.
+            c.write_all(&hb[..24]).expect("a frame and a half");
         }
         4 => {
             announce(&mut c, [0; 4], udp.local_addr().unwrap().port());
@@ -625,13 +633,15 @@ fn mirror_through_reconnects_returns_to_its_level() {
             );
         }
     }
-    // A real serve restarted on the source's address, its ring the same: the mirror resumes
-    // each time (all its records there) and keeps its ring.
+    // A real serve restarted on the source's address, its ring the same with one more record
+    // each time: the mirror resumes (and gets that record) and keeps its ring.
     drop(l);
     let src = ShmPath::new("soak-src");
-    let _ring = source(src.path(), 64);
+    let ring = source(src.path(), 64);
     let mut kept = None;
     for r in 0..RESTARTS {
+        let seq = 65 + r as u64;
+        publish(&ring, seq);
         let mut so = ServeOptions::new(src.path(), addr);
         so.log = false;
         let server = Server::bind(so).expect("serve on the source's address");
@@ -640,8 +650,7 @@ fn mirror_through_reconnects_returns_to_its_level() {
             let _stop = SetOnDrop(&stop);
             let served = sc.spawn(|| server.run(&stop));
             wait_until("the mirror served", LIMIT, || {
-                server.summary().sessions > 0
-                    && ReadOnlyRing::open(dst.path()).is_ok_and(|m| m.write_seq() == 64)
+                ReadOnlyRing::open(dst.path()).is_ok_and(|m| m.write_seq() == seq)
             });
             stop.store(true, Ordering::Relaxed);
             served.join().unwrap().expect("serve");
