@@ -428,10 +428,6 @@ fn places_held_without_hello_come_free() {
     // Half of them go: a mirror in each of their places.
     silent.truncate(32);
     let live: Vec<_> = (0..32).map(|_| served(addr, HELLO_LATEST, 0)).collect();
-    assert!(
-        handshake(addr, HELLO_LATEST, 0).is_none(),
-        "a 65th mirror served"
-    );
     // The rest are closed by the HELLO timeout: serve ends the stream.
     for mut s in silent {
         s.set_read_timeout(Some(LIMIT)).unwrap();
