@@ -181,7 +181,8 @@ fn usage(pid: u32) -> Usage {
 }
 
 /// The usage once `held` says the process holds what it should and its descriptors and
-/// threads are the same in three samples in a row (a thread or session just ending).
+/// threads are the same in six samples in a row, 100 ms (a thread just starting, or a
+/// session just ending: an idle one looks at its socket every 50 ms).
 fn settled(pid: u32, what: &str, mut held: impl FnMut(Usage) -> bool) -> Usage {
     let end = Instant::now() + LIMIT;
     let mut last = usage(pid);
@@ -191,7 +192,7 @@ fn settled(pid: u32, what: &str, mut held: impl FnMut(Usage) -> bool) -> Usage {
         let u = usage(pid);
         let steady = (u.fds, u.threads) == (last.fds, last.threads);
         same = if steady && held(u) { same + 1 } else { 0 };
-        if same >= 2 {
+        if same >= 5 {
             return u;
         }
         assert!(
@@ -452,35 +453,45 @@ fn places_held_without_hello_come_free() {
 }
 
 /// The source ring replaced 100 times under serve (a producer restarting): each new ring is
-/// served, and serve holds no more descriptors, threads or mappings than with the first.
+/// served, and serve holds no more descriptors, threads or mappings after the 100th
+/// replacement than after the first. (The first adds one descriptor for good: serve keeps a
+/// copy of its listener for every later ring's server, see `serve::follow_from`.)
 #[test]
 fn serve_through_100_replaced_rings_returns_to_its_level() {
     let src = ShmPath::new("soak-replaced");
     let mut ring = Some(source(src.path(), 64));
     let (serve, addr) = serve_child(src.path(), &["--udp", "0"]);
     let pid = serve.pid();
-    // Reset: its session ends at once, not at its next heartbeat.
-    reset(served(addr, HELLO_LATEST, 0).0);
-    let base = settled(pid, "serve at start", |_| true);
-    for k in 1..=100u64 {
+    let start = settled(pid, "serve at start", |_| true);
+    let mut replace = |k: u64| {
         drop(ring.take());
         let capacity = if k % 2 == 1 { 128 } else { 64 };
         ring = Some(source(src.path(), capacity));
-        // The first mirror after the replacement is served the new ring.
-        let (_, g) = served(addr, HELLO_LATEST, 0);
+        // The first mirror after the replacement is served the new ring; reset, its
+        // session ends at once.
+        let (c, g) = served(addr, HELLO_LATEST, 0);
+        reset(c);
         assert_eq!(g.capacity, capacity, "replacement {k}: the old ring served");
+    };
+    replace(1);
+    let base = settled(pid, "serve after the first replacement", |_| true);
+    for k in 2..=100 {
+        replace(k);
     }
     let end = back_to(pid, base, "serve after 100 replaced rings");
     assert_rss(base, end, "serve after 100 replaced rings");
     let log = serve.stop();
     let replaced = log.iter().filter(|l| l.contains("was replaced")).count();
-    eprintln!("replaced rings: start {base:?}, end {end:?}; {replaced} replacements logged");
+    eprintln!(
+        "replaced rings: start {start:?}, after the first replacement {base:?}, after 100 \
+         {end:?}; {replaced} replacements logged"
+    );
 }
 
 /// A fake source's side of one mirror connection, the `i`-th way of six: the HELLO read,
 /// then a refusal (closed before GEOMETRY), or a GEOMETRY (a RESET one every 250th, which
-/// makes the mirror recreate its ring) closed with a FIN or a reset, after a HEARTBEAT, or
-/// after announcing UDP unicast (closed once the mirror's PUNCH is in: its socket is open)
+/// makes the mirror recreate its ring) closed with a FIN or a reset, in the middle of a
+/// frame, or after announcing UDP unicast (closed once the mirror's PUNCH is in: its socket is open)
 /// or a multicast group (which the mirror joins).
 fn source_cycle(l: &TcpListener, udp: &UdpSocket, i: usize) {
     let (mut c, _) = l.accept().expect("accept the mirror");
