@@ -94,7 +94,10 @@ pub(crate) fn before(deadline: Option<Instant>) -> bool {
 
 /// Whether a broadcast consumer at `cursor` may find something to do: `write_seq` has
 /// reached it, or (MPMC-flagged rings) the record is published or a whole lap behind and
-/// counts as lost.
+/// counts as lost. On an MPMC-flagged ring the slot is looked at even while `write_seq` is
+/// below the cursor: a producer stores its ticket there before its `fetch_max` of
+/// `write_seq` (spec §8.1), and one stopped between the two (killed, stopped, descheduled)
+/// would leave a waiter asleep at a readable record until its timeout.
 ///
 /// On a ring with one writer, a published cursor whose slot reads [`SLOT_WRITING`] is
 /// something to do too: a later lap is overwriting the record, or a producer that died
@@ -112,13 +115,11 @@ pub(crate) fn before(deadline: Option<Instant>) -> bool {
 pub(crate) fn published(ring: &RingView, cursor: u64) -> bool {
     // Acquire: a reader that sees the new write_seq also sees the slots published before it.
     let w = ring.write_seq().load(Ordering::Acquire);
-    if w < cursor {
-        return false;
-    }
     if ring.geometry().flags.has(Flags::MODE_MPMC) {
+        // Even below write_seq: a producer stores its ticket before its fetch_max (§8.1).
         return mpmc_ready(ring, cursor, w);
     }
-    true
+    w >= cursor
 }
 
 /// What a consumer's receive loop waits for after an empty poll.
@@ -244,9 +245,10 @@ impl WaitFor {
 }
 
 /// On an MPMC-flagged ring `write_seq` is the highest ticket published, not the last of a
-/// contiguous run: the ticket at `cursor` may still be claimed, or its producer dead. The
-/// consumer can act once that slot is published or `write_seq` is a lap past it (its lap
-/// rule then counts the ticket lost); before that, a waiter must sleep, not spin.
+/// contiguous run: the ticket at `cursor` may still be claimed, or its producer dead, and
+/// a ticket stored in its slot may be above it. The consumer can act once that slot is
+/// published (or holds a later lap) or `write_seq` is a lap past it (its lap rule then
+/// counts the ticket lost); before that, a waiter must sleep, not spin.
 #[cold]
 fn mpmc_ready(ring: &RingView, cursor: u64, write_seq: u64) -> bool {
     // Acquire: pairs with the producer's release store of the slot's sequence word.
@@ -818,6 +820,40 @@ mod tests {
         let _ = std::fs::remove_file(&t);
         assert!(took >= Duration::from_millis(290), "unsliced: {took:?}");
         assert_eq!(whole.stats().timed_out, 1, "{:?}", whole.stats());
+    }
+
+    /// On an MPMC-flagged ring a producer stores its ticket in the slot before its
+    /// `fetch_max` of `write_seq` (spec §8.1). One stopped between the two (killed,
+    /// SIGSTOPped, descheduled) leaves a readable record with `write_seq` below it and no
+    /// wake-up on its way: a waiter at that record must not sleep its timeout out.
+    #[test]
+    fn an_mpmc_record_stored_before_write_seq_moves_ends_the_wait() {
+        let t = std::env::temp_dir().join(format!("ringwire-wait-mpmc-{}", std::process::id()));
+        let _ = std::fs::remove_file(&t);
+        let tx = crate::lossy_mpmc::MpmcProducer::<u64>::create(&t, 8).unwrap();
+        let ring = *tx.file().ring();
+        // Ticket 1 claimed and written as `LossyMpmcProducer::push` does, then the producer
+        // stops before its fetch_max.
+        // Relaxed: as the producer's claim.
+        let ticket = ring.claim_seq().fetch_add(1, Ordering::Relaxed);
+        ring.write_slot(ticket, &7u64.to_le_bytes());
+        let mut w = FutexWait::new(0, Some(Duration::from_secs(2)));
+        w.wait(&ring, ticket);
+        let got = crate::RingConsumer::<u64>::attach(&t).unwrap().try_recv();
+        let write_seq = ring.write_seq().load(Ordering::Relaxed);
+        drop(tx);
+        let _ = std::fs::remove_file(&t);
+        assert_eq!(
+            (ticket, write_seq, got),
+            (1, 0, Some(7)),
+            "readable below write_seq"
+        );
+        assert_eq!(
+            w.stats().sleeps,
+            0,
+            "slept at a readable record: {:?}",
+            w.stats()
+        );
     }
 
     #[test]
