@@ -6,8 +6,9 @@
 //! that never returns, which loom reports as a deadlock.
 //!
 //! The real code paths run: `RingView::publish` and `publish_fenced` through a broadcast
-//! `Producer`, the queues' `notify_data_unfenced` / `notify_data` after an MPMC push, and
-//! the sleeper's `FutexPair::announce` (with two competing queue sleepers too). The std
+//! `Producer`, the queues' `notify_data_unfenced` / `notify_data` after an MPMC push,
+//! `LossyMpmcProducer::push` (two producers publishing out of ticket order), and the
+//! sleeper's `FutexPair::announce` (with two competing queue sleepers too). The std
 //! SPSC consumer's hand-back to a producer asleep on a full queue is built here from the
 //! core calls it makes (`FutexPair::sleepers`, `SpscConsumer::release`, `FutexPair::bump`;
 //! the std layer is not built under loom), in its order and in the wrong one. The
@@ -26,6 +27,8 @@ use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 use ringwire_core::broadcast::{Producer, Wake};
 use ringwire_core::futex::{FutexPair, STALE_SLEEPER_AFTER, STALE_SLEEPER_WAKES, WakeGate};
+use ringwire_core::layout::SLOT_WRITING;
+use ringwire_core::queue::compat::{LossyMpmcProducer, LossyPush};
 use ringwire_core::queue::{
     MpmcQueue, QueueGeometry, QueueKind, QueueView, SpscConsumer, SpscProducer,
 };
@@ -33,9 +36,14 @@ use ringwire_core::sync::{A32, Ordering};
 use ringwire_core::{Geometry, Region, RingView};
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
+    model_bounded(3, f);
+}
+
+/// [`model`] with preemption bound `bound` (unless `LOOM_MAX_PREEMPTIONS` sets one).
+fn model_bounded(bound: usize, f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(3);
+        b.preemption_bound = Some(bound);
     }
     b.check(f);
 }
@@ -172,6 +180,57 @@ fn ring_fenced_publish_wakes_every_sleeper() {
         sleep_until(view.futex(), &futex, || published(&view, 1));
         w.join().unwrap();
         r.join().unwrap();
+    });
+}
+
+/// A lossy MPMC ring (spec §8) of two 8-byte records.
+fn lossy_ring() -> RingView {
+    let geo = Geometry::mpmc(2, 16, 8).unwrap();
+    // SAFETY: a fresh loom region, no other view of it exists yet.
+    unsafe { RingView::init(Region::loom_new(geo.total_len().unwrap() as usize), &geo) }.unwrap()
+}
+
+/// The std consumers' wait test on an MPMC-flagged ring (`wait::published` in the std
+/// adapter, not built under loom): the slot of `seq` holds it (or a later lap), or
+/// `write_seq` is a lap past it.
+fn mpmc_published(view: &RingView, seq: u64) -> bool {
+    // Acquire: as the std test's load of write_seq.
+    let w = view.write_seq().load(Ordering::Acquire);
+    // Acquire: pairs with the producer's release store of the slot's sequence word.
+    let s = view.slot_seq(seq).load(Ordering::Acquire);
+    (s != SLOT_WRITING && s >= seq) || w >= seq + view.capacity()
+}
+
+/// Two lossy MPMC producers publish tickets 1 and 2, in either order, while a reader sleeps
+/// until ticket 1 is readable. When ticket 2 is published first, ticket 1's `fetch_max`
+/// leaves `write_seq` at 2, and the reader that ticket 2 woke finds ticket 1's slot not
+/// written yet and sleeps again: ticket 1's publish must still wake it, though it does not
+/// move `write_seq`. Bound 2: the order needs one preemption (ticket 1's producer stopped
+/// after its claim), a wake skipped there fails at bound 1 already, and bound 3 took 40
+/// times as long (85 s on 2 loaded cores) without finding more.
+#[test]
+fn mpmc_sleeper_is_woken_by_a_ticket_published_below_write_seq() {
+    model_bounded(2, || {
+        let view = lossy_ring();
+        let futex = Arc::new(Futex::new());
+        let producers: Vec<_> = (0..2u64)
+            .map(|v| {
+                let p = LossyMpmcProducer::new(view.clone()).unwrap();
+                let f = futex.clone();
+                thread::spawn(move || match p.push(&v.to_le_bytes(), || 0) {
+                    LossyPush::Published { wake, .. } => {
+                        if wake {
+                            f.wake();
+                        }
+                    }
+                    other => panic!("{other:?}"),
+                })
+            })
+            .collect();
+        sleep_until(view.futex(), &futex, || mpmc_published(&view, 1));
+        for p in producers {
+            p.join().unwrap();
+        }
     });
 }
 
@@ -351,11 +410,7 @@ fn two_queue_sleepers_each_get_an_item() {
             }
         }
     }
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
-    }
-    b.check(|| {
+    model_bounded(2, || {
         let q = mpmc();
         let futex = Arc::new(Futex::new());
         let (q2, f2) = (q.clone(), futex.clone());
