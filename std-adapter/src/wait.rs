@@ -253,7 +253,11 @@ impl WaitFor {
 fn mpmc_ready(ring: &RingView, cursor: u64, write_seq: u64) -> bool {
     // Acquire: pairs with the producer's release store of the slot's sequence word.
     let s = ring.slot_seq(cursor).load(Ordering::Acquire);
-    (s != SLOT_WRITING && s >= cursor) || write_seq >= cursor.saturating_add(ring.capacity())
+    // Below write_seq, only a ticket a producer may have stored (under claim_seq): a
+    // corrupt word there would otherwise keep every waiter awake at a record never coming.
+    let stored = write_seq >= cursor || s <= ring.newest_writable(write_seq);
+    (s != SLOT_WRITING && s >= cursor && stored)
+        || write_seq >= cursor.saturating_add(ring.capacity())
 }
 
 /// Polls with a spin-loop hint: lowest latency, one core busy while waiting.
@@ -854,6 +858,28 @@ mod tests {
             "slept at a readable record: {:?}",
             w.stats()
         );
+    }
+
+    /// The look below `write_seq` takes only a ticket a producer may have stored there
+    /// (under `claim_seq`): a corrupt slot word past every claim, with `write_seq` below the
+    /// cursor, is nothing to do, so a waiter sleeps instead of polling a record that no
+    /// producer is writing.
+    #[test]
+    fn an_mpmc_slot_past_every_claim_below_write_seq_is_nothing_to_do() {
+        let t = std::env::temp_dir().join(format!("ringwire-wait-mpmc-bad-{}", std::process::id()));
+        let _ = std::fs::remove_file(&t);
+        let tx = crate::lossy_mpmc::MpmcProducer::<u64>::create(&t, 8).unwrap();
+        let ring = *tx.file().ring();
+        // Relaxed: as the producer's claim.
+        let ticket = ring.claim_seq().fetch_add(1, Ordering::Relaxed);
+        ring.write_slot(ticket, &7u64.to_le_bytes());
+        let stored = published(&ring, ticket);
+        // A value no ticket drawn so far can be (claim_seq is now 2).
+        ring.slot_seq(ticket).store(1 << 40, Ordering::Release);
+        let corrupt = published(&ring, ticket);
+        drop(tx);
+        let _ = std::fs::remove_file(&t);
+        assert_eq!((stored, corrupt), (true, false));
     }
 
     #[test]
