@@ -156,7 +156,10 @@ impl RingView {
         Ok(view)
     }
 
-    /// Attaches to an initialised ring with every check of spec §1.3, in order.
+    /// Attaches to an initialised ring with every check of spec §1.3, in order. Before the
+    /// schema check, a blob ring's arena header (§10.1) must hold the ring header's
+    /// `arena_size` as its capacity ([`AttachError::ArenaHeaderMismatch`]) and that
+    /// capacity - 1 as its mask ([`AttachError::ArenaMaskMismatch`], as ringfire refuses it).
     pub fn attach(region: Region, expect: Expect) -> Result<RingView, AttachError> {
         let len = region.len() as u64;
         if len < hdr::SIZE as u64 {

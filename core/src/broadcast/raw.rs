@@ -14,8 +14,9 @@ pub enum RawRead {
     /// Not published yet, or (on an MPMC-flagged ring) a ticket still being written: stop
     /// collecting and try again later.
     Pending,
-    /// The record is gone: the oldest sequence the ring can still hold is `resume_at`
-    /// (always greater than the sequence asked for). A TCP source sends `GAP(resume_at)`.
+    /// The record is gone: read on at `resume_at` (always greater than the sequence asked
+    /// for), the oldest sequence the ring can still hold, or after a corrupt slot the next
+    /// one. A TCP source sends `GAP(resume_at)`.
     Lapped {
         /// Where to continue reading.
         resume_at: u64,
@@ -24,10 +25,14 @@ pub enum RawRead {
 
 /// Reads record `seq` into `dst` with the tear-free protocol (spec §4.3).
 ///
-/// When the slot holds a newer record, `r = oldest_retained(max(write_seq, seen), C)`
-/// (§20.2): if `r > seq` the record is reported [`RawRead::Lapped`] with `resume_at = r`,
-/// otherwise (the re-check saw a write in flight) it is [`RawRead::Pending`], which a
-/// source treats as "retry".
+/// When the slot holds a later sequence `seen`, [`later_seq`] judges it. A later lap's
+/// write gives `r = oldest_retained(max(write_seq, seen), C)` (§20.2): if `r > seq` the
+/// record is reported [`RawRead::Lapped`] with `resume_at = r`, otherwise (the re-check
+/// saw a write in flight) it is [`RawRead::Pending`], which a source treats as "retry". A
+/// sequence no writer could have stored there (more than a lap past
+/// [`RingView::newest_writable`], or at or past `SEQ_LIMIT`) is a corrupt slot: once
+/// `write_seq` has reached `seq`, the record alone is lost (`resume_at = seq + 1`, or the
+/// oldest retained when `seq` is behind it); before, it is `Pending`.
 ///
 /// On a ring with one writer, a slot holding the write marker at a sequence `write_seq` has
 /// passed is a later lap's write ([`RingView::rewritten_under`]): in progress, or left for

@@ -18,17 +18,19 @@ pub const fn oldest_retained(w: u64, cap: u64) -> u64 {
 
 /// Whether a slot holding the sequence `seen` (a later one than the record a reader asked
 /// for) can be a later lap's write, `w` being `write_seq` loaded after the slot was read
-/// (on an MPMC-flagged ring, the larger of it and `claim_seq`, loaded after too: tickets in
-/// flight): no writer stores a sequence at or past [`SEQ_LIMIT`](super::SEQ_LIMIT), nor
-/// more than a lap past `write_seq` (a producer's batch fills at most the ring before it
-/// publishes, and an MPMC ticket is below `claim_seq`). A slot holding any other value is
-/// corrupt: read as a lap, it moved a reader to that value's oldest retained record, which
-/// the ring never reaches, and the reader got nothing more. Readers take such a record as
-/// lost once published, and as not written yet before. A `w` at or past `SEQ_LIMIT` is a
-/// corrupt header, against which no slot can be judged: true. (A mirror does store more than
-/// a lap past `write_seq`: it publishes once per DATA frame, and a frame may hold more
-/// records than the ring. A record behind the oldest that `w` leaves in the ring is gone
-/// whatever its slot holds, so readers skip to that oldest record there.)
+/// (on an MPMC-flagged ring, the larger of it and a `claim_seq` below `SEQ_LIMIT`, loaded
+/// after too, for the tickets in flight:
+/// [`RingView::newest_writable`](crate::RingView::newest_writable)): no writer stores a
+/// sequence at or past [`SEQ_LIMIT`](super::SEQ_LIMIT), nor more than a lap past `w` (a
+/// producer's batch fills at most the ring before it publishes, and an MPMC ticket is below
+/// `claim_seq`). A slot holding any other value is corrupt: read as a lap, it moved a reader
+/// to that value's oldest retained record, which the ring never reaches, and the reader got
+/// nothing more. Readers take such a record as lost once published, and as not written yet
+/// before. A `w` at or past `SEQ_LIMIT` is a corrupt header, against which no slot can be
+/// judged: true. (A mirror does store more than a lap past `write_seq`: it publishes once
+/// per DATA frame, and a frame may hold more records than the ring. A record behind the
+/// oldest that `w` leaves in the ring is gone whatever its slot holds, so readers skip to
+/// that oldest record there.)
 #[inline]
 pub const fn lap_possible(seen: u64, w: u64, cap: u64) -> bool {
     w >= super::SEQ_LIMIT || (seen < super::SEQ_LIMIT && seen <= w.saturating_add(cap))
