@@ -352,9 +352,9 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
     /// (ringfire's `recv_detailed`): `(record, 0)` when none were. The count is the rise of
     /// [`AsyncRingConsumer::lapped_count`] over the whole wait, so it includes records a
     /// poll found lost with nothing yet to return (the reader lapped while the producer was
-    /// rewriting the oldest retained slot: [`RingConsumer::recv_status`] says `Empty` then).
-    /// Losses found by an earlier `recv_detailed` dropped before it returned are counted in
-    /// `lapped_count` only.
+    /// rewriting the oldest retained slot: [`RingConsumer::recv_status`] says `Empty` then;
+    /// ringfire's `recv_detailed` counts only its last poll's). Losses found by an earlier
+    /// `recv_detailed` dropped before it returned are counted in `lapped_count` only.
     pub async fn recv_detailed(&mut self) -> (T, u64) {
         let before = self.consumer.lapped_count();
         poll_fn(|cx| {

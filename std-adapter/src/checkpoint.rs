@@ -160,10 +160,12 @@ fn short_file(path: &Path, len: u64, found: u64) -> Error {
 impl OffsetCheckpoint {
     /// Opens the checkpoint at `path`, creating it (mode `0o666` less the umask, and any
     /// missing parent directories: [`Error::Io`] of `mkdir`, naming the directory, when they
-    /// cannot be made) when it does not exist or is empty. An existing file must
-    /// be a checkpoint: the right magic ([`Error::BadFileMagic`], also for a short file that
-    /// is something else), 64 bytes ([`Error::TooShort`]) and the right version
-    /// ([`Error::BadFileVersion`]); a file refused is left as it was. What a creation cut
+    /// cannot be made) when it does not exist or is empty; a file system with no room for
+    /// its 64 bytes gives an [`Error::Io`] of `fallocate` (a file this call made is removed,
+    /// an empty one found is left empty). An existing file must be a checkpoint: the right
+    /// magic ([`Error::BadFileMagic`], also for a short file that is something else), 64
+    /// bytes ([`Error::TooShort`]) and the right version ([`Error::BadFileVersion`]); a
+    /// file refused is left as it was. What a creation cut
     /// short leaves (64 bytes without the magic or an offset) is finished, or refused with
     /// an [`Error::Io`] of `fallocate` when the file system has no room for its bytes. This
     /// process's pid is stored into it.

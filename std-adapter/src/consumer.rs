@@ -239,7 +239,9 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// lapped), or at the newest published message when nothing was saved yet. The
     /// checkpoint and the registry entry are named `"consumer"`. A file that exists but is
     /// not a checkpoint is refused ([`Error::BadFileMagic`], [`Error::BadFileVersion`]), and
-    /// so is a checkpoint cut short ([`Error::TooShort`]); a full registry fails as in
+    /// so is a checkpoint cut short ([`Error::TooShort`]); one that cannot be created is an
+    /// [`Error::Io`] naming the step (`mkdir` of its directory, `fallocate` on a full file
+    /// system: see [`OffsetCheckpoint::open_or_create`]); a full registry fails as in
     /// [`RingConsumer::attach`].
     pub fn attach_from_offset<P: AsRef<Path>, O: AsRef<Path>>(
         path: P,
@@ -568,7 +570,8 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// not touched unless `path` is the same file. The file is opened and mapped on every
     /// call. The cursor is published to the registry again, as [`RingConsumer::commit_offset`]
     /// does. A file that exists but is not a checkpoint is refused
-    /// ([`Error::BadFileMagic`], [`Error::BadFileVersion`]) and left as it is.
+    /// ([`Error::BadFileMagic`], [`Error::BadFileVersion`]) and left as it is; one that
+    /// cannot be created is an [`Error::Io`] as [`OffsetCheckpoint::open_or_create`] says.
     pub fn commit_offset_to(&self, path: impl AsRef<Path>, consumer_name: &str) -> Result<()> {
         let cp = OffsetCheckpoint::open_or_create(path, consumer_name)?;
         cp.save(self.last_processed_sequence());

@@ -122,8 +122,10 @@ impl<T: IntoBytes + Immutable + 'static> MpmcProducer<T> {
 
     /// Attaches another producer to the MPMC ring at `path`, created by ringwire or
     /// ringfire. Refuses a ring of another record type (its stride or schema signature
-    /// differs, [`Error::Attach`]) and a ring that is not MPMC (a broadcast ring has no
-    /// ticket counters). Takes no lock and never unlinks the file.
+    /// differs, [`Error::Attach`]), a ring that is not MPMC (a broadcast ring has no ticket
+    /// counters), and one whose `claim_seq` is at or past 2^63 (a corrupt header:
+    /// [`AttachError::ClaimSeqExhausted`](ringwire_core::AttachError::ClaimSeqExhausted)).
+    /// Takes no lock and never unlinks the file.
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
         // Sleepers' membarrier must reach this process too (spec §1.2 step 1, §11).
         sys::membarrier_register();
@@ -293,12 +295,15 @@ pub struct MpmcQueueConsumer<T> {
 
 impl<T: FromBytes + 'static> MpmcQueueConsumer<T> {
     /// Attaches a competing consumer to the MPMC ring at `path`, created by ringwire or
-    /// ringfire. Refuses a ring of another record type (its stride or schema signature
-    /// differs, [`Error::Attach`]) and a ring that is not MPMC, such as a broadcast ring
+    /// ringfire. Refuses ([`Error::Attach`]) a ring of another record type (its stride or
+    /// schema signature differs), a ring that is not MPMC, such as a broadcast ring
     /// (ringfire attaches to one and then never receives anything), and one whose header
-    /// is corrupt: `read_seq` past `claim_seq` (ringfire's consumers would receive nothing
-    /// until producers caught up, and count nothing lost), or a `claim_seq` that a producer
-    /// refuses too (at or past 2^63: no ticket drawn from it can hold a message).
+    /// is corrupt: `read_seq` past `claim_seq`
+    /// ([`AttachError::ReadSeqPastClaimSeq`](ringwire_core::AttachError::ReadSeqPastClaimSeq):
+    /// ringfire's consumers would receive nothing until producers caught up, and count
+    /// nothing lost), or a `claim_seq` at or past 2^63, which a producer refuses too
+    /// ([`AttachError::ClaimSeqExhausted`](ringwire_core::AttachError::ClaimSeqExhausted):
+    /// no ticket drawn from it can hold a message).
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
         let file = RingFile::open(path, Shape::<T>::expect())?;
         // The copy lives in the handle, which owns `file` and drops it last.

@@ -26,6 +26,12 @@
 //! in that channel's [`RingConsumer::lapped_count`] (through
 //! [`RingMultiplexer::consumer`]); the multiplexer itself reports no loss.
 //!
+//! A channel reads the ring it attached to. When the file at its path is removed or
+//! replaced (a restarted producer), the channel still delivers the old ring's records and
+//! never the new ring's, as in ringfire ([`RingConsumer::is_replaced`] tells); a consumer
+//! attached to the new ring, put in through [`RingMultiplexer::consumer_mut`], reads it
+//! under the same index, name and turn.
+//!
 //! `AsyncRingMultiplexer` (feature `tokio`) serves in the same order; its docs say how
 //! `recv_any` waits, and what that costs.
 

@@ -66,8 +66,9 @@ pub trait WaitStrategy: Send {
         ready: impl FnMut() -> bool,
     );
     /// Waits a bounded time for the record at `cursor` to be published (`write_seq >=
-    /// cursor`; on an MPMC-flagged ring, that ticket's slot, or a lap past it):
-    /// [`WaitStrategy::wait_on`] with the ring's futex pair and no deadline.
+    /// cursor`; on an MPMC-flagged ring, that ticket's slot, even while `write_seq` is
+    /// below it, or `write_seq` a lap past it): [`WaitStrategy::wait_on`] with the ring's
+    /// futex pair and no deadline.
     #[inline]
     fn wait(&mut self, ring: &RingView, cursor: u64) {
         self.wait_until(ring, cursor, None);
