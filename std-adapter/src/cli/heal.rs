@@ -1,6 +1,8 @@
 //! `ringwire heal <PATH> [--producers-dead]`: heals the stuck slots that `stat` reports, in a
 //! ringwire MPMC queue file (`claimed_unpublished`, `taken_unfreed`) or a lossy MPMC ring
-//! (`mid_write_slots`), when their holders are known dead.
+//! (`mid_write_slots`), when their holders are known dead. A corrupt file it finds (a queue
+//! at rest with a stamp its cursors rule out, a lossy ring with a slot at or past
+//! `claim_seq`) is reported, exit 1, and not healed.
 
 use std::collections::BTreeSet;
 use std::io::Write;

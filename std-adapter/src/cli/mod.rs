@@ -145,8 +145,10 @@ pub enum Command {
     /// run's percentiles, what was published, delivered and missed, and the CPU the process
     /// used, in cores (stdout). Exits non-zero if a record arrives corrupt, twice, out of
     /// order or not at all (missed counts too: records gone from the mirror ring before the
-    /// reader got to them), with the reason on stderr. Stopped by SIGINT, SIGTERM or SIGHUP, it
-    /// prints what it has, says how many records were published before, and exits 1.
+    /// reader got to them), with the reason on stderr. If serve or the mirror fails (before
+    /// the mirror ring appears too, say on a full /dev/shm), the run ends at once with that
+    /// error, exit 1. Stopped by SIGINT, SIGTERM or SIGHUP, it prints what it has, says how
+    /// many records were published before, and exits 1.
     Demo(crate::replica::cli::DemoArgs),
     /// Print the version (as --version does).
     Version,

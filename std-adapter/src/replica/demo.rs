@@ -277,7 +277,8 @@ fn not_started(
 /// Runs started by this process (for unique multicast groups and ports).
 static RUNS: AtomicU64 = AtomicU64::new(0);
 
-/// Runs the demo; `stop` ends it early (Ctrl-C).
+/// Runs the demo; `stop` ends it early (Ctrl-C), and so does a stage that stops (serve or
+/// the mirror failed, the reader gave up), with that stage's error.
 pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaError> {
     // Removed when dropped, or by a second Ctrl-C (see `signal`).
     let [src_path, mir_path] = unique_paths();
