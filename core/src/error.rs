@@ -292,7 +292,7 @@ impl fmt::Display for AttachError {
                 f,
                 "MPMC read_seq {read_seq} is past claim_seq {claim_seq}: consumers would take \
                  no ticket until {} more were claimed, and count none of them lost",
-                read_seq - claim_seq
+                read_seq.saturating_sub(claim_seq)
             ),
         }
     }
@@ -383,3 +383,25 @@ impl core::error::Error for AttachError {}
 impl core::error::Error for GeometryError {}
 impl core::error::Error for InitError {}
 impl core::error::Error for RegionError {}
+
+#[cfg(test)]
+mod tests {
+    use super::AttachError;
+    use std::string::ToString;
+
+    /// The variants are public: one built by hand with the values the other way round
+    /// prints a count of 0 instead of panicking on the subtraction (debug builds).
+    #[test]
+    fn read_seq_past_claim_seq_displays_whatever_its_values() {
+        let e = AttachError::ReadSeqPastClaimSeq {
+            read_seq: 1,
+            claim_seq: 2,
+        };
+        assert!(e.to_string().contains("until 0 more"), "{e}");
+        let e = AttachError::ReadSeqPastClaimSeq {
+            read_seq: 102,
+            claim_seq: 2,
+        };
+        assert!(e.to_string().contains("until 100 more"), "{e}");
+    }
+}
