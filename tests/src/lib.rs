@@ -35,6 +35,22 @@ pub fn wait_until(what: &str, within: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// The six arguments of the system call that thread `tid` of this process is blocked in
+/// (`/proc/self/task/<tid>/syscall`), when it is blocked in system call `nr`; `None` while
+/// it runs or is in another call.
+pub fn blocked_in(tid: i32, nr: i64) -> Option<[u64; 6]> {
+    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
+    let mut f = s.split_whitespace();
+    if f.next()?.parse::<i64>().ok()? != nr {
+        return None;
+    }
+    let mut args = [0u64; 6];
+    for a in &mut args {
+        *a = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
+    }
+    Some(args)
+}
+
 /// Waits for `child` to exit, polling every 10 ms; past `within` it kills and reaps the
 /// child and panics naming `what`.
 pub fn wait_exit(child: &mut std::process::Child, within: Duration, what: &str) {

@@ -18,6 +18,7 @@ use ringwire::ReadOnlyRing;
 use ringwire::core::SlotRead;
 use ringwire_tests::replica::{Mode, assert_served, ringfire_server, start_ringfire};
 use ringwire_tests::shm::ShmPath;
+use ringwire_tests::{blocked_in, wait_until};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -816,21 +817,32 @@ fn serve_one_after_a_restart(idx: u16, server: Side, mirror: Side) {
             let s = ringwire::ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
             let addr = s.local_addr().unwrap();
             let h = s.shutdown_handle();
+            let (tid_tx, tid) = std::sync::mpsc::channel();
             let j = std::thread::spawn(move || {
+                // SAFETY: gettid has no preconditions.
+                tid_tx.send(unsafe { libc::gettid() }).unwrap();
                 let r = s.serve_one().map_err(|e| e.to_string());
                 drop(h);
                 r
             });
+            // The server is waiting for its mirror when the producer restarts: ours opens
+            // the ring as `serve_one` starts, then polls its listener (ppoll) for a mirror.
+            let tid = tid.recv().expect("the server's thread id");
+            wait_until(
+                "serve_one to poll its listener",
+                Duration::from_secs(30),
+                || j.is_finished() || blocked_in(tid, libc::SYS_ppoll).is_some(),
+            );
             (addr, j)
         }
         Side::Rf => {
+            // ringfire's `serve_one` opens the ring once it has accepted the mirror, after
+            // the restart whenever its thread gets there.
             let s = ringfire_server(src.path(), Ipv4Addr::LOCALHOST, Mode::Tcp, mcast(idx));
             let addr = s.local_addr().unwrap();
             (addr, start_ringfire(s, Mode::Tcp).expect("serve_one"))
         }
     };
-    // The server is waiting for its mirror when the producer restarts.
-    std::thread::sleep(Duration::from_millis(50));
     drop(old);
     let mut new = make_source(src.path(), &kind, 64, 0, 0, 1000);
     for s in 1..=10 {

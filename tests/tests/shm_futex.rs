@@ -10,6 +10,7 @@ use ringwire::core::sync::Ordering;
 use ringwire::sys::thread_cpu_time;
 use ringwire::wait::{FutexStats, FutexWait, WaitStrategy, YieldBackoff};
 use ringwire::{CreateOptions, RingFile};
+use ringwire_tests::blocked_in;
 use ringwire_tests::shm::{ShmPath, view};
 
 fn ring(tag: &str) -> (ShmPath, Arc<RingFile>) {
@@ -174,22 +175,6 @@ fn publish_wakes_a_sleeper_long_before_its_timeout() {
         stats.woken + stats.changed + stats.rechecked >= 1,
         "{stats:?}"
     );
-}
-
-/// The six arguments of the system call that thread `tid` of this process is blocked in
-/// (`/proc/<pid>/task/<tid>/syscall`), when it is blocked in `nr`; `None` while it runs or
-/// is in another call.
-fn blocked_in(tid: libc::pid_t, nr: libc::c_long) -> Option<[u64; 6]> {
-    let s = std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).ok()?;
-    let mut f = s.split_whitespace();
-    if f.next()?.parse::<libc::c_long>().ok()? != nr {
-        return None;
-    }
-    let mut args = [0u64; 6];
-    for a in &mut args {
-        *a = u64::from_str_radix(f.next()?.trim_start_matches("0x"), 16).ok()?;
-    }
-    Some(args)
 }
 
 /// The times thread `tid` of this process has blocked (`voluntary_ctxt_switches`): it goes
