@@ -264,11 +264,18 @@ fn our_server(src: &Path, mode: Mode, g: SocketAddrV4, fault: Fault) -> ReplicaS
     }
 }
 
-/// Publishes `from..=to`, one record every [`TICK`].
-fn publish_live(push: &mut impl FnMut(u64), from: u64, to: u64) {
+/// Publishes `from..=to`, one record every [`TICK`] at the earliest, each once the mirror
+/// holds the one before (`mirrored`, within [`DEADLINE`]). A datagram the knob dropped or
+/// held is then NAKed and repaired before its successor exists, so every hole gets its NAK:
+/// published on the clock alone, a mirror kept off a core read a held datagram's successor
+/// and the held one in one go, saw no hole and NAKed none (13 NAKs for 36 holes).
+fn publish_live(push: &mut impl FnMut(u64), from: u64, to: u64, mirrored: impl Fn(u64) -> bool) {
     for seq in from..=to {
         push(seq);
         std::thread::sleep(TICK);
+        wait_until("the mirror to take the last record", DEADLINE, || {
+            mirrored(seq)
+        });
     }
 }
 
@@ -313,8 +320,7 @@ fn faulty_server(mode: Mode, fault: Fault, peer: Peer, idx: u16) {
                 .unwrap();
             let session = m.session();
             assert_eq!(sniffer.first_heartbeat(session), BEFORE);
-            publish_live(&mut push, BEFORE + 1, N);
-            wait_until("the mirror to catch up", DEADLINE, || m.sequence() >= N);
+            publish_live(&mut push, BEFORE + 1, N, |s| m.sequence() >= s);
             m.handle().unwrap().shutdown().unwrap();
             m.run().unwrap();
             let got = Counts {
@@ -335,6 +341,7 @@ fn faulty_server(mode: Mode, fault: Fault, peer: Peer, idx: u16) {
                 .connect(addr, dst.path())
                 .unwrap();
             let session = m.session();
+            let mirrored = ringwire::ReadOnlyRing::open(dst.path()).unwrap();
             let got = std::thread::scope(|sc| {
                 let t = sc.spawn(|| {
                     let t0 = Instant::now();
@@ -352,7 +359,7 @@ fn faulty_server(mode: Mode, fault: Fault, peer: Peer, idx: u16) {
                     }
                 });
                 assert_eq!(sniffer.first_heartbeat(session), BEFORE);
-                publish_live(&mut push, BEFORE + 1, N);
+                publish_live(&mut push, BEFORE + 1, N, |s| mirrored.write_seq() >= s);
                 t.join().unwrap()
             });
             drop(m);
@@ -446,8 +453,7 @@ fn ringfire_server(fault: Fault, idx: u16) {
     let session = m.session();
     // ringfire's UDP thread reads the ring's position when it starts: wait for it.
     assert_eq!(sniffer.first_heartbeat(session), BEFORE);
-    publish_live(&mut push, BEFORE + 1, N);
-    wait_until("the mirror to catch up", DEADLINE, || m.sequence() >= N);
+    publish_live(&mut push, BEFORE + 1, N, |s| m.sequence() >= s);
     m.handle().unwrap().shutdown().unwrap();
     m.run().unwrap();
     let (seq, gaps, naks) = (m.sequence(), m.gaps(), m.naks());
