@@ -182,6 +182,13 @@ mod tests {
                     }
                     // Both ways of taking a stamp, in turn: they read one counter.
                     let a = CycleStamp::now();
+                    // Later instructions may run before rdtscp reads the counter (Intel SDM,
+                    // RDTSCP), rdtsc among them: lfence keeps the two reads in order.
+                    #[cfg(target_arch = "x86_64")]
+                    // SAFETY: lfence is SSE2, which every x86-64 CPU has; it has no operands.
+                    unsafe {
+                        std::arch::x86_64::_mm_lfence()
+                    };
                     let b = CycleStamp::without_rdtscp();
                     let c = CycleStamp::now();
                     for s in [a, b, c] {
