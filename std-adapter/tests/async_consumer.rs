@@ -330,28 +330,6 @@ async fn records_arrive_through_yields_alone_without_a_futex_sleep() {
 }
 
 #[tokio::test(flavor = "current_thread")]
-async fn an_idle_sleep_set_after_the_start_bounds_every_futex_sleep() {
-    let t = TmpRing::new("idle-sleep");
-    let _tx = RingProducer::<u64>::create(&t.0, 64).unwrap();
-    // A waiter already asleep with the 50 ms default...
-    let mut rx = AsyncRingConsumer::new(head_consumer(&t)).unwrap();
-    let r = tokio::time::timeout(Duration::from_millis(120), rx.recv()).await;
-    assert!(r.is_err(), "nothing was published");
-    let before = rx.waiter_stats();
-    assert!(before.timed_out <= 3, "{before:?}");
-    // ...then set to 1 ms.
-    let mut rx = rx.with_idle_sleep(Duration::from_millis(1));
-    let r = tokio::time::timeout(Duration::from_millis(300), rx.recv()).await;
-    assert!(r.is_err(), "nothing was published");
-    let s = rx.waiter_stats();
-    // ~300 sleeps of 1 ms; the default would time out 6 times.
-    assert!(
-        s.timed_out - before.timed_out >= 20,
-        "{before:?} then {s:?}"
-    );
-}
-
-#[tokio::test(flavor = "current_thread")]
 async fn recv_batch_waits_for_the_first_record_and_takes_what_is_there() {
     let t = TmpRing::new("batch");
     let mut tx = RingProducer::<u64>::create(&t.0, 64).unwrap();

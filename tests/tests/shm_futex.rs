@@ -189,37 +189,48 @@ fn times_blocked(tid: libc::pid_t) -> Option<u64> {
         .ok()
 }
 
-/// Returns once the sleeper thread `tid` (of `h`) is blocked in `FUTEX_WAIT` on `r`'s futex
-/// word with a timeout of more than a day, or at once if the sleeper ended (its join
-/// tells how). A sleep with no timeout and a deferred barrier makes two such waits, alike
-/// from outside but for their timeouts: the first is cut at the deferral (1 ms) for the
-/// barrier, and only the second is unbounded. Fails after 30 s.
-fn await_unbounded_futex_wait<T>(r: &RingFile, tid: libc::pid_t, h: &JoinHandle<T>) {
+/// The timeout thread `tid` of this process passed to the `FUTEX_WAIT` on `word` it is
+/// blocked in, read from its timespec through `mem` (this process's `/proc/self/mem`);
+/// `None` unless it was in that one wait before and after the read (not blocked again since).
+fn futex_wait_timeout(tid: libc::pid_t, word: u64, mem: &std::fs::File) -> Option<Duration> {
     use std::os::unix::fs::FileExt;
-    let word = view(r).futex_word().as_ptr() as u64;
     let in_wait = || match blocked_in(tid, libc::SYS_futex) {
         Some([w, op, _, ts, ..]) if w == word && op == libc::FUTEX_WAIT as u64 && ts != 0 => {
             Some(ts)
         }
         _ => None,
     };
-    // This process's memory, to read the timespec the waiting thread passed.
-    let mem = std::fs::File::open("/proc/self/mem").expect("/proc/self/mem");
+    let before = times_blocked(tid)?;
+    let ts = in_wait()?;
+    let mut b = [0u8; 16];
+    mem.read_exact_at(&mut b, ts).ok()?;
+    if in_wait() != Some(ts) || times_blocked(tid) != Some(before) {
+        return None;
+    }
+    let (sec, nsec) = b.split_at(8);
+    Some(Duration::new(
+        u64::from_ne_bytes(sec.try_into().ok()?),
+        u64::from_ne_bytes(nsec.try_into().ok()?) as u32,
+    ))
+}
+
+/// This process's memory, to read the timespecs that waiting threads passed.
+fn own_memory() -> std::fs::File {
+    std::fs::File::open("/proc/self/mem").expect("/proc/self/mem")
+}
+
+/// Returns once the sleeper thread `tid` (of `h`) is blocked in `FUTEX_WAIT` on `r`'s futex
+/// word with a timeout of more than a day, or at once if the sleeper ended (its join
+/// tells how). A sleep with no timeout and a deferred barrier makes two such waits, alike
+/// from outside but for their timeouts: the first is cut at the deferral (1 ms) for the
+/// barrier, and only the second is unbounded. Fails after 30 s.
+fn await_unbounded_futex_wait<T>(r: &RingFile, tid: libc::pid_t, h: &JoinHandle<T>) {
+    let word = view(r).futex_word().as_ptr() as u64;
+    let mem = own_memory();
     let t0 = Instant::now();
     while !h.is_finished() {
-        let before = times_blocked(tid);
-        if let Some(ts) = in_wait() {
-            let mut b = [0u8; 8];
-            // tv_sec, the timespec's first field, taken as that wait's only if the thread
-            // was still in it afterwards, not blocked again since.
-            if mem.read_exact_at(&mut b, ts).is_ok()
-                && in_wait() == Some(ts)
-                && before.is_some()
-                && times_blocked(tid) == before
-                && i64::from_ne_bytes(b) > 86_400
-            {
-                return;
-            }
+        if futex_wait_timeout(tid, word, &mem).is_some_and(|t| t > Duration::from_secs(86_400)) {
+            return;
         }
         assert!(
             t0.elapsed() < Duration::from_secs(30),
@@ -418,4 +429,75 @@ fn recv_timeout_cuts_a_long_futex_sleep_at_its_deadline() {
     prod.push(&5);
     // A timeout too long for an Instant means no deadline, not a panic.
     assert_eq!(cons.recv_timeout(&mut w, Duration::MAX), Some(5));
+}
+
+/// `AsyncRingConsumer::with_idle_sleep` on a consumer whose waiter thread is already asleep
+/// with the 50 ms default bounds each of the waiter's later futex sleeps by the new 1 ms: seen
+/// in the timeouts the waiter passes to `FUTEX_WAIT`, not counted over a stretch of wall time
+/// (which a waiter kept off a core spends without sleeping).
+#[test]
+fn an_async_consumers_idle_sleep_set_after_the_start_bounds_every_futex_sleep() {
+    use ringwire::async_consumer::WAITER_THREAD_NAME;
+    use ringwire::{AsyncRingConsumer, RingConsumer, RingProducer};
+    use std::task::{Context, Poll, Waker};
+    const BOUND: Duration = Duration::from_secs(30);
+    let p = ShmPath::new("idle-sleep");
+    let _tx = RingProducer::<u64>::create(&p, 64).unwrap();
+    let c = RingConsumer::<u64>::builder()
+        .start_from_head()
+        .attach(&p)
+        .unwrap();
+    let mut rx = AsyncRingConsumer::new(c).unwrap();
+    // An empty poll arms the waiter thread, which then sleeps on the ring's futex word.
+    let mut cx = Context::from_waker(Waker::noop());
+    assert_eq!(rx.poll_recv(&mut cx), Poll::Pending);
+    let word = view(rx.get_ref().file()).futex_word().as_ptr() as u64;
+    let mem = own_memory();
+    // The waiter threads of this process (other tests may have their own) and the timeout
+    // of the one sleeping on this ring, when it is seen in its FUTEX_WAIT.
+    let sleep_of_ours = || {
+        std::fs::read_dir("/proc/self/task")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<libc::pid_t>().ok())
+            .filter(|tid| {
+                std::fs::read_to_string(format!("/proc/self/task/{tid}/comm"))
+                    .is_ok_and(|c| c.trim_end() == WAITER_THREAD_NAME)
+            })
+            .find_map(|tid| futex_wait_timeout(tid, word, &mem))
+    };
+    // The waiter asleep with the default...
+    let t0 = Instant::now();
+    while !sleep_of_ours().is_some_and(|t| t > Duration::from_millis(1)) {
+        assert!(
+            t0.elapsed() < BOUND,
+            "the waiter never slept with the default"
+        );
+        std::thread::yield_now();
+    }
+    let before = rx.waiter_stats();
+    // ...then set to 1 ms: from the first sleep seen at 1 ms on, none is longer, until 20
+    // sleeps more have timed out.
+    let rx = rx.with_idle_sleep(Duration::from_millis(1));
+    let (mut bounded, mut seen) = (false, 0);
+    let t0 = Instant::now();
+    while !bounded || rx.waiter_stats().timed_out - before.timed_out < 20 {
+        if let Some(t) = sleep_of_ours() {
+            assert!(
+                !bounded || t <= Duration::from_millis(1),
+                "a futex sleep of {t:?} after one of at most 1 ms"
+            );
+            bounded |= t <= Duration::from_millis(1);
+            seen += 1;
+        }
+        assert!(
+            t0.elapsed() < BOUND,
+            "bounded: {bounded}, {seen} sleeps seen; {before:?} then {:?}",
+            rx.waiter_stats()
+        );
+        std::thread::yield_now();
+    }
+    eprintln!(
+        "{seen} sleeps seen; {before:?} then {:?}",
+        rx.waiter_stats()
+    );
 }
