@@ -493,6 +493,21 @@ fn heal_reports_a_queue_it_may_not_write() {
     assert_eq!(std::fs::read(&t.0).unwrap(), bytes);
 }
 
+/// A process other than this one with a descriptor of `path` open, from `/proc/<pid>/fd`.
+fn open_elsewhere(path: &std::path::Path) -> Option<u32> {
+    let me = std::process::id();
+    std::fs::read_dir("/proc")
+        .ok()?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|&pid| pid != me)
+        .find(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                    .any(|target| target == path)
+            })
+        })
+}
+
 /// An MPMC queue with nothing stuck is only read now (heal opens it read-write only to
 /// heal), and heal still says whether other processes have it open: its creator (by its
 /// flock), another opener (by its record lock), then nobody.
@@ -513,6 +528,16 @@ fn a_queue_with_nothing_stuck_says_whether_others_have_it_open() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(others), "{out}");
     drop(other);
+    // A child that another test forked before the drop holds a copy of `other`'s descriptor,
+    // and so its lock, until it execs (the copy is close-on-exec): wait for that.
+    let t0 = std::time::Instant::now();
+    while let Some(pid) = open_elsewhere(&t.0) {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "process {pid} still has {path} open"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     let (code, out, err) = ringwire(&["heal", path]);
     assert_eq!(code, 0, "{err}");
     assert!(
