@@ -265,8 +265,11 @@ fn heals_slot_2_with_producers_dead(path: &str) {
     assert_eq!(stat(path)["mid_write_slots"], 0);
 }
 
-/// A busy ring: an attached producer (which holds no lock) pushes on while a slot stays
-/// mid-write. The tickets move between heal's two scans, so nothing is healed, flag or not.
+/// A busy ring: an attached producer (which holds no lock) pushes while a slot stays
+/// mid-write, between heal's two scans. The tickets move between them, so nothing is healed,
+/// flag or not. The push is made while heal is held (traced) at the start of the sleep
+/// between its scans: a producer pushing on a timer instead pushed nothing in that 20 ms
+/// when kept off a core, and the slot was healed.
 #[test]
 fn a_lossy_ring_whose_producers_push_is_not_healed() {
     let t = TmpRing::new("heal-busy");
@@ -281,33 +284,82 @@ fn a_lossy_ring_whose_producers_push_is_not_healed() {
     }
     creator.set_cleanup_mode(CleanupMode::Persistent);
     drop(creator);
-    let (stop, started) = (AtomicBool::new(false), AtomicBool::new(false));
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let p = MpmcProducer::<u64>::attach(&t.0).unwrap();
-            let t0 = std::time::Instant::now();
-            // Bounded in count and time.
-            for v in 0..1_000_000u64 {
-                if stop.load(Ordering::Relaxed) || t0.elapsed().as_secs() >= 20 {
-                    break;
-                }
-                p.push(&v);
-                started.store(true, Ordering::Relaxed);
-                std::thread::sleep(std::time::Duration::from_micros(200));
-            }
-        });
-        while !started.load(Ordering::Relaxed) {
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-        let (code, out, err) = ringwire(&["heal", path, "--producers-dead"]);
-        stop.store(true, Ordering::Relaxed);
-        assert_eq!(code, 1, "{out}");
-        assert!(
-            err.contains("and not healed: producers are pushing (claim_seq "),
-            "{err}"
-        );
+    let p = MpmcProducer::<u64>::attach(&t.0).unwrap();
+    let (code, out, err) = ringwire_at_first_sleep(&["heal", path, "--producers-dead"], || {
+        p.push(&7);
     });
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        err.contains("and not healed: producers are pushing (claim_seq "),
+        "{err}"
+    );
     let _ = std::fs::remove_file(&t.0);
+}
+
+/// Runs the `ringwire` binary with `args` under ptrace and calls `at_sleep` while it is
+/// stopped on entry to its first `clock_nanosleep`, then lets it go on: (exit code, stdout,
+/// stderr). Fails if it exits without sleeping.
+fn ringwire_at_first_sleep(args: &[&str], at_sleep: impl FnOnce()) -> (i32, String, String) {
+    use std::os::unix::process::CommandExt;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_ringwire"));
+    cmd.args(args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    // SAFETY: the closure only makes the async-signal-safe ptrace call; the child then
+    // stops at its exec, traced by this thread (the one that forked it).
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::ptrace(libc::PTRACE_TRACEME, 0, 0, 0) == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    let child = cmd.spawn().expect("run the ringwire binary");
+    let pid = child.id() as libc::pid_t;
+    // Waits for the child's next stop: the signal it stopped for, `None` once it exited.
+    let next_stop = || {
+        let mut status = 0;
+        // SAFETY: `status` is a valid, writable int; `pid` is our child.
+        assert_eq!(
+            unsafe { libc::waitpid(pid, &mut status, 0) },
+            pid,
+            "waitpid"
+        );
+        libc::WIFSTOPPED(status).then(|| libc::WSTOPSIG(status))
+    };
+    assert!(next_stop().is_some(), "the child did not stop at its exec");
+    let mut sig = 0;
+    loop {
+        // SAFETY: `pid` is our tracee, stopped; it runs on to its next system call entry or
+        // exit, receiving `sig` (a signal it stopped for, passed on).
+        assert_eq!(
+            unsafe { libc::ptrace(libc::PTRACE_SYSCALL, pid, 0, sig) },
+            0
+        );
+        sig = match next_stop() {
+            Some(libc::SIGTRAP) => 0,
+            Some(s) => s,
+            None => panic!("ringwire {args:?} exited without sleeping"),
+        };
+        // At a system call stop, the call it is in (entry or exit; the entry comes first).
+        let call = std::fs::read_to_string(format!("/proc/{pid}/syscall")).unwrap_or_default();
+        if sig == 0
+            && call.split_whitespace().next() == Some(&libc::SYS_clock_nanosleep.to_string())
+        {
+            break;
+        }
+    }
+    at_sleep();
+    // SAFETY: `pid` is our tracee, stopped at a system call stop; it goes on untraced.
+    assert_eq!(unsafe { libc::ptrace(libc::PTRACE_DETACH, pid, 0, 0) }, 0);
+    let o = child.wait_with_output().expect("wait for ringwire");
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
 }
 
 /// A single-writer ring of 16 slots at `t`, removed when the handle is dropped.
