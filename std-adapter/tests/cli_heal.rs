@@ -51,6 +51,7 @@ fn a_queue_files_stuck_claim_is_healed_once_no_other_process_has_it_open() {
     assert_eq!(v["claimed_unpublished"], stuck);
 
     drop(q);
+    await_closed_elsewhere(&t.0);
     let (code, out, err) = ringwire(&["heal", path]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("healed 1 stuck position(s)"), "{out}");
@@ -64,6 +65,7 @@ fn a_queue_files_stuck_claim_is_healed_once_no_other_process_has_it_open() {
     assert_eq!(q.try_pop_with_pos(|p| healed.push(p)), Ok(Some((2, 12))));
     assert_eq!(healed, [stuck]);
     drop(q);
+    await_closed_elsewhere(&t.0);
     let (code, out, err) = ringwire(&["heal", path]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("no stuck positions; nothing to heal"), "{out}");
@@ -239,6 +241,7 @@ fn a_lossy_rings_slot_left_mid_write_is_healed_only_once_its_producers_are_dead(
     // Every producer exits; the ring stays.
     p.set_cleanup_mode(CleanupMode::Persistent);
     drop(p);
+    await_closed_elsewhere(&t.0);
     let (code, out, err) = ringwire(&["heal", path]);
     assert_eq!(code, 1, "{out}");
     assert!(
@@ -485,6 +488,7 @@ fn heal_reports_a_lossy_rings_slot_left_mid_write_it_may_not_write() {
     }
     p.set_cleanup_mode(CleanupMode::Persistent);
     drop(p);
+    await_closed_elsewhere(&t.0);
     let bytes = readable_by_nobody(&t.0);
     let needs = format!(
         "{path}: 1 slot(s) left mid-write (the first: 2) and not healed: healing needs write \
@@ -522,6 +526,7 @@ fn heal_reports_a_queue_it_may_not_write() {
     let stuck = q.claim().unwrap();
     q.try_push(&12).unwrap();
     drop(q);
+    await_closed_elsewhere(&t.0);
     let bytes = readable_by_nobody(&t.0);
     let (code, out, err) = ringwire_as_nobody(&["heal", path]);
     assert_eq!(code, 1, "{out}");
@@ -545,19 +550,34 @@ fn heal_reports_a_queue_it_may_not_write() {
     assert_eq!(std::fs::read(&t.0).unwrap(), bytes);
 }
 
-/// A process other than this one with a descriptor of `path` open, from `/proc/<pid>/fd`.
-fn open_elsewhere(path: &std::path::Path) -> Option<u32> {
+/// Returns once no process but this one has a descriptor of `path` open (`/proc/<pid>/fd`);
+/// fails after 30 s. A child that another test of this binary forked holds a copy of every
+/// descriptor this process had then, and so of the locks heal looks for (a flock, an OFD
+/// record lock), until it execs (they are close-on-exec): a heal that must find nobody
+/// comes after this.
+fn await_closed_elsewhere(path: &std::path::Path) {
     let me = std::process::id();
-    std::fs::read_dir("/proc")
-        .ok()?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|&pid| pid != me)
-        .find(|pid| {
-            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
-                fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
-                    .any(|target| target == path)
+    let open_elsewhere = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|&pid| pid != me)
+            .find(|pid| {
+                std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                    fds.filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+                        .any(|target| target == path)
+                })
             })
-        })
+    };
+    let t0 = std::time::Instant::now();
+    while let Some(pid) = open_elsewhere() {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "process {pid} still has {} open",
+            path.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
 }
 
 /// An MPMC queue with nothing stuck is only read now (heal opens it read-write only to
@@ -580,16 +600,7 @@ fn a_queue_with_nothing_stuck_says_whether_others_have_it_open() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(others), "{out}");
     drop(other);
-    // A child that another test forked before the drop holds a copy of `other`'s descriptor,
-    // and so its lock, until it execs (the copy is close-on-exec): wait for that.
-    let t0 = std::time::Instant::now();
-    while let Some(pid) = open_elsewhere(&t.0) {
-        assert!(
-            t0.elapsed() < std::time::Duration::from_secs(30),
-            "process {pid} still has {path} open"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
+    await_closed_elsewhere(&t.0);
     let (code, out, err) = ringwire(&["heal", path]);
     assert_eq!(code, 0, "{err}");
     assert!(
