@@ -325,11 +325,8 @@ fn ringwire_at_first_sleep(args: &[&str], at_sleep: impl FnOnce()) -> (i32, Stri
     let next_stop = || {
         let mut status = 0;
         // SAFETY: `status` is a valid, writable int; `pid` is our child.
-        assert_eq!(
-            unsafe { libc::waitpid(pid, &mut status, 0) },
-            pid,
-            "waitpid"
-        );
+        let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+        assert_eq!(waited, pid, "waitpid");
         libc::WIFSTOPPED(status).then(|| libc::WSTOPSIG(status))
     };
     assert!(next_stop().is_some(), "the child did not stop at its exec");
@@ -337,10 +334,8 @@ fn ringwire_at_first_sleep(args: &[&str], at_sleep: impl FnOnce()) -> (i32, Stri
     loop {
         // SAFETY: `pid` is our tracee, stopped; it runs on to its next system call entry or
         // exit, receiving `sig` (a signal it stopped for, passed on).
-        assert_eq!(
-            unsafe { libc::ptrace(libc::PTRACE_SYSCALL, pid, 0, sig) },
-            0
-        );
+        let resumed = unsafe { libc::ptrace(libc::PTRACE_SYSCALL, pid, 0, sig) };
+        assert_eq!(resumed, 0, "PTRACE_SYSCALL");
         sig = match next_stop() {
             Some(libc::SIGTRAP) => 0,
             Some(s) => s,
