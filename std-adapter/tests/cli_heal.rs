@@ -3,7 +3,7 @@
 //! healed only with `--producers-dead`; a blackboard key left mid-write is reported (exit
 //! 1); other files have nothing to heal.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use ringwire::MpmcProducer;
