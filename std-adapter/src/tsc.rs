@@ -4,10 +4,16 @@
 //!
 //! On x86-64 it is the TSC, read with `rdtscp`, which also returns the `TSC_AUX` value Linux
 //! sets to `node << 12 | cpu`; a CPU without `rdtscp` (checked once with `cpuid`) gets
-//! `rdtsc` and `getcpu(2)`. Elsewhere it counts nanoseconds of `CLOCK_MONOTONIC`, which every
-//! process of the machine shares, with the CPU from `getcpu(2)`, so
-//! [`CycleStamp::counter_frequency_hz`] says 1 GHz. (ringfire reads `cntvct_el0` on AArch64;
-//! the two crates' stamps are comparable only on x86-64, where both read the TSC.)
+//! `rdtsc` and `getcpu(2)`. On AArch64 it is the generic timer's virtual count
+//! `cntvct_el0` (after an `isb`, as ringfire reads it), which runs at the frequency in
+//! `cntfrq_el0` that [`CycleStamp::counter_frequency_hz`] reports, with the CPU from
+//! `getcpu(2)`. Elsewhere it counts nanoseconds of `CLOCK_MONOTONIC`, which every process of
+//! the machine shares, with the CPU from `getcpu(2)`, so the frequency is 1 GHz.
+//!
+//! On x86-64 and AArch64 a stamp ringfire 0.5.2 took reads the same counter as ours, so
+//! the two crates' stamps compare (ringfire leaves `core_id` and `numa_node` 0 on AArch64).
+//! On other targets ringfire counts nanoseconds from each process's first stamp, which no
+//! other process shares, so its stamps there do not compare with ours.
 
 #[cfg(target_arch = "x86_64")]
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -24,7 +30,8 @@ use zerocopy::{FromBytes, Immutable, KnownLayout};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, FromBytes, KnownLayout, Immutable)]
 #[repr(C)]
 pub struct CycleStamp {
-    /// The counter: TSC cycles on x86-64, nanoseconds elsewhere.
+    /// The counter: TSC cycles on x86-64, `cntvct_el0` ticks on AArch64, nanoseconds
+    /// elsewhere.
     pub tsc: u64,
     /// The CPU the stamp was taken on.
     pub core_id: u16,
@@ -73,12 +80,33 @@ fn getcpu() -> (u16, u16) {
     (cpu as u16, node as u16)
 }
 
-/// `CLOCK_MONOTONIC` in nanoseconds, the counter where there is no TSC: one clock for every
-/// process of the machine (a count from each process's first stamp would not compare a
-/// producer's stamp with the reader's), read through the vDSO, not a system call.
-#[cfg(any(test, not(target_arch = "x86_64")))]
+/// `CLOCK_MONOTONIC` in nanoseconds, the counter where there is neither a TSC nor
+/// `cntvct_el0`: one clock for every process of the machine (a count from each process's
+/// first stamp would not compare a producer's stamp with the reader's), read through the
+/// vDSO, not a system call.
+#[cfg(any(test, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
 fn clock_ns() -> u64 {
     crate::sys::clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// The generic timer's virtual count, `cntvct_el0`, which Linux lets EL0 read; ringfire's
+/// AArch64 counter.
+#[cfg(target_arch = "aarch64")]
+#[inline(always)]
+fn cntvct() -> u64 {
+    let ticks: u64;
+    // SAFETY: reads a system register EL0 may read on Linux and writes only `ticks`. The
+    // `isb` (ringfire has it) keeps the read from running ahead of the instructions before
+    // it; without `nomem` the compiler keeps it in order with the memory accesses around it.
+    unsafe {
+        core::arch::asm!(
+            "isb",
+            "mrs {}, cntvct_el0",
+            out(reg) ticks,
+            options(nostack, preserves_flags)
+        )
+    };
+    ticks
 }
 
 impl CycleStamp {
@@ -100,12 +128,15 @@ impl CycleStamp {
         CycleStamp::without_rdtscp()
     }
 
-    /// [`CycleStamp::now`] for a CPU without `rdtscp`: the counter, then `getcpu(2)`.
+    /// [`CycleStamp::now`] for a CPU without `rdtscp` (and every target but x86-64): the
+    /// counter, then `getcpu(2)`.
     fn without_rdtscp() -> CycleStamp {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: rdtsc exists on every x86-64 CPU and has no operands.
         let tsc = unsafe { std::arch::x86_64::_rdtsc() };
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(target_arch = "aarch64")]
+        let tsc = cntvct();
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
         let tsc = clock_ns();
         let (core_id, numa_node) = getcpu();
         CycleStamp {
@@ -116,11 +147,30 @@ impl CycleStamp {
     }
 
     /// The counter's frequency in Hz when it is known: `None` on x86-64 (the TSC rate is not
-    /// architecturally reported), 1 GHz elsewhere (the counter is nanoseconds).
+    /// architecturally reported), `cntfrq_el0` on AArch64 (`None` if it reads 0, which
+    /// firmware that never set it leaves, where ringfire says `Some(0)`), 1 GHz elsewhere
+    /// (the counter is nanoseconds).
     pub fn counter_frequency_hz() -> Option<u64> {
-        if cfg!(target_arch = "x86_64") {
+        #[cfg(target_arch = "x86_64")]
+        {
             None
-        } else {
+        }
+        #[cfg(target_arch = "aarch64")]
+        {
+            let hz: u64;
+            // SAFETY: reads a system register EL0 may read on Linux and writes only `hz`.
+            unsafe {
+                core::arch::asm!(
+                    "mrs {}, cntfrq_el0",
+                    out(reg) hz,
+                    options(nomem, nostack, preserves_flags)
+                )
+            };
+            // 0 is no rate: a caller would divide by it.
+            (hz != 0).then_some(hz)
+        }
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+        {
             Some(1_000_000_000)
         }
     }
@@ -219,6 +269,92 @@ mod tests {
             let after = crate::sys::clock_ns(libc::CLOCK_MONOTONIC);
             assert!(before <= ns && ns <= after, "{before} {ns} {after}");
         }
+    }
+
+    /// ringfire 0.5.2's AArch64 reads (src/tsc.rs), as written there, to hold ours against.
+    #[cfg(target_arch = "aarch64")]
+    mod ringfire_0_5_2 {
+        pub fn now_tsc() -> u64 {
+            let tsc: u64;
+            // SAFETY: cntvct_el0 is readable at EL0 on Linux; the asm only writes `tsc`.
+            unsafe {
+                core::arch::asm!(
+                    "isb",
+                    "mrs {}, cntvct_el0",
+                    out(reg) tsc,
+                    options(nomem, nostack)
+                )
+            };
+            tsc
+        }
+
+        pub fn counter_frequency_hz() -> u64 {
+            let freq: u64;
+            // SAFETY: cntfrq_el0 is readable at EL0 on Linux; the asm only writes `freq`.
+            unsafe {
+                core::arch::asm!("mrs {}, cntfrq_el0", out(reg) freq, options(nomem, nostack))
+            };
+            freq
+        }
+    }
+
+    /// On AArch64 a stamp reads the counter ringfire reads, at the frequency ringfire
+    /// reports, so a record one crate stamped means the same to the other. (Ours counted
+    /// `CLOCK_MONOTONIC` nanoseconds and said 1 GHz.)
+    #[cfg(target_arch = "aarch64")]
+    #[test]
+    fn on_aarch64_a_stamp_reads_ringfires_counter_at_its_frequency() {
+        for _ in 0..1000 {
+            let before = ringfire_0_5_2::now_tsc();
+            let ours = CycleStamp::now();
+            let after = ringfire_0_5_2::now_tsc();
+            assert!(
+                before <= ours.tsc && ours.tsc <= after,
+                "ringfire {before}, ours {ours:?}, ringfire {after}"
+            );
+        }
+        assert_eq!(
+            CycleStamp::counter_frequency_hz(),
+            Some(ringfire_0_5_2::counter_frequency_hz())
+        );
+    }
+
+    /// `CLOCK_MONOTONIC` in nanoseconds around a counter reading: the narrowest bracket of
+    /// 100 tries, `(before, counter, after)`.
+    #[cfg(not(target_arch = "x86_64"))]
+    fn bracketed_reading() -> (u64, u64, u64) {
+        (0..100)
+            .map(|_| {
+                let before = crate::sys::clock_ns(libc::CLOCK_MONOTONIC);
+                let counter = CycleStamp::now().tsc;
+                let after = crate::sys::clock_ns(libc::CLOCK_MONOTONIC);
+                (before, counter, after)
+            })
+            .min_by_key(|&(before, _, after)| after - before)
+            .unwrap()
+    }
+
+    /// Where the frequency is reported, the counter runs at it: its ticks over an interval,
+    /// at that frequency, lie within the monotonic clock's bounds on the interval (1% for
+    /// NTP's slewing of the clock, and a tick at each end for rounding).
+    #[cfg(not(target_arch = "x86_64"))]
+    #[test]
+    fn the_counter_runs_at_the_frequency_it_reports() {
+        let hz = CycleStamp::counter_frequency_hz().expect("a reported frequency");
+        assert!(hz > 0);
+        let (b1, c1, a1) = bracketed_reading();
+        // The interval's length only narrows the bounds; nothing is checked against it.
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let (b2, c2, a2) = bracketed_reading();
+        let tick_ns = 1e9 / hz as f64;
+        let counted_ns = (c2 - c1) as f64 * tick_ns;
+        let (shortest, longest) = ((b2 - a1) as f64, (a2 - b1) as f64);
+        assert!(
+            counted_ns >= shortest * 0.99 - 2.0 * tick_ns
+                && counted_ns <= longest * 1.01 + 2.0 * tick_ns,
+            "{} ticks at {hz} Hz are {counted_ns} ns; the clock says {shortest}..={longest} ns",
+            c2 - c1
+        );
     }
 
     #[test]
