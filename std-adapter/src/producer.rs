@@ -271,8 +271,13 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// spend its wait in `/proc` and notice late that the gate opened.
     fn wait_until(&mut self, deadline: Option<Instant>) -> bool {
         const FULL_PRUNE_EVERY: Duration = Duration::from_millis(1);
+        // The yields end after 1,000 or after this long: beside busy processes each yield
+        // can give the core away for a whole time slice, and 1,000 of them took seconds
+        // before the first look for dead readers.
+        const YIELD_FOR: Duration = Duration::from_millis(1);
         let mut round = 0u32;
         let mut next_full: Option<Instant> = None;
+        let mut yield_end: Option<Instant> = None;
         while !self.gate_open() {
             let now = Instant::now();
             let left = match deadline {
@@ -285,7 +290,7 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
             }
             if round < 100 {
                 std::hint::spin_loop();
-            } else if round < 1100 {
+            } else if round < 1100 && now < *yield_end.get_or_insert_with(|| now + YIELD_FOR) {
                 std::thread::yield_now();
             } else {
                 let view = self.inner.view();
