@@ -81,6 +81,8 @@ pub mod signature;
 pub mod sys;
 #[cfg(test)]
 mod test_fork;
+#[cfg(test)]
+mod test_proc;
 pub mod tsc;
 pub mod wait;
 

@@ -788,20 +788,17 @@ mod tests {
         let tx = crate::RingProducer::<u64>::create(&t, 8).unwrap();
         let ring = *tx.file().ring();
         let pair = || ring.futex();
-        let sleep = |w: &mut FutexWait, written_after: Duration| {
+        // The flag is written once the sleeper has been seen in `waits` different
+        // FUTEX_WAITs: past its re-check, so it cannot find the flag before it sleeps.
+        let sleep = |w: &mut FutexWait, waits: usize| {
             let flag = AtomicBool::new(false);
+            // SAFETY: gettid has no preconditions.
+            let sleeper = unsafe { libc::gettid() };
             let t0 = Instant::now();
             std::thread::scope(|s| {
                 s.spawn(|| {
-                    // From the sleeper's announcement on (so a descheduled sleeper cannot
-                    // find the flag set before it sleeps).
-                    let t = Instant::now();
-                    while pair().waiters.load(Ordering::Acquire) == 0
-                        && t.elapsed() < Duration::from_secs(10)
-                    {
-                        std::thread::sleep(Duration::from_micros(100));
-                    }
-                    std::thread::sleep(written_after);
+                    let word = pair().word.as_ptr();
+                    crate::test_proc::await_futex_waits(sleeper, word, waits);
                     // Written, and nobody woken: the futex word is not touched.
                     flag.store(true, Ordering::Release);
                 });
@@ -815,16 +812,27 @@ mod tests {
         let mut sliced = FutexWait::new(0, Some(Duration::from_secs(20)))
             .with_deferred_barrier(Duration::from_millis(2))
             .with_slices(Duration::from_millis(2));
-        let took = sleep(&mut sliced, Duration::from_millis(30));
-        assert!(took < Duration::from_secs(5), "sliced: {took:?}");
-        assert_eq!(sliced.stats().late_found, 1, "{:?}", sliced.stats());
+        // The second wait comes after the deferred barrier and its re-check: only a slice's
+        // end can see the flag.
+        sleep(&mut sliced, 2);
+        let s = sliced.stats();
+        assert_eq!(
+            (s.sleeps, s.late_found, s.timed_out, s.late_barriers),
+            (1, 1, 0, 1),
+            "sliced: {s:?}"
+        );
         assert_eq!(barriers() - b0, 1, "one barrier in the sliced sleep");
         let mut whole = FutexWait::new(0, Some(Duration::from_millis(300)));
-        let took = sleep(&mut whole, Duration::from_millis(30));
+        let took = sleep(&mut whole, 1);
         drop(tx);
         let _ = std::fs::remove_file(&t);
         assert!(took >= Duration::from_millis(290), "unsliced: {took:?}");
-        assert_eq!(whole.stats().timed_out, 1, "{:?}", whole.stats());
+        // Each sleep ran to its timeout (more than one if the writer looked late).
+        let s = whole.stats();
+        assert!(
+            s.sleeps >= 1 && s.timed_out == s.sleeps && s.late_found == 0,
+            "unsliced: {s:?}"
+        );
     }
 
     /// On an MPMC-flagged ring a producer stores its ticket in the slot before its
