@@ -187,7 +187,7 @@ const OPEN_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 /// its whole-file lock. The probe takes microseconds, or one pass over the slots when it
 /// heals an MPMC file (which has no roles); this bounds a wait on a prober descheduled
 /// mid-probe.
-const PROBE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
+pub(super) const PROBE_WAIT: std::time::Duration = std::time::Duration::from_millis(500);
 /// How long taking an SPSC role waits for a lock on the role's byte to go before it
 /// reports the role taken. The lock is an open file description's, so a handle closed
 /// while another thread of its process forked keeps its role locked until the child
