@@ -363,13 +363,7 @@ mod tests {
 
     use super::MpmcQueue;
     use crate::FutexWait;
-
-    /// True when the thread `tid` of this process is blocked in the futex system call.
-    fn asleep_in_futex(tid: i32) -> bool {
-        std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall")).is_ok_and(|s| {
-            s.split_whitespace().next() == Some(libc::SYS_futex.to_string().as_str())
-        })
-    }
+    use crate::queue::tests::asleep_in_futex;
 
     #[test]
     fn healing_a_consumer_killed_mid_pop_wakes_a_producer_asleep_on_the_full_queue() {

@@ -617,11 +617,9 @@ fn a_split_push_publishes_at_write_claimed_to_a_waiting_pop() {
     assert!(q.is_empty());
 }
 
-/// Whether the thread `tid` of this process is blocked in the futex system call (read from
-/// `/proc/self/task/<tid>/syscall`, which names the call a blocked thread is in).
-fn asleep_in_futex(tid: i32) -> bool {
-    std::fs::read_to_string(format!("/proc/self/task/{tid}/syscall"))
-        .is_ok_and(|s| s.split_whitespace().next() == Some(libc::SYS_futex.to_string().as_str()))
+/// Whether the thread `tid` of this process is blocked in the futex system call.
+pub(crate) fn asleep_in_futex(tid: i32) -> bool {
+    crate::test_proc::blocked_in(tid, libc::SYS_futex).is_some()
 }
 
 /// Runs the blocking SPSC and MPMC calls with waiters from `make`: an empty pop times out
