@@ -204,6 +204,73 @@ fn heal_reports_a_lossy_ring_slot_holding_a_sequence_past_claim_seq() {
     );
 }
 
+/// A lossy ring whose header a consumer refuses at attach: `read_seq` past `claim_seq`, or
+/// `claim_seq` at or past 2^63. On the first, heal said "no slot left mid-write; nothing to
+/// heal", exit 0, and with `--producers-dead` healed a slot left mid-write beside it, exit 0;
+/// on the second it gave the producer's attach error. It now reports the consumer's refusal
+/// as a corrupt ring, exit 1, and writes nothing, with or without `--producers-dead`.
+#[test]
+fn heal_reports_a_lossy_ring_header_a_consumer_refuses() {
+    let t = TmpRing::new("heal-lossy-header");
+    let path = t.0.to_str().unwrap();
+    let mut p = MpmcProducer::<u64>::create(&t.0, 4).unwrap();
+    p.set_cleanup_mode(CleanupMode::Persistent);
+    p.push(&1);
+    let in_flight = {
+        // SAFETY: the view is used while `p` keeps the mapping.
+        let v = unsafe { p.file().view() };
+        // Ticket 2 is claimed, and its slot is left as it was (its push in flight)...
+        v.claim_seq().fetch_add(1, Ordering::SeqCst);
+        let in_flight = std::fs::read(&t.0).unwrap();
+        // ... or marked by a producer that died while copying: heal would heal it.
+        v.slot_seq(2).store(u64::MAX, Ordering::SeqCst);
+        in_flight
+    };
+    drop(p);
+    await_closed_elsewhere(&t.0);
+    let stuck = std::fs::read(&t.0).unwrap();
+    let corrupt = [
+        (
+            64,
+            102,
+            "MPMC read_seq 102 is past claim_seq 3: consumers would take no ticket until 99 \
+             more were claimed",
+        ),
+        (
+            40,
+            1 << 63,
+            "claim_seq 0x8000000000000000 leaves no valid ticket",
+        ),
+    ];
+    for sound in [&in_flight, &stuck] {
+        for (field, value, what) in corrupt {
+            let mut bytes = sound.clone();
+            bytes[field..field + 8].copy_from_slice(&u64::to_ne_bytes(value));
+            std::fs::write(&t.0, &bytes).unwrap();
+            for args in [&["heal", path, "--producers-dead"][..], &["heal", path]] {
+                let (code, out, err) = ringwire(args);
+                assert_eq!(code, 1, "{args:?}: {out}");
+                assert!(
+                    err.contains(&format!("{path}: a corrupt ring header ({what}")),
+                    "{args:?}: {err}"
+                );
+                assert!(err.contains("heal changes nothing in it"), "{err}");
+                assert_eq!(std::fs::read(&t.0).unwrap(), bytes, "{args:?}: written");
+            }
+        }
+    }
+    // The same ring with its sound header: nothing to heal, or the mid-write slot healed.
+    std::fs::write(&t.0, &in_flight).unwrap();
+    let (code, out, err) = ringwire(&["heal", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("no slot left mid-write; nothing to heal"),
+        "{out}"
+    );
+    std::fs::write(&t.0, &stuck).unwrap();
+    heals_slot_2_with_producers_dead(path);
+}
+
 #[test]
 fn a_lossy_rings_slot_left_mid_write_is_healed_only_once_its_producers_are_dead() {
     let t = TmpRing::new("heal-lossy");

@@ -1,8 +1,9 @@
 //! `ringwire heal <PATH> [--producers-dead]`: heals the stuck slots that `stat` reports, in a
 //! ringwire MPMC queue file (`claimed_unpublished`, `taken_unfreed`) or a lossy MPMC ring
 //! (`mid_write_slots`), when their holders are known dead. A corrupt file it finds (a queue
-//! at rest with a stamp its cursors rule out, a lossy ring with a slot at or past
-//! `claim_seq`) is reported, exit 1, and not healed.
+//! at rest with a stamp its cursors rule out, a lossy ring whose header its consumers
+//! refuse at attach or with a slot at or past `claim_seq`) is reported, exit 1, and not
+//! healed.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use ringwire_core::blackboard::BLACKBOARD_MAGIC;
 use ringwire_core::layout::{Flags, RING_MAGIC, SLOT_WRITING};
-use ringwire_core::queue::compat::{LossyMpmcProducer, TAKEOVER_NS};
+use ringwire_core::queue::compat::{LossyMpmcConsumer, LossyMpmcProducer, TAKEOVER_NS};
 use ringwire_core::queue::{QueueExpect, QueueKind, StuckSlot};
 use ringwire_core::sync::Ordering;
 use ringwire_core::{AttachError, Expect, RingView};
@@ -258,6 +259,19 @@ fn flock_holders(path: &Path) -> std::io::Result<Vec<i64>> {
         .collect())
 }
 
+/// Why the lossy MPMC ring in `view` is corrupt, if its header is one a consumer refuses at
+/// attach ([`LossyMpmcConsumer::new`]: `read_seq` past `claim_seq`, or `claim_seq` at or
+/// past 2^63): its consumers stop at attach, however sound its slots. heal then heals
+/// nothing: nothing in the file records what the scribbled counter held.
+fn header_refused(view: &RingView) -> Option<String> {
+    // The consumer's own check, over the read-only mapping: its attach only loads.
+    let e = LossyMpmcConsumer::new(*view).err()?;
+    Some(format!(
+        "a corrupt ring header ({e}), which every consumer refuses at attach. heal changes \
+         nothing in it; a new ring replaces it"
+    ))
+}
+
 /// Why the lossy MPMC ring in `view` is corrupt, if a slot holds a sequence at or past
 /// `claim_seq` (the write marker aside): a producer claims its ticket before it writes the
 /// slot, so no protocol step leaves one there, and every push landing on the slot is
@@ -290,9 +304,10 @@ fn sequences_past_claims(view: &RingView) -> Option<String> {
 /// ring records no writer, and a producer paused while copying shows the same mark), and
 /// only when nothing shows a live producer: the creator's `flock`, or tickets claimed or
 /// published between two scans [`SETTLE`] apart. Without the flag they are reported. A
-/// corrupt ring (a slot's sequence at or past `claim_seq`) is reported and not healed. The
-/// ring is classified and scanned through a read-only mapping; it is opened read-write only
-/// once slots are found stuck, and one that cannot be (no write access) is reported.
+/// corrupt ring (a header a consumer refuses at attach, or a slot's sequence at or past
+/// `claim_seq`) is reported and not healed. The ring is classified and scanned through a
+/// read-only mapping; it is opened read-write only once slots are found stuck, and one that
+/// cannot be (no write access) is reported.
 fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<()> {
     let oe = out_err();
     let p = path.display();
@@ -309,14 +324,15 @@ fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<(
         )
         .map_err(oe);
     }
-    // Over the read-only mapping: its scans only load.
-    let prod = LossyMpmcProducer::new(*view).map_err(|e| Error::attach(path, e))?;
-    if let Some(what) = sequences_past_claims(view) {
+    // The header first: the slots' check trusts its claim_seq.
+    if let Some(what) = header_refused(view).or_else(|| sequences_past_claims(view)) {
         return Err(Error::NotHealed {
             path: path.to_path_buf(),
             what,
         });
     }
+    // Over the read-only mapping: its scans only load.
+    let prod = LossyMpmcProducer::new(*view).map_err(|e| Error::attach(path, e))?;
     // Relaxed (both): compared between scans only; the heal's CAS decides.
     let tickets = || {
         (

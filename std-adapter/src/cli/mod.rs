@@ -93,10 +93,12 @@ pub enum Command {
     /// with --producers-dead, and only if no producer shows itself alive (tickets moving, or
     /// the creator's lock held); otherwise they are reported and heal exits 1. A lossy ring
     /// with a slot whose sequence is at or past claim_seq (corrupt: every push landing there
-    /// is discarded) is reported, exit 1, and not healed. Reporting needs read access only:
-    /// stuck slots of a file heal may not write are reported, with that reason, and heal
-    /// exits 1. A blackboard key left mid-write (its seqlock odd in two looks 20 ms apart) is
-    /// reported and heal exits 1; only a new write of the key by its writer repairs it.
+    /// is discarded), or whose header its consumers refuse at attach (read_seq past
+    /// claim_seq, claim_seq at or past 2^63), is reported, exit 1, and not healed. Reporting
+    /// needs read access only: stuck slots of a file heal may not write are reported, with
+    /// that reason, and heal exits 1. A blackboard key left mid-write (its seqlock odd in two
+    /// looks 20 ms apart) is reported and heal exits 1; only a new write of the key by its
+    /// writer repairs it.
     Heal {
         /// The queue, ring or blackboard file.
         path: PathBuf,
