@@ -282,7 +282,9 @@ impl fmt::Display for AttachError {
             ClaimSeqExhausted { claim_seq } => {
                 write!(
                     f,
-                    "claim_seq {claim_seq:#x} leaves no valid ticket for a producer"
+                    "claim_seq {claim_seq:#x} is at or past the sequence limit {:#x} (a \
+                     corrupt header): it leaves no valid ticket",
+                    crate::layout::SEQ_LIMIT
                 )
             }
             ReadSeqPastClaimSeq {
@@ -290,8 +292,9 @@ impl fmt::Display for AttachError {
                 claim_seq,
             } => write!(
                 f,
-                "MPMC read_seq {read_seq} is past claim_seq {claim_seq}: consumers would take \
-                 no ticket until {} more were claimed, and count none of them lost",
+                "MPMC read_seq {read_seq} is past claim_seq {claim_seq} (a corrupt header): \
+                 consumers would take no ticket until {} more were claimed, and count none of \
+                 them lost",
                 read_seq.saturating_sub(claim_seq)
             ),
         }

@@ -267,8 +267,8 @@ fn header_refused(view: &RingView) -> Option<String> {
     // The consumer's own check, over the read-only mapping: its attach only loads.
     let e = LossyMpmcConsumer::new(*view).err()?;
     Some(format!(
-        "a corrupt ring header ({e}), which every consumer refuses at attach. heal changes \
-         nothing in it; a new ring replaces it"
+        "{e}; every consumer refuses the ring at attach. heal changes nothing in it; a new \
+         ring replaces it"
     ))
 }
 

@@ -859,8 +859,8 @@ mod tests {
                 claim_seq: 2
             }
             .to_string(),
-            "MPMC read_seq 102 is past claim_seq 2: consumers would take no ticket until 100 \
-             more were claimed, and count none of them lost"
+            "MPMC read_seq 102 is past claim_seq 2 (a corrupt header): consumers would take no \
+             ticket until 100 more were claimed, and count none of them lost"
         );
     }
 
