@@ -61,6 +61,63 @@ fn corrupt_ring_is_an_error_naming_file_and_value() {
     }
 }
 
+/// A lossy MPMC ring whose header every consumer refuses at attach (`read_seq` past
+/// `claim_seq`, or `claim_seq` at or past 2^63): `stat` printed it as a sound ring's and
+/// exited 0. It now gives the consumer's refusal, naming the file and the values, exit 1,
+/// as for a corrupt SPSC queue's cursors. `dump` prints the records as before: it reads
+/// as a broadcast reader does, which neither counter stops.
+#[test]
+fn stat_of_a_lossy_ring_header_its_consumers_refuse_is_an_error() {
+    use ringwire::core::layout::hdr;
+    let t = TmpRing::new("stat-lossy-header");
+    let path = t.0.to_str().unwrap();
+    let mut p = ringwire::MpmcProducer::<u64>::create(&t.0, 4).unwrap();
+    p.set_cleanup_mode(CleanupMode::Persistent);
+    p.push(&1);
+    p.push(&2);
+    drop(p);
+    let sound = std::fs::read(&t.0).unwrap();
+    let (code, dumped, err) = ringwire(&["dump", path]);
+    assert_eq!(code, 0, "{err}");
+    for (field, value, what) in [
+        (
+            hdr::READ_SEQ,
+            102,
+            "MPMC read_seq 102 is past claim_seq 3 (a corrupt header): consumers would take no \
+             ticket until 99 more were claimed, and count none of them lost",
+        ),
+        (
+            hdr::CLAIM_SEQ,
+            u64::MAX,
+            "claim_seq 0xffffffffffffffff is at or past the sequence limit 0x8000000000000000 \
+             (a corrupt header): it leaves no valid ticket",
+        ),
+    ] {
+        let mut bytes = sound.clone();
+        bytes[field..field + 8].copy_from_slice(&value.to_ne_bytes());
+        std::fs::write(&t.0, &bytes).unwrap();
+        for args in [vec!["stat", path], vec!["stat", path, "--json"]] {
+            let (code, out, err) = ringwire(&args);
+            assert_eq!(code, 1, "{args:?}: {out}");
+            assert_eq!(
+                err.trim(),
+                format!("Error: ring {path}: {what}"),
+                "{args:?}"
+            );
+        }
+        let (code, out, err) = ringwire(&["dump", path]);
+        assert_eq!((code, out), (0, dumped.clone()), "{err}");
+    }
+    std::fs::write(&t.0, &sound).unwrap();
+    let (code, out, err) = ringwire(&["stat", path, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["claim_seq"].clone(), v["read_seq"].clone()),
+        (3.into(), 1.into())
+    );
+}
+
 #[test]
 fn bad_flag_values_fail_with_a_message() {
     let t = TmpRing::new("flags");

@@ -39,6 +39,10 @@ pub enum Command {
     /// Print a ring's header, counters, retained window, futex state, arena and readers
     /// (also describes a blackboard file, and a ringwire SPSC or MPMC queue file: geometry,
     /// cursors, items queued, a claimed but unpublished position, futex state).
+    ///
+    /// A corrupt file is an error naming it and the value seen (exit 1): a header no ring
+    /// has, queue cursors no run leaves, an MPMC ring's header its consumers refuse at
+    /// attach (read_seq past claim_seq, claim_seq at or past 2^63).
     Stat {
         /// The ring, blackboard or queue file.
         path: PathBuf,

@@ -8,6 +8,7 @@ use std::path::Path;
 use ringwire_core::blackboard::BLACKBOARD_MAGIC;
 use ringwire_core::layout::{Flags, RING_MAGIC, SLOT_WRITING, oldest_retained};
 use ringwire_core::queue::QueueKind;
+use ringwire_core::queue::compat::LossyMpmcConsumer;
 use serde_json::{Value, json};
 
 use super::out_err;
@@ -95,7 +96,10 @@ fn queue_json(path: &Path, len: u64, kind: QueueKind) -> Result<Value> {
     }))
 }
 
-/// The `stat --json` object of the ring (or blackboard, or ringwire queue) at `path`.
+/// The `stat --json` object of the ring (or blackboard, or ringwire queue) at `path`. An
+/// MPMC ring whose header every consumer refuses at attach is an [`Error::Attach`]
+/// ([`AttachError::ReadSeqPastClaimSeq`](ringwire_core::AttachError::ReadSeqPastClaimSeq),
+/// [`AttachError::ClaimSeqExhausted`](ringwire_core::AttachError::ClaimSeqExhausted)).
 pub fn stat_json(path: &Path) -> Result<Value> {
     let (len, h) = first_128(path)?;
     // In the host's byte order, as the writers store it.
@@ -114,8 +118,13 @@ pub fn stat_json(path: &Path) -> Result<Value> {
         ));
     }
     let ring = ReadOnlyRing::open(path)?;
-    let hd = ring.header();
     let g = *ring.geometry();
+    if g.flags.has(Flags::MODE_MPMC) {
+        // A header every consumer refuses at attach is corrupt: stat says so with the
+        // consumer's own check (it only loads), as it refuses a queue's corrupt cursors.
+        LossyMpmcConsumer::new(*ring.ring()).map_err(|e| Error::attach(path, e))?;
+    }
+    let hd = ring.header();
     let w = ring.write_seq();
     let (oldest, active) = if w == 0 {
         (0, 0)
