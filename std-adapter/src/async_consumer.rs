@@ -2,7 +2,8 @@
 //! `async fn recv` and a [`Stream`] of records (feature `tokio`).
 //!
 //! It works under any executor (the tests and the example use tokio's); the only things it
-//! hands to the executor are [`Waker`]s.
+//! hands to the executor are [`Waker`]s, and under tokio it also spends the task's
+//! cooperative budget ([below](#sharing-the-executor)).
 //!
 //! # How it waits
 //!
@@ -31,7 +32,8 @@
 //! armed blocks on a condition variable, not on the ring, so the producer never pays for
 //! it. An idle awaiting consumer therefore costs one sleeping thread, woken once per futex
 //! timeout (default [`DEFAULT_FUTEX_TIMEOUT`], 50 ms) to re-check the ring; a busy one
-//! costs nothing beyond the `try_recv` calls while records keep coming.
+//! costs nothing beyond the `try_recv` calls while records keep coming (and, under tokio, a
+//! turn of the executor once the task's budget is spent).
 //!
 //! ringfire's knobs shorten the path for records that come close together, at the price of
 //! executor time: [`AsyncRingConsumer::with_spins`] has a poll try the ring more times before
@@ -39,6 +41,25 @@
 //! return `Pending` with the task woken at once (another turn of the executor) before one
 //! arms the waiter. Both default to 0. [`AsyncRingConsumer::with_idle_sleep`] sets the
 //! futex timeout.
+//!
+//! # Sharing the executor
+//!
+//! Under tokio every receive ([`AsyncRingConsumer::recv`], `recv_seq`, `recv_detailed`,
+//! `recv_batch`, `poll_recv`, `poll_recv_seq` and the [`Stream`]) takes part in the task's
+//! cooperative budget ([`tokio::task::coop`]) as tokio's own channels do: a poll that
+//! returns a record (or, for `recv_batch`, a batch) spends one unit, a poll that finds
+//! nothing spends none, and once the budget is spent a poll returns `Pending` at once,
+//! without looking at the ring, and the runtime polls the task again after its other tasks
+//! and its drivers had their turn. A task looping on `recv().await` over a ring that always
+//! has a record ready therefore yields after each budget's worth of records (128 units per
+//! task poll in tokio 1.54, shared with the task's other tokio resources) instead of holding
+//! its thread for as long as the producer keeps up, which would starve the other tasks of
+//! a current-thread runtime (timers, a shutdown signal, another consumer); ringfire's
+//! `AsyncRingConsumer` does hold it. While the budget has room the check is a thread-local
+//! read and decrement, inlined in the poll. [`tokio::task::coop::unconstrained`] opts a
+//! future out. Under another executor (no tokio runtime on the thread) the budget is
+//! unlimited and every poll goes to the ring. The non-async `try_recv` and `recv_status`
+//! spend no budget.
 //!
 //! # Why no wake-up is lost
 //!
@@ -125,6 +146,10 @@ pub const WAITER_THREAD_NAME: &str = "ringwire-async";
 
 /// An async reader of a typed broadcast ring: [`AsyncRingConsumer::recv`] and a
 /// [`Stream`] of records. See the [module docs](self) for how it waits.
+///
+/// Under tokio each record a receive returns spends a unit of the task's cooperative budget,
+/// so a task reading a ring that is never empty still yields to the runtime's other tasks
+/// now and then ([sharing the executor](self#sharing-the-executor)).
 pub struct AsyncRingConsumer<T> {
     // The waiter thread shares the ownership of every mapping it reads (module docs), so
     // the field order does not matter for safety; the waiter still drops first, so that
@@ -377,7 +402,9 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
     }
 
     /// Polls for the next record: `Ready` with it, or `Pending` with `cx`'s waker
-    /// registered with the waiter thread.
+    /// registered with the waiter thread. Under tokio, also `Pending` (with the task to be
+    /// polled again once it has yielded) when the task's cooperative budget is spent; see
+    /// [sharing the executor](self#sharing-the-executor).
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<T> {
         self.poll_with(cx, RingConsumer::try_recv)
     }
@@ -387,7 +414,24 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
         self.poll_with(cx, RingConsumer::try_recv_seq)
     }
 
+    /// [`AsyncRingConsumer::poll_ring`] as one unit of the task's cooperative budget.
     fn poll_with<R>(
+        &mut self,
+        cx: &mut Context<'_>,
+        take: impl FnMut(&mut RingConsumer<T>) -> Option<R>,
+    ) -> Poll<R> {
+        budgeted(cx, |cx| self.poll_ring(cx, take))
+    }
+
+    /// [`AsyncRingConsumer::poll_recv`] without the budget, for a caller that spends it
+    /// once for several of these polls (the multiplexer's).
+    pub(crate) fn poll_recv_unbudgeted(&mut self, cx: &mut Context<'_>) -> Poll<T> {
+        self.poll_ring(cx, RingConsumer::try_recv)
+    }
+
+    /// Takes a record with `take`, or registers `cx`'s waker (with the waiter, or for an
+    /// immediate re-poll) and returns `Pending`.
+    fn poll_ring<R>(
         &mut self,
         cx: &mut Context<'_>,
         mut take: impl FnMut(&mut RingConsumer<T>) -> Option<R>,
@@ -731,6 +775,23 @@ fn run_waiter(shared: &Shared) {
             st = lock(shared);
         }
     }
+}
+
+/// Runs `poll` as one unit of the task's tokio budget, as tokio's own channels do: when the
+/// budget is spent, `Pending` at once with the task woken after it yields (so a loop on a
+/// ring that is never empty does not hold its thread for ever); a `Ready` spends one unit,
+/// a `Pending` none. Outside a tokio runtime the budget is unlimited.
+#[inline]
+pub(crate) fn budgeted<R>(
+    cx: &mut Context<'_>,
+    poll: impl FnOnce(&mut Context<'_>) -> Poll<R>,
+) -> Poll<R> {
+    let coop = std::task::ready!(tokio::task::coop::poll_proceed(cx));
+    let r = poll(cx);
+    if r.is_ready() {
+        coop.made_progress();
+    }
+    r
 }
 
 /// Whether registry slot `slot` of `ring` (the waiting consumer's, if it holds one) shows

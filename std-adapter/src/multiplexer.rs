@@ -299,6 +299,12 @@ impl<T: FromBytes + 'static> fmt::Debug for RingMultiplexer<T> {
 /// caught by that poll's second try: no wake-up is lost. A record is taken from a ring only
 /// inside a poll that returns it, so dropping a pending `recv_any` loses nothing.
 ///
+/// Under tokio each record `recv_any` returns spends one unit of the task's cooperative
+/// budget, whichever channel it came from, and a poll with the budget spent returns
+/// `Pending` before trying any channel, as [`AsyncRingConsumer`]'s receives do (see
+/// [sharing the executor](crate::async_consumer#sharing-the-executor)): a task looping on
+/// busy channels yields to the runtime's other tasks now and then.
+///
 /// The cost: an idle awaiting multiplexer of `n` channels has `n` waiter threads asleep on
 /// their rings' futexes, each waking once per futex timeout (50 ms by default, see
 /// [`AsyncRingConsumer::with_idle_sleep`]) to re-check its ring, about `20 n` wake-ups a
@@ -424,25 +430,31 @@ impl<T: FromBytes + 'static> AsyncRingMultiplexer<T> {
     /// Polls for the next record of any channel: `Ready` with it and its index, or
     /// `Pending` with `cx`'s waker registered with every channel's waiter (see
     /// [how it waits](AsyncRingMultiplexer#how-it-waits)). With no channels, `Pending`
-    /// with nothing registered.
+    /// with nothing registered. Under tokio, also `Pending` (the task to be polled again
+    /// once it has yielded) when the task's cooperative budget is spent.
     pub fn poll_recv_any(
         &mut self,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<(usize, T)> {
         use std::task::Poll;
-        // Records at hand: take one without arming any waiter.
-        if let Some(got) = self.try_recv_any() {
-            return Poll::Ready(got);
-        }
-        // All empty: arm every channel (each poll re-checks its ring after arming), in the
-        // same turn order; a record that came meanwhile is returned at once.
-        match self.channels.round_robin(|c| match c.poll_recv(cx) {
-            Poll::Ready(v) => Some(v),
-            Poll::Pending => None,
-        }) {
-            Some(got) => Poll::Ready(got),
-            None => Poll::Pending,
-        }
+        // One unit of the task's budget per record, whichever channel gave it.
+        crate::async_consumer::budgeted(cx, |cx| {
+            // Records at hand: take one without arming any waiter.
+            if let Some(got) = self.try_recv_any() {
+                return Poll::Ready(got);
+            }
+            // All empty: arm every channel (each poll re-checks its ring after arming), in
+            // the same turn order; a record that came meanwhile is returned at once.
+            match self
+                .channels
+                .round_robin(|c| match c.poll_recv_unbudgeted(cx) {
+                    Poll::Ready(v) => Some(v),
+                    Poll::Pending => None,
+                }) {
+                Some(got) => Poll::Ready(got),
+                None => Poll::Pending,
+            }
+        })
     }
 }
 
