@@ -10,6 +10,10 @@ extern crate std;
 pub mod blackboard;
 pub mod broadcast;
 pub mod error;
+#[cfg(all(test, not(loom)))]
+mod error_fmt_tests;
+#[cfg(all(test, not(loom)))]
+mod fmt_check;
 pub mod futex;
 pub mod layout;
 pub mod maptable;

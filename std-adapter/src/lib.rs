@@ -68,7 +68,13 @@ pub mod checkpoint;
 pub mod cli;
 pub mod consumer;
 pub mod error;
+#[cfg(test)]
+mod error_fmt_tests;
 pub mod file;
+// The core's test support, shared by path: a crate's cfg(test) items are not visible to another.
+#[cfg(test)]
+#[path = "../../core/src/fmt_check.rs"]
+mod fmt_check;
 pub mod header;
 pub mod lossy_mpmc;
 pub mod multiplexer;

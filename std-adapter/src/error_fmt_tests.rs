@@ -1,0 +1,435 @@
+//! Every variant of the adapter's public error types ([`Error`], [`QueueFileError`],
+//! [`ReplicaError`]), built with hostile values (0, 1, the maxima and their neighbours,
+//! empty, non-UTF-8 and 64 KiB paths), formats without a panic and shows the values, the
+//! path and the cause it carries.
+//! Each `*_variant` function numbers the variants with an exhaustive `match`: a variant
+//! added later does not compile until it is numbered, and then fails until it has samples.
+
+use std::error::Error as _;
+use std::ffi::OsStr;
+use std::io;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use ringwire_core::blackboard::{BLACKBOARD_MAGIC, BlackboardError};
+use ringwire_core::broadcast::blob::BlobError;
+use ringwire_core::broadcast::registry::RegistryError;
+use ringwire_core::layout::RING_MAGIC;
+use ringwire_core::queue::layout::{MPMC_MAGIC, SPSC_MAGIC};
+use ringwire_core::queue::{QueueAttachError, QueueGeometryError, QueueInitError};
+use ringwire_core::replicate::{MirrorError, SinkError};
+use ringwire_core::{AttachError, GeometryError, InitError, RegionError};
+
+use crate::Error;
+use crate::fmt_check::{U32, U64, USIZE, assert_every_variant, check};
+use crate::queue::QueueFileError;
+use crate::registry::ReaderInfo;
+use crate::replica::ReplicaError;
+
+const MAGICS: [u64; 7] = [
+    0,
+    1,
+    u64::MAX,
+    RING_MAGIC,
+    BLACKBOARD_MAGIC,
+    SPSC_MAGIC,
+    MPMC_MAGIC,
+];
+
+fn paths() -> [PathBuf; 4] {
+    [
+        PathBuf::new(),
+        PathBuf::from("/dev/shm/ticks"),
+        PathBuf::from(OsStr::from_bytes(b"/dev/shm/\xff\xfe-ring")),
+        PathBuf::from(format!("/tmp/{}", "p".repeat(65536))),
+    ]
+}
+
+fn io_errors() -> [io::Error; 3] {
+    [
+        io::Error::from_raw_os_error(libc::ENOSPC),
+        io::Error::from(io::ErrorKind::UnexpectedEof),
+        io::Error::other("custom cause 77"),
+    ]
+}
+
+fn error_variant(e: &Error) -> usize {
+    match e {
+        Error::Io { .. } => 0,
+        Error::Registry { .. } => 1,
+        Error::Backpressure { .. } => 2,
+        Error::Blob { .. } => 3,
+        Error::Blackboard { .. } => 4,
+        Error::WriterStalled { .. } => 5,
+        Error::Attach { .. } => 6,
+        Error::QueueAttach { .. } => 7,
+        Error::Geometry { .. } => 8,
+        Error::Init { .. } => 9,
+        Error::Region { .. } => 10,
+        Error::ProducerAlreadyExists { .. } => 11,
+        Error::NotRegularFile { .. } => 12,
+        Error::FileTooLarge { .. } => 13,
+        Error::BadFileMagic { .. } => 14,
+        Error::TooShort { .. } => 15,
+        Error::BadFileVersion { .. } => 16,
+        Error::NoOffsetFile { .. } => 17,
+        Error::ForkedCheckpoint { .. } => 18,
+        Error::CheckpointMoved { .. } => 19,
+        Error::NotReplaced { .. } => 20,
+        Error::NotHealed { .. } => 21,
+        Error::RingTooLarge { .. } => 22,
+        Error::InvalidArgument { .. } => 23,
+    }
+}
+
+/// Every variant of [`Error`], once per path and hostile value.
+fn error_samples() -> Vec<Error> {
+    let mut all = Vec::new();
+    for path in paths() {
+        let p = || path.clone();
+        for (i, j) in (0..U64.len()).map(|i| (i, U64.len() - 1 - i)) {
+            let (a, b, x, y, n) = (U64[i], U64[j], U32[i], U32[j], USIZE[i]);
+            let reader = ReaderInfo {
+                slot_index: USIZE[(i + 1) % 5],
+                pid: x,
+                name: ["", "reader-9", "tab\there"][i % 3].to_string(),
+                cursor_seq: a,
+                lag: b,
+            };
+            all.extend([
+                Error::Registry {
+                    path: p(),
+                    source: RegistryError::BadSlot { slot: x, count: y },
+                },
+                Error::Backpressure {
+                    path: p(),
+                    seq: a,
+                    waited: Duration::new(U64[(i + 2) % 5], 999_999_999),
+                    reader: Some(reader),
+                },
+                Error::Backpressure {
+                    path: p(),
+                    seq: a,
+                    waited: Duration::ZERO,
+                    reader: None,
+                },
+                Error::Blob {
+                    path: p(),
+                    source: BlobError::TooLarge { len: n, max: b },
+                },
+                Error::Blackboard {
+                    path: p(),
+                    source: BlackboardError::KeyOutOfRange {
+                        key: n,
+                        slot_count: y,
+                    },
+                },
+                Error::WriterStalled { path: p(), key: n },
+                Error::Attach {
+                    path: p(),
+                    source: AttachError::ReadSeqPastClaimSeq {
+                        read_seq: a,
+                        claim_seq: b,
+                    },
+                },
+                Error::QueueAttach {
+                    path: p(),
+                    source: QueueAttachError::BadCursors {
+                        enqueue: a,
+                        dequeue: b,
+                        capacity: U64[(i + 2) % 5],
+                    },
+                },
+                Error::Geometry {
+                    path: p(),
+                    source: GeometryError::BadStride { stride: a },
+                },
+                Error::Init {
+                    path: p(),
+                    source: InitError::RegionTooSmall { need: a, len: b },
+                },
+                Error::Init {
+                    path: p(),
+                    source: InitError::Geometry(AttachError::TooShort { len: a }),
+                },
+                Error::Region {
+                    path: p(),
+                    source: RegionError::Misaligned { addr: n },
+                },
+                Error::FileTooLarge { path: p(), len: a },
+                Error::TooShort {
+                    path: p(),
+                    kind: "offset file",
+                    len: a,
+                    need: b,
+                },
+                Error::BadFileVersion {
+                    path: p(),
+                    kind: "offset file",
+                    found: x,
+                },
+                Error::ForkedCheckpoint {
+                    path: p(),
+                    opener: x,
+                },
+                Error::NotHealed {
+                    path: p(),
+                    what: format!("slot {a} of {b}"),
+                },
+                Error::RingTooLarge {
+                    path: p(),
+                    len: a,
+                    max: b,
+                },
+                Error::InvalidArgument {
+                    path: p(),
+                    what: format!("max_readers {n} is too many"),
+                },
+            ]);
+        }
+        for source in io_errors() {
+            let op = "fallocate";
+            all.push(Error::Io {
+                path: p(),
+                op,
+                source,
+            });
+        }
+        for found in MAGICS {
+            let kind = "offset file";
+            all.push(Error::BadFileMagic {
+                path: p(),
+                kind,
+                found,
+            });
+            for magic in [None, Some(found)] {
+                let (kind, creator) = ("ring", "a ring producer");
+                let len = found.wrapping_mul(3);
+                all.push(Error::NotReplaced {
+                    path: p(),
+                    len,
+                    magic,
+                    kind,
+                    creator,
+                });
+            }
+        }
+        all.extend([
+            Error::ProducerAlreadyExists { path: p() },
+            Error::NotRegularFile { path: p() },
+            Error::NoOffsetFile { path: p() },
+            Error::CheckpointMoved { path: p() },
+        ]);
+    }
+    all
+}
+
+/// Field values a text may leave out on purpose: a magic it names the file kind of, a
+/// length that stands for an overflow.
+fn hidden(e: &Error) -> &'static [&'static str] {
+    match e {
+        Error::NotReplaced { magic: Some(m), .. }
+            if [RING_MAGIC, BLACKBOARD_MAGIC, SPSC_MAGIC, MPMC_MAGIC].contains(m) =>
+        {
+            &["magic"]
+        }
+        Error::RingTooLarge { len: u64::MAX, .. } => &["len"],
+        _ => &[],
+    }
+}
+
+#[test]
+fn adapter_errors_format_every_variant_with_their_path() {
+    let all = error_samples();
+    assert_every_variant(&all, 24, error_variant);
+    for e in &all {
+        let shown = check(e, hidden(e));
+        let path = e.path().display().to_string();
+        assert!(shown.contains(&path), "{e:?}: the path is not in {shown:?}");
+    }
+}
+
+/// A wrapped cause is wired to `source()`, as ringfire's `RingfireError::Io` is (its text
+/// is in the wrapper's too, which `check` asserts of every value it carries).
+#[test]
+fn adapter_errors_wire_every_wrapped_cause_to_source() {
+    for e in &error_samples() {
+        let wraps = matches!(
+            e,
+            Error::Io { .. }
+                | Error::Registry { .. }
+                | Error::Blob { .. }
+                | Error::Blackboard { .. }
+                | Error::Attach { .. }
+                | Error::QueueAttach { .. }
+                | Error::Geometry { .. }
+                | Error::Init { .. }
+                | Error::Region { .. }
+        );
+        assert_eq!(e.source().is_some(), wraps, "{e:?}");
+    }
+}
+
+fn queue_file_variant(e: &QueueFileError) -> usize {
+    match e {
+        QueueFileError::Io { .. } => 0,
+        QueueFileError::Locked(_) => 1,
+        QueueFileError::InUse { .. } => 2,
+        QueueFileError::NotRegularFile(_) => 3,
+        QueueFileError::NotReplaced { .. } => 4,
+        QueueFileError::RoleTaken { .. } => 5,
+        QueueFileError::Geometry { .. } => 6,
+        QueueFileError::Init { .. } => 7,
+        QueueFileError::Attach { .. } => 8,
+        QueueFileError::NotFixedSize(_) => 9,
+    }
+}
+
+fn queue_file_samples() -> Vec<QueueFileError> {
+    let mut all = Vec::new();
+    for path in paths() {
+        let p = || path.clone();
+        for source in io_errors() {
+            all.push(QueueFileError::Io {
+                path: p(),
+                op: "mmap",
+                source,
+            });
+        }
+        for (i, j) in (0..U64.len()).map(|i| (i, U64.len() - 1 - i)) {
+            let (a, b) = (U64[i], U64[j]);
+            all.extend([
+                QueueFileError::Geometry {
+                    path: p(),
+                    source: QueueGeometryError::BadStride {
+                        stride: a,
+                        item_size: U32[j],
+                    },
+                },
+                QueueFileError::Init {
+                    path: p(),
+                    source: QueueInitError::RegionTooSmall {
+                        need: Some(a),
+                        len: b,
+                    },
+                },
+                QueueFileError::Attach {
+                    path: p(),
+                    err: QueueAttachError::StampOffLap {
+                        pos: a,
+                        stamp: b,
+                        enqueue: U64[(i + 2) % 5],
+                        dequeue: U64[(i + 1) % 5],
+                    },
+                },
+            ]);
+        }
+        for found in [0, 1, u64::MAX] {
+            for magic in [None, Some(found)] {
+                let len = found.wrapping_add(5);
+                all.push(QueueFileError::NotReplaced {
+                    path: p(),
+                    len,
+                    magic,
+                });
+            }
+        }
+        all.extend([
+            QueueFileError::Locked(p()),
+            QueueFileError::InUse {
+                path: p(),
+                holder: "consumer",
+            },
+            QueueFileError::NotRegularFile(p()),
+            QueueFileError::RoleTaken {
+                path: p(),
+                role: "producer",
+            },
+            QueueFileError::NotFixedSize(p()),
+        ]);
+    }
+    all
+}
+
+#[test]
+fn queue_file_errors_format_every_variant_and_wire_their_cause() {
+    let all = queue_file_samples();
+    assert_every_variant(&all, 10, queue_file_variant);
+    for e in &all {
+        let shown = check(e, &[]);
+        let path = match e {
+            QueueFileError::Io { path, .. }
+            | QueueFileError::Locked(path)
+            | QueueFileError::InUse { path, .. }
+            | QueueFileError::NotRegularFile(path)
+            | QueueFileError::NotReplaced { path, .. }
+            | QueueFileError::RoleTaken { path, .. }
+            | QueueFileError::Geometry { path, .. }
+            | QueueFileError::Init { path, .. }
+            | QueueFileError::Attach { path, .. }
+            | QueueFileError::NotFixedSize(path) => path.display().to_string(),
+        };
+        assert!(shown.contains(&path), "{e:?}: the path is not in {shown:?}");
+        let wraps = matches!(
+            e,
+            QueueFileError::Io { .. }
+                | QueueFileError::Geometry { .. }
+                | QueueFileError::Init { .. }
+                | QueueFileError::Attach { .. }
+        );
+        assert_eq!(e.source().is_some(), wraps, "{e:?}");
+    }
+}
+
+fn replica_variant(e: &ReplicaError) -> usize {
+    match e {
+        ReplicaError::Ring(_) => 0,
+        ReplicaError::Io { .. } => 1,
+        ReplicaError::InvalidArgument { .. } => 2,
+        ReplicaError::Mirror(_) => 3,
+        ReplicaError::SourceReplaced { .. } => 4,
+        ReplicaError::SessionFailed { .. } => 5,
+        ReplicaError::DemoFailed { .. } => 6,
+    }
+}
+
+#[test]
+fn replica_errors_format_every_variant() {
+    let mut all: Vec<ReplicaError> = error_samples()
+        .into_iter()
+        .filter(|e| hidden(e).is_empty())
+        .map(ReplicaError::Ring)
+        .collect();
+    for source in io_errors() {
+        all.push(ReplicaError::Io {
+            what: "connect to 10.0.0.1:7000".into(),
+            source,
+        });
+    }
+    for path in paths() {
+        all.push(ReplicaError::SourceReplaced { path });
+    }
+    for (i, &a) in U64.iter().enumerate() {
+        all.extend([
+            ReplicaError::arg("--max-ring-size", a, "is below the header"),
+            ReplicaError::Mirror(MirrorError::Sink(SinkError::Init(
+                InitError::RegionTooSmall {
+                    need: a,
+                    len: U64[4 - i],
+                },
+            ))),
+            ReplicaError::SessionFailed {
+                peer: format!("10.0.0.{i}:{a}"),
+                why: format!("no HELLO in {a} ms"),
+            },
+            ReplicaError::DemoFailed {
+                what: format!("record {a} missing"),
+            },
+        ]);
+    }
+    assert_every_variant(&all, 7, replica_variant);
+    for e in &all {
+        check(e, &[]);
+    }
+}
