@@ -21,6 +21,7 @@ use crate::queue::{
     QueueKind, StuckKind,
 };
 use crate::region::RegionError;
+use crate::replicate::{MirrorError, SinkError, SourceError};
 use crate::wire::{Kind, WireError};
 use crate::{AttachError, GeometryError, InitError};
 
@@ -665,4 +666,46 @@ fn blackboard_and_lossy_errors_format_every_variant() {
     board.iter().for_each(|e| _ = check(e, &[]));
     lossy.iter().for_each(|e| _ = check(e, &[]));
     tickets.iter().for_each(|e| _ = check(e, &[]));
+}
+
+#[test]
+fn replication_errors_format_every_variant() {
+    let wire = wire_samples();
+    let mut sink = std::vec![SinkError::Storage];
+    sink.extend(
+        attach_samples()
+            .into_iter()
+            .map(|e| SinkError::Init(InitError::Geometry(e))),
+    );
+    let mut source = std::vec![
+        SourceError::Closed,
+        SourceError::UnexpectedFrame { kind: Kind::Gap }
+    ];
+    source.extend(wire.iter().copied().map(SourceError::Protocol));
+    let mut mirror = std::vec![
+        MirrorError::Closed,
+        MirrorError::UnexpectedFrame {
+            kind: Kind::Multicast
+        }
+    ];
+    mirror.extend(wire.iter().copied().map(MirrorError::Protocol));
+    mirror.extend(sink.iter().copied().map(MirrorError::Sink));
+    assert_every_variant(&sink, 2, |e| match e {
+        SinkError::Init(_) => 0,
+        SinkError::Storage => 1,
+    });
+    assert_every_variant(&source, 3, |e| match e {
+        SourceError::Protocol(_) => 0,
+        SourceError::UnexpectedFrame { .. } => 1,
+        SourceError::Closed => 2,
+    });
+    assert_every_variant(&mirror, 4, |e| match e {
+        MirrorError::Protocol(_) => 0,
+        MirrorError::UnexpectedFrame { .. } => 1,
+        MirrorError::Sink(_) => 2,
+        MirrorError::Closed => 3,
+    });
+    sink.iter().for_each(|e| _ = check(e, &[]));
+    source.iter().for_each(|e| _ = check(e, &[]));
+    mirror.iter().for_each(|e| _ = check(e, &[]));
 }

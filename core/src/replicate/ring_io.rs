@@ -362,6 +362,9 @@ impl fmt::Display for SinkError {
     }
 }
 
+// No `source`: the text above already includes the wrapped error's.
+impl core::error::Error for SinkError {}
+
 /// The ring a mirror writes into.
 pub trait RecordSink {
     /// Geometry and `write_seq` of the ring the mirror holds now, if any (resume, §21.1).

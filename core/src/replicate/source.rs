@@ -130,6 +130,9 @@ impl fmt::Display for SourceError {
     }
 }
 
+// No `source`: the text above already includes the wrapped error's.
+impl core::error::Error for SourceError {}
+
 /// Allocates unicast tokens (implemented by the server's UDP sender).
 pub trait TokenRegistry {
     /// Registers a unicast mirror whose TCP peer is `tcp_peer`; `None` if no room.

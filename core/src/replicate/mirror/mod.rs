@@ -215,6 +215,9 @@ impl fmt::Display for MirrorError {
     }
 }
 
+// No `source`: the text above already includes the wrapped error's.
+impl core::error::Error for MirrorError {}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Punch {
     to: PeerAddr,
