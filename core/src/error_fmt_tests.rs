@@ -12,7 +12,7 @@ use crate::blackboard::{BLACKBOARD_MAGIC, BlackboardError};
 use crate::broadcast::Full;
 use crate::broadcast::blob::BlobError;
 use crate::broadcast::registry::RegistryError;
-use crate::fmt_check::{U16, U32, U64, USIZE, assert_every_variant, check};
+use crate::fmt_check::{U16, U32, U64, USIZE, assert_every_variant, check_each, pairs};
 use crate::layout::{BlobRef, RING_MAGIC};
 use crate::queue::compat::{LossyHealError, TicketExhausted};
 use crate::queue::layout::{MPMC_MAGIC, SPSC_MAGIC};
@@ -38,9 +38,7 @@ const MAGICS: [u64; 7] = [
 
 /// `f(i, j)` for each index of the hostile values and its mirror, so two fields differ.
 fn hostile<E>(mut f: impl FnMut(usize, usize) -> Vec<E>) -> Vec<E> {
-    (0..U64.len())
-        .flat_map(|i| f(i, U64.len() - 1 - i))
-        .collect()
+    pairs().flat_map(|(i, j)| f(i, j)).collect()
 }
 
 fn attach_variant(e: &AttachError) -> usize {
@@ -144,9 +142,7 @@ fn attach_samples() -> Vec<AttachError> {
 fn attach_errors_format_every_variant() {
     let all = attach_samples();
     assert_every_variant(&all, 23, attach_variant);
-    for e in &all {
-        check(e, &[]);
-    }
+    check_each(&all, &[]);
 }
 
 fn geometry_variant(e: &GeometryError) -> usize {
@@ -179,7 +175,7 @@ fn geometry_init_and_region_errors_format_every_variant() {
     let mut geometry = std::vec![GeometryError::TooLarge];
     let mut init = Vec::new();
     let mut region = Vec::new();
-    for (i, j) in (0..U64.len()).map(|i| (i, U64.len() - 1 - i)) {
+    for (i, j) in pairs() {
         let a = U64[i];
         geometry.extend([
             GeometryError::CapacityNotPowerOfTwo { capacity: a },
@@ -201,9 +197,9 @@ fn geometry_init_and_region_errors_format_every_variant() {
     assert_every_variant(&geometry, 5, geometry_variant);
     assert_every_variant(&init, 3, init_variant);
     assert_every_variant(&region, 2, region_variant);
-    geometry.iter().for_each(|e| _ = check(e, &[]));
-    init.iter().for_each(|e| _ = check(e, &[]));
-    region.iter().for_each(|e| _ = check(e, &[]));
+    check_each(&geometry, &[]);
+    check_each(&init, &[]);
+    check_each(&region, &[]);
 }
 
 fn wire_variant(e: &WireError) -> usize {
@@ -307,9 +303,7 @@ fn wire_samples() -> Vec<WireError> {
 fn wire_errors_format_every_variant() {
     let all = wire_samples();
     assert_every_variant(&all, 25, wire_variant);
-    for e in &all {
-        check(e, &[]);
-    }
+    check_each(&all, &[]);
 }
 
 fn queue_geometry_variant(e: &QueueGeometryError) -> usize {
@@ -404,7 +398,7 @@ fn queue_attach_samples() -> Vec<QueueAttachError> {
 fn queue_geometry_attach_and_init_errors_format_every_variant() {
     let mut geometry = std::vec![QueueGeometryError::TooLarge];
     let mut init = Vec::new();
-    for (i, j) in (0..U64.len()).map(|i| (i, U64.len() - 1 - i)) {
+    for (i, j) in pairs() {
         let (a, b) = (U64[i], U64[j]);
         geometry.extend([
             QueueGeometryError::CapacityNotPowerOfTwo { capacity: a },
@@ -435,9 +429,9 @@ fn queue_geometry_attach_and_init_errors_format_every_variant() {
         QueueInitError::RegionTooSmall { .. } => 0,
         QueueInitError::BadGeometry { .. } => 1,
     });
-    geometry.iter().for_each(|e| _ = check(e, &[]));
-    attach.iter().for_each(|e| _ = check(e, &[]));
-    init.iter().for_each(|e| _ = check(e, &[]));
+    check_each(&geometry, &[]);
+    check_each(&attach, &[]);
+    check_each(&init, &[]);
 }
 
 fn push_variant(e: &PushError) -> usize {
@@ -478,7 +472,7 @@ fn push_pop_and_heal_errors_format_every_variant() {
     let mut pop = std::vec![PopError::Empty];
     let mut heal = Vec::new();
     let kinds = [StuckKind::Claimed, StuckKind::MidWrite, StuckKind::MidPop];
-    for (i, j) in (0..U64.len()).map(|i| (i, U64.len() - 1 - i)) {
+    for (i, j) in pairs() {
         let (a, b, n, m) = (U64[i], U64[j], USIZE[i], USIZE[j]);
         let (index, x) = (USIZE[(i + 2) % 5], U32[j]);
         push.extend([
@@ -521,9 +515,9 @@ fn push_pop_and_heal_errors_format_every_variant() {
     assert_every_variant(&push, 7, push_variant);
     assert_every_variant(&pop, 6, pop_variant);
     assert_every_variant(&heal, 4, heal_variant);
-    push.iter().for_each(|e| _ = check(e, &[]));
-    pop.iter().for_each(|e| _ = check(e, &[]));
-    heal.iter().for_each(|e| _ = check(e, &[]));
+    check_each(&push, &[]);
+    check_each(&pop, &[]);
+    check_each(&heal, &[]);
 }
 
 fn blob_variant(e: &BlobError) -> usize {
@@ -554,7 +548,7 @@ fn blob_registry_and_producer_errors_format_every_variant() {
     let mut blob = std::vec![BlobError::NoArena];
     let mut registry = std::vec![RegistryError::NoRegistry, RegistryError::ZeroPid];
     let mut full = Vec::new();
-    for (i, j) in (0..U64.len()).map(|i| (i, U64.len() - 1 - i)) {
+    for (i, j) in pairs() {
         let (a, b, n, m, x, y) = (U64[i], U64[j], USIZE[i], USIZE[j], U32[i], U32[j]);
         let descriptor = BlobRef {
             offset: a,
@@ -593,9 +587,9 @@ fn blob_registry_and_producer_errors_format_every_variant() {
     assert_every_variant(&blob, 8, blob_variant);
     assert_every_variant(&registry, 5, registry_variant);
     // A descriptor's flags play no part in whether it fits the arena.
-    blob.iter().for_each(|e| _ = check(e, &["flags"]));
-    registry.iter().for_each(|e| _ = check(e, &[]));
-    full.iter().for_each(|e| _ = check(e, &[]));
+    check_each(&blob, &["flags"]);
+    check_each(&registry, &[]);
+    check_each(&full, &[]);
 }
 
 fn blackboard_variant(e: &BlackboardError) -> usize {
@@ -620,7 +614,7 @@ fn blackboard_and_lossy_errors_format_every_variant() {
     let mut board: Vec<_> = MAGICS.map(|found| BadMagic { found }).into();
     let mut lossy = Vec::new();
     let mut tickets = Vec::new();
-    for (i, j) in (0..U64.len()).map(|i| (i, U64.len() - 1 - i)) {
+    for (i, j) in pairs() {
         let (a, b, n, x, y, z) = (U64[i], U64[j], USIZE[i], U32[i], U32[j], U32[(i + 2) % 5]);
         board.extend([
             TooShort { need: a, len: b },
@@ -663,9 +657,9 @@ fn blackboard_and_lossy_errors_format_every_variant() {
         LossyHealError::BadIndex { .. } => 0,
         LossyHealError::NotMidWrite { .. } => 1,
     });
-    board.iter().for_each(|e| _ = check(e, &[]));
-    lossy.iter().for_each(|e| _ = check(e, &[]));
-    tickets.iter().for_each(|e| _ = check(e, &[]));
+    check_each(&board, &[]);
+    check_each(&lossy, &[]);
+    check_each(&tickets, &[]);
 }
 
 #[test]
@@ -705,7 +699,7 @@ fn replication_errors_format_every_variant() {
         MirrorError::Sink(_) => 2,
         MirrorError::Closed => 3,
     });
-    sink.iter().for_each(|e| _ = check(e, &[]));
-    source.iter().for_each(|e| _ = check(e, &[]));
-    mirror.iter().for_each(|e| _ = check(e, &[]));
+    check_each(&sink, &[]);
+    check_each(&source, &[]);
+    check_each(&mirror, &[]);
 }

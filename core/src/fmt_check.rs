@@ -20,6 +20,18 @@ pub(crate) const USIZE: [usize; 5] = [0, 1, usize::MAX - 1, 1 << (usize::BITS - 
 /// Hostile `u16` field values, in the order of [`U64`].
 pub(crate) const U16: [u16; 5] = [0, 1, u16::MAX - 1, 1 << 15, u16::MAX];
 
+/// Index pairs `(i, 4 - i)` into the hostile values, so that two fields of a sample differ.
+pub(crate) fn pairs() -> impl Iterator<Item = (usize, usize)> {
+    (0..U64.len()).map(|i| (i, U64.len() - 1 - i))
+}
+
+/// [`check`] of each of `samples`.
+pub(crate) fn check_each<E: core::error::Error + 'static>(samples: &[E], hidden: &[&str]) {
+    for e in samples {
+        check(e, hidden);
+    }
+}
+
 /// Asserts `samples` hold every variant of their type. `index` numbers the variants
 /// `0..count` with an exhaustive `match`, so a variant added later does not compile until it
 /// is numbered, and then fails here until it has a sample.

@@ -22,7 +22,7 @@ use ringwire_core::replicate::{MirrorError, SinkError};
 use ringwire_core::{AttachError, GeometryError, InitError, RegionError};
 
 use crate::Error;
-use crate::fmt_check::{U32, U64, USIZE, assert_every_variant, check};
+use crate::fmt_check::{U32, U64, USIZE, assert_every_variant, check, pairs};
 use crate::queue::QueueFileError;
 use crate::registry::ReaderInfo;
 use crate::replica::ReplicaError;
@@ -88,7 +88,7 @@ fn error_samples() -> Vec<Error> {
     let mut all = Vec::new();
     for path in paths() {
         let p = || path.clone();
-        for (i, j) in (0..U64.len()).map(|i| (i, U64.len() - 1 - i)) {
+        for (i, j) in pairs() {
             let (a, b, x, y, n) = (U64[i], U64[j], U32[i], U32[j], USIZE[i]);
             let reader = ReaderInfo {
                 slot_index: USIZE[(i + 1) % 5],
@@ -297,7 +297,7 @@ fn queue_file_samples() -> Vec<QueueFileError> {
                 source,
             });
         }
-        for (i, j) in (0..U64.len()).map(|i| (i, U64.len() - 1 - i)) {
+        for (i, j) in pairs() {
             let (a, b) = (U64[i], U64[j]);
             all.extend([
                 QueueFileError::Geometry {
