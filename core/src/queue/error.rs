@@ -372,7 +372,9 @@ impl fmt::Display for QueueAttachError {
             WrongKind { expected, found } => {
                 write!(
                     f,
-                    "the file holds a {found:?} queue, not a {expected:?} queue"
+                    "the file holds an {} queue, not an {} queue",
+                    found.name(),
+                    expected.name()
                 )
             }
             BadVersion { found } => write!(
