@@ -100,50 +100,58 @@ impl std::fmt::Display for QueueFileError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             QueueFileError::Io { path, op, source } => {
-                write!(f, "queue {}: {op} failed: {source}", path.display())
+                write!(f, "queue {}: {op} failed: {source}", shown(path))
             }
             QueueFileError::Locked(p) => {
-                write!(
-                    f,
-                    "queue {}: another live handle is creating it",
-                    p.display()
-                )
+                write!(f, "queue {}: another live handle is creating it", shown(p))
             }
             QueueFileError::InUse { path, holder } => write!(
                 f,
                 "queue {}: a live {holder} still has it open; not replacing it (open it \
                  instead, or close every handle first)",
-                path.display()
+                shown(path)
             ),
             QueueFileError::NotRegularFile(p) => {
-                write!(f, "queue {}: not a regular file", p.display())
+                write!(f, "queue {}: not a regular file", shown(p))
             }
             QueueFileError::NotReplaced { path, len, magic } => {
-                write!(f, "queue {}: ", path.display())?;
+                write!(f, "queue {}: ", shown(path))?;
                 crate::error::not_replaced(f, *len, *magic, "queue", "a queue creator")
             }
             QueueFileError::RoleTaken { path, role } => {
-                write!(
-                    f,
-                    "queue {}: the {role} is already attached",
-                    path.display()
-                )
+                write!(f, "queue {}: the {role} is already attached", shown(path))
             }
             QueueFileError::Geometry { path, source } => {
-                write!(f, "queue {}: {source}", path.display())
+                write!(f, "queue {}: {source}", shown(path))
             }
             QueueFileError::Init { path, source } => {
-                write!(f, "queue {}: {source}", path.display())
+                write!(f, "queue {}: {source}", shown(path))
             }
-            QueueFileError::Attach { path, err } => write!(f, "queue {}: {err}", path.display()),
+            QueueFileError::Attach { path, err } => write!(f, "queue {}: {err}", shown(path)),
             QueueFileError::NotFixedSize(p) => write!(
                 f,
                 "queue {}: holds byte strings of their own lengths, not fixed-size items \
                  (open it with SpscBytesConsumer / SpscBytesProducer)",
-                p.display()
+                shown(p)
             ),
         }
     }
+}
+
+/// `path` for a message: `""` when empty (a caller's empty string), so the text does not read
+/// "queue : open failed".
+fn shown(path: &Path) -> impl std::fmt::Display + '_ {
+    struct Shown<'a>(&'a Path);
+    impl std::fmt::Display for Shown<'_> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            if self.0.as_os_str().is_empty() {
+                f.write_str("\"\"")
+            } else {
+                self.0.display().fmt(f)
+            }
+        }
+    }
+    Shown(path)
 }
 
 impl QueueFileError {

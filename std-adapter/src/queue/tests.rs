@@ -1403,3 +1403,13 @@ fn a_blocking_push_on_a_channel_whose_consumer_is_dropped_stops_waiting() {
         Err(PushError::Full)
     );
 }
+
+/// An empty path (an unset variable, say) is named as `""` in the message, not left out so
+/// that it reads "queue : open failed".
+#[test]
+fn an_empty_queue_path_is_named_in_the_message() {
+    let open = MpmcQueue::<u64>::open("").unwrap_err().to_string();
+    assert!(open.starts_with("queue \"\": "), "{open}");
+    let create = SpscProducer::<u64>::create("", 8).unwrap_err().to_string();
+    assert!(create.starts_with("queue \"\": "), "{create}");
+}
