@@ -907,6 +907,15 @@ impl ReadOnlyRing {
             .load(ringwire_core::sync::Ordering::Acquire)
     }
 
+    /// [`ReadOnlyRing::write_seq`], or [`Error::Attach`] with
+    /// [`AttachError::WriteSeqExhausted`] when it is at or past
+    /// [`SEQ_LIMIT`](ringwire_core::layout::SEQ_LIMIT): a corrupt header, which every producer
+    /// refuses and against which no record can be placed.
+    pub fn checked_write_seq(&self) -> Result<u64> {
+        ringwire_core::layout::check_write_seq(self.write_seq())
+            .map_err(|e| Error::attach(&self.path, e))
+    }
+
     /// The raw sequence word of the slot that holds `seq`.
     pub fn slot_seq_word(&self, seq: u64) -> u64 {
         // Acquire: pairs with the writer's release store of the sequence.

@@ -118,6 +118,80 @@ fn stat_of_a_lossy_ring_header_its_consumers_refuse_is_an_error() {
     );
 }
 
+/// A ring (SPMC or MPMC, fixed records or blobs) whose `write_seq` is at or past 2^63: a
+/// corrupt header, which every producer refuses (`AttachError::WriteSeqExhausted`). `stat`
+/// printed it as a sound ring's ("oldest_seq 9223372036854775805"), `dump` printed a
+/// "(not published yet)" line per record of a window no record is in, and `top` a frame of
+/// it, all exit 0. Each now gives the producer's refusal, naming the file and the value,
+/// exit 1, as `stat` does for the other corrupt headers; the sound file still reads.
+#[test]
+fn stat_dump_and_top_of_a_ring_whose_write_seq_is_past_the_limit_are_errors() {
+    use ringwire::core::layout::{SEQ_LIMIT, hdr};
+    let persistent = CreateOptions {
+        cleanup: CleanupMode::Persistent,
+        ..CreateOptions::default()
+    };
+    let geos = [
+        Geometry::spmc(8, 16, 8, 2, false).unwrap(),
+        Geometry::blob(8, 32, 0, 256).unwrap(),
+    ];
+    for (i, geo) in geos.iter().enumerate() {
+        let t = TmpRing::new(&format!("stat-write-seq-{i}"));
+        let r = RingFile::create(&t.0, geo, &persistent).unwrap();
+        for s in 1..=3u64 {
+            view(&r).write_slot(s, &s.to_le_bytes());
+            view(&r).publish(s);
+        }
+        drop(r);
+        write_seq_past_the_limit_is_refused(&t, hdr::WRITE_SEQ, SEQ_LIMIT);
+    }
+    let t = TmpRing::new("stat-write-seq-mpmc");
+    let mut p = ringwire::MpmcProducer::<u64>::create(&t.0, 4).unwrap();
+    p.set_cleanup_mode(CleanupMode::Persistent);
+    for v in 1..=3 {
+        p.push(&v);
+    }
+    drop(p);
+    write_seq_past_the_limit_is_refused(&t, hdr::WRITE_SEQ, SEQ_LIMIT);
+}
+
+/// The ring at `t` with its `write_seq` (at byte `field`) set to values from `limit` up:
+/// `stat` (text and JSON), `dump` and `top` refuse it, exit 1; with its own bytes back they
+/// read it, exit 0.
+fn write_seq_past_the_limit_is_refused(t: &TmpRing, field: usize, limit: u64) {
+    let path = t.0.to_str().unwrap();
+    let sound = std::fs::read(&t.0).unwrap();
+    for bad in [limit, limit + 3, u64::MAX - 1, u64::MAX] {
+        let mut bytes = sound.clone();
+        bytes[field..field + 8].copy_from_slice(&bad.to_ne_bytes());
+        std::fs::write(&t.0, &bytes).unwrap();
+        let what = format!(
+            "Error: ring {path}: write_seq {bad:#x} is at or past the sequence limit \
+             0x8000000000000000 (a corrupt header): no record can follow it"
+        );
+        for args in [
+            &["stat", path][..],
+            &["stat", path, "--json"],
+            &["dump", path],
+            &["top", path, "--iterations", "1", "--interval-ms", "1"],
+        ] {
+            let (code, out, err) = ringwire(args);
+            assert_eq!((code, out.as_str()), (1, ""), "{args:?}: {err}");
+            assert_eq!(err.trim(), what, "{args:?}");
+        }
+    }
+    std::fs::write(&t.0, &sound).unwrap();
+    for args in [
+        &["stat", path, "--json"][..],
+        &["dump", path],
+        &["top", path, "--iterations", "1", "--interval-ms", "1"],
+    ] {
+        let (code, out, err) = ringwire(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(out.contains('3'), "{args:?}: {out}");
+    }
+}
+
 #[test]
 fn bad_flag_values_fail_with_a_message() {
     let t = TmpRing::new("flags");

@@ -4,7 +4,7 @@
 use core::ops::Range;
 
 use crate::error::AttachError;
-use crate::layout::{Flags, SEQ_LIMIT};
+use crate::layout::{Flags, SEQ_LIMIT, check_write_seq};
 use crate::ring::RingView;
 use crate::sync::Ordering;
 
@@ -110,12 +110,7 @@ impl<W: Wake> Producer<W> {
             });
         }
         // Relaxed: we are the only writer, so the value we read is the last one stored.
-        let published = view.write_seq().load(Ordering::Relaxed);
-        if published >= SEQ_LIMIT {
-            return Err(AttachError::WriteSeqExhausted {
-                write_seq: published,
-            });
-        }
+        let published = check_write_seq(view.write_seq().load(Ordering::Relaxed))?;
         let gate = flags
             .has(Flags::POLICY_LOSSLESS_BACKPRESSURE)
             .then_some(Gate {

@@ -2,6 +2,8 @@
 
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
+use crate::error::AttachError;
+
 /// `magic` of a ringfire-compatible ring; reads "ERIFGNIR" on disk.
 pub const RING_MAGIC: u64 = 0x5249_4E47_4649_5245;
 /// Ring protocol version.
@@ -13,6 +15,17 @@ pub const SLOT_WRITING: u64 = u64::MAX;
 /// next sequence can never reach [`SLOT_WRITING`] or overflow (only a corrupt header holds
 /// such a value: 2^63 records at 10^10 a second take 29 years).
 pub const SEQ_LIMIT: u64 = 1 << 63;
+
+/// `write_seq` if a writer can continue after it, else [`AttachError::WriteSeqExhausted`]:
+/// at or past [`SEQ_LIMIT`] it is a corrupt header (no writer stores such a value). The one
+/// check behind every producer's attach and every tool that refuses such a ring.
+pub const fn check_write_seq(write_seq: u64) -> Result<u64, AttachError> {
+    if write_seq >= SEQ_LIMIT {
+        Err(AttachError::WriteSeqExhausted { write_seq })
+    } else {
+        Ok(write_seq)
+    }
+}
 
 /// The ring header at offset 0 of every ring (spec §2). Atomic fields are accessed through
 /// the region at the offsets in [`hdr`]; this struct is the layout contract and the type of

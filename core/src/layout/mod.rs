@@ -13,7 +13,9 @@ pub use flags::Flags;
 pub use geometry::{
     Geometry, LaterSeq, lap_possible, later_seq, oldest_retained, slot_payload_offset, slot_stride,
 };
-pub use header::{RING_MAGIC, RING_VERSION, RingHeader, SEQ_LIMIT, SLOT_WRITING, hdr};
+pub use header::{
+    RING_MAGIC, RING_VERSION, RingHeader, SEQ_LIMIT, SLOT_WRITING, check_write_seq, hdr,
+};
 pub use registry::{REGISTRY_NAME_LEN, RegistrySlot, reg};
 pub use signature::{fnv1a64, schema_signature, schema_signature_of, strip_type_paths};
 

@@ -1,6 +1,8 @@
 //! `ringwire dump <PATH> [--tail N] [--hex]` (spec §26). On a blob ring each record's line
 //! also previews its blob, or says it was overwritten in the arena; on a mirror ring
-//! (SPARSE) a record the mirror never received is shown as a hole.
+//! (SPARSE) a record the mirror never received is shown as a hole. A `write_seq` at or past
+//! 2^63 (a corrupt header every producer refuses) is an error naming it: the window it
+//! would define holds no record.
 
 use std::io::Write;
 use std::path::Path;
@@ -37,7 +39,8 @@ pub(super) fn run(path: &Path, tail: u64, hex: bool, out: &mut dyn Write) -> Res
     let ring = ReadOnlyRing::open(path)?;
     let oe = out_err();
     let g = *ring.geometry();
-    let newest = ring.write_seq();
+    // A write_seq every producer refuses is a corrupt header: it places no record.
+    let newest = ring.checked_write_seq()?;
     if newest == 0 {
         return writeln!(out, "ring {} is empty (write_seq 0)", path.display()).map_err(oe);
     }

@@ -41,8 +41,9 @@ pub enum Command {
     /// cursors, items queued, a claimed but unpublished position, futex state).
     ///
     /// A corrupt file is an error naming it and the value seen (exit 1): a header no ring
-    /// has, queue cursors no run leaves, an MPMC ring's header its consumers refuse at
-    /// attach (read_seq past claim_seq, claim_seq at or past 2^63).
+    /// has, a ring's write_seq at or past 2^63 (every producer refuses it), queue cursors no
+    /// run leaves, an MPMC ring's header its consumers refuse at attach (read_seq past
+    /// claim_seq, claim_seq at or past 2^63).
     Stat {
         /// The ring, blackboard or queue file.
         path: PathBuf,
@@ -59,6 +60,8 @@ pub enum Command {
     /// recreating it in place) is followed, its rates counted from the reopen (a frame of a
     /// file replaced again within the refresh shows no rates: "-"); a path that
     /// stays removed for a second ends top with "ring removed" ("queue removed") (exit 1).
+    /// A corrupt ring is an error naming the value (exit 1), also when it becomes one while
+    /// top runs: a write_seq at or past 2^63, which every producer refuses.
     Top {
         /// The ring or queue file.
         path: PathBuf,
@@ -72,6 +75,9 @@ pub enum Command {
     },
     /// Print the newest records: sequence, slot, slot sequence word and a preview (and the
     /// blob's, on a blob ring; a mirror ring's holes are named as such).
+    ///
+    /// A ring whose write_seq is at or past 2^63 (a corrupt header every producer refuses,
+    /// which places no record) is an error naming it (exit 1).
     Dump {
         /// The ring file.
         path: PathBuf,

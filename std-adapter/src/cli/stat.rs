@@ -96,9 +96,12 @@ fn queue_json(path: &Path, len: u64, kind: QueueKind) -> Result<Value> {
     }))
 }
 
-/// The `stat --json` object of the ring (or blackboard, or ringwire queue) at `path`. An
-/// MPMC ring whose header every consumer refuses at attach is an [`Error::Attach`]
-/// ([`AttachError::ReadSeqPastClaimSeq`](ringwire_core::AttachError::ReadSeqPastClaimSeq),
+/// The `stat --json` object of the ring (or blackboard, or ringwire queue) at `path`. A
+/// corrupt ring is an error naming the value: a `write_seq` every producer refuses
+/// ([`Error::Attach`] with
+/// [`AttachError::WriteSeqExhausted`](ringwire_core::AttachError::WriteSeqExhausted)), an
+/// MPMC ring whose header every consumer refuses at attach ([`Error::Attach`] with
+/// [`AttachError::ReadSeqPastClaimSeq`](ringwire_core::AttachError::ReadSeqPastClaimSeq),
 /// [`AttachError::ClaimSeqExhausted`](ringwire_core::AttachError::ClaimSeqExhausted)).
 pub fn stat_json(path: &Path) -> Result<Value> {
     let (len, h) = first_128(path)?;
@@ -119,13 +122,14 @@ pub fn stat_json(path: &Path) -> Result<Value> {
     }
     let ring = ReadOnlyRing::open(path)?;
     let g = *ring.geometry();
+    // A write_seq every producer refuses is a corrupt header: no window can be shown.
+    let w = ring.checked_write_seq()?;
     if g.flags.has(Flags::MODE_MPMC) {
         // A header every consumer refuses at attach is corrupt: stat says so with the
         // consumer's own check (it only loads), as it refuses a queue's corrupt cursors.
         LossyMpmcConsumer::new(*ring.ring()).map_err(|e| Error::attach(path, e))?;
     }
     let hd = ring.header();
-    let w = ring.write_seq();
     let (oldest, active) = if w == 0 {
         (0, 0)
     } else {

@@ -10,6 +10,9 @@
 //! still gets a frame each refresh or two. A path that stays missing (or names a file that never
 //! becomes a valid ring or queue) for [`REOPEN_GRACE`] ends `top` with an error (exit 1):
 //! `ring removed`, or why the new file cannot be opened.
+//! A ring whose `write_seq` is at or past 2^63 (a corrupt header every producer refuses)
+//! ends `top` with that error, at the open or at the first frame that reads it: its rates
+//! and window would be nonsense.
 //!
 //! A creator that recreates its ring in place (ringfire's legacy non-exclusive mode, spec
 //! §1.2 step 4: the same inode truncated, resized and initialised again) is followed too:
@@ -87,7 +90,8 @@ fn open(path: &Path) -> Result<Target> {
             }
             None => {
                 let ring = ReadOnlyRing::open(path)?;
-                let prev = ring.write_seq();
+                // A corrupt header is refused at the open, as stat refuses it.
+                let prev = ring.checked_write_seq()?;
                 Watched::Ring { ring, prev }
             }
         };
@@ -233,15 +237,25 @@ fn run_with(
             // No rates when the counters were sampled just now, by the second reopen.
             let dt = (replaced < 2).then(|| now.duration_since(since).as_secs_f64().max(1e-9));
             let mut frame = Vec::new();
-            match &mut t.watched {
-                Watched::Ring { ring, prev } => ring_frame(ring, prev, &mut frame, dt),
-                Watched::Queue { q, kind, prev } => queue_frame(q, *kind, prev, &mut frame, dt),
+            // A write_seq that became one every producer refuses (a corrupt header) ends
+            // top with the error, as at the open: its rates and window would be nonsense.
+            let corrupt = match &mut t.watched {
+                Watched::Ring { ring, prev } => match ring.checked_write_seq() {
+                    Ok(w) => ring_frame(ring, w, prev, &mut frame, dt).map(|()| None),
+                    Err(e) => Ok(Some(e)),
+                },
+                Watched::Queue { q, kind, prev } => {
+                    queue_frame(q, *kind, prev, &mut frame, dt).map(|()| None)
+                }
             }
             .map_err(&oe)?;
             // A file recreated in place after the check above was read with the geometry
             // it had before: its counters against the old capacity ("queued 3/1024" of a
             // queue of 4). Such a frame is not shown; the new file is opened, as above.
             if !is_replaced(path, &t)? {
+                if let Some(e) = corrupt {
+                    return Err(e);
+                }
                 since = now;
                 break frame;
             }
@@ -279,15 +293,15 @@ fn run_with(
     }
 }
 
-/// write_seq, rates, window, sleepers and readers of a ring.
+/// `w` (the ring's write_seq, below 2^63), rates, window, sleepers and readers of a ring.
 fn ring_frame(
     ring: &ReadOnlyRing,
+    w: u64,
     prev: &mut u64,
     out: &mut dyn Write,
     dt: Option<f64>,
 ) -> std::io::Result<()> {
     let g = *ring.geometry();
-    let w = ring.write_seq();
     let rates = match dt {
         Some(dt) => {
             let rate = w.saturating_sub(*prev) as f64 / dt;
@@ -410,6 +424,50 @@ mod tests {
         drop(q);
         std::fs::remove_file(aside).unwrap();
         bytes
+    }
+
+    /// A ring whose `write_seq` jumps to 2^63 or past (a corrupt header every producer
+    /// refuses) while top runs: top printed a frame of it, "msg/s 9223372036854775808…"
+    /// and a window of records that are not there, and went on. It now ends with the
+    /// producer's refusal naming the value, as at the open, after the sound frame only.
+    #[test]
+    fn a_write_seq_jumping_past_the_limit_ends_top_with_the_error() {
+        use crate::file::{CleanupMode, CreateOptions, RingFile};
+        use ringwire_core::layout::SEQ_LIMIT;
+        use ringwire_core::{AttachError, Geometry};
+        let path = Scratch::new("write-seq-jump");
+        let opts = CreateOptions {
+            cleanup: CleanupMode::Persistent,
+            ..CreateOptions::default()
+        };
+        let r =
+            RingFile::create(&path.0, &Geometry::spmc(8, 16, 8, 0, false).unwrap(), &opts).unwrap();
+        // SAFETY: the view is used while `r` keeps the mapping.
+        let v = unsafe { r.view() };
+        for s in 1..=3u64 {
+            v.write_slot(s, &s.to_le_bytes());
+            v.publish(s);
+        }
+        let bad = SEQ_LIMIT + 5;
+        let mut out = Vec::new();
+        let mut reads = 0;
+        let e = run_with(&path.0, 1, Some(3), false, &mut out, || {
+            reads += 1;
+            if reads == 2 {
+                v.write_seq()
+                    .store(bad, ringwire_core::sync::Ordering::SeqCst);
+            }
+        })
+        .unwrap_err();
+        let out = String::from_utf8(out).unwrap();
+        assert_eq!(
+            e.attach_error(),
+            Some(AttachError::WriteSeqExhausted { write_seq: bad }),
+            "{e}\n{out}"
+        );
+        let frames: Vec<&str> = out.lines().filter(|l| l.starts_with("write_seq")).collect();
+        assert_eq!(frames.len(), 1, "{out}");
+        assert!(frames[0].starts_with("write_seq 3 "), "{out}");
     }
 
     /// A queue recreated in place (the same inode truncated and written again with another

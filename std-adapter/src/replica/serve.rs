@@ -47,7 +47,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
 
-use ringwire_core::layout::SEQ_LIMIT;
+use ringwire_core::layout::check_write_seq;
 use ringwire_core::replicate::collect::max_frame_len;
 use ringwire_core::replicate::udp_sender::UdpCounters;
 use ringwire_core::replicate::{
@@ -331,13 +331,14 @@ impl ServedRing {
     }
 
     /// Why the ring cannot be served, if its header says so: a `write_seq` at or past
-    /// [`SEQ_LIMIT`], which no writer reaches (a producer refuses to attach to it). Served,
-    /// it put sequences every mirror refuses into GEOMETRY and HEARTBEAT frames, and froze
-    /// live sessions, with nothing in serve's log to say why.
+    /// [`SEQ_LIMIT`](ringwire_core::layout::SEQ_LIMIT), which no writer reaches (a producer
+    /// refuses to attach to it, [`check_write_seq`]). Served, it put sequences every mirror
+    /// refuses into GEOMETRY and HEARTBEAT frames, and froze live sessions, with nothing in
+    /// serve's log to say why.
     fn corrupt(&self) -> Option<AttachError> {
         // Relaxed: only the value is judged.
         let w = self.view().write_seq().load(Ordering::Relaxed);
-        (w >= SEQ_LIMIT).then_some(AttachError::WriteSeqExhausted { write_seq: w })
+        check_write_seq(w).err()
     }
 
     /// The mapped file's length.

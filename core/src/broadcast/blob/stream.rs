@@ -10,7 +10,7 @@ use super::{
 use crate::broadcast::LOOKASIDE_POLLS;
 use crate::broadcast::registry::{self, RegistryError};
 use crate::layout::{
-    BlobRef, Flags, LaterSeq, REGISTRY_NAME_LEN, SEQ_LIMIT, SLOT_WRITING, later_seq,
+    BlobRef, Flags, LaterSeq, REGISTRY_NAME_LEN, SLOT_WRITING, check_write_seq, later_seq,
     oldest_retained,
 };
 use crate::ring::{RingView, SlotRead};
@@ -49,16 +49,15 @@ pub struct BlobWriter {
 impl BlobWriter {
     /// A writer for `view`, continuing after its current `write_seq` (1 on a fresh ring).
     /// The caller must be the ring's only writer. A `write_seq` at or past
-    /// [`SEQ_LIMIT`] (a corrupt header) is [`BlobError::WriteSeqExhausted`].
+    /// [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT) (a corrupt header) is
+    /// [`BlobError::WriteSeqExhausted`] ([`check_write_seq`]).
     pub fn new(view: RingView) -> Result<BlobWriter, BlobError> {
         if Arena::of(&view).is_none() {
             return Err(BlobError::NoArena);
         }
         // Acquire: we continue after whatever an earlier writer of this ring published.
         let w = view.write_seq().load(Ordering::Acquire);
-        if w >= SEQ_LIMIT {
-            return Err(BlobError::WriteSeqExhausted { write_seq: w });
-        }
+        let w = check_write_seq(w).map_err(|_| BlobError::WriteSeqExhausted { write_seq: w })?;
         Ok(BlobWriter {
             view,
             next: w + 1,
@@ -450,7 +449,7 @@ impl Drop for BlobReader {
 mod tests {
     use super::super::tests::{pattern, reserved, ring, small};
     use super::*;
-    use crate::layout::{Geometry, arena_off};
+    use crate::layout::{Geometry, SEQ_LIMIT, arena_off};
     use std::vec;
 
     #[test]
