@@ -12,6 +12,7 @@ use ringwire_core::blackboard::BlackboardError;
 use ringwire_core::broadcast::blob::BlobError;
 use ringwire_core::broadcast::registry::RegistryError;
 use ringwire_core::queue::QueueAttachError;
+use ringwire_core::queue::compat::SlotsPastClaim;
 use ringwire_core::{AttachError, GeometryError, InitError, RegionError};
 
 use crate::registry::ReaderInfo;
@@ -216,6 +217,14 @@ pub enum Error {
         /// The limit.
         max: u64,
     },
+    /// An MPMC ring whose slots hold sequences no producer writes (at or past
+    /// `claim_seq`): a corrupt ring (`ringwire stat` and `heal` refuse it).
+    CorruptSlots {
+        /// The file.
+        path: PathBuf,
+        /// The slots, with the sequence and `claim_seq` seen.
+        source: SlotsPastClaim,
+    },
     /// An argument is out of range.
     InvalidArgument {
         /// The file.
@@ -252,6 +261,7 @@ impl Error {
             | Error::NotReplaced { path, .. }
             | Error::NotHealed { path, .. }
             | Error::RingTooLarge { path, .. }
+            | Error::CorruptSlots { path, .. }
             | Error::InvalidArgument { path, .. } => path,
         }
     }
@@ -387,6 +397,7 @@ impl fmt::Display for Error {
             Error::InvalidArgument { what, path } if path.as_os_str().is_empty() => {
                 write!(f, "{what}")
             }
+            Error::CorruptSlots { source, .. } => write!(f, "ring {p}: {source}"),
             Error::InvalidArgument { what, .. } => write!(f, "{p}: {what}"),
             Error::NotHealed { what, .. } => write!(f, "{p}: {what}"),
             Error::RingTooLarge { len, max, .. } if *len == u64::MAX => write!(
@@ -413,6 +424,7 @@ impl std::error::Error for Error {
             Error::Blackboard { source, .. } => Some(source),
             Error::Init { source, .. } => Some(source),
             Error::Region { source, .. } => Some(source),
+            Error::CorruptSlots { source, .. } => Some(source),
             _ => None,
         }
     }

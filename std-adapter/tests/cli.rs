@@ -192,6 +192,54 @@ fn write_seq_past_the_limit_is_refused(t: &TmpRing, field: usize, limit: u64) {
     }
 }
 
+/// A lossy MPMC ring with a slot holding a sequence at or past `claim_seq`, which no
+/// producer writes (a ticket is claimed before its slot is written): a corrupt ring, on
+/// which every push landing on that slot is discarded. `heal` reported it, exit 1, while
+/// `stat` printed the ring as a sound one, exit 0. `stat` now reports it as `heal` does
+/// (the same check), naming the slot, its sequence and `claim_seq`, exit 1, text and JSON
+/// alike. `dump` still shows what is there: the slot's word, as for any corrupt slot.
+#[test]
+fn stat_of_a_lossy_ring_with_a_slot_past_claim_seq_is_an_error() {
+    let t = TmpRing::new("stat-lossy-slot-ahead");
+    let path = t.0.to_str().unwrap();
+    let mut p = ringwire::MpmcProducer::<u64>::create(&t.0, 4).unwrap();
+    p.set_cleanup_mode(CleanupMode::Persistent);
+    for v in 1..=2 {
+        p.push(&v);
+    }
+    let (code, _, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "{err}");
+    // SAFETY: the view is used while `p` keeps the mapping.
+    let v = unsafe { p.file().view() };
+    v.slot_seq(2).store(1 << 62, Ordering::SeqCst);
+    v.slot_seq(3).store(3, Ordering::SeqCst);
+    for args in [&["stat", path][..], &["stat", path, "--json"]] {
+        let (code, out, err) = ringwire(args);
+        assert_eq!((code, out.as_str()), (1, ""), "{args:?}: {err}");
+        assert_eq!(
+            err.trim(),
+            format!(
+                "Error: ring {path}: 2 slot(s) hold a sequence at or past claim_seq 3 (the \
+                 first: slot 2, sequence 4611686018427387904), which no producer writes: a \
+                 corrupt ring, on which every push landing on such a slot is discarded until \
+                 tickets reach its sequence"
+            ),
+            "{args:?}"
+        );
+    }
+    let (code, out, err) = ringwire(&["dump", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("seq 2 slot 2 seq_word 4611686018427387904 "),
+        "{out}"
+    );
+    // Sequence 3 is the next ticket: no longer past claim_seq once it is claimed.
+    v.slot_seq(2).store(2, Ordering::SeqCst);
+    v.claim_seq().store(4, Ordering::SeqCst);
+    let (code, _, err) = ringwire(&["stat", path, "--json"]);
+    assert_eq!(code, 0, "{err}");
+}
+
 #[test]
 fn bad_flag_values_fail_with_a_message() {
     let t = TmpRing::new("flags");

@@ -187,6 +187,7 @@ fn heal_reports_a_lossy_ring_slot_holding_a_sequence_past_claim_seq() {
         );
     }
     drop(p);
+    let before = std::fs::read(&t.0).unwrap();
     for args in [&["heal", path][..], &["heal", path, "--producers-dead"]] {
         let (code, out, err) = ringwire(args);
         assert_eq!(code, 1, "{out}");
@@ -198,10 +199,10 @@ fn heal_reports_a_lossy_ring_slot_holding_a_sequence_past_claim_seq() {
             "{err}"
         );
     }
-    assert_eq!(
-        stat(path)["mid_write_slots"],
-        1,
-        "the mid-write slot was not healed"
+    // (stat refuses this ring too, so the file itself shows the mid-write slot kept.)
+    assert!(
+        std::fs::read(&t.0).unwrap() == before,
+        "heal wrote the corrupt ring"
     );
 }
 

@@ -12,8 +12,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ringwire_core::blackboard::BLACKBOARD_MAGIC;
-use ringwire_core::layout::{Flags, RING_MAGIC, SLOT_WRITING};
-use ringwire_core::queue::compat::{LossyMpmcConsumer, LossyMpmcProducer, TAKEOVER_NS};
+use ringwire_core::layout::{Flags, RING_MAGIC};
+use ringwire_core::queue::compat::{
+    LossyMpmcConsumer, LossyMpmcProducer, TAKEOVER_NS, slots_past_claim,
+};
 use ringwire_core::queue::{QueueExpect, QueueKind, StuckSlot};
 use ringwire_core::sync::Ordering;
 use ringwire_core::{AttachError, Expect, RingView};
@@ -273,29 +275,12 @@ fn header_refused(view: &RingView) -> Option<String> {
 }
 
 /// Why the lossy MPMC ring in `view` is corrupt, if a slot holds a sequence at or past
-/// `claim_seq` (the write marker aside): a producer claims its ticket before it writes the
-/// slot, so no protocol step leaves one there, and every push landing on the slot is
-/// discarded until tickets reach that sequence. heal then heals nothing: the header and
-/// the slots disagree, and clearing the slot would not say which one is wrong.
+/// `claim_seq` ([`slots_past_claim`]). heal then heals nothing: the header and the slots
+/// disagree, and clearing the slot would not say which one is wrong.
 fn sequences_past_claims(view: &RingView) -> Option<String> {
-    // Relaxed: only words at or past this can be past the claim_seq loaded after the scan.
-    let before = view.claim_seq().load(Ordering::Relaxed);
-    // Acquire: a word a producer published comes with its claim of that ticket, so the
-    // claim_seq loaded after the scan is past every such word.
-    let ahead: Vec<(u64, u64)> = (0..view.capacity())
-        .map(|i| (i, view.slot_seq(i).load(Ordering::Acquire)))
-        .filter(|&(_, w)| w != SLOT_WRITING && w >= before)
-        .collect();
-    // Relaxed: ordered after the acquire loads above.
-    let claim_seq = view.claim_seq().load(Ordering::Relaxed);
-    let ahead: Vec<_> = ahead.into_iter().filter(|&(_, w)| w >= claim_seq).collect();
-    let &(slot, seq) = ahead.first()?;
+    let found = slots_past_claim(view)?;
     Some(format!(
-        "{} slot(s) hold a sequence at or past claim_seq {claim_seq} (the first: slot {slot}, \
-         sequence {seq}), which no producer writes: a corrupt ring, on which every push \
-         landing on such a slot is discarded until tickets reach its sequence. heal changes \
-         nothing in it; a new ring replaces it",
-        ahead.len()
+        "{found}. heal changes nothing in it; a new ring replaces it"
     ))
 }
 

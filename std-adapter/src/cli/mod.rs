@@ -43,7 +43,9 @@ pub enum Command {
     /// A corrupt file is an error naming it and the value seen (exit 1): a header no ring
     /// has, a ring's write_seq at or past 2^63 (every producer refuses it), queue cursors no
     /// run leaves, an MPMC ring's header its consumers refuse at attach (read_seq past
-    /// claim_seq, claim_seq at or past 2^63).
+    /// claim_seq, claim_seq at or past 2^63), an MPMC ring's slot holding a sequence at or
+    /// past claim_seq (which no producer writes; slots are checked, as mid_write_slots are
+    /// counted, in a slot area of up to 256 MiB).
     Stat {
         /// The ring, blackboard or queue file.
         path: PathBuf,

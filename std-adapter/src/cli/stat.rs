@@ -8,7 +8,7 @@ use std::path::Path;
 use ringwire_core::blackboard::BLACKBOARD_MAGIC;
 use ringwire_core::layout::{Flags, RING_MAGIC, SLOT_WRITING, oldest_retained};
 use ringwire_core::queue::QueueKind;
-use ringwire_core::queue::compat::LossyMpmcConsumer;
+use ringwire_core::queue::compat::{LossyMpmcConsumer, slots_past_claim};
 use serde_json::{Value, json};
 
 use super::out_err;
@@ -18,8 +18,9 @@ use crate::queue::ReadOnlyQueue;
 use crate::sys::reader_alive;
 
 /// The largest slot area (capacity × stride) whose MPMC slots `stat` scans for the write
-/// marker: the whole `ringwire stat` of a 256 MiB ring (2^22 slots of 64 bytes) in
-/// `/dev/shm` took 50–60 ms on this project's VM, and maps every page it reads.
+/// marker and for sequences past `claim_seq` (a scan each): the whole `ringwire stat` of a
+/// 256 MiB ring (2^22 slots of 64 bytes) in `/dev/shm` took 50–60 ms on this project's VM
+/// with one scan, and maps every page it reads.
 const MID_WRITE_SCAN_MAX_BYTES: u64 = 256 << 20;
 
 pub(super) fn first_128(path: &Path) -> Result<(u64, [u8; 128])> {
@@ -102,7 +103,9 @@ fn queue_json(path: &Path, len: u64, kind: QueueKind) -> Result<Value> {
 /// [`AttachError::WriteSeqExhausted`](ringwire_core::AttachError::WriteSeqExhausted)), an
 /// MPMC ring whose header every consumer refuses at attach ([`Error::Attach`] with
 /// [`AttachError::ReadSeqPastClaimSeq`](ringwire_core::AttachError::ReadSeqPastClaimSeq),
-/// [`AttachError::ClaimSeqExhausted`](ringwire_core::AttachError::ClaimSeqExhausted)).
+/// [`AttachError::ClaimSeqExhausted`](ringwire_core::AttachError::ClaimSeqExhausted)), or
+/// one with a slot holding a sequence at or past `claim_seq` ([`Error::CorruptSlots`]; the
+/// slots are checked, as `mid_write_slots` are counted, in a slot area of up to 256 MiB).
 pub fn stat_json(path: &Path) -> Result<Value> {
     let (len, h) = first_128(path)?;
     // In the host's byte order, as the writers store it.
@@ -124,10 +127,19 @@ pub fn stat_json(path: &Path) -> Result<Value> {
     let g = *ring.geometry();
     // A write_seq every producer refuses is a corrupt header: no window can be shown.
     let w = ring.checked_write_seq()?;
+    // One load per slot touches every page of the slot area: a large ring is not scanned.
+    let scan = g.capacity.saturating_mul(u64::from(g.element_size)) <= MID_WRITE_SCAN_MAX_BYTES;
     if g.flags.has(Flags::MODE_MPMC) {
         // A header every consumer refuses at attach is corrupt: stat says so with the
         // consumer's own check (it only loads), as it refuses a queue's corrupt cursors.
         LossyMpmcConsumer::new(*ring.ring()).map_err(|e| Error::attach(path, e))?;
+        // Then the slots against that claim_seq: one past it is corrupt, as heal says.
+        if let Some(source) = scan.then(|| slots_past_claim(ring.ring())).flatten() {
+            return Err(Error::CorruptSlots {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
     }
     let hd = ring.header();
     let (oldest, active) = if w == 0 {
@@ -174,10 +186,8 @@ pub fn stat_json(path: &Path) -> Result<Value> {
     });
     if let (true, Some(map)) = (flags.has(Flags::MODE_MPMC), o.as_object_mut()) {
         // Slots whose word is the write marker: a push in flight, or a producer that died
-        // while copying (every push landing there then drops its message). One load per
-        // slot touches every page of the slot area, so a large ring is not scanned (null).
-        let area = g.capacity.saturating_mul(u64::from(g.element_size));
-        let stuck = (area <= MID_WRITE_SCAN_MAX_BYTES).then(|| {
+        // while copying (every push landing there then drops its message); null unscanned.
+        let stuck = scan.then(|| {
             (0..g.capacity)
                 .filter(|&i| ring.slot_seq_word(i) == SLOT_WRITING)
                 .count()

@@ -3,5 +3,6 @@
 mod mpmc_lossy;
 
 pub use mpmc_lossy::{
-    LossyHealError, LossyMpmcConsumer, LossyMpmcProducer, LossyPush, TAKEOVER_NS, TicketExhausted,
+    LossyHealError, LossyMpmcConsumer, LossyMpmcProducer, LossyPush, SlotsPastClaim, TAKEOVER_NS,
+    TicketExhausted, slots_past_claim,
 };

@@ -326,6 +326,74 @@ impl LossyMpmcProducer {
     }
 }
 
+/// Slots of an MPMC ring holding a sequence at or past `claim_seq` (the write marker
+/// aside), found by [`slots_past_claim`]: a producer claims its ticket before it writes the
+/// slot, so no protocol step leaves one there. A corrupt ring: every push landing on such a
+/// slot is discarded ([`LossyPush::Discarded`]) until tickets reach its sequence.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SlotsPastClaim {
+    /// How many slots hold such a sequence.
+    pub count: u64,
+    /// The first of them.
+    pub slot: u64,
+    /// The sequence it holds.
+    pub seq: u64,
+    /// `claim_seq`, loaded after that slot's sequence.
+    pub claim_seq: u64,
+}
+
+impl fmt::Display for SlotsPastClaim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} slot(s) hold a sequence at or past claim_seq {} (the first: slot {}, sequence \
+             {}), which no producer writes: a corrupt ring, on which every push landing on \
+             such a slot is discarded until tickets reach its sequence",
+            self.count, self.claim_seq, self.slot, self.seq
+        )
+    }
+}
+
+impl core::error::Error for SlotsPastClaim {}
+
+/// The slots of the MPMC ring `ring` holding a sequence at or past `claim_seq`, if any
+/// ([`SlotsPastClaim`]); `None` for a ring that is not MPMC-flagged. Only loads, so it runs
+/// over a read-only mapping, and is exact on a live ring: a slot's word is judged against a
+/// `claim_seq` loaded after it. It trusts `claim_seq`: check the header first
+/// ([`LossyMpmcConsumer::new`]). One load per slot: it touches every page of the slots.
+pub fn slots_past_claim(ring: &RingView) -> Option<SlotsPastClaim> {
+    check_mpmc(ring).ok()?;
+    // Relaxed: a lower bound; a word at or past it is judged against a later load.
+    let mut claim = ring.claim_seq().load(Ordering::Relaxed);
+    let mut found: Option<SlotsPastClaim> = None;
+    for i in 0..ring.capacity() {
+        // Acquire: a word a producer published comes with its claim of that ticket, so a
+        // claim_seq loaded after it is past it.
+        let w = ring.slot_seq(i).load(Ordering::Acquire);
+        if w == SLOT_WRITING || w < claim {
+            continue;
+        }
+        // Relaxed: ordered after the acquire load above.
+        claim = ring.claim_seq().load(Ordering::Relaxed);
+        if w < claim {
+            continue;
+        }
+        match &mut found {
+            Some(f) => f.count += 1,
+            None => {
+                found = Some(SlotsPastClaim {
+                    count: 1,
+                    slot: i,
+                    seq: w,
+                    claim_seq: claim,
+                })
+            }
+        }
+    }
+    found
+}
+
 /// A competing consumer of a ringfire MPMC ring (spec §8.2): each ticket goes to one
 /// consumer; lost tickets are counted in [`LossyMpmcConsumer::dropped`].
 #[derive(Debug)]
@@ -489,6 +557,43 @@ mod tests {
 
     fn no_clock() -> u64 {
         panic!("the clock is only read on the slow path")
+    }
+
+    /// A sound ring has no slot past `claim_seq`, whatever laps and in-flight pushes it
+    /// shows; a word at `claim_seq` or past it is found (the write marker aside), the first
+    /// one named; a single-writer ring is not judged (its `claim_seq` is not a ticket).
+    #[test]
+    fn slots_past_claim_names_the_first_slot_ahead_of_the_tickets() {
+        let (_b, r) = ring(4);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        for i in 0..6u64 {
+            let out = p.push(&i.to_le_bytes(), no_clock);
+            assert!(matches!(out, LossyPush::Published { .. }), "{out:?}");
+        }
+        // A ticket claimed, its slot taken for writing: a push in flight.
+        r.claim_seq().fetch_add(1, Ordering::Relaxed);
+        r.slot_seq(7).store(SLOT_WRITING, Ordering::Relaxed);
+        assert_eq!(slots_past_claim(&r), None);
+        let claim_seq = r.claim_seq().load(Ordering::Relaxed);
+        r.slot_seq(1).store(claim_seq, Ordering::Relaxed);
+        r.slot_seq(2).store(u64::MAX - 1, Ordering::Relaxed);
+        assert_eq!(
+            slots_past_claim(&r),
+            Some(SlotsPastClaim {
+                count: 2,
+                slot: 1,
+                seq: claim_seq,
+                claim_seq
+            })
+        );
+        let mut buf = words(64);
+        let g = Geometry::spmc(4, 16, 8, 0, false).unwrap();
+        // SAFETY: the test's own buffer, used only while it lives.
+        let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
+        // SAFETY: as above; no other view of it exists.
+        let v = unsafe { RingView::init(r, &g) }.unwrap();
+        v.slot_seq(0).store(9, Ordering::Relaxed);
+        assert_eq!(slots_past_claim(&v), None);
     }
 
     fn recv(c: &mut LossyMpmcConsumer) -> Option<(u64, u64)> {
