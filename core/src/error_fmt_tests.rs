@@ -14,7 +14,7 @@ use crate::broadcast::blob::BlobError;
 use crate::broadcast::registry::RegistryError;
 use crate::fmt_check::{U16, U32, U64, USIZE, assert_every_variant, check_each, pairs};
 use crate::layout::{BlobRef, RING_MAGIC};
-use crate::queue::compat::{LossyHealError, TicketExhausted};
+use crate::queue::compat::{LossyHealError, SlotsPastClaim, TicketExhausted};
 use crate::queue::layout::{MPMC_MAGIC, SPSC_MAGIC};
 use crate::queue::{
     HealError, PopError, PushError, QueueAttachError, QueueGeometryError, QueueInitError,
@@ -614,6 +614,7 @@ fn blackboard_and_lossy_errors_format_every_variant() {
     let mut board: Vec<_> = MAGICS.map(|found| BadMagic { found }).into();
     let mut lossy = Vec::new();
     let mut tickets = Vec::new();
+    let mut past_claims = Vec::new();
     for (i, j) in pairs() {
         let (a, b, n, x, y, z) = (U64[i], U64[j], USIZE[i], U32[i], U32[j], U32[(i + 2) % 5]);
         board.extend([
@@ -651,6 +652,12 @@ fn blackboard_and_lossy_errors_format_every_variant() {
             LossyHealError::NotMidWrite { index: a, seq: b },
         ]);
         tickets.push(TicketExhausted { ticket: a });
+        past_claims.push(SlotsPastClaim {
+            count: a,
+            slot: b,
+            seq: U64[(i + 2) % 5],
+            claim_seq: U64[(j + 3) % 5],
+        });
     }
     assert_every_variant(&board, 10, blackboard_variant);
     assert_every_variant(&lossy, 2, |e| match e {
@@ -660,6 +667,7 @@ fn blackboard_and_lossy_errors_format_every_variant() {
     check_each(&board, &[]);
     check_each(&lossy, &[]);
     check_each(&tickets, &[]);
+    check_each(&past_claims, &[]);
 }
 
 #[test]

@@ -16,6 +16,7 @@ use ringwire_core::blackboard::{BLACKBOARD_MAGIC, BlackboardError};
 use ringwire_core::broadcast::blob::BlobError;
 use ringwire_core::broadcast::registry::RegistryError;
 use ringwire_core::layout::RING_MAGIC;
+use ringwire_core::queue::compat::SlotsPastClaim;
 use ringwire_core::queue::layout::{MPMC_MAGIC, SPSC_MAGIC};
 use ringwire_core::queue::{QueueAttachError, QueueGeometryError, QueueInitError};
 use ringwire_core::replicate::{MirrorError, SinkError};
@@ -80,6 +81,7 @@ fn error_variant(e: &Error) -> usize {
         Error::NotHealed { .. } => 21,
         Error::RingTooLarge { .. } => 22,
         Error::InvalidArgument { .. } => 23,
+        Error::CorruptSlots { .. } => 24,
     }
 }
 
@@ -186,6 +188,15 @@ fn error_samples() -> Vec<Error> {
                     path: p(),
                     what: format!("max_readers {n} is too many"),
                 },
+                Error::CorruptSlots {
+                    path: p(),
+                    source: SlotsPastClaim {
+                        count: a,
+                        slot: b,
+                        seq: U64[(i + 2) % 5],
+                        claim_seq: U64[(j + 3) % 5],
+                    },
+                },
             ]);
         }
         for source in io_errors() {
@@ -242,7 +253,7 @@ fn hidden(e: &Error) -> &'static [&'static str] {
 #[test]
 fn adapter_errors_format_every_variant_with_their_path() {
     let all = error_samples();
-    assert_every_variant(&all, 24, error_variant);
+    assert_every_variant(&all, 25, error_variant);
     for e in &all {
         let shown = check(e, hidden(e));
         let path = e.path().display().to_string();
@@ -266,6 +277,7 @@ fn adapter_errors_wire_every_wrapped_cause_to_source() {
                 | Error::Geometry { .. }
                 | Error::Init { .. }
                 | Error::Region { .. }
+                | Error::CorruptSlots { .. }
         );
         assert_eq!(e.source().is_some(), wraps, "{e:?}");
     }
