@@ -24,6 +24,15 @@ pub fn free_addr() -> SocketAddr {
         .expect("a free loopback port")
 }
 
+/// A UDP socket holding `port` on 0.0.0.0 without SO_REUSEADDR (std's default): until it is
+/// dropped, a mirror's bind of that port for a multicast group fails (EADDRINUSE), a join
+/// failure that can mend, which the mirror retries (an `--iface` address no interface of
+/// this host has, used for this before, is now refused at start).
+pub fn hold_udp_port(port: u16) -> UdpSocket {
+    UdpSocket::bind((Ipv4Addr::UNSPECIFIED, port))
+        .unwrap_or_else(|e| panic!("hold UDP port {port}: {e}"))
+}
+
 /// How live data travels from serve to mirror.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Mode {

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use ringwire::replica::mirror::{MirrorOptions, MirrorProgress, run_observed};
 use ringwire::replica::serve::{ServeOptions, Server};
 use ringwire::{ReadOnlyRing, RingProducer};
-use ringwire_tests::replica::geometry_frame;
+use ringwire_tests::replica::{geometry_frame, hold_udp_port};
 
 /// Set in the child: the `ringwire` arguments, one per line.
 const CHILD_ENV: &str = "FIXS_RINGWIRE_CLI_ARGS";
@@ -589,11 +589,13 @@ fn a_mirror_failing_at_once_logs_its_failures_once_a_second() {
     let src = Scratch::new("nojoin-src");
     let dst = Scratch::new("nojoin-dst");
     let _producer = source(&src.0, 10);
-    let pid = std::process::id();
+    // Another socket holds the group's port, so the mirror's bind of it fails.
+    let held = hold_udp_port(0);
+    let port = held.local_addr().unwrap().port();
     let (server, addr) = quiet_server(&src.0, |so| {
         so.multicast = Some(std::net::SocketAddrV4::new(
             std::net::Ipv4Addr::new(239, 255, 102, 1),
-            44_000 + (pid % 4_000) as u16,
+            port,
         ));
         so.iface = Some(std::net::Ipv4Addr::LOCALHOST);
         so.ttl = 0;
@@ -601,14 +603,13 @@ fn a_mirror_failing_at_once_logs_its_failures_once_a_second() {
     let stop = AtomicBool::new(false);
     let (status, lines, sessions) = std::thread::scope(|sc| {
         let served = sc.spawn(|| server.run(&stop));
-        // TEST-NET-1 (RFC 5737): no interface of this host has it, so the join fails.
         let mut child = Child::spawn(
             &[
                 "mirror",
                 &addr,
                 dst.s(),
                 "--iface",
-                "192.0.2.1",
+                "127.0.0.1",
                 "--reconnect-ms",
                 "0",
             ],
@@ -628,7 +629,7 @@ fn a_mirror_failing_at_once_logs_its_failures_once_a_second() {
     assert!(
         ended
             .iter()
-            .all(|l| l.contains("No such device") || l.contains("stopped")),
+            .all(|l| l.contains("Address already in use") || l.contains("stopped")),
         "{lines:#?}"
     );
     // About 2.5 s of failures: one line a second, plus the last one at the stop.
@@ -646,7 +647,7 @@ fn a_mirror_failing_at_once_logs_its_failures_once_a_second() {
     // line at the stop (the join error names the group and the interface tried).
     let shown = ended
         .iter()
-        .filter(|l| l.contains("No such device"))
+        .filter(|l| l.contains("Address already in use"))
         .count() as u64;
     assert_eq!(failures_told(&lines), shown + failures_counted(&lines));
     let last = lines
@@ -654,7 +655,7 @@ fn a_mirror_failing_at_once_logs_its_failures_once_a_second() {
         .find(|l| l.starts_with("mirror: (") && l.contains("; last: "))
         .unwrap_or_else(|| panic!("no last report: {lines:#?}"));
     assert!(
-        last.contains("239.255.102.1") && last.contains("interface 192.0.2.1 (--iface)"),
+        last.contains("239.255.102.1") && last.contains("interface 127.0.0.1 (--iface)"),
         "{last}"
     );
 }
@@ -669,10 +670,9 @@ fn serve_counts_brief_sessions_instead_of_logging_each() {
     let src = Scratch::new("brief-src");
     let dst = Scratch::new("brief-dst");
     let _producer = source(&src.0, 10);
-    let group = format!(
-        "239.255.102.2:{}",
-        44_000 + (std::process::id() % 4_000) as u16
-    );
+    // Another socket holds the group's port, so the mirror's bind of it fails.
+    let held = hold_udp_port(0);
+    let group = format!("239.255.102.2:{}", held.local_addr().unwrap().port());
     let child = Child::spawn(
         &[
             "serve",
@@ -688,8 +688,7 @@ fn serve_counts_brief_sessions_instead_of_logging_each() {
     );
     let (child, addr) = serving_on(child);
     let mut mo = MirrorOptions::new(addr, &dst.0);
-    // TEST-NET-1 (RFC 5737): no interface of this host has it, so the join fails.
-    mo.iface = std::net::Ipv4Addr::new(192, 0, 2, 1);
+    mo.iface = std::net::Ipv4Addr::LOCALHOST;
     mo.reconnect = Duration::ZERO;
     mo.log = false;
     let stop = AtomicBool::new(false);

@@ -15,7 +15,7 @@ use ringwire::core::{Geometry, RingView, SlotRead};
 use ringwire::replica::mirror::{self, MirrorOptions};
 use ringwire::replica::serve::{ServeOptions, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingFile};
-use ringwire_tests::replica::{SetOnDrop, geometry_frame};
+use ringwire_tests::replica::{SetOnDrop, geometry_frame, hold_udp_port};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -534,10 +534,13 @@ fn a_multicast_frame_announcing_port_0_is_a_protocol_error() {
 #[test]
 fn an_unexpected_multicast_frame_opens_no_socket() {
     use ringwire::core::wire::MulticastRepr;
+    // A port another socket holds: a mirror that tried to join the group there would fail
+    // with the bind's error instead of the source's protocol violation.
+    let held = hold_udp_port(0);
     let mut mc = [0u8; 32];
     let n = MulticastRepr {
         group: [239, 255, 77, 2],
-        port: 7409,
+        port: held.local_addr().unwrap().port(),
         mtu: 1472,
         ttl: 1,
         session: 7,
@@ -551,9 +554,7 @@ fn an_unexpected_multicast_frame_opens_no_socket() {
     for (tag, reply) in [("before", before), ("unannounced", unannounced)] {
         let dst = ShmPath::new(&format!("hostile-mc-{tag}"));
         let (addr, fake) = fake_source(reply, 1);
-        let mut mo = once_options(addr, dst.path());
-        // TEST-NET-1 (RFC 5737): a join on it fails, which the mirror must not try.
-        mo.iface = Ipv4Addr::new(192, 0, 2, 1);
+        let mo = once_options(addr, dst.path());
         let stop = AtomicBool::new(false);
         let e = mirror::run(&mo, &stop).unwrap_err();
         let msg = e.to_string();

@@ -19,7 +19,8 @@ use ringwire::replica::serve::{ServeSummary, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingConsumer, RingFile, RingProducer};
 use ringwire_tests::records::Aligned64;
 use ringwire_tests::replica::{
-    Mode, SetOnDrop, assert_served, mirror_options, ringfire_server, serve_options, start_ringfire,
+    Mode, SetOnDrop, assert_served, hold_udp_port, mirror_options, ringfire_server, serve_options,
+    start_ringfire,
 };
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
@@ -234,10 +235,9 @@ fn ringwire_multicast_on_this_host_without_iface() {
     assert!(c.records_retransmitted < QUICK / 2, "{sum:?}");
 }
 
-/// A mirror that cannot join the group the source announces (here `--iface` names no
-/// interface of this host; on a host whose interface is not up yet, the same) ended, even
-/// without `--once`. As any connection failure (spec §26.2), it now reconnects until it is
-/// stopped, and `--once` fails with the socket's error.
+/// A mirror that cannot join the group the source announces (here another socket holds
+/// the group's port) ended, even without `--once`. As any connection failure (spec §26.2),
+/// it now reconnects until it is stopped, and `--once` fails with the socket's error.
 #[test]
 fn a_mirror_that_cannot_join_the_group_reconnects() {
     const IDX: u16 = 22;
@@ -247,8 +247,7 @@ fn a_mirror_that_cannot_join_the_group_reconnects() {
     let _ring = RingFile::create(src.path(), &geo, &CreateOptions::default()).unwrap();
     let server = Server::bind(serve_options(src.path(), Mode::Multicast, mcast(IDX), 1)).unwrap();
     let mut mo = mirror_options(server.local_addr(), dst.path(), Mode::Multicast);
-    // TEST-NET-1 (RFC 5737): no interface of this host has it.
-    mo.iface = Ipv4Addr::new(192, 0, 2, 1);
+    let _held = hold_udp_port(mcast(IDX).port());
     let stop = AtomicBool::new(false);
     let (served, mirrored) = std::thread::scope(|sc| {
         let _stop = SetOnDrop(&stop);
@@ -280,7 +279,8 @@ fn a_mirror_that_cannot_join_the_group_reconnects() {
     assert!(text.contains("mirror UDP socket"), "{text}");
     // The group and port joined, and the interface tried.
     assert!(text.contains(&mcast(IDX).to_string()), "{text}");
-    assert!(text.contains("interface 192.0.2.1 (--iface)"), "{text}");
+    assert!(text.contains("interface 127.0.0.1 (--iface)"), "{text}");
+    assert!(text.contains("Address already in use"), "{text}");
 }
 
 /// [`ringwire_multicast_from_another_address_than_the_tcp_peer`] from ringfire's server.
