@@ -801,6 +801,11 @@ fn demo_runs_the_whole_path_reports_cpu_and_removes_its_files() {
 
 /// `ringwire` with `args`, killed (and the test failed) if it runs longer than 10 s.
 fn ringwire_bounded(args: &[&str]) -> (i32, String, String) {
+    ringwire_within(args, std::time::Duration::from_secs(10))
+}
+
+/// `ringwire` with `args`, killed (and the test failed) if it runs longer than `max`.
+fn ringwire_within(args: &[&str], max: std::time::Duration) -> (i32, String, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_ringwire"))
         .args(args)
         .stdout(std::process::Stdio::piped())
@@ -809,10 +814,10 @@ fn ringwire_bounded(args: &[&str]) -> (i32, String, String) {
         .unwrap();
     let t0 = std::time::Instant::now();
     while child.try_wait().unwrap().is_none() {
-        if t0.elapsed() > std::time::Duration::from_secs(10) {
+        if t0.elapsed() > max {
             let _ = child.kill();
             let _ = child.wait();
-            panic!("ringwire {args:?} still running after 10 s");
+            panic!("ringwire {args:?} still running after {max:?}");
         }
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
@@ -1209,4 +1214,86 @@ fn dump_of_a_mirror_ring_names_its_holes() {
     );
     assert!(lines[1].starts_with("seq 6 slot 2 seq_word 6 \""), "{out}");
     assert_eq!(lines.len(), 3, "{out}");
+}
+
+/// An `--iface` address no interface of this host has (a typo; 192.0.2.1 is TEST-NET-1,
+/// RFC 5737) is refused at start by serve and mirror, naming the flag and the address, exit
+/// 1 as other bad values. The mirror of a live multicast source failed every join and
+/// retried for ever, logging the join's "No such device"; serve said only "Cannot assign
+/// requested address (not an address of this host?)". 0.0.0.0 still lets the kernel choose.
+#[test]
+fn an_iface_address_this_host_lacks_is_refused_at_start() {
+    use ringwire::replica::serve::{ServeOptions, Server};
+    use std::net::{Ipv4Addr, SocketAddrV4};
+    use std::sync::atomic::AtomicBool;
+    use std::time::Duration;
+    /// Stops the server when dropped, also when an assertion fails in the scope.
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let t = TmpRing::new("iface");
+    let _r = make_ring(&t, 0);
+    let p = t.0.to_str().unwrap();
+    let port = 30_000 + (std::process::id() % 20_000) as u16;
+    let group = SocketAddrV4::new(Ipv4Addr::new(239, 255, 103, 1), port);
+    // Bounds for processes that must exit on their own at start, generous for a loaded machine.
+    let max = Duration::from_secs(30);
+    let serve = [
+        "serve",
+        p,
+        "--bind",
+        "127.0.0.1:0",
+        "--multicast",
+        &group.to_string(),
+    ];
+    let (code, out, err) = ringwire_within(&[&serve[..], &["--iface", "192.0.2.1"]].concat(), max);
+    assert_eq!(code, 1, "serve: {out}{err}");
+    assert_eq!(
+        err.trim(),
+        format!(
+            "Error: invalid value '192.0.2.1' for --iface: no interface of this host has this \
+             address (to send multicast {group} by)"
+        )
+    );
+    let (code, err) = stopped_by_sigterm(&[&serve[..], &["--iface", "0.0.0.0"]].concat());
+    assert_eq!(code, Some(0), "serve --iface 0.0.0.0: {err}");
+
+    // A live multicast source on this host, which a mirror joining on 127.0.0.1 gets.
+    let mut so = ServeOptions::new(&t.0, "127.0.0.1:0".parse().unwrap());
+    so.multicast = Some(group);
+    so.iface = Some(Ipv4Addr::LOCALHOST);
+    so.ttl = 0;
+    so.log = false;
+    let server = Server::bind(so).unwrap();
+    let source = server.local_addr().to_string();
+    let dst = t.0.with_file_name("mirror");
+    let stop = AtomicBool::new(false);
+    let (code, out, err) = std::thread::scope(|sc| {
+        let _stop = StopOnDrop(&stop);
+        let served = sc.spawn(|| server.run(&stop));
+        let r = ringwire_within(
+            &[
+                "mirror",
+                &source,
+                dst.to_str().unwrap(),
+                "--iface",
+                "192.0.2.1",
+            ],
+            max,
+        );
+        stop.store(true, Ordering::Relaxed);
+        served.join().unwrap().unwrap();
+        r
+    });
+    assert_eq!(code, 1, "mirror: {out}{err}");
+    assert_eq!(
+        err.trim(),
+        "Error: invalid value '192.0.2.1' for --iface: no interface of this host has this \
+         address (to join a multicast source's group on)"
+    );
+    assert_eq!(server.summary().sessions, 0, "refused before connecting");
+    assert!(!dst.exists(), "refused before creating the mirror ring");
 }

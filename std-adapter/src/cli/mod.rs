@@ -137,8 +137,8 @@ pub enum Command {
     /// from PATH is served as it was until a new one appears there; a new ring at PATH (a
     /// restarted producer) is served in its place on the same addresses, and mirrors
     /// reconnect to it. Exits 1 with "Error: …" when it cannot start (PATH is not a ring, an
-    /// address cannot be bound) or cannot serve the new ring at PATH. Everything it says
-    /// goes to stderr.
+    /// address cannot be bound, an --iface address no interface of this host has) or cannot
+    /// serve the new ring at PATH. Everything it says goes to stderr.
     Serve(crate::replica::cli::ServeArgs),
     /// Keep a local copy of a remote ring.
     ///
@@ -149,8 +149,9 @@ pub enum Command {
     /// line, "mirror: done: …" with its totals, and exits 0 (a second signal, 200 ms or
     /// more after the first, ends it at once). With --once it ends with its first
     /// connection instead (see --once). Exits 1 with "Error: …" on what reconnecting cannot
-    /// mend: the mirror ring removed from PATH or replaced there while it writes, PATH held
-    /// by another producer, a source ring over --max-ring-size. Everything it says goes to
+    /// mend: an --iface address no interface of this host has (checked at start), the
+    /// mirror ring removed from PATH or replaced there while it writes, PATH held by another
+    /// producer, a source ring over --max-ring-size. Everything it says goes to
     /// stderr.
     Mirror(crate::replica::cli::MirrorArgs),
     /// Source, serve, mirror and a latency reader on this machine, over loopback.

@@ -124,6 +124,41 @@ fn with_address(e: io::Error, what: String) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}{hint}"))
 }
 
+/// Whether an interface of this host has the IPv4 address `addr` now (`getifaddrs`).
+/// `--iface` is checked with it at start: the kernel's own errors for an address no
+/// interface has (ENODEV from a join, EADDRNOTAVAIL from IP_MULTICAST_IF) do not say which
+/// flag is wrong, and a mirror would take the join's for a transient failure and retry.
+pub fn host_has_ipv4(addr: Ipv4Addr) -> io::Result<bool> {
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs writes a list it allocated to `list`, freed below.
+    if unsafe { libc::getifaddrs(&mut list) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut found = false;
+    let mut cur = list;
+    while !cur.is_null() {
+        // SAFETY: `cur` is a node of the list getifaddrs returned, not yet freed.
+        let ifa = unsafe { &*cur };
+        if !ifa.ifa_addr.is_null() {
+            // SAFETY: a non-null ifa_addr points to a sockaddr of the list.
+            let family = unsafe { (*ifa.ifa_addr).sa_family };
+            if i32::from(family) == libc::AF_INET {
+                // SAFETY: an AF_INET address is a sockaddr_in; read unaligned, as the list
+                // promises no alignment.
+                let sin = unsafe { ifa.ifa_addr.cast::<libc::sockaddr_in>().read_unaligned() };
+                if Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)) == addr {
+                    found = true;
+                    break;
+                }
+            }
+        }
+        cur = ifa.ifa_next;
+    }
+    // SAFETY: `list` came from getifaddrs and is freed once.
+    unsafe { libc::freeifaddrs(list) };
+    Ok(found)
+}
+
 /// A source session's TCP stream: TCP_NODELAY, the source's write timeout, TCP keep-alive
 /// ([`KEEPALIVE_IDLE`], [`KEEPALIVE_INTERVAL`], [`KEEPALIVE_PROBES`]) and
 /// [`TCP_USER_TIMEOUT`].
@@ -213,6 +248,14 @@ mod tests {
         let m = e.to_string();
         assert!(m.contains("multicast interface 198.51.100.199"), "{m}");
         assert!(m.contains("not an address of this host"), "{m}");
+    }
+
+    /// The host's own addresses are found, TEST-NET-1's 192.0.2.1 (RFC 5737) is not.
+    #[test]
+    fn host_addresses_are_found_and_others_not() {
+        assert!(host_has_ipv4(Ipv4Addr::LOCALHOST).unwrap());
+        assert!(!host_has_ipv4(Ipv4Addr::new(192, 0, 2, 1)).unwrap());
+        assert!(!host_has_ipv4(Ipv4Addr::UNSPECIFIED).unwrap());
     }
 
     /// A session's socket has keep-alive with the short settings, and the user timeout.

@@ -38,7 +38,9 @@ pub struct ServeArgs {
     #[arg(long, value_name = "GROUP:PORT", value_parser = parse_group)]
     pub multicast: Option<SocketAddrV4>,
     /// Multicast sending interface address (only with --multicast; default: the --bind
-    /// address when it names one, else the kernel's choice).
+    /// address when it names one, else the kernel's choice, as 0.0.0.0). An address no interface of
+    /// this host has at start is refused (exit 1, naming it): one that comes later, as by
+    /// DHCP, needs serve started after it, or under a supervisor that restarts it.
     #[arg(long, value_name = "ADDR", requires = "multicast")]
     pub iface: Option<Ipv4Addr>,
     /// UDP datagram budget in bytes, frame header included (24..=65536; only with
@@ -183,7 +185,10 @@ pub struct MirrorArgs {
     /// Multicast join interface address [default: this host's address of the TCP
     /// connection to the source, e.g. 127.0.0.1 for a source on this host]. Used only when
     /// the source delivers by multicast (with --unicast, only if the source has no
-    /// unicast); otherwise ignored with a warning.
+    /// unicast); otherwise ignored with a warning. An address no interface of this host
+    /// has at start is refused, whatever the source's transport (exit 1, naming it, not
+    /// retried): one that comes later, as by DHCP, needs the mirror started after it, or
+    /// under a supervisor that restarts it. A join that fails later is retried.
     #[arg(long, value_name = "ADDR", default_value_t = Ipv4Addr::UNSPECIFIED, hide_default_value = true)]
     pub iface: Ipv4Addr,
     /// When idle, poll the sockets (yielding the core between checks) for up to 2 ms
@@ -672,5 +677,24 @@ mod tests {
         assert!(m.is_ok(), "{m:?}");
         assert!(help("mirror", "iface").contains("warning"));
         assert!(help("mirror", "nak_delay_us").contains("warning"));
+    }
+
+    /// `--iface` says that an address this host lacks is refused at start, and what to do
+    /// about one that comes later (DHCP): start after it, or under a supervisor.
+    #[test]
+    fn iface_help_says_what_happens_to_an_address_this_host_lacks() {
+        for sub in ["serve", "mirror"] {
+            let h = help(sub, "iface")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ");
+            for said in [
+                "no interface of this host has at start is refused",
+                "DHCP",
+                "supervisor",
+            ] {
+                assert!(h.contains(said), "{sub}: {said:?} not in {h}");
+            }
+        }
     }
 }

@@ -142,7 +142,8 @@ impl MulticastConfig {
         }
     }
 
-    /// Sends from the interface with this address.
+    /// Sends from the interface with this address (one this host has: another is refused
+    /// when the server starts).
     pub fn interface(mut self, interface: Ipv4Addr) -> Self {
         self.interface = interface;
         self
@@ -454,7 +455,8 @@ impl MirrorBuilder {
         self
     }
 
-    /// Local address of the interface that joins the multicast group.
+    /// Local address of the interface that joins the multicast group (one this host has:
+    /// another is refused when the mirror starts, before it connects).
     pub fn interface(mut self, interface: Ipv4Addr) -> Self {
         self.interface = interface;
         self

@@ -59,7 +59,9 @@ pub struct MirrorOptions {
     pub unicast: bool,
     /// Multicast join interface; unspecified (the default) joins on the mirror's own address
     /// of its TCP connection to the source (127.0.0.1 for a source on this host, whose
-    /// datagrams leave by loopback), or on the kernel's choice if that is not IPv4.
+    /// datagrams leave by loopback), or on the kernel's choice if that is not IPv4. Another
+    /// address no interface of this host has is refused by [`run`] before it connects
+    /// ([`ReplicaError::InvalidArgument`] for `--iface`), whatever the source's transport.
     pub iface: Ipv4Addr,
     /// Poll without blocking for a bounded time before blocking.
     pub spin: bool,
@@ -389,6 +391,7 @@ fn run_inner(
             "only IPv4 sources are supported",
         ));
     };
+    super::check_iface(opts.iface, " (to join a multicast source's group on)")?;
     let mut sink = FileSink::open(&opts.path)?;
     if opts.log
         && let Some(e) = sink.not_adopted()

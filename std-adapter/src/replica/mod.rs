@@ -120,6 +120,24 @@ impl fmt::Display for ReplicaError {
 
 impl std::error::Error for ReplicaError {}
 
+/// Refuses an `--iface` address no interface of this host has (a typo, another host's
+/// address) at start: a mirror would otherwise fail every join and retry for ever, and
+/// serve would fail with the kernel's "Cannot assign requested address". Unspecified
+/// (0.0.0.0) lets the kernel choose. An address that comes later (DHCP) is refused too:
+/// start after it, or under a supervisor that restarts. If the host's addresses cannot be
+/// listed, the kernel judges the address when it is used. `use_` says, after the reason,
+/// what the address was for.
+pub(crate) fn check_iface(iface: std::net::Ipv4Addr, use_: &str) -> Result<(), ReplicaError> {
+    if iface.is_unspecified() || crate::net::sockets::host_has_ipv4(iface).unwrap_or(true) {
+        return Ok(());
+    }
+    Err(ReplicaError::arg(
+        "--iface",
+        iface,
+        &format!("no interface of this host has this address{use_}"),
+    ))
+}
+
 /// Rate limit of one kind of log line: the first is printed, then at most one per
 /// interval, with the number left out since. What is left out after the last line printed
 /// is still there to say when the caller stops ([`RateLog::take_pending`]).
@@ -212,6 +230,31 @@ impl From<crate::Error> for ReplicaError {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    /// `--iface` is refused only for an address no interface of this host has, naming the
+    /// flag, the address and what it was for; 0.0.0.0 is the kernel's choice.
+    #[test]
+    fn iface_addresses_this_host_lacks_are_refused() {
+        use std::net::Ipv4Addr;
+        assert!(check_iface(Ipv4Addr::UNSPECIFIED, "").is_ok());
+        assert!(check_iface(Ipv4Addr::LOCALHOST, "").is_ok());
+        let e = check_iface(Ipv4Addr::new(192, 0, 2, 1), " (for a test)").unwrap_err();
+        assert!(
+            matches!(
+                e,
+                ReplicaError::InvalidArgument {
+                    option: "--iface",
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            "invalid value '192.0.2.1' for --iface: no interface of this host has this address \
+             (for a test)"
+        );
+    }
 
     /// What a [`RateLog`] left out after its last line is still there when its user stops
     /// (a mirror stopped between two reports said nothing of the failures since the last),

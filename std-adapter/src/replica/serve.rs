@@ -92,7 +92,8 @@ pub struct ServeOptions {
     pub bind: SocketAddr,
     /// Multicast group and port.
     pub multicast: Option<SocketAddrV4>,
-    /// Multicast sending interface.
+    /// Multicast sending interface: with `multicast`, an address no interface of this host
+    /// has is refused by [`Server::bind`] ([`ReplicaError::InvalidArgument`] for `--iface`).
     pub iface: Option<Ipv4Addr>,
     /// Datagram budget (clamped to 24..=65536).
     pub mtu: usize,
@@ -706,6 +707,9 @@ impl Server {
                 m,
                 "not an IPv4 multicast group",
             ));
+        }
+        if let (Some(g), Some(i)) = (opts.multicast, opts.iface) {
+            super::check_iface(i, &format!(" (to send multicast {g} by)"))?;
         }
         match &listener {
             Some(l) => {
