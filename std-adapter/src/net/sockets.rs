@@ -124,39 +124,19 @@ fn with_address(e: io::Error, what: String) -> io::Error {
     io::Error::new(e.kind(), format!("{what}: {e}{hint}"))
 }
 
-/// Whether an interface of this host has the IPv4 address `addr` now (`getifaddrs`).
-/// `--iface` is checked with it at start: the kernel's own errors for an address no
-/// interface has (ENODEV from a join, EADDRNOTAVAIL from IP_MULTICAST_IF) do not say which
-/// flag is wrong, and a mirror would take the join's for a transient failure and retry.
-pub fn host_has_ipv4(addr: Ipv4Addr) -> io::Result<bool> {
-    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs writes a list it allocated to `list`, freed below.
-    if unsafe { libc::getifaddrs(&mut list) } != 0 {
-        return Err(io::Error::last_os_error());
+/// Whether the kernel takes the IPv4 address `addr` as a multicast interface now: the
+/// lookup behind serve's `IP_MULTICAST_IF` and a mirror's join, asked on a scratch UDP
+/// socket. It is `--iface`'s check at start. Beyond the interfaces' addresses (those
+/// `getifaddrs` lists, secondary ones and a down interface's included) it takes the local
+/// routing table's, which the kernel falls back on: all of 127/8 over a loopback that is
+/// up, an AnyIP range (`ip route add local 10.0.0.0/24 dev lo`).
+/// `Ok(false)` only for the kernel's "no such address" (`EADDRNOTAVAIL`).
+pub fn multicast_if_usable(addr: Ipv4Addr) -> io::Result<bool> {
+    match udp_socket_exclusive()?.set_multicast_if_v4(&addr) {
+        Ok(()) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EADDRNOTAVAIL) => Ok(false),
+        Err(e) => Err(e),
     }
-    let mut found = false;
-    let mut cur = list;
-    while !cur.is_null() {
-        // SAFETY: `cur` is a node of the list getifaddrs returned, not yet freed.
-        let ifa = unsafe { &*cur };
-        if !ifa.ifa_addr.is_null() {
-            // SAFETY: a non-null ifa_addr points to a sockaddr of the list.
-            let family = unsafe { (*ifa.ifa_addr).sa_family };
-            if i32::from(family) == libc::AF_INET {
-                // SAFETY: an AF_INET address is a sockaddr_in; read unaligned, as the list
-                // promises no alignment.
-                let sin = unsafe { ifa.ifa_addr.cast::<libc::sockaddr_in>().read_unaligned() };
-                if Ipv4Addr::from(u32::from_be(sin.sin_addr.s_addr)) == addr {
-                    found = true;
-                    break;
-                }
-            }
-        }
-        cur = ifa.ifa_next;
-    }
-    // SAFETY: `list` came from getifaddrs and is freed once.
-    unsafe { libc::freeifaddrs(list) };
-    Ok(found)
 }
 
 /// A source session's TCP stream: TCP_NODELAY, the source's write timeout, TCP keep-alive
@@ -250,12 +230,14 @@ mod tests {
         assert!(m.contains("not an address of this host"), "{m}");
     }
 
-    /// The host's own addresses are found, TEST-NET-1's 192.0.2.1 (RFC 5737) is not.
+    /// The kernel takes this host's addresses and 127.0.0.2 (loopback's local route, which
+    /// getifaddrs does not list) as a multicast interface, TEST-NET-1's 192.0.2.1 (RFC
+    /// 5737) not.
     #[test]
-    fn host_addresses_are_found_and_others_not() {
-        assert!(host_has_ipv4(Ipv4Addr::LOCALHOST).unwrap());
-        assert!(!host_has_ipv4(Ipv4Addr::new(192, 0, 2, 1)).unwrap());
-        assert!(!host_has_ipv4(Ipv4Addr::UNSPECIFIED).unwrap());
+    fn multicast_interfaces_are_judged_as_the_kernel_does() {
+        assert!(multicast_if_usable(Ipv4Addr::LOCALHOST).unwrap());
+        assert!(multicast_if_usable(Ipv4Addr::new(127, 0, 0, 2)).unwrap());
+        assert!(!multicast_if_usable(Ipv4Addr::new(192, 0, 2, 1)).unwrap());
     }
 
     /// A session's socket has keep-alive with the short settings, and the user timeout.

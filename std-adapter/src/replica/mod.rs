@@ -124,11 +124,13 @@ impl std::error::Error for ReplicaError {}
 /// address) at start: a mirror would otherwise fail every join and retry for ever, and
 /// serve would fail with the kernel's "Cannot assign requested address". Unspecified
 /// (0.0.0.0) lets the kernel choose. An address that comes later (DHCP) is refused too:
-/// start after it, or under a supervisor that restarts. If the host's addresses cannot be
-/// listed, the kernel judges the address when it is used. `use_` says, after the reason,
-/// what the address was for.
+/// start after it, or under a supervisor that restarts. The kernel judges it
+/// ([`multicast_if_usable`](crate::net::sockets::multicast_if_usable)), as serve and the
+/// mirror meet it, not the interface list: that misses 127.0.0.2 and AnyIP ranges, which
+/// the kernel takes. If it cannot be asked, the address is judged when it is used. `use_`
+/// says, after the reason, what the address was for.
 pub(crate) fn check_iface(iface: std::net::Ipv4Addr, use_: &str) -> Result<(), ReplicaError> {
-    if iface.is_unspecified() || crate::net::sockets::host_has_ipv4(iface).unwrap_or(true) {
+    if iface.is_unspecified() || crate::net::sockets::multicast_if_usable(iface).unwrap_or(true) {
         return Ok(());
     }
     Err(ReplicaError::arg(
@@ -254,6 +256,20 @@ mod tests {
             "invalid value '192.0.2.1' for --iface: no interface of this host has this address \
              (for a test)"
         );
+    }
+
+    /// An address no interface lists but the kernel takes as a multicast interface (all of
+    /// 127/8 over a loopback that is up, an AnyIP `ip route add local` range) is not refused:
+    /// serve sends and a mirror joins on it. The getifaddrs check refused 127.0.0.2.
+    #[test]
+    fn iface_addresses_the_kernel_takes_are_not_refused() {
+        use std::net::Ipv4Addr;
+        let a = Ipv4Addr::new(127, 0, 0, 2);
+        // The kernel's own judgement, as serve's and the mirror's sockets meet it.
+        let s = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let joined = socket2::SockRef::from(&s).join_multicast_v4(&Ipv4Addr::new(239, 1, 2, 3), &a);
+        assert!(joined.is_ok(), "{joined:?}");
+        assert!(check_iface(a, "").is_ok(), "{:?}", check_iface(a, ""));
     }
 
     /// What a [`RateLog`] left out after its last line is still there when its user stops
