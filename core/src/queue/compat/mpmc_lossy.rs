@@ -596,6 +596,59 @@ mod tests {
         assert_eq!(slots_past_claim(&v), None);
     }
 
+    /// On a sound, busy ring (producers lapping a small ring, a consumer moving read_seq) the
+    /// checks stat and heal run, a consumer's header check and [`slots_past_claim`], never
+    /// call it corrupt: a published word comes with its ticket's claim, which the later
+    /// load of `claim_seq` sees. Bounded in pushes and checks, not in time.
+    #[test]
+    fn a_busy_sound_ring_is_never_judged_corrupt() {
+        use std::sync::atomic::AtomicBool;
+        let (_b, r) = ring(4);
+        let t0 = std::time::Instant::now();
+        let clock = || t0.elapsed().as_nanos() as u64;
+        let done = AtomicBool::new(false);
+        let verdicts = std::thread::scope(|s| {
+            let producers: Vec<_> = (0..2)
+                .map(|_| {
+                    s.spawn(|| {
+                        let p = LossyMpmcProducer::new(r).unwrap();
+                        for i in 0..200_000u64 {
+                            let _ = p.push(&i.to_le_bytes(), clock);
+                        }
+                    })
+                })
+                .collect();
+            let consumer = s.spawn(|| {
+                let mut c = LossyMpmcConsumer::new(r).unwrap();
+                let mut b = [0u8; 8];
+                while !done.load(Ordering::Relaxed) {
+                    c.try_recv(&mut b);
+                }
+            });
+            // Checks until the producers are done: (checks made while tickets moved, verdicts).
+            let checker = s.spawn(|| {
+                let (mut busy, mut found) = (0u64, Vec::new());
+                while !done.load(Ordering::Relaxed) && found.len() < 3 {
+                    let before = r.claim_seq().load(Ordering::Relaxed);
+                    found.extend(LossyMpmcConsumer::new(r).err().map(|e| e.to_string()));
+                    found.extend(slots_past_claim(&r).map(|f| f.to_string()));
+                    busy += u64::from(r.claim_seq().load(Ordering::Relaxed) != before);
+                }
+                (busy, found)
+            });
+            for p in producers {
+                p.join().unwrap();
+            }
+            done.store(true, Ordering::Relaxed);
+            consumer.join().unwrap();
+            checker.join().unwrap()
+        });
+        let (busy, found) = verdicts;
+        assert_eq!(found, Vec::<std::string::String>::new());
+        assert!(busy > 0, "no check ran while the producers pushed");
+        assert_eq!(r.claim_seq().load(Ordering::Relaxed), 400_001);
+    }
+
     fn recv(c: &mut LossyMpmcConsumer) -> Option<(u64, u64)> {
         let mut b = [0u8; 8];
         c.try_recv(&mut b).map(|s| (s, u64::from_le_bytes(b)))
