@@ -599,22 +599,33 @@ mod tests {
     /// On a sound, busy ring (producers lapping a small ring, a consumer moving read_seq) the
     /// checks stat and heal run, a consumer's header check and [`slots_past_claim`], never
     /// call it corrupt: a published word comes with its ticket's claim, which the later
-    /// load of `claim_seq` sees. Bounded in pushes and checks, not in time.
+    /// load of `claim_seq` sees. The producers push at least 200,000 items each (100 under
+    /// Miri) and go on until the checker has made 100 checks (3) across moving tickets (a loaded machine may
+    /// start it late), within a 30 s bound that only a checker never scheduled reaches.
     #[test]
     fn a_busy_sound_ring_is_never_judged_corrupt() {
-        use std::sync::atomic::AtomicBool;
+        use core::sync::atomic::{AtomicBool, AtomicU64};
+        // Scaled down under Miri, as the other threaded queue tests are.
+        const BUSY_CHECKS: u64 = if cfg!(miri) { 3 } else { 100 };
+        const PUSHES: u64 = if cfg!(miri) { 100 } else { 200_000 };
         let (_b, r) = ring(4);
         let t0 = std::time::Instant::now();
         let clock = || t0.elapsed().as_nanos() as u64;
-        let done = AtomicBool::new(false);
-        let verdicts = std::thread::scope(|s| {
+        let bound = std::time::Duration::from_secs(30);
+        let (done, busy) = (AtomicBool::new(false), AtomicU64::new(0));
+        let (pushed, found) = std::thread::scope(|s| {
             let producers: Vec<_> = (0..2)
                 .map(|_| {
                     s.spawn(|| {
                         let p = LossyMpmcProducer::new(r).unwrap();
-                        for i in 0..200_000u64 {
+                        let mut i = 0u64;
+                        while i < PUSHES
+                            || (busy.load(Ordering::Relaxed) < BUSY_CHECKS && t0.elapsed() < bound)
+                        {
                             let _ = p.push(&i.to_le_bytes(), clock);
+                            i += 1;
                         }
+                        i
                     })
                 })
                 .collect();
@@ -625,28 +636,30 @@ mod tests {
                     c.try_recv(&mut b);
                 }
             });
-            // Checks until the producers are done: (checks made while tickets moved, verdicts).
+            // Checks until the producers are done, counting those made while tickets moved.
             let checker = s.spawn(|| {
-                let (mut busy, mut found) = (0u64, Vec::new());
+                let mut found = Vec::new();
                 while !done.load(Ordering::Relaxed) && found.len() < 3 {
                     let before = r.claim_seq().load(Ordering::Relaxed);
                     found.extend(LossyMpmcConsumer::new(r).err().map(|e| e.to_string()));
                     found.extend(slots_past_claim(&r).map(|f| f.to_string()));
-                    busy += u64::from(r.claim_seq().load(Ordering::Relaxed) != before);
+                    if r.claim_seq().load(Ordering::Relaxed) != before {
+                        busy.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
-                (busy, found)
+                found
             });
-            for p in producers {
-                p.join().unwrap();
-            }
+            let pushed: u64 = producers.into_iter().map(|p| p.join().unwrap()).sum();
             done.store(true, Ordering::Relaxed);
             consumer.join().unwrap();
-            checker.join().unwrap()
+            (pushed, checker.join().unwrap())
         });
-        let (busy, found) = verdicts;
         assert_eq!(found, Vec::<std::string::String>::new());
-        assert!(busy > 0, "no check ran while the producers pushed");
-        assert_eq!(r.claim_seq().load(Ordering::Relaxed), 400_001);
+        assert!(
+            busy.load(Ordering::Relaxed) >= BUSY_CHECKS,
+            "the checker made fewer than {BUSY_CHECKS} checks while tickets moved in {bound:?}"
+        );
+        assert_eq!(r.claim_seq().load(Ordering::Relaxed), 1 + pushed);
     }
 
     fn recv(c: &mut LossyMpmcConsumer) -> Option<(u64, u64)> {
