@@ -600,8 +600,9 @@ mod tests {
     /// checks stat and heal run, a consumer's header check and [`slots_past_claim`], never
     /// call it corrupt: a published word comes with its ticket's claim, which the later
     /// load of `claim_seq` sees. The producers push at least 200,000 items each (100 under
-    /// Miri) and go on until the checker has made 100 checks (3) across moving tickets (a loaded machine may
-    /// start it late), within a 30 s bound that only a checker never scheduled reaches.
+    /// Miri) and go on until the checker has made 100 checks (3 under Miri) across moving
+    /// tickets (a loaded machine may start it late), within a 30 s bound that only a
+    /// checker never scheduled reaches.
     #[test]
     fn a_busy_sound_ring_is_never_judged_corrupt() {
         use core::sync::atomic::{AtomicBool, AtomicU64};
