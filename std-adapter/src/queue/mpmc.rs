@@ -51,6 +51,14 @@ use crate::wait::WaitStrategy;
 /// # }
 /// ```
 ///
+/// # Contention
+///
+/// A `try_push` or `try_pop` that keeps finding its position taken by other handles of its
+/// side backs off with spin hints, and after 127 of them in one call yields the thread
+/// (`std::thread::yield_now`, as crossbeam's `ArrayQueue` does; see
+/// [`ringwire_core::queue::MpmcQueue::with_yield`]): with more threads than cores, the
+/// thread that would free a slot or bring an item may be waiting for this core.
+///
 /// # No end of the items
 ///
 /// Unlike an anonymous SPSC channel ([`SpscConsumer::is_abandoned`](super::SpscConsumer::is_abandoned)),
@@ -101,7 +109,9 @@ impl<T: Item> MpmcQueue<T> {
 
     fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
         // The copy lives in the handle, which holds the mapping (`Arc<QueueMem>`).
-        let inner = q::MpmcQueue::new(*mem.queue()).map_err(|e| wrong_kind(&mem, e))?;
+        let inner = q::MpmcQueue::new(*mem.queue())
+            .map_err(|e| wrong_kind(&mem, e))?
+            .with_yield(std::thread::yield_now);
         Ok(MpmcQueue {
             inner,
             unfenced: mem.unfenced_notify(),
