@@ -155,6 +155,18 @@ pub enum AttachError {
         /// The header's `claim_seq`, loaded after it.
         claim_seq: u64,
     },
+    /// An MPMC ring's `write_seq` is at or past its `claim_seq`: no producer publishes a
+    /// ticket before it claims it, so the records `write_seq` places were never published
+    /// (only a corrupt header gets there). Refused by the tools that show or heal a ring
+    /// ([`RingView::checked_write_seq`](crate::RingView::checked_write_seq)), not by its
+    /// producers and queue consumers: consumers never read `write_seq`, and a producer's
+    /// publish only raises it.
+    WriteSeqPastClaimSeq {
+        /// The header's `write_seq`.
+        write_seq: u64,
+        /// The header's `claim_seq`, loaded after it.
+        claim_seq: u64,
+    },
 }
 
 impl fmt::Display for AttachError {
@@ -296,6 +308,15 @@ impl fmt::Display for AttachError {
                  consumers would take no ticket until {} more were claimed, and count none of \
                  them lost",
                 read_seq.saturating_sub(claim_seq)
+            ),
+            WriteSeqPastClaimSeq {
+                write_seq,
+                claim_seq,
+            } => write!(
+                f,
+                "MPMC write_seq {write_seq} is at or past claim_seq {claim_seq} (a corrupt \
+                 header): no producer publishes a ticket it has not claimed, so the window it \
+                 places holds records never published"
             ),
         }
     }

@@ -67,6 +67,7 @@ fn attach_variant(e: &AttachError) -> usize {
         WriteSeqExhausted { .. } => 20,
         ClaimSeqExhausted { .. } => 21,
         ReadSeqPastClaimSeq { .. } => 22,
+        WriteSeqPastClaimSeq { .. } => 23,
     }
 }
 
@@ -131,6 +132,10 @@ fn attach_samples() -> Vec<AttachError> {
                 read_seq: a,
                 claim_seq: b,
             },
+            WriteSeqPastClaimSeq {
+                write_seq: a,
+                claim_seq: b,
+            },
         ]
     });
     all.extend(MAGICS.map(|found| BadMagic { found }));
@@ -141,7 +146,7 @@ fn attach_samples() -> Vec<AttachError> {
 #[test]
 fn attach_errors_format_every_variant() {
     let all = attach_samples();
-    assert_every_variant(&all, 23, attach_variant);
+    assert_every_variant(&all, 24, attach_variant);
     check_each(&all, &[]);
 }
 

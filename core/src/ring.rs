@@ -309,6 +309,29 @@ impl RingView {
         self.slot_seq_at((seq & self.mask) as usize)
     }
 
+    /// `write_seq` (acquire-loaded), or the corrupt header it shows: at or past
+    /// [`SEQ_LIMIT`] ([`AttachError::WriteSeqExhausted`], see
+    /// [`check_write_seq`](crate::layout::check_write_seq)), or, on an MPMC-flagged ring, at
+    /// or past `claim_seq` loaded after it ([`AttachError::WriteSeqPastClaimSeq`]). A
+    /// producer claims its ticket before it publishes it (§8.1), so no ring in use shows
+    /// the latter to this order of loads, even while pushes are in flight.
+    pub fn checked_write_seq(&self) -> Result<u64, AttachError> {
+        // Acquire: pairs with the publishing producer's release fetch_max, which follows its
+        // claim of that ticket, so the claim_seq loaded next is past it.
+        let w = crate::layout::check_write_seq(self.write_seq().load(Ordering::Acquire))?;
+        if self.geo.flags.has(Flags::MODE_MPMC) {
+            // Relaxed: ordered after the acquire load above.
+            let claim_seq = self.claim_seq().load(Ordering::Relaxed);
+            if w >= claim_seq {
+                return Err(AttachError::WriteSeqPastClaimSeq {
+                    write_seq: w,
+                    claim_seq,
+                });
+            }
+        }
+        Ok(w)
+    }
+
     /// The newest sequence a writer may have stored in a slot read before `write_seq`
     /// loaded `w`: the `newest` of [`later_seq`](crate::layout::later_seq), one bound for
     /// every reader. On an MPMC-flagged ring the larger of `w` and `claim_seq`, loaded

@@ -907,12 +907,15 @@ impl ReadOnlyRing {
             .load(ringwire_core::sync::Ordering::Acquire)
     }
 
-    /// [`ReadOnlyRing::write_seq`], or [`Error::Attach`] with
-    /// [`AttachError::WriteSeqExhausted`] when it is at or past
-    /// [`SEQ_LIMIT`](ringwire_core::layout::SEQ_LIMIT): a corrupt header, which every producer
-    /// refuses and against which no record can be placed.
+    /// [`ReadOnlyRing::write_seq`], or [`Error::Attach`] when the header is corrupt there
+    /// ([`RingView::checked_write_seq`]): [`AttachError::WriteSeqExhausted`] when it is at
+    /// or past [`SEQ_LIMIT`](ringwire_core::layout::SEQ_LIMIT), which every producer refuses
+    /// and against which no record can be placed, and
+    /// [`AttachError::WriteSeqPastClaimSeq`] when an MPMC ring's is at or past its
+    /// `claim_seq`, which no producer publishes.
     pub fn checked_write_seq(&self) -> Result<u64> {
-        ringwire_core::layout::check_write_seq(self.write_seq())
+        self.view
+            .checked_write_seq()
             .map_err(|e| Error::attach(&self.path, e))
     }
 

@@ -125,7 +125,10 @@ impl<T: IntoBytes + Immutable + 'static> MpmcProducer<T> {
     /// differs, [`Error::Attach`]), a ring that is not MPMC (a broadcast ring has no ticket
     /// counters), and one whose `claim_seq` is at or past 2^63 (a corrupt header:
     /// [`AttachError::ClaimSeqExhausted`](ringwire_core::AttachError::ClaimSeqExhausted)).
-    /// Takes no lock and never unlinks the file.
+    /// Takes no lock and never unlinks the file. A `write_seq` at or past `claim_seq` (a
+    /// corrupt header, which `ringwire stat` refuses) is accepted: pushes publish as usual,
+    /// and `write_seq` stays where it is until tickets pass it
+    /// ([`MpmcProducer::published_sequence`] reports it meanwhile).
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
         // Sleepers' membarrier must reach this process too (spec §1.2 step 1, §11).
         sys::membarrier_register();
@@ -303,7 +306,9 @@ impl<T: FromBytes + 'static> MpmcQueueConsumer<T> {
     /// ringfire's consumers would receive nothing until producers caught up, and count
     /// nothing lost), or a `claim_seq` at or past 2^63, which a producer refuses too
     /// ([`AttachError::ClaimSeqExhausted`](ringwire_core::AttachError::ClaimSeqExhausted):
-    /// no ticket drawn from it can hold a message).
+    /// no ticket drawn from it can hold a message). A `write_seq` at or past `claim_seq` (a
+    /// corrupt header, which `ringwire stat` refuses) is accepted: a consumer never reads
+    /// `write_seq`, and receives every ticket as on a sound ring.
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
         let file = RingFile::open(path, Shape::<T>::expect())?;
         // The copy lives in the handle, which owns `file` and drops it last.

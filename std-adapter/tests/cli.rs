@@ -61,6 +61,19 @@ fn corrupt_ring_is_an_error_naming_file_and_value() {
     }
 }
 
+/// A lossy MPMC ring of 4 slots at a new path named after `name`, left on disk, holding
+/// tickets 1 and 2 (`claim_seq` 3, `write_seq` 2, `read_seq` 1); and its bytes.
+fn lossy_ring_of_two(name: &str) -> (TmpRing, Vec<u8>) {
+    let t = TmpRing::new(name);
+    let mut p = ringwire::MpmcProducer::<u64>::create(&t.0, 4).unwrap();
+    p.set_cleanup_mode(CleanupMode::Persistent);
+    p.push(&1);
+    p.push(&2);
+    drop(p);
+    let sound = std::fs::read(&t.0).unwrap();
+    (t, sound)
+}
+
 /// A lossy MPMC ring whose header every consumer refuses at attach (`read_seq` past
 /// `claim_seq`, or `claim_seq` at or past 2^63): `stat` printed it as a sound ring's and
 /// exited 0. It now gives the consumer's refusal, naming the file and the values, exit 1,
@@ -69,14 +82,8 @@ fn corrupt_ring_is_an_error_naming_file_and_value() {
 #[test]
 fn stat_of_a_lossy_ring_header_its_consumers_refuse_is_an_error() {
     use ringwire::core::layout::hdr;
-    let t = TmpRing::new("stat-lossy-header");
+    let (t, sound) = lossy_ring_of_two("stat-lossy-header");
     let path = t.0.to_str().unwrap();
-    let mut p = ringwire::MpmcProducer::<u64>::create(&t.0, 4).unwrap();
-    p.set_cleanup_mode(CleanupMode::Persistent);
-    p.push(&1);
-    p.push(&2);
-    drop(p);
-    let sound = std::fs::read(&t.0).unwrap();
     let (code, dumped, err) = ringwire(&["dump", path]);
     assert_eq!(code, 0, "{err}");
     for (field, value, what) in [
@@ -189,6 +196,68 @@ fn write_seq_past_the_limit_is_refused(t: &TmpRing, field: usize, limit: u64) {
         let (code, out, err) = ringwire(args);
         assert_eq!(code, 0, "{args:?}: {err}");
         assert!(out.contains('3'), "{args:?}: {out}");
+    }
+}
+
+/// A lossy MPMC ring whose `write_seq` is below 2^63 but at or past `claim_seq`: no producer
+/// publishes a ticket before it claims it, so no sound ring shows that (loaded in that
+/// order). `stat` printed it as a sound ring (exit 0), `dump` printed "(not published yet)"
+/// for records no ticket was drawn for, `top` a frame of it, and `heal` said there was
+/// nothing to heal. Each now refuses it as the neighbouring corrupt headers, naming the file
+/// and both values, exit 1; the sound bytes read again. `write_seq` one below `claim_seq`
+/// (every ticket drawn is published) is sound.
+#[test]
+fn a_lossy_ring_whose_write_seq_is_past_claim_seq_is_an_error() {
+    use ringwire::core::layout::hdr;
+    let (t, sound) = lossy_ring_of_two("lossy-write-seq-ahead");
+    let path = t.0.to_str().unwrap();
+    let top = ["top", path, "--iterations", "1", "--interval-ms", "1"];
+    for bad in [3u64, 102, (1 << 63) - 1] {
+        let mut bytes = sound.clone();
+        bytes[hdr::WRITE_SEQ..hdr::WRITE_SEQ + 8].copy_from_slice(&bad.to_ne_bytes());
+        std::fs::write(&t.0, &bytes).unwrap();
+        let what = format!(
+            "MPMC write_seq {bad} is at or past claim_seq 3 (a corrupt header): no producer \
+             publishes a ticket it has not claimed, so the window it places holds records \
+             never published"
+        );
+        for args in [
+            &["stat", path][..],
+            &["stat", path, "--json"],
+            &["dump", path],
+            &top,
+        ] {
+            let (code, out, err) = ringwire(args);
+            assert_eq!((code, out.as_str()), (1, ""), "{args:?}: {err}");
+            assert_eq!(
+                err.trim(),
+                format!("Error: ring {path}: {what}"),
+                "{args:?}"
+            );
+        }
+        for args in [&["heal", path][..], &["heal", path, "--producers-dead"]] {
+            let (code, out, err) = ringwire(args);
+            assert_eq!((code, out.as_str()), (1, ""), "{args:?}: {err}");
+            assert_eq!(
+                err.trim(),
+                format!(
+                    "Error: {path}: {what}. heal changes nothing in it; a new ring replaces it"
+                ),
+                "{args:?}"
+            );
+        }
+        assert_eq!(std::fs::read(&t.0).unwrap(), bytes, "heal wrote nothing");
+    }
+    std::fs::write(&t.0, &sound).unwrap();
+    for (args, shows) in [
+        (&["stat", path, "--json"][..], "\"write_seq\": 2\n"),
+        (&["dump", path], "seq 2 slot 2 seq_word 2 "),
+        (&top, "write_seq 2 "),
+        (&["heal", path], "no slot left mid-write; nothing to heal"),
+    ] {
+        let (code, out, err) = ringwire(args);
+        assert_eq!(code, 0, "{args:?}: {err}");
+        assert!(out.contains(shows), "{args:?}: {out}");
     }
 }
 

@@ -1,8 +1,9 @@
 //! `ringwire dump <PATH> [--tail N] [--hex]` (spec §26). On a blob ring each record's line
 //! also previews its blob, or says it was overwritten in the arena; on a mirror ring
 //! (SPARSE) a record the mirror never received is shown as a hole. A `write_seq` at or past
-//! 2^63 (a corrupt header every producer refuses) is an error naming it: the window it
-//! would define holds no record.
+//! 2^63 (a corrupt header every producer refuses), or an MPMC ring's at or past its
+//! `claim_seq` (no producer publishes a ticket it has not claimed), is an error naming it:
+//! the window it would define holds records never published.
 
 use std::io::Write;
 use std::path::Path;
@@ -39,7 +40,8 @@ pub(super) fn run(path: &Path, tail: u64, hex: bool, out: &mut dyn Write) -> Res
     let ring = ReadOnlyRing::open(path)?;
     let oe = out_err();
     let g = *ring.geometry();
-    // A write_seq every producer refuses is a corrupt header: it places no record.
+    // A write_seq every producer refuses, or an MPMC ring's past its claim_seq, is a
+    // corrupt header: it places no record.
     let newest = ring.checked_write_seq()?;
     if newest == 0 {
         return writeln!(out, "ring {} is empty (write_seq 0)", path.display()).map_err(oe);

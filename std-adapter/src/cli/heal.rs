@@ -2,8 +2,8 @@
 //! ringwire MPMC queue file (`claimed_unpublished`, `taken_unfreed`) or a lossy MPMC ring
 //! (`mid_write_slots`), when their holders are known dead. A corrupt file it finds (a queue
 //! at rest with a stamp its cursors rule out, a lossy ring whose header its consumers
-//! refuse at attach or with a slot at or past `claim_seq`) is reported, exit 1, and not
-//! healed.
+//! refuse at attach, whose `write_seq` is at or past `claim_seq`, or with a slot at or past
+//! `claim_seq`) is reported, exit 1, and not healed.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -261,11 +261,19 @@ fn flock_holders(path: &Path) -> std::io::Result<Vec<i64>> {
         .collect())
 }
 
-/// Why the lossy MPMC ring in `view` is corrupt, if its header is one a consumer refuses at
-/// attach ([`LossyMpmcConsumer::new`]: `read_seq` past `claim_seq`, or `claim_seq` at or
-/// past 2^63): its consumers stop at attach, however sound its slots. heal then heals
-/// nothing: nothing in the file records what the scribbled counter held.
+/// Why the lossy MPMC ring in `view` is corrupt, if its header is: a `write_seq` at or past
+/// `claim_seq` or 2^63 ([`RingView::checked_write_seq`], as stat, dump and top refuse it), or
+/// one a consumer refuses at attach ([`LossyMpmcConsumer::new`]: `read_seq` past
+/// `claim_seq`, or `claim_seq` at or past 2^63), where its consumers stop at attach,
+/// however sound its slots. heal then heals nothing: nothing in the file records what the
+/// scribbled counter held.
 fn header_refused(view: &RingView) -> Option<String> {
+    // write_seq first, as stat checks it; consumers never read it, so none refuses it.
+    if let Err(e) = view.checked_write_seq() {
+        return Some(format!(
+            "{e}. heal changes nothing in it; a new ring replaces it"
+        ));
+    }
     // The consumer's own check, over the read-only mapping: its attach only loads.
     let e = LossyMpmcConsumer::new(*view).err()?;
     Some(format!(

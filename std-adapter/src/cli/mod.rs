@@ -41,7 +41,8 @@ pub enum Command {
     /// cursors, items queued, a claimed but unpublished position, futex state).
     ///
     /// A corrupt file is an error naming it and the value seen (exit 1): a header no ring
-    /// has, a ring's write_seq at or past 2^63 (every producer refuses it), queue cursors no
+    /// has, a ring's write_seq at or past 2^63 (every producer refuses it), an MPMC ring's
+    /// write_seq at or past its claim_seq (no producer publishes it), queue cursors no
     /// run leaves, an MPMC ring's header its consumers refuse at attach (read_seq past
     /// claim_seq, claim_seq at or past 2^63), an MPMC ring's slot holding a sequence at or
     /// past claim_seq (which no producer writes; slots are checked, as mid_write_slots are
@@ -63,7 +64,8 @@ pub enum Command {
     /// file replaced again within the refresh shows no rates: "-"); a path that
     /// stays removed for a second ends top with "ring removed" ("queue removed") (exit 1).
     /// A corrupt ring is an error naming the value (exit 1), also when it becomes one while
-    /// top runs: a write_seq at or past 2^63, which every producer refuses.
+    /// top runs: a write_seq at or past 2^63, which every producer refuses, or an MPMC
+    /// ring's at or past its claim_seq, which no producer publishes.
     Top {
         /// The ring or queue file.
         path: PathBuf,
@@ -79,7 +81,8 @@ pub enum Command {
     /// blob's, on a blob ring; a mirror ring's holes are named as such).
     ///
     /// A ring whose write_seq is at or past 2^63 (a corrupt header every producer refuses,
-    /// which places no record) is an error naming it (exit 1).
+    /// which places no record), or an MPMC ring's at or past its claim_seq (no producer
+    /// publishes such a record), is an error naming it (exit 1).
     Dump {
         /// The ring file.
         path: PathBuf,
@@ -105,8 +108,9 @@ pub enum Command {
     /// with --producers-dead, and only if no producer shows itself alive (tickets moving, or
     /// the creator's lock held); otherwise they are reported and heal exits 1. A lossy ring
     /// with a slot whose sequence is at or past claim_seq (corrupt: every push landing there
-    /// is discarded), or whose header its consumers refuse at attach (read_seq past
-    /// claim_seq, claim_seq at or past 2^63), is reported, exit 1, and not healed. Reporting
+    /// is discarded), whose header its consumers refuse at attach (read_seq past
+    /// claim_seq, claim_seq at or past 2^63), or whose write_seq is at or past claim_seq, is
+    /// reported, exit 1, and not healed. Reporting
     /// needs read access only: stuck slots of a file heal may not write are reported, with
     /// that reason, and heal exits 1. A blackboard key left mid-write (its seqlock odd in two
     /// looks 20 ms apart) is reported and heal exits 1; only a new write of the key by its

@@ -101,6 +101,8 @@ fn queue_json(path: &Path, len: u64, kind: QueueKind) -> Result<Value> {
 /// corrupt ring is an error naming the value: a `write_seq` every producer refuses
 /// ([`Error::Attach`] with
 /// [`AttachError::WriteSeqExhausted`](ringwire_core::AttachError::WriteSeqExhausted)), an
+/// MPMC ring's `write_seq` at or past its `claim_seq`, which no producer publishes
+/// ([`AttachError::WriteSeqPastClaimSeq`](ringwire_core::AttachError::WriteSeqPastClaimSeq)), an
 /// MPMC ring whose header every consumer refuses at attach ([`Error::Attach`] with
 /// [`AttachError::ReadSeqPastClaimSeq`](ringwire_core::AttachError::ReadSeqPastClaimSeq),
 /// [`AttachError::ClaimSeqExhausted`](ringwire_core::AttachError::ClaimSeqExhausted)), or
@@ -125,7 +127,8 @@ pub fn stat_json(path: &Path) -> Result<Value> {
     }
     let ring = ReadOnlyRing::open(path)?;
     let g = *ring.geometry();
-    // A write_seq every producer refuses is a corrupt header: no window can be shown.
+    // A write_seq every producer refuses, or an MPMC ring's past its claim_seq, is a
+    // corrupt header: no window can be shown.
     let w = ring.checked_write_seq()?;
     // One load per slot touches every page of the slot area: a large ring is not scanned.
     let scan = g.capacity.saturating_mul(u64::from(g.element_size)) <= MID_WRITE_SCAN_MAX_BYTES;

@@ -10,8 +10,8 @@
 //! still gets a frame each refresh or two. A path that stays missing (or names a file that never
 //! becomes a valid ring or queue) for [`REOPEN_GRACE`] ends `top` with an error (exit 1):
 //! `ring removed`, or why the new file cannot be opened.
-//! A ring whose `write_seq` is at or past 2^63 (a corrupt header every producer refuses)
-//! ends `top` with that error, at the open or at the first frame that reads it: its rates
+//! A ring whose `write_seq` is at or past 2^63 (a corrupt header every producer refuses),
+//! or an MPMC ring's at or past its `claim_seq` (which no producer publishes), ends `top` with that error, at the open or at the first frame that reads it: its rates
 //! and window would be nonsense.
 //!
 //! A creator that recreates its ring in place (ringfire's legacy non-exclusive mode, spec
@@ -237,8 +237,9 @@ fn run_with(
             // No rates when the counters were sampled just now, by the second reopen.
             let dt = (replaced < 2).then(|| now.duration_since(since).as_secs_f64().max(1e-9));
             let mut frame = Vec::new();
-            // A write_seq that became one every producer refuses (a corrupt header) ends
-            // top with the error, as at the open: its rates and window would be nonsense.
+            // A write_seq that became corrupt (one every producer refuses, or an MPMC ring's
+            // past its claim_seq) ends top with the error, as at the open: its rates and
+            // window would be nonsense.
             let corrupt = match &mut t.watched {
                 Watched::Ring { ring, prev } => match ring.checked_write_seq() {
                     Ok(w) => ring_frame(ring, w, prev, &mut frame, dt).map(|()| None),

@@ -597,7 +597,8 @@ mod tests {
     }
 
     /// On a sound, busy ring (producers lapping a small ring, a consumer moving read_seq) the
-    /// checks stat and heal run, a consumer's header check and [`slots_past_claim`], never
+    /// checks stat and heal run, [`RingView::checked_write_seq`] (`write_seq` against
+    /// `claim_seq`), a consumer's header check and [`slots_past_claim`], never
     /// call it corrupt: a published word comes with its ticket's claim, which the later
     /// load of `claim_seq` sees. The producers push at least 200,000 items each (100 under
     /// Miri) and go on until the checker has made 100 checks (3 under Miri) across moving
@@ -642,6 +643,7 @@ mod tests {
                 let mut found = Vec::new();
                 while !done.load(Ordering::Relaxed) && found.len() < 3 {
                     let before = r.claim_seq().load(Ordering::Relaxed);
+                    found.extend(r.checked_write_seq().err().map(|e| e.to_string()));
                     found.extend(LossyMpmcConsumer::new(r).err().map(|e| e.to_string()));
                     found.extend(slots_past_claim(&r).map(|f| f.to_string()));
                     if r.claim_seq().load(Ordering::Relaxed) != before {
@@ -1034,6 +1036,81 @@ mod tests {
             "MPMC read_seq 102 is past claim_seq 2 (a corrupt header): consumers would take no \
              ticket until 100 more were claimed, and count none of them lost"
         );
+    }
+
+    /// `write_seq` at or past `claim_seq` (below 2^63): a corrupt header, since a producer
+    /// claims its ticket before it publishes it. The tools refuse it
+    /// ([`RingView::checked_write_seq`], naming both values); `write_seq` one below
+    /// `claim_seq` is sound, and a single-writer ring (its `claim_seq` is 0) is not judged.
+    /// Producers and queue consumers accept it, with a clear behaviour (documented on their
+    /// attach): consumers never read `write_seq` and receive every ticket, and a producer's
+    /// publish leaves it where it is until tickets pass it (its `fetch_max` only raises it).
+    #[test]
+    fn a_write_seq_past_claim_seq_is_refused_by_the_tools_not_by_producers_or_consumers() {
+        let (_b, r) = ring(4);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        for v in [10u64, 20] {
+            assert!(matches!(
+                p.push(&v.to_le_bytes(), no_clock),
+                LossyPush::Published { .. }
+            ));
+        }
+        assert_eq!(
+            r.checked_write_seq(),
+            Ok(2),
+            "every ticket drawn is published"
+        );
+        for w in [3, 102, SEQ_LIMIT - 1] {
+            r.write_seq().store(w, Ordering::Relaxed);
+            assert_eq!(
+                r.checked_write_seq(),
+                Err(AttachError::WriteSeqPastClaimSeq {
+                    write_seq: w,
+                    claim_seq: 3
+                })
+            );
+        }
+        // At the limit, the limit's own refusal comes first.
+        r.write_seq().store(SEQ_LIMIT, Ordering::Relaxed);
+        assert_eq!(
+            r.checked_write_seq(),
+            Err(AttachError::WriteSeqExhausted {
+                write_seq: SEQ_LIMIT
+            })
+        );
+        r.write_seq().store(102, Ordering::Relaxed);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        let mut c = LossyMpmcConsumer::new(r).unwrap();
+        assert_eq!(
+            p.push(&30u64.to_le_bytes(), no_clock),
+            LossyPush::Published {
+                seq: 3,
+                wake: false
+            }
+        );
+        assert_eq!(r.write_seq().load(Ordering::Relaxed), 102);
+        assert_eq!(recv(&mut c), Some((1, 10)));
+        assert_eq!(recv(&mut c), Some((2, 20)));
+        assert_eq!(recv(&mut c), Some((3, 30)));
+        assert_eq!((recv(&mut c), c.dropped()), (None, 0));
+        assert_eq!(
+            AttachError::WriteSeqPastClaimSeq {
+                write_seq: 102,
+                claim_seq: 4
+            }
+            .to_string(),
+            "MPMC write_seq 102 is at or past claim_seq 4 (a corrupt header): no producer \
+             publishes a ticket it has not claimed, so the window it places holds records never \
+             published"
+        );
+        let mut buf = words(64);
+        let g = Geometry::spmc(4, 16, 8, 0, false).unwrap();
+        // SAFETY: the test's own buffer, used only while it lives.
+        let r = unsafe { Region::from_raw_parts(buf.as_mut_ptr().cast(), buf.len() * 8) }.unwrap();
+        // SAFETY: as above; no other view of it exists.
+        let v = unsafe { RingView::init(r, &g) }.unwrap();
+        v.write_seq().store(9, Ordering::Relaxed);
+        assert_eq!(v.checked_write_seq(), Ok(9));
     }
 
     #[test]
