@@ -6,9 +6,9 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use ringwire_core::blackboard::BLACKBOARD_MAGIC;
-use ringwire_core::layout::{Flags, RING_MAGIC, SLOT_WRITING, oldest_retained};
+use ringwire_core::layout::{Flags, RING_MAGIC, oldest_retained};
 use ringwire_core::queue::QueueKind;
-use ringwire_core::queue::compat::{LossyMpmcConsumer, slots_past_claim};
+use ringwire_core::queue::compat::{LossyMpmcConsumer, scan_slots};
 use serde_json::{Value, json};
 
 use super::out_err;
@@ -18,9 +18,9 @@ use crate::queue::ReadOnlyQueue;
 use crate::sys::reader_alive;
 
 /// The largest slot area (capacity × stride) whose MPMC slots `stat` scans for the write
-/// marker and for sequences past `claim_seq` (a scan each): the whole `ringwire stat` of a
-/// 256 MiB ring (2^22 slots of 64 bytes) in `/dev/shm` took 50–60 ms on this project's VM
-/// with one scan, and maps every page it reads.
+/// marker and for sequences past `claim_seq` (one scan for both): the whole `ringwire stat`
+/// of a 256 MiB ring (2^22 slots of 64 bytes) in `/dev/shm` took 50–60 ms on this project's
+/// VM with one scan, and maps every page it reads.
 const MID_WRITE_SCAN_MAX_BYTES: u64 = 256 << 20;
 
 pub(super) fn first_128(path: &Path) -> Result<(u64, [u8; 128])> {
@@ -132,12 +132,14 @@ pub fn stat_json(path: &Path) -> Result<Value> {
     let w = ring.checked_write_seq()?;
     // One load per slot touches every page of the slot area: a large ring is not scanned.
     let scan = g.capacity.saturating_mul(u64::from(g.element_size)) <= MID_WRITE_SCAN_MAX_BYTES;
+    let mut slots = None;
     if g.flags.has(Flags::MODE_MPMC) {
         // A header every consumer refuses at attach is corrupt: stat says so with the
         // consumer's own check (it only loads), as it refuses a queue's corrupt cursors.
         LossyMpmcConsumer::new(*ring.ring()).map_err(|e| Error::attach(path, e))?;
         // Then the slots against that claim_seq: one past it is corrupt, as heal says.
-        if let Some(source) = scan.then(|| slots_past_claim(ring.ring())).flatten() {
+        slots = scan.then(|| scan_slots(ring.ring())).flatten();
+        if let Some(source) = slots.and_then(|s| s.past_claim) {
             return Err(Error::CorruptSlots {
                 path: path.to_path_buf(),
                 source,
@@ -190,12 +192,7 @@ pub fn stat_json(path: &Path) -> Result<Value> {
     if let (true, Some(map)) = (flags.has(Flags::MODE_MPMC), o.as_object_mut()) {
         // Slots whose word is the write marker: a push in flight, or a producer that died
         // while copying (every push landing there then drops its message); null unscanned.
-        let stuck = scan.then(|| {
-            (0..g.capacity)
-                .filter(|&i| ring.slot_seq_word(i) == SLOT_WRITING)
-                .count()
-        });
-        map.insert("mid_write_slots".into(), json!(stuck));
+        map.insert("mid_write_slots".into(), json!(slots.map(|s| s.mid_write)));
     }
     if let (true, Some(map)) = (flags.has(Flags::WITH_ARENA), o.as_object_mut()) {
         // Both keys whenever the flag is set (spec §26), as ringfire: 0 and 0 when the

@@ -3,6 +3,6 @@
 mod mpmc_lossy;
 
 pub use mpmc_lossy::{
-    LossyHealError, LossyMpmcConsumer, LossyMpmcProducer, LossyPush, SlotsPastClaim, TAKEOVER_NS,
-    TicketExhausted, slots_past_claim,
+    LossyHealError, LossyMpmcConsumer, LossyMpmcProducer, LossyPush, SlotScan, SlotsPastClaim,
+    TAKEOVER_NS, TicketExhausted, scan_slots, slots_past_claim,
 };

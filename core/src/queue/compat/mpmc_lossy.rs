@@ -363,15 +363,38 @@ impl core::error::Error for SlotsPastClaim {}
 /// `claim_seq` loaded after it. It trusts `claim_seq`: check the header first
 /// ([`LossyMpmcConsumer::new`]). One load per slot: it touches every page of the slots.
 pub fn slots_past_claim(ring: &RingView) -> Option<SlotsPastClaim> {
+    scan_slots(ring)?.past_claim
+}
+
+/// What one pass over the slots of an MPMC ring found ([`scan_slots`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SlotScan {
+    /// Slots whose word is the write marker: a push in flight, or a producer that died
+    /// while copying (see [`LossyMpmcProducer::next_mid_write_slot`]).
+    pub mid_write: u64,
+    /// The slots holding a sequence at or past `claim_seq`, as [`slots_past_claim`] says.
+    pub past_claim: Option<SlotsPastClaim>,
+}
+
+/// [`slots_past_claim`] and the count of slots mid-write, in one pass over the slots of the
+/// MPMC ring `ring` (`None` for a ring that is not MPMC-flagged), for a report that shows
+/// both (`ringwire stat`). Only loads; one load per slot.
+pub fn scan_slots(ring: &RingView) -> Option<SlotScan> {
     check_mpmc(ring).ok()?;
     // Relaxed: a lower bound; a word at or past it is judged against a later load.
     let mut claim = ring.claim_seq().load(Ordering::Relaxed);
     let mut found: Option<SlotsPastClaim> = None;
+    let mut mid_write = 0;
     for i in 0..ring.capacity() {
         // Acquire: a word a producer published comes with its claim of that ticket, so a
         // claim_seq loaded after it is past it.
         let w = ring.slot_seq(i).load(Ordering::Acquire);
-        if w == SLOT_WRITING || w < claim {
+        if w == SLOT_WRITING {
+            mid_write += 1;
+            continue;
+        }
+        if w < claim {
             continue;
         }
         // Relaxed: ordered after the acquire load above.
@@ -391,7 +414,10 @@ pub fn slots_past_claim(ring: &RingView) -> Option<SlotsPastClaim> {
             }
         }
     }
-    found
+    Some(SlotScan {
+        mid_write,
+        past_claim: found,
+    })
 }
 
 /// A competing consumer of a ringfire MPMC ring (spec §8.2): each ticket goes to one
@@ -574,6 +600,14 @@ mod tests {
         r.claim_seq().fetch_add(1, Ordering::Relaxed);
         r.slot_seq(7).store(SLOT_WRITING, Ordering::Relaxed);
         assert_eq!(slots_past_claim(&r), None);
+        // The same pass counts the slot mid-write.
+        assert_eq!(
+            scan_slots(&r),
+            Some(SlotScan {
+                mid_write: 1,
+                past_claim: None
+            })
+        );
         let claim_seq = r.claim_seq().load(Ordering::Relaxed);
         r.slot_seq(1).store(claim_seq, Ordering::Relaxed);
         r.slot_seq(2).store(u64::MAX - 1, Ordering::Relaxed);
@@ -586,6 +620,7 @@ mod tests {
                 claim_seq
             })
         );
+        assert_eq!(scan_slots(&r).map(|s| s.mid_write), Some(1));
         let mut buf = words(64);
         let g = Geometry::spmc(4, 16, 8, 0, false).unwrap();
         // SAFETY: the test's own buffer, used only while it lives.
@@ -594,6 +629,7 @@ mod tests {
         let v = unsafe { RingView::init(r, &g) }.unwrap();
         v.slot_seq(0).store(9, Ordering::Relaxed);
         assert_eq!(slots_past_claim(&v), None);
+        assert_eq!(scan_slots(&v), None);
     }
 
     /// On a sound, busy ring (producers lapping a small ring, a consumer moving read_seq) the
