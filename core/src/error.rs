@@ -4,6 +4,42 @@ use core::fmt;
 
 use crate::region::RegionError;
 
+/// The kind of file a magic belongs to, of those ringwire knows: errors about a file with
+/// the wrong magic name it ("the magic of a ring file"), since a wrong or swapped path is
+/// the usual cause. Displays as a noun phrase: "a ring file", "a blackboard", "a ringwire
+/// SPSC queue".
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum KnownMagic {
+    /// [`RING_MAGIC`](crate::layout::RING_MAGIC): a ring, ringwire's or ringfire's.
+    Ring,
+    /// [`BLACKBOARD_MAGIC`](crate::blackboard::BLACKBOARD_MAGIC).
+    Blackboard,
+    /// A ringwire queue's magic.
+    Queue(crate::queue::QueueKind),
+}
+
+impl KnownMagic {
+    /// The kind of file whose magic is `magic`, or `None` for a magic no file kind has.
+    pub fn of(magic: u64) -> Option<KnownMagic> {
+        match magic {
+            crate::layout::RING_MAGIC => Some(KnownMagic::Ring),
+            crate::blackboard::BLACKBOARD_MAGIC => Some(KnownMagic::Blackboard),
+            m => crate::queue::QueueKind::from_magic(m).map(KnownMagic::Queue),
+        }
+    }
+}
+
+impl fmt::Display for KnownMagic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KnownMagic::Ring => f.write_str("a ring file"),
+            KnownMagic::Blackboard => f.write_str("a blackboard"),
+            KnownMagic::Queue(kind) => write!(f, "a ringwire {} queue", kind.name()),
+        }
+    }
+}
+
 /// A ring cannot be attached: spec §1.3 checks, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -181,16 +217,12 @@ impl fmt::Display for AttachError {
                 f,
                 "magic is 0: not a ring, or its creation has not finished"
             ),
-            BadMagic { found } => match crate::queue::QueueKind::from_magic(found) {
-                Some(kind) => write!(
-                    f,
-                    "this is a ringwire {} queue (magic {found:#018x}), not a ring",
-                    kind.name()
-                ),
-                None if found == crate::blackboard::BLACKBOARD_MAGIC => {
-                    write!(f, "this is a blackboard (magic {found:#018x}), not a ring")
+            BadMagic { found } => match KnownMagic::of(found) {
+                // Named by its magic: a wrong or swapped path.
+                Some(other @ (KnownMagic::Blackboard | KnownMagic::Queue(_))) => {
+                    write!(f, "this is {other} (magic {found:#018x}), not a ring")
                 }
-                None => write!(
+                Some(KnownMagic::Ring) | None => write!(
                     f,
                     "not a ring, queue or blackboard of ringwire or ringfire: bad magic \
                      {found:#018x} (a ring's is {:#018x})",
@@ -411,7 +443,44 @@ impl core::error::Error for RegionError {}
 #[cfg(test)]
 mod tests {
     use super::AttachError;
+    use crate::blackboard::BLACKBOARD_MAGIC;
+    use crate::layout::RING_MAGIC;
+    use crate::queue::QueueAttachError;
+    use crate::queue::layout::{MPMC_MAGIC, SPSC_MAGIC};
     use std::string::ToString;
+
+    /// A ring's attach and a queue's name the file kind another kind's magic belongs to
+    /// (through one [`super::KnownMagic`], as std's `Error::BadFileMagic`); a ring's own
+    /// magic, which a ring's attach never refuses, reads as an unknown one there.
+    #[test]
+    fn a_magic_of_another_file_kind_is_named() {
+        let ring = |m: u64| AttachError::BadMagic { found: m }.to_string();
+        let queue = |m: u64| QueueAttachError::BadMagic { found: m }.to_string();
+        for (m, kind) in [(SPSC_MAGIC, "SPSC"), (MPMC_MAGIC, "MPMC")] {
+            assert_eq!(
+                ring(m),
+                std::format!("this is a ringwire {kind} queue (magic {m:#018x}), not a ring")
+            );
+        }
+        assert_eq!(
+            ring(BLACKBOARD_MAGIC),
+            std::format!("this is a blackboard (magic {BLACKBOARD_MAGIC:#018x}), not a ring")
+        );
+        assert_eq!(
+            ring(RING_MAGIC),
+            "not a ring, queue or blackboard of ringwire or ringfire: bad magic \
+             0x52494e4746495245 (a ring's is 0x52494e4746495245)"
+        );
+        assert_eq!(
+            queue(RING_MAGIC),
+            "bad queue magic 0x52494e4746495245 (the magic of a ring file)"
+        );
+        assert_eq!(
+            queue(BLACKBOARD_MAGIC),
+            std::format!("bad queue magic {BLACKBOARD_MAGIC:#018x} (the magic of a blackboard)")
+        );
+        assert_eq!(queue(7), "bad queue magic 0x0000000000000007");
+    }
 
     /// The variants are public: one built by hand with the values the other way round
     /// prints a count of 0 instead of panicking on the subtraction (debug builds).

@@ -352,14 +352,8 @@ impl fmt::Display for Error {
             Error::BadFileMagic { kind, found, .. } => {
                 write!(f, "{kind} {p}: bad magic {found:#018x}")?;
                 // Naming the file kind the magic belongs to shows a swapped or wrong path.
-                match ringwire_core::queue::QueueKind::from_magic(*found) {
-                    Some(k) => write!(f, " (the magic of a ringwire {} queue)", k.name()),
-                    None if *found == ringwire_core::layout::RING_MAGIC => {
-                        write!(f, " (the magic of a ring file)")
-                    }
-                    None if *found == ringwire_core::blackboard::BLACKBOARD_MAGIC => {
-                        write!(f, " (the magic of a blackboard)")
-                    }
+                match ringwire_core::error::KnownMagic::of(*found) {
+                    Some(owner) => write!(f, " (the magic of {owner})"),
                     None => Ok(()),
                 }
             }

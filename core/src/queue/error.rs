@@ -46,7 +46,9 @@ pub enum QueueAttachError {
         /// Region length.
         len: u64,
     },
-    /// The magic is no queue magic (0: not a queue, or its creation has not finished).
+    /// The magic is no queue magic (0: not a queue, or its creation has not finished). Its
+    /// message names the file kind the magic belongs to, if any
+    /// ([`KnownMagic`](crate::error::KnownMagic): a ring's, a blackboard's).
     BadMagic {
         /// The value found.
         found: u64,
@@ -364,11 +366,14 @@ impl fmt::Display for QueueAttachError {
                 f,
                 "magic is 0: not a queue, or its creation has not finished"
             ),
-            BadMagic { found } if found == crate::layout::RING_MAGIC => write!(
-                f,
-                "this is a ringfire-format ring (magic {found:#018x}), not a ringwire queue"
-            ),
-            BadMagic { found } => write!(f, "bad queue magic {found:#018x}"),
+            BadMagic { found } => {
+                write!(f, "bad queue magic {found:#018x}")?;
+                // Naming the file kind the magic belongs to shows a wrong or swapped path.
+                match crate::error::KnownMagic::of(found) {
+                    Some(owner) => write!(f, " (the magic of {owner})"),
+                    None => Ok(()),
+                }
+            }
             WrongKind { expected, found } => {
                 write!(
                     f,

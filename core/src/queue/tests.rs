@@ -5,6 +5,7 @@ use std::vec::Vec;
 
 use super::*;
 use crate::AttachError;
+use crate::blackboard::BLACKBOARD_MAGIC;
 use crate::layout::RING_MAGIC;
 use crate::region::Region;
 use crate::ring::{Expect, RingView};
@@ -249,10 +250,21 @@ fn attach_errors_carry_the_bad_value() {
         QueueView::attach(b.region(), expect).unwrap_err(),
         QueueAttachError::BadMagic { found: 0 }
     );
+    // A ring's or a blackboard's magic is named as such (a wrong path), as the ring's
+    // attach names a queue's and std's Error::BadFileMagic names each.
+    for (magic, owner) in [
+        (RING_MAGIC, "a ring file"),
+        (BLACKBOARD_MAGIC, "a blackboard"),
+    ] {
+        b.0[0] = Word(magic);
+        let e = QueueView::attach(b.region(), expect).unwrap_err();
+        assert_eq!(e, QueueAttachError::BadMagic { found: magic });
+        assert_eq!(
+            std::format!("{e}"),
+            std::format!("bad queue magic {magic:#018x} (the magic of {owner})")
+        );
+    }
     b.0[0] = Word(RING_MAGIC);
-    let e = QueueView::attach(b.region(), expect).unwrap_err();
-    assert_eq!(e, QueueAttachError::BadMagic { found: RING_MAGIC });
-    assert!(std::format!("{e}").contains("ringfire"));
     // A small ringfire ring (shorter than a queue's fixed part) is named by its magic.
     // SAFETY: a prefix of the same live buffer.
     let small = unsafe { Region::from_raw_parts(b.0.as_mut_ptr().cast(), 256) }.unwrap();
