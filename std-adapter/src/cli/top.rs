@@ -11,8 +11,9 @@
 //! becomes a valid ring or queue) for [`REOPEN_GRACE`] ends `top` with an error (exit 1):
 //! `ring removed`, or why the new file cannot be opened.
 //! A ring whose `write_seq` is at or past 2^63 (a corrupt header every producer refuses),
-//! or an MPMC ring's at or past its `claim_seq` (which no producer publishes), ends `top` with that error, at the open or at the first frame that reads it: its rates
-//! and window would be nonsense.
+//! or an MPMC ring's at or past its `claim_seq` (which no producer publishes), ends `top`
+//! with that error, at the open or at the first frame that reads it: its rates and window
+//! would be nonsense.
 //!
 //! A creator that recreates its ring in place (ringfire's legacy non-exclusive mode, spec
 //! §1.2 step 4: the same inode truncated, resized and initialised again) is followed too:
