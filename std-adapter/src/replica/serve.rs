@@ -47,7 +47,6 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
 
-use ringwire_core::layout::check_write_seq;
 use ringwire_core::replicate::collect::max_frame_len;
 use ringwire_core::replicate::udp_sender::UdpCounters;
 use ringwire_core::replicate::{
@@ -331,15 +330,15 @@ impl ServedRing {
         }
     }
 
-    /// Why the ring cannot be served, if its header says so: a `write_seq` at or past
-    /// [`SEQ_LIMIT`](ringwire_core::layout::SEQ_LIMIT), which no writer reaches (a producer
-    /// refuses to attach to it, [`check_write_seq`]). Served, it put sequences every mirror
+    /// Why the ring cannot be served, if its header says so
+    /// ([`RingView::checked_write_seq`], as `stat`, `dump` and `top` judge it): a
+    /// `write_seq` at or past [`SEQ_LIMIT`](ringwire_core::layout::SEQ_LIMIT), which no
+    /// writer reaches (a producer refuses to attach to it), or an MPMC ring's at or past its
+    /// `claim_seq`, which no producer publishes. Served, the first put sequences every mirror
     /// refuses into GEOMETRY and HEARTBEAT frames, and froze live sessions, with nothing in
-    /// serve's log to say why.
+    /// serve's log to say why; the second offers mirrors records that were never written.
     fn corrupt(&self) -> Option<AttachError> {
-        // Relaxed: only the value is judged.
-        let w = self.view().write_seq().load(Ordering::Relaxed);
-        check_write_seq(w).err()
+        self.view().checked_write_seq().err()
     }
 
     /// The mapped file's length.
@@ -2043,6 +2042,37 @@ mod tests {
             "{:?}",
             t0.elapsed()
         );
+    }
+
+    /// An MPMC ring whose `write_seq` is at or past its `claim_seq` (below 2^63: a corrupt
+    /// header, since a producer claims a ticket before it publishes it) is refused at the
+    /// start, naming both values, as `stat` refuses it; served, it offered mirrors records
+    /// that were never written.
+    #[test]
+    fn an_mpmc_write_seq_past_claim_seq_is_a_corrupt_ring() {
+        let s = Scratch::new("mpmc-past-claim");
+        let p = crate::lossy_mpmc::MpmcProducer::<u64>::create(&s.0, 16).unwrap();
+        for v in 1..=3u64 {
+            p.push(&v);
+        }
+        Server::bind(quiet(&s.0)).expect("a sound MPMC ring is served");
+        let ring = ServedRing::open_any(&s.0).unwrap();
+        let claim_seq = ring.view().claim_seq().load(Ordering::Relaxed);
+        for w in [claim_seq, claim_seq + 5] {
+            ring.view().write_seq().store(w, Ordering::Release);
+            let e = Server::bind(quiet(&s.0))
+                .err()
+                .expect("bound a corrupt ring");
+            assert!(
+                matches!(&e, ReplicaError::Ring(r)
+                if r.attach_error() == Some(AttachError::WriteSeqPastClaimSeq {
+                    write_seq: w,
+                    claim_seq,
+                })),
+                "{e}"
+            );
+            assert!(e.to_string().contains(&format!("write_seq {w}")), "{e}");
+        }
     }
 
     /// A ring that is mapped read-only (as when serve has no write access) is served over
