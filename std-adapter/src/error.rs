@@ -199,6 +199,14 @@ pub enum Error {
         /// Who refused (`a mirror`, `a ring producer`, `a blackboard producer`).
         creator: &'static str,
     },
+    /// The path of a mirror's ring holds a lossy MPMC ring (`MODE_MPMC`, spec §8): a ring,
+    /// but one its producers write by ticket. The mirror neither adopts it (its single-writer
+    /// records would leave `write_seq` past `claim_seq`, which `stat`, `heal` and `serve`
+    /// then refuse as corrupt) nor replaces it (the producers' records).
+    MpmcRingNotMirrored {
+        /// The file.
+        path: PathBuf,
+    },
     /// Stuck slots were found and left as they are (`ringwire heal`): their holders may be
     /// alive.
     NotHealed {
@@ -259,6 +267,7 @@ impl Error {
             | Error::ForkedCheckpoint { path, .. }
             | Error::CheckpointMoved { path }
             | Error::NotReplaced { path, .. }
+            | Error::MpmcRingNotMirrored { path }
             | Error::NotHealed { path, .. }
             | Error::RingTooLarge { path, .. }
             | Error::CorruptSlots { path, .. }
@@ -388,6 +397,11 @@ impl fmt::Display for Error {
                 write!(f, "{p}: ")?;
                 not_replaced(f, *len, *magic, kind, creator)
             }
+            Error::MpmcRingNotMirrored { .. } => write!(
+                f,
+                "{p}: a lossy MPMC ring (flag MODE_MPMC), written by its producers; a mirror \
+                 neither writes into one nor replaces it (remove it, or use another path)"
+            ),
             Error::InvalidArgument { what, path } if path.as_os_str().is_empty() => {
                 write!(f, "{what}")
             }

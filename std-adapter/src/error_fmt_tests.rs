@@ -82,6 +82,7 @@ fn error_variant(e: &Error) -> usize {
         Error::RingTooLarge { .. } => 22,
         Error::InvalidArgument { .. } => 23,
         Error::CorruptSlots { .. } => 24,
+        Error::MpmcRingNotMirrored { .. } => 25,
     }
 }
 
@@ -231,6 +232,7 @@ fn error_samples() -> Vec<Error> {
             Error::NotRegularFile { path: p() },
             Error::NoOffsetFile { path: p() },
             Error::CheckpointMoved { path: p() },
+            Error::MpmcRingNotMirrored { path: p() },
         ]);
     }
     all
@@ -253,7 +255,7 @@ fn hidden(e: &Error) -> &'static [&'static str] {
 #[test]
 fn adapter_errors_format_every_variant_with_their_path() {
     let all = error_samples();
-    assert_every_variant(&all, 25, error_variant);
+    assert_every_variant(&all, 26, error_variant);
     for e in &all {
         let shown = check(e, hidden(e));
         let path = e.path().display().to_string();

@@ -6,7 +6,7 @@
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
-use ringwire_core::layout::Geometry;
+use ringwire_core::layout::{Flags, Geometry};
 use ringwire_core::replicate::{Holds, RecordSink, SinkError, compare_received, write_received};
 use ringwire_core::sync::Ordering;
 use ringwire_core::{Expect, RingView};
@@ -101,6 +101,14 @@ impl FileSink {
             return Err(Error::ProducerAlreadyExists { path });
         }
         match RingFile::open(&path, Expect::RAW) {
+            // A lossy MPMC ring is a ring, and its geometry may match the source's (spec
+            // §21.1 compares no flags), but its producers write it by ticket: adopted, the
+            // mirror's records would leave its `write_seq` past its `claim_seq` (a corrupt
+            // ring to `stat`, `heal` and `serve`). A mirror never creates one, so it is
+            // somebody's queue: refused, neither adopted nor replaced.
+            Ok(r) if r.ring().geometry().flags.has(Flags::MODE_MPMC) => {
+                return Err(Error::MpmcRingNotMirrored { path });
+            }
             Ok(r) => sink.ring = Some(r),
             // A ring that does not validate (another version, a corrupt header, a creation
             // that never finished) is recreated at the handshake, as is an empty file.
@@ -329,6 +337,39 @@ mod tests {
             ),
             "{e:?}"
         );
+        std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A lossy MPMC ring at the mirror's path is refused before connecting, neither adopted
+    /// (its geometry would match a source's of the same shape, as no flags are compared)
+    /// nor replaced, and left byte for byte as it was. While its creating producer lives,
+    /// its lock refuses the mirror already.
+    #[test]
+    fn a_lossy_mpmc_ring_is_neither_adopted_nor_replaced() {
+        let path = std::env::temp_dir().join(format!("ringwire-sink-mpmc-{}", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let mut tx = crate::MpmcProducer::<u64>::create(&path, 16).unwrap();
+        tx.set_cleanup_mode(CleanupMode::Persistent);
+        for v in 1..=3u64 {
+            tx.push(&v);
+        }
+        let e = FileSink::open(&path).err().expect("refused while its producer lives");
+        assert!(matches!(e, Error::ProducerAlreadyExists { .. }), "{e:?}");
+        drop(tx);
+        let before = std::fs::read(&path).unwrap();
+        let e = FileSink::open(&path).err().expect("refused");
+        assert!(
+            matches!(&e, Error::MpmcRingNotMirrored { path: p } if *p == path),
+            "{e:?}"
+        );
+        let msg = e.to_string();
+        assert!(msg.contains("lossy MPMC ring"), "{msg}");
+        assert!(msg.contains(&path.display().to_string()), "{msg}");
+        assert_eq!(std::fs::read(&path).unwrap(), before, "the file was touched");
+        // The refusal let go of the lock: the ring's own producers attach again.
+        let again = crate::MpmcProducer::<u64>::attach(&path).unwrap();
+        assert_eq!(again.push(&4), 4);
+        drop(again);
         std::fs::remove_file(&path).unwrap();
     }
 
