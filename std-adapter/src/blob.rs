@@ -370,6 +370,10 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
         let path = path.as_ref();
         const { assert_meta_align::<M>() };
         let file = RingFile::open(path, blob_expect::<M>())?;
+        // A corrupt write_seq is refused, as by `RingConsumer` (`RingView::checked_write_seq`).
+        file.ring()
+            .checked_write_seq()
+            .map_err(|e| Error::attach(path, e))?;
         let blob_err = |source| Error::Blob {
             path: path.to_path_buf(),
             source,
@@ -673,6 +677,34 @@ mod tests {
         assert_eq!((meta, &out[..6]), (8, &b"second"[..]));
         assert_eq!(rx.view(|_, _| ()).unwrap(), None);
         assert_eq!((rx.cursor(), rx.lag(), rx.lapped_count()), (3, 0, 0));
+    }
+
+    /// As `RingConsumer`'s attach: a `write_seq` at or past 2^63 is a corrupt header.
+    #[test]
+    fn a_write_seq_past_the_limit_is_refused_at_attach() {
+        use ringwire_core::layout::SEQ_LIMIT;
+        let path = std::env::temp_dir().join(format!("ringwire-blob-bad-w-{}", std::process::id()));
+        let mut tx = BlobProducer::<u64>::create(&path, 16, 4096).unwrap();
+        tx.push(&1, b"one").unwrap();
+        let w = tx.file().ring().write_seq();
+        w.store(SEQ_LIMIT + 1, ringwire_core::sync::Ordering::Release);
+        let got = BlobConsumer::<u64>::attach(&path).err();
+        w.store(1, ringwire_core::sync::Ordering::Release);
+        let ok = BlobConsumer::<u64>::attach(&path).map(|mut rx| {
+            let (mut meta, mut out) = (0u64, [0u8; 16]);
+            rx.recv(&mut meta, &mut out).map(|n| (n, meta))
+        });
+        drop(tx);
+        let _ = std::fs::remove_file(&path);
+        let e = got.expect("attached to a corrupt ring");
+        assert_eq!(
+            e.attach_error(),
+            Some(ringwire_core::AttachError::WriteSeqExhausted {
+                write_seq: SEQ_LIMIT + 1
+            }),
+            "{e}"
+        );
+        assert_eq!(ok.unwrap().unwrap(), (Some(3), 1));
     }
 
     #[test]

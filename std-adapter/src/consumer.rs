@@ -222,7 +222,9 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// Attaches at the oldest retained message (spec §5), registered as `"consumer"` if the
     /// ring has a registry. On a lossless ring whose registry has no free slot (every one
     /// held by a live reader) it fails with [`Error::Registry`]; a lossy ring's reader then
-    /// goes on unregistered.
+    /// goes on unregistered. A corrupt `write_seq` fails with [`Error::Attach`]
+    /// ([`RingView::checked_write_seq`](ringwire_core::RingView::checked_write_seq): at or
+    /// past 2^63, or on an MPMC ring at or past `claim_seq`), as every attach does.
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
         RingConsumerBuilder::new().start_from_oldest().attach(path)
     }
@@ -272,6 +274,12 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     pub fn attach_with_options<P: AsRef<Path>>(path: P, b: RingConsumerBuilder<T>) -> Result<Self> {
         let path = path.as_ref();
         let file = RingFile::open(path, Self::expect())?;
+        // A write_seq no producer publishes (a corrupt header) is refused here, as producers,
+        // `serve` and the tools refuse it: read against it, the start, the lap checks and
+        // `lag` would be measured from a sequence no record will reach.
+        file.ring()
+            .checked_write_seq()
+            .map_err(|e| Error::attach(path, e))?;
         let name = b.name.as_deref().unwrap_or(DEFAULT_CONSUMER_NAME);
         // A name without a file means the default file (spec §13), as does an empty path.
         let checkpoint_path = match &b.offset_file {
@@ -1011,6 +1019,69 @@ mod tests {
         for cpu in [ring_cpu, queue_cpu] {
             assert!(cpu < 100_000, "a waiter spun: {what}");
         }
+    }
+
+    /// A ring whose `write_seq` no producer could have published is refused at attach, as
+    /// producers, `serve` and the tools refuse it: at or past 2^63, or on an MPMC ring at or
+    /// past its `claim_seq`. Nothing is registered, and the ring is left as it was.
+    #[test]
+    fn a_corrupt_write_seq_is_refused_at_attach() {
+        use ringwire_core::AttachError;
+        use ringwire_core::layout::SEQ_LIMIT;
+        let t = TmpPaths::new(&["bad-w", "bad-w-mpmc"]);
+        let mut tx = RingProducer::<u64>::create_with_options(
+            &t.0[0],
+            RingProducer::<u64>::builder(8).max_readers(2),
+        )
+        .unwrap();
+        tx.push(&1);
+        let ring = *tx.file().ring();
+        for bad in [SEQ_LIMIT, SEQ_LIMIT + 5, u64::MAX] {
+            ring.write_seq().store(bad, Ordering::Release);
+            for latest in [false, true] {
+                let r = if latest {
+                    RingConsumer::<u64>::attach_latest(&t.0[0])
+                } else {
+                    RingConsumer::<u64>::attach(&t.0[0])
+                };
+                let e = r.expect_err("attached to a corrupt ring");
+                assert_eq!(
+                    e.attach_error(),
+                    Some(AttachError::WriteSeqExhausted { write_seq: bad }),
+                    "{e}"
+                );
+                assert!(e.to_string().contains(&t.0[0].display().to_string()), "{e}");
+            }
+            assert_eq!(ring.write_seq().load(Ordering::Relaxed), bad);
+        }
+        let registry = tx.registry().expect("a registry");
+        assert_eq!(registry.min_cursor(), None, "a refused reader registered");
+        ring.write_seq().store(1, Ordering::Release);
+        let mut rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
+        assert_eq!(rx.try_recv(), Some(1));
+        // An MPMC ring: a write_seq at or past claim_seq is corrupt, one below it is not.
+        let mtx = crate::MpmcProducer::<u64>::create(&t.0[1], 8).unwrap();
+        for v in 1..=3u64 {
+            mtx.push(&v);
+        }
+        let view = *mtx.file().ring();
+        let claim = view.claim_seq().load(Ordering::Relaxed);
+        for w in [claim, claim + 1, SEQ_LIMIT - 1] {
+            view.write_seq().store(w, Ordering::Release);
+            let e =
+                RingConsumer::<u64>::attach(&t.0[1]).expect_err("attached to a corrupt MPMC ring");
+            assert_eq!(
+                e.attach_error(),
+                Some(AttachError::WriteSeqPastClaimSeq {
+                    write_seq: w,
+                    claim_seq: claim
+                }),
+                "{e}"
+            );
+        }
+        view.write_seq().store(claim - 1, Ordering::Release);
+        let mut rx = RingConsumer::<u64>::attach(&t.0[1]).unwrap();
+        assert_eq!(rx.try_recv(), Some(1));
     }
 
     #[test]

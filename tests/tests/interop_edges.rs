@@ -629,6 +629,12 @@ fn holes_in_sparse_and_mpmc_rings_read_alike() {
         }
         drop(prod);
         patch(p.path(), 48, &flags.to_le_bytes());
+        if flags & 0x0020 != 0 {
+            // An MPMC ring's next ticket to claim, as its producers would have left it: at 0
+            // it is below write_seq, a corrupt header both crates' tools refuse and
+            // ringwire's readers refuse at attach.
+            patch(p.path(), 40, &21u64.to_le_bytes());
+        }
         for &(seq, left) in holes {
             patch(p.path(), 128 + (seq & 7) * 16, &left.to_le_bytes());
         }
@@ -725,6 +731,9 @@ fn schema_signatures_and_mismatches_agree() {
     sig_case::<u64, u32>(false);
 }
 
+/// A `write_seq` just below 2^63 reads alike; at or past it (a corrupt header, which no
+/// producer of either crate publishes) ringfire's reader attaches and ringwire's refuses
+/// with `AttachError::WriteSeqExhausted`, as both crates' producers and ringwire's tools do.
 #[test]
 fn write_seq_near_its_limit_reads_alike() {
     use ringwire_tests::shm::patch;
@@ -773,6 +782,16 @@ fn write_seq_near_its_limit_reads_alike() {
                 }
                 .attach(p.path())
             };
+            if w >= 1 << 63 {
+                let e = rw.expect_err("ringwire attached to a corrupt ring");
+                assert_eq!(
+                    e.attach_error(),
+                    Some(ringwire::core::AttachError::WriteSeqExhausted { write_seq: w }),
+                    "w {w:#x} mode {mode}: {e}"
+                );
+                drop(rf);
+                continue;
+            }
             let mut rw = match rw {
                 Ok(c) => c,
                 Err(e) => panic!("w {w:#x} mode {mode}: ringwire refused: {e}"),

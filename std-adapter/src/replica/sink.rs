@@ -353,7 +353,9 @@ mod tests {
         for v in 1..=3u64 {
             tx.push(&v);
         }
-        let e = FileSink::open(&path).err().expect("refused while its producer lives");
+        let e = FileSink::open(&path)
+            .err()
+            .expect("refused while its producer lives");
         assert!(matches!(e, Error::ProducerAlreadyExists { .. }), "{e:?}");
         drop(tx);
         let before = std::fs::read(&path).unwrap();
@@ -365,7 +367,11 @@ mod tests {
         let msg = e.to_string();
         assert!(msg.contains("lossy MPMC ring"), "{msg}");
         assert!(msg.contains(&path.display().to_string()), "{msg}");
-        assert_eq!(std::fs::read(&path).unwrap(), before, "the file was touched");
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "the file was touched"
+        );
         // The refusal let go of the lock: the ring's own producers attach again.
         let again = crate::MpmcProducer::<u64>::attach(&path).unwrap();
         assert_eq!(again.push(&4), 4);
