@@ -987,11 +987,14 @@ fn spsc_packed_batches_mix_with_single_items_across_long_spans_and_the_wrap() {
     // mixed in at random, so a batch copy that put items in the wrong slots is caught even
     // if its push and pop agreed. Records carry a trailing partial record, which is
     // ignored, and a pop leaves its buffer alone past the items it popped. Canary words
-    // after the slot area show that no copy ran past it.
-    const CAP: u64 = 32;
+    // after the slot area show that no copy ran past it. The same on 512 slots with
+    // batches of up to 519 items: there more than `prefetch_ahead` (64) slots are often
+    // free and published, so every path prefetches ("Prefetching" in the spsc docs).
+    // Not under Miri, where prefetches compile to nothing and 512 slots take minutes.
     const CANARY: u64 = 0x5a5a_1234_a5a5_4321;
-    for item in [8usize, 24, 64] {
-        let g = QueueGeometry::spsc_fixed(CAP, item).unwrap();
+    let caps: &[u64] = if cfg!(miri) { &[32] } else { &[32, 512] };
+    for (cap, item) in caps.iter().flat_map(|&c| [8usize, 24, 64].map(|i| (c, i))) {
+        let g = QueueGeometry::spsc_fixed(cap, item).unwrap();
         assert_eq!(g.slot_stride as usize, item, "packed");
         let len = g.total_len().unwrap();
         let mut b = Buf::new(len + 64);
@@ -1015,9 +1018,9 @@ fn spsc_packed_batches_mix_with_single_items_across_long_spans_and_the_wrap() {
             x ^= x >> 7;
             x ^= x << 17;
             // Single pops hand their slots back a few at a time (`release_every`).
-            let free = CAP - (next_in - (next_out - c.unreleased()));
+            let free = cap - (next_in - (next_out - c.unreleased()));
             if x & 1 == 0 {
-                let want = x % 40;
+                let want = x % (cap + 8);
                 let partial = ((x >> 8) % item as u64) as usize;
                 let mut recs: Vec<u8> = (next_in..next_in + want).flat_map(rec).collect();
                 recs.resize(recs.len() + partial, 0xee);
@@ -1037,7 +1040,7 @@ fn spsc_packed_batches_mix_with_single_items_across_long_spans_and_the_wrap() {
             }
             let ready = next_in - next_out;
             if x & 2 == 0 {
-                let want = ((x >> 16) % 40) as usize;
+                let want = ((x >> 16) % (cap + 8)) as usize;
                 let partial = ((x >> 24) % item as u64) as usize;
                 let mut out = vec![0x77u8; want * item + partial];
                 let n = c.pop_fixed(&mut out, item).unwrap();
@@ -1557,4 +1560,35 @@ fn spsc_release_if_ahead_never_moves_the_consumer_index_back() {
     assert_eq!(copy.try_pop(&mut buf), Ok(8));
     copy.release_if_ahead();
     assert_eq!(deq(), 3);
+}
+
+#[test]
+fn spsc_prefetch_distance_is_64_slots_or_4_kib() {
+    use super::view::{PREFETCH_BYTES, PREFETCH_SLOTS, prefetch_ahead_for};
+    assert_eq!((PREFETCH_SLOTS, PREFETCH_BYTES), (64, 4096));
+    for (stride, ahead) in [
+        (0, 64),
+        (8, 64),
+        (64, 64),
+        (65, 63),
+        (512, 8),
+        (4096, 1),
+        (4097, 1),
+        (u64::MAX, 1),
+    ] {
+        assert_eq!(prefetch_ahead_for(stride), ahead, "stride {stride}");
+    }
+    // A view decodes it from its stride: 8-byte and 64-byte items, and 1500-byte datagrams.
+    for (g, ahead) in [
+        (QueueGeometry::spsc_fixed(512, 8).unwrap(), 64),
+        (QueueGeometry::spsc_fixed(512, 64).unwrap(), 64),
+        // A 1536-byte stride (1500 bytes and the length word, in whole lines): 2 slots.
+        (
+            QueueGeometry::cache_lines(QueueKind::Spsc, 16, 1500).unwrap(),
+            2,
+        ),
+    ] {
+        let (_b, q) = queue_of(&g);
+        assert_eq!(q.prefetch_ahead(), ahead, "{g:?}");
+    }
 }

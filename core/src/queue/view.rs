@@ -69,6 +69,8 @@ fn loom_cells(capacity: u64) -> std::sync::Arc<[loom::cell::UnsafeCell<()>]> {
 /// item size, the item size of a fixed-size SPSC queue, and that again if its items lie
 /// back to back (`packed_len`, see [`QueueView::packed_len`]). `fixed_len` and
 /// `packed_len` are `usize::MAX` on any other queue, so that no item matches them.
+/// `ahead`: how many slots ahead of its cursor an SPSC handle prefetches
+/// ([`QueueView::prefetch_ahead`]).
 #[derive(Clone, Copy, Debug)]
 struct Slots {
     words: usize,
@@ -78,6 +80,32 @@ struct Slots {
     item: usize,
     fixed_len: usize,
     packed_len: usize,
+    ahead: u64,
+}
+
+/// How many slots ahead of its cursor an SPSC handle prefetches, at most (see "Prefetching"
+/// in the `spsc` module's docs).
+pub(crate) const PREFETCH_SLOTS: u64 = 64;
+/// How many bytes ahead of its cursor an SPSC handle prefetches, at most: slots larger than
+/// 64 bytes are prefetched fewer slots ahead.
+pub(crate) const PREFETCH_BYTES: u64 = 4096;
+/// The cache line a prefetch brings in: a span is prefetched once per line.
+const LINE: usize = 64;
+
+/// [`Slots::ahead`] for slots of `stride` bytes: [`PREFETCH_SLOTS`], or as many slots as
+/// fit in [`PREFETCH_BYTES`] when fewer, and at least 1.
+pub(crate) const fn prefetch_ahead_for(stride: u64) -> u64 {
+    let fit = match PREFETCH_BYTES.checked_div(stride) {
+        Some(n) => n,
+        None => PREFETCH_SLOTS,
+    };
+    if fit > PREFETCH_SLOTS {
+        PREFETCH_SLOTS
+    } else if fit < 1 {
+        1
+    } else {
+        fit
+    }
 }
 
 impl Slots {
@@ -101,6 +129,7 @@ impl Slots {
             } else {
                 usize::MAX
             },
+            ahead: prefetch_ahead_for(geo.slot_stride as u64),
         }
     }
 }
@@ -321,6 +350,68 @@ impl QueueView {
     #[inline(always)]
     pub(crate) fn fixed_len(&self) -> usize {
         self.slots.fixed_len
+    }
+
+    /// How many slots ahead of its cursor an SPSC handle prefetches: 64, or fewer for slots
+    /// larger than 64 bytes, so as to reach at most 4 KiB ahead.
+    #[inline(always)]
+    pub(crate) fn prefetch_ahead(&self) -> u64 {
+        self.slots.ahead
+    }
+
+    /// Asks the CPU to bring the line holding the payload of the slot of `pos` into this
+    /// core's cache: owned, ready for stores, with `write` (x86-64 `prefetchw`, AArch64
+    /// `prfm pstl1keep`); shared, for loads, without (`prefetcht0`, `prfm pldl1keep`). A
+    /// hint: it reads and writes no memory, so it orders nothing and races with nothing, and
+    /// a caller may name a slot another process is using (it may then cost that process a
+    /// cache miss, never a wrong value). Nothing on other targets, and under loom and Miri,
+    /// which have no caches to warm.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, pos: u64, write: bool) {
+        #[cfg(all(
+            any(target_arch = "x86_64", target_arch = "aarch64"),
+            not(loom),
+            not(miri)
+        ))]
+        {
+            // In bounds: `payload_at` masks `pos` into a validated slot.
+            let p = self.region.as_ptr().wrapping_add(self.payload_at(pos)) as *const u8;
+            // SAFETY: a prefetch instruction is a hint: it neither reads nor writes memory
+            // as the program sees it, never faults (not even on an unmapped address), and
+            // leaves the stack and the flags alone.
+            unsafe {
+                #[cfg(target_arch = "x86_64")]
+                if write {
+                    core::arch::asm!("prefetchw [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
+                } else {
+                    core::arch::asm!("prefetcht0 [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
+                }
+                #[cfg(target_arch = "aarch64")]
+                if write {
+                    core::arch::asm!("prfm pstl1keep, [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
+                } else {
+                    core::arch::asm!("prfm pldl1keep, [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
+                }
+            }
+        }
+        #[cfg(not(all(
+            any(target_arch = "x86_64", target_arch = "aarch64"),
+            not(loom),
+            not(miri)
+        )))]
+        let _ = (pos, write);
+    }
+
+    /// [`QueueView::prefetch`] of the lines holding the payloads of the `n` slots from
+    /// `from` on: one prefetch per line (per slot for slots of 64 bytes or more).
+    #[inline(always)]
+    pub(crate) fn prefetch_span(&self, from: u64, n: u64, write: bool) {
+        let step = (LINE / self.slots.stride.max(1)).max(1) as u64;
+        let mut k = 0;
+        while k < n {
+            self.prefetch(from.wrapping_add(k), write);
+            k += step;
+        }
     }
 
     /// [`QueueView::write_payload`] for an item of exactly [`QueueView::fixed_len`] bytes,
