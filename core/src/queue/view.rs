@@ -382,15 +382,31 @@ impl QueueView {
             unsafe {
                 #[cfg(target_arch = "x86_64")]
                 if write {
-                    core::arch::asm!("prefetchw [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
+                    core::arch::asm!(
+                        "prefetchw [{0}]",
+                        in(reg) p,
+                        options(nostack, readonly, preserves_flags)
+                    );
                 } else {
-                    core::arch::asm!("prefetcht0 [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
+                    core::arch::asm!(
+                        "prefetcht0 [{0}]",
+                        in(reg) p,
+                        options(nostack, readonly, preserves_flags)
+                    );
                 }
                 #[cfg(target_arch = "aarch64")]
                 if write {
-                    core::arch::asm!("prfm pstl1keep, [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
+                    core::arch::asm!(
+                        "prfm pstl1keep, [{0}]",
+                        in(reg) p,
+                        options(nostack, readonly, preserves_flags)
+                    );
                 } else {
-                    core::arch::asm!("prfm pldl1keep, [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
+                    core::arch::asm!(
+                        "prfm pldl1keep, [{0}]",
+                        in(reg) p,
+                        options(nostack, readonly, preserves_flags)
+                    );
                 }
             }
         }
