@@ -931,6 +931,30 @@ fn mirror_to_a_fifo_or_a_device_fails_at_once_naming_it() {
     }
 }
 
+/// A lossy MPMC ring at the mirror's path is refused before connecting (exit 1, naming the
+/// path and what it is) and left byte for byte as it was: a mirror would have adopted it
+/// when its layout matched the source's and written one writer's records into it.
+#[test]
+fn mirror_to_a_lossy_mpmc_ring_fails_at_once_and_leaves_it() {
+    let t = TmpRing::new("mirror-mpmc");
+    let mut tx = ringwire::MpmcProducer::<u64>::create(&t.0, 16).unwrap();
+    tx.set_cleanup_mode(CleanupMode::Persistent);
+    for v in 1..=3u64 {
+        tx.push(&v);
+    }
+    drop(tx);
+    let before = std::fs::read(&t.0).unwrap();
+    let p = t.0.to_str().unwrap();
+    let (code, out, err) = ringwire_bounded(&["mirror", "127.0.0.1:1", p, "--once"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(p) && err.contains("a lossy MPMC ring"),
+        "{err}"
+    );
+    assert!(!err.contains("connect"), "it connected first: {err}");
+    assert_eq!(std::fs::read(&t.0).unwrap(), before, "the ring was touched");
+}
+
 /// `bench --plot FIFO` with a reader on the FIFO: the chart reaches the reader. The check
 /// of the plot path before measuring used to open the FIFO for writing, which waits for a
 /// reader (forever with none) and, with one, ended its stream before the chart was written.

@@ -376,37 +376,27 @@ impl QueueView {
         {
             // In bounds: `payload_at` masks `pos` into a validated slot.
             let p = self.region.as_ptr().wrapping_add(self.payload_at(pos)) as *const u8;
+            // One hint instruction, its operand the slot's address.
+            macro_rules! hint {
+                ($ins:literal) => {
+                    core::arch::asm!($ins, in(reg) p, options(nostack, readonly, preserves_flags))
+                };
+            }
             // SAFETY: a prefetch instruction is a hint: it neither reads nor writes memory
             // as the program sees it, never faults (not even on an unmapped address), and
             // leaves the stack and the flags alone.
             unsafe {
                 #[cfg(target_arch = "x86_64")]
                 if write {
-                    core::arch::asm!(
-                        "prefetchw [{0}]",
-                        in(reg) p,
-                        options(nostack, readonly, preserves_flags)
-                    );
+                    hint!("prefetchw [{0}]")
                 } else {
-                    core::arch::asm!(
-                        "prefetcht0 [{0}]",
-                        in(reg) p,
-                        options(nostack, readonly, preserves_flags)
-                    );
+                    hint!("prefetcht0 [{0}]")
                 }
                 #[cfg(target_arch = "aarch64")]
                 if write {
-                    core::arch::asm!(
-                        "prfm pstl1keep, [{0}]",
-                        in(reg) p,
-                        options(nostack, readonly, preserves_flags)
-                    );
+                    hint!("prfm pstl1keep, [{0}]")
                 } else {
-                    core::arch::asm!(
-                        "prfm pldl1keep, [{0}]",
-                        in(reg) p,
-                        options(nostack, readonly, preserves_flags)
-                    );
+                    hint!("prfm pldl1keep, [{0}]")
                 }
             }
         }

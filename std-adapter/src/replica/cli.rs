@@ -172,7 +172,9 @@ pub struct MirrorArgs {
     /// IPv4 addresses), a host name resolves to its IPv4 address.
     #[arg(value_parser = parse_source)]
     pub source: SocketAddr,
-    /// The local mirror ring file (created, or adopted with --from resume).
+    /// The local mirror ring file (created, or adopted with --from resume). A file there
+    /// that is neither a ring nor empty, or that is a lossy MPMC ring, is refused before
+    /// connecting (exit 1) and left as it is.
     pub path: PathBuf,
     /// Start at: latest, oldest, resume (continue the local ring) or a sequence number
     /// (one the source no longer holds, or has not written yet, starts at its oldest or
