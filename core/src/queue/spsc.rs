@@ -43,8 +43,8 @@
 //! ([`SpscProducer::push_fixed`], [`SpscConsumer::pop_fixed`]) ask the CPU for the line of
 //! a slot `ahead` slots past the cursor (64, or fewer for slots over 64 bytes, to reach at
 //! most 4 KiB ahead): the producer for ownership of a free slot's line (x86-64
-//! `prefetchw`), the consumer for a published item's line (`prefetcht0`); AArch64 uses
-//! `prfm`, other targets nothing. A slot's line last touched by the other side's core then
+//! `prefetchw`, on CPUs whose CPUID has it; none on others), the consumer for a published
+//! item's line (`prefetcht0`); AArch64 uses `prfm`, other targets nothing. A slot's line last touched by the other side's core then
 //! crosses to this one while the cursor is still `ahead` slots away, instead of when the
 //! item is stored or loaded. Only slots the cached cursors show free (producer) or
 //! published (consumer) are named, and only while more than `ahead` of them are: a
@@ -277,7 +277,7 @@ impl SpscProducer {
             let (next, enq) = (tail.wrapping_add(1), self.q.enq());
             // Ownership of a free slot's line `ahead` slots on is asked for now, so that the
             // push that gets there finds it here ("Prefetching" in the module docs).
-            let ahead = self.q.prefetch_ahead();
+            let ahead = self.q.prefetch_ahead_write();
             if self.room_end.wrapping_sub(tail) > ahead {
                 self.q.prefetch(tail.wrapping_add(ahead), true);
             }
@@ -358,7 +358,7 @@ impl SpscProducer {
             .q
             .capacity()
             .saturating_sub(next.wrapping_sub(self.cached_head));
-        let ahead = self.q.prefetch_ahead();
+        let ahead = self.q.prefetch_ahead_write();
         self.q.prefetch_span(
             next.wrapping_add(ahead),
             n.min(free.saturating_sub(ahead)),

@@ -1590,5 +1590,26 @@ fn spsc_prefetch_distance_is_64_slots_or_4_kib() {
     ] {
         let (_b, q) = queue_of(&g);
         assert_eq!(q.prefetch_ahead(), ahead, "{g:?}");
+        // A producer prefetches as far, or never on a CPU without a prefetch for writing.
+        let write = if super::view::has_prefetch_write() {
+            ahead
+        } else {
+            u64::MAX
+        };
+        assert_eq!(q.prefetch_ahead_write(), write, "{g:?}");
     }
+}
+
+/// `prefetchw` is issued only where CPUID has it: the kernel's reading of the same CPUID
+/// bit (`3dnowprefetch` in /proc/cpuinfo) agrees.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
+#[test]
+fn spsc_prefetch_for_writing_follows_cpuid() {
+    let info = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
+    let flags = info
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .expect("a flags line");
+    let kernel = flags.split_whitespace().any(|f| f == "3dnowprefetch");
+    assert_eq!(super::view::has_prefetch_write(), kernel, "{flags}");
 }

@@ -69,8 +69,9 @@ fn loom_cells(capacity: u64) -> std::sync::Arc<[loom::cell::UnsafeCell<()>]> {
 /// item size, the item size of a fixed-size SPSC queue, and that again if its items lie
 /// back to back (`packed_len`, see [`QueueView::packed_len`]). `fixed_len` and
 /// `packed_len` are `usize::MAX` on any other queue, so that no item matches them.
-/// `ahead`: how many slots ahead of its cursor an SPSC handle prefetches
-/// ([`QueueView::prefetch_ahead`]).
+/// `ahead`: how many slots ahead of its cursor an SPSC consumer prefetches
+/// ([`QueueView::prefetch_ahead`]); `ahead_write`: the same for a producer, or `u64::MAX`
+/// (never) on a CPU without a prefetch for writing ([`QueueView::prefetch_ahead_write`]).
 #[derive(Clone, Copy, Debug)]
 struct Slots {
     words: usize,
@@ -81,6 +82,46 @@ struct Slots {
     fixed_len: usize,
     packed_len: usize,
     ahead: u64,
+    ahead_write: u64,
+}
+
+/// Whether this CPU has a prefetch for writing that [`QueueView::prefetch`] may issue. On
+/// x86-64, `prefetchw` only where CPUID says so (leaf 0x8000_0001, ECX bit 8: PRFCHW, or
+/// 3DNowPrefetch): older Intel cores lack it, and there its opcode may fault. A plain
+/// `prefetcht0` is no substitute: issued for the producer's slots it made every push and
+/// pop of the `spsc_throughput` bench about 10 times slower (23–28 ns a `u64` item against
+/// 2.3–2.4 ns; the line comes in shared, and the store that follows must take it from the
+/// consumer's core again). On AArch64, `prfm pstl1keep`, which every core decodes (a
+/// prefetch it does not implement is a no-op). Nowhere else, nor under loom or Miri.
+pub(crate) fn has_prefetch_write() -> bool {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    {
+        use core::arch::x86_64::__cpuid;
+        // SAFETY: CPUID exists on every x86-64 CPU and only reads identification registers.
+        #[allow(unused_unsafe)]
+        let (max_ext, ecx) = unsafe {
+            let max_ext = __cpuid(0x8000_0000).eax;
+            let ecx = if max_ext >= 0x8000_0001 {
+                __cpuid(0x8000_0001).ecx
+            } else {
+                0
+            };
+            (max_ext, ecx)
+        };
+        max_ext >= 0x8000_0001 && ecx & (1 << 8) != 0
+    }
+    #[cfg(all(target_arch = "aarch64", not(loom), not(miri)))]
+    {
+        true
+    }
+    #[cfg(not(all(
+        any(target_arch = "x86_64", target_arch = "aarch64"),
+        not(loom),
+        not(miri)
+    )))]
+    {
+        false
+    }
 }
 
 /// How many slots ahead of its cursor an SPSC handle prefetches, at most (see "Prefetching"
@@ -130,6 +171,11 @@ impl Slots {
                 usize::MAX
             },
             ahead: prefetch_ahead_for(geo.slot_stride as u64),
+            ahead_write: if has_prefetch_write() {
+                prefetch_ahead_for(geo.slot_stride as u64)
+            } else {
+                u64::MAX
+            },
         }
     }
 }
@@ -352,11 +398,19 @@ impl QueueView {
         self.slots.fixed_len
     }
 
-    /// How many slots ahead of its cursor an SPSC handle prefetches: 64, or fewer for slots
-    /// larger than 64 bytes, so as to reach at most 4 KiB ahead.
+    /// How many slots ahead of its cursor an SPSC consumer prefetches: 64, or fewer for
+    /// slots larger than 64 bytes, so as to reach at most 4 KiB ahead.
     #[inline(always)]
     pub(crate) fn prefetch_ahead(&self) -> u64 {
         self.slots.ahead
+    }
+
+    /// How many slots ahead of its cursor an SPSC producer prefetches (for writing): as
+    /// [`QueueView::prefetch_ahead`], or `u64::MAX`, never, on a CPU without a prefetch
+    /// for writing.
+    #[inline(always)]
+    pub(crate) fn prefetch_ahead_write(&self) -> u64 {
+        self.slots.ahead_write
     }
 
     /// Asks the CPU to bring the line holding the payload of the slot of `pos` into this
