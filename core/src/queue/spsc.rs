@@ -44,9 +44,9 @@
 //! a slot `ahead` slots past the cursor (64, or fewer for slots over 64 bytes, to reach at
 //! most 4 KiB ahead): the producer for ownership of a free slot's line (x86-64
 //! `prefetchw`, on CPUs whose CPUID has it; none on others), the consumer for a published
-//! item's line (`prefetcht0`); AArch64 uses `prfm`, other targets nothing. A slot's line last touched by the other side's core then
-//! crosses to this one while the cursor is still `ahead` slots away, instead of when the
-//! item is stored or loaded. Only slots the cached cursors show free (producer) or
+//! item's line (`prefetcht0`); AArch64 uses `prfm`, other targets nothing. A slot's line
+//! last touched by the other side's core then crosses to this one while the cursor is
+//! still `ahead` slots away, instead of when the item is stored or loaded. Only slots the cached cursors show free (producer) or
 //! published (consumer) are named, and only while more than `ahead` of them are: a
 //! consumer that keeps up with its producer, a producer that keeps finding the queue full,
 //! and any handle of a queue of at most `ahead` slots prefetch nothing. A prefetch is a

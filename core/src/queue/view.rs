@@ -419,7 +419,9 @@ impl QueueView {
     /// hint: it reads and writes no memory, so it orders nothing and races with nothing, and
     /// a caller may name a slot another process is using (it may then cost that process a
     /// cache miss, never a wrong value). Nothing on other targets, and under loom and Miri,
-    /// which have no caches to warm.
+    /// which have no caches to warm. Callers ask with `write` only for slots within
+    /// [`QueueView::prefetch_ahead_write`], which is `u64::MAX` (no slot) on an x86-64 CPU
+    /// without `prefetchw`.
     #[inline(always)]
     pub(crate) fn prefetch(&self, pos: u64, write: bool) {
         #[cfg(all(
