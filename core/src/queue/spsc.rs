@@ -46,12 +46,12 @@
 //! `prefetchw`, on CPUs whose CPUID has it; none on others), the consumer for a published
 //! item's line (`prefetcht0`); AArch64 uses `prfm`, other targets nothing. A slot's line
 //! last touched by the other side's core then crosses to this one while the cursor is
-//! still `ahead` slots away, instead of when the item is stored or loaded. Only slots the cached cursors show free (producer) or
-//! published (consumer) are named, and only while more than `ahead` of them are: a
-//! consumer that keeps up with its producer, a producer that keeps finding the queue full,
-//! and any handle of a queue of at most `ahead` slots prefetch nothing. A prefetch is a
-//! hint that reads and writes no memory: it changes no value any side sees, and the
-//! protocol above is unchanged.
+//! still `ahead` slots away, instead of when the item is stored or loaded. Only slots the
+//! cached cursors show free (producer) or published (consumer) are named, and only while
+//! more than `ahead` of them are: a consumer that keeps up with its producer, a producer
+//! that keeps finding the queue full, and any handle of a queue of at most `ahead` slots
+//! prefetch nothing. A prefetch is a hint that reads and writes no memory: it changes no
+//! value any side sees, and the protocol above is unchanged.
 //!
 //! Measured with `cargo bench -p ringwire-tests --bench queues -- --paired --rounds 8
 //! spsc_` (a 4096-slot queue, one thread per core, on a 2-core VM whose cores do not share
