@@ -370,10 +370,8 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
         let path = path.as_ref();
         const { assert_meta_align::<M>() };
         let file = RingFile::open(path, blob_expect::<M>())?;
-        // A corrupt write_seq is refused, as by `RingConsumer` (`RingView::checked_write_seq`).
-        file.ring()
-            .checked_write_seq()
-            .map_err(|e| Error::attach(path, e))?;
+        // A corrupt write_seq is refused, as by `RingConsumer`.
+        file.checked_write_seq()?;
         let blob_err = |source| Error::Blob {
             path: path.to_path_buf(),
             source,

@@ -277,9 +277,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
         // A write_seq no producer publishes (a corrupt header) is refused here, as producers,
         // `serve` and the tools refuse it: read against it, the start, the lap checks and
         // `lag` would be measured from a sequence no record will reach.
-        file.ring()
-            .checked_write_seq()
-            .map_err(|e| Error::attach(path, e))?;
+        file.checked_write_seq()?;
         let name = b.name.as_deref().unwrap_or(DEFAULT_CONSUMER_NAME);
         // A name without a file means the default file (spec §13), as does an empty path.
         let checkpoint_path = match &b.offset_file {

@@ -726,6 +726,14 @@ impl RingFile {
             .load(ringwire_core::sync::Ordering::Acquire)
     }
 
+    /// [`RingFile::write_seq`], or [`Error::Attach`] when the header is corrupt there, as
+    /// [`ReadOnlyRing::checked_write_seq`] judges it.
+    pub fn checked_write_seq(&self) -> Result<u64> {
+        self.view
+            .checked_write_seq()
+            .map_err(|e| Error::attach(&self.path, e))
+    }
+
     /// The path the ring was created at or attached through.
     pub fn path(&self) -> &Path {
         &self.path

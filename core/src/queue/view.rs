@@ -99,16 +99,14 @@ pub(crate) fn has_prefetch_write() -> bool {
         use core::arch::x86_64::__cpuid;
         // SAFETY: CPUID exists on every x86-64 CPU and only reads identification registers.
         #[allow(unused_unsafe)]
-        let (max_ext, ecx) = unsafe {
-            let max_ext = __cpuid(0x8000_0000).eax;
-            let ecx = if max_ext >= 0x8000_0001 {
+        let ecx = unsafe {
+            if __cpuid(0x8000_0000).eax >= 0x8000_0001 {
                 __cpuid(0x8000_0001).ecx
             } else {
                 0
-            };
-            (max_ext, ecx)
+            }
         };
-        max_ext >= 0x8000_0001 && ecx & (1 << 8) != 0
+        ecx & (1 << 8) != 0
     }
     #[cfg(all(target_arch = "aarch64", not(loom), not(miri)))]
     {
@@ -135,22 +133,16 @@ const LINE: usize = 64;
 
 /// [`Slots::ahead`] for slots of `stride` bytes: [`PREFETCH_SLOTS`], or as many slots as
 /// fit in [`PREFETCH_BYTES`] when fewer, and at least 1.
-pub(crate) const fn prefetch_ahead_for(stride: u64) -> u64 {
-    let fit = match PREFETCH_BYTES.checked_div(stride) {
-        Some(n) => n,
-        None => PREFETCH_SLOTS,
-    };
-    if fit > PREFETCH_SLOTS {
-        PREFETCH_SLOTS
-    } else if fit < 1 {
-        1
-    } else {
-        fit
-    }
+pub(crate) fn prefetch_ahead_for(stride: u64) -> u64 {
+    PREFETCH_BYTES
+        .checked_div(stride)
+        .unwrap_or(PREFETCH_SLOTS)
+        .clamp(1, PREFETCH_SLOTS)
 }
 
 impl Slots {
     fn of(geo: &QueueGeometry) -> Slots {
+        let ahead = prefetch_ahead_for(geo.slot_stride as u64);
         Slots {
             words: geo.slots_offset as usize,
             base: geo.slots_offset as usize + geo.payload_offset(),
@@ -170,9 +162,9 @@ impl Slots {
             } else {
                 usize::MAX
             },
-            ahead: prefetch_ahead_for(geo.slot_stride as u64),
+            ahead,
             ahead_write: if has_prefetch_write() {
-                prefetch_ahead_for(geo.slot_stride as u64)
+                ahead
             } else {
                 u64::MAX
             },
