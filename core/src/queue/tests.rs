@@ -1613,3 +1613,69 @@ fn spsc_prefetch_for_writing_follows_cpuid() {
     let kernel = flags.split_whitespace().any(|f| f == "3dnowprefetch");
     assert_eq!(super::view::has_prefetch_write(), kernel, "{flags}");
 }
+
+/// The wide copy (AVX, where the CPU has it) is used only where CPUID has AVX and the OS
+/// saves its registers: the kernel's reading of the same bits (`avx` in /proc/cpuinfo,
+/// shown only when both hold) agrees.
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
+#[test]
+fn spsc_wide_copy_follows_cpuid() {
+    let info = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
+    let flags = info
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .expect("a flags line");
+    let kernel = flags.split_whitespace().any(|f| f == "avx");
+    assert_eq!(super::view::has_wide_copy(), kernel, "{flags}");
+}
+
+/// A packed queue's span copies, word by word and (where the CPU has it) wide, write and
+/// read exactly the span's bytes: every length from 0 to 520 bytes in words (whole
+/// 128-byte wide steps, a rest of words, or both) at several offsets, against a plain
+/// byte copy, with the bytes around the span left alone.
+#[test]
+fn spsc_span_copies_move_exactly_their_bytes() {
+    use super::view::{has_wide_copy, read_span, write_span};
+    const AREA: usize = 1024;
+    let wides: &[bool] = if has_wide_copy() {
+        &[false, true]
+    } else {
+        &[false]
+    };
+    let lens = if cfg!(miri) { 0..=40 } else { 0..=65 };
+    let pattern = |k: usize, salt: u8| (k as u8).wrapping_mul(29) ^ salt;
+    for &wide in wides {
+        for len in lens.clone().map(|w| w * 8) {
+            for off in [0usize, 8, 56, 64, 120, 256] {
+                let src: Vec<u8> = (0..len).map(|k| pattern(k, 0x5c)).collect();
+                // Writing: the region starts as one pattern; only [off, off + len) changes.
+                let mut b = Buf::new(AREA as u64);
+                let r = b.region();
+                let before: Vec<u8> = (0..AREA).map(|k| pattern(k, 0xa3)).collect();
+                // SAFETY: the whole buffer, 8-aligned, nothing else uses it.
+                unsafe { r.write_words(0, &before) };
+                // SAFETY: off and len are multiples of 8 and off + len <= AREA.
+                unsafe { write_span(&r, off, &src, wide) };
+                let mut after = vec![0u8; AREA];
+                // SAFETY: as above.
+                unsafe { r.read_words(0, &mut after) };
+                let mut want = before.clone();
+                want[off..off + len].copy_from_slice(&src);
+                assert_eq!(after, want, "write_span, wide {wide}, off {off}, len {len}");
+                // Reading it back: exactly `len` bytes, into a buffer that is longer.
+                let mut dst = vec![0x11u8; len + 16];
+                // SAFETY: as above.
+                unsafe { read_span(&r, off, &mut dst[..len], wide) };
+                assert_eq!(
+                    dst[..len],
+                    src[..],
+                    "read_span, wide {wide}, off {off}, len {len}"
+                );
+                assert!(
+                    dst[len..].iter().all(|&v| v == 0x11),
+                    "read_span, wide {wide}, off {off}, len {len}: wrote past the buffer"
+                );
+            }
+        }
+    }
+}
