@@ -827,9 +827,17 @@ unsafe fn copy_wide(src: *const u8, dst: *mut u8, len: usize) {
         }
         k += WIDE_STEP;
     }
-    // SAFETY: clears the upper halves of the vector registers, which no Rust code here
-    // holds a value in (this function's own values are dead).
-    unsafe { core::arch::asm!("vzeroupper", options(nomem, nostack, preserves_flags)) };
+    // SAFETY: clears the upper halves of the vector registers; `clobber_abi("C")` tells the
+    // compiler that every call-clobbered register (all the vector ones) may change, so no
+    // value it keeps in one is lost, even where this function is inlined into a caller
+    // built with AVX.
+    unsafe {
+        core::arch::asm!(
+            "vzeroupper",
+            clobber_abi("C"),
+            options(nomem, nostack, preserves_flags)
+        )
+    };
 }
 
 /// [`Region::write_words`] over a span of several items: with `wide` (a packed queue on a
