@@ -1600,33 +1600,36 @@ fn spsc_prefetch_distance_is_64_slots_or_4_kib() {
     }
 }
 
+/// Whether the kernel lists `flag` for this CPU in /proc/cpuinfo (its reading of CPUID,
+/// and of the OS's own support where a feature needs it).
+#[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
+fn kernel_cpu_flag(flag: &str) -> bool {
+    let info = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
+    let flags = info
+        .lines()
+        .find(|l| l.starts_with("flags"))
+        .expect("a flags line");
+    flags.split_whitespace().any(|f| f == flag)
+}
+
 /// `prefetchw` is issued only where CPUID has it: the kernel's reading of the same CPUID
 /// bit (`3dnowprefetch` in /proc/cpuinfo) agrees.
 #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
 #[test]
 fn spsc_prefetch_for_writing_follows_cpuid() {
-    let info = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
-    let flags = info
-        .lines()
-        .find(|l| l.starts_with("flags"))
-        .expect("a flags line");
-    let kernel = flags.split_whitespace().any(|f| f == "3dnowprefetch");
-    assert_eq!(super::view::has_prefetch_write(), kernel, "{flags}");
+    assert_eq!(
+        super::view::has_prefetch_write(),
+        kernel_cpu_flag("3dnowprefetch")
+    );
 }
 
-/// The wide copy (AVX, where the CPU has it) is used only where CPUID has AVX and the OS
-/// saves its registers: the kernel's reading of the same bits (`avx` in /proc/cpuinfo,
-/// shown only when both hold) agrees.
+/// The wide copy is used only where CPUID has AVX and the OS saves its registers: the
+/// kernel's reading of the same bits (`avx` in /proc/cpuinfo, listed only when both hold)
+/// agrees.
 #[cfg(all(target_arch = "x86_64", target_os = "linux", not(miri)))]
 #[test]
 fn spsc_wide_copy_follows_cpuid() {
-    let info = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
-    let flags = info
-        .lines()
-        .find(|l| l.starts_with("flags"))
-        .expect("a flags line");
-    let kernel = flags.split_whitespace().any(|f| f == "avx");
-    assert_eq!(super::view::has_wide_copy(), kernel, "{flags}");
+    assert_eq!(super::view::has_wide_copy(), kernel_cpu_flag("avx"));
 }
 
 /// A packed queue's span copies, word by word and (where the CPU has it) wide, write and
