@@ -632,6 +632,10 @@ fn mirror_through_reconnects_returns_to_its_level() {
             assert_ne!(now, ino, "cycle {i}: ring not recreated at a RESET");
             ino = now;
             recreated += 1;
+        } else if i % 250 == 249 {
+            // This cycle's GEOMETRY carried the RESET: the mirror may have recreated its
+            // ring by now or may do so before its next HELLO, so the ring is checked at the
+            // next cycle, against the inode from before this one.
         } else {
             assert_eq!(
                 inode(dst.path()),
