@@ -80,7 +80,7 @@
 //! Measured with `cargo bench -p ringwire-tests --bench queues -- --paired --rounds 8
 //! spsc_batch64/` on the same VM, builds run alternately, three runs each: a batch of 64
 //! 64-byte items went from 5.1–5.3 ns an item (0.88–0.92× rtrb's time in the same runs) to
-//! 4.3–4.5 ns (1.07–1.10×), and of `u64` items from 0.95–0.98 ns to 0.92–0.95 ns. A 64-byte
+//! 4.3–4.5 ns (1.05–1.10×), and of `u64` items from 0.94–0.98 ns to 0.90–0.95 ns. A 64-byte
 //! line took rtrb 4.5–4.9 ns there, and a throw-away build whose producer wrote its lines
 //! with non-temporal stores (`movntdq`, `movdir64b`) took 12 ns. My reading: on this VM,
 //! moving the lines from core to core bounds the 64-byte batch for every queue measured.
@@ -89,11 +89,11 @@
 //! time, across all processes. The std layer enforces it with file locks. Through the
 //! methods that copy items, breaking it loses, duplicates or tears items but is not
 //! undefined behaviour (every access to the queue's memory is atomic, or a wide copy that
-//! stands for atomic word accesses, above). Once a caller
-//! writes through the pointer [`SpscProducer::free_payload`] returns (plain, non-atomic
-//! writes: the kernel's `recvmmsg`, a copy), breaking it can be undefined behaviour: a
-//! second producer, or a consumer that a second producer let past the tail, touching that
-//! slot at the same time makes a data race.
+//! stands for atomic word accesses, above). Once a caller writes through the pointer
+//! [`SpscProducer::free_payload`] returns (plain, non-atomic writes: the kernel's
+//! `recvmmsg`, a copy), breaking it can be undefined behaviour: a second producer, or a
+//! consumer that a second producer let past the tail, touching that slot at the same time
+//! makes a data race.
 
 use super::error::{PopError, PushError, QueueAttachError};
 use super::layout::QueueKind;

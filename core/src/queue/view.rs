@@ -780,7 +780,7 @@ const WIDE_STEP: usize = 128;
 /// Copies `len` bytes, a multiple of [`WIDE_STEP`], from `src` to `dst` with 32-byte AVX
 /// moves, four loads and then four stores a step, and ends with `vzeroupper`, so that the
 /// SSE code after it pays no transition between the two encodings (without it, the
-/// `spsc_batch64/u64` bench took 2.5 ns an item against 0.9).
+/// `spsc_batch64/u64` bench took 2.4–2.5 ns an item against 0.9).
 ///
 /// This is the packed SPSC queue's batch copy where [`has_wide_copy`] says the CPU can
 /// (see "Wide copies" in the `spsc` module's docs). One of the two spans is in a queue's
