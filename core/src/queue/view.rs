@@ -775,6 +775,7 @@ impl QueueView {
 const SPAN_STEP: usize = 128;
 
 /// Bytes per step of [`copy_wide`]: four 32-byte registers loaded, then stored.
+#[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
 const WIDE_STEP: usize = 128;
 
 /// Copies `len` bytes, a multiple of [`WIDE_STEP`], from `src` to `dst` with 32-byte AVX
