@@ -1646,7 +1646,7 @@ fn spsc_span_copies_move_exactly_their_bytes() {
         &[false]
     };
     let lens = if cfg!(miri) { 0..=40 } else { 0..=65 };
-    let pattern = |k: usize, salt: u8| (k as u8).wrapping_mul(29) ^ salt;
+    let pattern = |k: usize, salt: u8| (k as u8).wrapping_mul(29) ^ (k >> 8) as u8 ^ salt;
     for &wide in wides {
         for len in lens.clone().map(|w| w * 8) {
             for off in [0usize, 8, 56, 64, 120, 256] {
