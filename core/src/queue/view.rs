@@ -183,15 +183,16 @@ pub(crate) fn prefetch_ahead_for(stride: u64) -> u64 {
 impl Slots {
     fn of(geo: &QueueGeometry) -> Slots {
         let ahead = prefetch_ahead_for(geo.slot_stride as u64);
+        let fixed_spsc = geo.fixed && geo.kind == QueueKind::Spsc;
         // Items back to back: a fixed-size SPSC queue whose item size is the stride.
-        let packed = geo.fixed && geo.kind == QueueKind::Spsc && geo.item_size == geo.slot_stride;
+        let packed = fixed_spsc && geo.item_size == geo.slot_stride;
         Slots {
             words: geo.slots_offset as usize,
             base: geo.slots_offset as usize + geo.payload_offset(),
             mask: geo.mask(),
             stride: geo.slot_stride as usize,
             item: geo.item_size as usize,
-            fixed_len: if geo.fixed && geo.kind == QueueKind::Spsc {
+            fixed_len: if fixed_spsc {
                 geo.item_size as usize
             } else {
                 usize::MAX
