@@ -21,6 +21,8 @@ fn floor_reports_round_trips_and_datagrams_as_json() {
         "4000",
         "--datagrams",
         "2000",
+        "--laps",
+        "20",
         "--json",
     ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -30,6 +32,12 @@ fn floor_reports_round_trips_and_datagrams_as_json() {
     assert_eq!(v["moving_line_round_trip"]["count"], 4000);
     assert!(v["moving_line_round_trip"]["p50_ns"].as_u64().unwrap() > 0);
     assert_eq!(v["loopback_64b"]["sent"], 2000);
+    let t = &v["line_transfer"];
+    assert_eq!(t["lines"], 4096);
+    assert_eq!(t["read"]["count"], 20, "{t}");
+    assert!(t["read"]["p50_ns"].as_f64().unwrap() > 0.0, "{t}");
+    assert!(t["write"]["count"].as_u64().unwrap() >= 19, "{t}");
+    assert!(t["read_ahead_lines"].as_u64().is_some(), "{t}");
 }
 
 #[test]
@@ -83,6 +91,7 @@ fn bad_values_are_errors_not_defaults() {
         &["bench", "handoff", "--rate", "0"][..],
         &["bench", "handoff", "--seconds", "x"][..],
         &["bench", "floor", "--rounds", "1e3"][..],
+        &["bench", "floor", "--laps", "0"][..],
         &["bench", "handoff", "--wait", "nap"][..],
     ] {
         let o = ringwire(args);

@@ -1,5 +1,7 @@
 //! The physical floor of a machine, measured so that every other figure can be reported
-//! against it: a bare cache-line ping-pong between two cores, and the loopback datagram rate.
+//! against it: a bare cache-line ping-pong between two cores, the time per line to move
+//! lines from one core to the other in bulk ([`line_transfer`], the floor of a queue of
+//! 64-byte items), and the loopback datagram rate.
 //! The ping-pong polls in a tight loop with no PAUSE hint (which costs tens of ns on recent
 //! x86): the floor is the fastest hand-off the two cores can do.
 
@@ -227,6 +229,237 @@ pub fn moving_line_round_trips(rounds: u64, pin: Option<(usize, usize)>) -> Dura
     bulk_rounds::<MOVING_LINES>(rounds, pin)
 }
 
+/// Lines of the line-transfer floor ([`line_transfer`]): 4,096 lines, 256 KiB, the ring of
+/// a 4,096-slot queue of 64-byte items.
+pub const TRANSFER_LINES: usize = 4096;
+
+/// How far ahead of its loads the reader of [`line_transfer`] prefetches, in lines, in the
+/// passes it makes (0: no software prefetch). Only 0 where there is no prefetch instruction
+/// to issue (outside x86-64).
+#[cfg(target_arch = "x86_64")]
+pub const TRANSFER_AHEAD: &[usize] = &[0, 8, 16, 32, 64];
+/// See the x86-64 definition.
+#[cfg(not(target_arch = "x86_64"))]
+pub const TRANSFER_AHEAD: &[usize] = &[0];
+
+/// The 10th, 50th and 90th percentiles of a set of per-line times, in ns.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Spread {
+    /// Laps timed.
+    pub count: usize,
+    /// 10th percentile.
+    pub p10: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+}
+
+impl Spread {
+    /// The spread of `v` (nearest-rank percentiles; all zero for no samples).
+    fn of(mut v: Vec<f64>) -> Spread {
+        if v.is_empty() {
+            return Spread::default();
+        }
+        v.sort_by(f64::total_cmp);
+        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        Spread {
+            count: v.len(),
+            p10: at(0.1),
+            p50: at(0.5),
+            p90: at(0.9),
+        }
+    }
+
+    /// `{"count":..,"p10_ns":..,"p50_ns":..,"p90_ns":..}`.
+    pub fn to_json(&self) -> String {
+        format!(
+            "{{\"count\":{},\"p10_ns\":{:.2},\"p50_ns\":{:.2},\"p90_ns\":{:.2}}}",
+            self.count, self.p10, self.p50, self.p90
+        )
+    }
+}
+
+impl std::fmt::Display for Spread {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "p50 {:.2} ns a line (p10 {:.2}, p90 {:.2}; {} laps)",
+            self.p50, self.p10, self.p90, self.count
+        )
+    }
+}
+
+/// What [`line_transfer`] measured.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LineTransfer {
+    /// Reading every word of [`TRANSFER_LINES`] lines the other core has just written, per
+    /// line, at the prefetch distance with the lowest median.
+    pub read: Spread,
+    /// That distance, in lines (one of [`TRANSFER_AHEAD`]).
+    pub read_ahead: usize,
+    /// Writing every word of the lines the other core has just read, per line (until the
+    /// stores are done: a SeqCst fence ends the timed part), from every pass.
+    pub write: Spread,
+}
+
+/// Waits for `flag` to reach `lap`, giving the core away now and then (the wait is not
+/// timed; unpinned, the other thread may need this core).
+fn wait_for(flag: &AtomicU64, lap: u64) {
+    let mut spins = 0u32;
+    while flag.load(Ordering::Acquire) != lap {
+        spins += 1;
+        if spins.is_multiple_of(1024) {
+            std::thread::yield_now();
+        }
+        std::hint::spin_loop();
+    }
+}
+
+/// Reads every word of `lines` lines of `buf`, prefetching `ahead` lines ahead, and returns
+/// their sum (so that the loads are not dropped, and so that the caller checks what came).
+#[inline(never)]
+fn read_lines(buf: &[Block], lines: usize, ahead: usize) -> u64 {
+    let line = |i: usize| &buf[i >> 1].0[(i & 1) * 8..(i & 1) * 8 + 8];
+    let mut sum = 0u64;
+    for i in 0..lines {
+        #[cfg(target_arch = "x86_64")]
+        if ahead > 0 && i + ahead < lines {
+            // SAFETY: SSE is part of x86-64's baseline, so the target feature is there; a
+            // prefetch is a hint that reads nothing the program sees and cannot fault, and
+            // the address is a line of `buf` anyway.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
+                    line(i + ahead).as_ptr().cast(),
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = ahead;
+        for w in line(i) {
+            sum = sum.wrapping_add(w.load(Ordering::Relaxed));
+        }
+    }
+    sum
+}
+
+/// Stores `v` into every word of `lines` lines of `buf`.
+#[inline(never)]
+fn write_lines(buf: &[Block], lines: usize, v: u64) {
+    for i in 0..lines {
+        for w in &buf[i >> 1].0[(i & 1) * 8..(i & 1) * 8 + 8] {
+            w.store(v, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One pass of [`line_transfer`]: `laps` laps in which the other thread writes every
+/// line (timed: the write samples) and this one then reads them all (timed: the read
+/// samples). Ends early past `limit`, looked at every lap.
+fn transfer_pass(
+    laps: u64,
+    ahead: usize,
+    pin: Option<(usize, usize)>,
+    limit: Duration,
+) -> (Vec<f64>, Vec<f64>) {
+    let lines = TRANSFER_LINES;
+    let buf = ring(lines);
+    // Lap numbers: `written` by the writer when a lap's lines are written, `read` by the
+    // reader when it has read them; `u64::MAX` in `read` stops the writer.
+    let (written, read) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let writer = {
+        let (buf, written, read) = (buf.clone(), written.clone(), read.clone());
+        std::thread::spawn(move || {
+            if let Some((_, b)) = pin {
+                pin_to(b);
+            }
+            let mut times = Vec::with_capacity(laps as usize);
+            for lap in 1..=laps {
+                let t0 = Instant::now();
+                write_lines(&buf, lines, lap);
+                // The stores are done (not only issued) when the fence returns.
+                std::sync::atomic::fence(Ordering::SeqCst);
+                let dt = t0.elapsed();
+                // The first lap writes lines nobody has read: not a sample.
+                if lap > 1 {
+                    times.push(dt.as_nanos() as f64 / lines as f64);
+                }
+                written.store(lap, Ordering::Release);
+                let mut spins = 0u32;
+                loop {
+                    match read.load(Ordering::Acquire) {
+                        r if r == lap => break,
+                        u64::MAX => return times,
+                        _ => {}
+                    }
+                    spins += 1;
+                    if spins.is_multiple_of(1024) {
+                        std::thread::yield_now();
+                    }
+                    std::hint::spin_loop();
+                }
+            }
+            times
+        })
+    };
+    if let Some((a, _)) = pin {
+        pin_to(a);
+    }
+    let deadline = Instant::now().checked_add(limit);
+    let mut times = Vec::with_capacity(laps as usize);
+    for lap in 1..=laps {
+        wait_for(&written, lap);
+        let t0 = Instant::now();
+        let sum = read_lines(&buf, lines, ahead);
+        let dt = t0.elapsed();
+        // Every word of the lap holds the lap number: anything else would be a torn or
+        // lost hand-off, which this measurement must not report as a time.
+        assert_eq!(
+            sum,
+            lap.wrapping_mul(8 * lines as u64),
+            "lap {lap}: wrong words"
+        );
+        times.push(dt.as_nanos() as f64 / lines as f64);
+        let stop = deadline.is_some_and(|d| Instant::now() > d);
+        read.store(if stop { u64::MAX } else { lap }, Ordering::Release);
+        if stop {
+            break;
+        }
+    }
+    if read.load(Ordering::Relaxed) != u64::MAX {
+        read.store(u64::MAX, Ordering::Release);
+    }
+    let written = writer.join().unwrap_or_default();
+    (times, written)
+}
+
+/// The line-transfer floor: the time per 64-byte line to move [`TRANSFER_LINES`] lines
+/// from one core to the other in bulk, with no queue protocol: the other core writes every
+/// word of every line, then this one reads them all; and the time for the other core to
+/// write lines this one has just read. A queue moving 64-byte items between the two cores
+/// makes both moves for every item (the producer's stores take its lines back, the
+/// consumer's loads bring them over), so this is what its time per item is made of. The
+/// reader makes `laps` laps at each distance of [`TRANSFER_AHEAD`] (one pass each), and the
+/// best distance's laps are reported. Each pass stops past `limit`, looked at every lap.
+pub fn line_transfer(laps: u64, pin: Option<(usize, usize)>, limit: Duration) -> LineTransfer {
+    let mut best: Option<(Spread, usize)> = None;
+    let mut writes = Vec::new();
+    for &ahead in TRANSFER_AHEAD {
+        let (r, w) = transfer_pass(laps.max(1), ahead, pin, limit);
+        writes.extend(w);
+        let r = Spread::of(r);
+        if best.is_none_or(|(b, _)| r.p50 < b.p50) {
+            best = Some((r, ahead));
+        }
+    }
+    let (read, read_ahead) = best.unwrap_or_default();
+    LineTransfer {
+        read,
+        read_ahead,
+        write: Spread::of(writes),
+    }
+}
+
 /// The cost of one `Instant::now()` pair, in ns (median of `n`).
 pub fn timer_overhead(n: u32) -> u64 {
     let mut lat = Latency::new();
@@ -379,6 +612,40 @@ mod tests {
         // Past the limit at once: the first look, after 4,096 rounds, ends the run.
         let lat = timed_rounds::<1>(3 * 4096, None, Duration::ZERO);
         assert_eq!(lat.len(), 4096);
+    }
+
+    #[test]
+    fn line_transfer_times_every_lap_at_every_distance() {
+        let laps = 5;
+        let t = line_transfer(laps, None, Duration::MAX);
+        // Every lap read is timed; the writer's first lap of each pass is not a sample.
+        assert_eq!(t.read.count, laps as usize);
+        assert_eq!(t.write.count, TRANSFER_AHEAD.len() * (laps as usize - 1));
+        assert!(TRANSFER_AHEAD.contains(&t.read_ahead), "{t:?}");
+        for s in [t.read, t.write] {
+            assert!(s.p10 > 0.0 && s.p10 <= s.p50 && s.p50 <= s.p90, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn line_transfer_passes_end_at_their_limit() {
+        // Past the limit at once: each pass stops after its first lap, and its writer,
+        // waiting for the next, is let go.
+        let t = line_transfer(1_000, None, Duration::ZERO);
+        assert_eq!(t.read.count, 1);
+        assert_eq!(t.write.count, 0);
+        assert_eq!(t.write, Spread::default());
+    }
+
+    #[test]
+    fn spread_takes_nearest_rank_percentiles() {
+        let s = Spread::of((1..=11).rev().map(f64::from).collect());
+        assert_eq!((s.count, s.p10, s.p50, s.p90), (11, 2.0, 6.0, 10.0));
+        assert_eq!(Spread::of(vec![]), Spread::default());
+        assert_eq!(
+            Spread::of(vec![2.5]).to_json(),
+            r#"{"count":1,"p10_ns":2.50,"p50_ns":2.50,"p90_ns":2.50}"#
+        );
     }
 
     #[test]

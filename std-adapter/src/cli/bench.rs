@@ -1,7 +1,8 @@
 //! `ringwire bench`: measurements reported as HDR percentiles, with `--json` and `--plot`.
 //!
-//! * `floor`: the machine's physical floor (cache-line ping-pong between two cores, loopback
-//!   datagram rate), the reference every other figure is reported against.
+//! * `floor`: the machine's physical floor (cache-line ping-pong between two cores, lines
+//!   moved between them in bulk, loopback datagram rate), the reference every other figure
+//!   is reported against.
 //! * `handoff`: producer → consumer on one ring across two processes, open loop at a fixed
 //!   rate, latency from each record's *scheduled* publish time (the producer spins to it and
 //!   stamps it, CLOCK_MONOTONIC) to its read, so a producer stall is not hidden; the reader
@@ -29,8 +30,8 @@ use std::time::{Duration, Instant};
 use clap::Subcommand;
 
 use crate::bench::floor::{
-    MOVING_LINES, cacheline_round_trip, cpu_pair, loopback_datagram_rate, moving_line_round_trip,
-    pin_to, timer_overhead,
+    MOVING_LINES, TRANSFER_LINES, cacheline_round_trip, cpu_pair, line_transfer,
+    loopback_datagram_rate, moving_line_round_trip, pin_to, timer_overhead,
 };
 use crate::bench::loopback::{TRANSPORTS, Waiting, measure, transport_name};
 use crate::bench::plot::{Chart, Scale, Series};
@@ -45,7 +46,8 @@ use crate::{Error, Result, RingConsumer, RingProducer};
 pub enum BenchMode {
     /// The machine's floor: a bare cache-line ping-pong between two cores (the same two
     /// lines every time, and through rings of one-line slots, a new line each time, as a
-    /// ring's records move) and the loopback datagram rate.
+    /// ring's records move), the time per line to move 4,096 lines from one core to the
+    /// other in bulk, and the loopback datagram rate.
     Floor {
         /// Round trips to time (at least 1). Each ping-pong stops early past 30 s, at a
         /// multiple of 4,096 rounds; the report's count says how many were timed.
@@ -54,6 +56,10 @@ pub enum BenchMode {
         /// Datagrams for the loopback rate (at least 1).
         #[arg(long, default_value_t = 200_000, value_parser = super::at_least_1)]
         datagrams: u64,
+        /// Laps of the line transfer at each prefetch distance (at least 1). Each pass stops
+        /// early past 30 s; the report's count says how many laps were timed.
+        #[arg(long, default_value_t = 1_000, value_parser = super::at_least_1)]
+        laps: u64,
         /// Print JSON instead of text.
         #[arg(long)]
         json: bool,
@@ -160,9 +166,10 @@ pub fn run(mode: BenchMode, out: &mut dyn Write) -> Result<()> {
         BenchMode::Floor {
             rounds,
             datagrams,
+            laps,
             json,
             plot,
-        } => floor(rounds, datagrams, json, plot, out),
+        } => floor(rounds, datagrams, laps, json, plot, out),
         BenchMode::Handoff {
             reader: Some(path),
             count,
@@ -577,6 +584,7 @@ fn plot_curve(path: &Path, title: &str, lat: &Latency) -> Result<()> {
 fn floor(
     rounds: u64,
     datagrams: u64,
+    laps: u64,
     json: bool,
     plot: Option<PathBuf>,
     out: &mut dyn Write,
@@ -587,6 +595,7 @@ fn floor(
     let pin = cpu_pair();
     let lat = cacheline_round_trip(rounds, pin);
     let moving = moving_line_round_trip(rounds, pin).summary();
+    let transfer = line_transfer(laps, pin, Duration::from_secs(30));
     let timer = timer_overhead(10_000);
     // Sender and receiver on two cores too (the ping-pong above left this thread pinned).
     let rate = loopback_datagram_rate(datagrams, 64, Duration::from_secs(30), pin)
@@ -596,9 +605,12 @@ fn floor(
         write_out(
             out,
             &format!(
-                "{{\"cacheline_round_trip\":{},\"moving_line_round_trip\":{},\"timer_overhead_ns\":{timer},\"pinned\":{},\"cores\":{},\"loopback_64b\":{{\"sent\":{},\"received\":{},\"per_sec\":{:.0}}}}}",
+                "{{\"cacheline_round_trip\":{},\"moving_line_round_trip\":{},\"line_transfer\":{{\"lines\":{TRANSFER_LINES},\"read\":{},\"read_ahead_lines\":{},\"write\":{}}},\"timer_overhead_ns\":{timer},\"pinned\":{},\"cores\":{},\"loopback_64b\":{{\"sent\":{},\"received\":{},\"per_sec\":{:.0}}}}}",
                 s.to_json(),
                 moving.to_json(),
+                transfer.read.to_json(),
+                transfer.read_ahead,
+                transfer.write.to_json(),
                 pin.is_some(),
                 pin.map_or("null".into(), |(a, b)| format!("[{a},{b}]")),
                 rate.sent,
@@ -622,6 +634,13 @@ fn floor(
             &format!(
                 "  (each sample includes one clock read pair, median {})",
                 fmt_ns(timer)
+            ),
+        )?;
+        write_out(
+            out,
+            &format!(
+                "line transfer ({TRANSFER_LINES} lines in bulk): reading lines the other core wrote {} (prefetching {} lines ahead); writing lines the other core read {}",
+                transfer.read, transfer.read_ahead, transfer.write
             ),
         )?;
         write_out(
