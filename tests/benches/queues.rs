@@ -49,6 +49,14 @@
 //! order: an odd N is rounded up, with a note on stderr. `--json` writes every trial's
 //! figure (cargo runs a bench in its package directory, `tests/`: give an absolute PATH).
 //! A FILTER keeps the trials whose `case/queue` contains it.
+//!
+//! When a 64-byte SPSC case runs, each round also measures the line-transfer floor
+//! (`ringwire::bench::floor::line_transfer`, [`FLOOR_LAPS`] laps a prefetch distance, the
+//! reader on core 1 and the writer on core 0 as the consumer and producer are): the time per
+//! line to read 4,096 lines the other core has just written, and to write lines it has just
+//! read, in bulk with no queue protocol. A queue moving 64-byte items between the cores makes
+//! both moves for every item, so the report gives each queue's time per item in those cases
+//! divided by that round's read figure, and the JSON holds the floor of every round.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -62,6 +70,8 @@ use ringwire_tests::bench_items::{B64, Val};
 
 const CAP: usize = 4096;
 const BATCH: usize = 64;
+/// Laps of the line-transfer floor at each prefetch distance, per round of the paired mode.
+const FLOOR_LAPS: u64 = 200;
 
 /// Waiting after a failed try, the same for every queue. Two policies, chosen with the
 /// environment variable `QBENCH_BACKOFF` (the same for every peer in a run):
@@ -952,6 +962,60 @@ fn sorted(v: impl IntoIterator<Item = f64>) -> Vec<f64> {
     v
 }
 
+/// The paired report's floor section: the line-transfer floor over the rounds, and each
+/// queue's time per item in the 64-byte SPSC cases divided by the same round's read figure.
+fn print_floor(
+    trials: &[Trial],
+    cases: &[(&'static str, Vec<usize>)],
+    figures: &[Vec<f64>],
+    floors: &[ringwire::bench::floor::LineTransfer],
+) {
+    let spread = |v: Vec<f64>| {
+        let v = sorted(v);
+        let (p10, p90) = tails(&v, 10);
+        format!(
+            "{:.2} ns | {p10:.2} – {p90:.2} ns | {:.2} – {:.2} ns",
+            median(&v),
+            v[0],
+            v[v.len() - 1]
+        )
+    };
+    println!(
+        "\n### Line-transfer floor (per round, {} lines, {FLOOR_LAPS} laps a prefetch distance)\n",
+        ringwire::bench::floor::TRANSFER_LINES
+    );
+    println!(
+        "Each round's figure is the median lap of `ringwire::bench::floor::line_transfer` (the `line transfer` of `ringwire bench floor`): core 1 reads every word of 4,096 lines core 0 has just written (at the prefetch distance with the lowest median), and core 0 writes lines core 1 has just read, in bulk, with no queue protocol.\n"
+    );
+    println!("| figure | per line: median | p10 – p90 | min – max |");
+    println!("|---|---:|---:|---:|");
+    println!(
+        "| read (lines the other core wrote) | {} |",
+        spread(floors.iter().map(|f| f.read.p50).collect())
+    );
+    println!(
+        "| write (lines the other core read) | {} |",
+        spread(floors.iter().map(|f| f.write.p50).collect())
+    );
+    println!(
+        "\n| case | implementation | time per item ÷ the read floor, same round: median | p10 – p90 | min – max |"
+    );
+    println!("|---|---|---:|---:|---:|");
+    for (case, idx) in cases.iter().filter(|(c, _)| c.ends_with("/64B")) {
+        for &i in idx {
+            let q = sorted(figures[i].iter().zip(floors).map(|(x, f)| x / f.read.p50));
+            let (q10, q90) = tails(&q, 10);
+            println!(
+                "| `{case}` | {} | {:.2} | {q10:.2} – {q90:.2} | {:.2} – {:.2} |",
+                trials[i].queue,
+                median(&q),
+                q[0],
+                q[q.len() - 1]
+            );
+        }
+    }
+}
+
 /// `--paired [--rounds N] [--json PATH] [FILTER]`: every queue of a case runs in every
 /// round, back to back, the order reversed every other round (N even: an odd one is rounded
 /// up); the ratio to ringwire is taken within a round. See the module docs.
@@ -998,7 +1062,22 @@ fn paired(args: &[String]) {
     }
     // figures[trial][round]: time per item (per round trip for the round trip) in ns.
     let mut figures = vec![Vec::with_capacity(rounds); trials.len()];
+    let with_floor = trials.iter().any(|t| t.case.ends_with("/64B"));
+    // floors[round]: the line-transfer floor measured in that round.
+    let mut floors = Vec::with_capacity(rounds);
     for r in 0..rounds {
+        if with_floor {
+            // In a thread of its own: `line_transfer` pins the thread that calls it, and
+            // the trials' threads inherit this one's CPUs.
+            let f = std::thread::spawn(|| {
+                ringwire::bench::floor::line_transfer(
+                    FLOOR_LAPS,
+                    Some((1, 0)),
+                    Duration::from_secs(30),
+                )
+            });
+            floors.push(f.join().expect("line transfer"));
+        }
         for (_, idx) in &cases {
             let order: Box<dyn Iterator<Item = &usize>> = if r % 2 == 1 {
                 Box::new(idx.iter().rev())
@@ -1079,6 +1158,9 @@ fn paired(args: &[String]) {
             );
         }
     }
+    if with_floor {
+        print_floor(&trials, &cases, &figures, &floors);
+    }
     if let Some(path) = json {
         let rows: Vec<serde_json::Value> = trials
             .iter()
@@ -1087,7 +1169,15 @@ fn paired(args: &[String]) {
                 serde_json::json!({"case": t.case, "queue": t.queue, "items": t.items, "ns_per_item": f})
             })
             .collect();
-        let doc = serde_json::json!({"rounds": rounds, "trials": rows});
+        let mut doc = serde_json::json!({"rounds": rounds, "trials": rows});
+        if with_floor {
+            doc["line_transfer"] = serde_json::json!({
+                "lines": ringwire::bench::floor::TRANSFER_LINES,
+                "read_ns_per_line": floors.iter().map(|f| f.read.p50).collect::<Vec<_>>(),
+                "read_ahead_lines": floors.iter().map(|f| f.read_ahead).collect::<Vec<_>>(),
+                "write_ns_per_line": floors.iter().map(|f| f.write.p50).collect::<Vec<_>>(),
+            });
+        }
         std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("json"))
             .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     }
