@@ -40,11 +40,16 @@
 //!   file of `cargo bench -p ringwire-tests --bench queues -- --paired`): for each target,
 //!   the peer's time ÷ ringwire's within each round, the median over the rounds with
 //!   p10 – p90, how many rounds reach the target, and the verdict (met when the median
-//!   does). A case or queue missing from the file is "not measured", never a pass.
+//!   does). A case or queue missing from the file is "not measured", never a pass. A run
+//!   that measured the line-transfer floor (its `line_transfer`) also gets that floor and
+//!   rtrb's time ÷ it in the 64-byte cases: the most a queue moving an item in the time the
+//!   floor reads a line could reach against rtrb.
 //! * `queue-target-runs`: the same targets over several paired runs, one column per run
 //!   (each the median of its per-round ratios) and how many runs meet each target, with a
 //!   row of ringwire's SPSC round trip per run, which shows the host's state (this VM's
-//!   two cores sometimes share a cache and sometimes do not, and the ratios follow).
+//!   two cores sometimes share a cache and sometimes do not, and the ratios follow), a row
+//!   of its line-transfer read floor and, under the targets, rtrb ÷ that floor in the
+//!   64-byte cases ("–" for a run without a floor).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -1029,6 +1034,40 @@ fn target_ratios(trials: &[serde_json::Value], t: &QueueTarget) -> Option<(Strin
     Some((case, q))
 }
 
+/// A paired run's line-transfer read floor (`line_transfer` in its JSON, written when a
+/// 64-byte case ran): ns per line, one figure per round; `None` for a run without one.
+fn floor_reads(json: &str) -> Option<Vec<f64>> {
+    let doc: serde_json::Value = serde_json::from_str(json).ok()?;
+    doc["line_transfer"]["read_ns_per_line"]
+        .as_array()?
+        .iter()
+        .map(serde_json::Value::as_f64)
+        .collect()
+}
+
+/// The cases where the line-transfer floor bounds a queue: 64-byte items, against rtrb.
+const FLOOR_CASES: [&str; 2] = ["spsc_throughput/64B", "spsc_batch64/64B"];
+
+/// The most any queue could reach against `peer` in `case` if it moved an item in the
+/// time the floor reads a line: the peer's time ÷ the read floor within each round,
+/// finite ones, sorted; `None` when the run has no floor or no such peer, or the rounds
+/// do not pair up.
+fn floor_ceiling(
+    trials: &[serde_json::Value],
+    floors: &[f64],
+    case: &str,
+    peer: &str,
+) -> Option<Vec<f64>> {
+    let (_, p) = paired_figures(trials, case, peer, true)?;
+    if p.len() != floors.len() {
+        return None;
+    }
+    let mut q: Vec<f64> = p.iter().zip(floors).map(|(a, f)| a / f).collect();
+    q.retain(|x| x.is_finite());
+    q.sort_by(f64::total_cmp);
+    (!q.is_empty()).then_some(q)
+}
+
 /// The BENCHMARKS.md section of [`QUEUE_TARGETS`] judged on a paired run's JSON (see the
 /// module docs); `source` names the file in the text.
 fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
@@ -1085,6 +1124,28 @@ fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
         QUEUE_TARGETS.len(),
         judged
     );
+    if let Some(floors) = floor_reads(json) {
+        let ceilings: Vec<String> = FLOOR_CASES
+            .iter()
+            .filter_map(|c| {
+                let q = floor_ceiling(&trials, &floors, c, "rtrb")?;
+                Some(format!("`{c}` {:.2}", median(&q)))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "\nThe line-transfer floor of this run (the paired run's own, one per round): reading \
+             lines the other core wrote took {} a line (median of the rounds). A queue moving a \
+             64-byte item in that time would reach, against rtrb (rtrb's time ÷ the read floor \
+             within each round, median): {}.",
+            ns(median(&floors)),
+            if ceilings.is_empty() {
+                "not measured".to_owned()
+            } else {
+                ceilings.join(", ")
+            }
+        );
+    }
     Ok(out)
 }
 
@@ -1101,6 +1162,7 @@ fn queue_target_runs_table(runs: &[(String, String)]) -> Result<String, String> 
     for (name, json) in runs {
         parsed.push(paired_trials(json).map_err(|e| format!("{name}: {e}"))?.0);
     }
+    let floors: Vec<Option<Vec<f64>>> = runs.iter().map(|(_, j)| floor_reads(j)).collect();
     let mut out = String::new();
     out.push_str("| target | case | needs |");
     for (name, _) in runs {
@@ -1113,6 +1175,10 @@ fn queue_target_runs_table(runs: &[(String, String)]) -> Result<String, String> 
         let rt = paired_figures(trials, "spsc_round_trip", "ringwire", true)
             .map_or(f64::NAN, |(_, f)| median(&f));
         let _ = write!(out, " {} |", ns(rt));
+    }
+    out.push_str(" |\n| host: line-transfer read floor, median | `line_transfer` | |");
+    for f in &floors {
+        let _ = write!(out, " {} |", ns(f.as_deref().map_or(f64::NAN, median)));
     }
     out.push_str(" |\n");
     for t in QUEUE_TARGETS {
@@ -1138,6 +1204,24 @@ fn queue_target_runs_table(runs: &[(String, String)]) -> Result<String, String> 
             }
         }
         let _ = writeln!(out, " {met} of {judged} |");
+    }
+    for case in FLOOR_CASES {
+        let _ = write!(
+            out,
+            "| at most, a queue at the read floor: rtrb ÷ the floor | `{case}` | |"
+        );
+        for (trials, f) in parsed.iter().zip(&floors) {
+            match f
+                .as_deref()
+                .and_then(|f| floor_ceiling(trials, f, case, "rtrb"))
+            {
+                Some(q) => {
+                    let _ = write!(out, " {:.2} |", median(&q));
+                }
+                None => out.push_str(" – |"),
+            }
+        }
+        out.push_str(" |\n");
     }
     Ok(out)
 }
@@ -1280,6 +1364,47 @@ mod tests {
         let b = target_row(&t, "spsc_batch64/64B", "rtrb");
         assert!(b.ends_with("| not measured |"), "{b}");
         assert!(t.contains("1 of 7 targets met (3 measured)."), "{t}");
+    }
+
+    /// A paired run with a line-transfer floor: the single-run section and the multi-run
+    /// table give rtrb's time ÷ the read floor of the same round.
+    #[test]
+    fn queue_targets_give_rtrb_over_the_line_transfer_floor() {
+        let mut doc: serde_json::Value = serde_json::from_str(&paired_json(&[
+            ("spsc_batch64/64B", "ringwire", &[4.0, 4.0, 4.4, 4.4]),
+            ("spsc_batch64/64B", "rtrb", &[4.8, 4.8, 5.0, 5.0]),
+        ]))
+        .unwrap();
+        doc["line_transfer"] = serde_json::json!({"read_ns_per_line": [4.0, 4.0, 3.0, 3.0]});
+        let j = doc.to_string();
+        // rtrb ÷ floor: 1.2, 1.2, 1.67, 1.67: median 1.43; the floor's median 3.5 ns.
+        let t = queue_targets_table(&j, "q.json").unwrap();
+        assert!(
+            t.contains("took 3.5 ns a line") && t.contains("`spsc_batch64/64B` 1.43."),
+            "{t}"
+        );
+        let plain = paired_json(&[("spsc_batch64/64B", "rtrb", &[4.8, 4.8])]);
+        let m = queue_target_runs_table(&[("a".to_owned(), j), ("b".to_owned(), plain)]).unwrap();
+        let row = |pat: &str| m.lines().find(|l| l.contains(pat)).unwrap_or("").to_owned();
+        assert!(
+            row("`spsc_batch64/64B` | |").ends_with("| 1.43 | – | |"),
+            "{m}"
+        );
+        assert!(
+            row("`spsc_throughput/64B` | |").ends_with("| – | – | |"),
+            "{m}"
+        );
+        assert!(
+            row("read floor, median").ends_with("| 3.5 ns | – | |"),
+            "{m}"
+        );
+        // Without a floor the single-run section says nothing of it.
+        let plain = paired_json(&[("spsc_batch64/64B", "rtrb", &[4.8, 4.8])]);
+        assert!(
+            !queue_targets_table(&plain, "q.json")
+                .unwrap()
+                .contains("floor")
+        );
     }
 
     #[test]
