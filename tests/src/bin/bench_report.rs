@@ -1045,6 +1045,15 @@ fn floor_reads(json: &str) -> Option<Vec<f64>> {
         .collect()
 }
 
+/// A time per line, to the hundredth of a ns ("–" when not finite).
+fn line_ns(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.2} ns")
+    } else {
+        "–".into()
+    }
+}
+
 /// The cases where the line-transfer floor bounds a queue: 64-byte items, against rtrb.
 const FLOOR_CASES: [&str; 2] = ["spsc_throughput/64B", "spsc_batch64/64B"];
 
@@ -1138,7 +1147,7 @@ fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
              lines the other core wrote took {} a line (median of the rounds). A queue moving a \
              64-byte item in that time would reach, against rtrb (rtrb's time ÷ the read floor \
              within each round, median): {}.",
-            ns(median(&floors)),
+            line_ns(median(&floors)),
             if ceilings.is_empty() {
                 "not measured".to_owned()
             } else {
@@ -1178,7 +1187,7 @@ fn queue_target_runs_table(runs: &[(String, String)]) -> Result<String, String> 
     }
     out.push_str(" |\n| host: line-transfer read floor, median | `line_transfer` | |");
     for f in &floors {
-        let _ = write!(out, " {} |", ns(f.as_deref().map_or(f64::NAN, median)));
+        let _ = write!(out, " {} |", line_ns(f.as_deref().map_or(f64::NAN, median)));
     }
     out.push_str(" |\n");
     for t in QUEUE_TARGETS {
@@ -1380,7 +1389,7 @@ mod tests {
         // rtrb ÷ floor: 1.2, 1.2, 1.67, 1.67: median 1.43; the floor's median 3.5 ns.
         let t = queue_targets_table(&j, "q.json").unwrap();
         assert!(
-            t.contains("took 3.5 ns a line") && t.contains("`spsc_batch64/64B` 1.43."),
+            t.contains("took 3.50 ns a line") && t.contains("`spsc_batch64/64B` 1.43."),
             "{t}"
         );
         let plain = paired_json(&[("spsc_batch64/64B", "rtrb", &[4.8, 4.8])]);
@@ -1395,7 +1404,7 @@ mod tests {
             "{m}"
         );
         assert!(
-            row("read floor, median").ends_with("| 3.5 ns | – | |"),
+            row("read floor, median").ends_with("| 3.50 ns | – | |"),
             "{m}"
         );
         // Without a floor the single-run section says nothing of it.
