@@ -639,8 +639,11 @@ fn floor(
         write_out(
             out,
             &format!(
-                "line transfer ({TRANSFER_LINES} lines in bulk): reading lines the other core wrote {} (prefetching {} lines ahead); writing lines the other core read {}",
-                transfer.read, transfer.read_ahead, transfer.write
+                "line transfer ({TRANSFER_LINES} lines in bulk, {}): reading lines the other thread wrote {} (prefetching {} lines ahead); writing lines the other thread read {}",
+                cores_text(pin),
+                transfer.read,
+                transfer.read_ahead,
+                transfer.write
             ),
         )?;
         write_out(
