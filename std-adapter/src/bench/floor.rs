@@ -256,18 +256,21 @@ pub struct Spread {
 }
 
 impl Spread {
-    /// The spread of `v` (nearest-rank percentiles; all zero for no samples).
+    /// The spread of `v`, as the benches report theirs: the median of
+    /// [`median_min_max`](super::median_min_max) (the mean of the two middle figures for an
+    /// even count) and the tails of [`nearest_rank_tails`](super::nearest_rank_tails); all
+    /// zero for no samples.
     fn of(mut v: Vec<f64>) -> Spread {
-        if v.is_empty() {
+        let Some((p50, _, _)) = super::median_min_max(&v) else {
             return Spread::default();
-        }
+        };
         v.sort_by(f64::total_cmp);
-        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        let (p10, p90) = super::nearest_rank_tails(&v, 10);
         Spread {
             count: v.len(),
-            p10: at(0.1),
-            p50: at(0.5),
-            p90: at(0.9),
+            p10,
+            p50,
+            p90,
         }
     }
 
@@ -638,9 +641,12 @@ mod tests {
     }
 
     #[test]
-    fn spread_takes_nearest_rank_percentiles() {
+    fn spread_takes_the_benches_median_and_tails() {
         let s = Spread::of((1..=11).rev().map(f64::from).collect());
         assert_eq!((s.count, s.p10, s.p50, s.p90), (11, 2.0, 6.0, 10.0));
+        // An even count: the mean of the two middle figures.
+        let s = Spread::of((1..=16).map(f64::from).collect());
+        assert_eq!((s.p10, s.p50, s.p90), (2.0, 8.5, 15.0));
         assert_eq!(Spread::of(vec![]), Spread::default());
         assert_eq!(
             Spread::of(vec![2.5]).to_json(),
