@@ -962,6 +962,19 @@ fn sorted(v: impl IntoIterator<Item = f64>) -> Vec<f64> {
     v
 }
 
+/// The report's three cells for a set of figures: `median | p10 – p90 | min – max`, each
+/// number followed by `unit` (`" ns"`, or `""` for a ratio).
+fn spread_cells(v: impl IntoIterator<Item = f64>, unit: &str) -> String {
+    let v = sorted(v);
+    let (p10, p90) = tails(&v, 10);
+    format!(
+        "{:.2}{unit} | {p10:.2} – {p90:.2}{unit} | {:.2} – {:.2}{unit}",
+        median(&v),
+        v[0],
+        v[v.len() - 1]
+    )
+}
+
 /// The paired report's floor section: the line-transfer floor over the rounds, and each
 /// queue's time per item in the 64-byte SPSC cases divided by the same round's read figure.
 fn print_floor(
@@ -970,16 +983,6 @@ fn print_floor(
     figures: &[Vec<f64>],
     floors: &[ringwire::bench::floor::LineTransfer],
 ) {
-    let spread = |v: Vec<f64>| {
-        let v = sorted(v);
-        let (p10, p90) = tails(&v, 10);
-        format!(
-            "{:.2} ns | {p10:.2} – {p90:.2} ns | {:.2} – {:.2} ns",
-            median(&v),
-            v[0],
-            v[v.len() - 1]
-        )
-    };
     println!(
         "\n### Line-transfer floor (per round, {} lines, {FLOOR_LAPS} laps a prefetch distance)\n",
         ringwire::bench::floor::TRANSFER_LINES
@@ -991,11 +994,11 @@ fn print_floor(
     println!("|---|---:|---:|---:|");
     println!(
         "| read (lines the other core wrote) | {} |",
-        spread(floors.iter().map(|f| f.read.p50).collect())
+        spread_cells(floors.iter().map(|f| f.read.p50), " ns")
     );
     println!(
         "| write (lines the other core read) | {} |",
-        spread(floors.iter().map(|f| f.write.p50).collect())
+        spread_cells(floors.iter().map(|f| f.write.p50), " ns")
     );
     println!(
         "\n| case | implementation | time per item ÷ the read floor, same round: median | p10 – p90 | min – max |"
@@ -1003,14 +1006,11 @@ fn print_floor(
     println!("|---|---|---:|---:|---:|");
     for (case, idx) in cases.iter().filter(|(c, _)| c.ends_with("/64B")) {
         for &i in idx {
-            let q = sorted(figures[i].iter().zip(floors).map(|(x, f)| x / f.read.p50));
-            let (q10, q90) = tails(&q, 10);
+            let q = figures[i].iter().zip(floors).map(|(x, f)| x / f.read.p50);
             println!(
-                "| `{case}` | {} | {:.2} | {q10:.2} – {q90:.2} | {:.2} – {:.2} |",
+                "| `{case}` | {} | {} |",
                 trials[i].queue,
-                median(&q),
-                q[0],
-                q[q.len() - 1]
+                spread_cells(q, "")
             );
         }
     }
@@ -1070,11 +1070,7 @@ fn paired(args: &[String]) {
             // In a thread of its own: `line_transfer` pins the thread that calls it, and
             // the trials' threads inherit this one's CPUs.
             let f = std::thread::spawn(|| {
-                ringwire::bench::floor::line_transfer(
-                    FLOOR_LAPS,
-                    Some((1, 0)),
-                    Duration::from_secs(30),
-                )
+                ringwire::bench::floor::line_transfer(FLOOR_LAPS, Some((1, 0)))
             });
             floors.push(f.join().expect("line transfer"));
         }
@@ -1111,35 +1107,20 @@ fn paired(args: &[String]) {
         );
         println!("|---|---:|---:|---:|---:|---:|---:|");
         for &i in idx {
-            let f = sorted(figures[i].iter().copied());
             let ratio = match base {
                 // A lossy queue's time counts dropped items as moved: no ratio.
                 _ if trials[i].lossy => "n/a (lossy) | – | –".to_owned(),
                 Some(b) if b != i => {
-                    let q = sorted(figures[i].iter().zip(&figures[b]).map(|(x, y)| x / y));
-                    let (q10, q90) = tails(&q, 10);
-                    format!(
-                        "{:.2} | {:.2} – {:.2} | {:.2} – {:.2}",
-                        median(&q),
-                        q10,
-                        q90,
-                        q[0],
-                        q[q.len() - 1]
-                    )
+                    spread_cells(figures[i].iter().zip(&figures[b]).map(|(x, y)| x / y), "")
                 }
                 Some(_) => "1.00 | – | –".to_owned(),
                 // The filter left ringwire out of this case.
                 None => "– | – | –".to_owned(),
             };
-            let (f10, f90) = tails(&f, 10);
             println!(
-                "| {} | {:.2} ns | {:.2} – {:.2} ns | {:.2} – {:.2} ns | {ratio} |",
+                "| {} | {} | {ratio} |",
                 trials[i].queue,
-                median(&f),
-                f10,
-                f90,
-                f[0],
-                f[f.len() - 1]
+                spread_cells(figures[i].iter().copied(), " ns")
             );
         }
         for &i in idx.iter().filter(|&&i| trials[i].lossy) {

@@ -82,8 +82,10 @@
 //! 64-byte items went from 5.1–5.3 ns an item (0.88–0.92× rtrb's time in the same runs) to
 //! 4.3–4.5 ns (1.05–1.10×), and of `u64` items from 0.94–0.98 ns to 0.90–0.95 ns. A 64-byte
 //! line took rtrb 4.5–4.9 ns there, and a throw-away build whose producer wrote its lines
-//! with non-temporal stores (`movntdq`, `movdir64b`) took 12 ns. My reading: on this VM,
-//! moving the lines from core to core bounds the 64-byte batch for every queue measured.
+//! with non-temporal stores (`movntdq`, `movdir64b`) took 12 ns. Moving the lines from core
+//! to core bounds the 64-byte batch for every queue measured: BENCHMARKS.md compares each
+//! queue with the line-transfer floor of `ringwire bench floor` (a bulk read of lines the
+//! other core wrote, with no queue), measured in the same rounds.
 //!
 //! Contract: at most one [`SpscProducer`] and one [`SpscConsumer`] exist per queue at a
 //! time, across all processes. The std layer enforces it with file locks. Through the

@@ -842,6 +842,19 @@ unsafe fn copy_wide(src: *const u8, dst: *mut u8, len: usize) {
     };
 }
 
+/// How many leading bytes of a `len`-byte span go through [`copy_wide`]: its whole
+/// [`WIDE_STEP`]s with `wide`, none without, nor where there is no wide copy (other
+/// targets, loom, Miri).
+#[inline(always)]
+fn wide_len(len: usize, wide: bool) -> usize {
+    #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
+    if wide {
+        return len / WIDE_STEP * WIDE_STEP;
+    }
+    let _ = (len, wide);
+    0
+}
+
 /// [`Region::write_words`] over a span of several items: with `wide` (a packed queue on a
 /// CPU with [`has_wide_copy`]) the whole [`WIDE_STEP`]s through [`copy_wide`], then
 /// [`SPAN_STEP`] bytes per step with the step's stores unrolled, then the rest word by word.
@@ -855,19 +868,15 @@ pub(super) unsafe fn write_span(region: &Region, off: usize, src: &[u8], wide: b
     // would load the base again after every step.
     #[cfg(not(loom))]
     let region = &{ *region };
+    let n = wide_len(src.len(), wide);
     #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    let (off, src) = if wide && src.len() >= WIDE_STEP {
-        let n = src.len() / WIDE_STEP * WIDE_STEP;
+    if n > 0 {
         // SAFETY: the caller's contract: `wide` on a CPU with AVX, and the region span
         // `[off, off + n)` inside the caller's span, which `write_words` may write (so
         // `off` is in bounds); `src` is the caller's own buffer, not in the region.
         unsafe { copy_wide(src.as_ptr(), region.as_ptr().add(off), n) };
-        (off + n, &src[n..])
-    } else {
-        (off, src)
-    };
-    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
-    let _ = wide;
+    }
+    let (off, src) = (off + n, &src[n..]);
     let mut steps = src.chunks_exact(SPAN_STEP);
     let mut o = off;
     for step in &mut steps {
@@ -890,17 +899,13 @@ pub(super) unsafe fn write_span(region: &Region, off: usize, src: &[u8], wide: b
 pub(super) unsafe fn read_span(region: &Region, off: usize, dst: &mut [u8], wide: bool) {
     #[cfg(not(loom))]
     let region = &{ *region };
+    let n = wide_len(dst.len(), wide);
     #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
-    let (off, dst) = if wide && dst.len() >= WIDE_STEP {
-        let n = dst.len() / WIDE_STEP * WIDE_STEP;
+    if n > 0 {
         // SAFETY: as in write_span, the region span read as `read_words` may read it.
         unsafe { copy_wide(region.as_ptr().add(off), dst.as_mut_ptr(), n) };
-        (off + n, &mut dst[n..])
-    } else {
-        (off, dst)
-    };
-    #[cfg(not(all(target_arch = "x86_64", not(loom), not(miri))))]
-    let _ = wide;
+    }
+    let (off, dst) = (off + n, &mut dst[n..]);
     let mut steps = dst.chunks_exact_mut(SPAN_STEP);
     let mut o = off;
     for step in &mut steps {

@@ -158,7 +158,8 @@ impl<const LINES: usize> Drop for PingPong<LINES> {
 }
 
 /// How long the timed ping-pongs may run: a machine too loaded to finish the rounds asked for
-/// ends them at the first multiple of 4,096 rounds past it (the count says how many).
+/// ends them at the first multiple of 4,096 rounds past it (the count says how many). Each
+/// pass of [`line_transfer`] stops past it too, at the end of a lap.
 const TIMED_LIMIT: Duration = Duration::from_secs(30);
 
 /// `rounds` timed round trips through rings of `LINES` one-line slots, ended early past
@@ -306,11 +307,15 @@ pub struct LineTransfer {
     pub write: Spread,
 }
 
-/// Waits for `flag` to reach `lap`, giving the core away now and then (the wait is not
-/// timed; unpinned, the other thread may need this core).
-fn wait_for(flag: &AtomicU64, lap: u64) {
+/// Waits until `flag` holds a value `done` accepts, and returns it, giving the core away
+/// now and then (the wait is not timed; unpinned, the other thread may need this core).
+fn wait_until(flag: &AtomicU64, done: impl Fn(u64) -> bool) -> u64 {
     let mut spins = 0u32;
-    while flag.load(Ordering::Acquire) != lap {
+    loop {
+        let v = flag.load(Ordering::Acquire);
+        if done(v) {
+            return v;
+        }
         spins += 1;
         if spins.is_multiple_of(1024) {
             std::thread::yield_now();
@@ -319,11 +324,15 @@ fn wait_for(flag: &AtomicU64, lap: u64) {
     }
 }
 
+/// The eight words of line `i` of `buf`.
+fn line_words(buf: &[Block], i: usize) -> &[AtomicU64] {
+    &buf[i >> 1].0[(i & 1) * 8..][..8]
+}
+
 /// Reads every word of `lines` lines of `buf`, prefetching `ahead` lines ahead, and returns
 /// their sum (so that the loads are not dropped, and so that the caller checks what came).
 #[inline(never)]
 fn read_lines(buf: &[Block], lines: usize, ahead: usize) -> u64 {
-    let line = |i: usize| &buf[i >> 1].0[(i & 1) * 8..(i & 1) * 8 + 8];
     let mut sum = 0u64;
     for i in 0..lines {
         #[cfg(target_arch = "x86_64")]
@@ -333,13 +342,13 @@ fn read_lines(buf: &[Block], lines: usize, ahead: usize) -> u64 {
             // the address is a line of `buf` anyway.
             unsafe {
                 core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(
-                    line(i + ahead).as_ptr().cast(),
+                    line_words(buf, i + ahead).as_ptr().cast(),
                 )
             };
         }
         #[cfg(not(target_arch = "x86_64"))]
         let _ = ahead;
-        for w in line(i) {
+        for w in line_words(buf, i) {
             sum = sum.wrapping_add(w.load(Ordering::Relaxed));
         }
     }
@@ -350,7 +359,7 @@ fn read_lines(buf: &[Block], lines: usize, ahead: usize) -> u64 {
 #[inline(never)]
 fn write_lines(buf: &[Block], lines: usize, v: u64) {
     for i in 0..lines {
-        for w in &buf[i >> 1].0[(i & 1) * 8..(i & 1) * 8 + 8] {
+        for w in line_words(buf, i) {
             w.store(v, Ordering::Relaxed);
         }
     }
@@ -388,18 +397,8 @@ fn transfer_pass(
                     times.push(dt.as_nanos() as f64 / lines as f64);
                 }
                 written.store(lap, Ordering::Release);
-                let mut spins = 0u32;
-                loop {
-                    match read.load(Ordering::Acquire) {
-                        r if r == lap => break,
-                        u64::MAX => return times,
-                        _ => {}
-                    }
-                    spins += 1;
-                    if spins.is_multiple_of(1024) {
-                        std::thread::yield_now();
-                    }
-                    std::hint::spin_loop();
+                if wait_until(&read, |r| r == lap || r == u64::MAX) == u64::MAX {
+                    break;
                 }
             }
             times
@@ -411,7 +410,7 @@ fn transfer_pass(
     let deadline = Instant::now().checked_add(limit);
     let mut times = Vec::with_capacity(laps as usize);
     for lap in 1..=laps {
-        wait_for(&written, lap);
+        wait_until(&written, |w| w == lap);
         let t0 = Instant::now();
         let sum = read_lines(&buf, lines, ahead);
         let dt = t0.elapsed();
@@ -429,9 +428,6 @@ fn transfer_pass(
             break;
         }
     }
-    if read.load(Ordering::Relaxed) != u64::MAX {
-        read.store(u64::MAX, Ordering::Release);
-    }
     let written = writer.join().unwrap_or_default();
     (times, written)
 }
@@ -443,8 +439,14 @@ fn transfer_pass(
 /// makes both moves for every item (the producer's stores take its lines back, the
 /// consumer's loads bring them over), so this is what its time per item is made of. The
 /// reader makes `laps` laps at each distance of [`TRANSFER_AHEAD`] (one pass each), and the
-/// best distance's laps are reported. Each pass stops past `limit`, looked at every lap.
-pub fn line_transfer(laps: u64, pin: Option<(usize, usize)>, limit: Duration) -> LineTransfer {
+/// best distance's laps are reported. Each pass stops past 30 s, looked at every lap.
+pub fn line_transfer(laps: u64, pin: Option<(usize, usize)>) -> LineTransfer {
+    line_transfer_within(laps, pin, TIMED_LIMIT)
+}
+
+/// [`line_transfer`] with each pass stopped past `limit` (a `limit` past what an `Instant`
+/// holds is none).
+fn line_transfer_within(laps: u64, pin: Option<(usize, usize)>, limit: Duration) -> LineTransfer {
     let mut best: Option<(Spread, usize)> = None;
     let mut writes = Vec::new();
     for &ahead in TRANSFER_AHEAD {
@@ -620,7 +622,7 @@ mod tests {
     #[test]
     fn line_transfer_times_every_lap_at_every_distance() {
         let laps = 5;
-        let t = line_transfer(laps, None, Duration::MAX);
+        let t = line_transfer_within(laps, None, Duration::MAX);
         // Every lap read is timed; the writer's first lap of each pass is not a sample.
         assert_eq!(t.read.count, laps as usize);
         assert_eq!(t.write.count, TRANSFER_AHEAD.len() * (laps as usize - 1));
@@ -634,7 +636,7 @@ mod tests {
     fn line_transfer_passes_end_at_their_limit() {
         // Past the limit at once: each pass stops after its first lap, and its writer,
         // waiting for the next, is let go.
-        let t = line_transfer(1_000, None, Duration::ZERO);
+        let t = line_transfer_within(1_000, None, Duration::ZERO);
         assert_eq!(t.read.count, 1);
         assert_eq!(t.write.count, 0);
         assert_eq!(t.write, Spread::default());

@@ -595,7 +595,7 @@ fn floor(
     let pin = cpu_pair();
     let lat = cacheline_round_trip(rounds, pin);
     let moving = moving_line_round_trip(rounds, pin).summary();
-    let transfer = line_transfer(laps, pin, Duration::from_secs(30));
+    let transfer = line_transfer(laps, pin);
     let timer = timer_overhead(10_000);
     // Sender and receiver on two cores too (the ping-pong above left this thread pinned).
     let rate = loopback_datagram_rate(datagrams, 64, Duration::from_secs(30), pin)

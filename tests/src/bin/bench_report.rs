@@ -980,14 +980,44 @@ const QUEUE_TARGETS: &[QueueTarget] = &[
     },
 ];
 
-/// The trials of a paired run's JSON (see the module docs) and its round count.
-fn paired_trials(json: &str) -> Result<(Vec<serde_json::Value>, Option<u64>), String> {
+/// What the queue-target tables read from a paired run's JSON (see the module docs).
+struct PairedRun {
+    /// Its trials.
+    trials: Vec<serde_json::Value>,
+    /// Its round count.
+    rounds: Option<u64>,
+    /// Its line-transfer read floor (`line_transfer`, written when a 64-byte case ran): ns
+    /// per line, one figure per round; `None` for a run without one.
+    floors: Option<Vec<f64>>,
+}
+
+/// Parses a paired run's JSON.
+fn paired_run(json: &str) -> Result<PairedRun, String> {
     let doc: serde_json::Value =
         serde_json::from_str(json).map_err(|e| format!("not a paired run's JSON: {e}"))?;
     let trials = doc["trials"]
         .as_array()
         .ok_or("not a paired run's JSON: no \"trials\" array")?;
-    Ok((trials.clone(), doc["rounds"].as_u64()))
+    let floors = doc["line_transfer"]["read_ns_per_line"]
+        .as_array()
+        .and_then(|a| a.iter().map(serde_json::Value::as_f64).collect());
+    Ok(PairedRun {
+        trials: trials.clone(),
+        rounds: doc["rounds"].as_u64(),
+        floors,
+    })
+}
+
+/// `num[k] ÷ den[k]` for each round k, the finite ones, sorted; `None` when the rounds do
+/// not pair up or no ratio is left.
+fn round_ratios(num: &[f64], den: &[f64]) -> Option<Vec<f64>> {
+    if num.len() != den.len() {
+        return None;
+    }
+    let mut q: Vec<f64> = num.iter().zip(den).map(|(a, b)| a / b).collect();
+    q.retain(|x| x.is_finite());
+    q.sort_by(f64::total_cmp);
+    (!q.is_empty()).then_some(q)
 }
 
 /// One queue's figures in a paired run: ns per item (or per round trip), one per round,
@@ -1022,27 +1052,7 @@ fn target_ratios(trials: &[serde_json::Value], t: &QueueTarget) -> Option<(Strin
     // MPMC cases never pairs one case's rounds with the other's.
     let (case, rw) = paired_figures(trials, t.case, "ringwire", false)?;
     let (_, peer) = paired_figures(trials, &case, t.peer, true)?;
-    if rw.len() != peer.len() || rw.is_empty() {
-        return None;
-    }
-    let mut q: Vec<f64> = peer.iter().zip(&rw).map(|(p, r)| p / r).collect();
-    q.retain(|x| x.is_finite());
-    if q.is_empty() {
-        return None;
-    }
-    q.sort_by(f64::total_cmp);
-    Some((case, q))
-}
-
-/// A paired run's line-transfer read floor (`line_transfer` in its JSON, written when a
-/// 64-byte case ran): ns per line, one figure per round; `None` for a run without one.
-fn floor_reads(json: &str) -> Option<Vec<f64>> {
-    let doc: serde_json::Value = serde_json::from_str(json).ok()?;
-    doc["line_transfer"]["read_ns_per_line"]
-        .as_array()?
-        .iter()
-        .map(serde_json::Value::as_f64)
-        .collect()
+    Some((case, round_ratios(&peer, &rw)?))
 }
 
 /// A time per line, to the hundredth of a ns ("–" when not finite).
@@ -1067,20 +1077,17 @@ fn floor_ceiling(
     case: &str,
     peer: &str,
 ) -> Option<Vec<f64>> {
-    let (_, p) = paired_figures(trials, case, peer, true)?;
-    if p.len() != floors.len() {
-        return None;
-    }
-    let mut q: Vec<f64> = p.iter().zip(floors).map(|(a, f)| a / f).collect();
-    q.retain(|x| x.is_finite());
-    q.sort_by(f64::total_cmp);
-    (!q.is_empty()).then_some(q)
+    round_ratios(&paired_figures(trials, case, peer, true)?.1, floors)
 }
 
 /// The BENCHMARKS.md section of [`QUEUE_TARGETS`] judged on a paired run's JSON (see the
 /// module docs); `source` names the file in the text.
 fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
-    let (trials, rounds) = paired_trials(json)?;
+    let PairedRun {
+        trials,
+        rounds,
+        floors,
+    } = paired_run(json)?;
     let rounds = rounds.map_or("?".to_owned(), |r| r.to_string());
     let mut out = String::new();
     let _ = writeln!(
@@ -1133,7 +1140,7 @@ fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
         QUEUE_TARGETS.len(),
         judged
     );
-    if let Some(floors) = floor_reads(json) {
+    if let Some(floors) = floors {
         let ceilings: Vec<String> = FLOOR_CASES
             .iter()
             .filter_map(|c| {
@@ -1168,10 +1175,12 @@ fn queue_target_runs_table(runs: &[(String, String)]) -> Result<String, String> 
         return Err("no runs given".into());
     }
     let mut parsed = Vec::with_capacity(runs.len());
+    let mut floors = Vec::with_capacity(runs.len());
     for (name, json) in runs {
-        parsed.push(paired_trials(json).map_err(|e| format!("{name}: {e}"))?.0);
+        let run = paired_run(json).map_err(|e| format!("{name}: {e}"))?;
+        parsed.push(run.trials);
+        floors.push(run.floors);
     }
-    let floors: Vec<Option<Vec<f64>>> = runs.iter().map(|(_, j)| floor_reads(j)).collect();
     let mut out = String::new();
     out.push_str("| target | case | needs |");
     for (name, _) in runs {
