@@ -420,8 +420,11 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+impl Error {
+    /// The error this one wraps (a system call's, or a check's of the core), whose text is
+    /// already in this one's: `ring /dev/shm/ticks: capacity 1000 is not a power of two`.
+    /// `None` for the variants that wrap nothing. Also reachable as the variant's `source`.
+    pub fn cause(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             Error::Io { source, .. } => Some(source),
             Error::Attach { source, .. } => Some(source),
@@ -435,6 +438,16 @@ impl std::error::Error for Error {
             Error::CorruptSlots { source, .. } => Some(source),
             _ => None,
         }
+    }
+}
+
+/// `source()` is the wrapped error's own source, not the wrapped error: its text is already
+/// in this error's, so a report that walks the chain (anyhow's `{:#}`, eyre's) prints it once.
+/// `std::io::Error` treats the error it wraps the same way. The wrapped error is
+/// [`Error::cause`].
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause().and_then(|c| c.source())
     }
 }
 

@@ -5,7 +5,6 @@
 //! Each `*_variant` function numbers the variants with an exhaustive `match`: a variant
 //! added later does not compile until it is numbered, and then fails until it has samples.
 
-use std::error::Error as _;
 use std::ffi::OsStr;
 use std::io;
 use std::os::unix::ffi::OsStrExt;
@@ -263,10 +262,10 @@ fn adapter_errors_format_every_variant_with_their_path() {
     }
 }
 
-/// A wrapped cause is wired to `source()`, as ringfire's `RingfireError::Io` is (its text
-/// is in the wrapper's too, which `check` asserts of every value it carries).
+/// A wrapped cause is [`Error::cause`], its text is in the wrapper's, and a report that walks
+/// `source()` (anyhow's `{:#}`) prints every text of the chain once.
 #[test]
-fn adapter_errors_wire_every_wrapped_cause_to_source() {
+fn adapter_errors_show_their_cause_once_down_the_chain() {
     for e in &error_samples() {
         let wraps = matches!(
             e,
@@ -281,7 +280,105 @@ fn adapter_errors_wire_every_wrapped_cause_to_source() {
                 | Error::Region { .. }
                 | Error::CorruptSlots { .. }
         );
-        assert_eq!(e.source().is_some(), wraps, "{e:?}");
+        assert_cause_shown_once(e, e.cause(), wraps);
+    }
+}
+
+/// A cause with a cause of its own: the wrapper's `source()` is that deeper one, so the
+/// chain's report reads each text once, outermost first.
+#[test]
+fn a_cause_of_the_cause_is_the_source() {
+    #[derive(Debug)]
+    struct Layered(io::Error);
+    impl std::fmt::Display for Layered {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("layered cause")
+        }
+    }
+    impl std::error::Error for Layered {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+    let deep = || io::Error::other(Layered(io::Error::from_raw_os_error(libc::ENOSPC)));
+    let path = PathBuf::from("/dev/shm/chain");
+    let ring = Error::Io {
+        path: path.clone(),
+        op: "fallocate",
+        source: deep(),
+    };
+    let queue = QueueFileError::Io {
+        path,
+        op: "fallocate",
+        source: deep(),
+    };
+    let replica = ReplicaError::Ring(Error::Io {
+        path: PathBuf::from("/dev/shm/chain"),
+        op: "fallocate",
+        source: deep(),
+    });
+    let enospc = io::Error::from_raw_os_error(libc::ENOSPC).to_string();
+    for (e, wrapper) in [
+        (
+            &ring as &(dyn std::error::Error + 'static),
+            "/dev/shm/chain",
+        ),
+        (&queue, "queue /dev/shm/chain"),
+        (&replica, "/dev/shm/chain"),
+    ] {
+        assert_eq!(
+            chain_report(e),
+            format!("{wrapper}: fallocate failed: layered cause: {enospc}")
+        );
+        assert_eq!(e.source().map(|c| c.to_string()), Some(enospc.clone()));
+        assert_chain_texts_once(e);
+    }
+}
+
+/// The texts of `e` and of each `source()` under it, joined by ": " as anyhow's `{:#}` joins
+/// them.
+fn chain_report(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut report = e.to_string();
+    let mut next = e.source();
+    while let Some(c) = next {
+        report.push_str(": ");
+        report.push_str(&c.to_string());
+        next = c.source();
+    }
+    report
+}
+
+/// `cause` is there when `wraps`, its text is in `e`'s, and the chain's texts are each
+/// shown once ([`assert_chain_texts_once`]).
+fn assert_cause_shown_once(
+    e: &(dyn std::error::Error + 'static),
+    cause: Option<&(dyn std::error::Error + 'static)>,
+    wraps: bool,
+) {
+    assert_eq!(cause.is_some(), wraps, "{e:?}");
+    let shown = e.to_string();
+    if let Some(c) = cause {
+        let text = c.to_string();
+        assert!(shown.contains(&text), "{e:?}: {text:?} is not in {shown:?}");
+    }
+    assert_chain_texts_once(e);
+}
+
+/// No text down the chain of `source()` from `e` already holds the text of one below it.
+fn assert_chain_texts_once(e: &(dyn std::error::Error + 'static)) {
+    let mut texts = vec![e.to_string()];
+    let mut next = e.source();
+    while let Some(c) = next {
+        texts.push(c.to_string());
+        next = c.source();
+    }
+    for (i, outer) in texts.iter().enumerate() {
+        for inner in &texts[i + 1..] {
+            assert!(
+                !outer.contains(inner.as_str()),
+                "{e:?}: {outer:?} already holds {inner:?}, the text of a source below it"
+            );
+        }
     }
 }
 
@@ -367,7 +464,7 @@ fn queue_file_samples() -> Vec<QueueFileError> {
 }
 
 #[test]
-fn queue_file_errors_format_every_variant_and_wire_their_cause() {
+fn queue_file_errors_format_every_variant_and_show_their_cause_once() {
     let all = queue_file_samples();
     assert_every_variant(&all, 10, queue_file_variant);
     for e in &all {
@@ -392,7 +489,7 @@ fn queue_file_errors_format_every_variant_and_wire_their_cause() {
                 | QueueFileError::Init { .. }
                 | QueueFileError::Attach { .. }
         );
-        assert_eq!(e.source().is_some(), wraps, "{e:?}");
+        assert_cause_shown_once(e, e.cause(), wraps);
     }
 }
 
@@ -409,7 +506,7 @@ fn replica_variant(e: &ReplicaError) -> usize {
 }
 
 #[test]
-fn replica_errors_format_every_variant() {
+fn replica_errors_format_every_variant_and_show_their_cause_once() {
     let mut all: Vec<ReplicaError> = error_samples()
         .into_iter()
         .filter(|e| hidden(e).is_empty())
@@ -445,5 +542,7 @@ fn replica_errors_format_every_variant() {
     assert_every_variant(&all, 7, replica_variant);
     for e in &all {
         check(e, &[]);
+        // Every variant shows its cause in its text; none hands it on as its source.
+        assert_cause_shown_once(e, None, false);
     }
 }

@@ -164,8 +164,10 @@ impl QueueFileError {
     }
 }
 
-impl std::error::Error for QueueFileError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+impl QueueFileError {
+    /// The error this one wraps (a system call's, or a check's of the core), whose text is
+    /// already in this one's; `None` for the variants that wrap nothing.
+    pub fn cause(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             QueueFileError::Io { source, .. } => Some(source),
             QueueFileError::Geometry { source, .. } => Some(source),
@@ -173,6 +175,14 @@ impl std::error::Error for QueueFileError {
             QueueFileError::Attach { err, .. } => Some(err),
             _ => None,
         }
+    }
+}
+
+/// `source()` is the wrapped error's own source (see [`crate::Error`]'s): the wrapped
+/// error's text is already in this one's.
+impl std::error::Error for QueueFileError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.cause().and_then(|c| c.source())
     }
 }
 

@@ -118,7 +118,17 @@ impl fmt::Display for ReplicaError {
     }
 }
 
-impl std::error::Error for ReplicaError {}
+/// As [`Error`](crate::Error)'s: the wrapped error's text is in this one's, so `source()` is
+/// that error's own source (a ring error's is its `source()`: `Ring` shows it whole).
+impl std::error::Error for ReplicaError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ReplicaError::Ring(e) => e.source(),
+            ReplicaError::Io { source, .. } => source.source(),
+            _ => None,
+        }
+    }
+}
 
 /// Refuses an `--iface` address no interface of this host has (a typo, another host's
 /// address) at start: a mirror would otherwise fail every join and retry for ever, and
