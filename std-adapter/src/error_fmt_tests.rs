@@ -335,17 +335,16 @@ fn a_cause_of_the_cause_is_the_source() {
     }
 }
 
-/// The texts of `e` and of each `source()` under it, joined by ": " as anyhow's `{:#}` joins
-/// them.
+/// The texts of `e` and of each `source()` under it, outermost first.
+fn chain_texts(e: &(dyn std::error::Error + 'static)) -> Vec<String> {
+    std::iter::successors(Some(e), |c| c.source())
+        .map(|c| c.to_string())
+        .collect()
+}
+
+/// The chain's texts joined by ": ", as anyhow's `{:#}` joins them.
 fn chain_report(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut report = e.to_string();
-    let mut next = e.source();
-    while let Some(c) = next {
-        report.push_str(": ");
-        report.push_str(&c.to_string());
-        next = c.source();
-    }
-    report
+    chain_texts(e).join(": ")
 }
 
 /// `cause` is there when `wraps`, its text is in `e`'s, and the chain's texts are each
@@ -366,12 +365,7 @@ fn assert_cause_shown_once(
 
 /// No text down the chain of `source()` from `e` already holds the text of one below it.
 fn assert_chain_texts_once(e: &(dyn std::error::Error + 'static)) {
-    let mut texts = vec![e.to_string()];
-    let mut next = e.source();
-    while let Some(c) = next {
-        texts.push(c.to_string());
-        next = c.source();
-    }
+    let texts = chain_texts(e);
     for (i, outer) in texts.iter().enumerate() {
         for inner in &texts[i + 1..] {
             assert!(
