@@ -832,12 +832,12 @@ mod tests {
     use super::*;
     use crate::RingProducer;
     use crate::test_fork::{assert_exited_0, forked};
+    use crate::test_tmp::TmpPath;
     use ringwire_core::layout::SLOT_WRITING;
 
     #[tokio::test(flavor = "current_thread")]
     async fn without_a_waiter_thread_every_record_still_arrives() {
-        let path =
-            std::env::temp_dir().join(format!("ringwire-async-no-waiter-{}", std::process::id()));
+        let path = TmpPath::new("async-no-waiter");
         // Room for every record: a reader starved for 64 publishes (13 ms here, on a loaded
         // machine) was lapped by a ring of 64 and waited for records it had lost.
         let mut tx = RingProducer::<u64>::create(&path, 128).unwrap();
@@ -867,24 +867,6 @@ mod tests {
         drop(late.join());
         // The usual constructor starts the thread.
         assert!(AsyncRingConsumer::from_consumer(rx.into_inner()).has_waiter());
-    }
-
-    /// A ring file path for one test, removed when dropped.
-    struct TmpPath(std::path::PathBuf);
-
-    impl TmpPath {
-        fn new(tag: &str) -> Self {
-            TmpPath(std::env::temp_dir().join(format!(
-                "ringwire-async-consumer-{tag}-{}",
-                std::process::id()
-            )))
-        }
-    }
-
-    impl Drop for TmpPath {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
     }
 
     /// A waker that records its wake and unparks the thread that made it.
@@ -960,11 +942,11 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn async_consumer_follows_a_consumer_swapped_in_through_get_mut() {
-        let (a, b) = (TmpPath::new("swap-a"), TmpPath::new("swap-b"));
-        let _ta = RingProducer::<u64>::create(&a.0, 64).unwrap();
-        let mut tb = RingProducer::<u64>::create(&b.0, 64).unwrap();
+        let (a, b) = (TmpPath::new("async-swap-a"), TmpPath::new("async-swap-b"));
+        let _ta = RingProducer::<u64>::create(a.path(), 64).unwrap();
+        let mut tb = RingProducer::<u64>::create(b.path(), 64).unwrap();
         // A futex timeout far beyond the test's bound: only a wake can deliver in time.
-        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&a.0).unwrap())
+        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(a.path()).unwrap())
             .unwrap()
             .with_idle_sleep(Duration::from_secs(60));
         assert!(
@@ -974,7 +956,7 @@ mod tests {
         );
         assert!(until_asleep(&rx), "the waiter never slept on ring a");
         // The old consumer stays alive: its mapping is not the issue here, the target is.
-        let old = std::mem::replace(rx.get_mut(), RingConsumer::attach(&b.0).unwrap());
+        let old = std::mem::replace(rx.get_mut(), RingConsumer::attach(b.path()).unwrap());
         let late = std::thread::spawn(move || {
             std::thread::sleep(Duration::from_millis(50));
             tb.push(&7);
@@ -997,13 +979,14 @@ mod tests {
     async fn recv_futures_dropped_mid_wait_lose_and_repeat_no_record() {
         const CHUNKS: u64 = 50;
         const PER_CHUNK: u64 = 100;
-        let t = TmpPath::new("cancel-churn");
+        let t = TmpPath::new("async-cancel-churn");
         let mut tx = RingProducer::<u64>::builder(64)
             .max_readers(2)
             .flow_control(crate::FlowControl::LosslessBackpressure)
-            .build::<u64, _>(&t.0)
+            .build::<u64, _>(t.path())
             .unwrap();
-        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap()).unwrap();
+        let mut rx =
+            AsyncRingConsumer::new(RingConsumer::<u64>::attach(t.path()).unwrap()).unwrap();
         let producer = std::thread::spawn(move || {
             for c in 0..CHUNKS {
                 if !until_sleeper(tx.file().ring()) {
@@ -1055,12 +1038,12 @@ mod tests {
                     .store(true, std::sync::atomic::Ordering::SeqCst);
             }
         }
-        let t = TmpPath::new("drop-in-wake");
+        let t = TmpPath::new("async-drop-in-wake");
         let mut tx = RingProducer::<u64>::builder(8)
             .max_readers(2)
-            .build::<u64, _>(&t.0)
+            .build::<u64, _>(t.path())
             .unwrap();
-        let rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap()).unwrap();
+        let rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(t.path()).unwrap()).unwrap();
         let task = Arc::new(DropOnWake {
             slot: std::sync::Mutex::new(Some(rx)),
             dropped: std::sync::atomic::AtomicBool::new(false),
@@ -1090,9 +1073,9 @@ mod tests {
     /// round of one empty poll then a record yields, never arms the waiter.
     #[test]
     fn yields_start_again_after_a_record_taken_with_try_recv() {
-        let t = TmpPath::new("yields");
-        let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
-        let rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap()).unwrap();
+        let t = TmpPath::new("async-yields");
+        let mut tx = RingProducer::<u64>::create(t.path(), 8).unwrap();
+        let rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(t.path()).unwrap()).unwrap();
         let mut rx = rx.with_yields(2);
         let flag = Flag::new();
         for v in 1..=4u64 {
@@ -1109,8 +1092,11 @@ mod tests {
 
     #[test]
     fn async_consumer_survives_the_old_consumer_dropped_after_a_swap() {
-        let (a, b) = (TmpPath::new("swap-drop-a"), TmpPath::new("swap-drop-b"));
-        let (pa, pb) = (a.0.clone(), b.0.clone());
+        let (a, b) = (
+            TmpPath::new("async-swap-drop-a"),
+            TmpPath::new("async-swap-drop-b"),
+        );
+        let (pa, pb) = (a.path().clone(), b.path().clone());
         let status = forked(30, move || {
             let (Ok(_ta), Ok(mut tb)) = (
                 RingProducer::<u64>::create(&pa, 64),
@@ -1152,10 +1138,10 @@ mod tests {
 
     #[test]
     fn a_forked_child_gets_its_own_waiter_and_drops_without_hanging() {
-        let t = TmpPath::new("fork");
-        let mut tx = RingProducer::<u64>::create(&t.0, 64).unwrap();
+        let t = TmpPath::new("async-fork");
+        let mut tx = RingProducer::<u64>::create(t.path(), 64).unwrap();
         let mut rx = Some(
-            AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap())
+            AsyncRingConsumer::new(RingConsumer::<u64>::attach(t.path()).unwrap())
                 .unwrap()
                 .with_idle_sleep(Duration::from_secs(60)),
         );
@@ -1216,9 +1202,10 @@ mod tests {
                 panic!("a waker that panics (expected by this test)");
             }
         }
-        let t = TmpPath::new("panicking-waker");
-        let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
-        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap()).unwrap();
+        let t = TmpPath::new("async-panicking-waker");
+        let mut tx = RingProducer::<u64>::create(t.path(), 8).unwrap();
+        let mut rx =
+            AsyncRingConsumer::new(RingConsumer::<u64>::attach(t.path()).unwrap()).unwrap();
         let panics = Arc::new(Panics(std::sync::atomic::AtomicBool::new(false)));
         let waker = Waker::from(Arc::clone(&panics));
         assert!(rx.poll_recv(&mut Context::from_waker(&waker)).is_pending());
@@ -1260,9 +1247,9 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn a_waiter_thread_that_ended_is_started_again() {
-        let t = TmpPath::new("waiter-ended");
-        let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
-        let consumer = RingConsumer::<u64>::attach(&t.0).unwrap();
+        let t = TmpPath::new("async-waiter-ended");
+        let mut tx = RingProducer::<u64>::create(t.path(), 8).unwrap();
+        let consumer = RingConsumer::<u64>::attach(t.path()).unwrap();
         // A "waiter" that ends at once, as one that died would.
         let (mut rx, spawned) = AsyncRingConsumer::build(consumer, DEFAULT_FUTEX_TIMEOUT, |_| {
             std::thread::Builder::new().spawn(|| ())
@@ -1289,11 +1276,11 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn async_consumer_sleeps_at_a_write_seq_ahead_of_the_slots() {
-        let t = TmpPath::new("ahead");
-        let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
+        let t = TmpPath::new("async-ahead");
+        let mut tx = RingProducer::<u64>::create(t.path(), 8).unwrap();
         tx.push(&1);
         // Sleeps of up to 30 s: only a wake-up delivers the late record below in time.
-        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap())
+        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(t.path()).unwrap())
             .unwrap()
             .with_idle_sleep(Duration::from_secs(30));
         assert_eq!(rx.recv().await, 1);
@@ -1361,14 +1348,14 @@ mod tests {
     /// for good (the consumer republishes its cursor only on its 64th empty poll in a row).
     #[tokio::test(flavor = "current_thread")]
     async fn a_registry_cursor_scribbled_back_does_not_hold_a_lossless_producer_for_good() {
-        let t = TmpPath::new("scribbled-registry");
+        let t = TmpPath::new("async-scribbled-registry");
         let mut tx = RingProducer::<u64>::builder(8)
             .max_readers(2)
             .flow_control(crate::FlowControl::LosslessBackpressure)
-            .build::<u64, _>(&t.0)
+            .build::<u64, _>(t.path())
             .unwrap();
         // Short sleeps: the waiter looks at the registry slot after each that times out.
-        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap())
+        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(t.path()).unwrap())
             .unwrap()
             .with_idle_sleep(Duration::from_millis(1));
         tx.push_batch(&[1, 2, 3, 4, 5, 6, 7, 8]);
@@ -1395,9 +1382,10 @@ mod tests {
     /// just before 10: the last poll's count alone, the first one's 7 dropped.
     #[test]
     fn recv_detailed_counts_the_losses_of_every_poll_it_took() {
-        let t = TmpPath::new("detailed-lap");
-        let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
-        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap()).unwrap();
+        let t = TmpPath::new("async-detailed-lap");
+        let mut tx = RingProducer::<u64>::create(t.path(), 8).unwrap();
+        let mut rx =
+            AsyncRingConsumer::new(RingConsumer::<u64>::attach(t.path()).unwrap()).unwrap();
         tx.push(&1);
         assert_eq!(rx.try_recv(), Some(1));
         for v in 2..=16u64 {
@@ -1422,12 +1410,13 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn async_consumer_passes_a_slot_left_mid_write_then_sleeps() {
-        let t = TmpPath::new("stuck");
-        let mut tx = RingProducer::<u64>::create(&t.0, 8).unwrap();
+        let t = TmpPath::new("async-stuck");
+        let mut tx = RingProducer::<u64>::create(t.path(), 8).unwrap();
         for v in 1..=8u64 {
             tx.push(&v);
         }
-        let mut rx = AsyncRingConsumer::new(RingConsumer::<u64>::attach(&t.0).unwrap()).unwrap();
+        let mut rx =
+            AsyncRingConsumer::new(RingConsumer::<u64>::attach(t.path()).unwrap()).unwrap();
         assert_eq!(rx.cursor(), 1);
         // A producer died overwriting the reader's slot with the next lap (write_seq 8 >= 1):
         // record 1 is lost, the records behind it are delivered (the consumer looks at the

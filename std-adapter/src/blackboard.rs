@@ -333,6 +333,7 @@ impl<V> std::fmt::Debug for BlackboardConsumer<V> {
 
 #[cfg(test)]
 mod tests {
+    use crate::test_tmp::TmpPath;
     use std::os::unix::fs::FileExt;
     use std::time::{Duration, Instant};
 
@@ -348,21 +349,14 @@ mod tests {
     /// exits with one bit set for each fault found.
     #[test]
     fn a_relative_board_path_is_removed_after_a_chdir_even_through_a_link() {
-        struct Gone(Vec<PathBuf>);
-        impl Drop for Gone {
-            fn drop(&mut self) {
-                for p in &self.0 {
-                    let _ = std::fs::remove_file(p);
-                }
-            }
-        }
         let dir = std::env::temp_dir();
-        let name = |tag: &str| format!("ringwire-bb-chdir-{tag}-{}", std::process::id());
-        let (board, target, link) = (name("board"), name("target"), name("link"));
-        let gone = Gone(vec![dir.join(&board), dir.join(&target), dir.join(&link)]);
-        let [board_at, target_at, link_at] = [&gone.0[0], &gone.0[1], &gone.0[2]];
+        let [board_at, target_at, link_at] =
+            ["board", "target", "link"].map(|tag| TmpPath::new(&format!("bb-chdir-{tag}")));
+        // The names alone, looked up from the working directory.
+        let [board, target, link] =
+            [&board_at, &target_at, &link_at].map(|p| p.file_name().unwrap().to_owned());
         // A relative link: it names the target beside it, from wherever it is looked up.
-        std::os::unix::fs::symlink(&target, link_at).unwrap();
+        std::os::unix::fs::symlink(&target, &link_at).unwrap();
         let status = crate::test_fork::forked(10, || {
             if std::env::set_current_dir(&dir).is_err() {
                 return 128;
@@ -394,7 +388,7 @@ mod tests {
             if target_at.exists() {
                 faults |= 8;
             }
-            if !std::fs::symlink_metadata(link_at).is_ok_and(|m| m.file_type().is_symlink()) {
+            if !std::fs::symlink_metadata(&link_at).is_ok_and(|m| m.file_type().is_symlink()) {
                 faults |= 16;
             }
             faults
@@ -413,7 +407,7 @@ mod tests {
     fn stalled_keys_takes_linear_time_on_a_board_of_odd_seqlocks() {
         const KEYS: usize = 100_000;
         const SETTLE: Duration = Duration::from_millis(900);
-        let path = std::env::temp_dir().join(format!("ringwire-bb-odd-{}", std::process::id()));
+        let path = TmpPath::new("bb-odd");
         let bb = BlackboardProducer::<u64>::create(&path, KEYS as u32).unwrap();
         let file = OpenOptions::new().write(true).open(&path).unwrap();
         let mut bytes = vec![0u8; 64 * KEYS];

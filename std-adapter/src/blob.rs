@@ -632,6 +632,7 @@ impl<M> std::fmt::Debug for BlobConsumer<M> {
 
 #[cfg(test)]
 mod tests {
+    use crate::test_tmp::TmpPath;
     use std::panic::{AssertUnwindSafe, catch_unwind};
     use std::time::Duration;
 
@@ -639,8 +640,7 @@ mod tests {
 
     #[test]
     fn a_message_whose_view_closure_panicked_is_delivered_again() {
-        let path =
-            std::env::temp_dir().join(format!("ringwire-blob-view-panic-{}", std::process::id()));
+        let path = TmpPath::new("blob-view-panic");
         let mut tx = BlobProducer::<u64>::create(&path, 16, 4096).unwrap();
         tx.push(&7, b"first").unwrap();
         tx.push(&8, b"second").unwrap();
@@ -681,7 +681,7 @@ mod tests {
     #[test]
     fn a_write_seq_past_the_limit_is_refused_at_attach() {
         use ringwire_core::layout::SEQ_LIMIT;
-        let path = std::env::temp_dir().join(format!("ringwire-blob-bad-w-{}", std::process::id()));
+        let path = TmpPath::new("blob-bad-w");
         let mut tx = BlobProducer::<u64>::create(&path, 16, 4096).unwrap();
         tx.push(&1, b"one").unwrap();
         let w = tx.file().ring().write_seq();
@@ -693,7 +693,6 @@ mod tests {
             rx.recv(&mut meta, &mut out).map(|n| (n, meta))
         });
         drop(tx);
-        let _ = std::fs::remove_file(&path);
         let e = got.expect("attached to a corrupt ring");
         assert_eq!(
             e.attach_error(),
@@ -707,7 +706,7 @@ mod tests {
 
     #[test]
     fn recv_timeout_sleeps_at_a_write_seq_ahead_of_the_slots() {
-        let path = std::env::temp_dir().join(format!("ringwire-blob-ahead-{}", std::process::id()));
+        let path = TmpPath::new("blob-ahead");
         let mut tx = BlobProducer::<u64>::create(&path, 16, 4096).unwrap();
         tx.push(&1, b"one").unwrap();
         let mut rx = BlobConsumer::<u64>::attach(&path).unwrap();
@@ -722,7 +721,6 @@ mod tests {
         let cpu0 = crate::sys::thread_cpu_time();
         let got = rx.recv_timeout(&mut wait, &mut meta, &mut out, Duration::from_millis(500));
         let cpu = crate::sys::thread_cpu_time() - cpu0;
-        let _ = std::fs::remove_file(&path);
         assert_eq!(got.unwrap(), None);
         assert!(
             cpu < Duration::from_millis(150),

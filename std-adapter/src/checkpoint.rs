@@ -473,17 +473,7 @@ mod tests {
 
     #[test]
     fn a_checkpoint_of_an_interrupted_creation_is_finished_not_refused() {
-        let path = std::env::temp_dir().join(format!(
-            "ringwire-checkpoint-zero-{}.offset",
-            std::process::id()
-        ));
-        struct Remove<'a>(&'a Path);
-        impl Drop for Remove<'_> {
-            fn drop(&mut self) {
-                let _ = std::fs::remove_file(self.0);
-            }
-        }
-        let _rm = Remove(&path);
+        let path = crate::test_tmp::TmpPath::new("checkpoint-zero");
         // Sized, then the creator died before it stored anything.
         std::fs::write(&path, [0u8; CHECKPOINT_SIZE]).unwrap();
         let cp = OffsetCheckpoint::open_or_create(&path, " algo ").unwrap();

@@ -672,31 +672,13 @@ mod tests {
     use ringwire_core::sync::Ordering;
 
     use super::*;
+    use crate::test_tmp::TmpPath;
     use crate::wait::FutexWait;
     use crate::{RingProducer, sys};
 
     /// Files of one test, removed when dropped.
-    struct TmpPaths(Vec<PathBuf>);
-
-    impl TmpPaths {
-        fn new(tags: &[&str]) -> Self {
-            TmpPaths(
-                tags.iter()
-                    .map(|t| {
-                        std::env::temp_dir()
-                            .join(format!("ringwire-consumer-{t}-{}", std::process::id()))
-                    })
-                    .collect(),
-            )
-        }
-    }
-
-    impl Drop for TmpPaths {
-        fn drop(&mut self) {
-            for p in &self.0 {
-                let _ = std::fs::remove_file(p);
-            }
-        }
+    fn tmp_paths<const N: usize>(tags: [&str; N]) -> [TmpPath; N] {
+        tags.map(|t| TmpPath::new(&format!("consumer-{t}")))
     }
 
     /// A commit to a checkpoint file that is no longer at its path (removed, or replaced by
@@ -707,14 +689,14 @@ mod tests {
     #[test]
     fn a_commit_to_a_checkpoint_no_longer_at_its_path_is_an_error() {
         for replace in [false, true] {
-            let t = TmpPaths::new(&["moved-ring", "moved-offset"]);
-            let mut tx = RingProducer::<u64>::create(&t.0[0], 64).unwrap();
+            let t = tmp_paths(["moved-ring", "moved-offset"]);
+            let mut tx = RingProducer::<u64>::create(&t[0], 64).unwrap();
             tx.push_batch(&[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
             let consumer = || {
                 RingConsumer::<u64>::builder()
-                    .offset_file(&t.0[1])
+                    .offset_file(&t[1])
                     .start_from_latest()
-                    .attach(&t.0[0])
+                    .attach(&t[0])
                     .unwrap()
             };
             let mut rx = consumer();
@@ -723,15 +705,14 @@ mod tests {
                 rx.try_recv().unwrap();
             }
             rx.commit_offset().unwrap();
-            std::fs::remove_file(&t.0[1]).unwrap();
-            let other =
-                replace.then(|| OffsetCheckpoint::open_or_create(&t.0[1], "other").unwrap());
+            std::fs::remove_file(&t[1]).unwrap();
+            let other = replace.then(|| OffsetCheckpoint::open_or_create(&t[1], "other").unwrap());
             let e = rx.commit_offset().unwrap_err();
             assert!(
                 e.to_string().contains("no longer at its path"),
                 "replace {replace}: {e}"
             );
-            assert_eq!(e.path(), t.0[1].as_path(), "replace {replace}");
+            assert_eq!(e.path(), &*t[1], "replace {replace}");
             drop((rx, other));
             if !replace {
                 // Nothing at the path: the restarted consumer starts at the newest record,
@@ -748,16 +729,16 @@ mod tests {
     /// forked child, whose `chdir` the test harness's other threads do not see.
     #[test]
     fn a_relative_checkpoint_path_commits_after_a_chdir() {
-        let t = TmpPaths::new(&["chdir-ring", "chdir-offset"]);
-        let mut tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
+        let t = tmp_paths(["chdir-ring", "chdir-offset"]);
+        let mut tx = RingProducer::<u64>::create(&t[0], 8).unwrap();
         tx.push_batch(&[1, 2, 3]);
-        let (dir, name) = (t.0[1].parent().unwrap(), t.0[1].file_name().unwrap());
+        let (dir, name) = (t[1].parent().unwrap(), t[1].file_name().unwrap());
         let status = crate::test_fork::forked(10, || {
             let attach = || {
                 RingConsumer::<u64>::builder()
                     .start_from_oldest()
                     .offset_file(name)
-                    .attach(&t.0[0])
+                    .attach(&t[0])
             };
             if std::env::set_current_dir(dir).is_err() {
                 return 2;
@@ -789,8 +770,8 @@ mod tests {
     /// In a forked child, whose `chdir` the test harness's other threads do not see.
     #[test]
     fn a_relative_ring_path_still_names_the_ring_after_a_chdir() {
-        let t = TmpPaths::new(&["chdir-relative-ring"]);
-        let (dir, name) = (t.0[0].parent().unwrap(), t.0[0].file_name().unwrap());
+        let t = tmp_paths(["chdir-relative-ring"]);
+        let (dir, name) = (t[0].parent().unwrap(), t[0].file_name().unwrap());
         let status = crate::test_fork::forked(10, || {
             if std::env::set_current_dir(dir).is_err() {
                 return 2;
@@ -810,7 +791,7 @@ mod tests {
             }
             // Unlinks the ring at its absolute path, which the reader then sees gone.
             drop(tx);
-            match (t.0[0].exists(), rx.is_replaced()) {
+            match (t[0].exists(), rx.is_replaced()) {
                 (false, true) => 0,
                 _ => 6,
             }
@@ -825,10 +806,10 @@ mod tests {
     #[test]
     fn a_sleeper_on_a_removed_or_replaced_ring_times_out_and_is_told() {
         for replace in [false, true] {
-            let t = TmpPaths::new(&[if replace { "replaced" } else { "removed" }]);
-            let mut tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
+            let t = tmp_paths([if replace { "replaced" } else { "removed" }]);
+            let mut tx = RingProducer::<u64>::create(&t[0], 8).unwrap();
             tx.push(&1);
-            let mut rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
+            let mut rx = RingConsumer::<u64>::attach(&t[0]).unwrap();
             assert_eq!(rx.try_recv(), Some(1));
             let sleeper = std::thread::spawn(move || {
                 let t0 = std::time::Instant::now();
@@ -839,7 +820,7 @@ mod tests {
             // Unlinks the file (the default cleanup).
             drop(tx);
             let fresh = replace.then(|| {
-                let mut tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
+                let mut tx = RingProducer::<u64>::create(&t[0], 8).unwrap();
                 tx.push_batch(&[2, 3]);
                 tx
             });
@@ -856,12 +837,12 @@ mod tests {
 
     #[test]
     fn a_slot_left_mid_write_is_skipped_and_recv_blocking_sleeps_past_it() {
-        let t = TmpPaths::new(&["stuck"]);
-        let mut tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
+        let t = tmp_paths(["stuck"]);
+        let mut tx = RingProducer::<u64>::create(&t[0], 8).unwrap();
         for v in 1..=8u64 {
             tx.push(&v);
         }
-        let mut rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
+        let mut rx = RingConsumer::<u64>::attach(&t[0]).unwrap();
         // A producer died overwriting the reader's slot with the next lap (write_seq 8 >= 1):
         // record 1 is gone, the records behind it are intact and delivered.
         tx.file()
@@ -896,9 +877,9 @@ mod tests {
     /// (a busy spin), a 1 ns one ran the handshake's barrier about 400,000 times a second.
     #[test]
     fn futex_waits_with_a_tiny_timeout_still_sleep() {
-        let t = TmpPaths::new(&["tiny"]);
-        let _tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
-        let mut rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
+        let t = tmp_paths(["tiny"]);
+        let _tx = RingProducer::<u64>::create(&t[0], 8).unwrap();
+        let mut rx = RingConsumer::<u64>::attach(&t[0]).unwrap();
         let mut reset = FutexWait::default();
         reset.set_timeout(Duration::ZERO);
         for (name, mut wait) in [
@@ -930,9 +911,9 @@ mod tests {
     #[test]
     fn a_reader_whose_futex_waits_fail_does_not_spin() {
         use crate::queue::{SpscConsumer, SpscProducer};
-        let t = TmpPaths::new(&["futex-eperm", "futex-eperm-queue"]);
-        let mut tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
-        let mut qtx = SpscProducer::<u64>::create(&t.0[1], 8).unwrap();
+        let t = tmp_paths(["futex-eperm", "futex-eperm-queue"]);
+        let mut tx = RingProducer::<u64>::create(&t[0], 8).unwrap();
+        let mut qtx = SpscProducer::<u64>::create(&t[1], 8).unwrap();
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: `fds` has room for the two descriptors pipe writes.
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
@@ -946,8 +927,8 @@ mod tests {
                 // SAFETY: the child's copy of the read end, which it does not use.
                 unsafe { libc::close(from_child) };
                 let (Ok(mut rx), Ok(mut qrx)) = (
-                    RingConsumer::<u64>::attach(&t.0[0]),
-                    SpscConsumer::<u64>::open(&t.0[1]),
+                    RingConsumer::<u64>::attach(&t[0]),
+                    SpscConsumer::<u64>::open(&t[1]),
                 ) else {
                     return 2;
                 };
@@ -1026,9 +1007,9 @@ mod tests {
     fn a_corrupt_write_seq_is_refused_at_attach() {
         use ringwire_core::AttachError;
         use ringwire_core::layout::SEQ_LIMIT;
-        let t = TmpPaths::new(&["bad-w", "bad-w-mpmc"]);
+        let t = tmp_paths(["bad-w", "bad-w-mpmc"]);
         let mut tx = RingProducer::<u64>::create_with_options(
-            &t.0[0],
+            &t[0],
             RingProducer::<u64>::builder(8).max_readers(2),
         )
         .unwrap();
@@ -1038,9 +1019,9 @@ mod tests {
             ring.write_seq().store(bad, Ordering::Release);
             for latest in [false, true] {
                 let r = if latest {
-                    RingConsumer::<u64>::attach_latest(&t.0[0])
+                    RingConsumer::<u64>::attach_latest(&t[0])
                 } else {
-                    RingConsumer::<u64>::attach(&t.0[0])
+                    RingConsumer::<u64>::attach(&t[0])
                 };
                 let e = r.expect_err("attached to a corrupt ring");
                 assert_eq!(
@@ -1048,17 +1029,17 @@ mod tests {
                     Some(AttachError::WriteSeqExhausted { write_seq: bad }),
                     "{e}"
                 );
-                assert!(e.to_string().contains(&t.0[0].display().to_string()), "{e}");
+                assert!(e.to_string().contains(&t[0].display().to_string()), "{e}");
             }
             assert_eq!(ring.write_seq().load(Ordering::Relaxed), bad);
         }
         let registry = tx.registry().expect("a registry");
         assert_eq!(registry.min_cursor(), None, "a refused reader registered");
         ring.write_seq().store(1, Ordering::Release);
-        let mut rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
+        let mut rx = RingConsumer::<u64>::attach(&t[0]).unwrap();
         assert_eq!(rx.try_recv(), Some(1));
         // An MPMC ring: a write_seq at or past claim_seq is corrupt, one below it is not.
-        let mtx = crate::MpmcProducer::<u64>::create(&t.0[1], 8).unwrap();
+        let mtx = crate::MpmcProducer::<u64>::create(&t[1], 8).unwrap();
         for v in 1..=3u64 {
             mtx.push(&v);
         }
@@ -1067,7 +1048,7 @@ mod tests {
         for w in [claim, claim + 1, SEQ_LIMIT - 1] {
             view.write_seq().store(w, Ordering::Release);
             let e =
-                RingConsumer::<u64>::attach(&t.0[1]).expect_err("attached to a corrupt MPMC ring");
+                RingConsumer::<u64>::attach(&t[1]).expect_err("attached to a corrupt MPMC ring");
             assert_eq!(
                 e.attach_error(),
                 Some(AttachError::WriteSeqPastClaimSeq {
@@ -1078,16 +1059,16 @@ mod tests {
             );
         }
         view.write_seq().store(claim - 1, Ordering::Release);
-        let mut rx = RingConsumer::<u64>::attach(&t.0[1]).unwrap();
+        let mut rx = RingConsumer::<u64>::attach(&t[1]).unwrap();
         assert_eq!(rx.try_recv(), Some(1));
     }
 
     #[test]
     fn a_write_seq_ahead_of_the_slots_leaves_a_waiting_reader_asleep() {
-        let t = TmpPaths::new(&["ahead"]);
-        let mut tx = RingProducer::<u64>::create(&t.0[0], 8).unwrap();
+        let t = tmp_paths(["ahead"]);
+        let mut tx = RingProducer::<u64>::create(&t[0], 8).unwrap();
         tx.push(&1);
-        let mut rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
+        let mut rx = RingConsumer::<u64>::attach(&t[0]).unwrap();
         assert_eq!(rx.try_recv(), Some(1));
         // A corrupt header: write_seq claims records 2..=5, whose slots hold nothing (the
         // ring is neither sparse nor MPMC-flagged, and no slot holds the write marker).
@@ -1126,13 +1107,13 @@ mod tests {
         // scribbled a lap back held the lossless producer's push forever, and the reader,
         // publishing only when its cursor moved, waited for that push forever.
         // `update_cursor` stands in for the scribble (the same store).
-        let t = TmpPaths::new(&["scribbled-registry"]);
+        let t = tmp_paths(["scribbled-registry"]);
         let mut tx = RingProducer::<u64>::builder(8)
             .max_readers(2)
             .flow_control(crate::FlowControl::LosslessBackpressure)
-            .build::<u64, _>(&t.0[0])
+            .build::<u64, _>(&t[0])
             .unwrap();
-        let mut rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
+        let mut rx = RingConsumer::<u64>::attach(&t[0]).unwrap();
         tx.push_batch(&[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(rx.recv_batch(&mut [0; 8]), 8);
         rx.registration().unwrap().update_cursor(1);
@@ -1149,16 +1130,16 @@ mod tests {
 
     #[test]
     fn commit_offset_publishes_the_registry_cursor_again() {
-        let t = TmpPaths::new(&["commit-ring", "commit-offset", "commit-offset-to"]);
+        let t = tmp_paths(["commit-ring", "commit-offset", "commit-offset-to"]);
         let mut tx = RingProducer::<u64>::builder(64)
             .max_readers(4)
-            .build::<u64, _>(&t.0[0])
+            .build::<u64, _>(&t[0])
             .unwrap();
         tx.push_batch(&[1, 2, 3]);
         let mut rx = RingConsumer::<u64>::builder()
             .start_from_oldest()
-            .offset_file(&t.0[1])
-            .attach(&t.0[0])
+            .offset_file(&t[1])
+            .attach(&t[0])
             .unwrap();
         assert_eq!(rx.recv_batch(&mut [0; 3]), 3);
         let reg = rx.registry().unwrap();
@@ -1169,7 +1150,7 @@ mod tests {
         assert_eq!(rx.registry().unwrap().min_cursor(), Some(4));
         assert_eq!(rx.checkpoint().unwrap().load(), Some(3));
         rx.registration().unwrap().update_cursor(2);
-        rx.commit_offset_to(&t.0[2], "other").unwrap();
+        rx.commit_offset_to(&t[2], "other").unwrap();
         assert_eq!(rx.registry().unwrap().min_cursor(), Some(4));
     }
 
@@ -1180,22 +1161,22 @@ mod tests {
     #[test]
     fn a_forked_childs_copy_that_reads_takes_a_registry_slot_of_its_own() {
         use crate::test_fork::{assert_exited_0, forked};
-        let t = TmpPaths::new(&["fork-read-ring", "fork-read-blob"]);
+        let t = tmp_paths(["fork-read-ring", "fork-read-blob"]);
         let mut tx = RingProducer::<u64>::builder(16)
             .max_readers(4)
             .flow_control(crate::FlowControl::LosslessBackpressure)
-            .build::<u64, _>(&t.0[0])
+            .build::<u64, _>(&t[0])
             .unwrap();
         let mut btx = crate::BlobProducer::<()>::builder(16, 4096)
             .max_readers(4)
-            .build::<(), _>(&t.0[1])
+            .build::<(), _>(&t[1])
             .unwrap();
         tx.push_batch(&[1, 2, 3, 4]);
         for _ in 0..4 {
             btx.push_payload(b"blob").unwrap();
         }
-        let rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
-        let brx = crate::BlobConsumer::<()>::attach(&t.0[1]).unwrap();
+        let rx = RingConsumer::<u64>::attach(&t[0]).unwrap();
+        let brx = crate::BlobConsumer::<()>::attach(&t[1]).unwrap();
         let me = std::process::id();
         // (pid, cursor) of each live reader of the ring and of the blob ring.
         let readers = || {
@@ -1282,16 +1263,16 @@ mod tests {
     #[test]
     fn a_forked_childs_copy_does_not_commit_to_its_parents_checkpoint() {
         use crate::test_fork::{assert_exited_0, forked};
-        let t = TmpPaths::new(&["fork-commit-ring", "fork-commit-offset", "fork-commit-own"]);
+        let t = tmp_paths(["fork-commit-ring", "fork-commit-offset", "fork-commit-own"]);
         let mut tx = RingProducer::<u64>::builder(16)
             .max_readers(4)
-            .build::<u64, _>(&t.0[0])
+            .build::<u64, _>(&t[0])
             .unwrap();
         tx.push_batch(&[1, 2, 3, 4, 5, 6]);
         let mut rx = RingConsumer::<u64>::builder()
             .start_from_oldest()
-            .offset_file(&t.0[1])
-            .attach(&t.0[0])
+            .offset_file(&t[1])
+            .attach(&t[0])
             .unwrap();
         assert_eq!(rx.recv_batch(&mut [0; 2]), 2);
         rx.commit_offset().unwrap();
@@ -1310,28 +1291,28 @@ mod tests {
                     return 3;
                 }
             }
-            if copy.commit_offset_to(&t.0[2], "child").is_err() {
+            if copy.commit_offset_to(&t[2], "child").is_err() {
                 return 4;
             }
             0
         });
         assert_exited_0(status, "committing through the copy in the child");
         assert_eq!(rx.checkpoint().unwrap().load(), Some(2));
-        let own = OffsetCheckpoint::open_or_create(&t.0[2], "child").unwrap();
+        let own = OffsetCheckpoint::open_or_create(&t[2], "child").unwrap();
         assert_eq!(own.load(), Some(5));
         // The parent's own commits go on as before.
         assert_eq!(rx.recv_batch(&mut [0; 1]), 1);
         rx.commit_offset().unwrap();
         assert_eq!(rx.checkpoint().unwrap().load(), Some(3));
         let e = Error::ForkedCheckpoint {
-            path: t.0[1].clone(),
+            path: t[1].path().clone(),
             opener: 42,
         };
         assert_eq!(
             e.to_string(),
             format!(
                 "offset file {}: opened by process 42, which is running; a copy inherited through fork does not commit to it (commit_offset_to a file of its own)",
-                t.0[1].display()
+                t[1].display()
             )
         );
     }
@@ -1341,18 +1322,18 @@ mod tests {
     #[test]
     fn a_forked_copy_commits_once_the_checkpoints_opener_has_exited() {
         use crate::test_fork::{assert_exited_0, forked};
-        let t = TmpPaths::new(&["daemon-commit-ring", "daemon-commit-offset"]);
+        let t = tmp_paths(["daemon-commit-ring", "daemon-commit-offset"]);
         let mut tx = RingProducer::<u64>::builder(16)
             .max_readers(4)
-            .build::<u64, _>(&t.0[0])
+            .build::<u64, _>(&t[0])
             .unwrap();
         tx.push_batch(&[1, 2, 3, 4, 5, 6]);
         let status = forked(10, || {
             // The opener: attaches, forks the daemon and exits at once.
             let Ok(rx) = RingConsumer::<u64>::builder()
                 .start_from_oldest()
-                .offset_file(&t.0[1])
-                .attach(&t.0[0])
+                .offset_file(&t[1])
+                .attach(&t[0])
             else {
                 return 2;
             };
@@ -1384,7 +1365,7 @@ mod tests {
             unsafe { libc::_exit(code) }
         });
         assert_exited_0(status, "the opener");
-        let cp = OffsetCheckpoint::open_or_create(&t.0[1], "consumer").unwrap();
+        let cp = OffsetCheckpoint::open_or_create(&t[1], "consumer").unwrap();
         let end = std::time::Instant::now() + Duration::from_secs(10);
         while cp.load() != Some(4) && std::time::Instant::now() < end {
             std::thread::sleep(Duration::from_millis(5));
@@ -1395,17 +1376,17 @@ mod tests {
     #[test]
     fn a_forked_childs_copy_dropped_leaves_the_parents_registry_slot() {
         use crate::test_fork::{assert_exited_0, forked};
-        let t = TmpPaths::new(&["fork-drop-ring", "fork-drop-blob"]);
+        let t = tmp_paths(["fork-drop-ring", "fork-drop-blob"]);
         let tx = RingProducer::<u64>::builder(16)
             .max_readers(2)
-            .build::<u64, _>(&t.0[0])
+            .build::<u64, _>(&t[0])
             .unwrap();
         let btx = crate::BlobProducer::<()>::builder(16, 4096)
             .max_readers(2)
-            .build::<(), _>(&t.0[1])
+            .build::<(), _>(&t[1])
             .unwrap();
-        let rx = RingConsumer::<u64>::attach(&t.0[0]).unwrap();
-        let brx = crate::BlobConsumer::<()>::attach(&t.0[1]).unwrap();
+        let rx = RingConsumer::<u64>::attach(&t[0]).unwrap();
+        let brx = crate::BlobConsumer::<()>::attach(&t[1]).unwrap();
         let me = std::process::id();
         let pids = || {
             let ring = tx.registry().unwrap().active_readers(0);

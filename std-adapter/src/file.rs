@@ -1045,6 +1045,7 @@ impl std::fmt::Debug for ReadOnlyRing {
 #[cfg(test)]
 mod tests {
     use crate::test_fork::{assert_exited_0, forked};
+    use crate::test_tmp::TmpPath;
     use crate::{BlackboardProducer, RingProducer};
 
     /// A producer's copy inherited through fork, dropped in the child, leaves the file and
@@ -1054,9 +1055,10 @@ mod tests {
     /// while the first still wrote, and attaches found the new ring, never the live one.
     #[test]
     fn a_forked_childs_copy_of_a_producer_dropped_leaves_the_file_and_its_lock() {
-        let dir = std::env::temp_dir();
-        let ring = dir.join(format!("ringwire-file-fork-ring-{}", std::process::id()));
-        let board = dir.join(format!("ringwire-file-fork-board-{}", std::process::id()));
+        let (ring, board) = (
+            TmpPath::new("file-fork-ring"),
+            TmpPath::new("file-fork-board"),
+        );
         let mut tx = RingProducer::<u64>::create(&ring, 16).unwrap();
         let mut bb = BlackboardProducer::<u64>::create(&board, 4).unwrap();
         let status = forked(10, || {
@@ -1088,8 +1090,7 @@ mod tests {
     /// when dropped, as the creator's drop would have.
     #[test]
     fn a_forked_copy_that_outlives_its_creator_cleans_up_as_the_creator_would() {
-        let dir = std::env::temp_dir();
-        let ring = dir.join(format!("ringwire-file-daemon-ring-{}", std::process::id()));
+        let ring = TmpPath::new("file-daemon-ring");
         let status = forked(10, || {
             let Ok(mut tx) = RingProducer::<u64>::create(&ring, 16) else {
                 return 2;
@@ -1116,10 +1117,10 @@ mod tests {
         assert_exited_0(status, "the creator");
         let t0 = std::time::Instant::now();
         while ring.exists() {
-            if t0.elapsed() > std::time::Duration::from_secs(10) {
-                let _ = std::fs::remove_file(&ring);
-                panic!("the copy that outlived its creator left the ring");
-            }
+            assert!(
+                t0.elapsed() < std::time::Duration::from_secs(10),
+                "the copy that outlived its creator left the ring"
+            );
             std::thread::sleep(std::time::Duration::from_millis(1));
         }
     }

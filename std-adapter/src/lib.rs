@@ -89,6 +89,8 @@ pub mod sys;
 mod test_fork;
 #[cfg(test)]
 mod test_proc;
+#[cfg(test)]
+mod test_tmp;
 pub mod tsc;
 pub mod wait;
 

@@ -449,13 +449,14 @@ impl<T> std::fmt::Debug for MpmcQueueConsumer<T> {
 mod tests {
     use super::*;
     use crate::test_fork::{assert_exited_0, forked};
+    use crate::test_tmp::TmpPath;
 
     /// A consumer's copy inherited by a forked child and dropped there leaves the ticket its
     /// parent holds alone: given back, another consumer would take it while the parent still
     /// waits on it, and the message would be received twice.
     #[test]
     fn a_forked_childs_copy_dropped_leaves_its_parents_ticket() {
-        let path = std::env::temp_dir().join(format!("ringwire-lossy-fork-{}", std::process::id()));
+        let path = TmpPath::new("lossy-fork");
         let prod = MpmcProducer::<u64>::create(&path, 8).unwrap();
         let ring = prod.file.ring();
         // A producer drew ticket 1 and has not written it yet.

@@ -476,10 +476,10 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread")]
     async fn async_mux_waits_on_a_channel_consumer_swapped_in_through_consumer_mut() {
-        let path = |t: &str| {
-            std::env::temp_dir().join(format!("ringwire-mux-swap-{t}-{}", std::process::id()))
-        };
-        let (a, b) = (path("a"), path("b"));
+        let (a, b) = (
+            crate::test_tmp::TmpPath::new("mux-swap-a"),
+            crate::test_tmp::TmpPath::new("mux-swap-b"),
+        );
         let _ta = RingProducer::<u64>::create(&a, 64).unwrap();
         let mut tb = RingProducer::<u64>::create(&b, 64).unwrap();
         let mut mux = AsyncRingMultiplexer::<u64>::new();

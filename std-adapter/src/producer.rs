@@ -477,14 +477,14 @@ impl<T> std::fmt::Debug for RingProducer<T> {
 mod tests {
     use super::*;
     use crate::RingConsumer;
+    use crate::test_tmp::TmpPath;
 
     /// A lossy producer that publishes with a full fence (its process could not register
     /// for membarrier) is not the plain one: its pushes go out of line, through
     /// `try_push_at`, which on a lossy ring never refuses. Every record still arrives.
     #[test]
     fn fenced_lossy_push_goes_out_of_line_and_delivers_every_record() {
-        let path =
-            std::env::temp_dir().join(format!("ringwire-fenced-lossy-{}", std::process::id()));
+        let path = TmpPath::new("fenced-lossy");
         let mut p = RingProducer::<u64>::create(&path, 32).unwrap();
         let mut c = RingConsumer::<u64>::builder()
             .start_from_head()

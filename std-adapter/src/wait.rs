@@ -728,11 +728,12 @@ pub(crate) fn coarse_ns() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_tmp::TmpPath;
 
     #[test]
     fn futex_wait_spins_stop_at_the_deadline() {
         // A ring nothing is ever published to: only the deadline ends the wait.
-        let t = std::env::temp_dir().join(format!("ringwire-wait-spins-{}", std::process::id()));
+        let t = TmpPath::new("wait-spins");
         let tx = crate::RingProducer::<u64>::create(&t, 8).unwrap();
         let ring = *tx.file().ring();
         let mut w = FutexWait::new(100_000_000, Some(DEFAULT_FUTEX_TIMEOUT));
@@ -740,7 +741,6 @@ mod tests {
         w.wait_until(&ring, 1, deadline_after(Duration::from_millis(1)));
         let took = t0.elapsed();
         drop(tx);
-        let _ = std::fs::remove_file(&t);
         // 10^8 spins take seconds; the deadline is 1 ms (generous bound for a noisy VM).
         assert!(
             took < Duration::from_millis(200),
@@ -755,7 +755,7 @@ mod tests {
     #[test]
     fn a_futex_sleep_runs_the_membarrier() {
         let barriers = || sys::MEMBARRIERS.with(|n| n.get());
-        let t = std::env::temp_dir().join(format!("ringwire-wait-mb-{}", std::process::id()));
+        let t = TmpPath::new("wait-mb");
         let tx = crate::RingProducer::<u64>::create(&t, 8).unwrap();
         let ring = *tx.file().ring();
         let b0 = barriers();
@@ -771,7 +771,6 @@ mod tests {
         d.wait(&ring, 1);
         let b3 = barriers();
         drop(tx);
-        let _ = std::fs::remove_file(&t);
         assert_eq!(w.stats().sleeps, 1, "{:?}", w.stats());
         assert_eq!((b1 - b0, b2 - b1, b3 - b2), (1, 0, 1));
     }
@@ -784,7 +783,7 @@ mod tests {
         use std::sync::atomic::AtomicBool;
         let barriers = || sys::MEMBARRIERS.with(|n| n.get());
         // The ring lends its futex pair; what the sleeper waits for is a flag.
-        let t = std::env::temp_dir().join(format!("ringwire-wait-sl-{}", std::process::id()));
+        let t = TmpPath::new("wait-sl");
         let tx = crate::RingProducer::<u64>::create(&t, 8).unwrap();
         let ring = *tx.file().ring();
         let pair = || ring.futex();
@@ -825,7 +824,6 @@ mod tests {
         let mut whole = FutexWait::new(0, Some(Duration::from_millis(300)));
         let took = sleep(&mut whole, 1);
         drop(tx);
-        let _ = std::fs::remove_file(&t);
         assert!(took >= Duration::from_millis(290), "unsliced: {took:?}");
         // Each sleep ran to its timeout (more than one if the writer looked late).
         let s = whole.stats();
@@ -841,8 +839,7 @@ mod tests {
     /// wake-up on its way: a waiter at that record must not sleep its timeout out.
     #[test]
     fn an_mpmc_record_stored_before_write_seq_moves_ends_the_wait() {
-        let t = std::env::temp_dir().join(format!("ringwire-wait-mpmc-{}", std::process::id()));
-        let _ = std::fs::remove_file(&t);
+        let t = TmpPath::new("wait-mpmc");
         let tx = crate::lossy_mpmc::MpmcProducer::<u64>::create(&t, 8).unwrap();
         let ring = *tx.file().ring();
         // Ticket 1 claimed and written as `LossyMpmcProducer::push` does, then the producer
@@ -855,7 +852,6 @@ mod tests {
         let got = crate::RingConsumer::<u64>::attach(&t).unwrap().try_recv();
         let write_seq = ring.write_seq().load(Ordering::Relaxed);
         drop(tx);
-        let _ = std::fs::remove_file(&t);
         assert_eq!(
             (ticket, write_seq, got),
             (1, 0, Some(7)),
@@ -875,8 +871,7 @@ mod tests {
     /// producer is writing.
     #[test]
     fn an_mpmc_slot_past_every_claim_below_write_seq_is_nothing_to_do() {
-        let t = std::env::temp_dir().join(format!("ringwire-wait-mpmc-bad-{}", std::process::id()));
-        let _ = std::fs::remove_file(&t);
+        let t = TmpPath::new("wait-mpmc-bad");
         let tx = crate::lossy_mpmc::MpmcProducer::<u64>::create(&t, 8).unwrap();
         let ring = *tx.file().ring();
         // Relaxed: as the producer's claim.
@@ -887,7 +882,6 @@ mod tests {
         ring.slot_seq(ticket).store(1 << 40, Ordering::Release);
         let corrupt = published(&ring, ticket);
         drop(tx);
-        let _ = std::fs::remove_file(&t);
         assert_eq!((stored, corrupt), (true, false));
     }
 
@@ -902,8 +896,7 @@ mod tests {
     /// later is woken by a publish, not by its 10 s timeout.
     #[test]
     fn a_producer_rations_its_wakes_for_a_sleeper_killed_asleep() {
-        let t = std::env::temp_dir().join(format!("ringwire-wait-dead-{}", std::process::id()));
-        let _ = std::fs::remove_file(&t);
+        let t = TmpPath::new("wait-dead");
         let mut tx = crate::RingProducer::<u64>::create(&t, 1024).unwrap();
         let ring = *tx.file().ring();
         // A child sleeps for a record that never comes, until its alarm kills it (SIGALRM).
@@ -938,7 +931,6 @@ mod tests {
         });
         let after = tx.suspects_stale_sleeper();
         drop(tx);
-        let _ = std::fs::remove_file(&t);
         assert!(
             killed,
             "the sleeper child was not killed by its alarm: {status:#x}"

@@ -1011,17 +1011,17 @@ fn handoff_reader_json(lat: &Latency, received: u64, lapped: u64, s: &StressRepo
 mod tests {
     use super::*;
     use crate::bench::Summary;
+    use crate::test_tmp::TmpPath;
 
     /// An interrupted `bench stress --plot FILE` with no run completed leaves FILE alone.
     #[test]
     fn no_completed_run_leaves_the_plot_file_alone() {
-        let dir = std::env::temp_dir().join(format!("ringwire-plot-{}", std::process::id()));
+        let dir = TmpPath::new("plot");
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join("chart.svg");
         std::fs::write(&path, "an earlier chart").unwrap();
         let r = plot_rates(&path, &[]);
         let kept = std::fs::read_to_string(&path);
-        let _ = std::fs::remove_dir_all(&dir);
         assert!(r.is_ok(), "{r:?}");
         assert_eq!(kept.unwrap(), "an earlier chart");
     }
@@ -1139,8 +1139,7 @@ mod tests {
 
     #[test]
     fn the_plot_path_is_checked_before_measuring_and_left_as_it_was() {
-        let dir = PathBuf::from(format!("/tmp/fixb-plot-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
+        let dir = TmpPath::new("plot-check");
         std::fs::create_dir(&dir).unwrap();
         let new = dir.join("x.svg");
         check_plot_path(&new).unwrap();
@@ -1148,14 +1147,13 @@ mod tests {
         std::fs::write(&new, "old").unwrap();
         check_plot_path(&new).unwrap();
         assert_eq!(std::fs::read_to_string(&new).unwrap(), "old");
-        for bad in [dir.join("missing/x.svg"), dir.clone()] {
+        for bad in [dir.join("missing/x.svg"), dir.path().clone()] {
             let e = check_plot_path(&bad).unwrap_err().to_string();
             assert!(
                 e.contains(&*bad.to_string_lossy()) && e.contains("create plot"),
                 "{e}"
             );
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     #[test]

@@ -394,26 +394,7 @@ fn queue_frame(
 mod tests {
     use super::*;
     use crate::queue::SpscProducer;
-
-    /// A path under /dev/shm for one test, removed when dropped.
-    struct Scratch(std::path::PathBuf);
-
-    impl Scratch {
-        fn new(tag: &str) -> Scratch {
-            let p = std::path::PathBuf::from(format!(
-                "/dev/shm/ringwire-top-{tag}-{}",
-                std::process::id()
-            ));
-            let _ = std::fs::remove_file(&p);
-            Scratch(p)
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-        }
-    }
+    use crate::test_tmp::TmpPath;
 
     /// The bytes of an SPSC queue of `capacity` u64 items holding `items`, made by the queue
     /// API at `aside` (its producer gone, the file removed).
@@ -437,13 +418,17 @@ mod tests {
         use crate::file::{CleanupMode, CreateOptions, RingFile};
         use ringwire_core::layout::SEQ_LIMIT;
         use ringwire_core::{AttachError, Geometry};
-        let path = Scratch::new("write-seq-jump");
+        let path = TmpPath::shm("top-write-seq-jump");
         let opts = CreateOptions {
             cleanup: CleanupMode::Persistent,
             ..CreateOptions::default()
         };
-        let r =
-            RingFile::create(&path.0, &Geometry::spmc(8, 16, 8, 0, false).unwrap(), &opts).unwrap();
+        let r = RingFile::create(
+            path.path(),
+            &Geometry::spmc(8, 16, 8, 0, false).unwrap(),
+            &opts,
+        )
+        .unwrap();
         // SAFETY: the view is used while `r` keeps the mapping.
         let v = unsafe { r.view() };
         for s in 1..=3u64 {
@@ -453,7 +438,7 @@ mod tests {
         let bad = SEQ_LIMIT + 5;
         let mut out = Vec::new();
         let mut reads = 0;
-        let e = run_with(&path.0, 1, Some(3), false, &mut out, || {
+        let e = run_with(path.path(), 1, Some(3), false, &mut out, || {
             reads += 1;
             if reads == 2 {
                 v.write_seq()
@@ -479,19 +464,19 @@ mod tests {
     #[test]
     fn a_queue_recreated_in_place_before_the_reads_is_not_shown_with_the_old_capacity() {
         use std::io::Write as _;
-        let path = Scratch::new("in-place");
-        let aside = Scratch::new("in-place-aside");
-        std::fs::write(&path.0, queue_image(&aside.0, 1024, 0)).unwrap();
-        let new = queue_image(&aside.0, 4, 3);
+        let path = TmpPath::shm("top-in-place");
+        let aside = TmpPath::shm("top-in-place-aside");
+        std::fs::write(path.path(), queue_image(aside.path(), 1024, 0)).unwrap();
+        let new = queue_image(aside.path(), 4, 3);
         let mut out = Vec::new();
         let mut reads = 0;
-        run_with(&path.0, 1, Some(2), false, &mut out, || {
+        run_with(path.path(), 1, Some(2), false, &mut out, || {
             reads += 1;
             if reads == 1 {
                 let mut f = std::fs::OpenOptions::new()
                     .write(true)
                     .truncate(true)
-                    .open(&path.0)
+                    .open(path.path())
                     .unwrap();
                 f.write_all(&new).unwrap();
             }

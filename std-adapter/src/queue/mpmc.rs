@@ -429,8 +429,7 @@ mod tests {
     /// is still woken by the next push, not by its 10 s timeout.
     #[test]
     fn pushes_ration_their_wakes_for_a_consumer_killed_asleep() {
-        let path = crate::queue::tests::tmp("mpmc-dead-sleeper");
-        let _rm = crate::queue::tests::Remove(path.clone());
+        let path = crate::test_tmp::TmpPath::shm("queue-mpmc-dead-sleeper");
         let q = MpmcQueue::<u64>::create(&path, 64).unwrap();
         let data = super::Side::Data;
         // A child process opens the queue and sleeps on it, empty, until its alarm kills it.

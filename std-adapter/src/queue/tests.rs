@@ -1,7 +1,6 @@
 //! Tests of the std queues: durability, role locks, type checks, threads, blocking waits,
 //! and a producer killed between claim and publish.
 
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
@@ -11,27 +10,8 @@ use ringwire_core::queue::{
 use zerocopy::{FromBytes, Immutable, IntoBytes, KnownLayout};
 
 use super::*;
+use crate::test_tmp::TmpPath;
 use crate::wait::WaitStrategy;
-
-pub(super) fn tmp(name: &str) -> PathBuf {
-    let dir = if Path::new("/dev/shm").is_dir() {
-        PathBuf::from("/dev/shm")
-    } else {
-        std::env::temp_dir()
-    };
-    let p = dir.join(format!("ringwire-queue-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_file(&p);
-    p
-}
-
-/// Removes the file when dropped, so a failing test leaves nothing behind (also used by
-/// `tests_bytes`).
-pub(super) struct Remove(pub(super) PathBuf);
-impl Drop for Remove {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 /// Kills and reaps a child process when dropped, so a failing test leaves none running.
 struct KillOnDrop(std::process::Child);
@@ -62,8 +42,7 @@ fn order(id: u64) -> Order {
 
 #[test]
 fn spsc_file_survives_both_sides_dropping() {
-    let path = tmp("durable");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-durable");
     {
         let mut p = SpscProducer::<Order>::create(&path, 16).unwrap();
         let mut c = SpscConsumer::<Order>::open(&path).unwrap();
@@ -101,8 +80,7 @@ fn set_waiter_counts(view: &ringwire_core::queue::QueueView, data: u32, space: u
 
 #[test]
 fn spsc_roles_clear_the_waiter_count_they_sleep_on_when_taken() {
-    let path = tmp("rolewaiters");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-rolewaiters");
     // The creator stays alive as the producer, so the file is never opened by a handle
     // alone on it: only the role locks can prove a count stale here.
     let mut p = SpscProducer::<u64>::create(&path, 4).unwrap();
@@ -129,8 +107,7 @@ fn a_producer_asleep_on_a_full_queue_gets_the_slots_of_single_pops_back() {
     // 1024 slots: a single pop hands its slot back only every 64th pop, or at once when
     // the producer sleeps on the full queue, or when the consumer is dropped. The producer
     // sleeps in one futex wait of 20 s, so only a wake-up ends it within the 10 s asserted.
-    let path = tmp("releasewake");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-releasewake");
     let mut p = SpscProducer::<u64>::create(&path, 1024).unwrap();
     let mut c = SpscConsumer::<u64>::open(&path).unwrap();
     assert_eq!(c.release_every(), 64);
@@ -184,8 +161,7 @@ fn a_producer_asleep_on_a_full_queue_gets_the_slots_of_single_pops_back() {
 
 #[test]
 fn mpmc_waiter_counts_are_cleared_by_an_opener_alone_on_the_file() {
-    let path = tmp("alonewaiters");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-alonewaiters");
     let creator = MpmcQueue::<u64>::create(&path, 4).unwrap();
     // SAFETY: the handles outlive every use of their views.
     let view = |q: &MpmcQueue<u64>| *unsafe { q.core() }.view();
@@ -213,8 +189,7 @@ fn mpmc_waiter_counts_are_cleared_by_an_opener_alone_on_the_file() {
 
 #[test]
 fn spsc_roles_are_exclusive_and_types_are_checked() {
-    let path = tmp("roles");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-roles");
     let _p = SpscProducer::<Order>::create(&path, 4).unwrap();
     assert!(matches!(
         SpscProducer::<Order>::open(&path),
@@ -273,8 +248,7 @@ fn spsc_roles_are_exclusive_and_types_are_checked() {
 /// still refused at once.
 #[test]
 fn a_role_taken_during_an_openers_probe_waits_for_it() {
-    let path = tmp("probewait");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-probewait");
     let g = geometry_for::<u64>(QueueKind::Spsc, 8).unwrap();
     let mem = QueueMem::create(&path, &g).unwrap();
     let ofd_lock = |f: &std::fs::File, kind: libc::c_int, start: i64, len: i64| {
@@ -329,8 +303,7 @@ fn a_role_taken_during_an_openers_probe_waits_for_it() {
 /// of failing with `Locked` after a few ms.
 #[test]
 fn an_open_waits_for_another_openers_long_probe() {
-    let path = tmp("longprobe");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-longprobe");
     let g = geometry_for::<u64>(QueueKind::Mpmc, 8).unwrap();
     drop(QueueMem::create(&path, &g).unwrap());
     let prober = std::fs::OpenOptions::new()
@@ -364,8 +337,7 @@ fn an_open_waits_for_another_openers_long_probe() {
 /// descriptor closed 20 ms later) does not make the next handle's role lock fail.
 #[test]
 fn a_role_lock_held_an_instant_longer_by_a_forked_descriptor_is_waited_for() {
-    let path = tmp("forkedrole");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-forkedrole");
     let g = geometry_for::<u64>(QueueKind::Spsc, 8).unwrap();
     let mem = QueueMem::create(&path, &g).unwrap();
     let enq = ringwire_core::queue::qhdr::ENQ as i64;
@@ -398,8 +370,7 @@ fn openers_probing_the_file_never_make_a_role_lock_fail() {
     const MAX_PROBES: u64 = 200_000;
     const MAX_ATTEMPTS: u64 = 1_000_000;
     const LIMIT: Duration = Duration::from_secs(20);
-    let path = tmp("probestorm");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-probestorm");
     let g = geometry_for::<u64>(QueueKind::Spsc, 8).unwrap();
     let mem = QueueMem::create(&path, &g).unwrap();
     let stop = AtomicBool::new(false);
@@ -460,8 +431,7 @@ fn openers_probing_the_file_never_make_a_role_lock_fail() {
 
 #[test]
 fn the_first_flush_of_a_file_queue_syncs_its_directory() {
-    let path = tmp("flushdir");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-flushdir");
     let g = geometry_for::<u64>(QueueKind::Spsc, 8).unwrap();
     let mem = QueueMem::create(&path, &g).unwrap();
     assert!(!mem.dir_synced());
@@ -841,8 +811,7 @@ fn kill_a_child_mid_push(q: &MpmcQueue<u64>, path: &Path) {
 
 #[test]
 fn producer_killed_mid_push_is_healed_from_another_process() {
-    let path = tmp("killed");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-killed");
     let q = MpmcQueue::<u64>::create(&path, 8).unwrap();
     // kill -9, and reap: the producer is now known to be dead.
     kill_a_child_mid_push(&q, &path);
@@ -875,8 +844,7 @@ fn producer_killed_mid_push_is_healed_from_another_process() {
 /// handle has the file open, nothing is healed (its holder may be that handle's process).
 #[test]
 fn an_opener_alone_on_the_file_heals_slots_whose_holders_died() {
-    let path = tmp("alonehealed");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-alonehealed");
     let q = MpmcQueue::<u64>::create(&path, 4).unwrap();
     kill_a_child_mid_push(&q, &path);
     q.try_push(&2).unwrap();
@@ -918,8 +886,7 @@ fn an_opener_alone_on_the_file_heals_slots_whose_holders_died() {
 
 #[test]
 fn mpmc_file_shared_by_threads_and_reopened() {
-    let path = tmp("mpmc");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-mpmc");
     let q = MpmcQueue::<Order>::create(&path, 8).unwrap();
     const N: u64 = 2_000;
     let total: u64 = std::thread::scope(|s| {
@@ -984,9 +951,8 @@ fn mpmc_file_shared_by_threads_and_reopened() {
 
 /// A 4-slot MPMC file holding items 10 and 11 at positions 0 and 1, its cursors then set to
 /// `enq` and `deq` (a corrupt file), and its creator handle (still open).
-fn mpmc_file_with_cursors(name: &str, enq: u64, deq: u64) -> (PathBuf, Remove, MpmcQueue<u64>) {
-    let path = tmp(name);
-    let rm = Remove(path.clone());
+fn mpmc_file_with_cursors(name: &str, enq: u64, deq: u64) -> (TmpPath, MpmcQueue<u64>) {
+    let path = TmpPath::shm(&format!("queue-{name}"));
     let q = MpmcQueue::<u64>::create(&path, 4).unwrap();
     assert_eq!(q.try_push(&10), Ok(0));
     assert_eq!(q.try_push(&11), Ok(1));
@@ -994,7 +960,7 @@ fn mpmc_file_with_cursors(name: &str, enq: u64, deq: u64) -> (PathBuf, Remove, M
     let v = unsafe { q.core() }.view();
     v.deq().store(deq, Ordering::Relaxed);
     v.enq().store(enq, Ordering::Relaxed);
-    (path, rm, q)
+    (path, q)
 }
 
 /// The attach error of opening `path` as `MpmcQueue<u64>`, and of `stat`'s read-only open.
@@ -1011,7 +977,7 @@ fn open_errors(path: &Path) -> (QueueAttachError, String) {
 
 #[test]
 fn an_mpmc_file_with_its_dequeue_cursor_past_the_enqueue_cursor_is_refused() {
-    let (path, _rm, q) = mpmc_file_with_cursors("deqpast", 2, 10);
+    let (path, q) = mpmc_file_with_cursors("deqpast", 2, 10);
     // A handle open before the damage: the push lands where no consumer comes, and the pop
     // says the queue is corrupt instead of waiting out its timeout.
     assert_eq!(q.try_push(&12), Ok(2));
@@ -1041,7 +1007,7 @@ fn an_mpmc_file_with_its_dequeue_cursor_past_the_enqueue_cursor_is_refused() {
 #[test]
 fn an_mpmc_file_whose_cursors_are_ahead_of_its_slots_is_refused_not_wedged() {
     // The header page written back before a machine crash, the slot pages not.
-    let (path, _rm, q) = mpmc_file_with_cursors("aheadofslots", 102, 100);
+    let (path, q) = mpmc_file_with_cursors("aheadofslots", 102, 100);
     let corrupt = PushError::Corrupt { pos: 102, word: 2 };
     assert_eq!(q.try_push(&12), Err(corrupt));
     assert_eq!(
@@ -1068,7 +1034,7 @@ fn an_mpmc_file_whose_cursors_are_ahead_of_its_slots_is_refused_not_wedged() {
 
 #[test]
 fn an_mpmc_file_whose_enqueue_cursor_is_laps_ahead_is_refused_not_healed() {
-    let (path, _rm, q) = mpmc_file_with_cursors("enqlaps", 1000, 0);
+    let (path, q) = mpmc_file_with_cursors("enqlaps", 1000, 0);
     drop(q);
     let (e, _) = open_errors(&path);
     assert_eq!(
@@ -1079,7 +1045,7 @@ fn an_mpmc_file_whose_enqueue_cursor_is_laps_ahead_is_refused_not_healed() {
             capacity: 4
         }
     );
-    let (path, _rm, q) = mpmc_file_with_cursors("enqflags", (1 << 61) + 2, 0);
+    let (path, q) = mpmc_file_with_cursors("enqflags", (1 << 61) + 2, 0);
     drop(q);
     assert!(matches!(
         open_errors(&path).0,
@@ -1093,8 +1059,7 @@ fn an_opener_alone_refuses_a_stamp_of_a_lap_the_cursors_rule_out() {
     // 3 was pushed and popped (stamp 3, where 7 belongs): push 7 would find it full for
     // good. The slots at the cursors are sound, so only an opener alone on the file, which
     // can read every slot at rest, sees it.
-    let path = tmp("stampofflap");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-stampofflap");
     let q = MpmcQueue::<u64>::create(&path, 4).unwrap();
     for v in 0..4 {
         assert_eq!(q.try_push(&v), Ok(v));
@@ -1135,10 +1100,9 @@ fn an_opener_alone_refuses_a_stamp_of_a_lap_the_cursors_rule_out() {
 /// out of order).
 #[test]
 fn a_forked_childs_copy_of_an_spsc_consumer_dropped_hands_nothing_back() {
-    let path = tmp("forkedconsumer");
-    let flag = tmp("forkedconsumer-go");
-    let forked = tmp("forkedconsumer-forked");
-    let _rm = [path.clone(), flag.clone(), forked.clone()].map(Remove);
+    let path = TmpPath::shm("queue-forkedconsumer");
+    let flag = TmpPath::shm("queue-forkedconsumer-go");
+    let forked = TmpPath::shm("queue-forkedconsumer-forked");
     let mut tx = SpscProducer::<u64>::create(&path, 64).unwrap();
     for v in 1..=10 {
         tx.try_push(&v).unwrap();
@@ -1147,7 +1111,7 @@ fn a_forked_childs_copy_of_an_spsc_consumer_dropped_hands_nothing_back() {
     assert_eq!((rx.try_pop(), rx.try_pop()), (Ok(Some(1)), Ok(Some(2))));
     let at = &rx as *const SpscConsumer<u64> as usize;
     let child = {
-        let (flag, forked) = (flag.clone(), forked.clone());
+        let (flag, forked) = (flag.path().clone(), forked.path().clone());
         // The child waits for the parent's consumer to finish, so the fork runs on a
         // thread of its own.
         std::thread::spawn(move || {
@@ -1196,8 +1160,7 @@ fn a_forked_childs_copy_of_an_spsc_consumer_dropped_hands_nothing_back() {
 /// next consumer goes on after them.
 #[test]
 fn a_forked_childs_copy_that_popped_on_by_itself_hands_its_pops_back() {
-    let path = tmp("forkedpopper");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-forkedpopper");
     let mut tx = SpscProducer::<u64>::create(&path, 64).unwrap();
     for v in 1..=4 {
         tx.try_push(&v).unwrap();
@@ -1228,10 +1191,9 @@ fn a_forked_childs_copy_that_popped_on_by_itself_hands_its_pops_back() {
 /// not see; it exits with one bit set for each fault found.
 #[test]
 fn a_relative_queue_path_still_names_the_queue_after_a_chdir() {
-    let path = tmp("chdir");
-    let _rm = Remove(path.clone());
-    let _rm_removed = Remove(path.with_extension("removed"));
-    let _rm_spsc = Remove(path.with_extension("spsc"));
+    let path = TmpPath::shm("queue-chdir");
+    let _removed = path.beside("removed");
+    let _spsc = path.beside("spsc");
     let (dir, name) = (path.parent().unwrap(), path.file_name().unwrap());
     let (top, sub) = (dir.parent().unwrap(), dir.file_name().unwrap());
     let status = crate::test_fork::forked(10, || {
@@ -1358,8 +1320,7 @@ fn a_blocking_pop_on_a_channel_whose_producer_is_dropped_returns_after_the_last_
     assert_eq!(c.pop_blocking(Duration::MAX), Ok(None));
     assert!(t0.elapsed() < Duration::from_secs(5), "{:?}", t0.elapsed());
     // A queue file's consumer is never abandoned: another producer may open the file.
-    let path = tmp("abandon");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::shm("queue-abandon");
     let p = SpscProducer::<u64>::create(&path, 4).unwrap();
     let mut c = SpscConsumer::<u64>::open(&path).unwrap();
     drop(p);

@@ -4,25 +4,15 @@
 
 use std::io;
 use std::net::UdpSocket;
-use std::path::PathBuf;
 use std::sync::atomic::AtomicU32;
 use std::time::{Duration, Instant};
 
 use ringwire_core::queue::{PopError, PushError, QueueExpect, QueueKind};
 use ringwire_core::sync::Ordering;
 
-use super::tests::Remove;
 use super::*;
 use crate::net::mmsg::RecvBatch;
-
-fn tmp(name: &str) -> PathBuf {
-    let p = std::env::temp_dir().join(format!(
-        "ringwire-bytes-queue-test-{}-{name}",
-        std::process::id()
-    ));
-    let _ = std::fs::remove_file(&p);
-    p
-}
+use crate::test_tmp::TmpPath;
 
 #[test]
 fn items_keep_their_lengths_and_bad_sizes_are_refused() {
@@ -73,8 +63,7 @@ fn items_keep_their_lengths_and_bad_sizes_are_refused() {
 
 #[test]
 fn a_bytes_queue_file_survives_both_sides_and_refuses_a_second_producer() {
-    let path = tmp("durable");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::new("bytes-queue-durable");
     {
         let mut p = SpscBytesProducer::create(&path, 8, 1500).unwrap();
         assert!(matches!(
@@ -102,8 +91,7 @@ fn a_bytes_queue_file_survives_both_sides_and_refuses_a_second_producer() {
 #[test]
 fn a_corrupt_cursor_is_an_error_for_the_producer_not_an_endless_wait() {
     use std::os::unix::fs::FileExt;
-    let path = tmp("corruptcursor");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::new("bytes-queue-corruptcursor");
     let mut p = SpscBytesProducer::create(&path, 4, 64).unwrap();
     // Full: the producer rereads the dequeue cursor on its next push.
     for _ in 0..4 {
@@ -133,8 +121,7 @@ fn a_corrupt_cursor_is_an_error_for_the_producer_not_an_endless_wait() {
 
 #[test]
 fn bytes_roles_clear_the_waiter_count_they_sleep_on_when_taken() {
-    let path = tmp("rolewaiters");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::new("bytes-queue-rolewaiters");
     // The creator stays alive as the producer: only the role locks prove a count stale.
     let mut p = SpscBytesProducer::create(&path, 4, 100).unwrap();
     let raw = QueueMem::open(&path, QueueExpect::raw(QueueKind::Spsc)).unwrap();
@@ -162,8 +149,7 @@ fn bytes_roles_clear_the_waiter_count_they_sleep_on_when_taken() {
 
 #[test]
 fn typed_handles_refuse_a_bytes_queue_and_bytes_handles_read_a_typed_one() {
-    let path = tmp("typed");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::new("bytes-queue-typed");
     let mut p = SpscBytesProducer::create(&path, 4, 8).unwrap();
     p.try_push(b"abc").unwrap();
     // Same kind, item size and (absent) schema, but items of their own lengths: a typed
@@ -186,8 +172,7 @@ fn typed_handles_refuse_a_bytes_queue_and_bytes_handles_read_a_typed_one() {
     drop(c);
 
     // A typed queue read and written with byte strings: every item is the item size.
-    let typed = tmp("typed2");
-    let _rm2 = Remove(typed.clone());
+    let typed = TmpPath::new("bytes-queue-typed2");
     let mut tp = SpscProducer::<u64>::create(&typed, 4).unwrap();
     tp.try_push(&9).unwrap();
     drop(tp);
@@ -388,8 +373,7 @@ fn recv_mmsg_fills_free_slots_drops_the_too_long_and_leaves_the_rest_in_the_sock
     );
 
     // A queue of u64s takes only 8-byte datagrams.
-    let path = tmp("recv-mmsg-typed");
-    let _rm = Remove(path.clone());
+    let path = TmpPath::new("bytes-queue-recv-mmsg-typed");
     drop(SpscProducer::<u64>::create(&path, 4).unwrap());
     let mut bp = SpscBytesProducer::open(&path).unwrap();
     let datagrams = [&5u64.to_ne_bytes()[..], b"short", &6u64.to_ne_bytes()];

@@ -851,9 +851,10 @@ mod tests {
     /// parent's mirror goes on copying.
     #[test]
     fn a_forked_childs_copy_of_a_mirror_neither_hangs_nor_claims_progress() {
-        let dir = std::env::temp_dir();
-        let src = dir.join(format!("ringwire-compat-fork-src-{}", std::process::id()));
-        let dst = dir.join(format!("ringwire-compat-fork-dst-{}", std::process::id()));
+        let (src, dst) = (
+            crate::test_tmp::TmpPath::new("compat-fork-src"),
+            crate::test_tmp::TmpPath::new("compat-fork-dst"),
+        );
         let mut tx = crate::RingProducer::<u64>::create(&src, 64).unwrap();
         tx.push(&1);
         let server = ReplicaServer::bind(&src, (Ipv4Addr::LOCALHOST, 0)).unwrap();
@@ -890,6 +891,5 @@ mod tests {
         drop(mirror);
         stop.shutdown();
         srv.join().unwrap().unwrap();
-        let _ = std::fs::remove_file(&dst);
     }
 }

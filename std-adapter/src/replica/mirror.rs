@@ -1454,6 +1454,7 @@ fn open_udp(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_tmp::TmpPath;
 
     /// Bytes of `buf` in resident pages (`mincore`).
     fn resident(buf: &[u8]) -> usize {
@@ -1523,8 +1524,7 @@ mod tests {
     /// connection ("nothing from the source … for 1000 ms") and `--once` exited 1.
     #[test]
     fn a_mirror_paused_past_its_silence_timeout_reads_before_it_judges() {
-        let path = PathBuf::from(format!("/dev/shm/ringwire-paused-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let path = TmpPath::shm("paused");
         let (live, is_live) = std::sync::mpsc::channel();
         // A source that answers HELLO with GEOMETRY, sends a HEARTBEAT every 20 ms for 2 s
         // (paused mirror or not), then hangs up.
@@ -1565,7 +1565,6 @@ mod tests {
             },
         );
         source.join().unwrap();
-        let _ = std::fs::remove_file(&path);
         crate::test_fork::assert_exited_0(status, "a mirror paused for 1 s");
     }
 
@@ -1576,8 +1575,7 @@ mod tests {
     /// from the source … for 1000 ms" (and made the forked test above fail 1 run in 8).
     #[test]
     fn a_pause_between_the_reads_and_the_judgement_is_not_silence() {
-        let path = PathBuf::from(format!("/dev/shm/ringwire-judged-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let path = TmpPath::shm("judged");
         // Heartbeats every 20 ms for 1.5 s, then the source hangs up.
         let (addr, source) = fake_source(32, |s| {
             heartbeats(
@@ -1594,7 +1592,6 @@ mod tests {
         let r = run(&o, &AtomicBool::new(false));
         let paused = PAUSE_BEFORE_JUDGING.with(std::cell::Cell::take).is_none();
         source.join().unwrap();
-        let _ = std::fs::remove_file(&path);
         assert!(paused, "the mirror never paused");
         // `--once`: the source hung up after the handshake.
         r.expect("a pause after the reads was taken for the source's silence");
@@ -1668,8 +1665,7 @@ mod tests {
     fn a_source_trickling_a_partial_frame_is_given_up_as_silent() {
         use ringwire_core::wire::DataRepr;
         use std::io::Write;
-        let path = PathBuf::from(format!("/dev/shm/ringwire-trickle-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let path = TmpPath::shm("trickle");
         let (started, trickle_started) = std::sync::mpsc::channel();
         // A DATA frame of 4 records of 24 bytes, 112 bytes: a byte every 150 ms for at
         // most 4 s, never the last one.
@@ -1699,7 +1695,6 @@ mod tests {
         o.silence_timeout = StdDuration::from_millis(300);
         let (r, ended) = (run(&o, &AtomicBool::new(false)), std::time::Instant::now());
         source.join().unwrap();
-        let _ = std::fs::remove_file(&path);
         let took = trickle_started
             .recv_timeout(StdDuration::ZERO)
             .map(|t| ended.saturating_duration_since(t));
@@ -1721,11 +1716,7 @@ mod tests {
     fn a_frame_slower_than_the_silence_timeout_is_not_silence() {
         use ringwire_core::wire::{DataRepr, HeartbeatRepr};
         use std::io::Write;
-        let path = PathBuf::from(format!(
-            "/dev/shm/ringwire-slowframe-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&path);
+        let path = TmpPath::shm("slowframe");
         // 64 records of 1016 bytes (65,040 bytes), 8 KiB every 300 ms: about 2.4 s for
         // the frame, over twice the silence timeout, then heartbeats for 300 ms, then the
         // source hangs up.
@@ -1769,7 +1760,6 @@ mod tests {
             }
             last
         });
-        let _ = std::fs::remove_file(&path);
         r.expect("the mirror gave the slow frame up as silence");
         assert_eq!(
             last.ok().flatten(),
@@ -1787,11 +1777,7 @@ mod tests {
     fn punches_the_kernel_refuses_are_counted() {
         use ringwire_core::wire::GEOMETRY_UDP_FOLLOWS;
         use std::io::Write;
-        let path = PathBuf::from(format!(
-            "/dev/shm/ringwire-punch-err-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_file(&path);
+        let path = TmpPath::shm("punch-err");
         // Where the PUNCHes would go; nothing is sent to it from this side.
         let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         let port = udp.local_addr().unwrap().port();
@@ -1838,7 +1824,6 @@ mod tests {
         });
         source.join().unwrap();
         drop(udp);
-        let _ = std::fs::remove_file(&path);
         // 3: the refused PUNCHes went uncounted.
         crate::test_fork::assert_exited_0(status, "a mirror whose PUNCHes are refused");
     }

@@ -1670,6 +1670,7 @@ mod restart_tests;
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_tmp::TmpPath;
 
     fn v4(s: &UdpSocket) -> SocketAddrV4 {
         match s.local_addr().unwrap() {
@@ -1717,8 +1718,8 @@ mod tests {
     /// 1673516 waits in 200 ms`.
     #[test]
     fn a_poll_wait_sleeps_at_a_write_seq_ahead_of_the_slots() {
-        let s = Scratch::new("poll-stuck");
-        let ring = source_ring(&s.0, 16);
+        let s = TmpPath::shm("serve-poll-stuck");
+        let ring = source_ring(s.path(), 16);
         super::super::io::check_waits_sleep_at_a_write_seq_ahead_of_the_slots(
             ring.ring(),
             |spin| {
@@ -1726,24 +1727,6 @@ mod tests {
                 move |r: &RingView, cursor, max| w.wait(r, cursor, max)
             },
         );
-    }
-
-    /// A scratch path under /dev/shm, removed when dropped.
-    struct Scratch(PathBuf);
-
-    impl Scratch {
-        fn new(name: &str) -> Scratch {
-            let p = PathBuf::from(format!("/dev/shm/fixs-serve-{}-{name}", std::process::id()));
-            let _ = std::fs::remove_file(&p);
-            Scratch(p)
-        }
-    }
-
-    impl Drop for Scratch {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_file(&self.0);
-            let _ = std::fs::remove_dir(&self.0);
-        }
     }
 
     fn source_ring(path: &Path, capacity: u64) -> RingFile {
@@ -1797,17 +1780,17 @@ mod tests {
     #[test]
     fn an_unheard_udp_sender_leaves_the_ring_alone_until_a_mirror_punches() {
         use super::super::mirror::{MirrorProgress, run_observed};
-        let src = Scratch::new("unheard-src");
-        let mir = Scratch::new("unheard-mir");
-        let ring = source_ring(&src.0, 1024);
+        let src = TmpPath::shm("serve-unheard-src");
+        let mir = TmpPath::shm("serve-unheard-mir");
+        let ring = source_ring(src.path(), 1024);
         publish(&ring, 1..=10);
-        let mut so = quiet(&src.0);
+        let mut so = quiet(src.path());
         so.udp = Some(0);
         let server = Server::bind(so).unwrap();
         let stop = AtomicBool::new(false);
         let mstop = AtomicBool::new(false);
         let progress = MirrorProgress::new();
-        let mo = mirror_from_oldest(&server, &mir.0, true);
+        let mo = mirror_from_oldest(&server, mir.path(), true);
         let (asleep, frames, last, sum) = std::thread::scope(|sc| {
             let _stop = StopOnDrop(&[&stop, &mstop]);
             let srv = sc.spawn(|| server.run(&stop));
@@ -1859,9 +1842,9 @@ mod tests {
     fn a_punch_waiting_on_the_socket_counts_before_the_punch_timeout_is_judged() {
         use ringwire_core::replicate::Instant;
         use ringwire_core::wire::PunchRepr;
-        let src = Scratch::new("punch-waiting");
-        let _ring = source_ring(&src.0, 16);
-        let mut so = quiet(&src.0);
+        let src = TmpPath::shm("serve-punch-waiting");
+        let _ring = source_ring(src.path(), 16);
+        let mut so = quiet(src.path());
         so.udp = Some(0);
         let server = Server::bind(so).unwrap();
         let token = server
@@ -1890,11 +1873,11 @@ mod tests {
 
     /// A `--once` server of a 16-slot ring holding records 1 to 5, with a 300 ms HELLO
     /// timeout, for the HELLO deadline tests; the scratch file and the ring go with it.
-    fn hello_timeout_server(name: &str) -> (Scratch, RingFile, Server) {
-        let src = Scratch::new(name);
-        let ring = source_ring(&src.0, 16);
+    fn hello_timeout_server(name: &str) -> (TmpPath, RingFile, Server) {
+        let src = TmpPath::shm(&format!("serve-{name}"));
+        let ring = source_ring(src.path(), 16);
         publish(&ring, 1..=5);
-        let mut so = quiet(&src.0);
+        let mut so = quiet(src.path());
         so.once = true;
         so.hello_timeout = StdDuration::from_millis(300);
         let server = Server::bind(so).unwrap();
@@ -1989,8 +1972,8 @@ mod tests {
     #[test]
     fn a_write_seq_past_the_sequence_limit_is_a_corrupt_ring() {
         use ringwire_core::layout::SEQ_LIMIT;
-        let s = Scratch::new("seq-limit");
-        let ring = source_ring(&s.0, 16);
+        let s = TmpPath::shm("serve-seq-limit");
+        let ring = source_ring(s.path(), 16);
         publish(&ring, 1..=5);
         let bad = SEQ_LIMIT + 3;
         let is_bad = |e: &ReplicaError| {
@@ -2000,7 +1983,7 @@ mod tests {
         };
         for once in [false, true] {
             ring.ring().write_seq().store(5, Ordering::Release);
-            let mut so = quiet(&s.0);
+            let mut so = quiet(s.path());
             so.once = once;
             let server = Server::bind(so).unwrap();
             let addr = server.local_addr();
@@ -2029,13 +2012,13 @@ mod tests {
                 .unwrap_or_else(|| panic!("once {once}: served on for {took:?}"));
             assert!(is_bad(&e), "once {once}: {e}");
         }
-        let e = Server::bind(quiet(&s.0))
+        let e = Server::bind(quiet(s.path()))
             .err()
             .expect("bound a corrupt ring");
         assert!(is_bad(&e), "{e}");
         // Not taken for a ring still being created: refused at once.
         let t0 = std::time::Instant::now();
-        let e = run_following(&quiet(&s.0), &AtomicBool::new(false), |_| {}).unwrap_err();
+        let e = run_following(&quiet(s.path()), &AtomicBool::new(false), |_| {}).unwrap_err();
         assert!(is_bad(&e), "{e}");
         assert!(
             t0.elapsed() < StdDuration::from_millis(500),
@@ -2050,17 +2033,17 @@ mod tests {
     /// that were never written.
     #[test]
     fn an_mpmc_write_seq_past_claim_seq_is_a_corrupt_ring() {
-        let s = Scratch::new("mpmc-past-claim");
-        let p = crate::lossy_mpmc::MpmcProducer::<u64>::create(&s.0, 16).unwrap();
+        let s = TmpPath::shm("serve-mpmc-past-claim");
+        let p = crate::lossy_mpmc::MpmcProducer::<u64>::create(s.path(), 16).unwrap();
         for v in 1..=3u64 {
             p.push(&v);
         }
-        Server::bind(quiet(&s.0)).expect("a sound MPMC ring is served");
-        let ring = ServedRing::open_any(&s.0).unwrap();
+        Server::bind(quiet(s.path())).expect("a sound MPMC ring is served");
+        let ring = ServedRing::open_any(s.path()).unwrap();
         let claim_seq = ring.view().claim_seq().load(Ordering::Relaxed);
         for w in [claim_seq, claim_seq + 5] {
             ring.view().write_seq().store(w, Ordering::Release);
-            let e = Server::bind(quiet(&s.0))
+            let e = Server::bind(quiet(s.path()))
                 .err()
                 .expect("bound a corrupt ring");
             assert!(
@@ -2082,11 +2065,11 @@ mod tests {
     fn a_read_only_ring_is_served_by_polling() {
         use super::super::mirror::{MirrorProgress, run_observed};
         for unicast in [false, true] {
-            let src = Scratch::new(&format!("ro-src-{unicast}"));
-            let mir = Scratch::new(&format!("ro-mir-{unicast}"));
-            let ring = source_ring(&src.0, 1024);
+            let src = TmpPath::shm(&format!("serve-ro-src-{unicast}"));
+            let mir = TmpPath::shm(&format!("serve-ro-mir-{unicast}"));
+            let ring = source_ring(src.path(), 1024);
             publish(&ring, 1..=100);
-            let mut so = quiet(&src.0);
+            let mut so = quiet(src.path());
             so.udp = unicast.then_some(0);
             FORCE_READ_ONLY.with(|f| f.set(true));
             let server = Server::bind(so);
@@ -2097,7 +2080,7 @@ mod tests {
             let stop = AtomicBool::new(false);
             let mstop = AtomicBool::new(false);
             let progress = MirrorProgress::new();
-            let mo = mirror_from_oldest(&server, &mir.0, unicast);
+            let mo = mirror_from_oldest(&server, mir.path(), unicast);
             let reached = |n: u64| {
                 let t0 = std::time::Instant::now();
                 let mut seen = progress.snapshot();
@@ -2131,8 +2114,8 @@ mod tests {
 
     #[test]
     fn polling_waits_at_most_max_and_returns_when_ready() {
-        let p = Scratch::new("poll");
-        let ring = source_ring(&p.0, 16);
+        let p = TmpPath::shm("serve-poll");
+        let ring = source_ring(p.path(), 16);
         let mut w = PollWait::new(false);
         let t0 = std::time::Instant::now();
         w.wait(ring.ring(), 1, StdDuration::from_millis(20));
@@ -2154,60 +2137,60 @@ mod tests {
     /// a replacement, a missing path) is retried.
     #[test]
     fn only_transient_open_errors_are_retried() {
-        let missing = Scratch::new("missing");
-        let dir = Scratch::new("dir");
-        std::fs::create_dir(&dir.0).unwrap();
-        let fifo = Scratch::new("fifo");
-        let c = std::ffi::CString::new(fifo.0.as_os_str().as_encoded_bytes()).unwrap();
+        let missing = TmpPath::shm("serve-missing");
+        let dir = TmpPath::shm("serve-dir");
+        std::fs::create_dir(dir.path()).unwrap();
+        let fifo = TmpPath::shm("serve-fifo");
+        let c = std::ffi::CString::new(fifo.path().as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a valid NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
-        let magic = Scratch::new("magic");
-        std::fs::write(&magic.0, [0xA5u8; 4096]).unwrap();
-        let queue = Scratch::new("queue");
-        let q = crate::queue::MpmcQueue::<u64>::create(&queue.0, 64).unwrap();
+        let magic = TmpPath::shm("serve-magic");
+        std::fs::write(magic.path(), [0xA5u8; 4096]).unwrap();
+        let queue = TmpPath::shm("serve-queue");
+        let q = crate::queue::MpmcQueue::<u64>::create(queue.path(), 64).unwrap();
         let stop = AtomicBool::new(false);
         for p in [&missing, &dir, &fifo, &magic, &queue] {
             let t0 = std::time::Instant::now();
-            let r = run_following(&quiet(&p.0), &stop, |_| {});
+            let r = run_following(&quiet(p.path()), &stop, |_| {});
             let dt = t0.elapsed();
             let e = r
                 .err()
-                .unwrap_or_else(|| panic!("{}: served", p.0.display()));
+                .unwrap_or_else(|| panic!("{}: served", p.path().display()));
             assert!(
                 dt < StdDuration::from_millis(300),
                 "{}: failed after {dt:?}: {e}",
-                p.0.display()
+                p.path().display()
             );
             assert!(!transient(&e, false), "{e}");
         }
         drop(q);
         // After a replacement, a path not there yet may be the new ring on its way.
-        let e = Server::bind(quiet(&missing.0)).err().unwrap();
+        let e = Server::bind(quiet(missing.path())).err().unwrap();
         assert!(transient(&e, true), "{e}");
         // An empty file becoming a ring (the creation protocol sizes it, magic last) is
         // waited for.
-        let growing = Scratch::new("growing");
-        std::fs::write(&growing.0, b"").unwrap();
-        let e = Server::bind(quiet(&growing.0)).err().unwrap();
+        let growing = TmpPath::shm("serve-growing");
+        std::fs::write(growing.path(), b"").unwrap();
+        let e = Server::bind(quiet(growing.path())).err().unwrap();
         assert!(transient(&e, false), "{e}");
         std::thread::scope(|sc| {
             sc.spawn(|| {
                 std::thread::sleep(StdDuration::from_millis(200));
-                let ring = source_ring(&growing.0, 16);
+                let ring = source_ring(growing.path(), 16);
                 std::thread::sleep(StdDuration::from_millis(300));
                 stop.store(true, Ordering::Relaxed);
                 drop(ring);
             });
-            run_following(&quiet(&growing.0), &stop, |_| {}).unwrap();
+            run_following(&quiet(growing.path()), &stop, |_| {}).unwrap();
         });
     }
 
     /// The multicast interface error names the interface address and the group.
     #[test]
     fn a_bad_multicast_interface_is_named() {
-        let p = Scratch::new("iface");
-        let _ring = source_ring(&p.0, 16);
-        let mut so = quiet(&p.0);
+        let p = TmpPath::shm("serve-iface");
+        let _ring = source_ring(p.path(), 16);
+        let mut so = quiet(p.path());
         so.multicast = Some(SocketAddrV4::new(Ipv4Addr::new(239, 255, 77, 9), 17_401));
         so.iface = Some(Ipv4Addr::new(198, 51, 100, 199));
         let e = Server::bind(so).err().expect("refused").to_string();
@@ -2218,14 +2201,14 @@ mod tests {
     /// The UDP socket binds --bind's IP when it names one.
     #[test]
     fn the_udp_socket_binds_the_tcp_address_ip() {
-        let p = Scratch::new("udpip");
-        let _ring = source_ring(&p.0, 16);
+        let p = TmpPath::shm("serve-udpip");
+        let _ring = source_ring(p.path(), 16);
         for (bind, want) in [
             ("127.0.0.1:0", Ipv4Addr::LOCALHOST),
             ("0.0.0.0:0", Ipv4Addr::UNSPECIFIED),
             ("[::]:0", Ipv4Addr::UNSPECIFIED),
         ] {
-            let mut so = quiet(&p.0);
+            let mut so = quiet(p.path());
             so.bind = bind.parse().unwrap();
             so.udp = Some(0);
             let server = Server::bind(so).unwrap();
@@ -2250,12 +2233,12 @@ mod tests {
     /// to 127.0.0.1 reaches a receiver joined on loopback.
     #[test]
     fn multicast_from_a_loopback_bind_reaches_loopback_receivers() {
-        let p = Scratch::new("mcbind");
-        let _ring = source_ring(&p.0, 16);
+        let p = TmpPath::shm("serve-mcbind");
+        let _ring = source_ring(p.path(), 16);
         let port = 21_000 + (std::process::id() % 20_000) as u16;
         let group = Ipv4Addr::new(239, 255, 77, 3);
         let rx = crate::net::sockets::multicast_receiver(group, port, Ipv4Addr::LOCALHOST).unwrap();
-        let mut so = quiet(&p.0);
+        let mut so = quiet(p.path());
         so.multicast = Some(SocketAddrV4::new(group, port));
         so.ttl = 0;
         let server = Server::bind(so).unwrap();
@@ -2275,9 +2258,9 @@ mod tests {
     /// An IPv6 listen address no (IPv4-only) mirror could reach is refused; [::] is not.
     #[test]
     fn an_ipv6_only_bind_is_refused() {
-        let p = Scratch::new("v6");
-        let _ring = source_ring(&p.0, 16);
-        let mut so = quiet(&p.0);
+        let p = TmpPath::shm("serve-v6");
+        let _ring = source_ring(p.path(), 16);
+        let mut so = quiet(p.path());
         so.bind = "[::1]:0".parse().unwrap();
         let e = Server::bind(so).err().expect("refused").to_string();
         assert!(e.contains("IPv4"), "{e}");
@@ -2292,10 +2275,10 @@ mod tests {
     /// took the accept loop, and every later mirror, down.
     #[test]
     fn a_session_thread_that_cannot_start_refuses_only_its_connection() {
-        let src = Scratch::new("spawn-src");
-        let ring = source_ring(&src.0, 1024);
+        let src = TmpPath::shm("serve-spawn-src");
+        let ring = source_ring(src.path(), 1024);
         publish(&ring, 1..=50);
-        let server = Server::bind(quiet(&src.0)).unwrap();
+        let server = Server::bind(quiet(src.path())).unwrap();
         server.fail_spawns.store(2, Ordering::Relaxed);
         let addr = server.local_addr();
         let stop = AtomicBool::new(false);

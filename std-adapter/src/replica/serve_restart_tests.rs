@@ -2,24 +2,8 @@
 //! session at a slot whose overwrite never finished, `--once` across a replacement.
 
 use super::*;
+use crate::test_tmp::TmpPath;
 use std::io::Write as _;
-
-/// A scratch path under /dev/shm, removed when dropped (also when the test fails).
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let p = PathBuf::from(format!("/dev/shm/srvfix-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_file(&p);
-        Scratch(p)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
 
 /// Sets the flag when dropped: a failed assertion in a thread scope then ends the server
 /// threads, and the test fails instead of hanging.
@@ -154,11 +138,11 @@ fn records(frames: &[Frame]) -> Vec<(u64, u64)> {
 /// it waits for such a ring ends it promptly.
 #[test]
 fn a_replacement_slow_to_create_is_waited_for() {
-    let path = Scratch::new("slow");
-    let tmp = Scratch::new("slow-tmp");
-    let a = persistent_ring(&path.0, 64);
+    let path = TmpPath::shm("serve-restart-slow");
+    let tmp = TmpPath::shm("serve-restart-slow-tmp");
+    let a = persistent_ring(path.path(), 64);
     publish(&a, 1, 1..=5);
-    let so = opts(&path.0, free_addr());
+    let so = opts(path.path(), free_addr());
     let stop = AtomicBool::new(false);
     std::thread::scope(|sc| {
         let _stop = SetOnDrop(&stop);
@@ -169,17 +153,17 @@ fn a_replacement_slow_to_create_is_waited_for() {
         }));
         assert_eq!(got, (1..=5).map(|s| (s, 1000 + s)).collect::<Vec<_>>());
         // The new ring's file, not initialised yet.
-        std::fs::write(&tmp.0, b"").unwrap();
-        std::fs::rename(&tmp.0, &path.0).unwrap();
+        std::fs::write(tmp.path(), b"").unwrap();
+        std::fs::rename(tmp.path(), path.path()).unwrap();
         std::thread::sleep(StdDuration::from_millis(2500));
         assert!(
             !h.is_finished(),
             "serve gave up: {:?}",
             h.join().unwrap().map(|_| ())
         );
-        let b = persistent_ring(&tmp.0, 64);
+        let b = persistent_ring(tmp.path(), 64);
         publish(&b, 2, 1..=3);
-        std::fs::rename(&tmp.0, &path.0).unwrap();
+        std::fs::rename(tmp.path(), path.path()).unwrap();
         let mut c = hello_oldest(so.bind);
         let got = records(&read_frames(&mut c, StdDuration::from_secs(5), |f| {
             records(f).len() >= 3
@@ -191,8 +175,8 @@ fn a_replacement_slow_to_create_is_waited_for() {
         );
         assert_eq!(got, (1..=3).map(|s| (s, 2000 + s)).collect::<Vec<_>>());
         // Replaced again by a ring that is never initialised: a stop ends the wait at once.
-        std::fs::write(&tmp.0, b"").unwrap();
-        std::fs::rename(&tmp.0, &path.0).unwrap();
+        std::fs::write(tmp.path(), b"").unwrap();
+        std::fs::rename(tmp.path(), path.path()).unwrap();
         std::thread::sleep(StdDuration::from_millis(1500));
         assert!(
             !h.is_finished(),
@@ -235,14 +219,14 @@ fn waits_in_100ms(mut wait: impl FnMut()) -> u32 {
 fn idle_waiters_sleep_at_a_slot_being_rewritten() {
     use ringwire_core::layout::SLOT_WRITING;
     use ringwire_core::sync::Ordering as O;
-    let spmc = Scratch::new("stuck-wait");
-    let mpmc = Scratch::new("stuck-wait-mpmc");
-    let a = persistent_ring(&spmc.0, 8);
+    let spmc = TmpPath::shm("serve-restart-stuck-wait");
+    let mpmc = TmpPath::shm("serve-restart-stuck-wait-mpmc");
+    let a = persistent_ring(spmc.path(), 8);
     publish(&a, 1, 1..=20);
     // The producer died writing 21, in the slot of 13.
     a.ring().slot_seq(21).store(SLOT_WRITING, O::Relaxed);
     let geo = ringwire_core::Geometry::mpmc(8, 16, 8).unwrap();
-    let b = RingFile::create(&mpmc.0, &geo, &crate::CreateOptions::default()).unwrap();
+    let b = RingFile::create(mpmc.path(), &geo, &crate::CreateOptions::default()).unwrap();
     // Ticket 2 claimed and never written, 3 published.
     b.ring().slot_seq(2).store(SLOT_WRITING, O::Relaxed);
     b.ring().write_slot(3, &3u64.to_le_bytes());
@@ -288,13 +272,17 @@ fn idle_waiters_sleep_at_a_slot_being_rewritten() {
 #[test]
 fn a_session_at_a_slot_left_half_written_sends_what_follows_and_sleeps() {
     use ringwire_core::layout::SLOT_WRITING;
-    let path = Scratch::new("stuck");
-    let ring = persistent_ring(&path.0, 8);
+    let path = TmpPath::shm("serve-restart-stuck");
+    let ring = persistent_ring(path.path(), 8);
     publish(&ring, 1, 1..=20);
     ring.ring()
         .slot_seq(21)
         .store(SLOT_WRITING, ringwire_core::sync::Ordering::Relaxed);
-    let server = Server::bind(opts(&path.0, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))).unwrap();
+    let server = Server::bind(opts(
+        path.path(),
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+    ))
+    .unwrap();
     let stop = AtomicBool::new(false);
     let (frames, passes) = std::thread::scope(|sc| {
         let _stop = SetOnDrop(&stop);
@@ -350,11 +338,11 @@ fn closed_within(c: &mut TcpStream, within: StdDuration) -> bool {
 /// replacement, and the new ring is served to the mirror when it connects again.
 #[test]
 fn a_once_session_ends_when_the_ring_is_replaced() {
-    let path = Scratch::new("once");
-    let tmp = Scratch::new("once-tmp");
-    let a = persistent_ring(&path.0, 64);
+    let path = TmpPath::shm("serve-restart-once");
+    let tmp = TmpPath::shm("serve-restart-once-tmp");
+    let a = persistent_ring(path.path(), 64);
     publish(&a, 1, 1..=5);
-    let mut so = opts(&path.0, free_addr());
+    let mut so = opts(path.path(), free_addr());
     so.once = true;
     let stop = AtomicBool::new(false);
     let replaced = AtomicU64::new(0);
@@ -370,9 +358,9 @@ fn a_once_session_ends_when_the_ring_is_replaced() {
             records(f).len() >= 5
         }));
         assert_eq!(got, (1..=5).map(|s| (s, 1000 + s)).collect::<Vec<_>>());
-        let b = persistent_ring(&tmp.0, 64);
+        let b = persistent_ring(tmp.path(), 64);
         publish(&b, 2, 1..=3);
-        std::fs::rename(&tmp.0, &path.0).unwrap();
+        std::fs::rename(tmp.path(), path.path()).unwrap();
         assert!(
             closed_within(&mut c, StdDuration::from_secs(3)),
             "the --once session still serves the replaced ring 3 s later"
@@ -403,10 +391,14 @@ fn a_once_session_ends_when_the_ring_is_replaced() {
 /// taken as replaced when its length changes or its write_seq goes back.
 #[test]
 fn a_ring_recreated_in_place_counts_as_replaced() {
-    let path = Scratch::new("inplace");
-    let a = persistent_ring(&path.0, 64);
+    let path = TmpPath::shm("serve-restart-inplace");
+    let a = persistent_ring(path.path(), 64);
     publish(&a, 1, 1..=10);
-    let server = Server::bind(opts(&path.0, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))).unwrap();
+    let server = Server::bind(opts(
+        path.path(),
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+    ))
+    .unwrap();
     assert!(!server.replaced());
     publish(&a, 1, 11..=12);
     assert!(!server.replaced());
@@ -415,12 +407,16 @@ fn a_ring_recreated_in_place_counts_as_replaced() {
         .write_seq()
         .store(3, ringwire_core::sync::Ordering::Release);
     assert!(server.replaced());
-    let server = Server::bind(opts(&path.0, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)))).unwrap();
+    let server = Server::bind(opts(
+        path.path(),
+        SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+    ))
+    .unwrap();
     assert!(!server.replaced());
     // Resized (growing: the mapping stays backed, no SIGBUS here).
     let f = std::fs::OpenOptions::new()
         .write(true)
-        .open(&path.0)
+        .open(path.path())
         .unwrap();
     f.set_len(a.file_len() as u64 + 4096).unwrap();
     assert!(server.replaced());
@@ -434,10 +430,10 @@ fn once_outcome<T>(
     tune: impl FnOnce(&mut ServeOptions),
     client: impl FnOnce(SocketAddr, &AtomicBool) -> T,
 ) -> Result<ServeSummary, ReplicaError> {
-    let path = Scratch::new(name);
-    let ring = persistent_ring(&path.0, 64);
+    let path = TmpPath::shm(&format!("serve-restart-{name}"));
+    let ring = persistent_ring(path.path(), 64);
     publish(&ring, 1, 1..=5);
-    let mut so = opts(&path.0, free_addr());
+    let mut so = opts(path.path(), free_addr());
     so.once = true;
     tune(&mut so);
     let server = Server::bind(so).unwrap();
@@ -611,16 +607,16 @@ fn listening_ports(ip: Ipv4Addr) -> Vec<u16> {
 /// a GEOMETRY).
 #[test]
 fn a_replaced_ring_is_served_on_the_same_listener() {
-    let path = Scratch::new("same-port");
-    let tmp = Scratch::new("same-port-tmp");
-    let a = persistent_ring(&path.0, 64);
+    let path = TmpPath::shm("serve-restart-same-port");
+    let tmp = TmpPath::shm("serve-restart-same-port-tmp");
+    let a = persistent_ring(path.path(), 64);
     publish(&a, 1, 1..=5);
     // An address of its own, so that the listener found in /proc is this test's (by the
     // pid: /proc/self/net/tcp lists the whole network namespace's, and another process
     // may run this test at the same time).
     let pid = std::process::id();
     let ip = Ipv4Addr::new(127, 77, (pid >> 8) as u8, (pid % 250) as u8 + 2);
-    let so = opts(&path.0, SocketAddr::from((ip, 0)));
+    let so = opts(path.path(), SocketAddr::from((ip, 0)));
     let stop = AtomicBool::new(false);
     let replaced = AtomicU64::new(0);
     std::thread::scope(|sc| {
@@ -644,8 +640,8 @@ fn a_replaced_ring_is_served_on_the_same_listener() {
         }));
         assert_eq!(got.len(), 5);
         // Replaced by a file not initialised yet: serve waits for it.
-        std::fs::write(&tmp.0, b"").unwrap();
-        std::fs::rename(&tmp.0, &path.0).unwrap();
+        std::fs::write(tmp.path(), b"").unwrap();
+        std::fs::rename(tmp.path(), path.path()).unwrap();
         let t0 = std::time::Instant::now();
         while replaced.load(Ordering::Relaxed) == 0 && t0.elapsed() < StdDuration::from_secs(5) {
             std::thread::sleep(StdDuration::from_millis(10));
@@ -656,9 +652,9 @@ fn a_replaced_ring_is_served_on_the_same_listener() {
         w.set_read_timeout(Some(StdDuration::from_secs(3))).unwrap();
         let mut b = [0u8; 16];
         assert_eq!(w.read(&mut b).ok(), Some(0), "an orderly refusal");
-        let b = persistent_ring(&tmp.0, 64);
+        let b = persistent_ring(tmp.path(), 64);
         publish(&b, 2, 1..=3);
-        std::fs::rename(&tmp.0, &path.0).unwrap();
+        std::fs::rename(tmp.path(), path.path()).unwrap();
         // Serve looks for the new ring every 20 ms: a mirror that connects before it has
         // opened it is refused as the one above was (a loaded machine can delay that look
         // well past the connect), and connects again, as a mirror does.

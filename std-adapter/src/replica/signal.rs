@@ -169,6 +169,7 @@ impl Drop for RemoveOnExit {
 mod tests {
     use super::*;
     use crate::test_fork::forked;
+    use crate::test_tmp::TmpPath;
 
     /// A forked child (the handler and its state are process-wide): the first signal sets
     /// the flag and leaves the handler installed; a duplicate delivery right after it is
@@ -177,7 +178,7 @@ mod tests {
     /// duplicate killed the process and left the file.
     #[test]
     fn a_second_signal_removes_the_registered_files_and_a_duplicate_is_ignored() {
-        let path = PathBuf::from(format!("/dev/shm/fixs-signal-{}", std::process::id()));
+        let path = TmpPath::shm("signal");
         std::fs::write(&path, b"x").unwrap();
         let status = forked(20, || {
             let f = install();
@@ -199,7 +200,6 @@ mod tests {
             5
         });
         let removed = !path.exists();
-        let _ = std::fs::remove_file(&path);
         assert!(
             libc::WIFSIGNALED(status) && libc::WTERMSIG(status) == libc::SIGTERM,
             "the child {}",
@@ -215,7 +215,7 @@ mod tests {
     /// The guard removes its file when dropped and frees its slot.
     #[test]
     fn the_guard_removes_its_file_when_dropped() {
-        let path = PathBuf::from(format!("/dev/shm/fixs-signal-drop-{}", std::process::id()));
+        let path = TmpPath::shm("signal-drop");
         std::fs::write(&path, b"x").unwrap();
         let g = remove_on_exit(&path);
         let slot = g.slot.expect("a free slot");

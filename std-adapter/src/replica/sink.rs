@@ -252,14 +252,12 @@ impl RecordSink for FileSink {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_tmp::TmpPath;
 
     #[test]
     fn a_file_that_cannot_be_created_is_a_storage_error_with_the_detail_kept() {
-        let path = std::env::temp_dir().join(format!(
-            "ringwire-no-such-dir-{}/mirror",
-            std::process::id()
-        ));
-        let dir = path.parent().unwrap().to_path_buf();
+        let dir = TmpPath::new("no-such-dir");
+        let path = dir.join("mirror");
         // A directory removed after the open: the failure is the creation's.
         std::fs::create_dir(&dir).unwrap();
         let opened = FileSink::open(&path);
@@ -276,8 +274,7 @@ mod tests {
     /// the sink holds stays, with its records; one within the limit is created.
     #[test]
     fn a_ring_over_the_size_limit_is_refused_and_the_held_ring_kept() {
-        let path = std::env::temp_dir().join(format!("ringwire-sink-cap-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let path = TmpPath::new("sink-cap");
         let small = Geometry::spmc(64, 16, 8, 0, false).unwrap();
         let big = Geometry::spmc(1 << 16, 16, 8, 0, false).unwrap();
         let (small_len, big_len) = (small.total_len().unwrap(), big.total_len().unwrap());
@@ -308,12 +305,11 @@ mod tests {
         sink.recreate(&big).unwrap();
         assert_eq!(sink.existing(), Some((big, 0)));
         drop(sink);
-        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
     fn a_file_that_is_not_a_ring_is_refused_and_left_as_it_was() {
-        let path = std::env::temp_dir().join(format!("ringwire-sink-notes-{}", std::process::id()));
+        let path = TmpPath::new("sink-notes");
         let notes = b"my precious notes, not a ring\n";
         std::fs::write(&path, notes).unwrap();
         let e = FileSink::open(&path).err().expect("refused");
@@ -337,7 +333,6 @@ mod tests {
             ),
             "{e:?}"
         );
-        std::fs::remove_file(&path).unwrap();
     }
 
     /// A lossy MPMC ring at the mirror's path is refused before connecting, neither adopted
@@ -346,8 +341,7 @@ mod tests {
     /// its lock refuses the mirror already.
     #[test]
     fn a_lossy_mpmc_ring_is_neither_adopted_nor_replaced() {
-        let path = std::env::temp_dir().join(format!("ringwire-sink-mpmc-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let path = TmpPath::new("sink-mpmc");
         let mut tx = crate::MpmcProducer::<u64>::create(&path, 16).unwrap();
         tx.set_cleanup_mode(CleanupMode::Persistent);
         for v in 1..=3u64 {
@@ -361,7 +355,7 @@ mod tests {
         let before = std::fs::read(&path).unwrap();
         let e = FileSink::open(&path).err().expect("refused");
         assert!(
-            matches!(&e, Error::MpmcRingNotMirrored { path: p } if *p == path),
+            matches!(&e, Error::MpmcRingNotMirrored { path: p } if *p == *path),
             "{e:?}"
         );
         let msg = e.to_string();
@@ -376,7 +370,6 @@ mod tests {
         let again = crate::MpmcProducer::<u64>::attach(&path).unwrap();
         assert_eq!(again.push(&4), 4);
         drop(again);
-        std::fs::remove_file(&path).unwrap();
     }
 
     /// A file whose first word is zero is replaced only when it is a ring whose creation
@@ -384,7 +377,7 @@ mod tests {
     /// first 32 KiB zero, as an ISO 9660 image's) is refused and left as it was.
     #[test]
     fn a_file_starting_with_zeros_is_replaced_only_if_an_unfinished_ring() {
-        let path = std::env::temp_dir().join(format!("ringwire-sink-zeros-{}", std::process::id()));
+        let path = TmpPath::new("sink-zeros");
         let mut image = vec![0u8; 32 << 10];
         image.extend_from_slice(b"CD001 the volume descriptor, somebody's data");
         std::fs::write(&path, &image).unwrap();
@@ -420,7 +413,6 @@ mod tests {
             FileSink::open(&path),
             Err(Error::NotReplaced { magic: Some(0), .. })
         ));
-        std::fs::remove_file(&path).unwrap();
     }
 
     /// A sparse file whose first word is zero, far larger than memory: its holes are not
@@ -430,10 +422,7 @@ mod tests {
     /// than ten minutes, deaf to SIGTERM.
     #[test]
     fn a_huge_sparse_file_is_judged_without_reading_its_holes() {
-        let path = PathBuf::from(format!(
-            "/dev/shm/ringwire-sink-sparse-{}",
-            std::process::id()
-        ));
+        let path = TmpPath::shm("sink-sparse");
         const LEN: u64 = 1 << 40;
         let judge = |path: &PathBuf| {
             let (tx, rx) = std::sync::mpsc::channel();
@@ -447,20 +436,19 @@ mod tests {
         let f = File::create(&path).unwrap();
         f.set_len(LEN).unwrap();
         drop(f);
-        let r = judge(&path);
-        if !matches!(r, Ok(Ok(true))) {
-            let _ = std::fs::remove_file(&path);
-            panic!("an all-zero sparse file is an unfinished ring: {r:?}");
-        }
+        let r = judge(path.path());
+        assert!(
+            matches!(r, Ok(Ok(true))),
+            "an all-zero sparse file is an unfinished ring: {r:?}"
+        );
         // Somebody's data near the end: refused, and left as it was.
         {
             use std::os::unix::fs::FileExt;
             let f = OpenOptions::new().write(true).open(&path).unwrap();
             f.write_all_at(b"CD001", LEN - 4096).unwrap();
         }
-        let r = judge(&path);
+        let r = judge(path.path());
         let kept = std::fs::metadata(&path).map(|m| m.len()).ok();
-        std::fs::remove_file(&path).unwrap();
         assert!(
             matches!(
                 r,
@@ -477,7 +465,7 @@ mod tests {
 
     #[test]
     fn an_empty_file_and_a_ring_that_does_not_validate_are_recreated() {
-        let path = std::env::temp_dir().join(format!("ringwire-sink-stale-{}", std::process::id()));
+        let path = TmpPath::new("sink-stale");
         let geo = Geometry::spmc(64, 16, 8, 0, false).unwrap();
         std::fs::write(&path, b"").unwrap();
         let mut sink = FileSink::open(&path).expect("an empty file is replaced");
@@ -495,7 +483,6 @@ mod tests {
         sink.recreate(&geo).unwrap();
         assert_eq!(sink.existing(), Some((geo, 0)));
         drop(sink);
-        std::fs::remove_file(&path).unwrap();
     }
 
     #[test]
@@ -503,8 +490,7 @@ mod tests {
         use ringwire_core::SlotRead;
         use ringwire_core::broadcast::blob::{BlobRead, read_blob, split_descriptor};
 
-        let path = std::env::temp_dir().join(format!("ringwire-sink-{}", std::process::id()));
-        let _ = std::fs::remove_file(&path);
+        let path = TmpPath::new("sink");
         let geo = Geometry::spmc(64, 16, 8, 0, false).unwrap();
         {
             let mut sink = FileSink::open(&path).unwrap();
@@ -547,6 +533,5 @@ mod tests {
         assert_eq!(&got, b"0123456789");
         assert_eq!(v.read_slot(2, &mut d), SlotRead::Pending);
         drop(sink);
-        let _ = std::fs::remove_file(&path);
     }
 }
