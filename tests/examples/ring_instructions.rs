@@ -32,9 +32,10 @@
 //!
 //! `cargo run --release -p ringwire-tests --example ring_instructions -- MODE [ROUNDS]`
 use std::hint::black_box;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ringwire_tests::bench_items::{B64, Val};
+use ringwire_tests::shm::ShmPath;
 
 const CAP: u64 = 4096;
 const RUN: usize = 32;
@@ -130,18 +131,9 @@ fn run_ring<T: Val, R: Ring<T>>(p: &mut R::P, c: &mut R::C, rounds: u64, batch: 
     next
 }
 
-/// Removes the ring file when dropped, so a failed check leaves nothing in /dev/shm.
-struct Unlink(PathBuf);
-impl Drop for Unlink {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
 fn one<T: Val, R: Ring<T>>(rounds: u64, batch: bool) -> u64 {
-    let path = PathBuf::from(format!("/dev/shm/rw-ring-insn-{}", std::process::id()));
-    let _unlink = Unlink(path.clone());
-    let (mut p, mut c) = R::make(&path);
+    let path = ShmPath::new("ring-insn");
+    let (mut p, mut c) = R::make(path.path());
     let items = run_ring::<T, R>(&mut p, &mut c, rounds, batch);
     drop(c);
     drop(p);

@@ -58,6 +58,48 @@ impl Drop for ShmPath {
     }
 }
 
+/// A fresh directory under `/dev/shm` (test name, pid and a counter), removed with
+/// everything in it on drop, so also when an assertion fails.
+#[derive(Debug)]
+pub struct ShmDir(PathBuf);
+
+impl ShmDir {
+    /// Creates the directory `/dev/shm/ringwire-test-{tag}-{pid}-{n}`.
+    pub fn new(tag: &str) -> ShmDir {
+        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+        let p = PathBuf::from(format!(
+            "/dev/shm/ringwire-test-{tag}-{}-{n}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&p);
+        std::fs::create_dir(&p)
+            .unwrap_or_else(|e| panic!("create the directory {}: {e}", p.display()));
+        ShmDir(p)
+    }
+
+    /// The directory's path.
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// The path of `name` in the directory.
+    pub fn join(&self, name: impl AsRef<Path>) -> PathBuf {
+        self.0.join(name)
+    }
+}
+
+impl AsRef<Path> for ShmDir {
+    fn as_ref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for ShmDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Removes the checkpoints a named consumer of the ring at `ring` left at the default path
 /// (`<stem>_<name>.offset` beside it, spec §13).
 fn remove_default_checkpoints(ring: &Path) {

@@ -8,39 +8,15 @@
 
 use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use ringwire::{CleanupMode, RingProducer};
 use ringwire_tests::netns::ringwire_bin;
 use ringwire_tests::records::Rec;
+use ringwire_tests::shm::ShmDir;
 use ringwire_tests::wait_exit;
-
-/// A scratch directory under /dev/shm, removed (with every file in it) on drop, so also
-/// when an assertion fails.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(tag: &str) -> Scratch {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos();
-        let dir = PathBuf::from(format!(
-            "/dev/shm/ringwire-test-{tag}-{}-{nanos}",
-            std::process::id()
-        ));
-        std::fs::create_dir(&dir).unwrap();
-        Scratch(dir)
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// Kills and reaps the child on drop, should the test fail before it ended.
 struct Reaped(Child);
@@ -100,8 +76,8 @@ fn drain(mut r: impl Read + Send + 'static) -> std::thread::JoinHandle<String> {
 #[test]
 fn dump_of_a_ring_truncated_under_it_names_the_file_and_exits_1() {
     const RECORDS: u64 = 16384;
-    let dir = Scratch::new("sigbus-dump");
-    let ring = dir.0.join("ring");
+    let dir = ShmDir::new("sigbus-dump");
+    let ring = dir.join("ring");
     full_ring(&ring, RECORDS);
     let path = ring.to_str().unwrap();
     let (mut child, out, first) = ringwire(&["dump", path, "--tail", &RECORDS.to_string()]);
@@ -146,8 +122,8 @@ fn dump_of_a_ring_truncated_under_it_names_the_file_and_exits_1() {
 /// a line saying so, then death by the signal, not an ordinary exit 1.
 #[test]
 fn a_sigbus_sent_by_kill_says_so_and_still_kills() {
-    let dir = Scratch::new("sigbus-kill");
-    let ring = dir.0.join("ring");
+    let dir = ShmDir::new("sigbus-kill");
+    let ring = dir.join("ring");
     full_ring(&ring, 16);
     // After the first frame: main has long installed the handler.
     let (mut child, out, first) = ringwire(&["top", ring.to_str().unwrap(), "--interval-ms", "50"]);

@@ -37,51 +37,32 @@ mod on_ringwire {
     include!("common_subset/program.rs");
 }
 
-/// A fresh directory under /dev/shm, removed with its files on drop.
-struct Dir(std::path::PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let d = std::path::PathBuf::from(format!(
-            "/dev/shm/ringwire-subset-{tag}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir(&d).unwrap();
-        Dir(d)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use ringwire_tests::shm::ShmDir;
 
 #[test]
 fn the_program_runs_on_ringfire() {
-    let d = Dir::new("rf");
-    on_ringfire::run(&d.0).unwrap();
-    on_ringfire::run_more_ring(&d.0).unwrap();
-    on_ringfire::run_more_blob(&d.0).unwrap();
-    on_ringfire::run_more_mpmc(&d.0).unwrap();
-    on_ringfire::run_more_mux(&d.0).unwrap();
-    on_ringfire::run_more_replica(&d.0).unwrap();
-    on_ringfire::run_more_registry(&d.0).unwrap();
-    on_ringfire::run_more_names(&d.0).unwrap();
+    let d = ShmDir::new("rf");
+    on_ringfire::run(d.path()).unwrap();
+    on_ringfire::run_more_ring(d.path()).unwrap();
+    on_ringfire::run_more_blob(d.path()).unwrap();
+    on_ringfire::run_more_mpmc(d.path()).unwrap();
+    on_ringfire::run_more_mux(d.path()).unwrap();
+    on_ringfire::run_more_replica(d.path()).unwrap();
+    on_ringfire::run_more_registry(d.path()).unwrap();
+    on_ringfire::run_more_names(d.path()).unwrap();
 }
 
 #[test]
 fn the_same_program_runs_on_ringwire() {
-    let d = Dir::new("rw");
-    on_ringwire::run(&d.0).unwrap();
-    on_ringwire::run_more_ring(&d.0).unwrap();
-    on_ringwire::run_more_blob(&d.0).unwrap();
-    on_ringwire::run_more_mpmc(&d.0).unwrap();
-    on_ringwire::run_more_mux(&d.0).unwrap();
-    on_ringwire::run_more_replica(&d.0).unwrap();
-    on_ringwire::run_more_registry(&d.0).unwrap();
-    on_ringwire::run_more_names(&d.0).unwrap();
+    let d = ShmDir::new("rw");
+    on_ringwire::run(d.path()).unwrap();
+    on_ringwire::run_more_ring(d.path()).unwrap();
+    on_ringwire::run_more_blob(d.path()).unwrap();
+    on_ringwire::run_more_mpmc(d.path()).unwrap();
+    on_ringwire::run_more_mux(d.path()).unwrap();
+    on_ringwire::run_more_replica(d.path()).unwrap();
+    on_ringwire::run_more_registry(d.path()).unwrap();
+    on_ringwire::run_more_names(d.path()).unwrap();
 }
 
 fn block_on<F: std::future::Future>(f: F) -> F::Output {
@@ -95,16 +76,16 @@ fn block_on<F: std::future::Future>(f: F) -> F::Output {
 
 #[test]
 fn the_async_part_runs_on_ringfire() {
-    let d = Dir::new("rf-async");
-    block_on(on_ringfire::run_async(&d.0)).unwrap();
-    block_on(on_ringfire::run_more_async(&d.0)).unwrap();
-    block_on(on_ringfire::run_more_mux_async(&d.0)).unwrap();
+    let d = ShmDir::new("rf-async");
+    block_on(on_ringfire::run_async(d.path())).unwrap();
+    block_on(on_ringfire::run_more_async(d.path())).unwrap();
+    block_on(on_ringfire::run_more_mux_async(d.path())).unwrap();
 }
 
 #[test]
 fn the_async_part_runs_on_ringwire() {
-    let d = Dir::new("rw-async");
-    block_on(on_ringwire::run_async(&d.0)).unwrap();
-    block_on(on_ringwire::run_more_async(&d.0)).unwrap();
-    block_on(on_ringwire::run_more_mux_async(&d.0)).unwrap();
+    let d = ShmDir::new("rw-async");
+    block_on(on_ringwire::run_async(d.path())).unwrap();
+    block_on(on_ringwire::run_more_async(d.path())).unwrap();
+    block_on(on_ringwire::run_more_mux_async(d.path())).unwrap();
 }

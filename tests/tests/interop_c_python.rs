@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use ringwire::{BlackboardConsumer, BlackboardProducer, BlobProducer, RingConsumer, RingProducer};
 use ringwire_tests::records::{Rec, blob_payload};
-use ringwire_tests::shm::ShmPath;
+use ringwire_tests::shm::{ShmDir, ShmPath};
 use zerocopy::IntoBytes;
 
 const N: u64 = 10_000;
@@ -53,24 +53,6 @@ def show(r):
 "#
     ));
     c
-}
-
-/// A fresh directory in /dev/shm, removed with everything in it on drop (also when the
-/// test fails).
-struct Dir(PathBuf);
-
-impl Dir {
-    fn new(tag: &str) -> Dir {
-        let p = ShmPath::new(tag).path().to_path_buf();
-        std::fs::create_dir_all(&p).unwrap();
-        Dir(p)
-    }
-}
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
 }
 
 /// Checks lines `seq px_bits qty side check` for records 1..=n, in order, each intact.
@@ -121,8 +103,8 @@ fn fill_slowly(p: &mut RingProducer<Rec>) {
 
 #[test]
 fn ringfire_c_reader_reads_a_ringwire_ring() {
-    let dir = Dir::new("c-reader");
-    let src = dir.0.join("reader.c");
+    let dir = ShmDir::new("c-reader");
+    let src = dir.join("reader.c");
     std::fs::write(
         &src,
         r#"
@@ -160,7 +142,7 @@ int main(int argc, char** argv) {
 "#,
     )
     .unwrap();
-    let bin = dir.0.join("reader");
+    let bin = dir.join("reader");
     let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
     let st = Command::new(&cc)
         .args(["-std=c11", "-O2", "-I"])
@@ -172,7 +154,7 @@ int main(int argc, char** argv) {
         .unwrap_or_else(|e| panic!("{cc}: {e}"));
     assert!(st.success(), "compiling the C reader failed");
 
-    let ring = dir.0.join("ring");
+    let ring = dir.join("ring");
     let mut p = RingProducer::<Rec>::create(&ring, 1 << 14).unwrap();
     let mut cmd = Command::new(&bin);
     cmd.arg(&ring).arg(N.to_string());

@@ -516,33 +516,21 @@ fn start_modes_past_the_end_and_seeks() {
     }
 }
 
-/// A directory under /dev/shm removed with its contents on drop.
-struct ShmDir(std::path::PathBuf);
-impl Drop for ShmDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// A ring whose file name is not UTF-8: ringfire names its consumers' default checkpoint
 /// `ring_<name>.offset` (its fallback stem), so a ringwire consumer of the same name must
 /// find the offset a ringfire consumer committed there, and the other way round.
 #[test]
 fn default_checkpoint_of_a_ring_whose_name_is_not_utf8_is_ringfires() {
     use std::os::unix::ffi::OsStrExt;
-    let dir = ShmDir(std::path::PathBuf::from(format!(
-        "/dev/shm/ringwire-test-ckpt-nonutf8-{}",
-        std::process::id()
-    )));
-    std::fs::create_dir_all(&dir.0).unwrap();
-    let ring = dir.0.join(std::ffi::OsStr::from_bytes(b"md\xff.ring"));
+    let dir = ringwire_tests::shm::ShmDir::new("ckpt-nonutf8");
+    let ring = dir.join(std::ffi::OsStr::from_bytes(b"md\xff.ring"));
     let mut prod = ringfire::RingProducer::<u64>::create(&ring, 16).unwrap();
     for i in 1..=10u64 {
         prod.push(&i);
     }
     assert_eq!(
         ringwire::checkpoint::default_path(&ring, "algo 1"),
-        dir.0.join("ring_algo_1.offset")
+        dir.join("ring_algo_1.offset")
     );
     // ringfire commits after 3, ringwire resumes at 4 and commits after 6.
     {

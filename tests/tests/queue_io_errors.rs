@@ -3,19 +3,10 @@
 //! error, nor "ring …".
 
 use std::io::ErrorKind;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ringwire::queue::{MpmcQueue, QueueFileError, SpscBytesConsumer, SpscConsumer, SpscProducer};
-use ringwire_tests::shm::ShmPath;
-
-/// A directory under /dev/shm, removed on drop.
-struct Dir(PathBuf);
-
-impl Drop for Dir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+use ringwire_tests::shm::{ShmDir, ShmPath};
 
 fn assert_io<T>(r: Result<T, QueueFileError>, path: &Path, op: &str, kind: ErrorKind, os: &str) {
     let Err(e) = r else {
@@ -71,9 +62,8 @@ fn open_of_a_missing_path_or_a_directory_names_the_queue_and_the_operation() {
         enoent,
     );
 
-    let dir = Dir(ShmPath::new("qio-dir").path().to_path_buf());
-    std::fs::create_dir(&dir.0).unwrap();
-    let d = dir.0.as_path();
+    let dir = ShmDir::new("qio-dir");
+    let d = dir.path();
     let eisdir = "Is a directory (os error 21)";
     let kind = ErrorKind::IsADirectory;
     assert_io(SpscConsumer::<u64>::open(d), d, "open", kind, eisdir);
@@ -82,7 +72,7 @@ fn open_of_a_missing_path_or_a_directory_names_the_queue_and_the_operation() {
     // create says "queue" too (it used to say "ring").
     assert_io(SpscProducer::<u64>::create(d, 8), d, "open", kind, eisdir);
     assert_io(MpmcQueue::<u64>::create(d, 8), d, "open", kind, eisdir);
-    let inside = dir.0.join("no-such-dir").join("q");
+    let inside = dir.join("no-such-dir").join("q");
     assert_io(
         MpmcQueue::<u64>::create(&inside, 8),
         &inside,

@@ -131,14 +131,8 @@ fn a_named_consumer_resumes_from_the_default_checkpoint_on_both_crates() {
 
 #[test]
 fn a_checkpoint_in_a_missing_directory_is_created_with_it() {
-    struct Dir(std::path::PathBuf);
-    impl Drop for Dir {
-        fn drop(&mut self) {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-    let dir = Dir(format!("/dev/shm/ringwire-test-ckpt-dir-{}", std::process::id()).into());
-    let path = dir.0.join("offsets/algo.offset");
+    let dir = ringwire_tests::shm::ShmDir::new("ckpt-dir");
+    let path = dir.join("offsets/algo.offset");
     let cp = OffsetCheckpoint::open_or_create(&path, "algo").unwrap();
     cp.save(9);
     assert_eq!(
