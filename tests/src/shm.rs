@@ -5,6 +5,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
+/// `/dev/shm/ringwire-test-{tag}-{pid}-{n}`, `n` counting within this process.
+fn unique(tag: &str) -> PathBuf {
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    PathBuf::from(format!(
+        "/dev/shm/ringwire-test-{tag}-{}-{n}",
+        std::process::id()
+    ))
+}
+
 /// A unique path under `/dev/shm` (test name, pid and a counter). Dropping it removes the
 /// file, so a failed assertion does not leave rings behind.
 #[derive(Debug)]
@@ -13,11 +22,7 @@ pub struct ShmPath(PathBuf);
 impl ShmPath {
     /// A fresh path whose file name starts with `ringwire-test-{tag}`.
     pub fn new(tag: &str) -> ShmPath {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let p = PathBuf::from(format!(
-            "/dev/shm/ringwire-test-{tag}-{}-{n}",
-            std::process::id()
-        ));
+        let p = unique(tag);
         let _ = std::fs::remove_file(&p);
         ShmPath(p)
     }
@@ -66,11 +71,7 @@ pub struct ShmDir(PathBuf);
 impl ShmDir {
     /// Creates the directory `/dev/shm/ringwire-test-{tag}-{pid}-{n}`.
     pub fn new(tag: &str) -> ShmDir {
-        let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-        let p = PathBuf::from(format!(
-            "/dev/shm/ringwire-test-{tag}-{}-{n}",
-            std::process::id()
-        ));
+        let p = unique(tag);
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir(&p)
             .unwrap_or_else(|e| panic!("create the directory {}: {e}", p.display()));
