@@ -437,6 +437,12 @@ fi
   else
     echo "tries and outcome, \`run<k> <bench id> <tries> <outcome>\`, which the note under that table counts)."
   fi
+  echo "The \`target/release/\` programs named in this file are built by \`cargo build --release -p"
+  echo "ringwire -p ringwire-tests --bins\` (scripts/bench.sh's first step), and those under"
+  echo "\`target/release/examples/\` by \`cargo build --release -p ringwire-tests --example NAME\`."
+  echo "\`bench_report latency\` and \`bench_report replication\` take one file per run, as"
+  echo "scripts/bench.sh calls them: each element of the \`floor\`, \`handoff\`, \`wake\` and \`async\`"
+  echo "arrays of latency_runs.json, and of replication.json's array, is one run's file."
   echo
   echo "**Open loop and what latency is measured from.** Producers publish on a fixed schedule and"
   echo "never wait for the reader. The hand-off and async benches' producers spin to each record's"

@@ -75,11 +75,23 @@ fn sibling_bin(var: &str, name: &str) -> PathBuf {
     let p = dir.join(name);
     assert!(
         p.is_file(),
-        "{} not found: build it first (cargo build --release -p ringwire --bin ringwire; \
-         or set {var}",
-        p.display()
+        "{} not found: build it first ({}; or set {var})",
+        p.display(),
+        build_command(dir, name)
     );
     p
+}
+
+/// The `cargo build` that puts the `ringwire` package's binary `name` into `profile_dir`
+/// (`target/<profile>/`): `--release` for `release`, nothing for `debug` (a plain `cargo
+/// test`), `--profile <name>` for any other.
+fn build_command(profile_dir: &Path, name: &str) -> String {
+    let profile = match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => String::new(),
+        Some("release") => " --release".to_owned(),
+        Some(other) => format!(" --profile {other}"),
+    };
+    format!("cargo build{profile} -p ringwire --bin {name}")
 }
 
 /// Deletes namespaces `rwt-<pid>-*` left behind by processes that no longer exist.
@@ -362,4 +374,27 @@ pub fn count_in(log: &str, prefix: &str, what: &str) -> Option<u64> {
     let line = log.lines().rev().find(|l| l.starts_with(prefix))?;
     let at = line.find(what)?;
     line[..at].split_whitespace().last()?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::build_command;
+    use std::path::Path;
+
+    #[test]
+    fn the_build_hint_builds_into_the_directory_searched() {
+        // A plain `cargo test` searches target/debug/, which `--release` does not build.
+        assert_eq!(
+            build_command(Path::new("/t/debug"), "ringwire"),
+            "cargo build -p ringwire --bin ringwire"
+        );
+        assert_eq!(
+            build_command(Path::new("/t/release"), "ringwire"),
+            "cargo build --release -p ringwire --bin ringwire"
+        );
+        assert_eq!(
+            build_command(Path::new("/t/profiling"), "ringwire"),
+            "cargo build --profile profiling -p ringwire --bin ringwire"
+        );
+    }
 }
