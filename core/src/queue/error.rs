@@ -25,7 +25,8 @@ pub enum QueueGeometryError {
         /// The size asked for.
         item_size: u64,
     },
-    /// The stride is not a multiple of 8 or cannot hold the control word and the item.
+    /// The stride is not a multiple of 8, cannot hold the control word and the item, or
+    /// is over the header's 32-bit field.
     BadStride {
         /// The stride asked for.
         stride: u64,
@@ -347,7 +348,9 @@ impl fmt::Display for QueueGeometryError {
             ),
             QueueGeometryError::BadStride { stride, item_size } => write!(
                 f,
-                "slot stride {stride} is not a multiple of 8 of at least 8 + item size {item_size}"
+                "slot stride {stride} is not a multiple of 8 from 8 + item size {item_size} up \
+                 to {}",
+                u32::MAX - 7
             ),
             QueueGeometryError::TooLarge => f.write_str("the queue size overflows"),
         }

@@ -30,9 +30,10 @@ pub const QUEUE_VERSION: u32 = 2;
 /// length word, so a slot is `item_size` rounded up to 8 bytes (8 `u64`s per cache line,
 /// a 64-byte item on exactly one line).
 pub const FLAG_FIXED: u32 = 1;
-/// The largest item size a queue takes: a slot (the item and its 8-byte control word) must
-/// fit the header's 32-bit stride.
-pub const MAX_ITEM_SIZE: u32 = u32::MAX - 8;
+/// The largest item size a queue takes: a slot (the item and its 8-byte control word,
+/// rounded up to a multiple of 8) must fit the header's 32-bit stride, whose largest
+/// multiple of 8 is `u32::MAX - 7`.
+pub const MAX_ITEM_SIZE: u32 = u32::MAX - 7 - 8;
 
 /// Which queue protocol a region holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
