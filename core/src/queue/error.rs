@@ -33,8 +33,14 @@ pub enum QueueGeometryError {
         /// The item size it must hold.
         item_size: u32,
     },
-    /// The queue would not fit in the address space.
-    TooLarge,
+    /// The queue (`capacity` slots of `slot_stride` bytes after the header and cursor
+    /// lines) would not fit in the address space.
+    TooLarge {
+        /// The capacity asked for.
+        capacity: u64,
+        /// The slot stride in bytes.
+        slot_stride: u64,
+    },
 }
 
 /// A queue cannot be attached.
@@ -352,7 +358,13 @@ impl fmt::Display for QueueGeometryError {
                  to {}",
                 u32::MAX - 7
             ),
-            QueueGeometryError::TooLarge => f.write_str("the queue size overflows"),
+            QueueGeometryError::TooLarge {
+                capacity,
+                slot_stride,
+            } => write!(
+                f,
+                "capacity {capacity} of {slot_stride}-byte slots does not fit in the address space"
+            ),
         }
     }
 }

@@ -92,7 +92,10 @@ fn geometry_rules_and_errors() {
     );
     assert_eq!(
         QueueGeometry::new(QueueKind::Spsc, 1 << 62, 56, 64),
-        Err(QueueGeometryError::TooLarge)
+        Err(QueueGeometryError::TooLarge {
+            capacity: 1 << 62,
+            slot_stride: 64
+        })
     );
 }
 

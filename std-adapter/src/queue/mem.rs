@@ -378,7 +378,7 @@ impl QueueMem {
     /// [`QueueMem::flush`], not here.
     pub fn create(path: impl AsRef<Path>, geo: &QueueGeometry) -> Result<QueueMem, QueueFileError> {
         let path = path.as_ref();
-        let too_large = || QueueFileError::geometry(Some(path), QueueGeometryError::TooLarge);
+        let too_large = || QueueFileError::geometry(Some(path), geo.too_large());
         let len = geo.total_len().ok_or_else(too_large)?;
         let map_len = usize::try_from(len).map_err(|_| too_large())?;
         // The same exclusive-creation protocol as ring files (spec §1.2): flock, inode
@@ -486,7 +486,7 @@ impl QueueMem {
         let len = geo
             .total_len()
             .and_then(|l| usize::try_from(l).ok())
-            .ok_or_else(|| QueueFileError::geometry(None, QueueGeometryError::TooLarge))?;
+            .ok_or_else(|| QueueFileError::geometry(None, geo.too_large()))?;
         let mut map = Mapped::unrecorded(MmapMut::map_anon(len).map_err(io_err(anon, "mmap"))?);
         let region = region_of(&mut map, anon)?;
         // SAFETY: fresh anonymous memory, mapped just above: no other view of it exists yet.

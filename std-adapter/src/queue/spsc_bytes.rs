@@ -126,7 +126,9 @@ pub fn bytes_geometry(capacity: u64, max_len: usize) -> Result<QueueGeometry, Qu
     let stride = max_len
         .checked_add(8 + 7)
         .map(|n| n / 8 * 8)
-        .ok_or(QueueGeometryError::TooLarge)?;
+        .ok_or(QueueGeometryError::BadItemSize {
+            item_size: max_len as u64,
+        })?;
     QueueGeometry::new(QueueKind::Spsc, capacity, max_len, stride)
 }
 

@@ -64,6 +64,36 @@ fn spsc_file_survives_both_sides_dropping() {
     assert_eq!(c.try_pop(), Ok(None));
 }
 
+/// A queue too large for the address space is refused with the values that make it so
+/// (the capacity and slot size, or the item length), and the largest item length the
+/// core names ([`ringwire_core::queue::MAX_ITEM_SIZE`]) makes a byte queue's geometry.
+#[test]
+fn a_queue_too_large_for_the_address_space_names_its_capacity_and_item_size() {
+    assert_eq!(
+        spsc_channel::<u64>(1 << 62).unwrap_err().to_string(),
+        "queue anonymous: capacity 4611686018427387904 of 8-byte slots does not fit in the \
+         address space"
+    );
+    let path = TmpPath::shm("queue-too-large");
+    assert_eq!(
+        MpmcQueue::<u64>::create(&path, 1 << 62)
+            .unwrap_err()
+            .to_string(),
+        format!(
+            "queue {}: capacity 4611686018427387904 of 16-byte slots does not fit in the \
+             address space",
+            path.display()
+        )
+    );
+    assert!(!path.exists());
+    let max = ringwire_core::queue::MAX_ITEM_SIZE;
+    assert_eq!(
+        spsc_bytes_channel(4, usize::MAX).unwrap_err().to_string(),
+        format!("queue anonymous: item size {} is over the largest a queue takes ({max})", usize::MAX)
+    );
+    assert_eq!(bytes_geometry(2, max as usize).map(|g| g.item_size), Ok(max));
+}
+
 /// The queue's (data_waiters, space_waiters).
 fn waiter_counts(view: &ringwire_core::queue::QueueView) -> (u32, u32) {
     (
