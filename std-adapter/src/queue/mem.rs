@@ -487,7 +487,8 @@ impl QueueMem {
             .total_len()
             .and_then(|l| usize::try_from(l).ok())
             .ok_or_else(|| QueueFileError::geometry(None, geo.too_large()))?;
-        let mut map = Mapped::unrecorded(MmapMut::map_anon(len).map_err(io_err(anon, "mmap"))?);
+        let map = MmapMut::map_anon(len).map_err(|e| crate::file::size_failed("map", len as u64, e));
+        let mut map = Mapped::unrecorded(map.map_err(io_err(anon, "mmap"))?);
         let region = region_of(&mut map, anon)?;
         // SAFETY: fresh anonymous memory, mapped just above: no other view of it exists yet.
         let view =
@@ -844,7 +845,8 @@ fn open_live(path: &Path) -> Result<(File, (u64, u64)), QueueFileError> {
 fn map_file(f: &File, len: usize, path: &Path) -> io::Result<Mapped<MmapMut>> {
     // SAFETY: the file is a queue file that other parties access only through ringwire's
     // atomic protocols (Region's contract); it is never truncated while mapped.
-    let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(f) }?;
+    let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(f) }
+        .map_err(|e| crate::file::size_failed("map", len as u64, e))?;
     let (base, len) = (map.as_ptr(), map.len());
     Ok(Mapped::record(path, map, base, len))
 }

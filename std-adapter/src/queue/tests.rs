@@ -94,6 +94,22 @@ fn a_queue_too_large_for_the_address_space_names_its_capacity_and_item_size() {
     assert_eq!(bytes_geometry(2, max as usize).map(|g| g.item_size), Ok(max));
 }
 
+/// A queue whose geometry is valid but whose memory cannot be had (2^61 bytes, past any
+/// address space) is an `mmap` error naming the length, so the capacity to change shows.
+#[test]
+fn a_mapping_that_fails_names_its_length() {
+    let e = spsc_channel::<u64>(1 << 58).unwrap_err();
+    let QueueFileError::Io { op, source, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!((*op, source.kind()), ("mmap", std::io::ErrorKind::OutOfMemory));
+    assert_eq!(
+        e.to_string(),
+        "queue anonymous: mmap failed: cannot map 2305843009213694336 bytes: Cannot allocate \
+         memory (os error 12)"
+    );
+}
+
 /// The queue's (data_waiters, space_waiters).
 fn waiter_counts(view: &ringwire_core::queue::QueueView) -> (u32, u32) {
     (
