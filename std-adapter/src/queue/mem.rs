@@ -50,7 +50,8 @@ pub enum QueueFileError {
         /// "consumer" (an SPSC role), or "handle".
         holder: &'static str,
     },
-    /// The path names something other than a regular file (a FIFO, a directory, …).
+    /// The path names something other than a regular file (a FIFO, a device, a socket).
+    /// A directory fails the open itself: [`QueueFileError::Io`] with `EISDIR`.
     NotRegularFile(PathBuf),
     /// `create` found a non-empty file at the path that is neither a queue file (of any
     /// kind) nor one whose creation never finished: somebody's data, a ring, a blackboard.
