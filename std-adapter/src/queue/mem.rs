@@ -681,33 +681,41 @@ impl QueueMem {
 }
 
 /// The error for a creation lock found held at `path`. A creator that has finished
-/// initialising the file (the magic is not 0) holds that lock for its whole life: the file
-/// is in use by its creator. One still initialising it (magic 0, or a file too short to
-/// have one) or replacing a stale file there (its write lock over byte 0, see
-/// `live_holder`) is a creation in progress.
+/// initialising the file (the magic is not 0) holds that lock for its whole life: a queue
+/// file is then in use by its creator, and any other file (a live ring's or blackboard's,
+/// whose producer holds the lock too) is no queue, refused as a stale one would be. One
+/// still initialising it (magic 0, or a file too short to have one) or replacing a stale
+/// file there (its write lock over byte 0, see `live_holder`) is a creation in progress.
 fn locked_err(path: &Path) -> QueueFileError {
-    if creation_finished(path) {
-        QueueFileError::InUse {
+    match finished_magic(path) {
+        Some((len, magic)) if q::QueueKind::from_magic(magic).is_none() => {
+            QueueFileError::NotReplaced {
+                path: path.to_owned(),
+                len,
+                magic: Some(magic),
+            }
+        }
+        Some(_) => QueueFileError::InUse {
             path: path.to_owned(),
             holder: "creator",
-        }
-    } else {
-        QueueFileError::Locked(path.to_owned())
+        },
+        None => QueueFileError::Locked(path.to_owned()),
     }
 }
 
-/// Whether the file at `path` has a non-zero magic and no creator is replacing it.
-fn creation_finished(path: &Path) -> bool {
-    let Ok(f) = crate::file::open_regular(path, OpenOptions::new().read(true)) else {
-        return false;
-    };
+/// The length and the non-zero magic (in the host's byte order) of the file at `path`,
+/// unless its magic is 0 or a creator is replacing it.
+fn finished_magic(path: &Path) -> Option<(u64, u64)> {
+    let f = crate::file::open_regular(path, OpenOptions::new().read(true)).ok()?;
     let mut magic = [0u8; 8];
-    if f.read_exact_at(&mut magic, q::qhdr::MAGIC as u64).is_err() || magic == [0; 8] {
-        return false;
-    }
+    f.read_exact_at(&mut magic, q::qhdr::MAGIC as u64).ok()?;
+    let magic = u64::from_ne_bytes(magic);
     // A read lock conflicts only with a write lock: the replacing creator's, not the live
     // handles' shared ones (the role locks lie past byte 0).
-    !matches!(ofd_held_as(&f, libc::F_RDLCK, LIVE_BYTE, 1), Ok(true))
+    if magic == 0 || matches!(ofd_held_as(&f, libc::F_RDLCK, LIVE_BYTE, 1), Ok(true)) {
+        return None;
+    }
+    Some((f.metadata().ok()?.len(), magic))
 }
 
 /// When the opener's file `f` (which holds the shared [`LIVE_BYTE`] lock) proves to be the

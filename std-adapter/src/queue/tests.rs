@@ -110,6 +110,43 @@ fn a_mapping_that_fails_names_its_length() {
     );
 }
 
+/// `create` at the path of a live ring or blackboard, whose producer holds the file's
+/// creation lock, refuses it as what it is, a file that is no queue
+/// ([`QueueFileError::NotReplaced`] naming it), not as a queue in use by its creator
+/// (whose advice, "open it instead", fails there), and leaves it as it was.
+#[test]
+fn create_over_a_live_ring_or_blackboard_says_it_is_no_queue() {
+    let path = TmpPath::shm("queue-over-live-ring");
+    let ring = crate::RingProducer::<u64>::create(&path, 8).unwrap();
+    let board_path = TmpPath::shm("queue-over-live-board");
+    let board = crate::BlackboardProducer::<u64>::create(&board_path, 4).unwrap();
+    for (path, magic, said) in [
+        (&path, ringwire_core::layout::RING_MAGIC, "(a ring)"),
+        (
+            &board_path,
+            ringwire_core::blackboard::BLACKBOARD_MAGIC,
+            "(a blackboard)",
+        ),
+    ] {
+        let before = std::fs::read(path).unwrap();
+        let creates = [
+            SpscProducer::<u64>::create(path, 8).map(drop),
+            SpscBytesProducer::create(path, 8, 8).map(drop),
+            MpmcQueue::<u64>::create(path, 8).map(drop),
+        ];
+        for e in creates.into_iter().map(Result::unwrap_err) {
+            assert!(
+                matches!(&e, QueueFileError::NotReplaced { len, magic: Some(m), .. }
+                    if *len == before.len() as u64 && *m == magic),
+                "{e:?}"
+            );
+            assert!(e.to_string().contains(&format!("{said} is not a queue")), "{e}");
+        }
+        assert_eq!(std::fs::read(path).unwrap(), before);
+    }
+    drop((ring, board));
+}
+
 /// The queue's (data_waiters, space_waiters).
 fn waiter_counts(view: &ringwire_core::queue::QueueView) -> (u32, u32) {
     (
