@@ -488,7 +488,8 @@ impl QueueMem {
             .total_len()
             .and_then(|l| usize::try_from(l).ok())
             .ok_or_else(|| QueueFileError::geometry(None, geo.too_large()))?;
-        let map = MmapMut::map_anon(len).map_err(|e| crate::file::size_failed("map", len as u64, e));
+        let map =
+            MmapMut::map_anon(len).map_err(|e| crate::file::size_failed("map", len as u64, e));
         let mut map = Mapped::unrecorded(map.map_err(io_err(anon, "mmap"))?);
         let region = region_of(&mut map, anon)?;
         // SAFETY: fresh anonymous memory, mapped just above: no other view of it exists yet.

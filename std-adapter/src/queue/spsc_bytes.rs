@@ -123,12 +123,10 @@ fn attach<H>(
 /// holds a length word and the bytes, rounded up to whole words. (No file is involved
 /// yet: the creating calls name it in their [`QueueFileError::Geometry`].)
 pub fn bytes_geometry(capacity: u64, max_len: usize) -> Result<QueueGeometry, QueueGeometryError> {
-    let stride = max_len
-        .checked_add(8 + 7)
-        .map(|n| n / 8 * 8)
-        .ok_or(QueueGeometryError::BadItemSize {
-            item_size: max_len as u64,
-        })?;
+    let too_long = QueueGeometryError::BadItemSize {
+        item_size: max_len as u64,
+    };
+    let stride = max_len.checked_add(8 + 7).ok_or(too_long)? / 8 * 8;
     QueueGeometry::new(QueueKind::Spsc, capacity, max_len, stride)
 }
 

@@ -89,9 +89,15 @@ fn a_queue_too_large_for_the_address_space_names_its_capacity_and_item_size() {
     let max = ringwire_core::queue::MAX_ITEM_SIZE;
     assert_eq!(
         spsc_bytes_channel(4, usize::MAX).unwrap_err().to_string(),
-        format!("queue anonymous: item size {} is over the largest a queue takes ({max})", usize::MAX)
+        format!(
+            "queue anonymous: item size {} is over the largest a queue takes ({max})",
+            usize::MAX
+        )
     );
-    assert_eq!(bytes_geometry(2, max as usize).map(|g| g.item_size), Ok(max));
+    assert_eq!(
+        bytes_geometry(2, max as usize).map(|g| g.item_size),
+        Ok(max)
+    );
 }
 
 /// A queue whose geometry is valid but whose memory cannot be had (2^61 bytes, past any
@@ -102,7 +108,10 @@ fn a_mapping_that_fails_names_its_length() {
     let QueueFileError::Io { op, source, .. } = &e else {
         panic!("{e:?}")
     };
-    assert_eq!((*op, source.kind()), ("mmap", std::io::ErrorKind::OutOfMemory));
+    assert_eq!(
+        (*op, source.kind()),
+        ("mmap", std::io::ErrorKind::OutOfMemory)
+    );
     assert_eq!(
         e.to_string(),
         "queue anonymous: mmap failed: cannot map 2305843009213694336 bytes: Cannot allocate \
@@ -140,7 +149,10 @@ fn create_over_a_live_ring_or_blackboard_says_it_is_no_queue() {
                     if *len == before.len() as u64 && *m == magic),
                 "{e:?}"
             );
-            assert!(e.to_string().contains(&format!("{said} is not a queue")), "{e}");
+            assert!(
+                e.to_string().contains(&format!("{said} is not a queue")),
+                "{e}"
+            );
         }
         assert_eq!(std::fs::read(path).unwrap(), before);
     }
