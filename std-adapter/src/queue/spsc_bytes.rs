@@ -261,7 +261,8 @@ impl SpscBytesProducer {
     /// Waits with `wait` (as [`SpscBytesProducer::push_timeout`] does) until a slot is free
     /// or `timeout` passes, and returns the free slots: 0 only after the timeout, or at once
     /// on a corrupt queue, which never drains (the next push or
-    /// [`SpscBytesProducer::recv_mmsg`] says so). For an ingest loop around
+    /// [`SpscBytesProducer::recv_mmsg`] says so), or on an anonymous channel whose consumer
+    /// is gone ([`SpscBytesProducer::is_abandoned`]). For an ingest loop around
     /// [`SpscBytesProducer::recv_mmsg`] when the queue is full.
     pub fn wait_for_space<W: WaitStrategy>(&mut self, wait: &mut W, timeout: Duration) -> u64 {
         let deadline = deadline_after(timeout);
