@@ -317,7 +317,7 @@ fn queue_geometry_variant(e: &QueueGeometryError) -> usize {
         QueueGeometryError::MpmcCapacityTooSmall { .. } => 1,
         QueueGeometryError::BadItemSize { .. } => 2,
         QueueGeometryError::BadStride { .. } => 3,
-        QueueGeometryError::TooLarge => 4,
+        QueueGeometryError::TooLarge { .. } => 4,
     }
 }
 
@@ -401,7 +401,7 @@ fn queue_attach_samples() -> Vec<QueueAttachError> {
 
 #[test]
 fn queue_geometry_attach_and_init_errors_format_every_variant() {
-    let mut geometry = std::vec![QueueGeometryError::TooLarge];
+    let mut geometry = Vec::new();
     let mut init = Vec::new();
     for (i, j) in pairs() {
         let (a, b) = (U64[i], U64[j]);
@@ -412,6 +412,10 @@ fn queue_geometry_attach_and_init_errors_format_every_variant() {
             QueueGeometryError::BadStride {
                 stride: a,
                 item_size: U32[j],
+            },
+            QueueGeometryError::TooLarge {
+                capacity: a,
+                slot_stride: b,
             },
         ]);
         init.extend([

@@ -172,21 +172,30 @@ pub(crate) fn open_regular(path: &Path, opts: &mut OpenOptions) -> Result<File> 
     Ok(file)
 }
 
-/// `posix_fallocate` could not reserve a new file's bytes.
+/// A call could not `verb` (reserve, map) `len` bytes: `posix_fallocate` of a new file's
+/// bytes, an `mmap` too large for the memory or the address space.
 #[derive(Debug)]
-struct ReserveFailed {
+struct SizeFailed {
+    verb: &'static str,
     len: u64,
     os: io::Error,
 }
 
-impl std::fmt::Display for ReserveFailed {
+impl std::fmt::Display for SizeFailed {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "cannot reserve {} bytes: {}", self.len, self.os)
+        write!(f, "cannot {} {} bytes: {}", self.verb, self.len, self.os)
     }
 }
 
 // No `source`: the Display above already includes the OS error.
-impl std::error::Error for ReserveFailed {}
+impl std::error::Error for SizeFailed {}
+
+/// `os`, the error of a call that could not `verb` `len` bytes, with that length in its
+/// text (a size the caller chose, such as a queue's capacity, shows what to change) and
+/// its kind kept.
+pub(crate) fn size_failed(verb: &'static str, len: u64, os: io::Error) -> io::Error {
+    io::Error::new(os.kind(), SizeFailed { verb, len, os })
+}
 
 /// Sizes a new, empty file to `len` bytes and reserves them. `ftruncate` alone reserves
 /// nothing on tmpfs: the first store to a page the file system has no room for is a
@@ -219,7 +228,7 @@ pub(crate) fn reserve(file: &File, len: u64) -> io::Result<()> {
             libc::EOPNOTSUPP | libc::EINVAL => return Ok(()),
             errno => {
                 let os = io::Error::from_raw_os_error(errno);
-                return Err(io::Error::new(os.kind(), ReserveFailed { len, os }));
+                return Err(size_failed("reserve", len, os));
             }
         }
     }

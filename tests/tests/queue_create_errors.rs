@@ -165,13 +165,16 @@ fn geometry_errors_name_the_file_or_anonymous_memory() {
         SpscBytesProducer::create(&path, 8, u32::MAX as usize)
             .unwrap_err()
             .to_string(),
-        format!("queue {p}: item size 4294967295 is over the largest a queue takes (4294967287)")
+        format!("queue {p}: item size 4294967295 is over the largest a queue takes (4294967280)")
     );
     assert_eq!(
         SpscBytesProducer::create(&path, 8, usize::MAX)
             .unwrap_err()
             .to_string(),
-        format!("queue {p}: the queue size overflows")
+        format!(
+            "queue {p}: item size {} is over the largest a queue takes (4294967280)",
+            usize::MAX
+        )
     );
     // Nothing was created at the path.
     assert!(!path.path().exists());

@@ -25,15 +25,22 @@ pub enum QueueGeometryError {
         /// The size asked for.
         item_size: u64,
     },
-    /// The stride is not a multiple of 8 or cannot hold the control word and the item.
+    /// The stride is not a multiple of 8, cannot hold the control word and the item, or
+    /// is over the header's 32-bit field.
     BadStride {
         /// The stride asked for.
         stride: u64,
         /// The item size it must hold.
         item_size: u32,
     },
-    /// The queue would not fit in the address space.
-    TooLarge,
+    /// The queue (`capacity` slots of `slot_stride` bytes after the header and cursor
+    /// lines) would not fit in the address space.
+    TooLarge {
+        /// The capacity asked for.
+        capacity: u64,
+        /// The slot stride in bytes.
+        slot_stride: u64,
+    },
 }
 
 /// A queue cannot be attached.
@@ -347,9 +354,17 @@ impl fmt::Display for QueueGeometryError {
             ),
             QueueGeometryError::BadStride { stride, item_size } => write!(
                 f,
-                "slot stride {stride} is not a multiple of 8 of at least 8 + item size {item_size}"
+                "slot stride {stride} is not a multiple of 8 from 8 + item size {item_size} up \
+                 to {}",
+                u32::MAX - 7
             ),
-            QueueGeometryError::TooLarge => f.write_str("the queue size overflows"),
+            QueueGeometryError::TooLarge {
+                capacity,
+                slot_stride,
+            } => write!(
+                f,
+                "capacity {capacity} of {slot_stride}-byte slots does not fit in the address space"
+            ),
         }
     }
 }

@@ -30,9 +30,10 @@ pub const QUEUE_VERSION: u32 = 2;
 /// length word, so a slot is `item_size` rounded up to 8 bytes (8 `u64`s per cache line,
 /// a 64-byte item on exactly one line).
 pub const FLAG_FIXED: u32 = 1;
-/// The largest item size a queue takes: a slot (the item and its 8-byte control word) must
-/// fit the header's 32-bit stride.
-pub const MAX_ITEM_SIZE: u32 = u32::MAX - 8;
+/// The largest item size a queue takes: a slot (the item and its 8-byte control word,
+/// rounded up to a multiple of 8) must fit the header's 32-bit stride, whose largest
+/// multiple of 8 is `u32::MAX - 7`.
+pub const MAX_ITEM_SIZE: u32 = u32::MAX - 7 - 8;
 
 /// Which queue protocol a region holds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,6 +216,16 @@ impl QueueGeometry {
         item_size: usize,
         slot_stride: usize,
     ) -> Result<QueueGeometry, QueueGeometryError> {
+        Self::unchecked_size(kind, capacity, item_size, slot_stride)?.sized()
+    }
+
+    /// [`QueueGeometry::new`] but for the check of the total size ([`QueueGeometry::sized`]).
+    fn unchecked_size(
+        kind: QueueKind,
+        capacity: u64,
+        item_size: usize,
+        slot_stride: usize,
+    ) -> Result<QueueGeometry, QueueGeometryError> {
         if !capacity.is_power_of_two() {
             return Err(QueueGeometryError::CapacityNotPowerOfTwo { capacity });
         }
@@ -235,7 +246,7 @@ impl QueueGeometry {
                 item_size: item_size as u32,
             });
         }
-        let g = QueueGeometry {
+        Ok(QueueGeometry {
             kind,
             capacity,
             slot_stride: slot_stride as u32,
@@ -243,10 +254,14 @@ impl QueueGeometry {
             slots_offset: qhdr::MIN_SLOTS_OFFSET as u64,
             schema_sig: 0,
             fixed: false,
-        };
-        match g.total_len() {
-            Some(n) if n <= isize::MAX as u64 => Ok(g),
-            _ => Err(QueueGeometryError::TooLarge),
+        })
+    }
+
+    /// This geometry if the whole queue fits in the address space.
+    fn sized(self) -> Result<QueueGeometry, QueueGeometryError> {
+        match self.total_len() {
+            Some(n) if n <= isize::MAX as u64 => Ok(self),
+            _ => Err(self.too_large()),
         }
     }
 
@@ -278,8 +293,9 @@ impl QueueGeometry {
                 .ok_or(QueueGeometryError::BadItemSize {
                     item_size: item_size as u64,
                 })?;
-        // Validate with room for a length word, then drop it: the same item-size rules.
-        let mut g = QueueGeometry::new(
+        // Validate with room for a length word, then drop it: the same item-size rules
+        // (the size is checked with the stride the queue has).
+        let mut g = QueueGeometry::unchecked_size(
             QueueKind::Spsc,
             capacity,
             item_size,
@@ -287,10 +303,7 @@ impl QueueGeometry {
         )?;
         g.slot_stride = stride as u32;
         g.fixed = true;
-        match g.total_len() {
-            Some(n) if n <= isize::MAX as u64 => Ok(g),
-            _ => Err(QueueGeometryError::TooLarge),
-        }
+        g.sized()
     }
 
     /// Bytes before the item in each slot: 0 for a fixed-size SPSC queue, else the 8-byte
@@ -311,6 +324,14 @@ impl QueueGeometry {
     #[inline(always)]
     pub const fn mask(&self) -> u64 {
         self.capacity.wrapping_sub(1)
+    }
+
+    /// The error for a queue of this geometry that does not fit in the address space.
+    pub const fn too_large(&self) -> QueueGeometryError {
+        QueueGeometryError::TooLarge {
+            capacity: self.capacity,
+            slot_stride: self.slot_stride as u64,
+        }
     }
 
     /// Bytes the whole queue needs, `None` on overflow.

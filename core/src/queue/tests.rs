@@ -1,5 +1,6 @@
 //! Unit tests of the queues in heap buffers (small sizes under Miri).
 
+use std::string::ToString;
 use std::vec;
 use std::vec::Vec;
 
@@ -91,7 +92,45 @@ fn geometry_rules_and_errors() {
     );
     assert_eq!(
         QueueGeometry::new(QueueKind::Spsc, 1 << 62, 56, 64),
-        Err(QueueGeometryError::TooLarge)
+        Err(QueueGeometryError::TooLarge {
+            capacity: 1 << 62,
+            slot_stride: 64
+        })
+    );
+}
+
+/// [`MAX_ITEM_SIZE`] is the largest item size a queue takes: every way of making a
+/// geometry accepts it (with the smallest stride for it, the largest a 32-bit stride
+/// field holds that is a multiple of 8), and refuses one byte more as an item size. Only
+/// where such a queue fits the address space: on a 32-bit target it is `TooLarge`.
+#[cfg(target_pointer_width = "64")]
+#[test]
+fn the_largest_item_size_makes_every_kind_of_geometry() {
+    let max = MAX_ITEM_SIZE as usize;
+    let with_word = (max + 8).next_multiple_of(8);
+    for kind in [QueueKind::Spsc, QueueKind::Mpmc] {
+        let g = QueueGeometry::new(kind, 2, max, with_word);
+        assert_eq!(g.map(|g| g.item_size), Ok(MAX_ITEM_SIZE), "{kind:?}");
+        assert_eq!(
+            QueueGeometry::new(kind, 2, max + 1, with_word + 8),
+            Err(QueueGeometryError::BadItemSize {
+                item_size: max as u64 + 1
+            })
+        );
+    }
+    let g = QueueGeometry::spsc_fixed(2, max).unwrap();
+    assert_eq!((g.item_size, g.fixed), (MAX_ITEM_SIZE, true));
+    assert_eq!(
+        QueueGeometry::spsc_fixed(2, max + 1),
+        Err(QueueGeometryError::BadItemSize {
+            item_size: max as u64 + 1
+        })
+    );
+    // A stride past the header's 32-bit field says so.
+    let e = QueueGeometry::new(QueueKind::Spsc, 2, 8, 1 << 32).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "slot stride 4294967296 is not a multiple of 8 from 8 + item size 8 up to 4294967288"
     );
 }
 

@@ -50,7 +50,8 @@ pub enum QueueFileError {
         /// "consumer" (an SPSC role), or "handle".
         holder: &'static str,
     },
-    /// The path names something other than a regular file (a FIFO, a directory, …).
+    /// The path names something other than a regular file (a FIFO, a device, a socket).
+    /// A directory fails the open itself: [`QueueFileError::Io`] with `EISDIR`.
     NotRegularFile(PathBuf),
     /// `create` found a non-empty file at the path that is neither a queue file (of any
     /// kind) nor one whose creation never finished: somebody's data, a ring, a blackboard.
@@ -378,7 +379,7 @@ impl QueueMem {
     /// [`QueueMem::flush`], not here.
     pub fn create(path: impl AsRef<Path>, geo: &QueueGeometry) -> Result<QueueMem, QueueFileError> {
         let path = path.as_ref();
-        let too_large = || QueueFileError::geometry(Some(path), QueueGeometryError::TooLarge);
+        let too_large = || QueueFileError::geometry(Some(path), geo.too_large());
         let len = geo.total_len().ok_or_else(too_large)?;
         let map_len = usize::try_from(len).map_err(|_| too_large())?;
         // The same exclusive-creation protocol as ring files (spec §1.2): flock, inode
@@ -486,8 +487,10 @@ impl QueueMem {
         let len = geo
             .total_len()
             .and_then(|l| usize::try_from(l).ok())
-            .ok_or_else(|| QueueFileError::geometry(None, QueueGeometryError::TooLarge))?;
-        let mut map = Mapped::unrecorded(MmapMut::map_anon(len).map_err(io_err(anon, "mmap"))?);
+            .ok_or_else(|| QueueFileError::geometry(None, geo.too_large()))?;
+        let map =
+            MmapMut::map_anon(len).map_err(|e| crate::file::size_failed("map", len as u64, e));
+        let mut map = Mapped::unrecorded(map.map_err(io_err(anon, "mmap"))?);
         let region = region_of(&mut map, anon)?;
         // SAFETY: fresh anonymous memory, mapped just above: no other view of it exists yet.
         let view =
@@ -679,33 +682,41 @@ impl QueueMem {
 }
 
 /// The error for a creation lock found held at `path`. A creator that has finished
-/// initialising the file (the magic is not 0) holds that lock for its whole life: the file
-/// is in use by its creator. One still initialising it (magic 0, or a file too short to
-/// have one) or replacing a stale file there (its write lock over byte 0, see
-/// `live_holder`) is a creation in progress.
+/// initialising the file (the magic is not 0) holds that lock for its whole life: a queue
+/// file is then in use by its creator, and any other file (a live ring's or blackboard's,
+/// whose producer holds the lock too) is no queue, refused as a stale one would be. One
+/// still initialising it (magic 0, or a file too short to have one) or replacing a stale
+/// file there (its write lock over byte 0, see `live_holder`) is a creation in progress.
 fn locked_err(path: &Path) -> QueueFileError {
-    if creation_finished(path) {
-        QueueFileError::InUse {
+    match finished_magic(path) {
+        Some((len, magic)) if q::QueueKind::from_magic(magic).is_none() => {
+            QueueFileError::NotReplaced {
+                path: path.to_owned(),
+                len,
+                magic: Some(magic),
+            }
+        }
+        Some(_) => QueueFileError::InUse {
             path: path.to_owned(),
             holder: "creator",
-        }
-    } else {
-        QueueFileError::Locked(path.to_owned())
+        },
+        None => QueueFileError::Locked(path.to_owned()),
     }
 }
 
-/// Whether the file at `path` has a non-zero magic and no creator is replacing it.
-fn creation_finished(path: &Path) -> bool {
-    let Ok(f) = crate::file::open_regular(path, OpenOptions::new().read(true)) else {
-        return false;
-    };
+/// The length and the non-zero magic (in the host's byte order) of the file at `path`,
+/// unless its magic is 0 or a creator is replacing it.
+fn finished_magic(path: &Path) -> Option<(u64, u64)> {
+    let f = crate::file::open_regular(path, OpenOptions::new().read(true)).ok()?;
     let mut magic = [0u8; 8];
-    if f.read_exact_at(&mut magic, q::qhdr::MAGIC as u64).is_err() || magic == [0; 8] {
-        return false;
-    }
+    f.read_exact_at(&mut magic, q::qhdr::MAGIC as u64).ok()?;
+    let magic = u64::from_ne_bytes(magic);
     // A read lock conflicts only with a write lock: the replacing creator's, not the live
     // handles' shared ones (the role locks lie past byte 0).
-    !matches!(ofd_held_as(&f, libc::F_RDLCK, LIVE_BYTE, 1), Ok(true))
+    if magic == 0 || matches!(ofd_held_as(&f, libc::F_RDLCK, LIVE_BYTE, 1), Ok(true)) {
+        return None;
+    }
+    Some((f.metadata().ok()?.len(), magic))
 }
 
 /// When the opener's file `f` (which holds the shared [`LIVE_BYTE`] lock) proves to be the
@@ -844,7 +855,8 @@ fn open_live(path: &Path) -> Result<(File, (u64, u64)), QueueFileError> {
 fn map_file(f: &File, len: usize, path: &Path) -> io::Result<Mapped<MmapMut>> {
     // SAFETY: the file is a queue file that other parties access only through ringwire's
     // atomic protocols (Region's contract); it is never truncated while mapped.
-    let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(f) }?;
+    let map = unsafe { memmap2::MmapOptions::new().len(len).map_mut(f) }
+        .map_err(|e| crate::file::size_failed("map", len as u64, e))?;
     let (base, len) = (map.as_ptr(), map.len());
     Ok(Mapped::record(path, map, base, len))
 }

@@ -123,10 +123,10 @@ fn attach<H>(
 /// holds a length word and the bytes, rounded up to whole words. (No file is involved
 /// yet: the creating calls name it in their [`QueueFileError::Geometry`].)
 pub fn bytes_geometry(capacity: u64, max_len: usize) -> Result<QueueGeometry, QueueGeometryError> {
-    let stride = max_len
-        .checked_add(8 + 7)
-        .map(|n| n / 8 * 8)
-        .ok_or(QueueGeometryError::TooLarge)?;
+    let too_long = QueueGeometryError::BadItemSize {
+        item_size: max_len as u64,
+    };
+    let stride = max_len.checked_add(8 + 7).ok_or(too_long)? / 8 * 8;
     QueueGeometry::new(QueueKind::Spsc, capacity, max_len, stride)
 }
 
@@ -261,7 +261,8 @@ impl SpscBytesProducer {
     /// Waits with `wait` (as [`SpscBytesProducer::push_timeout`] does) until a slot is free
     /// or `timeout` passes, and returns the free slots: 0 only after the timeout, or at once
     /// on a corrupt queue, which never drains (the next push or
-    /// [`SpscBytesProducer::recv_mmsg`] says so). For an ingest loop around
+    /// [`SpscBytesProducer::recv_mmsg`] says so), or on an anonymous channel whose consumer
+    /// is gone ([`SpscBytesProducer::is_abandoned`]). For an ingest loop around
     /// [`SpscBytesProducer::recv_mmsg`] when the queue is full.
     pub fn wait_for_space<W: WaitStrategy>(&mut self, wait: &mut W, timeout: Duration) -> u64 {
         let deadline = deadline_after(timeout);

@@ -64,6 +64,101 @@ fn spsc_file_survives_both_sides_dropping() {
     assert_eq!(c.try_pop(), Ok(None));
 }
 
+/// A queue too large for the address space is refused with the values that make it so
+/// (the capacity and slot size, or the item length), and the largest item length the
+/// core names ([`ringwire_core::queue::MAX_ITEM_SIZE`]) makes a byte queue's geometry.
+#[test]
+fn a_queue_too_large_for_the_address_space_names_its_capacity_and_item_size() {
+    assert_eq!(
+        spsc_channel::<u64>(1 << 62).unwrap_err().to_string(),
+        "queue anonymous: capacity 4611686018427387904 of 8-byte slots does not fit in the \
+         address space"
+    );
+    let path = TmpPath::shm("queue-too-large");
+    assert_eq!(
+        MpmcQueue::<u64>::create(&path, 1 << 62)
+            .unwrap_err()
+            .to_string(),
+        format!(
+            "queue {}: capacity 4611686018427387904 of 16-byte slots does not fit in the \
+             address space",
+            path.display()
+        )
+    );
+    assert!(!path.exists());
+    let max = ringwire_core::queue::MAX_ITEM_SIZE;
+    assert_eq!(
+        spsc_bytes_channel(4, usize::MAX).unwrap_err().to_string(),
+        format!(
+            "queue anonymous: item size {} is over the largest a queue takes ({max})",
+            usize::MAX
+        )
+    );
+    assert_eq!(
+        bytes_geometry(2, max as usize).map(|g| g.item_size),
+        Ok(max)
+    );
+}
+
+/// A queue whose geometry is valid but whose memory cannot be had (2^61 bytes, past any
+/// address space) is an `mmap` error naming the length, so the capacity to change shows.
+#[test]
+fn a_mapping_that_fails_names_its_length() {
+    let e = spsc_channel::<u64>(1 << 58).unwrap_err();
+    let QueueFileError::Io { op, source, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(
+        (*op, source.kind()),
+        ("mmap", std::io::ErrorKind::OutOfMemory)
+    );
+    assert_eq!(
+        e.to_string(),
+        "queue anonymous: mmap failed: cannot map 2305843009213694336 bytes: Cannot allocate \
+         memory (os error 12)"
+    );
+}
+
+/// `create` at the path of a live ring or blackboard, whose producer holds the file's
+/// creation lock, refuses it as what it is, a file that is no queue
+/// ([`QueueFileError::NotReplaced`] naming it), not as a queue in use by its creator
+/// (whose advice, "open it instead", fails there), and leaves it as it was.
+#[test]
+fn create_over_a_live_ring_or_blackboard_says_it_is_no_queue() {
+    let path = TmpPath::shm("queue-over-live-ring");
+    let ring = crate::RingProducer::<u64>::create(&path, 8).unwrap();
+    let board_path = TmpPath::shm("queue-over-live-board");
+    let board = crate::BlackboardProducer::<u64>::create(&board_path, 4).unwrap();
+    for (path, magic, said) in [
+        (&path, ringwire_core::layout::RING_MAGIC, "(a ring)"),
+        (
+            &board_path,
+            ringwire_core::blackboard::BLACKBOARD_MAGIC,
+            "(a blackboard)",
+        ),
+    ] {
+        let before = std::fs::read(path).unwrap();
+        let creates = [
+            SpscProducer::<u64>::create(path, 8).map(drop),
+            SpscBytesProducer::create(path, 8, 8).map(drop),
+            MpmcQueue::<u64>::create(path, 8).map(drop),
+        ];
+        for e in creates.into_iter().map(Result::unwrap_err) {
+            assert!(
+                matches!(&e, QueueFileError::NotReplaced { len, magic: Some(m), .. }
+                    if *len == before.len() as u64 && *m == magic),
+                "{e:?}"
+            );
+            assert!(
+                e.to_string().contains(&format!("{said} is not a queue")),
+                "{e}"
+            );
+        }
+        assert_eq!(std::fs::read(path).unwrap(), before);
+    }
+    drop((ring, board));
+}
+
 /// The queue's (data_waiters, space_waiters).
 fn waiter_counts(view: &ringwire_core::queue::QueueView) -> (u32, u32) {
     (
