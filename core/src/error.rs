@@ -374,8 +374,16 @@ pub enum GeometryError {
         /// The size asked for.
         arena_size: u64,
     },
-    /// The ring would not fit in the address space.
-    TooLarge,
+    /// The ring (`capacity` slots of `stride` bytes after the header and registry, and on a
+    /// blob ring an arena of `arena_size` bytes) would not fit in the address space.
+    TooLarge {
+        /// The capacity asked for.
+        capacity: u64,
+        /// The slot stride in bytes.
+        stride: u64,
+        /// The blob arena's size in bytes (0: no arena).
+        arena_size: u64,
+    },
     /// The slot alignment is not a power of two (0 is taken as 8).
     BadSlotAlign {
         /// The alignment asked for.
@@ -396,7 +404,17 @@ impl fmt::Display for GeometryError {
             GeometryError::ArenaSize { arena_size } => {
                 write!(f, "arena size {arena_size} is not a power of two >= 64")
             }
-            GeometryError::TooLarge => f.write_str("the ring size overflows"),
+            GeometryError::TooLarge {
+                capacity,
+                stride,
+                arena_size,
+            } => {
+                write!(f, "capacity {capacity} of {stride}-byte slots")?;
+                if arena_size > 0 {
+                    write!(f, " and a {arena_size}-byte arena")?;
+                }
+                f.write_str(" do not fit in the address space")
+            }
             GeometryError::BadSlotAlign { slot_align } => {
                 write!(f, "slot alignment {slot_align} is not a power of two")
             }

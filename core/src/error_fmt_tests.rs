@@ -155,7 +155,7 @@ fn geometry_variant(e: &GeometryError) -> usize {
         GeometryError::CapacityNotPowerOfTwo { .. } => 0,
         GeometryError::BadStride { .. } => 1,
         GeometryError::ArenaSize { .. } => 2,
-        GeometryError::TooLarge => 3,
+        GeometryError::TooLarge { .. } => 3,
         GeometryError::BadSlotAlign { .. } => 4,
     }
 }
@@ -177,12 +177,17 @@ fn region_variant(e: &RegionError) -> usize {
 
 #[test]
 fn geometry_init_and_region_errors_format_every_variant() {
-    let mut geometry = std::vec![GeometryError::TooLarge];
+    let mut geometry = Vec::new();
     let mut init = Vec::new();
     let mut region = Vec::new();
     for (i, j) in pairs() {
         let a = U64[i];
         geometry.extend([
+            GeometryError::TooLarge {
+                capacity: a,
+                stride: U64[j],
+                arena_size: U64[(i + j) % U64.len()],
+            },
             GeometryError::CapacityNotPowerOfTwo { capacity: a },
             GeometryError::BadStride { stride: a },
             GeometryError::ArenaSize { arena_size: a },

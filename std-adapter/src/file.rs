@@ -595,7 +595,7 @@ impl RingFile {
         sys::membarrier_register();
         let total = geo.total_len().ok_or_else(|| Error::InvalidArgument {
             path: path.to_path_buf(),
-            what: "the ring size overflows".into(),
+            what: geo.too_large().to_string(),
         })?;
         let file = if opts.exclusive_lock {
             open_exclusive(path, opts.mode, total, FileKind::Ring)?

@@ -175,6 +175,32 @@ fn bad_capacity_is_a_geometry_error() {
     );
 }
 
+/// A ring too large for the address space names the capacity and the slot stride asked
+/// for, through the producer's `create` (typed) and `RingFile::create` (a hand-built
+/// geometry), and nothing is created.
+#[test]
+fn a_ring_too_large_names_its_capacity_and_stride() {
+    let path = ShmPath::new("too-large");
+    let e = ringwire::RingProducer::<u64>::create(&path, 1 << 62).unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("capacity 4611686018427387904 of 16-byte slots do not fit"),
+        "{msg}"
+    );
+    let huge = Geometry {
+        capacity: 1 << 62,
+        ..Geometry::spmc(8, 64, 8, 0, false).unwrap()
+    };
+    let e = RingFile::create(&path, &huge, &CreateOptions::default()).unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains(&path.path().display().to_string()), "{msg}");
+    assert!(
+        msg.contains("capacity 4611686018427387904 of 64-byte slots do not fit"),
+        "{msg}"
+    );
+    assert!(!path.path().exists());
+}
+
 /// A producer whose path names a non-empty file that is not a ring (a mistyped path: somebody's
 /// data, a queue, a blackboard) refuses it, names the path and what it found, and leaves the
 /// file as it was. Spec §1.2 step 4 takes any non-empty file whose lock is free for a dead

@@ -140,6 +140,16 @@ const fn check_cap_stride(capacity: u64, stride: usize) -> Result<u32, GeometryE
     Ok(stride as u32)
 }
 
+/// The error for a ring of `capacity` slots of `stride` bytes (and an arena of `arena_size`)
+/// that does not fit in the address space.
+const fn too_large(capacity: u64, stride: u32, arena_size: u64) -> GeometryError {
+    GeometryError::TooLarge {
+        capacity,
+        stride: stride as u64,
+        arena_size,
+    }
+}
+
 /// Refuses a slot alignment that is not a power of two: `round_up` to it would give a
 /// `slots_offset` that is not a multiple of it, which a reader of that alignment refuses.
 const fn check_slot_align(slot_align: usize) -> Result<(), GeometryError> {
@@ -202,7 +212,7 @@ impl Geometry {
         }
         let align = if slot_align > 64 { slot_align } else { 64 } as u64;
         let Some(slots_offset) = round_up(hdr::SIZE as u64 + 64 * n as u64, align) else {
-            return Err(GeometryError::TooLarge);
+            return Err(too_large(capacity, element_size, 0));
         };
         let g = Geometry {
             capacity,
@@ -217,7 +227,7 @@ impl Geometry {
         };
         match g.total_len() {
             Some(_) => Ok(g),
-            None => Err(GeometryError::TooLarge),
+            None => Err(too_large(capacity, element_size, 0)),
         }
     }
 
@@ -238,12 +248,13 @@ impl Geometry {
             return Err(GeometryError::ArenaSize { arena_size });
         }
         let slots_offset = round_up(hdr::SIZE as u64 + 64 * u64::from(readers), 128)
-            .ok_or(GeometryError::TooLarge)?;
+            .ok_or(too_large(capacity, element_size, arena_size))?;
         let slots_end = capacity
             .checked_mul(u64::from(element_size))
             .and_then(|b| b.checked_add(slots_offset))
-            .ok_or(GeometryError::TooLarge)?;
-        let arena_offset = round_up(slots_end, 128).ok_or(GeometryError::TooLarge)?;
+            .ok_or(too_large(capacity, element_size, arena_size))?;
+        let arena_offset =
+            round_up(slots_end, 128).ok_or(too_large(capacity, element_size, arena_size))?;
         let flags =
             Flags::MODE_SPMC | Flags::POLICY_LATEST_WINS | Flags::WITH_ARENA | Flags::WITH_REGISTRY;
         let g = Geometry {
@@ -257,7 +268,7 @@ impl Geometry {
             arena_offset,
             arena_size,
         };
-        g.total_len().ok_or(GeometryError::TooLarge)?;
+        g.total_len().ok_or(g.too_large())?;
         Ok(g)
     }
 
@@ -270,8 +281,8 @@ impl Geometry {
     ) -> Result<Geometry, GeometryError> {
         let element_size = check_cap_stride(capacity, stride)?;
         check_slot_align(slot_align)?;
-        let slots_offset =
-            round_up(hdr::SIZE as u64, slot_align.max(8) as u64).ok_or(GeometryError::TooLarge)?;
+        let slots_offset = round_up(hdr::SIZE as u64, slot_align.max(8) as u64)
+            .ok_or(too_large(capacity, element_size, 0))?;
         let g = Geometry {
             capacity,
             element_size,
@@ -283,8 +294,14 @@ impl Geometry {
             arena_offset: 0,
             arena_size: 0,
         };
-        g.total_len().ok_or(GeometryError::TooLarge)?;
+        g.total_len().ok_or(g.too_large())?;
         Ok(g)
+    }
+
+    /// The error for a ring of this geometry that does not fit in the address space (its
+    /// [`Geometry::total_len`] is `None`), naming its capacity, stride and arena.
+    pub const fn too_large(&self) -> GeometryError {
+        too_large(self.capacity, self.element_size, self.arena_size)
     }
 
     /// The same geometry with a schema signature.
@@ -618,9 +635,42 @@ mod tests {
             Geometry::blob(8, 32, 0, 100),
             Err(GeometryError::ArenaSize { arena_size: 100 })
         );
+        let e = Geometry::spmc(1 << 62, 64, 8, 0, false).unwrap_err();
         assert_eq!(
-            Geometry::spmc(1 << 62, 64, 8, 0, false),
-            Err(GeometryError::TooLarge)
+            e,
+            GeometryError::TooLarge {
+                capacity: 1 << 62,
+                stride: 64,
+                arena_size: 0
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "capacity 4611686018427387904 of 64-byte slots do not fit in the address space"
+        );
+        // Each constructor names what it was asked for, the arena too.
+        assert_eq!(
+            Geometry::mpmc(1 << 62, 64, 8),
+            Err(GeometryError::TooLarge {
+                capacity: 1 << 62,
+                stride: 64,
+                arena_size: 0
+            })
+        );
+        let e = Geometry::blob(1 << 62, 64, 0, 1 << 62).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "capacity 4611686018427387904 of 64-byte slots and a 4611686018427387904-byte \
+             arena do not fit in the address space"
+        );
+        let g = Geometry {
+            capacity: 1 << 62,
+            ..Geometry::spmc(8, 64, 8, 0, false).unwrap()
+        };
+        assert_eq!(g.total_len(), None);
+        assert_eq!(
+            g.too_large(),
+            Geometry::spmc(1 << 62, 64, 8, 0, false).unwrap_err()
         );
     }
 
