@@ -186,7 +186,9 @@ pub enum Error {
     },
     /// The path of a mirror's ring, or of a ring or blackboard being created, holds a file
     /// that is neither empty nor of that kind (nor one whose creation never finished):
-    /// somebody's data, which is refused rather than replaced.
+    /// somebody's data, which is refused rather than replaced, whether or not its own
+    /// creator still holds it (a live queue at a ring's path is this, not
+    /// [`Error::ProducerAlreadyExists`]).
     NotReplaced {
         /// The file.
         path: PathBuf,

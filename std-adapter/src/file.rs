@@ -475,6 +475,17 @@ impl FileKind {
         }
     }
 
+    /// The refusal of the file at `path` (`len` bytes, first word `magic`), not of this kind.
+    fn not_replaced(self, path: &Path, len: u64, magic: Option<u64>) -> Error {
+        Error::NotReplaced {
+            path: path.to_path_buf(),
+            len,
+            magic,
+            kind: self.name(),
+            creator: self.creator(),
+        }
+    }
+
     fn creator(self) -> &'static str {
         match self {
             FileKind::Ring => "a ring producer",
@@ -573,17 +584,30 @@ pub(crate) fn open_exclusive(path: &Path, mode: u32, total: u64, kind: FileKind)
         CreateError::NotRegular => Error::NotRegularFile {
             path: path.to_path_buf(),
         },
-        CreateError::Locked | CreateError::InUse(_) => Error::ProducerAlreadyExists {
+        CreateError::Locked => match locked_by_another_kind(path, kind) {
+            Some((len, magic)) => kind.not_replaced(path, len, magic),
+            None => Error::ProducerAlreadyExists {
+                path: path.to_path_buf(),
+            },
+        },
+        CreateError::InUse(_) => Error::ProducerAlreadyExists {
             path: path.to_path_buf(),
         },
-        CreateError::Foreign { len, magic } => Error::NotReplaced {
-            path: path.to_path_buf(),
-            len,
-            magic,
-            kind: kind.name(),
-            creator: kind.creator(),
-        },
+        CreateError::Foreign { len, magic } => kind.not_replaced(path, len, magic),
     })
+}
+
+/// The length and first word of the file at `path`, whose lock another process holds, when
+/// that file is not of `kind`: a live queue or blackboard at a ring's path, say. Its lock
+/// holder is then no producer of this kind, and the file would be refused just the same
+/// once that holder exits. A file still empty (a creator that has not sized it yet) or a
+/// file of this kind still being created is this kind's producer: `None`.
+fn locked_by_another_kind(path: &Path, kind: FileKind) -> Option<(u64, Option<u64>)> {
+    let f = open_regular(path, OpenOptions::new().read(true)).ok()?;
+    match kind.refuse(&f).ok()? {
+        Some(Refusal::Foreign { len, magic }) if len > 0 => Some((len, magic)),
+        _ => None,
+    }
 }
 
 impl RingFile {
@@ -618,8 +642,11 @@ impl RingFile {
             if let Err(e) = sys::try_lock_shared(&f)
                 && e.kind() == io::ErrorKind::WouldBlock
             {
-                return Err(Error::ProducerAlreadyExists {
-                    path: path.to_path_buf(),
+                return Err(match locked_by_another_kind(path, FileKind::Ring) {
+                    Some((len, magic)) => FileKind::Ring.not_replaced(path, len, magic),
+                    None => Error::ProducerAlreadyExists {
+                        path: path.to_path_buf(),
+                    },
                 });
             }
             // The truncation would wipe whatever the file holds: as the exclusive creator
@@ -630,13 +657,7 @@ impl RingFile {
                 .map_err(|e| Error::io(path, "read", e))?
                 && len != 0
             {
-                return Err(Error::NotReplaced {
-                    path: path.to_path_buf(),
-                    len,
-                    magic,
-                    kind: FileKind::Ring.name(),
-                    creator: FileKind::Ring.creator(),
-                });
+                return Err(FileKind::Ring.not_replaced(path, len, magic));
             }
             f.set_len(0).map_err(|e| Error::io(path, "ftruncate", e))?;
             size_and_reserve(&f, total).map_err(|(op, e)| Error::io(path, op, e))?;

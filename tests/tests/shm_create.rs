@@ -406,3 +406,53 @@ fn a_blackboard_producer_refuses_a_zero_first_word_that_is_not_a_blackboard() {
     drop(bb);
     assert!(!p.path().exists());
 }
+
+/// A producer whose path names a live file of another kind (a queue, a blackboard, a ring
+/// at a blackboard's path) says that the file is not of its kind, as it does once that
+/// file's creator has exited, and leaves it as it was. It said "another producer holds its
+/// lock", which sent the user looking for a producer of its own kind: the lock was the
+/// other file's creator's. A live producer of the same kind is still named as such, in
+/// the exclusive and the legacy mode.
+#[test]
+fn a_live_file_of_another_kind_is_named_not_taken_for_a_producer() {
+    let queue = ShmPath::new("live-queue");
+    let _q = ringwire::queue::SpscProducer::<u64>::create(&queue, 8).unwrap();
+    let board = ShmPath::new("live-board");
+    let _b = ringwire::BlackboardProducer::<u64>::create(&board, 4).unwrap();
+    let ring = ShmPath::new("live-ring");
+    let _r = ringwire::RingProducer::<u64>::create(&ring, 16).unwrap();
+    let legacy = CreateOptions {
+        exclusive_lock: false,
+        ..CreateOptions::default()
+    };
+    let before = |p: &ShmPath| std::fs::read(p).unwrap();
+    for (path, said) in [(&queue, "SPSC queue)"), (&board, "(a blackboard)")] {
+        let bytes = before(path);
+        let e = ringwire::RingProducer::<u64>::create(path, 16).unwrap_err();
+        assert!(matches!(e, Error::NotReplaced { .. }), "{e:?}");
+        assert!(
+            e.to_string().contains(said) && e.to_string().contains("is not a ring"),
+            "{e}"
+        );
+        let e = RingFile::create(path, &geo(), &legacy).unwrap_err();
+        assert!(matches!(e, Error::NotReplaced { .. }), "legacy: {e:?}");
+        assert_eq!(before(path), bytes, "the file was touched");
+    }
+    let e = ringwire::BlackboardProducer::<u64>::create(&ring, 4).unwrap_err();
+    assert!(
+        e.to_string().contains("(a ring) is not a blackboard"),
+        "{e}"
+    );
+    let e = ringwire::BlackboardProducer::<u64>::create(&queue, 4).unwrap_err();
+    assert!(e.to_string().contains("is not a blackboard"), "{e}");
+    // The same kind: another producer.
+    let e = ringwire::RingProducer::<u64>::create(&ring, 16).unwrap_err();
+    assert!(matches!(e, Error::ProducerAlreadyExists { .. }), "{e:?}");
+    let e = RingFile::create(&ring, &geo(), &legacy).unwrap_err();
+    assert!(
+        matches!(e, Error::ProducerAlreadyExists { .. }),
+        "legacy: {e:?}"
+    );
+    let e = ringwire::BlackboardProducer::<u64>::create(&board, 4).unwrap_err();
+    assert!(matches!(e, Error::ProducerAlreadyExists { .. }), "{e:?}");
+}
