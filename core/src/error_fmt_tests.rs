@@ -233,7 +233,7 @@ fn wire_variant(e: &WireError) -> usize {
         CapacityNotPowerOfTwo { .. } => 15,
         BadElementSize { .. } => 16,
         BadSlotsOffset { .. } => 17,
-        SizeOverflow => 18,
+        SizeOverflow { .. } => 18,
         BadArenaOffset { .. } => 19,
         BadArenaSize { .. } => 20,
         BlobRecordTooSmall { .. } => 21,
@@ -245,7 +245,7 @@ fn wire_variant(e: &WireError) -> usize {
 
 fn wire_samples() -> Vec<WireError> {
     use WireError::*;
-    let mut all = std::vec![ZeroCount, SizeOverflow];
+    let mut all = std::vec![ZeroCount];
     all.extend(hostile(|i, j| {
         let (a, b, x, y, n, m) = (U64[i], U64[j], U32[i], U32[j], USIZE[i], USIZE[j]);
         let (byte, group) = (U64[i] as u8, (U32[i] ^ 0x0102_0304).to_be_bytes());
@@ -299,6 +299,13 @@ fn wire_samples() -> Vec<WireError> {
                 slots_end: b,
             },
             BadArenaSize { arena_size: a },
+            SizeOverflow {
+                capacity: a,
+                element_size: y,
+                slots_offset: b,
+                arena_offset: b,
+                arena_size: a,
+            },
             BlobRecordTooSmall { element_size: x },
             NotMulticast { group },
             ZeroPort { group },

@@ -124,8 +124,20 @@ pub enum WireError {
         /// The registry count it must leave room for.
         registry_count: u32,
     },
-    /// `capacity·element_size + slots_offset` (or the arena end) overflows.
-    SizeOverflow,
+    /// `capacity·element_size + slots_offset` (or the arena end) overflows, or (a source's
+    /// own ring) `slots_offset` is over the field's 32 bits.
+    SizeOverflow {
+        /// The GEOMETRY's capacity.
+        capacity: u64,
+        /// Its element size.
+        element_size: u32,
+        /// Its slots offset.
+        slots_offset: u64,
+        /// Its arena offset (0: no arena).
+        arena_offset: u64,
+        /// Its arena size.
+        arena_size: u64,
+    },
     /// GEOMETRY `arena_offset` lies inside the slots or is not a multiple of 64.
     BadArenaOffset {
         /// The value found.
@@ -228,7 +240,23 @@ impl fmt::Display for WireError {
                 f,
                 "GEOMETRY slots_offset {slots_offset} is not a multiple of 64 >= 128 + 64 x {registry_count}"
             ),
-            SizeOverflow => f.write_str("GEOMETRY ring size overflows"),
+            SizeOverflow {
+                capacity,
+                element_size,
+                slots_offset,
+                arena_offset,
+                arena_size,
+            } => {
+                write!(
+                    f,
+                    "GEOMETRY ring size overflows: capacity {capacity} x element size \
+                     {element_size} from slots_offset {slots_offset}"
+                )?;
+                if arena_offset != 0 {
+                    write!(f, ", an arena of {arena_size} bytes at {arena_offset}")?;
+                }
+                Ok(())
+            }
             BadArenaOffset {
                 arena_offset,
                 slots_end,

@@ -156,7 +156,7 @@ impl GeometryRepr {
             .capacity
             .checked_mul(u64::from(self.element_size))
             .and_then(|b| b.checked_add(u64::from(self.slots_offset)))
-            .ok_or(WireError::SizeOverflow)?;
+            .ok_or(self.size_overflow())?;
         if self.arena_offset != 0 {
             if self.arena_offset < slots_end || !self.arena_offset.is_multiple_of(64) {
                 return Err(WireError::BadArenaOffset {
@@ -177,7 +177,7 @@ impl GeometryRepr {
             self.arena_offset
                 .checked_add(64)
                 .and_then(|e| e.checked_add(self.arena_size))
-                .ok_or(WireError::SizeOverflow)?;
+                .ok_or(self.size_overflow())?;
         } else if self.arena_size != 0 {
             return Err(WireError::BadArenaSize {
                 arena_size: self.arena_size,
@@ -186,9 +186,26 @@ impl GeometryRepr {
         Ok(())
     }
 
+    /// The error for this GEOMETRY's size overflowing, with its sizes.
+    fn size_overflow(&self) -> WireError {
+        WireError::SizeOverflow {
+            capacity: self.capacity,
+            element_size: self.element_size,
+            slots_offset: u64::from(self.slots_offset),
+            arena_offset: self.arena_offset,
+            arena_size: self.arena_size,
+        }
+    }
+
     /// The GEOMETRY a source sends for its ring `g`.
     pub fn from_source(g: &Geometry, flags: u8, seq: u64) -> Result<GeometryRepr, WireError> {
-        let slots_offset = u32::try_from(g.slots_offset).map_err(|_| WireError::SizeOverflow)?;
+        let slots_offset = u32::try_from(g.slots_offset).map_err(|_| WireError::SizeOverflow {
+            capacity: g.capacity,
+            element_size: g.element_size,
+            slots_offset: g.slots_offset,
+            arena_offset: g.arena_offset,
+            arena_size: g.arena_size,
+        })?;
         Ok(GeometryRepr {
             flags,
             seq,
@@ -348,7 +365,13 @@ mod tests {
                 registry_count: 0
             })
         );
-        assert_eq!(bad(|g| g.capacity = 1 << 63), Some(WireError::SizeOverflow));
+        let e = bad(|g| g.capacity = 1 << 63).unwrap();
+        assert!(matches!(e, WireError::SizeOverflow { capacity, .. } if capacity == 1 << 63));
+        assert_eq!(
+            e.to_string(),
+            "GEOMETRY ring size overflows: capacity 9223372036854775808 x element size 16 from \
+             slots_offset 128"
+        );
         assert_eq!(
             bad(|g| g.arena_size = 64),
             Some(WireError::BadArenaSize { arena_size: 64 })
@@ -379,8 +402,13 @@ mod tests {
                 g.element_size = 32;
                 g.arena_offset = u64::MAX - 63;
                 g.arena_size = 64
-            }),
-            Some(WireError::SizeOverflow)
+            })
+            .map(|e| e.to_string()),
+            Some(
+                "GEOMETRY ring size overflows: capacity 8 x element size 32 from slots_offset \
+                 128, an arena of 64 bytes at 18446744073709551552"
+                    .into()
+            )
         );
         assert_eq!(
             bad(|g| {
