@@ -492,6 +492,46 @@ fn serve_and_mirror_stop_on_sigterm_as_their_help_says() {
     }
 }
 
+/// A SOURCE host name is resolved before each connection attempt, as ringfire's mirror
+/// resolves it at each connect: a name that does not resolve (DNS not up yet when the
+/// mirror starts at boot) is a failed attempt, retried until the mirror is stopped, and
+/// with --once an error naming it. It was resolved once, while the arguments were parsed:
+/// such a mirror exited 1 at once with a usage error calling the name "not HOST:PORT".
+#[test]
+fn a_source_name_that_does_not_resolve_is_retried() {
+    let t = TmpRing::new("unresolved");
+    let p = t.0.to_str().unwrap();
+    // `.invalid` never resolves (RFC 2606).
+    let source = "nowhere.invalid:7400";
+    let (code, err) = stopped_by_sigterm(&["mirror", source, p, "--reconnect-ms", "10"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(
+        err.starts_with(&format!("mirror: connect {source}: ")) && err.contains("retrying"),
+        "{err}"
+    );
+    assert!(!t.0.exists(), "no ring is made before a connection");
+    let (code, _, err) = ringwire(&["mirror", source, p, "--once"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.starts_with(&format!("Error: connect {source}: ")),
+        "{err}"
+    );
+    // What no resolution can mend is still refused at once.
+    for bad in [
+        "nowhere.invalid",
+        "nowhere.invalid:0",
+        "300.1.2.3:7400",
+        "::1:7400",
+    ] {
+        let (code, _, err) = ringwire(&["mirror", bad, p, "--once"]);
+        assert_eq!(code, 1, "{bad}: {err}");
+        assert!(
+            err.contains(&format!("invalid value '{bad}' for '<SOURCE>'")),
+            "{bad}: {err}"
+        );
+    }
+}
+
 #[test]
 fn top_runs_the_requested_iterations() {
     let t = TmpRing::new("top");

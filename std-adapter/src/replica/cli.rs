@@ -126,22 +126,46 @@ fn parse_group(s: &str) -> Result<SocketAddrV4, String> {
     Ok(a)
 }
 
-fn parse_source(s: &str) -> Result<SocketAddr, String> {
-    let addrs = s
-        .to_socket_addrs()
-        .map_err(|e| format!("'{s}' is not HOST:PORT: {e}"))?;
-    let a = addrs.into_iter().find(SocketAddr::is_ipv4).ok_or_else(|| {
-        format!(
-            "'{s}' has no IPv4 address: mirrors connect to IPv4 sources only (the \
-                 replication protocol carries IPv4 addresses)"
-        )
-    })?;
-    if a.port() == 0 {
+/// `mirror`'s SOURCE as given: an IPv4 address and port, or a host name and port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceArg {
+    /// An IPv4 address and port, as written.
+    Addr(SocketAddr),
+    /// `HOST:PORT` with a host name, resolved before each connection attempt (see
+    /// [`MirrorOptions::source_name`]).
+    Name(String),
+}
+
+/// `mirror`'s SOURCE. A host name is not resolved here: a name that does not resolve yet
+/// (DNS not up when the mirror starts at boot) must be retried as a refused connect is, as
+/// ringfire's mirror retries it, not end the mirror with a usage error.
+fn parse_source(s: &str) -> Result<SourceArg, String> {
+    let ipv4_only = "mirrors connect to IPv4 sources only (the replication protocol carries \
+                     IPv4 addresses)";
+    let (a, port) = match s.parse::<SocketAddr>() {
+        Ok(a) if a.is_ipv4() => (Some(a), a.port()),
+        Ok(_) => return Err(format!("'{s}' is not an IPv4 address: {ipv4_only}")),
+        Err(_) => {
+            let bad = || format!("'{s}' is not HOST:PORT (e.g. 10.0.0.5:7400 or src-host:7400)");
+            let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+            let port: u16 = port.parse().map_err(|_| bad())?;
+            // Only a host name's characters: not an unbracketed IPv6 address (`::1:7400`),
+            // a URL, or a malformed IPv4 address (`300.1.2.3`), which no resolution turns
+            // into an IPv4 source.
+            let name_char = |b: u8| b.is_ascii_alphanumeric() || b"-._".contains(&b);
+            if !host.bytes().all(name_char) || host.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+            {
+                return Err(bad());
+            }
+            (None, port)
+        }
+    };
+    if port == 0 {
         return Err(format!(
             "'{s}': port 0 is not a source's port (serve prints the port it listens on)"
         ));
     }
-    Ok(a)
+    Ok(a.map_or_else(|| SourceArg::Name(s.to_string()), SourceArg::Addr))
 }
 
 /// `serve --bind`: an IP address and port as written, or a host name and port, which binds
@@ -169,9 +193,11 @@ fn parse_bind(s: &str) -> Result<SocketAddr, String> {
 #[derive(Args, Debug, Clone)]
 pub struct MirrorArgs {
     /// The source's TCP address, HOST:PORT: IPv4 only (the replication protocol carries
-    /// IPv4 addresses), a host name resolves to its IPv4 address.
+    /// IPv4 addresses). A host name is resolved before each connection attempt, to its
+    /// first IPv4 address; one that does not resolve is a failed attempt, retried as a
+    /// refused connect is.
     #[arg(value_parser = parse_source)]
-    pub source: SocketAddr,
+    pub source: SourceArg,
     /// The local mirror ring file (created, or adopted with --from resume). A file there
     /// that is neither a ring nor empty, or that is a lossy MPMC ring, is refused before
     /// connecting (exit 1) and left as it is.
@@ -365,7 +391,16 @@ impl ServeArgs {
 impl MirrorArgs {
     /// The driver's options.
     pub fn options(&self) -> MirrorOptions {
+        let (source, source_name) = match &self.source {
+            SourceArg::Addr(a) => (*a, None),
+            // Unused: the name is resolved before each attempt.
+            SourceArg::Name(n) => (
+                SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+                Some(n.clone()),
+            ),
+        };
         MirrorOptions {
+            source_name,
             start: self.from,
             unicast: self.unicast,
             iface: self.iface,
@@ -375,7 +410,7 @@ impl MirrorArgs {
             reconnect: Duration::from_millis(self.reconnect_ms),
             nak_delay: Duration::from_micros(self.nak_delay_us),
             max_ring_len: self.max_ring_size,
-            ..MirrorOptions::new(self.source, &self.path)
+            ..MirrorOptions::new(source, &self.path)
         }
     }
 
@@ -574,12 +609,32 @@ mod tests {
     }
 
     #[test]
-    fn sources_resolve_to_ipv4() {
+    fn sources_are_ipv4_addresses_or_names() {
         assert_eq!(
             parse_source("127.0.0.1:7400"),
-            Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, 7400)))
+            Ok(SourceArg::Addr(SocketAddr::from((
+                Ipv4Addr::LOCALHOST,
+                7400
+            ))))
         );
-        assert!(parse_source("nowhere").is_err());
+        // Names are resolved before each connection attempt, not while parsing.
+        assert_eq!(
+            parse_source("localhost:7400"),
+            Ok(SourceArg::Name("localhost:7400".into()))
+        );
+        for bad in [
+            "nowhere",
+            ":7400",
+            "host:",
+            "host:70000",
+            "::1:7400",
+            "300.1.2.3:7400",
+            "http://src:7400",
+            "src host:7400",
+        ] {
+            let e = parse_source(bad).unwrap_err();
+            assert!(e.contains("is not HOST:PORT"), "{bad}: {e}");
+        }
         let e = parse_source("[::1]:7400").unwrap_err();
         assert!(e.contains("IPv4 sources only"), "{e}");
         // Refused at parse time, not after a connect that fails ('Connection refused').
