@@ -149,15 +149,24 @@ fn parse_source(s: &str) -> Result<SourceArg, String> {
             let bad = || format!("'{s}' is not HOST:PORT (e.g. 10.0.0.5:7400 or src-host:7400)");
             let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
             let port: u16 = port.parse().map_err(|_| bad())?;
-            // Only a host name's characters: not an unbracketed IPv6 address (`::1:7400`),
-            // a URL, or a malformed IPv4 address (`300.1.2.3`), which no resolution turns
-            // into an IPv4 source.
+            // Only a host name's characters: not an unbracketed IPv6 address (`::1:7400`)
+            // or a URL, which no resolution turns into an IPv4 source.
             let name_char = |b: u8| b.is_ascii_alphanumeric() || b"-._".contains(&b);
-            if !host.bytes().all(name_char) || host.bytes().all(|b| b.is_ascii_digit() || b == b'.')
-            {
+            if host.is_empty() || !host.bytes().all(name_char) {
                 return Err(bad());
             }
-            (None, port)
+            if host.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                // An IPv4 address in a short form the resolver reads (`127.1`), as it did
+                // for ringfire: no name to look up again. One it does not read
+                // (`300.1.2.3`) is no address.
+                let a = s
+                    .to_socket_addrs()
+                    .ok()
+                    .and_then(|mut a| a.find(SocketAddr::is_ipv4));
+                (Some(a.ok_or_else(bad)?), port)
+            } else {
+                (None, port)
+            }
         }
     };
     if port == 0 {
@@ -612,6 +621,14 @@ mod tests {
     fn sources_are_ipv4_addresses_or_names() {
         assert_eq!(
             parse_source("127.0.0.1:7400"),
+            Ok(SourceArg::Addr(SocketAddr::from((
+                Ipv4Addr::LOCALHOST,
+                7400
+            ))))
+        );
+        // The resolver's short forms of IPv4 addresses, as ringfire's mirror takes them.
+        assert_eq!(
+            parse_source("127.1:7400"),
             Ok(SourceArg::Addr(SocketAddr::from((
                 Ipv4Addr::LOCALHOST,
                 7400
