@@ -105,7 +105,8 @@ fn parse_from(s: &str) -> Result<Start, String> {
         "resume" => Ok(Start::Resume),
         n => n
             .parse::<u64>()
-            .map(|n| Start::Sequence(n.max(1)))
+            // As given, 0 included (the HELLO asks for record 1): the notice names it.
+            .map(Start::Sequence)
             .map_err(|_| format!("'{n}' is not latest, oldest, resume or a sequence number")),
     }
 }
@@ -567,7 +568,7 @@ mod tests {
         assert_eq!(parse_from("oldest"), Ok(Start::Oldest));
         assert_eq!(parse_from("resume"), Ok(Start::Resume));
         assert_eq!(parse_from("42"), Ok(Start::Sequence(42)));
-        assert_eq!(parse_from("0"), Ok(Start::Sequence(1)));
+        assert_eq!(parse_from("0"), Ok(Start::Sequence(0)));
         let e = parse_from("-3").unwrap_err();
         assert!(e.contains("-3"), "{e}");
     }

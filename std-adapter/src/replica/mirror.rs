@@ -615,24 +615,28 @@ fn last_written(sink: &FileSink) -> u64 {
     })
 }
 
-/// The options the transport chosen at the handshake leaves unused (`iface` without
-/// multicast, `nak_delay` and `unicast` without UDP), as a warning.
-/// The notice for a mirror that asked for record `asked` (`--from N`) and learned from the
-/// source's GEOMETRY that it starts at `from`; `None` when that is the record asked for.
-fn start_notice(asked: u64, from: u64) -> Option<String> {
+/// The notice for a mirror started with `--from N` (`typed`), which asked for record `asked`
+/// (N within 1..u64::MAX, the HELLO's range) and learned from the source's GEOMETRY that it
+/// starts at `from`; `None` when that is the record asked for. It names N as given: it named
+/// the record asked for, `--from 1` for a `--from 0` and `--from 18446744073709551614` for
+/// a `--from 18446744073709551615`.
+fn start_notice(typed: u64, asked: u64, from: u64) -> Option<String> {
     match from.cmp(&asked) {
         std::cmp::Ordering::Equal => None,
         std::cmp::Ordering::Greater => Some(format!(
-            "mirror: notice: --from {asked}: the source no longer holds record {asked} (past \
+            "mirror: notice: --from {typed}: the source no longer holds record {asked} (past \
              its retention); mirroring from its oldest, record {from}"
         )),
+        // Not `asked`, which is below `typed` only for u64::MAX: not written either.
         std::cmp::Ordering::Less => Some(format!(
-            "mirror: notice: --from {asked}: the source has not written record {asked} yet; \
+            "mirror: notice: --from {typed}: the source has not written record {typed} yet; \
              mirroring from its next record, {from}"
         )),
     }
 }
 
+/// The options the transport chosen at the handshake leaves unused (`iface` without
+/// multicast, `nak_delay` and `unicast` without UDP), as a warning.
 fn unused_options(opts: &MirrorOptions, udp: bool, unicast: bool) -> Option<String> {
     let transport = match (udp, unicast) {
         (false, _) => "TCP only",
@@ -738,9 +742,9 @@ struct Conn<'a> {
     /// it: a source whose ring has another layout makes the mirror recreate its own, which
     /// is worth a line (its records are gone), unlike a first creation.
     resumed_from: Option<Geometry>,
-    /// `--from N`: the record asked for, until [`Conn::note_start`] has compared it with
-    /// where the source starts.
-    asked: Option<u64>,
+    /// `--from N`: N and the record asked for, until [`Conn::note_start`] has compared it
+    /// with where the source starts.
+    asked: Option<(u64, u64)>,
 }
 
 /// Feeds a [`MirrorProgress`] from one connection.
@@ -823,7 +827,7 @@ impl<'a> Conn<'a> {
                 _ => None,
             },
             asked: match start {
-                Start::Sequence(_) => Some(hello_seq),
+                Start::Sequence(n) => Some((n, hello_seq)),
                 _ => None,
             },
         }
@@ -833,7 +837,7 @@ impl<'a> Conn<'a> {
     /// `--from N` says so when that is not record N (N past the source's retention, or not
     /// written yet), instead of silently mirroring from elsewhere.
     fn note_start(&mut self) {
-        let Some(asked) = self.asked else {
+        let Some((typed, asked)) = self.asked else {
             return;
         };
         let Some(g) = self.m.geometry() else {
@@ -841,7 +845,7 @@ impl<'a> Conn<'a> {
         };
         self.asked = None;
         if self.opts.log
-            && let Some(w) = start_notice(asked, g.seq)
+            && let Some(w) = start_notice(typed, asked, g.seq)
         {
             diag!("{w}");
         }
