@@ -188,9 +188,17 @@ fn parse_bind(s: &str) -> Result<SocketAddr, String> {
         // of use.
         return Ok(a);
     }
-    let addrs = s
-        .to_socket_addrs()
-        .map_err(|e| format!("'{s}' is not HOST:PORT: {e}"))?;
+    let addrs = s.to_socket_addrs().map_err(|e| {
+        // A name the resolver does not know is no fault of the syntax.
+        let shaped = s
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if shaped {
+            format!("'{s}': its host does not resolve: {e}")
+        } else {
+            format!("'{s}' is not HOST:PORT: {e}")
+        }
+    })?;
     addrs.into_iter().find(SocketAddr::is_ipv4).ok_or_else(|| {
         format!(
             "'{s}' has no IPv4 address: mirrors connect over IPv4 only (the replication \
@@ -696,6 +704,12 @@ mod tests {
             let e = bind(bad).unwrap_err();
             assert!(e.contains("--bind") && e.contains(bad), "{bad}: {e}");
         }
+        // A host the resolver does not know is said to be one, not bad syntax: the message
+        // called `nowhere.invalid:7400` "not HOST:PORT".
+        let e = bind("nowhere.invalid:7400").unwrap_err();
+        assert!(e.contains("its host does not resolve"), "{e}");
+        assert!(!e.contains("is not HOST:PORT"), "{e}");
+        assert!(bind("localhost").unwrap_err().contains("is not HOST:PORT"));
     }
 
     fn help(sub: &str, arg: &str) -> String {
