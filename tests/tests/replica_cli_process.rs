@@ -448,7 +448,9 @@ fn serve_maps_a_ring_it_may_not_write_read_only() {
 
 /// `mirror --from N` says where it mirrors from when the source does not start at record N:
 /// N past the source's retention (it starts at its oldest) or not written yet (it starts
-/// at its next record); a retained N gets no notice.
+/// at its next record); a retained N gets no notice. The notice names N as given: it said
+/// `--from 1` for a `--from 0`, and `--from 18446744073709551614` (the record the HELLO asks
+/// for) for a `--from 18446744073709551615`.
 #[test]
 fn mirror_from_a_record_the_source_cannot_start_at_says_so() {
     let src = Scratch::new("from-src");
@@ -465,6 +467,19 @@ fn mirror_from_a_record_the_source_cannot_start_at_says_so() {
             Some("has not written record 100000 yet; mirroring from its next record, 20001"),
         ),
         (2, "19000", None),
+        (
+            3,
+            "0",
+            Some("--from 0: the source no longer holds record 1 (past its retention)"),
+        ),
+        (
+            4,
+            "18446744073709551615",
+            Some(
+                "--from 18446744073709551615: the source has not written record \
+                 18446744073709551615 yet; mirroring from its next record, 20001",
+            ),
+        ),
     ] {
         let mir = Scratch::new(&format!("from-mir{n}"));
         let mut m = Child::spawn(&["mirror", &addr, mir.s(), "--from", from], None);

@@ -16,18 +16,22 @@
 //! demo's and the benches' rings) are covered wherever the library maps them, and a
 //! library user's process, which never installs the handler, records nothing.
 //!
-//! The handler makes only async-signal-safe calls (`write`, `unlink` and `_exit`;
-//! `sigaction` and `raise` for a SIGBUS it cannot explain; `pause` in a thread that faults
-//! second), reads the table with atomics only and allocates nothing. Whatever the cause, it
-//! removes the scratch files registered for a forced exit (the demo's and the benches'
-//! rings, `replica::signal`), as a second Ctrl-C does. A fault past the end of a recorded
-//! mapping's file (`BUS_ADRERR` at an address inside it) prints `ringwire: PATH shrank
-//! while it was mapped (…); stopping` and exits 1. Any other SIGBUS (an address in no recorded mapping, which includes a
-//! mapping not recorded because the table was full; a memory error; a `kill -BUS`) prints
-//! one line saying what it was and then takes the signal's default action, so the process
-//! still dies of signal 7 with a core dump where those are kept: it is a crash, and a
-//! shell, a supervisor or a test must go on seeing it as one, not as a command's ordinary
-//! failure. (The handler replaces the one Rust's runtime installs at start for stack
+//! The handler makes only async-signal-safe calls (`write`, `stat`, `statfs`, `unlink` and
+//! `_exit`; `sigaction` and `raise` for a SIGBUS it cannot explain; `pause` in a thread that
+//! faults second), reads the table with atomics only and allocates nothing. Whatever the
+//! cause, it removes the scratch files registered for a forced exit (the demo's and the
+//! benches' rings, `replica::signal`), as a second Ctrl-C does. A fault past the end of a
+//! recorded mapping's file (`BUS_ADRERR` at an address inside it) prints `ringwire: PATH
+//! shrank while it was mapped (…); stopping` and exits 1; when the file at PATH still has
+//! the mapping's length and its file system has less than a huge page free, the fault was
+//! no page to back the address (a full tmpfs has none for a never-written part of a sparse
+//! file, such as one ringfire creates with `ftruncate`), and the line says that its file
+//! system is full instead. Any other SIGBUS (an address in no recorded mapping, which
+//! includes a mapping not recorded because the table was full; a memory error; a `kill
+//! -BUS`) prints one line saying what it was and then takes the signal's default action,
+//! so the process still dies of signal 7 with a core dump where those are kept: it is a
+//! crash, and a shell, a supervisor or a test must go on seeing it as one, not as a
+//! command's ordinary failure. (The handler replaces the one Rust's runtime installs at start for stack
 //! overflows, which Linux reports as SIGSEGV, not SIGBUS; that one let a `kill -BUS` pass
 //! and the process run on.) When several threads fault at once, the first reports and
 //! ends the process, and the others wait for it without a word.
@@ -49,17 +53,18 @@ pub(crate) type Table = maptable::Table<SLOTS>;
 
 /// Records `len` bytes at `base` as a mapping of `path`; `None` when every slot is taken.
 ///
-/// The path's bytes are a leaked allocation, never freed, so that the handler can read any
-/// path it finds. A slot keeps its path when freed and reuses it when the next mapping it
-/// records has the same path (`top` and `serve` reopening a replaced ring), so a run leaks
-/// a path per slot and per path change, not per mapping.
+/// The path's bytes, followed by a NUL for the handler's `stat`, are a leaked allocation,
+/// never freed, so that the handler can read any path it finds. A slot keeps its path when
+/// freed and reuses it when the next mapping it records has the same path (`top` and
+/// `serve` reopening a replaced ring), so a run leaks a path per slot and per path change,
+/// not per mapping.
 fn record(table: &'static Table, path: &Path, base: usize, len: usize) -> Option<Record> {
     let bytes = path.as_os_str().as_bytes();
     let held = table.record_with(base, len, |old| {
-        if old == bytes {
+        if old.strip_suffix(b"\0") == Some(bytes) {
             old
         } else {
-            Box::leak(bytes.to_vec().into_boxed_slice())
+            Box::leak([bytes, b"\0"].concat().into_boxed_slice())
         }
     })?;
     Some(Record {
@@ -192,6 +197,12 @@ enum Cause {
     /// A page past the end of a recorded mapping's file (`BUS_ADRERR`): the file shrank,
     /// since it had the whole mapping's length when it was mapped.
     Shrank(&'static [u8]),
+    /// `BUS_ADRERR` in a recorded mapping whose file at its path still has the mapping's
+    /// length, on a file system with less than a huge page free: no page could back the
+    /// address, as on a full tmpfs, which has none for a never-written (sparse) part of a
+    /// file. (A file recreated in place, regrown between the fault and the check, is on a
+    /// file system with room: it shrank.)
+    NoRoom(&'static [u8]),
     /// Another fault in a recorded mapping (a memory error, `BUS_MCEERR_*`).
     InMapping(usize, &'static [u8]),
     /// A fault at an address no recorded mapping holds.
@@ -205,10 +216,17 @@ impl Cause {
         if code <= 0 {
             return Cause::Sent;
         }
-        match table.lookup(addr).map(|m| m.path) {
-            Some(path) if code == libc::BUS_ADRERR => Cause::Shrank(path),
-            Some(path) => Cause::InMapping(addr, path),
-            None => Cause::Unmapped(addr),
+        let Some(m) = table.lookup(addr) else {
+            return Cause::Unmapped(addr);
+        };
+        // Recorded with a NUL after it (see `record`).
+        let path = m.path.strip_suffix(b"\0").unwrap_or(m.path);
+        if code != libc::BUS_ADRERR {
+            Cause::InMapping(addr, path)
+        } else if still_whole(m.path, m.len) && nearly_full(m.path) {
+            Cause::NoRoom(path)
+        } else {
+            Cause::Shrank(path)
         }
     }
 
@@ -222,6 +240,15 @@ impl Cause {
                 w(
                     b" shrank while it was mapped (truncated or recreated in place by another \
                     process); stopping\n",
+                );
+            }
+            Cause::NoRoom(path) => {
+                w(b"ringwire: ");
+                w(path);
+                w(
+                    b": no page could back a part of it, though the file is still whole: its \
+                    file system is full (a full tmpfs has no page for a part of a file never \
+                    written); stopping\n",
                 );
             }
             Cause::InMapping(addr, path) => {
@@ -241,9 +268,39 @@ impl Cause {
     }
 }
 
+/// Whether the file at `c_path` (a path and its NUL) is at least `len` bytes long. Only
+/// `stat`, which is async-signal-safe.
+fn still_whole(c_path: &[u8], len: usize) -> bool {
+    if c_path.last() != Some(&0) {
+        return false;
+    }
+    // SAFETY: a zeroed `stat` is a valid value, and `c_path` is NUL-terminated.
+    unsafe {
+        let mut st: libc::stat = std::mem::zeroed();
+        libc::stat(c_path.as_ptr().cast(), &mut st) == 0
+            && u64::try_from(st.st_size).is_ok_and(|n| n >= len as u64)
+    }
+}
+
+/// Whether the file system of the file at `c_path` (a path and its NUL) has less than a
+/// huge page (2 MiB) free, the most a tmpfs page fault asks for. `statfs` is a plain system
+/// call in glibc and musl (unlike `statvfs`, which reads /proc/mounts), so the handler may
+/// make it.
+fn nearly_full(c_path: &[u8]) -> bool {
+    if c_path.last() != Some(&0) {
+        return false;
+    }
+    // SAFETY: a zeroed `statfs` is a valid value, and `c_path` is NUL-terminated.
+    unsafe {
+        let mut fs: libc::statfs = std::mem::zeroed();
+        libc::statfs(c_path.as_ptr().cast(), &mut fs) == 0
+            && (fs.f_bfree as u128) * (fs.f_bsize as u128) < 2 << 20
+    }
+}
+
 extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mut libc::c_void) {
-    // Only async-signal-safe calls below: atomics, write, unlink, _exit, pause, sigaction,
-    // raise.
+    // Only async-signal-safe calls below: atomics, stat, statfs (see `nearly_full`),
+    // write, unlink, _exit, pause, sigaction, raise.
     if REPORTING.swap(true, Ordering::Relaxed) {
         // Another thread faulted first and is ending the process: wait for it.
         loop {
@@ -259,7 +316,7 @@ extern "C" fn on_sigbus(_sig: libc::c_int, info: *mut libc::siginfo_t, _ctx: *mu
     // The demo's and the benches' scratch rings, whose names carry our pid and would never
     // be used again, go as after a second Ctrl-C (`unlink` only).
     crate::replica::signal::remove_registered();
-    if let Cause::Shrank(_) = cause {
+    if let Cause::Shrank(_) | Cause::NoRoom(_) = cause {
         // SAFETY: _exit ends the process at once, running nothing of ours.
         unsafe { libc::_exit(1) }
     }
@@ -283,8 +340,10 @@ mod tests {
         Box::leak(Box::new(Table::new()))
     }
 
+    /// The path recorded for `addr`, without the NUL `record` puts after it.
     fn lookup(t: &Table, addr: usize) -> Option<&'static [u8]> {
-        t.lookup(addr).map(|m| m.path)
+        t.lookup(addr)
+            .map(|m| m.path.strip_suffix(b"\0").expect("a NUL after the path"))
     }
 
     #[test]
@@ -376,6 +435,43 @@ mod tests {
             line(Cause::Sent),
             "ringwire: SIGBUS sent by another process\n"
         );
+    }
+
+    /// A fault past no end of file, on a full file system (a full tmpfs, a never-written
+    /// part of a sparse file): the file at the path is still whole, and the line says its
+    /// file system is full. It said the file shrank, and sent its reader looking for a
+    /// process that truncated it. The whole check end to end, on a full tmpfs, is the CLI
+    /// test `a_fault_on_a_full_tmpfs_says_so_not_that_the_file_shrank` (it needs root).
+    #[test]
+    #[cfg_attr(miri, ignore = "Miri has no statfs (nor stat on every target)")]
+    fn a_fault_in_a_whole_file_on_a_full_file_system_says_so() {
+        let f = crate::test_tmp::TmpPath::new("sigbus-whole");
+        std::fs::write(&f, [0u8; 0x1000]).unwrap();
+        let t = table();
+        let _r = record(t, &f, 0x9000, 0x1000).unwrap();
+        let c_path = t.lookup(0x9000).unwrap().path;
+        assert!(still_whole(c_path, 0x1000));
+        assert!(!still_whole(c_path, 0x1001));
+        // The temporary directory has room: a whole file there was regrown after the fault.
+        assert!(!nearly_full(c_path));
+        let path = leaked(f.as_os_str().as_bytes());
+        assert_eq!(Cause::of(t, libc::BUS_ADRERR, 0x9008), Cause::Shrank(path));
+        let mut v = Vec::new();
+        Cause::NoRoom(path).report(|b| v.extend_from_slice(b));
+        assert_eq!(
+            String::from_utf8(v).unwrap(),
+            format!(
+                "ringwire: {}: no page could back a part of it, though the file is still \
+                 whole: its file system is full (a full tmpfs has no page for a part of a \
+                 file never written); stopping\n",
+                f.display()
+            )
+        );
+    }
+
+    /// `bytes` as a `'static` slice, for comparing with a cause's path.
+    fn leaked(bytes: &[u8]) -> &'static [u8] {
+        Box::leak(bytes.to_vec().into_boxed_slice())
     }
 
     #[test]

@@ -105,7 +105,8 @@ fn parse_from(s: &str) -> Result<Start, String> {
         "resume" => Ok(Start::Resume),
         n => n
             .parse::<u64>()
-            .map(|n| Start::Sequence(n.max(1)))
+            // As given, 0 included (the HELLO asks for record 1): the notice names it.
+            .map(Start::Sequence)
             .map_err(|_| format!("'{n}' is not latest, oldest, resume or a sequence number")),
     }
 }
@@ -126,22 +127,55 @@ fn parse_group(s: &str) -> Result<SocketAddrV4, String> {
     Ok(a)
 }
 
-fn parse_source(s: &str) -> Result<SocketAddr, String> {
-    let addrs = s
-        .to_socket_addrs()
-        .map_err(|e| format!("'{s}' is not HOST:PORT: {e}"))?;
-    let a = addrs.into_iter().find(SocketAddr::is_ipv4).ok_or_else(|| {
-        format!(
-            "'{s}' has no IPv4 address: mirrors connect to IPv4 sources only (the \
-                 replication protocol carries IPv4 addresses)"
-        )
-    })?;
-    if a.port() == 0 {
+/// `mirror`'s SOURCE as given: an IPv4 address and port, or a host name and port.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SourceArg {
+    /// An IPv4 address and port, as written.
+    Addr(SocketAddr),
+    /// `HOST:PORT` with a host name, resolved before each connection attempt (see
+    /// [`MirrorOptions::source_name`]).
+    Name(String),
+}
+
+/// `mirror`'s SOURCE. A host name is not resolved here: a name that does not resolve yet
+/// (DNS not up when the mirror starts at boot) must be retried as a refused connect is, as
+/// ringfire's mirror retries it, not end the mirror with a usage error.
+fn parse_source(s: &str) -> Result<SourceArg, String> {
+    let ipv4_only = "mirrors connect to IPv4 sources only (the replication protocol carries \
+                     IPv4 addresses)";
+    let (a, port) = match s.parse::<SocketAddr>() {
+        Ok(a) if a.is_ipv4() => (Some(a), a.port()),
+        Ok(_) => return Err(format!("'{s}' is not an IPv4 address: {ipv4_only}")),
+        Err(_) => {
+            let bad = || format!("'{s}' is not HOST:PORT (e.g. 10.0.0.5:7400 or src-host:7400)");
+            let (host, port) = s.rsplit_once(':').ok_or_else(bad)?;
+            let port: u16 = port.parse().map_err(|_| bad())?;
+            // Only a host name's characters: not an unbracketed IPv6 address (`::1:7400`)
+            // or a URL, which no resolution turns into an IPv4 source.
+            let name_char = |b: u8| b.is_ascii_alphanumeric() || b"-._".contains(&b);
+            if host.is_empty() || !host.bytes().all(name_char) {
+                return Err(bad());
+            }
+            if host.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                // An IPv4 address in a short form the resolver reads (`127.1`), as it did
+                // for ringfire: no name to look up again. One it does not read
+                // (`300.1.2.3`) is no address.
+                let a = s
+                    .to_socket_addrs()
+                    .ok()
+                    .and_then(|mut a| a.find(SocketAddr::is_ipv4));
+                (Some(a.ok_or_else(bad)?), port)
+            } else {
+                (None, port)
+            }
+        }
+    };
+    if port == 0 {
         return Err(format!(
             "'{s}': port 0 is not a source's port (serve prints the port it listens on)"
         ));
     }
-    Ok(a)
+    Ok(a.map_or_else(|| SourceArg::Name(s.to_string()), SourceArg::Addr))
 }
 
 /// `serve --bind`: an IP address and port as written, or a host name and port, which binds
@@ -154,9 +188,17 @@ fn parse_bind(s: &str) -> Result<SocketAddr, String> {
         // of use.
         return Ok(a);
     }
-    let addrs = s
-        .to_socket_addrs()
-        .map_err(|e| format!("'{s}' is not HOST:PORT: {e}"))?;
+    let addrs = s.to_socket_addrs().map_err(|e| {
+        // A name the resolver does not know is no fault of the syntax.
+        let shaped = s
+            .rsplit_once(':')
+            .is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+        if shaped {
+            format!("'{s}': its host does not resolve: {e}")
+        } else {
+            format!("'{s}' is not HOST:PORT: {e}")
+        }
+    })?;
     addrs.into_iter().find(SocketAddr::is_ipv4).ok_or_else(|| {
         format!(
             "'{s}' has no IPv4 address: mirrors connect over IPv4 only (the replication \
@@ -169,9 +211,11 @@ fn parse_bind(s: &str) -> Result<SocketAddr, String> {
 #[derive(Args, Debug, Clone)]
 pub struct MirrorArgs {
     /// The source's TCP address, HOST:PORT: IPv4 only (the replication protocol carries
-    /// IPv4 addresses), a host name resolves to its IPv4 address.
+    /// IPv4 addresses). A host name is resolved before each connection attempt, to its
+    /// first IPv4 address; one that does not resolve is a failed attempt, retried as a
+    /// refused connect is.
     #[arg(value_parser = parse_source)]
-    pub source: SocketAddr,
+    pub source: SourceArg,
     /// The local mirror ring file (created, or adopted with --from resume). A file there
     /// that is neither a ring nor empty, or that is a lossy MPMC ring, is refused before
     /// connecting (exit 1) and left as it is.
@@ -365,7 +409,16 @@ impl ServeArgs {
 impl MirrorArgs {
     /// The driver's options.
     pub fn options(&self) -> MirrorOptions {
+        let (source, source_name) = match &self.source {
+            SourceArg::Addr(a) => (*a, None),
+            // Unused: the name is resolved before each attempt.
+            SourceArg::Name(n) => (
+                SocketAddr::from((Ipv4Addr::UNSPECIFIED, 0)),
+                Some(n.clone()),
+            ),
+        };
         MirrorOptions {
+            source_name,
             start: self.from,
             unicast: self.unicast,
             iface: self.iface,
@@ -375,7 +428,7 @@ impl MirrorArgs {
             reconnect: Duration::from_millis(self.reconnect_ms),
             nak_delay: Duration::from_micros(self.nak_delay_us),
             max_ring_len: self.max_ring_size,
-            ..MirrorOptions::new(self.source, &self.path)
+            ..MirrorOptions::new(source, &self.path)
         }
     }
 
@@ -523,7 +576,7 @@ mod tests {
         assert_eq!(parse_from("oldest"), Ok(Start::Oldest));
         assert_eq!(parse_from("resume"), Ok(Start::Resume));
         assert_eq!(parse_from("42"), Ok(Start::Sequence(42)));
-        assert_eq!(parse_from("0"), Ok(Start::Sequence(1)));
+        assert_eq!(parse_from("0"), Ok(Start::Sequence(0)));
         let e = parse_from("-3").unwrap_err();
         assert!(e.contains("-3"), "{e}");
     }
@@ -574,12 +627,40 @@ mod tests {
     }
 
     #[test]
-    fn sources_resolve_to_ipv4() {
+    fn sources_are_ipv4_addresses_or_names() {
         assert_eq!(
             parse_source("127.0.0.1:7400"),
-            Ok(SocketAddr::from((Ipv4Addr::LOCALHOST, 7400)))
+            Ok(SourceArg::Addr(SocketAddr::from((
+                Ipv4Addr::LOCALHOST,
+                7400
+            ))))
         );
-        assert!(parse_source("nowhere").is_err());
+        // The resolver's short forms of IPv4 addresses, as ringfire's mirror takes them.
+        assert_eq!(
+            parse_source("127.1:7400"),
+            Ok(SourceArg::Addr(SocketAddr::from((
+                Ipv4Addr::LOCALHOST,
+                7400
+            ))))
+        );
+        // Names are resolved before each connection attempt, not while parsing.
+        assert_eq!(
+            parse_source("localhost:7400"),
+            Ok(SourceArg::Name("localhost:7400".into()))
+        );
+        for bad in [
+            "nowhere",
+            ":7400",
+            "host:",
+            "host:70000",
+            "::1:7400",
+            "300.1.2.3:7400",
+            "http://src:7400",
+            "src host:7400",
+        ] {
+            let e = parse_source(bad).unwrap_err();
+            assert!(e.contains("is not HOST:PORT"), "{bad}: {e}");
+        }
         let e = parse_source("[::1]:7400").unwrap_err();
         assert!(e.contains("IPv4 sources only"), "{e}");
         // Refused at parse time, not after a connect that fails ('Connection refused').
@@ -623,6 +704,12 @@ mod tests {
             let e = bind(bad).unwrap_err();
             assert!(e.contains("--bind") && e.contains(bad), "{bad}: {e}");
         }
+        // A host the resolver does not know is said to be one, not bad syntax: the message
+        // called `nowhere.invalid:7400` "not HOST:PORT".
+        let e = bind("nowhere.invalid:7400").unwrap_err();
+        assert!(e.contains("its host does not resolve"), "{e}");
+        assert!(!e.contains("is not HOST:PORT"), "{e}");
+        assert!(bind("localhost").unwrap_err().contains("is not HOST:PORT"));
     }
 
     fn help(sub: &str, arg: &str) -> String {

@@ -5,7 +5,7 @@
 //! polls without blocking for a bounded, adaptive time. Every later connection resumes.
 
 use std::io::{self, Read};
-use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, UdpSocket};
+use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpStream, ToSocketAddrs, UdpSocket};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -49,8 +49,14 @@ const MAX_BLOCK: StdDuration = StdDuration::from_millis(100);
 /// Settings of `ringwire mirror` (spec §26.2).
 #[derive(Clone, Debug)]
 pub struct MirrorOptions {
-    /// The source's TCP address.
+    /// The source's TCP address (unused with [`MirrorOptions::source_name`]).
     pub source: SocketAddr,
+    /// The source as `HOST:PORT` with a host name, resolved again before each connection
+    /// attempt, as ringfire's mirror resolves its SOURCE at each connect: the attempt goes to
+    /// the name's first IPv4 address, and a name that does not resolve (DNS not up yet at
+    /// boot) or has no IPv4 address is a failed attempt, retried as a refused connect is.
+    /// `None` (the default): [`MirrorOptions::source`].
+    pub source_name: Option<String>,
     /// The local mirror ring.
     pub path: PathBuf,
     /// Where the first connection starts; later ones resume.
@@ -114,6 +120,7 @@ impl MirrorOptions {
     pub fn new(source: SocketAddr, path: impl Into<PathBuf>) -> MirrorOptions {
         MirrorOptions {
             source,
+            source_name: None,
             path: path.into(),
             start: Start::Latest,
             unicast: false,
@@ -384,13 +391,13 @@ fn run_inner(
         p.set_ended(false);
         EndOnDrop(p)
     });
-    let Some(src) = peer(opts.source) else {
+    if opts.source_name.is_none() && peer(opts.source).is_none() {
         return Err(ReplicaError::arg(
             "SOURCE",
             opts.source,
             "only IPv4 sources are supported",
         ));
-    };
+    }
     super::check_iface(opts.iface, " (to join a multicast source's group on)")?;
     let mut sink = FileSink::open(&opts.path)?;
     if opts.log
@@ -415,13 +422,49 @@ fn run_inner(
     // `--reconnect-ms 0` they are retried at once, many times a second. The count of those
     // not shown goes with the next line, or, when the mirror stops or fails, with its last.
     let mut failures = RateLog::new(StdDuration::from_secs(1));
-    let r = connections(opts, stop, progress, &note, src, sink, &mut failures);
+    let r = connections(opts, stop, progress, &note, sink, &mut failures);
     if opts.log
         && let Some(line) = failures.take_pending_line(FAILED_ATTEMPTS)
     {
         diag!("mirror: {line}");
     }
     r
+}
+
+/// Where a connection attempt goes: [`MirrorOptions::source`], or
+/// [`MirrorOptions::source_name`] resolved now (its first IPv4 address); with the source as
+/// messages name it (`host:7400 (10.0.0.5:7400)`, or the name alone when it did not resolve).
+fn attempt_addr(
+    opts: &MirrorOptions,
+) -> (
+    String,
+    io::Result<(SocketAddr, ringwire_core::replicate::PeerAddr)>,
+) {
+    let (shown, addr) = match &opts.source_name {
+        None => (opts.source.to_string(), Ok(opts.source)),
+        Some(name) => {
+            let a = name.to_socket_addrs().and_then(|mut addrs| {
+                addrs.find(SocketAddr::is_ipv4).ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "no IPv4 address (mirrors connect to IPv4 sources only)",
+                    )
+                })
+            });
+            let shown = match &a {
+                Ok(a) => format!("{name} ({a})"),
+                Err(_) => name.clone(),
+            };
+            (shown, a)
+        }
+    };
+    // Always IPv4 here: `run_inner` refused any other `source`, and a name gives its IPv4 one.
+    let r = addr.and_then(|a| {
+        peer(a)
+            .map(|p| (a, p))
+            .ok_or_else(|| io::ErrorKind::InvalidInput.into())
+    });
+    (shown, r)
 }
 
 /// The tail of the mirror's rate-limited failure lines ([`more_since`], [`RateLog`]).
@@ -434,7 +477,6 @@ fn connections(
     stop: &AtomicBool,
     progress: Option<&MirrorProgress>,
     note: &dyn Fn(String),
-    src: ringwire_core::replicate::PeerAddr,
     mut sink: FileSink,
     failures: &mut RateLog,
 ) -> Result<MirrorSummary, ReplicaError> {
@@ -447,25 +489,25 @@ fn connections(
     let mut warned_source = false;
     // Relaxed: a plain flag.
     while !stop.load(Ordering::Relaxed) {
-        match connect_tcp(opts.source, StdDuration::from_secs(2)) {
+        let (source, attempt) = attempt_addr(opts);
+        match attempt.and_then(|(a, src)| Ok((src, connect_tcp(a, StdDuration::from_secs(2))?))) {
             Err(e) => {
                 sum.failed_attempts += 1;
                 if opts.once {
-                    return Err(ReplicaError::io(format!("connect {}", opts.source), e));
+                    return Err(ReplicaError::io(format!("connect {source}"), e));
                 }
-                let why = format!("connect {}: {e}", opts.source);
+                let why = format!("connect {source}: {e}");
                 note(why.clone());
                 if opts.log
                     && let Some(n) = failures.hit_with(|| why)
                 {
                     diag!(
-                        "mirror: connect {}: {e}; retrying{}",
-                        opts.source,
+                        "mirror: connect {source}: {e}; retrying{}",
                         more_since(n, FAILED_ATTEMPTS)
                     );
                 }
             }
-            Ok(stream) => {
+            Ok((src, stream)) => {
                 sum.connections += 1;
                 let mut c = Conn::new(opts, src, stream, start, &sink, &mut bufs);
                 c.warned = warned;
@@ -491,10 +533,10 @@ fn connections(
                     p.publish(s);
                 }
                 let why = match &end {
-                    End::Closed(s) => Some(format!("connection to {} ended: {s}", opts.source)),
+                    End::Closed(s) => Some(format!("connection to {source} ended: {s}")),
                     End::Failed(e) => {
                         sum.failed_attempts += 1;
-                        Some(format!("connection to {} failed: {e}", opts.source))
+                        Some(format!("connection to {source} failed: {e}"))
                     }
                     End::Fatal(e) => Some(e.to_string()),
                     End::Stopped | End::Grow(_) => None,
@@ -545,7 +587,7 @@ fn connections(
                     End::Closed(_) if opts.once => break,
                     End::Closed(_) => {}
                     End::Failed(e) if opts.once => {
-                        return Err(ReplicaError::io(format!("source {}", opts.source), e));
+                        return Err(ReplicaError::io(format!("source {source}"), e));
                     }
                     End::Failed(_) => {}
                     End::Grow(n) => {
@@ -573,24 +615,28 @@ fn last_written(sink: &FileSink) -> u64 {
     })
 }
 
-/// The options the transport chosen at the handshake leaves unused (`iface` without
-/// multicast, `nak_delay` and `unicast` without UDP), as a warning.
-/// The notice for a mirror that asked for record `asked` (`--from N`) and learned from the
-/// source's GEOMETRY that it starts at `from`; `None` when that is the record asked for.
-fn start_notice(asked: u64, from: u64) -> Option<String> {
+/// The notice for a mirror started with `--from N` (`typed`), which asked for record `asked`
+/// (N within 1..u64::MAX, the HELLO's range) and learned from the source's GEOMETRY that it
+/// starts at `from`; `None` when that is the record asked for. It names N as given: it named
+/// the record asked for, `--from 1` for a `--from 0` and `--from 18446744073709551614` for
+/// a `--from 18446744073709551615`.
+fn start_notice(typed: u64, asked: u64, from: u64) -> Option<String> {
     match from.cmp(&asked) {
         std::cmp::Ordering::Equal => None,
         std::cmp::Ordering::Greater => Some(format!(
-            "mirror: notice: --from {asked}: the source no longer holds record {asked} (past \
+            "mirror: notice: --from {typed}: the source no longer holds record {asked} (past \
              its retention); mirroring from its oldest, record {from}"
         )),
+        // Not `asked`, which is below `typed` only for u64::MAX: not written either.
         std::cmp::Ordering::Less => Some(format!(
-            "mirror: notice: --from {asked}: the source has not written record {asked} yet; \
+            "mirror: notice: --from {typed}: the source has not written record {typed} yet; \
              mirroring from its next record, {from}"
         )),
     }
 }
 
+/// The options the transport chosen at the handshake leaves unused (`iface` without
+/// multicast, `nak_delay` and `unicast` without UDP), as a warning.
 fn unused_options(opts: &MirrorOptions, udp: bool, unicast: bool) -> Option<String> {
     let transport = match (udp, unicast) {
         (false, _) => "TCP only",
@@ -696,9 +742,9 @@ struct Conn<'a> {
     /// it: a source whose ring has another layout makes the mirror recreate its own, which
     /// is worth a line (its records are gone), unlike a first creation.
     resumed_from: Option<Geometry>,
-    /// `--from N`: the record asked for, until [`Conn::note_start`] has compared it with
-    /// where the source starts.
-    asked: Option<u64>,
+    /// `--from N`: N and the record asked for, until [`Conn::note_start`] has compared it
+    /// with where the source starts.
+    asked: Option<(u64, u64)>,
 }
 
 /// Feeds a [`MirrorProgress`] from one connection.
@@ -781,7 +827,7 @@ impl<'a> Conn<'a> {
                 _ => None,
             },
             asked: match start {
-                Start::Sequence(_) => Some(hello_seq),
+                Start::Sequence(n) => Some((n, hello_seq)),
                 _ => None,
             },
         }
@@ -791,7 +837,7 @@ impl<'a> Conn<'a> {
     /// `--from N` says so when that is not record N (N past the source's retention, or not
     /// written yet), instead of silently mirroring from elsewhere.
     fn note_start(&mut self) {
-        let Some(asked) = self.asked else {
+        let Some((typed, asked)) = self.asked else {
             return;
         };
         let Some(g) = self.m.geometry() else {
@@ -799,7 +845,7 @@ impl<'a> Conn<'a> {
         };
         self.asked = None;
         if self.opts.log
-            && let Some(w) = start_notice(asked, g.seq)
+            && let Some(w) = start_notice(typed, asked, g.seq)
         {
             diag!("{w}");
         }
