@@ -319,6 +319,9 @@ fn bad_flag_values_fail_with_a_message() {
         vec!["dump", p, "--tail", "x"],
         vec!["top", p, "--interval-ms", "soon"],
         vec!["top", p, "--iterations", "0"],
+        vec!["top", p, "--interval-ms", "0"],
+        vec!["top", p, "--interval-ms", "3600001"],
+        vec!["top", p, "--interval-ms", "18446744073709551615"],
         vec!["mirror", "127.0.0.1:1", p, "--nak-delay-us", "1000001"],
         vec!["mirror", "127.0.0.1:1", p, "--reconnect-ms", "3600001"],
         vec!["mirror", "127.0.0.1:1", p, "--reconnect-ms", "soon"],
@@ -340,6 +343,18 @@ fn bad_flag_values_fail_with_a_message() {
         assert!(out.is_empty(), "{args:?}: {out}");
         assert!(err.contains("invalid value"), "{args:?}: {err}");
     }
+    let (code, _, err) = ringwire(&["top", p, "--interval-ms", "3600001"]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains("3600001 ms is over an hour: the most is 3600000"),
+        "{err}"
+    );
+    let (code, out, err) = ringwire(&["top", p, "--interval-ms", "3600000", "--iterations", "0"]);
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        err.contains("--iterations") && !err.contains("--interval-ms"),
+        "the hour itself is taken: {err}"
+    );
 }
 
 /// A negative value is refused by the option it was given to, naming it and the value, as

@@ -69,9 +69,9 @@ pub enum Command {
     Top {
         /// The ring or queue file.
         path: PathBuf,
-        /// Refresh interval in milliseconds (at least 1).
+        /// Refresh interval in milliseconds, from 1 to 3600000 (an hour).
         #[arg(long = "interval-ms", default_value_t = 500,
-              value_parser = at_least_1)]
+              value_parser = refresh_ms)]
         interval_ms: u64,
         /// Stop after this many refreshes (a positive integer; default: run forever).
         #[arg(long, value_parser = at_least_1)]
@@ -193,6 +193,21 @@ fn negative_values(sub: clap::Command) -> clap::Command {
 fn at_least_1(s: &str) -> Result<u64, String> {
     match s.parse::<u64>().map_err(|e| e.to_string())? {
         0 => Err("must be at least 1".into()),
+        n => Ok(n),
+    }
+}
+
+/// The longest `top` refresh, in milliseconds: an hour. A larger one (up to u64::MAX ms was
+/// taken) printed nothing for longer than anyone waits, and a removed file went unnoticed
+/// as long.
+const MAX_REFRESH_MS: u64 = 3_600_000;
+
+/// Parses `top --interval-ms`: 1 to [`MAX_REFRESH_MS`].
+fn refresh_ms(s: &str) -> Result<u64, String> {
+    match at_least_1(s)? {
+        n if n > MAX_REFRESH_MS => Err(format!(
+            "{n} ms is over an hour: the most is {MAX_REFRESH_MS}"
+        )),
         n => Ok(n),
     }
 }
