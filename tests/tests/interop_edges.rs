@@ -355,6 +355,14 @@ fn producers_exclude_each_other_every_kind() {
             "ringwire's {what}: {e:?}"
         );
     }
+    // A file of another kind: ringwire names it so (as once its producer is gone), where
+    // ringfire takes its live producer for one of its own kind.
+    fn rw_other_kind(what: &str, e: Option<ringwire::Error>) {
+        assert!(
+            matches!(e, Some(ringwire::Error::NotReplaced { .. })),
+            "ringwire's {what}: {e:?}"
+        );
+    }
     let p = ShmPath::new("excl-a");
     let path = p.path();
     use ringfire::{
@@ -408,7 +416,7 @@ fn producers_exclude_each_other_every_kind() {
             "blob ring over a ring",
             RwBlob::<u64>::create(path, 8, 64).err(),
         );
-        rw_busy(
+        rw_other_kind(
             "blackboard over a ring",
             RwBoard::<u64>::create(path, 8).err(),
         );
@@ -419,7 +427,7 @@ fn producers_exclude_each_other_every_kind() {
     }
     {
         let _f = RfBoard::<u64>::create(path, 8).unwrap();
-        rw_busy(
+        rw_other_kind(
             "ring over a blackboard",
             RwRing::<u64>::create(path, 8).err(),
         );
