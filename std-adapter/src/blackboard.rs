@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use memmap2::MmapRaw;
 use ringwire_core::blackboard::{
-    Blackboard, BlackboardError, MAX_VALUE_ALIGN, TryRead, total_len_aligned,
+    Blackboard, BlackboardError, MAX_VALUE_ALIGN, MAX_VALUE_SIZE, TryRead, total_len_aligned,
 };
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
@@ -94,6 +94,18 @@ const fn assert_value_align<V>() {
     );
 }
 
+/// `size_of::<V>()` as the header's 32-bit `value_size`, or an error naming it when it does
+/// not fit: truncated, a board was made or attached with another type's value size.
+fn value_size_u32<V>(path: &Path) -> Result<u32> {
+    u32::try_from(size_of::<V>()).map_err(|_| Error::InvalidArgument {
+        path: path.to_path_buf(),
+        what: format!(
+            "value type of {} bytes does not fit the header's 32-bit value_size (at most {MAX_VALUE_SIZE})",
+            size_of::<V>()
+        ),
+    })
+}
+
 /// The writer of a blackboard file (one writer per key; this type writes all keys).
 ///
 /// As with a [`RingProducer`](crate::RingProducer), a copy inherited through `fork` shares
@@ -129,9 +141,14 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
     /// struct Wide([u64; 32]);
     /// let _ = ringwire::BlackboardProducer::<Wide>::create("/dev/shm/never-made", 4);
     /// ```
+    ///
+    /// A value type larger than [`MAX_VALUE_SIZE`] is refused: above `u32::MAX` bytes with
+    /// [`Error::InvalidArgument`] naming its size, up to it with
+    /// [`BlackboardError::ValueTooLarge`].
     pub fn create(path: impl AsRef<Path>, slot_count: u32) -> Result<Self> {
         const { assert_value_align::<V>() };
         let path = path.as_ref();
+        let value_size = value_size_u32::<V>(path)?;
         let total = total_len_aligned(size_of::<V>(), align_of::<V>(), slot_count as usize)
             .ok_or_else(|| Error::InvalidArgument {
                 path: path.to_path_buf(),
@@ -149,12 +166,7 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
         // lock: no other view of it exists yet (other processes' mappings only poll the
         // magic, stored last).
         let bb = unsafe {
-            Blackboard::init_aligned(
-                region,
-                size_of::<V>() as u32,
-                align_of::<V>() as u32,
-                slot_count,
-            )
+            Blackboard::init_aligned(region, value_size, align_of::<V>() as u32, slot_count)
         }
         .map_err(bb_err(path))
         .map_err(cleanup_on_error)?;
@@ -235,6 +247,7 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
         const { assert_value_align::<V>() };
         let path = path.as_ref();
+        let value_size = value_size_u32::<V>(path)?;
         let file = open_regular(path, OpenOptions::new().read(true).write(true))?;
         let len = file
             .metadata()
@@ -245,7 +258,7 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
         }
         let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         let (map, region) = map_file(path, &file, false)?;
-        let bb = Blackboard::attach_aligned(region, size_of::<V>() as u32, align_of::<V>() as u32)
+        let bb = Blackboard::attach_aligned(region, value_size, align_of::<V>() as u32)
             .map_err(bb_err(path))?;
         Ok(BlackboardConsumer {
             bb,
@@ -437,5 +450,29 @@ mod tests {
             took < SETTLE + Duration::from_secs(10),
             "stalled_keys took {took:?}"
         );
+    }
+
+    /// A value type over `u32::MAX` bytes does not fit the header's `value_size`. Its size
+    /// was cut to 32 bits: 2^32 + 8 became 8, so a consumer of it attached to a board of
+    /// `u64` values, and a producer wrote a board saying its values were 8 bytes.
+    #[test]
+    fn a_value_type_over_u32_max_bytes_is_refused_naming_its_size() {
+        type Huge = [u8; (1 << 32) + 8];
+        let path = TmpPath::shm("bb-huge-value");
+        let _board = BlackboardProducer::<u64>::create(&path, 2).unwrap();
+        let refused = |r: &Result<u32>| {
+            let Err(e) = r else { return false };
+            let msg = e.to_string();
+            matches!(e, Error::InvalidArgument { .. })
+                && msg.contains("4294967304 bytes")
+                && msg.contains(&*path.to_string_lossy())
+        };
+        let attached = BlackboardConsumer::<Huge>::attach(&path).map(|c| c.slot_count());
+        assert!(refused(&attached), "{attached:?}");
+        let other = path.beside("other");
+        // Zero keys: the file is a header alone, which the cut size did not stop.
+        let created = BlackboardProducer::<Huge>::create(&other, 0).map(|b| b.slot_count());
+        assert!(refused(&created), "{created:?}");
+        assert!(!other.exists());
     }
 }
