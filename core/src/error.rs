@@ -399,7 +399,8 @@ impl fmt::Display for GeometryError {
             }
             GeometryError::BadStride { stride } => write!(
                 f,
-                "slot stride {stride} is invalid (must be a multiple of 8, at least 8, 24 for blob rings)"
+                "slot stride {stride} is invalid (must be a multiple of 8 from 8, 24 for blob rings, to {}, the most the header's 32-bit element_size holds)",
+                u32::MAX - 7
             ),
             GeometryError::ArenaSize { arena_size } => {
                 write!(f, "arena size {arena_size} is not a power of two >= 64")

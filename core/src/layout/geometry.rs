@@ -546,6 +546,26 @@ mod tests {
         );
     }
 
+    /// A stride past the header's 32-bit `element_size` (a record type of 4 GiB) is a
+    /// multiple of 8 and at least 8: the message said those were its faults and named no
+    /// upper bound.
+    #[test]
+    fn a_stride_too_large_for_the_header_is_said_to_be_too_large() {
+        let stride = slot_stride(1 << 32, 8);
+        let e = Geometry::spmc(4, stride, 8, 0, false).unwrap_err();
+        assert_eq!(
+            e,
+            GeometryError::BadStride {
+                stride: stride as u64
+            }
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.contains("4294967304") && msg.contains("to 4294967288"),
+            "{msg}"
+        );
+    }
+
     /// A hand-built geometry (its fields are public) with an element size under 8 made
     /// `record_len` overflow: a panic in debug builds. `mask` likewise for capacity 0.
     #[test]
