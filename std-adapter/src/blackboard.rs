@@ -22,7 +22,8 @@ use zerocopy::{FromBytes, Immutable, IntoBytes};
 use crate::cli::sigbus::Mapped;
 use crate::error::{Error, Result};
 use crate::file::{
-    CleanupMode, FileKind, absolute, map_file, open_exclusive, open_regular, remove_if_ours,
+    CleanupMode, FileKind, absolute, map_file, not_empty, open_exclusive, open_regular,
+    remove_if_ours,
 };
 use crate::sys;
 
@@ -50,6 +51,7 @@ pub(crate) fn check_file(path: &Path) -> Result<()> {
 /// The blackboard at `path`, mapped read-only and checked as [`check_file`] says; the
 /// mapping lives as long as the returned `MmapRaw`.
 fn map_read_only(path: &Path) -> Result<(Mapped<MmapRaw>, Blackboard)> {
+    not_empty(path, "blackboard")?;
     let file = open_regular(path, OpenOptions::new().read(true))?;
     let (map, region) = map_file(path, &file, true)?;
     let bb = Blackboard::attach(region, None).map_err(bb_err(path))?;
@@ -144,10 +146,11 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
     ///
     /// A value type larger than [`MAX_VALUE_SIZE`] is refused: above `u32::MAX` bytes with
     /// [`Error::InvalidArgument`] naming its size, up to it with
-    /// [`BlackboardError::ValueTooLarge`].
+    /// [`BlackboardError::ValueTooLarge`]. An empty `path` is [`Error::InvalidArgument`].
     pub fn create(path: impl AsRef<Path>, slot_count: u32) -> Result<Self> {
         const { assert_value_align::<V>() };
         let path = path.as_ref();
+        not_empty(path, "blackboard")?;
         let value_size = value_size_u32::<V>(path)?;
         let total = total_len_aligned(size_of::<V>(), align_of::<V>(), slot_count as usize)
             .ok_or_else(|| Error::InvalidArgument {
@@ -247,6 +250,7 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
         const { assert_value_align::<V>() };
         let path = path.as_ref();
+        not_empty(path, "blackboard")?;
         let value_size = value_size_u32::<V>(path)?;
         let file = open_regular(path, OpenOptions::new().read(true).write(true))?;
         let len = file
@@ -474,5 +478,18 @@ mod tests {
         let created = BlackboardProducer::<Huge>::create(&other, 0).map(|b| b.slot_count());
         assert!(refused(&created), "{created:?}");
         assert!(!other.exists());
+    }
+
+    /// An empty path is refused by name, as a ring's is. It was opened: the `ENOENT` came
+    /// back with no path to show, "open failed: No such file or directory".
+    #[test]
+    fn an_empty_board_path_is_said_to_be_empty() {
+        let created = BlackboardProducer::<u64>::create("", 4).map(drop);
+        let attached = BlackboardConsumer::<u64>::attach("").map(drop);
+        for e in [created, attached, check_file(Path::new(""))] {
+            let e = e.unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+            assert_eq!(e.to_string(), "the blackboard file's path is empty");
+        }
     }
 }

@@ -168,9 +168,10 @@ impl OffsetCheckpoint {
     /// file refused is left as it was. What a creation cut
     /// short leaves (64 bytes without the magic or an offset) is finished, or refused with
     /// an [`Error::Io`] of `fallocate` when the file system has no room for its bytes. This
-    /// process's pid is stored into it.
+    /// process's pid is stored into it. An empty `path` is [`Error::InvalidArgument`].
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
+        crate::file::not_empty(path, "offset")?;
         // As ringfire does; its error matters only if the open then finds no file.
         let made = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
             Some(dir) => std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e)),
@@ -445,6 +446,7 @@ fn load_version(region: &Region) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_tmp::TmpPath;
 
     /// The version (u32 at 8) and the pid (u32 at 12) are two fields in the host's byte
     /// order, as the rest of the mapped record (spec §13). They were stored and loaded as
@@ -533,6 +535,24 @@ mod tests {
                 Err(Error::BadFileMagic { found: 0, .. })
             ));
             assert_eq!(std::fs::read(&path).unwrap(), bytes);
+        }
+    }
+
+    /// An empty path (an unset variable, say) is refused by name. It was opened: the
+    /// `ENOENT` came back as an `Io` error with no path to show, "open failed: No such file
+    /// or directory", naming neither the file nor what was wrong.
+    #[test]
+    fn an_empty_offset_file_path_is_said_to_be_empty() {
+        let ring = TmpPath::shm("ckpt-empty-path");
+        let _tx = crate::RingProducer::<u64>::create(&ring, 4).unwrap();
+        let rx = crate::RingConsumer::<u64>::attach(&ring).unwrap();
+        for e in [
+            OffsetCheckpoint::open_or_create("", "algo").map(drop),
+            rx.commit_offset_to("", "algo"),
+        ] {
+            let e = e.unwrap_err();
+            assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+            assert_eq!(e.to_string(), "the offset file's path is empty");
         }
     }
 }

@@ -145,11 +145,11 @@ pub(crate) fn map_file(
 
 /// Refuses an empty path by name: `open("")` fails with `ENOENT`, whose message ("No such
 /// file or directory", with no path to show) does not say what is wrong.
-fn not_empty(path: &Path) -> Result<()> {
+pub(crate) fn not_empty(path: &Path, kind: &str) -> Result<()> {
     if path.as_os_str().is_empty() {
         return Err(Error::InvalidArgument {
             path: PathBuf::new(),
-            what: "the ring file's path is empty".into(),
+            what: format!("the {kind} file's path is empty"),
         });
     }
     Ok(())
@@ -615,7 +615,7 @@ impl RingFile {
     /// last). The lock, if any, is held until the returned value is dropped.
     pub fn create(path: impl AsRef<Path>, geo: &Geometry, opts: &CreateOptions) -> Result<Self> {
         let path = path.as_ref();
-        not_empty(path)?;
+        not_empty(path, "ring")?;
         sys::membarrier_register();
         let total = geo.total_len().ok_or_else(|| Error::InvalidArgument {
             path: path.to_path_buf(),
@@ -702,7 +702,7 @@ impl RingFile {
     /// Attaches read-write (no lock) to an existing ring with the §1.3 checks, in order.
     pub fn open(path: impl AsRef<Path>, expect: Expect) -> Result<Self> {
         let path = path.as_ref();
-        not_empty(path)?;
+        not_empty(path, "ring")?;
         let file = open_regular(path, OpenOptions::new().read(true).write(true))?;
         let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         let (map, region) = map_file(path, &file, false)?;
@@ -891,7 +891,7 @@ impl ReadOnlyRing {
     /// Opens and validates a ring read-only (§1.3, slot alignment 8, any record type).
     pub fn open(path: impl AsRef<Path>) -> Result<Self> {
         let path = path.as_ref();
-        not_empty(path)?;
+        not_empty(path, "ring")?;
         let file = open_regular(path, OpenOptions::new().read(true))?;
         let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         let (map, region) = map_file(path, &file, true)?;
