@@ -109,7 +109,9 @@ impl<T: FromBytes + 'static> RingConsumerBuilder<T> {
 
     /// Resume from, and commit to, this checkpoint file (spec §13). A saved value `v != 0`
     /// overrides the start mode with `v + 1`, unless the ring never reached `v` (a checkpoint
-    /// of an earlier ring at this path: see [`RingConsumer::stale_checkpoint`]).
+    /// of an earlier ring at this path: see [`RingConsumer::stale_checkpoint`]). An empty
+    /// path is [`RingConsumerBuilder::default_offset_file`] (ringfire's attach fails to open
+    /// it).
     pub fn offset_file(mut self, path: impl AsRef<Path>) -> Self {
         self.offset_file = Some(path.as_ref().to_path_buf());
         self
@@ -1414,5 +1416,25 @@ mod tests {
         drop(rx);
         drop(brx);
         assert_eq!(pids(), (vec![], vec![]));
+    }
+
+    /// An empty `offset_file` path is the default checkpoint of the consumer's name, as its
+    /// docs say (ringfire's attach fails to open it instead).
+    #[test]
+    fn an_empty_offset_file_path_is_the_default_one() {
+        let [ring] = tmp_paths(["empty-offset-path"]);
+        let _tx = RingProducer::<u64>::create(&ring, 4).unwrap();
+        for name in [None, Some("algo")] {
+            let b = RingConsumer::<u64>::builder().offset_file("");
+            let b = match name {
+                Some(n) => b.consumer_name(n),
+                None => b,
+            };
+            let rx = b.attach(&ring).unwrap();
+            let want = default_path(&ring, name.unwrap_or(DEFAULT_CONSUMER_NAME));
+            assert_eq!(rx.offset_path(), Some(&*want), "{name:?}");
+            drop(rx);
+            std::fs::remove_file(&want).unwrap();
+        }
     }
 }
