@@ -179,10 +179,17 @@ impl fmt::Display for BlackboardError {
             TooShort { need, len } => {
                 write!(f, "file is {len} bytes, the blackboard needs {need}")
             }
-            BadMagic { found } => write!(
-                f,
-                "bad blackboard magic {found:#018x} (expected {BLACKBOARD_MAGIC:#018x})"
-            ),
+            BadMagic { found } => {
+                write!(
+                    f,
+                    "bad blackboard magic {found:#018x} (expected {BLACKBOARD_MAGIC:#018x})"
+                )?;
+                // Naming the file kind the magic belongs to shows a wrong or swapped path.
+                match crate::error::KnownMagic::of(found) {
+                    Some(owner) => write!(f, ": the magic of {owner}"),
+                    None => Ok(()),
+                }
+            }
             BadVersion { found } => {
                 write!(
                     f,
@@ -568,6 +575,27 @@ impl Blackboard {
 mod tests {
     use super::*;
     use crate::testutil::{Word, words};
+
+    /// A ring's or a queue's path given to a blackboard reader is named for what it is, as
+    /// a blackboard's given to a ring reader is; the message gave the hex magic alone.
+    #[test]
+    fn a_foreign_magic_names_its_file_kind() {
+        let ring = BlackboardError::BadMagic {
+            found: crate::layout::RING_MAGIC,
+        };
+        assert!(
+            ring.to_string().ends_with(": the magic of a ring file"),
+            "{ring}"
+        );
+        let queue = crate::queue::QueueKind::Spsc.magic();
+        let queue = BlackboardError::BadMagic { found: queue };
+        assert!(
+            queue.to_string().contains(": the magic of a ringwire"),
+            "{queue}"
+        );
+        let other = BlackboardError::BadMagic { found: 7 }.to_string();
+        assert!(!other.contains("the magic of"), "{other}");
+    }
 
     fn region(buf: &mut [Word]) -> Region {
         // SAFETY: the buffer outlives the region in each test and nothing else touches it.
