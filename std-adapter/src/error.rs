@@ -349,7 +349,8 @@ impl fmt::Display for Error {
             Error::Blackboard { source, .. } => write!(f, "blackboard {p}: {source}"),
             Error::WriterStalled { key, .. } => write!(
                 f,
-                "blackboard {p}: writer of key {key} stalled for more than 100 ms"
+                "blackboard {p}: writer of key {key} stalled for more than {} ms",
+                crate::blackboard::STALL_TIMEOUT.as_millis()
             ),
             Error::Init { source, .. } => write!(f, "ring {p}: {source}"),
             Error::Region { source, .. } => write!(f, "{p}: {source}"),

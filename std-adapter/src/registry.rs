@@ -31,7 +31,7 @@ use crate::sys;
 
 /// Registry slots a lossless ring gets when its builder asks for none (ringfire's
 /// `DEFAULT_MAX_READERS`, spec §3).
-pub const DEFAULT_MAX_READERS: usize = 32;
+pub const DEFAULT_MAX_READERS: usize = ringwire_core::layout::DEFAULT_MAX_READERS as usize;
 
 /// One live registered reader, as [`ReaderRegistry::active_readers`] lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,8 @@ mod signature;
 pub use arena::{ArenaHeader, BlobRef, arena_off};
 pub use flags::Flags;
 pub use geometry::{
-    Geometry, LaterSeq, lap_possible, later_seq, oldest_retained, slot_payload_offset, slot_stride,
+    DEFAULT_MAX_READERS, Geometry, LaterSeq, lap_possible, later_seq, oldest_retained,
+    slot_payload_offset, slot_stride,
 };
 pub use header::{
     RING_MAGIC, RING_VERSION, RingHeader, SEQ_LIMIT, SLOT_WRITING, check_write_seq, hdr,
