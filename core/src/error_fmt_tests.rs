@@ -139,7 +139,17 @@ fn attach_samples() -> Vec<AttachError> {
         ]
     });
     all.extend(MAGICS.map(|found| BadMagic { found }));
-    all.extend(["", "reader registry"].map(|what| Overlap { what }));
+    all.extend(hostile(|i, j| {
+        ["", "registry"]
+            .map(|what| Overlap {
+                what,
+                start: U64[i],
+                end: U64[j],
+                slots_offset: U64[j],
+                slots_end: U64[i],
+            })
+            .to_vec()
+    }));
     all
 }
 

@@ -439,15 +439,25 @@ impl Geometry {
         }
         // The registry and the arena must not overlap the header or the slots; a hostile
         // header could otherwise make two protocols share words.
+        // Both proved above not to overflow.
+        let slots_end = g.slots_end().unwrap_or(u64::MAX);
+        let overlap = |what, start, end| AttachError::Overlap {
+            what,
+            start,
+            end,
+            slots_offset: g.slots_offset,
+            slots_end,
+        };
         if g.registry_offset != 0 && g.registry_count > 0 {
-            let reg_end =
-                u64::from(g.registry_offset) + u64::from(g.registry_count) * reg::SIZE as u64;
-            if u64::from(g.registry_offset) < hdr::SIZE as u64 || reg_end > g.slots_offset {
-                return Err(AttachError::Overlap { what: "registry" });
+            let start = u64::from(g.registry_offset);
+            let reg_end = start + u64::from(g.registry_count) * reg::SIZE as u64;
+            if start < hdr::SIZE as u64 || reg_end > g.slots_offset {
+                return Err(overlap("registry", start, reg_end));
             }
         }
-        if g.arena_offset != 0 && g.arena_offset < g.slots_end().unwrap_or(u64::MAX) {
-            return Err(AttachError::Overlap { what: "arena" });
+        if g.arena_offset != 0 && g.arena_offset < slots_end {
+            let end = g.total_len().unwrap_or(u64::MAX);
+            return Err(overlap("arena", g.arena_offset, end));
         }
         Ok(g)
     }
@@ -585,6 +595,64 @@ mod tests {
         );
         let g = Geometry::mpmc(8, 16, 8).unwrap();
         assert_eq!((g.slots_offset, g.flags.0), (128, 0x0021));
+    }
+
+    /// The overlap errors named the part and nothing else ("the registry overlaps another
+    /// part of the ring"): not where it lies nor where the slots do, so a user looking at a
+    /// corrupt or hand-built header could not tell which field was wrong.
+    #[test]
+    fn an_overlap_names_the_spans() {
+        use std::string::ToString;
+        let g = Geometry::spmc(4, 16, 8, 2, false).unwrap();
+        let mut h = header_of(&g);
+        // Two registry slots at 128 end at 256; slots moved down to 192 overlap the second.
+        h.slots_offset = 192;
+        let e = Geometry::from_header(&h, 1024, 8).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "the registry at bytes 128..256 overlaps the 128-byte header or the slots at \
+             bytes 192..256"
+        );
+        // A registry at 64 overlaps the header.
+        h.slots_offset = g.slots_offset;
+        h.reader_registry_offset = 64;
+        let e = Geometry::from_header(&h, 1024, 8).unwrap_err().to_string();
+        assert!(e.contains("registry at bytes 64..192 "), "{e}");
+        // An arena inside the slots of a blob ring (slots 256..384, arena 384..704).
+        let g = Geometry::blob(4, 32, 2, 256).unwrap();
+        let mut h = header_of(&g);
+        h.arena_offset = 0x100;
+        let e = Geometry::from_header(&h, 704, 8).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "the arena at bytes 256..576 overlaps the 128-byte header or the slots at bytes \
+             256..384"
+        );
+    }
+
+    /// The header a ring of `g` starts with (nothing published).
+    fn header_of(g: &Geometry) -> RingHeader {
+        RingHeader {
+            magic: super::super::RING_MAGIC,
+            version: super::super::RING_VERSION,
+            element_size: g.element_size,
+            capacity: g.capacity,
+            mask: g.capacity - 1,
+            write_seq: 0,
+            claim_seq: 0,
+            flags: g.flags.0,
+            futex_word: 0,
+            waiting_consumers: 0,
+            align_pad: 0,
+            read_seq: 0,
+            schema_sig: 0,
+            arena_offset: g.arena_offset,
+            arena_size: g.arena_size,
+            reader_registry_offset: g.registry_offset,
+            reader_registry_count: g.registry_count,
+            slots_offset: g.slots_offset,
+            pad: [0; 16],
+        }
     }
 
     #[test]
