@@ -393,7 +393,9 @@ pub enum GeometryError {
         arena_size: u64,
     },
     /// The ring (`capacity` slots of `stride` bytes after the header and registry, and on a
-    /// blob ring an arena of `arena_size` bytes) would not fit in the address space.
+    /// blob ring an arena of `arena_size` bytes) would not fit in the address space: it would
+    /// be larger than `isize::MAX` bytes (2 GiB on a 32-bit target), the most a
+    /// [`Region`](crate::Region) holds.
     TooLarge {
         /// The capacity asked for.
         capacity: u64,

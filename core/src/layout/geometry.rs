@@ -150,6 +150,16 @@ const fn too_large(capacity: u64, stride: u32, arena_size: u64) -> GeometryError
     }
 }
 
+/// `g` if the whole ring fits in the address space: at most `isize::MAX` bytes, the most a
+/// [`Region`](crate::Region) holds (2 GiB on a 32-bit target), else
+/// [`GeometryError::TooLarge`].
+const fn sized(g: Geometry) -> Result<Geometry, GeometryError> {
+    match g.total_len() {
+        Some(n) if n <= isize::MAX as u64 => Ok(g),
+        _ => Err(g.too_large()),
+    }
+}
+
 /// Refuses a slot alignment that is not a power of two: `round_up` to it would give a
 /// `slots_offset` that is not a multiple of it, which a reader of that alignment refuses.
 const fn check_slot_align(slot_align: usize) -> Result<(), GeometryError> {
@@ -167,7 +177,10 @@ impl Geometry {
     /// `readers` registry slots are reserved; a lossless ring with 0 gets 32. `slot_align`
     /// (the record type's alignment) must be a power of two, or 0 (taken as 8).
     ///
-    /// A `const fn`, so firmware can size a ring's static buffer at compile time:
+    /// A ring larger than the address space (`isize::MAX` bytes, 2 GiB on a 32-bit target)
+    /// is [`GeometryError::TooLarge`], so [`Geometry::total_len`] of a geometry made here
+    /// fits in a `usize`. A `const fn`, so firmware can size a ring's static buffer at
+    /// compile time:
     ///
     /// ```
     /// use ringwire_core::Geometry;
@@ -225,10 +238,7 @@ impl Geometry {
             arena_offset: 0,
             arena_size: 0,
         };
-        match g.total_len() {
-            Some(_) => Ok(g),
-            None => Err(too_large(capacity, element_size, 0)),
-        }
+        sized(g)
     }
 
     /// A broadcast ring of blob descriptors with a byte arena (ringfire `BlobProducer`).
@@ -268,8 +278,7 @@ impl Geometry {
             arena_offset,
             arena_size,
         };
-        g.total_len().ok_or(g.too_large())?;
-        Ok(g)
+        sized(g)
     }
 
     /// A multi-producer ring (ringfire `MpmcProducer`, spec §8). `slot_align` must be a power
@@ -294,12 +303,12 @@ impl Geometry {
             arena_offset: 0,
             arena_size: 0,
         };
-        g.total_len().ok_or(g.too_large())?;
-        Ok(g)
+        sized(g)
     }
 
     /// The error for a ring of this geometry that does not fit in the address space (its
-    /// [`Geometry::total_len`] is `None`), naming its capacity, stride and arena.
+    /// [`Geometry::total_len`] is `None` or above `isize::MAX`), naming its capacity, stride
+    /// and arena.
     pub const fn too_large(&self) -> GeometryError {
         too_large(self.capacity, self.element_size, self.arena_size)
     }
@@ -740,6 +749,34 @@ mod tests {
             g.too_large(),
             Geometry::spmc(1 << 62, 64, 8, 0, false).unwrap_err()
         );
+    }
+
+    /// The constructors refused only a ring whose size overflows a u64: one larger than the
+    /// address space (above `isize::MAX` bytes, 2 GiB on a 32-bit target) was made, failed
+    /// only at init, and the const sizing example's `n as usize` truncated its size on a
+    /// 32-bit target. The queue geometry refuses the same size.
+    #[test]
+    fn a_ring_larger_than_the_address_space_is_too_large() {
+        let space = isize::MAX as u64 + 1;
+        // 16-byte slots after the 128-byte header: 128 bytes past the address space.
+        let cap = space / 16;
+        let too_large = |capacity, stride, arena_size| {
+            Err(GeometryError::TooLarge {
+                capacity,
+                stride,
+                arena_size,
+            })
+        };
+        assert_eq!(Geometry::spmc(cap, 16, 8, 0, false), too_large(cap, 16, 0));
+        assert_eq!(Geometry::mpmc(cap, 16, 8), too_large(cap, 16, 0));
+        // An arena of the whole address space, after 320 bytes of header and slots.
+        assert_eq!(Geometry::blob(4, 32, 0, space), too_large(4, 32, space));
+        // Half of it fits, and its size is a usize.
+        let g = Geometry::spmc(cap / 2, 16, 8, 0, false).unwrap();
+        assert_eq!(g.total_len(), Some(space / 2 + 128));
+        assert!(usize::try_from(g.total_len().unwrap()).is_ok());
+        assert!(Geometry::mpmc(cap / 2, 16, 8).is_ok());
+        assert!(Geometry::blob(4, 32, 0, space / 2).is_ok());
     }
 
     #[test]
