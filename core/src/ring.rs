@@ -483,7 +483,10 @@ impl RingView {
 
     /// Reads the record `want` into `dst` (at most `element_size - 8` bytes of the raw slot
     /// bytes `[8, S)`) with the tear-free protocol of spec §4.3. `want ==`
-    /// [`SLOT_WRITING`] is never a record: it is always `Pending`.
+    /// [`SLOT_WRITING`] is never a record: it is always `Pending`. Sequences start at 1 and
+    /// this hot path does not check `want == 0`, which matches the 0 of a slot never written
+    /// (`Ok`, its bytes): ask for 1 and up, or use
+    /// [`read_record`](crate::broadcast::raw::read_record), which refuses 0.
     #[inline]
     pub fn read_slot(&self, want: u64, dst: &mut [u8]) -> SlotRead {
         self.read_slot_at(want, 8, dst)

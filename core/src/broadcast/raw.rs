@@ -39,8 +39,19 @@ pub enum RawRead {
 /// good by a writer that died mid-write. The record is gone either way, so it is
 /// [`RawRead::Lapped`], with `resume_at` the oldest record the ring holds once that write
 /// (of `seq + C` at the earliest) is done.
+///
+/// Sequences start at 1: `seq` 0, which a never-written slot's sequence word holds, is no
+/// record, and reads as [`RawRead::Lapped`] at the oldest record the ring holds (1 until
+/// the ring has wrapped), `dst` untouched.
 #[inline]
 pub fn read_record(view: &RingView, seq: u64, dst: &mut [u8]) -> RawRead {
+    if seq == 0 {
+        // Acquire: as in `lapped_by` below.
+        let w = view.write_seq().load(Ordering::Acquire);
+        return RawRead::Lapped {
+            resume_at: oldest_retained(w, view.capacity()),
+        };
+    }
     // The verdict on a slot that a later write than `seq`'s has reached (`seen`, or being
     // written): lapped when the oldest record the ring then holds is past `seq`. Otherwise
     // (the re-check saw a write in flight, or a corrupt `write_seq` near u64::MAX where
@@ -85,6 +96,38 @@ mod tests {
     use crate::broadcast::{NoWake, Producer};
     use crate::layout::SLOT_WRITING;
     use crate::testutil::{check_payload, payload_for, spmc_ring};
+
+    /// Sequences start at 1, and a slot that was never written holds 0: record 0 was read
+    /// as a record of the slot's zero bytes, in a fresh ring and in one whose slot 0 the
+    /// writer had not reached yet, as if a writer had published it.
+    #[test]
+    fn sequence_0_is_never_a_record() {
+        let (_m, view) = spmc_ring(4, 32);
+        let mut dst = [7u8; 24];
+        assert_eq!(
+            read_record(&view, 0, &mut dst),
+            RawRead::Lapped { resume_at: 1 }
+        );
+        assert_eq!(dst, [7; 24], "nothing copied");
+        let mut p = Producer::new(view, NoWake).unwrap();
+        let mut rec = [0u8; 24];
+        for s in 1..=3 {
+            payload_for(s, &mut rec);
+            p.push(&rec);
+        }
+        assert_eq!(
+            read_record(&view, 0, &mut dst),
+            RawRead::Lapped { resume_at: 1 }
+        );
+        for s in 4..=6 {
+            payload_for(s, &mut rec);
+            p.push(&rec);
+        }
+        assert_eq!(
+            read_record(&view, 0, &mut dst),
+            RawRead::Lapped { resume_at: 3 }
+        );
+    }
 
     #[test]
     fn record_pending_and_lapped() {
