@@ -242,13 +242,17 @@ impl Geometry {
     }
 
     /// A broadcast ring of blob descriptors with a byte arena (ringfire `BlobProducer`).
-    pub fn blob(
+    /// A `const fn`, like [`Geometry::spmc`], to size a static buffer at compile time.
+    pub const fn blob(
         capacity: u64,
         stride: usize,
         readers: u32,
         arena_size: u64,
     ) -> Result<Geometry, GeometryError> {
-        let element_size = check_cap_stride(capacity, stride)?;
+        let element_size = match check_cap_stride(capacity, stride) {
+            Ok(e) => e,
+            Err(e) => return Err(e),
+        };
         if stride < 8 + 16 {
             return Err(GeometryError::BadStride {
                 stride: stride as u64,
@@ -257,17 +261,20 @@ impl Geometry {
         if !arena_size.is_power_of_two() || arena_size < 64 {
             return Err(GeometryError::ArenaSize { arena_size });
         }
-        let slots_offset = round_up(hdr::SIZE as u64 + 64 * u64::from(readers), 128)
-            .ok_or(too_large(capacity, element_size, arena_size))?;
-        let slots_end = capacity
-            .checked_mul(u64::from(element_size))
-            .and_then(|b| b.checked_add(slots_offset))
-            .ok_or(too_large(capacity, element_size, arena_size))?;
-        let arena_offset =
-            round_up(slots_end, 128).ok_or(too_large(capacity, element_size, arena_size))?;
+        let too_large = too_large(capacity, element_size, arena_size);
+        // At most 128 + 64 * (2^32 - 1): neither the sum nor its rounding overflows.
+        let Some(slots_offset) = round_up(hdr::SIZE as u64 + 64 * readers as u64, 128) else {
+            return Err(too_large);
+        };
+        let Some(slots_end) = Geometry::end_of(capacity, element_size, slots_offset) else {
+            return Err(too_large);
+        };
+        let Some(arena_offset) = round_up(slots_end, 128) else {
+            return Err(too_large);
+        };
         let flags =
             Flags::MODE_SPMC | Flags::POLICY_LATEST_WINS | Flags::WITH_ARENA | Flags::WITH_REGISTRY;
-        let g = Geometry {
+        sized(Geometry {
             capacity,
             element_size,
             flags: Flags(flags),
@@ -277,22 +284,28 @@ impl Geometry {
             slots_offset,
             arena_offset,
             arena_size,
-        };
-        sized(g)
+        })
     }
 
     /// A multi-producer ring (ringfire `MpmcProducer`, spec §8). `slot_align` must be a power
-    /// of two, or 0 (taken as 8).
-    pub fn mpmc(
+    /// of two, or 0 (taken as 8). A `const fn`, like [`Geometry::spmc`].
+    pub const fn mpmc(
         capacity: u64,
         stride: usize,
         slot_align: usize,
     ) -> Result<Geometry, GeometryError> {
-        let element_size = check_cap_stride(capacity, stride)?;
-        check_slot_align(slot_align)?;
-        let slots_offset = round_up(hdr::SIZE as u64, slot_align.max(8) as u64)
-            .ok_or(too_large(capacity, element_size, 0))?;
-        let g = Geometry {
+        let element_size = match check_cap_stride(capacity, stride) {
+            Ok(e) => e,
+            Err(e) => return Err(e),
+        };
+        if let Err(e) = check_slot_align(slot_align) {
+            return Err(e);
+        }
+        let align = if slot_align > 8 { slot_align } else { 8 };
+        let Some(slots_offset) = round_up(hdr::SIZE as u64, align as u64) else {
+            return Err(too_large(capacity, element_size, 0));
+        };
+        sized(Geometry {
             capacity,
             element_size,
             flags: Flags(Flags::MODE_MPMC | Flags::POLICY_LATEST_WINS),
@@ -302,8 +315,7 @@ impl Geometry {
             slots_offset,
             arena_offset: 0,
             arena_size: 0,
-        };
-        sized(g)
+        })
     }
 
     /// The error for a ring of this geometry that does not fit in the address space (its
@@ -341,8 +353,13 @@ impl Geometry {
 
     /// End of the slot array.
     pub const fn slots_end(&self) -> Option<u64> {
-        match self.capacity.checked_mul(self.element_size as u64) {
-            Some(b) => b.checked_add(self.slots_offset),
+        Geometry::end_of(self.capacity, self.element_size, self.slots_offset)
+    }
+
+    /// `slots_offset + capacity * element_size`, `None` on overflow.
+    const fn end_of(capacity: u64, element_size: u32, slots_offset: u64) -> Option<u64> {
+        match capacity.checked_mul(element_size as u64) {
+            Some(b) => b.checked_add(slots_offset),
             None => None,
         }
     }
@@ -777,6 +794,24 @@ mod tests {
         assert!(usize::try_from(g.total_len().unwrap()).is_ok());
         assert!(Geometry::mpmc(cap / 2, 16, 8).is_ok());
         assert!(Geometry::blob(4, 32, 0, space / 2).is_ok());
+    }
+
+    /// Only `spmc` was a `const fn`: firmware could not size the static buffer of a blob
+    /// or MPMC ring at compile time (this did not compile).
+    #[test]
+    fn every_constructor_sizes_a_static_buffer_at_compile_time() {
+        const fn bytes(g: Result<Geometry, GeometryError>) -> usize {
+            match g {
+                Ok(g) => match g.total_len() {
+                    Some(n) => n as usize,
+                    None => panic!("too large"),
+                },
+                Err(_) => panic!("bad geometry"),
+            }
+        }
+        const BLOB: usize = bytes(Geometry::blob(4, 32, 2, 256));
+        const MPMC: usize = bytes(Geometry::mpmc(8, 16, 8));
+        assert_eq!((BLOB, MPMC), (704, 128 + 8 * 16));
     }
 
     #[test]
