@@ -103,30 +103,20 @@ mod tests {
     #[test]
     fn sequence_0_is_never_a_record() {
         let (_m, view) = spmc_ring(4, 32);
-        let mut dst = [7u8; 24];
-        assert_eq!(
-            read_record(&view, 0, &mut dst),
-            RawRead::Lapped { resume_at: 1 }
-        );
-        assert_eq!(dst, [7; 24], "nothing copied");
         let mut p = Producer::new(view, NoWake).unwrap();
+        let mut dst = [7u8; 24];
         let mut rec = [0u8; 24];
-        for s in 1..=3 {
-            payload_for(s, &mut rec);
-            p.push(&rec);
+        // (records pushed before, where record 0's read resumes): a fresh ring, one whose
+        // slot 0 the writer has not reached, one that has wrapped.
+        for (pushed, resume_at) in [(0, 1), (3, 1), (6, 3)] {
+            while p.next_seq() <= pushed {
+                payload_for(p.next_seq(), &mut rec);
+                p.push(&rec);
+            }
+            let r = read_record(&view, 0, &mut dst);
+            assert_eq!(r, RawRead::Lapped { resume_at }, "after {pushed}");
+            assert_eq!(dst, [7; 24], "nothing copied after {pushed}");
         }
-        assert_eq!(
-            read_record(&view, 0, &mut dst),
-            RawRead::Lapped { resume_at: 1 }
-        );
-        for s in 4..=6 {
-            payload_for(s, &mut rec);
-            p.push(&rec);
-        }
-        assert_eq!(
-            read_record(&view, 0, &mut dst),
-            RawRead::Lapped { resume_at: 3 }
-        );
     }
 
     #[test]

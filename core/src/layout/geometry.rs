@@ -687,25 +687,8 @@ mod tests {
         // put slot sequence words at offsets like 140 (a misaligned atomic, UB).
         let g = Geometry::spmc(4, 16, 8, 0, false).unwrap();
         let mut h = RingHeader {
-            magic: super::super::RING_MAGIC,
-            version: super::super::RING_VERSION,
             element_size: 12,
-            capacity: g.capacity,
-            mask: g.capacity - 1,
-            write_seq: 0,
-            claim_seq: 0,
-            flags: g.flags.0,
-            futex_word: 0,
-            waiting_consumers: 0,
-            align_pad: 0,
-            read_seq: 0,
-            schema_sig: 0,
-            arena_offset: 0,
-            arena_size: 0,
-            reader_registry_offset: 0,
-            reader_registry_count: 0,
-            slots_offset: g.slots_offset,
-            pad: [0; 16],
+            ..header_of(&g)
         };
         assert_eq!(
             Geometry::from_header(&h, 1024, 8),
