@@ -382,7 +382,8 @@ pub enum GeometryError {
         /// The capacity asked for.
         capacity: u64,
     },
-    /// The slot stride is below 8 (24 for blob rings), not a multiple of 8, or too large.
+    /// The slot stride is below 8 (24 for blob rings), not a multiple of 8, or above
+    /// 4294967288 (the largest multiple of 8 the header's u32 `element_size` holds).
     BadStride {
         /// The stride asked for.
         stride: u64,
@@ -419,7 +420,8 @@ impl fmt::Display for GeometryError {
             }
             GeometryError::BadStride { stride } => write!(
                 f,
-                "slot stride {stride} is invalid (must be a multiple of 8, at least 8, 24 for blob rings)"
+                "slot stride {stride} is invalid (must be a multiple of 8 from 8, 24 for blob \
+                 rings, to 4294967288)"
             ),
             GeometryError::ArenaSize { arena_size } => {
                 write!(f, "arena size {arena_size} is not a power of two >= 64")

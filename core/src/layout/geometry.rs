@@ -698,6 +698,32 @@ mod tests {
         assert!(Geometry::from_header(&h, 1024, 8).is_ok());
     }
 
+    /// A stride above the u32 `element_size` was refused as "must be a multiple of 8, at
+    /// least 8, 24 for blob rings", which 2^32 is: the message gave no reason that applied.
+    #[test]
+    fn a_stride_too_large_for_the_header_names_the_limit() {
+        use std::string::ToString;
+        let largest = (u32::MAX - 7) as usize;
+        // Taken as a stride (too large for a 32-bit address space, but not a bad stride).
+        assert!(!matches!(
+            Geometry::spmc(1, largest, 8, 0, false),
+            Err(GeometryError::BadStride { .. })
+        ));
+        let e = GeometryError::BadStride {
+            stride: largest as u64 + 8,
+        };
+        assert_eq!(
+            e.to_string(),
+            "slot stride 4294967296 is invalid (must be a multiple of 8 from 8, 24 for blob \
+             rings, to 4294967288)"
+        );
+        // The constructors give it (a usize holds 2^32 on 64-bit targets only).
+        if let Some(stride) = largest.checked_add(8) {
+            assert_eq!(Geometry::spmc(1, stride, 8, 0, false), Err(e));
+            assert_eq!(Geometry::mpmc(1, stride, 8), Err(e));
+        }
+    }
+
     #[test]
     fn creation_errors() {
         assert_eq!(
