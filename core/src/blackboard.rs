@@ -208,6 +208,16 @@ impl fmt::Display for BlackboardError {
                 f,
                 "value alignment {value_align} is not a power of two of at most {MAX_VALUE_ALIGN}"
             ),
+            // Big enough but off the word grid: say which rule it breaks.
+            BadSlotSize {
+                slot_size,
+                value_size,
+            } if u64::from(slot_size) >= 8 + u64::from(value_size) => {
+                write!(
+                    f,
+                    "slot_size {slot_size} (of {value_size}-byte values) is not a multiple of 8"
+                )
+            }
             BadSlotSize {
                 slot_size,
                 value_size,
@@ -805,6 +815,39 @@ mod tests {
                 slot_size: 8,
                 value_size: 8
             }
+        );
+    }
+
+    /// A slot size large enough for the value but not a multiple of 8 was refused as
+    /// "slot_size 76 cannot hold a seqlock and a 8-byte value", which it can: the message
+    /// gave the wrong reason for the one it was refused for.
+    #[test]
+    fn a_slot_size_not_a_multiple_of_8_is_named_so() {
+        use std::string::ToString;
+        let mut buf = words(64);
+        let r = region(&mut buf);
+        init(r, 8, 2).unwrap();
+        // SAFETY: word 2 (bytes 16..24: slot_size, slot_count) is in the header.
+        unsafe { r.a64(16) }.store((76 | (2u64 << 32)).to_le(), Ordering::Relaxed);
+        let e = Blackboard::attach(r, None).unwrap_err();
+        assert_eq!(
+            e,
+            BlackboardError::BadSlotSize {
+                slot_size: 76,
+                value_size: 8
+            }
+        );
+        assert_eq!(
+            e.to_string(),
+            "slot_size 76 (of 8-byte values) is not a multiple of 8"
+        );
+        let e = BlackboardError::BadSlotSize {
+            slot_size: 12,
+            value_size: 8,
+        };
+        assert_eq!(
+            e.to_string(),
+            "slot_size 12 cannot hold a seqlock and a 8-byte value"
         );
     }
 }

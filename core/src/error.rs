@@ -143,10 +143,18 @@ pub enum AttachError {
         /// Arena header `mask`.
         mask: u64,
     },
-    /// Two parts of the layout overlap.
+    /// The registry or the arena overlaps the 128-byte header or the slots.
     Overlap {
-        /// Which part overlaps.
+        /// Which part overlaps ("registry" or "arena").
         what: &'static str,
+        /// Its first byte.
+        start: u64,
+        /// The byte after its last.
+        end: u64,
+        /// The header's `slots_offset`.
+        slots_offset: u64,
+        /// The end of the slots (`slots_offset + capacity * element_size`).
+        slots_end: u64,
     },
     /// The header's schema signature differs from the caller's type.
     SchemaMismatch {
@@ -302,7 +310,17 @@ impl fmt::Display for AttachError {
                 f,
                 "arena header mask {mask:#x} is not its capacity {arena_capacity} - 1"
             ),
-            Overlap { what } => write!(f, "the {what} overlaps another part of the ring"),
+            Overlap {
+                what,
+                start,
+                end,
+                slots_offset,
+                slots_end,
+            } => write!(
+                f,
+                "the {what} at bytes {start}..{end} overlaps the 128-byte header or the slots \
+                 at bytes {slots_offset}..{slots_end}"
+            ),
             SchemaMismatch { expected, found } => {
                 write!(
                     f,
@@ -364,7 +382,8 @@ pub enum GeometryError {
         /// The capacity asked for.
         capacity: u64,
     },
-    /// The slot stride is below 8 (24 for blob rings), not a multiple of 8, or too large.
+    /// The slot stride is below 8 (24 for blob rings), not a multiple of 8, or above
+    /// 4294967288 (the largest multiple of 8 the header's u32 `element_size` holds).
     BadStride {
         /// The stride asked for.
         stride: u64,
@@ -375,7 +394,9 @@ pub enum GeometryError {
         arena_size: u64,
     },
     /// The ring (`capacity` slots of `stride` bytes after the header and registry, and on a
-    /// blob ring an arena of `arena_size` bytes) would not fit in the address space.
+    /// blob ring an arena of `arena_size` bytes) would not fit in the address space: it would
+    /// be larger than `isize::MAX` bytes (2 GiB on a 32-bit target), the most a
+    /// [`Region`](crate::Region) holds.
     TooLarge {
         /// The capacity asked for.
         capacity: u64,

@@ -21,6 +21,7 @@ use crate::queue::{
     QueueKind, StuckKind,
 };
 use crate::region::RegionError;
+use crate::replicate::holdback::HoldError;
 use crate::replicate::{MirrorError, SinkError, SourceError};
 use crate::wire::{Kind, WireError};
 use crate::{AttachError, GeometryError, InitError};
@@ -139,7 +140,17 @@ fn attach_samples() -> Vec<AttachError> {
         ]
     });
     all.extend(MAGICS.map(|found| BadMagic { found }));
-    all.extend(["", "reader registry"].map(|what| Overlap { what }));
+    all.extend(hostile(|i, j| {
+        ["", "registry"]
+            .map(|what| Overlap {
+                what,
+                start: U64[i],
+                end: U64[j],
+                slots_offset: U64[j],
+                slots_end: U64[i],
+            })
+            .to_vec()
+    }));
     all
 }
 
@@ -611,6 +622,31 @@ fn blob_registry_and_producer_errors_format_every_variant() {
     check_each(&blob, &["flags"]);
     check_each(&registry, &[]);
     check_each(&full, &[]);
+}
+
+fn hold_variant(e: &HoldError) -> usize {
+    match e {
+        HoldError::Duplicate { .. } => 0,
+        HoldError::Full { .. } => 1,
+    }
+}
+
+#[test]
+fn hold_errors_format_every_variant() {
+    let all: Vec<HoldError> = hostile(|i, j| {
+        std::vec![
+            HoldError::Duplicate { seq: U64[i] },
+            HoldError::Full {
+                seq: U64[i],
+                len: USIZE[j],
+                held: USIZE[i],
+                max_held: USIZE[j],
+                bytes_free: USIZE[(i + 2) % 5],
+            },
+        ]
+    });
+    assert_every_variant(&all, 2, hold_variant);
+    check_each(&all, &[]);
 }
 
 fn blackboard_variant(e: &BlackboardError) -> usize {

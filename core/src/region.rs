@@ -35,7 +35,8 @@ use crate::sync::{A32, A64, Ordering};
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum RegionError {
-    /// The base address is not 8-byte aligned (atomic words need natural alignment).
+    /// The base address is not 8-byte aligned (atomic words need natural alignment), or is
+    /// null (`addr` 0, which the message calls null rather than misaligned).
     Misaligned {
         /// The address that was passed.
         addr: usize,
@@ -50,6 +51,8 @@ pub enum RegionError {
 impl core::fmt::Display for RegionError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match *self {
+            // 0 is 8-aligned: calling a null base misaligned sent users looking at alignment.
+            RegionError::Misaligned { addr: 0 } => f.write_str("region base 0x0 is a null pointer"),
             RegionError::Misaligned { addr } => {
                 write!(f, "region base {addr:#x} is not 8-byte aligned")
             }
@@ -289,6 +292,19 @@ mod tests {
     use crate::testutil::Word;
     use std::boxed::Box;
     use std::vec;
+
+    /// A null base was refused as "region base 0x0 is not 8-byte aligned", which 0 is: the
+    /// message pointed at alignment, not at the missing buffer.
+    #[test]
+    fn a_null_base_is_called_null_not_misaligned() {
+        use std::string::ToString;
+        // SAFETY: a null pointer is refused before anything is accessed through it.
+        let e = unsafe { Region::from_raw_parts(core::ptr::null_mut(), 64) }.unwrap_err();
+        assert_eq!(e, RegionError::Misaligned { addr: 0 });
+        assert_eq!(e.to_string(), "region base 0x0 is a null pointer");
+        let e = RegionError::Misaligned { addr: 12 };
+        assert_eq!(e.to_string(), "region base 0xc is not 8-byte aligned");
+    }
 
     #[test]
     fn rejects_misaligned_base() {

@@ -86,17 +86,17 @@ impl RingView {
     /// let _ = RingView::init(region, &geo);
     /// ```
     pub unsafe fn init(region: Region, geo: &Geometry) -> Result<RingView, InitError> {
-        let need = geo
-            .total_len()
-            .ok_or(InitError::Geometry(AttachError::SlotsPastEnd {
-                end: None,
-                len: region.len() as u64,
-            }))?;
-        if need > region.len() as u64 {
-            return Err(InitError::RegionTooSmall {
-                need,
-                len: region.len() as u64,
-            });
+        let len = region.len() as u64;
+        let need = geo.total_len().ok_or(InitError::Geometry(
+            // Name the part that overflows: the slots, or the arena after them.
+            if geo.has_arena() && geo.slots_end().is_some() {
+                AttachError::ArenaPastEnd { end: None, len }
+            } else {
+                AttachError::SlotsPastEnd { end: None, len }
+            },
+        ))?;
+        if need > len {
+            return Err(InitError::RegionTooSmall { need, len });
         }
         let mut h = RingHeader::new_zeroed();
         h.version = RING_VERSION;
@@ -116,7 +116,7 @@ impl RingView {
         }
         // Validate what we are about to write with the same rules an attacher applies, so a
         // ring we create is always one we (and ringfire) can attach to.
-        let geo = Geometry::from_header(&h, region.len() as u64, 8).map_err(InitError::Geometry)?;
+        let geo = Geometry::from_header(&h, len, 8).map_err(InitError::Geometry)?;
         // SAFETY: the region holds at least `need >= 128` bytes (checked above).
         unsafe { region.a64(hdr::MAGIC) }.store(0, Ordering::Relaxed);
         // SAFETY: as above; we own the region during init.
@@ -483,7 +483,10 @@ impl RingView {
 
     /// Reads the record `want` into `dst` (at most `element_size - 8` bytes of the raw slot
     /// bytes `[8, S)`) with the tear-free protocol of spec §4.3. `want ==`
-    /// [`SLOT_WRITING`] is never a record: it is always `Pending`.
+    /// [`SLOT_WRITING`] is never a record: it is always `Pending`. Sequences start at 1 and
+    /// this hot path does not check `want == 0`, which matches the 0 of a slot never written
+    /// (`Ok`, its bytes): ask for 1 and up, or use
+    /// [`read_record`](crate::broadcast::raw::read_record), which refuses 0.
     #[inline]
     pub fn read_slot(&self, want: u64, dst: &mut [u8]) -> SlotRead {
         self.read_slot_at(want, 8, dst)
@@ -847,6 +850,46 @@ mod tests {
         assert_eq!(
             e,
             InitError::Geometry(AttachError::CapacityNotPowerOfTwo { found: 0 })
+        );
+    }
+
+    /// A hand-built blob geometry whose arena size overflows was refused as "slots_offset +
+    /// capacity * element_size overflows", naming the slots, which fit, not the arena.
+    #[test]
+    fn init_names_the_arena_when_the_arena_overflows() {
+        use std::string::ToString;
+        let mem = HeapRegion::new(4096);
+        let geo = Geometry {
+            arena_size: u64::MAX - 63,
+            ..Geometry::blob(4, 32, 0, 256).unwrap()
+        };
+        // SAFETY: a fresh heap buffer, used by nothing else.
+        let e = unsafe { RingView::init(mem.region(), &geo) }.unwrap_err();
+        assert_eq!(
+            e,
+            InitError::Geometry(AttachError::ArenaPastEnd {
+                end: None,
+                len: 4096
+            })
+        );
+        assert!(
+            e.to_string()
+                .contains("arena_offset + 64 + arena_size overflows"),
+            "{e}"
+        );
+        // Slots that overflow are still named so.
+        let geo = Geometry {
+            capacity: 1 << 62,
+            ..Geometry::spmc(4, 64, 8, 0, false).unwrap()
+        };
+        // SAFETY: as above.
+        let e = unsafe { RingView::init(mem.region(), &geo) }.unwrap_err();
+        assert_eq!(
+            e,
+            InitError::Geometry(AttachError::SlotsPastEnd {
+                end: None,
+                len: 4096
+            })
         );
     }
 

@@ -242,7 +242,16 @@ fn registry_overlapping_the_slots() {
     let h = spmc();
     // 3 slots end at 320: inside the file, but over the slots at 256.
     set32(&h, hdr::REGISTRY_COUNT, 3);
-    assert_eq!(err(&h), AttachError::Overlap { what: "registry" });
+    assert_eq!(
+        err(&h),
+        AttachError::Overlap {
+            what: "registry",
+            start: 128,
+            end: 320,
+            slots_offset: 256,
+            slots_end: 320,
+        }
+    );
 }
 
 #[test]
@@ -290,7 +299,16 @@ fn bad_arena() {
 fn arena_overlapping_the_slots() {
     let h = blob();
     set64(&h, hdr::ARENA_OFFSET, 0x100);
-    assert_eq!(err(&h), AttachError::Overlap { what: "arena" });
+    assert_eq!(
+        err(&h),
+        AttachError::Overlap {
+            what: "arena",
+            start: 0x100,
+            end: 0x100 + 64 + 256,
+            slots_offset: 0x100,
+            slots_end: 0x180,
+        }
+    );
 }
 
 #[test]

@@ -179,8 +179,20 @@ fn misaligned_stride_and_overlapping_registry() {
     let p = plain_ring("overlap");
     patch(p.path(), hdr::SLOTS_OFFSET as u64, &192u64.to_le_bytes());
     let (e, msg) = attach_err(&p);
-    assert_eq!(e, AttachError::Overlap { what: "registry" });
-    assert!(msg.contains("registry overlaps"), "{msg}");
+    assert!(
+        matches!(
+            e,
+            AttachError::Overlap {
+                what: "registry",
+                start: 128,
+                end: 256,
+                slots_offset: 192,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(msg.contains("registry at bytes 128..256 overlaps"), "{msg}");
 }
 
 #[test]

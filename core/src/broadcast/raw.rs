@@ -39,8 +39,19 @@ pub enum RawRead {
 /// good by a writer that died mid-write. The record is gone either way, so it is
 /// [`RawRead::Lapped`], with `resume_at` the oldest record the ring holds once that write
 /// (of `seq + C` at the earliest) is done.
+///
+/// Sequences start at 1: `seq` 0, which a never-written slot's sequence word holds, is no
+/// record, and reads as [`RawRead::Lapped`] at the oldest record the ring holds (1 until
+/// the ring has wrapped), `dst` untouched.
 #[inline]
 pub fn read_record(view: &RingView, seq: u64, dst: &mut [u8]) -> RawRead {
+    if seq == 0 {
+        // Acquire: as in `lapped_by` below.
+        let w = view.write_seq().load(Ordering::Acquire);
+        return RawRead::Lapped {
+            resume_at: oldest_retained(w, view.capacity()),
+        };
+    }
     // The verdict on a slot that a later write than `seq`'s has reached (`seen`, or being
     // written): lapped when the oldest record the ring then holds is past `seq`. Otherwise
     // (the re-check saw a write in flight, or a corrupt `write_seq` near u64::MAX where
@@ -85,6 +96,28 @@ mod tests {
     use crate::broadcast::{NoWake, Producer};
     use crate::layout::SLOT_WRITING;
     use crate::testutil::{check_payload, payload_for, spmc_ring};
+
+    /// Sequences start at 1, and a slot that was never written holds 0: record 0 was read
+    /// as a record of the slot's zero bytes, in a fresh ring and in one whose slot 0 the
+    /// writer had not reached yet, as if a writer had published it.
+    #[test]
+    fn sequence_0_is_never_a_record() {
+        let (_m, view) = spmc_ring(4, 32);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        let mut dst = [7u8; 24];
+        let mut rec = [0u8; 24];
+        // (records pushed before, where record 0's read resumes): a fresh ring, one whose
+        // slot 0 the writer has not reached, one that has wrapped.
+        for (pushed, resume_at) in [(0, 1), (3, 1), (6, 3)] {
+            while p.next_seq() <= pushed {
+                payload_for(p.next_seq(), &mut rec);
+                p.push(&rec);
+            }
+            let r = read_record(&view, 0, &mut dst);
+            assert_eq!(r, RawRead::Lapped { resume_at }, "after {pushed}");
+            assert_eq!(dst, [7; 24], "nothing copied after {pushed}");
+        }
+    }
 
     #[test]
     fn record_pending_and_lapped() {

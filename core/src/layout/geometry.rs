@@ -150,6 +150,16 @@ const fn too_large(capacity: u64, stride: u32, arena_size: u64) -> GeometryError
     }
 }
 
+/// `g` if the whole ring fits in the address space: at most `isize::MAX` bytes, the most a
+/// [`Region`](crate::Region) holds (2 GiB on a 32-bit target), else
+/// [`GeometryError::TooLarge`].
+const fn sized(g: Geometry) -> Result<Geometry, GeometryError> {
+    match g.total_len() {
+        Some(n) if n <= isize::MAX as u64 => Ok(g),
+        _ => Err(g.too_large()),
+    }
+}
+
 /// Refuses a slot alignment that is not a power of two: `round_up` to it would give a
 /// `slots_offset` that is not a multiple of it, which a reader of that alignment refuses.
 const fn check_slot_align(slot_align: usize) -> Result<(), GeometryError> {
@@ -167,7 +177,10 @@ impl Geometry {
     /// `readers` registry slots are reserved; a lossless ring with 0 gets 32. `slot_align`
     /// (the record type's alignment) must be a power of two, or 0 (taken as 8).
     ///
-    /// A `const fn`, so firmware can size a ring's static buffer at compile time:
+    /// A ring larger than the address space (`isize::MAX` bytes, 2 GiB on a 32-bit target)
+    /// is [`GeometryError::TooLarge`], so [`Geometry::total_len`] of a geometry made here
+    /// fits in a `usize`. A `const fn`, so firmware can size a ring's static buffer at
+    /// compile time:
     ///
     /// ```
     /// use ringwire_core::Geometry;
@@ -225,20 +238,21 @@ impl Geometry {
             arena_offset: 0,
             arena_size: 0,
         };
-        match g.total_len() {
-            Some(_) => Ok(g),
-            None => Err(too_large(capacity, element_size, 0)),
-        }
+        sized(g)
     }
 
     /// A broadcast ring of blob descriptors with a byte arena (ringfire `BlobProducer`).
-    pub fn blob(
+    /// A `const fn`, like [`Geometry::spmc`], to size a static buffer at compile time.
+    pub const fn blob(
         capacity: u64,
         stride: usize,
         readers: u32,
         arena_size: u64,
     ) -> Result<Geometry, GeometryError> {
-        let element_size = check_cap_stride(capacity, stride)?;
+        let element_size = match check_cap_stride(capacity, stride) {
+            Ok(e) => e,
+            Err(e) => return Err(e),
+        };
         if stride < 8 + 16 {
             return Err(GeometryError::BadStride {
                 stride: stride as u64,
@@ -247,17 +261,20 @@ impl Geometry {
         if !arena_size.is_power_of_two() || arena_size < 64 {
             return Err(GeometryError::ArenaSize { arena_size });
         }
-        let slots_offset = round_up(hdr::SIZE as u64 + 64 * u64::from(readers), 128)
-            .ok_or(too_large(capacity, element_size, arena_size))?;
-        let slots_end = capacity
-            .checked_mul(u64::from(element_size))
-            .and_then(|b| b.checked_add(slots_offset))
-            .ok_or(too_large(capacity, element_size, arena_size))?;
-        let arena_offset =
-            round_up(slots_end, 128).ok_or(too_large(capacity, element_size, arena_size))?;
+        let too_large = too_large(capacity, element_size, arena_size);
+        // At most 128 + 64 * (2^32 - 1): neither the sum nor its rounding overflows.
+        let Some(slots_offset) = round_up(hdr::SIZE as u64 + 64 * readers as u64, 128) else {
+            return Err(too_large);
+        };
+        let Some(slots_end) = Geometry::end_of(capacity, element_size, slots_offset) else {
+            return Err(too_large);
+        };
+        let Some(arena_offset) = round_up(slots_end, 128) else {
+            return Err(too_large);
+        };
         let flags =
             Flags::MODE_SPMC | Flags::POLICY_LATEST_WINS | Flags::WITH_ARENA | Flags::WITH_REGISTRY;
-        let g = Geometry {
+        sized(Geometry {
             capacity,
             element_size,
             flags: Flags(flags),
@@ -267,23 +284,28 @@ impl Geometry {
             slots_offset,
             arena_offset,
             arena_size,
-        };
-        g.total_len().ok_or(g.too_large())?;
-        Ok(g)
+        })
     }
 
     /// A multi-producer ring (ringfire `MpmcProducer`, spec §8). `slot_align` must be a power
-    /// of two, or 0 (taken as 8).
-    pub fn mpmc(
+    /// of two, or 0 (taken as 8). A `const fn`, like [`Geometry::spmc`].
+    pub const fn mpmc(
         capacity: u64,
         stride: usize,
         slot_align: usize,
     ) -> Result<Geometry, GeometryError> {
-        let element_size = check_cap_stride(capacity, stride)?;
-        check_slot_align(slot_align)?;
-        let slots_offset = round_up(hdr::SIZE as u64, slot_align.max(8) as u64)
-            .ok_or(too_large(capacity, element_size, 0))?;
-        let g = Geometry {
+        let element_size = match check_cap_stride(capacity, stride) {
+            Ok(e) => e,
+            Err(e) => return Err(e),
+        };
+        if let Err(e) = check_slot_align(slot_align) {
+            return Err(e);
+        }
+        let align = if slot_align > 8 { slot_align } else { 8 };
+        let Some(slots_offset) = round_up(hdr::SIZE as u64, align as u64) else {
+            return Err(too_large(capacity, element_size, 0));
+        };
+        sized(Geometry {
             capacity,
             element_size,
             flags: Flags(Flags::MODE_MPMC | Flags::POLICY_LATEST_WINS),
@@ -293,13 +315,12 @@ impl Geometry {
             slots_offset,
             arena_offset: 0,
             arena_size: 0,
-        };
-        g.total_len().ok_or(g.too_large())?;
-        Ok(g)
+        })
     }
 
     /// The error for a ring of this geometry that does not fit in the address space (its
-    /// [`Geometry::total_len`] is `None`), naming its capacity, stride and arena.
+    /// [`Geometry::total_len`] is `None` or above `isize::MAX`), naming its capacity, stride
+    /// and arena.
     pub const fn too_large(&self) -> GeometryError {
         too_large(self.capacity, self.element_size, self.arena_size)
     }
@@ -332,8 +353,13 @@ impl Geometry {
 
     /// End of the slot array.
     pub const fn slots_end(&self) -> Option<u64> {
-        match self.capacity.checked_mul(self.element_size as u64) {
-            Some(b) => b.checked_add(self.slots_offset),
+        Geometry::end_of(self.capacity, self.element_size, self.slots_offset)
+    }
+
+    /// `slots_offset + capacity * element_size`, `None` on overflow.
+    const fn end_of(capacity: u64, element_size: u32, slots_offset: u64) -> Option<u64> {
+        match capacity.checked_mul(element_size as u64) {
+            Some(b) => b.checked_add(slots_offset),
             None => None,
         }
     }
@@ -439,15 +465,25 @@ impl Geometry {
         }
         // The registry and the arena must not overlap the header or the slots; a hostile
         // header could otherwise make two protocols share words.
+        // Both proved above not to overflow.
+        let slots_end = g.slots_end().unwrap_or(u64::MAX);
+        let overlap = |what, start, end| AttachError::Overlap {
+            what,
+            start,
+            end,
+            slots_offset: g.slots_offset,
+            slots_end,
+        };
         if g.registry_offset != 0 && g.registry_count > 0 {
-            let reg_end =
-                u64::from(g.registry_offset) + u64::from(g.registry_count) * reg::SIZE as u64;
-            if u64::from(g.registry_offset) < hdr::SIZE as u64 || reg_end > g.slots_offset {
-                return Err(AttachError::Overlap { what: "registry" });
+            let start = u64::from(g.registry_offset);
+            let reg_end = start + u64::from(g.registry_count) * reg::SIZE as u64;
+            if start < hdr::SIZE as u64 || reg_end > g.slots_offset {
+                return Err(overlap("registry", start, reg_end));
             }
         }
-        if g.arena_offset != 0 && g.arena_offset < g.slots_end().unwrap_or(u64::MAX) {
-            return Err(AttachError::Overlap { what: "arena" });
+        if g.arena_offset != 0 && g.arena_offset < slots_end {
+            let end = g.total_len().unwrap_or(u64::MAX);
+            return Err(overlap("arena", g.arena_offset, end));
         }
         Ok(g)
     }
@@ -546,27 +582,6 @@ mod tests {
         );
     }
 
-    /// A stride past the header's 32-bit `element_size` (a record type of 4 GiB) is a
-    /// multiple of 8 and at least 8: the message said those were its faults and named no
-    /// upper bound. (64-bit targets only: such a stride is no `usize` on a 32-bit one.)
-    #[cfg(target_pointer_width = "64")]
-    #[test]
-    fn a_stride_too_large_for_the_header_is_said_to_be_too_large() {
-        let stride = slot_stride(1 << 32, 8);
-        let e = Geometry::spmc(4, stride, 8, 0, false).unwrap_err();
-        assert_eq!(
-            e,
-            GeometryError::BadStride {
-                stride: stride as u64
-            }
-        );
-        let msg = e.to_string();
-        assert!(
-            msg.contains("4294967304") && msg.contains("to 4294967288"),
-            "{msg}"
-        );
-    }
-
     /// A hand-built geometry (its fields are public) with an element size under 8 made
     /// `record_len` overflow: a panic in debug builds. `mask` likewise for capacity 0.
     #[test]
@@ -608,15 +623,45 @@ mod tests {
         assert_eq!((g.slots_offset, g.flags.0), (128, 0x0021));
     }
 
+    /// The overlap errors named the part and nothing else ("the registry overlaps another
+    /// part of the ring"): not where it lies nor where the slots do, so a user looking at a
+    /// corrupt or hand-built header could not tell which field was wrong.
     #[test]
-    fn element_size_not_a_multiple_of_8_is_refused() {
-        // Found by fuzz/fuzz_targets/region.rs: an element_size of 12 passed every check and
-        // put slot sequence words at offsets like 140 (a misaligned atomic, UB).
-        let g = Geometry::spmc(4, 16, 8, 0, false).unwrap();
-        let mut h = RingHeader {
+    fn an_overlap_names_the_spans() {
+        use std::string::ToString;
+        let g = Geometry::spmc(4, 16, 8, 2, false).unwrap();
+        let mut h = header_of(&g);
+        // Two registry slots at 128 end at 256; slots moved down to 192 overlap the second.
+        h.slots_offset = 192;
+        let e = Geometry::from_header(&h, 1024, 8).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "the registry at bytes 128..256 overlaps the 128-byte header or the slots at \
+             bytes 192..256"
+        );
+        // A registry at 64 overlaps the header.
+        h.slots_offset = g.slots_offset;
+        h.reader_registry_offset = 64;
+        let e = Geometry::from_header(&h, 1024, 8).unwrap_err().to_string();
+        assert!(e.contains("registry at bytes 64..192 "), "{e}");
+        // An arena inside the slots of a blob ring (slots 256..384, arena 384..704).
+        let g = Geometry::blob(4, 32, 2, 256).unwrap();
+        let mut h = header_of(&g);
+        h.arena_offset = 0x100;
+        let e = Geometry::from_header(&h, 704, 8).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "the arena at bytes 256..576 overlaps the 128-byte header or the slots at bytes \
+             256..384"
+        );
+    }
+
+    /// The header a ring of `g` starts with (nothing published).
+    fn header_of(g: &Geometry) -> RingHeader {
+        RingHeader {
             magic: super::super::RING_MAGIC,
             version: super::super::RING_VERSION,
-            element_size: 12,
+            element_size: g.element_size,
             capacity: g.capacity,
             mask: g.capacity - 1,
             write_seq: 0,
@@ -627,12 +672,23 @@ mod tests {
             align_pad: 0,
             read_seq: 0,
             schema_sig: 0,
-            arena_offset: 0,
-            arena_size: 0,
-            reader_registry_offset: 0,
-            reader_registry_count: 0,
+            arena_offset: g.arena_offset,
+            arena_size: g.arena_size,
+            reader_registry_offset: g.registry_offset,
+            reader_registry_count: g.registry_count,
             slots_offset: g.slots_offset,
             pad: [0; 16],
+        }
+    }
+
+    #[test]
+    fn element_size_not_a_multiple_of_8_is_refused() {
+        // Found by fuzz/fuzz_targets/region.rs: an element_size of 12 passed every check and
+        // put slot sequence words at offsets like 140 (a misaligned atomic, UB).
+        let g = Geometry::spmc(4, 16, 8, 0, false).unwrap();
+        let mut h = RingHeader {
+            element_size: 12,
+            ..header_of(&g)
         };
         assert_eq!(
             Geometry::from_header(&h, 1024, 8),
@@ -640,6 +696,32 @@ mod tests {
         );
         h.element_size = 16;
         assert!(Geometry::from_header(&h, 1024, 8).is_ok());
+    }
+
+    /// A stride above the u32 `element_size` was refused as "must be a multiple of 8, at
+    /// least 8, 24 for blob rings", which 2^32 is: the message gave no reason that applied.
+    #[test]
+    fn a_stride_too_large_for_the_header_names_the_limit() {
+        use std::string::ToString;
+        let largest = (u32::MAX - 7) as usize;
+        // Taken as a stride (too large for a 32-bit address space, but not a bad stride).
+        assert!(!matches!(
+            Geometry::spmc(1, largest, 8, 0, false),
+            Err(GeometryError::BadStride { .. })
+        ));
+        let e = GeometryError::BadStride {
+            stride: largest as u64 + 8,
+        };
+        assert_eq!(
+            e.to_string(),
+            "slot stride 4294967296 is invalid (must be a multiple of 8 from 8, 24 for blob \
+             rings, to 4294967288, the most the header's 32-bit element_size holds)"
+        );
+        // The constructors give it (a usize holds 2^32 on 64-bit targets only).
+        if let Some(stride) = largest.checked_add(8) {
+            assert_eq!(Geometry::spmc(1, stride, 8, 0, false), Err(e));
+            assert_eq!(Geometry::mpmc(1, stride, 8), Err(e));
+        }
     }
 
     #[test]
@@ -693,6 +775,52 @@ mod tests {
             g.too_large(),
             Geometry::spmc(1 << 62, 64, 8, 0, false).unwrap_err()
         );
+    }
+
+    /// The constructors refused only a ring whose size overflows a u64: one larger than the
+    /// address space (above `isize::MAX` bytes, 2 GiB on a 32-bit target) was made, failed
+    /// only at init, and the const sizing example's `n as usize` truncated its size on a
+    /// 32-bit target. The queue geometry refuses the same size.
+    #[test]
+    fn a_ring_larger_than_the_address_space_is_too_large() {
+        let space = isize::MAX as u64 + 1;
+        // 16-byte slots after the 128-byte header: 128 bytes past the address space.
+        let cap = space / 16;
+        let too_large = |capacity, stride, arena_size| {
+            Err(GeometryError::TooLarge {
+                capacity,
+                stride,
+                arena_size,
+            })
+        };
+        assert_eq!(Geometry::spmc(cap, 16, 8, 0, false), too_large(cap, 16, 0));
+        assert_eq!(Geometry::mpmc(cap, 16, 8), too_large(cap, 16, 0));
+        // An arena of the whole address space, after 320 bytes of header and slots.
+        assert_eq!(Geometry::blob(4, 32, 0, space), too_large(4, 32, space));
+        // Half of it fits, and its size is a usize.
+        let g = Geometry::spmc(cap / 2, 16, 8, 0, false).unwrap();
+        assert_eq!(g.total_len(), Some(space / 2 + 128));
+        assert!(usize::try_from(g.total_len().unwrap()).is_ok());
+        assert!(Geometry::mpmc(cap / 2, 16, 8).is_ok());
+        assert!(Geometry::blob(4, 32, 0, space / 2).is_ok());
+    }
+
+    /// Only `spmc` was a `const fn`: firmware could not size the static buffer of a blob
+    /// or MPMC ring at compile time (this did not compile).
+    #[test]
+    fn every_constructor_sizes_a_static_buffer_at_compile_time() {
+        const fn bytes(g: Result<Geometry, GeometryError>) -> usize {
+            match g {
+                Ok(g) => match g.total_len() {
+                    Some(n) => n as usize,
+                    None => panic!("too large"),
+                },
+                Err(_) => panic!("bad geometry"),
+            }
+        }
+        const BLOB: usize = bytes(Geometry::blob(4, 32, 2, 256));
+        const MPMC: usize = bytes(Geometry::mpmc(8, 16, 8));
+        assert_eq!((BLOB, MPMC), (704, 128 + 8 * 16));
     }
 
     #[test]

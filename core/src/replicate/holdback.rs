@@ -25,21 +25,61 @@ pub struct HeldEntry {
 }
 
 impl HeldEntry {
-    /// Sequence after the last record.
+    /// Sequence after the last record (saturating at `u64::MAX`: [`HoldBack::insert`] takes
+    /// any `seq`, and the fields are public).
     pub const fn end(&self) -> u64 {
-        self.seq + self.count as u64
+        self.seq.saturating_add(self.count as u64)
     }
 }
 
 /// Why a frame was not held.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 #[non_exhaustive]
 pub enum HoldError {
     /// An entry with the same first sequence is already held (the first copy wins).
-    Duplicate,
+    Duplicate {
+        /// The frame's first sequence.
+        seq: u64,
+    },
     /// No index slot or not enough bytes left.
-    Full,
+    Full {
+        /// The frame's first sequence.
+        seq: u64,
+        /// Its record bytes.
+        len: usize,
+        /// Frames held.
+        held: usize,
+        /// Frames the index holds at most (`min(entries.len(), MAX_HELD)`).
+        max_held: usize,
+        /// Bytes free in the data buffer (of at most 4 GiB used).
+        bytes_free: usize,
+    },
 }
+
+impl core::fmt::Display for HoldError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match *self {
+            HoldError::Duplicate { seq } => write!(
+                f,
+                "a frame starting at sequence {seq} is already held (the first copy wins)"
+            ),
+            HoldError::Full {
+                seq,
+                len,
+                held,
+                max_held,
+                bytes_free,
+            } => write!(
+                f,
+                "no room to hold the frame at sequence {seq} ({len} bytes): {held} of \
+                 {max_held} frames held, {bytes_free} bytes free"
+            ),
+        }
+    }
+}
+
+impl core::error::Error for HoldError {}
 
 /// The store.
 #[derive(Debug)]
@@ -129,11 +169,18 @@ impl<'a> HoldBack<'a> {
     pub fn insert(&mut self, seq: u64, count: u16, records: &[u8]) -> Result<(), HoldError> {
         let pos = self.rank(seq);
         if pos < self.n && self.get(pos).seq == seq {
-            return Err(HoldError::Duplicate);
+            return Err(HoldError::Duplicate { seq });
         }
         let len = records.len();
-        if self.n >= self.cap() || len > self.limit() - self.live {
-            return Err(HoldError::Full);
+        let bytes_free = self.limit() - self.live;
+        if self.n >= self.cap() || len > bytes_free {
+            return Err(HoldError::Full {
+                seq,
+                len,
+                held: self.n,
+                max_held: self.cap(),
+                bytes_free,
+            });
         }
         if len > self.limit() - self.tail {
             self.compact();
@@ -242,8 +289,32 @@ impl<'a> HoldBack<'a> {
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeMap;
+    use std::string::ToString;
 
     use super::*;
+
+    /// HoldError had no Display (nor Error impl) and carried no values: a mirror's caller
+    /// could only log "Full" or "Duplicate", not which frame, nor how full the store was.
+    /// And `end` of an entry held at a sequence near u64::MAX (insert takes any) overflowed.
+    #[test]
+    fn refusals_name_the_frame_and_the_room_left() {
+        let mut idx = [HeldEntry::default(); 2];
+        let mut data = [0u8; 8];
+        let mut h = HoldBack::new(&mut idx, &mut data);
+        h.insert(u64::MAX, 3, b"abc").unwrap();
+        assert_eq!(h.first().unwrap().end(), u64::MAX);
+        let e = h.insert(u64::MAX, 1, b"z").unwrap_err();
+        let e: &dyn core::error::Error = &e;
+        assert_eq!(
+            e.to_string(),
+            "a frame starting at sequence 18446744073709551615 is already held (the first copy \
+             wins)"
+        );
+        assert_eq!(
+            h.insert(7, 1, b"123456").unwrap_err().to_string(),
+            "no room to hold the frame at sequence 7 (6 bytes): 1 of 2 frames held, 5 bytes free"
+        );
+    }
 
     #[test]
     fn sorted_first_copy_wins_compacts() {
@@ -252,10 +323,26 @@ mod tests {
         let mut h = HoldBack::new(&mut idx, &mut data);
         h.insert(20, 1, b"cc").unwrap();
         h.insert(10, 2, b"aaaa").unwrap();
-        assert_eq!(h.insert(10, 2, b"zzzz"), Err(HoldError::Duplicate));
-        assert_eq!(h.insert(30, 1, b"12345"), Err(HoldError::Full));
+        assert_eq!(
+            h.insert(10, 2, b"zzzz"),
+            Err(HoldError::Duplicate { seq: 10 })
+        );
+        assert_eq!(
+            h.insert(30, 1, b"12345"),
+            Err(HoldError::Full {
+                seq: 30,
+                len: 5,
+                held: 2,
+                max_held: 3,
+                bytes_free: 4
+            })
+        );
         h.insert(15, 1, b"bb").unwrap();
-        assert_eq!(h.insert(40, 1, b""), Err(HoldError::Full));
+        let e = h.insert(40, 1, b"").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "no room to hold the frame at sequence 40 (0 bytes): 3 of 3 frames held, 2 bytes free"
+        );
         assert_eq!(h.first_from(11).map(|e| e.seq), Some(15));
         let e = h.first().unwrap();
         assert_eq!((e.seq, e.end(), h.records(&e)), (10, 12, &b"aaaa"[..]));
@@ -287,7 +374,10 @@ mod tests {
         for i in 0..MAX_HELD as u64 {
             h.insert(10 + i * 182, 182, &[i as u8; 1456]).unwrap();
         }
-        assert_eq!(h.insert(1, 1, b"x"), Err(HoldError::Full));
+        assert!(matches!(
+            h.insert(1, 1, b"x"),
+            Err(HoldError::Full { len: 1, .. })
+        ));
         let held: Vec<HeldEntry> = (0..MAX_HELD as u64)
             .map(|i| h.first_from(10 + i * 182).unwrap())
             .collect();
@@ -316,7 +406,10 @@ mod tests {
         for i in 0..10u64 {
             h.insert(100 + i, 1, &[i as u8; 100]).unwrap();
         }
-        assert_eq!(h.insert(200, 1, b"x"), Err(HoldError::Full));
+        assert!(matches!(
+            h.insert(200, 1, b"x"),
+            Err(HoldError::Full { len: 1, .. })
+        ));
         for _ in 0..4 {
             h.pop_first();
         }
@@ -330,7 +423,10 @@ mod tests {
         }
         assert_eq!(h.bytes_moved(), 600);
         assert_eq!(h.bytes_used(), 1000);
-        assert_eq!(h.insert(300, 1, b"x"), Err(HoldError::Full));
+        assert!(matches!(
+            h.insert(300, 1, b"x"),
+            Err(HoldError::Full { len: 1, .. })
+        ));
         for i in 4..14u64 {
             let e = h.first().unwrap();
             assert_eq!((e.seq, h.records(&e)), (100 + i, &[i as u8; 100][..]));
@@ -370,9 +466,15 @@ mod tests {
                     let bytes = vec![(seq + step) as u8; next(20) as usize];
                     let live: usize = model.values().map(Vec::len).sum();
                     let want = if model.contains_key(&seq) {
-                        Err(HoldError::Duplicate)
+                        Err(HoldError::Duplicate { seq })
                     } else if model.len() == cap || bytes.len() > 64 - live {
-                        Err(HoldError::Full)
+                        Err(HoldError::Full {
+                            seq,
+                            len: bytes.len(),
+                            held: model.len(),
+                            max_held: cap,
+                            bytes_free: 64 - live,
+                        })
                     } else {
                         Ok(())
                     };

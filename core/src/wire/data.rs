@@ -169,9 +169,10 @@ impl<'a> DataRepr<'a> {
         })
     }
 
-    /// Sequence after the last record.
+    /// Sequence after the last record. Saturates at `u64::MAX` for a hand-built repr (its
+    /// fields are public) that [`DataRepr::parse`] would refuse, instead of an overflow panic.
     pub const fn end(&self) -> u64 {
-        self.seq + self.count as u64
+        self.seq.saturating_add(self.count as u64)
     }
 
     /// Bytes the frame takes.
@@ -275,6 +276,24 @@ mod tests {
         let mut out = [0u8; 40];
         assert_eq!(d.emit(&mut out), Ok(40));
         assert_eq!(out, CAPTURED);
+    }
+
+    /// `end` of a repr built by hand with a sequence near `u64::MAX` (parse refuses such a
+    /// frame, but the fields are public, for emitting) overflowed: a panic in debug builds.
+    #[test]
+    fn end_of_a_hand_built_repr_does_not_overflow() {
+        let d = DataRepr {
+            flags: 0,
+            seq: u64::MAX,
+            count: 2,
+            records: &[],
+        };
+        assert_eq!(d.end(), u64::MAX);
+        let d = DataRepr {
+            seq: u64::MAX - 3,
+            ..d
+        };
+        assert_eq!(d.end(), u64::MAX - 1);
     }
 
     #[test]

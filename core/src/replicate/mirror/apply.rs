@@ -152,8 +152,8 @@ impl Mirror<'_> {
         if d.seq > self.next {
             match self.holdback.insert(d.seq, d.count, d.records) {
                 Ok(()) => {}
-                Err(HoldError::Duplicate) => self.counters.duplicates_dropped += 1,
-                Err(HoldError::Full) => self.counters.holdback_dropped += 1,
+                Err(HoldError::Duplicate { .. }) => self.counters.duplicates_dropped += 1,
+                Err(HoldError::Full { .. }) => self.counters.holdback_dropped += 1,
             }
             self.request(now, self.next, self.last_missing(d.seq - 1));
             return Ok(0);
