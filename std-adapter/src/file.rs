@@ -617,10 +617,15 @@ impl RingFile {
         let path = path.as_ref();
         not_empty(path, "ring")?;
         sys::membarrier_register();
-        let total = geo.total_len().ok_or_else(|| Error::InvalidArgument {
-            path: path.to_path_buf(),
-            what: geo.too_large().to_string(),
-        })?;
+        // As the core's constructors bound it: at most `isize::MAX` bytes (a hand-built
+        // geometry's fields are public).
+        let total = geo
+            .total_len()
+            .filter(|&n| n <= isize::MAX as u64)
+            .ok_or_else(|| Error::InvalidArgument {
+                path: path.to_path_buf(),
+                what: geo.too_large().to_string(),
+            })?;
         let file = if opts.exclusive_lock {
             open_exclusive(path, opts.mode, total, FileKind::Ring)?
         } else {

@@ -198,6 +198,18 @@ fn a_ring_too_large_names_its_capacity_and_stride() {
         msg.contains("capacity 4611686018427387904 of 64-byte slots do not fit"),
         "{msg}"
     );
+    // Within a u64 but over the address space: the same, not an ftruncate or mmap failure.
+    let over = Geometry {
+        capacity: 1 << 57,
+        ..Geometry::spmc(8, 64, 8, 0, false).unwrap()
+    };
+    assert!(over.total_len().is_some());
+    let e = RingFile::create(&path, &over, &CreateOptions::default()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("capacity 144115188075855872 of 64-byte slots do not fit"),
+        "{e}"
+    );
     assert!(!path.path().exists());
 }
 
