@@ -1,6 +1,7 @@
 //! loom models of the lossless queues: SPSC push/pop including slice operations (with and
 //! without per-slot length words), single pops that hand their slots back two at a time,
-//! slots written in place then committed, and a producer
+//! slots written in place then committed, the cursor check (`stat`'s) on a live queue, and a
+//! producer
 //! (dead mid-push) or a consumer replaced by a successor that resumes at the stored cursor
 //! while the other side runs; MPMC with two
 //! producers and two consumers, producers racing for slots across a wrap, a producer
@@ -36,7 +37,10 @@
 //! `write_claimed`'s publishing CAS, `try_pop`'s stamp acquire, the pop's store freeing the
 //! slot, the heal's CAS (release); SPSC the producer's tail store and head acquire, the
 //! consumer's head store and tail acquire, a new producer's head acquire and a new
-//! consumer's tail acquire (the replaced-side models).
+//! consumer's tail acquire (the replaced-side models), `check_spsc_cursors`'s load of the
+//! enqueue cursor (the check's two loads of the dequeue cursor need no acquire: the enqueue
+//! cursor's acquire and program order already put the producer's reading of it before the
+//! second).
 //!
 //! Verified by argument only: `write_claimed`'s begin CAS (acquire), which keeps the payload
 //! stores after it (a store moving before an earlier load is load buffering) and carries the
@@ -50,6 +54,7 @@
 
 use loom::thread;
 use ringwire_core::queue::compat::{LossyMpmcConsumer, LossyMpmcProducer, LossyPush};
+use ringwire_core::queue::spsc::check_spsc_cursors;
 use ringwire_core::queue::{
     HealError, MpmcQueue, PopError, Popped, PushError, QueueGeometry, QueueKind, QueueView,
     SpscConsumer, SpscProducer, StuckKind, StuckSlot,
@@ -205,6 +210,43 @@ fn spsc_fixed_single_items_reuse_a_slot() {
         let pushed = producer.join().unwrap();
         let got = consumer.join().unwrap();
         drain_and_check(q, got, pushed);
+    });
+}
+
+#[test]
+fn spsc_cursor_check_never_trips_on_a_live_queue() {
+    // One slot: the producer's second push fits only once the consumer's pop has handed
+    // the slot back, so the enqueue cursor reaches 2 only after the dequeue cursor reached
+    // 1. The main thread checks the cursors meanwhile, as `stat` does on a live queue: a
+    // reading of the dequeue cursor older than the one the producer saw before its push
+    // would show the enqueue cursor more than a lap ahead, and call the queue corrupt.
+    model(|| {
+        let q = view(QueueKind::Spsc, 1, 16, 24);
+        let qp = q.clone();
+        let producer = thread::spawn(move || {
+            let mut p = SpscProducer::new(qp).unwrap();
+            for v in 1..=2 {
+                while p.try_push(&item(v)).is_err() {
+                    thread::yield_now();
+                }
+            }
+        });
+        let qc = q.clone();
+        let consumer = thread::spawn(move || {
+            let mut c = SpscConsumer::new(qc).unwrap();
+            let mut b = [0u8; 16];
+            loop {
+                match c.try_pop(&mut b) {
+                    Ok(_) => return value(&b),
+                    Err(PopError::Empty) => thread::yield_now(),
+                    Err(e) => panic!("{e}"),
+                }
+            }
+        });
+        assert_eq!(check_spsc_cursors(&q), Ok(()));
+        producer.join().unwrap();
+        assert_eq!(consumer.join().unwrap(), 1);
+        assert_eq!(check_spsc_cursors(&q), Ok(()));
     });
 }
 

@@ -121,7 +121,8 @@ pub fn check_spsc_cursors(view: &QueueView) -> Result<(), QueueAttachError> {
     let cap = view.capacity();
     let mut last = None;
     for _ in 0..16 {
-        // Acquire (all): the order of the three loads is what the check relies on.
+        // Acquire on the enqueue cursor: the producer's load of the dequeue cursor before it
+        // stored that value then happens before `later`, which reads at least what it read.
         let dequeue = view.deq().load(Ordering::Acquire);
         let enqueue = view.enq().load(Ordering::Acquire);
         let later = view.deq().load(Ordering::Acquire);
