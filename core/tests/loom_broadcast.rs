@@ -180,3 +180,28 @@ fn lossless_gate_never_laps_a_registered_reader() {
         w.join().unwrap();
     });
 }
+
+/// A raw read (serve's path) of record 1 while the producer publishes it into a two-slot
+/// ring: nothing can have lapped it, so it is the record or pending, never lapped. A slot
+/// that still shows the marker is a later lap's write only if `write_seq`, acquired before
+/// the slot's load, has passed the record: the record's own release store of its sequence
+/// then happens before that load (`RingView::rewritten_under`).
+#[test]
+fn a_raw_read_never_takes_a_record_being_published_for_lapped() {
+    model(|| {
+        let view = ring(2);
+        let mut p = Producer::new(view.clone(), NoWake).unwrap();
+        let w = thread::spawn(move || {
+            p.push(&record(1));
+        });
+        let mut dst = [0u8; 16];
+        match read_record(&view, 1, &mut dst) {
+            RawRead::Record => assert_eq!(dst, record(1)),
+            RawRead::Pending => {}
+            other => panic!("record 1 of a two-slot ring: {other:?}"),
+        }
+        w.join().unwrap();
+        assert_eq!(read_record(&view, 1, &mut dst), RawRead::Record);
+        assert_eq!(dst, record(1));
+    });
+}
