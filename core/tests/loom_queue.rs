@@ -6,7 +6,8 @@
 //! while the other side runs; MPMC with two
 //! producers and two consumers, producers racing for slots across a wrap, a producer
 //! reusing a slot while its consumer pops, `claim` racing `try_push`, the corruption checks
-//! (of the full and empty paths, and an attacher's) on a live queue; and the heals: of a
+//! (of the full and empty paths, and an attacher's) on a live queue, a consumer following
+//! another's cursor past stamps it has not seen yet; and the heals: of a
 //! consumer killed mid-pop (also racing the next consumer), racing a late publish, of a
 //! push dead mid-copy. And ringfire's
 //! lossy MPMC ring: two producers and a competing consumer, slot reuse with an overwritten
@@ -35,12 +36,12 @@
 //! Weakening any one of these to `Relaxed` fails at least one model (checked one at a time):
 //! MPMC `claim_pos`'s stamp acquire, `claim`'s CAS (AcqRel), `try_push`'s publishing store,
 //! `write_claimed`'s publishing CAS, `try_pop`'s stamp acquire, the pop's store freeing the
-//! slot, the heal's CAS (release); SPSC the producer's tail store and head acquire, the
-//! consumer's head store and tail acquire, a new producer's head acquire and a new
-//! consumer's tail acquire (the replaced-side models), `check_spsc_cursors`'s load of the
-//! enqueue cursor (the check's two loads of the dequeue cursor need no acquire: the enqueue
-//! cursor's acquire and program order already put the producer's reading of it before the
-//! second).
+//! slot, the heal's CAS (release), and `stays_behind`'s RMW made a plain load; SPSC the
+//! producer's tail store and head acquire, the consumer's head store and tail acquire, a new
+//! producer's head acquire and a new consumer's tail acquire (the replaced-side models),
+//! `check_spsc_cursors`'s load of the enqueue cursor (its two loads of the dequeue cursor
+//! need no acquire: the enqueue cursor's acquire, then program order, already put the
+//! producer's reading of the dequeue cursor before the second).
 //!
 //! Verified by argument only: `write_claimed`'s begin CAS (acquire), which keeps the payload
 //! stores after it (a store moving before an earlier load is load buffering) and carries the
@@ -49,7 +50,13 @@
 //! `has_space`, `next_stuck_slot`) and of `heal_stuck_slot`'s stamp load, which only make a
 //! report or a refusal less stale, never a heal wrong; and the acquires with which a new SPSC
 //! producer or consumer takes over from the previous one (the replaced-side models order a
-//! successor after its predecessor by a join, as the std layer's role lock does).
+//! successor after its predecessor by a join, as the std layer's role lock does). Also by
+//! argument, since loom puts each atomic's stores in the order the interleaving makes them
+//! (so a store never lands before one it did not see, write-write coherence holds for free):
+//! the lossy ring's slot CAS (acquire), which orders a producer's payload stores after the
+//! previous lap's. And the attacher's check (`check_cursors`) needs none of its acquires:
+//! the cursors move by relaxed CASes, so the acquires pair with nothing; its retry after a
+//! pause is what tells a live queue from a corrupt one.
 #![cfg(loom)]
 
 use loom::thread;
@@ -643,6 +650,36 @@ fn mpmc_corruption_checks_never_trip_on_a_live_queue() {
         producer.join().unwrap();
         assert_eq!(consumer.join().unwrap(), [(4, 4), (5, 5), (6, 6)]);
         assert_eq!(q.check_cursors(), Ok(()));
+    });
+}
+
+#[test]
+fn mpmc_a_consumer_behind_another_never_calls_the_queue_corrupt() {
+    // Two slots: a producer pushes positions 0 and 1, one consumer pops twice, another once.
+    // The second consumer may read the dequeue cursor at 2, moved there by the first one's
+    // relaxed CASes, and then a stamp of slot 0 older than that cursor implies (still the
+    // free stamp 0): the empty path must read the stamp again by an RMW before calling the
+    // queue corrupt (`stays_behind`); a plain load may return the same stale stamp.
+    model_bounded(2, || {
+        let q = MpmcQueue::new(view(QueueKind::Mpmc, 2, 16, 24)).unwrap();
+        let qp = q.clone();
+        let producer = thread::spawn(move || {
+            for v in 0..2 {
+                assert_eq!(qp.try_push(&item(v)), Ok(v));
+            }
+        });
+        let pop = |q: &MpmcQueue| match pop_once(q) {
+            Some((pos, v)) => {
+                assert_eq!(pos, v);
+                1
+            }
+            None => 0,
+        };
+        let qc = q.clone();
+        let first = thread::spawn(move || pop(&qc) + pop(&qc));
+        let got = pop(&q);
+        producer.join().unwrap();
+        assert!(got + first.join().unwrap() <= 2);
     });
 }
 
