@@ -26,6 +26,17 @@
 //! thread, would synchronise, ruling out outcomes C11 allows (`core/tests/loom_sync.rs`).
 //! The word itself keeps loom's full weak-memory semantics (a load may read an older store).
 //!
+//! # The two 32-bit fields of one word are one location under loom
+//!
+//! C11 makes them two atomics; the emulation makes them one: every access to either field
+//! reads the word's last store, whichever field it was for. So an acquire load of one field
+//! synchronises with a release store to the other, and a model of code that relies on no such
+//! pairing is checked against a stronger memory model than C11. The registry's `pid` and
+//! `active` share a word (weakening `live_reader`'s acquire of `active` to relaxed passes every
+//! model: its acquire of `pid`, next, then synchronises with `active`'s release store), and so
+//! do a queue's futex words and waiter counts. Fields that must be checked as separate
+//! atomics need separate loom atomics per half.
+//!
 //! [`Region`]: crate::Region
 
 #[cfg(not(loom))]
