@@ -3,9 +3,8 @@
 //! Ring memory is caller-supplied (a mapped file, a static buffer, a DMA region), so the
 //! protocols never hold `AtomicU64` values of their own: they address words of a [`Region`]
 //! through [`A64`] and [`A32`] handles. Normally a handle is a reference made with
-//! `AtomicU64::from_ptr`; under loom the region is a table of loom atomics (one per 8-byte
-//! word) and a 32-bit field is emulated on its containing word with a CAS loop, which loom
-//! explores like any other RMW.
+//! `AtomicU64::from_ptr`; under loom the region is a table of loom atomics: one 64-bit atomic
+//! per 8-byte word, and two 32-bit ones for a word whose halves are 32-bit fields.
 //!
 //! # Every access to a word is a dependency under loom
 //!
@@ -26,16 +25,16 @@
 //! thread, would synchronise, ruling out outcomes C11 allows (`core/tests/loom_sync.rs`).
 //! The word itself keeps loom's full weak-memory semantics (a load may read an older store).
 //!
-//! # The two 32-bit fields of one word are one location under loom
+//! # The two 32-bit fields of one word are two atomics under loom
 //!
-//! C11 makes them two atomics; the emulation makes them one: every access to either field
-//! reads the word's last store, whichever field it was for. So an acquire load of one field
-//! synchronises with a release store to the other, and a model of code that relies on no such
-//! pairing is checked against a stronger memory model than C11. The registry's `pid` and
-//! `active` share a word (weakening `live_reader`'s acquire of `active` to relaxed passes every
-//! model: its acquire of `pid`, next, then synchronises with `active`'s release store), and so
-//! do a queue's futex words and waiter counts. Fields that must be checked as separate
-//! atomics need separate loom atomics per half.
+//! As in C11. Emulated on one loom atomic for the word (a CAS loop per access, as before),
+//! they were one location: every access to either field read the word's last store, so an
+//! acquire load of one field synchronised with a release store to the other, and models of
+//! fields sharing a word (the registry's `pid` and `active`, a queue's futex words and
+//! waiter counts) ran against a stronger memory model than C11: weakening `live_reader`'s
+//! acquire of `active` to relaxed passed every model, its acquire of `pid` next pairing with
+//! `active`'s release store. A word is accessed at one width only (a model that mixes them
+//! panics: its 64-bit value and its halves are separate atomics here).
 //!
 //! [`Region`]: crate::Region
 
@@ -47,11 +46,16 @@ pub use portable_atomic::{Ordering, fence};
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::AtomicU64;
 
-/// A region word under loom: its value and its dependency-only companion (module docs).
+/// A region word under loom: its value as one 64-bit atomic or as two 32-bit ones, and its
+/// dependency-only companion (module docs).
 #[cfg(loom)]
 pub(crate) struct Word {
     value: AtomicU64,
+    halves: [loom::sync::atomic::AtomicU32; 2],
     dep: AtomicU64,
+    /// The widths the word was accessed at (1: 64 bits, 2: 32 bits). Not a loom atomic: a
+    /// check of the model, not part of it.
+    widths: std::sync::atomic::AtomicU8,
 }
 
 #[cfg(loom)]
@@ -59,16 +63,42 @@ impl Word {
     pub(crate) fn new() -> Word {
         Word {
             value: AtomicU64::new(0),
+            halves: [
+                loom::sync::atomic::AtomicU32::new(0),
+                loom::sync::atomic::AtomicU32::new(0),
+            ],
             dep: AtomicU64::new(0),
+            widths: std::sync::atomic::AtomicU8::new(0),
         }
+    }
+
+    /// Records an access at `width` (1 or 2), refusing a word accessed at both: its 64-bit
+    /// value and its halves are separate atomics here.
+    fn width(&self, width: u8) {
+        let seen = self
+            .widths
+            .fetch_or(width, std::sync::atomic::Ordering::Relaxed)
+            | width;
+        assert!(
+            seen != 3,
+            "a region word accessed as 64 and as 32 bits under loom"
+        );
     }
 
     /// The value, after marking this access as dependent on every other (module docs).
     fn touch(&self) -> &AtomicU64 {
+        self.width(1);
         // A relaxed store that nothing loads: a dependency for loom's scheduler and nothing
         // else (an RMW here would extend release sequences, module docs).
         self.dep.store(0, Ordering::Relaxed);
         &self.value
+    }
+
+    /// The 32-bit field at bit `shift` (0 or 32), marked as `touch` marks the word.
+    fn half(&self, shift: u32) -> &loom::sync::atomic::AtomicU32 {
+        self.width(2);
+        self.dep.store(0, Ordering::Relaxed);
+        &self.halves[(shift / 32) as usize]
     }
 }
 
@@ -234,41 +264,26 @@ impl A32<'_> {
 }
 
 #[cfg(loom)]
-impl A32<'_> {
+impl<'a> A32<'a> {
     #[inline(always)]
-    fn get(self, w: u64) -> u32 {
-        (w >> self.shift) as u32
-    }
-    fn update(self, o: Ordering, f: impl Fn(u32) -> Option<u32>) -> Result<u32, u32> {
-        let mask = 0xFFFF_FFFFu64 << self.shift;
-        let fail = match o {
-            Ordering::AcqRel | Ordering::SeqCst => Ordering::Acquire,
-            Ordering::Release => Ordering::Relaxed,
-            x => x,
-        };
-        self.word
-            .touch()
-            .fetch_update(o, fail, |w| {
-                f(self.get(w)).map(|v| (w & !mask) | (u64::from(v) << self.shift))
-            })
-            .map(|w| self.get(w))
-            .map_err(|w| self.get(w))
+    fn cell(self) -> &'a loom::sync::atomic::AtomicU32 {
+        self.word.half(self.shift)
     }
     /// Atomic load.
     pub fn load(self, o: Ordering) -> u32 {
-        self.get(self.word.touch().load(o))
+        self.cell().load(o)
     }
-    /// Atomic store (emulated with an RMW on the containing word).
+    /// Atomic store.
     pub fn store(self, v: u32, o: Ordering) {
-        let _ = self.update(o, |_| Some(v));
+        self.cell().store(v, o)
     }
     /// Atomic fetch-add (wrapping).
     pub fn fetch_add(self, v: u32, o: Ordering) -> u32 {
-        self.update(o, |x| Some(x.wrapping_add(v))).unwrap_or(0)
+        self.cell().fetch_add(v, o)
     }
     /// Atomic fetch-sub (wrapping).
     pub fn fetch_sub(self, v: u32, o: Ordering) -> u32 {
-        self.update(o, |x| Some(x.wrapping_sub(v))).unwrap_or(0)
+        self.cell().fetch_sub(v, o)
     }
     /// Strong compare-exchange.
     pub fn compare_exchange(
@@ -276,9 +291,9 @@ impl A32<'_> {
         cur: u32,
         new: u32,
         ok: Ordering,
-        _fail: Ordering,
+        fail: Ordering,
     ) -> Result<u32, u32> {
-        self.update(ok, |x| (x == cur).then_some(new))
+        self.cell().compare_exchange(cur, new, ok, fail)
     }
 }
 

@@ -1,7 +1,7 @@
 //! loom models of the atomics shim itself (`core/src/sync.rs`): region words must be no
 //! stronger than C11. Under loom every access to a region word also touches a companion
 //! atomic so that loom explores both orders of any two accesses; that companion must not
-//! create synchronisation of its own.
+//! create synchronisation of its own, nor may the two 32-bit fields of one word.
 //!
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringwire-core
 //! --release --test loom_sync` (preemption bound 3 unless LOOM_MAX_PREEMPTIONS is set).
@@ -89,5 +89,40 @@ fn region_words_reach_the_weak_fence_outcome() {
             // SAFETY: as above.
             |r, i, v| unsafe { r.a64(i * 8) }.store(v, Relaxed),
         );
+    });
+}
+
+/// The two 32-bit fields of one region word are two atomics, as in C11.
+///
+/// W: `c = 5; b.store(1, Release)`. R: `rb = b (relaxed); a.load(Acquire); rc = c`, with `a`
+/// and `b` the two halves of one word (a registry slot's `pid` and `active`). R's acquire of
+/// `a` reads no store of W, so `rb == 1, rc == 0` is allowed; emulated on one atomic for the
+/// word, the acquire of `a` read `b`'s release store and loom never ran that outcome.
+#[test]
+#[should_panic(expected = "weak outcome reachable")]
+fn region_half_words_reach_the_weak_message_passing_outcome() {
+    use ringwire_core::sync::Ordering as O;
+    builder().check(|| {
+        let r = Region::loom_new(16);
+        let w = {
+            let r = r.clone();
+            thread::spawn(move || {
+                // SAFETY: word 8 and the field at 4 lie inside the 16-byte region, each
+                // accessed at one width only.
+                unsafe { r.a64(8) }.store(5, O::Relaxed);
+                // SAFETY: as above.
+                unsafe { r.a32(4) }.store(1, O::Release);
+            })
+        };
+        // SAFETY: as above; 0 is the other field of word 0.
+        let rb = unsafe { r.a32(4) }.load(O::Relaxed);
+        // SAFETY: as above.
+        unsafe { r.a32(0) }.load(O::Acquire);
+        // SAFETY: as above.
+        let rc = unsafe { r.a64(8) }.load(O::Relaxed);
+        if rb == 1 && rc == 0 {
+            panic!("weak outcome reachable");
+        }
+        w.join().unwrap();
     });
 }
