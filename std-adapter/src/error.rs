@@ -125,6 +125,10 @@ pub enum Error {
     NotRegularFile {
         /// The file.
         path: PathBuf,
+        /// What it is instead: "a directory", "a FIFO", "a character device", "a block
+        /// device", "a socket", "a symlink" or "a file of unknown type". New after 0.1.0: a
+        /// pattern that names `path` alone now needs `..`.
+        found: &'static str,
     },
     /// The file is larger than this process can map.
     FileTooLarge {
@@ -260,7 +264,7 @@ impl Error {
             | Error::Init { path, .. }
             | Error::Region { path, .. }
             | Error::ProducerAlreadyExists { path }
-            | Error::NotRegularFile { path }
+            | Error::NotRegularFile { path, .. }
             | Error::FileTooLarge { path, .. }
             | Error::BadFileMagic { path, .. }
             | Error::TooShort { path, .. }
@@ -357,7 +361,9 @@ impl fmt::Display for Error {
             Error::ProducerAlreadyExists { .. } => {
                 write!(f, "{p}: another producer holds its lock")
             }
-            Error::NotRegularFile { .. } => write!(f, "{p}: not a regular file"),
+            Error::NotRegularFile { found, .. } => {
+                write!(f, "{p}: not a regular file but {found}")
+            }
             Error::FileTooLarge { len, .. } => {
                 write!(f, "{p}: file of {len} bytes is too large to map")
             }

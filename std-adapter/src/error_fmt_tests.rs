@@ -46,6 +46,17 @@ fn paths() -> [PathBuf; 4] {
     ]
 }
 
+/// What `NotRegularFile` may say the path is (`file::type_name`).
+const FILE_TYPES: [&str; 7] = [
+    "a directory",
+    "a FIFO",
+    "a character device",
+    "a block device",
+    "a socket",
+    "a symlink",
+    "a file of unknown type",
+];
+
 fn io_errors() -> [io::Error; 3] {
     [
         io::Error::from_raw_os_error(libc::ENOSPC),
@@ -226,9 +237,11 @@ fn error_samples() -> Vec<Error> {
                 });
             }
         }
+        for found in FILE_TYPES {
+            all.push(Error::NotRegularFile { path: p(), found });
+        }
         all.extend([
             Error::ProducerAlreadyExists { path: p() },
-            Error::NotRegularFile { path: p() },
             Error::NoOffsetFile { path: p() },
             Error::CheckpointMoved { path: p() },
             Error::MpmcRingNotMirrored { path: p() },
@@ -381,7 +394,7 @@ fn queue_file_variant(e: &QueueFileError) -> usize {
         QueueFileError::Io { .. } => 0,
         QueueFileError::Locked(_) => 1,
         QueueFileError::InUse { .. } => 2,
-        QueueFileError::NotRegularFile(_) => 3,
+        QueueFileError::NotRegularFile { .. } => 3,
         QueueFileError::NotReplaced { .. } => 4,
         QueueFileError::RoleTaken { .. } => 5,
         QueueFileError::Geometry { .. } => 6,
@@ -430,6 +443,9 @@ fn queue_file_samples() -> Vec<QueueFileError> {
                 },
             ]);
         }
+        for found in FILE_TYPES {
+            all.push(QueueFileError::NotRegularFile { path: p(), found });
+        }
         for found in [0, 1, u64::MAX] {
             for magic in [None, Some(found)] {
                 let len = found.wrapping_add(5);
@@ -446,7 +462,6 @@ fn queue_file_samples() -> Vec<QueueFileError> {
                 path: p(),
                 holder: "consumer",
             },
-            QueueFileError::NotRegularFile(p()),
             QueueFileError::RoleTaken {
                 path: p(),
                 role: "producer",
@@ -467,7 +482,7 @@ fn queue_file_errors_format_every_variant_and_show_their_cause_once() {
             QueueFileError::Io { path, .. }
             | QueueFileError::Locked(path)
             | QueueFileError::InUse { path, .. }
-            | QueueFileError::NotRegularFile(path)
+            | QueueFileError::NotRegularFile { path, .. }
             | QueueFileError::NotReplaced { path, .. }
             | QueueFileError::RoleTaken { path, .. }
             | QueueFileError::Geometry { path, .. }

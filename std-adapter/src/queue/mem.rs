@@ -52,7 +52,15 @@ pub enum QueueFileError {
     },
     /// The path names something other than a regular file (a FIFO, a device, a socket).
     /// A directory fails the open itself: [`QueueFileError::Io`] with `EISDIR`.
-    NotRegularFile(PathBuf),
+    /// New after 0.1.0: this was the tuple variant `NotRegularFile(PathBuf)`, and it now
+    /// names what the path is.
+    NotRegularFile {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead: "a FIFO", "a character device", "a block device", "a
+        /// socket"… (the names of [`crate::Error::NotRegularFile`]'s `found`).
+        found: &'static str,
+    },
     /// `create` found a non-empty file at the path that is neither a queue file (of any
     /// kind) nor one whose creation never finished: somebody's data, a ring, a blackboard.
     /// It is refused and left as it was, rather than replaced.
@@ -112,8 +120,8 @@ impl std::fmt::Display for QueueFileError {
                  instead, or close every handle first)",
                 shown(path)
             ),
-            QueueFileError::NotRegularFile(p) => {
-                write!(f, "queue {}: not a regular file", shown(p))
+            QueueFileError::NotRegularFile { path, found } => {
+                write!(f, "queue {}: not a regular file but {found}", shown(path))
             }
             QueueFileError::NotReplaced { path, len, magic } => {
                 write!(f, "queue {}: ", shown(path))?;
@@ -277,8 +285,16 @@ fn open_regular_rw(path: &Path) -> Result<File, QueueFileError> {
                 op,
                 source,
             },
-            // open_regular fails only with Io or NotRegularFile.
-            _ => QueueFileError::NotRegularFile(path.to_owned()),
+            crate::Error::NotRegularFile { found, .. } => QueueFileError::NotRegularFile {
+                path: path.to_owned(),
+                found,
+            },
+            // open_regular fails only with the two above; anything else keeps its text.
+            other => QueueFileError::Io {
+                path: path.to_owned(),
+                op: "open",
+                source: io::Error::other(other.to_string()),
+            },
         },
     )
 }
@@ -395,7 +411,10 @@ impl QueueMem {
             match e {
                 CreateError::Io { op, source } => io_err(path, op)(source),
                 CreateError::Locked => locked_err(path),
-                CreateError::NotRegular => QueueFileError::NotRegularFile(path.to_owned()),
+                CreateError::NotRegular(found) => QueueFileError::NotRegularFile {
+                    path: path.to_owned(),
+                    found,
+                },
                 CreateError::InUse(holder) => QueueFileError::InUse {
                     path: path.to_owned(),
                     holder,
