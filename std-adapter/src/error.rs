@@ -317,7 +317,7 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = self.path().display();
+        let p = crate::shown::path(self.path());
         match self {
             // Io and InvalidArgument come from rings, checkpoints, blackboards, queues, the
             // CLI's output files and sockets alike: the path says which, not a fixed noun.

@@ -1,7 +1,8 @@
 //! Every variant of the adapter's public error types ([`Error`], [`QueueFileError`],
 //! [`ReplicaError`]), built with hostile values (0, 1, the maxima and their neighbours,
-//! empty, non-UTF-8 and 64 KiB paths), formats without a panic and shows the values, the
-//! path and the cause it carries.
+//! empty, non-UTF-8, control-character and 64 KiB paths), formats without a panic and shows
+//! the values, the path (escaped as `shown::path` does: no control character reaches the
+//! text) and the cause it carries.
 //! Each `*_variant` function numbers the variants with an exhaustive `match`: a variant
 //! added later does not compile until it is numbered, and then fails until it has samples.
 
@@ -37,11 +38,12 @@ const MAGICS: [u64; 7] = [
     MPMC_MAGIC,
 ];
 
-fn paths() -> [PathBuf; 4] {
+fn paths() -> [PathBuf; 5] {
     [
         PathBuf::new(),
         PathBuf::from("/dev/shm/ticks"),
         PathBuf::from(OsStr::from_bytes(b"/dev/shm/\xff\xfe-ring")),
+        PathBuf::from("/dev/shm/a\nb\x1b[2Jc"),
         PathBuf::from(format!("/tmp/{}", "p".repeat(65536))),
     ]
 }
@@ -270,8 +272,12 @@ fn adapter_errors_format_every_variant_with_their_path() {
     assert_every_variant(&all, 26, error_variant);
     for e in &all {
         let shown = check(e, hidden(e));
-        let path = e.path().display().to_string();
-        assert!(shown.contains(&path), "{e:?}: the path is not in {shown:?}");
+        // Io and InvalidArgument leave an empty path out; the others show it as `""`.
+        if !e.path().as_os_str().is_empty() {
+            let path = crate::shown::path(e.path()).to_string();
+            assert!(shown.contains(&path), "{e:?}: the path is not in {shown:?}");
+        }
+        assert!(!shown.contains(char::is_control), "{e:?}: {shown:?}");
     }
 }
 
@@ -488,9 +494,10 @@ fn queue_file_errors_format_every_variant_and_show_their_cause_once() {
             | QueueFileError::Geometry { path, .. }
             | QueueFileError::Init { path, .. }
             | QueueFileError::Attach { path, .. }
-            | QueueFileError::NotFixedSize(path) => path.display().to_string(),
+            | QueueFileError::NotFixedSize(path) => crate::shown::path(path).to_string(),
         };
         assert!(shown.contains(&path), "{e:?}: the path is not in {shown:?}");
+        assert!(!shown.contains(char::is_control), "{e:?}: {shown:?}");
         let wraps = matches!(
             e,
             QueueFileError::Io { .. }

@@ -519,7 +519,7 @@ fn plot_rates(path: &Path, rows: &[RunRow]) -> Result<()> {
     if rows.is_empty() {
         diag!(
             "bench: no run completed: plot {} not written",
-            path.display()
+            crate::shown::path(path)
         );
         return Ok(());
     }
@@ -806,7 +806,7 @@ fn handoff(
             format!(
                 "interrupted by SIGINT, SIGTERM or SIGHUP {when}; reader process {} killed, {} removed",
                 reader.pid(),
-                path.display()
+                crate::shown::path(&path)
             ),
         )
     };

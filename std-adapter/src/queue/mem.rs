@@ -20,6 +20,7 @@ use ringwire_core::queue::{
 
 use super::wait::Side;
 use crate::cli::sigbus::Mapped;
+use crate::shown::path as shown;
 
 /// Why a queue file or mapping cannot be set up. Each variant names the file
 /// ("anonymous" for in-process memory).
@@ -145,22 +146,6 @@ impl std::fmt::Display for QueueFileError {
             ),
         }
     }
-}
-
-/// `path` for a message: `""` when empty (a caller's empty string), so the text does not read
-/// "queue : open failed".
-fn shown(path: &Path) -> impl std::fmt::Display + '_ {
-    struct Shown<'a>(&'a Path);
-    impl std::fmt::Display for Shown<'_> {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            if self.0.as_os_str().is_empty() {
-                f.write_str("\"\"")
-            } else {
-                self.0.display().fmt(f)
-            }
-        }
-    }
-    Shown(path)
 }
 
 impl QueueFileError {
