@@ -38,6 +38,43 @@ fn usage_errors_exit_1_as_ringfire() {
     }
 }
 
+/// A value repeated in a comma list (or in a list flag given twice) is a usage error naming
+/// it: `bench stress --transport tcp,tcp` ran every rate twice, and reported two rows of each.
+/// The check runs before any measurement, so these runs end at once.
+#[test]
+fn a_value_repeated_in_a_comma_list_is_a_usage_error_naming_it() {
+    for (args, flag, value) in [
+        (
+            &["--transport", "tcp,tcp"][..],
+            "--transport <TRANSPORT>",
+            "tcp",
+        ),
+        (
+            &["--transport", "tcp", "--transport", "tcp"],
+            "--transport <TRANSPORT>",
+            "tcp",
+        ),
+        (
+            &["--transport", "unicast,tcp,unicast"],
+            "--transport <TRANSPORT>",
+            "unicast",
+        ),
+        (&["--rates", "1000,20000,1000"], "--rates <RATES>", "1000"),
+        (
+            &["--rates", "1000", "--rates", "1000"],
+            "--rates <RATES>",
+            "1000",
+        ),
+    ] {
+        let args = [&["bench", "stress"][..], args].concat();
+        let (code, out, err) = ringwire(&args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        let want = format!("error: invalid value '{value}' for '{flag}': given more than once");
+        assert!(err.starts_with(&want), "{args:?}: {err}");
+    }
+}
+
 #[test]
 fn help_and_version_print_to_stdout_and_exit_0() {
     for args in [&["--help"][..], &["-h"], &["help"], &["help", "stat"]] {

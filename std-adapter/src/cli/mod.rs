@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod bench;
 mod dump;
@@ -212,6 +212,56 @@ fn refresh_ms(s: &str) -> Result<u64, String> {
     }
 }
 
+/// The first value of `list` that comes again later in it.
+fn repeated<T: PartialEq>(list: &[T]) -> Option<&T> {
+    list.iter()
+        .enumerate()
+        .find(|&(i, v)| list[i + 1..].contains(v))
+        .map(|(_, v)| v)
+}
+
+/// The name a user types for `v`, a value of an enum flag.
+fn value_name(v: &impl clap::ValueEnum) -> String {
+    v.to_possible_value()
+        .map_or_else(String::new, |p| p.get_name().to_string())
+}
+
+/// Parses the command line as [`Cli::try_parse_from`] does, and refuses as a usage error a
+/// value given twice in a comma list (`bench stress --transport tcp,tcp`), which clap takes:
+/// each value is a run, and it would run twice.
+pub fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(args)?;
+    if let Command::Bench { mode } = &cli.command
+        && let Some((long, value)) = mode.repeated()
+    {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let sub = cmd
+            .find_subcommand_mut("bench")
+            .and_then(|b| b.find_subcommand_mut("stress"));
+        // As clap names a flag in its own errors: `--transport <TRANSPORT>`.
+        let flag = sub
+            .as_ref()
+            .and_then(|c| c.get_arguments().find(|a| a.get_long() == Some(long)))
+            .map_or_else(|| format!("--{long}"), |a| a.to_string());
+        let err = clap::Error::raw(
+            clap::error::ErrorKind::ValueValidation,
+            format!(
+                "invalid value '{value}' for '{flag}': given more than once (each value is a run)"
+            ),
+        );
+        return Err(match sub {
+            Some(sub) => err.format(sub),
+            None => err,
+        });
+    }
+    Ok(cli)
+}
+
 /// Runs one command, writing its output to `out` (any writer, so `top` never clears the
 /// screen).
 pub fn run(cli: Cli, out: &mut dyn Write) -> crate::Result<()> {
@@ -304,7 +354,7 @@ fn stdout_is_tty() -> bool {
 /// has it mapped ends the command with a line naming the file and status 1.
 pub fn main() -> ExitCode {
     sigbus::install();
-    let cli = match Cli::try_parse() {
+    let cli = match parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             let printed = e.print().and_then(|()| {
