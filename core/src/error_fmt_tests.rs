@@ -168,6 +168,7 @@ fn geometry_variant(e: &GeometryError) -> usize {
         GeometryError::ArenaSize { .. } => 2,
         GeometryError::TooLarge { .. } => 3,
         GeometryError::BadSlotAlign { .. } => 4,
+        GeometryError::StrideNotAligned { .. } => 5,
     }
 }
 
@@ -203,6 +204,10 @@ fn geometry_init_and_region_errors_format_every_variant() {
             GeometryError::BadStride { stride: a },
             GeometryError::ArenaSize { arena_size: a },
             GeometryError::BadSlotAlign { slot_align: a },
+            GeometryError::StrideNotAligned {
+                stride: a,
+                slot_align: U64[j],
+            },
         ]);
         region.extend([
             RegionError::Misaligned { addr: USIZE[i] },
@@ -215,7 +220,7 @@ fn geometry_init_and_region_errors_format_every_variant() {
     }
     init.extend(attach_samples().into_iter().map(InitError::Geometry));
     init.extend(region.iter().copied().map(InitError::Region));
-    assert_every_variant(&geometry, 5, geometry_variant);
+    assert_every_variant(&geometry, 6, geometry_variant);
     assert_every_variant(&init, 3, init_variant);
     assert_every_variant(&region, 2, region_variant);
     check_each(&geometry, &[]);
