@@ -256,6 +256,7 @@ fn wire_variant(e: &WireError) -> usize {
         NotMulticast { .. } => 22,
         ZeroPort { .. } => 23,
         BufferTooSmall { .. } => 24,
+        DataTooLarge { .. } => 25,
     }
 }
 
@@ -327,6 +328,7 @@ fn wire_samples() -> Vec<WireError> {
             ZeroPort { group },
             ZeroPort { group: [0; 4] },
             BufferTooSmall { need: n, have: m },
+            DataTooLarge { len: a },
         ]
     }));
     all
@@ -335,7 +337,7 @@ fn wire_samples() -> Vec<WireError> {
 #[test]
 fn wire_errors_format_every_variant() {
     let all = wire_samples();
-    assert_every_variant(&all, 25, wire_variant);
+    assert_every_variant(&all, 26, wire_variant);
     check_each(&all, &[]);
 }
 
