@@ -482,6 +482,7 @@ fn push_variant(e: &PushError) -> usize {
         PushError::Corrupt { .. } => 4,
         PushError::CorruptCursors { .. } => 5,
         PushError::NotClaimed { .. } => 6,
+        PushError::AlreadyPublished { .. } => 7,
     }
 }
 
@@ -529,6 +530,7 @@ fn push_pop_and_heal_errors_format_every_variant() {
             PushError::Corrupt { pos: a, word: b },
             PushError::CorruptCursors { tail: a, head: b },
             PushError::NotClaimed { pos: a, stamp: b },
+            PushError::AlreadyPublished { pos: a },
         ]);
         pop.extend([
             PopError::Pending { pos: a },
@@ -551,7 +553,7 @@ fn push_pop_and_heal_errors_format_every_variant() {
             },
         ]);
     }
-    assert_every_variant(&push, 7, push_variant);
+    assert_every_variant(&push, 8, push_variant);
     assert_every_variant(&pop, 6, pop_variant);
     assert_every_variant(&heal, 4, heal_variant);
     check_each(&push, &[]);
