@@ -7,6 +7,7 @@
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -177,4 +178,58 @@ fn a_closed_stdout_ends_every_command_quietly_by_sigpipe() {
         assert!(err.is_empty(), "{args:?}: {err}");
     }
     drop(prod);
+}
+
+/// Paths are bytes: a ring at a path that is not UTF-8 is read (and named with its bytes,
+/// `\xff`). A value that is not UTF-8 where text is wanted is a usage error naming the value
+/// and its flag; clap said only "invalid UTF-8 was detected in one or more arguments".
+#[test]
+fn paths_take_any_bytes_and_a_text_value_that_is_not_utf8_is_named() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let base = ShmPath::new("cli-not-utf8");
+    let p = ShmPath::adopt(PathBuf::from(OsStr::from_bytes(
+        &[base.path().as_os_str().as_bytes(), b"-\xff"].concat(),
+    )));
+    let mut prod = RingProducer::<Rec>::create(p.path(), 16).unwrap();
+    prod.push(&Rec::new(1));
+    let shown = format!("\"{}-\\xff\"", base.path().display());
+    let path = p.path().as_os_str();
+    for cmd in ["stat", "dump", "top"] {
+        let mut args = vec![OsStr::new(cmd), path];
+        if cmd == "top" {
+            args.extend(["--iterations", "1", "--interval-ms", "5"].map(OsStr::new));
+        }
+        let (code, out, err) = ringwire(&args);
+        assert_eq!(code, 0, "{cmd}: {err}");
+        assert!(
+            cmd == "dump" || out.contains(&shown),
+            "{cmd}: {shown} not in {out}"
+        );
+    }
+    drop(prod);
+
+    let bad = OsStr::from_bytes(b"1\xff");
+    for (args, want) in [
+        (
+            vec![OsStr::new("dump"), path, OsStr::new("--tail"), bad],
+            "error: invalid value \"1\\xff\" for '--tail <TAIL>': it is not UTF-8",
+        ),
+        (
+            vec![
+                OsStr::new("serve"),
+                path,
+                OsStr::from_bytes(b"--bind=1\xff"),
+            ],
+            "error: invalid value \"1\\xff\" for '--bind <ADDR>': it is not UTF-8",
+        ),
+        (
+            vec![OsStr::new("mirror"), bad, path],
+            "error: argument \"1\\xff\" is not UTF-8",
+        ),
+    ] {
+        let (code, out, err) = ringwire(&args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert!(err.starts_with(want), "{args:?}: {err}");
+    }
 }
