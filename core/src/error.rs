@@ -410,6 +410,17 @@ pub enum GeometryError {
         /// The alignment asked for.
         slot_align: u64,
     },
+    /// The slot stride is not a multiple of a slot alignment over 8: every slot after the
+    /// first would start misaligned, and a typed reader of records of that alignment
+    /// (whose stride, spec §4.1, is a multiple of it) refuses the ring. Only the
+    /// constructors refuse it; attach accepts such a ring from another creator, as
+    /// ringfire's does (spec §1.3 has no such check).
+    StrideNotAligned {
+        /// The stride asked for.
+        stride: u64,
+        /// The slot alignment asked for.
+        slot_align: u64,
+    },
 }
 
 impl fmt::Display for GeometryError {
@@ -440,6 +451,10 @@ impl fmt::Display for GeometryError {
             GeometryError::BadSlotAlign { slot_align } => {
                 write!(f, "slot alignment {slot_align} is not a power of two")
             }
+            GeometryError::StrideNotAligned { stride, slot_align } => write!(
+                f,
+                "slot stride {stride} is not a multiple of the slot alignment {slot_align}"
+            ),
         }
     }
 }

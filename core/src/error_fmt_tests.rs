@@ -168,6 +168,7 @@ fn geometry_variant(e: &GeometryError) -> usize {
         GeometryError::ArenaSize { .. } => 2,
         GeometryError::TooLarge { .. } => 3,
         GeometryError::BadSlotAlign { .. } => 4,
+        GeometryError::StrideNotAligned { .. } => 5,
     }
 }
 
@@ -203,6 +204,10 @@ fn geometry_init_and_region_errors_format_every_variant() {
             GeometryError::BadStride { stride: a },
             GeometryError::ArenaSize { arena_size: a },
             GeometryError::BadSlotAlign { slot_align: a },
+            GeometryError::StrideNotAligned {
+                stride: a,
+                slot_align: U64[j],
+            },
         ]);
         region.extend([
             RegionError::Misaligned { addr: USIZE[i] },
@@ -215,7 +220,7 @@ fn geometry_init_and_region_errors_format_every_variant() {
     }
     init.extend(attach_samples().into_iter().map(InitError::Geometry));
     init.extend(region.iter().copied().map(InitError::Region));
-    assert_every_variant(&geometry, 5, geometry_variant);
+    assert_every_variant(&geometry, 6, geometry_variant);
     assert_every_variant(&init, 3, init_variant);
     assert_every_variant(&region, 2, region_variant);
     check_each(&geometry, &[]);
@@ -251,6 +256,7 @@ fn wire_variant(e: &WireError) -> usize {
         NotMulticast { .. } => 22,
         ZeroPort { .. } => 23,
         BufferTooSmall { .. } => 24,
+        DataTooLarge { .. } => 25,
     }
 }
 
@@ -322,6 +328,7 @@ fn wire_samples() -> Vec<WireError> {
             ZeroPort { group },
             ZeroPort { group: [0; 4] },
             BufferTooSmall { need: n, have: m },
+            DataTooLarge { len: a },
         ]
     }));
     all
@@ -330,7 +337,7 @@ fn wire_samples() -> Vec<WireError> {
 #[test]
 fn wire_errors_format_every_variant() {
     let all = wire_samples();
-    assert_every_variant(&all, 25, wire_variant);
+    assert_every_variant(&all, 26, wire_variant);
     check_each(&all, &[]);
 }
 
@@ -475,6 +482,7 @@ fn push_variant(e: &PushError) -> usize {
         PushError::Corrupt { .. } => 4,
         PushError::CorruptCursors { .. } => 5,
         PushError::NotClaimed { .. } => 6,
+        PushError::AlreadyPublished { .. } => 7,
     }
 }
 
@@ -522,6 +530,7 @@ fn push_pop_and_heal_errors_format_every_variant() {
             PushError::Corrupt { pos: a, word: b },
             PushError::CorruptCursors { tail: a, head: b },
             PushError::NotClaimed { pos: a, stamp: b },
+            PushError::AlreadyPublished { pos: a },
         ]);
         pop.extend([
             PopError::Pending { pos: a },
@@ -544,7 +553,7 @@ fn push_pop_and_heal_errors_format_every_variant() {
             },
         ]);
     }
-    assert_every_variant(&push, 7, push_variant);
+    assert_every_variant(&push, 8, push_variant);
     assert_every_variant(&pop, 6, pop_variant);
     assert_every_variant(&heal, 4, heal_variant);
     check_each(&push, &[]);

@@ -125,6 +125,10 @@ pub enum Error {
     NotRegularFile {
         /// The file.
         path: PathBuf,
+        /// What it is instead: "a directory", "a FIFO", "a character device", "a block
+        /// device", "a socket", "a symlink" or "a file of unknown type". New after 0.1.0: a
+        /// pattern that names `path` alone now needs `..`.
+        found: &'static str,
     },
     /// The file is larger than this process can map.
     FileTooLarge {
@@ -260,7 +264,7 @@ impl Error {
             | Error::Init { path, .. }
             | Error::Region { path, .. }
             | Error::ProducerAlreadyExists { path }
-            | Error::NotRegularFile { path }
+            | Error::NotRegularFile { path, .. }
             | Error::FileTooLarge { path, .. }
             | Error::BadFileMagic { path, .. }
             | Error::TooShort { path, .. }
@@ -313,7 +317,7 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let p = self.path().display();
+        let p = crate::shown::path(self.path());
         match self {
             // Io and InvalidArgument come from rings, checkpoints, blackboards, queues, the
             // CLI's output files and sockets alike: the path says which, not a fixed noun.
@@ -357,7 +361,9 @@ impl fmt::Display for Error {
             Error::ProducerAlreadyExists { .. } => {
                 write!(f, "{p}: another producer holds its lock")
             }
-            Error::NotRegularFile { .. } => write!(f, "{p}: not a regular file"),
+            Error::NotRegularFile { found, .. } => {
+                write!(f, "{p}: not a regular file but {found}")
+            }
             Error::FileTooLarge { len, .. } => {
                 write!(f, "{p}: file of {len} bytes is too large to map")
             }

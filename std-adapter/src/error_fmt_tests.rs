@@ -1,7 +1,8 @@
 //! Every variant of the adapter's public error types ([`Error`], [`QueueFileError`],
 //! [`ReplicaError`]), built with hostile values (0, 1, the maxima and their neighbours,
-//! empty, non-UTF-8 and 64 KiB paths), formats without a panic and shows the values, the
-//! path and the cause it carries.
+//! empty, non-UTF-8, control-character and 64 KiB paths), formats without a panic and shows
+//! the values, the path (escaped as `shown::path` does: no control character reaches the
+//! text) and the cause it carries.
 //! Each `*_variant` function numbers the variants with an exhaustive `match`: a variant
 //! added later does not compile until it is numbered, and then fails until it has samples.
 
@@ -37,14 +38,26 @@ const MAGICS: [u64; 7] = [
     MPMC_MAGIC,
 ];
 
-fn paths() -> [PathBuf; 4] {
+fn paths() -> [PathBuf; 5] {
     [
         PathBuf::new(),
         PathBuf::from("/dev/shm/ticks"),
         PathBuf::from(OsStr::from_bytes(b"/dev/shm/\xff\xfe-ring")),
+        PathBuf::from("/dev/shm/a\nb\x1b[2Jc"),
         PathBuf::from(format!("/tmp/{}", "p".repeat(65536))),
     ]
 }
+
+/// What `NotRegularFile` may say the path is (`file::type_name`).
+const FILE_TYPES: [&str; 7] = [
+    "a directory",
+    "a FIFO",
+    "a character device",
+    "a block device",
+    "a socket",
+    "a symlink",
+    "a file of unknown type",
+];
 
 fn io_errors() -> [io::Error; 3] {
     [
@@ -226,9 +239,11 @@ fn error_samples() -> Vec<Error> {
                 });
             }
         }
+        for found in FILE_TYPES {
+            all.push(Error::NotRegularFile { path: p(), found });
+        }
         all.extend([
             Error::ProducerAlreadyExists { path: p() },
-            Error::NotRegularFile { path: p() },
             Error::NoOffsetFile { path: p() },
             Error::CheckpointMoved { path: p() },
             Error::MpmcRingNotMirrored { path: p() },
@@ -257,8 +272,12 @@ fn adapter_errors_format_every_variant_with_their_path() {
     assert_every_variant(&all, 26, error_variant);
     for e in &all {
         let shown = check(e, hidden(e));
-        let path = e.path().display().to_string();
-        assert!(shown.contains(&path), "{e:?}: the path is not in {shown:?}");
+        // Io and InvalidArgument leave an empty path out; the others show it as `""`.
+        if !e.path().as_os_str().is_empty() {
+            let path = crate::shown::path(e.path()).to_string();
+            assert!(shown.contains(&path), "{e:?}: the path is not in {shown:?}");
+        }
+        assert!(!shown.contains(char::is_control), "{e:?}: {shown:?}");
     }
 }
 
@@ -381,7 +400,7 @@ fn queue_file_variant(e: &QueueFileError) -> usize {
         QueueFileError::Io { .. } => 0,
         QueueFileError::Locked(_) => 1,
         QueueFileError::InUse { .. } => 2,
-        QueueFileError::NotRegularFile(_) => 3,
+        QueueFileError::NotRegularFile { .. } => 3,
         QueueFileError::NotReplaced { .. } => 4,
         QueueFileError::RoleTaken { .. } => 5,
         QueueFileError::Geometry { .. } => 6,
@@ -430,6 +449,9 @@ fn queue_file_samples() -> Vec<QueueFileError> {
                 },
             ]);
         }
+        for found in FILE_TYPES {
+            all.push(QueueFileError::NotRegularFile { path: p(), found });
+        }
         for found in [0, 1, u64::MAX] {
             for magic in [None, Some(found)] {
                 let len = found.wrapping_add(5);
@@ -446,7 +468,6 @@ fn queue_file_samples() -> Vec<QueueFileError> {
                 path: p(),
                 holder: "consumer",
             },
-            QueueFileError::NotRegularFile(p()),
             QueueFileError::RoleTaken {
                 path: p(),
                 role: "producer",
@@ -467,15 +488,16 @@ fn queue_file_errors_format_every_variant_and_show_their_cause_once() {
             QueueFileError::Io { path, .. }
             | QueueFileError::Locked(path)
             | QueueFileError::InUse { path, .. }
-            | QueueFileError::NotRegularFile(path)
+            | QueueFileError::NotRegularFile { path, .. }
             | QueueFileError::NotReplaced { path, .. }
             | QueueFileError::RoleTaken { path, .. }
             | QueueFileError::Geometry { path, .. }
             | QueueFileError::Init { path, .. }
             | QueueFileError::Attach { path, .. }
-            | QueueFileError::NotFixedSize(path) => path.display().to_string(),
+            | QueueFileError::NotFixedSize(path) => crate::shown::path(path).to_string(),
         };
         assert!(shown.contains(&path), "{e:?}: the path is not in {shown:?}");
+        assert!(!shown.contains(char::is_control), "{e:?}: {shown:?}");
         let wraps = matches!(
             e,
             QueueFileError::Io { .. }

@@ -110,6 +110,7 @@ pub(crate) fn map_file(
     if !meta.is_file() {
         return Err(Error::NotRegularFile {
             path: path.to_path_buf(),
+            found: type_name(meta.file_type()),
         });
     }
     let len = meta.len();
@@ -167,9 +168,33 @@ pub(crate) fn open_regular(path: &Path, opts: &mut OpenOptions) -> Result<File> 
     if !meta.is_file() {
         return Err(Error::NotRegularFile {
             path: path.to_path_buf(),
+            found: type_name(meta.file_type()),
         });
     }
     Ok(file)
+}
+
+/// What a file of type `t` is, for a message: "a directory", "a FIFO", "a character
+/// device"… (`fstat` follows symlinks, so "a symlink" shows only from `lstat`).
+pub(crate) fn type_name(t: std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_file() {
+        "a regular file"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_char_device() {
+        "a character device"
+    } else if t.is_block_device() {
+        "a block device"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_symlink() {
+        "a symlink"
+    } else {
+        "a file of unknown type"
+    }
 }
 
 /// A call could not `verb` (reserve, map) `len` bytes: `posix_fallocate` of a new file's
@@ -364,8 +389,8 @@ pub(crate) enum CreateError {
     },
     /// Another live creator holds the flock (or every attempt raced).
     Locked,
-    /// The path names something other than a regular file.
-    NotRegular,
+    /// The path names something other than a regular file: what it is ([`type_name`]).
+    NotRegular(&'static str),
     /// The stale file is still open by a live handle (`in_use` said who).
     InUse(&'static str),
     /// The file at the path is not of the kind being created (nor one whose creation never
@@ -417,8 +442,9 @@ pub(crate) fn create_exclusive(
             .custom_flags(libc::O_NONBLOCK)
             .open(path)
             .map_err(io("open"))?;
-        if !file.metadata().map_err(io("fstat"))?.is_file() {
-            return Err(CreateError::NotRegular);
+        let t = file.metadata().map_err(io("fstat"))?.file_type();
+        if !t.is_file() {
+            return Err(CreateError::NotRegular(type_name(t)));
         }
         if sys::try_lock_exclusive(&file).is_err() {
             return Err(CreateError::Locked);
@@ -581,8 +607,9 @@ impl FileKind {
 pub(crate) fn open_exclusive(path: &Path, mode: u32, total: u64, kind: FileKind) -> Result<File> {
     create_exclusive(path, mode, total, |f| kind.refuse(f)).map_err(|e| match e {
         CreateError::Io { op, source } => Error::io(path, op, source),
-        CreateError::NotRegular => Error::NotRegularFile {
+        CreateError::NotRegular(found) => Error::NotRegularFile {
             path: path.to_path_buf(),
+            found,
         },
         CreateError::Locked => match locked_by_another_kind(path, kind) {
             Some((len, magic)) => kind.not_replaced(path, len, magic),

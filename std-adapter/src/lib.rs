@@ -83,6 +83,7 @@ pub mod producer;
 pub mod queue;
 pub mod registry;
 pub mod replica;
+mod shown;
 pub mod signature;
 pub mod sys;
 #[cfg(test)]

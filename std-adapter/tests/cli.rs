@@ -966,7 +966,7 @@ fn stat_dump_and_top_of_a_fifo_fail_at_once_naming_it() {
         assert_eq!(code, 1, "{args:?}: {out}{err}");
         assert_eq!(
             err.trim(),
-            format!("Error: {p}: not a regular file"),
+            format!("Error: {p}: not a regular file but a FIFO"),
             "{args:?}"
         );
     }
@@ -979,10 +979,17 @@ fn stat_dump_and_top_of_a_fifo_fail_at_once_naming_it() {
 fn mirror_to_a_fifo_or_a_device_fails_at_once_naming_it() {
     let t = TmpRing::fifo("mirror-fifo");
     // Port 1 refuses connections: a mirror that got as far as connecting says so.
-    for p in [t.0.to_str().unwrap(), "/dev/null"] {
+    for (p, found) in [
+        (t.0.to_str().unwrap(), "a FIFO"),
+        ("/dev/null", "a character device"),
+    ] {
         let (code, out, err) = ringwire_bounded(&["mirror", "127.0.0.1:1", p, "--once"]);
         assert_eq!(code, 1, "{p}: {out}{err}");
-        assert_eq!(err.trim(), format!("Error: {p}: not a regular file"), "{p}");
+        assert_eq!(
+            err.trim(),
+            format!("Error: {p}: not a regular file but {found}"),
+            "{p}"
+        );
     }
 }
 

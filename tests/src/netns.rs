@@ -46,9 +46,9 @@ pub fn ringwire_bin() -> PathBuf {
     sibling_bin("RINGWIRE_BIN", "ringwire")
 }
 
-/// Runs `ringwire args…` to completion with stdin closed: (exit code, stdout, stderr); the
-/// code is -1 for a death by signal.
-pub fn run_ringwire(args: &[&str]) -> (i32, String, String) {
+/// Runs `ringwire args…` (any bytes: `&str`s, or `OsStr`s that are not UTF-8) to completion
+/// with stdin closed: (exit code, stdout, stderr); the code is -1 for a death by signal.
+pub fn run_ringwire<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (i32, String, String) {
     let o = std::process::Command::new(ringwire_bin())
         .args(args)
         .stdin(std::process::Stdio::null())

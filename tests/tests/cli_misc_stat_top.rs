@@ -629,3 +629,47 @@ fn top_prints_frames_of_a_ring_replaced_faster_than_it_refreshes() {
     );
     assert!(top.out().contains("the file was replaced"), "{}", top.out());
 }
+
+/// A path with a newline and an ESC in it is shown quoted and escaped (`"…\n…\x1b…"`) in
+/// every line that names it: `stat`, `dump`, `prune`, `top` and an error. It was printed raw:
+/// the newline split the line, the ESC reached the terminal.
+#[test]
+fn paths_with_control_characters_are_shown_escaped() {
+    let p = ShmPath::new("cli-ctl");
+    let p = p.sibling("-a\nb\x1b[2J");
+    let prod = RingProducer::<Rec>::create(p.path(), 16).unwrap();
+    let path = p.path().to_str().unwrap();
+    let escaped = format!("\"{}\"", path.replace('\n', r"\n").replace('\x1b', r"\x1b"));
+    let missing = format!("{path}-missing");
+    // `dump` names the ring only when it is empty.
+    for (args, code, stderr) in [
+        (vec!["dump", path], 0, false),
+        (vec!["stat", path], 0, false),
+        (vec!["prune", path], 0, false),
+        (
+            vec!["top", path, "--interval-ms", "5", "--iterations", "1"],
+            0,
+            false,
+        ),
+        (vec!["stat", &missing], 1, true),
+    ] {
+        let (got, out, err) = ringwire(&args);
+        assert_eq!(got, code, "{args:?}: {err}");
+        let text = if stderr { err } else { out };
+        assert!(
+            !text.contains('\x1b'),
+            "{args:?}: an ESC reached the output: {text:?}"
+        );
+        let line = text
+            .lines()
+            .find(|l| l.contains("ringwire-test-cli-ctl"))
+            .unwrap_or_else(|| panic!("{args:?}: no line names the path: {text:?}"));
+        let want = if stderr {
+            format!("{}-missing\"", &escaped[..escaped.len() - 1])
+        } else {
+            escaped.clone()
+        };
+        assert!(line.contains(&want), "{args:?}: {want:?} not in {line:?}");
+    }
+    drop(prod);
+}

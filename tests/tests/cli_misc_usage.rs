@@ -7,6 +7,7 @@
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -35,6 +36,43 @@ fn usage_errors_exit_1_as_ringfire() {
             err.starts_with("error:") || err.contains("Usage: ringwire"),
             "{args:?}: {err}"
         );
+    }
+}
+
+/// A value repeated in a comma list (or in a list flag given twice) is a usage error naming
+/// it: `bench stress --transport tcp,tcp` ran every rate twice, and reported two rows of each.
+/// The check runs before any measurement, so these runs end at once.
+#[test]
+fn a_value_repeated_in_a_comma_list_is_a_usage_error_naming_it() {
+    for (args, flag, value) in [
+        (
+            &["--transport", "tcp,tcp"][..],
+            "--transport <TRANSPORT>",
+            "tcp",
+        ),
+        (
+            &["--transport", "tcp", "--transport", "tcp"],
+            "--transport <TRANSPORT>",
+            "tcp",
+        ),
+        (
+            &["--transport", "unicast,tcp,unicast"],
+            "--transport <TRANSPORT>",
+            "unicast",
+        ),
+        (&["--rates", "1000,20000,1000"], "--rates <RATES>", "1000"),
+        (
+            &["--rates", "1000", "--rates", "1000"],
+            "--rates <RATES>",
+            "1000",
+        ),
+    ] {
+        let args = [&["bench", "stress"][..], args].concat();
+        let (code, out, err) = ringwire(&args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        let want = format!("error: invalid value '{value}' for '{flag}': given more than once");
+        assert!(err.starts_with(&want), "{args:?}: {err}");
     }
 }
 
@@ -140,4 +178,58 @@ fn a_closed_stdout_ends_every_command_quietly_by_sigpipe() {
         assert!(err.is_empty(), "{args:?}: {err}");
     }
     drop(prod);
+}
+
+/// Paths are bytes: a ring at a path that is not UTF-8 is read (and named with its bytes,
+/// `\xff`). A value that is not UTF-8 where text is wanted is a usage error naming the value
+/// and its flag; clap said only "invalid UTF-8 was detected in one or more arguments".
+#[test]
+fn paths_take_any_bytes_and_a_text_value_that_is_not_utf8_is_named() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let base = ShmPath::new("cli-not-utf8");
+    let p = ShmPath::adopt(PathBuf::from(OsStr::from_bytes(
+        &[base.path().as_os_str().as_bytes(), b"-\xff"].concat(),
+    )));
+    let mut prod = RingProducer::<Rec>::create(p.path(), 16).unwrap();
+    prod.push(&Rec::new(1));
+    let shown = format!("\"{}-\\xff\"", base.path().display());
+    let path = p.path().as_os_str();
+    for cmd in ["stat", "dump", "top"] {
+        let mut args = vec![OsStr::new(cmd), path];
+        if cmd == "top" {
+            args.extend(["--iterations", "1", "--interval-ms", "5"].map(OsStr::new));
+        }
+        let (code, out, err) = ringwire(&args);
+        assert_eq!(code, 0, "{cmd}: {err}");
+        assert!(
+            cmd == "dump" || out.contains(&shown),
+            "{cmd}: {shown} not in {out}"
+        );
+    }
+    drop(prod);
+
+    let bad = OsStr::from_bytes(b"1\xff");
+    for (args, want) in [
+        (
+            vec![OsStr::new("dump"), path, OsStr::new("--tail"), bad],
+            "error: invalid value \"1\\xff\" for '--tail <TAIL>': it is not UTF-8",
+        ),
+        (
+            vec![
+                OsStr::new("serve"),
+                path,
+                OsStr::from_bytes(b"--bind=1\xff"),
+            ],
+            "error: invalid value \"1\\xff\" for '--bind <ADDR>': it is not UTF-8",
+        ),
+        (
+            vec![OsStr::new("mirror"), bad, path],
+            "error: argument \"1\\xff\" is not UTF-8",
+        ),
+    ] {
+        let (code, out, err) = ringwire(&args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert!(err.starts_with(want), "{args:?}: {err}");
+    }
 }

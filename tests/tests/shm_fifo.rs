@@ -70,23 +70,34 @@ fn open_err<T: Debug, E: Send + 'static>(
     }
 }
 
-fn ring_err(what: &str, path: &Path, e: Error) {
+/// Checks `e` refuses `path` as not a regular file but `found` ("a FIFO"), and says so.
+fn ring_err_found(what: &str, path: &Path, found: &str, e: Error) {
     let msg = e.to_string();
     assert!(
-        matches!(&e, Error::NotRegularFile { path: p } if p == path),
+        matches!(&e, Error::NotRegularFile { path: p, found: f } if p == path && *f == found),
         "{what}: {e:?}"
     );
     assert!(msg.contains(&path.display().to_string()), "{what}: {msg}");
-    assert!(msg.contains("not a regular file"), "{what}: {msg}");
+    assert!(
+        msg.contains(&format!("not a regular file but {found}")),
+        "{what}: {msg}"
+    );
+}
+
+fn ring_err(what: &str, path: &Path, e: Error) {
+    ring_err_found(what, path, "a FIFO", e);
 }
 
 fn queue_err(what: &str, path: &Path, e: QueueFileError) {
     let msg = e.to_string();
     assert!(
-        matches!(&e, QueueFileError::NotRegularFile(p) if p == path),
+        matches!(&e, QueueFileError::NotRegularFile { path: p, found: "a FIFO" } if p == path),
         "{what}: {e:?}"
     );
-    assert_eq!(msg, format!("queue {}: not a regular file", path.display()));
+    assert_eq!(
+        msg,
+        format!("queue {}: not a regular file but a FIFO", path.display())
+    );
 }
 
 #[test]
@@ -193,14 +204,36 @@ fn a_directory_is_not_a_regular_file_either() {
     let fifo = Fifo::new("dir");
     let dir = fifo.0.parent().unwrap().to_path_buf();
     let q = dir.clone();
-    ring_err(
-        "ReadOnlyRing::open",
-        &dir,
-        open_err("ReadOnlyRing::open", move || ReadOnlyRing::open(q)),
-    );
+    let e = open_err("ReadOnlyRing::open", move || ReadOnlyRing::open(q));
+    ring_err_found("ReadOnlyRing::open", &dir, "a directory", e);
     let q = dir.clone();
     let e = open_err("ReadOnlyQueue::open", move || {
         ReadOnlyQueue::open(q, QueueKind::Spsc)
     });
-    ring_err("ReadOnlyQueue::open", &dir, e);
+    ring_err_found("ReadOnlyQueue::open", &dir, "a directory", e);
+}
+
+/// `/dev/null`, the usual wrong path, is named a character device, whichever side opens it.
+#[test]
+fn dev_null_is_named_a_character_device() {
+    let null = Path::new("/dev/null");
+    let e = ReadOnlyRing::open(null).unwrap_err();
+    ring_err_found("ReadOnlyRing::open", null, "a character device", e);
+    let e = RingFile::open(null, Expect::RAW).unwrap_err();
+    ring_err_found("RingFile::open", null, "a character device", e);
+    let e = MpmcQueue::<u64>::open(null).unwrap_err();
+    assert!(
+        matches!(
+            &e,
+            QueueFileError::NotRegularFile {
+                found: "a character device",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "queue /dev/null: not a regular file but a character device"
+    );
 }

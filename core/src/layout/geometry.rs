@@ -162,9 +162,17 @@ const fn sized(g: Geometry) -> Result<Geometry, GeometryError> {
 
 /// Refuses a slot alignment that is not a power of two: `round_up` to it would give a
 /// `slots_offset` that is not a multiple of it, which a reader of that alignment refuses.
-const fn check_slot_align(slot_align: usize) -> Result<(), GeometryError> {
+/// Refuses too a `stride` that is not a multiple of an alignment over 8 (strides are
+/// multiples of 8 already): slots after the first would be misaligned.
+const fn check_slot_align(slot_align: usize, stride: usize) -> Result<(), GeometryError> {
     if slot_align != 0 && !slot_align.is_power_of_two() {
         return Err(GeometryError::BadSlotAlign {
+            slot_align: slot_align as u64,
+        });
+    }
+    if slot_align > 8 && !stride.is_multiple_of(slot_align) {
+        return Err(GeometryError::StrideNotAligned {
+            stride: stride as u64,
             slot_align: slot_align as u64,
         });
     }
@@ -175,7 +183,9 @@ impl Geometry {
     /// A single-writer broadcast ring of fixed records (ringfire `RingProducer`).
     ///
     /// `readers` registry slots are reserved; a lossless ring with 0 gets 32. `slot_align`
-    /// (the record type's alignment) must be a power of two, or 0 (taken as 8).
+    /// (the record type's alignment) must be a power of two, or 0 (taken as 8); when over 8,
+    /// `stride` must be a multiple of it ([`GeometryError::StrideNotAligned`]), as
+    /// [`slot_stride`] makes it.
     ///
     /// A ring larger than the address space (`isize::MAX` bytes, 2 GiB on a 32-bit target)
     /// is [`GeometryError::TooLarge`], so [`Geometry::total_len`] of a geometry made here
@@ -206,7 +216,7 @@ impl Geometry {
             Ok(e) => e,
             Err(e) => return Err(e),
         };
-        if let Err(e) = check_slot_align(slot_align) {
+        if let Err(e) = check_slot_align(slot_align, stride) {
             return Err(e);
         }
         let n = if lossless && readers == 0 {
@@ -288,7 +298,8 @@ impl Geometry {
     }
 
     /// A multi-producer ring (ringfire `MpmcProducer`, spec §8). `slot_align` must be a power
-    /// of two, or 0 (taken as 8). A `const fn`, like [`Geometry::spmc`].
+    /// of two, or 0 (taken as 8), and `stride` a multiple of it when over 8, as for
+    /// [`Geometry::spmc`]. A `const fn`, like [`Geometry::spmc`].
     pub const fn mpmc(
         capacity: u64,
         stride: usize,
@@ -298,7 +309,7 @@ impl Geometry {
             Ok(e) => e,
             Err(e) => return Err(e),
         };
-        if let Err(e) = check_slot_align(slot_align) {
+        if let Err(e) = check_slot_align(slot_align, stride) {
             return Err(e);
         }
         let align = if slot_align > 8 { slot_align } else { 8 };
@@ -835,16 +846,54 @@ mod tests {
             assert_eq!(Geometry::mpmc(16, 16, align), refused);
         }
         for align in [0, 1, 8, 64, 128, 1 << 20] {
-            let g = Geometry::spmc(16, 16, align, 0, false).unwrap();
+            let stride = align.max(16);
+            let g = Geometry::spmc(16, stride, align, 0, false).unwrap();
             assert!(
                 g.slots_offset.is_multiple_of(align.max(1) as u64),
                 "{align}"
             );
-            let g = Geometry::mpmc(16, 16, align).unwrap();
+            let g = Geometry::mpmc(16, stride, align).unwrap();
             assert!(
                 g.slots_offset.is_multiple_of(align.max(1) as u64),
                 "{align}"
             );
+        }
+    }
+
+    /// A stride that is not a multiple of a slot alignment over 8 is refused by name:
+    /// `spmc(16, 40, 32, ..)` made a ring whose slots after the first start misaligned, and
+    /// that a typed reader of 32-aligned records (stride a multiple of 32) refuses. A file
+    /// of that shape from another creator still attaches (spec §1.3 does not check it).
+    #[test]
+    fn a_stride_not_a_multiple_of_the_slot_alignment_is_refused() {
+        for (stride, align) in [
+            (40, 32),
+            (16, 32),
+            (24, 16),
+            (8, 16),
+            (72, 64),
+            (4104, 4096),
+        ] {
+            let refused = Err(GeometryError::StrideNotAligned {
+                stride: stride as u64,
+                slot_align: align as u64,
+            });
+            assert_eq!(Geometry::spmc(16, stride, align, 0, false), refused);
+            assert_eq!(Geometry::spmc(16, stride, align, 2, true), refused);
+            assert_eq!(Geometry::mpmc(16, stride, align), refused);
+        }
+        // Up to 8 every stride (a multiple of 8) is aligned; over it, a multiple is.
+        for (stride, align) in [(40, 0), (40, 1), (40, 8), (64, 32), (96, 32), (32, 16)] {
+            assert!(Geometry::spmc(16, stride, align, 0, false).is_ok());
+            assert!(Geometry::mpmc(16, stride, align).is_ok());
+        }
+        // The attach side keeps accepting such a ring, for any reader alignment.
+        let mut g = Geometry::spmc(16, 64, 32, 0, false).unwrap();
+        g.element_size = 40;
+        let len = g.total_len().unwrap();
+        let h = header_of(&g);
+        for align in [8, 32] {
+            assert_eq!(Geometry::from_header(&h, len, align), Ok(g), "{align}");
         }
     }
 }

@@ -242,6 +242,16 @@ pub enum PushError {
         /// The slot's stamp.
         stamp: u64,
     },
+    /// [`MpmcQueue::write_claimed`] was called again for a position it has published (or
+    /// for one a push published), whose item is still in the queue: nothing was written.
+    /// Once the item is popped, the slot no longer tells, and a second call reads as
+    /// [`PushError::Healed`].
+    ///
+    /// [`MpmcQueue::write_claimed`]: super::MpmcQueue::write_claimed
+    AlreadyPublished {
+        /// The position passed.
+        pos: u64,
+    },
 }
 
 /// An item cannot be popped.
@@ -525,6 +535,11 @@ impl fmt::Display for PushError {
             PushError::NotClaimed { pos, stamp } => write!(
                 f,
                 "position {pos} is not claimed by this producer (stamp {stamp:#x})"
+            ),
+            PushError::AlreadyPublished { pos } => write!(
+                f,
+                "position {pos} is published already (write_claimed called twice for it?): \
+                 nothing was written"
             ),
         }
     }

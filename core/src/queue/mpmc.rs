@@ -443,7 +443,9 @@ impl MpmcQueue {
     /// and publishes it. Fails with [`PushError::Healed`] if the position was healed
     /// meanwhile: having written nothing if the heal came before the copy began; a heal
     /// during the copy lets the rest of the copy land after it (module docs). `pos` must
-    /// come from [`MpmcQueue::claim`], once.
+    /// come from [`MpmcQueue::claim`], once: a second call for it is
+    /// [`PushError::AlreadyPublished`] while its item is in the queue, and reads as
+    /// [`PushError::Healed`] once the item is popped (the slot no longer tells).
     #[inline]
     pub fn write_claimed(&self, pos: u64, item: &[u8]) -> Result<(), PushError> {
         if item.len() != self.item_size() {
@@ -464,7 +466,11 @@ impl MpmcQueue {
         ) {
             // Only a healer moves a claimed slot on before its producer begins: if the
             // stamp is past `pos` (healed, or healed and already consumed), we were healed.
-            return Err(if stamp & !FLAGS > pos {
+            // But `pos + 1` with no flag is a publish, which no heal writes: this call
+            // came again for a position it published. (Consumed, the two look alike.)
+            return Err(if stamp == pos.wrapping_add(1) {
+                PushError::AlreadyPublished { pos }
+            } else if stamp & !FLAGS > pos {
                 PushError::Healed { pos }
             } else {
                 PushError::NotClaimed { pos, stamp }

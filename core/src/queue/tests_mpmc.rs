@@ -237,6 +237,35 @@ fn write_claimed_rejects_an_unclaimed_position() {
     assert_eq!(pop_u64(&q), Err(PopError::Empty));
 }
 
+/// A second write_claimed for a published position writes nothing and says so, where it
+/// said Healed (no heal had happened). Once the item is popped, the slot cannot tell the
+/// two apart: that call still reads as Healed (documented).
+#[test]
+fn write_claimed_twice_is_already_published_not_healed() {
+    let (_b, q) = mpmc(2, 8);
+    let pos = q.claim().unwrap();
+    q.write_claimed(pos, &7u64.to_le_bytes()).unwrap();
+    assert_eq!(
+        q.write_claimed(pos, &8u64.to_le_bytes()),
+        Err(PushError::AlreadyPublished { pos })
+    );
+    assert_eq!(pop_u64(&q), Ok((pos, 7)));
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+    // Popped: the slot holds the next lap's free stamp, as after a heal and a pop.
+    assert_eq!(
+        q.write_claimed(pos, &8u64.to_le_bytes()),
+        Err(PushError::Healed { pos })
+    );
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+    // A position try_push published is refused the same way.
+    let p = q.try_push(&9u64.to_le_bytes()).unwrap();
+    assert_eq!(
+        q.write_claimed(p, &1u64.to_le_bytes()),
+        Err(PushError::AlreadyPublished { pos: p })
+    );
+    assert_eq!(pop_u64(&q), Ok((p, 9)));
+}
+
 #[test]
 fn healed_and_consumed_claim_is_still_reported_as_healed() {
     let (_b, q) = mpmc(2, 8);

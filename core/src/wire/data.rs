@@ -180,13 +180,13 @@ impl<'a> DataRepr<'a> {
         HEADER_LEN + self.records.len()
     }
 
-    /// Writes the frame into `buf`; returns its length.
+    /// Writes the frame into `buf`; returns its length. Records of 4 GiB or more, which the
+    /// header's 32-bit `len` cannot announce, are [`WireError::DataTooLarge`].
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize, WireError> {
-        need(buf, self.buffer_len())?;
-        let len = u32::try_from(self.records.len()).map_err(|_| WireError::FrameTooLarge {
-            len: u32::MAX,
-            max: u32::MAX as usize,
+        let len = u32::try_from(self.records.len()).map_err(|_| WireError::DataTooLarge {
+            len: self.records.len() as u64,
         })?;
+        need(buf, self.buffer_len())?;
         HeaderRepr {
             kind: Kind::Data,
             flags: self.flags,
@@ -453,5 +453,30 @@ mod tests {
                 prop_assert_eq!(r.blob.len(), *l);
             }
         }
+    }
+
+    /// Records over 4 GiB are refused by their length, before the buffer is looked at. It
+    /// said FrameTooLarge with len and max both u32::MAX, neither of them the length.
+    /// 64-bit only (no such slice on a 32-bit target); the 4 GiB is calloc'd, never touched.
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    #[cfg_attr(miri, ignore = "a 4 GiB allocation")]
+    fn emit_of_records_over_4_gib_names_their_length() {
+        let n = u32::MAX as usize + 9;
+        let records = std::vec![0u8; n];
+        let d = DataRepr {
+            flags: 0,
+            seq: 1,
+            count: 1,
+            records: &records,
+        };
+        let mut buf = [0u8; 64];
+        let e = d.emit(&mut buf);
+        assert_eq!(e, Err(WireError::DataTooLarge { len: n as u64 }));
+        assert_eq!(buf, [0u8; 64], "nothing written");
+        assert!(
+            e.unwrap_err().to_string().contains("4294967304 bytes"),
+            "the length is named"
+        );
     }
 }

@@ -173,6 +173,12 @@ pub enum WireError {
         /// Bytes available.
         have: usize,
     },
+    /// A DATA payload to emit is longer than the header's 32-bit `len` can say (4 GiB or
+    /// more of records).
+    DataTooLarge {
+        /// The payload's length in bytes.
+        len: u64,
+    },
 }
 
 impl fmt::Display for WireError {
@@ -287,6 +293,11 @@ impl fmt::Display for WireError {
             BufferTooSmall { need, have } => {
                 write!(f, "buffer of {have} bytes is smaller than {need}")
             }
+            DataTooLarge { len } => write!(
+                f,
+                "DATA payload of {len} bytes is over the {} the header's 32-bit len holds",
+                u32::MAX
+            ),
         }
     }
 }

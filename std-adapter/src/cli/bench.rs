@@ -139,6 +139,22 @@ pub enum BenchMode {
     },
 }
 
+impl BenchMode {
+    /// A value given twice in one of the mode's comma lists (or in the same flag given
+    /// twice): the flag's long name and the value. Each value is a run, so a repeated one would be
+    /// measured twice and reported as two rows.
+    pub(super) fn repeated(&self) -> Option<(&'static str, String)> {
+        match self {
+            BenchMode::Stress {
+                transport, rates, ..
+            } => super::repeated(transport)
+                .map(|t| ("transport", super::value_name(t)))
+                .or_else(|| super::repeated(rates).map(|r| ("rates", r.to_string()))),
+            _ => None,
+        }
+    }
+}
+
 /// How the hand-off reader waits for records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum ReaderWait {
@@ -519,7 +535,7 @@ fn plot_rates(path: &Path, rows: &[RunRow]) -> Result<()> {
     if rows.is_empty() {
         diag!(
             "bench: no run completed: plot {} not written",
-            path.display()
+            crate::shown::path(path)
         );
         return Ok(());
     }
@@ -806,7 +822,7 @@ fn handoff(
             format!(
                 "interrupted by SIGINT, SIGTERM or SIGHUP {when}; reader process {} killed, {} removed",
                 reader.pid(),
-                path.display()
+                crate::shown::path(&path)
             ),
         )
     };

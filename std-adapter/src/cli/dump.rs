@@ -44,7 +44,12 @@ pub(super) fn run(path: &Path, tail: u64, hex: bool, out: &mut dyn Write) -> Res
     // corrupt header: it places no record.
     let newest = ring.checked_write_seq()?;
     if newest == 0 {
-        return writeln!(out, "ring {} is empty (write_seq 0)", path.display()).map_err(oe);
+        return writeln!(
+            out,
+            "ring {} is empty (write_seq 0)",
+            crate::shown::path(path)
+        )
+        .map_err(oe);
     }
     let oldest = oldest_retained(newest, g.capacity);
     let first = newest.saturating_sub(tail - 1).max(oldest).max(1);

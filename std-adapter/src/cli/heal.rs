@@ -35,7 +35,7 @@ pub(super) fn run(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Res
     // In the host's byte order, as the writers store it.
     let magic = u64::from_ne_bytes(h[0..8].try_into().unwrap_or([0; 8]));
     let oe = out_err();
-    let p = path.display();
+    let p = crate::shown::path(path);
     if let Some(kind) = QueueKind::from_magic(magic) {
         if producers_dead {
             return Err(flag_misplaced(
@@ -112,7 +112,7 @@ fn needs_write_access(path: &Path, err: &std::io::Error) -> String {
     format!(
         "healing needs write access to {}, which this process does not have (open \
          read-write: {err}); run heal again as a user who may write the file",
-        path.display()
+        crate::shown::path(path)
     )
 }
 
@@ -127,7 +127,7 @@ fn needs_write_access(path: &Path, err: &std::io::Error) -> String {
 /// read-only: it has no stuck slots.
 fn heal_queue(path: &Path, kind: QueueKind, out: &mut dyn Write) -> Result<()> {
     let oe = out_err();
-    let p = path.display();
+    let p = crate::shown::path(path);
     if kind == QueueKind::Spsc {
         ReadOnlyQueue::open(path, kind)?;
         return writeln!(
@@ -303,7 +303,7 @@ fn sequences_past_claims(view: &RingView) -> Option<String> {
 /// cannot be (no write access) is reported.
 fn heal_ring(path: &Path, producers_dead: bool, out: &mut dyn Write) -> Result<()> {
     let oe = out_err();
-    let p = path.display();
+    let p = crate::shown::path(path);
     let ring = ReadOnlyRing::open(path)?;
     let view = ring.ring();
     if !view.geometry().flags.has(Flags::MODE_MPMC) {

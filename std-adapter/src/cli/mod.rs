@@ -11,7 +11,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 mod bench;
 mod dump;
@@ -212,6 +212,125 @@ fn refresh_ms(s: &str) -> Result<u64, String> {
     }
 }
 
+/// The first value of `list` that comes again later in it.
+fn repeated<T: PartialEq>(list: &[T]) -> Option<&T> {
+    list.iter()
+        .enumerate()
+        .find(|&(i, v)| list[i + 1..].contains(v))
+        .map(|(_, v)| v)
+}
+
+/// The name a user types for `v`, a value of an enum flag.
+fn value_name(v: &impl clap::ValueEnum) -> String {
+    v.to_possible_value()
+        .map_or_else(String::new, |p| p.get_name().to_string())
+}
+
+/// Parses the command line as [`Cli::try_parse_from`] does, with two usage errors of its
+/// own:
+/// * a value given twice in a comma list (`bench stress --transport tcp,tcp`), which clap
+///   takes, is refused: each value is a run, and it would run twice;
+/// * a value that is not UTF-8 is named, with the flag it is given to (`invalid value
+///   "\xff" for '--tail <N>'`), where clap says only "invalid UTF-8 was detected in one or
+///   more arguments". Paths take any bytes (they are `PathBuf`s); numbers, addresses and
+///   names are text.
+pub fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    use clap::error::ErrorKind;
+    let args: Vec<std::ffi::OsString> = args.into_iter().map(Into::into).collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Err(e) if e.kind() == ErrorKind::InvalidUtf8 => {
+            let Some((value, long)) = not_utf8(&args) else {
+                return Err(e);
+            };
+            let shown = crate::shown::path(std::path::Path::new(value));
+            return Err(usage_error(&args, ErrorKind::InvalidUtf8, long, |flag| {
+                let what = "is not UTF-8 (only a path may hold such bytes)";
+                match flag {
+                    Some(flag) => format!("invalid value {shown} for '{flag}': it {what}"),
+                    None => format!("argument {shown} {what}"),
+                }
+            }));
+        }
+        r => r?,
+    };
+    if let Command::Bench { mode } = &cli.command
+        && let Some((long, value)) = mode.repeated()
+    {
+        return Err(usage_error(
+            &args,
+            ErrorKind::ValueValidation,
+            Some(long),
+            |flag| {
+                let flag = flag.unwrap_or_else(|| format!("--{long}"));
+                format!(
+                    "invalid value '{value}' for '{flag}': given more than once (each value is a run)"
+                )
+            },
+        ));
+    }
+    Ok(cli)
+}
+
+/// The first value in `args` that is not UTF-8 where clap wants text (a path may be any
+/// bytes), and the long flag it may be the value of: `--name=value` in one argument, or
+/// `--name` before it. Each argument that is not UTF-8 is tried alone, the others made text.
+fn not_utf8(args: &[std::ffi::OsString]) -> Option<(&std::ffi::OsStr, Option<&str>)> {
+    use std::os::unix::ffi::OsStrExt;
+    let text = |a: &std::ffi::OsString| a.to_str().is_some();
+    let i = (0..args.len()).filter(|&i| !text(&args[i])).find(|&i| {
+        let alone = args.iter().enumerate().map(|(j, a)| {
+            if j == i || text(a) {
+                a.clone()
+            } else {
+                "p".into()
+            }
+        });
+        matches!(Cli::try_parse_from(alone), Err(e) if e.kind() == clap::error::ErrorKind::InvalidUtf8)
+    })?;
+    let bytes = args[i].as_bytes();
+    if let Some(b) = bytes.strip_prefix(b"--")
+        && let Some(end) = b.iter().position(|&c| c == b'=')
+        && let Ok(long) = std::str::from_utf8(&b[..end])
+    {
+        return Some((std::ffi::OsStr::from_bytes(&b[end + 1..]), Some(long)));
+    }
+    let before = args[..i]
+        .last()
+        .and_then(|a| a.to_str()?.strip_prefix("--"))
+        .filter(|a| !a.contains('='));
+    Some((args[i].as_os_str(), before))
+}
+
+/// A usage error of `kind` saying `what(flag)`, with the usage of the subcommand `args`
+/// name. `flag` is `long` as clap shows it (`--transport <TRANSPORT>`), if that subcommand
+/// has such an option taking a value.
+fn usage_error(
+    args: &[std::ffi::OsString],
+    kind: clap::error::ErrorKind,
+    long: Option<&str>,
+    what: impl FnOnce(Option<String>) -> String,
+) -> clap::Error {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let mut sub = &cmd;
+    for a in args.iter().skip(1) {
+        match a.to_str().and_then(|name| sub.find_subcommand(name)) {
+            Some(s) => sub = s,
+            None => break,
+        }
+    }
+    let flag = long.and_then(|long| {
+        sub.get_arguments()
+            .find(|a| a.get_long() == Some(long) && a.get_action().takes_values())
+            .map(|a| a.to_string())
+    });
+    clap::Error::raw(kind, what(flag)).format(&mut sub.clone())
+}
+
 /// Runs one command, writing its output to `out` (any writer, so `top` never clears the
 /// screen).
 pub fn run(cli: Cli, out: &mut dyn Write) -> crate::Result<()> {
@@ -304,7 +423,7 @@ fn stdout_is_tty() -> bool {
 /// has it mapped ends the command with a line naming the file and status 1.
 pub fn main() -> ExitCode {
     sigbus::install();
-    let cli = match Cli::try_parse() {
+    let cli = match parse_from(std::env::args_os()) {
         Ok(cli) => cli,
         Err(e) => {
             let printed = e.print().and_then(|()| {

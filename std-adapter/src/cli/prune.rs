@@ -26,7 +26,7 @@ pub(super) fn run(path: &Path, out: &mut dyn Write) -> Result<()> {
         return writeln!(
             out,
             "ring {} has no reader registry; nothing to prune",
-            path.display()
+            crate::shown::path(path)
         )
         .map_err(oe);
     }

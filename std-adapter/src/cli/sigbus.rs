@@ -233,10 +233,17 @@ impl Cause {
     /// Writes the line that says what happened, piece by piece, to `w` (no allocation).
     fn report(&self, mut w: impl FnMut(&[u8])) {
         let mut buf = [0; 2 + 2 * size_of::<usize>()];
+        // The path as every message shows it: its control characters escaped.
+        let path_of = |path: &[u8], w: &mut dyn FnMut(&[u8])| {
+            let _ = crate::shown::write_bytes(path, |s| {
+                w(s.as_bytes());
+                Ok::<(), ()>(())
+            });
+        };
         match *self {
             Cause::Shrank(path) => {
                 w(b"ringwire: ");
-                w(path);
+                path_of(path, &mut w);
                 w(
                     b" shrank while it was mapped (truncated or recreated in place by another \
                     process); stopping\n",
@@ -244,7 +251,7 @@ impl Cause {
             }
             Cause::NoRoom(path) => {
                 w(b"ringwire: ");
-                w(path);
+                path_of(path, &mut w);
                 w(
                     b": no page could back a part of it, though the file is still whole: its \
                     file system is full (a full tmpfs has no page for a part of a file never \
@@ -255,7 +262,7 @@ impl Cause {
                 w(b"ringwire: SIGBUS at ");
                 w(hex(addr, &mut buf));
                 w(b" in ");
-                w(path);
+                path_of(path, &mut w);
                 w(b", not past the end of the file\n");
             }
             Cause::Unmapped(addr) => {
@@ -434,6 +441,10 @@ mod tests {
         assert_eq!(
             line(Cause::Sent),
             "ringwire: SIGBUS sent by another process\n"
+        ); // The path as every message shows it: a newline or an ESC in it escaped.
+        assert_eq!(
+            line(Cause::InMapping(0x10, b"/dev/shm/a\nb\x1b[2J")),
+            "ringwire: SIGBUS at 0x10 in \"/dev/shm/a\\nb\\x1b[2J\", not past the end of the file\n"
         );
     }
 

@@ -275,7 +275,7 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         let s = serde_json::to_string_pretty(&v).map_err(|e| Error::io(path, "json", e.into()))?;
         return writeln!(out, "{s}").map_err(oe);
     }
-    let p = path.display();
+    let p = crate::shown::path(path);
     if v["type"] == BLACKBOARD_TYPE {
         let keys = [
             "file_size",

@@ -273,7 +273,7 @@ fn run_with(
         writeln!(
             out,
             "ringwire top {}  (refresh {interval_ms} ms)",
-            path.display()
+            crate::shown::path(path)
         )
         .map_err(&oe)?;
         match replaced {

@@ -20,6 +20,7 @@ use ringwire_core::queue::{
 
 use super::wait::Side;
 use crate::cli::sigbus::Mapped;
+use crate::shown::path as shown;
 
 /// Why a queue file or mapping cannot be set up. Each variant names the file
 /// ("anonymous" for in-process memory).
@@ -52,7 +53,15 @@ pub enum QueueFileError {
     },
     /// The path names something other than a regular file (a FIFO, a device, a socket).
     /// A directory fails the open itself: [`QueueFileError::Io`] with `EISDIR`.
-    NotRegularFile(PathBuf),
+    /// New after 0.1.0: this was the tuple variant `NotRegularFile(PathBuf)`, and it now
+    /// names what the path is.
+    NotRegularFile {
+        /// The file.
+        path: PathBuf,
+        /// What it is instead: "a FIFO", "a character device", "a block device", "a
+        /// socket"… (the names of [`crate::Error::NotRegularFile`]'s `found`).
+        found: &'static str,
+    },
     /// `create` found a non-empty file at the path that is neither a queue file (of any
     /// kind) nor one whose creation never finished: somebody's data, a ring, a blackboard.
     /// It is refused and left as it was, rather than replaced.
@@ -112,8 +121,8 @@ impl std::fmt::Display for QueueFileError {
                  instead, or close every handle first)",
                 shown(path)
             ),
-            QueueFileError::NotRegularFile(p) => {
-                write!(f, "queue {}: not a regular file", shown(p))
+            QueueFileError::NotRegularFile { path, found } => {
+                write!(f, "queue {}: not a regular file but {found}", shown(path))
             }
             QueueFileError::NotReplaced { path, len, magic } => {
                 write!(f, "queue {}: ", shown(path))?;
@@ -137,22 +146,6 @@ impl std::fmt::Display for QueueFileError {
             ),
         }
     }
-}
-
-/// `path` for a message: `""` when empty (a caller's empty string), so the text does not read
-/// "queue : open failed".
-fn shown(path: &Path) -> impl std::fmt::Display + '_ {
-    struct Shown<'a>(&'a Path);
-    impl std::fmt::Display for Shown<'_> {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            if self.0.as_os_str().is_empty() {
-                f.write_str("\"\"")
-            } else {
-                self.0.display().fmt(f)
-            }
-        }
-    }
-    Shown(path)
 }
 
 impl QueueFileError {
@@ -277,8 +270,16 @@ fn open_regular_rw(path: &Path) -> Result<File, QueueFileError> {
                 op,
                 source,
             },
-            // open_regular fails only with Io or NotRegularFile.
-            _ => QueueFileError::NotRegularFile(path.to_owned()),
+            crate::Error::NotRegularFile { found, .. } => QueueFileError::NotRegularFile {
+                path: path.to_owned(),
+                found,
+            },
+            // open_regular fails only with the two above; anything else keeps its text.
+            other => QueueFileError::Io {
+                path: path.to_owned(),
+                op: "open",
+                source: io::Error::other(other.to_string()),
+            },
         },
     )
 }
@@ -395,7 +396,10 @@ impl QueueMem {
             match e {
                 CreateError::Io { op, source } => io_err(path, op)(source),
                 CreateError::Locked => locked_err(path),
-                CreateError::NotRegular => QueueFileError::NotRegularFile(path.to_owned()),
+                CreateError::NotRegular(found) => QueueFileError::NotRegularFile {
+                    path: path.to_owned(),
+                    found,
+                },
                 CreateError::InUse(holder) => QueueFileError::InUse {
                     path: path.to_owned(),
                     holder,

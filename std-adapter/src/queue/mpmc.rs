@@ -281,7 +281,8 @@ impl<T: Item> MpmcQueue<T> {
     }
 
     /// Writes `item` into the position `pos` returned by [`MpmcQueue::claim`] (once) and
-    /// publishes it; [`PushError::Healed`] if the position was healed meanwhile (see
+    /// publishes it; [`PushError::Healed`] if the position was healed meanwhile,
+    /// [`PushError::AlreadyPublished`] if called again for it while its item is queued (see
     /// [`q::MpmcQueue::write_claimed`]).
     pub fn write_claimed(&self, pos: u64, item: &T) -> Result<(), PushError> {
         self.inner.write_claimed(pos, item.as_bytes())?;

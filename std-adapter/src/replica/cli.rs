@@ -382,7 +382,7 @@ impl ServeArgs {
         let replaced = |path: &Path| {
             diag!(
                 "serve: {} was replaced by a new ring; sessions restarted on it",
-                path.display()
+                crate::shown::path(path)
             )
         };
         exit(run_following(&opts, stop, replaced).map(|sum| {

@@ -865,7 +865,7 @@ impl<'a> Conn<'a> {
                 Some((w, Holds::Different)) if news => diag!(
                     "mirror: the source restarted with a new ring: its record {w} differs from \
                      the one this mirror held; mirror ring {} recreated, continuing from {w}",
-                    sink.path().display()
+                    crate::shown::path(sink.path())
                 ),
                 Some((w, Holds::Unknown)) if news => diag!(
                     "mirror: warning: resume after {w} not verified: the source no longer \
@@ -882,7 +882,7 @@ impl<'a> Conn<'a> {
                 diag!(
                     "mirror: the source restarted with a new ring (it numbers below this \
                      mirror): mirror ring {} {}",
-                    sink.path().display(),
+                    crate::shown::path(sink.path()),
                     if created {
                         "recreated"
                     } else {
@@ -898,7 +898,7 @@ impl<'a> Conn<'a> {
                     "mirror: the source's ring has another layout ({}) than mirror ring {} \
                      ({}): recreated with the source's layout; the records it held are gone",
                     describe_layout(&new),
-                    sink.path().display(),
+                    crate::shown::path(sink.path()),
                     describe_layout(&old)
                 );
             }
@@ -1397,7 +1397,7 @@ fn orphaned(sink: &FileSink) -> Option<ReplicaError> {
         Err(_) => return None,
     };
     Some(ReplicaError::io(
-        format!("mirror ring {}", sink.path().display()),
+        format!("mirror ring {}", crate::shown::path(sink.path())),
         io::Error::other(format!(
             "{what}; stopping rather than writing records no reader of the path would see"
         )),

@@ -107,7 +107,7 @@ impl fmt::Display for ReplicaError {
             ReplicaError::SourceReplaced { path } => write!(
                 f,
                 "{}: replaced by a new ring (restarted producer or recreated mirror ring)",
-                path.display()
+                crate::shown::path(path)
             ),
             ReplicaError::Mirror(e) => write!(f, "mirror: {e}"),
             ReplicaError::SessionFailed { peer, why } => {

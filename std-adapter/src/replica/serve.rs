@@ -637,7 +637,7 @@ fn bind_when_ready(
                 logged = std::time::Instant::now();
                 diag!(
                     "serve: {}: waiting for the new ring ({} s so far): {e}",
-                    opts.path.display(),
+                    crate::shown::path(&opts.path),
                     started.elapsed().as_secs()
                 );
             }
@@ -730,7 +730,7 @@ impl Server {
             diag!(
                 "serve: {}: no write access ({why}): mapped read-only; idle threads poll the \
                  ring (sleeps of at most {} µs) instead of sleeping on its futex",
-                opts.path.display(),
+                crate::shown::path(&opts.path),
                 POLL_MAX.as_micros()
             );
         }
@@ -852,7 +852,7 @@ impl Server {
             let g = self.ring.view().geometry();
             diag!(
                 "serve: {} (capacity {}, {} B records) on tcp {}{}{} session {}",
-                self.opts.path.display(),
+                crate::shown::path(&self.opts.path),
                 g.capacity,
                 g.record_len(),
                 self.local_addr(),
@@ -949,7 +949,7 @@ impl Server {
                     removed_told = true;
                     diag!(
                         "serve: {} was removed (its producer is gone?): still serving the ring as it was, until a new one appears at that path",
-                        self.opts.path.display()
+                        crate::shown::path(&self.opts.path)
                     );
                 }
             }

@@ -30,7 +30,10 @@ fn check_dir(path: &Path) -> Result<(), Error> {
         Error::io(
             path,
             "open",
-            std::io::Error::new(e.kind(), format!("its directory {}: {e}", dir.display())),
+            std::io::Error::new(
+                e.kind(),
+                format!("its directory {}: {e}", crate::shown::path(dir)),
+            ),
         )
     };
     let c = std::ffi::CString::new(dir.as_os_str().as_bytes())
