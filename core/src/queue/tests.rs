@@ -1020,7 +1020,7 @@ fn spsc_fixed_batches_across_the_wrap_keep_fifo_order() {
 fn spsc_packed_batches_mix_with_single_items_across_long_spans_and_the_wrap() {
     // push_fixed / pop_fixed of a packed queue's own item size (8, 24 and 64 bytes, each
     // its stride) copy one span up to the wrap and one after it, in steps of 128 bytes and
-    // a rest. On 32 slots, batches of 0 to 39 items start at every slot: spans longer than
+    // a rest, and a batch in steps of 512 bytes with prefetches between them. On 32 slots, batches of 0 to 39 items start at every slot: spans longer than
     // a step, ending mid-step and mid-item-step, wrapping, and more than the room or the
     // items there are. Single pushes and pops (which address each slot on their own) are
     // mixed in at random, so a batch copy that put items in the wrong slots is caught even
