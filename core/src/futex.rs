@@ -119,6 +119,10 @@ impl<'a> FutexPair<'a> {
     #[inline]
     pub fn announce(self, barrier: impl FnOnce(), ready: impl FnOnce() -> bool) -> Announced<'a> {
         // Acquire: if a notifier's bump is seen here, so is the state change before it.
+        // Relaxed, C11 lets the fences below fall in the other order and `ready` miss the
+        // change while the sleep is on the bumped value; loom, whose fence order is the
+        // order it runs them in, cannot reach that outcome (found by mutation: no model
+        // fails with this load relaxed).
         let value = self.word.load(Ordering::Acquire);
         // SeqCst: announces the sleeper; one half of the Dekker pair (module docs).
         self.waiters.fetch_add(1, Ordering::SeqCst);
