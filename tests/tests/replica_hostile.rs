@@ -601,6 +601,85 @@ fn once_fails_when_the_server_refuses_it() {
     assert_eq!(server.summary().refused, 1);
 }
 
+/// A mirror started with `--from N` or `--from latest` while the source cannot serve it yet
+/// (a server at its session limit refuses it; a source not up yet refuses the connect)
+/// starts where it was asked to once the source does: the start switches to resume only
+/// once a connection of the run has made the mirror ring. It switched after the first
+/// failed attempt, and a resume without a ring asks for the oldest record: `--from 300`
+/// mirrored records 1..=500, and `--from latest` the source's whole history, without a word.
+#[test]
+fn the_start_asked_for_holds_until_a_handshake() {
+    for (tag, start, first) in [
+        ("seq", Start::Sequence(300), 300),
+        ("latest", Start::Latest, 501),
+    ] {
+        let (src, _ring, mut prod) = source(&format!("hostile-start-{tag}-src"));
+        let dst = ShmPath::new(&format!("hostile-start-{tag}-dst"));
+        publish(&mut prod, 500);
+        let mut so = quiet_serve(&src);
+        so.max_sessions = 1;
+        let server = Server::bind(so).unwrap();
+        let addr = server.local_addr();
+        let mut mo = MirrorOptions::new(addr, dst.path());
+        mo.start = start;
+        mo.reconnect = Duration::from_millis(20);
+        mo.log = false;
+        let stop = AtomicBool::new(false);
+        let mstop = AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            let _stop = SetOnDrop(&stop);
+            let _mstop = SetOnDrop(&mstop);
+            let s = sc.spawn(|| server.run(&stop));
+            // Holds the one session, so that the mirror is refused before GEOMETRY.
+            let mut hello = [0u8; 64];
+            let k = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
+            let mut first_conn = TcpStream::connect(addr).unwrap();
+            first_conn.write_all(&hello[..k]).unwrap();
+            wait_until("the first session", Duration::from_secs(10), || {
+                server.summary().sessions >= 1
+            });
+            let m = sc.spawn(|| mirror::run(&mo, &mstop));
+            wait_until("the mirror refused twice", Duration::from_secs(10), || {
+                server.summary().refused >= 2
+            });
+            assert!(
+                ReadOnlyRing::open(dst.path()).is_err(),
+                "{tag}: a ring was created"
+            );
+            // The session ends at its next write (a heartbeat) after the reset.
+            drop(first_conn);
+            if start == Start::Latest {
+                // Published once the mirror is live: only these are new to it.
+                wait_until("the mirror ring", Duration::from_secs(10), || {
+                    ReadOnlyRing::open(dst.path()).is_ok()
+                });
+                for seq in 501..=600 {
+                    assert_eq!(prod.push(&payload(seq)), seq);
+                }
+            }
+            let last = if start == Start::Latest { 600 } else { 500 };
+            wait_until("the mirror to catch up", Duration::from_secs(20), || {
+                ReadOnlyRing::open(dst.path()).is_ok_and(|r| r.write_seq() >= last)
+            });
+            mstop.store(true, Ordering::Relaxed);
+            m.join().unwrap().unwrap();
+            stop.store(true, Ordering::Relaxed);
+            s.join().unwrap().unwrap();
+            let r = ReadOnlyRing::open(dst.path()).unwrap();
+            let mut b = vec![0u8; r.geometry().record_len()];
+            for seq in 1..=last {
+                let got = r.read_slot(seq, &mut b);
+                if seq < first {
+                    assert_ne!(got, SlotRead::Ok, "{tag}: record {seq} mirrored");
+                } else {
+                    assert_eq!(got, SlotRead::Ok, "{tag}: record {seq}");
+                    assert_eq!(&b[..LEN], &payload(seq), "{tag}: bytes of {seq}");
+                }
+            }
+        });
+    }
+}
+
 /// A source that accepts the connection and never sends GEOMETRY: `--once` fails at the
 /// handshake deadline instead of waiting forever, and closes the connection.
 #[test]

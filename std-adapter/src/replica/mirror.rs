@@ -600,7 +600,12 @@ fn connections(
                 }
             }
         }
-        start = Start::Resume;
+        // Later connections resume (spec §26.2), once this run has made the mirror ring: a
+        // resume before that (a source not up yet, at its session limit) would ask for the
+        // ring found at the path, or for the oldest record, not where the user asked.
+        if sink.created() > 0 {
+            start = Start::Resume;
+        }
         nap(opts.reconnect, stop);
     }
     sum.last_seq = last_written(&sink);
