@@ -451,8 +451,9 @@ fn once_options(addr: SocketAddr, path: &Path) -> MirrorOptions {
 }
 
 /// `--once` against a source that breaks the protocol (a GEOMETRY whose capacity is not a
-/// power of two; a frame of unknown kind after a good GEOMETRY) fails, naming the source
-/// and the error (spec §26.2: a mirror error exits 1), instead of returning Ok.
+/// power of two; a frame of unknown kind after a good GEOMETRY; a second GEOMETRY; DATA
+/// before GEOMETRY) fails, naming the source and the error (spec §26.2: a mirror error exits
+/// 1), instead of returning Ok.
 #[test]
 fn once_fails_on_a_protocol_error_naming_the_source() {
     let unknown_kind = {
@@ -461,9 +462,51 @@ fn once_fails_on_a_protocol_error_naming_the_source() {
         v.extend_from_slice(&[99, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
         v
     };
+    // A second GEOMETRY after records: named with its seq and what the mirror takes then
+    // (it said only "unexpected Geometry frame").
+    let second_geometry = {
+        let mut v = geometry_frame(64, 0);
+        let mut data = [0u8; 16 + 24];
+        ringwire::core::wire::DataRepr {
+            flags: 0,
+            seq: 1,
+            count: 1,
+            records: &[7u8; 24],
+        }
+        .emit(&mut data)
+        .unwrap();
+        v.extend_from_slice(&data);
+        let mut again = geometry_frame(64, 0);
+        again[8..16].copy_from_slice(&77u64.to_le_bytes());
+        v.extend_from_slice(&again);
+        v
+    };
+    // DATA where GEOMETRY must come first.
+    let early_data = {
+        let mut data = vec![0u8; 16 + 24];
+        ringwire::core::wire::DataRepr {
+            flags: 0,
+            seq: 5,
+            count: 1,
+            records: &[7u8; 24],
+        }
+        .emit(&mut data)
+        .unwrap();
+        data
+    };
     for (tag, reply, want) in [
         ("cap3", geometry_frame(3, 0), "not a power of two"),
         ("kind99", unknown_kind, "unknown frame kind 99"),
+        (
+            "geometry2",
+            second_geometry,
+            "unexpected Geometry frame (seq 77): expected DATA, GAP or HEARTBEAT",
+        ),
+        (
+            "early",
+            early_data,
+            "unexpected Data frame (seq 5): expected GEOMETRY",
+        ),
     ] {
         let dst = ShmPath::new(&format!("hostile-proto-{tag}"));
         let (addr, fake) = fake_source(reply, 1);
