@@ -788,6 +788,59 @@ fn a_source_silent_after_the_handshake_is_given_up() {
     assert!(sum.connections >= 2, "{sum:?}");
 }
 
+/// A UDP-mode source whose datagrams never reach the mirror (multicast not routed here, a
+/// unicast source its PUNCHes do not reach) while its TCP connection is up: the silence
+/// timeout names the UDP path the records and heartbeats were to come by. It said only
+/// "nothing from the source", of a source whose TCP connection was fine.
+#[test]
+fn a_udp_session_that_hears_nothing_names_its_udp_path() {
+    use ringwire::core::wire::{GEOMETRY_UDP_FOLLOWS, MulticastRepr};
+    // The unicast source's UDP port: PUNCHes arrive there and are never answered.
+    let punched = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let uport = punched.local_addr().unwrap().port();
+    let mport = ringwire_tests::replica::free_udp_port();
+    for (tag, group, port, want) in [
+        (
+            "m",
+            [239, 255, 77, 3],
+            mport,
+            format!("UDP multicast 239.255.77.3:{mport}"),
+        ),
+        (
+            "u",
+            [0; 4],
+            uport,
+            format!("UDP unicast from 127.0.0.1:{uport}"),
+        ),
+    ] {
+        let dst = ShmPath::new(&format!("hostile-udp-silent-{tag}"));
+        let mut reply = geometry_frame(64, 0);
+        reply[1] = GEOMETRY_UDP_FOLLOWS;
+        let mut mc = [0u8; 32];
+        let n = MulticastRepr {
+            group,
+            port,
+            mtu: 1472,
+            ttl: 0,
+            session: 7,
+            token: 1,
+        }
+        .emit(&mut mc)
+        .unwrap();
+        reply.extend_from_slice(&mc[..n]);
+        let (addr, fake) = fake_source(reply, 1);
+        let mut mo = once_options(addr, dst.path());
+        mo.unicast = tag == "u";
+        mo.silence_timeout = Duration::from_millis(300);
+        let msg = mirror::run(&mo, &AtomicBool::new(false))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("nothing from the source"), "{tag}: {msg}");
+        assert!(msg.contains(&want), "{tag}: {msg}");
+        assert_eq!(fake.join().unwrap(), 1, "{tag}");
+    }
+}
+
 /// Connections that never send HELLO fill `max_sessions`; a real mirror is refused while
 /// they hold it, and once the HELLO deadline has closed them it is accepted and gets every
 /// record.

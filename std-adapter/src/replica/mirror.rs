@@ -720,6 +720,9 @@ struct Conn<'a> {
     anticipate: Anticipator,
     /// The UDP announcement of this connection: unicast, and the session byte.
     announced: Option<(bool, u8)>,
+    /// Where this connection's datagrams come from, as the silence timeout names it
+    /// ("UDP multicast 239.1.2.3:5000 joined on 10.0.0.2").
+    udp_path: Option<String>,
     observer: Option<Observer<'a>>,
     /// When the TCP connection was made (the handshake deadline runs from here).
     opened: std::time::Instant,
@@ -816,6 +819,7 @@ impl<'a> Conn<'a> {
             spin: SpinPolicy::new(opts.spin),
             anticipate: Anticipator::new(opts.anticipate),
             announced: None,
+            udp_path: None,
             observer: None,
             opened: std::time::Instant::now(),
             heard: std::time::Instant::now(),
@@ -1040,9 +1044,21 @@ impl<'a> Conn<'a> {
                         // group not joinable here now: no such interface, no route) fails
                         // the connection, as any connection failure: the mirror reconnects
                         // (spec §26.2), `--once` exits 1.
-                        self.announced =
-                            open_udp(self.opts, local, f, &mut self.udp, &mut self.batch)
-                                .map_err(|e| End::Failed(io_error(e)))?;
+                        let peer = match self.stream.peer_addr() {
+                            Ok(SocketAddr::V4(a)) => Some(*a.ip()),
+                            _ => None,
+                        };
+                        let opened = open_udp(self.opts, local, f, &mut self.udp, &mut self.batch)
+                            .map_err(|e| End::Failed(io_error(e)))?;
+                        self.announced = opened.map(|(unicast, session, _)| (unicast, session));
+                        self.udp_path = opened.map(|(unicast, _, from)| match (unicast, peer) {
+                            (true, Some(ip)) => format!("UDP unicast from {ip}:{}", from.port()),
+                            (true, None) => format!("UDP unicast from port {}", from.port()),
+                            (false, _) => format!(
+                                "UDP multicast {from} joined on {}",
+                                join_iface(self.opts, local)
+                            ),
+                        });
                     }
                     if let Err(e) = self.m.handle_tcp_frame(now(), f, sink) {
                         return Err(mirror_end(e, sink));
@@ -1222,8 +1238,13 @@ impl<'a> Conn<'a> {
         } else {
             let t = looked.saturating_duration_since(self.heard);
             if !o.silence_timeout.is_zero() && t >= o.silence_timeout {
+                // In UDP modes the records and heartbeats do not come over TCP: a source
+                // whose TCP connection is fine is silent when its datagrams do not arrive.
+                let by = self.udp_path.as_ref().map_or(String::new(), |p| {
+                    format!("; in this session they come by {p}, not over TCP")
+                });
                 return timed_out(format!(
-                    "nothing from the source (no record, no heartbeat) for {} ms (silence timeout {} ms)",
+                    "nothing from the source (no record, no heartbeat) for {} ms (silence timeout {} ms){by}",
                     t.as_millis(),
                     o.silence_timeout.as_millis()
                 ));
@@ -1446,13 +1467,15 @@ fn io_error(e: ReplicaError) -> io::Error {
 
 /// Opens the UDP socket a MULTICAST frame announces, before the machine sees the frame (its
 /// first PUNCH goes out right after); `local` is the mirror's address of its TCP connection.
+/// Returns whether it is unicast, the session byte, and the group and port (unicast: the
+/// source's UDP port at 0.0.0.0).
 fn open_udp(
     opts: &MirrorOptions,
     local: Option<Ipv4Addr>,
     f: &[u8],
     udp: &mut Option<UdpSocket>,
     batch: &mut Option<RecvBatch>,
-) -> Result<Option<(bool, u8)>, ReplicaError> {
+) -> Result<Option<(bool, u8, SocketAddrV4)>, ReplicaError> {
     let Ok(m) = Frame::new_checked(f).and_then(|fr| MulticastRepr::parse(&fr)) else {
         return Ok(None); // the state machine reports the error
     };
@@ -1499,7 +1522,7 @@ fn open_udp(
     }
     *udp = Some(s);
     *batch = Some(RecvBatch::new(RECV_BATCH, MAX_DATAGRAM));
-    Ok(Some((m.is_unicast(), m.session)))
+    Ok(Some((m.is_unicast(), m.session, group)))
 }
 
 #[cfg(test)]
