@@ -374,6 +374,27 @@ fn fake_source(reply: Vec<u8>, conns: usize) -> (SocketAddr, std::thread::JoinHa
     (addr, h)
 }
 
+/// A fake source's answer announcing UDP delivery: GEOMETRY (UDP_FOLLOWS) and MULTICAST
+/// for `group` (0.0.0.0: unicast from `port`) and `port`, session byte 7, token 1.
+fn udp_handshake(group: [u8; 4], port: u16) -> Vec<u8> {
+    use ringwire::core::wire::{GEOMETRY_UDP_FOLLOWS, MulticastRepr};
+    let mut reply = geometry_frame(64, 0);
+    reply[1] = GEOMETRY_UDP_FOLLOWS;
+    let mut mc = [0u8; 32];
+    let n = MulticastRepr {
+        group,
+        port,
+        mtu: 1472,
+        ttl: 0,
+        session: 7,
+        token: 1,
+    }
+    .emit(&mut mc)
+    .unwrap();
+    reply.extend_from_slice(&mc[..n]);
+    reply
+}
+
 /// Unicast DATA with the session's byte from another address than the one the mirror
 /// punched (a scripted source, so the mirror's port is known from its PUNCH): dropped,
 /// counted as wrong-source (and warned about once), while the real datagrams are applied.
@@ -462,38 +483,26 @@ fn once_fails_on_a_protocol_error_naming_the_source() {
         v.extend_from_slice(&[99, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
         v
     };
+    // One DATA frame of the 24-byte records of `geometry_frame`'s ring.
+    let data = |seq: u64| {
+        let mut f = vec![0u8; 16 + 24];
+        ringwire::core::wire::DataRepr {
+            flags: 0,
+            seq,
+            count: 1,
+            records: &[7u8; 24],
+        }
+        .emit(&mut f)
+        .unwrap();
+        f
+    };
     // A second GEOMETRY after records: named with its seq and what the mirror takes then
     // (it said only "unexpected Geometry frame").
-    let second_geometry = {
-        let mut v = geometry_frame(64, 0);
-        let mut data = [0u8; 16 + 24];
-        ringwire::core::wire::DataRepr {
-            flags: 0,
-            seq: 1,
-            count: 1,
-            records: &[7u8; 24],
-        }
-        .emit(&mut data)
-        .unwrap();
-        v.extend_from_slice(&data);
-        let mut again = geometry_frame(64, 0);
-        again[8..16].copy_from_slice(&77u64.to_le_bytes());
-        v.extend_from_slice(&again);
-        v
-    };
+    let mut again = geometry_frame(64, 0);
+    again[8..16].copy_from_slice(&77u64.to_le_bytes());
+    let second_geometry = [geometry_frame(64, 0), data(1), again].concat();
     // DATA where GEOMETRY must come first.
-    let early_data = {
-        let mut data = vec![0u8; 16 + 24];
-        ringwire::core::wire::DataRepr {
-            flags: 0,
-            seq: 5,
-            count: 1,
-            records: &[7u8; 24],
-        }
-        .emit(&mut data)
-        .unwrap();
-        data
-    };
+    let early_data = data(5);
     for (tag, reply, want) in [
         ("cap3", geometry_frame(3, 0), "not a power of two"),
         ("kind99", unknown_kind, "unknown frame kind 99"),
@@ -535,24 +544,9 @@ fn once_fails_on_a_protocol_error_naming_the_source() {
 /// datagrams that could never come until its silence timeout blamed a silent source.
 #[test]
 fn a_multicast_frame_announcing_port_0_is_a_protocol_error() {
-    use ringwire::core::wire::{GEOMETRY_UDP_FOLLOWS, MulticastRepr};
     for (tag, group, unicast) in [("u", [0; 4], true), ("m", [239, 255, 77, 1], false)] {
         let dst = ShmPath::new(&format!("hostile-port0-{tag}"));
-        let mut reply = geometry_frame(64, 0);
-        reply[1] = GEOMETRY_UDP_FOLLOWS;
-        let mut mc = [0u8; 32];
-        let n = MulticastRepr {
-            group,
-            port: 0,
-            mtu: 1472,
-            ttl: 0,
-            session: 7,
-            token: 1,
-        }
-        .emit(&mut mc)
-        .unwrap();
-        reply.extend_from_slice(&mc[..n]);
-        let (addr, fake) = fake_source(reply, 1);
+        let (addr, fake) = fake_source(udp_handshake(group, 0), 1);
         let mut mo = once_options(addr, dst.path());
         mo.unicast = unicast;
         let stop = AtomicBool::new(false);
@@ -606,6 +600,19 @@ fn an_unexpected_multicast_frame_opens_no_socket() {
     }
 }
 
+/// Holds the one session of `server` (at `max_sessions` 1): a connection that sends HELLO,
+/// then reads nothing, once the server counts it.
+fn hold_the_session(server: &Server) -> TcpStream {
+    let mut hello = [0u8; 64];
+    let k = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
+    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    c.write_all(&hello[..k]).unwrap();
+    wait_until("the first session", Duration::from_secs(10), || {
+        server.summary().sessions >= 1
+    });
+    c
+}
+
 /// A server at its session limit refuses a mirror by closing the connection before
 /// GEOMETRY: `--once` fails with a message that says so, and no ring is created.
 #[test]
@@ -620,14 +627,7 @@ fn once_fails_when_the_server_refuses_it() {
     let r = std::thread::scope(|sc| {
         let _stop = SetOnDrop(&stop);
         let s = sc.spawn(|| server.run(&stop));
-        // Holds the one session (sends HELLO, then reads nothing).
-        let mut hello = [0u8; 64];
-        let k = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
-        let mut first = TcpStream::connect(addr).unwrap();
-        first.write_all(&hello[..k]).unwrap();
-        wait_until("the first session", Duration::from_secs(5), || {
-            server.summary().sessions >= 1
-        });
+        let first = hold_the_session(&server);
         let r = mirror::run(&once_options(addr, dst.path()), &AtomicBool::new(false));
         stop.store(true, Ordering::Relaxed);
         drop(first);
@@ -673,14 +673,8 @@ fn the_start_asked_for_holds_until_a_handshake() {
             let _stop = SetOnDrop(&stop);
             let _mstop = SetOnDrop(&mstop);
             let s = sc.spawn(|| server.run(&stop));
-            // Holds the one session, so that the mirror is refused before GEOMETRY.
-            let mut hello = [0u8; 64];
-            let k = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
-            let mut first_conn = TcpStream::connect(addr).unwrap();
-            first_conn.write_all(&hello[..k]).unwrap();
-            wait_until("the first session", Duration::from_secs(10), || {
-                server.summary().sessions >= 1
-            });
+            // So that the mirror is refused before GEOMETRY.
+            let first_conn = hold_the_session(&server);
             let m = sc.spawn(|| mirror::run(&mo, &mstop));
             wait_until("the mirror refused twice", Duration::from_secs(10), || {
                 server.summary().refused >= 2
@@ -794,7 +788,6 @@ fn a_source_silent_after_the_handshake_is_given_up() {
 /// "nothing from the source", of a source whose TCP connection was fine.
 #[test]
 fn a_udp_session_that_hears_nothing_names_its_udp_path() {
-    use ringwire::core::wire::{GEOMETRY_UDP_FOLLOWS, MulticastRepr};
     // The unicast source's UDP port: PUNCHes arrive there and are never answered.
     let punched = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let uport = punched.local_addr().unwrap().port();
@@ -814,21 +807,7 @@ fn a_udp_session_that_hears_nothing_names_its_udp_path() {
         ),
     ] {
         let dst = ShmPath::new(&format!("hostile-udp-silent-{tag}"));
-        let mut reply = geometry_frame(64, 0);
-        reply[1] = GEOMETRY_UDP_FOLLOWS;
-        let mut mc = [0u8; 32];
-        let n = MulticastRepr {
-            group,
-            port,
-            mtu: 1472,
-            ttl: 0,
-            session: 7,
-            token: 1,
-        }
-        .emit(&mut mc)
-        .unwrap();
-        reply.extend_from_slice(&mc[..n]);
-        let (addr, fake) = fake_source(reply, 1);
+        let (addr, fake) = fake_source(udp_handshake(group, port), 1);
         let mut mo = once_options(addr, dst.path());
         mo.unicast = tag == "u";
         mo.silence_timeout = Duration::from_millis(300);
