@@ -820,6 +820,84 @@ fn a_udp_session_that_hears_nothing_names_its_udp_path() {
     }
 }
 
+/// A source that floods the mirror with DATA frames of zero-sized records, 65,535 records in
+/// 16 bytes: the mirror still sees its stop flag (and its timers, its UDP socket) within a
+/// bounded time. Its reads were bounded by bytes only (1 MiB a pass), and a pass of such
+/// frames was 4.3 billion slot writes: stopped after two seconds of flood, the debug build
+/// returned after 492 s.
+#[test]
+fn a_flood_of_zero_sized_records_leaves_the_mirror_stoppable() {
+    use ringwire::core::wire::{GeometryRepr, HeaderRepr, Kind};
+    use std::io::Read;
+    use std::sync::Arc;
+    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let flood = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut hello = [0u8; 32];
+        s.read_exact(&mut hello).unwrap();
+        let mut g = [0u8; 64];
+        let n = GeometryRepr {
+            flags: 0,
+            seq: 1,
+            capacity: 8,
+            element_size: 8,
+            ring_flags: 0x11,
+            schema_sig: 0,
+            registry_count: 0,
+            slots_offset: 128,
+            arena_offset: 0,
+            arena_size: 0,
+        }
+        .emit(&mut g)
+        .unwrap();
+        s.write_all(&g[..n]).unwrap();
+        let t0 = std::time::Instant::now();
+        let mut seq = 1u64;
+        let mut chunk = vec![0u8; 16 * 4096];
+        // Until the mirror hangs up (bounded in time should it never).
+        while t0.elapsed() < Duration::from_secs(60) {
+            for f in chunk.chunks_mut(16) {
+                HeaderRepr {
+                    kind: Kind::Data,
+                    flags: 0,
+                    count: u16::MAX,
+                    len: 0,
+                    seq,
+                }
+                .emit(f)
+                .unwrap();
+                seq += u64::from(u16::MAX);
+            }
+            if s.write_all(&chunk).is_err() {
+                break;
+            }
+        }
+    });
+    let dst = ShmPath::new("hostile-zero-flood");
+    let mut mo = MirrorOptions::new(addr, dst.path());
+    mo.start = Start::Oldest;
+    mo.log = false;
+    let stop = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (m_stop, m_opts) = (Arc::clone(&stop), mo.clone());
+    // Not scoped: a mirror that does not stop fails the test instead of hanging it.
+    std::thread::spawn(move || {
+        let _ = tx.send(mirror::run(&m_opts, &m_stop).map(|s| s.counters.records_written));
+    });
+    wait_until("the flood to be written", Duration::from_secs(20), || {
+        ReadOnlyRing::open(dst.path()).is_ok_and(|r| r.write_seq() > 0)
+    });
+    stop.store(true, Ordering::Relaxed);
+    let written = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("the mirror did not stop within 30 s")
+        .unwrap();
+    assert!(written > 0);
+    flood.join().unwrap();
+}
+
 /// Connections that never send HELLO fill `max_sessions`; a real mirror is refused while
 /// they hold it, and once the HELLO deadline has closed them it is accepted and gets every
 /// record.

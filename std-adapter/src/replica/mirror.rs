@@ -333,6 +333,13 @@ const PUNCH_LOG_EVERY: StdDuration = StdDuration::from_secs(10);
 /// UDP socket and its NAKs again (a 1 MiB DATA frame budget, spec §22).
 const TCP_READ_PASS: usize = 1 << 20;
 
+/// Records one pass of the mirror loop writes before it looks at the stop flag, the timers
+/// and the other socket again. Bytes alone do not bound the work: a DATA frame of
+/// zero-sized records is 16 bytes for up to 65,535 of them, and a pass of 1 MiB of such
+/// frames from a hostile source was 4.3 billion slot writes (minutes of deafness to
+/// SIGTERM). A million is more than a pass of the smallest records with bytes brings.
+const RECORDS_PER_PASS: u64 = 1 << 20;
+
 /// Sleeps `d` in slices, returning early when `stop` is set; a `d` past what an `Instant`
 /// holds ([`MirrorOptions::reconnect`] set to `Duration::MAX`) sleeps until `stop` is set.
 fn nap(d: StdDuration, stop: &AtomicBool) {
@@ -731,6 +738,9 @@ struct Conn<'a> {
     heard: std::time::Instant,
     /// Bytes read since `heard` that completed no frame.
     partial: usize,
+    /// The bytes of `tmp` read from TCP and not yet taken by the stream buffer (a pass
+    /// that ran out of [`RECORDS_PER_PASS`] leaves them for the next).
+    pending: std::ops::Range<usize>,
     /// [`unused_options`] has been checked (and logged) once in this run.
     warned: bool,
     /// A datagram of the session dropped for its source address has been logged once in
@@ -824,6 +834,7 @@ impl<'a> Conn<'a> {
             opened: std::time::Instant::now(),
             heard: std::time::Instant::now(),
             partial: 0,
+            pending: 0..0,
             warned: false,
             warned_source: false,
             punch_errors: 0,
@@ -978,52 +989,32 @@ impl<'a> Conn<'a> {
         o.progress.publish(s);
     }
 
-    /// Reads what TCP has, up to [`TCP_READ_PASS`] bytes; returns whether anything came.
+    /// Reads what TCP has, up to [`TCP_READ_PASS`] bytes and [`RECORDS_PER_PASS`] records
+    /// written; returns whether anything came. Bytes read and frames not yet handled when
+    /// the records run out wait in `tmp` and the stream buffer for the next pass.
     fn read_tcp(&mut self, sink: &mut FileSink) -> Result<bool, End> {
         let mut any = false;
         let mut read = 0usize;
+        let until = self
+            .m
+            .counters()
+            .records_written
+            .saturating_add(RECORDS_PER_PASS);
         // A source that writes faster than we apply must not keep us from the stop flag,
         // the UDP socket and our NAKs: the rest waits for the next pass (it stays readable).
-        while read < TCP_READ_PASS {
-            let n = match self.stream.read(self.tmp) {
-                Ok(0) if self.m.geometry().is_none() => {
-                    return Err(End::Failed(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "closed the connection before GEOMETRY (refused: a server at its \
-                         session limit, or not a replication source)",
-                    )));
-                }
-                Ok(0) => return Err(End::Closed("source disconnected".into())),
-                Ok(n) => {
-                    read += n;
-                    n
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if self.m.geometry().is_none() => {
-                    return Err(End::Failed(io::Error::new(
-                        e.kind(),
-                        format!("read before GEOMETRY: {e}"),
-                    )));
-                }
-                Err(e) => return Err(End::Closed(format!("read: {e}"))),
-            };
-            any = true;
-            let mut framed = false;
-            let mut off = 0;
-            while off < n {
-                off += self.sbuf.push(&self.tmp[off..n]);
-                loop {
-                    let f = match self.sbuf.next_frame() {
-                        None => break,
-                        Some(Ok(f)) => f,
-                        Some(Err(WireError::FrameTooLarge { len, .. }))
+        loop {
+            // The whole frames buffered, taking in the bytes read before as room frees.
+            loop {
+                while let Some(f) = self.sbuf.next_frame() {
+                    let f = match f {
+                        Ok(f) => f,
+                        Err(WireError::FrameTooLarge { len, .. })
                             if total_len(len).is_ok_and(|t| fits_ring(sink, t)) =>
                         {
                             // Just checked: the total fits a usize.
                             return Err(End::Grow(total_len(len).unwrap_or(usize::MAX)));
                         }
-                        Some(Err(e)) => {
+                        Err(e) => {
                             return Err(End::Failed(io::Error::new(
                                 io::ErrorKind::InvalidData,
                                 format!("protocol error: {e}"),
@@ -1063,19 +1054,54 @@ impl<'a> Conn<'a> {
                     if let Err(e) = self.m.handle_tcp_frame(now(), f, sink) {
                         return Err(mirror_end(e, sink));
                     }
-                    framed = true;
+                    any = true;
+                    // Whole frames are what show the source alive.
+                    self.heard = std::time::Instant::now();
+                    self.partial = 0;
+                    if self.m.counters().records_written >= until {
+                        return Ok(true);
+                    }
                 }
+                if self.pending.is_empty() {
+                    break;
+                }
+                let taken = self.sbuf.push(&self.tmp[self.pending.clone()]);
+                self.pending.start += taken;
             }
-            // Whole frames are what show the source alive; bytes of a frame in progress
-            // count only by the `SILENCE_PROGRESS`, so a byte now and then cannot hold the
-            // connection open.
-            self.partial = if framed { 0 } else { self.partial + n };
-            if framed || self.partial >= SILENCE_PROGRESS {
+            if read >= TCP_READ_PASS {
+                return Ok(any);
+            }
+            let n = match self.stream.read(self.tmp) {
+                Ok(0) if self.m.geometry().is_none() => {
+                    return Err(End::Failed(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "closed the connection before GEOMETRY (refused: a server at its \
+                         session limit, or not a replication source)",
+                    )));
+                }
+                Ok(0) => return Err(End::Closed("source disconnected".into())),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if self.m.geometry().is_none() => {
+                    return Err(End::Failed(io::Error::new(
+                        e.kind(),
+                        format!("read before GEOMETRY: {e}"),
+                    )));
+                }
+                Err(e) => return Err(End::Closed(format!("read: {e}"))),
+            };
+            read += n;
+            any = true;
+            self.pending = 0..n;
+            // Bytes of a frame in progress count only by the `SILENCE_PROGRESS`, so a byte
+            // now and then cannot hold the connection open.
+            self.partial += n;
+            if self.partial >= SILENCE_PROGRESS {
                 self.heard = std::time::Instant::now();
                 self.partial = 0;
             }
         }
-        Ok(any)
     }
 
     /// Receives up to a few `recvmmsg` batches; returns whether anything came.
@@ -1084,6 +1110,11 @@ impl<'a> Conn<'a> {
             return Ok(false);
         };
         let mut any = false;
+        let until = self
+            .m
+            .counters()
+            .records_written
+            .saturating_add(RECORDS_PER_PASS);
         for _ in 0..8 {
             let n = match batch.recv(sock) {
                 Ok(n) => n,
@@ -1119,7 +1150,8 @@ impl<'a> Conn<'a> {
                     _ => self.foreign += 1,
                 }
             }
-            if n < RECV_BATCH {
+            // Between batches (the datagrams of one are taken off the socket): as for TCP.
+            if n < RECV_BATCH || self.m.counters().records_written >= until {
                 break;
             }
         }
