@@ -471,6 +471,21 @@ fn once_options(addr: SocketAddr, path: &Path) -> MirrorOptions {
     mo
 }
 
+/// A DATA frame of one record (24 bytes of 7) at `seq`, for the 32-byte slots of
+/// [`geometry_frame`]'s ring.
+fn one_record(seq: u64) -> Vec<u8> {
+    let mut f = vec![0u8; 16 + 24];
+    ringwire::core::wire::DataRepr {
+        flags: 0,
+        seq,
+        count: 1,
+        records: &[7u8; 24],
+    }
+    .emit(&mut f)
+    .unwrap();
+    f
+}
+
 /// `--once` against a source that breaks the protocol (a GEOMETRY whose capacity is not a
 /// power of two; a frame of unknown kind after a good GEOMETRY; a second GEOMETRY; DATA
 /// before GEOMETRY) fails, naming the source and the error (spec §26.2: a mirror error exits
@@ -483,26 +498,13 @@ fn once_fails_on_a_protocol_error_naming_the_source() {
         v.extend_from_slice(&[99, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
         v
     };
-    // One DATA frame of the 24-byte records of `geometry_frame`'s ring.
-    let data = |seq: u64| {
-        let mut f = vec![0u8; 16 + 24];
-        ringwire::core::wire::DataRepr {
-            flags: 0,
-            seq,
-            count: 1,
-            records: &[7u8; 24],
-        }
-        .emit(&mut f)
-        .unwrap();
-        f
-    };
     // A second GEOMETRY after records: named with its seq and what the mirror takes then
     // (it said only "unexpected Geometry frame").
     let mut again = geometry_frame(64, 0);
     again[8..16].copy_from_slice(&77u64.to_le_bytes());
-    let second_geometry = [geometry_frame(64, 0), data(1), again].concat();
+    let second_geometry = [geometry_frame(64, 0), one_record(1), again].concat();
     // DATA where GEOMETRY must come first.
-    let early_data = data(5);
+    let early_data = one_record(5);
     for (tag, reply, want) in [
         ("cap3", geometry_frame(3, 0), "not a power of two"),
         ("kind99", unknown_kind, "unknown frame kind 99"),
@@ -820,19 +822,19 @@ fn a_udp_session_that_hears_nothing_names_its_udp_path() {
     }
 }
 
-/// A source that floods the mirror with DATA frames of zero-sized records, 65,535 records in
-/// 16 bytes: the mirror still sees its stop flag (and its timers, its UDP socket) within a
-/// bounded time. Its reads were bounded by bytes only (1 MiB a pass), and a pass of such
-/// frames was 4.3 billion slot writes: stopped after two seconds of flood, the debug build
-/// returned after 492 s.
-#[test]
-fn a_flood_of_zero_sized_records_leaves_the_mirror_stoppable() {
-    use ringwire::core::wire::{GeometryRepr, HeaderRepr, Kind};
+/// A fake source that answers the HELLO with the GEOMETRY of a ring of `capacity` slots
+/// of `element_size` bytes, then writes `chunk(i)` for i = 0, 1, … until the mirror hangs up
+/// (or 60 s pass).
+fn flooding_source(
+    capacity: u64,
+    element_size: u32,
+    chunk: impl Fn(u64) -> Vec<u8> + Send + 'static,
+) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    use ringwire::core::wire::GeometryRepr;
     use std::io::Read;
-    use std::sync::Arc;
     let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let addr = listener.local_addr().unwrap();
-    let flood = std::thread::spawn(move || {
+    let h = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();
         s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
         let mut hello = [0u8; 32];
@@ -841,8 +843,8 @@ fn a_flood_of_zero_sized_records_leaves_the_mirror_stoppable() {
         let n = GeometryRepr {
             flags: 0,
             seq: 1,
-            capacity: 8,
-            element_size: 8,
+            capacity,
+            element_size,
             ring_flags: 0x11,
             schema_sig: 0,
             registry_count: 0,
@@ -854,48 +856,112 @@ fn a_flood_of_zero_sized_records_leaves_the_mirror_stoppable() {
         .unwrap();
         s.write_all(&g[..n]).unwrap();
         let t0 = std::time::Instant::now();
-        let mut seq = 1u64;
-        let mut chunk = vec![0u8; 16 * 4096];
-        // Until the mirror hangs up (bounded in time should it never).
-        while t0.elapsed() < Duration::from_secs(60) {
-            for f in chunk.chunks_mut(16) {
-                HeaderRepr {
-                    kind: Kind::Data,
-                    flags: 0,
-                    count: u16::MAX,
-                    len: 0,
-                    seq,
-                }
-                .emit(f)
-                .unwrap();
-                seq += u64::from(u16::MAX);
-            }
-            if s.write_all(&chunk).is_err() {
-                break;
-            }
+        let mut i = 0;
+        while t0.elapsed() < Duration::from_secs(60) && s.write_all(&chunk(i)).is_ok() {
+            i += 1;
         }
     });
-    let dst = ShmPath::new("hostile-zero-flood");
-    let mut mo = MirrorOptions::new(addr, dst.path());
+    (addr, h)
+}
+
+/// Runs a mirror (from the oldest record, no log) of the source at `addr` into `dst` on a
+/// thread of its own, not scoped: a mirror that does not stop fails a test instead of
+/// hanging it. Returns its stop flag and where its result comes.
+fn unscoped_mirror(
+    addr: SocketAddr,
+    dst: &Path,
+) -> (
+    std::sync::Arc<AtomicBool>,
+    std::sync::mpsc::Receiver<Result<mirror::MirrorSummary, String>>,
+) {
+    let mut mo = MirrorOptions::new(addr, dst);
     mo.start = Start::Oldest;
     mo.log = false;
-    let stop = Arc::new(AtomicBool::new(false));
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
     let (tx, rx) = std::sync::mpsc::channel();
-    let (m_stop, m_opts) = (Arc::clone(&stop), mo.clone());
-    // Not scoped: a mirror that does not stop fails the test instead of hanging it.
+    let m_stop = std::sync::Arc::clone(&stop);
     std::thread::spawn(move || {
-        let _ = tx.send(mirror::run(&m_opts, &m_stop).map(|s| s.counters.records_written));
+        let _ = tx.send(mirror::run(&mo, &m_stop).map_err(|e| e.to_string()));
     });
+    (stop, rx)
+}
+
+/// Sets `stop` and returns the mirror's summary, failing if it takes more than 30 s.
+fn stopped_within_30s(
+    stop: &AtomicBool,
+    rx: &std::sync::mpsc::Receiver<Result<mirror::MirrorSummary, String>>,
+) -> mirror::MirrorSummary {
+    stop.store(true, Ordering::Relaxed);
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("the mirror did not stop within 30 s")
+        .unwrap()
+}
+
+/// A source that floods the mirror with DATA frames of zero-sized records, 65,535 records in
+/// 16 bytes: the mirror still sees its stop flag (and its timers, its UDP socket) within a
+/// bounded time. Its reads were bounded by bytes only (1 MiB a pass), and a pass of such
+/// frames was 4.3 billion slot writes: stopped after two seconds of flood, the debug build
+/// returned after 492 s.
+#[test]
+fn a_flood_of_zero_sized_records_leaves_the_mirror_stoppable() {
+    use ringwire::core::wire::{HeaderRepr, Kind};
+    const FRAMES: u64 = 4096;
+    let (addr, source) = flooding_source(8, 8, |i| {
+        let mut chunk = vec![0u8; 16 * FRAMES as usize];
+        for (k, f) in (0..).zip(chunk.chunks_mut(16)) {
+            HeaderRepr {
+                kind: Kind::Data,
+                flags: 0,
+                count: u16::MAX,
+                len: 0,
+                seq: 1 + (i * FRAMES + k) * u64::from(u16::MAX),
+            }
+            .emit(f)
+            .unwrap();
+        }
+        chunk
+    });
+    let dst = ShmPath::new("hostile-zero-flood");
+    let (stop, rx) = unscoped_mirror(addr, dst.path());
     wait_until("the flood to be written", Duration::from_secs(20), || {
         ReadOnlyRing::open(dst.path()).is_ok_and(|r| r.write_seq() > 0)
     });
-    stop.store(true, Ordering::Relaxed);
-    let written = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("the mirror did not stop within 30 s")
-        .unwrap();
-    assert!(written > 0);
-    flood.join().unwrap();
+    let sum = stopped_within_30s(&stop, &rx);
+    assert!(sum.counters.records_written > 0, "{sum:?}");
+    source.join().unwrap();
+}
+
+/// A source whose DATA goes backwards frame after frame (3, 1, 3, 1, …): each is a restart
+/// (spec §21.3) and recreates the mirror ring, 32 MiB here; the mirror still sees its stop
+/// flag within a bounded time. A pass of the loop was bounded by bytes only, and 1 MiB of
+/// such frames was 13,000 ring creations: stopped after two seconds, the debug build
+/// returned after 403 s.
+#[test]
+fn a_source_that_keeps_going_backwards_leaves_the_mirror_stoppable() {
+    let (addr, source) = flooding_source(1 << 20, 32, |_| {
+        [3, 1]
+            .repeat(500)
+            .into_iter()
+            .flat_map(one_record)
+            .collect()
+    });
+    let dst = ShmPath::new("hostile-backwards");
+    let (stop, rx) = unscoped_mirror(addr, dst.path());
+    // A restart replaces the ring file: another inode at the path.
+    let inode = || {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(dst.path()).map(|m| m.ino()).ok()
+    };
+    wait_until("the mirror ring", Duration::from_secs(20), || {
+        inode().is_some()
+    });
+    let first = inode();
+    wait_until("a restart", Duration::from_secs(20), || {
+        inode().is_some_and(|i| Some(i) != first)
+    });
+    let sum = stopped_within_30s(&stop, &rx);
+    assert!(sum.counters.restarts >= 1, "{sum:?}");
+    source.join().unwrap();
 }
 
 /// Connections that never send HELLO fill `max_sessions`; a real mirror is refused while

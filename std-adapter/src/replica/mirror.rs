@@ -739,7 +739,7 @@ struct Conn<'a> {
     /// Bytes read since `heard` that completed no frame.
     partial: usize,
     /// The bytes of `tmp` read from TCP and not yet taken by the stream buffer (a pass
-    /// that ran out of [`RECORDS_PER_PASS`] leaves them for the next).
+    /// that ended early, see [`Conn::read_tcp`], leaves them for the next).
     pending: std::ops::Range<usize>,
     /// [`unused_options`] has been checked (and logged) once in this run.
     warned: bool,
@@ -989,9 +989,10 @@ impl<'a> Conn<'a> {
         o.progress.publish(s);
     }
 
-    /// Reads what TCP has, up to [`TCP_READ_PASS`] bytes and [`RECORDS_PER_PASS`] records
-    /// written; returns whether anything came. Bytes read and frames not yet handled when
-    /// the records run out wait in `tmp` and the stream buffer for the next pass.
+    /// Reads what TCP has, up to [`TCP_READ_PASS`] bytes, [`RECORDS_PER_PASS`] records
+    /// written and one mirror ring created; returns whether anything came. Bytes read and
+    /// frames not yet handled when a pass ends wait in `tmp` and the stream buffer for the
+    /// next.
     fn read_tcp(&mut self, sink: &mut FileSink) -> Result<bool, End> {
         let mut any = false;
         let mut read = 0usize;
@@ -1000,6 +1001,7 @@ impl<'a> Conn<'a> {
             .counters()
             .records_written
             .saturating_add(RECORDS_PER_PASS);
+        let created = sink.created();
         // A source that writes faster than we apply must not keep us from the stop flag,
         // the UDP socket and our NAKs: the rest waits for the next pass (it stays readable).
         loop {
@@ -1058,7 +1060,10 @@ impl<'a> Conn<'a> {
                     // Whole frames are what show the source alive.
                     self.heard = std::time::Instant::now();
                     self.partial = 0;
-                    if self.m.counters().records_written >= until {
+                    // A ring created (a restart: DATA going backwards) ends the pass too:
+                    // a source going backwards frame after frame had each 40-byte frame
+                    // create a ring, 13,000 of them (minutes) in a pass of 1 MiB.
+                    if self.m.counters().records_written >= until || sink.created() != created {
                         return Ok(true);
                     }
                 }
