@@ -964,6 +964,85 @@ fn a_source_that_keeps_going_backwards_leaves_the_mirror_stoppable() {
     source.join().unwrap();
 }
 
+/// A frame longer than the mirror's stream buffer but within what the ring's geometry allows
+/// (a long blob) grows the buffer and reconnects at once, without the reconnect pause. It
+/// grew to that frame's length, so a source announcing a frame a little longer on each
+/// connection had the mirror reconnect at once, again and again, for as long as it liked;
+/// now the buffer grows to the longest frame the ring can need, and the next connection's
+/// longer frame fits it. (Here the reconnect pause is an hour: a third connection soon after
+/// the second is one made at once.)
+#[test]
+fn a_stream_buffer_grows_once_to_the_rings_longest_frame() {
+    use ringwire::core::wire::{GeometryRepr, HeaderRepr, Kind};
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // A blob ring with a 64 MiB arena: frames up to 64 MiB and a bit.
+    let geometry = GeometryRepr {
+        flags: 0,
+        seq: 1,
+        capacity: 64,
+        element_size: 32,
+        ring_flags: 0x11,
+        schema_sig: 0,
+        registry_count: 0,
+        slots_offset: 128,
+        arena_offset: 128 + 64 * 32,
+        arena_size: 64 << 20,
+    };
+    let dst = ShmPath::new("hostile-grow");
+    let mut mo = MirrorOptions::new(addr, dst.path());
+    mo.start = Start::Oldest;
+    mo.log = false;
+    mo.reconnect = Duration::from_secs(3600);
+    let stop = AtomicBool::new(false);
+    let conns = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        listener.set_nonblocking(true).unwrap();
+        let mut conns = 0u32;
+        // The first two connections are certain; a third is waited for 3 s.
+        let mut last = std::time::Instant::now();
+        while conns < 10 && last.elapsed() < Duration::from_secs(if conns < 2 { 20 } else { 3 }) {
+            let Ok((mut s, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            };
+            conns += 1;
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut hello = [0u8; 32];
+            s.read_exact(&mut hello).unwrap();
+            let mut out = [0u8; 80];
+            let n = geometry.emit(&mut out).unwrap();
+            // DATA of one record whose blob makes it longer than the one before.
+            HeaderRepr {
+                kind: Kind::Data,
+                flags: 0,
+                count: 1,
+                len: (3 << 20) + conns * 4096,
+                seq: 1,
+            }
+            .emit(&mut out[n..])
+            .unwrap();
+            s.write_all(&out[..n + 16]).unwrap();
+            // The mirror reconnects (a frame too long for it) or waits for the frame's
+            // bytes; either way the connection ends with its close.
+            drop(s);
+            last = std::time::Instant::now();
+        }
+        stop.store(true, Ordering::Relaxed);
+        m.join().unwrap().unwrap();
+        conns
+    });
+    assert_eq!(
+        conns,
+        2,
+        "the mirror reconnected at once {} times",
+        conns - 1
+    );
+}
+
 /// Connections that never send HELLO fill `max_sessions`; a real mirror is refused while
 /// they hold it, and once the HELLO deadline has closed them it is accepted and gets every
 /// record.

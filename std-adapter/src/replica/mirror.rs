@@ -36,7 +36,7 @@ const HOLDBACK_ENTRIES: usize = 8192;
 const HOLDBACK_BYTES: usize = 16 << 20;
 /// The TCP frame buffer to start with: the 1 MiB frame budget of spec §22 with room to
 /// spare. A longer frame the ring's geometry allows (one record longer than the budget goes
-/// alone) grows it, up to [`max_frame_len`]; anything longer is a protocol error.
+/// alone) grows it to [`max_frame_len`] at once; anything longer is a protocol error.
 const STREAM_BUF: usize = (2 << 20) + 64;
 /// Datagrams per `recvmmsg`.
 const RECV_BATCH: usize = 64;
@@ -565,7 +565,10 @@ fn connections(
                         End::Failed(e) => e.to_string(),
                         End::Fatal(e) => e.to_string(),
                         End::Grow(n) => {
-                            format!("a {n}-byte frame: stream buffer grown to it, resuming at once")
+                            format!(
+                                "a {n}-byte frame: stream buffer grown to the ring's longest \
+                                 frame, resuming at once"
+                            )
                         }
                     };
                     let mut wrong = match k.udp_wrong_source {
@@ -599,7 +602,13 @@ fn connections(
                     End::Failed(_) => {}
                     End::Grow(n) => {
                         // The buffered bytes go with the connection; the source resends
-                        // from the record after the last one written.
+                        // from the record after the last one written. To the longest frame
+                        // the ring can need at once (its pages are committed only as frames
+                        // fill them): grown to this frame only, a source announcing a longer
+                        // one on each connection had the mirror reconnect at once for ever.
+                        let n = sink
+                            .view()
+                            .map_or(n, |v| max_frame_len(v.geometry(), STREAM_BUF).max(n));
                         bufs.stream = zeroed(n, "mirror stream buffer", "for a frame that long")?;
                         start = Start::Resume;
                         continue;
