@@ -606,10 +606,15 @@ fn connections(
                         // the ring can need at once (its pages are committed only as frames
                         // fill them): grown to this frame only, a source announcing a longer
                         // one on each connection had the mirror reconnect at once for ever.
-                        let n = sink
+                        // Where that much address space is refused (strict overcommit), to
+                        // this frame.
+                        let longest = sink
                             .view()
                             .map_or(n, |v| max_frame_len(v.geometry(), STREAM_BUF).max(n));
-                        bufs.stream = zeroed(n, "mirror stream buffer", "for a frame that long")?;
+                        bufs.stream = match lazy_zeroed(longest) {
+                            Some(b) => b,
+                            None => zeroed(n, "mirror stream buffer", "for a frame that long")?,
+                        };
                         start = Start::Resume;
                         continue;
                     }
