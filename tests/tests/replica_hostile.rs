@@ -15,7 +15,7 @@ use ringwire::core::{Geometry, RingView, SlotRead};
 use ringwire::replica::mirror::{self, MirrorOptions};
 use ringwire::replica::serve::{ServeOptions, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingFile};
-use ringwire_tests::replica::{SetOnDrop, geometry_frame, hold_udp_port};
+use ringwire_tests::replica::{SetOnDrop, geometry_frame, hold_udp_port, udp_handshake};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -374,27 +374,6 @@ fn fake_source(reply: Vec<u8>, conns: usize) -> (SocketAddr, std::thread::JoinHa
     (addr, h)
 }
 
-/// A fake source's answer announcing UDP delivery: GEOMETRY (UDP_FOLLOWS) and MULTICAST
-/// for `group` (0.0.0.0: unicast from `port`) and `port`, session byte 7, token 1.
-fn udp_handshake(group: [u8; 4], port: u16) -> Vec<u8> {
-    use ringwire::core::wire::{GEOMETRY_UDP_FOLLOWS, MulticastRepr};
-    let mut reply = geometry_frame(64, 0);
-    reply[1] = GEOMETRY_UDP_FOLLOWS;
-    let mut mc = [0u8; 32];
-    let n = MulticastRepr {
-        group,
-        port,
-        mtu: 1472,
-        ttl: 0,
-        session: 7,
-        token: 1,
-    }
-    .emit(&mut mc)
-    .unwrap();
-    reply.extend_from_slice(&mc[..n]);
-    reply
-}
-
 /// Unicast DATA with the session's byte from another address than the one the mirror
 /// punched (a scripted source, so the mirror's port is known from its PUNCH): dropped,
 /// counted as wrong-source (and warned about once), while the real datagrams are applied.
@@ -548,7 +527,7 @@ fn once_fails_on_a_protocol_error_naming_the_source() {
 fn a_multicast_frame_announcing_port_0_is_a_protocol_error() {
     for (tag, group, unicast) in [("u", [0; 4], true), ("m", [239, 255, 77, 1], false)] {
         let dst = ShmPath::new(&format!("hostile-port0-{tag}"));
-        let (addr, fake) = fake_source(udp_handshake(group, 0), 1);
+        let (addr, fake) = fake_source(udp_handshake(0, group, 0), 1);
         let mut mo = once_options(addr, dst.path());
         mo.unicast = unicast;
         let stop = AtomicBool::new(false);
@@ -809,7 +788,7 @@ fn a_udp_session_that_hears_nothing_names_its_udp_path() {
         ),
     ] {
         let dst = ShmPath::new(&format!("hostile-udp-silent-{tag}"));
-        let (addr, fake) = fake_source(udp_handshake(group, port), 1);
+        let (addr, fake) = fake_source(udp_handshake(0, group, port), 1);
         let mut mo = once_options(addr, dst.path());
         mo.unicast = tag == "u";
         mo.silence_timeout = Duration::from_millis(300);
