@@ -747,13 +747,19 @@ fn replication_errors_format_every_variant() {
     );
     let mut source = std::vec![
         SourceError::Closed,
-        SourceError::UnexpectedFrame { kind: Kind::Gap }
+        SourceError::UnexpectedFrame {
+            kind: Kind::Gap,
+            seq: 7,
+            expected: "NAK"
+        }
     ];
     source.extend(wire.iter().copied().map(SourceError::Protocol));
     let mut mirror = std::vec![
         MirrorError::Closed,
         MirrorError::UnexpectedFrame {
-            kind: Kind::Multicast
+            kind: Kind::Multicast,
+            seq: 0,
+            expected: "DATA, GAP or HEARTBEAT"
         }
     ];
     mirror.extend(wire.iter().copied().map(MirrorError::Protocol));

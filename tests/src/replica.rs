@@ -188,6 +188,27 @@ pub fn assert_served(served: JoinHandle<Result<(), String>>, what: &str) {
     }
 }
 
+/// A fake source's answer announcing UDP delivery: [`geometry_frame`] of 64 slots with
+/// `flags` and UDP_FOLLOWS, then MULTICAST for `group` (0.0.0.0: unicast from `port`) and
+/// `port`, session byte 7, token 1.
+pub fn udp_handshake(flags: u8, group: [u8; 4], port: u16) -> Vec<u8> {
+    use ringwire::core::wire::{GEOMETRY_UDP_FOLLOWS, MulticastRepr};
+    let mut reply = geometry_frame(64, flags | GEOMETRY_UDP_FOLLOWS);
+    let mut mc = [0u8; 32];
+    let n = MulticastRepr {
+        group,
+        port,
+        mtu: 1472,
+        ttl: 0,
+        session: 7,
+        token: 1,
+    }
+    .emit(&mut mc)
+    .expect("emit MULTICAST");
+    reply.extend_from_slice(&mc[..n]);
+    reply
+}
+
 /// A GEOMETRY frame a fake source sends: a fixed ring of `capacity` slots of 32 bytes
 /// (lossy SPMC flags, no registry), first sequence 1, with frame `flags` (1: RESET).
 pub fn geometry_frame(capacity: u64, flags: u8) -> Vec<u8> {

@@ -248,7 +248,8 @@ fn ringwire_blob_ring_with_a_u128_meta_over_multicast() {
 }
 
 /// Blobs of up to 5 MiB: none becomes a GAP, each goes alone in its frame, and the mirror
-/// grows its stream buffer (a reconnect that resumes) for the 3 and 5 MiB frames.
+/// grows its stream buffer (a reconnect that resumes) at the first frame over 2 MiB, to the
+/// ring's longest frame.
 #[test]
 fn blobs_longer_than_the_frame_budget_go_alone_over_tcp() {
     ringwire_to_ringwire::<Meta>(Mode::Tcp, 8, &LONG);

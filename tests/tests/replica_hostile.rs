@@ -15,7 +15,7 @@ use ringwire::core::{Geometry, RingView, SlotRead};
 use ringwire::replica::mirror::{self, MirrorOptions};
 use ringwire::replica::serve::{ServeOptions, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingFile};
-use ringwire_tests::replica::{SetOnDrop, geometry_frame, hold_udp_port};
+use ringwire_tests::replica::{SetOnDrop, geometry_frame, hold_udp_port, udp_handshake};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -450,9 +450,25 @@ fn once_options(addr: SocketAddr, path: &Path) -> MirrorOptions {
     mo
 }
 
+/// A DATA frame of one record (24 bytes of 7) at `seq`, for the 32-byte slots of
+/// [`geometry_frame`]'s ring.
+fn one_record(seq: u64) -> Vec<u8> {
+    let mut f = vec![0u8; 16 + 24];
+    ringwire::core::wire::DataRepr {
+        flags: 0,
+        seq,
+        count: 1,
+        records: &[7u8; 24],
+    }
+    .emit(&mut f)
+    .unwrap();
+    f
+}
+
 /// `--once` against a source that breaks the protocol (a GEOMETRY whose capacity is not a
-/// power of two; a frame of unknown kind after a good GEOMETRY) fails, naming the source
-/// and the error (spec §26.2: a mirror error exits 1), instead of returning Ok.
+/// power of two; a frame of unknown kind after a good GEOMETRY; a second GEOMETRY; DATA
+/// before GEOMETRY) fails, naming the source and the error (spec §26.2: a mirror error exits
+/// 1), instead of returning Ok.
 #[test]
 fn once_fails_on_a_protocol_error_naming_the_source() {
     let unknown_kind = {
@@ -461,9 +477,26 @@ fn once_fails_on_a_protocol_error_naming_the_source() {
         v.extend_from_slice(&[99, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0]);
         v
     };
+    // A second GEOMETRY after records: named with its seq and what the mirror takes then
+    // (it said only "unexpected Geometry frame").
+    let mut again = geometry_frame(64, 0);
+    again[8..16].copy_from_slice(&77u64.to_le_bytes());
+    let second_geometry = [geometry_frame(64, 0), one_record(1), again].concat();
+    // DATA where GEOMETRY must come first.
+    let early_data = one_record(5);
     for (tag, reply, want) in [
         ("cap3", geometry_frame(3, 0), "not a power of two"),
         ("kind99", unknown_kind, "unknown frame kind 99"),
+        (
+            "geometry2",
+            second_geometry,
+            "unexpected Geometry frame (seq 77): expected DATA, GAP or HEARTBEAT",
+        ),
+        (
+            "early",
+            early_data,
+            "unexpected Data frame (seq 5): expected GEOMETRY",
+        ),
     ] {
         let dst = ShmPath::new(&format!("hostile-proto-{tag}"));
         let (addr, fake) = fake_source(reply, 1);
@@ -492,24 +525,9 @@ fn once_fails_on_a_protocol_error_naming_the_source() {
 /// datagrams that could never come until its silence timeout blamed a silent source.
 #[test]
 fn a_multicast_frame_announcing_port_0_is_a_protocol_error() {
-    use ringwire::core::wire::{GEOMETRY_UDP_FOLLOWS, MulticastRepr};
     for (tag, group, unicast) in [("u", [0; 4], true), ("m", [239, 255, 77, 1], false)] {
         let dst = ShmPath::new(&format!("hostile-port0-{tag}"));
-        let mut reply = geometry_frame(64, 0);
-        reply[1] = GEOMETRY_UDP_FOLLOWS;
-        let mut mc = [0u8; 32];
-        let n = MulticastRepr {
-            group,
-            port: 0,
-            mtu: 1472,
-            ttl: 0,
-            session: 7,
-            token: 1,
-        }
-        .emit(&mut mc)
-        .unwrap();
-        reply.extend_from_slice(&mc[..n]);
-        let (addr, fake) = fake_source(reply, 1);
+        let (addr, fake) = fake_source(udp_handshake(0, group, 0), 1);
         let mut mo = once_options(addr, dst.path());
         mo.unicast = unicast;
         let stop = AtomicBool::new(false);
@@ -563,6 +581,19 @@ fn an_unexpected_multicast_frame_opens_no_socket() {
     }
 }
 
+/// Holds the one session of `server` (at `max_sessions` 1): a connection that sends HELLO,
+/// then reads nothing, once the server counts it.
+fn hold_the_session(server: &Server) -> TcpStream {
+    let mut hello = [0u8; 64];
+    let k = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
+    let mut c = TcpStream::connect(server.local_addr()).unwrap();
+    c.write_all(&hello[..k]).unwrap();
+    wait_until("the first session", Duration::from_secs(10), || {
+        server.summary().sessions >= 1
+    });
+    c
+}
+
 /// A server at its session limit refuses a mirror by closing the connection before
 /// GEOMETRY: `--once` fails with a message that says so, and no ring is created.
 #[test]
@@ -577,14 +608,7 @@ fn once_fails_when_the_server_refuses_it() {
     let r = std::thread::scope(|sc| {
         let _stop = SetOnDrop(&stop);
         let s = sc.spawn(|| server.run(&stop));
-        // Holds the one session (sends HELLO, then reads nothing).
-        let mut hello = [0u8; 64];
-        let k = HelloRepr { seq: 0, flags: 0 }.emit(&mut hello).unwrap();
-        let mut first = TcpStream::connect(addr).unwrap();
-        first.write_all(&hello[..k]).unwrap();
-        wait_until("the first session", Duration::from_secs(5), || {
-            server.summary().sessions >= 1
-        });
+        let first = hold_the_session(&server);
         let r = mirror::run(&once_options(addr, dst.path()), &AtomicBool::new(false));
         stop.store(true, Ordering::Relaxed);
         drop(first);
@@ -599,6 +623,79 @@ fn once_fails_when_the_server_refuses_it() {
         "a ring was created"
     );
     assert_eq!(server.summary().refused, 1);
+}
+
+/// A mirror started with `--from N` or `--from latest` while the source cannot serve it yet
+/// (a server at its session limit refuses it; a source not up yet refuses the connect)
+/// starts where it was asked to once the source does: the start switches to resume only
+/// once a connection of the run has made the mirror ring. It switched after the first
+/// failed attempt, and a resume without a ring asks for the oldest record: `--from 300`
+/// mirrored records 1..=500, and `--from latest` the source's whole history, without a word.
+#[test]
+fn the_start_asked_for_holds_until_a_handshake() {
+    for (tag, start, first) in [
+        ("seq", Start::Sequence(300), 300),
+        ("latest", Start::Latest, 501),
+    ] {
+        let (src, _ring, mut prod) = source(&format!("hostile-start-{tag}-src"));
+        let dst = ShmPath::new(&format!("hostile-start-{tag}-dst"));
+        publish(&mut prod, 500);
+        let mut so = quiet_serve(&src);
+        so.max_sessions = 1;
+        let server = Server::bind(so).unwrap();
+        let addr = server.local_addr();
+        let mut mo = MirrorOptions::new(addr, dst.path());
+        mo.start = start;
+        mo.reconnect = Duration::from_millis(20);
+        mo.log = false;
+        let stop = AtomicBool::new(false);
+        let mstop = AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            let _stop = SetOnDrop(&stop);
+            let _mstop = SetOnDrop(&mstop);
+            let s = sc.spawn(|| server.run(&stop));
+            // So that the mirror is refused before GEOMETRY.
+            let first_conn = hold_the_session(&server);
+            let m = sc.spawn(|| mirror::run(&mo, &mstop));
+            wait_until("the mirror refused twice", Duration::from_secs(10), || {
+                server.summary().refused >= 2
+            });
+            assert!(
+                ReadOnlyRing::open(dst.path()).is_err(),
+                "{tag}: a ring was created"
+            );
+            // The session ends at its next write (a heartbeat) after the reset.
+            drop(first_conn);
+            if start == Start::Latest {
+                // Published once the mirror is live: only these are new to it.
+                wait_until("the mirror ring", Duration::from_secs(10), || {
+                    ReadOnlyRing::open(dst.path()).is_ok()
+                });
+                for seq in 501..=600 {
+                    assert_eq!(prod.push(&payload(seq)), seq);
+                }
+            }
+            let last = if start == Start::Latest { 600 } else { 500 };
+            wait_until("the mirror to catch up", Duration::from_secs(20), || {
+                ReadOnlyRing::open(dst.path()).is_ok_and(|r| r.write_seq() >= last)
+            });
+            mstop.store(true, Ordering::Relaxed);
+            m.join().unwrap().unwrap();
+            stop.store(true, Ordering::Relaxed);
+            s.join().unwrap().unwrap();
+            let r = ReadOnlyRing::open(dst.path()).unwrap();
+            let mut b = vec![0u8; r.geometry().record_len()];
+            for seq in 1..=last {
+                let got = r.read_slot(seq, &mut b);
+                if seq < first {
+                    assert_ne!(got, SlotRead::Ok, "{tag}: record {seq} mirrored");
+                } else {
+                    assert_eq!(got, SlotRead::Ok, "{tag}: record {seq}");
+                    assert_eq!(&b[..LEN], &payload(seq), "{tag}: bytes of {seq}");
+                }
+            }
+        });
+    }
 }
 
 /// A source that accepts the connection and never sends GEOMETRY: `--once` fails at the
@@ -664,6 +761,265 @@ fn a_source_silent_after_the_handshake_is_given_up() {
         m.join().unwrap().unwrap()
     });
     assert!(sum.connections >= 2, "{sum:?}");
+}
+
+/// A UDP-mode source whose datagrams never reach the mirror (multicast not routed here, a
+/// unicast source its PUNCHes do not reach) while its TCP connection is up: the silence
+/// timeout names the UDP path the records and heartbeats were to come by. It said only
+/// "nothing from the source", of a source whose TCP connection was fine.
+#[test]
+fn a_udp_session_that_hears_nothing_names_its_udp_path() {
+    // The unicast source's UDP port: PUNCHes arrive there and are never answered.
+    let punched = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let uport = punched.local_addr().unwrap().port();
+    let mport = ringwire_tests::replica::free_udp_port();
+    for (tag, group, port, want) in [
+        (
+            "m",
+            [239, 255, 77, 3],
+            mport,
+            format!("UDP multicast 239.255.77.3:{mport}"),
+        ),
+        (
+            "u",
+            [0; 4],
+            uport,
+            format!("UDP unicast from 127.0.0.1:{uport}"),
+        ),
+    ] {
+        let dst = ShmPath::new(&format!("hostile-udp-silent-{tag}"));
+        let (addr, fake) = fake_source(udp_handshake(0, group, port), 1);
+        let mut mo = once_options(addr, dst.path());
+        mo.unicast = tag == "u";
+        mo.silence_timeout = Duration::from_millis(300);
+        let msg = mirror::run(&mo, &AtomicBool::new(false))
+            .unwrap_err()
+            .to_string();
+        assert!(msg.contains("nothing from the source"), "{tag}: {msg}");
+        assert!(msg.contains(&want), "{tag}: {msg}");
+        assert_eq!(fake.join().unwrap(), 1, "{tag}");
+    }
+}
+
+/// A fake source that answers the HELLO with the GEOMETRY of a ring of `capacity` slots
+/// of `element_size` bytes, then writes `chunk(i)` for i = 0, 1, … until the mirror hangs up
+/// (or 60 s pass).
+fn flooding_source(
+    capacity: u64,
+    element_size: u32,
+    chunk: impl Fn(u64) -> Vec<u8> + Send + 'static,
+) -> (SocketAddr, std::thread::JoinHandle<()>) {
+    use ringwire::core::wire::GeometryRepr;
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let h = std::thread::spawn(move || {
+        let (mut s, _) = listener.accept().unwrap();
+        s.set_write_timeout(Some(Duration::from_secs(60))).unwrap();
+        let mut hello = [0u8; 32];
+        s.read_exact(&mut hello).unwrap();
+        let mut g = [0u8; 64];
+        let n = GeometryRepr {
+            flags: 0,
+            seq: 1,
+            capacity,
+            element_size,
+            ring_flags: 0x11,
+            schema_sig: 0,
+            registry_count: 0,
+            slots_offset: 128,
+            arena_offset: 0,
+            arena_size: 0,
+        }
+        .emit(&mut g)
+        .unwrap();
+        s.write_all(&g[..n]).unwrap();
+        let t0 = std::time::Instant::now();
+        let mut i = 0;
+        while t0.elapsed() < Duration::from_secs(60) && s.write_all(&chunk(i)).is_ok() {
+            i += 1;
+        }
+    });
+    (addr, h)
+}
+
+/// Runs a mirror (from the oldest record, no log) of the source at `addr` into `dst` on a
+/// thread of its own, not scoped: a mirror that does not stop fails a test instead of
+/// hanging it. Returns its stop flag and where its result comes.
+fn unscoped_mirror(
+    addr: SocketAddr,
+    dst: &Path,
+) -> (
+    std::sync::Arc<AtomicBool>,
+    std::sync::mpsc::Receiver<Result<mirror::MirrorSummary, String>>,
+) {
+    let mut mo = MirrorOptions::new(addr, dst);
+    mo.start = Start::Oldest;
+    mo.log = false;
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let m_stop = std::sync::Arc::clone(&stop);
+    std::thread::spawn(move || {
+        let _ = tx.send(mirror::run(&mo, &m_stop).map_err(|e| e.to_string()));
+    });
+    (stop, rx)
+}
+
+/// Sets `stop` and returns the mirror's summary, failing if it takes more than 30 s.
+fn stopped_within_30s(
+    stop: &AtomicBool,
+    rx: &std::sync::mpsc::Receiver<Result<mirror::MirrorSummary, String>>,
+) -> mirror::MirrorSummary {
+    stop.store(true, Ordering::Relaxed);
+    rx.recv_timeout(Duration::from_secs(30))
+        .expect("the mirror did not stop within 30 s")
+        .unwrap()
+}
+
+/// A source that floods the mirror with DATA frames of zero-sized records, 65,535 records in
+/// 16 bytes: the mirror still sees its stop flag (and its timers, its UDP socket) within a
+/// bounded time. Its reads were bounded by bytes only (1 MiB a pass), and a pass of such
+/// frames was 4.3 billion slot writes: stopped after two seconds of flood, the debug build
+/// returned after 492 s.
+#[test]
+fn a_flood_of_zero_sized_records_leaves_the_mirror_stoppable() {
+    use ringwire::core::wire::{HeaderRepr, Kind};
+    const FRAMES: u64 = 4096;
+    let (addr, source) = flooding_source(8, 8, |i| {
+        let mut chunk = vec![0u8; 16 * FRAMES as usize];
+        for (k, f) in (0..).zip(chunk.chunks_mut(16)) {
+            HeaderRepr {
+                kind: Kind::Data,
+                flags: 0,
+                count: u16::MAX,
+                len: 0,
+                seq: 1 + (i * FRAMES + k) * u64::from(u16::MAX),
+            }
+            .emit(f)
+            .unwrap();
+        }
+        chunk
+    });
+    let dst = ShmPath::new("hostile-zero-flood");
+    let (stop, rx) = unscoped_mirror(addr, dst.path());
+    wait_until("the flood to be written", Duration::from_secs(20), || {
+        ReadOnlyRing::open(dst.path()).is_ok_and(|r| r.write_seq() > 0)
+    });
+    let sum = stopped_within_30s(&stop, &rx);
+    assert!(sum.counters.records_written > 0, "{sum:?}");
+    source.join().unwrap();
+}
+
+/// A source whose DATA goes backwards frame after frame (3, 1, 3, 1, …): each is a restart
+/// (spec §21.3) and recreates the mirror ring, 32 MiB here; the mirror still sees its stop
+/// flag within a bounded time. A pass of the loop was bounded by bytes only, and 1 MiB of
+/// such frames was 13,000 ring creations: stopped after two seconds, the debug build
+/// returned after 403 s.
+#[test]
+fn a_source_that_keeps_going_backwards_leaves_the_mirror_stoppable() {
+    let (addr, source) = flooding_source(1 << 20, 32, |_| {
+        [3, 1]
+            .repeat(500)
+            .into_iter()
+            .flat_map(one_record)
+            .collect()
+    });
+    let dst = ShmPath::new("hostile-backwards");
+    let (stop, rx) = unscoped_mirror(addr, dst.path());
+    // A restart replaces the ring file: another inode at the path.
+    let inode = || {
+        use std::os::unix::fs::MetadataExt;
+        std::fs::metadata(dst.path()).map(|m| m.ino()).ok()
+    };
+    wait_until("the mirror ring", Duration::from_secs(20), || {
+        inode().is_some()
+    });
+    let first = inode();
+    wait_until("a restart", Duration::from_secs(20), || {
+        inode().is_some_and(|i| Some(i) != first)
+    });
+    let sum = stopped_within_30s(&stop, &rx);
+    assert!(sum.counters.restarts >= 1, "{sum:?}");
+    source.join().unwrap();
+}
+
+/// A frame longer than the mirror's stream buffer but within what the ring's geometry allows
+/// (a long blob) grows the buffer and reconnects at once, without the reconnect pause. It
+/// grew to that frame's length, so a source announcing a frame a little longer on each
+/// connection had the mirror reconnect at once, again and again, for as long as it liked;
+/// now the buffer grows to the longest frame the ring can need, and the next connection's
+/// longer frame fits it. (Here the reconnect pause is an hour: a third connection soon after
+/// the second is one made at once.)
+#[test]
+fn a_stream_buffer_grows_once_to_the_rings_longest_frame() {
+    use ringwire::core::wire::{GeometryRepr, HeaderRepr, Kind};
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let addr = listener.local_addr().unwrap();
+    // A blob ring with a 64 MiB arena: frames up to 64 MiB and a bit.
+    let geometry = GeometryRepr {
+        flags: 0,
+        seq: 1,
+        capacity: 64,
+        element_size: 32,
+        ring_flags: 0x11,
+        schema_sig: 0,
+        registry_count: 0,
+        slots_offset: 128,
+        arena_offset: 128 + 64 * 32,
+        arena_size: 64 << 20,
+    };
+    let dst = ShmPath::new("hostile-grow");
+    let mut mo = MirrorOptions::new(addr, dst.path());
+    mo.start = Start::Oldest;
+    mo.log = false;
+    mo.reconnect = Duration::from_secs(3600);
+    let stop = AtomicBool::new(false);
+    let conns = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        listener.set_nonblocking(true).unwrap();
+        let mut conns = 0u32;
+        // The first two connections are certain; a third is waited for 3 s.
+        let mut last = std::time::Instant::now();
+        while conns < 10 && last.elapsed() < Duration::from_secs(if conns < 2 { 20 } else { 3 }) {
+            let Ok((mut s, _)) = listener.accept() else {
+                std::thread::sleep(Duration::from_millis(5));
+                continue;
+            };
+            conns += 1;
+            s.set_nonblocking(false).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+            let mut hello = [0u8; 32];
+            s.read_exact(&mut hello).unwrap();
+            let mut out = [0u8; 80];
+            let n = geometry.emit(&mut out).unwrap();
+            // DATA of one record whose blob makes it longer than the one before.
+            HeaderRepr {
+                kind: Kind::Data,
+                flags: 0,
+                count: 1,
+                len: (3 << 20) + conns * 4096,
+                seq: 1,
+            }
+            .emit(&mut out[n..])
+            .unwrap();
+            s.write_all(&out[..n + 16]).unwrap();
+            // The mirror reconnects (a frame too long for it) or waits for the frame's
+            // bytes; either way the connection ends with its close.
+            drop(s);
+            last = std::time::Instant::now();
+        }
+        stop.store(true, Ordering::Relaxed);
+        m.join().unwrap().unwrap();
+        conns
+    });
+    assert_eq!(
+        conns,
+        2,
+        "the mirror reconnected at once {} times",
+        conns - 1
+    );
 }
 
 /// Connections that never send HELLO fill `max_sessions`; a real mirror is refused while

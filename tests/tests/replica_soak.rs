@@ -19,13 +19,12 @@ use std::time::{Duration, Instant};
 
 use ringwire::core::Geometry;
 use ringwire::core::wire::{
-    Frame, GEOMETRY_RESET, GEOMETRY_UDP_FOLLOWS, GeometryRepr, HELLO_CAN_UNICAST, HELLO_LATEST,
-    HELLO_OLDEST, HELLO_PREFER_UNICAST, HeartbeatRepr, HelloRepr, Kind, MulticastRepr, NakRepr,
-    PunchRepr,
+    Frame, GEOMETRY_RESET, GeometryRepr, HELLO_CAN_UNICAST, HELLO_LATEST, HELLO_OLDEST,
+    HELLO_PREFER_UNICAST, HeartbeatRepr, HelloRepr, Kind, MulticastRepr, NakRepr, PunchRepr,
 };
 use ringwire::replica::serve::{ServeOptions, Server};
 use ringwire::{CreateOptions, ReadOnlyRing, RingFile};
-use ringwire_tests::replica::{SetOnDrop, geometry_frame};
+use ringwire_tests::replica::{SetOnDrop, geometry_frame, udp_handshake};
 use ringwire_tests::shm::ShmPath;
 use ringwire_tests::wait_until;
 
@@ -504,19 +503,8 @@ fn source_cycle(l: &TcpListener, udp: &UdpSocket, i: usize) {
             .expect("GEOMETRY");
     };
     let announce = |c: &mut TcpStream, group: [u8; 4], port: u16| {
-        geometry(c, GEOMETRY_UDP_FOLLOWS);
-        let mut m = [0u8; 64];
-        let n = MulticastRepr {
-            group,
-            port,
-            mtu: 1472,
-            ttl: 0,
-            session: 7,
-            token: 1,
-        }
-        .emit(&mut m)
-        .unwrap();
-        c.write_all(&m[..n]).expect("MULTICAST");
+        c.write_all(&udp_handshake(reset_flag, group, port))
+            .expect("GEOMETRY and MULTICAST");
     };
     match i % 6 {
         0 => {}

@@ -52,7 +52,8 @@ pub enum HoldError {
         held: usize,
         /// Frames the index holds at most (`min(entries.len(), MAX_HELD)`).
         max_held: usize,
-        /// Bytes free in the data buffer (of at most 4 GiB used).
+        /// Bytes free in the data buffer (of at most 4 GiB used), a held zero-sized record
+        /// taking one.
         bytes_free: usize,
     },
 }
@@ -94,13 +95,17 @@ pub struct HoldBack<'a> {
     /// Bytes of the held entries (`tail` minus the bytes of entries that left since the
     /// last compaction).
     live: usize,
+    /// Records of the held entries: each takes at least one byte of the room (see
+    /// [`HoldBack::insert`]).
+    records: usize,
     entries_moved: u64,
     bytes_moved: u64,
 }
 
 impl<'a> HoldBack<'a> {
     /// A store over caller memory: at most `min(entries.len(), 8192)` frames whose records
-    /// together fit in `data` (at most 4 GiB of it is used).
+    /// together fit in `data` (at most 4 GiB of it is used), a zero-sized record taking one
+    /// byte.
     pub fn new(entries: &'a mut [HeldEntry], data: &'a mut [u8]) -> HoldBack<'a> {
         HoldBack {
             entries,
@@ -109,6 +114,7 @@ impl<'a> HoldBack<'a> {
             n: 0,
             tail: 0,
             live: 0,
+            records: 0,
             entries_moved: 0,
             bytes_moved: 0,
         }
@@ -165,15 +171,21 @@ impl<'a> HoldBack<'a> {
         lo
     }
 
-    /// Holds a frame of `count` records starting at `seq`.
+    /// Holds a frame of `count` records starting at `seq`. The room it takes is its bytes,
+    /// and at least one byte per record (the room held is the larger of the bytes held and
+    /// the records held): zero-sized records take no bytes of `data`, and a frame holds up
+    /// to 65,535 of them in 16 bytes, so a store that took such frames by their bytes alone
+    /// held 537 million records (8,192 frames) for the one call that fills the hole before
+    /// them to write.
     pub fn insert(&mut self, seq: u64, count: u16, records: &[u8]) -> Result<(), HoldError> {
         let pos = self.rank(seq);
         if pos < self.n && self.get(pos).seq == seq {
             return Err(HoldError::Duplicate { seq });
         }
         let len = records.len();
-        let bytes_free = self.limit() - self.live;
-        if self.n >= self.cap() || len > bytes_free {
+        // Records with bytes take at least one each, so `live >= self.records` for them.
+        let bytes_free = self.limit() - self.live.max(self.records);
+        if self.n >= self.cap() || len.max(usize::from(count)) > bytes_free {
             return Err(HoldError::Full {
                 seq,
                 len,
@@ -189,6 +201,7 @@ impl<'a> HoldBack<'a> {
         self.data[off..off + len].copy_from_slice(records);
         self.tail += len;
         self.live += len;
+        self.records += usize::from(count);
         // Entries from `pos` up move one slot towards the tail (none for a frame above all
         // held ones, the usual case).
         for i in (pos..self.n).rev() {
@@ -272,6 +285,7 @@ impl<'a> HoldBack<'a> {
         self.head = self.slot(1);
         self.n -= 1;
         self.live -= e.len as usize;
+        self.records -= usize::from(e.count);
         if self.n == 0 {
             self.clear();
         }
@@ -283,6 +297,7 @@ impl<'a> HoldBack<'a> {
         self.n = 0;
         self.tail = 0;
         self.live = 0;
+        self.records = 0;
     }
 }
 
@@ -465,15 +480,18 @@ mod tests {
                     let seq = low + next(24);
                     let bytes = vec![(seq + step) as u8; next(20) as usize];
                     let live: usize = model.values().map(Vec::len).sum();
+                    // Room taken: the bytes held, and at least one per record held (one per
+                    // entry here).
+                    let used = live.max(model.len());
                     let want = if model.contains_key(&seq) {
                         Err(HoldError::Duplicate { seq })
-                    } else if model.len() == cap || bytes.len() > 64 - live {
+                    } else if model.len() == cap || bytes.len().max(1) > 64 - used {
                         Err(HoldError::Full {
                             seq,
                             len: bytes.len(),
                             held: model.len(),
                             max_held: cap,
-                            bytes_free: 64 - live,
+                            bytes_free: 64 - used,
                         })
                     } else {
                         Ok(())

@@ -115,6 +115,10 @@ pub enum SourceError {
     UnexpectedFrame {
         /// Its kind.
         kind: Kind,
+        /// Its `seq` field.
+        seq: u64,
+        /// The frames the session takes in that state (e.g. "HELLO").
+        expected: &'static str,
     },
     /// Input after the session was closed.
     Closed,
@@ -124,7 +128,14 @@ impl fmt::Display for SourceError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SourceError::Protocol(e) => write!(f, "protocol error: {e}"),
-            SourceError::UnexpectedFrame { kind } => write!(f, "unexpected {kind:?} frame"),
+            SourceError::UnexpectedFrame {
+                kind,
+                seq,
+                expected,
+            } => write!(
+                f,
+                "unexpected {kind:?} frame (seq {seq}): expected {expected}"
+            ),
             SourceError::Closed => f.write_str("session closed"),
         }
     }
@@ -373,7 +384,15 @@ impl SourceSession {
                 let _ = self.naks.push_back(n);
                 Ok(())
             }
-            (_, kind) => Err(SourceError::UnexpectedFrame { kind }),
+            (state, kind) => Err(SourceError::UnexpectedFrame {
+                kind,
+                seq: frame.seq(),
+                expected: match state {
+                    State::AwaitHello => "HELLO",
+                    // A TCP-mode session reads nothing after HELLO: only NAKs get here.
+                    State::Handshake | State::Live | State::Closed => "NAK",
+                },
+            }),
         }
     }
 

@@ -222,7 +222,8 @@ pub struct MirrorArgs {
     pub path: PathBuf,
     /// Start at: latest, oldest, resume (continue the local ring) or a sequence number
     /// (one the source no longer holds, or has not written yet, starts at its oldest or
-    /// its next record, with a notice). Reconnections always resume.
+    /// its next record, with a notice). Reconnections resume once a connection has made
+    /// the mirror ring; until then (a source not up yet) they start here again.
     #[arg(long, value_name = "WHERE", default_value = "latest", value_parser = parse_from)]
     pub from: Start,
     /// Ask for UDP unicast delivery even if the source has multicast.

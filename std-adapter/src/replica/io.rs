@@ -340,9 +340,9 @@ fn time_until_published(r: &RingView, wake: bool, wait: impl FnOnce()) -> StdDur
 /// `n` zero bytes whose memory is committed only as it is written, or `None` if they cannot
 /// be mapped.
 ///
-/// A mirror's stream buffer grows to the length one DATA header announces, up to what the ring's
-/// geometry allows (a blob as long as the arena, up to 4 GiB), and serve gives each session a
-/// buffer as long as the ring's longest frame. Zero-filling it (`Vec::resize`) would commit all
+/// A mirror's stream buffer grows, at the first DATA header announcing a frame longer than
+/// it, to the ring's longest frame (a blob as long as the arena, up to 4 GiB), and serve
+/// gives each session a buffer that long. Zero-filling it (`Vec::resize`) would commit all
 /// of it on a header alone, before a byte of the frame came. The bytes are an anonymous
 /// mapping of their own, whose pages the kernel commits only as they are written and which
 /// is unmapped when the buffer is dropped. `calloc` was not enough: once glibc has freed one

@@ -36,7 +36,7 @@ const HOLDBACK_ENTRIES: usize = 8192;
 const HOLDBACK_BYTES: usize = 16 << 20;
 /// The TCP frame buffer to start with: the 1 MiB frame budget of spec §22 with room to
 /// spare. A longer frame the ring's geometry allows (one record longer than the budget goes
-/// alone) grows it, up to [`max_frame_len`]; anything longer is a protocol error.
+/// alone) grows it to [`max_frame_len`] at once; anything longer is a protocol error.
 const STREAM_BUF: usize = (2 << 20) + 64;
 /// Datagrams per `recvmmsg`.
 const RECV_BATCH: usize = 64;
@@ -333,6 +333,13 @@ const PUNCH_LOG_EVERY: StdDuration = StdDuration::from_secs(10);
 /// UDP socket and its NAKs again (a 1 MiB DATA frame budget, spec §22).
 const TCP_READ_PASS: usize = 1 << 20;
 
+/// Records one pass of the mirror loop writes before it looks at the stop flag, the timers
+/// and the other socket again. Bytes alone do not bound the work: a DATA frame of
+/// zero-sized records is 16 bytes for up to 65,535 of them, and a pass of 1 MiB of such
+/// frames from a hostile source was 4.3 billion slot writes (minutes of deafness to
+/// SIGTERM). A million is more than a pass of the smallest records with bytes brings.
+const RECORDS_PER_PASS: u64 = 1 << 20;
+
 /// Sleeps `d` in slices, returning early when `stop` is set; a `d` past what an `Instant`
 /// holds ([`MirrorOptions::reconnect`] set to `Duration::MAX`) sleeps until `stop` is set.
 fn nap(d: StdDuration, stop: &AtomicBool) {
@@ -558,7 +565,10 @@ fn connections(
                         End::Failed(e) => e.to_string(),
                         End::Fatal(e) => e.to_string(),
                         End::Grow(n) => {
-                            format!("a {n}-byte frame: stream buffer grown to it, resuming at once")
+                            format!(
+                                "a {n}-byte frame: stream buffer grown to the ring's longest \
+                                 frame, resuming at once"
+                            )
                         }
                     };
                     let mut wrong = match k.udp_wrong_source {
@@ -592,15 +602,31 @@ fn connections(
                     End::Failed(_) => {}
                     End::Grow(n) => {
                         // The buffered bytes go with the connection; the source resends
-                        // from the record after the last one written.
-                        bufs.stream = zeroed(n, "mirror stream buffer", "for a frame that long")?;
+                        // from the record after the last one written. To the longest frame
+                        // the ring can need at once (its pages are committed only as frames
+                        // fill them): grown to this frame only, a source announcing a longer
+                        // one on each connection had the mirror reconnect at once for ever.
+                        // Where that much address space is refused (strict overcommit), to
+                        // this frame.
+                        let longest = sink
+                            .view()
+                            .map_or(n, |v| max_frame_len(v.geometry(), STREAM_BUF).max(n));
+                        bufs.stream = match lazy_zeroed(longest) {
+                            Some(b) => b,
+                            None => zeroed(n, "mirror stream buffer", "for a frame that long")?,
+                        };
                         start = Start::Resume;
                         continue;
                     }
                 }
             }
         }
-        start = Start::Resume;
+        // Later connections resume (spec §26.2), once this run has made the mirror ring: a
+        // resume before that (a source not up yet, at its session limit) would ask for the
+        // ring found at the path, or for the oldest record, not where the user asked.
+        if sink.created() > 0 {
+            start = Start::Resume;
+        }
         nap(opts.reconnect, stop);
     }
     sum.last_seq = last_written(&sink);
@@ -715,6 +741,9 @@ struct Conn<'a> {
     anticipate: Anticipator,
     /// The UDP announcement of this connection: unicast, and the session byte.
     announced: Option<(bool, u8)>,
+    /// Where this connection's datagrams come from, as the silence timeout names it
+    /// ("UDP multicast 239.1.2.3:5000 joined on 10.0.0.2").
+    udp_path: Option<String>,
     observer: Option<Observer<'a>>,
     /// When the TCP connection was made (the handshake deadline runs from here).
     opened: std::time::Instant,
@@ -723,6 +752,9 @@ struct Conn<'a> {
     heard: std::time::Instant,
     /// Bytes read since `heard` that completed no frame.
     partial: usize,
+    /// The bytes of `tmp` read from TCP and not yet taken by the stream buffer (a pass
+    /// that ended early, see [`Conn::read_tcp`], leaves them for the next).
+    pending: std::ops::Range<usize>,
     /// [`unused_options`] has been checked (and logged) once in this run.
     warned: bool,
     /// A datagram of the session dropped for its source address has been logged once in
@@ -811,10 +843,12 @@ impl<'a> Conn<'a> {
             spin: SpinPolicy::new(opts.spin),
             anticipate: Anticipator::new(opts.anticipate),
             announced: None,
+            udp_path: None,
             observer: None,
             opened: std::time::Instant::now(),
             heard: std::time::Instant::now(),
             partial: 0,
+            pending: 0..0,
             warned: false,
             warned_source: false,
             punch_errors: 0,
@@ -969,52 +1003,34 @@ impl<'a> Conn<'a> {
         o.progress.publish(s);
     }
 
-    /// Reads what TCP has, up to [`TCP_READ_PASS`] bytes; returns whether anything came.
+    /// Reads what TCP has, up to [`TCP_READ_PASS`] bytes, [`RECORDS_PER_PASS`] records
+    /// written and one mirror ring created; returns whether anything came. Bytes read and
+    /// frames not yet handled when a pass ends wait in `tmp` and the stream buffer for the
+    /// next.
     fn read_tcp(&mut self, sink: &mut FileSink) -> Result<bool, End> {
         let mut any = false;
         let mut read = 0usize;
+        let until = self
+            .m
+            .counters()
+            .records_written
+            .saturating_add(RECORDS_PER_PASS);
+        let created = sink.created();
         // A source that writes faster than we apply must not keep us from the stop flag,
         // the UDP socket and our NAKs: the rest waits for the next pass (it stays readable).
-        while read < TCP_READ_PASS {
-            let n = match self.stream.read(self.tmp) {
-                Ok(0) if self.m.geometry().is_none() => {
-                    return Err(End::Failed(io::Error::new(
-                        io::ErrorKind::UnexpectedEof,
-                        "closed the connection before GEOMETRY (refused: a server at its \
-                         session limit, or not a replication source)",
-                    )));
-                }
-                Ok(0) => return Err(End::Closed("source disconnected".into())),
-                Ok(n) => {
-                    read += n;
-                    n
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if self.m.geometry().is_none() => {
-                    return Err(End::Failed(io::Error::new(
-                        e.kind(),
-                        format!("read before GEOMETRY: {e}"),
-                    )));
-                }
-                Err(e) => return Err(End::Closed(format!("read: {e}"))),
-            };
-            any = true;
-            let mut framed = false;
-            let mut off = 0;
-            while off < n {
-                off += self.sbuf.push(&self.tmp[off..n]);
-                loop {
-                    let f = match self.sbuf.next_frame() {
-                        None => break,
-                        Some(Ok(f)) => f,
-                        Some(Err(WireError::FrameTooLarge { len, .. }))
+        loop {
+            // The whole frames buffered, taking in the bytes read before as room frees.
+            loop {
+                while let Some(f) = self.sbuf.next_frame() {
+                    let f = match f {
+                        Ok(f) => f,
+                        Err(WireError::FrameTooLarge { len, .. })
                             if total_len(len).is_ok_and(|t| fits_ring(sink, t)) =>
                         {
                             // Just checked: the total fits a usize.
                             return Err(End::Grow(total_len(len).unwrap_or(usize::MAX)));
                         }
-                        Some(Err(e)) => {
+                        Err(e) => {
                             return Err(End::Failed(io::Error::new(
                                 io::ErrorKind::InvalidData,
                                 format!("protocol error: {e}"),
@@ -1035,26 +1051,76 @@ impl<'a> Conn<'a> {
                         // group not joinable here now: no such interface, no route) fails
                         // the connection, as any connection failure: the mirror reconnects
                         // (spec §26.2), `--once` exits 1.
-                        self.announced =
-                            open_udp(self.opts, local, f, &mut self.udp, &mut self.batch)
-                                .map_err(|e| End::Failed(io_error(e)))?;
+                        let peer = match self.stream.peer_addr() {
+                            Ok(SocketAddr::V4(a)) => Some(*a.ip()),
+                            _ => None,
+                        };
+                        let opened = open_udp(self.opts, local, f, &mut self.udp, &mut self.batch)
+                            .map_err(|e| End::Failed(io_error(e)))?;
+                        self.announced = opened.map(|(unicast, session, _)| (unicast, session));
+                        self.udp_path = opened.map(|(unicast, _, from)| match (unicast, peer) {
+                            (true, Some(ip)) => format!("UDP unicast from {ip}:{}", from.port()),
+                            (true, None) => format!("UDP unicast from port {}", from.port()),
+                            (false, _) => format!(
+                                "UDP multicast {from} joined on {}",
+                                join_iface(self.opts, local)
+                            ),
+                        });
                     }
                     if let Err(e) = self.m.handle_tcp_frame(now(), f, sink) {
                         return Err(mirror_end(e, sink));
                     }
-                    framed = true;
+                    any = true;
+                    // Whole frames are what show the source alive.
+                    self.heard = std::time::Instant::now();
+                    self.partial = 0;
+                    // A ring created (a restart: DATA going backwards) ends the pass too:
+                    // a source going backwards frame after frame had each 40-byte frame
+                    // create a ring, 13,000 of them (minutes) in a pass of 1 MiB.
+                    if self.m.counters().records_written >= until || sink.created() != created {
+                        return Ok(true);
+                    }
                 }
+                if self.pending.is_empty() {
+                    break;
+                }
+                let taken = self.sbuf.push(&self.tmp[self.pending.clone()]);
+                self.pending.start += taken;
             }
-            // Whole frames are what show the source alive; bytes of a frame in progress
-            // count only by the `SILENCE_PROGRESS`, so a byte now and then cannot hold the
-            // connection open.
-            self.partial = if framed { 0 } else { self.partial + n };
-            if framed || self.partial >= SILENCE_PROGRESS {
+            if read >= TCP_READ_PASS {
+                return Ok(any);
+            }
+            let n = match self.stream.read(self.tmp) {
+                Ok(0) if self.m.geometry().is_none() => {
+                    return Err(End::Failed(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "closed the connection before GEOMETRY (refused: a server at its \
+                         session limit, or not a replication source)",
+                    )));
+                }
+                Ok(0) => return Err(End::Closed("source disconnected".into())),
+                Ok(n) => n,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) if self.m.geometry().is_none() => {
+                    return Err(End::Failed(io::Error::new(
+                        e.kind(),
+                        format!("read before GEOMETRY: {e}"),
+                    )));
+                }
+                Err(e) => return Err(End::Closed(format!("read: {e}"))),
+            };
+            read += n;
+            any = true;
+            self.pending = 0..n;
+            // Bytes of a frame in progress count only by the `SILENCE_PROGRESS`, so a byte
+            // now and then cannot hold the connection open.
+            self.partial += n;
+            if self.partial >= SILENCE_PROGRESS {
                 self.heard = std::time::Instant::now();
                 self.partial = 0;
             }
         }
-        Ok(any)
     }
 
     /// Receives up to a few `recvmmsg` batches; returns whether anything came.
@@ -1063,6 +1129,11 @@ impl<'a> Conn<'a> {
             return Ok(false);
         };
         let mut any = false;
+        let until = self
+            .m
+            .counters()
+            .records_written
+            .saturating_add(RECORDS_PER_PASS);
         for _ in 0..8 {
             let n = match batch.recv(sock) {
                 Ok(n) => n,
@@ -1098,7 +1169,8 @@ impl<'a> Conn<'a> {
                     _ => self.foreign += 1,
                 }
             }
-            if n < RECV_BATCH {
+            // Between batches (the datagrams of one are taken off the socket): as for TCP.
+            if n < RECV_BATCH || self.m.counters().records_written >= until {
                 break;
             }
         }
@@ -1217,8 +1289,13 @@ impl<'a> Conn<'a> {
         } else {
             let t = looked.saturating_duration_since(self.heard);
             if !o.silence_timeout.is_zero() && t >= o.silence_timeout {
+                // In UDP modes the records and heartbeats do not come over TCP: a source
+                // whose TCP connection is fine is silent when its datagrams do not arrive.
+                let by = self.udp_path.as_ref().map_or(String::new(), |p| {
+                    format!("; in this session they come by {p}, not over TCP")
+                });
                 return timed_out(format!(
-                    "nothing from the source (no record, no heartbeat) for {} ms (silence timeout {} ms)",
+                    "nothing from the source (no record, no heartbeat) for {} ms (silence timeout {} ms){by}",
                     t.as_millis(),
                     o.silence_timeout.as_millis()
                 ));
@@ -1441,13 +1518,15 @@ fn io_error(e: ReplicaError) -> io::Error {
 
 /// Opens the UDP socket a MULTICAST frame announces, before the machine sees the frame (its
 /// first PUNCH goes out right after); `local` is the mirror's address of its TCP connection.
+/// Returns whether it is unicast, the session byte, and the group and port (unicast: the
+/// source's UDP port at 0.0.0.0).
 fn open_udp(
     opts: &MirrorOptions,
     local: Option<Ipv4Addr>,
     f: &[u8],
     udp: &mut Option<UdpSocket>,
     batch: &mut Option<RecvBatch>,
-) -> Result<Option<(bool, u8)>, ReplicaError> {
+) -> Result<Option<(bool, u8, SocketAddrV4)>, ReplicaError> {
     let Ok(m) = Frame::new_checked(f).and_then(|fr| MulticastRepr::parse(&fr)) else {
         return Ok(None); // the state machine reports the error
     };
@@ -1494,7 +1573,7 @@ fn open_udp(
     }
     *udp = Some(s);
     *batch = Some(RecvBatch::new(RECV_BATCH, MAX_DATAGRAM));
-    Ok(Some((m.is_unicast(), m.session)))
+    Ok(Some((m.is_unicast(), m.session, group)))
 }
 
 #[cfg(test)]

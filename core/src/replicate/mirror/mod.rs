@@ -197,6 +197,10 @@ pub enum MirrorError {
     UnexpectedFrame {
         /// Its kind.
         kind: Kind,
+        /// Its `seq` field.
+        seq: u64,
+        /// The frames the mirror takes in that state (e.g. "GEOMETRY").
+        expected: &'static str,
     },
     /// The local ring could not be created.
     Sink(SinkError),
@@ -208,7 +212,14 @@ impl fmt::Display for MirrorError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             MirrorError::Protocol(e) => write!(f, "protocol error: {e}"),
-            MirrorError::UnexpectedFrame { kind } => write!(f, "unexpected {kind:?} frame"),
+            MirrorError::UnexpectedFrame {
+                kind,
+                seq,
+                expected,
+            } => write!(
+                f,
+                "unexpected {kind:?} frame (seq {seq}): expected {expected}"
+            ),
             MirrorError::Sink(e) => e.fmt(f),
             MirrorError::Closed => f.write_str("mirror closed"),
         }
@@ -507,7 +518,16 @@ impl<'a> Mirror<'a> {
                 Ok(())
             }
             (State::LiveUdp, Kind::Multicast) => Ok(()),
-            (_, kind) => Err(MirrorError::UnexpectedFrame { kind }),
+            (state, kind) => Err(MirrorError::UnexpectedFrame {
+                kind,
+                seq: frame.seq(),
+                expected: match state {
+                    State::Hello => "nothing before HELLO is sent",
+                    State::AwaitGeometry => "GEOMETRY",
+                    State::AwaitMulticast => "MULTICAST",
+                    State::LiveTcp | State::LiveUdp | State::Closed => "DATA, GAP or HEARTBEAT",
+                },
+            }),
         }
     }
 

@@ -156,7 +156,9 @@ fn mirror_tcp_gap_jump_and_restart() {
     assert_eq!(
         feed(&mut m, &nak, &mut sink),
         Err(MirrorError::UnexpectedFrame {
-            kind: crate::wire::Kind::Nak
+            kind: crate::wire::Kind::Nak,
+            seq: 1,
+            expected: "DATA, GAP or HEARTBEAT"
         })
     );
     assert_eq!(feed(&mut m, &hb, &mut sink), Err(MirrorError::Closed));

@@ -270,10 +270,9 @@ fn nak_answers_section_20_4() {
     // Anything but a NAK closes a UDP-mode session.
     let mut gap = [0u8; 16];
     GapRepr { seq: 1 }.emit(&mut gap).unwrap();
-    assert!(matches!(
-        s.handle_stream(ms(2), &gap, &src, None),
-        Err(SourceError::UnexpectedFrame { .. })
-    ));
+    let e = s.handle_stream(ms(2), &gap, &src, None).unwrap_err();
+    assert!(matches!(e, SourceError::UnexpectedFrame { .. }), "{e:?}");
+    assert_eq!(e.to_string(), "unexpected Gap frame (seq 1): expected NAK");
 }
 
 /// A NAK and a bad frame in one read (found by the `source` fuzz target: a NAK header, then
