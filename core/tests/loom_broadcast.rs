@@ -6,7 +6,8 @@
 
 use loom::thread;
 use ringwire_core::broadcast::raw::{RawRead, read_record};
-use ringwire_core::broadcast::{Consumer, NoWake, Producer, StartMode};
+use ringwire_core::broadcast::{Consumer, LOOKASIDE_POLLS, NoWake, Producer, StartMode};
+use ringwire_core::layout::Flags;
 use ringwire_core::{Geometry, Region, RingView};
 
 /// Record bytes for `seq`: two words that both depend on it, so a torn mix of two records
@@ -203,5 +204,37 @@ fn a_raw_read_never_takes_a_record_being_published_for_lapped() {
         w.join().unwrap();
         assert_eq!(read_record(&view, 1, &mut dst), RawRead::Record);
         assert_eq!(dst, record(1));
+    });
+}
+
+/// A sparse ring (a mirror's, spec §7) whose reader has polled an empty slot 63 times in a
+/// row, so that its next empty poll looks for a hole, while the writer writes record 1 and
+/// publishes it: the reader gets record 1, now or later, and never skips it as a hole. Hole
+/// detection takes the slot under the cursor for a hole only if `write_seq`, acquired, has
+/// passed it: the writer's slot stores then happen before the look (`Consumer::skip_hole`).
+#[test]
+fn a_sparse_ring_reader_never_skips_a_published_record_as_a_hole() {
+    model(|| {
+        let mut geo = Geometry::spmc(2, 24, 8, 0, false).unwrap();
+        geo.flags.0 |= Flags::SPARSE;
+        let region = Region::loom_new(geo.total_len().unwrap() as usize);
+        // SAFETY: a fresh loom region, no other view of it exists yet.
+        let view = unsafe { RingView::init(region, &geo) }.unwrap();
+        let mut p = Producer::new(view.clone(), NoWake).unwrap();
+        let mut c = Consumer::new(view, StartMode::Oldest);
+        let mut dst = [0u8; 16];
+        for _ in 1..LOOKASIDE_POLLS {
+            assert_eq!(c.try_recv(&mut dst), None);
+        }
+        let w = thread::spawn(move || {
+            assert!(p.write_raw(1, &record(1)));
+            p.commit();
+        });
+        let got = c.try_recv(&mut dst);
+        w.join().unwrap();
+        let got = got.or_else(|| c.try_recv(&mut dst));
+        assert_eq!(got, Some(1), "record 1, lapped {}", c.lapped());
+        assert_eq!(dst, record(1));
+        assert_eq!(c.lapped(), 0);
     });
 }
