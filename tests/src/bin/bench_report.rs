@@ -9,6 +9,7 @@
 //! bench_report replication <out.md> <run.json>...
 //! bench_report queue-targets <out.md> <queues_paired.json>
 //! bench_report queue-target-runs <out.md> <name>=<queues_paired.json>...
+//! bench_report queue-target-states <out.md> <split ns> <queues_paired.json>...
 //! ```
 //!
 //! * `criterion`: each run dir is one criterion output tree (`<family>/<implementation>`
@@ -50,6 +51,11 @@
 //!   two cores sometimes share a cache and sometimes do not, and the ratios follow), a row
 //!   of its line-transfer read floor and, under the targets, rtrb ÷ that floor in the
 //!   64-byte cases ("–" for a run without a floor).
+//! * `queue-target-states`: the same targets over the rounds of several paired runs pooled,
+//!   each round put with the host state it ran in: ringwire's SPSC round trip in that round
+//!   below `split ns` (the two cores shared a cache) or not. For each state: its rounds,
+//!   the median round trip and read floor, and per target the median, p10 – p90 and the
+//!   rounds reaching it of the per-round ratios. A round without a round trip is left out.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -1244,6 +1250,138 @@ fn queue_target_runs_table(runs: &[(String, String)]) -> Result<String, String> 
     Ok(out)
 }
 
+/// The rounds of one host state in [`queue_target_states_table`]: per target, the
+/// per-round ratios (peer ÷ ringwire), with the round trips and read floors of its rounds.
+#[derive(Default)]
+struct StateRounds {
+    round_trips: Vec<f64>,
+    floors: Vec<f64>,
+    ratios: Vec<Vec<f64>>,
+}
+
+/// [`QUEUE_TARGETS`] over the pooled rounds of several paired runs (`(name, json)`), split
+/// by the host state of each round: ringwire's SPSC round trip in that round below `split`
+/// ns, or not (see the module docs).
+fn queue_target_states_table(runs: &[(String, String)], split: f64) -> Result<String, String> {
+    if runs.is_empty() {
+        return Err("no runs given".into());
+    }
+    let mut states: [StateRounds; 2] = Default::default();
+    for s in &mut states {
+        s.ratios = vec![Vec::new(); QUEUE_TARGETS.len()];
+    }
+    for (name, json) in runs {
+        let run = paired_run(json).map_err(|e| format!("{name}: {e}"))?;
+        let Some((_, rts)) = paired_figures(&run.trials, "spsc_round_trip", "ringwire", true)
+        else {
+            return Err(format!("{name}: no spsc_round_trip figures for ringwire"));
+        };
+        let figures: Vec<Option<(Vec<f64>, Vec<f64>)>> = QUEUE_TARGETS
+            .iter()
+            .map(|t| {
+                let (case, rw) = paired_figures(&run.trials, t.case, "ringwire", false)?;
+                let (_, peer) = paired_figures(&run.trials, &case, t.peer, true)?;
+                (rw.len() == rts.len() && peer.len() == rts.len()).then_some((rw, peer))
+            })
+            .collect();
+        for (round, &rt) in rts.iter().enumerate() {
+            if !rt.is_finite() {
+                continue;
+            }
+            let s = &mut states[usize::from(rt >= split)];
+            s.round_trips.push(rt);
+            if let Some(f) = run.floors.as_ref().and_then(|f| f.get(round)) {
+                s.floors.push(*f);
+            }
+            for (i, f) in figures.iter().enumerate() {
+                if let Some((rw, peer)) = f {
+                    let q = peer[round] / rw[round];
+                    if q.is_finite() {
+                        s.ratios[i].push(q);
+                    }
+                }
+            }
+        }
+    }
+    let mut out = String::new();
+    let heads = [
+        format!("round trip < {split} ns"),
+        format!("round trip ≥ {split} ns"),
+    ];
+    out.push_str("| target | case | needs |");
+    for h in &heads {
+        let _ = write!(out, " {h}: median | p10 – p90 | rounds reaching it |");
+    }
+    out.push_str(
+        "
+|---|---|---:|",
+    );
+    out.push_str(&"---:|---:|---:|".repeat(2));
+    out.push_str(
+        "
+| host: rounds, ringwire's SPSC round trip (median), read floor (median) | | |",
+    );
+    for s in &states {
+        let _ = write!(
+            out,
+            " {} rounds | {} | {} |",
+            s.round_trips.len(),
+            ns(median(&s.round_trips)),
+            line_ns(median(&s.floors))
+        );
+    }
+    out.push('\n');
+    for (i, t) in QUEUE_TARGETS.iter().enumerate() {
+        let _ = write!(
+            out,
+            "| {} against {} | `{}` | ≥ {:.2} |",
+            t.what, t.peer, t.case, t.needs
+        );
+        for s in &mut states {
+            let q = &mut s.ratios[i];
+            q.sort_by(f64::total_cmp);
+            if q.is_empty() {
+                out.push_str(" – | – | – |");
+                continue;
+            }
+            let med = median(q);
+            let (p10, p90) = ringwire::bench::nearest_rank_tails(q, 10);
+            let reach = q.iter().filter(|&&x| x >= t.needs).count();
+            let mark = if med >= t.needs { "**" } else { "" };
+            let _ = write!(
+                out,
+                " {mark}{med:.2}{mark} | {p10:.2} – {p90:.2} | {reach} of {} |",
+                q.len()
+            );
+        }
+        out.push('\n');
+    }
+    Ok(out)
+}
+
+fn cmd_queue_target_states(args: &[String]) -> Result<(), String> {
+    let [out_md, split, files @ ..] = args else {
+        return Err("queue-target-states: need <out.md> <split ns> <queues_paired.json>...".into());
+    };
+    let split: f64 = split
+        .parse()
+        .ok()
+        .filter(|x: &f64| x.is_finite() && *x > 0.0)
+        .ok_or_else(|| {
+            format!("queue-target-states: split {split:?}: need a positive number of ns")
+        })?;
+    if files.is_empty() {
+        return Err("queue-target-states: need at least one <queues_paired.json>".into());
+    }
+    let mut runs = Vec::with_capacity(files.len());
+    for path in files {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+        runs.push((path.clone(), text));
+    }
+    let table = queue_target_states_table(&runs, split)?;
+    std::fs::write(out_md, table).map_err(|e| format!("{out_md}: {e}"))
+}
+
 fn cmd_queue_targets(args: &[String]) -> Result<(), String> {
     let [out_md, json] = args else {
         return Err("queue-targets: need <out.md> <queues_paired.json>".into());
@@ -1278,8 +1416,9 @@ fn main() {
         Some("replication") => cmd_replication(&args[2..]),
         Some("queue-targets") => cmd_queue_targets(&args[2..]),
         Some("queue-target-runs") => cmd_queue_target_runs(&args[2..]),
+        Some("queue-target-states") => cmd_queue_target_states(&args[2..]),
         _ => Err(
-            "usage: bench_report criterion|criterion-json|latency|replication|queue-targets|queue-target-runs … (see the source header)"
+            "usage: bench_report criterion|criterion-json|latency|replication|queue-targets|queue-target-runs|queue-target-states … (see the source header)"
                 .into(),
         ),
     };
@@ -1437,6 +1576,50 @@ mod tests {
         let t = queue_targets_table(&j, "q.json").unwrap();
         assert!(target_row(&t, "spsc_throughput/64B", "rtrb").ends_with("| not measured |"));
         assert!(t.contains("0 of 7 targets met (0 measured)."), "{t}");
+    }
+
+    /// Rounds of several runs pooled and split by the round trip of each round: a run's
+    /// rounds can fall in both states, the ratios stay within one round, and a state
+    /// without a target's figures shows "–".
+    #[test]
+    fn queue_target_states_split_the_rounds_by_their_round_trip() {
+        let a = paired_json(&[
+            ("spsc_throughput/u64", "ringwire", &[10.0, 10.0, 2.0, 2.0]),
+            ("spsc_throughput/u64", "rtrb", &[20.0, 18.0, 1.8, 1.6]),
+            ("spsc_round_trip", "ringwire", &[400.0, 420.0, 90.0, 100.0]),
+        ]);
+        let b = paired_json(&[
+            ("spsc_throughput/u64", "ringwire", &[2.0, 2.0, 2.0, 2.0]),
+            ("spsc_throughput/u64", "rtrb", &[2.0, 2.0, 2.2, 4.0]),
+            ("spsc_round_trip", "ringwire", &[70.0, 80.0, 75.0, 500.0]),
+        ]);
+        let t =
+            queue_target_states_table(&[("a".to_owned(), a), ("b".to_owned(), b)], 200.0).unwrap();
+        let row = |what: &str| {
+            t.lines()
+                .find(|l| l.contains(what))
+                .unwrap_or_else(|| panic!("no row {what} in\n{t}"))
+                .to_owned()
+        };
+        // Below 200 ns: a's rounds 3-4 (0.9, 0.8) and b's rounds 1-3 (1.0, 1.0, 1.1):
+        // median 1.00, none at 1.5. At or above: a's rounds 1-2 (2.0, 1.8) and b's round 4
+        // (2.0): median 2.00, met, all three reach it.
+        let u64_rtrb = row("`spsc_throughput/u64` | ≥ 1.50");
+        assert!(
+            u64_rtrb.contains("| 1.00 | 0.80 – 1.10 | 0 of 5 | **2.00** | 1.80 – 2.00 | 3 of 3 |"),
+            "{u64_rtrb}"
+        );
+        let host = row("host: rounds");
+        assert!(
+            host.contains("| 5 rounds | 80.0 ns | – | 3 rounds | 420 ns | – |"),
+            "{host}"
+        );
+        // No MPMC figures in either run: not measured in either state.
+        let mpmc = row("`mpmc_2p2c`");
+        assert!(mpmc.ends_with("| – | – | – | – | – | – |"), "{mpmc}");
+        // A run without round trips cannot be split.
+        let c = paired_json(&[("spsc_throughput/u64", "ringwire", &[1.0])]);
+        assert!(queue_target_states_table(&[("c".to_owned(), c)], 200.0).is_err());
     }
 
     /// Several runs: one column each (the median of its per-round ratios), a target met in
