@@ -5,8 +5,9 @@
 //! Beyond the reference: a unicast datagram is accepted only from the address punched, a
 //! repeated NAK asks only for what is still missing, a step handles a bounded number of
 //! datagrams, sequences at or past [`SEQ_LIMIT`] are refused, the first NAK of a hole may
-//! wait [`MirrorConfig::nak_delay`] for reordered datagrams, and a resume is checked
-//! against the source's copy of the last record held.
+//! wait [`MirrorConfig::nak_delay`] for reordered datagrams, a resume is checked
+//! against the source's copy of the last record held, and a held ring without
+//! [`Flags::SPARSE`] is replaced rather than adopted ([`Replace::NotSparse`]).
 //!
 //! # Checking a resume
 //!
@@ -50,10 +51,10 @@ mod nak;
 use nak::Nak;
 
 use super::holdback::HoldBack;
-use super::ring_io::{Holds, RecordSink, SinkError};
+use super::ring_io::{Holds, RecordSink, Replace, SinkError};
 use super::time::{Duration, Instant, earliest};
 use super::{Channel, PeerAddr, Transmit};
-use crate::layout::SEQ_LIMIT;
+use crate::layout::{Flags, SEQ_LIMIT};
 use crate::wire::{
     DataRepr, Frame, GEOMETRY_RESET, GEOMETRY_UDP_FOLLOWS, GapRepr, GeometryRepr, HEADER_LEN,
     HELLO_CAN_UNICAST, HELLO_OLDEST, HELLO_PREFER_UNICAST, HeartbeatRepr, HelloRepr, Kind,
@@ -539,15 +540,29 @@ impl<'a> Mirror<'a> {
         sink: &mut S,
     ) -> Result<(), MirrorError> {
         let g = self.geometry.ok_or(MirrorError::Closed)?;
-        let adopt = match sink.existing() {
-            Some((have, w))
-                if self.cfg.start == Start::Resume
-                    && g.flags & GEOMETRY_RESET == 0
-                    && g.matches(&have) =>
-            {
-                Some(w)
+        // Why the held ring is not kept, if there is one.
+        let replace = sink.existing().map(|(have, w)| {
+            if self.cfg.start != Start::Resume {
+                Err(Replace::FreshStart(self.cfg.start))
+            } else if g.flags & GEOMETRY_RESET != 0 {
+                Err(Replace::Reset { source_next: g.seq })
+            } else if !g.matches(&have) {
+                Err(Replace::Layout)
+            } else if !have.flags.has(Flags::SPARSE) {
+                // Beyond spec §21.1 (no flags compared): the mirror leaves holes, and the
+                // readers of a ring without SPARSE stall at a hole for a lap.
+                Err(Replace::NotSparse)
+            } else {
+                Ok(w)
             }
-            _ => None,
+        });
+        let adopt = match replace {
+            Some(Ok(w)) => Some(w),
+            Some(Err(why)) => {
+                sink.replacing(why);
+                None
+            }
+            None => None,
         };
         let mg = g.mirror_geometry();
         self.verify = None;

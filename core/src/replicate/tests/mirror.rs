@@ -83,6 +83,102 @@ fn mirror_hello_per_start_and_adopt_or_recreate() {
         feed(&mut m, &geometry_frames(GEOMETRY_RESET, 2, None), &mut sink).unwrap();
         assert_eq!((sink.creations, m.next()), (2, 2));
     }
+    // The first creation replaced nothing; the RESET replaced the ring held, and said so.
+    assert_eq!(sink.replaced, [Replace::Reset { source_next: 2 }]);
+}
+
+/// A held ring without FLAG_SPARSE (a plain ring at the mirror's path) of the source's very
+/// layout is not adopted: the mirror leaves holes (GAP, jumps), and that ring's readers
+/// would take each for a record being written and stall there for a lap. It is replaced,
+/// with the reason, by a mirror ring (SPARSE), which a later resume adopts.
+#[test]
+fn a_held_ring_without_sparse_is_replaced_not_adopted() {
+    let mut mem = Mem::new(4096);
+    let geo = Geometry::spmc(8, 16, 8, 0, false).unwrap();
+    assert!(!geo.flags.has(crate::layout::Flags::SPARSE));
+    {
+        // SAFETY: the `Mem` is this test's; this view is gone before the sink attaches.
+        let v = unsafe { RingView::init(mem.region(), &geo) }.unwrap();
+        push_tagged(&RingSource(v), 3, 0);
+    }
+    let mut sink = Sink::on(&mut mem);
+    assert_eq!(sink.existing(), Some((geo, 3)));
+    let mut m = Mirror::new(
+        MirrorConfig::default(),
+        SOURCE,
+        &sink,
+        HoldBack::new(&mut [], &mut []),
+    );
+    assert_eq!(m.hello().seq, 3, "asked as any resume");
+    let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+    // The same layout and no RESET: ringfire would adopt it (spec §21.1 compares no flags).
+    feed(&mut m, &geometry_frames(0, 3, None), &mut sink).unwrap();
+    assert_eq!(sink.creations, 1, "adopted");
+    assert_eq!(sink.replaced, [Replace::NotSparse]);
+    assert_eq!(m.pending_resume_check(), None);
+    let (now, w) = sink.existing().unwrap();
+    assert!(now.flags.has(crate::layout::Flags::SPARSE));
+    assert_eq!((w, m.next()), (0, 3));
+    feed(&mut m, &data(3, 2, 0), &mut sink).unwrap();
+    assert_eq!(sink.writes, [3, 4]);
+    // The mirror's own ring is resumed: adopted, checked, nothing replaced.
+    m.reconnect(Start::Resume, &sink);
+    assert_eq!(m.hello().seq, 4);
+    let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+    feed(&mut m, &geometry_frames(0, 4, None), &mut sink).unwrap();
+    assert_eq!(m.pending_resume_check(), Some(4));
+    feed(&mut m, &data(4, 2, 0), &mut sink).unwrap();
+    assert_eq!((sink.creations, m.counters().resumes_verified), (1, 1));
+    assert_eq!(sink.writes, [3, 4, 5]);
+    assert_eq!(sink.replaced, [Replace::NotSparse]);
+}
+
+/// The other reasons a held ring is replaced at the handshake: a start other than resume
+/// (whatever the ring held), and another layout.
+#[test]
+fn a_held_ring_is_replaced_with_the_reason_at_the_handshake() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let session = |start, geometry: &[u8], sink: &mut Sink| {
+        let mut m = Mirror::new(
+            MirrorConfig {
+                start,
+                ..MirrorConfig::default()
+            },
+            SOURCE,
+            &*sink,
+            HoldBack::new(&mut [], &mut []),
+        );
+        let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+        feed(&mut m, geometry, sink).unwrap();
+        let next = m.next();
+        feed(&mut m, &data(next, 1, 0), sink).unwrap();
+    };
+    session(Start::Oldest, &geometry_frames(0, 1, None), &mut sink);
+    assert_eq!(
+        (sink.creations, sink.replaced.len()),
+        (1, 0),
+        "nothing held"
+    );
+    session(Start::Latest, &geometry_frames(0, 5, None), &mut sink);
+    session(Start::Sequence(7), &geometry_frames(0, 7, None), &mut sink);
+    let other = Geometry::spmc(16, 16, 8, 0, false).unwrap();
+    let mut frame = [0u8; 64];
+    let n = GeometryRepr::from_source(&other, 0, 7)
+        .unwrap()
+        .emit(&mut frame)
+        .unwrap();
+    session(Start::Resume, &frame[..n], &mut sink);
+    assert_eq!(sink.creations, 4);
+    assert_eq!(
+        sink.replaced,
+        [
+            Replace::FreshStart(Start::Latest),
+            Replace::FreshStart(Start::Sequence(7)),
+            Replace::Layout,
+        ]
+    );
+    assert_eq!(sink.existing().map(|(g, w)| (g.capacity, w)), Some((16, 7)));
 }
 
 #[test]
@@ -141,6 +237,7 @@ fn mirror_tcp_gap_jump_and_restart() {
         ),
         (2, &[1u64][..], 1)
     );
+    assert_eq!(sink.replaced, [Replace::Backwards { seq: 1, next: 9 }]);
     // A restart starts a new ring: nothing of it was skipped.
     assert_eq!(m.counters().records_skipped, 5);
     // A heartbeat below next is only recorded (spec §21.3): no restart, nothing wiped.
@@ -700,6 +797,7 @@ fn resume_at_a_restarted_source_past_the_position_recreates_the_ring() {
     );
     assert_eq!(sink.creations, 2);
     assert_eq!(m.resume_check(), Some((5, Holds::Different)));
+    assert_eq!(sink.replaced, [Replace::Differs { seq: 5 }]);
     assert_eq!(
         sink.writes,
         [5, 6, 7],
