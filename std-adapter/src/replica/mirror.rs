@@ -11,12 +11,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
 
-use ringwire_core::layout::Geometry;
 use ringwire_core::replicate::collect::max_frame_len;
 use ringwire_core::replicate::holdback::HeldEntry;
 use ringwire_core::replicate::{
-    Channel, Duration, HoldBack, Holds, Mirror, MirrorConfig, MirrorCounters, MirrorError,
-    RecordSink, Start, StreamBuf,
+    Channel, Duration, HoldBack, Holds, Mirror, MirrorConfig, MirrorCounters, MirrorError, Start,
+    StreamBuf,
 };
 use ringwire_core::wire::{Frame, GeometryRepr, Kind, MulticastRepr, WireError, total_len};
 
@@ -767,13 +766,6 @@ struct Conn<'a> {
     /// The restarts and resume check [`Conn::log_news`] has logged.
     seen_restarts: u64,
     logged_check: Option<(u64, Holds)>,
-    /// The rings the sink had created when [`Conn::log_news`] last looked: a restart is
-    /// said to have recreated the ring only if one was created since.
-    seen_created: u64,
-    /// The geometry of the ring a resuming connection started with, until a ring replaces
-    /// it: a source whose ring has another layout makes the mirror recreate its own, which
-    /// is worth a line (its records are gone), unlike a first creation.
-    resumed_from: Option<Geometry>,
     /// `--from N`: N and the record asked for, until [`Conn::note_start`] has compared it
     /// with where the source starts.
     asked: Option<(u64, u64)>,
@@ -855,11 +847,6 @@ impl<'a> Conn<'a> {
             punch_log: RateLog::new(PUNCH_LOG_EVERY),
             seen_restarts: 0,
             logged_check: None,
-            seen_created: sink.created(),
-            resumed_from: match start {
-                Start::Resume => sink.existing().map(|(g, _)| g),
-                _ => None,
-            },
             asked: match start {
                 Start::Sequence(n) => Some((n, hello_seq)),
                 _ => None,
@@ -886,21 +873,20 @@ impl<'a> Conn<'a> {
     }
 
     /// Logs what the machine found since the last call: how the resume check (see
-    /// [`Mirror`]'s docs) ended, and a source restart found otherwise.
-    fn log_news(&mut self, sink: &FileSink) {
+    /// [`Mirror`]'s docs) ended, a ring file replaced (with the reason), and a source
+    /// restart whose ring could not be replaced.
+    fn log_news(&mut self, sink: &mut FileSink) {
         let c = self.m.counters();
         let check = self.m.resume_check();
+        let replaced = sink.take_replaced();
         if self.opts.log {
             let news = check != self.logged_check;
             match check {
                 Some((w, Holds::Same)) if news => diag!(
                     "mirror: resumed after {w}: the source's record {w} is the one this mirror held"
                 ),
-                Some((w, Holds::Different)) if news => diag!(
-                    "mirror: the source restarted with a new ring: its record {w} differs from \
-                     the one this mirror held; mirror ring {} recreated, continuing from {w}",
-                    crate::shown::path(sink.path())
-                ),
+                // A ring replaced for it says so below (a check that could not replace the
+                // ring ends the connection, which says why).
                 Some((w, Holds::Unknown)) if news => diag!(
                     "mirror: warning: resume after {w} not verified: the source no longer \
                      holds record {w} (past its retention, or lost), or this mirror cannot \
@@ -909,38 +895,18 @@ impl<'a> Conn<'a> {
                 _ => {}
             }
             let by_check = news && matches!(check, Some((_, Holds::Different)));
-            let created = sink.created() > self.seen_created;
-            if c.restarts > self.seen_restarts + u64::from(by_check) {
-                // A ring that could not be recreated (no room, over --max-ring-size) is
-                // not: the connection's end says why.
+            if let Some(r) = &replaced {
+                diag!("mirror: {r}");
+            } else if c.restarts > self.seen_restarts + u64::from(by_check) {
+                // A ring that could not be recreated (no room, over --max-ring-size): the
+                // connection's end says why.
                 diag!(
                     "mirror: the source restarted with a new ring (it numbers below this \
-                     mirror): mirror ring {} {}",
+                     mirror): mirror ring {} not recreated",
                     crate::shown::path(sink.path()),
-                    if created {
-                        "recreated"
-                    } else {
-                        "not recreated"
-                    }
-                );
-            } else if created
-                && !by_check
-                && let Some(old) = self.resumed_from
-                && let Some((new, _)) = sink.existing()
-            {
-                diag!(
-                    "mirror: the source's ring has another layout ({}) than mirror ring {} \
-                     ({}): recreated with the source's layout; the records it held are gone",
-                    describe_layout(&new),
-                    crate::shown::path(sink.path()),
-                    describe_layout(&old)
                 );
             }
         }
-        if sink.created() > self.seen_created {
-            self.resumed_from = None;
-        }
-        self.seen_created = sink.created();
         self.seen_restarts = c.restarts;
         self.logged_check = check;
     }
@@ -1436,22 +1402,6 @@ impl Status {
         self.at = std::time::Instant::now();
         self.written = c.records_written;
     }
-}
-
-/// A ring's layout as the mirror's log names it: what a source's GEOMETRY must match for
-/// a resuming mirror to keep its ring (spec §21.1).
-fn describe_layout(g: &Geometry) -> String {
-    let mut s = format!("{} slots of {} bytes", g.capacity, g.element_size);
-    if g.arena_size > 0 {
-        s += &format!(", an arena of {} bytes", g.arena_size);
-    }
-    if g.registry_count > 0 {
-        s += &format!(", {} reader slots", g.registry_count);
-    }
-    if g.schema_sig != 0 {
-        s += &format!(", schema {:#018x}", g.schema_sig);
-    }
-    s
 }
 
 /// An error if the mirror ring's path no longer names the ring the sink writes (removed, or
