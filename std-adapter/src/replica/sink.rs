@@ -56,7 +56,7 @@ fn check_dir(path: &Path) -> Result<(), Error> {
     Ok(())
 }
 
-/// A file the sink replaced with a new ring, for the mirror's log line ([`fmt::Display`]:
+/// A file the sink replaced with a new ring, for the mirror's log line ([`std::fmt::Display`]:
 /// "replaced the replica at PATH (write_seq N): why").
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
