@@ -969,6 +969,47 @@ fn a_mirror_says_which_replica_it_replaces_and_why() {
     }
 }
 
+/// `mirror --once` against a source that closes the connection in the middle of a DATA
+/// frame exits 1, naming the frame, the bytes that came and those expected, instead of
+/// "source disconnected" and exit 0; the records of the whole frame before stay.
+#[test]
+fn mirror_once_fails_on_a_connection_closed_inside_a_frame() {
+    use ringwire::core::wire::DataRepr;
+    let mir = Scratch::new("cut-frame");
+    let mut reply = geometry_frame(64, 0);
+    let records = [9u8; 2 * 24];
+    for (seq, keep) in [(1, 64), (3, 40)] {
+        let mut f = [0u8; 64];
+        let n = DataRepr {
+            flags: 0,
+            seq,
+            count: 2,
+            records: &records,
+        }
+        .emit(&mut f)
+        .expect("emit DATA");
+        assert_eq!(n, 64);
+        reply.extend_from_slice(&f[..keep]);
+    }
+    let (addr, src) = one_reply_source(reply);
+    let m = Child::spawn(
+        &["mirror", "--once", "--from", "oldest", &addr, mir.s()],
+        None,
+    );
+    let (status, lines) = m.finish(false, Duration::from_secs(20));
+    src.join().expect("source thread");
+    assert_eq!(status.code(), Some(1), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains(
+            "closed in the middle of a DATA frame (seq 3): 40 of its 64 bytes arrived; the \
+             mirror was at record 3"
+        )),
+        "{lines:#?}"
+    );
+    let ring = ReadOnlyRing::open(&mir.0).expect("the ring");
+    assert_eq!(ring.write_seq(), 2, "{lines:#?}");
+}
+
 /// `--from resume` with a file at PATH that is a ring but does not validate (another
 /// version, a file cut short): the mirror says it cannot resume it and why, then replaces
 /// it. It used to replace it and start from the source's oldest record without a word.

@@ -1064,7 +1064,15 @@ impl<'a> Conn<'a> {
                          session limit, or not a replication source)",
                     )));
                 }
-                Ok(0) => return Err(End::Closed("source disconnected".into())),
+                Ok(0) => {
+                    // Every whole frame is handled (the loop above took them all): what
+                    // is buffered is a frame cut short, which fails the connection (spec
+                    // §21.3 ends cleanly only at a frame boundary).
+                    return Err(match self.m.handle_tcp_eof(self.sbuf.buffered()) {
+                        Ok(()) => End::Closed("source disconnected".into()),
+                        Err(e) => End::Failed(io::Error::new(io::ErrorKind::UnexpectedEof, e)),
+                    });
+                }
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -1730,6 +1738,133 @@ mod tests {
             let _ = s.shutdown(std::net::Shutdown::Both);
         });
         (addr, source)
+    }
+
+    /// Sends DATA of records 1..=2 (24 bytes each, for 32-byte slots) whole, then the first
+    /// 40 of the 64 bytes of DATA 3..=4: a connection closed in the middle of a frame.
+    fn cut_data(s: &mut std::net::TcpStream) {
+        use ringwire_core::wire::DataRepr;
+        use std::io::Write;
+        let records = [7u8; 2 * 24];
+        let mut f = [0u8; 128];
+        for seq in [1, 3] {
+            let n = DataRepr {
+                flags: 0,
+                seq,
+                count: 2,
+                records: &records,
+            }
+            .emit(&mut f)
+            .unwrap();
+            assert_eq!(n, 64);
+            let n = if seq == 1 { n } else { 40 };
+            if s.write_all(&f[..n]).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The error a frame cut short by [`cut_data`] leaves.
+    const CUT: MirrorError = MirrorError::TruncatedFrame {
+        kind: Some(Kind::Data),
+        got: 40,
+        expected: Some(64),
+        seq: Some(3),
+        next: 3,
+    };
+
+    /// A source that closes the connection in the middle of a DATA frame: with `once` the
+    /// mirror fails with the typed error (the frame's kind and seq, the bytes that came and
+    /// those expected), where it ended as cleanly as at a frame boundary ("source
+    /// disconnected", exit 0). The records of the frames before stay in the ring.
+    #[test]
+    fn a_connection_closed_inside_a_frame_fails_a_mirror_once() {
+        let path = TmpPath::shm("cut-once");
+        let (addr, source) = fake_source(32, cut_data);
+        let mut o = MirrorOptions::new(addr, &path);
+        o.once = true;
+        o.log = false;
+        o.start = Start::Oldest;
+        let r = run(&o, &AtomicBool::new(false));
+        source.join().unwrap();
+        let e = r.expect_err("a frame cut short ended the connection cleanly");
+        let ReplicaError::Io { source: cause, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(cause.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+        let typed = cause
+            .get_ref()
+            .and_then(|c| c.downcast_ref::<MirrorError>());
+        assert_eq!(typed, Some(&CUT), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("a DATA frame (seq 3): 40 of its 64 bytes arrived"),
+            "{msg}"
+        );
+        let ring = crate::ReadOnlyRing::open(&path).unwrap();
+        assert_eq!(ring.write_seq(), 2, "the whole frame's records");
+    }
+
+    /// Without `once`, a connection closed inside a frame is a failed connection, counted
+    /// as one, and the mirror reconnects and resumes after the records it kept.
+    #[test]
+    fn a_connection_closed_inside_a_frame_is_reconnected_without_once() {
+        use std::io::ErrorKind::WouldBlock;
+        let path = TmpPath::shm("cut-again");
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let mut o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
+        o.log = false;
+        o.start = Start::Oldest;
+        o.reconnect = StdDuration::from_millis(10);
+        let stop = AtomicBool::new(false);
+        let (r, second_hello) = std::thread::scope(|sc| {
+            let source = sc.spawn(|| {
+                let accept = || {
+                    let t0 = std::time::Instant::now();
+                    loop {
+                        match listener.accept() {
+                            Ok((s, _)) => {
+                                s.set_nonblocking(false).unwrap();
+                                return Some(s);
+                            }
+                            Err(e) if e.kind() == WouldBlock && t0.elapsed().as_secs() < 10 => {
+                                std::thread::sleep(StdDuration::from_millis(5));
+                            }
+                            Err(_) => return None,
+                        }
+                    }
+                };
+                let second = (|| {
+                    let mut s = accept()?;
+                    answer_hello(&mut s, 0, 32);
+                    cut_data(&mut s);
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                    drop(s);
+                    let mut s = accept()?;
+                    s.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+                    let mut hello = [0u8; 32];
+                    s.read_exact(&mut hello).ok()?;
+                    Some((u64::from_le_bytes(hello[8..16].try_into().unwrap()), s))
+                })();
+                // Stopped while the second connection is open (it stays so until the mirror
+                // returns): it ends as stopped, not failed.
+                stop.store(true, Ordering::Relaxed);
+                second
+            });
+            let r = run(&o, &stop);
+            (r, source.join().unwrap().map(|(seq, _)| seq))
+        });
+        let sum = r.expect("the mirror failed instead of reconnecting");
+        assert_eq!(
+            second_hello,
+            Some(2),
+            "the second connection resumes at 2 (one record of overlap)"
+        );
+        assert_eq!(
+            (sum.connections, sum.failed_attempts, sum.last_seq),
+            (2, 1, 2)
+        );
     }
 
     /// A source (hostile or wedged) that sends one byte of a frame every half silence

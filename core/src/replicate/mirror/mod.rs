@@ -207,6 +207,21 @@ pub enum MirrorError {
     Sink(SinkError),
     /// Input after an error.
     Closed,
+    /// The TCP stream ended inside a frame: part of its header or payload arrived, the
+    /// rest never will ([`Mirror::handle_tcp_eof`]). The records of the frames before it
+    /// stay written.
+    TruncatedFrame {
+        /// Its kind, if the kind byte arrived and names one.
+        kind: Option<Kind>,
+        /// Bytes of it that arrived.
+        got: usize,
+        /// Bytes it takes in all (header and payload), once its `len` field arrived.
+        expected: Option<usize>,
+        /// Its `seq` field, once the whole header arrived.
+        seq: Option<u64>,
+        /// The next sequence the mirror expected ([`Mirror::next`]).
+        next: u64,
+    },
 }
 
 impl fmt::Display for MirrorError {
@@ -223,12 +238,47 @@ impl fmt::Display for MirrorError {
             ),
             MirrorError::Sink(e) => e.fmt(f),
             MirrorError::Closed => f.write_str("mirror closed"),
+            MirrorError::TruncatedFrame {
+                kind,
+                got,
+                expected,
+                seq,
+                next,
+            } => {
+                f.write_str("the connection closed in the middle of ")?;
+                match kind {
+                    Some(k) => write!(f, "a {} frame", kind_name(*k))?,
+                    None => f.write_str("a frame of unknown kind")?,
+                }
+                if let Some(s) = seq {
+                    write!(f, " (seq {s})")?;
+                }
+                match expected {
+                    Some(t) => write!(f, ": {got} of its {t} bytes arrived")?,
+                    None => write!(f, ": {got} of its {HEADER_LEN}-byte header arrived")?,
+                }
+                write!(f, "; the mirror was at record {next}")
+            }
         }
     }
 }
 
 // No `source`: the text above already includes the wrapped error's.
 impl core::error::Error for MirrorError {}
+
+/// A frame kind as the spec names it.
+fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::Hello => "HELLO",
+        Kind::Geometry => "GEOMETRY",
+        Kind::Data => "DATA",
+        Kind::Gap => "GAP",
+        Kind::Heartbeat => "HEARTBEAT",
+        Kind::Nak => "NAK",
+        Kind::Multicast => "MULTICAST",
+        Kind::Punch => "PUNCH",
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Punch {
@@ -530,6 +580,34 @@ impl<'a> Mirror<'a> {
                 },
             }),
         }
+    }
+
+    /// Handles the end of the TCP stream (the source closed the connection). `partial` is
+    /// what arrived of a frame not yet whole ([`StreamBuf::buffered`](super::StreamBuf::buffered),
+    /// after every whole frame went to [`Mirror::handle_tcp_frame`]). Empty, the stream
+    /// ended at a frame boundary: a clean end (spec §21.3), `Ok`. Otherwise the frame was
+    /// cut short: [`MirrorError::TruncatedFrame`], and the mirror is closed; what the frames
+    /// before it wrote stays. Either way the connection is over
+    /// ([`Mirror::reconnect`] starts another).
+    pub fn handle_tcp_eof(&mut self, partial: &[u8]) -> Result<(), MirrorError> {
+        if partial.is_empty() {
+            return Ok(());
+        }
+        let field = |at: usize, n: usize| partial.get(at..at + n);
+        let len = field(4, 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        let seq = field(8, 8).map(|b| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(b);
+            u64::from_le_bytes(w)
+        });
+        let e = MirrorError::TruncatedFrame {
+            kind: Kind::from_u8(partial[0]),
+            got: partial.len(),
+            expected: len.and_then(|l| crate::wire::total_len(l).ok()),
+            seq,
+            next: self.next(),
+        };
+        Err(self.fail(e))
     }
 
     /// The adopt-or-recreate decision of spec §21.1.

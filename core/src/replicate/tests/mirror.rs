@@ -1330,3 +1330,80 @@ proptest::proptest! {
         proptest::prop_assert_eq!(nak_out(&mut m, ms(100)), None);
     }
 }
+
+/// The stream's end at a frame boundary is a clean end; inside a frame (its header or its
+/// payload cut short) it is a `TruncatedFrame` naming the kind, the bytes that arrived and
+/// those expected, the frame's `seq` once its header arrived and where the mirror was. The
+/// records of the frames before stay written.
+#[test]
+fn a_stream_ending_inside_a_frame_is_a_truncated_frame() {
+    use crate::wire::Kind;
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let live = |sink: &mut Sink| {
+        let mut m = tcp_mirror_from_oldest(&*sink);
+        let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+        feed(&mut m, &geometry_frames(0, 1, None), sink).unwrap();
+        feed(&mut m, &data(1, 2, 0), sink).unwrap();
+        m
+    };
+    let mut m = live(&mut sink);
+    assert_eq!(m.handle_tcp_eof(&[]), Ok(()));
+    assert_eq!(m.failure(), None);
+    // Two records of 8 bytes: 32 bytes in all.
+    let cut_short = data(3, 2, 0);
+    assert_eq!(cut_short.len(), 32);
+    for (got, expected, seq) in [
+        (1, None, None),
+        (7, None, None),
+        (8, Some(32), None),
+        (16, Some(32), Some(3)),
+        (31, Some(32), Some(3)),
+    ] {
+        let mut m = live(&mut sink);
+        let e = MirrorError::TruncatedFrame {
+            kind: Some(Kind::Data),
+            got,
+            expected,
+            seq,
+            next: 3,
+        };
+        assert_eq!(m.handle_tcp_eof(&cut_short[..got]), Err(e), "{got} bytes");
+        assert_eq!(m.failure(), Some(e));
+        assert_eq!(
+            sink.existing().map(|(_, w)| w),
+            Some(2),
+            "records 1..=2 kept"
+        );
+        assert_eq!(
+            feed(&mut m, &data(3, 1, 0), &mut sink),
+            Err(MirrorError::Closed)
+        );
+    }
+    let mut m = live(&mut sink);
+    let e = m.handle_tcp_eof(&cut_short[..20]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the connection closed in the middle of a DATA frame (seq 3): 20 of its 32 bytes \
+         arrived; the mirror was at record 3"
+    );
+    let e = live(&mut sink).handle_tcp_eof(&[0xee, 0, 0]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MirrorError::TruncatedFrame {
+                kind: None,
+                got: 3,
+                expected: None,
+                seq: None,
+                next: 3
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "the connection closed in the middle of a frame of unknown kind: 3 of its 16-byte \
+         header arrived; the mirror was at record 3"
+    );
+}
