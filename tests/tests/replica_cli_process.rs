@@ -1045,6 +1045,16 @@ fn a_mirror_says_why_it_cannot_resume_the_ring_at_its_path() {
             told.is_some_and(|l| l.contains(mir.s()) && l.to_lowercase().contains(why)),
             "{tag}: {lines:#?}"
         );
+        // And when it is replaced, once.
+        let head = format!(
+            "mirror: replaced the file at {}: not a usable ring",
+            mir.s()
+        );
+        assert_eq!(
+            lines.iter().filter(|l| l.starts_with(&head)).count(),
+            1,
+            "{tag}: {lines:#?}"
+        );
         let ring = ReadOnlyRing::open(&mir.0).expect("the new ring");
         assert_eq!(
             (ring.geometry().capacity, ring.write_seq()),

@@ -466,6 +466,75 @@ mod tests {
         drop(sink);
     }
 
+    /// The log line of each replacement names the path, the `write_seq` held and the
+    /// reason, with the figures the reason has.
+    #[test]
+    fn a_replacement_says_what_it_replaced_and_why() {
+        let held = Geometry::spmc(64, 32, 8, 0, false).unwrap();
+        let new = Geometry::spmc(128, 32, 8, 0, false).unwrap();
+        let ring = |why| {
+            Replaced::Ring {
+                path: PathBuf::from("/dev/shm/x"),
+                held,
+                write_seq: 4096,
+                new,
+                why,
+            }
+            .to_string()
+        };
+        let head = "replaced the replica at /dev/shm/x (write_seq 4096): ";
+        for (why, want) in [
+            (
+                Replace::FreshStart(Start::Latest),
+                "--from latest asked for a fresh start, not a resume",
+            ),
+            (
+                Replace::FreshStart(Start::Oldest),
+                "--from oldest asked for a fresh start, not a resume",
+            ),
+            (
+                Replace::FreshStart(Start::Sequence(7)),
+                "--from 7 asked for a fresh start, not a resume",
+            ),
+            (
+                Replace::Reset { source_next: 12 },
+                "the source restarted with a new ring: it answered with RESET, its next \
+                 record being 12, below this replica's last",
+            ),
+            (
+                Replace::Layout,
+                "the source's ring has another layout (128 slots of 32 bytes) than this \
+                 replica (64 slots of 32 bytes); the records it held are gone",
+            ),
+            (
+                Replace::NotSparse,
+                "it lacks FLAG_SPARSE (its flags are 0x0011): its readers would stall at \
+                 every hole a mirror leaves (a gap, a jump), so it is not resumed; a mirror \
+                 ring always has the flag",
+            ),
+            (
+                Replace::Backwards { seq: 5, next: 4097 },
+                "the source restarted with a new ring: its DATA went back to record 5, below \
+                 the 4097 expected",
+            ),
+            (
+                Replace::Differs { seq: 4096 },
+                "the source restarted with a new ring: its record 4096 differs from the one \
+                 this replica held",
+            ),
+        ] {
+            assert_eq!(ring(why), format!("{head}{want}"));
+        }
+        let unusable = Replaced::Unusable {
+            path: PathBuf::from("/dev/shm/x"),
+            why: "bad version 9".into(),
+        };
+        assert_eq!(
+            unusable.to_string(),
+            "replaced the file at /dev/shm/x: not a usable ring (bad version 9)"
+        );
+    }
+
     #[test]
     fn a_file_that_is_not_a_ring_is_refused_and_left_as_it_was() {
         let path = TmpPath::new("sink-notes");
