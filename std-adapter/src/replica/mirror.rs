@@ -885,8 +885,9 @@ impl<'a> Conn<'a> {
                 Some((w, Holds::Same)) if news => diag!(
                     "mirror: resumed after {w}: the source's record {w} is the one this mirror held"
                 ),
-                // A ring replaced for it says so below (a check that could not replace the
-                // ring ends the connection, which says why).
+                // The ring replaced for it says so below (a check that could not replace
+                // the ring ends the connection, which says why).
+                Some((_, Holds::Different)) => {}
                 Some((w, Holds::Unknown)) if news => diag!(
                     "mirror: warning: resume after {w} not verified: the source no longer \
                      holds record {w} (past its retention, or lost), or this mirror cannot \
