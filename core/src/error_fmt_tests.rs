@@ -760,6 +760,20 @@ fn replication_errors_format_every_variant() {
             kind: Kind::Multicast,
             seq: 0,
             expected: "DATA, GAP or HEARTBEAT"
+        },
+        MirrorError::TruncatedFrame {
+            kind: Some(Kind::Data),
+            got: 20,
+            expected: Some(64),
+            seq: Some(3),
+            next: 3
+        },
+        MirrorError::TruncatedFrame {
+            kind: None,
+            got: 3,
+            expected: None,
+            seq: None,
+            next: 1
         }
     ];
     mirror.extend(wire.iter().copied().map(MirrorError::Protocol));
@@ -773,11 +787,12 @@ fn replication_errors_format_every_variant() {
         SourceError::UnexpectedFrame { .. } => 1,
         SourceError::Closed => 2,
     });
-    assert_every_variant(&mirror, 4, |e| match e {
+    assert_every_variant(&mirror, 5, |e| match e {
         MirrorError::Protocol(_) => 0,
         MirrorError::UnexpectedFrame { .. } => 1,
         MirrorError::Sink(_) => 2,
         MirrorError::Closed => 3,
+        MirrorError::TruncatedFrame { .. } => 4,
     });
     check_each(&sink, &[]);
     check_each(&source, &[]);

@@ -827,17 +827,27 @@ fn one_reply_source(reply: Vec<u8>) -> (String, std::thread::JoinHandle<()>) {
     (addr, h)
 }
 
-/// A mirror ring of 64 slots of 32 bytes at `path`, holding records 1..=3.
-fn held_mirror_ring(path: &Path) {
+/// A ring of 64 slots of 32 bytes at `path`, holding records 1..=3: a mirror ring (with
+/// FLAG_SPARSE, as every mirror makes) if `sparse`, else a plain ring of that layout.
+fn held_ring(path: &Path, sparse: bool) {
     use ringwire::core::Geometry;
+    use ringwire::core::layout::Flags;
     use ringwire::core::replicate::RecordSink;
     let mut sink = ringwire::replica::sink::FileSink::open(path).expect("open the sink");
-    sink.recreate(&Geometry::spmc(64, 32, 8, 0, false).expect("geometry"))
-        .expect("create the ring");
+    let mut geo = Geometry::spmc(64, 32, 8, 0, false).expect("geometry");
+    if sparse {
+        geo.flags = Flags(geo.flags.0 | Flags::SPARSE);
+    }
+    sink.recreate(&geo).expect("create the ring");
     for seq in 1..=3u64 {
         sink.write(seq, &[seq as u8; 24], &[]);
     }
     sink.publish(3);
+}
+
+/// A mirror ring of 64 slots of 32 bytes at `path`, holding records 1..=3.
+fn held_mirror_ring(path: &Path) {
+    held_ring(path, true);
 }
 
 /// A resuming mirror whose source's ring has another layout replaces its ring, and says so
@@ -859,10 +869,11 @@ fn a_mirror_says_when_it_replaces_its_ring_and_only_when_it_did() {
     assert!(status.success(), "{lines:#?}");
     let told = lines.iter().find(|l| l.contains("layout"));
     assert!(
-        told.is_some_and(|l| l.contains(mir.s())
-            && l.contains("128 slots of 32 bytes")
-            && l.contains("64 slots of 32 bytes")
-            && l.contains("recreated")),
+        told.is_some_and(
+            |l| l.contains(&format!("replaced the replica at {}", mir.s()))
+                && l.contains("128 slots of 32 bytes")
+                && l.contains("64 slots of 32 bytes")
+        ),
         "{lines:#?}"
     );
     let ring = ReadOnlyRing::open(&mir.0).expect("the new ring");
@@ -909,6 +920,96 @@ fn a_mirror_says_when_it_replaces_its_ring_and_only_when_it_did() {
     assert_eq!((ring.geometry().capacity, ring.write_seq()), (64, 3));
 }
 
+/// A replica replaced at the handshake gets one line naming its path, its write_seq and
+/// why: `--from latest` over a valid replica (a fresh start was asked for), a ring without
+/// FLAG_SPARSE of the source's layout, which is not resumed (its readers would stall at the
+/// holes a mirror leaves), and a RESET. A ring a mirror made is resumed, with no such line.
+#[test]
+fn a_mirror_says_which_replica_it_replaces_and_why() {
+    use ringwire::core::layout::Flags;
+    for (tag, sparse, from, reset, want) in [
+        (
+            "latest",
+            true,
+            "latest",
+            0,
+            Some("--from latest asked for a fresh start"),
+        ),
+        ("unsparse", false, "resume", 0, Some("lacks FLAG_SPARSE")),
+        ("reset", true, "resume", 1, Some("RESET")),
+        ("resumed", true, "resume", 0, None),
+    ] {
+        let mir = Scratch::new(&format!("replace-{tag}"));
+        held_ring(&mir.0, sparse);
+        let (addr, src) = one_reply_source(geometry_frame(64, reset));
+        let m = Child::spawn(&["mirror", "--once", "--from", from, &addr, mir.s()], None);
+        let (status, lines) = m.finish(false, Duration::from_secs(20));
+        src.join().expect("source thread");
+        assert!(status.success(), "{tag}: {lines:#?}");
+        let told: Vec<&String> = lines.iter().filter(|l| l.contains("replaced")).collect();
+        let ring = ReadOnlyRing::open(&mir.0).expect("the ring");
+        assert!(ring.geometry().flags.has(Flags::SPARSE), "{tag}");
+        match want {
+            Some(why) => {
+                let head = format!(
+                    "mirror: replaced the replica at {} (write_seq 3): ",
+                    mir.s()
+                );
+                assert!(
+                    told.len() == 1 && told[0].starts_with(&head) && told[0].contains(why),
+                    "{tag}: {lines:#?}"
+                );
+                assert_eq!(ring.write_seq(), 0, "{tag}: not replaced");
+            }
+            None => {
+                assert!(told.is_empty(), "{tag}: {lines:#?}");
+                assert_eq!(ring.write_seq(), 3, "{tag}: not resumed");
+            }
+        }
+    }
+}
+
+/// `mirror --once` against a source that closes the connection in the middle of a DATA
+/// frame exits 1, naming the frame, the bytes that came and those expected, instead of
+/// "source disconnected" and exit 0; the records of the whole frame before stay.
+#[test]
+fn mirror_once_fails_on_a_connection_closed_inside_a_frame() {
+    use ringwire::core::wire::DataRepr;
+    let mir = Scratch::new("cut-frame");
+    let mut reply = geometry_frame(64, 0);
+    let records = [9u8; 2 * 24];
+    for (seq, keep) in [(1, 64), (3, 40)] {
+        let mut f = [0u8; 64];
+        let n = DataRepr {
+            flags: 0,
+            seq,
+            count: 2,
+            records: &records,
+        }
+        .emit(&mut f)
+        .expect("emit DATA");
+        assert_eq!(n, 64);
+        reply.extend_from_slice(&f[..keep]);
+    }
+    let (addr, src) = one_reply_source(reply);
+    let m = Child::spawn(
+        &["mirror", "--once", "--from", "oldest", &addr, mir.s()],
+        None,
+    );
+    let (status, lines) = m.finish(false, Duration::from_secs(20));
+    src.join().expect("source thread");
+    assert_eq!(status.code(), Some(1), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains(
+            "closed in the middle of a DATA frame (seq 3): 40 of its 64 bytes arrived; the \
+             mirror was at record 3"
+        )),
+        "{lines:#?}"
+    );
+    let ring = ReadOnlyRing::open(&mir.0).expect("the ring");
+    assert_eq!(ring.write_seq(), 2, "{lines:#?}");
+}
+
 /// `--from resume` with a file at PATH that is a ring but does not validate (another
 /// version, a file cut short): the mirror says it cannot resume it and why, then replaces
 /// it. It used to replace it and start from the source's oldest record without a word.
@@ -942,6 +1043,16 @@ fn a_mirror_says_why_it_cannot_resume_the_ring_at_its_path() {
         let told = lines.iter().find(|l| l.contains("cannot resume"));
         assert!(
             told.is_some_and(|l| l.contains(mir.s()) && l.to_lowercase().contains(why)),
+            "{tag}: {lines:#?}"
+        );
+        // And when it is replaced, once.
+        let head = format!(
+            "mirror: replaced the file at {}: not a usable ring",
+            mir.s()
+        );
+        assert_eq!(
+            lines.iter().filter(|l| l.starts_with(&head)).count(),
+            1,
             "{tag}: {lines:#?}"
         );
         let ring = ReadOnlyRing::open(&mir.0).expect("the new ring");

@@ -380,6 +380,59 @@ fn resume_continues_the_existing_ring() {
     assert_same(src.path(), dst.path(), 3000);
 }
 
+/// A replica made by ringfire 0.5.2's mirror (which always sets FLAG_SPARSE) is resumed by
+/// ours: not adopting a ring without SPARSE leaves resume between the two alone.
+#[test]
+fn a_ringfire_made_replica_is_resumed() {
+    use ringfire::replication::{Mirror as RfMirror, MirrorStart as RfStart};
+    let src = ShmPath::new("cmp-rfres-src");
+    let dst = ShmPath::new("cmp-rfres-dst");
+    let mut producer = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), CAP).unwrap();
+    publish(&mut |s| assert_eq!(producer.push(&payload(s)), s), 1, 1000);
+    let server = ReplicaServer::bind(src.path(), (Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let (addr, stop, srv) = spawn_server(server);
+    {
+        let mut rf = RfMirror::builder()
+            .start(RfStart::Oldest)
+            .connect(addr, dst.path())
+            .unwrap();
+        let t0 = Instant::now();
+        while rf.sequence() < 1000 && t0.elapsed() < DEADLINE {
+            if !rf.step().unwrap() {
+                break;
+            }
+        }
+        assert_eq!(rf.sequence(), 1000);
+    }
+    let made = ringwire::ReadOnlyRing::open(dst.path()).unwrap();
+    assert!(
+        made.geometry()
+            .flags
+            .has(ringwire::core::layout::Flags::SPARSE)
+    );
+    drop(made);
+    publish(
+        &mut |s| assert_eq!(producer.push(&payload(s)), s),
+        1001,
+        2000,
+    );
+    let mut m = Mirror::builder()
+        .start(MirrorStart::Resume)
+        .connect(addr, dst.path())
+        .unwrap();
+    wait_until("the mirror", DEADLINE, || m.sequence() >= 2000);
+    m.handle().unwrap().shutdown().unwrap();
+    m.run().unwrap();
+    assert_eq!(
+        (m.first_sequence(), m.resumed(), m.sequence()),
+        (1001, true, 2000)
+    );
+    drop(m);
+    stop.0.shutdown();
+    srv.join().unwrap().unwrap();
+    assert_same(src.path(), dst.path(), 2000);
+}
+
 #[test]
 fn bad_addresses_and_missing_rings_are_typed_errors() {
     let missing = ShmPath::new("cmp-missing");

@@ -46,7 +46,7 @@ pub use holdback::{HeldEntry, HoldBack};
 pub use mirror::{Mirror, MirrorConfig, MirrorCounters, MirrorError, Start};
 pub use pacing::{MAX_LINGER, Pacer, Pacing};
 pub use ring_io::{
-    Holds, ReadRecord, RecordSink, RecordSource, RegionSink, RingSource, SinkError,
+    Holds, ReadRecord, RecordSink, RecordSource, RegionSink, Replace, RingSource, SinkError,
     compare_received, write_received,
 };
 pub use source::{

@@ -19,6 +19,8 @@ use crate::ring::{Expect, RingView, SlotRead};
 use crate::sync::Ordering;
 use crate::wire::RecordFormat;
 
+use super::mirror::Start;
+
 /// Outcome of reading one raw record for sending (spec §20.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ReadRecord {
@@ -365,12 +367,54 @@ impl fmt::Display for SinkError {
 // No `source`: the text above already includes the wrapped error's.
 impl core::error::Error for SinkError {}
 
+/// Why a mirror replaces the ring its sink holds ([`RecordSink::replacing`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
+pub enum Replace {
+    /// The mirror was asked to start at `Start` (latest, oldest or a sequence), not to
+    /// resume: a fresh ring whatever the one held.
+    FreshStart(Start),
+    /// GEOMETRY carried RESET (spec §19.1): the source's ring holds fewer records than the
+    /// mirror asked for, so it restarted; `source_next` is the GEOMETRY's `seq`.
+    Reset {
+        /// The next record the source will send.
+        source_next: u64,
+    },
+    /// The source's layout (capacity, element size, schema, registry, offsets, arena) is
+    /// not the held ring's (spec §21.1).
+    Layout,
+    /// The held ring lacks [`Flags::SPARSE`]: its readers would take every hole the mirror
+    /// leaves (a GAP, a jump) for a record being written and stall there. Beyond spec
+    /// §21.1, which compares no flags.
+    NotSparse,
+    /// TCP DATA numbered below the next record expected (spec §21.3): the source restarted.
+    Backwards {
+        /// The DATA's first sequence.
+        seq: u64,
+        /// The sequence the mirror expected.
+        next: u64,
+    },
+    /// The resume check found the source's record `seq` is not the one the ring holds:
+    /// the source restarted with a new ring (see [`Mirror`](crate::replicate::Mirror)).
+    Differs {
+        /// The record compared.
+        seq: u64,
+    },
+}
+
 /// The ring a mirror writes into.
 pub trait RecordSink {
     /// Geometry and `write_seq` of the ring the mirror holds now, if any (resume, §21.1).
     fn existing(&self) -> Option<(Geometry, u64)>;
     /// Replaces the ring with a fresh one of layout `geo` (spec §21.1 creation).
     fn recreate(&mut self, geo: &Geometry) -> Result<(), SinkError>;
+    /// Called with the reason just before [`RecordSink::recreate`] replaces the ring that
+    /// [`RecordSink::existing`] returns (not before a first creation), so a sink can say
+    /// which ring it replaces and why. The default does nothing.
+    fn replacing(&mut self, why: Replace) {
+        let _ = why;
+    }
     /// Writes one record under `seq` (§4.2 steps 1–4; blob rings reserve and copy `blob`).
     fn write(&mut self, seq: u64, fixed: &[u8], blob: &[u8]);
     /// Publishes `seq` as `write_seq` and wakes readers (§4.2 steps 5–6).
@@ -403,7 +447,8 @@ impl RegionSink {
     /// [`Mirror`](crate::replicate::Mirror) makes that call from
     /// [`handle_tcp_frame`](crate::replicate::Mirror::handle_tcp_frame): at the end of
     /// every handshake, unless it starts with [`Start::Resume`](crate::replicate::Start)
-    /// and the source's geometry and numbering continue the ring the sink holds; and when
+    /// and the source's geometry and numbering continue the ring the sink holds (which has
+    /// [`Flags::SPARSE`], as every ring a mirror creates); and when
     /// live on TCP, when a DATA or HEARTBEAT shows that the source's ring restarted. A
     /// resuming mirror also makes it from
     /// [`handle_datagram`](crate::replicate::Mirror::handle_datagram) (and so

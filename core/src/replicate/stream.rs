@@ -42,6 +42,13 @@ impl<'a> StreamBuf<'a> {
         n
     }
 
+    /// The bytes buffered that no frame has been taken from: once
+    /// [`StreamBuf::next_frame`] has returned `None`, what arrived of a frame not yet whole
+    /// (empty at a frame boundary).
+    pub fn buffered(&self) -> &[u8] {
+        &self.buf[self.start..self.end]
+    }
+
     /// The next complete frame, `None` if more bytes are needed, or an error if the frame
     /// announced is larger than the buffer, or the buffer is full without a whole header
     /// (the stream cannot continue).

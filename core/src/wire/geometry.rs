@@ -242,8 +242,9 @@ impl GeometryRepr {
         }
     }
 
-    /// True when an existing ring `g` may be adopted: every field but the flags equal
-    /// (spec §21.1).
+    /// True when an existing ring `g` has this layout: every field but the flags equal
+    /// (spec §21.1's adoption test). The mirror also requires `g` to have
+    /// [`Flags::SPARSE`] (see [`crate::replicate::Replace::NotSparse`]).
     pub fn matches(&self, g: &Geometry) -> bool {
         g.capacity == self.capacity
             && g.element_size == self.element_size

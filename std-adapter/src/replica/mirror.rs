@@ -11,12 +11,11 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::time::Duration as StdDuration;
 
-use ringwire_core::layout::Geometry;
 use ringwire_core::replicate::collect::max_frame_len;
 use ringwire_core::replicate::holdback::HeldEntry;
 use ringwire_core::replicate::{
-    Channel, Duration, HoldBack, Holds, Mirror, MirrorConfig, MirrorCounters, MirrorError,
-    RecordSink, Start, StreamBuf,
+    Channel, Duration, HoldBack, Holds, Mirror, MirrorConfig, MirrorCounters, MirrorError, Start,
+    StreamBuf,
 };
 use ringwire_core::wire::{Frame, GeometryRepr, Kind, MulticastRepr, WireError, total_len};
 
@@ -767,13 +766,6 @@ struct Conn<'a> {
     /// The restarts and resume check [`Conn::log_news`] has logged.
     seen_restarts: u64,
     logged_check: Option<(u64, Holds)>,
-    /// The rings the sink had created when [`Conn::log_news`] last looked: a restart is
-    /// said to have recreated the ring only if one was created since.
-    seen_created: u64,
-    /// The geometry of the ring a resuming connection started with, until a ring replaces
-    /// it: a source whose ring has another layout makes the mirror recreate its own, which
-    /// is worth a line (its records are gone), unlike a first creation.
-    resumed_from: Option<Geometry>,
     /// `--from N`: N and the record asked for, until [`Conn::note_start`] has compared it
     /// with where the source starts.
     asked: Option<(u64, u64)>,
@@ -855,11 +847,6 @@ impl<'a> Conn<'a> {
             punch_log: RateLog::new(PUNCH_LOG_EVERY),
             seen_restarts: 0,
             logged_check: None,
-            seen_created: sink.created(),
-            resumed_from: match start {
-                Start::Resume => sink.existing().map(|(g, _)| g),
-                _ => None,
-            },
             asked: match start {
                 Start::Sequence(n) => Some((n, hello_seq)),
                 _ => None,
@@ -886,21 +873,21 @@ impl<'a> Conn<'a> {
     }
 
     /// Logs what the machine found since the last call: how the resume check (see
-    /// [`Mirror`]'s docs) ended, and a source restart found otherwise.
-    fn log_news(&mut self, sink: &FileSink) {
+    /// [`Mirror`]'s docs) ended, a ring file replaced (with the reason), and a source
+    /// restart whose ring could not be replaced.
+    fn log_news(&mut self, sink: &mut FileSink) {
         let c = self.m.counters();
         let check = self.m.resume_check();
+        let replaced = sink.take_replaced();
         if self.opts.log {
             let news = check != self.logged_check;
             match check {
                 Some((w, Holds::Same)) if news => diag!(
                     "mirror: resumed after {w}: the source's record {w} is the one this mirror held"
                 ),
-                Some((w, Holds::Different)) if news => diag!(
-                    "mirror: the source restarted with a new ring: its record {w} differs from \
-                     the one this mirror held; mirror ring {} recreated, continuing from {w}",
-                    crate::shown::path(sink.path())
-                ),
+                // The ring replaced for it says so below (a check that could not replace
+                // the ring ends the connection, which says why).
+                Some((_, Holds::Different)) => {}
                 Some((w, Holds::Unknown)) if news => diag!(
                     "mirror: warning: resume after {w} not verified: the source no longer \
                      holds record {w} (past its retention, or lost), or this mirror cannot \
@@ -909,38 +896,18 @@ impl<'a> Conn<'a> {
                 _ => {}
             }
             let by_check = news && matches!(check, Some((_, Holds::Different)));
-            let created = sink.created() > self.seen_created;
-            if c.restarts > self.seen_restarts + u64::from(by_check) {
-                // A ring that could not be recreated (no room, over --max-ring-size) is
-                // not: the connection's end says why.
+            if let Some(r) = &replaced {
+                diag!("mirror: {r}");
+            } else if c.restarts > self.seen_restarts + u64::from(by_check) {
+                // A ring that could not be recreated (no room, over --max-ring-size): the
+                // connection's end says why.
                 diag!(
                     "mirror: the source restarted with a new ring (it numbers below this \
-                     mirror): mirror ring {} {}",
+                     mirror): mirror ring {} not recreated",
                     crate::shown::path(sink.path()),
-                    if created {
-                        "recreated"
-                    } else {
-                        "not recreated"
-                    }
-                );
-            } else if created
-                && !by_check
-                && let Some(old) = self.resumed_from
-                && let Some((new, _)) = sink.existing()
-            {
-                diag!(
-                    "mirror: the source's ring has another layout ({}) than mirror ring {} \
-                     ({}): recreated with the source's layout; the records it held are gone",
-                    describe_layout(&new),
-                    crate::shown::path(sink.path()),
-                    describe_layout(&old)
                 );
             }
         }
-        if sink.created() > self.seen_created {
-            self.resumed_from = None;
-        }
-        self.seen_created = sink.created();
         self.seen_restarts = c.restarts;
         self.logged_check = check;
     }
@@ -1098,7 +1065,15 @@ impl<'a> Conn<'a> {
                          session limit, or not a replication source)",
                     )));
                 }
-                Ok(0) => return Err(End::Closed("source disconnected".into())),
+                Ok(0) => {
+                    // Every whole frame is handled (the loop above took them all): what
+                    // is buffered is a frame cut short, which fails the connection (spec
+                    // §21.3 ends cleanly only at a frame boundary).
+                    return Err(match self.m.handle_tcp_eof(self.sbuf.buffered()) {
+                        Ok(()) => End::Closed("source disconnected".into()),
+                        Err(e) => End::Failed(io::Error::new(io::ErrorKind::UnexpectedEof, e)),
+                    });
+                }
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -1438,22 +1413,6 @@ impl Status {
     }
 }
 
-/// A ring's layout as the mirror's log names it: what a source's GEOMETRY must match for
-/// a resuming mirror to keep its ring (spec §21.1).
-fn describe_layout(g: &Geometry) -> String {
-    let mut s = format!("{} slots of {} bytes", g.capacity, g.element_size);
-    if g.arena_size > 0 {
-        s += &format!(", an arena of {} bytes", g.arena_size);
-    }
-    if g.registry_count > 0 {
-        s += &format!(", {} reader slots", g.registry_count);
-    }
-    if g.schema_sig != 0 {
-        s += &format!(", schema {:#018x}", g.schema_sig);
-    }
-    s
-}
-
 /// An error if the mirror ring's path no longer names the ring the sink writes (removed, or
 /// replaced by another file): records written on would go into an inode no reader of the
 /// path sees, so the mirror stops and says so.
@@ -1780,6 +1739,133 @@ mod tests {
             let _ = s.shutdown(std::net::Shutdown::Both);
         });
         (addr, source)
+    }
+
+    /// Sends DATA of records 1..=2 (24 bytes each, for 32-byte slots) whole, then the first
+    /// 40 of the 64 bytes of DATA 3..=4: a connection closed in the middle of a frame.
+    fn cut_data(s: &mut std::net::TcpStream) {
+        use ringwire_core::wire::DataRepr;
+        use std::io::Write;
+        let records = [7u8; 2 * 24];
+        let mut f = [0u8; 128];
+        for seq in [1, 3] {
+            let n = DataRepr {
+                flags: 0,
+                seq,
+                count: 2,
+                records: &records,
+            }
+            .emit(&mut f)
+            .unwrap();
+            assert_eq!(n, 64);
+            let n = if seq == 1 { n } else { 40 };
+            if s.write_all(&f[..n]).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The error a frame cut short by [`cut_data`] leaves.
+    const CUT: MirrorError = MirrorError::TruncatedFrame {
+        kind: Some(Kind::Data),
+        got: 40,
+        expected: Some(64),
+        seq: Some(3),
+        next: 3,
+    };
+
+    /// A source that closes the connection in the middle of a DATA frame: with `once` the
+    /// mirror fails with the typed error (the frame's kind and seq, the bytes that came and
+    /// those expected), where it ended as cleanly as at a frame boundary ("source
+    /// disconnected", exit 0). The records of the frames before stay in the ring.
+    #[test]
+    fn a_connection_closed_inside_a_frame_fails_a_mirror_once() {
+        let path = TmpPath::shm("cut-once");
+        let (addr, source) = fake_source(32, cut_data);
+        let mut o = MirrorOptions::new(addr, &path);
+        o.once = true;
+        o.log = false;
+        o.start = Start::Oldest;
+        let r = run(&o, &AtomicBool::new(false));
+        source.join().unwrap();
+        let e = r.expect_err("a frame cut short ended the connection cleanly");
+        let ReplicaError::Io { source: cause, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(cause.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+        let typed = cause
+            .get_ref()
+            .and_then(|c| c.downcast_ref::<MirrorError>());
+        assert_eq!(typed, Some(&CUT), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("a DATA frame (seq 3): 40 of its 64 bytes arrived"),
+            "{msg}"
+        );
+        let ring = crate::ReadOnlyRing::open(&path).unwrap();
+        assert_eq!(ring.write_seq(), 2, "the whole frame's records");
+    }
+
+    /// Without `once`, a connection closed inside a frame is a failed connection, counted
+    /// as one, and the mirror reconnects and resumes after the records it kept.
+    #[test]
+    fn a_connection_closed_inside_a_frame_is_reconnected_without_once() {
+        use std::io::ErrorKind::WouldBlock;
+        let path = TmpPath::shm("cut-again");
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let mut o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
+        o.log = false;
+        o.start = Start::Oldest;
+        o.reconnect = StdDuration::from_millis(10);
+        let stop = AtomicBool::new(false);
+        let (r, second_hello) = std::thread::scope(|sc| {
+            let source = sc.spawn(|| {
+                let accept = || {
+                    let t0 = std::time::Instant::now();
+                    loop {
+                        match listener.accept() {
+                            Ok((s, _)) => {
+                                s.set_nonblocking(false).unwrap();
+                                return Some(s);
+                            }
+                            Err(e) if e.kind() == WouldBlock && t0.elapsed().as_secs() < 10 => {
+                                std::thread::sleep(StdDuration::from_millis(5));
+                            }
+                            Err(_) => return None,
+                        }
+                    }
+                };
+                let second = (|| {
+                    let mut s = accept()?;
+                    answer_hello(&mut s, 0, 32);
+                    cut_data(&mut s);
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                    drop(s);
+                    let mut s = accept()?;
+                    s.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+                    let mut hello = [0u8; 32];
+                    s.read_exact(&mut hello).ok()?;
+                    Some((u64::from_le_bytes(hello[8..16].try_into().unwrap()), s))
+                })();
+                // Stopped while the second connection is open (it stays so until the mirror
+                // returns): it ends as stopped, not failed.
+                stop.store(true, Ordering::Relaxed);
+                second
+            });
+            let r = run(&o, &stop);
+            (r, source.join().unwrap().map(|(seq, _)| seq))
+        });
+        let sum = r.expect("the mirror failed instead of reconnecting");
+        assert_eq!(
+            second_hello,
+            Some(2),
+            "the second connection resumes at 2 (one record of overlap)"
+        );
+        assert_eq!(
+            (sum.connections, sum.failed_attempts, sum.last_seq),
+            (2, 1, 2)
+        );
     }
 
     /// A source (hostile or wedged) that sends one byte of a frame every half silence

@@ -7,7 +7,9 @@ use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use ringwire_core::layout::{Flags, Geometry};
-use ringwire_core::replicate::{Holds, RecordSink, SinkError, compare_received, write_received};
+use ringwire_core::replicate::{
+    Holds, RecordSink, Replace, SinkError, Start, compare_received, write_received,
+};
 use ringwire_core::sync::Ordering;
 use ringwire_core::{Expect, RingView};
 
@@ -54,6 +56,118 @@ fn check_dir(path: &Path) -> Result<(), Error> {
     Ok(())
 }
 
+/// A file the sink replaced with a new ring, for the mirror's log line ([`std::fmt::Display`]:
+/// "replaced the replica at PATH (write_seq N): why").
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Replaced {
+    /// A ring the sink held (adopted or created), replaced for the mirror's reason.
+    Ring {
+        /// Its path.
+        path: PathBuf,
+        /// Its layout.
+        held: Geometry,
+        /// Its `write_seq` then.
+        write_seq: u64,
+        /// The new ring's layout.
+        new: Geometry,
+        /// Why the mirror replaced it.
+        why: Replace,
+    },
+    /// The file found at the path when the sink was opened, which was not a usable ring
+    /// ([`FileSink::not_adopted`]).
+    Unusable {
+        /// Its path.
+        path: PathBuf,
+        /// Why it was not adopted.
+        why: String,
+    },
+}
+
+impl std::fmt::Display for Replaced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (path, held, w, new, why) = match self {
+            Replaced::Unusable { path, why } => {
+                return write!(
+                    f,
+                    "replaced the file at {}: not a usable ring ({why})",
+                    crate::shown::path(path)
+                );
+            }
+            Replaced::Ring {
+                path,
+                held,
+                write_seq,
+                new,
+                why,
+            } => (path, held, *write_seq, new, why),
+        };
+        write!(
+            f,
+            "replaced the replica at {} (write_seq {w}): ",
+            crate::shown::path(path)
+        )?;
+        match *why {
+            Replace::FreshStart(start) => {
+                let from = match start {
+                    Start::Latest => "latest".to_string(),
+                    Start::Oldest => "oldest".to_string(),
+                    Start::Sequence(n) => n.to_string(),
+                    Start::Resume => "resume".to_string(),
+                };
+                write!(f, "--from {from} asked for a fresh start, not a resume")
+            }
+            Replace::Reset { source_next } => write!(
+                f,
+                "the source restarted with a new ring: it answered with RESET, its next \
+                 record being {source_next}, below this replica's last"
+            ),
+            Replace::Layout => write!(
+                f,
+                "the source's ring has another layout ({}) than this replica ({}); the \
+                 records it held are gone",
+                describe_layout(new),
+                describe_layout(held)
+            ),
+            Replace::NotSparse => write!(
+                f,
+                "it lacks FLAG_SPARSE (its flags are {:#06x}): its readers would stall at \
+                 every hole a mirror leaves (a gap, a jump), so it is not resumed; a mirror \
+                 ring always has the flag",
+                held.flags.0
+            ),
+            Replace::Backwards { seq, next } => write!(
+                f,
+                "the source restarted with a new ring: its DATA went back to record {seq}, \
+                 below the {next} expected"
+            ),
+            Replace::Differs { seq } => write!(
+                f,
+                "the source restarted with a new ring: its record {seq} differs from the one \
+                 this replica held"
+            ),
+            // A reason added to the core later: its debug form.
+            other => write!(f, "{other:?}"),
+        }
+    }
+}
+
+/// A ring's layout as the mirror's log names it: what a source's GEOMETRY must match for
+/// a resuming mirror to keep its ring (spec §21.1).
+pub(crate) fn describe_layout(g: &Geometry) -> String {
+    let mut s = format!("{} slots of {} bytes", g.capacity, g.element_size);
+    if g.arena_size > 0 {
+        s += &format!(", an arena of {} bytes", g.arena_size);
+    }
+    if g.registry_count > 0 {
+        s += &format!(", {} reader slots", g.registry_count);
+    }
+    if g.schema_sig != 0 {
+        s += &format!(", schema {:#018x}", g.schema_sig);
+    }
+    s
+}
+
 /// The mirror ring file.
 pub struct FileSink {
     path: PathBuf,
@@ -72,6 +186,10 @@ pub struct FileSink {
     max_len: Option<u64>,
     /// Why the ring found at the path by [`FileSink::open`] was not adopted.
     not_adopted: Option<Error>,
+    /// The reason the mirror gave for replacing the ring held, until the replacement.
+    replacing: Option<Replace>,
+    /// The last file replaced, until [`FileSink::take_replaced`].
+    replaced: Option<Replaced>,
 }
 
 impl FileSink {
@@ -88,6 +206,8 @@ impl FileSink {
             created: 0,
             max_len: None,
             not_adopted: None,
+            replacing: None,
+            replaced: None,
         };
         // Anything but a regular file (a FIFO, a device) is refused before connecting, as
         // the other commands refuse it, rather than read as a ring.
@@ -167,6 +287,14 @@ impl FileSink {
         self.created
     }
 
+    /// The file this sink last replaced with a new ring, once: a ring it held (with the
+    /// mirror's reason) or the unusable file found at the path. A ring created where there
+    /// was none replaces nothing. Only the last replacement is kept; the mirror takes it
+    /// after each pass, and a pass replaces at most one.
+    pub fn take_replaced(&mut self) -> Option<Replaced> {
+        self.replaced.take()
+    }
+
     /// The ring, once adopted or created.
     pub fn ring(&self) -> Option<&RingFile> {
         self.ring.as_ref()
@@ -192,6 +320,8 @@ impl RecordSink for FileSink {
     }
 
     fn recreate(&mut self, geo: &Geometry) -> Result<(), SinkError> {
+        // Given for this call only, whether it succeeds or not.
+        let why = self.replacing.take();
         if let Some(max) = self.max_len {
             let len = geo.total_len().unwrap_or(u64::MAX);
             if len > max {
@@ -204,6 +334,12 @@ impl RecordSink for FileSink {
                 return Err(SinkError::Storage);
             }
         }
+        let held = self.existing();
+        // The file found at open and not adopted is replaced by the first ring created.
+        let unusable = match (&self.not_adopted, self.created) {
+            (Some(e), 0) => Some(e.to_string()),
+            _ => None,
+        };
         // Release the old mapping and lock first: create takes the lock on the path itself
         // and replaces a non-empty file by a fresh inode (readers of the old one see it
         // frozen).
@@ -218,6 +354,22 @@ impl RecordSink for FileSink {
             Ok(r) => {
                 self.ring = Some(r);
                 self.created += 1;
+                self.replaced = match (held, why, unusable) {
+                    (Some((old, write_seq)), Some(why), _) => Some(Replaced::Ring {
+                        path: self.path.clone(),
+                        held: old,
+                        write_seq,
+                        new: *geo,
+                        why,
+                    }),
+                    (None, _, Some(why)) => Some(Replaced::Unusable {
+                        path: self.path.clone(),
+                        why,
+                    }),
+                    // Created where there was no ring; or replaced without a reason given
+                    // (a driver other than the core mirror).
+                    _ => None,
+                };
                 Ok(())
             }
             Err(e) => {
@@ -230,6 +382,10 @@ impl RecordSink for FileSink {
                 Err(se)
             }
         }
+    }
+
+    fn replacing(&mut self, why: Replace) {
+        self.replacing = Some(why);
     }
 
     fn write(&mut self, seq: u64, fixed: &[u8], blob: &[u8]) {
@@ -308,6 +464,75 @@ mod tests {
         sink.recreate(&big).unwrap();
         assert_eq!(sink.existing(), Some((big, 0)));
         drop(sink);
+    }
+
+    /// The log line of each replacement names the path, the `write_seq` held and the
+    /// reason, with the figures the reason has.
+    #[test]
+    fn a_replacement_says_what_it_replaced_and_why() {
+        let held = Geometry::spmc(64, 32, 8, 0, false).unwrap();
+        let new = Geometry::spmc(128, 32, 8, 0, false).unwrap();
+        let ring = |why| {
+            Replaced::Ring {
+                path: PathBuf::from("/dev/shm/x"),
+                held,
+                write_seq: 4096,
+                new,
+                why,
+            }
+            .to_string()
+        };
+        let head = "replaced the replica at /dev/shm/x (write_seq 4096): ";
+        for (why, want) in [
+            (
+                Replace::FreshStart(Start::Latest),
+                "--from latest asked for a fresh start, not a resume",
+            ),
+            (
+                Replace::FreshStart(Start::Oldest),
+                "--from oldest asked for a fresh start, not a resume",
+            ),
+            (
+                Replace::FreshStart(Start::Sequence(7)),
+                "--from 7 asked for a fresh start, not a resume",
+            ),
+            (
+                Replace::Reset { source_next: 12 },
+                "the source restarted with a new ring: it answered with RESET, its next \
+                 record being 12, below this replica's last",
+            ),
+            (
+                Replace::Layout,
+                "the source's ring has another layout (128 slots of 32 bytes) than this \
+                 replica (64 slots of 32 bytes); the records it held are gone",
+            ),
+            (
+                Replace::NotSparse,
+                "it lacks FLAG_SPARSE (its flags are 0x0011): its readers would stall at \
+                 every hole a mirror leaves (a gap, a jump), so it is not resumed; a mirror \
+                 ring always has the flag",
+            ),
+            (
+                Replace::Backwards { seq: 5, next: 4097 },
+                "the source restarted with a new ring: its DATA went back to record 5, below \
+                 the 4097 expected",
+            ),
+            (
+                Replace::Differs { seq: 4096 },
+                "the source restarted with a new ring: its record 4096 differs from the one \
+                 this replica held",
+            ),
+        ] {
+            assert_eq!(ring(why), format!("{head}{want}"));
+        }
+        let unusable = Replaced::Unusable {
+            path: PathBuf::from("/dev/shm/x"),
+            why: "bad version 9".into(),
+        };
+        assert_eq!(
+            unusable.to_string(),
+            "replaced the file at /dev/shm/x: not a usable ring (bad version 9)"
+        );
     }
 
     #[test]

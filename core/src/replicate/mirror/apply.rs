@@ -3,7 +3,7 @@
 
 use super::{Mirror, MirrorCounters, MirrorError};
 use crate::replicate::holdback::HoldError;
-use crate::replicate::ring_io::{Holds, RecordSink};
+use crate::replicate::ring_io::{Holds, RecordSink, Replace};
 use crate::replicate::time::Instant;
 use crate::wire::{DataRepr, RecordFormat};
 
@@ -14,6 +14,12 @@ impl Mirror<'_> {
         sink: &mut S,
     ) -> Result<(), MirrorError> {
         let g = self.geometry.ok_or(MirrorError::Closed)?;
+        if sink.existing().is_some() {
+            sink.replacing(Replace::Backwards {
+                seq: next,
+                next: self.next,
+            });
+        }
         sink.recreate(&g.mirror_geometry())
             .map_err(MirrorError::Sink)?;
         self.holdback.clear();
@@ -81,6 +87,7 @@ impl Mirror<'_> {
             Holds::Unknown => self.resume_unchecked(),
             Holds::Different => {
                 let g = self.geometry.ok_or(MirrorError::Closed)?;
+                sink.replacing(Replace::Differs { seq: w });
                 sink.recreate(&g.mirror_geometry())
                     .map_err(MirrorError::Sink)?;
                 self.verify = None;

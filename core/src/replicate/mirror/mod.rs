@@ -5,8 +5,9 @@
 //! Beyond the reference: a unicast datagram is accepted only from the address punched, a
 //! repeated NAK asks only for what is still missing, a step handles a bounded number of
 //! datagrams, sequences at or past [`SEQ_LIMIT`] are refused, the first NAK of a hole may
-//! wait [`MirrorConfig::nak_delay`] for reordered datagrams, and a resume is checked
-//! against the source's copy of the last record held.
+//! wait [`MirrorConfig::nak_delay`] for reordered datagrams, a resume is checked
+//! against the source's copy of the last record held, and a held ring without
+//! [`Flags::SPARSE`] is replaced rather than adopted ([`Replace::NotSparse`]).
 //!
 //! # Checking a resume
 //!
@@ -50,10 +51,10 @@ mod nak;
 use nak::Nak;
 
 use super::holdback::HoldBack;
-use super::ring_io::{Holds, RecordSink, SinkError};
+use super::ring_io::{Holds, RecordSink, Replace, SinkError};
 use super::time::{Duration, Instant, earliest};
 use super::{Channel, PeerAddr, Transmit};
-use crate::layout::SEQ_LIMIT;
+use crate::layout::{Flags, SEQ_LIMIT};
 use crate::wire::{
     DataRepr, Frame, GEOMETRY_RESET, GEOMETRY_UDP_FOLLOWS, GapRepr, GeometryRepr, HEADER_LEN,
     HELLO_CAN_UNICAST, HELLO_OLDEST, HELLO_PREFER_UNICAST, HeartbeatRepr, HelloRepr, Kind,
@@ -206,6 +207,21 @@ pub enum MirrorError {
     Sink(SinkError),
     /// Input after an error.
     Closed,
+    /// The TCP stream ended inside a frame: part of its header or payload arrived, the
+    /// rest never will ([`Mirror::handle_tcp_eof`]). The records of the frames before it
+    /// stay written.
+    TruncatedFrame {
+        /// Its kind, if the kind byte arrived and names one.
+        kind: Option<Kind>,
+        /// Bytes of it that arrived.
+        got: usize,
+        /// Bytes it takes in all (header and payload), once its `len` field arrived.
+        expected: Option<usize>,
+        /// Its `seq` field, once the whole header arrived.
+        seq: Option<u64>,
+        /// The next sequence the mirror expected ([`Mirror::next`]).
+        next: u64,
+    },
 }
 
 impl fmt::Display for MirrorError {
@@ -222,12 +238,47 @@ impl fmt::Display for MirrorError {
             ),
             MirrorError::Sink(e) => e.fmt(f),
             MirrorError::Closed => f.write_str("mirror closed"),
+            MirrorError::TruncatedFrame {
+                kind,
+                got,
+                expected,
+                seq,
+                next,
+            } => {
+                f.write_str("the connection closed in the middle of ")?;
+                match kind {
+                    Some(k) => write!(f, "a {} frame", kind_name(*k))?,
+                    None => f.write_str("a frame of unknown kind")?,
+                }
+                if let Some(s) = seq {
+                    write!(f, " (seq {s})")?;
+                }
+                match expected {
+                    Some(t) => write!(f, ": {got} of its {t} bytes arrived")?,
+                    None => write!(f, ": {got} of its {HEADER_LEN}-byte header arrived")?,
+                }
+                write!(f, "; the mirror was at record {next}")
+            }
         }
     }
 }
 
 // No `source`: the text above already includes the wrapped error's.
 impl core::error::Error for MirrorError {}
+
+/// A frame kind as the spec names it.
+fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::Hello => "HELLO",
+        Kind::Geometry => "GEOMETRY",
+        Kind::Data => "DATA",
+        Kind::Gap => "GAP",
+        Kind::Heartbeat => "HEARTBEAT",
+        Kind::Nak => "NAK",
+        Kind::Multicast => "MULTICAST",
+        Kind::Punch => "PUNCH",
+    }
+}
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Punch {
@@ -531,6 +582,34 @@ impl<'a> Mirror<'a> {
         }
     }
 
+    /// Handles the end of the TCP stream (the source closed the connection). `partial` is
+    /// what arrived of a frame not yet whole ([`StreamBuf::buffered`](super::StreamBuf::buffered),
+    /// after every whole frame went to [`Mirror::handle_tcp_frame`]). Empty, the stream
+    /// ended at a frame boundary: a clean end (spec §21.3), `Ok`. Otherwise the frame was
+    /// cut short: [`MirrorError::TruncatedFrame`], and the mirror is closed; what the frames
+    /// before it wrote stays. Either way the connection is over
+    /// ([`Mirror::reconnect`] starts another).
+    pub fn handle_tcp_eof(&mut self, partial: &[u8]) -> Result<(), MirrorError> {
+        if partial.is_empty() {
+            return Ok(());
+        }
+        let field = |at: usize, n: usize| partial.get(at..at + n);
+        let len = field(4, 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
+        let seq = field(8, 8).map(|b| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(b);
+            u64::from_le_bytes(w)
+        });
+        let e = MirrorError::TruncatedFrame {
+            kind: Kind::from_u8(partial[0]),
+            got: partial.len(),
+            expected: len.and_then(|l| crate::wire::total_len(l).ok()),
+            seq,
+            next: self.next(),
+        };
+        Err(self.fail(e))
+    }
+
     /// The adopt-or-recreate decision of spec §21.1.
     fn finish_handshake<S: RecordSink + ?Sized>(
         &mut self,
@@ -539,15 +618,29 @@ impl<'a> Mirror<'a> {
         sink: &mut S,
     ) -> Result<(), MirrorError> {
         let g = self.geometry.ok_or(MirrorError::Closed)?;
-        let adopt = match sink.existing() {
-            Some((have, w))
-                if self.cfg.start == Start::Resume
-                    && g.flags & GEOMETRY_RESET == 0
-                    && g.matches(&have) =>
-            {
-                Some(w)
+        // Why the held ring is not kept, if there is one.
+        let replace = sink.existing().map(|(have, w)| {
+            if self.cfg.start != Start::Resume {
+                Err(Replace::FreshStart(self.cfg.start))
+            } else if g.flags & GEOMETRY_RESET != 0 {
+                Err(Replace::Reset { source_next: g.seq })
+            } else if !g.matches(&have) {
+                Err(Replace::Layout)
+            } else if !have.flags.has(Flags::SPARSE) {
+                // Beyond spec §21.1 (no flags compared): the mirror leaves holes, and the
+                // readers of a ring without SPARSE stall at a hole for a lap.
+                Err(Replace::NotSparse)
+            } else {
+                Ok(w)
             }
-            _ => None,
+        });
+        let adopt = match replace {
+            Some(Ok(w)) => Some(w),
+            Some(Err(why)) => {
+                sink.replacing(why);
+                None
+            }
+            None => None,
         };
         let mg = g.mirror_geometry();
         self.verify = None;

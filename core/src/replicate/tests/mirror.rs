@@ -83,6 +83,102 @@ fn mirror_hello_per_start_and_adopt_or_recreate() {
         feed(&mut m, &geometry_frames(GEOMETRY_RESET, 2, None), &mut sink).unwrap();
         assert_eq!((sink.creations, m.next()), (2, 2));
     }
+    // The first creation replaced nothing; the RESET replaced the ring held, and said so.
+    assert_eq!(sink.replaced, [Replace::Reset { source_next: 2 }]);
+}
+
+/// A held ring without FLAG_SPARSE (a plain ring at the mirror's path) of the source's very
+/// layout is not adopted: the mirror leaves holes (GAP, jumps), and that ring's readers
+/// would take each for a record being written and stall there for a lap. It is replaced,
+/// with the reason, by a mirror ring (SPARSE), which a later resume adopts.
+#[test]
+fn a_held_ring_without_sparse_is_replaced_not_adopted() {
+    let mut mem = Mem::new(4096);
+    let geo = Geometry::spmc(8, 16, 8, 0, false).unwrap();
+    assert!(!geo.flags.has(crate::layout::Flags::SPARSE));
+    {
+        // SAFETY: the `Mem` is this test's; this view is gone before the sink attaches.
+        let v = unsafe { RingView::init(mem.region(), &geo) }.unwrap();
+        push_tagged(&RingSource(v), 3, 0);
+    }
+    let mut sink = Sink::on(&mut mem);
+    assert_eq!(sink.existing(), Some((geo, 3)));
+    let mut m = Mirror::new(
+        MirrorConfig::default(),
+        SOURCE,
+        &sink,
+        HoldBack::new(&mut [], &mut []),
+    );
+    assert_eq!(m.hello().seq, 3, "asked as any resume");
+    let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+    // The same layout and no RESET: ringfire would adopt it (spec §21.1 compares no flags).
+    feed(&mut m, &geometry_frames(0, 3, None), &mut sink).unwrap();
+    assert_eq!(sink.creations, 1, "adopted");
+    assert_eq!(sink.replaced, [Replace::NotSparse]);
+    assert_eq!(m.pending_resume_check(), None);
+    let (now, w) = sink.existing().unwrap();
+    assert!(now.flags.has(crate::layout::Flags::SPARSE));
+    assert_eq!((w, m.next()), (0, 3));
+    feed(&mut m, &data(3, 2, 0), &mut sink).unwrap();
+    assert_eq!(sink.writes, [3, 4]);
+    // The mirror's own ring is resumed: adopted, checked, nothing replaced.
+    m.reconnect(Start::Resume, &sink);
+    assert_eq!(m.hello().seq, 4);
+    let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+    feed(&mut m, &geometry_frames(0, 4, None), &mut sink).unwrap();
+    assert_eq!(m.pending_resume_check(), Some(4));
+    feed(&mut m, &data(4, 2, 0), &mut sink).unwrap();
+    assert_eq!((sink.creations, m.counters().resumes_verified), (1, 1));
+    assert_eq!(sink.writes, [3, 4, 5]);
+    assert_eq!(sink.replaced, [Replace::NotSparse]);
+}
+
+/// The other reasons a held ring is replaced at the handshake: a start other than resume
+/// (whatever the ring held), and another layout.
+#[test]
+fn a_held_ring_is_replaced_with_the_reason_at_the_handshake() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let session = |start, geometry: &[u8], sink: &mut Sink| {
+        let mut m = Mirror::new(
+            MirrorConfig {
+                start,
+                ..MirrorConfig::default()
+            },
+            SOURCE,
+            &*sink,
+            HoldBack::new(&mut [], &mut []),
+        );
+        let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+        feed(&mut m, geometry, sink).unwrap();
+        let next = m.next();
+        feed(&mut m, &data(next, 1, 0), sink).unwrap();
+    };
+    session(Start::Oldest, &geometry_frames(0, 1, None), &mut sink);
+    assert_eq!(
+        (sink.creations, sink.replaced.len()),
+        (1, 0),
+        "nothing held"
+    );
+    session(Start::Latest, &geometry_frames(0, 5, None), &mut sink);
+    session(Start::Sequence(7), &geometry_frames(0, 7, None), &mut sink);
+    let other = Geometry::spmc(16, 16, 8, 0, false).unwrap();
+    let mut frame = [0u8; 64];
+    let n = GeometryRepr::from_source(&other, 0, 7)
+        .unwrap()
+        .emit(&mut frame)
+        .unwrap();
+    session(Start::Resume, &frame[..n], &mut sink);
+    assert_eq!(sink.creations, 4);
+    assert_eq!(
+        sink.replaced,
+        [
+            Replace::FreshStart(Start::Latest),
+            Replace::FreshStart(Start::Sequence(7)),
+            Replace::Layout,
+        ]
+    );
+    assert_eq!(sink.existing().map(|(g, w)| (g.capacity, w)), Some((16, 7)));
 }
 
 #[test]
@@ -141,6 +237,7 @@ fn mirror_tcp_gap_jump_and_restart() {
         ),
         (2, &[1u64][..], 1)
     );
+    assert_eq!(sink.replaced, [Replace::Backwards { seq: 1, next: 9 }]);
     // A restart starts a new ring: nothing of it was skipped.
     assert_eq!(m.counters().records_skipped, 5);
     // A heartbeat below next is only recorded (spec §21.3): no restart, nothing wiped.
@@ -700,6 +797,7 @@ fn resume_at_a_restarted_source_past_the_position_recreates_the_ring() {
     );
     assert_eq!(sink.creations, 2);
     assert_eq!(m.resume_check(), Some((5, Holds::Different)));
+    assert_eq!(sink.replaced, [Replace::Differs { seq: 5 }]);
     assert_eq!(
         sink.writes,
         [5, 6, 7],
@@ -1231,4 +1329,81 @@ proptest::proptest! {
         proptest::prop_assert_eq!(m.outstanding_nak(), None);
         proptest::prop_assert_eq!(nak_out(&mut m, ms(100)), None);
     }
+}
+
+/// The stream's end at a frame boundary is a clean end; inside a frame (its header or its
+/// payload cut short) it is a `TruncatedFrame` naming the kind, the bytes that arrived and
+/// those expected, the frame's `seq` once its header arrived and where the mirror was. The
+/// records of the frames before stay written.
+#[test]
+fn a_stream_ending_inside_a_frame_is_a_truncated_frame() {
+    use crate::wire::Kind;
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let live = |sink: &mut Sink| {
+        let mut m = tcp_mirror_from_oldest(&*sink);
+        let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+        feed(&mut m, &geometry_frames(0, 1, None), sink).unwrap();
+        feed(&mut m, &data(1, 2, 0), sink).unwrap();
+        m
+    };
+    let mut m = live(&mut sink);
+    assert_eq!(m.handle_tcp_eof(&[]), Ok(()));
+    assert_eq!(m.failure(), None);
+    // Two records of 8 bytes: 32 bytes in all.
+    let cut_short = data(3, 2, 0);
+    assert_eq!(cut_short.len(), 32);
+    for (got, expected, seq) in [
+        (1, None, None),
+        (7, None, None),
+        (8, Some(32), None),
+        (16, Some(32), Some(3)),
+        (31, Some(32), Some(3)),
+    ] {
+        let mut m = live(&mut sink);
+        let e = MirrorError::TruncatedFrame {
+            kind: Some(Kind::Data),
+            got,
+            expected,
+            seq,
+            next: 3,
+        };
+        assert_eq!(m.handle_tcp_eof(&cut_short[..got]), Err(e), "{got} bytes");
+        assert_eq!(m.failure(), Some(e));
+        assert_eq!(
+            sink.existing().map(|(_, w)| w),
+            Some(2),
+            "records 1..=2 kept"
+        );
+        assert_eq!(
+            feed(&mut m, &data(3, 1, 0), &mut sink),
+            Err(MirrorError::Closed)
+        );
+    }
+    let mut m = live(&mut sink);
+    let e = m.handle_tcp_eof(&cut_short[..20]).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "the connection closed in the middle of a DATA frame (seq 3): 20 of its 32 bytes \
+         arrived; the mirror was at record 3"
+    );
+    let e = live(&mut sink).handle_tcp_eof(&[0xee, 0, 0]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            MirrorError::TruncatedFrame {
+                kind: None,
+                got: 3,
+                expected: None,
+                seq: None,
+                next: 3
+            }
+        ),
+        "{e:?}"
+    );
+    assert_eq!(
+        e.to_string(),
+        "the connection closed in the middle of a frame of unknown kind: 3 of its 16-byte \
+         header arrived; the mirror was at record 3"
+    );
 }

@@ -131,6 +131,8 @@ pub(super) struct Sink {
     pub(super) inner: RegionSink,
     pub(super) writes: Vec<u64>,
     pub(super) creations: u32,
+    /// The reasons given for replacing a held ring, in order.
+    pub(super) replaced: Vec<Replace>,
 }
 impl Sink {
     /// A recording sink on `mem`, nothing written yet.
@@ -143,6 +145,7 @@ impl Sink {
             inner,
             writes: vec![],
             creations: 0,
+            replaced: vec![],
         }
     }
 }
@@ -154,6 +157,13 @@ impl RecordSink for Sink {
         self.creations += 1;
         self.writes.clear();
         self.inner.recreate(geo)
+    }
+    fn replacing(&mut self, why: Replace) {
+        assert!(
+            self.inner.existing().is_some(),
+            "{why:?}: nothing to replace"
+        );
+        self.replaced.push(why);
     }
     fn write(&mut self, seq: u64, fixed: &[u8], blob: &[u8]) {
         self.writes.push(seq);
