@@ -1034,12 +1034,17 @@ fn bench_plot_to_a_fifo_reaches_its_reader() {
             .and_then(|mut f| f.read_to_string(&mut got))
             .map(|_| got)
     });
+    // One lap of the line transfer: its default 1,000 laps at each of five distances took
+    // 5 s of this test's 10 s in a debug build on an idle 2-core machine, and went past the
+    // limit beside a release build.
     let (code, out, err) = ringwire_bounded(&[
         "bench",
         "floor",
         "--rounds",
         "1",
         "--datagrams",
+        "1",
+        "--laps",
         "1",
         "--plot",
         &p,
