@@ -54,8 +54,9 @@
 //! * `queue-target-states`: the same targets over the rounds of several paired runs pooled,
 //!   each round put with the host state it ran in: ringwire's SPSC round trip in that round
 //!   below `split ns` (the two cores shared a cache) or not. For each state: its rounds,
-//!   the median round trip and read floor, and per target the median, p10 – p90 and the
-//!   rounds reaching it of the per-round ratios. A round without a round trip is left out.
+//!   the median round trip, the medians of the line-transfer floor's read and write
+//!   figures, and per target the median, p10 – p90 and the rounds reaching it of the
+//!   per-round ratios. A round without a round trip is left out.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -995,6 +996,9 @@ struct PairedRun {
     /// Its line-transfer read floor (`line_transfer`, written when a 64-byte case ran): ns
     /// per line, one figure per round; `None` for a run without one.
     floors: Option<Vec<f64>>,
+    /// Its line-transfer write figure (`write_ns_per_line`: writing lines the other core has
+    /// just read), ns per line, one per round; `None` for a run without one.
+    write_floors: Option<Vec<f64>>,
 }
 
 /// Parses a paired run's JSON.
@@ -1004,13 +1008,16 @@ fn paired_run(json: &str) -> Result<PairedRun, String> {
     let trials = doc["trials"]
         .as_array()
         .ok_or("not a paired run's JSON: no \"trials\" array")?;
-    let floors = doc["line_transfer"]["read_ns_per_line"]
-        .as_array()
-        .and_then(|a| a.iter().map(serde_json::Value::as_f64).collect());
+    let per_round = |key: &str| -> Option<Vec<f64>> {
+        doc["line_transfer"][key]
+            .as_array()
+            .and_then(|a| a.iter().map(serde_json::Value::as_f64).collect())
+    };
     Ok(PairedRun {
         trials: trials.clone(),
         rounds: doc["rounds"].as_u64(),
-        floors,
+        floors: per_round("read_ns_per_line"),
+        write_floors: per_round("write_ns_per_line"),
     })
 }
 
@@ -1093,6 +1100,7 @@ fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
         trials,
         rounds,
         floors,
+        ..
     } = paired_run(json)?;
     let rounds = rounds.map_or("?".to_owned(), |r| r.to_string());
     let mut out = String::new();
@@ -1256,6 +1264,7 @@ fn queue_target_runs_table(runs: &[(String, String)]) -> Result<String, String> 
 struct StateRounds {
     round_trips: Vec<f64>,
     floors: Vec<f64>,
+    write_floors: Vec<f64>,
     ratios: Vec<Vec<f64>>,
 }
 
@@ -1293,6 +1302,9 @@ fn queue_target_states_table(runs: &[(String, String)], split: f64) -> Result<St
             if let Some(f) = run.floors.as_ref().and_then(|f| f.get(round)) {
                 s.floors.push(*f);
             }
+            if let Some(f) = run.write_floors.as_ref().and_then(|f| f.get(round)) {
+                s.write_floors.push(*f);
+            }
             for (i, f) in figures.iter().enumerate() {
                 if let Some((rw, peer)) = f {
                     let q = peer[round] / rw[round];
@@ -1312,22 +1324,24 @@ fn queue_target_states_table(runs: &[(String, String)], split: f64) -> Result<St
     for h in &heads {
         let _ = write!(out, " {h}: median | p10 – p90 | rounds reaching it |");
     }
-    out.push_str(
-        "
-|---|---|---:|",
-    );
+    out.push_str("\n|---|---|---:|");
     out.push_str(&"---:|---:|---:|".repeat(2));
-    out.push_str(
-        "
-| host: rounds, ringwire's SPSC round trip (median), read floor (median) | | |",
-    );
+    out.push_str("\n| host: rounds, ringwire's SPSC round trip (median) | | |");
     for s in &states {
         let _ = write!(
             out,
-            " {} rounds | {} | {} |",
+            " {} rounds | {} | |",
             s.round_trips.len(),
             ns(median(&s.round_trips)),
-            line_ns(median(&s.floors))
+        );
+    }
+    out.push_str("\n| host: line-transfer floor, read, write (medians) | `line_transfer` | |");
+    for s in &states {
+        let _ = write!(
+            out,
+            " {} | {} | |",
+            line_ns(median(&s.floors)),
+            line_ns(median(&s.write_floors))
         );
     }
     out.push('\n');
@@ -1611,9 +1625,12 @@ mod tests {
         );
         let host = row("host: rounds");
         assert!(
-            host.contains("| 5 rounds | 80.0 ns | – | 3 rounds | 420 ns | – |"),
+            host.ends_with("| 5 rounds | 80.0 ns | | 3 rounds | 420 ns | |"),
             "{host}"
         );
+        // Runs without a floor: "–" in both states.
+        let floor = row("host: line-transfer floor");
+        assert!(floor.ends_with("| – | – | | – | – | |"), "{floor}");
         // No MPMC figures in either run: not measured in either state.
         let mpmc = row("`mpmc_2p2c`");
         assert!(mpmc.ends_with("| – | – | – | – | – | – |"), "{mpmc}");
