@@ -113,7 +113,7 @@ fn an_interrupted_demo_says_so_and_exits_1() {
     let (mut d, err) = running_demo();
     let (status, out, rest) = signalled(&mut d, err, "-INT");
     assert_eq!(status.code(), Some(1), "stdout: {out}\nstderr: {rest}");
-    assert!(out.contains("demo: Tcp: published"), "{out}");
+    assert!(out.contains("demo: tcp: published"), "{out}");
     assert!(
         rest.contains("Error: demo: interrupted by SIGINT, SIGTERM or SIGHUP after ")
             && rest.contains(" of 60000 records"),
@@ -182,7 +182,7 @@ fn a_hung_up_demo_removes_its_rings_and_exits_1() {
         Some(1),
         "{status}\nstdout: {out}\nstderr: {rest}"
     );
-    assert!(out.contains("demo: Tcp: published"), "{out}");
+    assert!(out.contains("demo: tcp: published"), "{out}");
     assert!(rest.contains("Error: demo: interrupted by "), "{rest}");
     assert_eq!(demo_files(pid), Vec::<String>::new(), "left in /dev/shm");
 }

@@ -43,6 +43,17 @@ pub enum Transport {
     Unicast,
 }
 
+/// The name `--transport` takes: `tcp`, `multicast` or `unicast`.
+impl std::fmt::Display for Transport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Transport::Tcp => "tcp",
+            Transport::Multicast => "multicast",
+            Transport::Unicast => "unicast",
+        })
+    }
+}
+
 /// Demo settings.
 #[derive(Clone, Copy, Debug)]
 pub struct DemoOptions {
@@ -158,7 +169,7 @@ impl DemoReport {
     pub fn summary_line(&self, transport: Transport) -> String {
         let l = self.latency;
         format!(
-            "demo: {transport:?}: published {}, delivered {}, missed {}, corrupt {}; push→read p50 {} p90 {} p99 {} p99.9 {} max {}; producer late (push − due) p50 {} p99 {} max {}; cpu {:.2} cores",
+            "demo: {transport}: published {}, delivered {}, missed {}, corrupt {}; push→read p50 {} p90 {} p99 {} p99.9 {} max {}; producer late (push − due) p50 {} p99 {} max {}; cpu {:.2} cores",
             self.published,
             self.delivered,
             self.missed,
@@ -320,7 +331,7 @@ pub fn run(opts: &DemoOptions, stop: &AtomicBool) -> Result<DemoReport, ReplicaE
     mo.reconnect = StdDuration::from_millis(100);
     if opts.live {
         diag!(
-            "demo: {:?} over loopback, {} msg/s of {RECORD_LEN}-byte records for {} s",
+            "demo: {} over loopback, {} msg/s of {RECORD_LEN}-byte records for {} s",
             opts.transport,
             opts.rate,
             opts.seconds
