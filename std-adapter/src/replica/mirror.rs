@@ -295,8 +295,8 @@ fn add(a: &mut MirrorCounters, b: &MirrorCounters) {
 
 enum End {
     Stopped,
-    /// The source hung up after the handshake (or an I/O error ended the connection): a
-    /// clean end, `--once` returns `Ok`.
+    /// The source hung up after the handshake (or an I/O error ended the connection)
+    /// between frames: a clean end, `--once` returns `Ok`.
     Closed(String),
     /// The connection failed: a protocol error, a source that closed it before GEOMETRY (a
     /// server at its session limit refuses this way), a timeout, or a UDP socket the
@@ -1083,7 +1083,7 @@ impl<'a> Conn<'a> {
                         format!("read before GEOMETRY: {e}"),
                     )));
                 }
-                Err(e) => return Err(End::Closed(format!("read: {e}"))),
+                Err(e) => return Err(self.broken("read", e)),
             };
             read += n;
             any = true;
@@ -1095,6 +1095,18 @@ impl<'a> Conn<'a> {
                 self.heard = std::time::Instant::now();
                 self.partial = 0;
             }
+        }
+    }
+
+    /// How the connection ends on the error `e` of a `what` ("read", "write") on its
+    /// socket (a reset by the source, ECONNRESET and the like): between
+    /// frames a clean end, as a close there is; with part of a frame buffered a
+    /// [`MirrorError::TruncatedFrame`] that fails it, as a close there does (the error's
+    /// kind is `e`'s).
+    fn broken(&mut self, what: &str, e: io::Error) -> End {
+        match self.m.handle_tcp_reset(self.sbuf.buffered()) {
+            Ok(()) => End::Closed(format!("{what}: {e}")),
+            Err(cut) => End::Failed(io::Error::new(e.kind(), cut)),
         }
     }
 
@@ -1156,8 +1168,18 @@ impl<'a> Conn<'a> {
         while let Some(tx) = self.m.poll_transmit(now(), self.out) {
             let bytes = &self.out[..tx.len];
             match tx.channel {
-                Channel::Tcp => write_all_within(&mut self.stream, bytes, TCP_WRITE_TIMEOUT)
-                    .map_err(|e| End::Closed(format!("write: {e}")))?,
+                Channel::Tcp => {
+                    if let Err(e) = write_all_within(&mut self.stream, bytes, TCP_WRITE_TIMEOUT) {
+                        return Err(match e.kind() {
+                            // The source's reset may show first on a write (the socket reports
+                            // it once): a frame cut short by it fails the connection there too.
+                            io::ErrorKind::ConnectionReset
+                            | io::ErrorKind::ConnectionAborted
+                            | io::ErrorKind::BrokenPipe => self.broken("write", e),
+                            _ => End::Closed(format!("write: {e}")),
+                        });
+                    }
+                }
                 Channel::Udp(to) => {
                     // A PUNCH lost on the way is repeated by the state machine; one the
                     // kernel refuses is too, and is counted and logged besides.
@@ -1767,6 +1789,7 @@ mod tests {
 
     /// The error a frame cut short by [`cut_data`] leaves.
     const CUT: MirrorError = MirrorError::TruncatedFrame {
+        reset: false,
         kind: Some(Kind::Data),
         got: 40,
         expected: Some(64),
@@ -1806,12 +1829,117 @@ mod tests {
         assert_eq!(ring.write_seq(), 2, "the whole frame's records");
     }
 
+    /// Resets `s`: SO_LINGER with a zero timeout, then a close, which sends an RST (the
+    /// mirror reads ECONNRESET, not an end of stream). A test forking meanwhile may hold a
+    /// copy of the descriptor for an instant, which would delay the RST until it execs.
+    fn reset(s: std::net::TcpStream) {
+        socket2::SockRef::from(&s)
+            .set_linger(Some(StdDuration::ZERO))
+            .unwrap();
+        drop(s);
+    }
+
+    /// A source as [`fake_source`] that resets the connection after `then` instead of
+    /// closing it.
+    fn resetting_source(
+        then: impl FnOnce(&mut std::net::TcpStream) + Send + 'static,
+    ) -> (SocketAddr, std::thread::JoinHandle<()>) {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let source = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            answer_hello(&mut s, 0, 32);
+            heartbeats(&mut s, StdDuration::ZERO, StdDuration::ZERO);
+            then(&mut s);
+            reset(s);
+        });
+        (addr, source)
+    }
+
+    /// A source that resets the connection in the middle of a DATA frame fails a mirror
+    /// `once` with the truncated frame, marked as a reset, and the error kind of the read
+    /// (ConnectionReset). It ended cleanly ("read: Connection reset by peer", exit 0), as
+    /// a reset between frames still does.
+    #[test]
+    fn a_connection_reset_inside_a_frame_fails_a_mirror_once() {
+        let path = TmpPath::shm("reset-once");
+        let (addr, source) = resetting_source(cut_data);
+        let mut o = MirrorOptions::new(addr, &path);
+        o.once = true;
+        o.log = false;
+        o.start = Start::Oldest;
+        let r = run(&o, &AtomicBool::new(false));
+        source.join().unwrap();
+        let e = r.expect_err("a frame cut short by a reset ended the connection cleanly");
+        let ReplicaError::Io { source: cause, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(cause.kind(), io::ErrorKind::ConnectionReset, "{e}");
+        let typed = cause
+            .get_ref()
+            .and_then(|c| c.downcast_ref::<MirrorError>());
+        let want = MirrorError::TruncatedFrame {
+            reset: true,
+            kind: Some(Kind::Data),
+            got: 40,
+            expected: Some(64),
+            seq: Some(3),
+            next: 3,
+        };
+        assert_eq!(typed, Some(&want), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("was reset in the middle of a DATA frame (seq 3): 40 of its 64 bytes"),
+            "{msg}"
+        );
+        let ring = crate::ReadOnlyRing::open(&path).unwrap();
+        assert_eq!(ring.write_seq(), 2, "the whole frame's records");
+    }
+
+    /// A reset between frames stays a clean end: `once` returns `Ok` with the records of
+    /// the whole frames.
+    #[test]
+    fn a_connection_reset_between_frames_ends_a_mirror_once_cleanly() {
+        let path = TmpPath::shm("reset-between");
+        let (addr, source) = resetting_source(|s| {
+            use ringwire_core::wire::DataRepr;
+            use std::io::Write;
+            let mut f = [0u8; 64];
+            let n = DataRepr {
+                flags: 0,
+                seq: 1,
+                count: 2,
+                records: &[7u8; 2 * 24],
+            }
+            .emit(&mut f)
+            .unwrap();
+            let _ = s.write_all(&f[..n]);
+        });
+        let mut o = MirrorOptions::new(addr, &path);
+        o.once = true;
+        o.log = false;
+        o.start = Start::Oldest;
+        let r = run(&o, &AtomicBool::new(false));
+        source.join().unwrap();
+        let sum = r.expect("a reset between frames failed the mirror");
+        assert_eq!(
+            (sum.connections, sum.failed_attempts, sum.last_seq),
+            (1, 0, 2)
+        );
+    }
+
     /// Without `once`, a connection closed inside a frame is a failed connection, counted
-    /// as one, and the mirror reconnects and resumes after the records it kept.
+    /// as one, and the mirror reconnects and resumes after the records it kept; so is one
+    /// reset there.
     #[test]
     fn a_connection_closed_inside_a_frame_is_reconnected_without_once() {
+        reconnected_after_a_cut(false);
+        reconnected_after_a_cut(true);
+    }
+
+    fn reconnected_after_a_cut(by_reset: bool) {
         use std::io::ErrorKind::WouldBlock;
-        let path = TmpPath::shm("cut-again");
+        let path = TmpPath::shm(if by_reset { "reset-again" } else { "cut-again" });
         let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         listener.set_nonblocking(true).unwrap();
         let mut o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
@@ -1840,8 +1968,12 @@ mod tests {
                     let mut s = accept()?;
                     answer_hello(&mut s, 0, 32);
                     cut_data(&mut s);
-                    let _ = s.shutdown(std::net::Shutdown::Both);
-                    drop(s);
+                    if by_reset {
+                        reset(s);
+                    } else {
+                        let _ = s.shutdown(std::net::Shutdown::Both);
+                        drop(s);
+                    }
                     let mut s = accept()?;
                     s.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
                     let mut hello = [0u8; 32];
@@ -1856,15 +1988,16 @@ mod tests {
             let r = run(&o, &stop);
             (r, source.join().unwrap().map(|(seq, _)| seq))
         });
-        let sum = r.expect("the mirror failed instead of reconnecting");
+        let sum = r.unwrap_or_else(|e| panic!("reset {by_reset}: the mirror failed: {e}"));
         assert_eq!(
             second_hello,
             Some(2),
-            "the second connection resumes at 2 (one record of overlap)"
+            "reset {by_reset}: the second connection resumes at 2 (one record of overlap)"
         );
         assert_eq!(
             (sum.connections, sum.failed_attempts, sum.last_seq),
-            (2, 1, 2)
+            (2, 1, 2),
+            "reset {by_reset}"
         );
     }
 
