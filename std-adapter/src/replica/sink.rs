@@ -232,6 +232,15 @@ impl FileSink {
             Ok(r) if r.ring().geometry().flags.has(Flags::MODE_MPMC) => {
                 return Err(Error::MpmcRingNotMirrored { path });
             }
+            // Only mirrors set SPARSE (spec §2.1), so a ring without it is a producer's:
+            // adopted, its readers would stall at the mirror's holes; replaced, its records
+            // would be gone. Refused, whatever `--from` says.
+            Ok(r) if !r.ring().geometry().flags.has(Flags::SPARSE) => {
+                return Err(Error::NotAMirrorRing {
+                    path,
+                    flags: r.ring().geometry().flags.0,
+                });
+            }
             Ok(r) => sink.ring = Some(r),
             // A ring that does not validate (another version, a corrupt header, a creation
             // that never finished) is recreated at the handshake, as is an empty file.
@@ -600,6 +609,47 @@ mod tests {
         drop(again);
     }
 
+    /// A ring without FLAG_SPARSE at the mirror's path (only mirrors set it, spec §2.1: a
+    /// producer made this one, and its producer has gone) is refused before connecting,
+    /// with its path and flags, and left byte for byte as it was: a resume replaced it at
+    /// the handshake (its records gone) when its layout matched the source's, as did any
+    /// `--from` but resume. A mirror's own ring (SPARSE) is adopted.
+    #[test]
+    fn a_ring_without_sparse_is_neither_adopted_nor_replaced() {
+        let path = TmpPath::new("sink-plain");
+        let mut tx = crate::RingProducer::<u64>::builder(16)
+            .cleanup_mode(CleanupMode::Persistent)
+            .build::<u64, _>(&path)
+            .unwrap();
+        for v in 1..=3u64 {
+            tx.push(&v);
+        }
+        drop(tx);
+        let before = std::fs::read(&path).unwrap();
+        let e = FileSink::open(&path).err().expect("refused");
+        assert!(
+            matches!(&e, Error::NotAMirrorRing { path: p, flags: 0x0011 } if *p == *path),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: a ring without FLAG_SPARSE (flags 0x0011), which no mirror makes: a \
+                 producer's ring, not a replica; a mirror neither resumes nor replaces it \
+                 (remove it, or use another path)",
+                path.display()
+            )
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "the file was touched"
+        );
+        // The refusal let go of the lock (held, a second open would be refused for it).
+        let again = FileSink::open(&path).err().expect("refused again");
+        assert!(matches!(again, Error::NotAMirrorRing { .. }), "{again:?}");
+    }
+
     /// A file whose first word is zero is replaced only when it is a ring whose creation
     /// never finished: a header without its magic, or nothing but zeros. A disk image (its
     /// first 32 KiB zero, as an ISO 9660 image's) is refused and left as it was.
@@ -719,7 +769,12 @@ mod tests {
         use ringwire_core::broadcast::blob::{BlobRead, read_blob, split_descriptor};
 
         let path = TmpPath::new("sink");
-        let geo = Geometry::spmc(64, 16, 8, 0, false).unwrap();
+        // As a mirror makes them (SPARSE): only those are adopted.
+        let sparse = |mut g: Geometry| {
+            g.flags = Flags(g.flags.0 | Flags::SPARSE);
+            g
+        };
+        let geo = sparse(Geometry::spmc(64, 16, 8, 0, false).unwrap());
         {
             let mut sink = FileSink::open(&path).unwrap();
             assert!(sink.existing().is_none());
@@ -730,7 +785,7 @@ mod tests {
         assert_eq!(sink.existing().map(|(g, _)| g), Some(geo));
         drop(sink);
         // A blob ring: 8 bytes of meta, then the BlobRef.
-        let blob = Geometry::blob(64, 32, 0, 1 << 12).unwrap();
+        let blob = sparse(Geometry::blob(64, 32, 0, 1 << 12).unwrap());
         {
             let mut sink = FileSink::open(&path).unwrap();
             sink.recreate(&blob).unwrap();

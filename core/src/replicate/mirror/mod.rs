@@ -7,7 +7,8 @@
 //! datagrams, sequences at or past [`SEQ_LIMIT`] are refused, the first NAK of a hole may
 //! wait [`MirrorConfig::nak_delay`] for reordered datagrams, a resume is checked
 //! against the source's copy of the last record held, and a held ring without
-//! [`Flags::SPARSE`] is replaced rather than adopted ([`Replace::NotSparse`]).
+//! [`Flags::SPARSE`] is replaced rather than adopted ([`Replace::NotSparse`]; the std
+//! adapter's file sink refuses such a ring before connecting, since no mirror makes one).
 //!
 //! # Checking a resume
 //!
