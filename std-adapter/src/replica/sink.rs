@@ -82,15 +82,35 @@ pub enum Replaced {
         /// Why it was not adopted.
         why: String,
     },
+    /// The file was removed to be replaced (as the inner value says), but the new ring
+    /// could not be created (no room on the file system, a file size limit): what the file
+    /// held is gone, and nothing is at the path.
+    NotRecreated(Box<Replaced>),
 }
 
 impl std::fmt::Display for Replaced {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Replaced::NotRecreated(old) => {
+                old.describe(f, "removed")?;
+                f.write_str(
+                    "; the ring to replace it could not be created, so nothing is at the path",
+                )
+            }
+            _ => self.describe(f, "replaced"),
+        }
+    }
+}
+
+impl Replaced {
+    /// "VERB the replica at PATH (write_seq N): why", or "VERB the file at PATH: ...".
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>, verb: &str) -> std::fmt::Result {
         let (path, held, w, new, why) = match self {
+            Replaced::NotRecreated(old) => return old.describe(f, verb),
             Replaced::Unusable { path, why } => {
                 return write!(
                     f,
-                    "replaced the file at {}: not a usable ring ({why})",
+                    "{verb} the file at {}: not a usable ring ({why})",
                     crate::shown::path(path)
                 );
             }
@@ -104,7 +124,7 @@ impl std::fmt::Display for Replaced {
         };
         write!(
             f,
-            "replaced the replica at {} (write_seq {w}): ",
+            "{verb} the replica at {} (write_seq {w}): ",
             crate::shown::path(path)
         )?;
         match *why {
@@ -343,12 +363,25 @@ impl RecordSink for FileSink {
                 return Err(SinkError::Storage);
             }
         }
-        let held = self.existing();
-        // The file found at open and not adopted is replaced by the first ring created.
-        let unusable = match (&self.not_adopted, self.created) {
-            (Some(e), 0) => Some(e.to_string()),
+        // What this call replaces, if it succeeds: a ring held, with the mirror's reason
+        // (none, a driver other than the core mirror, is not said); the file found at open
+        // and not adopted, replaced by the first ring created.
+        let replacing = match (self.existing(), why, &self.not_adopted, self.created) {
+            (Some((old, write_seq)), Some(why), _, _) => Some(Replaced::Ring {
+                path: self.path.clone(),
+                held: old,
+                write_seq,
+                new: *geo,
+                why,
+            }),
+            (None, _, Some(e), 0) => Some(Replaced::Unusable {
+                path: self.path.clone(),
+                why: e.to_string(),
+            }),
             _ => None,
         };
+        // The file at the path now, to tell whether a failed creation removed it.
+        let old_file = crate::sys::path_id(&self.path).ok().flatten();
         // Release the old mapping and lock first: create takes the lock on the path itself
         // and replaces a non-empty file by a fresh inode (readers of the old one see it
         // frozen).
@@ -363,25 +396,16 @@ impl RecordSink for FileSink {
             Ok(r) => {
                 self.ring = Some(r);
                 self.created += 1;
-                self.replaced = match (held, why, unusable) {
-                    (Some((old, write_seq)), Some(why), _) => Some(Replaced::Ring {
-                        path: self.path.clone(),
-                        held: old,
-                        write_seq,
-                        new: *geo,
-                        why,
-                    }),
-                    (None, _, Some(why)) => Some(Replaced::Unusable {
-                        path: self.path.clone(),
-                        why,
-                    }),
-                    // Created where there was no ring; or replaced without a reason given
-                    // (a driver other than the core mirror).
-                    _ => None,
-                };
+                self.replaced = replacing;
                 Ok(())
             }
             Err(e) => {
+                // The creation unlinks a stale ring before it sizes the new file, which can
+                // fail (no room): the old file and its records are gone all the same.
+                if old_file.is_some() && crate::sys::path_id(&self.path).ok().flatten() != old_file
+                {
+                    self.replaced = replacing.map(|r| Replaced::NotRecreated(Box::new(r)));
+                }
                 let se = match &e {
                     Error::Init { source, .. } => SinkError::Init(*source),
                     // Creating, locking or mapping the file: the detail stays in last_error.
@@ -473,6 +497,70 @@ mod tests {
         sink.recreate(&big).unwrap();
         assert_eq!(sink.existing(), Some((big, 0)));
         drop(sink);
+    }
+
+    /// A replacement whose new ring cannot be created after the old file was unlinked (no
+    /// room; here a file size limit, in a forked child) is said as the removal it is: the
+    /// records held are gone and nothing is at the path. Nothing was said, as nothing was
+    /// replaced, and the mirror's error named only the creation that failed.
+    #[test]
+    fn a_replica_removed_for_a_ring_that_cannot_be_created_is_said_to_be_gone() {
+        let path = TmpPath::new("sink-removed");
+        let held = Geometry::spmc(64, 32, 8, 0, false).unwrap();
+        let held = Geometry {
+            flags: Flags(held.flags.0 | Flags::SPARSE),
+            ..held
+        };
+        // 2 MiB of slots, over the 1 MiB limit.
+        let big = Geometry {
+            capacity: 1 << 16,
+            ..held
+        };
+        let status = crate::test_fork::forked(10, || {
+            let Ok(mut sink) = FileSink::open(&path) else {
+                return 2;
+            };
+            if sink.recreate(&held).is_err() {
+                return 3;
+            }
+            for seq in 1..=3u64 {
+                sink.write(seq, &[seq as u8; 24], &[]);
+            }
+            sink.publish(3);
+            // SAFETY: plain system calls on this child alone: ignoring SIGXFSZ makes a
+            // write past the limit fail with EFBIG instead of killing the child.
+            unsafe {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                let lim = libc::rlimit {
+                    rlim_cur: 1 << 20,
+                    rlim_max: 1 << 20,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return 4;
+                }
+            }
+            sink.replacing(Replace::Layout);
+            if sink.recreate(&big).is_ok() {
+                return 5;
+            }
+            let Some(r) = sink.take_replaced() else {
+                return 6;
+            };
+            let want = format!(
+                "removed the replica at {} (write_seq 3): the source's ring has another \
+                 layout (65536 slots of 32 bytes) than this replica (64 slots of 32 bytes); \
+                 the records it held are gone; the ring to replace it could not be created, \
+                 so nothing is at the path",
+                path.display()
+            );
+            if r.to_string() != want {
+                eprintln!("{r}");
+                return 7;
+            }
+            0
+        });
+        crate::test_fork::assert_exited_0(status, "the removal not said");
+        assert!(!path.exists(), "the held ring is still there");
     }
 
     /// The log line of each replacement names the path, the `write_seq` held and the
