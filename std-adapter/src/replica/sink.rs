@@ -213,8 +213,10 @@ pub struct FileSink {
 }
 
 impl FileSink {
-    /// Opens `path`: adopts a valid ring found there (taking its lock), or remembers to
-    /// create one at the handshake. Fails if another process holds the file's lock.
+    /// Opens `path`: adopts a valid mirror ring found there (taking its lock), or remembers
+    /// to create one at the handshake. Fails if another process holds the file's lock, and
+    /// refuses a ring no mirror makes (without `FLAG_SPARSE`, or a lossy MPMC ring) and a
+    /// file that is not a ring, leaving them as they were.
     pub fn open(path: impl AsRef<Path>) -> Result<FileSink, Error> {
         let path = path.as_ref().to_path_buf();
         let mut sink = FileSink {
