@@ -1077,12 +1077,6 @@ impl<'a> Conn<'a> {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if self.m.geometry().is_none() => {
-                    return Err(End::Failed(io::Error::new(
-                        e.kind(),
-                        format!("read before GEOMETRY: {e}"),
-                    )));
-                }
                 Err(e) => return Err(self.broken("read", e)),
             };
             read += n;
@@ -1104,6 +1098,14 @@ impl<'a> Conn<'a> {
     /// [`MirrorError::TruncatedFrame`] that fails it, as a close there does (the error's
     /// kind is `e`'s).
     fn broken(&mut self, what: &str, e: io::Error) -> End {
+        // Before GEOMETRY a connection that ends fails, as a close there does (a source at
+        // its session limit may reset instead); the HELLO's write may be what sees it.
+        if self.m.geometry().is_none() {
+            return End::Failed(io::Error::new(
+                e.kind(),
+                format!("{what} before GEOMETRY: {e}"),
+            ));
+        }
         match self.m.handle_tcp_reset(self.sbuf.buffered()) {
             Ok(()) => End::Closed(format!("{what}: {e}")),
             Err(cut) => End::Failed(io::Error::new(e.kind(), cut)),
@@ -1176,6 +1178,8 @@ impl<'a> Conn<'a> {
                             io::ErrorKind::ConnectionReset
                             | io::ErrorKind::ConnectionAborted
                             | io::ErrorKind::BrokenPipe => self.broken("write", e),
+                            // A HELLO not written (timed out): no session either.
+                            _ if self.m.geometry().is_none() => self.broken("write", e),
                             _ => End::Closed(format!("write: {e}")),
                         });
                     }
@@ -1926,6 +1930,33 @@ mod tests {
             (sum.connections, sum.failed_attempts, sum.last_seq),
             (1, 0, 2)
         );
+    }
+
+    /// A write that finds the connection reset before GEOMETRY (the HELLO's, when the
+    /// source resets at once: a server at its session limit may) fails the connection, as
+    /// a read error or a close there does: `--once` exits 1. It ended it cleanly ("write:
+    /// Broken pipe", exit 0) when the reset showed on the write rather than on a read.
+    #[test]
+    fn a_write_error_before_geometry_fails_the_connection() {
+        let path = TmpPath::shm("write-before-geometry");
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
+        let (source, attempt) = attempt_addr(&o);
+        let (addr, src) = attempt.unwrap();
+        let stream = TcpStream::connect(addr).unwrap();
+        let sink = FileSink::open(&path).unwrap();
+        let mut bufs = Buffers::new().unwrap();
+        let mut c = Conn::new(&o, src, stream, Start::Latest, &sink, &mut bufs);
+        for kind in [io::ErrorKind::BrokenPipe, io::ErrorKind::ConnectionReset] {
+            match c.broken("write", io::Error::from(kind)) {
+                End::Failed(e) => {
+                    assert_eq!(e.kind(), kind, "{source}");
+                    assert!(e.to_string().starts_with("write before GEOMETRY: "), "{e}");
+                }
+                End::Closed(s) => panic!("{kind:?}: a clean end: {s}"),
+                _ => panic!("{kind:?}: neither failed nor closed"),
+            }
+        }
     }
 
     /// Without `once`, a connection closed inside a frame is a failed connection, counted
