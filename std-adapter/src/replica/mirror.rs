@@ -1833,13 +1833,24 @@ mod tests {
         assert_eq!(ring.write_seq(), 2, "the whole frame's records");
     }
 
-    /// Resets `s`: SO_LINGER with a zero timeout, then a close, which sends an RST (the
-    /// mirror reads ECONNRESET, not an end of stream). A test forking meanwhile may hold a
-    /// copy of the descriptor for an instant, which would delay the RST until it execs.
+    /// Resets `s`, so that the mirror reads ECONNRESET, not an end of stream: SO_LINGER
+    /// with a zero timeout then a close sends an RST, but only once no process holds the
+    /// descriptor, and a test forking meanwhile holds a copy until its child exits (the
+    /// mirror then waited out its silence timeout). So the socket is first disconnected
+    /// (`connect` to AF_UNSPEC), which sends the RST at once whoever holds a copy.
     fn reset(s: std::net::TcpStream) {
+        use std::os::fd::AsRawFd;
         socket2::SockRef::from(&s)
             .set_linger(Some(StdDuration::ZERO))
             .unwrap();
+        // SAFETY: `sockaddr` is plain data, all zeros but the family.
+        let mut unspec: libc::sockaddr = unsafe { std::mem::zeroed() };
+        unspec.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+        let len = std::mem::size_of::<libc::sockaddr>() as libc::socklen_t;
+        // SAFETY: `s` keeps the descriptor open; the kernel only reads `len` bytes of
+        // `unspec`.
+        let r = unsafe { libc::connect(s.as_raw_fd(), &unspec, len) };
+        assert_eq!(r, 0, "disconnect: {}", io::Error::last_os_error());
         drop(s);
     }
 
