@@ -1045,7 +1045,7 @@ fn mirror_once_fails_on_a_connection_closed_inside_a_frame() {
     assert!(
         lines.iter().any(|l| l.contains(
             "closed in the middle of a DATA frame (seq 3): 40 of its 64 bytes arrived; the \
-             mirror was at record 3"
+             mirror was waiting for record 3"
         )),
         "{lines:#?}"
     );

@@ -265,7 +265,7 @@ impl fmt::Display for MirrorError {
                     Some(t) => write!(f, ": {got} of its {t} bytes arrived")?,
                     None => write!(f, ": {got} of its {HEADER_LEN}-byte header arrived")?,
                 }
-                write!(f, "; the mirror was at record {next}")
+                write!(f, "; the mirror was waiting for record {next}")
             }
         }
     }

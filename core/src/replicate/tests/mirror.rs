@@ -1386,7 +1386,7 @@ fn a_stream_ending_inside_a_frame_is_a_truncated_frame() {
     assert_eq!(
         e.to_string(),
         "the connection closed in the middle of a DATA frame (seq 3): 20 of its 32 bytes \
-         arrived; the mirror was at record 3"
+         arrived; the mirror was waiting for record 3"
     );
     let e = live(&mut sink).handle_tcp_eof(&[0xee, 0, 0]).unwrap_err();
     assert!(
@@ -1406,7 +1406,7 @@ fn a_stream_ending_inside_a_frame_is_a_truncated_frame() {
     assert_eq!(
         e.to_string(),
         "the connection closed in the middle of a frame of unknown kind: 3 of its 16-byte \
-         header arrived; the mirror was at record 3"
+         header arrived; the mirror was waiting for record 3"
     );
 }
 
@@ -1448,6 +1448,6 @@ fn a_connection_reset_inside_a_frame_is_a_truncated_frame() {
     assert_eq!(
         e.to_string(),
         "the connection was reset in the middle of a DATA frame (seq 3): 20 of its 32 bytes \
-         arrived; the mirror was at record 3"
+         arrived; the mirror was waiting for record 3"
     );
 }
