@@ -1065,6 +1065,14 @@ impl<'a> Conn<'a> {
                          session limit, or not a replication source)",
                     )));
                 }
+                // The handshake is not over either: no ring, no session.
+                Ok(0) if self.m.awaits_multicast() => {
+                    return Err(End::Failed(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "closed the connection after a GEOMETRY announcing UDP delivery, \
+                         before the MULTICAST frame that completes the handshake",
+                    )));
+                }
                 Ok(0) => {
                     // Every whole frame is handled (the loop above took them all): what
                     // is buffered is a frame cut short, which fails the connection (spec
@@ -1100,10 +1108,15 @@ impl<'a> Conn<'a> {
     fn broken(&mut self, what: &str, e: io::Error) -> End {
         // Before GEOMETRY a connection that ends fails, as a close there does (a source at
         // its session limit may reset instead); the HELLO's write may be what sees it.
-        if self.m.geometry().is_none() {
+        if self.m.geometry().is_none() || self.m.awaits_multicast() {
+            let frame = if self.m.geometry().is_none() {
+                "GEOMETRY"
+            } else {
+                "MULTICAST"
+            };
             return End::Failed(io::Error::new(
                 e.kind(),
-                format!("{what} before GEOMETRY: {e}"),
+                format!("{what} before {frame}: {e}"),
             ));
         }
         match self.m.handle_tcp_reset(self.sbuf.buffered()) {
@@ -1968,6 +1981,34 @@ mod tests {
                 _ => panic!("{kind:?}: neither failed nor closed"),
             }
         }
+    }
+
+    /// A source that closes the connection after a GEOMETRY announcing UDP delivery, before
+    /// the MULTICAST that completes the handshake, fails a mirror `once` (no ring was made,
+    /// no session held), as a close before GEOMETRY does. It ended cleanly ("source
+    /// disconnected", exit 0) with nothing mirrored.
+    #[test]
+    fn a_connection_closed_before_multicast_fails_a_mirror_once() {
+        use ringwire_core::wire::GEOMETRY_UDP_FOLLOWS;
+        let path = TmpPath::shm("no-multicast");
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let mut o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
+        o.once = true;
+        o.log = false;
+        let source = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            answer_hello(&mut s, GEOMETRY_UDP_FOLLOWS, 32);
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        });
+        let r = run(&o, &AtomicBool::new(false));
+        source.join().unwrap();
+        let e = r.expect_err("a handshake cut short ended the connection cleanly");
+        let ReplicaError::Io { source: cause, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(cause.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+        assert!(e.to_string().contains("before the MULTICAST frame"), "{e}");
+        assert!(!path.exists(), "a ring was made");
     }
 
     /// Without `once`, a connection closed inside a frame is a failed connection, counted
