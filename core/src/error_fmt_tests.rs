@@ -762,6 +762,7 @@ fn replication_errors_format_every_variant() {
             expected: "DATA, GAP or HEARTBEAT"
         },
         MirrorError::TruncatedFrame {
+            reset: false,
             kind: Some(Kind::Data),
             got: 20,
             expected: Some(64),
@@ -769,6 +770,7 @@ fn replication_errors_format_every_variant() {
             next: 3
         },
         MirrorError::TruncatedFrame {
+            reset: true,
             kind: None,
             got: 3,
             expected: None,

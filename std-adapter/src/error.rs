@@ -213,6 +213,16 @@ pub enum Error {
         /// The file.
         path: PathBuf,
     },
+    /// The path of a mirror's ring holds a ring without `FLAG_SPARSE` (spec §2.1: only
+    /// mirrors set it, ringwire's and ringfire's alike): one a producer made, not a
+    /// replica. The mirror neither adopts it (its readers would stall at every hole a
+    /// mirror leaves) nor replaces it (its records would be gone).
+    NotAMirrorRing {
+        /// The file.
+        path: PathBuf,
+        /// Its header's flags.
+        flags: u32,
+    },
     /// Stuck slots were found and left as they are (`ringwire heal`): their holders may be
     /// alive.
     NotHealed {
@@ -274,6 +284,7 @@ impl Error {
             | Error::CheckpointMoved { path }
             | Error::NotReplaced { path, .. }
             | Error::MpmcRingNotMirrored { path }
+            | Error::NotAMirrorRing { path, .. }
             | Error::NotHealed { path, .. }
             | Error::RingTooLarge { path, .. }
             | Error::CorruptSlots { path, .. }
@@ -410,6 +421,12 @@ impl fmt::Display for Error {
                 f,
                 "{p}: a lossy MPMC ring (flag MODE_MPMC), written by its producers; a mirror \
                  neither writes into one nor replaces it (remove it, or use another path)"
+            ),
+            Error::NotAMirrorRing { flags, .. } => write!(
+                f,
+                "{p}: a ring without FLAG_SPARSE (flags {flags:#06x}), which no mirror makes: \
+                 a producer's ring, not a replica; a mirror neither resumes nor replaces it \
+                 (remove it, or use another path)"
             ),
             Error::InvalidArgument { what, path } if path.as_os_str().is_empty() => {
                 write!(f, "{what}")

@@ -95,6 +95,7 @@ fn error_variant(e: &Error) -> usize {
         Error::InvalidArgument { .. } => 23,
         Error::CorruptSlots { .. } => 24,
         Error::MpmcRingNotMirrored { .. } => 25,
+        Error::NotAMirrorRing { .. } => 26,
     }
 }
 
@@ -248,6 +249,10 @@ fn error_samples() -> Vec<Error> {
             Error::CheckpointMoved { path: p() },
             Error::MpmcRingNotMirrored { path: p() },
         ]);
+        all.extend(
+            U32.iter()
+                .map(|&flags| Error::NotAMirrorRing { path: p(), flags }),
+        );
     }
     all
 }
@@ -269,7 +274,7 @@ fn hidden(e: &Error) -> &'static [&'static str] {
 #[test]
 fn adapter_errors_format_every_variant_with_their_path() {
     let all = error_samples();
-    assert_every_variant(&all, 26, error_variant);
+    assert_every_variant(&all, 27, error_variant);
     for e in &all {
         let shown = check(e, hidden(e));
         // Io and InvalidArgument leave an empty path out; the others show it as `""`.

@@ -921,9 +921,8 @@ fn a_mirror_says_when_it_replaces_its_ring_and_only_when_it_did() {
 }
 
 /// A replica replaced at the handshake gets one line naming its path, its write_seq and
-/// why: `--from latest` over a valid replica (a fresh start was asked for), a ring without
-/// FLAG_SPARSE of the source's layout, which is not resumed (its readers would stall at the
-/// holes a mirror leaves), and a RESET. A ring a mirror made is resumed, with no such line.
+/// why: `--from latest` over a valid replica (a fresh start was asked for), and a RESET. A
+/// ring a mirror made is resumed, with no such line.
 #[test]
 fn a_mirror_says_which_replica_it_replaces_and_why() {
     use ringwire::core::layout::Flags;
@@ -935,7 +934,6 @@ fn a_mirror_says_which_replica_it_replaces_and_why() {
             0,
             Some("--from latest asked for a fresh start"),
         ),
-        ("unsparse", false, "resume", 0, Some("lacks FLAG_SPARSE")),
         ("reset", true, "resume", 1, Some("RESET")),
         ("resumed", true, "resume", 0, None),
     ] {
@@ -966,6 +964,51 @@ fn a_mirror_says_which_replica_it_replaces_and_why() {
                 assert_eq!(ring.write_seq(), 3, "{tag}: not resumed");
             }
         }
+    }
+}
+
+/// A ring without FLAG_SPARSE at the mirror's path is a producer's (only mirrors set the
+/// flag): `mirror` refuses it before connecting, whatever `--from` says, naming the path
+/// and the flags, and leaves it as it was. It was replaced at the handshake, its records
+/// gone, with a resume of the source's very layout as with `--from latest`.
+#[test]
+fn a_mirror_refuses_a_ring_without_sparse_and_leaves_it() {
+    use ringwire::core::layout::Flags;
+    for from in ["resume", "latest"] {
+        let mir = Scratch::new(&format!("plain-{from}"));
+        held_ring(&mir.0, false);
+        let before = std::fs::read(&mir.0).expect("the ring's bytes");
+        let (addr, src) = one_reply_source(geometry_frame(64, 0));
+        let m = Child::spawn(&["mirror", "--once", "--from", from, &addr, mir.s()], None);
+        let (status, lines) = m.finish(false, Duration::from_secs(20));
+        // A mirror that refused never connected: this connection ends the source's wait.
+        if let Ok(mut s) = std::net::TcpStream::connect(&addr) {
+            use std::io::Write;
+            let _ = s.write_all(&[0u8; 32]);
+        }
+        src.join().expect("source thread");
+        assert_eq!(status.code(), Some(1), "{from}: {lines:#?}");
+        let want = format!(
+            "{}: a ring without FLAG_SPARSE (flags 0x0011), which no mirror makes",
+            mir.s()
+        );
+        assert!(
+            lines.iter().any(|l| l.contains(&want)),
+            "{from}: {lines:#?}"
+        );
+        assert!(
+            !lines.iter().any(|l| l.contains("replaced")),
+            "{from}: {lines:#?}"
+        );
+        let ring = ReadOnlyRing::open(&mir.0).expect("the ring");
+        assert!(!ring.geometry().flags.has(Flags::SPARSE), "{from}");
+        assert_eq!(ring.write_seq(), 3, "{from}");
+        drop(ring);
+        assert_eq!(
+            std::fs::read(&mir.0).expect("the ring's bytes"),
+            before,
+            "{from}: the file was touched"
+        );
     }
 }
 
@@ -1002,7 +1045,7 @@ fn mirror_once_fails_on_a_connection_closed_inside_a_frame() {
     assert!(
         lines.iter().any(|l| l.contains(
             "closed in the middle of a DATA frame (seq 3): 40 of its 64 bytes arrived; the \
-             mirror was at record 3"
+             mirror was waiting for record 3"
         )),
         "{lines:#?}"
     );

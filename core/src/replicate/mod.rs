@@ -23,7 +23,10 @@
 //! [`UdpSender::pass_to_head`] instead and wait for a PUNCH. For a mirror:
 //! [`Mirror::new`], send what `poll_transmit` returns (HELLO first), cut TCP bytes into frames
 //! with [`StreamBuf`] and pass each to [`Mirror::handle_tcp_frame`], pass datagrams (with their
-//! source address) to [`Mirror::handle_datagrams`], and poll again at `poll_timeout()`.
+//! source address) to [`Mirror::handle_datagrams`], and poll again at `poll_timeout()`. When
+//! the TCP connection ends, pass what [`StreamBuf::buffered`] holds to
+//! [`Mirror::handle_tcp_eof`] (a close) or [`Mirror::handle_tcp_reset`] (a reset, an error):
+//! part of a frame there is a [`MirrorError::TruncatedFrame`].
 //!
 //! Blob rings plug in through [`RecordSource`] (a reader that copies descriptor + blob and
 //! reports lost blobs) and [`RecordSink`] (a writer that reserves arena space); the codec,

@@ -295,8 +295,8 @@ fn add(a: &mut MirrorCounters, b: &MirrorCounters) {
 
 enum End {
     Stopped,
-    /// The source hung up after the handshake (or an I/O error ended the connection): a
-    /// clean end, `--once` returns `Ok`.
+    /// The source hung up after the handshake (or an I/O error ended the connection)
+    /// between frames: a clean end, `--once` returns `Ok`.
     Closed(String),
     /// The connection failed: a protocol error, a source that closed it before GEOMETRY (a
     /// server at its session limit refuses this way), a timeout, or a UDP socket the
@@ -1065,6 +1065,14 @@ impl<'a> Conn<'a> {
                          session limit, or not a replication source)",
                     )));
                 }
+                // The handshake is not over either: no ring, no session.
+                Ok(0) if self.m.awaits_multicast() => {
+                    return Err(End::Failed(io::Error::new(
+                        io::ErrorKind::UnexpectedEof,
+                        "closed the connection after a GEOMETRY announcing UDP delivery, \
+                         before the MULTICAST frame that completes the handshake",
+                    )));
+                }
                 Ok(0) => {
                     // Every whole frame is handled (the loop above took them all): what
                     // is buffered is a frame cut short, which fails the connection (spec
@@ -1077,13 +1085,7 @@ impl<'a> Conn<'a> {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) if self.m.geometry().is_none() => {
-                    return Err(End::Failed(io::Error::new(
-                        e.kind(),
-                        format!("read before GEOMETRY: {e}"),
-                    )));
-                }
-                Err(e) => return Err(End::Closed(format!("read: {e}"))),
+                Err(e) => return Err(self.broken("read", e)),
             };
             read += n;
             any = true;
@@ -1095,6 +1097,31 @@ impl<'a> Conn<'a> {
                 self.heard = std::time::Instant::now();
                 self.partial = 0;
             }
+        }
+    }
+
+    /// How the connection ends on the error `e` of a `what` ("read", "write") on its
+    /// socket (a reset by the source, ECONNRESET and the like): between
+    /// frames a clean end, as a close there is; with part of a frame buffered a
+    /// [`MirrorError::TruncatedFrame`] that fails it, as a close there does (the error's
+    /// kind is `e`'s).
+    fn broken(&mut self, what: &str, e: io::Error) -> End {
+        // Before GEOMETRY a connection that ends fails, as a close there does (a source at
+        // its session limit may reset instead); the HELLO's write may be what sees it.
+        if self.m.geometry().is_none() || self.m.awaits_multicast() {
+            let frame = if self.m.geometry().is_none() {
+                "GEOMETRY"
+            } else {
+                "MULTICAST"
+            };
+            return End::Failed(io::Error::new(
+                e.kind(),
+                format!("{what} before {frame}: {e}"),
+            ));
+        }
+        match self.m.handle_tcp_reset(self.sbuf.buffered()) {
+            Ok(()) => End::Closed(format!("{what}: {e}")),
+            Err(cut) => End::Failed(io::Error::new(e.kind(), cut)),
         }
     }
 
@@ -1156,8 +1183,20 @@ impl<'a> Conn<'a> {
         while let Some(tx) = self.m.poll_transmit(now(), self.out) {
             let bytes = &self.out[..tx.len];
             match tx.channel {
-                Channel::Tcp => write_all_within(&mut self.stream, bytes, TCP_WRITE_TIMEOUT)
-                    .map_err(|e| End::Closed(format!("write: {e}")))?,
+                Channel::Tcp => {
+                    if let Err(e) = write_all_within(&mut self.stream, bytes, TCP_WRITE_TIMEOUT) {
+                        return Err(match e.kind() {
+                            // The source's reset may show first on a write (the socket reports
+                            // it once): a frame cut short by it fails the connection there too.
+                            io::ErrorKind::ConnectionReset
+                            | io::ErrorKind::ConnectionAborted
+                            | io::ErrorKind::BrokenPipe => self.broken("write", e),
+                            // A HELLO not written (timed out): no session either.
+                            _ if self.m.geometry().is_none() => self.broken("write", e),
+                            _ => End::Closed(format!("write: {e}")),
+                        });
+                    }
+                }
                 Channel::Udp(to) => {
                     // A PUNCH lost on the way is repeated by the state machine; one the
                     // kernel refuses is too, and is counted and logged besides.
@@ -1767,6 +1806,7 @@ mod tests {
 
     /// The error a frame cut short by [`cut_data`] leaves.
     const CUT: MirrorError = MirrorError::TruncatedFrame {
+        reset: false,
         kind: Some(Kind::Data),
         got: 40,
         expected: Some(64),
@@ -1806,12 +1846,183 @@ mod tests {
         assert_eq!(ring.write_seq(), 2, "the whole frame's records");
     }
 
+    /// Resets `s`, so that the mirror reads ECONNRESET, not an end of stream: SO_LINGER
+    /// with a zero timeout then a close sends an RST, but only once no process holds the
+    /// descriptor, and a test forking meanwhile holds a copy until its child exits (the
+    /// mirror then waited out its silence timeout). So the socket is first disconnected
+    /// (`connect` to AF_UNSPEC), which sends the RST at once whoever holds a copy.
+    fn reset(s: std::net::TcpStream) {
+        use std::os::fd::AsRawFd;
+        socket2::SockRef::from(&s)
+            .set_linger(Some(StdDuration::ZERO))
+            .unwrap();
+        // SAFETY: `sockaddr` is plain data, all zeros but the family.
+        let mut unspec: libc::sockaddr = unsafe { std::mem::zeroed() };
+        unspec.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+        let len = std::mem::size_of::<libc::sockaddr>() as libc::socklen_t;
+        // SAFETY: `s` keeps the descriptor open; the kernel only reads `len` bytes of
+        // `unspec`.
+        let r = unsafe { libc::connect(s.as_raw_fd(), &unspec, len) };
+        assert_eq!(r, 0, "disconnect: {}", io::Error::last_os_error());
+        drop(s);
+    }
+
+    /// A source as [`fake_source`] that resets the connection after `then` instead of
+    /// closing it.
+    fn resetting_source(
+        then: impl FnOnce(&mut std::net::TcpStream) + Send + 'static,
+    ) -> (SocketAddr, std::thread::JoinHandle<()>) {
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let source = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            answer_hello(&mut s, 0, 32);
+            heartbeats(&mut s, StdDuration::ZERO, StdDuration::ZERO);
+            then(&mut s);
+            reset(s);
+        });
+        (addr, source)
+    }
+
+    /// A source that resets the connection in the middle of a DATA frame fails a mirror
+    /// `once` with the truncated frame, marked as a reset, and the error kind of the read
+    /// (ConnectionReset). It ended cleanly ("read: Connection reset by peer", exit 0), as
+    /// a reset between frames still does.
+    #[test]
+    fn a_connection_reset_inside_a_frame_fails_a_mirror_once() {
+        let path = TmpPath::shm("reset-once");
+        let (addr, source) = resetting_source(cut_data);
+        let mut o = MirrorOptions::new(addr, &path);
+        o.once = true;
+        o.log = false;
+        o.start = Start::Oldest;
+        let r = run(&o, &AtomicBool::new(false));
+        source.join().unwrap();
+        let e = r.expect_err("a frame cut short by a reset ended the connection cleanly");
+        let ReplicaError::Io { source: cause, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(cause.kind(), io::ErrorKind::ConnectionReset, "{e}");
+        let typed = cause
+            .get_ref()
+            .and_then(|c| c.downcast_ref::<MirrorError>());
+        let want = MirrorError::TruncatedFrame {
+            reset: true,
+            kind: Some(Kind::Data),
+            got: 40,
+            expected: Some(64),
+            seq: Some(3),
+            next: 3,
+        };
+        assert_eq!(typed, Some(&want), "{e}");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("was reset in the middle of a DATA frame (seq 3): 40 of its 64 bytes"),
+            "{msg}"
+        );
+        let ring = crate::ReadOnlyRing::open(&path).unwrap();
+        assert_eq!(ring.write_seq(), 2, "the whole frame's records");
+    }
+
+    /// A reset between frames stays a clean end: `once` returns `Ok` with the records of
+    /// the whole frames.
+    #[test]
+    fn a_connection_reset_between_frames_ends_a_mirror_once_cleanly() {
+        let path = TmpPath::shm("reset-between");
+        let (addr, source) = resetting_source(|s| {
+            use ringwire_core::wire::DataRepr;
+            use std::io::Write;
+            let mut f = [0u8; 64];
+            let n = DataRepr {
+                flags: 0,
+                seq: 1,
+                count: 2,
+                records: &[7u8; 2 * 24],
+            }
+            .emit(&mut f)
+            .unwrap();
+            let _ = s.write_all(&f[..n]);
+        });
+        let mut o = MirrorOptions::new(addr, &path);
+        o.once = true;
+        o.log = false;
+        o.start = Start::Oldest;
+        let r = run(&o, &AtomicBool::new(false));
+        source.join().unwrap();
+        let sum = r.expect("a reset between frames failed the mirror");
+        assert_eq!(
+            (sum.connections, sum.failed_attempts, sum.last_seq),
+            (1, 0, 2)
+        );
+    }
+
+    /// A write that finds the connection reset before GEOMETRY (the HELLO's, when the
+    /// source resets at once: a server at its session limit may) fails the connection, as
+    /// a read error or a close there does: `--once` exits 1. It ended it cleanly ("write:
+    /// Broken pipe", exit 0) when the reset showed on the write rather than on a read.
+    #[test]
+    fn a_write_error_before_geometry_fails_the_connection() {
+        let path = TmpPath::shm("write-before-geometry");
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
+        let (source, attempt) = attempt_addr(&o);
+        let (addr, src) = attempt.unwrap();
+        let stream = TcpStream::connect(addr).unwrap();
+        let sink = FileSink::open(&path).unwrap();
+        let mut bufs = Buffers::new().unwrap();
+        let mut c = Conn::new(&o, src, stream, Start::Latest, &sink, &mut bufs);
+        for kind in [io::ErrorKind::BrokenPipe, io::ErrorKind::ConnectionReset] {
+            match c.broken("write", io::Error::from(kind)) {
+                End::Failed(e) => {
+                    assert_eq!(e.kind(), kind, "{source}");
+                    assert!(e.to_string().starts_with("write before GEOMETRY: "), "{e}");
+                }
+                End::Closed(s) => panic!("{kind:?}: a clean end: {s}"),
+                _ => panic!("{kind:?}: neither failed nor closed"),
+            }
+        }
+    }
+
+    /// A source that closes the connection after a GEOMETRY announcing UDP delivery, before
+    /// the MULTICAST that completes the handshake, fails a mirror `once` (no ring was made,
+    /// no session held), as a close before GEOMETRY does. It ended cleanly ("source
+    /// disconnected", exit 0) with nothing mirrored.
+    #[test]
+    fn a_connection_closed_before_multicast_fails_a_mirror_once() {
+        use ringwire_core::wire::GEOMETRY_UDP_FOLLOWS;
+        let path = TmpPath::shm("no-multicast");
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let mut o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
+        o.once = true;
+        o.log = false;
+        let source = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            answer_hello(&mut s, GEOMETRY_UDP_FOLLOWS, 32);
+            let _ = s.shutdown(std::net::Shutdown::Both);
+        });
+        let r = run(&o, &AtomicBool::new(false));
+        source.join().unwrap();
+        let e = r.expect_err("a handshake cut short ended the connection cleanly");
+        let ReplicaError::Io { source: cause, .. } = &e else {
+            panic!("{e:?}");
+        };
+        assert_eq!(cause.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+        assert!(e.to_string().contains("before the MULTICAST frame"), "{e}");
+        assert!(!path.exists(), "a ring was made");
+    }
+
     /// Without `once`, a connection closed inside a frame is a failed connection, counted
-    /// as one, and the mirror reconnects and resumes after the records it kept.
+    /// as one, and the mirror reconnects and resumes after the records it kept; so is one
+    /// reset there.
     #[test]
     fn a_connection_closed_inside_a_frame_is_reconnected_without_once() {
+        reconnected_after_a_cut(false);
+        reconnected_after_a_cut(true);
+    }
+
+    fn reconnected_after_a_cut(by_reset: bool) {
         use std::io::ErrorKind::WouldBlock;
-        let path = TmpPath::shm("cut-again");
+        let path = TmpPath::shm(if by_reset { "reset-again" } else { "cut-again" });
         let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         listener.set_nonblocking(true).unwrap();
         let mut o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
@@ -1840,8 +2051,12 @@ mod tests {
                     let mut s = accept()?;
                     answer_hello(&mut s, 0, 32);
                     cut_data(&mut s);
-                    let _ = s.shutdown(std::net::Shutdown::Both);
-                    drop(s);
+                    if by_reset {
+                        reset(s);
+                    } else {
+                        let _ = s.shutdown(std::net::Shutdown::Both);
+                        drop(s);
+                    }
                     let mut s = accept()?;
                     s.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
                     let mut hello = [0u8; 32];
@@ -1856,15 +2071,16 @@ mod tests {
             let r = run(&o, &stop);
             (r, source.join().unwrap().map(|(seq, _)| seq))
         });
-        let sum = r.expect("the mirror failed instead of reconnecting");
+        let sum = r.unwrap_or_else(|e| panic!("reset {by_reset}: the mirror failed: {e}"));
         assert_eq!(
             second_hello,
             Some(2),
-            "the second connection resumes at 2 (one record of overlap)"
+            "reset {by_reset}: the second connection resumes at 2 (one record of overlap)"
         );
         assert_eq!(
             (sum.connections, sum.failed_attempts, sum.last_seq),
-            (2, 1, 2)
+            (2, 1, 2),
+            "reset {by_reset}"
         );
     }
 

@@ -82,15 +82,35 @@ pub enum Replaced {
         /// Why it was not adopted.
         why: String,
     },
+    /// The file was removed to be replaced (as the inner value says), but the new ring
+    /// could not be created (no room on the file system, a file size limit): what the file
+    /// held is gone, and nothing is at the path.
+    NotRecreated(Box<Replaced>),
 }
 
 impl std::fmt::Display for Replaced {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Replaced::NotRecreated(old) => {
+                old.describe(f, "removed")?;
+                f.write_str(
+                    "; the ring to replace it could not be created, so nothing is at the path",
+                )
+            }
+            _ => self.describe(f, "replaced"),
+        }
+    }
+}
+
+impl Replaced {
+    /// "VERB the replica at PATH (write_seq N): why", or "VERB the file at PATH: ...".
+    fn describe(&self, f: &mut std::fmt::Formatter<'_>, verb: &str) -> std::fmt::Result {
         let (path, held, w, new, why) = match self {
+            Replaced::NotRecreated(old) => return old.describe(f, verb),
             Replaced::Unusable { path, why } => {
                 return write!(
                     f,
-                    "replaced the file at {}: not a usable ring ({why})",
+                    "{verb} the file at {}: not a usable ring ({why})",
                     crate::shown::path(path)
                 );
             }
@@ -104,7 +124,7 @@ impl std::fmt::Display for Replaced {
         };
         write!(
             f,
-            "replaced the replica at {} (write_seq {w}): ",
+            "{verb} the replica at {} (write_seq {w}): ",
             crate::shown::path(path)
         )?;
         match *why {
@@ -193,8 +213,10 @@ pub struct FileSink {
 }
 
 impl FileSink {
-    /// Opens `path`: adopts a valid ring found there (taking its lock), or remembers to
-    /// create one at the handshake. Fails if another process holds the file's lock.
+    /// Opens `path`: adopts a valid mirror ring found there (taking its lock), or remembers
+    /// to create one at the handshake. Fails if another process holds the file's lock, and
+    /// refuses a ring no mirror makes (without `FLAG_SPARSE`, or a lossy MPMC ring) and a
+    /// file that is not a ring, leaving them as they were.
     pub fn open(path: impl AsRef<Path>) -> Result<FileSink, Error> {
         let path = path.as_ref().to_path_buf();
         let mut sink = FileSink {
@@ -231,6 +253,15 @@ impl FileSink {
             // somebody's queue: refused, neither adopted nor replaced.
             Ok(r) if r.ring().geometry().flags.has(Flags::MODE_MPMC) => {
                 return Err(Error::MpmcRingNotMirrored { path });
+            }
+            // Only mirrors set SPARSE (spec §2.1), so a ring without it is a producer's:
+            // adopted, its readers would stall at the mirror's holes; replaced, its records
+            // would be gone. Refused, whatever `--from` says.
+            Ok(r) if !r.ring().geometry().flags.has(Flags::SPARSE) => {
+                return Err(Error::NotAMirrorRing {
+                    path,
+                    flags: r.ring().geometry().flags.0,
+                });
             }
             Ok(r) => sink.ring = Some(r),
             // A ring that does not validate (another version, a corrupt header, a creation
@@ -334,12 +365,25 @@ impl RecordSink for FileSink {
                 return Err(SinkError::Storage);
             }
         }
-        let held = self.existing();
-        // The file found at open and not adopted is replaced by the first ring created.
-        let unusable = match (&self.not_adopted, self.created) {
-            (Some(e), 0) => Some(e.to_string()),
+        // What this call replaces, if it succeeds: a ring held, with the mirror's reason
+        // (none, a driver other than the core mirror, is not said); the file found at open
+        // and not adopted, replaced by the first ring created.
+        let replacing = match (self.existing(), why, &self.not_adopted, self.created) {
+            (Some((old, write_seq)), Some(why), _, _) => Some(Replaced::Ring {
+                path: self.path.clone(),
+                held: old,
+                write_seq,
+                new: *geo,
+                why,
+            }),
+            (None, _, Some(e), 0) => Some(Replaced::Unusable {
+                path: self.path.clone(),
+                why: e.to_string(),
+            }),
             _ => None,
         };
+        // The file at the path now, to tell whether a failed creation removed it.
+        let old_file = crate::sys::path_id(&self.path).ok().flatten();
         // Release the old mapping and lock first: create takes the lock on the path itself
         // and replaces a non-empty file by a fresh inode (readers of the old one see it
         // frozen).
@@ -354,25 +398,16 @@ impl RecordSink for FileSink {
             Ok(r) => {
                 self.ring = Some(r);
                 self.created += 1;
-                self.replaced = match (held, why, unusable) {
-                    (Some((old, write_seq)), Some(why), _) => Some(Replaced::Ring {
-                        path: self.path.clone(),
-                        held: old,
-                        write_seq,
-                        new: *geo,
-                        why,
-                    }),
-                    (None, _, Some(why)) => Some(Replaced::Unusable {
-                        path: self.path.clone(),
-                        why,
-                    }),
-                    // Created where there was no ring; or replaced without a reason given
-                    // (a driver other than the core mirror).
-                    _ => None,
-                };
+                self.replaced = replacing;
                 Ok(())
             }
             Err(e) => {
+                // The creation unlinks a stale ring before it sizes the new file, which can
+                // fail (no room): the old file and its records are gone all the same.
+                if old_file.is_some() && crate::sys::path_id(&self.path).ok().flatten() != old_file
+                {
+                    self.replaced = replacing.map(|r| Replaced::NotRecreated(Box::new(r)));
+                }
                 let se = match &e {
                     Error::Init { source, .. } => SinkError::Init(*source),
                     // Creating, locking or mapping the file: the detail stays in last_error.
@@ -464,6 +499,70 @@ mod tests {
         sink.recreate(&big).unwrap();
         assert_eq!(sink.existing(), Some((big, 0)));
         drop(sink);
+    }
+
+    /// A replacement whose new ring cannot be created after the old file was unlinked (no
+    /// room; here a file size limit, in a forked child) is said as the removal it is: the
+    /// records held are gone and nothing is at the path. Nothing was said, as nothing was
+    /// replaced, and the mirror's error named only the creation that failed.
+    #[test]
+    fn a_replica_removed_for_a_ring_that_cannot_be_created_is_said_to_be_gone() {
+        let path = TmpPath::new("sink-removed");
+        let held = Geometry::spmc(64, 32, 8, 0, false).unwrap();
+        let held = Geometry {
+            flags: Flags(held.flags.0 | Flags::SPARSE),
+            ..held
+        };
+        // 2 MiB of slots, over the 1 MiB limit.
+        let big = Geometry {
+            capacity: 1 << 16,
+            ..held
+        };
+        let status = crate::test_fork::forked(10, || {
+            let Ok(mut sink) = FileSink::open(&path) else {
+                return 2;
+            };
+            if sink.recreate(&held).is_err() {
+                return 3;
+            }
+            for seq in 1..=3u64 {
+                sink.write(seq, &[seq as u8; 24], &[]);
+            }
+            sink.publish(3);
+            // SAFETY: plain system calls on this child alone: ignoring SIGXFSZ makes a
+            // write past the limit fail with EFBIG instead of killing the child.
+            unsafe {
+                libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+                let lim = libc::rlimit {
+                    rlim_cur: 1 << 20,
+                    rlim_max: 1 << 20,
+                };
+                if libc::setrlimit(libc::RLIMIT_FSIZE, &lim) != 0 {
+                    return 4;
+                }
+            }
+            sink.replacing(Replace::Layout);
+            if sink.recreate(&big).is_ok() {
+                return 5;
+            }
+            let Some(r) = sink.take_replaced() else {
+                return 6;
+            };
+            let want = format!(
+                "removed the replica at {} (write_seq 3): the source's ring has another \
+                 layout (65536 slots of 32 bytes) than this replica (64 slots of 32 bytes); \
+                 the records it held are gone; the ring to replace it could not be created, \
+                 so nothing is at the path",
+                path.display()
+            );
+            if r.to_string() != want {
+                eprintln!("{r}");
+                return 7;
+            }
+            0
+        });
+        crate::test_fork::assert_exited_0(status, "the removal not said");
+        assert!(!path.exists(), "the held ring is still there");
     }
 
     /// The log line of each replacement names the path, the `write_seq` held and the
@@ -600,6 +699,47 @@ mod tests {
         drop(again);
     }
 
+    /// A ring without FLAG_SPARSE at the mirror's path (only mirrors set it, spec §2.1: a
+    /// producer made this one, and its producer has gone) is refused before connecting,
+    /// with its path and flags, and left byte for byte as it was: a resume replaced it at
+    /// the handshake (its records gone) when its layout matched the source's, as did any
+    /// `--from` but resume. A mirror's own ring (SPARSE) is adopted.
+    #[test]
+    fn a_ring_without_sparse_is_neither_adopted_nor_replaced() {
+        let path = TmpPath::new("sink-plain");
+        let mut tx = crate::RingProducer::<u64>::builder(16)
+            .cleanup_mode(CleanupMode::Persistent)
+            .build::<u64, _>(&path)
+            .unwrap();
+        for v in 1..=3u64 {
+            tx.push(&v);
+        }
+        drop(tx);
+        let before = std::fs::read(&path).unwrap();
+        let e = FileSink::open(&path).err().expect("refused");
+        assert!(
+            matches!(&e, Error::NotAMirrorRing { path: p, flags: 0x0011 } if *p == *path),
+            "{e:?}"
+        );
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: a ring without FLAG_SPARSE (flags 0x0011), which no mirror makes: a \
+                 producer's ring, not a replica; a mirror neither resumes nor replaces it \
+                 (remove it, or use another path)",
+                path.display()
+            )
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "the file was touched"
+        );
+        // The refusal let go of the lock (held, a second open would be refused for it).
+        let again = FileSink::open(&path).err().expect("refused again");
+        assert!(matches!(again, Error::NotAMirrorRing { .. }), "{again:?}");
+    }
+
     /// A file whose first word is zero is replaced only when it is a ring whose creation
     /// never finished: a header without its magic, or nothing but zeros. A disk image (its
     /// first 32 KiB zero, as an ISO 9660 image's) is refused and left as it was.
@@ -719,7 +859,12 @@ mod tests {
         use ringwire_core::broadcast::blob::{BlobRead, read_blob, split_descriptor};
 
         let path = TmpPath::new("sink");
-        let geo = Geometry::spmc(64, 16, 8, 0, false).unwrap();
+        // As a mirror makes them (SPARSE): only those are adopted.
+        let sparse = |mut g: Geometry| {
+            g.flags = Flags(g.flags.0 | Flags::SPARSE);
+            g
+        };
+        let geo = sparse(Geometry::spmc(64, 16, 8, 0, false).unwrap());
         {
             let mut sink = FileSink::open(&path).unwrap();
             assert!(sink.existing().is_none());
@@ -730,7 +875,7 @@ mod tests {
         assert_eq!(sink.existing().map(|(g, _)| g), Some(geo));
         drop(sink);
         // A blob ring: 8 bytes of meta, then the BlobRef.
-        let blob = Geometry::blob(64, 32, 0, 1 << 12).unwrap();
+        let blob = sparse(Geometry::blob(64, 32, 0, 1 << 12).unwrap());
         {
             let mut sink = FileSink::open(&path).unwrap();
             sink.recreate(&blob).unwrap();

@@ -7,7 +7,8 @@
 //! datagrams, sequences at or past [`SEQ_LIMIT`] are refused, the first NAK of a hole may
 //! wait [`MirrorConfig::nak_delay`] for reordered datagrams, a resume is checked
 //! against the source's copy of the last record held, and a held ring without
-//! [`Flags::SPARSE`] is replaced rather than adopted ([`Replace::NotSparse`]).
+//! [`Flags::SPARSE`] is replaced rather than adopted ([`Replace::NotSparse`]; the std
+//! adapter's file sink refuses such a ring before connecting, since no mirror makes one).
 //!
 //! # Checking a resume
 //!
@@ -208,9 +209,11 @@ pub enum MirrorError {
     /// Input after an error.
     Closed,
     /// The TCP stream ended inside a frame: part of its header or payload arrived, the
-    /// rest never will ([`Mirror::handle_tcp_eof`]). The records of the frames before it
-    /// stay written.
+    /// rest never will ([`Mirror::handle_tcp_eof`], [`Mirror::handle_tcp_reset`]). The
+    /// records of the frames before it stay written.
     TruncatedFrame {
+        /// The connection was reset (or failed otherwise) rather than closed.
+        reset: bool,
         /// Its kind, if the kind byte arrived and names one.
         kind: Option<Kind>,
         /// Bytes of it that arrived.
@@ -239,13 +242,18 @@ impl fmt::Display for MirrorError {
             MirrorError::Sink(e) => e.fmt(f),
             MirrorError::Closed => f.write_str("mirror closed"),
             MirrorError::TruncatedFrame {
+                reset,
                 kind,
                 got,
                 expected,
                 seq,
                 next,
             } => {
-                f.write_str("the connection closed in the middle of ")?;
+                f.write_str(if *reset {
+                    "the connection was reset in the middle of "
+                } else {
+                    "the connection closed in the middle of "
+                })?;
                 match kind {
                     Some(k) => write!(f, "a {} frame", kind_name(*k))?,
                     None => f.write_str("a frame of unknown kind")?,
@@ -257,7 +265,7 @@ impl fmt::Display for MirrorError {
                     Some(t) => write!(f, ": {got} of its {t} bytes arrived")?,
                     None => write!(f, ": {got} of its {HEADER_LEN}-byte header arrived")?,
                 }
-                write!(f, "; the mirror was at record {next}")
+                write!(f, "; the mirror was waiting for record {next}")
             }
         }
     }
@@ -590,6 +598,18 @@ impl<'a> Mirror<'a> {
     /// before it wrote stays. Either way the connection is over
     /// ([`Mirror::reconnect`] starts another).
     pub fn handle_tcp_eof(&mut self, partial: &[u8]) -> Result<(), MirrorError> {
+        self.handle_tcp_end(partial, false)
+    }
+
+    /// Handles a TCP connection that failed (reset by the source, ECONNRESET, or another
+    /// error of the socket) rather than closed, as [`Mirror::handle_tcp_eof`] does a close:
+    /// `Ok` between frames (whether that is a clean end is the driver's to say), and a
+    /// [`MirrorError::TruncatedFrame`] with `reset` when part of a frame had arrived.
+    pub fn handle_tcp_reset(&mut self, partial: &[u8]) -> Result<(), MirrorError> {
+        self.handle_tcp_end(partial, true)
+    }
+
+    fn handle_tcp_end(&mut self, partial: &[u8], reset: bool) -> Result<(), MirrorError> {
         if partial.is_empty() {
             return Ok(());
         }
@@ -601,6 +621,7 @@ impl<'a> Mirror<'a> {
             u64::from_le_bytes(w)
         });
         let e = MirrorError::TruncatedFrame {
+            reset,
             kind: Kind::from_u8(partial[0]),
             got: partial.len(),
             expected: len.and_then(|l| crate::wire::total_len(l).ok()),

@@ -1362,6 +1362,7 @@ fn a_stream_ending_inside_a_frame_is_a_truncated_frame() {
     ] {
         let mut m = live(&mut sink);
         let e = MirrorError::TruncatedFrame {
+            reset: false,
             kind: Some(Kind::Data),
             got,
             expected,
@@ -1385,13 +1386,14 @@ fn a_stream_ending_inside_a_frame_is_a_truncated_frame() {
     assert_eq!(
         e.to_string(),
         "the connection closed in the middle of a DATA frame (seq 3): 20 of its 32 bytes \
-         arrived; the mirror was at record 3"
+         arrived; the mirror was waiting for record 3"
     );
     let e = live(&mut sink).handle_tcp_eof(&[0xee, 0, 0]).unwrap_err();
     assert!(
         matches!(
             e,
             MirrorError::TruncatedFrame {
+                reset: false,
                 kind: None,
                 got: 3,
                 expected: None,
@@ -1404,6 +1406,48 @@ fn a_stream_ending_inside_a_frame_is_a_truncated_frame() {
     assert_eq!(
         e.to_string(),
         "the connection closed in the middle of a frame of unknown kind: 3 of its 16-byte \
-         header arrived; the mirror was at record 3"
+         header arrived; the mirror was waiting for record 3"
+    );
+}
+
+/// A connection reset (or failed otherwise) rather than closed: between frames the core
+/// has nothing to say (`Ok`, the driver ends the connection as before); inside a frame it
+/// is the same `TruncatedFrame` as a close there, marked as a reset and saying so.
+#[test]
+fn a_connection_reset_inside_a_frame_is_a_truncated_frame() {
+    use crate::wire::Kind;
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let live = |sink: &mut Sink| {
+        let mut m = tcp_mirror_from_oldest(&*sink);
+        let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+        feed(&mut m, &geometry_frames(0, 1, None), sink).unwrap();
+        feed(&mut m, &data(1, 2, 0), sink).unwrap();
+        m
+    };
+    let mut m = live(&mut sink);
+    assert_eq!(m.handle_tcp_reset(&[]), Ok(()));
+    assert_eq!(m.failure(), None);
+    let cut_short = data(3, 2, 0);
+    let mut m = live(&mut sink);
+    let e = MirrorError::TruncatedFrame {
+        reset: true,
+        kind: Some(Kind::Data),
+        got: 20,
+        expected: Some(32),
+        seq: Some(3),
+        next: 3,
+    };
+    assert_eq!(m.handle_tcp_reset(&cut_short[..20]), Err(e));
+    assert_eq!(m.failure(), Some(e));
+    assert_eq!(
+        sink.existing().map(|(_, w)| w),
+        Some(2),
+        "records 1..=2 kept"
+    );
+    assert_eq!(
+        e.to_string(),
+        "the connection was reset in the middle of a DATA frame (seq 3): 20 of its 32 bytes \
+         arrived; the mirror was waiting for record 3"
     );
 }
