@@ -1821,8 +1821,29 @@ mod tests {
     #[test]
     fn a_connection_closed_inside_a_frame_fails_a_mirror_once() {
         let path = TmpPath::shm("cut-once");
-        let (addr, source) = fake_source(32, cut_data);
-        let mut o = MirrorOptions::new(addr, &path);
+        let msg = once_fails_truncated(
+            &path,
+            fake_source(32, cut_data),
+            io::ErrorKind::UnexpectedEof,
+            &CUT,
+        );
+        assert!(
+            msg.contains("a DATA frame (seq 3): 40 of its 64 bytes arrived"),
+            "{msg}"
+        );
+    }
+
+    /// Runs a mirror `once` against `source` (its address and thread), which cuts DATA
+    /// 3..=4 short after DATA 1..=2: the run fails with an I/O error of `kind` carrying
+    /// `want`, and the ring at `path` holds the whole frame's records. Returns the error's
+    /// text.
+    fn once_fails_truncated(
+        path: &TmpPath,
+        (addr, source): (SocketAddr, std::thread::JoinHandle<()>),
+        kind: io::ErrorKind,
+        want: &MirrorError,
+    ) -> String {
+        let mut o = MirrorOptions::new(addr, path);
         o.once = true;
         o.log = false;
         o.start = Start::Oldest;
@@ -1832,18 +1853,14 @@ mod tests {
         let ReplicaError::Io { source: cause, .. } = &e else {
             panic!("{e:?}");
         };
-        assert_eq!(cause.kind(), io::ErrorKind::UnexpectedEof, "{e}");
+        assert_eq!(cause.kind(), kind, "{e}");
         let typed = cause
             .get_ref()
             .and_then(|c| c.downcast_ref::<MirrorError>());
-        assert_eq!(typed, Some(&CUT), "{e}");
-        let msg = e.to_string();
-        assert!(
-            msg.contains("a DATA frame (seq 3): 40 of its 64 bytes arrived"),
-            "{msg}"
-        );
-        let ring = crate::ReadOnlyRing::open(&path).unwrap();
+        assert_eq!(typed, Some(want), "{e}");
+        let ring = crate::ReadOnlyRing::open(path).unwrap();
         assert_eq!(ring.write_seq(), 2, "the whole frame's records");
+        e.to_string()
     }
 
     /// Resets `s`, so that the mirror reads ECONNRESET, not an end of stream: SO_LINGER
@@ -1891,21 +1908,6 @@ mod tests {
     #[test]
     fn a_connection_reset_inside_a_frame_fails_a_mirror_once() {
         let path = TmpPath::shm("reset-once");
-        let (addr, source) = resetting_source(cut_data);
-        let mut o = MirrorOptions::new(addr, &path);
-        o.once = true;
-        o.log = false;
-        o.start = Start::Oldest;
-        let r = run(&o, &AtomicBool::new(false));
-        source.join().unwrap();
-        let e = r.expect_err("a frame cut short by a reset ended the connection cleanly");
-        let ReplicaError::Io { source: cause, .. } = &e else {
-            panic!("{e:?}");
-        };
-        assert_eq!(cause.kind(), io::ErrorKind::ConnectionReset, "{e}");
-        let typed = cause
-            .get_ref()
-            .and_then(|c| c.downcast_ref::<MirrorError>());
         let want = MirrorError::TruncatedFrame {
             reset: true,
             kind: Some(Kind::Data),
@@ -1914,14 +1916,16 @@ mod tests {
             seq: Some(3),
             next: 3,
         };
-        assert_eq!(typed, Some(&want), "{e}");
-        let msg = e.to_string();
+        let msg = once_fails_truncated(
+            &path,
+            resetting_source(cut_data),
+            io::ErrorKind::ConnectionReset,
+            &want,
+        );
         assert!(
             msg.contains("was reset in the middle of a DATA frame (seq 3): 40 of its 64 bytes"),
             "{msg}"
         );
-        let ring = crate::ReadOnlyRing::open(&path).unwrap();
-        assert_eq!(ring.write_seq(), 2, "the whole frame's records");
     }
 
     /// A reset between frames stays a clean end: `once` returns `Ok` with the records of

@@ -1331,6 +1331,16 @@ proptest::proptest! {
     }
 }
 
+/// A TCP mirror from the oldest record, past its handshake and DATA 1..=2 of 8-byte
+/// records into `sink`: waiting for record 3.
+fn tcp_mirror_past_records_1_and_2(sink: &mut Sink) -> Mirror<'static> {
+    let mut m = tcp_mirror_from_oldest(&*sink);
+    let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
+    feed(&mut m, &geometry_frames(0, 1, None), sink).unwrap();
+    feed(&mut m, &data(1, 2, 0), sink).unwrap();
+    m
+}
+
 /// The stream's end at a frame boundary is a clean end; inside a frame (its header or its
 /// payload cut short) it is a `TruncatedFrame` naming the kind, the bytes that arrived and
 /// those expected, the frame's `seq` once its header arrived and where the mirror was. The
@@ -1340,13 +1350,7 @@ fn a_stream_ending_inside_a_frame_is_a_truncated_frame() {
     use crate::wire::Kind;
     let mut mem = Mem::new(4096);
     let mut sink = Sink::on(&mut mem);
-    let live = |sink: &mut Sink| {
-        let mut m = tcp_mirror_from_oldest(&*sink);
-        let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
-        feed(&mut m, &geometry_frames(0, 1, None), sink).unwrap();
-        feed(&mut m, &data(1, 2, 0), sink).unwrap();
-        m
-    };
+    let live = tcp_mirror_past_records_1_and_2;
     let mut m = live(&mut sink);
     assert_eq!(m.handle_tcp_eof(&[]), Ok(()));
     assert_eq!(m.failure(), None);
@@ -1418,13 +1422,7 @@ fn a_connection_reset_inside_a_frame_is_a_truncated_frame() {
     use crate::wire::Kind;
     let mut mem = Mem::new(4096);
     let mut sink = Sink::on(&mut mem);
-    let live = |sink: &mut Sink| {
-        let mut m = tcp_mirror_from_oldest(&*sink);
-        let _ = m.poll_transmit(ms(0), &mut [0u8; 64]);
-        feed(&mut m, &geometry_frames(0, 1, None), sink).unwrap();
-        feed(&mut m, &data(1, 2, 0), sink).unwrap();
-        m
-    };
+    let live = tcp_mirror_past_records_1_and_2;
     let mut m = live(&mut sink);
     assert_eq!(m.handle_tcp_reset(&[]), Ok(()));
     assert_eq!(m.failure(), None);
