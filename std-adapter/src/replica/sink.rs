@@ -174,7 +174,7 @@ impl Replaced {
 
 /// A ring's layout as the mirror's log names it: what a source's GEOMETRY must match for
 /// a resuming mirror to keep its ring (spec §21.1).
-pub(crate) fn describe_layout(g: &Geometry) -> String {
+fn describe_layout(g: &Geometry) -> String {
     let mut s = format!("{} slots of {} bytes", g.capacity, g.element_size);
     if g.arena_size > 0 {
         s += &format!(", an arena of {} bytes", g.arena_size);

@@ -613,16 +613,20 @@ impl<'a> Mirror<'a> {
         if partial.is_empty() {
             return Ok(());
         }
-        let field = |at: usize, n: usize| partial.get(at..at + n);
-        let len = field(4, 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]));
-        let seq = field(8, 8).map(|b| {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(b);
-            u64::from_le_bytes(w)
-        });
+        // The header's fields as far as they arrived (`len` before `seq`, both before the
+        // header ends).
+        use crate::wire::field;
+        let len = partial
+            .get(field::LEN..field::SEQ)
+            .and_then(|b| b.try_into().ok())
+            .map(u32::from_le_bytes);
+        let seq = partial
+            .get(field::SEQ..field::PAYLOAD)
+            .and_then(|b| b.try_into().ok())
+            .map(u64::from_le_bytes);
         let e = MirrorError::TruncatedFrame {
             reset,
-            kind: Kind::from_u8(partial[0]),
+            kind: Kind::from_u8(partial[field::KIND]),
             got: partial.len(),
             expected: len.and_then(|l| crate::wire::total_len(l).ok()),
             seq,
