@@ -22,7 +22,7 @@ use crate::queue::{
 };
 use crate::region::RegionError;
 use crate::replicate::holdback::HoldError;
-use crate::replicate::{MirrorError, SinkError, SourceError};
+use crate::replicate::{MirrorError, SinkError, SourceError, StreamEnd};
 use crate::wire::{Kind, WireError};
 use crate::{AttachError, GeometryError, InitError};
 
@@ -762,7 +762,7 @@ fn replication_errors_format_every_variant() {
             expected: "DATA, GAP or HEARTBEAT"
         },
         MirrorError::TruncatedFrame {
-            reset: false,
+            end: StreamEnd::Closed,
             kind: Some(Kind::Data),
             got: 20,
             expected: Some(64),
@@ -770,12 +770,20 @@ fn replication_errors_format_every_variant() {
             next: 3
         },
         MirrorError::TruncatedFrame {
-            reset: true,
+            end: StreamEnd::Reset,
             kind: None,
             got: 3,
             expected: None,
             seq: None,
             next: 1
+        },
+        MirrorError::TruncatedFrame {
+            end: StreamEnd::GivenUp,
+            kind: Some(Kind::Heartbeat),
+            got: 9,
+            expected: Some(16),
+            seq: None,
+            next: 5
         }
     ];
     mirror.extend(wire.iter().copied().map(MirrorError::Protocol));
