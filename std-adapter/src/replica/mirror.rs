@@ -2245,6 +2245,81 @@ mod tests {
         source.join().unwrap();
     }
 
+    /// Has the source of `c`'s connection reset it (via `go`, see [`held_source`]), waits
+    /// (at most 5 s) until the reset has arrived, then writes to the connection twice with
+    /// the mirror's own `write_all_within`: the socket reports the reset once
+    /// (ECONNRESET), then the broken pipe (EPIPE). Returns what `c` makes of each failed
+    /// write ([`Conn::write_failed`], as its `transmit` does).
+    fn ends_of_writes_after_a_reset(c: &mut Conn<'_>, go: std::sync::mpsc::Sender<()>) -> [End; 2] {
+        go.send(()).unwrap();
+        let mut fd = [pollin(&c.stream)];
+        let t0 = std::time::Instant::now();
+        while fd[0].revents & (libc::POLLERR | libc::POLLHUP) == 0 {
+            assert!(t0.elapsed() < StdDuration::from_secs(5), "no reset came");
+            fd[0].revents = 0;
+            poll(&mut fd, StdDuration::from_millis(100)).unwrap();
+        }
+        [io::ErrorKind::ConnectionReset, io::ErrorKind::BrokenPipe].map(|kind| {
+            let e = write_all_within(&mut c.stream, &[0u8; 24], StdDuration::from_secs(1))
+                .expect_err("a write to a connection reset");
+            assert_eq!(e.kind(), kind, "{e}");
+            c.write_failed(e)
+        })
+    }
+
+    /// After GEOMETRY, a reset that shows on a write (ECONNRESET, then EPIPE) with part of
+    /// a frame buffered fails the connection with the truncated frame marked as a reset and
+    /// the error kind of the write, as a reset seen by a read does.
+    #[test]
+    fn a_reset_seen_by_a_write_inside_a_frame_fails_the_connection() {
+        let path = TmpPath::shm("write-reset-cut");
+        let (addr, source, go) = held_source(cut_data, true);
+        with_conn_past_records_1_and_2(addr, &path, 40, |c| {
+            let want = MirrorError::TruncatedFrame {
+                end: StreamEnd::Reset,
+                kind: Some(Kind::Data),
+                got: 40,
+                expected: Some(64),
+                seq: Some(3),
+                next: 3,
+            };
+            let kinds = [io::ErrorKind::ConnectionReset, io::ErrorKind::BrokenPipe];
+            for (end, kind) in ends_of_writes_after_a_reset(c, go).into_iter().zip(kinds) {
+                let e = failed(end, kind);
+                let cut = e.get_ref().and_then(|c| c.downcast_ref::<MirrorError>());
+                assert_eq!(cut, Some(&want), "{e}");
+                assert!(
+                    e.to_string()
+                        .starts_with("the connection was reset in the middle of a DATA frame"),
+                    "{e}"
+                );
+            }
+        });
+        source.join().unwrap();
+    }
+
+    /// After GEOMETRY, a reset that shows on a write between frames ends the connection
+    /// cleanly, as one seen by a read there does (spec §21.3): `--once` returns `Ok`.
+    #[test]
+    fn a_reset_seen_by_a_write_between_frames_ends_the_connection_cleanly() {
+        let path = TmpPath::shm("write-reset-between");
+        let (addr, source, go) = held_source(whole_data, true);
+        with_conn_past_records_1_and_2(addr, &path, 0, |c| {
+            let [reset, pipe] = ends_of_writes_after_a_reset(c, go);
+            for (end, what) in [(reset, "reset by peer"), (pipe, "Broken pipe")] {
+                match end {
+                    End::Closed(s) => {
+                        assert!(s.starts_with("write: ") && s.contains(what), "{s}");
+                    }
+                    End::Failed(e) => panic!("{what}: failed: {e}"),
+                    _ => panic!("{what}: neither failed nor closed"),
+                }
+            }
+            assert_eq!(c.m.failure(), None, "no frame was cut");
+        });
+        source.join().unwrap();
+    }
+
     /// A source that closes the connection after a GEOMETRY announcing UDP delivery, before
     /// the MULTICAST that completes the handshake, fails a mirror `once` (no ring was made,
     /// no session held), as a close before GEOMETRY does. It ended cleanly ("source
