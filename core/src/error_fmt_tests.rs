@@ -808,3 +808,57 @@ fn replication_errors_format_every_variant() {
     check_each(&source, &[]);
     check_each(&mirror, &[]);
 }
+
+/// Errors name a frame kind as the spec writes it (`GEOMETRY`), as `TruncatedFrame` does,
+/// not by its Rust name (`Geometry`): `UnexpectedFrame`, `WrongKind`, `BadLen` and
+/// `SeqLimit` printed the Debug name.
+#[test]
+fn frame_kinds_are_named_as_the_spec_writes_them() {
+    use std::string::ToString;
+    let mirror = MirrorError::UnexpectedFrame {
+        kind: Kind::Geometry,
+        seq: 77,
+        expected: "DATA, GAP or HEARTBEAT",
+    };
+    assert_eq!(
+        mirror.to_string(),
+        "unexpected GEOMETRY frame (seq 77): expected DATA, GAP or HEARTBEAT"
+    );
+    let source = SourceError::UnexpectedFrame {
+        kind: Kind::Heartbeat,
+        seq: 5,
+        expected: "NAK",
+    };
+    assert_eq!(
+        source.to_string(),
+        "unexpected HEARTBEAT frame (seq 5): expected NAK"
+    );
+    let wrong = WireError::WrongKind {
+        expected: Kind::Hello,
+        found: Kind::Multicast,
+    };
+    assert_eq!(wrong.to_string(), "expected a HELLO frame, got MULTICAST");
+    let len = WireError::BadLen {
+        kind: Kind::Nak,
+        expected: 8,
+        found: 3,
+    };
+    assert_eq!(len.to_string(), "NAK frame has len 3, must be 8");
+    let limit = WireError::SeqLimit {
+        kind: Kind::Punch,
+        seq: u64::MAX,
+    };
+    assert_eq!(
+        limit.to_string(),
+        "PUNCH sequence 0xffffffffffffffff is at or past the sequence limit 0x8000000000000000"
+    );
+    // Every kind has its own name, in capitals.
+    let names: std::collections::BTreeSet<&str> =
+        (1..=8).filter_map(Kind::from_u8).map(Kind::name).collect();
+    assert_eq!(names.len(), 8);
+    assert!(
+        names
+            .iter()
+            .all(|n| n.bytes().all(|b| b.is_ascii_uppercase()))
+    );
+}

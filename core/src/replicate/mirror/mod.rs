@@ -237,7 +237,8 @@ impl fmt::Display for MirrorError {
                 expected,
             } => write!(
                 f,
-                "unexpected {kind:?} frame (seq {seq}): expected {expected}"
+                "unexpected {} frame (seq {seq}): expected {expected}",
+                kind.name()
             ),
             MirrorError::Sink(e) => e.fmt(f),
             MirrorError::Closed => f.write_str("mirror closed"),
@@ -255,7 +256,7 @@ impl fmt::Display for MirrorError {
                     StreamEnd::GivenUp => "the mirror gave the connection up in the middle of ",
                 })?;
                 match kind {
-                    Some(k) => write!(f, "a {} frame", kind_name(*k))?,
+                    Some(k) => write!(f, "a {} frame", k.name())?,
                     None => f.write_str("a frame of unknown kind")?,
                 }
                 if let Some(s) = seq {
@@ -285,20 +286,6 @@ pub enum StreamEnd {
     /// The driver gave it up while it was still open: a write that timed out, a wait on
     /// its socket that failed ([`Mirror::handle_tcp_given_up`]).
     GivenUp,
-}
-
-/// A frame kind as the spec names it.
-fn kind_name(k: Kind) -> &'static str {
-    match k {
-        Kind::Hello => "HELLO",
-        Kind::Geometry => "GEOMETRY",
-        Kind::Data => "DATA",
-        Kind::Gap => "GAP",
-        Kind::Heartbeat => "HEARTBEAT",
-        Kind::Nak => "NAK",
-        Kind::Multicast => "MULTICAST",
-        Kind::Punch => "PUNCH",
-    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
