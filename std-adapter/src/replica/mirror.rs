@@ -411,17 +411,7 @@ fn run_inner(
     if opts.log
         && let Some(e) = sink.not_adopted()
     {
-        // Said before connecting: the ring is replaced at the handshake, and a resume
-        // starts from the source's oldest record instead.
-        let instead = match opts.start {
-            Start::Resume => {
-                "cannot resume it: a new ring replaces it at the handshake, \
-                 from the source's oldest record"
-            }
-            _ => "a new ring replaces it at the handshake",
-        };
-        // The error names the path.
-        diag!("mirror: not a usable ring: {e}; {instead}");
+        diag!("{}", not_usable_line(sink.path(), e, opts.start));
     }
     sink.set_mode(opts.file_mode);
     sink.set_max_len(opts.max_ring_len);
@@ -437,6 +427,24 @@ fn run_inner(
         diag!("mirror: {line}");
     }
     r
+}
+
+/// The line that says, before connecting, that the file at `path` is not a usable ring
+/// (`e` says why) and what happens to it at the handshake of a run started with `start`: a
+/// new ring replaces it, and a resume starts from the source's oldest record instead.
+fn not_usable_line(path: &std::path::Path, e: &crate::Error, start: Start) -> String {
+    let instead = match start {
+        Start::Resume => {
+            "cannot resume it: a new ring replaces it at the handshake, from the source's \
+             oldest record"
+        }
+        _ => "a new ring replaces it at the handshake",
+    };
+    format!(
+        "mirror: the file at {} is not a usable ring ({}); {instead}",
+        crate::shown::path(path),
+        super::sink::unusable_reason(e)
+    )
 }
 
 /// Where a connection attempt goes: [`MirrorOptions::source`], or
@@ -2318,6 +2326,31 @@ mod tests {
             assert_eq!(c.m.failure(), None, "no frame was cut");
         });
         source.join().unwrap();
+    }
+
+    /// The line that says a file is not a usable ring names its path once, with the reason
+    /// and what the handshake does instead.
+    #[test]
+    fn an_unusable_ring_is_named_once_before_connecting() {
+        let path = TmpPath::shm("unusable-once");
+        std::fs::write(&path, b"").unwrap();
+        let sink = FileSink::open(&path).expect("an empty file is replaced");
+        let e = sink.not_adopted().expect("the reason kept");
+        let p = crate::shown::path(&path).to_string();
+        let line = not_usable_line(&path, e, Start::Resume);
+        assert_eq!(
+            line,
+            format!(
+                "mirror: the file at {p} is not a usable ring (file is 0 bytes, shorter than \
+                 the 128-byte ring header); cannot resume it: a new ring replaces it at the \
+                 handshake, from the source's oldest record"
+            )
+        );
+        assert_eq!(line.matches(&p).count(), 1, "{line}");
+        assert!(
+            not_usable_line(&path, e, Start::Latest)
+                .ends_with("header); a new ring replaces it at the handshake"),
+        );
     }
 
     /// A source that closes the connection after a GEOMETRY announcing UDP delivery, before
