@@ -15,7 +15,7 @@ use ringwire_core::replicate::collect::max_frame_len;
 use ringwire_core::replicate::holdback::HeldEntry;
 use ringwire_core::replicate::{
     Channel, Duration, HoldBack, Holds, Mirror, MirrorConfig, MirrorCounters, MirrorError, Start,
-    StreamBuf, StreamEnd,
+    StreamBuf,
 };
 use ringwire_core::wire::{Frame, GeometryRepr, Kind, MulticastRepr, WireError, total_len};
 
@@ -1154,7 +1154,8 @@ impl<'a> Conn<'a> {
     /// [`TCP_WRITE_TIMEOUT`], a wait on the sockets that failed. Never a clean end (the
     /// source did not end the stream, and may have stopped in the middle of it, as a
     /// silent one does): it fails, of `e`'s kind, with a [`MirrorError::TruncatedFrame`]
-    /// ([`StreamEnd::GivenUp`]) when part of a frame is buffered.
+    /// ([`StreamEnd::GivenUp`](ringwire_core::replicate::StreamEnd::GivenUp)) when part of
+    /// a frame is buffered.
     fn given_up(&mut self, what: &'static str, e: io::Error) -> End {
         if self.m.geometry().is_none() || self.m.awaits_multicast() {
             return self.broken(what, e);
@@ -1638,6 +1639,7 @@ fn open_udp(
 mod tests {
     use super::*;
     use crate::test_tmp::TmpPath;
+    use ringwire_core::replicate::StreamEnd;
 
     /// Bytes of `buf` in resident pages (`mincore`).
     fn resident(buf: &[u8]) -> usize {
