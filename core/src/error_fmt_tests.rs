@@ -22,7 +22,7 @@ use crate::queue::{
 };
 use crate::region::RegionError;
 use crate::replicate::holdback::HoldError;
-use crate::replicate::{MirrorError, SinkError, SourceError};
+use crate::replicate::{MirrorError, SinkError, SourceError, StreamEnd};
 use crate::wire::{Kind, WireError};
 use crate::{AttachError, GeometryError, InitError};
 
@@ -762,7 +762,7 @@ fn replication_errors_format_every_variant() {
             expected: "DATA, GAP or HEARTBEAT"
         },
         MirrorError::TruncatedFrame {
-            reset: false,
+            end: StreamEnd::Closed,
             kind: Some(Kind::Data),
             got: 20,
             expected: Some(64),
@@ -770,12 +770,20 @@ fn replication_errors_format_every_variant() {
             next: 3
         },
         MirrorError::TruncatedFrame {
-            reset: true,
+            end: StreamEnd::Reset,
             kind: None,
             got: 3,
             expected: None,
             seq: None,
             next: 1
+        },
+        MirrorError::TruncatedFrame {
+            end: StreamEnd::GivenUp,
+            kind: Some(Kind::Heartbeat),
+            got: 9,
+            expected: Some(16),
+            seq: None,
+            next: 5
         }
     ];
     mirror.extend(wire.iter().copied().map(MirrorError::Protocol));
@@ -799,4 +807,58 @@ fn replication_errors_format_every_variant() {
     check_each(&sink, &[]);
     check_each(&source, &[]);
     check_each(&mirror, &[]);
+}
+
+/// Errors name a frame kind as the spec writes it (`GEOMETRY`), as `TruncatedFrame` does,
+/// not by its Rust name (`Geometry`): `UnexpectedFrame`, `WrongKind`, `BadLen` and
+/// `SeqLimit` printed the Debug name.
+#[test]
+fn frame_kinds_are_named_as_the_spec_writes_them() {
+    use std::string::ToString;
+    let mirror = MirrorError::UnexpectedFrame {
+        kind: Kind::Geometry,
+        seq: 77,
+        expected: "DATA, GAP or HEARTBEAT",
+    };
+    assert_eq!(
+        mirror.to_string(),
+        "unexpected GEOMETRY frame (seq 77): expected DATA, GAP or HEARTBEAT"
+    );
+    let source = SourceError::UnexpectedFrame {
+        kind: Kind::Heartbeat,
+        seq: 5,
+        expected: "NAK",
+    };
+    assert_eq!(
+        source.to_string(),
+        "unexpected HEARTBEAT frame (seq 5): expected NAK"
+    );
+    let wrong = WireError::WrongKind {
+        expected: Kind::Hello,
+        found: Kind::Multicast,
+    };
+    assert_eq!(wrong.to_string(), "expected a HELLO frame, got MULTICAST");
+    let len = WireError::BadLen {
+        kind: Kind::Nak,
+        expected: 8,
+        found: 3,
+    };
+    assert_eq!(len.to_string(), "NAK frame has len 3, must be 8");
+    let limit = WireError::SeqLimit {
+        kind: Kind::Punch,
+        seq: u64::MAX,
+    };
+    assert_eq!(
+        limit.to_string(),
+        "PUNCH sequence 0xffffffffffffffff is at or past the sequence limit 0x8000000000000000"
+    );
+    // Every kind has its own name, in capitals.
+    let names: std::collections::BTreeSet<&str> =
+        (1..=8).filter_map(Kind::from_u8).map(Kind::name).collect();
+    assert_eq!(names.len(), 8);
+    assert!(
+        names
+            .iter()
+            .all(|n| n.bytes().all(|b| b.is_ascii_uppercase()))
+    );
 }

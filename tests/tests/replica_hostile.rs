@@ -478,7 +478,7 @@ fn once_fails_on_a_protocol_error_naming_the_source() {
         v
     };
     // A second GEOMETRY after records: named with its seq and what the mirror takes then
-    // (it said only "unexpected Geometry frame").
+    // (it said only "unexpected GEOMETRY frame").
     let mut again = geometry_frame(64, 0);
     again[8..16].copy_from_slice(&77u64.to_le_bytes());
     let second_geometry = [geometry_frame(64, 0), one_record(1), again].concat();
@@ -490,12 +490,12 @@ fn once_fails_on_a_protocol_error_naming_the_source() {
         (
             "geometry2",
             second_geometry,
-            "unexpected Geometry frame (seq 77): expected DATA, GAP or HEARTBEAT",
+            "unexpected GEOMETRY frame (seq 77): expected DATA, GAP or HEARTBEAT",
         ),
         (
             "early",
             early_data,
-            "unexpected Data frame (seq 5): expected GEOMETRY",
+            "unexpected DATA frame (seq 5): expected GEOMETRY",
         ),
     ] {
         let dst = ShmPath::new(&format!("hostile-proto-{tag}"));
@@ -576,7 +576,7 @@ fn an_unexpected_multicast_frame_opens_no_socket() {
         let stop = AtomicBool::new(false);
         let e = mirror::run(&mo, &stop).unwrap_err();
         let msg = e.to_string();
-        assert!(msg.contains("unexpected Multicast frame"), "{tag}: {msg}");
+        assert!(msg.contains("unexpected MULTICAST frame"), "{tag}: {msg}");
         assert_eq!(fake.join().unwrap(), 1, "{tag}: the connection was kept");
     }
 }

@@ -25,7 +25,8 @@
 //! with [`StreamBuf`] and pass each to [`Mirror::handle_tcp_frame`], pass datagrams (with their
 //! source address) to [`Mirror::handle_datagrams`], and poll again at `poll_timeout()`. When
 //! the TCP connection ends, pass what [`StreamBuf::buffered`] holds to
-//! [`Mirror::handle_tcp_eof`] (a close) or [`Mirror::handle_tcp_reset`] (a reset, an error):
+//! [`Mirror::handle_tcp_eof`] (a close), [`Mirror::handle_tcp_reset`] (a reset, an error) or
+//! [`Mirror::handle_tcp_given_up`] (the driver gives it up: a write timed out, a wait failed):
 //! part of a frame there is a [`MirrorError::TruncatedFrame`].
 //!
 //! Blob rings plug in through [`RecordSource`] (a reader that copies descriptor + blob and
@@ -46,7 +47,7 @@ pub mod udp_sender;
 mod tests;
 
 pub use holdback::{HeldEntry, HoldBack};
-pub use mirror::{Mirror, MirrorConfig, MirrorCounters, MirrorError, Start};
+pub use mirror::{Mirror, MirrorConfig, MirrorCounters, MirrorError, Start, StreamEnd};
 pub use pacing::{MAX_LINGER, Pacer, Pacing};
 pub use ring_io::{
     Holds, ReadRecord, RecordSink, RecordSource, RegionSink, Replace, RingSource, SinkError,

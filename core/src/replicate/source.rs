@@ -134,7 +134,8 @@ impl fmt::Display for SourceError {
                 expected,
             } => write!(
                 f,
-                "unexpected {kind:?} frame (seq {seq}): expected {expected}"
+                "unexpected {} frame (seq {seq}): expected {expected}",
+                kind.name()
             ),
             SourceError::Closed => f.write_str("session closed"),
         }

@@ -196,13 +196,22 @@ impl fmt::Display for WireError {
             }
             UnknownKind { kind } => write!(f, "unknown frame kind {kind}"),
             WrongKind { expected, found } => {
-                write!(f, "expected a {expected:?} frame, got {found:?}")
+                write!(
+                    f,
+                    "expected a {} frame, got {}",
+                    expected.name(),
+                    found.name()
+                )
             }
             BadLen {
                 kind,
                 expected,
                 found,
-            } => write!(f, "{kind:?} frame has len {found}, must be {expected}"),
+            } => write!(
+                f,
+                "{} frame has len {found}, must be {expected}",
+                kind.name()
+            ),
             FrameTooLarge { len, max } => {
                 write!(f, "frame payload of {len} bytes exceeds the limit of {max}")
             }
@@ -227,7 +236,8 @@ impl fmt::Display for WireError {
             ),
             SeqLimit { kind, seq } => write!(
                 f,
-                "{kind:?} sequence {seq:#x} is at or past the sequence limit {:#x}",
+                "{} sequence {seq:#x} is at or past the sequence limit {:#x}",
+                kind.name(),
                 crate::layout::SEQ_LIMIT
             ),
             DataTrailing { extra } => write!(f, "DATA has {extra} bytes after its last record"),

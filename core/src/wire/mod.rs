@@ -91,6 +91,20 @@ impl Kind {
             _ => return None,
         })
     }
+
+    /// The kind's name as the spec writes it (`GEOMETRY`), for messages.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Hello => "HELLO",
+            Kind::Geometry => "GEOMETRY",
+            Kind::Data => "DATA",
+            Kind::Gap => "GAP",
+            Kind::Heartbeat => "HEARTBEAT",
+            Kind::Nak => "NAK",
+            Kind::Multicast => "MULTICAST",
+            Kind::Punch => "PUNCH",
+        }
+    }
 }
 
 /// Parses a control frame (`len` must be 0) of kind `want`; returns `(flags, seq)`.

@@ -295,13 +295,15 @@ fn add(a: &mut MirrorCounters, b: &MirrorCounters) {
 
 enum End {
     Stopped,
-    /// The source hung up after the handshake (or an I/O error ended the connection)
-    /// between frames: a clean end, `--once` returns `Ok`.
+    /// The source hung up or reset the connection after the handshake, between frames: a
+    /// clean end, `--once` returns `Ok`.
     Closed(String),
     /// The connection failed: a protocol error, a source that closed it before GEOMETRY (a
-    /// server at its session limit refuses this way), a timeout, or a UDP socket the
-    /// source's MULTICAST frame announces that cannot be opened here. `--once` returns `Err`
-    /// (spec §26.2: a mirror error exits 1); otherwise the mirror reconnects.
+    /// server at its session limit refuses this way) or inside a frame, a timeout (no
+    /// GEOMETRY, a silent source, a write it did not read), a wait on the sockets that
+    /// failed, or a UDP socket the source's MULTICAST frame announces that cannot be opened
+    /// here. `--once` returns `Err` (spec §26.2: a mirror error exits 1); otherwise the
+    /// mirror reconnects.
     Failed(io::Error),
     Fatal(ReplicaError),
     /// A frame of this many bytes (header included) is longer than the stream buffer but
@@ -409,17 +411,7 @@ fn run_inner(
     if opts.log
         && let Some(e) = sink.not_adopted()
     {
-        // Said before connecting: the ring is replaced at the handshake, and a resume
-        // starts from the source's oldest record instead.
-        let instead = match opts.start {
-            Start::Resume => {
-                "cannot resume it: a new ring replaces it at the handshake, \
-                 from the source's oldest record"
-            }
-            _ => "a new ring replaces it at the handshake",
-        };
-        // The error names the path.
-        diag!("mirror: not a usable ring: {e}; {instead}");
+        diag!("{}", not_usable_line(sink.path(), e, opts.start));
     }
     sink.set_mode(opts.file_mode);
     sink.set_max_len(opts.max_ring_len);
@@ -435,6 +427,24 @@ fn run_inner(
         diag!("mirror: {line}");
     }
     r
+}
+
+/// The line that says, before connecting, that the file at `path` is not a usable ring
+/// (`e` says why) and what happens to it at the handshake of a run started with `start`: a
+/// new ring replaces it, and a resume starts from the source's oldest record instead.
+fn not_usable_line(path: &std::path::Path, e: &crate::Error, start: Start) -> String {
+    let instead = match start {
+        Start::Resume => {
+            "cannot resume it: a new ring replaces it at the handshake, from the source's \
+             oldest record"
+        }
+        _ => "a new ring replaces it at the handshake",
+    };
+    format!(
+        "mirror: the file at {} is not a usable ring ({}); {instead}",
+        crate::shown::path(path),
+        super::sink::unusable_reason(e)
+    )
 }
 
 /// Where a connection attempt goes: [`MirrorOptions::source`], or
@@ -1125,6 +1135,44 @@ impl<'a> Conn<'a> {
         }
     }
 
+    /// How the connection ends on the error `e` of a write on its socket.
+    fn write_failed(&mut self, e: io::Error) -> End {
+        match e.kind() {
+            // The source's reset may show first on a write (the socket reports it once): a
+            // frame cut short by it fails the connection there too.
+            io::ErrorKind::ConnectionReset
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::BrokenPipe => self.broken("write", e),
+            // Timed out (the source reads nothing), or failed otherwise: the connection is
+            // still open, the mirror gives it up.
+            _ => self.given_up("write", e),
+        }
+    }
+
+    /// How the connection ends when the mirror gives it up on the error `e` of a `what`
+    /// ("write", "poll") while it is still open: a write the source did not read within
+    /// [`TCP_WRITE_TIMEOUT`], a wait on the sockets that failed. Never a clean end (the
+    /// source did not end the stream, and may have stopped in the middle of it, as a
+    /// silent one does): it fails, of `e`'s kind, with a [`MirrorError::TruncatedFrame`]
+    /// ([`StreamEnd::GivenUp`](ringwire_core::replicate::StreamEnd::GivenUp)) when part of
+    /// a frame is buffered.
+    fn given_up(&mut self, what: &'static str, e: io::Error) -> End {
+        if self.m.geometry().is_none() || self.m.awaits_multicast() {
+            return self.broken(what, e);
+        }
+        match self.m.handle_tcp_given_up(self.sbuf.buffered()) {
+            Ok(()) => End::Failed(io::Error::new(e.kind(), format!("{what}: {e}"))),
+            Err(cut) => End::Failed(io::Error::new(
+                e.kind(),
+                GivenUp {
+                    what,
+                    cause: e,
+                    cut,
+                },
+            )),
+        }
+    }
+
     /// Receives up to a few `recvmmsg` batches; returns whether anything came.
     fn read_udp(&mut self, sink: &mut FileSink) -> Result<bool, End> {
         let (Some(sock), Some(batch)) = (&self.udp, &mut self.batch) else {
@@ -1185,16 +1233,7 @@ impl<'a> Conn<'a> {
             match tx.channel {
                 Channel::Tcp => {
                     if let Err(e) = write_all_within(&mut self.stream, bytes, TCP_WRITE_TIMEOUT) {
-                        return Err(match e.kind() {
-                            // The source's reset may show first on a write (the socket reports
-                            // it once): a frame cut short by it fails the connection there too.
-                            io::ErrorKind::ConnectionReset
-                            | io::ErrorKind::ConnectionAborted
-                            | io::ErrorKind::BrokenPipe => self.broken("write", e),
-                            // A HELLO not written (timed out): no session either.
-                            _ if self.m.geometry().is_none() => self.broken("write", e),
-                            _ => End::Closed(format!("write: {e}")),
-                        });
+                        return Err(self.write_failed(e));
                     }
                 }
                 Channel::Udp(to) => {
@@ -1253,7 +1292,7 @@ impl<'a> Conn<'a> {
                 }
             });
         if let Some(e) = err {
-            return Err(End::Closed(e.to_string()));
+            return Err(self.given_up("poll", e));
         }
         if polled {
             self.anticipate.arrived(std::time::Instant::now());
@@ -1278,7 +1317,7 @@ impl<'a> Conn<'a> {
             },
         );
         if let Some(e) = err.into_inner() {
-            return Err(End::Closed(e.to_string()));
+            return Err(self.given_up("poll", e));
         }
         self.spin.parked(t0.elapsed(), got);
         self.woken = got;
@@ -1393,6 +1432,28 @@ thread_local! {
     /// descheduled right there would make.
     static PAUSE_BEFORE_JUDGING: std::cell::Cell<Option<StdDuration>> =
         const { std::cell::Cell::new(None) };
+}
+
+/// A connection the mirror gave up ([`Conn::given_up`]) with part of a frame buffered: the
+/// error of the `what` that made it give up, and the frame cut short (its
+/// [`source`](std::error::Error::source)).
+#[derive(Debug)]
+struct GivenUp {
+    what: &'static str,
+    cause: io::Error,
+    cut: MirrorError,
+}
+
+impl std::fmt::Display for GivenUp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}; {}", self.what, self.cause, self.cut)
+    }
+}
+
+impl std::error::Error for GivenUp {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        Some(&self.cut)
+    }
 }
 
 /// How a connection ends on the state machine's error `e`: a ring that could not be
@@ -1578,6 +1639,7 @@ fn open_udp(
 mod tests {
     use super::*;
     use crate::test_tmp::TmpPath;
+    use ringwire_core::replicate::StreamEnd;
 
     /// Bytes of `buf` in resident pages (`mincore`).
     fn resident(buf: &[u8]) -> usize {
@@ -1806,7 +1868,7 @@ mod tests {
 
     /// The error a frame cut short by [`cut_data`] leaves.
     const CUT: MirrorError = MirrorError::TruncatedFrame {
-        reset: false,
+        end: StreamEnd::Closed,
         kind: Some(Kind::Data),
         got: 40,
         expected: Some(64),
@@ -1909,7 +1971,7 @@ mod tests {
     fn a_connection_reset_inside_a_frame_fails_a_mirror_once() {
         let path = TmpPath::shm("reset-once");
         let want = MirrorError::TruncatedFrame {
-            reset: true,
+            end: StreamEnd::Reset,
             kind: Some(Kind::Data),
             got: 40,
             expected: Some(64),
@@ -1985,6 +2047,312 @@ mod tests {
                 _ => panic!("{kind:?}: neither failed nor closed"),
             }
         }
+    }
+
+    /// Sends DATA of records 1..=2 whole: the stream is at a frame boundary after it.
+    fn whole_data(s: &mut std::net::TcpStream) {
+        use ringwire_core::wire::DataRepr;
+        use std::io::Write;
+        let mut f = [0u8; 64];
+        let n = DataRepr {
+            flags: 0,
+            seq: 1,
+            count: 2,
+            records: &[7u8; 2 * 24],
+        }
+        .emit(&mut f)
+        .unwrap();
+        let _ = s.write_all(&f[..n]);
+    }
+
+    /// [`CUT`], given up by the mirror rather than closed by the source.
+    fn given_up_cut() -> MirrorError {
+        MirrorError::TruncatedFrame {
+            end: StreamEnd::GivenUp,
+            kind: Some(Kind::Data),
+            got: 40,
+            expected: Some(64),
+            seq: Some(3),
+            next: 3,
+        }
+    }
+
+    /// A source as [`fake_source`] that sends `frames`, then holds the connection open, not
+    /// reading, until the sender returned is used or dropped (at most 20 s), then resets it
+    /// (`by_reset`) or closes it.
+    fn held_source(
+        frames: fn(&mut std::net::TcpStream),
+        by_reset: bool,
+    ) -> (
+        SocketAddr,
+        std::thread::JoinHandle<()>,
+        std::sync::mpsc::Sender<()>,
+    ) {
+        let (go, wait) = std::sync::mpsc::channel::<()>();
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let source = std::thread::spawn(move || {
+            let (mut s, _) = listener.accept().unwrap();
+            answer_hello(&mut s, 0, 32);
+            heartbeats(&mut s, StdDuration::ZERO, StdDuration::ZERO);
+            frames(&mut s);
+            let _ = wait.recv_timeout(StdDuration::from_secs(20));
+            if by_reset {
+                reset(s);
+            } else {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+            }
+        });
+        (addr, source, go)
+    }
+
+    /// Connects a mirror (`Start::Oldest`) to the source at `addr`, whose frames are those
+    /// of [`held_source`], and reads until records 1..=2 are written and `buffered` bytes
+    /// of a frame wait in the stream buffer (at most 10 s); then runs `f` on the
+    /// connection.
+    fn with_conn_past_records_1_and_2(
+        addr: SocketAddr,
+        path: &TmpPath,
+        buffered: usize,
+        f: impl FnOnce(&mut Conn<'_>),
+    ) {
+        let mut o = MirrorOptions::new(addr, path);
+        o.log = false;
+        let (_, attempt) = attempt_addr(&o);
+        let (addr, src) = attempt.unwrap();
+        let stream = TcpStream::connect(addr).unwrap();
+        stream.set_nonblocking(true).unwrap();
+        let mut sink = FileSink::open(path).unwrap();
+        let mut bufs = Buffers::new().unwrap();
+        let mut c = Conn::new(&o, src, stream, Start::Oldest, &sink, &mut bufs);
+        assert!(c.transmit().is_ok(), "the HELLO was not written");
+        let t0 = std::time::Instant::now();
+        while c.m.counters().records_written < 2 || c.sbuf.buffered().len() != buffered {
+            assert!(
+                t0.elapsed() < StdDuration::from_secs(10),
+                "{} records written, {} bytes buffered",
+                c.m.counters().records_written,
+                c.sbuf.buffered().len()
+            );
+            assert!(c.read_tcp(&mut sink).is_ok(), "the connection ended early");
+            std::thread::sleep(StdDuration::from_millis(2));
+        }
+        f(&mut c);
+        drop(c);
+        assert_eq!(last_written(&sink), 2, "the whole frame's records");
+    }
+
+    /// A write the source does not read within the timeout: the mirror's own
+    /// `write_all_within`, with 100 ms for 64 MiB that a source reading nothing never
+    /// takes (loopback buffers hold a few MiB).
+    fn timed_out_write(c: &mut Conn<'_>) -> io::Error {
+        let e = write_all_within(
+            &mut c.stream,
+            &vec![0u8; 64 << 20],
+            StdDuration::from_millis(100),
+        )
+        .expect_err("64 MiB written to a source that reads nothing");
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        e
+    }
+
+    /// The connection's end `end` failed it with an error of `kind`; returns the error.
+    fn failed(end: End, kind: io::ErrorKind) -> io::Error {
+        match end {
+            End::Failed(e) => {
+                assert_eq!(e.kind(), kind, "{e}");
+                e
+            }
+            End::Closed(s) => panic!("a clean end: {s}"),
+            _ => panic!("neither failed nor closed"),
+        }
+    }
+
+    /// After GEOMETRY, a write that times out (the source reads nothing) with part of a
+    /// frame buffered fails the connection with the frame cut short, marked as given up by
+    /// the mirror, and says what failed. It ended cleanly ("write: peer did not read within
+    /// the write timeout", `--once` exit 0) with 40 of DATA 3..=4's 64 bytes unread.
+    #[test]
+    fn a_write_timeout_inside_a_frame_fails_the_connection() {
+        let path = TmpPath::shm("write-timeout-cut");
+        let (addr, source, go) = held_source(cut_data, false);
+        with_conn_past_records_1_and_2(addr, &path, 40, |c| {
+            let e = timed_out_write(c);
+            let e = failed(c.write_failed(e), io::ErrorKind::TimedOut);
+            let given_up = e.get_ref().and_then(|g| g.downcast_ref::<GivenUp>());
+            let want = given_up_cut();
+            assert_eq!(given_up.map(|g| g.cut), Some(want), "{e}");
+            let cut = e
+                .get_ref()
+                .and_then(std::error::Error::source)
+                .and_then(|c| c.downcast_ref::<MirrorError>());
+            assert_eq!(cut, Some(&want), "the frame is the error's source");
+            assert_eq!(
+                e.to_string(),
+                "write: peer did not read within the write timeout; the mirror gave the \
+                 connection up in the middle of a DATA frame (seq 3): 40 of its 64 bytes \
+                 arrived; the mirror was waiting for record 3"
+            );
+        });
+        drop(go);
+        source.join().unwrap();
+    }
+
+    /// After GEOMETRY, a write that times out between frames fails the connection too: the
+    /// source stopped reading, as a silent one stopped writing, and `--once` reports it
+    /// (exit 1) where it ended cleanly (exit 0).
+    #[test]
+    fn a_write_timeout_between_frames_fails_the_connection() {
+        let path = TmpPath::shm("write-timeout-between");
+        let (addr, source, go) = held_source(whole_data, false);
+        with_conn_past_records_1_and_2(addr, &path, 0, |c| {
+            let e = timed_out_write(c);
+            let e = failed(c.write_failed(e), io::ErrorKind::TimedOut);
+            assert_eq!(
+                e.to_string(),
+                "write: peer did not read within the write timeout"
+            );
+            assert_eq!(c.m.failure(), None, "no frame was cut");
+        });
+        drop(go);
+        source.join().unwrap();
+    }
+
+    /// After GEOMETRY, a wait on the sockets that fails (`ppoll`: ENOMEM, EINVAL) fails the
+    /// connection, with the frame cut short when part of one is buffered; it ended cleanly
+    /// either way ("Cannot allocate memory", `--once` exit 0).
+    #[test]
+    fn a_failed_wait_fails_the_connection() {
+        let enomem = || io::Error::from_raw_os_error(libc::ENOMEM);
+        let path = TmpPath::shm("poll-error-cut");
+        let (addr, source, go) = held_source(cut_data, false);
+        with_conn_past_records_1_and_2(addr, &path, 40, |c| {
+            let e = failed(c.given_up("poll", enomem()), io::ErrorKind::OutOfMemory);
+            let cut = e
+                .get_ref()
+                .and_then(|g| g.downcast_ref::<GivenUp>())
+                .map(|g| g.cut);
+            let want = given_up_cut();
+            assert_eq!(cut, Some(want), "{e}");
+            assert!(
+                e.to_string().starts_with(&format!(
+                    "poll: {}; the mirror gave the connection up in the middle of a DATA \
+                     frame (seq 3)",
+                    enomem()
+                )),
+                "{e}"
+            );
+        });
+        drop(go);
+        source.join().unwrap();
+        let path = TmpPath::shm("poll-error-between");
+        let (addr, source, go) = held_source(whole_data, false);
+        with_conn_past_records_1_and_2(addr, &path, 0, |c| {
+            let e = failed(c.given_up("poll", enomem()), io::ErrorKind::OutOfMemory);
+            assert_eq!(e.to_string(), format!("poll: {}", enomem()));
+        });
+        drop(go);
+        source.join().unwrap();
+    }
+
+    /// Has the source of `c`'s connection reset it (via `go`, see [`held_source`]), waits
+    /// (at most 5 s) until the reset has arrived, then writes to the connection twice with
+    /// the mirror's own `write_all_within`: the socket reports the reset once
+    /// (ECONNRESET), then the broken pipe (EPIPE). Returns what `c` makes of each failed
+    /// write ([`Conn::write_failed`], as its `transmit` does).
+    fn ends_of_writes_after_a_reset(c: &mut Conn<'_>, go: std::sync::mpsc::Sender<()>) -> [End; 2] {
+        go.send(()).unwrap();
+        let mut fd = [pollin(&c.stream)];
+        let t0 = std::time::Instant::now();
+        while fd[0].revents & (libc::POLLERR | libc::POLLHUP) == 0 {
+            assert!(t0.elapsed() < StdDuration::from_secs(5), "no reset came");
+            fd[0].revents = 0;
+            poll(&mut fd, StdDuration::from_millis(100)).unwrap();
+        }
+        [io::ErrorKind::ConnectionReset, io::ErrorKind::BrokenPipe].map(|kind| {
+            let e = write_all_within(&mut c.stream, &[0u8; 24], StdDuration::from_secs(1))
+                .expect_err("a write to a connection reset");
+            assert_eq!(e.kind(), kind, "{e}");
+            c.write_failed(e)
+        })
+    }
+
+    /// After GEOMETRY, a reset that shows on a write (ECONNRESET, then EPIPE) with part of
+    /// a frame buffered fails the connection with the truncated frame marked as a reset and
+    /// the error kind of the write, as a reset seen by a read does.
+    #[test]
+    fn a_reset_seen_by_a_write_inside_a_frame_fails_the_connection() {
+        let path = TmpPath::shm("write-reset-cut");
+        let (addr, source, go) = held_source(cut_data, true);
+        with_conn_past_records_1_and_2(addr, &path, 40, |c| {
+            let want = MirrorError::TruncatedFrame {
+                end: StreamEnd::Reset,
+                kind: Some(Kind::Data),
+                got: 40,
+                expected: Some(64),
+                seq: Some(3),
+                next: 3,
+            };
+            let kinds = [io::ErrorKind::ConnectionReset, io::ErrorKind::BrokenPipe];
+            for (end, kind) in ends_of_writes_after_a_reset(c, go).into_iter().zip(kinds) {
+                let e = failed(end, kind);
+                let cut = e.get_ref().and_then(|c| c.downcast_ref::<MirrorError>());
+                assert_eq!(cut, Some(&want), "{e}");
+                assert!(
+                    e.to_string()
+                        .starts_with("the connection was reset in the middle of a DATA frame"),
+                    "{e}"
+                );
+            }
+        });
+        source.join().unwrap();
+    }
+
+    /// After GEOMETRY, a reset that shows on a write between frames ends the connection
+    /// cleanly, as one seen by a read there does (spec §21.3): `--once` returns `Ok`.
+    #[test]
+    fn a_reset_seen_by_a_write_between_frames_ends_the_connection_cleanly() {
+        let path = TmpPath::shm("write-reset-between");
+        let (addr, source, go) = held_source(whole_data, true);
+        with_conn_past_records_1_and_2(addr, &path, 0, |c| {
+            let [reset, pipe] = ends_of_writes_after_a_reset(c, go);
+            for (end, what) in [(reset, "reset by peer"), (pipe, "Broken pipe")] {
+                match end {
+                    End::Closed(s) => {
+                        assert!(s.starts_with("write: ") && s.contains(what), "{s}");
+                    }
+                    End::Failed(e) => panic!("{what}: failed: {e}"),
+                    _ => panic!("{what}: neither failed nor closed"),
+                }
+            }
+            assert_eq!(c.m.failure(), None, "no frame was cut");
+        });
+        source.join().unwrap();
+    }
+
+    /// The line that says a file is not a usable ring names its path once, with the reason
+    /// and what the handshake does instead.
+    #[test]
+    fn an_unusable_ring_is_named_once_before_connecting() {
+        let path = TmpPath::shm("unusable-once");
+        std::fs::write(&path, b"").unwrap();
+        let sink = FileSink::open(&path).expect("an empty file is replaced");
+        let e = sink.not_adopted().expect("the reason kept");
+        let p = crate::shown::path(&path).to_string();
+        let line = not_usable_line(&path, e, Start::Resume);
+        assert_eq!(
+            line,
+            format!(
+                "mirror: the file at {p} is not a usable ring (file is 0 bytes, shorter than \
+                 the 128-byte ring header); cannot resume it: a new ring replaces it at the \
+                 handshake, from the source's oldest record"
+            )
+        );
+        assert_eq!(line.matches(&p).count(), 1, "{line}");
+        assert!(
+            not_usable_line(&path, e, Start::Latest)
+                .ends_with("header); a new ring replaces it at the handshake"),
+        );
     }
 
     /// A source that closes the connection after a GEOMETRY announcing UDP delivery, before

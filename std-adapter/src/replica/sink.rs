@@ -17,6 +17,18 @@ use crate::file::{FileKind, len_and_magic};
 use crate::{CleanupMode, CreateOptions, Error, RingFile, sys};
 use ringwire_core::layout::RING_MAGIC;
 
+/// Why a file is not a usable ring, without its path, for lines that name the path
+/// themselves: the text of `e` after the path (every [`Error`] names its path once, then
+/// ": "), or all of it if the path is not there.
+pub(crate) fn unusable_reason(e: &Error) -> String {
+    let text = e.to_string();
+    let named = format!("{}: ", crate::shown::path(e.path()));
+    match text.find(&named) {
+        Some(i) => text[i + named.len()..].to_string(),
+        None => text,
+    }
+}
+
 /// Refuses `path` now if its directory says that no ring can be created there: missing, not
 /// a directory, or one this process may not create files in (a read-only mount, no
 /// permission). The ring is created only at the handshake, so without this a mistyped path
@@ -378,7 +390,7 @@ impl RecordSink for FileSink {
             }),
             (None, _, Some(e), 0) => Some(Replaced::Unusable {
                 path: self.path.clone(),
-                why: e.to_string(),
+                why: unusable_reason(e),
             }),
             _ => None,
         };
@@ -851,6 +863,28 @@ mod tests {
         sink.recreate(&geo).unwrap();
         assert_eq!(sink.existing(), Some((geo, 0)));
         drop(sink);
+    }
+
+    /// The line of an unusable file replaced names its path once: the reason was the
+    /// error's whole text, which names it too ("replaced the file at P: not a usable ring
+    /// (ring P: file is 0 bytes, ...)").
+    #[test]
+    fn an_unusable_file_replaced_is_named_once() {
+        let path = TmpPath::new("sink-unusable-once");
+        let geo = Geometry::spmc(64, 16, 8, 0, false).unwrap();
+        std::fs::write(&path, b"").unwrap();
+        let mut sink = FileSink::open(&path).expect("an empty file is replaced");
+        sink.recreate(&geo).unwrap();
+        let line = sink.take_replaced().expect("the replacement").to_string();
+        let p = crate::shown::path(&path).to_string();
+        assert_eq!(
+            line,
+            format!(
+                "replaced the file at {p}: not a usable ring (file is 0 bytes, shorter than \
+                 the 128-byte ring header)"
+            )
+        );
+        assert_eq!(line.matches(&p).count(), 1, "{line}");
     }
 
     #[test]

@@ -209,11 +209,11 @@ pub enum MirrorError {
     /// Input after an error.
     Closed,
     /// The TCP stream ended inside a frame: part of its header or payload arrived, the
-    /// rest never will ([`Mirror::handle_tcp_eof`], [`Mirror::handle_tcp_reset`]). The
-    /// records of the frames before it stay written.
+    /// rest never will ([`Mirror::handle_tcp_eof`], [`Mirror::handle_tcp_reset`],
+    /// [`Mirror::handle_tcp_given_up`]). The records of the frames before it stay written.
     TruncatedFrame {
-        /// The connection was reset (or failed otherwise) rather than closed.
-        reset: bool,
+        /// How the connection ended: closed, reset, or given up by the driver.
+        end: StreamEnd,
         /// Its kind, if the kind byte arrived and names one.
         kind: Option<Kind>,
         /// Bytes of it that arrived.
@@ -237,25 +237,26 @@ impl fmt::Display for MirrorError {
                 expected,
             } => write!(
                 f,
-                "unexpected {kind:?} frame (seq {seq}): expected {expected}"
+                "unexpected {} frame (seq {seq}): expected {expected}",
+                kind.name()
             ),
             MirrorError::Sink(e) => e.fmt(f),
             MirrorError::Closed => f.write_str("mirror closed"),
             MirrorError::TruncatedFrame {
-                reset,
+                end,
                 kind,
                 got,
                 expected,
                 seq,
                 next,
             } => {
-                f.write_str(if *reset {
-                    "the connection was reset in the middle of "
-                } else {
-                    "the connection closed in the middle of "
+                f.write_str(match end {
+                    StreamEnd::Closed => "the connection closed in the middle of ",
+                    StreamEnd::Reset => "the connection was reset in the middle of ",
+                    StreamEnd::GivenUp => "the mirror gave the connection up in the middle of ",
                 })?;
                 match kind {
-                    Some(k) => write!(f, "a {} frame", kind_name(*k))?,
+                    Some(k) => write!(f, "a {} frame", k.name())?,
                     None => f.write_str("a frame of unknown kind")?,
                 }
                 if let Some(s) = seq {
@@ -274,18 +275,17 @@ impl fmt::Display for MirrorError {
 // No `source`: the text above already includes the wrapped error's.
 impl core::error::Error for MirrorError {}
 
-/// A frame kind as the spec names it.
-fn kind_name(k: Kind) -> &'static str {
-    match k {
-        Kind::Hello => "HELLO",
-        Kind::Geometry => "GEOMETRY",
-        Kind::Data => "DATA",
-        Kind::Gap => "GAP",
-        Kind::Heartbeat => "HEARTBEAT",
-        Kind::Nak => "NAK",
-        Kind::Multicast => "MULTICAST",
-        Kind::Punch => "PUNCH",
-    }
+/// How a TCP connection ended inside a frame ([`MirrorError::TruncatedFrame`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum StreamEnd {
+    /// The source closed it ([`Mirror::handle_tcp_eof`]).
+    Closed,
+    /// It was reset, or its socket failed otherwise ([`Mirror::handle_tcp_reset`]).
+    Reset,
+    /// The driver gave it up while it was still open: a write that timed out, a wait on
+    /// its socket that failed ([`Mirror::handle_tcp_given_up`]).
+    GivenUp,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -598,18 +598,28 @@ impl<'a> Mirror<'a> {
     /// before it wrote stays. Either way the connection is over
     /// ([`Mirror::reconnect`] starts another).
     pub fn handle_tcp_eof(&mut self, partial: &[u8]) -> Result<(), MirrorError> {
-        self.handle_tcp_end(partial, false)
+        self.handle_tcp_end(partial, StreamEnd::Closed)
     }
 
     /// Handles a TCP connection that failed (reset by the source, ECONNRESET, or another
     /// error of the socket) rather than closed, as [`Mirror::handle_tcp_eof`] does a close:
     /// `Ok` between frames (whether that is a clean end is the driver's to say), and a
-    /// [`MirrorError::TruncatedFrame`] with `reset` when part of a frame had arrived.
+    /// [`MirrorError::TruncatedFrame`] ([`StreamEnd::Reset`]) when part of a frame had
+    /// arrived.
     pub fn handle_tcp_reset(&mut self, partial: &[u8]) -> Result<(), MirrorError> {
-        self.handle_tcp_end(partial, true)
+        self.handle_tcp_end(partial, StreamEnd::Reset)
     }
 
-    fn handle_tcp_end(&mut self, partial: &[u8], reset: bool) -> Result<(), MirrorError> {
+    /// Handles a TCP connection the driver gives up while it is still open (a write that
+    /// timed out, a wait on its socket that failed), as [`Mirror::handle_tcp_reset`] does
+    /// a reset: `Ok` between frames (the driver says how the connection ends), and a
+    /// [`MirrorError::TruncatedFrame`] ([`StreamEnd::GivenUp`]) when part of a frame had
+    /// arrived.
+    pub fn handle_tcp_given_up(&mut self, partial: &[u8]) -> Result<(), MirrorError> {
+        self.handle_tcp_end(partial, StreamEnd::GivenUp)
+    }
+
+    fn handle_tcp_end(&mut self, partial: &[u8], end: StreamEnd) -> Result<(), MirrorError> {
         if partial.is_empty() {
             return Ok(());
         }
@@ -625,7 +635,7 @@ impl<'a> Mirror<'a> {
             .and_then(|b| b.try_into().ok())
             .map(u64::from_le_bytes);
         let e = MirrorError::TruncatedFrame {
-            reset,
+            end,
             kind: Kind::from_u8(partial[field::KIND]),
             got: partial.len(),
             expected: len.and_then(|l| crate::wire::total_len(l).ok()),

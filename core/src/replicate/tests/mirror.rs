@@ -1366,7 +1366,7 @@ fn a_stream_ending_inside_a_frame_is_a_truncated_frame() {
     ] {
         let mut m = live(&mut sink);
         let e = MirrorError::TruncatedFrame {
-            reset: false,
+            end: StreamEnd::Closed,
             kind: Some(Kind::Data),
             got,
             expected,
@@ -1397,7 +1397,7 @@ fn a_stream_ending_inside_a_frame_is_a_truncated_frame() {
         matches!(
             e,
             MirrorError::TruncatedFrame {
-                reset: false,
+                end: StreamEnd::Closed,
                 kind: None,
                 got: 3,
                 expected: None,
@@ -1429,7 +1429,7 @@ fn a_connection_reset_inside_a_frame_is_a_truncated_frame() {
     let cut_short = data(3, 2, 0);
     let mut m = live(&mut sink);
     let e = MirrorError::TruncatedFrame {
-        reset: true,
+        end: StreamEnd::Reset,
         kind: Some(Kind::Data),
         got: 20,
         expected: Some(32),
@@ -1447,5 +1447,42 @@ fn a_connection_reset_inside_a_frame_is_a_truncated_frame() {
         e.to_string(),
         "the connection was reset in the middle of a DATA frame (seq 3): 20 of its 32 bytes \
          arrived; the mirror was waiting for record 3"
+    );
+}
+
+/// A connection the driver gives up while it is still open (a write that timed out, a
+/// failed wait on its socket): between frames the core has nothing to say (`Ok`, the
+/// driver says how it ends); inside a frame it is a `TruncatedFrame` that says the mirror
+/// gave it up, neither a close nor a reset.
+#[test]
+fn a_connection_given_up_inside_a_frame_is_a_truncated_frame() {
+    use crate::wire::Kind;
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let live = tcp_mirror_past_records_1_and_2;
+    let mut m = live(&mut sink);
+    assert_eq!(m.handle_tcp_given_up(&[]), Ok(()));
+    assert_eq!(m.failure(), None);
+    let cut_short = data(3, 2, 0);
+    let mut m = live(&mut sink);
+    let e = MirrorError::TruncatedFrame {
+        end: StreamEnd::GivenUp,
+        kind: Some(Kind::Data),
+        got: 20,
+        expected: Some(32),
+        seq: Some(3),
+        next: 3,
+    };
+    assert_eq!(m.handle_tcp_given_up(&cut_short[..20]), Err(e));
+    assert_eq!(m.failure(), Some(e));
+    assert_eq!(
+        sink.existing().map(|(_, w)| w),
+        Some(2),
+        "records 1..=2 kept"
+    );
+    assert_eq!(
+        e.to_string(),
+        "the mirror gave the connection up in the middle of a DATA frame (seq 3): 20 of its \
+         32 bytes arrived; the mirror was waiting for record 3"
     );
 }

@@ -272,7 +272,7 @@ fn nak_answers_section_20_4() {
     GapRepr { seq: 1 }.emit(&mut gap).unwrap();
     let e = s.handle_stream(ms(2), &gap, &src, None).unwrap_err();
     assert!(matches!(e, SourceError::UnexpectedFrame { .. }), "{e:?}");
-    assert_eq!(e.to_string(), "unexpected Gap frame (seq 1): expected NAK");
+    assert_eq!(e.to_string(), "unexpected GAP frame (seq 1): expected NAK");
 }
 
 /// A NAK and a bad frame in one read (found by the `source` fuzz target: a NAK header, then
@@ -310,7 +310,7 @@ fn a_session_closed_by_a_bad_frame_keeps_no_naks() {
 /// A TCP-mode source reads nothing after HELLO (spec §19.3), whether the bytes after it come
 /// in the same read as the HELLO or after GEOMETRY went out: the session is served either
 /// way. Bytes in the HELLO's read were parsed as frames and ended the session (a NAK, which
-/// a TCP-mode session does not take: "unexpected Nak frame"), while the same bytes a moment
+/// a TCP-mode session does not take: "unexpected NAK frame"), while the same bytes a moment
 /// later were dropped: the outcome hung on how the stream was segmented.
 #[test]
 fn bytes_after_hello_in_the_same_read_are_ignored_in_tcp_mode() {
