@@ -469,7 +469,7 @@ mod tests {
             let mut model: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
             let mut low = 0u64;
             // Fewer steps under Miri, which runs each about a thousand times slower.
-            for step in 0..if cfg!(miri) { 300 } else { 20_000 } {
+            for step in 0..if cfg!(miri) { 120 } else { 20_000 } {
                 if next(3) == 0 {
                     h.pop_first();
                     if let Some((&s, _)) = model.iter().next() {
