@@ -300,10 +300,10 @@ enum End {
     Closed(String),
     /// The connection failed: a protocol error, a source that closed it before GEOMETRY (a
     /// server at its session limit refuses this way) or inside a frame, a timeout (no
-    /// GEOMETRY, a silent source, a write it did not read), a wait on the sockets that
-    /// failed, or a UDP socket the source's MULTICAST frame announces that cannot be opened
-    /// here. `--once` returns `Err` (spec §26.2: a mirror error exits 1); otherwise the
-    /// mirror reconnects.
+    /// GEOMETRY, a silent source, a write it did not read), a socket of this host's that
+    /// failed (made non-blocking, waited on), or a UDP socket the source's MULTICAST frame
+    /// announces that cannot be opened here. `--once` returns `Err` (spec §26.2: a mirror
+    /// error exits 1); otherwise the mirror reconnects.
     Failed(io::Error),
     Fatal(ReplicaError),
     /// A frame of this many bytes (header included) is longer than the stream buffer but
@@ -1358,8 +1358,12 @@ impl<'a> Conn<'a> {
     }
 
     fn run(&mut self, sink: &mut FileSink, stop: &AtomicBool) -> End {
-        if let Err(e) = self.stream.set_nonblocking(true) {
-            return End::Closed(e.to_string());
+        if let Err(e) = set_nonblocking(&self.stream) {
+            // A local failure, not the source's end of the stream: never a clean end.
+            return End::Failed(io::Error::new(
+                e.kind(),
+                format!("making the TCP socket non-blocking: {e}"),
+            ));
         }
         let mut status = Status::new();
         let mut checked = std::time::Instant::now();
@@ -1432,6 +1436,20 @@ thread_local! {
     /// descheduled right there would make.
     static PAUSE_BEFORE_JUDGING: std::cell::Cell<Option<StdDuration>> =
         const { std::cell::Cell::new(None) };
+    /// Tests: the errno the next [`set_nonblocking`] on this thread fails with, which a
+    /// socket that is open cannot be made to return from outside.
+    static FAIL_SET_NONBLOCKING: std::cell::Cell<Option<i32>> =
+        const { std::cell::Cell::new(None) };
+}
+
+/// Makes the connection's socket non-blocking (in tests, first fails as
+/// `FAIL_SET_NONBLOCKING` says).
+fn set_nonblocking(s: &TcpStream) -> io::Result<()> {
+    #[cfg(test)]
+    if let Some(errno) = FAIL_SET_NONBLOCKING.with(std::cell::Cell::take) {
+        return Err(io::Error::from_raw_os_error(errno));
+    }
+    s.set_nonblocking(true)
 }
 
 /// A connection the mirror gave up ([`Conn::given_up`]) with part of a frame buffered: the
@@ -2253,6 +2271,33 @@ mod tests {
         });
         drop(go);
         source.join().unwrap();
+    }
+
+    /// A socket that cannot be made non-blocking (an injected errno: an open socket does
+    /// not fail this from outside) fails the connection at once, naming the step and the
+    /// error; it ended cleanly (`--once` exit 0) with nothing mirrored.
+    #[test]
+    fn a_failed_set_nonblocking_fails_the_connection() {
+        let path = TmpPath::shm("nonblocking-error");
+        // Connected through the backlog, never accepted: nothing is read or written.
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let mut o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
+        o.log = false;
+        let (_, attempt) = attempt_addr(&o);
+        let (addr, src) = attempt.unwrap();
+        let stream = TcpStream::connect(addr).unwrap();
+        let mut sink = FileSink::open(&path).unwrap();
+        let mut bufs = Buffers::new().unwrap();
+        let mut c = Conn::new(&o, src, stream, Start::Oldest, &sink, &mut bufs);
+        let ebadf = || io::Error::from_raw_os_error(libc::EBADF);
+        FAIL_SET_NONBLOCKING.with(|f| f.set(Some(libc::EBADF)));
+        let e = failed(c.run(&mut sink, &AtomicBool::new(false)), ebadf().kind());
+        assert_eq!(
+            e.to_string(),
+            format!("making the TCP socket non-blocking: {}", ebadf())
+        );
+        assert_eq!(FAIL_SET_NONBLOCKING.with(std::cell::Cell::get), None);
+        assert_eq!(c.m.geometry(), None, "no handshake was attempted");
     }
 
     /// Has the source of `c`'s connection reset it (via `go`, see [`held_source`]), waits
