@@ -300,10 +300,10 @@ enum End {
     Closed(String),
     /// The connection failed: a protocol error, a source that closed it before GEOMETRY (a
     /// server at its session limit refuses this way) or inside a frame, a timeout (no
-    /// GEOMETRY, a silent source, a write it did not read), a wait on the sockets that
-    /// failed, or a UDP socket the source's MULTICAST frame announces that cannot be opened
-    /// here. `--once` returns `Err` (spec §26.2: a mirror error exits 1); otherwise the
-    /// mirror reconnects.
+    /// GEOMETRY, a silent source, a write it did not read), a socket of this host's that
+    /// failed (made non-blocking, waited on, received from: not an ICMP report), or a UDP
+    /// socket the source's MULTICAST frame announces that cannot be opened here. `--once`
+    /// returns `Err` (spec §26.2: a mirror error exits 1); otherwise the mirror reconnects.
     Failed(io::Error),
     Fatal(ReplicaError),
     /// A frame of this many bytes (header included) is longer than the stream buffer but
@@ -1150,10 +1150,11 @@ impl<'a> Conn<'a> {
     }
 
     /// How the connection ends when the mirror gives it up on the error `e` of a `what`
-    /// ("write", "poll") while it is still open: a write the source did not read within
-    /// [`TCP_WRITE_TIMEOUT`], a wait on the sockets that failed. Never a clean end (the
-    /// source did not end the stream, and may have stopped in the middle of it, as a
-    /// silent one does): it fails, of `e`'s kind, with a [`MirrorError::TruncatedFrame`]
+    /// ("write", "poll", "recvmmsg") while it is still open: a write the source did not
+    /// read within [`TCP_WRITE_TIMEOUT`], a wait on the sockets or a receive on the UDP
+    /// socket that failed. Never a clean end (the source did not end the stream, and may
+    /// have stopped in the middle of it, as a silent one does): it fails, of `e`'s kind,
+    /// with a [`MirrorError::TruncatedFrame`]
     /// ([`StreamEnd::GivenUp`](ringwire_core::replicate::StreamEnd::GivenUp)) when part of
     /// a frame is buffered.
     fn given_up(&mut self, what: &'static str, e: io::Error) -> End {
@@ -1185,13 +1186,14 @@ impl<'a> Conn<'a> {
             .records_written
             .saturating_add(RECORDS_PER_PASS);
         for _ in 0..8 {
-            let n = match batch.recv(sock) {
+            let n = match recv_batch(batch, sock) {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                // ICMP errors from our PUNCHes (ECONNREFUSED) are not fatal.
-                Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => continue,
-                Err(e) => return Err(End::Closed(format!("recvmmsg: {e}"))),
+                Err(e) if reports_an_earlier_datagram(&e) => continue,
+                // This host's socket failed (EBADF, EFAULT, EINVAL, ENOMEM, ...): the source
+                // did not end the connection, the mirror gives it up.
+                Err(e) => return Err(self.given_up("recvmmsg", e)),
             };
             any |= n > 0;
             let t = now();
@@ -1358,8 +1360,12 @@ impl<'a> Conn<'a> {
     }
 
     fn run(&mut self, sink: &mut FileSink, stop: &AtomicBool) -> End {
-        if let Err(e) = self.stream.set_nonblocking(true) {
-            return End::Closed(e.to_string());
+        if let Err(e) = set_nonblocking(&self.stream) {
+            // A local failure, not the source's end of the stream: never a clean end.
+            return End::Failed(io::Error::new(
+                e.kind(),
+                format!("making the TCP socket non-blocking: {e}"),
+            ));
         }
         let mut status = Status::new();
         let mut checked = std::time::Instant::now();
@@ -1432,6 +1438,46 @@ thread_local! {
     /// descheduled right there would make.
     static PAUSE_BEFORE_JUDGING: std::cell::Cell<Option<StdDuration>> =
         const { std::cell::Cell::new(None) };
+    /// Tests: the errno the next [`set_nonblocking`] on this thread fails with, which a
+    /// socket that is open cannot be made to return from outside.
+    static FAIL_SET_NONBLOCKING: std::cell::Cell<Option<i32>> =
+        const { std::cell::Cell::new(None) };
+    /// Tests: the errnos the next [`recv_batch`] calls on this thread fail with, first
+    /// to last, before any reaches the socket (EBADF, EFAULT, ENOMEM and the like cannot
+    /// be had from a socket that works).
+    static FAIL_RECV: std::cell::RefCell<std::collections::VecDeque<i32>> =
+        const { std::cell::RefCell::new(std::collections::VecDeque::new()) };
+}
+
+/// Makes the connection's socket non-blocking (in tests, first fails as
+/// `FAIL_SET_NONBLOCKING` says).
+fn set_nonblocking(s: &TcpStream) -> io::Result<()> {
+    #[cfg(test)]
+    if let Some(errno) = FAIL_SET_NONBLOCKING.with(std::cell::Cell::take) {
+        return Err(io::Error::from_raw_os_error(errno));
+    }
+    s.set_nonblocking(true)
+}
+
+/// One `recvmmsg` batch from `sock` (in tests, first fails as `FAIL_RECV` says).
+fn recv_batch(batch: &mut RecvBatch, sock: &UdpSocket) -> io::Result<usize> {
+    #[cfg(test)]
+    if let Some(errno) = FAIL_RECV.with(|f| f.borrow_mut().pop_front()) {
+        return Err(io::Error::from_raw_os_error(errno));
+    }
+    batch.recv(sock)
+}
+
+/// Whether `e`, from a receive on the mirror's UDP socket, is the kernel reporting an ICMP
+/// error (port, host or network unreachable) for an earlier datagram of ours, a PUNCH,
+/// rather than a failure of the socket. It is reported once, and the socket goes on
+/// receiving: not a reason to end the connection. (Linux reports these only on a connected
+/// socket or one with `IP_RECVERR`; the mirror's socket is neither today.)
+fn reports_an_earlier_datagram(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EHOSTDOWN)
+    )
 }
 
 /// A connection the mirror gave up ([`Conn::given_up`]) with part of a frame buffered: the
@@ -2109,12 +2155,12 @@ mod tests {
     /// Connects a mirror (`Start::Oldest`) to the source at `addr`, whose frames are those
     /// of [`held_source`], and reads until records 1..=2 are written and `buffered` bytes
     /// of a frame wait in the stream buffer (at most 10 s); then runs `f` on the
-    /// connection.
+    /// connection and the mirror ring.
     fn with_conn_past_records_1_and_2(
         addr: SocketAddr,
         path: &TmpPath,
         buffered: usize,
-        f: impl FnOnce(&mut Conn<'_>),
+        f: impl FnOnce(&mut Conn<'_>, &mut FileSink),
     ) {
         let mut o = MirrorOptions::new(addr, path);
         o.log = false;
@@ -2137,7 +2183,7 @@ mod tests {
             assert!(c.read_tcp(&mut sink).is_ok(), "the connection ended early");
             std::thread::sleep(StdDuration::from_millis(2));
         }
-        f(&mut c);
+        f(&mut c, &mut sink);
         drop(c);
         assert_eq!(last_written(&sink), 2, "the whole frame's records");
     }
@@ -2176,7 +2222,7 @@ mod tests {
     fn a_write_timeout_inside_a_frame_fails_the_connection() {
         let path = TmpPath::shm("write-timeout-cut");
         let (addr, source, go) = held_source(cut_data, false);
-        with_conn_past_records_1_and_2(addr, &path, 40, |c| {
+        with_conn_past_records_1_and_2(addr, &path, 40, |c, _| {
             let e = timed_out_write(c);
             let e = failed(c.write_failed(e), io::ErrorKind::TimedOut);
             let given_up = e.get_ref().and_then(|g| g.downcast_ref::<GivenUp>());
@@ -2205,7 +2251,7 @@ mod tests {
     fn a_write_timeout_between_frames_fails_the_connection() {
         let path = TmpPath::shm("write-timeout-between");
         let (addr, source, go) = held_source(whole_data, false);
-        with_conn_past_records_1_and_2(addr, &path, 0, |c| {
+        with_conn_past_records_1_and_2(addr, &path, 0, |c, _| {
             let e = timed_out_write(c);
             let e = failed(c.write_failed(e), io::ErrorKind::TimedOut);
             assert_eq!(
@@ -2226,7 +2272,7 @@ mod tests {
         let enomem = || io::Error::from_raw_os_error(libc::ENOMEM);
         let path = TmpPath::shm("poll-error-cut");
         let (addr, source, go) = held_source(cut_data, false);
-        with_conn_past_records_1_and_2(addr, &path, 40, |c| {
+        with_conn_past_records_1_and_2(addr, &path, 40, |c, _| {
             let e = failed(c.given_up("poll", enomem()), io::ErrorKind::OutOfMemory);
             let cut = e
                 .get_ref()
@@ -2247,9 +2293,203 @@ mod tests {
         source.join().unwrap();
         let path = TmpPath::shm("poll-error-between");
         let (addr, source, go) = held_source(whole_data, false);
-        with_conn_past_records_1_and_2(addr, &path, 0, |c| {
+        with_conn_past_records_1_and_2(addr, &path, 0, |c, _| {
             let e = failed(c.given_up("poll", enomem()), io::ErrorKind::OutOfMemory);
             assert_eq!(e.to_string(), format!("poll: {}", enomem()));
+        });
+        drop(go);
+        source.join().unwrap();
+    }
+
+    /// A socket that cannot be made non-blocking (an injected errno: an open socket does
+    /// not fail this from outside) fails the connection at once, naming the step and the
+    /// error; it ended cleanly (`--once` exit 0) with nothing mirrored.
+    #[test]
+    fn a_failed_set_nonblocking_fails_the_connection() {
+        let path = TmpPath::shm("nonblocking-error");
+        // Connected through the backlog, never accepted: nothing is read or written.
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let mut o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
+        o.log = false;
+        let (_, attempt) = attempt_addr(&o);
+        let (addr, src) = attempt.unwrap();
+        let stream = TcpStream::connect(addr).unwrap();
+        let mut sink = FileSink::open(&path).unwrap();
+        let mut bufs = Buffers::new().unwrap();
+        let mut c = Conn::new(&o, src, stream, Start::Oldest, &sink, &mut bufs);
+        let ebadf = || io::Error::from_raw_os_error(libc::EBADF);
+        FAIL_SET_NONBLOCKING.with(|f| f.set(Some(libc::EBADF)));
+        let e = failed(c.run(&mut sink, &AtomicBool::new(false)), ebadf().kind());
+        assert_eq!(
+            e.to_string(),
+            format!("making the TCP socket non-blocking: {}", ebadf())
+        );
+        assert_eq!(FAIL_SET_NONBLOCKING.with(std::cell::Cell::get), None);
+        assert_eq!(c.m.geometry(), None, "no handshake was attempted");
+    }
+
+    /// Gives `c` a non-blocking UDP socket on loopback (as a MULTICAST frame would) and
+    /// returns a socket connected to it to send datagrams with.
+    fn with_udp(c: &mut Conn<'_>) -> UdpSocket {
+        let rx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        rx.set_nonblocking(true).unwrap();
+        let tx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        tx.connect(rx.local_addr().unwrap()).unwrap();
+        c.udp = Some(rx);
+        c.batch = Some(RecvBatch::new(RECV_BATCH, MAX_DATAGRAM));
+        tx
+    }
+
+    /// Has the next `recvmmsg` of `c` fail with `errno`, then reads UDP once.
+    fn read_udp_failing(c: &mut Conn<'_>, sink: &mut FileSink, errno: i32) -> Result<bool, End> {
+        FAIL_RECV.with(|f| f.borrow_mut().push_back(errno));
+        let r = c.read_udp(sink);
+        let left = FAIL_RECV.with(|f| f.borrow_mut().drain(..).count());
+        assert_eq!(left, 0, "errno {errno} was not met");
+        r
+    }
+
+    /// The errnos of `recvmmsg` that are this host's socket failing (recvmmsg(2)), which
+    /// no datagram of ours can have the kernel report.
+    const LOCAL_RECV_ERRORS: [i32; 6] = [
+        libc::EBADF,
+        libc::EFAULT,
+        libc::EINVAL,
+        libc::ENOMEM,
+        libc::ENOTSOCK,
+        libc::ENOTCONN,
+    ];
+
+    /// After GEOMETRY, a receive on the UDP socket that fails locally (an injected errno:
+    /// a working socket gives none of these) fails the connection, naming `recvmmsg` and
+    /// the error, with the frame cut short when part of one is buffered. It ended cleanly
+    /// ("recvmmsg: Bad file descriptor", `--once` exit 0).
+    #[test]
+    fn a_failed_receive_fails_the_connection() {
+        let path = TmpPath::shm("recv-error-between");
+        let (addr, source, go) = held_source(whole_data, false);
+        with_conn_past_records_1_and_2(addr, &path, 0, |c, sink| {
+            let _tx = with_udp(c);
+            for errno in LOCAL_RECV_ERRORS {
+                let want = io::Error::from_raw_os_error(errno);
+                let Err(end) = read_udp_failing(c, sink, errno) else {
+                    panic!("the connection goes on after {want}");
+                };
+                let e = failed(end, want.kind());
+                assert_eq!(e.to_string(), format!("recvmmsg: {want}"));
+                assert_eq!(c.m.failure(), None, "no frame was cut");
+            }
+        });
+        drop(go);
+        source.join().unwrap();
+        let path = TmpPath::shm("recv-error-cut");
+        let (addr, source, go) = held_source(cut_data, false);
+        with_conn_past_records_1_and_2(addr, &path, 40, |c, sink| {
+            let _tx = with_udp(c);
+            let enomem = io::Error::from_raw_os_error(libc::ENOMEM);
+            let Err(end) = read_udp_failing(c, sink, libc::ENOMEM) else {
+                panic!("the connection goes on after {enomem}");
+            };
+            let e = failed(end, io::ErrorKind::OutOfMemory);
+            let cut = e
+                .get_ref()
+                .and_then(|g| g.downcast_ref::<GivenUp>())
+                .map(|g| g.cut);
+            assert_eq!(cut, Some(given_up_cut()), "{e}");
+            assert!(
+                e.to_string().starts_with(&format!(
+                    "recvmmsg: {enomem}; the mirror gave the connection up in the middle of a \
+                     DATA frame (seq 3)"
+                )),
+                "{e}"
+            );
+        });
+        drop(go);
+        source.join().unwrap();
+    }
+
+    /// A receive that finds nothing (EAGAIN) ends the pass only; one interrupted (EINTR)
+    /// or reporting an ICMP error for an earlier datagram (a PUNCH refused, its host or
+    /// network unreachable) is retried: the datagram behind it is taken in the same pass
+    /// and the connection goes on. EHOSTUNREACH, ENETUNREACH and EHOSTDOWN ended it
+    /// (cleanly, "recvmmsg: No route to host").
+    #[test]
+    fn benign_receive_errors_do_not_end_the_connection() {
+        let path = TmpPath::shm("recv-benign");
+        let (addr, source, go) = held_source(whole_data, false);
+        with_conn_past_records_1_and_2(addr, &path, 0, |c, sink| {
+            let tx = with_udp(c);
+            let datagrams = |c: &Conn<'_>| c.m.counters().datagrams;
+            tx.send(b"not a frame").unwrap();
+            let before = datagrams(c);
+            let r = read_udp_failing(c, sink, libc::EAGAIN);
+            assert!(
+                matches!(r, Ok(false)),
+                "EAGAIN: nothing received, the pass ends"
+            );
+            assert_eq!(datagrams(c), before);
+            assert!(matches!(c.read_udp(sink), Ok(true)), "the datagram waits");
+            assert_eq!(datagrams(c), before + 1);
+            for errno in [
+                libc::EINTR,
+                libc::ECONNREFUSED,
+                libc::EHOSTUNREACH,
+                libc::ENETUNREACH,
+                libc::EHOSTDOWN,
+            ] {
+                let what = io::Error::from_raw_os_error(errno);
+                tx.send(b"not a frame").unwrap();
+                let before = datagrams(c);
+                match read_udp_failing(c, sink, errno) {
+                    Ok(true) => {}
+                    Ok(false) => panic!("{what}: the datagram behind it was not received"),
+                    Err(End::Closed(s)) => panic!("{what}: a clean end: {s}"),
+                    Err(End::Failed(e)) => panic!("{what}: failed: {e}"),
+                    Err(_) => panic!("{what}: the connection ended"),
+                }
+                assert_eq!(datagrams(c), before + 1, "{what}");
+            }
+            assert_eq!(c.m.failure(), None);
+        });
+        drop(go);
+        source.join().unwrap();
+    }
+
+    /// A real ICMP port unreachable: on a connected UDP socket (Linux reports these only
+    /// there, or with IP_RECVERR) the kernel's ECONNREFUSED for a datagram sent to a port
+    /// nobody holds is taken by the mirror's receive without ending the connection.
+    #[test]
+    fn a_refused_datagram_does_not_end_the_connection() {
+        let path = TmpPath::shm("recv-refused");
+        let (addr, source, go) = held_source(whole_data, false);
+        with_conn_past_records_1_and_2(addr, &path, 0, |c, sink| {
+            let _tx = with_udp(c);
+            let closed = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+            let to = closed.local_addr().unwrap();
+            drop(closed);
+            let rx = c.udp.as_ref().unwrap();
+            rx.connect(to).unwrap();
+            rx.send(b"punch").unwrap();
+            let mut fd = [pollin(rx)];
+            let t0 = std::time::Instant::now();
+            while fd[0].revents & libc::POLLERR == 0 {
+                assert!(
+                    t0.elapsed() < StdDuration::from_secs(5),
+                    "no ICMP error came"
+                );
+                fd[0].revents = 0;
+                poll(&mut fd, StdDuration::from_millis(50)).unwrap();
+            }
+            match c.read_udp(sink) {
+                Ok(_) => {}
+                Err(End::Closed(s)) => panic!("a clean end: {s}"),
+                Err(End::Failed(e)) => panic!("failed: {e}"),
+                Err(_) => panic!("the connection ended"),
+            }
+            fd[0].revents = 0;
+            poll(&mut fd, StdDuration::ZERO).unwrap();
+            assert_eq!(fd[0].revents & libc::POLLERR, 0, "the error was not taken");
+            assert_eq!(c.m.failure(), None);
         });
         drop(go);
         source.join().unwrap();
@@ -2284,7 +2524,7 @@ mod tests {
     fn a_reset_seen_by_a_write_inside_a_frame_fails_the_connection() {
         let path = TmpPath::shm("write-reset-cut");
         let (addr, source, go) = held_source(cut_data, true);
-        with_conn_past_records_1_and_2(addr, &path, 40, |c| {
+        with_conn_past_records_1_and_2(addr, &path, 40, |c, _| {
             let want = MirrorError::TruncatedFrame {
                 end: StreamEnd::Reset,
                 kind: Some(Kind::Data),
@@ -2314,7 +2554,7 @@ mod tests {
     fn a_reset_seen_by_a_write_between_frames_ends_the_connection_cleanly() {
         let path = TmpPath::shm("write-reset-between");
         let (addr, source, go) = held_source(whole_data, true);
-        with_conn_past_records_1_and_2(addr, &path, 0, |c| {
+        with_conn_past_records_1_and_2(addr, &path, 0, |c, _| {
             let [reset, pipe] = ends_of_writes_after_a_reset(c, go);
             for (end, what) in [(reset, "reset by peer"), (pipe, "Broken pipe")] {
                 match end {
