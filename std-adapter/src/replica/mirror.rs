@@ -2188,6 +2188,24 @@ mod tests {
         assert_eq!(last_written(&sink), 2, "the whole frame's records");
     }
 
+    /// [`with_conn_past_records_1_and_2`] on a ring named `name` against a [`held_source`]
+    /// of `frames` (ending the connection by a reset when `by_reset`): `f` also gets the
+    /// source's go-ahead, which a send lets the source end the connection by; after `f`
+    /// the source is let go and joined.
+    fn with_held_source(
+        name: &str,
+        frames: fn(&mut std::net::TcpStream),
+        by_reset: bool,
+        buffered: usize,
+        f: impl FnOnce(&mut Conn<'_>, &mut FileSink, &std::sync::mpsc::Sender<()>),
+    ) {
+        let path = TmpPath::shm(name);
+        let (addr, source, go) = held_source(frames, by_reset);
+        with_conn_past_records_1_and_2(addr, &path, buffered, |c, sink| f(c, sink, &go));
+        drop(go);
+        source.join().unwrap();
+    }
+
     /// A write the source does not read within the timeout: the mirror's own
     /// `write_all_within`, with 100 ms for 64 MiB that a source reading nothing never
     /// takes (loopback buffers hold a few MiB).
@@ -2220,9 +2238,7 @@ mod tests {
     /// the write timeout", `--once` exit 0) with 40 of DATA 3..=4's 64 bytes unread.
     #[test]
     fn a_write_timeout_inside_a_frame_fails_the_connection() {
-        let path = TmpPath::shm("write-timeout-cut");
-        let (addr, source, go) = held_source(cut_data, false);
-        with_conn_past_records_1_and_2(addr, &path, 40, |c, _| {
+        with_held_source("write-timeout-cut", cut_data, false, 40, |c, _, _| {
             let e = timed_out_write(c);
             let e = failed(c.write_failed(e), io::ErrorKind::TimedOut);
             let given_up = e.get_ref().and_then(|g| g.downcast_ref::<GivenUp>());
@@ -2240,8 +2256,6 @@ mod tests {
                  arrived; the mirror was waiting for record 3"
             );
         });
-        drop(go);
-        source.join().unwrap();
     }
 
     /// After GEOMETRY, a write that times out between frames fails the connection too: the
@@ -2249,9 +2263,7 @@ mod tests {
     /// (exit 1) where it ended cleanly (exit 0).
     #[test]
     fn a_write_timeout_between_frames_fails_the_connection() {
-        let path = TmpPath::shm("write-timeout-between");
-        let (addr, source, go) = held_source(whole_data, false);
-        with_conn_past_records_1_and_2(addr, &path, 0, |c, _| {
+        with_held_source("write-timeout-between", whole_data, false, 0, |c, _, _| {
             let e = timed_out_write(c);
             let e = failed(c.write_failed(e), io::ErrorKind::TimedOut);
             assert_eq!(
@@ -2260,8 +2272,6 @@ mod tests {
             );
             assert_eq!(c.m.failure(), None, "no frame was cut");
         });
-        drop(go);
-        source.join().unwrap();
     }
 
     /// After GEOMETRY, a wait on the sockets that fails (`ppoll`: ENOMEM, EINVAL) fails the
@@ -2270,9 +2280,7 @@ mod tests {
     #[test]
     fn a_failed_wait_fails_the_connection() {
         let enomem = || io::Error::from_raw_os_error(libc::ENOMEM);
-        let path = TmpPath::shm("poll-error-cut");
-        let (addr, source, go) = held_source(cut_data, false);
-        with_conn_past_records_1_and_2(addr, &path, 40, |c, _| {
+        with_held_source("poll-error-cut", cut_data, false, 40, |c, _, _| {
             let e = failed(c.given_up("poll", enomem()), io::ErrorKind::OutOfMemory);
             let cut = e
                 .get_ref()
@@ -2289,16 +2297,10 @@ mod tests {
                 "{e}"
             );
         });
-        drop(go);
-        source.join().unwrap();
-        let path = TmpPath::shm("poll-error-between");
-        let (addr, source, go) = held_source(whole_data, false);
-        with_conn_past_records_1_and_2(addr, &path, 0, |c, _| {
+        with_held_source("poll-error-between", whole_data, false, 0, |c, _, _| {
             let e = failed(c.given_up("poll", enomem()), io::ErrorKind::OutOfMemory);
             assert_eq!(e.to_string(), format!("poll: {}", enomem()));
         });
-        drop(go);
-        source.join().unwrap();
     }
 
     /// A socket that cannot be made non-blocking (an injected errno: an open socket does
@@ -2366,9 +2368,7 @@ mod tests {
     /// ("recvmmsg: Bad file descriptor", `--once` exit 0).
     #[test]
     fn a_failed_receive_fails_the_connection() {
-        let path = TmpPath::shm("recv-error-between");
-        let (addr, source, go) = held_source(whole_data, false);
-        with_conn_past_records_1_and_2(addr, &path, 0, |c, sink| {
+        with_held_source("recv-error-between", whole_data, false, 0, |c, sink, _| {
             let _tx = with_udp(c);
             for errno in LOCAL_RECV_ERRORS {
                 let want = io::Error::from_raw_os_error(errno);
@@ -2380,11 +2380,7 @@ mod tests {
                 assert_eq!(c.m.failure(), None, "no frame was cut");
             }
         });
-        drop(go);
-        source.join().unwrap();
-        let path = TmpPath::shm("recv-error-cut");
-        let (addr, source, go) = held_source(cut_data, false);
-        with_conn_past_records_1_and_2(addr, &path, 40, |c, sink| {
+        with_held_source("recv-error-cut", cut_data, false, 40, |c, sink, _| {
             let _tx = with_udp(c);
             let enomem = io::Error::from_raw_os_error(libc::ENOMEM);
             let Err(end) = read_udp_failing(c, sink, libc::ENOMEM) else {
@@ -2404,8 +2400,6 @@ mod tests {
                 "{e}"
             );
         });
-        drop(go);
-        source.join().unwrap();
     }
 
     /// A receive that finds nothing (EAGAIN) ends the pass only; one interrupted (EINTR)
@@ -2415,9 +2409,7 @@ mod tests {
     /// (cleanly, "recvmmsg: No route to host").
     #[test]
     fn benign_receive_errors_do_not_end_the_connection() {
-        let path = TmpPath::shm("recv-benign");
-        let (addr, source, go) = held_source(whole_data, false);
-        with_conn_past_records_1_and_2(addr, &path, 0, |c, sink| {
+        with_held_source("recv-benign", whole_data, false, 0, |c, sink, _| {
             let tx = with_udp(c);
             let datagrams = |c: &Conn<'_>| c.m.counters().datagrams;
             tx.send(b"not a frame").unwrap();
@@ -2451,8 +2443,6 @@ mod tests {
             }
             assert_eq!(c.m.failure(), None);
         });
-        drop(go);
-        source.join().unwrap();
     }
 
     /// A real ICMP port unreachable: on a connected UDP socket (Linux reports these only
@@ -2460,9 +2450,7 @@ mod tests {
     /// nobody holds is taken by the mirror's receive without ending the connection.
     #[test]
     fn a_refused_datagram_does_not_end_the_connection() {
-        let path = TmpPath::shm("recv-refused");
-        let (addr, source, go) = held_source(whole_data, false);
-        with_conn_past_records_1_and_2(addr, &path, 0, |c, sink| {
+        with_held_source("recv-refused", whole_data, false, 0, |c, sink, _| {
             let _tx = with_udp(c);
             let closed = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
             let to = closed.local_addr().unwrap();
@@ -2491,8 +2479,6 @@ mod tests {
             assert_eq!(fd[0].revents & libc::POLLERR, 0, "the error was not taken");
             assert_eq!(c.m.failure(), None);
         });
-        drop(go);
-        source.join().unwrap();
     }
 
     /// Has the source of `c`'s connection reset it (via `go`, see [`held_source`]), waits
@@ -2500,7 +2486,10 @@ mod tests {
     /// the mirror's own `write_all_within`: the socket reports the reset once
     /// (ECONNRESET), then the broken pipe (EPIPE). Returns what `c` makes of each failed
     /// write ([`Conn::write_failed`], as its `transmit` does).
-    fn ends_of_writes_after_a_reset(c: &mut Conn<'_>, go: std::sync::mpsc::Sender<()>) -> [End; 2] {
+    fn ends_of_writes_after_a_reset(
+        c: &mut Conn<'_>,
+        go: &std::sync::mpsc::Sender<()>,
+    ) -> [End; 2] {
         go.send(()).unwrap();
         let mut fd = [pollin(&c.stream)];
         let t0 = std::time::Instant::now();
@@ -2522,9 +2511,7 @@ mod tests {
     /// the error kind of the write, as a reset seen by a read does.
     #[test]
     fn a_reset_seen_by_a_write_inside_a_frame_fails_the_connection() {
-        let path = TmpPath::shm("write-reset-cut");
-        let (addr, source, go) = held_source(cut_data, true);
-        with_conn_past_records_1_and_2(addr, &path, 40, |c, _| {
+        with_held_source("write-reset-cut", cut_data, true, 40, |c, _, go| {
             let want = MirrorError::TruncatedFrame {
                 end: StreamEnd::Reset,
                 kind: Some(Kind::Data),
@@ -2545,16 +2532,13 @@ mod tests {
                 );
             }
         });
-        source.join().unwrap();
     }
 
     /// After GEOMETRY, a reset that shows on a write between frames ends the connection
     /// cleanly, as one seen by a read there does (spec §21.3): `--once` returns `Ok`.
     #[test]
     fn a_reset_seen_by_a_write_between_frames_ends_the_connection_cleanly() {
-        let path = TmpPath::shm("write-reset-between");
-        let (addr, source, go) = held_source(whole_data, true);
-        with_conn_past_records_1_and_2(addr, &path, 0, |c, _| {
+        with_held_source("write-reset-between", whole_data, true, 0, |c, _, go| {
             let [reset, pipe] = ends_of_writes_after_a_reset(c, go);
             for (end, what) in [(reset, "reset by peer"), (pipe, "Broken pipe")] {
                 match end {
@@ -2567,7 +2551,6 @@ mod tests {
             }
             assert_eq!(c.m.failure(), None, "no frame was cut");
         });
-        source.join().unwrap();
     }
 
     /// The line that says a file is not a usable ring names its path once, with the reason

@@ -1419,29 +1419,33 @@ fn a_stream_ending_inside_a_frame_is_a_truncated_frame() {
     );
 }
 
-/// A connection reset (or failed otherwise) rather than closed: between frames the core
-/// has nothing to say (`Ok`, the driver ends the connection as before); inside a frame it
-/// is the same `TruncatedFrame` as a close there, marked as a reset and saying so.
-#[test]
-fn a_connection_reset_inside_a_frame_is_a_truncated_frame() {
+/// A connection that ended inside a frame by `end`, handed to the mirror by `handle`:
+/// between frames the core has nothing to say (`Ok`, the driver says how the connection
+/// ends); inside a frame it is the same `TruncatedFrame` as a close there, marked with
+/// `end`, the records before it kept, and its text beginning with `says`.
+fn ended_inside_a_frame(
+    end: StreamEnd,
+    handle: fn(&mut Mirror<'_>, &[u8]) -> Result<(), MirrorError>,
+    says: &str,
+) {
     use crate::wire::Kind;
     let mut mem = Mem::new(4096);
     let mut sink = Sink::on(&mut mem);
     let live = tcp_mirror_past_records_1_and_2;
     let mut m = live(&mut sink);
-    assert_eq!(m.handle_tcp_reset(&[]), Ok(()));
+    assert_eq!(handle(&mut m, &[]), Ok(()));
     assert_eq!(m.failure(), None);
     let cut_short = data(3, 2, 0);
     let mut m = live(&mut sink);
     let e = MirrorError::TruncatedFrame {
-        end: StreamEnd::Reset,
+        end,
         kind: Some(Kind::Data),
         got: 20,
         expected: Some(32),
         seq: Some(3),
         next: 3,
     };
-    assert_eq!(m.handle_tcp_reset(&cut_short[..20]), Err(e));
+    assert_eq!(handle(&mut m, &cut_short[..20]), Err(e));
     assert_eq!(m.failure(), Some(e));
     assert_eq!(
         sink.existing().map(|(_, w)| w),
@@ -1450,44 +1454,30 @@ fn a_connection_reset_inside_a_frame_is_a_truncated_frame() {
     );
     assert_eq!(
         e.to_string(),
-        "the connection was reset in the middle of a DATA frame (seq 3): 20 of its 32 bytes \
-         arrived; the mirror was waiting for record 3"
+        format!(
+            "{says} in the middle of a DATA frame (seq 3): 20 of its 32 bytes arrived; the \
+             mirror was waiting for record 3"
+        )
+    );
+}
+
+/// A connection reset (or failed otherwise) rather than closed.
+#[test]
+fn a_connection_reset_inside_a_frame_is_a_truncated_frame() {
+    ended_inside_a_frame(
+        StreamEnd::Reset,
+        |m, b| m.handle_tcp_reset(b),
+        "the connection was reset",
     );
 }
 
 /// A connection the driver gives up while it is still open (a write that timed out, a
-/// failed wait on its socket): between frames the core has nothing to say (`Ok`, the
-/// driver says how it ends); inside a frame it is a `TruncatedFrame` that says the mirror
-/// gave it up, neither a close nor a reset.
+/// failed wait on its socket): neither a close nor a reset.
 #[test]
 fn a_connection_given_up_inside_a_frame_is_a_truncated_frame() {
-    use crate::wire::Kind;
-    let mut mem = Mem::new(4096);
-    let mut sink = Sink::on(&mut mem);
-    let live = tcp_mirror_past_records_1_and_2;
-    let mut m = live(&mut sink);
-    assert_eq!(m.handle_tcp_given_up(&[]), Ok(()));
-    assert_eq!(m.failure(), None);
-    let cut_short = data(3, 2, 0);
-    let mut m = live(&mut sink);
-    let e = MirrorError::TruncatedFrame {
-        end: StreamEnd::GivenUp,
-        kind: Some(Kind::Data),
-        got: 20,
-        expected: Some(32),
-        seq: Some(3),
-        next: 3,
-    };
-    assert_eq!(m.handle_tcp_given_up(&cut_short[..20]), Err(e));
-    assert_eq!(m.failure(), Some(e));
-    assert_eq!(
-        sink.existing().map(|(_, w)| w),
-        Some(2),
-        "records 1..=2 kept"
-    );
-    assert_eq!(
-        e.to_string(),
-        "the mirror gave the connection up in the middle of a DATA frame (seq 3): 20 of its \
-         32 bytes arrived; the mirror was waiting for record 3"
+    ended_inside_a_frame(
+        StreamEnd::GivenUp,
+        |m, b| m.handle_tcp_given_up(b),
+        "the mirror gave the connection up",
     );
 }
