@@ -2041,20 +2041,7 @@ mod tests {
     #[test]
     fn a_connection_reset_between_frames_ends_a_mirror_once_cleanly() {
         let path = TmpPath::shm("reset-between");
-        let (addr, source) = resetting_source(|s| {
-            use ringwire_core::wire::DataRepr;
-            use std::io::Write;
-            let mut f = [0u8; 64];
-            let n = DataRepr {
-                flags: 0,
-                seq: 1,
-                count: 2,
-                records: &[7u8; 2 * 24],
-            }
-            .emit(&mut f)
-            .unwrap();
-            let _ = s.write_all(&f[..n]);
-        });
+        let (addr, source) = resetting_source(whole_data);
         let mut o = MirrorOptions::new(addr, &path);
         o.once = true;
         o.log = false;
