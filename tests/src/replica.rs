@@ -4,7 +4,7 @@
 
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4, TcpListener, UdpSocket};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -17,11 +17,54 @@ use ringwire::replica::serve::ServeOptions;
 use ringwire::{ReplicaError, ReplicaServer, ReplicaServerHandle};
 
 /// A loopback address with a port nobody listens on now, for a server that must be able to
-/// bind it again after a restart (a server bound to port 0 would get another port).
+/// bind it again later: after a restart, or when the test starts it after other work (a
+/// server bound to port 0 would get another port each time).
+///
+/// The port is not one the kernel hands out by itself. Ports of its ephemeral range (which
+/// `bind` to port 0 and every `connect` draw from) are taken by the process's other tests
+/// meanwhile: a client's local port (the server's bind then fails), or another test's
+/// `free_addr` given the same port, whose server then serves that test's mirrors and this
+/// one's. Each call takes the next port of one sequence per process, below the ephemeral
+/// range, starting at a place chosen from the process id, and skips ports that cannot be
+/// bound now.
 pub fn free_addr() -> SocketAddr {
-    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let (from, to) = ports_outside_ephemeral();
+    let span = to - from;
+    let start = std::process::id().wrapping_mul(2_654_435_761) % span;
+    for _ in 0..span.min(1_000) {
+        // Relaxed: a counter; each caller only needs a value no other caller got.
+        let k = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = from + (start + k) % span;
+        if let Ok(a) =
+            TcpListener::bind((Ipv4Addr::LOCALHOST, port as u16)).and_then(|l| l.local_addr())
+        {
+            return a;
+        }
+    }
+    panic!("no free loopback port in {from}..{to} after 1,000 tries");
+}
+
+/// Ports `[from, to)` outside the kernel's ephemeral range: below it (from 10,000, under
+/// the many services registered lower), else above it.
+fn ports_outside_ephemeral() -> (u32, u32) {
+    const FLOOR: u32 = 10_000;
+    let range = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").ok();
+    let mut it = range
+        .iter()
+        .flat_map(|s| s.split_whitespace().map(str::parse::<u32>));
+    let (low, high) = match (it.next(), it.next()) {
+        (Some(Ok(l)), Some(Ok(h))) => (l, h),
+        // Linux's default.
+        _ => (32_768, 60_999),
+    };
+    if low >= FLOOR + 1_000 {
+        (FLOOR, low)
+    } else if high <= 64_535 {
+        (high + 1, 65_536)
+    } else {
+        panic!("the ephemeral port range {low}-{high} leaves no room for test servers' ports")
+    }
 }
 
 /// A UDP socket holding `port` on 0.0.0.0 without SO_REUSEADDR (std's default): until it is
@@ -229,4 +272,37 @@ pub fn geometry_frame(capacity: u64, flags: u8) -> Vec<u8> {
     let n = g.emit(&mut out).expect("emit GEOMETRY");
     out.truncate(n);
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_addrs_are_distinct_bindable_and_outside_the_ephemeral_range() {
+        let (from, to) = ports_outside_ephemeral();
+        let addrs: Vec<SocketAddr> = (0..50).map(|_| free_addr()).collect();
+        let mut ports: Vec<u16> = addrs.iter().map(|a| a.port()).collect();
+        for &p in &ports {
+            assert!(
+                (from..to).contains(&u32::from(p)),
+                "port {p} outside {from}..{to}"
+            );
+        }
+        ports.sort_unstable();
+        ports.dedup();
+        assert_eq!(ports.len(), addrs.len(), "a port handed out twice");
+        // Each can be bound again (the caller's server will), and none is one bind(0) gives.
+        let held: Vec<TcpListener> = addrs
+            .iter()
+            .map(|a| TcpListener::bind(a).expect("bind a free_addr port"))
+            .collect();
+        let auto = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let auto = u32::from(auto.local_addr().unwrap().port());
+        assert!(
+            !(from..to).contains(&auto),
+            "bind(0) gave {auto}, inside {from}..{to}"
+        );
+        drop(held);
+    }
 }

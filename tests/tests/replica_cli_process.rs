@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 use ringwire::replica::mirror::{MirrorOptions, MirrorProgress, run_observed};
 use ringwire::replica::serve::{ServeOptions, Server};
 use ringwire::{ReadOnlyRing, RingProducer};
-use ringwire_tests::replica::{geometry_frame, hold_udp_port};
+use ringwire_tests::replica::{free_addr, geometry_frame, hold_udp_port};
 
 /// Set in the child: the `ringwire` arguments, one per line.
 const CHILD_ENV: &str = "FIXS_RINGWIRE_CLI_ARGS";
@@ -499,14 +499,6 @@ fn mirror_from_a_record_the_source_cannot_start_at_says_so() {
     let _ = serve.finish(true, Duration::from_secs(20));
 }
 
-/// A loopback port no socket is bound to now (its listener is closed again).
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free port")
-        .port()
-}
-
 /// Connects to `addr`, retrying for up to 10 s (the child may not listen yet).
 fn connect(addr: &str) -> std::net::TcpStream {
     let t0 = Instant::now();
@@ -527,7 +519,7 @@ fn serve_once_exits_1_when_its_session_fails_and_0_when_the_peer_goes() {
     use std::io::Write as _;
     let src = Scratch::new("once-src");
     let _producer = source(&src.0, 10);
-    let addr = format!("127.0.0.1:{}", free_port());
+    let addr = format!("127.0.0.1:{}", free_addr().port());
     let child = Child::spawn(&["serve", src.s(), "--bind", &addr, "--once"], None);
     let mut c = connect(&addr);
     c.write_all(b"GET / HTTP/1.0\r\n\r\n").expect("write");
@@ -541,7 +533,7 @@ fn serve_once_exits_1_when_its_session_fails_and_0_when_the_peer_goes() {
         "{lines:#?}"
     );
 
-    let addr = format!("127.0.0.1:{}", free_port());
+    let addr = format!("127.0.0.1:{}", free_addr().port());
     let child = Child::spawn(&["serve", src.s(), "--bind", &addr, "--once"], None);
     drop(connect(&addr));
     let (status, lines) = child.finish(false, Duration::from_secs(20));
@@ -783,7 +775,7 @@ fn failures_counted(lines: &[String]) -> u64 {
 #[test]
 fn a_stopped_mirror_tells_the_failures_since_its_last_report() {
     let dst = Scratch::new("refused-dst");
-    let addr = format!("127.0.0.1:{}", free_port());
+    let addr = format!("127.0.0.1:{}", free_addr().port());
     let mut child = Child::spawn(&["mirror", &addr, dst.s(), "--reconnect-ms", "0"], None);
     // The first report at once, the second a second later, then 0.6 s more.
     let second = child.line(Duration::from_secs(20), |l| {

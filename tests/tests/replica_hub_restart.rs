@@ -152,9 +152,20 @@ fn hub_recreated_leaf_behind(mode: Mode, idx: u16) {
         });
         // The hub's serve has left the ring it served before (the leaf would otherwise
         // resume from the old hub ring, which still holds A's records, and find B later).
-        wait_until("the hub serve to follow", WAIT, || {
-            followed.load(Ordering::Relaxed) >= 1
-        });
+        let t0 = Instant::now();
+        while followed.load(Ordering::Relaxed) == 0 {
+            // A serve that ended (it could not bind, say) never follows: said at once, with
+            // what ended it.
+            if h.is_finished() {
+                let r = h.join().expect("the hub serve's thread");
+                panic!("the hub serve ended before it followed the new ring: {r:?}");
+            }
+            assert!(
+                t0.elapsed() < WAIT,
+                "timed out after {WAIT:?} waiting for the hub serve to follow"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
         read_hub_from_oldest(hub.path());
         to_leaf.start = Start::Resume;
         let resumed = mirror_until(&to_leaf, NEW);
