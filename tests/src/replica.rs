@@ -24,10 +24,22 @@ use ringwire::{ReplicaError, ReplicaServer, ReplicaServerHandle};
 /// `bind` to port 0 and every `connect` draw from) are taken by the process's other tests
 /// meanwhile: a client's local port (the server's bind then fails), or another test's
 /// `free_addr` given the same port, whose server then serves that test's mirrors and this
-/// one's. Each call takes the next port of one sequence per process, below the ephemeral
-/// range, starting at a place chosen from the process id, and skips ports that cannot be
-/// bound now.
+/// one's. See [`free_port`].
 pub fn free_addr() -> SocketAddr {
+    let port = free_port(|p| TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok());
+    SocketAddr::from((Ipv4Addr::LOCALHOST, port))
+}
+
+/// A UDP port free right now on loopback (ringfire's unicast needs a fixed port), taken as
+/// [`free_addr`] takes its TCP port.
+pub fn free_udp_port() -> u16 {
+    free_port(|p| UdpSocket::bind((Ipv4Addr::LOCALHOST, p)).is_ok())
+}
+
+/// The next port of one sequence per process (TCP and UDP alike), below the kernel's
+/// ephemeral range, starting at a place chosen from the process id, for which `bindable`
+/// holds: no two callers of the process get the same port.
+fn free_port(bindable: impl Fn(u16) -> bool) -> u16 {
     static NEXT: AtomicU32 = AtomicU32::new(0);
     let (from, to) = ports_outside_ephemeral();
     let span = to - from;
@@ -35,11 +47,9 @@ pub fn free_addr() -> SocketAddr {
     for _ in 0..span.min(1_000) {
         // Relaxed: a counter; each caller only needs a value no other caller got.
         let k = NEXT.fetch_add(1, Ordering::Relaxed);
-        let port = from + (start + k) % span;
-        if let Ok(a) =
-            TcpListener::bind((Ipv4Addr::LOCALHOST, port as u16)).and_then(|l| l.local_addr())
-        {
-            return a;
+        let port = (from + (start + k) % span) as u16;
+        if bindable(port) {
+            return port;
         }
     }
     panic!("no free loopback port in {from}..{to} after 1,000 tries");
@@ -180,14 +190,6 @@ pub fn spawn_server(
     (addr, stop, server.spawn().unwrap())
 }
 
-/// A UDP port free right now on loopback (ringfire's unicast needs a fixed port).
-pub fn free_udp_port() -> u16 {
-    UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|s| s.local_addr())
-        .expect("a free loopback UDP port")
-        .port()
-}
-
 /// ringfire 0.5.2's server of the ring at `path`, listening on `ip` (any port), for
 /// `mode`: multicast to `group` out through loopback (TTL 0), or unicast from a UDP port
 /// free now in datagrams of 1472 bytes. Not running yet.
@@ -279,10 +281,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn free_addrs_are_distinct_bindable_and_outside_the_ephemeral_range() {
+    fn free_ports_are_distinct_bindable_and_outside_the_ephemeral_range() {
         let (from, to) = ports_outside_ephemeral();
         let addrs: Vec<SocketAddr> = (0..50).map(|_| free_addr()).collect();
         let mut ports: Vec<u16> = addrs.iter().map(|a| a.port()).collect();
+        // UDP ports come from the same sequence.
+        ports.push(free_udp_port());
         for &p in &ports {
             assert!(
                 (from..to).contains(&u32::from(p)),
@@ -291,7 +295,7 @@ mod tests {
         }
         ports.sort_unstable();
         ports.dedup();
-        assert_eq!(ports.len(), addrs.len(), "a port handed out twice");
+        assert_eq!(ports.len(), addrs.len() + 1, "a port handed out twice");
         // Each can be bound again (the caller's server will), and none is one bind(0) gives.
         let held: Vec<TcpListener> = addrs
             .iter()

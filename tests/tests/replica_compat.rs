@@ -442,11 +442,8 @@ fn bad_addresses_and_missing_rings_are_typed_errors() {
     let _p = ringwire::RingProducer::<[u8; LEN]>::create(src.path(), 64).unwrap();
     let e = ReplicaServer::bind(src.path(), "not-an-address").unwrap_err();
     assert!(matches!(e, ReplicaError::Io { .. }), "{e:?}");
-    // A port nobody listens on: bind one, learn it, close it.
-    let closed = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+    // A port nobody listens on.
+    let closed = ringwire_tests::replica::free_addr();
     let dst = ShmPath::new("cmp-err-dst");
     let e = Mirror::connect(closed, dst.path()).unwrap_err();
     assert!(matches!(e, ReplicaError::Io { .. }), "{e:?}");

@@ -3,7 +3,6 @@
 //! serves the new ring on the same address, and the mirror reconnects, detects the new
 //! source and recreates its ring with the new geometry and records.
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::Path;
 use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
@@ -68,11 +67,7 @@ fn serve_follows_a_ring_replaced_at_its_path() {
     let dst = ShmPath::new("follow-dst");
     let first = make_ring(src.path(), 64, 1, 40);
     // A fixed port, so that the mirror's reconnects reach the re-bound server.
-    let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .and_then(|l| l.local_addr())
-        .unwrap()
-        .port();
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let addr = ringwire_tests::replica::free_addr();
     let mut so = ServeOptions::new(src.path(), addr);
     so.log = false;
     let mut mo = MirrorOptions::new(addr, dst.path());
