@@ -1976,8 +1976,29 @@ mod tests {
     /// descriptor, and a test forking meanwhile holds a copy until its child exits (the
     /// mirror then waited out its silence timeout). So the socket is first disconnected
     /// (`connect` to AF_UNSPEC), which sends the RST at once whoever holds a copy.
+    ///
+    /// Everything written before has reached the mirror's host first (its send queue is
+    /// empty): a reset drops what that queue still holds, such as a short write Nagle's
+    /// algorithm kept back until the ACK of the one before, and the mirror then saw the
+    /// reset at an earlier frame boundary (1 run in 150 beside two busy loops).
     fn reset(s: std::net::TcpStream) {
         use std::os::fd::AsRawFd;
+        let t0 = std::time::Instant::now();
+        loop {
+            let mut queued: libc::c_int = 0;
+            // SAFETY: SIOCOUTQ (TIOCOUTQ) writes one int, the bytes not yet acknowledged,
+            // to `queued`, which outlives the call; `s` keeps the descriptor open.
+            let r = unsafe { libc::ioctl(s.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+            assert_eq!(r, 0, "SIOCOUTQ: {}", io::Error::last_os_error());
+            if queued == 0 {
+                break;
+            }
+            assert!(
+                t0.elapsed() < StdDuration::from_secs(10),
+                "{queued} bytes still unacknowledged after 10 s"
+            );
+            std::thread::sleep(StdDuration::from_millis(1));
+        }
         socket2::SockRef::from(&s)
             .set_linger(Some(StdDuration::ZERO))
             .unwrap();
