@@ -24,7 +24,8 @@ use ringwire::{ReplicaError, ReplicaServer, ReplicaServerHandle};
 /// `bind` to port 0 and every `connect` draw from) are taken by the process's other tests
 /// meanwhile: a client's local port (the server's bind then fails), or another test's
 /// `free_addr` given the same port, whose server then serves that test's mirrors and this
-/// one's. See [`free_port`].
+/// one's. So the port is the next of one sequence per process (TCP and UDP alike), below
+/// the ephemeral range, that can be bound now.
 pub fn free_addr() -> SocketAddr {
     let port = free_port(|p| TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_ok());
     SocketAddr::from((Ipv4Addr::LOCALHOST, port))
