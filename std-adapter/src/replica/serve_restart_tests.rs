@@ -39,12 +39,26 @@ fn publish(ring: &RingFile, tag: u64, seqs: std::ops::RangeInclusive<u64>) {
     }
 }
 
-/// A loopback address no socket is bound to now (its listener is closed again).
-fn free_addr() -> SocketAddr {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
+/// A listener on a loopback port of the kernel's choosing, kept for the server: a port
+/// learnt from a listener closed again could be given to another test meanwhile.
+fn listener() -> TcpListener {
+    TcpListener::bind("127.0.0.1:0").unwrap()
+}
+
+/// [`run_following`] on `listener` (as `ReplicaServer` runs it), for the tests that need the
+/// address before the server starts.
+fn run_following_on(
+    listener: TcpListener,
+    opts: &ServeOptions,
+    stop: &AtomicBool,
+    on_replaced: impl FnMut(&Path),
+) -> Result<ServeSummary, ReplicaError> {
+    follow_from(
+        Server::with_listener(opts.clone(), listener)?,
+        opts,
+        stop,
+        on_replaced,
+    )
 }
 
 fn opts(path: &Path, bind: SocketAddr) -> ServeOptions {
@@ -142,12 +156,14 @@ fn a_replacement_slow_to_create_is_waited_for() {
     let tmp = TmpPath::shm("serve-restart-slow-tmp");
     let a = persistent_ring(path.path(), 64);
     publish(&a, 1, 1..=5);
-    let so = opts(path.path(), free_addr());
+    let l = listener();
+    let addr = l.local_addr().unwrap();
+    let so = opts(path.path(), addr);
     let stop = AtomicBool::new(false);
     std::thread::scope(|sc| {
         let _stop = SetOnDrop(&stop);
-        let h = sc.spawn(|| run_following(&so, &stop, |_| {}));
-        let mut c = hello_oldest(so.bind);
+        let h = sc.spawn(|| run_following_on(l, &so, &stop, |_| {}));
+        let mut c = hello_oldest(addr);
         let got = records(&read_frames(&mut c, StdDuration::from_secs(5), |f| {
             records(f).len() >= 5
         }));
@@ -342,18 +358,20 @@ fn a_once_session_ends_when_the_ring_is_replaced() {
     let tmp = TmpPath::shm("serve-restart-once-tmp");
     let a = persistent_ring(path.path(), 64);
     publish(&a, 1, 1..=5);
-    let mut so = opts(path.path(), free_addr());
+    let l = listener();
+    let addr = l.local_addr().unwrap();
+    let mut so = opts(path.path(), addr);
     so.once = true;
     let stop = AtomicBool::new(false);
     let replaced = AtomicU64::new(0);
     std::thread::scope(|sc| {
         let _stop = SetOnDrop(&stop);
         let h = sc.spawn(|| {
-            run_following(&so, &stop, |_| {
+            run_following_on(l, &so, &stop, |_| {
                 replaced.fetch_add(1, Ordering::Relaxed);
             })
         });
-        let mut c = hello_oldest(so.bind);
+        let mut c = hello_oldest(addr);
         let got = records(&read_frames(&mut c, StdDuration::from_secs(5), |f| {
             records(f).len() >= 5
         }));
@@ -433,10 +451,11 @@ fn once_outcome<T>(
     let path = TmpPath::shm(&format!("serve-restart-{name}"));
     let ring = persistent_ring(path.path(), 64);
     publish(&ring, 1, 1..=5);
-    let mut so = opts(path.path(), free_addr());
+    let l = listener();
+    let mut so = opts(path.path(), l.local_addr().unwrap());
     so.once = true;
     tune(&mut so);
-    let server = Server::bind(so).unwrap();
+    let server = Server::with_listener(so, l).unwrap();
     let addr = server.local_addr();
     let stop = AtomicBool::new(false);
     std::thread::scope(|sc| {
