@@ -179,6 +179,18 @@ pub fn is_emsgsize(err: &io::Error) -> bool {
     err.raw_os_error() == Some(libc::EMSGSIZE)
 }
 
+/// Whether `e`, from a receive on a UDP socket, is the kernel reporting an ICMP error (port,
+/// host or network unreachable) for an earlier datagram sent from it (a mirror's PUNCH, a
+/// source's DATA), rather than a failure of the socket. It is reported once, and the socket
+/// goes on receiving. (Linux reports these only on a connected socket or one with
+/// `IP_RECVERR`.)
+pub fn reports_an_earlier_datagram(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EHOSTDOWN)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -388,7 +388,7 @@ impl ServeArgs {
         };
         exit(run_following(&opts, stop, replaced).map(|sum| {
             diag!(
-                "serve: done: {} sessions ({} refused, {} of them for want of a thread; {} closed without HELLO; {} unicast sessions ended without PUNCH), {} records over tcp, {} naks, {} gaps; udp {} data frames, {} heartbeats, {} punches, {} rejected datagrams, {} send errors",
+                "serve: done: {} sessions ({} refused, {} of them for want of a thread; {} closed without HELLO; {} unicast sessions ended without PUNCH), {} records over tcp, {} naks, {} gaps; udp {} data frames, {} heartbeats, {} punches, {} rejected datagrams, {} send errors, {} receive errors",
                 sum.sessions,
                 sum.refused,
                 sum.spawn_failures,
@@ -401,7 +401,8 @@ impl ServeArgs {
                 sum.udp.heartbeats,
                 sum.udp.punches,
                 sum.udp.rejected,
-                sum.udp_send_errors
+                sum.udp_send_errors,
+                sum.udp_receive_errors
             );
         }))
     }

@@ -27,7 +27,10 @@ use super::sink::FileSink;
 use super::spin::SpinPolicy;
 use super::{RateLog, ReplicaError, more_since};
 use crate::net::mmsg::{MAX_DATAGRAM, RecvBatch};
-use crate::net::sockets::{TCP_WRITE_TIMEOUT, connect_tcp, multicast_receiver, unicast_receiver};
+use crate::net::sockets::{
+    TCP_WRITE_TIMEOUT, connect_tcp, multicast_receiver, reports_an_earlier_datagram,
+    unicast_receiver,
+};
 
 /// Hold-back entries (spec §22).
 const HOLDBACK_ENTRIES: usize = 8192;
@@ -1466,18 +1469,6 @@ fn recv_batch(batch: &mut RecvBatch, sock: &UdpSocket) -> io::Result<usize> {
         return Err(io::Error::from_raw_os_error(errno));
     }
     batch.recv(sock)
-}
-
-/// Whether `e`, from a receive on the mirror's UDP socket, is the kernel reporting an ICMP
-/// error (port, host or network unreachable) for an earlier datagram of ours, a PUNCH,
-/// rather than a failure of the socket. It is reported once, and the socket goes on
-/// receiving: not a reason to end the connection. (Linux reports these only on a connected
-/// socket or one with `IP_RECVERR`; the mirror's socket is neither today.)
-fn reports_an_earlier_datagram(e: &io::Error) -> bool {
-    matches!(
-        e.raw_os_error(),
-        Some(libc::ECONNREFUSED | libc::EHOSTUNREACH | libc::ENETUNREACH | libc::EHOSTDOWN)
-    )
 }
 
 /// A connection the mirror gave up ([`Conn::given_up`]) with part of a frame buffered: the

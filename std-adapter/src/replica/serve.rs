@@ -66,7 +66,10 @@ use super::session_log::{BriefSessions, SessionLog};
 use super::spin::SpinPolicy;
 use super::{RateLog, ReplicaError, more_since};
 use crate::net::mmsg::SendMany;
-use crate::net::sockets::{MulticastOut, TCP_WRITE_TIMEOUT, is_emsgsize, source_udp_on, tune_tcp};
+use crate::net::sockets::{
+    MulticastOut, TCP_WRITE_TIMEOUT, is_emsgsize, reports_an_earlier_datagram, source_udp_on,
+    tune_tcp,
+};
 use crate::wait::Idle;
 use crate::{ReadOnlyRing, RingFile};
 
@@ -197,6 +200,10 @@ pub struct ServeSummary {
     /// UDP datagrams the kernel refused to send (one per destination and copy; EMSGSIZE,
     /// which lowers the datagram budget instead, is not counted).
     pub udp_send_errors: u64,
+    /// Receives on the UDP socket that failed in this host (EBADF, ENOMEM…: not an ICMP
+    /// report of an earlier datagram). PUNCHes cannot be read while they fail, so unicast
+    /// sessions then end at their punch timeout.
+    pub udp_receive_errors: u64,
     /// The UDP sender's counters.
     pub udp: UdpCounters,
 }
@@ -214,6 +221,7 @@ struct Totals {
     hello_timeouts: AtomicU64,
     punch_timeouts: AtomicU64,
     udp_send_errors: AtomicU64,
+    udp_receive_errors: AtomicU64,
 }
 
 /// A bound server, ready to [`Server::run`].
@@ -231,6 +239,9 @@ pub struct Server {
     /// them (EAGAIN).
     #[cfg(test)]
     fail_spawns: AtomicU64,
+    /// Tests: the errno every receive of `take_punches` fails with (0: none).
+    #[cfg(test)]
+    fail_receives: std::sync::atomic::AtomicI32,
     /// Tests: passes of session loops (a loop that spins makes millions).
     #[cfg(test)]
     session_passes: AtomicU64,
@@ -821,6 +832,8 @@ impl Server {
             #[cfg(test)]
             fail_spawns: AtomicU64::new(0),
             #[cfg(test)]
+            fail_receives: std::sync::atomic::AtomicI32::new(0),
+            #[cfg(test)]
             session_passes: AtomicU64::new(0),
             high_write_seq: AtomicU64::new(w),
         })
@@ -907,6 +920,7 @@ impl Server {
             hello_timeouts: l(&t.hello_timeouts),
             punch_timeouts: l(&t.punch_timeouts),
             udp_send_errors: l(&t.udp_send_errors),
+            udp_receive_errors: l(&t.udp_receive_errors),
             udp: self.sender().counters(),
         }
     }
@@ -956,7 +970,7 @@ impl Server {
             if self.opts.log && last_status.elapsed() >= StdDuration::from_secs(1) {
                 let s = self.summary();
                 diag!(
-                    "serve: {} mirrors, tcp {} rec/s, udp {} frames/s, naks {}, punches {}, rejected {}, udp send errors {}",
+                    "serve: {} mirrors, tcp {} rec/s, udp {} frames/s, naks {}, punches {}, rejected {}, udp send errors {}, udp receive errors {}",
                     active.load(Ordering::Relaxed),
                     s.tcp_records - last.tcp_records,
                     s.udp.data_frames - last.udp.data_frames,
@@ -964,6 +978,7 @@ impl Server {
                     s.udp.punches,
                     s.udp.rejected,
                     s.udp_send_errors,
+                    s.udp_receive_errors,
                 );
                 last = s;
                 last_status = std::time::Instant::now();
@@ -1353,16 +1368,41 @@ impl Server {
     fn take_punches(&self, sock: &UdpSocket) {
         let mut rbuf = [0u8; 64];
         for _ in 0..64 {
-            match sock.recv_from(&mut rbuf) {
+            match self.receive(sock, &mut rbuf) {
                 Ok((n, from)) => {
                     let from = peer(from).unwrap_or(PeerAddr::new([0; 4], 0));
                     let _ = self.sender().handle_datagram(now(), from, &rbuf[..n]);
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                // ICMP errors from earlier sends (ECONNREFUSED) and the like.
-                Err(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                // The ICMP error of an earlier send (a unicast mirror gone): the socket is fine.
+                Err(e) if reports_an_earlier_datagram(&e) => {}
+                // This host's socket failing: the next tries would fail alike.
+                Err(e) => {
+                    // Relaxed: statistics only.
+                    let before = self
+                        .totals
+                        .udp_receive_errors
+                        .fetch_add(1, Ordering::Relaxed);
+                    if self.opts.log && before == 0 {
+                        diag!(
+                            "serve: UDP receive failed: {e}; PUNCHes cannot be read while it fails (unicast sessions then end at their punch timeout); further failures are counted (udp receive errors)"
+                        );
+                    }
+                    break;
+                }
             }
         }
+    }
+
+    /// One receive on the UDP socket (tests: failing with `fail_receives`' errno when set).
+    fn receive(&self, sock: &UdpSocket, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
+        #[cfg(test)]
+        match self.fail_receives.load(Ordering::Relaxed) {
+            0 => {}
+            errno => return Err(io::Error::from_raw_os_error(errno)),
+        }
+        sock.recv_from(buf)
     }
 
     /// How long the unicast session of `token`, live since `live_at`, has gone without a
@@ -2325,6 +2365,45 @@ mod tests {
         assert_eq!(r.hit(), None);
         assert_eq!(more_since(0, LIKE_IT), "");
         assert!(more_since(99, LIKE_IT).contains("99 more"));
+    }
+
+    /// A receive on the UDP socket that fails in this host (ENOMEM, injected) is counted and
+    /// ends the pass, where every receive error was passed over in silence and the pass
+    /// tried 64 times; the ICMP report of an earlier datagram (ECONNREFUSED) is passed over
+    /// and not counted; and once receives work again the socket's datagrams are taken.
+    #[test]
+    fn a_udp_receive_failing_here_is_counted_and_ends_the_pass() {
+        let src = TmpPath::shm("serve-recv-fail");
+        let _ring = source_ring(src.path(), 16);
+        let mut so = quiet(src.path());
+        so.udp = Some(0);
+        let server = Server::bind(so).unwrap();
+        let sock = server.udp.as_ref().expect("a UDP socket");
+        server.fail_receives.store(libc::ENOMEM, Ordering::Relaxed);
+        server.take_punches(sock);
+        server.take_punches(sock);
+        assert_eq!(server.summary().udp_receive_errors, 2, "one failure a pass");
+        server
+            .fail_receives
+            .store(libc::ECONNREFUSED, Ordering::Relaxed);
+        server.take_punches(sock);
+        assert_eq!(server.summary().udp_receive_errors, 2, "an ICMP report");
+        server.fail_receives.store(0, Ordering::Relaxed);
+        let to = sock.local_addr().unwrap().port();
+        let tx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        tx.send_to(b"not a punch", (Ipv4Addr::LOCALHOST, to))
+            .unwrap();
+        let t0 = std::time::Instant::now();
+        while server.summary().udp.rejected == 0 && t0.elapsed() < StdDuration::from_secs(5) {
+            server.take_punches(sock);
+            std::thread::sleep(StdDuration::from_millis(1));
+        }
+        let sum = server.summary();
+        assert_eq!(
+            (sum.udp.rejected, sum.udp_receive_errors),
+            (1, 2),
+            "{sum:?}"
+        );
     }
 
     /// Each kind of error is logged once, then rate-limited: later ones are only counted.
