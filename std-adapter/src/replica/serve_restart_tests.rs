@@ -451,11 +451,11 @@ fn once_outcome<T>(
     let path = TmpPath::shm(&format!("serve-restart-{name}"));
     let ring = persistent_ring(path.path(), 64);
     publish(&ring, 1, 1..=5);
-    let l = listener();
-    let mut so = opts(path.path(), l.local_addr().unwrap());
+    // Port 0: the server is bound here, before the client learns its address.
+    let mut so = opts(path.path(), SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
     so.once = true;
     tune(&mut so);
-    let server = Server::with_listener(so, l).unwrap();
+    let server = Server::bind(so).unwrap();
     let addr = server.local_addr();
     let stop = AtomicBool::new(false);
     std::thread::scope(|sc| {
