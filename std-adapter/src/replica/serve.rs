@@ -1783,6 +1783,17 @@ mod tests {
         }
     }
 
+    /// A quiet server offering UDP unicast, of a 16-slot ring at a scratch path `name`
+    /// (the path and ring are returned to be kept as long as the server).
+    fn unicast_server(name: &str) -> (TmpPath, RingFile, Server) {
+        let src = TmpPath::shm(name);
+        let ring = source_ring(src.path(), 16);
+        let mut so = quiet(src.path());
+        so.udp = Some(0);
+        let server = Server::bind(so).unwrap();
+        (src, ring, server)
+    }
+
     fn quiet(path: &Path) -> ServeOptions {
         let mut o = ServeOptions::new(path, SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
         o.log = false;
@@ -1882,11 +1893,7 @@ mod tests {
     fn a_punch_waiting_on_the_socket_counts_before_the_punch_timeout_is_judged() {
         use ringwire_core::replicate::Instant;
         use ringwire_core::wire::PunchRepr;
-        let src = TmpPath::shm("serve-punch-waiting");
-        let _ring = source_ring(src.path(), 16);
-        let mut so = quiet(src.path());
-        so.udp = Some(0);
-        let server = Server::bind(so).unwrap();
+        let (_src, _ring, server) = unicast_server("serve-punch-waiting");
         let token = server
             .sender()
             .register(PeerAddr::new([127, 0, 0, 1], 40000))
@@ -2373,11 +2380,7 @@ mod tests {
     /// and not counted; and once receives work again the socket's datagrams are taken.
     #[test]
     fn a_udp_receive_failing_here_is_counted_and_ends_the_pass() {
-        let src = TmpPath::shm("serve-recv-fail");
-        let _ring = source_ring(src.path(), 16);
-        let mut so = quiet(src.path());
-        so.udp = Some(0);
-        let server = Server::bind(so).unwrap();
+        let (_src, _ring, server) = unicast_server("serve-recv-fail");
         let sock = server.udp.as_ref().expect("a UDP socket");
         server.fail_receives.store(libc::ENOMEM, Ordering::Relaxed);
         server.take_punches(sock);
