@@ -303,7 +303,8 @@ enum End {
     Closed(String),
     /// The connection failed: a protocol error, a source that closed it before GEOMETRY (a
     /// server at its session limit refuses this way) or inside a frame, a timeout (no
-    /// GEOMETRY, a silent source, a write it did not read), a socket of this host's that
+    /// GEOMETRY, a silent source, a write it did not read), a read failing with an error
+    /// that is not a reset (ETIMEDOUT), a socket of this host's that
     /// failed (made non-blocking, waited on, received from: not an ICMP report), or a UDP
     /// socket the source's MULTICAST frame announces that cannot be opened here. `--once`
     /// returns `Err` (spec §26.2: a mirror error exits 1); otherwise the mirror reconnects.
@@ -782,6 +783,9 @@ struct Conn<'a> {
     /// `--from N`: N and the record asked for, until [`Conn::note_start`] has compared it
     /// with where the source starts.
     asked: Option<(u64, u64)>,
+    /// Tests: the errno every read of the TCP stream fails with (0: none).
+    #[cfg(test)]
+    fail_reads: i32,
 }
 
 /// Feeds a [`MirrorProgress`] from one connection.
@@ -864,6 +868,8 @@ impl<'a> Conn<'a> {
                 Start::Sequence(n) => Some((n, hello_seq)),
                 _ => None,
             },
+            #[cfg(test)]
+            fail_reads: 0,
         }
     }
 
@@ -1070,7 +1076,7 @@ impl<'a> Conn<'a> {
             if read >= TCP_READ_PASS {
                 return Ok(any);
             }
-            let n = match self.stream.read(self.tmp) {
+            let n = match self.read_stream() {
                 Ok(0) if self.m.geometry().is_none() => {
                     return Err(End::Failed(io::Error::new(
                         io::ErrorKind::UnexpectedEof,
@@ -1098,7 +1104,7 @@ impl<'a> Conn<'a> {
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(any),
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                Err(e) => return Err(self.broken("read", e)),
+                Err(e) => return Err(self.socket_failed("read", e)),
             };
             read += n;
             any = true;
@@ -1111,6 +1117,16 @@ impl<'a> Conn<'a> {
                 self.partial = 0;
             }
         }
+    }
+
+    /// One read of the TCP stream into `tmp` (tests: failing with `fail_reads`' errno when
+    /// set).
+    fn read_stream(&mut self) -> io::Result<usize> {
+        #[cfg(test)]
+        if self.fail_reads != 0 {
+            return Err(io::Error::from_raw_os_error(self.fail_reads));
+        }
+        self.stream.read(self.tmp)
     }
 
     /// How the connection ends on the error `e` of a `what` ("read", "write") on its
@@ -1138,24 +1154,28 @@ impl<'a> Conn<'a> {
         }
     }
 
-    /// How the connection ends on the error `e` of a write on its socket.
-    fn write_failed(&mut self, e: io::Error) -> End {
+    /// How the connection ends on the error `e` of a `what` ("read", "write") on its socket.
+    fn socket_failed(&mut self, what: &'static str, e: io::Error) -> End {
         match e.kind() {
-            // The source's reset may show first on a write (the socket reports it once): a
-            // frame cut short by it fails the connection there too.
+            // The source's reset, on a read or first on a write (the socket reports it
+            // once): [`Conn::broken`], a clean end between frames.
             io::ErrorKind::ConnectionReset
             | io::ErrorKind::ConnectionAborted
-            | io::ErrorKind::BrokenPipe => self.broken("write", e),
-            // Timed out (the source reads nothing), or failed otherwise: the connection is
-            // still open, the mirror gives it up.
-            _ => self.given_up("write", e),
+            | io::ErrorKind::BrokenPipe => self.broken(what, e),
+            // Anything else is not the source ending the stream: a write it did not read
+            // within the timeout, a read failing with ETIMEDOUT (the kernel gave the
+            // connection up: its retransmissions or keepalives went unanswered, the
+            // source's host may be gone) or EHOSTUNREACH, a socket of this host's failing.
+            // The mirror gives the connection up: [`Conn::given_up`], never a clean end.
+            _ => self.given_up(what, e),
         }
     }
 
     /// How the connection ends when the mirror gives it up on the error `e` of a `what`
-    /// ("write", "poll", "recvmmsg") while it is still open: a write the source did not
-    /// read within [`TCP_WRITE_TIMEOUT`], a wait on the sockets or a receive on the UDP
-    /// socket that failed. Never a clean end (the source did not end the stream, and may
+    /// ("read", "write", "poll", "recvmmsg") while it is still open: a write the source did
+    /// not read within [`TCP_WRITE_TIMEOUT`], a read the kernel failed with an error that is
+    /// not a reset (ETIMEDOUT), a wait on the sockets or a receive on the UDP socket that
+    /// failed. Never a clean end (the source did not end the stream, and may
     /// have stopped in the middle of it, as a silent one does): it fails, of `e`'s kind,
     /// with a [`MirrorError::TruncatedFrame`]
     /// ([`StreamEnd::GivenUp`](ringwire_core::replicate::StreamEnd::GivenUp)) when part of
@@ -1238,7 +1258,7 @@ impl<'a> Conn<'a> {
             match tx.channel {
                 Channel::Tcp => {
                     if let Err(e) = write_all_within(&mut self.stream, bytes, TCP_WRITE_TIMEOUT) {
-                        return Err(self.write_failed(e));
+                        return Err(self.socket_failed("write", e));
                     }
                 }
                 Channel::Udp(to) => {
@@ -2239,7 +2259,7 @@ mod tests {
     fn a_write_timeout_inside_a_frame_fails_the_connection() {
         with_held_source("write-timeout-cut", cut_data, false, 40, |c, _, _| {
             let e = timed_out_write(c);
-            let e = failed(c.write_failed(e), io::ErrorKind::TimedOut);
+            let e = failed(c.socket_failed("write", e), io::ErrorKind::TimedOut);
             let given_up = e.get_ref().and_then(|g| g.downcast_ref::<GivenUp>());
             let want = given_up_cut();
             assert_eq!(given_up.map(|g| g.cut), Some(want), "{e}");
@@ -2264,7 +2284,7 @@ mod tests {
     fn a_write_timeout_between_frames_fails_the_connection() {
         with_held_source("write-timeout-between", whole_data, false, 0, |c, _, _| {
             let e = timed_out_write(c);
-            let e = failed(c.write_failed(e), io::ErrorKind::TimedOut);
+            let e = failed(c.socket_failed("write", e), io::ErrorKind::TimedOut);
             assert_eq!(
                 e.to_string(),
                 "write: peer did not read within the write timeout"
@@ -2299,6 +2319,62 @@ mod tests {
         with_held_source("poll-error-between", whole_data, false, 0, |c, _, _| {
             let e = failed(c.given_up("poll", enomem()), io::ErrorKind::OutOfMemory);
             assert_eq!(e.to_string(), format!("poll: {}", enomem()));
+        });
+    }
+
+    /// After GEOMETRY, a read the kernel fails with an error that is not a reset
+    /// (ETIMEDOUT: the connection's retransmissions or keepalives went unanswered, the
+    /// source's host may be gone; EHOSTUNREACH) fails the connection, with the frame cut
+    /// short when part of one is buffered, marked as given up by the mirror. It ended
+    /// cleanly between frames ("read: Connection timed out", `--once` exit 0), as a reset
+    /// there does, which stays a clean end.
+    #[test]
+    fn a_read_error_that_is_not_a_reset_fails_the_connection() {
+        let os = io::Error::from_raw_os_error;
+        with_held_source("read-timeout-cut", cut_data, false, 40, |c, sink, _| {
+            c.fail_reads = libc::ETIMEDOUT;
+            let end = c.read_tcp(sink).expect_err("a failed read ended nothing");
+            let e = failed(end, io::ErrorKind::TimedOut);
+            let cut = e
+                .get_ref()
+                .and_then(|g| g.downcast_ref::<GivenUp>())
+                .map(|g| g.cut);
+            assert_eq!(cut, Some(given_up_cut()), "{e}");
+            assert!(
+                e.to_string().starts_with(&format!(
+                    "read: {}; the mirror gave the connection up in the middle of a DATA \
+                     frame (seq 3): 40 of its 64 bytes arrived",
+                    os(libc::ETIMEDOUT)
+                )),
+                "{e}"
+            );
+        });
+        for (errno, kind) in [
+            (libc::ETIMEDOUT, io::ErrorKind::TimedOut),
+            (libc::EHOSTUNREACH, io::ErrorKind::HostUnreachable),
+        ] {
+            with_held_source(
+                "read-timeout-between",
+                whole_data,
+                false,
+                0,
+                |c, sink, _| {
+                    c.fail_reads = errno;
+                    let end = c.read_tcp(sink).expect_err("a failed read ended nothing");
+                    let e = failed(end, kind);
+                    assert_eq!(e.to_string(), format!("read: {}", os(errno)));
+                    assert_eq!(c.m.failure(), None, "no frame was cut");
+                },
+            );
+        }
+        // A reset read between frames stays a clean end.
+        with_held_source("read-reset-between", whole_data, false, 0, |c, sink, _| {
+            c.fail_reads = libc::ECONNRESET;
+            match c.read_tcp(sink).expect_err("a failed read ended nothing") {
+                End::Closed(s) => assert_eq!(s, format!("read: {}", os(libc::ECONNRESET))),
+                End::Failed(e) => panic!("a reset between frames failed: {e}"),
+                _ => panic!("neither failed nor closed"),
+            }
         });
     }
 
@@ -2484,7 +2560,7 @@ mod tests {
     /// (at most 5 s) until the reset has arrived, then writes to the connection twice with
     /// the mirror's own `write_all_within`: the socket reports the reset once
     /// (ECONNRESET), then the broken pipe (EPIPE). Returns what `c` makes of each failed
-    /// write ([`Conn::write_failed`], as its `transmit` does).
+    /// write ([`Conn::socket_failed`], as its `transmit` does).
     fn ends_of_writes_after_a_reset(
         c: &mut Conn<'_>,
         go: &std::sync::mpsc::Sender<()>,
@@ -2501,7 +2577,7 @@ mod tests {
             let e = write_all_within(&mut c.stream, &[0u8; 24], StdDuration::from_secs(1))
                 .expect_err("a write to a connection reset");
             assert_eq!(e.kind(), kind, "{e}");
-            c.write_failed(e)
+            c.socket_failed("write", e)
         })
     }
 

@@ -281,10 +281,11 @@ impl core::error::Error for MirrorError {}
 pub enum StreamEnd {
     /// The source closed it ([`Mirror::handle_tcp_eof`]).
     Closed,
-    /// It was reset, or its socket failed otherwise ([`Mirror::handle_tcp_reset`]).
+    /// It was reset: ECONNRESET, ECONNABORTED or EPIPE ([`Mirror::handle_tcp_reset`]).
     Reset,
-    /// The driver gave it up while it was still open: a write that timed out, a wait on
-    /// its socket that failed ([`Mirror::handle_tcp_given_up`]).
+    /// The driver gave it up while it was still open: a write that timed out, a read that
+    /// failed otherwise than by a reset (ETIMEDOUT), a wait on its socket that failed
+    /// ([`Mirror::handle_tcp_given_up`]).
     GivenUp,
 }
 
@@ -601,8 +602,8 @@ impl<'a> Mirror<'a> {
         self.handle_tcp_end(partial, StreamEnd::Closed)
     }
 
-    /// Handles a TCP connection that failed (reset by the source, ECONNRESET, or another
-    /// error of the socket) rather than closed, as [`Mirror::handle_tcp_eof`] does a close:
+    /// Handles a TCP connection that was reset (by the source: ECONNRESET, or EPIPE on a
+    /// write after it) rather than closed, as [`Mirror::handle_tcp_eof`] does a close:
     /// `Ok` between frames (whether that is a clean end is the driver's to say), and a
     /// [`MirrorError::TruncatedFrame`] ([`StreamEnd::Reset`]) when part of a frame had
     /// arrived.
@@ -611,7 +612,8 @@ impl<'a> Mirror<'a> {
     }
 
     /// Handles a TCP connection the driver gives up while it is still open (a write that
-    /// timed out, a wait on its socket that failed), as [`Mirror::handle_tcp_reset`] does
+    /// timed out, a read that failed otherwise than by a reset, a wait on its socket that
+    /// failed), as [`Mirror::handle_tcp_reset`] does
     /// a reset: `Ok` between frames (the driver says how the connection ends), and a
     /// [`MirrorError::TruncatedFrame`] ([`StreamEnd::GivenUp`]) when part of a frame had
     /// arrived.
