@@ -1364,8 +1364,9 @@ impl Server {
     }
 
     /// PUNCH intake: hands what waits on the UDP socket to the sender, at most 64
-    /// datagrams (the socket is non-blocking).
-    fn take_punches(&self, sock: &UdpSocket) {
+    /// datagrams (the socket is non-blocking). Returns whether a receive failed in this
+    /// host ([`ServeSummary::udp_receive_errors`]), which ended the pass.
+    fn take_punches(&self, sock: &UdpSocket) -> bool {
         let mut rbuf = [0u8; 64];
         for _ in 0..64 {
             match self.receive(sock, &mut rbuf) {
@@ -1389,10 +1390,11 @@ impl Server {
                             "serve: UDP receive failed: {e}; PUNCHes cannot be read while it fails (unicast sessions then end at their punch timeout); further failures are counted (udp receive errors)"
                         );
                     }
-                    break;
+                    return true;
                 }
             }
         }
+        false
     }
 
     /// One receive on the UDP socket (tests: failing with `fail_receives`' errno when set).
@@ -1460,14 +1462,18 @@ impl Server {
                 }
                 none
             };
-            self.take_punches(sock);
+            let failing = self.take_punches(sock);
             if unheard && !self.sender().has_destinations() {
                 // Still none: wait for a PUNCH on the socket, not for records on the ring.
                 // Asleep on the ring's futex, this thread would make the source's producer
                 // pay a FUTEX_WAKE for most of its pushes, and itself build every frame,
                 // for no one (at 1M records/s: the producer's CPU time went from 2% to 30%
-                // of a core, serve's from 0 to 7%).
-                if super::io::poll(&mut [super::io::pollin(sock)], UNHEARD_POLL).is_err() {
+                // of a core, serve's from 0 to 7%). A socket whose receive just failed
+                // here is not polled but slept on: with a datagram waiting (ENOMEM) or a
+                // descriptor gone bad (EBADF), the poll returns at once and this loop
+                // would spin on a core, a failed receive a pass.
+                if failing || super::io::poll(&mut [super::io::pollin(sock)], UNHEARD_POLL).is_err()
+                {
                     crate::sys::sleep(UNHEARD_POLL);
                 }
                 continue;
@@ -2406,6 +2412,36 @@ mod tests {
             (sum.udp.rejected, sum.udp_receive_errors),
             (1, 2),
             "{sum:?}"
+        );
+    }
+
+    /// While receives on its UDP socket fail in this host with a datagram waiting (ENOMEM,
+    /// injected), the UDP thread of a server no mirror has punched sleeps between passes
+    /// instead of polling the socket, which reports the datagram at once: a failed receive
+    /// every `UNHEARD_POLL` (50 ms), where it spun on a core (184,000 failed receives in
+    /// the 300 ms, one run of a debug build).
+    #[test]
+    fn a_failing_udp_socket_does_not_spin_the_udp_thread() {
+        let (_src, _ring, server) = unicast_server("serve-recv-spin");
+        let sock = server.udp.as_ref().expect("a UDP socket");
+        server.fail_receives.store(libc::ENOMEM, Ordering::Relaxed);
+        let to = sock.local_addr().unwrap().port();
+        let tx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        tx.send_to(b"waiting", (Ipv4Addr::LOCALHOST, to)).unwrap();
+        let halt = AtomicBool::new(false);
+        let run = StdDuration::from_millis(300);
+        let t0 = std::time::Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| server.udp_loop(sock, &halt));
+            std::thread::sleep(run);
+            halt.store(true, Ordering::Relaxed);
+        });
+        let passes = t0.elapsed().as_millis() / UNHEARD_POLL.as_millis() + 2;
+        let failed = server.summary().udp_receive_errors;
+        assert!(
+            (1..=u64::try_from(passes).unwrap()).contains(&failed),
+            "{failed} failed receives in {:?}",
+            t0.elapsed()
         );
     }
 
