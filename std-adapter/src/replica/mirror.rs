@@ -2251,6 +2251,28 @@ mod tests {
         }
     }
 
+    /// The connection's end `end` failed it with an error of `kind`, given up by the mirror
+    /// with DATA 3 cut short ([`given_up_cut`]), whose text begins with `what`'s error:
+    /// "`what`: `cause`; the mirror gave the connection up in the middle of a DATA frame
+    /// (seq 3)". Returns the error.
+    fn given_up_inside_data_3(end: End, kind: io::ErrorKind, what: &str) -> io::Error {
+        let e = failed(end, kind);
+        let cut = e
+            .get_ref()
+            .and_then(|g| g.downcast_ref::<GivenUp>())
+            .map(|g| g.cut);
+        assert_eq!(cut, Some(given_up_cut()), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.starts_with(what)
+                && text.contains(
+                    "; the mirror gave the connection up in the middle of a DATA frame (seq 3)"
+                ),
+            "{e}"
+        );
+        e
+    }
+
     /// After GEOMETRY, a write that times out (the source reads nothing) with part of a
     /// frame buffered fails the connection with the frame cut short, marked as given up by
     /// the mirror, and says what failed. It ended cleanly ("write: peer did not read within
@@ -2259,10 +2281,9 @@ mod tests {
     fn a_write_timeout_inside_a_frame_fails_the_connection() {
         with_held_source("write-timeout-cut", cut_data, false, 40, |c, _, _| {
             let e = timed_out_write(c);
-            let e = failed(c.socket_failed("write", e), io::ErrorKind::TimedOut);
-            let given_up = e.get_ref().and_then(|g| g.downcast_ref::<GivenUp>());
+            let end = c.socket_failed("write", e);
+            let e = given_up_inside_data_3(end, io::ErrorKind::TimedOut, "write: ");
             let want = given_up_cut();
-            assert_eq!(given_up.map(|g| g.cut), Some(want), "{e}");
             let cut = e
                 .get_ref()
                 .and_then(std::error::Error::source)
@@ -2300,21 +2321,9 @@ mod tests {
     fn a_failed_wait_fails_the_connection() {
         let enomem = || io::Error::from_raw_os_error(libc::ENOMEM);
         with_held_source("poll-error-cut", cut_data, false, 40, |c, _, _| {
-            let e = failed(c.given_up("poll", enomem()), io::ErrorKind::OutOfMemory);
-            let cut = e
-                .get_ref()
-                .and_then(|g| g.downcast_ref::<GivenUp>())
-                .map(|g| g.cut);
-            let want = given_up_cut();
-            assert_eq!(cut, Some(want), "{e}");
-            assert!(
-                e.to_string().starts_with(&format!(
-                    "poll: {}; the mirror gave the connection up in the middle of a DATA \
-                     frame (seq 3)",
-                    enomem()
-                )),
-                "{e}"
-            );
+            let end = c.given_up("poll", enomem());
+            let what = format!("poll: {};", enomem());
+            given_up_inside_data_3(end, io::ErrorKind::OutOfMemory, &what);
         });
         with_held_source("poll-error-between", whole_data, false, 0, |c, _, _| {
             let e = failed(c.given_up("poll", enomem()), io::ErrorKind::OutOfMemory);
@@ -2334,20 +2343,9 @@ mod tests {
         with_held_source("read-timeout-cut", cut_data, false, 40, |c, sink, _| {
             c.fail_reads = libc::ETIMEDOUT;
             let end = c.read_tcp(sink).expect_err("a failed read ended nothing");
-            let e = failed(end, io::ErrorKind::TimedOut);
-            let cut = e
-                .get_ref()
-                .and_then(|g| g.downcast_ref::<GivenUp>())
-                .map(|g| g.cut);
-            assert_eq!(cut, Some(given_up_cut()), "{e}");
-            assert!(
-                e.to_string().starts_with(&format!(
-                    "read: {}; the mirror gave the connection up in the middle of a DATA \
-                     frame (seq 3): 40 of its 64 bytes arrived",
-                    os(libc::ETIMEDOUT)
-                )),
-                "{e}"
-            );
+            let what = format!("read: {};", os(libc::ETIMEDOUT));
+            let e = given_up_inside_data_3(end, io::ErrorKind::TimedOut, &what);
+            assert!(e.to_string().contains("(seq 3): 40 of its 64 bytes"), "{e}");
         });
         for (errno, kind) in [
             (libc::ETIMEDOUT, io::ErrorKind::TimedOut),
@@ -2461,19 +2459,8 @@ mod tests {
             let Err(end) = read_udp_failing(c, sink, libc::ENOMEM) else {
                 panic!("the connection goes on after {enomem}");
             };
-            let e = failed(end, io::ErrorKind::OutOfMemory);
-            let cut = e
-                .get_ref()
-                .and_then(|g| g.downcast_ref::<GivenUp>())
-                .map(|g| g.cut);
-            assert_eq!(cut, Some(given_up_cut()), "{e}");
-            assert!(
-                e.to_string().starts_with(&format!(
-                    "recvmmsg: {enomem}; the mirror gave the connection up in the middle of a \
-                     DATA frame (seq 3)"
-                )),
-                "{e}"
-            );
+            let what = format!("recvmmsg: {enomem};");
+            given_up_inside_data_3(end, io::ErrorKind::OutOfMemory, &what);
         });
     }
 
