@@ -2380,6 +2380,13 @@ mod tests {
         assert!(more_since(99, LIKE_IT).contains("99 more"));
     }
 
+    /// Sends `bytes` from a fresh loopback socket to the server's UDP socket `sock`.
+    fn send_datagram_to(sock: &UdpSocket, bytes: &[u8]) {
+        let to = sock.local_addr().unwrap().port();
+        let tx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        tx.send_to(bytes, (Ipv4Addr::LOCALHOST, to)).unwrap();
+    }
+
     /// A receive on the UDP socket that fails in this host (ENOMEM, injected) is counted and
     /// ends the pass, where every receive error was passed over in silence and the pass
     /// tried 64 times; the ICMP report of an earlier datagram (ECONNREFUSED) is passed over
@@ -2398,10 +2405,7 @@ mod tests {
         server.take_punches(sock);
         assert_eq!(server.summary().udp_receive_errors, 2, "an ICMP report");
         server.fail_receives.store(0, Ordering::Relaxed);
-        let to = sock.local_addr().unwrap().port();
-        let tx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        tx.send_to(b"not a punch", (Ipv4Addr::LOCALHOST, to))
-            .unwrap();
+        send_datagram_to(sock, b"not a punch");
         let t0 = std::time::Instant::now();
         while server.summary().udp.rejected == 0 && t0.elapsed() < StdDuration::from_secs(5) {
             server.take_punches(sock);
@@ -2425,9 +2429,7 @@ mod tests {
         let (_src, _ring, server) = unicast_server("serve-recv-spin");
         let sock = server.udp.as_ref().expect("a UDP socket");
         server.fail_receives.store(libc::ENOMEM, Ordering::Relaxed);
-        let to = sock.local_addr().unwrap().port();
-        let tx = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        tx.send_to(b"waiting", (Ipv4Addr::LOCALHOST, to)).unwrap();
+        send_datagram_to(sock, b"waiting");
         let halt = AtomicBool::new(false);
         let run = StdDuration::from_millis(300);
         let t0 = std::time::Instant::now();
