@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use ringwire_core::broadcast::{Consumer, StartMode, TypedConsumer};
-use ringwire_core::layout::{Flags, SLOT_WRITING, schema_signature_of, slot_stride};
+use ringwire_core::layout::{Flags, SEQ_LIMIT, SLOT_WRITING, schema_signature_of, slot_stride};
 use ringwire_core::sync::Ordering;
 use ringwire_core::{Expect, RingView};
 use zerocopy::FromBytes;
@@ -150,7 +150,14 @@ impl<T: FromBytes + 'static> RingConsumerBuilder<T> {
 /// starts at the source's numbering), where the offset holds; it counts as never reached
 /// only when the ring visibly numbers from 1 again (record 1 in its slot: a restarted
 /// source).
+///
+/// An offset at or past [`SEQ_LIMIT`] (a corrupt file, or a commit after a seek past every
+/// sequence) is never reached by any ring, whatever its slot holds: resumed after, the
+/// consumer would wait past 2^63 and never deliver a record.
 fn never_reached(ring: &RingView, offset: u64) -> bool {
+    if offset >= SEQ_LIMIT {
+        return true;
+    }
     // Acquire: pairs with the writer's release store of the slot's sequence.
     let s = ring.slot_seq(offset).load(Ordering::Acquire);
     // Acquire: ordered after the slot load, so a write_seq published with or after the
@@ -607,7 +614,8 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     ///
     /// On a mirror ring (`FLAG_SPARSE`), whose records carry the source's numbers, a saved
     /// offset above what the ring holds is taken as stale only when the ring holds its
-    /// record 1 (a restarted source counting from 1 again); otherwise the ring is taken for
+    /// record 1 (a restarted source counting from 1 again), or when it is at or past 2^63
+    /// ([`SEQ_LIMIT`], which no ring reaches: a corrupt file); otherwise the ring is taken for
     /// the same stream mirrored again (a mirror ring recreated at the source's numbering,
     /// spec §21.1), and the consumer resumes after the saved offset, as ringfire's does. A
     /// restarted source's mirror ring that has already overwritten its record 1 while still
@@ -681,6 +689,49 @@ mod tests {
     /// Files of one test, removed when dropped.
     fn tmp_paths<const N: usize>(tags: [&str; N]) -> [TmpPath; N] {
         tags.map(|t| TmpPath::new(&format!("consumer-{t}")))
+    }
+
+    /// A checkpoint whose saved offset is at or past `SEQ_LIMIT` (2^63: a corrupt file, or
+    /// a commit made after a `seek` past every sequence) names a record no ring can hold.
+    /// On a mirror ring (`FLAG_SPARSE`) that had overwritten its record 1, and on any ring
+    /// whose slot for that offset was mid-write at attach, it was taken for the same
+    /// stream resumed: the consumer started past 2^63 and never delivered a record again,
+    /// silently. It is stale, as on any other ring: the consumer starts at the oldest
+    /// record, says so, and overwrites the bad offset.
+    #[test]
+    fn a_checkpoint_offset_no_ring_can_reach_is_stale_on_every_ring() {
+        use std::os::unix::fs::FileExt;
+        for (case, saved) in [
+            ("sparse", SEQ_LIMIT),
+            ("sparse", u64::MAX - 1),
+            ("mid-write", SEQ_LIMIT),
+        ] {
+            let t = tmp_paths([&format!("unreachable-{case}-ring"), "unreachable-offset"]);
+            let mut tx = RingProducer::<u64>::create(&t[0], 8).unwrap();
+            // Records 1..=12: slot 1 now holds record 9, as a mirror's that joined late.
+            tx.push_batch(&(1..=12).collect::<Vec<u64>>());
+            if case == "sparse" {
+                let flags = tx.file().header().flags | Flags::SPARSE;
+                let f = std::fs::OpenOptions::new().write(true).open(&t[0]).unwrap();
+                f.write_all_at(&flags.to_ne_bytes(), 48).unwrap();
+            } else {
+                // The offset's slot (index 0) is being overwritten at attach.
+                tx.file()
+                    .ring()
+                    .slot_seq(SEQ_LIMIT)
+                    .store(SLOT_WRITING, Ordering::Release);
+            }
+            OffsetCheckpoint::open_or_create(&t[1], "consumer")
+                .unwrap()
+                .save(saved);
+            let mut rx = RingConsumer::<u64>::builder()
+                .offset_file(&t[1])
+                .attach(&t[0])
+                .unwrap();
+            let got = (rx.stale_checkpoint(), rx.cursor(), rx.try_recv());
+            assert_eq!(got, (Some(saved), 5, Some(5)), "{case}, offset {saved:#x}");
+            assert_eq!(rx.checkpoint().unwrap().load(), Some(4), "{case}");
+        }
     }
 
     /// A commit to a checkpoint file that is no longer at its path (removed, or replaced by
