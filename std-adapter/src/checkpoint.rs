@@ -80,6 +80,14 @@ pub struct OffsetCheckpoint {
 /// a directory (`/`) puts the file in `/dev/shm`, as ringfire 0.5.2 does: a consumer of
 /// either project then finds the offset the other committed under the same name. Two such
 /// rings in one directory share their consumers' checkpoints, with ringfire too.
+///
+/// So do rings whose names differ only after their last dot: the stem drops that part, so
+/// consumers "algo" of `/dev/shm/md.eurusd` and `/dev/shm/md.gbpusd` both get
+/// `/dev/shm/md_algo.offset`. A checkpoint file holds a sequence and no name of its ring,
+/// so the second consumer cannot tell: it resumes after the first one's offset, skipping or
+/// repeating records (only an offset its ring cannot have reached is taken as stale, see
+/// `RingConsumer::stale_checkpoint`). Give such rings' consumers distinct names, or a path
+/// of their own ([`RingConsumerBuilder::offset_file`](crate::RingConsumerBuilder::offset_file)).
 pub fn default_path(ring: &Path, name: &str) -> PathBuf {
     let stem = ring.file_stem().and_then(|s| s.to_str()).unwrap_or("ring");
     let clean: String = name

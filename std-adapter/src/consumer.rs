@@ -125,7 +125,10 @@ impl<T: FromBytes + 'static> RingConsumerBuilder<T> {
 
     /// Use the default checkpoint path for the consumer name (see
     /// [`checkpoint::default_path`](crate::checkpoint::default_path)); the name defaults to
-    /// `"consumer"`. Naming the consumer does the same.
+    /// `"consumer"`. Naming the consumer does the same. Rings whose names differ only after
+    /// their last dot (`md.eurusd`, `md.gbpusd`) get the same default path for a name, and
+    /// their consumers would resume at each other's offsets: name them apart, or give each
+    /// an [`RingConsumerBuilder::offset_file`].
     pub fn default_offset_file(mut self) -> Self {
         self.offset_file = Some(PathBuf::new());
         self
