@@ -1314,6 +1314,37 @@ fn a_consumer_dropped_after_its_forked_copy_popped_on_hands_nothing_back() {
     assert_eq!(next.try_pop(), Ok(Some(7)));
 }
 
+/// A queue file cut below 128 bytes (a ring's header) is reported by `ReadOnlyQueue` (what
+/// `stat`, `top` and `heal` read a queue through) as a queue too short for its 384-byte
+/// header, as the queue handles report it. It was a ring's error ("ring …: file is 100
+/// bytes, shorter than the 128-byte ring header", `Error::Attach`), which names the wrong
+/// kind of file and the wrong length.
+#[test]
+fn a_queue_file_cut_below_a_rings_header_is_still_a_short_queue() {
+    let path = TmpPath::shm("queue-cut");
+    drop(SpscProducer::<u64>::create(&path, 16).unwrap());
+    for len in [100, 8, 0] {
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len).unwrap();
+        let e = ReadOnlyQueue::open(&path, QueueKind::Spsc).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                crate::Error::QueueAttach {
+                    source: QueueAttachError::TooShort { len: l },
+                    ..
+                } if l == len
+            ),
+            "{len} bytes: {e:?}"
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("queue ") && msg.contains("384-byte queue header"),
+            "{msg}"
+        );
+    }
+}
+
 /// A queue created and opened through a relative path is not "replaced" after the process
 /// changes its working directory, and its `flush` still syncs the directory the file is
 /// in. Both looked the relative path up again from the new directory: `is_replaced` said
