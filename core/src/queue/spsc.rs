@@ -644,7 +644,10 @@ impl SpscConsumer {
     /// would pop again items already popped (and, their slots refilled meanwhile, items
     /// out of order). A head ahead of the index is this copy's own progress (the original
     /// gone, say, as after a daemon's fork), or pops the original made before the fork and
-    /// has not handed back yet, which it would hand back too.
+    /// has not handed back yet, which it would hand back too. The same holds for the
+    /// original, dropped after such a copy popped on: std's consumers hand back through
+    /// this on every drop. Without a fork the index is the head last stored, so this is
+    /// [`SpscConsumer::release`].
     pub fn release_if_ahead(&mut self) {
         // Relaxed: only compared; the store in `store_head` is the release as always.
         let index = self.q.deq().load(Ordering::Relaxed);

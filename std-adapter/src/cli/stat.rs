@@ -28,6 +28,15 @@ pub(super) fn first_128(path: &Path) -> Result<(u64, [u8; 128])> {
     let len = f.metadata().map_err(|e| Error::io(path, "fstat", e))?.len();
     let mut h = [0u8; 128];
     if len < 128 {
+        // A queue's magic names the queue, whose header is longer still; anything else is a
+        // short ring, the CLI's default.
+        let mut m = [0u8; 8];
+        if f.read_exact(&mut m).is_ok() && QueueKind::from_magic(u64::from_ne_bytes(m)).is_some() {
+            return Err(Error::QueueAttach {
+                path: path.to_path_buf(),
+                source: ringwire_core::queue::QueueAttachError::TooShort { len },
+            });
+        }
         return Err(Error::attach(
             path,
             ringwire_core::AttachError::TooShort { len },
@@ -384,7 +393,43 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::reader_lag;
+    use ringwire_core::queue::QueueAttachError;
+
+    use super::{reader_lag, stat_json};
+    use crate::Error;
+    use crate::queue::MpmcQueue;
+
+    /// `stat` and `heal` of a queue file cut below 128 bytes (a ring's header) but holding
+    /// a queue's magic name it a queue too short for its 384-byte header. They read the
+    /// first 128 bytes before looking at the magic, and said "ring …: file is 100 bytes,
+    /// shorter than the 128-byte ring header".
+    #[test]
+    fn a_queue_file_cut_below_a_rings_header_is_a_short_queue() {
+        let path = crate::test_tmp::TmpPath::shm("stat-queue-cut");
+        drop(MpmcQueue::<u64>::create(&path, 16).unwrap());
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(100).unwrap();
+        let heal = |p| super::super::heal::run(p, false, &mut Vec::new());
+        for (what, e) in [
+            ("stat", stat_json(&path).unwrap_err()),
+            ("heal", heal(&path).unwrap_err()),
+        ] {
+            assert!(
+                matches!(
+                    e,
+                    Error::QueueAttach {
+                        source: QueueAttachError::TooShort { len: 100 },
+                        ..
+                    }
+                ),
+                "{what}: {e:?}"
+            );
+        }
+        // Anything else that short is still a short ring, the CLI's default.
+        f.set_len(0).unwrap();
+        let e = stat_json(&path).unwrap_err();
+        assert!(e.to_string().contains("128-byte ring header"), "{e}");
+    }
 
     #[test]
     fn reader_lag_is_ringfires() {

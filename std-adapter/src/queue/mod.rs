@@ -48,9 +48,11 @@
 //! shares that open file description, so it holds the role too until it exits or execs
 //! (every descriptor is close-on-exec), and its copy of the handle is not refused: the
 //! child must not push (or pop) through it, which would make two producers (consumers) of
-//! one queue. Dropping the copy there is harmless: a consumer's hands back only pops ahead
-//! of what the queue holds as handed back (its head may be the fork's, which the parent
-//! has passed; a daemon's copy that popped on by itself hands its pops back). MPMC
+//! one queue. Dropping the copy there is harmless, and so is dropping the parent's after
+//! the child's popped on: a consumer's drop hands back only pops ahead of what the queue
+//! holds as handed back (the child's head may be the fork's, which the parent has passed;
+//! a daemon's copy that popped on by itself hands its pops back, and its parent's drop
+//! then hands nothing back). MPMC
 //! handles may be used from both processes; their shared lock, held by the child's
 //! descriptor too, keeps an open elsewhere from healing slots while either lives.
 

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use memmap2::MmapRaw;
 use ringwire_core::queue::{
     MpmcQueue as CoreMpmc, QueueAttachError, QueueExpect, QueueGeometry, QueueHeader, QueueKind,
-    QueueView, StuckKind, StuckSlot,
+    QueueView, StuckKind, StuckSlot, qhdr,
 };
 use ringwire_core::sync::Ordering;
 
@@ -56,11 +56,20 @@ impl ReadOnlyQueue {
     pub fn open(path: impl AsRef<Path>, kind: QueueKind) -> Result<Self> {
         let path = path.as_ref();
         let file = crate::file::open_regular(path, OpenOptions::new().read(true))?;
-        let (map, region) = crate::file::map_file(path, &file, true)?;
         let attach_err = |source| Error::QueueAttach {
             path: path.to_path_buf(),
             source,
         };
+        // `map_file` refuses a file shorter than a ring's header with a ring's error; the
+        // queue's says that its header is longer still.
+        let len = file
+            .metadata()
+            .map_err(|e| Error::io(path, "fstat", e))?
+            .len();
+        if len < qhdr::SIZE as u64 {
+            return Err(attach_err(QueueAttachError::TooShort { len }));
+        }
+        let (map, region) = crate::file::map_file(path, &file, true)?;
         let view = QueueView::attach(region, QueueExpect::raw(kind)).map_err(attach_err)?;
         // Attaching checks an MPMC queue's cursors; an SPSC queue's are checked here, for
         // the readers that describe the file (`stat`, `top`, `heal`), whose figures would

@@ -66,8 +66,8 @@ pub struct SpscBytesConsumer {
     unfenced: bool,
     mem: Arc<QueueMem>,
     _role: Option<File>,
-    // The process that took the role: a copy inherited through fork hands nothing back
-    // when dropped (see `Drop`).
+    // The process that took the role: a copy inherited through fork does not tell an
+    // anonymous channel's producer it is abandoned when dropped (see `Drop`).
     pid: u32,
 }
 
@@ -393,18 +393,21 @@ fn abandon(mem: &Arc<QueueMem>, view: &QueueView, side: Side) {
 /// [`SpscBytesProducer::is_abandoned`]).
 impl Drop for SpscBytesConsumer {
     fn drop(&mut self) {
-        if self.pid != std::process::id() {
-            // A copy inherited through fork: its head may be the one of the fork, which the
-            // consumer it copied has passed since; stored now, it would move the consumer
-            // index back and have the next consumer pop again what was popped. So it is
-            // stored only if ahead (see `SpscConsumer::release_if_ahead`). The role lock
-            // stays with the open file description the parent holds.
-            self.inner.release_if_ahead();
-            notify_on(self.inner.view(), self.unfenced, Side::Space);
-            return;
+        // The head is stored only if ahead of the queue's consumer index (see
+        // `SpscConsumer::release_if_ahead`), which without a fork is always so while pops
+        // are not handed back. After a fork, the child's copy and the parent's consumer
+        // share the index, and either may have popped on and handed back past the other's
+        // head (the parent past the fork's, or a daemon child past the parent's, whose
+        // parent returns from `main` once the child is ready): stored, the older head
+        // would move the index back, and the next consumer would pop again what was popped.
+        self.inner.release_if_ahead();
+        notify_on(self.inner.view(), self.unfenced, Side::Space);
+        // A copy inherited through fork leaves the rest alone: the role lock stays with the
+        // open file description the parent holds, and an anonymous channel's memory is the
+        // child's own copy.
+        if self.pid == std::process::id() {
+            abandon(&self.mem, self.inner.view(), Side::Space);
         }
-        self.release();
-        abandon(&self.mem, self.inner.view(), Side::Space);
     }
 }
 

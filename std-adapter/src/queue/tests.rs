@@ -1277,6 +1277,74 @@ fn a_forked_childs_copy_that_popped_on_by_itself_hands_its_pops_back() {
     assert_eq!(next.try_pop(), Ok(Some(3)));
 }
 
+/// The parent's side of that daemon case: its consumer popped items before the fork, not
+/// handed back yet (fewer than `release_every`), and is dropped only after the child's
+/// copy popped on and handed its pops back (a parent that waits for its daemon to be
+/// ready, then returns from `main`). Its drop must hand nothing back. It stored the head
+/// it had at the fork: the queue's consumer index went back from 6 to 2, and the next
+/// consumer popped again the items the child had popped (3, where 7 is next).
+#[test]
+fn a_consumer_dropped_after_its_forked_copy_popped_on_hands_nothing_back() {
+    let path = TmpPath::shm("queue-forkedparent");
+    let mut tx = SpscProducer::<u64>::create(&path, 64).unwrap();
+    for v in 1..=8 {
+        tx.try_push(&v).unwrap();
+    }
+    let mut rx = SpscConsumer::<u64>::open(&path).unwrap();
+    assert_eq!(rx.release_every(), 4);
+    assert_eq!((rx.try_pop(), rx.try_pop()), (Ok(Some(1)), Ok(Some(2))));
+    let status = crate::test_fork::forked(10, || {
+        // SAFETY: this child never touches the original again (it leaves through
+        // `_exit`), so the bitwise copy is its only copy of the consumer.
+        let mut copy = unsafe { std::ptr::read(&rx) };
+        for want in 3..=6 {
+            if copy.try_pop() != Ok(Some(want)) {
+                return 2;
+            }
+        }
+        drop(copy);
+        0
+    });
+    crate::test_fork::assert_exited_0(status, "pops in the child");
+    let peek = ReadOnlyQueue::open(&path, QueueKind::Spsc).unwrap();
+    assert_eq!(peek.snapshot().dequeue, 6, "the child handed its pops back");
+    drop(rx);
+    assert_eq!(peek.snapshot().dequeue, 6, "the parent's drop moved it");
+    let mut next = SpscConsumer::<u64>::open(&path).unwrap();
+    assert_eq!(next.try_pop(), Ok(Some(7)));
+}
+
+/// A queue file cut below 128 bytes (a ring's header) is reported by `ReadOnlyQueue` (what
+/// `stat`, `top` and `heal` read a queue through) as a queue too short for its 384-byte
+/// header, as the queue handles report it. It was a ring's error ("ring …: file is 100
+/// bytes, shorter than the 128-byte ring header", `Error::Attach`), which names the wrong
+/// kind of file and the wrong length.
+#[test]
+fn a_queue_file_cut_below_a_rings_header_is_still_a_short_queue() {
+    let path = TmpPath::shm("queue-cut");
+    drop(SpscProducer::<u64>::create(&path, 16).unwrap());
+    for len in [100, 8, 0] {
+        let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+        f.set_len(len).unwrap();
+        let e = ReadOnlyQueue::open(&path, QueueKind::Spsc).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                crate::Error::QueueAttach {
+                    source: QueueAttachError::TooShort { len: l },
+                    ..
+                } if l == len
+            ),
+            "{len} bytes: {e:?}"
+        );
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with("queue ") && msg.contains("384-byte queue header"),
+            "{msg}"
+        );
+    }
+}
+
 /// A queue created and opened through a relative path is not "replaced" after the process
 /// changes its working directory, and its `flush` still syncs the directory the file is
 /// in. Both looked the relative path up again from the new directory: `is_replaced` said
