@@ -1,6 +1,22 @@
 //! Test helper: run code in a forked child process.
 
+use std::sync::{RwLock, RwLockWriteGuard};
 use std::time::Duration;
+
+/// Held shared by every [`forked_with`] from the fork until the child is reaped, and
+/// exclusively by [`no_forks`]: a forked child holds a copy of every descriptor the test
+/// process had at the fork, and so every open file description lock of other tests'
+/// handles (an SPSC role, say) until it exits.
+static FORKS: RwLock<()> = RwLock::new(());
+
+/// Keeps [`forked`] children out of this process while the guard lives (waiting for those
+/// alive to be reaped): for a test whose open file description locks another test's child
+/// would hold. A child forked while the test dropped a role's descriptor keeps the role
+/// locked until it exits, and `lock_role` refuses a role held past its grace.
+pub(crate) fn no_forks() -> RwLockWriteGuard<'static, ()> {
+    // A test that panicked holding the lock poisons it; the lock itself is still sound.
+    FORKS.write().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Runs `child` in a forked child process that `alarm` ends after `secs` seconds, and
 /// returns the child's wait status. The child leaves through `_exit` with what `child`
@@ -24,6 +40,7 @@ pub(crate) fn forked_with(
     let _ = crate::sys::fork_generation();
     // The replication drivers' clock starts at its first reading.
     let _ = crate::replica::io::now();
+    let _forking = FORKS.read().unwrap_or_else(|e| e.into_inner());
     // SAFETY: the child runs only `child` (no harness code) and leaves through `_exit`.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0, "fork: {}", std::io::Error::last_os_error());
