@@ -422,7 +422,10 @@ impl MpmcQueue {
 
     /// Claims the next position for an item, or fails with [`PushError::Full`]. The caller
     /// must then call [`MpmcQueue::write_claimed`] for it; until then consumers wait on it.
-    /// [`MpmcQueue::try_push`] does both in one step and one RMW fewer.
+    /// A caller that will not write it after all (an error between the two calls) gives it
+    /// back with [`MpmcQueue::abandon_claim`]: left as it is, the claim stops every consumer
+    /// at its position until the position is healed. [`MpmcQueue::try_push`] does both in
+    /// one step and one RMW fewer.
     #[inline]
     pub fn claim(&self) -> Result<u64, PushError> {
         let pos = self.claim_pos()?;
@@ -488,6 +491,26 @@ impl MpmcQueue {
             Ok(_) => Ok(()),
             Err(_) => Err(PushError::Healed { pos }),
         }
+    }
+
+    /// Gives back a position this caller claimed with [`MpmcQueue::claim`] and will not
+    /// write: it is healed as a dead producer's claim would be (see
+    /// [`MpmcQueue::heal_stuck_slot`], with [`StuckKind::Claimed`]), so consumers pass it
+    /// ([`Popped::Healed`], no item) instead of waiting at it, and its slot is free again once
+    /// a consumer has passed it. The holder whose death `heal_stuck_slot` asks its caller to
+    /// confirm is the caller here, which promises not to write: a `write_claimed` for `pos`
+    /// afterwards (another thread's, say) writes nothing and fails with
+    /// [`PushError::Healed`], as after any heal that came before the copy began.
+    ///
+    /// Changes nothing, with the error `heal_stuck_slot` gives, for a position that is not
+    /// claimed and unwritten: never claimed ([`HealError::NotClaimed`]), published or given
+    /// back already ([`HealError::NotStuck`]), or whose `write_claimed` has begun
+    /// ([`HealError::KindChanged`]).
+    pub fn abandon_claim(&self, pos: u64) -> Result<(), HealError> {
+        self.heal_stuck_slot(StuckSlot {
+            pos,
+            kind: StuckKind::Claimed,
+        })
     }
 
     /// Pushes one item (exactly [`MpmcQueue::item_size`] bytes) and returns its position:

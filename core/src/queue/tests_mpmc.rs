@@ -206,6 +206,53 @@ fn stuck_slot_found_healed_and_late_producer_detected() {
     }
 }
 
+/// A producer that claimed a position and then will not write it (an error between
+/// `claim` and `write_claimed`) gives it back: consumers pass it instead of waiting at it
+/// for good, a late `write_claimed` for it writes nothing, and the slot serves the next lap.
+#[test]
+fn an_abandoned_claim_is_passed_by_consumers_and_never_written() {
+    let (_b, q) = mpmc(4, 8);
+    let given_up = q.claim().unwrap();
+    let kept = q.claim().unwrap();
+    q.write_claimed(kept, &7u64.to_le_bytes()).unwrap();
+    // Consumers wait at the claim: without a heal they would wait for good.
+    assert_eq!(pop_u64(&q), Err(PopError::Pending { pos: given_up }));
+    // Only an unwritten claim is given back: not the published one, nor one never made.
+    assert_eq!(
+        q.abandon_claim(kept),
+        Err(HealError::NotStuck {
+            pos: kept,
+            stamp: kept + 1
+        })
+    );
+    assert_eq!(
+        q.abandon_claim(2),
+        Err(HealError::NotClaimed { pos: 2, enqueue: 2 })
+    );
+    assert_eq!(q.abandon_claim(given_up), Ok(()));
+    assert_eq!(q.next_stuck_slot(0), None);
+    // Once is enough; a second call changes nothing.
+    assert!(matches!(
+        q.abandon_claim(given_up),
+        Err(HealError::NotStuck { pos: 0, .. })
+    ));
+    // A write for it after all (another thread's, say) writes nothing.
+    assert_eq!(
+        q.write_claimed(given_up, &9u64.to_le_bytes()),
+        Err(PushError::Healed { pos: given_up })
+    );
+    assert_eq!(pop_u64(&q), Ok((given_up, u64::MAX)));
+    assert_eq!(pop_u64(&q), Ok((kept, 7)));
+    assert_eq!(pop_u64(&q), Err(PopError::Empty));
+    // Both slots serve the next lap.
+    for i in 2..6u64 {
+        assert_eq!(q.try_push(&i.to_le_bytes()), Ok(i));
+    }
+    for i in 2..6u64 {
+        assert_eq!(pop_u64(&q), Ok((i, i)));
+    }
+}
+
 #[test]
 fn mid_write_heal_makes_the_publish_fail() {
     let (_b, q) = mpmc(2, 8);

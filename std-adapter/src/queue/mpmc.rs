@@ -275,9 +275,25 @@ impl<T: Item> MpmcQueue<T> {
     /// Claims the next position for an item without writing it, or fails with
     /// [`PushError::Full`]; [`MpmcQueue::write_claimed`] then writes and publishes it.
     /// Until then consumers wait at that position, and a claim whose producer died is what
-    /// [`MpmcQueue::next_stuck_slot`] finds. [`MpmcQueue::try_push`] does both in one step.
+    /// [`MpmcQueue::next_stuck_slot`] finds. A claim this process will not write after all
+    /// (an error between the two calls) is given back with [`MpmcQueue::abandon_claim`]:
+    /// left as it is, it stops every consumer at its position until the position is healed,
+    /// which nobody can do safely while this process lives. [`MpmcQueue::try_push`] does
+    /// both in one step.
     pub fn claim(&self) -> Result<u64, PushError> {
         self.inner.claim()
+    }
+
+    /// Gives back a position [`MpmcQueue::claim`] returned and that will not be written: it
+    /// is healed as a dead producer's claim would be, so consumers pass it (counted as
+    /// healed, no item) instead of waiting at it, and consumers asleep at it are woken. See
+    /// [`q::MpmcQueue::abandon_claim`] for what a later `write_claimed` for it does and for
+    /// the positions it refuses.
+    pub fn abandon_claim(&self, pos: u64) -> Result<(), HealError> {
+        self.heal_stuck_slot(StuckSlot {
+            pos,
+            kind: StuckKind::Claimed,
+        })
     }
 
     /// Writes `item` into the position `pos` returned by [`MpmcQueue::claim`] (once) and

@@ -686,6 +686,35 @@ fn a_split_push_publishes_at_write_claimed_to_a_waiting_pop() {
     assert!(q.is_empty());
 }
 
+/// A claim this process will not write after all is given back: a pop waiting at its
+/// position passes it (one healed position) and takes the item pushed after it, instead of
+/// waiting at the claim until its timeout (no heal could prove the holder of the claim
+/// dead while this process lives).
+#[test]
+fn an_abandoned_claim_lets_a_pop_waiting_at_it_pass() {
+    let q = MpmcQueue::<u64>::anonymous(4).unwrap();
+    let pos = q.claim().unwrap();
+    q.try_push(&8).unwrap();
+    assert_eq!(q.try_pop(), Ok((None, 0)), "consumers wait at the claim");
+    std::thread::scope(|s| {
+        let popper = s.spawn(|| {
+            let t0 = Instant::now();
+            (q.pop_blocking(Duration::from_secs(20)), t0.elapsed())
+        });
+        std::thread::sleep(Duration::from_millis(30));
+        assert_eq!(q.abandon_claim(pos), Ok(()));
+        let (got, waited) = popper.join().unwrap();
+        assert_eq!(got, Ok((Some(8), 1)));
+        assert!(waited < Duration::from_secs(10), "not before {waited:?}");
+    });
+    assert_eq!(
+        q.write_claimed(pos, &9),
+        Err(PushError::Healed { pos }),
+        "a late write for it writes nothing"
+    );
+    assert!(q.is_empty());
+}
+
 /// Whether the thread `tid` of this process is blocked in the futex system call.
 pub(crate) fn asleep_in_futex(tid: i32) -> bool {
     crate::test_proc::blocked_in(tid, libc::SYS_futex).is_some()
