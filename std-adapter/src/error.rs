@@ -507,6 +507,9 @@ pub(crate) fn not_replaced(
             write!(f, " (a blackboard)")?
         }
         None if magic == Some(ringwire_core::layout::RING_MAGIC) => write!(f, " (a ring)")?,
+        None if magic == Some(crate::checkpoint::CHECKPOINT_MAGIC) => {
+            write!(f, " (a consumer offset file)")?
+        }
         None => {
             if let Some(m) = magic {
                 write!(f, " with magic {m:#018x}")?

@@ -1550,6 +1550,21 @@ fn an_offset_file_is_named_not_taken_for_a_short_ring() {
         );
         assert!(!err.contains("shorter than"), "{args:?}: {err}");
     }
+    // mirror refuses to replace it, before connecting, and says what it is.
+    let (code, out, err) = ringwire(&["mirror", "127.0.0.1:9", p, "--once"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(&format!(
+            "{p}: a file of 64 bytes (a consumer offset file) is not a ring; a mirror replaces \
+             only a ring or an empty file"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::metadata(&offset).unwrap().len(),
+        64,
+        "left as it was"
+    );
     // A file cut below the ring header that is no offset file is still a short ring.
     let short = t.0.with_file_name("short");
     std::fs::write(&short, [0x41u8; 100]).unwrap();
