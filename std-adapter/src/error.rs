@@ -137,7 +137,10 @@ pub enum Error {
         /// Its length.
         len: u64,
     },
-    /// A checkpoint file has the wrong magic (a blackboard's is [`Error::Blackboard`]).
+    /// A checkpoint file has the wrong magic (a blackboard's is [`Error::Blackboard`]), or a
+    /// file opened as a ring is a checkpoint file (`kind` "ring", `found`
+    /// [`CHECKPOINT_MAGIC`](crate::checkpoint::CHECKPOINT_MAGIC)): too short for a ring's
+    /// header, it is named by its magic rather than taken for a ring cut short.
     BadFileMagic {
         /// The file.
         path: PathBuf,
@@ -383,6 +386,9 @@ impl fmt::Display for Error {
                 // Naming the file kind the magic belongs to shows a swapped or wrong path.
                 match ringwire_core::error::KnownMagic::of(*found) {
                     Some(owner) => write!(f, " (the magic of {owner})"),
+                    None if *found == crate::checkpoint::CHECKPOINT_MAGIC => {
+                        write!(f, " (the magic of a consumer offset file)")
+                    }
                     None => Ok(()),
                 }
             }
@@ -501,6 +507,9 @@ pub(crate) fn not_replaced(
             write!(f, " (a blackboard)")?
         }
         None if magic == Some(ringwire_core::layout::RING_MAGIC) => write!(f, " (a ring)")?,
+        None if magic == Some(crate::checkpoint::CHECKPOINT_MAGIC) => {
+            write!(f, " (a consumer offset file)")?
+        }
         None => {
             if let Some(m) = magic {
                 write!(f, " with magic {m:#018x}")?

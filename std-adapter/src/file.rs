@@ -100,6 +100,27 @@ pub(crate) fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// The error for `file` (named `path`), `len` bytes long, opened as a ring but shorter than
+/// a ring's header: a short ring ([`AttachError::TooShort`]), unless it starts with a
+/// consumer offset file's magic. A 64-byte offset file (spec §13) lies beside the rings in
+/// `/dev/shm`, and given for a ring it is named by its magic ([`Error::BadFileMagic`]), as a
+/// queue or a blackboard is, not taken for a ring cut short.
+pub(crate) fn short_ring(path: &Path, file: &File, len: u64) -> Error {
+    use std::os::unix::fs::FileExt;
+    let mut m = [0u8; 8];
+    // In the host's byte order, as the offset file's writers store it.
+    if file.read_exact_at(&mut m, 0).is_ok()
+        && u64::from_ne_bytes(m) == crate::checkpoint::CHECKPOINT_MAGIC
+    {
+        return Error::BadFileMagic {
+            path: path.to_path_buf(),
+            kind: "ring",
+            found: crate::checkpoint::CHECKPOINT_MAGIC,
+        };
+    }
+    Error::attach(path, AttachError::TooShort { len })
+}
+
 /// Maps the whole of `file` (named `path`), recorded for the CLI's SIGBUS handler.
 pub(crate) fn map_file(
     path: &Path,
@@ -115,7 +136,7 @@ pub(crate) fn map_file(
     }
     let len = meta.len();
     if len < hdr::SIZE as u64 {
-        return Err(Error::attach(path, AttachError::TooShort { len }));
+        return Err(short_ring(path, file, len));
     }
     let ulen = usize::try_from(len).map_err(|_| Error::FileTooLarge {
         path: path.to_path_buf(),

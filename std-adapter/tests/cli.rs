@@ -1515,3 +1515,63 @@ fn a_fault_on_a_full_tmpfs_says_so_not_that_the_file_shrank() {
         "{err}"
     );
 }
+
+/// A consumer's offset file (spec §13, 64 bytes: `md_algo.offset` beside `md.eurusd` in
+/// /dev/shm) given where a ring is wanted is named by its magic, as a queue or a blackboard
+/// is: every command called it a ring cut short ("file is 64 bytes, shorter than the
+/// 128-byte ring header"), which sends an operator looking for a truncated ring (and
+/// `serve` retried it for a second as a ring still being created).
+#[test]
+fn an_offset_file_is_named_not_taken_for_a_short_ring() {
+    let t = TmpRing::new("offset-file");
+    let offset = t.0.with_file_name("md_algo.offset");
+    let cp = ringwire::OffsetCheckpoint::open_or_create(&offset, "algo").unwrap();
+    cp.save(42);
+    drop(cp);
+    assert_eq!(std::fs::metadata(&offset).unwrap().len(), 64);
+    let p = offset.to_str().unwrap();
+    for args in [
+        &["stat", p][..],
+        &["stat", p, "--json"],
+        &["dump", p],
+        &["top", p, "--iterations", "1", "--interval-ms", "1"],
+        &["prune", p],
+        &["heal", p],
+        &["serve", p, "--bind", "127.0.0.1:0"],
+    ] {
+        let (code, out, err) = ringwire(args);
+        assert_eq!(code, 1, "{args:?}: {out}{err}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert!(
+            err.contains(&format!(
+                "ring {p}: bad magic 0x53484d5f4f464653 (the magic of a consumer offset file)"
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(!err.contains("shorter than"), "{args:?}: {err}");
+    }
+    // mirror refuses to replace it, before connecting, and says what it is.
+    let (code, out, err) = ringwire(&["mirror", "127.0.0.1:9", p, "--once"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(&format!(
+            "{p}: a file of 64 bytes (a consumer offset file) is not a ring; a mirror replaces \
+             only a ring or an empty file"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::metadata(&offset).unwrap().len(),
+        64,
+        "left as it was"
+    );
+    // A file cut below the ring header that is no offset file is still a short ring.
+    let short = t.0.with_file_name("short");
+    std::fs::write(&short, [0x41u8; 100]).unwrap();
+    let (code, _, err) = ringwire(&["stat", short.to_str().unwrap()]);
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.contains("file is 100 bytes, shorter than the 128-byte ring header"),
+        "{err}"
+    );
+}

@@ -28,8 +28,7 @@ pub(super) fn first_128(path: &Path) -> Result<(u64, [u8; 128])> {
     let len = f.metadata().map_err(|e| Error::io(path, "fstat", e))?.len();
     let mut h = [0u8; 128];
     if len < 128 {
-        // A queue's magic names the queue, whose header is longer still; anything else is a
-        // short ring, the CLI's default.
+        // A queue's magic names the queue, whose header is longer still.
         let mut m = [0u8; 8];
         if f.read_exact(&mut m).is_ok() && QueueKind::from_magic(u64::from_ne_bytes(m)).is_some() {
             return Err(Error::QueueAttach {
@@ -37,10 +36,8 @@ pub(super) fn first_128(path: &Path) -> Result<(u64, [u8; 128])> {
                 source: ringwire_core::queue::QueueAttachError::TooShort { len },
             });
         }
-        return Err(Error::attach(
-            path,
-            ringwire_core::AttachError::TooShort { len },
-        ));
+        // A consumer's offset file is named as such; anything else is a short ring.
+        return Err(crate::file::short_ring(path, &f, len));
     }
     f.read_exact(&mut h)
         .map_err(|e| Error::io(path, "read", e))?;
