@@ -328,7 +328,8 @@ pub struct DemoArgs {
     /// How the mirror receives live data.
     #[arg(long, value_enum, default_value_t = TransportArg::Multicast)]
     pub transport: TransportArg,
-    /// How long to run (1..=86400 s).
+    /// How long to run (1..=86400 s): the feed publishes --rate × --seconds records, and a
+    /// producer that cannot keep up runs on until it has published them all.
     #[arg(long, value_name = "N", default_value_t = 10,
           value_parser = clap::value_parser!(u64).range(1..=86_400))]
     pub seconds: u64,
