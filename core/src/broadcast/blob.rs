@@ -13,7 +13,7 @@ use core::fmt;
 
 use zerocopy::{FromBytes, IntoBytes};
 
-use crate::layout::BlobRef;
+use crate::layout::{BlobRef, round_up};
 use crate::ring::RingView;
 use crate::sync::{A64, Ordering, fence};
 
@@ -178,7 +178,9 @@ impl<'a> Arena<'a> {
 
 /// Reserves arena space for a blob of `len` bytes (spec §10.3). `len == 0` gives
 /// [`BlobRef::EMPTY`]. A span that would run past the end of the arena starts on the next
-/// lap instead. Only the ring's writer(s) call this; it is lock-free among them.
+/// lap instead. A counter off the 8-byte grid (only a corrupt arena holds one) is taken as
+/// the next multiple of 8, where [`write_blob`] can copy words. Only the ring's writer(s)
+/// call this; it is lock-free among them.
 pub fn reserve(view: &RingView, len: usize, flags: u32) -> Result<BlobRef, BlobError> {
     let arena = Arena::of(view).ok_or(BlobError::NoArena)?;
     if len == 0 {
@@ -194,12 +196,18 @@ pub fn reserve(view: &RingView, len: usize, flags: u32) -> Result<BlobRef, BlobE
     // Relaxed: the CAS below validates the value.
     let mut cur = arena.reserved.load(Ordering::Relaxed);
     loop {
+        // The blob starts at the next word: conforming writers keep the counter a multiple
+        // of 64, and a corrupt one off the 8-byte grid would give a start that `write_blob`
+        // refuses, as it would every start after it (each adds a multiple of 64).
+        let at = round_up(cur, 8);
         // The lap test uses the unrounded length, as the reference does.
-        let start = if (cur & mask) + len64 > arena.cap {
-            (cur | mask).checked_add(1)
-        } else {
-            Some(cur)
-        };
+        let start = at.and_then(|at| {
+            if (at & mask) + len64 > arena.cap {
+                (at | mask).checked_add(1)
+            } else {
+                Some(at)
+            }
+        });
         let Some((start, next)) = start.and_then(|s| Some((s, s.checked_add(rounded)?))) else {
             return Err(BlobError::ArenaExhausted { reserved: cur });
         };
@@ -429,6 +437,45 @@ pub(crate) mod tests {
             reserve(&v2, 60, 0),
             Err(BlobError::ArenaExhausted {
                 reserved: u64::MAX - 8
+            })
+        );
+    }
+
+    /// A `reserved` counter scribbled off the 8-byte grid (4, say) was handed out as the
+    /// start of the next blob, which `write_blob` refuses (word copies need 8-aligned
+    /// positions) with `OutOfBounds`; every reservation after it was off the grid too (each
+    /// adds a multiple of 64), so a writer of small blobs failed every push for good. The
+    /// blob now starts at the next word.
+    #[test]
+    fn a_counter_off_the_word_grid_starts_the_next_blob_at_the_next_word() {
+        let mut buf = vec![];
+        let v = small(&mut buf, 2);
+        let mut dst = [0u8; 64];
+        // (counter, where the blob starts, counter after): 8-aligned ones are left as the
+        // reference leaves them (the 200 of the test above).
+        for (counter, start, after) in [(4, 8, 72), (77, 80, 144), (249, 256, 320), (200, 200, 264)]
+        {
+            v.arena_reserved()
+                .unwrap()
+                .store(counter, Ordering::Relaxed);
+            let r = reserve(&v, 10, 0).unwrap();
+            assert_eq!(
+                (r.offset, reserved(&v)),
+                (start, after),
+                "counter {counter}"
+            );
+            write_blob(&v, &r, &pattern(10, 5)).unwrap();
+            assert_eq!(read_blob(&v, &r, &mut dst), BlobRead::Ok(10));
+            assert_eq!(&dst[..10], &pattern(10, 5)[..]);
+        }
+        // Near the top the word boundary itself would overflow: exhausted, not a panic.
+        v.arena_reserved()
+            .unwrap()
+            .store(u64::MAX - 2, Ordering::Relaxed);
+        assert_eq!(
+            reserve(&v, 8, 0),
+            Err(BlobError::ArenaExhausted {
+                reserved: u64::MAX - 2
             })
         );
     }

@@ -810,6 +810,33 @@ mod tests {
         assert_eq!(rd.lapped_count(), 1);
     }
 
+    /// A scribbled arena counter off the 8-byte grid made every later push of a small blob
+    /// fail with `OutOfBounds` (its start was off the grid, and so was every start after
+    /// it): the writer could never publish again. It goes on, and readers get the blobs.
+    #[test]
+    fn a_writer_goes_on_after_its_arena_counter_is_scribbled_off_the_word_grid() {
+        let mut buf = vec![];
+        let v = small(&mut buf, 2);
+        let mut w = BlobWriter::new(v).unwrap();
+        let mut rd = BlobReader::new(v).unwrap();
+        let (mut desc, mut out) = ([0u8; 24], [0u8; 16]);
+        w.push(&mut [1; 24], &pattern(8, 1), 0).unwrap();
+        v.arena_reserved().unwrap().store(64 + 3, Ordering::Relaxed);
+        for i in 2..=6u8 {
+            let p = w.push(&mut [i; 24], &pattern(8 + usize::from(i), i), 0);
+            assert_eq!(p.map(|p| p.seq), Ok(u64::from(i)), "push {i}");
+        }
+        // The ring holds 3..=6 (capacity 4): 1 and 2 are lapped, the rest arrive whole.
+        for i in 3..=6u8 {
+            let got = rd.recv(&mut desc, &mut out).unwrap();
+            let n = 8 + usize::from(i);
+            assert_eq!(got.map(|g| (g.seq, g.len)), Some((u64::from(i), n)));
+            assert_eq!(&out[..n], &pattern(n, i)[..]);
+        }
+        assert_eq!(rd.recv(&mut desc, &mut out), Ok(None));
+        assert_eq!(rd.lapped_count(), 2);
+    }
+
     // Ring memory holds its integers in the host's byte order (spec §0.1: native layout,
     // little-endian on every host ringfire runs on).
     fn le32(b: &[u8], at: usize) -> u32 {
