@@ -2270,6 +2270,62 @@ mod tests {
         assert!(md.contains("| 2/3 | 1/0 |"), "{md}");
     }
 
+    /// scripts/bench.sh keeps the replication runs as one array (replication.json) with
+    /// `json_array` (scripts/bench-lib.sh): a failed run, whose file is empty, stays one
+    /// element of it, so the table recomputed from the array's elements is the table made
+    /// from the run files, that run counted among the runs with errors.
+    #[test]
+    fn the_kept_replication_array_has_one_element_per_run_failed_ones_too() {
+        let row = |imp: &str, p50: u64| {
+            format!(
+                "{{\"implementation\":\"{imp}\",\"transport\":\"tcp\",\"config\":\"default\",\"rate\":1000,\"latency\":{{\"p50_ns\":{p50},\"p99_ns\":{p50}}},\"error\":null}}"
+            )
+        };
+        let run = |w: u64, f: u64| {
+            format!(
+                "{{\"bench\":\"replication\",\"rows\":[{},{}]}}\n",
+                row("ringwire", w),
+                row("ringfire", f)
+            )
+        };
+        // Run 2 failed: its file is empty.
+        let texts = [run(80_000, 40_000), String::new(), run(60_000, 30_000)];
+        let dir = std::env::temp_dir().join(format!("bench-lib-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files: Vec<PathBuf> = texts
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let f = dir.join(format!("run{}.json", k + 1));
+                std::fs::write(&f, t).unwrap();
+                f
+            })
+            .collect();
+        let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench-lib.sh");
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(". \"$0\" && json_array \"$@\"")
+            .arg(&lib)
+            .args(&files)
+            .output();
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = out.expect("bash runs");
+        assert!(out.status.success(), "{out:?}");
+        let array: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("json_array writes JSON");
+        let elements: Vec<String> = array
+            .as_array()
+            .expect("an array")
+            .iter()
+            .map(serde_json::Value::to_string)
+            .collect();
+        assert_eq!(elements.len(), 3, "{elements:?}");
+        assert_eq!(elements[1], "null");
+        let from_files = replication_table(&texts);
+        assert!(from_files.contains("| 2/2 | 1/1 |"), "{from_files}");
+        assert_eq!(replication_table(&elements), from_files);
+    }
+
     /// The CPU column is the median over the clean runs that reported `cpu_cores`; rows
     /// without it (a run of an older bench) give no CPU figure rather than a wrong one.
     #[test]
