@@ -30,6 +30,9 @@ in_order() { # <dir> <suffix>
   local k
   for k in $(seq 1 "$RUNS"); do printf '%s\n' "$1/run$k$2"; done
 }
+# json_array: the per-run files of a table as one JSON array, a failed run as null.
+# shellcheck source=scripts/bench-lib.sh
+. "$root/scripts/bench-lib.sh"
 
 if [ "${QUICK:-0}" = 1 ]; then
   crit_args=(--warm-up-time 0.5 --measurement-time 1)
@@ -334,17 +337,7 @@ target/release/bench_report latency "$async_latency" "${async_specs[@]}"
 
 # Every run's output of the latency tables above, kept beside replication.json: the tables
 # can be recomputed from it (bench_report latency reads one file per run; a failed run is
-# null here).
-json_array() { # <run file>...: their JSON texts as one array
-  local sep=""
-  printf '['
-  for f in "$@"; do
-    printf '%s' "$sep"
-    if [ -s "$f" ]; then cat "$f"; else printf 'null'; fi
-    sep=","
-  done
-  printf ']'
-}
+# null here: json_array in scripts/bench-lib.sh).
 {
   printf '{"about":"scripts/bench.sh: every run of the floor, hand-off, futex wake-up and async tables, in run order; the commands are in BENCHMARKS.md",'
   for part in floor handoff wake async; do
@@ -389,8 +382,10 @@ for k in $(seq 1 "$RUNS"); do
   repl_failed+=$(printf '%s\n' "$text" | grep '^RUN FAILED' | sed "s/^/run $k: /" || true)
 done
 mapfile -t repl_runs < <(in_order "$runs_dir/replication" .json)
-# Every run writes its file (empty when it failed); a missing one is skipped.
-{ cat "${repl_runs[@]}" 2>/dev/null || true; } | paste -sd, - | sed 's/^/[/; s/$/]/' >"$svg/replication.json"
+# Every run writes its file (empty when it failed): one element per run, a failed one null,
+# so that the table recomputed from this file counts it among the runs with errors, as the
+# table below (from the files themselves) does.
+json_array "${repl_runs[@]}" >"$svg/replication.json"
 repl=$scratch/repl.md
 target/release/bench_report replication "$repl" "${repl_runs[@]}"
 

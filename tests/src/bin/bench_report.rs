@@ -41,10 +41,11 @@
 //!   file of `cargo bench -p ringwire-tests --bench queues -- --paired`): for each target,
 //!   the peer's time ÷ ringwire's within each round, the median over the rounds with
 //!   p10 – p90, how many rounds reach the target, and the verdict (met when the median
-//!   does). A case or queue missing from the file is "not measured", never a pass. A run
-//!   that measured the line-transfer floor (its `line_transfer`) also gets that floor and
-//!   rtrb's time ÷ it in the 64-byte cases: the most a queue moving an item in the time the
-//!   floor reads a line could reach against rtrb.
+//!   does; a median just under the target is shown with the decimals that keep it under,
+//!   1.4996 and not "1.50"). A case or queue missing from the file is "not measured", never
+//!   a pass. A run that measured the line-transfer floor (its `line_transfer`) also gets
+//!   that floor and rtrb's time ÷ it in the 64-byte cases: the most a queue moving an item
+//!   in the time the floor reads a line could reach against rtrb.
 //! * `queue-target-runs`: the same targets over several paired runs, one column per run
 //!   (each the median of its per-round ratios) and how many runs meet each target, with a
 //!   row of ringwire's SPSC round trip per run, which shows the host's state (this VM's
@@ -1068,6 +1069,21 @@ fn target_ratios(trials: &[serde_json::Value], t: &QueueTarget) -> Option<(Strin
     Some((case, round_ratios(&peer, &rw)?))
 }
 
+/// A ratio judged against the target `needs`, to the hundredth. A ratio under the target that
+/// the hundredths would round up to it (1.4996 against 1.50) gets as many more decimals as it
+/// takes to show it under, so that no cell reads "1.50" beside "not met".
+fn against(x: f64, needs: f64) -> String {
+    let below = x < needs;
+    for decimals in 2..=6 {
+        let s = format!("{x:.decimals$}");
+        if s.parse::<f64>().is_ok_and(|shown| (shown < needs) == below) {
+            return s;
+        }
+    }
+    // The shortest text that reads back as `x` exactly: on the same side as `x` by definition.
+    format!("{x}")
+}
+
 /// A time per line, to the hundredth of a ns ("–" when not finite).
 fn line_ns(x: f64) -> String {
     if x.is_finite() {
@@ -1132,10 +1148,11 @@ fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
                 "not met"
             };
             format!(
-                "| {} | `{case}` | {} | ≥ {:.2} | {med:.2} | {p10:.2} – {p90:.2} | {reach} of {} | {verdict} |",
+                "| {} | `{case}` | {} | ≥ {:.2} | {} | {p10:.2} – {p90:.2} | {reach} of {} | {verdict} |",
                 t.what,
                 t.peer,
                 t.needs,
+                against(med, t.needs),
                 q.len()
             )
         });
@@ -1227,9 +1244,9 @@ fn queue_target_runs_table(runs: &[(String, String)]) -> Result<String, String> 
                     judged += 1;
                     if med >= t.needs {
                         met += 1;
-                        let _ = write!(out, " **{med:.2}** met |");
+                        let _ = write!(out, " **{}** met |", against(med, t.needs));
                     } else {
-                        let _ = write!(out, " {med:.2} |");
+                        let _ = write!(out, " {} |", against(med, t.needs));
                     }
                 }
                 None => out.push_str(" not measured |"),
@@ -1364,7 +1381,8 @@ fn queue_target_states_table(runs: &[(String, String)], split: f64) -> Result<St
             let mark = if med >= t.needs { "**" } else { "" };
             let _ = write!(
                 out,
-                " {mark}{med:.2}{mark} | {p10:.2} – {p90:.2} | {reach} of {} |",
+                " {mark}{}{mark} | {p10:.2} – {p90:.2} | {reach} of {} |",
+                against(med, t.needs),
                 q.len()
             );
         }
@@ -1576,6 +1594,47 @@ mod tests {
                 .unwrap()
                 .contains("floor")
         );
+    }
+
+    /// A median just under a target is not shown at the target's own value: 1.4996 against
+    /// "≥ 1.50" reads 1.4996 and not met, in all three tables, never "1.50" and not met.
+    #[test]
+    fn a_median_just_under_a_target_is_not_shown_as_reaching_it() {
+        // rtrb ÷ ringwire is 1.4996 in every round.
+        let j = paired_json(&[
+            ("spsc_throughput/u64", "ringwire", &[10.0, 10.0, 10.0, 10.0]),
+            (
+                "spsc_throughput/u64",
+                "rtrb",
+                &[14.996, 14.996, 14.996, 14.996],
+            ),
+            ("spsc_round_trip", "ringwire", &[400.0, 400.0, 90.0, 90.0]),
+        ]);
+        let t = queue_targets_table(&j, "q.json").unwrap();
+        let row = target_row(&t, "spsc_throughput/u64", "rtrb");
+        assert!(row.contains("| ≥ 1.50 | 1.4996 |"), "{row}");
+        assert!(row.ends_with("| 0 of 4 | not met |"), "{row}");
+        let m = queue_target_runs_table(&[("a".to_owned(), j.clone())]).unwrap();
+        let row = m
+            .lines()
+            .find(|l| l.contains("`spsc_throughput/u64` | ≥ 1.50"))
+            .unwrap_or_else(|| panic!("{m}"));
+        assert!(row.ends_with("| 1.4996 | 0 of 1 |"), "{row}");
+        let s = queue_target_states_table(&[("a".to_owned(), j)], 200.0).unwrap();
+        let row = s
+            .lines()
+            .find(|l| l.contains("`spsc_throughput/u64` | ≥ 1.50"))
+            .unwrap_or_else(|| panic!("{s}"));
+        assert!(
+            row.ends_with("| 1.4996 | 1.50 – 1.50 | 0 of 2 | 1.4996 | 1.50 – 1.50 | 0 of 2 |"),
+            "{row}"
+        );
+        // Clear of the target, or at it, the usual two decimals.
+        assert_eq!(against(1.5, 1.5), "1.50");
+        assert_eq!(against(1.5004, 1.5), "1.50");
+        assert_eq!(against(1.47, 1.5), "1.47");
+        assert_eq!(against(0.99999, 1.0), "0.99999");
+        assert_eq!(against(f64::NAN, 1.0), "NaN");
     }
 
     #[test]
@@ -2209,6 +2268,62 @@ mod tests {
         ];
         let md = replication_table(&runs);
         assert!(md.contains("| 2/3 | 1/0 |"), "{md}");
+    }
+
+    /// scripts/bench.sh keeps the replication runs as one array (replication.json) with
+    /// `json_array` (scripts/bench-lib.sh): a failed run, whose file is empty, stays one
+    /// element of it, so the table recomputed from the array's elements is the table made
+    /// from the run files, that run counted among the runs with errors.
+    #[test]
+    fn the_kept_replication_array_has_one_element_per_run_failed_ones_too() {
+        let row = |imp: &str, p50: u64| {
+            format!(
+                "{{\"implementation\":\"{imp}\",\"transport\":\"tcp\",\"config\":\"default\",\"rate\":1000,\"latency\":{{\"p50_ns\":{p50},\"p99_ns\":{p50}}},\"error\":null}}"
+            )
+        };
+        let run = |w: u64, f: u64| {
+            format!(
+                "{{\"bench\":\"replication\",\"rows\":[{},{}]}}\n",
+                row("ringwire", w),
+                row("ringfire", f)
+            )
+        };
+        // Run 2 failed: its file is empty.
+        let texts = [run(80_000, 40_000), String::new(), run(60_000, 30_000)];
+        let dir = std::env::temp_dir().join(format!("bench-lib-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files: Vec<PathBuf> = texts
+            .iter()
+            .enumerate()
+            .map(|(k, t)| {
+                let f = dir.join(format!("run{}.json", k + 1));
+                std::fs::write(&f, t).unwrap();
+                f
+            })
+            .collect();
+        let lib = Path::new(env!("CARGO_MANIFEST_DIR")).join("../scripts/bench-lib.sh");
+        let out = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(". \"$0\" && json_array \"$@\"")
+            .arg(&lib)
+            .args(&files)
+            .output();
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = out.expect("bash runs");
+        assert!(out.status.success(), "{out:?}");
+        let array: serde_json::Value =
+            serde_json::from_slice(&out.stdout).expect("json_array writes JSON");
+        let elements: Vec<String> = array
+            .as_array()
+            .expect("an array")
+            .iter()
+            .map(serde_json::Value::to_string)
+            .collect();
+        assert_eq!(elements.len(), 3, "{elements:?}");
+        assert_eq!(elements[1], "null");
+        let from_files = replication_table(&texts);
+        assert!(from_files.contains("| 2/2 | 1/1 |"), "{from_files}");
+        assert_eq!(replication_table(&elements), from_files);
     }
 
     /// The CPU column is the median over the clean runs that reported `cpu_cores`; rows
