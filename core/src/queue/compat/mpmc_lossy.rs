@@ -48,8 +48,9 @@ pub enum LossyPush {
     },
     /// The slot stayed mid-write past the deadline: the message was dropped (a slot being
     /// written is never taken over). [`LossyMpmcProducer::push`] also reports a ticket
-    /// refused as [`TicketExhausted`] (a corrupt `claim_seq`) this way, and both pushes a
-    /// ticket 0 drawn twice in a row (a `claim_seq` scribbled to 0 again while we drew).
+    /// refused as [`TicketExhausted`] (a corrupt `claim_seq`) this way; it and
+    /// [`LossyMpmcProducer::try_push`] also report so a ticket 0 drawn twice in a row (a
+    /// `claim_seq` scribbled to 0 again between the two draws), which writes nothing.
     Dropped {
         /// The ticket.
         seq: u64,
