@@ -306,6 +306,25 @@ fn a_ring_whose_read_seq_is_past_claim_seq_is_refused_with_both_values() {
     assert_eq!(rf.dropped_count(), 0);
 }
 
+/// A `claim_seq` scribbled to 0 (creators start it at 1) made our producer publish the
+/// next message as ticket 0, which no consumer takes: ringfire's consumer (and ours)
+/// received nothing and counted nothing lost. The producer now skips ticket 0.
+#[test]
+fn a_claim_seq_of_zero_loses_no_message_to_ticket_0() {
+    let p = ShmPath::new("lmpmc-claim-0");
+    let prod = MpmcProducer::<u64>::create(&p, 8).unwrap();
+    // SAFETY: the view is used only while `prod`, which maps the file, is alive.
+    let view = unsafe { prod.file().view() };
+    let mut rf = ringfire::MpmcQueueConsumer::<u64>::attach(&p).unwrap();
+    view.claim_seq().store(0, Ordering::SeqCst);
+    assert_eq!(prod.push(&7), 1);
+    assert_eq!(rf.try_recv(), Some(7));
+    assert_eq!((rf.try_recv(), rf.dropped_count()), (None, 0));
+    assert_eq!(prod.push(&8), 2);
+    let mut rw = MpmcQueueConsumer::<u64>::attach(&p).unwrap();
+    assert_eq!(rw.try_recv_seq(), Some((2, 8)));
+}
+
 #[test]
 fn a_lapped_consumer_counts_exactly_what_it_lost() {
     // The same pushes and receives on a ring of ours with our consumer and on a ringfire

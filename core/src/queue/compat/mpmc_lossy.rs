@@ -48,7 +48,9 @@ pub enum LossyPush {
     },
     /// The slot stayed mid-write past the deadline: the message was dropped (a slot being
     /// written is never taken over). [`LossyMpmcProducer::push`] also reports a ticket
-    /// refused as [`TicketExhausted`] (a corrupt `claim_seq`) this way.
+    /// refused as [`TicketExhausted`] (a corrupt `claim_seq`) this way; it and
+    /// [`LossyMpmcProducer::try_push`] also report so a ticket 0 drawn twice in a row (a
+    /// `claim_seq` scribbled to 0 again between the two draws), which writes nothing.
     Dropped {
         /// The ticket.
         seq: u64,
@@ -138,7 +140,8 @@ impl LossyMpmcProducer {
     /// from a `claim_seq` corrupted after [`LossyMpmcProducer::new`]) is refused with
     /// [`TicketExhausted`]: its slot is not touched and nothing is published, and the
     /// ticket is given back when no other producer drew one since, so the counter stays
-    /// where it was instead of creeping towards a wrap to 0.
+    /// where it was instead of creeping towards a wrap to 0. A ticket 0 (a corrupt
+    /// `claim_seq` of 0; no consumer takes ticket 0) is skipped: the push draws the next one.
     pub fn try_push(
         &self,
         payload: &[u8],
@@ -146,7 +149,18 @@ impl LossyMpmcProducer {
     ) -> Result<LossyPush, TicketExhausted> {
         let ring = &self.ring;
         // Relaxed: the ticket only needs to be unique; the slot word orders the data.
-        let seq = ring.claim_seq().fetch_add(1, Ordering::Relaxed);
+        let seq = match ring.claim_seq().fetch_add(1, Ordering::Relaxed) {
+            // 0 is no sequence (spec §0.1): creators start claim_seq at 1, and consumers move
+            // read_seq past 0 without taking it, so a message published as ticket 0 (a
+            // corrupt claim_seq) would be received by nobody and counted by nobody. Our draw
+            // moved claim_seq to 1: draw again.
+            0 => ring.claim_seq().fetch_add(1, Ordering::Relaxed),
+            s => s,
+        };
+        if seq == 0 {
+            // Scribbled to 0 again between our two draws: give up on this message.
+            return Ok(LossyPush::Dropped { seq });
+        }
         if seq >= SEQ_LIMIT {
             return Err(self.refuse(seq));
         }
@@ -1022,6 +1036,35 @@ mod tests {
         r.read_seq().store(0, Ordering::Relaxed);
         assert_eq!(recv(&mut c), Some((6, 42)));
         assert_eq!(c.dropped(), 5);
+    }
+
+    #[test]
+    fn a_claim_seq_of_zero_never_publishes_ticket_0() {
+        // Found by a corruption probe: `claim_seq` scribbled to 0 handed out ticket 0, and the
+        // push stored it as the slot's word (0, "never written") and reported it published.
+        // No consumer takes ticket 0 (see a_read_seq_of_zero_is_never_claimed_as_ticket_0),
+        // so the message was neither received nor counted lost by anyone.
+        let (_b, r) = ring(4);
+        let p = LossyMpmcProducer::new(r).unwrap();
+        let mut c = LossyMpmcConsumer::new(r).unwrap();
+        for (scribbled_read_seq, v) in [(0u64, 10u64), (1, 20)] {
+            r.claim_seq().store(0, Ordering::Relaxed);
+            r.read_seq().store(scribbled_read_seq, Ordering::Relaxed);
+            // The slot of the next ticket after 0 holds the lap before it, as on a fresh ring.
+            r.slot_seq(1).store(0, Ordering::Relaxed);
+            assert_eq!(
+                p.push(&v.to_le_bytes(), no_clock),
+                LossyPush::Published {
+                    seq: 1,
+                    wake: false
+                }
+            );
+            assert_eq!(r.claim_seq().load(Ordering::Relaxed), 2);
+            assert_eq!(r.slot_seq(0).load(Ordering::Relaxed), 0, "slot 0 untouched");
+            assert_eq!(r.write_seq().load(Ordering::Relaxed), 1);
+            assert_eq!(recv(&mut c), Some((1, v)));
+            assert_eq!((recv(&mut c), c.dropped()), (None, 0));
+        }
     }
 
     #[test]
