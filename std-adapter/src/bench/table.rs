@@ -52,10 +52,12 @@ impl RunRow {
         self.stream.map_or(0.0, |s| s.delivered_pct())
     }
 
-    /// [`RunRow::delivered_pct`] to `decimals` places, rounded down, as the table and the
-    /// JSON print it: a run that lost records never reads 100 (2,999,999 of 3,000,000 is
-    /// 99.99 to two places, not 100.00).
+    /// [`RunRow::delivered_pct`] to `decimals` places (at most 16; more are taken as 16),
+    /// rounded down, as the table and the JSON print it: a run that lost records never reads
+    /// 100 (2,999,999 of 3,000,000 is 99.99 to two places, not 100.00).
     pub fn delivered_pct_text(&self, decimals: u32) -> String {
+        // A u64 count × 100 × 10^16 fits a u128 (× 10^18 would not).
+        let decimals = decimals.min(16);
         let scale = 10u128.pow(decimals);
         let units = match self.stream {
             None => 0,
@@ -307,6 +309,18 @@ mod tests {
         let mut none = all.clone();
         none.stream = None;
         assert_eq!(none.delivered_pct_text(2), "0.00");
+        // Past 16 places (the product would not fit a u128): 16, not an overflow.
+        assert_eq!(
+            all.delivered_pct_text(40),
+            format!("100.{}", "0".repeat(16))
+        );
+        let mut most = all.clone();
+        most.stream = Some(StressReport {
+            sent: u64::MAX,
+            delivered: u64::MAX - 1,
+            ..StressReport::default()
+        });
+        assert_eq!(most.delivered_pct_text(40), "99.9999999999999999");
     }
 
     #[test]
