@@ -89,6 +89,8 @@ pub mod sys;
 #[cfg(test)]
 mod test_fork;
 #[cfg(test)]
+mod test_guard;
+#[cfg(test)]
 mod test_proc;
 #[cfg(test)]
 mod test_tmp;

@@ -186,14 +186,7 @@ mod tests {
             });
             // Stops the writer however this closure ends: a failed run() must not leave the
             // scope waiting for it for ever.
-            struct Stop<'a>(&'a AtomicBool);
-            impl Drop for Stop<'_> {
-                fn drop(&mut self) {
-                    // Relaxed: a plain stop flag.
-                    self.0.store(true, Ordering::Relaxed);
-                }
-            }
-            let _stop = Stop(&stop);
+            let _stop = crate::test_guard::SetOnDrop(&stop);
             let t0 = Instant::now();
             let (mut lines, mut bad) = (0, Vec::new());
             while t0.elapsed() < Duration::from_millis(400) && bad.len() < 5 {

@@ -480,13 +480,7 @@ fn openers_probing_the_file_never_make_a_role_lock_fail() {
     std::thread::scope(|s| {
         s.spawn(|| {
             // Tells the locking side, even if a probe panics, that no more probes come.
-            struct Ended<'a>(&'a AtomicBool);
-            impl Drop for Ended<'_> {
-                fn drop(&mut self) {
-                    self.0.store(true, Ordering::Release);
-                }
-            }
-            let _ended = Ended(&probing_ended);
+            let _ended = crate::test_guard::SetOnDrop(&probing_ended);
             let t0 = Instant::now();
             let mut n = 0u64;
             while !stop.load(Ordering::Acquire) && n < MAX_PROBES && t0.elapsed() < LIMIT {

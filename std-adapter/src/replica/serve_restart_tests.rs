@@ -2,18 +2,9 @@
 //! session at a slot whose overwrite never finished, `--once` across a replacement.
 
 use super::*;
+use crate::test_guard::SetOnDrop;
 use crate::test_tmp::TmpPath;
 use std::io::Write as _;
-
-/// Sets the flag when dropped: a failed assertion in a thread scope then ends the server
-/// threads, and the test fails instead of hanging.
-struct SetOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for SetOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
 
 fn geometry(capacity: u64) -> ringwire_core::Geometry {
     ringwire_core::Geometry::spmc(capacity, 16, 8, 0, false).unwrap()
