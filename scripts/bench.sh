@@ -254,8 +254,10 @@ if command -v valgrind >/dev/null; then
           continue
         fi
         per=$(awk -v i="$ir" -v n="$items" 'BEGIN { printf "%.1f", i / n }')
-        [ "$q" = rtrb ] && rt=$per
-        ratio=$(awk -v a="$per" -v b="$rt" 'BEGIN { if (b > 0) printf "%.2f", a / b }')
+        # The ratio from the exact counts, not from the rounded per-item figures.
+        [ "$q" = rtrb ] && rt="$ir $items"
+        ratio=$(awk -v i="$ir" -v n="$items" -v r="$rt" \
+          'BEGIN { split(r, b, " "); if (b[1] > 0 && b[2] > 0) printf "%.2f", (i / n) / (b[1] / b[2]) }')
         echo "| $q-$ty | $items | $ir | $per | $ratio |"
       done
     done
