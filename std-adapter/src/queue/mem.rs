@@ -31,7 +31,7 @@ pub enum QueueFileError {
     Io {
         /// The file ("anonymous" for in-process memory).
         path: PathBuf,
-        /// The operation that failed (`open`, `fstat`, `mmap`, `fallocate`, …).
+        /// The operation that failed (`open`, `fstat`, `mmap`, `fallocate`, `msync`, …).
         op: &'static str,
         /// The OS error.
         source: io::Error,
@@ -603,14 +603,23 @@ impl QueueMem {
     /// flush (the page cache keeps it). A queue on tmpfs (`/dev/shm`) lives in memory only
     /// and is lost when the machine crashes or restarts, flushed or not: there `flush` is
     /// cheap and makes nothing durable. A no-op for anonymous memory.
+    ///
+    /// # Errors
+    /// An error names the queue's file, for a caller that flushes several: its text is
+    /// `queue PATH: msync failed: …` (or `directory fsync failed`, when the sync of the
+    /// file's directory failed: it can no longer be opened, say), and its kind is the OS
+    /// error's. Its inner error ([`io::Error::get_ref`], downcast) is a
+    /// [`QueueFileError::Io`] with the path as the handle was given it, the call, and the
+    /// OS error, whose [`io::Error::raw_os_error`] is there (the outer error's is `None`).
     pub fn flush(&self) -> io::Result<()> {
-        let Some(path) = &self.abs_path else {
+        let (Some(path), Some(abs_path)) = (&self.path, &self.abs_path) else {
             return Ok(());
         };
-        self.map.flush()?;
+        let named = |op| move |e: io::Error| io::Error::new(e.kind(), io_err(path, op)(e));
+        self.map.flush().map_err(named("msync"))?;
         // Relaxed: a flag that only saves repeating an idempotent fsync.
         if !self.dir_synced.load(Ordering::Relaxed) {
-            crate::file::sync_parent_dir(path)?;
+            crate::file::sync_parent_dir(abs_path).map_err(named("directory fsync"))?;
             self.dir_synced.store(true, Ordering::Relaxed);
         }
         Ok(())

@@ -536,6 +536,58 @@ fn the_first_flush_of_a_file_queue_syncs_its_directory() {
     assert!(anon.dir_synced());
 }
 
+/// A flush that fails names the queue: a caller flushing several queues learns which one.
+/// The failure is a real one, without root: the queue's file and its directory are
+/// removed while the handle keeps the mapping, so the msync succeeds and the first flush's
+/// sync of the directory cannot open it (ENOENT). The error keeps the OS error's kind, and
+/// its inner error is the typed [`QueueFileError::Io`], with the path, the call and the OS
+/// error (whose errno it keeps). Through every handle type's `flush`.
+#[test]
+fn a_failed_flush_names_the_queue_file() {
+    let dir = TmpPath::shm("queue-flushgone");
+    std::fs::create_dir(&dir).unwrap();
+    let spsc = dir.join("spsc");
+    let mpmc = dir.join("mpmc");
+    let bytes = dir.join("bytes");
+    let producer = SpscProducer::<u64>::create(&spsc, 8).unwrap();
+    let consumer = SpscConsumer::<u64>::open(&spsc).unwrap();
+    let queue = MpmcQueue::<u64>::create(&mpmc, 8).unwrap();
+    let bytes_producer = SpscBytesProducer::create(&bytes, 8, 16).unwrap();
+    let bytes_consumer = SpscBytesConsumer::open(&bytes).unwrap();
+    for f in [&spsc, &mpmc, &bytes] {
+        std::fs::remove_file(f).unwrap();
+    }
+    std::fs::remove_dir(&dir).unwrap();
+    let failures = [
+        (&spsc, producer.flush()),
+        (&spsc, consumer.flush()),
+        (&mpmc, queue.flush()),
+        (&bytes, bytes_producer.flush()),
+        (&bytes, bytes_consumer.flush()),
+    ];
+    for (path, r) in failures {
+        let e = r.expect_err("the flush of a queue whose directory is gone");
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("queue {}: ", path.display())),
+            "{text}"
+        );
+        match e.get_ref().and_then(|i| i.downcast_ref::<QueueFileError>()) {
+            Some(QueueFileError::Io {
+                path: named,
+                op,
+                source,
+            }) => {
+                assert_eq!(named, path);
+                assert_eq!(*op, "directory fsync");
+                assert_eq!(source.raw_os_error(), Some(libc::ENOENT), "{source}");
+            }
+            other => panic!("inner error {other:?} of {text}"),
+        }
+    }
+}
+
 /// Typed batches against a FIFO model on a queue of 16 `T`s: `push_slice` and `pop_slice`
 /// of 0 to 20 items (more than the room, or the items there are, as often as not) at
 /// every slot, across the wrap, mixed with single pushes and pops; a pop leaves its buffer
