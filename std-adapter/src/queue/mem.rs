@@ -31,7 +31,7 @@ pub enum QueueFileError {
     Io {
         /// The file ("anonymous" for in-process memory).
         path: PathBuf,
-        /// The operation that failed (`open`, `fstat`, `mmap`, `fallocate`, …).
+        /// The operation that failed (`open`, `fstat`, `mmap`, `fallocate`, `msync`, …).
         op: &'static str,
         /// The OS error.
         source: io::Error,
@@ -228,11 +228,37 @@ pub struct QueueMem {
     _lock: Option<File>,
     // What the open proved of other handles, and what it healed (see `reset_if_alone`).
     at_open: AtOpen,
+    // The file system took this handle's record locks (always true for `create`, whose
+    // `flock` guards it, and for anonymous memory); see `QueueMem::is_guarded`.
+    guarded: bool,
     // The MPMC handles' watch over their wakes of the data and the space side, shared by
     // every handle on this mapping (see `wait::notify_gated`).
     wake_gates: [WakeGate; 2],
     // An SPSC handle on this mapping was dropped (see `mark_side_dropped`).
     side_dropped: AtomicBool,
+}
+
+/// What guards an SPSC handle's role (see [`QueueMem::lock_role`]).
+#[derive(Debug)]
+pub(super) enum RoleLock {
+    /// The role's lock, held while this open file description lives (until the handle
+    /// that keeps it drops).
+    Held {
+        /// The open file description that holds the lock.
+        _file: File,
+    },
+    /// Anonymous memory: its channel made the only pair of handles there can be.
+    Anonymous,
+    /// The file system has no record locks: nothing keeps a second handle from taking
+    /// the role.
+    Unguarded,
+}
+
+impl RoleLock {
+    /// False for [`RoleLock::Unguarded`].
+    pub(super) fn is_guarded(&self) -> bool {
+        !matches!(self, RoleLock::Unguarded)
+    }
 }
 
 /// What [`QueueMem::open`] found out about other handles on the file.
@@ -288,6 +314,10 @@ fn open_regular_rw(path: &Path) -> Result<File, QueueFileError> {
 /// `f`'s open file description; `Ok(false)` when another description holds a conflicting
 /// lock. The kernel releases it when the description is closed or its process dies.
 pub(super) fn ofd_lock(f: &File, kind: libc::c_int, start: i64, len: i64) -> io::Result<bool> {
+    #[cfg(test)]
+    if let Some(errno) = LOCKS_FAIL_WITH.get() {
+        return Err(io::Error::from_raw_os_error(errno));
+    }
     let fl = flock_of(kind, start, len);
     // SAFETY: fcntl with a valid descriptor and a pointer to a live flock struct.
     if unsafe { libc::fcntl(f.as_raw_fd(), libc::F_OFD_SETLK, &fl) } == 0 {
@@ -320,6 +350,10 @@ fn ofd_conflict(
     start: i64,
     len: i64,
 ) -> io::Result<Option<libc::flock>> {
+    #[cfg(test)]
+    if let Some(errno) = LOCKS_FAIL_WITH.get() {
+        return Err(io::Error::from_raw_os_error(errno));
+    }
     let mut fl = flock_of(kind, start, len);
     // SAFETY: fcntl with a valid descriptor and a pointer to a live flock struct, which
     // F_OFD_GETLK overwrites with the conflicting lock, if any.
@@ -327,6 +361,29 @@ fn ofd_conflict(
         return Err(io::Error::last_os_error());
     }
     Ok((fl.l_type != libc::F_UNLCK as libc::c_short).then_some(fl))
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: the errno every `F_OFD_SETLK` and `F_OFD_GETLK` on this thread fails with
+    /// (see [`locks_fail_with`]), as on a file system without record locks, which a test
+    /// cannot mount without root.
+    static LOCKS_FAIL_WITH: std::cell::Cell<Option<i32>> = const { std::cell::Cell::new(None) };
+}
+
+/// Tests: makes every open-file-description lock call of this thread fail with `errno`
+/// until the returned guard drops (also when the test unwinds). The creator's `flock` is
+/// left working, as on a file system that offers `flock` but not byte-range locks.
+#[cfg(test)]
+pub(super) fn locks_fail_with(errno: i32) -> impl Drop {
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            LOCKS_FAIL_WITH.set(None);
+        }
+    }
+    LOCKS_FAIL_WITH.set(Some(errno));
+    Restore
 }
 
 /// The file system (or kernel) offers no open-file-description locks.
@@ -440,6 +497,7 @@ impl QueueMem {
             dir_synced: AtomicBool::new(false),
             _lock: Some(f),
             at_open: AtOpen::NotAlone,
+            guarded: true,
             wake_gates: Default::default(),
             side_dropped: AtomicBool::new(false),
         })
@@ -447,9 +505,12 @@ impl QueueMem {
 
     /// Opens an existing queue file, with every attach check. The handle holds a shared
     /// lock on the file for its life, so that `create` refuses to replace it meanwhile.
+    /// On a file system without record locks (`fcntl` fails with `ENOLCK`, `EINVAL` or
+    /// `EOPNOTSUPP`) it opens without that lock, proves nothing and heals nothing, and
+    /// [`QueueMem::is_guarded`] says false; any other failure of the lock is an error.
     pub fn open(path: impl AsRef<Path>, expect: QueueExpect) -> Result<QueueMem, QueueFileError> {
         let path = path.as_ref();
-        let (f, id) = open_live(path)?;
+        let (f, id, guarded) = open_live(path)?;
         let len = f.metadata().map_err(io_err(path, "fstat"))?.len();
         let attach_err = |err| QueueFileError::Attach {
             path: path.to_owned(),
@@ -467,9 +528,13 @@ impl QueueMem {
         let mut map = map_file(&f, map_len, path).map_err(io_err(path, "mmap"))?;
         let region = region_of(&mut map, path)?;
         let view = QueueView::attach(region, expect).map_err(attach_err)?;
-        let at_open = reset_if_alone(&f, &view)
-            .map_err(io_err(path, "fcntl"))?
-            .map_err(attach_err)?;
+        let at_open = if guarded {
+            reset_if_alone(&f, &view)
+                .map_err(io_err(path, "fcntl"))?
+                .map_err(attach_err)?
+        } else {
+            AtOpen::Unprovable
+        };
         Ok(QueueMem {
             map,
             view,
@@ -480,6 +545,7 @@ impl QueueMem {
             dir_synced: AtomicBool::new(false),
             _lock: Some(f),
             at_open,
+            guarded,
             wake_gates: Default::default(),
             side_dropped: AtomicBool::new(false),
         })
@@ -512,6 +578,7 @@ impl QueueMem {
             dir_synced: AtomicBool::new(true),
             _lock: None,
             at_open: AtOpen::NotAlone,
+            guarded: true,
             wake_gates: Default::default(),
             side_dropped: AtomicBool::new(false),
         })
@@ -534,6 +601,15 @@ impl QueueMem {
             AtOpen::Alone { healed, .. } => healed,
             AtOpen::NotAlone | AtOpen::Unprovable => 0,
         }
+    }
+
+    /// Whether the file system took this handle's record lock, so that `create` sees the
+    /// handle and refuses to replace its file, and an open with no other live handle can
+    /// prove that and heal. False only for a handle [`QueueMem::open`] made on a file system
+    /// without record locks; true for `create` (its `flock` guards it) and for anonymous
+    /// memory. An SPSC handle's role lock is told by the handle's own `is_guarded`.
+    pub fn is_guarded(&self) -> bool {
+        self.guarded
     }
 
     /// What the open proved of other handles on the file, and what it healed.
@@ -603,14 +679,23 @@ impl QueueMem {
     /// flush (the page cache keeps it). A queue on tmpfs (`/dev/shm`) lives in memory only
     /// and is lost when the machine crashes or restarts, flushed or not: there `flush` is
     /// cheap and makes nothing durable. A no-op for anonymous memory.
+    ///
+    /// # Errors
+    /// An error names the queue's file, for a caller that flushes several: its text is
+    /// `queue PATH: msync failed: …` (or `directory fsync failed`, when the sync of the
+    /// file's directory failed: it can no longer be opened, say), and its kind is the OS
+    /// error's. Its inner error ([`io::Error::get_ref`], downcast) is a
+    /// [`QueueFileError::Io`] with the path as the handle was given it, the call, and the
+    /// OS error, whose [`io::Error::raw_os_error`] is there (the outer error's is `None`).
     pub fn flush(&self) -> io::Result<()> {
-        let Some(path) = &self.abs_path else {
+        let (Some(path), Some(abs_path)) = (&self.path, &self.abs_path) else {
             return Ok(());
         };
-        self.map.flush()?;
+        let named = |op| move |e: io::Error| io::Error::new(e.kind(), io_err(path, op)(e));
+        self.map.flush().map_err(named("msync"))?;
         // Relaxed: a flag that only saves repeating an idempotent fsync.
         if !self.dir_synced.load(Ordering::Relaxed) {
-            crate::file::sync_parent_dir(path)?;
+            crate::file::sync_parent_dir(abs_path).map_err(named("directory fsync"))?;
             self.dir_synced.store(true, Ordering::Relaxed);
         }
         Ok(())
@@ -636,14 +721,15 @@ impl QueueMem {
     }
 
     /// Takes an exclusive per-role lock on the file (one byte at `offset`) through a new open
-    /// file description, kept alive by the returned file.
+    /// file description, kept alive by the returned file; on a file system without record
+    /// locks, none ([`RoleLock::Unguarded`]).
     pub(super) fn lock_role(
         &self,
         offset: i64,
         role: &'static str,
-    ) -> Result<Option<File>, QueueFileError> {
+    ) -> Result<RoleLock, QueueFileError> {
         let (Some(path), Some(id)) = (&self.path, self.id) else {
-            return Ok(None);
+            return Ok(RoleLock::Anonymous);
         };
         // By the absolute path: a change of the working directory since the open (another
         // thread's) leaves a relative one naming another file or none.
@@ -659,8 +745,13 @@ impl QueueMem {
         let t0 = std::time::Instant::now();
         let deadline = t0 + PROBE_WAIT;
         loop {
-            if ofd_lock(&f, libc::F_WRLCK, offset, 1).map_err(io_err(path, "fcntl"))? {
-                return Ok(Some(f));
+            match ofd_lock(&f, libc::F_WRLCK, offset, 1) {
+                Ok(true) => return Ok(RoleLock::Held { _file: f }),
+                Ok(false) => {}
+                // As `open_live` does (and an MPMC handle): the handle goes on without the
+                // guard, and says so (`is_guarded`).
+                Err(e) if locks_unsupported(&e) => return Ok(RoleLock::Unguarded),
+                Err(e) => return Err(io_err(path, "fcntl")(e)),
             }
             // A lock from byte 0 is not a role holder's (each locks its own byte) but a
             // handle proving itself alone on the file (`reset_if_alone`), for the length of
@@ -829,26 +920,27 @@ fn heal_all_stuck(
 /// while a write lock refuses ours (a creator replacing the file, until its unlink; another
 /// opener proving itself alone, for its probe, which passes over every slot of an MPMC
 /// file) for up to [`OPEN_WAIT`], and up to [`OPEN_ATTEMPTS`] times when the path names
-/// another inode than the one opened (replaced since).
-fn open_live(path: &Path) -> Result<(File, (u64, u64)), QueueFileError> {
+/// another inode than the one opened (replaced since). The flag is false when the file
+/// system has no record locks: the file was opened without the lock.
+fn open_live(path: &Path) -> Result<(File, (u64, u64), bool), QueueFileError> {
     let deadline = std::time::Instant::now() + OPEN_WAIT;
     let mut replaced = 0;
     while replaced < OPEN_ATTEMPTS {
         let f = open_regular_rw(path)?;
-        match ofd_lock(&f, libc::F_RDLCK, LIVE_BYTE, 1) {
-            Ok(true) => {}
+        let guarded = match ofd_lock(&f, libc::F_RDLCK, LIVE_BYTE, 1) {
+            Ok(true) => true,
             Ok(false) if std::time::Instant::now() < deadline => {
                 crate::sys::sleep(std::time::Duration::from_millis(1));
                 continue;
             }
             Ok(false) => break,
             // No record locks on this file system: the handle works without the guard.
-            Err(e) if locks_unsupported(&e) => {}
+            Err(e) if locks_unsupported(&e) => false,
             Err(e) => return Err(io_err(path, "fcntl")(e)),
-        }
+        };
         let id = crate::sys::file_id(&f).map_err(io_err(path, "fstat"))?;
         if crate::sys::path_id(path).map_err(io_err(path, "stat"))? == Some(id) {
-            return Ok((f, id));
+            return Ok((f, id, guarded));
         }
         replaced += 1;
     }

@@ -55,6 +55,14 @@
 //! then hands nothing back). MPMC
 //! handles may be used from both processes; their shared lock, held by the child's
 //! descriptor too, keeps an open elsewhere from healing slots while either lives.
+//!
+//! On a file system without record locks (`F_OFD_SETLK` fails with `ENOLCK`, `EINVAL` or
+//! `EOPNOTSUPP`: some network and FUSE file systems) every handle, SPSC or MPMC, opens
+//! without its locks rather than fail, and says so (`is_guarded()` is false: see
+//! [`SpscProducer::is_guarded`], [`MpmcQueue::is_guarded`]). Nothing then refuses a second
+//! producer or consumer of an SPSC file, nor keeps `create` from replacing a file in use,
+//! and no open heals: keeping to the rules is up to the caller. Any other failure of a
+//! lock call is an error ([`QueueFileError::Io`], `fcntl`).
 
 mod mem;
 mod mpmc;

@@ -92,7 +92,9 @@ impl<T: Item> MpmcQueue<T> {
 
     /// Opens an existing queue file. A handle that finds itself the only live handle on the
     /// file (no other process or handle has it open) heals every stuck slot, since their
-    /// holders must have died: see [`MpmcQueue::healed_at_open`].
+    /// holders must have died: see [`MpmcQueue::healed_at_open`]. On a file system without
+    /// record locks nothing can be proved, nothing is healed, and the handle opens without
+    /// its lock: see [`MpmcQueue::is_guarded`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
         Self::from_mem(Arc::new(QueueMem::open(
             path,
@@ -363,6 +365,20 @@ impl<T: Item> MpmcQueue<T> {
     /// confirm their holders dead. Always 0 for `create` and `anonymous`.
     pub fn healed_at_open(&self) -> u64 {
         self.mem.healed_at_open()
+    }
+
+    /// Whether a lock on the file guards this handle: while it lives, `create` refuses to
+    /// replace the file ([`QueueFileError::InUse`]), and an open can tell whether it is the
+    /// only live handle (and then heal). False only for a handle [`MpmcQueue::open`] made
+    /// on a file system without record locks (`fcntl(F_OFD_SETLK)` fails there with
+    /// `ENOLCK`, `EINVAL` or `EOPNOTSUPP`, as on some network and FUSE file systems): it
+    /// works as any other, but a `create` of the path may replace the file under it, and
+    /// stuck slots are left to [`MpmcQueue::heal_stuck_slot`] (`healed_at_open` is 0). SPSC
+    /// handles open there too, without their role locks
+    /// ([`SpscProducer::is_guarded`](super::SpscProducer::is_guarded)). Always true for
+    /// `create` (the creator's `flock` guards it) and `anonymous`.
+    pub fn is_guarded(&self) -> bool {
+        self.mem.is_guarded()
     }
 
     /// Items claimed and not yet popped.

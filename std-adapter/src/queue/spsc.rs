@@ -81,7 +81,9 @@ pub fn spsc_channel<T: Item>(
 }
 
 impl<T: Item> SpscProducer<T> {
-    /// Creates a fresh queue file of `capacity` items and becomes its producer.
+    /// Creates a fresh queue file of `capacity` items and becomes its producer. On a file
+    /// system without record locks the handle is made without its role lock: see
+    /// [`SpscProducer::is_guarded`].
     pub fn create(path: impl AsRef<Path>, capacity: u64) -> Result<Self, QueueFileError> {
         let path = path.as_ref();
         let g = geometry_for::<T>(QueueKind::Spsc, capacity)
@@ -90,7 +92,10 @@ impl<T: Item> SpscProducer<T> {
         Self::from_raw(SpscBytesProducer::from_mem(mem)?)
     }
 
-    /// Becomes the producer of an existing queue file, resuming after its last item.
+    /// Becomes the producer of an existing queue file, resuming after its last item. A live
+    /// producer of the file makes it fail with [`QueueFileError::RoleTaken`]; on a file
+    /// system without record locks nothing can tell, and the handle opens without its role
+    /// lock: see [`SpscProducer::is_guarded`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
         let mem = Arc::new(QueueMem::open(path, expect_for::<T>(QueueKind::Spsc))?);
         Self::from_raw(SpscBytesProducer::from_mem(mem)?)
@@ -148,6 +153,12 @@ impl<T: Item> SpscProducer<T> {
         self.raw.is_abandoned()
     }
 
+    /// See [`SpscBytesProducer::is_guarded`]: false only on a file system without record
+    /// locks, where nothing refuses a second producer of the file.
+    pub fn is_guarded(&self) -> bool {
+        self.raw.is_guarded()
+    }
+
     /// True when the path no longer names this queue's file (see
     /// [`QueueMem::is_replaced`]): items pushed here reach no consumer that opens the path.
     pub fn is_replaced(&self) -> bool {
@@ -164,7 +175,10 @@ impl<T: Item> SpscConsumer<T> {
     /// Becomes the consumer of an existing queue file, resuming after the last item the
     /// previous consumer handed back: its oldest unread item, unless that consumer was killed
     /// holding popped items, which then come again (see
-    /// [`SpscBytesConsumer::release_every`]).
+    /// [`SpscBytesConsumer::release_every`]). A live consumer of the file makes it fail
+    /// with [`QueueFileError::RoleTaken`]; on a file system without record locks nothing
+    /// can tell, and the handle opens without its role lock: see
+    /// [`SpscConsumer::is_guarded`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
         let mem = Arc::new(QueueMem::open(path, expect_for::<T>(QueueKind::Spsc))?);
         Self::from_raw(SpscBytesConsumer::from_mem(mem)?)
@@ -220,6 +234,12 @@ impl<T: Item> SpscConsumer<T> {
     /// Items ready to pop.
     pub fn ready(&mut self) -> Result<u64, PopError> {
         self.raw.ready()
+    }
+
+    /// See [`SpscBytesConsumer::is_guarded`]: false only on a file system without record
+    /// locks, where nothing refuses a second consumer of the file.
+    pub fn is_guarded(&self) -> bool {
+        self.raw.is_guarded()
     }
 
     /// See [`SpscBytesConsumer::is_abandoned`]: the producer of this anonymous channel was

@@ -4,7 +4,6 @@
 //! a batch with one index update. The typed handles ([`super::SpscProducer`],
 //! [`super::SpscConsumer`]) are these with a fixed-size item type on top.
 
-use std::fs::File;
 use std::io;
 use std::net::UdpSocket;
 use std::path::Path;
@@ -17,7 +16,7 @@ use ringwire_core::queue::{
 };
 use ringwire_core::sync::Ordering;
 
-use super::mem::{QueueFileError, QueueMem};
+use super::mem::{QueueFileError, QueueMem, RoleLock};
 use super::wait::{
     Side, before, deadline_after, default_wait, notify_on, sleepers_on, wait_side, wake_on,
 };
@@ -36,7 +35,8 @@ pub struct SpscBytesProducer {
     // and the queue (see `wait::notify_on`).
     unfenced: bool,
     mem: Arc<QueueMem>,
-    _role: Option<File>,
+    // Holds the role lock's file, if any, for the handle's life.
+    role: RoleLock,
     ingest: Option<Box<Ingest>>,
 }
 
@@ -65,7 +65,8 @@ pub struct SpscBytesConsumer {
     // As the producer's.
     unfenced: bool,
     mem: Arc<QueueMem>,
-    _role: Option<File>,
+    // Holds the role lock's file, if any, for the handle's life.
+    role: RoleLock,
     // The process that took the role: a copy inherited through fork does not tell an
     // anonymous channel's producer it is abandoned when dropped (see `Drop`).
     pid: u32,
@@ -98,14 +99,16 @@ fn open_any(path: impl AsRef<Path>) -> Result<Arc<QueueMem>, QueueFileError> {
 /// `data_waiters`, the producer on `space_waiters`), and the lock just taken proves that no
 /// other holder lives (the kernel releases it when its handle is dropped, which no sleep
 /// outlives, or once every thread of its process is gone). A count left there is a sleeper
-/// that died asleep, and would cost every push (or pop) a `FUTEX_WAKE` for good.
+/// that died asleep, and would cost every push (or pop) a `FUTEX_WAKE` for good. Without
+/// record locks ([`RoleLock::Unguarded`]) nothing proves it, and the count is cleared on the
+/// caller's word that it keeps to one handle per role, the condition of such a handle.
 fn attach<H>(
     mem: &Arc<QueueMem>,
     lock_byte: i64,
     role: &'static str,
     sleeps_on: Side,
     new: impl FnOnce(QueueView) -> Result<H, QueueAttachError>,
-) -> Result<(H, Option<File>), QueueFileError> {
+) -> Result<(H, RoleLock), QueueFileError> {
     let lock = mem.lock_role(lock_byte, role)?;
     let handle = new(*mem.queue()).map_err(|e| wrong_kind(mem, e))?;
     let view = mem.queue();
@@ -146,7 +149,8 @@ pub fn spsc_bytes_channel(
 
 impl SpscBytesProducer {
     /// Creates a fresh queue file of `capacity` byte strings of up to `max_len` bytes and
-    /// becomes its producer.
+    /// becomes its producer. On a file system without record locks the handle is made
+    /// without its role lock: see [`SpscBytesProducer::is_guarded`].
     pub fn create(
         path: impl AsRef<Path>,
         capacity: u64,
@@ -159,7 +163,10 @@ impl SpscBytesProducer {
     }
 
     /// Becomes the producer of an existing SPSC queue file (of any item size), resuming
-    /// after its last item.
+    /// after its last item. A live producer of the file makes it fail with
+    /// [`QueueFileError::RoleTaken`]; on a file system without record locks nothing can
+    /// tell, and the handle opens without its role lock: see
+    /// [`SpscBytesProducer::is_guarded`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
         Self::from_mem(open_any(path)?)
     }
@@ -177,9 +184,22 @@ impl SpscBytesProducer {
             inner,
             unfenced: mem.unfenced_notify(),
             mem,
-            _role: role,
+            role,
             ingest: None,
         })
+    }
+
+    /// Whether a lock on the file guards this producer's role: while it lives, another
+    /// producer of the queue file is refused ([`QueueFileError::RoleTaken`]), and `create`
+    /// refuses to replace the file. False only on a file system without record locks
+    /// (`fcntl(F_OFD_SETLK)` fails there with `ENOLCK`, `EINVAL` or `EOPNOTSUPP`, as on
+    /// some network and FUSE file systems): the handle works as any other, but keeping to
+    /// one producer and one consumer of the file is then up to the caller, and two
+    /// producers at once would corrupt the queue. An MPMC handle opened there works without
+    /// its lock too ([`super::MpmcQueue::is_guarded`]). Always true for an anonymous
+    /// channel, which makes the only producer there can be.
+    pub fn is_guarded(&self) -> bool {
+        self.role.is_guarded() && self.mem.is_guarded()
     }
 
     /// The longest item this queue takes.
@@ -415,7 +435,10 @@ impl SpscBytesConsumer {
     /// Becomes the consumer of an existing SPSC queue file (of any item size), resuming after
     /// the last item the previous consumer handed back: its oldest unread item, unless that
     /// consumer was killed holding popped items, which then come again (see
-    /// [`SpscBytesConsumer::release_every`]).
+    /// [`SpscBytesConsumer::release_every`]). A live consumer of the file makes it fail
+    /// with [`QueueFileError::RoleTaken`]; on a file system without record locks nothing
+    /// can tell, and the handle opens without its role lock: see
+    /// [`SpscBytesConsumer::is_guarded`].
     pub fn open(path: impl AsRef<Path>) -> Result<Self, QueueFileError> {
         Self::from_mem(open_any(path)?)
     }
@@ -433,9 +456,16 @@ impl SpscBytesConsumer {
             inner,
             unfenced: mem.unfenced_notify(),
             mem,
-            _role: role,
+            role,
             pid: std::process::id(),
         })
+    }
+
+    /// Whether a lock on the file guards this consumer's role, as
+    /// [`SpscBytesProducer::is_guarded`] says of the producer's: false only on a file
+    /// system without record locks, where keeping to one consumer is up to the caller.
+    pub fn is_guarded(&self) -> bool {
+        self.role.is_guarded() && self.mem.is_guarded()
     }
 
     /// The longest item this queue holds: a buffer this long takes any item.

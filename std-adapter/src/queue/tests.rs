@@ -367,7 +367,7 @@ fn a_role_taken_during_an_openers_probe_waits_for_it() {
             assert!(ofd_lock(&prober, libc::F_UNLCK, 0, 0));
         });
         let lock = mem.lock_role(ringwire_core::queue::qhdr::ENQ as i64, "producer");
-        assert!(matches!(lock, Ok(Some(_))), "{lock:?}");
+        assert!(matches!(lock, Ok(mem::RoleLock::Held { .. })), "{lock:?}");
         assert!(t0.elapsed() >= held);
     });
     // Another handle holding the consumer's role byte is refused after the short grace for
@@ -436,7 +436,9 @@ fn a_role_lock_held_an_instant_longer_by_a_forked_descriptor_is_waited_for() {
     let g = geometry_for::<u64>(QueueKind::Spsc, 8).unwrap();
     let mem = QueueMem::create(&path, &g).unwrap();
     let enq = ringwire_core::queue::qhdr::ENQ as i64;
-    let first = mem.lock_role(enq, "producer").unwrap().unwrap();
+    let mem::RoleLock::Held { _file: first } = mem.lock_role(enq, "producer").unwrap() else {
+        panic!("no role lock taken on /dev/shm");
+    };
     let child_copy = first.try_clone().unwrap();
     drop(first);
     std::thread::scope(|s| {
@@ -445,7 +447,10 @@ fn a_role_lock_held_an_instant_longer_by_a_forked_descriptor_is_waited_for() {
             drop(child_copy);
         });
         let second = mem.lock_role(enq, "producer");
-        assert!(matches!(second, Ok(Some(_))), "{second:?}");
+        assert!(
+            matches!(second, Ok(mem::RoleLock::Held { .. })),
+            "{second:?}"
+        );
     });
 }
 
@@ -496,7 +501,7 @@ fn openers_probing_the_file_never_make_a_role_lock_fail() {
             let ended = probing_ended.load(Ordering::Acquire);
             attempts += 1;
             match mem.lock_role(ringwire_core::queue::qhdr::ENQ as i64, "producer") {
-                Ok(Some(f)) => {
+                Ok(mem::RoleLock::Held { _file: f }) => {
                     taken += 1;
                     drop(f);
                 }
@@ -534,6 +539,156 @@ fn the_first_flush_of_a_file_queue_syncs_its_directory() {
     let anon = QueueMem::anonymous(&g).unwrap();
     anon.flush().unwrap();
     assert!(anon.dir_synced());
+}
+
+/// A flush that fails names the queue: a caller flushing several queues learns which one.
+/// The failure is a real one, without root: the queue's file and its directory are
+/// removed while the handle keeps the mapping, so the msync succeeds and the first flush's
+/// sync of the directory cannot open it (ENOENT). The error keeps the OS error's kind, and
+/// its inner error is the typed [`QueueFileError::Io`], with the path, the call and the OS
+/// error (whose errno it keeps). Through every handle type's `flush`.
+#[test]
+fn a_failed_flush_names_the_queue_file() {
+    let dir = TmpPath::shm("queue-flushgone");
+    std::fs::create_dir(&dir).unwrap();
+    let spsc = dir.join("spsc");
+    let mpmc = dir.join("mpmc");
+    let bytes = dir.join("bytes");
+    let producer = SpscProducer::<u64>::create(&spsc, 8).unwrap();
+    let consumer = SpscConsumer::<u64>::open(&spsc).unwrap();
+    let queue = MpmcQueue::<u64>::create(&mpmc, 8).unwrap();
+    let bytes_producer = SpscBytesProducer::create(&bytes, 8, 16).unwrap();
+    let bytes_consumer = SpscBytesConsumer::open(&bytes).unwrap();
+    for f in [&spsc, &mpmc, &bytes] {
+        std::fs::remove_file(f).unwrap();
+    }
+    std::fs::remove_dir(&dir).unwrap();
+    let failures = [
+        (&spsc, producer.flush()),
+        (&spsc, consumer.flush()),
+        (&mpmc, queue.flush()),
+        (&bytes, bytes_producer.flush()),
+        (&bytes, bytes_consumer.flush()),
+    ];
+    for (path, r) in failures {
+        let e = r.expect_err("the flush of a queue whose directory is gone");
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+        let text = e.to_string();
+        assert!(
+            text.starts_with(&format!("queue {}: ", path.display())),
+            "{text}"
+        );
+        match e.get_ref().and_then(|i| i.downcast_ref::<QueueFileError>()) {
+            Some(QueueFileError::Io {
+                path: named,
+                op,
+                source,
+            }) => {
+                assert_eq!(named, path);
+                assert_eq!(*op, "directory fsync");
+                assert_eq!(source.raw_os_error(), Some(libc::ENOENT), "{source}");
+            }
+            other => panic!("inner error {other:?} of {text}"),
+        }
+    }
+}
+
+/// On a file system without record locks (every `F_OFD_*` call fails with `ENOLCK`,
+/// `EINVAL` or `EOPNOTSUPP`; injected, as mounting such a file system needs root), SPSC and
+/// MPMC handles behave alike: they open, work, and say they are unguarded. SPSC handles
+/// failed to open there (`fcntl failed: No locks available`) while MPMC handles went on
+/// without their lock. The creator's `flock` still works here, so an MPMC creator stays
+/// guarded; with the locks working every handle is.
+#[test]
+fn without_record_locks_spsc_and_mpmc_handles_open_alike_unguarded() {
+    for errno in [libc::ENOLCK, libc::EINVAL, libc::EOPNOTSUPP] {
+        let spsc = TmpPath::shm(&format!("queue-nolocks-spsc-{errno}"));
+        let bytes = spsc.beside("bytes");
+        let mpmc = spsc.beside("mpmc");
+        let no_locks = mem::locks_fail_with(errno);
+        // Every handle opens, whatever the errno.
+        fn ok<T>(errno: i32, r: Result<T, QueueFileError>) -> T {
+            r.unwrap_or_else(|e| panic!("errno {errno}: {e}"))
+        }
+
+        let mut tx = ok(errno, SpscProducer::<u64>::create(&spsc, 8));
+        let mut rx = ok(errno, SpscConsumer::<u64>::open(&spsc));
+        assert!(!tx.is_guarded() && !rx.is_guarded(), "errno {errno}");
+        tx.try_push(&7).unwrap();
+        assert_eq!(rx.try_pop().unwrap(), Some(7));
+        drop(tx);
+        let mut tx = ok(errno, SpscProducer::<u64>::open(&spsc));
+        assert!(!tx.is_guarded());
+        tx.try_push(&8).unwrap();
+        assert_eq!(rx.try_pop().unwrap(), Some(8));
+        // The documented cost: nothing can refuse a second producer there.
+        let second = ok(errno, SpscProducer::<u64>::open(&spsc));
+        assert!(!second.is_guarded());
+
+        let mut btx = ok(errno, SpscBytesProducer::create(&bytes, 8, 16));
+        let mut brx = ok(errno, SpscBytesConsumer::open(&bytes));
+        assert!(!btx.is_guarded() && !brx.is_guarded());
+        btx.try_push(b"abc").unwrap();
+        let mut buf = [0u8; 16];
+        assert_eq!(brx.try_pop(&mut buf).unwrap(), Some(3));
+
+        let creator = ok(errno, MpmcQueue::<u64>::create(&mpmc, 8));
+        let opened = ok(errno, MpmcQueue::<u64>::open(&mpmc));
+        assert!(
+            creator.is_guarded() && !opened.is_guarded(),
+            "errno {errno}"
+        );
+        assert_eq!(opened.healed_at_open(), 0);
+        let raw = ok(
+            errno,
+            QueueMem::open(&mpmc, QueueExpect::raw(QueueKind::Mpmc)),
+        );
+        assert!(!raw.is_guarded());
+        assert_eq!(raw.at_open(), AtOpen::Unprovable);
+        creator.try_push(&1).unwrap();
+        assert_eq!(opened.try_pop().unwrap(), (Some(1), 0));
+
+        // The same files with the locks working: every handle guarded.
+        drop((tx, rx, second, btx, brx, opened, raw));
+        drop(no_locks);
+        let tx = SpscProducer::<u64>::open(&spsc).unwrap();
+        let rx = SpscConsumer::<u64>::open(&spsc).unwrap();
+        let brx = SpscBytesConsumer::open(&bytes).unwrap();
+        let opened = MpmcQueue::<u64>::open(&mpmc).unwrap();
+        assert!(tx.is_guarded() && rx.is_guarded() && brx.is_guarded() && opened.is_guarded());
+    }
+    let (tx, rx) = spsc_channel::<u64>(8).unwrap();
+    assert!(tx.is_guarded() && rx.is_guarded());
+    assert!(MpmcQueue::<u64>::anonymous(8).unwrap().is_guarded());
+}
+
+/// A lock call that fails otherwise (`EIO`, which no file system without locks gives)
+/// refuses SPSC and MPMC handles alike, with the file and the call named.
+#[test]
+fn a_lock_failure_other_than_no_locks_refuses_spsc_and_mpmc_alike() {
+    let spsc = TmpPath::shm("queue-lockeio");
+    let mpmc = spsc.beside("mpmc");
+    drop(SpscProducer::<u64>::create(&spsc, 8).unwrap());
+    drop(MpmcQueue::<u64>::create(&mpmc, 8).unwrap());
+    let _eio = mem::locks_fail_with(libc::EIO);
+    let refusals = [
+        (&spsc, SpscProducer::<u64>::open(&spsc).map(drop)),
+        (&spsc, SpscConsumer::<u64>::open(&spsc).map(drop)),
+        (&mpmc, MpmcQueue::<u64>::open(&mpmc).map(drop)),
+    ];
+    for (path, r) in refusals {
+        match r {
+            Err(QueueFileError::Io {
+                path: named,
+                op: "fcntl",
+                source,
+            }) => {
+                assert_eq!(&named, path.path());
+                assert_eq!(source.raw_os_error(), Some(libc::EIO));
+            }
+            other => panic!("{}: {other:?}", path.display()),
+        }
+    }
 }
 
 /// Typed batches against a FIFO model on a queue of 16 `T`s: `push_slice` and `pop_slice`
@@ -1428,7 +1583,10 @@ fn a_relative_queue_path_still_names_the_queue_after_a_chdir() {
         // An SPSC role taken on a mapping opened before the chdir (as a handle built from
         // it would be): its lock lands on the mapped file.
         let deq = ringwire_core::queue::qhdr::DEQ as i64;
-        if !matches!(spsc_mem.lock_role(deq, "consumer"), Ok(Some(_))) {
+        if !matches!(
+            spsc_mem.lock_role(deq, "consumer"),
+            Ok(mem::RoleLock::Held { .. })
+        ) {
             faults |= 8;
         }
         faults
