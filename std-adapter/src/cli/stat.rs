@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::out_err;
 use crate::error::{Error, Result};
-use crate::file::{ReadOnlyRing, open_regular};
+use crate::file::{ReadOnlyRing, RegistryEntry, open_regular};
 use crate::queue::ReadOnlyQueue;
 use crate::sys::reader_alive;
 
@@ -212,11 +212,13 @@ pub fn stat_json(path: &Path) -> Result<Value> {
         let Some(e) = ring.registry_entry(i) else {
             break;
         };
-        if e.pid != 0 && e.active != 0 {
+        if listed(&e).is_some() {
             let lag = reader_lag(w, e.cursor);
+            // `active` is ringwire's (ringfire's readers have the other keys): 1 for a live
+            // reader, any other word a corrupt slot (see `listed`).
             readers.push(json!({
                 "slot": i, "pid": e.pid, "name": e.name_str(), "cursor": e.cursor,
-                "lag": lag, "alive": reader_alive(e.pid, e.token),
+                "lag": lag, "alive": reader_alive(e.pid, e.token), "active": e.active,
             }));
         }
     }
@@ -224,6 +226,40 @@ pub fn stat_json(path: &Path) -> Result<Value> {
         map.insert("readers".into(), Value::Array(readers));
     }
     Ok(o)
+}
+
+/// A registry slot as `stat` and `top` list it: one rule for both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Listed {
+    /// `pid != 0 && active == 1`: a live reader (spec §9), which producers count.
+    Live,
+    /// `pid != 0` with an `active` word neither 0 nor 1, which no reader or producer writes
+    /// (a corrupt slot). Listed, as ringfire's `stat` lists `pid != 0 && active != 0` (spec
+    /// §26), with the word and the note that producers do not count it (they count
+    /// `active == 1` only, spec §9).
+    CorruptActive(u32),
+}
+
+/// How `stat` and `top` list registry slot `e`; `None` for a slot they leave out (free, or
+/// a pid with `active` 0: a reader registering or leaving).
+pub(super) fn listed(e: &RegistryEntry) -> Option<Listed> {
+    match (e.pid, e.active) {
+        (0, _) | (_, 0) => None,
+        (_, 1) => Some(Listed::Live),
+        (_, word) => Some(Listed::CorruptActive(word)),
+    }
+}
+
+impl Listed {
+    /// What a text line adds after the reader's fields: nothing for a live reader.
+    pub(super) fn note(self) -> String {
+        match self {
+            Listed::Live => String::new(),
+            Listed::CorruptActive(word) => format!(
+                " (active word {word}, not 1: a corrupt slot, which producers do not count)"
+            ),
+        }
+    }
 }
 
 /// `s` with its control characters escaped (`\n`, `\u{1b}`, ...), so that a reader's name
@@ -369,9 +405,15 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         Some(rs) if !rs.is_empty() => {
             writeln!(out, "Readers").map_err(&oe)?;
             for r in rs {
+                let note = match r["active"].as_u64() {
+                    Some(word) if word != 1 => {
+                        Listed::CorruptActive(u32::try_from(word).unwrap_or(u32::MAX)).note()
+                    }
+                    _ => String::new(),
+                };
                 writeln!(
                     out,
-                    "  slot {} pid {} {} name {} cursor {} lag {}",
+                    "  slot {} pid {} {} name {} cursor {} lag {}{note}",
                     r["slot"],
                     r["pid"],
                     if r["alive"] == true { "alive" } else { "dead" },
