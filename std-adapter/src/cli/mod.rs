@@ -51,7 +51,9 @@ pub enum Command {
     /// Readers are the registry slots with a pid and a nonzero active word, as ringfire
     /// lists them (top lists the same); one whose active word is not 1 (a corrupt slot,
     /// which producers do not count) is marked so. The JSON has ringfire's keys, plus
-    /// `type`, an MPMC ring's `mid_write_slots` and each reader's `active` word.
+    /// `type`, an MPMC ring's `mid_write_slots` and each reader's `active` word. Its `path`
+    /// shows each byte that is not UTF-8 as U+FFFD; such a path also has `path_bytes`, the
+    /// path's bytes as an array of numbers, which name the file exactly.
     Stat {
         /// The ring, blackboard or queue file.
         path: PathBuf,

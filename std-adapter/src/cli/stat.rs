@@ -114,7 +114,21 @@ fn queue_json(path: &Path, len: u64, kind: QueueKind) -> Result<Value> {
 /// [`AttachError::ClaimSeqExhausted`](ringwire_core::AttachError::ClaimSeqExhausted)), or
 /// one with a slot holding a sequence at or past `claim_seq` ([`Error::CorruptSlots`]; the
 /// slots are checked, as `mid_write_slots` are counted, in a slot area of up to 256 MiB).
+///
+/// `path` is the path as text, each byte that is not UTF-8 replaced by U+FFFD; a path that is
+/// not UTF-8 also has `path_bytes`, its bytes as an array of numbers, which name the file
+/// exactly (`bytes(v["path_bytes"])` in Python, `os.fsdecode` for a `str`).
 pub fn stat_json(path: &Path) -> Result<Value> {
+    let mut v = file_json(path)?;
+    if let (None, Some(map)) = (path.to_str(), v.as_object_mut()) {
+        use std::os::unix::ffi::OsStrExt;
+        map.insert("path_bytes".into(), json!(path.as_os_str().as_bytes()));
+    }
+    Ok(v)
+}
+
+/// [`stat_json`] but for `path_bytes`.
+fn file_json(path: &Path) -> Result<Value> {
     let (len, h) = first_128(path)?;
     // In the host's byte order, as the writers store it.
     let magic = u64::from_ne_bytes(h[0..8].try_into().unwrap_or([0; 8]));
@@ -468,6 +482,57 @@ mod tests {
         f.set_len(0).unwrap();
         let e = stat_json(&path).unwrap_err();
         assert!(e.to_string().contains("128-byte ring header"), "{e}");
+    }
+
+    /// `stat --json` of a file whose name is not UTF-8 gave only a lossy "path" (U+FFFD for
+    /// each stray byte), which names a file that does not exist. The JSON now also carries
+    /// the name's bytes as `path_bytes`, from which the exact path is rebuilt; a UTF-8 path
+    /// has no such key. Ring and queue files alike.
+    #[test]
+    fn json_of_a_path_that_is_not_utf8_carries_its_bytes() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::MetadataExt;
+
+        use crate::file::{CleanupMode, CreateOptions, RingFile};
+        use ringwire_core::Geometry;
+
+        let dir = crate::test_tmp::TmpPath::shm("stat-json-non-utf8");
+        std::fs::create_dir(&dir).unwrap();
+        let ring = dir.join(OsStr::from_bytes(b"ring-\xff\xfe-x"));
+        let opts = CreateOptions {
+            cleanup: CleanupMode::Persistent,
+            ..CreateOptions::default()
+        };
+        let r =
+            RingFile::create(&ring, &Geometry::spmc(8, 16, 8, 0, false).unwrap(), &opts).unwrap();
+        let queue = dir.join(OsStr::from_bytes(b"queue-\x80"));
+        let q = MpmcQueue::<u64>::create(&queue, 16).unwrap();
+        for path in [&ring, &queue] {
+            let v = stat_json(path).unwrap();
+            let lossy = v["path"].as_str().expect("path is still a string");
+            assert!(lossy.contains('\u{fffd}'), "{v}");
+            let bytes: Vec<u8> = v["path_bytes"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no path_bytes: {v}"))
+                .iter()
+                .map(|b| u8::try_from(b.as_u64().unwrap()).unwrap())
+                .collect();
+            assert_eq!(bytes, path.as_os_str().as_bytes(), "{v}");
+            // The bytes name the very file stat read.
+            let rebuilt = std::path::Path::new(OsStr::from_bytes(&bytes));
+            let (a, b) = (
+                std::fs::metadata(rebuilt).unwrap(),
+                std::fs::metadata(path).unwrap(),
+            );
+            assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()));
+        }
+        let plain = dir.join("ring-plain");
+        std::fs::copy(&ring, &plain).unwrap();
+        let v = stat_json(&plain).unwrap();
+        assert_eq!(v["path"], plain.to_str().unwrap(), "{v}");
+        assert!(v.get("path_bytes").is_none(), "{v}");
+        drop((r, q));
     }
 
     #[test]
