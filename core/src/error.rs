@@ -359,6 +359,17 @@ impl fmt::Display for AttachError {
                  them lost",
                 read_seq.saturating_sub(claim_seq)
             ),
+            // claim_seq 0 is wrong whatever write_seq is: "write_seq 0 is at or past
+            // claim_seq 0" named the sound value as the fault.
+            WriteSeqPastClaimSeq {
+                write_seq,
+                claim_seq: 0,
+            } => write!(
+                f,
+                "MPMC claim_seq is 0 (a corrupt header): it holds the next ticket to claim, 1 \
+                 on a new ring and never lowered, so no producer leaves it at 0 (write_seq \
+                 {write_seq})"
+            ),
             WriteSeqPastClaimSeq {
                 write_seq,
                 claim_seq,

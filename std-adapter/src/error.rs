@@ -332,27 +332,84 @@ impl Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let p = crate::shown::path(self.path());
-        match self {
+        match self.noun() {
+            None => {}
+            Some("") => write!(f, "{p}: ")?,
+            Some(noun) => write!(f, "{noun} {p}: ")?,
+        }
+        self.fmt_reason(f)
+    }
+}
+
+impl Error {
+    /// The word(s) this error's text puts before its path ("ring", "offset file"); "" when
+    /// the text begins with the path; `None` when it names no path (Io and InvalidArgument
+    /// with an empty one).
+    fn noun(&self) -> Option<&'static str> {
+        Some(match self {
             // Io and InvalidArgument come from rings, checkpoints, blackboards, queues, the
             // CLI's output files and sockets alike: the path says which, not a fixed noun.
-            Error::Io { op, source, path } if path.as_os_str().is_empty() => {
-                write!(f, "{op} failed: {source}")
+            Error::Io { path, .. } | Error::InvalidArgument { path, .. }
+                if path.as_os_str().is_empty() =>
+            {
+                return None;
             }
-            Error::Io { op, source, .. } => write!(f, "{p}: {op} failed: {source}"),
-            Error::Attach { source, .. } => write!(f, "ring {p}: {source}"),
-            Error::QueueAttach { source, .. } => write!(f, "queue {p}: {source}"),
-            Error::Geometry { source, .. } => write!(f, "ring {p}: {source}"),
-            Error::Registry { source, .. } => write!(f, "ring {p}: {source}"),
+            Error::Attach { .. }
+            | Error::Geometry { .. }
+            | Error::Registry { .. }
+            | Error::Backpressure { .. }
+            | Error::Blob { .. }
+            | Error::Init { .. }
+            | Error::NoOffsetFile { .. }
+            | Error::CorruptSlots { .. } => "ring",
+            Error::QueueAttach { .. } => "queue",
+            Error::Blackboard { .. } | Error::WriterStalled { .. } => "blackboard",
+            Error::ForkedCheckpoint { .. } | Error::CheckpointMoved { .. } => "offset file",
+            Error::BadFileMagic { kind, .. }
+            | Error::TooShort { kind, .. }
+            | Error::BadFileVersion { kind, .. } => kind,
+            Error::Io { .. }
+            | Error::Region { .. }
+            | Error::ProducerAlreadyExists { .. }
+            | Error::NotRegularFile { .. }
+            | Error::FileTooLarge { .. }
+            | Error::NotReplaced { .. }
+            | Error::MpmcRingNotMirrored { .. }
+            | Error::NotAMirrorRing { .. }
+            | Error::InvalidArgument { .. }
+            | Error::NotHealed { .. }
+            | Error::RingTooLarge { .. } => "",
+        })
+    }
+
+    /// What is wrong, without the path this error names: its text after "ring PATH: " (or
+    /// "PATH: ", "offset file PATH: "; all of it when it names no path), for a line that
+    /// names the path itself. The reason's own text is never cut, whatever it holds.
+    pub(crate) fn reason(&self) -> impl fmt::Display + '_ {
+        struct Reason<'a>(&'a Error);
+        impl fmt::Display for Reason<'_> {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                self.0.fmt_reason(f)
+            }
+        }
+        Reason(self)
+    }
+
+    /// The text after [`noun`](Self::noun) and the path.
+    fn fmt_reason(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Io { op, source, .. } => write!(f, "{op} failed: {source}"),
+            Error::Attach { source, .. } => write!(f, "{source}"),
+            Error::QueueAttach { source, .. } => write!(f, "{source}"),
+            Error::Geometry { source, .. } => write!(f, "{source}"),
+            Error::Registry { source, .. } => write!(f, "{source}"),
             Error::Backpressure {
                 seq,
                 waited,
                 reader,
                 ..
             } => {
-                write!(
-                    f,
-                    "ring {p}: record {seq} not written after waiting {waited:?}"
-                )?;
+                write!(f, "record {seq} not written after waiting {waited:?}")?;
                 match reader {
                     // Debug of the name: quoted, its control characters escaped.
                     Some(r) => write!(
@@ -363,26 +420,26 @@ impl fmt::Display for Error {
                     None => write!(f, ": a registered reader held the lossless producer back"),
                 }
             }
-            Error::Blob { source, .. } => write!(f, "ring {p}: {source}"),
-            Error::Blackboard { source, .. } => write!(f, "blackboard {p}: {source}"),
+            Error::Blob { source, .. } => write!(f, "{source}"),
+            Error::Blackboard { source, .. } => write!(f, "{source}"),
             Error::WriterStalled { key, .. } => write!(
                 f,
-                "blackboard {p}: writer of key {key} stalled for more than {} ms",
+                "writer of key {key} stalled for more than {} ms",
                 crate::blackboard::STALL_TIMEOUT.as_millis()
             ),
-            Error::Init { source, .. } => write!(f, "ring {p}: {source}"),
-            Error::Region { source, .. } => write!(f, "{p}: {source}"),
+            Error::Init { source, .. } => write!(f, "{source}"),
+            Error::Region { source, .. } => write!(f, "{source}"),
             Error::ProducerAlreadyExists { .. } => {
-                write!(f, "{p}: another producer holds its lock")
+                write!(f, "another producer holds its lock")
             }
             Error::NotRegularFile { found, .. } => {
-                write!(f, "{p}: not a regular file but {found}")
+                write!(f, "not a regular file but {found}")
             }
             Error::FileTooLarge { len, .. } => {
-                write!(f, "{p}: file of {len} bytes is too large to map")
+                write!(f, "file of {len} bytes is too large to map")
             }
-            Error::BadFileMagic { kind, found, .. } => {
-                write!(f, "{kind} {p}: bad magic {found:#018x}")?;
+            Error::BadFileMagic { found, .. } => {
+                write!(f, "bad magic {found:#018x}")?;
                 // Naming the file kind the magic belongs to shows a swapped or wrong path.
                 match ringwire_core::error::KnownMagic::of(*found) {
                     Some(owner) => write!(f, " (the magic of {owner})"),
@@ -392,26 +449,23 @@ impl fmt::Display for Error {
                     None => Ok(()),
                 }
             }
-            Error::TooShort {
-                kind, len, need, ..
-            } => write!(
-                f,
-                "{kind} {p}: {len} bytes, shorter than the {need} it needs"
-            ),
-            Error::BadFileVersion { kind, found, .. } => {
-                write!(f, "{kind} {p}: version {found} is not supported")
+            Error::TooShort { len, need, .. } => {
+                write!(f, "{len} bytes, shorter than the {need} it needs")
+            }
+            Error::BadFileVersion { found, .. } => {
+                write!(f, "version {found} is not supported")
             }
             Error::NoOffsetFile { .. } => write!(
                 f,
-                "ring {p}: no offset file configured for this consumer (RingConsumerBuilder::offset_file)"
+                "no offset file configured for this consumer (RingConsumerBuilder::offset_file)"
             ),
             Error::ForkedCheckpoint { opener, .. } => write!(
                 f,
-                "offset file {p}: opened by process {opener}, which is running; a copy inherited through fork does not commit to it (commit_offset_to a file of its own)"
+                "opened by process {opener}, which is running; a copy inherited through fork does not commit to it (commit_offset_to a file of its own)"
             ),
             Error::CheckpointMoved { .. } => write!(
                 f,
-                "offset file {p}: no longer at its path (removed or replaced since the consumer opened it); the offset committed to it would not be found by the next attach"
+                "no longer at its path (removed or replaced since the consumer opened it); the offset committed to it would not be found by the next attach"
             ),
             Error::NotReplaced {
                 len,
@@ -419,34 +473,28 @@ impl fmt::Display for Error {
                 kind,
                 creator,
                 ..
-            } => {
-                write!(f, "{p}: ")?;
-                not_replaced(f, *len, *magic, kind, creator)
-            }
+            } => not_replaced(f, *len, *magic, kind, creator),
             Error::MpmcRingNotMirrored { .. } => write!(
                 f,
-                "{p}: a lossy MPMC ring (flag MODE_MPMC), written by its producers; a mirror \
+                "a lossy MPMC ring (flag MODE_MPMC), written by its producers; a mirror \
                  neither writes into one nor replaces it (remove it, or use another path)"
             ),
             Error::NotAMirrorRing { flags, .. } => write!(
                 f,
-                "{p}: a ring without FLAG_SPARSE (flags {flags:#06x}), which no mirror makes: \
+                "a ring without FLAG_SPARSE (flags {flags:#06x}), which no mirror makes: \
                  a producer's ring, not a replica; a mirror neither resumes nor replaces it \
                  (remove it, or use another path)"
             ),
-            Error::InvalidArgument { what, path } if path.as_os_str().is_empty() => {
-                write!(f, "{what}")
-            }
-            Error::CorruptSlots { source, .. } => write!(f, "ring {p}: {source}"),
-            Error::InvalidArgument { what, .. } => write!(f, "{p}: {what}"),
-            Error::NotHealed { what, .. } => write!(f, "{p}: {what}"),
+            Error::CorruptSlots { source, .. } => write!(f, "{source}"),
+            Error::InvalidArgument { what, .. } => write!(f, "{what}"),
+            Error::NotHealed { what, .. } => write!(f, "{what}"),
             Error::RingTooLarge { len, max, .. } if *len == u64::MAX => write!(
                 f,
-                "{p}: the source's ring geometry overflows a 64-bit file length (limit {max} bytes); nothing was created"
+                "the source's ring geometry overflows a 64-bit file length (limit {max} bytes); nothing was created"
             ),
             Error::RingTooLarge { len, max, .. } => write!(
                 f,
-                "{p}: the source's ring needs {len} bytes, over this mirror's limit of {max} bytes (--max-ring-size); nothing was created"
+                "the source's ring needs {len} bytes, over this mirror's limit of {max} bytes (--max-ring-size); nothing was created"
             ),
         }
     }

@@ -261,6 +261,43 @@ fn a_lossy_ring_whose_write_seq_is_past_claim_seq_is_an_error() {
     }
 }
 
+/// A lossy MPMC ring whose `claim_seq` was scribbled to 0 (it is 1 on a new ring and only
+/// grows): `stat` and `heal` said "MPMC write_seq 0 is at or past claim_seq 0", which reads
+/// as nonsense for the ring nothing was published to. The case has its own words, naming
+/// the value and `write_seq`, with or without records published; exit 1 as before.
+#[test]
+fn a_lossy_ring_whose_claim_seq_is_0_is_named_so() {
+    use ringwire::core::layout::hdr;
+    let (t, sound) = lossy_ring_of_two("lossy-claim-seq-0");
+    let path = t.0.to_str().unwrap();
+    for write_seq in [0u64, 2] {
+        let mut bytes = sound.clone();
+        bytes[hdr::CLAIM_SEQ..hdr::CLAIM_SEQ + 8].copy_from_slice(&0u64.to_ne_bytes());
+        bytes[hdr::WRITE_SEQ..hdr::WRITE_SEQ + 8].copy_from_slice(&write_seq.to_ne_bytes());
+        std::fs::write(&t.0, &bytes).unwrap();
+        let what = format!(
+            "MPMC claim_seq is 0 (a corrupt header): it holds the next ticket to claim, 1 on a \
+             new ring and never lowered, so no producer leaves it at 0 (write_seq {write_seq})"
+        );
+        for args in [&["stat", path][..], &["stat", path, "--json"]] {
+            let (code, out, err) = ringwire(args);
+            assert_eq!((code, out.as_str()), (1, ""), "{args:?}: {err}");
+            assert_eq!(
+                err.trim(),
+                format!("Error: ring {path}: {what}"),
+                "{args:?}"
+            );
+        }
+        let (code, out, err) = ringwire(&["heal", path]);
+        assert_eq!((code, out.as_str()), (1, ""), "{err}");
+        assert_eq!(
+            err.trim(),
+            format!("Error: {path}: {what}. heal changes nothing in it; a new ring replaces it")
+        );
+        assert_eq!(std::fs::read(&t.0).unwrap(), bytes, "heal wrote nothing");
+    }
+}
+
 /// A lossy MPMC ring with a slot holding a sequence at or past `claim_seq`, which no
 /// producer writes (a ticket is claimed before its slot is written): a corrupt ring, on
 /// which every push landing on that slot is discarded. `heal` reported it, exit 1, while

@@ -47,6 +47,13 @@ pub enum Command {
     /// claim_seq, claim_seq at or past 2^63), an MPMC ring's slot holding a sequence at or
     /// past claim_seq (which no producer writes; slots are checked, as mid_write_slots are
     /// counted, in a slot area of up to 256 MiB).
+    ///
+    /// Readers are the registry slots with a pid and a nonzero active word, as ringfire
+    /// lists them (top lists the same); one whose active word is not 1 (a corrupt slot,
+    /// which producers do not count) is marked so. The JSON has ringfire's keys, plus
+    /// `type`, an MPMC ring's `mid_write_slots` and each reader's `active` word. Its `path`
+    /// shows each byte that is not UTF-8 as U+FFFD; such a path also has `path_bytes`, the
+    /// path's bytes as an array of numbers, which name the file exactly.
     Stat {
         /// The ring, blackboard or queue file.
         path: PathBuf,
@@ -54,8 +61,9 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Refresh write_seq, msg/s, MB/s, the retained window, sleepers and readers (for a
-    /// ringwire queue file: items in and out per second, items queued, sleepers).
+    /// Refresh write_seq, msg/s, MB/s, the retained window, sleepers and readers (those
+    /// stat lists; for a ringwire queue file: items in and out per second, items queued,
+    /// sleepers).
     ///
     /// The first refresh comes one interval after the start, so that its rates are
     /// measured over an interval. The screen is cleared before each refresh only when

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use super::out_err;
 use crate::error::{Error, Result};
-use crate::file::{ReadOnlyRing, open_regular};
+use crate::file::{ReadOnlyRing, RegistryEntry, open_regular};
 use crate::queue::ReadOnlyQueue;
 use crate::sys::reader_alive;
 
@@ -114,7 +114,21 @@ fn queue_json(path: &Path, len: u64, kind: QueueKind) -> Result<Value> {
 /// [`AttachError::ClaimSeqExhausted`](ringwire_core::AttachError::ClaimSeqExhausted)), or
 /// one with a slot holding a sequence at or past `claim_seq` ([`Error::CorruptSlots`]; the
 /// slots are checked, as `mid_write_slots` are counted, in a slot area of up to 256 MiB).
+///
+/// `path` is the path as text, each byte that is not UTF-8 replaced by U+FFFD; a path that is
+/// not UTF-8 also has `path_bytes`, its bytes as an array of numbers, which name the file
+/// exactly (`bytes(v["path_bytes"])` in Python, `os.fsdecode` for a `str`).
 pub fn stat_json(path: &Path) -> Result<Value> {
+    let mut v = file_json(path)?;
+    if let (None, Some(map)) = (path.to_str(), v.as_object_mut()) {
+        use std::os::unix::ffi::OsStrExt;
+        map.insert("path_bytes".into(), json!(path.as_os_str().as_bytes()));
+    }
+    Ok(v)
+}
+
+/// [`stat_json`] but for `path_bytes`.
+fn file_json(path: &Path) -> Result<Value> {
     let (len, h) = first_128(path)?;
     // In the host's byte order, as the writers store it.
     let magic = u64::from_ne_bytes(h[0..8].try_into().unwrap_or([0; 8]));
@@ -212,11 +226,13 @@ pub fn stat_json(path: &Path) -> Result<Value> {
         let Some(e) = ring.registry_entry(i) else {
             break;
         };
-        if e.pid != 0 && e.active != 0 {
+        if listed(&e).is_some() {
             let lag = reader_lag(w, e.cursor);
+            // `active` is ringwire's (ringfire's readers have the other keys): 1 for a live
+            // reader, any other word a corrupt slot (see `listed`).
             readers.push(json!({
                 "slot": i, "pid": e.pid, "name": e.name_str(), "cursor": e.cursor,
-                "lag": lag, "alive": reader_alive(e.pid, e.token),
+                "lag": lag, "alive": reader_alive(e.pid, e.token), "active": e.active,
             }));
         }
     }
@@ -224,6 +240,40 @@ pub fn stat_json(path: &Path) -> Result<Value> {
         map.insert("readers".into(), Value::Array(readers));
     }
     Ok(o)
+}
+
+/// A registry slot as `stat` and `top` list it: one rule for both.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Listed {
+    /// `pid != 0 && active == 1`: a live reader (spec §9), which producers count.
+    Live,
+    /// `pid != 0` with an `active` word neither 0 nor 1, which no reader or producer writes
+    /// (a corrupt slot). Listed, as ringfire's `stat` lists `pid != 0 && active != 0` (spec
+    /// §26), with the word and the note that producers do not count it (they count
+    /// `active == 1` only, spec §9).
+    CorruptActive(u32),
+}
+
+/// How `stat` and `top` list registry slot `e`; `None` for a slot they leave out (free, or
+/// a pid with `active` 0: a reader registering or leaving).
+pub(super) fn listed(e: &RegistryEntry) -> Option<Listed> {
+    match (e.pid, e.active) {
+        (0, _) | (_, 0) => None,
+        (_, 1) => Some(Listed::Live),
+        (_, word) => Some(Listed::CorruptActive(word)),
+    }
+}
+
+impl Listed {
+    /// What a text line adds after the reader's fields: nothing for a live reader.
+    pub(super) fn note(self) -> String {
+        match self {
+            Listed::Live => String::new(),
+            Listed::CorruptActive(word) => format!(
+                " (active word {word}, not 1: a corrupt slot, which producers do not count)"
+            ),
+        }
+    }
 }
 
 /// `s` with its control characters escaped (`\n`, `\u{1b}`, ...), so that a reader's name
@@ -369,9 +419,15 @@ pub(super) fn run(path: &Path, json: bool, out: &mut dyn Write) -> Result<()> {
         Some(rs) if !rs.is_empty() => {
             writeln!(out, "Readers").map_err(&oe)?;
             for r in rs {
+                let note = match r["active"].as_u64() {
+                    Some(word) if word != 1 => {
+                        Listed::CorruptActive(u32::try_from(word).unwrap_or(u32::MAX)).note()
+                    }
+                    _ => String::new(),
+                };
                 writeln!(
                     out,
-                    "  slot {} pid {} {} name {} cursor {} lag {}",
+                    "  slot {} pid {} {} name {} cursor {} lag {}{note}",
                     r["slot"],
                     r["pid"],
                     if r["alive"] == true { "alive" } else { "dead" },
@@ -426,6 +482,57 @@ mod tests {
         f.set_len(0).unwrap();
         let e = stat_json(&path).unwrap_err();
         assert!(e.to_string().contains("128-byte ring header"), "{e}");
+    }
+
+    /// `stat --json` of a file whose name is not UTF-8 gave only a lossy "path" (U+FFFD for
+    /// each stray byte), which names a file that does not exist. The JSON now also carries
+    /// the name's bytes as `path_bytes`, from which the exact path is rebuilt; a UTF-8 path
+    /// has no such key. Ring and queue files alike.
+    #[test]
+    fn json_of_a_path_that_is_not_utf8_carries_its_bytes() {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        use std::os::unix::fs::MetadataExt;
+
+        use crate::file::{CleanupMode, CreateOptions, RingFile};
+        use ringwire_core::Geometry;
+
+        let dir = crate::test_tmp::TmpPath::shm("stat-json-non-utf8");
+        std::fs::create_dir(&dir).unwrap();
+        let ring = dir.join(OsStr::from_bytes(b"ring-\xff\xfe-x"));
+        let opts = CreateOptions {
+            cleanup: CleanupMode::Persistent,
+            ..CreateOptions::default()
+        };
+        let r =
+            RingFile::create(&ring, &Geometry::spmc(8, 16, 8, 0, false).unwrap(), &opts).unwrap();
+        let queue = dir.join(OsStr::from_bytes(b"queue-\x80"));
+        let q = MpmcQueue::<u64>::create(&queue, 16).unwrap();
+        for path in [&ring, &queue] {
+            let v = stat_json(path).unwrap();
+            let lossy = v["path"].as_str().expect("path is still a string");
+            assert!(lossy.contains('\u{fffd}'), "{v}");
+            let bytes: Vec<u8> = v["path_bytes"]
+                .as_array()
+                .unwrap_or_else(|| panic!("no path_bytes: {v}"))
+                .iter()
+                .map(|b| u8::try_from(b.as_u64().unwrap()).unwrap())
+                .collect();
+            assert_eq!(bytes, path.as_os_str().as_bytes(), "{v}");
+            // The bytes name the very file stat read.
+            let rebuilt = std::path::Path::new(OsStr::from_bytes(&bytes));
+            let (a, b) = (
+                std::fs::metadata(rebuilt).unwrap(),
+                std::fs::metadata(path).unwrap(),
+            );
+            assert_eq!((a.dev(), a.ino()), (b.dev(), b.ino()));
+        }
+        let plain = dir.join("ring-plain");
+        std::fs::copy(&ring, &plain).unwrap();
+        let v = stat_json(&plain).unwrap();
+        assert_eq!(v["path"], plain.to_str().unwrap(), "{v}");
+        assert!(v.get("path_bytes").is_none(), "{v}");
+        drop((r, q));
     }
 
     #[test]

@@ -38,7 +38,7 @@ use ringwire_core::layout::{RING_MAGIC, oldest_retained};
 use ringwire_core::queue::QueueKind;
 
 use super::out_err;
-use super::stat::{escape_controls, queue_kind, reader_lag};
+use super::stat::{escape_controls, listed, queue_kind, reader_lag};
 use crate::error::{Error, Result};
 use crate::file::ReadOnlyRing;
 use crate::queue::ReadOnlyQueue;
@@ -329,11 +329,12 @@ fn ring_frame(
         let Some(e) = ring.registry_entry(i) else {
             break;
         };
-        if e.is_live() {
+        // The slots stat lists, by the same rule.
+        if let Some(how) = listed(&e) {
             let lag = reader_lag(w, e.cursor);
             writeln!(
                 out,
-                "  reader {i} pid {} ({}) {} cursor {} lag {lag}",
+                "  reader {i} pid {} ({}) {} cursor {} lag {lag}{}",
                 e.pid,
                 if reader_alive(e.pid, e.token) {
                     "alive"
@@ -341,7 +342,8 @@ fn ring_frame(
                     "dead"
                 },
                 escape_controls(&e.name_str()),
-                e.cursor
+                e.cursor,
+                how.note()
             )?;
         }
     }
@@ -455,6 +457,81 @@ mod tests {
         let frames: Vec<&str> = out.lines().filter(|l| l.starts_with("write_seq")).collect();
         assert_eq!(frames.len(), 1, "{out}");
         assert!(frames[0].starts_with("write_seq 3 "), "{out}");
+    }
+
+    /// A registry slot whose `active` word is neither 0 nor 1 (nothing writes that: a corrupt
+    /// slot) was listed by `stat`, which lists `pid != 0 && active != 0` as ringfire's does
+    /// (spec §26), and left out by `top`, which counted live readers (`active == 1`, spec
+    /// §9): the two disagreed on the readers of one ring. Both now list it by one rule, with
+    /// its word and that producers do not count it; the live reader has no such note.
+    #[test]
+    fn stat_and_top_list_a_slot_with_a_corrupt_active_word_alike() {
+        use crate::file::{CleanupMode, CreateOptions, RingFile};
+        use ringwire_core::Geometry;
+        use ringwire_core::layout::reg;
+        use ringwire_core::sync::Ordering::SeqCst;
+        let path = TmpPath::shm("top-stat-corrupt-active");
+        let opts = CreateOptions {
+            cleanup: CleanupMode::Persistent,
+            ..CreateOptions::default()
+        };
+        let r = RingFile::create(
+            path.path(),
+            &Geometry::spmc(8, 16, 8, 3, false).unwrap(),
+            &opts,
+        )
+        .unwrap();
+        // SAFETY: the view is used while `r` keeps the mapping.
+        let v = unsafe { r.view() };
+        let me = std::process::id();
+        // Slot 0 a live reader, slot 1 a corrupt active word, slot 2 a pid left with
+        // active 0 (an unregistering reader): not listed.
+        for (slot, active) in [(0, 1), (1, 7), (2, 0)] {
+            v.registry_a32(slot, reg::PID).unwrap().store(me, SeqCst);
+            v.registry_a32(slot, reg::ACTIVE)
+                .unwrap()
+                .store(active, SeqCst);
+        }
+        let note = "(active word 7, not 1: a corrupt slot, which producers do not count)";
+        let mut stat_out = Vec::new();
+        super::super::stat::run(path.path(), false, &mut stat_out).unwrap();
+        let stat_out = String::from_utf8(stat_out).unwrap();
+        let stat_lines: Vec<&str> = stat_out
+            .lines()
+            .filter(|l| l.starts_with("  slot "))
+            .collect();
+        let mut top_out = Vec::new();
+        run(path.path(), 1, Some(1), false, &mut top_out).unwrap();
+        let top_out = String::from_utf8(top_out).unwrap();
+        let top_lines: Vec<&str> = top_out
+            .lines()
+            .filter(|l| l.starts_with("  reader "))
+            .collect();
+        for (what, lines, out) in [
+            ("stat", &stat_lines, &stat_out),
+            ("top", &top_lines, &top_out),
+        ] {
+            assert_eq!(lines.len(), 2, "{what}:\n{out}");
+            assert!(!lines[0].contains("active word"), "{what}:\n{out}");
+            assert!(lines[1].ends_with(note), "{what}:\n{out}");
+        }
+        assert!(
+            stat_lines[1].starts_with(&format!("  slot 1 pid {me} ")),
+            "{stat_out}"
+        );
+        assert!(
+            top_lines[1].starts_with(&format!("  reader 1 pid {me} ")),
+            "{top_out}"
+        );
+        // The JSON lists the same slots, with their word.
+        let j = super::super::stat::stat_json(path.path()).unwrap();
+        let listed: Vec<(u64, u64)> = j["readers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| (r["slot"].as_u64().unwrap(), r["active"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(listed, [(0, 1), (1, 7)], "{j}");
     }
 
     /// A queue recreated in place (the same inode truncated and written again with another

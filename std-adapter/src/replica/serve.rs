@@ -646,11 +646,7 @@ fn bind_when_ready(
             }
             if opts.log && logged.elapsed() >= WAITING_LOG_EVERY {
                 logged = std::time::Instant::now();
-                diag!(
-                    "serve: {}: waiting for the new ring ({} s so far): {e}",
-                    crate::shown::path(&opts.path),
-                    started.elapsed().as_secs()
-                );
+                diag!("{}", waiting_line(&opts.path, started.elapsed(), &e));
             }
         } else if stopping || tries >= FIRST_START_TRIES {
             return Err(e);
@@ -663,6 +659,21 @@ fn bind_when_ready(
         tries += 1;
         crate::sys::sleep(RETRY_EVERY);
     }
+}
+
+/// The line said every [`WAITING_LOG_EVERY`] while serve waits, `waited` so far, for a new
+/// ring at `path` to become usable (`e`: why it is not yet). It names the path once: the
+/// reason of an error about that path comes without it.
+fn waiting_line(path: &std::path::Path, waited: StdDuration, e: &ReplicaError) -> String {
+    let why = match e {
+        ReplicaError::Ring(e) if e.path() == path => e.reason().to_string(),
+        e => e.to_string(),
+    };
+    format!(
+        "serve: {}: waiting for the new ring ({} s so far): {why}",
+        crate::shown::path(path),
+        waited.as_secs()
+    )
 }
 
 /// Refuses the connections waiting on `listener` (non-blocking, as every server's) while
@@ -1723,6 +1734,42 @@ mod tests {
             SocketAddr::V4(a) => a,
             a => panic!("not v4: {a}"),
         }
+    }
+
+    /// The line serve says while it waits for a replaced ring names the path once: the
+    /// reason was the error's whole text, which names it too ("serve: P: waiting for the new
+    /// ring (5 s so far): ring P: file is 0 bytes, ...").
+    #[test]
+    fn the_waiting_line_names_the_path_once() {
+        let path = TmpPath::shm("serve-waiting-once");
+        std::fs::write(&path, b"").unwrap();
+        let e = match crate::file::ReadOnlyRing::open(&path) {
+            Err(e) => ReplicaError::Ring(e),
+            Ok(_) => panic!("an empty file opened as a ring"),
+        };
+        assert!(transient(&e, true), "{e}");
+        let p = crate::shown::path(&path).to_string();
+        let line = waiting_line(&path, StdDuration::from_millis(5_400), &e);
+        assert_eq!(
+            line,
+            format!(
+                "serve: {p}: waiting for the new ring (5 s so far): file is 0 bytes, shorter \
+                 than the 128-byte ring header"
+            )
+        );
+        assert_eq!(line.matches(&p).count(), 1, "{line}");
+        let gone = ReplicaError::Ring(crate::Error::io(
+            path.path(),
+            "open",
+            io::Error::from_raw_os_error(libc::ENOENT),
+        ));
+        assert!(transient(&gone, true), "{gone}");
+        let line = waiting_line(&path, StdDuration::from_secs(10), &gone);
+        assert_eq!(line.matches(&p).count(), 1, "{line}");
+        assert!(
+            line.ends_with("(10 s so far): open failed: No such file or directory (os error 2)"),
+            "{line}"
+        );
     }
 
     /// A destination the kernel refuses at once (port 0: EINVAL) in the middle of the list:

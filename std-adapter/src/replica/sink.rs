@@ -18,15 +18,10 @@ use crate::{CleanupMode, CreateOptions, Error, RingFile, sys};
 use ringwire_core::layout::RING_MAGIC;
 
 /// Why a file is not a usable ring, without its path, for lines that name the path
-/// themselves: the text of `e` after the path (every [`Error`] names its path once, then
-/// ": "), or all of it if the path is not there.
+/// themselves: [`Error::reason`], the text of `e` after its "ring PATH: " (or "PATH: ")
+/// and nothing else, whatever the reason's own text holds.
 pub(crate) fn unusable_reason(e: &Error) -> String {
-    let text = e.to_string();
-    let named = format!("{}: ", crate::shown::path(e.path()));
-    match text.find(&named) {
-        Some(i) => text[i + named.len()..].to_string(),
-        None => text,
-    }
+    e.reason().to_string()
 }
 
 /// Refuses `path` now if its directory says that no ring can be created there: missing, not
@@ -885,6 +880,48 @@ mod tests {
             )
         );
         assert_eq!(line.matches(&p).count(), 1, "{line}");
+    }
+
+    /// unusable_reason cut the text after the first "PATH: " found anywhere in it, not the
+    /// error's own prefix: an error that names no path (an empty one) but whose text holds
+    /// `"": ` (the empty path as messages show it) lost the words before it. Only the prefix
+    /// ("ring PATH: ", "PATH: ") goes now; a reason that names the path again is kept whole.
+    #[test]
+    fn unusable_reason_removes_only_the_errors_own_prefix() {
+        let p = PathBuf::from("/dev/shm/x");
+        for (e, reason) in [
+            (
+                Error::InvalidArgument {
+                    path: PathBuf::new(),
+                    what: "rename to \"\": refused".into(),
+                },
+                "rename to \"\": refused",
+            ),
+            (
+                Error::InvalidArgument {
+                    path: p.clone(),
+                    what: "copied from /dev/shm/x: gone".into(),
+                },
+                "copied from /dev/shm/x: gone",
+            ),
+            (
+                Error::TooShort {
+                    path: p.clone(),
+                    kind: "ring",
+                    len: 3,
+                    need: 128,
+                },
+                "3 bytes, shorter than the 128 it needs",
+            ),
+            (
+                Error::CheckpointMoved { path: p.clone() },
+                "no longer at its path (removed or replaced since the consumer opened it); the \
+                 offset committed to it would not be found by the next attach",
+            ),
+        ] {
+            assert_eq!(unusable_reason(&e), reason, "{e}");
+            assert!(e.to_string().ends_with(reason), "{e}");
+        }
     }
 
     #[test]
