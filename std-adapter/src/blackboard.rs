@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use memmap2::MmapRaw;
 use ringwire_core::blackboard::{
-    Blackboard, BlackboardError, MAX_VALUE_ALIGN, MAX_VALUE_SIZE, TryRead, total_len_aligned,
+    Blackboard, BlackboardError, MAX_VALUE_ALIGN, MAX_VALUE_SIZE, TryRead,
+    checked_slot_size_aligned, total_len_aligned,
 };
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
@@ -152,6 +153,13 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
         let path = path.as_ref();
         not_empty(path, "blackboard")?;
         let value_size = value_size_u32::<V>(path)?;
+        // Refused before the file is made: sized for every slot first, it failed there
+        // instead (a length no file has, or no room), or reserved gigabytes for nothing.
+        if checked_slot_size_aligned(size_of::<V>(), align_of::<V>())
+            .is_none_or(|ss| u32::try_from(ss).is_err())
+        {
+            return Err(bb_err(path)(BlackboardError::ValueTooLarge { value_size }));
+        }
         let total = total_len_aligned(size_of::<V>(), align_of::<V>(), slot_count as usize)
             .ok_or_else(|| Error::InvalidArgument {
                 path: path.to_path_buf(),
@@ -478,6 +486,43 @@ mod tests {
         let created = BlackboardProducer::<Huge>::create(&other, 0).map(|b| b.slot_count());
         assert!(refused(&created), "{created:?}");
         assert!(!other.exists());
+    }
+
+    /// A value type whose slot does not fit the header's 32-bit `slot_size` (above
+    /// `MAX_VALUE_SIZE`, or at it and aligned above 8) is refused with `ValueTooLarge` as
+    /// `create` says, before any file is made. The check ran only once the file was made
+    /// and sized for every slot: with many keys the sizing failed first (an `ftruncate`
+    /// error for a length past `i64::MAX`, or `ENOSPC` from the reservation, naming no value
+    /// size), and with few it reserved gigabytes of memory before the refusal.
+    #[test]
+    fn a_value_type_too_large_for_a_slot_is_refused_before_the_file_is_made() {
+        #[repr(C, align(16))]
+        #[derive(IntoBytes, Immutable)]
+        struct WideAligned([u8; MAX_VALUE_SIZE as usize + 8]);
+        type Wide = [u8; MAX_VALUE_SIZE as usize + 1];
+        let path = TmpPath::new("bb-wide-value");
+        let too_large = |e: Error, value_size: u32| {
+            let msg = e.to_string();
+            assert!(
+                matches!(
+                    e,
+                    Error::Blackboard { source: BlackboardError::ValueTooLarge { value_size: v }, .. }
+                        if v == value_size
+                ),
+                "{e:?}"
+            );
+            assert!(
+                msg.contains(&format!("value_size {value_size} is too large")),
+                "{msg}"
+            );
+        };
+        // u32::MAX keys: 2^64 - 2^32 + 128 bytes, a length no file can have.
+        let e = BlackboardProducer::<Wide>::create(&path, u32::MAX).unwrap_err();
+        too_large(e, MAX_VALUE_SIZE + 1);
+        let e = BlackboardProducer::<WideAligned>::create(&path, u32::MAX).unwrap_err();
+        // 2^32 - 64 bytes at +16 need a slot of 2^32.
+        too_large(e, MAX_VALUE_SIZE + 8);
+        assert!(!path.exists());
     }
 
     /// An empty path is refused by name, as a ring's is. It was opened: the `ENOENT` came
