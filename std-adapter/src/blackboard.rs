@@ -160,7 +160,9 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
         {
             return Err(bb_err(path)(BlackboardError::ValueTooLarge { value_size }));
         }
+        // At most `isize::MAX` bytes, the most a mapping (a Region) holds, as for a ring.
         let total = total_len_aligned(size_of::<V>(), align_of::<V>(), slot_count as usize)
+            .filter(|&n| n <= isize::MAX as usize)
             .ok_or_else(|| Error::InvalidArgument {
                 path: path.to_path_buf(),
                 what: format!("slot_count {slot_count} makes the blackboard too large"),
@@ -522,6 +524,25 @@ mod tests {
         let e = BlackboardProducer::<WideAligned>::create(&path, u32::MAX).unwrap_err();
         // 2^32 - 64 bytes at +16 need a slot of 2^32.
         too_large(e, MAX_VALUE_SIZE + 8);
+        assert!(!path.exists());
+    }
+
+    /// A board larger than `isize::MAX` bytes, the most a mapping holds, is refused naming
+    /// its slot count, as a ring too large is. Only a size past `usize::MAX` was: one between
+    /// the two went on to the file's sizing, whose error was a bare conversion failure of
+    /// `ftruncate`'s length.
+    #[test]
+    fn a_board_larger_than_a_mapping_can_be_is_refused_naming_its_slot_count() {
+        type Half = [u8; 1 << 31];
+        let path = TmpPath::new("bb-past-isize");
+        // 2^32 - 1 slots of 2^31 + 64 bytes: past isize::MAX, short of usize::MAX.
+        let e = BlackboardProducer::<Half>::create(&path, u32::MAX).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+        assert!(
+            msg.contains("slot_count 4294967295 makes the blackboard too large"),
+            "{msg}"
+        );
         assert!(!path.exists());
     }
 
