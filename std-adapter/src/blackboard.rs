@@ -147,8 +147,10 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
     ///
     /// A value type larger than [`MAX_VALUE_SIZE`] is refused: above `u32::MAX` bytes with
     /// [`Error::InvalidArgument`] naming its size, up to it with
-    /// [`BlackboardError::ValueTooLarge`]. An empty `path` is [`Error::InvalidArgument`].
-    pub fn create(path: impl AsRef<Path>, slot_count: u32) -> Result<Self> {
+    /// [`BlackboardError::ValueTooLarge`]. `slot_count` is a `usize`, as ringfire takes it;
+    /// one above `u32::MAX`, more than the header's 32-bit `slot_count` holds, is
+    /// [`Error::InvalidArgument`], and so is an empty `path`.
+    pub fn create(path: impl AsRef<Path>, slot_count: usize) -> Result<Self> {
         const { assert_value_align::<V>() };
         let path = path.as_ref();
         not_empty(path, "blackboard")?;
@@ -160,8 +162,15 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
         {
             return Err(bb_err(path)(BlackboardError::ValueTooLarge { value_size }));
         }
+        let count = u32::try_from(slot_count).map_err(|_| Error::InvalidArgument {
+            path: path.to_path_buf(),
+            what: format!(
+                "slot_count {slot_count} does not fit the header's 32-bit slot_count (at most {})",
+                u32::MAX
+            ),
+        })?;
         // At most `isize::MAX` bytes, the most a mapping (a Region) holds, as for a ring.
-        let total = total_len_aligned(size_of::<V>(), align_of::<V>(), slot_count as usize)
+        let total = total_len_aligned(size_of::<V>(), align_of::<V>(), slot_count)
             .filter(|&n| n <= isize::MAX as usize)
             .ok_or_else(|| Error::InvalidArgument {
                 path: path.to_path_buf(),
@@ -178,11 +187,10 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
         // SAFETY: `region` is the mapping just made of a fresh file under the creator's
         // lock: no other view of it exists yet (other processes' mappings only poll the
         // magic, stored last).
-        let bb = unsafe {
-            Blackboard::init_aligned(region, value_size, align_of::<V>() as u32, slot_count)
-        }
-        .map_err(bb_err(path))
-        .map_err(cleanup_on_error)?;
+        let bb =
+            unsafe { Blackboard::init_aligned(region, value_size, align_of::<V>() as u32, count) }
+                .map_err(bb_err(path))
+                .map_err(cleanup_on_error)?;
         Ok(BlackboardProducer {
             bb,
             _map: map,
@@ -210,9 +218,9 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
             .map_err(bb_err(&self.path))
     }
 
-    /// Number of keys.
-    pub fn slot_count(&self) -> u32 {
-        self.bb.slot_count()
+    /// Number of keys (a `usize`, as ringfire gives it).
+    pub fn slot_count(&self) -> usize {
+        self.bb.slot_count() as usize
     }
 }
 
@@ -336,9 +344,9 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
         Ok(self.read(key)?.map(|v| *out = v).is_some())
     }
 
-    /// Number of keys.
-    pub fn slot_count(&self) -> u32 {
-        self.bb.slot_count()
+    /// Number of keys (a `usize`, as ringfire gives it).
+    pub fn slot_count(&self) -> usize {
+        self.bb.slot_count() as usize
     }
 }
 
@@ -435,7 +443,7 @@ mod tests {
         const KEYS: usize = 100_000;
         const SETTLE: Duration = Duration::from_millis(900);
         let path = TmpPath::new("bb-odd");
-        let bb = BlackboardProducer::<u64>::create(&path, KEYS as u32).unwrap();
+        let bb = BlackboardProducer::<u64>::create(&path, KEYS).unwrap();
         let file = OpenOptions::new().write(true).open(&path).unwrap();
         let mut bytes = vec![0u8; 64 * KEYS];
         // Every seqlock odd; key 7's changes during the settle below (a live writer), a
@@ -474,7 +482,7 @@ mod tests {
         type Huge = [u8; (1 << 32) + 8];
         let path = TmpPath::shm("bb-huge-value");
         let _board = BlackboardProducer::<u64>::create(&path, 2).unwrap();
-        let refused = |r: &Result<u32>| {
+        let refused = |r: &Result<usize>| {
             let Err(e) = r else { return false };
             let msg = e.to_string();
             matches!(e, Error::InvalidArgument { .. })
@@ -519,9 +527,9 @@ mod tests {
             );
         };
         // u32::MAX keys: 2^64 - 2^32 + 128 bytes, a length no file can have.
-        let e = BlackboardProducer::<Wide>::create(&path, u32::MAX).unwrap_err();
+        let e = BlackboardProducer::<Wide>::create(&path, u32::MAX as usize).unwrap_err();
         too_large(e, MAX_VALUE_SIZE + 1);
-        let e = BlackboardProducer::<WideAligned>::create(&path, u32::MAX).unwrap_err();
+        let e = BlackboardProducer::<WideAligned>::create(&path, u32::MAX as usize).unwrap_err();
         // 2^32 - 64 bytes at +16 need a slot of 2^32.
         too_large(e, MAX_VALUE_SIZE + 8);
         assert!(!path.exists());
@@ -536,7 +544,7 @@ mod tests {
         type Half = [u8; 1 << 31];
         let path = TmpPath::new("bb-past-isize");
         // 2^32 - 1 slots of 2^31 + 64 bytes: past isize::MAX, short of usize::MAX.
-        let e = BlackboardProducer::<Half>::create(&path, u32::MAX).unwrap_err();
+        let e = BlackboardProducer::<Half>::create(&path, u32::MAX as usize).unwrap_err();
         let msg = e.to_string();
         assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
         assert!(
@@ -544,6 +552,27 @@ mod tests {
             "{msg}"
         );
         assert!(!path.exists());
+    }
+
+    /// `create` takes the key count as a `usize`, as ringfire does (it took a `u32`, so a
+    /// ringfire program passing a `usize` did not compile); one above `u32::MAX`, which the
+    /// header's 32-bit `slot_count` cannot hold, is refused naming it and makes no file.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_slot_count_past_the_headers_32_bits_is_refused_naming_it() {
+        let path = TmpPath::new("bb-many-keys");
+        let keys = u32::MAX as usize + 1;
+        let e = BlackboardProducer::<u64>::create(&path, keys).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+        assert!(
+            msg.contains("slot_count 4294967296 does not fit the header's 32-bit slot_count"),
+            "{msg}"
+        );
+        assert!(!path.exists());
+        let board = BlackboardProducer::<u64>::create(&path, 3).unwrap();
+        let reader = BlackboardConsumer::<u64>::attach(&path).unwrap();
+        assert_eq!((board.slot_count(), reader.slot_count()), (3usize, 3usize));
     }
 
     /// An empty path is refused by name, as a ring's is. It was opened: the `ENOENT` came
