@@ -61,8 +61,7 @@ fn map_read_only(path: &Path) -> Result<(Mapped<MmapRaw>, Blackboard)> {
 
 /// The keys of the blackboard at `path` whose seqlock is odd, and still the same odd value
 /// `settle` later: each a write that has not finished in that time, so almost surely one
-/// whose writer died mid-write (readers of such a key get
-/// [`BlackboardError::WriterStalled`](ringwire_core::blackboard::BlackboardError)). For
+/// whose writer died mid-write (readers of such a key get [`Error::WriterStalled`]). For
 /// `heal`; the file is mapped read-only.
 pub(crate) fn stalled_keys(path: &Path, settle: std::time::Duration) -> Result<Vec<usize>> {
     let (_map, bb) = map_read_only(path)?;
