@@ -99,7 +99,9 @@
 //!
 //! A forked child inherits the consumer but not the waiter thread (nor, possibly, an
 //! unlocked mutex: the parent's waiter may have held it). The waiter remembers the process
-//! that started it; in another, [`AsyncRingConsumer::has_waiter`] is `false`, the first
+//! that started it (its pid and how many forks led to it, so that a descendant that got
+//! the pid back after the starter exited is told apart); in another,
+//! [`AsyncRingConsumer::has_waiter`] is `false`, the first
 //! poll that waits starts the child's own waiter with a fresh mutex, and dropping the
 //! consumer neither stops nor joins the parent's thread. What the parent's waiter state
 //! held (its waker, a reference of the ring) stays allocated in the child until it exits.
@@ -174,9 +176,13 @@ pub const MIN_IDLE_SLEEP: Duration = crate::wait::MIN_FUTEX_SLEEP;
 struct Waiter {
     shared: Arc<Shared>,
     thread: Option<JoinHandle<()>>,
-    /// The process that started `thread`. A child forked since has the handle but not the
-    /// thread: there the waiter counts as absent, and is neither told to stop nor joined.
+    /// The process that started `thread`, and its fork generation then. A child forked
+    /// since has the handle but not the thread: there the waiter counts as absent, and is
+    /// neither told to stop nor joined. The generation tells such a child even when it has
+    /// the starter's pid (the starter exited and the pid was reused); the pid, where forks
+    /// go uncounted (see `sys::fork_generation`).
     pid: u32,
+    fork_generation: u64,
     /// The futex timeout, also kept here (not only under the mutex) for the waiter a forked
     /// child starts: the parent's thread may have held that mutex when it forked.
     timeout: Duration,
@@ -308,6 +314,7 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
             shared,
             thread,
             pid: std::process::id(),
+            fork_generation: crate::sys::fork_generation(),
             timeout,
         };
         let consumer = AsyncRingConsumer {
@@ -566,7 +573,7 @@ impl<T: FromBytes + 'static> AsyncRingConsumer<T> {
 impl Waiter {
     /// Whether `thread` was started by this process (not inherited through `fork`).
     fn is_ours(&self) -> bool {
-        self.pid == std::process::id()
+        self.pid == std::process::id() && !crate::sys::forked_since(self.fork_generation)
     }
 
     /// Whether a waiter thread of this process runs (and has not ended).
@@ -598,6 +605,7 @@ impl Waiter {
             let fresh = Shared::new(Arc::clone(consumer.shared_file()), self.timeout);
             std::mem::forget(std::mem::replace(&mut self.shared, fresh));
             self.pid = std::process::id();
+            self.fork_generation = crate::sys::fork_generation();
             self.thread = spawn_waiter(Arc::clone(&self.shared)).ok();
         }
         self.thread.is_some()
@@ -1190,6 +1198,164 @@ mod tests {
         assert!(flag.woken_within(Duration::from_secs(10)));
         assert!(matches!(poll_once(parent, &flag), Poll::Ready(42)));
         assert!(poll_once(parent, &flag).is_pending());
+    }
+
+    /// A process forked (through a child) after the process that started the waiter
+    /// exited can get that process's pid back: pids are reused. The waiter told its own
+    /// thread from an inherited one by the pid alone, so in such a process it took the
+    /// starter's thread for its own: `has_waiter` said true with no thread there, a poll
+    /// armed a waiter that did not exist (the task was never woken), and the drop waited for
+    /// that thread to end, for ever. In a PID namespace of its own, whose next pid the test
+    /// sets (`ns_last_pid`) so that the grandchild gets the exited starter's pid.
+    #[test]
+    #[ignore = "needs root: a PID namespace whose next pid it sets (ns_last_pid)"]
+    fn a_process_that_got_the_starters_pid_back_does_not_take_its_waiter_for_its_own() {
+        use libc::c_int;
+        use std::time::Instant;
+        /// One byte of verdict for the namespace's init.
+        fn verdict(wr: c_int, code: u8) -> i32 {
+            // SAFETY: writes one byte from a live local to a pipe this process holds.
+            unsafe { libc::write(wr, (&code as *const u8).cast(), 1) };
+            0
+        }
+        /// The grandchild, with the starter's pid: its inherited waiter is not its own.
+        fn successor(rx: AsyncRingConsumer<u64>, starter: libc::pid_t) -> i32 {
+            if std::process::id() != starter as u32 {
+                return 33;
+            }
+            let claimed = rx.has_waiter();
+            // With the pid check alone this waited for ever for the starter's thread.
+            drop(rx);
+            if claimed { 2 } else { 0 }
+        }
+        /// The starter's child: waits until the starter is reaped, has the namespace give
+        /// its pid to the next process, forks it and reports how it ended.
+        fn heir(rx: AsyncRingConsumer<u64>, starter: libc::pid_t, wr: c_int) -> i32 {
+            let end = Instant::now() + Duration::from_secs(10);
+            // SAFETY: signal 0 checks existence only; a zombie still exists until reaped.
+            while unsafe { libc::kill(starter, 0) } == 0 {
+                if Instant::now() >= end {
+                    return verdict(wr, 31);
+                }
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            if std::fs::write("/proc/sys/kernel/ns_last_pid", (starter - 1).to_string()).is_err() {
+                return verdict(wr, 32);
+            }
+            // SAFETY: the child runs `successor` only and leaves through `_exit`.
+            let w = unsafe { libc::fork() };
+            if w == 0 {
+                // SAFETY: ends the child without running inherited destructors.
+                unsafe { libc::_exit(successor(rx, starter)) }
+            }
+            let end = Instant::now() + Duration::from_secs(5);
+            let mut status: c_int = 0;
+            loop {
+                // SAFETY: waits for our own child; `status` is a valid place.
+                if unsafe { libc::waitpid(w, &mut status, libc::WNOHANG) } == w {
+                    let code = if libc::WIFEXITED(status) {
+                        libc::WEXITSTATUS(status) as u8
+                    } else {
+                        34
+                    };
+                    return verdict(wr, code);
+                }
+                if Instant::now() >= end {
+                    // SAFETY: kill and reap our own child.
+                    unsafe {
+                        libc::kill(w, libc::SIGKILL);
+                        libc::waitpid(w, &mut status, 0);
+                    }
+                    // 1: the drop never returned.
+                    return verdict(wr, 1);
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        /// Starts a waiter, forks the heir and exits, its pid free for reuse.
+        fn starter(path: &std::path::Path, wr: c_int) -> i32 {
+            let Ok(rx) = RingConsumer::<u64>::attach(path).and_then(AsyncRingConsumer::new) else {
+                return verdict(wr, 30);
+            };
+            // The waiter thread has reached its wait for an arming.
+            std::thread::sleep(Duration::from_millis(50));
+            // Taken here: once this process exits, the heir's parent is the init.
+            let me = std::process::id() as libc::pid_t;
+            // SAFETY: the child runs `heir` only and leaves through `_exit`.
+            let c = unsafe { libc::fork() };
+            if c == 0 {
+                // SAFETY: as above.
+                unsafe { libc::_exit(heir(rx, me, wr)) }
+            }
+            0
+        }
+        /// The namespace's init: forks the starter, reaps it, returns the heir's verdict.
+        /// Its exit ends every other process of the namespace.
+        fn init(path: &std::path::Path, rd: c_int, wr: c_int) -> i32 {
+            // SAFETY: alarm takes an integer and touches no memory of ours.
+            unsafe { libc::alarm(25) };
+            // SAFETY: the child runs `starter` only and leaves through `_exit`.
+            let p = unsafe { libc::fork() };
+            if p == 0 {
+                // SAFETY: as above.
+                unsafe { libc::_exit(starter(path, wr)) }
+            }
+            let mut status: c_int = 0;
+            // SAFETY: reaps our own child, freeing its pid.
+            unsafe { libc::waitpid(p, &mut status, 0) };
+            let mut pfd = libc::pollfd {
+                fd: rd,
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: `pfd` is one valid pollfd.
+            if unsafe { libc::poll(&mut pfd, 1, 20_000) } != 1 {
+                return 21;
+            }
+            let mut code = 0u8;
+            // SAFETY: reads one byte into a live local.
+            if unsafe { libc::read(rd, (&mut code as *mut u8).cast(), 1) } != 1 {
+                return 22;
+            }
+            i32::from(code)
+        }
+        let t = TmpPath::new("async-pid-reuse");
+        let status = forked(40, || {
+            let Ok(_tx) = RingProducer::<u64>::create(t.path(), 8) else {
+                return 10;
+            };
+            // SAFETY: changes only the PID namespace this process's next children join.
+            if unsafe { libc::unshare(libc::CLONE_NEWPID) } != 0 {
+                return 11;
+            }
+            let mut fds: [c_int; 2] = [0; 2];
+            // SAFETY: `fds` is a valid array of two ints for pipe to fill.
+            if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+                return 12;
+            }
+            // SAFETY: the child runs `init` only and leaves through `_exit`.
+            let pid = unsafe { libc::fork() };
+            if pid == 0 {
+                // SAFETY: as above.
+                unsafe { libc::_exit(init(t.path(), fds[0], fds[1])) }
+            }
+            let mut status: c_int = 0;
+            // SAFETY: waits for our own child.
+            if pid < 0 || unsafe { libc::waitpid(pid, &mut status, 0) } != pid {
+                return 13;
+            }
+            if libc::WIFEXITED(status) {
+                libc::WEXITSTATUS(status)
+            } else {
+                14
+            }
+        });
+        // 1: the drop waited for the starter's thread for ever; 2: `has_waiter` said true
+        // with no waiter thread in the process; 30 and up: the set-up failed.
+        assert_exited_0(
+            status,
+            "a waiter inherited by a process with its starter's pid",
+        );
     }
 
     #[tokio::test(flavor = "current_thread")]

@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use memmap2::MmapRaw;
 use ringwire_core::blackboard::{
-    Blackboard, BlackboardError, MAX_VALUE_ALIGN, MAX_VALUE_SIZE, TryRead, total_len_aligned,
+    Blackboard, BlackboardError, MAX_VALUE_ALIGN, MAX_VALUE_SIZE, TryRead,
+    checked_slot_size_aligned, total_len_aligned,
 };
 use zerocopy::{FromBytes, Immutable, IntoBytes};
 
@@ -60,8 +61,7 @@ fn map_read_only(path: &Path) -> Result<(Mapped<MmapRaw>, Blackboard)> {
 
 /// The keys of the blackboard at `path` whose seqlock is odd, and still the same odd value
 /// `settle` later: each a write that has not finished in that time, so almost surely one
-/// whose writer died mid-write (readers of such a key get
-/// [`BlackboardError::WriterStalled`](ringwire_core::blackboard::BlackboardError)). For
+/// whose writer died mid-write (readers of such a key get [`Error::WriterStalled`]). For
 /// `heal`; the file is mapped read-only.
 pub(crate) fn stalled_keys(path: &Path, settle: std::time::Duration) -> Result<Vec<usize>> {
     let (_map, bb) = map_read_only(path)?;
@@ -146,13 +146,31 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
     ///
     /// A value type larger than [`MAX_VALUE_SIZE`] is refused: above `u32::MAX` bytes with
     /// [`Error::InvalidArgument`] naming its size, up to it with
-    /// [`BlackboardError::ValueTooLarge`]. An empty `path` is [`Error::InvalidArgument`].
-    pub fn create(path: impl AsRef<Path>, slot_count: u32) -> Result<Self> {
+    /// [`BlackboardError::ValueTooLarge`]. `slot_count` is a `usize`, as ringfire takes it;
+    /// one above `u32::MAX`, more than the header's 32-bit `slot_count` holds, is
+    /// [`Error::InvalidArgument`], and so is an empty `path`.
+    pub fn create(path: impl AsRef<Path>, slot_count: usize) -> Result<Self> {
         const { assert_value_align::<V>() };
         let path = path.as_ref();
         not_empty(path, "blackboard")?;
         let value_size = value_size_u32::<V>(path)?;
-        let total = total_len_aligned(size_of::<V>(), align_of::<V>(), slot_count as usize)
+        // Refused before the file is made: sized for every slot first, it failed there
+        // instead (a length no file has, or no room), or reserved gigabytes for nothing.
+        if checked_slot_size_aligned(size_of::<V>(), align_of::<V>())
+            .is_none_or(|ss| u32::try_from(ss).is_err())
+        {
+            return Err(bb_err(path)(BlackboardError::ValueTooLarge { value_size }));
+        }
+        let count = u32::try_from(slot_count).map_err(|_| Error::InvalidArgument {
+            path: path.to_path_buf(),
+            what: format!(
+                "slot_count {slot_count} does not fit the header's 32-bit slot_count (at most {})",
+                u32::MAX
+            ),
+        })?;
+        // At most `isize::MAX` bytes, the most a mapping (a Region) holds, as for a ring.
+        let total = total_len_aligned(size_of::<V>(), align_of::<V>(), slot_count)
+            .filter(|&n| n <= isize::MAX as usize)
             .ok_or_else(|| Error::InvalidArgument {
                 path: path.to_path_buf(),
                 what: format!("slot_count {slot_count} makes the blackboard too large"),
@@ -168,11 +186,10 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
         // SAFETY: `region` is the mapping just made of a fresh file under the creator's
         // lock: no other view of it exists yet (other processes' mappings only poll the
         // magic, stored last).
-        let bb = unsafe {
-            Blackboard::init_aligned(region, value_size, align_of::<V>() as u32, slot_count)
-        }
-        .map_err(bb_err(path))
-        .map_err(cleanup_on_error)?;
+        let bb =
+            unsafe { Blackboard::init_aligned(region, value_size, align_of::<V>() as u32, count) }
+                .map_err(bb_err(path))
+                .map_err(cleanup_on_error)?;
         Ok(BlackboardProducer {
             bb,
             _map: map,
@@ -200,9 +217,9 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
             .map_err(bb_err(&self.path))
     }
 
-    /// Number of keys.
-    pub fn slot_count(&self) -> u32 {
-        self.bb.slot_count()
+    /// Number of keys (a `usize`, as ringfire gives it).
+    pub fn slot_count(&self) -> usize {
+        self.bb.slot_count() as usize
     }
 }
 
@@ -326,9 +343,9 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
         Ok(self.read(key)?.map(|v| *out = v).is_some())
     }
 
-    /// Number of keys.
-    pub fn slot_count(&self) -> u32 {
-        self.bb.slot_count()
+    /// Number of keys (a `usize`, as ringfire gives it).
+    pub fn slot_count(&self) -> usize {
+        self.bb.slot_count() as usize
     }
 }
 
@@ -425,7 +442,7 @@ mod tests {
         const KEYS: usize = 100_000;
         const SETTLE: Duration = Duration::from_millis(900);
         let path = TmpPath::new("bb-odd");
-        let bb = BlackboardProducer::<u64>::create(&path, KEYS as u32).unwrap();
+        let bb = BlackboardProducer::<u64>::create(&path, KEYS).unwrap();
         let file = OpenOptions::new().write(true).open(&path).unwrap();
         let mut bytes = vec![0u8; 64 * KEYS];
         // Every seqlock odd; key 7's changes during the settle below (a live writer), a
@@ -464,7 +481,7 @@ mod tests {
         type Huge = [u8; (1 << 32) + 8];
         let path = TmpPath::shm("bb-huge-value");
         let _board = BlackboardProducer::<u64>::create(&path, 2).unwrap();
-        let refused = |r: &Result<u32>| {
+        let refused = |r: &Result<usize>| {
             let Err(e) = r else { return false };
             let msg = e.to_string();
             matches!(e, Error::InvalidArgument { .. })
@@ -478,6 +495,83 @@ mod tests {
         let created = BlackboardProducer::<Huge>::create(&other, 0).map(|b| b.slot_count());
         assert!(refused(&created), "{created:?}");
         assert!(!other.exists());
+    }
+
+    /// A value type whose slot does not fit the header's 32-bit `slot_size` (above
+    /// `MAX_VALUE_SIZE`, or at it and aligned above 8) is refused with `ValueTooLarge` as
+    /// `create` says, before any file is made. The check ran only once the file was made
+    /// and sized for every slot: with many keys the sizing failed first (an `ftruncate`
+    /// error for a length past `i64::MAX`, or `ENOSPC` from the reservation, naming no value
+    /// size), and with few it reserved gigabytes of memory before the refusal.
+    #[test]
+    fn a_value_type_too_large_for_a_slot_is_refused_before_the_file_is_made() {
+        #[repr(C, align(16))]
+        #[derive(IntoBytes, Immutable)]
+        struct WideAligned([u8; MAX_VALUE_SIZE as usize + 8]);
+        type Wide = [u8; MAX_VALUE_SIZE as usize + 1];
+        let path = TmpPath::new("bb-wide-value");
+        let too_large = |e: Error, value_size: u32| {
+            let msg = e.to_string();
+            assert!(
+                matches!(
+                    e,
+                    Error::Blackboard { source: BlackboardError::ValueTooLarge { value_size: v }, .. }
+                        if v == value_size
+                ),
+                "{e:?}"
+            );
+            assert!(
+                msg.contains(&format!("value_size {value_size} is too large")),
+                "{msg}"
+            );
+        };
+        // u32::MAX keys: 2^64 - 2^32 + 128 bytes, a length no file can have.
+        let e = BlackboardProducer::<Wide>::create(&path, u32::MAX as usize).unwrap_err();
+        too_large(e, MAX_VALUE_SIZE + 1);
+        let e = BlackboardProducer::<WideAligned>::create(&path, u32::MAX as usize).unwrap_err();
+        // 2^32 - 64 bytes at +16 need a slot of 2^32.
+        too_large(e, MAX_VALUE_SIZE + 8);
+        assert!(!path.exists());
+    }
+
+    /// A board larger than `isize::MAX` bytes, the most a mapping holds, is refused naming
+    /// its slot count, as a ring too large is. Only a size past `usize::MAX` was: one between
+    /// the two went on to the file's sizing, whose error was a bare conversion failure of
+    /// `ftruncate`'s length.
+    #[test]
+    fn a_board_larger_than_a_mapping_can_be_is_refused_naming_its_slot_count() {
+        type Half = [u8; 1 << 31];
+        let path = TmpPath::new("bb-past-isize");
+        // 2^32 - 1 slots of 2^31 + 64 bytes: past isize::MAX, short of usize::MAX.
+        let e = BlackboardProducer::<Half>::create(&path, u32::MAX as usize).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+        assert!(
+            msg.contains("slot_count 4294967295 makes the blackboard too large"),
+            "{msg}"
+        );
+        assert!(!path.exists());
+    }
+
+    /// `create` takes the key count as a `usize`, as ringfire does (it took a `u32`, so a
+    /// ringfire program passing a `usize` did not compile); one above `u32::MAX`, which the
+    /// header's 32-bit `slot_count` cannot hold, is refused naming it and makes no file.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_slot_count_past_the_headers_32_bits_is_refused_naming_it() {
+        let path = TmpPath::new("bb-many-keys");
+        let keys = u32::MAX as usize + 1;
+        let e = BlackboardProducer::<u64>::create(&path, keys).unwrap_err();
+        let msg = e.to_string();
+        assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
+        assert!(
+            msg.contains("slot_count 4294967296 does not fit the header's 32-bit slot_count"),
+            "{msg}"
+        );
+        assert!(!path.exists());
+        let board = BlackboardProducer::<u64>::create(&path, 3).unwrap();
+        let reader = BlackboardConsumer::<u64>::attach(&path).unwrap();
+        assert_eq!((board.slot_count(), reader.slot_count()), (3usize, 3usize));
     }
 
     /// An empty path is refused by name, as a ring's is. It was opened: the `ENOENT` came

@@ -282,8 +282,8 @@ fn blackboard_edges_both_ways() {
         let b = ShmPath::new("edge-bb-rw");
         let rf =
             ringfire::BlackboardProducer::<V>::create(a.path(), slots).map_err(|e| e.to_string());
-        let rw = ringwire::BlackboardProducer::<V>::create(b.path(), slots as u32)
-            .map_err(|e| e.to_string());
+        let rw =
+            ringwire::BlackboardProducer::<V>::create(b.path(), slots).map_err(|e| e.to_string());
         let tn = std::any::type_name::<V>();
         assert_eq!(
             rf.is_ok(),
@@ -315,7 +315,7 @@ fn blackboard_edges_both_ways() {
         for p in [&a, &b] {
             let cf = ringfire::BlackboardConsumer::<V>::attach(p.path()).unwrap();
             let cw = ringwire::BlackboardConsumer::<V>::attach(p.path()).unwrap();
-            assert_eq!(cf.slot_count(), cw.slot_count() as usize);
+            assert_eq!(cf.slot_count(), cw.slot_count());
             for k in 0..=slots {
                 let x = cf.read(k).map_err(|e| e.to_string());
                 let y = cw.read(k).map_err(|e| e.to_string());

@@ -232,7 +232,7 @@ where
     let rf_path = ShmPath::new(&format!("{tag}-rf"));
     let rw_path = ShmPath::new(&format!("{tag}-rw"));
     let mut rf = ringfire::BlackboardProducer::<V>::create(rf_path.path(), KEYS as usize).unwrap();
-    let mut rw = BlackboardProducer::<V>::create(&rw_path, KEYS).unwrap();
+    let mut rw = BlackboardProducer::<V>::create(&rw_path, KEYS as usize).unwrap();
     // Key 5 stays unwritten; key 1 is written twice.
     for (k, i) in [(0, 10), (1, 11), (2, 12), (3, 13), (4, 14), (1, 21)] {
         rf.write(k, &val(i)).unwrap();

@@ -123,13 +123,17 @@ pub fn run(dir: &Path) -> Result<(), Box<dyn Error>> {
     let mut producer = rf::BlobProducer::<u32>::create(&path, 16, 4096)?;
     producer.push(&1, b"x")?;
 
-    // A blackboard.
+    // A blackboard, its key count a `usize` as ringfire takes and gives it.
     let path = dir.join("state");
-    let mut board = rf::BlackboardProducer::<Tick>::create(&path, 16)?;
+    let keys: usize = 16;
+    let mut board = rf::BlackboardProducer::<Tick>::create(&path, keys)?;
     board.write(3, &tick(3))?;
     let reader = rf::BlackboardConsumer::<Tick>::attach(&path)?;
     assert_eq!(reader.read(3)?, Some(tick(3)));
     assert_eq!(reader.read(4)?, None);
+    let (written, read): (usize, usize) = (board.slot_count(), reader.slot_count());
+    assert_eq!((written, read), (keys, keys));
+    assert!(reader.read(keys).is_err(), "key out of range");
     Ok(())
 }
 
