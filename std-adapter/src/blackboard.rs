@@ -33,6 +33,10 @@ const SPINS_BEFORE_YIELD: u32 = 10_000;
 /// How long a key's seqlock may stay at the same odd value (a writer stuck mid-write)
 /// before a reader reports the writer stalled.
 pub const STALL_TIMEOUT: Duration = Duration::from_millis(100);
+/// How long a read goes on when the key is mid-write at every look although its seqlock
+/// moves (a writer that never stops rewriting the key, or a hostile one): then the read
+/// ends with [`Error::KeyBusy`] instead of spinning for ever.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(1);
 
 fn bb_err(path: &Path) -> impl Fn(BlackboardError) -> Error + '_ {
     move |source| Error::Blackboard {
@@ -300,10 +304,14 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
 
     /// Reads `key`: `Ok(None)` if it was never written. Retries while the writer holds the
     /// key (spinning, then yielding). A writer stuck mid-write (the same odd seqlock value)
-    /// for 100 ms is an error; a writer that keeps writing is progress, not a stall.
+    /// for 100 ms ([`STALL_TIMEOUT`]) is [`Error::WriterStalled`]; a writer that keeps
+    /// writing is progress, not a stall, but a read that finds the key mid-write at every
+    /// look for over a second ([`BUSY_TIMEOUT`]) ends with [`Error::KeyBusy`], so that no
+    /// writer, however it writes, keeps a reader here for ever.
     pub fn read(&self, key: usize) -> Result<Option<V>> {
         let mut v = V::new_zeroed();
-        let mut start = Instant::now();
+        let begun = Instant::now();
+        let mut start = begun;
         let mut last = 0u64;
         let mut spins = 0u32;
         loop {
@@ -327,6 +335,12 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
             }
             if start.elapsed() > STALL_TIMEOUT {
                 return Err(Error::WriterStalled {
+                    path: self.path.clone(),
+                    key,
+                });
+            }
+            if begun.elapsed() > BUSY_TIMEOUT {
+                return Err(Error::KeyBusy {
                     path: self.path.clone(),
                     key,
                 });

@@ -80,6 +80,15 @@ pub enum Error {
         /// The key.
         key: usize,
     },
+    /// A blackboard key was mid-write at every look for over a second, its seqlock moving
+    /// all along: no consistent read was possible (a writer rewriting the key without a
+    /// pause, or a hostile one).
+    KeyBusy {
+        /// The file.
+        path: PathBuf,
+        /// The key.
+        key: usize,
+    },
     /// The file is not a valid ring (spec §1.3).
     Attach {
         /// The file.
@@ -273,6 +282,7 @@ impl Error {
             | Error::Blob { path, .. }
             | Error::Blackboard { path, .. }
             | Error::WriterStalled { path, .. }
+            | Error::KeyBusy { path, .. }
             | Error::Geometry { path, .. }
             | Error::Init { path, .. }
             | Error::Region { path, .. }
@@ -363,7 +373,9 @@ impl Error {
             | Error::NoOffsetFile { .. }
             | Error::CorruptSlots { .. } => "ring",
             Error::QueueAttach { .. } => "queue",
-            Error::Blackboard { .. } | Error::WriterStalled { .. } => "blackboard",
+            Error::Blackboard { .. } | Error::WriterStalled { .. } | Error::KeyBusy { .. } => {
+                "blackboard"
+            }
             Error::ForkedCheckpoint { .. } | Error::CheckpointMoved { .. } => "offset file",
             Error::BadFileMagic { kind, .. }
             | Error::TooShort { kind, .. }
@@ -426,6 +438,11 @@ impl Error {
                 f,
                 "writer of key {key} stalled for more than {} ms",
                 crate::blackboard::STALL_TIMEOUT.as_millis()
+            ),
+            Error::KeyBusy { key, .. } => write!(
+                f,
+                "key {key} was being written at every look for more than {} ms: no consistent read",
+                crate::blackboard::BUSY_TIMEOUT.as_millis()
             ),
             Error::Init { source, .. } => write!(f, "{source}"),
             Error::Region { source, .. } => write!(f, "{source}"),

@@ -75,6 +75,7 @@ fn error_variant(e: &Error) -> usize {
         Error::Blob { .. } => 3,
         Error::Blackboard { .. } => 4,
         Error::WriterStalled { .. } => 5,
+        Error::KeyBusy { .. } => 27,
         Error::Attach { .. } => 6,
         Error::QueueAttach { .. } => 7,
         Error::Geometry { .. } => 8,
@@ -142,6 +143,7 @@ fn error_samples() -> Vec<Error> {
                     },
                 },
                 Error::WriterStalled { path: p(), key: n },
+                Error::KeyBusy { path: p(), key: n },
                 Error::Attach {
                     path: p(),
                     source: AttachError::ReadSeqPastClaimSeq {
@@ -274,7 +276,7 @@ fn hidden(e: &Error) -> &'static [&'static str] {
 #[test]
 fn adapter_errors_format_every_variant_with_their_path() {
     let all = error_samples();
-    assert_every_variant(&all, 27, error_variant);
+    assert_every_variant(&all, 28, error_variant);
     for e in &all {
         let shown = check(e, hidden(e));
         // Io and InvalidArgument leave an empty path out; the others show it as `""`.

@@ -173,6 +173,58 @@ fn a_writer_stuck_mid_write_is_reported_after_100ms() {
     assert_eq!(cons.read(0).unwrap(), None);
 }
 
+/// A key whose seqlock is odd at every look but keeps moving (a writer that rewrites it
+/// without a pause, or a hostile one) never looked stalled, so `read` spun on it for ever.
+/// It now ends after `BUSY_TIMEOUT` with its own error.
+#[test]
+fn a_key_mid_write_at_every_look_ends_the_read_after_a_second() {
+    use std::os::unix::fs::FileExt;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::{Duration, Instant};
+    let p = ShmPath::new("bb-busy");
+    let mut prod = BlackboardProducer::<V>::create(&p, 2).unwrap();
+    prod.write(1, &val(1, 1)).unwrap();
+    let cons = BlackboardConsumer::<V>::attach(&p).unwrap();
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .open(p.path())
+        .unwrap();
+    let stop = std::sync::Arc::new(AtomicBool::new(false));
+    // Key 1's seqlock (at 128 + 64) through odd values, each for well under STALL_TIMEOUT;
+    // bounded in time whatever the reader does.
+    let writer = {
+        let stop = std::sync::Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let end = Instant::now() + Duration::from_secs(20);
+            let mut s = 5u64;
+            while !stop.load(Ordering::Relaxed) && Instant::now() < end {
+                file.write_all_at(&s.to_le_bytes(), 128 + 64).unwrap();
+                s += 2;
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        })
+    };
+    // Not joined when it hangs: the test fails at the timeout below instead.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let t0 = Instant::now();
+        let r = cons.read(1);
+        let _ = tx.send((r, t0.elapsed()));
+    });
+    let got = rx.recv_timeout(Duration::from_secs(10));
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let (r, took) = got.expect("read still spinning on a key whose seqlock keeps moving");
+    let e = r.unwrap_err();
+    assert!(matches!(e, Error::KeyBusy { key: 1, .. }), "{e}");
+    assert!(
+        e.to_string()
+            .contains("key 1 was being written at every look"),
+        "{e}"
+    );
+    assert!(took >= ringwire::blackboard::BUSY_TIMEOUT, "{took:?}");
+}
+
 /// `read_copy` writes `out` only for a written key, like ringfire's on the same file; a key
 /// out of range is a typed error that leaves `out` alone.
 #[test]
