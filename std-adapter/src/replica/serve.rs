@@ -1977,22 +1977,19 @@ mod tests {
                 );
                 std::thread::sleep(StdDuration::from_millis(5));
             }
-            // A reset, not a FIN: SO_LINGER on, 0 s.
-            let linger = libc::linger {
-                l_onoff: 1,
-                l_linger: 0,
-            };
-            // SAFETY: `c` is an open socket; the option value is a `linger` of its size.
-            let r = unsafe {
-                libc::setsockopt(
-                    std::os::fd::AsRawFd::as_raw_fd(&c),
-                    libc::SOL_SOCKET,
-                    libc::SO_LINGER,
-                    (&raw const linger).cast(),
-                    std::mem::size_of::<libc::linger>() as libc::socklen_t,
-                )
-            };
-            assert_eq!(r, 0, "SO_LINGER: {}", io::Error::last_os_error());
+            // A reset, not a FIN: SO_LINGER on with 0 s, then a disconnect (`connect` to
+            // AF_UNSPEC), which sends the RST at once even while a child forked by another
+            // test holds a copy of the descriptor (a close would wait for it).
+            socket2::SockRef::from(&c)
+                .set_linger(Some(StdDuration::ZERO))
+                .unwrap();
+            // SAFETY: `sockaddr` is plain data, all zeros but the family.
+            let mut unspec: libc::sockaddr = unsafe { std::mem::zeroed() };
+            unspec.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+            let len = std::mem::size_of::<libc::sockaddr>() as libc::socklen_t;
+            // SAFETY: `c` keeps the descriptor open; the kernel reads `len` bytes of `unspec`.
+            let r = unsafe { libc::connect(std::os::fd::AsRawFd::as_raw_fd(&c), &unspec, len) };
+            assert_eq!(r, 0, "disconnect: {}", io::Error::last_os_error());
             drop(c);
             let t0 = std::time::Instant::now();
             while !session.is_finished() && t0.elapsed() < StdDuration::from_secs(2) {
