@@ -2154,6 +2154,42 @@ mod tests {
         }
     }
 
+    /// The mirror's own write path: `transmit` writing the HELLO to a source that has
+    /// reset the connection (a server at its session limit may) ends the connection through
+    /// [`Conn::socket_failed`], failed before GEOMETRY with the write's error kind. The
+    /// tests above give `socket_failed` and `broken` their errors directly; this one fails
+    /// if `transmit` stops handing its write errors on.
+    #[test]
+    fn a_hello_write_that_finds_a_reset_fails_the_connection() {
+        let path = TmpPath::shm("hello-write-reset");
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
+        let (_, attempt) = attempt_addr(&o);
+        let (addr, src) = attempt.unwrap();
+        let stream = TcpStream::connect(addr).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        reset(accepted);
+        let sink = FileSink::open(&path).unwrap();
+        let mut bufs = Buffers::new().unwrap();
+        let mut c = Conn::new(&o, src, stream, Start::Latest, &sink, &mut bufs);
+        let mut fd = [pollin(&c.stream)];
+        let t0 = std::time::Instant::now();
+        while fd[0].revents & (libc::POLLERR | libc::POLLHUP) == 0 {
+            assert!(t0.elapsed() < StdDuration::from_secs(5), "no reset came");
+            fd[0].revents = 0;
+            poll(&mut fd, StdDuration::from_millis(100)).unwrap();
+        }
+        match c.transmit() {
+            Err(End::Failed(e)) => {
+                assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}");
+                assert!(e.to_string().starts_with("write before GEOMETRY: "), "{e}");
+            }
+            Err(End::Closed(s)) => panic!("a clean end: {s}"),
+            Err(_) => panic!("neither failed nor closed"),
+            Ok(()) => panic!("the HELLO's write to a reset connection ended nothing"),
+        }
+    }
+
     /// Sends DATA of records 1..=2 whole: the stream is at a frame boundary after it.
     fn whole_data(s: &mut std::net::TcpStream) {
         use ringwire_core::wire::DataRepr;
