@@ -442,6 +442,132 @@ fn unicast_datagrams_from_another_address_are_dropped_and_counted() {
     assert!(sum.counters.garbage_dropped >= 3, "{sum:?}");
 }
 
+/// A heartbeat datagram far ahead of what the source has (the session's byte, from the
+/// source's own UDP port: a confused source, or anyone who can send as it) makes the mirror
+/// NAK the records it claims. The source has none of them and answers nothing (spec §20.4),
+/// and the mirror repeated that NAK every 20 ms for as long as it ran (about 100 in the 2 s
+/// watched here). Now its repeats back off after 8 unanswered sends (at most 14 in 2 s),
+/// the NAK is counted as unanswered, and records that arrive meanwhile are written.
+#[test]
+fn a_far_ahead_heartbeat_the_source_cannot_answer_is_not_naked_for_ever() {
+    use ringwire::core::wire::{DataRepr, HeartbeatRepr, MulticastRepr, NakRepr};
+    use std::io::Read;
+    let dst = ShmPath::new("hostile-far-hb-dst");
+    let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let session = 0x5C;
+    let mut reply = geometry_frame(64, ringwire::core::wire::GEOMETRY_UDP_FOLLOWS);
+    let mut mc = [0u8; 32];
+    let n = MulticastRepr {
+        group: [0; 4],
+        port: udp.local_addr().unwrap().port(),
+        mtu: 1472,
+        ttl: 0,
+        session,
+        token: 1,
+    }
+    .emit(&mut mc)
+    .unwrap();
+    reply.extend_from_slice(&mc[..n]);
+    let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let mut mo = MirrorOptions::new(listener.local_addr().unwrap(), dst.path());
+    mo.start = Start::Oldest;
+    mo.unicast = true;
+    mo.log = false;
+    let data = |seq: u64, count: u16| {
+        let recs: Vec<u8> = (seq..seq + u64::from(count)).flat_map(payload).collect();
+        let mut f = vec![0u8; 16 + recs.len()];
+        DataRepr {
+            flags: session,
+            seq,
+            count,
+            records: &recs,
+        }
+        .emit(&mut f)
+        .unwrap();
+        f
+    };
+    let heartbeat = |seq: u64| {
+        let mut f = [0u8; 16];
+        HeartbeatRepr {
+            flags: session,
+            seq,
+        }
+        .emit(&mut f)
+        .unwrap();
+        f
+    };
+    let stop = AtomicBool::new(false);
+    let (naks, sum) = std::thread::scope(|sc| {
+        let _stop = SetOnDrop(&stop);
+        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        let (mut c, _) = listener.accept().unwrap();
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut hello = [0u8; 32];
+        c.read_exact(&mut hello).unwrap();
+        c.write_all(&reply).unwrap();
+        let mut punch = [0u8; 64];
+        let (len, mirror_at) = udp.recv_from(&mut punch).unwrap();
+        assert_eq!((len, punch[0], punch[1]), (16, Kind::Punch as u8, session));
+        udp.send_to(&data(1, 1), mirror_at).unwrap();
+        wait_until("the mirror to write 1", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok_and(|r| r.write_seq() >= 1)
+        });
+        udp.send_to(&heartbeat(1 << 40), mirror_at).unwrap();
+        // 2 s of what the mirror sends over TCP; a heartbeat for what it has every 100 ms
+        // (no silence timeout), records 2..=3 at 1 s.
+        c.set_read_timeout(Some(Duration::from_millis(20))).unwrap();
+        let t0 = std::time::Instant::now();
+        let (mut buf, mut naks) = (Vec::new(), Vec::new());
+        let (mut beats, mut more) = (0u32, false);
+        while t0.elapsed() < Duration::from_secs(2) {
+            if t0.elapsed() >= Duration::from_millis(100) * beats {
+                beats += 1;
+                let to = if more { 3 } else { 1 };
+                udp.send_to(&heartbeat(to), mirror_at).unwrap();
+            }
+            if !more && t0.elapsed() >= Duration::from_secs(1) {
+                more = true;
+                udp.send_to(&data(2, 2), mirror_at).unwrap();
+            }
+            let mut b = [0u8; 256];
+            match c.read(&mut b) {
+                Ok(0) => panic!("the mirror closed the connection"),
+                Ok(n) => buf.extend_from_slice(&b[..n]),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) => {}
+                Err(e) => panic!("read: {e}"),
+            }
+            while buf.len() >= 24 {
+                let f = ringwire::core::wire::Frame::new_checked(&buf[..24]).unwrap();
+                assert_eq!(f.kind(), Some(Kind::Nak));
+                naks.push(NakRepr::parse(&f).unwrap());
+                buf.drain(..24);
+            }
+        }
+        wait_until("the mirror to write 3", Duration::from_secs(10), || {
+            ReadOnlyRing::open(dst.path()).is_ok_and(|r| r.write_seq() >= 3)
+        });
+        stop.store(true, Ordering::Relaxed);
+        (naks, m.join().unwrap().unwrap())
+    });
+    assert!(
+        naks.first()
+            .is_some_and(|k| (k.from, k.to) == (2, 2 + 65_534)),
+        "{naks:?}"
+    );
+    assert!(
+        (2..=20).contains(&naks.len()),
+        "{} NAKs in 2 s: {naks:?}",
+        naks.len()
+    );
+    assert_eq!(sum.counters.naks_unanswered, 1, "{sum:?}");
+    assert_mirror_exact(dst.path(), 3);
+}
+
 fn once_options(addr: SocketAddr, path: &Path) -> MirrorOptions {
     let mut mo = MirrorOptions::new(addr, path);
     mo.start = Start::Oldest;

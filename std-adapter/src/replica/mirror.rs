@@ -13,6 +13,7 @@ use std::time::Duration as StdDuration;
 
 use ringwire_core::replicate::collect::max_frame_len;
 use ringwire_core::replicate::holdback::HeldEntry;
+use ringwire_core::replicate::mirror::{MAX_NAK_BACKOFF, MIN_NAK_TIMEOUT, NAK_UNANSWERED_LIMIT};
 use ringwire_core::replicate::{
     Channel, Duration, HoldBack, Holds, Mirror, MirrorConfig, MirrorCounters, MirrorError, Start,
     StreamBuf,
@@ -21,7 +22,8 @@ use ringwire_core::wire::{Frame, GeometryRepr, Kind, MulticastRepr, WireError, t
 
 use super::anticipate::Anticipator;
 use super::io::{
-    ZeroedBuf, lazy_zeroed, now, peer, peer_v4, poll, pollin, sock_v4, until, write_all_within,
+    ZeroedBuf, lazy_zeroed, now, peer, peer_v4, poll, pollin, sock_v4, std_dur, until,
+    write_all_within,
 };
 use super::sink::FileSink;
 use super::spin::SpinPolicy;
@@ -283,6 +285,7 @@ fn add(a: &mut MirrorCounters, b: &MirrorCounters) {
     a.frames += b.frames;
     a.datagrams += b.datagrams;
     a.naks_sent += b.naks_sent;
+    a.naks_unanswered += b.naks_unanswered;
     a.records_retransmitted += b.records_retransmitted;
     a.gaps += b.gaps;
     a.records_skipped += b.records_skipped;
@@ -777,6 +780,10 @@ struct Conn<'a> {
     /// lines.
     punch_errors: u64,
     punch_log: RateLog,
+    /// The NAKs left unanswered ([`MirrorCounters::naks_unanswered`]) that
+    /// [`Conn::log_unanswered_nak`] has seen, and the limit of its log lines.
+    seen_unanswered: u64,
+    unanswered_log: RateLog,
     /// The restarts and resume check [`Conn::log_news`] has logged.
     seen_restarts: u64,
     logged_check: Option<(u64, Holds)>,
@@ -862,6 +869,8 @@ impl<'a> Conn<'a> {
             warned_source: false,
             punch_errors: 0,
             punch_log: RateLog::new(PUNCH_LOG_EVERY),
+            seen_unanswered: 0,
+            unanswered_log: RateLog::new(PUNCH_LOG_EVERY),
             seen_restarts: 0,
             logged_check: None,
             asked: match start {
@@ -1260,6 +1269,7 @@ impl<'a> Conn<'a> {
                     if let Err(e) = write_all_within(&mut self.stream, bytes, TCP_WRITE_TIMEOUT) {
                         return Err(self.socket_failed("write", e));
                     }
+                    self.log_unanswered_nak();
                 }
                 Channel::Udp(to) => {
                     // A PUNCH lost on the way is repeated by the state machine; one the
@@ -1272,6 +1282,36 @@ impl<'a> Conn<'a> {
             }
         }
         Ok(())
+    }
+
+    /// Says so (at once, then at most every [`PUNCH_LOG_EVERY`]) when a NAK has gone
+    /// unanswered [`NAK_UNANSWERED_LIMIT`] times in a row and its repeats back off: the
+    /// source does not have what it asks for, which a heartbeat claimed (a foreign or
+    /// confused sender with the session byte on the group or port, most likely).
+    fn log_unanswered_nak(&mut self) {
+        let n = self.m.counters().naks_unanswered;
+        if n == self.seen_unanswered {
+            return;
+        }
+        self.seen_unanswered = n;
+        if !self.opts.log {
+            return;
+        }
+        let Some(skipped) = self.unanswered_log.hit() else {
+            return;
+        };
+        if let Some(((from, to), _)) = self.m.nak_backed_off() {
+            let claimed = self
+                .m
+                .source_seq()
+                .map_or(String::new(), |s| format!(", a heartbeat claimed {s}"));
+            let longest = self.opts.nak_timeout.max(std_dur(MIN_NAK_TIMEOUT)) * MAX_NAK_BACKOFF;
+            diag!(
+                "mirror: warning: NAK {from}..={to} unanswered {NAK_UNANSWERED_LIMIT} times in a row: the source does not have those records{claimed}; its repeats back off, up to {} ms apart, until the source answers (datagrams are still taken){}",
+                longest.as_millis(),
+                more_since(skipped, "NAKs left unanswered since the last report")
+            );
+        }
     }
 
     /// Counts a PUNCH to `to` that the kernel refused with `e`, and says so (at once, then
@@ -2111,6 +2151,42 @@ mod tests {
                 End::Closed(s) => panic!("{kind:?}: a clean end: {s}"),
                 _ => panic!("{kind:?}: neither failed nor closed"),
             }
+        }
+    }
+
+    /// The mirror's own write path: `transmit` writing the HELLO to a source that has
+    /// reset the connection (a server at its session limit may) ends the connection through
+    /// [`Conn::socket_failed`], failed before GEOMETRY with the write's error kind. The
+    /// tests above give `socket_failed` and `broken` their errors directly; this one fails
+    /// if `transmit` stops handing its write errors on.
+    #[test]
+    fn a_hello_write_that_finds_a_reset_fails_the_connection() {
+        let path = TmpPath::shm("hello-write-reset");
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
+        let (_, attempt) = attempt_addr(&o);
+        let (addr, src) = attempt.unwrap();
+        let stream = TcpStream::connect(addr).unwrap();
+        let (accepted, _) = listener.accept().unwrap();
+        reset(accepted);
+        let sink = FileSink::open(&path).unwrap();
+        let mut bufs = Buffers::new().unwrap();
+        let mut c = Conn::new(&o, src, stream, Start::Latest, &sink, &mut bufs);
+        let mut fd = [pollin(&c.stream)];
+        let t0 = std::time::Instant::now();
+        while fd[0].revents & (libc::POLLERR | libc::POLLHUP) == 0 {
+            assert!(t0.elapsed() < StdDuration::from_secs(5), "no reset came");
+            fd[0].revents = 0;
+            poll(&mut fd, StdDuration::from_millis(100)).unwrap();
+        }
+        match c.transmit() {
+            Err(End::Failed(e)) => {
+                assert_eq!(e.kind(), io::ErrorKind::ConnectionReset, "{e}");
+                assert!(e.to_string().starts_with("write before GEOMETRY: "), "{e}");
+            }
+            Err(End::Closed(s)) => panic!("a clean end: {s}"),
+            Err(_) => panic!("neither failed nor closed"),
+            Ok(()) => panic!("the HELLO's write to a reset connection ended nothing"),
         }
     }
 

@@ -1984,6 +1984,73 @@ mod tests {
         (src, ring, server)
     }
 
+    /// A TCP-mode mirror that half-closes after HELLO is still served (spec §19.3: the
+    /// source never reads after HELLO). When it then resets the connection, the session
+    /// ends at its next pass, by the check for a reset after EOF (`reset`), as "disconnected
+    /// (reset after it closed its write side)". Without that check the session learns of
+    /// the reset only from its next write, an idle heartbeat (200 ms by default, which then
+    /// fails: "write: Broken pipe"; 60 s here, so the session is still there when the test
+    /// stops it 2 s after the reset), holding a session slot for a mirror that is gone.
+    #[test]
+    fn a_mirror_reset_after_its_half_close_ends_the_session_before_a_write() {
+        use crate::test_guard::SetOnDrop;
+        let src = TmpPath::shm("serve-halfclose-reset");
+        let ring = source_ring(src.path(), 16);
+        publish(&ring, 1..=3);
+        let mut server = Server::bind(quiet(src.path())).unwrap();
+        // No heartbeat write finds the reset first.
+        server.cfg.heartbeat = Duration::from_secs(60);
+        let mut c = TcpStream::connect(server.local_addr()).unwrap();
+        c.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+        let (stream, addr) = server.listener.accept().unwrap();
+        let stop = AtomicBool::new(false);
+        let end = std::thread::scope(|sc| {
+            let _stop = SetOnDrop(&stop);
+            let session = sc.spawn(|| server.serve_one(stream, addr, &stop));
+            send_hello(&mut c);
+            assert_eq!(
+                first_answer(&mut c),
+                Some(ringwire_core::wire::Kind::Geometry as u8)
+            );
+            c.shutdown(std::net::Shutdown::Write).unwrap();
+            // The pass after the next one started after the FIN came, and has read it.
+            let passes = || server.session_passes.load(Ordering::Relaxed);
+            let p0 = passes();
+            let t0 = std::time::Instant::now();
+            while passes() < p0 + 2 {
+                assert!(
+                    t0.elapsed() < StdDuration::from_secs(5),
+                    "the session is stuck"
+                );
+                std::thread::sleep(StdDuration::from_millis(5));
+            }
+            // A reset, not a FIN: SO_LINGER on with 0 s, then a disconnect (`connect` to
+            // AF_UNSPEC), which sends the RST at once even while a child forked by another
+            // test holds a copy of the descriptor (a close would wait for it).
+            socket2::SockRef::from(&c)
+                .set_linger(Some(StdDuration::ZERO))
+                .unwrap();
+            // SAFETY: `sockaddr` is plain data, all zeros but the family.
+            let mut unspec: libc::sockaddr = unsafe { std::mem::zeroed() };
+            unspec.sa_family = libc::AF_UNSPEC as libc::sa_family_t;
+            let len = std::mem::size_of::<libc::sockaddr>() as libc::socklen_t;
+            // SAFETY: `c` keeps the descriptor open; the kernel reads `len` bytes of `unspec`.
+            let r = unsafe { libc::connect(std::os::fd::AsRawFd::as_raw_fd(&c), &unspec, len) };
+            assert_eq!(r, 0, "disconnect: {}", io::Error::last_os_error());
+            drop(c);
+            let t0 = std::time::Instant::now();
+            while !session.is_finished() && t0.elapsed() < StdDuration::from_secs(2) {
+                std::thread::sleep(StdDuration::from_millis(5));
+            }
+            stop.store(true, Ordering::Relaxed);
+            session.join().unwrap()
+        });
+        assert_eq!(
+            end,
+            SessionEnd::Disconnected("disconnected (reset after it closed its write side)".into())
+        );
+    }
+
     /// Sends a mirror's HELLO (from the oldest record) on `c`.
     fn send_hello(c: &mut TcpStream) {
         use ringwire_core::wire::HelloRepr;

@@ -6,7 +6,9 @@
 //! repeated NAK asks only for what is still missing, a step handles a bounded number of
 //! datagrams, sequences at or past [`SEQ_LIMIT`] are refused, the first NAK of a hole may
 //! wait [`MirrorConfig::nak_delay`] for reordered datagrams, a resume is checked
-//! against the source's copy of the last record held, and a held ring without
+//! against the source's copy of the last record held, a NAK the source leaves unanswered
+//! [`NAK_UNANSWERED_LIMIT`] times in a row is repeated less and less often (spec §21.4
+//! repeats it every `nak_timeout` for ever; see the `nak` module), and a held ring without
 //! [`Flags::SPARSE`] is replaced rather than adopted ([`Replace::NotSparse`]; the std
 //! adapter's file sink refuses such a ring before connecting, since no mirror makes one).
 //!
@@ -50,6 +52,7 @@ mod apply;
 mod nak;
 
 use nak::Nak;
+pub use nak::{MAX_NAK_BACKOFF, NAK_UNANSWERED_LIMIT};
 
 use super::holdback::HoldBack;
 use super::ring_io::{Holds, RecordSink, Replace, SinkError};
@@ -103,7 +106,9 @@ pub struct MirrorConfig {
     /// Ask for UDP unicast even if the source has multicast.
     pub prefer_unicast: bool,
     /// NAK repeat interval (default 20 ms; a shorter one than [`MIN_NAK_TIMEOUT`], zero
-    /// included, is taken as that).
+    /// included, is taken as that). A NAK the source left unanswered
+    /// [`NAK_UNANSWERED_LIMIT`] times in a row is repeated less often, up to every
+    /// [`MAX_NAK_BACKOFF`] times this, until the source answers.
     pub nak_timeout: Duration,
     /// How long a hole in the UDP stream waits for its datagrams before the first NAK
     /// (default zero: at once, as spec §21.4). On a path that reorders (WAN unicast, bonded
@@ -156,6 +161,11 @@ pub struct MirrorCounters {
     pub datagrams: u64,
     /// NAK frames sent (first sends and repeats).
     pub naks_sent: u64,
+    /// NAKs whose repeats back off: the source left [`NAK_UNANSWERED_LIMIT`] sends in a
+    /// row unanswered, so it does not have what they ask for (a UDP heartbeat claimed more
+    /// than it sent: another sender on the group or port with the session byte; see
+    /// [`Mirror::nak_backed_off`]).
+    pub naks_unanswered: u64,
     /// Records written from TCP DATA in UDP modes (answers to NAKs).
     pub records_retransmitted: u64,
     /// Holes skipped (GAP, a jump ahead, a restart, a blob the mirror's arena cannot hold).
@@ -325,6 +335,8 @@ pub struct Mirror<'a> {
     udp_from: Option<PeerAddr>,
     punch: Option<Punch>,
     nak: Option<Nak>,
+    /// TCP DATA and GAP frames handled in UDP modes: the source's answers to NAKs.
+    answers: u64,
     source_seq: Option<u64>,
     /// A resume awaiting its check: the last sequence the mirror held when it adopted its
     /// ring, whose copy from the source is compared with its own (see the module docs).
@@ -377,6 +389,7 @@ impl<'a> Mirror<'a> {
             udp_from: None,
             punch: None,
             nak: None,
+            answers: 0,
             source_seq: None,
             verify: None,
             checked: None,
@@ -420,6 +433,14 @@ impl<'a> Mirror<'a> {
     /// The outstanding NAK range, if any.
     pub fn outstanding_nak(&self) -> Option<(u64, u64)> {
         self.nak.map(|n| (n.from, n.to))
+    }
+    /// The outstanding NAK range if its repeats are backed off (the source left
+    /// [`NAK_UNANSWERED_LIMIT`] sends in a row of it unanswered, and none has come since),
+    /// with how long the next repeat waits after the last send.
+    pub fn nak_backed_off(&self) -> Option<((u64, u64), Duration)> {
+        let n = self.nak?;
+        self.backs_off(&n)
+            .then(|| ((n.from, n.to), self.repeat_after(&n)))
     }
     /// The HELLO this mirror sends.
     pub fn hello(&self) -> HelloRepr {
@@ -535,6 +556,7 @@ impl<'a> Mirror<'a> {
                 if self.state == State::LiveTcp {
                     self.apply_tcp(d, sink)
                 } else {
+                    self.note_answer();
                     self.counters.records_retransmitted += self.apply(now, d, sink)?;
                     Ok(())
                 }
@@ -556,6 +578,7 @@ impl<'a> Mirror<'a> {
                     self.next = g.seq;
                 }
                 if self.state == State::LiveUdp {
+                    self.note_answer();
                     self.after_progress(now, sink)?;
                 }
                 Ok(())

@@ -1,5 +1,17 @@
 //! The mirror's NAK logic (spec §21.4 `request`, `on_source_seq`, NAK repeat): one
 //! outstanding range, asking only for what is still missing.
+//!
+//! Beyond the reference, a NAK the source leaves unanswered is repeated less and less
+//! often. A source answers every NAK for records it has sent (DATA, or a GAP for what it
+//! lost) and ignores one for records it does not have (spec §20.4: it stops silently). So a
+//! NAK that [`NAK_UNANSWERED_LIMIT`] sends in a row drew no answer asks for what the source
+//! does not have: a UDP heartbeat far ahead of it, from a confused or hostile sender on the
+//! group that knows the session byte, or the record a resume check waits for at a restarted
+//! source. Repeated every `nak_timeout` (20 ms) as the reference does, such a NAK went out
+//! for ever; from then on each repeat waits twice as long as the one before, up to
+//! [`MAX_NAK_BACKOFF`] times `nak_timeout`, and is counted once in
+//! [`MirrorCounters::naks_unanswered`](super::MirrorCounters::naks_unanswered). Datagrams
+//! are still applied meanwhile, and the first answer (any TCP DATA or GAP) ends the back-off.
 
 use super::{MAX_NAK_RECORDS, MIN_NAK_TIMEOUT, Mirror};
 use crate::replicate::time::Duration;
@@ -19,7 +31,23 @@ pub(super) struct Nak {
     /// range was on its way, the first record past that range: the new part, sent alone
     /// at `due` (unless the whole range is due for its repeat by then).
     pub(super) ask_from: u64,
+    /// Sends of this range in a row, before its last one, that no answer followed
+    /// ([`Mirror::answers`] unchanged until the next send): from [`NAK_UNANSWERED_LIMIT`]
+    /// on its repeats back off.
+    pub(super) unanswered: u32,
+    /// [`Mirror::answers`] at the last send.
+    pub(super) answers_at_send: u64,
 }
+
+/// Sends in a row that the source leaves unanswered before a NAK's repeats back off (see
+/// the module docs): 160 ms at the default `nak_timeout`, several round trips of any path
+/// a mirror runs on.
+pub const NAK_UNANSWERED_LIMIT: u32 = 8;
+
+/// The longest NAK repeat interval of the back-off, in `nak_timeout`s (1.28 s at the
+/// default): a NAK that was unanswered only for a while (a restarted source reaching the
+/// record a resume check waits for) is still asked again that often.
+pub const MAX_NAK_BACKOFF: u32 = 64;
 
 /// Held frames [`Mirror::missing`] trims off either end of a range, at most: enough for
 /// the late datagrams at a NAK's ends, while a call's work stays bounded (a trim past a
@@ -31,12 +59,20 @@ impl Mirror<'_> {
         self.source_seq = Some(self.source_seq.map_or(s, |o| o.max(s)));
     }
 
-    /// Spec §21.4 `on_source_seq`: a heartbeat shows how far the source has sent.
+    /// Spec §21.4 `on_source_seq`: a heartbeat shows how far the source has sent. Only a
+    /// claim: a range it asks for that the outstanding NAK covers waits for that NAK's
+    /// repeat, backed off or not (see the module docs), so that heartbeats repeating the
+    /// claim do not undo the back-off.
     pub(super) fn on_source_seq(&mut self, now: Instant, s: u64) {
         self.note_source_seq(s);
         if s >= self.next {
-            self.request(now, self.next, self.last_missing(s));
+            self.request_as(now, self.next, self.last_missing(s), true);
         }
+    }
+
+    /// Counts a TCP DATA or GAP frame in UDP modes: an answer to a NAK.
+    pub(super) fn note_answer(&mut self) {
+        self.answers = self.answers.wrapping_add(1);
     }
 
     /// `to` if no held frame holds it, or else the last record of the first hole: the end
@@ -84,14 +120,32 @@ impl Mirror<'_> {
     /// hole; if that NAK was sent, only the part past it is sent now. A newly seen hole is
     /// asked for [`MirrorConfig::nak_delay`](super::MirrorConfig::nak_delay) later (at once
     /// by default); a hole the outstanding NAK already covered keeps its time.
+    ///
+    /// A hole shown by a datagram that arrived past it is real (the source sent what lies
+    /// beyond it), so it is asked for again once `nak_timeout` has passed even while the
+    /// outstanding NAK's repeats are backed off.
     pub(super) fn request(&mut self, now: Instant, from: u64, to: u64) {
+        self.request_as(now, from, to, false);
+    }
+
+    /// [`Mirror::request`]; `claimed` when the range rests only on a heartbeat's claim
+    /// ([`Mirror::on_source_seq`]), which waits for a backed-off repeat.
+    fn request_as(&mut self, now: Instant, from: u64, to: u64, claimed: bool) {
         let Some((from, to)) = self.missing(from, to) else {
             return;
         };
         let (mut from, mut to, mut ask_from) = (from, to, from);
         let mut due = now + self.cfg.nak_delay;
+        // What the source left unanswered so far carries over to a range that joins the
+        // outstanding one.
+        let (mut unanswered, mut answers_at_send) = (0, self.answers);
         if let Some(n) = self.nak {
-            let fresh = n.sent.is_none_or(|t| now < t + self.nak_repeat());
+            let repeat = if claimed {
+                self.repeat_after(&n)
+            } else {
+                self.nak_repeat()
+            };
+            let fresh = n.sent.is_none_or(|t| now < t + repeat);
             // Already asked for (and not yet due for a repeat): the answer may be in flight.
             if n.from <= from && n.to >= to && fresh {
                 return;
@@ -109,7 +163,14 @@ impl Mirror<'_> {
                     // The old range is on its way: only the new hole goes, after its delay
                     // (a part added earlier and not sent yet keeps its time); the repeat
                     // asks for both.
-                    ask_from = if n.ask_from > n.from {
+                    (unanswered, answers_at_send) = (n.unanswered, n.answers_at_send);
+                    ask_from = if claimed && self.backs_off(&n) {
+                        // A claim sends nothing before the backed-off repeat, which asks
+                        // for the range it extended (a heartbeat repeated with the stream
+                        // moving on made a NAK of each step).
+                        due = n.due;
+                        n.ask_from.max(from)
+                    } else if n.ask_from > n.from {
                         due = due.min(n.due);
                         n.ask_from
                     } else {
@@ -126,12 +187,15 @@ impl Mirror<'_> {
                         due,
                         sent: Some(sent),
                         ask_from,
+                        unanswered,
+                        answers_at_send,
                     });
                     return;
                 } else {
                     // Not sent yet, or due for its repeat: all of it goes at the old time.
                     due = due.min(n.due);
                     ask_from = from;
+                    (unanswered, answers_at_send) = (self.close_sends(&n), self.answers);
                 }
             }
         }
@@ -141,6 +205,8 @@ impl Mirror<'_> {
             due,
             sent: None,
             ask_from,
+            unanswered,
+            answers_at_send,
         });
     }
 
@@ -149,14 +215,54 @@ impl Mirror<'_> {
         self.cfg.nak_timeout.max(MIN_NAK_TIMEOUT)
     }
 
+    /// [`Nak::unanswered`] of a NAK that replaces `n`: `n`'s own plus its last send if no
+    /// answer came after it, or 0 if one did. Counts the NAK in
+    /// [`MirrorCounters::naks_unanswered`](super::MirrorCounters::naks_unanswered) when it
+    /// reaches [`NAK_UNANSWERED_LIMIT`].
+    fn close_sends(&mut self, n: &Nak) -> u32 {
+        if self.answers != n.answers_at_send {
+            return 0;
+        }
+        let unanswered = if n.sent.is_some() {
+            n.unanswered.saturating_add(1)
+        } else {
+            n.unanswered
+        };
+        if unanswered == NAK_UNANSWERED_LIMIT && n.unanswered < NAK_UNANSWERED_LIMIT {
+            self.counters.naks_unanswered += 1;
+        }
+        unanswered
+    }
+
+    /// Whether `n`'s repeats are backed off: [`NAK_UNANSWERED_LIMIT`] sends in a row went
+    /// unanswered, and no answer has come since.
+    pub(super) fn backs_off(&self, n: &Nak) -> bool {
+        n.unanswered >= NAK_UNANSWERED_LIMIT && self.answers == n.answers_at_send
+    }
+
+    /// How long after its last send `n` is repeated: [`Mirror::nak_repeat`], or, once
+    /// [`NAK_UNANSWERED_LIMIT`] sends in a row went unanswered and none has come since,
+    /// twice that for each further unanswered send, up to [`MAX_NAK_BACKOFF`] times it.
+    pub(super) fn repeat_after(&self, n: &Nak) -> Duration {
+        let base = self.nak_repeat();
+        if self.answers != n.answers_at_send {
+            return base;
+        }
+        let doublings = n.unanswered.saturating_sub(NAK_UNANSWERED_LIMIT - 1);
+        let factor = 1u32
+            .checked_shl(doublings)
+            .map_or(MAX_NAK_BACKOFF, |f| f.min(MAX_NAK_BACKOFF));
+        Duration::from_nanos(base.as_nanos().saturating_mul(u64::from(factor)))
+    }
+
     /// When the outstanding NAK is to be sent: its first send once due, then a repeat every
-    /// `nak_timeout`, and the new part of a range extended since its last send once that
-    /// part is due.
+    /// `nak_timeout` (backed off while unanswered, see the module docs), and the new part
+    /// of a range extended since its last send once that part is due.
     pub(super) fn nak_deadline(&self) -> Option<Instant> {
         self.nak.map(|n| match n.sent {
             None => n.due,
-            Some(t) if n.ask_from > n.from => n.due.min(t + self.nak_repeat()),
-            Some(t) => t + self.nak_repeat(),
+            Some(t) if n.ask_from > n.from => n.due.min(t + self.repeat_after(&n)),
+            Some(t) => t + self.repeat_after(&n),
         })
     }
 
@@ -174,14 +280,17 @@ impl Mirror<'_> {
         };
         // A range extended while its older part was on its way, and not yet due for its
         // repeat: the new part only. If that has come meanwhile, nothing goes now.
-        let repeat = n.sent.is_none_or(|t| now >= t + self.nak_repeat());
+        let repeat = n.sent.is_none_or(|t| now >= t + self.repeat_after(&n));
         let ask = if repeat { from } else { from.max(n.ask_from) };
+        let unanswered = self.close_sends(&n);
         self.nak = Some(Nak {
             from,
             to,
             due: n.due,
             sent: Some(now),
             ask_from: from,
+            unanswered,
+            answers_at_send: self.answers,
         });
         let (from, to) = self.missing(ask, to)?;
         Some(NakRepr { from, to })
