@@ -571,6 +571,7 @@ fn blob_variant(e: &BlobError) -> usize {
         BlobError::DescriptorLen { .. } => 5,
         BlobError::WriteSeqExhausted { .. } => 6,
         BlobError::BufferTooSmall { .. } => 7,
+        BlobError::WrongKind { .. } => 8,
     }
 }
 
@@ -610,6 +611,10 @@ fn blob_registry_and_producer_errors_format_every_variant() {
             BlobError::DescriptorLen { len: n, need: m },
             BlobError::WriteSeqExhausted { write_seq: a },
             BlobError::BufferTooSmall { len: n, need: y },
+            BlobError::WrongKind {
+                flags: x,
+                need: "a single-writer ring",
+            },
         ]);
         registry.extend([
             RegistryError::Full { count: x },
@@ -625,7 +630,7 @@ fn blob_registry_and_producer_errors_format_every_variant() {
             gate_limit: b,
         });
     }
-    assert_every_variant(&blob, 8, blob_variant);
+    assert_every_variant(&blob, 9, blob_variant);
     assert_every_variant(&registry, 5, registry_variant);
     // A descriptor's flags play no part in whether it fits the arena.
     check_each(&blob, &["flags"]);

@@ -88,6 +88,16 @@ pub struct Producer<W: Wake = NoWake> {
     mode: u8,
 }
 
+/// What a single writer needs, as its `WrongKind` errors name it.
+pub(crate) const SINGLE_WRITER: &str = "a single-writer ring";
+
+/// The ring's flags if they carry `MODE_MPMC` (many writers claim tickets there, spec §8),
+/// which a single writer refuses: the check of [`Producer::new`] and of the blob writer's.
+pub(crate) fn many_writers(view: &RingView) -> Option<u32> {
+    let flags = view.geometry().flags;
+    flags.has(Flags::MODE_MPMC).then_some(flags.0)
+}
+
 /// [`Producer::mode`] bit: the ring is lossless (the producer has a gate).
 const LOSSLESS: u8 = 1;
 /// [`Producer::mode`] bit: publish with a full fence.
@@ -102,13 +112,13 @@ impl<W: Wake> Producer<W> {
     /// past [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT) (a corrupt header) is refused with
     /// [`AttachError::WriteSeqExhausted`].
     pub fn new(view: RingView, wake: W) -> Result<Self, AttachError> {
-        let flags = view.geometry().flags;
-        if flags.has(Flags::MODE_MPMC) {
+        if let Some(flags) = many_writers(&view) {
             return Err(AttachError::WrongKind {
-                flags: flags.0,
-                need: "a single-writer ring",
+                flags,
+                need: SINGLE_WRITER,
             });
         }
+        let flags = view.geometry().flags;
         // Relaxed: we are the only writer, so the value we read is the last one stored.
         let published = check_write_seq(view.write_seq().load(Ordering::Relaxed))?;
         let gate = flags

@@ -8,6 +8,7 @@ use super::{
     split_descriptor, write_blob,
 };
 use crate::broadcast::LOOKASIDE_POLLS;
+use crate::broadcast::producer::{SINGLE_WRITER, many_writers};
 use crate::broadcast::registry::{self, RegistryError};
 use crate::layout::{
     BlobRef, Flags, LaterSeq, REGISTRY_NAME_LEN, SLOT_WRITING, check_write_seq, later_seq,
@@ -48,12 +49,20 @@ pub struct BlobWriter {
 
 impl BlobWriter {
     /// A writer for `view`, continuing after its current `write_seq` (1 on a fresh ring).
-    /// The caller must be the ring's only writer. A `write_seq` at or past
+    /// The caller must be the ring's only writer. A ring flagged `MODE_MPMC` is refused as
+    /// [`Producer::new`](crate::broadcast::Producer::new) refuses it
+    /// ([`BlobError::WrongKind`]); a `write_seq` at or past
     /// [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT) (a corrupt header) is
     /// [`BlobError::WriteSeqExhausted`] ([`check_write_seq`]).
     pub fn new(view: RingView) -> Result<BlobWriter, BlobError> {
         if Arena::of(&view).is_none() {
             return Err(BlobError::NoArena);
+        }
+        if let Some(flags) = many_writers(&view) {
+            return Err(BlobError::WrongKind {
+                flags,
+                need: SINGLE_WRITER,
+            });
         }
         // Acquire: we continue after whatever an earlier writer of this ring published.
         let w = view.write_seq().load(Ordering::Acquire);
@@ -458,6 +467,28 @@ mod tests {
         let v = ring(&mut buf, &Geometry::spmc(4, 32, 8, 0, false).unwrap());
         assert_eq!(BlobWriter::new(v).unwrap_err(), BlobError::NoArena);
         assert_eq!(BlobReader::new(v).unwrap_err(), BlobError::NoArena);
+    }
+
+    /// A blob ring whose header carries `MODE_MPMC` (a corrupt header: blob rings are
+    /// `0x0311`, spec §2.1) is refused as `Producer` refuses an MPMC ring, before anything
+    /// is written: the writer would share the ring with the MPMC producers that accept it.
+    #[test]
+    fn a_writer_refuses_an_mpmc_flagged_ring() {
+        let mut geo = Geometry::blob(4, 32, 2, 256).unwrap();
+        geo.flags = Flags(geo.flags.0 | Flags::MODE_MPMC);
+        let mut buf = vec![];
+        let v = ring(&mut buf, &geo);
+        assert_eq!(
+            BlobWriter::new(v).map(|_| ()),
+            Err(BlobError::WrongKind {
+                flags: 0x0331,
+                need: "a single-writer ring"
+            })
+        );
+        assert_eq!(v.write_seq().load(Ordering::Relaxed), 0);
+        assert_eq!(reserved(&v), 0, "no arena space taken");
+        // Readers still attach: the refusal is the writer's.
+        assert!(BlobReader::new(v).is_ok());
     }
 
     #[test]
