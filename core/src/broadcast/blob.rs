@@ -65,8 +65,10 @@ pub enum BlobError {
         /// Bytes needed.
         need: usize,
     },
-    /// The ring's `write_seq` is at or past [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT): a
-    /// writer could not continue it (only a corrupt header gets there).
+    /// The ring's `write_seq` leaves no sequence below
+    /// [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT) for a writer: it is `SEQ_LIMIT - 1` (the
+    /// last sequence, published) or more (only a corrupt header gets there). The writer's
+    /// attach refuses it, and so does a push after the last sequence.
     WriteSeqExhausted {
         /// The header's `write_seq`.
         write_seq: u64,
