@@ -108,14 +108,8 @@ impl core::fmt::Display for TryPushError {
     }
 }
 
-impl core::error::Error for TryPushError {
-    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
-        match self {
-            TryPushError::Full(e) => Some(e),
-            TryPushError::Exhausted(e) => Some(e),
-        }
-    }
-}
+/// Transparent: its text is the refusal's own, so it has no `source` that would repeat it.
+impl core::error::Error for TryPushError {}
 
 /// The refusal of a push at `seq`, out of line: the check that calls it is one test of
 /// `seq`'s top bit on the push path.
