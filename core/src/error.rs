@@ -177,7 +177,9 @@ pub enum AttachError {
         found: u32,
     },
     /// `write_seq` is at or past [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT): a writer could
-    /// not continue the ring (only a corrupt header gets there).
+    /// not continue the ring (only a corrupt header gets there). A single writer refuses
+    /// `SEQ_LIMIT - 1` too ([`next_write_seq`](crate::layout::next_write_seq)): the last
+    /// sequence is published there and none is left to write.
     WriteSeqExhausted {
         /// The header's `write_seq`.
         write_seq: u64,
@@ -332,6 +334,14 @@ impl fmt::Display for AttachError {
             }
             ElementSizeMisaligned { found } => {
                 write!(f, "element_size {found} is not a multiple of 8")
+            }
+            WriteSeqExhausted { write_seq } if write_seq < crate::layout::SEQ_LIMIT => {
+                write!(
+                    f,
+                    "write_seq {write_seq:#x} leaves no sequence below the limit {:#x} for a \
+                     writer (a corrupt header): no record can follow it",
+                    crate::layout::SEQ_LIMIT
+                )
             }
             WriteSeqExhausted { write_seq } => {
                 write!(

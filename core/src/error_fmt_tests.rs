@@ -9,9 +9,9 @@ extern crate std;
 use std::vec::Vec;
 
 use crate::blackboard::{BLACKBOARD_MAGIC, BlackboardError};
-use crate::broadcast::Full;
 use crate::broadcast::blob::BlobError;
 use crate::broadcast::registry::RegistryError;
+use crate::broadcast::{Full, SeqExhausted, TryPushError};
 use crate::fmt_check::{U16, U32, U64, USIZE, assert_every_variant, check_each, pairs};
 use crate::layout::{BlobRef, RING_MAGIC};
 use crate::queue::compat::{LossyHealError, SlotsPastClaim, TicketExhausted};
@@ -571,6 +571,14 @@ fn blob_variant(e: &BlobError) -> usize {
         BlobError::DescriptorLen { .. } => 5,
         BlobError::WriteSeqExhausted { .. } => 6,
         BlobError::BufferTooSmall { .. } => 7,
+        BlobError::WrongKind { .. } => 8,
+    }
+}
+
+fn try_push_variant(e: &TryPushError) -> usize {
+    match e {
+        TryPushError::Full(_) => 0,
+        TryPushError::Exhausted(_) => 1,
     }
 }
 
@@ -589,6 +597,8 @@ fn blob_registry_and_producer_errors_format_every_variant() {
     let mut blob = std::vec![BlobError::NoArena];
     let mut registry = std::vec![RegistryError::NoRegistry, RegistryError::ZeroPid];
     let mut full = Vec::new();
+    let mut exhausted = Vec::new();
+    let mut try_push = Vec::new();
     for (i, j) in pairs() {
         let (a, b, n, m, x, y) = (U64[i], U64[j], USIZE[i], USIZE[j], U32[i], U32[j]);
         let descriptor = BlobRef {
@@ -610,6 +620,10 @@ fn blob_registry_and_producer_errors_format_every_variant() {
             BlobError::DescriptorLen { len: n, need: m },
             BlobError::WriteSeqExhausted { write_seq: a },
             BlobError::BufferTooSmall { len: n, need: y },
+            BlobError::WrongKind {
+                flags: x,
+                need: "a single-writer ring",
+            },
         ]);
         registry.extend([
             RegistryError::Full { count: x },
@@ -624,13 +638,24 @@ fn blob_registry_and_producer_errors_format_every_variant() {
             seq: a,
             gate_limit: b,
         });
+        exhausted.push(SeqExhausted { seq: a });
+        try_push.extend([
+            TryPushError::Full(Full {
+                seq: a,
+                gate_limit: b,
+            }),
+            TryPushError::Exhausted(SeqExhausted { seq: b }),
+        ]);
     }
-    assert_every_variant(&blob, 8, blob_variant);
+    assert_every_variant(&blob, 9, blob_variant);
     assert_every_variant(&registry, 5, registry_variant);
     // A descriptor's flags play no part in whether it fits the arena.
     check_each(&blob, &["flags"]);
     check_each(&registry, &[]);
     check_each(&full, &[]);
+    check_each(&exhausted, &[]);
+    assert_every_variant(&try_push, 2, try_push_variant);
+    check_each(&try_push, &[]);
 }
 
 fn hold_variant(e: &HoldError) -> usize {

@@ -121,7 +121,7 @@ fn lossy_u64_ring_bytes() {
     // in the host's byte order as a typed producer writes it).
     let mut p = Producer::new(view, NoWake).unwrap();
     for v in [0x1111_u64, 0x2222, 0x3333] {
-        p.push(&v.to_ne_bytes());
+        p.push(&v.to_ne_bytes()).unwrap();
     }
     let b = bytes(&h);
     assert_eq!(u64_at(&b, 32), 3, "write_seq");
@@ -188,7 +188,7 @@ fn overwrite_marker_and_lap_in_bytes() {
     let mut p = Producer::new(view, NoWake).unwrap();
     let mut c = Consumer::new(view, StartMode::Oldest);
     for v in 1..=3u64 {
-        p.push(&(v * 100).to_ne_bytes());
+        p.push(&(v * 100).to_ne_bytes()).unwrap();
     }
     let b = bytes(&h);
     assert_eq!((u64_at(&b, 128 + 16), u64_at(&b, 128 + 24)), (3, 300));
@@ -213,7 +213,7 @@ fn a_payload_offset_outside_the_slot_is_taken_as_8_in_every_build() {
     let (h, view) = ring(&Geometry::spmc(4, 24, 8, 0, false).unwrap());
     let mut p = Producer::new(view, NoWake).unwrap();
     for (seq, poff) in [(1u64, 12usize), (2, 0), (3, 200), (4, 16)] {
-        assert_eq!(p.push_at(poff, &[seq as u8; 16]), seq);
+        assert_eq!(p.push_at(poff, &[seq as u8; 16]), Ok(seq));
     }
     let b = bytes(&h);
     let slot = |seq: u64| view.geometry().slots_offset as usize + (seq as usize % 4) * 24;

@@ -119,7 +119,7 @@ fn run(cap: u64, pre: u64, mode: StartMode, ops: Vec<Op>) {
     let (mem, view) = ring(&Geometry::spmc(cap, 32, 8, 0, false).unwrap());
     let mut p = Producer::new(view, NoWake).unwrap();
     for s in 1..=pre {
-        p.push(&record(s));
+        p.push(&record(s)).unwrap();
     }
     let c0 = Consumer::new(view, mode);
     let start = match mode {
@@ -145,14 +145,14 @@ fn run(cap: u64, pre: u64, mode: StartMode, ops: Vec<Op>) {
             Op::Push(k) => {
                 for _ in 0..k {
                     let s = p.next_seq();
-                    assert_eq!(p.push(&record(s)), s);
+                    assert_eq!(p.push(&record(s)), Ok(s));
                 }
             }
             Op::PushBatch(k) => {
                 let first = p.next_seq();
                 let recs: Vec<_> = (first..first + k).map(record).collect();
                 let r = p.push_batch(recs.iter().map(|r| &r[..]));
-                assert_eq!(r, first..first + k);
+                assert_eq!(r, Ok(first..first + k));
             }
             Op::Read(m) => {
                 for _ in 0..m {

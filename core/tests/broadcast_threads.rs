@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use ringwire_core::broadcast::{Consumer, NoWake, Producer, StartMode};
+use ringwire_core::broadcast::{Consumer, NoWake, Producer, StartMode, TryPushError};
 use ringwire_core::{Geometry, RingView};
 
 mod broadcast_common;
@@ -74,7 +74,7 @@ fn lossy_readers_never_accept_a_wrong_record() {
                 .collect();
             let mut p = Producer::new(view, NoWake).unwrap();
             for seq in 1..=N {
-                assert_eq!(p.push(&record(seq)), seq);
+                assert_eq!(p.push(&record(seq)), Ok(seq));
             }
             for r in readers {
                 let (accepted, _lapped) = r.join().unwrap();
@@ -100,7 +100,10 @@ fn lossless_registered_reader_is_never_lapped() {
                         assert_eq!(s, seq);
                         seq += 1;
                     }
-                    Err(full) => {
+                    Err(e) => {
+                        let TryPushError::Full(full) = e else {
+                            panic!("push {seq}: {e}");
+                        };
                         assert_eq!(full.seq, seq);
                         assert!(start.elapsed() < DEADLINE, "writer stalled at {seq}");
                         std::thread::yield_now();

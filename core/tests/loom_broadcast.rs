@@ -46,8 +46,8 @@ fn overwrite_race(recv: Recv, check_raw: bool) {
         let view = ring(1);
         let mut p = Producer::new(view.clone(), NoWake).unwrap();
         let w = thread::spawn(move || {
-            p.push(&record(1));
-            p.push(&record(2));
+            p.push(&record(1)).unwrap();
+            p.push(&record(2)).unwrap();
         });
         // Created while the writer runs: it may start at 1 or (after both pushes) at 2.
         let mut c = Consumer::new(view.clone(), StartMode::Oldest);
@@ -107,7 +107,7 @@ fn lap_detection_at_the_wrap() {
         let mut p = Producer::new(view, NoWake).unwrap();
         let w = thread::spawn(move || {
             for s in 1..=3 {
-                p.push(&record(s));
+                p.push(&record(s)).unwrap();
             }
         });
         let mut dst = [0u8; 16];
@@ -193,7 +193,7 @@ fn a_raw_read_never_takes_a_record_being_published_for_lapped() {
         let view = ring(2);
         let mut p = Producer::new(view.clone(), NoWake).unwrap();
         let w = thread::spawn(move || {
-            p.push(&record(1));
+            p.push(&record(1)).unwrap();
         });
         let mut dst = [0u8; 16];
         match read_record(&view, 1, &mut dst) {

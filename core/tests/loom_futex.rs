@@ -152,8 +152,8 @@ fn ring_sleeper_never_misses_a_publish() {
         let futex = Arc::new(Futex::new());
         let mut p = Producer::new(view.clone(), ModelWake(futex.clone())).unwrap();
         let w = thread::spawn(move || {
-            p.push(&1u64.to_le_bytes());
-            p.push(&2u64.to_le_bytes());
+            p.push(&1u64.to_le_bytes()).unwrap();
+            p.push(&2u64.to_le_bytes()).unwrap();
         });
         sleep_until(view.futex(), &futex, || published(&view, 2));
         w.join().unwrap();
@@ -441,7 +441,7 @@ fn a_recheck_before_the_announcement_loses_the_wake_up() {
         let view = ring();
         let futex = Arc::new(Futex::new());
         let mut p = Producer::new(view.clone(), ModelWake(futex.clone())).unwrap();
-        let w = thread::spawn(move || p.push(&1u64.to_le_bytes()));
+        let w = thread::spawn(move || p.push(&1u64.to_le_bytes()).unwrap());
         let pair = view.futex();
         while !published(&view, 1) {
             // Acquire: as in FutexPair::announce.
@@ -494,7 +494,7 @@ fn rationed_wake(taken_for_dead: u32) {
         };
         let mut p = Producer::new(view.clone(), waker).unwrap();
         let w = thread::spawn(move || {
-            p.push(&1u64.to_le_bytes());
+            p.push(&1u64.to_le_bytes()).unwrap();
         });
         sleep_until(view.futex(), &futex, || published(&view, 1));
         w.join().unwrap();

@@ -24,7 +24,7 @@ use ringwire_core::broadcast::registry::{
     self, gate_limit, live_reader, live_readers, min_live_cursor, prune_dead, publish_cursor,
 };
 use ringwire_core::broadcast::{Consumer, NoWake, Producer, StartMode, TypedConsumer};
-use ringwire_core::layout::{BlobRef, Flags, Geometry, oldest_retained};
+use ringwire_core::layout::{BlobRef, Flags, Geometry, SEQ_LIMIT, oldest_retained};
 use ringwire_core::queue::compat::{LossyMpmcConsumer, LossyMpmcProducer, LossyPush};
 use ringwire_core::queue::spsc::check_spsc_cursors;
 use ringwire_core::queue::{
@@ -729,8 +729,12 @@ fn producer_ops(st: &mut RingState, inp: &mut Input, buf: &mut [u8; 256]) {
             let _ = p.try_push_at(poff, &buf[..n]);
         }
         2 => {
-            let s = p.push(&buf[..n]);
-            assert_eq!(p.next_seq(), s + 1);
+            let before = p.next_seq();
+            match p.push(&buf[..n]) {
+                Ok(s) => assert!(s < SEQ_LIMIT && p.next_seq() == s + 1, "pushed {s:#x}"),
+                // Refused only at the limit, with nothing written.
+                Err(e) => assert!(e.seq == before && before >= SEQ_LIMIT && p.next_seq() == before),
+            }
         }
         3 => {
             let poff = payload_offset(p.view(), inp);
@@ -739,8 +743,14 @@ fn producer_ops(st: &mut RingState, inp: &mut Input, buf: &mut [u8; 256]) {
         4 => {
             let k = usize::from(inp.u8() % 4);
             let recs = [&buf[..n], &buf[..n / 2], &buf[..0], &buf[..n]];
-            let r = p.push_batch(recs[..k].iter().copied());
-            assert_eq!(r.end - r.start, k as u64);
+            let first = p.next_seq();
+            match p.push_batch(recs[..k].iter().copied()) {
+                Ok(r) => assert!(r.end - r.start == k as u64 && r.end <= SEQ_LIMIT),
+                // Stopped at the limit: the records before it were written.
+                Err(e) => assert!(
+                    e.seq == SEQ_LIMIT && p.next_seq() == e.seq && e.seq - first < k as u64
+                ),
+            }
         }
         5 => {
             let s = inp.seq();

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ringwire_core::blackboard::BlackboardError;
+use ringwire_core::broadcast::SeqExhausted;
 use ringwire_core::broadcast::blob::BlobError;
 use ringwire_core::broadcast::registry::RegistryError;
 use ringwire_core::queue::QueueAttachError;
@@ -58,6 +59,15 @@ pub enum Error {
         /// The slowest live registered reader when the wait ended (`None` when it left just
         /// then).
         reader: Option<ReaderInfo>,
+    },
+    /// A producer has no sequence left below
+    /// [`SEQ_LIMIT`](ringwire_core::layout::SEQ_LIMIT) to write: nothing was written
+    /// ([`RingProducer::push_timeout`](crate::RingProducer::push_timeout)).
+    SeqExhausted {
+        /// The file.
+        path: PathBuf,
+        /// The sequence that could not be written.
+        source: SeqExhausted,
     },
     /// A blob could not be written or read.
     Blob {
@@ -280,6 +290,7 @@ impl Error {
             | Error::Registry { path, .. }
             | Error::Backpressure { path, .. }
             | Error::Blob { path, .. }
+            | Error::SeqExhausted { path, .. }
             | Error::Blackboard { path, .. }
             | Error::WriterStalled { path, .. }
             | Error::KeyBusy { path, .. }
@@ -369,6 +380,7 @@ impl Error {
             | Error::Registry { .. }
             | Error::Backpressure { .. }
             | Error::Blob { .. }
+            | Error::SeqExhausted { .. }
             | Error::Init { .. }
             | Error::NoOffsetFile { .. }
             | Error::CorruptSlots { .. } => "ring",
@@ -433,6 +445,7 @@ impl Error {
                 }
             }
             Error::Blob { source, .. } => write!(f, "{source}"),
+            Error::SeqExhausted { source, .. } => write!(f, "{source}"),
             Error::Blackboard { source, .. } => write!(f, "{source}"),
             Error::WriterStalled { key, .. } => write!(
                 f,
@@ -529,6 +542,7 @@ impl Error {
             Error::Geometry { source, .. } => Some(source),
             Error::Registry { source, .. } => Some(source),
             Error::Blob { source, .. } => Some(source),
+            Error::SeqExhausted { source, .. } => Some(source),
             Error::Blackboard { source, .. } => Some(source),
             Error::Init { source, .. } => Some(source),
             Error::Region { source, .. } => Some(source),

@@ -13,6 +13,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use ringwire_core::blackboard::{BLACKBOARD_MAGIC, BlackboardError};
+use ringwire_core::broadcast::SeqExhausted;
 use ringwire_core::broadcast::blob::BlobError;
 use ringwire_core::broadcast::registry::RegistryError;
 use ringwire_core::layout::RING_MAGIC;
@@ -97,6 +98,7 @@ fn error_variant(e: &Error) -> usize {
         Error::CorruptSlots { .. } => 24,
         Error::MpmcRingNotMirrored { .. } => 25,
         Error::NotAMirrorRing { .. } => 26,
+        Error::SeqExhausted { .. } => 28,
     }
 }
 
@@ -134,6 +136,10 @@ fn error_samples() -> Vec<Error> {
                 Error::Blob {
                     path: p(),
                     source: BlobError::TooLarge { len: n, max: b },
+                },
+                Error::SeqExhausted {
+                    path: p(),
+                    source: SeqExhausted { seq: a },
                 },
                 Error::Blackboard {
                     path: p(),
@@ -276,7 +282,7 @@ fn hidden(e: &Error) -> &'static [&'static str] {
 #[test]
 fn adapter_errors_format_every_variant_with_their_path() {
     let all = error_samples();
-    assert_every_variant(&all, 28, error_variant);
+    assert_every_variant(&all, 29, error_variant);
     for e in &all {
         let shown = check(e, hidden(e));
         // Io and InvalidArgument leave an empty path out; the others show it as `""`.
@@ -298,6 +304,7 @@ fn adapter_errors_show_their_cause_once_down_the_chain() {
             Error::Io { .. }
                 | Error::Registry { .. }
                 | Error::Blob { .. }
+                | Error::SeqExhausted { .. }
                 | Error::Blackboard { .. }
                 | Error::Attach { .. }
                 | Error::QueueAttach { .. }

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use ringwire_core::Geometry;
-use ringwire_core::broadcast::{Full, Producer, registry};
+use ringwire_core::broadcast::{Producer, SeqExhausted, TryPushError, registry};
 use ringwire_core::layout::{schema_signature_of, slot_payload_offset, slot_stride};
 use zerocopy::{Immutable, IntoBytes};
 
@@ -173,23 +173,42 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// Publishes one record and returns its sequence. On a lossless ring this waits for
     /// the slowest registered reader (spec §6: spin, yield, then sleep 10 µs between
     /// prunes of dead readers).
+    ///
+    /// Returns 0 (no sequence, spec §0.1) and writes nothing once the sequences below
+    /// [`SEQ_LIMIT`](ringwire_core::layout::SEQ_LIMIT) (2^63) are used up, which this
+    /// producer, starting at 1 on the ring it created, reaches only after 2^63 − 1 records
+    /// (29 years at 10^10 a second) or when its header's `write_seq` was scribbled between
+    /// creation and attach. [`RingProducer::try_push`] and [`RingProducer::push_timeout`]
+    /// report it as an error.
     #[inline(always)]
     pub fn push(&mut self, item: &T) -> u64 {
         if self.inner.is_plain() {
-            // Inlined into the caller, the copy has the constant length `size_of::<T>()`.
-            return self.inner.push_at(Self::POFF, item.as_bytes());
+            // Inlined into the caller, the copy has the constant length `size_of::<T>()`;
+            // the limit's test in `push_at` is the only branch before the write.
+            return match self.inner.push_at(Self::POFF, item.as_bytes()) {
+                Ok(seq) => seq,
+                Err(_) => Self::exhausted(),
+            };
         }
         self.push_other(item)
     }
 
+    /// [`RingProducer::push`]'s result when no sequence is left: 0, nothing written.
+    #[cold]
+    #[inline(never)]
+    fn exhausted() -> u64 {
+        0
+    }
+
     /// [`RingProducer::push`] on a lossless ring, or on a lossy one that publishes with a
     /// full fence (no membarrier here), kept out of line so that the plain push inlines
-    /// small. On a lossy ring `try_push_at` never refuses.
+    /// small. On a lossy ring `try_push_at` refuses only at the sequence limit.
     #[inline(never)]
     fn push_other(&mut self, item: &T) -> u64 {
         match self.inner.try_push_at(Self::POFF, item.as_bytes()) {
             Ok(seq) => seq,
-            Err(_) => self.push_blocked(item),
+            Err(TryPushError::Full(_)) => self.push_blocked(item),
+            Err(_) => Self::exhausted(),
         }
     }
 
@@ -197,9 +216,12 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     fn push_blocked(&mut self, item: &T) -> u64 {
         loop {
             self.wait_for_headroom();
-            // The wait refreshed the gate past `next_seq`, so this succeeds.
-            if let Ok(seq) = self.inner.try_push_at(Self::POFF, item.as_bytes()) {
-                return seq;
+            // The wait refreshed the gate past `next_seq`, so this succeeds unless the
+            // sequences are used up, which no wait changes.
+            match self.inner.try_push_at(Self::POFF, item.as_bytes()) {
+                Ok(seq) => return seq,
+                Err(TryPushError::Full(_)) => {}
+                Err(_) => return Self::exhausted(),
             }
         }
     }
@@ -243,9 +265,13 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// ring behind for `timeout`, writes nothing and fails with [`Error::Backpressure`]
     /// naming that reader (see [`RingProducer::wait_for_headroom_timeout`], which also says
     /// what `Duration::ZERO` and `Duration::MAX` do). On a lossy ring it never waits.
+    /// Once the sequences are used up (see [`RingProducer::push`]) it writes nothing and
+    /// fails at once with [`Error::SeqExhausted`].
     pub fn push_timeout(&mut self, item: &T, timeout: Duration) -> Result<u64> {
-        if let Ok(seq) = self.inner.try_push_at(Self::POFF, item.as_bytes()) {
-            return Ok(seq);
+        match self.inner.try_push_at(Self::POFF, item.as_bytes()) {
+            Ok(seq) => return Ok(seq),
+            Err(TryPushError::Full(_)) => {}
+            Err(TryPushError::Exhausted(e)) => return Err(self.seq_exhausted(e)),
         }
         let start = Instant::now();
         let deadline = start.checked_add(timeout);
@@ -253,10 +279,22 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
             if !self.wait_until(deadline) {
                 return Err(self.backpressure(start.elapsed()));
             }
-            // The wait refreshed the gate past `next_seq`, so this succeeds.
-            if let Ok(seq) = self.inner.try_push_at(Self::POFF, item.as_bytes()) {
-                return Ok(seq);
+            // The wait refreshed the gate past `next_seq`, so this succeeds unless the
+            // sequences are used up.
+            match self.inner.try_push_at(Self::POFF, item.as_bytes()) {
+                Ok(seq) => return Ok(seq),
+                Err(TryPushError::Full(_)) => {}
+                Err(TryPushError::Exhausted(e)) => return Err(self.seq_exhausted(e)),
             }
+        }
+    }
+
+    /// [`Error::SeqExhausted`] for this ring.
+    #[cold]
+    fn seq_exhausted(&self, source: SeqExhausted) -> Error {
+        Error::SeqExhausted {
+            path: self.path().to_path_buf(),
+            source,
         }
     }
 
@@ -361,9 +399,10 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     }
 
     /// Publishes one record unless that would lap the slowest registered reader of a
-    /// lossless ring; never waits.
+    /// lossless ring ([`TryPushError::Full`]); never waits. Once the sequences are used up
+    /// (see [`RingProducer::push`]) it writes nothing: [`TryPushError::Exhausted`].
     #[inline]
-    pub fn try_push(&mut self, item: &T) -> std::result::Result<u64, Full> {
+    pub fn try_push(&mut self, item: &T) -> std::result::Result<u64, TryPushError> {
         self.inner.try_push_at(Self::POFF, item.as_bytes())
     }
 
@@ -373,13 +412,15 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
     /// the records below the gate limit are written and published together; when the
     /// batch does not fit, that piece is published, the producer waits as `push` does
     /// ([`RingProducer::wait_for_headroom`]) and goes on with the next piece. Returns the
-    /// sequences written.
+    /// sequences written: fewer than `items` only once the sequences are used up (see
+    /// [`RingProducer::push`]), where the batch stops.
     pub fn push_batch(&mut self, items: &[T]) -> Range<u64> {
         let first = self.inner.next_seq();
         if !self.inner.is_lossless() {
-            return self
+            let _stopped_at_the_limit = self
                 .inner
                 .push_batch_at(Self::POFF, items.iter().map(|t| t.as_bytes()));
+            return first..self.inner.next_seq();
         }
         let mut rest = items;
         while !rest.is_empty() {
@@ -390,8 +431,13 @@ impl<T: IntoBytes + Immutable + 'static> RingProducer<T> {
                 continue;
             }
             let (now, later) = rest.split_at(n);
-            self.inner
-                .push_batch_at(Self::POFF, now.iter().map(|t| t.as_bytes()));
+            if self
+                .inner
+                .push_batch_at(Self::POFF, now.iter().map(|t| t.as_bytes()))
+                .is_err()
+            {
+                break;
+            }
             rest = later;
         }
         first..self.inner.next_seq()
@@ -481,7 +527,8 @@ mod tests {
 
     /// A lossy producer that publishes with a full fence (its process could not register
     /// for membarrier) is not the plain one: its pushes go out of line, through
-    /// `try_push_at`, which on a lossy ring never refuses. Every record still arrives.
+    /// `try_push_at`, which on a lossy ring refuses only at the sequence limit. Every
+    /// record still arrives.
     #[test]
     fn fenced_lossy_push_goes_out_of_line_and_delivers_every_record() {
         let path = TmpPath::new("fenced-lossy");
@@ -500,5 +547,44 @@ mod tests {
             assert_eq!(c.try_recv(), Some(v * 3));
         }
         assert_eq!(c.try_recv(), None);
+    }
+
+    /// Once no sequence is left below `SEQ_LIMIT` (here after a jump of the core producer:
+    /// short of 2^63 pushes, only a header scribbled between creation and attach gets
+    /// there), every kind of push writes nothing and returns at once, on a plain, a fenced
+    /// and a lossless ring alike: `push` returns 0, `try_push` and `push_timeout` say why,
+    /// `push_batch` writes an empty range. Before, they wrote sequence 2^63, which every
+    /// reader then refused as a corrupt header.
+    #[test]
+    fn pushes_at_the_sequence_limit_write_nothing_and_never_wait() {
+        use ringwire_core::layout::SEQ_LIMIT;
+        let cases = [
+            ("plain", FlowControl::LossyLatestWins, false),
+            ("fenced", FlowControl::LossyLatestWins, true),
+            ("lossless", FlowControl::LosslessBackpressure, false),
+        ];
+        for (name, flow, fenced) in cases {
+            let path = TmpPath::new(&format!("seq-limit-{name}"));
+            let mut p = RingProducer::<u64>::builder(4)
+                .flow_control(flow)
+                .build::<u64, _>(&path)
+                .unwrap();
+            p.inner.set_fenced_publish(fenced);
+            assert_eq!(p.push(&11), 1, "{name}");
+            p.inner.skip_to(SEQ_LIMIT);
+            let refused = SeqExhausted { seq: SEQ_LIMIT };
+            assert_eq!(p.push(&12), 0, "{name}");
+            assert_eq!(p.try_push(&12), Err(TryPushError::Exhausted(refused)));
+            let start = Instant::now();
+            match p.push_timeout(&12, Duration::from_secs(5)) {
+                Err(Error::SeqExhausted { source, .. }) => assert_eq!(source, refused),
+                other => panic!("{name}: push_timeout gave {other:?}"),
+            }
+            assert!(start.elapsed() < Duration::from_secs(1), "{name}: waited");
+            assert_eq!(p.push_batch(&[13, 14]), SEQ_LIMIT..SEQ_LIMIT, "{name}");
+            assert_eq!((p.sequence(), p.published_sequence()), (1, 1), "{name}");
+            let mut c = RingConsumer::<u64>::attach(&path).unwrap();
+            assert_eq!((c.try_recv(), c.try_recv()), (Some(11), None), "{name}");
+        }
     }
 }

@@ -67,14 +67,14 @@ fn main() {
                         t0.elapsed() < Duration::from_secs(10),
                         "no rationing in 10 s"
                     );
-                    p.push(&i.to_le_bytes());
+                    p.push(&i.to_le_bytes()).unwrap();
                     i += 1;
                 }
                 to_rationing.push(t0.elapsed().as_secs_f64() * 1e3);
             }
             let t0 = Instant::now();
             for i in 0..items {
-                p.push(&i.to_le_bytes());
+                p.push(&i.to_le_bytes()).unwrap();
             }
             this[way] = t0.elapsed().as_nanos() as f64 / items as f64;
             ns[way].push(this[way]);

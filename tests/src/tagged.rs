@@ -54,7 +54,7 @@ pub fn publish(ring: &RingFile, tag: u8, from: u64, to: u64) {
     // SAFETY: `ring` outlives the producer, dropped at the end of this function.
     let mut p = Producer::new(*unsafe { ring.view() }, FutexWake).expect("producer");
     for seq in from..=to {
-        assert_eq!(p.push(&record(tag, seq)), seq);
+        assert_eq!(p.push(&record(tag, seq)), Ok(seq));
     }
 }
 

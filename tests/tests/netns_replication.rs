@@ -102,7 +102,7 @@ impl Source {
                 if seq > last {
                     break;
                 }
-                assert_eq!(self.producer.push(&payload(self.epoch, seq)), seq);
+                assert_eq!(self.producer.push(&payload(self.epoch, seq)), Ok(seq));
                 seq += 1;
             }
         }

@@ -63,7 +63,7 @@ fn assert_mirror_exact(path: &Path, n: u64) {
 
 fn publish(p: &mut Producer<FutexWake>, n: u64) {
     for seq in 1..=n {
-        assert_eq!(p.push(&payload(seq)), seq);
+        assert_eq!(p.push(&payload(seq)), Ok(seq));
         if seq % 200 == 0 {
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -274,7 +274,7 @@ fn a_mirror_that_stops_reading_times_out_without_hurting_others() {
             ReadOnlyRing::open(dst.path()).is_ok()
         });
         for seq in 1..=n {
-            prod.push(&payload(seq));
+            prod.push(&payload(seq)).unwrap();
             if seq % 64 == 0 {
                 std::thread::sleep(Duration::from_millis(1));
             }
@@ -798,7 +798,7 @@ fn the_start_asked_for_holds_until_a_handshake() {
                     ReadOnlyRing::open(dst.path()).is_ok()
                 });
                 for seq in 501..=600 {
-                    assert_eq!(prod.push(&payload(seq)), seq);
+                    assert_eq!(prod.push(&payload(seq)), Ok(seq));
                 }
             }
             let last = if start == Start::Latest { 600 } else { 500 };
@@ -1263,7 +1263,7 @@ fn a_mirror_that_half_closes_after_hello_is_served() {
         // Still served after an idle spell, and records published now still come.
         std::thread::sleep(Duration::from_millis(300));
         for seq in 301..=310 {
-            prod.push(&payload(seq));
+            prod.push(&payload(seq)).unwrap();
         }
         let mut more = Vec::new();
         while more.len() < 10 {

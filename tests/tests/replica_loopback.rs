@@ -121,7 +121,7 @@ fn ringwire_to_ringwire(mode: Mode, idx: u16, n: u64, rate: u64) {
     let server = Server::bind(serve_options(src.path(), mode, mcast(idx), 1)).unwrap();
     let mo = mirror_options(server.local_addr(), dst.path(), mode);
     let (srv_sum, mir_sum) = serve_and_mirror(&server, &mo, n, rate, &mut |seq| {
-        assert_eq!(producer.push(&payload(seq)), seq);
+        assert_eq!(producer.push(&payload(seq)), Ok(seq));
     });
     assert_same(src.path(), dst.path(), n);
     assert_eq!(mir_sum.last_seq, n);
@@ -202,7 +202,7 @@ fn ringwire_multicast_from_another_address_than_the_tcp_peer() {
     let server = Server::with_listener(so, listener).unwrap();
     let mo = mirror_options(server.local_addr(), dst.path(), Mode::Multicast);
     let (_, sum) = serve_and_mirror(&server, &mo, QUICK, 100_000, &mut |seq| {
-        assert_eq!(producer.push(&payload(seq)), seq);
+        assert_eq!(producer.push(&payload(seq)), Ok(seq));
     });
     assert_same(src.path(), dst.path(), QUICK);
     let c = sum.counters;
@@ -227,7 +227,7 @@ fn ringwire_multicast_on_this_host_without_iface() {
     let mut mo = mirror_options(server.local_addr(), dst.path(), Mode::Multicast);
     mo.iface = Ipv4Addr::UNSPECIFIED;
     let (_, sum) = serve_and_mirror(&server, &mo, QUICK, 100_000, &mut |seq| {
-        assert_eq!(producer.push(&payload(seq)), seq);
+        assert_eq!(producer.push(&payload(seq)), Ok(seq));
     });
     assert_same(src.path(), dst.path(), QUICK);
     let c = sum.counters;
@@ -388,7 +388,7 @@ fn ringwire_to_ringfire(mode: Mode, idx: u16, dup: u8, n: u64, rate: u64) {
         });
         publish(
             &mut |seq| {
-                producer.push(&payload(seq));
+                producer.push(&payload(seq)).unwrap();
             },
             n,
             rate,
@@ -513,7 +513,7 @@ fn mirror_resumes_its_ring_and_holds_its_lock() {
             let second = mirror::run(&mo, &AtomicBool::new(false));
             assert!(second.is_err(), "a second mirror was allowed");
             for seq in 1..=1000 {
-                producer.push(&payload(seq));
+                producer.push(&payload(seq)).unwrap();
             }
             wait_until("1,000 records", Duration::from_secs(10), || {
                 mirror_write_seq(dst.path()) >= 1000
@@ -524,7 +524,7 @@ fn mirror_resumes_its_ring_and_holds_its_lock() {
         assert_eq!(first.last_seq, 1000);
         let inode = std::fs::metadata(dst.path()).unwrap().ino();
         for seq in 1001..=2000 {
-            producer.push(&payload(seq));
+            producer.push(&payload(seq)).unwrap();
         }
         // Second run: resume.
         mo.start = Start::Resume;
@@ -574,7 +574,7 @@ fn mirror_reconnects_and_resumes_after_the_server_restarts() {
                 ReadOnlyRing::open(dst.path()).is_ok()
             });
             for seq in 1..=1000 {
-                producer.push(&payload(seq));
+                producer.push(&payload(seq)).unwrap();
             }
             wait_until("1,000 records", Duration::from_secs(10), || {
                 mirror_write_seq(dst.path()) >= 1000
@@ -586,7 +586,7 @@ fn mirror_reconnects_and_resumes_after_the_server_restarts() {
         let inode = std::fs::metadata(dst.path()).unwrap().ino();
         // Records published while no server runs.
         for seq in 1001..=1500 {
-            producer.push(&payload(seq));
+            producer.push(&payload(seq)).unwrap();
         }
         let mut so = serve_options(src.path(), Mode::Multicast, mcast(16), 1);
         so.bind = addr;
@@ -596,7 +596,7 @@ fn mirror_reconnects_and_resumes_after_the_server_restarts() {
             let _stop = SetOnDrop(&stop2);
             let s = sc2.spawn(|| second.run(&stop2));
             for seq in 1501..=2000 {
-                producer.push(&payload(seq));
+                producer.push(&payload(seq)).unwrap();
             }
             wait_until("2,000 records", Duration::from_secs(20), || {
                 mirror_write_seq(dst.path()) >= 2000
@@ -639,7 +639,7 @@ fn serve_once_returns_when_its_mirror_leaves() {
             ReadOnlyRing::open(dst.path()).is_ok()
         });
         for seq in 1..=500 {
-            producer.push(&payload(seq));
+            producer.push(&payload(seq)).unwrap();
         }
         wait_until("500 records", Duration::from_secs(10), || {
             mirror_write_seq(dst.path()) >= 500
@@ -694,7 +694,7 @@ fn a_mirror_ring_can_be_served_again() {
             });
             publish(
                 &mut |seq| {
-                    producer.push(&payload(seq));
+                    producer.push(&payload(seq)).unwrap();
                 },
                 n,
                 100_000,

@@ -39,7 +39,7 @@ fn source(p: &ShmPath, capacity: u64, len: usize, n: u64) -> RingFile {
     let mut rec = vec![0u8; len];
     for seq in 1..=n {
         rec[..8].copy_from_slice(&seq.to_le_bytes());
-        assert_eq!(prod.push(&rec), seq);
+        assert_eq!(prod.push(&rec), Ok(seq));
     }
     ring
 }
@@ -404,7 +404,7 @@ fn punching_mirrors_ours_and_ringfires_outlive_the_punch_timeout() {
             assert_eq!(server.summary().punch_timeouts, 0);
             std::thread::sleep(Duration::from_millis(100));
         }
-        prod.push(&[2u8; 24]);
+        prod.push(&[2u8; 24]).unwrap();
         wait_until("record 2 at both mirrors", Duration::from_secs(10), || {
             seq(&ours) >= 2 && ReadOnlyRing::open(theirs).map_or(0, |r| r.write_seq()) >= 2
         });

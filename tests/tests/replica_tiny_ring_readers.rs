@@ -232,7 +232,7 @@ fn run(mode: Mode, idx: u16) -> (Seen, Seen, u64) {
         let s = sc.spawn(|| server.run(&stop));
         let m = sc.spawn(|| mirror::run(&mo, &stop));
         // A first record, so that the mirror has a ring to create.
-        producer.push(&payload::<LEN>(1));
+        producer.push(&payload::<LEN>(1)).unwrap();
         wait_until("the mirror ring", Duration::from_secs(10), || {
             ReadOnlyRing::open(dst.path()).is_ok_and(|r| r.write_seq() >= 1)
         });
@@ -247,7 +247,7 @@ fn run(mode: Mode, idx: u16) -> (Seen, Seen, u64) {
             round += 1;
             for _ in 0..[1, 1, 2, 3, 1, 5, 9, 40][round % 8] {
                 seq += 1;
-                producer.push(&payload::<LEN>(seq));
+                producer.push(&payload::<LEN>(seq)).unwrap();
             }
             std::thread::sleep(Duration::from_micros(30));
         }

@@ -42,7 +42,7 @@ fn make_ring(path: &Path, capacity: u64, generation: u8, n: u64) -> RingFile {
     // SAFETY: `ring` outlives the producer, which is dropped at the end of this function.
     let mut p = Producer::new(*unsafe { ring.view() }, FutexWake).unwrap();
     for seq in 1..=n {
-        assert_eq!(p.push(&record(generation, seq)), seq);
+        assert_eq!(p.push(&record(generation, seq)), Ok(seq));
     }
     ring
 }
@@ -101,7 +101,7 @@ fn serve_follows_a_ring_replaced_at_its_path() {
         // SAFETY: `second` is declared first, so it outlives the producer.
         let mut p = Producer::new(*unsafe { second.view() }, FutexWake).unwrap();
         for seq in 26..=60 {
-            assert_eq!(p.push(&record(2, seq)), seq);
+            assert_eq!(p.push(&record(2, seq)), Ok(seq));
         }
         wait_until("the new records mirrored", Duration::from_secs(20), || {
             mirror_holds(dst.path(), 128, 2, 26, 60)

@@ -65,11 +65,22 @@ pub enum BlobError {
         /// Bytes needed.
         need: usize,
     },
-    /// The ring's `write_seq` is at or past [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT): a
-    /// writer could not continue it (only a corrupt header gets there).
+    /// The ring's `write_seq` leaves no sequence below
+    /// [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT) for a writer: it is `SEQ_LIMIT - 1` (the
+    /// last sequence, published) or more (only a corrupt header gets there). The writer's
+    /// attach refuses it, and so does a push after the last sequence.
     WriteSeqExhausted {
         /// The header's `write_seq`.
         write_seq: u64,
+    },
+    /// The ring is of a kind a blob writer cannot write: its flags carry `MODE_MPMC` (many
+    /// writers claim tickets there, spec §8; a blob ring has one writer and flags `0x0311`,
+    /// spec §2.1). Only a corrupt header or a wrong path gets here.
+    WrongKind {
+        /// The header flags.
+        flags: u32,
+        /// What the writer needs.
+        need: &'static str,
     },
     /// The caller's blob buffer is shorter than the blob.
     BufferTooSmall {
@@ -108,6 +119,9 @@ impl fmt::Display for BlobError {
                     f,
                     "write_seq {write_seq:#x} leaves no sequence for a writer"
                 )
+            }
+            BlobError::WrongKind { flags, need } => {
+                write!(f, "ring flags {flags:#06x} do not describe {need}")
             }
             BlobError::BufferTooSmall { len, need } => {
                 write!(

@@ -690,7 +690,7 @@ mod tests {
         let (m, view) = spmc_ring(cap, 16);
         let mut p = Producer::new(view, NoWake).unwrap();
         for s in 1..=n {
-            p.push(&s.to_le_bytes());
+            p.push(&s.to_le_bytes()).unwrap();
         }
         (m, view, p)
     }
@@ -769,7 +769,7 @@ mod tests {
         let mut c = Consumer::new(view, StartMode::Latest);
         assert_eq!(recv(&mut c), Some((3, 3)));
         assert_eq!(recv(&mut c), None);
-        p.push(&4u64.to_le_bytes());
+        p.push(&4u64.to_le_bytes()).unwrap();
         assert_eq!(recv(&mut c), Some((4, 4)));
     }
 
@@ -778,7 +778,7 @@ mod tests {
         let (_m, view, mut p) = ring_with(4, 0);
         let mut c = Consumer::new(view, StartMode::Oldest);
         for s in 1..=5u64 {
-            p.push(&s.to_le_bytes());
+            p.push(&s.to_le_bytes()).unwrap();
         }
         // Slot 1 now holds 5: message 1 is gone, 2..=5 remain.
         assert_eq!(drain(&mut c), [2, 3, 4, 5]);
@@ -805,7 +805,7 @@ mod tests {
                     assert_eq!(da, db, "len {len}: same bytes, nothing past the record");
                 }
                 assert_eq!((a.cursor(), a.lapped()), (b.cursor(), b.lapped()));
-                p.push(&7u64.to_le_bytes());
+                p.push(&7u64.to_le_bytes()).unwrap();
             }
             assert_eq!((b.cursor(), b.lapped()), (8, 2), "len {len}");
         }
@@ -821,7 +821,7 @@ mod tests {
         view.slot_seq(3).store(SLOT_WRITING, Ordering::Relaxed);
         assert_eq!(view.read_slot_eager(3, &mut d), SlotRead::Pending);
         for s in 3..=6u64 {
-            p.push(&s.to_le_bytes());
+            p.push(&s.to_le_bytes()).unwrap();
         }
         assert_eq!(
             view.read_slot_eager(2, &mut d),
@@ -846,12 +846,12 @@ mod tests {
         let mut c = Consumer::new(view, StartMode::Head);
         assert_eq!(drain_patiently(&mut c), []);
         assert_eq!((c.lapped(), c.cursor()), (0, 11));
-        p.push(&11u64.to_le_bytes());
+        p.push(&11u64.to_le_bytes()).unwrap();
         assert_eq!(drain(&mut c), [11]);
         // A reader that last loaded write_seq long ago (waiting at 12) finds out too:
         // 12..=15 published, the writer dies writing 16 over 12's slot.
         for s in 12..=15u64 {
-            p.push(&s.to_le_bytes());
+            p.push(&s.to_le_bytes()).unwrap();
         }
         view.slot_seq(16).store(SLOT_WRITING, Ordering::Relaxed);
         assert_eq!(drain_patiently(&mut c), [13, 14, 15]);
@@ -876,7 +876,7 @@ mod tests {
             // The slot of 13 (5's, read already) before 13 is written: waited for.
             view.slot_seq(13).store(bad, Ordering::Relaxed);
             assert_eq!(drain(&mut c), [], "{bad:#x}");
-            p.push(&13u64.to_le_bytes());
+            p.push(&13u64.to_le_bytes()).unwrap();
             assert_eq!(drain(&mut c), [13], "{bad:#x}");
             assert_eq!(c.lapped(), 1, "{bad:#x}");
         }
@@ -891,7 +891,7 @@ mod tests {
         let (_m, view, mut p) = ring_with(8, 12);
         let mut c = Consumer::new(view, StartMode::Head);
         for s in 13..=22u64 {
-            p.push(&s.to_le_bytes());
+            p.push(&s.to_le_bytes()).unwrap();
         }
         assert_eq!(drain(&mut c), [15, 16, 17, 18, 19, 20, 21, 22]);
         assert_eq!(c.lapped(), 2);
@@ -903,13 +903,13 @@ mod tests {
         let mut c = Consumer::new(view, StartMode::Oldest);
         assert_eq!(recv(&mut c), Some((1, 1)));
         for s in 3..=13u64 {
-            p.push(&s.to_le_bytes());
+            p.push(&s.to_le_bytes()).unwrap();
         }
         // write_seq 13, oldest 10: messages 2..=9 (8 of them) were lost.
         assert_eq!(drain(&mut c), [10, 11, 12, 13]);
         assert_eq!(c.lapped(), 8);
         assert_eq!(c.lag(), 0);
-        p.push(&14u64.to_le_bytes());
+        p.push(&14u64.to_le_bytes()).unwrap();
         assert_eq!(c.lag(), 1);
     }
 
@@ -966,7 +966,7 @@ mod tests {
         assert_eq!(c.cursor(), 6);
         // Lapped by the writer: the jump counts from the cursor, not from the oldest.
         for s in 6..=30u64 {
-            p.push(&s.to_le_bytes());
+            p.push(&s.to_le_bytes()).unwrap();
         }
         assert_eq!(c.jump_to_latest(), 24);
         assert_eq!((c.cursor(), c.lapped()), (30, 27));
@@ -984,7 +984,7 @@ mod tests {
         assert_eq!(c.jump_to_oldest(), 0, "1 is still retained");
         assert_eq!(recv(&mut c), Some((1, 1)));
         for s in 3..=12u64 {
-            p.push(&s.to_le_bytes());
+            p.push(&s.to_le_bytes()).unwrap();
         }
         // Holds 9..=12; cursor 2: 2..=8 (7 messages) are gone.
         assert_eq!(c.jump_to_oldest(), 7);
@@ -1007,7 +1007,7 @@ mod tests {
         let mut c = Consumer::new(view, StartMode::Oldest);
         c.register(11, "j", |_, _| true).unwrap();
         for s in 1..=10u64 {
-            p.push(&s.to_le_bytes());
+            p.push(&s.to_le_bytes()).unwrap();
         }
         assert_eq!(registry::min_live_cursor(&view), Some(1));
         assert_eq!(c.jump_to_oldest(), 6);
@@ -1026,7 +1026,7 @@ mod tests {
         let mut c = Consumer::new(view, StartMode::Oldest);
         let slot = c.register(11, "idle", |_, _| true).unwrap().unwrap();
         for s in 1..=4u64 {
-            p.push(&s.to_le_bytes());
+            p.push(&s.to_le_bytes()).unwrap();
         }
         assert_eq!(drain(&mut c), [1, 2, 3, 4]);
         assert_eq!(registry::published_cursor(&view, slot), Some(5));
@@ -1071,7 +1071,7 @@ mod tests {
         let mut p = Producer::new(view, NoWake).unwrap();
         let mut rec = [0u8; 16];
         payload_for(1, &mut rec);
-        p.push(&rec);
+        p.push(&rec).unwrap();
         let mut c = Consumer::new(view, StartMode::Oldest);
         let mut big = [0xAAu8; 40];
         assert_eq!(c.try_recv(&mut big), Some(1));
@@ -1204,8 +1204,8 @@ mod tests {
     fn in_flight_write_is_pending_not_a_hole() {
         let (_m, view) = sparse_ring(8);
         let mut p = Producer::new(view, NoWake).unwrap();
-        p.push(&1u64.to_le_bytes());
-        p.push(&2u64.to_le_bytes());
+        p.push(&1u64.to_le_bytes()).unwrap();
+        p.push(&2u64.to_le_bytes()).unwrap();
         let mut c = Consumer::new(view, StartMode::Oldest);
         assert_eq!(drain(&mut c), [1, 2]);
         // A writer is mid-way through message 3 (write_seq still 2): not a hole.
@@ -1282,7 +1282,7 @@ mod tests {
     fn registered_reader_publishes_its_cursor() {
         let (_m, view) = heap_ring(&Geometry::spmc(4, 16, 8, 2, false).unwrap());
         let mut p = Producer::new(view, NoWake).unwrap();
-        p.push(&1u64.to_le_bytes());
+        p.push(&1u64.to_le_bytes()).unwrap();
         let mut c = Consumer::new(view, StartMode::Oldest);
         let slot = c.register(11, "algo", |_, _| true).unwrap().unwrap();
         assert_eq!(c.registry_slot(), Some(slot));
@@ -1294,7 +1294,7 @@ mod tests {
         assert_eq!(recv(&mut c), Some((1, 1)));
         assert_eq!(cur().load(Ordering::Relaxed), 2, "after a receive");
         for s in 2..=9u64 {
-            p.push(&s.to_le_bytes());
+            p.push(&s.to_le_bytes()).unwrap();
         }
         let mut scratch = [0u8; 8];
         assert_eq!(c.recv_batch(&mut scratch, 2, |_, _| {}), 2);
@@ -1321,7 +1321,7 @@ mod tests {
         let mut c = Consumer::new(view, StartMode::Oldest);
         let mut p = Producer::new(view, NoWake).unwrap();
         for s in 1..=6u64 {
-            p.push(&s.to_le_bytes());
+            p.push(&s.to_le_bytes()).unwrap();
         }
         c.register(11, "late", |_, _| true).unwrap();
         assert_eq!((c.cursor(), c.lapped()), (3, 2));
@@ -1384,7 +1384,7 @@ mod tests {
         );
         assert_eq!(view.registry_name(1), view.registry_name(0));
         let mut p = Producer::new(view, NoWake).unwrap();
-        p.push(&[7; 8]);
+        p.push(&[7; 8]).unwrap();
         let mut buf = [0u8; 8];
         assert_eq!(child.try_recv(&mut buf), Some(1));
         let live = |v: &RingView| {

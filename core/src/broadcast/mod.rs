@@ -19,5 +19,5 @@ pub mod registry;
 mod typed;
 
 pub use consumer::{Consumer, LOOKASIDE_POLLS, StartMode};
-pub use producer::{Full, NoWake, Producer, Wake};
+pub use producer::{Full, NoWake, Producer, SeqExhausted, TryPushError, Wake};
 pub use typed::TypedConsumer;

@@ -4,7 +4,7 @@
 use core::ops::Range;
 
 use crate::error::AttachError;
-use crate::layout::{Flags, SEQ_LIMIT, check_write_seq};
+use crate::layout::{Flags, SEQ_LIMIT, next_write_seq};
 use crate::ring::RingView;
 use crate::sync::Ordering;
 
@@ -52,6 +52,73 @@ impl core::fmt::Display for Full {
 
 impl core::error::Error for Full {}
 
+/// A push refused without writing anything: the sequence it would have written, `seq`, is
+/// at or past [`SEQ_LIMIT`], which no record gets (`u64::MAX` is the write marker, spec
+/// §0.1). Only a producer that started from a corrupt `write_seq` just below the limit, or
+/// was moved there by [`Producer::skip_to`] or [`Producer::write_raw`], gets here: from
+/// sequence 1, 2^63 records at 10^10 a second take 29 years.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub struct SeqExhausted {
+    /// The sequence that could not be written.
+    pub seq: u64,
+}
+
+impl core::fmt::Display for SeqExhausted {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(
+            f,
+            "sequence {:#x} is at or past the sequence limit {SEQ_LIMIT:#x}: nothing was written",
+            self.seq
+        )
+    }
+}
+
+impl core::error::Error for SeqExhausted {}
+
+/// Why [`Producer::try_push`] wrote nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum TryPushError {
+    /// The lossless gate is closed: the slowest registered reader is a whole window behind.
+    /// A later push may succeed.
+    Full(Full),
+    /// No sequence is left below [`SEQ_LIMIT`]; no later push succeeds either.
+    Exhausted(SeqExhausted),
+}
+
+impl From<Full> for TryPushError {
+    fn from(e: Full) -> Self {
+        TryPushError::Full(e)
+    }
+}
+
+impl From<SeqExhausted> for TryPushError {
+    fn from(e: SeqExhausted) -> Self {
+        TryPushError::Exhausted(e)
+    }
+}
+
+impl core::fmt::Display for TryPushError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            TryPushError::Full(e) => e.fmt(f),
+            TryPushError::Exhausted(e) => e.fmt(f),
+        }
+    }
+}
+
+/// Transparent: its text is the refusal's own, so it has no `source` that would repeat it.
+impl core::error::Error for TryPushError {}
+
+/// The refusal of a push at `seq`, out of line: the check that calls it is one test of
+/// `seq`'s top bit on the push path.
+#[cold]
+#[inline(never)]
+fn exhausted(seq: u64) -> SeqExhausted {
+    SeqExhausted { seq }
+}
+
 /// The lossless gate's cached state (spec §6).
 #[derive(Clone, Copy, Debug)]
 struct Gate {
@@ -88,6 +155,16 @@ pub struct Producer<W: Wake = NoWake> {
     mode: u8,
 }
 
+/// What a single writer needs, as its `WrongKind` errors name it.
+pub(crate) const SINGLE_WRITER: &str = "a single-writer ring";
+
+/// The ring's flags if they carry `MODE_MPMC` (many writers claim tickets there, spec §8),
+/// which a single writer refuses: the check of [`Producer::new`] and of the blob writer's.
+pub(crate) fn many_writers(view: &RingView) -> Option<u32> {
+    let flags = view.geometry().flags;
+    flags.has(Flags::MODE_MPMC).then_some(flags.0)
+}
+
 /// [`Producer::mode`] bit: the ring is lossless (the producer has a gate).
 const LOSSLESS: u8 = 1;
 /// [`Producer::mode`] bit: publish with a full fence.
@@ -98,19 +175,20 @@ impl<W: Wake> Producer<W> {
     ///
     /// The caller must be the ring's only writer (it holds the creator's lock, or it is the
     /// mirror that owns the ring). MPMC rings have many writers and their own protocol
-    /// (spec §8), so they are refused with [`AttachError::WrongKind`]. A `write_seq` at or
-    /// past [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT) (a corrupt header) is refused with
-    /// [`AttachError::WriteSeqExhausted`].
+    /// (spec §8), so they are refused with [`AttachError::WrongKind`]. A `write_seq` that
+    /// leaves no sequence below [`SEQ_LIMIT`] to write (`SEQ_LIMIT - 1` or more: a corrupt
+    /// header, [`next_write_seq`]) is refused with [`AttachError::WriteSeqExhausted`].
     pub fn new(view: RingView, wake: W) -> Result<Self, AttachError> {
-        let flags = view.geometry().flags;
-        if flags.has(Flags::MODE_MPMC) {
+        if let Some(flags) = many_writers(&view) {
             return Err(AttachError::WrongKind {
-                flags: flags.0,
-                need: "a single-writer ring",
+                flags,
+                need: SINGLE_WRITER,
             });
         }
+        let flags = view.geometry().flags;
         // Relaxed: we are the only writer, so the value we read is the last one stored.
-        let published = check_write_seq(view.write_seq().load(Ordering::Relaxed))?;
+        let published = view.write_seq().load(Ordering::Relaxed);
+        let next = next_write_seq(published)?;
         let gate = flags
             .has(Flags::POLICY_LOSSLESS_BACKPRESSURE)
             .then_some(Gate {
@@ -121,7 +199,7 @@ impl<W: Wake> Producer<W> {
         Ok(Producer {
             view,
             wake,
-            next: published + 1,
+            next,
             published,
             written: published,
             gate,
@@ -187,27 +265,28 @@ impl<W: Wake> Producer<W> {
     }
 
     /// Publishes one record unless that would lap the slowest registered reader of a
-    /// lossless ring (spec §6). On a lossy ring this is [`Producer::push`] and never fails.
+    /// lossless ring (spec §6, [`TryPushError::Full`]). On a lossy ring this is
+    /// [`Producer::push`], which fails only at [`SEQ_LIMIT`] ([`TryPushError::Exhausted`]).
     ///
     /// The cached gate limit is refreshed from the registry only when the next sequence
     /// reaches it. Every 1024th consecutive refusal prunes dead readers first (if
     /// [`Producer::set_is_alive`] was given a test). A blocking push (spin, yield, sleep,
     /// retry) is the std adapter's job.
     #[inline]
-    pub fn try_push(&mut self, payload: &[u8]) -> Result<u64, Full> {
+    pub fn try_push(&mut self, payload: &[u8]) -> Result<u64, TryPushError> {
         self.try_push_at(8, payload)
     }
 
     /// [`Producer::try_push`] with the payload `poff` bytes into the slot (see
     /// [`Producer::push_at`]).
     #[inline]
-    pub fn try_push_at(&mut self, poff: usize, payload: &[u8]) -> Result<u64, Full> {
+    pub fn try_push_at(&mut self, poff: usize, payload: &[u8]) -> Result<u64, TryPushError> {
         if let Some(g) = self.gate
             && self.next >= g.limit
         {
             self.gate_blocked()?;
         }
-        Ok(self.push_at(poff, payload))
+        Ok(self.push_at(poff, payload)?)
     }
 
     /// Slow path of `try_push`: refresh the gate, prune on every 1024th refusal.
@@ -270,9 +349,10 @@ impl<W: Wake> Producer<W> {
     /// `payload` is the raw slot bytes after the sequence word; it is truncated to
     /// `element_size - 8`, and a shorter payload leaves the rest of the slot's previous
     /// bytes beyond its last (zero-completed) word. This never waits, even on a lossless
-    /// ring: use [`Producer::try_push`] to respect the gate.
+    /// ring: use [`Producer::try_push`] to respect the gate. A push whose sequence would be
+    /// [`SEQ_LIMIT`] writes nothing and fails with [`SeqExhausted`] (see there).
     #[inline]
-    pub fn push(&mut self, payload: &[u8]) -> u64 {
+    pub fn push(&mut self, payload: &[u8]) -> Result<u64, SeqExhausted> {
         self.push_at(8, payload)
     }
 
@@ -281,11 +361,16 @@ impl<W: Wake> Producer<W> {
     /// `[8, poff)` are left alone ([`RingView::write_slot_at`]; `poff` must be a multiple of
     /// 8 in `8..=element_size`, any other value is taken as 8).
     #[inline]
-    pub fn push_at(&mut self, poff: usize, payload: &[u8]) -> u64 {
+    pub fn push_at(&mut self, poff: usize, payload: &[u8]) -> Result<u64, SeqExhausted> {
         // Read before the slot's release stores, after which the compiler would load it
         // again: a caller's `is_plain` test then folds the fenced branch away.
         let fenced = self.mode & FENCED != 0;
         let seq = self.next;
+        // `next` never passes SEQ_LIMIT (attach, skip_to and write_raw keep it at or below),
+        // so this is a test of its top bit, in the register it was loaded into.
+        if seq >= SEQ_LIMIT {
+            return Err(exhausted(seq));
+        }
         // Spec §4.2 steps 1-5 as `write_slot_at` then `publish`, in one call that locates
         // the header words only once; step 6 below.
         let sleepers = self.view.write_publish_at(seq, poff, payload, fenced);
@@ -294,11 +379,14 @@ impl<W: Wake> Producer<W> {
         if sleepers {
             self.wake_sleepers();
         }
-        seq
+        Ok(seq)
     }
 
     /// Writes every record of `records` into its slot, then publishes once (one `write_seq`
     /// store and at most one wake for the whole batch). Returns the sequences written.
+    /// A record whose sequence would be [`SEQ_LIMIT`] is not written: the records before it
+    /// are published, and [`SeqExhausted`] names it (they are `first..seq`, where `first`
+    /// was [`Producer::next_seq`] before the call).
     ///
     /// A batch longer than the ring publishes once more per lap: before writing a record a
     /// lap past `write_seq`, it publishes the records before it. Readers take a slot that
@@ -307,7 +395,7 @@ impl<W: Wake> Producer<W> {
     /// reader (a replication source) that met such a slot in the middle of the batch took
     /// the record it asked for as lost to corruption and moved on by one record, instead of
     /// to the oldest record the ring holds.
-    pub fn push_batch<'a, I>(&mut self, records: I) -> Range<u64>
+    pub fn push_batch<'a, I>(&mut self, records: I) -> Result<Range<u64>, SeqExhausted>
     where
         I: IntoIterator<Item = &'a [u8]>,
     {
@@ -316,13 +404,24 @@ impl<W: Wake> Producer<W> {
 
     /// [`Producer::push_batch`] with every payload `poff` bytes into its slot (see
     /// [`Producer::push_at`]).
-    pub fn push_batch_at<'a, I>(&mut self, poff: usize, records: I) -> Range<u64>
+    pub fn push_batch_at<'a, I>(
+        &mut self,
+        poff: usize,
+        records: I,
+    ) -> Result<Range<u64>, SeqExhausted>
     where
         I: IntoIterator<Item = &'a [u8]>,
     {
         let first = self.next;
         let cap = self.view.capacity();
         for r in records {
+            // As in push_at: a test of the top bit.
+            if self.next >= SEQ_LIMIT {
+                if self.next > first {
+                    self.publish(self.next - 1);
+                }
+                return Err(exhausted(self.next));
+            }
             // `next - published` is at most a lap: every slot then holds a sequence at most
             // a lap past `write_seq`, as `lap_possible` expects.
             if self.next - self.published > cap {
@@ -334,7 +433,7 @@ impl<W: Wake> Producer<W> {
         if self.next > first {
             self.publish(self.next - 1);
         }
-        first..self.next
+        Ok(first..self.next)
     }
 
     /// Step 5 and 6 of spec §4.2: release-store `write_seq` (inside `view.publish`), then
@@ -391,7 +490,8 @@ impl<W: Wake> Producer<W> {
 
     /// Raises the next write position to `seq` (after a GAP or a jump). Never lowers it, never
     /// raises it past [`SEQ_LIMIT`] and does not touch `write_seq`: readers see the hole once
-    /// later records are published.
+    /// later records are published. At `SEQ_LIMIT` every later push is refused
+    /// ([`SeqExhausted`]) and every raw write skipped.
     #[inline]
     pub fn skip_to(&mut self, seq: u64) {
         if seq > self.next && seq <= SEQ_LIMIT {
@@ -431,14 +531,14 @@ mod tests {
         let (_m, view) = spmc_ring(4, 16);
         let mut p = Producer::new(view, NoWake).unwrap();
         assert_eq!((p.write_seq(), p.next_seq()), (0, 1));
-        assert_eq!(p.push(&7u64.to_le_bytes()), 1);
-        assert_eq!(p.push(&8u64.to_le_bytes()), 2);
+        assert_eq!(p.push(&7u64.to_le_bytes()), Ok(1));
+        assert_eq!(p.push(&8u64.to_le_bytes()), Ok(2));
         assert_eq!(view.write_seq().load(Ordering::Relaxed), 2);
         assert_eq!(slot_bytes(&view, 1), (1, 7u64.to_le_bytes()));
         assert_eq!(slot_bytes(&view, 2), (2, 8u64.to_le_bytes()));
         // The fifth record goes into slot 1 and overwrites record 1.
         for v in 3..=5u64 {
-            p.push(&v.to_le_bytes());
+            p.push(&v.to_le_bytes()).unwrap();
         }
         assert_eq!(slot_bytes(&view, 5), (5, 5u64.to_le_bytes()));
         assert_eq!(slot_bytes(&view, 1), (5, 5u64.to_le_bytes()));
@@ -450,14 +550,14 @@ mod tests {
         let (_m, view) = spmc_ring(4, 16);
         let mut p = Producer::new(view, NoWake).unwrap();
         let long: [u8; 20] = core::array::from_fn(|i| i as u8 + 1);
-        assert_eq!(p.push(&long), 1);
+        assert_eq!(p.push(&long), Ok(1));
         assert_eq!(slot_bytes(&view, 1), (1, [1, 2, 3, 4, 5, 6, 7, 8]));
         // The next slot (its sequence word follows the payload) is untouched.
         assert_eq!(view.slot_seq(2).load(Ordering::Relaxed), 0);
         // A short payload is zero-completed to its word; one that fits is copied whole.
-        assert_eq!(p.push(&[9, 9, 9]), 2);
+        assert_eq!(p.push(&[9, 9, 9]), Ok(2));
         assert_eq!(slot_bytes(&view, 2), (2, [9, 9, 9, 0, 0, 0, 0, 0]));
-        assert_eq!(p.push(&long[..8]), 3);
+        assert_eq!(p.push(&long[..8]), Ok(3));
         assert_eq!(slot_bytes(&view, 3), (3, [1, 2, 3, 4, 5, 6, 7, 8]));
         assert_eq!(view.write_seq().load(Ordering::Relaxed), 3);
     }
@@ -469,7 +569,7 @@ mod tests {
     fn a_batch_longer_than_the_ring_keeps_every_slot_within_a_lap_of_write_seq() {
         let (_m, view) = spmc_ring(4, 16);
         let mut p = Producer::new(view, NoWake).unwrap();
-        p.push(&[0]);
+        p.push(&[0]).unwrap();
         let recs: [[u8; 1]; 11] = core::array::from_fn(|i| [i as u8 + 1]);
         let checked = Cell::new(0);
         let within_a_lap = || {
@@ -488,7 +588,7 @@ mod tests {
             &r[..]
         }));
         within_a_lap();
-        assert_eq!((r, checked.get()), (2..13, 12));
+        assert_eq!((r, checked.get()), (Ok(2..13), 12));
         assert_eq!(view.write_seq().load(Ordering::Relaxed), 12);
         // The last lap of the batch is what the ring holds.
         for s in 9..=12u64 {
@@ -500,10 +600,10 @@ mod tests {
     fn new_continues_after_write_seq() {
         let (_m, view) = spmc_ring(4, 16);
         let mut p = Producer::new(view, NoWake).unwrap();
-        p.push_batch([&[1u8][..], &[2], &[3]]);
+        p.push_batch([&[1u8][..], &[2], &[3]]).unwrap();
         let mut p = Producer::new(view, NoWake).unwrap();
         assert_eq!((p.write_seq(), p.next_seq()), (3, 4));
-        assert_eq!(p.push(&[4]), 4);
+        assert_eq!(p.push(&[4]), Ok(4));
     }
 
     #[test]
@@ -522,20 +622,20 @@ mod tests {
     fn wakes_only_when_someone_waits_and_once_per_batch() {
         let (_m, view) = spmc_ring(8, 16);
         let mut p = Producer::new(view, CountWake::default()).unwrap();
-        p.push(&[1]);
+        p.push(&[1]).unwrap();
         assert_eq!(p.waker().0.get(), 0);
         assert_eq!(view.futex_word().load(Ordering::Relaxed), 0);
         view.waiting_consumers().store(1, Ordering::Relaxed);
-        p.push(&[2]);
+        p.push(&[2]).unwrap();
         assert_eq!(p.waker().0.get(), 1);
         assert_eq!(view.futex_word().load(Ordering::Relaxed), 1);
-        let r = p.push_batch([&[3u8][..], &[4], &[5]]);
+        let r = p.push_batch([&[3u8][..], &[4], &[5]]).unwrap();
         assert_eq!(r, 3..6);
         assert_eq!(p.waker().0.get(), 2);
         assert_eq!(view.futex_word().load(Ordering::Relaxed), 2);
         assert_eq!(view.write_seq().load(Ordering::Relaxed), 5);
         // An empty batch publishes nothing and wakes nobody.
-        assert_eq!(p.push_batch(core::iter::empty()), 6..6);
+        assert_eq!(p.push_batch(core::iter::empty()), Ok(6..6));
         assert_eq!(p.waker().0.get(), 2);
     }
 
@@ -544,7 +644,7 @@ mod tests {
         let (_m, view) = spmc_ring(4, 16);
         let mut p = Producer::new(view, CountWake::default()).unwrap();
         p.set_fenced_publish(true);
-        p.push(&[1]);
+        p.push(&[1]).unwrap();
         assert_eq!(p.waker().0.get(), 0);
         view.waiting_consumers().store(2, Ordering::Relaxed);
         assert!(p.write_raw(2, &[2]));
@@ -563,7 +663,7 @@ mod tests {
         assert!(!p.is_plain() && !p.is_lossless());
         // A fenced push publishes and wakes as the plain one does.
         view.waiting_consumers().store(1, Ordering::Relaxed);
-        assert_eq!(p.push(&9u64.to_le_bytes()), 1);
+        assert_eq!(p.push(&9u64.to_le_bytes()), Ok(1));
         assert_eq!(p.waker().0.get(), 1);
         assert_eq!(view.futex_word().load(Ordering::Relaxed), 1);
         assert_eq!(view.write_seq().load(Ordering::Relaxed), 1);
@@ -609,7 +709,7 @@ mod tests {
         assert!(p.write_raw(11, &[11]));
         assert_eq!(p.commit(), 11);
         assert_eq!(p.commit(), 11, "a second commit publishes nothing new");
-        assert_eq!(p.push(&[12]), 12);
+        assert_eq!(p.push(&[12]), Ok(12));
         // Reserved sequences never enter the ring.
         assert!(!p.write_raw(u64::MAX, &[0]));
         assert!(!p.write_raw(u64::MAX - 1, &[0]));
@@ -637,7 +737,7 @@ mod tests {
         assert_eq!(p.commit(), 6);
         assert_eq!(view.write_seq().load(Ordering::Relaxed), 6);
         // After a push (which publishes itself), commit has nothing left to publish.
-        assert_eq!(p.push(&[9]), 9);
+        assert_eq!(p.push(&[9]), Ok(9));
         p.skip_to(12);
         assert_eq!(p.commit(), 9);
         assert_eq!(p.next_seq(), 12);
@@ -648,17 +748,13 @@ mod tests {
         // Found by fuzz/fuzz_targets/region.rs: a scribbled write_seq of u64::MAX made
         // `next` u64::MAX (the slot marker) and the next push overflowed.
         let (_m, view) = heap_ring(&Geometry::spmc(4, 16, 8, 0, false).unwrap());
-        for w in [u64::MAX, u64::MAX - 1, SEQ_LIMIT] {
+        for w in [u64::MAX, u64::MAX - 1, SEQ_LIMIT, SEQ_LIMIT - 1] {
             view.write_seq().store(w, Ordering::Relaxed);
             assert_eq!(
                 Producer::new(view, NoWake).unwrap_err(),
                 AttachError::WriteSeqExhausted { write_seq: w }
             );
         }
-        view.write_seq().store(SEQ_LIMIT - 1, Ordering::Relaxed);
-        let mut p = Producer::new(view, NoWake).unwrap();
-        assert_eq!(p.push(&[1]), SEQ_LIMIT);
-        assert_eq!(p.push(&[2]), SEQ_LIMIT + 1);
         // A jump or a raw write never takes `next` past the limit.
         let (_m2, view2) = heap_ring(&Geometry::spmc(4, 16, 8, 0, false).unwrap());
         let mut p = Producer::new(view2, NoWake).unwrap();
@@ -667,8 +763,113 @@ mod tests {
         assert!(!p.write_raw(SEQ_LIMIT, &[0]));
         p.skip_to(SEQ_LIMIT);
         assert_eq!(p.next_seq(), SEQ_LIMIT);
-        assert_eq!(p.push(&[3]), SEQ_LIMIT);
-        assert_eq!(p.push(&[4]), SEQ_LIMIT + 1);
+    }
+
+    /// A `write_seq` of 2^63 − 1 let the producer attach and write sequence 2^63, which
+    /// every reader and tool then refused as a corrupt header. It is refused at attach; one
+    /// below it leaves one push, and the push after it writes nothing.
+    #[test]
+    fn a_write_seq_at_the_last_sequence_leaves_nothing_to_push() {
+        let (_m, view) = spmc_ring(4, 16);
+        view.write_seq().store(SEQ_LIMIT - 1, Ordering::Relaxed);
+        assert_eq!(
+            Producer::new(view, NoWake).unwrap_err(),
+            AttachError::WriteSeqExhausted {
+                write_seq: SEQ_LIMIT - 1
+            }
+        );
+        view.write_seq().store(SEQ_LIMIT - 2, Ordering::Relaxed);
+        let mut p = Producer::new(view, CountWake::default()).unwrap();
+        view.waiting_consumers().store(1, Ordering::Relaxed);
+        assert_eq!(p.push(&[1]), Ok(SEQ_LIMIT - 1));
+        let refused = SeqExhausted { seq: SEQ_LIMIT };
+        assert_eq!(p.push(&[2]), Err(refused));
+        assert_eq!(p.push_at(8, &[2]), Err(refused));
+        assert_eq!(p.try_push(&[2]), Err(TryPushError::Exhausted(refused)));
+        assert_eq!(p.push_batch([&[2u8][..], &[3]]), Err(refused));
+        // Nothing of the refused pushes reached the ring or woke anybody.
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), SEQ_LIMIT - 1);
+        assert_eq!(slot_bytes(&view, SEQ_LIMIT), (0, [0; 8]));
+        assert_eq!(
+            slot_bytes(&view, SEQ_LIMIT - 1),
+            (SEQ_LIMIT - 1, [1, 0, 0, 0, 0, 0, 0, 0])
+        );
+        assert_eq!(
+            (p.write_seq(), p.next_seq(), p.waker().0.get()),
+            (SEQ_LIMIT - 1, SEQ_LIMIT, 1)
+        );
+        // The ring stays readable: its last record is a valid sequence.
+        assert_eq!(view.checked_write_seq(), Ok(SEQ_LIMIT - 1));
+    }
+
+    /// A batch that reaches the limit writes and publishes the records below it, then stops.
+    #[test]
+    fn a_batch_stops_at_the_limit_with_the_records_below_it_published() {
+        let (_m, view) = spmc_ring(4, 16);
+        view.write_seq().store(SEQ_LIMIT - 3, Ordering::Relaxed);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        let recs: [[u8; 1]; 4] = core::array::from_fn(|i| [i as u8 + 1]);
+        assert_eq!(
+            p.push_batch(recs.iter().map(|r| &r[..])),
+            Err(SeqExhausted { seq: SEQ_LIMIT })
+        );
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), SEQ_LIMIT - 1);
+        assert_eq!(
+            slot_bytes(&view, SEQ_LIMIT - 2),
+            (SEQ_LIMIT - 2, [1, 0, 0, 0, 0, 0, 0, 0])
+        );
+        assert_eq!(
+            slot_bytes(&view, SEQ_LIMIT - 1),
+            (SEQ_LIMIT - 1, [2, 0, 0, 0, 0, 0, 0, 0])
+        );
+        assert_eq!(slot_bytes(&view, SEQ_LIMIT), (0, [0; 8]));
+        assert_eq!(p.next_seq(), SEQ_LIMIT);
+    }
+
+    /// `skip_to(SEQ_LIMIT)` (or a raw write of the last sequence) followed by a push wrote
+    /// sequence 2^63 and then 2^63 + 1. Every kind of push now refuses with nothing written.
+    #[test]
+    fn a_push_after_a_jump_to_the_limit_writes_nothing() {
+        let (_m, view) = spmc_ring(4, 16);
+        let mut p = Producer::new(view, CountWake::default()).unwrap();
+        view.waiting_consumers().store(1, Ordering::Relaxed);
+        assert_eq!(p.push(&[1]), Ok(1));
+        p.skip_to(SEQ_LIMIT);
+        let refused = SeqExhausted { seq: SEQ_LIMIT };
+        assert_eq!(p.push(&[2]), Err(refused));
+        assert_eq!(p.push_at(8, &[2]), Err(refused));
+        assert_eq!(p.try_push(&[2]), Err(TryPushError::Exhausted(refused)));
+        assert_eq!(
+            p.try_push_at(8, &[2]),
+            Err(TryPushError::Exhausted(refused))
+        );
+        assert_eq!(p.push_batch([&[2u8][..], &[3]]), Err(refused));
+        assert_eq!(p.commit(), 1);
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), 1);
+        assert_eq!(slot_bytes(&view, SEQ_LIMIT), (0, [0; 8]));
+        assert_eq!((p.next_seq(), p.waker().0.get()), (SEQ_LIMIT, 1));
+        // A raw write of the last sequence leaves `next` at the limit too.
+        let (_m2, view2) = spmc_ring(4, 16);
+        let mut q = Producer::new(view2, NoWake).unwrap();
+        assert!(q.write_raw(SEQ_LIMIT - 1, &[7]));
+        assert_eq!(q.push(&[8]), Err(refused));
+        assert_eq!(q.commit(), SEQ_LIMIT - 1);
+        assert_eq!(slot_bytes(&view2, SEQ_LIMIT), (0, [0; 8]));
+    }
+
+    /// On a lossless ring the limit is its own refusal, not a closed gate a blocking
+    /// caller would wait at for ever.
+    #[test]
+    fn a_lossless_try_push_at_the_limit_is_exhausted_not_full() {
+        let (_m, view) = lossless_ring(4, 2);
+        view.write_seq().store(SEQ_LIMIT - 2, Ordering::Relaxed);
+        let mut p = Producer::new(view, NoWake).unwrap();
+        assert_eq!(p.try_push(&[1]), Ok(SEQ_LIMIT - 1));
+        assert_eq!(
+            p.try_push(&[2]),
+            Err(TryPushError::Exhausted(SeqExhausted { seq: SEQ_LIMIT }))
+        );
+        assert_eq!(view.write_seq().load(Ordering::Relaxed), SEQ_LIMIT - 1);
     }
 
     fn lossless_ring(cap: u64, readers: u32) -> (crate::testutil::HeapRegion, RingView) {
@@ -698,10 +899,10 @@ mod tests {
         // The reader's cursor is 1: sequence 5 would overwrite message 1 in slot 1.
         assert_eq!(
             p.try_push(&[5]),
-            Err(Full {
+            Err(TryPushError::Full(Full {
                 seq: 5,
                 gate_limit: 5
-            })
+            }))
         );
         assert_eq!(view.write_seq().load(Ordering::Relaxed), 4);
         assert_eq!(
@@ -713,7 +914,10 @@ mod tests {
         registry::publish_cursor(&view, slot, 3).unwrap();
         assert_eq!(p.try_push(&[5]), Ok(5));
         assert_eq!(p.try_push(&[6]), Ok(6));
-        assert_eq!(p.try_push(&[7]).unwrap_err().gate_limit, 7);
+        assert!(matches!(
+            p.try_push(&[7]),
+            Err(TryPushError::Full(Full { gate_limit: 7, .. }))
+        ));
         // Without readers the window is C/2 ahead of the producer, refreshed as it goes.
         registry::unregister(&view, slot, 77).unwrap();
         for s in 7..=20 {
@@ -746,14 +950,14 @@ mod tests {
         let (_m, view) = lossless_ring(2, 1);
         let mut p = Producer::new(view, NoWake).unwrap();
         registry::register(&view, 4242, "dead", 1, |_| true).unwrap();
-        p.push_batch([&[1u8][..], &[2]]);
+        p.push_batch([&[1u8][..], &[2]]).unwrap();
         for _ in 0..2048 {
             assert_eq!(
                 p.try_push(&[3]),
-                Err(Full {
+                Err(TryPushError::Full(Full {
                     seq: 3,
                     gate_limit: 3
-                })
+                }))
             );
         }
     }

@@ -111,7 +111,7 @@ mod tests {
         for (pushed, resume_at) in [(0, 1), (3, 1), (6, 3)] {
             while p.next_seq() <= pushed {
                 payload_for(p.next_seq(), &mut rec);
-                p.push(&rec);
+                p.push(&rec).unwrap();
             }
             let r = read_record(&view, 0, &mut dst);
             assert_eq!(r, RawRead::Lapped { resume_at }, "after {pushed}");
@@ -129,7 +129,7 @@ mod tests {
         assert_eq!(read_record(&view, 1, &mut dst), RawRead::Pending);
         for s in 1..=6 {
             payload_for(s, &mut rec);
-            p.push(&rec);
+            p.push(&rec).unwrap();
         }
         for s in 3..=6 {
             assert_eq!(read_record(&view, s, &mut dst), RawRead::Record);
@@ -154,7 +154,7 @@ mod tests {
         let (_m, view) = spmc_ring(4, 16);
         let mut p = Producer::new(view, NoWake).unwrap();
         for s in 1..=4u8 {
-            p.push(&[s]);
+            p.push(&[s]).unwrap();
         }
         view.slot_seq(5).store(SLOT_WRITING, Ordering::Relaxed);
         let mut dst = [0u8; 8];
@@ -184,7 +184,7 @@ mod tests {
     fn a_newer_sequence_in_the_slot_is_lapped_before_write_seq_moves() {
         let (_m, view) = spmc_ring(4, 16);
         let mut p = Producer::new(view, NoWake).unwrap();
-        p.push(&[1]);
+        p.push(&[1]).unwrap();
         let mut dst = [0u8; 8];
         // Slot 1 holds 5 while write_seq is still 1.
         view.slot_seq(5).store(5, Ordering::Release);
@@ -203,7 +203,7 @@ mod tests {
         let (_m, view) = spmc_ring(4, 16);
         let mut p = Producer::new(view, NoWake).unwrap();
         for s in 1..=20u8 {
-            p.push(&[s]);
+            p.push(&[s]).unwrap();
         }
         for s in 21..=30u8 {
             assert!(p.write_raw(u64::from(s), &[s]));
@@ -237,7 +237,7 @@ mod tests {
             let (_m, view) = spmc_ring(4, 16);
             let mut p = Producer::new(view, NoWake).unwrap();
             for s in 1..=6u8 {
-                p.push(&[s]);
+                p.push(&[s]).unwrap();
             }
             let mut dst = [0u8; 8];
             view.slot_seq(4).store(bad, Ordering::Relaxed);

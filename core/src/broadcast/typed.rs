@@ -172,7 +172,7 @@ mod tests {
                 side: i as u8,
                 pad: [0xEE; 3],
             };
-            p.push(t.as_bytes());
+            p.push(t.as_bytes()).unwrap();
         }
         let c = Consumer::new(view, StartMode::Oldest);
         let mut c = TypedConsumer::<Tick>::new(c).unwrap();
@@ -202,11 +202,11 @@ mod tests {
         let (_m, view) = spmc_ring(2, stride);
         let mut p = Producer::new(view, NoWake).unwrap();
         // Records 1 and 2 fill both slots' raw bytes [8, 64) with 0xEE.
-        p.push(&[0xEE; 56]);
-        p.push(&[0xEE; 56]);
+        p.push(&[0xEE; 56]).unwrap();
+        p.push(&[0xEE; 56]).unwrap();
         let w = |i: u64| Wide([i, i * 3, !i, i << 7]);
-        assert_eq!(p.push_at(32, w(3).as_bytes()), 3);
-        assert_eq!(p.push_batch_at(32, [w(4).as_bytes()]), 4..5);
+        assert_eq!(p.push_at(32, w(3).as_bytes()), Ok(3));
+        assert_eq!(p.push_batch_at(32, [w(4).as_bytes()]), Ok(4..5));
         for seq in [3u64, 4] {
             let mut raw = [0u8; 56];
             // SAFETY: the slot's raw payload [8, 64) lies inside the heap ring.

@@ -11,7 +11,8 @@ pub const RING_VERSION: u32 = 2;
 /// Sequence-word value meaning "a writer is overwriting this slot now".
 pub const SLOT_WRITING: u64 = u64::MAX;
 /// Sequences from here up are never written by a [`Producer`](crate::broadcast::Producer):
-/// it refuses a ring whose `write_seq` is there and the raw mirror API refuses them, so the
+/// it refuses a ring whose `write_seq` leaves it no sequence below, its pushes refuse them
+/// and the raw mirror API refuses them, so the
 /// next sequence can never reach [`SLOT_WRITING`] or overflow (only a corrupt header holds
 /// such a value: 2^63 records at 10^10 a second take 29 years).
 pub const SEQ_LIMIT: u64 = 1 << 63;
@@ -24,6 +25,19 @@ pub const fn check_write_seq(write_seq: u64) -> Result<u64, AttachError> {
         Err(AttachError::WriteSeqExhausted { write_seq })
     } else {
         Ok(write_seq)
+    }
+}
+
+/// The sequence a single writer continuing after `write_seq` writes next, if it is below
+/// [`SEQ_LIMIT`]; else [`AttachError::WriteSeqExhausted`]. At `SEQ_LIMIT - 1` the last
+/// sequence is published and a writer has none left (readers and tools still accept it:
+/// [`check_write_seq`]); from `SEQ_LIMIT` up the header is corrupt. The attach check of
+/// [`Producer`](crate::broadcast::Producer) and the blob writer.
+pub const fn next_write_seq(write_seq: u64) -> Result<u64, AttachError> {
+    if write_seq >= SEQ_LIMIT - 1 {
+        Err(AttachError::WriteSeqExhausted { write_seq })
+    } else {
+        Ok(write_seq + 1)
     }
 }
 

@@ -16,6 +16,7 @@ pub use geometry::{
 };
 pub use header::{
     RING_MAGIC, RING_VERSION, RingHeader, SEQ_LIMIT, SLOT_WRITING, check_write_seq, hdr,
+    next_write_seq,
 };
 pub use registry::{REGISTRY_NAME_LEN, RegistrySlot, reg};
 pub use signature::{fnv1a64, schema_signature, schema_signature_of, strip_type_paths};

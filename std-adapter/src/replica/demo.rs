@@ -473,7 +473,10 @@ fn produce(
                 .saturating_duration_since(due)
                 .as_nanos() as u64,
         );
-        p.push(&record(seq, now().as_nanos()));
+        if p.push(&record(seq, now().as_nanos())).is_err() {
+            // No sequence left below the limit (a corrupt header): nothing more is published.
+            break;
+        }
         // Relaxed: a progress count read after the producer stops.
         published.store(seq, Ordering::Relaxed);
     }

@@ -8,10 +8,11 @@ use super::{
     split_descriptor, write_blob,
 };
 use crate::broadcast::LOOKASIDE_POLLS;
+use crate::broadcast::producer::{SINGLE_WRITER, many_writers};
 use crate::broadcast::registry::{self, RegistryError};
 use crate::layout::{
-    BlobRef, Flags, LaterSeq, REGISTRY_NAME_LEN, SLOT_WRITING, check_write_seq, later_seq,
-    oldest_retained,
+    BlobRef, Flags, LaterSeq, REGISTRY_NAME_LEN, SEQ_LIMIT, SLOT_WRITING, later_seq,
+    next_write_seq, oldest_retained,
 };
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
@@ -48,19 +49,27 @@ pub struct BlobWriter {
 
 impl BlobWriter {
     /// A writer for `view`, continuing after its current `write_seq` (1 on a fresh ring).
-    /// The caller must be the ring's only writer. A `write_seq` at or past
-    /// [`SEQ_LIMIT`](crate::layout::SEQ_LIMIT) (a corrupt header) is
-    /// [`BlobError::WriteSeqExhausted`] ([`check_write_seq`]).
+    /// The caller must be the ring's only writer. A ring flagged `MODE_MPMC` is refused as
+    /// [`Producer::new`](crate::broadcast::Producer::new) refuses it
+    /// ([`BlobError::WrongKind`]); a `write_seq` that leaves no sequence below
+    /// [`SEQ_LIMIT`] to write (`SEQ_LIMIT - 1` or more: a corrupt header,
+    /// [`next_write_seq`]) is [`BlobError::WriteSeqExhausted`].
     pub fn new(view: RingView) -> Result<BlobWriter, BlobError> {
         if Arena::of(&view).is_none() {
             return Err(BlobError::NoArena);
         }
+        if let Some(flags) = many_writers(&view) {
+            return Err(BlobError::WrongKind {
+                flags,
+                need: SINGLE_WRITER,
+            });
+        }
         // Acquire: we continue after whatever an earlier writer of this ring published.
         let w = view.write_seq().load(Ordering::Acquire);
-        let w = check_write_seq(w).map_err(|_| BlobError::WriteSeqExhausted { write_seq: w })?;
+        let next = next_write_seq(w).map_err(|_| BlobError::WriteSeqExhausted { write_seq: w })?;
         Ok(BlobWriter {
             view,
-            next: w + 1,
+            next,
             fenced: false,
         })
     }
@@ -86,6 +95,9 @@ impl BlobWriter {
     /// bytes: the meta, after 8 padding bytes for a 16-aligned one); its last 16 bytes are
     /// overwritten with the new [`BlobRef`] (spec §10.2; meta types aligned to 32 or more
     /// break that rule, as in the reference, and ringwire's typed handles refuse them).
+    ///
+    /// Once the last sequence below [`SEQ_LIMIT`] is published, a push writes nothing (no
+    /// arena space, no slot) and fails with [`BlobError::WriteSeqExhausted`].
     pub fn push(
         &mut self,
         descriptor: &mut [u8],
@@ -93,6 +105,11 @@ impl BlobWriter {
         flags: u32,
     ) -> Result<Pushed, BlobError> {
         check_descriptor(&self.view, descriptor.len())?;
+        if self.next >= SEQ_LIMIT {
+            return Err(BlobError::WriteSeqExhausted {
+                write_seq: self.next - 1,
+            });
+        }
         let r = reserve(&self.view, blob.len(), flags)?;
         write_blob(&self.view, &r, blob)?;
         set_descriptor_ref(descriptor, &r);
@@ -458,6 +475,59 @@ mod tests {
         let v = ring(&mut buf, &Geometry::spmc(4, 32, 8, 0, false).unwrap());
         assert_eq!(BlobWriter::new(v).unwrap_err(), BlobError::NoArena);
         assert_eq!(BlobReader::new(v).unwrap_err(), BlobError::NoArena);
+    }
+
+    /// A blob ring whose header carries `MODE_MPMC` (a corrupt header: blob rings are
+    /// `0x0311`, spec §2.1) is refused as `Producer` refuses an MPMC ring, before anything
+    /// is written: the writer would share the ring with the MPMC producers that accept it.
+    #[test]
+    fn a_writer_refuses_an_mpmc_flagged_ring() {
+        let mut geo = Geometry::blob(4, 32, 2, 256).unwrap();
+        geo.flags = Flags(geo.flags.0 | Flags::MODE_MPMC);
+        let mut buf = vec![];
+        let v = ring(&mut buf, &geo);
+        assert_eq!(
+            BlobWriter::new(v).map(|_| ()),
+            Err(BlobError::WrongKind {
+                flags: 0x0331,
+                need: "a single-writer ring"
+            })
+        );
+        assert_eq!(v.write_seq().load(Ordering::Relaxed), 0);
+        assert_eq!(reserved(&v), 0, "no arena space taken");
+        // Readers still attach: the refusal is the writer's.
+        assert!(BlobReader::new(v).is_ok());
+    }
+
+    /// A `write_seq` of 2^63 − 1 let the writer attach and publish sequence 2^63, which
+    /// readers then refused as a corrupt header. It is refused at attach; one below it
+    /// leaves one push, and the push after it takes no arena space and writes no slot.
+    #[test]
+    fn a_writer_writes_no_sequence_at_or_past_the_limit() {
+        let mut buf = vec![];
+        let v = small(&mut buf, 2);
+        v.write_seq().store(SEQ_LIMIT - 1, Ordering::Relaxed);
+        assert_eq!(
+            BlobWriter::new(v).map(|_| ()),
+            Err(BlobError::WriteSeqExhausted {
+                write_seq: SEQ_LIMIT - 1
+            })
+        );
+        v.write_seq().store(SEQ_LIMIT - 2, Ordering::Relaxed);
+        let mut w = BlobWriter::new(v).unwrap();
+        let p = w.push(&mut [1; 24], b"one", 0).map(|p| p.seq);
+        assert_eq!(p, Ok(SEQ_LIMIT - 1));
+        let used = reserved(&v);
+        assert_eq!(
+            w.push(&mut [2; 24], b"two", 0),
+            Err(BlobError::WriteSeqExhausted {
+                write_seq: SEQ_LIMIT - 1
+            })
+        );
+        assert_eq!(reserved(&v), used, "no arena space taken");
+        assert_eq!(v.write_seq().load(Ordering::Relaxed), SEQ_LIMIT - 1);
+        assert_eq!(v.slot_seq(SEQ_LIMIT).load(Ordering::Relaxed), 0);
+        assert_eq!(w.next_seq(), SEQ_LIMIT);
     }
 
     #[test]
