@@ -374,18 +374,15 @@ fn fake_source(reply: Vec<u8>, conns: usize) -> (SocketAddr, std::thread::JoinHa
     (addr, h)
 }
 
-/// Unicast DATA with the session's byte from another address than the one the mirror
-/// punched (a scripted source, so the mirror's port is known from its PUNCH): dropped,
-/// counted as wrong-source (and warned about once), while the real datagrams are applied.
-#[test]
-fn unicast_datagrams_from_another_address_are_dropped_and_counted() {
-    use ringwire::core::wire::{DataRepr, GEOMETRY_UDP_FOLLOWS, MulticastRepr};
-    let dst = ShmPath::new("hostile-u-dst");
+/// A scripted unicast source's side of the handshake: its UDP socket on loopback (reads
+/// time out after 10 s), its session byte, and the GEOMETRY frame (64 slots, UDP follows)
+/// with the MULTICAST frame that sends the mirror to that socket.
+fn unicast_source_reply() -> (UdpSocket, u8, Vec<u8>) {
+    use ringwire::core::wire::{GEOMETRY_UDP_FOLLOWS, MulticastRepr};
     let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     udp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let session = 0x5C;
-    let mut reply = geometry_frame(64, 0);
-    reply[1] = GEOMETRY_UDP_FOLLOWS;
+    let mut reply = geometry_frame(64, GEOMETRY_UDP_FOLLOWS);
     let mut mc = [0u8; 32];
     let n = MulticastRepr {
         group: [0; 4],
@@ -398,6 +395,17 @@ fn unicast_datagrams_from_another_address_are_dropped_and_counted() {
     .emit(&mut mc)
     .unwrap();
     reply.extend_from_slice(&mc[..n]);
+    (udp, session, reply)
+}
+
+/// Unicast DATA with the session's byte from another address than the one the mirror
+/// punched (a scripted source, so the mirror's port is known from its PUNCH): dropped,
+/// counted as wrong-source (and warned about once), while the real datagrams are applied.
+#[test]
+fn unicast_datagrams_from_another_address_are_dropped_and_counted() {
+    use ringwire::core::wire::DataRepr;
+    let dst = ShmPath::new("hostile-u-dst");
+    let (udp, session, reply) = unicast_source_reply();
     let (addr, fake) = fake_source(reply, 1);
     let mut mo = MirrorOptions::new(addr, dst.path());
     mo.start = Start::Oldest;
@@ -450,25 +458,10 @@ fn unicast_datagrams_from_another_address_are_dropped_and_counted() {
 /// the NAK is counted as unanswered, and records that arrive meanwhile are written.
 #[test]
 fn a_far_ahead_heartbeat_the_source_cannot_answer_is_not_naked_for_ever() {
-    use ringwire::core::wire::{DataRepr, HeartbeatRepr, MulticastRepr, NakRepr};
+    use ringwire::core::wire::{DataRepr, HeartbeatRepr, NakRepr};
     use std::io::Read;
     let dst = ShmPath::new("hostile-far-hb-dst");
-    let udp = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    udp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    let session = 0x5C;
-    let mut reply = geometry_frame(64, ringwire::core::wire::GEOMETRY_UDP_FOLLOWS);
-    let mut mc = [0u8; 32];
-    let n = MulticastRepr {
-        group: [0; 4],
-        port: udp.local_addr().unwrap().port(),
-        mtu: 1472,
-        ttl: 0,
-        session,
-        token: 1,
-    }
-    .emit(&mut mc)
-    .unwrap();
-    reply.extend_from_slice(&mc[..n]);
+    let (udp, session, reply) = unicast_source_reply();
     let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let mut mo = MirrorOptions::new(listener.local_addr().unwrap(), dst.path());
     mo.start = Start::Oldest;

@@ -377,6 +377,21 @@ fn mirror_zero_punch_intervals_punch_at_most_every_min_punch_interval() {
     assert_eq!(punches_at(&mut m, t + min), 1);
 }
 
+/// Records 1..=4 at 1 ms, then a heartbeat of session 0x22 claiming sequence 2^40 (far
+/// ahead of anything the source sent): the heartbeat's bytes, for repeating it.
+fn far_ahead_heartbeat(m: &mut Mirror<'_>, sink: &mut Sink) -> [u8; 16] {
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(1, 4, 0x22), sink));
+    let mut hb = [0u8; 16];
+    HeartbeatRepr {
+        flags: 0x22,
+        seq: 1 << 40,
+    }
+    .emit(&mut hb)
+    .unwrap();
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &hb, sink));
+    hb
+}
+
 /// A heartbeat far ahead of the stream (forged by any host that can read the session byte
 /// off the multicast group, or from a confused source) is asked for once (spec §21.4
 /// `on_source_seq`), not again after every datagram that then arrives in order: each of
@@ -388,15 +403,7 @@ fn mirror_udp_heartbeat_far_ahead_is_asked_for_once_not_after_every_datagram() {
     let mut sink = Sink::on(&mut mem);
     let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
     let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
-    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(1, 4, 0x22), &mut sink));
-    let mut hb = [0u8; 16];
-    HeartbeatRepr {
-        flags: 0x22,
-        seq: 1 << 40,
-    }
-    .emit(&mut hb)
-    .unwrap();
-    assert!(m.handle_datagram(ms(1), UDP_SRC, &hb, &mut sink));
+    far_ahead_heartbeat(&mut m, &mut sink);
     assert_eq!(nak_out(&mut m, ms(1)), Some((5, 5 + 65_534)));
     // 100 datagrams of 4 records in order, within one nak_timeout: no further NAK.
     let mut naks = 0;
@@ -1496,15 +1503,7 @@ fn mirror_udp_nak_the_source_never_answers_backs_off() {
     let mut sink = Sink::on(&mut mem);
     let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
     let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
-    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(1, 4, 0x22), &mut sink));
-    let mut hb = [0u8; 16];
-    HeartbeatRepr {
-        flags: 0x22,
-        seq: 1 << 40,
-    }
-    .emit(&mut hb)
-    .unwrap();
-    assert!(m.handle_datagram(ms(1), UDP_SRC, &hb, &mut sink));
+    let hb = far_ahead_heartbeat(&mut m, &mut sink);
     // 10 s in steps of 1 ms, the forged heartbeat repeated every step; records 5..=8
     // arrive at 5 s.
     let mut sent = Vec::new();
@@ -1567,15 +1566,7 @@ fn mirror_udp_hole_shown_by_a_datagram_is_asked_for_during_a_back_off() {
     let mut sink = Sink::on(&mut mem);
     let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
     let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
-    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(1, 4, 0x22), &mut sink));
-    let mut hb = [0u8; 16];
-    HeartbeatRepr {
-        flags: 0x22,
-        seq: 1 << 40,
-    }
-    .emit(&mut hb)
-    .unwrap();
-    assert!(m.handle_datagram(ms(1), UDP_SRC, &hb, &mut sink));
+    far_ahead_heartbeat(&mut m, &mut sink);
     let mut last = 0;
     for t in 1..=2_000 {
         if nak_out(&mut m, ms(t)).is_some() {
