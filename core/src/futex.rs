@@ -187,6 +187,10 @@ pub const STALE_WAKE_INTERVAL: Duration = Duration::from_micros(100);
 /// (a sleeper announced itself since), and otherwise only if the last wake was
 /// [`STALE_WAKE_INTERVAL`] ago or more. A wake that wakes more sleepers than the count has
 /// above the stale part proves part of it alive and ends it all, as does a count read at 0.
+/// The wakes made for a count above the stale part are watched the same way: once they have
+/// woken nobody for as long and as many, the count never back at the stale part meanwhile,
+/// the lowest count they saw becomes the stale part (another sleeper died asleep after the
+/// rationing began).
 ///
 /// Why a sleeper who announces while only the stale part is counted is never missed: the
 /// count is read after the notify's own look at it, so it sees that announcement whenever
@@ -254,7 +258,7 @@ impl WakeGate {
         syscall: impl FnOnce() -> i64,
     ) {
         if self.suspect.load(Relaxed) {
-            self.rationed(count(), now, syscall);
+            self.rationed(count, now, syscall);
             return;
         }
         if syscall() > 0 {
@@ -263,22 +267,24 @@ impl WakeGate {
             }
             return;
         }
-        self.woke_nobody(now(), count);
+        self.woke_nobody(now(), count, 0);
     }
 
     /// The bookkeeping of a wake that woke nobody, out of the way of the one that did.
     ///
-    /// The count is read after every such wake. A count of 0 ends the run: whoever the
-    /// notify's look saw has retired, so no sleeper that died asleep is counted (its count
-    /// never goes away). Otherwise the lowest count the run saw becomes the stale part: a
-    /// live reader that keeps announcing itself and finding the next record at its re-check
-    /// (it never sleeps, so no wake wakes it) is counted at some of those reads and not at
-    /// others, and taking the count at the last one alone took it for a dead sleeper, after
-    /// which its sleeps were not woken until their own timeout.
+    /// `floor` is the part of the count already taken for dead sleepers' (0 before any
+    /// suspicion, the stale part while rationing). The count is read after every such wake.
+    /// A count at `floor` ends the run: whoever the notify's look saw above it has retired,
+    /// so no further sleeper that died asleep is counted (its count never goes away).
+    /// Otherwise the lowest count the run saw becomes the stale part: a live reader that
+    /// keeps announcing itself and finding the next record at its re-check (it never
+    /// sleeps, so no wake wakes it) is counted at some of those reads and not at others, and
+    /// taking the count at the last one alone took it for a dead sleeper, after which its
+    /// sleeps were not woken until their own timeout.
     #[cold]
-    fn woke_nobody(&self, t: u64, count: impl Fn() -> u32) {
+    fn woke_nobody(&self, t: u64, count: impl Fn() -> u32, floor: u32) {
         let c = count();
-        if c == 0 {
+        if c <= floor {
             self.end_run();
             return;
         }
@@ -298,12 +304,27 @@ impl WakeGate {
             self.stale.store(min, Relaxed);
             self.last_wake.store(t, Relaxed);
             self.suspect.store(true, Relaxed);
+            // The wakes made for a count above the stale part start a run of their own.
+            self.end_run();
         }
     }
 
     /// A wake while part of the count (`stale`) is taken for dead sleepers'.
+    ///
+    /// The wakes made for a count above `stale` are watched as the wakes before the
+    /// suspicion were: when they too wake nobody for [`STALE_SLEEPER_AFTER`] and
+    /// [`STALE_SLEEPER_WAKES`] wakes, the count never back at `stale` meanwhile, the lowest
+    /// count they saw becomes the stale part. Without that, a second sleeper that died
+    /// asleep after the rationing began kept the count above the stale part for good, and
+    /// every notify made a `FUTEX_WAKE` that woke nobody again.
     #[inline]
-    fn rationed(&self, c: u32, now: impl Fn() -> u64, syscall: impl FnOnce() -> i64) {
+    fn rationed(
+        &self,
+        count: impl Fn() -> u32,
+        now: impl Fn() -> u64,
+        syscall: impl FnOnce() -> i64,
+    ) {
+        let c = count();
         if c == 0 {
             // Whoever the notify's look saw has retired: nobody dead is counted.
             self.end_rationing();
@@ -317,16 +338,27 @@ impl WakeGate {
         }
         // Every wake made counts as the last: it wakes every sleeper of the word.
         let t = now();
-        if c == stale
-            && t.saturating_sub(self.last_wake.load(Relaxed))
+        if c == stale {
+            if self.futile_since.load(Relaxed) != 0 {
+                // Whoever was counted above the stale part has retired: not dead.
+                self.end_run();
+            }
+            if t.saturating_sub(self.last_wake.load(Relaxed))
                 < STALE_WAKE_INTERVAL.as_nanos() as u64
-        {
-            return;
+            {
+                return;
+            }
         }
         self.last_wake.store(t, Relaxed);
+        let woken = syscall();
         // More woken than the sleepers who announced since: part of `stale` was alive.
-        if syscall() > i64::from(c - stale) {
+        if woken > i64::from(c - stale) {
             self.end_rationing();
+        } else if woken > 0 {
+            // A sleeper above the stale part was alive.
+            self.end_run();
+        } else if c > stale {
+            self.woke_nobody(t, count, stale);
         }
     }
 
@@ -510,6 +542,49 @@ mod tests {
             wakes(&g, (1..=10).map(|i| t1 + EVERY + (20 + i) * US), 1, 0),
             10
         );
+    }
+
+    /// A second sleeper that dies asleep after the rationing began (readers killed asleep
+    /// one restart after another) raises the count above the stale part for good. Every
+    /// notify then made a `FUTEX_WAKE` that woke nobody, as if nothing were rationed. The
+    /// wakes made above the stale part are watched as the first ones were: once they have
+    /// woken nobody for `STALE_SLEEPER_AFTER` and `STALE_SLEEPER_WAKES` wakes, the count is
+    /// the stale part, and a newcomer above it is still woken at once.
+    #[test]
+    fn a_sleeper_that_dies_asleep_while_the_gate_rations_is_rationed_too() {
+        let (g, t0) = suspecting(1);
+        // Count 2 from now on: every wake is made until the run is long enough.
+        let n = u64::from(STALE_SLEEPER_WAKES);
+        let start = t0 + US;
+        let at = (0..n).map(|i| start + i * AFTER / (n - 1));
+        assert_eq!(wakes(&g, at, 2, 0), n as usize);
+        let end = start + AFTER;
+        // Then the two dead sleepers are the stale part: no wake within the interval.
+        let made = wakes(&g, (1..EVERY / US).map(|i| end + i * US), 2, 0);
+        assert_eq!(made, 0, "wakes made for two dead sleepers");
+        assert!(g.suspect.load(Relaxed));
+        // A live newcomer above them is woken by every notify.
+        let t1 = end + EVERY;
+        assert_eq!(wakes(&g, (1..=10).map(|i| t1 + i * US), 3, 1), 10);
+        assert!(g.suspect.load(Relaxed));
+    }
+
+    /// While the gate rations, a live reader that keeps announcing itself and finding the
+    /// next record at its re-check is counted above the stale part at some notifies and not
+    /// at others: it is not added to the stale part, and its next real sleep is woken by
+    /// the next notify, however soon after the last wake.
+    #[test]
+    fn a_live_reader_above_the_stale_part_is_not_taken_for_dead() {
+        let (g, t0) = suspecting(1);
+        let n = 4 * u64::from(STALE_SLEEPER_WAKES);
+        for i in 0..n {
+            // Announced at odd notifies and at the last one.
+            let count = 1 + u32::from(i % 2 == 1 || i == n - 1);
+            wakes(&g, [t0 + US + i * 2 * AFTER / n], count, 0);
+        }
+        let last = t0 + US + (n - 1) * 2 * AFTER / n;
+        assert_eq!(wakes(&g, [last + US], 2, 1), 1, "the live reader's sleep");
+        assert!(g.suspect.load(Relaxed));
     }
 
     /// A live reader that keeps announcing itself and finding the next record at its

@@ -226,6 +226,10 @@ pub struct RingConsumer<T> {
     /// The process's fork generation when the registration was taken (see
     /// [`RingConsumer::here`]).
     fork_generation: u64,
+    /// After [`RingConsumer::recv_status`] calls that returned `Empty`: the cursor the last
+    /// one left, and [`RingConsumer::lapped_count`] when the first one began, so that the
+    /// losses they found are reported with the next record.
+    unreported_laps: Option<(u64, u64)>,
     /// Shared with an async consumer's waiter thread, which must not outlive the mapping.
     file: Arc<RingFile>,
 }
@@ -335,6 +339,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
             registry,
             registration,
             fork_generation,
+            unreported_laps: None,
             file: Arc::new(file),
         })
     }
@@ -372,19 +377,33 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
 
     /// The next record, telling whether records were lost just before it:
     /// [`RecvStatus::Lapped`] carries how many (the increase of
-    /// [`RingConsumer::lapped_count`] during this call), [`RecvStatus::Ok`] means none,
+    /// [`RingConsumer::lapped_count`] since the last record), [`RecvStatus::Ok`] means none,
     /// [`RecvStatus::Empty`] that nothing new is there. A call that finds the reader lapped
-    /// but the next record not yet readable returns `Empty`; the skipped records are still
-    /// counted in `lapped_count`, and the next `Lapped` reports only later losses.
+    /// but the next record not yet readable (the producer is rewriting it) returns `Empty`;
+    /// the records it skipped are counted in `lapped_count` at once and reported with the
+    /// record the next `recv_status` returns. Losses found by another call (`try_recv`, a
+    /// seek or a jump) are counted in `lapped_count` only.
     #[inline]
     pub fn recv_status(&mut self) -> RecvStatus<T> {
-        let before = self.lapped_count();
+        let (cursor, lapped) = (self.cursor(), self.lapped_count());
+        // Losses found by the `Empty` calls just before this one, with the cursor moved by
+        // nothing else since, belong to the record this call returns.
+        let before = match self.unreported_laps {
+            Some((at, since)) if at == cursor => since,
+            _ => lapped,
+        };
         match self.here().try_recv() {
-            None => RecvStatus::Empty,
-            Some(item) => match self.lapped_count().saturating_sub(before) {
-                0 => RecvStatus::Ok(item),
-                skipped => RecvStatus::Lapped { skipped, item },
-            },
+            None => {
+                self.unreported_laps = Some((self.cursor(), before));
+                RecvStatus::Empty
+            }
+            Some(item) => {
+                self.unreported_laps = None;
+                match self.lapped_count().saturating_sub(before) {
+                    0 => RecvStatus::Ok(item),
+                    skipped => RecvStatus::Lapped { skipped, item },
+                }
+            }
         }
     }
 
@@ -889,6 +908,41 @@ mod tests {
             assert!(told, "replace {replace}: is_replaced is false");
             drop(fresh);
         }
+    }
+
+    /// A reader lapped while the producer is rewriting the oldest slot it could move to
+    /// finds nothing readable there: that `recv_status` is `Empty`, though it counted the
+    /// lost records. The next one said `Lapped` with only its own call's losses (1 of the
+    /// 4 lost between records 1 and 6); it reports all of them, and the calls after it
+    /// report none again.
+    #[test]
+    fn recv_status_reports_the_losses_an_empty_call_found_with_the_next_record() {
+        let t = tmp_paths(["status-empty-lap"]);
+        let mut tx = RingProducer::<u64>::create(&t[0], 4).unwrap();
+        let mut rx = RingConsumer::<u64>::attach(&t[0]).unwrap();
+        tx.push(&1);
+        assert_eq!(rx.recv_status(), RecvStatus::Ok(1));
+        tx.push_batch(&[2, 3, 4, 5, 6, 7, 8]);
+        // The producer has begun writing record 9 over record 5's slot.
+        tx.file()
+            .ring()
+            .slot_seq(9)
+            .store(SLOT_WRITING, Ordering::Release);
+        let empty = (rx.recv_status(), rx.lapped_count(), rx.cursor());
+        assert_eq!(empty, (RecvStatus::Empty, 3, 5), "records 2 to 4 lost");
+        // Nothing new at the cursor yet: still Empty, nothing counted twice.
+        assert_eq!(rx.recv_status(), RecvStatus::Empty);
+        // Record 9 written: record 5 is lost too, and 6 is the next one.
+        tx.push(&9);
+        let lapped = RecvStatus::Lapped {
+            skipped: 4,
+            item: 6,
+        };
+        assert_eq!(rx.recv_status(), lapped);
+        assert_eq!(rx.lapped_count(), 4);
+        let rest = [rx.recv_status(), rx.recv_status(), rx.recv_status()];
+        assert_eq!(rest, [7, 8, 9].map(RecvStatus::Ok));
+        assert_eq!(rx.recv_status(), RecvStatus::Empty);
     }
 
     #[test]

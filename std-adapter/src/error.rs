@@ -41,9 +41,10 @@ pub enum Error {
         /// Why.
         source: RegistryError,
     },
-    /// A lossless producer's bounded wait ran out ([`RingProducer::push_timeout`],
-    /// [`RingProducer::wait_for_headroom_timeout`]): a registered reader whose process is
-    /// alive stayed a whole ring behind for the whole wait, so the record was not written.
+    /// A producer's bounded wait ran out ([`RingProducer::push_timeout`] on a lossless ring,
+    /// [`RingProducer::wait_for_headroom_timeout`] on any ring with a registry): a
+    /// registered reader whose process is alive stayed a whole ring behind for the whole
+    /// wait, so the record was not written.
     /// A reader that stopped reading looks the same as a registry entry forged or left by a
     /// process whose pid was reused; `reader` says which slot it is, for `ringwire stat`.
     ///
@@ -438,10 +439,10 @@ impl Error {
                     // Debug of the name: quoted, its control characters escaped.
                     Some(r) => write!(
                         f,
-                        ": registry slot {} (pid {}, name {:?}) is at cursor {}, {} records behind, and holds the lossless producer back",
+                        ": registry slot {} (pid {}, name {:?}) is at cursor {}, {} records behind, and holds the producer back",
                         r.slot_index, r.pid, r.name, r.cursor_seq, r.lag
                     ),
-                    None => write!(f, ": a registered reader held the lossless producer back"),
+                    None => write!(f, ": a registered reader held the producer back"),
                 }
             }
             Error::Blob { source, .. } => write!(f, "{source}"),

@@ -549,6 +549,34 @@ mod tests {
         assert_eq!(c.try_recv(), None);
     }
 
+    /// `wait_for_headroom_timeout` waits on a lossy ring with a registry too (as
+    /// ringfire's): its error named a "lossless producer" there. It names the reader that
+    /// held the producer back, and calls the producer nothing it is not.
+    #[test]
+    fn a_lossy_rings_headroom_timeout_does_not_call_the_producer_lossless() {
+        let path = TmpPath::new("headroom-lossy");
+        let mut p = RingProducer::<u64>::builder(4)
+            .max_readers(2)
+            .build::<u64, _>(&path)
+            .unwrap();
+        // Registered under the default name, at record 1.
+        let c = RingConsumer::<u64>::builder()
+            .start_from_head()
+            .attach(&path)
+            .unwrap();
+        for v in 1..=4 {
+            p.push(&v);
+        }
+        let e = p
+            .wait_for_headroom_timeout(Duration::from_millis(5))
+            .unwrap_err();
+        drop(c);
+        assert_eq!(p.flow_control(), FlowControl::LossyLatestWins);
+        let text = e.to_string();
+        assert!(text.contains("name \"consumer\""), "{text}");
+        assert!(!text.contains("lossless"), "{text}");
+    }
+
     /// Once no sequence is left below `SEQ_LIMIT` (here after a jump of the core producer:
     /// short of 2^63 pushes, only a header scribbled between creation and attach gets
     /// there), every kind of push writes nothing and returns at once, on a plain, a fenced

@@ -642,7 +642,9 @@ pub fn wake_all(ring: &RingView) {
 /// load of the count and a read of the coarse clock: 9.4 ns per push, against 249 ns with
 /// a wake per publish and 1.1 ns with nobody counted (`cargo run --release -p
 /// ringwire-tests --example stale_sleeper`). A sleeper that announces itself then is woken by the first
-/// publish after it, as before. The gate's docs name the few that can be late, never later
+/// publish after it, as before. A sleeper that dies asleep once the rationing has begun (a
+/// second reader killed while waiting) is added to the dead sleepers' part in the same
+/// way, once the wakes made for it have woken nobody for as long. The gate's docs name the few that can be late, never later
 /// than their own timeout (50 ms by default for [`FutexWait`]); `cargo run --release -p
 /// ringwire-tests --example live_readers_rationing` looks for live readers taken for dead
 /// (none in its runs here). [`FutexWake::strict`] wakes on every publish, whatever it
