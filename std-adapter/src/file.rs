@@ -1,7 +1,9 @@
 //! Ring files: creating one exactly as spec §1.2 (flock for the producer's life, a fresh inode
-//! for a stale ring, magic written last, unlink on drop) and attaching as §1.3. One step
-//! differs: a non-empty file at the path that is not a ring (nor a ring whose creation never
+//! for a stale ring, magic written last, unlink on drop) and attaching as §1.3. Two steps
+//! differ: a non-empty file at the path that is not a ring (nor a ring whose creation never
 //! finished) is refused and left as it is, where ringfire unlinks whatever it finds there.
+//! And a `flock` that fails other than on a lock held elsewhere (a file system without
+//! locks) is an I/O error naming `flock`, where ringfire reports *ProducerAlreadyExists*.
 //! A new file's bytes are reserved with `posix_fallocate`, so a full tmpfs is an error at
 //! creation rather than a SIGBUS at the first store; no open waits on a FIFO (`O_NONBLOCK`,
 //! then only a regular file is accepted).
@@ -408,7 +410,8 @@ pub(crate) enum CreateError {
         /// The OS error.
         source: io::Error,
     },
-    /// Another live creator holds the flock (or every attempt raced).
+    /// Another live creator holds the flock (or every attempt raced). A `flock` that fails
+    /// otherwise is [`CreateError::Io`].
     Locked,
     /// The path names something other than a regular file: what it is ([`type_name`]).
     NotRegular(&'static str),
@@ -444,7 +447,8 @@ pub(crate) enum Refusal {
 /// Before a stale file is unlinked, `in_use` may refuse the replacement (`Some`): a live
 /// handle still uses it, or it is not a file of the kind being created; whatever lock it
 /// takes on the file is held until the unlink.
-/// On error no file of this call is left at the path.
+/// On error no file of this call is left at the path, except the empty file `open` may
+/// have created when `flock` itself fails (another creator may be about to lock it).
 pub(crate) fn create_exclusive(
     path: &Path,
     mode: u32,
@@ -467,8 +471,17 @@ pub(crate) fn create_exclusive(
         if !t.is_file() {
             return Err(CreateError::NotRegular(type_name(t)));
         }
-        if sys::try_lock_exclusive(&file).is_err() {
-            return Err(CreateError::Locked);
+        if let Err(e) = sys::try_lock_exclusive(&file) {
+            // Only a lock held by another open file is a producer. Any other failure (a file
+            // system without flock: NFS without its lock daemon gives ENOLCK) is said as it
+            // is, where ringfire reports a producer that does not exist.
+            if e.kind() == io::ErrorKind::WouldBlock {
+                return Err(CreateError::Locked);
+            }
+            return Err(CreateError::Io {
+                op: "flock",
+                source: e,
+            });
         }
         let mine = sys::file_id(&file).map_err(io("fstat"))?;
         match sys::path_id(path).map_err(io("stat"))? {
@@ -1166,6 +1179,45 @@ mod tests {
         drop(tx);
         drop(bb);
         assert!(!ring.exists() && !board.exists());
+    }
+
+    /// Where `flock` itself fails (a file system without locks: ENOLCK), a ring, a
+    /// blackboard and a queue creator say so, naming `flock` and the OS error. They said
+    /// "producer already exists" (the queue: "being created by another handle"), sending
+    /// the user after a producer that does not exist.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_flock_that_fails_without_a_holder_is_an_io_error_not_a_producer() {
+        use crate::error::Error;
+        use crate::queue::QueueFileError;
+        let (ring, board, queue) = (
+            TmpPath::new("file-flock-ring"),
+            TmpPath::new("file-flock-board"),
+            TmpPath::new("file-flock-queue"),
+        );
+        let status = forked(10, || {
+            if crate::test_fork::fail_flock(libc::ENOLCK).is_err() {
+                return 2;
+            }
+            let enolck = |op: &str, e: &std::io::Error| {
+                op == "flock" && e.raw_os_error() == Some(libc::ENOLCK)
+            };
+            let r = match RingProducer::<u64>::create(&ring, 16) {
+                Err(Error::Io { op, source, .. }) => enolck(op, &source),
+                _ => false,
+            };
+            let b = match BlackboardProducer::<u64>::create(&board, 4) {
+                Err(Error::Io { op, source, .. }) => enolck(op, &source),
+                _ => false,
+            };
+            let q = match crate::queue::SpscProducer::<u64>::create(&queue, 16) {
+                Err(QueueFileError::Io { op, source, .. }) => enolck(op, &source),
+                _ => false,
+            };
+            // Which ones went wrong, one bit each.
+            i32::from(!r) << 2 | i32::from(!b) << 3 | i32::from(!q) << 4
+        });
+        crate::test_fork::assert_exited_0(status, "creation with a failing flock");
     }
 
     /// A daemon's pattern: the process that created the ring forks and exits, and the child
