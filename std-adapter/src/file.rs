@@ -307,15 +307,23 @@ pub(crate) fn sync_parent_dir(path: &Path) -> io::Result<()> {
 /// left as it was before the file was created: unlinking the link instead left the file,
 /// which nothing names at its path any more and no producer removes, in `/dev/shm` for good.
 pub(crate) fn remove_if_ours(path: &Path, id: (u64, u64)) {
-    if matches!(sys::path_id(path), Ok(Some(now)) if now == id) {
-        let _ = std::fs::remove_file(resolved(path));
+    if matches!(sys::path_id(path), Ok(Some(now)) if now == id)
+        && let Some(file) = resolved(path)
+    {
+        let _ = std::fs::remove_file(file);
     }
 }
 
-/// `path` with every symbolic link resolved (as given, should that fail): the path whose
-/// unlink removes the file `path` names.
-fn resolved(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+/// `path` with every symbolic link resolved: the path whose unlink removes the file `path`
+/// names. `None` when there is no such file any more (removed since it was looked at):
+/// through a link, unlinking the path as given would remove the link. Should resolving fail
+/// otherwise, the path as given.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    match std::fs::canonicalize(path) {
+        Ok(p) => Some(p),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(_) => Some(path.to_path_buf()),
+    }
 }
 
 /// The file's length and its first 8 bytes as a little-endian word (`None` when shorter).
@@ -501,8 +509,18 @@ pub(crate) fn create_exclusive(
                 }
             }
             // Through a symbolic link, the stale file itself, so that the retry creates the
-            // new one where the link points and the old one does not linger unnamed.
-            std::fs::remove_file(resolved(path)).map_err(io("unlink"))?;
+            // new one where the link points and the old one does not linger unnamed. One
+            // that someone else removed since the check (a cleanup script, a handle's
+            // UnlinkOnDrop) is gone already: the retry creates the new one all the same.
+            if let Some(stale) = resolved(path)
+                && let Err(e) = std::fs::remove_file(stale)
+                && e.kind() != io::ErrorKind::NotFound
+            {
+                return Err(CreateError::Io {
+                    op: "unlink",
+                    source: e,
+                });
+            }
             continue;
         }
         if let Err((op, source)) = size_and_reserve(&file, total) {
@@ -1218,6 +1236,36 @@ mod tests {
             i32::from(!r) << 2 | i32::from(!b) << 3 | i32::from(!q) << 4
         });
         crate::test_fork::assert_exited_0(status, "creation with a failing flock");
+    }
+
+    /// A stale file that someone else removes between the creator's check and its unlink
+    /// (a cleanup script, an attached handle's `UnlinkOnDrop`) is gone already: creation
+    /// goes on with a fresh file. The unlink's ENOENT failed the creation; through a
+    /// symbolic link whose target had gone, the link itself was unlinked and a plain file
+    /// made in its place.
+    #[test]
+    fn a_stale_file_removed_by_another_before_the_unlink_is_replaced_all_the_same() {
+        let (plain, target, link) = (
+            TmpPath::new("file-gone-plain"),
+            TmpPath::new("file-gone-target"),
+            TmpPath::new("file-gone-link"),
+        );
+        std::os::unix::fs::symlink(&*target, &*link).unwrap();
+        for (path, stale) in [(&plain, &plain), (&link, &target)] {
+            std::fs::write(stale, [1u8; 64]).unwrap();
+            // The refusal check runs just before the unlink: the removal lands there.
+            let f = super::create_exclusive(path, 0o600, 4096, |_| {
+                std::fs::remove_file(stale)?;
+                Ok(None)
+            })
+            .unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));
+            assert_eq!(f.metadata().unwrap().len(), 4096, "{}", path.display());
+            let id = crate::sys::file_id(&f).unwrap();
+            assert_eq!(crate::sys::path_id(path).unwrap(), Some(id));
+        }
+        let link_type = std::fs::symlink_metadata(&link).unwrap().file_type();
+        assert!(link_type.is_symlink(), "the link was replaced by a file");
+        assert!(target.exists(), "the new file is not where the link points");
     }
 
     /// A daemon's pattern: the process that created the ring forks and exits, and the child
