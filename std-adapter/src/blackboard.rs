@@ -229,7 +229,7 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
 
 impl<V> Drop for BlackboardProducer<V> {
     fn drop(&mut self) {
-        if self.pid != std::process::id() && sys::pid_alive(self.pid) {
+        if self.pid != std::process::id() && sys::process_running(self.pid) {
             // A copy inherited through fork leaves the file and the lock to the creator
             // while it lives (see `RingFile`'s drop).
             return;

@@ -384,11 +384,13 @@ impl OffsetCheckpoint {
     /// Refuses ([`Error::ForkedCheckpoint`]) a commit made through a copy of this handle
     /// that a child forked since the open inherited, while the process that opened the file
     /// runs: parent and child would each commit their own cursor to the one file. Once the
-    /// opener has exited (a daemon's parent, reaped) the copy is the checkpoint's only user
-    /// and may commit. A relaxed load when nothing forked. [`OffsetCheckpoint::save`] itself
+    /// opener has exited (a daemon's parent, reaped or not) the copy is the checkpoint's only
+    /// user and may commit. A relaxed load when nothing forked. [`OffsetCheckpoint::save`] itself
     /// does not check, as ringfire's does not.
     pub(crate) fn check_committer(&self) -> Result<()> {
-        if crate::sys::forked_since(self.opener_generation) && crate::sys::pid_alive(self.opener) {
+        if crate::sys::forked_since(self.opener_generation)
+            && crate::sys::process_running(self.opener)
+        {
             return Err(Error::ForkedCheckpoint {
                 path: self.path.clone(),
                 opener: self.opener,

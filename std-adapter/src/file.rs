@@ -925,14 +925,15 @@ impl RingFile {
 impl Drop for RingFile {
     fn drop(&mut self) {
         let Some(owner) = &self.owner else { return };
-        if owner.pid != std::process::id() && sys::pid_alive(owner.pid) {
+        if owner.pid != std::process::id() && sys::process_running(owner.pid) {
             // A copy inherited through fork while its creator lives: the file and its lock
             // are the creator's, which goes on writing. `flock(LOCK_UN)` here would release
             // the lock for both (it belongs to the open file description, which fork
             // shares), letting another producer replace a live ring, and the unlink would
             // take the ring from every later reader. Closing this process's descriptor
             // leaves the lock in place. A copy that outlives its creator (a daemon's, whose
-            // parent exits after the fork) cleans up as the creator would have.
+            // parent exits after the fork) cleans up as the creator would have, also while
+            // the creator is a zombie nobody has reaped yet.
             return;
         }
         // Unlink while still holding the lock (spec §1.2 step 6), and only if the path still
@@ -1236,6 +1237,73 @@ mod tests {
             i32::from(!r) << 2 | i32::from(!b) << 3 | i32::from(!q) << 4
         });
         crate::test_fork::assert_exited_0(status, "creation with a failing flock");
+    }
+
+    /// A daemon's pattern where nobody reaps the creator at once: it forks and exits, and
+    /// stays a zombie until its parent waits for it. The child's copies of a ring and a
+    /// blackboard producer and of a checkpoint are then the only ones in use: the drops
+    /// unlink the files and the checkpoint commits, as the creator's would have. `kill(pid,
+    /// 0)` succeeds on a zombie, so the copies took the creator for alive: the files stayed
+    /// (in `/dev/shm`, for good) and every commit was refused as a forked child's.
+    #[test]
+    fn a_forked_copy_whose_creator_is_an_unreaped_zombie_acts_as_the_creator_would() {
+        use crate::checkpoint::OffsetCheckpoint;
+        use std::time::{Duration, Instant};
+        let (ring, board, offset) = (
+            TmpPath::new("file-zombie-ring"),
+            TmpPath::new("file-zombie-board"),
+            TmpPath::new("file-zombie-offset"),
+        );
+        let saved = || {
+            let b = std::fs::read(&offset).ok()?;
+            Some(u64::from_ne_bytes(b.get(16..24)?.try_into().ok()?))
+        };
+        let mut seen = None;
+        let status = crate::test_fork::forked_with(
+            10,
+            || {
+                let (Ok(tx), Ok(bb), Ok(cp)) = (
+                    RingProducer::<u64>::create(&ring, 16),
+                    BlackboardProducer::<u64>::create(&board, 4),
+                    OffsetCheckpoint::open_or_create(&offset, "algo"),
+                ) else {
+                    return 2;
+                };
+                let creator = std::process::id();
+                // SAFETY: the daemon runs only the code below and leaves through `_exit`.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    // SAFETY: alarm takes an integer and touches no memory of ours.
+                    unsafe { libc::alarm(10) };
+                    // Until the creator has exited (another process is then our parent).
+                    let end = Instant::now() + Duration::from_secs(5);
+                    // SAFETY: getppid takes nothing and cannot fail.
+                    while unsafe { libc::getppid() } as u32 == creator && Instant::now() < end {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    if cp.check_committer().is_ok() {
+                        cp.save(7);
+                    }
+                    drop((tx, bb, cp));
+                    // SAFETY: ends the daemon without running inherited exit handlers.
+                    unsafe { libc::_exit(0) }
+                }
+                // The creator leaves without its drops, as a daemon's parent that exits.
+                std::mem::forget((tx, bb, cp));
+                i32::from(pid < 0)
+            },
+            |_| {
+                // The creator is reaped only once this returns: a zombie until then.
+                let end = Instant::now() + Duration::from_secs(5);
+                let now = || (ring.exists(), board.exists(), saved());
+                while now() != (false, false, Some(7)) && Instant::now() < end {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                seen = Some(now());
+            },
+        );
+        assert_exited_0(status, "the creator");
+        assert_eq!(seen, Some((false, false, Some(7))), "(ring, board, offset)");
     }
 
     /// A stale file that someone else removes between the creator's check and its unlink

@@ -279,6 +279,13 @@ pub fn pid_alive(pid: u32) -> bool {
     r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Whether the process `pid` still runs: [`reader_alive`] without a token. A zombie (it has
+/// exited, its parent has not reaped it yet) does not, where `/proc` shows it; `kill(pid,
+/// 0)` alone counts it alive for as long as it stays unreaped.
+pub(crate) fn process_running(pid: u32) -> bool {
+    reader_alive(pid, 0)
+}
+
 /// What a registry slot's reader looks like from here: [`pid_alive`], and then, where
 /// `/proc` belongs to this process's PID namespace, two more rules (see the core's
 /// [`registry`] module):
