@@ -75,6 +75,8 @@ struct Owner {
     /// The process that created the file (or was told to clean it up): while it lives,
     /// only it unlinks and unlocks on drop (see `Drop for RingFile`).
     pid: u32,
+    /// Its incarnation, so that a later process given the same pid is not taken for it.
+    incarnation: Option<ringwire_core::broadcast::registry::Incarnation>,
 }
 
 /// A ring file mapped read-write: a producer's (created, locked) or a consumer's (attached).
@@ -752,6 +754,7 @@ impl RingFile {
             cleanup: opts.cleanup,
             locked: opts.exclusive_lock,
             pid: std::process::id(),
+            incarnation: sys::own_incarnation(),
         };
         // Without the lock the file may be another legacy creator's too: left in place.
         let cleanup_on_error = |e: Error| {
@@ -916,6 +919,7 @@ impl RingFile {
                     cleanup,
                     locked: false,
                     pid: std::process::id(),
+                    incarnation: sys::own_incarnation(),
                 })
             }
         }
@@ -925,7 +929,7 @@ impl RingFile {
 impl Drop for RingFile {
     fn drop(&mut self) {
         let Some(owner) = &self.owner else { return };
-        if owner.pid != std::process::id() && sys::process_running(owner.pid) {
+        if owner.pid != std::process::id() && sys::process_running(owner.pid, owner.incarnation) {
             // A copy inherited through fork while its creator lives: the file and its lock
             // are the creator's, which goes on writing. `flock(LOCK_UN)` here would release
             // the lock for both (it belongs to the open file description, which fork
@@ -933,7 +937,7 @@ impl Drop for RingFile {
             // take the ring from every later reader. Closing this process's descriptor
             // leaves the lock in place. A copy that outlives its creator (a daemon's, whose
             // parent exits after the fork) cleans up as the creator would have, also while
-            // the creator is a zombie nobody has reaped yet.
+            // the creator is a zombie nobody has reaped yet, or its pid is another's now.
             return;
         }
         // Unlink while still holding the lock (spec §1.2 step 6), and only if the path still
@@ -1304,6 +1308,38 @@ mod tests {
         );
         assert_exited_0(status, "the creator");
         assert_eq!(seen, Some((false, false, Some(7))), "(ring, board, offset)");
+    }
+
+    /// A producer's copy (inherited through fork) whose creator's pid names another
+    /// process since (the creator exited, and a long-running host gave its pid to a new
+    /// process) cleans up as the creator would have: that process is not the creator.
+    /// `kill(pid, 0)` alone took it for the creator, and the ring was left behind.
+    #[test]
+    fn a_copy_whose_creators_pid_is_another_process_now_cleans_up() {
+        use ringwire_core::broadcast::registry::Incarnation;
+        let ring = TmpPath::new("file-pid-reused");
+        let mut other = std::process::Command::new("sleep")
+            .arg("10")
+            .spawn()
+            .unwrap();
+        let pid = other.id();
+        let inc = crate::sys::incarnation_of(pid);
+        let geo = ringwire_core::Geometry::spmc(4, 16, 8, 8, false).unwrap();
+        let mut file = super::RingFile::create(&ring, &geo, &Default::default()).unwrap();
+        let owner = file.owner.as_mut().unwrap();
+        // As a forked copy sees it: created by `pid`, a process that started a second
+        // before the one that has that pid now.
+        owner.pid = pid;
+        owner.incarnation = inc.map(|i| Incarnation {
+            start: i.start.wrapping_sub(100) & 0xF_FFFF,
+            ..i
+        });
+        drop(file);
+        let left = ring.exists();
+        let _ = other.kill();
+        let _ = other.wait();
+        assert!(inc.is_some(), "this test needs /proc");
+        assert!(!left, "the copy left the ring of a creator that is gone");
     }
 
     /// A stale file that someone else removes between the creator's check and its unlink
