@@ -456,14 +456,15 @@ pub(crate) enum Refusal {
 /// replaced by a fresh inode, up to 8 attempts; the new file sized to `total` and reserved.
 /// Before a stale file is unlinked, `in_use` may refuse the replacement (`Some`): a live
 /// handle still uses it, or it is not a file of the kind being created; whatever lock it
-/// takes on the file is held until the unlink.
+/// takes on the file is held until the unlink. Its error names the operation that failed
+/// (`read` of the file, `fcntl` of a lock).
 /// On error no file of this call is left at the path, except the empty file `open` may
 /// have created when `flock` itself fails (another creator may be about to lock it).
 pub(crate) fn create_exclusive(
     path: &Path,
     mode: u32,
     total: u64,
-    in_use: impl Fn(&File) -> io::Result<Option<Refusal>>,
+    in_use: impl Fn(&File) -> Result<Option<Refusal>, (&'static str, io::Error)>,
 ) -> Result<File, CreateError> {
     let io = |op| move |source| CreateError::Io { op, source };
     for _ in 0..CREATE_ATTEMPTS {
@@ -503,7 +504,7 @@ pub(crate) fn create_exclusive(
         if len != 0 {
             // A stale file of a dead creator (we hold its lock): replace it with a fresh
             // inode so readers still mapping the old one see a frozen, consistent file.
-            match in_use(&file).map_err(io("fcntl"))? {
+            match in_use(&file).map_err(|(op, source)| CreateError::Io { op, source })? {
                 None => {}
                 Some(Refusal::InUse(holder)) => return Err(CreateError::InUse(holder)),
                 Some(Refusal::Foreign { len, magic }) => {
@@ -659,7 +660,10 @@ impl FileKind {
 /// [`create_exclusive`] for a ring or a blackboard: a stale file of that kind is replaced,
 /// any other non-empty file refused ([`Error::NotReplaced`]).
 pub(crate) fn open_exclusive(path: &Path, mode: u32, total: u64, kind: FileKind) -> Result<File> {
-    create_exclusive(path, mode, total, |f| kind.refuse(f)).map_err(|e| match e {
+    create_exclusive(path, mode, total, |f| {
+        kind.refuse(f).map_err(|e| ("read", e))
+    })
+    .map_err(|e| match e {
         CreateError::Io { op, source } => Error::io(path, op, source),
         CreateError::NotRegular(found) => Error::NotRegularFile {
             path: path.to_path_buf(),
@@ -1359,7 +1363,7 @@ mod tests {
             std::fs::write(stale, [1u8; 64]).unwrap();
             // The refusal check runs just before the unlink: the removal lands there.
             let f = super::create_exclusive(path, 0o600, 4096, |_| {
-                std::fs::remove_file(stale)?;
+                std::fs::remove_file(stale).map_err(|e| ("unlink", e))?;
                 Ok(None)
             })
             .unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));
@@ -1370,6 +1374,50 @@ mod tests {
         let link_type = std::fs::symlink_metadata(&link).unwrap().file_type();
         assert!(link_type.is_symlink(), "the link was replaced by a file");
         assert!(target.exists(), "the new file is not where the link points");
+    }
+
+    /// A stale file whose bytes cannot be read (an I/O error of the disk under it) fails a
+    /// ring, blackboard or queue creation with an error naming `read`, the call that
+    /// failed. It named `fcntl`, a call the ring and blackboard creators never make there.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_stale_file_that_cannot_be_read_is_said_to_fail_a_read() {
+        use crate::error::Error;
+        use crate::queue::QueueFileError;
+        let (ring, board, queue) = (
+            TmpPath::new("file-eio-ring"),
+            TmpPath::new("file-eio-board"),
+            TmpPath::new("file-eio-queue"),
+        );
+        for stale in [&ring, &board, &queue] {
+            std::fs::write(stale, [1u8; 4096]).unwrap();
+        }
+        let status = forked(10, || {
+            if crate::test_fork::fail_call(libc::SYS_pread64, libc::EIO).is_err() {
+                return 2;
+            }
+            let eio =
+                |op: &str, e: &std::io::Error| op == "read" && e.raw_os_error() == Some(libc::EIO);
+            let r = match RingProducer::<u64>::create(&ring, 16) {
+                Err(Error::Io { op, source, .. }) => eio(op, &source),
+                _ => false,
+            };
+            let b = match BlackboardProducer::<u64>::create(&board, 4) {
+                Err(Error::Io { op, source, .. }) => eio(op, &source),
+                _ => false,
+            };
+            let q = match crate::queue::SpscProducer::<u64>::create(&queue, 16) {
+                Err(QueueFileError::Io { op, source, .. }) => eio(op, &source),
+                _ => false,
+            };
+            // Which ones went wrong, one bit each.
+            i32::from(!r) << 2 | i32::from(!b) << 3 | i32::from(!q) << 4
+        });
+        crate::test_fork::assert_exited_0(status, "creation over an unreadable stale file");
+        // Refused before any unlink: each stale file is still there, as it was.
+        for stale in [&ring, &board, &queue] {
+            assert_eq!(std::fs::read(stale).unwrap(), [1u8; 4096]);
+        }
     }
 
     /// A daemon's pattern: the process that created the ring forks and exits, and the child

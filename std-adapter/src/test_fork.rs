@@ -207,9 +207,16 @@ pub(crate) fn deny_sendto_an_address() -> std::io::Result<()> {
 /// call still runs. Forked children only ([`install_filter`]).
 #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
 pub(crate) fn fail_flock(errno: i32) -> std::io::Result<()> {
+    fail_call(libc::SYS_flock, errno)
+}
+
+/// Makes every call of system call `nr` of this process fail with `errno` from now on;
+/// every other system call still runs. Forked children only ([`install_filter`]).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) fn fail_call(nr: libc::c_long, errno: i32) -> std::io::Result<()> {
     install_filter(&[
-        // Not flock: to the ALLOW below.
-        jump(libc::SYS_flock as u32, 0, 1),
+        // Not `nr`: to the ALLOW below.
+        jump(nr as u32, 0, 1),
         stmt(
             libc::BPF_RET | libc::BPF_K,
             libc::SECCOMP_RET_ERRNO | errno as u32,
