@@ -10,11 +10,13 @@
 //!
 //! The whole file is mapped `MAP_SHARED` with memmap2's raw mapping and handed to the core as
 //! a [`Region`]; from then on every access goes through the core's atomic word accessors.
-//! The creator never shrinks a ring file (a stale ring is unlinked and replaced, never
-//! truncated), so a mapping stays valid for as long as it is held. Another process that
-//! truncates one anyway makes the next access of its mappings a SIGBUS; every mapping made
-//! here is recorded (see `map_file`) for the `ringwire` binary's handler, which then
-//! names the file (`cli::sigbus`).
+//! The exclusive creator never shrinks a ring file (a stale ring is unlinked and replaced,
+//! never truncated), so a mapping stays valid for as long as it is held. The legacy
+//! non-exclusive mode ([`CreateOptions::exclusive_lock`] `false`) truncates the ring it
+//! reuses, as ringfire's does; that truncation, or any other process's, makes the next
+//! access of the ring's earlier mappings a SIGBUS. Every mapping made here is recorded (see
+//! `map_file`) for the `ringwire` binary's handler, which then names the file
+//! (`cli::sigbus`).
 
 use std::fs::{File, OpenOptions};
 use std::io;
