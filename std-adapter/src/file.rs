@@ -1323,12 +1323,22 @@ mod tests {
     #[test]
     fn a_copy_whose_creators_pid_is_another_process_now_cleans_up() {
         use ringwire_core::broadcast::registry::Incarnation;
+        /// The process, killed and reaped when dropped, also when the test fails.
+        struct Reaped(std::process::Child);
+        impl Drop for Reaped {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
         let ring = TmpPath::new("file-pid-reused");
-        let mut other = std::process::Command::new("sleep")
-            .arg("10")
-            .spawn()
-            .unwrap();
-        let pid = other.id();
+        let other = Reaped(
+            std::process::Command::new("sleep")
+                .arg("10")
+                .spawn()
+                .unwrap(),
+        );
+        let pid = other.0.id();
         let inc = crate::sys::incarnation_of(pid);
         let geo = ringwire_core::Geometry::spmc(4, 16, 8, 8, false).unwrap();
         let mut file = super::RingFile::create(&ring, &geo, &Default::default()).unwrap();
@@ -1341,11 +1351,11 @@ mod tests {
             ..i
         });
         drop(file);
-        let left = ring.exists();
-        let _ = other.kill();
-        let _ = other.wait();
         assert!(inc.is_some(), "this test needs /proc");
-        assert!(!left, "the copy left the ring of a creator that is gone");
+        assert!(
+            !ring.exists(),
+            "the copy left the ring of a creator that is gone"
+        );
     }
 
     /// A stale file that someone else removes between the creator's check and its unlink
