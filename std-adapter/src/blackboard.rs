@@ -131,6 +131,8 @@ pub struct BlackboardProducer<V> {
     /// The creating process: while it lives, only it unlinks and unlocks on drop (see
     /// `RingFile`'s drop).
     pid: u32,
+    /// Its incarnation, so that a later process given the same pid is not taken for it.
+    incarnation: Option<ringwire_core::broadcast::registry::Incarnation>,
     _v: PhantomData<fn(&V)>,
 }
 
@@ -203,6 +205,7 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
             abs_path: absolute(path),
             cleanup: CleanupMode::UnlinkOnDrop,
             pid: std::process::id(),
+            incarnation: sys::own_incarnation(),
             _v: PhantomData,
         })
     }
@@ -229,7 +232,7 @@ impl<V: IntoBytes + Immutable + 'static> BlackboardProducer<V> {
 
 impl<V> Drop for BlackboardProducer<V> {
     fn drop(&mut self) {
-        if self.pid != std::process::id() && sys::pid_alive(self.pid) {
+        if self.pid != std::process::id() && sys::process_running(self.pid, self.incarnation) {
             // A copy inherited through fork leaves the file and the lock to the creator
             // while it lives (see `RingFile`'s drop).
             return;

@@ -64,6 +64,8 @@ pub struct OffsetCheckpoint {
     /// [`OffsetCheckpoint::check_committer`]).
     opener: u32,
     opener_generation: u64,
+    /// The opener's incarnation, so that a later process given its pid is not taken for it.
+    opener_incarnation: Option<ringwire_core::broadcast::registry::Incarnation>,
     /// The file's device and inode, to tell whether its path still names it.
     id: (u64, u64),
     /// `path` made absolute at open, so that a change of the working directory since does
@@ -247,6 +249,7 @@ impl OffsetCheckpoint {
             name: name.trim().to_string(),
             opener: std::process::id(),
             opener_generation: crate::sys::fork_generation(),
+            opener_incarnation: crate::sys::own_incarnation(),
             id,
             abs_path: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
         };
@@ -384,11 +387,13 @@ impl OffsetCheckpoint {
     /// Refuses ([`Error::ForkedCheckpoint`]) a commit made through a copy of this handle
     /// that a child forked since the open inherited, while the process that opened the file
     /// runs: parent and child would each commit their own cursor to the one file. Once the
-    /// opener has exited (a daemon's parent, reaped) the copy is the checkpoint's only user
-    /// and may commit. A relaxed load when nothing forked. [`OffsetCheckpoint::save`] itself
+    /// opener has exited (a daemon's parent, reaped or not, its pid perhaps another
+    /// process's since) the copy is the checkpoint's only user and may commit. A relaxed load when nothing forked. [`OffsetCheckpoint::save`] itself
     /// does not check, as ringfire's does not.
     pub(crate) fn check_committer(&self) -> Result<()> {
-        if crate::sys::forked_since(self.opener_generation) && crate::sys::pid_alive(self.opener) {
+        if crate::sys::forked_since(self.opener_generation)
+            && crate::sys::process_running(self.opener, self.opener_incarnation)
+        {
             return Err(Error::ForkedCheckpoint {
                 path: self.path.clone(),
                 opener: self.opener,
@@ -544,6 +549,29 @@ mod tests {
             ));
             assert_eq!(std::fs::read(&path).unwrap(), bytes);
         }
+    }
+
+    /// A copy of the handle in a child forked since the open commits once its opener has
+    /// exited, also when the opener's pid names another process since (a pid reused on a
+    /// long-running host): that process never opened the file. `kill(pid, 0)` alone took it
+    /// for the opener, and every commit of the copy was refused as long as it lived.
+    #[test]
+    fn a_forked_copy_commits_once_its_openers_pid_is_another_process() {
+        use ringwire_core::broadcast::registry::Incarnation;
+        let path = TmpPath::new("checkpoint-pid-reused");
+        let mut cp = OffsetCheckpoint::open_or_create(&path, "algo").unwrap();
+        let mine = crate::sys::own_incarnation().expect("this test needs /proc");
+        // As a child forked since the open sees it, while the opener (this process) runs:
+        // refused.
+        cp.opener_generation = cp.opener_generation.wrapping_add(1);
+        let e = cp.check_committer().unwrap_err();
+        assert!(matches!(e, Error::ForkedCheckpoint { .. }), "{e:?}");
+        // The opener started a second before the process that has its pid now: it is gone.
+        cp.opener_incarnation = Some(Incarnation {
+            start: mine.start.wrapping_sub(100) & 0xF_FFFF,
+            ..mine
+        });
+        cp.check_committer().unwrap();
     }
 
     /// An empty path (an unset variable, say) is refused by name. It was opened: the

@@ -1,18 +1,22 @@
 //! Ring files: creating one exactly as spec §1.2 (flock for the producer's life, a fresh inode
-//! for a stale ring, magic written last, unlink on drop) and attaching as §1.3. One step
-//! differs: a non-empty file at the path that is not a ring (nor a ring whose creation never
+//! for a stale ring, magic written last, unlink on drop) and attaching as §1.3. Two steps
+//! differ: a non-empty file at the path that is not a ring (nor a ring whose creation never
 //! finished) is refused and left as it is, where ringfire unlinks whatever it finds there.
+//! And a `flock` that fails other than on a lock held elsewhere (a file system without
+//! locks) is an I/O error naming `flock`, where ringfire reports *ProducerAlreadyExists*.
 //! A new file's bytes are reserved with `posix_fallocate`, so a full tmpfs is an error at
 //! creation rather than a SIGBUS at the first store; no open waits on a FIFO (`O_NONBLOCK`,
 //! then only a regular file is accepted).
 //!
 //! The whole file is mapped `MAP_SHARED` with memmap2's raw mapping and handed to the core as
 //! a [`Region`]; from then on every access goes through the core's atomic word accessors.
-//! The creator never shrinks a ring file (a stale ring is unlinked and replaced, never
-//! truncated), so a mapping stays valid for as long as it is held. Another process that
-//! truncates one anyway makes the next access of its mappings a SIGBUS; every mapping made
-//! here is recorded (see `map_file`) for the `ringwire` binary's handler, which then
-//! names the file (`cli::sigbus`).
+//! The exclusive creator never shrinks a ring file (a stale ring is unlinked and replaced,
+//! never truncated), so a mapping stays valid for as long as it is held. The legacy
+//! non-exclusive mode ([`CreateOptions::exclusive_lock`] `false`) truncates the ring it
+//! reuses, as ringfire's does; that truncation, or any other process's, makes the next
+//! access of the ring's earlier mappings a SIGBUS. Every mapping made here is recorded (see
+//! `map_file`) for the `ringwire` binary's handler, which then names the file
+//! (`cli::sigbus`).
 
 use std::fs::{File, OpenOptions};
 use std::io;
@@ -73,6 +77,8 @@ struct Owner {
     /// The process that created the file (or was told to clean it up): while it lives,
     /// only it unlinks and unlocks on drop (see `Drop for RingFile`).
     pid: u32,
+    /// Its incarnation, so that a later process given the same pid is not taken for it.
+    incarnation: Option<ringwire_core::broadcast::registry::Incarnation>,
 }
 
 /// A ring file mapped read-write: a producer's (created, locked) or a consumer's (attached).
@@ -305,15 +311,23 @@ pub(crate) fn sync_parent_dir(path: &Path) -> io::Result<()> {
 /// left as it was before the file was created: unlinking the link instead left the file,
 /// which nothing names at its path any more and no producer removes, in `/dev/shm` for good.
 pub(crate) fn remove_if_ours(path: &Path, id: (u64, u64)) {
-    if matches!(sys::path_id(path), Ok(Some(now)) if now == id) {
-        let _ = std::fs::remove_file(resolved(path));
+    if matches!(sys::path_id(path), Ok(Some(now)) if now == id)
+        && let Some(file) = resolved(path)
+    {
+        let _ = std::fs::remove_file(file);
     }
 }
 
-/// `path` with every symbolic link resolved (as given, should that fail): the path whose
-/// unlink removes the file `path` names.
-fn resolved(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+/// `path` with every symbolic link resolved: the path whose unlink removes the file `path`
+/// names. `None` when there is no such file any more (removed since it was looked at):
+/// through a link, unlinking the path as given would remove the link. Should resolving fail
+/// otherwise, the path as given.
+fn resolved(path: &Path) -> Option<PathBuf> {
+    match std::fs::canonicalize(path) {
+        Ok(p) => Some(p),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+        Err(_) => Some(path.to_path_buf()),
+    }
 }
 
 /// The file's length and its first 8 bytes as a little-endian word (`None` when shorter).
@@ -408,7 +422,8 @@ pub(crate) enum CreateError {
         /// The OS error.
         source: io::Error,
     },
-    /// Another live creator holds the flock (or every attempt raced).
+    /// Another live creator holds the flock (or every attempt raced). A `flock` that fails
+    /// otherwise is [`CreateError::Io`].
     Locked,
     /// The path names something other than a regular file: what it is ([`type_name`]).
     NotRegular(&'static str),
@@ -443,13 +458,15 @@ pub(crate) enum Refusal {
 /// replaced by a fresh inode, up to 8 attempts; the new file sized to `total` and reserved.
 /// Before a stale file is unlinked, `in_use` may refuse the replacement (`Some`): a live
 /// handle still uses it, or it is not a file of the kind being created; whatever lock it
-/// takes on the file is held until the unlink.
-/// On error no file of this call is left at the path.
+/// takes on the file is held until the unlink. Its error names the operation that failed
+/// (`read` of the file, `fcntl` of a lock).
+/// On error no file of this call is left at the path, except the empty file `open` may
+/// have created when `flock` itself fails (another creator may be about to lock it).
 pub(crate) fn create_exclusive(
     path: &Path,
     mode: u32,
     total: u64,
-    in_use: impl Fn(&File) -> io::Result<Option<Refusal>>,
+    in_use: impl Fn(&File) -> Result<Option<Refusal>, (&'static str, io::Error)>,
 ) -> Result<File, CreateError> {
     let io = |op| move |source| CreateError::Io { op, source };
     for _ in 0..CREATE_ATTEMPTS {
@@ -467,8 +484,17 @@ pub(crate) fn create_exclusive(
         if !t.is_file() {
             return Err(CreateError::NotRegular(type_name(t)));
         }
-        if sys::try_lock_exclusive(&file).is_err() {
-            return Err(CreateError::Locked);
+        if let Err(e) = sys::try_lock_exclusive(&file) {
+            // Only a lock held by another open file is a producer. Any other failure (a file
+            // system without flock: NFS without its lock daemon gives ENOLCK) is said as it
+            // is, where ringfire reports a producer that does not exist.
+            if e.kind() == io::ErrorKind::WouldBlock {
+                return Err(CreateError::Locked);
+            }
+            return Err(CreateError::Io {
+                op: "flock",
+                source: e,
+            });
         }
         let mine = sys::file_id(&file).map_err(io("fstat"))?;
         match sys::path_id(path).map_err(io("stat"))? {
@@ -480,7 +506,7 @@ pub(crate) fn create_exclusive(
         if len != 0 {
             // A stale file of a dead creator (we hold its lock): replace it with a fresh
             // inode so readers still mapping the old one see a frozen, consistent file.
-            match in_use(&file).map_err(io("fcntl"))? {
+            match in_use(&file).map_err(|(op, source)| CreateError::Io { op, source })? {
                 None => {}
                 Some(Refusal::InUse(holder)) => return Err(CreateError::InUse(holder)),
                 Some(Refusal::Foreign { len, magic }) => {
@@ -488,8 +514,18 @@ pub(crate) fn create_exclusive(
                 }
             }
             // Through a symbolic link, the stale file itself, so that the retry creates the
-            // new one where the link points and the old one does not linger unnamed.
-            std::fs::remove_file(resolved(path)).map_err(io("unlink"))?;
+            // new one where the link points and the old one does not linger unnamed. One
+            // that someone else removed since the check (a cleanup script, a handle's
+            // UnlinkOnDrop) is gone already: the retry creates the new one all the same.
+            if let Some(stale) = resolved(path)
+                && let Err(e) = std::fs::remove_file(stale)
+                && e.kind() != io::ErrorKind::NotFound
+            {
+                return Err(CreateError::Io {
+                    op: "unlink",
+                    source: e,
+                });
+            }
             continue;
         }
         if let Err((op, source)) = size_and_reserve(&file, total) {
@@ -626,7 +662,10 @@ impl FileKind {
 /// [`create_exclusive`] for a ring or a blackboard: a stale file of that kind is replaced,
 /// any other non-empty file refused ([`Error::NotReplaced`]).
 pub(crate) fn open_exclusive(path: &Path, mode: u32, total: u64, kind: FileKind) -> Result<File> {
-    create_exclusive(path, mode, total, |f| kind.refuse(f)).map_err(|e| match e {
+    create_exclusive(path, mode, total, |f| {
+        kind.refuse(f).map_err(|e| ("read", e))
+    })
+    .map_err(|e| match e {
         CreateError::Io { op, source } => Error::io(path, op, source),
         CreateError::NotRegular(found) => Error::NotRegularFile {
             path: path.to_path_buf(),
@@ -721,6 +760,7 @@ impl RingFile {
             cleanup: opts.cleanup,
             locked: opts.exclusive_lock,
             pid: std::process::id(),
+            incarnation: sys::own_incarnation(),
         };
         // Without the lock the file may be another legacy creator's too: left in place.
         let cleanup_on_error = |e: Error| {
@@ -885,6 +925,7 @@ impl RingFile {
                     cleanup,
                     locked: false,
                     pid: std::process::id(),
+                    incarnation: sys::own_incarnation(),
                 })
             }
         }
@@ -894,14 +935,15 @@ impl RingFile {
 impl Drop for RingFile {
     fn drop(&mut self) {
         let Some(owner) = &self.owner else { return };
-        if owner.pid != std::process::id() && sys::pid_alive(owner.pid) {
+        if owner.pid != std::process::id() && sys::process_running(owner.pid, owner.incarnation) {
             // A copy inherited through fork while its creator lives: the file and its lock
             // are the creator's, which goes on writing. `flock(LOCK_UN)` here would release
             // the lock for both (it belongs to the open file description, which fork
             // shares), letting another producer replace a live ring, and the unlink would
             // take the ring from every later reader. Closing this process's descriptor
             // leaves the lock in place. A copy that outlives its creator (a daemon's, whose
-            // parent exits after the fork) cleans up as the creator would have.
+            // parent exits after the fork) cleans up as the creator would have, also while
+            // the creator is a zombie nobody has reaped yet, or its pid is another's now.
             return;
         }
         // Unlink while still holding the lock (spec §1.2 step 6), and only if the path still
@@ -1166,6 +1208,228 @@ mod tests {
         drop(tx);
         drop(bb);
         assert!(!ring.exists() && !board.exists());
+    }
+
+    /// Where `flock` itself fails (a file system without locks: ENOLCK), a ring, a
+    /// blackboard and a queue creator say so, naming `flock` and the OS error. They said
+    /// "producer already exists" (the queue: "being created by another handle"), sending
+    /// the user after a producer that does not exist.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_flock_that_fails_without_a_holder_is_an_io_error_not_a_producer() {
+        use crate::error::Error;
+        use crate::queue::QueueFileError;
+        let (ring, board, queue) = (
+            TmpPath::new("file-flock-ring"),
+            TmpPath::new("file-flock-board"),
+            TmpPath::new("file-flock-queue"),
+        );
+        let status = forked(10, || {
+            if crate::test_fork::fail_flock(libc::ENOLCK).is_err() {
+                return 2;
+            }
+            let enolck = |op: &str, e: &std::io::Error| {
+                op == "flock" && e.raw_os_error() == Some(libc::ENOLCK)
+            };
+            let r = match RingProducer::<u64>::create(&ring, 16) {
+                Err(Error::Io { op, source, .. }) => enolck(op, &source),
+                _ => false,
+            };
+            let b = match BlackboardProducer::<u64>::create(&board, 4) {
+                Err(Error::Io { op, source, .. }) => enolck(op, &source),
+                _ => false,
+            };
+            let q = match crate::queue::SpscProducer::<u64>::create(&queue, 16) {
+                Err(QueueFileError::Io { op, source, .. }) => enolck(op, &source),
+                _ => false,
+            };
+            // Which ones went wrong, one bit each.
+            i32::from(!r) << 2 | i32::from(!b) << 3 | i32::from(!q) << 4
+        });
+        crate::test_fork::assert_exited_0(status, "creation with a failing flock");
+    }
+
+    /// A daemon's pattern where nobody reaps the creator at once: it forks and exits, and
+    /// stays a zombie until its parent waits for it. The child's copies of a ring and a
+    /// blackboard producer and of a checkpoint are then the only ones in use: the drops
+    /// unlink the files and the checkpoint commits, as the creator's would have. `kill(pid,
+    /// 0)` succeeds on a zombie, so the copies took the creator for alive: the files stayed
+    /// (in `/dev/shm`, for good) and every commit was refused as a forked child's.
+    #[test]
+    fn a_forked_copy_whose_creator_is_an_unreaped_zombie_acts_as_the_creator_would() {
+        use crate::checkpoint::OffsetCheckpoint;
+        use std::time::{Duration, Instant};
+        let (ring, board, offset) = (
+            TmpPath::new("file-zombie-ring"),
+            TmpPath::new("file-zombie-board"),
+            TmpPath::new("file-zombie-offset"),
+        );
+        let saved = || {
+            let b = std::fs::read(&offset).ok()?;
+            Some(u64::from_ne_bytes(b.get(16..24)?.try_into().ok()?))
+        };
+        let mut seen = None;
+        let status = crate::test_fork::forked_with(
+            10,
+            || {
+                let (Ok(tx), Ok(bb), Ok(cp)) = (
+                    RingProducer::<u64>::create(&ring, 16),
+                    BlackboardProducer::<u64>::create(&board, 4),
+                    OffsetCheckpoint::open_or_create(&offset, "algo"),
+                ) else {
+                    return 2;
+                };
+                let creator = std::process::id();
+                // SAFETY: the daemon runs only the code below and leaves through `_exit`.
+                let pid = unsafe { libc::fork() };
+                if pid == 0 {
+                    // SAFETY: alarm takes an integer and touches no memory of ours.
+                    unsafe { libc::alarm(10) };
+                    // Until the creator has exited (another process is then our parent).
+                    let end = Instant::now() + Duration::from_secs(5);
+                    // SAFETY: getppid takes nothing and cannot fail.
+                    while unsafe { libc::getppid() } as u32 == creator && Instant::now() < end {
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                    if cp.check_committer().is_ok() {
+                        cp.save(7);
+                    }
+                    drop((tx, bb, cp));
+                    // SAFETY: ends the daemon without running inherited exit handlers.
+                    unsafe { libc::_exit(0) }
+                }
+                // The creator leaves without its drops, as a daemon's parent that exits.
+                std::mem::forget((tx, bb, cp));
+                i32::from(pid < 0)
+            },
+            |_| {
+                // The creator is reaped only once this returns: a zombie until then.
+                let end = Instant::now() + Duration::from_secs(5);
+                let now = || (ring.exists(), board.exists(), saved());
+                while now() != (false, false, Some(7)) && Instant::now() < end {
+                    std::thread::sleep(Duration::from_millis(2));
+                }
+                seen = Some(now());
+            },
+        );
+        assert_exited_0(status, "the creator");
+        assert_eq!(seen, Some((false, false, Some(7))), "(ring, board, offset)");
+    }
+
+    /// A producer's copy (inherited through fork) whose creator's pid names another
+    /// process since (the creator exited, and a long-running host gave its pid to a new
+    /// process) cleans up as the creator would have: that process is not the creator.
+    /// `kill(pid, 0)` alone took it for the creator, and the ring was left behind.
+    #[test]
+    fn a_copy_whose_creators_pid_is_another_process_now_cleans_up() {
+        use ringwire_core::broadcast::registry::Incarnation;
+        /// The process, killed and reaped when dropped, also when the test fails.
+        struct Reaped(std::process::Child);
+        impl Drop for Reaped {
+            fn drop(&mut self) {
+                let _ = self.0.kill();
+                let _ = self.0.wait();
+            }
+        }
+        let ring = TmpPath::new("file-pid-reused");
+        let other = Reaped(
+            std::process::Command::new("sleep")
+                .arg("10")
+                .spawn()
+                .unwrap(),
+        );
+        let pid = other.0.id();
+        let inc = crate::sys::incarnation_of(pid);
+        let geo = ringwire_core::Geometry::spmc(4, 16, 8, 8, false).unwrap();
+        let mut file = super::RingFile::create(&ring, &geo, &Default::default()).unwrap();
+        let owner = file.owner.as_mut().unwrap();
+        // As a forked copy sees it: created by `pid`, a process that started a second
+        // before the one that has that pid now.
+        owner.pid = pid;
+        owner.incarnation = inc.map(|i| Incarnation {
+            start: i.start.wrapping_sub(100) & 0xF_FFFF,
+            ..i
+        });
+        drop(file);
+        assert!(inc.is_some(), "this test needs /proc");
+        assert!(
+            !ring.exists(),
+            "the copy left the ring of a creator that is gone"
+        );
+    }
+
+    /// A stale file that someone else removes between the creator's check and its unlink
+    /// (a cleanup script, an attached handle's `UnlinkOnDrop`) is gone already: creation
+    /// goes on with a fresh file. The unlink's ENOENT failed the creation; through a
+    /// symbolic link whose target had gone, the link itself was unlinked and a plain file
+    /// made in its place.
+    #[test]
+    fn a_stale_file_removed_by_another_before_the_unlink_is_replaced_all_the_same() {
+        let (plain, target, link) = (
+            TmpPath::new("file-gone-plain"),
+            TmpPath::new("file-gone-target"),
+            TmpPath::new("file-gone-link"),
+        );
+        std::os::unix::fs::symlink(&*target, &*link).unwrap();
+        for (path, stale) in [(&plain, &plain), (&link, &target)] {
+            std::fs::write(stale, [1u8; 64]).unwrap();
+            // The refusal check runs just before the unlink: the removal lands there.
+            let f = super::create_exclusive(path, 0o600, 4096, |_| {
+                std::fs::remove_file(stale).map_err(|e| ("unlink", e))?;
+                Ok(None)
+            })
+            .unwrap_or_else(|e| panic!("{}: {e:?}", path.display()));
+            assert_eq!(f.metadata().unwrap().len(), 4096, "{}", path.display());
+            let id = crate::sys::file_id(&f).unwrap();
+            assert_eq!(crate::sys::path_id(path).unwrap(), Some(id));
+        }
+        let link_type = std::fs::symlink_metadata(&link).unwrap().file_type();
+        assert!(link_type.is_symlink(), "the link was replaced by a file");
+        assert!(target.exists(), "the new file is not where the link points");
+    }
+
+    /// A stale file whose bytes cannot be read (an I/O error of the disk under it) fails a
+    /// ring, blackboard or queue creation with an error naming `read`, the call that
+    /// failed. It named `fcntl`, a call the ring and blackboard creators never make there.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_stale_file_that_cannot_be_read_is_said_to_fail_a_read() {
+        use crate::error::Error;
+        use crate::queue::QueueFileError;
+        let (ring, board, queue) = (
+            TmpPath::new("file-eio-ring"),
+            TmpPath::new("file-eio-board"),
+            TmpPath::new("file-eio-queue"),
+        );
+        for stale in [&ring, &board, &queue] {
+            std::fs::write(stale, [1u8; 4096]).unwrap();
+        }
+        let status = forked(10, || {
+            if crate::test_fork::fail_call(libc::SYS_pread64, libc::EIO).is_err() {
+                return 2;
+            }
+            let eio =
+                |op: &str, e: &std::io::Error| op == "read" && e.raw_os_error() == Some(libc::EIO);
+            let r = match RingProducer::<u64>::create(&ring, 16) {
+                Err(Error::Io { op, source, .. }) => eio(op, &source),
+                _ => false,
+            };
+            let b = match BlackboardProducer::<u64>::create(&board, 4) {
+                Err(Error::Io { op, source, .. }) => eio(op, &source),
+                _ => false,
+            };
+            let q = match crate::queue::SpscProducer::<u64>::create(&queue, 16) {
+                Err(QueueFileError::Io { op, source, .. }) => eio(op, &source),
+                _ => false,
+            };
+            // Which ones went wrong, one bit each.
+            i32::from(!r) << 2 | i32::from(!b) << 3 | i32::from(!q) << 4
+        });
+        crate::test_fork::assert_exited_0(status, "creation over an unreadable stale file");
+        // Refused before any unlink: each stale file is still there, as it was.
+        for stale in [&ring, &board, &queue] {
+            assert_eq!(std::fs::read(stale).unwrap(), [1u8; 4096]);
+        }
     }
 
     /// A daemon's pattern: the process that created the ring forks and exits, and the child

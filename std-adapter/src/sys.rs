@@ -279,6 +279,16 @@ pub fn pid_alive(pid: u32) -> bool {
     r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
+/// Whether the process `pid`, which was `incarnation` when it was seen (its
+/// [`own_incarnation`] then), still runs: [`reader_alive`]'s rules with `incarnation` for
+/// a token's. Where `/proc` shows it, a zombie (exited, not reaped yet) does not run, nor
+/// does a later process that was given the same pid; `kill(pid, 0)` alone counts either
+/// alive, the zombie for as long as it stays unreaped and the pid for as long as its new
+/// process lives.
+pub(crate) fn process_running(pid: u32, incarnation: Option<registry::Incarnation>) -> bool {
+    alive_as(pid, incarnation)
+}
+
 /// What a registry slot's reader looks like from here: [`pid_alive`], and then, where
 /// `/proc` belongs to this process's PID namespace, two more rules (see the core's
 /// [`registry`] module):
@@ -294,13 +304,17 @@ pub fn pid_alive(pid: u32) -> bool {
 /// alone decides, as in the reference. One `kill` and at most one read of
 /// `/proc/<pid>/stat` per call; what this process needs to know of itself is read once.
 pub fn reader_alive(pid: u32, token: u64) -> bool {
+    alive_as(pid, registry::token_incarnation(pid, token))
+}
+
+/// [`reader_alive`] of a process whose incarnation, if known, is `incarnation`.
+fn alive_as(pid: u32, incarnation: Option<registry::Incarnation>) -> bool {
     if !pid_alive(pid) {
         return false;
     }
     let Some(me) = proc_self() else {
         return true;
     };
-    let incarnation = registry::token_incarnation(pid, token);
     if incarnation.is_some_and(|i| i.pid_ns != me.pid_ns) {
         return true;
     }
@@ -319,8 +333,19 @@ pub fn reader_alive(pid: u32, token: u64) -> bool {
 /// or `None` when `/proc` does not show it (a token without one is judged by the pid
 /// alone).
 pub fn own_incarnation() -> Option<registry::Incarnation> {
-    let stat = read_stat_at("/proc/self/stat")?;
-    let ns = std::fs::metadata("/proc/self/ns/pid").ok()?.ino();
+    incarnation_in("/proc/self")
+}
+
+/// The incarnation of the process `pid` (as [`own_incarnation`] gives its own).
+#[cfg(test)]
+pub(crate) fn incarnation_of(pid: u32) -> Option<registry::Incarnation> {
+    incarnation_in(&format!("/proc/{pid}"))
+}
+
+/// The incarnation of the process whose `/proc` directory is `dir`.
+fn incarnation_in(dir: &str) -> Option<registry::Incarnation> {
+    let stat = read_stat_at(&format!("{dir}/stat"))?;
+    let ns = std::fs::metadata(format!("{dir}/ns/pid")).ok()?.ino();
     let offset = proc_self().map_or_else(boot_offset_ticks, |me| me.boot_offset);
     Some(registry::Incarnation::new(
         stat.start.wrapping_sub(offset as u64),

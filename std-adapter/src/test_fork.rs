@@ -201,3 +201,26 @@ pub(crate) fn deny_sendto_an_address() -> std::io::Result<()> {
         stmt(libc::BPF_RET | libc::BPF_K, EPERM),
     ])
 }
+
+/// Makes every `flock` of this process fail with `errno` from now on, as on a file system
+/// without locks (NFS without its lock daemon fails them with `ENOLCK`); every other system
+/// call still runs. Forked children only ([`install_filter`]).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) fn fail_flock(errno: i32) -> std::io::Result<()> {
+    fail_call(libc::SYS_flock, errno)
+}
+
+/// Makes every call of system call `nr` of this process fail with `errno` from now on;
+/// every other system call still runs. Forked children only ([`install_filter`]).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) fn fail_call(nr: libc::c_long, errno: i32) -> std::io::Result<()> {
+    install_filter(&[
+        // Not `nr`: to the ALLOW below.
+        jump(nr as u32, 0, 1),
+        stmt(
+            libc::BPF_RET | libc::BPF_K,
+            libc::SECCOMP_RET_ERRNO | errno as u32,
+        ),
+        stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
+    ])
+}

@@ -444,9 +444,14 @@ impl QueueMem {
         // check, a stale file replaced by a fresh inode, 8 attempts. Only a queue file (or
         // one whose creation never finished) is stale: anything else is refused first, and
         // a queue is then refused while a live handle has it open.
-        let refusal = |f: &File| match crate::file::FileKind::Queue.refuse(f)? {
+        let refusal = |f: &File| match crate::file::FileKind::Queue
+            .refuse(f)
+            .map_err(|e| ("read", e))?
+        {
             Some(foreign) => Ok(Some(foreign)),
-            None => live_holder(f).map(|h| h.map(crate::file::Refusal::InUse)),
+            None => live_holder(f)
+                .map(|h| h.map(crate::file::Refusal::InUse))
+                .map_err(|e| ("fcntl", e)),
         };
         let f = crate::file::create_exclusive(path, 0o660, len, refusal).map_err(|e| {
             use crate::file::CreateError;
