@@ -249,8 +249,18 @@ impl FileSink {
             }
             Err(e) => return Err(e),
         };
-        if sys::try_lock_exclusive(&file).is_err() {
-            return Err(Error::ProducerAlreadyExists { path });
+        if let Err(e) = sys::try_lock_exclusive(&file) {
+            // Only a lock held by another open file is a producer (or another mirror); any
+            // other failure (a file system without flock) is said as it is, as the creators
+            // in `file` say it.
+            if e.kind() == std::io::ErrorKind::WouldBlock {
+                return Err(Error::ProducerAlreadyExists { path });
+            }
+            return Err(Error::Io {
+                path,
+                op: "flock",
+                source: e,
+            });
         }
         match RingFile::open(&path, Expect::RAW) {
             // A lossy MPMC ring is a ring, and its geometry may match the source's (spec
@@ -639,6 +649,36 @@ mod tests {
             unusable.to_string(),
             "replaced the file at /dev/shm/x: not a usable ring (bad version 9)"
         );
+    }
+
+    /// A mirror's ring on a file system without flock (NFS without its lock daemon gives
+    /// ENOLCK) was refused as held by "another producer", which does not exist. Only a lock
+    /// held elsewhere means that; any other failure is the `flock` error it is. A held lock
+    /// is still a producer.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_flock_that_fails_without_a_holder_is_an_io_error_not_a_producer() {
+        let path = TmpPath::new("sink-flock");
+        std::fs::write(&path, b"").unwrap();
+        let status = crate::test_fork::forked(10, || {
+            if crate::test_fork::fail_flock(libc::ENOLCK).is_err() {
+                return 2;
+            }
+            match FileSink::open(&path) {
+                Err(Error::Io {
+                    op: "flock",
+                    source,
+                    ..
+                }) if source.raw_os_error() == Some(libc::ENOLCK) => 0,
+                Err(Error::ProducerAlreadyExists { .. }) => 3,
+                _ => 4,
+            }
+        });
+        crate::test_fork::assert_exited_0(status, "a mirror's ring with a failing flock");
+        let held = std::fs::File::open(&path).unwrap();
+        sys::try_lock_exclusive(&held).unwrap();
+        let e = FileSink::open(&path).err().expect("refused");
+        assert!(matches!(e, Error::ProducerAlreadyExists { .. }), "{e:?}");
     }
 
     #[test]
