@@ -1006,3 +1006,38 @@ fn more_naks_than_the_queue_holds_are_all_answered() {
     // Not much more than was asked for: 40 records.
     assert!(records(&data) <= 80, "{data:?}");
 }
+
+/// An MTU of 65,536 (the most `--mtu` takes) with a batch large enough to fill it: every
+/// frame was collected up to the 65,536-byte budget, past the 65,507 bytes an IPv4
+/// datagram carries, and skipped whole. With u64 records (8 bytes each) every frame came
+/// to exactly 65,536 bytes, so nothing at all went out over UDP: every record had to be
+/// fetched by NAK over TCP. Frames now stop at 65,507 bytes.
+#[test]
+fn an_mtu_above_the_largest_datagram_still_sends_full_frames() {
+    use crate::wire::MAX_UDP_FRAME;
+    let mut mem = big_mem();
+    // More than three full frames: none of the three waits for more records.
+    let src = big_source(&mut mem, 30_000);
+    let cfg = UdpConfig {
+        mtu: 65_536,
+        batch: u16::MAX,
+        ..UdpConfig::default()
+    };
+    let mut u: UdpSender<2> = UdpSender::new(cfg, 0x22, 0, ms(0));
+    let mut buf = vec![0u8; 65_536];
+    let mut next = 1;
+    for _ in 0..3 {
+        let n = u
+            .poll_transmit(ms(1), &src, &mut buf)
+            .expect("a DATA frame");
+        assert!(n <= MAX_UDP_FRAME, "a {n}-byte datagram");
+        let FrameRepr::Data(d) = frames(&buf[..n])[0] else {
+            panic!("not DATA")
+        };
+        assert_eq!(d.seq, next, "records skipped before this frame");
+        // As many 8-byte records as 65,507 bytes hold after the header.
+        assert_eq!(usize::from(d.count), (MAX_UDP_FRAME - 16) / 8);
+        next += u64::from(d.count);
+    }
+    assert_eq!(u.counters().oversized_skipped, 0);
+}
