@@ -19,7 +19,8 @@ pub enum Stop {
     /// The next record cannot be sent.
     Lost,
     /// The next record is a hole that will never be written (a sparse mirror ring,
-    /// [`RecordSource::hole_end`]); `next` is the first sequence after it.
+    /// [`RecordSource::hole_end`]); `next` is the first sequence after it, or one inside a
+    /// long hole up to which everything is hole.
     Hole {
         /// The sequence after the hole.
         next: u64,
