@@ -259,11 +259,11 @@ impl<const N: usize> UdpSender<N> {
         ring: &R,
         buf: &mut [u8],
     ) -> Option<usize> {
-        // Bounded work: a few laps or skips, then give the caller control back.
         // Beyond the reference, which fills frames to the whole budget (up to 65,536) and
         // then skips every one past 65,507 bytes: a frame of several records stops at the
         // largest datagram, so only a record too long for one alone goes by NAK.
         let budget = self.budget.min(MAX_UDP_FRAME);
+        // Bounded work: a few laps or skips, then give the caller control back.
         for _ in 0..64 {
             let c = collect(ring, self.cursor, self.cfg.batch, budget, buf);
             if c.count > 0 {

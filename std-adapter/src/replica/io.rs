@@ -110,10 +110,10 @@ pub fn pollin(fd: &impl AsRawFd) -> libc::pollfd {
 }
 
 /// Writes all of `bytes` to a non-blocking stream, giving up once the peer has taken no
-/// byte for `timeout` (the source's TCP write timeout, spec §24, which the reference sets
-/// as SO_SNDTIMEO, a limit on each write): a mirror that stops reading cannot hold a
-/// session thread forever, and one that reads slowly still gets a frame that takes longer
-/// than `timeout` to go out (a slow link, one large blob).
+/// byte for `timeout` (the source's TCP write timeout, spec §20.2 and §24: a limit on each
+/// write, as SO_SNDTIMEO sets one, not on a frame): a mirror that stops reading cannot
+/// hold a session thread forever, and one that reads slowly still gets a frame that takes
+/// longer than `timeout` to go out (a slow link, one large blob).
 pub fn write_all_within<S: Write + AsRawFd>(
     s: &mut S,
     bytes: &[u8],
@@ -534,8 +534,9 @@ mod tests {
     /// progress well within the timeout, so the frame goes through. The timeout used to
     /// bound the whole frame, so a mirror that needed more than 5 s for one frame (a slow
     /// link, a frame of one large blob) lost its session at that frame on every reconnect,
-    /// where the reference's per-write timeout (SO_SNDTIMEO) only ends a peer that takes
-    /// nothing for 5 s. Small socket buffers keep what the kernel holds well below the frame.
+    /// where a timeout on each write (spec §20.2, as SO_SNDTIMEO sets one) only ends a peer
+    /// that takes nothing for 5 s. Small socket buffers keep what the kernel holds well
+    /// below the frame.
     #[test]
     fn a_slow_reader_gets_a_frame_longer_than_the_timeout_takes() {
         use std::io::Read;
