@@ -19,7 +19,8 @@ pub enum Stop {
     /// The next record cannot be sent.
     Lost,
     /// The next record is a hole that will never be written (a sparse mirror ring,
-    /// [`RecordSource::hole_end`]); `next` is the first sequence after it.
+    /// [`RecordSource::hole_end`]); `next` is the first sequence after it, or one inside a
+    /// long hole up to which everything is hole.
     Hole {
         /// The sequence after the hole.
         next: u64,
@@ -64,9 +65,10 @@ pub fn max_frame_len(geo: &crate::Geometry, budget: usize) -> usize {
 /// Collects up to `max_records` records from `cursor` into `out[HEADER_LEN..]`, stopping once
 /// the frame (header included) reaches `max_bytes`. A record that would take a non-empty frame
 /// past `max_bytes` is held back; a single record larger than the budget is still taken alone
-/// if `out` can hold it, and is reported [`Stop::Lost`] if it cannot. A record not
-/// published yet ends the frame: [`Stop::Pending`], or [`Stop::Hole`] when the ring says it
-/// never will be ([`RecordSource::hole_end`]).
+/// if `out` can hold it, and is reported [`Stop::Lost`] if it cannot. The payload never
+/// exceeds `u32::MAX` bytes (the header's `len`), so a record longer than that is lost too.
+/// A record not published yet ends the frame: [`Stop::Pending`], or [`Stop::Hole`] when the
+/// ring says it never will be ([`RecordSource::hole_end`]).
 pub fn collect<R: RecordSource + ?Sized>(
     ring: &R,
     cursor: u64,
@@ -79,7 +81,9 @@ pub fn collect<R: RecordSource + ?Sized>(
         bytes: 0,
         stop: Stop::Full,
     };
-    let area = out.get_mut(HEADER_LEN..).unwrap_or(&mut []);
+    // The header's `len` is a u32: no frame carries more payload, whatever the budget.
+    let end = out.len().min(HEADER_LEN.saturating_add(u32::MAX as usize));
+    let area = out.get_mut(HEADER_LEN..end).unwrap_or(&mut []);
     while c.count < max_records {
         if HEADER_LEN + c.bytes >= max_bytes {
             return c;
@@ -122,6 +126,51 @@ pub fn collect<R: RecordSource + ?Sized>(
 mod tests {
     use super::*;
     use crate::Geometry;
+
+    /// A source of records `len` bytes long that it does not write (the test's buffer stays
+    /// untouched, so gigabytes of it cost no memory).
+    struct Huge {
+        len: usize,
+    }
+
+    impl RecordSource for Huge {
+        fn geometry(&self) -> Geometry {
+            Geometry::blob(64, 32, 0, 8 << 30).unwrap()
+        }
+        fn write_seq(&self) -> u64 {
+            10
+        }
+        fn read_record(&self, _seq: u64, dst: &mut [u8]) -> ReadRecord {
+            if dst.len() >= self.len {
+                ReadRecord::Ok(self.len)
+            } else {
+                ReadRecord::TooLarge { need: self.len }
+            }
+        }
+    }
+
+    /// A DATA frame's `len` is a u32: a frame never holds more than `u32::MAX` payload
+    /// bytes. Under a byte budget past 4 GiB (the session's is a `usize`, its buffer as long
+    /// as the longest record) two records of 2.5 GiB were collected together, and a record
+    /// of 4 GiB or more (a blob of nearly 4 GiB behind its descriptor) alone: the sender
+    /// then wrote their length cut to 32 bits into the header, and the mirror read the
+    /// record bytes that followed as frames. The second record now waits for the next frame,
+    /// and a record too long for any frame cannot be sent (lost: the TCP session sends a GAP
+    /// past it, the UDP sender skips it).
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    #[cfg_attr(miri, ignore = "a 5 GiB allocation")]
+    fn a_frame_holds_at_most_u32_max_payload_bytes() {
+        let big = (5usize << 29) + 8; // 2.5 GiB
+        let mut out = std::vec![0u8; HEADER_LEN + 2 * big];
+        let c = collect(&Huge { len: big }, 1, 10, usize::MAX, &mut out);
+        assert_eq!((c.count, c.bytes, c.stop), (1, big, Stop::Full));
+        let c = collect(&Huge { len: 1 << 32 }, 1, 10, usize::MAX, &mut out);
+        assert_eq!((c.count, c.stop), (0, Stop::Lost));
+        let max = u32::MAX as usize;
+        let c = collect(&Huge { len: max }, 1, 10, usize::MAX, &mut out);
+        assert_eq!((c.count, c.bytes), (1, max));
+    }
 
     #[test]
     fn the_longest_frame_is_the_budget_or_one_whole_record() {

@@ -44,6 +44,11 @@ pub enum ReadRecord {
     },
 }
 
+/// Most slots [`RecordSource::hole_end`] looks at in one call on a [`RingSource`]: a
+/// longer hole is passed in steps of this many (a GAP, or a skip on UDP, each), so that
+/// the work of one answer stays bounded whatever the ring's capacity.
+pub(crate) const HOLE_SCAN: u64 = 4096;
+
 /// A ring the source reads raw records from.
 pub trait RecordSource {
     /// The ring's layout (sent in GEOMETRY).
@@ -62,7 +67,9 @@ pub trait RecordSource {
         RecordFormat::of(&self.geometry())
     }
     /// If record `seq`, found [`ReadRecord::Pending`], is a hole that will never be
-    /// written, the sequence after the hole: the first the ring may still deliver. `None`
+    /// written, the sequence after the hole: the first the ring may still deliver (or, for
+    /// a long hole, a sequence inside it up to which everything is hole, where the caller
+    /// asks again: [`RingSource`] looks at a bounded number of slots per call). `None`
     /// when `seq` may yet be published (the default: a ring without holes).
     ///
     /// A source that took such a hole for a record not published yet would wait at it
@@ -145,11 +152,14 @@ impl RecordSource for RingSource {
         if seen == SLOT_WRITING || seen >= seq {
             return None;
         }
-        // At most `capacity` slots: from the oldest the ring retains, past `seq`.
+        // From the oldest the ring retains, past `seq`, at most HOLE_SCAN slots: every slot
+        // looked at that does not hold its own sequence is a hole too (as `seq`'s), so the
+        // hole reaches at least past the last one, where the next call goes on.
         let start = oldest_retained(w, geo.capacity).max(seq.saturating_add(1));
-        let next = (start..=w)
+        let last = w.min(start.saturating_add(HOLE_SCAN - 1));
+        let next = (start..=last)
             .find(|&s| v.slot_seq(s).load(Ordering::Acquire) == s)
-            .unwrap_or(w + 1);
+            .unwrap_or(last + 1);
         Some(next)
     }
 }

@@ -18,7 +18,8 @@ use crate::wire::{Frame, HEADER_LEN, HeaderRepr, HeartbeatRepr, Kind, MAX_UDP_FR
 pub struct UdpConfig {
     /// Multicast group address and port, if multicast is configured.
     pub multicast: Option<PeerAddr>,
-    /// Datagram budget before clamping to [24, 65536] (default 1472).
+    /// Datagram budget before clamping to [24, 65536] (default 1472). Frames of several
+    /// records stop at [`MAX_UDP_FRAME`] (65,507 bytes) whatever the budget.
     pub mtu: usize,
     /// Copies of every datagram (1..=255).
     pub duplicate: u8,
@@ -258,9 +259,13 @@ impl<const N: usize> UdpSender<N> {
         ring: &R,
         buf: &mut [u8],
     ) -> Option<usize> {
+        // Beyond the reference, which fills frames to the whole budget (up to 65,536) and
+        // then skips every one past 65,507 bytes: a frame of several records stops at the
+        // largest datagram, so only a record too long for one alone goes by NAK.
+        let budget = self.budget.min(MAX_UDP_FRAME);
         // Bounded work: a few laps or skips, then give the caller control back.
         for _ in 0..64 {
-            let c = collect(ring, self.cursor, self.cfg.batch, self.budget, buf);
+            let c = collect(ring, self.cursor, self.cfg.batch, budget, buf);
             if c.count > 0 {
                 if !c.is_full() && now < self.pacer.send_at(now) {
                     return None;
@@ -270,7 +275,8 @@ impl<const N: usize> UdpSender<N> {
                 let seq = self.cursor;
                 self.cursor += u64::from(c.count);
                 if len > MAX_UDP_FRAME {
-                    // Larger than any IPv4 datagram: mirrors fetch these over TCP by NAK.
+                    // One record larger than any IPv4 datagram: mirrors fetch it over TCP by
+                    // NAK.
                     self.counters.oversized_skipped += u64::from(c.count);
                     continue;
                 }

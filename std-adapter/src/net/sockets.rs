@@ -8,7 +8,8 @@ use socket2::{Domain, Protocol, SockAddr, SockRef, Socket, TcpKeepalive, Type};
 
 /// Receive buffer a mirror asks for (the kernel may cap it; spec §22).
 pub const MIRROR_RCVBUF: usize = 8 << 20;
-/// Source TCP write timeout (spec §24).
+/// Source TCP write timeout (spec §24): a session ends once its mirror has taken no byte
+/// of a frame for this long.
 pub const TCP_WRITE_TIMEOUT: Duration = Duration::from_secs(5);
 /// A source session's connection idle this long gets its first keep-alive probe.
 pub const KEEPALIVE_IDLE: Duration = Duration::from_secs(10);

@@ -109,9 +109,11 @@ pub fn pollin(fd: &impl AsRawFd) -> libc::pollfd {
     }
 }
 
-/// Writes all of `bytes` to a non-blocking stream, waiting for room at most `timeout` in
-/// total (the source's TCP write timeout, spec §24): a mirror that stops reading cannot
-/// hold a session thread forever.
+/// Writes all of `bytes` to a non-blocking stream, giving up once the peer has taken no
+/// byte for `timeout` (the source's TCP write timeout, spec §20.2 and §24: a limit on each
+/// write, as SO_SNDTIMEO sets one, not on a frame): a mirror that stops reading cannot
+/// hold a session thread forever, and one that reads slowly still gets a frame that takes
+/// longer than `timeout` to go out (a slow link, one large blob).
 pub fn write_all_within<S: Write + AsRawFd>(
     s: &mut S,
     bytes: &[u8],
@@ -134,7 +136,7 @@ pub enum Written {
 const STOP_CHECK: StdDuration = StdDuration::from_millis(20);
 
 /// [`write_all_within`] that also gives up, with [`Written::Stopped`], once `stop` is set:
-/// a slow reader (each frame may take up to `timeout`) cannot keep a stopping server
+/// a slow reader (each write may wait up to `timeout`) cannot keep a stopping server
 /// waiting.
 pub fn write_all_unless<S: Write + AsRawFd>(
     s: &mut S,
@@ -143,11 +145,15 @@ pub fn write_all_unless<S: Write + AsRawFd>(
     stop: &AtomicBool,
 ) -> io::Result<Written> {
     // No deadline when `timeout` is past what an `Instant` holds (`Duration::MAX`).
-    let deadline = crate::wait::deadline_after(timeout);
+    let mut deadline = crate::wait::deadline_after(timeout);
     while !bytes.is_empty() {
         match s.write(bytes) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => bytes = &bytes[n..],
+            Ok(n) => {
+                bytes = &bytes[n..];
+                // The peer took bytes: the timeout runs from here.
+                deadline = crate::wait::deadline_after(timeout);
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                 // Relaxed: a plain flag.
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -522,6 +528,63 @@ mod tests {
         }
         let e = write_all_within(&mut w, &big, StdDuration::from_millis(100)).unwrap_err();
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
+    }
+
+    /// A peer that reads, only slower than one frame per timeout: every write makes
+    /// progress well within the timeout, so the frame goes through. The timeout used to
+    /// bound the whole frame, so a mirror that needed more than 5 s for one frame (a slow
+    /// link, a frame of one large blob) lost its session at that frame on every reconnect,
+    /// where a timeout on each write (spec §20.2, as SO_SNDTIMEO sets one) only ends a peer
+    /// that takes nothing for 5 s. Small socket buffers keep what the kernel holds well
+    /// below the frame.
+    #[test]
+    fn a_slow_reader_gets_a_frame_longer_than_the_timeout_takes() {
+        use std::io::Read;
+        const FRAME: usize = 4 << 20;
+        const BUF: usize = 64 << 10;
+        let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        l.set_recv_buffer_size(BUF).unwrap();
+        l.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        l.listen(1).unwrap();
+        let l: std::net::TcpListener = l.into();
+        let mut w = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        socket2::SockRef::from(&w)
+            .set_send_buffer_size(BUF)
+            .unwrap();
+        w.set_nonblocking(true).unwrap();
+        let (mut r, _) = l.accept().unwrap();
+        r.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+        let frame = vec![5u8; FRAME];
+        let timeout = StdDuration::from_millis(300);
+        let t0 = std::time::Instant::now();
+        let (written, read) = std::thread::scope(|sc| {
+            let reader = sc.spawn(move || {
+                // About 6 MiB/s: the frame takes some 700 ms, each chunk 10 ms.
+                let mut chunk = vec![0u8; BUF];
+                let mut got = 0;
+                while got < FRAME && t0.elapsed() < StdDuration::from_secs(10) {
+                    std::thread::sleep(StdDuration::from_millis(10));
+                    match r.read(&mut chunk) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got += n,
+                    }
+                }
+                got
+            });
+            let written = write_all_within(&mut w, &frame, timeout);
+            if written.is_err() {
+                let _ = w.shutdown(std::net::Shutdown::Both);
+            }
+            (written, reader.join().unwrap())
+        });
+        let dt = t0.elapsed();
+        assert!(
+            dt > timeout,
+            "the frame took {dt:?}: not longer than the timeout"
+        );
+        written.unwrap_or_else(|e| panic!("after {dt:?}: {e}"));
+        assert_eq!(read, FRAME);
     }
 
     #[test]

@@ -1006,3 +1006,84 @@ fn more_naks_than_the_queue_holds_are_all_answered() {
     // Not much more than was asked for: 40 records.
     assert!(records(&data) <= 80, "{data:?}");
 }
+
+/// An MTU of 65,536 (the most `--mtu` takes) with a batch large enough to fill it: every
+/// frame was collected up to the 65,536-byte budget, past the 65,507 bytes an IPv4
+/// datagram carries, and skipped whole. With u64 records (8 bytes each) every frame came
+/// to exactly 65,536 bytes, so nothing at all went out over UDP: every record had to be
+/// fetched by NAK over TCP. Frames now stop at 65,507 bytes.
+#[test]
+fn an_mtu_above_the_largest_datagram_still_sends_full_frames() {
+    use crate::wire::MAX_UDP_FRAME;
+    let mut mem = big_mem();
+    // More than three full frames: none of the three waits for more records.
+    let src = big_source(&mut mem, 30_000);
+    let cfg = UdpConfig {
+        mtu: 65_536,
+        batch: u16::MAX,
+        ..UdpConfig::default()
+    };
+    let mut u: UdpSender<2> = UdpSender::new(cfg, 0x22, 0, ms(0));
+    let mut buf = vec![0u8; 65_536];
+    let mut next = 1;
+    for _ in 0..3 {
+        let n = u
+            .poll_transmit(ms(1), &src, &mut buf)
+            .expect("a DATA frame");
+        assert!(n <= MAX_UDP_FRAME, "a {n}-byte datagram");
+        let FrameRepr::Data(d) = frames(&buf[..n])[0] else {
+            panic!("not DATA")
+        };
+        assert_eq!(d.seq, next, "records skipped before this frame");
+        // As many 8-byte records as 65,507 bytes hold after the header.
+        assert_eq!(usize::from(d.count), (MAX_UDP_FRAME - 16) / 8);
+        next += u64::from(d.count);
+    }
+    assert_eq!(u.counters().oversized_skipped, 0);
+}
+
+/// A hub ring (sparse) of `capacity` slots, created by a mirror that joined at `from` and
+/// wrote `from..=to` (record n = n): every slot it retains below `from` is a hole.
+fn big_hub(mem: &mut Mem, capacity: u64, from: u64, to: u64) -> RingSource {
+    let g = GeometryRepr::from_source(&Geometry::spmc(capacity, 16, 8, 0, false).unwrap(), 0, 1)
+        .unwrap()
+        .mirror_geometry();
+    *mem = Mem::new(g.total_len().unwrap() as usize);
+    // SAFETY: the test gives this `Mem` to this one ring: no other view of it exists.
+    let v = unsafe { RingView::init(mem.region(), &g) }.unwrap();
+    let src = RingSource(v);
+    mirror_writes(&src, from..=to);
+    src
+}
+
+/// Finding where a hole ends looks at a bounded number of slots: a hole as long as the
+/// ring is passed in several GAPs, not found in one scan of the whole ring. The scan was
+/// one atomic load per slot up to the end of the hole, for each NAK into it and twice for
+/// each HELLO: on a hub of 2^24 slots created less than a lap ago, tens of milliseconds of
+/// CPU per 24-byte NAK, which a mirror alternating two NAKs (so that neither is dropped as
+/// already answered) could ask for 16 at a time, for ever.
+#[test]
+fn a_long_hole_is_passed_in_bounded_steps() {
+    use crate::replicate::ring_io::HOLE_SCAN;
+    let mut mem = Mem::new(8);
+    // Capacity 16384, records 20000..=20002: oldest 3619, 3619..=19999 a hole.
+    let src = big_hub(&mut mem, 1 << 14, 20_000, 20_002);
+    assert_eq!(src.oldest(), 3619);
+    let end = src.hole_end(3619).expect("a hole");
+    assert!(end <= 3619 + 1 + HOLE_SCAN, "one call scanned to {end}");
+    assert!(end > 3619);
+    assert_eq!(src.hole_end(19_999), Some(20_000), "the hole's last slot");
+    // A NAK into the hole, as a mirror that asks for the oldest sends it: GAPs, each a
+    // bounded step, to the hub's first record, then the records.
+    let mut s = multicast_session(&src);
+    s.handle_stream(ms(1), &nak(3619, 20_002), &src, None)
+        .unwrap();
+    let (data, gaps) = drain_answers(&mut s, &src);
+    assert_eq!(data, [(20_000, 20_002)]);
+    assert_eq!(gaps.last(), Some(&20_000));
+    let mut at = 3619;
+    for g in &gaps {
+        assert!(*g > at && *g <= at + 1 + HOLE_SCAN, "GAP {g} after {at}");
+        at = *g;
+    }
+}
