@@ -1497,6 +1497,10 @@ fn a_connection_given_up_inside_a_frame_is_a_truncated_frame() {
 /// heartbeats repeating the claim do not undo that; datagrams are still applied; the first
 /// answer (a GAP over TCP) ends the back-off.
 #[test]
+#[cfg_attr(
+    miri,
+    ignore = "10,000 simulated steps: 3 minutes under Miri; runs natively and on AArch64"
+)]
 fn mirror_udp_nak_the_source_never_answers_backs_off() {
     use crate::replicate::mirror::{MAX_NAK_BACKOFF, NAK_UNANSWERED_LIMIT};
     let mut mem = Mem::new(4096);
