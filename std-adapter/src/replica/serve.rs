@@ -191,7 +191,8 @@ pub struct ServeSummary {
     pub gaps: u64,
     /// Sessions that ended with a protocol error.
     pub protocol_errors: u64,
-    /// Sessions ended because the mirror did not read within the write timeout.
+    /// Sessions ended because the mirror did not read within the write timeout, or took a
+    /// frame more slowly on average than [`MIN_WRITE_RATE`](super::io::MIN_WRITE_RATE).
     pub write_timeouts: u64,
     /// Connections closed because no HELLO came within [`ServeOptions::hello_timeout`].
     pub hello_timeouts: u64,
