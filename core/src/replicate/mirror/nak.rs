@@ -55,8 +55,15 @@ pub const MAX_NAK_BACKOFF: u32 = 64;
 const TRIM_STEPS: usize = 8;
 
 impl Mirror<'_> {
+    /// Records a heartbeat's `s`: see [`Mirror::source_seq`] for how far it is believed.
     pub(super) fn note_source_seq(&mut self, s: u64) {
-        self.source_seq = Some(self.source_seq.map_or(s, |o| o.max(s)));
+        self.source_claim = Some(self.source_claim.map_or(s, |o| o.max(s)));
+        let believed = if self.nak.is_some_and(|n| self.backs_off(&n)) {
+            s.min(self.shown())
+        } else {
+            s
+        };
+        self.source_seq = Some(self.source_seq.map_or(believed, |o| o.max(believed)));
     }
 
     /// Spec §21.4 `on_source_seq`: a heartbeat shows how far the source has sent. Only a
@@ -230,6 +237,10 @@ impl Mirror<'_> {
         };
         if unanswered == NAK_UNANSWERED_LIMIT && n.unanswered < NAK_UNANSWERED_LIMIT {
             self.counters.naks_unanswered += 1;
+            // The source does not have what it was asked for: a heartbeat's claim past what
+            // it has shown is dropped, and does not come back when the back-off ends.
+            let shown = self.shown();
+            self.source_seq = self.source_seq.map(|s| s.min(shown));
         }
         unanswered
     }
