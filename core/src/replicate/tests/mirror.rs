@@ -1635,3 +1635,40 @@ fn mirror_udp_a_far_ahead_claim_the_source_leaves_unanswered_is_dropped() {
     assert!(m.handle_datagram(ms(404), UDP_SRC, &beat, &mut sink));
     assert_eq!(m.source_seq(), Some(10));
 }
+
+/// A heartbeat that extends the outstanding NAK (the source claims one record more each
+/// millisecond, none of which arrive) makes the mirror ask for the new part at once; that
+/// send is no repeat, and does not count the send before it as unanswered, which had had
+/// a millisecond for its answer, not `nak_timeout`. Counted, eight such heartbeats in 8 ms
+/// counted the NAK unanswered and backed it off before the source could have answered.
+#[test]
+fn mirror_udp_extending_a_nak_does_not_count_its_last_send_unanswered() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(1, 4, 0x22), &mut sink));
+    let beat = |s: u64| {
+        let mut b = [0u8; 16];
+        HeartbeatRepr {
+            flags: 0x22,
+            seq: s,
+        }
+        .emit(&mut b)
+        .unwrap();
+        b
+    };
+    let mut sent = Vec::new();
+    // Heartbeats claiming 8, 9, ... 19 at 1 ms steps, all within one nak_timeout.
+    for k in 0..12u64 {
+        let t = 2 + k;
+        assert!(m.handle_datagram(ms(t), UDP_SRC, &beat(8 + k), &mut sink));
+        if let Some(r) = nak_out(&mut m, ms(t)) {
+            sent.push(r);
+        }
+    }
+    assert_eq!(sent.first(), Some(&(5, 8)), "{sent:?}");
+    assert!(sent.len() > 8, "{sent:?}");
+    assert_eq!(m.counters().naks_unanswered, 0, "{sent:?}");
+    assert_eq!(m.nak_backed_off(), None);
+}
