@@ -455,7 +455,9 @@ fn unicast_datagrams_from_another_address_are_dropped_and_counted() {
 /// NAK the records it claims. The source has none of them and answers nothing (spec §20.4),
 /// and the mirror repeated that NAK every 20 ms for as long as it ran (about 100 in the 2 s
 /// watched here). Now its repeats back off after 8 unanswered sends (at most 14 in 2 s),
-/// the NAK is counted as unanswered, and records that arrive meanwhile are written.
+/// the NAK is counted as unanswered, and records that arrive meanwhile are written. The
+/// source's position the mirror reports (`MirrorProgress`, the progress line's lag) comes
+/// back to what the source backed up (3): it stayed at 2^40 for the rest of the connection.
 #[test]
 fn a_far_ahead_heartbeat_the_source_cannot_answer_is_not_naked_for_ever() {
     use ringwire::core::wire::{DataRepr, HeartbeatRepr, NakRepr};
@@ -491,9 +493,10 @@ fn a_far_ahead_heartbeat_the_source_cannot_answer_is_not_naked_for_ever() {
         f
     };
     let stop = AtomicBool::new(false);
+    let progress = mirror::MirrorProgress::new();
     let (naks, sum) = std::thread::scope(|sc| {
         let _stop = SetOnDrop(&stop);
-        let m = sc.spawn(|| mirror::run(&mo, &stop));
+        let m = sc.spawn(|| mirror::run_observed(&mo, &stop, Some(&progress)));
         let (mut c, _) = listener.accept().unwrap();
         c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let mut hello = [0u8; 32];
@@ -544,6 +547,12 @@ fn a_far_ahead_heartbeat_the_source_cannot_answer_is_not_naked_for_ever() {
         wait_until("the mirror to write 3", Duration::from_secs(10), || {
             ReadOnlyRing::open(dst.path()).is_ok_and(|r| r.write_seq() >= 3)
         });
+        // The source's position shown is what it backed up (3), not the claim (2^40).
+        wait_until(
+            "the source's position back at 3",
+            Duration::from_secs(5),
+            || progress.snapshot().source_seq == Some(3),
+        );
         stop.store(true, Ordering::Relaxed);
         (naks, m.join().unwrap().unwrap())
     });

@@ -140,9 +140,12 @@ pub fn multicast_if_usable(addr: Ipv4Addr) -> io::Result<bool> {
     }
 }
 
-/// A source session's TCP stream: TCP_NODELAY, the source's write timeout, TCP keep-alive
-/// ([`KEEPALIVE_IDLE`], [`KEEPALIVE_INTERVAL`], [`KEEPALIVE_PROBES`]) and
-/// [`TCP_USER_TIMEOUT`].
+/// A source session's TCP stream: TCP_NODELAY, TCP keep-alive ([`KEEPALIVE_IDLE`],
+/// [`KEEPALIVE_INTERVAL`], [`KEEPALIVE_PROBES`]) and [`TCP_USER_TIMEOUT`].
+///
+/// No SO_SNDTIMEO: sessions write on a non-blocking socket, where the kernel ignores it;
+/// the write timeout ([`TCP_WRITE_TIMEOUT`]) is kept by the writer
+/// (`replica::io::write_all_unless`).
 ///
 /// Why: a session whose live data goes over UDP writes on its connection only to answer a
 /// NAK, so without keep-alive a mirror whose host crashed, lost power or left the network
@@ -157,7 +160,6 @@ pub fn multicast_if_usable(addr: Ipv4Addr) -> io::Result<bool> {
 /// a session whose PUNCHes stop (`ServeOptions::punch_timeout`).
 pub fn tune_tcp(stream: &TcpStream) -> io::Result<()> {
     stream.set_nodelay(true)?;
-    stream.set_write_timeout(Some(TCP_WRITE_TIMEOUT))?;
     let s = SockRef::from(stream);
     s.set_tcp_keepalive(
         &TcpKeepalive::new()
@@ -253,7 +255,10 @@ mod tests {
         assert!(!multicast_if_usable(Ipv4Addr::new(192, 0, 2, 1)).unwrap());
     }
 
-    /// A session's socket has keep-alive with the short settings, and the user timeout.
+    /// A session's socket has keep-alive with the short settings, and the user timeout. It
+    /// has no SO_SNDTIMEO: the session makes it non-blocking, where that has no effect (the
+    /// write timeout is `write_all_unless`'s), and a reader of the code took it for the one
+    /// that ends a mirror that stops reading.
     #[test]
     fn session_sockets_get_keepalive_and_a_user_timeout() {
         let l = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
@@ -268,7 +273,7 @@ mod tests {
         assert_eq!(s.keepalive_retries().unwrap(), KEEPALIVE_PROBES);
         assert_eq!(s.tcp_user_timeout().unwrap(), Some(TCP_USER_TIMEOUT));
         assert!(s.nodelay().unwrap());
-        assert_eq!(a.write_timeout().unwrap(), Some(TCP_WRITE_TIMEOUT));
+        assert_eq!(a.write_timeout().unwrap(), None, "SO_SNDTIMEO set");
     }
 
     #[test]

@@ -389,10 +389,11 @@ impl ServeArgs {
         };
         exit(run_following(&opts, stop, replaced).map(|sum| {
             diag!(
-                "serve: done: {} sessions ({} refused, {} of them for want of a thread; {} closed without HELLO; {} unicast sessions ended without PUNCH), {} records over tcp, {} naks, {} gaps; udp {} data frames, {} heartbeats, {} punches, {} rejected datagrams, {} send errors, {} receive errors",
+                "serve: done: {} sessions ({} refused, {} of them for want of a thread; {} closed without HELLO ({} at the hello timeout); {} unicast sessions ended without PUNCH), {} records over tcp, {} naks, {} gaps; udp {} data frames, {} heartbeats, {} punches, {} rejected datagrams, {} send errors, {} receive errors",
                 sum.sessions,
                 sum.refused,
                 sum.spawn_failures,
+                sum.closed_without_hello,
                 sum.hello_timeouts,
                 sum.punch_timeouts,
                 sum.tcp_records,

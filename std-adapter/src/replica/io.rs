@@ -109,11 +109,51 @@ pub fn pollin(fd: &impl AsRawFd) -> libc::pollfd {
     }
 }
 
+/// Slowest average rate, in bytes a second, at which a peer may take a frame: a frame of
+/// `len` bytes that has not gone out `timeout + len / MIN_WRITE_RATE` after its first
+/// write ends the connection ([`TooSlow`]), whatever the peer took meanwhile. 4 KiB/s is
+/// half a 64 kbit/s line, below any link a ring is replicated over (a 1 MiB frame gets
+/// 256 s more than the timeout), while a peer that reads a few bytes now and then, just
+/// often enough to beat the timeout on each write, can no longer hold a session (and a
+/// long NAK answer, frame after frame) for as long as it likes.
+pub const MIN_WRITE_RATE: u64 = 4096;
+
+/// Why [`write_all_unless`] gave up on a peer that kept taking bytes, but too slowly: the
+/// error inside its `TimedOut` [`io::Error`] (`get_ref()` and `downcast_ref` find it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooSlow {
+    /// Bytes of the frame the peer had taken.
+    pub taken: usize,
+    /// The frame's length.
+    pub len: usize,
+    /// How long the frame had been going out.
+    pub elapsed: StdDuration,
+    /// The slowest average rate allowed ([`MIN_WRITE_RATE`]), bytes a second.
+    pub min_rate: u64,
+}
+
+impl std::fmt::Display for TooSlow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "peer took {} of {} bytes in {} ms, slower on average than the minimum of {} bytes/s",
+            self.taken,
+            self.len,
+            self.elapsed.as_millis(),
+            self.min_rate
+        )
+    }
+}
+
+impl std::error::Error for TooSlow {}
+
 /// Writes all of `bytes` to a non-blocking stream, giving up once the peer has taken no
 /// byte for `timeout` (the source's TCP write timeout, spec §20.2 and §24: a limit on each
 /// write, as SO_SNDTIMEO sets one, not on a frame): a mirror that stops reading cannot
 /// hold a session thread forever, and one that reads slowly still gets a frame that takes
-/// longer than `timeout` to go out (a slow link, one large blob).
+/// longer than `timeout` to go out (a slow link, one large blob). It also gives up, with
+/// [`TooSlow`], on a frame still going out `timeout` plus its length at
+/// [`MIN_WRITE_RATE`] after it began.
 pub fn write_all_within<S: Write + AsRawFd>(
     s: &mut S,
     bytes: &[u8],
@@ -140,17 +180,47 @@ const STOP_CHECK: StdDuration = StdDuration::from_millis(20);
 /// waiting.
 pub fn write_all_unless<S: Write + AsRawFd>(
     s: &mut S,
-    mut bytes: &[u8],
+    bytes: &[u8],
     timeout: StdDuration,
     stop: &AtomicBool,
 ) -> io::Result<Written> {
+    write_all_at_rate(s, bytes, timeout, MIN_WRITE_RATE, stop)
+}
+
+/// [`write_all_unless`] with `min_rate` (bytes a second, at least 1) for
+/// [`MIN_WRITE_RATE`].
+fn write_all_at_rate<S: Write + AsRawFd>(
+    s: &mut S,
+    mut bytes: &[u8],
+    timeout: StdDuration,
+    min_rate: u64,
+    stop: &AtomicBool,
+) -> io::Result<Written> {
+    let (len, start) = (bytes.len(), std::time::Instant::now());
     // No deadline when `timeout` is past what an `Instant` holds (`Duration::MAX`).
     let mut deadline = crate::wait::deadline_after(timeout);
+    let at_rate = len as u128 * 1_000_000_000 / u128::from(min_rate.max(1));
+    let at_rate = StdDuration::from_nanos(u64::try_from(at_rate).unwrap_or(u64::MAX));
+    let whole = timeout
+        .checked_add(at_rate)
+        .and_then(|d| start.checked_add(d));
+    let too_slow = |left: usize| {
+        let e = TooSlow {
+            taken: len - left,
+            len,
+            elapsed: start.elapsed(),
+            min_rate,
+        };
+        io::Error::new(io::ErrorKind::TimedOut, e)
+    };
     while !bytes.is_empty() {
         match s.write(bytes) {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
             Ok(n) => {
                 bytes = &bytes[n..];
+                if !bytes.is_empty() && !crate::wait::before(whole) {
+                    return Err(too_slow(bytes.len()));
+                }
                 // The peer took bytes: the timeout runs from here.
                 deadline = crate::wait::deadline_after(timeout);
             }
@@ -159,15 +229,20 @@ pub fn write_all_unless<S: Write + AsRawFd>(
                 if stop.load(std::sync::atomic::Ordering::Relaxed) {
                     return Ok(Written::Stopped);
                 }
-                let left = deadline.map_or(STOP_CHECK, |d| {
-                    d.saturating_duration_since(std::time::Instant::now())
-                });
-                if left.is_zero() {
+                let now = std::time::Instant::now();
+                let left = |d: Option<std::time::Instant>| {
+                    d.map_or(STOP_CHECK, |d| d.saturating_duration_since(now))
+                };
+                if left(deadline).is_zero() {
                     return Err(io::Error::new(
                         io::ErrorKind::TimedOut,
                         "peer did not read within the write timeout",
                     ));
                 }
+                if left(whole).is_zero() {
+                    return Err(too_slow(bytes.len()));
+                }
+                let left = left(deadline).min(left(whole));
                 let mut fd = [libc::pollfd {
                     fd: s.as_raw_fd(),
                     events: libc::POLLOUT,
@@ -585,6 +660,67 @@ mod tests {
         );
         written.unwrap_or_else(|e| panic!("after {dt:?}: {e}"));
         assert_eq!(read, FRAME);
+    }
+
+    /// A peer that keeps taking a little of a frame, often enough that no write waits as
+    /// long as the timeout, but on average slower than the minimum rate: the write gives
+    /// up with [`TooSlow`] once the frame has had the timeout plus its length at that rate
+    /// (here 1 s + 1 MiB at 1 MiB/s), not after the whole frame went out at the peer's
+    /// pace (about 5 s at 2 KiB every 10 ms). Before, such a peer held the frame (and a
+    /// session, and a long NAK answer frame after frame) as long as it kept reading.
+    #[test]
+    fn a_trickling_reader_is_cut_off_at_the_minimum_rate() {
+        use std::io::Read;
+        const FRAME: usize = 1 << 20;
+        const BUF: usize = 64 << 10;
+        let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        l.set_recv_buffer_size(BUF).unwrap();
+        l.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        l.listen(1).unwrap();
+        let l: std::net::TcpListener = l.into();
+        let mut w = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        socket2::SockRef::from(&w)
+            .set_send_buffer_size(BUF)
+            .unwrap();
+        w.set_nonblocking(true).unwrap();
+        let (mut r, _) = l.accept().unwrap();
+        r.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+        let frame = vec![9u8; FRAME];
+        let (timeout, rate) = (StdDuration::from_secs(1), 1 << 20);
+        let t0 = std::time::Instant::now();
+        let (written, read) = std::thread::scope(|sc| {
+            let reader = sc.spawn(move || {
+                // About 200 KiB/s, a fifth of the minimum rate.
+                let mut chunk = [0u8; 2048];
+                let mut got = 0;
+                while got < FRAME && t0.elapsed() < StdDuration::from_secs(10) {
+                    std::thread::sleep(StdDuration::from_millis(10));
+                    match r.read(&mut chunk) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got += n,
+                    }
+                }
+                got
+            });
+            let written = write_all_at_rate(&mut w, &frame, timeout, rate, &AtomicBool::new(false));
+            let dt = t0.elapsed();
+            let _ = w.shutdown(std::net::Shutdown::Both);
+            (written.map(|_| dt), reader.join().unwrap())
+        });
+        let e = written.expect_err("a trickling reader got the whole frame");
+        let dt = t0.elapsed();
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        let why = e
+            .get_ref()
+            .and_then(|e| e.downcast_ref::<TooSlow>())
+            .unwrap_or_else(|| panic!("not TooSlow: {e}"));
+        assert_eq!((why.len, why.min_rate), (FRAME, rate), "{why}");
+        assert!(why.taken > 0 && why.taken < FRAME, "{why}");
+        assert!(why.elapsed >= StdDuration::from_secs(2), "{why}");
+        assert!(read < FRAME, "the reader got {read} bytes");
+        assert!(dt < StdDuration::from_secs(4), "cut off after {dt:?}");
+        assert!(e.to_string().contains("slower on average"), "{e}");
     }
 
     #[test]

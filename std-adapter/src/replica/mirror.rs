@@ -190,7 +190,9 @@ pub struct MirrorSnapshot {
     /// handshake at `latest` it is the source's `write_seq` although nothing is written
     /// yet (ringfire's `Mirror::sequence`); [`MirrorSummary::last_seq`] is the ring's.
     pub last_seq: u64,
-    /// The highest sequence the source has announced on this connection.
+    /// The highest sequence the source has announced on this connection, as far as it is
+    /// believed (`Mirror::source_seq` in ringwire-core: a heartbeat claim the source does
+    /// not back up when asked for it is dropped).
     pub source_seq: Option<u64>,
     /// Counters summed over connections.
     pub counters: MirrorCounters,
@@ -1303,7 +1305,7 @@ impl<'a> Conn<'a> {
         if let Some(((from, to), _)) = self.m.nak_backed_off() {
             let claimed = self
                 .m
-                .source_seq()
+                .source_claim()
                 .map_or(String::new(), |s| format!(", a heartbeat claimed {s}"));
             let longest = self.opts.nak_timeout.max(std_dur(MIN_NAK_TIMEOUT)) * MAX_NAK_BACKOFF;
             diag!(

@@ -191,10 +191,17 @@ pub struct ServeSummary {
     pub gaps: u64,
     /// Sessions that ended with a protocol error.
     pub protocol_errors: u64,
-    /// Sessions ended because the mirror did not read within the write timeout.
+    /// Sessions ended because the mirror did not read within the write timeout, or took a
+    /// frame more slowly on average than [`MIN_WRITE_RATE`](super::io::MIN_WRITE_RATE).
     pub write_timeouts: u64,
     /// Connections closed because no HELLO came within [`ServeOptions::hello_timeout`].
     pub hello_timeouts: u64,
+    /// Sessions that ended without a HELLO, however they ended: closed or reset by the
+    /// peer (a port probe), closed at [`ServeOptions::hello_timeout`] (those are also in
+    /// `hello_timeouts`), a malformed HELLO (also in `protocol_errors`), a server stopping,
+    /// or a connection refused before its HELLO was read (IPv6, no frame buffer). Refused
+    /// connections (`refused`) are not sessions and are not counted here.
+    pub closed_without_hello: u64,
     /// Unicast sessions ended because no PUNCH came within [`ServeOptions::punch_timeout`].
     pub punch_timeouts: u64,
     /// UDP datagrams the kernel refused to send (one per destination and copy; EMSGSIZE,
@@ -219,6 +226,7 @@ struct Totals {
     protocol_errors: AtomicU64,
     write_timeouts: AtomicU64,
     hello_timeouts: AtomicU64,
+    closed_without_hello: AtomicU64,
     punch_timeouts: AtomicU64,
     udp_send_errors: AtomicU64,
     udp_receive_errors: AtomicU64,
@@ -929,6 +937,7 @@ impl Server {
             protocol_errors: l(&t.protocol_errors),
             write_timeouts: l(&t.write_timeouts),
             hello_timeouts: l(&t.hello_timeouts),
+            closed_without_hello: l(&t.closed_without_hello),
             punch_timeouts: l(&t.punch_timeouts),
             udp_send_errors: l(&t.udp_send_errors),
             udp_receive_errors: l(&t.udp_receive_errors),
@@ -1138,8 +1147,29 @@ impl Server {
             > h.write_seq
     }
 
-    fn serve_one(&self, mut stream: TcpStream, addr: SocketAddr, stop: &AtomicBool) -> SessionEnd {
+    fn serve_one(&self, stream: TcpStream, addr: SocketAddr, stop: &AtomicBool) -> SessionEnd {
         self.totals.sessions.fetch_add(1, Ordering::Relaxed);
+        let mut hello = false;
+        let end = self.serve_session(stream, addr, stop, &mut hello);
+        if !hello {
+            // Every way a session can end before its HELLO, not only the HELLO timeout: a
+            // port probe that connects and closes at once is one too.
+            self.totals
+                .closed_without_hello
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        end
+    }
+
+    /// [`Server::serve_one`]; sets `hello` once the session has taken a HELLO (its answer,
+    /// GEOMETRY, is about to go out).
+    fn serve_session(
+        &self,
+        mut stream: TcpStream,
+        addr: SocketAddr,
+        stop: &AtomicBool,
+        hello: &mut bool,
+    ) -> SessionEnd {
         let Some(p) = peer(addr) else {
             // The protocol carries IPv4 addresses (unicast tokens, NAT punching).
             let end = SessionEnd::Failed(
@@ -1177,6 +1207,7 @@ impl Server {
         let mut s = SourceSession::new(self.cfg, p, now());
         let mut seen = SourceCounters::default();
         let end = self.session_loop(&mut s, &mut stream, &mut buf, stop, &mut seen, &mut log);
+        *hello = log.went_live();
         self.account(s.counters(), &mut seen);
         if let Some(t) = s.token() {
             self.sender().unregister(t);
@@ -2559,6 +2590,68 @@ mod tests {
             "{failed} failed receives in {:?}",
             t0.elapsed()
         );
+    }
+
+    /// Every session that ends without a HELLO is counted as closed without one, not only
+    /// those the HELLO timeout closes: two port probes that connect and close at once, one
+    /// that resets, one that sends a malformed HELLO, and one left open until the HELLO
+    /// timeout; a mirror that sends its HELLO is not. Before, only the timed-out one was
+    /// counted ("1 closed without HELLO" for five).
+    #[test]
+    fn every_session_ended_without_a_hello_is_counted() {
+        use std::io::Write;
+        let src = TmpPath::shm("serve-no-hello");
+        let ring = source_ring(src.path(), 16);
+        publish(&ring, 1..=3);
+        let mut so = quiet(src.path());
+        so.hello_timeout = StdDuration::from_millis(300);
+        let server = Server::bind(so).unwrap();
+        let addr = server.local_addr();
+        let stop = AtomicBool::new(false);
+        let sum = std::thread::scope(|sc| {
+            let _stop = StopOnDrop(&[&stop]);
+            let run = sc.spawn(|| server.run(&stop));
+            let ended = |n: u64| {
+                let t0 = std::time::Instant::now();
+                while server.summary().sessions < n && t0.elapsed() < StdDuration::from_secs(5) {
+                    std::thread::sleep(StdDuration::from_millis(5));
+                }
+            };
+            for _ in 0..2 {
+                drop(TcpStream::connect(addr).unwrap());
+            }
+            let reset = TcpStream::connect(addr).unwrap();
+            socket2::SockRef::from(&reset)
+                .set_linger(Some(StdDuration::ZERO))
+                .unwrap();
+            drop(reset);
+            let mut bad = TcpStream::connect(addr).unwrap();
+            bad.write_all(&[0xAB; 32]).unwrap();
+            let idle = TcpStream::connect(addr).unwrap();
+            let mut good = TcpStream::connect(addr).unwrap();
+            good.set_read_timeout(Some(StdDuration::from_secs(5)))
+                .unwrap();
+            send_hello(&mut good);
+            assert_eq!(
+                first_answer(&mut good),
+                Some(ringwire_core::wire::Kind::Geometry as u8)
+            );
+            ended(6);
+            // The idle one is closed by the HELLO timeout; the others end at once.
+            let t0 = std::time::Instant::now();
+            while server.summary().closed_without_hello < 5
+                && t0.elapsed() < StdDuration::from_secs(5)
+            {
+                std::thread::sleep(StdDuration::from_millis(5));
+            }
+            drop((bad, idle, good));
+            stop.store(true, Ordering::Relaxed);
+            run.join().unwrap().unwrap()
+        });
+        assert_eq!(sum.sessions, 6, "{sum:?}");
+        assert_eq!(sum.hello_timeouts, 1, "{sum:?}");
+        assert_eq!(sum.protocol_errors, 1, "{sum:?}");
+        assert_eq!(sum.closed_without_hello, 5, "{sum:?}");
     }
 
     /// Each kind of error is logged once, then rate-limited: later ones are only counted.

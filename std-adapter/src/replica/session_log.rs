@@ -92,6 +92,11 @@ impl<'a> SessionLog<'a> {
         }
     }
 
+    /// Whether [`SessionLog::live`] was called: the session took a HELLO and answered it.
+    pub(crate) fn went_live(&self) -> bool {
+        self.live.is_some()
+    }
+
     /// Called on each pass of the session: tells the held-back lines once the session has
     /// lasted [`BRIEF`] or sent a record (`records` so far).
     pub(crate) fn tick(&mut self, records: u64) {

@@ -25,6 +25,7 @@ impl Mirror<'_> {
         self.holdback.clear();
         self.nak = None;
         self.source_seq = None;
+        self.source_claim = None;
         self.verify = None;
         self.next = next.max(1);
         self.counters.gaps += 1;

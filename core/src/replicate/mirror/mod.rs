@@ -337,7 +337,11 @@ pub struct Mirror<'a> {
     nak: Option<Nak>,
     /// TCP DATA and GAP frames handled in UDP modes: the source's answers to NAKs.
     answers: u64,
+    /// The source's position as far as it is believed: the highest heartbeat since the
+    /// last NAK the source left unanswered ([`Mirror::source_seq`]).
     source_seq: Option<u64>,
+    /// The highest heartbeat of the connection, believed or not ([`Mirror::source_claim`]).
+    source_claim: Option<u64>,
     /// A resume awaiting its check: the last sequence the mirror held when it adopted its
     /// ring, whose copy from the source is compared with its own (see the module docs).
     /// While it is set, `next` equals it, so that copy is the next record in order.
@@ -391,6 +395,7 @@ impl<'a> Mirror<'a> {
             nak: None,
             answers: 0,
             source_seq: None,
+            source_claim: None,
             verify: None,
             checked: None,
             failure: None,
@@ -426,9 +431,31 @@ impl<'a> Mirror<'a> {
     pub fn is_udp(&self) -> bool {
         self.state == State::LiveUdp
     }
-    /// The highest sequence the source has announced.
+    /// How far the source has sent, as far as it is believed: the highest sequence its
+    /// heartbeats announced, except that a claim past what the source has shown (records
+    /// it sent, held or written, and GAPs) is cut back to that when a NAK goes unanswered
+    /// [`NAK_UNANSWERED_LIMIT`] times in a row (the source does not have what it was asked
+    /// for), and claims that come while that NAK's repeats are backed off count only as far
+    /// as that too. So a heartbeat far ahead (a forged or confused one) does not leave a
+    /// lag of 2^40 in a driver's progress line for the rest of the connection, also not
+    /// after the back-off ends; later heartbeats raise it as before. In TCP mode, which
+    /// sends no NAKs, it is the highest heartbeat.
     pub fn source_seq(&self) -> Option<u64> {
         self.source_seq
+    }
+    /// The highest sequence a heartbeat announced on this connection, believed or not
+    /// (see [`Mirror::source_seq`]).
+    pub fn source_claim(&self) -> Option<u64> {
+        self.source_claim
+    }
+    /// The last sequence the source has shown it holds: the last the mirror has (or skipped
+    /// at a GAP), or the end of the highest frame it holds back.
+    pub(super) fn shown(&self) -> u64 {
+        let held = self
+            .holdback
+            .last_at_or_below(u64::MAX)
+            .map_or(0, |e| e.end().saturating_sub(1));
+        self.next().saturating_sub(1).max(held)
     }
     /// The outstanding NAK range, if any.
     pub fn outstanding_nak(&self) -> Option<(u64, u64)> {
@@ -491,6 +518,7 @@ impl<'a> Mirror<'a> {
         self.punch = None;
         self.nak = None;
         self.source_seq = None;
+        self.source_claim = None;
         self.verify = None;
         self.checked = None;
         self.failure = None;

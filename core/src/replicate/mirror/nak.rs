@@ -32,10 +32,11 @@ pub(super) struct Nak {
     /// at `due` (unless the whole range is due for its repeat by then).
     pub(super) ask_from: u64,
     /// Sends of this range in a row, before its last one, that no answer followed
-    /// ([`Mirror::answers`] unchanged until the next send): from [`NAK_UNANSWERED_LIMIT`]
-    /// on its repeats back off.
+    /// ([`Mirror::answers`] unchanged until the next repeat; a send of only the part added
+    /// since is not counted): from [`NAK_UNANSWERED_LIMIT`] on its repeats back off.
     pub(super) unanswered: u32,
-    /// [`Mirror::answers`] at the last send.
+    /// [`Mirror::answers`] at the last send of the whole range (a send of only the part
+    /// added since does not move it).
     pub(super) answers_at_send: u64,
 }
 
@@ -55,8 +56,15 @@ pub const MAX_NAK_BACKOFF: u32 = 64;
 const TRIM_STEPS: usize = 8;
 
 impl Mirror<'_> {
+    /// Records a heartbeat's `s`: see [`Mirror::source_seq`] for how far it is believed.
     pub(super) fn note_source_seq(&mut self, s: u64) {
-        self.source_seq = Some(self.source_seq.map_or(s, |o| o.max(s)));
+        self.source_claim = Some(self.source_claim.map_or(s, |o| o.max(s)));
+        let believed = if self.nak.is_some_and(|n| self.backs_off(&n)) {
+            s.min(self.shown())
+        } else {
+            s
+        };
+        self.source_seq = Some(self.source_seq.map_or(believed, |o| o.max(believed)));
     }
 
     /// Spec §21.4 `on_source_seq`: a heartbeat shows how far the source has sent. Only a
@@ -230,6 +238,10 @@ impl Mirror<'_> {
         };
         if unanswered == NAK_UNANSWERED_LIMIT && n.unanswered < NAK_UNANSWERED_LIMIT {
             self.counters.naks_unanswered += 1;
+            // The source does not have what it was asked for: a heartbeat's claim past what
+            // it has shown is dropped, and does not come back when the back-off ends.
+            let shown = self.shown();
+            self.source_seq = self.source_seq.map(|s| s.min(shown));
         }
         unanswered
     }
@@ -282,7 +294,16 @@ impl Mirror<'_> {
         // repeat: the new part only. If that has come meanwhile, nothing goes now.
         let repeat = n.sent.is_none_or(|t| now >= t + self.repeat_after(&n));
         let ask = if repeat { from } else { from.max(n.ask_from) };
-        let unanswered = self.close_sends(&n);
+        // Only a repeat judges the send before it: sending the new part alone is no sign
+        // that the source left the old part unanswered, which may have been sent a moment
+        // ago (heartbeats extending the range each millisecond counted it unanswered
+        // NAK_UNANSWERED_LIMIT times within one `nak_timeout`). An answer to either part
+        // still resets the count, from the earlier send's `answers_at_send`.
+        let (unanswered, answers_at_send) = if repeat {
+            (self.close_sends(&n), self.answers)
+        } else {
+            (n.unanswered, n.answers_at_send)
+        };
         self.nak = Some(Nak {
             from,
             to,
@@ -290,7 +311,7 @@ impl Mirror<'_> {
             sent: Some(now),
             ask_from: from,
             unanswered,
-            answers_at_send: self.answers,
+            answers_at_send,
         });
         let (from, to) = self.missing(ask, to)?;
         Some(NakRepr { from, to })

@@ -1585,3 +1585,90 @@ fn mirror_udp_hole_shown_by_a_datagram_is_asked_for_during_a_back_off() {
     assert!(m.handle_datagram(ms(t), UDP_SRC, &data(7, 2, 0x22), &mut sink));
     assert_eq!(nak_out(&mut m, ms(t)), Some((5, 5 + 65_534)));
 }
+
+/// The source's position a heartbeat far ahead claimed (2^40, which the source does not
+/// have) is cut back to what the source has shown once the NAK for it goes unanswered
+/// `NAK_UNANSWERED_LIMIT` times; the same claim repeated during the back-off is not
+/// believed either, nor again after an answer ends the back-off; a later heartbeat raises
+/// it as before. Before, `source_seq` kept 2^40 for the rest of the connection, and the
+/// std driver's progress line said "lag 1099511627775" for ever.
+#[test]
+fn mirror_udp_a_far_ahead_claim_the_source_leaves_unanswered_is_dropped() {
+    use crate::replicate::mirror::NAK_UNANSWERED_LIMIT;
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
+    let hb = far_ahead_heartbeat(&mut m, &mut sink);
+    // Believed at first: the NAK is what tests it.
+    assert_eq!(m.source_seq(), Some(1 << 40));
+    let mut sends = 0;
+    for t in 1..=400 {
+        sends += u32::from(nak_out(&mut m, ms(t)).is_some());
+    }
+    assert!(sends > NAK_UNANSWERED_LIMIT, "{sends} NAKs");
+    assert!(m.nak_backed_off().is_some());
+    assert_eq!(m.counters().naks_unanswered, 1);
+    // Records 1..=4 are all the source has shown.
+    assert_eq!(m.source_seq(), Some(4));
+    assert_eq!(m.source_claim(), Some(1 << 40));
+    // Repeated during the back-off: not believed.
+    assert!(m.handle_datagram(ms(401), UDP_SRC, &hb, &mut sink));
+    assert_eq!(m.source_seq(), Some(4));
+    // 7..=8 arrive (5..=6 lost): shown, so believed as far as that.
+    assert!(m.handle_datagram(ms(402), UDP_SRC, &data(7, 2, 0x22), &mut sink));
+    assert!(m.handle_datagram(ms(403), UDP_SRC, &hb, &mut sink));
+    assert_eq!(m.source_seq(), Some(8));
+    // An answer over TCP (5..=6) ends the back-off; the claim does not come back.
+    feed(&mut m, &data(5, 2, 0), &mut sink).unwrap();
+    assert_eq!(m.next(), 9);
+    assert_eq!(m.nak_backed_off(), None);
+    assert_eq!(m.source_seq(), Some(8));
+    // A real heartbeat past it is believed.
+    let mut beat = [0u8; 16];
+    HeartbeatRepr {
+        flags: 0x22,
+        seq: 10,
+    }
+    .emit(&mut beat)
+    .unwrap();
+    assert!(m.handle_datagram(ms(404), UDP_SRC, &beat, &mut sink));
+    assert_eq!(m.source_seq(), Some(10));
+}
+
+/// A heartbeat that extends the outstanding NAK (the source claims one record more each
+/// millisecond, none of which arrive) makes the mirror ask for the new part at once; that
+/// send is no repeat, and does not count the send before it as unanswered, which had had
+/// a millisecond for its answer, not `nak_timeout`. Counted, eight such heartbeats in 8 ms
+/// counted the NAK unanswered and backed it off before the source could have answered.
+#[test]
+fn mirror_udp_extending_a_nak_does_not_count_its_last_send_unanswered() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = udp_mirror(&mut sink, HoldBack::new(&mut idx, &mut dm), false);
+    assert!(m.handle_datagram(ms(1), UDP_SRC, &data(1, 4, 0x22), &mut sink));
+    let beat = |s: u64| {
+        let mut b = [0u8; 16];
+        HeartbeatRepr {
+            flags: 0x22,
+            seq: s,
+        }
+        .emit(&mut b)
+        .unwrap();
+        b
+    };
+    let mut sent = Vec::new();
+    // Heartbeats claiming 8, 9, ... 19 at 1 ms steps, all within one nak_timeout.
+    for k in 0..12u64 {
+        let t = 2 + k;
+        assert!(m.handle_datagram(ms(t), UDP_SRC, &beat(8 + k), &mut sink));
+        if let Some(r) = nak_out(&mut m, ms(t)) {
+            sent.push(r);
+        }
+    }
+    assert_eq!(sent.first(), Some(&(5, 8)), "{sent:?}");
+    assert!(sent.len() > 8, "{sent:?}");
+    assert_eq!(m.counters().naks_unanswered, 0, "{sent:?}");
+    assert_eq!(m.nak_backed_off(), None);
+}
