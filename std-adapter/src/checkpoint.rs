@@ -116,21 +116,46 @@ fn now_ns() -> u64 {
 /// Opens the checkpoint file at `path`, creating it if missing; `true` when this call
 /// created it. Never blocks (a FIFO is refused, not waited on) and accepts only a regular
 /// file.
+///
+/// An `O_EXCL` create fails on any symbolic link, even one to nothing, and a plain
+/// `O_CREAT` open does not say whether it made the file: a link whose target is missing is
+/// followed here, a hop at a time, and the target created with `O_EXCL`, so that a failure
+/// later removes only a file this call made (see [`OffsetCheckpoint::open_or_create`]).
 fn open_file(path: &Path) -> Result<(File, bool)> {
     let mut opts = OpenOptions::new();
     opts.read(true).write(true).mode(0o666);
-    // Twice (then plain O_CREAT): the file may be removed between the failed exclusive
-    // create and the open.
-    for _ in 0..2 {
-        match crate::file::open_regular(path, opts.clone().create_new(true)) {
-            Ok(f) => return Ok((f, true)),
-            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
+    // Errors name the path as given, not the link target reached.
+    let named = |e: Error| match e {
+        Error::Io { op, source, .. } => Error::io(path, op, source),
+        Error::NotRegularFile { found, .. } => Error::NotRegularFile {
+            path: path.to_path_buf(),
+            found,
+        },
+        e => e,
+    };
+    let mut at = path.to_path_buf();
+    // As many hops as Linux follows (MAXSYMLINKS) before it gives ELOOP.
+    for _ in 0..40 {
+        // Twice: the file may be removed between the failed exclusive create and the open.
+        for _ in 0..2 {
+            match crate::file::open_regular(&at, opts.clone().create_new(true)) {
+                Ok(f) => return Ok((f, true)),
+                Err(Error::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(named(e)),
+            }
+            match crate::file::open_regular(&at, &mut opts) {
+                Ok(f) => return Ok((f, false)),
+                Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(named(e)),
+            }
         }
-        match crate::file::open_regular(path, &mut opts) {
-            Ok(f) => return Ok((f, false)),
-            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+        // There (the exclusive create says) and not there (the open says): a link to a
+        // missing file, whose target is tried next; or a file removed and made again
+        // under us twice, opened below.
+        match std::fs::read_link(&at) {
+            // Relative to the link's directory; an absolute target replaces the path.
+            Ok(target) => at = at.parent().unwrap_or(Path::new("")).join(target),
+            Err(_) => break,
         }
     }
     crate::file::open_regular(path, opts.create(true)).map(|f| (f, false))
@@ -460,6 +485,52 @@ fn load_version(region: &Region) -> u32 {
 mod tests {
     use super::*;
     use crate::test_tmp::TmpPath;
+
+    /// A checkpoint created through a symbolic link that points nowhere yet makes the file
+    /// the link names; when its bytes cannot be reserved (no space), that file is removed
+    /// and the link left as it was. The open took the file it had just made for an empty
+    /// one it found (an `O_CREAT` open does not say which), and left it there, empty. An
+    /// empty file found at the path is still left there, empty.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_failed_create_through_a_dangling_link_leaves_no_target_behind() {
+        let (target, link, chain, empty) = (
+            TmpPath::new("ckpt-nospc-target"),
+            TmpPath::new("ckpt-nospc-link"),
+            TmpPath::new("ckpt-nospc-chain"),
+            TmpPath::new("ckpt-nospc-empty"),
+        );
+        std::os::unix::fs::symlink(&*target, &*link).unwrap();
+        // A link to that link, by its name relative to the directory they share.
+        std::os::unix::fs::symlink(link.file_name().unwrap(), &*chain).unwrap();
+        std::fs::write(&empty, b"").unwrap();
+        let status = crate::test_fork::forked(10, || {
+            if crate::test_fork::fail_call(libc::SYS_fallocate, libc::ENOSPC).is_err() {
+                return 2;
+            }
+            let nospc = |r: Result<OffsetCheckpoint>| {
+                matches!(r, Err(Error::Io { op: "fallocate", source, .. })
+                    if source.kind() == ErrorKind::StorageFull)
+            };
+            let through_link = nospc(OffsetCheckpoint::open_or_create(&link, "algo"));
+            let through_chain = nospc(OffsetCheckpoint::open_or_create(&chain, "algo"));
+            let found_empty = nospc(OffsetCheckpoint::open_or_create(&empty, "algo"));
+            // Which ones went wrong, one bit each.
+            i32::from(!through_link) << 2
+                | i32::from(!through_chain) << 3
+                | i32::from(!found_empty) << 4
+        });
+        crate::test_fork::assert_exited_0(status, "creation without space");
+        for l in [&link, &chain] {
+            let t = std::fs::symlink_metadata(l).unwrap().file_type();
+            assert!(t.is_symlink(), "{} was replaced", l.display());
+        }
+        assert!(
+            std::fs::symlink_metadata(&target).is_err(),
+            "the file made through the link was left behind"
+        );
+        assert_eq!(std::fs::read(&empty).unwrap(), b"", "the empty file found");
+    }
 
     /// The version (u32 at 8) and the pid (u32 at 12) are two fields in the host's byte
     /// order, as the rest of the mapped record (spec §13). They were stored and loaded as
