@@ -621,7 +621,8 @@ mod tests {
         let creator = {
             let path = path.path().clone();
             std::thread::spawn(move || {
-                told.recv_timeout(std::time::Duration::from_secs(10)).unwrap();
+                told.recv_timeout(std::time::Duration::from_secs(10))
+                    .unwrap();
                 std::thread::sleep(std::time::Duration::from_millis(5));
                 store_at(&path, OFF_MAGIC, &CHECKPOINT_MAGIC.to_ne_bytes());
             })

@@ -1463,7 +1463,9 @@ mod tests {
                 .unwrap();
             crate::sys::try_lock_exclusive(&first).unwrap();
             first.set_len(1 << 16).unwrap();
-            first.write_all_at(&version.to_ne_bytes(), off as u64).unwrap();
+            first
+                .write_all_at(&version.to_ne_bytes(), off as u64)
+                .unwrap();
             first
         };
         let _first = version_at(
