@@ -537,11 +537,15 @@ fn load_version(region: &Region) -> u32 {
     unsafe { region.a32(OFF_VERSION) }.load(Ordering::Relaxed)
 }
 
+/// Tests: a hook given the checkpoint's path (see [`on_magic_zero`]).
+#[cfg(test)]
+type PathHook = Box<dyn FnMut(&Path)>;
+
 #[cfg(test)]
 thread_local! {
     /// Tests: what runs when an open of this thread has just loaded a magic of 0 (see
     /// [`on_magic_zero`]), as a creator or its consumer in another process would act then.
-    static ON_MAGIC_ZERO: std::cell::RefCell<Option<Box<dyn FnMut(&Path)>>> =
+    static ON_MAGIC_ZERO: std::cell::RefCell<Option<PathHook>> =
         const { std::cell::RefCell::new(None) };
 }
 
