@@ -30,7 +30,7 @@ use std::fs::{File, OpenOptions};
 use std::io::ErrorKind;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use memmap2::{MmapOptions, MmapRaw};
 use ringwire_core::Region;
@@ -52,6 +52,20 @@ const OFF_SEQ: usize = 16;
 const OFF_UPDATED: usize = 24;
 const OFF_NAME: usize = 32;
 const KIND: &str = "offset file";
+/// How long an open that finds a record without its magic, as a creation leaves it, waits
+/// for a creator still at work to store the magic before it finishes the record itself.
+const CREATOR_WAIT: Duration = Duration::from_millis(200);
+
+/// What [`OffsetCheckpoint::await_creator`] found.
+enum Creation {
+    /// The magic is there now (the creator's, or any other non-zero word).
+    Finished(u64),
+    /// Still a creation's record without its magic after the wait: one cut short.
+    Unfinished,
+    /// Not what a creation leaves (an offset, another version, bytes past the name's NUL),
+    /// and still no magic.
+    Not,
+}
 
 /// An open checkpoint file.
 pub struct OffsetCheckpoint {
@@ -116,21 +130,46 @@ fn now_ns() -> u64 {
 /// Opens the checkpoint file at `path`, creating it if missing; `true` when this call
 /// created it. Never blocks (a FIFO is refused, not waited on) and accepts only a regular
 /// file.
+///
+/// An `O_EXCL` create fails on any symbolic link, even one to nothing, and a plain
+/// `O_CREAT` open does not say whether it made the file: a link whose target is missing is
+/// followed here, a hop at a time, and the target created with `O_EXCL`, so that a failure
+/// later removes only a file this call made (see [`OffsetCheckpoint::open_or_create`]).
 fn open_file(path: &Path) -> Result<(File, bool)> {
     let mut opts = OpenOptions::new();
     opts.read(true).write(true).mode(0o666);
-    // Twice (then plain O_CREAT): the file may be removed between the failed exclusive
-    // create and the open.
-    for _ in 0..2 {
-        match crate::file::open_regular(path, opts.clone().create_new(true)) {
-            Ok(f) => return Ok((f, true)),
-            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e),
+    // Errors name the path as given, not the link target reached.
+    let named = |e: Error| match e {
+        Error::Io { op, source, .. } => Error::io(path, op, source),
+        Error::NotRegularFile { found, .. } => Error::NotRegularFile {
+            path: path.to_path_buf(),
+            found,
+        },
+        e => e,
+    };
+    let mut at = path.to_path_buf();
+    // As many hops as Linux follows (MAXSYMLINKS) before it gives ELOOP.
+    for _ in 0..40 {
+        // Twice: the file may be removed between the failed exclusive create and the open.
+        for _ in 0..2 {
+            match crate::file::open_regular(&at, opts.clone().create_new(true)) {
+                Ok(f) => return Ok((f, true)),
+                Err(Error::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(named(e)),
+            }
+            match crate::file::open_regular(&at, &mut opts) {
+                Ok(f) => return Ok((f, false)),
+                Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {}
+                Err(e) => return Err(named(e)),
+            }
         }
-        match crate::file::open_regular(path, &mut opts) {
-            Ok(f) => return Ok((f, false)),
-            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
+        // There (the exclusive create says) and not there (the open says): a link to a
+        // missing file, whose target is tried next; or a file removed and made again
+        // under us twice, opened below.
+        match std::fs::read_link(&at) {
+            // Relative to the link's directory; an absolute target replaces the path.
+            Ok(target) => at = at.parent().unwrap_or(Path::new("")).join(target),
+            Err(_) => break,
         }
     }
     crate::file::open_regular(path, opts.create(true)).map(|f| (f, false))
@@ -175,9 +214,10 @@ impl OffsetCheckpoint {
     /// an empty one found is left empty). An existing file must be a checkpoint: the right
     /// magic ([`Error::BadFileMagic`], also for a short file that is something else), 64
     /// bytes ([`Error::TooShort`]) and the right version ([`Error::BadFileVersion`]); a
-    /// file refused is left as it was. What a creation cut
-    /// short leaves (64 bytes without the magic or an offset) is finished, or refused with
-    /// an [`Error::Io`] of `fallocate` when the file system has no room for its bytes. This
+    /// file refused is left as it was. Such a record without its magic (64 bytes, no
+    /// offset) is a creation still at work or one cut short: the open waits up to 200 ms
+    /// for its creator to store the magic, then finishes it itself, or refuses it with an
+    /// [`Error::Io`] of `fallocate` when the file system has no room for its bytes. This
     /// process's pid is stored into it. An empty `path` is [`Error::InvalidArgument`].
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
@@ -258,17 +298,27 @@ impl OffsetCheckpoint {
             return Ok(cp);
         }
         // Acquire: pairs with the creator's release store of the magic.
-        let magic = cp.a64(OFF_MAGIC).load(Ordering::Acquire);
-        if magic != CHECKPOINT_MAGIC {
-            // A creation cut short between sizing the file and storing the magic (a crash)
-            // leaves 64 zero bytes, or some of `initialise`'s fields written: no offset was
-            // ever saved there (no open succeeded before the magic), so it is finished now
-            // rather than refused for ever. A creator still at work writes the same fields;
-            // neither writes the offset.
-            if magic == 0 && len == CHECKPOINT_SIZE as u64 && cp.is_unfinished_creation() {
-                cp.initialise();
-                return Ok(cp);
+        let mut magic = cp.a64(OFF_MAGIC).load(Ordering::Acquire);
+        #[cfg(test)]
+        if magic == 0 {
+            on_magic_zero_run(path);
+        }
+        if magic == 0 && len == CHECKPOINT_SIZE as u64 {
+            match cp.await_creator() {
+                Creation::Finished(m) => magic = m,
+                // A creation cut short between sizing the file and storing the magic (a
+                // crash) leaves 64 zero bytes, or some of `initialise`'s fields written: no
+                // offset was ever saved there (no open succeeded before the magic), so it is
+                // finished now rather than refused for ever. A creator slower than the wait
+                // writes the same fields; neither writes the offset.
+                Creation::Unfinished => {
+                    cp.initialise();
+                    return Ok(cp);
+                }
+                Creation::Not => {}
             }
+        }
+        if magic != CHECKPOINT_MAGIC {
             return Err(Error::BadFileMagic {
                 path: path.to_path_buf(),
                 kind: KIND,
@@ -309,13 +359,41 @@ impl OffsetCheckpoint {
             .store(CHECKPOINT_MAGIC, Ordering::Release);
     }
 
+    /// For a file whose magic was loaded as 0: waits up to [`CREATOR_WAIT`] for a creator
+    /// still writing the record to store its magic, as long as the record is what a
+    /// creation leaves before it ([`Self::is_unfinished_creation`]). The creator stores the
+    /// magic microseconds after it sized the file: waiting for it, rather than writing the
+    /// record again at once, keeps the creator's record (its name, should ours differ).
+    fn await_creator(&self) -> Creation {
+        let deadline = Instant::now() + CREATOR_WAIT;
+        loop {
+            // The snapshot first, then the magic: a snapshot that is no creation's because
+            // the creator stored its magic since the last look and its consumer has saved an
+            // offset (which comes after the magic, see `is_unfinished_creation`) is then
+            // seen with that magic, not taken for somebody's data.
+            let unfinished = self.is_unfinished_creation();
+            // Acquire: pairs with the creator's release store of the magic.
+            let magic = self.a64(OFF_MAGIC).load(Ordering::Acquire);
+            if magic != 0 {
+                return Creation::Finished(magic);
+            }
+            if !unfinished {
+                return Creation::Not;
+            }
+            if Instant::now() >= deadline {
+                return Creation::Unfinished;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Whether the 64 bytes (magic 0) are what a creation stopped inside [`Self::initialise`]
     /// can leave: no offset (nothing stores one before the magic), the version 0 or ours,
     /// and a name field that is NUL-padded (as `initialise` writes it, or zero). 64 zero
     /// bytes (a creation stopped before `initialise`) are such a file too.
     fn is_unfinished_creation(&self) -> bool {
-        // Relaxed (all): a snapshot; a creator writing meanwhile writes what `initialise`
-        // does.
+        // Relaxed (all but the offset): a snapshot; a creator writing meanwhile writes what
+        // `initialise` does.
         let version = load_version(&self.region);
         let mut name = [0u8; 32];
         for (i, chunk) in name.chunks_exact_mut(8).enumerate() {
@@ -323,7 +401,10 @@ impl OffsetCheckpoint {
             chunk.copy_from_slice(&w.to_ne_bytes());
         }
         let used = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-        self.a64(OFF_SEQ).load(Ordering::Relaxed) == 0
+        // Acquire: pairs with `save`'s release store. The saving process had loaded (or
+        // stored) the magic before it, so a caller that sees an offset here and then loads
+        // the magic sees it stored.
+        self.a64(OFF_SEQ).load(Ordering::Acquire) == 0
             && (version == 0 || version == CHECKPOINT_VERSION)
             && name[used..].iter().all(|&b| b == 0)
     }
@@ -456,10 +537,152 @@ fn load_version(region: &Region) -> u32 {
     unsafe { region.a32(OFF_VERSION) }.load(Ordering::Relaxed)
 }
 
+/// Tests: a hook given the checkpoint's path (see [`on_magic_zero`]).
+#[cfg(test)]
+type PathHook = Box<dyn FnMut(&Path)>;
+
+#[cfg(test)]
+thread_local! {
+    /// Tests: what runs when an open of this thread has just loaded a magic of 0 (see
+    /// [`on_magic_zero`]), as a creator or its consumer in another process would act then.
+    static ON_MAGIC_ZERO: std::cell::RefCell<Option<PathHook>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// Tests: runs `hook` with the path each time an open of this thread has just loaded the
+/// magic of an existing file as 0, until the returned guard drops (also when the test
+/// unwinds).
+#[cfg(test)]
+fn on_magic_zero(hook: impl FnMut(&Path) + 'static) -> impl Drop {
+    struct Restore;
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            ON_MAGIC_ZERO.set(None);
+        }
+    }
+    ON_MAGIC_ZERO.set(Some(Box::new(hook)));
+    Restore
+}
+
+#[cfg(test)]
+fn on_magic_zero_run(path: &Path) {
+    ON_MAGIC_ZERO.with_borrow_mut(|h| {
+        if let Some(h) = h {
+            h(path)
+        }
+    });
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::test_tmp::TmpPath;
+
+    /// 64 bytes as a creator leaves them inside `initialise`, before its magic: the name
+    /// `name`, the version and a pid.
+    fn before_the_magic(name: &[u8]) -> [u8; CHECKPOINT_SIZE] {
+        let mut b = [0u8; CHECKPOINT_SIZE];
+        b[OFF_NAME..OFF_NAME + name.len()].copy_from_slice(name);
+        b[OFF_VERSION..OFF_VERSION + 4].copy_from_slice(&CHECKPOINT_VERSION.to_ne_bytes());
+        b[OFF_PID..OFF_PID + 4].copy_from_slice(&4242u32.to_ne_bytes());
+        b
+    }
+
+    /// Writes `bytes` at `at` into the file at `path`, as another process's store into its
+    /// mapping lands.
+    fn store_at(path: &Path, at: usize, bytes: &[u8]) {
+        let f = OpenOptions::new().write(true).open(path).unwrap();
+        f.write_all_at(bytes, at as u64).unwrap();
+    }
+
+    /// An open that loads the magic as 0 just before the creator stores it, and looks at the
+    /// record again after the creator's consumer has committed an offset, opens the
+    /// checkpoint with that offset. It took the offset for somebody's data and refused the
+    /// checkpoint (`BadFileMagic { found: 0 }`).
+    #[test]
+    fn an_open_that_loads_the_magic_just_before_the_creator_stores_it_opens_the_file() {
+        let path = TmpPath::new("ckpt-race-saved");
+        std::fs::write(&path, before_the_magic(b"algo")).unwrap();
+        let _hook = on_magic_zero(|p| {
+            store_at(p, OFF_MAGIC, &CHECKPOINT_MAGIC.to_ne_bytes());
+            store_at(p, OFF_SEQ, &5u64.to_ne_bytes());
+        });
+        let cp = OffsetCheckpoint::open_or_create(&path, "algo").unwrap();
+        assert_eq!(cp.load(), Some(5));
+    }
+
+    /// An open that finds a checkpoint still being written (magic 0, no offset) waits for
+    /// its creator to store the magic, and leaves the creator's record as it is. It wrote
+    /// the record again itself at once, its own name over the creator's.
+    #[test]
+    fn an_open_waits_for_a_creator_still_writing_the_checkpoint() {
+        let path = TmpPath::new("ckpt-race-writing");
+        std::fs::write(&path, before_the_magic(b"creator")).unwrap();
+        let (seen, told) = std::sync::mpsc::channel();
+        let _hook = on_magic_zero(move |_| {
+            let _ = seen.send(());
+        });
+        let creator = {
+            let path = path.path().clone();
+            std::thread::spawn(move || {
+                told.recv_timeout(std::time::Duration::from_secs(10))
+                    .unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(5));
+                store_at(&path, OFF_MAGIC, &CHECKPOINT_MAGIC.to_ne_bytes());
+            })
+        };
+        let cp = OffsetCheckpoint::open_or_create(&path, "other").unwrap();
+        creator.join().unwrap();
+        assert_eq!(cp.load(), None);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[OFF_NAME..OFF_NAME + 8], b"creator\0");
+    }
+
+    /// A checkpoint created through a symbolic link that points nowhere yet makes the file
+    /// the link names; when its bytes cannot be reserved (no space), that file is removed
+    /// and the link left as it was. The open took the file it had just made for an empty
+    /// one it found (an `O_CREAT` open does not say which), and left it there, empty. An
+    /// empty file found at the path is still left there, empty.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_failed_create_through_a_dangling_link_leaves_no_target_behind() {
+        let (target, link, chain, empty) = (
+            TmpPath::new("ckpt-nospc-target"),
+            TmpPath::new("ckpt-nospc-link"),
+            TmpPath::new("ckpt-nospc-chain"),
+            TmpPath::new("ckpt-nospc-empty"),
+        );
+        std::os::unix::fs::symlink(&*target, &*link).unwrap();
+        // A link to that link, by its name relative to the directory they share.
+        std::os::unix::fs::symlink(link.file_name().unwrap(), &*chain).unwrap();
+        std::fs::write(&empty, b"").unwrap();
+        let status = crate::test_fork::forked(10, || {
+            if crate::test_fork::fail_call(libc::SYS_fallocate, libc::ENOSPC).is_err() {
+                return 2;
+            }
+            let nospc = |r: Result<OffsetCheckpoint>| {
+                matches!(r, Err(Error::Io { op: "fallocate", source, .. })
+                    if source.kind() == ErrorKind::StorageFull)
+            };
+            let through_link = nospc(OffsetCheckpoint::open_or_create(&link, "algo"));
+            let through_chain = nospc(OffsetCheckpoint::open_or_create(&chain, "algo"));
+            let found_empty = nospc(OffsetCheckpoint::open_or_create(&empty, "algo"));
+            // Which ones went wrong, one bit each.
+            i32::from(!through_link) << 2
+                | i32::from(!through_chain) << 3
+                | i32::from(!found_empty) << 4
+        });
+        crate::test_fork::assert_exited_0(status, "creation without space");
+        for l in [&link, &chain] {
+            let t = std::fs::symlink_metadata(l).unwrap().file_type();
+            assert!(t.is_symlink(), "{} was replaced", l.display());
+        }
+        assert!(
+            std::fs::symlink_metadata(&target).is_err(),
+            "the file made through the link was left behind"
+        );
+        assert_eq!(std::fs::read(&empty).unwrap(), b"", "the empty file found");
+    }
 
     /// The version (u32 at 8) and the pid (u32 at 12) are two fields in the host's byte
     /// order, as the rest of the mapped record (spec §13). They were stored and loaded as

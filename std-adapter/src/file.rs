@@ -687,10 +687,17 @@ pub(crate) fn open_exclusive(path: &Path, mode: u32, total: u64, kind: FileKind)
 /// The length and first word of the file at `path`, whose lock another process holds, when
 /// that file is not of `kind`: a live queue or blackboard at a ring's path, say. Its lock
 /// holder is then no producer of this kind, and the file would be refused just the same
-/// once that holder exits. A file still empty (a creator that has not sized it yet) or a
-/// file of this kind still being created is this kind's producer: `None`.
+/// once that holder exits. A file still empty (a creator that has not sized it yet) or one
+/// whose first word is still 0 is a creation in progress, this kind's producer: `None`.
+/// Every creator holds its lock from before it sizes the file and writes the magic last
+/// (spec §1.2 step 5, §14; a queue likewise), and a header read while it is being written
+/// describes no file, so the rest of the header does not count (the queue creator's
+/// `locked_err` rules the same way).
 fn locked_by_another_kind(path: &Path, kind: FileKind) -> Option<(u64, Option<u64>)> {
     let f = open_regular(path, OpenOptions::new().read(true)).ok()?;
+    if let Ok((_, Some(0))) = len_and_magic(&f) {
+        return None;
+    }
     match kind.refuse(&f).ok()? {
         Some(Refusal::Foreign { len, magic }) if len > 0 => Some((len, magic)),
         _ => None,
@@ -1429,6 +1436,61 @@ mod tests {
         // Refused before any unlink: each stale file is still there, as it was.
         for stale in [&ring, &board, &queue] {
             assert_eq!(std::fs::read(stale).unwrap(), [1u8; 4096]);
+        }
+    }
+
+    /// A second producer that tries a path while the first one is still writing its file's
+    /// header (the lock held, the magic still 0, some fields written) is told that another
+    /// producer holds the lock, for a ring and a blackboard, also in the legacy mode. It was
+    /// told the file is not a ring (`NotReplaced`) and to remove it: a header read mid-write
+    /// describes no file, and was taken for somebody's data.
+    #[test]
+    fn a_creator_racing_another_ones_header_write_is_told_a_producer_holds_the_lock() {
+        use crate::error::Error;
+        use std::os::unix::fs::FileExt;
+        let (ring, board) = (
+            TmpPath::new("file-midwrite-ring"),
+            TmpPath::new("file-midwrite-board"),
+        );
+        let version_at = |path: &std::path::Path, off: usize, version: u32| {
+            // The first creator: its lock, its sized file, the first header field written.
+            let first = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(path)
+                .unwrap();
+            crate::sys::try_lock_exclusive(&first).unwrap();
+            first.set_len(1 << 16).unwrap();
+            first
+                .write_all_at(&version.to_ne_bytes(), off as u64)
+                .unwrap();
+            first
+        };
+        let _first = version_at(
+            &ring,
+            ringwire_core::layout::hdr::VERSION,
+            ringwire_core::layout::RING_VERSION,
+        );
+        let legacy = crate::CreateOptions {
+            exclusive_lock: false,
+            ..Default::default()
+        };
+        let geo = ringwire_core::Geometry::spmc(8, 16, 8, 0, false).unwrap();
+        let e = RingProducer::<u64>::create(&ring, 16).map(drop);
+        let l = super::RingFile::create(&ring, &geo, &legacy).map(drop);
+        let _first_board = version_at(
+            &board,
+            ringwire_core::blackboard::bb_hdr::VERSION,
+            ringwire_core::blackboard::BLACKBOARD_VERSION,
+        );
+        let b = BlackboardProducer::<u64>::create(&board, 4).map(drop);
+        for (what, r) in [("ring", e), ("legacy ring", l), ("blackboard", b)] {
+            assert!(
+                matches!(r, Err(Error::ProducerAlreadyExists { .. })),
+                "{what}: {r:?}"
+            );
         }
     }
 

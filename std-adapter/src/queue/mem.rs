@@ -436,7 +436,18 @@ impl QueueMem {
     /// no new file is left. The file's directory entry is made durable by the first
     /// [`QueueMem::flush`], not here.
     pub fn create(path: impl AsRef<Path>, geo: &QueueGeometry) -> Result<QueueMem, QueueFileError> {
-        let path = path.as_ref();
+        Self::create_with_role(path.as_ref(), geo, None).map(|(mem, _)| mem)
+    }
+
+    /// [`QueueMem::create`], taking the SPSC role lock `role` (its byte and name, see
+    /// [`QueueMem::lock_role`]) before the magic is stored, when given: no handle can have
+    /// attached yet, so the role is free, and should taking it fail, the file this call made
+    /// is removed with nobody using it.
+    pub(super) fn create_with_role(
+        path: &Path,
+        geo: &QueueGeometry,
+        role: Option<(i64, &'static str)>,
+    ) -> Result<(QueueMem, Option<RoleLock>), QueueFileError> {
         let too_large = || QueueFileError::geometry(Some(path), geo.too_large());
         let len = geo.total_len().ok_or_else(too_large)?;
         let map_len = usize::try_from(len).map_err(|_| too_large())?;
@@ -483,6 +494,13 @@ impl QueueMem {
             .map_err(io_err(path, "mmap"))
             .map_err(cleanup_on_error)?;
         let region = region_of(&mut map, path).map_err(cleanup_on_error)?;
+        let abs_path = crate::file::absolute(path);
+        let role = match role {
+            Some((offset, name)) => {
+                Some(lock_role_of(path, &abs_path, id, offset, name).map_err(cleanup_on_error)?)
+            }
+            None => None,
+        };
         // SAFETY: `region` is the mapping just made of a fresh file under the creator's
         // lock: no other view of it exists yet (other processes' mappings only poll the
         // magic, stored last).
@@ -492,11 +510,11 @@ impl QueueMem {
                 source,
             })
             .map_err(cleanup_on_error)?;
-        Ok(QueueMem {
+        let mem = QueueMem {
             map,
             view,
             path: Some(path.to_owned()),
-            abs_path: Some(crate::file::absolute(path)),
+            abs_path: Some(abs_path),
             id: Some(id),
             unfenced_notify: crate::sys::membarrier_registered(),
             dir_synced: AtomicBool::new(false),
@@ -505,7 +523,8 @@ impl QueueMem {
             guarded: true,
             wake_gates: Default::default(),
             side_dropped: AtomicBool::new(false),
-        })
+        };
+        Ok((mem, role))
     }
 
     /// Opens an existing queue file, with every attach check. The handle holds a shared
@@ -736,48 +755,60 @@ impl QueueMem {
         let (Some(path), Some(id)) = (&self.path, self.id) else {
             return Ok(RoleLock::Anonymous);
         };
-        // By the absolute path: a change of the working directory since the open (another
-        // thread's) leaves a relative one naming another file or none.
-        let f = open_regular_rw(self.abs_path.as_ref().unwrap_or(path))?;
-        // The lock must land on the mapped file, not on one put at the path since.
-        if crate::sys::file_id(&f).map_err(io_err(path, "fstat"))? != id {
-            return Err(QueueFileError::Io {
-                path: path.clone(),
-                op: "open",
-                source: io::Error::other("the path now names another file than the one mapped"),
+        let abs_path = self.abs_path.as_ref().unwrap_or(path);
+        lock_role_of(path, abs_path, id, offset, role)
+    }
+}
+
+/// [`QueueMem::lock_role`] on the file `id` at `path` (`abs_path` made absolute).
+fn lock_role_of(
+    path: &Path,
+    abs_path: &Path,
+    id: (u64, u64),
+    offset: i64,
+    role: &'static str,
+) -> Result<RoleLock, QueueFileError> {
+    // By the absolute path: a change of the working directory since the open (another
+    // thread's) leaves a relative one naming another file or none.
+    let f = open_regular_rw(abs_path)?;
+    // The lock must land on the mapped file, not on one put at the path since.
+    if crate::sys::file_id(&f).map_err(io_err(path, "fstat"))? != id {
+        return Err(QueueFileError::Io {
+            path: path.to_owned(),
+            op: "open",
+            source: io::Error::other("the path now names another file than the one mapped"),
+        });
+    }
+    let t0 = std::time::Instant::now();
+    let deadline = t0 + PROBE_WAIT;
+    loop {
+        match ofd_lock(&f, libc::F_WRLCK, offset, 1) {
+            Ok(true) => return Ok(RoleLock::Held { _file: f }),
+            Ok(false) => {}
+            // As `open_live` does (and an MPMC handle): the handle goes on without the
+            // guard, and says so (`is_guarded`).
+            Err(e) if locks_unsupported(&e) => return Ok(RoleLock::Unguarded),
+            Err(e) => return Err(io_err(path, "fcntl")(e)),
+        }
+        // A lock from byte 0 is not a role holder's (each locks its own byte) but a
+        // handle proving itself alone on the file (`reset_if_alone`), for the length of
+        // its probe: wait for it, or a handle opened beside a first open would report its
+        // role taken. No conflicting lock left by the time we look: the probe ended
+        // between the two calls, so try again. A role holder's lock is waited for
+        // [`ROLE_GRACE`]: it may be a handle closed an instant ago whose descriptor a
+        // child forked meanwhile still holds (until it execs).
+        let probe = match ofd_conflict(&f, libc::F_WRLCK, offset, 1) {
+            Ok(Some(held)) => held.l_start == LIVE_BYTE || t0.elapsed() < ROLE_GRACE,
+            Ok(None) => true,
+            Err(_) => false,
+        };
+        if !probe || std::time::Instant::now() >= deadline {
+            return Err(QueueFileError::RoleTaken {
+                path: path.to_owned(),
+                role,
             });
         }
-        let t0 = std::time::Instant::now();
-        let deadline = t0 + PROBE_WAIT;
-        loop {
-            match ofd_lock(&f, libc::F_WRLCK, offset, 1) {
-                Ok(true) => return Ok(RoleLock::Held { _file: f }),
-                Ok(false) => {}
-                // As `open_live` does (and an MPMC handle): the handle goes on without the
-                // guard, and says so (`is_guarded`).
-                Err(e) if locks_unsupported(&e) => return Ok(RoleLock::Unguarded),
-                Err(e) => return Err(io_err(path, "fcntl")(e)),
-            }
-            // A lock from byte 0 is not a role holder's (each locks its own byte) but a
-            // handle proving itself alone on the file (`reset_if_alone`), for the length of
-            // its probe: wait for it, or a create racing a first open would report its own
-            // role taken. No conflicting lock left by the time we look: the probe ended
-            // between the two calls, so try again. A role holder's lock is waited for
-            // [`ROLE_GRACE`]: it may be a handle closed an instant ago whose descriptor a
-            // child forked meanwhile still holds (until it execs).
-            let probe = match ofd_conflict(&f, libc::F_WRLCK, offset, 1) {
-                Ok(Some(held)) => held.l_start == LIVE_BYTE || t0.elapsed() < ROLE_GRACE,
-                Ok(None) => true,
-                Err(_) => false,
-            };
-            if !probe || std::time::Instant::now() >= deadline {
-                return Err(QueueFileError::RoleTaken {
-                    path: path.clone(),
-                    role,
-                });
-            }
-            crate::sys::sleep(std::time::Duration::from_millis(1));
-        }
+        crate::sys::sleep(std::time::Duration::from_millis(1));
     }
 }
 
@@ -848,8 +879,8 @@ fn finished_magic(path: &Path) -> Option<(u64, u64)> {
 ///
 /// While the probe runs (microseconds; one pass over the slots in an MPMC file, which it
 /// heals), a concurrent `open` retries every millisecond (for up to [`OPEN_WAIT`]), an
-/// SPSC role being taken (a creator attaching as producer right after `create`) waits for
-/// it (`lock_role`), and a concurrent `create` of the path is refused, as it would be
+/// SPSC role being taken by another handle's open waits for it (`lock_role`; a creator
+/// takes its role before the magic, when no open can probe yet), and a concurrent `create` of the path is refused, as it would be
 /// anyway (this handle has the file open), but may name the file as being created
 /// ([`QueueFileError::Locked`]) or its holder as a "producer" (the whole-file lock covers
 /// the role bytes).

@@ -81,15 +81,15 @@ pub fn spsc_channel<T: Item>(
 }
 
 impl<T: Item> SpscProducer<T> {
-    /// Creates a fresh queue file of `capacity` items and becomes its producer. On a file
-    /// system without record locks the handle is made without its role lock: see
-    /// [`SpscProducer::is_guarded`].
+    /// Creates a fresh queue file of `capacity` items and becomes its producer (the role is
+    /// taken before the file can be opened, so no other handle takes it first). On error no
+    /// new file is left. On a file system without record locks the handle is made without
+    /// its role lock: see [`SpscProducer::is_guarded`].
     pub fn create(path: impl AsRef<Path>, capacity: u64) -> Result<Self, QueueFileError> {
         let path = path.as_ref();
         let g = geometry_for::<T>(QueueKind::Spsc, capacity)
             .map_err(|e| QueueFileError::geometry(Some(path), e))?;
-        let mem = Arc::new(QueueMem::create(path, &g)?);
-        Self::from_raw(SpscBytesProducer::from_mem(mem)?)
+        Self::from_raw(SpscBytesProducer::create_file(path, &g)?)
     }
 
     /// Becomes the producer of an existing queue file, resuming after its last item. A live

@@ -24,8 +24,9 @@ use super::wrong_kind;
 use crate::net::mmsg::MmsgScratch;
 use crate::wait::WaitStrategy;
 
-const PRODUCER_LOCK_BYTE: i64 = q::qhdr::ENQ as i64;
-const CONSUMER_LOCK_BYTE: i64 = q::qhdr::DEQ as i64;
+/// The byte each role locks (see [`QueueMem::lock_role`]) and the role's name.
+const PRODUCER_ROLE: (i64, &str) = (q::qhdr::ENQ as i64, "producer");
+const CONSUMER_ROLE: (i64, &str) = (q::qhdr::DEQ as i64, "consumer");
 
 /// The producer of an SPSC queue of byte strings.
 #[derive(Debug)]
@@ -101,15 +102,30 @@ fn open_any(path: impl AsRef<Path>) -> Result<Arc<QueueMem>, QueueFileError> {
 /// outlives, or once every thread of its process is gone). A count left there is a sleeper
 /// that died asleep, and would cost every push (or pop) a `FUTEX_WAKE` for good. Without
 /// record locks ([`RoleLock::Unguarded`]) nothing proves it, and the count is cleared on the
-/// caller's word that it keeps to one handle per role, the condition of such a handle.
+/// caller's word that it keeps to one handle per role, the condition of such a handle. Kept
+/// to, no sleeper can be stranded: the role's only earlier handle was dropped, after its last
+/// sleep. Broken (a second handle takes the role while the first sleeps), the first one's
+/// announcement is cleared: the other side skips its wakes, so it wakes only when its sleep
+/// ends on its own (a `push_blocking`'s or `pop_blocking`'s 10 ms slice, the timeout of a
+/// `FutexWait` without a longest sleep). Its retirement then takes the count below zero
+/// (it wraps), and until the next attach of the role clears it, each later lone sleeper on
+/// that side counts it back to 0 and is missed the same way. Late wakes, never a sleep
+/// past its own end; and two holders of a role corrupt the queue anyway (`is_guarded`'s
+/// docs). The clear is kept: without it one dead sleeper would cost every push a wake for
+/// good.
+///
+/// `taken`: the role lock, when the caller took it already (`create`, before the magic).
 fn attach<H>(
     mem: &Arc<QueueMem>,
-    lock_byte: i64,
-    role: &'static str,
+    (lock_byte, role): (i64, &'static str),
+    taken: Option<RoleLock>,
     sleeps_on: Side,
     new: impl FnOnce(QueueView) -> Result<H, QueueAttachError>,
 ) -> Result<(H, RoleLock), QueueFileError> {
-    let lock = mem.lock_role(lock_byte, role)?;
+    let lock = match taken {
+        Some(lock) => lock,
+        None => mem.lock_role(lock_byte, role)?,
+    };
     let handle = new(*mem.queue()).map_err(|e| wrong_kind(mem, e))?;
     let view = mem.queue();
     let waiters = match sleeps_on {
@@ -149,8 +165,10 @@ pub fn spsc_bytes_channel(
 
 impl SpscBytesProducer {
     /// Creates a fresh queue file of `capacity` byte strings of up to `max_len` bytes and
-    /// becomes its producer. On a file system without record locks the handle is made
-    /// without its role lock: see [`SpscBytesProducer::is_guarded`].
+    /// becomes its producer (the role is taken before the file can be opened, so no other
+    /// handle takes it first). On error no new file is left. On a file system without
+    /// record locks the handle is made without its role lock: see
+    /// [`SpscBytesProducer::is_guarded`].
     pub fn create(
         path: impl AsRef<Path>,
         capacity: u64,
@@ -159,7 +177,15 @@ impl SpscBytesProducer {
         let path = path.as_ref();
         let g = bytes_geometry(capacity, max_len)
             .map_err(|e| QueueFileError::geometry(Some(path), e))?;
-        Self::from_mem(Arc::new(QueueMem::create(path, &g)?))
+        Self::create_file(path, &g)
+    }
+
+    /// Creates a fresh SPSC queue file of geometry `g` and becomes its producer. The
+    /// producer's role is locked before the file's magic is stored, so no handle that opens
+    /// the file takes it first, and a create that fails there leaves no file.
+    pub(super) fn create_file(path: &Path, g: &QueueGeometry) -> Result<Self, QueueFileError> {
+        let (mem, role) = QueueMem::create_with_role(path, g, Some(PRODUCER_ROLE))?;
+        Self::with_role(Arc::new(mem), role)
     }
 
     /// Becomes the producer of an existing SPSC queue file (of any item size), resuming
@@ -173,10 +199,15 @@ impl SpscBytesProducer {
 
     /// The producer of the queue in `mem`, holding the producer role lock of a file.
     pub(super) fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
+        Self::with_role(mem, None)
+    }
+
+    /// [`SpscBytesProducer::from_mem`] with the role lock `taken` already, if given.
+    fn with_role(mem: Arc<QueueMem>, taken: Option<RoleLock>) -> Result<Self, QueueFileError> {
         let (inner, role) = attach(
             &mem,
-            PRODUCER_LOCK_BYTE,
-            "producer",
+            PRODUCER_ROLE,
+            taken,
             Side::Space,
             q::SpscProducer::new,
         )?;
@@ -195,8 +226,10 @@ impl SpscBytesProducer {
     /// (`fcntl(F_OFD_SETLK)` fails there with `ENOLCK`, `EINVAL` or `EOPNOTSUPP`, as on
     /// some network and FUSE file systems): the handle works as any other, but keeping to
     /// one producer and one consumer of the file is then up to the caller, and two
-    /// producers at once would corrupt the queue. An MPMC handle opened there works without
-    /// its lock too ([`super::MpmcQueue::is_guarded`]). Always true for an anonymous
+    /// producers at once would corrupt the queue; the second one's open also makes the
+    /// sleeps of that side miss their wakes from then on, each waking only when it ends on
+    /// its own (after 10 ms for [`SpscBytesProducer::push_blocking`]), until the role is
+    /// next taken. An MPMC handle opened there works without its lock too ([`super::MpmcQueue::is_guarded`]). Always true for an anonymous
     /// channel, which makes the only producer there can be.
     pub fn is_guarded(&self) -> bool {
         self.role.is_guarded() && self.mem.is_guarded()
@@ -445,13 +478,7 @@ impl SpscBytesConsumer {
 
     /// The consumer of the queue in `mem`, holding the consumer role lock of a file.
     pub(super) fn from_mem(mem: Arc<QueueMem>) -> Result<Self, QueueFileError> {
-        let (inner, role) = attach(
-            &mem,
-            CONSUMER_LOCK_BYTE,
-            "consumer",
-            Side::Data,
-            q::SpscConsumer::new,
-        )?;
+        let (inner, role) = attach(&mem, CONSUMER_ROLE, None, Side::Data, q::SpscConsumer::new)?;
         Ok(SpscBytesConsumer {
             inner,
             unfenced: mem.unfenced_notify(),

@@ -691,6 +691,32 @@ fn a_lock_failure_other_than_no_locks_refuses_spsc_and_mpmc_alike() {
     }
 }
 
+/// An SPSC producer `create` whose role lock fails (an `fcntl` error other than a file
+/// system without record locks) removes the file it made. It left a complete queue file
+/// that nobody used, which an `open` then attached to and the next `create` replaced as
+/// stale.
+#[test]
+fn an_spsc_create_whose_role_lock_fails_leaves_no_file() {
+    let typed = TmpPath::shm("queue-role-eio");
+    let bytes = typed.beside("bytes");
+    let _eio = mem::locks_fail_with(libc::EIO);
+    let made = [
+        (&typed, SpscProducer::<u64>::create(&typed, 8).map(drop)),
+        (&bytes, SpscBytesProducer::create(&bytes, 8, 16).map(drop)),
+    ];
+    for (path, r) in made {
+        match r {
+            Err(QueueFileError::Io {
+                op: "fcntl",
+                source,
+                ..
+            }) if source.raw_os_error() == Some(libc::EIO) => {}
+            other => panic!("{}: {other:?}", path.display()),
+        }
+        assert!(!path.exists(), "{} was left behind", path.display());
+    }
+}
+
 /// Typed batches against a FIFO model on a queue of 16 `T`s: `push_slice` and `pop_slice`
 /// of 0 to 20 items (more than the room, or the items there are, as often as not) at
 /// every slot, across the wrap, mixed with single pushes and pops; a pop leaves its buffer
