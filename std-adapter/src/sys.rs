@@ -143,7 +143,10 @@ pub(crate) fn fenced_publish() -> bool {
 /// a compiler fence between its publish and its waiter check, see our waiter count (§11).
 pub(crate) fn membarrier_global() {
     #[cfg(test)]
-    MEMBARRIERS.with(|n| n.set(n.get() + 1));
+    {
+        MEMBARRIERS.with(|n| n.set(n.get() + 1));
+        sleep(MEMBARRIER_DELAY.with(|d| d.get()));
+    }
     // SAFETY: as in membarrier_register.
     let _ = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) };
 }
@@ -152,6 +155,10 @@ pub(crate) fn membarrier_global() {
 thread_local! {
     /// The barriers this thread has run (unit tests count them).
     pub(crate) static MEMBARRIERS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// How long this thread's barriers take on top of the system call: unit tests set it to
+    /// stand in for a barrier slowed by many CPUs or a busy hypervisor.
+    pub(crate) static MEMBARRIER_DELAY: std::cell::Cell<Duration> =
+        const { std::cell::Cell::new(Duration::ZERO) };
 }
 
 /// How a `FUTEX_WAIT` ended.
