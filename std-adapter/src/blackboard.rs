@@ -10,6 +10,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -264,7 +265,10 @@ pub struct BlackboardConsumer<V> {
     _v: PhantomData<fn() -> V>,
 }
 
-impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
+/// A reader only turns a slot's bytes into a `V`, so `V` needs [`FromBytes`] and nothing
+/// more (ringfire's reader takes any `Copy` type): a value type with padding, which has no
+/// [`IntoBytes`], can be read from a board its writer filled through a padding-free twin.
+impl<V: FromBytes + 'static> BlackboardConsumer<V> {
     /// Attaches to the blackboard at `path`; its `value_size` must be `size_of::<V>()`, and
     /// values are read where [`BlackboardProducer::create`] puts a `V`. The header records
     /// no alignment: a board written for a value of the same size but another alignment is
@@ -312,18 +316,26 @@ impl<V: FromBytes + IntoBytes + 'static> BlackboardConsumer<V> {
     /// look for over a second ([`BUSY_TIMEOUT`]) ends with [`Error::KeyBusy`], so that no
     /// writer, however it writes, keeps a reader here for ever.
     pub fn read(&self, key: usize) -> Result<Option<V>> {
-        let mut v = V::new_zeroed();
+        // Bytes, not a `V`: a `V` with padding cannot be viewed as a `[u8]` (`IntoBytes`),
+        // its padding being uninitialised.
+        let mut v = MaybeUninit::<V>::uninit();
+        // SAFETY: the pointer is to `v`'s own `size_of::<V>()` bytes, writable; zeroed in
+        // place (no move of `v` after it), so every byte is initialised from here on.
+        unsafe { v.as_mut_ptr().cast::<u8>().write_bytes(0, size_of::<V>()) };
+        // SAFETY: `v`'s bytes are initialised (above) and stay so (the reads only copy
+        // bytes into them); the slice borrows `v` mutably until the loop ends, and nothing
+        // else touches `v` meanwhile.
+        let bytes =
+            unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), size_of::<V>()) };
         let begun = Instant::now();
         let mut start = begun;
         let mut last = 0u64;
         let mut spins = 0u32;
         loop {
-            match self
-                .bb
-                .try_read(key, v.as_mut_bytes())
-                .map_err(bb_err(&self.path))?
-            {
-                TryRead::Value => return Ok(Some(v)),
+            match self.bb.try_read(key, bytes).map_err(bb_err(&self.path))? {
+                // SAFETY: every byte of `v` is initialised (zeroed, then the value copied
+                // over them) and `V: FromBytes` makes any bytes a valid `V`.
+                TryRead::Value => return Ok(Some(unsafe { v.assume_init() })),
                 TryRead::Never => return Ok(None),
                 TryRead::Busy { seqlock } if seqlock != last => {
                     last = seqlock;
@@ -493,6 +505,67 @@ mod tests {
     /// A value type over `u32::MAX` bytes does not fit the header's `value_size`. Its size
     /// was cut to 32 bits: 2^32 + 8 became 8, so a consumer of it attached to a board of
     /// `u64` values, and a producer wrote a board saying its values were 8 bytes.
+    /// A value type with padding (no `IntoBytes`) can be read: a reader only turns bytes
+    /// into values, as ringfire's (`V: Copy`) does. Written here through a padding-free
+    /// twin with the same layout, its padding bytes set, as any writer may leave them.
+    #[test]
+    fn a_value_type_with_padding_is_read() {
+        #[derive(FromBytes, Clone, Copy, Debug, PartialEq)]
+        #[repr(C)]
+        struct Padded {
+            flag: u8,
+            // 7 padding bytes here
+            count: u64,
+            tag: u16,
+            // 6 padding bytes here
+        }
+        #[derive(IntoBytes, Immutable)]
+        #[repr(C)]
+        struct Twin {
+            flag: u8,
+            pad: [u8; 7],
+            count: u64,
+            tag: u16,
+            tail: [u8; 6],
+        }
+        const _: () = assert!(size_of::<Padded>() == size_of::<Twin>());
+        const _: () = assert!(align_of::<Padded>() == align_of::<Twin>());
+        let t = TmpPath::new("bb-padded");
+        let mut tx = BlackboardProducer::<Twin>::create(&t, 4).unwrap();
+        let written = Twin {
+            flag: 0x5a,
+            pad: [0xee; 7],
+            count: 0x0102_0304_0506_0708,
+            tag: 0xbeef,
+            tail: [0xdd; 6],
+        };
+        tx.write(2, &written).unwrap();
+        let rx = BlackboardConsumer::<Padded>::attach(&t).unwrap();
+        let mut out = Padded {
+            flag: 0,
+            count: 0,
+            tag: 0,
+        };
+        let copied = rx.read_copy(2, &mut out).unwrap();
+        assert_eq!(
+            (rx.read(2).unwrap(), rx.read(1).unwrap(), copied, out),
+            (
+                Some(Padded {
+                    flag: 0x5a,
+                    count: 0x0102_0304_0506_0708,
+                    tag: 0xbeef,
+                }),
+                None,
+                true,
+                Padded {
+                    flag: 0x5a,
+                    count: 0x0102_0304_0506_0708,
+                    tag: 0xbeef,
+                }
+            )
+        );
+    }
+
     #[test]
     fn a_value_type_over_u32_max_bytes_is_refused_naming_its_size() {
         type Huge = [u8; (1 << 32) + 8];

@@ -143,7 +143,10 @@ pub(crate) fn fenced_publish() -> bool {
 /// a compiler fence between its publish and its waiter check, see our waiter count (§11).
 pub(crate) fn membarrier_global() {
     #[cfg(test)]
-    MEMBARRIERS.with(|n| n.set(n.get() + 1));
+    {
+        MEMBARRIERS.with(|n| n.set(n.get() + 1));
+        sleep(MEMBARRIER_DELAY.with(|d| d.get()));
+    }
     // SAFETY: as in membarrier_register.
     let _ = unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL_EXPEDITED, 0) };
 }
@@ -152,6 +155,10 @@ pub(crate) fn membarrier_global() {
 thread_local! {
     /// The barriers this thread has run (unit tests count them).
     pub(crate) static MEMBARRIERS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// How long this thread's barriers take on top of the system call: unit tests set it to
+    /// stand in for a barrier slowed by many CPUs or a busy hypervisor.
+    pub(crate) static MEMBARRIER_DELAY: std::cell::Cell<Duration> =
+        const { std::cell::Cell::new(Duration::ZERO) };
 }
 
 /// How a `FUTEX_WAIT` ended.
@@ -171,11 +178,30 @@ pub(crate) enum FutexOutcome {
     Failed(i32),
 }
 
+/// A `timespec`'s seconds (`time_t`: 64 bits here, 32 on 32-bit targets without 64-bit
+/// time) from a count of seconds, saturating: an `as` cast would wrap a long timeout on a
+/// 32-bit `time_t` into a short or negative one (2^32 + 5 s into 5 s).
+trait TimeT: Sized {
+    fn saturating_from_secs(secs: u64) -> Self;
+}
+
+macro_rules! time_t_from_secs {
+    ($($t:ty),*) => {$(
+        impl TimeT for $t {
+            fn saturating_from_secs(secs: u64) -> Self {
+                <$t>::try_from(secs).unwrap_or(<$t>::MAX)
+            }
+        }
+    )*};
+}
+// Both widths, whichever `libc::time_t` is: the tests check the 32-bit one on any host.
+time_t_from_secs!(i32, i64);
+
 /// `FUTEX_WAIT` (shared, not private: the word lives in a file mapping shared between
 /// processes) on `word` while it still holds `expected`, for at most `timeout`.
 pub(crate) fn futex_wait(word: *mut u32, expected: u32, timeout: Duration) -> FutexOutcome {
     let ts = libc::timespec {
-        tv_sec: timeout.as_secs().min(i64::MAX as u64) as libc::time_t,
+        tv_sec: TimeT::saturating_from_secs(timeout.as_secs()),
         tv_nsec: timeout.subsec_nanos() as libc::c_long,
     };
     // SAFETY: `word` points at a live, 4-aligned u32 inside a mapping the caller keeps open;
@@ -241,11 +267,9 @@ pub(crate) fn sleep(d: Duration) {
     let carry = nsec / 1_000_000_000;
     nsec %= 1_000_000_000;
     // Past what a timespec holds, the deadline is the end of time (the kernel caps it).
-    let secs = i64::try_from(d.as_secs())
-        .unwrap_or(i64::MAX)
-        .saturating_add(carry as i64);
+    let secs = libc::time_t::saturating_from_secs(d.as_secs()).saturating_add(carry as _);
     let deadline = libc::timespec {
-        tv_sec: ts.tv_sec.saturating_add(secs as libc::time_t),
+        tv_sec: ts.tv_sec.saturating_add(secs),
         tv_nsec: nsec as libc::c_long,
     };
     loop {
@@ -509,6 +533,37 @@ fn cpu_time(who: libc::c_int) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Seconds past a `time_t` saturate instead of wrapping (what a 32-bit target's futex
+    /// waits and sleeps would get from a long timeout).
+    #[test]
+    fn seconds_saturate_into_a_time_t_of_either_width() {
+        let huge = u64::from(u32::MAX) + 6;
+        assert_eq!(
+            (
+                i32::saturating_from_secs(7),
+                i32::saturating_from_secs(i32::MAX as u64),
+                i32::saturating_from_secs(1 << 31),
+                i32::saturating_from_secs(huge),
+                i32::saturating_from_secs(u64::MAX),
+            ),
+            (7, i32::MAX, i32::MAX, i32::MAX, i32::MAX)
+        );
+        assert_eq!(
+            (
+                i64::saturating_from_secs(7),
+                i64::saturating_from_secs(huge),
+                i64::saturating_from_secs(1 << 63),
+                i64::saturating_from_secs(u64::MAX),
+            ),
+            (7, huge as i64, i64::MAX, i64::MAX)
+        );
+        // This target's own `time_t`, as futex_wait and sleep use it.
+        assert_eq!(
+            libc::time_t::saturating_from_secs(Duration::MAX.as_secs()),
+            libc::time_t::MAX
+        );
+    }
 
     #[test]
     fn stat_fields_are_counted_from_the_commands_last_parenthesis() {

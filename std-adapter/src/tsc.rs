@@ -54,8 +54,14 @@ fn has_rdtscp() -> bool {
             use std::arch::x86_64::__cpuid;
             // RDTSCP is CPUID.80000001H:EDX bit 27; leaf 80000000H gives the highest
             // extended leaf.
-            let max = __cpuid(0x8000_0000).eax;
-            let yes = max >= 0x8000_0001 && __cpuid(0x8000_0001).edx & (1 << 27) != 0;
+            // `__cpuid` is an unsafe fn in Rust 1.88 (the declared MSRV) and a safe one in
+            // later compilers (1.95): the block is for the first, the allow for the second.
+            #[allow(unused_unsafe)]
+            // SAFETY: CPUID exists on every x86-64 CPU and only reads identification leaves.
+            let yes = unsafe {
+                let max = __cpuid(0x8000_0000).eax;
+                max >= 0x8000_0001 && __cpuid(0x8000_0001).edx & (1 << 27) != 0
+            };
             RDTSCP.store(if yes { 1 } else { 2 }, Ordering::Relaxed);
             yes
         }

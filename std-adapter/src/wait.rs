@@ -489,6 +489,9 @@ impl WaitStrategy for FutexWait {
         // sleep instead (`with_deferred_barrier`).
         let word = pair.word.as_ptr();
         let deferred = self.barrier_after;
+        // The sleep's time runs from here: a barrier that takes long (many CPUs, a busy
+        // hypervisor) shortens the futex wait after it instead of pushing it past the deadline.
+        let started = Instant::now();
         let announced = pair.announce(
             || {
                 if deferred.is_none() {
@@ -501,7 +504,7 @@ impl WaitStrategy for FutexWait {
             None => self.stats.rechecked += 1,
             Some(v) => {
                 self.stats.sleeps += 1;
-                let outcome = self.sleep(word, v, timeout, &mut ready);
+                let outcome = self.sleep(word, v, started, timeout, &mut ready);
                 match outcome {
                     None => self.stats.late_found += 1,
                     Some(FutexOutcome::Woken) => self.stats.woken += 1,
@@ -521,24 +524,25 @@ impl WaitStrategy for FutexWait {
 }
 
 impl FutexWait {
-    /// The sleep of an announced sleeper on `word` (read as `v`) for up to `timeout`: futex
-    /// waits cut at the deferred barrier's time and at every slice. `None` when `ready()`,
+    /// The sleep of an announced sleeper on `word` (read as `v`) until `timeout` after
+    /// `started` (taken before the announcement and its barrier): futex waits cut at the
+    /// deferred barrier's time and at every slice. `None` when `ready()`,
     /// looked at after the barrier or a slice, found something to do; otherwise how the
     /// last wait ended.
     fn sleep(
         &mut self,
         word: *mut u32,
         v: u32,
+        started: Instant,
         timeout: Duration,
         ready: &mut impl FnMut() -> bool,
     ) -> Option<FutexOutcome> {
         // A barrier only for a sleep longer than the deferral (`with_deferred_barrier`).
         let mut barrier_at = self.barrier_after.filter(|&after| after < timeout);
-        // Elapsed time, not an end instant: `timeout` may be as long as `Duration::MAX`,
-        // which no `Instant` can be moved by.
-        let slept = Instant::now();
         loop {
-            let elapsed = slept.elapsed();
+            // Elapsed time, not an end instant: `timeout` may be as long as `Duration::MAX`,
+            // which no `Instant` can be moved by.
+            let elapsed = started.elapsed();
             let left = timeout.saturating_sub(elapsed);
             if left.is_zero() {
                 return Some(FutexOutcome::TimedOut);
@@ -574,7 +578,7 @@ impl FutexWait {
                 barrier_at = None;
                 // Not in a sleep that is over anyway (its last wait ran to its end, timer
                 // slack included): the barrier is an IPI to every registered CPU.
-                if slept.elapsed() < timeout {
+                if started.elapsed() < timeout {
                     // Still announced: a producer that publishes from now on bumps the
                     // word, so the waits that follow fail or are woken.
                     sys::membarrier_global();
@@ -775,6 +779,34 @@ mod tests {
         drop(tx);
         assert_eq!(w.stats().sleeps, 1, "{:?}", w.stats());
         assert_eq!((b1 - b0, b2 - b1, b3 - b2), (1, 0, 1));
+    }
+
+    /// A sleep ends at the caller's deadline however long the handshake's membarrier took:
+    /// its time counts against the sleep, which does not start afresh after it. (The barrier
+    /// is made 600 ms slow; without the fix the wait took 600 ms + the 1 s to the deadline.)
+    #[test]
+    fn a_slow_membarrier_does_not_push_the_sleep_past_the_deadline() {
+        let t = TmpPath::new("wait-slowmb");
+        let tx = crate::RingProducer::<u64>::create(&t, 8).unwrap();
+        let ring = *tx.file().ring();
+        let barriers = || sys::MEMBARRIERS.with(|n| n.get());
+        sys::MEMBARRIER_DELAY.with(|d| d.set(Duration::from_millis(600)));
+        let b0 = barriers();
+        let mut w = FutexWait::new(0, Some(Duration::from_secs(10)));
+        let t0 = Instant::now();
+        // Nothing is ever published at cursor 1: only the deadline ends the wait.
+        w.wait_until(&ring, 1, Some(t0 + Duration::from_secs(1)));
+        let took = t0.elapsed();
+        sys::MEMBARRIER_DELAY.with(|d| d.set(Duration::ZERO));
+        drop(tx);
+        assert_eq!(barriers() - b0, 1, "the sleep ran its barrier");
+        let s = w.stats();
+        assert_eq!((s.sleeps, s.timed_out), (1, 1), "{s:?}");
+        // Generous on both sides for a loaded machine; the overshoot was 600 ms.
+        assert!(
+            took >= Duration::from_millis(990) && took < Duration::from_millis(1400),
+            "a 1 s deadline with a 600 ms barrier took {took:?}"
+        );
     }
 
     /// A writer that never wakes sleepers (hardware filling the ring) is seen within a slice

@@ -1927,7 +1927,8 @@ mod tests {
         let progress = MirrorProgress::new();
         let mo = mirror_from_oldest(&server, mir.path(), true);
         let (asleep, frames, last, sum) = std::thread::scope(|sc| {
-            let _stop = StopOnDrop(&[&stop, &mstop]);
+            let stops = [&stop, &mstop];
+            let _stop = StopOnDrop(&stops);
             let srv = sc.spawn(|| server.run(&stop));
             // Records every 5 ms for 400 ms, the ring's sleeper count sampled every 1 ms
             // between them: a thread asleep on the futex between records shows there.
@@ -2187,7 +2188,8 @@ mod tests {
             let addr = server.local_addr();
             let stop = AtomicBool::new(false);
             let (r, first, took) = std::thread::scope(|sc| {
-                let _stop = StopOnDrop(&[&stop]);
+                let stops = [&stop];
+                let _stop = StopOnDrop(&stops);
                 let srv = sc.spawn(|| server.run(&stop));
                 let mut c = TcpStream::connect(addr).unwrap();
                 c.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
@@ -2288,7 +2290,8 @@ mod tests {
                 seen
             };
             let (got, sum) = std::thread::scope(|sc| {
-                let _stop = StopOnDrop(&[&stop, &mstop]);
+                let stops = [&stop, &mstop];
+                let _stop = StopOnDrop(&stops);
                 let srv = sc.spawn(|| server.run(&stop));
                 let m = sc.spawn(|| run_observed(&mo, &mstop, Some(&progress)));
                 let first = reached(100);
@@ -2485,7 +2488,8 @@ mod tests {
             .emit(&mut hello)
             .unwrap();
         let firsts = std::thread::scope(|sc| {
-            let _stop = StopOnDrop(&[&stop]);
+            let stops = [&stop];
+            let _stop = StopOnDrop(&stops);
             let srv = sc.spawn(|| server.run(&stop));
             let firsts: Vec<io::Result<(usize, u8)>> = (0..3)
                 .map(|_| {
