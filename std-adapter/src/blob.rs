@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::file::{CleanupMode, CreateOptions, RingFile};
 use crate::registry::{ReaderInfo, ReaderRegistry};
 use crate::sys;
+use crate::unreported_laps::UnreportedLaps;
 use crate::wait::{self, WaitStrategy};
 
 /// Registry slots a blob ring gets by default (spec §3).
@@ -124,18 +125,20 @@ impl BlobProducerBuilder {
 /// What [`BlobConsumer::recv_status`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlobRecvStatus {
-    /// A message was received with nothing skipped before it in this call.
+    /// A message was received with nothing skipped before it since the last one.
     Ok {
         /// Bytes of the blob now at the start of the caller's buffer.
         payload_len: usize,
     },
     /// Nothing new to read. Messages may still have been skipped (they count in
-    /// [`BlobConsumer::lapped_count`]) if every one left was lost.
+    /// [`BlobConsumer::lapped_count`] now, and the next `Lapped` reports them).
     Empty,
-    /// A message was received, but this call first skipped older ones: slots the
+    /// A message was received, but older ones were skipped before it: slots the
     /// producer had overwritten, blobs overwritten in the arena, or holes of a mirror ring.
     Lapped {
-        /// Messages skipped in this call (also added to [`BlobConsumer::lapped_count`]).
+        /// Messages skipped since the last message received (by this call, or by the
+        /// `recv_status` calls just before it that returned none; all in
+        /// [`BlobConsumer::lapped_count`]).
         skipped: u64,
         /// Bytes of the blob that was received.
         payload_len: usize,
@@ -351,6 +354,9 @@ pub struct BlobConsumer<M> {
     /// its `f` is running, or panicked. Its descriptor is in `scratch`, its blob in
     /// `view_buf`, and it is the reader's `cursor - 1`; the next receive delivers it.
     undelivered: Option<usize>,
+    /// The skips [`BlobConsumer::recv_status`] calls that returned no message found, to be
+    /// reported with the next message.
+    unreported_laps: UnreportedLaps,
     /// ringfire's view of the registry, built at attach.
     registry: Option<Box<ReaderRegistry>>,
     /// The process's fork generation when the reader registered (see `RingConsumer`'s).
@@ -393,6 +399,7 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
             scratch: vec![0u8; n],
             view_buf: Vec::new(),
             undelivered: None,
+            unreported_laps: UnreportedLaps::default(),
             registry,
             fork_generation,
             file,
@@ -459,22 +466,40 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     }
 
     /// [`BlobConsumer::recv`] that also says whether messages were skipped to get there:
-    /// [`BlobRecvStatus::Lapped`] with the number skipped in this call (overwritten slots,
-    /// overwritten blobs, holes of a mirror ring), [`BlobRecvStatus::Ok`] when none was,
-    /// [`BlobRecvStatus::Empty`] when caught up. An `out` shorter than the next blob is an
-    /// error and that message stays unread (messages skipped before it stay skipped and
-    /// counted, though no status reports them).
+    /// [`BlobRecvStatus::Lapped`] with the number skipped since the last message
+    /// (overwritten slots, overwritten blobs, holes of a mirror ring; the increase of
+    /// [`BlobConsumer::lapped_count`]), [`BlobRecvStatus::Ok`] when none was,
+    /// [`BlobRecvStatus::Empty`] when caught up. A call that skips messages and then finds
+    /// the next one not yet readable (the producer is rewriting its slot) returns `Empty`;
+    /// an `out` shorter than the next blob is an error and that message stays unread.
+    /// Either way the messages skipped are counted in `lapped_count` at once and reported
+    /// with the message the next `recv_status` returns. Skips found by another call
+    /// (`recv`, `view`, a wait) are counted in `lapped_count` only.
     pub fn recv_status(&mut self, meta: &mut M, out: &mut [u8]) -> Result<BlobRecvStatus> {
-        let before = self.reader.lapped_count();
-        let got = self.recv(meta, out)?;
-        // The reader's lapped count only grows (saturating), so this never underflows.
-        let skipped = self.reader.lapped_count() - before;
-        Ok(match got {
-            None => BlobRecvStatus::Empty,
-            Some(payload_len) if skipped == 0 => BlobRecvStatus::Ok { payload_len },
-            Some(payload_len) => BlobRecvStatus::Lapped {
+        // Skips found by the calls just before this one that returned no message, with the
+        // cursor moved by nothing else since, belong to the message this call returns.
+        let before = self
+            .unreported_laps
+            .since(self.cursor(), self.lapped_count());
+        let got = match self.recv(meta, out) {
+            Ok(Some(payload_len)) => payload_len,
+            Ok(None) => {
+                self.unreported_laps.no_record(self.cursor(), before);
+                return Ok(BlobRecvStatus::Empty);
+            }
+            Err(e) => {
+                self.unreported_laps.no_record(self.cursor(), before);
+                return Err(e);
+            }
+        };
+        self.unreported_laps.reported();
+        // The reader's lapped count only grows (saturating), and `before` is a value it
+        // had, so this never underflows.
+        Ok(match self.lapped_count() - before {
+            0 => BlobRecvStatus::Ok { payload_len: got },
+            skipped => BlobRecvStatus::Lapped {
                 skipped,
-                payload_len,
+                payload_len: got,
             },
         })
     }
@@ -702,6 +727,90 @@ mod tests {
             "{e}"
         );
         assert_eq!(ok.unwrap().unwrap(), (Some(3), 1));
+    }
+
+    /// As `RingConsumer`'s test: a reader lapped while the producer is rewriting the oldest
+    /// slot it could move to finds nothing readable there, so that `recv_status` is
+    /// `Empty` though it counted 3 lost messages. The next one said `Lapped` with only its
+    /// own call's loss (1 of the 4 lost between messages 1 and 6); it reports all of them.
+    #[test]
+    fn recv_status_reports_the_losses_an_empty_call_found_with_the_next_message() {
+        use ringwire_core::layout::SLOT_WRITING;
+        use ringwire_core::sync::Ordering;
+        let path = TmpPath::new("blob-status-empty-lap");
+        let mut tx = BlobProducer::<u64>::create(&path, 4, 4096).unwrap();
+        let mut rx = BlobConsumer::<u64>::attach(&path).unwrap();
+        let (mut meta, mut out) = (0u64, [0u8; 16]);
+        let mut status = |rx: &mut BlobConsumer<u64>| {
+            let s = rx.recv_status(&mut meta, &mut out).unwrap();
+            (s, meta, out[0])
+        };
+        let ok = |m: u64| (BlobRecvStatus::Ok { payload_len: 1 }, m, m as u8);
+        tx.push(&1, &[1]).unwrap();
+        assert_eq!(status(&mut rx), ok(1));
+        for m in 2..=8u64 {
+            tx.push(&m, &[m as u8]).unwrap();
+        }
+        // The producer has begun writing message 9 over message 5's slot.
+        tx.file()
+            .ring()
+            .slot_seq(9)
+            .store(SLOT_WRITING, Ordering::Release);
+        let empty = (status(&mut rx).0, rx.lapped_count(), rx.cursor());
+        assert_eq!(empty, (BlobRecvStatus::Empty, 3, 5), "messages 2 to 4 lost");
+        // Nothing new at the cursor yet: still Empty, nothing counted twice.
+        assert_eq!(status(&mut rx).0, BlobRecvStatus::Empty);
+        // Message 9 written: message 5 is lost too, and 6 is the next one.
+        tx.push(&9, &[9]).unwrap();
+        let lapped = BlobRecvStatus::Lapped {
+            skipped: 4,
+            payload_len: 1,
+        };
+        assert_eq!(status(&mut rx), (lapped, 6, 6));
+        assert_eq!(rx.lapped_count(), 4);
+        let rest = [status(&mut rx), status(&mut rx), status(&mut rx)];
+        assert_eq!(rest, [ok(7), ok(8), ok(9)]);
+        assert_eq!(status(&mut rx).0, BlobRecvStatus::Empty);
+    }
+
+    /// A buffer too short for the first message after a lap is an error, and that message
+    /// stays unread; the losses the failed call found were reported by no status (the
+    /// retry said `Ok`). The retry that delivers the message reports them.
+    #[test]
+    fn recv_status_reports_the_losses_a_failed_call_found_with_the_next_message() {
+        let path = TmpPath::new("blob-status-short-lap");
+        let mut tx = BlobProducer::<u64>::create(&path, 4, 4096).unwrap();
+        let mut rx = BlobConsumer::<u64>::attach(&path).unwrap();
+        let (mut meta, mut out) = (0u64, [0u8; 16]);
+        tx.push(&1, b"1").unwrap();
+        let got = rx.recv_status(&mut meta, &mut out).unwrap();
+        assert_eq!(got, BlobRecvStatus::Ok { payload_len: 1 });
+        // 2 to 6 in 4 slots: 2 is lost, and 3's blob is 8 bytes.
+        tx.push(&2, b"2").unwrap();
+        tx.push(&3, b"three..3").unwrap();
+        for m in 4..=6u64 {
+            tx.push(&m, &[m as u8]).unwrap();
+        }
+        let short = rx.recv_status(&mut meta, &mut out[..4]);
+        assert!(
+            matches!(
+                short,
+                Err(Error::Blob {
+                    source: BlobError::BufferTooSmall { len: 4, need: 8 },
+                    ..
+                })
+            ),
+            "{short:?}"
+        );
+        assert_eq!((rx.cursor(), rx.lapped_count()), (3, 1));
+        let got = rx.recv_status(&mut meta, &mut out).unwrap();
+        let lapped = BlobRecvStatus::Lapped {
+            skipped: 1,
+            payload_len: 8,
+        };
+        assert_eq!((got, meta, &out[..8]), (lapped, 3, &b"three..3"[..]));
+        let got = rx.recv_status(&mut meta, &mut out).unwrap();
+        assert_eq!((got, meta), (BlobRecvStatus::Ok { payload_len: 1 }, 4));
     }
 
     #[test]
