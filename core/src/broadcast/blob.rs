@@ -75,7 +75,9 @@ pub enum BlobError {
     },
     /// The ring is of a kind a blob writer cannot write: its flags carry `MODE_MPMC` (many
     /// writers claim tickets there, spec §8; a blob ring has one writer and flags `0x0311`,
-    /// spec §2.1). Only a corrupt header or a wrong path gets here.
+    /// spec §2.1), or `POLICY_LOSSLESS_BACKPRESSURE` (a gate only ringfire's `RingProducer`
+    /// keeps, spec §6; a blob ring is latest-wins). Only a corrupt header or a wrong path
+    /// gets here.
     WrongKind {
         /// The header flags.
         flags: u32,

@@ -17,6 +17,19 @@ use crate::layout::{
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
 
+/// What a blob writer needs of a ring's flow control, as its `WrongKind` error names it.
+const LATEST_WINS: &str = "a latest-wins ring";
+
+/// The ring's flags if they carry `POLICY_LOSSLESS_BACKPRESSURE`: a gate on the registered
+/// readers that only ringfire's `RingProducer` honours (spec §6); blob rings are
+/// latest-wins (`0x0311`, spec §2.1), and a blob writer has no gate.
+fn lossless(view: &RingView) -> Option<u32> {
+    let flags = view.geometry().flags;
+    flags
+        .has(Flags::POLICY_LOSSLESS_BACKPRESSURE)
+        .then_some(flags.0)
+}
+
 fn check_descriptor(view: &RingView, len: usize) -> Result<usize, BlobError> {
     let need = view.geometry().record_len();
     if len != need {
@@ -50,8 +63,10 @@ pub struct BlobWriter {
 impl BlobWriter {
     /// A writer for `view`, continuing after its current `write_seq` (1 on a fresh ring).
     /// The caller must be the ring's only writer. A ring flagged `MODE_MPMC` is refused as
-    /// [`Producer::new`](crate::broadcast::Producer::new) refuses it
-    /// ([`BlobError::WrongKind`]); a `write_seq` that leaves no sequence below
+    /// [`Producer::new`](crate::broadcast::Producer::new) refuses it, and so is one flagged
+    /// `POLICY_LOSSLESS_BACKPRESSURE`, whose registered readers expect a gate this writer
+    /// does not keep (ringfire has no lossless blob ring, spec §2.1, §6): both
+    /// [`BlobError::WrongKind`]. A `write_seq` that leaves no sequence below
     /// [`SEQ_LIMIT`] to write (`SEQ_LIMIT - 1` or more: a corrupt header,
     /// [`next_write_seq`]) is [`BlobError::WriteSeqExhausted`].
     pub fn new(view: RingView) -> Result<BlobWriter, BlobError> {
@@ -62,6 +77,12 @@ impl BlobWriter {
             return Err(BlobError::WrongKind {
                 flags,
                 need: SINGLE_WRITER,
+            });
+        }
+        if let Some(flags) = lossless(&view) {
+            return Err(BlobError::WrongKind {
+                flags,
+                need: LATEST_WINS,
             });
         }
         // Acquire: we continue after whatever an earlier writer of this ring published.
@@ -497,6 +518,33 @@ mod tests {
         assert_eq!(reserved(&v), 0, "no arena space taken");
         // Readers still attach: the refusal is the writer's.
         assert!(BlobReader::new(v).is_ok());
+    }
+
+    /// ringfire's lossless flow control is `RingProducer`'s alone (spec §6); a blob ring is
+    /// `0x0311`, latest-wins (§2.1). The blob writer took a ring flagged lossless and
+    /// overwrote what its registered readers had not read, where they count on the gate.
+    /// It is refused, before anything is written, whether or not the latest-wins bit is
+    /// set too.
+    #[test]
+    fn a_writer_refuses_a_lossless_flagged_ring() {
+        for flags in [0x0312, 0x0313] {
+            let mut geo = Geometry::blob(4, 32, 2, 256).unwrap();
+            geo.flags = Flags(flags);
+            let mut buf = vec![];
+            let v = ring(&mut buf, &geo);
+            assert_eq!(
+                BlobWriter::new(v).map(|_| ()),
+                Err(BlobError::WrongKind {
+                    flags,
+                    need: "a latest-wins ring"
+                }),
+                "{flags:#06x}"
+            );
+            assert_eq!(v.write_seq().load(Ordering::Relaxed), 0);
+            assert_eq!(reserved(&v), 0, "no arena space taken");
+            // A reader reads it as any blob ring: its protocol does not depend on the gate.
+            assert!(BlobReader::new(v).is_ok());
+        }
     }
 
     /// A `write_seq` of 2^63 − 1 let the writer attach and publish sequence 2^63, which
