@@ -366,7 +366,9 @@ pub struct BlobConsumer<M> {
 }
 
 impl<M: FromBytes + 'static> BlobConsumer<M> {
-    /// Attaches to the blob ring at `path`.
+    /// Attaches to the blob ring at `path`. A header flagged `MODE_MPMC` (only a corrupt
+    /// one: a blob ring has one writer) is refused, [`Error::Blob`] with
+    /// [`BlobError::WrongKind`], as the core's [`BlobReader::new`] refuses it.
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
         Self::attach_with_name(path, BLOB_CONSUMER_NAME)
     }
@@ -811,6 +813,71 @@ mod tests {
         assert_eq!((got, meta, &out[..8]), (lapped, 3, &b"three..3"[..]));
         let got = rx.recv_status(&mut meta, &mut out).unwrap();
         assert_eq!((got, meta), (BlobRecvStatus::Ok { payload_len: 1 }, 4));
+    }
+
+    /// A blob ring file whose header was scribbled to an MPMC ring's (flags with
+    /// `MODE_MPMC`, `claim_seq` past `write_seq`; no writer makes one): the consumer
+    /// attached and would then wait for good at a slot left mid-write, which it passes as
+    /// lost only on a single-writer ring. It is refused at attach, as the core reader
+    /// refuses it; `stat` and `dump`, which read the file without a `BlobReader`, still
+    /// report it. (With a blob ring's `claim_seq` of 0 the header was already refused as
+    /// corrupt: an MPMC `write_seq` must be below `claim_seq`.)
+    #[test]
+    fn a_consumer_refuses_an_mpmc_flagged_blob_ring_and_stat_and_dump_report_it() {
+        use ringwire_core::layout::hdr;
+        use std::os::unix::fs::FileExt;
+        let path = TmpPath::new("blob-mpmc-flag");
+        let mut tx = BlobProducer::<u64>::create(&path, 16, 4096).unwrap();
+        tx.push(&1, b"one").unwrap();
+        let scribble = |flags: u32, claim_seq: u64| {
+            let f = std::fs::OpenOptions::new().write(true).open(&path)?;
+            f.write_all_at(&flags.to_ne_bytes(), hdr::FLAGS as u64)?;
+            f.write_all_at(&claim_seq.to_ne_bytes(), hdr::CLAIM_SEQ as u64)
+        };
+        let dump = || {
+            let mut out = Vec::new();
+            let args = ["ringwire".as_ref(), "dump".as_ref(), path.as_os_str()];
+            crate::cli::run(crate::cli::parse_from(args).unwrap(), &mut out)
+                .map(|()| String::from_utf8_lossy(&out).into_owned())
+        };
+        scribble(0x0331, 2).unwrap();
+        let e = BlobConsumer::<u64>::attach(&path).err();
+        let (stat, dumped) = (crate::cli::stat_json(&path), dump());
+        scribble(0x0331, 0).unwrap();
+        let e0 = BlobConsumer::<u64>::attach(&path).err();
+        scribble(0x0311, 0).unwrap();
+        let e = e.expect("attached to an MPMC-flagged blob ring");
+        assert!(
+            matches!(
+                e,
+                Error::Blob {
+                    source: BlobError::WrongKind {
+                        flags: 0x0331,
+                        need: "a single-writer ring"
+                    },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let stat = stat.unwrap();
+        assert_eq!(
+            (&stat["mode"], &stat["has_arena"]),
+            (&"MPMC".into(), &true.into())
+        );
+        let dumped = dumped.unwrap();
+        assert!(dumped.starts_with("seq 1 slot 1 seq_word 1 "), "{dumped}");
+        let e0 = e0.expect("attached with write_seq past claim_seq");
+        let corrupt = ringwire_core::AttachError::WriteSeqPastClaimSeq {
+            write_seq: 1,
+            claim_seq: 0,
+        };
+        assert_eq!(e0.attach_error(), Some(corrupt), "{e0}");
+        // With the header back, the same file attaches and reads.
+        let mut rx = BlobConsumer::<u64>::attach(&path).unwrap();
+        let (mut meta, mut buf) = (0u64, [0u8; 8]);
+        assert_eq!(rx.recv(&mut meta, &mut buf).unwrap(), Some(3));
+        assert_eq!((meta, &buf[..3]), (1, &b"one"[..]));
     }
 
     #[test]

@@ -177,9 +177,22 @@ pub struct BlobReader {
 
 impl BlobReader {
     /// A reader starting at `oldest_retained(write_seq, C)` (spec §10.4 step 3).
+    ///
+    /// A ring flagged `MODE_MPMC` is refused ([`BlobError::WrongKind`]), as
+    /// [`BlobWriter::new`] refuses it: a blob ring has one writer (flags `0x0311`, a
+    /// mirror's `0x0711`, spec §2.1), so only a corrupt header or a wrong path carries the
+    /// flag, and this reader's rules rest on one writer (a slot left mid-write below
+    /// `write_seq` is passed as lost, which on an MPMC ring could be a ticket still being
+    /// written; there this reader would stop at it for good instead).
     pub fn new(view: RingView) -> Result<BlobReader, BlobError> {
         if Arena::of(&view).is_none() {
             return Err(BlobError::NoArena);
+        }
+        if let Some(flags) = many_writers(&view) {
+            return Err(BlobError::WrongKind {
+                flags,
+                need: SINGLE_WRITER,
+            });
         }
         // Acquire: pairs with the writer's release of write_seq.
         let w = view.write_seq().load(Ordering::Acquire);
@@ -516,8 +529,6 @@ mod tests {
         );
         assert_eq!(v.write_seq().load(Ordering::Relaxed), 0);
         assert_eq!(reserved(&v), 0, "no arena space taken");
-        // Readers still attach: the refusal is the writer's.
-        assert!(BlobReader::new(v).is_ok());
     }
 
     /// ringfire's lossless flow control is `RingProducer`'s alone (spec §6); a blob ring is
@@ -545,6 +556,29 @@ mod tests {
             // A reader reads it as any blob ring: its protocol does not depend on the gate.
             assert!(BlobReader::new(v).is_ok());
         }
+    }
+
+    /// A blob ring flagged `MODE_MPMC` (only a corrupt header: no writer of either project
+    /// makes one, and `BlobWriter` refuses it) is refused by the reader too. The reader
+    /// took it and then stopped for good at a slot left mid-write below `write_seq`: it
+    /// passes such a slot as lost only on a single-writer ring.
+    #[test]
+    fn a_reader_refuses_an_mpmc_flagged_ring() {
+        let mut geo = Geometry::blob(4, 32, 2, 256).unwrap();
+        geo.flags = Flags(geo.flags.0 | Flags::MODE_MPMC);
+        let mut buf = vec![];
+        let v = ring(&mut buf, &geo);
+        v.write_seq().store(6, Ordering::Relaxed);
+        // A slot left mid-write below write_seq: on this ring the reader waited there.
+        v.slot_seq(3).store(SLOT_WRITING, Ordering::Relaxed);
+        assert_eq!(v.rewritten_under(3), None, "MPMC: not passed as lost");
+        assert_eq!(
+            BlobReader::new(v).map(|_| ()),
+            Err(BlobError::WrongKind {
+                flags: 0x0331,
+                need: "a single-writer ring"
+            })
+        );
     }
 
     /// A `write_seq` of 2^63 − 1 let the writer attach and publish sequence 2^63, which
