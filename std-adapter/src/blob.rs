@@ -125,7 +125,8 @@ impl BlobProducerBuilder {
 /// What [`BlobConsumer::recv_status`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlobRecvStatus {
-    /// A message was received with nothing skipped before it since the last one.
+    /// A message was received with nothing skipped before it in this call or the `Empty`
+    /// calls just before it.
     Ok {
         /// Bytes of the blob now at the start of the caller's buffer.
         payload_len: usize,
@@ -136,9 +137,8 @@ pub enum BlobRecvStatus {
     /// A message was received, but older ones were skipped before it: slots the
     /// producer had overwritten, blobs overwritten in the arena, or holes of a mirror ring.
     Lapped {
-        /// Messages skipped since the last message received (by this call, or by the
-        /// `recv_status` calls just before it that returned none; all in
-        /// [`BlobConsumer::lapped_count`]).
+        /// Messages skipped by this call and by the `recv_status` calls just before it that
+        /// returned `Empty` (all in [`BlobConsumer::lapped_count`]).
         skipped: u64,
         /// Bytes of the blob that was received.
         payload_len: usize,
@@ -354,7 +354,7 @@ pub struct BlobConsumer<M> {
     /// its `f` is running, or panicked. Its descriptor is in `scratch`, its blob in
     /// `view_buf`, and it is the reader's `cursor - 1`; the next receive delivers it.
     undelivered: Option<usize>,
-    /// The skips [`BlobConsumer::recv_status`] calls that returned no message found, to be
+    /// The skips [`BlobConsumer::recv_status`] calls that returned `Empty` found, to be
     /// reported with the next message.
     unreported_laps: UnreportedLaps,
     /// ringfire's view of the registry, built at attach.
@@ -473,26 +473,20 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     /// [`BlobConsumer::lapped_count`]), [`BlobRecvStatus::Ok`] when none was,
     /// [`BlobRecvStatus::Empty`] when caught up. A call that skips messages and then finds
     /// the next one not yet readable (the producer is rewriting its slot) returns `Empty`;
-    /// an `out` shorter than the next blob is an error and that message stays unread.
-    /// Either way the messages skipped are counted in `lapped_count` at once and reported
-    /// with the message the next `recv_status` returns. Skips found by another call
+    /// the messages it skipped are counted in `lapped_count` at once and reported with the
+    /// message the next `recv_status` returns. An `out` shorter than the next blob is an
+    /// error and that message stays unread; messages skipped before it stay skipped and
+    /// counted, though no status reports them, as in ringfire. Skips found by another call
     /// (`recv`, `view`, a wait) are counted in `lapped_count` only.
     pub fn recv_status(&mut self, meta: &mut M, out: &mut [u8]) -> Result<BlobRecvStatus> {
-        // Skips found by the calls just before this one that returned no message, with the
-        // cursor moved by nothing else since, belong to the message this call returns.
+        // Skips found by the `Empty` calls just before this one, with the cursor moved by
+        // nothing else since, belong to the message this call returns.
         let before = self
             .unreported_laps
             .since(self.cursor(), self.lapped_count());
-        let got = match self.recv(meta, out) {
-            Ok(Some(payload_len)) => payload_len,
-            Ok(None) => {
-                self.unreported_laps.no_record(self.cursor(), before);
-                return Ok(BlobRecvStatus::Empty);
-            }
-            Err(e) => {
-                self.unreported_laps.no_record(self.cursor(), before);
-                return Err(e);
-            }
+        let Some(got) = self.recv(meta, out)? else {
+            self.unreported_laps.empty(self.cursor(), before);
+            return Ok(BlobRecvStatus::Empty);
         };
         self.unreported_laps.reported();
         // The reader's lapped count only grows (saturating), and `before` is a value it
@@ -773,46 +767,6 @@ mod tests {
         let rest = [status(&mut rx), status(&mut rx), status(&mut rx)];
         assert_eq!(rest, [ok(7), ok(8), ok(9)]);
         assert_eq!(status(&mut rx).0, BlobRecvStatus::Empty);
-    }
-
-    /// A buffer too short for the first message after a lap is an error, and that message
-    /// stays unread; the losses the failed call found were reported by no status (the
-    /// retry said `Ok`). The retry that delivers the message reports them.
-    #[test]
-    fn recv_status_reports_the_losses_a_failed_call_found_with_the_next_message() {
-        let path = TmpPath::new("blob-status-short-lap");
-        let mut tx = BlobProducer::<u64>::create(&path, 4, 4096).unwrap();
-        let mut rx = BlobConsumer::<u64>::attach(&path).unwrap();
-        let (mut meta, mut out) = (0u64, [0u8; 16]);
-        tx.push(&1, b"1").unwrap();
-        let got = rx.recv_status(&mut meta, &mut out).unwrap();
-        assert_eq!(got, BlobRecvStatus::Ok { payload_len: 1 });
-        // 2 to 6 in 4 slots: 2 is lost, and 3's blob is 8 bytes.
-        tx.push(&2, b"2").unwrap();
-        tx.push(&3, b"three..3").unwrap();
-        for m in 4..=6u64 {
-            tx.push(&m, &[m as u8]).unwrap();
-        }
-        let short = rx.recv_status(&mut meta, &mut out[..4]);
-        assert!(
-            matches!(
-                short,
-                Err(Error::Blob {
-                    source: BlobError::BufferTooSmall { len: 4, need: 8 },
-                    ..
-                })
-            ),
-            "{short:?}"
-        );
-        assert_eq!((rx.cursor(), rx.lapped_count()), (3, 1));
-        let got = rx.recv_status(&mut meta, &mut out).unwrap();
-        let lapped = BlobRecvStatus::Lapped {
-            skipped: 1,
-            payload_len: 8,
-        };
-        assert_eq!((got, meta, &out[..8]), (lapped, 3, &b"three..3"[..]));
-        let got = rx.recv_status(&mut meta, &mut out).unwrap();
-        assert_eq!((got, meta), (BlobRecvStatus::Ok { payload_len: 1 }, 4));
     }
 
     /// A blob ring file whose header was scribbled to an MPMC ring's (flags with

@@ -392,7 +392,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
             .since(self.cursor(), self.lapped_count());
         match self.here().try_recv() {
             None => {
-                self.unreported_laps.no_record(self.cursor(), before);
+                self.unreported_laps.empty(self.cursor(), before);
                 RecvStatus::Empty
             }
             Some(item) => {

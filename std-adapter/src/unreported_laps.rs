@@ -1,4 +1,4 @@
-//! [`UnreportedLaps`]: the losses a `recv_status` call found without returning a record,
+//! [`UnreportedLaps`]: the losses a `recv_status` call found before returning `Empty`,
 //! kept to be reported with the next record ([`RingConsumer`](crate::RingConsumer)'s and
 //! [`BlobConsumer`](crate::BlobConsumer)'s `recv_status`).
 //!
@@ -6,15 +6,15 @@
 //! retained record and finds that slot being rewritten. Those losses belong to the record
 //! the next call returns, which would otherwise report only its own.
 
-/// After calls that returned no record: the cursor the last one left, and the reader's
+/// After calls that returned `Empty`: the cursor the last one left, and the reader's
 /// lapped count when the first one began.
 #[derive(Debug, Default, Clone, Copy)]
 pub(crate) struct UnreportedLaps(Option<(u64, u64)>);
 
 impl UnreportedLaps {
     /// The lapped count a call that starts at `cursor`, with the reader's lapped count at
-    /// `lapped`, reports its losses from: the count when the record-less calls just before
-    /// it began, if the cursor has not moved since the last of them (nothing else, a seek,
+    /// `lapped`, reports its losses from: the count when the `Empty` calls just before it
+    /// began, if the cursor has not moved since the last of them (nothing else, a seek,
     /// a jump or another kind of receive, took records or losses in between); else `lapped`.
     pub(crate) fn since(&self, cursor: u64, lapped: u64) -> u64 {
         match self.0 {
@@ -24,8 +24,8 @@ impl UnreportedLaps {
     }
 
     /// A call that began with the count `since` (what [`UnreportedLaps::since`] gave it)
-    /// returned no record and left the cursor at `cursor`.
-    pub(crate) fn no_record(&mut self, cursor: u64, since: u64) {
+    /// returned `Empty` and left the cursor at `cursor`.
+    pub(crate) fn empty(&mut self, cursor: u64, since: u64) {
         self.0 = Some((cursor, since));
     }
 
