@@ -18,6 +18,7 @@ use crate::error::{Error, Result};
 use crate::file::{CleanupMode, CreateOptions, RingFile};
 use crate::registry::{ReaderInfo, ReaderRegistry};
 use crate::sys;
+use crate::unreported_laps::UnreportedLaps;
 use crate::wait::{self, WaitStrategy};
 
 /// Registry slots a blob ring gets by default (spec §3).
@@ -124,18 +125,20 @@ impl BlobProducerBuilder {
 /// What [`BlobConsumer::recv_status`] found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BlobRecvStatus {
-    /// A message was received with nothing skipped before it in this call.
+    /// A message was received with nothing skipped before it in this call or the `Empty`
+    /// calls just before it.
     Ok {
         /// Bytes of the blob now at the start of the caller's buffer.
         payload_len: usize,
     },
     /// Nothing new to read. Messages may still have been skipped (they count in
-    /// [`BlobConsumer::lapped_count`]) if every one left was lost.
+    /// [`BlobConsumer::lapped_count`] now, and the next `Lapped` reports them).
     Empty,
-    /// A message was received, but this call first skipped older ones: slots the
+    /// A message was received, but older ones were skipped before it: slots the
     /// producer had overwritten, blobs overwritten in the arena, or holes of a mirror ring.
     Lapped {
-        /// Messages skipped in this call (also added to [`BlobConsumer::lapped_count`]).
+        /// Messages skipped by this call and by the `recv_status` calls just before it that
+        /// returned `Empty` (all in [`BlobConsumer::lapped_count`]).
         skipped: u64,
         /// Bytes of the blob that was received.
         payload_len: usize,
@@ -351,6 +354,9 @@ pub struct BlobConsumer<M> {
     /// its `f` is running, or panicked. Its descriptor is in `scratch`, its blob in
     /// `view_buf`, and it is the reader's `cursor - 1`; the next receive delivers it.
     undelivered: Option<usize>,
+    /// The skips [`BlobConsumer::recv_status`] calls that returned `Empty` found, to be
+    /// reported with the next message.
+    unreported_laps: UnreportedLaps,
     /// ringfire's view of the registry, built at attach.
     registry: Option<Box<ReaderRegistry>>,
     /// The process's fork generation when the reader registered (see `RingConsumer`'s).
@@ -360,7 +366,9 @@ pub struct BlobConsumer<M> {
 }
 
 impl<M: FromBytes + 'static> BlobConsumer<M> {
-    /// Attaches to the blob ring at `path`.
+    /// Attaches to the blob ring at `path`. A header flagged `MODE_MPMC` (only a corrupt
+    /// one: a blob ring has one writer) is refused, [`Error::Blob`] with
+    /// [`BlobError::WrongKind`], as the core's [`BlobReader::new`] refuses it.
     pub fn attach(path: impl AsRef<Path>) -> Result<Self> {
         Self::attach_with_name(path, BLOB_CONSUMER_NAME)
     }
@@ -393,6 +401,7 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
             scratch: vec![0u8; n],
             view_buf: Vec::new(),
             undelivered: None,
+            unreported_laps: UnreportedLaps::default(),
             registry,
             fork_generation,
             file,
@@ -459,22 +468,34 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     }
 
     /// [`BlobConsumer::recv`] that also says whether messages were skipped to get there:
-    /// [`BlobRecvStatus::Lapped`] with the number skipped in this call (overwritten slots,
-    /// overwritten blobs, holes of a mirror ring), [`BlobRecvStatus::Ok`] when none was,
-    /// [`BlobRecvStatus::Empty`] when caught up. An `out` shorter than the next blob is an
-    /// error and that message stays unread (messages skipped before it stay skipped and
-    /// counted, though no status reports them).
+    /// [`BlobRecvStatus::Lapped`] with the number skipped since the last message
+    /// (overwritten slots, overwritten blobs, holes of a mirror ring; the increase of
+    /// [`BlobConsumer::lapped_count`]), [`BlobRecvStatus::Ok`] when none was,
+    /// [`BlobRecvStatus::Empty`] when caught up. A call that skips messages and then finds
+    /// the next one not yet readable (the producer is rewriting its slot) returns `Empty`;
+    /// the messages it skipped are counted in `lapped_count` at once and reported with the
+    /// message the next `recv_status` returns. An `out` shorter than the next blob is an
+    /// error and that message stays unread; messages skipped before it stay skipped and
+    /// counted, though no status reports them, as in ringfire. Skips found by another call
+    /// (`recv`, `view`, a wait) are counted in `lapped_count` only.
     pub fn recv_status(&mut self, meta: &mut M, out: &mut [u8]) -> Result<BlobRecvStatus> {
-        let before = self.reader.lapped_count();
-        let got = self.recv(meta, out)?;
-        // The reader's lapped count only grows (saturating), so this never underflows.
-        let skipped = self.reader.lapped_count() - before;
-        Ok(match got {
-            None => BlobRecvStatus::Empty,
-            Some(payload_len) if skipped == 0 => BlobRecvStatus::Ok { payload_len },
-            Some(payload_len) => BlobRecvStatus::Lapped {
+        // Skips found by the `Empty` calls just before this one, with the cursor moved by
+        // nothing else since, belong to the message this call returns.
+        let before = self
+            .unreported_laps
+            .since(self.cursor(), self.lapped_count());
+        let Some(got) = self.recv(meta, out)? else {
+            self.unreported_laps.empty(self.cursor(), before);
+            return Ok(BlobRecvStatus::Empty);
+        };
+        self.unreported_laps.reported();
+        // The reader's lapped count only grows (saturating), and `before` is a value it
+        // had, so this never underflows.
+        Ok(match self.lapped_count() - before {
+            0 => BlobRecvStatus::Ok { payload_len: got },
+            skipped => BlobRecvStatus::Lapped {
                 skipped,
-                payload_len,
+                payload_len: got,
             },
         })
     }
@@ -702,6 +723,115 @@ mod tests {
             "{e}"
         );
         assert_eq!(ok.unwrap().unwrap(), (Some(3), 1));
+    }
+
+    /// As `RingConsumer`'s test: a reader lapped while the producer is rewriting the oldest
+    /// slot it could move to finds nothing readable there, so that `recv_status` is
+    /// `Empty` though it counted 3 lost messages. The next one said `Lapped` with only its
+    /// own call's loss (1 of the 4 lost between messages 1 and 6); it reports all of them.
+    #[test]
+    fn recv_status_reports_the_losses_an_empty_call_found_with_the_next_message() {
+        use ringwire_core::layout::SLOT_WRITING;
+        use ringwire_core::sync::Ordering;
+        let path = TmpPath::new("blob-status-empty-lap");
+        let mut tx = BlobProducer::<u64>::create(&path, 4, 4096).unwrap();
+        let mut rx = BlobConsumer::<u64>::attach(&path).unwrap();
+        let (mut meta, mut out) = (0u64, [0u8; 16]);
+        let mut status = |rx: &mut BlobConsumer<u64>| {
+            let s = rx.recv_status(&mut meta, &mut out).unwrap();
+            (s, meta, out[0])
+        };
+        let ok = |m: u64| (BlobRecvStatus::Ok { payload_len: 1 }, m, m as u8);
+        tx.push(&1, &[1]).unwrap();
+        assert_eq!(status(&mut rx), ok(1));
+        for m in 2..=8u64 {
+            tx.push(&m, &[m as u8]).unwrap();
+        }
+        // The producer has begun writing message 9 over message 5's slot.
+        tx.file()
+            .ring()
+            .slot_seq(9)
+            .store(SLOT_WRITING, Ordering::Release);
+        let empty = (status(&mut rx).0, rx.lapped_count(), rx.cursor());
+        assert_eq!(empty, (BlobRecvStatus::Empty, 3, 5), "messages 2 to 4 lost");
+        // Nothing new at the cursor yet: still Empty, nothing counted twice.
+        assert_eq!(status(&mut rx).0, BlobRecvStatus::Empty);
+        // Message 9 written: message 5 is lost too, and 6 is the next one.
+        tx.push(&9, &[9]).unwrap();
+        let lapped = BlobRecvStatus::Lapped {
+            skipped: 4,
+            payload_len: 1,
+        };
+        assert_eq!(status(&mut rx), (lapped, 6, 6));
+        assert_eq!(rx.lapped_count(), 4);
+        let rest = [status(&mut rx), status(&mut rx), status(&mut rx)];
+        assert_eq!(rest, [ok(7), ok(8), ok(9)]);
+        assert_eq!(status(&mut rx).0, BlobRecvStatus::Empty);
+    }
+
+    /// A blob ring file whose header was scribbled to an MPMC ring's (flags with
+    /// `MODE_MPMC`, `claim_seq` past `write_seq`; no writer makes one): the consumer
+    /// attached and would then wait for good at a slot left mid-write, which it passes as
+    /// lost only on a single-writer ring. It is refused at attach, as the core reader
+    /// refuses it; `stat` and `dump`, which read the file without a `BlobReader`, still
+    /// report it. (With a blob ring's `claim_seq` of 0 the header was already refused as
+    /// corrupt: an MPMC `write_seq` must be below `claim_seq`.)
+    #[test]
+    fn a_consumer_refuses_an_mpmc_flagged_blob_ring_and_stat_and_dump_report_it() {
+        use ringwire_core::layout::hdr;
+        use std::os::unix::fs::FileExt;
+        let path = TmpPath::new("blob-mpmc-flag");
+        let mut tx = BlobProducer::<u64>::create(&path, 16, 4096).unwrap();
+        tx.push(&1, b"one").unwrap();
+        let scribble = |flags: u32, claim_seq: u64| {
+            let f = std::fs::OpenOptions::new().write(true).open(&path)?;
+            f.write_all_at(&flags.to_ne_bytes(), hdr::FLAGS as u64)?;
+            f.write_all_at(&claim_seq.to_ne_bytes(), hdr::CLAIM_SEQ as u64)
+        };
+        let dump = || {
+            let mut out = Vec::new();
+            let args = ["ringwire".as_ref(), "dump".as_ref(), path.as_os_str()];
+            crate::cli::run(crate::cli::parse_from(args).unwrap(), &mut out)
+                .map(|()| String::from_utf8_lossy(&out).into_owned())
+        };
+        scribble(0x0331, 2).unwrap();
+        let e = BlobConsumer::<u64>::attach(&path).err();
+        let (stat, dumped) = (crate::cli::stat_json(&path), dump());
+        scribble(0x0331, 0).unwrap();
+        let e0 = BlobConsumer::<u64>::attach(&path).err();
+        scribble(0x0311, 0).unwrap();
+        let e = e.expect("attached to an MPMC-flagged blob ring");
+        assert!(
+            matches!(
+                e,
+                Error::Blob {
+                    source: BlobError::WrongKind {
+                        flags: 0x0331,
+                        need: "a single-writer ring"
+                    },
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let stat = stat.unwrap();
+        assert_eq!(
+            (&stat["mode"], &stat["has_arena"]),
+            (&"MPMC".into(), &true.into())
+        );
+        let dumped = dumped.unwrap();
+        assert!(dumped.starts_with("seq 1 slot 1 seq_word 1 "), "{dumped}");
+        let e0 = e0.expect("attached with write_seq past claim_seq");
+        let corrupt = ringwire_core::AttachError::WriteSeqPastClaimSeq {
+            write_seq: 1,
+            claim_seq: 0,
+        };
+        assert_eq!(e0.attach_error(), Some(corrupt), "{e0}");
+        // With the header back, the same file attaches and reads.
+        let mut rx = BlobConsumer::<u64>::attach(&path).unwrap();
+        let (mut meta, mut buf) = (0u64, [0u8; 8]);
+        assert_eq!(rx.recv(&mut meta, &mut buf).unwrap(), Some(3));
+        assert_eq!((meta, &buf[..3]), (1, &b"one"[..]));
     }
 
     #[test]

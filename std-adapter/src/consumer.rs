@@ -20,6 +20,7 @@ use crate::error::{Error, Result};
 use crate::file::RingFile;
 use crate::registry::{ReaderRegistration, ReaderRegistry};
 use crate::sys;
+use crate::unreported_laps::UnreportedLaps;
 use crate::wait::{Idle, WaitStrategy};
 
 /// Default registry name of a [`RingConsumer`] (spec §5).
@@ -226,10 +227,9 @@ pub struct RingConsumer<T> {
     /// The process's fork generation when the registration was taken (see
     /// [`RingConsumer::here`]).
     fork_generation: u64,
-    /// After [`RingConsumer::recv_status`] calls that returned `Empty`: the cursor the last
-    /// one left, and [`RingConsumer::lapped_count`] when the first one began, so that the
-    /// losses they found are reported with the next record.
-    unreported_laps: Option<(u64, u64)>,
+    /// The losses [`RingConsumer::recv_status`] calls that returned `Empty` found, to be
+    /// reported with the next record.
+    unreported_laps: UnreportedLaps,
     /// Shared with an async consumer's waiter thread, which must not outlive the mapping.
     file: Arc<RingFile>,
 }
@@ -339,7 +339,7 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
             registry,
             registration,
             fork_generation,
-            unreported_laps: None,
+            unreported_laps: UnreportedLaps::default(),
             file: Arc::new(file),
         })
     }
@@ -385,20 +385,18 @@ impl<T: FromBytes + 'static> RingConsumer<T> {
     /// seek or a jump) are counted in `lapped_count` only.
     #[inline]
     pub fn recv_status(&mut self) -> RecvStatus<T> {
-        let (cursor, lapped) = (self.cursor(), self.lapped_count());
         // Losses found by the `Empty` calls just before this one, with the cursor moved by
         // nothing else since, belong to the record this call returns.
-        let before = match self.unreported_laps {
-            Some((at, since)) if at == cursor => since,
-            _ => lapped,
-        };
+        let before = self
+            .unreported_laps
+            .since(self.cursor(), self.lapped_count());
         match self.here().try_recv() {
             None => {
-                self.unreported_laps = Some((self.cursor(), before));
+                self.unreported_laps.empty(self.cursor(), before);
                 RecvStatus::Empty
             }
             Some(item) => {
-                self.unreported_laps = None;
+                self.unreported_laps.reported();
                 match self.lapped_count().saturating_sub(before) {
                     0 => RecvStatus::Ok(item),
                     skipped => RecvStatus::Lapped { skipped, item },

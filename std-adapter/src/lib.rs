@@ -95,6 +95,7 @@ mod test_proc;
 #[cfg(test)]
 mod test_tmp;
 pub mod tsc;
+mod unreported_laps;
 pub mod wait;
 
 #[cfg(feature = "tokio")]

@@ -73,9 +73,11 @@ pub enum BlobError {
         /// The header's `write_seq`.
         write_seq: u64,
     },
-    /// The ring is of a kind a blob writer cannot write: its flags carry `MODE_MPMC` (many
-    /// writers claim tickets there, spec §8; a blob ring has one writer and flags `0x0311`,
-    /// spec §2.1). Only a corrupt header or a wrong path gets here.
+    /// The ring is of a kind a blob writer or reader cannot use: its flags carry `MODE_MPMC`
+    /// (many writers claim tickets there, spec §8; a blob ring has one writer and flags
+    /// `0x0311`, spec §2.1), or, for a writer, `POLICY_LOSSLESS_BACKPRESSURE` (a gate only
+    /// ringfire's `RingProducer` keeps, spec §6; a blob ring is latest-wins). Only a corrupt
+    /// header or a wrong path gets here.
     WrongKind {
         /// The header flags.
         flags: u32,

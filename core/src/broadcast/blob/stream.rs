@@ -17,6 +17,19 @@ use crate::layout::{
 use crate::ring::{RingView, SlotRead};
 use crate::sync::Ordering;
 
+/// What a blob writer needs of a ring's flow control, as its `WrongKind` error names it.
+const LATEST_WINS: &str = "a latest-wins ring";
+
+/// The ring's flags if they carry `POLICY_LOSSLESS_BACKPRESSURE`: a gate on the registered
+/// readers that only ringfire's `RingProducer` honours (spec §6); blob rings are
+/// latest-wins (`0x0311`, spec §2.1), and a blob writer has no gate.
+fn lossless(view: &RingView) -> Option<u32> {
+    let flags = view.geometry().flags;
+    flags
+        .has(Flags::POLICY_LOSSLESS_BACKPRESSURE)
+        .then_some(flags.0)
+}
+
 fn check_descriptor(view: &RingView, len: usize) -> Result<usize, BlobError> {
     let need = view.geometry().record_len();
     if len != need {
@@ -50,8 +63,10 @@ pub struct BlobWriter {
 impl BlobWriter {
     /// A writer for `view`, continuing after its current `write_seq` (1 on a fresh ring).
     /// The caller must be the ring's only writer. A ring flagged `MODE_MPMC` is refused as
-    /// [`Producer::new`](crate::broadcast::Producer::new) refuses it
-    /// ([`BlobError::WrongKind`]); a `write_seq` that leaves no sequence below
+    /// [`Producer::new`](crate::broadcast::Producer::new) refuses it, and so is one flagged
+    /// `POLICY_LOSSLESS_BACKPRESSURE`, whose registered readers expect a gate this writer
+    /// does not keep (ringfire has no lossless blob ring, spec §2.1, §6): both
+    /// [`BlobError::WrongKind`]. A `write_seq` that leaves no sequence below
     /// [`SEQ_LIMIT`] to write (`SEQ_LIMIT - 1` or more: a corrupt header,
     /// [`next_write_seq`]) is [`BlobError::WriteSeqExhausted`].
     pub fn new(view: RingView) -> Result<BlobWriter, BlobError> {
@@ -62,6 +77,12 @@ impl BlobWriter {
             return Err(BlobError::WrongKind {
                 flags,
                 need: SINGLE_WRITER,
+            });
+        }
+        if let Some(flags) = lossless(&view) {
+            return Err(BlobError::WrongKind {
+                flags,
+                need: LATEST_WINS,
             });
         }
         // Acquire: we continue after whatever an earlier writer of this ring published.
@@ -156,9 +177,22 @@ pub struct BlobReader {
 
 impl BlobReader {
     /// A reader starting at `oldest_retained(write_seq, C)` (spec §10.4 step 3).
+    ///
+    /// A ring flagged `MODE_MPMC` is refused ([`BlobError::WrongKind`]), as
+    /// [`BlobWriter::new`] refuses it: a blob ring has one writer (flags `0x0311`, a
+    /// mirror's `0x0711`, spec §2.1), so only a corrupt header or a wrong path carries the
+    /// flag, and this reader's rules rest on one writer (a slot left mid-write below
+    /// `write_seq` is passed as lost, which on an MPMC ring could be a ticket still being
+    /// written; there this reader would stop at it for good instead).
     pub fn new(view: RingView) -> Result<BlobReader, BlobError> {
         if Arena::of(&view).is_none() {
             return Err(BlobError::NoArena);
+        }
+        if let Some(flags) = many_writers(&view) {
+            return Err(BlobError::WrongKind {
+                flags,
+                need: SINGLE_WRITER,
+            });
         }
         // Acquire: pairs with the writer's release of write_seq.
         let w = view.write_seq().load(Ordering::Acquire);
@@ -495,8 +529,56 @@ mod tests {
         );
         assert_eq!(v.write_seq().load(Ordering::Relaxed), 0);
         assert_eq!(reserved(&v), 0, "no arena space taken");
-        // Readers still attach: the refusal is the writer's.
-        assert!(BlobReader::new(v).is_ok());
+    }
+
+    /// ringfire's lossless flow control is `RingProducer`'s alone (spec §6); a blob ring is
+    /// `0x0311`, latest-wins (§2.1). The blob writer took a ring flagged lossless and
+    /// overwrote what its registered readers had not read, where they count on the gate.
+    /// It is refused, before anything is written, whether or not the latest-wins bit is
+    /// set too.
+    #[test]
+    fn a_writer_refuses_a_lossless_flagged_ring() {
+        for flags in [0x0312, 0x0313] {
+            let mut geo = Geometry::blob(4, 32, 2, 256).unwrap();
+            geo.flags = Flags(flags);
+            let mut buf = vec![];
+            let v = ring(&mut buf, &geo);
+            assert_eq!(
+                BlobWriter::new(v).map(|_| ()),
+                Err(BlobError::WrongKind {
+                    flags,
+                    need: "a latest-wins ring"
+                }),
+                "{flags:#06x}"
+            );
+            assert_eq!(v.write_seq().load(Ordering::Relaxed), 0);
+            assert_eq!(reserved(&v), 0, "no arena space taken");
+            // A reader reads it as any blob ring: its protocol does not depend on the gate.
+            assert!(BlobReader::new(v).is_ok());
+        }
+    }
+
+    /// A blob ring flagged `MODE_MPMC` (only a corrupt header: no writer of either project
+    /// makes one, and `BlobWriter` refuses it) is refused by the reader too. The reader
+    /// took it and then stopped for good at a slot left mid-write below `write_seq`: it
+    /// passes such a slot as lost only on a single-writer ring.
+    #[test]
+    fn a_reader_refuses_an_mpmc_flagged_ring() {
+        let mut geo = Geometry::blob(4, 32, 2, 256).unwrap();
+        geo.flags = Flags(geo.flags.0 | Flags::MODE_MPMC);
+        let mut buf = vec![];
+        let v = ring(&mut buf, &geo);
+        v.write_seq().store(6, Ordering::Relaxed);
+        // A slot left mid-write below write_seq: on this ring the reader waited there.
+        v.slot_seq(3).store(SLOT_WRITING, Ordering::Relaxed);
+        assert_eq!(v.rewritten_under(3), None, "MPMC: not passed as lost");
+        assert_eq!(
+            BlobReader::new(v).map(|_| ()),
+            Err(BlobError::WrongKind {
+                flags: 0x0331,
+                need: "a single-writer ring"
+            })
+        );
     }
 
     /// A `write_seq` of 2^63 − 1 let the writer attach and publish sequence 2^63, which
