@@ -502,9 +502,6 @@ mod tests {
         );
     }
 
-    /// A value type over `u32::MAX` bytes does not fit the header's `value_size`. Its size
-    /// was cut to 32 bits: 2^32 + 8 became 8, so a consumer of it attached to a board of
-    /// `u64` values, and a producer wrote a board saying its values were 8 bytes.
     /// A value type with padding (no `IntoBytes`) can be read: a reader only turns bytes
     /// into values, as ringfire's (`V: Copy`) does. Written here through a padding-free
     /// twin with the same layout, its padding bytes set, as any writer may leave them.
@@ -566,6 +563,9 @@ mod tests {
         );
     }
 
+    /// A value type over `u32::MAX` bytes does not fit the header's `value_size`. Its size
+    /// was cut to 32 bits: 2^32 + 8 became 8, so a consumer of it attached to a board of
+    /// `u64` values, and a producer wrote a board saying its values were 8 bytes.
     #[test]
     fn a_value_type_over_u32_max_bytes_is_refused_naming_its_size() {
         type Huge = [u8; (1 << 32) + 8];
