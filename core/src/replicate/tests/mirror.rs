@@ -1263,6 +1263,12 @@ fn mirror_udp_asks_for_every_hole_in_one_round_trip() {
     assert_eq!(nak_out(&mut m, ms(50)), None);
 }
 
+/// Most datagrams in a case of the loss-pattern proptest below. Under Miri 30 (up to 90
+/// records): its 4 cases of up to 297 records were the slowest test of the Miri step (a
+/// sixth of its `[miri b]` half), and a longer run of losses, copies and swaps only
+/// repeats the same steps.
+const LOSS_GRAMS: usize = if cfg!(miri) { 30 } else { 100 };
+
 proptest::proptest! {
     // 4 cases under Miri, as in the other proptests: there the 256 took most of a minute.
     #![proptest_config(proptest::prelude::ProptestConfig {
@@ -1278,9 +1284,9 @@ proptest::proptest! {
     /// complete, with nothing left to ask.
     #[test]
     fn every_loss_pattern_is_asked_for_at_once_and_repaired_in_one_round_trip(
-        cuts in proptest::collection::vec(1u16..=3, 1..100),
-        fate in proptest::collection::vec(0u8..8, 100),
-        swaps in proptest::collection::vec((0usize..100, 1usize..4), 0..20),
+        cuts in proptest::collection::vec(1u16..=3, 1..LOSS_GRAMS),
+        fate in proptest::collection::vec(0u8..8, LOSS_GRAMS),
+        swaps in proptest::collection::vec((0usize..LOSS_GRAMS, 1usize..4), 0..20),
     ) {
         let mut mem = Mem::new(4096);
         let mut sink = Sink::on(&mut mem);
