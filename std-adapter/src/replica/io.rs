@@ -605,6 +605,30 @@ mod tests {
         assert_eq!(e.kind(), io::ErrorKind::TimedOut);
     }
 
+    /// The socket buffers of [`small_buffer_pair`]: well below the frames the slow-reader
+    /// tests write, so the kernel holds little of a frame and the reader's pace decides.
+    const SMALL_BUF: usize = 64 << 10;
+
+    /// A loopback TCP connection with [`SMALL_BUF`]-byte buffers: the writer's end,
+    /// non-blocking (as a session's socket is), and the reader's end, whose reads time out
+    /// after 5 s.
+    fn small_buffer_pair() -> (std::net::TcpStream, std::net::TcpStream) {
+        let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+        l.set_recv_buffer_size(SMALL_BUF).unwrap();
+        l.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
+            .unwrap();
+        l.listen(1).unwrap();
+        let l: std::net::TcpListener = l.into();
+        let w = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        socket2::SockRef::from(&w)
+            .set_send_buffer_size(SMALL_BUF)
+            .unwrap();
+        w.set_nonblocking(true).unwrap();
+        let (r, _) = l.accept().unwrap();
+        r.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+        (w, r)
+    }
+
     /// A peer that reads, only slower than one frame per timeout: every write makes
     /// progress well within the timeout, so the frame goes through. The timeout used to
     /// bound the whole frame, so a mirror that needed more than 5 s for one frame (a slow
@@ -616,27 +640,14 @@ mod tests {
     fn a_slow_reader_gets_a_frame_longer_than_the_timeout_takes() {
         use std::io::Read;
         const FRAME: usize = 4 << 20;
-        const BUF: usize = 64 << 10;
-        let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        l.set_recv_buffer_size(BUF).unwrap();
-        l.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
-            .unwrap();
-        l.listen(1).unwrap();
-        let l: std::net::TcpListener = l.into();
-        let mut w = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        socket2::SockRef::from(&w)
-            .set_send_buffer_size(BUF)
-            .unwrap();
-        w.set_nonblocking(true).unwrap();
-        let (mut r, _) = l.accept().unwrap();
-        r.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+        let (mut w, mut r) = small_buffer_pair();
         let frame = vec![5u8; FRAME];
         let timeout = StdDuration::from_millis(300);
         let t0 = std::time::Instant::now();
         let (written, read) = std::thread::scope(|sc| {
             let reader = sc.spawn(move || {
                 // About 6 MiB/s: the frame takes some 700 ms, each chunk 10 ms.
-                let mut chunk = vec![0u8; BUF];
+                let mut chunk = vec![0u8; SMALL_BUF];
                 let mut got = 0;
                 while got < FRAME && t0.elapsed() < StdDuration::from_secs(10) {
                     std::thread::sleep(StdDuration::from_millis(10));
@@ -672,20 +683,7 @@ mod tests {
     fn a_trickling_reader_is_cut_off_at_the_minimum_rate() {
         use std::io::Read;
         const FRAME: usize = 1 << 20;
-        const BUF: usize = 64 << 10;
-        let l = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
-        l.set_recv_buffer_size(BUF).unwrap();
-        l.bind(&"127.0.0.1:0".parse::<SocketAddr>().unwrap().into())
-            .unwrap();
-        l.listen(1).unwrap();
-        let l: std::net::TcpListener = l.into();
-        let mut w = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        socket2::SockRef::from(&w)
-            .set_send_buffer_size(BUF)
-            .unwrap();
-        w.set_nonblocking(true).unwrap();
-        let (mut r, _) = l.accept().unwrap();
-        r.set_read_timeout(Some(StdDuration::from_secs(5))).unwrap();
+        let (mut w, mut r) = small_buffer_pair();
         let frame = vec![9u8; FRAME];
         let (timeout, rate) = (StdDuration::from_secs(1), 1 << 20);
         let t0 = std::time::Instant::now();
