@@ -1,10 +1,13 @@
 //! Unit tests of the source, UDP sender and mirror state machines against rings in memory.
-//! Shared helpers live here; the tests are in `source.rs` and `mirror.rs`.
+//! Shared helpers live here; the tests are in `source.rs`, `mirror*.rs` and
+//! the files named for what they test.
 
 mod corrupt_slot;
 mod long_frame;
 mod mirror;
 mod mirror_input;
+mod mirror_nak;
+mod mirror_resume;
 mod mpmc_tickets;
 mod source;
 mod stuck_slot;
