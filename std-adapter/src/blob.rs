@@ -734,6 +734,15 @@ mod tests {
         assert_eq!(ok.unwrap().unwrap(), (Some(3), 1));
     }
 
+    /// A blob ring of 4 slots and a 4 KiB arena at a fresh path named for `name`, with a
+    /// consumer attached before anything is pushed.
+    fn four_slot_ring(name: &str) -> (TmpPath, BlobProducer<u64>, BlobConsumer<u64>) {
+        let path = TmpPath::new(name);
+        let tx = BlobProducer::<u64>::create(&path, 4, 4096).unwrap();
+        let rx = BlobConsumer::<u64>::attach(&path).unwrap();
+        (path, tx, rx)
+    }
+
     /// As `RingConsumer`'s test: a reader lapped while the producer is rewriting the oldest
     /// slot it could move to finds nothing readable there, so that `recv_status` is
     /// `Empty` though it counted 3 lost messages. The next one said `Lapped` with only its
@@ -742,9 +751,7 @@ mod tests {
     fn recv_status_reports_the_losses_an_empty_call_found_with_the_next_message() {
         use ringwire_core::layout::SLOT_WRITING;
         use ringwire_core::sync::Ordering;
-        let path = TmpPath::new("blob-status-empty-lap");
-        let mut tx = BlobProducer::<u64>::create(&path, 4, 4096).unwrap();
-        let mut rx = BlobConsumer::<u64>::attach(&path).unwrap();
+        let (_path, mut tx, mut rx) = four_slot_ring("blob-status-empty-lap");
         let (mut meta, mut out) = (0u64, [0u8; 16]);
         let mut status = |rx: &mut BlobConsumer<u64>| {
             let s = rx.recv_status(&mut meta, &mut out).unwrap();
@@ -786,9 +793,7 @@ mod tests {
     fn recv_status_still_reports_an_empty_calls_losses_after_a_failed_call() {
         use ringwire_core::layout::SLOT_WRITING;
         use ringwire_core::sync::Ordering;
-        let path = TmpPath::new("blob-status-empty-short");
-        let mut tx = BlobProducer::<u64>::create(&path, 4, 4096).unwrap();
-        let mut rx = BlobConsumer::<u64>::attach(&path).unwrap();
+        let (_path, mut tx, mut rx) = four_slot_ring("blob-status-empty-short");
         let (mut meta, mut out) = (0u64, [0u8; 16]);
         tx.push(&1, &[1]).unwrap();
         let got = rx.recv_status(&mut meta, &mut out).unwrap();
