@@ -42,7 +42,8 @@ use crate::sync::{A32, Ordering, fence};
 pub struct FutexPair<'a> {
     /// Bumped by a notifier that saw a sleeper; sleepers wait on its value.
     pub word: A32<'a>,
-    /// Sleepers announced and not yet retired.
+    /// Sleepers announced and not yet retired. A retire never takes it below 0 (see
+    /// [`Announced`]'s drop); ringfire's readers, which share it, decrement it plainly.
     pub waiters: A32<'a>,
 }
 
@@ -153,9 +154,23 @@ impl Announced<'_> {
 }
 
 impl Drop for Announced<'_> {
+    /// Retires the sleeper, saturating at 0: a count cleared while this sleeper was counted
+    /// (a role taken over with a dead sleeper's count, `spsc_bytes::attach` on the std side)
+    /// no longer holds its increment, and a plain decrement there wrapped to `u32::MAX`,
+    /// after which every notify found a "sleeper" and made a `FUTEX_WAKE` for nobody.
     fn drop(&mut self) {
-        // Relaxed: a stale non-zero count only costs a notifier one spare wake.
-        self.waiters.fetch_sub(1, Ordering::Relaxed);
+        // Relaxed, load and CAS: a stale non-zero count only costs a notifier one spare
+        // wake. The loop retries only when another sleeper announced or retired meanwhile.
+        let mut n = self.waiters.load(Ordering::Relaxed);
+        while n > 0 {
+            match self
+                .waiters
+                .compare_exchange(n, n - 1, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => break,
+                Err(now) => n = now,
+            }
+        }
     }
 }
 
@@ -444,6 +459,38 @@ mod tests {
         assert_eq!(a.sleep_on(), None);
         assert_eq!(p.waiters.load(Ordering::Relaxed), 1);
         drop(a);
+        assert_eq!(p.waiters.load(Ordering::Relaxed), 0);
+    }
+
+    /// A count cleared while a sleeper was announced (a dead sleeper's count cleared by the
+    /// next holder of its role, with a live one counted in it) no longer holds that
+    /// sleeper's increment: its retire leaves the count at 0 rather than wrapping it to
+    /// `u32::MAX`, after which every notify found a sleeper. Retires of sleepers counted
+    /// after the clear still count down to 0.
+    #[test]
+    fn a_retire_on_a_cleared_count_leaves_it_at_zero() {
+        let mem = HeapRegion::new(64);
+        let r = mem.region();
+        let p = pair(&r);
+        let a = p.announce(|| {}, || false);
+        p.waiters.store(0, Ordering::Relaxed);
+        let b = p.announce(|| {}, || false);
+        let c = p.announce(|| {}, || false);
+        assert_eq!(p.waiters.load(Ordering::Relaxed), 2);
+        // `a` takes one of the two increments made after the clear.
+        drop(a);
+        assert_eq!(p.waiters.load(Ordering::Relaxed), 1);
+        drop(b);
+        assert_eq!(p.waiters.load(Ordering::Relaxed), 0);
+        // At 0 already: `c`'s increment went to `a`.
+        drop(c);
+        assert_eq!(p.waiters.load(Ordering::Relaxed), 0);
+        assert!(!p.notify() && !p.notify_unfenced());
+        assert_eq!(p.word.load(Ordering::Relaxed), 0);
+        // The count works on: a new sleeper is seen, and its retire takes it back to 0.
+        let d = p.announce(|| {}, || false);
+        assert!(p.notify());
+        drop(d);
         assert_eq!(p.waiters.load(Ordering::Relaxed), 0);
     }
 

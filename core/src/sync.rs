@@ -245,6 +245,11 @@ impl A32<'_> {
     pub fn fetch_sub(self, v: u32, o: Ordering) -> u32 {
         self.cell.fetch_sub(v, o)
     }
+    /// Atomic swap.
+    #[inline(always)]
+    pub fn swap(self, v: u32, o: Ordering) -> u32 {
+        self.cell.swap(v, o)
+    }
     /// Strong compare-exchange.
     #[inline(always)]
     pub fn compare_exchange(
@@ -284,6 +289,10 @@ impl<'a> A32<'a> {
     /// Atomic fetch-sub (wrapping).
     pub fn fetch_sub(self, v: u32, o: Ordering) -> u32 {
         self.cell().fetch_sub(v, o)
+    }
+    /// Atomic swap.
+    pub fn swap(self, v: u32, o: Ordering) -> u32 {
+        self.cell().swap(v, o)
     }
     /// Strong compare-exchange.
     pub fn compare_exchange(

@@ -515,3 +515,31 @@ fn a_rationing_producer_still_wakes_a_new_sleeper() {
 fn a_gate_that_takes_a_new_sleeper_for_dead_loses_the_wake_up() {
     rationed_wake(2);
 }
+
+/// Two sleepers announce themselves and retire (each re-check finds the record, so neither
+/// sleeps) while the count is cleared, as the std SPSC queue's attach of a role clears a
+/// dead sleeper's count: in every interleaving the count ends at 0. With a plain decrement,
+/// a retire after the clear took it to `u32::MAX`, and every notify after that found a
+/// sleeper. A retire that races the other sleeper's announcement retries its CAS.
+#[test]
+fn retires_racing_a_cleared_count_leave_it_at_zero() {
+    model(|| {
+        let view = ring();
+        let sleepers: Vec<_> = (0..2)
+            .map(|_| {
+                let v = view.clone();
+                thread::spawn(move || drop(v.futex().announce(|| {}, || true)))
+            })
+            .collect();
+        // Relaxed: as the std attach's clear, an RMW as there (a plain store racing the
+        // sleepers' RMWs let loom, whose modification order is partial, end the count at 1,
+        // an outcome C11's total order on the count forbids).
+        view.waiting_consumers().swap(0, Ordering::Relaxed);
+        for s in sleepers {
+            s.join().unwrap();
+        }
+        // Relaxed: every thread has joined.
+        assert_eq!(view.waiting_consumers().load(Ordering::Relaxed), 0);
+        assert!(!view.futex().notify());
+    });
+}

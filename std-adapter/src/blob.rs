@@ -475,18 +475,27 @@ impl<M: FromBytes + 'static> BlobConsumer<M> {
     /// the next one not yet readable (the producer is rewriting its slot) returns `Empty`;
     /// the messages it skipped are counted in `lapped_count` at once and reported with the
     /// message the next `recv_status` returns. An `out` shorter than the next blob is an
-    /// error and that message stays unread; messages skipped before it stay skipped and
-    /// counted, though no status reports them, as in ringfire. Skips found by another call
-    /// (`recv`, `view`, a wait) are counted in `lapped_count` only.
+    /// error and that message stays unread; messages that call skipped before it stay
+    /// skipped and counted, though no status reports them, as in ringfire (the skips of the
+    /// `Empty` calls before it are still reported with the next message). Skips found by
+    /// another call (`recv`, `view`, a wait) are counted in `lapped_count` only.
     pub fn recv_status(&mut self, meta: &mut M, out: &mut [u8]) -> Result<BlobRecvStatus> {
         // Skips found by the `Empty` calls just before this one, with the cursor moved by
         // nothing else since, belong to the message this call returns.
-        let before = self
-            .unreported_laps
-            .since(self.cursor(), self.lapped_count());
-        let Some(got) = self.recv(meta, out)? else {
-            self.unreported_laps.empty(self.cursor(), before);
-            return Ok(BlobRecvStatus::Empty);
+        let lapped = self.lapped_count();
+        let before = self.unreported_laps.since(self.cursor(), lapped);
+        let got = match self.recv(meta, out) {
+            Ok(Some(got)) => got,
+            Ok(None) => {
+                self.unreported_laps.empty(self.cursor(), before);
+                return Ok(BlobRecvStatus::Empty);
+            }
+            Err(e) => {
+                let now = self.lapped_count();
+                self.unreported_laps
+                    .failed(self.cursor(), before, lapped, now);
+                return Err(e);
+            }
         };
         self.unreported_laps.reported();
         // The reader's lapped count only grows (saturating), and `before` is a value it
@@ -725,6 +734,15 @@ mod tests {
         assert_eq!(ok.unwrap().unwrap(), (Some(3), 1));
     }
 
+    /// A blob ring of 4 slots and a 4 KiB arena at a fresh path named for `name`, with a
+    /// consumer attached before anything is pushed.
+    fn four_slot_ring(name: &str) -> (TmpPath, BlobProducer<u64>, BlobConsumer<u64>) {
+        let path = TmpPath::new(name);
+        let tx = BlobProducer::<u64>::create(&path, 4, 4096).unwrap();
+        let rx = BlobConsumer::<u64>::attach(&path).unwrap();
+        (path, tx, rx)
+    }
+
     /// As `RingConsumer`'s test: a reader lapped while the producer is rewriting the oldest
     /// slot it could move to finds nothing readable there, so that `recv_status` is
     /// `Empty` though it counted 3 lost messages. The next one said `Lapped` with only its
@@ -733,9 +751,7 @@ mod tests {
     fn recv_status_reports_the_losses_an_empty_call_found_with_the_next_message() {
         use ringwire_core::layout::SLOT_WRITING;
         use ringwire_core::sync::Ordering;
-        let path = TmpPath::new("blob-status-empty-lap");
-        let mut tx = BlobProducer::<u64>::create(&path, 4, 4096).unwrap();
-        let mut rx = BlobConsumer::<u64>::attach(&path).unwrap();
+        let (_path, mut tx, mut rx) = four_slot_ring("blob-status-empty-lap");
         let (mut meta, mut out) = (0u64, [0u8; 16]);
         let mut status = |rx: &mut BlobConsumer<u64>| {
             let s = rx.recv_status(&mut meta, &mut out).unwrap();
@@ -767,6 +783,86 @@ mod tests {
         let rest = [status(&mut rx), status(&mut rx), status(&mut rx)];
         assert_eq!(rest, [ok(7), ok(8), ok(9)]);
         assert_eq!(status(&mut rx).0, BlobRecvStatus::Empty);
+    }
+
+    /// Skips an `Empty` call stored are reported by the next message even when a call that
+    /// failed on a short buffer came between. That call's own skips stay unreported, as in
+    /// ringfire (the shm_blob interop tests pin it). It moved the cursor, which used to
+    /// drop the stored skips too: the message after it said `Ok`.
+    #[test]
+    fn recv_status_still_reports_an_empty_calls_losses_after_a_failed_call() {
+        use ringwire_core::layout::SLOT_WRITING;
+        use ringwire_core::sync::Ordering;
+        let (_path, mut tx, mut rx) = four_slot_ring("blob-status-empty-short");
+        let (mut meta, mut out) = (0u64, [0u8; 16]);
+        tx.push(&1, &[1]).unwrap();
+        let got = rx.recv_status(&mut meta, &mut out).unwrap();
+        assert_eq!(got, BlobRecvStatus::Ok { payload_len: 1 });
+        // Messages `ms`, each of one byte but `long`, of 8.
+        let push = |tx: &mut BlobProducer<u64>, ms: core::ops::RangeInclusive<u64>, long| {
+            for m in ms {
+                let byte = [m as u8];
+                let blob: &[u8] = if m == long { b"long...." } else { &byte };
+                tx.push(&m, blob).unwrap();
+            }
+        };
+        // 2 to 8 in 4 slots, 6 long; 9 being written over 5's slot.
+        push(&mut tx, 2..=8, 6);
+        let writing = |tx: &BlobProducer<u64>, seq| {
+            let slot = tx.file().ring().slot_seq(seq);
+            slot.store(SLOT_WRITING, Ordering::Release);
+        };
+        writing(&tx, 9);
+        let empty = rx.recv_status(&mut meta, &mut out).unwrap();
+        let empty = (empty, rx.lapped_count(), rx.cursor());
+        assert_eq!(empty, (BlobRecvStatus::Empty, 3, 5), "messages 2 to 4 lost");
+        // 9 written: the next call skips 5 too, then finds 6 too long for 4 bytes.
+        tx.push(&9, &[9]).unwrap();
+        let short = rx.recv_status(&mut meta, &mut out[..4]);
+        assert!(
+            matches!(
+                short,
+                Err(Error::Blob {
+                    source: BlobError::BufferTooSmall { len: 4, need: 8 },
+                    ..
+                })
+            ),
+            "{short:?}"
+        );
+        assert_eq!((rx.cursor(), rx.lapped_count()), (6, 4));
+        // The Empty call's 3 are reported, the failed call's 1 is not.
+        let got = rx.recv_status(&mut meta, &mut out).unwrap();
+        let lapped = BlobRecvStatus::Lapped {
+            skipped: 3,
+            payload_len: 8,
+        };
+        assert_eq!((got, meta, &out[..8]), (lapped, 6, &b"long...."[..]));
+        for m in 7..=8 {
+            let got = rx.recv_status(&mut meta, &mut out).unwrap();
+            assert_eq!((got, meta), (BlobRecvStatus::Ok { payload_len: 1 }, m));
+        }
+        // Two failed calls in a row (the first skips 12, the second nothing) keep them too.
+        push(&mut tx, 10..=15, 13);
+        writing(&tx, 16);
+        let empty = rx.recv_status(&mut meta, &mut out).unwrap();
+        let empty = (empty, rx.lapped_count(), rx.cursor());
+        assert_eq!(
+            empty,
+            (BlobRecvStatus::Empty, 7, 12),
+            "messages 9 to 11 lost"
+        );
+        tx.push(&16, &[16]).unwrap();
+        let short = rx.recv_status(&mut meta, &mut out[..4]);
+        assert!(short.is_err(), "{short:?}");
+        let short = rx.recv_status(&mut meta, &mut out[..4]);
+        assert!(short.is_err(), "{short:?}");
+        assert_eq!((rx.cursor(), rx.lapped_count()), (13, 8));
+        let got = rx.recv_status(&mut meta, &mut out).unwrap();
+        let lapped = BlobRecvStatus::Lapped {
+            skipped: 3,
+            payload_len: 8,
+        };
+        assert_eq!((got, meta), (lapped, 13));
     }
 
     /// A blob ring file whose header was scribbled to an MPMC ring's (flags with

@@ -29,6 +29,15 @@ impl UnreportedLaps {
         self.0 = Some((cursor, since));
     }
 
+    /// A call that began with the count `since` at `lapped_before` failed (a buffer too
+    /// short for the next record) and left the cursor at `cursor` and the count at `lapped`.
+    /// The losses the `Empty` calls before it stored (`lapped_before - since`) are still
+    /// the next record's; the failed call's own are reported by no call, as in ringfire.
+    pub(crate) fn failed(&mut self, cursor: u64, since: u64, lapped_before: u64, lapped: u64) {
+        let stored = lapped_before.saturating_sub(since);
+        self.0 = (stored > 0).then(|| (cursor, lapped.saturating_sub(stored)));
+    }
+
     /// A call returned a record, and reported with it the losses before it.
     pub(crate) fn reported(&mut self) {
         self.0 = None;

@@ -107,10 +107,12 @@ fn open_any(path: impl AsRef<Path>) -> Result<Arc<QueueMem>, QueueFileError> {
 /// sleep. Broken (a second handle takes the role while the first sleeps), the first one's
 /// announcement is cleared: the other side skips its wakes, so it wakes only when its sleep
 /// ends on its own (a `push_blocking`'s or `pop_blocking`'s 10 ms slice, the timeout of a
-/// `FutexWait` without a longest sleep). Its retirement then takes the count below zero
-/// (it wraps), and until the next attach of the role clears it, each later lone sleeper on
-/// that side counts it back to 0 and is missed the same way. Late wakes, never a sleep
-/// past its own end; and two holders of a role corrupt the queue anyway (`is_guarded`'s
+/// `FutexWait` without a longest sleep). Its retirement finds the count at 0 and leaves it
+/// there (the core's retire saturates: wrapped to `u32::MAX`, the count made every later
+/// push or pop a `FUTEX_WAKE`, and each lone sleeper's announcement took it back to 0, so
+/// that it was missed too), or takes the count of a sleeper that announced itself
+/// meanwhile, which is then missed the same way, once. Late wakes, never a sleep past its
+/// own end; and two holders of a role corrupt the queue anyway (`is_guarded`'s
 /// docs). The clear is kept: without it one dead sleeper would cost every push a wake for
 /// good.
 ///
@@ -133,8 +135,9 @@ fn attach<H>(
         Side::Space => view.space_waiters(),
     };
     // Relaxed: this handle's own sleeps follow in program order; a peer that still reads the
-    // old count wakes nobody once, needlessly.
-    waiters.store(0, Ordering::Relaxed);
+    // old count wakes nobody once, needlessly. A swap, not a store: the RMW that the loom
+    // model `retires_racing_a_cleared_count_leave_it_at_zero` checks against the retires.
+    waiters.swap(0, Ordering::Relaxed);
     Ok((handle, lock))
 }
 

@@ -629,6 +629,28 @@ mod tests {
         (w, r)
     }
 
+    /// The slow reader of the tests below: reads up to `chunk` bytes every 10 ms until
+    /// `frame` bytes came, the stream ended or failed, or 10 s passed since `t0`; returns
+    /// the bytes read.
+    fn read_slowly(
+        r: &mut std::net::TcpStream,
+        chunk: usize,
+        frame: usize,
+        t0: std::time::Instant,
+    ) -> usize {
+        use std::io::Read;
+        let mut buf = vec![0u8; chunk];
+        let mut got = 0;
+        while got < frame && t0.elapsed() < StdDuration::from_secs(10) {
+            std::thread::sleep(StdDuration::from_millis(10));
+            match r.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => got += n,
+            }
+        }
+        got
+    }
+
     /// A peer that reads, only slower than one frame per timeout: every write makes
     /// progress well within the timeout, so the frame goes through. The timeout used to
     /// bound the whole frame, so a mirror that needed more than 5 s for one frame (a slow
@@ -638,26 +660,14 @@ mod tests {
     /// below the frame.
     #[test]
     fn a_slow_reader_gets_a_frame_longer_than_the_timeout_takes() {
-        use std::io::Read;
         const FRAME: usize = 4 << 20;
         let (mut w, mut r) = small_buffer_pair();
         let frame = vec![5u8; FRAME];
         let timeout = StdDuration::from_millis(300);
         let t0 = std::time::Instant::now();
         let (written, read) = std::thread::scope(|sc| {
-            let reader = sc.spawn(move || {
-                // About 6 MiB/s: the frame takes some 700 ms, each chunk 10 ms.
-                let mut chunk = vec![0u8; SMALL_BUF];
-                let mut got = 0;
-                while got < FRAME && t0.elapsed() < StdDuration::from_secs(10) {
-                    std::thread::sleep(StdDuration::from_millis(10));
-                    match r.read(&mut chunk) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => got += n,
-                    }
-                }
-                got
-            });
+            // About 6 MiB/s: the frame takes some 700 ms, each chunk 10 ms.
+            let reader = sc.spawn(move || read_slowly(&mut r, SMALL_BUF, FRAME, t0));
             let written = write_all_within(&mut w, &frame, timeout);
             if written.is_err() {
                 let _ = w.shutdown(std::net::Shutdown::Both);
@@ -681,26 +691,14 @@ mod tests {
     /// session, and a long NAK answer frame after frame) as long as it kept reading.
     #[test]
     fn a_trickling_reader_is_cut_off_at_the_minimum_rate() {
-        use std::io::Read;
         const FRAME: usize = 1 << 20;
         let (mut w, mut r) = small_buffer_pair();
         let frame = vec![9u8; FRAME];
         let (timeout, rate) = (StdDuration::from_secs(1), 1 << 20);
         let t0 = std::time::Instant::now();
         let (written, read) = std::thread::scope(|sc| {
-            let reader = sc.spawn(move || {
-                // About 200 KiB/s, a fifth of the minimum rate.
-                let mut chunk = [0u8; 2048];
-                let mut got = 0;
-                while got < FRAME && t0.elapsed() < StdDuration::from_secs(10) {
-                    std::thread::sleep(StdDuration::from_millis(10));
-                    match r.read(&mut chunk) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => got += n,
-                    }
-                }
-                got
-            });
+            // About 200 KiB/s, a fifth of the minimum rate.
+            let reader = sc.spawn(move || read_slowly(&mut r, 2048, FRAME, t0));
             let written = write_all_at_rate(&mut w, &frame, timeout, rate, &AtomicBool::new(false));
             let dt = t0.elapsed();
             let _ = w.shutdown(std::net::Shutdown::Both);

@@ -1,7 +1,7 @@
 //! Mirror tests: NAKs the source leaves unanswered (a far-ahead UDP heartbeat) and their
 //! back-off.
 
-use super::mirror::far_ahead_heartbeat;
+use super::mirror_udp::far_ahead_heartbeat;
 use super::*;
 
 /// A UDP heartbeat far ahead of what the source has (forged, or from a confused sender on

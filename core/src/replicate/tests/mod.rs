@@ -5,9 +5,13 @@
 mod corrupt_slot;
 mod long_frame;
 mod mirror;
+mod mirror_blob;
+mod mirror_handshake;
 mod mirror_input;
 mod mirror_nak;
 mod mirror_resume;
+mod mirror_truncated;
+mod mirror_udp;
 mod mpmc_tickets;
 mod source;
 mod stuck_slot;
