@@ -54,9 +54,10 @@
 //! (`ringwire::bench::floor::line_transfer`, [`FLOOR_LAPS`] laps a prefetch distance, the
 //! reader on core 1 and the writer on core 0 as the consumer and producer are): the time per
 //! line to read 4,096 lines the other core has just written, and to write lines it has just
-//! read, in bulk with no queue protocol. A queue moving 64-byte items between the cores makes
-//! both moves for every item, so the report gives each queue's time per item in those cases
-//! divided by that round's read figure, and the JSON holds the floor of every round.
+//! read, in bulk with no queue protocol, each side at its best prefetch distance. A queue
+//! moving 64-byte items between the cores makes both moves for every item, at once, so the
+//! report gives each queue's time per item in those cases divided by the larger of that
+//! round's two figures, and the JSON holds the floor of every round.
 
 use std::hint::black_box;
 use std::path::PathBuf;
@@ -988,7 +989,7 @@ fn print_floor(
         ringwire::bench::floor::TRANSFER_LINES
     );
     println!(
-        "Each round's figure is the median lap of `ringwire::bench::floor::line_transfer` (the `line transfer` of `ringwire bench floor`): core 1 reads every word of 4,096 lines core 0 has just written (at the prefetch distance with the lowest median), and core 0 writes lines core 1 has just read, in bulk, with no queue protocol.\n"
+        "Each round's figure is the median lap of `ringwire::bench::floor::line_transfer` (the `line transfer` of `ringwire bench floor`): core 1 reads every word of 4,096 lines core 0 has just written, and core 0 writes lines core 1 has just read, in bulk, with no queue protocol, each at the prefetch distance with the lowest median (core 0 prefetches for writing where the CPU can). A queue moving 64-byte items makes both moves for every item, the producer's and the consumer's at once: the larger of the two figures bounds its time per item.\n"
     );
     println!("| figure | per line: median | p10 – p90 | min – max |");
     println!("|---|---:|---:|---:|");
@@ -1001,12 +1002,15 @@ fn print_floor(
         spread_cells(floors.iter().map(|f| f.write.p50), " ns")
     );
     println!(
-        "\n| case | implementation | time per item ÷ the read floor, same round: median | p10 – p90 | min – max |"
+        "\n| case | implementation | time per item ÷ the floor (the larger of read and write), same round: median | p10 – p90 | min – max |"
     );
     println!("|---|---|---:|---:|---:|");
     for (case, idx) in cases.iter().filter(|(c, _)| c.ends_with("/64B")) {
         for &i in idx {
-            let q = figures[i].iter().zip(floors).map(|(x, f)| x / f.read.p50);
+            let q = figures[i]
+                .iter()
+                .zip(floors)
+                .map(|(x, f)| x / f.read.p50.max(f.write.p50));
             println!(
                 "| `{case}` | {} | {} |",
                 trials[i].queue,
@@ -1157,6 +1161,7 @@ fn paired(args: &[String]) {
                 "read_ns_per_line": floors.iter().map(|f| f.read.p50).collect::<Vec<_>>(),
                 "read_ahead_lines": floors.iter().map(|f| f.read_ahead).collect::<Vec<_>>(),
                 "write_ns_per_line": floors.iter().map(|f| f.write.p50).collect::<Vec<_>>(),
+                "write_ahead_lines": floors.iter().map(|f| f.write_ahead).collect::<Vec<_>>(),
             });
         }
         std::fs::write(&path, serde_json::to_string_pretty(&doc).expect("json"))

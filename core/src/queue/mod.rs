@@ -20,7 +20,7 @@ pub use layout::{
 };
 pub use mpmc::{MpmcQueue, Popped, StuckKind, StuckSlot};
 pub use spsc::{SpscConsumer, SpscProducer};
-pub use view::{QueueExpect, QueueView};
+pub use view::{QueueExpect, QueueView, has_prefetch_write};
 
 #[cfg(all(test, not(loom)))]
 mod tests;

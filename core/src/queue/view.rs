@@ -99,7 +99,10 @@ struct Slots {
 /// 2.3–2.4 ns; the line comes in shared, and the store that follows must take it from the
 /// consumer's core again). On AArch64, `prfm pstl1keep`, which every core decodes (a
 /// prefetch it does not implement is a no-op). Nowhere else, nor under loom or Miri.
-pub(crate) fn has_prefetch_write() -> bool {
+///
+/// Public for code that measures what the queues do (the std crate's line-transfer floor
+/// prefetches for writing where a producer would).
+pub fn has_prefetch_write() -> bool {
     #[cfg(all(target_arch = "x86_64", not(loom), not(miri)))]
     {
         use core::arch::x86_64::__cpuid;

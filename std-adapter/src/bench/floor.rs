@@ -234,9 +234,10 @@ pub fn moving_line_round_trips(rounds: u64, pin: Option<(usize, usize)>) -> Dura
 /// a 4,096-slot queue of 64-byte items.
 pub const TRANSFER_LINES: usize = 4096;
 
-/// How far ahead of its loads the reader of [`line_transfer`] prefetches, in lines, in the
-/// passes it makes (0: no software prefetch). Only 0 where there is no prefetch instruction
-/// to issue (outside x86-64).
+/// How far ahead the reader of [`line_transfer`] prefetches its loads, and its writer its
+/// stores (where the CPU has a prefetch for writing), in lines, in the passes it makes (0:
+/// no software prefetch). Only 0 where there is no prefetch instruction to issue (outside
+/// x86-64).
 #[cfg(target_arch = "x86_64")]
 pub const TRANSFER_AHEAD: &[usize] = &[0, 8, 16, 32, 64];
 /// See the x86-64 definition.
@@ -303,8 +304,12 @@ pub struct LineTransfer {
     /// That distance, in lines (one of [`TRANSFER_AHEAD`]).
     pub read_ahead: usize,
     /// Writing every word of the lines the other core has just read, per line (until the
-    /// stores are done: a SeqCst fence ends the timed part), from every pass.
+    /// stores are done: a SeqCst fence ends the timed part), at the prefetch-for-writing
+    /// distance with the lowest median (where the CPU has no such prefetch, the passes
+    /// differ only in the reader's distance).
     pub write: Spread,
+    /// That distance, in lines (one of [`TRANSFER_AHEAD`]).
+    pub write_ahead: usize,
 }
 
 /// Waits until `flag` holds a value `done` accepts, and returns it, giving the core away
@@ -355,10 +360,25 @@ fn read_lines(buf: &[Block], lines: usize, ahead: usize) -> u64 {
     sum
 }
 
-/// Stores `v` into every word of `lines` lines of `buf`.
+/// Stores `v` into every word of `lines` lines of `buf`, prefetching for writing `ahead`
+/// lines ahead where the CPU has such a prefetch (`prefetch_w`: see
+/// [`ringwire_core::queue::has_prefetch_write`], which the SPSC producer follows too).
 #[inline(never)]
-fn write_lines(buf: &[Block], lines: usize, v: u64) {
+fn write_lines(buf: &[Block], lines: usize, v: u64, ahead: usize, prefetch_w: bool) {
     for i in 0..lines {
+        #[cfg(target_arch = "x86_64")]
+        if prefetch_w && ahead > 0 && i + ahead < lines {
+            // SAFETY: `prefetch_w` says CPUID has PRFCHW (or 3DNowPrefetch), so `prefetchw`
+            // exists; a prefetch reads and writes nothing the program sees and cannot fault,
+            // and the address is a line of `buf` anyway.
+            unsafe {
+                core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_ET0 }>(
+                    line_words(buf, i + ahead).as_ptr().cast(),
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (ahead, prefetch_w);
         for w in line_words(buf, i) {
             w.store(v, Ordering::Relaxed);
         }
@@ -367,7 +387,8 @@ fn write_lines(buf: &[Block], lines: usize, v: u64) {
 
 /// One pass of [`line_transfer`]: `laps` laps in which the other thread writes every
 /// line (timed: the write samples) and this one then reads them all (timed: the read
-/// samples). Ends early past `limit`, looked at every lap.
+/// samples), each prefetching `ahead` lines ahead (the writer for writing, where the CPU
+/// can). Ends early past `limit`, looked at every lap.
 fn transfer_pass(
     laps: u64,
     ahead: usize,
@@ -385,10 +406,11 @@ fn transfer_pass(
             if let Some((_, b)) = pin {
                 pin_to(b);
             }
+            let prefetch_w = ringwire_core::queue::has_prefetch_write();
             let mut times = Vec::with_capacity(laps as usize);
             for lap in 1..=laps {
                 let t0 = Instant::now();
-                write_lines(&buf, lines, lap);
+                write_lines(&buf, lines, lap, ahead, prefetch_w);
                 // The stores are done (not only issued) when the fence returns.
                 std::sync::atomic::fence(Ordering::SeqCst);
                 let dt = t0.elapsed();
@@ -437,9 +459,10 @@ fn transfer_pass(
 /// word of every line, then this one reads them all; and the time for the other core to
 /// write lines this one has just read. A queue moving 64-byte items between the two cores
 /// makes both moves for every item (the producer's stores take its lines back, the
-/// consumer's loads bring them over), so this is what its time per item is made of. The
-/// reader makes `laps` laps at each distance of [`TRANSFER_AHEAD`] (one pass each), and the
-/// best distance's laps are reported. Each pass stops past 30 s, looked at every lap.
+/// consumer's loads bring them over), so this is what its time per item is made of: the
+/// larger of the two bounds it. The reader and the writer make `laps` laps at each
+/// distance of [`TRANSFER_AHEAD`] (one pass each), and for each side the best distance's
+/// laps are reported. Each pass stops past 30 s, looked at every lap.
 pub fn line_transfer(laps: u64, pin: Option<(usize, usize)>) -> LineTransfer {
     line_transfer_within(laps, pin, TIMED_LIMIT)
 }
@@ -447,21 +470,27 @@ pub fn line_transfer(laps: u64, pin: Option<(usize, usize)>) -> LineTransfer {
 /// [`line_transfer`] with each pass stopped past `limit` (a `limit` past what an `Instant`
 /// holds is none).
 fn line_transfer_within(laps: u64, pin: Option<(usize, usize)>, limit: Duration) -> LineTransfer {
-    let mut best: Option<(Spread, usize)> = None;
-    let mut writes = Vec::new();
+    let mut best_read: Option<(Spread, usize)> = None;
+    let mut best_write: Option<(Spread, usize)> = None;
     for &ahead in TRANSFER_AHEAD {
         let (r, w) = transfer_pass(laps.max(1), ahead, pin, limit);
-        writes.extend(w);
-        let r = Spread::of(r);
-        if best.is_none_or(|(b, _)| r.p50 < b.p50) {
-            best = Some((r, ahead));
+        for (best, s) in [
+            (&mut best_read, Spread::of(r)),
+            (&mut best_write, Spread::of(w)),
+        ] {
+            // A pass with no write samples (stopped after its first lap) is no candidate.
+            if s.count > 0 && best.is_none_or(|(b, _)| s.p50 < b.p50) {
+                *best = Some((s, ahead));
+            }
         }
     }
-    let (read, read_ahead) = best.unwrap_or_default();
+    let (read, read_ahead) = best_read.unwrap_or_default();
+    let (write, write_ahead) = best_write.unwrap_or_default();
     LineTransfer {
         read,
         read_ahead,
-        write: Spread::of(writes),
+        write,
+        write_ahead,
     }
 }
 
@@ -624,9 +653,11 @@ mod tests {
         let laps = 5;
         let t = line_transfer_within(laps, None, Duration::MAX);
         // Every lap read is timed; the writer's first lap of each pass is not a sample.
+        // Each figure is one pass's: the best distance's.
         assert_eq!(t.read.count, laps as usize);
-        assert_eq!(t.write.count, TRANSFER_AHEAD.len() * (laps as usize - 1));
+        assert_eq!(t.write.count, laps as usize - 1);
         assert!(TRANSFER_AHEAD.contains(&t.read_ahead), "{t:?}");
+        assert!(TRANSFER_AHEAD.contains(&t.write_ahead), "{t:?}");
         for s in [t.read, t.write] {
             assert!(s.p10 > 0.0 && s.p10 <= s.p50 && s.p50 <= s.p90, "{t:?}");
         }

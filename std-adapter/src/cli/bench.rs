@@ -621,12 +621,13 @@ fn floor(
         write_out(
             out,
             &format!(
-                "{{\"cacheline_round_trip\":{},\"moving_line_round_trip\":{},\"line_transfer\":{{\"lines\":{TRANSFER_LINES},\"read\":{},\"read_ahead_lines\":{},\"write\":{}}},\"timer_overhead_ns\":{timer},\"pinned\":{},\"cores\":{},\"loopback_64b\":{{\"sent\":{},\"received\":{},\"per_sec\":{:.0}}}}}",
+                "{{\"cacheline_round_trip\":{},\"moving_line_round_trip\":{},\"line_transfer\":{{\"lines\":{TRANSFER_LINES},\"read\":{},\"read_ahead_lines\":{},\"write\":{},\"write_ahead_lines\":{}}},\"timer_overhead_ns\":{timer},\"pinned\":{},\"cores\":{},\"loopback_64b\":{{\"sent\":{},\"received\":{},\"per_sec\":{:.0}}}}}",
                 s.to_json(),
                 moving.to_json(),
                 transfer.read.to_json(),
                 transfer.read_ahead,
                 transfer.write.to_json(),
+                transfer.write_ahead,
                 pin.is_some(),
                 pin.map_or("null".into(), |(a, b)| format!("[{a},{b}]")),
                 rate.sent,
@@ -655,11 +656,19 @@ fn floor(
         write_out(
             out,
             &format!(
-                "line transfer ({TRANSFER_LINES} lines in bulk, {}): reading lines the other thread wrote {} (prefetching {} lines ahead); writing lines the other thread read {}",
+                "line transfer ({TRANSFER_LINES} lines in bulk, {}): reading lines the other thread wrote {} (prefetching {} lines ahead); writing lines the other thread read {} ({})",
                 cores_text(pin),
                 transfer.read,
                 transfer.read_ahead,
-                transfer.write
+                transfer.write,
+                if ringwire_core::queue::has_prefetch_write() {
+                    format!(
+                        "prefetching for writing {} lines ahead",
+                        transfer.write_ahead
+                    )
+                } else {
+                    "no prefetch for writing on this CPU".to_owned()
+                }
             ),
         )?;
         write_out(

@@ -44,20 +44,23 @@
 //!   does; a median just under the target is shown with the decimals that keep it under,
 //!   1.4996 and not "1.50"). A case or queue missing from the file is "not measured", never
 //!   a pass. A run that measured the line-transfer floor (its `line_transfer`) also gets
-//!   that floor and rtrb's time ÷ it in the 64-byte cases: the most a queue moving an item
-//!   in the time the floor reads a line could reach against rtrb.
+//!   that floor (per round, the larger of its read and write figures: a queue makes both
+//!   moves at once) and rtrb's time per 64-byte line of items ÷ it in the SPSC cases: the
+//!   most a queue moving each line in the time of the floor could reach against rtrb.
 //! * `queue-target-runs`: the same targets over several paired runs, one column per run
 //!   (each the median of its per-round ratios) and how many runs meet each target, with a
 //!   row of ringwire's SPSC round trip per run, which shows the host's state (this VM's
 //!   two cores sometimes share a cache and sometimes do not, and the ratios follow), a row
-//!   of its line-transfer read floor and, under the targets, rtrb ÷ that floor in the
-//!   64-byte cases ("–" for a run without a floor).
+//!   of its line-transfer floor and, under the targets, rtrb ÷ that floor in the SPSC
+//!   cases ("–" for a run without a floor).
 //! * `queue-target-states`: the same targets over the rounds of several paired runs pooled,
 //!   each round put with the host state it ran in: ringwire's SPSC round trip in that round
 //!   below `split ns` (the two cores shared a cache) or not. For each state: its rounds,
 //!   the median round trip, the medians of the line-transfer floor's read and write
-//!   figures, and per target the median, p10 – p90 and the rounds reaching it of the
-//!   per-round ratios. A round without a round trip is left out.
+//!   figures, per target the median, p10 – p90 and the rounds reaching it of the
+//!   per-round ratios, and under the targets rtrb ÷ the floor in the SPSC cases with the
+//!   rounds where it reaches 1.5 (where it does not, no queue at the floor would have met
+//!   1.5× rtrb). A round without a round trip is left out.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -1002,6 +1005,21 @@ struct PairedRun {
     write_floors: Option<Vec<f64>>,
 }
 
+impl PairedRun {
+    /// The floor of each round: the larger of its read and write figures (a queue makes
+    /// both moves at once, so the slower one bounds it); the read figure alone in a run
+    /// without write figures. `None` for a run without a floor.
+    fn bound(&self) -> Option<Vec<f64>> {
+        let read = self.floors.as_ref()?;
+        Some(match &self.write_floors {
+            Some(w) if w.len() == read.len() => {
+                read.iter().zip(w).map(|(r, w)| r.max(*w)).collect()
+            }
+            _ => read.clone(),
+        })
+    }
+}
+
 /// Parses a paired run's JSON.
 fn paired_run(json: &str) -> Result<PairedRun, String> {
     let doc: serde_json::Value =
@@ -1093,31 +1111,42 @@ fn line_ns(x: f64) -> String {
     }
 }
 
-/// The cases where the line-transfer floor bounds a queue: 64-byte items, against rtrb.
-const FLOOR_CASES: [&str; 2] = ["spsc_throughput/64B", "spsc_batch64/64B"];
+/// The SPSC cases of the rtrb targets, with the items a 64-byte line holds in each: a queue
+/// that stores its items side by side writes and reads every line once per that many
+/// items, so the line-transfer floor bounds its time per that many items.
+const FLOOR_CASES: [(&str, f64); 4] = [
+    ("spsc_throughput/u64", 8.0),
+    ("spsc_batch64/u64", 8.0),
+    ("spsc_throughput/64B", 1.0),
+    ("spsc_batch64/64B", 1.0),
+];
 
-/// The most any queue could reach against `peer` in `case` if it moved an item in the
-/// time the floor reads a line: the peer's time ÷ the read floor within each round,
-/// finite ones, sorted; `None` when the run has no floor or no such peer, or the rounds
-/// do not pair up.
+/// The most any queue could reach against `peer` in `case` if it moved each line of items
+/// (`per_line` of them) in the time of the floor: the peer's time per line ÷ the floor
+/// (`floors`, one per round: [`PairedRun::bound`]) within each round, finite ones, sorted;
+/// `None` when the run has no floor or no such peer, or the rounds do not pair up.
 fn floor_ceiling(
     trials: &[serde_json::Value],
     floors: &[f64],
-    case: &str,
+    (case, per_line): (&str, f64),
     peer: &str,
 ) -> Option<Vec<f64>> {
-    round_ratios(&paired_figures(trials, case, peer, true)?.1, floors)
+    let per_item = paired_figures(trials, case, peer, true)?.1;
+    let per_line: Vec<f64> = per_item.iter().map(|x| x * per_line).collect();
+    round_ratios(&per_line, floors)
 }
 
 /// The BENCHMARKS.md section of [`QUEUE_TARGETS`] judged on a paired run's JSON (see the
 /// module docs); `source` names the file in the text.
 fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
+    let run = paired_run(json)?;
+    let bound = run.bound();
     let PairedRun {
         trials,
         rounds,
         floors,
-        ..
-    } = paired_run(json)?;
+        write_floors,
+    } = run;
     let rounds = rounds.map_or("?".to_owned(), |r| r.to_string());
     let mut out = String::new();
     let _ = writeln!(
@@ -1171,21 +1200,24 @@ fn queue_targets_table(json: &str, source: &str) -> Result<String, String> {
         QUEUE_TARGETS.len(),
         judged
     );
-    if let Some(floors) = floors {
+    if let (Some(floors), Some(bound)) = (floors, bound) {
         let ceilings: Vec<String> = FLOOR_CASES
             .iter()
-            .filter_map(|c| {
-                let q = floor_ceiling(&trials, &floors, c, "rtrb")?;
-                Some(format!("`{c}` {:.2}", median(&q)))
+            .filter_map(|&c| {
+                let q = floor_ceiling(&trials, &bound, c, "rtrb")?;
+                Some(format!("`{}` {:.2}", c.0, median(&q)))
             })
             .collect();
         let _ = writeln!(
             out,
             "\nThe line-transfer floor of this run (the paired run's own, one per round): reading \
-             lines the other core wrote took {} a line (median of the rounds). A queue moving a \
-             64-byte item in that time would reach, against rtrb (rtrb's time ÷ the read floor \
-             within each round, median): {}.",
+             lines the other core wrote took {} a line, writing lines it read {} (medians of the \
+             rounds); a queue makes both moves at once, so the larger of the two in each round \
+             bounds it. A queue moving each line of items in that time would reach, against rtrb \
+             (rtrb's time per line, 8 `u64` items or one 64-byte item, ÷ that floor within each \
+             round, median): {}.",
             line_ns(median(&floors)),
+            line_ns(write_floors.as_deref().map_or(f64::NAN, median)),
             if ceilings.is_empty() {
                 "not measured".to_owned()
             } else {
@@ -1209,8 +1241,8 @@ fn queue_target_runs_table(runs: &[(String, String)]) -> Result<String, String> 
     let mut floors = Vec::with_capacity(runs.len());
     for (name, json) in runs {
         let run = paired_run(json).map_err(|e| format!("{name}: {e}"))?;
+        floors.push(run.bound());
         parsed.push(run.trials);
-        floors.push(run.floors);
     }
     let mut out = String::new();
     out.push_str("| target | case | needs |");
@@ -1225,7 +1257,9 @@ fn queue_target_runs_table(runs: &[(String, String)]) -> Result<String, String> 
             .map_or(f64::NAN, |(_, f)| median(&f));
         let _ = write!(out, " {} |", ns(rt));
     }
-    out.push_str(" |\n| host: line-transfer read floor, median | `line_transfer` | |");
+    out.push_str(
+        " |\n| host: line-transfer floor (the larger of read and write), median | `line_transfer` | |",
+    );
     for f in &floors {
         let _ = write!(out, " {} |", line_ns(f.as_deref().map_or(f64::NAN, median)));
     }
@@ -1257,7 +1291,8 @@ fn queue_target_runs_table(runs: &[(String, String)]) -> Result<String, String> 
     for case in FLOOR_CASES {
         let _ = write!(
             out,
-            "| at most, a queue at the read floor: rtrb ÷ the floor | `{case}` | |"
+            "| at most, a queue at the floor: rtrb ÷ the floor | `{}` | |",
+            case.0
         );
         for (trials, f) in parsed.iter().zip(&floors) {
             match f
@@ -1283,6 +1318,8 @@ struct StateRounds {
     floors: Vec<f64>,
     write_floors: Vec<f64>,
     ratios: Vec<Vec<f64>>,
+    /// Per case of [`FLOOR_CASES`], rtrb's time per line ÷ the floor of the round.
+    ceilings: Vec<Vec<f64>>,
 }
 
 /// [`QUEUE_TARGETS`] over the pooled rounds of several paired runs (`(name, json)`), split
@@ -1295,6 +1332,7 @@ fn queue_target_states_table(runs: &[(String, String)], split: f64) -> Result<St
     let mut states: [StateRounds; 2] = Default::default();
     for s in &mut states {
         s.ratios = vec![Vec::new(); QUEUE_TARGETS.len()];
+        s.ceilings = vec![Vec::new(); FLOOR_CASES.len()];
     }
     for (name, json) in runs {
         let run = paired_run(json).map_err(|e| format!("{name}: {e}"))?;
@@ -1308,6 +1346,18 @@ fn queue_target_states_table(runs: &[(String, String)], split: f64) -> Result<St
                 let (case, rw) = paired_figures(&run.trials, t.case, "ringwire", false)?;
                 let (_, peer) = paired_figures(&run.trials, &case, t.peer, true)?;
                 (rw.len() == rts.len() && peer.len() == rts.len()).then_some((rw, peer))
+            })
+            .collect();
+        let bound = run.bound();
+        // Per case, rtrb's time per line ÷ the floor in every round (all the run's rounds:
+        // `round_ratios` would drop and sort, losing which round each is).
+        let ceilings: Vec<Option<Vec<f64>>> = FLOOR_CASES
+            .iter()
+            .map(|&(case, per_line)| {
+                let f = bound.as_ref()?;
+                let (_, rtrb) = paired_figures(&run.trials, case, "rtrb", true)?;
+                (rtrb.len() == rts.len() && f.len() == rts.len())
+                    .then(|| rtrb.iter().zip(f).map(|(x, f)| x * per_line / f).collect())
             })
             .collect();
         for (round, &rt) in rts.iter().enumerate() {
@@ -1328,6 +1378,11 @@ fn queue_target_states_table(runs: &[(String, String)], split: f64) -> Result<St
                     if q.is_finite() {
                         s.ratios[i].push(q);
                     }
+                }
+            }
+            for (i, c) in ceilings.iter().enumerate() {
+                if let Some(q) = c.as_ref().map(|c| c[round]).filter(|q| q.is_finite()) {
+                    s.ceilings[i].push(q);
                 }
             }
         }
@@ -1383,6 +1438,29 @@ fn queue_target_states_table(runs: &[(String, String)], split: f64) -> Result<St
                 out,
                 " {mark}{}{mark} | {p10:.2} – {p90:.2} | {reach} of {} |",
                 against(med, t.needs),
+                q.len()
+            );
+        }
+        out.push('\n');
+    }
+    for (i, (case, _)) in FLOOR_CASES.iter().enumerate() {
+        let _ = write!(
+            out,
+            "| at most, a queue at the floor: rtrb ÷ the floor | `{case}` | ≥ 1.50 |"
+        );
+        for s in &mut states {
+            let q = &mut s.ceilings[i];
+            q.sort_by(f64::total_cmp);
+            if q.is_empty() {
+                out.push_str(" – | – | – |");
+                continue;
+            }
+            let (p10, p90) = ringwire::bench::nearest_rank_tails(q, 10);
+            let reach = q.iter().filter(|&&x| x >= 1.5).count();
+            let _ = write!(
+                out,
+                " {} | {p10:.2} – {p90:.2} | {reach} of {} |",
+                against(median(q), 1.5),
                 q.len()
             );
         }
@@ -1555,8 +1633,9 @@ mod tests {
         assert!(t.contains("1 of 7 targets met (3 measured)."), "{t}");
     }
 
-    /// A paired run with a line-transfer floor: the single-run section and the multi-run
-    /// table give rtrb's time ÷ the read floor of the same round.
+    /// A paired run with a line-transfer read floor only (runs before the write figure): the
+    /// single-run section and the multi-run table give rtrb's time ÷ the read floor of the
+    /// same round.
     #[test]
     fn queue_targets_give_rtrb_over_the_line_transfer_floor() {
         let mut doc: serde_json::Value = serde_json::from_str(&paired_json(&[
@@ -1584,7 +1663,7 @@ mod tests {
             "{m}"
         );
         assert!(
-            row("read floor, median").ends_with("| 3.50 ns | – | |"),
+            row("line-transfer floor (the larger").ends_with("| 3.50 ns | – | |"),
             "{m}"
         );
         // Without a floor the single-run section says nothing of it.
@@ -1593,6 +1672,66 @@ mod tests {
             !queue_targets_table(&plain, "q.json")
                 .unwrap()
                 .contains("floor")
+        );
+    }
+
+    /// With a write figure the floor of a round is the larger of the two, and a `u64` case
+    /// counts 8 items to a line: in all three tables.
+    #[test]
+    fn the_floor_of_a_round_is_the_larger_of_read_and_write() {
+        let mut doc: serde_json::Value = serde_json::from_str(&paired_json(&[
+            ("spsc_batch64/64B", "ringwire", &[4.0, 4.0, 4.4, 4.4]),
+            ("spsc_batch64/64B", "rtrb", &[4.8, 4.8, 5.0, 5.0]),
+            ("spsc_batch64/u64", "ringwire", &[0.5, 0.5, 0.5, 0.5]),
+            ("spsc_batch64/u64", "rtrb", &[0.6, 0.6, 0.9, 0.9]),
+            ("spsc_round_trip", "ringwire", &[100.0, 100.0, 400.0, 400.0]),
+        ]))
+        .unwrap();
+        doc["line_transfer"] = serde_json::json!({
+            "read_ns_per_line": [4.0, 4.0, 3.0, 3.0],
+            "write_ns_per_line": [3.0, 3.0, 5.0, 5.0],
+        });
+        let j = doc.to_string();
+        // The floor: 4, 4, 5, 5. 64-byte rtrb ÷ it: 1.2, 1.2, 1.0, 1.0 (median 1.10); u64,
+        // 8 to a line: 1.2, 1.2, 1.44, 1.44 (median 1.32).
+        let t = queue_targets_table(&j, "q.json").unwrap();
+        assert!(
+            t.contains("took 3.50 ns a line, writing lines it read 4.00 ns")
+                && t.contains("`spsc_batch64/u64` 1.32")
+                && t.contains("`spsc_batch64/64B` 1.10."),
+            "{t}"
+        );
+        let m = queue_target_runs_table(&[("a".to_owned(), j.clone())]).unwrap();
+        let row = |t: &str, pat: &str| t.lines().find(|l| l.contains(pat)).unwrap_or("").to_owned();
+        assert!(
+            row(&m, "`spsc_batch64/64B` | |").ends_with("| 1.10 | |"),
+            "{m}"
+        );
+        assert!(
+            row(&m, "`spsc_batch64/u64` | |").ends_with("| 1.32 | |"),
+            "{m}"
+        );
+        assert!(
+            row(&m, "(the larger of read and write)").ends_with("| 4.50 ns | |"),
+            "{m}"
+        );
+        // Split by state: rounds 1-2 (round trip 100 ns) and 3-4 (400 ns), each pair alike.
+        let st = queue_target_states_table(&[("a".to_owned(), j)], 200.0).unwrap();
+        assert!(
+            row(&st, "rtrb ÷ the floor | `spsc_batch64/64B`")
+                .ends_with("| 1.20 | 1.20 – 1.20 | 0 of 2 | 1.00 | 1.00 – 1.00 | 0 of 2 |"),
+            "{st}"
+        );
+        assert!(
+            row(&st, "rtrb ÷ the floor | `spsc_batch64/u64`")
+                .ends_with("| 1.20 | 1.20 – 1.20 | 0 of 2 | 1.44 | 1.44 – 1.44 | 0 of 2 |"),
+            "{st}"
+        );
+        // No rtrb figures for single items: "–" in both states.
+        assert!(
+            row(&st, "rtrb ÷ the floor | `spsc_throughput/64B`")
+                .ends_with("| – | – | – | – | – | – |"),
+            "{st}"
         );
     }
 
