@@ -217,8 +217,10 @@ impl OffsetCheckpoint {
     /// file refused is left as it was. Such a record without its magic (64 bytes, no
     /// offset) is a creation still at work or one cut short: the open waits up to 200 ms
     /// for its creator to store the magic, then finishes it itself, or refuses it with an
-    /// [`Error::Io`] of `fallocate` when the file system has no room for its bytes. This
-    /// process's pid is stored into it. An empty `path` is [`Error::InvalidArgument`].
+    /// [`Error::Io`] of `fallocate` when the file system has no room for its bytes. Of
+    /// several opens that all find the file missing or empty, one writes the record and the
+    /// others wait for it in the same way, then open it as written (its name, not theirs).
+    /// This process's pid is stored into it. An empty `path` is [`Error::InvalidArgument`].
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
         crate::file::not_empty(path, "offset")?;
@@ -236,13 +238,17 @@ impl OffsetCheckpoint {
             return Err(mkdir);
         }
         let (file, created) = opened?;
-        let len = file
+        let mut len = file
             .metadata()
             .map_err(|e| Error::io(path, "fstat", e))?
             .len();
         // Only a file this call created, or an empty one, is new: anything else with bytes
         // in it is someone's data, checked below and never overwritten.
         let fresh = created || len == 0;
+        #[cfg(test)]
+        if fresh {
+            run_hook(At::FoundNew, path);
+        }
         if fresh {
             if let Err((op, e)) = crate::file::size_and_reserve(&file, CHECKPOINT_SIZE as u64) {
                 if created {
@@ -254,6 +260,8 @@ impl OffsetCheckpoint {
                 }
                 return Err(Error::io(path, op, e));
             }
+            // Sized by this call, or by another opener that also took the file for new.
+            len = CHECKPOINT_SIZE as u64;
         } else {
             let found = read_magic(path, &file, len)?;
             if len < CHECKPOINT_SIZE as u64 {
@@ -293,7 +301,13 @@ impl OffsetCheckpoint {
             id,
             abs_path: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
         };
-        if fresh {
+        // Of openers that all took the file for new, one writes the record; the others go on
+        // as for a file found sized: they wait for its magic (or finish a record whose
+        // writer was cut short) and open the record as written, its name and any offset its
+        // consumer has saved since.
+        if fresh && cp.claim() {
+            #[cfg(test)]
+            run_hook(At::Claimed, path);
             cp.initialise();
             return Ok(cp);
         }
@@ -301,7 +315,7 @@ impl OffsetCheckpoint {
         let mut magic = cp.a64(OFF_MAGIC).load(Ordering::Acquire);
         #[cfg(test)]
         if magic == 0 {
-            on_magic_zero_run(path);
+            run_hook(At::MagicZero, path);
         }
         if magic == 0 && len == CHECKPOINT_SIZE as u64 {
             match cp.await_creator() {
@@ -338,10 +352,21 @@ impl OffsetCheckpoint {
         Ok(cp)
     }
 
-    /// Writes the record of a new checkpoint into a file of 64 zero bytes, magic last. The
-    /// offset is left as it is (0 in a new file): should two openers both take the file for
-    /// new (a creator, and an opener that found it empty or an unfinished creation), the
-    /// later one's writes cannot undo an offset the earlier one's consumer has saved since.
+    /// Takes the writing of a new record, for an open that took the file for new: the version
+    /// goes from 0 to ours, which only one of several such openers (a creator, openers that
+    /// found the file empty) can do. The others wait for the winner's magic.
+    fn claim(&self) -> bool {
+        // Relaxed: the one word's order of changes decides who wins; the record itself is
+        // published by the magic's release store.
+        self.a32(OFF_VERSION)
+            .compare_exchange(0, CHECKPOINT_VERSION, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Writes the record of a new checkpoint into a file of 64 zero bytes (or one a
+    /// creation cut short left), magic last. The offset is left as it is (0 in a new file):
+    /// should two openers both finish a record cut short, the later one's writes cannot undo
+    /// an offset the earlier one's consumer has saved since.
     fn initialise(&self) {
         let mut name_buf = [0u8; 32];
         let trimmed = self.name.as_str();
@@ -420,8 +445,9 @@ impl OffsetCheckpoint {
     }
 
     fn a32(&self, off: usize) -> ringwire_core::sync::A32<'_> {
-        // SAFETY: only called with the 4-aligned pid offset 12 of the 64-byte region (the
-        // version at 8 is accessed at the same size, by store_version_pid/load_version).
+        // SAFETY: only called with the 4-aligned offsets 8 (the version, also accessed at
+        // this size by store_version_pid/load_version) and 12 (the pid) of the 64-byte
+        // region.
         unsafe { self.region.a32(off) }
     }
 
@@ -537,38 +563,57 @@ fn load_version(region: &Region) -> u32 {
     unsafe { region.a32(OFF_VERSION) }.load(Ordering::Relaxed)
 }
 
-/// Tests: a hook given the checkpoint's path (see [`on_magic_zero`]).
+/// Tests: a hook given the checkpoint's path (see [`on`]).
 #[cfg(test)]
 type PathHook = Box<dyn FnMut(&Path)>;
 
+/// Tests: the points of an open where a test can run a hook of its own (see [`on`]), as a
+/// creator or its consumer in another process would act there.
+#[cfg(test)]
+#[derive(Clone, Copy)]
+enum At {
+    /// The open has just loaded the magic of an existing file as 0.
+    MagicZero,
+    /// The open found the file missing (and made it) or empty, and has not sized it yet.
+    FoundNew,
+    /// The open took the file for new and has just claimed the writing of its record,
+    /// before it writes any of it.
+    Claimed,
+}
+
 #[cfg(test)]
 thread_local! {
-    /// Tests: what runs when an open of this thread has just loaded a magic of 0 (see
-    /// [`on_magic_zero`]), as a creator or its consumer in another process would act then.
-    static ON_MAGIC_ZERO: std::cell::RefCell<Option<PathHook>> =
-        const { std::cell::RefCell::new(None) };
+    /// Tests: each point's hook for the opens of this thread, indexed by [`At`].
+    static HOOKS: std::cell::RefCell<[Option<PathHook>; 3]> =
+        const { std::cell::RefCell::new([None, None, None]) };
 }
 
-/// Tests: runs `hook` with the path each time an open of this thread has just loaded the
-/// magic of an existing file as 0, until the returned guard drops (also when the test
-/// unwinds).
+/// Tests: runs `hook` with the path each time an open of this thread reaches the point
+/// `at`, until the returned guard drops (also when the test unwinds).
 #[cfg(test)]
-fn on_magic_zero(hook: impl FnMut(&Path) + 'static) -> impl Drop {
-    struct Restore;
+fn on(at: At, hook: impl FnMut(&Path) + 'static) -> impl Drop {
+    struct Restore(At);
     impl Drop for Restore {
         fn drop(&mut self) {
-            ON_MAGIC_ZERO.set(None);
+            HOOKS.with_borrow_mut(|h| h[self.0 as usize] = None);
         }
     }
-    ON_MAGIC_ZERO.set(Some(Box::new(hook)));
-    Restore
+    HOOKS.with_borrow_mut(|h| h[at as usize] = Some(Box::new(hook)));
+    Restore(at)
 }
 
+/// Tests: runs the hook of point `at`, if this thread has one. It is taken out while it
+/// runs, so that it may itself open the file (in this thread) without reaching itself.
 #[cfg(test)]
-fn on_magic_zero_run(path: &Path) {
-    ON_MAGIC_ZERO.with_borrow_mut(|h| {
-        if let Some(h) = h {
-            h(path)
+fn run_hook(at: At, path: &Path) {
+    let Some(mut hook) = HOOKS.with_borrow_mut(|h| h[at as usize].take()) else {
+        return;
+    };
+    hook(path);
+    HOOKS.with_borrow_mut(|h| {
+        // Unless the hook put another one there meanwhile.
+        if h[at as usize].is_none() {
+            h[at as usize] = Some(hook);
         }
     });
 }
@@ -603,7 +648,7 @@ mod tests {
     fn an_open_that_loads_the_magic_just_before_the_creator_stores_it_opens_the_file() {
         let path = TmpPath::new("ckpt-race-saved");
         std::fs::write(&path, before_the_magic(b"algo")).unwrap();
-        let _hook = on_magic_zero(|p| {
+        let _hook = on(At::MagicZero, |p| {
             store_at(p, OFF_MAGIC, &CHECKPOINT_MAGIC.to_ne_bytes());
             store_at(p, OFF_SEQ, &5u64.to_ne_bytes());
         });
@@ -619,7 +664,7 @@ mod tests {
         let path = TmpPath::new("ckpt-race-writing");
         std::fs::write(&path, before_the_magic(b"creator")).unwrap();
         let (seen, told) = std::sync::mpsc::channel();
-        let _hook = on_magic_zero(move |_| {
+        let _hook = on(At::MagicZero, move |_| {
             let _ = seen.send(());
         });
         let creator = {
@@ -636,6 +681,64 @@ mod tests {
         assert_eq!(cp.load(), None);
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(&bytes[OFF_NAME..OFF_NAME + 8], b"creator\0");
+    }
+
+    /// Two openers that both find the checkpoint file empty: the one that writes the record
+    /// first keeps it, and the other opens it as written, with the offset saved to it since.
+    /// Both wrote the whole record, the later one's name over the first one's.
+    #[test]
+    fn of_two_openers_that_find_the_file_empty_the_later_keeps_the_first_ones_record() {
+        let path = TmpPath::new("ckpt-race-empty");
+        std::fs::write(&path, b"").unwrap();
+        // The other opener, in a thread without hooks, from its look at the file to its
+        // commit while this thread's open is between its look (empty) and its sizing.
+        let _hook = on(At::FoundNew, |p| {
+            let p = p.to_path_buf();
+            std::thread::spawn(move || {
+                let cp = OffsetCheckpoint::open_or_create(&p, "first").unwrap();
+                cp.save(7);
+            })
+            .join()
+            .unwrap();
+        });
+        let cp = OffsetCheckpoint::open_or_create(&path, "second").unwrap();
+        assert_eq!((cp.load(), cp.pid()), (Some(7), std::process::id()));
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"first\0");
+    }
+
+    /// Two openers that both find the checkpoint file empty, the first one still writing the
+    /// record when the other looks: the other waits for it and opens it. It wrote the record
+    /// again at once, its own name in the file before the first one's.
+    #[test]
+    fn an_opener_that_finds_the_file_empty_waits_for_another_writing_the_record() {
+        let path = TmpPath::new("ckpt-race-empty-writing");
+        std::fs::write(&path, b"").unwrap();
+        let first = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let (claimed, told) = std::sync::mpsc::channel();
+        let hooked = first.clone();
+        let _hook = on(At::FoundNew, move |p| {
+            let (p, claimed) = (p.to_path_buf(), claimed.clone());
+            *hooked.borrow_mut() = Some(std::thread::spawn(move || {
+                // The first opener pauses once it has claimed the record, before writing it.
+                let _pause = on(At::Claimed, move |_| {
+                    let _ = claimed.send(());
+                    std::thread::sleep(Duration::from_millis(20));
+                });
+                OffsetCheckpoint::open_or_create(&p, "first").map(drop)
+            }));
+            // Both have looked at the file (empty) when this thread's open sizes it.
+            told.recv_timeout(Duration::from_secs(10)).unwrap();
+        });
+        let cp = OffsetCheckpoint::open_or_create(&path, "second").unwrap();
+        // Read before the first opener is joined: its record is already whole.
+        let bytes = std::fs::read(&path).unwrap();
+        let first = first.borrow_mut().take().expect("the other opener ran");
+        first.join().unwrap().unwrap();
+        assert_eq!(cp.load(), None);
+        assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_ne_bytes());
+        assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"first\0");
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
     }
 
     /// A checkpoint created through a symbolic link that points nowhere yet makes the file
