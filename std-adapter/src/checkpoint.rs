@@ -175,6 +175,55 @@ fn open_file(path: &Path) -> Result<(File, bool)> {
     crate::file::open_regular(path, opts.create(true)).map(|f| (f, false))
 }
 
+/// A directory that [`make_dirs`] made: its path, device and inode.
+type MadeDir = (PathBuf, (u64, u64));
+
+/// Makes the directory `dir` and any missing parents, as `create_dir_all` does, and adds
+/// each one this call made to `made`, outermost first: a failed create removes those, and
+/// only those ([`remove_made_dirs`]). One made meanwhile by someone else is not noted.
+fn make_dirs(dir: &Path, made: &mut Vec<MadeDir>) -> std::io::Result<()> {
+    match make_dir(dir, made) {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            match dir.parent().filter(|up| !up.as_os_str().is_empty()) {
+                Some(up) => make_dirs(up, made)?,
+                None => return Err(e),
+            }
+            make_dir(dir, made)
+        }
+        r => r,
+    }
+}
+
+/// One `mkdir` of `dir` (mode `0o777` less the umask), noted in `made` when it made it; a
+/// directory already there is no error.
+fn make_dir(dir: &Path, made: &mut Vec<MadeDir>) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::create_dir(dir) {
+        Ok(()) => {
+            // Not noted (so never removed) if it cannot be looked at.
+            if let Ok(m) = std::fs::symlink_metadata(dir) {
+                made.push((dir.to_path_buf(), (m.dev(), m.ino())));
+            }
+            Ok(())
+        }
+        Err(_) if dir.is_dir() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes the directories of `made`, deepest first, each only while it is still the one
+/// made and empty. The first one left ends it: its parents hold it.
+fn remove_made_dirs(made: &[MadeDir]) {
+    use std::os::unix::fs::MetadataExt;
+    for (dir, id) in made.iter().rev() {
+        let ours = matches!(std::fs::symlink_metadata(dir), Ok(m) if (m.dev(), m.ino()) == *id);
+        // `rmdir` refuses a directory with anything in it.
+        if !ours || std::fs::remove_dir(dir).is_err() {
+            break;
+        }
+    }
+}
+
 /// The first 8 bytes of `file` (fewer when it is shorter, the rest 0) as the magic. Read,
 /// not loaded through a mapping: `pread` of a hole reads zeros, where a load faults a page
 /// in, a SIGBUS on a full tmpfs.
@@ -211,7 +260,8 @@ impl OffsetCheckpoint {
     /// missing parent directories: [`Error::Io`] of `mkdir`, naming the directory, when they
     /// cannot be made) when it does not exist or is empty; a file system with no room for
     /// its 64 bytes gives an [`Error::Io`] of `fallocate` (a file this call made is removed,
-    /// an empty one found is left empty). An existing file must be a checkpoint: the right
+    /// an empty one found is left empty). A call that fails removes the directories it
+    /// made, those still empty. An existing file must be a checkpoint: the right
     /// magic ([`Error::BadFileMagic`], also for a short file that is something else), 64
     /// bytes ([`Error::TooShort`]) and the right version ([`Error::BadFileVersion`]); a
     /// file refused is left as it was. Such a record without its magic (64 bytes, no
@@ -224,20 +274,40 @@ impl OffsetCheckpoint {
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
         crate::file::not_empty(path, "offset")?;
-        // As ringfire does; its error matters only if the open then finds no file.
-        let made = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            Some(dir) => std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e)),
-            None => Ok(()),
-        };
-        let opened = open_file(path);
-        if let (Err(Error::Io { source, .. }), Err(mkdir)) = (&opened, made)
-            && source.kind() == ErrorKind::NotFound
-        {
-            // Why the file is missing (a read-only or full file system, no permission), named
-            // on the directory, rather than only that it is.
-            return Err(mkdir);
+        let mut made = Vec::new();
+        let opened = Self::make_dirs_and_open(path, name, &mut made);
+        if opened.is_err() {
+            // A failed create leaves none of the directories it made for the file behind.
+            remove_made_dirs(&made);
         }
-        let (file, created) = opened?;
+        opened
+    }
+
+    /// [`Self::open_or_create`] once the path is known not to be empty, noting in `made` each
+    /// directory it made.
+    fn make_dirs_and_open(path: &Path, name: &str, made: &mut Vec<MadeDir>) -> Result<Self> {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        let mut tries = 0;
+        let (file, created) = loop {
+            tries += 1;
+            // As ringfire does; its error matters only if the open then finds no file.
+            let mkdir = match dir {
+                Some(dir) => make_dirs(dir, made).map_err(|e| Error::io(dir, "mkdir", e)),
+                None => Ok(()),
+            };
+            let opened = open_file(path);
+            let missing = matches!(&opened, Err(Error::Io { source, .. })
+                if source.kind() == ErrorKind::NotFound);
+            match mkdir {
+                // Why the file is missing (a read-only or full file system, no permission),
+                // named on the directory, rather than only that it is.
+                Err(mkdir) if missing => return Err(mkdir),
+                // The directory was there, and then removed before the open by another
+                // opener whose create failed (it had made it): made again, once.
+                Ok(()) if missing && dir.is_some() && tries == 1 => {}
+                _ => break opened?,
+            }
+        };
         let mut len = file
             .metadata()
             .map_err(|e| Error::io(path, "fstat", e))?
@@ -785,6 +855,61 @@ mod tests {
             "the file made through the link was left behind"
         );
         assert_eq!(std::fs::read(&empty).unwrap(), b"", "the empty file found");
+    }
+
+    /// A create that fails (no space for the file's 64 bytes) removes the directories it
+    /// made for the file, deepest first, while they are empty: one that another process has
+    /// put a file in meanwhile is left, with that file, and so is the directory that was
+    /// there before. They were all left behind, empty.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_failed_create_removes_the_empty_directories_it_made() {
+        let base = TmpPath::new("ckpt-nospc-dirs");
+        std::fs::create_dir(&base).unwrap();
+        let (alone, shared) = (base.join("alone"), base.join("shared"));
+        let status = crate::test_fork::forked(10, || {
+            if crate::test_fork::fail_call(libc::SYS_fallocate, libc::ENOSPC).is_err() {
+                return 2;
+            }
+            let nospc = |r: Result<OffsetCheckpoint>| {
+                matches!(r, Err(Error::Io { op: "fallocate", source, .. })
+                    if source.kind() == ErrorKind::StorageFull)
+            };
+            let deep = nospc(OffsetCheckpoint::open_or_create(
+                alone.join("b/c/algo.offset"),
+                "algo",
+            ));
+            // Another process's file, put in the outer directory made while the open works.
+            let other = shared.join("other");
+            let _hook = on(At::FoundNew, move |_| std::fs::write(&other, b"x").unwrap());
+            let beside = nospc(OffsetCheckpoint::open_or_create(
+                shared.join("b/algo.offset"),
+                "algo",
+            ));
+            // Which ones went wrong, one bit each.
+            i32::from(!deep) << 2 | i32::from(!beside) << 3
+        });
+        crate::test_fork::assert_exited_0(status, "creation without space");
+        let mut left: Vec<_> = walk(&base);
+        left.sort();
+        assert_eq!(left, ["shared", "shared/other"], "in {}", base.display());
+        assert_eq!(std::fs::read(shared.join("other")).unwrap(), b"x");
+    }
+
+    /// The paths under `dir`, relative to it, of everything there (not following links).
+    fn walk(dir: &Path) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                found.push(p.strip_prefix(dir).unwrap().display().to_string());
+                if std::fs::symlink_metadata(&p).unwrap().is_dir() {
+                    todo.push(p);
+                }
+            }
+        }
+        found
     }
 
     /// The version (u32 at 8) and the pid (u32 at 12) are two fields in the host's byte
