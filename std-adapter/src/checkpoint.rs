@@ -53,7 +53,8 @@ const OFF_UPDATED: usize = 24;
 const OFF_NAME: usize = 32;
 const KIND: &str = "offset file";
 /// How long an open that finds a record without its magic, as a creation leaves it, waits
-/// for a creator still at work to store the magic before it finishes the record itself.
+/// for a creator still at work to store the magic before it finishes the record itself; and
+/// one that finds the magic with the version 0 waits for the version before it refuses it.
 const CREATOR_WAIT: Duration = Duration::from_millis(200);
 
 /// What [`OffsetCheckpoint::await_creator`] found.
@@ -267,7 +268,9 @@ impl OffsetCheckpoint {
     /// file refused is left as it was. Such a record without its magic (64 bytes, no
     /// offset) is a creation still at work or one cut short: the open waits up to 200 ms
     /// for its creator to store the magic, then finishes it itself, or refuses it with an
-    /// [`Error::Io`] of `fallocate` when the file system has no room for its bytes. Of
+    /// [`Error::Io`] of `fallocate` when the file system has no room for its bytes. A
+    /// record with the magic and the version 0 (a ringfire creator's, seen between its
+    /// stores) is waited for in the same way before it is refused. Of
     /// several opens that all find the file missing or empty, one writes the record and the
     /// others wait for it in the same way, then open it as written (its name, not theirs).
     /// This process's pid is stored into it. An empty `path` is [`Error::InvalidArgument`].
@@ -409,7 +412,18 @@ impl OffsetCheckpoint {
                 found: magic,
             });
         }
-        let version = load_version(&cp.region);
+        let mut version = load_version(&cp.region);
+        #[cfg(test)]
+        if version == 0 {
+            run_hook(At::VersionZero, path);
+        }
+        if version == 0 {
+            // ringfire 0.5.2's creator writes its record as one plain struct store, with no
+            // fence: compiled into a store of the magic and then one of the version (x86_64),
+            // or seen in any order (a weakly ordered CPU), its magic can be seen without its
+            // version for an instant. Waited for as a magic is.
+            version = cp.await_version();
+        }
         if version != CHECKPOINT_VERSION {
             return Err(Error::BadFileVersion {
                 path: path.to_path_buf(),
@@ -477,6 +491,20 @@ impl OffsetCheckpoint {
             }
             if Instant::now() >= deadline {
                 return Creation::Unfinished;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
+    /// For a record whose magic is there and whose version was loaded as 0: waits up to
+    /// [`CREATOR_WAIT`] for a creator still writing the record to store the version, and
+    /// returns the version (0 if it still is after the wait).
+    fn await_version(&self) -> u32 {
+        let deadline = Instant::now() + CREATOR_WAIT;
+        loop {
+            let version = load_version(&self.region);
+            if version != 0 || Instant::now() >= deadline {
+                return version;
             }
             std::thread::sleep(Duration::from_millis(1));
         }
@@ -649,13 +677,15 @@ enum At {
     /// The open took the file for new and has just claimed the writing of its record,
     /// before it writes any of it.
     Claimed,
+    /// The open has just loaded the version of a record with the magic as 0.
+    VersionZero,
 }
 
 #[cfg(test)]
 thread_local! {
     /// Tests: each point's hook for the opens of this thread, indexed by [`At`].
-    static HOOKS: std::cell::RefCell<[Option<PathHook>; 3]> =
-        const { std::cell::RefCell::new([None, None, None]) };
+    static HOOKS: std::cell::RefCell<[Option<PathHook>; 4]> =
+        const { std::cell::RefCell::new([None, None, None, None]) };
 }
 
 /// Tests: runs `hook` with the path each time an open of this thread reaches the point
@@ -809,6 +839,53 @@ mod tests {
         assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_ne_bytes());
         assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"first\0");
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    }
+
+    /// An open that finds the magic with the version still 0 waits for the version:
+    /// ringfire 0.5.2's creator stores its record's magic and then its version (one plain
+    /// struct write, compiled into two stores in that order on x86_64, and seen in any order
+    /// on a weakly ordered CPU). It refused the checkpoint at once (`BadFileVersion { found:
+    /// 0 }`). A record whose version stays 0 is still refused, after the wait, and left as
+    /// it was.
+    #[test]
+    fn an_open_that_finds_the_magic_before_the_version_waits_for_the_version() {
+        let path = TmpPath::new("ckpt-race-version");
+        let mut record = [0u8; CHECKPOINT_SIZE];
+        record[..8].copy_from_slice(&CHECKPOINT_MAGIC.to_ne_bytes());
+        record[OFF_NAME..OFF_NAME + 2].copy_from_slice(b"rf");
+        std::fs::write(&path, record).unwrap();
+        let (seen, told) = std::sync::mpsc::channel();
+        let _hook = on(At::VersionZero, move |_| {
+            let _ = seen.send(());
+        });
+        let creator = {
+            let path = path.path().clone();
+            std::thread::spawn(move || {
+                told.recv_timeout(Duration::from_secs(10)).unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+                store_at(&path, OFF_VERSION, &CHECKPOINT_VERSION.to_ne_bytes());
+            })
+        };
+        let cp = OffsetCheckpoint::open_or_create(&path, "algo").unwrap();
+        creator.join().unwrap();
+        assert_eq!((cp.load(), cp.pid()), (None, std::process::id()));
+        drop(cp);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(
+            &bytes[OFF_VERSION..OFF_VERSION + 4],
+            CHECKPOINT_VERSION.to_ne_bytes()
+        );
+        assert_eq!(&bytes[OFF_NAME..OFF_NAME + 3], b"rf\0");
+
+        std::fs::write(&path, record).unwrap();
+        let start = Instant::now();
+        let r = OffsetCheckpoint::open_or_create(&path, "algo");
+        assert!(
+            matches!(r, Err(Error::BadFileVersion { found: 0, .. })),
+            "{r:?}"
+        );
+        assert!(start.elapsed() >= CREATOR_WAIT);
+        assert_eq!(std::fs::read(&path).unwrap(), record);
     }
 
     /// A checkpoint created through a symbolic link that points nowhere yet makes the file
