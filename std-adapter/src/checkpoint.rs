@@ -53,7 +53,8 @@ const OFF_UPDATED: usize = 24;
 const OFF_NAME: usize = 32;
 const KIND: &str = "offset file";
 /// How long an open that finds a record without its magic, as a creation leaves it, waits
-/// for a creator still at work to store the magic before it finishes the record itself.
+/// for a creator still at work to store the magic before it finishes the record itself; and
+/// one that finds the magic with the version 0 waits for the version before it refuses it.
 const CREATOR_WAIT: Duration = Duration::from_millis(200);
 
 /// What [`OffsetCheckpoint::await_creator`] found.
@@ -175,6 +176,55 @@ fn open_file(path: &Path) -> Result<(File, bool)> {
     crate::file::open_regular(path, opts.create(true)).map(|f| (f, false))
 }
 
+/// A directory that [`make_dirs`] made: its path, device and inode.
+type MadeDir = (PathBuf, (u64, u64));
+
+/// Makes the directory `dir` and any missing parents, as `create_dir_all` does, and adds
+/// each one this call made to `made`, outermost first: a failed create removes those, and
+/// only those ([`remove_made_dirs`]). One made meanwhile by someone else is not noted.
+fn make_dirs(dir: &Path, made: &mut Vec<MadeDir>) -> std::io::Result<()> {
+    match make_dir(dir, made) {
+        Err(e) if e.kind() == ErrorKind::NotFound => {
+            match dir.parent().filter(|up| !up.as_os_str().is_empty()) {
+                Some(up) => make_dirs(up, made)?,
+                None => return Err(e),
+            }
+            make_dir(dir, made)
+        }
+        r => r,
+    }
+}
+
+/// One `mkdir` of `dir` (mode `0o777` less the umask), noted in `made` when it made it; a
+/// directory already there is no error.
+fn make_dir(dir: &Path, made: &mut Vec<MadeDir>) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    match std::fs::create_dir(dir) {
+        Ok(()) => {
+            // Not noted (so never removed) if it cannot be looked at.
+            if let Ok(m) = std::fs::symlink_metadata(dir) {
+                made.push((dir.to_path_buf(), (m.dev(), m.ino())));
+            }
+            Ok(())
+        }
+        Err(_) if dir.is_dir() => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// Removes the directories of `made`, deepest first, each only while it is still the one
+/// made and empty. The first one left ends it: its parents hold it.
+fn remove_made_dirs(made: &[MadeDir]) {
+    use std::os::unix::fs::MetadataExt;
+    for (dir, id) in made.iter().rev() {
+        let ours = matches!(std::fs::symlink_metadata(dir), Ok(m) if (m.dev(), m.ino()) == *id);
+        // `rmdir` refuses a directory with anything in it.
+        if !ours || std::fs::remove_dir(dir).is_err() {
+            break;
+        }
+    }
+}
+
 /// The first 8 bytes of `file` (fewer when it is shorter, the rest 0) as the magic. Read,
 /// not loaded through a mapping: `pread` of a hole reads zeros, where a load faults a page
 /// in, a SIGBUS on a full tmpfs.
@@ -211,38 +261,67 @@ impl OffsetCheckpoint {
     /// missing parent directories: [`Error::Io`] of `mkdir`, naming the directory, when they
     /// cannot be made) when it does not exist or is empty; a file system with no room for
     /// its 64 bytes gives an [`Error::Io`] of `fallocate` (a file this call made is removed,
-    /// an empty one found is left empty). An existing file must be a checkpoint: the right
+    /// an empty one found is left empty). A call that fails removes the directories it
+    /// made, those still empty. An existing file must be a checkpoint: the right
     /// magic ([`Error::BadFileMagic`], also for a short file that is something else), 64
     /// bytes ([`Error::TooShort`]) and the right version ([`Error::BadFileVersion`]); a
     /// file refused is left as it was. Such a record without its magic (64 bytes, no
     /// offset) is a creation still at work or one cut short: the open waits up to 200 ms
     /// for its creator to store the magic, then finishes it itself, or refuses it with an
-    /// [`Error::Io`] of `fallocate` when the file system has no room for its bytes. This
-    /// process's pid is stored into it. An empty `path` is [`Error::InvalidArgument`].
+    /// [`Error::Io`] of `fallocate` when the file system has no room for its bytes. A
+    /// record with the magic and the version 0 (a ringfire creator's, seen between its
+    /// stores) is waited for in the same way before it is refused. Of
+    /// several opens that all find the file missing or empty, one writes the record and the
+    /// others wait for it in the same way, then open it as written (its name, not theirs).
+    /// This process's pid is stored into it. An empty `path` is [`Error::InvalidArgument`].
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
         crate::file::not_empty(path, "offset")?;
-        // As ringfire does; its error matters only if the open then finds no file.
-        let made = match path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            Some(dir) => std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, "mkdir", e)),
-            None => Ok(()),
-        };
-        let opened = open_file(path);
-        if let (Err(Error::Io { source, .. }), Err(mkdir)) = (&opened, made)
-            && source.kind() == ErrorKind::NotFound
-        {
-            // Why the file is missing (a read-only or full file system, no permission), named
-            // on the directory, rather than only that it is.
-            return Err(mkdir);
+        let mut made = Vec::new();
+        let opened = Self::make_dirs_and_open(path, name, &mut made);
+        if opened.is_err() {
+            // A failed create leaves none of the directories it made for the file behind.
+            remove_made_dirs(&made);
         }
-        let (file, created) = opened?;
-        let len = file
+        opened
+    }
+
+    /// [`Self::open_or_create`] once the path is known not to be empty, noting in `made` each
+    /// directory it made.
+    fn make_dirs_and_open(path: &Path, name: &str, made: &mut Vec<MadeDir>) -> Result<Self> {
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty());
+        let mut tries = 0;
+        let (file, created) = loop {
+            tries += 1;
+            // As ringfire does; its error matters only if the open then finds no file.
+            let mkdir = match dir {
+                Some(dir) => make_dirs(dir, made).map_err(|e| Error::io(dir, "mkdir", e)),
+                None => Ok(()),
+            };
+            let opened = open_file(path);
+            let missing = matches!(&opened, Err(Error::Io { source, .. })
+                if source.kind() == ErrorKind::NotFound);
+            match mkdir {
+                // Why the file is missing (a read-only or full file system, no permission),
+                // named on the directory, rather than only that it is.
+                Err(mkdir) if missing => return Err(mkdir),
+                // The directory was there, and then removed before the open by another
+                // opener whose create failed (it had made it): made again, once.
+                Ok(()) if missing && dir.is_some() && tries == 1 => {}
+                _ => break opened?,
+            }
+        };
+        let mut len = file
             .metadata()
             .map_err(|e| Error::io(path, "fstat", e))?
             .len();
         // Only a file this call created, or an empty one, is new: anything else with bytes
         // in it is someone's data, checked below and never overwritten.
         let fresh = created || len == 0;
+        #[cfg(test)]
+        if fresh {
+            run_hook(At::FoundNew, path);
+        }
         if fresh {
             if let Err((op, e)) = crate::file::size_and_reserve(&file, CHECKPOINT_SIZE as u64) {
                 if created {
@@ -254,6 +333,8 @@ impl OffsetCheckpoint {
                 }
                 return Err(Error::io(path, op, e));
             }
+            // Sized by this call, or by another opener that also took the file for new.
+            len = CHECKPOINT_SIZE as u64;
         } else {
             let found = read_magic(path, &file, len)?;
             if len < CHECKPOINT_SIZE as u64 {
@@ -293,7 +374,13 @@ impl OffsetCheckpoint {
             id,
             abs_path: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
         };
-        if fresh {
+        // Of openers that all took the file for new, one writes the record; the others go on
+        // as for a file found sized: they wait for its magic (or finish a record whose
+        // writer was cut short) and open the record as written, its name and any offset its
+        // consumer has saved since.
+        if fresh && cp.claim() {
+            #[cfg(test)]
+            run_hook(At::Claimed, path);
             cp.initialise();
             return Ok(cp);
         }
@@ -301,7 +388,7 @@ impl OffsetCheckpoint {
         let mut magic = cp.a64(OFF_MAGIC).load(Ordering::Acquire);
         #[cfg(test)]
         if magic == 0 {
-            on_magic_zero_run(path);
+            run_hook(At::MagicZero, path);
         }
         if magic == 0 && len == CHECKPOINT_SIZE as u64 {
             match cp.await_creator() {
@@ -325,7 +412,18 @@ impl OffsetCheckpoint {
                 found: magic,
             });
         }
-        let version = load_version(&cp.region);
+        let mut version = load_version(&cp.region);
+        #[cfg(test)]
+        if version == 0 {
+            run_hook(At::VersionZero, path);
+        }
+        if version == 0 {
+            // ringfire 0.5.2's creator writes its record as one plain struct store, with no
+            // fence: compiled into a store of the magic and then one of the version (x86_64),
+            // or seen in any order (a weakly ordered CPU), its magic can be seen without its
+            // version for an instant. Waited for as a magic is.
+            version = cp.await_version();
+        }
         if version != CHECKPOINT_VERSION {
             return Err(Error::BadFileVersion {
                 path: path.to_path_buf(),
@@ -338,10 +436,21 @@ impl OffsetCheckpoint {
         Ok(cp)
     }
 
-    /// Writes the record of a new checkpoint into a file of 64 zero bytes, magic last. The
-    /// offset is left as it is (0 in a new file): should two openers both take the file for
-    /// new (a creator, and an opener that found it empty or an unfinished creation), the
-    /// later one's writes cannot undo an offset the earlier one's consumer has saved since.
+    /// Takes the writing of a new record, for an open that took the file for new: the version
+    /// goes from 0 to ours, which only one of several such openers (a creator, openers that
+    /// found the file empty) can do. The others wait for the winner's magic.
+    fn claim(&self) -> bool {
+        // Relaxed: the one word's order of changes decides who wins; the record itself is
+        // published by the magic's release store.
+        self.a32(OFF_VERSION)
+            .compare_exchange(0, CHECKPOINT_VERSION, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+
+    /// Writes the record of a new checkpoint into a file of 64 zero bytes (or one a
+    /// creation cut short left), magic last. The offset is left as it is (0 in a new file):
+    /// should two openers both finish a record cut short, the later one's writes cannot undo
+    /// an offset the earlier one's consumer has saved since.
     fn initialise(&self) {
         let mut name_buf = [0u8; 32];
         let trimmed = self.name.as_str();
@@ -387,6 +496,20 @@ impl OffsetCheckpoint {
         }
     }
 
+    /// For a record whose magic is there and whose version was loaded as 0: waits up to
+    /// [`CREATOR_WAIT`] for a creator still writing the record to store the version, and
+    /// returns the version (0 if it still is after the wait).
+    fn await_version(&self) -> u32 {
+        let deadline = Instant::now() + CREATOR_WAIT;
+        loop {
+            let version = load_version(&self.region);
+            if version != 0 || Instant::now() >= deadline {
+                return version;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+
     /// Whether the 64 bytes (magic 0) are what a creation stopped inside [`Self::initialise`]
     /// can leave: no offset (nothing stores one before the magic), the version 0 or ours,
     /// and a name field that is NUL-padded (as `initialise` writes it, or zero). 64 zero
@@ -420,8 +543,9 @@ impl OffsetCheckpoint {
     }
 
     fn a32(&self, off: usize) -> ringwire_core::sync::A32<'_> {
-        // SAFETY: only called with the 4-aligned pid offset 12 of the 64-byte region (the
-        // version at 8 is accessed at the same size, by store_version_pid/load_version).
+        // SAFETY: only called with the 4-aligned offsets 8 (the version, also accessed at
+        // this size by store_version_pid/load_version) and 12 (the pid) of the 64-byte
+        // region.
         unsafe { self.region.a32(off) }
     }
 
@@ -537,38 +661,59 @@ fn load_version(region: &Region) -> u32 {
     unsafe { region.a32(OFF_VERSION) }.load(Ordering::Relaxed)
 }
 
-/// Tests: a hook given the checkpoint's path (see [`on_magic_zero`]).
+/// Tests: a hook given the checkpoint's path (see [`on`]).
 #[cfg(test)]
 type PathHook = Box<dyn FnMut(&Path)>;
 
+/// Tests: the points of an open where a test can run a hook of its own (see [`on`]), as a
+/// creator or its consumer in another process would act there.
+#[cfg(test)]
+#[derive(Clone, Copy)]
+enum At {
+    /// The open has just loaded the magic of an existing file as 0.
+    MagicZero,
+    /// The open found the file missing (and made it) or empty, and has not sized it yet.
+    FoundNew,
+    /// The open took the file for new and has just claimed the writing of its record,
+    /// before it writes any of it.
+    Claimed,
+    /// The open has just loaded the version of a record with the magic as 0.
+    VersionZero,
+}
+
 #[cfg(test)]
 thread_local! {
-    /// Tests: what runs when an open of this thread has just loaded a magic of 0 (see
-    /// [`on_magic_zero`]), as a creator or its consumer in another process would act then.
-    static ON_MAGIC_ZERO: std::cell::RefCell<Option<PathHook>> =
-        const { std::cell::RefCell::new(None) };
+    /// Tests: each point's hook for the opens of this thread, indexed by [`At`].
+    static HOOKS: std::cell::RefCell<[Option<PathHook>; 4]> =
+        const { std::cell::RefCell::new([None, None, None, None]) };
 }
 
-/// Tests: runs `hook` with the path each time an open of this thread has just loaded the
-/// magic of an existing file as 0, until the returned guard drops (also when the test
-/// unwinds).
+/// Tests: runs `hook` with the path each time an open of this thread reaches the point
+/// `at`, until the returned guard drops (also when the test unwinds).
 #[cfg(test)]
-fn on_magic_zero(hook: impl FnMut(&Path) + 'static) -> impl Drop {
-    struct Restore;
+fn on(at: At, hook: impl FnMut(&Path) + 'static) -> impl Drop {
+    struct Restore(At);
     impl Drop for Restore {
         fn drop(&mut self) {
-            ON_MAGIC_ZERO.set(None);
+            HOOKS.with_borrow_mut(|h| h[self.0 as usize] = None);
         }
     }
-    ON_MAGIC_ZERO.set(Some(Box::new(hook)));
-    Restore
+    HOOKS.with_borrow_mut(|h| h[at as usize] = Some(Box::new(hook)));
+    Restore(at)
 }
 
+/// Tests: runs the hook of point `at`, if this thread has one. It is taken out while it
+/// runs, so that it may itself open the file (in this thread) without reaching itself.
 #[cfg(test)]
-fn on_magic_zero_run(path: &Path) {
-    ON_MAGIC_ZERO.with_borrow_mut(|h| {
-        if let Some(h) = h {
-            h(path)
+fn run_hook(at: At, path: &Path) {
+    let Some(mut hook) = HOOKS.with_borrow_mut(|h| h[at as usize].take()) else {
+        return;
+    };
+    hook(path);
+    HOOKS.with_borrow_mut(|h| {
+        // Unless the hook put another one there meanwhile.
+        if h[at as usize].is_none() {
+            h[at as usize] = Some(hook);
         }
     });
 }
@@ -603,7 +748,7 @@ mod tests {
     fn an_open_that_loads_the_magic_just_before_the_creator_stores_it_opens_the_file() {
         let path = TmpPath::new("ckpt-race-saved");
         std::fs::write(&path, before_the_magic(b"algo")).unwrap();
-        let _hook = on_magic_zero(|p| {
+        let _hook = on(At::MagicZero, |p| {
             store_at(p, OFF_MAGIC, &CHECKPOINT_MAGIC.to_ne_bytes());
             store_at(p, OFF_SEQ, &5u64.to_ne_bytes());
         });
@@ -619,7 +764,7 @@ mod tests {
         let path = TmpPath::new("ckpt-race-writing");
         std::fs::write(&path, before_the_magic(b"creator")).unwrap();
         let (seen, told) = std::sync::mpsc::channel();
-        let _hook = on_magic_zero(move |_| {
+        let _hook = on(At::MagicZero, move |_| {
             let _ = seen.send(());
         });
         let creator = {
@@ -636,6 +781,111 @@ mod tests {
         assert_eq!(cp.load(), None);
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(&bytes[OFF_NAME..OFF_NAME + 8], b"creator\0");
+    }
+
+    /// Two openers that both find the checkpoint file empty: the one that writes the record
+    /// first keeps it, and the other opens it as written, with the offset saved to it since.
+    /// Both wrote the whole record, the later one's name over the first one's.
+    #[test]
+    fn of_two_openers_that_find_the_file_empty_the_later_keeps_the_first_ones_record() {
+        let path = TmpPath::new("ckpt-race-empty");
+        std::fs::write(&path, b"").unwrap();
+        // The other opener, in a thread without hooks, from its look at the file to its
+        // commit while this thread's open is between its look (empty) and its sizing.
+        let _hook = on(At::FoundNew, |p| {
+            let p = p.to_path_buf();
+            std::thread::spawn(move || {
+                let cp = OffsetCheckpoint::open_or_create(&p, "first").unwrap();
+                cp.save(7);
+            })
+            .join()
+            .unwrap();
+        });
+        let cp = OffsetCheckpoint::open_or_create(&path, "second").unwrap();
+        assert_eq!((cp.load(), cp.pid()), (Some(7), std::process::id()));
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"first\0");
+    }
+
+    /// Two openers that both find the checkpoint file empty, the first one still writing the
+    /// record when the other looks: the other waits for it and opens it. It wrote the record
+    /// again at once, its own name in the file before the first one's.
+    #[test]
+    fn an_opener_that_finds_the_file_empty_waits_for_another_writing_the_record() {
+        let path = TmpPath::new("ckpt-race-empty-writing");
+        std::fs::write(&path, b"").unwrap();
+        let first = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let (claimed, told) = std::sync::mpsc::channel();
+        let hooked = first.clone();
+        let _hook = on(At::FoundNew, move |p| {
+            let (p, claimed) = (p.to_path_buf(), claimed.clone());
+            *hooked.borrow_mut() = Some(std::thread::spawn(move || {
+                // The first opener pauses once it has claimed the record, before writing it.
+                let _pause = on(At::Claimed, move |_| {
+                    let _ = claimed.send(());
+                    std::thread::sleep(Duration::from_millis(20));
+                });
+                OffsetCheckpoint::open_or_create(&p, "first").map(drop)
+            }));
+            // Both have looked at the file (empty) when this thread's open sizes it.
+            told.recv_timeout(Duration::from_secs(10)).unwrap();
+        });
+        let cp = OffsetCheckpoint::open_or_create(&path, "second").unwrap();
+        // Read before the first opener is joined: its record is already whole.
+        let bytes = std::fs::read(&path).unwrap();
+        let first = first.borrow_mut().take().expect("the other opener ran");
+        first.join().unwrap().unwrap();
+        assert_eq!(cp.load(), None);
+        assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_ne_bytes());
+        assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"first\0");
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    }
+
+    /// An open that finds the magic with the version still 0 waits for the version:
+    /// ringfire 0.5.2's creator stores its record's magic and then its version (one plain
+    /// struct write, compiled into two stores in that order on x86_64, and seen in any order
+    /// on a weakly ordered CPU). It refused the checkpoint at once (`BadFileVersion { found:
+    /// 0 }`). A record whose version stays 0 is still refused, after the wait, and left as
+    /// it was.
+    #[test]
+    fn an_open_that_finds_the_magic_before_the_version_waits_for_the_version() {
+        let path = TmpPath::new("ckpt-race-version");
+        let mut record = [0u8; CHECKPOINT_SIZE];
+        record[..8].copy_from_slice(&CHECKPOINT_MAGIC.to_ne_bytes());
+        record[OFF_NAME..OFF_NAME + 2].copy_from_slice(b"rf");
+        std::fs::write(&path, record).unwrap();
+        let (seen, told) = std::sync::mpsc::channel();
+        let _hook = on(At::VersionZero, move |_| {
+            let _ = seen.send(());
+        });
+        let creator = {
+            let path = path.path().clone();
+            std::thread::spawn(move || {
+                told.recv_timeout(Duration::from_secs(10)).unwrap();
+                std::thread::sleep(Duration::from_millis(5));
+                store_at(&path, OFF_VERSION, &CHECKPOINT_VERSION.to_ne_bytes());
+            })
+        };
+        let cp = OffsetCheckpoint::open_or_create(&path, "algo").unwrap();
+        creator.join().unwrap();
+        assert_eq!((cp.load(), cp.pid()), (None, std::process::id()));
+        drop(cp);
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(
+            &bytes[OFF_VERSION..OFF_VERSION + 4],
+            CHECKPOINT_VERSION.to_ne_bytes()
+        );
+        assert_eq!(&bytes[OFF_NAME..OFF_NAME + 3], b"rf\0");
+
+        std::fs::write(&path, record).unwrap();
+        let start = Instant::now();
+        let r = OffsetCheckpoint::open_or_create(&path, "algo");
+        assert!(
+            matches!(r, Err(Error::BadFileVersion { found: 0, .. })),
+            "{r:?}"
+        );
+        assert!(start.elapsed() >= CREATOR_WAIT);
+        assert_eq!(std::fs::read(&path).unwrap(), record);
     }
 
     /// A checkpoint created through a symbolic link that points nowhere yet makes the file
@@ -682,6 +932,61 @@ mod tests {
             "the file made through the link was left behind"
         );
         assert_eq!(std::fs::read(&empty).unwrap(), b"", "the empty file found");
+    }
+
+    /// A create that fails (no space for the file's 64 bytes) removes the directories it
+    /// made for the file, deepest first, while they are empty: one that another process has
+    /// put a file in meanwhile is left, with that file, and so is the directory that was
+    /// there before. They were all left behind, empty.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_failed_create_removes_the_empty_directories_it_made() {
+        let base = TmpPath::new("ckpt-nospc-dirs");
+        std::fs::create_dir(&base).unwrap();
+        let (alone, shared) = (base.join("alone"), base.join("shared"));
+        let status = crate::test_fork::forked(10, || {
+            if crate::test_fork::fail_call(libc::SYS_fallocate, libc::ENOSPC).is_err() {
+                return 2;
+            }
+            let nospc = |r: Result<OffsetCheckpoint>| {
+                matches!(r, Err(Error::Io { op: "fallocate", source, .. })
+                    if source.kind() == ErrorKind::StorageFull)
+            };
+            let deep = nospc(OffsetCheckpoint::open_or_create(
+                alone.join("b/c/algo.offset"),
+                "algo",
+            ));
+            // Another process's file, put in the outer directory made while the open works.
+            let other = shared.join("other");
+            let _hook = on(At::FoundNew, move |_| std::fs::write(&other, b"x").unwrap());
+            let beside = nospc(OffsetCheckpoint::open_or_create(
+                shared.join("b/algo.offset"),
+                "algo",
+            ));
+            // Which ones went wrong, one bit each.
+            i32::from(!deep) << 2 | i32::from(!beside) << 3
+        });
+        crate::test_fork::assert_exited_0(status, "creation without space");
+        let mut left: Vec<_> = walk(&base);
+        left.sort();
+        assert_eq!(left, ["shared", "shared/other"], "in {}", base.display());
+        assert_eq!(std::fs::read(shared.join("other")).unwrap(), b"x");
+    }
+
+    /// The paths under `dir`, relative to it, of everything there (not following links).
+    fn walk(dir: &Path) -> Vec<String> {
+        let mut found = Vec::new();
+        let mut todo = vec![dir.to_path_buf()];
+        while let Some(d) = todo.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let p = e.unwrap().path();
+                found.push(p.strip_prefix(dir).unwrap().display().to_string());
+                if std::fs::symlink_metadata(&p).unwrap().is_dir() {
+                    todo.push(p);
+                }
+            }
+        }
+        found
     }
 
     /// The version (u32 at 8) and the pid (u32 at 12) are two fields in the host's byte
