@@ -21,8 +21,10 @@
 //!   dropped and counted as wrong-source);
 //! - not comparable (a GAP past the record: the source no longer holds it): the trial ends
 //!   without a verdict, and the next DATA datagram starts another;
-//! - no answer within [`SENDER_TRIAL_TIMEOUT`]: the source does not hold the record (a
-//!   sender far ahead of it), and the sender is refused.
+//! - no answer of the source's at all (no TCP DATA or GAP, for this NAK or an earlier
+//!   one) for [`SENDER_TRIAL_TIMEOUT`]: the source does not hold the record (a sender far
+//!   ahead of it), and the sender is refused. While answers keep coming the trial waits:
+//!   the source answers NAKs in order, and this one may wait behind a long history.
 //!
 //! DATA set aside meanwhile is not lost: the records it held are asked for by NAK as soon as
 //! a datagram or heartbeat shows them, as for any loss. Heartbeats from any sender are taken
@@ -38,9 +40,9 @@ use crate::replicate::PeerAddr;
 use crate::replicate::time::{Duration, Instant};
 use crate::wire::{DataRepr, NakRepr};
 
-/// How long a tried sender's record may go without the source's copy before the sender is
-/// refused: the source answers a NAK for a record it has sent within a round trip, plus
-/// the time to send what earlier NAKs asked for.
+/// How long the source may send no answer to any NAK (no TCP DATA or GAP) while a sender
+/// is on trial before the sender is refused: the source answers a NAK for a record it has
+/// sent within a round trip once it has answered the NAKs before it.
 pub const SENDER_TRIAL_TIMEOUT: Duration = Duration::from_secs(1);
 
 /// Senders refused on one connection that are remembered (the oldest is forgotten first).
@@ -54,8 +56,10 @@ pub(super) struct Trial {
     seq: u64,
     /// [`digest`] of that record.
     digest: u64,
-    /// When the trial started, and when its NAK is (re)sent next.
-    started: Instant,
+    /// When the source last answered a NAK (or the trial started), as seen at a send, with
+    /// [`Mirror::answers`] then; and when the trial's NAK is (re)sent next.
+    quiet_since: Instant,
+    answers: u64,
     due: Instant,
 }
 
@@ -140,7 +144,8 @@ impl Mirror<'_> {
                 from,
                 seq: r.seq,
                 digest: digest(r.fixed, r.blob),
-                started: now,
+                quiet_since: now,
+                answers: self.answers,
                 due: now,
             });
         }
@@ -185,20 +190,25 @@ impl Mirror<'_> {
     }
 
     /// The trial's NAK if it is due now (sent, then repeated every `nak_timeout`); a trial
-    /// that has run [`SENDER_TRIAL_TIMEOUT`] refuses its sender instead.
+    /// whose source has answered nothing for [`SENDER_TRIAL_TIMEOUT`] refuses its sender
+    /// instead.
     pub(super) fn due_sender_nak(&mut self, now: Instant) -> Option<NakRepr> {
-        let t = self.senders.trial?;
+        let mut t = self.senders.trial?;
         if now < t.due {
             return None;
         }
-        if now >= t.started + SENDER_TRIAL_TIMEOUT {
+        if self.answers != t.answers {
+            (t.answers, t.quiet_since) = (self.answers, now);
+        }
+        let end = t.quiet_since + SENDER_TRIAL_TIMEOUT;
+        if now >= end {
             self.senders.trial = None;
             self.refuse(t.from);
             return None;
         }
         let repeat = self.cfg.nak_timeout.max(MIN_NAK_TIMEOUT);
         self.senders.trial = Some(Trial {
-            due: (now + repeat).min(t.started + SENDER_TRIAL_TIMEOUT),
+            due: (now + repeat).min(end),
             ..t
         });
         Some(NakRepr {

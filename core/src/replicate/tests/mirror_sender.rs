@@ -138,6 +138,34 @@ fn a_sender_the_source_never_answers_for_is_refused_after_the_trial_timeout() {
     assert!(sink.writes.is_empty());
 }
 
+/// While the source answers other NAKs (a long history asked for before the trial's), the
+/// trial waits past `SENDER_TRIAL_TIMEOUT`: it counts only time without any answer.
+#[test]
+fn a_trial_waits_while_the_source_answers_other_naks() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = multicast_mirror_checked(&mut sink, HoldBack::new(&mut idx, &mut dm));
+    assert!(m.handle_datagram(ms(1), LAN, &heartbeat(5), &mut sink));
+    assert_eq!(nak_out(&mut m, ms(1)), Some((1, 5)));
+    assert!(!m.handle_datagram(ms(2), LAN, &data(6, 1, 0x22), &mut sink));
+    assert_eq!(nak_out(&mut m, ms(2)), Some((6, 6)));
+    // The history comes slowly: one record every 600 ms.
+    for s in 1..=5 {
+        let t = ms(2 + 600 * s);
+        m.handle_tcp_frame(t, &data(s, 1, 0), &mut sink).unwrap();
+        // Repeats of the trial's NAK meanwhile (the hole NAK is answered as it goes).
+        while let Some(due) = m.poll_timeout().filter(|&d| d <= t) {
+            let _ = nak_out(&mut m, due);
+        }
+        assert_eq!(m.sender_on_trial(), Some((LAN, 6)), "at {s}");
+    }
+    m.handle_tcp_frame(ms(3100), &data(6, 1, 0), &mut sink)
+        .unwrap();
+    assert_eq!(m.udp_source(), Some(LAN));
+    assert_eq!(sink.writes, [1, 2, 3, 4, 5, 6]);
+}
+
 /// A GAP past the record tried (the source no longer holds it) ends the trial without a
 /// verdict: the sender is tried again with its next DATA.
 #[test]
