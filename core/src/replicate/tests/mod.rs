@@ -289,6 +289,8 @@ pub(super) fn multicast_mirror_checked<'a>(sink: &mut Sink, hb: HoldBack<'a>) ->
     udp_mirror_as(sink, hb, false, MirrorConfig::default())
 }
 
+/// A UDP mirror with `cfg` as given (its start set to oldest), live after GEOMETRY and
+/// MULTICAST (session 0x22; unicast from port 17403, or multicast to 239.1.1.1).
 fn udp_mirror_as<'a>(
     sink: &mut Sink,
     hb: HoldBack<'a>,
