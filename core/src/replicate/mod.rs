@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `source.rs` | one source TCP session: HELLO → cursor, transport choice, TCP streaming, NAK answers |
 //! | `udp_sender.rs` | the source's UDP sender: pacing, heartbeats, duplicates, EMSGSIZE, PUNCH |
-//! | `mirror/` | the mirror: `mod.rs` handshake, adopt/recreate, datagram filter, output; `apply.rs` DATA/GAP in order, hold-back, restart; `nak.rs` NAK request and repeat |
+//! | `mirror/` | the mirror: `mod.rs` handshake, adopt/recreate, datagram filter, output; `apply.rs` DATA/GAP in order, hold-back, restart; `nak.rs` NAK request and repeat; `sender.rs` which multicast sender is heard |
 //! | `holdback.rs` | the mirror's hold-back store over caller memory |
 //! | `collect.rs`, `pacing.rs` | collecting records into frames, frame linger |
 //! | `ring_io.rs` | the traits the machines read and write rings through |

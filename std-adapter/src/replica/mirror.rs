@@ -294,6 +294,7 @@ fn add(a: &mut MirrorCounters, b: &MirrorCounters) {
     a.duplicates_dropped += b.duplicates_dropped;
     a.garbage_dropped += b.garbage_dropped;
     a.udp_wrong_source += b.udp_wrong_source;
+    a.udp_unconfirmed += b.udp_unconfirmed;
     a.records_written += b.records_written;
     a.holdback_dropped += b.holdback_dropped;
     a.restarts += b.restarts;
@@ -1241,14 +1242,24 @@ impl<'a> Conn<'a> {
                             return Err(mirror_end(e, sink));
                         } else if !self.warned_source && self.m.counters().udp_wrong_source > 0 {
                             self.warned_source = true;
-                            if self.opts.log
-                                && let Some(expected) = self.m.udp_source()
-                            {
-                                diag!(
-                                    "mirror: warning: dropping datagrams of this session from {}: unicast datagrams are accepted only from {} (the source's UDP port at the address dialled, or at the address its first datagram came from); later drops are only counted",
-                                    sock_v4(from),
-                                    sock_v4(expected)
-                                );
+                            if self.opts.log {
+                                let unicast = matches!(self.announced, Some((true, _)));
+                                match self.m.udp_source() {
+                                    Some(expected) if unicast => diag!(
+                                        "mirror: warning: dropping datagrams of this session from {}: unicast datagrams are accepted only from {} (the source's UDP port at the address dialled, or at the address its first datagram came from); later drops are only counted",
+                                        sock_v4(from),
+                                        sock_v4(expected)
+                                    ),
+                                    Some(expected) => diag!(
+                                        "mirror: warning: dropping datagrams of this session from {}: another sender on the group with the source's session byte; multicast datagrams are accepted only from {} (the sender whose DATA matched the source's copy over TCP); later drops are only counted",
+                                        sock_v4(from),
+                                        sock_v4(expected)
+                                    ),
+                                    None => diag!(
+                                        "mirror: warning: dropping datagrams of this session from {}: another sender on the group with the source's session byte (its DATA did not match the source's copy over TCP); later drops are only counted",
+                                        sock_v4(from)
+                                    ),
+                                }
                             }
                         }
                     }

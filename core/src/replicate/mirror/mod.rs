@@ -3,7 +3,8 @@
 //! detection from heartbeats and restart detection.
 //!
 //! Beyond the reference: a unicast datagram is accepted only from the address punched, a
-//! repeated NAK asks only for what is still missing, a step handles a bounded number of
+//! multicast one only from the sender whose DATA matched the source's copy over TCP (the
+//! `sender` module), a repeated NAK asks only for what is still missing, a step handles a bounded number of
 //! datagrams, sequences at or past [`SEQ_LIMIT`] are refused, the first NAK of a hole may
 //! wait [`MirrorConfig::nak_delay`] for reordered datagrams, a resume is checked
 //! against the source's copy of the last record held, a NAK the source leaves unanswered
@@ -50,9 +51,12 @@ use core::fmt;
 
 mod apply;
 mod nak;
+mod sender;
 
 use nak::Nak;
 pub use nak::{MAX_NAK_BACKOFF, NAK_UNANSWERED_LIMIT};
+pub use sender::SENDER_TRIAL_TIMEOUT;
+use sender::{Senders, Verdict};
 
 use super::holdback::HoldBack;
 use super::ring_io::{Holds, RecordSink, Replace, SinkError};
@@ -131,10 +135,14 @@ pub struct MirrorConfig {
     /// ringwire's server answers from the dialled address; ringfire's cannot, and spec §21.4
     /// checks no address at all, so refusing it would make such a source unusable.
     ///
-    /// Multicast datagrams are never checked by address (spec §21.4: only the session byte
-    /// filters them): their source is the address of the interface the source sends from
-    /// (its default route's, or `--iface`), which need not be, and with a server bound to
-    /// 0.0.0.0 often is not, the address the mirror reached it at over TCP.
+    /// Multicast datagrams (spec §21.4 filters them by the session byte only) are accepted
+    /// only from the sender whose first DATA matched the source's copy of its first record,
+    /// fetched over TCP; until one has, DATA is set aside
+    /// ([`MirrorCounters::udp_unconfirmed`]) and heartbeats are taken from any sender (see
+    /// [`Mirror::sender_on_trial`]). Their source is the address of the interface the
+    /// source sends from (its default route's, or `--iface`) and a port never announced,
+    /// which need not be, and with a server bound to 0.0.0.0 often is not, the address the
+    /// mirror reached it at over TCP: that is why the sender is tried rather than known.
     pub check_udp_source: bool,
 }
 
@@ -178,10 +186,15 @@ pub struct MirrorCounters {
     pub duplicates_dropped: u64,
     /// Datagrams dropped as malformed, foreign or for another session.
     pub garbage_dropped: u64,
-    /// Of `garbage_dropped`: unicast datagrams with the session's byte dropped because they
-    /// came from another address than the one punched
-    /// ([`MirrorConfig::check_udp_source`]; see [`Mirror::udp_source`]).
+    /// Of `garbage_dropped`: datagrams with the session's byte dropped because they came
+    /// from another address than the source's: over unicast the one punched, over
+    /// multicast the sender confirmed, or one refused ([`MirrorConfig::check_udp_source`];
+    /// see [`Mirror::udp_source`]).
     pub udp_wrong_source: u64,
+    /// Multicast DATA datagrams of the session set aside, not applied, because no sender was
+    /// confirmed yet (see [`MirrorConfig::check_udp_source`]); their records are asked for
+    /// by NAK like lost ones. Not in `garbage_dropped`.
+    pub udp_unconfirmed: u64,
     /// Records written into the ring (not those counted in `records_skipped`).
     pub records_written: u64,
     /// DATA frames dropped because the hold-back store was full.
@@ -331,8 +344,11 @@ pub struct Mirror<'a> {
     /// Longest blob the mirror ring's arena holds (blob rings).
     max_blob: u64,
     session: u8,
-    /// Unicast: the address datagrams must come from. `None` over TCP and multicast.
+    /// The address datagrams must come from: over unicast the one punched, over multicast
+    /// the sender confirmed. `None` over TCP and before a multicast sender is confirmed.
     udp_from: Option<PeerAddr>,
+    /// Multicast: the sender on trial and the refused ones (the `sender` module).
+    senders: Senders,
     punch: Option<Punch>,
     nak: Option<Nak>,
     /// TCP DATA and GAP frames handled in UDP modes: the source's answers to NAKs.
@@ -391,6 +407,7 @@ impl<'a> Mirror<'a> {
             max_blob: u64::MAX,
             session: 0,
             udp_from: None,
+            senders: Senders::default(),
             punch: None,
             nak: None,
             answers: 0,
@@ -491,11 +508,12 @@ impl<'a> Mirror<'a> {
     pub fn failure(&self) -> Option<MirrorError> {
         self.failure
     }
-    /// The only address datagrams are accepted from: over UDP unicast with
-    /// [`MirrorConfig::check_udp_source`], the source's UDP port at the TCP peer's IP (where
-    /// the PUNCHes go), or the address the session's first datagram came from if that is the
-    /// same port at another IP. `None` when datagrams are not checked by address (multicast,
-    /// TCP).
+    /// The only address datagrams are accepted from, with
+    /// [`MirrorConfig::check_udp_source`]: over UDP unicast the source's UDP port at the TCP
+    /// peer's IP (where the PUNCHes go), or the address the session's first datagram came
+    /// from if that is the same port at another IP; over multicast the sender confirmed (see
+    /// [`Mirror::sender_on_trial`]). `None` when datagrams are not checked by address (TCP,
+    /// the check off) or no multicast sender is confirmed yet.
     pub fn udp_source(&self) -> Option<PeerAddr> {
         self.udp_from.filter(|_| self.cfg.check_udp_source)
     }
@@ -515,6 +533,7 @@ impl<'a> Mirror<'a> {
         self.hello = fresh.hello;
         self.geometry = None;
         self.udp_from = None;
+        self.reset_senders();
         self.punch = None;
         self.nak = None;
         self.source_seq = None;
@@ -585,6 +604,7 @@ impl<'a> Mirror<'a> {
                     self.apply_tcp(d, sink)
                 } else {
                     self.note_answer();
+                    self.sender_answer(&d);
                     self.counters.records_retransmitted += self.apply(now, d, sink)?;
                     Ok(())
                 }
@@ -607,6 +627,7 @@ impl<'a> Mirror<'a> {
                 }
                 if self.state == State::LiveUdp {
                     self.note_answer();
+                    self.sender_gap(g.seq);
                     self.after_progress(now, sink)?;
                 }
                 Ok(())
@@ -776,9 +797,10 @@ impl<'a> Mirror<'a> {
                         due: now,
                     });
                 } else {
-                    // Multicast: the session byte is the only filter (see
-                    // `MirrorConfig::check_udp_source`).
+                    // Multicast: a sender is confirmed by its first DATA (the `sender`
+                    // module; `MirrorConfig::check_udp_source`).
                     self.udp_from = None;
+                    self.reset_senders();
                 }
                 // UDP carries only new records (§19.3): ask for the one to compare now.
                 if let Some(w) = self.verify {
@@ -821,9 +843,7 @@ impl<'a> Mirror<'a> {
             return false;
         }
         if self.udp_source().is_some_and(|a| a != from) && !self.adopt_udp_source(from) {
-            self.counters.garbage_dropped += 1;
-            self.counters.udp_wrong_source += 1;
-            return false;
+            return self.wrong_source();
         }
         if let Some(p) = &mut self.punch {
             p.heard = true;
@@ -837,10 +857,17 @@ impl<'a> Mirror<'a> {
             Some(Kind::Data) => match DataRepr::parse(&frame, self.fmt)
                 .and_then(|d| below_limit(Kind::Data, d.end() - 1).map(|()| d))
             {
-                Ok(d) => match self.apply(now, d, sink) {
-                    Ok(_) => true,
-                    Err(e) => {
-                        self.fail(e);
+                Ok(d) => match self.sort_sender(now, from, Some(&d)) {
+                    Verdict::Take => match self.apply(now, d, sink) {
+                        Ok(_) => true,
+                        Err(e) => {
+                            self.fail(e);
+                            false
+                        }
+                    },
+                    Verdict::Wrong => self.wrong_source(),
+                    Verdict::SetAside => {
+                        self.counters.udp_unconfirmed += 1;
                         false
                     }
                 },
@@ -852,10 +879,13 @@ impl<'a> Mirror<'a> {
             Some(Kind::Heartbeat) => match HeartbeatRepr::parse(&frame)
                 .and_then(|h| below_limit(Kind::Heartbeat, h.seq).map(|()| h))
             {
-                Ok(h) => {
-                    self.on_source_seq(now, h.seq);
-                    true
-                }
+                Ok(h) => match self.sort_sender(now, from, None) {
+                    Verdict::Wrong => self.wrong_source(),
+                    Verdict::Take | Verdict::SetAside => {
+                        self.on_source_seq(now, h.seq);
+                        true
+                    }
+                },
                 Err(_) => {
                     self.counters.garbage_dropped += 1;
                     false
@@ -866,6 +896,13 @@ impl<'a> Mirror<'a> {
                 false
             }
         }
+    }
+
+    /// Counts a datagram of the session dropped for its sender; false (not taken).
+    fn wrong_source(&mut self) -> bool {
+        self.counters.garbage_dropped += 1;
+        self.counters.udp_wrong_source += 1;
+        false
     }
 
     /// Handles at most [`DATAGRAMS_PER_STEP`] datagrams from `datagrams`; returns how many
@@ -915,7 +952,7 @@ impl<'a> Mirror<'a> {
                         p.due
                     }
                 });
-                earliest(nak, punch)
+                earliest(earliest(nak, punch), self.sender_deadline())
             }
             _ => None,
         }
@@ -942,6 +979,12 @@ impl<'a> Mirror<'a> {
             _ => return None,
         }
         if let Some(k) = self.due_nak(now) {
+            let len = k.emit(buf).ok()?;
+            self.counters.naks_sent += 1;
+            return tcp(len);
+        }
+        // The record of a multicast sender on trial, asked for apart from the holes.
+        if let Some(k) = self.due_sender_nak(now) {
             let len = k.emit(buf).ok()?;
             self.counters.naks_sent += 1;
             return tcp(len);

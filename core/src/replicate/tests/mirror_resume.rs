@@ -210,7 +210,7 @@ fn resume_over_udp_naks_the_record_to_compare() {
         let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
         // A new connection with hold-back storage.
         let mut m = Mirror::new(
-            MirrorConfig::default(),
+            multicast_unchecked(),
             SOURCE,
             &sink,
             HoldBack::new(&mut idx, &mut dm),
@@ -258,7 +258,7 @@ fn resume_over_udp_checks_a_live_datagram() {
     let _ = holding_five(&mut sink);
     let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
     let mut m = Mirror::new(
-        MirrorConfig::default(),
+        multicast_unchecked(),
         SOURCE,
         &sink,
         HoldBack::new(&mut idx, &mut dm),
@@ -313,7 +313,7 @@ fn resume_restart_that_cannot_recreate_the_ring_closes_the_mirror() {
     let _ = holding_five(&mut sink);
     let mut sink = NoRecreate(sink);
     let mut m = Mirror::new(
-        MirrorConfig::default(),
+        multicast_unchecked(),
         SOURCE,
         &sink,
         HoldBack::new(&mut [], &mut []),

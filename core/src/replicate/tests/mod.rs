@@ -10,6 +10,7 @@ mod mirror_handshake;
 mod mirror_input;
 mod mirror_nak;
 mod mirror_resume;
+mod mirror_sender;
 mod mirror_truncated;
 mod mirror_udp;
 mod mpmc_tickets;
@@ -261,8 +262,40 @@ pub(super) fn udp_mirror<'a>(sink: &mut Sink, hb: HoldBack<'a>, unicast: bool) -
     udp_mirror_with(sink, hb, unicast, MirrorConfig::default())
 }
 
-/// [`udp_mirror`] with `cfg` (its start is set to oldest).
+/// [`udp_mirror`] with `cfg` (its start is set to oldest). A multicast mirror is made with
+/// `check_udp_source` off: these tests feed DATA from any address and have it applied at
+/// once; the multicast sender check has its own tests (`mirror_sender.rs`), which build
+/// their mirrors with [`multicast_mirror_checked`].
 pub(super) fn udp_mirror_with<'a>(
+    sink: &mut Sink,
+    hb: HoldBack<'a>,
+    unicast: bool,
+    cfg: MirrorConfig,
+) -> Mirror<'a> {
+    let cfg = MirrorConfig {
+        check_udp_source: cfg.check_udp_source && unicast,
+        ..cfg
+    };
+    udp_mirror_as(sink, hb, unicast, cfg)
+}
+
+/// The default configuration without the multicast sender check, for tests that feed
+/// multicast DATA from any address (see [`udp_mirror_with`]).
+pub(super) fn multicast_unchecked() -> MirrorConfig {
+    MirrorConfig {
+        check_udp_source: false,
+        ..MirrorConfig::default()
+    }
+}
+
+/// A multicast mirror (start oldest) that checks its datagrams' sender, as by default.
+pub(super) fn multicast_mirror_checked<'a>(sink: &mut Sink, hb: HoldBack<'a>) -> Mirror<'a> {
+    udp_mirror_as(sink, hb, false, MirrorConfig::default())
+}
+
+/// A UDP mirror with `cfg` as given (its start set to oldest), live after GEOMETRY and
+/// MULTICAST (session 0x22; unicast from port 17403, or multicast to 239.1.1.1).
+fn udp_mirror_as<'a>(
     sink: &mut Sink,
     hb: HoldBack<'a>,
     unicast: bool,
