@@ -91,7 +91,7 @@ struct Slots {
     wide: bool,
 }
 
-/// Whether this CPU has a prefetch for writing that [`QueueView::prefetch`] may issue. On
+/// Whether this CPU has a prefetch for writing that an SPSC producer may issue. On
 /// x86-64, `prefetchw` only where CPUID says so (leaf 0x8000_0001, ECX bit 8: PRFCHW, or
 /// 3DNowPrefetch): older Intel cores lack it, and there its opcode may fault. A plain
 /// `prefetcht0` is no substitute: issued for the producer's slots it made every push and
