@@ -14,7 +14,10 @@
 //! the std layer is not built under loom), in its order and in the wrong one. The
 //! membarrier a std sleeper issues is modelled by
 //! the SeqCst fence that `notify_unfenced` has under loom (see the `futex` module docs).
-//! A sleeper that re-checks before announcing itself must be caught (the last model).
+//! A sleeper that re-checks before announcing itself must be caught
+//! (`a_recheck_before_the_announcement_loses_the_wake_up`).
+//! So must the wake a retire after a clear of the count takes from a newer sleeper (the
+//! bound `FutexPair::waiters` documents: `a_late_retire_after_a_clear_can_leave_…`).
 //! So the unfenced models check the handshake given the barrier, not that a sleeper issues
 //! it: a std sleeper that forgot its membarrier would pass them. The std unit test
 //! `wait::tests::a_futex_sleep_runs_the_membarrier` checks that one is issued.
@@ -541,5 +544,47 @@ fn retires_racing_a_cleared_count_leave_it_at_zero() {
         // Relaxed: every thread has joined.
         assert_eq!(view.waiting_consumers().load(Ordering::Relaxed), 0);
         assert!(!view.futex().notify());
+    });
+}
+
+/// The bound the saturating retire leaves (`FutexPair::waiters`): a sleeper counted before
+/// the count was cleared (the std SPSC queue's attach) retires after a newer sleeper has
+/// announced itself, and takes its increment; a publish then finds nobody counted, makes no
+/// wake, and the newer sleeper's sleep is not ended by it. Here, with no timeout, that sleep
+/// never ends, and loom finds the interleaving; a real sleep ends at its timeout (the unit
+/// test `futex::tests::a_late_retire_after_a_clear_costs_a_newer_sleeper_one_sleep` shows
+/// that only the sleep the late retire lands in is missed). Should the late retire ever be
+/// told apart from the newer sleeper's, this model stops deadlocking.
+#[test]
+#[should_panic(expected = "deadlock")]
+fn a_late_retire_after_a_clear_can_leave_a_newer_sleeper_to_its_timeout() {
+    model(|| {
+        let view = ring();
+        let futex = Arc::new(Futex::new());
+        // Retired by hand, as in `sleep_until`.
+        let mut old = Some(core::mem::ManuallyDrop::new(
+            view.futex().announce(|| {}, || false),
+        ));
+        // Relaxed: before any other thread exists.
+        view.waiting_consumers().swap(0, Ordering::Relaxed);
+        let mut p = Producer::new(view.clone(), ModelWake(futex.clone())).unwrap();
+        let w = thread::spawn(move || {
+            p.push(&1u64.to_le_bytes()).unwrap();
+        });
+        // `sleep_until`, with the late retire in the first sleep, after its announcement
+        // (in the place of the barrier, which the unfenced notify models by its fence).
+        let pair = view.futex();
+        while !published(&view, 1) {
+            let late = old.take();
+            let announced = core::mem::ManuallyDrop::new(pair.announce(
+                || drop(late.map(core::mem::ManuallyDrop::into_inner)),
+                || published(&view, 1),
+            ));
+            if let Some(v) = announced.sleep_on() {
+                futex.wait(pair.word, v);
+            }
+            drop(core::mem::ManuallyDrop::into_inner(announced));
+        }
+        w.join().unwrap();
     });
 }

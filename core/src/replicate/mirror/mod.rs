@@ -138,8 +138,9 @@ pub struct MirrorConfig {
     /// Multicast datagrams (spec §21.4 filters them by the session byte only) are accepted
     /// only from the sender whose first DATA matched the source's copy of its first record,
     /// fetched over TCP; until one has, DATA is set aside
-    /// ([`MirrorCounters::udp_unconfirmed`]) and heartbeats are taken from any sender (see
-    /// [`Mirror::sender_on_trial`]). Their source is the address of the interface the
+    /// ([`MirrorCounters::udp_unconfirmed`]), and heartbeats only make the mirror NAK: their
+    /// claims count in no figure ([`Mirror::source_seq`]) before their sender is confirmed
+    /// (see [`Mirror::sender_on_trial`]). Their source is the address of the interface the
     /// source sends from (its default route's, or `--iface`) and a port never announced,
     /// which need not be, and with a server bound to 0.0.0.0 often is not, the address the
     /// mirror reached it at over TCP: that is why the sender is tried rather than known.
@@ -456,12 +457,15 @@ impl<'a> Mirror<'a> {
     /// as that too. So a heartbeat far ahead (a forged or confused one) does not leave a
     /// lag of 2^40 in a driver's progress line for the rest of the connection, also not
     /// after the back-off ends; later heartbeats raise it as before. In TCP mode, which
-    /// sends no NAKs, it is the highest heartbeat.
+    /// sends no NAKs, it is the highest heartbeat. Over multicast with
+    /// [`MirrorConfig::check_udp_source`], only heartbeats of the confirmed sender count
+    /// (those it sent on trial once it is confirmed): another's, far ahead, moved it until
+    /// the NAK it caused went unanswered.
     pub fn source_seq(&self) -> Option<u64> {
         self.source_seq
     }
     /// The highest sequence a heartbeat announced on this connection, believed or not
-    /// (see [`Mirror::source_seq`]).
+    /// (see [`Mirror::source_seq`]; over multicast, of the confirmed sender only).
     pub fn source_claim(&self) -> Option<u64> {
         self.source_claim
     }
@@ -604,8 +608,12 @@ impl<'a> Mirror<'a> {
                     self.apply_tcp(d, sink)
                 } else {
                     self.note_answer();
-                    self.sender_answer(&d);
+                    let claim = self.sender_answer(&d);
                     self.counters.records_retransmitted += self.apply(now, d, sink)?;
+                    // The sender just confirmed: its claims held on trial count now.
+                    if let Some(s) = claim {
+                        self.on_source_seq(now, s);
+                    }
                     Ok(())
                 }
             }
@@ -857,7 +865,7 @@ impl<'a> Mirror<'a> {
             Some(Kind::Data) => match DataRepr::parse(&frame, self.fmt)
                 .and_then(|d| below_limit(Kind::Data, d.end() - 1).map(|()| d))
             {
-                Ok(d) => match self.sort_sender(now, from, Some(&d)) {
+                Ok(d) => match self.sort_data(now, from, &d) {
                     Verdict::Take => match self.apply(now, d, sink) {
                         Ok(_) => true,
                         Err(e) => {
@@ -866,7 +874,7 @@ impl<'a> Mirror<'a> {
                         }
                     },
                     Verdict::Wrong => self.wrong_source(),
-                    Verdict::SetAside => {
+                    Verdict::SetAside | Verdict::Unconfirmed => {
                         self.counters.udp_unconfirmed += 1;
                         false
                     }
@@ -879,12 +887,18 @@ impl<'a> Mirror<'a> {
             Some(Kind::Heartbeat) => match HeartbeatRepr::parse(&frame)
                 .and_then(|h| below_limit(Kind::Heartbeat, h.seq).map(|()| h))
             {
-                Ok(h) => match self.sort_sender(now, from, None) {
+                Ok(h) => match self.sort_heartbeat(from, h.seq) {
                     Verdict::Wrong => self.wrong_source(),
-                    Verdict::Take | Verdict::SetAside => {
+                    Verdict::Take => {
                         self.on_source_seq(now, h.seq);
                         true
                     }
+                    // Not confirmed: the claim counts in no figure (the `sender` module).
+                    Verdict::Unconfirmed => {
+                        self.ask_through(now, h.seq);
+                        true
+                    }
+                    Verdict::SetAside => true,
                 },
                 Err(_) => {
                     self.counters.garbage_dropped += 1;

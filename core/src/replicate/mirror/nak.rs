@@ -73,6 +73,12 @@ impl Mirror<'_> {
     /// claim do not undo the back-off.
     pub(super) fn on_source_seq(&mut self, now: Instant, s: u64) {
         self.note_source_seq(s);
+        self.ask_through(now, s);
+    }
+
+    /// The NAK of [`Mirror::on_source_seq`] alone, for a heartbeat's claim `s` that counts
+    /// in no figure (a multicast sender not confirmed: the `sender` module).
+    pub(super) fn ask_through(&mut self, now: Instant, s: u64) {
         if s >= self.next {
             self.request_as(now, self.next, self.last_missing(s), true);
         }

@@ -27,9 +27,18 @@
 //!   the source answers NAKs in order, and this one may wait behind a long history.
 //!
 //! DATA set aside meanwhile is not lost: the records it held are asked for by NAK as soon as
-//! a datagram or heartbeat shows them, as for any loss. Heartbeats from any sender are taken
-//! until one is confirmed: they only make the mirror NAK, and only the source answers NAKs
-//! (over TCP), so a history behind an idle source is still fetched.
+//! a datagram or heartbeat shows them, as for any loss.
+//!
+//! Until a sender is confirmed, no heartbeat's claim counts in a figure a driver shows
+//! ([`Mirror::source_seq`], [`Mirror::source_claim`]: the lag of a progress line): a
+//! far-ahead one from a stranger showed a lag of 2^40 until the NAK it caused went
+//! unanswered [`NAK_UNANSWERED_LIMIT`](super::NAK_UNANSWERED_LIMIT) times (160 ms at the
+//! default `nak_timeout`). The heartbeats of the sender on trial are held with its trial:
+//! confirmed, its highest claim is taken then as any heartbeat's (and makes the mirror NAK);
+//! refused or unsettled, it is dropped. Those of other senders still make the mirror NAK,
+//! and count in nothing else: only the source answers NAKs (over TCP), and a source that
+//! sends no DATA (idle, with a history to fetch: spec §19.3) is never tried, so its
+//! heartbeats are the only way to learn of that history.
 //!
 //! The comparison holds against accidents, not against a sender that copies the source's
 //! datagrams from the group (or forges the source's address): UDP carries no proof of
@@ -61,6 +70,8 @@ pub(super) struct Trial {
     quiet_since: Instant,
     answers: u64,
     due: Instant,
+    /// The highest heartbeat of the sender since its trial began: taken if it is confirmed.
+    claim: Option<u64>,
 }
 
 /// The multicast sender checks of one connection.
@@ -75,12 +86,16 @@ pub(super) struct Senders {
 /// What to do with a multicast datagram of the session, by its sender.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Verdict {
-    /// From the confirmed sender, or none is confirmed and it is a heartbeat: handle it.
+    /// From the confirmed sender, or datagrams are not checked by their sender: handle it.
     Take,
     /// From a refused sender, or another than the confirmed one.
     Wrong,
-    /// DATA while no sender is confirmed: set aside, not applied.
+    /// DATA while no sender is confirmed, or a heartbeat of the sender on trial (its claim
+    /// held with the trial): set aside, not applied.
     SetAside,
+    /// A heartbeat while no sender is confirmed, from one not on trial: its claim may make
+    /// the mirror NAK, and counts in nothing else.
+    Unconfirmed,
 }
 
 /// FNV-1a (64-bit) over a record's fixed part and blob, each with its length.
@@ -112,31 +127,31 @@ impl Mirror<'_> {
         self.senders.trial.map(|t| (t.from, t.seq))
     }
 
-    /// Sorts a datagram of the session (`data`: its DATA, parsed; `None` for a heartbeat)
-    /// from `from` (see the module docs), starting a trial of `from` when it is the first
-    /// DATA of an untried sender.
-    pub(super) fn sort_sender(
-        &mut self,
-        now: Instant,
-        from: PeerAddr,
-        data: Option<&DataRepr<'_>>,
-    ) -> Verdict {
+    /// The verdict on a datagram of the session from `from` whatever it holds, if there is
+    /// one: `None` while no sender is confirmed and `from` is not refused.
+    fn sort_by_sender(&self, from: PeerAddr) -> Option<Verdict> {
         if !self.checks_multicast_sender() {
-            return Verdict::Take;
+            return Some(Verdict::Take);
         }
         if let Some(a) = self.udp_from {
-            return if a == from {
+            return Some(if a == from {
                 Verdict::Take
             } else {
                 Verdict::Wrong
-            };
+            });
         }
-        if self.senders.refused.contains(&Some(from)) {
-            return Verdict::Wrong;
+        self.senders
+            .refused
+            .contains(&Some(from))
+            .then_some(Verdict::Wrong)
+    }
+
+    /// Sorts a DATA datagram of the session from `from` (see the module docs), starting a
+    /// trial of `from` when it is the first DATA of an untried sender.
+    pub(super) fn sort_data(&mut self, now: Instant, from: PeerAddr, d: &DataRepr<'_>) -> Verdict {
+        if let Some(v) = self.sort_by_sender(from) {
+            return v;
         }
-        let Some(d) = data else {
-            return Verdict::Take;
-        };
         if self.senders.trial.is_none()
             && let Some(r) = d.iter(self.fmt).next()
         {
@@ -147,27 +162,44 @@ impl Mirror<'_> {
                 quiet_since: now,
                 answers: self.answers,
                 due: now,
+                claim: None,
             });
         }
         Verdict::SetAside
     }
 
-    /// Settles the trial with the source's DATA `d` (over TCP) if it holds the record tried.
-    pub(super) fn sender_answer(&mut self, d: &DataRepr<'_>) {
-        let Some(t) = self.senders.trial else {
-            return;
-        };
-        if t.seq < d.seq || t.seq >= d.end() {
-            return;
+    /// Sorts a heartbeat of the session from `from` announcing `seq` (see the module docs):
+    /// the claim of the sender on trial is held with its trial.
+    pub(super) fn sort_heartbeat(&mut self, from: PeerAddr, seq: u64) -> Verdict {
+        if let Some(v) = self.sort_by_sender(from) {
+            return v;
         }
-        let Some(r) = d.iter(self.fmt).find(|r| r.seq == t.seq) else {
-            return;
-        };
+        match &mut self.senders.trial {
+            Some(t) if t.from == from => {
+                t.claim = Some(t.claim.map_or(seq, |c| c.max(seq)));
+                Verdict::SetAside
+            }
+            _ => Verdict::Unconfirmed,
+        }
+    }
+
+    /// Settles the trial with the source's DATA `d` (over TCP) if it holds the record tried.
+    /// Returns the highest heartbeat the sender sent on trial if `d` confirms it: the
+    /// caller takes it as a heartbeat of the source's once `d` is applied.
+    #[must_use]
+    pub(super) fn sender_answer(&mut self, d: &DataRepr<'_>) -> Option<u64> {
+        let t = self.senders.trial?;
+        if t.seq < d.seq || t.seq >= d.end() {
+            return None;
+        }
+        let r = d.iter(self.fmt).find(|r| r.seq == t.seq)?;
         self.senders.trial = None;
         if digest(r.fixed, r.blob) == t.digest {
             self.udp_from = Some(t.from);
+            t.claim
         } else {
             self.refuse(t.from);
+            None
         }
     }
 

@@ -3,7 +3,7 @@
 //! matched is heard from then on.
 
 use super::*;
-use crate::replicate::mirror::SENDER_TRIAL_TIMEOUT;
+use crate::replicate::mirror::{MAX_NAK_RECORDS, SENDER_TRIAL_TIMEOUT};
 
 /// The source's multicast address: another IP than the TCP peer's (its LAN interface).
 const LAN: PeerAddr = PeerAddr::new([192, 168, 1, 7], 41_234);
@@ -185,8 +185,9 @@ fn a_trial_the_source_cannot_settle_is_tried_again() {
     assert_eq!(m.counters().udp_wrong_source, 0);
 }
 
-/// Before a sender is confirmed, heartbeats of any sender are taken: they only make the
-/// mirror NAK, which the source alone answers, so an idle source's history is fetched.
+/// Before a sender is confirmed, heartbeats of any sender are taken, but only to make the
+/// mirror NAK, which the source alone answers: an idle source's history is fetched, and
+/// the claim counts in no figure.
 #[test]
 fn heartbeats_are_taken_before_a_sender_is_confirmed() {
     let mut mem = Mem::new(4096);
@@ -195,10 +196,79 @@ fn heartbeats_are_taken_before_a_sender_is_confirmed() {
     let mut m = multicast_mirror_checked(&mut sink, HoldBack::new(&mut idx, &mut dm));
     assert!(m.handle_datagram(ms(1), LAN, &heartbeat(3), &mut sink));
     assert_eq!(nak_out(&mut m, ms(1)), Some((1, 3)));
+    assert_eq!((m.source_seq(), m.source_claim()), (None, None));
     m.handle_tcp_frame(ms(2), &data(1, 3, 0), &mut sink)
         .unwrap();
     assert_eq!(sink.writes, [1, 2, 3]);
     assert_eq!(m.udp_source(), None);
+}
+
+/// A sender on trial that claims a head far ahead (its DATA, then its heartbeats) moves no
+/// figure a driver shows: `source_seq` (the progress line's lag) and `source_claim` stay as
+/// the source's TCP heartbeat left them, and nothing but its trial record is asked for;
+/// refused at the trial's end, its claim is dropped. Before, its heartbeat showed a lag of
+/// 2^40 until the NAK it caused went unanswered `NAK_UNANSWERED_LIMIT` times. Another
+/// untried sender's heartbeat still makes the mirror NAK (an idle source's history), and
+/// counts nowhere else.
+#[test]
+fn an_unconfirmed_senders_far_ahead_heartbeat_leaves_the_reported_head_as_it_was() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = multicast_mirror_checked(&mut sink, HoldBack::new(&mut idx, &mut dm));
+    m.handle_tcp_frame(ms(1), &heartbeat(2), &mut sink).unwrap();
+    assert_eq!(nak_out(&mut m, ms(1)), Some((1, 2)));
+    m.handle_tcp_frame(ms(2), &data(1, 2, 0), &mut sink)
+        .unwrap();
+    let head = |m: &Mirror<'_>| (m.source_seq(), m.source_claim(), m.next());
+    assert_eq!(head(&m), (Some(2), Some(2), 3));
+    let far = 1 << 40;
+    assert!(!m.handle_datagram(ms(3), STRANGER, &data(far, 1, 0x22), &mut sink));
+    assert_eq!(m.sender_on_trial(), Some((STRANGER, far)));
+    for t in 3..=10 {
+        assert!(m.handle_datagram(ms(t), STRANGER, &heartbeat(far + t), &mut sink));
+        assert_eq!(head(&m), (Some(2), Some(2), 3), "at {t} ms");
+        assert_eq!(m.outstanding_nak(), None, "at {t} ms");
+    }
+    // Only the trial's record is asked for, until the trial's end refuses the sender.
+    let end = ms(3) + SENDER_TRIAL_TIMEOUT;
+    let mut t = ms(3);
+    while t < end {
+        assert_eq!(nak_out(&mut m, t), Some((far, far)), "at {t:?}");
+        t = m.poll_timeout().expect("the trial's next NAK or end");
+    }
+    assert_eq!(nak_out(&mut m, end), None);
+    assert_eq!(m.sender_on_trial(), None);
+    assert!(!m.handle_datagram(end, STRANGER, &heartbeat(far), &mut sink));
+    assert_eq!(head(&m), (Some(2), Some(2), 3));
+    assert_eq!(m.outstanding_nak(), None);
+    // Another untried sender, not on trial: a NAK, and no figure.
+    assert!(m.handle_datagram(end, LAN, &heartbeat(far), &mut sink));
+    assert_eq!(head(&m), (Some(2), Some(2), 3));
+    assert_eq!(nak_out(&mut m, end), Some((3, 3 + MAX_NAK_RECORDS - 1)));
+    assert_eq!(sink.writes, [1, 2]);
+}
+
+/// The heartbeats a sender sends on trial are held, not lost: once the source confirms it,
+/// the highest counts as a heartbeat of the source's, and the records it shows are asked
+/// for.
+#[test]
+fn a_senders_heartbeats_on_trial_count_once_it_is_confirmed() {
+    let mut mem = Mem::new(4096);
+    let mut sink = Sink::on(&mut mem);
+    let (mut idx, mut dm) = ([HeldEntry::default(); 8], [0u8; 512]);
+    let mut m = multicast_mirror_checked(&mut sink, HoldBack::new(&mut idx, &mut dm));
+    assert!(!m.handle_datagram(ms(1), LAN, &data(1, 1, 0x22), &mut sink));
+    assert!(m.handle_datagram(ms(1), LAN, &heartbeat(4), &mut sink));
+    assert!(m.handle_datagram(ms(1), LAN, &heartbeat(3), &mut sink));
+    assert_eq!((m.source_seq(), m.source_claim()), (None, None));
+    assert_eq!(nak_out(&mut m, ms(1)), Some((1, 1)));
+    assert_eq!(nak_out(&mut m, ms(1)), None);
+    m.handle_tcp_frame(ms(2), &data(1, 1, 0), &mut sink)
+        .unwrap();
+    assert_eq!(m.udp_source(), Some(LAN));
+    assert_eq!((m.source_seq(), m.source_claim()), (Some(4), Some(4)));
+    assert_eq!(nak_out(&mut m, ms(2)), Some((2, 4)));
 }
 
 /// The check off: the session byte is the only filter (spec §21.4), no sender is tried.

@@ -1,5 +1,5 @@
 //! Unit tests of the source, UDP sender and mirror state machines against rings in memory.
-//! Shared helpers live here; the tests are in `source.rs`, `mirror*.rs` and
+//! Shared helpers live here; the tests are in `source*.rs`, `mirror*.rs` and
 //! the files named for what they test.
 
 mod corrupt_slot;
@@ -15,6 +15,9 @@ mod mirror_truncated;
 mod mirror_udp;
 mod mpmc_tickets;
 mod source;
+mod source_nak;
+mod source_sparse;
+mod source_udp;
 mod stuck_slot;
 
 pub(super) use super::*;
