@@ -56,15 +56,20 @@ const KIND: &str = "offset file";
 /// for a creator still at work to store the magic before it finishes the record itself; and
 /// one that finds the magic with the version 0 waits for the version before it refuses it.
 const CREATOR_WAIT: Duration = Duration::from_millis(200);
+/// How long an open waits in all for a record without its magic whose claim keeps changing
+/// (openers taking its finishing and then stopping, one after another) before it refuses it.
+const CREATOR_WAIT_MAX: Duration = Duration::from_secs(2);
 
 /// What [`OffsetCheckpoint::await_creator`] found.
 enum Creation {
     /// The magic is there now (the creator's, or any other non-zero word).
     Finished(u64),
-    /// Still a creation's record without its magic after the wait: one cut short.
-    Unfinished,
+    /// Still a creation's record without its magic, its claim unchanged for the whole wait:
+    /// one cut short, whose finishing this open has now taken (see
+    /// [`OffsetCheckpoint::take_over`]).
+    Claimed,
     /// Not what a creation leaves (an offset, another version, bytes past the name's NUL),
-    /// and still no magic.
+    /// and still no magic; or a record whose claim kept changing for [`CREATOR_WAIT_MAX`].
     Not,
 }
 
@@ -266,9 +271,11 @@ impl OffsetCheckpoint {
     /// magic ([`Error::BadFileMagic`], also for a short file that is something else), 64
     /// bytes ([`Error::TooShort`]) and the right version ([`Error::BadFileVersion`]); a
     /// file refused is left as it was. Such a record without its magic (64 bytes, no
-    /// offset) is a creation still at work or one cut short: the open waits up to 200 ms
-    /// for its creator to store the magic, then finishes it itself, or refuses it with an
-    /// [`Error::Io`] of `fallocate` when the file system has no room for its bytes. A
+    /// offset) is a creation still at work or one cut short: the open waits for its creator
+    /// to store the magic; once the record has not changed for 200 ms, the open finishes it
+    /// itself (of several such opens, one does and the others open it as written; a record
+    /// still changing after 2 s is refused), or refuses it with an [`Error::Io`] of
+    /// `fallocate` when the file system has no room for its bytes. A
     /// record with the magic and the version 0 (a ringfire creator's, seen between its
     /// stores) is waited for in the same way before it is refused. Of
     /// several opens that all find the file missing or empty, one writes the record and the
@@ -396,9 +403,12 @@ impl OffsetCheckpoint {
                 // A creation cut short between sizing the file and storing the magic (a
                 // crash) leaves 64 zero bytes, or some of `initialise`'s fields written: no
                 // offset was ever saved there (no open succeeded before the magic), so it is
-                // finished now rather than refused for ever. A creator slower than the wait
-                // writes the same fields; neither writes the offset.
-                Creation::Unfinished => {
+                // finished now rather than refused for ever, by the one opener that took it
+                // over. A creator slower than the wait writes the same fields; neither writes
+                // the offset.
+                Creation::Claimed => {
+                    #[cfg(test)]
+                    run_hook(At::Claimed, path);
                     cp.initialise();
                     return Ok(cp);
                 }
@@ -449,8 +459,9 @@ impl OffsetCheckpoint {
 
     /// Writes the record of a new checkpoint into a file of 64 zero bytes (or one a
     /// creation cut short left), magic last. The offset is left as it is (0 in a new file):
-    /// should two openers both finish a record cut short, the later one's writes cannot undo
-    /// an offset the earlier one's consumer has saved since.
+    /// should a creator slower than [`CREATOR_WAIT`] finish its record after an opener took
+    /// it over, the later one's writes cannot undo an offset the earlier one's consumer has
+    /// saved since.
     fn initialise(&self) {
         let mut name_buf = [0u8; 32];
         let trimmed = self.name.as_str();
@@ -468,13 +479,21 @@ impl OffsetCheckpoint {
             .store(CHECKPOINT_MAGIC, Ordering::Release);
     }
 
-    /// For a file whose magic was loaded as 0: waits up to [`CREATOR_WAIT`] for a creator
-    /// still writing the record to store its magic, as long as the record is what a
-    /// creation leaves before it ([`Self::is_unfinished_creation`]). The creator stores the
-    /// magic microseconds after it sized the file: waiting for it, rather than writing the
-    /// record again at once, keeps the creator's record (its name, should ours differ).
+    /// For a file whose magic was loaded as 0: waits for a creator still writing the record
+    /// to store its magic, as long as the record is what a creation leaves before it
+    /// ([`Self::is_unfinished_creation`]). The creator stores the magic microseconds after it
+    /// sized the file: waiting for it, rather than writing the record again at once, keeps
+    /// the creator's record (its name, should ours differ).
+    ///
+    /// A record whose claim (the version and the time, see [`Self::take_over`]) has not
+    /// changed for [`CREATOR_WAIT`] is a creation cut short: this open then takes its
+    /// finishing over, and of several that try, one does; the others wait for its magic in
+    /// the same way. A change of the claim (a creator storing its fields, an opener taking
+    /// the record over) starts the wait again, for [`CREATOR_WAIT_MAX`] in all.
     fn await_creator(&self) -> Creation {
-        let deadline = Instant::now() + CREATOR_WAIT;
+        let start = Instant::now();
+        let mut seen = self.claim_seen();
+        let mut since = start;
         loop {
             // The snapshot first, then the magic: a snapshot that is no creation's because
             // the creator stored its magic since the last look and its consumer has saved an
@@ -489,11 +508,54 @@ impl OffsetCheckpoint {
             if !unfinished {
                 return Creation::Not;
             }
-            if Instant::now() >= deadline {
-                return Creation::Unfinished;
+            let now = Instant::now();
+            if now.duration_since(start) >= CREATOR_WAIT_MAX {
+                return Creation::Not;
+            }
+            let claim = self.claim_seen();
+            if claim != seen {
+                // Someone at work on the record: waited for anew.
+                (seen, since) = (claim, now);
+            } else if now.duration_since(since) >= CREATOR_WAIT {
+                #[cfg(test)]
+                run_hook(At::WaitedOut, &self.path);
+                if self.take_over(seen) {
+                    return Creation::Claimed;
+                }
+                // Another opener took it over first: its record is waited for.
+                (seen, since) = (self.claim_seen(), Instant::now());
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// The record's claim, as [`Self::take_over`] changes it: the version and the time.
+    fn claim_seen(&self) -> (u32, u64) {
+        // Relaxed: compared, then changed only by a compare-exchange.
+        (
+            load_version(&self.region),
+            self.a64(OFF_UPDATED).load(Ordering::Relaxed),
+        )
+    }
+
+    /// Takes over the writing of a record without its magic whose claim was `seen` for
+    /// the whole wait, by one compare-exchange of the word that tells: the version from 0
+    /// to ours when nobody had claimed the record ([`Self::claim`], which a new file's
+    /// openers also race for), otherwise the time from what was seen to now. Of several
+    /// openers that saw the same claim, one succeeds; the others then see it changed.
+    fn take_over(&self, (version, updated): (u32, u64)) -> bool {
+        if version == 0 {
+            return self.claim();
+        }
+        // Any other value than the one seen, should the clock read the same.
+        let mut stamp = now_ns();
+        if stamp == updated {
+            stamp = stamp.wrapping_add(1);
+        }
+        // Relaxed: as in `claim`; `initialise` publishes the record by the magic.
+        self.a64(OFF_UPDATED)
+            .compare_exchange(updated, stamp, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// For a record whose magic is there and whose version was loaded as 0: waits up to
@@ -679,13 +741,16 @@ enum At {
     Claimed,
     /// The open has just loaded the version of a record with the magic as 0.
     VersionZero,
+    /// The open has waited out a record without its magic (a creation cut short), and has
+    /// not yet taken its finishing.
+    WaitedOut,
 }
 
 #[cfg(test)]
 thread_local! {
     /// Tests: each point's hook for the opens of this thread, indexed by [`At`].
-    static HOOKS: std::cell::RefCell<[Option<PathHook>; 4]> =
-        const { std::cell::RefCell::new([None, None, None, None]) };
+    static HOOKS: std::cell::RefCell<[Option<PathHook>; 5]> =
+        const { std::cell::RefCell::new([None, None, None, None, None]) };
 }
 
 /// Tests: runs `hook` with the path each time an open of this thread reaches the point
@@ -836,6 +901,44 @@ mod tests {
         let first = first.borrow_mut().take().expect("the other opener ran");
         first.join().unwrap().unwrap();
         assert_eq!(cp.load(), None);
+        assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_ne_bytes());
+        assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"first\0");
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    }
+
+    /// Two openers that both find a creation cut short (the record claimed and named, no
+    /// magic) and wait it out: one finishes the record, and the other opens it as that one
+    /// wrote it. Both finished it, each its own name, the later one's over the first's.
+    #[test]
+    fn of_two_openers_that_wait_out_a_creation_cut_short_one_finishes_it() {
+        let path = TmpPath::new("ckpt-race-crashed");
+        std::fs::write(&path, before_the_magic(b"crashed")).unwrap();
+        let first = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let hooked = first.clone();
+        let (claimed, told) = std::sync::mpsc::channel();
+        let _hook = on(At::WaitedOut, move |p| {
+            if hooked.borrow().is_some() {
+                return;
+            }
+            let (p, claimed) = (p.to_path_buf(), claimed.clone());
+            *hooked.borrow_mut() = Some(std::thread::spawn(move || {
+                // The other opener waits the creation out too, and pauses once it has taken
+                // the finishing, before writing any of the record.
+                let _pause = on(At::Claimed, move |_| {
+                    let _ = claimed.send(());
+                    std::thread::sleep(Duration::from_millis(20));
+                });
+                OffsetCheckpoint::open_or_create(&p, "first").map(drop)
+            }));
+            // Both have waited the creation out when this thread's open goes on.
+            told.recv_timeout(Duration::from_secs(10)).unwrap();
+        });
+        let cp = OffsetCheckpoint::open_or_create(&path, "second").unwrap();
+        // Read before the other opener is joined: its record is already whole.
+        let bytes = std::fs::read(&path).unwrap();
+        let first = first.borrow_mut().take().expect("the other opener ran");
+        first.join().unwrap().unwrap();
+        assert_eq!((cp.load(), cp.pid()), (None, std::process::id()));
         assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_ne_bytes());
         assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"first\0");
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
