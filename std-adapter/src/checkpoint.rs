@@ -266,7 +266,8 @@ impl OffsetCheckpoint {
     /// missing parent directories: [`Error::Io`] of `mkdir`, naming the directory, when they
     /// cannot be made) when it does not exist or is empty; a file system with no room for
     /// its 64 bytes gives an [`Error::Io`] of `fallocate` (a file this call made is removed,
-    /// an empty one found is left empty). A call that fails removes the directories it
+    /// an empty one found is left at its length, never cut back: another opener may have
+    /// sized and mapped it meanwhile). A call that fails removes the directories it
     /// made, those still empty. An existing file must be a checkpoint: the right
     /// magic ([`Error::BadFileMagic`], also for a short file that is something else), 64
     /// bytes ([`Error::TooShort`]) and the right version ([`Error::BadFileVersion`]); a
@@ -330,13 +331,12 @@ impl OffsetCheckpoint {
             run_hook(At::FoundNew, path);
         }
         if fresh {
-            if let Err((op, e)) = crate::file::size_and_reserve(&file, CHECKPOINT_SIZE as u64) {
+            // Never shortened, even on failure: another opener that took the file for new
+            // too may have sized and mapped it meanwhile (a SIGBUS at its next access).
+            if let Err((op, e)) = crate::file::grow_and_reserve(&file, CHECKPOINT_SIZE as u64) {
                 if created {
                     let id = crate::sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
                     crate::file::remove_if_ours(path, id);
-                } else {
-                    // The empty file we found goes back to empty.
-                    let _ = file.set_len(0);
                 }
                 return Err(Error::io(path, op, e));
             }
@@ -1035,6 +1035,47 @@ mod tests {
             "the file made through the link was left behind"
         );
         assert_eq!(std::fs::read(&empty).unwrap(), b"", "the empty file found");
+    }
+
+    /// An open that finds the checkpoint file empty and cannot reserve its bytes (no space)
+    /// never makes the file shorter: another opener may have sized the file and mapped it
+    /// meanwhile, and keeps using it. The open cut the file back to 0 bytes, and that
+    /// opener's next save was a SIGBUS.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn an_open_that_cannot_reserve_a_file_found_empty_never_shrinks_it() {
+        let path = TmpPath::new("ckpt-nospc-shared");
+        std::fs::write(&path, b"").unwrap();
+        let status = crate::test_fork::forked(10, || {
+            if crate::test_fork::fail_call(libc::SYS_fallocate, libc::ENOSPC).is_err() {
+                return 2;
+            }
+            // The other opener, between this open's look at the file (empty) and its sizing:
+            // it sizes the file and writes its record (whose page is then allocated), and
+            // keeps the file open.
+            let other = std::rc::Rc::new(std::cell::RefCell::new(None));
+            let hooked = other.clone();
+            let _hook = on(At::FoundNew, move |p| {
+                let mut record = before_the_magic(b"other");
+                record[..8].copy_from_slice(&CHECKPOINT_MAGIC.to_ne_bytes());
+                store_at(p, 0, &record);
+                *hooked.borrow_mut() = OffsetCheckpoint::open_or_create(p, "other").ok();
+            });
+            let nospc = matches!(OffsetCheckpoint::open_or_create(&path, "algo"),
+                Err(Error::Io { op: "fallocate", source, .. })
+                    if source.kind() == ErrorKind::StorageFull);
+            let Some(other) = other.borrow_mut().take() else {
+                return 3;
+            };
+            // A SIGBUS, in a file cut back to 0 bytes.
+            other.save(9);
+            i32::from(!nospc) << 2 | i32::from(other.load() != Some(9)) << 3
+        });
+        crate::test_fork::assert_exited_0(status, "an open without space");
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), CHECKPOINT_SIZE);
+        assert_eq!(&bytes[OFF_SEQ..OFF_SEQ + 8], &9u64.to_ne_bytes());
+        assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"other\0");
     }
 
     /// A create that fails (no space for the file's 64 bytes) removes the directories it
