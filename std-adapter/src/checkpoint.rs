@@ -181,6 +181,15 @@ fn open_file(path: &Path) -> Result<(File, bool)> {
     crate::file::open_regular(path, opts.create(true)).map(|f| (f, false))
 }
 
+/// Removes the file at `path` if it is `file`, which this call created: a failed create
+/// leaves no file behind (through a link, the file the link names; see
+/// [`crate::file::remove_if_ours`]). Left when it cannot be told to be that file.
+fn remove_created(path: &Path, file: &File) {
+    if let Ok(id) = crate::sys::file_id(file) {
+        crate::file::remove_if_ours(path, id);
+    }
+}
+
 /// A directory that [`make_dirs`] made: its path, device and inode.
 type MadeDir = (PathBuf, (u64, u64));
 
@@ -265,10 +274,11 @@ impl OffsetCheckpoint {
     /// Opens the checkpoint at `path`, creating it (mode `0o666` less the umask, and any
     /// missing parent directories: [`Error::Io`] of `mkdir`, naming the directory, when they
     /// cannot be made) when it does not exist or is empty; a file system with no room for
-    /// its 64 bytes gives an [`Error::Io`] of `fallocate` (a file this call made is removed,
-    /// an empty one found is left at its length, never cut back: another opener may have
-    /// sized and mapped it meanwhile). A call that fails removes the directories it
-    /// made, those still empty. An existing file must be a checkpoint: the right
+    /// its 64 bytes gives an [`Error::Io`] of `fallocate` (an empty file found is left at its
+    /// length, never cut back: another opener may have sized and mapped it meanwhile). A
+    /// call that fails (there, at its `mmap`, or at any later step) removes the file if it
+    /// created it, never one that was there before, and then the directories it made,
+    /// those still empty. An existing file must be a checkpoint: the right
     /// magic ([`Error::BadFileMagic`], also for a short file that is something else), 64
     /// bytes ([`Error::TooShort`]) and the right version ([`Error::BadFileVersion`]); a
     /// file refused is left as it was. Such a record without its magic (64 bytes, no
@@ -319,6 +329,17 @@ impl OffsetCheckpoint {
                 _ => break opened?,
             }
         };
+        let opened = Self::open_found(path, name, &file, created);
+        if opened.is_err() && created {
+            // A failed create leaves no file behind; never one that was there before.
+            remove_created(path, &file);
+        }
+        opened
+    }
+
+    /// [`Self::make_dirs_and_open`] once `file`, at `path`, is open; `created` when this
+    /// call made it.
+    fn open_found(path: &Path, name: &str, file: &File, created: bool) -> Result<Self> {
         let mut len = file
             .metadata()
             .map_err(|e| Error::io(path, "fstat", e))?
@@ -333,30 +354,25 @@ impl OffsetCheckpoint {
         if fresh {
             // Never shortened, even on failure: another opener that took the file for new
             // too may have sized and mapped it meanwhile (a SIGBUS at its next access).
-            if let Err((op, e)) = crate::file::grow_and_reserve(&file, CHECKPOINT_SIZE as u64) {
-                if created {
-                    let id = crate::sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
-                    crate::file::remove_if_ours(path, id);
-                }
-                return Err(Error::io(path, op, e));
-            }
+            crate::file::grow_and_reserve(file, CHECKPOINT_SIZE as u64)
+                .map_err(|(op, e)| Error::io(path, op, e))?;
             // Sized by this call, or by another opener that also took the file for new.
             len = CHECKPOINT_SIZE as u64;
         } else {
-            let found = read_magic(path, &file, len)?;
+            let found = read_magic(path, file, len)?;
             if len < CHECKPOINT_SIZE as u64 {
                 return Err(short_file(path, len, found));
             }
             if found == 0 && len == CHECKPOINT_SIZE as u64 {
                 // Perhaps a creation cut short before it reserved its page (a hole), which
                 // the loads below would fault in, a SIGBUS on a full tmpfs: claim it first.
-                crate::file::reserve(&file, len).map_err(|e| Error::io(path, "fallocate", e))?;
+                crate::file::reserve(file, len).map_err(|e| Error::io(path, "fallocate", e))?;
             }
         }
-        let id = crate::sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
+        let id = crate::sys::file_id(file).map_err(|e| Error::io(path, "fstat", e))?;
         let map = MmapOptions::new()
             .len(CHECKPOINT_SIZE)
-            .map_raw(&file)
+            .map_raw(file)
             .map_err(|e| Error::io(path, "mmap", e))?;
         let (base, map_len) = (map.as_ptr(), map.len());
         let map = crate::cli::sigbus::Mapped::record(path, map, base, map_len);
@@ -1115,6 +1131,55 @@ mod tests {
         left.sort();
         assert_eq!(left, ["shared", "shared/other"], "in {}", base.display());
         assert_eq!(std::fs::read(shared.join("other")).unwrap(), b"x");
+    }
+
+    /// A create whose mapping of the new file fails (a process at its limit of mappings)
+    /// removes the file it made (through a link to a missing file: the file the link names,
+    /// not the link), and then the directories it made for it; a file that was there before
+    /// (empty, or a whole record) is left. The new file was removed only when its bytes could
+    /// not be reserved: one whose `mmap` failed stayed behind, and so did its directories.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_create_whose_mapping_fails_leaves_no_file_behind() {
+        let base = TmpPath::new("ckpt-nomap");
+        std::fs::create_dir(&base).unwrap();
+        let (new, deep, empty, whole) = (
+            base.join("new.offset"),
+            base.join("a/b/deep.offset"),
+            base.join("empty.offset"),
+            base.join("whole.offset"),
+        );
+        let link = base.join("link.offset");
+        std::os::unix::fs::symlink("target.offset", &link).unwrap();
+        std::fs::write(&empty, b"").unwrap();
+        let mut record = before_the_magic(b"whole");
+        record[..8].copy_from_slice(&CHECKPOINT_MAGIC.to_ne_bytes());
+        std::fs::write(&whole, record).unwrap();
+        let status = crate::test_fork::forked(10, || {
+            if crate::test_fork::fail_shared_mmap(libc::ENOMEM).is_err() {
+                return 2;
+            }
+            let refused = |p: &Path| {
+                !matches!(OffsetCheckpoint::open_or_create(p, "algo"),
+                    Err(Error::Io { op: "mmap", source, .. })
+                        if source.raw_os_error() == Some(libc::ENOMEM))
+            };
+            // Which ones went wrong, one bit each.
+            [&new, &deep, &link, &empty, &whole]
+                .iter()
+                .enumerate()
+                .fold(0, |bits, (i, p)| bits | i32::from(refused(p)) << (i + 2))
+        });
+        crate::test_fork::assert_exited_0(status, "creation without a mapping");
+        let mut left = walk(&base);
+        left.sort();
+        assert_eq!(
+            left,
+            ["empty.offset", "link.offset", "whole.offset"],
+            "in {}",
+            base.display()
+        );
+        assert_eq!(std::fs::read(&whole).unwrap(), record);
     }
 
     /// The paths under `dir`, relative to it, of everything there (not following links).
