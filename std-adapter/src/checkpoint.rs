@@ -183,11 +183,28 @@ fn open_file(path: &Path) -> Result<(File, bool)> {
 
 /// Removes the file at `path` if it is `file`, which this call created: a failed create
 /// leaves no file behind (through a link, the file the link names; see
-/// [`crate::file::remove_if_ours`]). Left when it cannot be told to be that file.
+/// [`crate::file::remove_if_ours`]). Left when it cannot be told to be that file, and when
+/// anyone has written to it: another opener that took the new file for one found empty may
+/// have written its record and mapped it meanwhile, and it is that opener's checkpoint now.
 fn remove_created(path: &Path, file: &File) {
-    if let Ok(id) = crate::sys::file_id(file) {
+    if untouched(file) == Some(true)
+        && let Ok(id) = crate::sys::file_id(file)
+    {
         crate::file::remove_if_ours(path, id);
     }
+}
+
+/// Whether `file` is still as a create that failed leaves it: at most 64 bytes, all zero
+/// (empty, or sized by the create). `None` when it cannot be read.
+fn untouched(file: &File) -> Option<bool> {
+    let len = file.metadata().ok()?.len();
+    if len > CHECKPOINT_SIZE as u64 {
+        return Some(false);
+    }
+    let mut bytes = [0u8; CHECKPOINT_SIZE];
+    // Read, not loaded through a mapping: a hole reads as zeros (see `read_magic`).
+    file.read_exact_at(&mut bytes[..len as usize], 0).ok()?;
+    Some(bytes.iter().all(|&b| b == 0))
 }
 
 /// A directory that [`make_dirs`] made: its path, device and inode.
@@ -277,8 +294,8 @@ impl OffsetCheckpoint {
     /// its 64 bytes gives an [`Error::Io`] of `fallocate` (an empty file found is left at its
     /// length, never cut back: another opener may have sized and mapped it meanwhile). A
     /// call that fails (there, at its `mmap`, or at any later step) removes the file if it
-    /// created it, never one that was there before, and then the directories it made,
-    /// those still empty. An existing file must be a checkpoint: the right
+    /// created it and nobody has written to it since, never one that was there before, and
+    /// then the directories it made, those still empty. An existing file must be a checkpoint: the right
     /// magic ([`Error::BadFileMagic`], also for a short file that is something else), 64
     /// bytes ([`Error::TooShort`]) and the right version ([`Error::BadFileVersion`]); a
     /// file refused is left as it was. Such a record without its magic (64 bytes, no
@@ -1090,6 +1107,43 @@ mod tests {
         crate::test_fork::assert_exited_0(status, "an open without space");
         let bytes = std::fs::read(&path).unwrap();
         assert_eq!(bytes.len(), CHECKPOINT_SIZE);
+        assert_eq!(&bytes[OFF_SEQ..OFF_SEQ + 8], &9u64.to_ne_bytes());
+        assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"other\0");
+    }
+
+    /// A create that fails (no space for the file's 64 bytes) after another opener has
+    /// written its record into the new file, and mapped it, leaves that file: it is the other
+    /// opener's checkpoint now. It was removed, and every later commit of that opener's
+    /// consumer failed (`CheckpointMoved`), its offsets lost to the next attach.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_failed_create_leaves_the_file_another_opener_has_written() {
+        let path = TmpPath::new("ckpt-nospc-taken");
+        let status = crate::test_fork::forked(10, || {
+            if crate::test_fork::fail_call(libc::SYS_fallocate, libc::ENOSPC).is_err() {
+                return 2;
+            }
+            // The other opener, once this open has made the file and before it sizes it:
+            // it writes its record (whose page is then allocated) and keeps the file open.
+            let other = std::rc::Rc::new(std::cell::RefCell::new(None));
+            let hooked = other.clone();
+            let _hook = on(At::FoundNew, move |p| {
+                let mut record = before_the_magic(b"other");
+                record[..8].copy_from_slice(&CHECKPOINT_MAGIC.to_ne_bytes());
+                store_at(p, 0, &record);
+                *hooked.borrow_mut() = OffsetCheckpoint::open_or_create(p, "other").ok();
+            });
+            let nospc = matches!(OffsetCheckpoint::open_or_create(&path, "algo"),
+                Err(Error::Io { op: "fallocate", source, .. })
+                    if source.kind() == ErrorKind::StorageFull);
+            let Some(other) = other.borrow_mut().take() else {
+                return 3;
+            };
+            other.save(9);
+            i32::from(!nospc) << 2 | i32::from(other.check_at_path().is_err()) << 3
+        });
+        crate::test_fork::assert_exited_0(status, "creation without space");
+        let bytes = std::fs::read(&path).unwrap();
         assert_eq!(&bytes[OFF_SEQ..OFF_SEQ + 8], &9u64.to_ne_bytes());
         assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"other\0");
     }
