@@ -288,27 +288,26 @@ fn short_file(path: &Path, len: u64, found: u64) -> Error {
 }
 
 impl OffsetCheckpoint {
-    /// Opens the checkpoint at `path`, creating it (mode `0o666` less the umask, and any
-    /// missing parent directories: [`Error::Io`] of `mkdir`, naming the directory, when they
-    /// cannot be made) when it does not exist or is empty; a file system with no room for
-    /// its 64 bytes gives an [`Error::Io`] of `fallocate` (an empty file found is left at its
-    /// length, never cut back: another opener may have sized and mapped it meanwhile). A
-    /// call that fails (there, at its `mmap`, or at any later step) removes the file if it
-    /// created it and nobody has written to it since, never one that was there before, and
-    /// then the directories it made, those still empty. An existing file must be a checkpoint: the right
-    /// magic ([`Error::BadFileMagic`], also for a short file that is something else), 64
-    /// bytes ([`Error::TooShort`]) and the right version ([`Error::BadFileVersion`]); a
-    /// file refused is left as it was. Such a record without its magic (64 bytes, no
-    /// offset) is a creation still at work or one cut short: the open waits for its creator
-    /// to store the magic; once the record has not changed for 200 ms, the open finishes it
-    /// itself (of several such opens, one does and the others open it as written; a record
-    /// still changing after 2 s is refused), or refuses it with an [`Error::Io`] of
-    /// `fallocate` when the file system has no room for its bytes. A
-    /// record with the magic and the version 0 (a ringfire creator's, seen between its
-    /// stores) is waited for in the same way before it is refused. Of
-    /// several opens that all find the file missing or empty, one writes the record and the
-    /// others wait for it in the same way, then open it as written (its name, not theirs).
-    /// This process's pid is stored into it. An empty `path` is [`Error::InvalidArgument`].
+    /// Opens the checkpoint at `path`, creating it (mode `0o666` less the umask, and any missing
+    /// parent directories: [`Error::Io`] of `mkdir`, naming the directory, when they cannot be
+    /// made) when it does not exist or is empty; a file system with no room for its 64 bytes gives
+    /// an [`Error::Io`] of `fallocate` (an empty file found is left at its length, never cut back:
+    /// another opener may have sized and mapped it meanwhile). A call that fails (there, at its
+    /// `mmap`, or at any later step) removes the file if it created it and nobody has written to it
+    /// since, never one that was there before, and then the directories it made, those still empty.
+    /// An existing file must be a checkpoint: the right magic ([`Error::BadFileMagic`], also for a
+    /// short file that is something else), 64 bytes ([`Error::TooShort`]) and the right version
+    /// ([`Error::BadFileVersion`]); a file refused is left as it was. Such a record without its
+    /// magic (64 bytes, no offset) is a creation still at work or one cut short: the open waits for
+    /// its creator to store the magic; once the record has not changed for 200 ms, the open
+    /// finishes it itself (of several such opens, one does and the others open it as written; a
+    /// record still changing after 2 s is refused), or refuses it with an [`Error::Io`] of
+    /// `fallocate` when the file system has no room for its bytes. A record with the magic and the
+    /// version 0 (a ringfire creator's, seen between its stores) is waited for in the same way
+    /// before it is refused. Of several opens that all find the file missing or empty, one writes
+    /// the record and the others wait for it in the same way, then open it as written (its name,
+    /// not theirs). This process's pid is stored into it. An empty `path` is
+    /// [`Error::InvalidArgument`].
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
         crate::file::not_empty(path, "offset")?;
