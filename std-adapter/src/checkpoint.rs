@@ -56,15 +56,20 @@ const KIND: &str = "offset file";
 /// for a creator still at work to store the magic before it finishes the record itself; and
 /// one that finds the magic with the version 0 waits for the version before it refuses it.
 const CREATOR_WAIT: Duration = Duration::from_millis(200);
+/// How long an open waits in all for a record without its magic whose claim keeps changing
+/// (openers taking its finishing and then stopping, one after another) before it refuses it.
+const CREATOR_WAIT_MAX: Duration = Duration::from_secs(2);
 
 /// What [`OffsetCheckpoint::await_creator`] found.
 enum Creation {
     /// The magic is there now (the creator's, or any other non-zero word).
     Finished(u64),
-    /// Still a creation's record without its magic after the wait: one cut short.
-    Unfinished,
+    /// Still a creation's record without its magic, its claim unchanged for the whole wait:
+    /// one cut short, whose finishing this open has now taken (see
+    /// [`OffsetCheckpoint::take_over`]).
+    Claimed,
     /// Not what a creation leaves (an offset, another version, bytes past the name's NUL),
-    /// and still no magic.
+    /// and still no magic; or a record whose claim kept changing for [`CREATOR_WAIT_MAX`].
     Not,
 }
 
@@ -176,6 +181,32 @@ fn open_file(path: &Path) -> Result<(File, bool)> {
     crate::file::open_regular(path, opts.create(true)).map(|f| (f, false))
 }
 
+/// Removes the file at `path` if it is `file`, which this call created: a failed create
+/// leaves no file behind (through a link, the file the link names; see
+/// [`crate::file::remove_if_ours`]). Left when it cannot be told to be that file, and when
+/// anyone has written to it: another opener that took the new file for one found empty may
+/// have written its record and mapped it meanwhile, and it is that opener's checkpoint now.
+fn remove_created(path: &Path, file: &File) {
+    if untouched(file) == Some(true)
+        && let Ok(id) = crate::sys::file_id(file)
+    {
+        crate::file::remove_if_ours(path, id);
+    }
+}
+
+/// Whether `file` is still as a create that failed leaves it: at most 64 bytes, all zero
+/// (empty, or sized by the create). `None` when it cannot be read.
+fn untouched(file: &File) -> Option<bool> {
+    let len = file.metadata().ok()?.len();
+    if len > CHECKPOINT_SIZE as u64 {
+        return Some(false);
+    }
+    let mut bytes = [0u8; CHECKPOINT_SIZE];
+    // Read, not loaded through a mapping: a hole reads as zeros (see `read_magic`).
+    file.read_exact_at(&mut bytes[..len as usize], 0).ok()?;
+    Some(bytes.iter().all(|&b| b == 0))
+}
+
 /// A directory that [`make_dirs`] made: its path, device and inode.
 type MadeDir = (PathBuf, (u64, u64));
 
@@ -257,23 +288,26 @@ fn short_file(path: &Path, len: u64, found: u64) -> Error {
 }
 
 impl OffsetCheckpoint {
-    /// Opens the checkpoint at `path`, creating it (mode `0o666` less the umask, and any
-    /// missing parent directories: [`Error::Io`] of `mkdir`, naming the directory, when they
-    /// cannot be made) when it does not exist or is empty; a file system with no room for
-    /// its 64 bytes gives an [`Error::Io`] of `fallocate` (a file this call made is removed,
-    /// an empty one found is left empty). A call that fails removes the directories it
-    /// made, those still empty. An existing file must be a checkpoint: the right
-    /// magic ([`Error::BadFileMagic`], also for a short file that is something else), 64
-    /// bytes ([`Error::TooShort`]) and the right version ([`Error::BadFileVersion`]); a
-    /// file refused is left as it was. Such a record without its magic (64 bytes, no
-    /// offset) is a creation still at work or one cut short: the open waits up to 200 ms
-    /// for its creator to store the magic, then finishes it itself, or refuses it with an
-    /// [`Error::Io`] of `fallocate` when the file system has no room for its bytes. A
-    /// record with the magic and the version 0 (a ringfire creator's, seen between its
-    /// stores) is waited for in the same way before it is refused. Of
-    /// several opens that all find the file missing or empty, one writes the record and the
-    /// others wait for it in the same way, then open it as written (its name, not theirs).
-    /// This process's pid is stored into it. An empty `path` is [`Error::InvalidArgument`].
+    /// Opens the checkpoint at `path`, creating it (mode `0o666` less the umask, and any missing
+    /// parent directories: [`Error::Io`] of `mkdir`, naming the directory, when they cannot be
+    /// made) when it does not exist or is empty; a file system with no room for its 64 bytes gives
+    /// an [`Error::Io`] of `fallocate` (an empty file found is left at its length, never cut back:
+    /// another opener may have sized and mapped it meanwhile). A call that fails (there, at its
+    /// `mmap`, or at any later step) removes the file if it created it and nobody has written to it
+    /// since, never one that was there before, and then the directories it made, those still empty.
+    /// An existing file must be a checkpoint: the right magic ([`Error::BadFileMagic`], also for a
+    /// short file that is something else), 64 bytes ([`Error::TooShort`]) and the right version
+    /// ([`Error::BadFileVersion`]); a file refused is left as it was. Such a record without its
+    /// magic (64 bytes, no offset) is a creation still at work or one cut short: the open waits for
+    /// its creator to store the magic; once the record has not changed for 200 ms, the open
+    /// finishes it itself (of several such opens, one does and the others open it as written; a
+    /// record still changing after 2 s is refused), or refuses it with an [`Error::Io`] of
+    /// `fallocate` when the file system has no room for its bytes. A record with the magic and the
+    /// version 0 (a ringfire creator's, seen between its stores) is waited for in the same way
+    /// before it is refused. Of several opens that all find the file missing or empty, one writes
+    /// the record and the others wait for it in the same way, then open it as written (its name,
+    /// not theirs). This process's pid is stored into it. An empty `path` is
+    /// [`Error::InvalidArgument`].
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
         crate::file::not_empty(path, "offset")?;
@@ -311,6 +345,17 @@ impl OffsetCheckpoint {
                 _ => break opened?,
             }
         };
+        let opened = Self::open_found(path, name, &file, created);
+        if opened.is_err() && created {
+            // A failed create leaves no file behind; never one that was there before.
+            remove_created(path, &file);
+        }
+        opened
+    }
+
+    /// [`Self::make_dirs_and_open`] once `file`, at `path`, is open; `created` when this
+    /// call made it.
+    fn open_found(path: &Path, name: &str, file: &File, created: bool) -> Result<Self> {
         let mut len = file
             .metadata()
             .map_err(|e| Error::io(path, "fstat", e))?
@@ -323,33 +368,27 @@ impl OffsetCheckpoint {
             run_hook(At::FoundNew, path);
         }
         if fresh {
-            if let Err((op, e)) = crate::file::size_and_reserve(&file, CHECKPOINT_SIZE as u64) {
-                if created {
-                    let id = crate::sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
-                    crate::file::remove_if_ours(path, id);
-                } else {
-                    // The empty file we found goes back to empty.
-                    let _ = file.set_len(0);
-                }
-                return Err(Error::io(path, op, e));
-            }
+            // Never shortened, even on failure: another opener that took the file for new
+            // too may have sized and mapped it meanwhile (a SIGBUS at its next access).
+            crate::file::grow_and_reserve(file, CHECKPOINT_SIZE as u64)
+                .map_err(|(op, e)| Error::io(path, op, e))?;
             // Sized by this call, or by another opener that also took the file for new.
             len = CHECKPOINT_SIZE as u64;
         } else {
-            let found = read_magic(path, &file, len)?;
+            let found = read_magic(path, file, len)?;
             if len < CHECKPOINT_SIZE as u64 {
                 return Err(short_file(path, len, found));
             }
             if found == 0 && len == CHECKPOINT_SIZE as u64 {
                 // Perhaps a creation cut short before it reserved its page (a hole), which
                 // the loads below would fault in, a SIGBUS on a full tmpfs: claim it first.
-                crate::file::reserve(&file, len).map_err(|e| Error::io(path, "fallocate", e))?;
+                crate::file::reserve(file, len).map_err(|e| Error::io(path, "fallocate", e))?;
             }
         }
-        let id = crate::sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
+        let id = crate::sys::file_id(file).map_err(|e| Error::io(path, "fstat", e))?;
         let map = MmapOptions::new()
             .len(CHECKPOINT_SIZE)
-            .map_raw(&file)
+            .map_raw(file)
             .map_err(|e| Error::io(path, "mmap", e))?;
         let (base, map_len) = (map.as_ptr(), map.len());
         let map = crate::cli::sigbus::Mapped::record(path, map, base, map_len);
@@ -396,9 +435,12 @@ impl OffsetCheckpoint {
                 // A creation cut short between sizing the file and storing the magic (a
                 // crash) leaves 64 zero bytes, or some of `initialise`'s fields written: no
                 // offset was ever saved there (no open succeeded before the magic), so it is
-                // finished now rather than refused for ever. A creator slower than the wait
-                // writes the same fields; neither writes the offset.
-                Creation::Unfinished => {
+                // finished now rather than refused for ever, by the one opener that took it
+                // over. A creator slower than the wait writes the same fields; neither writes
+                // the offset.
+                Creation::Claimed => {
+                    #[cfg(test)]
+                    run_hook(At::Claimed, path);
                     cp.initialise();
                     return Ok(cp);
                 }
@@ -449,8 +491,9 @@ impl OffsetCheckpoint {
 
     /// Writes the record of a new checkpoint into a file of 64 zero bytes (or one a
     /// creation cut short left), magic last. The offset is left as it is (0 in a new file):
-    /// should two openers both finish a record cut short, the later one's writes cannot undo
-    /// an offset the earlier one's consumer has saved since.
+    /// should a creator slower than [`CREATOR_WAIT`] finish its record after an opener took
+    /// it over, the later one's writes cannot undo an offset the earlier one's consumer has
+    /// saved since.
     fn initialise(&self) {
         let mut name_buf = [0u8; 32];
         let trimmed = self.name.as_str();
@@ -468,13 +511,21 @@ impl OffsetCheckpoint {
             .store(CHECKPOINT_MAGIC, Ordering::Release);
     }
 
-    /// For a file whose magic was loaded as 0: waits up to [`CREATOR_WAIT`] for a creator
-    /// still writing the record to store its magic, as long as the record is what a
-    /// creation leaves before it ([`Self::is_unfinished_creation`]). The creator stores the
-    /// magic microseconds after it sized the file: waiting for it, rather than writing the
-    /// record again at once, keeps the creator's record (its name, should ours differ).
+    /// For a file whose magic was loaded as 0: waits for a creator still writing the record
+    /// to store its magic, as long as the record is what a creation leaves before it
+    /// ([`Self::is_unfinished_creation`]). The creator stores the magic microseconds after it
+    /// sized the file: waiting for it, rather than writing the record again at once, keeps
+    /// the creator's record (its name, should ours differ).
+    ///
+    /// A record whose claim (the version and the time, see [`Self::take_over`]) has not
+    /// changed for [`CREATOR_WAIT`] is a creation cut short: this open then takes its
+    /// finishing over, and of several that try, one does; the others wait for its magic in
+    /// the same way. A change of the claim (a creator storing its fields, an opener taking
+    /// the record over) starts the wait again, for [`CREATOR_WAIT_MAX`] in all.
     fn await_creator(&self) -> Creation {
-        let deadline = Instant::now() + CREATOR_WAIT;
+        let start = Instant::now();
+        let mut seen = self.claim_seen();
+        let mut since = start;
         loop {
             // The snapshot first, then the magic: a snapshot that is no creation's because
             // the creator stored its magic since the last look and its consumer has saved an
@@ -489,11 +540,54 @@ impl OffsetCheckpoint {
             if !unfinished {
                 return Creation::Not;
             }
-            if Instant::now() >= deadline {
-                return Creation::Unfinished;
+            let now = Instant::now();
+            if now.duration_since(start) >= CREATOR_WAIT_MAX {
+                return Creation::Not;
+            }
+            let claim = self.claim_seen();
+            if claim != seen {
+                // Someone at work on the record: waited for anew.
+                (seen, since) = (claim, now);
+            } else if now.duration_since(since) >= CREATOR_WAIT {
+                #[cfg(test)]
+                run_hook(At::WaitedOut, &self.path);
+                if self.take_over(seen) {
+                    return Creation::Claimed;
+                }
+                // Another opener took it over first: its record is waited for.
+                (seen, since) = (self.claim_seen(), Instant::now());
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// The record's claim, as [`Self::take_over`] changes it: the version and the time.
+    fn claim_seen(&self) -> (u32, u64) {
+        // Relaxed: compared, then changed only by a compare-exchange.
+        (
+            load_version(&self.region),
+            self.a64(OFF_UPDATED).load(Ordering::Relaxed),
+        )
+    }
+
+    /// Takes over the writing of a record without its magic whose claim was `seen` for
+    /// the whole wait, by one compare-exchange of the word that tells: the version from 0
+    /// to ours when nobody had claimed the record ([`Self::claim`], which a new file's
+    /// openers also race for), otherwise the time from what was seen to now. Of several
+    /// openers that saw the same claim, one succeeds; the others then see it changed.
+    fn take_over(&self, (version, updated): (u32, u64)) -> bool {
+        if version == 0 {
+            return self.claim();
+        }
+        // Any other value than the one seen, should the clock read the same.
+        let mut stamp = now_ns();
+        if stamp == updated {
+            stamp = stamp.wrapping_add(1);
+        }
+        // Relaxed: as in `claim`; `initialise` publishes the record by the magic.
+        self.a64(OFF_UPDATED)
+            .compare_exchange(updated, stamp, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// For a record whose magic is there and whose version was loaded as 0: waits up to
@@ -679,13 +773,16 @@ enum At {
     Claimed,
     /// The open has just loaded the version of a record with the magic as 0.
     VersionZero,
+    /// The open has waited out a record without its magic (a creation cut short), and has
+    /// not yet taken its finishing.
+    WaitedOut,
 }
 
 #[cfg(test)]
 thread_local! {
     /// Tests: each point's hook for the opens of this thread, indexed by [`At`].
-    static HOOKS: std::cell::RefCell<[Option<PathHook>; 4]> =
-        const { std::cell::RefCell::new([None, None, None, None]) };
+    static HOOKS: std::cell::RefCell<[Option<PathHook>; 5]> =
+        const { std::cell::RefCell::new([None, None, None, None, None]) };
 }
 
 /// Tests: runs `hook` with the path each time an open of this thread reaches the point
@@ -841,6 +938,44 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
     }
 
+    /// Two openers that both find a creation cut short (the record claimed and named, no
+    /// magic) and wait it out: one finishes the record, and the other opens it as that one
+    /// wrote it. Both finished it, each its own name, the later one's over the first's.
+    #[test]
+    fn of_two_openers_that_wait_out_a_creation_cut_short_one_finishes_it() {
+        let path = TmpPath::new("ckpt-race-crashed");
+        std::fs::write(&path, before_the_magic(b"crashed")).unwrap();
+        let first = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let hooked = first.clone();
+        let (claimed, told) = std::sync::mpsc::channel();
+        let _hook = on(At::WaitedOut, move |p| {
+            if hooked.borrow().is_some() {
+                return;
+            }
+            let (p, claimed) = (p.to_path_buf(), claimed.clone());
+            *hooked.borrow_mut() = Some(std::thread::spawn(move || {
+                // The other opener waits the creation out too, and pauses once it has taken
+                // the finishing, before writing any of the record.
+                let _pause = on(At::Claimed, move |_| {
+                    let _ = claimed.send(());
+                    std::thread::sleep(Duration::from_millis(20));
+                });
+                OffsetCheckpoint::open_or_create(&p, "first").map(drop)
+            }));
+            // Both have waited the creation out when this thread's open goes on.
+            told.recv_timeout(Duration::from_secs(10)).unwrap();
+        });
+        let cp = OffsetCheckpoint::open_or_create(&path, "second").unwrap();
+        // Read before the other opener is joined: its record is already whole.
+        let bytes = std::fs::read(&path).unwrap();
+        let first = first.borrow_mut().take().expect("the other opener ran");
+        first.join().unwrap().unwrap();
+        assert_eq!((cp.load(), cp.pid()), (None, std::process::id()));
+        assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_ne_bytes());
+        assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"first\0");
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    }
+
     /// An open that finds the magic with the version still 0 waits for the version:
     /// ringfire 0.5.2's creator stores its record's magic and then its version (one plain
     /// struct write, compiled into two stores in that order on x86_64, and seen in any order
@@ -934,6 +1069,84 @@ mod tests {
         assert_eq!(std::fs::read(&empty).unwrap(), b"", "the empty file found");
     }
 
+    /// An open that finds the checkpoint file empty and cannot reserve its bytes (no space)
+    /// never makes the file shorter: another opener may have sized the file and mapped it
+    /// meanwhile, and keeps using it. The open cut the file back to 0 bytes, and that
+    /// opener's next save was a SIGBUS.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn an_open_that_cannot_reserve_a_file_found_empty_never_shrinks_it() {
+        let path = TmpPath::new("ckpt-nospc-shared");
+        std::fs::write(&path, b"").unwrap();
+        let status = crate::test_fork::forked(10, || {
+            if crate::test_fork::fail_call(libc::SYS_fallocate, libc::ENOSPC).is_err() {
+                return 2;
+            }
+            // The other opener, between this open's look at the file (empty) and its sizing:
+            // it sizes the file and writes its record (whose page is then allocated), and
+            // keeps the file open.
+            let other = std::rc::Rc::new(std::cell::RefCell::new(None));
+            let hooked = other.clone();
+            let _hook = on(At::FoundNew, move |p| {
+                let mut record = before_the_magic(b"other");
+                record[..8].copy_from_slice(&CHECKPOINT_MAGIC.to_ne_bytes());
+                store_at(p, 0, &record);
+                *hooked.borrow_mut() = OffsetCheckpoint::open_or_create(p, "other").ok();
+            });
+            let nospc = matches!(OffsetCheckpoint::open_or_create(&path, "algo"),
+                Err(Error::Io { op: "fallocate", source, .. })
+                    if source.kind() == ErrorKind::StorageFull);
+            let Some(other) = other.borrow_mut().take() else {
+                return 3;
+            };
+            // A SIGBUS, in a file cut back to 0 bytes.
+            other.save(9);
+            i32::from(!nospc) << 2 | i32::from(other.load() != Some(9)) << 3
+        });
+        crate::test_fork::assert_exited_0(status, "an open without space");
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(bytes.len(), CHECKPOINT_SIZE);
+        assert_eq!(&bytes[OFF_SEQ..OFF_SEQ + 8], &9u64.to_ne_bytes());
+        assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"other\0");
+    }
+
+    /// A create that fails (no space for the file's 64 bytes) after another opener has
+    /// written its record into the new file, and mapped it, leaves that file: it is the other
+    /// opener's checkpoint now. It was removed, and every later commit of that opener's
+    /// consumer failed (`CheckpointMoved`), its offsets lost to the next attach.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_failed_create_leaves_the_file_another_opener_has_written() {
+        let path = TmpPath::new("ckpt-nospc-taken");
+        let status = crate::test_fork::forked(10, || {
+            if crate::test_fork::fail_call(libc::SYS_fallocate, libc::ENOSPC).is_err() {
+                return 2;
+            }
+            // The other opener, once this open has made the file and before it sizes it:
+            // it writes its record (whose page is then allocated) and keeps the file open.
+            let other = std::rc::Rc::new(std::cell::RefCell::new(None));
+            let hooked = other.clone();
+            let _hook = on(At::FoundNew, move |p| {
+                let mut record = before_the_magic(b"other");
+                record[..8].copy_from_slice(&CHECKPOINT_MAGIC.to_ne_bytes());
+                store_at(p, 0, &record);
+                *hooked.borrow_mut() = OffsetCheckpoint::open_or_create(p, "other").ok();
+            });
+            let nospc = matches!(OffsetCheckpoint::open_or_create(&path, "algo"),
+                Err(Error::Io { op: "fallocate", source, .. })
+                    if source.kind() == ErrorKind::StorageFull);
+            let Some(other) = other.borrow_mut().take() else {
+                return 3;
+            };
+            other.save(9);
+            i32::from(!nospc) << 2 | i32::from(other.check_at_path().is_err()) << 3
+        });
+        crate::test_fork::assert_exited_0(status, "creation without space");
+        let bytes = std::fs::read(&path).unwrap();
+        assert_eq!(&bytes[OFF_SEQ..OFF_SEQ + 8], &9u64.to_ne_bytes());
+        assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"other\0");
+    }
+
     /// A create that fails (no space for the file's 64 bytes) removes the directories it
     /// made for the file, deepest first, while they are empty: one that another process has
     /// put a file in meanwhile is left, with that file, and so is the directory that was
@@ -971,6 +1184,55 @@ mod tests {
         left.sort();
         assert_eq!(left, ["shared", "shared/other"], "in {}", base.display());
         assert_eq!(std::fs::read(shared.join("other")).unwrap(), b"x");
+    }
+
+    /// A create whose mapping of the new file fails (a process at its limit of mappings)
+    /// removes the file it made (through a link to a missing file: the file the link names,
+    /// not the link), and then the directories it made for it; a file that was there before
+    /// (empty, or a whole record) is left. The new file was removed only when its bytes could
+    /// not be reserved: one whose `mmap` failed stayed behind, and so did its directories.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_create_whose_mapping_fails_leaves_no_file_behind() {
+        let base = TmpPath::new("ckpt-nomap");
+        std::fs::create_dir(&base).unwrap();
+        let (new, deep, empty, whole) = (
+            base.join("new.offset"),
+            base.join("a/b/deep.offset"),
+            base.join("empty.offset"),
+            base.join("whole.offset"),
+        );
+        let link = base.join("link.offset");
+        std::os::unix::fs::symlink("target.offset", &link).unwrap();
+        std::fs::write(&empty, b"").unwrap();
+        let mut record = before_the_magic(b"whole");
+        record[..8].copy_from_slice(&CHECKPOINT_MAGIC.to_ne_bytes());
+        std::fs::write(&whole, record).unwrap();
+        let status = crate::test_fork::forked(10, || {
+            if crate::test_fork::fail_shared_mmap(libc::ENOMEM).is_err() {
+                return 2;
+            }
+            let refused = |p: &Path| {
+                !matches!(OffsetCheckpoint::open_or_create(p, "algo"),
+                    Err(Error::Io { op: "mmap", source, .. })
+                        if source.raw_os_error() == Some(libc::ENOMEM))
+            };
+            // Which ones went wrong, one bit each.
+            [&new, &deep, &link, &empty, &whole]
+                .iter()
+                .enumerate()
+                .fold(0, |bits, (i, p)| bits | i32::from(refused(p)) << (i + 2))
+        });
+        crate::test_fork::assert_exited_0(status, "creation without a mapping");
+        let mut left = walk(&base);
+        left.sort();
+        assert_eq!(
+            left,
+            ["empty.offset", "link.offset", "whole.offset"],
+            "in {}",
+            base.display()
+        );
+        assert_eq!(std::fs::read(&whole).unwrap(), record);
     }
 
     /// The paths under `dir`, relative to it, of everything there (not following links).

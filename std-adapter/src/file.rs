@@ -264,20 +264,44 @@ pub(crate) fn size_and_reserve(file: &File, len: u64) -> Result<(), (&'static st
 /// claimed now, so that a later store into the mapping finds it (see [`size_and_reserve`]).
 /// A file system that cannot reserve (`EOPNOTSUPP`, `EINVAL`) is left as it is.
 pub(crate) fn reserve(file: &File, len: u64) -> io::Result<()> {
+    fallocate(file, len).map(drop)
+}
+
+/// Makes `file` at least `len` bytes long, with its first `len` bytes reserved, and never
+/// shorter: `posix_fallocate` extends the file only once it has the space, so on failure
+/// (`ENOSPC`) the length is what it was. For a file other processes may have sized and
+/// mapped meanwhile (a checkpoint found empty), which a `ftruncate` back to its old length
+/// would make a SIGBUS at their next access. A file system that cannot reserve
+/// (`EOPNOTSUPP`, `EINVAL`) gets the length alone, by a `ftruncate` only while the file is
+/// shorter. On failure, the operation that failed and its error.
+pub(crate) fn grow_and_reserve(file: &File, len: u64) -> Result<(), (&'static str, io::Error)> {
+    if fallocate(file, len).map_err(|e| ("fallocate", e))? {
+        return Ok(());
+    }
+    if file.metadata().map_err(|e| ("fstat", e))?.len() < len {
+        file.set_len(len).map_err(|e| ("ftruncate", e))?;
+    }
+    Ok(())
+}
+
+/// `posix_fallocate` of the first `len` bytes of `file`: `true` once they are reserved (the
+/// file at least `len` bytes long), `false` for a length of 0 or beyond `off_t`, or on a
+/// file system that cannot reserve (`EOPNOTSUPP`, `EINVAL`), which leaves the file as it is.
+fn fallocate(file: &File, len: u64) -> io::Result<bool> {
     // A length beyond off_t cannot be a file's (set_len refuses it).
     let Ok(off_len) = libc::off_t::try_from(len) else {
-        return Ok(());
+        return Ok(false);
     };
     if off_len == 0 {
-        return Ok(());
+        return Ok(false);
     }
     loop {
         // SAFETY: posix_fallocate only reads the descriptor number, which `file` keeps open.
         let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, off_len) };
         match r {
-            0 => return Ok(()),
+            0 => return Ok(true),
             libc::EINTR => continue,
-            libc::EOPNOTSUPP | libc::EINVAL => return Ok(()),
+            libc::EOPNOTSUPP | libc::EINVAL => return Ok(false),
             errno => {
                 let os = io::Error::from_raw_os_error(errno);
                 return Err(size_failed("reserve", len, os));

@@ -224,3 +224,27 @@ pub(crate) fn fail_call(nr: libc::c_long, errno: i32) -> std::io::Result<()> {
         stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
     ])
 }
+
+/// Makes every `mmap` of this process that shares its pages (`MAP_SHARED`, and so
+/// `MAP_SHARED_VALIDATE`) fail with `errno` from now on, as a process at its limit of
+/// mappings sees (`ENOMEM`); private mappings (the allocator's) and every other system call
+/// still run. Forked children only ([`install_filter`]).
+#[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+pub(crate) fn fail_shared_mmap(errno: i32) -> std::io::Result<()> {
+    install_filter(&[
+        // Not mmap: to the ALLOW below.
+        jump(libc::SYS_mmap as u32, 0, 3),
+        // args[3], the flags (their low half).
+        load(40),
+        stmt(
+            libc::BPF_ALU | libc::BPF_AND | libc::BPF_K,
+            libc::MAP_SHARED as u32,
+        ),
+        jump(libc::MAP_SHARED as u32, 1, 0),
+        stmt(libc::BPF_RET | libc::BPF_K, libc::SECCOMP_RET_ALLOW),
+        stmt(
+            libc::BPF_RET | libc::BPF_K,
+            libc::SECCOMP_RET_ERRNO | errno as u32,
+        ),
+    ])
+}
