@@ -997,12 +997,14 @@ fn lossy_ring(capacity: u64) -> RingView {
 /// One lossy MPMC producer thread per value, each pushing its value once and returning
 /// (ticket, value). Their clock never advances, so a push never gives up on its slot (a
 /// drop fails the model): it waits for the previous lap, as these models never stall a
-/// producer.
+/// producer. Every producer attaches before the first thread starts: an attach keeps
+/// nothing it loads and only refuses a `claim_seq` past 2^63, which these models never
+/// reach, so its load racing another producer's claim added interleavings and no check.
 fn lossy_producers(ring: &RingView, values: [u64; 2]) -> Vec<thread::JoinHandle<(u64, u64)>> {
-    values
+    let producers = values.map(|v| (LossyMpmcProducer::new(ring.clone()).unwrap(), v));
+    producers
         .into_iter()
-        .map(|v| {
-            let p = LossyMpmcProducer::new(ring.clone()).unwrap();
+        .map(|(p, v)| {
             thread::spawn(move || match p.push(&item(v), || 0) {
                 LossyPush::Published { seq, .. } => (seq, v),
                 other => panic!("{other:?}"),
@@ -1015,9 +1017,11 @@ fn lossy_producers(ring: &RingView, values: [u64; 2]) -> Vec<thread::JoinHandle<
 fn lossy_mpmc_two_producers_one_competing_consumer() {
     model(|| {
         let ring = lossy_ring(2);
+        // Attached first: as a producer's, its attach keeps nothing it loads, and its checks
+        // (read_seq not past claim_seq, claim_seq below 2^63) cannot fail here.
+        let mut c = LossyMpmcConsumer::new(ring.clone()).unwrap();
         // Two tickets in two fresh slots: never waits, so the clock is unused.
         let producers = lossy_producers(&ring, [10, 20]);
-        let mut c = LossyMpmcConsumer::new(ring.clone()).unwrap();
         let mut got = Vec::new();
         let mut b = [0u8; 16];
         if let Some(seq) = c.try_recv(&mut b) {
@@ -1050,9 +1054,11 @@ fn lossy_mpmc_slot_reuse_and_an_overwritten_ticket() {
     static HELD_THEN_LOST: AtomicU32 = AtomicU32::new(0);
     model(|| {
         let ring = lossy_ring(1);
+        // Attached first: as a producer's, its attach keeps nothing it loads, and its checks
+        // (read_seq not past claim_seq, claim_seq below 2^63) cannot fail here.
+        let mut c = LossyMpmcConsumer::new(ring.clone()).unwrap();
         // The second ticket waits only for the first to publish (no stall).
         let producers = lossy_producers(&ring, [10, 20]);
-        let mut c = LossyMpmcConsumer::new(ring.clone()).unwrap();
         let mut got = Vec::new();
         let mut b = [0u8; 16];
         if let Some(seq) = c.try_recv(&mut b) {
