@@ -16,8 +16,9 @@
 //! Run: `RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom cargo test -p ringwire-core
 //! --release --test loom_queue` (preemption bound 3, 2 for `mpmc_two_producers_two_consumers`,
 //! `mpmc_wrap_with_competing_producers` and `mpmc_mid_pop_heal_racing_the_next_consumer`,
-//! unless LOOM_MAX_PREEMPTIONS is set; about 45 s in all, two thirds of it in
-//! `lossy_mpmc_slot_reuse_and_an_overwritten_ticket` and `mpmc_two_producers_two_consumers`).
+//! unless LOOM_MAX_PREEMPTIONS is set; about 170 s of CPU in all on the 2-core CI machine,
+//! the longest `mpmc_corruption_checks_never_trip_on_a_live_queue` and
+//! `lossy_mpmc_slot_reuse_and_an_overwritten_ticket`, about 35 s each).
 //!
 //! # What loom checks here, and what it cannot
 //!
