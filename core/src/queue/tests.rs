@@ -25,19 +25,53 @@ fn fields(first: u32, second: u32) -> u64 {
     u64::from_ne_bytes(b)
 }
 
-/// Record `n` of `item` bytes for the FIFO models: each 8-byte word (the last one cut to
-/// fit) is a different mix of `n`, its index and `salt`, so an item in the wrong slot or a
-/// word in the wrong place within an item does not compare equal. Built a word at a time:
-/// made a byte at a time, the records took most of these tests' time under Miri.
-fn record(n: u64, item: usize, salt: u64) -> Vec<u8> {
-    let mut v = Vec::with_capacity(item.next_multiple_of(8));
+/// Appends record `n` of `item` bytes to `out` for the FIFO models: each 8-byte word (the
+/// last one cut to fit) is a different mix of `n`, its index and `salt`, so an item in the
+/// wrong slot or a word in the wrong place within an item does not compare equal. Built a
+/// word at a time: made a byte at a time, the records took most of these tests' time under
+/// Miri.
+fn record(n: u64, item: usize, salt: u64, out: &mut Vec<u8>) {
+    let end = out.len() + item;
     for k in 0..item.div_ceil(8) as u64 {
         let w =
             n.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ k.wrapping_mul(0xc2b2_ae3d_27d4_eb4f) ^ salt;
-        v.extend_from_slice(&w.to_le_bytes());
+        out.extend_from_slice(&w.to_le_bytes());
     }
-    v.truncate(item);
-    v
+    out.truncate(end);
+}
+
+/// The records 0, 1, ... of one size and salt ([`record`]), each made once and kept back to
+/// back: the FIFO models push and compare each record at least twice, and under Miri
+/// making a record (on the heap) each time took most of those tests' time.
+struct Records {
+    item: usize,
+    salt: u64,
+    bytes: Vec<u8>,
+}
+
+impl Records {
+    fn new(item: usize, salt: u64) -> Records {
+        Records {
+            item,
+            salt,
+            bytes: Vec::new(),
+        }
+    }
+
+    /// Records `from..to`, back to back.
+    fn span(&mut self, from: u64, to: u64) -> &[u8] {
+        let mut have = (self.bytes.len() / self.item) as u64;
+        while have < to {
+            record(have, self.item, self.salt, &mut self.bytes);
+            have += 1;
+        }
+        &self.bytes[from as usize * self.item..to as usize * self.item]
+    }
+
+    /// Record `n`.
+    fn one(&mut self, n: u64) -> &[u8] {
+        self.span(n, n + 1)
+    }
 }
 
 /// A heap buffer of `len` bytes (rounded up to words) and a region over it.
@@ -628,7 +662,7 @@ fn spsc_fixed_single_items_keep_fifo_order_and_every_check() {
         let (_b, q) = fixed_queue(4, item);
         let mut p = SpscProducer::new(q).unwrap();
         let mut c = SpscConsumer::new(q).unwrap();
-        let rec = |n: u64| record(n, item, 1);
+        let mut recs = Records::new(item, 1);
         let (mut next_in, mut next_out) = (0u64, 0u64);
         let mut x = 0x9e37_79b9_7f4a_7c15u64;
         let mut out = vec![0u8; item];
@@ -637,7 +671,7 @@ fn spsc_fixed_single_items_keep_fifo_order_and_every_check() {
             x ^= x >> 7;
             x ^= x << 17;
             for _ in 0..x % 6 {
-                let r = p.try_push(&rec(next_in));
+                let r = p.try_push(recs.one(next_in));
                 if next_in - next_out == 4 {
                     assert_eq!(r, Err(PushError::Full), "item {item}");
                 } else {
@@ -648,8 +682,7 @@ fn spsc_fixed_single_items_keep_fifo_order_and_every_check() {
             if x & 0x100 != 0 {
                 // A batch in between moves the cursors the same way.
                 let free = 4 - (next_in - next_out);
-                let recs: Vec<u8> = (next_in..next_in + 2).map(rec).collect::<Vec<_>>().concat();
-                let n = p.push_fixed(&recs, item).unwrap() as u64;
+                let n = p.push_fixed(recs.span(next_in, next_in + 2), item).unwrap() as u64;
                 assert_eq!(n, free.min(2));
                 next_in += n;
             }
@@ -659,7 +692,7 @@ fn spsc_fixed_single_items_keep_fifo_order_and_every_check() {
                     assert_eq!(r, Err(PopError::Empty), "item {item}");
                 } else {
                     assert_eq!(r, Ok(item), "item {item}");
-                    assert_eq!(out, rec(next_out), "item {item}, position {next_out}");
+                    assert_eq!(out, recs.one(next_out), "item {item}, position {next_out}");
                     next_out += 1;
                 }
             }
@@ -670,12 +703,12 @@ fn spsc_fixed_single_items_keep_fifo_order_and_every_check() {
         );
         while next_out < next_in {
             assert_eq!(c.try_pop(&mut out), Ok(item));
-            assert_eq!(out, rec(next_out), "item {item}, position {next_out}");
+            assert_eq!(out, recs.one(next_out), "item {item}, position {next_out}");
             next_out += 1;
         }
         // A buffer of another length takes the general path: a longer one gets the item,
         // a shorter one is refused and loses nothing.
-        assert_eq!(p.try_push(&rec(next_in)), Ok(()));
+        assert_eq!(p.try_push(recs.one(next_in)), Ok(()));
         let mut short = vec![0u8; item - 1];
         assert_eq!(
             c.try_pop(&mut short),
@@ -686,7 +719,7 @@ fn spsc_fixed_single_items_keep_fifo_order_and_every_check() {
         );
         let mut long = vec![0u8; item + 8];
         assert_eq!(c.try_pop(&mut long), Ok(item));
-        assert_eq!(long[..item], rec(next_in)[..]);
+        assert_eq!(long[..item], *recs.one(next_in));
         // An item of another length is refused without touching the queue.
         assert_eq!(
             p.try_push(&vec![0u8; item + 1]),
@@ -989,7 +1022,7 @@ fn spsc_fixed_batches_across_the_wrap_keep_fifo_order() {
         let (_b, q) = fixed_queue(8, item);
         let mut p = SpscProducer::new(q).unwrap();
         let mut c = SpscConsumer::new(q).unwrap();
-        let rec = |n: u64| record(n, item, 2);
+        let mut recs = Records::new(item, 2);
         let (mut next_in, mut next_out) = (0u64, 0u64);
         let mut x = 0x2545_f491_4f6c_dd1du64;
         for _ in 0..if cfg!(miri) { 40 } else { 2_000 } {
@@ -997,12 +1030,10 @@ fn spsc_fixed_batches_across_the_wrap_keep_fifo_order() {
             x ^= x >> 7;
             x ^= x << 17;
             let want = (x % 7 + 1) as usize;
-            let recs: Vec<u8> = (next_in..next_in + want as u64)
-                .map(rec)
-                .collect::<Vec<_>>()
-                .concat();
             let free = 8 - (next_in - next_out);
-            let pushed = p.push_fixed(&recs, item).unwrap();
+            let pushed = p
+                .push_fixed(recs.span(next_in, next_in + want as u64), item)
+                .unwrap();
             assert_eq!(pushed as u64, free.min(want as u64), "item {item}");
             next_in += pushed as u64;
             let want = ((x >> 8) % 7 + 1) as usize;
@@ -1013,7 +1044,7 @@ fn spsc_fixed_batches_across_the_wrap_keep_fifo_order() {
             for k in 0..popped {
                 assert_eq!(
                     out[k * item..(k + 1) * item],
-                    rec(next_out)[..],
+                    *recs.one(next_out),
                     "item size {item}, position {next_out}"
                 );
                 next_out += 1;
@@ -1054,7 +1085,7 @@ fn spsc_packed_batches_mix_with_single_items_across_long_spans_and_the_wrap() {
         let q = b.init(&g).unwrap();
         let mut p = SpscProducer::new(q).unwrap();
         let mut c = SpscConsumer::new(q).unwrap();
-        let rec = |n: u64| record(n, item, 3);
+        let mut recs = Records::new(item, 3);
         let (mut next_in, mut next_out) = (0u64, 0u64);
         let mut x = 0x6a09_e667_f3bc_c908u64;
         let mut one = vec![0u8; item];
@@ -1067,17 +1098,14 @@ fn spsc_packed_batches_mix_with_single_items_across_long_spans_and_the_wrap() {
             if x & 1 == 0 {
                 let want = x % (cap + 8);
                 let partial = ((x >> 8) % item as u64) as usize;
-                let mut recs: Vec<u8> = (next_in..next_in + want)
-                    .map(rec)
-                    .collect::<Vec<_>>()
-                    .concat();
-                recs.resize(recs.len() + partial, 0xee);
-                let n = p.push_fixed(&recs, item).unwrap() as u64;
+                let mut batch = recs.span(next_in, next_in + want).to_vec();
+                batch.resize(batch.len() + partial, 0xee);
+                let n = p.push_fixed(&batch, item).unwrap() as u64;
                 assert_eq!(n, free.min(want), "item {item}");
                 next_in += n;
             } else {
                 for k in 0..(x >> 8) % 5 {
-                    let r = p.try_push(&rec(next_in));
+                    let r = p.try_push(recs.one(next_in));
                     if k >= free {
                         assert_eq!(r, Err(PushError::Full), "item {item}");
                     } else {
@@ -1096,7 +1124,7 @@ fn spsc_packed_batches_mix_with_single_items_across_long_spans_and_the_wrap() {
                 for k in 0..n {
                     assert_eq!(
                         out[k * item..(k + 1) * item],
-                        rec(next_out)[..],
+                        *recs.one(next_out),
                         "item size {item}, position {next_out}"
                     );
                     next_out += 1;
@@ -1110,7 +1138,7 @@ fn spsc_packed_batches_mix_with_single_items_across_long_spans_and_the_wrap() {
                     match c.try_pop(&mut one) {
                         Ok(len) => {
                             assert_eq!(len, item);
-                            assert_eq!(one, rec(next_out), "item {item}, position {next_out}");
+                            assert_eq!(one, recs.one(next_out), "item {item}, position {next_out}");
                             next_out += 1;
                         }
                         Err(e) => {
@@ -1711,22 +1739,26 @@ fn spsc_span_copies_move_exactly_their_bytes() {
     };
     let pattern = |k: usize, salt: u8| (k as u8).wrapping_mul(29) ^ (k >> 8) as u8 ^ salt;
     let before: Vec<u8> = (0..AREA).map(|k| pattern(k, 0xa3)).collect();
+    // Each case's source is a prefix of one pattern, made once rather than a byte at a
+    // time for each case (slow under Miri).
+    let longest = lens.iter().max().unwrap() * 8;
+    let sources: Vec<u8> = (0..longest).map(|k| pattern(k, 0x5c)).collect();
     for &wide in wides {
         for len in lens.iter().map(|w| w * 8) {
             for &off in offs {
-                let src: Vec<u8> = (0..len).map(|k| pattern(k, 0x5c)).collect();
+                let src = &sources[..len];
                 // Writing: the region starts as one pattern; only [off, off + len) changes.
                 let mut b = Buf::new(AREA as u64);
                 let r = b.region();
                 // SAFETY: the whole buffer, 8-aligned, nothing else uses it.
                 unsafe { r.write_words(0, &before) };
                 // SAFETY: off and len are multiples of 8 and off + len <= AREA.
-                unsafe { write_span(&r, off, &src, wide) };
+                unsafe { write_span(&r, off, src, wide) };
                 let mut after = vec![0u8; AREA];
                 // SAFETY: as above.
                 unsafe { r.read_words(0, &mut after) };
                 let mut want = before.clone();
-                want[off..off + len].copy_from_slice(&src);
+                want[off..off + len].copy_from_slice(src);
                 assert_eq!(after, want, "write_span, wide {wide}, off {off}, len {len}");
                 // Reading it back: exactly `len` bytes, into a buffer that is longer.
                 let mut dst = vec![0x11u8; len + 16];
