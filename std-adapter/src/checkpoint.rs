@@ -904,6 +904,22 @@ mod tests {
         assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"first\0");
     }
 
+    /// Another opener of `p`, named "first", on its own thread: once it has claimed the record
+    /// (before writing any of it) it tells `claimed` and pauses 20 ms.
+    fn an_opener_that_pauses_once_claimed(
+        p: &Path,
+        claimed: std::sync::mpsc::Sender<()>,
+    ) -> std::thread::JoinHandle<Result<()>> {
+        let p = p.to_path_buf();
+        std::thread::spawn(move || {
+            let _pause = on(At::Claimed, move |_| {
+                let _ = claimed.send(());
+                std::thread::sleep(Duration::from_millis(20));
+            });
+            OffsetCheckpoint::open_or_create(&p, "first").map(drop)
+        })
+    }
+
     /// Two openers that both find the checkpoint file empty, the first one still writing the
     /// record when the other looks: the other waits for it and opens it. It wrote the record
     /// again at once, its own name in the file before the first one's.
@@ -915,15 +931,7 @@ mod tests {
         let (claimed, told) = std::sync::mpsc::channel();
         let hooked = first.clone();
         let _hook = on(At::FoundNew, move |p| {
-            let (p, claimed) = (p.to_path_buf(), claimed.clone());
-            *hooked.borrow_mut() = Some(std::thread::spawn(move || {
-                // The first opener pauses once it has claimed the record, before writing it.
-                let _pause = on(At::Claimed, move |_| {
-                    let _ = claimed.send(());
-                    std::thread::sleep(Duration::from_millis(20));
-                });
-                OffsetCheckpoint::open_or_create(&p, "first").map(drop)
-            }));
+            *hooked.borrow_mut() = Some(an_opener_that_pauses_once_claimed(p, claimed.clone()));
             // Both have looked at the file (empty) when this thread's open sizes it.
             told.recv_timeout(Duration::from_secs(10)).unwrap();
         });
@@ -952,16 +960,9 @@ mod tests {
             if hooked.borrow().is_some() {
                 return;
             }
-            let (p, claimed) = (p.to_path_buf(), claimed.clone());
-            *hooked.borrow_mut() = Some(std::thread::spawn(move || {
-                // The other opener waits the creation out too, and pauses once it has taken
-                // the finishing, before writing any of the record.
-                let _pause = on(At::Claimed, move |_| {
-                    let _ = claimed.send(());
-                    std::thread::sleep(Duration::from_millis(20));
-                });
-                OffsetCheckpoint::open_or_create(&p, "first").map(drop)
-            }));
+            // The other opener waits the creation out too, and pauses once it has taken the
+            // finishing, before writing any of the record.
+            *hooked.borrow_mut() = Some(an_opener_that_pauses_once_claimed(p, claimed.clone()));
             // Both have waited the creation out when this thread's open goes on.
             told.recv_timeout(Duration::from_secs(10)).unwrap();
         });
