@@ -455,11 +455,9 @@ impl OffsetCheckpoint {
             });
         }
         let mut version = load_version(&cp.region);
-        #[cfg(test)]
         if version == 0 {
+            #[cfg(test)]
             run_hook(At::VersionZero, path);
-        }
-        if version == 0 {
             // ringfire 0.5.2's creator writes its record as one plain struct store, with no
             // fence: compiled into a store of the magic and then one of the version (x86_64),
             // or seen in any order (a weakly ordered CPU), its magic can be seen without its

@@ -176,7 +176,7 @@ impl Mirror<'_> {
         }
         match &mut self.senders.trial {
             Some(t) if t.from == from => {
-                t.claim = Some(t.claim.map_or(seq, |c| c.max(seq)));
+                t.claim = t.claim.max(Some(seq));
                 Verdict::SetAside
             }
             _ => Verdict::Unconfirmed,
