@@ -59,6 +59,9 @@ const CREATOR_WAIT: Duration = Duration::from_millis(200);
 /// How long an open waits in all for a record without its magic whose claim keeps changing
 /// (openers taking its finishing and then stopping, one after another) before it refuses it.
 const CREATOR_WAIT_MAX: Duration = Duration::from_secs(2);
+/// How many times [`open_file`] tries again a file that another process removes between its
+/// exclusive create (which finds the file) and its open (which does not).
+const VANISHED_TRIES: u32 = 8;
 
 /// What [`OffsetCheckpoint::await_creator`] found.
 enum Creation {
@@ -140,7 +143,11 @@ fn now_ns() -> u64 {
 /// An `O_EXCL` create fails on any symbolic link, even one to nothing, and a plain
 /// `O_CREAT` open does not say whether it made the file: a link whose target is missing is
 /// followed here, a hop at a time, and the target created with `O_EXCL`, so that a failure
-/// later removes only a file this call made (see [`OffsetCheckpoint::open_or_create`]).
+/// later removes only a file this call made (see [`OffsetCheckpoint::open_or_create`]). A
+/// file removed between the exclusive create (which found it) and the open is tried again,
+/// [`VANISHED_TRIES`] times; a path that still gives neither is opened without `O_CREAT`
+/// (its error, say `ELOOP` or `ENOENT`, is returned), never created by an open that could
+/// not tell it made the file.
 fn open_file(path: &Path) -> Result<(File, bool)> {
     let mut opts = OpenOptions::new();
     opts.read(true).write(true).mode(0o666);
@@ -154,31 +161,35 @@ fn open_file(path: &Path) -> Result<(File, bool)> {
         e => e,
     };
     let mut at = path.to_path_buf();
+    let (mut hops, mut vanished) = (0, 0);
     // As many hops as Linux follows (MAXSYMLINKS) before it gives ELOOP.
-    for _ in 0..40 {
-        // Twice: the file may be removed between the failed exclusive create and the open.
-        for _ in 0..2 {
-            match crate::file::open_regular(&at, opts.clone().create_new(true)) {
-                Ok(f) => return Ok((f, true)),
-                Err(Error::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(named(e)),
-            }
-            match crate::file::open_regular(&at, &mut opts) {
-                Ok(f) => return Ok((f, false)),
-                Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(named(e)),
-            }
+    while hops < 40 && vanished < VANISHED_TRIES {
+        match crate::file::open_regular(&at, opts.clone().create_new(true)) {
+            Ok(f) => return Ok((f, true)),
+            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(named(e)),
         }
+        #[cfg(test)]
+        run_hook(At::Exists, &at);
+        match crate::file::open_regular(&at, &mut opts) {
+            Ok(f) => return Ok((f, false)),
+            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(named(e)),
+        }
+        #[cfg(test)]
+        run_hook(At::Vanished, &at);
         // There (the exclusive create says) and not there (the open says): a link to a
-        // missing file, whose target is tried next; or a file removed and made again
-        // under us twice, opened below.
+        // missing file, whose target is tried next; or a file removed under us, tried again.
         match std::fs::read_link(&at) {
             // Relative to the link's directory; an absolute target replaces the path.
-            Ok(target) => at = at.parent().unwrap_or(Path::new("")).join(target),
-            Err(_) => break,
+            Ok(target) => {
+                at = at.parent().unwrap_or(Path::new("")).join(target);
+                hops += 1;
+            }
+            Err(_) => vanished += 1,
         }
     }
-    crate::file::open_regular(path, opts.create(true)).map(|f| (f, false))
+    crate::file::open_regular(path, &mut opts).map(|f| (f, false))
 }
 
 /// Removes the file at `path` if it is `file`, which this call created: a failed create
@@ -774,13 +785,17 @@ enum At {
     /// The open has waited out a record without its magic (a creation cut short), and has
     /// not yet taken its finishing.
     WaitedOut,
+    /// The open's exclusive create has just found a file at the path (or the link target).
+    Exists,
+    /// The open has just found no file at the path that its exclusive create found there.
+    Vanished,
 }
 
 #[cfg(test)]
 thread_local! {
     /// Tests: each point's hook for the opens of this thread, indexed by [`At`].
-    static HOOKS: std::cell::RefCell<[Option<PathHook>; 5]> =
-        const { std::cell::RefCell::new([None, None, None, None, None]) };
+    static HOOKS: std::cell::RefCell<[Option<PathHook>; 7]> =
+        const { std::cell::RefCell::new([const { None }; 7]) };
 }
 
 /// Tests: runs `hook` with the path each time an open of this thread reaches the point
@@ -1066,6 +1081,40 @@ mod tests {
             "the file made through the link was left behind"
         );
         assert_eq!(std::fs::read(&empty).unwrap(), b"", "the empty file found");
+    }
+
+    /// A create that fails (no space for the file's 64 bytes) after its exclusive create found
+    /// a file that another process then removed, twice, before its open could open it,
+    /// removes the file it made on the next try. Its last resort, a plain `O_CREAT` open,
+    /// made the file without knowing it had: the failed create left it behind, empty.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_failed_create_after_the_file_vanished_twice_leaves_no_file_behind() {
+        let path = TmpPath::new("ckpt-nospc-vanished");
+        std::fs::write(&path, b"").unwrap();
+        let status = crate::test_fork::forked(10, || {
+            if crate::test_fork::fail_call(libc::SYS_fallocate, libc::ENOSPC).is_err() {
+                return 2;
+            }
+            // Another process removes the file each time the exclusive create has found it,
+            // and makes it again once, after the first open found it gone.
+            let _gone = on(At::Exists, |p| std::fs::remove_file(p).unwrap());
+            let mut again = true;
+            let _back = on(At::Vanished, move |p| {
+                if std::mem::take(&mut again) {
+                    std::fs::write(p, b"").unwrap();
+                }
+            });
+            let nospc = matches!(OffsetCheckpoint::open_or_create(&path, "algo"),
+                Err(Error::Io { op: "fallocate", source, .. })
+                    if source.kind() == ErrorKind::StorageFull);
+            i32::from(!nospc) << 2
+        });
+        crate::test_fork::assert_exited_0(status, "creation without space");
+        assert!(
+            std::fs::symlink_metadata(&path).is_err(),
+            "the file the create made was left behind"
+        );
     }
 
     /// An open that finds the checkpoint file empty and cannot reserve its bytes (no space)
