@@ -69,8 +69,8 @@ enum Creation {
     Finished(u64),
     /// Still a creation's record without its magic, its claim unchanged for the whole wait:
     /// one cut short, whose finishing this open has now taken (see
-    /// [`OffsetCheckpoint::take_over`]).
-    Claimed,
+    /// [`OffsetCheckpoint::take_over`]), with the time the record holds since.
+    Claimed(u64),
     /// Not what a creation leaves (an offset, another version, bytes past the name's NUL),
     /// and still no magic; or a record whose claim kept changing for [`CREATOR_WAIT_MAX`].
     Not,
@@ -428,36 +428,40 @@ impl OffsetCheckpoint {
         // as for a file found sized: they wait for its magic (or finish a record whose
         // writer was cut short) and open the record as written, its name and any offset its
         // consumer has saved since.
-        if fresh && cp.claim() {
+        let mut claim = if fresh { cp.claim_new() } else { None };
+        // All the waits of this open together, however often its finishing is taken over.
+        let start = Instant::now();
+        let magic = loop {
+            if let Some(seen) = claim.take() {
+                #[cfg(test)]
+                run_hook(At::Claimed, path);
+                if cp.initialise(seen) {
+                    return Ok(cp);
+                }
+                // This open stalled past [`CREATOR_WAIT`] and another took the record over:
+                // the record is that one's, waited for and opened as any other.
+            }
+            // Acquire: pairs with the creator's release store of the magic.
+            let magic = cp.a64(OFF_MAGIC).load(Ordering::Acquire);
             #[cfg(test)]
-            run_hook(At::Claimed, path);
-            cp.initialise();
-            return Ok(cp);
-        }
-        // Acquire: pairs with the creator's release store of the magic.
-        let mut magic = cp.a64(OFF_MAGIC).load(Ordering::Acquire);
-        #[cfg(test)]
-        if magic == 0 {
-            run_hook(At::MagicZero, path);
-        }
-        if magic == 0 && len == CHECKPOINT_SIZE as u64 {
-            match cp.await_creator() {
-                Creation::Finished(m) => magic = m,
+            if magic == 0 {
+                run_hook(At::MagicZero, path);
+            }
+            if magic != 0 || len != CHECKPOINT_SIZE as u64 {
+                break magic;
+            }
+            match cp.await_creator(start) {
+                Creation::Finished(m) => break m,
                 // A creation cut short between sizing the file and storing the magic (a
                 // crash) leaves 64 zero bytes, or some of `initialise`'s fields written: no
                 // offset was ever saved there (no open succeeded before the magic), so it is
                 // finished now rather than refused for ever, by the one opener that took it
-                // over. A creator slower than the wait writes the same fields; neither writes
-                // the offset.
-                Creation::Claimed => {
-                    #[cfg(test)]
-                    run_hook(At::Claimed, path);
-                    cp.initialise();
-                    return Ok(cp);
-                }
-                Creation::Not => {}
+                // over. A creator slower than the wait finds its claim gone and writes
+                // nothing (see `initialise`); neither writes the offset.
+                Creation::Claimed(seen) => claim = Some(seen),
+                Creation::Not => break 0,
             }
-        }
+        };
         if magic != CHECKPOINT_MAGIC {
             return Err(Error::BadFileMagic {
                 path: path.to_path_buf(),
@@ -498,12 +502,46 @@ impl OffsetCheckpoint {
             .is_ok()
     }
 
+    /// [`Self::claim`] for an open that took the file for new: the time the record held
+    /// when it was claimed (for [`Self::initialise`]), or `None` if another opener won.
+    fn claim_new(&self) -> Option<u64> {
+        // Loaded before the claim: nobody takes the record over (which changes the time)
+        // before it is claimed.
+        let updated = self.a64(OFF_UPDATED).load(Ordering::Relaxed);
+        self.claim().then_some(updated)
+    }
+
     /// Writes the record of a new checkpoint into a file of 64 zero bytes (or one a
-    /// creation cut short left), magic last. The offset is left as it is (0 in a new file):
-    /// should a creator slower than [`CREATOR_WAIT`] finish its record after an opener took
-    /// it over, the later one's writes cannot undo an offset the earlier one's consumer has
-    /// saved since.
-    fn initialise(&self) {
+    /// creation cut short left), magic last, for an open that claimed it when its time was
+    /// `seen`; `false`, writing nothing, when the claim is no longer this open's.
+    ///
+    /// An open that stalls for over [`CREATOR_WAIT`] after its claim (preempted, stopped,
+    /// swapped out) can be taken over by another opener, which changes the time (see
+    /// [`Self::take_over`]), writes the record and opens it; its consumer may save offsets.
+    /// So this open first stamps the time by one compare-exchange from `seen`: if that fails,
+    /// the record is someone else's and it writes nothing. That check and the stores after it
+    /// cannot be one atomic step without a change of the format (a lock, or a word that
+    /// every store checks), so an open that stalls for over [`CREATOR_WAIT`] *between* the
+    /// stamp and the magic can still be taken over and then write after the other opener:
+    /// its name over the other's (word by word, so the two may mix), the version and the
+    /// magic (the values already there) and its pid (which every attach and save stores
+    /// anyway). Never the offset, which this never writes (0 in a new file), nor the time,
+    /// stamped before the stall: an offset saved since, and its time, stay.
+    fn initialise(&self, seen: u64) -> bool {
+        // Any other value than the one seen, should the clock read the same.
+        let mut stamp = now_ns();
+        if stamp == seen {
+            stamp = stamp.wrapping_add(1);
+        }
+        // Relaxed: as in `claim`; the record is published by the magic. Creation stamps the
+        // time too, as the reference does (spec §13: the whole struct is written).
+        if self
+            .a64(OFF_UPDATED)
+            .compare_exchange(seen, stamp, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
         let mut name_buf = [0u8; 32];
         let trimmed = self.name.as_str();
         let n = trimmed.len().min(31);
@@ -512,12 +550,10 @@ impl OffsetCheckpoint {
         // only zeros) has no reader of these bytes before the magic below.
         unsafe { self.region.write_words(OFF_NAME, &name_buf) };
         store_version_pid(&self.region, std::process::id());
-        // Creation stamps the time too, as the reference does (spec §13: the whole
-        // struct is written).
-        self.a64(OFF_UPDATED).store(now_ns(), Ordering::Relaxed);
         // Release: a reader that sees the magic sees the whole record.
         self.a64(OFF_MAGIC)
             .store(CHECKPOINT_MAGIC, Ordering::Release);
+        true
     }
 
     /// For a file whose magic was loaded as 0: waits for a creator still writing the record
@@ -530,9 +566,8 @@ impl OffsetCheckpoint {
     /// changed for [`CREATOR_WAIT`] is a creation cut short: this open then takes its
     /// finishing over, and of several that try, one does; the others wait for its magic in
     /// the same way. A change of the claim (a creator storing its fields, an opener taking
-    /// the record over) starts the wait again, for [`CREATOR_WAIT_MAX`] in all.
-    fn await_creator(&self) -> Creation {
-        let start = Instant::now();
+    /// the record over) starts the wait again, for [`CREATOR_WAIT_MAX`] from `start` in all.
+    fn await_creator(&self, start: Instant) -> Creation {
         let mut seen = self.claim_seen();
         let mut since = start;
         loop {
@@ -560,8 +595,8 @@ impl OffsetCheckpoint {
             } else if now.duration_since(since) >= CREATOR_WAIT {
                 #[cfg(test)]
                 run_hook(At::WaitedOut, &self.path);
-                if self.take_over(seen) {
-                    return Creation::Claimed;
+                if let Some(updated) = self.take_over(seen) {
+                    return Creation::Claimed(updated);
                 }
                 // Another opener took it over first: its record is waited for.
                 (seen, since) = (self.claim_seen(), Instant::now());
@@ -583,10 +618,11 @@ impl OffsetCheckpoint {
     /// the whole wait, by one compare-exchange of the word that tells: the version from 0
     /// to ours when nobody had claimed the record ([`Self::claim`], which a new file's
     /// openers also race for), otherwise the time from what was seen to now. Of several
-    /// openers that saw the same claim, one succeeds; the others then see it changed.
-    fn take_over(&self, (version, updated): (u32, u64)) -> bool {
+    /// openers that saw the same claim, one succeeds (and has the time the record holds
+    /// since, for [`Self::initialise`]); the others then see it changed.
+    fn take_over(&self, (version, updated): (u32, u64)) -> Option<u64> {
         if version == 0 {
-            return self.claim();
+            return self.claim().then_some(updated);
         }
         // Any other value than the one seen, should the clock read the same.
         let mut stamp = now_ns();
@@ -596,7 +632,8 @@ impl OffsetCheckpoint {
         // Relaxed: as in `claim`; `initialise` publishes the record by the magic.
         self.a64(OFF_UPDATED)
             .compare_exchange(updated, stamp, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
+            .ok()
+            .map(|_| stamp)
     }
 
     /// For a record whose magic is there and whose version was loaded as 0: waits up to
@@ -777,8 +814,8 @@ enum At {
     MagicZero,
     /// The open found the file missing (and made it) or empty, and has not sized it yet.
     FoundNew,
-    /// The open took the file for new and has just claimed the writing of its record,
-    /// before it writes any of it.
+    /// The open took the file for new, or waited out a creation cut short, and has just
+    /// claimed the writing of its record, before it writes any of it.
     Claimed,
     /// The open has just loaded the version of a record with the magic as 0.
     VersionZero,
@@ -988,6 +1025,40 @@ mod tests {
         assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_ne_bytes());
         assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"first\0");
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
+    }
+
+    /// A creator that stalls after claiming the new record for longer than the wait, while
+    /// another opener takes the record over, opens it and saves an offset, then writes
+    /// nothing when it goes on: it opens the record as the other wrote it, with the offset.
+    /// It wrote its record anyway, its name over the other opener's and the time of its
+    /// creation over that of the other's save.
+    #[test]
+    fn a_creator_stalled_past_a_takeover_writes_nothing_and_opens_the_record() {
+        let path = TmpPath::new("ckpt-race-stalled");
+        let after_save = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let seen = after_save.clone();
+        let _stall = on(At::Claimed, move |p| {
+            if !seen.borrow().is_empty() {
+                return;
+            }
+            // The other opener, in a thread without hooks: it waits this stalled creation
+            // out, takes it over and writes its record; its consumer saves.
+            let p = p.to_path_buf();
+            let other = std::thread::spawn(move || {
+                let cp = OffsetCheckpoint::open_or_create(&p, "taker").unwrap();
+                cp.save(7);
+                std::fs::read(&p).unwrap()
+            });
+            *seen.borrow_mut() = other.join().unwrap();
+        });
+        let cp = OffsetCheckpoint::open_or_create(&path, "stalled").unwrap();
+        let after_save = after_save.borrow().clone();
+        assert_eq!(&after_save[OFF_NAME..OFF_NAME + 6], b"taker\0");
+        assert_eq!(cp.load(), Some(7));
+        let bytes = std::fs::read(&path).unwrap();
+        // All but the pid, which this open stores as any attach does.
+        assert_eq!(bytes[..OFF_PID], after_save[..OFF_PID]);
+        assert_eq!(bytes[OFF_SEQ..], after_save[OFF_SEQ..]);
     }
 
     /// An open that finds the magic with the version still 0 waits for the version:
