@@ -314,11 +314,13 @@ impl OffsetCheckpoint {
     /// finishes it itself (of several such opens, one does and the others open it as written; a
     /// record still changing after 2 s is refused), or refuses it with an [`Error::Io`] of
     /// `fallocate` when the file system has no room for its bytes. A record with the magic and the
-    /// version 0 (a ringfire creator's, seen between its stores) is waited for in the same way
-    /// before it is refused. Of several opens that all find the file missing or empty, one writes
-    /// the record and the others wait for it in the same way, then open it as written (its name,
-    /// not theirs). This process's pid is stored into it. An empty `path` is
-    /// [`Error::InvalidArgument`].
+    /// version 0 (a ringfire creator's, seen between its stores) is waited for in the same way;
+    /// one unchanged for 200 ms (its creator killed between the stores) is finished by one of
+    /// the opens that find it, as a new checkpoint with no offset and that open's name, and
+    /// the others open it as written (one still changing after 2 s is refused). Of several opens
+    /// that all find the file missing or empty, one writes the record and the others wait for it
+    /// in the same way, then open it as written (its name, not theirs). This process's pid is
+    /// stored into it. An empty `path` is [`Error::InvalidArgument`].
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
         crate::file::not_empty(path, "offset")?;
@@ -469,15 +471,18 @@ impl OffsetCheckpoint {
                 found: magic,
             });
         }
-        let mut version = load_version(&cp.region);
+        // Acquire: pairs with the release store of the version by an opener that finished a
+        // record found without it (see `finish_version`).
+        let mut version = cp.a32(OFF_VERSION).load(Ordering::Acquire);
         if version == 0 {
             #[cfg(test)]
             run_hook(At::VersionZero, path);
             // ringfire 0.5.2's creator writes its record as one plain struct store, with no
             // fence: compiled into a store of the magic and then one of the version (x86_64),
             // or seen in any order (a weakly ordered CPU), its magic can be seen without its
-            // version for an instant. Waited for as a magic is.
-            version = cp.await_version();
+            // version for an instant. Waited for as a magic is, and finished by one opener
+            // when its creator was killed between the two stores.
+            version = cp.await_version(start);
         }
         if version != CHECKPOINT_VERSION {
             return Err(Error::BadFileVersion {
@@ -636,18 +641,103 @@ impl OffsetCheckpoint {
             .map(|_| stamp)
     }
 
-    /// For a record whose magic is there and whose version was loaded as 0: waits up to
-    /// [`CREATOR_WAIT`] for a creator still writing the record to store the version, and
-    /// returns the version (0 if it still is after the wait).
-    fn await_version(&self) -> u32 {
-        let deadline = Instant::now() + CREATOR_WAIT;
+    /// For a record whose magic is there and whose version was loaded as 0: waits for a
+    /// creator still writing the record to store the version, and returns the version.
+    ///
+    /// A ringfire 0.5.2 creator killed between its store of the magic and that of the
+    /// version leaves such a record for good: no open of either project accepts it, so no
+    /// consumer ever saved an offset there, and nothing else will ever finish it. Once the
+    /// time (the word a finishing opener claims, see [`Self::finish_version`]) and the
+    /// version have not changed for [`CREATOR_WAIT`], this open takes the finishing over by
+    /// one compare-exchange of the time, of several such opens one, and returns our version
+    /// once it has written the record; the others wait for its version and open the record
+    /// as it wrote it. A change of the time starts the wait again; the version still 0 after
+    /// [`CREATOR_WAIT_MAX`] from `start` is returned as 0 (refused).
+    fn await_version(&self, start: Instant) -> u32 {
+        let mut seen = self.a64(OFF_UPDATED).load(Ordering::Relaxed);
+        let mut since = Instant::now();
         loop {
-            let version = load_version(&self.region);
-            if version != 0 || Instant::now() >= deadline {
+            // The offset before the version: one loaded while the version is still 0 is no
+            // consumer's save (every save comes after a version was seen or stored).
+            let offset = self.a64(OFF_SEQ).load(Ordering::Relaxed);
+            // Acquire: pairs with the finishing opener's release store of the version.
+            let version = self.a32(OFF_VERSION).load(Ordering::Acquire);
+            let now = Instant::now();
+            if version != 0 || now.duration_since(start) >= CREATOR_WAIT_MAX {
                 return version;
+            }
+            // Relaxed: compared, then changed only by a compare-exchange.
+            let updated = self.a64(OFF_UPDATED).load(Ordering::Relaxed);
+            if updated != seen {
+                // Someone at work on the record: waited for anew.
+                (seen, since) = (updated, now);
+            } else if now.duration_since(since) >= CREATOR_WAIT {
+                #[cfg(test)]
+                run_hook(At::WaitedOut, &self.path);
+                // The time's compare-exchange (the version is not the word claimed here).
+                if let Some(stamp) = self.take_over((CHECKPOINT_VERSION, seen)) {
+                    #[cfg(test)]
+                    run_hook(At::Claimed, &self.path);
+                    if self.finish_version(stamp, offset) {
+                        return CHECKPOINT_VERSION;
+                    }
+                }
+                // Another opener took it over: its version is waited for.
+                (seen, since) = (
+                    self.a64(OFF_UPDATED).load(Ordering::Relaxed),
+                    Instant::now(),
+                );
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// Finishes a record with the magic and the version 0 (see [`Self::await_version`]) for an
+    /// open that took it over by stamping the time `stamp`, when the offset was `offset`;
+    /// `false`, writing nothing, if the time has changed since (another opener took it over
+    /// from this one, stalled).
+    ///
+    /// The finished record is a new checkpoint's: our version, this process's pid, the time
+    /// of the takeover, this consumer's name, and the offset 0 (never committed). What the
+    /// record held there is not a ringfire creator's: it stores the offset, time and name
+    /// after the version, so they are zeros, or leftovers of a shorter file it extended
+    /// (`set_len` keeps a file's first bytes), and an offset taken from them would resume
+    /// the consumer at an arbitrary sequence. The offset is cleared by one compare-exchange
+    /// from the value loaded while the version was 0, so that a save made since (by the
+    /// consumer of a ringfire creator that was stalled, not killed, and has stored its
+    /// version meanwhile) is not undone. The version is stored last, with release: an open
+    /// that sees it sees the record.
+    ///
+    /// Beyond this process's control: a ringfire creator stalled for over [`CREATOR_WAIT`]
+    /// between its two stores, not killed, goes on after this finishing with plain stores of
+    /// its whole record but the magic, the offset 0 among them: an offset that this
+    /// checkpoint's consumer saved in between is lost (the next attach starts as one without a
+    /// saved offset), and the name becomes its own. As in [`Self::initialise`], an open of ours
+    /// stalled between the check below and its stores can write its name and pid after
+    /// another opener's takeover, never the offset (a compare-exchange from a value loaded
+    /// before the version was stored) nor the time.
+    fn finish_version(&self, stamp: u64, offset: u64) -> bool {
+        // Relaxed: the claim is only ever changed by a compare-exchange.
+        if self.a64(OFF_UPDATED).load(Ordering::Relaxed) != stamp {
+            return false;
+        }
+        let mut name_buf = [0u8; 32];
+        let n = self.name.len().min(31);
+        name_buf[..n].copy_from_slice(&self.name.as_bytes()[..n]);
+        // SAFETY: [32, 64) is inside the 64-byte region; nobody reads these bytes of a record
+        // without its version (every open waits for or refuses it).
+        unsafe { self.region.write_words(OFF_NAME, &name_buf) };
+        // Relaxed: published by the version's release store below. A failure is a save
+        // made since, kept.
+        let _ = self
+            .a64(OFF_SEQ)
+            .compare_exchange(offset, 0, Ordering::Relaxed, Ordering::Relaxed);
+        self.a32(OFF_PID)
+            .store(std::process::id(), Ordering::Relaxed);
+        // Release: an open that sees the version sees the record.
+        self.a32(OFF_VERSION)
+            .store(CHECKPOINT_VERSION, Ordering::Release);
+        true
     }
 
     /// Whether the 64 bytes (magic 0) are what a creation stopped inside [`Self::initialise`]
@@ -1065,8 +1155,7 @@ mod tests {
     /// ringfire 0.5.2's creator stores its record's magic and then its version (one plain
     /// struct write, compiled into two stores in that order on x86_64, and seen in any order
     /// on a weakly ordered CPU). It refused the checkpoint at once (`BadFileVersion { found:
-    /// 0 }`). A record whose version stays 0 is still refused, after the wait, and left as
-    /// it was.
+    /// 0 }`).
     #[test]
     fn an_open_that_finds_the_magic_before_the_version_waits_for_the_version() {
         let path = TmpPath::new("ckpt-race-version");
@@ -1096,16 +1185,55 @@ mod tests {
             CHECKPOINT_VERSION.to_ne_bytes()
         );
         assert_eq!(&bytes[OFF_NAME..OFF_NAME + 3], b"rf\0");
+    }
 
+    /// A record with the magic and the version 0 for good (a ringfire 0.5.2 creator killed
+    /// between its two stores), the rest of it leftover bytes, is finished by one of two
+    /// openers that wait it out, as a new checkpoint (our version, no offset, that opener's
+    /// name); the other opens it as written, and so does a later open. Both were refused
+    /// after the wait (`BadFileVersion { found: 0 }`), and so was every later open.
+    #[test]
+    fn a_record_left_without_its_version_is_finished_by_one_opener() {
+        let path = TmpPath::new("ckpt-race-no-version");
+        let mut record = [0xA5u8; CHECKPOINT_SIZE];
+        record[..8].copy_from_slice(&CHECKPOINT_MAGIC.to_ne_bytes());
+        record[OFF_VERSION..OFF_VERSION + 4].fill(0);
         std::fs::write(&path, record).unwrap();
+        let first = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let hooked = first.clone();
+        let (claimed, told) = std::sync::mpsc::channel();
+        let _hook = on(At::WaitedOut, move |p| {
+            if hooked.borrow().is_some() {
+                return;
+            }
+            // The other opener waits the record out too, and pauses once it has taken the
+            // finishing over, before writing any of it.
+            *hooked.borrow_mut() = Some(an_opener_that_pauses_once_claimed(p, claimed.clone()));
+            // Both have waited the record out when this thread's open goes on.
+            told.recv_timeout(Duration::from_secs(10)).unwrap();
+        });
         let start = Instant::now();
-        let r = OffsetCheckpoint::open_or_create(&path, "algo");
-        assert!(
-            matches!(r, Err(Error::BadFileVersion { found: 0, .. })),
-            "{r:?}"
-        );
+        let cp = OffsetCheckpoint::open_or_create(&path, "second").unwrap();
         assert!(start.elapsed() >= CREATOR_WAIT);
-        assert_eq!(std::fs::read(&path).unwrap(), record);
+        // Read before the other opener is joined: its record is already whole.
+        let bytes = std::fs::read(&path).unwrap();
+        let first = first.borrow_mut().take().expect("the other opener ran");
+        first.join().unwrap().unwrap();
+        assert_eq!((cp.load(), cp.pid()), (None, std::process::id()));
+        assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_ne_bytes());
+        assert_eq!(
+            &bytes[OFF_VERSION..OFF_VERSION + 4],
+            CHECKPOINT_VERSION.to_ne_bytes()
+        );
+        assert_eq!(&bytes[OFF_SEQ..OFF_SEQ + 8], &[0; 8]);
+        let mut name = [0u8; 32];
+        name[..5].copy_from_slice(b"first");
+        assert_eq!(&bytes[OFF_NAME..], &name);
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+        drop(cp);
+        let later = OffsetCheckpoint::open_or_create(&path, "third").unwrap();
+        assert_eq!(later.load(), None);
+        assert_eq!(&std::fs::read(&path).unwrap()[OFF_NAME..], &name);
     }
 
     /// A checkpoint created through a symbolic link that points nowhere yet makes the file
