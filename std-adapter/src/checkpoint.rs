@@ -59,6 +59,9 @@ const CREATOR_WAIT: Duration = Duration::from_millis(200);
 /// How long an open waits in all for a record without its magic whose claim keeps changing
 /// (openers taking its finishing and then stopping, one after another) before it refuses it.
 const CREATOR_WAIT_MAX: Duration = Duration::from_secs(2);
+/// How many times [`open_file`] tries again a file that another process removes between its
+/// exclusive create (which finds the file) and its open (which does not).
+const VANISHED_TRIES: u32 = 8;
 
 /// What [`OffsetCheckpoint::await_creator`] found.
 enum Creation {
@@ -66,8 +69,8 @@ enum Creation {
     Finished(u64),
     /// Still a creation's record without its magic, its claim unchanged for the whole wait:
     /// one cut short, whose finishing this open has now taken (see
-    /// [`OffsetCheckpoint::take_over`]).
-    Claimed,
+    /// [`OffsetCheckpoint::take_over`]), with the time the record holds since.
+    Claimed(u64),
     /// Not what a creation leaves (an offset, another version, bytes past the name's NUL),
     /// and still no magic; or a record whose claim kept changing for [`CREATOR_WAIT_MAX`].
     Not,
@@ -140,7 +143,11 @@ fn now_ns() -> u64 {
 /// An `O_EXCL` create fails on any symbolic link, even one to nothing, and a plain
 /// `O_CREAT` open does not say whether it made the file: a link whose target is missing is
 /// followed here, a hop at a time, and the target created with `O_EXCL`, so that a failure
-/// later removes only a file this call made (see [`OffsetCheckpoint::open_or_create`]).
+/// later removes only a file this call made (see [`OffsetCheckpoint::open_or_create`]). A
+/// file removed between the exclusive create (which found it) and the open is tried again,
+/// [`VANISHED_TRIES`] times; a path that still gives neither is opened without `O_CREAT`
+/// (its error, say `ELOOP` or `ENOENT`, is returned), never created by an open that could
+/// not tell it made the file.
 fn open_file(path: &Path) -> Result<(File, bool)> {
     let mut opts = OpenOptions::new();
     opts.read(true).write(true).mode(0o666);
@@ -154,31 +161,35 @@ fn open_file(path: &Path) -> Result<(File, bool)> {
         e => e,
     };
     let mut at = path.to_path_buf();
+    let (mut hops, mut vanished) = (0, 0);
     // As many hops as Linux follows (MAXSYMLINKS) before it gives ELOOP.
-    for _ in 0..40 {
-        // Twice: the file may be removed between the failed exclusive create and the open.
-        for _ in 0..2 {
-            match crate::file::open_regular(&at, opts.clone().create_new(true)) {
-                Ok(f) => return Ok((f, true)),
-                Err(Error::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(named(e)),
-            }
-            match crate::file::open_regular(&at, &mut opts) {
-                Ok(f) => return Ok((f, false)),
-                Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {}
-                Err(e) => return Err(named(e)),
-            }
+    while hops < 40 && vanished < VANISHED_TRIES {
+        match crate::file::open_regular(&at, opts.clone().create_new(true)) {
+            Ok(f) => return Ok((f, true)),
+            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(named(e)),
         }
+        #[cfg(test)]
+        run_hook(At::Exists, &at);
+        match crate::file::open_regular(&at, &mut opts) {
+            Ok(f) => return Ok((f, false)),
+            Err(Error::Io { source, .. }) if source.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(named(e)),
+        }
+        #[cfg(test)]
+        run_hook(At::Vanished, &at);
         // There (the exclusive create says) and not there (the open says): a link to a
-        // missing file, whose target is tried next; or a file removed and made again
-        // under us twice, opened below.
+        // missing file, whose target is tried next; or a file removed under us, tried again.
         match std::fs::read_link(&at) {
             // Relative to the link's directory; an absolute target replaces the path.
-            Ok(target) => at = at.parent().unwrap_or(Path::new("")).join(target),
-            Err(_) => break,
+            Ok(target) => {
+                at = at.parent().unwrap_or(Path::new("")).join(target);
+                hops += 1;
+            }
+            Err(_) => vanished += 1,
         }
     }
-    crate::file::open_regular(path, opts.create(true)).map(|f| (f, false))
+    crate::file::open_regular(path, &mut opts).map(|f| (f, false))
 }
 
 /// Removes the file at `path` if it is `file`, which this call created: a failed create
@@ -303,11 +314,13 @@ impl OffsetCheckpoint {
     /// finishes it itself (of several such opens, one does and the others open it as written; a
     /// record still changing after 2 s is refused), or refuses it with an [`Error::Io`] of
     /// `fallocate` when the file system has no room for its bytes. A record with the magic and the
-    /// version 0 (a ringfire creator's, seen between its stores) is waited for in the same way
-    /// before it is refused. Of several opens that all find the file missing or empty, one writes
-    /// the record and the others wait for it in the same way, then open it as written (its name,
-    /// not theirs). This process's pid is stored into it. An empty `path` is
-    /// [`Error::InvalidArgument`].
+    /// version 0 (a ringfire creator's, seen between its stores) is waited for in the same way;
+    /// one unchanged for 200 ms (its creator killed between the stores) is finished by one of
+    /// the opens that find it, as a new checkpoint with no offset and that open's name, and
+    /// the others open it as written (one still changing after 2 s is refused). Of several opens
+    /// that all find the file missing or empty, one writes the record and the others wait for it
+    /// in the same way, then open it as written (its name, not theirs). This process's pid is
+    /// stored into it. An empty `path` is [`Error::InvalidArgument`].
     pub fn open_or_create(path: impl AsRef<Path>, name: &str) -> Result<Self> {
         let path = path.as_ref();
         crate::file::not_empty(path, "offset")?;
@@ -417,36 +430,40 @@ impl OffsetCheckpoint {
         // as for a file found sized: they wait for its magic (or finish a record whose
         // writer was cut short) and open the record as written, its name and any offset its
         // consumer has saved since.
-        if fresh && cp.claim() {
+        let mut claim = if fresh { cp.claim_new() } else { None };
+        // All the waits of this open together, however often its finishing is taken over.
+        let start = Instant::now();
+        let magic = loop {
+            if let Some(seen) = claim.take() {
+                #[cfg(test)]
+                run_hook(At::Claimed, path);
+                if cp.initialise(seen) {
+                    return Ok(cp);
+                }
+                // This open stalled past [`CREATOR_WAIT`] and another took the record over:
+                // the record is that one's, waited for and opened as any other.
+            }
+            // Acquire: pairs with the creator's release store of the magic.
+            let magic = cp.a64(OFF_MAGIC).load(Ordering::Acquire);
             #[cfg(test)]
-            run_hook(At::Claimed, path);
-            cp.initialise();
-            return Ok(cp);
-        }
-        // Acquire: pairs with the creator's release store of the magic.
-        let mut magic = cp.a64(OFF_MAGIC).load(Ordering::Acquire);
-        #[cfg(test)]
-        if magic == 0 {
-            run_hook(At::MagicZero, path);
-        }
-        if magic == 0 && len == CHECKPOINT_SIZE as u64 {
-            match cp.await_creator() {
-                Creation::Finished(m) => magic = m,
+            if magic == 0 {
+                run_hook(At::MagicZero, path);
+            }
+            if magic != 0 || len != CHECKPOINT_SIZE as u64 {
+                break magic;
+            }
+            match cp.await_creator(start) {
+                Creation::Finished(m) => break m,
                 // A creation cut short between sizing the file and storing the magic (a
                 // crash) leaves 64 zero bytes, or some of `initialise`'s fields written: no
                 // offset was ever saved there (no open succeeded before the magic), so it is
                 // finished now rather than refused for ever, by the one opener that took it
-                // over. A creator slower than the wait writes the same fields; neither writes
-                // the offset.
-                Creation::Claimed => {
-                    #[cfg(test)]
-                    run_hook(At::Claimed, path);
-                    cp.initialise();
-                    return Ok(cp);
-                }
-                Creation::Not => {}
+                // over. A creator slower than the wait finds its claim gone and writes
+                // nothing (see `initialise`); neither writes the offset.
+                Creation::Claimed(seen) => claim = Some(seen),
+                Creation::Not => break 0,
             }
-        }
+        };
         if magic != CHECKPOINT_MAGIC {
             return Err(Error::BadFileMagic {
                 path: path.to_path_buf(),
@@ -454,15 +471,18 @@ impl OffsetCheckpoint {
                 found: magic,
             });
         }
-        let mut version = load_version(&cp.region);
+        // Acquire: pairs with the release store of the version by an opener that finished a
+        // record found without it (see `finish_version`).
+        let mut version = cp.a32(OFF_VERSION).load(Ordering::Acquire);
         if version == 0 {
             #[cfg(test)]
             run_hook(At::VersionZero, path);
             // ringfire 0.5.2's creator writes its record as one plain struct store, with no
             // fence: compiled into a store of the magic and then one of the version (x86_64),
             // or seen in any order (a weakly ordered CPU), its magic can be seen without its
-            // version for an instant. Waited for as a magic is.
-            version = cp.await_version();
+            // version for an instant. Waited for as a magic is, and finished by one opener
+            // when its creator was killed between the two stores.
+            version = cp.await_version(start);
         }
         if version != CHECKPOINT_VERSION {
             return Err(Error::BadFileVersion {
@@ -487,12 +507,46 @@ impl OffsetCheckpoint {
             .is_ok()
     }
 
+    /// [`Self::claim`] for an open that took the file for new: the time the record held
+    /// when it was claimed (for [`Self::initialise`]), or `None` if another opener won.
+    fn claim_new(&self) -> Option<u64> {
+        // Loaded before the claim: nobody takes the record over (which changes the time)
+        // before it is claimed.
+        let updated = self.a64(OFF_UPDATED).load(Ordering::Relaxed);
+        self.claim().then_some(updated)
+    }
+
     /// Writes the record of a new checkpoint into a file of 64 zero bytes (or one a
-    /// creation cut short left), magic last. The offset is left as it is (0 in a new file):
-    /// should a creator slower than [`CREATOR_WAIT`] finish its record after an opener took
-    /// it over, the later one's writes cannot undo an offset the earlier one's consumer has
-    /// saved since.
-    fn initialise(&self) {
+    /// creation cut short left), magic last, for an open that claimed it when its time was
+    /// `seen`; `false`, writing nothing, when the claim is no longer this open's.
+    ///
+    /// An open that stalls for over [`CREATOR_WAIT`] after its claim (preempted, stopped,
+    /// swapped out) can be taken over by another opener, which changes the time (see
+    /// [`Self::take_over`]), writes the record and opens it; its consumer may save offsets.
+    /// So this open first stamps the time by one compare-exchange from `seen`: if that fails,
+    /// the record is someone else's and it writes nothing. That check and the stores after it
+    /// cannot be one atomic step without a change of the format (a lock, or a word that
+    /// every store checks), so an open that stalls for over [`CREATOR_WAIT`] *between* the
+    /// stamp and the magic can still be taken over and then write after the other opener:
+    /// its name over the other's (word by word, so the two may mix), the version and the
+    /// magic (the values already there) and its pid (which every attach and save stores
+    /// anyway). Never the offset, which this never writes (0 in a new file), nor the time,
+    /// stamped before the stall: an offset saved since, and its time, stay.
+    fn initialise(&self, seen: u64) -> bool {
+        // Any other value than the one seen, should the clock read the same.
+        let mut stamp = now_ns();
+        if stamp == seen {
+            stamp = stamp.wrapping_add(1);
+        }
+        // Relaxed: as in `claim`; the record is published by the magic. Creation stamps the
+        // time too, as the reference does (spec §13: the whole struct is written).
+        if self
+            .a64(OFF_UPDATED)
+            .compare_exchange(seen, stamp, Ordering::Relaxed, Ordering::Relaxed)
+            .is_err()
+        {
+            return false;
+        }
         let mut name_buf = [0u8; 32];
         let trimmed = self.name.as_str();
         let n = trimmed.len().min(31);
@@ -501,12 +555,10 @@ impl OffsetCheckpoint {
         // only zeros) has no reader of these bytes before the magic below.
         unsafe { self.region.write_words(OFF_NAME, &name_buf) };
         store_version_pid(&self.region, std::process::id());
-        // Creation stamps the time too, as the reference does (spec §13: the whole
-        // struct is written).
-        self.a64(OFF_UPDATED).store(now_ns(), Ordering::Relaxed);
         // Release: a reader that sees the magic sees the whole record.
         self.a64(OFF_MAGIC)
             .store(CHECKPOINT_MAGIC, Ordering::Release);
+        true
     }
 
     /// For a file whose magic was loaded as 0: waits for a creator still writing the record
@@ -519,9 +571,8 @@ impl OffsetCheckpoint {
     /// changed for [`CREATOR_WAIT`] is a creation cut short: this open then takes its
     /// finishing over, and of several that try, one does; the others wait for its magic in
     /// the same way. A change of the claim (a creator storing its fields, an opener taking
-    /// the record over) starts the wait again, for [`CREATOR_WAIT_MAX`] in all.
-    fn await_creator(&self) -> Creation {
-        let start = Instant::now();
+    /// the record over) starts the wait again, for [`CREATOR_WAIT_MAX`] from `start` in all.
+    fn await_creator(&self, start: Instant) -> Creation {
         let mut seen = self.claim_seen();
         let mut since = start;
         loop {
@@ -549,8 +600,8 @@ impl OffsetCheckpoint {
             } else if now.duration_since(since) >= CREATOR_WAIT {
                 #[cfg(test)]
                 run_hook(At::WaitedOut, &self.path);
-                if self.take_over(seen) {
-                    return Creation::Claimed;
+                if let Some(updated) = self.take_over(seen) {
+                    return Creation::Claimed(updated);
                 }
                 // Another opener took it over first: its record is waited for.
                 (seen, since) = (self.claim_seen(), Instant::now());
@@ -572,10 +623,11 @@ impl OffsetCheckpoint {
     /// the whole wait, by one compare-exchange of the word that tells: the version from 0
     /// to ours when nobody had claimed the record ([`Self::claim`], which a new file's
     /// openers also race for), otherwise the time from what was seen to now. Of several
-    /// openers that saw the same claim, one succeeds; the others then see it changed.
-    fn take_over(&self, (version, updated): (u32, u64)) -> bool {
+    /// openers that saw the same claim, one succeeds (and has the time the record holds
+    /// since, for [`Self::initialise`]); the others then see it changed.
+    fn take_over(&self, (version, updated): (u32, u64)) -> Option<u64> {
         if version == 0 {
-            return self.claim();
+            return self.claim().then_some(updated);
         }
         // Any other value than the one seen, should the clock read the same.
         let mut stamp = now_ns();
@@ -585,21 +637,107 @@ impl OffsetCheckpoint {
         // Relaxed: as in `claim`; `initialise` publishes the record by the magic.
         self.a64(OFF_UPDATED)
             .compare_exchange(updated, stamp, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
+            .ok()
+            .map(|_| stamp)
     }
 
-    /// For a record whose magic is there and whose version was loaded as 0: waits up to
-    /// [`CREATOR_WAIT`] for a creator still writing the record to store the version, and
-    /// returns the version (0 if it still is after the wait).
-    fn await_version(&self) -> u32 {
-        let deadline = Instant::now() + CREATOR_WAIT;
+    /// For a record whose magic is there and whose version was loaded as 0: waits for a
+    /// creator still writing the record to store the version, and returns the version.
+    ///
+    /// A ringfire 0.5.2 creator killed between its store of the magic and that of the
+    /// version leaves such a record for good: no open of either project accepts it, so no
+    /// consumer ever saved an offset there, and nothing else will ever finish it. Once the
+    /// time (the word a finishing opener claims, see [`Self::finish_version`]) and the
+    /// version have not changed for [`CREATOR_WAIT`], this open takes the finishing over by
+    /// one compare-exchange of the time, of several such opens one, and returns our version
+    /// once it has written the record; the others wait for its version and open the record
+    /// as it wrote it. A change of the time starts the wait again; the version still 0 after
+    /// [`CREATOR_WAIT_MAX`] from `start` is returned as 0 (refused).
+    fn await_version(&self, start: Instant) -> u32 {
+        let mut seen = self.a64(OFF_UPDATED).load(Ordering::Relaxed);
+        let mut since = Instant::now();
         loop {
-            let version = load_version(&self.region);
-            if version != 0 || Instant::now() >= deadline {
+            // The offset before the version: one loaded while the version is still 0 is no
+            // consumer's save (every save comes after a version was seen or stored).
+            let offset = self.a64(OFF_SEQ).load(Ordering::Relaxed);
+            // Acquire: pairs with the finishing opener's release store of the version.
+            let version = self.a32(OFF_VERSION).load(Ordering::Acquire);
+            let now = Instant::now();
+            if version != 0 || now.duration_since(start) >= CREATOR_WAIT_MAX {
                 return version;
+            }
+            // Relaxed: compared, then changed only by a compare-exchange.
+            let updated = self.a64(OFF_UPDATED).load(Ordering::Relaxed);
+            if updated != seen {
+                // Someone at work on the record: waited for anew.
+                (seen, since) = (updated, now);
+            } else if now.duration_since(since) >= CREATOR_WAIT {
+                #[cfg(test)]
+                run_hook(At::WaitedOut, &self.path);
+                // The time's compare-exchange (the version is not the word claimed here).
+                if let Some(stamp) = self.take_over((CHECKPOINT_VERSION, seen)) {
+                    #[cfg(test)]
+                    run_hook(At::Claimed, &self.path);
+                    if self.finish_version(stamp, offset) {
+                        return CHECKPOINT_VERSION;
+                    }
+                }
+                // Another opener took it over: its version is waited for.
+                (seen, since) = (
+                    self.a64(OFF_UPDATED).load(Ordering::Relaxed),
+                    Instant::now(),
+                );
             }
             std::thread::sleep(Duration::from_millis(1));
         }
+    }
+
+    /// Finishes a record with the magic and the version 0 (see [`Self::await_version`]) for an
+    /// open that took it over by stamping the time `stamp`, when the offset was `offset`;
+    /// `false`, writing nothing, if the time has changed since (another opener took it over
+    /// from this one, stalled).
+    ///
+    /// The finished record is a new checkpoint's: our version, this process's pid, the time
+    /// of the takeover, this consumer's name, and the offset 0 (never committed). What the
+    /// record held there is not a ringfire creator's: it stores the offset, time and name
+    /// after the version, so they are zeros, or leftovers of a shorter file it extended
+    /// (`set_len` keeps a file's first bytes), and an offset taken from them would resume
+    /// the consumer at an arbitrary sequence. The offset is cleared by one compare-exchange
+    /// from the value loaded while the version was 0, so that a save made since (by the
+    /// consumer of a ringfire creator that was stalled, not killed, and has stored its
+    /// version meanwhile) is not undone. The version is stored last, with release: an open
+    /// that sees it sees the record.
+    ///
+    /// Beyond this process's control: a ringfire creator stalled for over [`CREATOR_WAIT`]
+    /// between its two stores, not killed, goes on after this finishing with plain stores of
+    /// its whole record but the magic, the offset 0 among them: an offset that this
+    /// checkpoint's consumer saved in between is lost (the next attach starts as one without a
+    /// saved offset), and the name becomes its own. As in [`Self::initialise`], an open of ours
+    /// stalled between the check below and its stores can write its name and pid after
+    /// another opener's takeover, never the offset (a compare-exchange from a value loaded
+    /// before the version was stored) nor the time.
+    fn finish_version(&self, stamp: u64, offset: u64) -> bool {
+        // Relaxed: the claim is only ever changed by a compare-exchange.
+        if self.a64(OFF_UPDATED).load(Ordering::Relaxed) != stamp {
+            return false;
+        }
+        let mut name_buf = [0u8; 32];
+        let n = self.name.len().min(31);
+        name_buf[..n].copy_from_slice(&self.name.as_bytes()[..n]);
+        // SAFETY: [32, 64) is inside the 64-byte region; nobody reads these bytes of a record
+        // without its version (every open waits for or refuses it).
+        unsafe { self.region.write_words(OFF_NAME, &name_buf) };
+        // Relaxed: published by the version's release store below. A failure is a save
+        // made since, kept.
+        let _ = self
+            .a64(OFF_SEQ)
+            .compare_exchange(offset, 0, Ordering::Relaxed, Ordering::Relaxed);
+        self.a32(OFF_PID)
+            .store(std::process::id(), Ordering::Relaxed);
+        // Release: an open that sees the version sees the record.
+        self.a32(OFF_VERSION)
+            .store(CHECKPOINT_VERSION, Ordering::Release);
+        true
     }
 
     /// Whether the 64 bytes (magic 0) are what a creation stopped inside [`Self::initialise`]
@@ -766,21 +904,25 @@ enum At {
     MagicZero,
     /// The open found the file missing (and made it) or empty, and has not sized it yet.
     FoundNew,
-    /// The open took the file for new and has just claimed the writing of its record,
-    /// before it writes any of it.
+    /// The open took the file for new, or waited out a creation cut short, and has just
+    /// claimed the writing of its record, before it writes any of it.
     Claimed,
     /// The open has just loaded the version of a record with the magic as 0.
     VersionZero,
     /// The open has waited out a record without its magic (a creation cut short), and has
     /// not yet taken its finishing.
     WaitedOut,
+    /// The open's exclusive create has just found a file at the path (or the link target).
+    Exists,
+    /// The open has just found no file at the path that its exclusive create found there.
+    Vanished,
 }
 
 #[cfg(test)]
 thread_local! {
     /// Tests: each point's hook for the opens of this thread, indexed by [`At`].
-    static HOOKS: std::cell::RefCell<[Option<PathHook>; 5]> =
-        const { std::cell::RefCell::new([None, None, None, None, None]) };
+    static HOOKS: std::cell::RefCell<[Option<PathHook>; 7]> =
+        const { std::cell::RefCell::new([const { None }; 7]) };
 }
 
 /// Tests: runs `hook` with the path each time an open of this thread reaches the point
@@ -975,12 +1117,45 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), bytes);
     }
 
+    /// A creator that stalls after claiming the new record for longer than the wait, while
+    /// another opener takes the record over, opens it and saves an offset, then writes
+    /// nothing when it goes on: it opens the record as the other wrote it, with the offset.
+    /// It wrote its record anyway, its name over the other opener's and the time of its
+    /// creation over that of the other's save.
+    #[test]
+    fn a_creator_stalled_past_a_takeover_writes_nothing_and_opens_the_record() {
+        let path = TmpPath::new("ckpt-race-stalled");
+        let after_save = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+        let seen = after_save.clone();
+        let _stall = on(At::Claimed, move |p| {
+            if !seen.borrow().is_empty() {
+                return;
+            }
+            // The other opener, in a thread without hooks: it waits this stalled creation
+            // out, takes it over and writes its record; its consumer saves.
+            let p = p.to_path_buf();
+            let other = std::thread::spawn(move || {
+                let cp = OffsetCheckpoint::open_or_create(&p, "taker").unwrap();
+                cp.save(7);
+                std::fs::read(&p).unwrap()
+            });
+            *seen.borrow_mut() = other.join().unwrap();
+        });
+        let cp = OffsetCheckpoint::open_or_create(&path, "stalled").unwrap();
+        let after_save = after_save.borrow().clone();
+        assert_eq!(&after_save[OFF_NAME..OFF_NAME + 6], b"taker\0");
+        assert_eq!(cp.load(), Some(7));
+        let bytes = std::fs::read(&path).unwrap();
+        // All but the pid, which this open stores as any attach does.
+        assert_eq!(bytes[..OFF_PID], after_save[..OFF_PID]);
+        assert_eq!(bytes[OFF_SEQ..], after_save[OFF_SEQ..]);
+    }
+
     /// An open that finds the magic with the version still 0 waits for the version:
     /// ringfire 0.5.2's creator stores its record's magic and then its version (one plain
     /// struct write, compiled into two stores in that order on x86_64, and seen in any order
     /// on a weakly ordered CPU). It refused the checkpoint at once (`BadFileVersion { found:
-    /// 0 }`). A record whose version stays 0 is still refused, after the wait, and left as
-    /// it was.
+    /// 0 }`).
     #[test]
     fn an_open_that_finds_the_magic_before_the_version_waits_for_the_version() {
         let path = TmpPath::new("ckpt-race-version");
@@ -1010,16 +1185,55 @@ mod tests {
             CHECKPOINT_VERSION.to_ne_bytes()
         );
         assert_eq!(&bytes[OFF_NAME..OFF_NAME + 3], b"rf\0");
+    }
 
+    /// A record with the magic and the version 0 for good (a ringfire 0.5.2 creator killed
+    /// between its two stores), the rest of it leftover bytes, is finished by one of two
+    /// openers that wait it out, as a new checkpoint (our version, no offset, that opener's
+    /// name); the other opens it as written, and so does a later open. Both were refused
+    /// after the wait (`BadFileVersion { found: 0 }`), and so was every later open.
+    #[test]
+    fn a_record_left_without_its_version_is_finished_by_one_opener() {
+        let path = TmpPath::new("ckpt-race-no-version");
+        let mut record = [0xA5u8; CHECKPOINT_SIZE];
+        record[..8].copy_from_slice(&CHECKPOINT_MAGIC.to_ne_bytes());
+        record[OFF_VERSION..OFF_VERSION + 4].fill(0);
         std::fs::write(&path, record).unwrap();
+        let first = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let hooked = first.clone();
+        let (claimed, told) = std::sync::mpsc::channel();
+        let _hook = on(At::WaitedOut, move |p| {
+            if hooked.borrow().is_some() {
+                return;
+            }
+            // The other opener waits the record out too, and pauses once it has taken the
+            // finishing over, before writing any of it.
+            *hooked.borrow_mut() = Some(an_opener_that_pauses_once_claimed(p, claimed.clone()));
+            // Both have waited the record out when this thread's open goes on.
+            told.recv_timeout(Duration::from_secs(10)).unwrap();
+        });
         let start = Instant::now();
-        let r = OffsetCheckpoint::open_or_create(&path, "algo");
-        assert!(
-            matches!(r, Err(Error::BadFileVersion { found: 0, .. })),
-            "{r:?}"
-        );
+        let cp = OffsetCheckpoint::open_or_create(&path, "second").unwrap();
         assert!(start.elapsed() >= CREATOR_WAIT);
-        assert_eq!(std::fs::read(&path).unwrap(), record);
+        // Read before the other opener is joined: its record is already whole.
+        let bytes = std::fs::read(&path).unwrap();
+        let first = first.borrow_mut().take().expect("the other opener ran");
+        first.join().unwrap().unwrap();
+        assert_eq!((cp.load(), cp.pid()), (None, std::process::id()));
+        assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_ne_bytes());
+        assert_eq!(
+            &bytes[OFF_VERSION..OFF_VERSION + 4],
+            CHECKPOINT_VERSION.to_ne_bytes()
+        );
+        assert_eq!(&bytes[OFF_SEQ..OFF_SEQ + 8], &[0; 8]);
+        let mut name = [0u8; 32];
+        name[..5].copy_from_slice(b"first");
+        assert_eq!(&bytes[OFF_NAME..], &name);
+        assert_eq!(std::fs::read(&path).unwrap(), bytes);
+        drop(cp);
+        let later = OffsetCheckpoint::open_or_create(&path, "third").unwrap();
+        assert_eq!(later.load(), None);
+        assert_eq!(&std::fs::read(&path).unwrap()[OFF_NAME..], &name);
     }
 
     /// A checkpoint created through a symbolic link that points nowhere yet makes the file
@@ -1066,6 +1280,40 @@ mod tests {
             "the file made through the link was left behind"
         );
         assert_eq!(std::fs::read(&empty).unwrap(), b"", "the empty file found");
+    }
+
+    /// A create that fails (no space for the file's 64 bytes) after its exclusive create found
+    /// a file that another process then removed, twice, before its open could open it,
+    /// removes the file it made on the next try. Its last resort, a plain `O_CREAT` open,
+    /// made the file without knowing it had: the failed create left it behind, empty.
+    #[cfg(any(target_arch = "x86_64", target_arch = "aarch64"))]
+    #[test]
+    fn a_failed_create_after_the_file_vanished_twice_leaves_no_file_behind() {
+        let path = TmpPath::new("ckpt-nospc-vanished");
+        std::fs::write(&path, b"").unwrap();
+        let status = crate::test_fork::forked(10, || {
+            if crate::test_fork::fail_call(libc::SYS_fallocate, libc::ENOSPC).is_err() {
+                return 2;
+            }
+            // Another process removes the file each time the exclusive create has found it,
+            // and makes it again once, after the first open found it gone.
+            let _gone = on(At::Exists, |p| std::fs::remove_file(p).unwrap());
+            let mut again = true;
+            let _back = on(At::Vanished, move |p| {
+                if std::mem::take(&mut again) {
+                    std::fs::write(p, b"").unwrap();
+                }
+            });
+            let nospc = matches!(OffsetCheckpoint::open_or_create(&path, "algo"),
+                Err(Error::Io { op: "fallocate", source, .. })
+                    if source.kind() == ErrorKind::StorageFull);
+            i32::from(!nospc) << 2
+        });
+        crate::test_fork::assert_exited_0(status, "creation without space");
+        assert!(
+            std::fs::symlink_metadata(&path).is_err(),
+            "the file the create made was left behind"
+        );
     }
 
     /// An open that finds the checkpoint file empty and cannot reserve its bytes (no space)
