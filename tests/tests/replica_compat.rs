@@ -615,7 +615,7 @@ fn connect_fails_when_the_source_never_sends_geometry() {
     assert!(!dst.path().exists());
 }
 
-/// An idle source (ringwire's or ringfire's, TCP or UDP unicast) keeps a mirror whose
+/// An idle source (ringwire's or ringfire's, TCP, UDP unicast or multicast) keeps a mirror whose
 /// silence deadline is 1 s (5 TCP heartbeat intervals) alive with its heartbeats: after
 /// 1.5 s without records the copy still runs and takes the next record.
 fn idle_source_keeps_the_mirror(mode: Mode, ringfire_source: bool, idx: u16) {
@@ -689,6 +689,18 @@ fn idle_ringfire_source_keeps_the_mirror_tcp() {
 #[test]
 fn idle_ringfire_source_keeps_the_mirror_unicast() {
     idle_source_keeps_the_mirror(Mode::Unicast, true, 23);
+}
+
+/// Over multicast an idle source sends no DATA, so its sender is never tried: its
+/// heartbeats, an untried sender's, are what keep the mirror, and must go on counting.
+#[test]
+fn idle_ringwire_source_keeps_the_mirror_multicast() {
+    idle_source_keeps_the_mirror(Mode::Multicast, false, 24);
+}
+
+#[test]
+fn idle_ringfire_source_keeps_the_mirror_multicast() {
+    idle_source_keeps_the_mirror(Mode::Multicast, true, 25);
 }
 
 /// A resume against a restarted source (a new ring at the source's path, published past

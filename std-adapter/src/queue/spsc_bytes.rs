@@ -111,9 +111,11 @@ fn open_any(path: impl AsRef<Path>) -> Result<Arc<QueueMem>, QueueFileError> {
 /// there (the core's retire saturates: wrapped to `u32::MAX`, the count made every later
 /// push or pop a `FUTEX_WAKE`, and each lone sleeper's announcement took it back to 0, so
 /// that it was missed too), or takes the count of a sleeper that announced itself
-/// meanwhile, which is then missed the same way, once. Late wakes, never a sleep past its
-/// own end; and two holders of a role corrupt the queue anyway (`is_guarded`'s
-/// docs). The clear is kept: without it one dead sleeper would cost every push a wake for
+/// meanwhile, which notifies then skip the same way: how many sleepers and wakes a clear
+/// can cost, and when the shortfall ends, is the bound documented on
+/// [`FutexPair::waiters`](ringwire_core::futex::FutexPair::waiters). Late wakes, never a
+/// sleep past its own end; and two holders of a role corrupt the queue anyway
+/// (`is_guarded`'s docs). The clear is kept: without it one dead sleeper would cost every push a wake for
 /// good.
 ///
 /// `taken`: the role lock, when the caller took it already (`create`, before the magic).

@@ -767,7 +767,8 @@ struct Conn<'a> {
     /// When the TCP connection was made (the handshake deadline runs from here).
     opened: std::time::Instant,
     /// When the source was last heard from: a whole TCP frame, [`SILENCE_PROGRESS`] bytes
-    /// of one, or a datagram the machine accepted.
+    /// of one, or a datagram the machine took ([`Mirror::handle_datagram`] true: over
+    /// multicast, once a sender is confirmed, only that sender's; never a refused one's).
     heard: std::time::Instant,
     /// Bytes read since `heard` that completed no frame.
     partial: usize,
@@ -1890,6 +1891,168 @@ mod tests {
         assert!(paused, "the mirror never paused");
         // `--once`: the source hung up after the handshake.
         r.expect("a pause after the reads was taken for the source's silence");
+    }
+
+    /// A multicast source whose sender was confirmed (its DATA matched its copy over TCP)
+    /// and that then falls silent, its TCP connection open (wedged), is given up after the
+    /// silence timeout although a stranger on the group keeps sending heartbeats with the
+    /// session byte: once a sender is confirmed only its datagrams and TCP frames show the
+    /// source alive, and a stranger's must not keep a dead source's connection up.
+    #[test]
+    fn a_confirmed_multicast_source_gone_silent_is_given_up_beside_a_strangers_heartbeats() {
+        use crate::net::sockets::{MulticastOut, source_udp_on};
+        use ringwire_core::wire::{DataRepr, GEOMETRY_UDP_FOLLOWS, HeartbeatRepr, NakRepr};
+        use std::io::Write;
+        const SESSION: u8 = 0x5a;
+        const STRANGER_FOR: StdDuration = StdDuration::from_secs(6);
+        let path = TmpPath::shm("mc-silent");
+        let port = UdpSocket::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|s| s.local_addr())
+            .unwrap()
+            .port();
+        let group = SocketAddrV4::new(Ipv4Addr::new(239, 255, 107, 1), port);
+        let sender = || {
+            let out = MulticastOut {
+                ttl: 0,
+                iface: Some(Ipv4Addr::LOCALHOST),
+            };
+            source_udp_on(Ipv4Addr::LOCALHOST, 0, Some(out)).unwrap()
+        };
+        let (source_udp, stranger_udp) = (sender(), sender());
+        let heartbeat = |seq| {
+            let mut f = [0u8; 16];
+            let flags = SESSION;
+            HeartbeatRepr { flags, seq }.emit(&mut f).unwrap();
+            f
+        };
+        let record = [7u8; 24];
+        let data = |flags| {
+            let mut f = [0u8; 64];
+            let n = DataRepr {
+                flags,
+                seq: 1,
+                count: 1,
+                records: &record,
+            }
+            .emit(&mut f)
+            .unwrap();
+            f[..n].to_vec()
+        };
+        let listener = std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let mut o = MirrorOptions::new(listener.local_addr().unwrap(), &path);
+        o.once = true;
+        o.log = false;
+        o.iface = Ipv4Addr::LOCALHOST;
+        o.silence_timeout = StdDuration::from_millis(300);
+        let (confirmed, is_confirmed) = std::sync::mpsc::channel();
+        let done = AtomicBool::new(false);
+        let progress = MirrorProgress::new();
+        std::thread::scope(|sc| {
+            // The source: GEOMETRY and MULTICAST, DATA of record 1 on the group until the
+            // mirror asks for it over TCP (its sender's trial), the same record over TCP,
+            // ten heartbeats on the group, then nothing until the mirror hangs up.
+            sc.spawn(|| {
+                let (mut s, _) = listener.accept().unwrap();
+                answer_hello(&mut s, GEOMETRY_UDP_FOLLOWS, 32);
+                let mut f = [0u8; 64];
+                let n = MulticastRepr {
+                    group: group.ip().octets(),
+                    port,
+                    mtu: 1472,
+                    ttl: 0,
+                    session: SESSION,
+                    token: 0,
+                }
+                .emit(&mut f)
+                .unwrap();
+                s.write_all(&f[..n]).unwrap();
+                s.set_read_timeout(Some(StdDuration::from_millis(10)))
+                    .unwrap();
+                let mut nak = [0u8; 24];
+                let mut got = 0;
+                for _ in 0..500 {
+                    source_udp.send_to(&data(SESSION), group).unwrap();
+                    match s.read(&mut nak[got..]) {
+                        Ok(0) => panic!("the mirror hung up before its NAK"),
+                        Ok(n) => got += n,
+                        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock) => {}
+                        Err(e) if matches!(e.kind(), io::ErrorKind::TimedOut) => {}
+                        Err(e) => panic!("reading the NAK: {e}"),
+                    }
+                    if got == nak.len() {
+                        break;
+                    }
+                }
+                assert_eq!(got, nak.len(), "no NAK within 5 s");
+                let k = NakRepr::parse(&Frame::new_checked(&nak[..]).unwrap()).unwrap();
+                assert_eq!((k.from, k.to), (1, 1), "the trial's NAK");
+                s.write_all(&data(0)).unwrap();
+                let _ = confirmed.send(());
+                for _ in 0..10 {
+                    source_udp.send_to(&heartbeat(1), group).unwrap();
+                    std::thread::sleep(StdDuration::from_millis(10));
+                }
+                let silent = std::time::Instant::now();
+                // Wedged: the connection stays open, its NAK repeats read, until the
+                // mirror closes it (or 10 s).
+                s.set_read_timeout(Some(StdDuration::from_millis(100)))
+                    .unwrap();
+                while silent.elapsed() < StdDuration::from_secs(10) {
+                    match s.read(&mut nak) {
+                        Ok(0) => break,
+                        Err(e)
+                            if !matches!(
+                                e.kind(),
+                                io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                            ) =>
+                        {
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+            });
+            // The stranger: heartbeats with the session byte every 5 ms, from when the
+            // source's sender is confirmed until the mirror ends or `STRANGER_FOR`.
+            let stranger = sc.spawn(|| {
+                // Taken by value: a `Receiver` is not `Sync`.
+                let is_confirmed = is_confirmed;
+                is_confirmed
+                    .recv_timeout(StdDuration::from_secs(10))
+                    .expect("the source's answer");
+                let t0 = std::time::Instant::now();
+                let mut sent = 0u64;
+                while !done.load(Ordering::Relaxed) && t0.elapsed() < STRANGER_FOR {
+                    stranger_udp.send_to(&heartbeat(1), group).unwrap();
+                    sent += 1;
+                    std::thread::sleep(StdDuration::from_millis(5));
+                }
+                sent
+            });
+            let t0 = std::time::Instant::now();
+            let r = run_observed(&o, &AtomicBool::new(false), Some(&progress));
+            let took = t0.elapsed();
+            done.store(true, Ordering::Relaxed);
+            let sent = stranger.join().unwrap();
+            let e = r.expect_err("a silent source ends a `--once` mirror with an error");
+            assert!(
+                e.to_string().contains("nothing from the source"),
+                "{e}; after {took:?}"
+            );
+            // The stranger sent for `STRANGER_FOR`: a mirror kept up by its heartbeats
+            // ends no sooner.
+            assert!(
+                took < StdDuration::from_secs(3),
+                "the silent source was given up only after {took:?}, the stranger having \
+                 sent {sent} heartbeats"
+            );
+            let c = progress.snapshot().counters;
+            assert_eq!(c.records_written, 1, "{c:?}");
+            assert!(
+                c.udp_wrong_source > 0,
+                "the stranger's datagrams never reached the mirror: {c:?}"
+            );
+        });
     }
 
     /// Reads a mirror's HELLO on `s` and answers it with a GEOMETRY of a 64-slot ring of

@@ -836,6 +836,13 @@ impl<'a> Mirror<'a> {
     /// one with the session's byte from another address than [`Mirror::udp_source`] is also
     /// counted in [`MirrorCounters::udp_wrong_source`]). Prefer [`Mirror::handle_datagrams`],
     /// which bounds the work of one step.
+    ///
+    /// True is what a driver may take as a sign that the source is alive (the std mirror's
+    /// silence timeout does). With [`MirrorConfig::check_udp_source`] over multicast that is:
+    /// once a sender is confirmed, its DATA and heartbeats only; before, the heartbeats of
+    /// the sender on trial and of untried senders (an idle source sends no DATA, so it is
+    /// never tried: its heartbeats are all that shows it alive); never a refused sender's
+    /// datagrams, nor DATA set aside. Over unicast: datagrams from [`Mirror::udp_source`].
     pub fn handle_datagram<S: RecordSink + ?Sized>(
         &mut self,
         now: Instant,
