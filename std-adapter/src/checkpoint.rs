@@ -1060,6 +1060,30 @@ mod tests {
         })
     }
 
+    /// Opens `path` as "second" while another opener ("first",
+    /// [`an_opener_that_pauses_once_claimed`]) waits out what the file holds too: that one
+    /// starts when this thread's open has waited it out, and both have when this one goes
+    /// on. Returns this opener's handle and the file's bytes, read before the other opener
+    /// is joined (its record is already whole then).
+    fn open_beside_another_that_waits_it_out(path: &Path) -> (OffsetCheckpoint, Vec<u8>) {
+        let first = std::rc::Rc::new(std::cell::RefCell::new(None));
+        let hooked = first.clone();
+        let (claimed, told) = std::sync::mpsc::channel();
+        let _hook = on(At::WaitedOut, move |p| {
+            if hooked.borrow().is_some() {
+                return;
+            }
+            // It pauses once it has taken the finishing over, before writing any of it.
+            *hooked.borrow_mut() = Some(an_opener_that_pauses_once_claimed(p, claimed.clone()));
+            told.recv_timeout(Duration::from_secs(10)).unwrap();
+        });
+        let cp = OffsetCheckpoint::open_or_create(path, "second").unwrap();
+        let bytes = std::fs::read(path).unwrap();
+        let first = first.borrow_mut().take().expect("the other opener ran");
+        first.join().unwrap().unwrap();
+        (cp, bytes)
+    }
+
     /// Two openers that both find the checkpoint file empty, the first one still writing the
     /// record when the other looks: the other waits for it and opens it. It wrote the record
     /// again at once, its own name in the file before the first one's.
@@ -1093,24 +1117,7 @@ mod tests {
     fn of_two_openers_that_wait_out_a_creation_cut_short_one_finishes_it() {
         let path = TmpPath::new("ckpt-race-crashed");
         std::fs::write(&path, before_the_magic(b"crashed")).unwrap();
-        let first = std::rc::Rc::new(std::cell::RefCell::new(None));
-        let hooked = first.clone();
-        let (claimed, told) = std::sync::mpsc::channel();
-        let _hook = on(At::WaitedOut, move |p| {
-            if hooked.borrow().is_some() {
-                return;
-            }
-            // The other opener waits the creation out too, and pauses once it has taken the
-            // finishing, before writing any of the record.
-            *hooked.borrow_mut() = Some(an_opener_that_pauses_once_claimed(p, claimed.clone()));
-            // Both have waited the creation out when this thread's open goes on.
-            told.recv_timeout(Duration::from_secs(10)).unwrap();
-        });
-        let cp = OffsetCheckpoint::open_or_create(&path, "second").unwrap();
-        // Read before the other opener is joined: its record is already whole.
-        let bytes = std::fs::read(&path).unwrap();
-        let first = first.borrow_mut().take().expect("the other opener ran");
-        first.join().unwrap().unwrap();
+        let (cp, bytes) = open_beside_another_that_waits_it_out(&path);
         assert_eq!((cp.load(), cp.pid()), (None, std::process::id()));
         assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_ne_bytes());
         assert_eq!(&bytes[OFF_NAME..OFF_NAME + 6], b"first\0");
@@ -1199,26 +1206,9 @@ mod tests {
         record[..8].copy_from_slice(&CHECKPOINT_MAGIC.to_ne_bytes());
         record[OFF_VERSION..OFF_VERSION + 4].fill(0);
         std::fs::write(&path, record).unwrap();
-        let first = std::rc::Rc::new(std::cell::RefCell::new(None));
-        let hooked = first.clone();
-        let (claimed, told) = std::sync::mpsc::channel();
-        let _hook = on(At::WaitedOut, move |p| {
-            if hooked.borrow().is_some() {
-                return;
-            }
-            // The other opener waits the record out too, and pauses once it has taken the
-            // finishing over, before writing any of it.
-            *hooked.borrow_mut() = Some(an_opener_that_pauses_once_claimed(p, claimed.clone()));
-            // Both have waited the record out when this thread's open goes on.
-            told.recv_timeout(Duration::from_secs(10)).unwrap();
-        });
         let start = Instant::now();
-        let cp = OffsetCheckpoint::open_or_create(&path, "second").unwrap();
+        let (cp, bytes) = open_beside_another_that_waits_it_out(&path);
         assert!(start.elapsed() >= CREATOR_WAIT);
-        // Read before the other opener is joined: its record is already whole.
-        let bytes = std::fs::read(&path).unwrap();
-        let first = first.borrow_mut().take().expect("the other opener ran");
-        first.join().unwrap().unwrap();
         assert_eq!((cp.load(), cp.pid()), (None, std::process::id()));
         assert_eq!(&bytes[..8], &CHECKPOINT_MAGIC.to_ne_bytes());
         assert_eq!(
