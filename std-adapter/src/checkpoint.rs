@@ -136,6 +136,17 @@ fn now_ns() -> u64 {
         .unwrap_or(0)
 }
 
+/// [`now_ns`], or one more should it read `seen`: a claim's new time always differs from the
+/// one it replaces, so that openers comparing times see the change.
+fn now_other_than(seen: u64) -> u64 {
+    let stamp = now_ns();
+    if stamp == seen {
+        stamp.wrapping_add(1)
+    } else {
+        stamp
+    }
+}
+
 /// Opens the checkpoint file at `path`, creating it if missing; `true` when this call
 /// created it. Never blocks (a FIFO is refused, not waited on) and accepts only a regular
 /// file.
@@ -533,11 +544,7 @@ impl OffsetCheckpoint {
     /// anyway). Never the offset, which this never writes (0 in a new file), nor the time,
     /// stamped before the stall: an offset saved since, and its time, stay.
     fn initialise(&self, seen: u64) -> bool {
-        // Any other value than the one seen, should the clock read the same.
-        let mut stamp = now_ns();
-        if stamp == seen {
-            stamp = stamp.wrapping_add(1);
-        }
+        let stamp = now_other_than(seen);
         // Relaxed: as in `claim`; the record is published by the magic. Creation stamps the
         // time too, as the reference does (spec §13: the whole struct is written).
         if self
@@ -547,13 +554,9 @@ impl OffsetCheckpoint {
         {
             return false;
         }
-        let mut name_buf = [0u8; 32];
-        let trimmed = self.name.as_str();
-        let n = trimmed.len().min(31);
-        name_buf[..n].copy_from_slice(&trimmed.as_bytes()[..n]);
-        // SAFETY: [32, 64) is inside the 64-byte region; a file being created (or one holding
-        // only zeros) has no reader of these bytes before the magic below.
-        unsafe { self.region.write_words(OFF_NAME, &name_buf) };
+        // A file being created (or one holding only zeros) has no reader of the name before
+        // the magic below.
+        self.write_name();
         store_version_pid(&self.region, std::process::id());
         // Release: a reader that sees the magic sees the whole record.
         self.a64(OFF_MAGIC)
@@ -629,11 +632,7 @@ impl OffsetCheckpoint {
         if version == 0 {
             return self.claim().then_some(updated);
         }
-        // Any other value than the one seen, should the clock read the same.
-        let mut stamp = now_ns();
-        if stamp == updated {
-            stamp = stamp.wrapping_add(1);
-        }
+        let stamp = now_other_than(updated);
         // Relaxed: as in `claim`; `initialise` publishes the record by the magic.
         self.a64(OFF_UPDATED)
             .compare_exchange(updated, stamp, Ordering::Relaxed, Ordering::Relaxed)
@@ -721,12 +720,9 @@ impl OffsetCheckpoint {
         if self.a64(OFF_UPDATED).load(Ordering::Relaxed) != stamp {
             return false;
         }
-        let mut name_buf = [0u8; 32];
-        let n = self.name.len().min(31);
-        name_buf[..n].copy_from_slice(&self.name.as_bytes()[..n]);
-        // SAFETY: [32, 64) is inside the 64-byte region; nobody reads these bytes of a record
-        // without its version (every open waits for or refuses it).
-        unsafe { self.region.write_words(OFF_NAME, &name_buf) };
+        // Nobody reads the name of a record without its version (every open waits for or
+        // refuses it).
+        self.write_name();
         // Relaxed: published by the version's release store below. A failure is a save
         // made since, kept.
         let _ = self
@@ -738,6 +734,18 @@ impl OffsetCheckpoint {
         self.a32(OFF_VERSION)
             .store(CHECKPOINT_VERSION, Ordering::Release);
         true
+    }
+
+    /// Writes this consumer's name into the record, NUL-padded to 32 bytes (at most 31 of
+    /// it), for an open that writes a record nobody reads yet ([`Self::initialise`],
+    /// [`Self::finish_version`]).
+    fn write_name(&self) {
+        let mut name_buf = [0u8; 32];
+        let n = self.name.len().min(31);
+        name_buf[..n].copy_from_slice(&self.name.as_bytes()[..n]);
+        // SAFETY: [32, 64) is inside the 64-byte region; the callers' records have no reader
+        // of these bytes yet.
+        unsafe { self.region.write_words(OFF_NAME, &name_buf) };
     }
 
     /// Whether the 64 bytes (magic 0) are what a creation stopped inside [`Self::initialise`]
