@@ -46,12 +46,15 @@ fn next_rf<T: Copy + 'static>(cons: &mut ringfire::RingConsumer<T>, deadline: In
 
 /// Receives records 1..=`n` with `recv_batch` (256 at most per call) until `DEADLINE`,
 /// each equal to `expect(seq)`.
-fn drain_batches<T>(n: u64, mut recv_batch: impl FnMut(&mut [T]) -> usize, expect: fn(u64) -> T)
-where
+fn drain_batches<T>(
+    n: u64,
+    mut recv_batch: impl FnMut(&mut [T]) -> usize,
+    expect: impl Fn(u64) -> T,
+) where
     T: Copy + PartialEq + std::fmt::Debug,
 {
     let deadline = Instant::now() + DEADLINE;
-    let mut buf = vec![expect(0); 256];
+    let mut buf = vec![expect(1); 256];
     let mut next = 1u64;
     while next <= n {
         let got = recv_batch(&mut buf);
@@ -118,6 +121,13 @@ fn ringwire_struct_ring_to_ringfire_consumer() {
 
 #[test]
 fn byte_array_rings_both_ways() {
+    // Each record's bytes made once, for both directions and both sides: `bytes64` four times
+    // a record took half of this test's time in a debug build.
+    let batch: Arc<Vec<[u8; 64]>> = Arc::new((1..=N).map(bytes64).collect());
+    let want = |b: &Arc<Vec<[u8; 64]>>| {
+        let b = b.clone();
+        move |seq: u64| b[seq as usize - 1]
+    };
     // ringfire -> ringwire
     let p = ShmPath::new("rf2rw-u8");
     let mut prod = ringfire::RingProducerBuilder::new(512)
@@ -125,12 +135,13 @@ fn byte_array_rings_both_ways() {
         .build::<[u8; 64], _>(p.path())
         .unwrap();
     let mut cons = RingConsumer::<[u8; 64]>::attach(&p).unwrap();
+    let expect = want(&batch);
     let reader = std::thread::spawn(move || {
-        drain_batches(N, |buf| cons.recv_batch(buf), bytes64);
+        drain_batches(N, |buf| cons.recv_batch(buf), expect);
         assert_eq!(cons.lapped_count(), 0);
     });
-    for seq in 1..=N {
-        prod.push(&bytes64(seq));
+    for rec in batch.iter() {
+        prod.push(rec);
     }
     reader.join().unwrap();
 
@@ -141,11 +152,11 @@ fn byte_array_rings_both_ways() {
         .build::<[u8; 64], _>(&p)
         .unwrap();
     let mut cons = ringfire::RingConsumer::<[u8; 64]>::attach(p.path()).unwrap();
+    let expect = want(&batch);
     let reader = std::thread::spawn(move || {
-        drain_batches(N, |buf| cons.recv_batch(buf), bytes64);
+        drain_batches(N, |buf| cons.recv_batch(buf), expect);
         assert_eq!(cons.lapped_count(), 0);
     });
-    let batch: Vec<[u8; 64]> = (1..=N).map(bytes64).collect();
     for chunk in batch.chunks(100) {
         prod.push_batch(chunk);
     }

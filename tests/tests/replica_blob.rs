@@ -65,19 +65,27 @@ const HUGE: [usize; 7] = [10, 3 << 20, 0, (1 << 20) + 5000, 100, (5 << 20) + 3, 
 
 /// Message n (1..=7) of the `HUGE` load.
 fn huge_blob(n: u64, _big: bool) -> Vec<u8> {
-    (0..HUGE[n as usize - 1])
-        .map(|i| (n as usize * 131 + i * 7 + i / 4096) as u8)
-        .collect()
+    long_blob(n, HUGE[n as usize - 1])
+}
+
+/// The `len` bytes of message n of a load of long blobs: byte i is
+/// `n * 131 + i * 7 + i / 4096`, truncated. An index loop, not an iterator chain: a debug
+/// build took seconds of every test of the whole arena to make its 32 MiB three times.
+fn long_blob(n: u64, len: usize) -> Vec<u8> {
+    let mut v = vec![0u8; len];
+    let mut i = 0;
+    while i < len {
+        v[i] = (n as usize * 131 + i * 7 + i / 4096) as u8;
+        i += 1;
+    }
+    v
 }
 
 /// Message n (1..=3) of the `EDGES` load: an empty blob, one of the whole arena, and an
 /// empty one after it. The arena is then exactly full, not wrapped, so ringfire's reader
 /// keeps the last empty blob too (it drops empty ones once the arena has wrapped).
 fn edge_blob(n: u64, _big: bool) -> Vec<u8> {
-    let len = if n == 2 { ARENA } else { 0 };
-    (0..len)
-        .map(|i| (n as usize * 131 + i * 7 + i / 4096) as u8)
-        .collect()
+    long_blob(n, if n == 2 { ARENA } else { 0 })
 }
 
 /// The messages a test pushes and then finds on the mirror ring.
@@ -218,6 +226,19 @@ fn ringwire_to_ringwire<M: TestMeta>(mode: Mode, idx: u16, load: &Load) {
     assert_eq!(a.len(), b.len());
     assert!(a[128..] == b[128..], "slots, registry and arena differ");
     check_mirror::<M>(dst.path(), load, true);
+}
+
+/// [`long_blob`] makes the bytes its doc names, at the lengths around a 4 KiB step.
+#[test]
+fn long_blob_is_its_pattern() {
+    for n in 1..=7u64 {
+        for len in [0, 1, 4095, 4096, 4097, 3 * 4096 + 5] {
+            let want: Vec<u8> = (0..len)
+                .map(|i| (n as usize * 131 + i * 7 + i / 4096) as u8)
+                .collect();
+            assert_eq!(long_blob(n, len), want, "n {n}, len {len}");
+        }
+    }
 }
 
 #[test]
