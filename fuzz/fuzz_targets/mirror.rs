@@ -1,6 +1,7 @@
 //! Feeds a mirror arbitrary sequences of TCP stream bytes and datagrams (from the source's
-//! address and from elsewhere) with time advancing. The mirror must never panic and never
-//! write a sequence twice or out of order within one ring incarnation.
+//! address and from elsewhere) with time advancing. The mirror must never panic, never
+//! write a sequence twice or out of order within one ring incarnation, and never apply a
+//! datagram from another address than the one it takes datagrams from.
 //!
 //! On a blob ring every record written must read back with its blob.
 //!
@@ -59,6 +60,7 @@ impl RecordSink for Checked {
 
 const SOURCE: PeerAddr = PeerAddr::new([10, 0, 0, 1], 9000);
 const UDP_SRC: PeerAddr = PeerAddr::new([10, 0, 0, 1], 17403);
+const STRANGER: PeerAddr = PeerAddr::new([6, 6, 6, 6], 1);
 
 /// On a blob ring, a record just written reads back as the source's meta with a BlobRef of
 /// this arena whose bytes are the blob (same length; the source's flags unless empty), or,
@@ -226,17 +228,28 @@ fuzz_target!(|data: &[u8]| {
                 let _ = m.handle_datagrams(t(now), &mut it, &mut sink);
             }
             2 => {
-                // Over UDP unicast the mirror takes datagrams only from the address it
-                // punched; multicast is filtered by session alone (spec §21.4: a multicast
-                // datagram carries its sending interface's address, not the TCP peer's).
-                let checked = m.udp_source().is_some();
+                // A datagram from another address than the one the mirror takes datagrams
+                // from (over unicast the address it punched, over multicast the sender it
+                // confirmed) is never applied, and before there is one nothing is applied
+                // either. The stranger may become that address: over multicast a sender is
+                // confirmed by its record matching the source's over TCP (a TCP frame: the
+                // input plays the source); over unicast a datagram from the punched port at
+                // another IP is adopted while nothing was heard yet (this datagram).
+                let src = m.udp_source();
                 let before = m.counters().records_written;
-                m.handle_datagram(t(now), PeerAddr::new([6, 6, 6, 6], 1), body, &mut sink);
-                if checked {
+                m.handle_datagram(t(now), STRANGER, body, &mut sink);
+                let after = m.udp_source();
+                if after != src {
+                    assert!(
+                        after == Some(STRANGER) && src.is_some_and(|a| a.port == STRANGER.port),
+                        "a stranger's datagram moved the mirror's source from {src:?} to {after:?}"
+                    );
+                }
+                if m.counters().records_written != before {
                     assert_eq!(
-                        before,
-                        m.counters().records_written,
-                        "stranger's datagram applied over unicast"
+                        after,
+                        Some(STRANGER),
+                        "a stranger's datagram applied while the source is {src:?}"
                     );
                 }
             }
