@@ -747,9 +747,9 @@ fn producer_ops(st: &mut RingState, inp: &mut Input, buf: &mut [u8; 256]) {
             match p.push_batch(recs[..k].iter().copied()) {
                 Ok(r) => assert!(r.end - r.start == k as u64 && r.end <= SEQ_LIMIT),
                 // Stopped at the limit: the records before it were written.
-                Err(e) => assert!(
-                    e.seq == SEQ_LIMIT && p.next_seq() == e.seq && e.seq - first < k as u64
-                ),
+                Err(e) => {
+                    assert!(e.seq == SEQ_LIMIT && p.next_seq() == e.seq && e.seq - first < k as u64)
+                }
             }
         }
         5 => {
