@@ -673,3 +673,56 @@ fn paths_with_control_characters_are_shown_escaped() {
     }
     drop(prod);
 }
+
+/// Queue cursors made corrupt while `top` runs (a stray write: the enqueue cursor 40 in a
+/// queue of 8 holding 1 item, cursors the open and `stat` refuse): `top` went on printing
+/// frames of them, "queued 40/8" with an in/s of the jump for an SPSC queue, "queued
+/// 4611686018427387904/8" for one set to 2^62, and exited 0 once its iterations were done.
+/// It now ends at the next frame with the open's error naming the file and the cursors
+/// (exit 1), as it ends for a ring's write_seq that becomes corrupt.
+#[test]
+fn queue_cursors_made_corrupt_while_top_runs_end_it_with_the_error() {
+    use ringwire::core::queue::layout::qhdr;
+    use ringwire::queue::{MpmcQueue, SpscProducer};
+    for kind in ["spsc", "mpmc"] {
+        let p = ShmPath::new(&format!("cli-misc-top-cursors-{kind}"));
+        // The live handle keeps the file; top maps it read-only.
+        let handle: Box<dyn std::any::Any> = if kind == "spsc" {
+            let mut q = SpscProducer::<u64>::create(p.path(), 8).unwrap();
+            q.try_push(&7).unwrap();
+            Box::new(q)
+        } else {
+            let q = MpmcQueue::<u64>::create(p.path(), 8).unwrap();
+            q.try_push(&7).unwrap();
+            Box::new(q)
+        };
+        let path = p.path().to_str().unwrap();
+        let mut top = Top::spawn(&["top", path, "--interval-ms", "20", "--iterations", "400"]);
+        wait_for_top(&mut top, "the sound frame", |o| o.contains("queued 1/8 "));
+        ringwire_tests::shm::patch(p.path(), qhdr::ENQ as u64, &40u64.to_ne_bytes());
+        wait_exit(
+            &mut top.child,
+            Duration::from_secs(10),
+            "top of a corrupt queue",
+        );
+        let status = top.child.wait().unwrap();
+        let mut err = String::new();
+        top.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let out = top.out();
+        assert_eq!(status.code(), Some(1), "{kind}: {err}\n{out}");
+        assert!(
+            !out.contains("queued 40/8"),
+            "{kind}: a frame of the corrupt cursors:\n{out}"
+        );
+        assert!(
+            err.contains(&format!("queue {path}:")) && err.contains("enqueue 40, dequeue 0"),
+            "{kind}: {err}"
+        );
+        drop(handle);
+    }
+}

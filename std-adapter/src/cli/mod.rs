@@ -73,7 +73,8 @@ pub enum Command {
     /// stays removed for a second ends top with "ring removed" ("queue removed") (exit 1).
     /// A corrupt ring is an error naming the value (exit 1), also when it becomes one while
     /// top runs: a write_seq at or past 2^63, which every producer refuses, or an MPMC
-    /// ring's at or past its claim_seq, which no producer publishes.
+    /// ring's at or past its claim_seq, which no producer publishes. So are a queue's
+    /// cursors that no run leaves (those stat refuses), at the open or later.
     Top {
         /// The ring or queue file.
         path: PathBuf,
