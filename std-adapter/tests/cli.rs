@@ -462,6 +462,31 @@ fn negative_values_are_refused_naming_the_flag() {
     }
 }
 
+/// A `--max-ring-size` past 2^64 - 1 bytes written in digits is refused as too large, as one
+/// past it by its suffix (`16777216T`) is. It was refused as "'99999999999999999999' is not
+/// a size: a number of bytes, or one with a suffix K, M, G or T", though it is a number of
+/// bytes: the message sent the user looking for a typo.
+#[test]
+fn a_max_ring_size_past_2_64_in_digits_is_refused_as_too_large() {
+    let t = TmpRing::new("max-ring-size");
+    let p = t.0.to_str().unwrap();
+    for size in [
+        "18446744073709551616",
+        "99999999999999999999",
+        "18446744073709551616K",
+        "16777216T",
+    ] {
+        let (code, out, err) = ringwire(&["mirror", "127.0.0.1:1", p, "--max-ring-size", size]);
+        assert_eq!(code, 1, "{size}: {err}");
+        assert!(out.is_empty(), "{size}: {out}");
+        let want = format!(
+            "invalid value '{size}' for '--max-ring-size <SIZE>': '{size}' is more than 2^64 - 1 bytes"
+        );
+        assert!(err.contains(&want), "{size}: {err}");
+        assert!(!t.0.exists(), "{size}: a mirror ring was made");
+    }
+}
+
 /// Runs `ringwire ARGS` until its first stderr line, stops it with SIGTERM and returns its
 /// exit code and stderr (bounded: killed if it has said nothing in 10 s or not ended 10 s
 /// after the signal).

@@ -297,10 +297,16 @@ fn parse_size(s: &str) -> Result<u64, String> {
         "t" | "tb" | "tib" => 40,
         _ => return Err(bad_size(s)),
     };
-    let n: u64 = digits.parse().map_err(|_| bad_size(s))?;
-    let v = n
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("'{s}' is more than 2^64 - 1 bytes"))?;
+    let too_large = || format!("'{s}' is more than 2^64 - 1 bytes");
+    let n: u64 = digits.parse().map_err(|_| {
+        // `digits` holds only digits: a number too long for a u64, not a malformed size.
+        if digits.is_empty() {
+            bad_size(s)
+        } else {
+            too_large()
+        }
+    })?;
+    let v = n.checked_mul(1u64 << shift).ok_or_else(too_large)?;
     if v == 0 {
         return Err("the size must be at least 1 byte".into());
     }
