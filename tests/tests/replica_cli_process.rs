@@ -348,6 +348,48 @@ fn serve_says_once_that_its_ring_was_removed() {
     assert_eq!(notices, 1, "{lines:#?}");
 }
 
+/// A ring replaced at serve's path is served in its place, and serve says so; a file that
+/// is not a ring put there next (renamed over it) ends serve with the error naming it
+/// (exit 1). Before that error serve said "PATH was replaced by a new ring; sessions
+/// restarted on it" of the file it then refused, which it never served: the line came when
+/// the old ring's sessions ended, before the new file was opened. It now comes once the new
+/// ring is open: here once, for the ring.
+#[test]
+fn serve_says_its_ring_was_replaced_only_when_it_serves_the_new_one() {
+    let src = Scratch::new("replaced");
+    let aside = Scratch::new("replaced-aside");
+    let first = source(&src.0, 10);
+    let child = Child::spawn(&["serve", src.s(), "--bind", "127.0.0.1:0"], None);
+    let (mut child, _) = serving_on(child);
+    let second = RingProducer::<u64>::builder(64)
+        .cleanup_mode(ringwire::CleanupMode::Persistent)
+        .build::<u64, _>(&aside.0)
+        .expect("the new ring");
+    std::fs::rename(&aside.0, &src.0).unwrap();
+    let restarted = "was replaced by a new ring; sessions restarted on it";
+    let told = child.line(Duration::from_secs(20), |l| l.contains(restarted));
+    assert!(told.is_some(), "{:#?}", child.seen);
+    // A status line (one a second) of the server of the new ring: it is being served.
+    let status = child.line(Duration::from_secs(20), |l| l.contains(" mirrors, tcp "));
+    assert!(status.is_some(), "{:#?}", child.seen);
+    std::fs::write(&aside.0, [0xA5u8; 4096]).unwrap();
+    std::fs::rename(&aside.0, &src.0).unwrap();
+    let (status, lines) = child.finish(false, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(1), "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("Error:") && l.contains(src.s()) && l.contains("bad magic")),
+        "{lines:#?}"
+    );
+    let told = lines.iter().filter(|l| l.contains(restarted)).count();
+    assert_eq!(
+        told, 1,
+        "a replacement told of a file not served: {lines:#?}"
+    );
+    drop((first, second));
+}
+
 /// `serve --punch-timeout S` ends a unicast session whose mirror sends no PUNCH for S
 /// seconds: a mirror punches every 5 s, so with 1 s its session ends about 1 s after the
 /// handshake, and the log names the timeout that was passed on the command line.
