@@ -866,6 +866,58 @@ fn stat_describes_queue_files_and_other_commands_name_them() {
     );
 }
 
+/// An MPMC queue file no process has open, one of whose slots holds a stamp its cursors rule
+/// out (scribbled; or cursors and slots from different times, after a machine crash): every
+/// open refuses it and `heal` reports it, but `stat` described it as a sound queue and
+/// exited 0. It now gives that error, naming the file, the position and the stamp (exit 1),
+/// and leaves the file as it was. A queue in use is still described: its pushes and pops in
+/// flight look the same.
+#[test]
+fn stat_of_a_queue_at_rest_with_a_stamp_every_open_refuses_is_an_error() {
+    use std::time::{Duration, Instant};
+    let t = TmpRing::new("stat-q-stamp");
+    let path = t.0.to_str().unwrap();
+    let q = ringwire::queue::MpmcQueue::<u64>::create(&t.0, 8).unwrap();
+    for v in 0..3 {
+        q.try_push(&v).unwrap();
+    }
+    // Position 1's stamp (slot 1: the slots' offset 384, plus a 16-byte stride).
+    let mut bytes = std::fs::read(&t.0).unwrap();
+    bytes[400..408].copy_from_slice(&u64::MAX.to_le_bytes());
+    std::fs::write(&t.0, &bytes).unwrap();
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "a queue in use is described: {err}");
+    assert!(out.contains("  queued              3\n"), "{out}");
+    drop(q);
+    let what = format!(
+        "Error: queue {path}: corrupt queue: the slot of position 1 holds stamp \
+         0xffffffffffffffff, which no state with enqueue cursor 3 and dequeue cursor 0 leaves \
+         there"
+    );
+    for json in [false, true] {
+        let args: &[&str] = if json {
+            &["stat", path, "--json"]
+        } else {
+            &["stat", path]
+        };
+        // Between its fork and its exec, a child another test spawns holds copies of this
+        // process's descriptors: the file may not be alone for that instant, so stat is
+        // tried again until it is.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (code, out, err) = loop {
+            let r = ringwire(args);
+            if r.0 != 0 || Instant::now() >= deadline {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(code, 1, "{args:?}: {out}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert!(err.starts_with(&what), "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read(&t.0).unwrap(), bytes, "stat changed the file");
+}
+
 #[test]
 fn reconnect_ms_0_retries_at_once_and_logs_once_a_second() {
     use std::io::BufRead;

@@ -43,10 +43,12 @@ pub enum Command {
     /// A corrupt file is an error naming it and the value seen (exit 1): a header no ring
     /// has, a ring's write_seq at or past 2^63 (every producer refuses it), an MPMC ring's
     /// write_seq at or past its claim_seq (no producer publishes it), queue cursors no
-    /// run leaves, an MPMC ring's header its consumers refuse at attach (read_seq past
-    /// claim_seq, claim_seq at or past 2^63), an MPMC ring's slot holding a sequence at or
-    /// past claim_seq (which no producer writes; slots are checked, as mid_write_slots are
-    /// counted, in a slot area of up to 256 MiB).
+    /// run leaves, an MPMC queue file no process has open with a slot holding a stamp its
+    /// cursors rule out (as heal reports it: every open refuses such a file; checked in a
+    /// slot area of up to 256 MiB), an MPMC ring's header its consumers refuse at attach
+    /// (read_seq past claim_seq, claim_seq at or past 2^63), an MPMC ring's slot holding a
+    /// sequence at or past claim_seq (which no producer writes; slots are checked, as
+    /// mid_write_slots are counted, in a slot area of up to 256 MiB).
     ///
     /// Readers are the registry slots with a pid and a nonzero active word, as ringfire
     /// lists them (top lists the same); one whose active word is not 1 (a corrupt slot,

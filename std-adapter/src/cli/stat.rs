@@ -77,7 +77,18 @@ fn blackboard_json(path: &Path, len: u64, h: &[u8; 128]) -> Value {
 }
 
 fn queue_json(path: &Path, len: u64, kind: QueueKind) -> Result<Value> {
-    let q = ReadOnlyQueue::open(path, kind)?.snapshot();
+    let q = ReadOnlyQueue::open(path, kind)?;
+    // An MPMC queue no process has open is judged slot by slot as the next open judges it
+    // (as heal judges it): a stamp its cursors rule out makes every open refuse the file.
+    // One load per slot, so a large queue is not scanned (as a large MPMC ring's slots).
+    let g = *q.geometry();
+    if kind == QueueKind::Mpmc
+        && g.capacity.saturating_mul(u64::from(g.slot_stride)) <= MID_WRITE_SCAN_MAX_BYTES
+        && !super::heal::open_elsewhere(path, &q)?
+    {
+        super::heal::refuse_stamps_at_rest(path, &q)?;
+    }
+    let q = q.snapshot();
     let g = q.geometry;
     let queued = q.enqueue.saturating_sub(q.dequeue);
     Ok(json!({
