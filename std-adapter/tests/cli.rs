@@ -1457,6 +1457,50 @@ fn impossible_spsc_cursors_are_an_error_naming_file_and_values() {
     drop(p);
 }
 
+/// An SPSC queue's cursors count modulo 2^64, as its handles count them, and cursors across
+/// that wrap are sound (enqueue 1, dequeue 2^64 - 1: two items, which a consumer pops), but
+/// `stat` and `top` said "queued 0" of them, from a saturating difference. They now count 2.
+#[test]
+fn spsc_cursors_across_the_wrap_of_2_64_count_the_items_queued() {
+    use ringwire::core::queue::layout::qhdr;
+    use std::os::unix::fs::FileExt;
+    let t = TmpRing::new("spsc-wrap");
+    let _ = std::fs::remove_file(&t.0);
+    let mut p = ringwire::queue::SpscProducer::<u64>::create(&t.0, 8).unwrap();
+    for i in 0..2u64 {
+        p.try_push(&i).unwrap();
+    }
+    let f = std::fs::OpenOptions::new().write(true).open(&t.0).unwrap();
+    f.write_all_at(&1u64.to_ne_bytes(), qhdr::ENQ as u64)
+        .unwrap();
+    f.write_all_at(&u64::MAX.to_ne_bytes(), qhdr::DEQ as u64)
+        .unwrap();
+    let path = t.0.to_str().unwrap();
+    let (code, out, err) = ringwire(&["stat", path, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["queued"].as_u64(), v["utilization_pct"].as_f64()),
+        (Some(2), Some(25.0)),
+        "{v}"
+    );
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("  queued              2\n"), "{out}");
+    let (code, out, err) = ringwire(&["top", path, "--interval-ms", "1", "--iterations", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(" queued 2/8 "), "{out}");
+    // What a consumer finds there.
+    let mut c = ringwire::queue::SpscConsumer::<u64>::open(&t.0).unwrap();
+    let mut popped = 0;
+    while let Ok(Some(_)) = c.try_pop() {
+        popped += 1;
+        assert!(popped <= 8, "more items than slots");
+    }
+    assert_eq!(popped, 2);
+    drop((c, p));
+}
+
 /// A mirror ring (SPARSE) whose write_seq passed records it never received (a hole where
 /// the slot still holds the previous lap's record): `dump` calls it a hole, as its readers
 /// skip it. It said "(not published yet)", as if a record below write_seq were to come.

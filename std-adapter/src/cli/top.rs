@@ -39,7 +39,7 @@ use ringwire_core::layout::{RING_MAGIC, oldest_retained};
 use ringwire_core::queue::QueueKind;
 
 use super::out_err;
-use super::stat::{escape_controls, listed, queue_kind, reader_lag};
+use super::stat::{escape_controls, listed, queue_kind, queued, reader_lag};
 use crate::error::{Error, Result};
 use crate::file::ReadOnlyRing;
 use crate::queue::ReadOnlyQueue;
@@ -375,7 +375,7 @@ fn queue_frame(
         out,
         "{} queue  {rates}  queued {}/{cap}  sleeping consumers {} producers {}",
         kind.name(),
-        s.enqueue.saturating_sub(s.dequeue),
+        queued(&s),
         s.data_waiters,
         s.space_waiters
     )?;
