@@ -541,6 +541,59 @@ fn mirror_from_a_record_the_source_cannot_start_at_says_so() {
     let _ = serve.finish(true, Duration::from_secs(20));
 }
 
+/// `mirror --from resume` with no ring at its path starts at the source's oldest record (the
+/// HELLO asks for the oldest, spec §18.1), which `--from`'s help did not say: it read
+/// "resume (continue the local ring)", and left the case of no local ring to a guess (an
+/// error, or the latest record). The help now says it; the mirror does it.
+#[test]
+fn mirror_from_resume_without_a_ring_starts_at_the_oldest_as_its_help_says() {
+    use clap::CommandFactory;
+    let mut cli = ringwire::cli::Cli::command();
+    let help = cli
+        .find_subcommand_mut("mirror")
+        .expect("mirror")
+        .render_long_help()
+        .to_string();
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains(
+            "resume (continue the local ring; with no ring at PATH, or one that cannot be \
+             resumed, start at the source's oldest record)"
+        ),
+        "{help}"
+    );
+    let src = Scratch::new("resume-src");
+    // 20,000 records in 8,192 slots: the oldest retained is 11,809.
+    let _producer = source(&src.0, 20_000);
+    let child = Child::spawn(&["serve", src.s(), "--bind", "127.0.0.1:0"], None);
+    let (serve, addr) = serving_on(child);
+    let mir = Scratch::new("resume-mir");
+    let addr = addr.to_string();
+    let mut m = Child::spawn(&["mirror", &addr, mir.s(), "--from", "resume"], None);
+    let live = m.line(Duration::from_secs(20), |l| l.contains("rec/s"));
+    let ring = ReadOnlyRing::open(&mir.0);
+    let held = |r: &ReadOnlyRing| {
+        let mut b = [0u8; 8];
+        r.write_seq() == 20_000
+            && (11_809..=20_000).all(|s| {
+                r.read_slot(s, &mut b) == ringwire::core::SlotRead::Ok && u64::from_le_bytes(b) == s
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut ring = ring.ok();
+    while !ring.as_ref().is_some_and(held) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        ring = ReadOnlyRing::open(&mir.0).ok();
+    }
+    let (_, lines) = m.finish(true, Duration::from_secs(20));
+    assert!(live.is_some(), "{lines:#?}");
+    assert!(
+        ring.as_ref().is_some_and(held),
+        "the mirror ring does not hold records 11809..=20000: {lines:#?}"
+    );
+    let _ = serve.finish(true, Duration::from_secs(20));
+}
+
 /// Connects to `addr`, retrying for up to 10 s (the child may not listen yet).
 fn connect(addr: &str) -> std::net::TcpStream {
     let t0 = Instant::now();

@@ -220,9 +220,10 @@ pub struct MirrorArgs {
     /// that is neither a ring nor empty, or that is a lossy MPMC ring, is refused before
     /// connecting (exit 1) and left as it is.
     pub path: PathBuf,
-    /// Start at: latest, oldest, resume (continue the local ring) or a sequence number
-    /// (one the source no longer holds, or has not written yet, starts at its oldest or
-    /// its next record, with a notice). Reconnections resume once a connection has made
+    /// Start at: latest, oldest, resume (continue the local ring; with no ring at PATH, or
+    /// one that cannot be resumed, start at the source's oldest record) or a sequence
+    /// number (one the source no longer holds, or has not written yet, starts at its oldest
+    /// or its next record, with a notice). Reconnections resume once a connection has made
     /// the mirror ring; until then (a source not up yet) they start here again.
     #[arg(long, value_name = "WHERE", default_value = "latest", value_parser = parse_from)]
     pub from: Start,
