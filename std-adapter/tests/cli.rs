@@ -636,6 +636,44 @@ fn dump_of_an_empty_ring_prints_a_notice() {
     assert!(out.contains("is empty"), "{out}");
 }
 
+/// A slot whose sequence word no writer leaves there (a sequence of another slot, or one at
+/// or past 2^63, which no producer writes): `dump` showed it as a later lap's write,
+/// "(overwritten by 7)" for record 2 in slot 2 of a ring of 16, though record 7 lives in
+/// slot 7. Such a line now says the slot is corrupt, naming the word; a later lap's
+/// sequence (congruent, below 2^63) is still an overwrite.
+#[test]
+fn dump_names_a_slot_word_no_writer_leaves_corrupt() {
+    use std::os::unix::fs::FileExt;
+    let t = TmpRing::new("dump-corrupt-word");
+    let r = make_ring(&t, 0);
+    for s in 1..=5u64 {
+        view(&r).write_slot(s, &s.to_le_bytes());
+        view(&r).publish(s);
+    }
+    let slots = view(&r).geometry().slots_offset;
+    let f = std::fs::OpenOptions::new().write(true).open(&t.0).unwrap();
+    let word = |seq: u64, w: u64| f.write_all_at(&w.to_ne_bytes(), slots + 16 * seq).unwrap();
+    word(2, 7);
+    word(3, (1 << 63) + 3);
+    word(4, 20);
+    let (code, out, err) = ringwire(&["dump", t.0.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "seq 1 slot 1 seq_word 1 \"........\" (8 bytes)",
+            "seq 2 slot 2 seq_word 7 (corrupt: slot 2 holds sequence 7, which no write of it \
+             leaves)",
+            "seq 3 slot 3 seq_word 9223372036854775811 (corrupt: slot 3 holds sequence \
+             9223372036854775811, which no write of it leaves)",
+            "seq 4 slot 4 seq_word 20 (overwritten by 20)",
+            "seq 5 slot 5 seq_word 5 \"........\" (8 bytes)",
+        ],
+        "{out}"
+    );
+}
+
 #[test]
 fn dump_of_a_blob_ring_previews_each_blob_or_says_it_was_overwritten() {
     let t = TmpRing::new("blobdump");

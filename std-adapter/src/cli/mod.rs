@@ -89,7 +89,9 @@ pub enum Command {
         iterations: Option<u64>,
     },
     /// Print the newest records: sequence, slot, slot sequence word and a preview (and the
-    /// blob's, on a blob ring; a mirror ring's holes are named as such).
+    /// blob's, on a blob ring; a mirror ring's holes are named as such; a slot whose word no
+    /// writer leaves there, another slot's sequence or one at or past 2^63, is named
+    /// corrupt).
     ///
     /// A ring whose write_seq is at or past 2^63 (a corrupt header every producer refuses,
     /// which places no record), or an MPMC ring's at or past its claim_seq (no producer
