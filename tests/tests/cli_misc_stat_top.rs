@@ -726,3 +726,55 @@ fn queue_cursors_made_corrupt_while_top_runs_end_it_with_the_error() {
         drop(handle);
     }
 }
+
+/// `top`'s MB/s is msg/s × element_size (the slot stride, 16 bytes for a ring of u64, its
+/// sequence word included), as ringfire's top counts it; the help gave no unit or basis, so
+/// a reader took it for the records' 8 payload bytes and read twice the real rate. The help
+/// now says what it counts, and a frame's two figures agree with it.
+#[test]
+fn tops_mb_per_second_is_msg_per_second_times_element_size_as_its_help_says() {
+    let (code, help, err) = ringwire(&["top", "--help"]);
+    assert_eq!(code, 0, "{err}");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains(
+            "MB/s is msg/s × element_size in 10^6 bytes a second: the slot stride, each \
+             record's 8-byte sequence word included"
+        ),
+        "{help}"
+    );
+    let p = ShmPath::new("cli-misc-top-mbps");
+    let mut prod = RingProducer::<u64>::create(p.path(), 1024).unwrap();
+    assert_eq!(prod.file().geometry().element_size, 16);
+    let path = p.path().to_str().unwrap().to_string();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let out = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut i = 0u64;
+            // Relaxed: a plain stop flag.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                prod.push(&i);
+                i += 1;
+            }
+        });
+        let r = ringwire(&["top", &path, "--interval-ms", "200", "--iterations", "1"]);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        r
+    });
+    let (code, out, err) = out;
+    assert_eq!(code, 0, "{err}");
+    let figure = |key: &str| -> f64 {
+        let rest = out
+            .split(key)
+            .nth(1)
+            .unwrap_or_else(|| panic!("{key}: {out}"));
+        rest.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let (rate, mbps) = (figure("msg/s "), figure("MB/s "));
+    assert!(rate > 100_000.0, "too few records to tell: {out}");
+    let want = rate * 16.0 / 1e6;
+    assert!(
+        (mbps - want).abs() <= 0.006,
+        "MB/s {mbps}, msg/s × 16 B = {want}: {out}"
+    );
+}

@@ -67,6 +67,10 @@ pub enum Command {
     /// stat lists; for a ringwire queue file: items in and out per second, items queued,
     /// sleepers).
     ///
+    /// MB/s is msg/s × element_size in 10^6 bytes a second: the slot stride, each record's
+    /// 8-byte sequence word included (a blob ring's descriptors, not its blobs), as
+    /// ringfire's top counts it.
+    ///
     /// The first refresh comes one interval after the start, so that its rates are
     /// measured over an interval. The screen is cleared before each refresh only when
     /// stdout is a terminal. A file replaced at the path (a restarted producer, or one
