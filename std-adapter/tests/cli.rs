@@ -462,6 +462,31 @@ fn negative_values_are_refused_naming_the_flag() {
     }
 }
 
+/// A `--max-ring-size` past 2^64 - 1 bytes written in digits is refused as too large, as one
+/// past it by its suffix (`16777216T`) is. It was refused as "'99999999999999999999' is not
+/// a size: a number of bytes, or one with a suffix K, M, G or T", though it is a number of
+/// bytes: the message sent the user looking for a typo.
+#[test]
+fn a_max_ring_size_past_2_64_in_digits_is_refused_as_too_large() {
+    let t = TmpRing::new("max-ring-size");
+    let p = t.0.to_str().unwrap();
+    for size in [
+        "18446744073709551616",
+        "99999999999999999999",
+        "18446744073709551616K",
+        "16777216T",
+    ] {
+        let (code, out, err) = ringwire(&["mirror", "127.0.0.1:1", p, "--max-ring-size", size]);
+        assert_eq!(code, 1, "{size}: {err}");
+        assert!(out.is_empty(), "{size}: {out}");
+        let want = format!(
+            "invalid value '{size}' for '--max-ring-size <SIZE>': '{size}' is more than 2^64 - 1 bytes"
+        );
+        assert!(err.contains(&want), "{size}: {err}");
+        assert!(!t.0.exists(), "{size}: a mirror ring was made");
+    }
+}
+
 /// Runs `ringwire ARGS` until its first stderr line, stops it with SIGTERM and returns its
 /// exit code and stderr (bounded: killed if it has said nothing in 10 s or not ended 10 s
 /// after the signal).
@@ -609,6 +634,44 @@ fn dump_of_an_empty_ring_prints_a_notice() {
     let (code, out, _) = ringwire(&["dump", t.0.to_str().unwrap()]);
     assert_eq!(code, 0);
     assert!(out.contains("is empty"), "{out}");
+}
+
+/// A slot whose sequence word no writer leaves there (a sequence of another slot, or one at
+/// or past 2^63, which no producer writes): `dump` showed it as a later lap's write,
+/// "(overwritten by 7)" for record 2 in slot 2 of a ring of 16, though record 7 lives in
+/// slot 7. Such a line now says the slot is corrupt, naming the word; a later lap's
+/// sequence (congruent, below 2^63) is still an overwrite.
+#[test]
+fn dump_names_a_slot_word_no_writer_leaves_corrupt() {
+    use std::os::unix::fs::FileExt;
+    let t = TmpRing::new("dump-corrupt-word");
+    let r = make_ring(&t, 0);
+    for s in 1..=5u64 {
+        view(&r).write_slot(s, &s.to_le_bytes());
+        view(&r).publish(s);
+    }
+    let slots = view(&r).geometry().slots_offset;
+    let f = std::fs::OpenOptions::new().write(true).open(&t.0).unwrap();
+    let word = |seq: u64, w: u64| f.write_all_at(&w.to_ne_bytes(), slots + 16 * seq).unwrap();
+    word(2, 7);
+    word(3, (1 << 63) + 3);
+    word(4, 20);
+    let (code, out, err) = ringwire(&["dump", t.0.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "seq 1 slot 1 seq_word 1 \"........\" (8 bytes)",
+            "seq 2 slot 2 seq_word 7 (corrupt: slot 2 holds sequence 7, which no write of it \
+             leaves)",
+            "seq 3 slot 3 seq_word 9223372036854775811 (corrupt: slot 3 holds sequence \
+             9223372036854775811, which no write of it leaves)",
+            "seq 4 slot 4 seq_word 20 (overwritten by 20)",
+            "seq 5 slot 5 seq_word 5 \"........\" (8 bytes)",
+        ],
+        "{out}"
+    );
 }
 
 #[test]
@@ -839,6 +902,58 @@ fn stat_describes_queue_files_and_other_commands_name_them() {
         err.starts_with(&format!("Error: queue {path}: ")) && err.contains("1000"),
         "{err}"
     );
+}
+
+/// An MPMC queue file no process has open, one of whose slots holds a stamp its cursors rule
+/// out (scribbled; or cursors and slots from different times, after a machine crash): every
+/// open refuses it and `heal` reports it, but `stat` described it as a sound queue and
+/// exited 0. It now gives that error, naming the file, the position and the stamp (exit 1),
+/// and leaves the file as it was. A queue in use is still described: its pushes and pops in
+/// flight look the same.
+#[test]
+fn stat_of_a_queue_at_rest_with_a_stamp_every_open_refuses_is_an_error() {
+    use std::time::{Duration, Instant};
+    let t = TmpRing::new("stat-q-stamp");
+    let path = t.0.to_str().unwrap();
+    let q = ringwire::queue::MpmcQueue::<u64>::create(&t.0, 8).unwrap();
+    for v in 0..3 {
+        q.try_push(&v).unwrap();
+    }
+    // Position 1's stamp (slot 1: the slots' offset 384, plus a 16-byte stride).
+    let mut bytes = std::fs::read(&t.0).unwrap();
+    bytes[400..408].copy_from_slice(&u64::MAX.to_le_bytes());
+    std::fs::write(&t.0, &bytes).unwrap();
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "a queue in use is described: {err}");
+    assert!(out.contains("  queued              3\n"), "{out}");
+    drop(q);
+    let what = format!(
+        "Error: queue {path}: corrupt queue: the slot of position 1 holds stamp \
+         0xffffffffffffffff, which no state with enqueue cursor 3 and dequeue cursor 0 leaves \
+         there"
+    );
+    for json in [false, true] {
+        let args: &[&str] = if json {
+            &["stat", path, "--json"]
+        } else {
+            &["stat", path]
+        };
+        // Between its fork and its exec, a child another test spawns holds copies of this
+        // process's descriptors: the file may not be alone for that instant, so stat is
+        // tried again until it is.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let (code, out, err) = loop {
+            let r = ringwire(args);
+            if r.0 != 0 || Instant::now() >= deadline {
+                break r;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert_eq!(code, 1, "{args:?}: {out}");
+        assert!(out.is_empty(), "{args:?}: {out}");
+        assert!(err.starts_with(&what), "{args:?}: {err}");
+    }
+    assert_eq!(std::fs::read(&t.0).unwrap(), bytes, "stat changed the file");
 }
 
 #[test]
@@ -1378,6 +1493,50 @@ fn impossible_spsc_cursors_are_an_error_naming_file_and_values() {
         );
     }
     drop(p);
+}
+
+/// An SPSC queue's cursors count modulo 2^64, as its handles count them, and cursors across
+/// that wrap are sound (enqueue 1, dequeue 2^64 - 1: two items, which a consumer pops), but
+/// `stat` and `top` said "queued 0" of them, from a saturating difference. They now count 2.
+#[test]
+fn spsc_cursors_across_the_wrap_of_2_64_count_the_items_queued() {
+    use ringwire::core::queue::layout::qhdr;
+    use std::os::unix::fs::FileExt;
+    let t = TmpRing::new("spsc-wrap");
+    let _ = std::fs::remove_file(&t.0);
+    let mut p = ringwire::queue::SpscProducer::<u64>::create(&t.0, 8).unwrap();
+    for i in 0..2u64 {
+        p.try_push(&i).unwrap();
+    }
+    let f = std::fs::OpenOptions::new().write(true).open(&t.0).unwrap();
+    f.write_all_at(&1u64.to_ne_bytes(), qhdr::ENQ as u64)
+        .unwrap();
+    f.write_all_at(&u64::MAX.to_ne_bytes(), qhdr::DEQ as u64)
+        .unwrap();
+    let path = t.0.to_str().unwrap();
+    let (code, out, err) = ringwire(&["stat", path, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (v["queued"].as_u64(), v["utilization_pct"].as_f64()),
+        (Some(2), Some(25.0)),
+        "{v}"
+    );
+    let (code, out, err) = ringwire(&["stat", path]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("  queued              2\n"), "{out}");
+    let (code, out, err) = ringwire(&["top", path, "--interval-ms", "1", "--iterations", "1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(" queued 2/8 "), "{out}");
+    // What a consumer finds there.
+    let mut c = ringwire::queue::SpscConsumer::<u64>::open(&t.0).unwrap();
+    let mut popped = 0;
+    while let Ok(Some(_)) = c.try_pop() {
+        popped += 1;
+        assert!(popped <= 8, "more items than slots");
+    }
+    assert_eq!(popped, 2);
+    drop((c, p));
 }
 
 /// A mirror ring (SPARSE) whose write_seq passed records it never received (a hole where

@@ -673,3 +673,108 @@ fn paths_with_control_characters_are_shown_escaped() {
     }
     drop(prod);
 }
+
+/// Queue cursors made corrupt while `top` runs (a stray write: the enqueue cursor 40 in a
+/// queue of 8 holding 1 item, cursors the open and `stat` refuse): `top` went on printing
+/// frames of them, "queued 40/8" with an in/s of the jump for an SPSC queue, "queued
+/// 4611686018427387904/8" for one set to 2^62, and exited 0 once its iterations were done.
+/// It now ends at the next frame with the open's error naming the file and the cursors
+/// (exit 1), as it ends for a ring's write_seq that becomes corrupt.
+#[test]
+fn queue_cursors_made_corrupt_while_top_runs_end_it_with_the_error() {
+    use ringwire::core::queue::layout::qhdr;
+    use ringwire::queue::{MpmcQueue, SpscProducer};
+    for kind in ["spsc", "mpmc"] {
+        let p = ShmPath::new(&format!("cli-misc-top-cursors-{kind}"));
+        // The live handle keeps the file; top maps it read-only.
+        let handle: Box<dyn std::any::Any> = if kind == "spsc" {
+            let mut q = SpscProducer::<u64>::create(p.path(), 8).unwrap();
+            q.try_push(&7).unwrap();
+            Box::new(q)
+        } else {
+            let q = MpmcQueue::<u64>::create(p.path(), 8).unwrap();
+            q.try_push(&7).unwrap();
+            Box::new(q)
+        };
+        let path = p.path().to_str().unwrap();
+        let mut top = Top::spawn(&["top", path, "--interval-ms", "20", "--iterations", "400"]);
+        wait_for_top(&mut top, "the sound frame", |o| o.contains("queued 1/8 "));
+        ringwire_tests::shm::patch(p.path(), qhdr::ENQ as u64, &40u64.to_ne_bytes());
+        wait_exit(
+            &mut top.child,
+            Duration::from_secs(10),
+            "top of a corrupt queue",
+        );
+        let status = top.child.wait().unwrap();
+        let mut err = String::new();
+        top.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        let out = top.out();
+        assert_eq!(status.code(), Some(1), "{kind}: {err}\n{out}");
+        assert!(
+            !out.contains("queued 40/8"),
+            "{kind}: a frame of the corrupt cursors:\n{out}"
+        );
+        assert!(
+            err.contains(&format!("queue {path}:")) && err.contains("enqueue 40, dequeue 0"),
+            "{kind}: {err}"
+        );
+        drop(handle);
+    }
+}
+
+/// `top`'s MB/s is msg/s × element_size (the slot stride, 16 bytes for a ring of u64, its
+/// sequence word included), as ringfire's top counts it; the help gave no unit or basis, so
+/// a reader took it for the records' 8 payload bytes and read twice the real rate. The help
+/// now says what it counts, and a frame's two figures agree with it.
+#[test]
+fn tops_mb_per_second_is_msg_per_second_times_element_size_as_its_help_says() {
+    let (code, help, err) = ringwire(&["top", "--help"]);
+    assert_eq!(code, 0, "{err}");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains(
+            "MB/s is msg/s × element_size in 10^6 bytes a second: the slot stride, each \
+             record's 8-byte sequence word included"
+        ),
+        "{help}"
+    );
+    let p = ShmPath::new("cli-misc-top-mbps");
+    let mut prod = RingProducer::<u64>::create(p.path(), 1024).unwrap();
+    assert_eq!(prod.file().geometry().element_size, 16);
+    let path = p.path().to_str().unwrap().to_string();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    let out = std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut i = 0u64;
+            // Relaxed: a plain stop flag.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                prod.push(&i);
+                i += 1;
+            }
+        });
+        let r = ringwire(&["top", &path, "--interval-ms", "200", "--iterations", "1"]);
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        r
+    });
+    let (code, out, err) = out;
+    assert_eq!(code, 0, "{err}");
+    let figure = |key: &str| -> f64 {
+        let rest = out
+            .split(key)
+            .nth(1)
+            .unwrap_or_else(|| panic!("{key}: {out}"));
+        rest.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let (rate, mbps) = (figure("msg/s "), figure("MB/s "));
+    assert!(rate > 100_000.0, "too few records to tell: {out}");
+    let want = rate * 16.0 / 1e6;
+    assert!(
+        (mbps - want).abs() <= 0.006,
+        "MB/s {mbps}, msg/s × 16 B = {want}: {out}"
+    );
+}

@@ -348,6 +348,48 @@ fn serve_says_once_that_its_ring_was_removed() {
     assert_eq!(notices, 1, "{lines:#?}");
 }
 
+/// A ring replaced at serve's path is served in its place, and serve says so; a file that
+/// is not a ring put there next (renamed over it) ends serve with the error naming it
+/// (exit 1). Before that error serve said "PATH was replaced by a new ring; sessions
+/// restarted on it" of the file it then refused, which it never served: the line came when
+/// the old ring's sessions ended, before the new file was opened. It now comes once the new
+/// ring is open: here once, for the ring.
+#[test]
+fn serve_says_its_ring_was_replaced_only_when_it_serves_the_new_one() {
+    let src = Scratch::new("replaced");
+    let aside = Scratch::new("replaced-aside");
+    let first = source(&src.0, 10);
+    let child = Child::spawn(&["serve", src.s(), "--bind", "127.0.0.1:0"], None);
+    let (mut child, _) = serving_on(child);
+    let second = RingProducer::<u64>::builder(64)
+        .cleanup_mode(ringwire::CleanupMode::Persistent)
+        .build::<u64, _>(&aside.0)
+        .expect("the new ring");
+    std::fs::rename(&aside.0, &src.0).unwrap();
+    let restarted = "was replaced by a new ring; sessions restarted on it";
+    let told = child.line(Duration::from_secs(20), |l| l.contains(restarted));
+    assert!(told.is_some(), "{:#?}", child.seen);
+    // A status line (one a second) of the server of the new ring: it is being served.
+    let status = child.line(Duration::from_secs(20), |l| l.contains(" mirrors, tcp "));
+    assert!(status.is_some(), "{:#?}", child.seen);
+    std::fs::write(&aside.0, [0xA5u8; 4096]).unwrap();
+    std::fs::rename(&aside.0, &src.0).unwrap();
+    let (status, lines) = child.finish(false, Duration::from_secs(20));
+    assert_eq!(status.code(), Some(1), "{lines:#?}");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("Error:") && l.contains(src.s()) && l.contains("bad magic")),
+        "{lines:#?}"
+    );
+    let told = lines.iter().filter(|l| l.contains(restarted)).count();
+    assert_eq!(
+        told, 1,
+        "a replacement told of a file not served: {lines:#?}"
+    );
+    drop((first, second));
+}
+
 /// `serve --punch-timeout S` ends a unicast session whose mirror sends no PUNCH for S
 /// seconds: a mirror punches every 5 s, so with 1 s its session ends about 1 s after the
 /// handshake, and the log names the timeout that was passed on the command line.
@@ -496,6 +538,59 @@ fn mirror_from_a_record_the_source_cannot_start_at_says_so() {
             None => assert!(notice.is_none(), "--from {from}: {lines:#?}"),
         }
     }
+    let _ = serve.finish(true, Duration::from_secs(20));
+}
+
+/// `mirror --from resume` with no ring at its path starts at the source's oldest record (the
+/// HELLO asks for the oldest, spec §18.1), which `--from`'s help did not say: it read
+/// "resume (continue the local ring)", and left the case of no local ring to a guess (an
+/// error, or the latest record). The help now says it; the mirror does it.
+#[test]
+fn mirror_from_resume_without_a_ring_starts_at_the_oldest_as_its_help_says() {
+    use clap::CommandFactory;
+    let mut cli = ringwire::cli::Cli::command();
+    let help = cli
+        .find_subcommand_mut("mirror")
+        .expect("mirror")
+        .render_long_help()
+        .to_string();
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        help.contains(
+            "resume (continue the local ring; with no ring at PATH, or one that cannot be \
+             resumed, start at the source's oldest record)"
+        ),
+        "{help}"
+    );
+    let src = Scratch::new("resume-src");
+    // 20,000 records in 8,192 slots: the oldest retained is 11,809.
+    let _producer = source(&src.0, 20_000);
+    let child = Child::spawn(&["serve", src.s(), "--bind", "127.0.0.1:0"], None);
+    let (serve, addr) = serving_on(child);
+    let mir = Scratch::new("resume-mir");
+    let addr = addr.to_string();
+    let mut m = Child::spawn(&["mirror", &addr, mir.s(), "--from", "resume"], None);
+    let live = m.line(Duration::from_secs(20), |l| l.contains("rec/s"));
+    let ring = ReadOnlyRing::open(&mir.0);
+    let held = |r: &ReadOnlyRing| {
+        let mut b = [0u8; 8];
+        r.write_seq() == 20_000
+            && (11_809..=20_000).all(|s| {
+                r.read_slot(s, &mut b) == ringwire::core::SlotRead::Ok && u64::from_le_bytes(b) == s
+            })
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let mut ring = ring.ok();
+    while !ring.as_ref().is_some_and(held) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        ring = ReadOnlyRing::open(&mir.0).ok();
+    }
+    let (_, lines) = m.finish(true, Duration::from_secs(20));
+    assert!(live.is_some(), "{lines:#?}");
+    assert!(
+        ring.as_ref().is_some_and(held),
+        "the mirror ring does not hold records 11809..=20000: {lines:#?}"
+    );
     let _ = serve.finish(true, Duration::from_secs(20));
 }
 

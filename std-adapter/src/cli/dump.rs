@@ -4,13 +4,15 @@
 //! 2^63 (a corrupt header every producer refuses), or an MPMC ring's at or past its
 //! `claim_seq` (no producer publishes a ticket it has not claimed), is an error naming it:
 //! the window it would define holds records never published. On a ring being written, each
-//! line's `seq_word` is the word its verdict was drawn from, in one look at the slot.
+//! line's `seq_word` is the word its verdict was drawn from, in one look at the slot. A
+//! slot holding a word no writer leaves there (another slot's sequence, or one at or past
+//! 2^63) is named corrupt, not taken for a later lap's write.
 
 use std::io::Write;
 use std::path::Path;
 
 use ringwire_core::SlotRead;
-use ringwire_core::layout::{Flags, SLOT_WRITING, oldest_retained};
+use ringwire_core::layout::{Flags, SEQ_LIMIT, SLOT_WRITING, oldest_retained};
 
 use super::out_err;
 use crate::error::Result;
@@ -35,6 +37,13 @@ fn preview(bytes: &[u8], hex: bool) -> String {
             .collect();
         format!("\"{s}\" ({} bytes)", bytes.len())
     }
+}
+
+/// Whether `word`, the sequence word of record `seq`'s slot (`mask` the ring's), is one no
+/// writer of any ring leaves there: each stores the write marker or a sequence of that
+/// slot (congruent to `seq` modulo the capacity), below 2^63; 0 is a slot never written.
+fn corrupt_word(word: u64, seq: u64, mask: u64) -> bool {
+    word != SLOT_WRITING && word != 0 && (word >= SEQ_LIMIT || word & mask != seq & mask)
 }
 
 /// Record `seq` read into `buf`, and the slot's sequence word that verdict was drawn from,
@@ -94,6 +103,12 @@ pub(super) fn run(path: &Path, tail: u64, hex: bool, out: &mut dyn Write) -> Res
             word.to_string()
         };
         let body = match read {
+            // No writer leaves this word in this slot: not a later lap's record, nor one
+            // not published yet.
+            _ if corrupt_word(word, seq, g.mask()) => format!(
+                "(corrupt: slot {} holds sequence {word}, which no write of it leaves)",
+                seq & g.mask()
+            ),
             SlotRead::Ok => match ring.read_blob(&buf) {
                 None => preview(&buf, hex),
                 Some(Ok(blob)) => format!("{} blob {}", preview(&buf, hex), preview(&blob, hex)),

@@ -139,32 +139,10 @@ fn heal_queue(path: &Path, kind: QueueKind, out: &mut dyn Write) -> Result<()> {
     let in_flight_pass = "(other processes have the queue open; pushes and pops in flight pass)";
     let q = ReadOnlyQueue::open(path, kind)?;
     if q.stuck_slots().is_empty() {
-        // What the read-write open would have proved, without a lock: another handle's
-        // record lock, or the creator's flock.
-        let others = || -> Result<bool> {
-            Ok(q.locked_by_others()
-                .map_err(|e| Error::io(path, "fcntl", e))?
-                != Some(false)
-                || !flock_holders(path)
-                    .map_err(|e| Error::io(path, "read /proc/locks", e))?
-                    .is_empty())
-        };
-        if others()? {
+        if open_elsewhere(path, &q)? {
             return writeln!(out, "{p}: no stuck positions {in_flight_pass}").map_err(oe);
         }
-        // At rest, so its slots are judged as a lone open judges them, which refuses the
-        // file when one holds a stamp its cursors rule out (every pop stops there). A
-        // process that opens the file meanwhile can show a push or pop in flight so: the
-        // verdict stands only if it holds after a pause, with nobody on the file still.
-        if let Err(e) = q.check_stamps_at_rest() {
-            crate::sys::sleep(SETTLE);
-            if q.check_stamps_at_rest() == Err(e) && !others()? {
-                return Err(Error::QueueAttach {
-                    path: path.to_path_buf(),
-                    source: e,
-                });
-            }
-        }
+        refuse_stamps_at_rest(path, &q)?;
         return writeln!(out, "{p}: no stuck positions; nothing to heal").map_err(oe);
     }
     drop(q);
@@ -238,6 +216,37 @@ fn heal_queue(path: &Path, kind: QueueKind, out: &mut dyn Write) -> Result<()> {
             ),
         }),
     }
+}
+
+/// Whether another process has the queue file `q` at `path` open: what the read-write open
+/// would prove, without taking a lock (another handle's record lock, or the creator's
+/// flock). `true` when the file system cannot tell.
+pub(super) fn open_elsewhere(path: &Path, q: &ReadOnlyQueue) -> Result<bool> {
+    Ok(q.locked_by_others()
+        .map_err(|e| Error::io(path, "fcntl", e))?
+        != Some(false)
+        || !flock_holders(path)
+            .map_err(|e| Error::io(path, "read /proc/locks", e))?
+            .is_empty())
+}
+
+/// For an MPMC queue file no other process has open (the caller checked, with
+/// [`open_elsewhere`]): its slots judged as a lone open judges them, which refuses the file
+/// when one holds a stamp its cursors rule out (every pop stops there), as that error. A
+/// process that opens the file meanwhile can show a push or pop in flight so: the verdict
+/// stands only if it holds after a pause, with nobody on the file still. `Ok` for an SPSC
+/// queue. Loads only.
+pub(super) fn refuse_stamps_at_rest(path: &Path, q: &ReadOnlyQueue) -> Result<()> {
+    if let Err(e) = q.check_stamps_at_rest() {
+        crate::sys::sleep(SETTLE);
+        if q.check_stamps_at_rest() == Err(e) && !open_elsewhere(path, q)? {
+            return Err(Error::QueueAttach {
+                path: path.to_path_buf(),
+                source: e,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// The pids holding a `flock` on the file at `path`, from `/proc/locks`: on a ring, its

@@ -43,10 +43,12 @@ pub enum Command {
     /// A corrupt file is an error naming it and the value seen (exit 1): a header no ring
     /// has, a ring's write_seq at or past 2^63 (every producer refuses it), an MPMC ring's
     /// write_seq at or past its claim_seq (no producer publishes it), queue cursors no
-    /// run leaves, an MPMC ring's header its consumers refuse at attach (read_seq past
-    /// claim_seq, claim_seq at or past 2^63), an MPMC ring's slot holding a sequence at or
-    /// past claim_seq (which no producer writes; slots are checked, as mid_write_slots are
-    /// counted, in a slot area of up to 256 MiB).
+    /// run leaves, an MPMC queue file no process has open with a slot holding a stamp its
+    /// cursors rule out (as heal reports it: every open refuses such a file; checked in a
+    /// slot area of up to 256 MiB), an MPMC ring's header its consumers refuse at attach
+    /// (read_seq past claim_seq, claim_seq at or past 2^63), an MPMC ring's slot holding a
+    /// sequence at or past claim_seq (which no producer writes; slots are checked, as
+    /// mid_write_slots are counted, in a slot area of up to 256 MiB).
     ///
     /// Readers are the registry slots with a pid and a nonzero active word, as ringfire
     /// lists them (top lists the same); one whose active word is not 1 (a corrupt slot,
@@ -65,6 +67,10 @@ pub enum Command {
     /// stat lists; for a ringwire queue file: items in and out per second, items queued,
     /// sleepers).
     ///
+    /// MB/s is msg/s × element_size in 10^6 bytes a second: the slot stride, each record's
+    /// 8-byte sequence word included (a blob ring's descriptors, not its blobs), as
+    /// ringfire's top counts it.
+    ///
     /// The first refresh comes one interval after the start, so that its rates are
     /// measured over an interval. The screen is cleared before each refresh only when
     /// stdout is a terminal. A file replaced at the path (a restarted producer, or one
@@ -73,7 +79,8 @@ pub enum Command {
     /// stays removed for a second ends top with "ring removed" ("queue removed") (exit 1).
     /// A corrupt ring is an error naming the value (exit 1), also when it becomes one while
     /// top runs: a write_seq at or past 2^63, which every producer refuses, or an MPMC
-    /// ring's at or past its claim_seq, which no producer publishes.
+    /// ring's at or past its claim_seq, which no producer publishes. So are a queue's
+    /// cursors that no run leaves (those stat refuses), at the open or later.
     Top {
         /// The ring or queue file.
         path: PathBuf,
@@ -86,7 +93,9 @@ pub enum Command {
         iterations: Option<u64>,
     },
     /// Print the newest records: sequence, slot, slot sequence word and a preview (and the
-    /// blob's, on a blob ring; a mirror ring's holes are named as such).
+    /// blob's, on a blob ring; a mirror ring's holes are named as such; a slot whose word no
+    /// writer leaves there, another slot's sequence or one at or past 2^63, is named
+    /// corrupt).
     ///
     /// A ring whose write_seq is at or past 2^63 (a corrupt header every producer refuses,
     /// which places no record), or an MPMC ring's at or past its claim_seq (no producer

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use super::out_err;
 use crate::error::{Error, Result};
 use crate::file::{ReadOnlyRing, RegistryEntry, open_regular};
-use crate::queue::ReadOnlyQueue;
+use crate::queue::{QueueSnapshot, ReadOnlyQueue};
 use crate::sys::reader_alive;
 
 /// The largest slot area (capacity × stride) whose MPMC slots `stat` scans for the write
@@ -77,9 +77,20 @@ fn blackboard_json(path: &Path, len: u64, h: &[u8; 128]) -> Value {
 }
 
 fn queue_json(path: &Path, len: u64, kind: QueueKind) -> Result<Value> {
-    let q = ReadOnlyQueue::open(path, kind)?.snapshot();
+    let q = ReadOnlyQueue::open(path, kind)?;
+    // An MPMC queue no process has open is judged slot by slot as the next open judges it
+    // (as heal judges it): a stamp its cursors rule out makes every open refuse the file.
+    // One load per slot, so a large queue is not scanned (as a large MPMC ring's slots).
+    let g = *q.geometry();
+    if kind == QueueKind::Mpmc
+        && g.capacity.saturating_mul(u64::from(g.slot_stride)) <= MID_WRITE_SCAN_MAX_BYTES
+        && !super::heal::open_elsewhere(path, &q)?
+    {
+        super::heal::refuse_stamps_at_rest(path, &q)?;
+    }
+    let q = q.snapshot();
     let g = q.geometry;
-    let queued = q.enqueue.saturating_sub(q.dequeue);
+    let queued = queued(&q);
     Ok(json!({
         "type": "queue",
         "path": path.display().to_string(),
@@ -101,6 +112,17 @@ fn queue_json(path: &Path, len: u64, kind: QueueKind) -> Result<Value> {
         "space_waiters": q.space_waiters,
         "space_futex": q.space_futex,
     }))
+}
+
+/// Items in the queue of snapshot `q` (a validated one). An SPSC queue's cursors count
+/// modulo 2^64, as its handles count them (a queue whose enqueue cursor wrapped past 2^64
+/// before its dequeue cursor holds `enqueue - dequeue` wrapped, not 0); an MPMC queue's stay
+/// below 2^61, the dequeue cursor loaded first at most the enqueue cursor.
+pub(super) fn queued(q: &QueueSnapshot) -> u64 {
+    match q.geometry.kind {
+        QueueKind::Spsc => q.enqueue.wrapping_sub(q.dequeue),
+        QueueKind::Mpmc => q.enqueue.saturating_sub(q.dequeue),
+    }
 }
 
 /// The `stat --json` object of the ring (or blackboard, or ringwire queue) at `path`. A

@@ -13,7 +13,8 @@
 //! A ring whose `write_seq` is at or past 2^63 (a corrupt header every producer refuses),
 //! or an MPMC ring's at or past its `claim_seq` (which no producer publishes), ends `top`
 //! with that error, at the open or at the first frame that reads it: its rates and window
-//! would be nonsense.
+//! would be nonsense. So do a queue's cursors that no run leaves (the checks of
+//! `ReadOnlyQueue::open`, run again before each frame's reads).
 //!
 //! A creator that recreates its ring in place (ringfire's legacy non-exclusive mode, spec
 //! §1.2 step 4: the same inode truncated, resized and initialised again) is followed too:
@@ -38,7 +39,7 @@ use ringwire_core::layout::{RING_MAGIC, oldest_retained};
 use ringwire_core::queue::QueueKind;
 
 use super::out_err;
-use super::stat::{escape_controls, listed, queue_kind, reader_lag};
+use super::stat::{escape_controls, listed, queue_kind, queued, reader_lag};
 use crate::error::{Error, Result};
 use crate::file::ReadOnlyRing;
 use crate::queue::ReadOnlyQueue;
@@ -239,16 +240,17 @@ fn run_with(
             let dt = (replaced < 2).then(|| now.duration_since(since).as_secs_f64().max(1e-9));
             let mut frame = Vec::new();
             // A write_seq that became corrupt (one every producer refuses, or an MPMC ring's
-            // past its claim_seq) ends top with the error, as at the open: its rates and
-            // window would be nonsense.
+            // past its claim_seq), or queue cursors that did (ones the open refuses), end top
+            // with the error, as at the open: its rates and window would be nonsense.
             let corrupt = match &mut t.watched {
                 Watched::Ring { ring, prev } => match ring.checked_write_seq() {
                     Ok(w) => ring_frame(ring, w, prev, &mut frame, dt).map(|()| None),
                     Err(e) => Ok(Some(e)),
                 },
-                Watched::Queue { q, kind, prev } => {
-                    queue_frame(q, *kind, prev, &mut frame, dt).map(|()| None)
-                }
+                Watched::Queue { q, kind, prev } => match q.check_cursors() {
+                    Ok(()) => queue_frame(q, *kind, prev, &mut frame, dt).map(|()| None),
+                    Err(e) => Ok(Some(e)),
+                },
             }
             .map_err(&oe)?;
             // A file recreated in place after the check above was read with the geometry
@@ -373,7 +375,7 @@ fn queue_frame(
         out,
         "{} queue  {rates}  queued {}/{cap}  sleeping consumers {} producers {}",
         kind.name(),
-        s.enqueue.saturating_sub(s.dequeue),
+        queued(&s),
         s.data_waiters,
         s.space_waiters
     )?;

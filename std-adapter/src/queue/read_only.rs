@@ -71,17 +71,34 @@ impl ReadOnlyQueue {
         }
         let (map, region) = crate::file::map_file(path, &file, true)?;
         let view = QueueView::attach(region, QueueExpect::raw(kind)).map_err(attach_err)?;
-        // Attaching checks an MPMC queue's cursors; an SPSC queue's are checked here, for
-        // the readers that describe the file (`stat`, `top`, `heal`), whose figures would
-        // otherwise be impossible ones (an SPSC handle finds out at its first push or pop).
-        if kind == QueueKind::Spsc {
-            ringwire_core::queue::spsc::check_spsc_cursors(&view).map_err(attach_err)?;
-        }
-        Ok(ReadOnlyQueue {
+        let q = ReadOnlyQueue {
             view,
             map,
             file,
             path: path.to_path_buf(),
+        };
+        // Attaching checks an MPMC queue's cursors; an SPSC queue's are checked here, for
+        // the readers that describe the file (`stat`, `top`, `heal`), whose figures would
+        // otherwise be impossible ones (an SPSC handle finds out at its first push or pop).
+        if kind == QueueKind::Spsc {
+            q.check_cursors()?;
+        }
+        Ok(q)
+    }
+
+    /// Checks the cursors as [`open`](Self::open) did, on the file as it is now (loads
+    /// only): an MPMC queue's as every attach checks them, an SPSC queue's at most a lap
+    /// apart. `top` runs it before each frame, so that cursors a corrupting write left
+    /// while it runs end it with the error naming them, instead of a frame with `queued
+    /// 40/8`.
+    pub(crate) fn check_cursors(&self) -> Result<()> {
+        let r = match self.view.geometry().kind {
+            QueueKind::Spsc => ringwire_core::queue::spsc::check_spsc_cursors(&self.view),
+            QueueKind::Mpmc => CoreMpmc::new(self.view).and_then(|q| q.check_cursors()),
+        };
+        r.map_err(|source| Error::QueueAttach {
+            path: self.path.clone(),
+            source,
         })
     }
 

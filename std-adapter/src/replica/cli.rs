@@ -220,9 +220,10 @@ pub struct MirrorArgs {
     /// that is neither a ring nor empty, or that is a lossy MPMC ring, is refused before
     /// connecting (exit 1) and left as it is.
     pub path: PathBuf,
-    /// Start at: latest, oldest, resume (continue the local ring) or a sequence number
-    /// (one the source no longer holds, or has not written yet, starts at its oldest or
-    /// its next record, with a notice). Reconnections resume once a connection has made
+    /// Start at: latest, oldest, resume (continue the local ring; with no ring at PATH, or
+    /// one that cannot be resumed, start at the source's oldest record) or a sequence
+    /// number (one the source no longer holds, or has not written yet, starts at its oldest
+    /// or its next record, with a notice). Reconnections resume once a connection has made
     /// the mirror ring; until then (a source not up yet) they start here again.
     #[arg(long, value_name = "WHERE", default_value = "latest", value_parser = parse_from)]
     pub from: Start,
@@ -297,10 +298,16 @@ fn parse_size(s: &str) -> Result<u64, String> {
         "t" | "tb" | "tib" => 40,
         _ => return Err(bad_size(s)),
     };
-    let n: u64 = digits.parse().map_err(|_| bad_size(s))?;
-    let v = n
-        .checked_mul(1u64 << shift)
-        .ok_or_else(|| format!("'{s}' is more than 2^64 - 1 bytes"))?;
+    let too_large = || format!("'{s}' is more than 2^64 - 1 bytes");
+    let n: u64 = digits.parse().map_err(|_| {
+        // `digits` holds only digits: a number too long for a u64, not a malformed size.
+        if digits.is_empty() {
+            bad_size(s)
+        } else {
+            too_large()
+        }
+    })?;
+    let v = n.checked_mul(1u64 << shift).ok_or_else(too_large)?;
     if v == 0 {
         return Err("the size must be at least 1 byte".into());
     }

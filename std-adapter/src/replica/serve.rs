@@ -551,7 +551,9 @@ const WAITING_LOG_EVERY: StdDuration = StdDuration::from_secs(5);
 /// new one (a restarted producer, or a hub whose mirror recreated its ring for a restarted
 /// source), every session ends, the new ring is opened and served on the same addresses,
 /// and mirrors reconnect and see the new ring (spec §21.1 restart detection). `on_replaced`
-/// is told each time. Returns the counters of the last ring served.
+/// is told each time, once the new ring is open and about to be served (never of a file at
+/// the path that cannot be served, which ends this with its error). Returns the counters
+/// of the last ring served.
 ///
 /// At the first start a ring still being created (spec §1.2: sized, then initialised,
 /// magic last) is retried for about a second, and any other error is returned at once.
@@ -588,6 +590,9 @@ pub(crate) fn follow_from(
     let mut last: Option<ServeSummary> = None;
     let mut listener: Option<TcpListener> = None;
     let mut next = Some(first);
+    // The path whose ring was replaced, told once the new ring is open and served: a file
+    // at the path that cannot be served (not a ring) ends serve with its error instead.
+    let mut replaced: Option<PathBuf> = None;
     loop {
         let server = match next.take() {
             Some(s) => s,
@@ -597,6 +602,9 @@ pub(crate) fn follow_from(
                 None => return Ok(last.unwrap_or_default()),
             },
         };
+        if let Some(path) = replaced.take() {
+            on_replaced(&path);
+        }
         match server.run(stop) {
             Err(ReplicaError::SourceReplaced { path }) => {
                 last = Some(server.summary());
@@ -610,7 +618,7 @@ pub(crate) fn follow_from(
                 }
                 // Its UDP socket is closed before the next server binds the same port.
                 drop(server);
-                on_replaced(&path)
+                replaced = Some(path);
             }
             r => return r,
         }

@@ -649,15 +649,16 @@ fn a_replaced_ring_is_served_on_the_same_listener() {
             records(f).len() >= 5
         }));
         assert_eq!(got.len(), 5);
-        // Replaced by a file not initialised yet: serve waits for it.
+        // Replaced by a file not initialised yet: serve ends the sessions and waits for it,
+        // and tells of no replacement until it serves a new ring.
         std::fs::write(tmp.path(), b"").unwrap();
         std::fs::rename(tmp.path(), path.path()).unwrap();
-        let t0 = std::time::Instant::now();
-        while replaced.load(Ordering::Relaxed) == 0 && t0.elapsed() < StdDuration::from_secs(5) {
-            std::thread::sleep(StdDuration::from_millis(10));
-        }
-        assert_eq!(replaced.load(Ordering::Relaxed), 1);
+        assert!(
+            closed_within(&mut c, StdDuration::from_secs(5)),
+            "the session of the replaced ring still open 5 s later"
+        );
         std::thread::sleep(StdDuration::from_millis(100));
+        assert_eq!(replaced.load(Ordering::Relaxed), 0);
         let mut w = TcpStream::connect(addr).expect("a mirror connecting while serve waits");
         w.set_read_timeout(Some(StdDuration::from_secs(3))).unwrap();
         let mut b = [0u8; 16];
@@ -678,6 +679,7 @@ fn a_replaced_ring_is_served_on_the_same_listener() {
             }
         };
         assert_eq!(got, (1..=3).map(|s| (s, 2000 + s)).collect::<Vec<_>>());
+        assert_eq!(replaced.load(Ordering::Relaxed), 1);
         assert_eq!(listening_ports(ip), [addr.port()]);
         stop.store(true, Ordering::Relaxed);
         h.join().unwrap().unwrap();
