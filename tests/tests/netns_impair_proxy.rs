@@ -92,9 +92,14 @@ fn run(extra: &[&str]) -> (Vec<u32>, String) {
     let client = udp_local();
     client.send_to(b"punch", proxy.udp).unwrap();
     let mut buf = [0u8; 64];
-    let (n, relay) = upstream
-        .recv_from(&mut buf)
-        .expect("the punch went upstream");
+    // A read that a stop and continue of this process interrupts (EINTR even without a
+    // signal handler, on a socket with a read timeout) is tried again.
+    let (n, relay) = loop {
+        match upstream.recv_from(&mut buf) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            r => break r.expect("the punch went upstream"),
+        }
+    };
     assert_eq!(&buf[..n], b"punch");
     assert_ne!(
         relay, proxy.udp,
