@@ -595,8 +595,8 @@ fn one_record(seq: u64) -> Vec<u8> {
 
 /// `--once` against a source that breaks the protocol (a GEOMETRY whose capacity is not a
 /// power of two; a frame of unknown kind after a good GEOMETRY; a second GEOMETRY; DATA
-/// before GEOMETRY) fails, naming the source and the error (spec §26.2: a mirror error exits
-/// 1), instead of returning Ok.
+/// before GEOMETRY; an HTTP server's reply) fails, naming the source and the error (spec
+/// §26.2: a mirror error exits 1), instead of returning Ok.
 #[test]
 fn once_fails_on_a_protocol_error_naming_the_source() {
     let unknown_kind = {
@@ -624,6 +624,14 @@ fn once_fails_on_a_protocol_error_naming_the_source() {
             "early",
             early_data,
             "unexpected DATA frame (seq 5): expected GEOMETRY",
+        ),
+        // Another protocol's reply: its bytes read as a frame header of an 825,110,831-byte
+        // payload, named as what it most likely is.
+        (
+            "http",
+            b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n".to_vec(),
+            "protocol error before GEOMETRY (not a replication source?): frame payload of \
+             825110831 bytes",
         ),
     ] {
         let dst = ShmPath::new(&format!("hostile-proto-{tag}"));

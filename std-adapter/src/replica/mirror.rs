@@ -1029,6 +1029,18 @@ impl<'a> Conn<'a> {
                             // Just checked: the total fits a usize.
                             return Err(End::Grow(total_len(len).unwrap_or(usize::MAX)));
                         }
+                        // Before GEOMETRY, a header that does not decode is most
+                        // likely a peer speaking another protocol (an HTTP server's
+                        // reply reads as a frame of about 800 MB): said so.
+                        Err(e) if self.m.geometry().is_none() => {
+                            return Err(End::Failed(io::Error::new(
+                                io::ErrorKind::InvalidData,
+                                format!(
+                                    "protocol error before GEOMETRY (not a replication \
+                                     source?): {e}"
+                                ),
+                            )));
+                        }
                         Err(e) => {
                             return Err(End::Failed(io::Error::new(
                                 io::ErrorKind::InvalidData,
