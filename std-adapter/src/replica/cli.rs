@@ -49,7 +49,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "N", default_value_t = 1472, requires = "udp_delivery",
           value_parser = clap::value_parser!(u32).range(24..=65536))]
     pub mtu: u32,
-    /// Multicast TTL (hops; only with --multicast).
+    /// Multicast TTL, 0..=255 hops (only with --multicast; 1 keeps it on the local network).
     #[arg(long, value_name = "N", default_value_t = 1, requires = "multicast")]
     pub ttl: u8,
     /// Fixed frame linger in microseconds, 0..=1000000 (default: adaptive, 50 µs pace).
