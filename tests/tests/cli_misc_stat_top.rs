@@ -179,6 +179,18 @@ impl Top {
     fn out(&self) -> String {
         self.out.lock().unwrap().clone()
     }
+
+    /// Everything top wrote to stderr (once it has exited).
+    fn err(&mut self) -> String {
+        let mut err = String::new();
+        self.child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        err
+    }
 }
 
 impl Drop for Top {
@@ -223,13 +235,7 @@ fn top_follows_a_replaced_ring_and_stops_when_it_is_removed() {
         assert!(t0.elapsed() < within, "top still running: {}", top.out());
         std::thread::sleep(Duration::from_millis(10));
     };
-    let mut err = String::new();
-    top.child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
+    let err = top.err();
     assert_eq!(status.code(), Some(1), "{err}");
     assert_eq!(err.trim(), format!("Error: {path}: ring removed"));
     drop((a, b));
@@ -706,13 +712,7 @@ fn queue_cursors_made_corrupt_while_top_runs_end_it_with_the_error() {
             "top of a corrupt queue",
         );
         let status = top.child.wait().unwrap();
-        let mut err = String::new();
-        top.child
-            .stderr
-            .take()
-            .unwrap()
-            .read_to_string(&mut err)
-            .unwrap();
+        let err = top.err();
         let out = top.out();
         assert_eq!(status.code(), Some(1), "{kind}: {err}\n{out}");
         assert!(
