@@ -1748,3 +1748,19 @@ fn an_empty_queue_path_is_named_in_the_message() {
     let create = SpscProducer::<u64>::create("", 8).unwrap_err().to_string();
     assert!(create.starts_with("queue \"\": "), "{create}");
 }
+
+/// The read-only open (`ringwire stat`, `top`, `heal`) refuses an empty path by name, as
+/// the ring's and the blackboard's opens do: it said only "open failed: No such file or
+/// directory (os error 2)", naming neither the queue nor its path (an `Error::Io` leaves
+/// an empty path out of its text).
+#[test]
+fn a_read_only_open_of_an_empty_path_says_the_path_is_empty() {
+    for kind in [QueueKind::Spsc, QueueKind::Mpmc] {
+        let e = ReadOnlyQueue::open("", kind).err().expect("an empty path opened");
+        assert!(
+            matches!(&e, crate::Error::InvalidArgument { path, .. } if path.as_os_str().is_empty()),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "the queue file's path is empty");
+    }
+}
