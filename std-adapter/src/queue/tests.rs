@@ -1764,3 +1764,29 @@ fn a_read_only_open_of_an_empty_path_says_the_path_is_empty() {
         assert_eq!(e.to_string(), "the queue file's path is empty");
     }
 }
+
+/// A consumer offset file given for a queue (a swapped path: both lie in `/dev/shm`) is
+/// named by its magic, as the ring's opens name it; the queue's opens said only "bad queue
+/// magic 0x53484d5f4f464653". The file is left as it was.
+#[test]
+fn an_offset_file_opened_as_a_queue_is_named_by_its_magic() {
+    let path = TmpPath::shm("queue-on-offset-file");
+    let ck = crate::OffsetCheckpoint::open_or_create(&path, "algo").unwrap();
+    ck.save(41);
+    let before = std::fs::read(&path).unwrap();
+    let errs = [
+        SpscProducer::<u64>::open(&path).err().map(|e| e.to_string()),
+        SpscConsumer::<u64>::open(&path).err().map(|e| e.to_string()),
+        SpscBytesConsumer::open(&path).err().map(|e| e.to_string()),
+        MpmcQueue::<u64>::open(&path).err().map(|e| e.to_string()),
+    ];
+    let want = format!(
+        "queue {}: bad queue magic 0x53484d5f4f464653 (the magic of a consumer offset file)",
+        path.display()
+    );
+    for e in errs {
+        assert_eq!(e.as_deref(), Some(want.as_str()));
+    }
+    assert_eq!(std::fs::read(&path).unwrap(), before, "the offset file changed");
+    assert_eq!(ck.load(), Some(41));
+}
