@@ -1630,12 +1630,17 @@ mod tests {
     fn a_checkpoint_for_an_empty_ring_path_is_refused_and_makes_no_file() {
         let name = format!("fxempty{}", std::process::id());
         let made = default_path(Path::new(""), &name);
-        assert_eq!(made, Path::new("/dev/shm").join(format!("ring_{name}.offset")));
+        assert_eq!(
+            made,
+            Path::new("/dev/shm").join(format!("ring_{name}.offset"))
+        );
         let _ = std::fs::remove_file(&made);
         let opened = OffsetCheckpoint::for_consumer("", &name);
         let existed = made.exists();
         let _ = std::fs::remove_file(&made);
-        let e = opened.err().expect("a checkpoint of an empty ring path opened");
+        let e = opened
+            .err()
+            .expect("a checkpoint of an empty ring path opened");
         assert!(
             matches!(&e, Error::InvalidArgument { path, .. } if path.as_os_str().is_empty()),
             "{e:?}"

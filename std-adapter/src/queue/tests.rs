@@ -1756,7 +1756,9 @@ fn an_empty_queue_path_is_named_in_the_message() {
 #[test]
 fn a_read_only_open_of_an_empty_path_says_the_path_is_empty() {
     for kind in [QueueKind::Spsc, QueueKind::Mpmc] {
-        let e = ReadOnlyQueue::open("", kind).err().expect("an empty path opened");
+        let e = ReadOnlyQueue::open("", kind)
+            .err()
+            .expect("an empty path opened");
         assert!(
             matches!(&e, crate::Error::InvalidArgument { path, .. } if path.as_os_str().is_empty()),
             "{e:?}"
@@ -1775,8 +1777,12 @@ fn an_offset_file_opened_as_a_queue_is_named_by_its_magic() {
     ck.save(41);
     let before = std::fs::read(&path).unwrap();
     let errs = [
-        SpscProducer::<u64>::open(&path).err().map(|e| e.to_string()),
-        SpscConsumer::<u64>::open(&path).err().map(|e| e.to_string()),
+        SpscProducer::<u64>::open(&path)
+            .err()
+            .map(|e| e.to_string()),
+        SpscConsumer::<u64>::open(&path)
+            .err()
+            .map(|e| e.to_string()),
         SpscBytesConsumer::open(&path).err().map(|e| e.to_string()),
         MpmcQueue::<u64>::open(&path).err().map(|e| e.to_string()),
     ];
@@ -1787,6 +1793,10 @@ fn an_offset_file_opened_as_a_queue_is_named_by_its_magic() {
     for e in errs {
         assert_eq!(e.as_deref(), Some(want.as_str()));
     }
-    assert_eq!(std::fs::read(&path).unwrap(), before, "the offset file changed");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the offset file changed"
+    );
     assert_eq!(ck.load(), Some(41));
 }
