@@ -1638,9 +1638,9 @@ mod tests {
         let opened = OffsetCheckpoint::for_consumer("", &name);
         let existed = made.exists();
         let _ = std::fs::remove_file(&made);
-        let e = opened
-            .err()
-            .expect("a checkpoint of an empty ring path opened");
+        let Err(e) = opened else {
+            panic!("a checkpoint of an empty ring path opened");
+        };
         assert!(
             matches!(&e, Error::InvalidArgument { path, .. } if path.as_os_str().is_empty()),
             "{e:?}"

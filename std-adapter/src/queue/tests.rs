@@ -1756,9 +1756,9 @@ fn an_empty_queue_path_is_named_in_the_message() {
 #[test]
 fn a_read_only_open_of_an_empty_path_says_the_path_is_empty() {
     for kind in [QueueKind::Spsc, QueueKind::Mpmc] {
-        let e = ReadOnlyQueue::open("", kind)
-            .err()
-            .expect("an empty path opened");
+        let Err(e) = ReadOnlyQueue::open("", kind) else {
+            panic!("an empty path opened");
+        };
         assert!(
             matches!(&e, crate::Error::InvalidArgument { path, .. } if path.as_os_str().is_empty()),
             "{e:?}"
