@@ -70,7 +70,8 @@ impl ReadOnlyQueue {
             .map_err(|e| Error::io(path, "fstat", e))?
             .len();
         if len < qhdr::SIZE as u64 {
-            return Err(attach_err(QueueAttachError::TooShort { len }));
+            return Err(crate::file::offset_file_given_for(path, &file, "queue")
+                .unwrap_or_else(|| attach_err(QueueAttachError::TooShort { len })));
         }
         let (map, region) = crate::file::map_file(path, &file, true)?;
         let view = QueueView::attach(region, QueueExpect::raw(kind)).map_err(attach_err)?;

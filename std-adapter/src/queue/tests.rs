@@ -1800,3 +1800,27 @@ fn an_offset_file_opened_as_a_queue_is_named_by_its_magic() {
     );
     assert_eq!(ck.load(), Some(41));
 }
+
+/// The read-only open (`ringwire stat`, `top`, `heal`) names a consumer offset file by its
+/// magic too; it reported it as a queue cut short, "file is 64 bytes, shorter than the
+/// 384-byte queue header".
+#[test]
+fn an_offset_file_opened_read_only_as_a_queue_is_named_by_its_magic() {
+    let path = TmpPath::shm("ro-queue-on-offset-file");
+    let ck = crate::OffsetCheckpoint::open_or_create(&path, "algo").unwrap();
+    ck.save(41);
+    for kind in [QueueKind::Spsc, QueueKind::Mpmc] {
+        let Err(e) = ReadOnlyQueue::open(&path, kind) else {
+            panic!("an offset file opened as a queue");
+        };
+        assert!(matches!(e, crate::Error::BadFileMagic { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "queue {}: bad magic 0x53484d5f4f464653 (the magic of a consumer offset file)",
+                path.display()
+            )
+        );
+    }
+    assert_eq!(ck.load(), Some(41));
+}
