@@ -286,7 +286,10 @@ impl<V: FromBytes + 'static> BlackboardConsumer<V> {
             .map_err(|e| Error::io(path, "fstat", e))?
             .len();
         if len < 128 {
-            return Err(bb_err(path)(BlackboardError::TooShort { need: 128, len }));
+            return Err(
+                crate::file::offset_file_given_for(path, &file, "blackboard")
+                    .unwrap_or_else(|| bb_err(path)(BlackboardError::TooShort { need: 128, len })),
+            );
         }
         let id = sys::file_id(&file).map_err(|e| Error::io(path, "fstat", e))?;
         let (map, region) = map_file(path, &file, false)?;
@@ -675,5 +678,35 @@ mod tests {
             assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
             assert_eq!(e.to_string(), "the blackboard file's path is empty");
         }
+    }
+
+    /// A consumer offset file given for a blackboard (a swapped path: both lie in
+    /// `/dev/shm`) is named by its magic, as the ring's opens name it; it was reported as a
+    /// board cut short, "file is 64 bytes, the blackboard needs 128". The file is left as
+    /// it was.
+    #[test]
+    fn an_offset_file_attached_as_a_blackboard_is_named_by_its_magic() {
+        let path = TmpPath::shm("bb-on-offset-file");
+        let ck = crate::OffsetCheckpoint::open_or_create(&path, "algo").unwrap();
+        ck.save(41);
+        let before = std::fs::read(&path).unwrap();
+        let Err(e) = BlackboardConsumer::<u64>::attach(&path) else {
+            panic!("an offset file attached as a blackboard");
+        };
+        assert!(matches!(e, Error::BadFileMagic { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "blackboard {}: bad magic 0x53484d5f4f464653 (the magic of a consumer offset \
+                 file)",
+                path.display()
+            )
+        );
+        assert_eq!(
+            std::fs::read(&path).unwrap(),
+            before,
+            "the offset file changed"
+        );
+        assert_eq!(ck.load(), Some(41));
     }
 }

@@ -770,9 +770,14 @@ impl OffsetCheckpoint {
             && name[used..].iter().all(|&b| b == 0)
     }
 
-    /// Opens the default checkpoint of consumer `name` of the ring at `ring`.
+    /// Opens the default checkpoint of consumer `name` of the ring at `ring`
+    /// ([`default_path`]). An empty `ring` is [`Error::InvalidArgument`], as every attach
+    /// to a ring says.
     pub fn for_consumer(ring: impl AsRef<Path>, name: &str) -> Result<Self> {
-        Self::open_or_create(default_path(ring.as_ref(), name), name)
+        let ring = ring.as_ref();
+        // Its default path would be `/dev/shm/ring_<name>.offset`, shared by every such call.
+        crate::file::not_empty(ring, "ring")?;
+        Self::open_or_create(default_path(ring, name), name)
     }
 
     fn a64(&self, off: usize) -> ringwire_core::sync::A64<'_> {
@@ -1615,5 +1620,32 @@ mod tests {
             assert!(matches!(e, Error::InvalidArgument { .. }), "{e:?}");
             assert_eq!(e.to_string(), "the offset file's path is empty");
         }
+    }
+
+    /// An empty ring path is refused by name, as every attach to a ring refuses it. It
+    /// made `/dev/shm/ring_<name>.offset` (the default path of a ring without a stem or a
+    /// directory) and opened it: the consumer then resumed at whatever offset any other
+    /// such mistake committed there, and the file was left behind.
+    #[test]
+    fn a_checkpoint_for_an_empty_ring_path_is_refused_and_makes_no_file() {
+        let name = format!("fxempty{}", std::process::id());
+        let made = default_path(Path::new(""), &name);
+        assert_eq!(
+            made,
+            Path::new("/dev/shm").join(format!("ring_{name}.offset"))
+        );
+        let _ = std::fs::remove_file(&made);
+        let opened = OffsetCheckpoint::for_consumer("", &name);
+        let existed = made.exists();
+        let _ = std::fs::remove_file(&made);
+        let Err(e) = opened else {
+            panic!("a checkpoint of an empty ring path opened");
+        };
+        assert!(
+            matches!(&e, Error::InvalidArgument { path, .. } if path.as_os_str().is_empty()),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "the ring file's path is empty");
+        assert!(!existed, "{} was made", made.display());
     }
 }

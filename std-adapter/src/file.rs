@@ -112,19 +112,24 @@ pub(crate) fn absolute(path: &Path) -> PathBuf {
 /// `/dev/shm`, and given for a ring it is named by its magic ([`Error::BadFileMagic`]), as a
 /// queue or a blackboard is, not taken for a ring cut short.
 pub(crate) fn short_ring(path: &Path, file: &File, len: u64) -> Error {
+    offset_file_given_for(path, file, "ring")
+        .unwrap_or_else(|| Error::attach(path, AttachError::TooShort { len }))
+}
+
+/// [`Error::BadFileMagic`] naming a consumer offset file, when `file` (named `path`, opened
+/// as a `kind` and found shorter than its header) starts with that file's magic: the
+/// blackboard's and the read-only queue's opens, as [`short_ring`].
+pub(crate) fn offset_file_given_for(path: &Path, file: &File, kind: &'static str) -> Option<Error> {
     use std::os::unix::fs::FileExt;
     let mut m = [0u8; 8];
     // In the host's byte order, as the offset file's writers store it.
-    if file.read_exact_at(&mut m, 0).is_ok()
-        && u64::from_ne_bytes(m) == crate::checkpoint::CHECKPOINT_MAGIC
-    {
-        return Error::BadFileMagic {
+    (file.read_exact_at(&mut m, 0).is_ok()
+        && u64::from_ne_bytes(m) == crate::checkpoint::CHECKPOINT_MAGIC)
+        .then(|| Error::BadFileMagic {
             path: path.to_path_buf(),
-            kind: "ring",
+            kind,
             found: crate::checkpoint::CHECKPOINT_MAGIC,
-        };
-    }
-    Error::attach(path, AttachError::TooShort { len })
+        })
 }
 
 /// Maps the whole of `file` (named `path`), recorded for the CLI's SIGBUS handler.

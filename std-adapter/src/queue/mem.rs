@@ -137,7 +137,19 @@ impl std::fmt::Display for QueueFileError {
             QueueFileError::Init { path, source } => {
                 write!(f, "queue {}: {source}", shown(path))
             }
-            QueueFileError::Attach { path, err } => write!(f, "queue {}: {err}", shown(path)),
+            QueueFileError::Attach { path, err } => {
+                write!(f, "queue {}: {err}", shown(path))?;
+                // The core names the magics of its own file kinds; a consumer offset file
+                // (which lies beside the queues) is named here, as the ring's opens name it.
+                match err {
+                    QueueAttachError::BadMagic { found }
+                        if *found == crate::checkpoint::CHECKPOINT_MAGIC =>
+                    {
+                        write!(f, " (the magic of a consumer offset file)")
+                    }
+                    _ => Ok(()),
+                }
+            }
             QueueFileError::NotFixedSize(p) => write!(
                 f,
                 "queue {}: holds byte strings of their own lengths, not fixed-size items \

@@ -52,9 +52,12 @@ pub struct QueueSnapshot {
 }
 
 impl ReadOnlyQueue {
-    /// Opens a queue file of either kind and validates it (every attach check).
+    /// Opens a queue file of either kind and validates it (every attach check). An empty
+    /// `path` is [`Error::InvalidArgument`].
     pub fn open(path: impl AsRef<Path>, kind: QueueKind) -> Result<Self> {
         let path = path.as_ref();
+        // An `Error::Io` leaves an empty path out of its text, which would name nothing.
+        crate::file::not_empty(path, "queue")?;
         let file = crate::file::open_regular(path, OpenOptions::new().read(true))?;
         let attach_err = |source| Error::QueueAttach {
             path: path.to_path_buf(),
@@ -67,7 +70,8 @@ impl ReadOnlyQueue {
             .map_err(|e| Error::io(path, "fstat", e))?
             .len();
         if len < qhdr::SIZE as u64 {
-            return Err(attach_err(QueueAttachError::TooShort { len }));
+            return Err(crate::file::offset_file_given_for(path, &file, "queue")
+                .unwrap_or_else(|| attach_err(QueueAttachError::TooShort { len })));
         }
         let (map, region) = crate::file::map_file(path, &file, true)?;
         let view = QueueView::attach(region, QueueExpect::raw(kind)).map_err(attach_err)?;

@@ -1748,3 +1748,79 @@ fn an_empty_queue_path_is_named_in_the_message() {
     let create = SpscProducer::<u64>::create("", 8).unwrap_err().to_string();
     assert!(create.starts_with("queue \"\": "), "{create}");
 }
+
+/// The read-only open (`ringwire stat`, `top`, `heal`) refuses an empty path by name, as
+/// the ring's and the blackboard's opens do: it said only "open failed: No such file or
+/// directory (os error 2)", naming neither the queue nor its path (an `Error::Io` leaves
+/// an empty path out of its text).
+#[test]
+fn a_read_only_open_of_an_empty_path_says_the_path_is_empty() {
+    for kind in [QueueKind::Spsc, QueueKind::Mpmc] {
+        let Err(e) = ReadOnlyQueue::open("", kind) else {
+            panic!("an empty path opened");
+        };
+        assert!(
+            matches!(&e, crate::Error::InvalidArgument { path, .. } if path.as_os_str().is_empty()),
+            "{e:?}"
+        );
+        assert_eq!(e.to_string(), "the queue file's path is empty");
+    }
+}
+
+/// A consumer offset file given for a queue (a swapped path: both lie in `/dev/shm`) is
+/// named by its magic, as the ring's opens name it; the queue's opens said only "bad queue
+/// magic 0x53484d5f4f464653". The file is left as it was.
+#[test]
+fn an_offset_file_opened_as_a_queue_is_named_by_its_magic() {
+    let path = TmpPath::shm("queue-on-offset-file");
+    let ck = crate::OffsetCheckpoint::open_or_create(&path, "algo").unwrap();
+    ck.save(41);
+    let before = std::fs::read(&path).unwrap();
+    let errs = [
+        SpscProducer::<u64>::open(&path)
+            .err()
+            .map(|e| e.to_string()),
+        SpscConsumer::<u64>::open(&path)
+            .err()
+            .map(|e| e.to_string()),
+        SpscBytesConsumer::open(&path).err().map(|e| e.to_string()),
+        MpmcQueue::<u64>::open(&path).err().map(|e| e.to_string()),
+    ];
+    let want = format!(
+        "queue {}: bad queue magic 0x53484d5f4f464653 (the magic of a consumer offset file)",
+        path.display()
+    );
+    for e in errs {
+        assert_eq!(e.as_deref(), Some(want.as_str()));
+    }
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "the offset file changed"
+    );
+    assert_eq!(ck.load(), Some(41));
+}
+
+/// The read-only open (`ringwire stat`, `top`, `heal`) names a consumer offset file by its
+/// magic too; it reported it as a queue cut short, "file is 64 bytes, shorter than the
+/// 384-byte queue header".
+#[test]
+fn an_offset_file_opened_read_only_as_a_queue_is_named_by_its_magic() {
+    let path = TmpPath::shm("ro-queue-on-offset-file");
+    let ck = crate::OffsetCheckpoint::open_or_create(&path, "algo").unwrap();
+    ck.save(41);
+    for kind in [QueueKind::Spsc, QueueKind::Mpmc] {
+        let Err(e) = ReadOnlyQueue::open(&path, kind) else {
+            panic!("an offset file opened as a queue");
+        };
+        assert!(matches!(e, crate::Error::BadFileMagic { .. }), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "queue {}: bad magic 0x53484d5f4f464653 (the magic of a consumer offset file)",
+                path.display()
+            )
+        );
+    }
+    assert_eq!(ck.load(), Some(41));
+}
