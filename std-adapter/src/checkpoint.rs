@@ -45,6 +45,20 @@ pub const CHECKPOINT_VERSION: u32 = 1;
 /// Checkpoint file size.
 pub const CHECKPOINT_SIZE: usize = 64;
 
+/// After a "bad magic" message of a file opened as another kind: names a consumer offset
+/// file's magic (`found`), which the core's names of its own file kinds leave out, so that a
+/// swapped path shows. Writes nothing for any other magic.
+pub(crate) fn name_offset_file_magic(
+    f: &mut std::fmt::Formatter<'_>,
+    found: u64,
+) -> std::fmt::Result {
+    if found == CHECKPOINT_MAGIC {
+        f.write_str(" (the magic of a consumer offset file)")
+    } else {
+        Ok(())
+    }
+}
+
 const OFF_MAGIC: usize = 0;
 const OFF_VERSION: usize = 8;
 const OFF_PID: usize = 12;

@@ -474,10 +474,7 @@ impl Error {
                 // Naming the file kind the magic belongs to shows a swapped or wrong path.
                 match ringwire_core::error::KnownMagic::of(*found) {
                     Some(owner) => write!(f, " (the magic of {owner})"),
-                    None if *found == crate::checkpoint::CHECKPOINT_MAGIC => {
-                        write!(f, " (the magic of a consumer offset file)")
-                    }
-                    None => Ok(()),
+                    None => crate::checkpoint::name_offset_file_magic(f, *found),
                 }
             }
             Error::TooShort { len, need, .. } => {

@@ -142,10 +142,8 @@ impl std::fmt::Display for QueueFileError {
                 // The core names the magics of its own file kinds; a consumer offset file
                 // (which lies beside the queues) is named here, as the ring's opens name it.
                 match err {
-                    QueueAttachError::BadMagic { found }
-                        if *found == crate::checkpoint::CHECKPOINT_MAGIC =>
-                    {
-                        write!(f, " (the magic of a consumer offset file)")
+                    QueueAttachError::BadMagic { found } => {
+                        crate::checkpoint::name_offset_file_magic(f, *found)
                     }
                     _ => Ok(()),
                 }
